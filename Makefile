@@ -1,0 +1,55 @@
+# mpsshim build. `make` builds everything into build/; `make test` is the CI tier,
+# `make demo` the main job, `make gpu-test` the GPU tier, `make bench` the benchmarks.
+# Each part of the tree adds its own rules through the *.mk fragment in its folder.
+
+CUDA      ?= /usr/local/cuda
+NVCC      ?= $(CUDA)/bin/nvcc
+PYTHON    ?= python3
+B         ?= build
+CC        ?= gcc
+
+WARN      := -Wall -Wextra -Werror -Wno-missing-field-initializers
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=gnu11 -pthread -fPIC $(WARN) -I$(CUDA)/include -I. -I$(B)/gen
+LDFLAGS   += -pthread
+
+# The CUDA toolkit's link stub: test programs are linked against it and get, at run time,
+# the real driver, or the shim through LD_PRELOAD (its SONAME is libcuda.so.1 too).
+CUDA_STUB := -L$(CUDA)/lib64/stubs -lcuda
+
+.PHONY: all deps test demo gpu-test bench clean format
+all:
+
+include gen/gen.mk
+include channel/channel.mk
+include interpose/interpose.mk
+include server/server.mk
+include tests/kernels/kernels.mk
+include tests/cpudrv/cpudrv.mk
+include tests/unit/unit.mk
+include tests/progs/progs.mk
+include bench/bench.mk
+
+# Installs what the build needs when it is missing (Debian/Ubuntu; CI runs as root).
+deps:
+	@sh tests/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@bash tests/ci.sh $(B)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@bash tests/demo.sh $(B)
+
+gpu-test: all
+	@bash tests/gpu.sh $(B)
+
+bench: all
+	@bash bench/run.sh $(B)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,17 @@
+# Code linked into both ends: the segment and its ring/lanes/slots, waits, the generic
+# call format, the staging plan, and the generated descriptors.
+CHANNEL_SRC := channel/chan.c channel/wait.c channel/marshal.c channel/copyplan.c \
+               channel/errname.c channel/image.c
+CHANNEL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CHANNEL_SRC)) $(B)/obj/gen/shim_desc.o
+
+# mpsshim's own code sees cuda.h as the driver does: every versioned and per-thread entry
+# point declared under its own name (no #define renaming cuMemAlloc to cuMemAlloc_v2).
+MPSSHIM_CFLAGS := $(CFLAGS) -D__CUDA_API_VERSION_INTERNAL
+
+$(B)/obj/%.o: %.c $(GEN_OUT) $(wildcard channel/*.h interpose/*.h server/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(MPSSHIM_CFLAGS) -c -o $@ $<
+
+$(B)/obj/gen/%.o: $(B)/gen/%.c $(GEN_OUT) $(wildcard channel/*.h interpose/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(MPSSHIM_CFLAGS) -c -o $@ $<

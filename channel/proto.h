@@ -1,0 +1,374 @@
+/* The wire protocol between libmpsshim.so (client) and mpsshim-server.
+ *
+ * One client process = one UNIX-socket connection + one shared-memory segment.
+ *
+ *  - The socket carries the handshake (chan_hello / chan_welcome), file descriptors
+ *    (SCM_RIGHTS: the segment itself, pinned host allocations), and its hang-up is how the
+ *    server learns that a client died, whatever the way it died.
+ *  - The segment (created, sized and sealed by the server, so that a client can neither
+ *    shrink it under the server nor map something else) holds:
+ *      a request ring   client threads -> server worker, in order, variable-size records;
+ *      reply lanes      one per waiting client thread, server -> that thread;
+ *      staging slots    pipelined bulk data for pageable copies (registered as pinned
+ *                       memory in the server, so the GPU copies straight out of / into them);
+ *      devinfo          device properties, written once by the server.
+ *
+ * Every field the client can write is read by the server exactly once into a local and
+ * checked there; records are copied out of the ring before they are parsed.
+ * All integers are little-endian host order: both ends run on the same machine. */
+#ifndef MPSSHIM_PROTO_H
+#define MPSSHIM_PROTO_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <cuda.h>
+
+#define CHAN_MAGIC 0x5353504du /* "MPSS" */
+#define CHAN_PROTO_MAJOR 1     /* incompatible changes */
+#define CHAN_PROTO_MINOR 0     /* compatible additions */
+
+#define CHAN_SOCKET_NAME "mpsshim.sock"
+#define CHAN_CONTROL_NAME "control.sock"
+#define CHAN_DEFAULT_PIPE_DIR "/tmp/mpsshim"
+
+/* ---------------------------------------------------------------- handshake (socket) */
+
+struct chan_hello {
+    uint32_t magic;
+    uint16_t major, minor;
+    uint64_t symbols_hash; /* SHIM_SYMBOLS_HASH: call ids must agree */
+    int32_t pid;
+    uint32_t reserved;
+    char exe[64]; /* for logs and the control CLI */
+};
+
+enum chan_welcome_status {
+    CHAN_WELCOME_OK = 0,
+    CHAN_WELCOME_VERSION = 1, /* protocol or symbol set differs: message names both */
+    CHAN_WELCOME_UID = 2,     /* client runs as another user */
+    CHAN_WELCOME_FULL = 3,    /* server refuses more clients */
+    CHAN_WELCOME_ERROR = 4,   /* server could not set the client up */
+};
+
+/* Sent by the server; when status is OK the segment's fd travels with it (SCM_RIGHTS). */
+struct chan_welcome {
+    uint32_t magic;
+    uint16_t major, minor;
+    int32_t status;
+    int32_t server_pid;
+    uint64_t shm_size;
+    uint32_t client_id;
+    uint32_t reserved;
+    char message[256]; /* why a client was refused, printed by the client */
+};
+
+/* ---------------------------------------------------------------- shared segment */
+
+#define CHAN_RING_SIZE (2u << 20) /* request ring bytes */
+#define CHAN_NLANES 64            /* client threads that can wait for replies at once */
+#define CHAN_LANE_SIZE (64u << 10)
+#define CHAN_LANE_DATA (CHAN_LANE_SIZE - 64u)
+#define CHAN_NSLOTS 4             /* staging slots: 4 keeps client memcpy and DMA overlapped */
+#define CHAN_SLOT_SIZE (4u << 20)
+#define CHAN_REC_MAX (CHAN_LANE_DATA) /* largest request record, header included */
+#define CHAN_INLINE_MAX (32u << 10)   /* copies up to this travel inside records/replies */
+#define CHAN_MAX_DEVICES 16
+
+/* A staging slot's two counters are chunk sequence numbers (see channel/copyplan.h). The
+ * producer of chunk n waits until `freed` says the slot's previous chunk (n - NSLOTS) has
+ * been consumed, fills the slot, then publishes `filled = n + 1`; the consumer waits for
+ * `filled == n + 1`, consumes, then publishes `freed = n + 1`. Counting (not flags) makes a
+ * late or repeated wake-up harmless. `status` carries a copy error for chunk `filled - 1`. */
+struct chan_slot {
+    _Alignas(64) _Atomic uint32_t filled;
+    _Atomic uint32_t freed;
+    _Atomic int32_t status;
+    _Atomic uint32_t waiters; /* threads (either side) sleeping on this slot's counters */
+};
+
+/* A reply lane. One client thread owns it while it waits; the server writes `result`,
+ * `len` and `data`, then increments `seq` (release) and wakes the thread if `waiting`. */
+struct chan_lane {
+    _Alignas(64) _Atomic uint32_t seq;
+    _Atomic uint32_t waiting;
+    int32_t result;
+    uint32_t len;
+    uint8_t pad[48];
+    uint8_t data[CHAN_LANE_DATA];
+};
+_Static_assert(sizeof(struct chan_lane) == CHAN_LANE_SIZE, "lane layout");
+
+struct chan_devinfo_dev {
+    char name[256];
+    CUuuid uuid;
+    uint64_t total_mem;
+    char pci_bus_id[32];
+    int32_t attr[CU_DEVICE_ATTRIBUTE_MAX];
+    int32_t attr_result[CU_DEVICE_ATTRIBUTE_MAX]; /* CUresult of each query */
+};
+
+struct chan_devinfo {
+    int32_t driver_version;
+    int32_t ndev;
+    struct chan_devinfo_dev dev[CHAN_MAX_DEVICES];
+};
+
+struct chan_shm {
+    /* Written by the server before the client maps the segment; the server never reads
+     * these back (it keeps its own copy), the client trusts them. */
+    uint32_t magic;
+    uint16_t major, minor;
+    uint64_t size;
+    uint64_t ring_off, ring_size;
+    uint64_t lanes_off;
+    uint32_t nlanes, lane_size;
+    uint64_t staging_off;
+    uint32_t nslots, slot_size;
+    uint64_t devinfo_off;
+
+    /* Request ring positions: byte counts since the start, never wrapped (64-bit). */
+    _Alignas(64) _Atomic uint64_t tail; /* written by the client (producer) */
+    _Atomic uint32_t doorbell;          /* bumped by the client when the server sleeps */
+    _Alignas(64) _Atomic uint64_t head; /* written by the server (consumer) */
+    _Atomic uint32_t server_sleeping;   /* the worker is (about to be) asleep on doorbell */
+    _Atomic uint32_t space_bell;        /* bumped by the server when space waiters exist */
+    _Atomic uint32_t space_waiters;     /* client threads waiting for ring space */
+    /* Set by the server when this client was terminated or the server is going away:
+     * the client stops waiting and returns errors. */
+    _Alignas(64) _Atomic uint32_t dead;
+
+    struct chan_slot slots[CHAN_NSLOTS];
+};
+
+/* ---------------------------------------------------------------- request records */
+
+/* Every record starts with this header; `size` counts the header and is a multiple of 8.
+ * A record never wraps: when it does not fit before the end of the ring, the client writes
+ * a PAD record (or nothing, if fewer than 16 bytes remain) and starts at offset 0. */
+struct chan_rec {
+    uint32_t size;
+    uint16_t op;     /* < SHIM_NCALLS: generic call with that id; else enum chan_op */
+    uint16_t flags;  /* CHAN_RF_* */
+    uint16_t lane;   /* reply lane, when CHAN_RF_REPLY */
+    uint16_t thread; /* client thread number: selects the per-thread default stream */
+    uint32_t ctx;    /* client context current for the call; 0 = none */
+};
+_Static_assert(sizeof(struct chan_rec) == 16, "record header layout");
+
+#define CHAN_RF_REPLY 0x1u /* the sender waits on `lane` for the result */
+#define CHAN_RF_PTDS 0x2u  /* the NULL stream means the per-thread default stream */
+
+/* Hand-written operations (the `manual` families). Values sit above every call id. */
+enum chan_op {
+    CHAN_OP_BASE = 0x8000,
+    CHAN_OP_PAD = CHAN_OP_BASE, /* filler to the end of the ring */
+    CHAN_OP_CTX_CREATE,         /* chan_ctx -> - */
+    CHAN_OP_CTX_DESTROY,        /* chan_ctx -> -: frees everything made in it */
+    CHAN_OP_CTX_SYNC,           /* - -> -: all the client's streams of rec.ctx */
+    CHAN_OP_CTX_LIMIT,          /* chan_limit -> u64 value */
+    CHAN_OP_MEM_ALLOC,          /* chan_alloc -> chan_alloc_reply */
+    CHAN_OP_MEM_FREE,           /* u64 dptr -> - */
+    CHAN_OP_MEM_INFO,           /* - -> u64 free, u64 total */
+    CHAN_OP_HOST_ALLOC,         /* chan_host_alloc -> u64 addr (+ fd on the socket) */
+    CHAN_OP_HOST_FREE,          /* u64 addr -> - */
+    CHAN_OP_COPY,               /* chan_copy [+ inline data] -> [inline data] */
+    CHAN_OP_MEMSET,             /* chan_memset -> - */
+    CHAN_OP_BLOB,               /* bytes: appended to the client's upload buffer */
+    CHAN_OP_MODULE_LOAD,        /* chan_module_load -> chan_module_loaded */
+    CHAN_OP_MODULE_UNLOAD,      /* chan_handle -> - */
+    CHAN_OP_GET_FUNCTION,       /* chan_lookup -> chan_function */
+    CHAN_OP_GET_GLOBAL,         /* chan_lookup -> u64 dptr, u64 size */
+    CHAN_OP_ENUM_FUNCTIONS,     /* chan_handle + u32 max -> u32 n, chan_function[n] */
+    CHAN_OP_HANDLE_QUERY,       /* chan_handle_query -> u64 handle or string */
+    CHAN_OP_FUNC_SET_ATTR,      /* chan_func_attr -> - */
+    CHAN_OP_LAUNCH,             /* chan_launch + attrs + params -> - */
+    CHAN_OP_STREAM_CREATE,      /* chan_stream_create -> u64 stream */
+    CHAN_OP_STREAM_DESTROY,     /* u64 stream -> - */
+    CHAN_OP_STREAM_QUERY,       /* u64 stream -> - */
+    CHAN_OP_STREAM_SYNC,        /* u64 stream -> - */
+    CHAN_OP_EVENT_CREATE,       /* u32 flags -> u64 event */
+    CHAN_OP_EVENT_DESTROY,      /* u64 event -> - */
+    CHAN_OP_EVENT_SYNC,         /* u64 event -> - */
+    CHAN_OP_ERROR_STRING,       /* i32 code -> string */
+    CHAN_OP_END,
+};
+
+struct chan_ctx {
+    uint32_t id;
+    int32_t device;
+    uint32_t flags;
+    uint32_t primary;
+};
+
+struct chan_limit {
+    uint32_t set;
+    uint32_t limit; /* CUlimit */
+    uint64_t value;
+};
+
+struct chan_alloc {
+    uint64_t bytes;  /* width in bytes for pitched allocations */
+    uint64_t height; /* 0 = linear allocation */
+    uint32_t elem;   /* element size for pitched allocations */
+    uint32_t reserved;
+};
+
+struct chan_alloc_reply {
+    uint64_t dptr;
+    uint64_t pitch;
+};
+
+/* Reply: u64 address, u64 mapped size; the memfd travels on the socket just before. */
+struct chan_host_alloc {
+    uint64_t bytes;
+    uint32_t flags;
+    uint32_t attempt; /* > 0: the client could not map the last address; pick another */
+    uint64_t avoid;   /* that address */
+};
+
+/* One side of a copy. */
+enum chan_mem {
+    CHAN_MEM_DEVICE = 1, /* device address of the client's */
+    CHAN_MEM_ARRAY,      /* CUarray of the client's */
+    CHAN_MEM_PINNED,     /* host address inside a pinned allocation shared with the server */
+    CHAN_MEM_STAGED,     /* client pageable memory: data travels inline or through slots */
+};
+
+struct chan_copy_side {
+    uint32_t kind; /* enum chan_mem */
+    int32_t device; /* device of a DEVICE side (peer copies), -1 = the context's */
+    uint64_t addr;  /* address or array handle; unused for STAGED */
+    uint64_t pitch; /* bytes per row (STAGED: ignored, rows are packed) */
+    uint64_t height; /* rows per 2D slice, for 3D */
+    uint64_t x, y, z; /* x in bytes */
+};
+
+#define CHAN_CF_ASYNC 0x1u     /* the API call was an ...Async one (orders on `stream`) */
+#define CHAN_CF_INLINE 0x2u    /* STAGED data travels in the record (HtoD) or reply (DtoH) */
+#define CHAN_CF_UNALIGNED 0x4u /* cuMemcpy2DUnaligned semantics */
+#define CHAN_CF_COMPLETE 0x8u  /* reply only once the copy has completed (else once queued) */
+#define CHAN_CF_PEER 0x10u     /* sides name their devices (cuMemcpyPeer, cuMemcpy3DPeer) */
+
+struct chan_copy {
+    struct chan_copy_side src, dst;
+    uint64_t width, height, depth; /* width in bytes */
+    uint64_t stream;
+    uint32_t flags;      /* CHAN_CF_* */
+    uint32_t first_chunk; /* staging chunk number of the first chunk (slot protocol) */
+};
+
+/* Replies when CHAN_RF_REPLY is set: once queued, or once done with `complete`. */
+struct chan_memset {
+    uint64_t dst;
+    uint64_t pitch; /* 0 for 1D */
+    uint64_t width; /* elements per row */
+    uint64_t height;
+    uint64_t stream;
+    uint32_t value;
+    uint32_t elem; /* 1, 2 or 4 */
+    uint32_t async;
+    uint32_t complete;
+};
+
+enum chan_image_kind {
+    CHAN_IMAGE_MODULE = 1, /* cuModuleLoadDataEx */
+    CHAN_IMAGE_FATBIN,     /* cuModuleLoadFatBinary */
+    CHAN_IMAGE_LIBRARY,    /* cuLibraryLoadData */
+};
+
+/* The image was uploaded with CHAN_OP_BLOB records just before. JIT options follow as
+ * njit pairs {u32 option, u32 pad, u64 value}; options whose value is a client pointer
+ * (log buffers) are rewritten by the client to sizes and answered in the reply. */
+struct chan_module_load {
+    uint32_t kind;
+    uint32_t njit;
+    uint64_t image_size;
+};
+
+struct chan_jit_opt {
+    uint32_t option;
+    uint32_t pad;
+    uint64_t value;
+};
+
+/* Reply: the handle, then the info log and error log (NUL-terminated, possibly empty). */
+struct chan_module_loaded {
+    uint64_t handle;
+    uint32_t info_len, error_len;
+    float wall_time;
+    uint32_t pad;
+};
+
+struct chan_handle {
+    uint64_t handle;
+    uint32_t kind; /* enum chan_handle_kind */
+    uint32_t arg;
+};
+
+enum chan_handle_kind {
+    CHAN_H_MODULE = 1,
+    CHAN_H_LIBRARY,
+    CHAN_H_FUNCTION,
+    CHAN_H_KERNEL,
+};
+
+/* Name lookups in a module or library; the NUL-terminated name follows. */
+struct chan_lookup {
+    uint64_t handle;
+    uint32_t kind; /* CHAN_H_MODULE, CHAN_H_LIBRARY, or CHAN_H_KERNEL (kernel -> function) */
+    uint32_t name_len;
+};
+
+#define CHAN_MAX_PARAMS 1024
+
+/* What the client caches per function or kernel to pack launches and check them at once. */
+struct chan_function {
+    uint64_t handle;
+    uint32_t nparams;
+    uint32_t param_bytes;     /* end of the last parameter */
+    int32_t max_threads;      /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
+    int32_t static_smem;      /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
+    int32_t max_dynamic_smem; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    uint32_t pad;
+    /* followed by nparams pairs {u32 offset, u32 size} */
+};
+
+enum chan_query {
+    CHAN_Q_FUNC_MODULE = 1, /* function -> module */
+    CHAN_Q_LIB_MODULE,      /* library -> module */
+    CHAN_Q_KERNEL_LIBRARY,  /* kernel -> library */
+    CHAN_Q_FUNC_NAME,       /* function -> name */
+    CHAN_Q_KERNEL_NAME,     /* kernel -> name */
+};
+
+struct chan_handle_query {
+    uint64_t handle;
+    uint32_t query; /* enum chan_query */
+    uint32_t pad;
+};
+
+struct chan_func_attr {
+    uint64_t handle;
+    uint32_t is_kernel;
+    int32_t attr;
+    int32_t value;
+    int32_t device;
+};
+
+struct chan_launch {
+    uint64_t func; /* CUfunction, or a CUkernel cast to one */
+    uint32_t grid[3], block[3];
+    uint32_t smem;
+    uint32_t nattrs; /* CUlaunchAttribute entries that follow (cuLaunchKernelEx) */
+    uint64_t stream;
+    uint32_t cooperative;
+    uint32_t param_bytes; /* packed parameters follow the attributes */
+};
+
+struct chan_stream_create {
+    uint32_t flags;
+    int32_t priority;
+};
+
+
+#endif

@@ -1,0 +1,84 @@
+/* Spin-then-futex waits on shared counters; see wait.h. */
+#include "channel/wait.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long one sleep lasts before `alive` is asked again: bounds how late a dead peer is
+ * noticed, and costs nothing while the peer is alive (the wake-up comes first). */
+#define CHAN_SLEEP_SLICE_NS (50ull * 1000 * 1000)
+
+uint64_t chan_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Shared (not FUTEX_PRIVATE) futexes: the words live in memory mapped by two processes. */
+void chan_futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000ull),
+                          .tv_nsec = (long)(timeout_ns % 1000000000ull)};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+void chan_futex_wake(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waiters,
+                  const struct chan_wait *w)
+{
+    uint32_t v = atomic_load_explicit(word, memory_order_acquire);
+    if (chan_reached(v, want))
+        return 0;
+    uint64_t start = chan_now_ns();
+    unsigned spins = 0;
+    while (chan_now_ns() - start < w->spin_ns) {
+        for (int i = 0; i < 64; i++) {
+            v = atomic_load_explicit(word, memory_order_acquire);
+            if (chan_reached(v, want))
+                return 0;
+            cpu_relax();
+        }
+        /* On an oversubscribed machine the peer may need this very CPU. */
+        if (++spins % 16 == 0)
+            sched_yield();
+    }
+    for (;;) {
+        atomic_fetch_add(waiters, 1);
+        /* seq_cst pairs with the waker's fence in chan_wake(): either the waker sees us
+         * counted, or we see its new value here and do not sleep. */
+        v = atomic_load(word);
+        if (!chan_reached(v, want))
+            chan_futex_wait(word, v, CHAN_SLEEP_SLICE_NS);
+        atomic_fetch_sub(waiters, 1);
+        v = atomic_load_explicit(word, memory_order_acquire);
+        if (chan_reached(v, want))
+            return 0;
+        if (w->alive && !w->alive(w->arg))
+            return -1;
+    }
+}
+
+void chan_wake(_Atomic uint32_t *word, _Atomic uint32_t *waiters)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(waiters, memory_order_relaxed))
+        chan_futex_wake(word);
+}

@@ -1,0 +1,259 @@
+/* Requests from client threads: the ring lock, per-thread reply lanes and thread numbers,
+ * and the generic forwarder that every generated sync/async stub calls. */
+#include "interpose/shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "channel/marshal.h"
+
+/* Producers serialise on this lock: records must enter the ring whole and in the order the
+ * calls were made, which is the order the server replays them (any thread's later sync
+ * call sees every earlier async call submitted). Held only while a record is written. */
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Lanes are owned by threads until they exit; guarded by lane_lock. */
+static pthread_mutex_t lane_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lane_freed = PTHREAD_COND_INITIALIZER;
+static uint64_t lanes_used; /* bit i: lane i owned by a thread */
+/* Thread numbers for per-thread default streams; recycled when threads exit. */
+static uint16_t *free_thread_nos;
+static unsigned nfree_thread_nos, cap_thread_nos;
+static uint16_t next_thread_no = 1;
+
+struct thread_slot {
+    int lane;          /* -1 until the thread first waits for a reply */
+    uint16_t thread_no; /* 0 until first needed */
+};
+static __thread struct thread_slot self = {.lane = -1};
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+static uint64_t spin_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("MPSSHIM_SPIN_US");
+        /* Long enough to catch the reply of a short kernel or copy without sleeping. */
+        v = e ? strtoll(e, NULL, 10) * 1000 : 200 * 1000;
+        if (v < 0)
+            v = 0;
+        atomic_store(&cached, v);
+    }
+    return (uint64_t)v;
+}
+
+const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_server_alive};
+
+static void thread_exit(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lane_lock);
+    if (self.lane >= 0) {
+        lanes_used &= ~(1ull << self.lane);
+        pthread_cond_signal(&lane_freed);
+    }
+    if (self.thread_no) {
+        if (nfree_thread_nos == cap_thread_nos) {
+            unsigned ncap = cap_thread_nos ? cap_thread_nos * 2 : 64;
+            uint16_t *n = realloc(free_thread_nos, ncap * sizeof(*n));
+            if (n) {
+                free_thread_nos = n;
+                cap_thread_nos = ncap;
+            }
+        }
+        if (nfree_thread_nos < cap_thread_nos)
+            free_thread_nos[nfree_thread_nos++] = self.thread_no;
+    }
+    pthread_mutex_unlock(&lane_lock);
+    self.lane = -1;
+    self.thread_no = 0;
+}
+
+static void make_exit_key(void)
+{
+    pthread_key_create(&exit_key, thread_exit);
+}
+
+static void register_exit(void)
+{
+    pthread_once(&exit_key_once, make_exit_key);
+    pthread_setspecific(exit_key, (void *)1);
+}
+
+uint16_t shim_thread_no(void)
+{
+    if (self.thread_no)
+        return self.thread_no;
+    register_exit();
+    pthread_mutex_lock(&lane_lock);
+    if (nfree_thread_nos)
+        self.thread_no = free_thread_nos[--nfree_thread_nos];
+    else {
+        self.thread_no = next_thread_no;
+        /* 65535 live threads never happen; on wrap-around numbers are shared. */
+        next_thread_no = next_thread_no == UINT16_MAX ? 1 : next_thread_no + 1;
+    }
+    pthread_mutex_unlock(&lane_lock);
+    return self.thread_no;
+}
+
+static int my_lane(void)
+{
+    if (self.lane >= 0)
+        return self.lane;
+    register_exit();
+    pthread_mutex_lock(&lane_lock);
+    /* More threads than lanes wait here for one to exit. */
+    while (lanes_used == ~0ull)
+        pthread_cond_wait(&lane_freed, &lane_lock);
+    int l = __builtin_ctzll(~lanes_used);
+    lanes_used |= 1ull << l;
+    pthread_mutex_unlock(&lane_lock);
+    self.lane = l;
+    return l;
+}
+
+CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags)
+{
+    struct chan *c = &shim_conn.ch;
+    if (len > CHAN_REC_MAX - sizeof(struct chan_rec))
+        return CUDA_ERROR_INVALID_VALUE;
+    q->lane = reply ? my_lane() : -1;
+    uint16_t tno = shim_thread_no();
+    pthread_mutex_lock(&ring_lock);
+    struct chan_wait w = shim_waiter;
+    w.spin_ns = 0;
+    q->rec = chan_ring_reserve(c, (uint32_t)sizeof(struct chan_rec) + len, &w);
+    if (!q->rec) {
+        pthread_mutex_unlock(&ring_lock);
+        return CUDA_ERROR_MPS_SERVER_NOT_READY;
+    }
+    q->rec->op = (uint16_t)op;
+    q->rec->flags = (uint16_t)(flags | (reply ? CHAN_RF_REPLY : 0));
+    q->rec->lane = reply ? (uint16_t)q->lane : 0;
+    q->rec->thread = tno;
+    q->rec->ctx = shim_current_ctx_id();
+    q->payload = (uint8_t *)(q->rec + 1);
+    if (reply)
+        q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
+    return CUDA_SUCCESS;
+}
+
+void shim_req_send(struct shim_req *q)
+{
+    chan_ring_publish(&shim_conn.ch, q->rec);
+    pthread_mutex_unlock(&ring_lock);
+}
+
+CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
+{
+    struct chan *c = &shim_conn.ch;
+    struct chan_wait w = shim_waiter;
+    w.spin_ns = spin_ns();
+    if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0)
+        return CUDA_ERROR_MPS_SERVER_NOT_READY;
+    struct chan_lane *l = &c->lanes[q->lane];
+    uint32_t n = l->len;
+    if (n > CHAN_LANE_DATA)
+        n = CHAN_LANE_DATA;
+    if (data)
+        *data = l->data;
+    if (len)
+        *len = n;
+    return (CUresult)l->result;
+}
+
+CUresult shim_call(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
+                   uint32_t *outlen)
+{
+    struct shim_req q;
+    CUresult r = shim_req_begin(&q, op, len, 1, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (len)
+        memcpy(q.payload, payload, len);
+    shim_req_send(&q);
+    const uint8_t *data;
+    uint32_t n;
+    r = shim_req_wait(&q, &data, &n);
+    if (outlen)
+        *outlen = n;
+    if (out && cap)
+        memcpy(out, data, n < cap ? n : cap);
+    return r;
+}
+
+CUresult shim_call_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
+                        uint32_t *outlen)
+{
+    struct shim_req q;
+    CUresult r = shim_req_begin(&q, op, len, 1, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (len)
+        memcpy(q.payload, payload, len);
+    shim_req_send(&q);
+    return shim_req_wait(&q, data, outlen);
+}
+
+CUresult shim_post(unsigned op, const void *payload, uint32_t len)
+{
+    struct shim_req q;
+    CUresult r = shim_req_begin(&q, op, len, 0, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (len)
+        memcpy(q.payload, payload, len);
+    shim_req_send(&q);
+    return CUDA_SUCCESS;
+}
+
+CUresult shim_upload(const void *data, size_t len)
+{
+    const size_t max = CHAN_REC_MAX - sizeof(struct chan_rec);
+    const uint8_t *p = data;
+    while (len) {
+        size_t n = len < max ? len : max;
+        CUresult r = shim_post(CHAN_OP_BLOB, p, (uint32_t)n);
+        if (r != CUDA_SUCCESS)
+            return r;
+        p += n;
+        len -= n;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult shim_forward(int id, const void *const *argv)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    const struct shim_call *d = &shim_calls[id];
+    if ((r = shim_need_ctx()) != CUDA_SUCCESS)
+        return r;
+    /* Size first (the record is reserved whole), then pack straight into the ring. */
+    const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
+    size_t reply_len;
+    size_t n = chan_pack_call(d, argv, NULL, cap, &reply_len, &r);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (reply_len > CHAN_LANE_DATA)
+        return CUDA_ERROR_INVALID_VALUE;
+    int reply = d->cls == SHIM_SYNC;
+    unsigned flags = (d->flags & SHIM_CF_PTDS) ? CHAN_RF_PTDS : 0;
+    struct shim_req q;
+    if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS)
+        return r;
+    chan_pack_call(d, argv, q.payload, cap, &reply_len, &r);
+    shim_req_send(&q);
+    if (!reply)
+        return CUDA_SUCCESS;
+    const uint8_t *data;
+    uint32_t len;
+    r = shim_req_wait(&q, &data, &len);
+    if (r == CUDA_SUCCESS)
+        chan_unpack_reply(d, argv, data, len);
+    return r;
+}

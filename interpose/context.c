@@ -1,0 +1,604 @@
+/* Contexts. A client's contexts are its own objects: the server has one real context per
+ * device, shared by every client, and only learns a context's id so that it can tag what
+ * is made in it and free exactly that when the client destroys or resets it. */
+#include "interpose/shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#define CTX_MAGIC 0x4354584du
+
+struct shim_ctx {
+    void *self; /* hash key: the handle the application holds */
+    uint32_t magic;
+    uint32_t id;
+    int device;
+    unsigned flags;
+    int primary;
+    int refcount; /* primary: retains; others: 1 while alive */
+    int active;   /* the server knows this id */
+    UT_hash_handle hh;
+};
+
+/* Guarded by ctx_lock: the live contexts (by address, so a handle is checked before it is
+ * dereferenced), the primary context of each device, the next id. */
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shim_ctx *live;
+static struct shim_ctx primaries[CHAN_MAX_DEVICES];
+static uint32_t next_id = 64; /* ids 1..CHAN_MAX_DEVICES are the primary contexts */
+
+/* The thread's context stack; the top is current. */
+#define STACK_MAX 64
+static __thread struct shim_ctx *stack[STACK_MAX];
+static __thread int depth;
+
+static struct shim_ctx *find_live(CUcontext c)
+{
+    struct shim_ctx *x = NULL;
+    void *key = c;
+    HASH_FIND_PTR(live, &key, x);
+    return x;
+}
+
+/* The thread's current context if it is still alive; caller holds ctx_lock. */
+static struct shim_ctx *current_locked(void)
+{
+    if (depth == 0)
+        return NULL;
+    struct shim_ctx *c = stack[depth - 1];
+    return c && find_live((CUcontext)c) && c->active ? c : NULL;
+}
+
+uint32_t shim_current_ctx_id(void)
+{
+    /* Read without the lock: a stale id is refused by the server, never misused. */
+    return depth ? (stack[depth - 1] ? stack[depth - 1]->id : 0) : 0;
+}
+
+CUresult shim_need_ctx(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = current_locked();
+    pthread_mutex_unlock(&ctx_lock);
+    return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+int shim_current_device(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = current_locked();
+    int d = c ? c->device : -1;
+    pthread_mutex_unlock(&ctx_lock);
+    return d;
+}
+
+CUresult shim_ctx_lookup(CUcontext h, uint32_t *id, int *device)
+{
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = h ? find_live(h) : current_locked();
+    CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+    if (c && c->active) {
+        if (id)
+            *id = c->id;
+        if (device)
+            *device = c->device;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    return r;
+}
+
+CUcontext shim_ctx_by_id(uint32_t id)
+{
+    CUcontext r = NULL;
+    pthread_mutex_lock(&ctx_lock);
+    for (struct shim_ctx *c = live; c; c = c->hh.next)
+        if (c->id == id && c->active)
+            r = (CUcontext)c;
+    pthread_mutex_unlock(&ctx_lock);
+    return r;
+}
+
+/* Tells the server about a context; caller holds ctx_lock. */
+static CUresult activate(struct shim_ctx *c)
+{
+    struct chan_ctx m = {.id = c->id, .device = c->device, .flags = c->flags,
+                         .primary = (uint32_t)c->primary};
+    CUresult r = shim_call(CHAN_OP_CTX_CREATE, &m, sizeof(m), NULL, 0, NULL);
+    if (r == CUDA_SUCCESS)
+        c->active = 1;
+    return r;
+}
+
+/* Frees everything made in the context, server and client side; caller holds ctx_lock. */
+static CUresult deactivate(struct shim_ctx *c)
+{
+    struct chan_ctx m = {.id = c->id, .device = c->device};
+    CUresult r = shim_call(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
+    c->active = 0;
+    shim_range_drop(c->id, 0, NULL);
+    shim_stream_drop_ctx(c->id);
+    shim_func_drop(0, c->id);
+    return r;
+}
+
+static void push(struct shim_ctx *c)
+{
+    if (depth < STACK_MAX)
+        stack[depth++] = c;
+}
+
+/* ---------------------------------------------------------------- primary contexts */
+
+static struct shim_ctx *primary(CUdevice dev)
+{
+    struct shim_ctx *c = &primaries[dev];
+    if (c->magic != CTX_MAGIC) {
+        c->self = c;
+        c->magic = CTX_MAGIC;
+        c->id = (uint32_t)dev + 1;
+        c->device = dev;
+        c->primary = 1;
+        HASH_ADD_PTR(live, self, c);
+    }
+    return c;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult r = shim_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = primary(dev);
+    if (!c->active)
+        r = activate(c);
+    if (r == CUDA_SUCCESS) {
+        c->refcount++;
+        *pctx = (CUcontext)c;
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    return r;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUresult r = shim_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = primary(dev);
+    if (c->refcount <= 0)
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    else if (--c->refcount == 0)
+        r = deactivate(c);
+    pthread_mutex_unlock(&ctx_lock);
+    return r;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    CUresult r = shim_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = primary(dev);
+    if (c->active) {
+        r = deactivate(c);
+        /* Retained handles stay valid: the context comes back, empty, at once. */
+        if (r == CUDA_SUCCESS && c->refcount > 0)
+            r = activate(c);
+    }
+    c->flags = 0;
+    pthread_mutex_unlock(&ctx_lock);
+    return r;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    CUresult r = shim_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = primary(dev);
+    *flags = c->flags;
+    *active = c->active && c->refcount > 0;
+    pthread_mutex_unlock(&ctx_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    CUresult r = shim_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* Scheduling flags only matter to the real context, which the server owns; keep them so
+     * that they read back. */
+    if (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_MAP_HOST |
+                            CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE |
+                            CU_CTX_SYNC_MEMOPS))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ctx_lock);
+    primary(dev)->flags = flags;
+    pthread_mutex_unlock(&ctx_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+    return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+/* ---------------------------------------------------------------- created contexts */
+
+static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CUresult r = shim_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct shim_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&ctx_lock);
+    c->self = c;
+    c->magic = CTX_MAGIC;
+    c->id = next_id++;
+    c->device = dev;
+    c->flags = flags;
+    c->refcount = 1;
+    r = activate(c);
+    if (r == CUDA_SUCCESS) {
+        HASH_ADD_PTR(live, self, c);
+        push(c);
+        *pctx = (CUcontext)c;
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    if (r != CUDA_SUCCESS)
+        free(c);
+    return r;
+}
+
+CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return create(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return create(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                                unsigned int flags, CUdevice dev)
+{
+    if (numParams > 0 && paramsArray)
+        return shim_refuse("cuCtxCreate with execution affinity");
+    return create(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+                                CUdevice dev)
+{
+    if (params && ((params->execAffinityParams && params->numExecAffinityParams > 0) ||
+                   params->cigParams))
+        return shim_refuse("cuCtxCreate with execution affinity or CIG parameters");
+    return create(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = ctx ? find_live(ctx) : NULL;
+    if (!c || c->primary) {
+        pthread_mutex_unlock(&ctx_lock);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (c->active)
+        r = deactivate(c);
+    HASH_DEL(live, c);
+    /* Off this thread's stack; other threads that still have it current get
+     * CUDA_ERROR_INVALID_CONTEXT (it is no longer live), as with the real driver. */
+    for (int i = 0; i < depth; i++)
+        if (stack[i] == c)
+            stack[i] = NULL;
+    while (depth && !stack[depth - 1])
+        depth--;
+    pthread_mutex_unlock(&ctx_lock);
+    /* Not freed: other threads' stacks may still hold the address (shim_current_ctx_id
+     * reads it without the lock). It is dead (off the live table), so never used again. */
+    c->magic = 0;
+    c->id = 0;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
+{
+    return cuCtxDestroy_v2(ctx);
+}
+
+/* ---------------------------------------------------------------- current context */
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = depth ? (CUcontext)stack[depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ctx) {
+        if (depth)
+            depth--;
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = find_live(ctx);
+    pthread_mutex_unlock(&ctx_lock);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth)
+        stack[depth - 1] = c;
+    else
+        push(c);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = ctx ? find_live(ctx) : NULL;
+    pthread_mutex_unlock(&ctx_lock);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth >= STACK_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    push(c);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
+{
+    return cuCtxPushCurrent_v2(ctx);
+}
+
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct shim_ctx *c = stack[--depth];
+    if (pctx)
+        *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
+{
+    return cuCtxPopCurrent_v2(pctx);
+}
+
+/* Resolves `ctx` (NULL = current) under the lock and copies out the fields asked for. */
+static CUresult ctx_fields(CUcontext ctx, struct shim_ctx *out)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = ctx ? find_live(ctx) : current_locked();
+    if (c && c->active)
+        *out = *c;
+    pthread_mutex_unlock(&ctx_lock);
+    return c && c->active ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+    struct shim_ctx c;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ctx_fields(NULL, &c);
+    if (r == CUDA_SUCCESS)
+        *device = c.device;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    struct shim_ctx c;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ctx_fields(ctx, &c);
+    if (r == CUDA_SUCCESS)
+        *device = c.device;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
+{
+    struct shim_ctx c;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ctx_fields(NULL, &c);
+    if (r == CUDA_SUCCESS)
+        *flags = c.flags;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = current_locked();
+    if (c)
+        c->flags = flags;
+    pthread_mutex_unlock(&ctx_lock);
+    return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    struct shim_ctx c;
+    if (!ctxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ctx_fields(ctx, &c);
+    if (r == CUDA_SUCCESS)
+        *ctxId = c.id;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    struct shim_ctx c;
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ctx_fields(ctx, &c);
+    if (r == CUDA_SUCCESS)
+        *version = 3020; /* every context made through the v2+ API reports 3020 */
+    return r;
+}
+
+/* Cache and shared-memory preferences are per-context hints of the real driver. The real
+ * context is shared, so a client's preference is kept for it alone and not applied. */
+static __thread CUfunc_cache cache_pref;
+static __thread CUsharedconfig smem_pref;
+
+CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+    struct shim_ctx c;
+    if (!pconfig)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ctx_fields(NULL, &c);
+    if (r == CUDA_SUCCESS)
+        *pconfig = cache_pref;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+{
+    struct shim_ctx c;
+    CUresult r = ctx_fields(NULL, &c);
+    if (r == CUDA_SUCCESS)
+        cache_pref = config;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+    struct shim_ctx c;
+    if (!pConfig)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ctx_fields(NULL, &c);
+    if (r == CUDA_SUCCESS)
+        *pConfig = smem_pref;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+    struct shim_ctx c;
+    CUresult r = ctx_fields(NULL, &c);
+    if (r == CUDA_SUCCESS)
+        smem_pref = config;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity,
+                                      CUexecAffinityType type)
+{
+    struct shim_ctx c;
+    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ctx_fields(NULL, &c);
+    if (r == CUDA_SUCCESS) {
+        pExecAffinity->type = type;
+        pExecAffinity->param.smCount.val =
+            (unsigned)shim_conn.dev.dev[c.device].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+    }
+    return r;
+}
+
+/* ---------------------------------------------------------------- synchronisation, limits */
+
+CUresult CUDAAPI cuCtxSynchronize(void)
+{
+    CUresult r = shim_ready();
+    if (r == CUDA_SUCCESS)
+        r = shim_need_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return shim_call(CHAN_OP_CTX_SYNC, NULL, 0, NULL, 0, NULL);
+}
+
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+    if (!ctx)
+        return cuCtxSynchronize();
+    uint32_t id;
+    CUresult r = shim_ctx_lookup(ctx, &id, NULL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint32_t payload = id;
+    return shim_call(CHAN_OP_CTX_SYNC, &payload, sizeof(payload), NULL, 0, NULL);
+}
+
+static CUresult limit_call(struct chan_limit *m)
+{
+    CUresult r = shim_ready();
+    if (r == CUDA_SUCCESS)
+        r = shim_need_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return shim_call(CHAN_OP_CTX_LIMIT, m, sizeof(*m), &m->value, sizeof(m->value), NULL);
+}
+
+CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    if (!pvalue)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct chan_limit m = {.set = 0, .limit = (uint32_t)limit};
+    CUresult r = limit_call(&m);
+    if (r == CUDA_SUCCESS)
+        *pvalue = (size_t)m.value;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    struct chan_limit m = {.set = 1, .limit = (uint32_t)limit, .value = value};
+    return limit_call(&m);
+}

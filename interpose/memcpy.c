@@ -1,0 +1,594 @@
+/* The memcpy family. Every variant becomes one chan_copy (a 3D extent between two sides)
+ * and one of three paths:
+ *  - no pageable host side: the server copies between device, array and pinned memory
+ *    directly (pinned memory is shared, so even host pages need no extra copy);
+ *  - a pageable side of at most CHAN_INLINE_MAX bytes: the data rides in the request
+ *    (HtoD) or in the reply (DtoH);
+ *  - larger: pipelined through the staging slots (see channel/copyplan.h), the client
+ *    packing or unpacking rows while the GPU moves the previous chunk.
+ * Host-to-host copies never leave the process. */
+#include "interpose/shim.h"
+
+#include <string.h>
+
+#include "channel/copyplan.h"
+
+/* One side of a copy as the caller described it. */
+struct side {
+    int memtype;         /* CU_MEMORYTYPE_* as given (UNIFIED resolved by classify) */
+    const void *host;    /* host pointer (HOST) */
+    CUdeviceptr dev;     /* device or unified pointer */
+    CUarray array;
+    int device;          /* peer copies: the side's device, else -1 */
+    uint64_t x, y, z, pitch, height;
+};
+
+/* Byte address of element (x, y, z) of a linear side. */
+static uint64_t origin(const struct side *s, uint64_t base)
+{
+    return base + s->z * s->pitch * s->height + s->y * s->pitch + s->x;
+}
+
+/* Bytes spanned from the origin by a width x height x depth extent. */
+static uint64_t span(const struct side *s, uint64_t w, uint64_t h, uint64_t d)
+{
+    return (d - 1) * s->pitch * s->height + (h - 1) * s->pitch + w;
+}
+
+/* Decides how a side travels and fills its wire description. */
+static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t d,
+                         struct chan_copy_side *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->device = s->device;
+    out->x = s->x;
+    out->y = s->y;
+    out->z = s->z;
+    out->pitch = s->pitch;
+    out->height = s->height;
+    if (s->memtype == CU_MEMORYTYPE_ARRAY) {
+        if (!s->array)
+            return CUDA_ERROR_INVALID_VALUE;
+        out->kind = CHAN_MEM_ARRAY;
+        out->addr = (uint64_t)(uintptr_t)s->array;
+        return CUDA_SUCCESS;
+    }
+    if ((h > 1 || d > 1) && s->pitch < w)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d > 1 && s->height < h)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t base = s->memtype == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)s->host : s->dev;
+    if (!base)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct shim_range rg;
+    int known = shim_range_find(origin(s, base), span(s, w, h, d), &rg) == 0;
+    /* Device addresses must be the caller's own (pinned host memory counts: under unified
+     * addressing it is device memory too); unknown host memory is pageable. */
+    if (s->memtype == CU_MEMORYTYPE_DEVICE && !known)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!known)
+        out->kind = CHAN_MEM_STAGED;
+    else
+        out->kind = rg.kind == SHIM_RANGE_PINNED ? CHAN_MEM_PINNED : CHAN_MEM_DEVICE;
+    out->addr = base;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- staged data */
+
+struct pack {
+    const struct side *host; /* the pageable side */
+    const struct chan_copy *c;
+    uint8_t *buf;            /* where packed chunks go / come from */
+    int to_wire;             /* 1: host -> buf (HtoD), 0: buf -> host (DtoH) */
+    uint64_t first;          /* slot chunk number of chunk 0 (staged), or ~0 (inline) */
+    CUresult status;
+};
+
+static uint8_t *host_at(const struct side *s, uint64_t x, uint64_t y, uint64_t z)
+{
+    const struct side t = {.x = s->x + x, .y = s->y + y, .z = s->z + z, .pitch = s->pitch,
+                           .height = s->height};
+    return (uint8_t *)(uintptr_t)origin(&t, (uint64_t)(uintptr_t)s->host);
+}
+
+static void move_rows(struct pack *p, const struct chan_chunk *ch, uint8_t *buf)
+{
+    for (uint64_t r = 0; r < ch->nrows; r++) {
+        uint8_t *h = host_at(p->host, ch->x, ch->y + r, ch->z);
+        uint8_t *b = buf + r * ch->nbytes;
+        if (p->to_wire)
+            memcpy(b, h, ch->nbytes);
+        else
+            memcpy(h, b, ch->nbytes);
+    }
+}
+
+/* Inline: every chunk lands at its offset in one buffer (cap = whole extent). */
+static int inline_chunk(const struct chan_chunk *ch, void *arg)
+{
+    struct pack *p = arg;
+    move_rows(p, ch, p->buf);
+    p->buf += ch->nrows * ch->nbytes;
+    return 0;
+}
+
+/* Staged: chunk n of the client's sequence goes through slot n % CHAN_NSLOTS. */
+static int staged_chunk(const struct chan_chunk *ch, void *arg)
+{
+    struct pack *p = arg;
+    struct chan *c = &shim_conn.ch;
+    uint32_t n = (uint32_t)(p->first + ch->index);
+    struct chan_slot *s = &c->shm->slots[n % CHAN_NSLOTS];
+    uint8_t *data = chan_slot_data(c, n % CHAN_NSLOTS);
+    if (p->to_wire) {
+        /* Wait until the server is done with the slot's previous chunk. */
+        if (n >= CHAN_NSLOTS &&
+            chan_wait_for(&s->freed, n - CHAN_NSLOTS + 1, &s->waiters, &shim_waiter) != 0)
+            return -1;
+        move_rows(p, ch, data);
+        atomic_store_explicit(&s->filled, n + 1, memory_order_release);
+        chan_wake(&s->filled, &s->waiters);
+    } else {
+        if (chan_wait_for(&s->filled, n + 1, &s->waiters, &shim_waiter) != 0)
+            return -1;
+        int32_t st = atomic_load(&s->status);
+        if (st != CUDA_SUCCESS && p->status == CUDA_SUCCESS)
+            p->status = (CUresult)st;
+        move_rows(p, ch, data);
+        atomic_store_explicit(&s->freed, n + 1, memory_order_release);
+        chan_wake(&s->freed, &s->waiters);
+    }
+    return 0;
+}
+
+/* One staged copy at a time per process: the slots are one pipeline. Guarded by it too:
+ * the chunk sequence number. */
+static pthread_mutex_t staging_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t staging_seq;
+
+/* ---------------------------------------------------------------- the three paths */
+
+static CUresult run(struct chan_copy *c, const struct side *src, const struct side *dst,
+                    unsigned rflags)
+{
+    uint64_t total = c->width * c->height * c->depth;
+    int src_staged = c->src.kind == CHAN_MEM_STAGED, dst_staged = c->dst.kind == CHAN_MEM_STAGED;
+    int async = (c->flags & CHAN_CF_ASYNC) != 0;
+    struct shim_req q;
+    CUresult r;
+
+    if (!src_staged && !dst_staged) {
+        /* Sync copies that touch pinned host memory return once complete; device-only
+         * ones once queued (the driver does not wait for those either). */
+        int host = c->src.kind == CHAN_MEM_PINNED || c->dst.kind == CHAN_MEM_PINNED;
+        if (!async && host)
+            c->flags |= CHAN_CF_COMPLETE;
+        int reply = !async;
+        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, rflags)) != CUDA_SUCCESS)
+            return r;
+        memcpy(q.payload, c, sizeof(*c));
+        shim_req_send(&q);
+        return reply ? shim_req_wait(&q, NULL, NULL) : CUDA_SUCCESS;
+    }
+
+    if (total <= CHAN_INLINE_MAX) {
+        c->flags |= CHAN_CF_INLINE;
+        if (src_staged) {
+            /* Pageable source: once the bytes are in the request, the caller's buffer is
+             * free, which is all the driver promises for pageable HtoD, sync or not. */
+            if ((r = shim_req_begin(&q, CHAN_OP_COPY, (uint32_t)(sizeof(*c) + total), 0,
+                                    rflags)) != CUDA_SUCCESS)
+                return r;
+            memcpy(q.payload, c, sizeof(*c));
+            struct pack p = {.host = src, .c = c, .buf = q.payload + sizeof(*c), .to_wire = 1};
+            chan_copy_plan(c->width, c->height, c->depth, total, inline_chunk, &p);
+            shim_req_send(&q);
+            return CUDA_SUCCESS;
+        }
+        /* Pageable destination: the data comes back in the reply, after completion. */
+        c->flags |= CHAN_CF_COMPLETE;
+        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), 1, rflags)) != CUDA_SUCCESS)
+            return r;
+        memcpy(q.payload, c, sizeof(*c));
+        shim_req_send(&q);
+        const uint8_t *data;
+        uint32_t len;
+        r = shim_req_wait(&q, &data, &len);
+        if (r == CUDA_SUCCESS && len >= total) {
+            struct pack p = {.host = dst, .c = c, .buf = (uint8_t *)data, .to_wire = 0};
+            chan_copy_plan(c->width, c->height, c->depth, total, inline_chunk, &p);
+        } else if (r == CUDA_SUCCESS) {
+            r = CUDA_ERROR_UNKNOWN;
+        }
+        return r;
+    }
+
+    /* Large pageable copies: the pipeline. The request goes first so that the server
+     * starts on it while we fill (HtoD) or wait (DtoH). */
+    pthread_mutex_lock(&staging_lock);
+    c->first_chunk = staging_seq;
+    c->flags |= src_staged ? 0 : CHAN_CF_COMPLETE;
+    int reply = dst_staged;
+    r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, rflags);
+    if (r != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&staging_lock);
+        return r;
+    }
+    memcpy(q.payload, c, sizeof(*c));
+    shim_req_send(&q);
+    struct pack p = {.host = src_staged ? src : dst, .c = c, .to_wire = src_staged,
+                     .first = staging_seq, .status = CUDA_SUCCESS};
+    int failed = chan_copy_plan(c->width, c->height, c->depth, CHAN_SLOT_SIZE, staged_chunk, &p);
+    staging_seq += (uint32_t)chan_copy_nchunks(c->width, c->height, c->depth, CHAN_SLOT_SIZE);
+    pthread_mutex_unlock(&staging_lock);
+    if (failed)
+        return CUDA_ERROR_MPS_SERVER_NOT_READY;
+    if (reply) {
+        r = shim_req_wait(&q, NULL, NULL);
+        return r != CUDA_SUCCESS ? r : p.status;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Host to host: both sides in this process. Ordered after the stream's earlier work. */
+static CUresult host_to_host(const struct chan_copy *c, const struct side *src,
+                             const struct side *dst, CUstream stream, unsigned rflags)
+{
+    CUresult r = rflags & CHAN_RF_PTDS ? cuStreamSynchronize_ptsz(stream)
+                                       : cuStreamSynchronize(stream);
+    if (r != CUDA_SUCCESS)
+        return r;
+    for (uint64_t z = 0; z < c->depth; z++)
+        for (uint64_t y = 0; y < c->height; y++)
+            memmove(host_at(dst, 0, y, z), host_at(src, 0, y, z), c->width);
+    return CUDA_SUCCESS;
+}
+
+/* Resolves a unified side into HOST or DEVICE. */
+static void unify(struct side *s)
+{
+    if (s->memtype != CU_MEMORYTYPE_UNIFIED)
+        return;
+    struct shim_range rg;
+    if (shim_range_find(s->dev, 1, &rg) == 0 && rg.kind != SHIM_RANGE_PINNED) {
+        s->memtype = CU_MEMORYTYPE_DEVICE;
+    } else {
+        s->memtype = CU_MEMORYTYPE_HOST;
+        s->host = (const void *)(uintptr_t)s->dev;
+    }
+}
+
+/* Entry shared by every variant. */
+static CUresult copy(struct side src, struct side dst, uint64_t w, uint64_t h, uint64_t d,
+                     CUstream stream, unsigned cflags, unsigned rflags)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = shim_need_ctx()) != CUDA_SUCCESS)
+        return r;
+    if (w == 0 || h == 0 || d == 0)
+        return CUDA_SUCCESS;
+    if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS)
+        return r;
+    unify(&src);
+    unify(&dst);
+    struct chan_copy c = {.width = w, .height = h, .depth = d,
+                          .stream = (uint64_t)(uintptr_t)stream, .flags = cflags};
+    if ((r = classify(&src, w, h, d, &c.src)) != CUDA_SUCCESS ||
+        (r = classify(&dst, w, h, d, &c.dst)) != CUDA_SUCCESS)
+        return r;
+    if (src.memtype == CU_MEMORYTYPE_HOST && dst.memtype == CU_MEMORYTYPE_HOST)
+        return host_to_host(&c, &src, &dst, stream, rflags);
+    return run(&c, &src, &dst, rflags);
+}
+
+static struct side host_side(const void *p)
+{
+    return (struct side){.memtype = CU_MEMORYTYPE_HOST, .host = p, .device = -1};
+}
+static struct side dev_side(CUdeviceptr p)
+{
+    return (struct side){.memtype = CU_MEMORYTYPE_DEVICE, .dev = p, .device = -1};
+}
+static struct side unified_side(CUdeviceptr p)
+{
+    return (struct side){.memtype = CU_MEMORYTYPE_UNIFIED, .dev = p, .device = -1};
+}
+static struct side array_side(CUarray a, size_t offset)
+{
+    return (struct side){.memtype = CU_MEMORYTYPE_ARRAY, .array = a, .x = offset, .device = -1};
+}
+
+#define SYNC 0u
+#define ASYNC CHAN_CF_ASYNC
+#define PT CHAN_RF_PTDS
+
+/* ---------------------------------------------------------------- 1D */
+
+CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return copy(host_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
+    return copy(host_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return copy(dev_side(src), host_side(dst), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+{
+    return copy(dev_side(src), host_side(dst), n, 1, 1, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return copy(dev_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return copy(dev_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    return copy(host_side(src), dev_side(dst), n, 1, 1, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n,
+                                           CUstream s)
+{
+    return copy(host_side(src), dev_side(dst), n, 1, 1, s, ASYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return copy(dev_side(src), host_side(dst), n, 1, 1, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return copy(dev_side(src), host_side(dst), n, 1, 1, s, ASYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return copy(dev_side(src), dev_side(dst), n, 1, 1, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                                           CUstream s)
+{
+    return copy(dev_side(src), dev_side(dst), n, 1, 1, s, ASYNC, PT);
+}
+CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return copy(unified_side(src), unified_side(dst), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return copy(unified_side(src), unified_side(dst), n, 1, 1, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return copy(unified_side(src), unified_side(dst), n, 1, 1, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return copy(unified_side(src), unified_side(dst), n, 1, 1, s, ASYNC, PT);
+}
+
+/* ---------------------------------------------------------------- arrays, 1D */
+
+CUresult CUDAAPI cuMemcpyHtoA_v2(CUarray dst, size_t off, const void *src, size_t n)
+{
+    return copy(host_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyHtoA_v2_ptds(CUarray dst, size_t off, const void *src, size_t n)
+{
+    return copy(host_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyAtoH_v2(void *dst, CUarray src, size_t off, size_t n)
+{
+    return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyAtoH_v2_ptds(void *dst, CUarray src, size_t off, size_t n)
+{
+    return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray dst, size_t off, const void *src, size_t n,
+                                      CUstream s)
+{
+    return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyHtoAAsync_v2_ptsz(CUarray dst, size_t off, const void *src, size_t n,
+                                           CUstream s)
+{
+    return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyAtoHAsync_v2(void *dst, CUarray src, size_t off, size_t n, CUstream s)
+{
+    return copy(array_side(src, off), host_side(dst), n, 1, 1, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyAtoHAsync_v2_ptsz(void *dst, CUarray src, size_t off, size_t n,
+                                           CUstream s)
+{
+    return copy(array_side(src, off), host_side(dst), n, 1, 1, s, ASYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t off, size_t n)
+{
+    return copy(array_side(src, off), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyAtoD_v2_ptds(CUdeviceptr dst, CUarray src, size_t off, size_t n)
+{
+    return copy(array_side(src, off), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyDtoA_v2(CUarray dst, size_t off, CUdeviceptr src, size_t n)
+{
+    return copy(dev_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyDtoA_v2_ptds(CUarray dst, size_t off, CUdeviceptr src, size_t n)
+{
+    return copy(dev_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyAtoA_v2(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n)
+{
+    return copy(array_side(src, soff), array_side(dst, doff), n, 1, 1, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyAtoA_v2_ptds(CUarray dst, size_t doff, CUarray src, size_t soff,
+                                      size_t n)
+{
+    return copy(array_side(src, soff), array_side(dst, doff), n, 1, 1, NULL, SYNC, PT);
+}
+
+/* ---------------------------------------------------------------- 2D and 3D */
+
+static struct side side3(int mt, const void *host, CUdeviceptr dev, CUarray arr, size_t x,
+                         size_t y, size_t z, size_t pitch, size_t height)
+{
+    return (struct side){.memtype = mt, .host = host, .dev = dev, .array = arr, .device = -1,
+                         .x = x, .y = y, .z = z, .pitch = pitch, .height = height};
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags, unsigned rflags)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
+                            p->srcXInBytes, p->srcY, 0, p->srcPitch, p->Height);
+    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+                            p->dstXInBytes, p->dstY, 0, p->dstPitch, p->Height);
+    return copy(src, dst, p->WidthInBytes, p->Height, 1, s, cflags, rflags);
+}
+
+CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *p)
+{
+    return copy2d(p, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p)
+{
+    return copy2d(p, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p)
+{
+    return copy2d(p, NULL, CHAN_CF_UNALIGNED, 0);
+}
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p)
+{
+    return copy2d(p, NULL, CHAN_CF_UNALIGNED, PT);
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s)
+{
+    return copy2d(p, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s)
+{
+    return copy2d(p, s, ASYNC, PT);
+}
+
+static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, unsigned cflags, unsigned rflags)
+{
+    if (!p || p->srcLOD || p->dstLOD)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
+                            p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
+    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+                            p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
+    return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags, rflags);
+}
+
+CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D *p)
+{
+    return copy3d(p, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p)
+{
+    return copy3d(p, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s)
+{
+    return copy3d(p, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream s)
+{
+    return copy3d(p, s, ASYNC, PT);
+}
+
+/* ---------------------------------------------------------------- peer */
+
+/* A peer side: its context names its device. */
+static CUresult peer_side(struct side *s, CUcontext ctx)
+{
+    int dev;
+    CUresult r = shim_ctx_lookup(ctx, NULL, &dev);
+    if (r == CUDA_SUCCESS)
+        s->device = dev;
+    return r;
+}
+
+static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
+                     CUstream s, unsigned cflags, unsigned rflags)
+{
+    struct side a = dev_side(src), b = dev_side(dst);
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dctx || !sctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((r = peer_side(&a, sctx)) != CUDA_SUCCESS || (r = peer_side(&b, dctx)) != CUDA_SUCCESS)
+        return r;
+    return copy(a, b, n, 1, 1, s, cflags | CHAN_CF_PEER, rflags);
+}
+
+CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                              size_t n)
+{
+    return peer(dst, dctx, src, sctx, n, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+                                   CUcontext sctx, size_t n)
+{
+    return peer(dst, dctx, src, sctx, n, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+                                   CUcontext sctx, size_t n, CUstream s)
+{
+    return peer(dst, dctx, src, sctx, n, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+                                        CUcontext sctx, size_t n, CUstream s)
+{
+    return peer(dst, dctx, src, sctx, n, s, ASYNC, PT);
+}
+
+static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, unsigned cflags,
+                            unsigned rflags)
+{
+    if (!p || p->srcLOD || p->dstLOD)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
+                            p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
+    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+                            p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((p->srcContext && (r = peer_side(&src, p->srcContext)) != CUDA_SUCCESS) ||
+        (p->dstContext && (r = peer_side(&dst, p->dstContext)) != CUDA_SUCCESS))
+        return r;
+    return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags | CHAN_CF_PEER,
+                rflags);
+}
+
+CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p)
+{
+    return copy3d_peer(p, NULL, SYNC, 0);
+}
+CUresult CUDAAPI cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p)
+{
+    return copy3d_peer(p, NULL, SYNC, PT);
+}
+CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream s)
+{
+    return copy3d_peer(p, s, ASYNC, 0);
+}
+CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream s)
+{
+    return copy3d_peer(p, s, ASYNC, PT);
+}

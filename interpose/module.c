@@ -1,0 +1,628 @@
+/* Modules, libraries, functions, kernels and globals. Images (PTX, cubin, fat binaries)
+ * are uploaded to the server, which loads them into the shared context; functions and
+ * kernels come back with their parameter layouts, which the client keeps for launches. */
+#include "interpose/shim.h"
+#include "channel/image.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+struct fatbin_wrapper {
+    int magic;
+    int version;
+    const void *data;
+    void *filename_or_fatbins;
+};
+
+/* Size of an in-memory image, which the driver API passes without one. */
+static size_t image_size(const void *image)
+{
+    return chan_image_size(image, 0);
+}
+
+/* The fat binary inside cudart's registration wrapper, or the image itself. */
+static const void *unwrap(const void *image)
+{
+    int magic;
+    memcpy(&magic, image, sizeof(magic));
+    if ((uint32_t)magic == CHAN_FATBIN_WRAPPER_MAGIC)
+        return ((const struct fatbin_wrapper *)image)->data;
+    return image;
+}
+
+static CUresult entry(void)
+{
+    CUresult r = shim_ready();
+    return r != CUDA_SUCCESS ? r : shim_need_ctx();
+}
+
+/* JIT options the client must rewrite (their values are client pointers) or answer. */
+struct jit {
+    unsigned n;
+    struct chan_jit_opt opt[32];
+    char *info_buf, *error_buf;
+    size_t info_size, error_size;
+    int info_i, error_i, wall_i; /* option indexes to write back, -1 none */
+};
+
+static CUresult jit_parse(struct jit *j, unsigned n, const CUjit_option *opts, void **vals)
+{
+    memset(j, 0, sizeof(*j));
+    j->info_i = j->error_i = j->wall_i = -1;
+    if (n && (!opts || !vals))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n > sizeof(j->opt) / sizeof(j->opt[0]))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)(uintptr_t)vals[i];
+        switch (opts[i]) {
+        case CU_JIT_INFO_LOG_BUFFER:
+            j->info_buf = vals[i];
+            continue; /* the server gets a buffer of its own */
+        case CU_JIT_ERROR_LOG_BUFFER:
+            j->error_buf = vals[i];
+            continue;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+            j->info_size = (size_t)v;
+            j->info_i = (int)i;
+            continue;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+            j->error_size = (size_t)v;
+            j->error_i = (int)i;
+            continue;
+        case CU_JIT_WALL_TIME:
+            j->wall_i = (int)i;
+            continue;
+        case CU_JIT_GLOBAL_SYMBOL_NAMES:
+        case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
+        case CU_JIT_GLOBAL_SYMBOL_COUNT:
+        case CU_JIT_REFERENCED_KERNEL_NAMES:
+        case CU_JIT_REFERENCED_KERNEL_COUNT:
+        case CU_JIT_REFERENCED_VARIABLE_NAMES:
+        case CU_JIT_REFERENCED_VARIABLE_COUNT:
+        case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
+            return shim_refuse("JIT options that pass host pointers");
+        default:
+            /* The rest are plain values (ints, enums, floats in the pointer's bits). */
+            j->opt[j->n].option = (uint32_t)opts[i];
+            j->opt[j->n++].value = v;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Copies the reply's logs and wall time back where the caller asked for them. */
+static void jit_answer(struct jit *j, const struct chan_module_loaded *m, const char *logs,
+                       uint32_t len, void **vals)
+{
+    const char *info = logs, *err = logs + m->info_len;
+    if ((size_t)m->info_len + m->error_len > len)
+        return;
+    if (j->info_buf && j->info_size) {
+        size_t n = m->info_len < j->info_size - 1 ? m->info_len : j->info_size - 1;
+        memcpy(j->info_buf, info, n);
+        j->info_buf[n] = '\0';
+        if (j->info_i >= 0)
+            vals[j->info_i] = (void *)(uintptr_t)n;
+    }
+    if (j->error_buf && j->error_size) {
+        size_t n = m->error_len < j->error_size - 1 ? m->error_len : j->error_size - 1;
+        memcpy(j->error_buf, err, n);
+        j->error_buf[n] = '\0';
+        if (j->error_i >= 0)
+            vals[j->error_i] = (void *)(uintptr_t)n;
+    }
+    if (j->wall_i >= 0)
+        memcpy(&vals[j->wall_i], &m->wall_time, sizeof(float));
+}
+
+/* Uploads an image and loads it as `kind`; the handle comes back in *handle. */
+static CUresult load(unsigned kind, const void *image, struct jit *j, void **vals,
+                     uint64_t *handle)
+{
+    CUresult r = entry();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!image || !handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t size = image_size(image);
+    if (j->info_buf && j->info_size) {
+        j->opt[j->n].option = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+        j->opt[j->n++].value = j->info_size;
+    }
+    if (j->error_buf && j->error_size) {
+        j->opt[j->n].option = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+        j->opt[j->n++].value = j->error_size;
+    }
+    if (j->wall_i >= 0) {
+        j->opt[j->n].option = CU_JIT_WALL_TIME;
+        j->opt[j->n++].value = 0;
+    }
+    /* The blob and the load request must be consecutive: another thread's load would
+     * otherwise interleave its blob. */
+    static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&load_lock);
+    r = shim_upload(image, size);
+    uint8_t req[sizeof(struct chan_module_load) + sizeof(j->opt)];
+    struct chan_module_load *m = (struct chan_module_load *)req;
+    m->kind = kind;
+    m->njit = j->n;
+    m->image_size = size;
+    memcpy(req + sizeof(*m), j->opt, j->n * sizeof(j->opt[0]));
+    const uint8_t *rep = NULL;
+    uint32_t n = 0;
+    if (r == CUDA_SUCCESS)
+        r = shim_call_lane(CHAN_OP_MODULE_LOAD, req,
+                           (uint32_t)(sizeof(*m) + j->n * sizeof(j->opt[0])), &rep, &n);
+    pthread_mutex_unlock(&load_lock);
+    if (n >= sizeof(struct chan_module_loaded)) {
+        struct chan_module_loaded ml;
+        memcpy(&ml, rep, sizeof(ml));
+        if (vals)
+            jit_answer(j, &ml, (const char *)rep + sizeof(ml), n - (uint32_t)sizeof(ml), vals);
+        if (r == CUDA_SUCCESS)
+            *handle = ml.handle;
+    } else if (r == CUDA_SUCCESS) {
+        r = CUDA_ERROR_UNKNOWN;
+    }
+    return r;
+}
+
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                    CUjit_option *options, void **optionValues)
+{
+    struct jit j;
+    if (!module)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = jit_parse(&j, numOptions, options, optionValues);
+    uint64_t h;
+    if (r == CUDA_SUCCESS && (r = load(CHAN_IMAGE_MODULE, image, &j, optionValues, &h)) ==
+                                 CUDA_SUCCESS)
+        *module = (CUmodule)(uintptr_t)h;
+    return r;
+}
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
+{
+    return cuModuleLoadDataEx(module, image, 0, NULL, NULL);
+}
+
+CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    struct jit j;
+    if (!module || !fatCubin)
+        return CUDA_ERROR_INVALID_VALUE;
+    jit_parse(&j, 0, NULL, NULL);
+    uint64_t h;
+    CUresult r = load(CHAN_IMAGE_FATBIN, unwrap(fatCubin), &j, NULL, &h);
+    if (r == CUDA_SUCCESS)
+        *module = (CUmodule)(uintptr_t)h;
+    return r;
+}
+
+/* Reads a whole file into memory, NUL-terminated (PTX files are text). */
+static void *read_file(const char *path, CUresult *err)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        *err = CUDA_ERROR_FILE_NOT_FOUND;
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!buf)
+        *err = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        buf[n] = '\0';
+    return buf;
+}
+
+CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
+{
+    CUresult r = entry();
+    if (r != CUDA_SUCCESS)
+        return r;
+    void *image = read_file(fname, &r);
+    if (!image)
+        return r;
+    r = cuModuleLoadData(module, image);
+    free(image);
+    return r;
+}
+
+static CUresult library_options(unsigned n, const CUlibraryOption *opts)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (opts[i] != CU_LIBRARY_BINARY_IS_PRESERVED)
+            return shim_refuse("cuLibraryLoad with library options other than "
+                               "CU_LIBRARY_BINARY_IS_PRESERVED");
+    /* The server keeps its own copy of the image, so "preserved" needs nothing. */
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                   void **jitOptionsValues, unsigned int numJitOptions,
+                                   CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                   unsigned int numLibraryOptions)
+{
+    (void)libraryOptionValues;
+    struct jit j;
+    if (!library || !code || (numLibraryOptions && !libraryOptions))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = library_options(numLibraryOptions, libraryOptions);
+    if (r == CUDA_SUCCESS)
+        r = jit_parse(&j, numJitOptions, jitOptions, jitOptionsValues);
+    uint64_t h;
+    if (r == CUDA_SUCCESS &&
+        (r = load(CHAN_IMAGE_LIBRARY, unwrap(code), &j, jitOptionsValues, &h)) == CUDA_SUCCESS)
+        *library = (CUlibrary)(uintptr_t)h;
+    return r;
+}
+
+CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+                                       CUjit_option *jitOptions, void **jitOptionsValues,
+                                       unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+                                       void **libraryOptionValues,
+                                       unsigned int numLibraryOptions)
+{
+    CUresult r = entry();
+    if (r != CUDA_SUCCESS)
+        return r;
+    void *image = read_file(fileName, &r);
+    if (!image)
+        return r;
+    r = cuLibraryLoadData(library, image, jitOptions, jitOptionsValues, numJitOptions,
+                          libraryOptions, libraryOptionValues, numLibraryOptions);
+    free(image);
+    return r;
+}
+
+static CUresult unload(uint64_t h, unsigned kind)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!h)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct chan_handle m = {.handle = h, .kind = kind};
+    r = shim_call(CHAN_OP_MODULE_UNLOAD, &m, sizeof(m), NULL, 0, NULL);
+    if (r == CUDA_SUCCESS) {
+        shim_func_drop(h, 0);
+        shim_range_drop(0, h, NULL);
+    }
+    return r;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
+{
+    return unload((uint64_t)(uintptr_t)hmod, CHAN_H_MODULE);
+}
+
+CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
+{
+    return unload((uint64_t)(uintptr_t)library, CHAN_H_LIBRARY);
+}
+
+/* ---------------------------------------------------------------- functions, kernels */
+
+/* Asks for a function/kernel (by name in a module/library, or a kernel's function) and
+ * records it; `owner` is what unloading it drops with. */
+static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64_t owner,
+                             uint64_t *out)
+{
+    CUresult r = entry();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out || !h || (kind != CHAN_H_KERNEL && !name))
+        return kind == CHAN_H_KERNEL || !h ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+    size_t nlen = name ? strlen(name) + 1 : 0;
+    if (nlen > 4096)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t req[sizeof(struct chan_lookup) + 4096];
+    struct chan_lookup *m = (struct chan_lookup *)req;
+    m->handle = h;
+    m->kind = kind;
+    m->name_len = (uint32_t)nlen;
+    memcpy(req + sizeof(*m), name, nlen);
+    const uint8_t *rep;
+    uint32_t n = 0;
+    r = shim_call_lane(CHAN_OP_GET_FUNCTION, req, (uint32_t)(sizeof(*m) + nlen), &rep, &n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return shim_func_add(rep, n, owner, shim_current_ctx_id(), out);
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    uint64_t h = (uint64_t)(uintptr_t)hmod, f;
+    if (!hfunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = get_function(h, CHAN_H_MODULE, name, h, &f);
+    if (r == CUDA_SUCCESS)
+        *hfunc = (CUfunction)(uintptr_t)f;
+    return r;
+}
+
+CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    uint64_t h = (uint64_t)(uintptr_t)library, k;
+    if (!pKernel)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = get_function(h, CHAN_H_LIBRARY, name, h, &k);
+    if (r == CUDA_SUCCESS)
+        *pKernel = (CUkernel)(uintptr_t)k;
+    return r;
+}
+
+CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    uint64_t k = (uint64_t)(uintptr_t)kernel, f;
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!shim_func_get(k))
+        return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t lib = 0;
+    CUresult r = CUDA_SUCCESS;
+    struct chan_handle_query q = {.handle = k, .query = CHAN_Q_KERNEL_LIBRARY};
+    r = shim_call(CHAN_OP_HANDLE_QUERY, &q, sizeof(q), &lib, sizeof(lib), NULL);
+    if (r == CUDA_SUCCESS)
+        r = get_function(k, CHAN_H_KERNEL, NULL, lib, &f);
+    if (r == CUDA_SUCCESS)
+        *pFunc = (CUfunction)(uintptr_t)f;
+    return r;
+}
+
+/* Enumerations return a variable-size list of chan_function records. */
+static CUresult enumerate(uint64_t h, unsigned kind, unsigned num, uint64_t *out)
+{
+    CUresult r = entry();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out || num == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct chan_handle m = {.handle = h, .kind = kind, .arg = num};
+    struct shim_req q;
+    if ((r = shim_req_begin(&q, CHAN_OP_ENUM_FUNCTIONS, sizeof(m), 1, 0)) != CUDA_SUCCESS)
+        return r;
+    memcpy(q.payload, &m, sizeof(m));
+    shim_req_send(&q);
+    const uint8_t *data;
+    uint32_t len;
+    if ((r = shim_req_wait(&q, &data, &len)) != CUDA_SUCCESS)
+        return r;
+    /* Copy out of the lane before making further calls. */
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(copy, data, len);
+    uint32_t cnt = 0, off = 4;
+    if (len >= 4)
+        memcpy(&cnt, copy, 4);
+    for (uint32_t i = 0; i < cnt && i < num && r == CUDA_SUCCESS; i++) {
+        struct chan_function f;
+        if (off + sizeof(f) > len) {
+            r = CUDA_ERROR_UNKNOWN;
+            break;
+        }
+        memcpy(&f, copy + off, sizeof(f));
+        uint32_t rec = (uint32_t)sizeof(f) + f.nparams * 8;
+        if (off + rec > len) {
+            r = CUDA_ERROR_UNKNOWN;
+            break;
+        }
+        r = shim_func_add(copy + off, rec, h, shim_current_ctx_id(), &out[i]);
+        off += rec;
+    }
+    free(copy);
+    return r;
+}
+
+CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
+                                            CUmodule mod)
+{
+    return enumerate((uint64_t)(uintptr_t)mod, CHAN_H_MODULE, numFunctions,
+                     (uint64_t *)functions);
+}
+
+CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels,
+                                           CUlibrary lib)
+{
+    return enumerate((uint64_t)(uintptr_t)lib, CHAN_H_LIBRARY, numKernels, (uint64_t *)kernels);
+}
+
+static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, uint64_t h, unsigned kind,
+                           const char *name)
+{
+    CUresult r = entry();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!h)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!name || strlen(name) >= 4096)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t nlen = strlen(name) + 1;
+    uint8_t req[sizeof(struct chan_lookup) + 4096];
+    struct chan_lookup *m = (struct chan_lookup *)req;
+    m->handle = h;
+    m->kind = kind;
+    m->name_len = (uint32_t)nlen;
+    memcpy(req + sizeof(*m), name, nlen);
+    uint64_t rep[2];
+    uint32_t n = 0;
+    r = shim_call(CHAN_OP_GET_GLOBAL, req, (uint32_t)(sizeof(*m) + nlen), rep, sizeof(rep), &n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (n != sizeof(rep))
+        return CUDA_ERROR_UNKNOWN;
+    struct shim_range old;
+    if (shim_range_find(rep[0], rep[1] ? rep[1] : 1, &old) != 0) {
+        struct shim_range rg = {.base = rep[0], .size = rep[1], .kind = SHIM_RANGE_GLOBAL,
+                                .ctx = shim_current_ctx_id(), .owner = h};
+        shim_range_add(&rg);
+    }
+    if (dptr)
+        *dptr = rep[0];
+    if (bytes)
+        *bytes = rep[1];
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+                                      const char *name)
+{
+    return get_global(dptr, bytes, (uint64_t)(uintptr_t)hmod, CHAN_H_MODULE, name);
+}
+
+CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                                   const char *name)
+{
+    return get_global(dptr, bytes, (uint64_t)(uintptr_t)library, CHAN_H_LIBRARY, name);
+}
+
+/* ---------------------------------------------------------------- handle queries */
+
+static CUresult query_handle(uint64_t h, unsigned what, uint64_t *out)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!h)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct chan_handle_query q = {.handle = h, .query = what};
+    return shim_call(CHAN_OP_HANDLE_QUERY, &q, sizeof(q), out, sizeof(*out), NULL);
+}
+
+CUresult CUDAAPI cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+    uint64_t m;
+    CUresult r = query_handle((uint64_t)(uintptr_t)hfunc, CHAN_Q_FUNC_MODULE, &m);
+    if (r == CUDA_SUCCESS)
+        *hmod = (CUmodule)(uintptr_t)m;
+    return r;
+}
+
+CUresult CUDAAPI cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+    uint64_t m;
+    CUresult r = query_handle((uint64_t)(uintptr_t)library, CHAN_Q_LIB_MODULE, &m);
+    if (r == CUDA_SUCCESS)
+        *pMod = (CUmodule)(uintptr_t)m;
+    return r;
+}
+
+CUresult CUDAAPI cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    uint64_t l;
+    CUresult r = query_handle((uint64_t)(uintptr_t)kernel, CHAN_Q_KERNEL_LIBRARY, &l);
+    if (r == CUDA_SUCCESS)
+        *pLib = (CUlibrary)(uintptr_t)l;
+    return r;
+}
+
+/* Names are kept for the life of the process: callers hold on to the pointers. */
+struct name {
+    uint64_t handle;
+    char *text;
+    UT_hash_handle hh;
+};
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct name *names;
+
+static CUresult get_name(uint64_t h, unsigned what, const char **out)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct name *n = NULL;
+    pthread_mutex_lock(&names_lock);
+    HASH_FIND(hh, names, &h, sizeof(h), n);
+    pthread_mutex_unlock(&names_lock);
+    if (n) {
+        *out = n->text;
+        return CUDA_SUCCESS;
+    }
+    char buf[4096];
+    uint32_t len = 0;
+    struct chan_handle_query q = {.handle = h, .query = what};
+    r = shim_call(CHAN_OP_HANDLE_QUERY, &q, sizeof(q), buf, sizeof(buf) - 1, &len);
+    if (r != CUDA_SUCCESS)
+        return r;
+    buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';
+    n = calloc(1, sizeof(*n));
+    if (!n || !(n->text = strdup(buf))) {
+        free(n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    n->handle = h;
+    pthread_mutex_lock(&names_lock);
+    struct name *dup = NULL;
+    HASH_FIND(hh, names, &h, sizeof(h), dup);
+    if (!dup)
+        HASH_ADD(hh, names, handle, sizeof(uint64_t), n);
+    pthread_mutex_unlock(&names_lock);
+    if (dup) {
+        free(n->text);
+        free(n);
+        n = dup;
+    }
+    *out = n->text;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    return get_name((uint64_t)(uintptr_t)hfunc, CHAN_Q_FUNC_NAME, name);
+}
+
+CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    return get_name((uint64_t)(uintptr_t)hfunc, CHAN_Q_KERNEL_NAME, name);
+}
+
+/* ---------------------------------------------------------------- attributes */
+
+static CUresult set_attr(uint64_t h, int is_kernel, int attr, int value, int dev)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!h)
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct chan_func_attr m = {.handle = h, .is_kernel = (uint32_t)is_kernel, .attr = attr,
+                               .value = value, .device = dev};
+    r = shim_call(CHAN_OP_FUNC_SET_ATTR, &m, sizeof(m), NULL, 0, NULL);
+    if (r == CUDA_SUCCESS)
+        shim_func_set_attr(h, attr, value);
+    return r;
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+    return set_attr((uint64_t)(uintptr_t)hfunc, 0, attrib, value, 0);
+}
+
+CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
+                                      CUdevice dev)
+{
+    return set_attr((uint64_t)(uintptr_t)kernel, 1, attrib, val, dev);
+}

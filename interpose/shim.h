@@ -1,0 +1,176 @@
+/* libmpsshim.so internals: the client end of mpsshim.
+ *
+ * The library IS libcuda.so.1 for the process that preloads it. Entry points are either
+ * generated (stubs of `sync`/`async`/`unsupported` symbols, gen/gen.py) or hand-written
+ * here, one file per family. Everything that needs the GPU crosses the channel to the
+ * server; what the client can answer alone (devices, contexts, cached attributes) it does. */
+#ifndef MPSSHIM_SHIM_H
+#define MPSSHIM_SHIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <cuda.h>
+
+#include "channel/chan.h"
+#include "channel/desc.h"
+
+/* ---------------------------------------------------------------- log.c */
+
+/* One line on stderr, prefixed "mpsshim: ". */
+void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Logs `name` unsupported once, returns CUDA_ERROR_NOT_SUPPORTED. */
+CUresult shim_unsupported(int id);
+/* Same, for a feature of a supported call (flag, option, memory kind) named by `what`. */
+CUresult shim_refuse(const char *what);
+
+/* ---------------------------------------------------------------- conn.c */
+
+/* Connection state; one per process. */
+struct shim_conn {
+    int sock;
+    struct chan ch;
+    int server_pid;
+    uint32_t client_id;
+    struct chan_devinfo dev; /* private copy of what the server published */
+};
+
+extern struct shim_conn shim_conn;
+
+/* Connects to the server if not yet done. CUDA_SUCCESS, or the error every call gets. */
+CUresult shim_connect(void);
+
+/* For entry points that need cuInit: CUDA_SUCCESS when initialised and connected. */
+CUresult shim_ready(void);
+
+/* Marks the driver initialised (cuInit). */
+void shim_set_initialized(void);
+
+/* 1 while the server answers: waits use it to stop when the server is gone. */
+int shim_server_alive(void *unused);
+
+/* Receives one file descriptor the server sent on the socket (host allocations). */
+int shim_recv_fd(void);
+
+/* ---------------------------------------------------------------- call.c */
+
+/* A request under construction in the ring. */
+struct shim_req {
+    struct chan_rec *rec;
+    uint8_t *payload; /* right after the header */
+    int lane;         /* -1 for requests without a reply */
+    uint32_t seq0;
+};
+
+/* Reserves a record with `len` payload bytes for `op` (a call id or CHAN_OP_*), taking
+ * the ring lock; with `reply`, also the calling thread's lane. The ring lock is held until
+ * shim_req_send(): fill the payload in between, nothing else. */
+CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags);
+
+/* Publishes the record and releases the ring lock. */
+void shim_req_send(struct shim_req *q);
+
+/* Waits for the reply of a sent request. Returns the server's result; *data and *len point
+ * into the lane (valid until this thread's next request). */
+CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len);
+
+/* One round trip: payload in, up to `cap` reply bytes copied to `out` (*outlen gets the
+ * server's length; NULL when none is wanted). */
+CUresult shim_call(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
+                   uint32_t *outlen);
+
+/* One round trip whose reply is read in place: *data points into the calling thread's
+ * lane, valid until its next request. */
+CUresult shim_call_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
+                        uint32_t *outlen);
+
+/* One request without a reply (async operations). */
+CUresult shim_post(unsigned op, const void *payload, uint32_t len);
+
+/* Generic sync/async call from its descriptor (generated stubs call this). */
+CUresult shim_forward(int id, const void *const *argv);
+
+/* Waiter used for lanes and slots: spins, then sleeps, stops when the server is gone. */
+extern const struct chan_wait shim_waiter;
+
+/* The thread's number, for per-thread default streams. */
+uint16_t shim_thread_no(void);
+
+/* Uploads `len` bytes with CHAN_OP_BLOB records, ahead of an operation that uses them. */
+CUresult shim_upload(const void *data, size_t len);
+
+/* ---------------------------------------------------------------- context.c */
+
+struct shim_ctx;
+
+/* Id of the calling thread's current context, 0 when none. */
+uint32_t shim_current_ctx_id(void);
+/* Device of the current context, or -1. */
+int shim_current_device(void);
+/* CUDA_SUCCESS if the thread has a live current context, else CUDA_ERROR_INVALID_CONTEXT. */
+CUresult shim_need_ctx(void);
+/* Resolves a context handle (NULL = current) to its id and device. */
+CUresult shim_ctx_lookup(CUcontext c, uint32_t *id, int *device);
+/* The handle of the context with this id (for cuStreamGetCtx), or NULL. */
+CUcontext shim_ctx_by_id(uint32_t id);
+
+/* ---------------------------------------------------------------- device.c */
+
+/* CUDA_SUCCESS if `dev` is a valid ordinal. */
+CUresult shim_check_device(CUdevice dev);
+
+/* ---------------------------------------------------------------- ranges.c */
+
+/* What the client knows about its own memory, to classify copy sides and answer pointer
+ * queries without a round trip. The server keeps the authoritative tables. */
+enum shim_range_kind {
+    SHIM_RANGE_DEVICE = 1, /* cuMemAlloc/cuMemAllocPitch */
+    SHIM_RANGE_GLOBAL,     /* a module's __device__ variable */
+    SHIM_RANGE_PINNED,     /* cuMemHostAlloc/cuMemAllocHost, shared with the server */
+};
+
+struct shim_range {
+    uint64_t base, size;
+    uint32_t kind;
+    uint32_t ctx;    /* context id it was made in */
+    uint32_t flags;  /* cuMemHostAlloc flags of pinned ranges */
+    uint64_t owner;  /* module/library handle of globals, else 0 */
+};
+
+void shim_range_add(const struct shim_range *r);
+/* Removes the range starting at base; 0 if found. */
+int shim_range_remove(uint64_t base, struct shim_range *removed);
+/* Finds the range containing [addr, addr+len); 0 if found. */
+int shim_range_find(uint64_t addr, uint64_t len, struct shim_range *out);
+/* Removes every range made in context `ctx` (0 = any) or owned by `owner` (0 = any); calls
+ * fn on each first (may be NULL). */
+void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_range *));
+
+/* ---------------------------------------------------------------- stream.c */
+
+/* Client view of a stream handle: validates it and gives its context and flags.
+ * Special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) use the current context. */
+CUresult shim_stream_check(CUstream s, uint32_t *ctx);
+/* Forgets every stream and event made in context `ctx`. */
+void shim_stream_drop_ctx(uint32_t ctx);
+
+/* ---------------------------------------------------------------- funcs.c */
+
+/* Launch-time knowledge of a function or kernel. */
+struct shim_func;
+/* Records what the server returned for a function/kernel (chan_function + layout). */
+CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32_t ctx,
+                       uint64_t *handle);
+/* Looks a function up; NULL if unknown. The result stays valid until forgotten. */
+const struct shim_func *shim_func_get(uint64_t handle);
+/* Forgets the functions of a module/library (owner) or of a context. */
+void shim_func_drop(uint64_t owner, uint32_t ctx);
+/* Packs kernelParams into `buf` by the function's layout; returns bytes used. */
+uint32_t shim_func_pack(const struct shim_func *f, void **params, uint8_t *buf);
+uint32_t shim_func_param_bytes(const struct shim_func *f);
+/* Validates a launch configuration the way the driver does before enqueueing. */
+CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3],
+                                const unsigned block[3], unsigned smem);
+/* Updates cached attributes after cuFuncSetAttribute. */
+void shim_func_set_attr(uint64_t handle, int attr, int value);
+
+#endif

@@ -1,0 +1,298 @@
+/* Streams and events: created, destroyed, queried and synchronised in the server, known
+ * to the client too, so that a bad handle is refused at once and flags read back. */
+#include "interpose/shim.h"
+
+#include <stdlib.h>
+#include <uthash.h>
+
+struct known {
+    uint64_t handle;
+    uint32_t ctx;
+    unsigned flags;
+    int priority;
+    UT_hash_handle hh;
+};
+
+/* Guarded by known_lock. */
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct known *streams, *events;
+
+static void remember(struct known **set, uint64_t h, uint32_t ctx, unsigned flags, int prio)
+{
+    struct known *k = calloc(1, sizeof(*k));
+    if (!k)
+        return; /* then the server alone checks the handle */
+    k->handle = h;
+    k->ctx = ctx;
+    k->flags = flags;
+    k->priority = prio;
+    pthread_mutex_lock(&known_lock);
+    HASH_ADD(hh, *set, handle, sizeof(uint64_t), k);
+    pthread_mutex_unlock(&known_lock);
+}
+
+static int forget(struct known **set, uint64_t h)
+{
+    struct known *k = NULL;
+    pthread_mutex_lock(&known_lock);
+    HASH_FIND(hh, *set, &h, sizeof(uint64_t), k);
+    if (k)
+        HASH_DEL(*set, k);
+    pthread_mutex_unlock(&known_lock);
+    free(k);
+    return k ? 0 : -1;
+}
+
+static int lookup(struct known *set, uint64_t h, struct known *out)
+{
+    struct known *k = NULL;
+    pthread_mutex_lock(&known_lock);
+    HASH_FIND(hh, set, &h, sizeof(uint64_t), k);
+    if (k && out)
+        *out = *k;
+    pthread_mutex_unlock(&known_lock);
+    return k ? 0 : -1;
+}
+
+static int special(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+CUresult shim_stream_check(CUstream s, uint32_t *ctx)
+{
+    if (special(s)) {
+        CUresult r = shim_need_ctx();
+        if (r == CUDA_SUCCESS && ctx)
+            *ctx = shim_current_ctx_id();
+        return r;
+    }
+    struct known k;
+    if (lookup(streams, (uint64_t)(uintptr_t)s, &k) != 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (ctx)
+        *ctx = k.ctx;
+    return CUDA_SUCCESS;
+}
+
+void shim_stream_drop_ctx(uint32_t ctx)
+{
+    pthread_mutex_lock(&known_lock);
+    struct known *k, *t;
+    HASH_ITER(hh, streams, k, t)
+    if (k->ctx == ctx) {
+        HASH_DEL(streams, k);
+        free(k);
+    }
+    HASH_ITER(hh, events, k, t)
+    if (k->ctx == ctx) {
+        HASH_DEL(events, k);
+        free(k);
+    }
+    pthread_mutex_unlock(&known_lock);
+}
+
+static CUresult entry(void)
+{
+    CUresult r = shim_ready();
+    return r != CUDA_SUCCESS ? r : shim_need_ctx();
+}
+
+/* ---------------------------------------------------------------- streams */
+
+static CUresult create(CUstream *ph, unsigned flags, int priority)
+{
+    CUresult r = entry();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct chan_stream_create m = {.flags = flags, .priority = priority};
+    uint64_t h = 0;
+    r = shim_call(CHAN_OP_STREAM_CREATE, &m, sizeof(m), &h, sizeof(h), NULL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    remember(&streams, h, shim_current_ctx_id(), flags, priority);
+    *ph = (CUstream)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    return create(phStream, Flags, 0);
+}
+
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    return create(phStream, flags, priority);
+}
+
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t h = (uint64_t)(uintptr_t)hStream;
+    if (special(hStream) || forget(&streams, h) != 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return shim_call(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
+}
+
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+{
+    return cuStreamDestroy_v2(hStream);
+}
+
+static CUresult stream_op(unsigned op, CUstream s, unsigned flags)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = shim_stream_check(s, NULL)) != CUDA_SUCCESS)
+        return r;
+    uint64_t h = (uint64_t)(uintptr_t)s;
+    struct shim_req q;
+    if ((r = shim_req_begin(&q, op, sizeof(h), 1, flags)) != CUDA_SUCCESS)
+        return r;
+    *(uint64_t *)q.payload = h;
+    shim_req_send(&q);
+    return shim_req_wait(&q, NULL, NULL);
+}
+
+CUresult CUDAAPI cuStreamQuery(CUstream hStream)
+{
+    return stream_op(CHAN_OP_STREAM_QUERY, hStream, 0);
+}
+
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream)
+{
+    return stream_op(CHAN_OP_STREAM_QUERY, hStream, CHAN_RF_PTDS);
+}
+
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
+{
+    return stream_op(CHAN_OP_STREAM_SYNC, hStream, 0);
+}
+
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return stream_op(CHAN_OP_STREAM_SYNC, hStream, CHAN_RF_PTDS);
+}
+
+CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (special(hStream)) {
+        if ((r = shim_need_ctx()) != CUDA_SUCCESS)
+            return r;
+        *flags = 0;
+        return CUDA_SUCCESS;
+    }
+    struct known k;
+    if (lookup(streams, (uint64_t)(uintptr_t)hStream, &k) != 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *flags = k.flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
+    return cuStreamGetFlags(hStream, flags);
+}
+
+CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint32_t ctx;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = shim_stream_check(hStream, &ctx)) != CUDA_SUCCESS)
+        return r;
+    *pctx = shim_ctx_by_id(ctx);
+    return *pctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+    return cuStreamGetCtx(hStream, pctx);
+}
+
+CUresult CUDAAPI cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    if (pGreenCtx)
+        *pGreenCtx = NULL; /* clients never see green contexts */
+    return cuStreamGetCtx(hStream, pCtx);
+}
+
+CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    return cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx);
+}
+
+/* Stream capture is not supported (graphs are not), so every thread's mode is simply kept. */
+static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- events */
+
+CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    CUresult r = entry();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                         CU_EVENT_INTERPROCESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (Flags & CU_EVENT_INTERPROCESS)
+        return shim_refuse("cuEventCreate with CU_EVENT_INTERPROCESS");
+    uint32_t f = Flags;
+    uint64_t h = 0;
+    r = shim_call(CHAN_OP_EVENT_CREATE, &f, sizeof(f), &h, sizeof(h), NULL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    remember(&events, h, shim_current_ctx_id(), Flags, 0);
+    *phEvent = (CUevent)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t h = (uint64_t)(uintptr_t)hEvent;
+    if (!hEvent || forget(&events, h) != 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return shim_call(CHAN_OP_EVENT_DESTROY, &h, sizeof(h), NULL, 0, NULL);
+}
+
+CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
+{
+    return cuEventDestroy_v2(hEvent);
+}
+
+CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t h = (uint64_t)(uintptr_t)hEvent;
+    if (!hEvent || lookup(events, h, NULL) != 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return shim_call(CHAN_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL);
+}

@@ -1,0 +1,293 @@
+/* A client's life in the server: handshake, shared segment, worker, and the release of
+ * everything it owned when it leaves, however it leaves. */
+#define _GNU_SOURCE
+#include "server/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The thread's current device context, to skip redundant cuCtxSetCurrent calls. */
+static __thread int cur_dev = -1;
+
+CUresult srv_use_device(int dev)
+{
+    if (dev < 0 || dev >= srv.ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (cur_dev == dev)
+        return CUDA_SUCCESS;
+    CUresult r = DRV(cuCtxSetCurrent)(srv.ctx[dev]);
+    if (r == CUDA_SUCCESS)
+        cur_dev = dev;
+    return r;
+}
+
+static int send_welcome(int sock, const struct chan_welcome *w, int fd)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = (void *)w, .iov_len = sizeof(*w)};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        memset(cbuf, 0, sizeof(cbuf));
+        m.msg_control = cbuf;
+        m.msg_controllen = sizeof(cbuf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(*w) ? 0 : -1;
+}
+
+static void refuse(int sock, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void refuse(int sock, int status, const char *fmt, ...)
+{
+    struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
+                             .minor = CHAN_PROTO_MINOR, .status = status,
+                             .server_pid = getpid()};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w.message, sizeof(w.message), fmt, ap);
+    va_end(ap);
+    srv_log("Refused a client: %s", w.message);
+    send_welcome(sock, &w, -1);
+}
+
+/* Creates the client's segment: sealed against resizing, so the client cannot shrink it
+ * under the server's feet (which would fault the server on access). */
+static int make_segment(struct srv_client *c)
+{
+    size_t size = chan_segment_size();
+    int fd = memfd_create("mpsshim-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, (off_t)size) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return -1;
+    }
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    c->shm = base;
+    c->shm_size = size;
+    chan_attach(&c->ch, base);
+    chan_init_header(&c->ch);
+    memcpy(c->ch.devinfo, &srv.devinfo, sizeof(srv.devinfo));
+    return fd;
+}
+
+static unsigned count_clients(void)
+{
+    unsigned n = 0;
+    for (struct srv_client *x = srv.clients; x; x = x->next)
+        n += !atomic_load(&x->finished);
+    return n;
+}
+
+/* Handshake; returns the segment fd sent, or -1 when the client was refused. */
+static int handshake(struct srv_client *c)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0)
+        return -1;
+    c->pid = cred.pid;
+    c->uid = cred.uid;
+    /* A client that connects and says nothing must not hold a thread forever. */
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct chan_hello h;
+    size_t got = 0;
+    while (got < sizeof(h)) {
+        ssize_t n = recv(c->sock, (char *)&h + got, sizeof(h) - got, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            srv_log("Client process %d hung up before its handshake", (int)c->pid);
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    h.exe[sizeof(h.exe) - 1] = '\0';
+    memcpy(c->exe, h.exe, sizeof(c->exe));
+    if (cred.uid != getuid()) {
+        refuse(c->sock, CHAN_WELCOME_UID,
+               "client process %d runs as user %u, this server as user %u: "
+               "start a server of your own (another pipe directory)",
+               (int)c->pid, (unsigned)cred.uid, (unsigned)getuid());
+        return -1;
+    }
+    if (h.magic != CHAN_MAGIC || h.major != CHAN_PROTO_MAJOR ||
+        h.symbols_hash != SHIM_SYMBOLS_HASH) {
+        refuse(c->sock, CHAN_WELCOME_VERSION,
+               "client protocol %u.%u (symbols %016llx), server protocol %u.%u "
+               "(symbols %016llx): use the libmpsshim.so built with this server",
+               h.magic == CHAN_MAGIC ? h.major : 0, h.magic == CHAN_MAGIC ? h.minor : 0,
+               (unsigned long long)h.symbols_hash, CHAN_PROTO_MAJOR, CHAN_PROTO_MINOR,
+               (unsigned long long)SHIM_SYMBOLS_HASH);
+        return -1;
+    }
+    pthread_mutex_lock(&srv.clients_lock);
+    unsigned n = count_clients();
+    pthread_mutex_unlock(&srv.clients_lock);
+    if (n > srv.max_clients) {
+        refuse(c->sock, CHAN_WELCOME_FULL, "server already has %u clients (limit %u)", n - 1,
+               srv.max_clients);
+        return -1;
+    }
+    int fd = make_segment(c);
+    if (fd < 0) {
+        refuse(c->sock, CHAN_WELCOME_ERROR, "server failed to create the shared segment: %s",
+               strerror(errno));
+        return -1;
+    }
+    /* Registered once, so that copies through staging slots and into reply lanes are
+     * direct DMA. Failure is not fatal: the driver then stages those copies itself. */
+    if (srv_use_device(0) == CUDA_SUCCESS &&
+        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size, CU_MEMHOSTREGISTER_PORTABLE) ==
+            CUDA_SUCCESS)
+        c->shm_registered = 1;
+    struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
+                             .minor = CHAN_PROTO_MINOR, .status = CHAN_WELCOME_OK,
+                             .server_pid = getpid(), .shm_size = c->shm_size,
+                             .client_id = c->id};
+    int ok = send_welcome(c->sock, &w, fd) == 0;
+    close(fd);
+    if (!ok)
+        return -1;
+    /* From now on the socket only tells us when the client goes away. */
+    tv.tv_sec = 0;
+    setsockopt(c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return 0;
+}
+
+int srv_client_alive(void *arg)
+{
+    struct srv_client *c = arg;
+    if (atomic_load(&c->dead))
+        return 0;
+    char b;
+    ssize_t n = recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        atomic_store(&c->dead, 1);
+        return 0;
+    }
+    return 1;
+}
+
+static void cleanup(struct srv_client *c)
+{
+    srv_release(c, 0);
+    struct srv_ctx *x, *xt;
+    HASH_ITER(hh, c->ctxs, x, xt)
+    {
+        HASH_DEL(c->ctxs, x);
+        free(x);
+    }
+    for (struct srv_wait *w = c->waits, *n; w; w = n) {
+        n = w->next;
+        for (int i = 0; i < w->nev; i++)
+            if (w->pooled[i])
+                srv_event_give(c, w->ev[i]);
+        free(w);
+    }
+    c->waits = NULL;
+    for (size_t i = 0; i < c->npool; i++)
+        DRV(cuEventDestroy_v2)(c->pool[i]);
+    free(c->pool);
+    free(c->allocs);
+    free(c->blob);
+    free(c->rec);
+    if (c->shm) {
+        /* Tell a client that is still there (server quitting) to stop waiting. */
+        atomic_store(&c->ch.shm->dead, 1);
+        if (c->shm_registered)
+            DRV(cuMemHostUnregister)(c->shm);
+        munmap(c->shm, c->shm_size);
+        c->shm = NULL;
+    }
+}
+
+static void *client_main(void *arg)
+{
+    struct srv_client *c = arg;
+    if (handshake(c) == 0) {
+        srv_log("New client %d connected (%s)", (int)c->pid, c->exe);
+        srv_worker_main(c);
+        cleanup(c);
+        srv_log("Client process %d disconnected", (int)c->pid);
+    } else {
+        cleanup(c);
+    }
+    close(c->sock);
+    c->sock = -1;
+    atomic_store(&c->finished, 1);
+    return NULL;
+}
+
+void srv_client_start(int sock)
+{
+    struct srv_client *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(sock);
+        return;
+    }
+    c->sock = sock;
+    pthread_mutex_lock(&srv.clients_lock);
+    /* Reap entries whose workers are done. */
+    for (struct srv_client **p = &srv.clients; *p;) {
+        struct srv_client *x = *p;
+        if (atomic_load(&x->finished)) {
+            *p = x->next;
+            pthread_join(x->worker, NULL);
+            free(x);
+        } else {
+            p = &x->next;
+        }
+    }
+    c->id = ++srv.next_client_id;
+    c->next = srv.clients;
+    srv.clients = c;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 1u << 20);
+    if (pthread_create(&c->worker, &at, client_main, c) != 0) {
+        srv.clients = c->next;
+        close(sock);
+        free(c);
+    }
+    pthread_attr_destroy(&at);
+    pthread_mutex_unlock(&srv.clients_lock);
+}
+
+void srv_clients_stop(void)
+{
+    pthread_mutex_lock(&srv.clients_lock);
+    /* Workers notice within one sleep slice (they never sleep longer). */
+    for (struct srv_client *x = srv.clients; x; x = x->next)
+        atomic_store(&x->dead, 1);
+    struct srv_client *list = srv.clients;
+    srv.clients = NULL;
+    pthread_mutex_unlock(&srv.clients_lock);
+    while (list) {
+        struct srv_client *n = list->next;
+        pthread_join(list->worker, NULL);
+        free(list);
+        list = n;
+    }
+}
+
+void srv_client_hangup(struct srv_client *c)
+{
+    atomic_store(&c->dead, 1);
+}

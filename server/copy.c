@@ -1,0 +1,443 @@
+/* The copy engine: every client copy arrives as one chan_copy (see interpose/memcpy.c)
+ * and is checked against the client's allocations and arrays before anything moves.
+ * Pageable client memory arrives inline or through the staging slots; pinned memory is
+ * copied in place. Sets live here too: they are copies of a value. */
+#include "server/server.h"
+
+#include <string.h>
+
+#include "channel/copyplan.h"
+
+/* A checked side, ready for the driver. */
+struct side {
+    CUmemorytype type;
+    uint64_t addr; /* device address, host address or array handle */
+    uint64_t pitch, height, x, y, z;
+    int device;
+};
+
+static uint64_t side_span(const struct chan_copy_side *s, uint64_t w, uint64_t h, uint64_t d)
+{
+    return (d - 1) * s->pitch * s->height + (h - 1) * s->pitch + w;
+}
+
+/* Checks one side against the client's tables. */
+static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s, uint64_t w,
+                           uint64_t h, uint64_t d, struct side *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->pitch = s->pitch;
+    out->height = s->height;
+    out->x = s->x;
+    out->y = s->y;
+    out->z = s->z;
+    out->addr = s->addr;
+    out->device = s->device >= 0 && s->device < srv.ndev ? s->device
+                                                          : (c->cur ? c->cur->device : 0);
+    if (s->device >= srv.ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    switch (s->kind) {
+    case CHAN_MEM_ARRAY:
+        out->type = CU_MEMORYTYPE_ARRAY;
+        return srv_handle_get(c, SHIM_HT_CUarray, s->addr) ? CUDA_SUCCESS
+                                                           : CUDA_ERROR_INVALID_HANDLE;
+    case CHAN_MEM_DEVICE:
+    case CHAN_MEM_PINNED: {
+        if ((h > 1 || d > 1) && s->pitch < w)
+            return CUDA_ERROR_INVALID_VALUE;
+        uint64_t start = s->addr + s->z * s->pitch * s->height + s->y * s->pitch + s->x;
+        struct srv_alloc *a = srv_alloc_find(c, start, side_span(s, w, h, d));
+        if (!a)
+            return CUDA_ERROR_INVALID_VALUE;
+        out->type = a->kind == SRV_ALLOC_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        return CUDA_SUCCESS;
+    }
+    case CHAN_MEM_STAGED:
+        out->type = CU_MEMORYTYPE_HOST; /* the address is filled in per chunk */
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* Fills one side of a 3D copy description. */
+static void fill3(const struct side *s, CUmemorytype *type, const void **host, CUdeviceptr *dev,
+                  CUarray *arr, size_t *x, size_t *y, size_t *z, size_t *pitch, size_t *height)
+{
+    *type = s->type;
+    if (s->type == CU_MEMORYTYPE_ARRAY)
+        *arr = (CUarray)(uintptr_t)s->addr;
+    else if (s->type == CU_MEMORYTYPE_HOST)
+        *host = (const void *)(uintptr_t)s->addr;
+    else
+        *dev = s->addr;
+    *x = s->x;
+    *y = s->y;
+    *z = s->z;
+    *pitch = s->pitch;
+    *height = s->height;
+}
+
+/* One driver copy of a w x h x d extent between two checked sides, on stream `st`. */
+static CUresult issue(const struct side *src, const struct side *dst, uint64_t w, uint64_t h,
+                      uint64_t d, CUstream st)
+{
+    int arrays = src->type == CU_MEMORYTYPE_ARRAY || dst->type == CU_MEMORYTYPE_ARRAY;
+    int cross = src->device != dst->device && src->type == CU_MEMORYTYPE_DEVICE &&
+                dst->type == CU_MEMORYTYPE_DEVICE;
+    if (h == 1 && d == 1 && !arrays) {
+        uint64_t s = src->addr + src->x + src->y * src->pitch + src->z * src->pitch * src->height;
+        uint64_t t = dst->addr + dst->x + dst->y * dst->pitch + dst->z * dst->pitch * dst->height;
+        if (cross)
+            return DRV(cuMemcpyPeerAsync)(t, srv.ctx[dst->device], s, srv.ctx[src->device], w,
+                                          st);
+        /* Unified addressing: host and device addresses alike. */
+        return DRV(cuMemcpyAsync)(t, s, w, st);
+    }
+    CUDA_MEMCPY3D_PEER p;
+    memset(&p, 0, sizeof(p));
+    fill3(src, &p.srcMemoryType, &p.srcHost, &p.srcDevice, &p.srcArray, &p.srcXInBytes, &p.srcY,
+          &p.srcZ, &p.srcPitch, &p.srcHeight);
+    fill3(dst, &p.dstMemoryType, (const void **)&p.dstHost, &p.dstDevice, &p.dstArray,
+          &p.dstXInBytes, &p.dstY, &p.dstZ, &p.dstPitch, &p.dstHeight);
+    p.WidthInBytes = w;
+    p.Height = h;
+    p.Depth = d;
+    if (cross) {
+        p.srcContext = srv.ctx[src->device];
+        p.dstContext = srv.ctx[dst->device];
+        return DRV(cuMemcpy3DPeerAsync)(&p, st);
+    }
+    /* One slice of linear memory (a z offset is rows further on) or of a 2D array: the 2D
+     * entry point, whose pitch rules are the ones 2D callers were checked against. */
+    if (d == 1 && !(src->type == CU_MEMORYTYPE_ARRAY && src->z) &&
+        !(dst->type == CU_MEMORYTYPE_ARRAY && dst->z)) {
+        CUDA_MEMCPY2D q = {
+            .srcXInBytes = p.srcXInBytes,
+            .srcY = p.srcY + (src->type == CU_MEMORYTYPE_ARRAY ? 0 : p.srcZ * p.srcHeight),
+            .srcMemoryType = p.srcMemoryType,
+            .srcHost = p.srcHost,
+            .srcDevice = p.srcDevice,
+            .srcArray = p.srcArray,
+            .srcPitch = p.srcPitch,
+            .dstXInBytes = p.dstXInBytes,
+            .dstY = p.dstY + (dst->type == CU_MEMORYTYPE_ARRAY ? 0 : p.dstZ * p.dstHeight),
+            .dstMemoryType = p.dstMemoryType,
+            .dstHost = p.dstHost,
+            .dstDevice = p.dstDevice,
+            .dstArray = p.dstArray,
+            .dstPitch = p.dstPitch,
+            .WidthInBytes = w,
+            .Height = h,
+        };
+        return DRV(cuMemcpy2DAsync_v2)(&q, st);
+    }
+    CUDA_MEMCPY3D t = {
+        .srcXInBytes = p.srcXInBytes, .srcY = p.srcY, .srcZ = p.srcZ,
+        .srcMemoryType = p.srcMemoryType, .srcHost = p.srcHost, .srcDevice = p.srcDevice,
+        .srcArray = p.srcArray, .srcPitch = p.srcPitch, .srcHeight = p.srcHeight,
+        .dstXInBytes = p.dstXInBytes, .dstY = p.dstY, .dstZ = p.dstZ,
+        .dstMemoryType = p.dstMemoryType, .dstHost = p.dstHost, .dstDevice = p.dstDevice,
+        .dstArray = p.dstArray, .dstPitch = p.dstPitch, .dstHeight = p.dstHeight,
+        .WidthInBytes = w, .Height = h, .Depth = d,
+    };
+    return DRV(cuMemcpy3DAsync_v2)(&t, st);
+}
+
+/* A side moved by a chunk's offsets; staged sides point at `host` packed by rows. */
+static struct side at_chunk(const struct side *s, int staged, void *host,
+                            const struct chan_chunk *ch)
+{
+    struct side t = *s;
+    if (staged) {
+        t.type = CU_MEMORYTYPE_HOST;
+        t.addr = (uint64_t)(uintptr_t)host;
+        t.pitch = ch->nbytes;
+        t.height = ch->nrows;
+        t.x = t.y = t.z = 0;
+    } else {
+        t.x += ch->x;
+        t.y += ch->y;
+        t.z += ch->z;
+    }
+    return t;
+}
+
+/* ---------------------------------------------------------------- staging pipeline */
+
+struct pipe {
+    struct srv_client *c;
+    const struct chan_copy *m;
+    struct side src, dst;
+    CUstream st;
+    int htod;      /* pageable source (client fills slots) */
+    CUresult bad;  /* set before or during the copy: chunks still flow, nothing moves */
+    uint64_t first;
+    int64_t pending; /* DtoH: oldest chunk issued and not yet published, or -1 */
+    int64_t issued;  /* DtoH: last chunk issued */
+};
+
+static struct chan_wait waiter(struct srv_client *c)
+{
+    return (struct chan_wait){.spin_ns = 100 * 1000, .alive = srv_client_alive, .arg = c};
+}
+
+/* Makes slot n % NSLOTS reusable for chunk n: an HtoD DMA still reading it completes and
+ * the slot is handed back to the client. */
+static void settle_slot(struct srv_client *c, uint32_t s)
+{
+    if (c->slot_busy[s] < 0)
+        return;
+    struct chan_slot *sl = &c->ch.shm->slots[s];
+    DRV(cuEventSynchronize)(c->slot_ev[s]);
+    atomic_store_explicit(&sl->freed, (uint32_t)c->slot_busy[s] + 1, memory_order_release);
+    chan_wake(&sl->freed, &sl->waiters);
+    c->slot_busy[s] = -1;
+}
+
+/* DtoH: waits for the DMA of chunk n and hands its slot to the client. */
+static void publish(struct pipe *p, uint32_t n)
+{
+    struct srv_client *c = p->c;
+    uint32_t s = n % CHAN_NSLOTS;
+    struct chan_slot *sl = &c->ch.shm->slots[s];
+    CUresult r = p->bad ? p->bad : DRV(cuEventSynchronize)(c->slot_ev[s]);
+    if (r != CUDA_SUCCESS && !p->bad)
+        p->bad = r;
+    atomic_store(&sl->status, (int32_t)r);
+    atomic_store_explicit(&sl->filled, n + 1, memory_order_release);
+    chan_wake(&sl->filled, &sl->waiters);
+}
+
+static int chunk(const struct chan_chunk *ch, void *arg)
+{
+    struct pipe *p = arg;
+    struct srv_client *c = p->c;
+    uint32_t n = (uint32_t)(p->first + ch->index);
+    uint32_t s = n % CHAN_NSLOTS;
+    struct chan_slot *sl = &c->ch.shm->slots[s];
+    uint8_t *data = chan_slot_data(&c->ch, s);
+    struct chan_wait w = waiter(c);
+    settle_slot(c, s);
+    if (p->htod) {
+        if (chan_wait_for(&sl->filled, n + 1, &sl->waiters, &w) != 0)
+            return -1;
+        struct side src = at_chunk(&p->src, 1, data, ch), dst = at_chunk(&p->dst, 0, NULL, ch);
+        CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
+        if (r == CUDA_SUCCESS)
+            r = DRV(cuEventRecord)(c->slot_ev[s], p->st);
+        if (r == CUDA_SUCCESS) {
+            c->slot_busy[s] = n;
+        } else {
+            if (!p->bad)
+                p->bad = r;
+            atomic_store_explicit(&sl->freed, n + 1, memory_order_release);
+            chan_wake(&sl->freed, &sl->waiters);
+        }
+        return 0;
+    }
+    /* DtoH: the slot's previous chunk must have been published and consumed. */
+    if (p->pending >= 0 && (uint32_t)p->pending + CHAN_NSLOTS == n)
+        publish(p, (uint32_t)p->pending++);
+    if (n >= CHAN_NSLOTS &&
+        chan_wait_for(&sl->freed, n - CHAN_NSLOTS + 1, &sl->waiters, &w) != 0)
+        return -1;
+    struct side src = at_chunk(&p->src, 0, NULL, ch), dst = at_chunk(&p->dst, 1, data, ch);
+    CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuEventRecord)(c->slot_ev[s], p->st);
+    if (r != CUDA_SUCCESS && !p->bad)
+        p->bad = r;
+    if (p->pending < 0)
+        p->pending = n;
+    p->issued = n;
+    return 0;
+}
+
+static void staged(struct srv_client *c, const struct chan_rec *r, const struct chan_copy *m,
+                   const struct side *src, const struct side *dst, CUstream st, CUresult bad)
+{
+    struct pipe p = {.c = c, .m = m, .src = *src, .dst = *dst, .st = st,
+                     .htod = m->src.kind == CHAN_MEM_STAGED, .bad = bad,
+                     .first = m->first_chunk, .pending = -1, .issued = -1};
+    for (int i = 0; i < CHAN_NSLOTS; i++)
+        if (!c->slot_ev[i] && DRV(cuEventCreate)(&c->slot_ev[i], CU_EVENT_DISABLE_TIMING) !=
+                                  CUDA_SUCCESS && !p.bad)
+            p.bad = CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t n = chan_copy_nchunks(m->width, m->height, m->depth, CHAN_SLOT_SIZE);
+    int aborted = chan_copy_plan(m->width, m->height, m->depth, CHAN_SLOT_SIZE, chunk, &p);
+    c->chunk_seq += (uint32_t)n;
+    if (aborted)
+        return; /* the client is gone */
+    if (!p.htod) {
+        while (p.pending >= 0 && p.pending <= p.issued)
+            publish(&p, (uint32_t)p.pending++);
+        srv_reply(c, r->lane, p.bad, 0);
+    } else if (p.bad) {
+        srv_defer(c, p.bad, "copy from pageable memory");
+    }
+    atomic_fetch_add(&c->stats.bytes_copied, m->width * m->height * m->depth);
+}
+
+/* ---------------------------------------------------------------- the operation */
+
+void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_copy m;
+    int lane = (r->flags & CHAN_RF_REPLY) ? r->lane : -1;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    if (len < sizeof(m)) {
+        atomic_store(&c->dead, 1); /* cannot even tell how to answer: protocol error */
+        return;
+    }
+    memcpy(&m, p, sizeof(m));
+    uint64_t total = m.width * m.height * m.depth;
+    int src_staged = m.src.kind == CHAN_MEM_STAGED, dst_staged = m.dst.kind == CHAN_MEM_STAGED;
+    int is_inline = (m.flags & CHAN_CF_INLINE) != 0;
+    if (m.width == 0 || m.height == 0 || m.depth == 0 || (src_staged && dst_staged) ||
+        (m.height > 1 && total / m.height / m.depth != m.width) ||
+        (is_inline && (!(src_staged || dst_staged) || total > CHAN_INLINE_MAX)) ||
+        (is_inline && src_staged && len != sizeof(m) + total) ||
+        (!is_inline && (src_staged || dst_staged) && m.first_chunk != c->chunk_seq)) {
+        /* The staging protocol is out of step: nothing sensible can follow. */
+        atomic_store(&c->dead, 1);
+        srv_log("Client process %d sent an inconsistent copy; disconnecting it", (int)c->pid);
+        return;
+    }
+    struct side src, dst;
+    struct srv_stream *s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread);
+    if (!c->cur)
+        res = CUDA_ERROR_INVALID_CONTEXT;
+    else if (!s)
+        res = CUDA_ERROR_INVALID_HANDLE;
+    else if ((res = check_side(c, &m.src, m.width, m.height, m.depth, &src)) == CUDA_SUCCESS)
+        res = check_side(c, &m.dst, m.width, m.height, m.depth, &dst);
+    CUstream st = res == CUDA_SUCCESS ? srv_stream_prepare(c, s) : NULL;
+
+    if ((src_staged || dst_staged) && !is_inline) {
+        staged(c, r, &m, &src, &dst, st, res);
+        return;
+    }
+    if (res == CUDA_SUCCESS && (m.flags & CHAN_CF_UNALIGNED)) {
+        /* No async form exists: wait for the stream, then copy synchronously. */
+        CUDA_MEMCPY2D q;
+        memset(&q, 0, sizeof(q));
+        q.srcXInBytes = src.x;
+        q.srcY = src.y;
+        q.srcMemoryType = src.type;
+        q.srcPitch = src.pitch;
+        q.dstXInBytes = dst.x;
+        q.dstY = dst.y;
+        q.dstMemoryType = dst.type;
+        q.dstPitch = dst.pitch;
+        q.WidthInBytes = m.width;
+        q.Height = m.height;
+        if (src_staged) {
+            q.srcHost = p + sizeof(m);
+            q.srcPitch = m.width;
+            q.srcXInBytes = q.srcY = 0;
+        } else if (src.type == CU_MEMORYTYPE_ARRAY) {
+            q.srcArray = (CUarray)(uintptr_t)src.addr;
+        } else if (src.type == CU_MEMORYTYPE_HOST) {
+            q.srcHost = (const void *)(uintptr_t)src.addr;
+        } else {
+            q.srcDevice = src.addr;
+        }
+        if (dst_staged) {
+            q.dstHost = srv_lane_data(c, lane);
+            q.dstPitch = m.width;
+            q.dstXInBytes = q.dstY = 0;
+        } else if (dst.type == CU_MEMORYTYPE_ARRAY) {
+            q.dstArray = (CUarray)(uintptr_t)dst.addr;
+        } else if (dst.type == CU_MEMORYTYPE_HOST) {
+            q.dstHost = (void *)(uintptr_t)dst.addr;
+        } else {
+            q.dstDevice = dst.addr;
+        }
+        res = DRV(cuStreamSynchronize)(st);
+        if (res == CUDA_SUCCESS)
+            res = DRV(cuMemcpy2DUnaligned_v2)(&q);
+        srv_reply(c, lane, res, res == CUDA_SUCCESS && dst_staged ? (uint32_t)total : 0);
+        return;
+    }
+    if (res == CUDA_SUCCESS) {
+        struct chan_chunk whole = {.nrows = m.height, .nbytes = m.width};
+        struct side a = src, b = dst;
+        if (src_staged) /* inline: the data follows the descriptor, rows packed */
+            a = at_chunk(&src, 1, p + sizeof(m), &whole);
+        if (dst_staged)
+            b = at_chunk(&dst, 1, srv_lane_data(c, lane), &whole);
+        if (dst_staged && lane < 0)
+            res = CUDA_ERROR_INVALID_VALUE;
+        else
+            res = issue(&a, &b, m.width, m.height, m.depth, st);
+    }
+    if (res == CUDA_SUCCESS)
+        atomic_fetch_add(&c->stats.bytes_copied, total);
+    if (lane < 0) {
+        srv_defer(c, res, "copy");
+        return;
+    }
+    if (res == CUDA_SUCCESS && (m.flags & CHAN_CF_COMPLETE)) {
+        res = srv_wait_stream(c, s, lane, dst_staged ? (uint32_t)total : 0);
+        if (res == CUDA_SUCCESS)
+            return;
+    }
+    srv_reply(c, lane, res, res == CUDA_SUCCESS && dst_staged ? (uint32_t)total : 0);
+}
+
+/* ---------------------------------------------------------------- sets */
+
+void srv_op_memset(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_memset m = {0};
+    int lane = (r->flags & CHAN_RF_REPLY) ? r->lane : -1;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    struct srv_stream *s = NULL;
+    if (len != sizeof(m))
+        goto out;
+    memcpy(&m, p, sizeof(m));
+    if (!c->cur) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+        goto out;
+    }
+    if (!(m.elem == 1 || m.elem == 2 || m.elem == 4) || m.width == 0 || m.height == 0 ||
+        m.dst % m.elem || (m.height > 1 && m.pitch < m.width * m.elem))
+        goto out;
+    uint64_t span = (m.height - 1) * m.pitch + m.width * m.elem;
+    if (!srv_alloc_find(c, m.dst, span))
+        goto out;
+    if (!(s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread))) {
+        res = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    CUstream st = srv_stream_prepare(c, s);
+    if (m.height == 1) {
+        if (m.elem == 1)
+            res = DRV(cuMemsetD8Async)(m.dst, (unsigned char)m.value, m.width, st);
+        else if (m.elem == 2)
+            res = DRV(cuMemsetD16Async)(m.dst, (unsigned short)m.value, m.width, st);
+        else
+            res = DRV(cuMemsetD32Async)(m.dst, m.value, m.width, st);
+    } else {
+        if (m.elem == 1)
+            res = DRV(cuMemsetD2D8Async)(m.dst, m.pitch, (unsigned char)m.value, m.width,
+                                         m.height, st);
+        else if (m.elem == 2)
+            res = DRV(cuMemsetD2D16Async)(m.dst, m.pitch, (unsigned short)m.value, m.width,
+                                          m.height, st);
+        else
+            res = DRV(cuMemsetD2D32Async)(m.dst, m.pitch, m.value, m.width, m.height, st);
+    }
+out:
+    if (lane < 0) {
+        srv_defer(c, res, "memset");
+        return;
+    }
+    if (res == CUDA_SUCCESS && m.complete) {
+        res = srv_wait_stream(c, s, lane, 0);
+        if (res == CUDA_SUCCESS)
+            return;
+    }
+    srv_reply(c, lane, res, 0);
+}

@@ -1,0 +1,171 @@
+/* mpsshim-control: starts the server (-d daemon, -f foreground), or sends commands read
+ * from stdin to a running one and prints the answers, like nvidia-cuda-mps-control. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "channel/proto.h"
+
+static const char *pipe_dir(void)
+{
+    const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
+    if (!d || !*d)
+        d = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    return d && *d ? d : CHAN_DEFAULT_PIPE_DIR;
+}
+
+/* The server binary lives next to this one. */
+static void server_path(char *out, size_t len)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        snprintf(out, len, "mpsshim-server");
+        return;
+    }
+    self[n] = '\0';
+    snprintf(out, len, "%s/mpsshim-server", dirname(self));
+}
+
+static int connect_control(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", pipe_dir(), CHAN_CONTROL_NAME);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+        return s;
+    if (s >= 0)
+        close(s);
+    return -1;
+}
+
+/* -d: starts the server detached and returns once it answers (or failed). */
+static int daemonize(char **argv)
+{
+    (void)argv;
+    char path[PATH_MAX];
+    server_path(path, sizeof(path));
+    int s = connect_control();
+    if (s >= 0) {
+        close(s);
+        fprintf(stderr, "An mpsshim server is already running in %s\n", pipe_dir());
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        setsid();
+        if (fork() != 0)
+            _exit(0);
+        int fd = open("/dev/null", O_RDWR);
+        if (fd >= 0) {
+            dup2(fd, 0);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            if (fd > 2)
+                close(fd);
+        }
+        execl(path, "mpsshim-server", (char *)NULL);
+        _exit(127);
+    }
+    waitpid(pid, NULL, 0);
+    /* Ready when the control socket answers; a failed start leaves a log line. */
+    for (int i = 0; i < 600; i++) {
+        s = connect_control();
+        if (s >= 0) {
+            close(s);
+            return 0;
+        }
+        struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "mpsshim server did not start: see its server.log (log directory)\n");
+    return 1;
+}
+
+static int foreground(void)
+{
+    char path[PATH_MAX];
+    server_path(path, sizeof(path));
+    execl(path, "mpsshim-server", (char *)NULL);
+    fprintf(stderr, "cannot run %s: %s\n", path, strerror(errno));
+    return 1;
+}
+
+/* Sends one command, prints its answer (up to the EOT line). */
+static int run(int s, const char *line)
+{
+    char msg[1100];
+    snprintf(msg, sizeof(msg), "%s\n", line);
+    if (write(s, msg, strlen(msg)) < 0)
+        return -1;
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(s, buf, sizeof(buf));
+        if (n <= 0)
+            return strncmp(line, "quit", 4) == 0 ? 0 : -1;
+        char *eot = memchr(buf, '\x04', (size_t)n);
+        fwrite(buf, 1, eot ? (size_t)(eot - buf) : (size_t)n, stdout);
+        if (eot)
+            break;
+    }
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "-d") == 0)
+        return daemonize(argv);
+    if (argc > 1 && strcmp(argv[1], "-f") == 0)
+        return foreground();
+    if (argc > 1) {
+        fprintf(stderr, "usage: mpsshim-control [-d | -f]\n"
+                        "  -d  start the server in the background\n"
+                        "  -f  run the server in the foreground\n"
+                        "  otherwise: commands on stdin (get_server_list, get_client_list PID,\n"
+                        "             get_device_client_list, quit)\n");
+        return 2;
+    }
+    int s = connect_control();
+    if (s < 0) {
+        fprintf(stderr, "Cannot connect to an mpsshim server in %s: %s\n", pipe_dir(),
+                strerror(errno));
+        return 1;
+    }
+    char line[1024];
+    int rc = 0;
+    int tty = isatty(0);
+    for (;;) {
+        if (tty) {
+            printf("> ");
+            fflush(stdout);
+        }
+        if (!fgets(line, sizeof(line), stdin))
+            break;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!*line)
+            continue;
+        if (run(s, line) != 0) {
+            fprintf(stderr, "The server closed the connection\n");
+            rc = 1;
+            break;
+        }
+        if (strcmp(line, "quit") == 0)
+            break;
+    }
+    close(s);
+    return rc;
+}

@@ -1,0 +1,28 @@
+/* The real driver, loaded by absolute path (or the loader's search) into the server only.
+ * Every exported driver function is resolved by name into a table indexed by call id, so
+ * the server's hand-written code calls them type-checked against cuda.h:
+ *     DRV(cuMemAlloc_v2)(&p, n)
+ * and a function the loaded driver lacks answers CUDA_ERROR_NOT_SUPPORTED. */
+#ifndef MPSSHIM_DRIVER_H
+#define MPSSHIM_DRIVER_H
+
+#include "channel/desc.h"
+
+extern void *srv_drv_fns[SHIM_NCALLS];
+
+/* Stands in for any function the loaded driver does not export. All driver functions
+ * return CUresult and the ABIs we run on let the caller clean up the arguments. */
+CUresult srv_drv_missing(void);
+
+#define DRV(NAME)                                                                                  \
+    ((__typeof__(&NAME))(srv_drv_fns[SHIM_ID_##NAME] ? srv_drv_fns[SHIM_ID_##NAME]                 \
+                                                     : (void *)srv_drv_missing))
+
+/* Loads the driver: `path` if given, else "libcuda.so.1" through the loader's search.
+ * Fills `resolved` with the file actually loaded. 0 on success. */
+int srv_drv_load(const char *path, char *resolved, size_t len);
+
+/* Name of an error for logs. */
+const char *srv_errname(CUresult r);
+
+#endif

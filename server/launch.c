@@ -1,0 +1,68 @@
+/* Kernel launches, replayed from the packed parameters the client sent (the buffer form of
+ * cuLaunchKernel, so the server needs no layout of its own), on the client's stream. */
+#include "server/server.h"
+
+#include <string.h>
+
+void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_launch m;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    if (len < sizeof(m))
+        goto out;
+    memcpy(&m, p, sizeof(m));
+    size_t attr_bytes = (size_t)m.nattrs * sizeof(CUlaunchAttribute);
+    if (m.nattrs > 64 || len != sizeof(m) + attr_bytes + m.param_bytes)
+        goto out;
+    if (!c->cur) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+        goto out;
+    }
+    if (!srv_func_get(c, m.func)) {
+        res = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    struct srv_stream *s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread);
+    if (!s) {
+        res = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    CUlaunchAttribute attrs[65];
+    memcpy(attrs, p + sizeof(m), attr_bytes);
+    for (uint32_t i = 0; i < m.nattrs; i++)
+        switch (attrs[i].id) {
+        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+        case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+            res = CUDA_ERROR_NOT_SUPPORTED; /* they carry handles we would have to map */
+            goto out;
+        default:
+            break;
+        }
+    uint8_t *params = p + sizeof(m) + attr_bytes;
+    size_t psize = m.param_bytes;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &psize,
+                     CU_LAUNCH_PARAM_END};
+    CUstream st = srv_stream_prepare(c, s);
+    CUfunction f = (CUfunction)(uintptr_t)m.func;
+    if (m.nattrs == 0 && !m.cooperative) {
+        res = DRV(cuLaunchKernel)(f, m.grid[0], m.grid[1], m.grid[2], m.block[0], m.block[1],
+                                  m.block[2], m.smem, st, NULL, psize ? extra : NULL);
+    } else {
+        if (m.cooperative) {
+            attrs[m.nattrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            memset(&attrs[m.nattrs].value, 0, sizeof(attrs[m.nattrs].value));
+            attrs[m.nattrs++].value.cooperative = 1;
+        }
+        CUlaunchConfig cfg = {.gridDimX = m.grid[0], .gridDimY = m.grid[1],
+                              .gridDimZ = m.grid[2], .blockDimX = m.block[0],
+                              .blockDimY = m.block[1], .blockDimZ = m.block[2],
+                              .sharedMemBytes = m.smem, .hStream = st, .attrs = attrs,
+                              .numAttrs = m.nattrs};
+        res = DRV(cuLaunchKernelEx)(&cfg, f, NULL, psize ? extra : NULL);
+    }
+    if (res == CUDA_SUCCESS)
+        atomic_fetch_add_explicit(&c->stats.launches, 1, memory_order_relaxed);
+out:
+    srv_defer(c, res, "kernel launch");
+}

@@ -1,0 +1,247 @@
+/* mpsshim-server: one per user and pipe directory. Loads the real driver, takes one
+ * context per device, and serves clients on $PIPE_DIR/mpsshim.sock and commands on
+ * $PIPE_DIR/control.sock until told to quit. Normally started by `mpsshim-control -d`. */
+#define _GNU_SOURCE
+#include "server/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct srv srv = {.clients_lock = PTHREAD_MUTEX_INITIALIZER};
+
+extern char **environ;
+
+static const char *env2(const char *ours, const char *mps)
+{
+    const char *v = getenv(ours);
+    if (!v || !*v)
+        v = getenv(mps);
+    return v && *v ? v : NULL;
+}
+
+/* The server must never be its own client: a server started under LD_PRELOAD=libmpsshim.so
+ * (inherited from an `mpirun -x` line, say) runs itself again without it. */
+static void drop_shim_preload(char **argv)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    if (!pre || !strstr(pre, "libmpsshim"))
+        return;
+    char kept[4096] = "";
+    char *copy = strdup(pre);
+    if (!copy)
+        return;
+    for (char *save = NULL, *tok = strtok_r(copy, ": ", &save); tok;
+         tok = strtok_r(NULL, ": ", &save)) {
+        if (strstr(tok, "libmpsshim"))
+            continue;
+        if (*kept)
+            strncat(kept, ":", sizeof(kept) - strlen(kept) - 1);
+        strncat(kept, tok, sizeof(kept) - strlen(kept) - 1);
+    }
+    free(copy);
+    if (*kept)
+        setenv("LD_PRELOAD", kept, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "mpsshim-server: cannot restart without the shim: %s\n", strerror(errno));
+    exit(1);
+}
+
+/* Before cuInit: a server on top of native MPS would be an MPS client, which it must not
+ * be unless asked. */
+static void clear_mps_env(void)
+{
+    if (getenv("MPSSHIM_ON_MPS"))
+        return;
+    for (;;) {
+        int found = 0;
+        for (char **e = environ; *e; e++)
+            if (strncmp(*e, "CUDA_MPS_", 9) == 0) {
+                char name[128];
+                size_t n = strcspn(*e, "=");
+                if (n >= sizeof(name))
+                    n = sizeof(name) - 1;
+                memcpy(name, *e, n);
+                name[n] = '\0';
+                unsetenv(name);
+                found = 1;
+                break;
+            }
+        if (!found)
+            return;
+    }
+}
+
+static int listen_on(const char *name)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", srv.pipe_dir, name) >=
+        sizeof(sa.sun_path))
+        return -1;
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return -1;
+    unlink(sa.sun_path); /* stale: we hold the directory's lock */
+    mode_t old = umask(0077);
+    int ok = bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(s, 256) == 0;
+    umask(old);
+    if (!ok) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    atomic_store(&srv.quitting, 1);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: mpsshim-server [--driver PATH]\n"
+                    "  Serves CUDA clients that run with LD_PRELOAD=libmpsshim.so.\n"
+                    "  Start it with `mpsshim-control -d` rather than directly.\n"
+                    "environment: MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY), "
+                    "MPSSHIM_LOG_DIRECTORY (CUDA_MPS_LOG_DIRECTORY), MPSSHIM_DRIVER\n");
+}
+
+static int init_devices(void)
+{
+    char resolved[600];
+    if (srv_drv_load(srv.driver_path, resolved, sizeof(resolved)) != 0) {
+        srv_log("MPS server failed to start: cannot load the CUDA driver: %s", resolved);
+        return -1;
+    }
+    srv_log("Using CUDA driver %s", resolved);
+    CUresult r = DRV(cuInit)(0);
+    if (r != CUDA_SUCCESS) {
+        srv_log("MPS server failed to start: cuInit returned %s", srv_errname(r));
+        return -1;
+    }
+    if (srv_devinfo_fill(&srv.devinfo) != 0 || srv.devinfo.ndev == 0) {
+        srv_log("MPS server failed to start: no CUDA device");
+        return -1;
+    }
+    srv.ndev = srv.devinfo.ndev;
+    for (int i = 0; i < srv.ndev; i++) {
+        CUdevice dev;
+        DRV(cuDeviceGet)(&dev, i);
+        if ((r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[i], dev)) != CUDA_SUCCESS) {
+            srv_log("MPS server failed to start: device %d: %s", i, srv_errname(r));
+            return -1;
+        }
+        srv_log("Device %d: %s, one shared context", i, srv.devinfo.dev[i].name);
+    }
+    DRV(cuCtxSetCurrent)(srv.ctx[0]);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    drop_shim_preload(argv);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--driver") == 0 && i + 1 < argc) {
+            snprintf(srv.driver_path, sizeof(srv.driver_path), "%s", argv[++i]);
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    const char *v = env2("MPSSHIM_PIPE_DIRECTORY", "CUDA_MPS_PIPE_DIRECTORY");
+    snprintf(srv.pipe_dir, sizeof(srv.pipe_dir), "%s", v ? v : CHAN_DEFAULT_PIPE_DIR);
+    v = env2("MPSSHIM_LOG_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY");
+    if (v)
+        snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", v);
+    else
+        snprintf(srv.log_dir, sizeof(srv.log_dir), "%.240s/log", srv.pipe_dir);
+    if (!*srv.driver_path && (v = getenv("MPSSHIM_DRIVER")))
+        snprintf(srv.driver_path, sizeof(srv.driver_path), "%s", v);
+    v = getenv("MPSSHIM_SERVER_SPIN_US");
+    srv.idle_spin_ns = (v ? strtoull(v, NULL, 10) : 100) * 1000;
+    v = getenv("MPSSHIM_MAX_CLIENTS");
+    srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
+    clear_mps_env();
+
+    if (mkdir(srv.pipe_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "mpsshim-server: cannot create %s: %s\n", srv.pipe_dir, strerror(errno));
+        return 1;
+    }
+    srv_log_open(srv.log_dir, "server.log", "Server", isatty(2));
+    /* One server per pipe directory: the lock is held for the server's whole life. */
+    char lock[600];
+    snprintf(lock, sizeof(lock), "%s/server.lock", srv.pipe_dir);
+    int lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
+        fprintf(stderr, "mpsshim-server: a server already runs in %s\n", srv.pipe_dir);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0) {
+        fprintf(stderr, "mpsshim-server: failed to start; see %s/server.log\n", srv.log_dir);
+        return 1;
+    }
+    int lfd = listen_on(CHAN_SOCKET_NAME);
+    int cfd = srv_control_listen();
+    if (lfd < 0 || cfd < 0) {
+        srv_log("MPS server failed to start: cannot listen in %s: %s", srv.pipe_dir,
+                strerror(errno));
+        return 1;
+    }
+    /* Readiness, for whoever started us (mpsshim-control -d waits for this file). */
+    char ready[600];
+    snprintf(ready, sizeof(ready), "%s/server.pid", srv.pipe_dir);
+    FILE *pf = fopen(ready, "w");
+    if (pf) {
+        fprintf(pf, "%d\n", (int)getpid());
+        fclose(pf);
+    }
+    srv_log("Server ready, pipe directory %s", srv.pipe_dir);
+
+    while (!atomic_load(&srv.quitting)) {
+        struct pollfd fds[2] = {{.fd = lfd, .events = POLLIN}, {.fd = cfd, .events = POLLIN}};
+        int n = poll(fds, 2, 200);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n > 0 && (fds[0].revents & POLLIN)) {
+            int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (s >= 0)
+                srv_client_start(s);
+        }
+        if (n > 0 && (fds[1].revents & POLLIN)) {
+            int s = accept4(cfd, NULL, NULL, SOCK_CLOEXEC);
+            if (s >= 0)
+                srv_control_serve(s);
+        }
+    }
+    srv_log("Server shutting down");
+    close(lfd);
+    close(cfd);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s", srv.pipe_dir, CHAN_SOCKET_NAME);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/%s", srv.pipe_dir, CHAN_CONTROL_NAME);
+    unlink(path);
+    unlink(ready);
+    srv_clients_stop();
+    for (int i = 0; i < srv.ndev; i++)
+        DRV(cuDevicePrimaryCtxRelease_v2)(i);
+    srv_log("Server exited");
+    return 0;
+}

@@ -1,0 +1,280 @@
+/* Device memory in the shared context, and pinned host memory shared with clients.
+ *
+ * A pinned allocation is a sealed memfd that the server maps inside its own reserved
+ * address range and registers with the driver; the client maps the same memfd at the same
+ * address, so one pointer means the same pages in both processes and, under unified
+ * addressing, on the device. The server picks the address (it must be free here, where the
+ * driver also reserves ranges); if it is taken in the client, the client asks again. */
+#define _GNU_SOURCE
+#include "server/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void srv_op_mem_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_alloc m;
+    struct chan_alloc_reply rep = {0};
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    if (!c->cur) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (len == sizeof(m)) {
+        memcpy(&m, p, sizeof(m));
+        CUdeviceptr d = 0;
+        size_t pitch = 0;
+        if (m.height == 0) {
+            res = DRV(cuMemAlloc_v2)(&d, (size_t)m.bytes);
+        } else {
+            res = DRV(cuMemAllocPitch_v2)(&d, &pitch, (size_t)m.bytes, (size_t)m.height, m.elem);
+        }
+        if (res == CUDA_SUCCESS) {
+            struct srv_alloc a = {.base = d,
+                                  .size = m.height ? (uint64_t)pitch * m.height : m.bytes,
+                                  .kind = SRV_ALLOC_DEVICE, .ctx = c->cur->id};
+            if (srv_alloc_add(c, &a) != 0) {
+                DRV(cuMemFree_v2)(d);
+                res = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                rep.dptr = d;
+                rep.pitch = pitch;
+            }
+        }
+    }
+    memcpy(srv_lane_data(c, r->lane), &rep, sizeof(rep));
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
+}
+
+void srv_op_mem_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    uint64_t d;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    struct srv_alloc *a = NULL;
+    if (len == sizeof(d)) {
+        memcpy(&d, p, sizeof(d));
+        a = srv_alloc_find(c, d, 1);
+    }
+    /* Only the caller's own allocations, by their base address. */
+    if (a && a->base == d && a->kind == SRV_ALLOC_DEVICE) {
+        res = DRV(cuMemFree_v2)(d);
+        if (res == CUDA_SUCCESS)
+            srv_alloc_remove(c, d, NULL);
+    }
+    srv_reply(c, r->lane, res, 0);
+}
+
+void srv_op_mem_info(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    (void)p;
+    (void)len;
+    size_t f = 0, t = 0;
+    CUresult res = c->cur ? DRV(cuMemGetInfo_v2)(&f, &t) : CUDA_ERROR_INVALID_CONTEXT;
+    uint64_t v[2] = {f, t};
+    memcpy(srv_lane_data(c, r->lane), v, sizeof(v));
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(v) : 0);
+}
+
+/* ---------------------------------------------------------------- pinned host memory */
+
+/* The reservation pinned allocations are carved from: guarded by host_lock (several
+ * workers allocate). A simple first-fit list of free [start, end) extents. */
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+struct extent {
+    uint64_t start, end;
+};
+static struct extent *free_ext;
+static size_t nfree_ext;
+
+#define HOST_ALIGN (2ull << 20)
+
+int srv_host_init(void)
+{
+    /* 1 TiB of address space, no memory: mapped over piece by piece as clients allocate.
+     * A high, fixed hint keeps it away from where both processes' libraries and the
+     * driver's own reservations usually land. */
+    uint64_t size = 1ull << 40;
+    void *hint = (void *)(uintptr_t)0x600000000000ull;
+    void *p = mmap(hint, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    uint64_t start = ((uint64_t)(uintptr_t)p + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
+    srv.host_va_base = (uint64_t)(uintptr_t)p;
+    srv.host_va_size = size;
+    free_ext = malloc(sizeof(*free_ext));
+    if (!free_ext)
+        return -1;
+    free_ext[0].start = start;
+    free_ext[0].end = (uint64_t)(uintptr_t)p + size;
+    nfree_ext = 1;
+    return 0;
+}
+
+static uint64_t host_take(uint64_t size, uint64_t avoid)
+{
+    uint64_t got = 0;
+    pthread_mutex_lock(&host_lock);
+    for (size_t i = 0; i < nfree_ext && !got; i++) {
+        struct extent *e = &free_ext[i];
+        uint64_t s = e->start;
+        /* Skip past an address the client could not map. */
+        if (avoid >= s && avoid < e->end)
+            s = (avoid + size + HOST_ALIGN) & ~(HOST_ALIGN - 1);
+        if (s + size <= e->end) {
+            got = s;
+            if (s == e->start)
+                e->start += size;
+            else if (s + size == e->end)
+                e->end = s;
+            else {
+                /* Split: keep the part before, add the part after. */
+                struct extent *n = realloc(free_ext, (nfree_ext + 1) * sizeof(*n));
+                if (!n) {
+                    got = 0;
+                    break;
+                }
+                free_ext = n;
+                e = &free_ext[i];
+                free_ext[nfree_ext].start = s + size;
+                free_ext[nfree_ext].end = e->end;
+                nfree_ext++;
+                e->end = s;
+            }
+        }
+    }
+    pthread_mutex_unlock(&host_lock);
+    return got;
+}
+
+static void host_give(uint64_t start, uint64_t size)
+{
+    /* Back to PROT_NONE reservation, then to the free list (merged with a neighbour). */
+    mmap((void *)(uintptr_t)start, size, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    pthread_mutex_lock(&host_lock);
+    for (size_t i = 0; i < nfree_ext; i++) {
+        if (free_ext[i].end == start) {
+            free_ext[i].end += size;
+            pthread_mutex_unlock(&host_lock);
+            return;
+        }
+        if (free_ext[i].start == start + size) {
+            free_ext[i].start = start;
+            pthread_mutex_unlock(&host_lock);
+            return;
+        }
+    }
+    struct extent *n = realloc(free_ext, (nfree_ext + 1) * sizeof(*n));
+    if (n) {
+        free_ext = n;
+        free_ext[nfree_ext].start = start;
+        free_ext[nfree_ext].end = start + size;
+        nfree_ext++;
+    }
+    pthread_mutex_unlock(&host_lock);
+}
+
+static int send_fd(int sock, int fd)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof(cbuf));
+    uint8_t b = 0;
+    struct iovec iov = {.iov_base = &b, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                       .msg_controllen = sizeof(cbuf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    return sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_host_alloc m;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    uint64_t rep[2] = {0, 0};
+    int fd = -1;
+    uint64_t addr = 0, size = 0;
+    if (!c->cur) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+        goto out;
+    }
+    if (len != sizeof(m))
+        goto out;
+    memcpy(&m, p, sizeof(m));
+    if (m.bytes == 0 || m.bytes > (1ull << 38))
+        goto out;
+    size = (m.bytes + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
+    res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(addr = host_take(size, m.avoid)))
+        goto out;
+    fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        goto fail;
+    if (mmap((void *)(uintptr_t)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+             0) == MAP_FAILED)
+        goto fail;
+    res = DRV(cuMemHostRegister_v2)((void *)(uintptr_t)addr, size,
+                                    CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (res != CUDA_SUCCESS)
+        goto fail;
+    struct srv_alloc a = {.base = addr, .size = m.bytes, .kind = SRV_ALLOC_HOST,
+                          .ctx = c->cur->id, .mapped = size};
+    if (srv_alloc_add(c, &a) != 0) {
+        DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    /* The fd goes first: the client reads it right after the reply. */
+    if (send_fd(c->sock, fd) != 0) {
+        srv_alloc_remove(c, addr, NULL);
+        DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
+        res = CUDA_ERROR_OPERATING_SYSTEM;
+        goto fail;
+    }
+    close(fd);
+    rep[0] = addr;
+    rep[1] = size;
+    goto out;
+fail:
+    if (fd >= 0)
+        close(fd);
+    host_give(addr, size);
+    if (res == CUDA_SUCCESS)
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+out:
+    memcpy(srv_lane_data(c, r->lane), rep, sizeof(rep));
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
+}
+
+void srv_host_release(struct srv_client *c, struct srv_alloc *a)
+{
+    (void)c;
+    DRV(cuMemHostUnregister)((void *)(uintptr_t)a->base);
+    host_give(a->base, a->mapped);
+}
+
+void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    uint64_t addr;
+    struct srv_alloc a;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    if (len == sizeof(addr)) {
+        memcpy(&addr, p, sizeof(addr));
+        struct srv_alloc *f = srv_alloc_find(c, addr, 1);
+        if (f && f->base == addr && f->kind == SRV_ALLOC_HOST) {
+            /* Copies may still read or write it: wait for the client's work first. */
+            srv_streams_drain(c, 0);
+            srv_alloc_remove(c, addr, &a);
+            srv_host_release(c, &a);
+            res = CUDA_SUCCESS;
+        }
+    }
+    srv_reply(c, r->lane, res, 0);
+}

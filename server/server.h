@@ -1,0 +1,290 @@
+/* mpsshim-server internals.
+ *
+ * One process per user and pipe directory. It owns one real context per device (the
+ * devices' primary contexts) and replays every client's calls on it: one worker thread per
+ * client, in the order the client issued them. Each client's objects live in its own
+ * tables; every handle and address a client names is checked there first, so a client can
+ * neither see nor harm another's objects through the API. */
+#ifndef MPSSHIM_SERVER_H
+#define MPSSHIM_SERVER_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <cuda.h>
+#include <uthash.h>
+
+#include "channel/chan.h"
+#include "channel/desc.h"
+#include "server/driver.h"
+
+/* ---------------------------------------------------------------- log.c */
+
+/* Appends "[date time Server pid] message" to server.log (and stderr in the foreground). */
+void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Opens the log directory; never fails the server (it says so once on stderr). */
+void srv_log_open(const char *dir, const char *file, const char *who, int to_stderr);
+
+/* ---------------------------------------------------------------- per-client objects */
+
+enum srv_alloc_kind {
+    SRV_ALLOC_DEVICE = 1, /* cuMemAlloc / cuMemAllocPitch */
+    SRV_ALLOC_GLOBAL,     /* a module's variable: addressable, not freeable */
+    SRV_ALLOC_HOST,       /* pinned host memory shared with the client */
+};
+
+struct srv_alloc {
+    uint64_t base, size;
+    uint32_t kind;
+    uint32_t ctx;
+    uint64_t owner;  /* module/library key of a global */
+    uint64_t mapped; /* host: bytes mapped (page multiple) */
+};
+
+struct srv_stream {
+    uint64_t key; /* what the client names it by: the real handle, or 0 for defaults */
+    CUstream real;
+    uint32_t ctx;
+    int device;
+    unsigned flags;   /* as the client asked (the real stream is always non-blocking) */
+    int priority;
+    int blocking;     /* synchronises with its context's legacy stream */
+    int legacy;       /* this is the context's legacy default stream */
+    uint16_t thread;  /* per-thread default stream of this client thread, else 0 */
+    uint64_t nsubmit;        /* operations enqueued so far */
+    uint64_t seen_by_legacy; /* our nsubmit when the legacy stream last waited for us */
+    uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
+    CUevent mark;            /* internal event recorded for those waits */
+    UT_hash_handle hh;       /* in client->streams (created) or ctx->defaults */
+};
+
+struct srv_ctx {
+    uint32_t id;
+    int device;
+    int primary;
+    struct srv_stream *legacy;   /* created on first use */
+    struct srv_stream *defaults; /* per-thread default streams, keyed by thread number */
+    UT_hash_handle hh;
+};
+
+struct srv_event {
+    uint64_t key;
+    CUevent real;
+    uint32_t ctx;
+    unsigned flags;
+    UT_hash_handle hh;
+};
+
+/* Modules and libraries share one table (a library's key is its CUlibrary). */
+struct srv_module {
+    uint64_t key;
+    int is_library;
+    int borrowed;   /* a library's module: unloaded with the library, not by itself */
+    uint64_t owner; /* the library of a borrowed module */
+    CUmodule mod;
+    CUlibrary lib;
+    uint32_t ctx;
+    UT_hash_handle hh;
+};
+
+/* Functions and kernels (a kernel's key is its CUkernel). */
+struct srv_func {
+    uint64_t key;
+    int is_kernel;
+    uint64_t owner; /* module/library key */
+    uint32_t ctx;
+    UT_hash_handle hh;
+};
+
+/* Handles of every other type a generic call created or returned. */
+struct srv_handle_key {
+    uint64_t value;
+    uint32_t type; /* SHIM_HT_* */
+    uint32_t pad;
+};
+struct srv_handle {
+    struct srv_handle_key key;
+    int owned; /* destroyed when the client goes away */
+    uint32_t ctx;
+    UT_hash_handle hh;
+};
+
+/* A reply that waits for the GPU: posted when all its events have completed. */
+#define SRV_WAIT_EVENTS 64
+struct srv_wait {
+    struct srv_wait *next;
+    int lane;
+    uint32_t reply_len;
+    CUresult result;
+    int nev;
+    CUevent ev[SRV_WAIT_EVENTS];
+    int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
+};
+
+struct srv_stats {
+    _Atomic uint64_t launches;
+    _Atomic uint64_t bytes_copied;
+    _Atomic uint64_t calls;
+    _Atomic uint64_t mem_in_use;
+};
+
+struct srv_client {
+    uint32_t id;
+    pid_t pid;
+    uid_t uid;
+    char exe[64];
+    int sock;
+    struct chan ch;
+    void *shm;
+    size_t shm_size;
+    int shm_registered;
+    pthread_t worker;
+    _Atomic int dead;     /* the socket hung up, or the server is quitting */
+    _Atomic int finished; /* the worker has released everything */
+    struct srv_client *next; /* in the server's list, guarded by srv.clients_lock */
+
+    /* Owned by the worker thread alone. */
+    struct srv_ctx *ctxs;
+    struct srv_ctx *cur; /* context of the record being replayed */
+    struct srv_alloc *allocs; /* sorted by base */
+    size_t nallocs, capallocs;
+    struct srv_stream *streams;
+    struct srv_event *events;
+    struct srv_module *modules;
+    struct srv_func *funcs;
+    struct srv_handle *handles;
+    struct srv_wait *waits;
+    CUevent *pool; /* free internal events */
+    size_t npool, cappool;
+    CUresult deferred; /* first failure of an async operation not yet reported */
+    uint8_t *blob;     /* image uploaded for the next load */
+    size_t blob_len, blob_cap;
+    uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
+    CUevent slot_ev[CHAN_NSLOTS]; /* DMA of the chunk last issued from/into each slot */
+    int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
+    uint8_t *rec;       /* the record being replayed (copied out of the ring) */
+
+    struct srv_stats stats;
+};
+
+/* ---------------------------------------------------------------- main.c: the server */
+
+struct srv {
+    char pipe_dir[256];
+    char log_dir[256];
+    char driver_path[512];
+    int ndev;
+    CUcontext ctx[CHAN_MAX_DEVICES]; /* the one real context of each device */
+    struct chan_devinfo devinfo;
+    pthread_mutex_t clients_lock;
+    struct srv_client *clients;
+    uint32_t next_client_id;
+    unsigned max_clients;
+    _Atomic int quitting;
+    uint64_t idle_spin_ns;
+    uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
+};
+
+extern struct srv srv;
+
+/* ---------------------------------------------------------------- client.c */
+
+/* Starts serving an accepted connection (handshake and worker run in a new thread). */
+void srv_client_start(int sock);
+/* Marks every client dead and waits for their workers to clean up. */
+void srv_clients_stop(void);
+/* Called by the poll loop when a client's socket hangs up. */
+void srv_client_hangup(struct srv_client *c);
+/* Sets the server's context for device `dev` current on the calling thread. */
+CUresult srv_use_device(int dev);
+
+/* ---------------------------------------------------------------- worker.c */
+
+void *srv_worker_main(void *arg);
+/* Answers a request on its lane; `len` bytes already in the lane's data. */
+void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len);
+/* The lane's data area, where replies are written in place. */
+uint8_t *srv_lane_data(struct srv_client *c, int lane);
+/* Records the first error of an asynchronous operation, reported at the next sync. */
+void srv_defer(struct srv_client *c, CUresult r, const char *what);
+/* Takes the deferred error (CUDA_SUCCESS if none). */
+CUresult srv_take_deferred(struct srv_client *c);
+/* 1 while the client is connected: waits on it give up otherwise. */
+int srv_client_alive(void *client);
+
+/* ---------------------------------------------------------------- tables.c */
+
+struct srv_alloc *srv_alloc_find(struct srv_client *c, uint64_t addr, uint64_t len);
+int srv_alloc_add(struct srv_client *c, const struct srv_alloc *a);
+int srv_alloc_remove(struct srv_client *c, uint64_t base, struct srv_alloc *out);
+struct srv_event *srv_event_get(struct srv_client *c, uint64_t key);
+struct srv_module *srv_module_get(struct srv_client *c, uint64_t key);
+struct srv_func *srv_func_get(struct srv_client *c, uint64_t key);
+struct srv_handle *srv_handle_get(struct srv_client *c, uint32_t type, uint64_t value);
+int srv_handle_add(struct srv_client *c, uint32_t type, uint64_t value, int owned);
+void srv_handle_remove(struct srv_client *c, uint32_t type, uint64_t value);
+struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id);
+/* Frees everything made in context `ctx` (0 = everything the client has). */
+void srv_release(struct srv_client *c, uint32_t ctx);
+/* Internal events (ordering marks and sync points), recycled per client. */
+CUresult srv_event_take(struct srv_client *c, CUevent *ev);
+void srv_event_give(struct srv_client *c, CUevent ev);
+
+/* ---------------------------------------------------------------- streams.c */
+
+/* Resolves the stream a client named (handles NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+ * and `ptds` per-thread semantics) in the current context. NULL if invalid. */
+struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int ptds,
+                                      uint16_t thread);
+/* Makes `s` ready to take one more operation, keeping CUDA's legacy-stream ordering
+ * among this client's streams; returns the real stream to enqueue on. */
+CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s);
+/* Replies on `lane` once everything now enqueued on `s` has completed. */
+CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
+/* Replies on `lane` once every stream of context `ctx` is idle. */
+CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane);
+/* Replies on `lane` once the event completes. */
+CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
+/* Polls pending waits, posting the replies of finished ones. 1 if any remain. */
+int srv_waits_poll(struct srv_client *c);
+/* Destroys a stream's server objects (after synchronising it). */
+void srv_stream_free(struct srv_client *c, struct srv_stream *s);
+/* Blocks until every stream of the client (context `ctx`, 0 = all) is idle. */
+void srv_streams_drain(struct srv_client *c, uint32_t ctx);
+
+/* ---------------------------------------------------------------- operation handlers */
+
+/* Each handler replays one operation; `p`/`len` is the payload, `lane` the reply lane or -1.
+ * A handler replies itself (now, or later through a wait) when lane >= 0. */
+typedef void srv_handler(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);
+
+srv_handler srv_op_ctx_create, srv_op_ctx_destroy, srv_op_ctx_sync, srv_op_ctx_limit;
+srv_handler srv_op_mem_alloc, srv_op_mem_free, srv_op_mem_info, srv_op_host_alloc,
+    srv_op_host_free;
+srv_handler srv_op_copy, srv_op_memset;
+srv_handler srv_op_blob, srv_op_module_load, srv_op_module_unload, srv_op_get_function,
+    srv_op_get_global, srv_op_enum_functions, srv_op_handle_query, srv_op_func_set_attr;
+srv_handler srv_op_launch;
+srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_query,
+    srv_op_stream_sync, srv_op_event_create, srv_op_event_destroy, srv_op_event_sync;
+srv_handler srv_op_error_string;
+
+/* generic.c: replays a `sync`/`async` call from its descriptor. */
+void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);
+/* Prepares libffi call interfaces; 0 on success. */
+int srv_generic_init(void);
+/* Destroys an owned generic handle with its type's destroyer. */
+void srv_generic_destroy(struct srv_client *c, uint32_t type, uint64_t value);
+
+/* memory.c: the host address reservation for pinned allocations. */
+int srv_host_init(void);
+void srv_host_release(struct srv_client *c, struct srv_alloc *a);
+
+/* devinfo.c */
+int srv_devinfo_fill(struct chan_devinfo *d);
+
+/* control.c: the control socket. */
+int srv_control_listen(void);
+void srv_control_serve(int fd);
+
+#endif

@@ -1,0 +1,210 @@
+/* Client streams on the shared context.
+ *
+ * Every real stream the server creates is CU_STREAM_NON_BLOCKING, so that no client's work
+ * ever waits for another's through the real context's legacy stream. Each client context
+ * gets its own legacy default stream and per-thread default streams, and CUDA's legacy
+ * semantics are rebuilt among that client's streams only: before work goes on the legacy
+ * stream it waits for the blocking streams that have new work, and before work goes on a
+ * blocking stream it waits for new work of the legacy stream. Counters make each wait
+ * happen only when the other stream actually received work since the last one. */
+#include "server/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned flags,
+                               int priority, CUresult *err)
+{
+    struct srv_stream *s = calloc(1, sizeof(*s));
+    if (!s) {
+        *err = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    *err = srv_use_device(x->device);
+    if (*err == CUDA_SUCCESS)
+        *err = DRV(cuStreamCreateWithPriority)(&s->real, CU_STREAM_NON_BLOCKING, priority);
+    if (*err == CUDA_SUCCESS &&
+        (*err = DRV(cuEventCreate)(&s->mark, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        DRV(cuStreamDestroy_v2)(s->real);
+    if (*err != CUDA_SUCCESS) {
+        free(s);
+        return NULL;
+    }
+    (void)c;
+    s->key = (uint64_t)(uintptr_t)s->real;
+    s->ctx = x->id;
+    s->device = x->device;
+    s->flags = flags;
+    s->priority = priority;
+    s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
+    return s;
+}
+
+void srv_stream_free(struct srv_client *c, struct srv_stream *s)
+{
+    (void)c;
+    /* Destroying a stream with work pending is allowed: the work completes. */
+    DRV(cuStreamDestroy_v2)(s->real);
+    DRV(cuEventDestroy_v2)(s->mark);
+    free(s);
+}
+
+static struct srv_stream *legacy(struct srv_client *c, struct srv_ctx *x)
+{
+    CUresult r;
+    if (!x->legacy && (x->legacy = make(c, x, 0, 0, &r)))
+        x->legacy->legacy = 1;
+    return x->legacy;
+}
+
+static struct srv_stream *per_thread(struct srv_client *c, struct srv_ctx *x, uint16_t thread)
+{
+    struct srv_stream *s = NULL;
+    uint64_t key = thread;
+    HASH_FIND(hh, x->defaults, &key, sizeof(key), s);
+    if (s)
+        return s;
+    CUresult r;
+    /* A per-thread default stream synchronises with the legacy stream only. */
+    if (!(s = make(c, x, 0, 0, &r)))
+        return NULL;
+    s->thread = thread;
+    s->key = key;
+    HASH_ADD(hh, x->defaults, key, sizeof(s->key), s);
+    return s;
+}
+
+struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int ptds,
+                                      uint16_t thread)
+{
+    if (handle == 0 || handle == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
+        handle == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
+        if (!c->cur)
+            return NULL;
+        int pt = handle == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD || (handle == 0 && ptds);
+        return pt ? per_thread(c, c->cur, thread) : legacy(c, c->cur);
+    }
+    struct srv_stream *s = NULL;
+    HASH_FIND(hh, c->streams, &handle, sizeof(handle), s);
+    return s;
+}
+
+/* `a` waits, on the GPU, for everything enqueued on `b` so far. */
+static void order_after(struct srv_stream *a, struct srv_stream *b)
+{
+    DRV(cuEventRecord)(b->mark, b->real);
+    DRV(cuStreamWaitEvent)(a->real, b->mark, 0);
+}
+
+CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
+{
+    struct srv_ctx *x = srv_ctx_get(c, s->ctx);
+    if (x && s->legacy) {
+        struct srv_stream *b, *t;
+        HASH_ITER(hh, c->streams, b, t)
+        if (b->ctx == s->ctx && b->blocking && b->nsubmit != b->seen_by_legacy) {
+            order_after(s, b);
+            b->seen_by_legacy = b->nsubmit;
+        }
+        HASH_ITER(hh, x->defaults, b, t)
+        if (b->nsubmit != b->seen_by_legacy) {
+            order_after(s, b);
+            b->seen_by_legacy = b->nsubmit;
+        }
+    } else if (x && s->blocking && x->legacy && x->legacy->nsubmit != s->legacy_seen) {
+        order_after(s, x->legacy);
+        s->legacy_seen = x->legacy->nsubmit;
+    }
+    s->nsubmit++;
+    return s->real;
+}
+
+void srv_streams_drain(struct srv_client *c, uint32_t ctx)
+{
+    struct srv_stream *s, *t;
+    HASH_ITER(hh, c->streams, s, t)
+    if (!ctx || s->ctx == ctx)
+        DRV(cuStreamSynchronize)(s->real);
+    struct srv_ctx *x, *xt;
+    HASH_ITER(hh, c->ctxs, x, xt)
+    {
+        if (ctx && x->id != ctx)
+            continue;
+        if (x->legacy)
+            DRV(cuStreamSynchronize)(x->legacy->real);
+        HASH_ITER(hh, x->defaults, s, t)
+        DRV(cuStreamSynchronize)(s->real);
+    }
+}
+
+/* ---------------------------------------------------------------- operations */
+
+void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
+                          uint32_t len)
+{
+    struct chan_stream_create m;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    uint32_t out = 0;
+    if (len == sizeof(m) && c->cur) {
+        memcpy(&m, p, sizeof(m));
+        struct srv_stream *s = make(c, c->cur, m.flags & CU_STREAM_NON_BLOCKING, m.priority,
+                                    &res);
+        if (s) {
+            HASH_ADD(hh, c->streams, key, sizeof(s->key), s);
+            memcpy(srv_lane_data(c, r->lane), &s->key, sizeof(s->key));
+            out = sizeof(s->key);
+        }
+    } else if (!c->cur) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+    }
+    srv_reply(c, r->lane, res, out);
+}
+
+void srv_op_stream_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
+                           uint32_t len)
+{
+    uint64_t h;
+    struct srv_stream *s = NULL;
+    if (len == sizeof(h)) {
+        memcpy(&h, p, sizeof(h));
+        HASH_FIND(hh, c->streams, &h, sizeof(h), s);
+    }
+    if (s) {
+        HASH_DEL(c->streams, s);
+        srv_stream_free(c, s);
+    }
+    srv_reply(c, r->lane, s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE, 0);
+}
+
+static struct srv_stream *named(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
+                                uint32_t len)
+{
+    uint64_t h;
+    if (len != sizeof(h))
+        return NULL;
+    memcpy(&h, p, sizeof(h));
+    return srv_stream_resolve(c, h, r->flags & CHAN_RF_PTDS, r->thread);
+}
+
+void srv_op_stream_query(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
+                         uint32_t len)
+{
+    struct srv_stream *s = named(c, r, p, len);
+    CUresult res = s ? DRV(cuStreamQuery)(s->real) : CUDA_ERROR_INVALID_HANDLE;
+    srv_reply(c, r->lane, res, 0);
+}
+
+void srv_op_stream_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct srv_stream *s = named(c, r, p, len);
+    if (!s) {
+        srv_reply(c, r->lane, CUDA_ERROR_INVALID_HANDLE, 0);
+        return;
+    }
+    /* A sync on the legacy stream covers the blocking streams' earlier work too. */
+    if (s->legacy)
+        srv_stream_prepare(c, s);
+    CUresult res = srv_wait_stream(c, s, r->lane, 0);
+    if (res != CUDA_SUCCESS)
+        srv_reply(c, r->lane, res, 0);
+}

@@ -1,0 +1,247 @@
+/* Per-client tables: what each client owns, so that every handle and address it names is
+ * checked against its own objects, and so that everything is freed when it leaves.
+ * All of it is touched by the client's worker thread only. */
+#include "server/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- allocations */
+
+/* Index of the first allocation with base > addr. */
+static size_t upper(const struct srv_client *c, uint64_t addr)
+{
+    size_t lo = 0, hi = c->nallocs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->allocs[mid].base <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+struct srv_alloc *srv_alloc_find(struct srv_client *c, uint64_t addr, uint64_t len)
+{
+    size_t i = upper(c, addr);
+    if (i == 0)
+        return NULL;
+    struct srv_alloc *a = &c->allocs[i - 1];
+    uint64_t off = addr - a->base;
+    if (off >= a->size && !(a->size == 0 && off == 0))
+        return NULL;
+    if (len > a->size - off)
+        return NULL;
+    return a;
+}
+
+int srv_alloc_add(struct srv_client *c, const struct srv_alloc *a)
+{
+    if (c->nallocs == c->capallocs) {
+        size_t ncap = c->capallocs ? c->capallocs * 2 : 256;
+        struct srv_alloc *n = realloc(c->allocs, ncap * sizeof(*n));
+        if (!n)
+            return -1;
+        c->allocs = n;
+        c->capallocs = ncap;
+    }
+    size_t i = upper(c, a->base);
+    memmove(&c->allocs[i + 1], &c->allocs[i], (c->nallocs - i) * sizeof(*c->allocs));
+    c->allocs[i] = *a;
+    c->nallocs++;
+    atomic_fetch_add(&c->stats.mem_in_use, a->kind == SRV_ALLOC_DEVICE ? a->size : 0);
+    return 0;
+}
+
+int srv_alloc_remove(struct srv_client *c, uint64_t base, struct srv_alloc *out)
+{
+    size_t i = upper(c, base);
+    if (i == 0 || c->allocs[i - 1].base != base)
+        return -1;
+    if (out)
+        *out = c->allocs[i - 1];
+    if (c->allocs[i - 1].kind == SRV_ALLOC_DEVICE)
+        atomic_fetch_sub(&c->stats.mem_in_use, c->allocs[i - 1].size);
+    memmove(&c->allocs[i - 1], &c->allocs[i], (c->nallocs - i) * sizeof(*c->allocs));
+    c->nallocs--;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- handles */
+
+struct srv_event *srv_event_get(struct srv_client *c, uint64_t key)
+{
+    struct srv_event *e = NULL;
+    HASH_FIND(hh, c->events, &key, sizeof(key), e);
+    return e;
+}
+
+struct srv_module *srv_module_get(struct srv_client *c, uint64_t key)
+{
+    struct srv_module *m = NULL;
+    HASH_FIND(hh, c->modules, &key, sizeof(key), m);
+    return m;
+}
+
+struct srv_func *srv_func_get(struct srv_client *c, uint64_t key)
+{
+    struct srv_func *f = NULL;
+    HASH_FIND(hh, c->funcs, &key, sizeof(key), f);
+    return f;
+}
+
+struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
+{
+    struct srv_ctx *x = NULL;
+    HASH_FIND(hh, c->ctxs, &id, sizeof(id), x);
+    return x;
+}
+
+struct srv_handle *srv_handle_get(struct srv_client *c, uint32_t type, uint64_t value)
+{
+    struct srv_handle_key k = {.value = value, .type = type};
+    struct srv_handle *h = NULL;
+    HASH_FIND(hh, c->handles, &k, sizeof(k), h);
+    return h;
+}
+
+int srv_handle_add(struct srv_client *c, uint32_t type, uint64_t value, int owned)
+{
+    struct srv_handle *h = srv_handle_get(c, type, value);
+    if (h) {
+        h->owned |= owned;
+        return 0;
+    }
+    h = calloc(1, sizeof(*h));
+    if (!h)
+        return -1;
+    h->key.value = value;
+    h->key.type = type;
+    h->owned = owned;
+    h->ctx = c->cur ? c->cur->id : 0;
+    HASH_ADD(hh, c->handles, key, sizeof(h->key), h);
+    return 0;
+}
+
+void srv_handle_remove(struct srv_client *c, uint32_t type, uint64_t value)
+{
+    struct srv_handle *h = srv_handle_get(c, type, value);
+    if (h) {
+        HASH_DEL(c->handles, h);
+        free(h);
+    }
+}
+
+/* ---------------------------------------------------------------- internal events */
+
+CUresult srv_event_take(struct srv_client *c, CUevent *ev)
+{
+    if (c->npool) {
+        *ev = c->pool[--c->npool];
+        return CUDA_SUCCESS;
+    }
+    /* Timing off: these only order and signal, and untimed events are cheaper. */
+    return DRV(cuEventCreate)(ev, CU_EVENT_DISABLE_TIMING);
+}
+
+void srv_event_give(struct srv_client *c, CUevent ev)
+{
+    if (c->npool == c->cappool) {
+        size_t ncap = c->cappool ? c->cappool * 2 : 64;
+        CUevent *n = realloc(c->pool, ncap * sizeof(*n));
+        if (!n) {
+            DRV(cuEventDestroy_v2)(ev);
+            return;
+        }
+        c->pool = n;
+        c->cappool = ncap;
+    }
+    c->pool[c->npool++] = ev;
+}
+
+/* ---------------------------------------------------------------- release */
+
+void srv_release(struct srv_client *c, uint32_t ctx)
+{
+    /* Work first: nothing is freed under a running kernel or copy. */
+    srv_streams_drain(c, ctx);
+
+    struct srv_handle *h, *ht;
+    HASH_ITER(hh, c->handles, h, ht)
+    {
+        if (ctx && h->ctx != ctx)
+            continue;
+        if (h->owned)
+            srv_generic_destroy(c, h->key.type, h->key.value);
+        HASH_DEL(c->handles, h);
+        free(h);
+    }
+    struct srv_event *e, *et;
+    HASH_ITER(hh, c->events, e, et)
+    {
+        if (ctx && e->ctx != ctx)
+            continue;
+        DRV(cuEventDestroy_v2)(e->real);
+        HASH_DEL(c->events, e);
+        free(e);
+    }
+    struct srv_stream *s, *st;
+    HASH_ITER(hh, c->streams, s, st)
+    {
+        if (ctx && s->ctx != ctx)
+            continue;
+        HASH_DEL(c->streams, s);
+        srv_stream_free(c, s);
+    }
+    struct srv_ctx *x, *xt;
+    HASH_ITER(hh, c->ctxs, x, xt)
+    {
+        if (ctx && x->id != ctx)
+            continue;
+        struct srv_stream *d, *dt;
+        HASH_ITER(hh, x->defaults, d, dt)
+        {
+            HASH_DEL(x->defaults, d);
+            srv_stream_free(c, d);
+        }
+        if (x->legacy)
+            srv_stream_free(c, x->legacy);
+        x->legacy = NULL;
+    }
+    struct srv_func *f, *ft;
+    HASH_ITER(hh, c->funcs, f, ft)
+    {
+        if (ctx && f->ctx != ctx)
+            continue;
+        HASH_DEL(c->funcs, f);
+        free(f);
+    }
+    struct srv_module *m, *mt;
+    HASH_ITER(hh, c->modules, m, mt)
+    {
+        if (ctx && m->ctx != ctx)
+            continue;
+        if (m->is_library)
+            DRV(cuLibraryUnload)(m->lib);
+        else if (!m->borrowed)
+            DRV(cuModuleUnload)(m->mod);
+        HASH_DEL(c->modules, m);
+        free(m);
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < c->nallocs; i++) {
+        struct srv_alloc *a = &c->allocs[i];
+        if (ctx && a->ctx != ctx) {
+            c->allocs[j++] = *a;
+            continue;
+        }
+        if (a->kind == SRV_ALLOC_DEVICE) {
+            DRV(cuMemFree_v2)(a->base);
+            atomic_fetch_sub(&c->stats.mem_in_use, a->size);
+        } else if (a->kind == SRV_ALLOC_HOST) {
+            srv_host_release(c, a);
+        }
+    }
+    c->nallocs = j;
+}

@@ -1,0 +1,141 @@
+/* Replies that wait for the GPU (stream, event and context synchronisation, copies whose
+ * caller must see them complete). The worker never blocks on them: each becomes a list of
+ * events it polls between requests, so one client thread waiting for a long kernel does
+ * not stop its other threads' calls from being served. */
+#include "server/server.h"
+
+#include <stdlib.h>
+
+/* Posts the reply of a finished wait, with an error deferred from an async call if any. */
+static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len)
+{
+    if (r == CUDA_SUCCESS)
+        r = srv_take_deferred(c);
+    srv_reply(c, lane, r, len);
+}
+
+static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
+{
+    struct srv_wait *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    w->lane = lane;
+    w->reply_len = len;
+    w->result = CUDA_SUCCESS;
+    (void)c;
+    return w;
+}
+
+static void add(struct srv_client *c, struct srv_wait *w)
+{
+    w->next = c->waits;
+    c->waits = w;
+}
+
+/* Adds "everything on `stream` so far" to w; blocks instead if w is full. */
+static CUresult add_stream(struct srv_client *c, struct srv_wait *w, CUstream stream)
+{
+    if (DRV(cuStreamQuery)(stream) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    if (w->nev == SRV_WAIT_EVENTS)
+        return DRV(cuStreamSynchronize)(stream);
+    CUevent ev;
+    CUresult r = srv_event_take(c, &ev);
+    if (r == CUDA_SUCCESS && (r = DRV(cuEventRecord)(ev, stream)) == CUDA_SUCCESS) {
+        w->ev[w->nev] = ev;
+        w->pooled[w->nev++] = 1;
+    }
+    return r;
+}
+
+CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
+{
+    struct srv_wait *w = new_wait(c, lane, len);
+    if (!w) {
+        /* No memory for a wait: block instead. */
+        CUresult r = DRV(cuStreamSynchronize)(s->real);
+        if (r == CUDA_SUCCESS)
+            finish(c, lane, r, len);
+        return r;
+    }
+    CUresult r = add_stream(c, w, s->real);
+    if (r != CUDA_SUCCESS || w->nev == 0) {
+        free(w);
+        if (r == CUDA_SUCCESS)
+            finish(c, lane, CUDA_SUCCESS, len);
+        return r;
+    }
+    add(c, w);
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
+{
+    struct srv_wait *w = new_wait(c, lane, 0);
+    if (!w)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    struct srv_stream *s, *t;
+    HASH_ITER(hh, c->streams, s, t)
+    if (s->ctx == x->id && r == CUDA_SUCCESS)
+        r = add_stream(c, w, s->real);
+    if (x->legacy && r == CUDA_SUCCESS)
+        r = add_stream(c, w, x->legacy->real);
+    HASH_ITER(hh, x->defaults, s, t)
+    if (r == CUDA_SUCCESS)
+        r = add_stream(c, w, s->real);
+    if (r != CUDA_SUCCESS || w->nev == 0) {
+        for (int i = 0; i < w->nev; i++)
+            srv_event_give(c, w->ev[i]);
+        free(w);
+        if (r == CUDA_SUCCESS)
+            finish(c, lane, CUDA_SUCCESS, 0);
+        return r;
+    }
+    add(c, w);
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane)
+{
+    CUresult q = DRV(cuEventQuery)(ev);
+    if (q != CUDA_ERROR_NOT_READY) {
+        finish(c, lane, q, 0);
+        return CUDA_SUCCESS;
+    }
+    struct srv_wait *w = new_wait(c, lane, 0);
+    if (!w)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    w->ev[0] = ev;
+    w->pooled[0] = 0;
+    w->nev = 1;
+    add(c, w);
+    return CUDA_SUCCESS;
+}
+
+int srv_waits_poll(struct srv_client *c)
+{
+    struct srv_wait **pw = &c->waits;
+    while (*pw) {
+        struct srv_wait *w = *pw;
+        while (w->nev > 0) {
+            int i = w->nev - 1;
+            CUresult q = DRV(cuEventQuery)(w->ev[i]);
+            if (q == CUDA_ERROR_NOT_READY)
+                break;
+            if (q != CUDA_SUCCESS && w->result == CUDA_SUCCESS)
+                w->result = q;
+            if (w->pooled[i])
+                srv_event_give(c, w->ev[i]);
+            w->nev--;
+        }
+        if (w->nev == 0) {
+            *pw = w->next;
+            finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0);
+            free(w);
+        } else {
+            pw = &w->next;
+        }
+    }
+    return c->waits != NULL;
+}

@@ -1,0 +1,269 @@
+/* One worker per client: takes its records from the ring in order and replays them, polls
+ * the replies that wait for the GPU in between, and sleeps when there is nothing to do. */
+#include "server/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint8_t *srv_lane_data(struct srv_client *c, int lane)
+{
+    return c->ch.lanes[lane].data;
+}
+
+void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len)
+{
+    if (lane < 0 || lane >= CHAN_NLANES)
+        return;
+    chan_lane_post(&c->ch, (uint32_t)lane, r, len);
+}
+
+void srv_defer(struct srv_client *c, CUresult r, const char *what)
+{
+    if (r == CUDA_SUCCESS)
+        return;
+    if (c->deferred == CUDA_SUCCESS) {
+        c->deferred = r;
+        srv_log("Client process %d: asynchronous %s failed with %s; reported at its next "
+                "synchronisation",
+                (int)c->pid, what, srv_errname(r));
+    }
+}
+
+CUresult srv_take_deferred(struct srv_client *c)
+{
+    CUresult r = c->deferred;
+    c->deferred = CUDA_SUCCESS;
+    return r;
+}
+
+/* ---------------------------------------------------------------- small operations */
+
+void srv_op_blob(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    (void)r;
+    /* Images are bounded so that a client cannot make the server allocate without end. */
+    if (c->blob_len + len > (2ull << 30)) {
+        srv_defer(c, CUDA_ERROR_OUT_OF_MEMORY, "image upload");
+        return;
+    }
+    if (c->blob_len + len > c->blob_cap) {
+        size_t ncap = c->blob_cap ? c->blob_cap : 1 << 20;
+        while (ncap < c->blob_len + len)
+            ncap *= 2;
+        uint8_t *n = realloc(c->blob, ncap);
+        if (!n) {
+            srv_defer(c, CUDA_ERROR_OUT_OF_MEMORY, "image upload");
+            return;
+        }
+        c->blob = n;
+        c->blob_cap = ncap;
+    }
+    memcpy(c->blob + c->blob_len, p, len);
+    c->blob_len += len;
+}
+
+void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_ctx m;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    if (len == sizeof(m)) {
+        memcpy(&m, p, sizeof(m));
+        if (m.device < 0 || m.device >= srv.ndev)
+            res = CUDA_ERROR_INVALID_DEVICE;
+        else if (m.id == 0 || srv_ctx_get(c, m.id))
+            res = CUDA_ERROR_INVALID_VALUE;
+        else {
+            struct srv_ctx *x = calloc(1, sizeof(*x));
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+            if (x) {
+                x->id = m.id;
+                x->device = m.device;
+                x->primary = (int)m.primary;
+                HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
+                res = CUDA_SUCCESS;
+            }
+        }
+    }
+    srv_reply(c, r->lane, res, 0);
+}
+
+void srv_op_ctx_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_ctx m;
+    struct srv_ctx *x = NULL;
+    if (len == sizeof(m)) {
+        memcpy(&m, p, sizeof(m));
+        x = srv_ctx_get(c, m.id);
+    }
+    if (x) {
+        srv_use_device(x->device);
+        srv_release(c, x->id);
+        if (c->cur == x)
+            c->cur = NULL;
+        HASH_DEL(c->ctxs, x);
+        free(x);
+    }
+    srv_reply(c, r->lane, x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT, 0);
+}
+
+void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct srv_ctx *x = c->cur;
+    if (len == sizeof(uint32_t)) {
+        uint32_t id;
+        memcpy(&id, p, sizeof(id));
+        x = srv_ctx_get(c, id);
+    }
+    CUresult res = x ? srv_wait_ctx(c, x, r->lane) : CUDA_ERROR_INVALID_CONTEXT;
+    if (res != CUDA_SUCCESS)
+        srv_reply(c, r->lane, res, 0);
+}
+
+void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_limit m;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    uint32_t out = 0;
+    if (len == sizeof(m) && c->cur) {
+        memcpy(&m, p, sizeof(m));
+        size_t v = 0;
+        if (!m.set) {
+            res = DRV(cuCtxGetLimit)(&v, (CUlimit)m.limit);
+        } else {
+            /* The context is shared: a limit only ever grows, so that no client can starve
+             * another's kernels of stack, heap or printf space. */
+            res = DRV(cuCtxGetLimit)(&v, (CUlimit)m.limit);
+            if (res == CUDA_SUCCESS && m.value > v)
+                res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
+            v = (size_t)m.value;
+        }
+        uint64_t v64 = v;
+        memcpy(srv_lane_data(c, r->lane), &v64, sizeof(v64));
+        out = sizeof(v64);
+    } else if (!c->cur) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+    }
+    srv_reply(c, r->lane, res, out);
+}
+
+void srv_op_error_string(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
+                         uint32_t len)
+{
+    int32_t code;
+    const char *s = NULL;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    uint32_t out = 0;
+    if (len == sizeof(code)) {
+        memcpy(&code, p, sizeof(code));
+        res = DRV(cuGetErrorString)((CUresult)code, &s);
+        if (res == CUDA_SUCCESS && s) {
+            out = (uint32_t)strnlen(s, CHAN_LANE_DATA - 1);
+            memcpy(srv_lane_data(c, r->lane), s, out);
+        }
+    }
+    srv_reply(c, r->lane, res, out);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
+    [CHAN_OP_CTX_CREATE - CHAN_OP_BASE] = srv_op_ctx_create,
+    [CHAN_OP_CTX_DESTROY - CHAN_OP_BASE] = srv_op_ctx_destroy,
+    [CHAN_OP_CTX_SYNC - CHAN_OP_BASE] = srv_op_ctx_sync,
+    [CHAN_OP_CTX_LIMIT - CHAN_OP_BASE] = srv_op_ctx_limit,
+    [CHAN_OP_MEM_ALLOC - CHAN_OP_BASE] = srv_op_mem_alloc,
+    [CHAN_OP_MEM_FREE - CHAN_OP_BASE] = srv_op_mem_free,
+    [CHAN_OP_MEM_INFO - CHAN_OP_BASE] = srv_op_mem_info,
+    [CHAN_OP_HOST_ALLOC - CHAN_OP_BASE] = srv_op_host_alloc,
+    [CHAN_OP_HOST_FREE - CHAN_OP_BASE] = srv_op_host_free,
+    [CHAN_OP_COPY - CHAN_OP_BASE] = srv_op_copy,
+    [CHAN_OP_MEMSET - CHAN_OP_BASE] = srv_op_memset,
+    [CHAN_OP_BLOB - CHAN_OP_BASE] = srv_op_blob,
+    [CHAN_OP_MODULE_LOAD - CHAN_OP_BASE] = srv_op_module_load,
+    [CHAN_OP_MODULE_UNLOAD - CHAN_OP_BASE] = srv_op_module_unload,
+    [CHAN_OP_GET_FUNCTION - CHAN_OP_BASE] = srv_op_get_function,
+    [CHAN_OP_GET_GLOBAL - CHAN_OP_BASE] = srv_op_get_global,
+    [CHAN_OP_ENUM_FUNCTIONS - CHAN_OP_BASE] = srv_op_enum_functions,
+    [CHAN_OP_HANDLE_QUERY - CHAN_OP_BASE] = srv_op_handle_query,
+    [CHAN_OP_FUNC_SET_ATTR - CHAN_OP_BASE] = srv_op_func_set_attr,
+    [CHAN_OP_LAUNCH - CHAN_OP_BASE] = srv_op_launch,
+    [CHAN_OP_STREAM_CREATE - CHAN_OP_BASE] = srv_op_stream_create,
+    [CHAN_OP_STREAM_DESTROY - CHAN_OP_BASE] = srv_op_stream_destroy,
+    [CHAN_OP_STREAM_QUERY - CHAN_OP_BASE] = srv_op_stream_query,
+    [CHAN_OP_STREAM_SYNC - CHAN_OP_BASE] = srv_op_stream_sync,
+    [CHAN_OP_EVENT_CREATE - CHAN_OP_BASE] = srv_op_event_create,
+    [CHAN_OP_EVENT_DESTROY - CHAN_OP_BASE] = srv_op_event_destroy,
+    [CHAN_OP_EVENT_SYNC - CHAN_OP_BASE] = srv_op_event_sync,
+    [CHAN_OP_ERROR_STRING - CHAN_OP_BASE] = srv_op_error_string,
+};
+
+/* Replays one record. 0, or -1 when the client broke the protocol. */
+static int dispatch(struct srv_client *c, struct chan_rec *r)
+{
+    uint8_t *p = (uint8_t *)(r + 1);
+    uint32_t len = r->size - (uint32_t)sizeof(*r);
+    if ((r->flags & CHAN_RF_REPLY) && r->lane >= CHAN_NLANES)
+        return -1;
+    if (!(r->flags & CHAN_RF_REPLY))
+        r->lane = 0xffff; /* handlers reply only to real lanes */
+    /* The client's context for this call selects the device context. Unknown ids leave no
+     * context: calls that need one fail with CUDA_ERROR_INVALID_CONTEXT. */
+    c->cur = r->ctx ? srv_ctx_get(c, r->ctx) : NULL;
+    if (c->cur)
+        srv_use_device(c->cur->device);
+    atomic_fetch_add_explicit(&c->stats.calls, 1, memory_order_relaxed);
+    if (r->op < SHIM_NCALLS) {
+        srv_generic(c, r, p, len);
+        return 0;
+    }
+    if (r->op <= CHAN_OP_BASE || r->op >= CHAN_OP_END || !handlers[r->op - CHAN_OP_BASE])
+        return -1;
+    handlers[r->op - CHAN_OP_BASE](c, r, p, len);
+    return 0;
+}
+
+void *srv_worker_main(void *arg)
+{
+    struct srv_client *c = arg;
+    c->rec = malloc(CHAN_REC_MAX);
+    if (!c->rec)
+        return NULL;
+    uint64_t idle_since = 0;
+    unsigned backoff_us = 0;
+    while (!atomic_load(&c->dead)) {
+        int got = 0;
+        /* A bounded batch, so that pending waits are polled even under a flood. */
+        for (int i = 0; i < 64; i++) {
+            enum chan_next n = chan_ring_next(&c->ch, c->rec);
+            if (n == CHAN_NEXT_NONE)
+                break;
+            if (n == CHAN_NEXT_BAD || dispatch(c, (struct chan_rec *)c->rec) != 0) {
+                srv_log("Client process %d broke the protocol; disconnecting it", (int)c->pid);
+                atomic_store(&c->dead, 1);
+                break;
+            }
+            got = 1;
+        }
+        int waiting = c->waits ? srv_waits_poll(c) : 0;
+        if (got) {
+            idle_since = 0;
+            backoff_us = 0;
+            continue;
+        }
+        uint64_t now = chan_now_ns();
+        if (!idle_since)
+            idle_since = now;
+        if (now - idle_since < srv.idle_spin_ns)
+            continue; /* a chatty client's next request is usually microseconds away */
+        if (waiting) {
+            /* The GPU is busy for this client: poll its events less and less often. */
+            backoff_us = backoff_us ? (backoff_us * 2 > 200 ? 200 : backoff_us * 2) : 5;
+            chan_ring_sleep(&c->ch, (uint64_t)backoff_us * 1000);
+            continue;
+        }
+        chan_ring_sleep(&c->ch, 50ull * 1000 * 1000);
+        if (!chan_ring_pending(&c->ch))
+            srv_client_alive(c);
+    }
+    return NULL;
+}

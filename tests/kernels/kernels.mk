@@ -1,0 +1,20 @@
+# Test kernels: PTX (JIT-compiled on any GPU, read by the CPU test driver), a cubin for
+# sm_90 (Hopper, the GPU machine) and an uncompressed fat binary holding both.
+KDIR := $(B)/tests
+KERNELS := $(KDIR)/kernels.ptx $(KDIR)/kernels2.ptx $(KDIR)/kernels.sm_90.cubin \
+           $(KDIR)/kernels.fatbin
+
+all: $(KERNELS)
+
+$(KDIR)/%.ptx: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -ptx -arch=compute_90 -o $@ $<
+
+$(KDIR)/%.sm_90.cubin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -cubin -arch=sm_90 -o $@ $<
+
+$(KDIR)/%.fatbin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -no-compress -gencode arch=compute_90,code=sm_90 \
+		-gencode arch=compute_90,code=compute_90 -o $@ $<

@@ -1,0 +1,244 @@
+/* Unit tests of the channel: the request ring across two processes (order, wrap-around,
+ * pads, back-pressure), lanes, the staging plan, image sizes, and generic marshalling. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "channel/chan.h"
+#include "channel/copyplan.h"
+#include "channel/image.h"
+#include "channel/marshal.h"
+
+static int failures;
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static const struct chan_wait spin = {.spin_ns = 1000000};
+
+/* A child process produces records of varying sizes; the parent checks every byte. */
+static void test_ring_processes(void)
+{
+    size_t size = chan_segment_size();
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(base != MAP_FAILED);
+    struct chan c;
+    chan_attach(&c, base);
+    chan_init_header(&c);
+    const int n = 20000;
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct chan p;
+        chan_attach(&p, base);
+        for (int i = 0; i < n; i++) {
+            uint32_t len = 8 + (uint32_t)((i * 7919) % 60000);
+            struct chan_rec *r = chan_ring_reserve(&p, (uint32_t)sizeof(*r) + len, &spin);
+            if (!r)
+                _exit(2);
+            r->op = (uint16_t)(i & 0x7fff);
+            r->ctx = (uint32_t)i;
+            uint8_t *d = (uint8_t *)(r + 1);
+            for (uint32_t k = 0; k < len; k++)
+                d[k] = (uint8_t)(i + k);
+            chan_ring_publish(&p, r);
+        }
+        _exit(0);
+    }
+    uint8_t *buf = malloc(CHAN_REC_MAX);
+    int got = 0, bad = 0;
+    while (got < n) {
+        enum chan_next r = chan_ring_next(&c, buf);
+        if (r == CHAN_NEXT_BAD) {
+            bad++;
+            break;
+        }
+        if (r == CHAN_NEXT_NONE) {
+            chan_ring_sleep(&c, 1000000);
+            continue;
+        }
+        struct chan_rec *rec = (struct chan_rec *)buf;
+        uint32_t len = 8 + (uint32_t)((got * 7919) % 60000);
+        if (rec->ctx != (uint32_t)got || rec->size < sizeof(*rec) + len)
+            bad++;
+        uint8_t *d = (uint8_t *)(rec + 1);
+        for (uint32_t k = 0; k < len && !bad; k++)
+            if (d[k] != (uint8_t)(got + k))
+                bad++;
+        got++;
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(bad == 0);
+    CHECK(got == n);
+    CHECK(!chan_ring_pending(&c));
+    free(buf);
+    munmap(base, size);
+}
+
+/* A record whose header lies about its size is refused, never followed. */
+static void test_ring_rejects_garbage(void)
+{
+    size_t size = chan_segment_size();
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct chan prod, cons;
+    chan_attach(&prod, base);
+    chan_attach(&cons, base);
+    chan_init_header(&prod);
+    struct chan_rec *r = chan_ring_reserve(&prod, 64, &spin);
+    chan_ring_publish(&prod, r);
+    r->size = 0x7fffffff; /* forged after publishing */
+    uint8_t *buf = malloc(CHAN_REC_MAX);
+    CHECK(chan_ring_next(&cons, buf) == CHAN_NEXT_BAD);
+    /* A tail that jumps beyond the ring is refused too. */
+    atomic_store(&prod.shm->tail, (uint64_t)CHAN_RING_SIZE * 4);
+    CHECK(chan_ring_next(&cons, buf) == CHAN_NEXT_BAD);
+    free(buf);
+    munmap(base, size);
+}
+
+static void test_lanes(void)
+{
+    size_t size = chan_segment_size();
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct chan c;
+    chan_attach(&c, base);
+    uint32_t seq0 = atomic_load(&c.lanes[3].seq);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct chan s;
+        chan_attach(&s, base);
+        usleep(20000); /* the parent is asleep on the futex by now */
+        memcpy(s.lanes[3].data, "hello", 6);
+        chan_lane_post(&s, 3, CUDA_ERROR_NOT_READY, 6);
+        _exit(0);
+    }
+    struct chan_wait w = {.spin_ns = 1000};
+    CHECK(chan_lane_wait(&c, 3, seq0, &w) == 0);
+    CHECK(c.lanes[3].result == CUDA_ERROR_NOT_READY);
+    CHECK(c.lanes[3].len == 6 && strcmp((char *)c.lanes[3].data, "hello") == 0);
+    waitpid(pid, NULL, 0);
+    munmap(base, size);
+}
+
+static int count_chunk(const struct chan_chunk *ch, void *arg)
+{
+    uint64_t *sum = arg;
+    sum[0] += ch->nrows * ch->nbytes;
+    sum[1]++;
+    if (ch->nbytes * ch->nrows > 1000)
+        sum[2]++;
+    return 0;
+}
+
+static void test_copy_plan(void)
+{
+    uint64_t s[3] = {0, 0, 0};
+    chan_copy_plan(10000, 1, 1, 1000, count_chunk, s);
+    CHECK(s[0] == 10000 && s[1] == 10 && s[2] == 0);
+    CHECK(chan_copy_nchunks(10000, 1, 1, 1000) == 10);
+    memset(s, 0, sizeof(s));
+    chan_copy_plan(300, 17, 3, 1000, count_chunk, s); /* 3 rows per chunk, per slice */
+    CHECK(s[0] == 300 * 17 * 3 && s[2] == 0);
+    CHECK(s[1] == chan_copy_nchunks(300, 17, 3, 1000) && s[1] == 3 * 6);
+    memset(s, 0, sizeof(s));
+    chan_copy_plan(2500, 2, 1, 1000, count_chunk, s); /* rows wider than a chunk */
+    CHECK(s[0] == 5000 && s[1] == 6 && s[1] == chan_copy_nchunks(2500, 2, 1, 1000));
+}
+
+static void test_image_size(void)
+{
+    const char *ptx = ".version 8.0\n.target sm_90\n";
+    CHECK(chan_image_size(ptx, 0) == strlen(ptx) + 1);
+    CHECK(chan_image_size(ptx, strlen(ptx)) == 0); /* no NUL inside what was sent */
+    uint8_t fat[64] = {0};
+    uint32_t magic = CHAN_FATBIN_MAGIC;
+    uint16_t hs = 16;
+    uint64_t rest = 48;
+    memcpy(fat, &magic, 4);
+    memcpy(fat + 6, &hs, 2);
+    memcpy(fat + 8, &rest, 8);
+    CHECK(chan_image_size(fat, 0) == 64);
+    CHECK(chan_image_size(fat, 64) == 64);
+    CHECK(chan_image_size(fat, 63) == 0);
+}
+
+/* Round trip of a generic call through its real descriptor. */
+static void test_marshal(void)
+{
+    const struct shim_call *d = &shim_calls[SHIM_ID_cuDeviceGetHostAtomicCapabilities];
+    CHECK(d->cls == SHIM_SYNC && d->nparams == 4);
+    unsigned caps[3] = {0, 0, 0};
+    CUatomicOperation ops[3] = {CU_ATOMIC_OPERATION_INTEGER_ADD, CU_ATOMIC_OPERATION_AND,
+                                CU_ATOMIC_OPERATION_OR};
+    unsigned *pcaps = caps, count = 3;
+    const CUatomicOperation *pops = ops;
+    CUdevice dev = 0;
+    const void *argv[] = {&pcaps, &pops, &count, &dev};
+    uint8_t buf[4096], out[4096];
+    size_t rlen;
+    CUresult err;
+    size_t n = chan_pack_call(d, argv, buf, sizeof(buf), &rlen, &err);
+    CHECK(n > 0 && err == CUDA_SUCCESS && rlen == 16);
+    CHECK(chan_pack_call(d, argv, NULL, sizeof(buf), &rlen, &err) == n);
+    struct chan_args a;
+    CHECK(chan_unpack_call(d, buf, n, out, sizeof(out), &a) == CUDA_SUCCESS);
+    CHECK(a.count[0] == 3 && a.count[1] == 3 && a.val[2] == 3 && a.val[3] == 0);
+    CHECK(memcmp(a.ptr[1], ops, sizeof(ops)) == 0);
+    ((unsigned *)a.ptr[0])[2] = 77; /* the "driver" answers */
+    chan_unpack_reply(d, argv, out, a.out_len);
+    CHECK(caps[2] == 77);
+    /* A count that does not match the buffer the request carries is refused. */
+    memcpy(buf + 8 + 8 + 16, &(uint64_t){4}, 8); /* the count parameter */
+    CHECK(chan_unpack_call(d, buf, n, out, sizeof(out), &a) != CUDA_SUCCESS);
+    /* Truncated requests are refused. */
+    CHECK(chan_unpack_call(d, buf, 12, out, sizeof(out), &a) != CUDA_SUCCESS);
+}
+
+/* Every generic call can be replayed: no struct passed by value, pointer notes complete. */
+static void test_descriptors(void)
+{
+    int generic = 0;
+    for (int i = 0; i < SHIM_NCALLS; i++) {
+        const struct shim_call *d = &shim_calls[i];
+        CHECK(d->name != NULL);
+        if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC)
+            continue;
+        generic++;
+        for (int k = 0; k < d->nparams; k++) {
+            const struct shim_param *p = &d->params[k];
+            if (p->kind == SHIM_PK_VAL && p->vclass == SHIM_VC_STRUCT) {
+                fprintf(stderr, "%s passes a struct by value\n", d->name);
+                failures++;
+            }
+        }
+        if (d->cls == SHIM_ASYNC)
+            CHECK(d->stream >= 0);
+    }
+    CHECK(generic > 50);
+}
+
+int main(void)
+{
+    test_ring_processes();
+    test_ring_rejects_garbage();
+    test_lanes();
+    test_copy_plan();
+    test_image_size();
+    test_marshal();
+    test_descriptors();
+    if (failures) {
+        printf("FAIL channel_test: %d checks failed\n", failures);
+        return 1;
+    }
+    printf("PASS channel_test\n");
+    return 0;
+}

@@ -1,0 +1,8 @@
+# Unit tests of code shared by both ends (no driver needed).
+UNIT_BINS := $(B)/tests/unit/channel_test
+
+all: $(UNIT_BINS)
+
+$(B)/tests/unit/channel_test: $(B)/obj/tests/unit/channel_test.o $(CHANNEL_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS)
