@@ -8,7 +8,7 @@ PYTHON    ?= python3
 B         ?= build
 CC        ?= gcc
 
-WARN      := -Wall -Wextra -Werror -Wno-missing-field-initializers
+WARN      := -Wall -Wextra -Werror -Wshadow -Wno-missing-field-initializers
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -pthread -fPIC $(WARN) -I$(CUDA)/include -I. -I$(B)/gen
 LDFLAGS   += -pthread
@@ -29,6 +29,7 @@ include tests/cpudrv/cpudrv.mk
 include tests/unit/unit.mk
 include tests/progs/progs.mk
 include bench/bench.mk
+include demo/demo.mk
 
 # Installs what the build needs when it is missing (Debian/Ubuntu; CI runs as root).
 deps:
@@ -40,7 +41,7 @@ test: deps
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@bash tests/demo.sh $(B)
+	@bash demo/run.sh $(B)
 
 gpu-test: all
 	@bash tests/gpu.sh $(B)

@@ -82,12 +82,12 @@ int chan_check_header(const struct chan *c, char *msg, size_t msglen)
 
 struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct chan_wait *w)
 {
-    size = (size + 7u) & ~7u;
+    uint64_t span = CHAN_REC_SPAN(size);
     uint64_t pos = c->pos % CHAN_RING_SIZE;
     uint64_t room = CHAN_RING_SIZE - pos;
     /* Bytes to skip at the end of the ring so the record does not wrap. */
-    uint64_t skip = room < size ? room : 0;
-    uint64_t need = skip + size;
+    uint64_t skip = room < span ? room : 0;
+    uint64_t need = skip + span;
     struct chan_shm *s = c->shm;
     for (;;) {
         uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
@@ -122,7 +122,7 @@ struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct c
 void chan_ring_publish(struct chan *c, const struct chan_rec *r)
 {
     struct chan_shm *s = c->shm;
-    c->pos += r->size;
+    c->pos += CHAN_REC_SPAN(r->size);
     atomic_store_explicit(&s->tail, c->pos, memory_order_release);
     /* Pairs with the fence in chan_ring_sleep(): either the server sees the new tail
      * before it sleeps, or we see it sleeping and ring. */
@@ -172,11 +172,11 @@ enum chan_next chan_ring_next(struct chan *c, void *buf)
         volatile struct chan_rec *vr = (volatile struct chan_rec *)(c->ring + pos);
         uint32_t size = vr->size;
         uint16_t op = vr->op;
-        if (size < sizeof(struct chan_rec) || (size & 7u) || size > room ||
-            size > tail - c->pos)
+        uint64_t span = CHAN_REC_SPAN(size);
+        if (size < sizeof(struct chan_rec) || span > room || span > tail - c->pos)
             return CHAN_NEXT_BAD;
         if (op == CHAN_OP_PAD) {
-            ring_advance(c, size);
+            ring_advance(c, span);
             continue;
         }
         if (size > CHAN_REC_MAX)
@@ -184,7 +184,7 @@ enum chan_next chan_ring_next(struct chan *c, void *buf)
         memcpy(buf, c->ring + pos, size);
         ((struct chan_rec *)buf)->size = size;
         ((struct chan_rec *)buf)->op = op;
-        ring_advance(c, size);
+        ring_advance(c, span);
         return CHAN_NEXT_REC;
     }
 }

@@ -142,9 +142,10 @@ struct chan_shm {
 
 /* ---------------------------------------------------------------- request records */
 
-/* Every record starts with this header; `size` counts the header and is a multiple of 8.
- * A record never wraps: when it does not fit before the end of the ring, the client writes
- * a PAD record (or nothing, if fewer than 16 bytes remain) and starts at offset 0. */
+/* Every record starts with this header. `size` is the exact byte count, header included;
+ * the record occupies `size` rounded up to 8 bytes, so that every header is aligned. A
+ * record never wraps: when it does not fit before the end of the ring, the client writes a
+ * PAD record (or nothing, if fewer than 16 bytes remain) and starts at offset 0. */
 struct chan_rec {
     uint32_t size;
     uint16_t op;     /* < SHIM_NCALLS: generic call with that id; else enum chan_op */
@@ -154,6 +155,9 @@ struct chan_rec {
     uint32_t ctx;    /* client context current for the call; 0 = none */
 };
 _Static_assert(sizeof(struct chan_rec) == 16, "record header layout");
+
+/* Bytes a record of `size` occupies in the ring. */
+#define CHAN_REC_SPAN(size) (((uint64_t)(size) + 7u) & ~(uint64_t)7u)
 
 #define CHAN_RF_REPLY 0x1u /* the sender waits on `lane` for the result */
 #define CHAN_RF_PTDS 0x2u  /* the NULL stream means the per-thread default stream */

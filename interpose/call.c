@@ -231,8 +231,14 @@ CUresult shim_forward(int id, const void *const *argv)
     if (r != CUDA_SUCCESS)
         return r;
     const struct shim_call *d = &shim_calls[id];
-    if ((r = shim_need_ctx()) != CUDA_SUCCESS)
-        return r;
+    /* No context check here: device-level calls work without one, and the server refuses
+     * handles that need one. Streams and events are known here, so a bad one is refused at
+     * once, even by an async call whose server-side error would only show later. */
+    for (int i = 0; i < d->nparams; i++)
+        if (d->params[i].kind == SHIM_PK_HANDLE &&
+            (r = shim_handle_check(d->params[i].htype, *(const uint64_t *)argv[i])) !=
+                CUDA_SUCCESS)
+            return r;
     /* Size first (the record is reserved whole), then pack straight into the ring. */
     const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
     size_t reply_len;

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <uthash.h>
 
 #define CTX_MAGIC 0x4354584du
@@ -111,13 +112,20 @@ static CUresult activate(struct shim_ctx *c)
     return r;
 }
 
+/* Pinned host memory dies with the context it was made in, as with the real driver. */
+static void unmap_pinned(const struct shim_range *r)
+{
+    if (r->kind == SHIM_RANGE_PINNED)
+        munmap((void *)(uintptr_t)r->base, r->mapped);
+}
+
 /* Frees everything made in the context, server and client side; caller holds ctx_lock. */
 static CUresult deactivate(struct shim_ctx *c)
 {
     struct chan_ctx m = {.id = c->id, .device = c->device};
     CUresult r = shim_call(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
     c->active = 0;
-    shim_range_drop(c->id, 0, NULL);
+    shim_range_drop(c->id, 0, unmap_pinned);
     shim_stream_drop_ctx(c->id);
     shim_func_drop(0, c->id);
     return r;

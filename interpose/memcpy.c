@@ -7,9 +7,12 @@
  *  - larger: pipelined through the staging slots (see channel/copyplan.h), the client
  *    packing or unpacking rows while the GPU moves the previous chunk.
  * Host-to-host copies never leave the process. */
+#define _GNU_SOURCE
 #include "interpose/shim.h"
 
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "channel/copyplan.h"
 
@@ -231,7 +234,10 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
     return CUDA_SUCCESS;
 }
 
-/* Host to host: both sides in this process. Ordered after the stream's earlier work. */
+/* Host to host: both sides in this process, ordered after the stream's earlier work.
+ * Unified addressing makes any unknown address "host": an address that is not mapped here
+ * (another process's device pointer, say) must be refused, not dereferenced, so the bytes
+ * move with process_vm_readv on ourselves, which reports EFAULT instead of faulting. */
 static CUresult host_to_host(const struct chan_copy *c, const struct side *src,
                              const struct side *dst, CUstream stream, unsigned rflags)
 {
@@ -240,8 +246,12 @@ static CUresult host_to_host(const struct chan_copy *c, const struct side *src,
     if (r != CUDA_SUCCESS)
         return r;
     for (uint64_t z = 0; z < c->depth; z++)
-        for (uint64_t y = 0; y < c->height; y++)
-            memmove(host_at(dst, 0, y, z), host_at(src, 0, y, z), c->width);
+        for (uint64_t y = 0; y < c->height; y++) {
+            struct iovec to = {.iov_base = host_at(dst, 0, y, z), .iov_len = c->width};
+            struct iovec from = {.iov_base = host_at(src, 0, y, z), .iov_len = c->width};
+            if (process_vm_readv(getpid(), &to, 1, &from, 1, 0) != (ssize_t)c->width)
+                return CUDA_ERROR_INVALID_VALUE;
+        }
     return CUDA_SUCCESS;
 }
 

@@ -140,7 +140,8 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
         if (p == want) {
             struct shim_range rg = {.base = rep[0], .size = bytesize,
                                     .kind = SHIM_RANGE_PINNED,
-                                    .ctx = shim_current_ctx_id(), .flags = flags};
+                                    .ctx = shim_current_ctx_id(), .flags = flags,
+                                    .mapped = rep[1]};
             shim_range_add(&rg);
             *pp = p;
             break;
@@ -178,8 +179,7 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
     r = shim_call(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
     if (r == CUDA_SUCCESS) {
         shim_range_remove(a, NULL);
-        long page = sysconf(_SC_PAGESIZE);
-        munmap(p, (rg.size + (size_t)page - 1) / (size_t)page * (size_t)page);
+        munmap(p, rg.mapped);
     }
     return r;
 }

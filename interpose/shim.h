@@ -134,6 +134,7 @@ struct shim_range {
     uint32_t ctx;    /* context id it was made in */
     uint32_t flags;  /* cuMemHostAlloc flags of pinned ranges */
     uint64_t owner;  /* module/library handle of globals, else 0 */
+    uint64_t mapped; /* pinned ranges: bytes mapped (the server's rounding) */
 };
 
 void shim_range_add(const struct shim_range *r);
@@ -150,6 +151,10 @@ void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_
 /* Client view of a stream handle: validates it and gives its context and flags.
  * Special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) use the current context. */
 CUresult shim_stream_check(CUstream s, uint32_t *ctx);
+/* For handles the client tracks (streams, events): CUDA_SUCCESS if `h` is one of its own,
+ * else the error the driver gives at once. Other handle types: CUDA_SUCCESS (the server
+ * checks them). */
+CUresult shim_handle_check(unsigned htype, uint64_t h);
 /* Forgets every stream and event made in context `ctx`. */
 void shim_stream_drop_ctx(uint32_t ctx);
 

@@ -75,6 +75,15 @@ CUresult shim_stream_check(CUstream s, uint32_t *ctx)
     return CUDA_SUCCESS;
 }
 
+CUresult shim_handle_check(unsigned htype, uint64_t h)
+{
+    if (htype == SHIM_HT_CUstream)
+        return shim_stream_check((CUstream)(uintptr_t)h, NULL);
+    if (htype == SHIM_HT_CUevent)
+        return h && lookup(events, h, NULL) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+
 void shim_stream_drop_ctx(uint32_t ctx)
 {
     pthread_mutex_lock(&known_lock);

@@ -187,7 +187,16 @@ int srv_client_alive(void *arg)
 
 static void cleanup(struct srv_client *c)
 {
+    unsigned ns = HASH_COUNT(c->streams), ne = HASH_COUNT(c->events),
+             nm = HASH_COUNT(c->modules), nh = HASH_COUNT(c->handles);
+    size_t na = c->nallocs;
     srv_release(c, 0);
+    if (na || ns || ne || nm || nh)
+        srv_log("Client process %d: released %zu allocations, %u streams, %u events, "
+                "%u modules, %u other handles",
+                (int)c->pid, na, ns, ne, nm, nh);
+    if (c->nallocs || c->streams || c->events || c->modules || c->handles || c->funcs)
+        srv_log("Client process %d: tables not empty after release", (int)c->pid);
     struct srv_ctx *x, *xt;
     HASH_ITER(hh, c->ctxs, x, xt)
     {
@@ -202,6 +211,10 @@ static void cleanup(struct srv_client *c)
         free(w);
     }
     c->waits = NULL;
+    free(c->retired);
+    for (int i = 0; i < CHAN_NSLOTS; i++)
+        if (c->slot_ev[i])
+            DRV(cuEventDestroy_v2)(c->slot_ev[i]);
     for (size_t i = 0; i < c->npool; i++)
         DRV(cuEventDestroy_v2)(c->pool[i]);
     free(c->pool);

@@ -59,6 +59,20 @@ static void command(char *line, char *out, size_t cap)
                 }
             pthread_mutex_unlock(&srv.clients_lock);
         }
+    } else if (strcmp(cmd, "get_server_status") == 0) {
+        unsigned live = 0;
+        pthread_mutex_lock(&srv.clients_lock);
+        for (struct srv_client *c = srv.clients; c; c = c->next)
+            live += !atomic_load(&c->finished);
+        pthread_mutex_unlock(&srv.clients_lock);
+        OUT("Server %d\nClients %u\n", (int)getpid(), live);
+        /* What the driver itself reports: memory returns to its idle level only when every
+         * client's allocations were freed. */
+        for (int d = 0; d < srv.ndev; d++) {
+            size_t f = 0, t = 0;
+            if (srv_use_device(d) == CUDA_SUCCESS && DRV(cuMemGetInfo_v2)(&f, &t) == CUDA_SUCCESS)
+                OUT("Device %d memory used %zu bytes\n", d, t - f);
+        }
     } else if (strcmp(cmd, "quit") == 0) {
         atomic_store(&srv.quitting, 1);
     } else {

@@ -159,10 +159,9 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
             avalue[i] = &vals[i];
         }
     }
-    if (!c->cur) {
-        res = CUDA_ERROR_INVALID_CONTEXT;
+    /* Device-level calls need no client context, but the driver wants one current. */
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
         goto done;
-    }
     ffi_sarg rc = 0;
     ffi_call(&cifs[id], FFI_FN(srv_drv_fns[id]), &rc, avalue);
     res = (CUresult)rc;

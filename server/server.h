@@ -157,6 +157,16 @@ struct srv_client {
     CUevent *pool; /* free internal events */
     size_t npool, cappool;
     CUresult deferred; /* first failure of an async operation not yet reported */
+    /* Work of destroyed streams still running: context syncs must wait for it too. */
+    struct srv_retired {
+        CUevent ev;
+        uint32_t ctx;
+    } *retired;
+    size_t nretired, capretired;
+    /* Limits as this client set them (the shared context's real limit is the largest any
+     * client asked for); bit i of limits_set: limit i was set. */
+    uint64_t limits[CU_LIMIT_MAX];
+    uint32_t limits_set;
     uint8_t *blob;     /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */

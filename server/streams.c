@@ -121,6 +121,16 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
 
 void srv_streams_drain(struct srv_client *c, uint32_t ctx)
 {
+    size_t j = 0;
+    for (size_t i = 0; i < c->nretired; i++) {
+        if (ctx && c->retired[i].ctx != ctx) {
+            c->retired[j++] = c->retired[i];
+            continue;
+        }
+        DRV(cuEventSynchronize)(c->retired[i].ev);
+        srv_event_give(c, c->retired[i].ev);
+    }
+    c->nretired = j;
     struct srv_stream *s, *t;
     HASH_ITER(hh, c->streams, s, t)
     if (!ctx || s->ctx == ctx)
@@ -160,6 +170,33 @@ void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_
     srv_reply(c, r->lane, res, out);
 }
 
+/* A stream destroyed with work pending: that work still completes (as with the driver),
+ * and the context's synchronisation and legacy stream must still wait for it. */
+static void retire(struct srv_client *c, struct srv_stream *s)
+{
+    if (DRV(cuStreamQuery)(s->real) != CUDA_ERROR_NOT_READY)
+        return;
+    CUevent ev;
+    if (srv_event_take(c, &ev) != CUDA_SUCCESS || DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS)
+        return;
+    struct srv_ctx *x = srv_ctx_get(c, s->ctx);
+    if (x && x->legacy && s->blocking && s->nsubmit != s->seen_by_legacy)
+        DRV(cuStreamWaitEvent)(x->legacy->real, ev, 0);
+    if (c->nretired == c->capretired) {
+        size_t ncap = c->capretired ? c->capretired * 2 : 16;
+        struct srv_retired *n = realloc(c->retired, ncap * sizeof(*n));
+        if (!n) {
+            DRV(cuEventSynchronize)(ev);
+            srv_event_give(c, ev);
+            return;
+        }
+        c->retired = n;
+        c->capretired = ncap;
+    }
+    c->retired[c->nretired].ev = ev;
+    c->retired[c->nretired++].ctx = s->ctx;
+}
+
 void srv_op_stream_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
                            uint32_t len)
 {
@@ -171,6 +208,7 @@ void srv_op_stream_destroy(struct srv_client *c, const struct chan_rec *r, uint8
     }
     if (s) {
         HASH_DEL(c->streams, s);
+        retire(c, s);
         srv_stream_free(c, s);
     }
     srv_reply(c, r->lane, s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE, 0);

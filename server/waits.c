@@ -84,6 +84,17 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
     HASH_ITER(hh, x->defaults, s, t)
     if (r == CUDA_SUCCESS)
         r = add_stream(c, w, s->real);
+    /* Destroyed streams' pending work: the wait takes their events over. */
+    size_t j = 0;
+    for (size_t i = 0; i < c->nretired; i++) {
+        if (c->retired[i].ctx == x->id && w->nev < SRV_WAIT_EVENTS) {
+            w->ev[w->nev] = c->retired[i].ev;
+            w->pooled[w->nev++] = 1;
+        } else {
+            c->retired[j++] = c->retired[i];
+        }
+    }
+    c->nretired = j;
     if (r != CUDA_SUCCESS || w->nev == 0) {
         for (int i = 0; i < w->nev; i++)
             srv_event_give(c, w->ev[i]);

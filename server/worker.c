@@ -124,26 +124,40 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     struct chan_limit m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out = 0;
-    if (len == sizeof(m) && c->cur) {
-        memcpy(&m, p, sizeof(m));
-        size_t v = 0;
-        if (!m.set) {
-            res = DRV(cuCtxGetLimit)(&v, (CUlimit)m.limit);
-        } else {
-            /* The context is shared: a limit only ever grows, so that no client can starve
-             * another's kernels of stack, heap or printf space. */
-            res = DRV(cuCtxGetLimit)(&v, (CUlimit)m.limit);
-            if (res == CUDA_SUCCESS && m.value > v)
-                res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
-            v = (size_t)m.value;
-        }
-        uint64_t v64 = v;
-        memcpy(srv_lane_data(c, r->lane), &v64, sizeof(v64));
-        out = sizeof(v64);
-    } else if (!c->cur) {
+    if (len != sizeof(m))
+        goto reply;
+    memcpy(&m, p, sizeof(m));
+    if (!c->cur) {
         res = CUDA_ERROR_INVALID_CONTEXT;
+        goto reply;
     }
-    srv_reply(c, r->lane, res, out);
+    if (m.limit >= CU_LIMIT_MAX) {
+        res = CUDA_ERROR_UNSUPPORTED_LIMIT;
+        goto reply;
+    }
+    size_t real = 0;
+    res = DRV(cuCtxGetLimit)(&real, (CUlimit)m.limit);
+    if (res != CUDA_SUCCESS)
+        goto reply;
+    uint64_t v = real;
+    if (m.set) {
+        /* The context is shared: its real limit is the largest any client asked for, so no
+         * client can take stack, heap or FIFO space from another's kernels; each client
+         * reads back what it set. */
+        if (m.value > real)
+            res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
+        if (res == CUDA_SUCCESS) {
+            c->limits[m.limit] = m.value;
+            c->limits_set |= 1u << m.limit;
+        }
+        v = m.value;
+    } else if (c->limits_set & (1u << m.limit)) {
+        v = c->limits[m.limit];
+    }
+    memcpy(srv_lane_data(c, r->lane), &v, sizeof(v));
+    out = sizeof(v);
+reply:
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out : 0);
 }
 
 void srv_op_error_string(struct srv_client *c, const struct chan_rec *r, uint8_t *p,

@@ -6,3 +6,10 @@ all: $(UNIT_BINS)
 $(B)/tests/unit/channel_test: $(B)/obj/tests/unit/channel_test.o $(CHANNEL_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
+
+UNIT_BINS += $(B)/tests/unit/rawclient
+all: $(B)/tests/unit/rawclient
+
+$(B)/tests/unit/rawclient: $(B)/obj/tests/unit/rawclient.o $(CHANNEL_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS)

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# The CI tier (`make test`): no GPU. A server runs on the CPU test driver
+# (build/cpudrv/libcuda.so.1) and real client processes run through the shim: the same
+# programs as on the GPU, plus what only makes sense to test here (crashes, bad input,
+# another user). Prints a table last; exits non-zero if anything failed.
+# The CPU test driver is a test double: nothing here is evidence about GPUs.
+set -u
+B=${1:-build}
+B=$(cd "$B" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$(mktemp -d /tmp/mpsshim-ci.XXXXXX)
+export MPSSHIM_PIPE_DIRECTORY=$WORK/pipe
+export MPSSHIM_LOG_DIRECTORY=$WORK/log
+export MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1
+export MPSSHIM_TEST_KERNELS=$B/tests
+SHIM=$B/libmpsshim.so
+CTL=$B/mpsshim-control
+declare -a NAMES RESULTS
+FAILED=0
+
+say() { printf '%s\n' "$*"; }
+
+# record NAME STATUS [detail]
+record() {
+    NAMES+=("$1")
+    RESULTS+=("$2${3:+ ($3)}")
+    [ "$2" = PASS ] || [ "$2" = SKIP ] || FAILED=1
+    say "== $1: $2${3:+ ($3)}"
+}
+
+# run_test NAME TIMEOUT CMD...: PASS when CMD exits 0 (77 = SKIP); output in $WORK/NAME.log
+run_test() {
+    local name=$1 secs=$2
+    shift 2
+    timeout -k 5 "$secs" "$@" >"$WORK/$name.log" 2>&1
+    local rc=$?
+    case $rc in
+    0) record "$name" PASS ;;
+    77) record "$name" SKIP "$(tail -n 1 "$WORK/$name.log")" ;;
+    124 | 137) record "$name" FAIL "timed out after ${secs}s"; tail -n 20 "$WORK/$name.log" ;;
+    *) record "$name" FAIL "exit $rc"; tail -n 20 "$WORK/$name.log" ;;
+    esac
+}
+
+shim() { env LD_PRELOAD="$SHIM" "$@"; }
+cpu() { env LD_LIBRARY_PATH="$B/cpudrv" "$@"; }
+ctl() { printf '%s\n' "$@" | "$CTL"; }
+
+start_server() {
+    "$CTL" -d || return 1
+    [ -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" ]
+}
+
+stop_server() {
+    local pid
+    pid=$(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid" 2>/dev/null)
+    ctl quit >/dev/null 2>&1
+    for _ in $(seq 100); do
+        [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# Memory the driver reports in use: back to this level once every client is cleaned up.
+mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
+clients() { ctl get_server_status | awk '/^Clients/ {print $2}'; }
+
+# Waits until the server has no clients left (they are cleaned up asynchronously).
+wait_no_clients() {
+    for _ in $(seq 100); do
+        [ "$(clients)" = 0 ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+cleanup() {
+    stop_server >/dev/null 2>&1
+    if [ "$FAILED" = 0 ]; then rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+say "mpsshim CI tier: CPU test driver behind the server (no GPU; nothing here measures a GPU)"
+
+# ---------------------------------------------------------------- no server needed
+run_test unit-channel 60 "$B/tests/unit/channel_test"
+run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
+run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
+run_test no-server-error 30 bash -c '
+    out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_PIPE_DIRECTORY='"$WORK"'/none '"$B"'/tests/vecadd 2>&1)
+    echo "$out"
+    echo "$out" | grep -q "mpsshim: no server at" && echo "$out" | grep -q "^FAIL"'
+
+# ---------------------------------------------------------------- server up
+if ! start_server >"$WORK/server-start.log" 2>&1; then
+    record server-start FAIL "see $WORK/server-start.log"
+    cat "$WORK/server-start.log" "$MPSSHIM_LOG_DIRECTORY/server.log" 2>/dev/null
+else
+    record server-start PASS
+    BASE_MEM=$(mem_used)
+
+    # Every program of programs.txt through the shim; `both` ones also straight on the CPU
+    # driver, and the two outputs must be identical.
+    while IFS='|' read -r cmd mode; do
+        cmd=$(echo "$cmd" | xargs)
+        mode=$(echo "$mode" | xargs)
+        [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
+        name=prog-$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
+        read -r -a argv <<<"$cmd"
+        prog=$B/tests/${argv[0]}
+        run_test "$name" 300 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
+        if [ "$mode" = both ] && [ "${RESULTS[-1]}" = PASS ]; then
+            timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$prog" "${argv[@]:1}" \
+                >"$WORK/$name.direct.log" 2>&1
+            if diff -u "$WORK/$name.direct.log" "$WORK/$name.log" >"$WORK/$name.diff"; then
+                record "$name-same-output" PASS
+            else
+                record "$name-same-output" FAIL "shim and direct runs differ"
+                head -n 20 "$WORK/$name.diff"
+            fi
+        fi
+    done <"$ROOT/tests/progs/programs.txt"
+
+    # Four clients at once, results checked element by element by each.
+    run_test four-clients 300 bash -c '
+        pids=""
+        for p in "vecadd 3000001" "memcpy_all --quick" "launch" "smallkern 3000"; do
+            env LD_PRELOAD='"$SHIM"' '"$B"'/tests/$p >'"$WORK"'/four-$(echo $p | cut -d" " -f1).log 2>&1 &
+            pids="$pids $!"
+        done
+        rc=0
+        for p in $pids; do wait $p || rc=1; done
+        grep -h "^PASS\|^FAIL" '"$WORK"'/four-*.log
+        exit $rc'
+
+    # A client killed in the middle of large copies: the others finish correctly, and the
+    # server frees everything the dead one had.
+    run_test kill-mid-copy 120 bash -c '
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/smallkern 20000 >'"$WORK"'/bystander1.log 2>&1 & b1=$!
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 2000003 >'"$WORK"'/bystander2.log 2>&1 & b2=$!
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/copy_victim >'"$WORK"'/victim.log 2>&1 & v=$!
+        for i in $(seq 200); do grep -q ready '"$WORK"'/victim.log && break; sleep 0.05; done
+        grep -q ready '"$WORK"'/victim.log || { echo "victim never got ready"; exit 1; }
+        sleep 0.3
+        kill -9 $v
+        rc=0
+        wait $b1 || rc=1
+        wait $b2 || rc=1
+        tail -n 1 '"$WORK"'/bystander1.log '"$WORK"'/bystander2.log
+        exit $rc'
+    run_test tables-empty-after-kill 30 bash -c '
+        for i in $(seq 100); do
+            [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break
+            sleep 0.1
+        done
+        st=$(printf "get_server_status\n" | '"$CTL"')
+        echo "$st"
+        used=$(echo "$st" | awk "/^Device 0 memory used/ {print \$5}")
+        echo "memory used $used, before any client '"$BASE_MEM"'"
+        echo "$st" | grep -q "^Clients 0$" && [ "$used" = "'"$BASE_MEM"'" ] &&
+            ! grep -q "tables not empty" '"$MPSSHIM_LOG_DIRECTORY"'/server.log'
+
+    # Bad input: a client of another protocol version, garbage records, a silent client.
+    run_test refuse-other-version 30 "$B/tests/unit/rawclient" version
+    run_test drop-garbage-client 30 "$B/tests/unit/rawclient" garbage
+    run_test drop-silent-client 30 "$B/tests/unit/rawclient" silent
+    run_test serves-after-bad-clients 60 env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 1000
+
+    # Another user's client is refused with a message that says so.
+    if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+        run_test refuse-other-user 30 bash -c '
+            chmod 755 '"$WORK"' '"$MPSSHIM_PIPE_DIRECTORY"'
+            chmod 777 '"$MPSSHIM_PIPE_DIRECTORY"'/mpsshim.sock
+            chmod -R a+rX '"$B"' 2>/dev/null
+            out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD='"$SHIM"' \
+                  '"$B"'/tests/vecadd 1000 2>&1)
+            chmod 700 '"$MPSSHIM_PIPE_DIRECTORY"'
+            echo "$out"
+            echo "$out" | grep -q "runs as user 65534" && echo "$out" | grep -q "^FAIL"'
+    else
+        record refuse-other-user SKIP "needs root and setpriv"
+    fi
+
+    run_test control-commands 30 bash -c '
+        pid=$(cat '"$MPSSHIM_PIPE_DIRECTORY"'/server.pid)
+        out=$(printf "get_server_list\nget_client_list $pid\nno_such_command\n" | '"$CTL"')
+        echo "$out"
+        [ "$(echo "$out" | head -n 1)" = "$pid" ] &&
+            echo "$out" | grep -q "^Unknown command \"no_such_command\"$"'
+    run_test log-format 10 bash -c '
+        log='"$MPSSHIM_LOG_DIRECTORY"'/server.log
+        re="^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} Server [0-9]+\] "
+        grep -Ev "$re" "$log" && exit 1
+        grep -Eq "${re}New client [0-9]+ connected" "$log" &&
+            grep -Eq "${re}Client process [0-9]+ disconnected" "$log"'
+    if stop_server; then
+        record quit PASS
+    else
+        record quit FAIL "server still running after quit"
+    fi
+    [ -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" ] && record socket-removed FAIL || record socket-removed PASS
+fi
+
+say ""
+say "mpsshim CI tier (CPU test driver, no GPU)"
+printf '%-44s %s\n' TEST RESULT
+for i in "${!NAMES[@]}"; do printf '%-44s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
+if [ "$FAILED" != 0 ]; then
+    say "FAILED; logs in $WORK"
+    exit 1
+fi
+say "all passed"

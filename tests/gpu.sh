@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The GPU tier (`make gpu-test`), on a machine with an NVIDIA GPU: the test programs run
+# natively and through the shim and must print the same; then eight clients at once, which
+# the GPU must see as ONE process (the server); a client killed mid-copy; the server's
+# memory back to idle afterwards. Full logs in $OUT (or a temp dir); a table last.
+# Exit 77 when there is no GPU.
+set -u
+B=$(cd "${1:-build}" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "skipped: no GPU"
+    exit 77
+fi
+LOGDIR=${OUT:-$(mktemp -d /tmp/mpsshim-gpu.XXXXXX)}
+LOG=$LOGDIR/gpu-test.log
+WORK=$(mktemp -d /tmp/mpsshim-gpu-work.XXXXXX)
+export MPSSHIM_PIPE_DIRECTORY=$WORK/pipe MPSSHIM_LOG_DIRECTORY=$WORK/log
+export MPSSHIM_TEST_KERNELS=$B/tests
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY MPSSHIM_DRIVER
+SHIM=$B/libmpsshim.so
+CTL=$B/mpsshim-control
+declare -a NAMES RESULTS
+FAILED=0
+: >"$LOG"
+
+record() {
+    NAMES+=("$1")
+    RESULTS+=("$2${3:+ ($3)}")
+    [ "$2" = PASS ] || [ "$2" = SKIP ] || FAILED=1
+    printf '== %s: %s%s\n' "$1" "$2" "${3:+ ($3)}" | tee -a "$LOG"
+}
+
+# run NAME TIMEOUT CMD...: output appended to the log and kept in $WORK/NAME.out
+run() {
+    local name=$1 secs=$2
+    shift 2
+    timeout -k 5 "$secs" "$@" >"$WORK/$name.out" 2>&1
+    local rc=$?
+    { echo "---- $name: $*"; cat "$WORK/$name.out"; } >>"$LOG"
+    return $rc
+}
+
+ctl() { printf '%s\n' "$@" | "$CTL"; }
+mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
+
+finish() {
+    ctl quit >/dev/null 2>&1
+    sleep 0.5
+    cp "$WORK/log/server.log" "$LOGDIR/server.log" 2>/dev/null
+    rm -rf "$WORK"
+}
+trap finish EXIT
+
+{
+    echo "mpsshim GPU tier"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+} | tee -a "$LOG"
+
+"$CTL" -d >>"$LOG" 2>&1 || { record server-start FAIL; cat "$WORK/log/server.log"; exit 1; }
+SERVER=$(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid")
+record server-start PASS
+BASE_MEM=$(mem_used)
+
+# Every program natively and through the shim: identical output required.
+while IFS='|' read -r cmd mode; do
+    cmd=$(echo "$cmd" | xargs)
+    mode=$(echo "$mode" | xargs)
+    [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
+    name=$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
+    read -r -a argv <<<"$cmd"
+    prog=$B/tests/${argv[0]}
+    if [ "$mode" = both ]; then
+        run "$name-native" 300 "$prog" "${argv[@]:1}"
+        nrc=$?
+    fi
+    run "$name-shim" 300 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
+    src=$?
+    if [ "$src" = 77 ]; then
+        record "$name" SKIP
+    elif [ "$src" != 0 ]; then
+        record "$name" FAIL "through the shim: exit $src: $(grep -m1 FAIL "$WORK/$name-shim.out")"
+    elif [ "$mode" = both ] && [ "$nrc" != 0 ]; then
+        record "$name" FAIL "native run failed: $(grep -m1 FAIL "$WORK/$name-native.out")"
+    elif [ "$mode" = both ] && ! diff -q "$WORK/$name-native.out" "$WORK/$name-shim.out" >/dev/null; then
+        diff -u "$WORK/$name-native.out" "$WORK/$name-shim.out" >>"$LOG"
+        record "$name" FAIL "output differs from the native run"
+    else
+        record "$name" PASS "${mode/both/same output as native}"
+    fi
+done <"$ROOT/tests/progs/programs.txt"
+
+# Eight clients at once; meanwhile the GPU must show one compute process: the server.
+pids=()
+for i in 1 2 3 4 5 6 7 8; do
+    env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 20000 >"$WORK/eight-$i.out" 2>&1 &
+    pids+=($!)
+done
+sleep 2
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader \
+    >"$WORK/apps.out" 2>&1
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+{ echo "---- eight clients"; cat "$WORK"/eight-*.out; echo "---- nvidia-smi during:"; cat "$WORK/apps.out"; } >>"$LOG"
+napps=$(grep -c . "$WORK/apps.out")
+if [ "$rc" = 0 ] && [ "$(grep -c '^PASS' "$WORK"/eight-*.out | awk -F: '{s+=$2} END {print s}')" = 8 ]; then
+    record eight-clients PASS
+else
+    record eight-clients FAIL
+fi
+if [ "$napps" = 1 ] && grep -q "^$SERVER," "$WORK/apps.out"; then
+    record one-gpu-process PASS "$(cat "$WORK/apps.out")"
+else
+    record one-gpu-process FAIL "nvidia-smi listed: $(tr '\n' ';' <"$WORK/apps.out")"
+fi
+
+# A client killed mid-copy; bystanders finish; memory returns to its idle level.
+env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 20000 >"$WORK/by1.out" 2>&1 &
+b1=$!
+env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 20000003 >"$WORK/by2.out" 2>&1 &
+b2=$!
+env LD_PRELOAD="$SHIM" "$B/tests/copy_victim" >"$WORK/victim.out" 2>&1 &
+v=$!
+for _ in $(seq 200); do grep -q ready "$WORK/victim.out" && break; sleep 0.05; done
+sleep 0.3
+kill -9 "$v"
+rc=0
+wait "$b1" || rc=1
+wait "$b2" || rc=1
+{ echo "---- kill mid-copy"; cat "$WORK/by1.out" "$WORK/by2.out" "$WORK/victim.out"; } >>"$LOG"
+[ "$rc" = 0 ] && record kill-mid-copy PASS "bystanders finished correctly" || record kill-mid-copy FAIL
+for _ in $(seq 100); do
+    [ "$(ctl get_server_status | awk '/^Clients/ {print $2}')" = 0 ] && break
+    sleep 0.1
+done
+used=$(mem_used)
+if [ "$used" = "$BASE_MEM" ]; then
+    record memory-back-to-idle PASS "$used bytes used, as before any client"
+else
+    record memory-back-to-idle FAIL "$used bytes used, $BASE_MEM before"
+fi
+
+echo
+echo "mpsshim GPU tier on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
+printf '%-40s %s\n' TEST RESULT
+for i in "${!NAMES[@]}"; do printf '%-40s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
+[ "$FAILED" = 0 ] && echo "all passed" || echo "FAILED (full log: $LOG)"
+exit $FAILED
