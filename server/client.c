@@ -197,6 +197,7 @@ static void cleanup(struct srv_client *c)
                 (int)c->pid, na, ns, ne, nm, nh);
     if (c->nallocs || c->streams || c->events || c->modules || c->handles || c->funcs)
         srv_log("Client process %d: tables not empty after release", (int)c->pid);
+    srv_limits_settle(c);
     struct srv_ctx *x, *xt;
     HASH_ITER(hh, c->ctxs, x, xt)
     {

@@ -355,8 +355,12 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
             q.dstDevice = dst.addr;
         }
         res = DRV(cuStreamSynchronize)(st);
+        /* It runs on the real context's legacy stream, which no client stream waits for,
+         * and from pageable memory it may return before the data lands: wait for it. */
         if (res == CUDA_SUCCESS)
             res = DRV(cuMemcpy2DUnaligned_v2)(&q);
+        if (res == CUDA_SUCCESS)
+            res = DRV(cuStreamSynchronize)(NULL);
         srv_reply(c, lane, res, res == CUDA_SUCCESS && dst_staged ? (uint32_t)total : 0);
         return;
     }

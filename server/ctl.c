@@ -50,10 +50,9 @@ static int connect_control(void)
     return -1;
 }
 
-/* -d: starts the server detached and returns once it answers (or failed). */
-static int daemonize(char **argv)
+/* -d: starts the server detached and returns once it serves, or says why it does not. */
+static int daemonize(void)
 {
-    (void)argv;
     char path[PATH_MAX];
     server_path(path, sizeof(path));
     int s = connect_control();
@@ -62,10 +61,15 @@ static int daemonize(char **argv)
         fprintf(stderr, "An mpsshim server is already running in %s\n", pipe_dir());
         return 1;
     }
+    /* The server writes "ready" or its reason for failing to this pipe. */
+    int p[2];
+    if (pipe(p) != 0)
+        return 1;
     pid_t pid = fork();
     if (pid < 0)
         return 1;
     if (pid == 0) {
+        close(p[0]);
         setsid();
         if (fork() != 0)
             _exit(0);
@@ -77,21 +81,25 @@ static int daemonize(char **argv)
             if (fd > 2)
                 close(fd);
         }
+        char num[16];
+        snprintf(num, sizeof(num), "%d", p[1]);
+        setenv("MPSSHIM_READY_FD", num, 1);
         execl(path, "mpsshim-server", (char *)NULL);
+        dprintf(p[1], "cannot run %s: %s\n", path, strerror(errno));
         _exit(127);
     }
+    close(p[1]);
     waitpid(pid, NULL, 0);
-    /* Ready when the control socket answers; a failed start leaves a log line. */
-    for (int i = 0; i < 600; i++) {
-        s = connect_control();
-        if (s >= 0) {
-            close(s);
-            return 0;
-        }
-        struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    fprintf(stderr, "mpsshim server did not start: see its server.log (log directory)\n");
+    char msg[600] = "";
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof(msg) - 1 && (n = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0)
+        got += (size_t)n;
+    close(p[0]);
+    msg[got] = '\0';
+    if (strncmp(msg, "ready", 5) == 0)
+        return 0;
+    fprintf(stderr, "mpsshim server did not start: %s", *msg ? msg : "it exited without a word\n");
     return 1;
 }
 
@@ -128,7 +136,7 @@ static int run(int s, const char *line)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "-d") == 0)
-        return daemonize(argv);
+        return daemonize();
     if (argc > 1 && strcmp(argv[1], "-f") == 0)
         return foreground();
     if (argc > 1) {

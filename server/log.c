@@ -26,7 +26,6 @@ void srv_log_open(const char *dir, const char *file, const char *who, int to_std
     pthread_mutex_lock(&log_lock);
     snprintf(log_who, sizeof(log_who), "%s", who);
     log_stderr = to_stderr;
-    mkdir(dir, 0700);
     snprintf(path, sizeof(path), "%s/%s", dir, file);
     log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (log_fd < 0 && !log_failed_said) {

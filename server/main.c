@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-struct srv srv = {.clients_lock = PTHREAD_MUTEX_INITIALIZER};
+struct srv srv = {.clients_lock = PTHREAD_MUTEX_INITIALIZER,
+                  .limits_lock = PTHREAD_MUTEX_INITIALIZER};
 
 extern char **environ;
 
@@ -103,6 +105,42 @@ static int listen_on(const char *name)
     return s;
 }
 
+/* mkdir -p, private to the user. */
+static int make_dirs(const char *path)
+{
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Tells whoever started us (mpsshim-control -d, through MPSSHIM_READY_FD) that we are
+ * serving, or why we are not. */
+static void tell_starter(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void tell_starter(const char *fmt, ...)
+{
+    const char *v = getenv("MPSSHIM_READY_FD");
+    if (!v)
+        return;
+    int fd = atoi(v);
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (write(fd, msg, strlen(msg)) < 0) {
+        /* the starter is gone: nothing to tell */
+    }
+    close(fd);
+    unsetenv("MPSSHIM_READY_FD");
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -118,32 +156,37 @@ static void usage(void)
                     "MPSSHIM_LOG_DIRECTORY (CUDA_MPS_LOG_DIRECTORY), MPSSHIM_DRIVER\n");
 }
 
+/* Logs why the server cannot start and tells the starter the same. */
+#define START_FAILED(...)                                                                          \
+    do {                                                                                           \
+        char why_[800];                                                                            \
+        snprintf(why_, sizeof(why_), __VA_ARGS__);                                                 \
+        srv_log("MPS server failed to start: %s", why_);                                           \
+        tell_starter("%s\n", why_);                                                               \
+        return -1;                                                                                 \
+    } while (0)
+
 static int init_devices(void)
 {
-    char resolved[600];
-    if (srv_drv_load(srv.driver_path, resolved, sizeof(resolved)) != 0) {
-        srv_log("MPS server failed to start: cannot load the CUDA driver: %s", resolved);
-        return -1;
-    }
+    char resolved[512];
+    if (srv_drv_load(srv.driver_path, resolved, sizeof(resolved)) != 0)
+        START_FAILED("cannot load the CUDA driver: %s", resolved);
     srv_log("Using CUDA driver %s", resolved);
     CUresult r = DRV(cuInit)(0);
-    if (r != CUDA_SUCCESS) {
-        srv_log("MPS server failed to start: cuInit returned %s", srv_errname(r));
-        return -1;
-    }
-    if (srv_devinfo_fill(&srv.devinfo) != 0 || srv.devinfo.ndev == 0) {
-        srv_log("MPS server failed to start: no CUDA device");
-        return -1;
-    }
+    if (r != CUDA_SUCCESS)
+        START_FAILED("cuInit returned %s", srv_errname(r));
+    if (srv_devinfo_fill(&srv.devinfo) != 0 || srv.devinfo.ndev == 0)
+        START_FAILED("no CUDA device");
     srv.ndev = srv.devinfo.ndev;
     for (int i = 0; i < srv.ndev; i++) {
         CUdevice dev;
         DRV(cuDeviceGet)(&dev, i);
-        if ((r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[i], dev)) != CUDA_SUCCESS) {
-            srv_log("MPS server failed to start: device %d: %s", i, srv_errname(r));
-            return -1;
-        }
+        if ((r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[i], dev)) != CUDA_SUCCESS)
+            START_FAILED("device %d: %s", i, srv_errname(r));
         srv_log("Device %d: %s, one shared context", i, srv.devinfo.dev[i].name);
+        DRV(cuCtxSetCurrent)(srv.ctx[i]);
+        for (int l = 0; l < CU_LIMIT_MAX; l++)
+            DRV(cuCtxGetLimit)(&srv.limit_default[i][l], (CUlimit)l);
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]);
     return 0;
@@ -175,10 +218,12 @@ int main(int argc, char **argv)
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
     clear_mps_env();
 
-    if (mkdir(srv.pipe_dir, 0700) != 0 && errno != EEXIST) {
+    if (make_dirs(srv.pipe_dir) != 0) {
         fprintf(stderr, "mpsshim-server: cannot create %s: %s\n", srv.pipe_dir, strerror(errno));
+        tell_starter("cannot create the pipe directory %s: %s\n", srv.pipe_dir, strerror(errno));
         return 1;
     }
+    make_dirs(srv.log_dir);
     srv_log_open(srv.log_dir, "server.log", "Server", isatty(2));
     /* One server per pipe directory: the lock is held for the server's whole life. */
     char lock[600];
@@ -186,6 +231,7 @@ int main(int argc, char **argv)
     int lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
         fprintf(stderr, "mpsshim-server: a server already runs in %s\n", srv.pipe_dir);
+        tell_starter("a server already runs in %s\n", srv.pipe_dir);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -195,6 +241,7 @@ int main(int argc, char **argv)
 
     if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0) {
         fprintf(stderr, "mpsshim-server: failed to start; see %s/server.log\n", srv.log_dir);
+        tell_starter("failed to start; see %s/server.log\n", srv.log_dir);
         return 1;
     }
     int lfd = listen_on(CHAN_SOCKET_NAME);
@@ -202,6 +249,7 @@ int main(int argc, char **argv)
     if (lfd < 0 || cfd < 0) {
         srv_log("MPS server failed to start: cannot listen in %s: %s", srv.pipe_dir,
                 strerror(errno));
+        tell_starter("cannot listen in %s: %s\n", srv.pipe_dir, strerror(errno));
         return 1;
     }
     /* Readiness, for whoever started us (mpsshim-control -d waits for this file). */
@@ -213,6 +261,7 @@ int main(int argc, char **argv)
         fclose(pf);
     }
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
+    tell_starter("ready\n");
 
     while (!atomic_load(&srv.quitting)) {
         struct pollfd fds[2] = {{.fd = lfd, .events = POLLIN}, {.fd = cfd, .events = POLLIN}};

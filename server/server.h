@@ -193,6 +193,10 @@ struct srv {
     _Atomic int quitting;
     uint64_t idle_spin_ns;
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
+    /* Context limits as the server started (the floor when clients leave); the real limit
+     * is the largest of this and what live clients set. Guarded by limits_lock. */
+    pthread_mutex_t limits_lock;
+    size_t limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
 };
 
 extern struct srv srv;
@@ -205,6 +209,8 @@ void srv_client_start(int sock);
 void srv_clients_stop(void);
 /* Called by the poll loop when a client's socket hangs up. */
 void srv_client_hangup(struct srv_client *c);
+/* After client `gone` has left: lowers each limit it raised back to what the others need. */
+void srv_limits_settle(struct srv_client *gone);
 /* Sets the server's context for device `dev` current on the calling thread. */
 CUresult srv_use_device(int dev);
 

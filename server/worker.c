@@ -136,11 +136,10 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         goto reply;
     }
     size_t real = 0;
+    pthread_mutex_lock(&srv.limits_lock);
     res = DRV(cuCtxGetLimit)(&real, (CUlimit)m.limit);
-    if (res != CUDA_SUCCESS)
-        goto reply;
     uint64_t v = real;
-    if (m.set) {
+    if (res == CUDA_SUCCESS && m.set) {
         /* The context is shared: its real limit is the largest any client asked for, so no
          * client can take stack, heap or FIFO space from another's kernels; each client
          * reads back what it set. */
@@ -151,13 +150,42 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
             c->limits_set |= 1u << m.limit;
         }
         v = m.value;
-    } else if (c->limits_set & (1u << m.limit)) {
+    } else if (res == CUDA_SUCCESS && (c->limits_set & (1u << m.limit))) {
         v = c->limits[m.limit];
     }
+    pthread_mutex_unlock(&srv.limits_lock);
+    if (res != CUDA_SUCCESS)
+        goto reply;
     memcpy(srv_lane_data(c, r->lane), &v, sizeof(v));
     out = sizeof(v);
 reply:
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out : 0);
+}
+
+void srv_limits_settle(struct srv_client *gone)
+{
+    if (!gone->limits_set)
+        return;
+    pthread_mutex_lock(&srv.limits_lock);
+    for (int l = 0; l < CU_LIMIT_MAX; l++) {
+        if (!(gone->limits_set & (1u << l)))
+            continue;
+        for (int d = 0; d < srv.ndev; d++) {
+            size_t want = srv.limit_default[d][l], real = 0;
+            pthread_mutex_lock(&srv.clients_lock);
+            for (struct srv_client *x = srv.clients; x; x = x->next)
+                if (x != gone && !atomic_load(&x->finished) && (x->limits_set & (1u << l)) &&
+                    x->limits[l] > want)
+                    want = x->limits[l];
+            pthread_mutex_unlock(&srv.clients_lock);
+            /* Only ever lowered here, back towards what the remaining clients need: a big
+             * stack limit costs device memory for every resident thread. */
+            if (srv_use_device(d) == CUDA_SUCCESS &&
+                DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want < real)
+                DRV(cuCtxSetLimit)((CUlimit)l, want);
+        }
+    }
+    pthread_mutex_unlock(&srv.limits_lock);
 }
 
 void srv_op_error_string(struct srv_client *c, const struct chan_rec *r, uint8_t *p,

@@ -1,0 +1,212 @@
+/* overlap: one process's share of the "P processes x 200 launches of 2 blocks x 100 us"
+ * figure. Launches N small kernels back to back on a stream of its own, each keeping every
+ * one of its blocks busy for a fixed time, then synchronizes; prints the time from the first
+ * launch to the end of the synchronize as `metric kernel_time_s <seconds> s`. bench/run.sh
+ * starts P copies at once: where the GPU runs their kernels side by side (MPS, mpsshim) the
+ * time stays near N x the kernel time; time-sliced contexts (native) take about P times it.
+ *
+ * usage: overlap [--launches N] [--blocks B] [--us US] [--kernel spin_ns|delay_set]
+ *                [--barrier FILE --procs P]
+ * --barrier: the P processes given the same (new) FILE wait for each other after their setup,
+ * so that their launch loops start together. --kernel delay_set (tests/kernels, spins in block
+ * 0 only) is for drivers without spin_ns, such as the CPU test driver. */
+#define _GNU_SOURCE
+#include <cuda.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BARRIER_TIMEOUT_S 60
+
+/* Exits the program unless `call` returns CUDA_SUCCESS; names the call and the error. */
+#define CK(call) check((call), #call, __LINE__)
+
+static void check(CUresult r, const char *call, int line)
+{
+    if (r == CUDA_SUCCESS) return;
+    const char *name = NULL;
+    if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "?";
+    printf("FAIL overlap: line %d: %s returned %s (%d)\n", line, call, name, (int)r);
+    fflush(stdout);
+    exit(1);
+}
+
+static void die(const char *fmt, const char *arg)
+{
+    printf("FAIL overlap: ");
+    printf(fmt, arg);
+    printf("\n");
+    fflush(stdout);
+    exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* <env>/<file> when $env is set, else <directory of this executable>/<rel>/<file>. */
+static void image_path(const char *env, const char *rel, const char *file, char *out, size_t cap)
+{
+    const char *dir = getenv(env);
+    if (dir && *dir) {
+        snprintf(out, cap, "%s/%s", dir, file);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) die("readlink /proc/self/exe: %s", strerror(errno));
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    snprintf(out, cap, "%s/%s%s", exe, rel, file);
+}
+
+/* Reads a whole file into a malloc'd buffer with a NUL after it (PTX must end in one). */
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) die("cannot open kernel image %s", path);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        cap *= 2;
+        char *grown = realloc(buf, cap + 1);
+        if (!grown) free(buf);
+        buf = grown;
+    }
+    if (!buf || ferror(f)) die("cannot read %s", path);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* Waits until `procs` processes (this one included) reached the barrier in `file`: a shared
+ * counter in a file mapping, bumped once by each. Sleeps between looks so that waiting
+ * processes leave the CPUs to the ones still setting up; start skew stays ~0.1 ms. */
+static void barrier_wait(const char *file, unsigned procs)
+{
+    int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) die("barrier: cannot open %s", file);
+    /* Every process extends it to the same size: later calls change nothing. */
+    if (ftruncate(fd, 4096) != 0) die("barrier: cannot size %s", file);
+    _Atomic unsigned *arrived = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (arrived == MAP_FAILED) die("barrier: cannot map %s", file);
+    atomic_fetch_add(arrived, 1);
+    uint64_t give_up = now_ns() + BARRIER_TIMEOUT_S * 1000000000ull;
+    while (atomic_load(arrived) < procs) {
+        if (now_ns() > give_up) {
+            printf("FAIL overlap: barrier: %u of %u processes arrived in %d s\n",
+                   atomic_load(arrived), procs, BARRIER_TIMEOUT_S);
+            exit(1);
+        }
+        struct timespec ts = {.tv_nsec = 20000};
+        nanosleep(&ts, NULL);
+    }
+    munmap((void *)arrived, 4096);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: overlap [--launches N] [--blocks B] [--us US] "
+                    "[--kernel spin_ns|delay_set] [--barrier FILE --procs P]\n");
+    exit(2);
+}
+
+/* The numeric value of option argv[i + 1], at least 1 (and at most max). */
+static unsigned long long num_arg(int argc, char **argv, int i, unsigned long long max)
+{
+    if (i + 1 >= argc) usage();
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(argv[i + 1], &end, 10);
+    if (errno || *end || v < 1 || v > max) usage();
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned launches = 200, blocks = 2, procs = 1;
+    unsigned long long ns = 100000;
+    const char *kernel = "spin_ns", *barrier = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--launches") == 0)
+            launches = (unsigned)num_arg(argc, argv, i++, 1000000);
+        else if (strcmp(argv[i], "--blocks") == 0)
+            blocks = (unsigned)num_arg(argc, argv, i++, 65535);
+        else if (strcmp(argv[i], "--us") == 0)
+            ns = num_arg(argc, argv, i++, 10000000) * 1000;
+        else if (strcmp(argv[i], "--procs") == 0)
+            procs = (unsigned)num_arg(argc, argv, i++, 4096);
+        else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
+            kernel = argv[++i];
+        else if (strcmp(argv[i], "--barrier") == 0 && i + 1 < argc)
+            barrier = argv[++i];
+        else
+            usage();
+    }
+    int spin = strcmp(kernel, "spin_ns") == 0;
+    if (!spin && strcmp(kernel, "delay_set") != 0) usage();
+
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+
+    char path[PATH_MAX + 32];
+    if (spin)
+        image_path("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", path, sizeof path);
+    else
+        image_path("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", path, sizeof path);
+    char *ptx = read_file(path);
+    CUmodule mod;
+    CUfunction f;
+    CK(cuModuleLoadData(&mod, ptx));
+    free(ptx);
+    CK(cuModuleGetFunction(&f, mod, kernel));
+    CUstream stream;
+    CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr flag;
+    CK(cuMemAlloc(&flag, sizeof(unsigned)));
+    unsigned value = 1;
+    unsigned long long zero = 0;
+    void *warm_args[] = {spin ? (void *)&zero : (void *)&flag, &value, &zero};
+    void *args[] = {spin ? (void *)&ns : (void *)&flag, &value, &ns};
+
+    /* A zero-length launch first, outside the timing: lazy loading happens here. */
+    CK(cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, stream, warm_args, NULL));
+    CK(cuStreamSynchronize(stream));
+    if (barrier) barrier_wait(barrier, procs);
+
+    uint64_t t0 = now_ns();
+    for (unsigned i = 0; i < launches; i++)
+        CK(cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, stream, args, NULL));
+    CK(cuStreamSynchronize(stream));
+    uint64_t t1 = now_ns();
+
+    printf("# overlap: pid %d, %u launches of %s, %u blocks x %llu us, %u processes\n",
+           (int)getpid(), launches, kernel, blocks, ns / 1000, procs);
+    printf("# window_ns %llu %llu\n", (unsigned long long)t0, (unsigned long long)t1);
+    printf("metric kernel_time_s %.6f s\n", (double)(t1 - t0) / 1e9);
+    CK(cuMemFree(flag));
+    CK(cuStreamDestroy(stream));
+    CK(cuModuleUnload(mod));
+    CK(cuDevicePrimaryCtxRelease(dev));
+    return 0;
+}

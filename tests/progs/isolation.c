@@ -1,0 +1,210 @@
+/* isolation: one client cannot use another client's memory or handles through the API.
+ *
+ * The process forks before any CUDA call; each side then initialises CUDA on its own.
+ * A allocates memory and creates a stream, an event, a module and a function, sends those
+ * values to B through a pipe and waits. B tries to use each of them; every call must fail
+ * (any error; which one is not printed) and nothing may crash. Then A checks that its memory
+ * is intact and its handles still work.
+ *
+ * Natively another process's handles are dangling pointers that may crash the real driver,
+ * so this runs only through the shim. */
+#include "tests/progs/common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BYTES (1 << 20)
+#define SEED 0xa11ce
+
+/* What A sends to B: raw handle and pointer values. */
+struct handles {
+    uint64_t dptr, stream, event, module, func;
+};
+
+static void write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        REQUIRE(w > 0, "pipe write: %s", strerror(errno));
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+/* 1 when n bytes were read, 0 at end of file. */
+static int read_all(int fd, void *p, size_t n)
+{
+    char *c = p;
+    while (n) {
+        ssize_t r = read(fd, c, n);
+        if (r < 0 && errno == EINTR) continue;
+        REQUIRE(r >= 0, "pipe read: %s", strerror(errno));
+        if (r == 0) return 0;
+        c += r;
+        n -= (size_t)r;
+    }
+    return 1;
+}
+
+/* Each call on A's values must fail; the line says which call was refused. */
+#define REFUSED(call, what)                                                                        \
+    do {                                                                                           \
+        EXPECT_ERR(call);                                                                          \
+        t_ok("B: %s refused", what);                                                               \
+    } while (0)
+
+static void run_b(int from_a, int to_a)
+{
+    struct handles h;
+    REQUIRE(read_all(from_a, &h, sizeof h), "B: A sent no handles");
+    CUdeviceptr adptr = (CUdeviceptr)h.dptr;
+    CUstream as = (CUstream)(uintptr_t)h.stream;
+    CUevent aev = (CUevent)(uintptr_t)h.event;
+    CUmodule amod = (CUmodule)(uintptr_t)h.module;
+    CUfunction af = (CUfunction)(uintptr_t)h.func;
+
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    CUmodule mine_mod = t_load_module("kernels.ptx");
+    CUfunction mine_inc = t_get_function(mine_mod, "inc_u32");
+    CUdeviceptr mine;
+    CHECK(cuMemAlloc(&mine, BYTES));
+    CHECK(cuMemsetD8(mine, 0, BYTES));
+    t_ok("B: set up");
+
+    static unsigned char buf[4096];
+    memset(buf, 0xbb, sizeof buf);
+    REFUSED(cuMemcpyDtoH(buf, adptr, sizeof buf), "cuMemcpyDtoH from A's memory");
+    REFUSED(cuMemcpyHtoD(adptr, buf, sizeof buf), "cuMemcpyHtoD to A's memory");
+    REFUSED(cuMemsetD8(adptr, 0, sizeof buf), "cuMemsetD8 on A's memory");
+    REFUSED(cuMemcpyDtoD(mine, adptr, sizeof buf), "cuMemcpyDtoD from A's memory");
+    REFUSED(cuMemcpyDtoD(adptr, mine, sizeof buf), "cuMemcpyDtoD to A's memory");
+    REFUSED(cuMemcpy((CUdeviceptr)(uintptr_t)buf, adptr, sizeof buf), "cuMemcpy from A's memory");
+    CUdeviceptr base;
+    size_t size;
+    REFUSED(cuMemGetAddressRange(&base, &size, adptr), "cuMemGetAddressRange of A's memory");
+    REFUSED(cuMemFree(adptr), "cuMemFree of A's memory");
+    REFUSED(cuStreamSynchronize(as), "cuStreamSynchronize on A's stream");
+    REFUSED(cuStreamQuery(as), "cuStreamQuery on A's stream");
+    REFUSED(cuEventSynchronize(aev), "cuEventSynchronize on A's event");
+    REFUSED(cuEventQuery(aev), "cuEventQuery on A's event");
+    REFUSED(cuStreamWaitEvent(NULL, aev, 0), "cuStreamWaitEvent on A's event");
+    REFUSED(cuEventRecord(aev, NULL), "cuEventRecord of A's event");
+    CUfunction f;
+    REFUSED(cuModuleGetFunction(&f, amod, "inc_u32"), "cuModuleGetFunction in A's module");
+    unsigned long long n = 1024;
+    void *args[] = {&mine, &n};
+    REFUSED(cuLaunchKernel(af, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL),
+            "cuLaunchKernel of A's function");
+    REFUSED(cuLaunchKernel(mine_inc, 1, 1, 1, 32, 1, 1, 0, as, args, NULL),
+            "cuLaunchKernel on A's stream");
+    REFUSED(cuStreamDestroy(as), "cuStreamDestroy of A's stream");
+    REFUSED(cuEventDestroy(aev), "cuEventDestroy of A's event");
+    REFUSED(cuModuleUnload(amod), "cuModuleUnload of A's module");
+
+    /* The refusals left B itself working. */
+    CHECK(cuLaunchKernel(mine_inc, 1, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CHECK(cuCtxSynchronize());
+    uint32_t w[1024];
+    CHECK(cuMemcpyDtoH(w, mine, sizeof w));
+    for (int i = 0; i < 1024; i++)
+        REQUIRE(w[i] == 1, "B: own buffer word %d is %u after inc_u32", i, w[i]);
+    t_ok("B: its own work still runs");
+
+    CHECK(cuMemFree(mine));
+    CHECK(cuModuleUnload(mine_mod));
+    CHECK(cuDevicePrimaryCtxRelease(dev));
+    char done = 1;
+    write_all(to_a, &done, 1);
+}
+
+static void run_a(int to_b, int from_b, pid_t b)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction inc = t_get_function(mod, "inc_u32");
+    CUdeviceptr p;
+    CUstream s;
+    CUevent ev;
+    CHECK(cuMemAlloc(&p, BYTES));
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    uint32_t *host = malloc(BYTES);
+    REQUIRE(host, "out of host memory");
+    t_fill_pattern(host, BYTES, SEED);
+    CHECK(cuMemcpyHtoD(p, host, BYTES));
+    CHECK(cuEventRecord(ev, s));
+    CHECK(cuStreamSynchronize(s));
+    t_ok("A: set up");
+
+    struct handles h = {(uint64_t)p, (uint64_t)(uintptr_t)s, (uint64_t)(uintptr_t)ev,
+                        (uint64_t)(uintptr_t)mod, (uint64_t)(uintptr_t)inc};
+    write_all(to_b, &h, sizeof h);
+    char done = 0;
+    int got = read_all(from_b, &done, 1);
+    int status = 0;
+    REQUIRE(waitpid(b, &status, 0) == b, "waitpid: %s", strerror(errno));
+    REQUIRE(!WIFSIGNALED(status), "B was killed by signal %d", WTERMSIG(status));
+    REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got, "B failed (exit status %d)",
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+
+    memset(host, 0, BYTES);
+    CHECK(cuMemcpyDtoH(host, p, BYTES));
+    REQUIRE(t_pattern_mismatch(host, BYTES, SEED) == SIZE_MAX, "A: memory changed by B");
+    t_ok("A: memory intact");
+
+    CHECK(cuStreamQuery(s));
+    CHECK(cuEventSynchronize(ev));
+    unsigned long long n = BYTES / 4;
+    void *args[] = {&p, &n};
+    CHECK(cuLaunchKernel(inc, 64, 1, 1, 256, 1, 1, 0, s, args, NULL));
+    CHECK(cuEventRecord(ev, s));
+    CHECK(cuEventSynchronize(ev));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(host, p, BYTES));
+    for (unsigned long long i = 0; i < n; i++)
+        REQUIRE(host[i] == t_pattern_at(SEED, i) + 1, "A: word %llu wrong after inc_u32", i);
+    CUfunction f;
+    CHECK(cuModuleGetFunction(&f, mod, "vec_add"));
+    t_ok("A: stream, event, module and function still work");
+
+    CHECK(cuEventDestroy(ev));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuMemFree(p));
+    CHECK(cuModuleUnload(mod));
+    CHECK(cuDevicePrimaryCtxRelease(dev));
+    free(host);
+}
+
+int main(void)
+{
+    t_init("isolation", 120);
+    const char *pre = getenv("LD_PRELOAD");
+    if (!pre || !strstr(pre, "libmpsshim")) t_skip("needs the shim");
+
+    int a2b[2], b2a[2];
+    REQUIRE(pipe(a2b) == 0 && pipe(b2a) == 0, "pipe: %s", strerror(errno));
+    fflush(stdout);
+    pid_t b = fork();
+    REQUIRE(b >= 0, "fork: %s", strerror(errno));
+    if (b == 0) {
+        close(a2b[1]);
+        close(b2a[0]);
+        alarm(100); /* the watchdog's alarm does not survive fork */
+        run_b(a2b[0], b2a[1]);
+        exit(0);
+    }
+    close(a2b[0]);
+    close(b2a[1]);
+    run_a(a2b[1], b2a[0], b);
+    t_pass();
+}

@@ -1,0 +1,19 @@
+# Test programs: plain C against the CUDA driver API, linked with the toolkit's stub
+# libcuda. The same binaries run natively on a GPU, through the shim on a GPU, and through
+# the shim against the CPU test driver; tests/progs/programs.txt says which runs to make.
+PROGS_NAMES  := vecadd memcpy_all streams_events modules launch contexts multithread \
+                isolation smallkern copy_victim hold
+PROGS_BIN    := $(addprefix $(B)/tests/,$(PROGS_NAMES))
+PROGS_COMMON := $(B)/progs/common.o
+PROGS_HDR    := tests/progs/common.h
+
+all: $(PROGS_BIN)
+
+$(PROGS_COMMON): tests/progs/common.c $(PROGS_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# Order-only on the kernel images so that a program built alone is ready to run.
+$(PROGS_BIN): $(B)/tests/%: tests/progs/%.c $(PROGS_COMMON) $(PROGS_HDR) | $(KERNELS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(PROGS_COMMON) $(LDFLAGS) $(CUDA_STUB)
