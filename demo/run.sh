@@ -36,6 +36,7 @@ if [ "$gpu" = 1 ]; then
 fi
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
+sleep 0.5 # the server notices the clients' exits asynchronously
 echo
 echo "server log:"
 sed 's/^/  /' "$WORK/log/server.log"

@@ -101,9 +101,9 @@ static void move_rows(struct pack *p, const struct chan_chunk *ch, uint8_t *buf)
         uint8_t *h = host_at(p->host, ch->x, ch->y + r, ch->z);
         uint8_t *b = buf + r * ch->nbytes;
         if (p->to_wire)
-            memcpy(b, h, ch->nbytes);
+            shim_pcopy(b, h, ch->nbytes);
         else
-            memcpy(h, b, ch->nbytes);
+            shim_pcopy(h, b, ch->nbytes);
     }
 }
 

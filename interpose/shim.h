@@ -98,6 +98,12 @@ uint16_t shim_thread_no(void);
 /* Uploads `len` bytes with CHAN_OP_BLOB records, ahead of an operation that uses them. */
 CUresult shim_upload(const void *data, size_t len);
 
+/* ---------------------------------------------------------------- pcopy.c */
+
+/* memcpy of host memory, split over helper threads when large. One caller at a time
+ * (the staging lock serialises the callers). */
+void shim_pcopy(void *dst, const void *src, size_t n);
+
 /* ---------------------------------------------------------------- context.c */
 
 struct shim_ctx;

@@ -222,6 +222,7 @@ static void cleanup(struct srv_client *c)
     free(c->allocs);
     free(c->blob);
     free(c->rec);
+    free(c->scratch);
     if (c->shm) {
         /* Tell a client that is still there (server quitting) to stop waiting. */
         atomic_store(&c->ch.shm->dead, 1);

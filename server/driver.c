@@ -3,7 +3,9 @@
 #include "server/driver.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +29,16 @@ int srv_drv_load(const char *path, char *resolved, size_t len)
         snprintf(resolved, len, "%s", lm->l_name);
     else
         snprintf(resolved, len, "%s", path ? path : "libcuda.so.1");
+    /* Never itself: a libcuda.so.1 that is really the shim (a symlink on the search path)
+     * would have the server call its own clients' entry points. */
+    char real[4096];
+    if (realpath(resolved, real) && strstr(real, "libmpsshim")) {
+        snprintf(resolved, len, "%s is the mpsshim client library, not a CUDA driver: set "
+                                "MPSSHIM_DRIVER to the real libcuda.so.1",
+                 real);
+        dlclose(h);
+        return -1;
+    }
     for (int i = 0; i < SHIM_NCALLS; i++)
         srv_drv_fns[i] = dlsym(h, shim_calls[i].name);
     if (!srv_drv_fns[SHIM_ID_cuInit]) {

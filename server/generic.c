@@ -103,8 +103,7 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     int id = r->op;
     const struct shim_call *d = &shim_calls[id];
     int lane = (r->flags & CHAN_RF_REPLY) ? r->lane : -1;
-    uint8_t scratch[CHAN_LANE_DATA];
-    uint8_t *out = lane >= 0 ? srv_lane_data(c, lane) : scratch;
+    uint8_t *out = srv_lane_data(c, lane);
     struct chan_args a;
     a.out_len = 0;
     CUresult res;

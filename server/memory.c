@@ -207,10 +207,17 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (len != sizeof(m))
         goto out;
     memcpy(&m, p, sizeof(m));
-    if (m.bytes == 0 || m.bytes > (1ull << 38))
+    if (m.bytes == 0 || m.bytes > (1ull << 40))
         goto out;
     size = (m.bytes + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
     res = CUDA_ERROR_OUT_OF_MEMORY;
+    /* Pinned pages cannot be reclaimed: one client must not pin the machine's memory away
+     * (the kernel would kill the server, the biggest process, and every client with it). */
+    if (atomic_load(&c->stats.pinned) + size > srv.max_pinned) {
+        srv_log("Client process %d: pinned host memory limit (%llu MiB) reached", (int)c->pid,
+                (unsigned long long)(srv.max_pinned >> 20));
+        goto out;
+    }
     if (!(addr = host_take(size, m.avoid)))
         goto out;
     fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -226,7 +233,9 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
         goto fail;
     struct srv_alloc a = {.base = addr, .size = m.bytes, .kind = SRV_ALLOC_HOST,
                           .ctx = c->cur->id, .mapped = size};
+    atomic_fetch_add(&c->stats.pinned, size);
     if (srv_alloc_add(c, &a) != 0) {
+        atomic_fetch_sub(&c->stats.pinned, size);
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
         res = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail;
@@ -234,6 +243,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     /* The fd goes first: the client reads it right after the reply. */
     if (send_fd(c->sock, fd) != 0) {
         srv_alloc_remove(c, addr, NULL);
+        atomic_fetch_sub(&c->stats.pinned, size);
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
         res = CUDA_ERROR_OPERATING_SYSTEM;
         goto fail;
@@ -255,7 +265,7 @@ out:
 
 void srv_host_release(struct srv_client *c, struct srv_alloc *a)
 {
-    (void)c;
+    atomic_fetch_sub(&c->stats.pinned, a->mapped);
     DRV(cuMemHostUnregister)((void *)(uintptr_t)a->base);
     host_give(a->base, a->mapped);
 }

@@ -126,6 +126,7 @@ struct srv_stats {
     _Atomic uint64_t bytes_copied;
     _Atomic uint64_t calls;
     _Atomic uint64_t mem_in_use;
+    _Atomic uint64_t pinned; /* pinned host bytes */
 };
 
 struct srv_client {
@@ -173,6 +174,9 @@ struct srv_client {
     CUevent slot_ev[CHAN_NSLOTS]; /* DMA of the chunk last issued from/into each slot */
     int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
     uint8_t *rec;       /* the record being replayed (copied out of the ring) */
+    uint8_t *scratch;   /* stands in for the lane of a record that asked for no reply */
+    uint16_t first_thread; /* client thread number of the first record */
+    int many_threads;      /* records came from more than one client thread */
 
     struct srv_stats stats;
 };
@@ -192,6 +196,8 @@ struct srv {
     unsigned max_clients;
     _Atomic int quitting;
     uint64_t idle_spin_ns;
+    int block_sync; /* single-threaded clients' syncs block in the driver (see waits.c) */
+    uint64_t max_pinned; /* pinned host bytes one client may hold */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
     /* Context limits as the server started (the floor when clients leave); the real limit
      * is the largest of this and what live clients set. Guarded by limits_lock. */

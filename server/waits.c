@@ -14,6 +14,16 @@ static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len)
     srv_reply(c, lane, r, len);
 }
 
+/* A client that has only ever called from one thread is blocked in this very wait and can
+ * send nothing else: the worker may then block in the driver's own synchronisation, which
+ * wakes faster than polling. Any other client is polled, so that one of its threads
+ * waiting for the GPU never holds up the others (which might even be the ones to release
+ * the work waited for). */
+static int may_block(struct srv_client *c)
+{
+    return srv.block_sync && !c->many_threads && !chan_ring_pending(&c->ch);
+}
+
 static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
 {
     struct srv_wait *w = calloc(1, sizeof(*w));
@@ -50,6 +60,11 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, CUstream st
 
 CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
+    if (may_block(c)) {
+        CUresult r = DRV(cuStreamSynchronize)(s->real);
+        finish(c, lane, r, r == CUDA_SUCCESS ? len : 0);
+        return CUDA_SUCCESS;
+    }
     struct srv_wait *w = new_wait(c, lane, len);
     if (!w) {
         /* No memory for a wait: block instead. */
@@ -95,7 +110,13 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
         }
     }
     c->nretired = j;
-    if (r != CUDA_SUCCESS || w->nev == 0) {
+    if (r == CUDA_SUCCESS && may_block(c))
+        for (int i = 0; i < w->nev; i++) {
+            CUresult q = DRV(cuEventSynchronize)(w->ev[i]);
+            if (q != CUDA_SUCCESS && r == CUDA_SUCCESS)
+                r = q;
+        }
+    if (r != CUDA_SUCCESS || w->nev == 0 || may_block(c)) {
         for (int i = 0; i < w->nev; i++)
             srv_event_give(c, w->ev[i]);
         free(w);
@@ -109,6 +130,10 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 
 CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane)
 {
+    if (may_block(c)) {
+        finish(c, lane, DRV(cuEventSynchronize)(ev), 0);
+        return CUDA_SUCCESS;
+    }
     CUresult q = DRV(cuEventQuery)(ev);
     if (q != CUDA_ERROR_NOT_READY) {
         finish(c, lane, q, 0);

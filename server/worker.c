@@ -7,6 +7,9 @@
 
 uint8_t *srv_lane_data(struct srv_client *c, int lane)
 {
+    /* A record sent without a reply lane still gets its answer written somewhere. */
+    if (lane < 0 || lane >= CHAN_NLANES)
+        return c->scratch;
     return c->ch.lanes[lane].data;
 }
 
@@ -254,6 +257,10 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
     if (c->cur)
         srv_use_device(c->cur->device);
     atomic_fetch_add_explicit(&c->stats.calls, 1, memory_order_relaxed);
+    if (!c->first_thread)
+        c->first_thread = r->thread;
+    else if (r->thread != c->first_thread)
+        c->many_threads = 1;
     if (r->op < SHIM_NCALLS) {
         srv_generic(c, r, p, len);
         return 0;
@@ -268,7 +275,8 @@ void *srv_worker_main(void *arg)
 {
     struct srv_client *c = arg;
     c->rec = malloc(CHAN_REC_MAX);
-    if (!c->rec)
+    c->scratch = malloc(CHAN_LANE_DATA);
+    if (!c->rec || !c->scratch)
         return NULL;
     uint64_t idle_since = 0;
     unsigned backoff_us = 0;

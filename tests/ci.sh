@@ -85,6 +85,7 @@ say "mpsshim CI tier: CPU test driver behind the server (no GPU; nothing here me
 
 # ---------------------------------------------------------------- no server needed
 run_test unit-channel 60 "$B/tests/unit/channel_test"
+run_test unit-allocs 60 "$B/tests/unit/allocs_test"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
 run_test no-server-error 30 bash -c '
@@ -165,6 +166,7 @@ else
     run_test refuse-other-version 30 "$B/tests/unit/rawclient" version
     run_test drop-garbage-client 30 "$B/tests/unit/rawclient" garbage
     run_test drop-silent-client 30 "$B/tests/unit/rawclient" silent
+    run_test fuzz-records 120 "$B/tests/unit/rawclient" fuzz 1 20000
     run_test serves-after-bad-clients 60 env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 1000
 
     # Another user's client is refused with a message that says so.

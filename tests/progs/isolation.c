@@ -118,6 +118,18 @@ static void run_b(int from_a, int to_a)
         REQUIRE(w[i] == 1, "B: own buffer word %d is %u after inc_u32", i, w[i]);
     t_ok("B: its own work still runs");
 
+    /* Its own handles, once destroyed, are refused too (nothing is created in between, so
+     * they cannot have been reused). The real driver may crash here, hence shim only. */
+    CUstream sd;
+    CUevent ed;
+    CHECK(cuStreamCreate(&sd, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&ed, CU_EVENT_DEFAULT));
+    CHECK(cuStreamDestroy(sd));
+    CHECK(cuEventDestroy(ed));
+    REFUSED(cuStreamQuery(sd), "cuStreamQuery on a destroyed stream");
+    REFUSED(cuEventQuery(ed), "cuEventQuery on a destroyed event");
+    REFUSED(cuMemFree(mine + 4), "cuMemFree inside an allocation");
+
     CHECK(cuMemFree(mine));
     CHECK(cuModuleUnload(mine_mod));
     CHECK(cuDevicePrimaryCtxRelease(dev));

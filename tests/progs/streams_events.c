@@ -329,7 +329,8 @@ static void ctx_sync_all(CUstream *streams, int n, CUdeviceptr flags)
 }
 
 /* Work queued on a stream destroyed right away still runs; cuCtxSynchronize waits for it.
- * Then a destroyed stream and a destroyed event are refused. */
+ * (Using the destroyed handles afterwards is undefined with the real driver, which may
+ * crash; that the shim refuses them is checked by `isolation`, which runs only there.) */
 static void destroyed(CUdeviceptr flag)
 {
     CUstream sd;
@@ -347,12 +348,6 @@ static void destroyed(CUdeviceptr flag)
     t_ok("work queued before cuStreamDestroy completes; cuCtxSynchronize waits for it");
 
     CHECK(cuEventDestroy(ed));
-    /* Nothing is created between the destroys and these calls, so the handles cannot have
-     * been reused. Any error is right; success or a crash is not. */
-    EXPECT_ERR(cuStreamQuery(sd));
-    t_ok("a destroyed stream is refused");
-    EXPECT_ERR(cuEventQuery(ed));
-    t_ok("a destroyed event is refused");
 }
 
 int main(void)

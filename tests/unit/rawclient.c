@@ -3,6 +3,9 @@
  *   rawclient garbage   valid handshake, then malformed records: the server must drop this
  *                       client (and keep serving others)
  *   rawclient silent    connects and says nothing: the server must time the handshake out
+ *   rawclient fuzz S N  N records of random operations and payloads (seed S), over as many
+ *                       sessions as it takes (the server hangs up on protocol errors); the
+ *                       server must survive (the CI tier then checks it still serves)
  * Exit 0 when the server behaved as it must. Uses $MPSSHIM_PIPE_DIRECTORY. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -129,14 +132,119 @@ static int silent(void)
     return n == 0 ? 0 : 1;
 }
 
+/* Gives up waiting for ring space after a deadline: a fuzzed record may have parked the
+ * server's worker on a staging wait that this client never feeds. */
+static uint64_t give_up_at;
+static int before_deadline(void *arg)
+{
+    (void)arg;
+    return chan_now_ns() < give_up_at;
+}
+
+static uint64_t rnd_state;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+/* One session: handshake, a context, then random records until `left` runs out or the
+ * server hangs up. Returns the records sent. */
+static long fuzz_session(long left)
+{
+    int s = dial();
+    struct chan_hello h = hello();
+    struct chan_welcome w;
+    int fd;
+    if (send(s, &h, sizeof(h), 0) != sizeof(h) || recv_welcome(s, &w, &fd) != 0 ||
+        w.status != CHAN_WELCOME_OK || fd < 0) {
+        close(s);
+        return -1;
+    }
+    void *base = mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        close(s);
+        return -1;
+    }
+    struct chan c;
+    chan_attach(&c, base);
+    struct chan_wait wt = {.spin_ns = 1000, .alive = before_deadline};
+    give_up_at = chan_now_ns() + 2000000000ull;
+    long sent = 0;
+    /* A context, so that handlers get past their first check. */
+    struct chan_rec *r = chan_ring_reserve(&c, sizeof(*r) + sizeof(struct chan_ctx), &wt);
+    if (r) {
+        struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
+        r->op = CHAN_OP_CTX_CREATE;
+        memcpy(r + 1, &cx, sizeof(cx));
+        chan_ring_publish(&c, r);
+    }
+    while (sent < left) {
+        char b;
+        ssize_t n = recv(s, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0)
+            break; /* the server dropped us */
+        uint32_t len = (uint32_t)(rnd() % 512);
+        if (rnd() % 8 == 0)
+            len = (uint32_t)(rnd() % (CHAN_REC_MAX - sizeof(*r)));
+        r = chan_ring_reserve(&c, (uint32_t)sizeof(*r) + len, &wt);
+        if (!r)
+            break;
+        uint64_t pick = rnd();
+        r->op = pick % 3 == 0 ? (uint16_t)(rnd() % SHIM_NCALLS)
+                              : (uint16_t)(CHAN_OP_BASE + 1 + rnd() % (CHAN_OP_END - CHAN_OP_BASE - 1));
+        r->flags = (uint16_t)(rnd() % 4);
+        r->lane = (uint16_t)(rnd() % (CHAN_NLANES + 2));
+        r->thread = (uint16_t)(rnd() % 4);
+        r->ctx = rnd() % 4 == 0 ? (uint32_t)rnd() : 1;
+        uint8_t *p = (uint8_t *)(r + 1);
+        for (uint32_t k = 0; k < len; k++)
+            p[k] = (uint8_t)rnd();
+        /* Sometimes small integers, which pass more length and range checks. */
+        if (rnd() % 2)
+            for (uint32_t k = 0; k + 8 <= len; k += 8) {
+                uint64_t v = rnd() % 64;
+                memcpy(p + k, &v, 8);
+            }
+        chan_ring_publish(&c, r);
+        sent++;
+    }
+    munmap(base, w.shm_size);
+    close(s);
+    return sent;
+}
+
+static int fuzz(uint64_t seed, long n)
+{
+    rnd_state = seed ? seed : 1;
+    long total = 0;
+    int sessions = 0;
+    while (total < n) {
+        long k = fuzz_session(n - total);
+        if (k < 0) {
+            fprintf(stderr, "the server refused a session after %ld records: it died?\n", total);
+            return 1;
+        }
+        total += k > 0 ? k : 1;
+        sessions++;
+    }
+    printf("%ld random records in %d sessions\n", total, sessions);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "fuzz") == 0)
+        return fuzz(strtoull(argv[2], NULL, 10), atol(argv[3]));
     if (argc == 2 && strcmp(argv[1], "version") == 0)
         return version();
     if (argc == 2 && strcmp(argv[1], "garbage") == 0)
         return garbage();
     if (argc == 2 && strcmp(argv[1], "silent") == 0)
         return silent();
-    fprintf(stderr, "usage: rawclient version|garbage|silent\n");
+    fprintf(stderr, "usage: rawclient version|garbage|silent|fuzz SEED N\n");
     return 2;
 }

@@ -13,3 +13,10 @@ all: $(B)/tests/unit/rawclient
 $(B)/tests/unit/rawclient: $(B)/obj/tests/unit/rawclient.o $(CHANNEL_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
+
+UNIT_BINS += $(B)/tests/unit/allocs_test
+all: $(B)/tests/unit/allocs_test
+
+$(B)/tests/unit/allocs_test: $(B)/obj/tests/unit/allocs_test.o $(B)/obj/server/allocs.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS)
