@@ -1,0 +1,497 @@
+// cpudrv: a CPU implementation of the CUDA driver API, used as a test double for
+// mpsshim-server on machines without a GPU. Internal header shared by tests/cpudrv/*.c.
+//
+// Locking, in one place: one global mutex (cpudrv_big) protects every table (handles,
+// allocations, contexts, modules, events, device accounting). Each stream has its own
+// mutex for its queue and counters. Order: cpudrv_big before a stream mutex; never two
+// stream mutexes at once. Stream workers run operations with no lock held.
+#ifndef CPUDRV_H
+#define CPUDRV_H
+
+// Deprecated entry points (cuDeviceGetProperties...) are still exported by the driver.
+#define CUDA_ENABLE_DEPRECATED 1
+#include <cuda.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CPUDRV_MAX_DEVICES 8
+#define CPUDRV_SM_COUNT 132
+#define CPUDRV_SM_GRANULE 8
+#define CPUDRV_SHMEM_DEFAULT 49152
+#define CPUDRV_SHMEM_OPTIN 232448
+#define CPUDRV_PRIO_LEAST 0
+#define CPUDRV_PRIO_GREATEST (-5)
+// Launch attribute ids that streams store (CU_LAUNCH_ATTRIBUTE_MAX is internal to cuda.h).
+#define CPUDRV_STREAM_ATTRS 32
+
+/* ---------------------------------------------------------------- init.c */
+
+// Protects all tables (see the top of this file).
+extern pthread_mutex_t cpudrv_big;
+void cpudrv_lock(void);
+void cpudrv_unlock(void);
+
+// Fixed by cuInit, read-only afterwards.
+extern int cpudrv_ndev;
+extern size_t cpudrv_mem_bytes;
+
+// Per-device accounting; protected by cpudrv_big.
+struct cpudrv_device {
+    size_t used;
+    struct cpudrv_ctx *primary;
+};
+extern struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
+
+// CUDA_SUCCESS once cuInit succeeded, CUDA_ERROR_NOT_INITIALIZED before.
+CUresult cpudrv_ready(void);
+// CUDA_ERROR_INVALID_DEVICE unless dev is a valid ordinal (driver initialised).
+CUresult cpudrv_dev_check(CUdevice dev);
+// Prints "name -> result" on stderr when MPSSHIM_CPUDRV_TRACE=1; returns rc.
+CUresult cpudrv_trace(const char *fn, CUresult rc);
+#define TR(rc) cpudrv_trace(__func__, (rc))
+// Monotonic clock in nanoseconds.
+uint64_t cpudrv_now_ns(void);
+// Process-wide unique, never reused ids (contexts, streams, buffers).
+unsigned long long cpudrv_next_id(void);
+// Prints one line on stderr, always (load failures name the kernel they failed on).
+void cpudrv_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Counters for tests of the server ("one real context"); protected by cpudrv_big.
+struct cpudrv_stats {
+    unsigned long ctx_created, ctx_live, ctx_live_max;
+    unsigned long prim_activations, prim_active;
+    unsigned long green_created, green_live;
+};
+extern struct cpudrv_stats cpudrv_stats;
+// Rewrites $MPSSHIM_CPUDRV_STATS after a counter changed; cpudrv_big held.
+void cpudrv_stats_changed(void);
+
+/* ---------------------------------------------------------------- errors.c */
+
+// Enum name of rc, or NULL for an unknown code.
+const char *cpudrv_errname(CUresult rc);
+
+/* ---------------------------------------------------------------- registry.c */
+
+enum cpudrv_kind {
+    CPUDRV_K_CTX = 1,
+    CPUDRV_K_STREAM,
+    CPUDRV_K_EVENT,
+    CPUDRV_K_MODULE,
+    CPUDRV_K_FUNC,
+    CPUDRV_K_LIBRARY,
+    CPUDRV_K_ARRAY,
+    CPUDRV_K_GREEN,
+    CPUDRV_K_DESC,
+    CPUDRV_K_KERNEL,
+};
+
+// Header of every driver object. The handle given to callers is the object's address;
+// handles are only dereferenced after cpudrv_obj_find() found them live.
+struct cpudrv_obj {
+    int kind;
+    int refs;
+    int live;
+    struct cpudrv_ctx *ctx;
+    struct cpudrv_obj *hnext;
+    struct cpudrv_obj *prev, *next;
+    void (*release)(struct cpudrv_obj *);
+};
+
+// All below: cpudrv_big held.
+// Starts an object with one reference (the caller's), not yet visible as a handle.
+void cpudrv_obj_init(struct cpudrv_obj *o, int kind, struct cpudrv_ctx *ctx,
+                     void (*release)(struct cpudrv_obj *));
+// Makes the object a live handle; the handle table takes over the caller's reference.
+void cpudrv_obj_publish(struct cpudrv_obj *o);
+// The live object of that kind whose handle is h, or NULL (never dereferences h).
+void *cpudrv_obj_find(const void *h, int kind);
+// Ends the handle's life: removes it from the table and drops the table's reference.
+void cpudrv_obj_unpublish(struct cpudrv_obj *o);
+void cpudrv_obj_ref(struct cpudrv_obj *o);
+// Drops one reference; the last one calls o->release.
+void cpudrv_obj_put(struct cpudrv_obj *o);
+// Collects up to max live objects of a kind (0 = any) owned by ctx (NULL = any), each
+// with a reference taken; returns how many exist (may exceed max).
+size_t cpudrv_obj_collect(int kind, struct cpudrv_ctx *ctx, struct cpudrv_obj **out, size_t max);
+
+/* ---------------------------------------------------------------- context.c */
+
+struct cpudrv_green;
+
+struct cpudrv_ctx {
+    struct cpudrv_obj o;
+    int dev;
+    unsigned flags;
+    int primary;
+    unsigned prim_refs;
+    int active; // primary: retained at least once since the last reset/release
+    int dying;  // teardown in progress: new work is refused
+    int sticky; // CUresult of a fault in a kernel; read by workers without the lock
+    unsigned long long id;
+    size_t limits[CU_LIMIT_MAX];
+    CUfunc_cache cache;
+    struct cpudrv_stream *legacy;
+    struct cpudrv_stream *streams; // every stream of this context, via ctx_next
+    struct cpudrv_green *green;    // set when this is a green context's context
+};
+
+// Checks init and the calling thread's current context (live, not faulted). On success
+// returns CUDA_SUCCESS with cpudrv_big HELD and *out set; on failure the lock is not held.
+CUresult cpudrv_enter(struct cpudrv_ctx **out);
+// As cpudrv_enter, but a faulted (sticky) context is accepted.
+CUresult cpudrv_enter_any(struct cpudrv_ctx **out);
+// cpudrv_big held: the current context if live and active, else NULL.
+struct cpudrv_ctx *cpudrv_ctx_current(void);
+// cpudrv_big held: CUDA_SUCCESS, the context's sticky error, or INVALID_CONTEXT if dead.
+CUresult cpudrv_ctx_usable(struct cpudrv_ctx *c);
+// Records a fault raised by a kernel (sticky for the context, as on a GPU).
+void cpudrv_ctx_fault(struct cpudrv_ctx *c, CUresult err);
+// The context that owns memory and modules created while c is current (a green
+// context's resources belong to its device's primary context).
+struct cpudrv_ctx *cpudrv_ctx_owner(struct cpudrv_ctx *c);
+// cpudrv_big held: creates a context object (not current anywhere) on dev; kind is
+// 0 for cuCtxCreate, 1 for a primary context (inactive), 2 for a green context's.
+CUresult cpudrv_ctx_new(int dev, unsigned flags, int kind, struct cpudrv_ctx **out);
+// cpudrv_big held on entry and exit (dropped inside): waits for the context's work,
+// destroys its streams, events, modules, arrays and memory.
+void cpudrv_ctx_teardown(struct cpudrv_ctx *c);
+// cpudrv_big held: pops c from the calling thread's stack if it is there.
+void cpudrv_ctx_forget_current(struct cpudrv_ctx *c);
+// INVALID_VALUE unless flags are valid context creation flags.
+CUresult cpudrv_ctx_check_flags(unsigned flags);
+// cpudrv_big held: counts a context coming (1) or going (-1).
+void cpudrv_ctx_stats_live(long delta);
+// cpudrv_big held: resets a context's settings and gives it a legacy stream.
+CUresult cpudrv_ctx_activate(struct cpudrv_ctx *c);
+// cpudrv_big held: a live context handle (INVALID_CONTEXT otherwise).
+CUresult cpudrv_ctx_find(CUcontext ctx, struct cpudrv_ctx **out);
+// Retains/releases dev's primary context (also used by green contexts).
+CUresult cpudrv_primary_retain(int dev, struct cpudrv_ctx **out);
+void cpudrv_primary_release(int dev);
+
+/* ---------------------------------------------------------------- stream.c */
+
+struct cpudrv_stream;
+
+struct cpudrv_dep {
+    struct cpudrv_stream *s; // a reference is held
+    uint64_t seq;
+};
+
+struct cpudrv_op {
+    struct cpudrv_op *next;
+    struct cpudrv_stream *stream;
+    uint64_t seq;
+    // Executes on the stream's worker with no lock held; an error becomes the
+    // context's sticky error (kernel faults).
+    CUresult (*run)(struct cpudrv_op *op);
+    // Releases the payload (cpudrv_big held); may be NULL.
+    void (*fini)(struct cpudrv_op *op);
+    // 1 if the operation may access [lo, hi) (host memory being unregistered); may be NULL.
+    int (*touches)(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi);
+    unsigned ndeps, capdeps;
+    struct cpudrv_dep *deps;
+    _Alignas(16) unsigned char data[];
+};
+
+struct cpudrv_stream {
+    struct cpudrv_obj o;
+    unsigned flags;
+    int prio;
+    int legacy;    // the context's NULL stream
+    int perthread; // a per-thread default stream
+    unsigned long long id;
+    CUstreamAttrValue attr[CPUDRV_STREAM_ATTRS]; // cpudrv_big; stored, not enforced
+    struct cpudrv_stream *ctx_prev, *ctx_next;   // cpudrv_big
+    struct cpudrv_stream *all_prev, *all_next;   // cpudrv_big
+    pthread_mutex_t mu;                          // protects the fields below
+    pthread_cond_t cv;                           // broadcast on every completion and on dying
+    struct cpudrv_op *head, *tail;
+    uint64_t submitted, completed;
+    int worker; // a worker thread is running
+    int dying;  // destroyed: the worker exits once the queue is empty
+};
+
+// Allocates an operation with a zeroed payload of n bytes.
+struct cpudrv_op *cpudrv_op_new(size_t n);
+// Adds a dependency (takes a reference on s); cpudrv_big held.
+int cpudrv_op_dep(struct cpudrv_op *op, struct cpudrv_stream *s, uint64_t seq);
+// Frees an operation that was never submitted.
+void cpudrv_op_discard(struct cpudrv_op *op);
+// cpudrv_big held: resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+// or a created stream) for a caller whose current context is cur (may be NULL).
+CUresult cpudrv_stream_get(CUstream h, struct cpudrv_ctx *cur, struct cpudrv_stream **out);
+// cpudrv_big held: adds the legacy-stream dependencies and queues op (owned by the
+// stream from now on). Returns the op's sequence number.
+uint64_t cpudrv_stream_submit(struct cpudrv_stream *s, struct cpudrv_op *op);
+// No lock held, a reference on s held: waits until op seq of s has completed.
+void cpudrv_stream_wait(struct cpudrv_stream *s, uint64_t seq);
+// cpudrv_big held: 1 if op seq of s has completed.
+int cpudrv_stream_reached(struct cpudrv_stream *s, uint64_t seq);
+// cpudrv_big held: submits op, then waits (dropping and retaking cpudrv_big) until
+// it ran; returns the context's sticky error if the work faulted.
+CUresult cpudrv_stream_run_sync(struct cpudrv_stream *s, struct cpudrv_op *op);
+// Which streams a snapshot covers.
+enum cpudrv_snap {
+    CPUDRV_SNAP_CTX = 1,  // every stream of a context
+    CPUDRV_SNAP_ALL,      // every stream of the process
+    CPUDRV_SNAP_BLOCKING, // a context's legacy stream and its blocking streams
+};
+// cpudrv_big held: appends to deps (refs taken) the point each covered stream with
+// pending work has been submitted to.
+int cpudrv_stream_snapshot(struct cpudrv_ctx *ctx, enum cpudrv_snap which, struct cpudrv_dep **deps,
+                           unsigned *n, unsigned *cap);
+// cpudrv_big held: appends to deps, per stream, the last queued operation that may
+// access [lo, hi).
+int cpudrv_stream_snapshot_touching(uintptr_t lo, uintptr_t hi, struct cpudrv_dep **deps,
+                                    unsigned *n, unsigned *cap);
+// No lock held: waits for a snapshot, then drops its references (takes cpudrv_big).
+void cpudrv_deps_wait_release(struct cpudrv_dep *deps, unsigned n);
+// cpudrv_big held: 1 if every dependency has been reached.
+int cpudrv_deps_reached(const struct cpudrv_dep *deps, unsigned n);
+// cpudrv_big held: drops the references of a dependency list and frees it.
+void cpudrv_deps_release(struct cpudrv_dep *deps, unsigned n);
+// cpudrv_big held: creates a stream in ctx.
+CUresult cpudrv_stream_new(struct cpudrv_ctx *ctx, unsigned flags, int prio, int legacy,
+                           struct cpudrv_stream **out);
+// cpudrv_big held: ends a stream's handle; its queued work still runs.
+void cpudrv_stream_destroy(struct cpudrv_stream *s);
+// No lock held, reference on s held: waits until its queue is empty.
+void cpudrv_stream_drain(struct cpudrv_stream *s);
+
+/* ---------------------------------------------------------------- memory.c */
+
+enum cpudrv_mem_type {
+    CPUDRV_MEM_DEVICE = 1, // cuMemAlloc, cuMemAllocPitch, arrays are not here
+    CPUDRV_MEM_HOST,       // cuMemHostAlloc / cuMemAllocHost: pinned, device-mapped
+    CPUDRV_MEM_REGISTERED, // cuMemHostRegister: pinned, caller's memory
+    CPUDRV_MEM_GLOBAL,     // a module's __device__ variables
+};
+
+struct cpudrv_range {
+    uintptr_t base;
+    size_t size;
+    int type;
+    unsigned flags;
+    int dev;
+    struct cpudrv_ctx *ctx;
+    unsigned long long id;
+    void *map; // what to munmap (DEVICE/HOST); NULL otherwise
+    size_t maplen;
+};
+
+// All below: cpudrv_big held.
+// The range containing p, or NULL.
+const struct cpudrv_range *cpudrv_mem_find(uintptr_t p);
+// SUCCESS if [p, p+n) lies inside one range a kernel or copy engine may address
+// (device memory, globals, pinned host memory); else CUDA_ERROR_INVALID_VALUE.
+CUresult cpudrv_mem_check(uintptr_t p, size_t n);
+// 1 if [p, p+n) lies in pinned (allocated or registered) host memory.
+int cpudrv_mem_pinned(const void *p, size_t n);
+// 1 if p lies in any device-side range (device memory or globals).
+int cpudrv_mem_is_device(uintptr_t p);
+// Adds a range (used for module globals); SUCCESS or OUT_OF_MEMORY.
+CUresult cpudrv_mem_add(const struct cpudrv_range *r);
+// Removes the range starting exactly at base, if any.
+void cpudrv_mem_remove(uintptr_t base);
+// Frees every range owned by ctx (context teardown).
+void cpudrv_mem_free_ctx(struct cpudrv_ctx *ctx);
+// Maps anonymous, not-yet-committed memory for device storage; NULL on failure.
+void *cpudrv_mem_map(size_t n, size_t *maplen);
+// Unmaps storage once every stream on the machine passed its current point.
+void cpudrv_mem_unmap_later(void *map, size_t maplen);
+// Returns device bytes to the accounting / reserves them (OUT_OF_MEMORY if over).
+CUresult cpudrv_mem_reserve(int dev, size_t n);
+void cpudrv_mem_unreserve(int dev, size_t n);
+
+/* ---------------------------------------------------------------- copy.c */
+
+// A strided copy in host addresses (every CUDA address is a host address here).
+struct cpudrv_xfer {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t width, height, depth; // bytes, rows, slices
+    size_t dpitch, dslice, spitch, sslice;
+};
+
+// How a side of a copy was classified.
+enum cpudrv_side { CPUDRV_SIDE_DEVICE = 1, CPUDRV_SIDE_PINNED, CPUDRV_SIDE_PAGEABLE };
+
+// cpudrv_big held: copies x on stream s. async == 0: the call completes the copy
+// before returning (legacy-stream ordering); async == 1: stream-ordered with the real
+// driver's pageable-memory rules, given the host sides' classification. hold[] are
+// objects (arrays) to keep alive until the copy ran. Drops and retakes cpudrv_big.
+CUresult cpudrv_copy_submit(struct cpudrv_stream *s, const struct cpudrv_xfer *x, int async,
+                            int src_side, int dst_side, struct cpudrv_obj *hold0,
+                            struct cpudrv_obj *hold1);
+// cpudrv_big held: classifies a host pointer used by a copy.
+int cpudrv_host_side(const void *p, size_t n);
+// Performs x now (worker side).
+void cpudrv_xfer_run(const struct cpudrv_xfer *x);
+// Bytes spanned by one side of a transfer.
+size_t cpudrv_xfer_span(size_t width, size_t height, size_t depth, size_t pitch, size_t slice);
+
+/* ---------------------------------------------------------------- array.c */
+
+struct cpudrv_array {
+    struct cpudrv_obj o;
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    size_t elsize;
+    size_t wbytes, h, d; // row bytes, rows, slices (h, d at least 1)
+    unsigned char *mem;
+    void *map;
+    size_t maplen;
+};
+
+/* ---------------------------------------------------------------- module.c */
+
+struct cpudrv_param {
+    uint32_t off, size;
+};
+
+struct cpudrv_twin;
+struct cpudrv_module;
+struct cpudrv_library;
+
+struct cpudrv_func {
+    struct cpudrv_obj o;
+    struct cpudrv_module *mod;
+    char *name;
+    const struct cpudrv_twin *twin;
+    unsigned nparams;
+    struct cpudrv_param *params;
+    uint32_t argbytes;
+    int max_dyn_shmem;
+    int carveout;
+    int cluster[3];
+    int nonportable_cluster;
+    int cluster_policy;
+    CUfunc_cache cache;
+};
+
+struct cpudrv_global {
+    char *name;
+    size_t off, size;
+};
+
+// A library kernel (CUkernel): a handle of its own that names a function.
+struct cpudrv_kernel {
+    struct cpudrv_obj o;
+    struct cpudrv_func *f;
+};
+
+struct cpudrv_module {
+    struct cpudrv_obj o;
+    struct cpudrv_library *lib;
+    unsigned nfuncs;
+    struct cpudrv_func **funcs;
+    struct cpudrv_kernel **kernels; // library modules: one per function
+    unsigned nglobals;
+    struct cpudrv_global *globals;
+    unsigned char *gmem;
+    size_t gsize, gmaplen;
+    int ptx; // loaded from PTX (else from a cubin)
+};
+
+struct cpudrv_library {
+    struct cpudrv_obj o;
+    struct cpudrv_module *mod;
+};
+
+// What an image declares, before it becomes a module.
+struct cpudrv_img_kernel {
+    char *name;
+    unsigned nparams;
+    struct cpudrv_param *params;
+    int have_params; // layout known (PTX, or cubin .nv.info)
+};
+struct cpudrv_img_global {
+    char *name;
+    size_t size, align;
+    const unsigned char *init; // initial bytes inside the image (cubin), or NULL
+};
+struct cpudrv_image {
+    unsigned nk, ng;
+    struct cpudrv_img_kernel *k;
+    struct cpudrv_img_global *g;
+    int ptx;
+};
+
+// ptx.c: parses NUL-terminated PTX text.
+CUresult cpudrv_ptx_parse(const char *text, struct cpudrv_image *img, char *log, size_t logsz);
+// elf.c: parses a cubin of len bytes (0: take the size from its headers).
+CUresult cpudrv_elf_parse(const unsigned char *p, size_t len, struct cpudrv_image *img, char *log,
+                          size_t logsz);
+// fatbin.c: parses any image the driver accepts (PTX, cubin, fatbin, fatbin wrapper).
+CUresult cpudrv_image_parse(const void *image, size_t len, struct cpudrv_image *img, char *log,
+                            size_t logsz);
+void cpudrv_image_free(struct cpudrv_image *img);
+// 1 if [p, p+n) is mapped memory (images given without a length are checked with this).
+int cpudrv_readable(const void *p, size_t n);
+// Appends a formatted line to a log buffer (JIT logs).
+void cpudrv_logf(char *log, size_t logsz, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// cpudrv_big held: makes a module (with twins and globals) from a parsed image.
+CUresult cpudrv_module_create(const struct cpudrv_image *img, struct cpudrv_ctx *ctx,
+                              struct cpudrv_library *lib, struct cpudrv_module **out, char *log,
+                              size_t logsz);
+// cpudrv_big held: unloads (handles die now, storage when the last launch finished).
+void cpudrv_module_destroy(struct cpudrv_module *m);
+// A module global's storage, or NULL (size in *size).
+unsigned char *cpudrv_module_global(const struct cpudrv_module *m, const char *name, size_t *size);
+// cpudrv_big held: the function called name, or NULL.
+struct cpudrv_func *cpudrv_module_func(const struct cpudrv_module *m, const char *name);
+// cpudrv_big held: address and size of a module global (NOT_FOUND if none); either
+// output may be NULL.
+CUresult cpudrv_module_global_info(const struct cpudrv_module *m, const char *name,
+                                   CUdeviceptr *dptr, size_t *bytes);
+// INVALID_VALUE for a malformed JIT option list.
+CUresult cpudrv_jit_check(unsigned n, const CUjit_option *opt, void **val);
+// cpudrv_big held: a function handle, or a library kernel handle (CUkernel), or NULL.
+struct cpudrv_func *cpudrv_func_find(const void *h);
+// cpudrv_big held: the live library kernel whose handle is h, or NULL.
+struct cpudrv_kernel *cpudrv_kernel_find(const void *h);
+// Reads a whole file; CUDA_ERROR_FILE_NOT_FOUND if it cannot.
+CUresult cpudrv_read_file(const char *path, unsigned char **data, size_t *len);
+// Applies JIT options (log buffers, wall time) after a load with result rc.
+CUresult cpudrv_jit_options(unsigned n, const CUjit_option *opt, void **val, CUresult rc,
+                            const char *log);
+
+// func.c: resident blocks per SM for a block size and dynamic shared memory.
+int cpudrv_occupancy(int block, size_t shmem);
+
+/* ---------------------------------------------------------------- twins.c */
+
+struct cpudrv_launch {
+    const struct cpudrv_func *f;
+    struct cpudrv_module *mod;
+    unsigned grid[3], block[3];
+    unsigned shmem;
+    const unsigned char *args;
+    const int *dying; // the stream's context is being torn down: stop waiting
+};
+
+struct cpudrv_twin {
+    const char *name;
+    unsigned nparams;
+    uint32_t size[8], align[8];
+    CUresult (*run)(const struct cpudrv_launch *L);
+};
+
+// The CPU twin of a kernel, or NULL.
+const struct cpudrv_twin *cpudrv_twin_find(const char *name);
+
+/* ---------------------------------------------------------------- green.c */
+
+struct cpudrv_green {
+    struct cpudrv_obj o;
+    struct cpudrv_ctx *ctx;
+    int dev;
+    unsigned sms;
+    unsigned long long id;
+};
+
+#endif

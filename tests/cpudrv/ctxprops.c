@@ -1,0 +1,250 @@
+// Properties of contexts: device, flags, limits, cache and bank configuration, stream
+// priorities, ids, synchronisation.
+#include "cpudrv.h"
+
+// Device of the current context.
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter_any(&c);
+    if (rc) return TR(rc);
+    if (device)
+        *device = c->dev;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// cpudrv_big held: ctx, or the current context when ctx is NULL.
+static CUresult ctx_or_current(CUcontext ctx, struct cpudrv_ctx **out)
+{
+    if (!ctx) {
+        *out = cpudrv_ctx_current();
+        return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    }
+    CUresult rc = cpudrv_ctx_find(ctx, out);
+    if (!rc && cpudrv_ctx_usable(*out) == CUDA_ERROR_INVALID_CONTEXT)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    return rc;
+}
+
+// Device of ctx (NULL: the current context).
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!device) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    cpudrv_lock();
+    rc = ctx_or_current(ctx, &c);
+    if (!rc) *device = c->dev;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// cpudrv_big held on entry and exit: waits for every stream of c; its sticky error.
+static CUresult sync_ctx(struct cpudrv_ctx *c)
+{
+    struct cpudrv_dep *deps = NULL;
+    unsigned n = 0, cap = 0;
+    if (cpudrv_stream_snapshot(c, CPUDRV_SNAP_CTX, &deps, &n, &cap)) {
+        cpudrv_deps_release(deps, n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cpudrv_unlock();
+    cpudrv_deps_wait_release(deps, n);
+    cpudrv_lock();
+    return (CUresult)__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE);
+}
+
+// Waits for all work of the current context.
+CUresult cuCtxSynchronize(void)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter_any(&c);
+    if (rc) return TR(rc);
+    rc = sync_ctx(c);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Waits for all work of ctx (NULL: the current context).
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    struct cpudrv_ctx *c;
+    cpudrv_lock();
+    rc = ctx_or_current(ctx, &c);
+    if (!rc) rc = sync_ctx(c);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Flags of the current context.
+CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter_any(&c);
+    if (rc) return TR(rc);
+    if (flags)
+        *flags = c->flags;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Sets the current context's flags.
+CUresult cuCtxSetFlags(unsigned int flags)
+{
+    CUresult rc = cpudrv_ctx_check_flags(flags);
+    if (rc) return TR(rc);
+    struct cpudrv_ctx *c;
+    rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    c->flags = flags;
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// Stores a limit of the current context (nothing enforces them).
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    if ((unsigned)limit >= CU_LIMIT_MAX) return TR(CUDA_ERROR_INVALID_VALUE);
+    if (limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED)
+        return TR(CUDA_ERROR_UNSUPPORTED_LIMIT);
+    if (limit == CU_LIMIT_MAX_L2_FETCH_GRANULARITY && value > 128)
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    c->limits[limit] = value;
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// A limit of the current context.
+CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    if (!pvalue || (unsigned)limit >= CU_LIMIT_MAX) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    *pvalue = c->limits[limit];
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// Cache preference of the current context (stored only).
+CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+    if (!pconfig) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    *pconfig = c->cache;
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// Sets the cache preference of the current context.
+CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+    if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    c->cache = config;
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// Deprecated: shared memory bank size (always 4 bytes).
+CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+    if (!pConfig) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    cpudrv_unlock();
+    *pConfig = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+    return TR(CUDA_SUCCESS);
+}
+
+// Deprecated: accepted and ignored, as on devices without configurable banks.
+CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+    if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// Stream priorities: least 0, greatest -5 (either pointer may be NULL).
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    cpudrv_unlock();
+    if (leastPriority) *leastPriority = CPUDRV_PRIO_LEAST;
+    if (greatestPriority) *greatestPriority = CPUDRV_PRIO_GREATEST;
+    return TR(CUDA_SUCCESS);
+}
+
+// Process-unique id of ctx (NULL: the current context).
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!ctxId) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    cpudrv_lock();
+    rc = ctx_or_current(ctx, &c);
+    if (!rc) *ctxId = c->id;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// The context API version (3020 for every context since CUDA 3.2).
+CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!version) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    cpudrv_lock();
+    rc = ctx_or_current(ctx, &c);
+    cpudrv_unlock();
+    if (!rc) *version = 3020;
+    return TR(rc);
+}
+
+// SM-count affinity of the current context (a green context's share).
+CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
+{
+    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    pExecAffinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+    pExecAffinity->param.smCount.val = c->green ? c->green->sms : CPUDRV_SM_COUNT;
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// Nothing is persisted in an L2 here.
+CUresult cuCtxResetPersistingL2Cache(void)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}

@@ -1,0 +1,227 @@
+// Events: a record is an operation on a stream; waiting for an event is waiting for the
+// stream of its latest record to reach that operation.
+#include "cpudrv.h"
+
+#include <stdlib.h>
+
+struct cpudrv_event {
+    struct cpudrv_obj o;
+    unsigned flags;
+    // All protected by cpudrv_big.
+    unsigned long long gen;  // number of records so far
+    struct cpudrv_stream *s; // stream of the latest record (reference held), or NULL
+    uint64_t seq;            // its sequence number on s
+    uint64_t t_ns;           // when the record with generation t_gen executed
+    unsigned long long t_gen;
+};
+
+struct record {
+    struct cpudrv_event *e; // reference held
+    unsigned long long gen;
+};
+
+static void event_release(struct cpudrv_obj *o)
+{
+    struct cpudrv_event *e = (struct cpudrv_event *)o;
+    if (e->s) cpudrv_obj_put(&e->s->o);
+    free(e);
+}
+
+static struct cpudrv_event *find(CUevent h)
+{
+    return cpudrv_obj_find(h, CPUDRV_K_EVENT);
+}
+
+// Creates an event (flags: BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS with DISABLE_TIMING).
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (!phEvent || (Flags & ~known) ||
+        ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING)))
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    struct cpudrv_event *e = calloc(1, sizeof *e);
+    if (!e) {
+        cpudrv_unlock();
+        return TR(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    cpudrv_obj_init(&e->o, CPUDRV_K_EVENT, c, event_release);
+    e->flags = Flags;
+    cpudrv_obj_publish(&e->o);
+    cpudrv_unlock();
+    *phEvent = (CUevent)e;
+    return TR(CUDA_SUCCESS);
+}
+
+// Destroys an event; pending records and waits on it still complete.
+CUresult cuEventDestroy(CUevent hEvent)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    struct cpudrv_event *e = find(hEvent);
+    if (e) cpudrv_obj_unpublish(&e->o);
+    cpudrv_unlock();
+    return TR(e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE);
+}
+
+static CUresult record_run(struct cpudrv_op *op)
+{
+    struct record *r = (struct record *)op->data;
+    uint64_t t = cpudrv_now_ns();
+    cpudrv_lock();
+    if (r->gen > r->e->t_gen) {
+        r->e->t_gen = r->gen;
+        r->e->t_ns = t;
+    }
+    cpudrv_unlock();
+    return CUDA_SUCCESS;
+}
+
+static void record_fini(struct cpudrv_op *op)
+{
+    struct record *r = (struct record *)op->data;
+    cpudrv_obj_put(&r->e->o);
+}
+
+static CUresult record(CUevent hEvent, CUstream hStream, unsigned flags)
+{
+    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = cpudrv_ready();
+    if (rc) return rc;
+    cpudrv_lock();
+    struct cpudrv_event *e = find(hEvent);
+    struct cpudrv_stream *s;
+    if (!e)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else
+        rc = cpudrv_stream_get(hStream, cpudrv_ctx_current(), &s);
+    struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct record));
+    if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        struct record *r = (struct record *)op->data;
+        r->e = e;
+        r->gen = e->gen + 1;
+        cpudrv_obj_ref(&e->o);
+        op->run = record_run;
+        op->fini = record_fini;
+        uint64_t seq = cpudrv_stream_submit(s, op);
+        if (!seq) {
+            rc = CUDA_ERROR_INVALID_HANDLE;
+        } else {
+            e->gen++;
+            cpudrv_obj_ref(&s->o);
+            if (e->s) cpudrv_obj_put(&e->s->o);
+            e->s = s;
+            e->seq = seq;
+        }
+    }
+    cpudrv_unlock();
+    return rc;
+}
+
+// Records the event on a stream: it completes when the stream's prior work has.
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    return TR(record(hEvent, hStream, 0));
+}
+
+// As cuEventRecord; CU_EVENT_RECORD_EXTERNAL (a graph-capture flag) is accepted.
+CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    return TR(record(hEvent, hStream, flags));
+}
+
+// cpudrv_big held: has the latest record of e completed (or was e never recorded)?
+static int done(struct cpudrv_event *e)
+{
+    return !e->s || cpudrv_stream_reached(e->s, e->seq);
+}
+
+// SUCCESS if the latest record completed (or none was made), NOT_READY otherwise.
+CUresult cuEventQuery(CUevent hEvent)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    struct cpudrv_event *e = find(hEvent);
+    if (!e)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (!done(e))
+        rc = CUDA_ERROR_NOT_READY;
+    else if (e->s)
+        rc = (CUresult)__atomic_load_n(&e->s->o.ctx->sticky, __ATOMIC_ACQUIRE);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Waits for the latest record of the event.
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    struct cpudrv_event *e = find(hEvent);
+    if (!e) {
+        cpudrv_unlock();
+        return TR(CUDA_ERROR_INVALID_HANDLE);
+    }
+    struct cpudrv_stream *s = e->s;
+    if (s) {
+        uint64_t seq = e->seq;
+        cpudrv_obj_ref(&s->o);
+        cpudrv_unlock();
+        cpudrv_stream_wait(s, seq);
+        cpudrv_lock();
+        rc = (CUresult)__atomic_load_n(&s->o.ctx->sticky, __ATOMIC_ACQUIRE);
+        cpudrv_obj_put(&s->o);
+    }
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Milliseconds between the executions of two completed records.
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!pMilliseconds) return TR(CUDA_ERROR_INVALID_VALUE);
+    cpudrv_lock();
+    struct cpudrv_event *a = find(hStart), *b = find(hEnd);
+    if (!a || !b || ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) || !a->gen || !b->gen)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (!done(a) || !done(b) || a->t_gen != a->gen || b->t_gen != b->gen)
+        rc = CUDA_ERROR_NOT_READY;
+    else
+        *pMilliseconds = (float)(((double)b->t_ns - (double)a->t_ns) / 1e6);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Makes all later work of the stream wait for the event's latest record.
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) return TR(CUDA_ERROR_INVALID_VALUE);
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    struct cpudrv_event *e = find(hEvent);
+    struct cpudrv_stream *s;
+    if (!e)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else
+        rc = cpudrv_stream_get(hStream, cpudrv_ctx_current(), &s);
+    if (!rc) {
+        struct cpudrv_op *op = cpudrv_op_new(0); // runs nothing: only its dependency
+        if (!op || (e->s && cpudrv_op_dep(op, e->s, e->seq))) {
+            if (op) cpudrv_op_discard(op);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if (!cpudrv_stream_submit(s, op)) {
+            rc = CUDA_ERROR_INVALID_HANDLE;
+        }
+    }
+    cpudrv_unlock();
+    return TR(rc);
+}

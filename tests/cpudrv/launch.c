@@ -1,0 +1,157 @@
+// Kernel launches: validated at once like the real driver, then queued; the kernel's CPU
+// twin runs on the stream's worker. A fault in a twin (a bad pointer) becomes the
+// context's sticky error, as an illegal address does on a GPU.
+#include "cpudrv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct kernel {
+    struct cpudrv_launch L; // L.mod: a reference is held
+};
+
+static CUresult kernel_run(struct cpudrv_op *op)
+{
+    const struct kernel *k = (const struct kernel *)op->data;
+    return k->L.f->twin->run(&k->L);
+}
+
+static void kernel_fini(struct cpudrv_op *op)
+{
+    struct kernel *k = (struct kernel *)op->data;
+    cpudrv_obj_put(&k->L.mod->o);
+}
+
+// A kernel may access what any 8-byte argument slot points into.
+static int kernel_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
+{
+    const struct kernel *k = (const struct kernel *)op->data;
+    for (uint32_t off = 0; off + 8 <= k->L.f->argbytes; off += 8) {
+        uint64_t v;
+        memcpy(&v, k->L.args + off, 8);
+        if (v >= lo && v < hi) return 1;
+    }
+    return 0;
+}
+
+// Copies the arguments into args from kernelParams or an `extra` packed buffer.
+static CUresult pack(const struct cpudrv_func *f, void **params, void **extra, unsigned char *args)
+{
+    if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+    if (extra) {
+        const void *buf = NULL;
+        const size_t *size = NULL;
+        for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                buf = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+                size = extra[i + 1];
+            else
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (!f->argbytes) return CUDA_SUCCESS;
+        if (!buf || !size || *size < f->argbytes) return CUDA_ERROR_INVALID_VALUE;
+        memcpy(args, buf, f->argbytes);
+        return CUDA_SUCCESS;
+    }
+    if (!f->nparams) return CUDA_SUCCESS;
+    if (!params) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < f->nparams; i++) {
+        if (!params[i]) return CUDA_ERROR_INVALID_VALUE;
+        memcpy(args + f->params[i].off, params[i], f->params[i].size);
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_dims(const struct cpudrv_func *f, const unsigned g[3], const unsigned b[3],
+                           unsigned shmem, int coop)
+{
+    if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2]) return CUDA_ERROR_INVALID_VALUE;
+    if (g[0] > 2147483647u || g[1] > 65535 || g[2] > 65535) return CUDA_ERROR_INVALID_VALUE;
+    if (b[0] > 1024 || b[1] > 1024 || b[2] > 64 || (uint64_t)b[0] * b[1] * b[2] > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shmem > (unsigned)f->max_dyn_shmem) return CUDA_ERROR_INVALID_VALUE;
+    if (coop) {
+        uint64_t blocks = (uint64_t)g[0] * g[1] * g[2];
+        int per = cpudrv_occupancy((int)(b[0] * b[1] * b[2]), shmem);
+        if (blocks > (uint64_t)per * CPUDRV_SM_COUNT)
+            return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], unsigned shmem,
+                       CUstream hs, void **params, void **extra, int coop)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return rc;
+    struct cpudrv_func *f = cpudrv_func_find(fh);
+    struct cpudrv_stream *s = NULL;
+    struct cpudrv_op *op = NULL;
+    if (!f) rc = CUDA_ERROR_INVALID_HANDLE;
+    if (!rc) rc = check_dims(f, g, b, shmem, coop);
+    if (!rc) rc = cpudrv_stream_get(hs, c, &s);
+    if (!rc) {
+        op = cpudrv_op_new(sizeof(struct kernel) + f->argbytes);
+        if (!op) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (!rc) {
+        struct kernel *k = (struct kernel *)op->data;
+        unsigned char *args = op->data + sizeof(struct kernel);
+        rc = pack(f, params, extra, args);
+        if (rc) {
+            free(op);
+        } else {
+            k->L.f = f;
+            k->L.mod = f->mod;
+            cpudrv_obj_ref(&f->mod->o);
+            memcpy(k->L.grid, g, sizeof k->L.grid);
+            memcpy(k->L.block, b, sizeof k->L.block);
+            k->L.shmem = shmem;
+            k->L.args = args;
+            k->L.dying = &s->o.ctx->dying;
+            op->run = kernel_run;
+            op->fini = kernel_fini;
+            op->touches = kernel_touches;
+            rc = cpudrv_stream_submit(s, op) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+        }
+    }
+    cpudrv_unlock();
+    return rc;
+}
+
+// Queues a kernel (a CUfunction, or a CUkernel cast to one) on a stream.
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                        void **kernelParams, void **extra)
+{
+    unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
+    return TR(launch(f, g, b, sharedMemBytes, hStream, kernelParams, extra, 0));
+}
+
+// As cuLaunchKernel; all blocks must be able to reside at once.
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams)
+{
+    unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
+    return TR(launch(f, g, b, sharedMemBytes, hStream, kernelParams, NULL, 1));
+}
+
+// Launch from a CUlaunchConfig; COOPERATIVE is honoured, other attributes accepted.
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra)
+{
+    if (!config || (config->numAttrs && !config->attrs)) return TR(CUDA_ERROR_INVALID_VALUE);
+    int coop = 0;
+    for (unsigned i = 0; i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+            coop = config->attrs[i].value.cooperative != 0;
+    unsigned g[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    unsigned b[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    return TR(launch(f, g, b, config->sharedMemBytes, config->hStream, kernelParams, extra, coop));
+}

@@ -1,0 +1,169 @@
+// Stream memory operations (wait on / write a 32 or 64-bit value) and host functions.
+#include "cpudrv.h"
+
+#include <time.h>
+
+struct memop {
+    uintptr_t addr;
+    uint64_t value;
+    unsigned flags;
+    int is64;
+};
+
+struct hostfn {
+    CUhostFn fn;
+    CUstreamCallback cb;
+    CUstream handle;
+    void *data;
+};
+
+static int satisfied(const struct memop *m)
+{
+    uint64_t v = m->is64 ? __atomic_load_n((uint64_t *)m->addr, __ATOMIC_ACQUIRE)
+                         : __atomic_load_n((uint32_t *)m->addr, __ATOMIC_ACQUIRE);
+    switch (m->flags & 3) {
+    case CU_STREAM_WAIT_VALUE_GEQ: // cyclic comparison, as documented
+        return m->is64 ? (int64_t)(v - m->value) >= 0 : (int32_t)(uint32_t)(v - m->value) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+        return v == m->value;
+    case CU_STREAM_WAIT_VALUE_AND:
+        return (v & m->value) != 0;
+    default: // NOR
+        return m->is64 ? ~(v | m->value) != 0 : (uint32_t) ~(v | m->value) != 0;
+    }
+}
+
+static CUresult wait_run(struct cpudrv_op *op)
+{
+    const struct memop *m = (const struct memop *)op->data;
+    // The value is written by other threads or processes without any notification: poll,
+    // backing off to 1 ms, and give up only when the context is being torn down.
+    long ns = 20000;
+    while (!satisfied(m)) {
+        if (__atomic_load_n(&op->stream->o.ctx->dying, __ATOMIC_ACQUIRE)) break;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult write_run(struct cpudrv_op *op)
+{
+    const struct memop *m = (const struct memop *)op->data;
+    if (m->is64)
+        __atomic_store_n((uint64_t *)m->addr, m->value, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n((uint32_t *)m->addr, (uint32_t)m->value, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
+static int memop_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
+{
+    const struct memop *m = (const struct memop *)op->data;
+    return m->addr < hi && m->addr + (m->is64 ? 8 : 4) > lo;
+}
+
+static CUresult memop(CUstream hs, CUdeviceptr addr, uint64_t value, unsigned flags, int is64,
+                      int write)
+{
+    unsigned allowed =
+        write ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 3u | CU_STREAM_WAIT_VALUE_FLUSH;
+    size_t n = is64 ? 8 : 4;
+    if ((flags & ~allowed) || (addr % n)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = cpudrv_ready();
+    if (rc) return rc;
+    cpudrv_lock();
+    struct cpudrv_stream *s;
+    rc = cpudrv_stream_get(hs, cpudrv_ctx_current(), &s);
+    if (!rc) rc = cpudrv_mem_check((uintptr_t)addr, n);
+    struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct memop));
+    if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        struct memop *m = (struct memop *)op->data;
+        m->addr = (uintptr_t)addr;
+        m->value = value;
+        m->flags = flags;
+        m->is64 = is64;
+        op->run = write ? write_run : wait_run;
+        op->touches = memop_touches;
+        rc = cpudrv_stream_submit(s, op) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    }
+    cpudrv_unlock();
+    return rc;
+}
+
+// Makes the stream wait until a 32-bit value satisfies GEQ/EQ/AND/NOR.
+CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                             unsigned int flags)
+{
+    return TR(memop(stream, addr, value, flags, 0, 0));
+}
+
+// Makes the stream wait until a 64-bit value satisfies GEQ/EQ/AND/NOR.
+CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                             unsigned int flags)
+{
+    return TR(memop(stream, addr, value, flags, 1, 0));
+}
+
+// Writes a 32-bit value when the stream reaches this point.
+CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                              unsigned int flags)
+{
+    return TR(memop(stream, addr, value, flags, 0, 1));
+}
+
+// Writes a 64-bit value when the stream reaches this point.
+CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                              unsigned int flags)
+{
+    return TR(memop(stream, addr, value, flags, 1, 1));
+}
+
+static CUresult host_run(struct cpudrv_op *op)
+{
+    const struct hostfn *h = (const struct hostfn *)op->data;
+    if (h->fn)
+        h->fn(h->data);
+    else
+        h->cb(h->handle, CUDA_SUCCESS, h->data);
+    return CUDA_SUCCESS;
+}
+
+static CUresult host(CUstream hs, CUhostFn fn, CUstreamCallback cb, void *data)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return rc;
+    cpudrv_lock();
+    struct cpudrv_stream *s;
+    rc = cpudrv_stream_get(hs, cpudrv_ctx_current(), &s);
+    struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct hostfn));
+    if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        struct hostfn *h = (struct hostfn *)op->data;
+        h->fn = fn;
+        h->cb = cb;
+        h->handle = hs;
+        h->data = data;
+        op->run = host_run;
+        rc = cpudrv_stream_submit(s, op) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    }
+    cpudrv_unlock();
+    return rc;
+}
+
+// Runs fn(userData) on the stream's worker, in stream order.
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    if (!fn) return TR(CUDA_ERROR_INVALID_VALUE);
+    return TR(host(hStream, fn, NULL, userData));
+}
+
+// Runs callback(hStream, CUDA_SUCCESS, userData) in stream order (flags must be 0).
+CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+                             unsigned int flags)
+{
+    if (!callback || flags) return TR(CUDA_ERROR_INVALID_VALUE);
+    return TR(host(hStream, NULL, callback, userData));
+}

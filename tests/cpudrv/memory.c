@@ -1,0 +1,437 @@
+// The allocation table and the entry points that fill it: device memory, pinned host
+// memory, host registration. Device memory is anonymous process memory whose address is
+// the device pointer; every pointer a call receives is checked against this table.
+#include "cpudrv.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+// Sorted by base, non-overlapping; protected by cpudrv_big.
+static struct cpudrv_range *ranges;
+static size_t nranges, capranges;
+
+// Storage freed while work may still touch it; protected by cpudrv_big.
+struct deferred {
+    void *map;
+    size_t len;
+    struct cpudrv_dep *deps;
+    unsigned ndeps;
+};
+static struct deferred *later;
+static size_t nlater, caplater;
+
+// Index of the last range with base <= p, or -1.
+static long floor_index(uintptr_t p)
+{
+    size_t lo = 0, hi = nranges;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ranges[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (long)lo - 1;
+}
+
+// All below: cpudrv_big held.
+// The range containing p, or NULL.
+const struct cpudrv_range *cpudrv_mem_find(uintptr_t p)
+{
+    long i = floor_index(p);
+    if (i < 0 || p - ranges[i].base >= ranges[i].size) return NULL;
+    return &ranges[i];
+}
+
+// SUCCESS if [p, p+n) lies inside one range a kernel or copy engine may address
+// (device memory, globals, pinned host memory); else CUDA_ERROR_INVALID_VALUE.
+CUresult cpudrv_mem_check(uintptr_t p, size_t n)
+{
+    const struct cpudrv_range *r = cpudrv_mem_find(p);
+    if (!r || n > r->size - (p - r->base)) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+// 1 if [p, p+n) lies in pinned (allocated or registered) host memory.
+int cpudrv_mem_pinned(const void *p, size_t n)
+{
+    const struct cpudrv_range *r = cpudrv_mem_find((uintptr_t)p);
+    return r && (r->type == CPUDRV_MEM_HOST || r->type == CPUDRV_MEM_REGISTERED) &&
+           n <= r->size - ((uintptr_t)p - r->base);
+}
+
+// 1 if p lies in any device-side range (device memory or globals).
+int cpudrv_mem_is_device(uintptr_t p)
+{
+    const struct cpudrv_range *r = cpudrv_mem_find(p);
+    return r && (r->type == CPUDRV_MEM_DEVICE || r->type == CPUDRV_MEM_GLOBAL);
+}
+
+// The first range overlapping [p, p+n), or NULL.
+static const struct cpudrv_range *overlap(uintptr_t p, size_t n)
+{
+    long i = floor_index(p + n - 1);
+    if (i >= 0 && ranges[i].base + ranges[i].size > p) return &ranges[i];
+    return NULL;
+}
+
+// Adds a range (used for module globals); SUCCESS or OUT_OF_MEMORY.
+CUresult cpudrv_mem_add(const struct cpudrv_range *r)
+{
+    if (overlap(r->base, r->size)) return CUDA_ERROR_INVALID_VALUE;
+    if (nranges == capranges) {
+        size_t cap = capranges ? capranges * 2 : 64;
+        struct cpudrv_range *nr = realloc(ranges, cap * sizeof *nr);
+        if (!nr) return CUDA_ERROR_OUT_OF_MEMORY;
+        ranges = nr;
+        capranges = cap;
+    }
+    size_t at = (size_t)(floor_index(r->base) + 1);
+    memmove(&ranges[at + 1], &ranges[at], (nranges - at) * sizeof *ranges);
+    ranges[at] = *r;
+    nranges++;
+    return CUDA_SUCCESS;
+}
+
+static void remove_at(size_t i)
+{
+    memmove(&ranges[i], &ranges[i + 1], (nranges - i - 1) * sizeof *ranges);
+    nranges--;
+}
+
+// Removes the range starting exactly at base, if any.
+void cpudrv_mem_remove(uintptr_t base)
+{
+    long i = floor_index(base);
+    if (i >= 0 && ranges[i].base == base) remove_at((size_t)i);
+}
+
+static void reap(void)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < nlater; i++) {
+        if (cpudrv_deps_reached(later[i].deps, later[i].ndeps)) {
+            munmap(later[i].map, later[i].len);
+            cpudrv_deps_release(later[i].deps, later[i].ndeps);
+        } else {
+            later[j++] = later[i];
+        }
+    }
+    nlater = j;
+}
+
+// Maps anonymous, not-yet-committed memory for device storage; NULL on failure.
+void *cpudrv_mem_map(size_t n, size_t *maplen)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (n > SIZE_MAX - page) return NULL;
+    size_t len = (n + page - 1) / page * page;
+    reap();
+    void *p =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *maplen = len;
+    return p;
+}
+
+// Unmaps storage once every stream on the machine passed its current point.
+void cpudrv_mem_unmap_later(void *map, size_t maplen)
+{
+    struct cpudrv_dep *deps = NULL;
+    unsigned n = 0, cap = 0;
+    reap();
+    if (nlater == caplater) {
+        size_t c = caplater ? caplater * 2 : 16;
+        struct deferred *d = realloc(later, c * sizeof *d);
+        if (d) {
+            later = d;
+            caplater = c;
+        }
+    }
+    // Without room to remember it (out of memory), leaking is safer than unmapping.
+    if (nlater == caplater || cpudrv_stream_snapshot(NULL, CPUDRV_SNAP_ALL, &deps, &n, &cap)) {
+        cpudrv_deps_release(deps, n);
+        return;
+    }
+    if (!n) {
+        munmap(map, maplen);
+        free(deps);
+        return;
+    }
+    later[nlater].map = map;
+    later[nlater].len = maplen;
+    later[nlater].deps = deps;
+    later[nlater].ndeps = n;
+    nlater++;
+}
+
+// Returns device bytes to the accounting / reserves them (OUT_OF_MEMORY if over).
+CUresult cpudrv_mem_reserve(int dev, size_t n)
+{
+    if (n > cpudrv_mem_bytes - cpudrv_devs[dev].used) return CUDA_ERROR_OUT_OF_MEMORY;
+    cpudrv_devs[dev].used += n;
+    return CUDA_SUCCESS;
+}
+
+// Returns n accounted bytes of dev.
+void cpudrv_mem_unreserve(int dev, size_t n)
+{
+    cpudrv_devs[dev].used -= n;
+}
+
+// cpudrv_big held: frees what range i holds and removes it.
+static void free_at(size_t i)
+{
+    struct cpudrv_range r = ranges[i];
+    remove_at(i);
+    if (r.type == CPUDRV_MEM_DEVICE) cpudrv_mem_unreserve(r.dev, r.maplen);
+    if (r.map) cpudrv_mem_unmap_later(r.map, r.maplen);
+}
+
+// Frees every range owned by ctx (context teardown).
+void cpudrv_mem_free_ctx(struct cpudrv_ctx *ctx)
+{
+    for (size_t i = nranges; i-- > 0;)
+        if (ranges[i].ctx == ctx && ranges[i].type != CPUDRV_MEM_GLOBAL) free_at(i);
+}
+
+// cpudrv_big held: maps n bytes and records them as a range of the given type.
+static CUresult alloc_range(struct cpudrv_ctx *c, size_t n, int type, unsigned flags,
+                            uintptr_t *out)
+{
+    struct cpudrv_ctx *owner = cpudrv_ctx_owner(c);
+    struct cpudrv_range r = {0};
+    r.map = cpudrv_mem_map(n, &r.maplen);
+    if (!r.map) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (type == CPUDRV_MEM_DEVICE && cpudrv_mem_reserve(c->dev, r.maplen)) {
+        munmap(r.map, r.maplen);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    r.base = (uintptr_t)r.map;
+    r.size = n;
+    r.type = type;
+    r.flags = flags;
+    r.dev = c->dev;
+    r.ctx = owner;
+    r.id = cpudrv_next_id();
+    CUresult rc = cpudrv_mem_add(&r);
+    if (rc) {
+        if (type == CPUDRV_MEM_DEVICE) cpudrv_mem_unreserve(c->dev, r.maplen);
+        munmap(r.map, r.maplen);
+        return rc;
+    }
+    *out = r.base;
+    return CUDA_SUCCESS;
+}
+
+// Allocates device memory (page-aligned; OUT_OF_MEMORY past MPSSHIM_CPUDRV_MEM_MB).
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+    if (!dptr || !bytesize) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    uintptr_t p;
+    rc = alloc_range(c, bytesize, CPUDRV_MEM_DEVICE, 0, &p);
+    cpudrv_unlock();
+    if (!rc) *dptr = (CUdeviceptr)p;
+    return TR(rc);
+}
+
+// Allocates Height rows of WidthInBytes, with the pitch rounded up to 512 bytes.
+CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                         unsigned int ElementSizeBytes)
+{
+    if (!dptr || !pPitch || !WidthInBytes || !Height ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    size_t pitch = (WidthInBytes + 511) / 512 * 512;
+    if (pitch < WidthInBytes || Height > SIZE_MAX / pitch) return TR(CUDA_ERROR_OUT_OF_MEMORY);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    uintptr_t p;
+    rc = alloc_range(c, pitch * Height, CPUDRV_MEM_DEVICE, 0, &p);
+    cpudrv_unlock();
+    if (!rc) {
+        *dptr = (CUdeviceptr)p;
+        *pPitch = pitch;
+    }
+    return TR(rc);
+}
+
+// Frees device memory; the storage itself goes once queued work that may use it ran.
+CUresult cuMemFree(CUdeviceptr dptr)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    long i = floor_index((uintptr_t)dptr);
+    if (!dptr || i < 0 || ranges[i].base != (uintptr_t)dptr || ranges[i].type != CPUDRV_MEM_DEVICE)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        free_at((size_t)i);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Free and total device memory of the current context's device.
+CUresult cuMemGetInfo(size_t *free, size_t *total)
+{
+    if (!free || !total) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    *total = cpudrv_mem_bytes;
+    *free = cpudrv_mem_bytes - cpudrv_devs[c->dev].used;
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// Base and size of the allocation containing dptr (NOT_FOUND if none).
+CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    const struct cpudrv_range *r = cpudrv_mem_find((uintptr_t)dptr);
+    if (!r || r->type == CPUDRV_MEM_REGISTERED) {
+        rc = CUDA_ERROR_NOT_FOUND;
+    } else {
+        if (pbase) *pbase = (CUdeviceptr)r->base;
+        if (psize) *psize = r->size;
+    }
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Allocates pinned, device-mapped host memory (its device pointer is its address).
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    unsigned known =
+        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+    if (!pp || !bytesize || (Flags & ~known)) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    uintptr_t p;
+    rc = alloc_range(c, bytesize, CPUDRV_MEM_HOST, Flags, &p);
+    cpudrv_unlock();
+    if (!rc) *pp = (void *)p;
+    return TR(rc);
+}
+
+// cuMemHostAlloc with no flags.
+CUresult cuMemAllocHost(void **pp, size_t bytesize)
+{
+    if (!pp || !bytesize) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    uintptr_t p;
+    rc = alloc_range(c, bytesize, CPUDRV_MEM_HOST, 0, &p);
+    cpudrv_unlock();
+    if (!rc) *pp = (void *)p;
+    return TR(rc);
+}
+
+// Frees memory from cuMemHostAlloc/cuMemAllocHost.
+CUresult cuMemFreeHost(void *p)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    long i = floor_index((uintptr_t)p);
+    if (!p || i < 0 || ranges[i].base != (uintptr_t)p || ranges[i].type != CPUDRV_MEM_HOST)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        free_at((size_t)i);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Device address of pinned host memory: the same address (flags must be 0).
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    if (!pdptr || Flags) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    if (cpudrv_mem_pinned(p, 1))
+        *pdptr = (CUdeviceptr)(uintptr_t)p;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Flags given when pinned host memory was allocated or registered.
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    if (!pFlags) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    const struct cpudrv_range *r = cpudrv_mem_find((uintptr_t)p);
+    if (r && (r->type == CPUDRV_MEM_HOST || r->type == CPUDRV_MEM_REGISTERED))
+        *pFlags = r->flags;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Pins a caller's range: async copies from/to it become truly asynchronous.
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                     CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+    if (!p || !bytesize || (Flags & ~known) || (uintptr_t)p > UINTPTR_MAX - bytesize)
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    const struct cpudrv_range *o = overlap((uintptr_t)p, bytesize);
+    if (o) {
+        rc = o->type == CPUDRV_MEM_HOST || o->type == CPUDRV_MEM_REGISTERED
+                 ? CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+                 : CUDA_ERROR_INVALID_VALUE;
+    } else {
+        struct cpudrv_range r = {0};
+        r.base = (uintptr_t)p;
+        r.size = bytesize;
+        r.type = CPUDRV_MEM_REGISTERED;
+        r.flags = Flags;
+        r.dev = c->dev;
+        r.ctx = cpudrv_ctx_owner(c);
+        r.id = cpudrv_next_id();
+        rc = cpudrv_mem_add(&r);
+    }
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Unpins a range registered at exactly p, after queued work that may use it has run.
+CUresult cuMemHostUnregister(void *p)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return TR(rc);
+    long i = floor_index((uintptr_t)p);
+    if (!p || i < 0 || ranges[i].base != (uintptr_t)p || ranges[i].type != CPUDRV_MEM_REGISTERED) {
+        cpudrv_unlock();
+        return TR(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    }
+    uintptr_t lo = ranges[i].base, hi = lo + ranges[i].size;
+    remove_at((size_t)i);
+    // The caller may free the memory as soon as this returns: wait for the queued work
+    // that may still access it (not for unrelated work, which may never finish).
+    struct cpudrv_dep *deps = NULL;
+    unsigned n = 0, cap = 0;
+    int err = cpudrv_stream_snapshot_touching(lo, hi, &deps, &n, &cap);
+    cpudrv_unlock();
+    cpudrv_deps_wait_release(deps, n);
+    return TR(err ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS);
+}

@@ -1,0 +1,135 @@
+// Pointer attributes, answered from the allocation table. Boolean attributes are written
+// as a 4-byte unsigned int, as C callers of the driver declare them.
+#include "cpudrv.h"
+
+#include <string.h>
+
+static int is_dev(const struct cpudrv_range *r)
+{
+    return r->type == CPUDRV_MEM_DEVICE || r->type == CPUDRV_MEM_GLOBAL;
+}
+
+// cpudrv_big held. r is the range containing p or NULL; lenient (cuPointerGetAttributes)
+// writes defaults for unknown pointers instead of failing.
+static CUresult attr(CUpointer_attribute a, const struct cpudrv_range *r, uintptr_t p, void *data,
+                     int lenient)
+{
+    if (!r && !lenient) {
+        switch (a) {
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+            return CUDA_ERROR_INVALID_VALUE;
+        default:
+            break;
+        }
+    }
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = r ? (CUcontext)r->ctx : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = !r ? 0 : is_dev(r) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = r ? (CUdeviceptr)p : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (r && is_dev(r) && !lenient) return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = r && !is_dev(r) ? (void *)p : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+        return lenient ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        *(unsigned long long *)data = r ? r->id : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+        *(unsigned *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = r ? r->dev : -2;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(unsigned *)data = r && r->type == CPUDRV_MEM_DEVICE;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        *(CUdeviceptr *)data = r ? (CUdeviceptr)r->base : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        *(size_t *)data = r ? r->size : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(unsigned *)data = r != NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned *)data = r ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(CUmemoryPool *)data = NULL;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+// One attribute of a pointer; INVALID_VALUE for pointers the driver does not know.
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!data) return TR(CUDA_ERROR_INVALID_VALUE);
+    cpudrv_lock();
+    rc = attr(attribute, cpudrv_mem_find((uintptr_t)ptr), (uintptr_t)ptr, data, 0);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Several attributes; unknown pointers get default (zero/NULL) values and SUCCESS.
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+                                void **data, CUdeviceptr ptr)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!numAttributes || !attributes || !data) return TR(CUDA_ERROR_INVALID_VALUE);
+    cpudrv_lock();
+    const struct cpudrv_range *r = cpudrv_mem_find((uintptr_t)ptr);
+    for (unsigned i = 0; i < numAttributes && !rc; i++)
+        rc =
+            data[i] ? attr(attributes[i], r, (uintptr_t)ptr, data[i], 1) : CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Only SYNC_MEMOPS can be set; every copy here is already synchronous where it must be.
+CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!value || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    cpudrv_lock();
+    if (!cpudrv_mem_find((uintptr_t)ptr)) rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
