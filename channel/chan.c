@@ -1,6 +1,9 @@
 /* Segment layout, request ring and reply lanes; see chan.h and proto.h. */
 #include "channel/chan.h"
 
+/* A producer facing a full ring spins this long before it sleeps. */
+#define CHAN_SPACE_SPIN_NS (100ull * 1000)
+
 #include <stdio.h>
 #include <string.h>
 
@@ -89,11 +92,22 @@ struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct c
     uint64_t skip = room < span ? room : 0;
     uint64_t need = skip + span;
     struct chan_shm *s = c->shm;
+    uint64_t spin_until = 0;
     for (;;) {
         uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
         if (c->pos + need - head <= CHAN_RING_SIZE)
             break;
-        /* Full: wait for the server to consume. The bell only grows. */
+        /* Full: the server is draining it, usually within microseconds. Spin first, so
+         * that a flood of async calls does not cost a wake-up system call per record. */
+        uint64_t now = chan_now_ns();
+        if (!spin_until)
+            spin_until = now + CHAN_SPACE_SPIN_NS;
+        if (now < spin_until) {
+            chan_cpu_relax();
+            continue;
+        }
+        /* Then sleep until the server has freed an eighth of the ring: more than any
+         * record (with the bytes skipped before it) needs. The bell only grows. */
         uint32_t bell = atomic_load(&s->space_bell);
         atomic_fetch_add(&s->space_waiters, 1);
         head = atomic_load(&s->head);
@@ -147,7 +161,10 @@ static void ring_advance(struct chan *c, uint64_t n)
     c->pos += n;
     atomic_store_explicit(&s->head, c->pos, memory_order_release);
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&s->space_waiters, memory_order_relaxed)) {
+    /* Wake a producer only once it can fit any record: one wake-up per eighth of the ring
+     * instead of one per record. */
+    if (atomic_load_explicit(&s->space_waiters, memory_order_relaxed) &&
+        CHAN_RING_SIZE - (atomic_load(&s->tail) - c->pos) >= CHAN_RING_SIZE / 8) {
         atomic_fetch_add(&s->space_bell, 1);
         chan_futex_wake(&s->space_bell);
     }

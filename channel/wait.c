@@ -19,15 +19,6 @@ uint64_t chan_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
-
 /* Shared (not FUTEX_PRIVATE) futexes: the words live in memory mapped by two processes. */
 void chan_futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns)
 {
@@ -54,7 +45,7 @@ int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waite
             v = atomic_load_explicit(word, memory_order_acquire);
             if (chan_reached(v, want))
                 return 0;
-            cpu_relax();
+            chan_cpu_relax();
         }
         /* On an oversubscribed machine the peer may need this very CPU. */
         if (++spins % 16 == 0)

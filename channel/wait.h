@@ -34,6 +34,16 @@ void chan_wake(_Atomic uint32_t *word, _Atomic uint32_t *waiters);
 void chan_futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns);
 void chan_futex_wake(_Atomic uint32_t *word);
 
+/* A pause for spin loops. */
+static inline void chan_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
 /* Monotonic clock in nanoseconds. */
 uint64_t chan_now_ns(void);
 
