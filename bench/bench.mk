@@ -9,9 +9,9 @@ BENCH_PTX   := $(B)/bench/spin.ptx
 all: $(BENCH_BIN) $(BENCH_PTX)
 
 # Order-only on the kernel images so that a benchmark built alone is ready to run.
-$(BENCH_BIN): $(B)/bench/%: bench/%.c | $(KERNELS) $(BENCH_PTX)
+$(BENCH_BIN): $(B)/bench/%: bench/%.c bench/common.c bench/common.h | $(KERNELS) $(BENCH_PTX)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(CUDA_STUB)
+	$(CC) $(CFLAGS) -o $@ $< bench/common.c $(LDFLAGS) $(CUDA_STUB)
 
 $(BENCH_PTX): $(B)/bench/%.ptx: bench/%.cu
 	@mkdir -p $(@D)

@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 
+#include "bench/common.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -17,37 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Exits the program unless `call` returns CUDA_SUCCESS; names the call and the error. */
-#define CK(call) check((call), #call, __LINE__)
 
-static const char *cur_metric = "setup"; /* for failure messages */
 
-static void check(CUresult r, const char *call, int line)
-{
-    if (r == CUDA_SUCCESS) return;
-    const char *name = NULL;
-    if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "?";
-    printf("FAIL callbench: %s: line %d: %s returned %s (%d)\n", cur_metric, line, call, name,
-           (int)r);
-    fflush(stdout);
-    exit(1);
-}
 
-static void die(const char *fmt, const char *arg)
-{
-    printf("FAIL callbench: %s: ", cur_metric);
-    printf(fmt, arg);
-    printf("\n");
-    fflush(stdout);
-    exit(1);
-}
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -66,7 +41,7 @@ static double median_us(uint64_t *ns, size_t n)
 static uint64_t *samples(size_t n)
 {
     uint64_t *p = malloc(n * sizeof *p);
-    if (!p) die("out of host memory (%s)", "samples");
+    if (!p) bench_die("out of host memory (%s)", "samples");
     return p;
 }
 
@@ -99,11 +74,11 @@ static void m_launch_async(struct bench *b)
         launch_empty(b);
     CK(cuStreamSynchronize(b->stream));
     for (int k = 0; k < batches; k++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         for (int i = 0; i < n; i++)
             launch_empty(b);
         CK(cuStreamSynchronize(b->stream));
-        s[k] = (now_ns() - t0) / (uint64_t)n;
+        s[k] = (bench_now_ns() - t0) / (uint64_t)n;
     }
     metric("launch_async_us", median_us(s, (size_t)batches), "us");
     free(s);
@@ -115,10 +90,10 @@ static void m_launch_sync(struct bench *b)
     int n = b->quick ? 200 : 2000, warm = n / 20;
     uint64_t *s = samples((size_t)n);
     for (int i = 0; i < warm + n; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         launch_empty(b);
         CK(cuStreamSynchronize(b->stream));
-        if (i >= warm) s[i - warm] = now_ns() - t0;
+        if (i >= warm) s[i - warm] = bench_now_ns() - t0;
     }
     metric("launch_sync_us", median_us(s, (size_t)n), "us");
     free(s);
@@ -131,9 +106,9 @@ static void m_stream_query(struct bench *b)
     uint64_t *s = samples((size_t)n);
     CK(cuStreamSynchronize(b->stream));
     for (int i = 0; i < warm + n; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         CK(cuStreamQuery(b->stream));
-        if (i >= warm) s[i - warm] = now_ns() - t0;
+        if (i >= warm) s[i - warm] = bench_now_ns() - t0;
     }
     metric("stream_query_us", median_us(s, (size_t)n), "us");
     free(s);
@@ -145,20 +120,20 @@ static void m_memcpy_4b(struct bench *b, int htod)
     int n = b->quick ? 500 : 5000, warm = n / 20;
     uint64_t *s = samples((size_t)n);
     uint32_t *host = malloc(sizeof *host);
-    if (!host) die("out of host memory (%s)", "4-byte buffer");
+    if (!host) bench_die("out of host memory (%s)", "4-byte buffer");
     *host = 0x12345678u;
     CUdeviceptr dev;
     CK(cuMemAlloc(&dev, sizeof *host));
     CK(cuMemcpyHtoD(dev, host, sizeof *host)); /* so that DtoH reads the value back */
     for (int i = 0; i < warm + n; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         if (htod)
             CK(cuMemcpyHtoD(dev, host, sizeof *host));
         else
             CK(cuMemcpyDtoH(host, dev, sizeof *host));
-        if (i >= warm) s[i - warm] = now_ns() - t0;
+        if (i >= warm) s[i - warm] = bench_now_ns() - t0;
     }
-    if (*host != 0x12345678u) die("4-byte copy read back a wrong value%s", "");
+    if (*host != 0x12345678u) bench_die("4-byte copy read back a wrong value%s", "");
     CK(cuMemFree(dev));
     free(host);
     metric(htod ? "memcpy_4b_htod_us" : "memcpy_4b_dtoh_us", median_us(s, (size_t)n), "us");
@@ -170,12 +145,12 @@ static double copy_gbps(void *host, CUdeviceptr dev, size_t bytes, int htod)
 {
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 6; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         if (htod)
             CK(cuMemcpyHtoD(dev, host, bytes));
         else
             CK(cuMemcpyDtoH(host, dev, bytes));
-        uint64_t t = now_ns() - t0;
+        uint64_t t = bench_now_ns() - t0;
         if (i > 0 && t < best) best = t;
     }
     return (double)bytes / (double)best; /* bytes per ns = GB/s */
@@ -190,7 +165,7 @@ static void m_bandwidth(struct bench *b, int pinned, int want_htod, int want_dto
         CK(cuMemHostAlloc(&host, bytes, 0));
     } else {
         host = malloc(bytes);
-        if (!host) die("out of host memory (%s)", "copy buffer");
+        if (!host) bench_die("out of host memory (%s)", "copy buffer");
     }
     memset(host, 0x5a, bytes); /* touch every page before timing */
     CUdeviceptr dev;
@@ -230,44 +205,6 @@ static const char *const metric_names[NMETRICS] = {
     [M_DTOH_PINNED] = "dtoh_pinned_GBps",
 };
 
-/* The kernel directory: $MPSSHIM_TEST_KERNELS, else <directory of this executable>/../tests. */
-static void kernel_path(const char *file, char *out, size_t cap)
-{
-    const char *env = getenv("MPSSHIM_TEST_KERNELS");
-    if (env && *env) {
-        snprintf(out, cap, "%s/%s", env, file);
-        return;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) die("readlink /proc/self/exe: %s", strerror(errno));
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = 0;
-    snprintf(out, cap, "%s/../tests/%s", exe, file);
-}
-
-/* Reads a whole file into a malloc'd buffer with a NUL after it (PTX must end in one). */
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) die("cannot open %s (set MPSSHIM_TEST_KERNELS)", path);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap + 1);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (!buf || ferror(f)) die("cannot read %s", path);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: callbench [--quick] [METRIC...]\nmetrics:");
@@ -279,6 +216,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+    bench_prog = "callbench";
     struct bench b = {0};
     int want[NMETRICS] = {0}, any = 0;
     for (int i = 1; i < argc; i++) {
@@ -309,8 +247,8 @@ int main(int argc, char **argv)
            b.quick ? ", quick" : "");
 
     char path[PATH_MAX + 32];
-    kernel_path("kernels.ptx", path, sizeof path);
-    char *ptx = read_file(path);
+    bench_image_path("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", path, sizeof path);
+    char *ptx = bench_read_file(path);
     CUmodule mod;
     CK(cuModuleLoadData(&mod, ptx));
     free(ptx);
@@ -322,7 +260,7 @@ int main(int argc, char **argv)
 
     for (int k = 0; k < NMETRICS; k++) {
         if (!want[k]) continue;
-        cur_metric = metric_names[k];
+        bench_step = metric_names[k];
         switch (k) {
         case M_LAUNCH_ASYNC:
             m_launch_async(&b);
@@ -355,7 +293,7 @@ int main(int argc, char **argv)
             break;
         }
     }
-    cur_metric = "teardown";
+    bench_step = "teardown";
     CK(cuStreamDestroy(b.stream));
     CK(cuModuleUnload(mod));
     CK(cuDevicePrimaryCtxRelease(dev));

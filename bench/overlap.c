@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 
+#include "bench/common.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,72 +29,11 @@
 
 #define BARRIER_TIMEOUT_S 60
 
-/* Exits the program unless `call` returns CUDA_SUCCESS; names the call and the error. */
-#define CK(call) check((call), #call, __LINE__)
 
-static void check(CUresult r, const char *call, int line)
-{
-    if (r == CUDA_SUCCESS) return;
-    const char *name = NULL;
-    if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "?";
-    printf("FAIL overlap: line %d: %s returned %s (%d)\n", line, call, name, (int)r);
-    fflush(stdout);
-    exit(1);
-}
 
-static void die(const char *fmt, const char *arg)
-{
-    printf("FAIL overlap: ");
-    printf(fmt, arg);
-    printf("\n");
-    fflush(stdout);
-    exit(1);
-}
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
-/* <env>/<file> when $env is set, else <directory of this executable>/<rel>/<file>. */
-static void image_path(const char *env, const char *rel, const char *file, char *out, size_t cap)
-{
-    const char *dir = getenv(env);
-    if (dir && *dir) {
-        snprintf(out, cap, "%s/%s", dir, file);
-        return;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) die("readlink /proc/self/exe: %s", strerror(errno));
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = 0;
-    snprintf(out, cap, "%s/%s%s", exe, rel, file);
-}
 
-/* Reads a whole file into a malloc'd buffer with a NUL after it (PTX must end in one). */
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) die("cannot open kernel image %s", path);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap + 1);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (!buf || ferror(f)) die("cannot read %s", path);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
 
 /* Waits until `procs` processes (this one included) reached the barrier in `file`: a shared
  * counter in a file mapping, bumped once by each. Sleeps between looks so that waiting
@@ -100,16 +41,16 @@ static char *read_file(const char *path)
 static void barrier_wait(const char *file, unsigned procs)
 {
     int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) die("barrier: cannot open %s", file);
+    if (fd < 0) bench_die("barrier: cannot open %s", file);
     /* Every process extends it to the same size: later calls change nothing. */
-    if (ftruncate(fd, 4096) != 0) die("barrier: cannot size %s", file);
+    if (ftruncate(fd, 4096) != 0) bench_die("barrier: cannot size %s", file);
     _Atomic unsigned *arrived = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (arrived == MAP_FAILED) die("barrier: cannot map %s", file);
+    if (arrived == MAP_FAILED) bench_die("barrier: cannot map %s", file);
     atomic_fetch_add(arrived, 1);
-    uint64_t give_up = now_ns() + BARRIER_TIMEOUT_S * 1000000000ull;
+    uint64_t give_up = bench_now_ns() + BARRIER_TIMEOUT_S * 1000000000ull;
     while (atomic_load(arrived) < procs) {
-        if (now_ns() > give_up) {
+        if (bench_now_ns() > give_up) {
             printf("FAIL overlap: barrier: %u of %u processes arrived in %d s\n",
                    atomic_load(arrived), procs, BARRIER_TIMEOUT_S);
             exit(1);
@@ -140,6 +81,7 @@ static unsigned long long num_arg(int argc, char **argv, int i, unsigned long lo
 
 int main(int argc, char **argv)
 {
+    bench_prog = "overlap";
     unsigned launches = 200, blocks = 2, procs = 1;
     unsigned long long ns = 100000;
     const char *kernel = "spin_ns", *barrier = NULL;
@@ -171,10 +113,10 @@ int main(int argc, char **argv)
 
     char path[PATH_MAX + 32];
     if (spin)
-        image_path("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", path, sizeof path);
+        bench_image_path("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", path, sizeof path);
     else
-        image_path("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", path, sizeof path);
-    char *ptx = read_file(path);
+        bench_image_path("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", path, sizeof path);
+    char *ptx = bench_read_file(path);
     CUmodule mod;
     CUfunction f;
     CK(cuModuleLoadData(&mod, ptx));
@@ -194,11 +136,11 @@ int main(int argc, char **argv)
     CK(cuStreamSynchronize(stream));
     if (barrier) barrier_wait(barrier, procs);
 
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     for (unsigned i = 0; i < launches; i++)
         CK(cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, stream, args, NULL));
     CK(cuStreamSynchronize(stream));
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bench_now_ns();
 
     printf("# overlap: pid %d, %u launches of %s, %u blocks x %llu us, %u processes\n",
            (int)getpid(), launches, kernel, blocks, ns / 1000, procs);

@@ -1,0 +1,26 @@
+/* Helpers shared by the benchmark programs: failing loudly, the clock, kernel images. */
+#ifndef MPSSHIM_BENCH_COMMON_H
+#define MPSSHIM_BENCH_COMMON_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Program name and current step, for failure lines ("FAIL <prog>: <step>: ..."). */
+extern const char *bench_prog;
+extern const char *bench_step;
+
+/* Exits the program unless `call` returns CUDA_SUCCESS; names the call and the error. */
+#define CK(call) bench_check((call), #call, __LINE__)
+void bench_check(CUresult r, const char *call, int line);
+/* Prints "FAIL <prog>: <step>: " and the message (fmt takes one string), exits 1. */
+void bench_die(const char *fmt, const char *arg) __attribute__((noreturn));
+
+uint64_t bench_now_ns(void);
+
+/* <$env>/<file> when $env is set, else <directory of this executable>/<rel><file>. */
+void bench_image_path(const char *env, const char *rel, const char *file, char *out, size_t cap);
+/* A whole file in a malloc'd buffer with a NUL after it (PTX must end in one). */
+char *bench_read_file(const char *path);
+
+#endif
