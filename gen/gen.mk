@@ -1,6 +1,6 @@
 # The generator: cuda.h + cuda_symbols.txt (+ the real driver's cuGetProcAddress answers)
 # -> C in $(B)/gen. Everything generated lives in the build tree only.
-GEN_OUT := $(B)/gen/shim_ids.h $(B)/gen/shim_desc.c $(B)/gen/shim_stubs.c \
+GEN_OUT := $(B)/gen/shim_ids.h $(B)/gen/shim_desc.c $(B)/gen/shim_stubs.c $(B)/gen/shim_impl.h \
            $(B)/gen/shim_symtab.c $(B)/gen/shim_procaddr.c $(B)/gen/shim_exports.map
 GEN_PROCADDR := gen/data/procaddress-580.159.04.tsv
 

@@ -1,8 +1,14 @@
 /* The client's connection to mpsshim-server: find the socket, shake hands, map the
  * shared segment, and notice when the server goes away or the process forks. */
+#define _GNU_SOURCE
 #include "interpose/shim.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +32,7 @@ enum conn_state {
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int conn_state;
 static CUresult conn_error;
+static char conn_why[512];
 static _Atomic int initialized;
 
 /* Directory of the server's socket: MPSSHIM_ first, then the variable MPS users set. */
@@ -168,6 +175,153 @@ fail:
     return CUDA_ERROR_MPS_CONNECTION_FAILED;
 }
 
+/* ---------------------------------------------------------------- starting a server */
+
+/* The server binary next to this library (or MPSSHIM_SERVER). */
+static void server_path(char *out, size_t len)
+{
+    const char *env = getenv("MPSSHIM_SERVER");
+    Dl_info self;
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+    } else if (dladdr((void *)server_path, &self) && self.dli_fname) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", self.dli_fname);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            snprintf(dir, sizeof(dir), ".");
+        snprintf(out, len, "%s/mpsshim-server", dir);
+    } else {
+        snprintf(out, len, "mpsshim-server");
+    }
+}
+
+static int make_dirs(const char *path)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* The environment for the server: ours, without the shim in LD_PRELOAD (the server must
+ * never be its own client), plus the fd it reports readiness on. Built before fork: only
+ * async-signal-safe calls may follow it in a multi-threaded process. */
+static char **server_env(int ready_fd)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 2, sizeof(*env));
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0 && strstr(environ[i], "libmpsshim"))
+            continue;
+        if (strncmp(environ[i], "MPSSHIM_READY_FD=", 17) == 0)
+            continue;
+        env[k++] = environ[i];
+    }
+    static char fdvar[32];
+    snprintf(fdvar, sizeof(fdvar), "MPSSHIM_READY_FD=%d", ready_fd);
+    env[k++] = fdvar;
+    env[k] = NULL;
+    return env;
+}
+
+/* Starts a detached server and waits until it serves. 0, or -1 with *why. */
+static int start_server(char *why, size_t whylen)
+{
+    char path[PATH_MAX];
+    server_path(path, sizeof(path));
+    if (access(path, X_OK) != 0) {
+        snprintf(why, whylen, "cannot start %.200s: %s", path, strerror(errno));
+        return -1;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        snprintf(why, whylen, "cannot start a server: %s", strerror(errno));
+        return -1;
+    }
+    const int ready_fd = 3; /* where the grandchild moves the pipe's write end */
+    char **env = server_env(ready_fd);
+    char *const argv[] = {"mpsshim-server", NULL};
+    pid_t pid = env ? fork() : -1;
+    if (pid == 0) {
+        /* Child: a grandchild in a session of its own, so that the server outlives us
+         * and no terminal signal of ours reaches it. */
+        setsid();
+        if (fork() != 0)
+            _exit(0);
+        int nul = open("/dev/null", O_RDWR);
+        if (p[1] != ready_fd && dup2(p[1], ready_fd) < 0)
+            _exit(127);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 1);
+            dup2(nul, 2);
+        }
+        execve(path, argv, env);
+        _exit(127);
+    }
+    free(env);
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        snprintf(why, whylen, "cannot start a server: %s", strerror(errno));
+        return -1;
+    }
+    waitpid(pid, NULL, 0);
+    char msg[512] = "";
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof(msg) - 1 && (n = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0)
+        got += (size_t)n;
+    close(p[0]);
+    msg[got] = '\0';
+    if (strncmp(msg, "ready", 5) == 0)
+        return 0;
+    msg[strcspn(msg, "\n")] = '\0';
+    snprintf(why, whylen, "could not start %.200s: %.200s", path,
+             *msg ? msg : "it exited without a word");
+    return -1;
+}
+
+/* Connects, starting a server first when none answers: exactly one per pipe directory,
+ * however many clients (MPI ranks) try at once, thanks to a lock file in that directory. */
+static CUresult connect_or_start(char *why, size_t whylen)
+{
+    CUresult r = try_connect(why, whylen);
+    const char *auto_env = getenv("MPSSHIM_AUTOSTART");
+    if (r == CUDA_SUCCESS || (auto_env && strcmp(auto_env, "0") == 0))
+        return r;
+    char lock[PATH_MAX];
+    if (make_dirs(pipe_dir()) != 0 ||
+        (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", pipe_dir()) >= sizeof(lock))
+        return r;
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return r;
+    flock(fd, LOCK_EX);
+    /* Whoever held the lock before us may have started it. */
+    if ((r = try_connect(why, whylen)) != CUDA_SUCCESS && start_server(why, whylen) == 0)
+        r = try_connect(why, whylen);
+    flock(fd, LOCK_UN);
+    close(fd);
+    return r;
+}
+
+void shim_fall_back(const char *why);
+
 CUresult shim_connect(void)
 {
     int st = atomic_load(&conn_state);
@@ -179,20 +333,24 @@ CUresult shim_connect(void)
     st = atomic_load(&conn_state);
     if (st == CONN_NONE) {
         pthread_atfork(NULL, NULL, on_fork_child);
-        char why[512] = "";
-        conn_error = try_connect(why, sizeof(why));
+        conn_error = connect_or_start(conn_why, sizeof(conn_why));
         if (conn_error == CUDA_SUCCESS) {
             atomic_store(&conn_state, CONN_UP);
+            atomic_store(&shim_mode, SHIM_MODE_SERVER);
         } else {
-            shim_log("%s; CUDA calls will fail with %s", why,
-                     shim_error_name(conn_error) ? shim_error_name(conn_error) : "an error");
             atomic_store(&conn_state, CONN_FAILED);
+            shim_fall_back(conn_why);
         }
     }
     st = atomic_load(&conn_state);
     pthread_mutex_unlock(&conn_lock);
     return st == CONN_UP ? CUDA_SUCCESS
                          : st == CONN_FORKED ? CUDA_ERROR_NOT_INITIALIZED : conn_error;
+}
+
+const char *shim_connect_error(void)
+{
+    return conn_why;
 }
 
 void shim_set_initialized(void)

@@ -119,9 +119,29 @@ static void unmap_pinned(const struct shim_range *r)
         munmap((void *)(uintptr_t)r->base, r->mapped);
 }
 
+/* Who wants to hear of destroyed contexts; guarded by ctx_lock. */
+static void (*on_destroy[4])(CUcontext);
+static int non_destroy;
+
+void shim_ctx_on_destroy(void (*fn)(CUcontext ctx))
+{
+    pthread_mutex_lock(&ctx_lock);
+    if (non_destroy < (int)(sizeof(on_destroy) / sizeof(on_destroy[0])))
+        on_destroy[non_destroy++] = fn;
+    pthread_mutex_unlock(&ctx_lock);
+}
+
 /* Frees everything made in the context, server and client side; caller holds ctx_lock. */
 static CUresult deactivate(struct shim_ctx *c)
 {
+    /* Listeners run without the lock (destructors may call back into the driver API). */
+    void (*fns[4])(CUcontext);
+    int n = non_destroy;
+    memcpy(fns, on_destroy, sizeof(fns));
+    pthread_mutex_unlock(&ctx_lock);
+    for (int i = 0; i < n; i++)
+        fns[i]((CUcontext)c);
+    pthread_mutex_lock(&ctx_lock);
     struct chan_ctx m = {.id = c->id, .device = c->device};
     CUresult r = shim_call(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
     c->active = 0;
@@ -153,7 +173,17 @@ static struct shim_ctx *primary(CUdevice dev)
     return c;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+CUcontext shim_primary_ctx(CUdevice dev)
+{
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || dev >= shim_conn.dev.ndev)
+        return NULL;
+    pthread_mutex_lock(&ctx_lock);
+    CUcontext c = (CUcontext)primary(dev);
+    pthread_mutex_unlock(&ctx_lock);
+    return c;
+}
+
+CUresult SHIM_IMPL(cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -172,7 +202,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return r;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+CUresult SHIM_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -187,12 +217,12 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     return r;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+CUresult SHIM_IMPL(cuDevicePrimaryCtxRelease)(CUdevice dev)
 {
     return cuDevicePrimaryCtxRelease_v2(dev);
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+CUresult SHIM_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -210,12 +240,12 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
     return r;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
+CUresult SHIM_IMPL(cuDevicePrimaryCtxReset)(CUdevice dev)
 {
     return cuDevicePrimaryCtxReset_v2(dev);
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+CUresult SHIM_IMPL(cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -230,7 +260,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, i
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+CUresult SHIM_IMPL(cuDevicePrimaryCtxSetFlags_v2)(CUdevice dev, unsigned int flags)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -247,7 +277,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+CUresult SHIM_IMPL(cuDevicePrimaryCtxSetFlags)(CUdevice dev, unsigned int flags)
 {
     return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
 }
@@ -283,17 +313,17 @@ static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     return r;
 }
 
-CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+CUresult SHIM_IMPL(cuCtxCreate_v2)(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     return create(pctx, flags, dev);
 }
 
-CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+CUresult SHIM_IMPL(cuCtxCreate)(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     return create(pctx, flags, dev);
 }
 
-CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+CUresult SHIM_IMPL(cuCtxCreate_v3)(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                 unsigned int flags, CUdevice dev)
 {
     if (numParams > 0 && paramsArray)
@@ -301,7 +331,7 @@ CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArra
     return create(pctx, flags, dev);
 }
 
-CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+CUresult SHIM_IMPL(cuCtxCreate_v4)(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
                                 CUdevice dev)
 {
     if (params && ((params->execAffinityParams && params->numExecAffinityParams > 0) ||
@@ -310,7 +340,7 @@ CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsi
     return create(pctx, flags, dev);
 }
 
-CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
+CUresult SHIM_IMPL(cuCtxDestroy_v2)(CUcontext ctx)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -339,14 +369,14 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
     return r;
 }
 
-CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
+CUresult SHIM_IMPL(cuCtxDestroy)(CUcontext ctx)
 {
     return cuCtxDestroy_v2(ctx);
 }
 
 /* ---------------------------------------------------------------- current context */
 
-CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+CUresult SHIM_IMPL(cuCtxGetCurrent)(CUcontext *pctx)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -357,7 +387,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+CUresult SHIM_IMPL(cuCtxSetCurrent)(CUcontext ctx)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -379,7 +409,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
+CUresult SHIM_IMPL(cuCtxPushCurrent_v2)(CUcontext ctx)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -395,12 +425,12 @@ CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
+CUresult SHIM_IMPL(cuCtxPushCurrent)(CUcontext ctx)
 {
     return cuCtxPushCurrent_v2(ctx);
 }
 
-CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
+CUresult SHIM_IMPL(cuCtxPopCurrent_v2)(CUcontext *pctx)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -413,7 +443,7 @@ CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
+CUresult SHIM_IMPL(cuCtxPopCurrent)(CUcontext *pctx)
 {
     return cuCtxPopCurrent_v2(pctx);
 }
@@ -432,7 +462,7 @@ static CUresult ctx_fields(CUcontext ctx, struct shim_ctx *out)
     return c && c->active ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+CUresult SHIM_IMPL(cuCtxGetDevice)(CUdevice *device)
 {
     struct shim_ctx c;
     if (!device)
@@ -443,7 +473,7 @@ CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
     return r;
 }
 
-CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+CUresult SHIM_IMPL(cuCtxGetDevice_v2)(CUdevice *device, CUcontext ctx)
 {
     struct shim_ctx c;
     if (!device)
@@ -454,7 +484,7 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     return r;
 }
 
-CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
+CUresult SHIM_IMPL(cuCtxGetFlags)(unsigned int *flags)
 {
     struct shim_ctx c;
     if (!flags)
@@ -465,7 +495,7 @@ CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
     return r;
 }
 
-CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
+CUresult SHIM_IMPL(cuCtxSetFlags)(unsigned int flags)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -478,7 +508,7 @@ CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
     return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+CUresult SHIM_IMPL(cuCtxGetId)(CUcontext ctx, unsigned long long *ctxId)
 {
     struct shim_ctx c;
     if (!ctxId)
@@ -489,7 +519,7 @@ CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
     return r;
 }
 
-CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+CUresult SHIM_IMPL(cuCtxGetApiVersion)(CUcontext ctx, unsigned int *version)
 {
     struct shim_ctx c;
     if (!version)
@@ -505,7 +535,7 @@ CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 static __thread CUfunc_cache cache_pref;
 static __thread CUsharedconfig smem_pref;
 
-CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+CUresult SHIM_IMPL(cuCtxGetCacheConfig)(CUfunc_cache *pconfig)
 {
     struct shim_ctx c;
     if (!pconfig)
@@ -516,7 +546,7 @@ CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *pconfig)
     return r;
 }
 
-CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+CUresult SHIM_IMPL(cuCtxSetCacheConfig)(CUfunc_cache config)
 {
     struct shim_ctx c;
     CUresult r = ctx_fields(NULL, &c);
@@ -525,7 +555,7 @@ CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
     return r;
 }
 
-CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+CUresult SHIM_IMPL(cuCtxGetSharedMemConfig)(CUsharedconfig *pConfig)
 {
     struct shim_ctx c;
     if (!pConfig)
@@ -536,7 +566,7 @@ CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
     return r;
 }
 
-CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
+CUresult SHIM_IMPL(cuCtxSetSharedMemConfig)(CUsharedconfig config)
 {
     struct shim_ctx c;
     CUresult r = ctx_fields(NULL, &c);
@@ -545,7 +575,7 @@ CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
     return r;
 }
 
-CUresult CUDAAPI cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity,
+CUresult SHIM_IMPL(cuCtxGetExecAffinity)(CUexecAffinityParam *pExecAffinity,
                                       CUexecAffinityType type)
 {
     struct shim_ctx c;
@@ -562,7 +592,7 @@ CUresult CUDAAPI cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity,
 
 /* ---------------------------------------------------------------- synchronisation, limits */
 
-CUresult CUDAAPI cuCtxSynchronize(void)
+CUresult SHIM_IMPL(cuCtxSynchronize)(void)
 {
     CUresult r = shim_ready();
     if (r == CUDA_SUCCESS)
@@ -572,7 +602,7 @@ CUresult CUDAAPI cuCtxSynchronize(void)
     return shim_call(CHAN_OP_CTX_SYNC, NULL, 0, NULL, 0, NULL);
 }
 
-CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
 {
     if (!ctx)
         return cuCtxSynchronize();
@@ -594,7 +624,7 @@ static CUresult limit_call(struct chan_limit *m)
     return shim_call(CHAN_OP_CTX_LIMIT, m, sizeof(*m), &m->value, sizeof(m->value), NULL);
 }
 
-CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+CUresult SHIM_IMPL(cuCtxGetLimit)(size_t *pvalue, CUlimit limit)
 {
     if (!pvalue)
         return CUDA_ERROR_INVALID_VALUE;
@@ -605,7 +635,7 @@ CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit)
     return r;
 }
 
-CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
+CUresult SHIM_IMPL(cuCtxSetLimit)(CUlimit limit, size_t value)
 {
     struct chan_limit m = {.set = 1, .limit = (uint32_t)limit, .value = value};
     return limit_call(&m);

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-CUresult CUDAAPI cuInit(unsigned int Flags)
+CUresult SHIM_IMPL(cuInit)(unsigned int Flags)
 {
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -19,7 +19,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
+CUresult SHIM_IMPL(cuDriverGetVersion)(int *driverVersion)
 {
     if (!driverVersion)
         return CUDA_ERROR_INVALID_VALUE;
@@ -36,7 +36,7 @@ CUresult shim_check_device(CUdevice dev)
     return dev >= 0 && dev < shim_conn.dev.ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
-CUresult CUDAAPI cuDeviceGetCount(int *count)
+CUresult SHIM_IMPL(cuDeviceGetCount)(int *count)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -47,7 +47,7 @@ CUresult CUDAAPI cuDeviceGetCount(int *count)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
+CUresult SHIM_IMPL(cuDeviceGet)(CUdevice *device, int ordinal)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -60,7 +60,7 @@ CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
+CUresult SHIM_IMPL(cuDeviceGetName)(char *name, int len, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -71,7 +71,7 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+CUresult SHIM_IMPL(cuDeviceGetUuid_v2)(CUuuid *uuid, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -82,12 +82,12 @@ CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+CUresult SHIM_IMPL(cuDeviceGetUuid)(CUuuid *uuid, CUdevice dev)
 {
     return cuDeviceGetUuid_v2(uuid, dev);
 }
 
-CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+CUresult SHIM_IMPL(cuDeviceTotalMem_v2)(size_t *bytes, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -98,7 +98,7 @@ CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+CUresult SHIM_IMPL(cuDeviceGetAttribute)(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -117,7 +117,7 @@ static int attr(CUdevice dev, CUdevice_attribute a)
     return shim_conn.dev.dev[dev].attr[a];
 }
 
-CUresult CUDAAPI cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+CUresult SHIM_IMPL(cuDeviceComputeCapability)(int *major, int *minor, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -129,7 +129,7 @@ CUresult CUDAAPI cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
+CUresult SHIM_IMPL(cuDeviceGetProperties)(CUdevprop *prop, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -153,7 +153,7 @@ CUresult CUDAAPI cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+CUresult SHIM_IMPL(cuDeviceGetPCIBusId)(char *pciBusId, int len, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -164,7 +164,7 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+CUresult SHIM_IMPL(cuDeviceGetByPCIBusId)(CUdevice *dev, const char *pciBusId)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -191,7 +191,7 @@ CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 
 /* ---------------------------------------------------------------- errors */
 
-CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
+CUresult SHIM_IMPL(cuGetErrorName)(CUresult error, const char **pStr)
 {
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
@@ -208,7 +208,7 @@ static struct {
 } strings[256];
 static unsigned nstrings;
 
-CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
+CUresult SHIM_IMPL(cuGetErrorString)(CUresult error, const char **pStr)
 {
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
@@ -253,7 +253,7 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
 
 /* The hidden tables cudart asks for are not served yet: refuse the safe way, with an
  * error AND a NULL table (success with an unwritten pointer makes cudart crash). */
-CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+CUresult SHIM_IMPL(cuGetExportTable)(const void **ppExportTable, const CUuuid *pExportTableId)
 {
     if (!ppExportTable || !pExportTableId)
         return CUDA_ERROR_INVALID_VALUE;

@@ -91,7 +91,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+CUresult SHIM_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                 unsigned int gridDimZ, unsigned int blockDimX,
                                 unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream,
@@ -101,7 +101,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
     return launch(f, g, b, sharedMemBytes, hStream, kernelParams, extra, NULL, 0, 0, 0);
 }
 
-CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+CUresult SHIM_IMPL(cuLaunchKernel_ptsz)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                      unsigned int gridDimZ, unsigned int blockDimX,
                                      unsigned int blockDimY, unsigned int blockDimZ,
                                      unsigned int sharedMemBytes, CUstream hStream,
@@ -112,7 +112,7 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
                   CHAN_RF_PTDS);
 }
 
-CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+CUresult SHIM_IMPL(cuLaunchCooperativeKernel)(CUfunction f, unsigned int gridDimX,
                                            unsigned int gridDimY, unsigned int gridDimZ,
                                            unsigned int blockDimX, unsigned int blockDimY,
                                            unsigned int blockDimZ, unsigned int sharedMemBytes,
@@ -122,7 +122,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
     return launch(f, g, b, sharedMemBytes, hStream, kernelParams, NULL, NULL, 0, 1, 0);
 }
 
-CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+CUresult SHIM_IMPL(cuLaunchCooperativeKernel_ptsz)(CUfunction f, unsigned int gridDimX,
                                                 unsigned int gridDimY, unsigned int gridDimZ,
                                                 unsigned int blockDimX, unsigned int blockDimY,
                                                 unsigned int blockDimZ,
@@ -163,13 +163,13 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **ker
                   config->attrs, config->numAttrs, 0, flags);
 }
 
-CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+CUresult SHIM_IMPL(cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction f,
                                   void **kernelParams, void **extra)
 {
     return launch_ex(config, f, kernelParams, extra, 0);
 }
 
-CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+CUresult SHIM_IMPL(cuLaunchKernelEx_ptsz)(const CUlaunchConfig *config, CUfunction f,
                                        void **kernelParams, void **extra)
 {
     return launch_ex(config, f, kernelParams, extra, CHAN_RF_PTDS);

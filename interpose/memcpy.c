@@ -317,131 +317,131 @@ static struct side array_side(CUarray a, size_t offset)
 
 /* ---------------------------------------------------------------- 1D */
 
-CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyHtoD_v2)(CUdeviceptr dst, const void *src, size_t n)
 {
     return copy(host_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyHtoD_v2_ptds)(CUdeviceptr dst, const void *src, size_t n)
 {
     return copy(host_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyDtoH_v2)(void *dst, CUdeviceptr src, size_t n)
 {
     return copy(dev_side(src), host_side(dst), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyDtoH_v2_ptds)(void *dst, CUdeviceptr src, size_t n)
 {
     return copy(dev_side(src), host_side(dst), n, 1, 1, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyDtoD_v2)(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     return copy(dev_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyDtoD_v2_ptds)(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     return copy(dev_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     return copy(host_side(src), dev_side(dst), n, 1, 1, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n,
+CUresult SHIM_IMPL(cuMemcpyHtoDAsync_v2_ptsz)(CUdeviceptr dst, const void *src, size_t n,
                                            CUstream s)
 {
     return copy(host_side(src), dev_side(dst), n, 1, 1, s, ASYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemcpyDtoHAsync_v2)(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return copy(dev_side(src), host_side(dst), n, 1, 1, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemcpyDtoHAsync_v2_ptsz)(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return copy(dev_side(src), host_side(dst), n, 1, 1, s, ASYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return copy(dev_side(src), dev_side(dst), n, 1, 1, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
+CUresult SHIM_IMPL(cuMemcpyDtoDAsync_v2_ptsz)(CUdeviceptr dst, CUdeviceptr src, size_t n,
                                            CUstream s)
 {
     return copy(dev_side(src), dev_side(dst), n, 1, 1, s, ASYNC, PT);
 }
-CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+CUresult SHIM_IMPL(cuMemcpy)(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     return copy(unified_side(src), unified_side(dst), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+CUresult SHIM_IMPL(cuMemcpy_ptds)(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     return copy(unified_side(src), unified_side(dst), n, 1, 1, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return copy(unified_side(src), unified_side(dst), n, 1, 1, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemcpyAsync_ptsz)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return copy(unified_side(src), unified_side(dst), n, 1, 1, s, ASYNC, PT);
 }
 
 /* ---------------------------------------------------------------- arrays, 1D */
 
-CUresult CUDAAPI cuMemcpyHtoA_v2(CUarray dst, size_t off, const void *src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyHtoA_v2)(CUarray dst, size_t off, const void *src, size_t n)
 {
     return copy(host_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyHtoA_v2_ptds(CUarray dst, size_t off, const void *src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyHtoA_v2_ptds)(CUarray dst, size_t off, const void *src, size_t n)
 {
     return copy(host_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyAtoH_v2(void *dst, CUarray src, size_t off, size_t n)
+CUresult SHIM_IMPL(cuMemcpyAtoH_v2)(void *dst, CUarray src, size_t off, size_t n)
 {
     return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyAtoH_v2_ptds(void *dst, CUarray src, size_t off, size_t n)
+CUresult SHIM_IMPL(cuMemcpyAtoH_v2_ptds)(void *dst, CUarray src, size_t off, size_t n)
 {
     return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray dst, size_t off, const void *src, size_t n,
+CUresult SHIM_IMPL(cuMemcpyHtoAAsync_v2)(CUarray dst, size_t off, const void *src, size_t n,
                                       CUstream s)
 {
     return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyHtoAAsync_v2_ptsz(CUarray dst, size_t off, const void *src, size_t n,
+CUresult SHIM_IMPL(cuMemcpyHtoAAsync_v2_ptsz)(CUarray dst, size_t off, const void *src, size_t n,
                                            CUstream s)
 {
     return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyAtoHAsync_v2(void *dst, CUarray src, size_t off, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemcpyAtoHAsync_v2)(void *dst, CUarray src, size_t off, size_t n, CUstream s)
 {
     return copy(array_side(src, off), host_side(dst), n, 1, 1, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyAtoHAsync_v2_ptsz(void *dst, CUarray src, size_t off, size_t n,
+CUresult SHIM_IMPL(cuMemcpyAtoHAsync_v2_ptsz)(void *dst, CUarray src, size_t off, size_t n,
                                            CUstream s)
 {
     return copy(array_side(src, off), host_side(dst), n, 1, 1, s, ASYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t off, size_t n)
+CUresult SHIM_IMPL(cuMemcpyAtoD_v2)(CUdeviceptr dst, CUarray src, size_t off, size_t n)
 {
     return copy(array_side(src, off), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyAtoD_v2_ptds(CUdeviceptr dst, CUarray src, size_t off, size_t n)
+CUresult SHIM_IMPL(cuMemcpyAtoD_v2_ptds)(CUdeviceptr dst, CUarray src, size_t off, size_t n)
 {
     return copy(array_side(src, off), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyDtoA_v2(CUarray dst, size_t off, CUdeviceptr src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyDtoA_v2)(CUarray dst, size_t off, CUdeviceptr src, size_t n)
 {
     return copy(dev_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyDtoA_v2_ptds(CUarray dst, size_t off, CUdeviceptr src, size_t n)
+CUresult SHIM_IMPL(cuMemcpyDtoA_v2_ptds)(CUarray dst, size_t off, CUdeviceptr src, size_t n)
 {
     return copy(dev_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyAtoA_v2(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n)
+CUresult SHIM_IMPL(cuMemcpyAtoA_v2)(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n)
 {
     return copy(array_side(src, soff), array_side(dst, doff), n, 1, 1, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyAtoA_v2_ptds(CUarray dst, size_t doff, CUarray src, size_t soff,
+CUresult SHIM_IMPL(cuMemcpyAtoA_v2_ptds)(CUarray dst, size_t doff, CUarray src, size_t soff,
                                       size_t n)
 {
     return copy(array_side(src, soff), array_side(dst, doff), n, 1, 1, NULL, SYNC, PT);
@@ -467,27 +467,27 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags, unsi
     return copy(src, dst, p->WidthInBytes, p->Height, 1, s, cflags, rflags);
 }
 
-CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *p)
+CUresult SHIM_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D *p)
 {
     return copy2d(p, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p)
+CUresult SHIM_IMPL(cuMemcpy2D_v2_ptds)(const CUDA_MEMCPY2D *p)
 {
     return copy2d(p, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p)
+CUresult SHIM_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D *p)
 {
     return copy2d(p, NULL, CHAN_CF_UNALIGNED, 0);
 }
-CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p)
+CUresult SHIM_IMPL(cuMemcpy2DUnaligned_v2_ptds)(const CUDA_MEMCPY2D *p)
 {
     return copy2d(p, NULL, CHAN_CF_UNALIGNED, PT);
 }
-CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s)
+CUresult SHIM_IMPL(cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D *p, CUstream s)
 {
     return copy2d(p, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s)
+CUresult SHIM_IMPL(cuMemcpy2DAsync_v2_ptsz)(const CUDA_MEMCPY2D *p, CUstream s)
 {
     return copy2d(p, s, ASYNC, PT);
 }
@@ -503,19 +503,19 @@ static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, unsigned cflags, unsi
     return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags, rflags);
 }
 
-CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D *p)
+CUresult SHIM_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D *p)
 {
     return copy3d(p, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p)
+CUresult SHIM_IMPL(cuMemcpy3D_v2_ptds)(const CUDA_MEMCPY3D *p)
 {
     return copy3d(p, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s)
+CUresult SHIM_IMPL(cuMemcpy3DAsync_v2)(const CUDA_MEMCPY3D *p, CUstream s)
 {
     return copy3d(p, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream s)
+CUresult SHIM_IMPL(cuMemcpy3DAsync_v2_ptsz)(const CUDA_MEMCPY3D *p, CUstream s)
 {
     return copy3d(p, s, ASYNC, PT);
 }
@@ -546,22 +546,22 @@ static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext
     return copy(a, b, n, 1, 1, s, cflags | CHAN_CF_PEER, rflags);
 }
 
-CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+CUresult SHIM_IMPL(cuMemcpyPeer)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
                               size_t n)
 {
     return peer(dst, dctx, src, sctx, n, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+CUresult SHIM_IMPL(cuMemcpyPeer_ptds)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
                                    CUcontext sctx, size_t n)
 {
     return peer(dst, dctx, src, sctx, n, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+CUresult SHIM_IMPL(cuMemcpyPeerAsync)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
                                    CUcontext sctx, size_t n, CUstream s)
 {
     return peer(dst, dctx, src, sctx, n, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+CUresult SHIM_IMPL(cuMemcpyPeerAsync_ptsz)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
                                         CUcontext sctx, size_t n, CUstream s)
 {
     return peer(dst, dctx, src, sctx, n, s, ASYNC, PT);
@@ -586,19 +586,19 @@ static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, unsigned cf
                 rflags);
 }
 
-CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p)
+CUresult SHIM_IMPL(cuMemcpy3DPeer)(const CUDA_MEMCPY3D_PEER *p)
 {
     return copy3d_peer(p, NULL, SYNC, 0);
 }
-CUresult CUDAAPI cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p)
+CUresult SHIM_IMPL(cuMemcpy3DPeer_ptds)(const CUDA_MEMCPY3D_PEER *p)
 {
     return copy3d_peer(p, NULL, SYNC, PT);
 }
-CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream s)
+CUresult SHIM_IMPL(cuMemcpy3DPeerAsync)(const CUDA_MEMCPY3D_PEER *p, CUstream s)
 {
     return copy3d_peer(p, s, ASYNC, 0);
 }
-CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream s)
+CUresult SHIM_IMPL(cuMemcpy3DPeerAsync_ptsz)(const CUDA_MEMCPY3D_PEER *p, CUstream s)
 {
     return copy3d_peer(p, s, ASYNC, PT);
 }

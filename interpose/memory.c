@@ -42,12 +42,12 @@ static CUresult alloc(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t hei
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+CUresult SHIM_IMPL(cuMemAlloc_v2)(CUdeviceptr *dptr, size_t bytesize)
 {
     return alloc(dptr, NULL, bytesize, 1, 1);
 }
 
-CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+CUresult SHIM_IMPL(cuMemAllocPitch_v2)(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                     size_t Height, unsigned int ElementSizeBytes)
 {
     if (!pPitch)
@@ -55,7 +55,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     return alloc(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 }
 
-CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+CUresult SHIM_IMPL(cuMemFree_v2)(CUdeviceptr dptr)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -72,7 +72,7 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     return r;
 }
 
-CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
+CUresult SHIM_IMPL(cuMemGetInfo_v2)(size_t *free, size_t *total)
 {
     CUresult r = entry();
     if (r != CUDA_SUCCESS)
@@ -88,7 +88,7 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
     return r;
 }
 
-CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     CUresult r = entry();
     if (r != CUDA_SUCCESS)
@@ -157,17 +157,17 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
     return r;
 }
 
-CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+CUresult SHIM_IMPL(cuMemHostAlloc)(void **pp, size_t bytesize, unsigned int Flags)
 {
     return host_alloc(pp, bytesize, Flags);
 }
 
-CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
+CUresult SHIM_IMPL(cuMemAllocHost_v2)(void **pp, size_t bytesize)
 {
     return host_alloc(pp, bytesize, 0);
 }
 
-CUresult CUDAAPI cuMemFreeHost(void *p)
+CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -184,7 +184,7 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
     return r;
 }
 
-CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+CUresult SHIM_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     CUresult r = entry();
     if (r != CUDA_SUCCESS)
@@ -198,7 +198,7 @@ CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsig
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
+CUresult SHIM_IMPL(cuMemHostGetFlags)(unsigned int *pFlags, void *p)
 {
     CUresult r = entry();
     if (r != CUDA_SUCCESS)
@@ -300,7 +300,7 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
     }
 }
 
-CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute_,
+CUresult SHIM_IMPL(cuPointerGetAttribute)(void *data, CUpointer_attribute attribute_,
                                        CUdeviceptr ptr)
 {
     CUresult r = shim_ready();
@@ -313,7 +313,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
     return attribute(data, attribute_, ptr, found, &rg);
 }
 
-CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
+CUresult SHIM_IMPL(cuPointerGetAttributes)(unsigned int numAttributes,
                                         CUpointer_attribute *attributes, void **data,
                                         CUdeviceptr ptr)
 {

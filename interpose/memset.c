@@ -39,107 +39,107 @@ static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsign
 
 #define PT CHAN_RF_PTDS
 
-CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+CUresult SHIM_IMPL(cuMemsetD8_v2)(CUdeviceptr d, unsigned char v, size_t n)
 {
     return memset_any(d, 0, v, 1, n, 1, NULL, 0, 0);
 }
-CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n)
+CUresult SHIM_IMPL(cuMemsetD8_v2_ptds)(CUdeviceptr d, unsigned char v, size_t n)
 {
     return memset_any(d, 0, v, 1, n, 1, NULL, 0, PT);
 }
-CUresult CUDAAPI cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n)
+CUresult SHIM_IMPL(cuMemsetD16_v2)(CUdeviceptr d, unsigned short v, size_t n)
 {
     return memset_any(d, 0, v, 2, n, 1, NULL, 0, 0);
 }
-CUresult CUDAAPI cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n)
+CUresult SHIM_IMPL(cuMemsetD16_v2_ptds)(CUdeviceptr d, unsigned short v, size_t n)
 {
     return memset_any(d, 0, v, 2, n, 1, NULL, 0, PT);
 }
-CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n)
+CUresult SHIM_IMPL(cuMemsetD32_v2)(CUdeviceptr d, unsigned int v, size_t n)
 {
     return memset_any(d, 0, v, 4, n, 1, NULL, 0, 0);
 }
-CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n)
+CUresult SHIM_IMPL(cuMemsetD32_v2_ptds)(CUdeviceptr d, unsigned int v, size_t n)
 {
     return memset_any(d, 0, v, 4, n, 1, NULL, 0, PT);
 }
-CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemsetD8Async)(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
 {
     return memset_any(d, 0, v, 1, n, 1, s, 1, 0);
 }
-CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemsetD8Async_ptsz)(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
 {
     return memset_any(d, 0, v, 1, n, 1, s, 1, PT);
 }
-CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemsetD16Async)(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
 {
     return memset_any(d, 0, v, 2, n, 1, s, 1, 0);
 }
-CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemsetD16Async_ptsz)(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
 {
     return memset_any(d, 0, v, 2, n, 1, s, 1, PT);
 }
-CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemsetD32Async)(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
 {
     return memset_any(d, 0, v, 4, n, 1, s, 1, 0);
 }
-CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
+CUresult SHIM_IMPL(cuMemsetD32Async_ptsz)(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
 {
     return memset_any(d, 0, v, 4, n, 1, s, 1, PT);
 }
-CUresult CUDAAPI cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)
+CUresult SHIM_IMPL(cuMemsetD2D8_v2)(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)
 {
     return memset_any(d, p, v, 1, w, h, NULL, 0, 0);
 }
-CUresult CUDAAPI cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t p, unsigned char v, size_t w,
+CUresult SHIM_IMPL(cuMemsetD2D8_v2_ptds)(CUdeviceptr d, size_t p, unsigned char v, size_t w,
                                       size_t h)
 {
     return memset_any(d, p, v, 1, w, h, NULL, 0, PT);
 }
-CUresult CUDAAPI cuMemsetD2D16_v2(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)
+CUresult SHIM_IMPL(cuMemsetD2D16_v2)(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)
 {
     return memset_any(d, p, v, 2, w, h, NULL, 0, 0);
 }
-CUresult CUDAAPI cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t p, unsigned short v, size_t w,
+CUresult SHIM_IMPL(cuMemsetD2D16_v2_ptds)(CUdeviceptr d, size_t p, unsigned short v, size_t w,
                                        size_t h)
 {
     return memset_any(d, p, v, 2, w, h, NULL, 0, PT);
 }
-CUresult CUDAAPI cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h)
+CUresult SHIM_IMPL(cuMemsetD2D32_v2)(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h)
 {
     return memset_any(d, p, v, 4, w, h, NULL, 0, 0);
 }
-CUresult CUDAAPI cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t p, unsigned int v, size_t w,
+CUresult SHIM_IMPL(cuMemsetD2D32_v2_ptds)(CUdeviceptr d, size_t p, unsigned int v, size_t w,
                                        size_t h)
 {
     return memset_any(d, p, v, 4, w, h, NULL, 0, PT);
 }
-CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h,
+CUresult SHIM_IMPL(cuMemsetD2D8Async)(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h,
                                    CUstream s)
 {
     return memset_any(d, p, v, 1, w, h, s, 1, 0);
 }
-CUresult CUDAAPI cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t p, unsigned char v, size_t w,
+CUresult SHIM_IMPL(cuMemsetD2D8Async_ptsz)(CUdeviceptr d, size_t p, unsigned char v, size_t w,
                                         size_t h, CUstream s)
 {
     return memset_any(d, p, v, 1, w, h, s, 1, PT);
 }
-CUresult CUDAAPI cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w,
+CUresult SHIM_IMPL(cuMemsetD2D16Async)(CUdeviceptr d, size_t p, unsigned short v, size_t w,
                                     size_t h, CUstream s)
 {
     return memset_any(d, p, v, 2, w, h, s, 1, 0);
 }
-CUresult CUDAAPI cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t p, unsigned short v, size_t w,
+CUresult SHIM_IMPL(cuMemsetD2D16Async_ptsz)(CUdeviceptr d, size_t p, unsigned short v, size_t w,
                                          size_t h, CUstream s)
 {
     return memset_any(d, p, v, 2, w, h, s, 1, PT);
 }
-CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h,
+CUresult SHIM_IMPL(cuMemsetD2D32Async)(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h,
                                     CUstream s)
 {
     return memset_any(d, p, v, 4, w, h, s, 1, 0);
 }
-CUresult CUDAAPI cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned int v, size_t w,
+CUresult SHIM_IMPL(cuMemsetD2D32Async_ptsz)(CUdeviceptr d, size_t p, unsigned int v, size_t w,
                                          size_t h, CUstream s)
 {
     return memset_any(d, p, v, 4, w, h, s, 1, PT);

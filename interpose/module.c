@@ -170,7 +170,7 @@ static CUresult load(unsigned kind, const void *image, struct jit *j, void **val
     return r;
 }
 
-CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+CUresult SHIM_IMPL(cuModuleLoadDataEx)(CUmodule *module, const void *image, unsigned int numOptions,
                                     CUjit_option *options, void **optionValues)
 {
     struct jit j;
@@ -184,12 +184,12 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigne
     return r;
 }
 
-CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
+CUresult SHIM_IMPL(cuModuleLoadData)(CUmodule *module, const void *image)
 {
     return cuModuleLoadDataEx(module, image, 0, NULL, NULL);
 }
 
-CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+CUresult SHIM_IMPL(cuModuleLoadFatBinary)(CUmodule *module, const void *fatCubin)
 {
     struct jit j;
     if (!module || !fatCubin)
@@ -233,7 +233,7 @@ static void *read_file(const char *path, CUresult *err)
     return buf;
 }
 
-CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
+CUresult SHIM_IMPL(cuModuleLoad)(CUmodule *module, const char *fname)
 {
     CUresult r = entry();
     if (r != CUDA_SUCCESS)
@@ -256,7 +256,7 @@ static CUresult library_options(unsigned n, const CUlibraryOption *opts)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+CUresult SHIM_IMPL(cuLibraryLoadData)(CUlibrary *library, const void *code, CUjit_option *jitOptions,
                                    void **jitOptionsValues, unsigned int numJitOptions,
                                    CUlibraryOption *libraryOptions, void **libraryOptionValues,
                                    unsigned int numLibraryOptions)
@@ -275,7 +275,7 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_o
     return r;
 }
 
-CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+CUresult SHIM_IMPL(cuLibraryLoadFromFile)(CUlibrary *library, const char *fileName,
                                        CUjit_option *jitOptions, void **jitOptionsValues,
                                        unsigned int numJitOptions, CUlibraryOption *libraryOptions,
                                        void **libraryOptionValues,
@@ -309,12 +309,12 @@ static CUresult unload(uint64_t h, unsigned kind)
     return r;
 }
 
-CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
+CUresult SHIM_IMPL(cuModuleUnload)(CUmodule hmod)
 {
     return unload((uint64_t)(uintptr_t)hmod, CHAN_H_MODULE);
 }
 
-CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
+CUresult SHIM_IMPL(cuLibraryUnload)(CUlibrary library)
 {
     return unload((uint64_t)(uintptr_t)library, CHAN_H_LIBRARY);
 }
@@ -348,7 +348,7 @@ static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64
     return shim_func_add(rep, n, owner, shim_current_ctx_id(), out);
 }
 
-CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+CUresult SHIM_IMPL(cuModuleGetFunction)(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
     uint64_t h = (uint64_t)(uintptr_t)hmod, f;
     if (!hfunc)
@@ -359,7 +359,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
     return r;
 }
 
-CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+CUresult SHIM_IMPL(cuLibraryGetKernel)(CUkernel *pKernel, CUlibrary library, const char *name)
 {
     uint64_t h = (uint64_t)(uintptr_t)library, k;
     if (!pKernel)
@@ -370,7 +370,7 @@ CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const 
     return r;
 }
 
-CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+CUresult SHIM_IMPL(cuKernelGetFunction)(CUfunction *pFunc, CUkernel kernel)
 {
     uint64_t k = (uint64_t)(uintptr_t)kernel, f;
     if (!pFunc)
@@ -433,14 +433,14 @@ static CUresult enumerate(uint64_t h, unsigned kind, unsigned num, uint64_t *out
     return r;
 }
 
-CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
+CUresult SHIM_IMPL(cuModuleEnumerateFunctions)(CUfunction *functions, unsigned int numFunctions,
                                             CUmodule mod)
 {
     return enumerate((uint64_t)(uintptr_t)mod, CHAN_H_MODULE, numFunctions,
                      (uint64_t *)functions);
 }
 
-CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels,
+CUresult SHIM_IMPL(cuLibraryEnumerateKernels)(CUkernel *kernels, unsigned int numKernels,
                                            CUlibrary lib)
 {
     return enumerate((uint64_t)(uintptr_t)lib, CHAN_H_LIBRARY, numKernels, (uint64_t *)kernels);
@@ -483,13 +483,13 @@ static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, uint64_t h, unsigne
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+CUresult SHIM_IMPL(cuModuleGetGlobal_v2)(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
                                       const char *name)
 {
     return get_global(dptr, bytes, (uint64_t)(uintptr_t)hmod, CHAN_H_MODULE, name);
 }
 
-CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+CUresult SHIM_IMPL(cuLibraryGetGlobal)(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
                                    const char *name)
 {
     return get_global(dptr, bytes, (uint64_t)(uintptr_t)library, CHAN_H_LIBRARY, name);
@@ -510,7 +510,7 @@ static CUresult query_handle(uint64_t h, unsigned what, uint64_t *out)
     return shim_call(CHAN_OP_HANDLE_QUERY, &q, sizeof(q), out, sizeof(*out), NULL);
 }
 
-CUresult CUDAAPI cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+CUresult SHIM_IMPL(cuFuncGetModule)(CUmodule *hmod, CUfunction hfunc)
 {
     uint64_t m;
     CUresult r = query_handle((uint64_t)(uintptr_t)hfunc, CHAN_Q_FUNC_MODULE, &m);
@@ -519,7 +519,7 @@ CUresult CUDAAPI cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
     return r;
 }
 
-CUresult CUDAAPI cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+CUresult SHIM_IMPL(cuLibraryGetModule)(CUmodule *pMod, CUlibrary library)
 {
     uint64_t m;
     CUresult r = query_handle((uint64_t)(uintptr_t)library, CHAN_Q_LIB_MODULE, &m);
@@ -528,7 +528,7 @@ CUresult CUDAAPI cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
     return r;
 }
 
-CUresult CUDAAPI cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+CUresult SHIM_IMPL(cuKernelGetLibrary)(CUlibrary *pLib, CUkernel kernel)
 {
     uint64_t l;
     CUresult r = query_handle((uint64_t)(uintptr_t)kernel, CHAN_Q_KERNEL_LIBRARY, &l);
@@ -589,12 +589,12 @@ static CUresult get_name(uint64_t h, unsigned what, const char **out)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction hfunc)
+CUresult SHIM_IMPL(cuFuncGetName)(const char **name, CUfunction hfunc)
 {
     return get_name((uint64_t)(uintptr_t)hfunc, CHAN_Q_FUNC_NAME, name);
 }
 
-CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
+CUresult SHIM_IMPL(cuKernelGetName)(const char **name, CUkernel hfunc)
 {
     return get_name((uint64_t)(uintptr_t)hfunc, CHAN_Q_KERNEL_NAME, name);
 }
@@ -616,12 +616,12 @@ static CUresult set_attr(uint64_t h, int is_kernel, int attr, int value, int dev
     return r;
 }
 
-CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+CUresult SHIM_IMPL(cuFuncSetAttribute)(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
     return set_attr((uint64_t)(uintptr_t)hfunc, 0, attrib, value, 0);
 }
 
-CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
+CUresult SHIM_IMPL(cuKernelSetAttribute)(CUfunction_attribute attrib, int val, CUkernel kernel,
                                       CUdevice dev)
 {
     return set_attr((uint64_t)(uintptr_t)kernel, 1, attrib, val, dev);

@@ -57,7 +57,7 @@ static int flag_key(cuuint64_t flags)
     return 0;
 }
 
-CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+CUresult SHIM_IMPL(cuGetProcAddress_v2)(const char *symbol, void **pfn, int cudaVersion,
                                      cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
     if (!symbol || !pfn)
@@ -83,7 +83,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+CUresult SHIM_IMPL(cuGetProcAddress)(const char *symbol, void **pfn, int cudaVersion,
                                   cuuint64_t flags)
 {
     return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);

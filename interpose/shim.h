@@ -13,6 +13,7 @@
 
 #include "channel/chan.h"
 #include "channel/desc.h"
+#include "shim_impl.h" /* generated: shim_impl_<name> of every hand-written entry point */
 
 /* ---------------------------------------------------------------- log.c */
 
@@ -22,6 +23,25 @@ void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 CUresult shim_unsupported(int id);
 /* Same, for a feature of a supported call (flag, option, memory kind) named by `what`. */
 CUresult shim_refuse(const char *what);
+
+/* ---------------------------------------------------------------- passthrough.c */
+
+/* How this process runs, decided once by its first CUDA call. */
+enum shim_mode {
+    SHIM_MODE_UNDECIDED = 0,
+    SHIM_MODE_SERVER, /* through mpsshim-server */
+    SHIM_MODE_REAL,   /* no server could be had: every call goes to the real driver */
+    SHIM_MODE_NONE,   /* neither: calls fail with the connection error */
+};
+/* Written once under the connection lock, read without it by every entry point. */
+extern _Atomic int shim_mode;
+
+/* Decides the mode if not done yet (connecting, starting a server if need be, else
+ * loading the real driver) and returns it. */
+int shim_decide(void);
+/* The real driver's function for a call id (a function returning CUDA_ERROR_NOT_SUPPORTED
+ * when it lacks one). Only in SHIM_MODE_REAL. */
+void *shim_real(int id);
 
 /* ---------------------------------------------------------------- conn.c */
 
@@ -36,8 +56,12 @@ struct shim_conn {
 
 extern struct shim_conn shim_conn;
 
-/* Connects to the server if not yet done. CUDA_SUCCESS, or the error every call gets. */
+/* Connects to the server if not yet done (starting one when none answers, unless
+ * MPSSHIM_AUTOSTART=0). CUDA_SUCCESS, or the error every call gets; *why (may be NULL)
+ * says what went wrong. */
 CUresult shim_connect(void);
+/* Why the connection failed (empty when it did not). */
+const char *shim_connect_error(void);
 
 /* For entry points that need cuInit: CUDA_SUCCESS when initialised and connected. */
 CUresult shim_ready(void);
@@ -118,6 +142,12 @@ CUresult shim_need_ctx(void);
 CUresult shim_ctx_lookup(CUcontext c, uint32_t *id, int *device);
 /* The handle of the context with this id (for cuStreamGetCtx), or NULL. */
 CUcontext shim_ctx_by_id(uint32_t id);
+/* The primary context of a device, without retaining or activating it (a later
+ * cuDevicePrimaryCtxRetain returns the same handle). NULL for a bad ordinal. */
+CUcontext shim_primary_ctx(CUdevice dev);
+/* Registers a function called with each context that is destroyed or reset (primary),
+ * before its resources go; at most a few (context-local storage uses one). */
+void shim_ctx_on_destroy(void (*fn)(CUcontext ctx));
 
 /* ---------------------------------------------------------------- device.c */
 

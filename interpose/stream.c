@@ -126,17 +126,17 @@ static CUresult create(CUstream *ph, unsigned flags, int priority)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+CUresult SHIM_IMPL(cuStreamCreate)(CUstream *phStream, unsigned int Flags)
 {
     return create(phStream, Flags, 0);
 }
 
-CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+CUresult SHIM_IMPL(cuStreamCreateWithPriority)(CUstream *phStream, unsigned int flags, int priority)
 {
     return create(phStream, flags, priority);
 }
 
-CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -147,7 +147,7 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
     return shim_call(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
 }
 
-CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+CUresult SHIM_IMPL(cuStreamDestroy)(CUstream hStream)
 {
     return cuStreamDestroy_v2(hStream);
 }
@@ -168,27 +168,27 @@ static CUresult stream_op(unsigned op, CUstream s, unsigned flags)
     return shim_req_wait(&q, NULL, NULL);
 }
 
-CUresult CUDAAPI cuStreamQuery(CUstream hStream)
+CUresult SHIM_IMPL(cuStreamQuery)(CUstream hStream)
 {
     return stream_op(CHAN_OP_STREAM_QUERY, hStream, 0);
 }
 
-CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream)
+CUresult SHIM_IMPL(cuStreamQuery_ptsz)(CUstream hStream)
 {
     return stream_op(CHAN_OP_STREAM_QUERY, hStream, CHAN_RF_PTDS);
 }
 
-CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
+CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
 {
     return stream_op(CHAN_OP_STREAM_SYNC, hStream, 0);
 }
 
-CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
+CUresult SHIM_IMPL(cuStreamSynchronize_ptsz)(CUstream hStream)
 {
     return stream_op(CHAN_OP_STREAM_SYNC, hStream, CHAN_RF_PTDS);
 }
 
-CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+CUresult SHIM_IMPL(cuStreamGetFlags)(CUstream hStream, unsigned int *flags)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -208,12 +208,12 @@ CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int *flags)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+CUresult SHIM_IMPL(cuStreamGetFlags_ptsz)(CUstream hStream, unsigned int *flags)
 {
     return cuStreamGetFlags(hStream, flags);
 }
 
-CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+CUresult SHIM_IMPL(cuStreamGetCtx)(CUstream hStream, CUcontext *pctx)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -227,19 +227,19 @@ CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
     return *pctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+CUresult SHIM_IMPL(cuStreamGetCtx_ptsz)(CUstream hStream, CUcontext *pctx)
 {
     return cuStreamGetCtx(hStream, pctx);
 }
 
-CUresult CUDAAPI cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
     if (pGreenCtx)
         *pGreenCtx = NULL; /* clients never see green contexts */
     return cuStreamGetCtx(hStream, pCtx);
 }
 
-CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+CUresult SHIM_IMPL(cuStreamGetCtx_v2_ptsz)(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
     return cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx);
 }
@@ -247,7 +247,7 @@ CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgre
 /* Stream capture is not supported (graphs are not), so every thread's mode is simply kept. */
 static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+CUresult SHIM_IMPL(cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode)
 {
     if (!mode)
         return CUDA_ERROR_INVALID_VALUE;
@@ -259,7 +259,7 @@ CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 
 /* ---------------------------------------------------------------- events */
 
-CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
+CUresult SHIM_IMPL(cuEventCreate)(CUevent *phEvent, unsigned int Flags)
 {
     CUresult r = entry();
     if (r != CUDA_SUCCESS)
@@ -279,7 +279,7 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent)
+CUresult SHIM_IMPL(cuEventDestroy_v2)(CUevent hEvent)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -290,12 +290,12 @@ CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent)
     return shim_call(CHAN_OP_EVENT_DESTROY, &h, sizeof(h), NULL, 0, NULL);
 }
 
-CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
+CUresult SHIM_IMPL(cuEventDestroy)(CUevent hEvent)
 {
     return cuEventDestroy_v2(hEvent);
 }
 
-CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
+CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)

@@ -88,10 +88,38 @@ run_test unit-channel 60 "$B/tests/unit/channel_test"
 run_test unit-allocs 60 "$B/tests/unit/allocs_test"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
-run_test no-server-error 30 bash -c '
-    out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_PIPE_DIRECTORY='"$WORK"'/none '"$B"'/tests/vecadd 2>&1)
+run_test no-server-no-driver 30 bash -c '
+    out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
+          MPSSHIM_PIPE_DIRECTORY='"$WORK"'/none '"$B"'/tests/vecadd 2>&1)
     echo "$out"
-    echo "$out" | grep -q "mpsshim: no server at" && echo "$out" | grep -q "^FAIL"'
+    echo "$out" | grep -q "mpsshim: no server at .*no real CUDA driver found" &&
+        echo "$out" | grep -q "^FAIL"'
+# No server and none may be started: the program still runs, on the real driver (here
+# the CPU test driver), and says so once.
+run_test fallback-to-driver 60 bash -c '
+    out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_PIPE_DIRECTORY='"$WORK"'/none \
+          '"$B"'/tests/vecadd 100000 2>&1)
+    echo "$out"
+    [ "$(echo "$out" | grep -c "running directly on the CUDA driver")" = 1 ] &&
+        echo "$out" | grep -q "^PASS vecadd"'
+# 32 clients start at once with no server: exactly one server starts, all are served.
+run_test autostart-race 120 bash -c '
+    dir='"$WORK"'/race
+    pids=""
+    for i in $(seq 32); do
+        env LD_PRELOAD='"$SHIM"' MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log \
+            '"$B"'/tests/vecadd 1000 >'"$WORK"'/race-$i.log 2>&1 &
+        pids="$pids $!"
+    done
+    rc=0
+    for p in $pids; do wait $p || rc=1; done
+    passed=$(cat '"$WORK"'/race-*.log | grep -c "^PASS vecadd")
+    servers=$(grep -l "MPSSHIM_PIPE_DIRECTORY=$dir" /proc/[0-9]*/environ 2>/dev/null |
+              while read -r e; do p=${e%/environ}; [ "$(cat $p/comm 2>/dev/null)" = mpsshim-server ] && echo $p; done | wc -l)
+    started=$(grep -c "Server ready" $dir/log/server.log)
+    echo "$passed of 32 clients passed; $servers server process(es) for the directory, $started started"
+    printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir '"$CTL"'
+    [ $rc = 0 ] && [ "$passed" = 32 ] && [ "$servers" = 1 ] && [ "$started" = 1 ]'
 
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then
@@ -169,7 +197,8 @@ else
     run_test fuzz-records 120 "$B/tests/unit/rawclient" fuzz 1 20000
     run_test serves-after-bad-clients 60 env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 1000
 
-    # Another user's client is refused with a message that says so.
+    # Another user's client is refused with a message that says so (and then, like an MPS
+    # client that finds no server of its own, runs directly on the driver).
     if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
         run_test refuse-other-user 30 bash -c '
             chmod 755 '"$WORK"' '"$MPSSHIM_PIPE_DIRECTORY"'
@@ -179,7 +208,8 @@ else
                   '"$B"'/tests/vecadd 1000 2>&1)
             chmod 700 '"$MPSSHIM_PIPE_DIRECTORY"'
             echo "$out"
-            echo "$out" | grep -q "runs as user 65534" && echo "$out" | grep -q "^FAIL"'
+            echo "$out" | grep -q "server refused this client: client process [0-9]* runs as user 65534, this server as user 0" &&
+                echo "$out" | grep -q "running directly on the CUDA driver"'
     else
         record refuse-other-user SKIP "needs root and setpriv"
     fi
