@@ -22,9 +22,13 @@ static size_t off_devinfo(void)
 {
     return off_lanes() + (size_t)CHAN_NLANES * CHAN_LANE_SIZE;
 }
-static size_t off_staging(void)
+static size_t off_callbacks(void)
 {
     return ALIGN_UP(off_devinfo() + sizeof(struct chan_devinfo), PAGE);
+}
+static size_t off_staging(void)
+{
+    return ALIGN_UP(off_callbacks() + sizeof(struct chan_callbacks), PAGE);
 }
 
 size_t chan_segment_size(void)
@@ -40,6 +44,7 @@ void chan_attach(struct chan *c, void *base)
     c->ring = b + off_ring();
     c->lanes = (struct chan_lane *)(b + off_lanes());
     c->devinfo = (struct chan_devinfo *)(b + off_devinfo());
+    c->callbacks = (struct chan_callbacks *)(b + off_callbacks());
     c->staging = b + off_staging();
     c->pos = 0;
 }

@@ -16,6 +16,7 @@ struct chan {
     struct chan_lane *lanes;
     uint8_t *staging;
     struct chan_devinfo *devinfo;
+    struct chan_callbacks *callbacks;
     /* Private to the end that owns the role: the producer's tail, the consumer's head. */
     uint64_t pos;
 };

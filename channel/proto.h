@@ -73,6 +73,7 @@ struct chan_welcome {
 #define CHAN_REC_MAX (CHAN_LANE_DATA) /* largest request record, header included */
 #define CHAN_INLINE_MAX (32u << 10)   /* copies up to this travel inside records/replies */
 #define CHAN_MAX_DEVICES 16
+#define CHAN_CB_SLOTS 65536       /* host functions outstanding at once, per client */
 
 /* A staging slot's two counters are chunk sequence numbers (see channel/copyplan.h). The
  * producer of chunk n waits until `freed` says the slot's previous chunk (n - NSLOTS) has
@@ -97,6 +98,21 @@ struct chan_lane {
     uint8_t data[CHAN_LANE_DATA];
 };
 _Static_assert(sizeof(struct chan_lane) == CHAN_LANE_SIZE, "lane layout");
+
+/* Host functions (cuLaunchHostFunc, cuStreamAddCallback) run in the client, in stream
+ * order. For the n-th one (n counts from 1) the server enqueues on the client's stream a
+ * host function of its own, which posts n to `fired` (server -> client), and then a
+ * cuStreamWaitValue32 on done[n % CHAN_CB_SLOTS] >= n (cyclic), which holds the stream
+ * until the client's callback thread has run the function and stored n there. The GPU
+ * polls `done`, so finishing costs the client no system call; the server's own host
+ * function never blocks, so other clients' host functions are never held up. */
+struct chan_callbacks {
+    _Alignas(64) _Atomic uint32_t fired_tail; /* notifications posted (server) */
+    _Atomic uint32_t fired_waiters;           /* the client's callback thread sleeps */
+    _Alignas(64) _Atomic uint32_t fired_head; /* notifications taken (client) */
+    uint32_t fired[CHAN_CB_SLOTS];            /* seq of notification k at k % SLOTS */
+    _Atomic uint32_t done[CHAN_CB_SLOTS];     /* last seq finished in each slot */
+};
 
 struct chan_devinfo_dev {
     char name[256];
@@ -194,6 +210,7 @@ enum chan_op {
     CHAN_OP_EVENT_DESTROY,      /* u64 event -> - */
     CHAN_OP_EVENT_SYNC,         /* u64 event -> - */
     CHAN_OP_ERROR_STRING,       /* i32 code -> string */
+    CHAN_OP_HOST_FUNC,          /* chan_host_func -> - (async) */
     CHAN_OP_END,
 };
 
@@ -367,6 +384,13 @@ struct chan_launch {
     uint64_t stream;
     uint32_t cooperative;
     uint32_t param_bytes; /* packed parameters follow the attributes */
+};
+
+/* The n-th host function of the client, on `stream`. */
+struct chan_host_func {
+    uint64_t stream;
+    uint32_t seq;
+    uint32_t pad;
 };
 
 struct chan_stream_create {

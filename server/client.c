@@ -154,9 +154,14 @@ static int handshake(struct srv_client *c)
     /* Registered once, so that copies through staging slots and into reply lanes are
      * direct DMA. Failure is not fatal: the driver then stages those copies itself. */
     if (srv_use_device(0) == CUDA_SUCCESS &&
-        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size, CU_MEMHOSTREGISTER_PORTABLE) ==
-            CUDA_SUCCESS)
+        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+            CUDA_SUCCESS) {
         c->shm_registered = 1;
+        /* Device-mapped too: streams wait on the host-function "done" words in it. */
+        if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
+            c->shm_dptr = 0;
+    }
     struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
                              .minor = CHAN_PROTO_MINOR, .status = CHAN_WELCOME_OK,
                              .server_pid = getpid(), .shm_size = c->shm_size,
@@ -190,6 +195,7 @@ static void cleanup(struct srv_client *c)
     unsigned ns = HASH_COUNT(c->streams), ne = HASH_COUNT(c->events),
              nm = HASH_COUNT(c->modules), nh = HASH_COUNT(c->handles);
     size_t na = c->nallocs;
+    srv_hostfn_release(c);
     srv_release(c, 0);
     if (na || ns || ne || nm || nh)
         srv_log("Client process %d: released %zu allocations, %u streams, %u events, "

@@ -139,6 +139,9 @@ struct srv_client {
     void *shm;
     size_t shm_size;
     int shm_registered;
+    CUdeviceptr shm_dptr;      /* the segment's device address (0: not device-mapped) */
+    _Atomic uint32_t cb_fired; /* host-function notifications posted so far */
+    uint32_t cb_last;          /* seq of the last host function enqueued */
     pthread_t worker;
     _Atomic int dead;     /* the socket hung up, or the server is quitting */
     _Atomic int finished; /* the worker has released everything */
@@ -290,6 +293,9 @@ srv_handler srv_op_launch;
 srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_query,
     srv_op_stream_sync, srv_op_event_create, srv_op_event_destroy, srv_op_event_sync;
 srv_handler srv_op_error_string;
+srv_handler srv_op_host_func;
+/* hostfn.c: lets every stream waiting on a departed client's host functions go on. */
+void srv_hostfn_release(struct srv_client *c);
 
 /* generic.c: replays a `sync`/`async` call from its descriptor. */
 void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);

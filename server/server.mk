@@ -1,13 +1,18 @@
-# mpsshim-server (links the real driver at run time only, by dlopen) and mpsshim-control.
-SRV_SRC := $(filter-out server/ctl.c,$(wildcard server/*.c))
+# mpsshim-server (links the real driver at run time only, by dlopen), mpsshim-control and
+# the launcher mpsshim-run.
+SRV_SRC := $(filter-out server/ctl.c server/run.c,$(wildcard server/*.c))
 SRV_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRV_SRC))
 SRV_BIN := $(B)/mpsshim-server
 CTL_BIN := $(B)/mpsshim-control
+RUN_BIN := $(B)/mpsshim-run
 
-all: $(SRV_BIN) $(CTL_BIN)
+all: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN)
 
 $(SRV_BIN): $(SRV_OBJ) $(CHANNEL_OBJ)
 	$(CC) -o $@ $(SRV_OBJ) $(CHANNEL_OBJ) $(LDFLAGS) -lffi -ldl
 
 $(CTL_BIN): $(B)/obj/server/ctl.o
+	$(CC) -o $@ $< $(LDFLAGS)
+
+$(RUN_BIN): $(B)/obj/server/run.o
 	$(CC) -o $@ $< $(LDFLAGS)

@@ -86,6 +86,9 @@ say "mpsshim CI tier: CPU test driver behind the server (no GPU; nothing here me
 # ---------------------------------------------------------------- no server needed
 run_test unit-channel 60 "$B/tests/unit/channel_test"
 run_test unit-allocs 60 "$B/tests/unit/allocs_test"
+run_test procaddr-vs-driver 60 env MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
+    MPSSHIM_PIPE_DIRECTORY="$WORK/none" "$B/tests/unit/procaddr_test" "$SHIM" \
+    "$ROOT/gen/data/procaddress-580.159.04.tsv"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
 run_test no-server-no-driver 30 bash -c '
@@ -214,6 +217,10 @@ else
         record refuse-other-user SKIP "needs root and setpriv"
     fi
 
+    run_test launcher 60 bash -c '
+        out=$('"$B"'/mpsshim-run -- '"$B"'/tests/vecadd 1000 2>&1)
+        echo "$out"
+        echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
     run_test control-commands 30 bash -c '
         pid=$(cat '"$MPSSHIM_PIPE_DIRECTORY"'/server.pid)
         out=$(printf "get_server_list\nget_client_list $pid\nno_such_command\n" | '"$CTL"')

@@ -20,3 +20,11 @@ all: $(B)/tests/unit/allocs_test
 $(B)/tests/unit/allocs_test: $(B)/obj/tests/unit/allocs_test.o $(B)/obj/server/allocs.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
+
+UNIT_BINS += $(B)/tests/unit/procaddr_test
+all: $(B)/tests/unit/procaddr_test
+
+# Linked against nothing of ours: it dlopens the shim like an application would.
+$(B)/tests/unit/procaddr_test: tests/unit/procaddr_test.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -ldl
