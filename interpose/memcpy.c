@@ -165,7 +165,9 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
         /* Sync copies that touch pinned host memory return once complete; device-only
          * ones once queued (the driver does not wait for those either). */
         int host = c->src.kind == CHAN_MEM_PINNED || c->dst.kind == CHAN_MEM_PINNED;
-        if (!async && host)
+        /* A sync peer copy runs on one context's stream; the other context's later work
+         * knows nothing of it, so it too returns once complete. */
+        if (!async && (host || (c->flags & CHAN_CF_PEER)))
             c->flags |= CHAN_CF_COMPLETE;
         int reply = !async;
         if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, rflags)) != CUDA_SUCCESS)

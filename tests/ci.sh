@@ -13,6 +13,8 @@ export MPSSHIM_PIPE_DIRECTORY=$WORK/pipe
 export MPSSHIM_LOG_DIRECTORY=$WORK/log
 export MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1
 export MPSSHIM_TEST_KERNELS=$B/tests
+# Two CPU test devices: multi-device clients (tests/progs/multigpu) run here too.
+export MPSSHIM_CPUDRV_DEVICES=2
 SHIM=$B/libmpsshim.so
 CTL=$B/mpsshim-control
 declare -a NAMES RESULTS

@@ -149,6 +149,86 @@ else
     record no-memory-growth FAIL "$MEM1 bytes after round 1, $MEM2 after round 2"
 fi
 
+# ---------------------------------------------------------------- an MPI job
+# Built here with the machine's mpicc. No server runs for its pipe directory beforehand:
+# the first rank starts one, and every rank's kernels must run in that one server.
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+    MPI_APP=$WORK/mpi_app
+    if mpicc -O2 -I/usr/local/cuda/include "$ROOT/tests/mpi/mpi_app.c" \
+        -L/usr/local/cuda/lib64/stubs -lcuda -o "$MPI_APP" >>"$LOG" 2>&1; then
+        MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+        mpi_run() { # tag ranks steps env...
+            local tag=$1 np=$2 steps=$3
+            shift 3
+            local t0 t1
+            t0=$(date +%s.%N)
+            "${MPIRUN[@]}" -np "$np" -x MPSSHIM_TEST_KERNELS "$@" "$MPI_APP" "$steps" \
+                >"$WORK/mpi-$tag.out" 2>&1
+            local rc=$?
+            t1=$(date +%s.%N)
+            { echo "---- mpi $tag: $np ranks"; cat "$WORK/mpi-$tag.out"; } >>"$LOG"
+            MPI_WALL[$tag]=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+            return $rc
+        }
+        declare -A MPI_WALL
+        mpi_servers() { # pids of mpsshim servers of pipe directory $1
+            grep -l "MPSSHIM_PIPE_DIRECTORY=$1" /proc/[0-9]*/environ 2>/dev/null |
+                while read -r e; do p=${e%/environ}; [ "$(cat "$p/comm" 2>/dev/null)" = mpsshim-server ] && echo "${p#/proc/}"; done
+        }
+        mpi_run native8 8 400 && grep -q "^PASS" "$WORK/mpi-native8.out" &&
+            record mpi-native-8 PASS "$(grep 'gpu loop' "$WORK/mpi-native8.out"), wall ${MPI_WALL[native8]} s" ||
+            record mpi-native-8 FAIL
+        for np in 8 16; do
+            dir=$WORK/mpi-pipe-$np
+            if mpi_run "shim$np" $np 400 -x LD_PRELOAD="$SHIM" -x MPSSHIM_PIPE_DIRECTORY="$dir" -x MPSSHIM_LOG_DIRECTORY="$dir/log" \
+                && grep -q "^PASS" "$WORK/mpi-shim$np.out"; then
+                servers=$(mpi_servers "$dir" | wc -l)
+                started=$(grep -c "Server ready" "$dir/log/server.log" 2>/dev/null)
+                clients=$(grep -c "New client" "$dir/log/server.log" 2>/dev/null)
+                if [ "$servers" = 1 ] && [ "$started" = 1 ] && [ "$clients" = "$np" ]; then
+                    record "mpi-mpsshim-$np" PASS "no server before; 1 started, $clients ranks served; $(grep 'gpu loop' "$WORK/mpi-shim$np.out"), wall ${MPI_WALL[shim$np]} s"
+                else
+                    record "mpi-mpsshim-$np" FAIL "$servers server(s) running, $started started, $clients clients"
+                fi
+            else
+                record "mpi-mpsshim-$np" FAIL "$(grep -m1 FAIL "$WORK/mpi-shim$np.out")"
+            fi
+            # While a longer job runs, the GPU must show one process: the server.
+            if [ "$np" = 16 ]; then
+                mpi_run shim16long 16 20000 -x LD_PRELOAD="$SHIM" -x MPSSHIM_PIPE_DIRECTORY="$dir" -x MPSSHIM_LOG_DIRECTORY="$dir/log" &
+                lp=$!
+                sleep 1.5
+                nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader >"$WORK/mpi-apps.out" 2>&1
+                wait $lp
+                srv=$(mpi_servers "$dir" | head -n 1)
+                if [ "$(grep -c . "$WORK/mpi-apps.out")" = 1 ] && grep -q "^$srv," "$WORK/mpi-apps.out"; then
+                    record mpi-one-gpu-process PASS "$(cat "$WORK/mpi-apps.out") while 16 ranks ran"
+                else
+                    record mpi-one-gpu-process FAIL "nvidia-smi listed: $(tr '\n' ';' <"$WORK/mpi-apps.out")"
+                fi
+            fi
+            printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY="$dir" "$CTL" >/dev/null 2>&1
+        done
+        # The same 8-rank job under native MPS, for the wall-time comparison.
+        MPS_CTL=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
+        if [ -x "$MPS_CTL" ]; then
+            export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
+            mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+            "$MPS_CTL" -d
+            mpi_run mps8 8 400 -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY &&
+                grep -q "^PASS" "$WORK/mpi-mps8.out" &&
+                record mpi-native-mps-8 PASS "$(grep 'gpu loop' "$WORK/mpi-mps8.out"), wall ${MPI_WALL[mps8]} s" ||
+                record mpi-native-mps-8 FAIL
+            echo quit | "$MPS_CTL"
+            unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        fi
+    else
+        record mpi-build FAIL "mpicc failed (see log)"
+    fi
+else
+    record mpi SKIP "no mpicc/mpirun"
+fi
+
 echo
 echo "mpsshim GPU tier on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
 printf '%-40s %s\n' TEST RESULT

@@ -1,7 +1,7 @@
 # Test programs: plain C against the CUDA driver API, linked with the toolkit's stub
 # libcuda. The same binaries run natively on a GPU, through the shim on a GPU, and through
 # the shim against the CPU test driver; tests/progs/programs.txt says which runs to make.
-PROGS_NAMES  := vecadd memcpy_all streams_events modules launch contexts multithread hostfn \
+PROGS_NAMES  := vecadd memcpy_all streams_events modules launch contexts multithread hostfn multigpu \
                 isolation smallkern copy_victim hold
 PROGS_BIN    := $(addprefix $(B)/tests/,$(PROGS_NAMES))
 PROGS_COMMON := $(B)/progs/common.o
