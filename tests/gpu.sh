@@ -109,7 +109,8 @@ round() {
     else
         record "eight-clients-$tag" FAIL
     fi
-    if [ "$(grep -c . "$WORK/apps.out")" = 1 ] && grep -q "^$SERVER," "$WORK/apps.out"; then
+    # One process on the GPU(s): the server (listed once per GPU it has a context on).
+    if [ "$(cut -d, -f1 "$WORK/apps.out" | sort -u)" = "$SERVER" ]; then
         record "one-gpu-process-$tag" PASS "$(cat "$WORK/apps.out")"
     else
         record "one-gpu-process-$tag" FAIL "nvidia-smi listed: $(tr '\n' ';' <"$WORK/apps.out")"
@@ -147,6 +148,29 @@ if [ "$MEM2" = "$MEM1" ]; then
     record no-memory-growth PASS "$MEM2 bytes after both rounds ($BASE_MEM at start)"
 else
     record no-memory-growth FAIL "$MEM1 bytes after round 1, $MEM2 after round 2"
+fi
+
+# ---------------------------------------------------------------- device remapping
+# A server started with CUDA_VISIBLE_DEVICES=<last GPU> shows its clients one device,
+# ordinal 0, which is that GPU (MPS remaps the same way).
+NGPU=$(nvidia-smi -L | grep -c '^GPU')
+if [ "$NGPU" -ge 2 ]; then
+    last=$((NGPU - 1))
+    want=$(nvidia-smi -i "$last" --query-gpu=pci.bus_id --format=csv,noheader | tr 'A-Z' 'a-z')
+    dir=$WORK/remap
+    (export CUDA_VISIBLE_DEVICES=$last MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log
+     "$CTL" -d) >>"$LOG" 2>&1
+    env LD_PRELOAD="$SHIM" MPSSHIM_PIPE_DIRECTORY="$dir" "$B/tests/multigpu" >"$WORK/remap.out" 2>&1
+    { echo "---- remap: server with CUDA_VISIBLE_DEVICES=$last (GPU $want)"; cat "$WORK/remap.out"; } >>"$LOG"
+    seen=$(grep -c '^device ' "$WORK/remap.out")
+    bus=$(awk '/^device 0 / {print tolower($3)}' "$WORK/remap.out")
+    if [ "$seen" = 1 ] && [ "${want: -7}" = "${bus: -7}" ]; then
+        record visible-devices-remap PASS "server on GPU $last only: clients see 1 device, $bus"
+    else
+        record visible-devices-remap FAIL "clients saw $seen device(s), device 0 at $bus, want $want"
+    fi
+    printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY="$dir" "$CTL" >/dev/null 2>&1
+    nvidia-smi --query-compute-apps=pid,process_name,gpu_bus_id --format=csv,noheader >>"$LOG" 2>&1
 fi
 
 # ---------------------------------------------------------------- an MPI job
@@ -201,7 +225,7 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
                 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader >"$WORK/mpi-apps.out" 2>&1
                 wait $lp
                 srv=$(mpi_servers "$dir" | head -n 1)
-                if [ "$(grep -c . "$WORK/mpi-apps.out")" = 1 ] && grep -q "^$srv," "$WORK/mpi-apps.out"; then
+                if [ -n "$srv" ] && [ "$(cut -d, -f1 "$WORK/mpi-apps.out" | sort -u)" = "$srv" ]; then
                     record mpi-one-gpu-process PASS "$(cat "$WORK/mpi-apps.out") while 16 ranks ran"
                 else
                     record mpi-one-gpu-process FAIL "nvidia-smi listed: $(tr '\n' ';' <"$WORK/mpi-apps.out")"

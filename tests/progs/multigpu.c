@@ -16,6 +16,13 @@ int main(void)
     CHECK(cuInit(0));
     int n = 0;
     CHECK(cuDeviceGetCount(&n));
+    for (int d = 0; d < n && d < MAXD; d++) {
+        CUdevice dev;
+        char bus[64];
+        CHECK(cuDeviceGet(&dev, d));
+        CHECK(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
+        fprintf(stderr, "device %d %s\n", d, bus);
+    }
     if (n < 2)
         t_skip("needs two devices, found %d", n);
     if (n > MAXD)
@@ -25,10 +32,7 @@ int main(void)
     CUmodule mod[MAXD];
     for (int d = 0; d < n; d++) {
         CUdevice dev;
-        char bus[64];
         CHECK(cuDeviceGet(&dev, d));
-        CHECK(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
-        fprintf(stderr, "device %d %s\n", d, bus);
         CHECK(cuDevicePrimaryCtxRetain(&ctx[d], dev));
         CHECK(cuCtxSetCurrent(ctx[d]));
         mod[d] = t_load_module("kernels.ptx");
