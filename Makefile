@@ -28,6 +28,7 @@ include tests/kernels/kernels.mk
 include tests/cpudrv/cpudrv.mk
 include tests/unit/unit.mk
 include tests/progs/progs.mk
+include tests/cudart/cudart.mk
 include bench/bench.mk
 include demo/demo.mk
 

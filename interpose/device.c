@@ -248,16 +248,3 @@ CUresult SHIM_IMPL(cuGetErrorString)(CUresult error, const char **pStr)
     *pStr = kept ? kept : name;
     return CUDA_SUCCESS;
 }
-
-/* ---------------------------------------------------------------- export tables */
-
-/* The hidden tables cudart asks for are not served yet: refuse the safe way, with an
- * error AND a NULL table (success with an unwritten pointer makes cudart crash). */
-CUresult SHIM_IMPL(cuGetExportTable)(const void **ppExportTable, const CUuuid *pExportTableId)
-{
-    if (!ppExportTable || !pExportTableId)
-        return CUDA_ERROR_INVALID_VALUE;
-    *ppExportTable = NULL;
-    shim_refuse("cuGetExportTable (hidden export tables)");
-    return CUDA_ERROR_NOT_FOUND;
-}

@@ -156,6 +156,36 @@ else
         fi
     done <"$ROOT/tests/progs/programs.txt"
 
+    # The hidden export tables, asked for by UUID as cudart does (tests/unit/export_test.c).
+    run_test export-tables 60 "$B/tests/unit/export_test" "$SHIM" "$B/tests"
+
+    # Every CUDA runtime program of tests/cudart/programs.txt through the shim: cudart reaches
+    # the driver only through cuGetProcAddress and the export tables (a wrong integrity hash
+    # fails every runtime call with error 103). A .shared build must print what its static
+    # twin printed. (The CPU test driver cannot serve cudart directly, so the comparison with
+    # a direct run is the GPU tier's.)
+    while IFS='|' read -r cmd mode; do
+        cmd=$(echo "$cmd" | xargs)
+        mode=$(echo "$mode" | xargs)
+        [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
+        name=cudart-$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
+        read -r -a argv <<<"$cmd"
+        prog=$B/tests/cudart/${argv[0]}
+        run_test "$name" 300 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
+        [ "${RESULTS[-1]}" = PASS ] || continue
+        if [ "${argv[0]%.shared}" != "${argv[0]}" ]; then
+            twin=cudart-$(echo "${argv[0]%.shared} ${argv[*]:1}" | xargs | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
+            if ! [ -f "$WORK/$twin.log" ]; then
+                record "$name-same-as-static" FAIL "no run of the static build ($twin) before it"
+            elif diff -u "$WORK/$twin.log" "$WORK/$name.log" >"$WORK/$name.twin.diff"; then
+                record "$name-same-as-static" PASS
+            else
+                record "$name-same-as-static" FAIL "static and shared cudart builds differ"
+                head -n 20 "$WORK/$name.twin.diff"
+            fi
+        fi
+    done <"$ROOT/tests/cudart/programs.txt"
+
     # Four clients at once, results checked element by element by each.
     run_test four-clients 300 bash -c '
         pids=""

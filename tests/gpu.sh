@@ -61,35 +61,41 @@ SERVER=$(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid")
 record server-start PASS
 BASE_MEM=$(mem_used)
 
-# Every program natively and through the shim: identical output required.
-while IFS='|' read -r cmd mode; do
-    cmd=$(echo "$cmd" | xargs)
-    mode=$(echo "$mode" | xargs)
-    [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
-    name=$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
-    read -r -a argv <<<"$cmd"
-    prog=$B/tests/${argv[0]}
-    if [ "$mode" = both ]; then
-        run "$name-native" 300 "$prog" "${argv[@]:1}"
-        nrc=$?
-    fi
-    run "$name-shim" 300 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
-    src=$?
-    if [ "$src" = 77 ]; then
-        record "$name" SKIP
-    elif [ "$src" != 0 ]; then
-        record "$name" FAIL "through the shim: exit $src: $(grep -m1 FAIL "$WORK/$name-shim.out")"
-    elif [ "$mode" = both ] && [ "$nrc" != 0 ]; then
-        record "$name" FAIL "native run failed: $(grep -m1 FAIL "$WORK/$name-native.out")"
-    elif [ "$mode" = both ] && ! diff -q "$WORK/$name-native.out" "$WORK/$name-shim.out" >/dev/null; then
-        diff -u "$WORK/$name-native.out" "$WORK/$name-shim.out" >>"$LOG"
-        record "$name" FAIL "output differs from the native run"
-    else
-        record "$name" PASS "${mode/both/same output as native}"
-    fi
-    sleep 0.2
-    echo "memory used after $name: $(mem_used)" >>"$LOG"
-done <"$ROOT/tests/progs/programs.txt"
+# Every program natively and through the shim: identical output required. Driver-API
+# programs (tests/progs), then CUDA runtime programs built by nvcc (tests/cudart).
+run_list() { # dir prefix list
+    local dir=$1 prefix=$2
+    while IFS='|' read -r cmd mode; do
+        cmd=$(echo "$cmd" | xargs)
+        mode=$(echo "$mode" | xargs)
+        [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
+        name=$prefix$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
+        read -r -a argv <<<"$cmd"
+        prog=$dir/${argv[0]}
+        if [ "$mode" = both ]; then
+            run "$name-native" 300 "$prog" "${argv[@]:1}"
+            nrc=$?
+        fi
+        run "$name-shim" 300 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
+        src=$?
+        if [ "$src" = 77 ]; then
+            record "$name" SKIP
+        elif [ "$src" != 0 ]; then
+            record "$name" FAIL "through the shim: exit $src: $(grep -m1 FAIL "$WORK/$name-shim.out")"
+        elif [ "$mode" = both ] && [ "$nrc" != 0 ]; then
+            record "$name" FAIL "native run failed: $(grep -m1 FAIL "$WORK/$name-native.out")"
+        elif [ "$mode" = both ] && ! diff -q "$WORK/$name-native.out" "$WORK/$name-shim.out" >/dev/null; then
+            diff -u "$WORK/$name-native.out" "$WORK/$name-shim.out" >>"$LOG"
+            record "$name" FAIL "output differs from the native run"
+        else
+            record "$name" PASS "${mode/both/same output as native}"
+        fi
+        sleep 0.2
+        echo "memory used after $name: $(mem_used)" >>"$LOG"
+    done <"$3"
+}
+run_list "$B/tests" "" "$ROOT/tests/progs/programs.txt"
+run_list "$B/tests/cudart" cudart- "$ROOT/tests/cudart/programs.txt"
 
 # One round: eight clients at once (the GPU must show one compute process, the server),
 # then a client killed mid-copy while two others finish correctly.

@@ -28,3 +28,11 @@ all: $(B)/tests/unit/procaddr_test
 $(B)/tests/unit/procaddr_test: tests/unit/procaddr_test.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -ldl
+
+UNIT_BINS += $(B)/tests/unit/export_test
+all: $(B)/tests/unit/export_test
+
+# Linked against nothing of ours: it dlopens the shim and asks for the export tables.
+$(B)/tests/unit/export_test: tests/unit/export_test.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -ldl

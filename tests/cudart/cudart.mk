@@ -1,0 +1,29 @@
+# CUDA runtime test programs: CUDA C++ built by nvcc, each twice: $(B)/tests/cudart/NAME with
+# static cudart (nvcc's default) and NAME.shared with -cudart shared. cudart reaches the
+# driver only through cuGetProcAddress and the hidden export tables, so these exercise both.
+# The shared builds find libcudart.so.13 in the toolkit (rpath) wherever the loader would not.
+# Fat binaries are left uncompressed, with PTX beside the sm_90 cubin: the CPU test driver
+# reads kernels from the PTX (by `.entry` name, see tests/cudart/common.h).
+CUDART_NAMES  := vecadd streams pinned multikernel ptds hostfn
+CUDART_DIR    := $(B)/tests/cudart
+CUDART_STATIC := $(addprefix $(CUDART_DIR)/,$(CUDART_NAMES))
+CUDART_SHARED := $(addsuffix .shared,$(CUDART_STATIC))
+CUDART_FLAGS  := -O2 --no-compress -gencode 'arch=compute_90,code=[sm_90,compute_90]' \
+                 -Xcompiler -Wall
+CUDART_DEPS   := tests/cudart/common.h tests/kernels/kernels.cu
+
+# Per program: extra sources (another translation unit is another module) and flags.
+CUDART_SRCS_multikernel := tests/kernels/kernels2.cu
+CUDART_FLAGS_ptds       := --default-stream per-thread
+$(CUDART_DIR)/multikernel $(CUDART_DIR)/multikernel.shared: tests/kernels/kernels2.cu
+
+all: $(CUDART_STATIC) $(CUDART_SHARED)
+
+$(CUDART_STATIC): $(CUDART_DIR)/%: tests/cudart/%.cu $(CUDART_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(CUDART_FLAGS) $(CUDART_FLAGS_$*) -o $@ $< $(CUDART_SRCS_$*)
+
+$(CUDART_SHARED): $(CUDART_DIR)/%.shared: tests/cudart/%.cu $(CUDART_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(CUDART_FLAGS) $(CUDART_FLAGS_$*) -cudart shared -Xlinker -rpath,$(CUDA)/lib64 \
+		-o $@ $< $(CUDART_SRCS_$*)
