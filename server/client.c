@@ -214,17 +214,19 @@ static void cleanup(struct srv_client *c)
         n = w->next;
         for (int i = 0; i < w->nev; i++)
             if (w->pooled[i])
-                srv_event_give(c, w->ev[i]);
+                srv_event_give(c, w->dev[i], w->ev[i]);
         free(w);
     }
     c->waits = NULL;
     free(c->retired);
-    for (int i = 0; i < CHAN_NSLOTS; i++)
-        if (c->slot_ev[i])
-            DRV(cuEventDestroy_v2)(c->slot_ev[i]);
-    for (size_t i = 0; i < c->npool; i++)
-        DRV(cuEventDestroy_v2)(c->pool[i]);
-    free(c->pool);
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+        for (int i = 0; i < CHAN_NSLOTS; i++)
+            if (c->slot_ev[d][i])
+                DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
+        for (size_t i = 0; i < c->pool[d].n; i++)
+            DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
+        free(c->pool[d].ev);
+    }
     free(c->allocs);
     free(c->blob);
     free(c->rec);

@@ -170,6 +170,7 @@ struct pipe {
     const struct chan_copy *m;
     struct side src, dst;
     CUstream st;
+    int dev;       /* device of st: the slot events recorded on it are made in its context */
     int htod;      /* pageable source (client fills slots) */
     CUresult bad;  /* set before or during the copy: chunks still flow, nothing moves */
     uint64_t first;
@@ -189,7 +190,7 @@ static void settle_slot(struct srv_client *c, uint32_t s)
     if (c->slot_busy[s] < 0)
         return;
     struct chan_slot *sl = &c->ch.shm->slots[s];
-    DRV(cuEventSynchronize)(c->slot_ev[s]);
+    DRV(cuEventSynchronize)(c->slot_ev[c->slot_dev[s]][s]);
     atomic_store_explicit(&sl->freed, (uint32_t)c->slot_busy[s] + 1, memory_order_release);
     chan_wake(&sl->freed, &sl->waiters);
     c->slot_busy[s] = -1;
@@ -201,12 +202,22 @@ static void publish(struct pipe *p, uint32_t n)
     struct srv_client *c = p->c;
     uint32_t s = n % CHAN_NSLOTS;
     struct chan_slot *sl = &c->ch.shm->slots[s];
-    CUresult r = p->bad ? p->bad : DRV(cuEventSynchronize)(c->slot_ev[s]);
+    CUresult r = p->bad ? p->bad : DRV(cuEventSynchronize)(c->slot_ev[c->slot_dev[s]][s]);
     if (r != CUDA_SUCCESS && !p->bad)
         p->bad = r;
     atomic_store(&sl->status, (int32_t)r);
     atomic_store_explicit(&sl->filled, n + 1, memory_order_release);
     chan_wake(&sl->filled, &sl->waiters);
+}
+
+/* Marks slot s as read or written by the DMA just issued on the pipe's stream. */
+static CUresult record_slot(struct pipe *p, uint32_t s)
+{
+    struct srv_client *c = p->c;
+    CUresult r = DRV(cuEventRecord)(c->slot_ev[p->dev][s], p->st);
+    if (r == CUDA_SUCCESS)
+        c->slot_dev[s] = p->dev;
+    return r;
 }
 
 static int chunk(const struct chan_chunk *ch, void *arg)
@@ -225,7 +236,7 @@ static int chunk(const struct chan_chunk *ch, void *arg)
         struct side src = at_chunk(&p->src, 1, data, ch), dst = at_chunk(&p->dst, 0, NULL, ch);
         CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
         if (r == CUDA_SUCCESS)
-            r = DRV(cuEventRecord)(c->slot_ev[s], p->st);
+            r = record_slot(p, s);
         if (r == CUDA_SUCCESS) {
             c->slot_busy[s] = n;
         } else {
@@ -245,7 +256,7 @@ static int chunk(const struct chan_chunk *ch, void *arg)
     struct side src = at_chunk(&p->src, 0, NULL, ch), dst = at_chunk(&p->dst, 1, data, ch);
     CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
     if (r == CUDA_SUCCESS)
-        r = DRV(cuEventRecord)(c->slot_ev[s], p->st);
+        r = record_slot(p, s);
     if (r != CUDA_SUCCESS && !p->bad)
         p->bad = r;
     if (p->pending < 0)
@@ -255,14 +266,17 @@ static int chunk(const struct chan_chunk *ch, void *arg)
 }
 
 static void staged(struct srv_client *c, const struct chan_rec *r, const struct chan_copy *m,
-                   const struct side *src, const struct side *dst, CUstream st, CUresult bad)
+                   const struct side *src, const struct side *dst, struct srv_stream *s,
+                   CUresult bad)
 {
-    struct pipe p = {.c = c, .m = m, .src = *src, .dst = *dst, .st = st,
-                     .htod = m->src.kind == CHAN_MEM_STAGED, .bad = bad,
-                     .first = m->first_chunk, .pending = -1, .issued = -1};
-    for (int i = 0; i < CHAN_NSLOTS; i++)
-        if (!c->slot_ev[i] && DRV(cuEventCreate)(&c->slot_ev[i], CU_EVENT_DISABLE_TIMING) !=
-                                  CUDA_SUCCESS && !p.bad)
+    struct pipe p = {.c = c, .m = m, .src = *src, .dst = *dst, .st = s ? s->real : NULL,
+                     .dev = s ? s->device : 0, .htod = m->src.kind == CHAN_MEM_STAGED,
+                     .bad = bad, .first = m->first_chunk, .pending = -1, .issued = -1};
+    /* The slot events of the stream's device, made on first use. Slots whose last DMA was
+     * on another device keep that device's event in slot_dev until they are settled. */
+    for (int i = 0; i < CHAN_NSLOTS && !p.bad; i++)
+        if (!c->slot_ev[p.dev][i] &&
+            srv_event_take(c, p.dev, &c->slot_ev[p.dev][i]) != CUDA_SUCCESS)
             p.bad = CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t n = chan_copy_nchunks(m->width, m->height, m->depth, CHAN_SLOT_SIZE);
     int aborted = chan_copy_plan(m->width, m->height, m->depth, CHAN_SLOT_SIZE, chunk, &p);
@@ -315,7 +329,7 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     CUstream st = res == CUDA_SUCCESS ? srv_stream_prepare(c, s) : NULL;
 
     if ((src_staged || dst_staged) && !is_inline) {
-        staged(c, r, &m, &src, &dst, st, res);
+        staged(c, r, &m, &src, &dst, res == CUDA_SUCCESS ? s : NULL, res);
         return;
     }
     if (res == CUDA_SUCCESS && (m.flags & CHAN_CF_UNALIGNED)) {

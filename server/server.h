@@ -119,6 +119,7 @@ struct srv_wait {
     int nev;
     CUevent ev[SRV_WAIT_EVENTS];
     int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
+    int dev[SRV_WAIT_EVENTS];    /* device of each event (events belong to one context) */
 };
 
 struct srv_stats {
@@ -158,13 +159,18 @@ struct srv_client {
     struct srv_func *funcs;
     struct srv_handle *handles;
     struct srv_wait *waits;
-    CUevent *pool; /* free internal events */
-    size_t npool, cappool;
+    /* Free internal events, per device: an event can only be recorded on streams of the
+     * context it was made in. */
+    struct srv_evpool {
+        CUevent *ev;
+        size_t n, cap;
+    } pool[CHAN_MAX_DEVICES];
     CUresult deferred; /* first failure of an async operation not yet reported */
     /* Work of destroyed streams still running: context syncs must wait for it too. */
     struct srv_retired {
         CUevent ev;
         uint32_t ctx;
+        int dev;
     } *retired;
     size_t nretired, capretired;
     /* Limits as this client set them (the shared context's real limit is the largest any
@@ -174,7 +180,9 @@ struct srv_client {
     uint8_t *blob;     /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
-    CUevent slot_ev[CHAN_NSLOTS]; /* DMA of the chunk last issued from/into each slot */
+    /* DMA of the chunk last issued from/into each slot, per device (see pool). */
+    CUevent slot_ev[CHAN_MAX_DEVICES][CHAN_NSLOTS];
+    int slot_dev[CHAN_NSLOTS]; /* device whose event marks the slot's last DMA */
     int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
     uint8_t *rec;       /* the record being replayed (copied out of the ring) */
     uint8_t *scratch;   /* stands in for the lane of a record that asked for no reply */
@@ -252,8 +260,8 @@ struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id);
 /* Frees everything made in context `ctx` (0 = everything the client has). */
 void srv_release(struct srv_client *c, uint32_t ctx);
 /* Internal events (ordering marks and sync points), recycled per client. */
-CUresult srv_event_take(struct srv_client *c, CUevent *ev);
-void srv_event_give(struct srv_client *c, CUevent ev);
+CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev);
+void srv_event_give(struct srv_client *c, int dev, CUevent ev);
 
 /* ---------------------------------------------------------------- streams.c */
 

@@ -128,7 +128,7 @@ void srv_streams_drain(struct srv_client *c, uint32_t ctx)
             continue;
         }
         DRV(cuEventSynchronize)(c->retired[i].ev);
-        srv_event_give(c, c->retired[i].ev);
+        srv_event_give(c, c->retired[i].dev, c->retired[i].ev);
     }
     c->nretired = j;
     struct srv_stream *s, *t;
@@ -177,8 +177,12 @@ static void retire(struct srv_client *c, struct srv_stream *s)
     if (DRV(cuStreamQuery)(s->real) != CUDA_ERROR_NOT_READY)
         return;
     CUevent ev;
-    if (srv_event_take(c, &ev) != CUDA_SUCCESS || DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS)
+    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS)
         return;
+    if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
+        srv_event_give(c, s->device, ev);
+        return;
+    }
     struct srv_ctx *x = srv_ctx_get(c, s->ctx);
     if (x && x->legacy && s->blocking && s->nsubmit != s->seen_by_legacy)
         DRV(cuStreamWaitEvent)(x->legacy->real, ev, 0);
@@ -187,13 +191,14 @@ static void retire(struct srv_client *c, struct srv_stream *s)
         struct srv_retired *n = realloc(c->retired, ncap * sizeof(*n));
         if (!n) {
             DRV(cuEventSynchronize)(ev);
-            srv_event_give(c, ev);
+            srv_event_give(c, s->device, ev);
             return;
         }
         c->retired = n;
         c->capretired = ncap;
     }
     c->retired[c->nretired].ev = ev;
+    c->retired[c->nretired].dev = s->device;
     c->retired[c->nretired++].ctx = s->ctx;
 }
 

@@ -73,29 +73,41 @@ void srv_handle_remove(struct srv_client *c, uint32_t type, uint64_t value)
 
 /* ---------------------------------------------------------------- internal events */
 
-CUresult srv_event_take(struct srv_client *c, CUevent *ev)
+CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)
 {
-    if (c->npool) {
-        *ev = c->pool[--c->npool];
+    struct srv_evpool *p = &c->pool[dev];
+    if (p->n) {
+        *ev = p->ev[--p->n];
         return CUDA_SUCCESS;
     }
-    /* Timing off: these only order and signal, and untimed events are cheaper. */
-    return DRV(cuEventCreate)(ev, CU_EVENT_DISABLE_TIMING);
+    /* Made in the device's context, pushed so that the thread's current context (the one
+     * the call being replayed runs in) is left as it was; timing off: these only order and
+     * signal, and untimed events are cheaper. */
+    if (dev < 0 || dev >= srv.ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = DRV(cuEventCreate)(ev, CU_EVENT_DISABLE_TIMING);
+    CUcontext old;
+    DRV(cuCtxPopCurrent_v2)(&old);
+    return r;
 }
 
-void srv_event_give(struct srv_client *c, CUevent ev)
+void srv_event_give(struct srv_client *c, int dev, CUevent ev)
 {
-    if (c->npool == c->cappool) {
-        size_t ncap = c->cappool ? c->cappool * 2 : 64;
-        CUevent *n = realloc(c->pool, ncap * sizeof(*n));
+    struct srv_evpool *p = &c->pool[dev];
+    if (p->n == p->cap) {
+        size_t ncap = p->cap ? p->cap * 2 : 64;
+        CUevent *n = realloc(p->ev, ncap * sizeof(*n));
         if (!n) {
             DRV(cuEventDestroy_v2)(ev);
             return;
         }
-        c->pool = n;
-        c->cappool = ncap;
+        p->ev = n;
+        p->cap = ncap;
     }
-    c->pool[c->npool++] = ev;
+    p->ev[p->n++] = ev;
 }
 
 /* ---------------------------------------------------------------- release */

@@ -42,18 +42,21 @@ static void add(struct srv_client *c, struct srv_wait *w)
     c->waits = w;
 }
 
-/* Adds "everything on `stream` so far" to w; blocks instead if w is full. */
-static CUresult add_stream(struct srv_client *c, struct srv_wait *w, CUstream stream)
+/* Adds "everything on `s` so far" to w; blocks instead if w is full. */
+static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_stream *s)
 {
-    if (DRV(cuStreamQuery)(stream) == CUDA_SUCCESS)
+    if (DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
     if (w->nev == SRV_WAIT_EVENTS)
-        return DRV(cuStreamSynchronize)(stream);
+        return DRV(cuStreamSynchronize)(s->real);
     CUevent ev;
-    CUresult r = srv_event_take(c, &ev);
-    if (r == CUDA_SUCCESS && (r = DRV(cuEventRecord)(ev, stream)) == CUDA_SUCCESS) {
+    CUresult r = srv_event_take(c, s->device, &ev);
+    if (r == CUDA_SUCCESS && (r = DRV(cuEventRecord)(ev, s->real)) == CUDA_SUCCESS) {
         w->ev[w->nev] = ev;
+        w->dev[w->nev] = s->device;
         w->pooled[w->nev++] = 1;
+    } else if (r == CUDA_SUCCESS) {
+        srv_event_give(c, s->device, ev);
     }
     return r;
 }
@@ -73,7 +76,7 @@ CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, u
             finish(c, lane, r, len);
         return r;
     }
-    CUresult r = add_stream(c, w, s->real);
+    CUresult r = add_stream(c, w, s);
     if (r != CUDA_SUCCESS || w->nev == 0) {
         free(w);
         if (r == CUDA_SUCCESS)
@@ -93,17 +96,18 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
     struct srv_stream *s, *t;
     HASH_ITER(hh, c->streams, s, t)
     if (s->ctx == x->id && r == CUDA_SUCCESS)
-        r = add_stream(c, w, s->real);
+        r = add_stream(c, w, s);
     if (x->legacy && r == CUDA_SUCCESS)
-        r = add_stream(c, w, x->legacy->real);
+        r = add_stream(c, w, x->legacy);
     HASH_ITER(hh, x->defaults, s, t)
     if (r == CUDA_SUCCESS)
-        r = add_stream(c, w, s->real);
+        r = add_stream(c, w, s);
     /* Destroyed streams' pending work: the wait takes their events over. */
     size_t j = 0;
     for (size_t i = 0; i < c->nretired; i++) {
         if (c->retired[i].ctx == x->id && w->nev < SRV_WAIT_EVENTS) {
             w->ev[w->nev] = c->retired[i].ev;
+            w->dev[w->nev] = c->retired[i].dev;
             w->pooled[w->nev++] = 1;
         } else {
             c->retired[j++] = c->retired[i];
@@ -118,7 +122,7 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
         }
     if (r != CUDA_SUCCESS || w->nev == 0 || may_block(c)) {
         for (int i = 0; i < w->nev; i++)
-            srv_event_give(c, w->ev[i]);
+            srv_event_give(c, w->dev[i], w->ev[i]);
         free(w);
         if (r == CUDA_SUCCESS)
             finish(c, lane, CUDA_SUCCESS, 0);
@@ -162,7 +166,7 @@ int srv_waits_poll(struct srv_client *c)
             if (q != CUDA_SUCCESS && w->result == CUDA_SUCCESS)
                 w->result = q;
             if (w->pooled[i])
-                srv_event_give(c, w->ev[i]);
+                srv_event_give(c, w->dev[i], w->ev[i]);
             w->nev--;
         }
         if (w->nev == 0) {

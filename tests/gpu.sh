@@ -231,7 +231,8 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
                 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader >"$WORK/mpi-apps.out" 2>&1
                 wait $lp
                 srv=$(mpi_servers "$dir" | head -n 1)
-                if [ -n "$srv" ] && [ "$(cut -d, -f1 "$WORK/mpi-apps.out" | sort -u)" = "$srv" ]; then
+                # The tier's own server ($SERVER, idle, still up) is the one other process.
+                if [ -n "$srv" ] && [ "$(cut -d, -f1 "$WORK/mpi-apps.out" | sort -u | grep -vx "$SERVER")" = "$srv" ]; then
                     record mpi-one-gpu-process PASS "$(cat "$WORK/mpi-apps.out") while 16 ranks ran"
                 else
                     record mpi-one-gpu-process FAIL "nvidia-smi listed: $(tr '\n' ';' <"$WORK/mpi-apps.out")"
