@@ -51,14 +51,21 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
         return DRV(cuStreamSynchronize)(s->real);
     CUevent ev;
     CUresult r = srv_event_take(c, s->device, &ev);
-    if (r == CUDA_SUCCESS && (r = DRV(cuEventRecord)(ev, s->real)) == CUDA_SUCCESS) {
-        w->ev[w->nev] = ev;
-        w->dev[w->nev] = s->device;
-        w->pooled[w->nev++] = 1;
-    } else if (r == CUDA_SUCCESS) {
-        srv_event_give(c, s->device, ev);
+    if (r != CUDA_SUCCESS) {
+        srv_log("Client process %d: no event to wait with on device %d: %s", (int)c->pid,
+                s->device, srv_errname(r));
+        return r;
     }
-    return r;
+    if ((r = DRV(cuEventRecord)(ev, s->real)) != CUDA_SUCCESS) {
+        srv_log("Client process %d: recording a wait on a stream of device %d failed: %s",
+                (int)c->pid, s->device, srv_errname(r));
+        srv_event_give(c, s->device, ev);
+        return r;
+    }
+    w->ev[w->nev] = ev;
+    w->dev[w->nev] = s->device;
+    w->pooled[w->nev++] = 1;
+    return CUDA_SUCCESS;
 }
 
 CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
@@ -163,8 +170,11 @@ int srv_waits_poll(struct srv_client *c)
             CUresult q = DRV(cuEventQuery)(w->ev[i]);
             if (q == CUDA_ERROR_NOT_READY)
                 break;
-            if (q != CUDA_SUCCESS && w->result == CUDA_SUCCESS)
+            if (q != CUDA_SUCCESS && w->result == CUDA_SUCCESS) {
                 w->result = q;
+                srv_log("Client process %d: work waited for failed: %s", (int)c->pid,
+                        srv_errname(q));
+            }
             if (w->pooled[i])
                 srv_event_give(c, w->dev[i], w->ev[i]);
             w->nev--;

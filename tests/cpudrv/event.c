@@ -98,6 +98,9 @@ static CUresult record(CUevent hEvent, CUstream hStream, unsigned flags)
         rc = CUDA_ERROR_INVALID_HANDLE;
     else
         rc = cpudrv_stream_get(hStream, cpudrv_ctx_current(), &s);
+    // As on a GPU: an event is recorded only on a stream of the context it was made in.
+    if (!rc && cpudrv_ctx_owner(s->o.ctx) != cpudrv_ctx_owner(e->o.ctx))
+        rc = CUDA_ERROR_INVALID_HANDLE;
     struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct record));
     if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (!rc) {
