@@ -24,7 +24,7 @@
 #include <cuda.h>
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
-#define CHAN_PROTO_MAJOR 1     /* incompatible changes */
+#define CHAN_PROTO_MAJOR 2     /* incompatible changes (2: the client's limits in hello) */
 #define CHAN_PROTO_MINOR 0     /* compatible additions */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
@@ -33,13 +33,27 @@
 
 /* ---------------------------------------------------------------- handshake (socket) */
 
-struct chan_hello {
+/* The first part of hello has kept its layout since protocol 1, so that a server can read
+ * it from any client and refuse a mismatched one with both versions named; `size` (0 in
+ * protocol 1) says how many bytes the whole hello has. */
+struct chan_hello_head {
     uint32_t magic;
     uint16_t major, minor;
     uint64_t symbols_hash; /* SHIM_SYMBOLS_HASH: call ids must agree */
     int32_t pid;
-    uint32_t reserved;
-    char exe[64]; /* for logs and the control CLI */
+    uint32_t size;         /* sizeof(struct chan_hello) */
+    char exe[64];          /* for logs and the control CLI */
+};
+
+/* The client's own limits, as its environment set them (MPSSHIM_* else CUDA_MPS_*), sent
+ * as text: the server parses them (it knows the devices' UUIDs), applies the lowest of
+ * these and the operator's settings, and refuses a malformed one with a message naming
+ * the variable. Empty: not set. */
+struct chan_hello {
+    struct chan_hello_head head;
+    char active_thread_percentage[32]; /* ACTIVE_THREAD_PERCENTAGE, e.g. "25" */
+    char pinned_mem_limit[512];        /* PINNED_DEVICE_MEM_LIMIT, e.g. "0=1G,1=512M" */
+    char client_priority[32];          /* CLIENT_PRIORITY, "0" or "1" */
 };
 
 enum chan_welcome_status {
@@ -48,6 +62,7 @@ enum chan_welcome_status {
     CHAN_WELCOME_UID = 2,     /* client runs as another user */
     CHAN_WELCOME_FULL = 3,    /* server refuses more clients */
     CHAN_WELCOME_ERROR = 4,   /* server could not set the client up */
+    CHAN_WELCOME_LIMITS = 5,  /* the client's limits are malformed: message says which */
 };
 
 /* Sent by the server; when status is OK the segment's fd travels with it (SCM_RIGHTS). */

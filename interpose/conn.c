@@ -110,6 +110,23 @@ static void exe_name(char *out, size_t len)
     out[n2] = '\0';
 }
 
+/* A limit from the environment, MPSSHIM_<name> else CUDA_MPS_<name> (as MPS users set it);
+ * empty when neither is set. A value too long to send becomes one the server refuses,
+ * never a cut one that might parse as something else. */
+static void limit_env(char *out, size_t len, const char *name)
+{
+    char var[64];
+    snprintf(var, sizeof(var), "MPSSHIM_%s", name);
+    const char *v = getenv(var);
+    if (!v || !*v) {
+        snprintf(var, sizeof(var), "CUDA_MPS_%s", name);
+        v = getenv(var);
+    }
+    if (v && strlen(v) >= len)
+        v = "(value too long)";
+    snprintf(out, len, "%s", v ? v : "");
+}
+
 /* One attempt; on failure *why says why and the return value is the error to report. */
 static CUresult try_connect(char *why, size_t whylen)
 {
@@ -126,12 +143,17 @@ static CUresult try_connect(char *why, size_t whylen)
             close(s);
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
-    struct chan_hello h = {.magic = CHAN_MAGIC,
-                           .major = CHAN_PROTO_MAJOR,
-                           .minor = CHAN_PROTO_MINOR,
-                           .symbols_hash = SHIM_SYMBOLS_HASH,
-                           .pid = getpid()};
-    exe_name(h.exe, sizeof(h.exe));
+    struct chan_hello h = {.head = {.magic = CHAN_MAGIC,
+                                    .major = CHAN_PROTO_MAJOR,
+                                    .minor = CHAN_PROTO_MINOR,
+                                    .symbols_hash = SHIM_SYMBOLS_HASH,
+                                    .pid = getpid(),
+                                    .size = sizeof(struct chan_hello)}};
+    exe_name(h.head.exe, sizeof(h.head.exe));
+    limit_env(h.active_thread_percentage, sizeof(h.active_thread_percentage),
+              "ACTIVE_THREAD_PERCENTAGE");
+    limit_env(h.pinned_mem_limit, sizeof(h.pinned_mem_limit), "PINNED_DEVICE_MEM_LIMIT");
+    limit_env(h.client_priority, sizeof(h.client_priority), "CLIENT_PRIORITY");
     struct chan_welcome w;
     int fd = -1;
     if (send(s, &h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h) ||

@@ -213,6 +213,37 @@ CUresult SHIM_IMPL(cuStreamGetFlags_ptsz)(CUstream hStream, unsigned int *flags)
     return cuStreamGetFlags(hStream, flags);
 }
 
+/* The priority as the client asked for it, clamped to the device's range as the driver
+ * does: the server may make the real stream one step apart (client priorities), which the
+ * client must not see. */
+CUresult SHIM_IMPL(cuStreamGetPriority)(CUstream hStream, int *priority)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!priority)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (special(hStream)) {
+        if ((r = shim_need_ctx()) != CUDA_SUCCESS)
+            return r;
+        *priority = 0;
+        return CUDA_SUCCESS;
+    }
+    struct known k;
+    if (lookup(streams, (uint64_t)(uintptr_t)hStream, &k) != 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    int least = 0, greatest = 0;
+    if ((r = cuCtxGetStreamPriorityRange(&least, &greatest)) != CUDA_SUCCESS)
+        return r;
+    *priority = k.priority < greatest ? greatest : k.priority > least ? least : k.priority;
+    return CUDA_SUCCESS;
+}
+
+CUresult SHIM_IMPL(cuStreamGetPriority_ptsz)(CUstream hStream, int *priority)
+{
+    return cuStreamGetPriority(hStream, priority);
+}
+
 CUresult SHIM_IMPL(cuStreamGetCtx)(CUstream hStream, CUcontext *pctx)
 {
     CUresult r = shim_ready();

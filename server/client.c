@@ -94,6 +94,23 @@ static unsigned count_clients(void)
     return n;
 }
 
+/* Reads exactly len bytes of the handshake; -1 (logged) if the client hangs up first. */
+static int recv_all(struct srv_client *c, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = recv(c->sock, (char *)buf + got, len - got, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            srv_log("Client process %d hung up before its handshake", (int)c->pid);
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    return 0;
+}
+
 /* Handshake; returns the segment fd sent, or -1 when the client was refused. */
 static int handshake(struct srv_client *c)
 {
@@ -107,19 +124,12 @@ static int handshake(struct srv_client *c)
     struct timeval tv = {.tv_sec = 5};
     setsockopt(c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     struct chan_hello h;
-    size_t got = 0;
-    while (got < sizeof(h)) {
-        ssize_t n = recv(c->sock, (char *)&h + got, sizeof(h) - got, 0);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            srv_log("Client process %d hung up before its handshake", (int)c->pid);
-            return -1;
-        }
-        got += (size_t)n;
-    }
-    h.exe[sizeof(h.exe) - 1] = '\0';
-    memcpy(c->exe, h.exe, sizeof(c->exe));
+    memset(&h, 0, sizeof(h));
+    /* The head first: its layout never changes, so any client's version can be told. */
+    if (recv_all(c, &h.head, sizeof(h.head)) != 0)
+        return -1;
+    h.head.exe[sizeof(h.head.exe) - 1] = '\0';
+    memcpy(c->exe, h.head.exe, sizeof(c->exe));
     if (cred.uid != getuid()) {
         refuse(c->sock, CHAN_WELCOME_UID,
                "client process %d runs as user %u, this server as user %u: "
@@ -127,14 +137,25 @@ static int handshake(struct srv_client *c)
                (int)c->pid, (unsigned)cred.uid, (unsigned)getuid());
         return -1;
     }
-    if (h.magic != CHAN_MAGIC || h.major != CHAN_PROTO_MAJOR ||
-        h.symbols_hash != SHIM_SYMBOLS_HASH) {
+    if (h.head.magic != CHAN_MAGIC || h.head.major != CHAN_PROTO_MAJOR ||
+        h.head.symbols_hash != SHIM_SYMBOLS_HASH || h.head.size != sizeof(h)) {
+        int ours = h.head.magic == CHAN_MAGIC;
         refuse(c->sock, CHAN_WELCOME_VERSION,
                "client protocol %u.%u (symbols %016llx), server protocol %u.%u "
                "(symbols %016llx): use the libmpsshim.so built with this server",
-               h.magic == CHAN_MAGIC ? h.major : 0, h.magic == CHAN_MAGIC ? h.minor : 0,
-               (unsigned long long)h.symbols_hash, CHAN_PROTO_MAJOR, CHAN_PROTO_MINOR,
+               ours ? h.head.major : 0, ours ? h.head.minor : 0,
+               (unsigned long long)h.head.symbols_hash, CHAN_PROTO_MAJOR, CHAN_PROTO_MINOR,
                (unsigned long long)SHIM_SYMBOLS_HASH);
+        return -1;
+    }
+    if (recv_all(c, (char *)&h + sizeof(h.head), sizeof(h) - sizeof(h.head)) != 0)
+        return -1;
+    h.active_thread_percentage[sizeof(h.active_thread_percentage) - 1] = '\0';
+    h.pinned_mem_limit[sizeof(h.pinned_mem_limit) - 1] = '\0';
+    h.client_priority[sizeof(h.client_priority) - 1] = '\0';
+    char why[sizeof(((struct chan_welcome *)0)->message)];
+    if (srv_policy_resolve(&h, &c->lim, why, sizeof(why)) != 0) {
+        refuse(c->sock, CHAN_WELCOME_LIMITS, "client process %d: %s", (int)c->pid, why);
         return -1;
     }
     pthread_mutex_lock(&srv.clients_lock);
@@ -151,6 +172,18 @@ static int handshake(struct srv_client *c)
                strerror(errno));
         return -1;
     }
+    if (srv_green_assign(c) != 0) {
+        close(fd);
+        refuse(c->sock, CHAN_WELCOME_ERROR,
+               "server cannot give client process %d its share of the SMs (%d%%); see the "
+               "server log",
+               (int)c->pid, c->lim.pct);
+        return -1;
+    }
+    /* The client sees its share as the device's SM count, as under MPS. */
+    for (int d = 0; d < srv.ndev; d++)
+        c->ch.devinfo->dev[d].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] =
+            (int32_t)c->lim.sms[d];
     /* Registered once, so that copies through staging slots and into reply lanes are
      * direct DMA. Failure is not fatal: the driver then stages those copies itself. */
     if (srv_use_device(0) == CUDA_SUCCESS &&
@@ -227,6 +260,7 @@ static void cleanup(struct srv_client *c)
             DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
         free(c->pool[d].ev);
     }
+    srv_green_release(c);
     free(c->allocs);
     free(c->blob);
     free(c->rec);
@@ -266,6 +300,8 @@ void srv_client_start(int sock)
         return;
     }
     c->sock = sock;
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+        c->lim.part[d] = -1; /* no green partition until the handshake gives one */
     pthread_mutex_lock(&srv.clients_lock);
     /* Reap entries whose workers are done. */
     for (struct srv_client **p = &srv.clients; *p;) {

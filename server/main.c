@@ -189,6 +189,9 @@ static int init_devices(void)
             DRV(cuCtxGetLimit)(&srv.limit_default[i][l], (CUlimit)l);
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]);
+    if (DRV(cuCtxGetStreamPriorityRange)(&srv.prio_least, &srv.prio_greatest) != CUDA_SUCCESS)
+        srv.prio_least = srv.prio_greatest = 0;
+    srv_green_init();
     return 0;
 }
 
@@ -223,6 +226,7 @@ int main(int argc, char **argv)
     v = getenv("MPSSHIM_MAX_CLIENTS");
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
     clear_mps_env();
+    srv_policy_init();
     /* One context carries every client's streams. With the driver's default of 8 hardware
      * work queues, streams beyond 8 share queues and serialise (16 clients ran 1.9x slower
      * than under MPS on an H100); 32 queues made every stream query and sync about 1 us

@@ -130,6 +130,15 @@ struct srv_stats {
     _Atomic uint64_t pinned; /* pinned host bytes */
 };
 
+/* What a client may use, fixed when it connects (policy.c). */
+struct srv_limits {
+    int pct;                        /* active thread percentage in force, 1..100 */
+    unsigned sms[CHAN_MAX_DEVICES]; /* SMs its work may use on each device */
+    int part[CHAN_MAX_DEVICES];     /* its green partition's index (green.c), -1: none */
+    uint64_t mem[CHAN_MAX_DEVICES]; /* device memory it may hold, bytes; 0: no limit */
+    int priority;                   /* 0 normal, 1 below normal */
+};
+
 struct srv_client {
     uint32_t id;
     pid_t pid;
@@ -144,6 +153,8 @@ struct srv_client {
     _Atomic uint32_t cb_fired; /* host-function notifications posted so far */
     uint32_t cb_last;          /* seq of the last host function enqueued */
     pthread_t worker;
+    struct srv_limits lim;                 /* set at the handshake, read-only after */
+    CUgreenCtx green[CHAN_MAX_DEVICES];    /* where its streams are made; NULL: shared ctx */
     _Atomic int dead;     /* the socket hung up, or the server is quitting */
     _Atomic int finished; /* the worker has released everything */
     struct srv_client *next; /* in the server's list, guarded by srv.clients_lock */
@@ -194,6 +205,23 @@ struct srv_client {
 
 /* ---------------------------------------------------------------- main.c: the server */
 
+/* A device's SMs as green contexts can divide them (green.c). */
+struct srv_sm_info {
+    unsigned total; /* SMs of the device */
+    unsigned align; /* partitions are multiples of this; 0: no partitions possible */
+    unsigned min;   /* smallest partition */
+};
+
+/* Operator settings from the control commands (policy.c); guarded by lock. */
+struct srv_policy {
+    pthread_mutex_t lock;
+    int default_pct;                        /* set_default_active_thread_percentage: 100 */
+    int server_pct;                         /* set_active_thread_percentage; 0: not set */
+    uint64_t default_mem[CHAN_MAX_DEVICES]; /* set_default_device_pinned_mem_limit; 0: none */
+    uint64_t server_mem[CHAN_MAX_DEVICES];  /* set_device_pinned_mem_limit; 0: not set */
+    int default_priority;                   /* set_default_client_priority: 0 */
+};
+
 struct srv {
     char pipe_dir[256];
     char log_dir[256];
@@ -214,6 +242,9 @@ struct srv {
      * is the largest of this and what live clients set. Guarded by limits_lock. */
     pthread_mutex_t limits_lock;
     size_t limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
+    struct srv_sm_info sm[CHAN_MAX_DEVICES];
+    struct srv_policy policy;
+    int prio_least, prio_greatest; /* stream priority range of the shared contexts */
 };
 
 extern struct srv srv;
@@ -318,6 +349,31 @@ void srv_host_release(struct srv_client *c, struct srv_alloc *a);
 
 /* devinfo.c */
 int srv_devinfo_fill(struct chan_devinfo *d);
+
+/* policy.c: resolving each client's limits. */
+void srv_policy_init(void);
+/* The client's limits from its hello and the operator's settings: 0, or -1 with a message
+ * for the client in why. */
+int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char *why,
+                       size_t len);
+/* SMs an active thread percentage gives on device dev, at the partition granularity. */
+unsigned srv_policy_sms(int dev, int pct);
+/* The priority a client's stream is made with when it asks for `requested`. */
+int srv_policy_stream_priority(const struct srv_client *c, int requested);
+/* "4096", "512M", "2G" (K/M/G/T, powers of 1024, optional B): 0, or -1 if malformed. */
+int srv_parse_size(const char *s, uint64_t *out);
+/* Bytes in the largest unit that divides them exactly: "2G", "512M", "1000". */
+void srv_format_size(uint64_t v, char *out, size_t len);
+/* The device an ordinal or a UUID (or its prefix, "GPU-8e2b...") names; -1 if none. */
+int srv_device_by_name(const char *s);
+
+/* green.c: SM shares. */
+void srv_green_init(void);
+/* Gives the client a green partition on each device where its share is below the whole;
+ * 0, or -1 (logged) if partitions cannot be made. */
+int srv_green_assign(struct srv_client *c);
+/* Gives the client's partitions back (after its streams are gone). */
+void srv_green_release(struct srv_client *c);
 
 /* control.c: the control socket. */
 int srv_control_listen(void);

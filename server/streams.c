@@ -21,8 +21,14 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
         return NULL;
     }
     *err = srv_use_device(x->device);
-    if (*err == CUDA_SUCCESS)
-        *err = DRV(cuStreamCreateWithPriority)(&s->real, CU_STREAM_NON_BLOCKING, priority);
+    /* A throttled client's streams live in its green context (its share of the SMs); the
+     * real priority follows its client priority (policy.c). */
+    int prio = srv_policy_stream_priority(c, priority);
+    if (*err == CUDA_SUCCESS && c->green[x->device])
+        *err = DRV(cuGreenCtxStreamCreate)(&s->real, c->green[x->device], CU_STREAM_NON_BLOCKING,
+                                           prio);
+    else if (*err == CUDA_SUCCESS)
+        *err = DRV(cuStreamCreateWithPriority)(&s->real, CU_STREAM_NON_BLOCKING, prio);
     if (*err == CUDA_SUCCESS &&
         (*err = DRV(cuEventCreate)(&s->mark, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
         DRV(cuStreamDestroy_v2)(s->real);
@@ -30,7 +36,6 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
         free(s);
         return NULL;
     }
-    (void)c;
     s->key = (uint64_t)(uintptr_t)s->real;
     s->ctx = x->id;
     s->device = x->device;

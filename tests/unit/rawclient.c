@@ -53,10 +53,10 @@ static int recv_welcome(int s, struct chan_welcome *w, int *fd)
 
 static struct chan_hello hello(void)
 {
-    struct chan_hello h = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
-                           .minor = CHAN_PROTO_MINOR, .symbols_hash = SHIM_SYMBOLS_HASH,
-                           .pid = getpid()};
-    snprintf(h.exe, sizeof(h.exe), "rawclient");
+    struct chan_hello h = {.head = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
+                                    .minor = CHAN_PROTO_MINOR, .symbols_hash = SHIM_SYMBOLS_HASH,
+                                    .pid = getpid(), .size = sizeof(struct chan_hello)}};
+    snprintf(h.head.exe, sizeof(h.head.exe), "rawclient");
     return h;
 }
 
@@ -64,8 +64,8 @@ static int version(void)
 {
     int s = dial();
     struct chan_hello h = hello();
-    h.major = 99;
-    h.minor = 7;
+    h.head.major = 99;
+    h.head.minor = 7;
     struct chan_welcome w;
     int fd;
     if (send(s, &h, sizeof(h), 0) != sizeof(h) || recv_welcome(s, &w, &fd) != 0) {

@@ -1,0 +1,152 @@
+/* SM shares: a throttled client's streams are made in a green context holding its share of
+ * a device's SMs. Memory, modules and events stay in the device's shared context: a
+ * function loaded there runs on a green context's stream, and events cross between them
+ * (checked on an H100: a 32-SM green stream ran a kernel on exactly 32 SMs, 3.9x slower
+ * than on all 132).
+ *
+ * For a share of S SMs the device is split into floor(total / S) disjoint partitions, made
+ * when the first client with that share arrives; each client takes the partition with the
+ * fewest users, so two 50% clients run side by side on the two halves and more clients
+ * than partitions share them. Partitions of different shares may overlap, as MPS's limits
+ * do (they cap what a client may use, they reserve nothing). A set is destroyed when its
+ * last client leaves. */
+#include "server/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GREEN_MAX_PARTS 64
+
+struct green_set {
+    struct green_set *next;
+    int dev;
+    unsigned sms;
+    unsigned nparts;
+    unsigned users[GREEN_MAX_PARTS];
+    CUgreenCtx ctx[GREEN_MAX_PARTS];
+};
+
+/* Guarded by green_lock. */
+static pthread_mutex_t green_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct green_set *sets;
+
+void srv_green_init(void)
+{
+    for (int d = 0; d < srv.ndev; d++) {
+        struct srv_sm_info *in = &srv.sm[d];
+        CUdevResource r;
+        memset(&r, 0, sizeof(r));
+        in->total = (unsigned)srv.devinfo.dev[d].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+        if (DRV(cuDeviceGetDevResource)(d, &r, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS &&
+            r.sm.smCount > 0) {
+            in->total = r.sm.smCount;
+            in->align = r.sm.smCoscheduledAlignment ? r.sm.smCoscheduledAlignment : 1;
+            in->min = r.sm.minSmPartitionSize ? r.sm.minSmPartitionSize : in->align;
+        } else {
+            in->align = 0; /* no green contexts here: shares cannot be enforced */
+            srv_log("Device %d has no SM partitions (green contexts); active thread "
+                    "percentages are not enforced there",
+                    d);
+        }
+    }
+}
+
+/* Makes the partitions of `sms` SMs on dev; NULL on failure (logged). */
+static struct green_set *make_set(int dev, unsigned sms)
+{
+    struct green_set *g = calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    g->dev = dev;
+    g->sms = sms;
+    CUdevResource all, rest, parts[GREEN_MAX_PARTS];
+    unsigned n = srv.sm[dev].total / sms;
+    if (n > GREEN_MAX_PARTS)
+        n = GREEN_MAX_PARTS;
+    if (n == 0)
+        n = 1;
+    CUresult r = DRV(cuDeviceGetDevResource)(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuDevSmResourceSplitByCount)(parts, &n, &all, &rest, 0, sms);
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        CUdevResourceDesc desc;
+        r = DRV(cuDevResourceGenerateDesc)(&desc, &parts[i], 1);
+        if (r == CUDA_SUCCESS)
+            r = DRV(cuGreenCtxCreate)(&g->ctx[i], desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+        if (r == CUDA_SUCCESS)
+            g->nparts = i + 1;
+    }
+    if (r != CUDA_SUCCESS) {
+        srv_log("Cannot partition device %d into %u-SM green contexts: %s", dev, sms,
+                srv_errname(r));
+        for (unsigned i = 0; i < g->nparts; i++)
+            DRV(cuGreenCtxDestroy)(g->ctx[i]);
+        free(g);
+        return NULL;
+    }
+    srv_log("Device %d: %u green context(s) of %u SMs for clients with that share", dev,
+            g->nparts, sms);
+    return g;
+}
+
+int srv_green_assign(struct srv_client *c)
+{
+    int rc = 0;
+    pthread_mutex_lock(&green_lock);
+    for (int d = 0; d < srv.ndev; d++) {
+        c->lim.part[d] = -1;
+        c->green[d] = NULL;
+        if (!srv.sm[d].align || c->lim.sms[d] >= srv.sm[d].total)
+            continue;
+        struct green_set *g = sets;
+        while (g && !(g->dev == d && g->sms == c->lim.sms[d]))
+            g = g->next;
+        if (!g && (g = make_set(d, c->lim.sms[d]))) {
+            g->next = sets;
+            sets = g;
+        }
+        if (!g) {
+            rc = -1;
+            break;
+        }
+        unsigned best = 0;
+        for (unsigned i = 1; i < g->nparts; i++)
+            if (g->users[i] < g->users[best])
+                best = i;
+        g->users[best]++;
+        c->lim.part[d] = (int)best;
+        c->green[d] = g->ctx[best];
+    }
+    pthread_mutex_unlock(&green_lock);
+    if (rc != 0)
+        srv_green_release(c);
+    return rc;
+}
+
+void srv_green_release(struct srv_client *c)
+{
+    pthread_mutex_lock(&green_lock);
+    for (int d = 0; d < srv.ndev; d++) {
+        if (c->lim.part[d] < 0)
+            continue;
+        struct green_set **pg = &sets;
+        while (*pg && !((*pg)->dev == d && (*pg)->sms == c->lim.sms[d]))
+            pg = &(*pg)->next;
+        struct green_set *g = *pg;
+        if (g && g->users[c->lim.part[d]] > 0)
+            g->users[c->lim.part[d]]--;
+        c->lim.part[d] = -1;
+        c->green[d] = NULL;
+        unsigned left = 0;
+        for (unsigned i = 0; g && i < g->nparts; i++)
+            left += g->users[i];
+        if (g && !left) {
+            /* The client's streams were destroyed before this: nothing runs here any more. */
+            *pg = g->next;
+            for (unsigned i = 0; i < g->nparts; i++)
+                DRV(cuGreenCtxDestroy)(g->ctx[i]);
+            free(g);
+        }
+    }
+    pthread_mutex_unlock(&green_lock);
+}
