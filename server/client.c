@@ -275,11 +275,37 @@ static void cleanup(struct srv_client *c)
     }
 }
 
+/* "Client process 123 limits: active thread percentage 25 (32 SMs on device 0), device
+ * memory limit 1G on device 0, priority below normal" */
+static void log_limits(const struct srv_client *c)
+{
+    char line[900];
+    size_t n = (size_t)snprintf(line, sizeof(line), "active thread percentage %d (", c->lim.pct);
+    for (int d = 0; d < srv.ndev && n < sizeof(line); d++)
+        n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%u SMs on device %d",
+                              d ? ", " : "", c->lim.sms[d], d);
+    if (n < sizeof(line))
+        n += (size_t)snprintf(line + n, sizeof(line) - n, "), device memory limit ");
+    int any = 0;
+    for (int d = 0; d < srv.ndev && n < sizeof(line); d++)
+        if (c->lim.mem[d]) {
+            char sz[32];
+            srv_format_size(c->lim.mem[d], sz, sizeof(sz));
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s on device %d",
+                                  any++ ? ", " : "", sz, d);
+        }
+    if (n < sizeof(line))
+        snprintf(line + n, sizeof(line) - n, "%s, priority %s", any ? "" : "none",
+                 c->lim.priority ? "below normal" : "normal");
+    srv_log("Client process %d limits: %s", (int)c->pid, line);
+}
+
 static void *client_main(void *arg)
 {
     struct srv_client *c = arg;
     if (handshake(c) == 0) {
         srv_log("New client %d connected (%s)", (int)c->pid, c->exe);
+        log_limits(c);
         srv_worker_main(c);
         cleanup(c);
         srv_log("Client process %d disconnected", (int)c->pid);

@@ -126,7 +126,8 @@ struct srv_stats {
     _Atomic uint64_t launches;
     _Atomic uint64_t bytes_copied;
     _Atomic uint64_t calls;
-    _Atomic uint64_t mem_in_use;
+    _Atomic uint64_t mem_in_use; /* device bytes held, all devices */
+    _Atomic uint64_t mem_dev[CHAN_MAX_DEVICES]; /* device bytes held per device (limits) */
     _Atomic uint64_t pinned; /* pinned host bytes */
 };
 
