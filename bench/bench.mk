@@ -1,18 +1,24 @@
 # Benchmarks (bench/README.md): plain C against the driver API, linked with the toolkit's
 # stub libcuda like the test programs, so that the same binaries run natively, under native
 # MPS and under mpsshim. `make bench` runs bench/run.sh; bench/spin.cu is their one kernel of
-# their own (the others come from tests/kernels).
-BENCH_NAMES := callbench overlap
+# their own (the others come from tests/kernels). `make bench-throttle` runs bench/throttle.sh,
+# the SM-share and memory-limit figures.
+BENCH_NAMES := callbench overlap throttle
 BENCH_BIN   := $(addprefix $(B)/bench/,$(BENCH_NAMES))
 BENCH_PTX   := $(B)/bench/spin.ptx
 
 all: $(BENCH_BIN) $(BENCH_PTX)
 
 # Order-only on the kernel images so that a benchmark built alone is ready to run.
-$(BENCH_BIN): $(B)/bench/%: bench/%.c bench/common.c bench/common.h | $(KERNELS) $(BENCH_PTX)
+$(BENCH_BIN): $(B)/bench/%: bench/%.c bench/common.c bench/common.h | $(KERNELS) $(GPU_KERNELS) \
+	$(BENCH_PTX)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< bench/common.c $(LDFLAGS) $(CUDA_STUB)
 
 $(BENCH_PTX): $(B)/bench/%.ptx: bench/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_90 -o $@ $<
+
+.PHONY: bench-throttle
+bench-throttle: all
+	@bash bench/throttle.sh $(B)

@@ -3,6 +3,9 @@
 #include "bench/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,4 +85,33 @@ char *bench_read_file(const char *path)
     fclose(f);
     buf[n] = 0;
     return buf;
+}
+
+/* The mapping stays for the life of the process, so that a process can meet again. Waiters
+ * sleep between looks, leaving the CPUs to the processes still setting up; start skew
+ * stays about 0.1 ms. */
+void bench_barrier(const char *file, unsigned target)
+{
+    static _Atomic unsigned *arrived;
+    if (!arrived) {
+        int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) bench_die("barrier: cannot open %s", file);
+        /* Every process extends it to the same size: later calls change nothing. */
+        if (ftruncate(fd, 4096) != 0) bench_die("barrier: cannot size %s", file);
+        void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED) bench_die("barrier: cannot map %s", file);
+        arrived = m;
+    }
+    atomic_fetch_add(arrived, 1);
+    uint64_t give_up = bench_now_ns() + 60ull * 1000000000ull;
+    while (atomic_load(arrived) < target) {
+        if (bench_now_ns() > give_up) {
+            printf("FAIL %s: %s: barrier: %u of %u arrivals in 60 s\n", bench_prog, bench_step,
+                   atomic_load(arrived), target);
+            exit(1);
+        }
+        struct timespec ts = {.tv_nsec = 20000};
+        nanosleep(&ts, NULL);
+    }
 }

@@ -16,50 +16,13 @@
 #include "bench/common.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-
-#define BARRIER_TIMEOUT_S 60
-
-
-
-
-
-
-
-/* Waits until `procs` processes (this one included) reached the barrier in `file`: a shared
- * counter in a file mapping, bumped once by each. Sleeps between looks so that waiting
- * processes leave the CPUs to the ones still setting up; start skew stays ~0.1 ms. */
-static void barrier_wait(const char *file, unsigned procs)
-{
-    int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) bench_die("barrier: cannot open %s", file);
-    /* Every process extends it to the same size: later calls change nothing. */
-    if (ftruncate(fd, 4096) != 0) bench_die("barrier: cannot size %s", file);
-    _Atomic unsigned *arrived = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (arrived == MAP_FAILED) bench_die("barrier: cannot map %s", file);
-    atomic_fetch_add(arrived, 1);
-    uint64_t give_up = bench_now_ns() + BARRIER_TIMEOUT_S * 1000000000ull;
-    while (atomic_load(arrived) < procs) {
-        if (bench_now_ns() > give_up) {
-            printf("FAIL overlap: barrier: %u of %u processes arrived in %d s\n",
-                   atomic_load(arrived), procs, BARRIER_TIMEOUT_S);
-            exit(1);
-        }
-        struct timespec ts = {.tv_nsec = 20000};
-        nanosleep(&ts, NULL);
-    }
-    munmap((void *)arrived, 4096);
-}
 
 static void usage(void)
 {
@@ -134,7 +97,7 @@ int main(int argc, char **argv)
     /* A zero-length launch first, outside the timing: lazy loading happens here. */
     CK(cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, stream, warm_args, NULL));
     CK(cuStreamSynchronize(stream));
-    if (barrier) barrier_wait(barrier, procs);
+    if (barrier) bench_barrier(barrier, procs);
 
     uint64_t t0 = bench_now_ns();
     for (unsigned i = 0; i < launches; i++)
