@@ -165,11 +165,14 @@ struct chan_shm {
     _Atomic uint32_t space_bell;        /* bumped by the server when space waiters exist */
     _Atomic uint32_t space_waiters;     /* client threads waiting for ring space */
     /* Set by the server when this client was terminated or the server is going away:
-     * the client stops waiting and returns errors. */
+     * the client stops waiting and returns errors (CHAN_DEAD_*). */
     _Alignas(64) _Atomic uint32_t dead;
 
     struct chan_slot slots[CHAN_NSLOTS];
 };
+
+#define CHAN_DEAD_GONE 1u       /* the server is gone or quitting: CUDA_ERROR_MPS_SERVER_NOT_READY */
+#define CHAN_DEAD_TERMINATED 2u /* terminate_client: CUDA_ERROR_MPS_CLIENT_TERMINATED, sticky */
 
 /* ---------------------------------------------------------------- request records */
 

@@ -128,7 +128,7 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
     q->rec = chan_ring_reserve(c, (uint32_t)sizeof(struct chan_rec) + len, &w);
     if (!q->rec) {
         pthread_mutex_unlock(&ring_lock);
-        return CUDA_ERROR_MPS_SERVER_NOT_READY;
+        return shim_dead_error();
     }
     q->rec->op = (uint16_t)op;
     q->rec->flags = (uint16_t)(flags | (reply ? CHAN_RF_REPLY : 0));
@@ -153,7 +153,7 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
     struct chan_wait w = shim_waiter;
     w.spin_ns = spin_ns();
     if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0)
-        return CUDA_ERROR_MPS_SERVER_NOT_READY;
+        return shim_dead_error();
     struct chan_lane *l = &c->lanes[q->lane];
     uint32_t n = l->len;
     if (n > CHAN_LANE_DATA)

@@ -33,6 +33,9 @@ static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int conn_state;
 static CUresult conn_error;
 static char conn_why[512];
+/* The server refused this client for a reason that running without it would hide (it is
+ * full, or the client's limits are malformed): no fallback to the real driver. */
+static int conn_no_fallback;
 static _Atomic int initialized;
 
 /* Directory of the server's socket: MPSSHIM_ first, then the variable MPS users set. */
@@ -165,6 +168,17 @@ static CUresult try_connect(char *why, size_t whylen)
     if (w.magic != CHAN_MAGIC || w.status != CHAN_WELCOME_OK) {
         snprintf(why, whylen, "server refused this client: %s",
                  w.magic == CHAN_MAGIC ? w.message : "not an mpsshim server");
+        /* As an MPS client past the server's client limit, or with limits the server
+         * rejects: the error, not a run without the limits the operator set. */
+        if (w.magic == CHAN_MAGIC &&
+            (w.status == CHAN_WELCOME_FULL || w.status == CHAN_WELCOME_LIMITS)) {
+            conn_no_fallback = 1;
+            close(s);
+            if (fd >= 0)
+                close(fd);
+            return w.status == CHAN_WELCOME_FULL ? CUDA_ERROR_MPS_MAX_CLIENTS_REACHED
+                                                 : CUDA_ERROR_MPS_CONNECTION_FAILED;
+        }
         goto fail;
     }
     if (fd < 0 || w.shm_size != chan_segment_size()) {
@@ -324,7 +338,7 @@ static CUresult connect_or_start(char *why, size_t whylen)
 {
     CUresult r = try_connect(why, whylen);
     const char *auto_env = getenv("MPSSHIM_AUTOSTART");
-    if (r == CUDA_SUCCESS || (auto_env && strcmp(auto_env, "0") == 0))
+    if (r == CUDA_SUCCESS || conn_no_fallback || (auto_env && strcmp(auto_env, "0") == 0))
         return r;
     char lock[PATH_MAX];
     if (make_dirs(pipe_dir()) != 0 ||
@@ -335,7 +349,8 @@ static CUresult connect_or_start(char *why, size_t whylen)
         return r;
     flock(fd, LOCK_EX);
     /* Whoever held the lock before us may have started it. */
-    if ((r = try_connect(why, whylen)) != CUDA_SUCCESS && start_server(why, whylen) == 0)
+    if ((r = try_connect(why, whylen)) != CUDA_SUCCESS && !conn_no_fallback &&
+        start_server(why, whylen) == 0)
         r = try_connect(why, whylen);
     flock(fd, LOCK_UN);
     close(fd);
@@ -359,6 +374,10 @@ CUresult shim_connect(void)
         if (conn_error == CUDA_SUCCESS) {
             atomic_store(&conn_state, CONN_UP);
             atomic_store(&shim_mode, SHIM_MODE_SERVER);
+        } else if (conn_no_fallback) {
+            atomic_store(&conn_state, CONN_FAILED);
+            atomic_store(&shim_mode, SHIM_MODE_NONE);
+            shim_log("%s; CUDA calls return %s", conn_why, shim_error_name(conn_error));
         } else {
             atomic_store(&conn_state, CONN_FAILED);
             shim_fall_back(conn_why);
@@ -380,14 +399,28 @@ void shim_set_initialized(void)
     atomic_store(&initialized, 1);
 }
 
+CUresult shim_dead_error(void)
+{
+    if (atomic_load(&conn_state) != CONN_UP)
+        return CUDA_ERROR_MPS_SERVER_NOT_READY;
+    return atomic_load(&shim_conn.ch.shm->dead) == CHAN_DEAD_TERMINATED
+               ? CUDA_ERROR_MPS_CLIENT_TERMINATED
+               : CUDA_ERROR_MPS_SERVER_NOT_READY;
+}
+
 CUresult shim_ready(void)
 {
-    if (!atomic_load_explicit(&initialized, memory_order_relaxed))
+    if (!atomic_load_explicit(&initialized, memory_order_relaxed)) {
+        /* A refused client's every call reports why (cuInit included, and anything
+         * called before it). */
+        if (atomic_load(&conn_state) == CONN_FAILED && conn_no_fallback)
+            return conn_error;
         return CUDA_ERROR_NOT_INITIALIZED;
+    }
     int st = atomic_load_explicit(&conn_state, memory_order_relaxed);
     if (st == CONN_UP)
         return atomic_load_explicit(&shim_conn.ch.shm->dead, memory_order_relaxed)
-                   ? CUDA_ERROR_MPS_SERVER_NOT_READY
+                   ? shim_dead_error() /* sticky, as MPS's CLIENT_TERMINATED */
                    : CUDA_SUCCESS;
     return st == CONN_FORKED ? CUDA_ERROR_NOT_INITIALIZED : conn_error;
 }

@@ -228,7 +228,7 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
     staging_seq += (uint32_t)chan_copy_nchunks(c->width, c->height, c->depth, CHAN_SLOT_SIZE);
     pthread_mutex_unlock(&staging_lock);
     if (failed)
-        return CUDA_ERROR_MPS_SERVER_NOT_READY;
+        return shim_dead_error();
     if (reply) {
         r = shim_req_wait(&q, NULL, NULL);
         return r != CUDA_SUCCESS ? r : p.status;

@@ -130,7 +130,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
             break;
         int fd = shim_recv_fd();
         if (fd < 0 || n != sizeof(rep)) {
-            r = CUDA_ERROR_MPS_SERVER_NOT_READY;
+            r = shim_dead_error();
             break;
         }
         void *want = (void *)(uintptr_t)rep[0];

@@ -65,6 +65,9 @@ const char *shim_connect_error(void);
 
 /* For entry points that need cuInit: CUDA_SUCCESS when initialised and connected. */
 CUresult shim_ready(void);
+/* What a call returns once the server marked this client dead: CUDA_ERROR_MPS_CLIENT_TERMINATED
+ * after terminate_client, else CUDA_ERROR_MPS_SERVER_NOT_READY. */
+CUresult shim_dead_error(void);
 
 /* Marks the driver initialised (cuInit). */
 void shim_set_initialized(void);

@@ -47,7 +47,8 @@ int srv_alloc_add(struct srv_client *c, const struct srv_alloc *a)
     memmove(&c->allocs[i + 1], &c->allocs[i], (c->nallocs - i) * sizeof(*c->allocs));
     c->allocs[i] = *a;
     c->nallocs++;
-    atomic_fetch_add(&c->stats.mem_in_use, a->kind == SRV_ALLOC_DEVICE ? a->size : 0);
+    if (a->kind == SRV_ALLOC_DEVICE)
+        srv_mem_count(c, a->dev, a->size);
     return 0;
 }
 
@@ -59,9 +60,23 @@ int srv_alloc_remove(struct srv_client *c, uint64_t base, struct srv_alloc *out)
     if (out)
         *out = c->allocs[i - 1];
     if (c->allocs[i - 1].kind == SRV_ALLOC_DEVICE)
-        atomic_fetch_sub(&c->stats.mem_in_use, c->allocs[i - 1].size);
+        srv_mem_uncount(c, c->allocs[i - 1].dev, c->allocs[i - 1].size);
     memmove(&c->allocs[i - 1], &c->allocs[i], (c->nallocs - i) * sizeof(*c->allocs));
     c->nallocs--;
     return 0;
 }
 
+/* Only the client's worker changes these; atomics because the control thread reads them. */
+void srv_mem_count(struct srv_client *c, int dev, uint64_t bytes)
+{
+    atomic_fetch_add(&c->stats.mem_in_use, bytes);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
+        atomic_fetch_add(&c->stats.mem_dev[dev], bytes);
+}
+
+void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes)
+{
+    atomic_fetch_sub(&c->stats.mem_in_use, bytes);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
+        atomic_fetch_sub(&c->stats.mem_dev[dev], bytes);
+}

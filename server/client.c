@@ -158,12 +158,21 @@ static int handshake(struct srv_client *c)
         refuse(c->sock, CHAN_WELCOME_LIMITS, "client process %d: %s", (int)c->pid, why);
         return -1;
     }
+    if (atomic_load(&srv.draining)) {
+        refuse(c->sock, CHAN_WELCOME_ERROR, "server is shutting down (quit -t)");
+        return -1;
+    }
+    /* Every client may use every device, so each counts on all of them: the limit per
+     * device is a limit on clients. `n` includes this one (and others mid-handshake, so
+     * that two arriving at once cannot both take the last place). */
     pthread_mutex_lock(&srv.clients_lock);
     unsigned n = count_clients();
     pthread_mutex_unlock(&srv.clients_lock);
     if (n > srv.max_clients) {
-        refuse(c->sock, CHAN_WELCOME_FULL, "server already has %u clients (limit %u)", n - 1,
-               srv.max_clients);
+        refuse(c->sock, CHAN_WELCOME_FULL,
+               "client process %d: the server already has %u clients, its limit per device "
+               "(MPSSHIM_MAX_CLIENTS=%u)",
+               (int)c->pid, n - 1, srv.max_clients);
         return -1;
     }
     int fd = make_segment(c);
@@ -266,8 +275,10 @@ static void cleanup(struct srv_client *c)
     free(c->rec);
     free(c->scratch);
     if (c->shm) {
-        /* Tell a client that is still there (server quitting) to stop waiting. */
-        atomic_store(&c->ch.shm->dead, 1);
+        /* Tell a client that is still there (server quitting) to stop waiting; a
+         * terminated one keeps its own mark (CHAN_DEAD_TERMINATED). */
+        uint32_t alive = 0;
+        atomic_compare_exchange_strong(&c->ch.shm->dead, &alive, CHAN_DEAD_GONE);
         if (c->shm_registered)
             DRV(cuMemHostUnregister)(c->shm);
         munmap(c->shm, c->shm_size);
@@ -300,13 +311,36 @@ static void log_limits(const struct srv_client *c)
     srv_log("Client process %d limits: %s", (int)c->pid, line);
 }
 
+/* Tells a terminated client at once: its threads waiting for replies, ring space or
+ * staging slots wake up, see the mark and return CUDA_ERROR_MPS_CLIENT_TERMINATED. Runs
+ * on the client's own thread, which alone may touch its segment. */
+static void mark_terminated(struct srv_client *c)
+{
+    atomic_store(&c->ch.shm->dead, CHAN_DEAD_TERMINATED);
+    for (int i = 0; i < CHAN_NLANES; i++)
+        chan_futex_wake(&c->ch.lanes[i].seq);
+    chan_futex_wake(&c->ch.shm->space_bell);
+    for (int i = 0; i < CHAN_NSLOTS; i++) {
+        chan_futex_wake(&c->ch.shm->slots[i].filled);
+        chan_futex_wake(&c->ch.shm->slots[i].freed);
+    }
+    chan_futex_wake(&c->ch.callbacks->fired_tail);
+}
+
 static void *client_main(void *arg)
 {
     struct srv_client *c = arg;
     if (handshake(c) == 0) {
         srv_log("New client %d connected (%s)", (int)c->pid, c->exe);
         log_limits(c);
+        atomic_store(&c->connected, 1);
         srv_worker_main(c);
+        if (atomic_load(&c->terminated)) {
+            mark_terminated(c);
+            srv_log("Client process %d terminated (terminate_client): its queued calls were "
+                    "dropped; releasing what it held once its work already on the GPU ends",
+                    (int)c->pid);
+        }
         cleanup(c);
         srv_log("Client process %d disconnected", (int)c->pid);
     } else {
@@ -375,4 +409,48 @@ void srv_clients_stop(void)
 void srv_client_hangup(struct srv_client *c)
 {
     atomic_store(&c->dead, 1);
+}
+
+unsigned srv_clients_live(void)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (struct srv_client *x = srv.clients; x; x = x->next)
+        n += atomic_load(&x->connected) && !atomic_load(&x->finished);
+    pthread_mutex_unlock(&srv.clients_lock);
+    return n;
+}
+
+/* 1 while a client of process `pid` is still being served or released. */
+static int pid_pending(pid_t pid)
+{
+    int any = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (struct srv_client *x = srv.clients; x && !any; x = x->next)
+        any = x->pid == pid && atomic_load(&x->connected) && !atomic_load(&x->finished);
+    pthread_mutex_unlock(&srv.clients_lock);
+    return any;
+}
+
+int srv_client_terminate(pid_t pid)
+{
+    int n = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (struct srv_client *x = srv.clients; x; x = x->next)
+        if (x->pid == pid && atomic_load(&x->connected) && !atomic_load(&x->finished) &&
+            !atomic_exchange(&x->terminated, 1)) {
+            /* The worker stops at its next record (never later than one sleep slice) and
+             * the client's thread releases everything as when a client exits. Kernels
+             * already on the GPU cannot be stopped: in one shared context there is no way
+             * to preempt one client's kernels without resetting everyone's, so the release
+             * waits for them to finish. */
+            atomic_store(&x->dead, 1);
+            n++;
+        }
+    pthread_mutex_unlock(&srv.clients_lock);
+    /* Entries are freed only by srv_client_start's reaping once finished: look the client
+     * up again each time rather than keep a pointer. */
+    while (n && pid_pending(pid) && !atomic_load(&srv.quitting))
+        usleep(10 * 1000);
+    return n;
 }

@@ -1,8 +1,16 @@
 /* The control socket: one text command per line, as nvidia-cuda-mps-control takes them;
- * each answer ends with an EOT byte on a line of its own (mpsshim-control strips it). */
+ * each answer ends with an EOT byte on a line of its own (mpsshim-control strips it).
+ *
+ * There is no control daemon apart from the server: the server answers these itself, so
+ * "the server's pid" is this process's pid, and the "default" settings apply to clients
+ * that connect from then on (under MPS: to the next server). Every command and the first
+ * line of its answer go to control.log. */
 #define _GNU_SOURCE
 #include "server/server.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,58 +36,404 @@ int srv_control_listen(void)
         close(s);
         return -1;
     }
+    /* The last step before the server serves (the client socket is already listening). */
+    srv_clog("NEW SERVER %d: Ready", (int)getpid());
     return s;
 }
 
-/* Runs one command; appends its answer to `out`. */
-static void command(char *line, char *out, size_t cap)
+/* ---------------------------------------------------------------- answers */
+
+#define MAXARGS 8
+
+/* One command being answered: its words and the answer built so far. */
+struct cmd {
+    int argc;
+    char *argv[MAXARGS];
+    char *out;
+    size_t cap, n;
+};
+
+static void say(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct cmd *k, const char *fmt, ...)
 {
-    char *save = NULL;
-    char *cmd = strtok_r(line, " \t", &save);
-    char *arg = strtok_r(NULL, " \t", &save);
-    size_t n = 0;
-#define OUT(...) (n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, __VA_ARGS__))
-    if (!cmd) {
-        return;
-    } else if (strcmp(cmd, "get_server_list") == 0) {
-        OUT("%d\n", (int)getpid());
-    } else if (strcmp(cmd, "get_client_list") == 0 || strcmp(cmd, "get_device_client_list") == 0) {
-        int all = strcmp(cmd, "get_device_client_list") == 0;
-        if (!all && (!arg || atoi(arg) != (int)getpid())) {
-            OUT("Server %s not found\n", arg ? arg : "(none)");
-        } else {
-            pthread_mutex_lock(&srv.clients_lock);
-            for (struct srv_client *c = srv.clients; c; c = c->next)
-                if (!atomic_load(&c->finished) && c->shm) {
-                    if (all)
-                        for (int d = 0; d < srv.ndev; d++)
-                            OUT("GPU-%d %d\n", d, (int)c->pid);
-                    else
-                        OUT("%d\n", (int)c->pid);
-                }
-            pthread_mutex_unlock(&srv.clients_lock);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
+    va_end(ap);
+    if (m > 0)
+        k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
+}
+
+/* "Usage: ..." when the command has not exactly lo..hi arguments. 0 when it has. */
+static int usage(struct cmd *k, int lo, int hi, const char *args)
+{
+    if (k->argc - 1 >= lo && k->argc - 1 <= hi)
+        return 0;
+    say(k, "Usage: %s%s%s\n", k->argv[0], *args ? " " : "", args);
+    return -1;
+}
+
+/* The pid argument names this server; otherwise says so. 1 when it does. */
+static int this_server(struct cmd *k, const char *arg)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (end != arg && !*end && v == (long)getpid())
+        return 1;
+    say(k, "Server %s not found\n", arg);
+    return 0;
+}
+
+/* A percentage from 1 to 100 ("25" or "25.0": what get_* prints reads back). -1 if not. */
+static int parse_pct(struct cmd *k, const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 1 && v <= 100) || v != (double)(int)v) {
+        say(k, "Invalid active thread percentage \"%s\": a whole number from 1 to 100\n", s);
+        return -1;
+    }
+    return (int)v;
+}
+
+/* A device ordinal or UUID (prefix); says so and returns -1 if there is none such. */
+static int parse_dev(struct cmd *k, const char *s)
+{
+    int d = srv_device_by_name(s);
+    if (d < 0)
+        say(k, "Invalid device \"%s\": an ordinal from 0 to %d or a UUID (GPU-...)\n", s,
+            srv.ndev - 1);
+    return d;
+}
+
+/* A memory limit ("512M", "2G", bytes; 0 removes it); says so and returns -1 if bad. */
+static int parse_mem(struct cmd *k, const char *s, uint64_t *v)
+{
+    if (srv_parse_size(s, v) == 0)
+        return 0;
+    say(k, "Invalid memory limit \"%s\": a size such as 900M or 10G (0: no limit)\n", s);
+    return -1;
+}
+
+static void put_pct(struct cmd *k, int pct)
+{
+    say(k, "%.1f\n", (double)pct);
+}
+
+static void put_mem(struct cmd *k, uint64_t v)
+{
+    char sz[32];
+    srv_format_size(v, sz, sizeof(sz));
+    say(k, "%s\n", sz);
+}
+
+/* "GPU-cb1213a3-d6a4-be7f": the leading part of a device's UUID, as MPS's ps shows it. */
+static void short_uuid(int d, char *out, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)srv.devinfo.dev[d].uuid.bytes;
+    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x", u[0], u[1], u[2], u[3], u[4],
+             u[5], u[6], u[7]);
+}
+
+/* The client's command line from /proc (its executable's name if that is unreadable). */
+static void command_line(const struct srv_client *c, char *out, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)c->pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(out, 1, len - 1, f) : 0;
+    if (f)
+        fclose(f);
+    for (size_t i = 0; i + 1 < n; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+    out[n] = '\0';
+    if (!n)
+        snprintf(out, len, "%s", c->exe);
+}
+
+/* The pid namespace of a process, as a number ("pid:[4026531836]" -> 4026531836). */
+static unsigned long long pid_namespace(pid_t pid)
+{
+    char path[64], link[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+    ssize_t n = readlink(path, link, sizeof(link) - 1);
+    if (n <= 0)
+        return 0;
+    link[n] = '\0';
+    const char *b = strchr(link, '[');
+    return b ? strtoull(b + 1, NULL, 10) : 0;
+}
+
+/* Calls fn for every connected client (pid 0: all), under clients_lock. How many matched. */
+static unsigned each_client(pid_t pid, void (*fn)(struct cmd *, const struct srv_client *),
+                            struct cmd *k)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (const struct srv_client *c = srv.clients; c; c = c->next)
+        if (atomic_load(&c->connected) && !atomic_load(&c->finished) && (!pid || c->pid == pid)) {
+            fn(k, c);
+            n++;
         }
-    } else if (strcmp(cmd, "get_server_status") == 0) {
-        unsigned live = 0;
-        pthread_mutex_lock(&srv.clients_lock);
-        for (struct srv_client *c = srv.clients; c; c = c->next)
-            live += !atomic_load(&c->finished);
-        pthread_mutex_unlock(&srv.clients_lock);
-        OUT("Server %d\nClients %u\n", (int)getpid(), live);
+    pthread_mutex_unlock(&srv.clients_lock);
+    return n;
+}
+
+static void list_pid(struct cmd *k, const struct srv_client *c)
+{
+    say(k, "%d\n", (int)c->pid);
+}
+
+static void list_devices(struct cmd *k, const struct srv_client *c)
+{
+    for (int d = 0; d < srv.ndev; d++)
+        say(k, "GPU-%d %d\n", d, (int)c->pid);
+}
+
+static void ps_row(struct cmd *k, const struct srv_client *c)
+{
+    char cmdline[256], dev[40];
+    command_line(c, cmdline, sizeof(cmdline));
+    unsigned long long ns = pid_namespace(c->pid);
+    uint32_t mask = atomic_load(&c->stats.devices);
+    int rows = 0;
+    for (int d = 0; d < srv.ndev; d++)
+        if (mask & (1u << d)) {
+            short_uuid(d, dev, sizeof(dev));
+            say(k, "%d %u %d %s %llu %s\n", (int)c->pid, c->id, (int)getpid(), dev, ns, cmdline);
+            rows++;
+        }
+    if (!rows) /* connected, no context made yet */
+        say(k, "%d %u %d - %llu %s\n", (int)c->pid, c->id, (int)getpid(), ns, cmdline);
+}
+
+/* get_client_info: what the client holds and may use, from counters any thread may read
+ * (the tables themselves belong to its worker). */
+static void info_block(struct cmd *k, const struct srv_client *c)
+{
+    say(k, "Client %d (%s)\n", (int)c->pid, c->exe);
+    for (int d = 0; d < srv.ndev; d++) {
+        char lim[32] = "none";
+        if (c->lim.mem[d])
+            srv_format_size(c->lim.mem[d], lim, sizeof(lim));
+        say(k, "  Device %d: memory used %llu bytes, memory limit %s, %u of %u SMs\n", d,
+            (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim.sms[d],
+            srv.sm[d].total);
+    }
+    say(k, "  Active thread percentage %d\n", c->lim.pct);
+    say(k, "  Priority %d (%s)\n", c->lim.priority, c->lim.priority ? "below normal" : "normal");
+    say(k, "  Streams %llu\n", (unsigned long long)atomic_load(&c->stats.streams));
+    say(k, "  Kernels launched %llu\n", (unsigned long long)atomic_load(&c->stats.launches));
+    say(k, "  Bytes copied %llu\n", (unsigned long long)atomic_load(&c->stats.bytes_copied));
+}
+
+static pid_t parse_pid(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return end != s && !*end && v > 0 && v < (1L << 30) ? (pid_t)v : 0;
+}
+
+/* quit -t SECONDS: no new clients; the connected ones get up to SECONDS to finish, then
+ * the server quits as a plain quit does (their calls fail from then on). */
+static void quit_after(struct cmd *k, const char *secs)
+{
+    char *end;
+    double t = strtod(secs, &end);
+    if (end == secs || *end || !(t >= 0) || t > 1e6) {
+        say(k, "Invalid timeout \"%s\": seconds, 0 or more\n", secs);
+        return;
+    }
+    atomic_store(&srv.draining, 1);
+    unsigned left = srv_clients_live();
+    srv_clog("Quit: waiting up to %g s for %u client(s) to finish", t, left);
+    uint64_t end_ns = chan_now_ns() + (uint64_t)(t * 1e9);
+    while ((left = srv_clients_live()) && chan_now_ns() < end_ns && !atomic_load(&srv.quitting))
+        usleep(50 * 1000);
+    if (left)
+        srv_clog("Quit: %u client(s) still connected after %g s; shutting down anyway", left, t);
+    atomic_store(&srv.quitting, 1);
+}
+
+/* Runs one command (its words in k->argv). */
+static void run(struct cmd *k)
+{
+    const char *c = k->argv[0];
+    struct srv_policy *p = &srv.policy;
+    if (strcmp(c, "get_server_list") == 0) {
+        if (usage(k, 0, 0, "") == 0)
+            say(k, "%d\n", (int)getpid());
+    } else if (strcmp(c, "get_client_list") == 0) {
+        if (usage(k, 1, 1, "<server pid>") == 0 && this_server(k, k->argv[1]))
+            each_client(0, list_pid, k);
+    } else if (strcmp(c, "get_device_client_list") == 0) {
+        if (usage(k, 0, 1, "[server pid]") == 0 && (k->argc == 1 || this_server(k, k->argv[1])))
+            each_client(0, list_devices, k);
+    } else if (strcmp(c, "ps") == 0) {
+        int ok = k->argc == 1 || (k->argc == 3 && strcmp(k->argv[1], "-p") == 0);
+        if (!ok)
+            say(k, "Usage: ps [-p <server pid>]\n");
+        else if (k->argc == 1 || this_server(k, k->argv[2])) {
+            say(k, "PID ID SERVER DEVICE NAMESPACE COMMAND\n");
+            each_client(0, ps_row, k);
+        }
+    } else if (strcmp(c, "get_server_status") == 0) {
+        if (usage(k, 0, 1, "[server pid]") != 0 || (k->argc == 2 && !this_server(k, k->argv[1])))
+            return;
+        say(k, "Server %d\n", (int)getpid());
+        say(k, "Status %s\n", atomic_load(&srv.draining) ? "SHUTTING_DOWN" : "ACTIVE");
+        say(k, "Clients %u\n", srv_clients_live());
         /* What the driver itself reports: memory returns to its idle level only when every
          * client's allocations were freed. */
         for (int d = 0; d < srv.ndev; d++) {
             size_t f = 0, t = 0;
             if (srv_use_device(d) == CUDA_SUCCESS && DRV(cuMemGetInfo_v2)(&f, &t) == CUDA_SUCCESS)
-                OUT("Device %d memory used %zu bytes\n", d, t - f);
+                say(k, "Device %d memory used %zu bytes\n", d, t - f);
         }
-    } else if (strcmp(cmd, "quit") == 0) {
-        atomic_store(&srv.quitting, 1);
+    } else if (strcmp(c, "terminate_client") == 0) {
+        if (usage(k, 2, 2, "<server pid> <client pid>") != 0 || !this_server(k, k->argv[1]))
+            return;
+        pid_t pid = parse_pid(k->argv[2]);
+        srv_clog("Terminating client %s", k->argv[2]);
+        if (!pid || srv_client_terminate(pid) == 0)
+            say(k, "Client %s not found\n", k->argv[2]);
+        else
+            say(k, "%d\n", CUDA_SUCCESS); /* as MPS: 0 once the client's work is gone */
+    } else if (strcmp(c, "quit") == 0) {
+        if (k->argc == 1)
+            atomic_store(&srv.quitting, 1);
+        else if (k->argc == 3 && strcmp(k->argv[1], "-t") == 0)
+            quit_after(k, k->argv[2]);
+        else
+            say(k, "Usage: quit [-t <seconds>]\n");
+    } else if (strcmp(c, "set_default_active_thread_percentage") == 0) {
+        int v;
+        if (usage(k, 1, 1, "<percentage>") == 0 && (v = parse_pct(k, k->argv[1])) > 0) {
+            pthread_mutex_lock(&p->lock);
+            p->default_pct = v;
+            pthread_mutex_unlock(&p->lock);
+            put_pct(k, v);
+        }
+    } else if (strcmp(c, "get_default_active_thread_percentage") == 0) {
+        if (usage(k, 0, 0, "") == 0) {
+            pthread_mutex_lock(&p->lock);
+            int v = p->default_pct;
+            pthread_mutex_unlock(&p->lock);
+            put_pct(k, v);
+        }
+    } else if (strcmp(c, "set_active_thread_percentage") == 0) {
+        int v;
+        if (usage(k, 2, 2, "<server pid> <percentage>") == 0 && this_server(k, k->argv[1]) &&
+            (v = parse_pct(k, k->argv[2])) > 0) {
+            pthread_mutex_lock(&p->lock);
+            p->server_pct = v;
+            pthread_mutex_unlock(&p->lock);
+            put_pct(k, v);
+        }
+    } else if (strcmp(c, "get_active_thread_percentage") == 0) {
+        if (usage(k, 1, 1, "<server pid>") == 0 && this_server(k, k->argv[1])) {
+            pthread_mutex_lock(&p->lock);
+            int v = p->server_pct ? p->server_pct : p->default_pct;
+            pthread_mutex_unlock(&p->lock);
+            put_pct(k, v);
+        }
+    } else if (strcmp(c, "set_default_device_pinned_mem_limit") == 0) {
+        int d;
+        uint64_t v;
+        if (usage(k, 2, 2, "<device> <value>") == 0 && (d = parse_dev(k, k->argv[1])) >= 0 &&
+            parse_mem(k, k->argv[2], &v) == 0) {
+            pthread_mutex_lock(&p->lock);
+            p->default_mem[d] = v;
+            pthread_mutex_unlock(&p->lock);
+        }
+    } else if (strcmp(c, "get_default_device_pinned_mem_limit") == 0) {
+        int d;
+        if (usage(k, 1, 1, "<device>") == 0 && (d = parse_dev(k, k->argv[1])) >= 0) {
+            pthread_mutex_lock(&p->lock);
+            uint64_t v = p->default_mem[d];
+            pthread_mutex_unlock(&p->lock);
+            put_mem(k, v);
+        }
+    } else if (strcmp(c, "set_device_pinned_mem_limit") == 0) {
+        int d;
+        uint64_t v;
+        if (usage(k, 3, 3, "<server pid> <device> <value>") == 0 && this_server(k, k->argv[1]) &&
+            (d = parse_dev(k, k->argv[2])) >= 0 && parse_mem(k, k->argv[3], &v) == 0) {
+            pthread_mutex_lock(&p->lock);
+            p->server_mem[d] = v;
+            pthread_mutex_unlock(&p->lock);
+        }
+    } else if (strcmp(c, "get_device_pinned_mem_limit") == 0) {
+        int d;
+        if (usage(k, 2, 2, "<server pid> <device>") == 0 && this_server(k, k->argv[1]) &&
+            (d = parse_dev(k, k->argv[2])) >= 0) {
+            pthread_mutex_lock(&p->lock);
+            uint64_t v = p->server_mem[d] ? p->server_mem[d] : p->default_mem[d];
+            pthread_mutex_unlock(&p->lock);
+            put_mem(k, v);
+        }
+    } else if (strcmp(c, "set_default_client_priority") == 0) {
+        if (usage(k, 1, 1, "<0|1>") != 0)
+            return;
+        if (strcmp(k->argv[1], "0") != 0 && strcmp(k->argv[1], "1") != 0) {
+            say(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
+            return;
+        }
+        pthread_mutex_lock(&p->lock);
+        p->default_priority = k->argv[1][0] - '0';
+        pthread_mutex_unlock(&p->lock);
+    } else if (strcmp(c, "get_default_client_priority") == 0) {
+        if (usage(k, 0, 0, "") == 0) {
+            pthread_mutex_lock(&p->lock);
+            int v = p->default_priority;
+            pthread_mutex_unlock(&p->lock);
+            say(k, "%d\n", v);
+        }
+    } else if (strcmp(c, "get_client_info") == 0) {
+        pid_t pid = 0;
+        if (usage(k, 0, 1, "[client pid]") != 0)
+            return;
+        if (k->argc == 2 && !(pid = parse_pid(k->argv[1]))) {
+            say(k, "Invalid client pid \"%s\"\n", k->argv[1]);
+            return;
+        }
+        if (each_client(pid, info_block, k) == 0 && pid)
+            say(k, "Client %s not found\n", k->argv[1]);
     } else {
-        OUT("Unknown command \"%s\"\n", cmd);
+        say(k, "Unknown command \"%s\"\n", c);
     }
-#undef OUT
-    srv_log("Command: %s%s%s", cmd, arg ? " " : "", arg ? arg : "");
+}
+
+/* Runs one line; its answer goes to out (cap bytes, NUL-terminated). */
+static void command(char *line, char *out, size_t cap)
+{
+    struct cmd k = {.out = out, .cap = cap};
+    out[0] = '\0';
+    char *save = NULL;
+    for (char *w = strtok_r(line, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
+        if (k.argc == MAXARGS) {
+            say(&k, "Too many arguments\n");
+            break;
+        }
+        k.argv[k.argc++] = w;
+    }
+    if (!k.argc)
+        return;
+    char words[256] = "";
+    for (int i = 0, n = 0; i < k.argc && n < (int)sizeof(words); i++)
+        n += snprintf(words + n, sizeof(words) - (size_t)n, "%s%s", i ? " " : "", k.argv[i]);
+    if (k.n == 0)
+        run(&k);
+    if (k.n == k.cap && cap > 4)
+        memcpy(out + cap - 5, "...\n", 5); /* the answer did not fit: say it was cut */
+    /* The command and the first line of its answer (MPS logs commands and results). */
+    size_t first = strcspn(out, "\n");
+    unsigned more = 0;
+    for (const char *q = out + first; *q; q++)
+        more += *q == '\n' && q[1];
+    srv_clog("Command: %s -> %.*s%s", words, first ? (int)(first > 200 ? 200 : first) : 2,
+             first ? out : "ok", more ? " (and more lines)" : "");
 }
 
 static void *control_main(void *arg)
@@ -87,6 +441,11 @@ static void *control_main(void *arg)
     int fd = (int)(intptr_t)arg;
     char in[1024];
     size_t have = 0;
+    /* Answers can be long (ps, get_client_info of 48 clients): on the heap. */
+    size_t cap = 256u << 10;
+    char *out = malloc(cap);
+    if (!out)
+        goto done;
     for (;;) {
         ssize_t r = read(fd, in + have, sizeof(in) - 1 - have);
         if (r <= 0)
@@ -96,11 +455,15 @@ static void *control_main(void *arg)
         char *nl;
         while ((nl = memchr(in, '\n', have))) {
             *nl = '\0';
-            char out[16384] = "";
-            command(in, out, sizeof(out) - 3);
+            command(in, out, cap - 3);
             strcat(out, "\x04\n");
-            if (write(fd, out, strlen(out)) < 0)
-                goto done;
+            size_t len = strlen(out), sent = 0;
+            while (sent < len) {
+                ssize_t w = write(fd, out + sent, len - sent);
+                if (w <= 0 && errno != EINTR)
+                    goto done;
+                sent += w > 0 ? (size_t)w : 0;
+            }
             have -= (size_t)(nl + 1 - in);
             memmove(in, nl + 1, have);
         }
@@ -108,6 +471,7 @@ static void *control_main(void *arg)
             have = 0; /* an absurdly long line: dropped */
     }
 done:
+    free(out);
     close(fd);
     return NULL;
 }

@@ -112,6 +112,38 @@ static int foreground(void)
     return 1;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpsshim-control [-d | -f | -h]\n"
+            "  -d  start the server in the background (it is the control daemon too)\n"
+            "  -f  run the server in the foreground\n"
+            "  -h  this text\n"
+            "Otherwise commands are read from stdin (one per line; a prompt when it is a\n"
+            "terminal) and sent to the server of MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY):\n"
+            "  get_server_list                        the server's pid\n"
+            "  get_server_status [PID]                status, clients, device memory in use\n"
+            "  get_client_list PID                    pids of the connected clients\n"
+            "  get_device_client_list [PID]           GPU-<n> <client pid> per device and client\n"
+            "  ps [-p PID]                            PID ID SERVER DEVICE NAMESPACE COMMAND\n"
+            "  get_client_info [CLIENT_PID]           memory, limits, SMs, streams, launches, copies\n"
+            "  terminate_client PID CLIENT_PID        fail the client's calls, free what it holds\n"
+            "  quit [-t SECONDS]                      stop the server (-t: let clients finish first)\n"
+            "  set_default_active_thread_percentage PCT | get_default_active_thread_percentage\n"
+            "  set_active_thread_percentage PID PCT   | get_active_thread_percentage PID\n"
+            "  set_default_device_pinned_mem_limit DEV SIZE | get_default_device_pinned_mem_limit DEV\n"
+            "  set_device_pinned_mem_limit PID DEV SIZE | get_device_pinned_mem_limit PID DEV\n"
+            "  set_default_client_priority 0|1        | get_default_client_priority\n"
+            "Settings apply to clients that connect afterwards. DEV: ordinal or UUID;\n"
+            "SIZE: 900M, 10G, bytes, 0 for none.\n");
+}
+
+/* "quit" or "quit -t N": the server goes away after answering. */
+static int is_quit(const char *line)
+{
+    return strncmp(line, "quit", 4) == 0 && (line[4] == '\0' || line[4] == ' ' || line[4] == '\t');
+}
+
 /* Sends one command, prints its answer (up to the EOT line). */
 static int run(int s, const char *line)
 {
@@ -123,7 +155,7 @@ static int run(int s, const char *line)
     for (;;) {
         ssize_t n = read(s, buf, sizeof(buf));
         if (n <= 0)
-            return strncmp(line, "quit", 4) == 0 ? 0 : -1;
+            return is_quit(line) ? 0 : -1;
         char *eot = memchr(buf, '\x04', (size_t)n);
         fwrite(buf, 1, eot ? (size_t)(eot - buf) : (size_t)n, stdout);
         if (eot)
@@ -139,12 +171,12 @@ int main(int argc, char **argv)
         return daemonize();
     if (argc > 1 && strcmp(argv[1], "-f") == 0)
         return foreground();
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        usage(stdout);
+        return 0;
+    }
     if (argc > 1) {
-        fprintf(stderr, "usage: mpsshim-control [-d | -f]\n"
-                        "  -d  start the server in the background\n"
-                        "  -f  run the server in the foreground\n"
-                        "  otherwise: commands on stdin (get_server_list, get_client_list PID,\n"
-                        "             get_device_client_list, quit)\n");
+        usage(stderr);
         return 2;
     }
     int s = connect_control();
@@ -166,12 +198,16 @@ int main(int argc, char **argv)
         line[strcspn(line, "\r\n")] = '\0';
         if (!*line)
             continue;
+        if (strcmp(line, "help") == 0) {
+            usage(stdout);
+            continue;
+        }
         if (run(s, line) != 0) {
             fprintf(stderr, "The server closed the connection\n");
             rc = 1;
             break;
         }
-        if (strcmp(line, "quit") == 0)
+        if (is_quit(line))
             break;
     }
     close(s);

@@ -58,6 +58,99 @@ int srv_generic_init(void)
     return 0;
 }
 
+/* ---------------------------------------------------------------- arrays and the limit */
+
+/* Bits one texel takes in each format; 0: unknown. */
+static unsigned texel_bits(CUarray_format f, unsigned channels)
+{
+    switch ((int)f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 8 * channels;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 16 * channels;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: return 32 * channels;
+    case CU_AD_FORMAT_UNORM_INT8X1:
+    case CU_AD_FORMAT_SNORM_INT8X1: return 8;
+    case CU_AD_FORMAT_UNORM_INT8X2:
+    case CU_AD_FORMAT_SNORM_INT8X2:
+    case CU_AD_FORMAT_UNORM_INT16X1:
+    case CU_AD_FORMAT_SNORM_INT16X1:
+    case CU_AD_FORMAT_NV16:
+    case CU_AD_FORMAT_YUY2: return 16;
+    case CU_AD_FORMAT_UNORM_INT8X4:
+    case CU_AD_FORMAT_SNORM_INT8X4:
+    case CU_AD_FORMAT_UNORM_INT16X2:
+    case CU_AD_FORMAT_SNORM_INT16X2:
+    case CU_AD_FORMAT_UNORM_INT_101010_2:
+    case CU_AD_FORMAT_P210:
+    case CU_AD_FORMAT_P216:
+    case CU_AD_FORMAT_Y210:
+    case CU_AD_FORMAT_Y216:
+    case CU_AD_FORMAT_AYUV:
+    case CU_AD_FORMAT_Y410: return 32;
+    case CU_AD_FORMAT_UNORM_INT16X4:
+    case CU_AD_FORMAT_SNORM_INT16X4:
+    case CU_AD_FORMAT_Y416: return 64;
+    case CU_AD_FORMAT_BC1_UNORM:
+    case CU_AD_FORMAT_BC1_UNORM_SRGB:
+    case CU_AD_FORMAT_BC4_UNORM:
+    case CU_AD_FORMAT_BC4_SNORM: return 4;
+    case CU_AD_FORMAT_BC2_UNORM:
+    case CU_AD_FORMAT_BC2_UNORM_SRGB:
+    case CU_AD_FORMAT_BC3_UNORM:
+    case CU_AD_FORMAT_BC3_UNORM_SRGB:
+    case CU_AD_FORMAT_BC5_UNORM:
+    case CU_AD_FORMAT_BC5_SNORM:
+    case CU_AD_FORMAT_BC6H_UF16:
+    case CU_AD_FORMAT_BC6H_SF16:
+    case CU_AD_FORMAT_BC7_UNORM:
+    case CU_AD_FORMAT_BC7_UNORM_SRGB: return 8;
+    case CU_AD_FORMAT_NV12: return 12;
+    case CU_AD_FORMAT_P010:
+    case CU_AD_FORMAT_P016:
+    case CU_AD_FORMAT_Y444_PLANAR8:
+    case CU_AD_FORMAT_YUV444_8bit_SemiPlanar: return 24;
+    case CU_AD_FORMAT_Y444_PLANAR10:
+    case CU_AD_FORMAT_YUV444_16bit_SemiPlanar: return 48;
+    default: return 0;
+    }
+}
+
+/* Device bytes an array creation asks for: its texels at their format's size (the driver
+ * may pad and tile beyond that; the driver only tells the real footprint of arrays made
+ * for deferred mapping). Sparse and deferred-mapping arrays hold no memory of their own,
+ * and mapping some into them is not supported. 0 for calls that are not array creations. */
+static uint64_t array_bytes(int id, const struct chan_args *a)
+{
+    uint64_t w, h, dp = 1, bits;
+    if (id == SHIM_ID_cuArrayCreate_v2 && a->ptr[1]) {
+        const CUDA_ARRAY_DESCRIPTOR *d = a->ptr[1];
+        w = d->Width;
+        h = d->Height;
+        bits = texel_bits(d->Format, d->NumChannels);
+    } else if (id == SHIM_ID_cuArray3DCreate_v2 && a->ptr[1]) {
+        const CUDA_ARRAY3D_DESCRIPTOR *d = a->ptr[1];
+        if (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING))
+            return 0;
+        w = d->Width;
+        h = d->Height;
+        dp = d->Depth ? d->Depth : 1;
+        bits = texel_bits(d->Format, d->NumChannels);
+    } else {
+        return 0;
+    }
+    if (!bits)
+        bits = 128; /* an unknown format: as much as the widest known texel */
+    uint64_t n;
+    if (__builtin_mul_overflow(w, h ? h : 1, &n) || __builtin_mul_overflow(n, dp, &n) ||
+        __builtin_mul_overflow(n, bits, &n))
+        return UINT64_MAX;
+    return (n + 7) / 8;
+}
+
 /* Checks a handle the client named and gives the value to pass to the driver. */
 static CUresult check_handle(struct srv_client *c, const struct chan_rec *r, uint32_t ht,
                              uint64_t v, uint64_t *out)
@@ -161,6 +254,13 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     /* Device-level calls need no client context, but the driver wants one current. */
     if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
         goto done;
+    /* Arrays are device memory: beyond the client's limit the driver is not asked. */
+    int dev = c->cur ? c->cur->device : 0;
+    uint64_t bytes = array_bytes(id, &a);
+    if (bytes && !srv_mem_fits(c, dev, bytes)) {
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
     ffi_sarg rc = 0;
     ffi_call(&cifs[id], FFI_FN(srv_drv_fns[id]), &rc, avalue);
     res = (CUresult)rc;
@@ -168,8 +268,18 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
         /* Handles the call made or returned become the caller's; destroyed ones go. */
         for (int i = 0; i < d->nparams; i++) {
             const struct shim_param *pp = &d->params[i];
-            if (pp->kind == SHIM_PK_OUT && pp->htype && a.ptr[i] && pp->ckind == SHIM_CK_ONE)
-                srv_handle_add(c, pp->htype, *(uint64_t *)a.ptr[i], pp->creates);
+            if (pp->kind != SHIM_PK_OUT || !pp->htype || !a.ptr[i] || pp->ckind != SHIM_CK_ONE)
+                continue;
+            uint64_t v = *(uint64_t *)a.ptr[i];
+            if (srv_handle_add(c, pp->htype, v, pp->creates) != 0 || !bytes || !pp->creates)
+                continue;
+            struct srv_handle *h = srv_handle_get(c, pp->htype, v);
+            if (h->bytes)
+                continue; /* already counted: the driver handed the same handle out twice */
+            h->bytes = bytes;
+            h->dev = dev;
+            srv_mem_count(c, dev, bytes);
+            c->mem_refused[dev] = 0;
         }
         if (d->destroys >= 0)
             srv_handle_remove(c, d->params[d->destroys].htype, a.val[d->destroys]);

@@ -1,44 +1,77 @@
 /* MPS-format logs: "[2026-11-22 02:48:20.653 Server 1180] Client process 1159 disconnected".
- * A log that cannot be written (unwritable directory, full disk) never stops the server:
- * it says so once on stderr and goes on. */
+ * server.log has the server's life and its clients; control.log (MPS's control daemon log:
+ * there is no separate daemon here, the server answers control commands itself) has
+ * server start and exit and every control command with its result.
+ * A log that cannot be written (unwritable directory, full disk, file size limit) never
+ * stops or blocks the server: each file says so once on stderr and the server goes on. */
+#define _GNU_SOURCE
 #include "server/server.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+struct log_file {
+    const char *who; /* "Server" or "Control" */
+    const char *name;
+    int fd;
+    int failed_said; /* the one stderr notice was given */
+    char path[600];
+};
+
 /* Guarded by log_lock. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static int log_fd = -1;
+static struct log_file files[2] = {{.who = "Server", .name = "server.log", .fd = -1},
+                                   {.who = "Control", .name = "control.log", .fd = -1}};
 static int log_stderr;
-static int log_failed_said;
-static char log_who[16] = "Server";
+
+/* Opens one file; failure is said once and leaves that log to stderr alone. Under log_lock. */
+static void open_one(struct log_file *f, const char *dir)
+{
+    snprintf(f->path, sizeof(f->path), "%s/%s", dir, f->name);
+    /* O_NONBLOCK: a log path that is a FIFO nobody reads must not hang the server. */
+    f->fd = open(f->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                 0600);
+    if (f->fd < 0 && !f->failed_said) {
+        f->failed_said = 1;
+        fprintf(stderr, "mpsshim: cannot open log %s (%s); continuing without it\n", f->path,
+                strerror(errno));
+    }
+}
+
+static void on_exit_log(int status, void *arg)
+{
+    (void)arg;
+    srv_clog("Server %d exited with status %d", (int)getpid(), status);
+}
 
 void srv_log_open(const char *dir, const char *file, const char *who, int to_stderr)
 {
-    char path[600];
+    /* A full file system or a file size limit must make writes fail, never kill us. */
+    signal(SIGXFSZ, SIG_IGN);
     pthread_mutex_lock(&log_lock);
-    snprintf(log_who, sizeof(log_who), "%s", who);
+    files[0].name = file;
+    files[0].who = who;
     log_stderr = to_stderr;
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (log_fd < 0 && !log_failed_said) {
-        log_failed_said = 1;
-        fprintf(stderr, "mpsshim: cannot open log %s (%s); logging to stderr only\n", path,
-                strerror(errno));
-        log_stderr = 1;
-    }
+    open_one(&files[0], dir);
+    open_one(&files[1], dir);
     pthread_mutex_unlock(&log_lock);
+    srv_clog("Starting new server %d for user %u", (int)getpid(), (unsigned)getuid());
+    on_exit(on_exit_log, NULL);
 }
 
-void srv_log(const char *fmt, ...)
+/* Formats "[date time Who pid] message\n" and appends it to log `which`. */
+static void vlog(int which, const char *fmt, va_list ap)
 {
+    struct log_file *f = &files[which];
     char line[1200];
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -46,11 +79,8 @@ void srv_log(const char *fmt, ...)
     localtime_r(&tv.tv_sec, &tm);
     int n = snprintf(line, sizeof(line), "[%04d-%02d-%02d %02d:%02d:%02d.%03d %s %d] ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, (int)(tv.tv_usec / 1000), log_who, (int)getpid());
-    va_list ap;
-    va_start(ap, fmt);
+                     tm.tm_sec, (int)(tv.tv_usec / 1000), f->who, (int)getpid());
     int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    va_end(ap);
     if (m < 0)
         return;
     size_t len = (size_t)n + (size_t)m;
@@ -58,13 +88,29 @@ void srv_log(const char *fmt, ...)
         len = sizeof(line) - 2;
     line[len++] = '\n';
     pthread_mutex_lock(&log_lock);
-    if (log_fd >= 0 && write(log_fd, line, len) != (ssize_t)len && !log_failed_said) {
-        log_failed_said = 1;
-        fprintf(stderr, "mpsshim: cannot write the log (%s); continuing without it\n",
-                strerror(errno));
+    if (f->fd >= 0 && write(f->fd, line, len) != (ssize_t)len && !f->failed_said) {
+        f->failed_said = 1;
+        fprintf(stderr, "mpsshim: cannot write the log %s (%s); continuing without it\n",
+                f->path, errno ? strerror(errno) : "short write");
     }
     if (log_stderr && write(2, line, len) < 0) {
         /* nothing more to do */
     }
     pthread_mutex_unlock(&log_lock);
+}
+
+void srv_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(0, fmt, ap);
+    va_end(ap);
+}
+
+void srv_clog(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(1, fmt, ap);
+    va_end(ap);
 }

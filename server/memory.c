@@ -1,5 +1,9 @@
 /* Device memory in the shared context, and pinned host memory shared with clients.
  *
+ * A client's device memory counts against its limit on the device it lands on (policy.c
+ * resolves the limits): an allocation beyond it fails with CUDA_ERROR_OUT_OF_MEMORY before
+ * the driver is asked. Pinned host memory and module globals do not count.
+ *
  * A pinned allocation is a sealed memfd that the server maps inside its own reserved
  * address range and registers with the driver; the client maps the same memfd at the same
  * address, so one pointer means the same pages in both processes and, under unified
@@ -16,6 +20,29 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
+{
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev])
+        return 1;
+    uint64_t lim = c->lim.mem[dev], used = atomic_load(&c->stats.mem_dev[dev]);
+    if (bytes <= lim && used <= lim - bytes)
+        return 1;
+    /* One line per episode: a program probing how much it can get is not a log flood. */
+    if (!c->mem_refused[dev]) {
+        char l[32], u[32], b[32];
+        srv_format_size(lim, l, sizeof(l));
+        srv_format_size(used, u, sizeof(u));
+        srv_format_size(bytes, b, sizeof(b));
+        srv_log("Client process %d: device memory limit %s on device %d reached (holds %s, "
+                "asked for %s more)",
+                (int)c->pid, l, dev, u, b);
+        c->mem_refused[dev] = 1;
+    }
+    return 0;
+}
+
+/* Pitched allocations are checked at width * height before the driver picks the pitch,
+ * and at pitch * height after. */
 void srv_op_mem_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_alloc m;
@@ -25,9 +52,15 @@ void srv_op_mem_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         res = CUDA_ERROR_INVALID_CONTEXT;
     } else if (len == sizeof(m)) {
         memcpy(&m, p, sizeof(m));
+        int dev = c->cur->device;
         CUdeviceptr d = 0;
         size_t pitch = 0;
-        if (m.height == 0) {
+        uint64_t want = m.bytes;
+        if (m.height && __builtin_mul_overflow(m.bytes, m.height, &want))
+            want = UINT64_MAX;
+        if (!srv_mem_fits(c, dev, want)) {
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if (m.height == 0) {
             res = DRV(cuMemAlloc_v2)(&d, (size_t)m.bytes);
         } else {
             res = DRV(cuMemAllocPitch_v2)(&d, &pitch, (size_t)m.bytes, (size_t)m.height, m.elem);
@@ -35,11 +68,12 @@ void srv_op_mem_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         if (res == CUDA_SUCCESS) {
             struct srv_alloc a = {.base = d,
                                   .size = m.height ? (uint64_t)pitch * m.height : m.bytes,
-                                  .kind = SRV_ALLOC_DEVICE, .ctx = c->cur->id};
-            if (srv_alloc_add(c, &a) != 0) {
+                                  .kind = SRV_ALLOC_DEVICE, .ctx = c->cur->id, .dev = dev};
+            if (!srv_mem_fits(c, dev, a.size) || srv_alloc_add(c, &a) != 0) {
                 DRV(cuMemFree_v2)(d);
                 res = CUDA_ERROR_OUT_OF_MEMORY;
             } else {
+                c->mem_refused[dev] = 0;
                 rep.dptr = d;
                 rep.pitch = pitch;
             }
@@ -67,6 +101,8 @@ void srv_op_mem_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
     srv_reply(c, r->lane, res, 0);
 }
 
+/* A client with a limit on this device sees the limit as the total, and as free what the
+ * limit leaves it, or less when the device itself has less. */
 void srv_op_mem_info(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     (void)p;
@@ -74,6 +110,13 @@ void srv_op_mem_info(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
     size_t f = 0, t = 0;
     CUresult res = c->cur ? DRV(cuMemGetInfo_v2)(&f, &t) : CUDA_ERROR_INVALID_CONTEXT;
     uint64_t v[2] = {f, t};
+    if (res == CUDA_SUCCESS && c->lim.mem[c->cur->device]) {
+        uint64_t lim = c->lim.mem[c->cur->device];
+        uint64_t used = atomic_load(&c->stats.mem_dev[c->cur->device]);
+        uint64_t left = used < lim ? lim - used : 0;
+        v[0] = f < left ? f : left;
+        v[1] = lim;
+    }
     memcpy(srv_lane_data(c, r->lane), v, sizeof(v));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(v) : 0);
 }

@@ -24,6 +24,8 @@
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Opens the log directory; never fails the server (it says so once on stderr). */
 void srv_log_open(const char *dir, const char *file, const char *who, int to_stderr);
+/* Appends "[date time Control pid] message" to control.log (commands and their results). */
+void srv_clog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---------------------------------------------------------------- per-client objects */
 
@@ -37,6 +39,7 @@ struct srv_alloc {
     uint64_t base, size;
     uint32_t kind;
     uint32_t ctx;
+    int dev;         /* device of a device allocation (its bytes count there) */
     uint64_t owner;  /* module/library key of a global */
     uint64_t mapped; /* host: bytes mapped (page multiple) */
 };
@@ -106,6 +109,8 @@ struct srv_handle {
     struct srv_handle_key key;
     int owned; /* destroyed when the client goes away */
     uint32_t ctx;
+    uint64_t bytes; /* device memory it holds (arrays), counted on device dev */
+    int dev;
     UT_hash_handle hh;
 };
 
@@ -129,6 +134,8 @@ struct srv_stats {
     _Atomic uint64_t mem_in_use; /* device bytes held, all devices */
     _Atomic uint64_t mem_dev[CHAN_MAX_DEVICES]; /* device bytes held per device (limits) */
     _Atomic uint64_t pinned; /* pinned host bytes */
+    _Atomic uint64_t streams; /* real streams held for it (created and default ones) */
+    _Atomic uint32_t devices; /* bit d: it made a context on device d (ps) */
 };
 
 /* What a client may use, fixed when it connects (policy.c). */
@@ -158,6 +165,8 @@ struct srv_client {
     CUgreenCtx green[CHAN_MAX_DEVICES];    /* where its streams are made; NULL: shared ctx */
     _Atomic int dead;     /* the socket hung up, or the server is quitting */
     _Atomic int finished; /* the worker has released everything */
+    _Atomic int terminated; /* terminate_client: its calls fail with CLIENT_TERMINATED */
+    _Atomic int connected;  /* the handshake succeeded (it is listed by the control commands) */
     struct srv_client *next; /* in the server's list, guarded by srv.clients_lock */
 
     /* Owned by the worker thread alone. */
@@ -198,6 +207,7 @@ struct srv_client {
     int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
     uint8_t *rec;       /* the record being replayed (copied out of the ring) */
     uint8_t *scratch;   /* stands in for the lane of a record that asked for no reply */
+    uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     uint16_t first_thread; /* client thread number of the first record */
     int many_threads;      /* records came from more than one client thread */
 
@@ -246,6 +256,7 @@ struct srv {
     struct srv_sm_info sm[CHAN_MAX_DEVICES];
     struct srv_policy policy;
     int prio_least, prio_greatest; /* stream priority range of the shared contexts */
+    _Atomic int draining; /* quit -t: new clients are refused while the others finish */
 };
 
 extern struct srv srv;
@@ -258,6 +269,12 @@ void srv_client_start(int sock);
 void srv_clients_stop(void);
 /* Called by the poll loop when a client's socket hangs up. */
 void srv_client_hangup(struct srv_client *c);
+/* terminate_client: marks every live client of process `pid` terminated (its worker stops
+ * replaying, its calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED) and waits until the
+ * server has released everything they held. Returns how many clients it terminated. */
+int srv_client_terminate(pid_t pid);
+/* Clients whose handshake succeeded and that have not finished yet. */
+unsigned srv_clients_live(void);
 /* After client `gone` has left: lowers each limit it raised back to what the others need. */
 void srv_limits_settle(struct srv_client *gone);
 /* Sets the server's context for device `dev` current on the calling thread. */
@@ -282,6 +299,9 @@ int srv_client_alive(void *client);
 struct srv_alloc *srv_alloc_find(struct srv_client *c, uint64_t addr, uint64_t len);
 int srv_alloc_add(struct srv_client *c, const struct srv_alloc *a);
 int srv_alloc_remove(struct srv_client *c, uint64_t base, struct srv_alloc *out);
+/* Device bytes the client holds on dev: counted in stats.mem_dev[dev] and mem_in_use. */
+void srv_mem_count(struct srv_client *c, int dev, uint64_t bytes);
+void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes);
 struct srv_event *srv_event_get(struct srv_client *c, uint64_t key);
 struct srv_module *srv_module_get(struct srv_client *c, uint64_t key);
 struct srv_func *srv_func_get(struct srv_client *c, uint64_t key);
@@ -344,7 +364,10 @@ int srv_generic_init(void);
 /* Destroys an owned generic handle with its type's destroyer. */
 void srv_generic_destroy(struct srv_client *c, uint32_t type, uint64_t value);
 
-/* memory.c: the host address reservation for pinned allocations. */
+/* memory.c: 1 if `bytes` more on device dev stay within the client's limit; else 0, and
+ * the refusal is logged (once until an allocation there succeeds again). */
+int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes);
+/* The host address reservation for pinned allocations. */
 int srv_host_init(void);
 void srv_host_release(struct srv_client *c, struct srv_alloc *a);
 

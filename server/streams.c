@@ -42,12 +42,14 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
     s->flags = flags;
     s->priority = priority;
     s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
+    /* Counted for get_client_info, which runs on another thread than the tables. */
+    atomic_fetch_add_explicit(&c->stats.streams, 1, memory_order_relaxed);
     return s;
 }
 
 void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 {
-    (void)c;
+    atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     /* Destroying a stream with work pending is allowed: the work completes. */
     DRV(cuStreamDestroy_v2)(s->real);
     DRV(cuEventDestroy_v2)(s->mark);

@@ -66,6 +66,7 @@ void srv_handle_remove(struct srv_client *c, uint32_t type, uint64_t value)
 {
     struct srv_handle *h = srv_handle_get(c, type, value);
     if (h) {
+        srv_mem_uncount(c, h->dev, h->bytes);
         HASH_DEL(c->handles, h);
         free(h);
     }
@@ -124,6 +125,7 @@ void srv_release(struct srv_client *c, uint32_t ctx)
             continue;
         if (h->owned)
             srv_generic_destroy(c, h->key.type, h->key.value);
+        srv_mem_uncount(c, h->dev, h->bytes);
         HASH_DEL(c->handles, h);
         free(h);
     }
@@ -188,10 +190,19 @@ void srv_release(struct srv_client *c, uint32_t ctx)
         }
         if (a->kind == SRV_ALLOC_DEVICE) {
             DRV(cuMemFree_v2)(a->base);
-            atomic_fetch_sub(&c->stats.mem_in_use, a->size);
+            srv_mem_uncount(c, a->dev, a->size);
         } else if (a->kind == SRV_ALLOC_HOST) {
             srv_host_release(c, a);
         }
     }
     c->nallocs = j;
+    /* Everything is gone: the counters limits are checked against must be too. */
+    if (!ctx) {
+        uint64_t left = atomic_load(&c->stats.mem_in_use);
+        for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+            left |= atomic_load(&c->stats.mem_dev[d]);
+        if (left)
+            srv_log("Client process %d: device memory counters not zero after release",
+                    (int)c->pid);
+    }
 }

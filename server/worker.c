@@ -17,6 +17,11 @@ void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len)
 {
     if (lane < 0 || lane >= CHAN_NLANES)
         return;
+    /* A terminated client's calls fail, even those whose work had finished. */
+    if (atomic_load_explicit(&c->terminated, memory_order_relaxed)) {
+        r = CUDA_ERROR_MPS_CLIENT_TERMINATED;
+        len = 0;
+    }
     chan_lane_post(&c->ch, (uint32_t)lane, r, len);
 }
 
@@ -83,6 +88,7 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
                 x->device = m.device;
                 x->primary = (int)m.primary;
                 HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
+                atomic_fetch_or(&c->stats.devices, 1u << m.device);
                 res = CUDA_SUCCESS;
             }
         }
@@ -284,7 +290,7 @@ void *srv_worker_main(void *arg)
     while (!atomic_load(&c->dead)) {
         int got = 0;
         /* A bounded batch, so that pending waits are polled even under a flood. */
-        for (int i = 0; i < 64; i++) {
+        for (int i = 0; i < 64 && !atomic_load_explicit(&c->dead, memory_order_relaxed); i++) {
             enum chan_next n = chan_ring_next(&c->ch, c->rec);
             if (n == CHAN_NEXT_NONE)
                 break;

@@ -125,6 +125,8 @@ run_test autostart-race 120 bash -c '
     echo "$passed of 32 clients passed; $servers server process(es) for the directory, $started started"
     printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir '"$CTL"'
     [ $rc = 0 ] && [ "$passed" = 32 ] && [ "$servers" = 1 ] && [ "$started" = 1 ]'
+run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
+run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then

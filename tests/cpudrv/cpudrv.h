@@ -50,6 +50,8 @@ CUresult cpudrv_dev_check(CUdevice dev);
 // Prints "name -> result" on stderr when MPSSHIM_CPUDRV_TRACE=1; returns rc.
 CUresult cpudrv_trace(const char *fn, CUresult rc);
 #define TR(rc) cpudrv_trace(__func__, (rc))
+// Prints one line on stderr when MPSSHIM_CPUDRV_TRACE=1 (what a call really did).
+void cpudrv_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // Monotonic clock in nanoseconds.
 uint64_t cpudrv_now_ns(void);
 // Process-wide unique, never reused ids (contexts, streams, buffers).

@@ -335,7 +335,11 @@ static CUresult stream_new(struct cpudrv_ctx *ctx, unsigned flags, int prio, int
     s->all_next = all_streams;
     if (all_streams) all_streams->all_prev = s;
     all_streams = s;
-    if (publish) cpudrv_obj_publish(&s->o);
+    // The priority it really got (tests of the server's client priorities read this).
+    if (publish) {
+        cpudrv_obj_publish(&s->o);
+        cpudrv_note("stream %llu created with priority %d", s->id, s->prio);
+    }
     *out = s;
     return CUDA_SUCCESS;
 }

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Control commands, logs, the client cap and terminate_client, against servers of its own
+# on the CPU test driver (tests/ci.sh runs it: bash tests/control.sh BUILD_DIR).
+# Each check prints "ok NAME" or "FAIL NAME: what was seen"; exits 1 if any failed.
+# Waits poll for a state with a bound; nothing asserts how long anything took.
+set -u
+B=$(cd "${1:-build}" && pwd)
+W=$(mktemp -d /tmp/mpsshim-control.XXXXXX)
+export MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1
+export MPSSHIM_TEST_KERNELS=$B/tests
+export MPSSHIM_CPUDRV_DEVICES=2
+export MPSSHIM_AUTOSTART=0
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY MPSSHIM_ACTIVE_THREAD_PERCENTAGE \
+    MPSSHIM_PINNED_DEVICE_MEM_LIMIT MPSSHIM_CLIENT_PRIORITY MPSSHIM_MAX_CLIENTS
+SHIM=$B/libmpsshim.so
+CTL=$B/mpsshim-control
+FAILED=0
+PIDS=()
+
+ok() { echo "ok $1"; }
+bad() { echo "FAIL $1: $2"; FAILED=1; }
+# check NAME GOT WANT: exact comparison of a command's answer
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got [$2], want [$3]"; fi; }
+# has NAME TEXT EREGEX: some line of TEXT matches
+has() { if printf '%s\n' "$2" | grep -Eq -- "$3"; then ok "$1"; else bad "$1" "no line matching /$3/ in [$2]"; fi; }
+ctl() { printf '%s\n' "$@" | "$CTL"; }
+# (background clients are started with env directly: $! must be the client's own pid)
+shim() { env LD_PRELOAD="$SHIM" "$@"; }
+# until_true CMD...: polls CMD for up to 30 s
+until_true() { for _ in $(seq 300); do "$@" && return 0; sleep 0.1; done; return 1; }
+
+use_dir() { # use_dir NAME: the pipe and log directories of one server
+    export MPSSHIM_PIPE_DIRECTORY=$W/$1/pipe MPSSHIM_LOG_DIRECTORY=$W/$1/log
+}
+server_pid() { cat "$MPSSHIM_PIPE_DIRECTORY/server.pid" 2>/dev/null; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+stop_server() {
+    local p
+    p=$(server_pid)
+    ctl quit >/dev/null 2>&1
+    [ -z "$p" ] || until_true gone "$p"
+}
+no_clients() { ctl get_server_status | grep -q '^Clients 0$'; }
+
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for d in "$W"/*/pipe; do MPSSHIM_PIPE_DIRECTORY=$d "$CTL" >/dev/null 2>&1 <<<quit; done
+    [ "$FAILED" = 0 ] && rm -rf "$W"
+}
+trap cleanup EXIT
+
+LOGRE='^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} '
+
+# ---------------------------------------------------------------- commands, cap, quit -t
+use_dir capped
+MPSSHIM_MAX_CLIENTS=2 "$CTL" -d || { bad server-start "mpsshim-control -d failed"; exit 1; }
+S=$(server_pid)
+check get_server_list "$(ctl get_server_list)" "$S"
+st=$(ctl get_server_status)
+check get_server_status "$(echo "$st" | head -n 3)" "$(printf 'Server %s\nStatus ACTIVE\nClients 0' "$S")"
+has get_server_status-memory "$st" '^Device 1 memory used [0-9]+ bytes$'
+check get_server_status-other "$(ctl 'get_server_status 1')" 'Server 1 not found'
+check ps-empty "$(ctl ps)" 'PID ID SERVER DEVICE NAMESPACE COMMAND'
+check get_client_list-empty "$(ctl "get_client_list $S")" ''
+check get_client_list-usage "$(ctl get_client_list)" 'Usage: get_client_list <server pid>'
+check unknown "$(ctl bogus_command)" 'Unknown command "bogus_command"'
+check get_default_active_thread_percentage "$(ctl get_default_active_thread_percentage)" 100.0
+check set_default_active_thread_percentage "$(ctl 'set_default_active_thread_percentage 50')" 50.0
+check get_default_active_thread_percentage-set "$(ctl get_default_active_thread_percentage)" 50.0
+has set_default_active_thread_percentage-bad "$(ctl 'set_default_active_thread_percentage 0')" \
+    '^Invalid active thread percentage "0"'
+check get_active_thread_percentage-default "$(ctl "get_active_thread_percentage $S")" 50.0
+check set_active_thread_percentage "$(ctl "set_active_thread_percentage $S 25")" 25.0
+check get_active_thread_percentage "$(ctl "get_active_thread_percentage $S")" 25.0
+check get_active_thread_percentage-other "$(ctl 'get_active_thread_percentage 1')" 'Server 1 not found'
+check get_default_device_pinned_mem_limit-none "$(ctl 'get_default_device_pinned_mem_limit 0')" 0
+check set_default_device_pinned_mem_limit "$(ctl 'set_default_device_pinned_mem_limit 0 1G')" ''
+check get_default_device_pinned_mem_limit "$(ctl 'get_default_device_pinned_mem_limit 0')" 1G
+check set_device_pinned_mem_limit "$(ctl "set_device_pinned_mem_limit $S 1 512M")" ''
+check get_device_pinned_mem_limit "$(ctl "get_device_pinned_mem_limit $S 1")" 512M
+check get_device_pinned_mem_limit-default "$(ctl "get_device_pinned_mem_limit $S 0")" 1G
+has pinned_mem_limit-bad-device "$(ctl 'set_default_device_pinned_mem_limit 7 1G')" '^Invalid device "7"'
+has pinned_mem_limit-bad-size "$(ctl 'set_default_device_pinned_mem_limit 0 lots')" '^Invalid memory limit "lots"'
+check get_default_client_priority "$(ctl get_default_client_priority)" 0
+check set_default_client_priority "$(ctl 'set_default_client_priority 1')" ''
+check get_default_client_priority-set "$(ctl get_default_client_priority)" 1
+has set_default_client_priority-bad "$(ctl 'set_default_client_priority 2')" '^Invalid priority "2"'
+# Back to no operator limits, so that the clients' own limits are what shows below.
+ctl "set_default_active_thread_percentage 100" "set_active_thread_percentage $S 100" \
+    "set_default_device_pinned_mem_limit 0 0" "set_device_pinned_mem_limit $S 1 0" \
+    "set_default_client_priority 0" >/dev/null
+
+# A client with limits of its own, and a busy one: the server's two places.
+MPSSHIM_ACTIVE_THREAD_PERCENTAGE=25 MPSSHIM_PINNED_DEVICE_MEM_LIMIT=0=64M MPSSHIM_CLIENT_PRIORITY=1 \
+    env LD_PRELOAD="$SHIM" "$B/tests/hold" 600 >"$W/hold.log" 2>&1 &
+H=$!
+PIDS+=("$H")
+env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 100000000 >"$W/busy.log" 2>&1 &
+V=$!
+PIDS+=("$V")
+until_true grep -q ready "$W/hold.log" || bad hold-ready "$(cat "$W/hold.log")"
+until_true grep -q 'ok setup' "$W/busy.log" || bad busy-ready "$(cat "$W/busy.log")"
+check get_client_list "$(ctl "get_client_list $S" | sort -n)" "$(printf '%s\n' "$H" "$V" | sort -n)"
+dl=$(ctl get_device_client_list)
+has get_device_client_list-0 "$dl" "^GPU-0 $H\$"
+has get_device_client_list-1 "$dl" "^GPU-1 $V\$"
+check get_device_client_list-own "$(ctl "get_device_client_list $S")" "$dl"
+ps=$(ctl ps)
+has ps-hold "$ps" "^$H [0-9]+ $S GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4} [0-9]+ $B/tests/hold 600\$"
+has ps-busy "$ps" "^$V [0-9]+ $S GPU-[0-9a-f-]+ [0-9]+ $B/tests/smallkern 100000000\$"
+check ps-p "$(ctl "ps -p $S")" "$ps"
+info=$(ctl "get_client_info $H")
+echo "$info"
+# 25% of the CPU test device's 132 SMs, at the partition granularity: 32 (as MPS says).
+has client_info-device0 "$info" '^  Device 0: memory used 1048576 bytes, memory limit 64M, 32 of 132 SMs$'
+has client_info-device1 "$info" '^  Device 1: memory used 0 bytes, memory limit none, 32 of 132 SMs$'
+has client_info-pct "$info" '^  Active thread percentage 25$'
+has client_info-priority "$info" '^  Priority 1 \(below normal\)$'
+has client_info-streams "$info" '^  Streams [0-9]+$'
+has client_info-launches "$info" '^  Kernels launched 0$'
+has client_info-copies "$info" '^  Bytes copied [0-9]+$'
+has client_info-busy "$(ctl get_client_info)" '^  Kernels launched [1-9][0-9]*$'
+check client_info-unknown "$(ctl 'get_client_info 1')" 'Client 1 not found'
+
+# The third client is refused: an error from its first call, never the real driver.
+out=$(shim "$B/tests/vecadd" 1000 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" != 0 ] && ok third-client-fails || bad third-client-fails "exit 0"
+has third-client-error "$out" 'CUDA_ERROR_MPS_MAX_CLIENTS_REACHED'
+has third-client-message "$out" '^mpsshim: server refused this client: .*MPSSHIM_MAX_CLIENTS=2'
+printf '%s\n' "$out" | grep -q 'running directly' && bad third-client-no-fallback "$out" ||
+    ok third-client-no-fallback
+has refusal-logged "$(cat "$MPSSHIM_LOG_DIRECTORY/server.log")" "Refused a client: client process [0-9]+: the server already has 2 clients"
+
+# Malformed limits: refused with the server's message, no fallback either.
+ctl "terminate_client $S $V" >/dev/null
+wait "$V" 2>/dev/null
+out=$(MPSSHIM_ACTIVE_THREAD_PERCENTAGE=250 shim "$B/tests/vecadd" 1000 2>&1)
+echo "$out"
+has bad-limits-message "$out" '^mpsshim: server refused this client: .*ACTIVE_THREAD_PERCENTAGE=250'
+has bad-limits-error "$out" 'CUDA_ERROR_MPS_CONNECTION_FAILED'
+printf '%s\n' "$out" | grep -q 'running directly' && bad bad-limits-no-fallback "$out" ||
+    ok bad-limits-no-fallback
+
+# quit -t: the idle client does not finish in time; the server quits anyway.
+ctl "quit -t 1" >/dev/null
+until_true gone "$S" && ok quit-t || bad quit-t "server $S still running"
+has quit-t-logged "$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")" \
+    'Quit: 1 client\(s\) still connected after 1 s; shutting down anyway'
+has server-exit-logged "$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")" "Server $S exited with status 0"
+kill "$H" 2>/dev/null
+
+# Both logs: every line in MPS's format, the right name in each.
+sl=$(cat "$MPSSHIM_LOG_DIRECTORY/server.log")
+cl=$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")
+bad_lines=$(printf '%s\n' "$sl" | grep -Ev "${LOGRE}Server [0-9]+\] ")
+check server-log-format "$bad_lines" ''
+bad_lines=$(printf '%s\n' "$cl" | grep -Ev "${LOGRE}Control [0-9]+\] ")
+check control-log-format "$bad_lines" ''
+has control-log-start "$cl" "Control $S\] Starting new server $S for user $(id -u)\$"
+has control-log-ready "$cl" "Control $S\] NEW SERVER $S: Ready\$"
+has control-log-command "$cl" "Command: set_active_thread_percentage $S 25 -> 25.0\$"
+has control-log-terminate "$cl" "Command: terminate_client $S $V -> 0\$"
+has server-log-limits "$sl" "Client process $H limits: active thread percentage 25 \(32 SMs on device 0, 32 SMs on device 1\), device memory limit 64M on device 0, priority below normal"
+
+# ---------------------------------------------------------------- terminate_client
+use_dir term
+"$CTL" -d || { bad server-start "mpsshim-control -d failed"; exit 1; }
+S=$(server_pid)
+BASE=$(ctl get_server_status | awk '/^Device 0 memory used/ {print $5}')
+env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 100000000 >"$W/victim.log" 2>&1 &
+V=$!
+PIDS+=("$V")
+until_true grep -q 'ok setup' "$W/victim.log" || bad victim-ready "$(cat "$W/victim.log")"
+env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 2000000 >"$W/bystander.log" 2>&1 &
+Y=$!
+PIDS+=("$Y")
+env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 2000003 >"$W/bystander2.log" 2>&1 &
+Y2=$!
+PIDS+=("$Y2")
+check terminate_client "$(ctl "terminate_client $S $V")" 0
+wait "$V"
+rc=$?
+cat "$W/victim.log"
+[ "$rc" != 0 ] && ok victim-fails || bad victim-fails "exit 0"
+has victim-error "$(cat "$W/victim.log")" 'CUDA_ERROR_MPS_CLIENT_TERMINATED'
+wait "$Y" && ok bystander-smallkern || bad bystander-smallkern "$(tail -n 3 "$W/bystander.log")"
+wait "$Y2" && ok bystander-vecadd || bad bystander-vecadd "$(tail -n 3 "$W/bystander2.log")"
+check terminate_client-again "$(ctl "terminate_client $S $V")" "Client $V not found"
+check terminate_client-other-server "$(ctl "terminate_client 1 $V")" 'Server 1 not found'
+until_true no_clients && ok clients-gone || bad clients-gone "$(ctl get_server_status)"
+used=$(ctl get_server_status | awk '/^Device 0 memory used/ {print $5}')
+check memory-back "$used" "$BASE"
+sl=$(cat "$MPSSHIM_LOG_DIRECTORY/server.log")
+has terminate-logged "$sl" "Server $S\] Client process $V terminated \(terminate_client\)"
+has terminate-released "$sl" "Client process $V: released [0-9]+ allocations"
+printf '%s\n' "$sl" | grep -q 'tables not empty' && bad tables-empty "$sl" || ok tables-empty
+has terminate-control-log "$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")" "Terminating client $V\$"
+stop_server && ok quit || bad quit "server still running"
+
+# ---------------------------------------------------------------- logs that cannot be written
+# A log directory that cannot exist (its parent is a regular file): the server serves.
+export MPSSHIM_PIPE_DIRECTORY=$W/nolog/pipe
+: >"$W/afile"
+export MPSSHIM_LOG_DIRECTORY=$W/afile/log
+"$CTL" -d && ok unwritable-dir-start || bad unwritable-dir-start "server did not start"
+out=$(shim "$B/tests/vecadd" 1000 2>&1)
+has unwritable-dir-serves "$out" '^PASS vecadd'
+check unwritable-dir-commands "$(ctl get_server_list)" "$(server_pid)"
+stop_server && ok unwritable-dir-quit || bad unwritable-dir-quit "server still running"
+
+# A full disk: both logs are /dev/full. The server serves, and says so once per log.
+use_dir full
+mkdir -p "$MPSSHIM_LOG_DIRECTORY"
+ln -s /dev/full "$MPSSHIM_LOG_DIRECTORY/server.log"
+ln -s /dev/full "$MPSSHIM_LOG_DIRECTORY/control.log"
+"$CTL" -f >"$W/full.out" 2>"$W/full.err" &
+F=$!
+PIDS+=("$F")
+until_true test -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" && ok full-disk-start ||
+    bad full-disk-start "$(cat "$W/full.err")"
+for i in 1 2; do
+    out=$(shim "$B/tests/vecadd" 1000 2>&1)
+    has full-disk-serves-$i "$out" '^PASS vecadd'
+done
+check full-disk-commands "$(ctl get_server_list get_default_client_priority)" "$(printf '%s\n0' "$F")"
+stop_server && ok full-disk-quit || bad full-disk-quit "server still running"
+cat "$W/full.err"
+check full-disk-said-once-server "$(grep -c 'cannot write the log .*/server.log' "$W/full.err")" 1
+check full-disk-said-once-control "$(grep -c 'cannot write the log .*/control.log' "$W/full.err")" 1
+
+[ "$FAILED" = 0 ] && echo "control: all passed" || echo "control: FAILED (files in $W)"
+exit "$FAILED"
