@@ -156,6 +156,40 @@ else
     record no-memory-growth FAIL "$MEM1 bytes after round 1, $MEM2 after round 2"
 fi
 
+# ---------------------------------------------------------------- limits (issue 5)
+# A memory limit refuses the limited client beyond it while an unlimited one allocates
+# more at the same time; a 25% client sees and uses a quarter of the SMs (the full
+# experiment against native MPS is bench/throttle.sh).
+env LD_PRELOAD="$SHIM" MPSSHIM_PINNED_DEVICE_MEM_LIMIT=0=256M "$B/tests/memlimit" limited 256 \
+    >"$WORK/memlimit.out" 2>&1 &
+lp=$!
+env LD_PRELOAD="$SHIM" "$B/tests/memlimit" unlimited 256 >"$WORK/memunlimited.out" 2>&1
+urc=$?
+wait $lp
+lrc=$?
+{ echo "---- memlimit"; cat "$WORK/memlimit.out" "$WORK/memunlimited.out"; } >>"$LOG"
+if [ $lrc = 0 ] && [ $urc = 0 ]; then
+    record memory-limit PASS "256M limit held, CUDA_ERROR_OUT_OF_MEMORY beyond it; unlimited client unaffected"
+else
+    record memory-limit FAIL "limited exit $lrc, unlimited exit $urc"
+fi
+if [ -x "$B/bench/throttle" ]; then
+    env LD_PRELOAD="$SHIM" MPSSHIM_ACTIVE_THREAD_PERCENTAGE=25 "$B/bench/throttle" --launches 2 \
+        >"$WORK/share.out" 2>&1
+    { echo "---- 25% share"; cat "$WORK/share.out"; } >>"$LOG"
+    "$B/bench/throttle" --launches 1 >"$WORK/share-native.out" 2>&1
+    total=$(awk '$1 == "sms_reported" {print $2}' "$WORK/share-native.out")
+    rep=$(awk '$1 == "sms_reported" {print $2}' "$WORK/share.out")
+    seen=$(awk '$1 == "metric" && $2 == "sms_seen" {print $3}' "$WORK/share.out")
+    # A quarter, at the partition granularity (8 SMs on Hopper): within 8 of total/4.
+    if [ -n "$total" ] && [ -n "$rep" ] && [ -n "$seen" ] && [ "$seen" -le "$rep" ] &&
+        [ $((rep * 4)) -ge $((total - 32)) ] && [ $((rep * 4)) -le $((total + 32)) ]; then
+        record sm-share-25 PASS "reports $rep of $total SMs, its kernel ran on $seen"
+    else
+        record sm-share-25 FAIL "reported ${rep:-?} of ${total:-?} SMs, kernel on ${seen:-?}"
+    fi
+fi
+
 # ---------------------------------------------------------------- device remapping
 # A server started with CUDA_VISIBLE_DEVICES=<last GPU> shows its clients one device,
 # ordinal 0, which is that GPU (MPS remaps the same way).
