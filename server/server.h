@@ -382,8 +382,8 @@ int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char 
                        size_t len);
 /* SMs an active thread percentage gives on device dev, at the partition granularity. */
 unsigned srv_policy_sms(int dev, int pct);
-/* The priority a client's stream is made with when it asks for `requested`. */
-int srv_policy_stream_priority(const struct srv_client *c, int requested);
+/* The priority a client's stream on device dev is made with when it asks for `requested`. */
+int srv_policy_stream_priority(const struct srv_client *c, int dev, int requested);
 /* "4096", "512M", "2G" (K/M/G/T, powers of 1024, optional B): 0, or -1 if malformed. */
 int srv_parse_size(const char *s, uint64_t *out);
 /* Bytes in the largest unit that divides them exactly: "2G", "512M", "1000". */

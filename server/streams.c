@@ -23,7 +23,7 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
     *err = srv_use_device(x->device);
     /* A throttled client's streams live in its green context (its share of the SMs); the
      * real priority follows its client priority (policy.c). */
-    int prio = srv_policy_stream_priority(c, priority);
+    int prio = srv_policy_stream_priority(c, x->device, priority);
     if (*err == CUDA_SUCCESS && c->green[x->device])
         *err = DRV(cuGreenCtxStreamCreate)(&s->real, c->green[x->device], CU_STREAM_NON_BLOCKING,
                                            prio);
