@@ -3,6 +3,7 @@
 #include "interpose/shim.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <uthash.h>
 
 struct known {
@@ -188,24 +189,30 @@ CUresult SHIM_IMPL(cuStreamSynchronize_ptsz)(CUstream hStream)
     return stream_op(CHAN_OP_STREAM_SYNC, hStream, CHAN_RF_PTDS);
 }
 
-CUresult SHIM_IMPL(cuStreamGetFlags)(CUstream hStream, unsigned int *flags)
+/* What the client knows of stream h, for the getters answered here: CUDA_SUCCESS with *k
+ * filled (k->handle 0, flags and priority 0 for the default streams), or the error the
+ * driver gives (no output pointer, no context, unknown handle). */
+static CUresult stream_known(CUstream h, const void *out, struct known *k)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!flags)
+    if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    if (special(hStream)) {
-        if ((r = shim_need_ctx()) != CUDA_SUCCESS)
-            return r;
-        *flags = 0;
-        return CUDA_SUCCESS;
-    }
+    memset(k, 0, sizeof(*k));
+    if (special(h))
+        return shim_need_ctx();
+    return lookup(streams, (uint64_t)(uintptr_t)h, k) == 0 ? CUDA_SUCCESS
+                                                           : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult SHIM_IMPL(cuStreamGetFlags)(CUstream hStream, unsigned int *flags)
+{
     struct known k;
-    if (lookup(streams, (uint64_t)(uintptr_t)hStream, &k) != 0)
-        return CUDA_ERROR_INVALID_HANDLE;
-    *flags = k.flags;
-    return CUDA_SUCCESS;
+    CUresult r = stream_known(hStream, flags, &k);
+    if (r == CUDA_SUCCESS)
+        *flags = k.flags;
+    return r;
 }
 
 CUresult SHIM_IMPL(cuStreamGetFlags_ptsz)(CUstream hStream, unsigned int *flags)
@@ -214,29 +221,18 @@ CUresult SHIM_IMPL(cuStreamGetFlags_ptsz)(CUstream hStream, unsigned int *flags)
 }
 
 /* The priority as the client asked for it, clamped to the device's range as the driver
- * does: the server may make the real stream one step apart (client priorities), which the
- * client must not see. */
+ * does: the server makes the real stream a few steps apart (client priorities and SM
+ * shares, server/policy.c), which the client must not see. */
 CUresult SHIM_IMPL(cuStreamGetPriority)(CUstream hStream, int *priority)
 {
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!priority)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (special(hStream)) {
-        if ((r = shim_need_ctx()) != CUDA_SUCCESS)
-            return r;
-        *priority = 0;
-        return CUDA_SUCCESS;
-    }
     struct known k;
-    if (lookup(streams, (uint64_t)(uintptr_t)hStream, &k) != 0)
-        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = stream_known(hStream, priority, &k);
     int least = 0, greatest = 0;
-    if ((r = cuCtxGetStreamPriorityRange(&least, &greatest)) != CUDA_SUCCESS)
-        return r;
-    *priority = k.priority < greatest ? greatest : k.priority > least ? least : k.priority;
-    return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && k.handle)
+        r = cuCtxGetStreamPriorityRange(&least, &greatest);
+    if (r == CUDA_SUCCESS)
+        *priority = k.priority < greatest ? greatest : k.priority > least ? least : k.priority;
+    return r;
 }
 
 CUresult SHIM_IMPL(cuStreamGetPriority_ptsz)(CUstream hStream, int *priority)

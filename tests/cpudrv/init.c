@@ -99,27 +99,30 @@ CUresult cpudrv_trace(const char *fn, CUresult rc)
     return rc;
 }
 
+static void say(const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    fprintf(stderr, "cpudrv[%d]: %s\n", (int)getpid(), line);
+}
+
 // Prints one line on stderr when MPSSHIM_CPUDRV_TRACE=1 (what a call really did).
 void cpudrv_note(const char *fmt, ...)
 {
     if (!trace_on) return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    say(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "cpudrv[%d]: %s\n", (int)getpid(), line);
 }
 
 // Prints one line on stderr, always (load failures name the kernel they failed on).
 void cpudrv_warn(const char *fmt, ...)
 {
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    say(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "cpudrv[%d]: %s\n", (int)getpid(), line);
 }
 
 // Monotonic clock in nanoseconds.
