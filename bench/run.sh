@@ -26,17 +26,13 @@ for arg in "$@"; do
 done
 B=$(cd "$B" && pwd) || exit 2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CPU=${MPSSHIM_BENCH_CPU:-0}
-OUTDIR=${OUT:-}
-[ -n "$OUTDIR" ] || OUTDIR=$(mktemp -d /tmp/mpsshim-bench.XXXXXX)
-mkdir -p "$OUTDIR" || exit 2
-OUTDIR=$(cd "$OUTDIR" && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_init bench
 
 # The whole run stops starting new measurements after this many seconds, so that a hang
 # under one mode cannot take the GPU machine's command limit with it.
 BUDGET=300
-SHIM=$B/libmpsshim.so
-SHIM_CTL=$B/mpsshim-control
 CALLBENCH_METRICS="launch_async_us launch_sync_us stream_query_us memcpy_4b_htod_us
     memcpy_4b_dtoh_us htod_pageable_GBps dtoh_pageable_GBps htod_pinned_GBps dtoh_pinned_GBps"
 if [ "$QUICK" = 1 ]; then
@@ -52,27 +48,7 @@ IDLE_PROCS=8
 MODES="native mps mpsshim"
 
 declare -A RES    # RES[mode:metric] = value, FAIL or n/a
-declare -a ROWS=() BG_PIDS=()
 FAILED=0
-SHIM_UP=0
-MPS_UP=0
-MPS_CTL=
-WORK=
-TEE_PID=
-
-say() { printf '%s\n' "$*"; }
-
-# limit SECS: SECS, or less when the run's budget has less left.
-limit() {
-    local left=$((BUDGET - SECONDS))
-    if [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
-}
-
-add_row() {
-    local r
-    for r in "${ROWS[@]}"; do [ "$r" = "$1" ] && return; done
-    ROWS+=("$1")
-}
 
 # set_res MODE METRIC VALUE: a failure marks the whole run failed.
 set_res() {
@@ -102,80 +78,6 @@ settle_gpu() {
     say "note: GPU memory in use is $m MiB, $1 MiB before this mode"
 }
 
-# mode_env MODE: ENVP, the env(1) prefix every program of MODE runs under.
-mode_env() {
-    ENVP=(env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY)
-    case $1 in
-    native)
-        [ "$CPU" = 1 ] && ENVP+=("LD_LIBRARY_PATH=$B/cpudrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-        ;;
-    mps)
-        ENVP=(env "CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe" "CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log")
-        ;;
-    mpsshim)
-        ENVP+=("MPSSHIM_PIPE_DIRECTORY=$WORK/shim-pipe" "MPSSHIM_LOG_DIRECTORY=$WORK/shim-log"
-            "LD_PRELOAD=$SHIM${LD_PRELOAD:+:$LD_PRELOAD}")
-        [ "$CPU" = 1 ] && ENVP+=("MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1")
-        ;;
-    esac
-}
-
-# ---------------------------------------------------------------- daemons
-
-start_mps() {
-    mkdir -p "$WORK/mps-pipe" "$WORK/mps-log"
-    MPS_UP=1 # before the start: a daemon that started but did not answer is stopped too
-    # The control daemon starts nvidia-cuda-mps-server, found beside it.
-    env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/mps-log" \
-        PATH="$(dirname "$MPS_CTL"):$PATH" timeout 40 "$MPS_CTL" -d
-}
-
-stop_mps() {
-    [ "$MPS_UP" = 1 ] || return 0
-    echo quit | timeout 20 env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" "$MPS_CTL" >/dev/null 2>&1
-    MPS_UP=0
-}
-
-start_shim() {
-    mkdir -p "$WORK/shim-pipe" "$WORK/shim-log"
-    SHIM_UP=1 # before the start, as for MPS
-    local drv=()
-    [ "$CPU" = 1 ] && drv=("MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1")
-    # No CUDA_MPS_* here: the server must not become a client of a native MPS.
-    env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u LD_PRELOAD \
-        MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" MPSSHIM_LOG_DIRECTORY="$WORK/shim-log" \
-        "${drv[@]}" timeout 40 "$SHIM_CTL" -d
-}
-
-# Asks the server to quit; waits (10 s) for it to exit, then ends it by its pid.
-stop_shim() {
-    [ "$SHIM_UP" = 1 ] || return 0
-    local pid
-    pid=$(cat "$WORK/shim-pipe/server.pid" 2>/dev/null)
-    echo quit | timeout 20 env MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" "$SHIM_CTL" >/dev/null 2>&1
-    SHIM_UP=0
-    [ -n "$pid" ] || return 0
-    for _ in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    say "mpsshim server $pid did not quit in 10 s: sending SIGTERM"
-    kill "$pid" 2>/dev/null
-    return 1
-}
-
-# Stops what this script started; then lets tee write the last of the summary.
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-    local pid
-    for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-    stop_shim >/dev/null 2>&1
-    stop_mps
-    [ -n "$WORK" ] && rm -rf "$WORK"
-    exec 1>&3 2>&4
-    [ -n "$TEE_PID" ] && wait "$TEE_PID" 2>/dev/null
-}
-
 # ---------------------------------------------------------------- runs
 
 # record MODE NAME RC: appends the output of a run ($WORK/MODE.NAME.out) to the mode's log.
@@ -185,27 +87,6 @@ record() {
         cat "$WORK/$1.$2.out"
         say
     } >>"$OUTDIR/bench-$1.log"
-}
-
-# wait_all PID...: waits for background runs; when one fails, ends the others (they would
-# wait for it at the barrier). Returns 0 when every one exited 0.
-wait_all() {
-    local rc=0 st finished pid rest=("$@") keep
-    while [ "${#rest[@]}" -gt 0 ]; do
-        finished=
-        wait -n -p finished "${rest[@]}"
-        st=$?
-        [ -n "$finished" ] || break
-        keep=()
-        for pid in "${rest[@]}"; do [ "$pid" = "$finished" ] || keep+=("$pid"); done
-        rest=("${keep[@]}")
-        if [ "$st" != 0 ] && [ "$rc" = 0 ]; then
-            rc=$st
-            [ "${#rest[@]}" = 0 ] || kill "${rest[@]}" 2>/dev/null
-        fi
-    done
-    BG_PIDS=()
-    return "$rc"
 }
 
 # callbench MODE: per-call costs and bandwidths.
@@ -341,50 +222,28 @@ all_na() {
 
 # run_mode MODE: every benchmark under MODE, between the start and the stop of its daemon.
 run_mode() {
-    local mode=$1 base now p f daemon_log=
-    : >"$OUTDIR/bench-$mode.log"
+    local mode=$1 log=$OUTDIR/bench-$1.log base now p why
+    : >"$log"
     say "== $mode"
-    if [ "$mode" = mps ] && { [ "$CPU" = 1 ] || [ -z "$MPS_CTL" ]; }; then
-        if [ "$CPU" = 1 ]; then say "  skipped: CPU test driver"; else say "  skipped: no MPS"; fi |
-            tee -a "$OUTDIR/bench-$mode.log"
+    if why=$(mps_missing "$mode"); then
+        say "  skipped: $why" | tee -a "$log"
         all_na "$mode"
         return
     fi
     base=$(gpu_mem)
-    if [ "$mode" = mps ]; then
-        start_mps >>"$OUTDIR/bench-$mode.log" 2>&1 || {
-            say "  nvidia-cuda-mps-control -d failed"
-            stop_mps
-            all_fail "$mode"
-            return
-        }
-        daemon_log=$WORK/mps-log
-    elif [ "$mode" = mpsshim ]; then
-        start_shim >>"$OUTDIR/bench-$mode.log" 2>&1 || {
-            say "  mpsshim-control -d failed: see bench-$mode.log"
-            cat "$WORK/shim-log/server.log" >>"$OUTDIR/bench-$mode.log" 2>/dev/null
-            stop_shim
-            all_fail "$mode"
-            return
-        }
-        daemon_log=$WORK/shim-log
+    start_daemon "$mode" "$log" || {
+        all_fail "$mode"
+        return
+    }
+    if [ "$mode" = mpsshim ]; then
         now=$(gpu_mem)
-        say "server up; GPU memory ${base:-n/a} MiB before it, ${now:-n/a} MiB now" \
-            >>"$OUTDIR/bench-$mode.log"
+        say "server up; GPU memory ${base:-n/a} MiB before it, ${now:-n/a} MiB now" >>"$log"
     fi
     mode_env "$mode"
     bench_idle "$mode" "$base"
     bench_calls "$mode"
     for p in $OVERLAP_PROCS; do bench_overlap "$mode" "$p"; done
-    stop_mps
-    stop_shim
-    if [ -n "$daemon_log" ]; then
-        for f in "$daemon_log"/*; do
-            [ -f "$f" ] || continue
-            say "=== $mode daemon: $(basename "$f")"
-            cat "$f"
-        done >>"$OUTDIR/bench-$mode.log"
-    fi
+    stop_daemon "$mode" "$log"
     settle_gpu "$base"
 }
 
@@ -422,43 +281,15 @@ print_table() {
 # ---------------------------------------------------------------- main
 
 main() {
-    WORK=$(mktemp -d /tmp/mpsshim-bench-work.XXXXXX) || exit 2
-    # Our own pipe and log directories only: nothing may reach a daemon started elsewhere.
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY MPSSHIM_PIPE_DIRECTORY \
-        MPSSHIM_LOG_DIRECTORY
-    [ "$CPU" = 1 ] && unset MPSSHIM_DRIVER
-
+    bench_work
     say "mpsshim benchmarks: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs," \
         "commit $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')$(
             [ "$QUICK" = 1 ] && echo ', QUICK (smoke run)')"
-    if [ "$CPU" = 1 ]; then
-        say "!!! MPSSHIM_BENCH_CPU=1: native and mpsshim on the CPU TEST DRIVER, no MPS. These"
-        say "!!! numbers only test this script: they have NO meaning for GPUs. !!!"
-        if [ ! -e "$B/cpudrv/libcuda.so.1" ]; then
-            say "no CPU test driver at $B/cpudrv/libcuda.so.1"
-            exit 1
-        fi
-    else
-        nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_mode \
-            --format=csv,noheader 2>&1 | sed 's/^/GPU: /'
-        MPS_CTL=$(command -v nvidia-cuda-mps-control 2>/dev/null)
-        [ -n "$MPS_CTL" ] || [ ! -x /usr/local/nvidia/bin/nvidia-cuda-mps-control ] ||
-            MPS_CTL=/usr/local/nvidia/bin/nvidia-cuda-mps-control
-        say "native MPS: ${MPS_CTL:-not found (its column is n/a)}"
-        [ -S /tmp/nvidia-mps/control ] &&
-            say "warning: an MPS control daemon may be running in /tmp/nvidia-mps"
-    fi
-    local e
-    for e in $(compgen -e | grep -E '^(MPSSHIM_|CUDA_)' | grep -v '^MPSSHIM_BENCH_CPU$'); do
-        say "environment: $e=${!e}"
-    done
-    local missing=
-    for e in bench/callbench bench/overlap bench/spin.ptx tests/kernels.ptx libmpsshim.so \
-        mpsshim-control mpsshim-server; do
-        [ -e "$B/$e" ] || missing="$missing $B/$e"
-    done
-    [ -z "$missing" ] || { say "missing (run make):$missing"; exit 1; }
-    say "raw outputs: $OUTDIR"
+    bench_platform
+    [ "$CPU" = 1 ] || [ ! -S /tmp/nvidia-mps/control ] ||
+        say "warning: an MPS control daemon may be running in /tmp/nvidia-mps"
+    bench_needs bench/callbench bench/overlap bench/spin.ptx tests/kernels.ptx libmpsshim.so \
+        mpsshim-control mpsshim-server
 
     local mode
     for mode in $MODES; do run_mode "$mode"; done
@@ -467,10 +298,5 @@ main() {
     [ "$FAILED" = 0 ] || { say "some runs FAILED: see the bench-*.log files"; exit 1; }
 }
 
-# Everything printed also goes to bench-summary.txt.
-exec 3>&1 4>&2
-exec > >(tee "$OUTDIR/bench-summary.txt") 2>&1
-TEE_PID=$!
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_summary "$OUTDIR/bench-summary.txt"
 main

@@ -18,16 +18,12 @@ B=${1:-build}
 }
 B=$(cd "$B" && pwd) || exit 2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CPU=${MPSSHIM_BENCH_CPU:-0}
-OUTDIR=${OUT:-}
-[ -n "$OUTDIR" ] || OUTDIR=$(mktemp -d /tmp/mpsshim-throttle.XXXXXX)
-mkdir -p "$OUTDIR" || exit 2
-OUTDIR=$(cd "$OUTDIR" && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_init throttle
 
 # No experiment starts after this many seconds (a normal run takes well under half).
 BUDGET=150
-SHIM=$B/libmpsshim.so
-SHIM_CTL=$B/mpsshim-control
 PROG=$B/bench/throttle
 LAUNCHES=10
 TARGET_S=0.4 # T100: the kernel phase of one client on the whole GPU
@@ -36,40 +32,8 @@ MODES="native mps mpsshim"
 
 declare -A R # R[mode:exp:client:metric]: a client's figures (metric lines, sms_reported, rc)
 declare -A CELL  # CELL[mode:row] = what the table shows
-declare -a ROWS=() BG_PIDS=()
 FAILED=0
-SHIM_UP=0
-MPS_UP=0
-MPS_CTL=
-WORK=
-TEE_PID=
 KARGS=()
-
-say() { printf '%s\n' "$*"; }
-
-# limit SECS: SECS, or less when the run's budget has less left.
-limit() {
-    local left=$((BUDGET - SECONDS))
-    if [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
-}
-
-# mode_env MODE: ENVP, the env(1) prefix every client of MODE runs under.
-mode_env() {
-    ENVP=(env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY)
-    case $1 in
-    native)
-        [ "$CPU" = 1 ] && ENVP+=("LD_LIBRARY_PATH=$B/cpudrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-        ;;
-    mps)
-        ENVP=(env "CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe" "CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log")
-        ;;
-    mpsshim)
-        ENVP+=("MPSSHIM_PIPE_DIRECTORY=$WORK/shim-pipe" "MPSSHIM_LOG_DIRECTORY=$WORK/shim-log"
-            "LD_PRELOAD=$SHIM${LD_PRELOAD:+:$LD_PRELOAD}")
-        [ "$CPU" = 1 ] && ENVP+=("MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1")
-        ;;
-    esac
-}
 
 # limit_env MODE PCT MEM: LIMV, the variables giving one client of MODE the share PCT ("-":
 # none) and the memory limit MEM ("-": none). Native has no limits: it gets none.
@@ -85,82 +49,7 @@ limit_env() {
     [ "$3" = - ] || LIMV+=("${pfx}PINNED_DEVICE_MEM_LIMIT=0=$3")
 }
 
-# ---------------------------------------------------------------- daemons (as bench/run.sh)
-
-start_mps() {
-    mkdir -p "$WORK/mps-pipe" "$WORK/mps-log"
-    MPS_UP=1 # before the start: a daemon that started but did not answer is stopped too
-    env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/mps-log" \
-        PATH="$(dirname "$MPS_CTL"):$PATH" timeout 40 "$MPS_CTL" -d
-}
-
-stop_mps() {
-    [ "$MPS_UP" = 1 ] || return 0
-    echo quit | timeout 20 env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" "$MPS_CTL" >/dev/null 2>&1
-    MPS_UP=0
-}
-
-start_shim() {
-    mkdir -p "$WORK/shim-pipe" "$WORK/shim-log"
-    SHIM_UP=1
-    local drv=()
-    [ "$CPU" = 1 ] && drv=("MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1")
-    # No CUDA_MPS_* here: the server must not become a client of a native MPS.
-    env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u LD_PRELOAD \
-        MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" MPSSHIM_LOG_DIRECTORY="$WORK/shim-log" \
-        "${drv[@]}" timeout 40 "$SHIM_CTL" -d
-}
-
-# Asks the server to quit; waits (10 s) for it to exit, then ends it by its pid.
-stop_shim() {
-    [ "$SHIM_UP" = 1 ] || return 0
-    local pid
-    pid=$(cat "$WORK/shim-pipe/server.pid" 2>/dev/null)
-    echo quit | timeout 20 env MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" "$SHIM_CTL" >/dev/null 2>&1
-    SHIM_UP=0
-    [ -n "$pid" ] || return 0
-    for _ in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    say "mpsshim server $pid did not quit in 10 s: sending SIGTERM"
-    kill "$pid" 2>/dev/null
-    return 1
-}
-
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-    local pid
-    for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-    stop_shim >/dev/null 2>&1
-    stop_mps
-    [ -n "$WORK" ] && rm -rf "$WORK"
-    exec 1>&3 2>&4
-    [ -n "$TEE_PID" ] && wait "$TEE_PID" 2>/dev/null
-}
-
 # ---------------------------------------------------------------- runs
-
-# wait_all PID...: waits for background runs; when one fails, ends the others (they would
-# wait for it at the barrier). Returns 0 when every one exited 0.
-wait_all() {
-    local rc=0 st finished pid rest=("$@") keep
-    while [ "${#rest[@]}" -gt 0 ]; do
-        finished=
-        wait -n -p finished "${rest[@]}"
-        st=$?
-        [ -n "$finished" ] || break
-        keep=()
-        for pid in "${rest[@]}"; do [ "$pid" = "$finished" ] || keep+=("$pid"); done
-        rest=("${keep[@]}")
-        if [ "$st" != 0 ] && [ "$rc" = 0 ]; then
-            rc=$st
-            [ "${#rest[@]}" = 0 ] || kill "${rest[@]}" 2>/dev/null
-        fi
-    done
-    BG_PIDS=()
-    return "$rc"
-}
 
 # group MODE EXP ARGS CLIENT...: runs the clients at once (meeting at a barrier), each CLIENT
 # "PCT MEM" (share and memory limit, "-" for none), all with the throttle ARGS (one word,
@@ -228,12 +117,6 @@ ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN {
         n = "^[0-9]+([.][0-9]*)?$"
         if (a ~ n && b ~ n && b + 0 != 0) printf "%.2f", a / b; else printf "?" }'
-}
-
-add_row() {
-    local r
-    for r in "${ROWS[@]}"; do [ "$r" = "$1" ] && return; done
-    ROWS+=("$1")
 }
 
 # cell MODE ROW VALUE
@@ -355,48 +238,25 @@ all_cells() {
 
 # run_mode MODE: the experiments under MODE, between the start and the stop of its daemon.
 run_mode() {
-    local mode=$1 f daemon_log=
-    : >"$OUTDIR/throttle-$mode.log"
+    local mode=$1 log=$OUTDIR/throttle-$1.log why
+    : >"$log"
     say "== $mode"
-    if [ "$mode" = mps ] && { [ "$CPU" = 1 ] || [ -z "$MPS_CTL" ]; }; then
-        say "  skipped: $(if [ "$CPU" = 1 ]; then echo CPU test driver; else echo no MPS; fi)"
+    if why=$(mps_missing "$mode"); then
+        say "  skipped: $why"
         all_cells "$mode" n/a
         return
     fi
-    if [ "$mode" = mps ]; then
-        start_mps >>"$OUTDIR/throttle-$mode.log" 2>&1 || {
-            say "  nvidia-cuda-mps-control -d failed"
-            stop_mps
-            all_cells "$mode" FAIL
-            FAILED=1
-            return
-        }
-        daemon_log=$WORK/mps-log
-    elif [ "$mode" = mpsshim ]; then
-        start_shim >>"$OUTDIR/throttle-$mode.log" 2>&1 || {
-            say "  mpsshim-control -d failed: see throttle-$mode.log"
-            cat "$WORK/shim-log/server.log" >>"$OUTDIR/throttle-$mode.log" 2>/dev/null
-            stop_shim
-            all_cells "$mode" FAIL
-            FAILED=1
-            return
-        }
-        daemon_log=$WORK/shim-log
-    fi
+    start_daemon "$mode" "$log" || {
+        all_cells "$mode" FAIL
+        FAILED=1
+        return
+    }
     exp_a "$mode"
     exp_b "$mode"
     exp_c "$mode"
     exp_d "$mode"
     exp_e "$mode"
-    stop_mps
-    stop_shim
-    if [ -n "$daemon_log" ]; then
-        for f in "$daemon_log"/*; do
-            [ -f "$f" ] || continue
-            say "=== $mode daemon: $(basename "$f")"
-            cat "$f"
-        done >>"$OUTDIR/throttle-$mode.log"
-    fi
+    stop_daemon "$mode" "$log"
 }
 
 # calibrate: sets the kernel's iterations so that LAUNCHES launches take about TARGET_S
@@ -445,45 +305,18 @@ print_table() {
 # ---------------------------------------------------------------- main
 
 main() {
-    WORK=$(mktemp -d /tmp/mpsshim-throttle-work.XXXXXX) || exit 2
-    # Our own pipe and log directories and limits only: nothing may come from the caller.
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY MPSSHIM_PIPE_DIRECTORY \
-        MPSSHIM_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE \
-        MPSSHIM_ACTIVE_THREAD_PERCENTAGE CUDA_MPS_PINNED_DEVICE_MEM_LIMIT \
-        MPSSHIM_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_CLIENT_PRIORITY MPSSHIM_CLIENT_PRIORITY
-    [ "$CPU" = 1 ] && unset MPSSHIM_DRIVER
+    bench_work
+    # Our own limits only, too: nothing may come from the caller.
+    unset CUDA_MPS_ACTIVE_THREAD_PERCENTAGE MPSSHIM_ACTIVE_THREAD_PERCENTAGE \
+        CUDA_MPS_PINNED_DEVICE_MEM_LIMIT MPSSHIM_PINNED_DEVICE_MEM_LIMIT \
+        CUDA_MPS_CLIENT_PRIORITY MPSSHIM_CLIENT_PRIORITY
 
     say "mpsshim SM shares and memory limits: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(
         git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')"
-    if [ "$CPU" = 1 ]; then
-        say "!!! MPSSHIM_BENCH_CPU=1: native and mpsshim on the CPU TEST DRIVER, no MPS. These"
-        say "!!! numbers only test this script: they have NO meaning for GPUs. !!!"
-        [ -e "$B/cpudrv/libcuda.so.1" ] || {
-            say "no CPU test driver at $B/cpudrv/libcuda.so.1"
-            exit 1
-        }
-        KARGS=(--kernel delay_set --iters 20000000)
-    else
-        nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_mode \
-            --format=csv,noheader 2>&1 | sed 's/^/GPU: /'
-        MPS_CTL=$(command -v nvidia-cuda-mps-control 2>/dev/null)
-        [ -n "$MPS_CTL" ] || [ ! -x /usr/local/nvidia/bin/nvidia-cuda-mps-control ] ||
-            MPS_CTL=/usr/local/nvidia/bin/nvidia-cuda-mps-control
-        say "native MPS: ${MPS_CTL:-not found (its column is n/a)}"
-    fi
-    local e missing=
-    for e in $(compgen -e | grep -E '^(MPSSHIM_|CUDA_)' | grep -v '^MPSSHIM_BENCH_CPU$'); do
-        say "environment: $e=${!e}"
-    done
-    for e in bench/throttle tests/throttle.sm_90.cubin tests/kernels.ptx libmpsshim.so \
-        mpsshim-control mpsshim-server; do
-        [ -e "$B/$e" ] || missing="$missing $B/$e"
-    done
-    [ -z "$missing" ] || {
-        say "missing (run make):$missing"
-        exit 1
-    }
-    say "raw outputs: $OUTDIR"
+    bench_platform
+    [ "$CPU" = 1 ] && KARGS=(--kernel delay_set --iters 20000000)
+    bench_needs bench/throttle tests/throttle.sm_90.cubin tests/kernels.ptx libmpsshim.so \
+        mpsshim-control mpsshim-server
     calibrate
 
     local mode
@@ -496,10 +329,5 @@ main() {
     }
 }
 
-# Everything printed also goes to throttle-summary.txt.
-exec 3>&1 4>&2
-exec > >(tee "$OUTDIR/throttle-summary.txt") 2>&1
-TEE_PID=$!
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_summary "$OUTDIR/throttle-summary.txt"
 main

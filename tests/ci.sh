@@ -9,14 +9,9 @@ B=${1:-build}
 B=$(cd "$B" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(mktemp -d /tmp/mpsshim-ci.XXXXXX)
-export MPSSHIM_PIPE_DIRECTORY=$WORK/pipe
-export MPSSHIM_LOG_DIRECTORY=$WORK/log
-export MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1
-export MPSSHIM_TEST_KERNELS=$B/tests
-# Two CPU test devices: multi-device clients (tests/progs/multigpu) run here too.
-export MPSSHIM_CPUDRV_DEVICES=2
-SHIM=$B/libmpsshim.so
-CTL=$B/mpsshim-control
+# shellcheck source=tests/lib.sh
+. "$ROOT/tests/lib.sh"
+use_dir "$WORK"
 declare -a NAMES RESULTS
 FAILED=0
 
@@ -44,41 +39,14 @@ run_test() {
     esac
 }
 
-shim() { env LD_PRELOAD="$SHIM" "$@"; }
-cpu() { env LD_LIBRARY_PATH="$B/cpudrv" "$@"; }
-ctl() { printf '%s\n' "$@" | "$CTL"; }
-
+# start_server: the server of the tests below; non-zero if it did not start.
 start_server() {
     "$CTL" -d || return 1
     [ -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" ]
 }
 
-stop_server() {
-    local pid
-    pid=$(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid" 2>/dev/null)
-    ctl quit >/dev/null 2>&1
-    for _ in $(seq 100); do
-        [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-# Memory the driver reports in use: back to this level once every client is cleaned up.
-mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
-clients() { ctl get_server_status | awk '/^Clients/ {print $2}'; }
-
-# Waits until the server has no clients left (they are cleaned up asynchronously).
-wait_no_clients() {
-    for _ in $(seq 100); do
-        [ "$(clients)" = 0 ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 cleanup() {
-    stop_server >/dev/null 2>&1
+    stop_server 10 >/dev/null 2>&1
     if [ "$FAILED" = 0 ]; then rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -267,7 +235,7 @@ else
         grep -Ev "$re" "$log" && exit 1
         grep -Eq "${re}New client [0-9]+ connected" "$log" &&
             grep -Eq "${re}Client process [0-9]+ disconnected" "$log"'
-    if stop_server; then
+    if stop_server 10; then
         record quit PASS
     else
         record quit FAIL "server still running after quit"

@@ -6,14 +6,11 @@
 set -u
 B=$(cd "${1:-build}" && pwd)
 W=$(mktemp -d /tmp/mpsshim-control.XXXXXX)
-export MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1
-export MPSSHIM_TEST_KERNELS=$B/tests
-export MPSSHIM_CPUDRV_DEVICES=2
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
 export MPSSHIM_AUTOSTART=0
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY MPSSHIM_ACTIVE_THREAD_PERCENTAGE \
     MPSSHIM_PINNED_DEVICE_MEM_LIMIT MPSSHIM_CLIENT_PRIORITY MPSSHIM_MAX_CLIENTS
-SHIM=$B/libmpsshim.so
-CTL=$B/mpsshim-control
 FAILED=0
 PIDS=()
 
@@ -23,24 +20,18 @@ bad() { echo "FAIL $1: $2"; FAILED=1; }
 check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got [$2], want [$3]"; fi; }
 # has NAME TEXT EREGEX: some line of TEXT matches
 has() { if printf '%s\n' "$2" | grep -Eq -- "$3"; then ok "$1"; else bad "$1" "no line matching /$3/ in [$2]"; fi; }
-ctl() { printf '%s\n' "$@" | "$CTL"; }
-# (background clients are started with env directly: $! must be the client's own pid)
-shim() { env LD_PRELOAD="$SHIM" "$@"; }
 # until_true CMD...: polls CMD for up to 30 s
-until_true() { for _ in $(seq 300); do "$@" && return 0; sleep 0.1; done; return 1; }
-
-use_dir() { # use_dir NAME: the pipe and log directories of one server
-    export MPSSHIM_PIPE_DIRECTORY=$W/$1/pipe MPSSHIM_LOG_DIRECTORY=$W/$1/log
+until_true() { wait_for 30 "$@"; }
+# spawn VAR LOG [NAME=VALUE...] CMD...: CMD through the shim, in the background with the
+# variables given, its output in LOG; VAR is its pid (the client's own: env execs it), which
+# cleanup ends.
+spawn() {
+    local var=$1 log=$2
+    shift 2
+    env LD_PRELOAD="$SHIM" "$@" >"$log" 2>&1 &
+    printf -v "$var" %s "$!"
+    PIDS+=("$!")
 }
-server_pid() { cat "$MPSSHIM_PIPE_DIRECTORY/server.pid" 2>/dev/null; }
-gone() { ! kill -0 "$1" 2>/dev/null; }
-stop_server() {
-    local p
-    p=$(server_pid)
-    ctl quit >/dev/null 2>&1
-    [ -z "$p" ] || until_true gone "$p"
-}
-no_clients() { ctl get_server_status | grep -q '^Clients 0$'; }
 
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
@@ -52,7 +43,7 @@ trap cleanup EXIT
 LOGRE='^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} '
 
 # ---------------------------------------------------------------- commands, cap, quit -t
-use_dir capped
+use_dir "$W/capped"
 MPSSHIM_MAX_CLIENTS=2 "$CTL" -d || { bad server-start "mpsshim-control -d failed"; exit 1; }
 S=$(server_pid)
 check get_server_list "$(ctl get_server_list)" "$S"
@@ -91,13 +82,9 @@ ctl "set_default_active_thread_percentage 100" "set_active_thread_percentage $S 
     "set_default_client_priority 0" >/dev/null
 
 # A client with limits of its own, and a busy one: the server's two places.
-MPSSHIM_ACTIVE_THREAD_PERCENTAGE=25 MPSSHIM_PINNED_DEVICE_MEM_LIMIT=0=64M MPSSHIM_CLIENT_PRIORITY=1 \
-    env LD_PRELOAD="$SHIM" "$B/tests/hold" 600 >"$W/hold.log" 2>&1 &
-H=$!
-PIDS+=("$H")
-env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 100000000 >"$W/busy.log" 2>&1 &
-V=$!
-PIDS+=("$V")
+spawn H "$W/hold.log" MPSSHIM_ACTIVE_THREAD_PERCENTAGE=25 MPSSHIM_PINNED_DEVICE_MEM_LIMIT=0=64M \
+    MPSSHIM_CLIENT_PRIORITY=1 "$B/tests/hold" 600
+spawn V "$W/busy.log" "$B/tests/smallkern" 100000000
 until_true grep -q ready "$W/hold.log" || bad hold-ready "$(cat "$W/hold.log")"
 until_true grep -q 'ok setup' "$W/busy.log" || bad busy-ready "$(cat "$W/busy.log")"
 check get_client_list "$(ctl "get_client_list $S" | sort -n)" "$(printf '%s\n' "$H" "$V" | sort -n)"
@@ -165,20 +152,14 @@ has control-log-terminate "$cl" "Command: terminate_client $S $V -> 0\$"
 has server-log-limits "$sl" "Client process $H limits: active thread percentage 25 \(32 SMs on device 0, 32 SMs on device 1\), device memory limit 64M on device 0, priority below normal"
 
 # ---------------------------------------------------------------- terminate_client
-use_dir term
+use_dir "$W/term"
 "$CTL" -d || { bad server-start "mpsshim-control -d failed"; exit 1; }
 S=$(server_pid)
-BASE=$(ctl get_server_status | awk '/^Device 0 memory used/ {print $5}')
-env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 100000000 >"$W/victim.log" 2>&1 &
-V=$!
-PIDS+=("$V")
+BASE=$(mem_used)
+spawn V "$W/victim.log" "$B/tests/smallkern" 100000000
 until_true grep -q 'ok setup' "$W/victim.log" || bad victim-ready "$(cat "$W/victim.log")"
-env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 2000000 >"$W/bystander.log" 2>&1 &
-Y=$!
-PIDS+=("$Y")
-env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 2000003 >"$W/bystander2.log" 2>&1 &
-Y2=$!
-PIDS+=("$Y2")
+spawn Y "$W/bystander.log" "$B/tests/smallkern" 2000000
+spawn Y2 "$W/bystander2.log" "$B/tests/vecadd" 2000003
 check terminate_client "$(ctl "terminate_client $S $V")" 0
 wait "$V"
 rc=$?
@@ -190,14 +171,13 @@ wait "$Y2" && ok bystander-vecadd || bad bystander-vecadd "$(tail -n 3 "$W/bysta
 check terminate_client-again "$(ctl "terminate_client $S $V")" "Client $V not found"
 check terminate_client-other-server "$(ctl "terminate_client 1 $V")" 'Server 1 not found'
 until_true no_clients && ok clients-gone || bad clients-gone "$(ctl get_server_status)"
-used=$(ctl get_server_status | awk '/^Device 0 memory used/ {print $5}')
-check memory-back "$used" "$BASE"
+check memory-back "$(mem_used)" "$BASE"
 sl=$(cat "$MPSSHIM_LOG_DIRECTORY/server.log")
 has terminate-logged "$sl" "Server $S\] Client process $V terminated \(terminate_client\)"
 has terminate-released "$sl" "Client process $V: released [0-9]+ allocations"
 printf '%s\n' "$sl" | grep -q 'tables not empty' && bad tables-empty "$sl" || ok tables-empty
 has terminate-control-log "$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")" "Terminating client $V\$"
-stop_server && ok quit || bad quit "server still running"
+stop_server 30 && ok quit || bad quit "server still running"
 
 # ---------------------------------------------------------------- logs that cannot be written
 # A log directory that cannot exist (its parent is a regular file): the server serves.
@@ -208,10 +188,10 @@ export MPSSHIM_LOG_DIRECTORY=$W/afile/log
 out=$(shim "$B/tests/vecadd" 1000 2>&1)
 has unwritable-dir-serves "$out" '^PASS vecadd'
 check unwritable-dir-commands "$(ctl get_server_list)" "$(server_pid)"
-stop_server && ok unwritable-dir-quit || bad unwritable-dir-quit "server still running"
+stop_server 30 && ok unwritable-dir-quit || bad unwritable-dir-quit "server still running"
 
 # A full disk: both logs are /dev/full. The server serves, and says so once per log.
-use_dir full
+use_dir "$W/full"
 mkdir -p "$MPSSHIM_LOG_DIRECTORY"
 ln -s /dev/full "$MPSSHIM_LOG_DIRECTORY/server.log"
 ln -s /dev/full "$MPSSHIM_LOG_DIRECTORY/control.log"
@@ -225,7 +205,7 @@ for i in 1 2; do
     has full-disk-serves-$i "$out" '^PASS vecadd'
 done
 check full-disk-commands "$(ctl get_server_list get_default_client_priority)" "$(printf '%s\n0' "$F")"
-stop_server && ok full-disk-quit || bad full-disk-quit "server still running"
+stop_server 30 && ok full-disk-quit || bad full-disk-quit "server still running"
 cat "$W/full.err"
 check full-disk-said-once-server "$(grep -c 'cannot write the log .*/server.log' "$W/full.err")" 1
 check full-disk-said-once-control "$(grep -c 'cannot write the log .*/control.log' "$W/full.err")" 1

@@ -7,16 +7,12 @@
 set -u
 B=$(cd "${1:-build}" && pwd)
 WORK=$(mktemp -d /tmp/mpsshim-limits.XXXXXX)
-export MPSSHIM_PIPE_DIRECTORY=$WORK/pipe
-export MPSSHIM_LOG_DIRECTORY=$WORK/log
-export MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1
-export MPSSHIM_TEST_KERNELS=$B/tests
-export MPSSHIM_CPUDRV_DEVICES=2
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+use_dir "$WORK"
 export MPSSHIM_AUTOSTART=0
 unset MPSSHIM_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_PINNED_DEVICE_MEM_LIMIT MPSSHIM_CLIENT_PRIORITY \
     CUDA_MPS_CLIENT_PRIORITY MPSSHIM_ACTIVE_THREAD_PERCENTAGE CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-SHIM=$B/libmpsshim.so
-CTL=$B/mpsshim-control
 PROG=$B/tests/memlimit
 LOG=$MPSSHIM_LOG_DIRECTORY/server.log
 TRACE=$WORK/driver-trace.log
@@ -31,16 +27,6 @@ check() { # check NAME CMD...: PASS when CMD succeeds
         echo "== $name: FAIL"
         FAILED=1
     fi
-}
-ctl() { printf '%s\n' "$@" | "$CTL"; }
-shim() { env LD_PRELOAD="$SHIM" "$@"; }
-mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
-no_clients() {
-    for _ in $(seq 200); do
-        [ "$(ctl get_server_status | awk '/^Clients/ {print $2}')" = 0 ] && return 0
-        sleep 0.05
-    done
-    return 1
 }
 # Priorities of the streams the driver made since trace line $1 (one per line).
 prios_since() { tail -n +"$(($1 + 1))" "$TRACE" | sed -n 's/.*stream [0-9]* created with priority \(-\{0,1\}[0-9]*\)$/\1/p'; }
@@ -137,7 +123,7 @@ check below-normal-streams-lower-priority bash -c '
     [ "$lower" -gt 0 ]' _ "$(echo $normal)" "$(echo $below)"
 
 # Every client gone: what they held was released and every memory counter is back to 0.
-check limits-clients-gone no_clients
+check limits-clients-gone wait_for 10 no_clients
 check memory-counters-back-to-zero bash -c '
     grep -q "Client process '"$LPID"': released" "$1" &&
         ! grep -q "device memory counters not zero" "$1" &&

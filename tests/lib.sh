@@ -1,0 +1,53 @@
+# shellcheck shell=bash
+# Shared by tests/ci.sh, tests/limits.sh and tests/control.sh (sourced once B, the build
+# directory, is set): servers of the test's own on the CPU test driver, and the commands
+# that talk to them. Each script keeps its own way of reporting checks.
+
+SHIM=$B/libmpsshim.so
+CTL=$B/mpsshim-control
+export MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1
+export MPSSHIM_TEST_KERNELS=$B/tests
+# Two CPU test devices: multi-device clients (tests/progs/multigpu) run here too.
+export MPSSHIM_CPUDRV_DEVICES=2
+
+# use_dir DIR: DIR/pipe and DIR/log are the pipe and log directories from here on.
+use_dir() { export MPSSHIM_PIPE_DIRECTORY=$1/pipe MPSSHIM_LOG_DIRECTORY=$1/log; }
+
+# ctl LINE...: sends each LINE to the control daemon; prints its answers.
+ctl() { printf '%s\n' "$@" | "$CTL"; }
+
+# shim CMD...: runs CMD through the shim. (A background client that must be $! itself is
+# started with env directly: a function would make $! a subshell's.)
+shim() { env LD_PRELOAD="$SHIM" "$@"; }
+
+# wait_for SECS CMD...: polls CMD every 0.1 s until it succeeds; 1 if it did not in SECS s.
+wait_for() {
+    local n=$(($1 * 10))
+    shift
+    for _ in $(seq "$n"); do
+        "$@" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# server_pid: the pid of the server of MPSSHIM_PIPE_DIRECTORY; empty when there is none.
+server_pid() { cat "$MPSSHIM_PIPE_DIRECTORY/server.pid" 2>/dev/null; }
+
+# gone PID: PID no longer runs.
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# stop_server SECS: asks the server to quit; 1 if it still runs SECS s later.
+stop_server() {
+    local pid
+    pid=$(server_pid)
+    ctl quit >/dev/null 2>&1
+    [ -z "$pid" ] || wait_for "$1" gone "$pid"
+}
+
+# mem_used: device 0's memory the driver reports in use, bytes; back to this level once
+# every client is cleaned up.
+mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
+
+# no_clients: the server has no clients left (they are cleaned up asynchronously).
+no_clients() { [ "$(ctl get_server_status | awk '/^Clients/ {print $2}')" = 0 ]; }
