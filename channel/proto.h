@@ -25,7 +25,7 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 2     /* incompatible changes (2: the client's limits in hello) */
-#define CHAN_PROTO_MINOR 0     /* compatible additions */
+#define CHAN_PROTO_MINOR 1     /* compatible additions (1: CHAN_OP_OCCUPANCY) */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -229,6 +229,7 @@ enum chan_op {
     CHAN_OP_EVENT_SYNC,         /* u64 event -> - */
     CHAN_OP_ERROR_STRING,       /* i32 code -> string */
     CHAN_OP_HOST_FUNC,          /* chan_host_func -> - (async) */
+    CHAN_OP_OCCUPANCY,          /* chan_occupancy + attrs -> i32 */
     CHAN_OP_END,
 };
 
@@ -402,6 +403,22 @@ struct chan_launch {
     uint64_t stream;
     uint32_t cooperative;
     uint32_t param_bytes; /* packed parameters follow the attributes */
+};
+
+/* Cluster occupancy of a launch configuration (cuOccupancyMaxActiveClusters,
+ * cuOccupancyMaxPotentialClusterSize); CUlaunchAttribute entries follow. */
+enum chan_occupancy_what {
+    CHAN_OCC_ACTIVE_CLUSTERS = 0,
+    CHAN_OCC_POTENTIAL_CLUSTER_SIZE = 1,
+};
+struct chan_occupancy {
+    uint64_t func;
+    uint32_t grid[3], block[3];
+    uint32_t smem;
+    uint32_t nattrs;
+    uint64_t stream; /* the configuration's stream: its context decides the SMs counted */
+    uint32_t what;   /* enum chan_occupancy_what */
+    uint32_t pad;
 };
 
 /* The n-th host function of the client, on `stream`. */

@@ -174,3 +174,119 @@ CUresult SHIM_IMPL(cuLaunchKernelEx_ptsz)(const CUlaunchConfig *config, CUfuncti
 {
     return launch_ex(config, f, kernelParams, extra, CHAN_RF_PTDS);
 }
+
+/* ---------------------------------------------------------------- occupancy */
+
+/* Cluster occupancy needs the launch configuration, whose attributes are an array and
+ * whose stream is the client's: asked of the server, which maps the stream. */
+static CUresult occupancy(unsigned what, int *out, CUfunction f, const CUlaunchConfig *config)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out || !config || (config->numAttrs && !config->attrs) || config->numAttrs > 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = shim_need_ctx()) != CUDA_SUCCESS)
+        return r;
+    if (!f || !shim_func_get((uint64_t)(uintptr_t)f))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = check_attrs(config->attrs, config->numAttrs)) != CUDA_SUCCESS ||
+        (r = shim_stream_check(config->hStream, NULL)) != CUDA_SUCCESS)
+        return r;
+    uint8_t buf[sizeof(struct chan_occupancy) + 64 * sizeof(CUlaunchAttribute)];
+    struct chan_occupancy m = {
+        .func = (uint64_t)(uintptr_t)f,
+        .grid = {config->gridDimX, config->gridDimY, config->gridDimZ},
+        .block = {config->blockDimX, config->blockDimY, config->blockDimZ},
+        .smem = config->sharedMemBytes,
+        .nattrs = config->numAttrs,
+        .stream = (uint64_t)(uintptr_t)config->hStream,
+        .what = what,
+    };
+    size_t attr_bytes = (size_t)config->numAttrs * sizeof(CUlaunchAttribute);
+    memcpy(buf, &m, sizeof(m));
+    if (attr_bytes)
+        memcpy(buf + sizeof(m), config->attrs, attr_bytes);
+    int32_t v = 0;
+    r = shim_call(CHAN_OP_OCCUPANCY, buf, (uint32_t)(sizeof(m) + attr_bytes), &v, sizeof(v),
+                  NULL);
+    if (r == CUDA_SUCCESS)
+        *out = v;
+    return r;
+}
+
+CUresult SHIM_IMPL(cuOccupancyMaxActiveClusters)(int *numClusters, CUfunction func,
+                                                 const CUlaunchConfig *config)
+{
+    return occupancy(CHAN_OCC_ACTIVE_CLUSTERS, numClusters, func, config);
+}
+
+CUresult SHIM_IMPL(cuOccupancyMaxPotentialClusterSize)(int *clusterSize, CUfunction func,
+                                                       const CUlaunchConfig *config)
+{
+    return occupancy(CHAN_OCC_POTENTIAL_CLUSTER_SIZE, clusterSize, func, config);
+}
+
+/* The block size with the most resident threads per SM, tried from the largest allowed
+ * down by warps (ties keep the larger), as the runtime's own occupancy calculator does.
+ * The callback giving dynamic shared memory per block size is the client's, so the search
+ * runs here, asking the server one block size at a time; the grid that fills the device
+ * counts the SMs this client may use (its share, under a thread percentage). */
+static CUresult potential_block(int *minGridSize, int *blockSize, CUfunction func,
+                                CUoccupancyB2DSize b2d, size_t smem, int limit, unsigned flags)
+{
+    if (!minGridSize || !blockSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUdevice dev;
+    int fmax = 0, dmax = 0, warp = 32, sms = 0;
+    CUresult r = cuFuncGetAttribute(&fmax, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func);
+    if (r == CUDA_SUCCESS)
+        r = cuCtxGetDevice(&dev);
+    if (r == CUDA_SUCCESS)
+        r = cuDeviceGetAttribute(&dmax, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
+    if (r == CUDA_SUCCESS)
+        r = cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
+    if (r == CUDA_SUCCESS)
+        r = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int top = fmax < dmax ? fmax : dmax;
+    if (limit > 0 && limit < top)
+        top = limit;
+    if (warp <= 0)
+        warp = 32;
+    int best_threads = 0, best_size = 0, best_blocks = 0;
+    for (int aligned = (top + warp - 1) / warp * warp; aligned > 0; aligned -= warp) {
+        int size = aligned < top ? aligned : top;
+        int blocks = 0;
+        r = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+            &blocks, func, size, b2d ? b2d(size) : smem, flags);
+        if (r != CUDA_SUCCESS)
+            return r;
+        if (blocks * size > best_threads) {
+            best_threads = blocks * size;
+            best_size = size;
+            best_blocks = blocks;
+        }
+    }
+    *blockSize = best_size;
+    *minGridSize = best_blocks * sms;
+    return CUDA_SUCCESS;
+}
+
+CUresult SHIM_IMPL(cuOccupancyMaxPotentialBlockSize)(int *minGridSize, int *blockSize,
+                                                     CUfunction func,
+                                                     CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                     size_t dynamicSMemSize, int blockSizeLimit)
+{
+    return potential_block(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+                           dynamicSMemSize, blockSizeLimit, 0);
+}
+
+CUresult SHIM_IMPL(cuOccupancyMaxPotentialBlockSizeWithFlags)(
+    int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+    size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags)
+{
+    return potential_block(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+                           dynamicSMemSize, blockSizeLimit, flags);
+}

@@ -4,6 +4,22 @@
 
 #include <string.h>
 
+/* Launch attributes are plain values except these, which carry handles we would have to
+ * map: CUDA_ERROR_NOT_SUPPORTED (the client refuses them first and logs it). */
+static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        switch (a[i].id) {
+        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+        case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+            return CUDA_ERROR_NOT_SUPPORTED;
+        default:
+            break;
+        }
+    return CUDA_SUCCESS;
+}
+
 void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_launch m;
@@ -29,16 +45,8 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
     }
     CUlaunchAttribute attrs[65];
     memcpy(attrs, p + sizeof(m), attr_bytes);
-    for (uint32_t i = 0; i < m.nattrs; i++)
-        switch (attrs[i].id) {
-        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
-        case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
-        case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
-            res = CUDA_ERROR_NOT_SUPPORTED; /* they carry handles we would have to map */
-            goto out;
-        default:
-            break;
-        }
+    if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS)
+        goto out;
     uint8_t *params = p + sizeof(m) + attr_bytes;
     size_t psize = m.param_bytes;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &psize,
@@ -65,4 +73,48 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
         atomic_fetch_add_explicit(&c->stats.launches, 1, memory_order_relaxed);
 out:
     srv_defer(c, res, "kernel launch");
+}
+
+/* Cluster occupancy of a launch configuration, asked of the driver with the client's real
+ * stream (whose context, the shared one or the client's green partition, decides which
+ * SMs count). */
+void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_occupancy m;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    int32_t out = 0;
+    if (len < sizeof(m))
+        goto reply;
+    memcpy(&m, p, sizeof(m));
+    if (m.nattrs > 64 || len != sizeof(m) + (size_t)m.nattrs * sizeof(CUlaunchAttribute) ||
+        m.what > CHAN_OCC_POTENTIAL_CLUSTER_SIZE)
+        goto reply;
+    if (!c->cur) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+        goto reply;
+    }
+    struct srv_stream *s = NULL;
+    if (!srv_func_get(c, m.func) ||
+        (m.stream && !(s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread)))) {
+        res = CUDA_ERROR_INVALID_HANDLE;
+        goto reply;
+    }
+    CUlaunchAttribute attrs[64];
+    memcpy(attrs, p + sizeof(m), (size_t)m.nattrs * sizeof(CUlaunchAttribute));
+    if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS)
+        goto reply;
+    CUlaunchConfig cfg = {.gridDimX = m.grid[0], .gridDimY = m.grid[1], .gridDimZ = m.grid[2],
+                          .blockDimX = m.block[0], .blockDimY = m.block[1],
+                          .blockDimZ = m.block[2], .sharedMemBytes = m.smem,
+                          .hStream = s ? s->real : NULL, .attrs = m.nattrs ? attrs : NULL,
+                          .numAttrs = m.nattrs};
+    CUfunction f = (CUfunction)(uintptr_t)m.func;
+    int v = 0;
+    res = m.what == CHAN_OCC_ACTIVE_CLUSTERS ? DRV(cuOccupancyMaxActiveClusters)(&v, f, &cfg)
+                                             : DRV(cuOccupancyMaxPotentialClusterSize)(&v, f, &cfg);
+    out = v;
+reply:
+    if (res == CUDA_SUCCESS)
+        memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(out) : 0);
 }

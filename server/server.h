@@ -349,7 +349,7 @@ srv_handler srv_op_mem_alloc, srv_op_mem_free, srv_op_mem_info, srv_op_host_allo
 srv_handler srv_op_copy, srv_op_memset;
 srv_handler srv_op_blob, srv_op_module_load, srv_op_module_unload, srv_op_get_function,
     srv_op_get_global, srv_op_enum_functions, srv_op_handle_query, srv_op_func_set_attr;
-srv_handler srv_op_launch;
+srv_handler srv_op_launch, srv_op_occupancy;
 srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_query,
     srv_op_stream_sync, srv_op_event_create, srv_op_event_destroy, srv_op_event_sync;
 srv_handler srv_op_error_string;

@@ -238,6 +238,7 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_HANDLE_QUERY - CHAN_OP_BASE] = srv_op_handle_query,
     [CHAN_OP_FUNC_SET_ATTR - CHAN_OP_BASE] = srv_op_func_set_attr,
     [CHAN_OP_LAUNCH - CHAN_OP_BASE] = srv_op_launch,
+    [CHAN_OP_OCCUPANCY - CHAN_OP_BASE] = srv_op_occupancy,
     [CHAN_OP_STREAM_CREATE - CHAN_OP_BASE] = srv_op_stream_create,
     [CHAN_OP_STREAM_DESTROY - CHAN_OP_BASE] = srv_op_stream_destroy,
     [CHAN_OP_STREAM_QUERY - CHAN_OP_BASE] = srv_op_stream_query,

@@ -396,6 +396,53 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockS
                         blockSizeLimit));
 }
 
+// Blocks per cluster of a configuration: its CLUSTER_DIMENSION attribute, else the
+// function's required cluster; 0 when neither sets one.
+static int cluster_blocks(const struct cpudrv_func *f, const CUlaunchConfig *cfg)
+{
+    for (unsigned i = 0; i < cfg->numAttrs; i++)
+        if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            const CUlaunchAttributeValue *v = &cfg->attrs[i].value;
+            return (int)(v->clusterDim.x * v->clusterDim.y * v->clusterDim.z);
+        }
+    return f->cluster[0] * f->cluster[1] * f->cluster[2];
+}
+
+// Clusters of the configuration that can be resident at once (modelled: whole clusters of
+// the blocks resident on all SMs, at most 8 blocks per cluster, 16 when non-portable).
+static CUresult clusters(int *out, CUfunction func, const CUlaunchConfig *cfg, int potential)
+{
+    if (!out || !cfg || (cfg->numAttrs && !cfg->attrs)) return CUDA_ERROR_INVALID_VALUE;
+    struct cpudrv_func *f;
+    CUresult rc = lookup(func, 0, &f);
+    if (rc) return rc;
+    int most = f->nonportable_cluster ? 16 : 8;
+    int n = cluster_blocks(f, cfg);
+    cpudrv_unlock();
+    int threads = (int)(cfg->blockDimX * cfg->blockDimY * cfg->blockDimZ);
+    if (potential) {
+        *out = occupancy(threads, cfg->sharedMemBytes) ? most : 0;
+        return CUDA_SUCCESS;
+    }
+    if (n <= 0 || n > most) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    *out = occupancy(threads, cfg->sharedMemBytes) * CPUDRV_SM_COUNT / n;
+    return CUDA_SUCCESS;
+}
+
+// Most clusters of the configuration resident at once.
+CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
+                                      const CUlaunchConfig *config)
+{
+    return TR(clusters(numClusters, func, config, 0));
+}
+
+// Largest cluster the configuration could launch with.
+CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
+                                            const CUlaunchConfig *config)
+{
+    return TR(clusters(clusterSize, func, config, 1));
+}
+
 // Dynamic shared memory per block that still lets numBlocks blocks reside on an SM.
 CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func,
                                                  int numBlocks, int blockSize)

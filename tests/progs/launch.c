@@ -270,6 +270,46 @@ static void config_errors(CUfunction empty, CUfunction inc)
     t_ok("launches work after configuration errors");
 }
 
+static size_t smem_for(int block_size)
+{
+    return (size_t)block_size * 16; /* 16 bytes of dynamic shared memory per thread */
+}
+
+/* The occupancy calculator: the values depend on the GPU, so they are printed for the
+ * tier to compare with the native run on the same machine. */
+static void occupancy(CUfunction f)
+{
+    int grid = 0, block = 0;
+    CHECK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0));
+    REQUIRE(block >= 32 && grid >= 1, "potential block size %d, grid %d", block, grid);
+    printf("potential block size %d, min grid %d\n", block, grid);
+    CHECK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, smem_for, 0, 200));
+    REQUIRE(block >= 1 && block <= 200, "potential block size %d with a limit of 200", block);
+    printf("with 16 B/thread and a limit of 200: block size %d, min grid %d\n", block, grid);
+    CHECK(cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, f, NULL, 1024, 0,
+                                                    CU_OCCUPANCY_DEFAULT));
+    printf("with 1 KiB per block, flags: block size %d, min grid %d\n", block, grid);
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUlaunchConfig cfg = {.gridDimX = 64, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
+                          .blockDimY = 1, .blockDimZ = 1, .hStream = s, .attrs = &attr,
+                          .numAttrs = 1};
+    int n = 0;
+    CHECK(cuOccupancyMaxActiveClusters(&n, f, &cfg));
+    REQUIRE(n >= 1, "cuOccupancyMaxActiveClusters %d", n);
+    printf("active clusters of 2 x 128 threads: %d\n", n);
+    cfg.hStream = NULL;
+    CHECK(cuOccupancyMaxPotentialClusterSize(&n, f, &cfg));
+    REQUIRE(n >= 2, "cuOccupancyMaxPotentialClusterSize %d", n);
+    printf("potential cluster size: %d\n", n);
+    CHECK(cuStreamDestroy(s));
+    t_ok("occupancy calculator: block size, clusters");
+}
+
 static void attributes(CUfunction f)
 {
     int v = 0;
@@ -280,6 +320,7 @@ static void attributes(CUfunction f)
     CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 128, 0));
     REQUIRE(blocks >= 1, "cuOccupancyMaxActiveBlocksPerMultiprocessor %d", blocks);
     t_ok("cuOccupancyMaxActiveBlocksPerMultiprocessor >= 1");
+    occupancy(f);
 }
 
 static void many_launches(CUfunction empty, CUfunction inc)
