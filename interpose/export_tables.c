@@ -1,8 +1,8 @@
 /* cuGetExportTable: the hidden tables cudart asks the driver for, by UUID, before it makes
  * any public call that matters. The shim IS the driver in the client, so it serves them
  * itself: this file holds the dispatch and the small tables (CUDART_INTERFACE, TOOLS_TLS,
- * TOOLS_RUNTIME_CALLBACK_HOOKS, CONTEXT_CHECKS); context-local storage and the integrity
- * check have files of their own. What each slot must do comes from
+ * TOOLS_RUNTIME_CALLBACK_HOOKS, CONTEXT_CHECKS); context-local storage, the integrity
+ * check and the tools context table have files of their own. What each slot must do comes from
  * shared/data/export-tables.md (observations on the 580 driver, and what replacement
  * drivers such as ZLUDA learned); slots nobody has described answer
  * shim_export_unserved(). Without a server the generated entry point sends
@@ -12,15 +12,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-#define TABLE_BYTES(nwords) ((const void *)(uintptr_t)((nwords) * sizeof(void *)))
-
-/* Defines the function of a slot whose purpose is not known: it says so once if called. */
-#define UNSERVED(prefix, table, slot)                                                              \
-    static CUresult prefix##_slot##slot(void)                                                      \
-    {                                                                                              \
-        return shim_export_unserved(table, slot);                                                  \
-    }
 
 /* The (table, slot) pairs already reported; guarded by unserved_lock. */
 static pthread_mutex_t unserved_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -264,6 +255,7 @@ static const struct {
     {"263e88607cd2614392f6bbd5006dfa7e", context_checks},       /* CONTEXT_CHECKS */
     {"d4082055bde6704b8d34ba123c66e1f2", shim_export_integrity}, /* INTEGRITY_CHECK */
     {"f8cff95121468b4eb9e2fb469e7c0dd9", NULL},                 /* no agreed name */
+    {"21318c60971432488ca641ff7324c8f2", shim_export_tools_context}, /* TOOLS_CONTEXT */
 };
 
 /* Unknown UUIDs already logged; guarded by unknown_lock. */

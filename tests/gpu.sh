@@ -190,6 +190,25 @@ if [ -x "$B/bench/throttle" ]; then
     fi
 fi
 
+# ---------------------------------------------------------------- PyTorch
+# Elementwise kernels, a cuBLAS matmul and a training step, natively and through the
+# shim: the same printed values required. Skipped where PyTorch is not installed.
+if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+    run pytorch-native 300 python3 "$ROOT/tests/pytorch/smoke.py"
+    nrc=$?
+    run pytorch-shim 300 env LD_PRELOAD="$SHIM" python3 "$ROOT/tests/pytorch/smoke.py"
+    src=$?
+    grep -v '^mpsshim: ' "$WORK/pytorch-shim.out" >"$WORK/pytorch-shim.values"
+    if [ $nrc = 0 ] && [ $src = 0 ] && diff -q "$WORK/pytorch-native.out" "$WORK/pytorch-shim.values" >/dev/null; then
+        record pytorch PASS "same output as native (matmul, 20 training steps)"
+    else
+        diff -u "$WORK/pytorch-native.out" "$WORK/pytorch-shim.values" >>"$LOG"
+        record pytorch FAIL "native exit $nrc, shim exit $src: $(grep -m1 -i 'error' "$WORK/pytorch-shim.out")"
+    fi
+else
+    record pytorch SKIP "no PyTorch with CUDA here"
+fi
+
 # ---------------------------------------------------------------- device remapping
 # A server started with CUDA_VISIBLE_DEVICES=<last GPU> shows its clients one device,
 # ordinal 0, which is that GPU (MPS remaps the same way).

@@ -34,6 +34,7 @@ static CUresult (*ctx_create)(CUcontext *, unsigned, CUdevice);
 static CUresult (*ctx_destroy)(CUcontext);
 static CUresult (*ctx_set)(CUcontext);
 static CUresult (*ctx_get)(CUcontext *);
+static CUresult (*ctx_get_id)(CUcontext, unsigned long long *);
 static CUresult (*module_function)(CUfunction *, CUmodule, const char *);
 static CUresult (*module_unload)(CUmodule);
 
@@ -82,6 +83,7 @@ static const void *const *served(const char *hex, size_t first_word)
 #define CHECKS "263e88607cd2614392f6bbd5006dfa7e"
 #define INTEGRITY "d4082055bde6704b8d34ba123c66e1f2"
 #define REFUSED "f8cff95121468b4eb9e2fb469e7c0dd9"
+#define TOOLS_CONTEXT "21318c60971432488ca641ff7324c8f2"
 
 typedef void (*cls_dtor)(CUcontext, void *, void *);
 typedef CUresult (*cls_put_t)(CUcontext, void *, void *, cls_dtor);
@@ -273,6 +275,24 @@ static void test_small_tables(const void *const *hooks, const void *const *check
     CHECK(hash(13002, 1700000001, b) == CUDA_SUCCESS && (a[0] != b[0] || a[1] != b[1]));
 }
 
+/* TOOLS_CONTEXT: slot 4 is the context's id (cuBLAS needs it); the others refuse. */
+static void test_tools_context(const void *const *t)
+{
+    typedef CUresult (*id_t)(CUcontext, unsigned long long *);
+    typedef CUresult (*unknown_t)(void);
+    id_t id = (id_t)t[4];
+    CUcontext prim;
+    unsigned long long a = 0, b = 0, want = 0;
+    CHECK(primary_retain(&prim, 0) == CUDA_SUCCESS);
+    CHECK(ctx_set(prim) == CUDA_SUCCESS);
+    CHECK(ctx_get_id(prim, &want) == CUDA_SUCCESS);
+    CHECK(id(prim, &a) == CUDA_SUCCESS && a == want);
+    CHECK(id(NULL, &b) == CUDA_SUCCESS && b == want); /* NULL: the current context */
+    CHECK(id(prim, NULL) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(((unknown_t)t[3])() == CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(primary_release(0) == CUDA_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -293,6 +313,7 @@ int main(int argc, char **argv)
     ctx_destroy = (CUresult(*)(CUcontext))sym(h, "cuCtxDestroy_v2");
     ctx_set = (CUresult(*)(CUcontext))sym(h, "cuCtxSetCurrent");
     ctx_get = (CUresult(*)(CUcontext *))sym(h, "cuCtxGetCurrent");
+    ctx_get_id = (CUresult(*)(CUcontext, unsigned long long *))sym(h, "cuCtxGetId");
     module_function =
         (CUresult(*)(CUfunction *, CUmodule, const char *))sym(h, "cuModuleGetFunction");
     module_unload = (CUresult(*)(CUmodule))sym(h, "cuModuleUnload");
@@ -303,6 +324,7 @@ int main(int argc, char **argv)
     const void *const *hooks = served(HOOKS, 56);
     const void *const *checks = served(CHECKS, 120);
     const void *const *integrity = served(INTEGRITY, 24);
+    const void *const *tools_context = served(TOOLS_CONTEXT, 744);
     CUresult r;
     const void *const *cls = table(CLS, &r);
     CHECK(r == CUDA_SUCCESS && cls && cls[0] && cls[1] && cls[2]); /* no size word */
@@ -322,6 +344,8 @@ int main(int argc, char **argv)
         test_tls(tls);
         test_cls(cls);
         test_small_tables(hooks, checks, integrity);
+        if (tools_context)
+            test_tools_context(tools_context);
         printf("tables checked against a server\n");
     }
     if (failures) printf("%d checks failed\n", failures);
