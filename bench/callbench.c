@@ -246,13 +246,9 @@ int main(int argc, char **argv)
     printf("# callbench: device 0 %s, driver API %d, pid %d%s\n", name, drv, (int)getpid(),
            b.quick ? ", quick" : "");
 
-    char path[PATH_MAX + 32];
-    bench_image_path("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", path, sizeof path);
-    char *ptx = bench_read_file(path);
     CUmodule mod;
-    CK(cuModuleLoadData(&mod, ptx));
-    free(ptx);
-    CK(cuModuleGetFunction(&b.empty, mod, "empty_kernel"));
+    b.empty = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
+                                  "empty_kernel", &mod);
     CK(cuStreamCreate(&b.stream, CU_STREAM_NON_BLOCKING));
     /* First launch outside any timing: lazy module loading happens here. */
     launch_empty(&b);

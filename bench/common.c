@@ -115,3 +115,16 @@ void bench_barrier(const char *file, unsigned target)
         nanosleep(&ts, NULL);
     }
 }
+
+CUfunction bench_load_function(const char *env, const char *rel, const char *file,
+                               const char *kernel, CUmodule *mod)
+{
+    char path[PATH_MAX + 32];
+    bench_image_path(env, rel, file, path, sizeof path);
+    char *image = bench_read_file(path);
+    CUfunction f;
+    CK(cuModuleLoadData(mod, image));
+    free(image);
+    CK(cuModuleGetFunction(&f, *mod, kernel));
+    return f;
+}

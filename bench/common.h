@@ -22,6 +22,10 @@ uint64_t bench_now_ns(void);
 void bench_image_path(const char *env, const char *rel, const char *file, char *out, size_t cap);
 /* A whole file in a malloc'd buffer with a NUL after it (PTX must end in one). */
 char *bench_read_file(const char *path);
+/* Loads the image bench_image_path(env, rel, file) names into *mod and returns its
+ * function `kernel`. */
+CUfunction bench_load_function(const char *env, const char *rel, const char *file,
+                               const char *kernel, CUmodule *mod);
 /* Start barrier of processes given the same new `file`: adds this process's arrival to a
  * counter in the file's shared mapping and waits until it reaches `target` (P processes
  * meeting a second time wait for 2P). Fails the program after 60 s. */

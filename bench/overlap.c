@@ -16,7 +16,6 @@
 #include "bench/common.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,17 +73,10 @@ int main(int argc, char **argv)
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
 
-    char path[PATH_MAX + 32];
-    if (spin)
-        bench_image_path("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", path, sizeof path);
-    else
-        bench_image_path("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", path, sizeof path);
-    char *ptx = bench_read_file(path);
     CUmodule mod;
-    CUfunction f;
-    CK(cuModuleLoadData(&mod, ptx));
-    free(ptx);
-    CK(cuModuleGetFunction(&f, mod, kernel));
+    CUfunction f = spin ? bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", kernel, &mod)
+                        : bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
+                                              kernel, &mod);
     CUstream stream;
     CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CUdeviceptr flag;

@@ -22,7 +22,6 @@
 #include "bench/common.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,18 +140,10 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     /* The cubin: no JIT, so every mode runs the same machine code. */
-    char path[PATH_MAX + 32];
-    if (burn)
-        bench_image_path("MPSSHIM_TEST_KERNELS", "../tests/", "throttle.sm_90.cubin", path,
-                         sizeof path);
-    else
-        bench_image_path("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", path, sizeof path);
-    char *image = bench_read_file(path);
     CUmodule mod;
-    CUfunction f;
-    CK(cuModuleLoadData(&mod, image));
-    free(image);
-    CK(cuModuleGetFunction(&f, mod, kernel));
+    CUfunction f = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/",
+                                       burn ? "throttle.sm_90.cubin" : "kernels.ptx", kernel,
+                                       &mod);
     CUstream stream;
     CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CUevent ev0, ev1;
