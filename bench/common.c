@@ -128,3 +128,14 @@ CUfunction bench_load_function(const char *env, const char *rel, const char *fil
     CK(cuModuleGetFunction(&f, *mod, kernel));
     return f;
 }
+
+unsigned long long bench_num_arg(int argc, char **argv, int i, unsigned long long lo,
+                                 unsigned long long hi, void (*usage)(void))
+{
+    if (i + 1 >= argc) usage();
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(argv[i + 1], &end, 10);
+    if (errno || end == argv[i + 1] || *end || v < lo || v > hi) usage();
+    return v;
+}

@@ -26,6 +26,10 @@ char *bench_read_file(const char *path);
  * function `kernel`. */
 CUfunction bench_load_function(const char *env, const char *rel, const char *file,
                                const char *kernel, CUmodule *mod);
+/* The number after option argv[i], in lo..hi; calls usage() (which must not return) when it
+ * is missing or malformed. */
+unsigned long long bench_num_arg(int argc, char **argv, int i, unsigned long long lo,
+                                 unsigned long long hi, void (*usage)(void));
 /* Start barrier of processes given the same new `file`: adds this process's arrival to a
  * counter in the file's shared mapping and waits until it reaches `target` (P processes
  * meeting a second time wait for 2P). Fails the program after 60 s. */

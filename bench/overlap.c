@@ -31,15 +31,8 @@ static void usage(void)
 }
 
 /* The numeric value of option argv[i + 1], at least 1 (and at most max). */
-static unsigned long long num_arg(int argc, char **argv, int i, unsigned long long max)
-{
-    if (i + 1 >= argc) usage();
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(argv[i + 1], &end, 10);
-    if (errno || *end || v < 1 || v > max) usage();
-    return v;
-}
+/* An option's number, 1..max. */
+#define num_arg(argc, argv, i, max) bench_num_arg(argc, argv, i, 1, max, usage)
 
 int main(int argc, char **argv)
 {

@@ -41,16 +41,7 @@ static void usage(void)
 }
 
 /* The numeric value of option argv[i + 1], from lo to max. */
-static unsigned long long num_arg(int argc, char **argv, int i, unsigned long long lo,
-                                  unsigned long long max)
-{
-    if (i + 1 >= argc) usage();
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(argv[i + 1], &end, 10);
-    if (errno || *end || v < lo || v > max) usage();
-    return v;
-}
+#define num_arg(argc, argv, i, lo, hi) bench_num_arg(argc, argv, i, lo, hi, usage)
 
 static const char *err_name(CUresult r)
 {
