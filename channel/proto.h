@@ -405,6 +405,16 @@ struct chan_launch {
     uint32_t param_bytes; /* packed parameters follow the attributes */
 };
 
+/* Launch attributes travel as plain values, except these, which name events or graph nodes
+ * of the caller's: mapping them is not done, so both ends refuse them (the client first,
+ * naming the call; the server again, as it checks everything a client sends). */
+static inline int chan_launch_attr_unmapped(CUlaunchAttributeID id)
+{
+    return id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
+           id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT ||
+           id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE;
+}
+
 /* Cluster occupancy of a launch configuration (cuOccupancyMaxActiveClusters,
  * cuOccupancyMaxPotentialClusterSize); CUlaunchAttribute entries follow. */
 enum chan_occupancy_what {

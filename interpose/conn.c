@@ -2,6 +2,7 @@
  * shared segment, and notice when the server goes away or the process forks. */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
+#include "channel/spawn.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -234,20 +235,6 @@ static void server_path(char *out, size_t len)
     }
 }
 
-static int make_dirs(const char *path)
-{
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* The environment for the server: ours, without the shim in LD_PRELOAD (the server must
  * never be its own client), plus the fd it reports readiness on. Built before fork: only
  * async-signal-safe calls may follow it in a multi-threaded process. */
@@ -316,17 +303,9 @@ static int start_server(char *why, size_t whylen)
         snprintf(why, whylen, "cannot start a server: %s", strerror(errno));
         return -1;
     }
-    waitpid(pid, NULL, 0);
-    char msg[512] = "";
-    size_t got = 0;
-    ssize_t n;
-    while (got < sizeof(msg) - 1 && (n = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0)
-        got += (size_t)n;
-    close(p[0]);
-    msg[got] = '\0';
-    if (strncmp(msg, "ready", 5) == 0)
+    char msg[512];
+    if (chan_wait_ready(pid, p[0], msg, sizeof(msg)) == 0)
         return 0;
-    msg[strcspn(msg, "\n")] = '\0';
     snprintf(why, whylen, "could not start %.200s: %.200s", path,
              *msg ? msg : "it exited without a word");
     return -1;
@@ -341,7 +320,7 @@ static CUresult connect_or_start(char *why, size_t whylen)
     if (r == CUDA_SUCCESS || conn_no_fallback || (auto_env && strcmp(auto_env, "0") == 0))
         return r;
     char lock[PATH_MAX];
-    if (make_dirs(pipe_dir()) != 0 ||
+    if (chan_make_dirs(pipe_dir()) != 0 ||
         (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", pipe_dir()) >= sizeof(lock))
         return r;
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);

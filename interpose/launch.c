@@ -134,18 +134,12 @@ CUresult SHIM_IMPL(cuLaunchCooperativeKernel_ptsz)(CUfunction f, unsigned int gr
                   CHAN_RF_PTDS);
 }
 
-/* Attributes are plain values except these, which name host or foreign objects. */
+/* Attributes that carry handles are refused (see chan_launch_attr_unmapped). */
 static CUresult check_attrs(const CUlaunchAttribute *a, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
-        switch (a[i].id) {
-        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
-        case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
-        case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+        if (chan_launch_attr_unmapped(a[i].id))
             return shim_refuse("cuLaunchKernelEx with event or graph-node attributes");
-        default:
-            break;
-        }
     return CUDA_SUCCESS;
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "channel/proto.h"
+#include "channel/spawn.h"
 
 static const char *pipe_dir(void)
 {
@@ -89,17 +90,10 @@ static int daemonize(void)
         _exit(127);
     }
     close(p[1]);
-    waitpid(pid, NULL, 0);
-    char msg[600] = "";
-    size_t got = 0;
-    ssize_t n;
-    while (got < sizeof(msg) - 1 && (n = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0)
-        got += (size_t)n;
-    close(p[0]);
-    msg[got] = '\0';
-    if (strncmp(msg, "ready", 5) == 0)
+    char msg[600];
+    if (chan_wait_ready(pid, p[0], msg, sizeof(msg)) == 0)
         return 0;
-    fprintf(stderr, "mpsshim server did not start: %s", *msg ? msg : "it exited without a word\n");
+    fprintf(stderr, "mpsshim server did not start: %s\n", *msg ? msg : "it exited without a word");
     return 1;
 }
 

@@ -4,19 +4,12 @@
 
 #include <string.h>
 
-/* Launch attributes are plain values except these, which carry handles we would have to
- * map: CUDA_ERROR_NOT_SUPPORTED (the client refuses them first and logs it). */
+/* CUDA_ERROR_NOT_SUPPORTED if an attribute carries a handle (see proto.h). */
 static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
-        switch (a[i].id) {
-        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
-        case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
-        case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+        if (chan_launch_attr_unmapped(a[i].id))
             return CUDA_ERROR_NOT_SUPPORTED;
-        default:
-            break;
-        }
     return CUDA_SUCCESS;
 }
 

@@ -3,6 +3,7 @@
  * $PIPE_DIR/control.sock until told to quit. Normally started by `mpsshim-control -d`. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "channel/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -103,21 +104,6 @@ static int listen_on(const char *name)
         return -1;
     }
     return s;
-}
-
-/* mkdir -p, private to the user. */
-static int make_dirs(const char *path)
-{
-    char buf[512];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* Tells whoever started us (mpsshim-control -d, through MPSSHIM_READY_FD) that we are
@@ -233,12 +219,12 @@ int main(int argc, char **argv)
      * slower. 16 keeps 16 busy clients overlapped; users with more set their own. */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "16", 0);
 
-    if (make_dirs(srv.pipe_dir) != 0) {
+    if (chan_make_dirs(srv.pipe_dir) != 0) {
         fprintf(stderr, "mpsshim-server: cannot create %s: %s\n", srv.pipe_dir, strerror(errno));
         tell_starter("cannot create the pipe directory %s: %s\n", srv.pipe_dir, strerror(errno));
         return 1;
     }
-    make_dirs(srv.log_dir);
+    chan_make_dirs(srv.log_dir);
     srv_log_open(srv.log_dir, "server.log", "Server", isatty(2));
     /* One server per pipe directory: the lock is held for the server's whole life. */
     char lock[600];

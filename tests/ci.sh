@@ -39,6 +39,31 @@ run_test() {
     esac
 }
 
+# program_line PREFIX CMD MODE: from a programs.txt line, NAME (PREFIX + the command with
+# its arguments) and ARGV; fails for blank and comment lines.
+program_line() {
+    local cmd mode
+    cmd=$(echo "$2" | xargs)
+    mode=$(echo "$3" | xargs)
+    [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && return 1
+    NAME=$1$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
+    MODE=$mode
+    read -r -a ARGV <<<"$cmd"
+}
+
+# same_output NAME EXPECTED ACTUAL WHY: records NAME as PASS when the two logs are identical,
+# else FAIL with WHY and the start of the diff.
+same_output() {
+    if ! [ -f "$2" ]; then
+        record "$1" FAIL "no $2 to compare with"
+    elif diff -u "$2" "$3" >"$WORK/$1.diff"; then
+        record "$1" PASS
+    else
+        record "$1" FAIL "$4"
+        head -n 20 "$WORK/$1.diff"
+    fi
+}
+
 # start_server: the server of the tests below; non-zero if it did not start.
 start_server() {
     "$CTL" -d || return 1
@@ -107,22 +132,14 @@ else
     # Every program of programs.txt through the shim; `both` ones also straight on the CPU
     # driver, and the two outputs must be identical.
     while IFS='|' read -r cmd mode; do
-        cmd=$(echo "$cmd" | xargs)
-        mode=$(echo "$mode" | xargs)
-        [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
-        name=prog-$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
-        read -r -a argv <<<"$cmd"
-        prog=$B/tests/${argv[0]}
-        run_test "$name" 300 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
-        if [ "$mode" = both ] && [ "${RESULTS[-1]}" = PASS ]; then
-            timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$prog" "${argv[@]:1}" \
-                >"$WORK/$name.direct.log" 2>&1
-            if diff -u "$WORK/$name.direct.log" "$WORK/$name.log" >"$WORK/$name.diff"; then
-                record "$name-same-output" PASS
-            else
-                record "$name-same-output" FAIL "shim and direct runs differ"
-                head -n 20 "$WORK/$name.diff"
-            fi
+        program_line prog- "$cmd" "$mode" || continue
+        prog=$B/tests/${ARGV[0]}
+        run_test "$NAME" 300 env LD_PRELOAD="$SHIM" "$prog" "${ARGV[@]:1}"
+        if [ "$MODE" = both ] && [ "${RESULTS[-1]}" = PASS ]; then
+            timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$prog" "${ARGV[@]:1}" \
+                >"$WORK/$NAME.direct.log" 2>&1
+            same_output "$NAME-same-output" "$WORK/$NAME.direct.log" "$WORK/$NAME.log" \
+                "shim and direct runs differ"
         fi
     done <"$ROOT/tests/progs/programs.txt"
 
@@ -135,24 +152,14 @@ else
     # twin printed. (The CPU test driver cannot serve cudart directly, so the comparison with
     # a direct run is the GPU tier's.)
     while IFS='|' read -r cmd mode; do
-        cmd=$(echo "$cmd" | xargs)
-        mode=$(echo "$mode" | xargs)
-        [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
-        name=cudart-$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
-        read -r -a argv <<<"$cmd"
-        prog=$B/tests/cudart/${argv[0]}
-        run_test "$name" 300 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
+        program_line cudart- "$cmd" "$mode" || continue
+        run_test "$NAME" 300 env LD_PRELOAD="$SHIM" "$B/tests/cudart/${ARGV[0]}" "${ARGV[@]:1}"
         [ "${RESULTS[-1]}" = PASS ] || continue
-        if [ "${argv[0]%.shared}" != "${argv[0]}" ]; then
-            twin=cudart-$(echo "${argv[0]%.shared} ${argv[*]:1}" | xargs | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
-            if ! [ -f "$WORK/$twin.log" ]; then
-                record "$name-same-as-static" FAIL "no run of the static build ($twin) before it"
-            elif diff -u "$WORK/$twin.log" "$WORK/$name.log" >"$WORK/$name.twin.diff"; then
-                record "$name-same-as-static" PASS
-            else
-                record "$name-same-as-static" FAIL "static and shared cudart builds differ"
-                head -n 20 "$WORK/$name.twin.diff"
-            fi
+        if [ "${ARGV[0]%.shared}" != "${ARGV[0]}" ]; then
+            shared=$NAME
+            program_line cudart- "${ARGV[0]%.shared} ${ARGV[*]:1}" "" # the static twin
+            same_output "$shared-same-as-static" "$WORK/$NAME.log" "$WORK/$shared.log" \
+                "static and shared cudart builds differ"
         fi
     done <"$ROOT/tests/cudart/programs.txt"
 

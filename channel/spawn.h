@@ -1,0 +1,19 @@
+/* Starting a server, the parts every starter shares: the shim (a server on demand),
+ * `mpsshim-control -d`, and the server itself (its pipe and log directories). The server
+ * says "ready" (or why it failed) on the pipe whose write end it finds in
+ * MPSSHIM_READY_FD; the starter waits for that line. */
+#ifndef MPSSHIM_SPAWN_H
+#define MPSSHIM_SPAWN_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* mkdir -p, private to the user: 0, or -1 with errno. */
+int chan_make_dirs(const char *path);
+
+/* Reaps the starter's intermediate child `pid` (it forks the server and exits), then reads
+ * what the server wrote on `fd` until it is closed, and closes it. 0 when the server said
+ * "ready"; otherwise -1 with its first line in msg ("" if it said nothing). */
+int chan_wait_ready(pid_t pid, int fd, char *msg, size_t len);
+
+#endif
