@@ -20,6 +20,7 @@ enum shim_class {
     SHIM_SYNC,        /* forwarded from its descriptor; the caller waits for the answer */
     SHIM_ASYNC,       /* forwarded from its descriptor; the caller does not wait */
     SHIM_MANUAL,      /* hand-written marshalling (interpose/ and server/) */
+    SHIM_TWIN,        /* another name for the call `target` (version alias, _ptds/_ptsz) */
     SHIM_UNSUPPORTED, /* CUDA_ERROR_NOT_SUPPORTED, logged once */
     SHIM_ABSENT,      /* not exported at all (debugger data symbols) */
 };
@@ -82,6 +83,7 @@ struct shim_call {
     uint8_t flags;    /* SHIM_CF_* */
     int8_t destroys;  /* index of the handle parameter a success destroys, or -1 */
     int8_t stream;    /* index of the CUstream parameter an async call enqueues on, or -1 */
+    uint16_t target;  /* SHIM_TWIN: the call id it stands for */
     const struct shim_param *params;
 };
 
@@ -155,6 +157,13 @@ const char *shim_error_name(CUresult r);
                         .destroys = DESTROYS,                                                      \
                         .stream = STREAM,                                                          \
                         .params = PARAMS}
+#define SHIM_CALL_TWIN(NAME, TARGET, FLAGS)                                                        \
+    [SHIM_ID_##NAME] = {.name = #NAME,                                                             \
+                        .cls = SHIM_TWIN,                                                          \
+                        .flags = FLAGS,                                                            \
+                        .destroys = -1,                                                            \
+                        .stream = -1,                                                              \
+                        .target = SHIM_ID_##TARGET}
 #define SHIM_CALL_NOPARAMS(NAME, CLS, FLAGS)                                                       \
     [SHIM_ID_##NAME] = {                                                                           \
         .name = #NAME, .cls = CLS, .flags = FLAGS, .destroys = -1, .stream = -1, .params = NULL}

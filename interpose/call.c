@@ -26,6 +26,21 @@ struct thread_slot {
     uint16_t thread_no; /* 0 until first needed */
 };
 static __thread struct thread_slot self = {.lane = -1};
+/* Set while the thread runs a _ptds/_ptsz entry point: every request it sends then says
+ * that the NULL stream is its per-thread default stream (CHAN_RF_PTDS). */
+static __thread unsigned ptds;
+
+unsigned shim_ptds_begin(void)
+{
+    unsigned saved = ptds;
+    ptds = CHAN_RF_PTDS;
+    return saved;
+}
+
+void shim_ptds_end(unsigned saved)
+{
+    ptds = saved;
+}
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
@@ -131,7 +146,7 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
         return shim_dead_error();
     }
     q->rec->op = (uint16_t)op;
-    q->rec->flags = (uint16_t)(flags | (reply ? CHAN_RF_REPLY : 0));
+    q->rec->flags = (uint16_t)(flags | ptds | (reply ? CHAN_RF_REPLY : 0));
     q->rec->lane = reply ? (uint16_t)q->lane : 0;
     q->rec->thread = tno;
     q->rec->ctx = shim_current_ctx_id();

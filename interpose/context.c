@@ -217,11 +217,6 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev)
     return r;
 }
 
-CUresult SHIM_IMPL(cuDevicePrimaryCtxRelease)(CUdevice dev)
-{
-    return cuDevicePrimaryCtxRelease_v2(dev);
-}
-
 CUresult SHIM_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
@@ -238,11 +233,6 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev)
     c->flags = 0;
     pthread_mutex_unlock(&ctx_lock);
     return r;
-}
-
-CUresult SHIM_IMPL(cuDevicePrimaryCtxReset)(CUdevice dev)
-{
-    return cuDevicePrimaryCtxReset_v2(dev);
 }
 
 CUresult SHIM_IMPL(cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active)
@@ -277,11 +267,6 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxSetFlags_v2)(CUdevice dev, unsigned int fla
     return CUDA_SUCCESS;
 }
 
-CUresult SHIM_IMPL(cuDevicePrimaryCtxSetFlags)(CUdevice dev, unsigned int flags)
-{
-    return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
-}
-
 /* ---------------------------------------------------------------- created contexts */
 
 static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
@@ -314,11 +299,6 @@ static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 }
 
 CUresult SHIM_IMPL(cuCtxCreate_v2)(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    return create(pctx, flags, dev);
-}
-
-CUresult SHIM_IMPL(cuCtxCreate)(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     return create(pctx, flags, dev);
 }
@@ -367,11 +347,6 @@ CUresult SHIM_IMPL(cuCtxDestroy_v2)(CUcontext ctx)
     c->magic = 0;
     c->id = 0;
     return r;
-}
-
-CUresult SHIM_IMPL(cuCtxDestroy)(CUcontext ctx)
-{
-    return cuCtxDestroy_v2(ctx);
 }
 
 /* ---------------------------------------------------------------- current context */
@@ -425,11 +400,6 @@ CUresult SHIM_IMPL(cuCtxPushCurrent_v2)(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-CUresult SHIM_IMPL(cuCtxPushCurrent)(CUcontext ctx)
-{
-    return cuCtxPushCurrent_v2(ctx);
-}
-
 CUresult SHIM_IMPL(cuCtxPopCurrent_v2)(CUcontext *pctx)
 {
     CUresult r = shim_ready();
@@ -441,11 +411,6 @@ CUresult SHIM_IMPL(cuCtxPopCurrent_v2)(CUcontext *pctx)
     if (pctx)
         *pctx = (CUcontext)c;
     return CUDA_SUCCESS;
-}
-
-CUresult SHIM_IMPL(cuCtxPopCurrent)(CUcontext *pctx)
-{
-    return cuCtxPopCurrent_v2(pctx);
 }
 
 /* Resolves `ctx` (NULL = current) under the lock and copies out the fields asked for. */

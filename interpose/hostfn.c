@@ -46,7 +46,7 @@ static void *callback_thread(void *arg)
     }
 }
 
-static CUresult enqueue(CUstream stream, const struct pending *p, unsigned rflags)
+static CUresult enqueue(CUstream stream, const struct pending *p)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -82,7 +82,7 @@ static CUresult enqueue(CUstream stream, const struct pending *p, unsigned rflag
     /* Sent under the lock: host functions reach the server in seq order. */
     struct chan_host_func m = {.stream = (uint64_t)(uintptr_t)stream, .seq = seq};
     struct shim_req q;
-    r = shim_req_begin(&q, CHAN_OP_HOST_FUNC, sizeof(m), 0, rflags);
+    r = shim_req_begin(&q, CHAN_OP_HOST_FUNC, sizeof(m), 0, 0);
     if (r == CUDA_SUCCESS) {
         memcpy(q.payload, &m, sizeof(m));
         shim_req_send(&q);
@@ -96,15 +96,7 @@ CUresult SHIM_IMPL(cuLaunchHostFunc)(CUstream hStream, CUhostFn fn, void *userDa
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
     struct pending p = {.kind = 1, .fn = fn, .user = userData, .stream = hStream};
-    return enqueue(hStream, &p, 0);
-}
-
-CUresult SHIM_IMPL(cuLaunchHostFunc_ptsz)(CUstream hStream, CUhostFn fn, void *userData)
-{
-    if (!fn)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct pending p = {.kind = 1, .fn = fn, .user = userData, .stream = hStream};
-    return enqueue(hStream, &p, CHAN_RF_PTDS);
+    return enqueue(hStream, &p);
 }
 
 CUresult SHIM_IMPL(cuStreamAddCallback)(CUstream hStream, CUstreamCallback callback,
@@ -113,14 +105,5 @@ CUresult SHIM_IMPL(cuStreamAddCallback)(CUstream hStream, CUstreamCallback callb
     if (!callback || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     struct pending p = {.kind = 2, .cb = callback, .user = userData, .stream = hStream};
-    return enqueue(hStream, &p, 0);
-}
-
-CUresult SHIM_IMPL(cuStreamAddCallback_ptsz)(CUstream hStream, CUstreamCallback callback,
-                                             void *userData, unsigned int flags)
-{
-    if (!callback || flags != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct pending p = {.kind = 2, .cb = callback, .user = userData, .stream = hStream};
-    return enqueue(hStream, &p, CHAN_RF_PTDS);
+    return enqueue(hStream, &p);
 }

@@ -35,8 +35,7 @@ static CUresult parse_extra(void **extra, const void **buf, size_t *size)
 
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
                        unsigned smem, CUstream stream, void **kernelParams, void **extra,
-                       const CUlaunchAttribute *attrs, unsigned nattrs, int cooperative,
-                       unsigned flags)
+                       const CUlaunchAttribute *attrs, unsigned nattrs, int cooperative)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -67,7 +66,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     size_t attr_bytes = (size_t)nattrs * sizeof(CUlaunchAttribute);
     struct shim_req q;
     r = shim_req_begin(&q, CHAN_OP_LAUNCH,
-                       (uint32_t)(sizeof(struct chan_launch) + attr_bytes + bytes), 0, flags);
+                       (uint32_t)(sizeof(struct chan_launch) + attr_bytes + bytes), 0, 0);
     if (r != CUDA_SUCCESS)
         return r;
     struct chan_launch *m = (struct chan_launch *)q.payload;
@@ -98,18 +97,7 @@ CUresult SHIM_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gridDimX, unsigned
                                 void **kernelParams, void **extra)
 {
     unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
-    return launch(f, g, b, sharedMemBytes, hStream, kernelParams, extra, NULL, 0, 0, 0);
-}
-
-CUresult SHIM_IMPL(cuLaunchKernel_ptsz)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                     unsigned int gridDimZ, unsigned int blockDimX,
-                                     unsigned int blockDimY, unsigned int blockDimZ,
-                                     unsigned int sharedMemBytes, CUstream hStream,
-                                     void **kernelParams, void **extra)
-{
-    unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
-    return launch(f, g, b, sharedMemBytes, hStream, kernelParams, extra, NULL, 0, 0,
-                  CHAN_RF_PTDS);
+    return launch(f, g, b, sharedMemBytes, hStream, kernelParams, extra, NULL, 0, 0);
 }
 
 CUresult SHIM_IMPL(cuLaunchCooperativeKernel)(CUfunction f, unsigned int gridDimX,
@@ -119,19 +107,7 @@ CUresult SHIM_IMPL(cuLaunchCooperativeKernel)(CUfunction f, unsigned int gridDim
                                            CUstream hStream, void **kernelParams)
 {
     unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
-    return launch(f, g, b, sharedMemBytes, hStream, kernelParams, NULL, NULL, 0, 1, 0);
-}
-
-CUresult SHIM_IMPL(cuLaunchCooperativeKernel_ptsz)(CUfunction f, unsigned int gridDimX,
-                                                unsigned int gridDimY, unsigned int gridDimZ,
-                                                unsigned int blockDimX, unsigned int blockDimY,
-                                                unsigned int blockDimZ,
-                                                unsigned int sharedMemBytes, CUstream hStream,
-                                                void **kernelParams)
-{
-    unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
-    return launch(f, g, b, sharedMemBytes, hStream, kernelParams, NULL, NULL, 0, 1,
-                  CHAN_RF_PTDS);
+    return launch(f, g, b, sharedMemBytes, hStream, kernelParams, NULL, NULL, 0, 1);
 }
 
 /* Attributes that carry handles are refused (see chan_launch_attr_unmapped). */
@@ -144,7 +120,7 @@ static CUresult check_attrs(const CUlaunchAttribute *a, unsigned n)
 }
 
 static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                          void **extra, unsigned flags)
+                          void **extra)
 {
     if (!config || (config->numAttrs && !config->attrs))
         return CUDA_ERROR_INVALID_VALUE;
@@ -154,19 +130,13 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **ker
     unsigned g[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
     unsigned b[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
     return launch(f, g, b, config->sharedMemBytes, config->hStream, kernelParams, extra,
-                  config->attrs, config->numAttrs, 0, flags);
+                  config->attrs, config->numAttrs, 0);
 }
 
 CUresult SHIM_IMPL(cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction f,
                                   void **kernelParams, void **extra)
 {
-    return launch_ex(config, f, kernelParams, extra, 0);
-}
-
-CUresult SHIM_IMPL(cuLaunchKernelEx_ptsz)(const CUlaunchConfig *config, CUfunction f,
-                                       void **kernelParams, void **extra)
-{
-    return launch_ex(config, f, kernelParams, extra, CHAN_RF_PTDS);
+    return launch_ex(config, f, kernelParams, extra);
 }
 
 /* ---------------------------------------------------------------- occupancy */

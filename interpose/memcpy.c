@@ -152,8 +152,7 @@ static uint32_t staging_seq;
 
 /* ---------------------------------------------------------------- the three paths */
 
-static CUresult run(struct chan_copy *c, const struct side *src, const struct side *dst,
-                    unsigned rflags)
+static CUresult run(struct chan_copy *c, const struct side *src, const struct side *dst)
 {
     uint64_t total = c->width * c->height * c->depth;
     int src_staged = c->src.kind == CHAN_MEM_STAGED, dst_staged = c->dst.kind == CHAN_MEM_STAGED;
@@ -170,7 +169,7 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
         if (!async && (host || (c->flags & CHAN_CF_PEER)))
             c->flags |= CHAN_CF_COMPLETE;
         int reply = !async;
-        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, rflags)) != CUDA_SUCCESS)
+        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, 0)) != CUDA_SUCCESS)
             return r;
         memcpy(q.payload, c, sizeof(*c));
         shim_req_send(&q);
@@ -183,7 +182,7 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
             /* Pageable source: once the bytes are in the request, the caller's buffer is
              * free, which is all the driver promises for pageable HtoD, sync or not. */
             if ((r = shim_req_begin(&q, CHAN_OP_COPY, (uint32_t)(sizeof(*c) + total), 0,
-                                    rflags)) != CUDA_SUCCESS)
+                                    0)) != CUDA_SUCCESS)
                 return r;
             memcpy(q.payload, c, sizeof(*c));
             struct pack p = {.host = src, .c = c, .buf = q.payload + sizeof(*c), .to_wire = 1};
@@ -193,7 +192,7 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
         }
         /* Pageable destination: the data comes back in the reply, after completion. */
         c->flags |= CHAN_CF_COMPLETE;
-        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), 1, rflags)) != CUDA_SUCCESS)
+        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), 1, 0)) != CUDA_SUCCESS)
             return r;
         memcpy(q.payload, c, sizeof(*c));
         shim_req_send(&q);
@@ -215,7 +214,7 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
     c->first_chunk = staging_seq;
     c->flags |= src_staged ? 0 : CHAN_CF_COMPLETE;
     int reply = dst_staged;
-    r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, rflags);
+    r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, 0);
     if (r != CUDA_SUCCESS) {
         pthread_mutex_unlock(&staging_lock);
         return r;
@@ -241,10 +240,10 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
  * (another process's device pointer, say) must be refused, not dereferenced, so the bytes
  * move with process_vm_readv on ourselves, which reports EFAULT instead of faulting. */
 static CUresult host_to_host(const struct chan_copy *c, const struct side *src,
-                             const struct side *dst, CUstream stream, unsigned rflags)
+                             const struct side *dst, CUstream stream)
 {
-    CUresult r = rflags & CHAN_RF_PTDS ? cuStreamSynchronize_ptsz(stream)
-                                       : cuStreamSynchronize(stream);
+    /* Under a _ptds entry point the NULL stream is the thread's (shim_ptds_begin). */
+    CUresult r = cuStreamSynchronize(stream);
     if (r != CUDA_SUCCESS)
         return r;
     for (uint64_t z = 0; z < c->depth; z++)
@@ -273,7 +272,7 @@ static void unify(struct side *s)
 
 /* Entry shared by every variant. */
 static CUresult copy(struct side src, struct side dst, uint64_t w, uint64_t h, uint64_t d,
-                     CUstream stream, unsigned cflags, unsigned rflags)
+                     CUstream stream, unsigned cflags)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -292,8 +291,8 @@ static CUresult copy(struct side src, struct side dst, uint64_t w, uint64_t h, u
         (r = classify(&dst, w, h, d, &c.dst)) != CUDA_SUCCESS)
         return r;
     if (src.memtype == CU_MEMORYTYPE_HOST && dst.memtype == CU_MEMORYTYPE_HOST)
-        return host_to_host(&c, &src, &dst, stream, rflags);
-    return run(&c, &src, &dst, rflags);
+        return host_to_host(&c, &src, &dst, stream);
+    return run(&c, &src, &dst);
 }
 
 static struct side host_side(const void *p)
@@ -315,138 +314,72 @@ static struct side array_side(CUarray a, size_t offset)
 
 #define SYNC 0u
 #define ASYNC CHAN_CF_ASYNC
-#define PT CHAN_RF_PTDS
 
 /* ---------------------------------------------------------------- 1D */
 
 CUresult SHIM_IMPL(cuMemcpyHtoD_v2)(CUdeviceptr dst, const void *src, size_t n)
 {
-    return copy(host_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyHtoD_v2_ptds)(CUdeviceptr dst, const void *src, size_t n)
-{
-    return copy(host_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
+    return copy(host_side(src), dev_side(dst), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyDtoH_v2)(void *dst, CUdeviceptr src, size_t n)
 {
-    return copy(dev_side(src), host_side(dst), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoH_v2_ptds)(void *dst, CUdeviceptr src, size_t n)
-{
-    return copy(dev_side(src), host_side(dst), n, 1, 1, NULL, SYNC, PT);
+    return copy(dev_side(src), host_side(dst), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyDtoD_v2)(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-    return copy(dev_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoD_v2_ptds)(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    return copy(dev_side(src), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
+    return copy(dev_side(src), dev_side(dst), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-    return copy(host_side(src), dev_side(dst), n, 1, 1, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyHtoDAsync_v2_ptsz)(CUdeviceptr dst, const void *src, size_t n,
-                                           CUstream s)
-{
-    return copy(host_side(src), dev_side(dst), n, 1, 1, s, ASYNC, PT);
+    return copy(host_side(src), dev_side(dst), n, 1, 1, s, ASYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyDtoHAsync_v2)(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    return copy(dev_side(src), host_side(dst), n, 1, 1, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoHAsync_v2_ptsz)(void *dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    return copy(dev_side(src), host_side(dst), n, 1, 1, s, ASYNC, PT);
+    return copy(dev_side(src), host_side(dst), n, 1, 1, s, ASYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    return copy(dev_side(src), dev_side(dst), n, 1, 1, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoDAsync_v2_ptsz)(CUdeviceptr dst, CUdeviceptr src, size_t n,
-                                           CUstream s)
-{
-    return copy(dev_side(src), dev_side(dst), n, 1, 1, s, ASYNC, PT);
+    return copy(dev_side(src), dev_side(dst), n, 1, 1, s, ASYNC);
 }
 CUresult SHIM_IMPL(cuMemcpy)(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-    return copy(unified_side(src), unified_side(dst), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpy_ptds)(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    return copy(unified_side(src), unified_side(dst), n, 1, 1, NULL, SYNC, PT);
+    return copy(unified_side(src), unified_side(dst), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    return copy(unified_side(src), unified_side(dst), n, 1, 1, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyAsync_ptsz)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    return copy(unified_side(src), unified_side(dst), n, 1, 1, s, ASYNC, PT);
+    return copy(unified_side(src), unified_side(dst), n, 1, 1, s, ASYNC);
 }
 
 /* ---------------------------------------------------------------- arrays, 1D */
 
 CUresult SHIM_IMPL(cuMemcpyHtoA_v2)(CUarray dst, size_t off, const void *src, size_t n)
 {
-    return copy(host_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyHtoA_v2_ptds)(CUarray dst, size_t off, const void *src, size_t n)
-{
-    return copy(host_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, PT);
+    return copy(host_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyAtoH_v2)(void *dst, CUarray src, size_t off, size_t n)
 {
-    return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyAtoH_v2_ptds)(void *dst, CUarray src, size_t off, size_t n)
-{
-    return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC, PT);
+    return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyHtoAAsync_v2)(CUarray dst, size_t off, const void *src, size_t n,
                                       CUstream s)
 {
-    return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyHtoAAsync_v2_ptsz)(CUarray dst, size_t off, const void *src, size_t n,
-                                           CUstream s)
-{
-    return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC, PT);
+    return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyAtoHAsync_v2)(void *dst, CUarray src, size_t off, size_t n, CUstream s)
 {
-    return copy(array_side(src, off), host_side(dst), n, 1, 1, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyAtoHAsync_v2_ptsz)(void *dst, CUarray src, size_t off, size_t n,
-                                           CUstream s)
-{
-    return copy(array_side(src, off), host_side(dst), n, 1, 1, s, ASYNC, PT);
+    return copy(array_side(src, off), host_side(dst), n, 1, 1, s, ASYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyAtoD_v2)(CUdeviceptr dst, CUarray src, size_t off, size_t n)
 {
-    return copy(array_side(src, off), dev_side(dst), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyAtoD_v2_ptds)(CUdeviceptr dst, CUarray src, size_t off, size_t n)
-{
-    return copy(array_side(src, off), dev_side(dst), n, 1, 1, NULL, SYNC, PT);
+    return copy(array_side(src, off), dev_side(dst), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyDtoA_v2)(CUarray dst, size_t off, CUdeviceptr src, size_t n)
 {
-    return copy(dev_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoA_v2_ptds)(CUarray dst, size_t off, CUdeviceptr src, size_t n)
-{
-    return copy(dev_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC, PT);
+    return copy(dev_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyAtoA_v2)(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n)
 {
-    return copy(array_side(src, soff), array_side(dst, doff), n, 1, 1, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyAtoA_v2_ptds)(CUarray dst, size_t doff, CUarray src, size_t soff,
-                                      size_t n)
-{
-    return copy(array_side(src, soff), array_side(dst, doff), n, 1, 1, NULL, SYNC, PT);
+    return copy(array_side(src, soff), array_side(dst, doff), n, 1, 1, NULL, SYNC);
 }
 
 /* ---------------------------------------------------------------- 2D and 3D */
@@ -458,7 +391,7 @@ static struct side side3(int mt, const void *host, CUdeviceptr dev, CUarray arr,
                          .x = x, .y = y, .z = z, .pitch = pitch, .height = height};
 }
 
-static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags, unsigned rflags)
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags)
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
@@ -466,35 +399,23 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags, unsi
                             p->srcXInBytes, p->srcY, 0, p->srcPitch, p->Height);
     struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
                             p->dstXInBytes, p->dstY, 0, p->dstPitch, p->Height);
-    return copy(src, dst, p->WidthInBytes, p->Height, 1, s, cflags, rflags);
+    return copy(src, dst, p->WidthInBytes, p->Height, 1, s, cflags);
 }
 
 CUresult SHIM_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D *p)
 {
-    return copy2d(p, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpy2D_v2_ptds)(const CUDA_MEMCPY2D *p)
-{
-    return copy2d(p, NULL, SYNC, PT);
+    return copy2d(p, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D *p)
 {
-    return copy2d(p, NULL, CHAN_CF_UNALIGNED, 0);
-}
-CUresult SHIM_IMPL(cuMemcpy2DUnaligned_v2_ptds)(const CUDA_MEMCPY2D *p)
-{
-    return copy2d(p, NULL, CHAN_CF_UNALIGNED, PT);
+    return copy2d(p, NULL, CHAN_CF_UNALIGNED);
 }
 CUresult SHIM_IMPL(cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D *p, CUstream s)
 {
-    return copy2d(p, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpy2DAsync_v2_ptsz)(const CUDA_MEMCPY2D *p, CUstream s)
-{
-    return copy2d(p, s, ASYNC, PT);
+    return copy2d(p, s, ASYNC);
 }
 
-static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, unsigned cflags, unsigned rflags)
+static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, unsigned cflags)
 {
     if (!p || p->srcLOD || p->dstLOD)
         return CUDA_ERROR_INVALID_VALUE;
@@ -502,24 +423,16 @@ static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, unsigned cflags, unsi
                             p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
     struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
                             p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
-    return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags, rflags);
+    return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags);
 }
 
 CUresult SHIM_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D *p)
 {
-    return copy3d(p, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpy3D_v2_ptds)(const CUDA_MEMCPY3D *p)
-{
-    return copy3d(p, NULL, SYNC, PT);
+    return copy3d(p, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpy3DAsync_v2)(const CUDA_MEMCPY3D *p, CUstream s)
 {
-    return copy3d(p, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpy3DAsync_v2_ptsz)(const CUDA_MEMCPY3D *p, CUstream s)
-{
-    return copy3d(p, s, ASYNC, PT);
+    return copy3d(p, s, ASYNC);
 }
 
 /* ---------------------------------------------------------------- peer */
@@ -535,7 +448,7 @@ static CUresult peer_side(struct side *s, CUcontext ctx)
 }
 
 static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
-                     CUstream s, unsigned cflags, unsigned rflags)
+                     CUstream s, unsigned cflags)
 {
     struct side a = dev_side(src), b = dev_side(dst);
     CUresult r = shim_ready();
@@ -545,32 +458,21 @@ static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext
         return CUDA_ERROR_INVALID_CONTEXT;
     if ((r = peer_side(&a, sctx)) != CUDA_SUCCESS || (r = peer_side(&b, dctx)) != CUDA_SUCCESS)
         return r;
-    return copy(a, b, n, 1, 1, s, cflags | CHAN_CF_PEER, rflags);
+    return copy(a, b, n, 1, 1, s, cflags | CHAN_CF_PEER);
 }
 
 CUresult SHIM_IMPL(cuMemcpyPeer)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
                               size_t n)
 {
-    return peer(dst, dctx, src, sctx, n, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyPeer_ptds)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
-                                   CUcontext sctx, size_t n)
-{
-    return peer(dst, dctx, src, sctx, n, NULL, SYNC, PT);
+    return peer(dst, dctx, src, sctx, n, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyPeerAsync)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
                                    CUcontext sctx, size_t n, CUstream s)
 {
-    return peer(dst, dctx, src, sctx, n, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpyPeerAsync_ptsz)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
-                                        CUcontext sctx, size_t n, CUstream s)
-{
-    return peer(dst, dctx, src, sctx, n, s, ASYNC, PT);
+    return peer(dst, dctx, src, sctx, n, s, ASYNC);
 }
 
-static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, unsigned cflags,
-                            unsigned rflags)
+static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, unsigned cflags)
 {
     if (!p || p->srcLOD || p->dstLOD)
         return CUDA_ERROR_INVALID_VALUE;
@@ -584,23 +486,14 @@ static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, unsigned cf
     if ((p->srcContext && (r = peer_side(&src, p->srcContext)) != CUDA_SUCCESS) ||
         (p->dstContext && (r = peer_side(&dst, p->dstContext)) != CUDA_SUCCESS))
         return r;
-    return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags | CHAN_CF_PEER,
-                rflags);
+    return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags | CHAN_CF_PEER);
 }
 
 CUresult SHIM_IMPL(cuMemcpy3DPeer)(const CUDA_MEMCPY3D_PEER *p)
 {
-    return copy3d_peer(p, NULL, SYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpy3DPeer_ptds)(const CUDA_MEMCPY3D_PEER *p)
-{
-    return copy3d_peer(p, NULL, SYNC, PT);
+    return copy3d_peer(p, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpy3DPeerAsync)(const CUDA_MEMCPY3D_PEER *p, CUstream s)
 {
-    return copy3d_peer(p, s, ASYNC, 0);
-}
-CUresult SHIM_IMPL(cuMemcpy3DPeerAsync_ptsz)(const CUDA_MEMCPY3D_PEER *p, CUstream s)
-{
-    return copy3d_peer(p, s, ASYNC, PT);
+    return copy3d_peer(p, s, ASYNC);
 }

@@ -7,8 +7,7 @@
 #include <string.h>
 
 static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
-                           size_t width, size_t height, CUstream stream, int async,
-                           unsigned rflags)
+                           size_t width, size_t height, CUstream stream, int async)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -30,117 +29,61 @@ static CUresult memset_any(CUdeviceptr dst, size_t pitch, unsigned value, unsign
                             .value = value, .elem = elem, .async = (uint32_t)async,
                             .complete = !async && rg.kind == SHIM_RANGE_PINNED};
     struct shim_req q;
-    if ((r = shim_req_begin(&q, CHAN_OP_MEMSET, sizeof(m), m.complete, rflags)) != CUDA_SUCCESS)
+    if ((r = shim_req_begin(&q, CHAN_OP_MEMSET, sizeof(m), m.complete, 0)) != CUDA_SUCCESS)
         return r;
     memcpy(q.payload, &m, sizeof(m));
     shim_req_send(&q);
     return m.complete ? shim_req_wait(&q, NULL, NULL) : CUDA_SUCCESS;
 }
 
-#define PT CHAN_RF_PTDS
-
 CUresult SHIM_IMPL(cuMemsetD8_v2)(CUdeviceptr d, unsigned char v, size_t n)
 {
-    return memset_any(d, 0, v, 1, n, 1, NULL, 0, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD8_v2_ptds)(CUdeviceptr d, unsigned char v, size_t n)
-{
-    return memset_any(d, 0, v, 1, n, 1, NULL, 0, PT);
+    return memset_any(d, 0, v, 1, n, 1, NULL, 0);
 }
 CUresult SHIM_IMPL(cuMemsetD16_v2)(CUdeviceptr d, unsigned short v, size_t n)
 {
-    return memset_any(d, 0, v, 2, n, 1, NULL, 0, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD16_v2_ptds)(CUdeviceptr d, unsigned short v, size_t n)
-{
-    return memset_any(d, 0, v, 2, n, 1, NULL, 0, PT);
+    return memset_any(d, 0, v, 2, n, 1, NULL, 0);
 }
 CUresult SHIM_IMPL(cuMemsetD32_v2)(CUdeviceptr d, unsigned int v, size_t n)
 {
-    return memset_any(d, 0, v, 4, n, 1, NULL, 0, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD32_v2_ptds)(CUdeviceptr d, unsigned int v, size_t n)
-{
-    return memset_any(d, 0, v, 4, n, 1, NULL, 0, PT);
+    return memset_any(d, 0, v, 4, n, 1, NULL, 0);
 }
 CUresult SHIM_IMPL(cuMemsetD8Async)(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
 {
-    return memset_any(d, 0, v, 1, n, 1, s, 1, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD8Async_ptsz)(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
-{
-    return memset_any(d, 0, v, 1, n, 1, s, 1, PT);
+    return memset_any(d, 0, v, 1, n, 1, s, 1);
 }
 CUresult SHIM_IMPL(cuMemsetD16Async)(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
 {
-    return memset_any(d, 0, v, 2, n, 1, s, 1, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD16Async_ptsz)(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
-{
-    return memset_any(d, 0, v, 2, n, 1, s, 1, PT);
+    return memset_any(d, 0, v, 2, n, 1, s, 1);
 }
 CUresult SHIM_IMPL(cuMemsetD32Async)(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
 {
-    return memset_any(d, 0, v, 4, n, 1, s, 1, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD32Async_ptsz)(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
-{
-    return memset_any(d, 0, v, 4, n, 1, s, 1, PT);
+    return memset_any(d, 0, v, 4, n, 1, s, 1);
 }
 CUresult SHIM_IMPL(cuMemsetD2D8_v2)(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)
 {
-    return memset_any(d, p, v, 1, w, h, NULL, 0, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD2D8_v2_ptds)(CUdeviceptr d, size_t p, unsigned char v, size_t w,
-                                      size_t h)
-{
-    return memset_any(d, p, v, 1, w, h, NULL, 0, PT);
+    return memset_any(d, p, v, 1, w, h, NULL, 0);
 }
 CUresult SHIM_IMPL(cuMemsetD2D16_v2)(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)
 {
-    return memset_any(d, p, v, 2, w, h, NULL, 0, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD2D16_v2_ptds)(CUdeviceptr d, size_t p, unsigned short v, size_t w,
-                                       size_t h)
-{
-    return memset_any(d, p, v, 2, w, h, NULL, 0, PT);
+    return memset_any(d, p, v, 2, w, h, NULL, 0);
 }
 CUresult SHIM_IMPL(cuMemsetD2D32_v2)(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h)
 {
-    return memset_any(d, p, v, 4, w, h, NULL, 0, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD2D32_v2_ptds)(CUdeviceptr d, size_t p, unsigned int v, size_t w,
-                                       size_t h)
-{
-    return memset_any(d, p, v, 4, w, h, NULL, 0, PT);
+    return memset_any(d, p, v, 4, w, h, NULL, 0);
 }
 CUresult SHIM_IMPL(cuMemsetD2D8Async)(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h,
                                    CUstream s)
 {
-    return memset_any(d, p, v, 1, w, h, s, 1, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD2D8Async_ptsz)(CUdeviceptr d, size_t p, unsigned char v, size_t w,
-                                        size_t h, CUstream s)
-{
-    return memset_any(d, p, v, 1, w, h, s, 1, PT);
+    return memset_any(d, p, v, 1, w, h, s, 1);
 }
 CUresult SHIM_IMPL(cuMemsetD2D16Async)(CUdeviceptr d, size_t p, unsigned short v, size_t w,
                                     size_t h, CUstream s)
 {
-    return memset_any(d, p, v, 2, w, h, s, 1, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD2D16Async_ptsz)(CUdeviceptr d, size_t p, unsigned short v, size_t w,
-                                         size_t h, CUstream s)
-{
-    return memset_any(d, p, v, 2, w, h, s, 1, PT);
+    return memset_any(d, p, v, 2, w, h, s, 1);
 }
 CUresult SHIM_IMPL(cuMemsetD2D32Async)(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h,
                                     CUstream s)
 {
-    return memset_any(d, p, v, 4, w, h, s, 1, 0);
-}
-CUresult SHIM_IMPL(cuMemsetD2D32Async_ptsz)(CUdeviceptr d, size_t p, unsigned int v, size_t w,
-                                         size_t h, CUstream s)
-{
-    return memset_any(d, p, v, 4, w, h, s, 1, PT);
+    return memset_any(d, p, v, 4, w, h, s, 1);
 }

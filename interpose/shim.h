@@ -113,6 +113,11 @@ CUresult shim_call_lane(unsigned op, const void *payload, uint32_t len, const ui
 /* One request without a reply (async operations). */
 CUresult shim_post(unsigned op, const void *payload, uint32_t len);
 
+/* Around a _ptds/_ptsz twin's call of its target (generated stubs call these): requests
+ * sent in between name the per-thread default stream by NULL. */
+unsigned shim_ptds_begin(void);
+void shim_ptds_end(unsigned saved);
+
 /* Generic sync/async call from its descriptor (generated stubs call this). */
 CUresult shim_forward(int id, const void *const *argv);
 

@@ -148,12 +148,7 @@ CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
     return shim_call(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
 }
 
-CUresult SHIM_IMPL(cuStreamDestroy)(CUstream hStream)
-{
-    return cuStreamDestroy_v2(hStream);
-}
-
-static CUresult stream_op(unsigned op, CUstream s, unsigned flags)
+static CUresult stream_op(unsigned op, CUstream s)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -162,7 +157,7 @@ static CUresult stream_op(unsigned op, CUstream s, unsigned flags)
         return r;
     uint64_t h = (uint64_t)(uintptr_t)s;
     struct shim_req q;
-    if ((r = shim_req_begin(&q, op, sizeof(h), 1, flags)) != CUDA_SUCCESS)
+    if ((r = shim_req_begin(&q, op, sizeof(h), 1, 0)) != CUDA_SUCCESS)
         return r;
     *(uint64_t *)q.payload = h;
     shim_req_send(&q);
@@ -171,22 +166,12 @@ static CUresult stream_op(unsigned op, CUstream s, unsigned flags)
 
 CUresult SHIM_IMPL(cuStreamQuery)(CUstream hStream)
 {
-    return stream_op(CHAN_OP_STREAM_QUERY, hStream, 0);
-}
-
-CUresult SHIM_IMPL(cuStreamQuery_ptsz)(CUstream hStream)
-{
-    return stream_op(CHAN_OP_STREAM_QUERY, hStream, CHAN_RF_PTDS);
+    return stream_op(CHAN_OP_STREAM_QUERY, hStream);
 }
 
 CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
 {
-    return stream_op(CHAN_OP_STREAM_SYNC, hStream, 0);
-}
-
-CUresult SHIM_IMPL(cuStreamSynchronize_ptsz)(CUstream hStream)
-{
-    return stream_op(CHAN_OP_STREAM_SYNC, hStream, CHAN_RF_PTDS);
+    return stream_op(CHAN_OP_STREAM_SYNC, hStream);
 }
 
 /* What the client knows of stream h, for the getters answered here: CUDA_SUCCESS with *k
@@ -215,11 +200,6 @@ CUresult SHIM_IMPL(cuStreamGetFlags)(CUstream hStream, unsigned int *flags)
     return r;
 }
 
-CUresult SHIM_IMPL(cuStreamGetFlags_ptsz)(CUstream hStream, unsigned int *flags)
-{
-    return cuStreamGetFlags(hStream, flags);
-}
-
 /* The priority as the client asked for it, clamped to the device's range as the driver
  * does: the server makes the real stream a few steps apart (client priorities and SM
  * shares, server/policy.c), which the client must not see. */
@@ -233,11 +213,6 @@ CUresult SHIM_IMPL(cuStreamGetPriority)(CUstream hStream, int *priority)
     if (r == CUDA_SUCCESS)
         *priority = k.priority < greatest ? greatest : k.priority > least ? least : k.priority;
     return r;
-}
-
-CUresult SHIM_IMPL(cuStreamGetPriority_ptsz)(CUstream hStream, int *priority)
-{
-    return cuStreamGetPriority(hStream, priority);
 }
 
 CUresult SHIM_IMPL(cuStreamGetCtx)(CUstream hStream, CUcontext *pctx)
@@ -254,21 +229,11 @@ CUresult SHIM_IMPL(cuStreamGetCtx)(CUstream hStream, CUcontext *pctx)
     return *pctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-CUresult SHIM_IMPL(cuStreamGetCtx_ptsz)(CUstream hStream, CUcontext *pctx)
-{
-    return cuStreamGetCtx(hStream, pctx);
-}
-
 CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
     if (pGreenCtx)
         *pGreenCtx = NULL; /* clients never see green contexts */
     return cuStreamGetCtx(hStream, pCtx);
-}
-
-CUresult SHIM_IMPL(cuStreamGetCtx_v2_ptsz)(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
-{
-    return cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx);
 }
 
 /* Stream capture is not supported (graphs are not), so every thread's mode is simply kept. */
@@ -315,11 +280,6 @@ CUresult SHIM_IMPL(cuEventDestroy_v2)(CUevent hEvent)
     if (!hEvent || forget(&events, h) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
     return shim_call(CHAN_OP_EVENT_DESTROY, &h, sizeof(h), NULL, 0, NULL);
-}
-
-CUresult SHIM_IMPL(cuEventDestroy)(CUevent hEvent)
-{
-    return cuEventDestroy_v2(hEvent);
 }
 
 CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)

@@ -41,6 +41,33 @@
         return shim_impl_##NAME ARGS;                                                              \
     }
 
+/* A twin (an older version of a call, or its per-thread default stream variant) runs its
+ * target's implementation; with PTDS set, the NULL stream of every request the target makes
+ * means the calling thread's per-thread default stream. */
+#define SHIM_TWIN(NAME, TARGET, PTDS, PARAMS, ARGS)                                                \
+    CUresult CUDAAPI NAME PARAMS                                                                   \
+    {                                                                                              \
+        SHIM_PASS(NAME, ARGS)                                                                      \
+        if (!(PTDS))                                                                               \
+            return shim_impl_##TARGET ARGS;                                                        \
+        unsigned shim_saved_ = shim_ptds_begin();                                                  \
+        CUresult shim_r_ = shim_impl_##TARGET ARGS;                                                \
+        shim_ptds_end(shim_saved_);                                                                \
+        return shim_r_;                                                                            \
+    }
+#define SHIM_TWIN_GENERIC(NAME, TARGET, PTDS, PARAMS, ADDRS, ARGS)                                 \
+    CUresult CUDAAPI NAME PARAMS                                                                   \
+    {                                                                                              \
+        SHIM_PASS(NAME, ARGS)                                                                      \
+        const void *const argv[] = {SHIM_UNPAREN ADDRS};                                           \
+        if (!(PTDS))                                                                               \
+            return shim_forward(SHIM_ID_##TARGET, argv);                                           \
+        unsigned shim_saved_ = shim_ptds_begin();                                                  \
+        CUresult shim_r_ = shim_forward(SHIM_ID_##TARGET, argv);                                   \
+        shim_ptds_end(shim_saved_);                                                                \
+        return shim_r_;                                                                            \
+    }
+
 #define SHIM_UNSUPPORTED(NAME, PARAMS, ARGS)                                                       \
     CUresult CUDAAPI NAME PARAMS                                                                   \
     {                                                                                              \
