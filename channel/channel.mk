@@ -1,7 +1,7 @@
 # Code linked into both ends: the segment and its ring/lanes/slots, waits, the generic
 # call format, the staging plan, and the generated descriptors.
 CHANNEL_SRC := channel/chan.c channel/wait.c channel/marshal.c channel/copyplan.c \
-               channel/errname.c channel/image.c channel/spawn.c
+               channel/errname.c channel/image.c channel/spawn.c channel/ranges.c
 CHANNEL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CHANNEL_SRC)) $(B)/obj/gen/shim_desc.o
 
 # mpsshim's own code sees cuda.h as the driver does: every versioned and per-thread entry
@@ -12,6 +12,6 @@ $(B)/obj/%.o: %.c $(GEN_OUT) $(wildcard channel/*.h interpose/*.h server/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(MPSSHIM_CFLAGS) -c -o $@ $<
 
-$(B)/obj/gen/%.o: $(B)/gen/%.c $(GEN_OUT) $(wildcard channel/*.h interpose/*.h)
+$(B)/obj/gen/%.o: $(B)/gen/%.c $(GEN_OUT) $(wildcard channel/*.h interpose/*.h server/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(MPSSHIM_CFLAGS) -c -o $@ $<

@@ -49,3 +49,22 @@ uint64_t chan_copy_nchunks(uint64_t width, uint64_t height, uint64_t depth, uint
     }
     return depth * height * ((width + cap - 1) / cap);
 }
+
+int chan_copy_extent(uint64_t base, uint64_t x, uint64_t y, uint64_t z, uint64_t pitch,
+                     uint64_t slice_rows, uint64_t width, uint64_t height, uint64_t depth,
+                     uint64_t *first, uint64_t *span)
+{
+    uint64_t slice, off, t, s;
+    if (width == 0 || height == 0 || depth == 0)
+        return -1;
+    if (__builtin_mul_overflow(pitch, slice_rows, &slice) ||
+        __builtin_mul_overflow(z, slice, &off) || __builtin_mul_overflow(y, pitch, &t) ||
+        __builtin_add_overflow(off, t, &off) || __builtin_add_overflow(off, x, &off) ||
+        __builtin_add_overflow(base, off, first))
+        return -1;
+    if (__builtin_mul_overflow(depth - 1, slice, &s) ||
+        __builtin_mul_overflow(height - 1, pitch, &t) || __builtin_add_overflow(s, t, &s) ||
+        __builtin_add_overflow(s, width, span))
+        return -1;
+    return 0;
+}

@@ -23,6 +23,14 @@ struct chan_chunk {
 int chan_copy_plan(uint64_t width, uint64_t height, uint64_t depth, uint64_t cap,
                    int (*fn)(const struct chan_chunk *ch, void *arg), void *arg);
 
+/* The memory one side of a width x height x depth copy (width in bytes) touches, for
+ * range checks: the first byte, at offset (x, y, z) from `base` in rows of `pitch` bytes and
+ * slices of `slice_rows` rows, and the span from there to one past the last byte. -1 when
+ * any of it overflows 64 bits (nothing that large lies in anyone's range). */
+int chan_copy_extent(uint64_t base, uint64_t x, uint64_t y, uint64_t z, uint64_t pitch,
+                     uint64_t slice_rows, uint64_t width, uint64_t height, uint64_t depth,
+                     uint64_t *first, uint64_t *span);
+
 /* Number of chunks chan_copy_plan() would produce. */
 uint64_t chan_copy_nchunks(uint64_t width, uint64_t height, uint64_t depth, uint64_t cap);
 

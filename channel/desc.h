@@ -28,13 +28,15 @@ enum shim_class {
 /* How a parameter travels. */
 enum shim_pkind {
     SHIM_PK_VAL = 1, /* scalar (or small struct) by value, copied as is */
-    SHIM_PK_HANDLE,  /* opaque handle: checked against the caller's tables by the server */
-    SHIM_PK_DPTR,    /* device address: must lie in one of the caller's allocations */
+    SHIM_PK_HANDLE,  /* opaque handle: checked against the caller's objects by the server */
+    SHIM_PK_DPTR,    /* device address: its span must lie in one of the caller's ranges */
     SHIM_PK_RAW,     /* handle or address passed unchecked (annotated `raw:`) */
     SHIM_PK_IN,      /* pointer to `count` elements the callee reads */
     SHIM_PK_OUT,     /* pointer to `count` elements the callee writes */
     SHIM_PK_INOUT,   /* both */
     SHIM_PK_STR,     /* NUL-terminated input string */
+    SHIM_PK_RANGE,   /* pointer to one device address: the base of a range the call makes */
+    SHIM_PK_OUTSTR,  /* const char **: a string the callee returns (travels as text) */
 };
 
 /* Where the element count of a pointer parameter comes from. */
@@ -43,6 +45,7 @@ enum shim_ckind {
     SHIM_CK_ARG,     /* the value of scalar parameter `count_arg` */
     SHIM_CK_DEREF,   /* the value `*param[count_arg]` has on entry (an inout count) */
     SHIM_CK_FIXED,   /* the constant `count_fixed` */
+    SHIM_CK_FN,      /* bytes from size function `count_fixed` (channel/sizes.c) */
 };
 
 /* Value class of a by-value parameter, for libffi. */
@@ -61,38 +64,104 @@ enum shim_vclass {
     SHIM_VC_STRUCT, /* passed as bytes; the generator only allows it where the ABI agrees */
 };
 
+/* A size from a call's arguments: k * term(a) * term(b), where term(i) is the value of
+ * parameter i, or with deref the value its pointer points to (an output, read after the
+ * call); a term of -1 is 1. With `fn`, bytes from size function fn - 1 instead. */
+struct shim_size {
+    int8_t a, b;
+    uint8_t deref_a, deref_b;
+    uint8_t fn;
+    uint32_t k;
+};
+
+/* The memory a device address names, and the ranges a call makes: one row of `width`
+ * bytes (dims 1), or `height` rows of `width` bytes `pitch` apart (dims 2); the address
+ * (and the pitch) must be multiples of `align`. */
+struct shim_span {
+    struct shim_size pitch, width, height;
+    uint8_t dims;
+    uint32_t align;
+};
+
+/* A member of a struct passed by pointer that is not plain bytes. */
+enum shim_mkind {
+    SHIM_MK_HANDLE = 1, /* checked against the caller's objects, mapped like a parameter */
+    SHIM_MK_NULL,       /* a host pointer or handle that must be NULL (else refused) */
+    SHIM_MK_OPAQUE,     /* passed as it is: a value the server never uses as an address */
+};
+
+struct shim_member {
+    const char *name; /* its path in the struct, for messages */
+    uint32_t offset;
+    uint16_t size;
+    uint8_t kind;   /* enum shim_mkind */
+    uint16_t htype; /* SHIM_MK_HANDLE: its type */
+};
+
+struct shim_struct {
+    const char *name;
+    uint32_t size; /* sizeof the struct: the element size of arrays of it */
+    uint32_t nmembers;
+    const struct shim_member *members;
+};
+
 struct shim_param {
     uint8_t kind;       /* enum shim_pkind */
     uint8_t vclass;     /* enum shim_vclass, for VAL/HANDLE/DPTR/RAW */
     uint8_t ckind;      /* enum shim_ckind, for pointers */
     int8_t count_arg;   /* parameter index for SHIM_CK_ARG / SHIM_CK_DEREF */
     uint16_t size;      /* size of the value itself (pointers: 8) */
-    uint16_t htype;     /* SHIM_HT_* of a handle, or of a pointer's handle elements; 0 none */
+    uint16_t htype;     /* SHIM_HT_* of a handle, of a pointer's handle elements, of a range */
     uint32_t elem;      /* element size for pointers (1 for void) */
-    uint32_t count_fixed;
-    uint8_t creates;    /* OUT handle: 1 = a new object the caller owns, 0 = a borrowed one */
+    uint32_t count_fixed; /* SHIM_CK_FIXED: the count; SHIM_CK_FN: the size function */
+    uint8_t creates;    /* OUT handle or RANGE: 1 = a new object the caller owns */
+    uint8_t after;      /* RANGE: its size is only known from outputs, after the call */
+    const struct shim_span *span;  /* DPTR: the memory it names; RANGE: its size (width) */
+    const struct shim_struct *st;  /* IN/OUT/INOUT of structs with members to check */
 };
 
 /* Per-call flags. */
-#define SHIM_CF_PTDS 0x1u /* a _ptds/_ptsz entry: the NULL stream means per-thread */
+#define SHIM_CF_PTDS 0x1u    /* a _ptds/_ptsz entry: the NULL stream means per-thread */
+#define SHIM_CF_CONTEXT 0x2u /* makes objects bound to a context: one must be current */
 
 struct shim_call {
     const char *name;
     uint8_t cls;      /* enum shim_class */
     uint8_t nparams;
     uint8_t flags;    /* SHIM_CF_* */
-    int8_t destroys;  /* index of the handle parameter a success destroys, or -1 */
-    int8_t stream;    /* index of the CUstream parameter an async call enqueues on, or -1 */
-    uint16_t target;  /* SHIM_TWIN: the call id it stands for */
+    int8_t destroys;  /* index of the handle or range base a success destroys, or -1 */
+    int8_t stream;    /* index of the CUstream parameter the call is enqueued on, or -1 */
+    int8_t parent;    /* index of the parameter what the call creates belongs to, or -1 */
+    int8_t host_sync; /* index of the address that makes the call complete when host memory */
+    uint16_t target;  /* SHIM_TWIN: the call it stands for; else the call the server runs
+                         instead with the caller's default stream appended (via:), or 0 */
+    uint32_t needed;  /* bit i: the server needs output i even when the caller passes NULL */
     const struct shim_param *params;
+};
+
+/* Flags of an object type. */
+#define SHIM_TF_RANGE 0x1u           /* a kind of memory range, named by its base address */
+#define SHIM_TF_COUNTS 0x2u          /* its bytes count against the device memory limit */
+#define SHIM_TF_CONTEXT_FREE 0x4u    /* released when the client leaves, not with a context */
+#define SHIM_TF_CLIENT 0x8u          /* the client knows them too (refuses bad ones at once) */
+#define SHIM_TF_OUTLIVES_PARENT 0x10u /* survives the explicit destruction of its parent */
+#define SHIM_TF_RELEASE 0x20u        /* released by hand-written code (srv_release_*) */
+
+/* An object type, from its %handle or %range line. */
+struct shim_type {
+    const char *name;
+    int16_t destroyer; /* call that destroys an owned object when its client leaves, or -1 */
+    uint8_t flags;     /* SHIM_TF_* */
+    uint8_t nparents;
+    uint16_t parents[4]; /* types an object of this type may belong to */
 };
 
 /* Descriptor table, indexed by SHIM_ID_*. */
 extern const struct shim_call shim_calls[SHIM_NCALLS];
-/* Handle type names, indexed by SHIM_HT_*. */
-extern const char *const shim_htype_names[SHIM_NHTYPES];
-/* Call that destroys an owned handle of each type (from `destroys:`), or -1. */
-extern const int shim_htype_destroyer[SHIM_NHTYPES];
+/* Object types, indexed by SHIM_HT_*. */
+extern const struct shim_type shim_types[SHIM_NHTYPES];
+/* Size functions of [@name] counts, indexed by SHIM_SZ_* (channel/sizes.c). */
+extern uint64_t (*const shim_size_fns[])(const uint64_t *val);
 /* CUresult names from cuda.h, for logs and cuGetErrorName. */
 struct shim_errname {
     int code;
@@ -130,32 +199,61 @@ const char *shim_error_name(CUresult r);
                    default: SHIM_VC_U32))
 
 #define SHIM_P_VAL(T) {.kind = SHIM_PK_VAL, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T)}
-#define SHIM_P_DPTR(T) {.kind = SHIM_PK_DPTR, .vclass = SHIM_VC_U64, .size = sizeof(T)}
+#define SHIM_P_DPTR(T, SPAN)                                                                       \
+    {.kind = SHIM_PK_DPTR, .vclass = SHIM_VC_U64, .size = sizeof(T), .span = SPAN}
 #define SHIM_P_RAW(T) {.kind = SHIM_PK_RAW, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T)}
 #define SHIM_P_HANDLE(T, HT)                                                                       \
-    {.kind = SHIM_PK_HANDLE, .vclass = SHIM_VC_PTR, .size = sizeof(T), .htype = HT}
+    {.kind = SHIM_PK_HANDLE, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T), .htype = HT}
 #define SHIM_P_STR() {.kind = SHIM_PK_STR, .vclass = SHIM_VC_PTR, .size = sizeof(void *)}
-/* Pointer parameters: element type, handle type of the elements (0 none), count, creates. */
-#define SHIM_P_PTR(KIND, T, HT, COUNT, CREATES)                                                    \
+#define SHIM_P_OUTSTR()                                                                            \
+    {.kind = SHIM_PK_OUTSTR, .vclass = SHIM_VC_PTR, .size = sizeof(void *),                       \
+     .elem = sizeof(const char *), .ckind = SHIM_CK_ONE}
+/* A range the call makes: a pointer to its base; SPAN gives its size. */
+#define SHIM_P_RANGE(T, HT, SPAN, AFTER)                                                           \
+    {.kind = SHIM_PK_RANGE, .vclass = SHIM_VC_PTR, .size = sizeof(void *), .elem = sizeof(T),     \
+     .htype = HT, .ckind = SHIM_CK_ONE, .creates = 1, .after = AFTER, .span = SPAN}
+/* Pointer parameters: element type, handle type of the elements (0 none), count, creates,
+ * member table of struct elements (NULL: plain bytes). */
+#define SHIM_P_PTR(KIND, T, HT, COUNT, CREATES, ST)                                                \
     {.kind = KIND,                                                                                 \
      .vclass = SHIM_VC_PTR,                                                                        \
      .size = sizeof(void *),                                                                       \
      .elem = sizeof(T),                                                                            \
      .htype = HT,                                                                                  \
      .creates = CREATES,                                                                           \
+     .st = ST,                                                                                     \
      COUNT}
 #define SHIM_N_ONE .ckind = SHIM_CK_ONE
 #define SHIM_N_ARG(i) .ckind = SHIM_CK_ARG, .count_arg = (i)
 #define SHIM_N_DEREF(i) .ckind = SHIM_CK_DEREF, .count_arg = (i)
 #define SHIM_N_FIXED(n) .ckind = SHIM_CK_FIXED, .count_fixed = (n)
+#define SHIM_N_FN(fn) .ckind = SHIM_CK_FN, .count_fixed = (fn)
 
-#define SHIM_CALL(NAME, CLS, PARAMS, FLAGS, DESTROYS, STREAM)                                      \
+#define SHIM_SIZE(A, DA, B, DB, K) {.a = (A), .b = (B), .deref_a = (DA), .deref_b = (DB), .k = (K)}
+#define SHIM_SIZE_FN(FN) {.a = -1, .b = -1, .fn = (FN) + 1, .k = 1}
+#define SHIM_SPAN1(BYTES, ALIGN)                                                                   \
+    {.width = BYTES, .pitch = SHIM_SIZE(-1, 0, -1, 0, 0), .height = SHIM_SIZE(-1, 0, -1, 0, 1),   \
+     .dims = 1, .align = (ALIGN)}
+#define SHIM_SPAN2(PITCH, WIDTH, HEIGHT, ALIGN)                                                    \
+    {.pitch = PITCH, .width = WIDTH, .height = HEIGHT, .dims = 2, .align = (ALIGN)}
+
+#define SHIM_MEMBER(T, PATH, KIND, HT)                                                             \
+    {.name = #PATH,                                                                                \
+     .offset = offsetof(T, PATH), .size = sizeof(((T *)0)->PATH), .kind = KIND, .htype = HT}
+#define SHIM_STRUCT(T, M)                                                                          \
+    {.name = #T, .size = sizeof(T), .nmembers = sizeof(M) / sizeof(M[0]), .members = M}
+
+#define SHIM_CALL(NAME, CLS, PARAMS, FLAGS, DESTROYS, STREAM, PARENT, HOSTSYNC, VIA, NEEDED)       \
     [SHIM_ID_##NAME] = {.name = #NAME,                                                             \
                         .cls = CLS,                                                                \
                         .nparams = sizeof(PARAMS) / sizeof(PARAMS[0]),                             \
                         .flags = FLAGS,                                                            \
                         .destroys = DESTROYS,                                                      \
                         .stream = STREAM,                                                          \
+                        .parent = PARENT,                                                          \
+                        .host_sync = HOSTSYNC,                                                     \
+                        .target = VIA,                                                             \
+                        .needed = NEEDED,                                                          \
                         .params = PARAMS}
 #define SHIM_CALL_TWIN(NAME, TARGET, FLAGS)                                                        \
     [SHIM_ID_##NAME] = {.name = #NAME,                                                             \
@@ -163,9 +261,17 @@ const char *shim_error_name(CUresult r);
                         .flags = FLAGS,                                                            \
                         .destroys = -1,                                                            \
                         .stream = -1,                                                              \
+                        .parent = -1,                                                              \
+                        .host_sync = -1,                                                           \
                         .target = SHIM_ID_##TARGET}
 #define SHIM_CALL_NOPARAMS(NAME, CLS, FLAGS)                                                       \
-    [SHIM_ID_##NAME] = {                                                                           \
-        .name = #NAME, .cls = CLS, .flags = FLAGS, .destroys = -1, .stream = -1, .params = NULL}
+    [SHIM_ID_##NAME] = {.name = #NAME,                                                             \
+                        .cls = CLS,                                                                \
+                        .flags = FLAGS,                                                            \
+                        .destroys = -1,                                                            \
+                        .stream = -1,                                                              \
+                        .parent = -1,                                                              \
+                        .host_sync = -1,                                                           \
+                        .params = NULL}
 
 #endif

@@ -11,6 +11,11 @@ static int is_value(uint8_t kind)
            kind == SHIM_PK_RAW;
 }
 
+static int is_output(uint8_t kind)
+{
+    return kind == SHIM_PK_OUT || kind == SHIM_PK_INOUT || kind == SHIM_PK_RANGE;
+}
+
 /* Reads an unsigned integer of `size` bytes from p. */
 static uint64_t read_uint(const void *p, size_t size)
 {
@@ -20,6 +25,70 @@ static uint64_t read_uint(const void *p, size_t size)
     case 4: return *(const uint32_t *)p;
     default: return *(const uint64_t *)p;
     }
+}
+
+void chan_values(const struct shim_call *d, const void *const *argv, uint64_t *val)
+{
+    for (int i = 0; i < d->nparams && i < CHAN_MAX_ARGS; i++) {
+        val[i] = 0;
+        if (is_value(d->params[i].kind))
+            memcpy(&val[i], argv[i], d->params[i].size);
+    }
+}
+
+static int term(const struct shim_call *d, int i, int deref, const uint64_t *val,
+                void *const *ptr, uint64_t *out)
+{
+    if (i < 0) {
+        *out = 1;
+        return 0;
+    }
+    if (i >= d->nparams)
+        return -1;
+    if (!deref) {
+        *out = val[i];
+        return 0;
+    }
+    if (!ptr[i])
+        return -1;
+    *out = read_uint(ptr[i], d->params[i].elem);
+    return 0;
+}
+
+int chan_size_eval(const struct shim_call *d, const struct shim_size *z, const uint64_t *val,
+                   void *const *ptr, uint64_t *out)
+{
+    if (z->fn) {
+        *out = shim_size_fns[z->fn - 1](val);
+        return 0;
+    }
+    uint64_t a, b;
+    if (term(d, z->a, z->deref_a, val, ptr, &a) != 0 ||
+        term(d, z->b, z->deref_b, val, ptr, &b) != 0 || __builtin_mul_overflow(a, b, out) ||
+        __builtin_mul_overflow(*out, (uint64_t)z->k, out))
+        return -1;
+    return 0;
+}
+
+int chan_span_eval(const struct shim_call *d, const struct shim_span *s, const uint64_t *val,
+                   void *const *ptr, uint64_t addr, uint64_t *bytes)
+{
+    uint64_t w, h = 1, p = 0;
+    if (chan_size_eval(d, &s->width, val, ptr, &w) != 0)
+        return -1;
+    if (s->dims == 2 && (chan_size_eval(d, &s->height, val, ptr, &h) != 0 ||
+                         chan_size_eval(d, &s->pitch, val, ptr, &p) != 0))
+        return -1;
+    *bytes = 0;
+    if (w == 0 || h == 0)
+        return 0; /* nothing is touched */
+    if (s->align > 1 && addr % s->align)
+        return -1;
+    if (h > 1 && (p < w || (s->align > 1 && p % s->align)))
+        return -1;
+    if (__builtin_mul_overflow(h - 1, p, bytes) || __builtin_add_overflow(*bytes, w, bytes))
+        return -1;
+    return 0;
 }
 
 /* Element count of pointer parameter i, computed from the caller's arguments. */
@@ -39,6 +108,12 @@ static int count_of(const struct shim_call *d, const void *const *argv, int i, u
         *n = read_uint(cp, d->params[p->count_arg].elem);
         return 0;
     }
+    case SHIM_CK_FN: {
+        uint64_t val[CHAN_MAX_ARGS];
+        chan_values(d, argv, val);
+        *n = shim_size_fns[p->count_fixed](val);
+        return 0;
+    }
     }
     return -1;
 }
@@ -48,6 +123,8 @@ size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_
 {
     size_t off = 0, rlen = 0;
     *err = CUDA_SUCCESS;
+    if (d->nparams > CHAN_MAX_ARGS)
+        goto toolarge;
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
         if (off + 8 > cap)
@@ -74,27 +151,39 @@ size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_
             off += 8 + PAD8(n);
             continue;
         }
+        if (p->kind == SHIM_PK_OUTSTR) {
+            hdr[1] = 1;
+            if (buf)
+                memcpy(buf + off, hdr, 8);
+            off += 8;
+            if (ptr)
+                rlen += CHAN_OUTSTR_MAX;
+            continue;
+        }
         uint64_t n = 0;
         if (ptr && count_of(d, argv, i, &n) != 0) {
             *err = CUDA_ERROR_INVALID_VALUE;
             return 0;
         }
-        uint64_t bytes = n * p->elem;
-        if (n > UINT32_MAX || (p->elem && bytes / p->elem != n))
+        uint64_t bytes;
+        if (n > UINT32_MAX || __builtin_mul_overflow(n, (uint64_t)p->elem, &bytes))
             goto toolarge;
         hdr[1] = (uint32_t)n;
         if (buf)
             memcpy(buf + off, hdr, 8);
         off += 8;
         if (ptr && (p->kind == SHIM_PK_IN || p->kind == SHIM_PK_INOUT)) {
-            if (off + PAD8(bytes) > cap)
+            if (bytes > cap || off + PAD8(bytes) > cap)
                 goto toolarge;
             if (buf)
                 memcpy(buf + off, ptr, bytes);
             off += PAD8(bytes);
         }
-        if (ptr && (p->kind == SHIM_PK_OUT || p->kind == SHIM_PK_INOUT))
+        if (ptr && is_output(p->kind)) {
+            if (bytes > cap)
+                goto toolarge;
             rlen += PAD8(bytes);
+        }
     }
     *reply_len = rlen;
     return off;
@@ -105,22 +194,33 @@ toolarge:
 }
 
 void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const uint8_t *reply,
-                       size_t len)
+                       size_t len, const char *(*intern)(const char *s))
 {
     /* Counts first: an INOUT count parameter is overwritten by the reply, but the layout
      * was sized by its entry value. */
     uint64_t n[CHAN_MAX_ARGS] = {0};
     for (int i = 0; i < d->nparams && i < CHAN_MAX_ARGS; i++) {
         const struct shim_param *p = &d->params[i];
-        if ((p->kind == SHIM_PK_OUT || p->kind == SHIM_PK_INOUT) && *(void *const *)argv[i] &&
-            count_of(d, argv, i, &n[i]) != 0)
+        if (is_output(p->kind) && *(void *const *)argv[i] && count_of(d, argv, i, &n[i]) != 0)
             n[i] = 0;
     }
     size_t off = 0;
     for (int i = 0; i < d->nparams && i < CHAN_MAX_ARGS; i++) {
         const struct shim_param *p = &d->params[i];
         void *ptr = *(void *const *)argv[i];
-        if ((p->kind != SHIM_PK_OUT && p->kind != SHIM_PK_INOUT) || !ptr)
+        if (!ptr)
+            continue;
+        if (p->kind == SHIM_PK_OUTSTR) {
+            if (off + CHAN_OUTSTR_MAX > len)
+                return;
+            char text[CHAN_OUTSTR_MAX];
+            memcpy(text, reply + off, CHAN_OUTSTR_MAX);
+            text[CHAN_OUTSTR_MAX - 1] = '\0';
+            *(const char **)ptr = intern ? intern(text) : NULL;
+            off += CHAN_OUTSTR_MAX;
+            continue;
+        }
+        if (!is_output(p->kind))
             continue;
         size_t bytes = n[i] * p->elem;
         if (off + bytes > len)
@@ -151,52 +251,75 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
         memcpy(hdr, payload + off, 8);
         off += 8;
         if (!hdr[0]) {
+            a->absent[i] = 1;
             a->ptr[i] = NULL;
+            if ((d->needed >> i) & 1) {
+                /* The server needs this output even so: spare storage, never sent back. */
+                a->spare[i] = 0;
+                a->ptr[i] = &a->spare[i];
+                a->count[i] = 1;
+                if (p->elem > sizeof(a->spare[i]))
+                    return CUDA_ERROR_INVALID_VALUE;
+            }
             continue;
         }
-        uint64_t bytes = (uint64_t)hdr[1] * (p->kind == SHIM_PK_STR ? 1 : p->elem);
         if (p->kind == SHIM_PK_STR) {
-            if (hdr[1] == 0 || off + PAD8(bytes) > len || payload[off + bytes - 1] != '\0')
+            uint64_t bytes = hdr[1];
+            if (hdr[1] == 0 || bytes > len - off || PAD8(bytes) > len - off ||
+                payload[off + bytes - 1] != '\0')
                 return CUDA_ERROR_INVALID_VALUE;
             a->ptr[i] = payload + off;
             off += PAD8(bytes);
             continue;
         }
+        if (p->kind == SHIM_PK_OUTSTR) {
+            if (hdr[1] != 1 || CHAN_OUTSTR_MAX > cap - ooff || ooff > cap)
+                return CUDA_ERROR_INVALID_VALUE;
+            a->out_off[i] = ooff;
+            memset(out + ooff, 0, CHAN_OUTSTR_MAX);
+            ooff += CHAN_OUTSTR_MAX;
+            a->ptr[i] = &a->spare[i]; /* the driver writes its pointer here */
+            a->count[i] = 1;
+            continue;
+        }
+        uint64_t bytes = (uint64_t)hdr[1] * p->elem; /* u32 * u32: cannot overflow */
         a->count[i] = hdr[1];
         if (p->kind == SHIM_PK_IN) {
-            if (off + PAD8(bytes) > len)
+            if (bytes > len - off || PAD8(bytes) > len - off)
                 return CUDA_ERROR_INVALID_VALUE;
             a->ptr[i] = payload + off;
             off += PAD8(bytes);
             continue;
         }
-        /* OUT / INOUT: a zeroed buffer in the reply area. */
-        if (ooff + PAD8(bytes) > cap)
+        /* OUT / INOUT / RANGE: a zeroed buffer in the reply area. */
+        if (ooff > cap || bytes > cap - ooff || PAD8(bytes) > cap - ooff)
             return CUDA_ERROR_INVALID_VALUE;
         a->out_off[i] = ooff;
         a->ptr[i] = out + ooff;
         memset(out + ooff, 0, PAD8(bytes));
         if (p->kind == SHIM_PK_INOUT) {
-            if (off + PAD8(bytes) > len)
+            if (bytes > len - off || PAD8(bytes) > len - off)
                 return CUDA_ERROR_INVALID_VALUE;
             memcpy(out + ooff, payload + off, bytes);
             off += PAD8(bytes);
         }
         ooff += PAD8(bytes);
     }
-    /* DEREF counts must match the entry value the request carried. */
+    /* Counts must be what the arguments the request carried say. */
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
-        if (is_value(p->kind) || p->kind == SHIM_PK_STR || !a->ptr[i])
+        if (is_value(p->kind) || p->kind == SHIM_PK_STR || p->kind == SHIM_PK_OUTSTR ||
+            a->absent[i])
             continue;
         uint64_t want;
         switch (p->ckind) {
         case SHIM_CK_ONE: want = 1; break;
         case SHIM_CK_FIXED: want = p->count_fixed; break;
         case SHIM_CK_ARG: want = a->val[p->count_arg]; break;
+        case SHIM_CK_FN: want = shim_size_fns[p->count_fixed](a->val); break;
         default: {
             const void *cp = a->ptr[p->count_arg];
-            if (!cp)
+            if (!cp || a->absent[p->count_arg])
                 return CUDA_ERROR_INVALID_VALUE;
             want = read_uint(cp, d->params[p->count_arg].elem);
         }

@@ -24,8 +24,8 @@
 #include <cuda.h>
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
-#define CHAN_PROTO_MAJOR 2     /* incompatible changes (2: the client's limits in hello) */
-#define CHAN_PROTO_MINOR 1     /* compatible additions (1: CHAN_OP_OCCUPANCY) */
+#define CHAN_PROTO_MAJOR 3     /* incompatible changes (3: calls carried by descriptions) */
+#define CHAN_PROTO_MINOR 0     /* compatible additions */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -202,30 +202,20 @@ enum chan_op {
     CHAN_OP_PAD = CHAN_OP_BASE, /* filler to the end of the ring */
     CHAN_OP_CTX_CREATE,         /* chan_ctx -> - */
     CHAN_OP_CTX_DESTROY,        /* chan_ctx -> -: frees everything made in it */
-    CHAN_OP_CTX_SYNC,           /* - -> -: all the client's streams of rec.ctx */
+    CHAN_OP_CTX_SYNC,           /* [u32 ctx id] -> -: the client's streams of that context
+                                   (without a payload: rec.ctx's) */
     CHAN_OP_CTX_LIMIT,          /* chan_limit -> u64 value */
-    CHAN_OP_MEM_ALLOC,          /* chan_alloc -> chan_alloc_reply */
-    CHAN_OP_MEM_FREE,           /* u64 dptr -> - */
-    CHAN_OP_MEM_INFO,           /* - -> u64 free, u64 total */
     CHAN_OP_HOST_ALLOC,         /* chan_host_alloc -> u64 addr (+ fd on the socket) */
     CHAN_OP_HOST_FREE,          /* u64 addr -> - */
     CHAN_OP_COPY,               /* chan_copy [+ inline data] -> [inline data] */
-    CHAN_OP_MEMSET,             /* chan_memset -> - */
     CHAN_OP_BLOB,               /* bytes: appended to the client's upload buffer */
     CHAN_OP_MODULE_LOAD,        /* chan_module_load -> chan_module_loaded */
-    CHAN_OP_MODULE_UNLOAD,      /* chan_handle -> - */
     CHAN_OP_GET_FUNCTION,       /* chan_lookup -> chan_function */
-    CHAN_OP_GET_GLOBAL,         /* chan_lookup -> u64 dptr, u64 size */
     CHAN_OP_ENUM_FUNCTIONS,     /* chan_handle + u32 max -> u32 n, chan_function[n] */
-    CHAN_OP_HANDLE_QUERY,       /* chan_handle_query -> u64 handle or string */
-    CHAN_OP_FUNC_SET_ATTR,      /* chan_func_attr -> - */
     CHAN_OP_LAUNCH,             /* chan_launch + attrs + params -> - */
     CHAN_OP_STREAM_CREATE,      /* chan_stream_create -> u64 stream */
     CHAN_OP_STREAM_DESTROY,     /* u64 stream -> - */
-    CHAN_OP_STREAM_QUERY,       /* u64 stream -> - */
     CHAN_OP_STREAM_SYNC,        /* u64 stream -> - */
-    CHAN_OP_EVENT_CREATE,       /* u32 flags -> u64 event */
-    CHAN_OP_EVENT_DESTROY,      /* u64 event -> - */
     CHAN_OP_EVENT_SYNC,         /* u64 event -> - */
     CHAN_OP_ERROR_STRING,       /* i32 code -> string */
     CHAN_OP_HOST_FUNC,          /* chan_host_func -> - (async) */
@@ -244,18 +234,6 @@ struct chan_limit {
     uint32_t set;
     uint32_t limit; /* CUlimit */
     uint64_t value;
-};
-
-struct chan_alloc {
-    uint64_t bytes;  /* width in bytes for pitched allocations */
-    uint64_t height; /* 0 = linear allocation */
-    uint32_t elem;   /* element size for pitched allocations */
-    uint32_t reserved;
-};
-
-struct chan_alloc_reply {
-    uint64_t dptr;
-    uint64_t pitch;
 };
 
 /* Reply: u64 address, u64 mapped size; the memfd travels on the socket just before. */
@@ -295,19 +273,6 @@ struct chan_copy {
     uint64_t stream;
     uint32_t flags;      /* CHAN_CF_* */
     uint32_t first_chunk; /* staging chunk number of the first chunk (slot protocol) */
-};
-
-/* Replies when CHAN_RF_REPLY is set: once queued, or once done with `complete`. */
-struct chan_memset {
-    uint64_t dst;
-    uint64_t pitch; /* 0 for 1D */
-    uint64_t width; /* elements per row */
-    uint64_t height;
-    uint64_t stream;
-    uint32_t value;
-    uint32_t elem; /* 1, 2 or 4 */
-    uint32_t async;
-    uint32_t complete;
 };
 
 enum chan_image_kind {
@@ -371,28 +336,6 @@ struct chan_function {
     int32_t max_dynamic_smem; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
     uint32_t pad;
     /* followed by nparams pairs {u32 offset, u32 size} */
-};
-
-enum chan_query {
-    CHAN_Q_FUNC_MODULE = 1, /* function -> module */
-    CHAN_Q_LIB_MODULE,      /* library -> module */
-    CHAN_Q_KERNEL_LIBRARY,  /* kernel -> library */
-    CHAN_Q_FUNC_NAME,       /* function -> name */
-    CHAN_Q_KERNEL_NAME,     /* kernel -> name */
-};
-
-struct chan_handle_query {
-    uint64_t handle;
-    uint32_t query; /* enum chan_query */
-    uint32_t pad;
-};
-
-struct chan_func_attr {
-    uint64_t handle;
-    uint32_t is_kernel;
-    int32_t attr;
-    int32_t value;
-    int32_t device;
 };
 
 struct chan_launch {

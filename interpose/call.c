@@ -2,6 +2,7 @@
  * and the generic forwarder that every generated sync/async stub calls. */
 #include "interpose/shim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,41 +241,170 @@ CUresult shim_upload(const void *data, size_t len)
     return CUDA_SUCCESS;
 }
 
+/* A device address the call names must lie in the caller's memory, as the span of its
+ * description says; the driver refuses the rest at once, and so does the client. *host
+ * is set when it is pinned host memory. */
+static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val,
+                           void *const *ptr, int *host)
+{
+    const struct shim_param *p = &d->params[i];
+    uint64_t v = val[i], bytes;
+    struct shim_range rg;
+    if (i == d->destroys) {
+        /* Only the base of one of the caller's ranges of a kind it can free. */
+        if (v == 0)
+            return CUDA_SUCCESS;
+        if (shim_range_find(v, 0, &rg) != 0 || rg.base != v || rg.kind >= SHIM_NHTYPES ||
+            shim_types[rg.kind].destroyer < 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+    }
+    if (!p->span || chan_span_eval(d, p->span, val, ptr, v, &bytes) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytes == 0)
+        return CUDA_SUCCESS;
+    if (shim_range_find(v, bytes, &rg) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (i == d->host_sync && rg.kind == SHIM_HT_MEM_PINNED)
+        *host = 1;
+    return CUDA_SUCCESS;
+}
+
+/* Members of structs the call reads that must be NULL (host pointers the server cannot
+ * follow): refused at once, naming the call. */
+static CUresult check_members(const struct shim_call *d, int i, const void *elems,
+                              uint64_t count)
+{
+    const struct shim_struct *st = d->params[i].st;
+    for (uint64_t e = 0; elems && e < count; e++)
+        for (uint32_t m = 0; m < st->nmembers; m++) {
+            const struct shim_member *mb = &st->members[m];
+            uint64_t v = 0;
+            memcpy(&v, (const uint8_t *)elems + e * st->size + mb->offset, mb->size);
+            if (mb->kind == SHIM_MK_NULL && v != 0) {
+                char what[160];
+                snprintf(what, sizeof(what), "%s with %s.%s set", d->name, st->name, mb->name);
+                return shim_refuse(what);
+            }
+        }
+    return CUDA_SUCCESS;
+}
+
+/* What a call made or destroyed, in the client's own mirror: ranges (so that copies and
+ * pointer queries know them) and the handles the client knows itself. */
+static void record(const struct shim_call *d, const uint64_t *val, void *const *ptr)
+{
+    uint32_t ctx = shim_current_ctx_id();
+    for (int i = 0; i < d->nparams; i++) {
+        const struct shim_param *p = &d->params[i];
+        if (i == d->destroys) {
+            if (p->kind == SHIM_PK_DPTR)
+                shim_range_remove(val[i], NULL);
+            else
+                shim_known_remove(p->htype, val[i]);
+            continue;
+        }
+        if (!ptr[i])
+            continue;
+        if (p->kind == SHIM_PK_RANGE) {
+            uint64_t size;
+            if (chan_size_eval(d, &p->span->width, val, ptr, &size) != 0)
+                continue;
+            struct shim_range rg = {
+                .base = *(const uint64_t *)ptr[i],
+                .size = size,
+                .kind = p->htype,
+                .ctx = (shim_types[p->htype].flags & SHIM_TF_CONTEXT_FREE) ? 0 : ctx,
+                .owner = d->parent >= 0 ? val[d->parent] : 0,
+            };
+            struct shim_range old;
+            if (shim_range_find(rg.base, rg.size, &old) != 0)
+                shim_range_add(&rg);
+        } else if (p->kind == SHIM_PK_OUT && p->creates && p->htype &&
+                   (shim_types[p->htype].flags & SHIM_TF_CLIENT)) {
+            struct shim_known k = {.ctx = ctx};
+            shim_known_add(p->htype, *(const uint64_t *)ptr[i], &k);
+        }
+    }
+}
+
 CUresult shim_forward(int id, const void *const *argv)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
         return r;
     const struct shim_call *d = &shim_calls[id];
-    /* No context check here: device-level calls work without one, and the server refuses
-     * handles that need one. Streams and events are known here, so a bad one is refused at
-     * once, even by an async call whose server-side error would only show later. */
-    for (int i = 0; i < d->nparams; i++)
-        if (d->params[i].kind == SHIM_PK_HANDLE &&
-            (r = shim_handle_check(d->params[i].htype, *(const uint64_t *)argv[i])) !=
-                CUDA_SUCCESS)
+    const struct shim_hook *hook = shim_hooks[id];
+    if ((d->flags & SHIM_CF_CONTEXT) && (r = shim_need_ctx()) != CUDA_SUCCESS)
+        return r;
+    /* Outputs the server needs even when the caller passes NULL (a range's base and size)
+     * are asked for into storage of our own, so that the mirror learns them too. */
+    uint64_t val[CHAN_MAX_ARGS], spare[CHAN_MAX_ARGS];
+    void *ptr[CHAN_MAX_ARGS], *spare_ptr[CHAN_MAX_ARGS];
+    const void *args[CHAN_MAX_ARGS];
+    if (d->nparams > CHAN_MAX_ARGS)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    chan_values(d, argv, val);
+    for (int i = 0; i < d->nparams; i++) {
+        args[i] = argv[i];
+        ptr[i] = NULL;
+        if (d->params[i].kind < SHIM_PK_IN)
+            continue;
+        ptr[i] = *(void *const *)argv[i];
+        if (!ptr[i] && ((d->needed >> i) & 1) && d->params[i].kind != SHIM_PK_OUTSTR) {
+            spare[i] = 0;
+            spare_ptr[i] = ptr[i] = &spare[i];
+            args[i] = &spare_ptr[i];
+        }
+    }
+    /* No context check here for the rest: device-level calls work without one, and the
+     * server refuses handles that need one. Streams and events are known here, so a bad
+     * one is refused at once, even by an async call whose server-side error would only
+     * show later; so are device addresses outside the caller's memory. */
+    int host = 0;
+    for (int i = 0; i < d->nparams; i++) {
+        const struct shim_param *p = &d->params[i];
+        if (p->kind == SHIM_PK_HANDLE)
+            r = shim_handle_check(p->htype, val[i]);
+        else if (p->kind == SHIM_PK_DPTR)
+            r = check_dptr(d, i, val, ptr, &host);
+        else if (p->st && p->kind != SHIM_PK_OUT && ptr[i]) {
+            uint64_t n = 1;
+            if (p->ckind == SHIM_CK_ARG)
+                n = val[p->count_arg];
+            r = check_members(d, i, ptr[i], n);
+        }
+        if (r != CUDA_SUCCESS)
             return r;
+    }
+    if (hook && hook->before && (r = hook->before(args)) != CUDA_SUCCESS)
+        return r;
     /* Size first (the record is reserved whole), then pack straight into the ring. */
     const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
     size_t reply_len;
-    size_t n = chan_pack_call(d, argv, NULL, cap, &reply_len, &r);
+    size_t n = chan_pack_call(d, args, NULL, cap, &reply_len, &r);
     if (r != CUDA_SUCCESS)
         return r;
     if (reply_len > CHAN_LANE_DATA)
         return CUDA_ERROR_INVALID_VALUE;
-    int reply = d->cls == SHIM_SYNC;
+    /* An async call waits only when it touches host memory that must be set on return. */
+    int reply = d->cls == SHIM_SYNC || host;
     unsigned flags = (d->flags & SHIM_CF_PTDS) ? CHAN_RF_PTDS : 0;
     struct shim_req q;
     if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS)
         return r;
-    chan_pack_call(d, argv, q.payload, cap, &reply_len, &r);
+    chan_pack_call(d, args, q.payload, cap, &reply_len, &r);
     shim_req_send(&q);
-    if (!reply)
-        return CUDA_SUCCESS;
-    const uint8_t *data;
-    uint32_t len;
-    r = shim_req_wait(&q, &data, &len);
-    if (r == CUDA_SUCCESS)
-        chan_unpack_reply(d, argv, data, len);
-    return r;
+    if (reply) {
+        const uint8_t *data;
+        uint32_t len;
+        r = shim_req_wait(&q, &data, &len);
+        if (r != CUDA_SUCCESS)
+            return r;
+        chan_unpack_reply(d, args, data, len, shim_intern);
+    }
+    record(d, val, ptr);
+    if (hook && hook->after)
+        hook->after(args);
+    return CUDA_SUCCESS;
 }

@@ -115,7 +115,7 @@ static CUresult activate(struct shim_ctx *c)
 /* Pinned host memory dies with the context it was made in, as with the real driver. */
 static void unmap_pinned(const struct shim_range *r)
 {
-    if (r->kind == SHIM_RANGE_PINNED)
+    if (r->kind == SHIM_HT_MEM_PINNED)
         munmap((void *)(uintptr_t)r->base, r->mapped);
 }
 
@@ -146,7 +146,7 @@ static CUresult deactivate(struct shim_ctx *c)
     CUresult r = shim_call(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
     c->active = 0;
     shim_range_drop(c->id, 0, unmap_pinned);
-    shim_stream_drop_ctx(c->id);
+    shim_known_drop_ctx(c->id);
     shim_func_drop(0, c->id);
     return r;
 }

@@ -72,7 +72,7 @@ static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t 
     if (!known)
         out->kind = CHAN_MEM_STAGED;
     else
-        out->kind = rg.kind == SHIM_RANGE_PINNED ? CHAN_MEM_PINNED : CHAN_MEM_DEVICE;
+        out->kind = rg.kind == SHIM_HT_MEM_PINNED ? CHAN_MEM_PINNED : CHAN_MEM_DEVICE;
     out->addr = base;
     return CUDA_SUCCESS;
 }
@@ -262,7 +262,7 @@ static void unify(struct side *s)
     if (s->memtype != CU_MEMORYTYPE_UNIFIED)
         return;
     struct shim_range rg;
-    if (shim_range_find(s->dev, 1, &rg) == 0 && rg.kind != SHIM_RANGE_PINNED) {
+    if (shim_range_find(s->dev, 1, &rg) == 0 && rg.kind != SHIM_HT_MEM_PINNED) {
         s->memtype = CU_MEMORYTYPE_DEVICE;
     } else {
         s->memtype = CU_MEMORYTYPE_HOST;

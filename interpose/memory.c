@@ -1,7 +1,7 @@
-/* Device memory (allocated in the shared context by the server) and pinned host memory
- * (a sealed memfd the server maps at one address in both processes and registers with the
- * driver, so that the GPU copies straight from/to the client's pages), and pointer queries
- * answered from the client's own ranges. */
+/* Pinned host memory (a sealed memfd the server maps at one address in both processes and
+ * registers with the driver, so that the GPU copies straight from/to the client's pages),
+ * and pointer queries answered from the client's own ranges. Device memory is described in
+ * cuda_symbols.txt (its ranges enter the mirror from the description). */
 #include "interpose/shim.h"
 
 #include <errno.h>
@@ -15,86 +15,13 @@ static CUresult entry(void)
     return r != CUDA_SUCCESS ? r : shim_need_ctx();
 }
 
-static CUresult alloc(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
-                      unsigned elem)
-{
-    CUresult r = entry();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!dptr || width == 0 || (pitch && (height == 0 || !(elem == 4 || elem == 8 || elem == 16))))
-        return CUDA_ERROR_INVALID_VALUE;
-    struct chan_alloc m = {.bytes = width, .height = pitch ? height : 0, .elem = elem};
-    struct chan_alloc_reply rep;
-    uint32_t n = 0;
-    r = shim_call(CHAN_OP_MEM_ALLOC, &m, sizeof(m), &rep, sizeof(rep), &n);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (n != sizeof(rep))
-        return CUDA_ERROR_UNKNOWN;
-    struct shim_range rg = {.base = rep.dptr,
-                            .size = pitch ? rep.pitch * height : width,
-                            .kind = SHIM_RANGE_DEVICE,
-                            .ctx = shim_current_ctx_id()};
-    shim_range_add(&rg);
-    *dptr = rep.dptr;
-    if (pitch)
-        *pitch = rep.pitch;
-    return CUDA_SUCCESS;
-}
-
-CUresult SHIM_IMPL(cuMemAlloc_v2)(CUdeviceptr *dptr, size_t bytesize)
-{
-    return alloc(dptr, NULL, bytesize, 1, 1);
-}
-
-CUresult SHIM_IMPL(cuMemAllocPitch_v2)(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-                                    size_t Height, unsigned int ElementSizeBytes)
-{
-    if (!pPitch)
-        return CUDA_ERROR_INVALID_VALUE;
-    return alloc(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-}
-
-CUresult SHIM_IMPL(cuMemFree_v2)(CUdeviceptr dptr)
-{
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (dptr == 0)
-        return CUDA_SUCCESS;
-    struct shim_range rg;
-    if (shim_range_find(dptr, 1, &rg) != 0 || rg.base != dptr || rg.kind != SHIM_RANGE_DEVICE)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t p = dptr;
-    r = shim_call(CHAN_OP_MEM_FREE, &p, sizeof(p), NULL, 0, NULL);
-    if (r == CUDA_SUCCESS)
-        shim_range_remove(dptr, NULL);
-    return r;
-}
-
-CUresult SHIM_IMPL(cuMemGetInfo_v2)(size_t *free, size_t *total)
-{
-    CUresult r = entry();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!free || !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t v[2] = {0, 0};
-    r = shim_call(CHAN_OP_MEM_INFO, NULL, 0, v, sizeof(v), NULL);
-    if (r == CUDA_SUCCESS) {
-        *free = (size_t)v[0];
-        *total = (size_t)v[1];
-    }
-    return r;
-}
-
 CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     CUresult r = entry();
     if (r != CUDA_SUCCESS)
         return r;
     struct shim_range rg;
-    if (shim_range_find(dptr, 1, &rg) != 0 || rg.kind == SHIM_RANGE_PINNED)
+    if (shim_range_find(dptr, 1, &rg) != 0 || rg.kind == SHIM_HT_MEM_PINNED)
         return CUDA_ERROR_NOT_FOUND;
     if (pbase)
         *pbase = rg.base;
@@ -139,7 +66,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
         close(fd);
         if (p == want) {
             struct shim_range rg = {.base = rep[0], .size = bytesize,
-                                    .kind = SHIM_RANGE_PINNED,
+                                    .kind = SHIM_HT_MEM_PINNED,
                                     .ctx = shim_current_ctx_id(), .flags = flags,
                                     .mapped = rep[1]};
             shim_range_add(&rg);
@@ -174,7 +101,7 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
         return r;
     struct shim_range rg;
     uint64_t a = (uint64_t)(uintptr_t)p;
-    if (!p || shim_range_find(a, 1, &rg) != 0 || rg.base != a || rg.kind != SHIM_RANGE_PINNED)
+    if (!p || shim_range_find(a, 1, &rg) != 0 || rg.base != a || rg.kind != SHIM_HT_MEM_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
     r = shim_call(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
     if (r == CUDA_SUCCESS) {
@@ -191,7 +118,7 @@ CUresult SHIM_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr *pdptr, void *p, un
         return r;
     struct shim_range rg;
     if (!pdptr || Flags != 0 || shim_range_find((uint64_t)(uintptr_t)p, 1, &rg) != 0 ||
-        rg.kind != SHIM_RANGE_PINNED)
+        rg.kind != SHIM_HT_MEM_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
     /* Unified addressing: the device sees pinned memory at its host address. */
     *pdptr = (CUdeviceptr)(uintptr_t)p;
@@ -205,7 +132,7 @@ CUresult SHIM_IMPL(cuMemHostGetFlags)(unsigned int *pFlags, void *p)
         return r;
     struct shim_range rg;
     if (!pFlags || shim_range_find((uint64_t)(uintptr_t)p, 1, &rg) != 0 ||
-        rg.kind != SHIM_RANGE_PINNED)
+        rg.kind != SHIM_HT_MEM_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
     *pFlags = rg.flags;
     return CUDA_SUCCESS;
@@ -224,7 +151,7 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
         ctx = shim_ctx_by_id(rg->ctx);
         shim_ctx_lookup(ctx, NULL, &dev);
     }
-    int host = found && rg->kind == SHIM_RANGE_PINNED;
+    int host = found && rg->kind == SHIM_HT_MEM_PINNED;
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         if (!found)

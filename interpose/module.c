@@ -293,31 +293,16 @@ CUresult SHIM_IMPL(cuLibraryLoadFromFile)(CUlibrary *library, const char *fileNa
     return r;
 }
 
-static CUresult unload(uint64_t h, unsigned kind)
+/* Unloading is described in cuda_symbols.txt; what the client kept of the module's
+ * functions and globals goes with it. */
+static void unload_after(const void *const *argv)
 {
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!h)
-        return CUDA_ERROR_INVALID_HANDLE;
-    struct chan_handle m = {.handle = h, .kind = kind};
-    r = shim_call(CHAN_OP_MODULE_UNLOAD, &m, sizeof(m), NULL, 0, NULL);
-    if (r == CUDA_SUCCESS) {
-        shim_func_drop(h, 0);
-        shim_range_drop(0, h, NULL);
-    }
-    return r;
+    uint64_t h = *(const uint64_t *)argv[0];
+    shim_func_drop(h, 0);
+    shim_range_drop(0, h, NULL);
 }
 
-CUresult SHIM_IMPL(cuModuleUnload)(CUmodule hmod)
-{
-    return unload((uint64_t)(uintptr_t)hmod, CHAN_H_MODULE);
-}
-
-CUresult SHIM_IMPL(cuLibraryUnload)(CUlibrary library)
-{
-    return unload((uint64_t)(uintptr_t)library, CHAN_H_LIBRARY);
-}
+const struct shim_hook shim_hook_module_unload = {.after = unload_after};
 
 /* ---------------------------------------------------------------- functions, kernels */
 
@@ -377,12 +362,10 @@ CUresult SHIM_IMPL(cuKernelGetFunction)(CUfunction *pFunc, CUkernel kernel)
         return CUDA_ERROR_INVALID_VALUE;
     if (!shim_func_get(k))
         return CUDA_ERROR_INVALID_HANDLE;
-    uint64_t lib = 0;
-    CUresult r = CUDA_SUCCESS;
-    struct chan_handle_query q = {.handle = k, .query = CHAN_Q_KERNEL_LIBRARY};
-    r = shim_call(CHAN_OP_HANDLE_QUERY, &q, sizeof(q), &lib, sizeof(lib), NULL);
+    CUlibrary lib = NULL;
+    CUresult r = cuKernelGetLibrary(&lib, kernel);
     if (r == CUDA_SUCCESS)
-        r = get_function(k, CHAN_H_KERNEL, NULL, lib, &f);
+        r = get_function(k, CHAN_H_KERNEL, NULL, (uint64_t)(uintptr_t)lib, &f);
     if (r == CUDA_SUCCESS)
         *pFunc = (CUfunction)(uintptr_t)f;
     return r;
@@ -446,183 +429,20 @@ CUresult SHIM_IMPL(cuLibraryEnumerateKernels)(CUkernel *kernels, unsigned int nu
     return enumerate((uint64_t)(uintptr_t)lib, CHAN_H_LIBRARY, numKernels, (uint64_t *)kernels);
 }
 
-static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, uint64_t h, unsigned kind,
-                           const char *name)
-{
-    CUresult r = entry();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!h)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!name || strlen(name) >= 4096)
-        return CUDA_ERROR_INVALID_VALUE;
-    size_t nlen = strlen(name) + 1;
-    uint8_t req[sizeof(struct chan_lookup) + 4096];
-    struct chan_lookup *m = (struct chan_lookup *)req;
-    m->handle = h;
-    m->kind = kind;
-    m->name_len = (uint32_t)nlen;
-    memcpy(req + sizeof(*m), name, nlen);
-    uint64_t rep[2];
-    uint32_t n = 0;
-    r = shim_call(CHAN_OP_GET_GLOBAL, req, (uint32_t)(sizeof(*m) + nlen), rep, sizeof(rep), &n);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (n != sizeof(rep))
-        return CUDA_ERROR_UNKNOWN;
-    struct shim_range old;
-    if (shim_range_find(rep[0], rep[1] ? rep[1] : 1, &old) != 0) {
-        struct shim_range rg = {.base = rep[0], .size = rep[1], .kind = SHIM_RANGE_GLOBAL,
-                                .ctx = shim_current_ctx_id(), .owner = h};
-        shim_range_add(&rg);
-    }
-    if (dptr)
-        *dptr = rep[0];
-    if (bytes)
-        *bytes = rep[1];
-    return CUDA_SUCCESS;
-}
-
-CUresult SHIM_IMPL(cuModuleGetGlobal_v2)(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
-                                      const char *name)
-{
-    return get_global(dptr, bytes, (uint64_t)(uintptr_t)hmod, CHAN_H_MODULE, name);
-}
-
-CUresult SHIM_IMPL(cuLibraryGetGlobal)(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
-                                   const char *name)
-{
-    return get_global(dptr, bytes, (uint64_t)(uintptr_t)library, CHAN_H_LIBRARY, name);
-}
-
-/* ---------------------------------------------------------------- handle queries */
-
-static CUresult query_handle(uint64_t h, unsigned what, uint64_t *out)
-{
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!h)
-        return CUDA_ERROR_INVALID_HANDLE;
-    struct chan_handle_query q = {.handle = h, .query = what};
-    return shim_call(CHAN_OP_HANDLE_QUERY, &q, sizeof(q), out, sizeof(*out), NULL);
-}
-
-CUresult SHIM_IMPL(cuFuncGetModule)(CUmodule *hmod, CUfunction hfunc)
-{
-    uint64_t m;
-    CUresult r = query_handle((uint64_t)(uintptr_t)hfunc, CHAN_Q_FUNC_MODULE, &m);
-    if (r == CUDA_SUCCESS)
-        *hmod = (CUmodule)(uintptr_t)m;
-    return r;
-}
-
-CUresult SHIM_IMPL(cuLibraryGetModule)(CUmodule *pMod, CUlibrary library)
-{
-    uint64_t m;
-    CUresult r = query_handle((uint64_t)(uintptr_t)library, CHAN_Q_LIB_MODULE, &m);
-    if (r == CUDA_SUCCESS)
-        *pMod = (CUmodule)(uintptr_t)m;
-    return r;
-}
-
-CUresult SHIM_IMPL(cuKernelGetLibrary)(CUlibrary *pLib, CUkernel kernel)
-{
-    uint64_t l;
-    CUresult r = query_handle((uint64_t)(uintptr_t)kernel, CHAN_Q_KERNEL_LIBRARY, &l);
-    if (r == CUDA_SUCCESS)
-        *pLib = (CUlibrary)(uintptr_t)l;
-    return r;
-}
-
-/* Names are kept for the life of the process: callers hold on to the pointers. */
-struct name {
-    uint64_t handle;
-    char *text;
-    UT_hash_handle hh;
-};
-static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct name *names;
-
-static CUresult get_name(uint64_t h, unsigned what, const char **out)
-{
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct name *n = NULL;
-    pthread_mutex_lock(&names_lock);
-    HASH_FIND(hh, names, &h, sizeof(h), n);
-    pthread_mutex_unlock(&names_lock);
-    if (n) {
-        *out = n->text;
-        return CUDA_SUCCESS;
-    }
-    char buf[4096];
-    uint32_t len = 0;
-    struct chan_handle_query q = {.handle = h, .query = what};
-    r = shim_call(CHAN_OP_HANDLE_QUERY, &q, sizeof(q), buf, sizeof(buf) - 1, &len);
-    if (r != CUDA_SUCCESS)
-        return r;
-    buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';
-    n = calloc(1, sizeof(*n));
-    if (!n || !(n->text = strdup(buf))) {
-        free(n);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    n->handle = h;
-    pthread_mutex_lock(&names_lock);
-    struct name *dup = NULL;
-    HASH_FIND(hh, names, &h, sizeof(h), dup);
-    if (!dup)
-        HASH_ADD(hh, names, handle, sizeof(uint64_t), n);
-    pthread_mutex_unlock(&names_lock);
-    if (dup) {
-        free(n->text);
-        free(n);
-        n = dup;
-    }
-    *out = n->text;
-    return CUDA_SUCCESS;
-}
-
-CUresult SHIM_IMPL(cuFuncGetName)(const char **name, CUfunction hfunc)
-{
-    return get_name((uint64_t)(uintptr_t)hfunc, CHAN_Q_FUNC_NAME, name);
-}
-
-CUresult SHIM_IMPL(cuKernelGetName)(const char **name, CUkernel hfunc)
-{
-    return get_name((uint64_t)(uintptr_t)hfunc, CHAN_Q_KERNEL_NAME, name);
-}
-
 /* ---------------------------------------------------------------- attributes */
 
-static CUresult set_attr(uint64_t h, int is_kernel, int attr, int value, int dev)
+/* Attributes are set through their descriptions; the launch limits the client checks
+ * follow (a kernel's maximum dynamic shared memory). */
+static void func_attr_after(const void *const *argv)
 {
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!h)
-        return CUDA_ERROR_INVALID_HANDLE;
-    struct chan_func_attr m = {.handle = h, .is_kernel = (uint32_t)is_kernel, .attr = attr,
-                               .value = value, .device = dev};
-    r = shim_call(CHAN_OP_FUNC_SET_ATTR, &m, sizeof(m), NULL, 0, NULL);
-    if (r == CUDA_SUCCESS)
-        shim_func_set_attr(h, attr, value);
-    return r;
+    shim_func_set_attr(*(const uint64_t *)argv[0], *(const int *)argv[1], *(const int *)argv[2]);
 }
 
-CUresult SHIM_IMPL(cuFuncSetAttribute)(CUfunction hfunc, CUfunction_attribute attrib, int value)
+const struct shim_hook shim_hook_func_set_attribute = {.after = func_attr_after};
+
+static void kernel_attr_after(const void *const *argv)
 {
-    return set_attr((uint64_t)(uintptr_t)hfunc, 0, attrib, value, 0);
+    shim_func_set_attr(*(const uint64_t *)argv[2], *(const int *)argv[0], *(const int *)argv[1]);
 }
 
-CUresult SHIM_IMPL(cuKernelSetAttribute)(CUfunction_attribute attrib, int val, CUkernel kernel,
-                                      CUdevice dev)
-{
-    return set_attr((uint64_t)(uintptr_t)kernel, 1, attrib, val, dev);
-}
+const struct shim_hook shim_hook_kernel_set_attribute = {.after = kernel_attr_after};

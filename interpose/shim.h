@@ -121,6 +121,16 @@ void shim_ptds_end(unsigned saved);
 /* Generic sync/async call from its descriptor (generated stubs call this). */
 CUresult shim_forward(int id, const void *const *argv);
 
+/* Hooks of a described call (client:NAME in cuda_symbols.txt, shim_hook_NAME in the
+ * family's file): what no description can say. argv[i] is the address of parameter i. */
+struct shim_hook {
+    /* Before it is sent: an error refuses the call at once. */
+    CUresult (*before)(const void *const *argv);
+    /* After it succeeded (an asynchronous call: once sent). */
+    void (*after)(const void *const *argv);
+};
+extern const struct shim_hook *const shim_hooks[SHIM_NCALLS];
+
 /* Waiter used for lanes and slots: spins, then sleeps, stops when the server is gone. */
 extern const struct chan_wait shim_waiter;
 
@@ -166,15 +176,9 @@ CUresult shim_check_device(CUdevice dev);
 
 /* What the client knows about its own memory, to classify copy sides and answer pointer
  * queries without a round trip. The server keeps the authoritative tables. */
-enum shim_range_kind {
-    SHIM_RANGE_DEVICE = 1, /* cuMemAlloc/cuMemAllocPitch */
-    SHIM_RANGE_GLOBAL,     /* a module's __device__ variable */
-    SHIM_RANGE_PINNED,     /* cuMemHostAlloc/cuMemAllocHost, shared with the server */
-};
-
 struct shim_range {
-    uint64_t base, size;
-    uint32_t kind;
+    uint64_t base, size; /* first, as channel/ranges.h's elements */
+    uint32_t kind;   /* the range type: SHIM_HT_MEM_DEVICE, _GLOBAL, _PINNED... */
     uint32_t ctx;    /* context id it was made in */
     uint32_t flags;  /* cuMemHostAlloc flags of pinned ranges */
     uint64_t owner;  /* module/library handle of globals, else 0 */
@@ -190,17 +194,34 @@ int shim_range_find(uint64_t addr, uint64_t len, struct shim_range *out);
  * fn on each first (may be NULL). */
 void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_range *));
 
+/* ---------------------------------------------------------------- handles.c */
+
+/* What the client keeps of a handle it knows itself (types marked `client`). */
+struct shim_known {
+    uint32_t ctx;     /* context it was made in */
+    unsigned flags;   /* as created (stream and event flags) */
+    int priority;     /* streams: as asked */
+};
+void shim_known_add(uint32_t type, uint64_t value, const struct shim_known *info);
+/* 0 if it was known. */
+int shim_known_remove(uint32_t type, uint64_t value);
+/* 0 with *out (may be NULL) if known. */
+int shim_known_find(uint32_t type, uint64_t value, struct shim_known *out);
+/* Forgets every known handle made in context `ctx`. */
+void shim_known_drop_ctx(uint32_t ctx);
+/* A copy of `s` that lives as long as the process, one per distinct text; NULL when out of
+ * memory. */
+const char *shim_intern(const char *s);
+
 /* ---------------------------------------------------------------- stream.c */
 
-/* Client view of a stream handle: validates it and gives its context and flags.
+/* Client view of a stream handle: validates it and gives its context.
  * Special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) use the current context. */
 CUresult shim_stream_check(CUstream s, uint32_t *ctx);
-/* For handles the client tracks (streams, events): CUDA_SUCCESS if `h` is one of its own,
- * else the error the driver gives at once. Other handle types: CUDA_SUCCESS (the server
+/* For handles of types the client knows (streams, events): CUDA_SUCCESS if `h` is one of
+ * its own, else the error the driver gives at once. Other types: CUDA_SUCCESS (the server
  * checks them). */
 CUresult shim_handle_check(unsigned htype, uint64_t h);
-/* Forgets every stream and event made in context `ctx`. */
-void shim_stream_drop_ctx(uint32_t ctx);
 
 /* ---------------------------------------------------------------- funcs.c */
 

@@ -1,59 +1,12 @@
-/* Streams and events: created, destroyed, queried and synchronised in the server, known
- * to the client too, so that a bad handle is refused at once and flags read back. */
+/* Streams and events: made, destroyed, queried and synchronised in the server, known to
+ * the client too (handles.c), so that a bad handle is refused at once and flags read back.
+ * Event creation and destruction and stream queries are described in cuda_symbols.txt;
+ * what no description says is here. */
 #include "interpose/shim.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
-
-struct known {
-    uint64_t handle;
-    uint32_t ctx;
-    unsigned flags;
-    int priority;
-    UT_hash_handle hh;
-};
-
-/* Guarded by known_lock. */
-static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct known *streams, *events;
-
-static void remember(struct known **set, uint64_t h, uint32_t ctx, unsigned flags, int prio)
-{
-    struct known *k = calloc(1, sizeof(*k));
-    if (!k)
-        return; /* then the server alone checks the handle */
-    k->handle = h;
-    k->ctx = ctx;
-    k->flags = flags;
-    k->priority = prio;
-    pthread_mutex_lock(&known_lock);
-    HASH_ADD(hh, *set, handle, sizeof(uint64_t), k);
-    pthread_mutex_unlock(&known_lock);
-}
-
-static int forget(struct known **set, uint64_t h)
-{
-    struct known *k = NULL;
-    pthread_mutex_lock(&known_lock);
-    HASH_FIND(hh, *set, &h, sizeof(uint64_t), k);
-    if (k)
-        HASH_DEL(*set, k);
-    pthread_mutex_unlock(&known_lock);
-    free(k);
-    return k ? 0 : -1;
-}
-
-static int lookup(struct known *set, uint64_t h, struct known *out)
-{
-    struct known *k = NULL;
-    pthread_mutex_lock(&known_lock);
-    HASH_FIND(hh, set, &h, sizeof(uint64_t), k);
-    if (k && out)
-        *out = *k;
-    pthread_mutex_unlock(&known_lock);
-    return k ? 0 : -1;
-}
 
 static int special(CUstream s)
 {
@@ -68,8 +21,8 @@ CUresult shim_stream_check(CUstream s, uint32_t *ctx)
             *ctx = shim_current_ctx_id();
         return r;
     }
-    struct known k;
-    if (lookup(streams, (uint64_t)(uintptr_t)s, &k) != 0)
+    struct shim_known k;
+    if (shim_known_find(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s, &k) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
     if (ctx)
         *ctx = k.ctx;
@@ -80,26 +33,10 @@ CUresult shim_handle_check(unsigned htype, uint64_t h)
 {
     if (htype == SHIM_HT_CUstream)
         return shim_stream_check((CUstream)(uintptr_t)h, NULL);
-    if (htype == SHIM_HT_CUevent)
-        return h && lookup(events, h, NULL) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (htype < SHIM_NHTYPES && (shim_types[htype].flags & SHIM_TF_CLIENT))
+        return h && shim_known_find(htype, h, NULL) == 0 ? CUDA_SUCCESS
+                                                         : CUDA_ERROR_INVALID_HANDLE;
     return CUDA_SUCCESS;
-}
-
-void shim_stream_drop_ctx(uint32_t ctx)
-{
-    pthread_mutex_lock(&known_lock);
-    struct known *k, *t;
-    HASH_ITER(hh, streams, k, t)
-    if (k->ctx == ctx) {
-        HASH_DEL(streams, k);
-        free(k);
-    }
-    HASH_ITER(hh, events, k, t)
-    if (k->ctx == ctx) {
-        HASH_DEL(events, k);
-        free(k);
-    }
-    pthread_mutex_unlock(&known_lock);
 }
 
 static CUresult entry(void)
@@ -122,7 +59,8 @@ static CUresult create(CUstream *ph, unsigned flags, int priority)
     r = shim_call(CHAN_OP_STREAM_CREATE, &m, sizeof(m), &h, sizeof(h), NULL);
     if (r != CUDA_SUCCESS)
         return r;
-    remember(&streams, h, shim_current_ctx_id(), flags, priority);
+    struct shim_known k = {.ctx = shim_current_ctx_id(), .flags = flags, .priority = priority};
+    shim_known_add(SHIM_HT_CUstream, h, &k);
     *ph = (CUstream)(uintptr_t)h;
     return CUDA_SUCCESS;
 }
@@ -143,7 +81,7 @@ CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
     if (r != CUDA_SUCCESS)
         return r;
     uint64_t h = (uint64_t)(uintptr_t)hStream;
-    if (special(hStream) || forget(&streams, h) != 0)
+    if (special(hStream) || shim_known_remove(SHIM_HT_CUstream, h) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
     return shim_call(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
 }
@@ -164,20 +102,15 @@ static CUresult stream_op(unsigned op, CUstream s)
     return shim_req_wait(&q, NULL, NULL);
 }
 
-CUresult SHIM_IMPL(cuStreamQuery)(CUstream hStream)
-{
-    return stream_op(CHAN_OP_STREAM_QUERY, hStream);
-}
-
 CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
 {
     return stream_op(CHAN_OP_STREAM_SYNC, hStream);
 }
 
 /* What the client knows of stream h, for the getters answered here: CUDA_SUCCESS with *k
- * filled (k->handle 0, flags and priority 0 for the default streams), or the error the
+ * filled (flags and priority 0 for the default streams), or the error the
  * driver gives (no output pointer, no context, unknown handle). */
-static CUresult stream_known(CUstream h, const void *out, struct known *k)
+static CUresult stream_known(CUstream h, const void *out, struct shim_known *k)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -187,13 +120,14 @@ static CUresult stream_known(CUstream h, const void *out, struct known *k)
     memset(k, 0, sizeof(*k));
     if (special(h))
         return shim_need_ctx();
-    return lookup(streams, (uint64_t)(uintptr_t)h, k) == 0 ? CUDA_SUCCESS
-                                                           : CUDA_ERROR_INVALID_HANDLE;
+    return shim_known_find(SHIM_HT_CUstream, (uint64_t)(uintptr_t)h, k) == 0
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult SHIM_IMPL(cuStreamGetFlags)(CUstream hStream, unsigned int *flags)
 {
-    struct known k;
+    struct shim_known k;
     CUresult r = stream_known(hStream, flags, &k);
     if (r == CUDA_SUCCESS)
         *flags = k.flags;
@@ -205,10 +139,10 @@ CUresult SHIM_IMPL(cuStreamGetFlags)(CUstream hStream, unsigned int *flags)
  * shares, server/policy.c), which the client must not see. */
 CUresult SHIM_IMPL(cuStreamGetPriority)(CUstream hStream, int *priority)
 {
-    struct known k;
+    struct shim_known k;
     CUresult r = stream_known(hStream, priority, &k);
     int least = 0, greatest = 0;
-    if (r == CUDA_SUCCESS && k.handle)
+    if (r == CUDA_SUCCESS && !special(hStream))
         r = cuCtxGetStreamPriorityRange(&least, &greatest);
     if (r == CUDA_SUCCESS)
         *priority = k.priority < greatest ? greatest : k.priority > least ? least : k.priority;
@@ -251,36 +185,16 @@ CUresult SHIM_IMPL(cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode)
 
 /* ---------------------------------------------------------------- events */
 
-CUresult SHIM_IMPL(cuEventCreate)(CUevent *phEvent, unsigned int Flags)
+/* Interprocess events would escape the client's objects (the server refuses them too). */
+static CUresult event_create_before(const void *const *argv)
 {
-    CUresult r = entry();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
-                                         CU_EVENT_INTERPROCESS)))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (Flags & CU_EVENT_INTERPROCESS)
+    unsigned flags = *(const unsigned *)argv[1];
+    if (flags & CU_EVENT_INTERPROCESS)
         return shim_refuse("cuEventCreate with CU_EVENT_INTERPROCESS");
-    uint32_t f = Flags;
-    uint64_t h = 0;
-    r = shim_call(CHAN_OP_EVENT_CREATE, &f, sizeof(f), &h, sizeof(h), NULL);
-    if (r != CUDA_SUCCESS)
-        return r;
-    remember(&events, h, shim_current_ctx_id(), Flags, 0);
-    *phEvent = (CUevent)(uintptr_t)h;
     return CUDA_SUCCESS;
 }
 
-CUresult SHIM_IMPL(cuEventDestroy_v2)(CUevent hEvent)
-{
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    uint64_t h = (uint64_t)(uintptr_t)hEvent;
-    if (!hEvent || forget(&events, h) != 0)
-        return CUDA_ERROR_INVALID_HANDLE;
-    return shim_call(CHAN_OP_EVENT_DESTROY, &h, sizeof(h), NULL, 0, NULL);
-}
+const struct shim_hook shim_hook_event_create = {.before = event_create_before};
 
 CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
 {
@@ -288,7 +202,7 @@ CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
     if (r != CUDA_SUCCESS)
         return r;
     uint64_t h = (uint64_t)(uintptr_t)hEvent;
-    if (!hEvent || lookup(events, h, NULL) != 0)
+    if (!hEvent || shim_known_find(SHIM_HT_CUevent, h, NULL) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
     return shim_call(CHAN_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL);
 }

@@ -234,16 +234,22 @@ int srv_client_alive(void *arg)
 
 static void cleanup(struct srv_client *c)
 {
-    unsigned ns = HASH_COUNT(c->streams), ne = HASH_COUNT(c->events),
-             nm = HASH_COUNT(c->modules), nh = HASH_COUNT(c->handles);
-    size_t na = c->nallocs;
+    /* What it held, by type, for the log: "released 3 device memory, 2 CUstream". */
+    char what[512];
+    size_t used = 0;
+    unsigned total = 0;
+    what[0] = '\0';
+    for (int t = 1; t < SHIM_NHTYPES && used < sizeof(what); t++)
+        if (c->nobjs[t]) {
+            total += c->nobjs[t];
+            used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%u %s",
+                                     used ? ", " : "", c->nobjs[t], shim_types[t].name);
+        }
     srv_hostfn_release(c);
     srv_release(c, 0);
-    if (na || ns || ne || nm || nh)
-        srv_log("Client process %d: released %zu allocations, %u streams, %u events, "
-                "%u modules, %u other handles",
-                (int)c->pid, na, ns, ne, nm, nh);
-    if (c->nallocs || c->streams || c->events || c->modules || c->handles || c->funcs)
+    if (total)
+        srv_log("Client process %d: released %u objects (%s)", (int)c->pid, total, what);
+    if (c->objs)
         srv_log("Client process %d: tables not empty after release", (int)c->pid);
     srv_limits_settle(c);
     struct srv_ctx *x, *xt;
@@ -270,10 +276,11 @@ static void cleanup(struct srv_client *c)
         free(c->pool[d].ev);
     }
     srv_green_release(c);
-    free(c->allocs);
+    chan_ranges_free(&c->ranges);
     free(c->blob);
     free(c->rec);
     free(c->scratch);
+    free(c->out);
     if (c->shm) {
         /* Tell a client that is still there (server quitting) to stop waiting; a
          * terminated one keeps its own mark (CHAN_DEAD_TERMINATED). */
@@ -360,6 +367,7 @@ void srv_client_start(int sock)
         return;
     }
     c->sock = sock;
+    c->ranges.elem = sizeof(struct srv_range);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
         c->lim.part[d] = -1; /* no green partition until the handshake gives one */
     pthread_mutex_lock(&srv.clients_lock);

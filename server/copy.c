@@ -1,7 +1,7 @@
 /* The copy engine: every client copy arrives as one chan_copy (see interpose/memcpy.c)
  * and is checked against the client's allocations and arrays before anything moves.
  * Pageable client memory arrives inline or through the staging slots; pinned memory is
- * copied in place. Sets live here too: they are copies of a value. */
+ * copied in place. */
 #include "server/server.h"
 
 #include <string.h>
@@ -15,11 +15,6 @@ struct side {
     uint64_t pitch, height, x, y, z;
     int device;
 };
-
-static uint64_t side_span(const struct chan_copy_side *s, uint64_t w, uint64_t h, uint64_t d)
-{
-    return (d - 1) * s->pitch * s->height + (h - 1) * s->pitch + w;
-}
 
 /* Checks one side against the client's tables. */
 static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s, uint64_t w,
@@ -39,17 +34,20 @@ static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s,
     switch (s->kind) {
     case CHAN_MEM_ARRAY:
         out->type = CU_MEMORYTYPE_ARRAY;
-        return srv_handle_get(c, SHIM_HT_CUarray, s->addr) ? CUDA_SUCCESS
-                                                           : CUDA_ERROR_INVALID_HANDLE;
+        return srv_obj_find(c, SHIM_HT_CUarray, s->addr) ? CUDA_SUCCESS
+                                                          : CUDA_ERROR_INVALID_HANDLE;
     case CHAN_MEM_DEVICE:
     case CHAN_MEM_PINNED: {
         if ((h > 1 || d > 1) && s->pitch < w)
             return CUDA_ERROR_INVALID_VALUE;
-        uint64_t start = s->addr + s->z * s->pitch * s->height + s->y * s->pitch + s->x;
-        struct srv_alloc *a = srv_alloc_find(c, start, side_span(s, w, h, d));
+        uint64_t first, span;
+        if (chan_copy_extent(s->addr, s->x, s->y, s->z, s->pitch, s->height, w, h, d, &first,
+                             &span) != 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        struct srv_obj *a = srv_range_find(c, first, span);
         if (!a)
             return CUDA_ERROR_INVALID_VALUE;
-        out->type = a->kind == SRV_ALLOC_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        out->type = a->key.type == SHIM_HT_MEM_PINNED ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
     }
     case CHAN_MEM_STAGED:
@@ -305,11 +303,13 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
         return;
     }
     memcpy(&m, p, sizeof(m));
-    uint64_t total = m.width * m.height * m.depth;
+    uint64_t total;
+    int wraps = __builtin_mul_overflow(m.width, m.height, &total) ||
+                __builtin_mul_overflow(total, m.depth, &total);
     int src_staged = m.src.kind == CHAN_MEM_STAGED, dst_staged = m.dst.kind == CHAN_MEM_STAGED;
     int is_inline = (m.flags & CHAN_CF_INLINE) != 0;
     if (m.width == 0 || m.height == 0 || m.depth == 0 || (src_staged && dst_staged) ||
-        (m.height > 1 && total / m.height / m.depth != m.width) ||
+        wraps ||
         (is_inline && (!(src_staged || dst_staged) || total > CHAN_INLINE_MAX)) ||
         (is_inline && src_staged && len != sizeof(m) + total) ||
         (!is_inline && (src_staged || dst_staged) && m.first_chunk != c->chunk_seq)) {
@@ -402,60 +402,4 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
             return;
     }
     srv_reply(c, lane, res, res == CUDA_SUCCESS && dst_staged ? (uint32_t)total : 0);
-}
-
-/* ---------------------------------------------------------------- sets */
-
-void srv_op_memset(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
-{
-    struct chan_memset m = {0};
-    int lane = (r->flags & CHAN_RF_REPLY) ? r->lane : -1;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    struct srv_stream *s = NULL;
-    if (len != sizeof(m))
-        goto out;
-    memcpy(&m, p, sizeof(m));
-    if (!c->cur) {
-        res = CUDA_ERROR_INVALID_CONTEXT;
-        goto out;
-    }
-    if (!(m.elem == 1 || m.elem == 2 || m.elem == 4) || m.width == 0 || m.height == 0 ||
-        m.dst % m.elem || (m.height > 1 && m.pitch < m.width * m.elem))
-        goto out;
-    uint64_t span = (m.height - 1) * m.pitch + m.width * m.elem;
-    if (!srv_alloc_find(c, m.dst, span))
-        goto out;
-    if (!(s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread))) {
-        res = CUDA_ERROR_INVALID_HANDLE;
-        goto out;
-    }
-    CUstream st = srv_stream_prepare(c, s);
-    if (m.height == 1) {
-        if (m.elem == 1)
-            res = DRV(cuMemsetD8Async)(m.dst, (unsigned char)m.value, m.width, st);
-        else if (m.elem == 2)
-            res = DRV(cuMemsetD16Async)(m.dst, (unsigned short)m.value, m.width, st);
-        else
-            res = DRV(cuMemsetD32Async)(m.dst, m.value, m.width, st);
-    } else {
-        if (m.elem == 1)
-            res = DRV(cuMemsetD2D8Async)(m.dst, m.pitch, (unsigned char)m.value, m.width,
-                                         m.height, st);
-        else if (m.elem == 2)
-            res = DRV(cuMemsetD2D16Async)(m.dst, m.pitch, (unsigned short)m.value, m.width,
-                                          m.height, st);
-        else
-            res = DRV(cuMemsetD2D32Async)(m.dst, m.pitch, m.value, m.width, m.height, st);
-    }
-out:
-    if (lane < 0) {
-        srv_defer(c, res, "memset");
-        return;
-    }
-    if (res == CUDA_SUCCESS && m.complete) {
-        res = srv_wait_stream(c, s, lane, 0);
-        if (res == CUDA_SUCCESS)
-            return;
-    }
-    srv_reply(c, lane, res, 0);
 }

@@ -1,69 +1,91 @@
-/* Client events: real events of the shared context, owned by the client that made them. */
+/* Events: the client's own (real events of the shared context, registry objects of type
+ * CUevent, made and destroyed through their descriptions in cuda_symbols.txt, with the
+ * hooks below), their synchronisation, and the server's internal events, which order a
+ * client's streams and mark when its replies may go. */
 #include "server/server.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-void srv_op_event_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                         uint32_t len)
-{
-    uint32_t flags;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    uint32_t out = 0;
-    struct srv_event *e = NULL;
-    if (!c->cur) {
-        res = CUDA_ERROR_INVALID_CONTEXT;
-    } else if (len == sizeof(flags) && (e = calloc(1, sizeof(*e)))) {
-        memcpy(&flags, p, sizeof(flags));
-        /* Interprocess events would escape the client's tables. */
-        res = (flags & CU_EVENT_INTERPROCESS) ? CUDA_ERROR_NOT_SUPPORTED
-                                              : DRV(cuEventCreate)(&e->real, flags);
-        if (res == CUDA_SUCCESS) {
-            e->key = (uint64_t)(uintptr_t)e->real;
-            e->ctx = c->cur->id;
-            e->flags = flags;
-            HASH_ADD(hh, c->events, key, sizeof(e->key), e);
-            memcpy(srv_lane_data(c, r->lane), &e->key, sizeof(e->key));
-            out = sizeof(e->key);
-        } else {
-            free(e);
-        }
-    }
-    srv_reply(c, r->lane, res, out);
-}
-
-static struct srv_event *named(struct srv_client *c, uint8_t *p, uint32_t len)
-{
-    uint64_t h;
-    if (len != sizeof(h))
-        return NULL;
-    memcpy(&h, p, sizeof(h));
-    return srv_event_get(c, h);
-}
-
-void srv_op_event_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                          uint32_t len)
-{
-    struct srv_event *e = named(c, p, len);
-    if (e) {
-        /* Another thread of the client may be waiting on it: let that wait end first, so
-         * that no pending wait queries a destroyed event. */
-        for (struct srv_wait *w = c->waits; w; w = w->next)
-            for (int i = 0; i < w->nev; i++)
-                if (w->ev[i] == e->real)
-                    DRV(cuEventSynchronize)(e->real);
-        srv_waits_poll(c);
-        DRV(cuEventDestroy_v2)(e->real);
-        HASH_DEL(c->events, e);
-        free(e);
-    }
-    srv_reply(c, r->lane, e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE, 0);
-}
+/* ---------------------------------------------------------------- client events */
 
 void srv_op_event_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    struct srv_event *e = named(c, p, len);
-    CUresult res = e ? srv_wait_event(c, e->real, r->lane) : CUDA_ERROR_INVALID_HANDLE;
+    uint64_t h = 0;
+    struct srv_obj *e = NULL;
+    if (len == sizeof(h)) {
+        memcpy(&h, p, sizeof(h));
+        e = srv_obj_find(c, SHIM_HT_CUevent, h);
+    }
+    CUresult res = e ? srv_wait_event(c, (CUevent)(uintptr_t)h, r->lane) : CUDA_ERROR_INVALID_HANDLE;
     if (res != CUDA_SUCCESS)
         srv_reply(c, r->lane, res, 0);
+}
+
+/* Interprocess events would escape the client's objects: refused (the client refuses them
+ * too, naming the flag; this is for clients that do not). */
+static CUresult event_create_before(struct srv_client *c, struct srv_call *k)
+{
+    (void)c;
+    return (k->vals[1] & CU_EVENT_INTERPROCESS) ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_event_create = {.before = event_create_before};
+
+/* Another thread of the client may be waiting on the event (a reply that waits for the
+ * GPU): that wait ends first, so that no pending wait queries a destroyed event. */
+static CUresult event_destroy_before(struct srv_client *c, struct srv_call *k)
+{
+    CUevent ev = (CUevent)(uintptr_t)k->vals[0];
+    for (struct srv_wait *w = c->waits; w; w = w->next)
+        for (int i = 0; i < w->nev; i++)
+            if (w->ev[i] == ev)
+                DRV(cuEventSynchronize)(ev);
+    srv_waits_poll(c);
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_event_destroy = {.before = event_destroy_before};
+
+/* ---------------------------------------------------------------- internal events */
+
+CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)
+{
+    if (dev < 0 || dev >= srv.ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct srv_evpool *p = &c->pool[dev];
+    if (p->n) {
+        *ev = p->ev[--p->n];
+        return CUDA_SUCCESS;
+    }
+    /* Made in the device's context, pushed so that the thread's current context (the one
+     * the call being replayed runs in) is left as it was; timing off: these only order and
+     * signal, and untimed events are cheaper. */
+    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = DRV(cuEventCreate)(ev, CU_EVENT_DISABLE_TIMING);
+    CUcontext old;
+    DRV(cuCtxPopCurrent_v2)(&old);
+    return r;
+}
+
+void srv_event_give(struct srv_client *c, int dev, CUevent ev)
+{
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES) {
+        DRV(cuEventDestroy_v2)(ev);
+        return;
+    }
+    struct srv_evpool *p = &c->pool[dev];
+    if (p->n == p->cap) {
+        size_t ncap = p->cap ? p->cap * 2 : 64;
+        CUevent *n = realloc(p->ev, ncap * sizeof(*n));
+        if (!n) {
+            DRV(cuEventDestroy_v2)(ev);
+            return;
+        }
+        p->ev = n;
+        p->cap = ncap;
+    }
+    p->ev[p->n++] = ev;
 }

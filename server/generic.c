@@ -1,24 +1,26 @@
-/* Replay of generic (`sync`/`async`) calls from their descriptors, through libffi: decode
- * the arguments, check every handle and device address against the caller's tables, map
- * its streams, call the real function, register or forget the handles it created or
- * destroyed, and reply with the outputs. */
+/* Replay of described (`sync`/`async`) calls, through libffi: decode the arguments into
+ * the worker's private memory, check every handle, device address and struct member
+ * against the caller's objects, map its streams, run the family's hooks and the driver
+ * call, register what the call made and forget what it destroyed, and reply with the
+ * outputs. Nothing is read from shared memory after the record was copied out of the
+ * ring, and the reply is written to the lane only at the end (a client thread cannot
+ * change what the server decides from). */
 #include "server/server.h"
 
 #include <ffi.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "channel/marshal.h"
-
-/* Prepared once at start, read-only afterwards. NULL cif: the call cannot be replayed. */
+/* Prepared once at start, read-only afterwards. cif_ok 0: the call cannot be replayed. A
+ * via: target's interface takes the appended stream like any of its own parameters. */
 static ffi_cif cifs[SHIM_NCALLS];
 static ffi_type *argtypes[SHIM_NCALLS][CHAN_MAX_ARGS];
 static int cif_ok[SHIM_NCALLS];
 
 static ffi_type *type_of(const struct shim_param *p)
 {
-    if (p->kind != SHIM_PK_VAL && p->kind != SHIM_PK_RAW)
-        return p->size == 8 ? &ffi_type_uint64 : &ffi_type_pointer;
+    if (p->kind != SHIM_PK_VAL && p->kind != SHIM_PK_RAW && p->kind != SHIM_PK_HANDLE)
+        return p->size == 8 && p->kind == SHIM_PK_DPTR ? &ffi_type_uint64 : &ffi_type_pointer;
     switch (p->vclass) {
     case SHIM_VC_S8: return &ffi_type_sint8;
     case SHIM_VC_U8: return &ffi_type_uint8;
@@ -58,100 +60,11 @@ int srv_generic_init(void)
     return 0;
 }
 
-/* ---------------------------------------------------------------- arrays and the limit */
+/* ---------------------------------------------------------------- checks */
 
-/* Bits one texel takes in each format; 0: unknown. */
-static unsigned texel_bits(CUarray_format f, unsigned channels)
-{
-    switch ((int)f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 8 * channels;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 16 * channels;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT: return 32 * channels;
-    case CU_AD_FORMAT_UNORM_INT8X1:
-    case CU_AD_FORMAT_SNORM_INT8X1: return 8;
-    case CU_AD_FORMAT_UNORM_INT8X2:
-    case CU_AD_FORMAT_SNORM_INT8X2:
-    case CU_AD_FORMAT_UNORM_INT16X1:
-    case CU_AD_FORMAT_SNORM_INT16X1:
-    case CU_AD_FORMAT_NV16:
-    case CU_AD_FORMAT_YUY2: return 16;
-    case CU_AD_FORMAT_UNORM_INT8X4:
-    case CU_AD_FORMAT_SNORM_INT8X4:
-    case CU_AD_FORMAT_UNORM_INT16X2:
-    case CU_AD_FORMAT_SNORM_INT16X2:
-    case CU_AD_FORMAT_UNORM_INT_101010_2:
-    case CU_AD_FORMAT_P210:
-    case CU_AD_FORMAT_P216:
-    case CU_AD_FORMAT_Y210:
-    case CU_AD_FORMAT_Y216:
-    case CU_AD_FORMAT_AYUV:
-    case CU_AD_FORMAT_Y410: return 32;
-    case CU_AD_FORMAT_UNORM_INT16X4:
-    case CU_AD_FORMAT_SNORM_INT16X4:
-    case CU_AD_FORMAT_Y416: return 64;
-    case CU_AD_FORMAT_BC1_UNORM:
-    case CU_AD_FORMAT_BC1_UNORM_SRGB:
-    case CU_AD_FORMAT_BC4_UNORM:
-    case CU_AD_FORMAT_BC4_SNORM: return 4;
-    case CU_AD_FORMAT_BC2_UNORM:
-    case CU_AD_FORMAT_BC2_UNORM_SRGB:
-    case CU_AD_FORMAT_BC3_UNORM:
-    case CU_AD_FORMAT_BC3_UNORM_SRGB:
-    case CU_AD_FORMAT_BC5_UNORM:
-    case CU_AD_FORMAT_BC5_SNORM:
-    case CU_AD_FORMAT_BC6H_UF16:
-    case CU_AD_FORMAT_BC6H_SF16:
-    case CU_AD_FORMAT_BC7_UNORM:
-    case CU_AD_FORMAT_BC7_UNORM_SRGB: return 8;
-    case CU_AD_FORMAT_NV12: return 12;
-    case CU_AD_FORMAT_P010:
-    case CU_AD_FORMAT_P016:
-    case CU_AD_FORMAT_Y444_PLANAR8:
-    case CU_AD_FORMAT_YUV444_8bit_SemiPlanar: return 24;
-    case CU_AD_FORMAT_Y444_PLANAR10:
-    case CU_AD_FORMAT_YUV444_16bit_SemiPlanar: return 48;
-    default: return 0;
-    }
-}
-
-/* Device bytes an array creation asks for: its texels at their format's size (the driver
- * may pad and tile beyond that; the driver only tells the real footprint of arrays made
- * for deferred mapping). Sparse and deferred-mapping arrays hold no memory of their own,
- * and mapping some into them is not supported. 0 for calls that are not array creations. */
-static uint64_t array_bytes(int id, const struct chan_args *a)
-{
-    uint64_t w, h, dp = 1, bits;
-    if (id == SHIM_ID_cuArrayCreate_v2 && a->ptr[1]) {
-        const CUDA_ARRAY_DESCRIPTOR *d = a->ptr[1];
-        w = d->Width;
-        h = d->Height;
-        bits = texel_bits(d->Format, d->NumChannels);
-    } else if (id == SHIM_ID_cuArray3DCreate_v2 && a->ptr[1]) {
-        const CUDA_ARRAY3D_DESCRIPTOR *d = a->ptr[1];
-        if (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING))
-            return 0;
-        w = d->Width;
-        h = d->Height;
-        dp = d->Depth ? d->Depth : 1;
-        bits = texel_bits(d->Format, d->NumChannels);
-    } else {
-        return 0;
-    }
-    if (!bits)
-        bits = 128; /* an unknown format: as much as the widest known texel */
-    uint64_t n;
-    if (__builtin_mul_overflow(w, h ? h : 1, &n) || __builtin_mul_overflow(n, dp, &n) ||
-        __builtin_mul_overflow(n, bits, &n))
-        return UINT64_MAX;
-    return (n + 7) / 8;
-}
-
-/* Checks a handle the client named and gives the value to pass to the driver. */
+/* Checks a handle the client named and gives the value to pass to the driver. NULL means
+ * "none" where the API allows it (the driver answers for it; it names nobody's object),
+ * except for streams, where it is the client's default stream. */
 static CUresult check_handle(struct srv_client *c, const struct chan_rec *r, uint32_t ht,
                              uint64_t v, uint64_t *out)
 {
@@ -164,142 +77,273 @@ static CUresult check_handle(struct srv_client *c, const struct chan_rec *r, uin
         *out = (uint64_t)(uintptr_t)s->real;
         return CUDA_SUCCESS;
     }
-    case SHIM_HT_CUevent:
-        return srv_event_get(c, v) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    case SHIM_HT_CUmodule: {
-        struct srv_module *m = srv_module_get(c, v);
-        return m && !m->is_library ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    }
-    case SHIM_HT_CUlibrary: {
-        struct srv_module *m = srv_module_get(c, v);
-        return m && m->is_library ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    }
     case SHIM_HT_CUfunction:
-        /* A CUkernel may stand for a CUfunction (CUDA 12+). */
-        return srv_func_get(c, v) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    case SHIM_HT_CUkernel: {
-        struct srv_func *f = srv_func_get(c, v);
-        return f && f->is_kernel ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    }
+        return v == 0 || srv_func_known(c, v) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     case SHIM_HT_CUcontext:
     case SHIM_HT_CUgreenCtx:
         return CUDA_ERROR_INVALID_CONTEXT; /* the generator never lets these through */
     default:
-        if (v == 0)
-            return CUDA_SUCCESS; /* NULL means "none" where the API allows it */
-        return srv_handle_get(c, ht, v) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+        return v == 0 || srv_obj_find(c, ht, v) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     }
+}
+
+/* The registry record a parameter names (the parent of what a call makes). */
+static struct srv_obj *named_obj(struct srv_client *c, const struct shim_param *p, uint64_t v)
+{
+    if (p->htype == SHIM_HT_CUfunction && !srv_obj_find(c, SHIM_HT_CUfunction, v))
+        return srv_obj_find(c, SHIM_HT_CUkernel, v);
+    return p->htype ? srv_obj_find(c, p->htype, v) : NULL;
+}
+
+/* Members of struct elements the client sent: handles checked and mapped in place (the
+ * elements are the server's private copy), pointers that must be NULL refused. */
+static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
+                              const struct shim_struct *st, uint8_t *buf, uint32_t count)
+{
+    for (uint32_t e = 0; e < count; e++) {
+        uint8_t *el = buf + (size_t)e * st->size;
+        for (uint32_t m = 0; m < st->nmembers; m++) {
+            const struct shim_member *mb = &st->members[m];
+            uint64_t v = 0, mapped;
+            memcpy(&v, el + mb->offset, mb->size);
+            if (mb->kind == SHIM_MK_NULL && v != 0)
+                return CUDA_ERROR_NOT_SUPPORTED;
+            if (mb->kind != SHIM_MK_HANDLE)
+                continue;
+            CUresult res = check_handle(c, r, mb->htype, v, &mapped);
+            if (res != CUDA_SUCCESS)
+                return res;
+            memcpy(el + mb->offset, &mapped, mb->size);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* A device address parameter: the memory its span names lies in one of the caller's
+ * ranges. A destroyed address must be the base of a range its type can destroy. */
+static CUresult check_dptr(struct srv_client *c, const struct shim_call *d, int i,
+                           const struct chan_args *a, struct srv_obj **found)
+{
+    const struct shim_param *p = &d->params[i];
+    uint64_t v = a->val[i], bytes = 0;
+    *found = NULL;
+    if (i == d->destroys) {
+        if (v == 0)
+            return CUDA_SUCCESS; /* freeing NULL: the driver's answer */
+        struct srv_obj *o = srv_range_find(c, v, 0);
+        if (!o || o->key.value != v || shim_types[o->key.type].destroyer < 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        *found = o;
+        return CUDA_SUCCESS;
+    }
+    if (!p->span)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (chan_span_eval(d, p->span, a->val, a->ptr, v, &bytes) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytes == 0)
+        return CUDA_SUCCESS; /* touches nothing */
+    *found = srv_range_find(c, v, bytes);
+    return *found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---------------------------------------------------------------- what a call made */
+
+/* Registers the handles and ranges a successful call returned; on failure (out of memory,
+ * a range that overlaps) the driver's object is destroyed again where we own it. */
+static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
+{
+    const struct shim_call *d = k->d;
+    for (int i = 0; i < d->nparams; i++) {
+        const struct shim_param *p = &d->params[i];
+        if (!k->a.ptr[i])
+            continue;
+        if (p->kind == SHIM_PK_OUT && p->htype) {
+            for (uint32_t e = 0; e < k->a.count[i]; e++) {
+                uint64_t v = 0;
+                memcpy(&v, (uint8_t *)k->a.ptr[i] + (size_t)e * p->elem, p->elem);
+                if (v && !srv_obj_add(c, p->htype, v, p->creates, k->parent))
+                    return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        } else if (p->kind == SHIM_PK_RANGE) {
+            uint64_t base = *(uint64_t *)k->a.ptr[i], size;
+            const struct shim_type *t = &shim_types[p->htype];
+            if (chan_size_eval(d, &p->span->width, k->a.val, k->a.ptr, &size) != 0)
+                size = UINT64_MAX;
+            int fits = !(t->flags & SHIM_TF_COUNTS) || srv_mem_fits(c, k->dev, size);
+            struct srv_obj *o = fits && size != UINT64_MAX
+                                    ? srv_range_add(c, p->htype, base, size, p->creates, k->parent)
+                                    : NULL;
+            if (!o) {
+                if (t->destroyer >= 0 && srv_drv_fns[t->destroyer])
+                    ((CUresult(*)(CUdeviceptr))srv_drv_fns[t->destroyer])(base);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            if (t->flags & SHIM_TF_COUNTS)
+                srv_obj_count(c, o, k->dev, size);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Memory a range the call makes will count, when its size is known before the call. */
+static CUresult check_limit(struct srv_client *c, struct srv_call *k)
+{
+    const struct shim_call *d = k->d;
+    for (int i = 0; i < d->nparams; i++) {
+        const struct shim_param *p = &d->params[i];
+        if (p->kind != SHIM_PK_RANGE || p->after || !(shim_types[p->htype].flags & SHIM_TF_COUNTS))
+            continue;
+        uint64_t size;
+        if (chan_size_eval(d, &p->span->width, k->a.val, k->a.ptr, &size) != 0 ||
+            !srv_mem_fits(c, k->dev, size))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Output strings: the driver gave a pointer of its own; the text goes in the reply. */
+static void copy_strings(struct srv_call *k)
+{
+    for (int i = 0; i < k->d->nparams; i++) {
+        if (k->d->params[i].kind != SHIM_PK_OUTSTR || k->a.absent[i])
+            continue;
+        const char *s = (const char *)(uintptr_t)k->a.spare[i];
+        char *to = (char *)k->a.out + k->a.out_off[i];
+        if (s) {
+            size_t n = strnlen(s, CHAN_OUTSTR_MAX - 1);
+            memcpy(to, s, n);
+            to[n] = '\0';
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- replay */
+
+static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uint32_t len,
+                       struct srv_obj **destroyed, struct srv_obj **host)
+{
+    const struct shim_call *d = k->d;
+    const struct srv_hook *hook = srv_call_hooks[k->id];
+    int id = k->id;
+    int via = d->target && d->cls != SHIM_TWIN ? d->target : 0;
+    if ((d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC) || !cif_ok[via ? via : id] ||
+        !srv_drv_fns[via ? via : id])
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult res = chan_unpack_call(d, p, len, c->out, CHAN_LANE_DATA, &k->a);
+    if (res != CUDA_SUCCESS)
+        return res;
+    if ((d->flags & SHIM_CF_CONTEXT) && !c->cur)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    for (int i = 0; i < d->nparams; i++) {
+        const struct shim_param *pp = &d->params[i];
+        struct srv_obj *o;
+        switch (pp->kind) {
+        case SHIM_PK_HANDLE:
+            if ((res = check_handle(c, k->r, pp->htype, k->a.val[i], &k->vals[i])) != CUDA_SUCCESS)
+                return res;
+            if (i == d->destroys && !(*destroyed = srv_obj_find(c, pp->htype, k->a.val[i])))
+                return CUDA_ERROR_INVALID_HANDLE;
+            break;
+        case SHIM_PK_DPTR:
+            if ((res = check_dptr(c, d, i, &k->a, &o)) != CUDA_SUCCESS)
+                return res;
+            if (i == d->destroys)
+                *destroyed = o;
+            if (i == d->host_sync && o && o->key.type == SHIM_HT_MEM_PINNED)
+                *host = o;
+            k->vals[i] = k->a.val[i];
+            break;
+        case SHIM_PK_VAL:
+        case SHIM_PK_RAW:
+            k->vals[i] = k->a.val[i];
+            break;
+        default:
+            if (k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT)) {
+                /* Handle elements and struct members of inputs are the client's too. */
+                if (pp->htype)
+                    for (uint32_t e = 0; e < k->a.count[i]; e++) {
+                        uint64_t h = 0, m;
+                        memcpy(&h, (uint8_t *)k->a.ptr[i] + (size_t)e * pp->elem, pp->elem);
+                        if ((res = check_handle(c, k->r, pp->htype, h, &m)) != CUDA_SUCCESS)
+                            return res;
+                        memcpy((uint8_t *)k->a.ptr[i] + (size_t)e * pp->elem, &m, pp->elem);
+                    }
+                if (pp->st && (res = check_members(c, k->r, pp->st, k->a.ptr[i],
+                                                   k->a.count[i])) != CUDA_SUCCESS)
+                    return res;
+            }
+            k->vals[i] = (uint64_t)(uintptr_t)k->a.ptr[i];
+        }
+    }
+    if (d->parent >= 0)
+        k->parent = named_obj(c, &d->params[d->parent], k->a.val[d->parent]);
+    /* Stream order: the call goes on the client's stream (or, via:, its default stream),
+     * after what CUDA's legacy semantics say it must follow. */
+    if (d->stream >= 0 || via) {
+        uint64_t h = d->stream >= 0 ? k->a.val[d->stream] : 0;
+        k->stream = srv_stream_resolve(c, h, k->r->flags & CHAN_RF_PTDS, k->r->thread);
+        if (!k->stream)
+            return c->cur ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+        k->dev = k->stream->device;
+    }
+    /* Device-level calls need no client context, but the driver wants one current. */
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
+        return res;
+    if ((res = check_limit(c, k)) != CUDA_SUCCESS)
+        return res;
+    if (hook && hook->before && (res = hook->before(c, k)) != CUDA_SUCCESS)
+        return res;
+    if (k->stream) {
+        CUstream st = srv_stream_prepare(c, k->stream);
+        if (via)
+            k->vals[d->nparams] = (uint64_t)(uintptr_t)st;
+        else
+            k->vals[d->stream] = (uint64_t)(uintptr_t)st;
+    }
+    if (hook && hook->call) {
+        res = hook->call(c, k);
+    } else {
+        void *avalue[CHAN_MAX_ARGS + 1];
+        for (int i = 0; i <= d->nparams && i <= CHAN_MAX_ARGS; i++)
+            avalue[i] = &k->vals[i];
+        ffi_sarg rc = 0;
+        ffi_call(&cifs[via ? via : id], FFI_FN(srv_drv_fns[via ? via : id]), &rc, avalue);
+        res = (CUresult)rc;
+    }
+    if (res != CUDA_SUCCESS)
+        return res;
+    if ((res = register_outputs(c, k)) != CUDA_SUCCESS)
+        return res;
+    if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS)
+        return res;
+    if (*destroyed)
+        srv_obj_destroyed(c, *destroyed);
+    copy_strings(k);
+    return CUDA_SUCCESS;
 }
 
 void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    int id = r->op;
-    const struct shim_call *d = &shim_calls[id];
+    const struct shim_call *d = &shim_calls[r->op];
     int lane = (r->flags & CHAN_RF_REPLY) ? r->lane : -1;
-    uint8_t *out = srv_lane_data(c, lane);
-    struct chan_args a;
-    a.out_len = 0;
-    CUresult res;
-    if ((d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC) || !cif_ok[id]) {
-        res = CUDA_ERROR_NOT_SUPPORTED;
-        goto done;
-    }
-    if (!srv_drv_fns[id]) {
-        res = CUDA_ERROR_NOT_SUPPORTED;
-        goto done;
-    }
-    if ((res = chan_unpack_call(d, p, len, out, CHAN_LANE_DATA, &a)) != CUDA_SUCCESS)
-        goto done;
-    void *avalue[CHAN_MAX_ARGS];
-    uint64_t vals[CHAN_MAX_ARGS];
-    for (int i = 0; i < d->nparams; i++) {
-        const struct shim_param *pp = &d->params[i];
-        switch (pp->kind) {
-        case SHIM_PK_HANDLE:
-            if ((res = check_handle(c, r, pp->htype, a.val[i], &vals[i])) != CUDA_SUCCESS)
-                goto done;
-            if (i == d->stream && d->cls == SHIM_ASYNC) {
-                struct srv_stream *s = srv_stream_resolve(c, a.val[i], r->flags & CHAN_RF_PTDS,
-                                                          r->thread);
-                vals[i] = (uint64_t)(uintptr_t)srv_stream_prepare(c, s);
-            }
-            avalue[i] = &vals[i];
-            break;
-        case SHIM_PK_DPTR:
-            if (!srv_alloc_find(c, a.val[i], 1)) {
-                res = CUDA_ERROR_INVALID_VALUE;
-                goto done;
-            }
-            vals[i] = a.val[i];
-            avalue[i] = &vals[i];
-            break;
-        case SHIM_PK_VAL:
-        case SHIM_PK_RAW:
-            vals[i] = a.val[i];
-            avalue[i] = &vals[i];
-            break;
-        default:
-            /* Handle elements of IN arrays are the client's too. */
-            if (pp->kind == SHIM_PK_IN && pp->htype && a.ptr[i])
-                for (uint32_t k = 0; k < a.count[i]; k++) {
-                    uint64_t h = ((uint64_t *)a.ptr[i])[k], m;
-                    if ((res = check_handle(c, r, pp->htype, h, &m)) != CUDA_SUCCESS)
-                        goto done;
-                    ((uint64_t *)a.ptr[i])[k] = m;
-                }
-            vals[i] = (uint64_t)(uintptr_t)a.ptr[i];
-            avalue[i] = &vals[i];
-        }
-    }
-    /* Device-level calls need no client context, but the driver wants one current. */
-    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
-        goto done;
-    /* Arrays are device memory: beyond the client's limit the driver is not asked. */
-    int dev = c->cur ? c->cur->device : 0;
-    uint64_t bytes = array_bytes(id, &a);
-    if (bytes && !srv_mem_fits(c, dev, bytes)) {
-        res = CUDA_ERROR_OUT_OF_MEMORY;
-        goto done;
-    }
-    ffi_sarg rc = 0;
-    ffi_call(&cifs[id], FFI_FN(srv_drv_fns[id]), &rc, avalue);
-    res = (CUresult)rc;
-    if (res == CUDA_SUCCESS) {
-        /* Handles the call made or returned become the caller's; destroyed ones go. */
-        for (int i = 0; i < d->nparams; i++) {
-            const struct shim_param *pp = &d->params[i];
-            if (pp->kind != SHIM_PK_OUT || !pp->htype || !a.ptr[i] || pp->ckind != SHIM_CK_ONE)
-                continue;
-            uint64_t v = *(uint64_t *)a.ptr[i];
-            if (srv_handle_add(c, pp->htype, v, pp->creates) != 0 || !bytes || !pp->creates)
-                continue;
-            struct srv_handle *h = srv_handle_get(c, pp->htype, v);
-            if (h->bytes)
-                continue; /* already counted: the driver handed the same handle out twice */
-            h->bytes = bytes;
-            h->dev = dev;
-            srv_mem_count(c, dev, bytes);
-            c->mem_refused[dev] = 0;
-        }
-        if (d->destroys >= 0)
-            srv_handle_remove(c, d->params[d->destroys].htype, a.val[d->destroys]);
-    }
-done:
-    if (d->cls == SHIM_ASYNC || lane < 0) {
+    struct srv_call k;
+    memset(&k, 0, sizeof(k));
+    k.id = r->op;
+    k.d = d;
+    k.r = r;
+    k.dev = c->cur ? c->cur->device : 0;
+    struct srv_obj *destroyed = NULL, *host = NULL;
+    CUresult res = replay(c, &k, p, len, &destroyed, &host);
+    if (lane < 0) {
         srv_defer(c, res, d->name);
         return;
     }
-    srv_reply(c, lane, res, res == CUDA_SUCCESS ? (uint32_t)a.out_len : 0);
-}
-
-void srv_generic_destroy(struct srv_client *c, uint32_t type, uint64_t value)
-{
-    (void)c;
-    int id = type < SHIM_NHTYPES ? shim_htype_destroyer[type] : -1;
-    if (id < 0 || !cif_ok[id] || !srv_drv_fns[id] || shim_calls[id].nparams != 1)
+    uint32_t out = res == CUDA_SUCCESS ? (uint32_t)k.a.out_len : 0;
+    if (out)
+        memcpy(srv_lane_data(c, lane), c->out, out);
+    /* Work on host memory completes before the call returns (sync-if-host:). */
+    if (res == CUDA_SUCCESS && host && k.stream &&
+        srv_wait_stream(c, k.stream, lane, out) == CUDA_SUCCESS)
         return;
-    uint64_t v = value;
-    void *avalue[1] = {&v};
-    ffi_sarg rc;
-    ffi_call(&cifs[id], FFI_FN(srv_drv_fns[id]), &rc, avalue);
+    srv_reply(c, lane, res, out);
 }

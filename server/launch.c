@@ -27,7 +27,7 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }
-    if (!srv_func_get(c, m.func)) {
+    if (!srv_func_known(c, m.func)) {
         res = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
@@ -87,7 +87,7 @@ void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         goto reply;
     }
     struct srv_stream *s = NULL;
-    if (!srv_func_get(c, m.func) ||
+    if (!srv_func_known(c, m.func) ||
         (m.stream && !(s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread)))) {
         res = CUDA_ERROR_INVALID_HANDLE;
         goto reply;

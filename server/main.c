@@ -240,7 +240,8 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0) {
+    if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0 ||
+        srv_registry_init() != 0) {
         fprintf(stderr, "mpsshim-server: failed to start; see %s/server.log\n", srv.log_dir);
         tell_starter("failed to start; see %s/server.log\n", srv.log_dir);
         return 1;

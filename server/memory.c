@@ -41,85 +41,42 @@ int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
     return 0;
 }
 
-/* Pitched allocations are checked at width * height before the driver picks the pitch,
- * and at pitch * height after. */
-void srv_op_mem_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+/* Pitched allocations: the description registers pitch x height once the driver picked
+ * the pitch; before that, width x height must fit. */
+static CUresult alloc_pitch_before(struct srv_client *c, struct srv_call *k)
 {
-    struct chan_alloc m;
-    struct chan_alloc_reply rep = {0};
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (!c->cur) {
-        res = CUDA_ERROR_INVALID_CONTEXT;
-    } else if (len == sizeof(m)) {
-        memcpy(&m, p, sizeof(m));
-        int dev = c->cur->device;
-        CUdeviceptr d = 0;
-        size_t pitch = 0;
-        uint64_t want = m.bytes;
-        if (m.height && __builtin_mul_overflow(m.bytes, m.height, &want))
-            want = UINT64_MAX;
-        if (!srv_mem_fits(c, dev, want)) {
-            res = CUDA_ERROR_OUT_OF_MEMORY;
-        } else if (m.height == 0) {
-            res = DRV(cuMemAlloc_v2)(&d, (size_t)m.bytes);
-        } else {
-            res = DRV(cuMemAllocPitch_v2)(&d, &pitch, (size_t)m.bytes, (size_t)m.height, m.elem);
-        }
-        if (res == CUDA_SUCCESS) {
-            struct srv_alloc a = {.base = d,
-                                  .size = m.height ? (uint64_t)pitch * m.height : m.bytes,
-                                  .kind = SRV_ALLOC_DEVICE, .ctx = c->cur->id, .dev = dev};
-            if (!srv_mem_fits(c, dev, a.size) || srv_alloc_add(c, &a) != 0) {
-                DRV(cuMemFree_v2)(d);
-                res = CUDA_ERROR_OUT_OF_MEMORY;
-            } else {
-                c->mem_refused[dev] = 0;
-                rep.dptr = d;
-                rep.pitch = pitch;
-            }
-        }
-    }
-    memcpy(srv_lane_data(c, r->lane), &rep, sizeof(rep));
-    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
+    uint64_t want;
+    if (__builtin_mul_overflow(k->a.val[2], k->a.val[3], &want))
+        want = UINT64_MAX;
+    return srv_mem_fits(c, k->dev, want) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void srv_op_mem_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
-{
-    uint64_t d;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    struct srv_alloc *a = NULL;
-    if (len == sizeof(d)) {
-        memcpy(&d, p, sizeof(d));
-        a = srv_alloc_find(c, d, 1);
-    }
-    /* Only the caller's own allocations, by their base address. */
-    if (a && a->base == d && a->kind == SRV_ALLOC_DEVICE) {
-        res = DRV(cuMemFree_v2)(d);
-        if (res == CUDA_SUCCESS)
-            srv_alloc_remove(c, d, NULL);
-    }
-    srv_reply(c, r->lane, res, 0);
-}
+const struct srv_hook srv_hook_mem_alloc_pitch = {.before = alloc_pitch_before};
 
 /* A client with a limit on this device sees the limit as the total, and as free what the
  * limit leaves it, or less when the device itself has less. */
-void srv_op_mem_info(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+static CUresult mem_info_after(struct srv_client *c, struct srv_call *k)
 {
-    (void)p;
-    (void)len;
-    size_t f = 0, t = 0;
-    CUresult res = c->cur ? DRV(cuMemGetInfo_v2)(&f, &t) : CUDA_ERROR_INVALID_CONTEXT;
-    uint64_t v[2] = {f, t};
-    if (res == CUDA_SUCCESS && c->lim.mem[c->cur->device]) {
-        uint64_t lim = c->lim.mem[c->cur->device];
-        uint64_t used = atomic_load(&c->stats.mem_dev[c->cur->device]);
-        uint64_t left = used < lim ? lim - used : 0;
-        v[0] = f < left ? f : left;
-        v[1] = lim;
-    }
-    memcpy(srv_lane_data(c, r->lane), v, sizeof(v));
-    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(v) : 0);
+    int dev = k->dev;
+    if (!c->lim.mem[dev])
+        return CUDA_SUCCESS;
+    size_t *f = k->a.ptr[0], *t = k->a.ptr[1];
+    uint64_t lim = c->lim.mem[dev], used = atomic_load(&c->stats.mem_dev[dev]);
+    uint64_t left = used < lim ? lim - used : 0;
+    if (f && *f > left)
+        *f = (size_t)left;
+    if (t)
+        *t = (size_t)lim;
+    return CUDA_SUCCESS;
 }
+
+static CUresult mem_info_before(struct srv_client *c, struct srv_call *k)
+{
+    (void)k;
+    return c->cur ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+const struct srv_hook srv_hook_mem_info = {.before = mem_info_before, .after = mem_info_after};
 
 /* ---------------------------------------------------------------- pinned host memory */
 
@@ -274,18 +231,17 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
                                     CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
     if (res != CUDA_SUCCESS)
         goto fail;
-    struct srv_alloc a = {.base = addr, .size = m.bytes, .kind = SRV_ALLOC_HOST,
-                          .ctx = c->cur->id, .mapped = size};
-    atomic_fetch_add(&c->stats.pinned, size);
-    if (srv_alloc_add(c, &a) != 0) {
-        atomic_fetch_sub(&c->stats.pinned, size);
+    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_PINNED, addr, m.bytes, 1, NULL);
+    if (!o) {
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
         res = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail;
     }
+    o->aux = size;
+    atomic_fetch_add(&c->stats.pinned, size);
     /* The fd goes first: the client reads it right after the reply. */
     if (send_fd(c->sock, fd) != 0) {
-        srv_alloc_remove(c, addr, NULL);
+        srv_obj_destroyed(c, o);
         atomic_fetch_sub(&c->stats.pinned, size);
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
         res = CUDA_ERROR_OPERATING_SYSTEM;
@@ -306,26 +262,26 @@ out:
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
 }
 
-void srv_host_release(struct srv_client *c, struct srv_alloc *a)
+/* The end of a pinned allocation: unregistered and its addresses back in the reservation
+ * (the client unmaps its own mapping). */
+void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
 {
-    atomic_fetch_sub(&c->stats.pinned, a->mapped);
-    DRV(cuMemHostUnregister)((void *)(uintptr_t)a->base);
-    host_give(a->base, a->mapped);
+    atomic_fetch_sub(&c->stats.pinned, o->aux);
+    DRV(cuMemHostUnregister)((void *)(uintptr_t)o->key.value);
+    host_give(o->key.value, o->aux);
 }
 
 void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     uint64_t addr;
-    struct srv_alloc a;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     if (len == sizeof(addr)) {
         memcpy(&addr, p, sizeof(addr));
-        struct srv_alloc *f = srv_alloc_find(c, addr, 1);
-        if (f && f->base == addr && f->kind == SRV_ALLOC_HOST) {
+        struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, addr);
+        if (o) {
             /* Copies may still read or write it: wait for the client's work first. */
             srv_streams_drain(c, 0);
-            srv_alloc_remove(c, addr, &a);
-            srv_host_release(c, &a);
+            srv_obj_release(c, o);
             res = CUDA_SUCCESS;
         }
     }

@@ -94,28 +94,22 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
             vals[n++] = (void *)(uintptr_t)o.value;
         }
     }
-    struct srv_module *mod = calloc(1, sizeof(*mod));
-    if (!mod) {
-        res = CUDA_ERROR_OUT_OF_MEMORY;
-        goto reply;
-    }
-    if (m.kind == CHAN_IMAGE_MODULE) {
-        res = DRV(cuModuleLoadDataEx)(&mod->mod, image, n, opts, vals);
-        mod->key = (uint64_t)(uintptr_t)mod->mod;
-    } else if (m.kind == CHAN_IMAGE_FATBIN) {
-        res = DRV(cuModuleLoadFatBinary)(&mod->mod, image);
-        mod->key = (uint64_t)(uintptr_t)mod->mod;
-    } else if (m.kind == CHAN_IMAGE_LIBRARY) {
-        res = DRV(cuLibraryLoadData)(&mod->lib, image, opts, vals, n, NULL, NULL, 0);
-        mod->is_library = 1;
-        mod->key = (uint64_t)(uintptr_t)mod->lib;
-    }
+    CUmodule mod = NULL;
+    CUlibrary lib = NULL;
+    if (m.kind == CHAN_IMAGE_MODULE)
+        res = DRV(cuModuleLoadDataEx)(&mod, image, n, opts, vals);
+    else if (m.kind == CHAN_IMAGE_FATBIN)
+        res = DRV(cuModuleLoadFatBinary)(&mod, image);
+    else if (m.kind == CHAN_IMAGE_LIBRARY)
+        res = DRV(cuLibraryLoadData)(&lib, image, opts, vals, n, NULL, NULL, 0);
     if (res == CUDA_SUCCESS) {
-        mod->ctx = c->cur->id;
-        HASH_ADD(hh, c->modules, key, sizeof(mod->key), mod);
-        rep.handle = mod->key;
-    } else {
-        free(mod);
+        uint64_t h = lib ? (uint64_t)(uintptr_t)lib : (uint64_t)(uintptr_t)mod;
+        if (srv_obj_add(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, h, 1, NULL)) {
+            rep.handle = h;
+        } else {
+            lib ? DRV(cuLibraryUnload)(lib) : DRV(cuModuleUnload)(mod);
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        }
     }
     if (wall >= 0)
         memcpy(&rep.wall_time, &vals[wall], sizeof(float));
@@ -140,50 +134,15 @@ reply:;
     srv_reply(c, r->lane, res, (uint32_t)sizeof(rep) + rep.info_len + rep.error_len);
 }
 
-/* Forgets the functions and globals of a module/library (their handles die with it). */
-static void drop_children(struct srv_client *c, uint64_t key)
+/* Unloading (described in cuda_symbols.txt): work in flight may still run its kernels. */
+static CUresult unload_before(struct srv_client *c, struct srv_call *k)
 {
-    struct srv_func *f, *t;
-    HASH_ITER(hh, c->funcs, f, t)
-    if (f->owner == key) {
-        HASH_DEL(c->funcs, f);
-        free(f);
-    }
-    size_t j = 0;
-    for (size_t i = 0; i < c->nallocs; i++)
-        if (!(c->allocs[i].kind == SRV_ALLOC_GLOBAL && c->allocs[i].owner == key))
-            c->allocs[j++] = c->allocs[i];
-    c->nallocs = j;
+    (void)k;
+    srv_streams_drain(c, 0);
+    return CUDA_SUCCESS;
 }
 
-void srv_op_module_unload(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                          uint32_t len)
-{
-    struct chan_handle m;
-    struct srv_module *mod = NULL;
-    CUresult res = CUDA_ERROR_INVALID_HANDLE;
-    if (len == sizeof(m)) {
-        memcpy(&m, p, sizeof(m));
-        mod = srv_module_get(c, m.handle);
-    }
-    if (mod && mod->is_library == (m.kind == CHAN_H_LIBRARY) && !mod->borrowed) {
-        /* Work in flight may still run its kernels. */
-        srv_streams_drain(c, 0);
-        res = mod->is_library ? DRV(cuLibraryUnload)(mod->lib) : DRV(cuModuleUnload)(mod->mod);
-        drop_children(c, mod->key);
-        /* A library's module handle goes with it. */
-        struct srv_module *x, *t;
-        HASH_ITER(hh, c->modules, x, t)
-        if (x->borrowed && x->owner == mod->key) {
-            drop_children(c, x->key);
-            HASH_DEL(c->modules, x);
-            free(x);
-        }
-        HASH_DEL(c->modules, mod);
-        free(mod);
-    }
-    srv_reply(c, r->lane, res, 0);
-}
+const struct srv_hook srv_hook_module_unload = {.before = unload_before};
 
 /* Fills a chan_function (and its layout) for a function or kernel at `out`; returns bytes
  * written, 0 on failure with *err. */
@@ -235,19 +194,12 @@ static uint32_t describe(struct srv_client *c, uint64_t h, int is_kernel, uint8_
     return (uint32_t)sizeof(f) + f.nparams * 8;
 }
 
-static CUresult add_func(struct srv_client *c, uint64_t key, int is_kernel, uint64_t owner)
+/* A function or kernel the client may use from now on; it dies with `owner`. */
+static CUresult add_func(struct srv_client *c, uint64_t key, int is_kernel, struct srv_obj *owner)
 {
-    if (srv_func_get(c, key))
-        return CUDA_SUCCESS;
-    struct srv_func *f = calloc(1, sizeof(*f));
-    if (!f)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    f->key = key;
-    f->is_kernel = is_kernel;
-    f->owner = owner;
-    f->ctx = c->cur ? c->cur->id : 0;
-    HASH_ADD(hh, c->funcs, key, sizeof(f->key), f);
-    return CUDA_SUCCESS;
+    return srv_obj_add(c, is_kernel ? SHIM_HT_CUkernel : SHIM_HT_CUfunction, key, 0, owner)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* Parses a chan_lookup and its NUL-terminated name. */
@@ -280,36 +232,37 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto reply;
     }
-    uint64_t key = 0, owner = 0;
+    uint64_t key = 0;
+    struct srv_obj *owner = NULL;
     int is_kernel = 0;
     if (m.kind == CHAN_H_KERNEL) {
-        struct srv_func *k = srv_func_get(c, m.handle);
+        /* A kernel's function in the current context: it belongs to the kernel. */
+        owner = srv_obj_find(c, SHIM_HT_CUkernel, m.handle);
         res = CUDA_ERROR_INVALID_HANDLE;
-        if (!k || !k->is_kernel)
+        if (!owner)
             goto reply;
         CUfunction f;
         res = DRV(cuKernelGetFunction)(&f, (CUkernel)(uintptr_t)m.handle);
         key = (uint64_t)(uintptr_t)f;
-        owner = k->owner;
     } else {
-        struct srv_module *mod = srv_module_get(c, m.handle);
+        int lib = m.kind == CHAN_H_LIBRARY;
+        owner = srv_obj_find(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, m.handle);
         res = CUDA_ERROR_INVALID_HANDLE;
-        if (!mod || mod->is_library != (m.kind == CHAN_H_LIBRARY))
+        if (!owner)
             goto reply;
         res = CUDA_ERROR_INVALID_VALUE;
         if (!name)
             goto reply;
-        if (mod->is_library) {
+        if (lib) {
             CUkernel k;
-            res = DRV(cuLibraryGetKernel)(&k, mod->lib, name);
+            res = DRV(cuLibraryGetKernel)(&k, (CUlibrary)(uintptr_t)m.handle, name);
             key = (uint64_t)(uintptr_t)k;
             is_kernel = 1;
         } else {
             CUfunction f;
-            res = DRV(cuModuleGetFunction)(&f, mod->mod, name);
+            res = DRV(cuModuleGetFunction)(&f, (CUmodule)(uintptr_t)m.handle, name);
             key = (uint64_t)(uintptr_t)f;
         }
-        owner = mod->key;
     }
     if (res != CUDA_SUCCESS)
         goto reply;
@@ -318,45 +271,6 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
         res = add_func(c, key, is_kernel, owner);
 reply:
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out : 0);
-}
-
-void srv_op_get_global(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                       uint32_t len)
-{
-    struct chan_lookup m;
-    const char *name;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    uint64_t rep[2] = {0, 0};
-    struct srv_module *mod = NULL;
-    if (lookup_args(p, len, &m, &name) != 0 || !name)
-        goto reply;
-    if (!c->cur) {
-        res = CUDA_ERROR_INVALID_CONTEXT;
-        goto reply;
-    }
-    mod = srv_module_get(c, m.handle);
-    if (!mod || mod->is_library != (m.kind == CHAN_H_LIBRARY)) {
-        res = CUDA_ERROR_INVALID_HANDLE;
-        goto reply;
-    }
-    CUdeviceptr d = 0;
-    size_t size = 0;
-    res = mod->is_library ? DRV(cuLibraryGetGlobal)(&d, &size, mod->lib, name)
-                          : DRV(cuModuleGetGlobal_v2)(&d, &size, mod->mod, name);
-    if (res == CUDA_SUCCESS) {
-        struct srv_alloc *old = srv_alloc_find(c, d, 1);
-        if (!old || old->base != d) {
-            struct srv_alloc a = {.base = d, .size = size, .kind = SRV_ALLOC_GLOBAL,
-                                  .ctx = c->cur->id, .owner = mod->key};
-            if (srv_alloc_add(c, &a) != 0)
-                res = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        rep[0] = d;
-        rep[1] = size;
-    }
-reply:
-    memcpy(srv_lane_data(c, r->lane), rep, sizeof(rep));
-    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
 }
 
 void srv_op_enum_functions(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
@@ -369,13 +283,14 @@ void srv_op_enum_functions(struct srv_client *c, const struct chan_rec *r, uint8
     if (len != sizeof(m))
         goto reply;
     memcpy(&m, p, sizeof(m));
-    struct srv_module *mod = srv_module_get(c, m.handle);
+    int lib = m.kind == CHAN_H_LIBRARY;
+    struct srv_obj *mod = srv_obj_find(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, m.handle);
     res = CUDA_ERROR_INVALID_HANDLE;
-    if (!mod || mod->is_library != (m.kind == CHAN_H_LIBRARY))
+    if (!mod)
         goto reply;
     unsigned n = 0;
-    res = mod->is_library ? DRV(cuLibraryGetKernelCount)(&n, mod->lib)
-                          : DRV(cuModuleGetFunctionCount)(&n, mod->mod);
+    res = lib ? DRV(cuLibraryGetKernelCount)(&n, (CUlibrary)(uintptr_t)m.handle)
+              : DRV(cuModuleGetFunctionCount)(&n, (CUmodule)(uintptr_t)m.handle);
     if (res != CUDA_SUCCESS)
         goto reply;
     if (n > m.arg)
@@ -386,12 +301,12 @@ void srv_op_enum_functions(struct srv_client *c, const struct chan_rec *r, uint8
     res = CUDA_ERROR_OUT_OF_MEMORY;
     if (!hs)
         goto reply;
-    res = mod->is_library ? DRV(cuLibraryEnumerateKernels)((CUkernel *)hs, n, mod->lib)
-                          : DRV(cuModuleEnumerateFunctions)((CUfunction *)hs, n, mod->mod);
+    res = lib ? DRV(cuLibraryEnumerateKernels)((CUkernel *)hs, n, (CUlibrary)(uintptr_t)m.handle)
+              : DRV(cuModuleEnumerateFunctions)((CUfunction *)hs, n, (CUmodule)(uintptr_t)m.handle);
     for (unsigned i = 0; i < n && res == CUDA_SUCCESS; i++) {
-        uint32_t w = describe(c, hs[i], mod->is_library, out + used, CHAN_LANE_DATA - used, &res);
+        uint32_t w = describe(c, hs[i], lib, out + used, CHAN_LANE_DATA - used, &res);
         if (res == CUDA_SUCCESS)
-            res = add_func(c, hs[i], mod->is_library, mod->key);
+            res = add_func(c, hs[i], lib, mod);
         used += w;
         count++;
     }
@@ -399,103 +314,4 @@ void srv_op_enum_functions(struct srv_client *c, const struct chan_rec *r, uint8
 reply:
     memcpy(out, &count, 4);
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? used : 0);
-}
-
-void srv_op_handle_query(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                         uint32_t len)
-{
-    struct chan_handle_query q;
-    CUresult res = CUDA_ERROR_INVALID_HANDLE;
-    uint8_t *out = srv_lane_data(c, r->lane);
-    uint32_t n = 0;
-    if (len != sizeof(q)) {
-        res = CUDA_ERROR_INVALID_VALUE;
-        goto reply;
-    }
-    memcpy(&q, p, sizeof(q));
-    struct srv_func *f = srv_func_get(c, q.handle);
-    struct srv_module *mod = srv_module_get(c, q.handle);
-    uint64_t h = 0;
-    const char *name = NULL;
-    switch (q.query) {
-    case CHAN_Q_FUNC_MODULE:
-        if (f && !f->is_kernel && srv_module_get(c, f->owner)) {
-            struct srv_module *o = srv_module_get(c, f->owner);
-            if (!o->is_library) {
-                h = o->key;
-                res = CUDA_SUCCESS;
-            } else {
-                CUmodule mm;
-                res = DRV(cuFuncGetModule)(&mm, (CUfunction)(uintptr_t)q.handle);
-                h = (uint64_t)(uintptr_t)mm;
-            }
-        }
-        break;
-    case CHAN_Q_KERNEL_LIBRARY:
-        if (f && f->is_kernel) {
-            h = f->owner;
-            res = CUDA_SUCCESS;
-        }
-        break;
-    case CHAN_Q_LIB_MODULE:
-        if (mod && mod->is_library) {
-            CUmodule mm;
-            res = DRV(cuLibraryGetModule)(&mm, mod->lib);
-            h = (uint64_t)(uintptr_t)mm;
-            /* The module belongs to the library: usable by the client, unloaded with it. */
-            if (res == CUDA_SUCCESS && !srv_module_get(c, h)) {
-                struct srv_module *x = calloc(1, sizeof(*x));
-                if (!x) {
-                    res = CUDA_ERROR_OUT_OF_MEMORY;
-                    break;
-                }
-                x->key = h;
-                x->mod = mm;
-                x->borrowed = 1;
-                x->owner = mod->key;
-                x->ctx = mod->ctx;
-                HASH_ADD(hh, c->modules, key, sizeof(x->key), x);
-            }
-        }
-        break;
-    case CHAN_Q_FUNC_NAME:
-        if (f && !f->is_kernel)
-            res = DRV(cuFuncGetName)(&name, (CUfunction)(uintptr_t)q.handle);
-        break;
-    case CHAN_Q_KERNEL_NAME:
-        if (f && f->is_kernel)
-            res = DRV(cuKernelGetName)(&name, (CUkernel)(uintptr_t)q.handle);
-        break;
-    default:
-        res = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (res == CUDA_SUCCESS && name) {
-        n = (uint32_t)strnlen(name, CHAN_LANE_DATA - 1);
-        memcpy(out, name, n);
-    } else if (res == CUDA_SUCCESS) {
-        memcpy(out, &h, sizeof(h));
-        n = sizeof(h);
-    }
-reply:
-    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? n : 0);
-}
-
-void srv_op_func_set_attr(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                          uint32_t len)
-{
-    struct chan_func_attr m;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len == sizeof(m)) {
-        memcpy(&m, p, sizeof(m));
-        struct srv_func *f = srv_func_get(c, m.handle);
-        if (!f || (m.is_kernel && !f->is_kernel))
-            res = CUDA_ERROR_INVALID_HANDLE;
-        else if (m.is_kernel)
-            res = DRV(cuKernelSetAttribute)((CUfunction_attribute)m.attr, m.value,
-                                            (CUkernel)(uintptr_t)m.handle, m.device);
-        else
-            res = DRV(cuFuncSetAttribute)((CUfunction)(uintptr_t)m.handle,
-                                          (CUfunction_attribute)m.attr, m.value);
-    }
-    srv_reply(c, r->lane, res, 0);
 }

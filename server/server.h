@@ -16,6 +16,8 @@
 
 #include "channel/chan.h"
 #include "channel/desc.h"
+#include "channel/marshal.h"
+#include "channel/ranges.h"
 #include "server/driver.h"
 
 /* ---------------------------------------------------------------- log.c */
@@ -29,24 +31,39 @@ void srv_clog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---------------------------------------------------------------- per-client objects */
 
-enum srv_alloc_kind {
-    SRV_ALLOC_DEVICE = 1, /* cuMemAlloc / cuMemAllocPitch */
-    SRV_ALLOC_GLOBAL,     /* a module's variable: addressable, not freeable */
-    SRV_ALLOC_HOST,       /* pinned host memory shared with the client */
+/* One object a client holds (registry.c): a handle (stream, event, module, array, pool...)
+ * or a memory range, of one of the types cuda_symbols.txt declares (%handle, %range). The
+ * client names it by `key.value`: the real handle, or a range's base address. Owned by the
+ * client's worker thread alone. */
+struct srv_obj_key {
+    uint64_t value;
+    uint32_t type; /* SHIM_HT_* */
+    uint32_t pad;
+};
+struct srv_obj {
+    struct srv_obj_key key;
+    uint64_t size;   /* ranges: bytes from key.value */
+    uint64_t bytes;  /* device memory it holds, counted against the limit on dev */
+    int dev;         /* device it lives on; -1: none */
+    uint32_t ctx;    /* client context it was made in; 0: none (released at exit) */
+    int owned;       /* the client made it: destroyed when released, else only forgotten */
+    struct srv_obj *parent;
+    struct srv_obj *children;         /* objects that belong to this one */
+    struct srv_obj *sib_prev, *sib_next; /* among the parent's children */
+    struct srv_obj *type_prev, *type_next; /* among the client's objects of this type */
+    void *ext;       /* the family's own state (struct srv_stream), freed by its release */
+    uint64_t aux;    /* the family's own value (pinned memory: the bytes mapped) */
+    UT_hash_handle hh;
 };
 
-struct srv_alloc {
-    uint64_t base, size;
-    uint32_t kind;
-    uint32_t ctx;
-    int dev;         /* device of a device allocation (its bytes count there) */
-    uint64_t owner;  /* module/library key of a global */
-    uint64_t mapped; /* host: bytes mapped (page multiple) */
-};
+struct srv_client;
+/* A family's release of an object it keeps state for (%handle ... release=NAME). */
+typedef void srv_release_fn(struct srv_client *c, struct srv_obj *o);
 
 struct srv_stream {
     uint64_t key; /* what the client names it by: the real handle, or 0 for defaults */
     CUstream real;
+    struct srv_obj *obj; /* its registry record (created streams; NULL for defaults) */
     uint32_t ctx;
     int device;
     unsigned flags;   /* as the client asked (the real stream is always non-blocking) */
@@ -58,7 +75,7 @@ struct srv_stream {
     uint64_t seen_by_legacy; /* our nsubmit when the legacy stream last waited for us */
     uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
     CUevent mark;            /* internal event recorded for those waits */
-    UT_hash_handle hh;       /* in client->streams (created) or ctx->defaults */
+    UT_hash_handle hh;       /* in ctx->defaults (per-thread default streams) */
 };
 
 struct srv_ctx {
@@ -67,50 +84,6 @@ struct srv_ctx {
     int primary;
     struct srv_stream *legacy;   /* created on first use */
     struct srv_stream *defaults; /* per-thread default streams, keyed by thread number */
-    UT_hash_handle hh;
-};
-
-struct srv_event {
-    uint64_t key;
-    CUevent real;
-    uint32_t ctx;
-    unsigned flags;
-    UT_hash_handle hh;
-};
-
-/* Modules and libraries share one table (a library's key is its CUlibrary). */
-struct srv_module {
-    uint64_t key;
-    int is_library;
-    int borrowed;   /* a library's module: unloaded with the library, not by itself */
-    uint64_t owner; /* the library of a borrowed module */
-    CUmodule mod;
-    CUlibrary lib;
-    uint32_t ctx;
-    UT_hash_handle hh;
-};
-
-/* Functions and kernels (a kernel's key is its CUkernel). */
-struct srv_func {
-    uint64_t key;
-    int is_kernel;
-    uint64_t owner; /* module/library key */
-    uint32_t ctx;
-    UT_hash_handle hh;
-};
-
-/* Handles of every other type a generic call created or returned. */
-struct srv_handle_key {
-    uint64_t value;
-    uint32_t type; /* SHIM_HT_* */
-    uint32_t pad;
-};
-struct srv_handle {
-    struct srv_handle_key key;
-    int owned; /* destroyed when the client goes away */
-    uint32_t ctx;
-    uint64_t bytes; /* device memory it holds (arrays), counted on device dev */
-    int dev;
     UT_hash_handle hh;
 };
 
@@ -172,13 +145,10 @@ struct srv_client {
     /* Owned by the worker thread alone. */
     struct srv_ctx *ctxs;
     struct srv_ctx *cur; /* context of the record being replayed */
-    struct srv_alloc *allocs; /* sorted by base */
-    size_t nallocs, capallocs;
-    struct srv_stream *streams;
-    struct srv_event *events;
-    struct srv_module *modules;
-    struct srv_func *funcs;
-    struct srv_handle *handles;
+    struct srv_obj *objs;                  /* every object it holds, by (value, type) */
+    struct chan_ranges ranges;             /* its range objects, by address (srv_range) */
+    struct srv_obj *by_type[SHIM_NHTYPES]; /* its objects of each type, newest first */
+    unsigned nobjs[SHIM_NHTYPES];
     struct srv_wait *waits;
     /* Free internal events, per device: an event can only be recorded on streams of the
      * context it was made in. */
@@ -207,6 +177,7 @@ struct srv_client {
     int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
     uint8_t *rec;       /* the record being replayed (copied out of the ring) */
     uint8_t *scratch;   /* stands in for the lane of a record that asked for no reply */
+    uint8_t *out;       /* a described call's outputs, private until copied to its lane */
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     uint16_t first_thread; /* client thread number of the first record */
     int many_threads;      /* records came from more than one client thread */
@@ -294,24 +265,81 @@ CUresult srv_take_deferred(struct srv_client *c);
 /* 1 while the client is connected: waits on it give up otherwise. */
 int srv_client_alive(void *client);
 
-/* ---------------------------------------------------------------- tables.c */
+/* ---------------------------------------------------------------- registry.c */
 
-struct srv_alloc *srv_alloc_find(struct srv_client *c, uint64_t addr, uint64_t len);
-int srv_alloc_add(struct srv_client *c, const struct srv_alloc *a);
-int srv_alloc_remove(struct srv_client *c, uint64_t base, struct srv_alloc *out);
+/* An element of a client's range table: its range and the object it belongs to. */
+struct srv_range {
+    struct chan_range r;
+    struct srv_obj *obj;
+};
+
+/* Prepares the destroyers' call interfaces; 0 on success. */
+int srv_registry_init(void);
+/* The client's object of that type named `value`, or NULL. */
+struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value);
+/* Registers an object: made in the current context (unless its type is context-free) and
+ * on the current device, belonging to `parent` (may be NULL). An object already there is
+ * returned as it is (owned if either says so). NULL when out of memory. */
+struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value, int owned,
+                            struct srv_obj *parent);
+/* Registers a range object [base, base + size); NULL when out of memory or when it
+ * overlaps one the client already has. Its bytes are counted with srv_obj_count. */
+struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base, uint64_t size,
+                              int owned, struct srv_obj *parent);
+/* The client's range object holding all of [addr, addr + len), or NULL. */
+struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len);
+/* Counts `bytes` of device memory on dev for the object (against the client's limit). */
+void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes);
+/* The client destroyed the object through the API: what dies with it is forgotten, what
+ * outlives it stays the client's without a parent; then the record goes. */
+void srv_obj_destroyed(struct srv_client *c, struct srv_obj *o);
+/* Destroys the object for real if the client owns it (its type's release or destroyer),
+ * with everything that belongs to it first, and forgets them all. */
+void srv_obj_release(struct srv_client *c, struct srv_obj *o);
+/* The client's objects of a type, newest first: for (o = first; o; o = o->type_next). */
+static inline struct srv_obj *srv_objs_of(struct srv_client *c, uint32_t type)
+{
+    return c->by_type[type];
+}
+/* 1 if v is one of the client's functions; a CUkernel may stand for a CUfunction (CUDA
+ * 12+: a kernel launches as the function of the current context). */
+static inline int srv_func_known(struct srv_client *c, uint64_t v)
+{
+    return srv_obj_find(c, SHIM_HT_CUfunction, v) || srv_obj_find(c, SHIM_HT_CUkernel, v);
+}
+/* Frees everything made in context `ctx` (0 = everything the client has), after its work
+ * in that context has finished: one walk, what belongs to an object before the object. */
+void srv_release(struct srv_client *c, uint32_t ctx);
 /* Device bytes the client holds on dev: counted in stats.mem_dev[dev] and mem_in_use. */
 void srv_mem_count(struct srv_client *c, int dev, uint64_t bytes);
 void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes);
-struct srv_event *srv_event_get(struct srv_client *c, uint64_t key);
-struct srv_module *srv_module_get(struct srv_client *c, uint64_t key);
-struct srv_func *srv_func_get(struct srv_client *c, uint64_t key);
-struct srv_handle *srv_handle_get(struct srv_client *c, uint32_t type, uint64_t value);
-int srv_handle_add(struct srv_client *c, uint32_t type, uint64_t value, int owned);
-void srv_handle_remove(struct srv_client *c, uint32_t type, uint64_t value);
+
+/* Hooks of a described call (server:NAME in cuda_symbols.txt, srv_hook_NAME in the
+ * family's file): what no description can say. */
+struct srv_call {
+    int id;                     /* the call id replayed */
+    const struct shim_call *d;  /* its descriptor */
+    const struct chan_rec *r;
+    struct chan_args a;         /* decoded arguments; pointers into private buffers */
+    uint64_t vals[CHAN_MAX_ARGS]; /* what the driver gets for each parameter */
+    struct srv_stream *stream;  /* the client stream it is enqueued on, or NULL */
+    struct srv_obj *parent;     /* what it creates belongs to this, or NULL */
+    int dev;                    /* device of the call (its context's, else 0) */
+};
+struct srv_hook {
+    /* Before the driver call: refuses with an error, or may change k->vals. */
+    CUresult (*before)(struct srv_client *c, struct srv_call *k);
+    /* Instead of the driver call (NULL: the call, or its via: call). */
+    CUresult (*call)(struct srv_client *c, struct srv_call *k);
+    /* After a successful call, before what it made is registered: may fix outputs. */
+    CUresult (*after)(struct srv_client *c, struct srv_call *k);
+};
+extern const struct srv_hook *const srv_call_hooks[SHIM_NCALLS];
+extern srv_release_fn *const srv_type_release[SHIM_NHTYPES];
+
+/* Contexts (context.c) */
 struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id);
-/* Frees everything made in context `ctx` (0 = everything the client has). */
-void srv_release(struct srv_client *c, uint32_t ctx);
-/* Internal events (ordering marks and sync points), recycled per client. */
+/* Internal events (ordering marks and sync points), recycled per client (events.c). */
 CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev);
 void srv_event_give(struct srv_client *c, int dev, CUevent ev);
 
@@ -344,14 +372,11 @@ void srv_streams_drain(struct srv_client *c, uint32_t ctx);
 typedef void srv_handler(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);
 
 srv_handler srv_op_ctx_create, srv_op_ctx_destroy, srv_op_ctx_sync, srv_op_ctx_limit;
-srv_handler srv_op_mem_alloc, srv_op_mem_free, srv_op_mem_info, srv_op_host_alloc,
-    srv_op_host_free;
-srv_handler srv_op_copy, srv_op_memset;
-srv_handler srv_op_blob, srv_op_module_load, srv_op_module_unload, srv_op_get_function,
-    srv_op_get_global, srv_op_enum_functions, srv_op_handle_query, srv_op_func_set_attr;
+srv_handler srv_op_host_alloc, srv_op_host_free;
+srv_handler srv_op_copy;
+srv_handler srv_op_blob, srv_op_module_load, srv_op_get_function, srv_op_enum_functions;
 srv_handler srv_op_launch, srv_op_occupancy;
-srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_query,
-    srv_op_stream_sync, srv_op_event_create, srv_op_event_destroy, srv_op_event_sync;
+srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_sync, srv_op_event_sync;
 srv_handler srv_op_error_string;
 srv_handler srv_op_host_func;
 /* hostfn.c: lets every stream waiting on a departed client's host functions go on. */
@@ -361,15 +386,13 @@ void srv_hostfn_release(struct srv_client *c);
 void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);
 /* Prepares libffi call interfaces; 0 on success. */
 int srv_generic_init(void);
-/* Destroys an owned generic handle with its type's destroyer. */
-void srv_generic_destroy(struct srv_client *c, uint32_t type, uint64_t value);
 
 /* memory.c: 1 if `bytes` more on device dev stay within the client's limit; else 0, and
  * the refusal is logged (once until an allocation there succeeds again). */
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes);
 /* The host address reservation for pinned allocations. */
 int srv_host_init(void);
-void srv_host_release(struct srv_client *c, struct srv_alloc *a);
+
 
 /* devinfo.c */
 int srv_devinfo_fill(struct chan_devinfo *d);
@@ -402,5 +425,7 @@ void srv_green_release(struct srv_client *c);
 /* control.c: the control socket. */
 int srv_control_listen(void);
 void srv_control_serve(int fd);
+
+#include "srv_hooks.h" /* generated: srv_hook_* and srv_release_* of every family */
 
 #endif

@@ -47,6 +47,13 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
     return s;
 }
 
+/* Teardown of a stream the client still held (its work has drained). */
+void srv_release_stream(struct srv_client *c, struct srv_obj *o)
+{
+    srv_stream_free(c, o->ext);
+    o->ext = NULL;
+}
+
 void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 {
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
@@ -91,9 +98,8 @@ struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int
         int pt = handle == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD || (handle == 0 && ptds);
         return pt ? per_thread(c, c->cur, thread) : legacy(c, c->cur);
     }
-    struct srv_stream *s = NULL;
-    HASH_FIND(hh, c->streams, &handle, sizeof(handle), s);
-    return s;
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUstream, handle);
+    return o ? o->ext : NULL;
 }
 
 /* `a` waits, on the GPU, for everything enqueued on `b` so far. */
@@ -108,10 +114,12 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
     struct srv_ctx *x = srv_ctx_get(c, s->ctx);
     if (x && s->legacy) {
         struct srv_stream *b, *t;
-        HASH_ITER(hh, c->streams, b, t)
-        if (b->ctx == s->ctx && b->blocking && b->nsubmit != b->seen_by_legacy) {
-            order_after(s, b);
-            b->seen_by_legacy = b->nsubmit;
+        for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
+            b = o->ext;
+            if (b->ctx == s->ctx && b->blocking && b->nsubmit != b->seen_by_legacy) {
+                order_after(s, b);
+                b->seen_by_legacy = b->nsubmit;
+            }
         }
         HASH_ITER(hh, x->defaults, b, t)
         if (b->nsubmit != b->seen_by_legacy) {
@@ -138,10 +146,12 @@ void srv_streams_drain(struct srv_client *c, uint32_t ctx)
         srv_event_give(c, c->retired[i].dev, c->retired[i].ev);
     }
     c->nretired = j;
+    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
+        struct srv_stream *s = o->ext;
+        if (!ctx || s->ctx == ctx)
+            DRV(cuStreamSynchronize)(s->real);
+    }
     struct srv_stream *s, *t;
-    HASH_ITER(hh, c->streams, s, t)
-    if (!ctx || s->ctx == ctx)
-        DRV(cuStreamSynchronize)(s->real);
     struct srv_ctx *x, *xt;
     HASH_ITER(hh, c->ctxs, x, xt)
     {
@@ -166,8 +176,13 @@ void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_
         memcpy(&m, p, sizeof(m));
         struct srv_stream *s = make(c, c->cur, m.flags & CU_STREAM_NON_BLOCKING, m.priority,
                                     &res);
+        if (s && !(s->obj = srv_obj_add(c, SHIM_HT_CUstream, s->key, 1, NULL))) {
+            srv_stream_free(c, s);
+            s = NULL;
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        }
         if (s) {
-            HASH_ADD(hh, c->streams, key, sizeof(s->key), s);
+            s->obj->ext = s;
             memcpy(srv_lane_data(c, r->lane), &s->key, sizeof(s->key));
             out = sizeof(s->key);
         }
@@ -213,14 +228,15 @@ void srv_op_stream_destroy(struct srv_client *c, const struct chan_rec *r, uint8
                            uint32_t len)
 {
     uint64_t h;
-    struct srv_stream *s = NULL;
+    struct srv_obj *o = NULL;
     if (len == sizeof(h)) {
         memcpy(&h, p, sizeof(h));
-        HASH_FIND(hh, c->streams, &h, sizeof(h), s);
+        o = srv_obj_find(c, SHIM_HT_CUstream, h);
     }
+    struct srv_stream *s = o ? o->ext : NULL;
     if (s) {
-        HASH_DEL(c->streams, s);
         retire(c, s);
+        srv_obj_destroyed(c, o);
         srv_stream_free(c, s);
     }
     srv_reply(c, r->lane, s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE, 0);
@@ -234,14 +250,6 @@ static struct srv_stream *named(struct srv_client *c, const struct chan_rec *r, 
         return NULL;
     memcpy(&h, p, sizeof(h));
     return srv_stream_resolve(c, h, r->flags & CHAN_RF_PTDS, r->thread);
-}
-
-void srv_op_stream_query(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                         uint32_t len)
-{
-    struct srv_stream *s = named(c, r, p, len);
-    CUresult res = s ? DRV(cuStreamQuery)(s->real) : CUDA_ERROR_INVALID_HANDLE;
-    srv_reply(c, r->lane, res, 0);
 }
 
 void srv_op_stream_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)

@@ -100,10 +100,13 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
     if (!w)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = CUDA_SUCCESS;
+    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o && r == CUDA_SUCCESS;
+         o = o->type_next) {
+        struct srv_stream *s = o->ext;
+        if (s->ctx == x->id)
+            r = add_stream(c, w, s);
+    }
     struct srv_stream *s, *t;
-    HASH_ITER(hh, c->streams, s, t)
-    if (s->ctx == x->id && r == CUDA_SUCCESS)
-        r = add_stream(c, w, s);
     if (x->legacy && r == CUDA_SUCCESS)
         r = add_stream(c, w, x->legacy);
     HASH_ITER(hh, x->defaults, s, t)

@@ -70,133 +70,6 @@ void srv_op_blob(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     c->blob_len += len;
 }
 
-void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
-{
-    struct chan_ctx m;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len == sizeof(m)) {
-        memcpy(&m, p, sizeof(m));
-        if (m.device < 0 || m.device >= srv.ndev)
-            res = CUDA_ERROR_INVALID_DEVICE;
-        else if (m.id == 0 || srv_ctx_get(c, m.id))
-            res = CUDA_ERROR_INVALID_VALUE;
-        else {
-            struct srv_ctx *x = calloc(1, sizeof(*x));
-            res = CUDA_ERROR_OUT_OF_MEMORY;
-            if (x) {
-                x->id = m.id;
-                x->device = m.device;
-                x->primary = (int)m.primary;
-                HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
-                atomic_fetch_or(&c->stats.devices, 1u << m.device);
-                res = CUDA_SUCCESS;
-            }
-        }
-    }
-    srv_reply(c, r->lane, res, 0);
-}
-
-void srv_op_ctx_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
-{
-    struct chan_ctx m;
-    struct srv_ctx *x = NULL;
-    if (len == sizeof(m)) {
-        memcpy(&m, p, sizeof(m));
-        x = srv_ctx_get(c, m.id);
-    }
-    if (x) {
-        srv_use_device(x->device);
-        srv_release(c, x->id);
-        if (c->cur == x)
-            c->cur = NULL;
-        HASH_DEL(c->ctxs, x);
-        free(x);
-    }
-    srv_reply(c, r->lane, x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT, 0);
-}
-
-void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
-{
-    struct srv_ctx *x = c->cur;
-    if (len == sizeof(uint32_t)) {
-        uint32_t id;
-        memcpy(&id, p, sizeof(id));
-        x = srv_ctx_get(c, id);
-    }
-    CUresult res = x ? srv_wait_ctx(c, x, r->lane) : CUDA_ERROR_INVALID_CONTEXT;
-    if (res != CUDA_SUCCESS)
-        srv_reply(c, r->lane, res, 0);
-}
-
-void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
-{
-    struct chan_limit m;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    uint32_t out = 0;
-    if (len != sizeof(m))
-        goto reply;
-    memcpy(&m, p, sizeof(m));
-    if (!c->cur) {
-        res = CUDA_ERROR_INVALID_CONTEXT;
-        goto reply;
-    }
-    if (m.limit >= CU_LIMIT_MAX) {
-        res = CUDA_ERROR_UNSUPPORTED_LIMIT;
-        goto reply;
-    }
-    size_t real = 0;
-    pthread_mutex_lock(&srv.limits_lock);
-    res = DRV(cuCtxGetLimit)(&real, (CUlimit)m.limit);
-    uint64_t v = real;
-    if (res == CUDA_SUCCESS && m.set) {
-        /* The context is shared: its real limit is the largest any client asked for, so no
-         * client can take stack, heap or FIFO space from another's kernels; each client
-         * reads back what it set. */
-        if (m.value > real)
-            res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
-        if (res == CUDA_SUCCESS) {
-            c->limits[m.limit] = m.value;
-            c->limits_set |= 1u << m.limit;
-        }
-        v = m.value;
-    } else if (res == CUDA_SUCCESS && (c->limits_set & (1u << m.limit))) {
-        v = c->limits[m.limit];
-    }
-    pthread_mutex_unlock(&srv.limits_lock);
-    if (res != CUDA_SUCCESS)
-        goto reply;
-    memcpy(srv_lane_data(c, r->lane), &v, sizeof(v));
-    out = sizeof(v);
-reply:
-    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out : 0);
-}
-
-void srv_limits_settle(struct srv_client *gone)
-{
-    if (!gone->limits_set)
-        return;
-    pthread_mutex_lock(&srv.limits_lock);
-    for (int l = 0; l < CU_LIMIT_MAX; l++) {
-        if (!(gone->limits_set & (1u << l)))
-            continue;
-        for (int d = 0; d < srv.ndev; d++) {
-            size_t want = srv.limit_default[d][l], real = 0;
-            pthread_mutex_lock(&srv.clients_lock);
-            for (struct srv_client *x = srv.clients; x; x = x->next)
-                if (x != gone && !atomic_load(&x->finished) && (x->limits_set & (1u << l)) &&
-                    x->limits[l] > want)
-                    want = x->limits[l];
-            pthread_mutex_unlock(&srv.clients_lock);
-            /* Only ever lowered here, back towards what the remaining clients need: a big
-             * stack limit costs device memory for every resident thread. */
-            if (srv_use_device(d) == CUDA_SUCCESS &&
-                DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want < real)
-                DRV(cuCtxSetLimit)((CUlimit)l, want);
-        }
-    }
-    pthread_mutex_unlock(&srv.limits_lock);
-}
-
 void srv_op_error_string(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
                          uint32_t len)
 {
@@ -222,29 +95,18 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_CTX_DESTROY - CHAN_OP_BASE] = srv_op_ctx_destroy,
     [CHAN_OP_CTX_SYNC - CHAN_OP_BASE] = srv_op_ctx_sync,
     [CHAN_OP_CTX_LIMIT - CHAN_OP_BASE] = srv_op_ctx_limit,
-    [CHAN_OP_MEM_ALLOC - CHAN_OP_BASE] = srv_op_mem_alloc,
-    [CHAN_OP_MEM_FREE - CHAN_OP_BASE] = srv_op_mem_free,
-    [CHAN_OP_MEM_INFO - CHAN_OP_BASE] = srv_op_mem_info,
     [CHAN_OP_HOST_ALLOC - CHAN_OP_BASE] = srv_op_host_alloc,
     [CHAN_OP_HOST_FREE - CHAN_OP_BASE] = srv_op_host_free,
     [CHAN_OP_COPY - CHAN_OP_BASE] = srv_op_copy,
-    [CHAN_OP_MEMSET - CHAN_OP_BASE] = srv_op_memset,
     [CHAN_OP_BLOB - CHAN_OP_BASE] = srv_op_blob,
     [CHAN_OP_MODULE_LOAD - CHAN_OP_BASE] = srv_op_module_load,
-    [CHAN_OP_MODULE_UNLOAD - CHAN_OP_BASE] = srv_op_module_unload,
     [CHAN_OP_GET_FUNCTION - CHAN_OP_BASE] = srv_op_get_function,
-    [CHAN_OP_GET_GLOBAL - CHAN_OP_BASE] = srv_op_get_global,
     [CHAN_OP_ENUM_FUNCTIONS - CHAN_OP_BASE] = srv_op_enum_functions,
-    [CHAN_OP_HANDLE_QUERY - CHAN_OP_BASE] = srv_op_handle_query,
-    [CHAN_OP_FUNC_SET_ATTR - CHAN_OP_BASE] = srv_op_func_set_attr,
     [CHAN_OP_LAUNCH - CHAN_OP_BASE] = srv_op_launch,
     [CHAN_OP_OCCUPANCY - CHAN_OP_BASE] = srv_op_occupancy,
     [CHAN_OP_STREAM_CREATE - CHAN_OP_BASE] = srv_op_stream_create,
     [CHAN_OP_STREAM_DESTROY - CHAN_OP_BASE] = srv_op_stream_destroy,
-    [CHAN_OP_STREAM_QUERY - CHAN_OP_BASE] = srv_op_stream_query,
     [CHAN_OP_STREAM_SYNC - CHAN_OP_BASE] = srv_op_stream_sync,
-    [CHAN_OP_EVENT_CREATE - CHAN_OP_BASE] = srv_op_event_create,
-    [CHAN_OP_EVENT_DESTROY - CHAN_OP_BASE] = srv_op_event_destroy,
     [CHAN_OP_EVENT_SYNC - CHAN_OP_BASE] = srv_op_event_sync,
     [CHAN_OP_ERROR_STRING - CHAN_OP_BASE] = srv_op_error_string,
     [CHAN_OP_HOST_FUNC - CHAN_OP_BASE] = srv_op_host_func,
@@ -284,7 +146,8 @@ void *srv_worker_main(void *arg)
     struct srv_client *c = arg;
     c->rec = malloc(CHAN_REC_MAX);
     c->scratch = malloc(CHAN_LANE_DATA);
-    if (!c->rec || !c->scratch)
+    c->out = malloc(CHAN_LANE_DATA);
+    if (!c->rec || !c->scratch || !c->out)
         return NULL;
     uint64_t idle_since = 0;
     unsigned backoff_us = 0;

@@ -14,10 +14,10 @@ $(B)/tests/unit/rawclient: $(B)/obj/tests/unit/rawclient.o $(CHANNEL_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
 
-UNIT_BINS += $(B)/tests/unit/allocs_test
-all: $(B)/tests/unit/allocs_test
+UNIT_BINS += $(B)/tests/unit/ranges_test
+all: $(B)/tests/unit/ranges_test
 
-$(B)/tests/unit/allocs_test: $(B)/obj/tests/unit/allocs_test.o $(B)/obj/server/allocs.o
+$(B)/tests/unit/ranges_test: $(B)/obj/tests/unit/ranges_test.o $(B)/obj/channel/ranges.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
 

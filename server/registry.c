@@ -1,0 +1,303 @@
+/* The registry: every object a client holds, one record each (server.h, struct srv_obj),
+ * so that every handle and address it names is checked against its own objects, and so
+ * that everything is freed when it leaves, however it leaves, in one walk.
+ *
+ * What each type is (its destroyer, parents, flags) comes from cuda_symbols.txt through
+ * shim_types; families that keep state of their own release it themselves
+ * (srv_type_release). All of it is touched by the client's worker thread only. */
+#include "server/server.h"
+
+#include <ffi.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The destroyers take one handle or address: one call interface per parameter type. */
+static ffi_cif destroy_ptr, destroy_u64;
+static ffi_type *arg_ptr[1] = {&ffi_type_pointer}, *arg_u64[1] = {&ffi_type_uint64};
+
+int srv_registry_init(void)
+{
+    if (ffi_prep_cif(&destroy_ptr, FFI_DEFAULT_ABI, 1, &ffi_type_sint, arg_ptr) != FFI_OK ||
+        ffi_prep_cif(&destroy_u64, FFI_DEFAULT_ABI, 1, &ffi_type_sint, arg_u64) != FFI_OK)
+        return -1;
+    return 0;
+}
+
+static const struct shim_type *type_of(const struct srv_obj *o)
+{
+    return &shim_types[o->key.type];
+}
+
+/* ---------------------------------------------------------------- memory counters */
+
+/* Only the client's worker changes these; atomics because the control thread reads them. */
+void srv_mem_count(struct srv_client *c, int dev, uint64_t bytes)
+{
+    atomic_fetch_add(&c->stats.mem_in_use, bytes);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
+        atomic_fetch_add(&c->stats.mem_dev[dev], bytes);
+}
+
+void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes)
+{
+    atomic_fetch_sub(&c->stats.mem_in_use, bytes);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
+        atomic_fetch_sub(&c->stats.mem_dev[dev], bytes);
+}
+
+void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes)
+{
+    if (o->bytes)
+        return; /* already counted: the driver handed the same object out twice */
+    o->bytes = bytes;
+    o->dev = dev;
+    srv_mem_count(c, dev, bytes);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
+        c->mem_refused[dev] = 0;
+}
+
+/* ---------------------------------------------------------------- records */
+
+struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value)
+{
+    struct srv_obj_key k = {.value = value, .type = type};
+    struct srv_obj *o = NULL;
+    HASH_FIND(hh, c->objs, &k, sizeof(k), o);
+    return o;
+}
+
+static void link_child(struct srv_obj *o, struct srv_obj *parent)
+{
+    o->parent = parent;
+    o->sib_prev = NULL;
+    o->sib_next = parent ? parent->children : NULL;
+    if (parent) {
+        if (parent->children)
+            parent->children->sib_prev = o;
+        parent->children = o;
+    }
+}
+
+static void unlink_child(struct srv_obj *o)
+{
+    if (o->sib_prev)
+        o->sib_prev->sib_next = o->sib_next;
+    else if (o->parent)
+        o->parent->children = o->sib_next;
+    if (o->sib_next)
+        o->sib_next->sib_prev = o->sib_prev;
+    o->parent = o->sib_prev = o->sib_next = NULL;
+}
+
+struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value, int owned,
+                            struct srv_obj *parent)
+{
+    struct srv_obj *o = srv_obj_find(c, type, value);
+    if (o) {
+        o->owned |= owned;
+        return o;
+    }
+    if (type == SHIM_HT_NONE || type >= SHIM_NHTYPES || !(o = calloc(1, sizeof(*o))))
+        return NULL;
+    o->key.value = value;
+    o->key.type = type;
+    o->owned = owned;
+    o->dev = c->cur ? c->cur->device : -1;
+    o->ctx = (shim_types[type].flags & SHIM_TF_CONTEXT_FREE) || !c->cur ? 0 : c->cur->id;
+    link_child(o, parent);
+    o->type_next = c->by_type[type];
+    if (o->type_next)
+        o->type_next->type_prev = o;
+    c->by_type[type] = o;
+    c->nobjs[type]++;
+    HASH_ADD(hh, c->objs, key, sizeof(o->key), o);
+    return o;
+}
+
+struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base, uint64_t size,
+                              int owned, struct srv_obj *parent)
+{
+    if (!(shim_types[type].flags & SHIM_TF_RANGE))
+        return NULL;
+    struct srv_obj *o = srv_obj_find(c, type, base);
+    if (o)
+        return o->size == size ? (o->owned |= owned, o) : NULL;
+    struct srv_range e = {.r = {.base = base, .size = size}};
+    if (chan_ranges_find(&c->ranges, base, size ? size : 1) ||
+        !(o = srv_obj_add(c, type, base, owned, parent)))
+        return NULL;
+    o->size = size;
+    e.obj = o;
+    if (chan_ranges_add(&c->ranges, &e) != 0) {
+        srv_obj_destroyed(c, o);
+        return NULL;
+    }
+    return o;
+}
+
+struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len)
+{
+    const struct srv_range *e = chan_ranges_find(&c->ranges, addr, len);
+    return e ? e->obj : NULL;
+}
+
+/* Drops the record (not the object it stands for); its children must be gone already. */
+static void forget(struct srv_client *c, struct srv_obj *o)
+{
+    unlink_child(o);
+    if (o->type_prev)
+        o->type_prev->type_next = o->type_next;
+    else
+        c->by_type[o->key.type] = o->type_next;
+    if (o->type_next)
+        o->type_next->type_prev = o->type_prev;
+    c->nobjs[o->key.type]--;
+    if (type_of(o)->flags & SHIM_TF_RANGE)
+        chan_ranges_remove(&c->ranges, o->key.value, NULL);
+    if (o->bytes)
+        srv_mem_uncount(c, o->dev, o->bytes);
+    HASH_DEL(c->objs, o);
+    free(o);
+}
+
+/* Destroys the object the record stands for, when the client owns it. */
+static void destroy(struct srv_client *c, struct srv_obj *o)
+{
+    const struct shim_type *t = type_of(o);
+    if (!o->owned)
+        return;
+    if (t->flags & SHIM_TF_RELEASE) {
+        if (srv_type_release[o->key.type])
+            srv_type_release[o->key.type](c, o);
+        return;
+    }
+    if (t->destroyer < 0 || !srv_drv_fns[t->destroyer])
+        return;
+    uint64_t v = o->key.value;
+    void *avalue[1] = {&v};
+    ffi_sarg rc;
+    ffi_cif *cif = shim_calls[t->destroyer].params[0].vclass == SHIM_VC_PTR ? &destroy_ptr
+                                                                             : &destroy_u64;
+    ffi_call(cif, FFI_FN(srv_drv_fns[t->destroyer]), &rc, avalue);
+    if ((CUresult)rc != CUDA_SUCCESS)
+        srv_log("Client process %d: releasing a %s failed with %s", (int)c->pid, t->name,
+                srv_errname((CUresult)rc));
+}
+
+/* Forgets an object that died with its parent, and what belongs to it. Objects that
+ * outlive their parent are released for real (a pool's allocations, at the pool's end). */
+static void forget_tree(struct srv_client *c, struct srv_obj *o)
+{
+    while (o->children) {
+        struct srv_obj *k = o->children;
+        if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT)
+            srv_obj_release(c, k);
+        else
+            forget_tree(c, k);
+    }
+    forget(c, o);
+}
+
+void srv_obj_release(struct srv_client *c, struct srv_obj *o)
+{
+    /* Children first: an object that outlives its parent is destroyed on its own, the
+     * others die with the parent's destruction and are only forgotten. */
+    while (o->children) {
+        struct srv_obj *k = o->children;
+        if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT)
+            srv_obj_release(c, k);
+        else
+            forget_tree(c, k);
+    }
+    destroy(c, o);
+    forget(c, o);
+}
+
+void srv_obj_destroyed(struct srv_client *c, struct srv_obj *o)
+{
+    while (o->children) {
+        struct srv_obj *k = o->children;
+        if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT)
+            unlink_child(k); /* still the client's, belonging to nothing */
+        else
+            forget_tree(c, k);
+    }
+    forget(c, o);
+}
+
+/* ---------------------------------------------------------------- release */
+
+/* 1 if o was made in context ctx (0: any context). */
+static int in_ctx(const struct srv_obj *o, uint32_t ctx)
+{
+    return ctx == 0 || o->ctx == ctx;
+}
+
+void srv_release(struct srv_client *c, uint32_t ctx)
+{
+    /* Work first: nothing is freed under a running kernel or copy. */
+    srv_streams_drain(c, ctx);
+
+    /* The roots of what goes: objects of the context none of whose ancestors goes too
+     * (those are released with their ancestor). Collected first, since a release frees
+     * records the hash iteration would otherwise step on. */
+    size_t n = 0, cap = HASH_COUNT(c->objs);
+    struct srv_obj **roots = cap ? malloc(cap * sizeof(*roots)) : NULL;
+    struct srv_obj *o, *t;
+    HASH_ITER(hh, c->objs, o, t)
+    {
+        if (!in_ctx(o, ctx))
+            continue;
+        int covered = 0;
+        for (struct srv_obj *a = o->parent; a && !covered; a = a->parent)
+            covered = in_ctx(a, ctx);
+        if (!covered && roots)
+            roots[n++] = o;
+    }
+    if (!roots && cap) {
+        /* Out of memory for the list: release one root at a time, rescanning. */
+        for (;;) {
+            struct srv_obj *root = NULL;
+            HASH_ITER(hh, c->objs, o, t)
+            if (in_ctx(o, ctx)) {
+                root = o;
+                break;
+            }
+            if (!root)
+                break;
+            for (struct srv_obj *a = root->parent; a; a = a->parent)
+                if (in_ctx(a, ctx))
+                    root = a;
+            srv_obj_release(c, root);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        srv_obj_release(c, roots[i]);
+    free(roots);
+
+    /* Default streams belong to the contexts (streams.c). */
+    struct srv_ctx *x, *xt;
+    HASH_ITER(hh, c->ctxs, x, xt)
+    {
+        if (ctx && x->id != ctx)
+            continue;
+        struct srv_stream *d, *dt;
+        HASH_ITER(hh, x->defaults, d, dt)
+        {
+            HASH_DEL(x->defaults, d);
+            srv_stream_free(c, d);
+        }
+        if (x->legacy)
+            srv_stream_free(c, x->legacy);
+        x->legacy = NULL;
+    }
+    /* Everything is gone: the counters limits are checked against must be too. */
+    if (!ctx) {
+        uint64_t left = atomic_load(&c->stats.mem_in_use);
+        for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+            left |= atomic_load(&c->stats.mem_dev[d]);
+        if (left || c->objs)
+            srv_log("Client process %d: %s after release", (int)c->pid,
+                    c->objs ? "objects left" : "device memory counters not zero");
+    }
+}
