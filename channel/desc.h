@@ -45,7 +45,8 @@ enum shim_ckind {
     SHIM_CK_ARG,     /* the value of scalar parameter `count_arg` */
     SHIM_CK_DEREF,   /* the value `*param[count_arg]` has on entry (an inout count) */
     SHIM_CK_FIXED,   /* the constant `count_fixed` */
-    SHIM_CK_FN,      /* bytes from size function `count_fixed` (channel/sizes.c) */
+    SHIM_CK_FN,      /* bytes from size function `count_fixed` (channel/sizes.c) of the
+                        value of parameter `count_arg` */
 };
 
 /* Value class of a by-value parameter, for libffi. */
@@ -66,11 +67,10 @@ enum shim_vclass {
 
 /* A size from a call's arguments: k * term(a) * term(b), where term(i) is the value of
  * parameter i, or with deref the value its pointer points to (an output, read after the
- * call); a term of -1 is 1. With `fn`, bytes from size function fn - 1 instead. */
+ * call); a term of -1 is 1. */
 struct shim_size {
     int8_t a, b;
     uint8_t deref_a, deref_b;
-    uint8_t fn;
     uint32_t k;
 };
 
@@ -160,8 +160,9 @@ struct shim_type {
 extern const struct shim_call shim_calls[SHIM_NCALLS];
 /* Object types, indexed by SHIM_HT_*. */
 extern const struct shim_type shim_types[SHIM_NHTYPES];
-/* Size functions of [@name] counts, indexed by SHIM_SZ_* (channel/sizes.c). */
-extern uint64_t (*const shim_size_fns[])(const uint64_t *val);
+/* Size functions of [@name(param)] counts, indexed by SHIM_SZ_* (channel/sizes.c): bytes,
+ * from the value of the parameter named. */
+extern uint64_t (*const shim_size_fns[SHIM_NSIZE_FNS + 1])(uint64_t value);
 /* CUresult names from cuda.h, for logs and cuGetErrorName. */
 struct shim_errname {
     int code;
@@ -227,10 +228,9 @@ const char *shim_error_name(CUresult r);
 #define SHIM_N_ARG(i) .ckind = SHIM_CK_ARG, .count_arg = (i)
 #define SHIM_N_DEREF(i) .ckind = SHIM_CK_DEREF, .count_arg = (i)
 #define SHIM_N_FIXED(n) .ckind = SHIM_CK_FIXED, .count_fixed = (n)
-#define SHIM_N_FN(fn) .ckind = SHIM_CK_FN, .count_fixed = (fn)
+#define SHIM_N_FN(fn, arg) .ckind = SHIM_CK_FN, .count_fixed = (fn), .count_arg = (arg)
 
 #define SHIM_SIZE(A, DA, B, DB, K) {.a = (A), .b = (B), .deref_a = (DA), .deref_b = (DB), .k = (K)}
-#define SHIM_SIZE_FN(FN) {.a = -1, .b = -1, .fn = (FN) + 1, .k = 1}
 #define SHIM_SPAN1(BYTES, ALIGN)                                                                   \
     {.width = BYTES, .pitch = SHIM_SIZE(-1, 0, -1, 0, 0), .height = SHIM_SIZE(-1, 0, -1, 0, 1),   \
      .dims = 1, .align = (ALIGN)}

@@ -58,10 +58,6 @@ static int term(const struct shim_call *d, int i, int deref, const uint64_t *val
 int chan_size_eval(const struct shim_call *d, const struct shim_size *z, const uint64_t *val,
                    void *const *ptr, uint64_t *out)
 {
-    if (z->fn) {
-        *out = shim_size_fns[z->fn - 1](val);
-        return 0;
-    }
     uint64_t a, b;
     if (term(d, z->a, z->deref_a, val, ptr, &a) != 0 ||
         term(d, z->b, z->deref_b, val, ptr, &b) != 0 || __builtin_mul_overflow(a, b, out) ||
@@ -109,9 +105,9 @@ static int count_of(const struct shim_call *d, const void *const *argv, int i, u
         return 0;
     }
     case SHIM_CK_FN: {
-        uint64_t val[CHAN_MAX_ARGS];
-        chan_values(d, argv, val);
-        *n = shim_size_fns[p->count_fixed](val);
+        uint64_t v = 0;
+        memcpy(&v, argv[p->count_arg], d->params[p->count_arg].size);
+        *n = shim_size_fns[p->count_fixed](v);
         return 0;
     }
     }
@@ -316,7 +312,7 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
         case SHIM_CK_ONE: want = 1; break;
         case SHIM_CK_FIXED: want = p->count_fixed; break;
         case SHIM_CK_ARG: want = a->val[p->count_arg]; break;
-        case SHIM_CK_FN: want = shim_size_fns[p->count_fixed](a->val); break;
+        case SHIM_CK_FN: want = shim_size_fns[p->count_fixed](a->val[p->count_arg]); break;
         default: {
             const void *cp = a->ptr[p->count_arg];
             if (!cp || a->absent[p->count_arg])

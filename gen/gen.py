@@ -266,12 +266,15 @@ def parse_size(text, index, proto, model, fail, sym, allow_fn=True):
     """A count or size expression: `n`, `*n`, `8`, `a*b`, `N*4`, `@fn` -> C initialiser of
     struct shim_size."""
     if text.startswith("@"):
-        if not allow_fn:
-            fail(sym, "size function %s not allowed here" % text)
-        fn = text[1:]
+        m = re.match(r"^@(\w+)\((\w+)\)$", text)
+        if not allow_fn or not m:
+            fail(sym, "size function %s: @name(parameter), for pointer counts only" % text)
+        fn, arg = m.groups()
+        if arg not in index or proto.params[index[arg]].is_pointer():
+            fail(sym, "size function %s: %s is not a value parameter" % (text, arg))
         if fn not in model.size_fns:
             model.size_fns.append(fn)
-        return "SHIM_SIZE_FN(SHIM_SZ_%s)" % fn, None
+        return "SHIM_SZ_%s, %d" % (fn, index[arg]), None
     terms = text.split("*")
     # A leading '*' is a dereference, not a product: "*n" splits as ["", "n"].
     parsed = []
@@ -385,7 +388,7 @@ def describe(sym, proto, model, fail):
             return "SHIM_N_FIXED(%s)" % count
         if count.startswith("@"):
             init, _ = parse_size(count, index, proto, model, fail, sym)
-            return "SHIM_N_FN(%s)" % init[len("SHIM_SIZE_FN("):-1]
+            return "SHIM_N_FN(%s)" % init
         deref = count.startswith("*")
         cname = count.lstrip("*")
         if cname not in index:
@@ -517,8 +520,11 @@ def describe(sym, proto, model, fail):
                (n[0] == "out" and params[n[1]].pointee() in model.handles)]
     if d.parent >= 0 and not creates:
         fail(sym, "parent: on a call that returns no handle or range")
-    # Objects bound to a context need one current when they are made (the driver's rule).
+    # Objects bound to a context need one current when they are made (the driver's rule);
+    # handles a call only returns (out:) already exist.
     for key, pname, _ in creates:
+        if key == "out":
+            continue
         t = model.range_types.get(key) or model.handle_types.get(params[pname].pointee())
         if t and not t.opts.get("context-free") and "SHIM_CF_CONTEXT" not in d.flags:
             d.flags.append("SHIM_CF_CONTEXT")
@@ -701,14 +707,14 @@ def write_ids(out, described, model, symbols_hash):
             lines.append("    %s = %d," % (t.enum(), n))
             n += 1
     lines += ["};", "#define SHIM_NHTYPES %d" % n, "",
-              "/* Size functions of counts written [@name] (channel/sizes.c defines them): the",
-              " * byte count of a parameter from the values of the call's value parameters. */",
+              "/* Size functions of counts written [@name(param)] (channel/sizes.c defines them):",
+              " * the byte count of a pointer parameter from the value of parameter param. */",
               "enum shim_size_fn {"]
     for i, fn in enumerate(model.size_fns):
         lines.append("    SHIM_SZ_%s = %d," % (fn, i))
     lines += ["    SHIM_NSIZE_FNS = %d," % len(model.size_fns), "};"]
     for fn in model.size_fns:
-        lines.append("uint64_t shim_size_%s(const uint64_t *val);" % fn)
+        lines.append("uint64_t shim_size_%s(uint64_t value);" % fn)
     lines += ["", "/* Hash of cuda_symbols.txt: client and server must agree on every call id. */",
               "#define SHIM_SYMBOLS_HASH 0x%sull" % symbols_hash, "", "#endif", ""]
     write(os.path.join(out, "shim_ids.h"), "\n".join(lines))
@@ -759,12 +765,9 @@ def write_desc(out, described, model, errors):
     lines += ["};", "", "const struct shim_errname shim_errnames[] = {"]
     lines += ['    {%d, "%s"},' % (v, n) for n, v in sorted(errors, key=lambda e: e[1])]
     lines += ["};", "const size_t shim_nerrnames = sizeof(shim_errnames) / sizeof(shim_errnames[0]);", ""]
-    if model.size_fns:
-        lines += ["uint64_t (*const shim_size_fns[])(const uint64_t *val) = {"]
-        lines += ["    [SHIM_SZ_%s] = shim_size_%s," % (fn, fn) for fn in model.size_fns]
-        lines += ["};", ""]
-    else:
-        lines += ["uint64_t (*const shim_size_fns[1])(const uint64_t *val) = {0};", ""]
+    lines += ["uint64_t (*const shim_size_fns[SHIM_NSIZE_FNS + 1])(uint64_t value) = {"]
+    lines += ["    [SHIM_SZ_%s] = shim_size_%s," % (fn, fn) for fn in model.size_fns]
+    lines += ["};", ""]
     write(os.path.join(out, "shim_desc.c"), "\n".join(lines))
 
 
