@@ -61,3 +61,23 @@ size_t chan_image_size(const void *image, size_t avail)
     const void *nul = memchr(p, 0, avail);
     return nul ? (size_t)((const uint8_t *)nul - p) + 1 : 0;
 }
+
+enum chan_jit_kind chan_jit_kind(CUjit_option option)
+{
+    switch (option) {
+    case CU_JIT_INFO_LOG_BUFFER: return CHAN_JIT_INFO_LOG;
+    case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: return CHAN_JIT_INFO_LOG_SIZE;
+    case CU_JIT_ERROR_LOG_BUFFER: return CHAN_JIT_ERROR_LOG;
+    case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: return CHAN_JIT_ERROR_LOG_SIZE;
+    case CU_JIT_WALL_TIME: return CHAN_JIT_WALL_TIME;
+    case CU_JIT_GLOBAL_SYMBOL_NAMES:
+    case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
+    case CU_JIT_GLOBAL_SYMBOL_COUNT:
+    case CU_JIT_REFERENCED_KERNEL_NAMES:
+    case CU_JIT_REFERENCED_KERNEL_COUNT:
+    case CU_JIT_REFERENCED_VARIABLE_NAMES:
+    case CU_JIT_REFERENCED_VARIABLE_COUNT:
+    case CU_JIT_OVERRIDE_DIRECTIVE_VALUES: return CHAN_JIT_POINTER;
+    default: return CHAN_JIT_VALUE;
+    }
+}

@@ -1,9 +1,11 @@
 /* See spawn.h. */
 #include "channel/spawn.h"
+#include "channel/proto.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,4 +41,12 @@ int chan_wait_ready(pid_t pid, int fd, char *msg, size_t len)
         return 0;
     msg[strcspn(msg, "\n")] = '\0';
     return -1;
+}
+
+const char *chan_pipe_dir(void)
+{
+    const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
+    if (!d || !*d)
+        d = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    return d && *d ? d : CHAN_DEFAULT_PIPE_DIR;
 }

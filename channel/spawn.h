@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* The pipe directory every end agrees on: MPSSHIM_PIPE_DIRECTORY, else the variable MPS
+ * users set (CUDA_MPS_PIPE_DIRECTORY), else CHAN_DEFAULT_PIPE_DIR. */
+const char *chan_pipe_dir(void);
+
 /* mkdir -p, private to the user: 0, or -1 with errno. */
 int chan_make_dirs(const char *path);
 

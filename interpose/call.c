@@ -181,7 +181,7 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
     return (CUresult)l->result;
 }
 
-CUresult shim_call(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
+CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
                    uint32_t *outlen)
 {
     struct shim_req q;
@@ -201,7 +201,7 @@ CUresult shim_call(unsigned op, const void *payload, uint32_t len, void *out, ui
     return r;
 }
 
-CUresult shim_call_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
+CUresult shim_rpc_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
                         uint32_t *outlen)
 {
     struct shim_req q;

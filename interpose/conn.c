@@ -2,6 +2,7 @@
  * shared segment, and notice when the server goes away or the process forks. */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
+#include "channel/fdpass.h"
 #include "channel/spawn.h"
 
 #include <dlfcn.h>
@@ -39,15 +40,6 @@ static char conn_why[512];
 static int conn_no_fallback;
 static _Atomic int initialized;
 
-/* Directory of the server's socket: MPSSHIM_ first, then the variable MPS users set. */
-static const char *pipe_dir(void)
-{
-    const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
-    if (!d || !*d)
-        d = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    return d && *d ? d : CHAN_DEFAULT_PIPE_DIR;
-}
-
 static void on_fork_child(void)
 {
     /* The child shares the parent's segment and socket; using them would interleave two
@@ -61,37 +53,11 @@ static void on_fork_child(void)
     pthread_mutex_init(&conn_lock, NULL);
 }
 
-static int recv_with_fd(int sock, void *buf, size_t len, int *fd)
-{
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {.iov_base = buf, .iov_len = len};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof(cbuf)};
-    *fd = -1;
-    size_t got = 0;
-    while (got < len) {
-        iov.iov_base = (char *)buf + got;
-        iov.iov_len = len - got;
-        ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                memcpy(fd, CMSG_DATA(c), sizeof(int));
-        m.msg_control = NULL;
-        m.msg_controllen = 0;
-        got += (size_t)n;
-    }
-    return 0;
-}
-
 int shim_recv_fd(void)
 {
     uint8_t b;
     int fd;
-    if (recv_with_fd(shim_conn.sock, &b, 1, &fd) != 0)
+    if (chan_recv_fd(shim_conn.sock, &b, 1, &fd) != 0)
         return -1;
     return fd;
 }
@@ -135,7 +101,7 @@ static void limit_env(char *out, size_t len, const char *name)
 static CUresult try_connect(char *why, size_t whylen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", pipe_dir(),
+    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", chan_pipe_dir(),
                          CHAN_SOCKET_NAME) >= sizeof(sa.sun_path)) {
         snprintf(why, whylen, "pipe directory path too long");
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
@@ -161,7 +127,7 @@ static CUresult try_connect(char *why, size_t whylen)
     struct chan_welcome w;
     int fd = -1;
     if (send(s, &h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h) ||
-        recv_with_fd(s, &w, sizeof(w), &fd) != 0) {
+        chan_recv_fd(s, &w, sizeof(w), &fd) != 0) {
         snprintf(why, whylen, "server at %s hung up during the handshake", sa.sun_path);
         goto fail;
     }
@@ -320,8 +286,8 @@ static CUresult connect_or_start(char *why, size_t whylen)
     if (r == CUDA_SUCCESS || conn_no_fallback || (auto_env && strcmp(auto_env, "0") == 0))
         return r;
     char lock[PATH_MAX];
-    if (chan_make_dirs(pipe_dir()) != 0 ||
-        (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", pipe_dir()) >= sizeof(lock))
+    if (chan_make_dirs(chan_pipe_dir()) != 0 ||
+        (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", chan_pipe_dir()) >= sizeof(lock))
         return r;
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)

@@ -65,6 +65,12 @@ CUresult shim_need_ctx(void)
     return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+CUresult shim_ready_ctx(void)
+{
+    CUresult r = shim_ready();
+    return r != CUDA_SUCCESS ? r : shim_need_ctx();
+}
+
 int shim_current_device(void)
 {
     pthread_mutex_lock(&ctx_lock);
@@ -106,7 +112,7 @@ static CUresult activate(struct shim_ctx *c)
 {
     struct chan_ctx m = {.id = c->id, .device = c->device, .flags = c->flags,
                          .primary = (uint32_t)c->primary};
-    CUresult r = shim_call(CHAN_OP_CTX_CREATE, &m, sizeof(m), NULL, 0, NULL);
+    CUresult r = shim_rpc(CHAN_OP_CTX_CREATE, &m, sizeof(m), NULL, 0, NULL);
     if (r == CUDA_SUCCESS)
         c->active = 1;
     return r;
@@ -143,7 +149,7 @@ static CUresult deactivate(struct shim_ctx *c)
         fns[i]((CUcontext)c);
     pthread_mutex_lock(&ctx_lock);
     struct chan_ctx m = {.id = c->id, .device = c->device};
-    CUresult r = shim_call(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
+    CUresult r = shim_rpc(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
     c->active = 0;
     shim_range_drop(c->id, 0, unmap_pinned);
     shim_known_drop_ctx(c->id);
@@ -564,7 +570,7 @@ CUresult SHIM_IMPL(cuCtxSynchronize)(void)
         r = shim_need_ctx();
     if (r != CUDA_SUCCESS)
         return r;
-    return shim_call(CHAN_OP_CTX_SYNC, NULL, 0, NULL, 0, NULL);
+    return shim_rpc(CHAN_OP_CTX_SYNC, NULL, 0, NULL, 0, NULL);
 }
 
 CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
@@ -576,7 +582,7 @@ CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
     if (r != CUDA_SUCCESS)
         return r;
     uint32_t payload = id;
-    return shim_call(CHAN_OP_CTX_SYNC, &payload, sizeof(payload), NULL, 0, NULL);
+    return shim_rpc(CHAN_OP_CTX_SYNC, &payload, sizeof(payload), NULL, 0, NULL);
 }
 
 static CUresult limit_call(struct chan_limit *m)
@@ -586,7 +592,7 @@ static CUresult limit_call(struct chan_limit *m)
         r = shim_need_ctx();
     if (r != CUDA_SUCCESS)
         return r;
-    return shim_call(CHAN_OP_CTX_LIMIT, m, sizeof(*m), &m->value, sizeof(m->value), NULL);
+    return shim_rpc(CHAN_OP_CTX_LIMIT, m, sizeof(*m), &m->value, sizeof(m->value), NULL);
 }
 
 CUresult SHIM_IMPL(cuCtxGetLimit)(size_t *pvalue, CUlimit limit)

@@ -230,7 +230,7 @@ CUresult SHIM_IMPL(cuGetErrorString)(CUresult error, const char **pStr)
     uint32_t n = 0;
     /* Without a server (or before cuInit) the name is the best description there is. */
     if (shim_connect() != CUDA_SUCCESS ||
-        shim_call(CHAN_OP_ERROR_STRING, &code, sizeof(code), text, sizeof(text) - 1, &n) !=
+        shim_rpc(CHAN_OP_ERROR_STRING, &code, sizeof(code), text, sizeof(text) - 1, &n) !=
             CUDA_SUCCESS ||
         n == 0)
         snprintf(text, sizeof(text), "%s", name);

@@ -172,7 +172,7 @@ static CUresult occupancy(unsigned what, int *out, CUfunction f, const CUlaunchC
     if (attr_bytes)
         memcpy(buf + sizeof(m), config->attrs, attr_bytes);
     int32_t v = 0;
-    r = shim_call(CHAN_OP_OCCUPANCY, buf, (uint32_t)(sizeof(m) + attr_bytes), &v, sizeof(v),
+    r = shim_rpc(CHAN_OP_OCCUPANCY, buf, (uint32_t)(sizeof(m) + attr_bytes), &v, sizeof(v),
                   NULL);
     if (r == CUDA_SUCCESS)
         *out = v;

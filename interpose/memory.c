@@ -9,15 +9,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static CUresult entry(void)
-{
-    CUresult r = shim_ready();
-    return r != CUDA_SUCCESS ? r : shim_need_ctx();
-}
-
 CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     struct shim_range rg;
@@ -37,7 +31,7 @@ static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     if (!pp || bytesize == 0)
@@ -52,7 +46,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
     for (m.attempt = 0; m.attempt < 8; m.attempt++) {
         uint64_t rep[2];
         uint32_t n = 0;
-        r = shim_call(CHAN_OP_HOST_ALLOC, &m, sizeof(m), rep, sizeof(rep), &n);
+        r = shim_rpc(CHAN_OP_HOST_ALLOC, &m, sizeof(m), rep, sizeof(rep), &n);
         if (r != CUDA_SUCCESS)
             break;
         int fd = shim_recv_fd();
@@ -76,7 +70,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
         if (p != MAP_FAILED)
             munmap(p, rep[1]); /* an old kernel ignored the hint */
         uint64_t a = rep[0];
-        shim_call(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
+        shim_rpc(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
         m.avoid = rep[0];
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -103,7 +97,7 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
     uint64_t a = (uint64_t)(uintptr_t)p;
     if (!p || shim_range_find(a, 1, &rg) != 0 || rg.base != a || rg.kind != SHIM_HT_MEM_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
-    r = shim_call(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
+    r = shim_rpc(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
     if (r == CUDA_SUCCESS) {
         shim_range_remove(a, NULL);
         munmap(p, rg.mapped);
@@ -113,7 +107,7 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
 
 CUresult SHIM_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     struct shim_range rg;
@@ -127,7 +121,7 @@ CUresult SHIM_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr *pdptr, void *p, un
 
 CUresult SHIM_IMPL(cuMemHostGetFlags)(unsigned int *pFlags, void *p)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     struct shim_range rg;

@@ -32,12 +32,6 @@ static const void *unwrap(const void *image)
     return image;
 }
 
-static CUresult entry(void)
-{
-    CUresult r = shim_ready();
-    return r != CUDA_SUCCESS ? r : shim_need_ctx();
-}
-
 /* JIT options the client must rewrite (their values are client pointers) or answer. */
 struct jit {
     unsigned n;
@@ -57,35 +51,27 @@ static CUresult jit_parse(struct jit *j, unsigned n, const CUjit_option *opts, v
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < n; i++) {
         uint64_t v = (uint64_t)(uintptr_t)vals[i];
-        switch (opts[i]) {
-        case CU_JIT_INFO_LOG_BUFFER:
+        switch (chan_jit_kind(opts[i])) {
+        case CHAN_JIT_INFO_LOG:
             j->info_buf = vals[i];
             continue; /* the server gets a buffer of its own */
-        case CU_JIT_ERROR_LOG_BUFFER:
+        case CHAN_JIT_ERROR_LOG:
             j->error_buf = vals[i];
             continue;
-        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+        case CHAN_JIT_INFO_LOG_SIZE:
             j->info_size = (size_t)v;
             j->info_i = (int)i;
             continue;
-        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+        case CHAN_JIT_ERROR_LOG_SIZE:
             j->error_size = (size_t)v;
             j->error_i = (int)i;
             continue;
-        case CU_JIT_WALL_TIME:
+        case CHAN_JIT_WALL_TIME:
             j->wall_i = (int)i;
             continue;
-        case CU_JIT_GLOBAL_SYMBOL_NAMES:
-        case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
-        case CU_JIT_GLOBAL_SYMBOL_COUNT:
-        case CU_JIT_REFERENCED_KERNEL_NAMES:
-        case CU_JIT_REFERENCED_KERNEL_COUNT:
-        case CU_JIT_REFERENCED_VARIABLE_NAMES:
-        case CU_JIT_REFERENCED_VARIABLE_COUNT:
-        case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
+        case CHAN_JIT_POINTER:
             return shim_refuse("JIT options that pass host pointers");
-        default:
-            /* The rest are plain values (ints, enums, floats in the pointer's bits). */
+        case CHAN_JIT_VALUE:
             j->opt[j->n].option = (uint32_t)opts[i];
             j->opt[j->n++].value = v;
         }
@@ -122,7 +108,7 @@ static void jit_answer(struct jit *j, const struct chan_module_loaded *m, const 
 static CUresult load(unsigned kind, const void *image, struct jit *j, void **vals,
                      uint64_t *handle)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     if (!image || !handle)
@@ -154,7 +140,7 @@ static CUresult load(unsigned kind, const void *image, struct jit *j, void **val
     const uint8_t *rep = NULL;
     uint32_t n = 0;
     if (r == CUDA_SUCCESS)
-        r = shim_call_lane(CHAN_OP_MODULE_LOAD, req,
+        r = shim_rpc_lane(CHAN_OP_MODULE_LOAD, req,
                            (uint32_t)(sizeof(*m) + j->n * sizeof(j->opt[0])), &rep, &n);
     pthread_mutex_unlock(&load_lock);
     if (n >= sizeof(struct chan_module_loaded)) {
@@ -235,7 +221,7 @@ static void *read_file(const char *path, CUresult *err)
 
 CUresult SHIM_IMPL(cuModuleLoad)(CUmodule *module, const char *fname)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     void *image = read_file(fname, &r);
@@ -281,7 +267,7 @@ CUresult SHIM_IMPL(cuLibraryLoadFromFile)(CUlibrary *library, const char *fileNa
                                        void **libraryOptionValues,
                                        unsigned int numLibraryOptions)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     void *image = read_file(fileName, &r);
@@ -311,7 +297,7 @@ const struct shim_hook shim_hook_module_unload = {.after = unload_after};
 static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64_t owner,
                              uint64_t *out)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     if (!out || !h || (kind != CHAN_H_KERNEL && !name))
@@ -327,7 +313,7 @@ static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64
     memcpy(req + sizeof(*m), name, nlen);
     const uint8_t *rep;
     uint32_t n = 0;
-    r = shim_call_lane(CHAN_OP_GET_FUNCTION, req, (uint32_t)(sizeof(*m) + nlen), &rep, &n);
+    r = shim_rpc_lane(CHAN_OP_GET_FUNCTION, req, (uint32_t)(sizeof(*m) + nlen), &rep, &n);
     if (r != CUDA_SUCCESS)
         return r;
     return shim_func_add(rep, n, owner, shim_current_ctx_id(), out);
@@ -374,7 +360,7 @@ CUresult SHIM_IMPL(cuKernelGetFunction)(CUfunction *pFunc, CUkernel kernel)
 /* Enumerations return a variable-size list of chan_function records. */
 static CUresult enumerate(uint64_t h, unsigned kind, unsigned num, uint64_t *out)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     if (!out || num == 0)

@@ -57,7 +57,7 @@ struct shim_conn {
 extern struct shim_conn shim_conn;
 
 /* Connects to the server if not yet done (starting one when none answers, unless
- * MPSSHIM_AUTOSTART=0). CUDA_SUCCESS, or the error every call gets; *why (may be NULL)
+ * MPSSHIM_AUTOSTART=0). CUDA_SUCCESS, or the error every call gets; shim_connect_error()
  * says what went wrong. */
 CUresult shim_connect(void);
 /* Why the connection failed (empty when it did not). */
@@ -102,12 +102,12 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len);
 
 /* One round trip: payload in, up to `cap` reply bytes copied to `out` (*outlen gets the
  * server's length; NULL when none is wanted). */
-CUresult shim_call(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
+CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
                    uint32_t *outlen);
 
 /* One round trip whose reply is read in place: *data points into the calling thread's
  * lane, valid until its next request. */
-CUresult shim_call_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
+CUresult shim_rpc_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
                         uint32_t *outlen);
 
 /* One request without a reply (async operations). */
@@ -156,6 +156,8 @@ uint32_t shim_current_ctx_id(void);
 int shim_current_device(void);
 /* CUDA_SUCCESS if the thread has a live current context, else CUDA_ERROR_INVALID_CONTEXT. */
 CUresult shim_need_ctx(void);
+/* For entry points that need an initialised, connected process and a current context. */
+CUresult shim_ready_ctx(void);
 /* Resolves a context handle (NULL = current) to its id and device. */
 CUresult shim_ctx_lookup(CUcontext c, uint32_t *id, int *device);
 /* The handle of the context with this id (for cuStreamGetCtx), or NULL. */

@@ -39,24 +39,18 @@ CUresult shim_handle_check(unsigned htype, uint64_t h)
     return CUDA_SUCCESS;
 }
 
-static CUresult entry(void)
-{
-    CUresult r = shim_ready();
-    return r != CUDA_SUCCESS ? r : shim_need_ctx();
-}
-
 /* ---------------------------------------------------------------- streams */
 
 static CUresult create(CUstream *ph, unsigned flags, int priority)
 {
-    CUresult r = entry();
+    CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
     struct chan_stream_create m = {.flags = flags, .priority = priority};
     uint64_t h = 0;
-    r = shim_call(CHAN_OP_STREAM_CREATE, &m, sizeof(m), &h, sizeof(h), NULL);
+    r = shim_rpc(CHAN_OP_STREAM_CREATE, &m, sizeof(m), &h, sizeof(h), NULL);
     if (r != CUDA_SUCCESS)
         return r;
     struct shim_known k = {.ctx = shim_current_ctx_id(), .flags = flags, .priority = priority};
@@ -83,7 +77,7 @@ CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
     uint64_t h = (uint64_t)(uintptr_t)hStream;
     if (special(hStream) || shim_known_remove(SHIM_HT_CUstream, h) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
-    return shim_call(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
+    return shim_rpc(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
 }
 
 static CUresult stream_op(unsigned op, CUstream s)
@@ -204,5 +198,5 @@ CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
     uint64_t h = (uint64_t)(uintptr_t)hEvent;
     if (!hEvent || shim_known_find(SHIM_HT_CUevent, h, NULL) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
-    return shim_call(CHAN_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL);
+    return shim_rpc(CHAN_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL);
 }

@@ -2,6 +2,7 @@
  * everything it owned when it leaves, however it leaves. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "channel/fdpass.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,20 +31,7 @@ CUresult srv_use_device(int dev)
 
 static int send_welcome(int sock, const struct chan_welcome *w, int fd)
 {
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {.iov_base = (void *)w, .iov_len = sizeof(*w)};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-        memset(cbuf, 0, sizeof(cbuf));
-        m.msg_control = cbuf;
-        m.msg_controllen = sizeof(cbuf);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)sizeof(*w) ? 0 : -1;
+    return chan_send_fd(sock, w, sizeof(*w), fd);
 }
 
 static void refuse(int sock, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

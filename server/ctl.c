@@ -18,14 +18,6 @@
 #include "channel/proto.h"
 #include "channel/spawn.h"
 
-static const char *pipe_dir(void)
-{
-    const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
-    if (!d || !*d)
-        d = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    return d && *d ? d : CHAN_DEFAULT_PIPE_DIR;
-}
-
 /* The server binary lives next to this one. */
 static void server_path(char *out, size_t len)
 {
@@ -42,7 +34,7 @@ static void server_path(char *out, size_t len)
 static int connect_control(void)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", pipe_dir(), CHAN_CONTROL_NAME);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", chan_pipe_dir(), CHAN_CONTROL_NAME);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0)
         return s;
@@ -59,7 +51,7 @@ static int daemonize(void)
     int s = connect_control();
     if (s >= 0) {
         close(s);
-        fprintf(stderr, "An mpsshim server is already running in %s\n", pipe_dir());
+        fprintf(stderr, "An mpsshim server is already running in %s\n", chan_pipe_dir());
         return 1;
     }
     /* The server writes "ready" or its reason for failing to this pipe. */
@@ -175,7 +167,7 @@ int main(int argc, char **argv)
     }
     int s = connect_control();
     if (s < 0) {
-        fprintf(stderr, "Cannot connect to an mpsshim server in %s: %s\n", pipe_dir(),
+        fprintf(stderr, "Cannot connect to an mpsshim server in %s: %s\n", chan_pipe_dir(),
                 strerror(errno));
         return 1;
     }

@@ -241,7 +241,9 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         case SHIM_PK_HANDLE:
             if ((res = check_handle(c, k->r, pp->htype, k->a.val[i], &k->vals[i])) != CUDA_SUCCESS)
                 return res;
-            if (i == d->destroys && !(*destroyed = srv_obj_find(c, pp->htype, k->a.val[i])))
+            /* Only what the client made itself: a library's module, say, is not its own. */
+            if (i == d->destroys && (!(*destroyed = srv_obj_find(c, pp->htype, k->a.val[i])) ||
+                                     !(*destroyed)->owned))
                 return CUDA_ERROR_INVALID_HANDLE;
             break;
         case SHIM_PK_DPTR:

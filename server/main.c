@@ -192,9 +192,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    const char *v = env2("MPSSHIM_PIPE_DIRECTORY", "CUDA_MPS_PIPE_DIRECTORY");
-    snprintf(srv.pipe_dir, sizeof(srv.pipe_dir), "%s", v ? v : CHAN_DEFAULT_PIPE_DIR);
-    v = env2("MPSSHIM_LOG_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY");
+    snprintf(srv.pipe_dir, sizeof(srv.pipe_dir), "%s", chan_pipe_dir());
+    const char *v = env2("MPSSHIM_LOG_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY");
     if (v)
         snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", v);
     else

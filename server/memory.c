@@ -11,13 +11,13 @@
  * driver also reserves ranges); if it is taken in the client, the client asks again. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "channel/fdpass.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
@@ -177,22 +177,6 @@ static void host_give(uint64_t start, uint64_t size)
     pthread_mutex_unlock(&host_lock);
 }
 
-static int send_fd(int sock, int fd)
-{
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    memset(cbuf, 0, sizeof(cbuf));
-    uint8_t b = 0;
-    struct iovec iov = {.iov_base = &b, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof(cbuf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    return sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : -1;
-}
-
 void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_host_alloc m;
@@ -240,7 +224,8 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     o->aux = size;
     atomic_fetch_add(&c->stats.pinned, size);
     /* The fd goes first: the client reads it right after the reply. */
-    if (send_fd(c->sock, fd) != 0) {
+    uint8_t one = 0;
+    if (chan_send_fd(c->sock, &one, 1, fd) != 0) {
         srv_obj_destroyed(c, o);
         atomic_fetch_sub(&c->stats.pinned, size);
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);

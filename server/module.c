@@ -53,43 +53,37 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
     CUjit_option opts[40];
     void *vals[40];
     unsigned n = 0;
-    int wall = -1, info_size_i = -1, error_size_i = -1;
+    int wall = -1;
     for (uint32_t i = 0; i < m.njit; i++) {
         struct chan_jit_opt o;
         memcpy(&o, p + sizeof(m) + i * sizeof(o), sizeof(o));
-        switch (o.option) {
-        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+        switch (chan_jit_kind((CUjit_option)o.option)) {
+        case CHAN_JIT_INFO_LOG_SIZE:
             if (!info && (info = calloc(1, LOG_MAX))) {
                 opts[n] = CU_JIT_INFO_LOG_BUFFER;
                 vals[n++] = info;
-                info_size_i = (int)n;
                 opts[n] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
                 vals[n++] = (void *)(uintptr_t)LOG_MAX;
             }
             break;
-        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+        case CHAN_JIT_ERROR_LOG_SIZE:
             if (!error && (error = calloc(1, LOG_MAX))) {
                 opts[n] = CU_JIT_ERROR_LOG_BUFFER;
                 vals[n++] = error;
-                error_size_i = (int)n;
                 opts[n] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
                 vals[n++] = (void *)(uintptr_t)LOG_MAX;
             }
             break;
-        case CU_JIT_INFO_LOG_BUFFER:
-        case CU_JIT_ERROR_LOG_BUFFER:
-        case CU_JIT_GLOBAL_SYMBOL_NAMES:
-        case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
-        case CU_JIT_REFERENCED_KERNEL_NAMES:
-        case CU_JIT_REFERENCED_VARIABLE_NAMES:
-        case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
+        case CHAN_JIT_INFO_LOG:
+        case CHAN_JIT_ERROR_LOG:
+        case CHAN_JIT_POINTER:
             break; /* pointers into the client: never passed on */
-        case CU_JIT_WALL_TIME:
+        case CHAN_JIT_WALL_TIME:
             wall = (int)n;
             opts[n] = CU_JIT_WALL_TIME;
             vals[n++] = NULL;
             break;
-        default:
+        case CHAN_JIT_VALUE:
             opts[n] = (CUjit_option)o.option;
             vals[n++] = (void *)(uintptr_t)o.value;
         }
@@ -113,8 +107,6 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
     }
     if (wall >= 0)
         memcpy(&rep.wall_time, &vals[wall], sizeof(float));
-    (void)info_size_i;
-    (void)error_size_i;
 reply:;
     /* Logs follow the reply header, cut to what the lane holds. */
     uint32_t room = CHAN_LANE_DATA - (uint32_t)sizeof(rep);
