@@ -1,7 +1,7 @@
-# Code linked into both ends: the segment and its ring/lanes/slots, waits, the generic
-# call format, the staging plan, and the generated descriptors.
-CHANNEL_SRC := channel/chan.c channel/wait.c channel/marshal.c channel/copyplan.c \
-               channel/errname.c channel/image.c channel/spawn.c channel/ranges.c channel/fdpass.c
+# Code linked into both ends, every file of channel/: the segment and its ring/lanes/slots,
+# waits, the generic call format, the staging plan, range tables, size functions, and the
+# generated descriptors.
+CHANNEL_SRC := $(wildcard channel/*.c)
 CHANNEL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CHANNEL_SRC)) $(B)/obj/gen/shim_desc.o
 
 # mpsshim's own code sees cuda.h as the driver does: every versioned and per-thread entry

@@ -152,6 +152,7 @@ struct shim_type {
     const char *name;
     int16_t destroyer; /* call that destroys an owned object when its client leaves, or -1 */
     uint8_t flags;     /* SHIM_TF_* */
+    int16_t bad;       /* the CUresult the driver gives for a handle it does not know */
     uint8_t nparents;
     uint16_t parents[4]; /* types an object of this type may belong to */
 };

@@ -148,7 +148,8 @@ class StructDesc:
 
 
 NOTE_RE = re.compile(r"^([a-z][a-z-]*):(\w+)(?:\[([^\]]+)\])?$")
-TYPE_OPTS = {"destroy", "release", "parent", "outlives-parent", "counts", "context-free", "client"}
+TYPE_OPTS = {"destroy", "release", "parent", "outlives-parent", "counts", "context-free", "client",
+             "bad"}
 
 
 def parse_symbols(path):
@@ -474,9 +475,9 @@ def describe(sym, proto, model, fail):
                 fail(sym, "%s:%s needs its size: %s:%s[bytes]" % (key, p.name, key, p.name))
             size, (args, k) = parse_size(count, index, proto, model, fail, sym, False)
             d.spans.append("SHIM_SPAN1(%s, 1)" % size)
-            # The server needs the base and any size it reads back, even when the caller
-            # passes NULL for them (cuModuleGetGlobal allows either).
-            d.needed.add(i)
+            # The server needs any size it reads back even when the caller passes NULL for
+            # it (cuModuleGetGlobal allows that); a NULL base is the driver's to refuse (and
+            # a range nobody learnt the address of needs no record).
             d.needed.update(a[1] for a in args if a[2])
             after = any(a[2] for a in args)  # the size is an output: known after the call
             d.params.append("SHIM_P_RANGE(%s, %s, &SPAN_%s[%d], %d)"
@@ -606,6 +607,9 @@ def check_types(model, by_name, errors):
                 errors.append("%s: destroy=%s must take exactly one %s" % (where, dest, want[0]))
         if dest and t.opts.get("release"):
             errors.append("%s: destroy= or release=, not both" % where)
+        bad = t.opts.get("bad")
+        if bad is not None and (bad is True or "CUDA_ERROR_" + bad not in model.error_names):
+            errors.append("%s: bad=NAME names a CUDA_ERROR_NAME of cuda.h" % where)
         parent = t.opts.get("parent")
         if parent is True:
             errors.append("%s: parent= names the parent types" % where)
@@ -615,9 +619,10 @@ def check_types(model, by_name, errors):
                     errors.append("%s: parent=%s is not a declared type" % (where, p))
 
 
-def check(syms, types, structs, protos, ptr_handles, ctypes):
+def check(syms, types, structs, protos, ptr_handles, ctypes, error_names):
     errors = []
     model = Model(protos, ptr_handles, ctypes, types, structs, syms)
+    model.error_names = error_names
 
     def fail(sym, msg):
         errors.append("cuda_symbols.txt:%d: %s: %s" % (sym.lineno, sym.name, msg))
@@ -784,8 +789,9 @@ def type_init(t, name):
     # Parents are handle types (CUmodule) or range kinds (device): C type names start upper.
     penum = ["SHIM_HT_%s" % p if p[0].isupper() else "SHIM_HT_MEM_%s" % p.upper() for p in parents]
     dest = "SHIM_ID_%s" % t.opts["destroy"] if t.opts.get("destroy") else "-1"
-    return ("{.name = %s, .destroyer = %s, .flags = %s, .nparents = %d, .parents = {%s}}"
-            % (name, dest, " | ".join(flags) if flags else "0", len(penum), ", ".join(penum) or "0"))
+    bad = "CUDA_ERROR_%s" % t.opts["bad"] if isinstance(t.opts.get("bad"), str) else "CUDA_ERROR_INVALID_HANDLE"
+    return ("{.name = %s, .destroyer = %s, .flags = %s, .bad = %s, .nparents = %d, .parents = {%s}}"
+            % (name, dest, " | ".join(flags) if flags else "0", bad, len(penum), ", ".join(penum) or "0"))
 
 
 def call_args(proto):
@@ -931,7 +937,8 @@ def main():
             raise GenError("reading the types of cuda.h: %s" % e)
         syms, types, structs = parse_symbols(a.symbols)
         rows = parse_procaddr(a.procaddr)
-        described, model = check(syms, types, structs, protos, handles, ctypes)
+        described, model = check(syms, types, structs, protos, handles, ctypes,
+                                 {n for n, _ in errors})
         with open(a.symbols, "rb") as f:
             symbols_hash = hashlib.sha256(f.read()).hexdigest()[:16]
         os.makedirs(a.out, exist_ok=True)

@@ -214,7 +214,13 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
         if (!found)
             return CUDA_ERROR_INVALID_VALUE;
+        /* The pool a range belongs to when its kind belongs to pools (the description
+         * named the pool: cuMemAllocFromPoolAsync); NULL otherwise (cuMemAllocAsync's pool
+         * is the server's choice). */
         *(CUmemoryPool *)data = NULL;
+        for (int i = 0; i < shim_types[rg->kind].nparents; i++)
+            if (shim_types[rg->kind].parents[i] == SHIM_HT_CUmemoryPool)
+                *(CUmemoryPool *)data = (CUmemoryPool)(uintptr_t)rg->owner;
         return CUDA_SUCCESS;
     default:
         return CUDA_ERROR_INVALID_VALUE;

@@ -35,7 +35,7 @@ CUresult shim_handle_check(unsigned htype, uint64_t h)
         return shim_stream_check((CUstream)(uintptr_t)h, NULL);
     if (htype < SHIM_NHTYPES && (shim_types[htype].flags & SHIM_TF_CLIENT))
         return h && shim_known_find(htype, h, NULL) == 0 ? CUDA_SUCCESS
-                                                         : CUDA_ERROR_INVALID_HANDLE;
+                                                         : (CUresult)shim_types[htype].bad;
     return CUDA_SUCCESS;
 }
 

@@ -83,7 +83,28 @@ static CUresult check_handle(struct srv_client *c, const struct chan_rec *r, uin
     case SHIM_HT_CUgreenCtx:
         return CUDA_ERROR_INVALID_CONTEXT; /* the generator never lets these through */
     default:
-        return v == 0 || srv_obj_find(c, ht, v) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+        return v == 0 || srv_obj_find(c, ht, v) ? CUDA_SUCCESS : (CUresult)shim_types[ht].bad;
+    }
+}
+
+/* The element count a pointer parameter has per its description (for one the caller
+ * passed as NULL). */
+static uint64_t expected_count(const struct shim_call *d, const struct shim_param *p,
+                               const struct chan_args *a)
+{
+    switch (p->ckind) {
+    case SHIM_CK_ONE: return 1;
+    case SHIM_CK_FIXED: return p->count_fixed;
+    case SHIM_CK_ARG: return a->val[p->count_arg];
+    case SHIM_CK_FN: return shim_size_fns[p->count_fixed](a->val[p->count_arg]);
+    default: {
+        /* the entry value of an inout count */
+        uint64_t n = 0;
+        uint32_t size = d->params[p->count_arg].elem;
+        if (a->ptr[p->count_arg] && size <= sizeof(n))
+            memcpy(&n, a->ptr[p->count_arg], size); /* little-endian: the low bytes */
+        return n;
+    }
     }
 }
 
@@ -165,6 +186,8 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
                     return CUDA_ERROR_OUT_OF_MEMORY;
             }
         } else if (p->kind == SHIM_PK_RANGE) {
+            if (k->a.absent[i])
+                continue;
             uint64_t base = *(uint64_t *)k->a.ptr[i], size;
             const struct shim_type *t = &shim_types[p->htype];
             if (chan_size_eval(d, &p->span->width, k->a.val, k->a.ptr, &size) != 0)
@@ -260,6 +283,11 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             k->vals[i] = k->a.val[i];
             break;
         default:
+            /* An input the driver would read from NULL: refused here, as the driver
+             * refuses it (and driver 580's cuMemPoolSetAttribute would crash on it). */
+            if (!k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT) &&
+                expected_count(d, pp, &k->a) > 0)
+                return CUDA_ERROR_INVALID_VALUE;
             if (k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT)) {
                 /* Handle elements and struct members of inputs are the client's too. */
                 if (pp->htype)
