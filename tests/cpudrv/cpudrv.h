@@ -87,6 +87,7 @@ enum cpudrv_kind {
     CPUDRV_K_GREEN,
     CPUDRV_K_DESC,
     CPUDRV_K_KERNEL,
+    CPUDRV_K_POOL,
 };
 
 // Header of every driver object. The handle given to callers is the object's address;
@@ -266,11 +267,13 @@ void cpudrv_stream_drain(struct cpudrv_stream *s);
 /* ---------------------------------------------------------------- memory.c */
 
 enum cpudrv_mem_type {
-    CPUDRV_MEM_DEVICE = 1, // cuMemAlloc, cuMemAllocPitch, arrays are not here
+    CPUDRV_MEM_DEVICE = 1, // cuMemAlloc, cuMemAllocPitch, pools; arrays are not here
     CPUDRV_MEM_HOST,       // cuMemHostAlloc / cuMemAllocHost: pinned, device-mapped
     CPUDRV_MEM_REGISTERED, // cuMemHostRegister: pinned, caller's memory
     CPUDRV_MEM_GLOBAL,     // a module's __device__ variables
 };
+
+struct cpudrv_pool;
 
 struct cpudrv_range {
     uintptr_t base;
@@ -278,10 +281,12 @@ struct cpudrv_range {
     int type;
     unsigned flags;
     int dev;
-    struct cpudrv_ctx *ctx;
+    struct cpudrv_ctx *ctx; // NULL for pool allocations (they belong to no context)
     unsigned long long id;
     void *map; // what to munmap (DEVICE/HOST); NULL otherwise
     size_t maplen;
+    struct cpudrv_pool *pool; // a pool allocation (DEVICE): its pool, a reference held
+    int freeing;              // a stream-ordered free of it is queued
 };
 
 // All below: cpudrv_big held.
@@ -300,6 +305,12 @@ CUresult cpudrv_mem_add(const struct cpudrv_range *r);
 void cpudrv_mem_remove(uintptr_t base);
 // Frees every range owned by ctx (context teardown).
 void cpudrv_mem_free_ctx(struct cpudrv_ctx *ctx);
+// The device memory range (cuMemAlloc or a pool) starting exactly at p, or NULL; valid
+// until the table next changes.
+struct cpudrv_range *cpudrv_mem_device_at(uintptr_t p);
+// Frees the range starting at base if it is still allocation id (a stream-ordered free
+// that the stream reached).
+void cpudrv_mem_free_id(uintptr_t base, unsigned long long id);
 // Maps anonymous, not-yet-committed memory for device storage; NULL on failure.
 void *cpudrv_mem_map(size_t n, size_t *maplen);
 // Unmaps storage once every stream on the machine passed its current point.
@@ -307,6 +318,12 @@ void cpudrv_mem_unmap_later(void *map, size_t maplen);
 // Returns device bytes to the accounting / reserves them (OUT_OF_MEMORY if over).
 CUresult cpudrv_mem_reserve(int dev, size_t n);
 void cpudrv_mem_unreserve(int dev, size_t n);
+
+/* ---------------------------------------------------------------- mempool.c */
+
+// cpudrv_big held: takes back the block of a pool allocation whose range was just
+// removed, and drops the allocation's reference on the pool.
+void cpudrv_pool_give_back(struct cpudrv_pool *p, uintptr_t base);
 
 /* ---------------------------------------------------------------- copy.c */
 

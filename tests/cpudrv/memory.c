@@ -186,6 +186,11 @@ static void free_at(size_t i)
 {
     struct cpudrv_range r = ranges[i];
     remove_at(i);
+    // A pool's block stays reserved by the pool; the pool decides when it goes.
+    if (r.pool) {
+        cpudrv_pool_give_back(r.pool, r.base);
+        return;
+    }
     if (r.type == CPUDRV_MEM_DEVICE) cpudrv_mem_unreserve(r.dev, r.maplen);
     if (r.map) cpudrv_mem_unmap_later(r.map, r.maplen);
 }
@@ -195,6 +200,23 @@ void cpudrv_mem_free_ctx(struct cpudrv_ctx *ctx)
 {
     for (size_t i = nranges; i-- > 0;)
         if (ranges[i].ctx == ctx && ranges[i].type != CPUDRV_MEM_GLOBAL) free_at(i);
+}
+
+// The device memory range (cuMemAlloc or a pool) starting exactly at p, or NULL; valid
+// until the table next changes.
+struct cpudrv_range *cpudrv_mem_device_at(uintptr_t p)
+{
+    long i = floor_index(p);
+    if (!p || i < 0 || ranges[i].base != p || ranges[i].type != CPUDRV_MEM_DEVICE) return NULL;
+    return &ranges[i];
+}
+
+// Frees the range starting at base if it is still allocation id (a stream-ordered free
+// that the stream reached; the allocation may have gone with its context meanwhile).
+void cpudrv_mem_free_id(uintptr_t base, unsigned long long id)
+{
+    long i = floor_index(base);
+    if (i >= 0 && ranges[i].base == base && ranges[i].id == id) free_at((size_t)i);
 }
 
 // cpudrv_big held: maps n bytes and records them as a range of the given type.
@@ -262,17 +284,19 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
     return TR(rc);
 }
 
-// Frees device memory; the storage itself goes once queued work that may use it ran.
+// Frees device memory; the storage itself goes once queued work that may use it ran. A
+// pool allocation goes back to its pool at once: the caller promises that its work is
+// done, as with the real driver, which does not synchronise for those.
 CUresult cuMemFree(CUdeviceptr dptr)
 {
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
     if (rc) return TR(rc);
-    long i = floor_index((uintptr_t)dptr);
-    if (!dptr || i < 0 || ranges[i].base != (uintptr_t)dptr || ranges[i].type != CPUDRV_MEM_DEVICE)
+    struct cpudrv_range *r = cpudrv_mem_device_at((uintptr_t)dptr);
+    if (!r || r->freeing)
         rc = CUDA_ERROR_INVALID_VALUE;
     else
-        free_at((size_t)i);
+        free_at((size_t)(r - ranges));
     cpudrv_unlock();
     return TR(rc);
 }

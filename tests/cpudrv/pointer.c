@@ -1,5 +1,6 @@
 // Pointer attributes, answered from the allocation table. Boolean attributes are written
-// as a 4-byte unsigned int, as C callers of the driver declare them.
+// as a 4-byte unsigned int, as C callers of the driver declare them. Stream-ordered (pool)
+// allocations belong to no context: their CONTEXT is NULL.
 #include "cpudrv.h"
 
 #include <string.h>
@@ -65,7 +66,8 @@ static CUresult attr(CUpointer_attribute a, const struct cpudrv_range *r, uintpt
         *(int *)data = r ? r->dev : -2;
         break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-        *(unsigned *)data = r && r->type == CPUDRV_MEM_DEVICE;
+        // Pool memory is shared through its pool's handles, never through cuIpcGetMemHandle.
+        *(unsigned *)data = r && r->type == CPUDRV_MEM_DEVICE && !r->pool;
         break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
     case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
@@ -85,7 +87,7 @@ static CUresult attr(CUpointer_attribute a, const struct cpudrv_range *r, uintpt
         *(unsigned *)data = r ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
         break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        *(CUmemoryPool *)data = NULL;
+        *(CUmemoryPool *)data = r ? (CUmemoryPool)r->pool : NULL;
         break;
     default:
         return CUDA_ERROR_INVALID_VALUE;

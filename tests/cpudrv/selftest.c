@@ -368,6 +368,7 @@ int main(int argc, char **argv)
         {"streams", st_streams},
         {"events", st_events},
         {"stream memory operations and host functions", st_memops},
+        {"stream-ordered allocator and memory pools", st_mempool},
         {"modules and libraries", st_modules},
         {"cubin and fatbin images", st_images},
         {"kernel twins", st_twins},

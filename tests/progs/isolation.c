@@ -1,8 +1,8 @@
 /* isolation: one client cannot use another client's memory or handles through the API.
  *
  * The process forks before any CUDA call; each side then initialises CUDA on its own.
- * A allocates memory and creates a stream, an event, a module and a function, sends those
- * values to B through a pipe and waits. B tries to use each of them; every call must fail
+ * A allocates memory and creates a stream, an event, a module, a function, a memory pool
+ * and stream-ordered memory, sends those values to B through a pipe and waits. B tries to use each of them; every call must fail
  * (any error; which one is not printed) and nothing may crash. Then A checks that its memory
  * is intact and its handles still work.
  *
@@ -23,6 +23,7 @@
 /* What A sends to B: raw handle and pointer values. */
 struct handles {
     uint64_t dptr, stream, event, module, func;
+    uint64_t pool, pooled, default_pool, async; /* a pool, memory from it, cuMemAllocAsync's */
 };
 
 static void write_all(int fd, const void *p, size_t n)
@@ -109,6 +110,29 @@ static void run_b(int from_a, int to_a)
     REFUSED(cuEventDestroy(aev), "cuEventDestroy of A's event");
     REFUSED(cuModuleUnload(amod), "cuModuleUnload of A's module");
 
+    /* The stream-ordered allocator: A's pools and the memory in them. */
+    CUmemoryPool apool = (CUmemoryPool)(uintptr_t)h.pool, mypool;
+    CUdeviceptr x;
+    cuuint64_t threshold = 0;
+    REFUSED(cuMemAllocFromPoolAsync(&x, 4096, apool, NULL), "cuMemAllocFromPoolAsync from A's pool");
+    REFUSED(cuMemPoolSetAttribute(apool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold),
+            "cuMemPoolSetAttribute of A's pool");
+    REFUSED(cuMemPoolGetAttribute(apool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &threshold),
+            "cuMemPoolGetAttribute of A's pool");
+    REFUSED(cuMemPoolTrimTo(apool, 0), "cuMemPoolTrimTo of A's pool");
+    REFUSED(cuDeviceSetMemPool(dev, apool), "cuDeviceSetMemPool to A's pool");
+    REFUSED(cuMemPoolDestroy(apool), "cuMemPoolDestroy of A's pool");
+    REFUSED(cuMemFreeAsync((CUdeviceptr)h.pooled, NULL), "cuMemFreeAsync of A's pool memory");
+    REFUSED(cuMemFree((CUdeviceptr)h.async), "cuMemFree of A's stream-ordered memory");
+    REFUSED(cuMemsetD8Async((CUdeviceptr)h.pooled, 0, 4096, NULL), "cuMemsetD8Async on A's pool memory");
+    REFUSED(cuMemcpyDtoH(buf, (CUdeviceptr)h.async, sizeof buf), "cuMemcpyDtoH from A's stream-ordered memory");
+    CHECK(cuDeviceGetDefaultMemPool(&mypool, dev));
+    REQUIRE((uint64_t)(uintptr_t)mypool != h.default_pool, "B got A's default pool");
+    CHECK(cuMemAllocAsync(&x, 4096, NULL));
+    CHECK(cuMemFreeAsync(x, NULL));
+    CHECK(cuStreamSynchronize(NULL));
+    t_ok("B: its default pool is its own");
+
     /* The refusals left B itself working. */
     CHECK(cuLaunchKernel(mine_inc, 1, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
     CHECK(cuCtxSynchronize());
@@ -144,9 +168,18 @@ static void run_a(int to_b, int from_b, pid_t b)
     t_setup(&dev, &ctx);
     CUmodule mod = t_load_module("kernels.ptx");
     CUfunction inc = t_get_function(mod, "inc_u32");
-    CUdeviceptr p;
+    CUdeviceptr p, pooled, async;
     CUstream s;
     CUevent ev;
+    CUmemoryPool pool, dflt;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    CHECK(cuMemPoolCreate(&pool, &props));
+    CHECK(cuDeviceGetDefaultMemPool(&dflt, dev));
+    CHECK(cuMemAllocFromPoolAsync(&pooled, BYTES, pool, NULL));
+    CHECK(cuMemAllocAsync(&async, BYTES, NULL));
+    CHECK(cuMemsetD8Async(pooled, 0x5a, BYTES, NULL));
+    CHECK(cuMemsetD8Async(async, 0xa5, BYTES, NULL));
     CHECK(cuMemAlloc(&p, BYTES));
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CHECK(cuEventCreate(&ev, CU_EVENT_DEFAULT));
@@ -159,7 +192,9 @@ static void run_a(int to_b, int from_b, pid_t b)
     t_ok("A: set up");
 
     struct handles h = {(uint64_t)p, (uint64_t)(uintptr_t)s, (uint64_t)(uintptr_t)ev,
-                        (uint64_t)(uintptr_t)mod, (uint64_t)(uintptr_t)inc};
+                        (uint64_t)(uintptr_t)mod, (uint64_t)(uintptr_t)inc,
+                        (uint64_t)(uintptr_t)pool, (uint64_t)pooled, (uint64_t)(uintptr_t)dflt,
+                        (uint64_t)async};
     write_all(to_b, &h, sizeof h);
     char done = 0;
     int got = read_all(from_b, &done, 1);
@@ -172,7 +207,16 @@ static void run_a(int to_b, int from_b, pid_t b)
     memset(host, 0, BYTES);
     CHECK(cuMemcpyDtoH(host, p, BYTES));
     REQUIRE(t_pattern_mismatch(host, BYTES, SEED) == SIZE_MAX, "A: memory changed by B");
+    CHECK(cuMemcpyDtoH(host, pooled, BYTES));
+    REQUIRE(t_bytes_mismatch(host, BYTES, 0x5a) == SIZE_MAX, "A: pool memory changed by B");
+    CHECK(cuMemcpyDtoH(host, async, BYTES));
+    REQUIRE(t_bytes_mismatch(host, BYTES, 0xa5) == SIZE_MAX, "A: stream-ordered memory changed by B");
     t_ok("A: memory intact");
+    CHECK(cuMemFreeAsync(pooled, NULL));
+    CHECK(cuMemFreeAsync(async, NULL));
+    CHECK(cuMemPoolDestroy(pool));
+    CHECK(cuStreamSynchronize(NULL));
+    t_ok("A: its pool and pool memory still work");
 
     CHECK(cuStreamQuery(s));
     CHECK(cuEventSynchronize(ev));

@@ -146,6 +146,28 @@ static void limited(uint64_t lim, int d, const char *hold, int others_unlimited)
     expect_free(chunk, "after destroying the array");
     t_ok("arrays count against the limit");
 
+    /* Stream-ordered allocations count when made and stop counting once their free is
+     * enqueued; a pool's allocations count the same. */
+    CUdeviceptr sa;
+    EXPECT(cuMemAllocAsync(&sa, chunk + 1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocAsync(&sa, chunk, NULL));
+    expect_free(0, "after a stream-ordered allocation of the remaining size");
+    EXPECT(cuMemAllocAsync(&extra, 1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFreeAsync(sa, NULL));
+    CHECK(cuStreamSynchronize(NULL));
+    expect_free(chunk, "after freeing it in stream order");
+    CUmemoryPool pool;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    CHECK(cuMemPoolCreate(&pool, &props));
+    EXPECT(cuMemAllocFromPoolAsync(&sa, chunk + 1, pool, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocFromPoolAsync(&sa, chunk, pool, NULL));
+    expect_free(0, "after a pool allocation of the remaining size");
+    CHECK(cuMemFree(sa));
+    expect_free(chunk, "after cuMemFree of the pool allocation");
+    CHECK(cuMemPoolDestroy(pool));
+    t_ok("stream-ordered allocations count against the limit");
+
     /* Destroying a context gives back what was allocated in it. */
     CUcontext prim, mine;
     CHECK(cuCtxGetCurrent(&prim));
@@ -176,13 +198,17 @@ static void limited(uint64_t lim, int d, const char *hold, int others_unlimited)
         use_device(d);
     }
 
-    /* Left for the server to release when we exit: memory, an array, a context. */
-    CHECK(cuMemAlloc(&p[0], chunk));
+    /* Left for the server to release when we exit: memory, an array, a context, a pool
+     * with memory in it, stream-ordered memory. */
+    CHECK(cuMemAlloc(&p[0], chunk / 4));
+    CHECK(cuMemPoolCreate(&pool, &props));
+    CHECK(cuMemAllocFromPoolAsync(&sa, chunk / 4, pool, NULL));
+    CHECK(cuMemAllocAsync(&sa, chunk / 4, NULL));
     ad.Height = 16;
     CHECK(cuArrayCreate(&arr, &ad));
     CHECK(cuCtxCreate(&mine, NULL, 0, dev));
     CHECK(cuMemAlloc(&q, chunk));
-    t_ok("exits holding memory, an array and a context");
+    t_ok("exits holding memory, an array, a context and pool memory");
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,204 @@
+/* The stream-ordered allocator: memory pools and cuMemAllocAsync/cuMemFreeAsync, described
+ * in cuda_symbols.txt; what no description can say is here.
+ *
+ * Every client has a pool of its own on each device, made on first use, which it sees as
+ * the device's default pool and, until it sets another, as the device's current pool. The
+ * real device's default and current pools are shared state of the one context: a client
+ * that set the device's current pool would change every other client's cuMemAllocAsync,
+ * and memory one client frees into a shared pool could be handed to another client, with
+ * the driver adding dependencies between their streams (ALLOW_INTERNAL_DEPENDENCIES) or
+ * reusing it as soon as the free completed (ALLOW_OPPORTUNISTIC). With a pool per client,
+ * freed memory is only ever reused by the client that freed it, in its own stream order;
+ * its pools' attributes are its own; and when it leaves, its allocations are freed and
+ * its pools destroyed, so their memory returns to the device. cuMemAllocAsync is replayed
+ * as cuMemAllocFromPoolAsync from the client's current pool for the stream's device.
+ * Allocations count against the client's memory limit when made, and stop counting when
+ * their free is enqueued; what a pool keeps reserved beyond that does not count. */
+#include "server/server.h"
+
+#include <string.h>
+
+/* What a pool is to its client, in its record's aux word. */
+#define POOL_DEFAULT 0x1u /* the client's default pool of its device */
+#define POOL_CURRENT 0x2u /* the current pool of its device, set by the client */
+
+/* The client's pool of device dev marked `what`, or NULL. */
+static struct srv_obj *marked(struct srv_client *c, int dev, uint64_t what)
+{
+    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUmemoryPool); o; o = o->type_next)
+        if (o->dev == dev && (o->aux & what))
+            return o;
+    return NULL;
+}
+
+/* The client's own default pool of device dev (made now if need be), or NULL. */
+static struct srv_obj *default_pool(struct srv_client *c, int dev, CUresult *err)
+{
+    *err = CUDA_ERROR_INVALID_DEVICE;
+    if (dev < 0 || dev >= srv.ndev)
+        return NULL;
+    struct srv_obj *o = marked(c, dev, POOL_DEFAULT);
+    if (o)
+        return o;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    CUmemoryPool pool;
+    if ((*err = DRV(cuMemPoolCreate)(&pool, &props)) != CUDA_SUCCESS)
+        return NULL;
+    if (!(o = srv_obj_add(c, SHIM_HT_CUmemoryPool, (uint64_t)(uintptr_t)pool, 1, NULL))) {
+        DRV(cuMemPoolDestroy)(pool);
+        *err = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    o->dev = dev;
+    o->aux = POOL_DEFAULT;
+    return o;
+}
+
+static struct srv_obj *current_pool(struct srv_client *c, int dev, CUresult *err)
+{
+    struct srv_obj *o = dev >= 0 && dev < srv.ndev ? marked(c, dev, POOL_CURRENT) : NULL;
+    return o ? o : default_pool(c, dev, err);
+}
+
+/* Writes the pool's handle to output 0 of the call. */
+static CUresult give(struct srv_call *k, struct srv_obj *o, CUresult err)
+{
+    if (!o)
+        return err;
+    if (!k->a.ptr[0] || k->a.absent[0])
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(k->a.ptr[0], &o->key.value, sizeof(CUmemoryPool));
+    return CUDA_SUCCESS;
+}
+
+/* The device a CUDA 13 location names, for pinned allocations on a device; -1 (with the
+ * error) for the other locations and types, which would put the memory where the client
+ * cannot see it (host pools live in the server) or be managed memory (not supported). */
+static int location_device(struct srv_call *k, int loc, int type, CUresult *err)
+{
+    const CUmemLocation *l = k->a.ptr[loc];
+    *err = CUDA_ERROR_INVALID_VALUE;
+    if (!l)
+        return -1;
+    if (k->a.val[type] != CU_MEM_ALLOCATION_TYPE_PINNED || l->type != CU_MEM_LOCATION_TYPE_DEVICE) {
+        *err = CUDA_ERROR_NOT_SUPPORTED;
+        return -1;
+    }
+    return l->id;
+}
+
+static CUresult get_default(struct srv_client *c, struct srv_call *k)
+{
+    CUresult err = CUDA_SUCCESS;
+    struct srv_obj *o = default_pool(c, (int)k->a.val[1], &err);
+    return give(k, o, err);
+}
+
+static CUresult get_current(struct srv_client *c, struct srv_call *k)
+{
+    CUresult err = CUDA_SUCCESS;
+    struct srv_obj *o = current_pool(c, (int)k->a.val[1], &err);
+    return give(k, o, err);
+}
+
+static CUresult get_default_at(struct srv_client *c, struct srv_call *k)
+{
+    CUresult err = CUDA_SUCCESS;
+    int dev = location_device(k, 1, 2, &err);
+    struct srv_obj *o = dev < 0 ? NULL : default_pool(c, dev, &err);
+    return give(k, o, err);
+}
+
+static CUresult get_current_at(struct srv_client *c, struct srv_call *k)
+{
+    CUresult err = CUDA_SUCCESS;
+    int dev = location_device(k, 1, 2, &err);
+    struct srv_obj *o = dev < 0 ? NULL : current_pool(c, dev, &err);
+    return give(k, o, err);
+}
+
+/* The pool must be the client's (the description checked it) and live on that device. */
+static CUresult set_current(struct srv_client *c, int dev, uint64_t pool)
+{
+    if (dev < 0 || dev >= srv.ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUmemoryPool, pool), *old;
+    if (!o || o->dev != dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((old = marked(c, dev, POOL_CURRENT)))
+        old->aux &= ~(uint64_t)POOL_CURRENT;
+    o->aux |= POOL_CURRENT;
+    return CUDA_SUCCESS;
+}
+
+static CUresult set(struct srv_client *c, struct srv_call *k)
+{
+    return set_current(c, (int)k->a.val[0], k->a.val[1]);
+}
+
+static CUresult set_at(struct srv_client *c, struct srv_call *k)
+{
+    CUresult err;
+    int dev = location_device(k, 0, 1, &err);
+    return dev < 0 ? err : set_current(c, dev, k->a.val[2]);
+}
+
+const struct srv_hook srv_hook_pool_default = {.call = get_default};
+const struct srv_hook srv_hook_pool_current = {.call = get_current};
+const struct srv_hook srv_hook_pool_set = {.call = set};
+const struct srv_hook srv_hook_pool_default_at = {.call = get_default_at};
+const struct srv_hook srv_hook_pool_current_at = {.call = get_current_at};
+const struct srv_hook srv_hook_pool_set_at = {.call = set_at};
+
+/* Pools the client makes live on a device (host pools would hold memory only the server
+ * can see); the pool's record remembers which. */
+static CUresult create_before(struct srv_client *c, struct srv_call *k)
+{
+    (void)c;
+    const CUmemPoolProps *p = k->a.ptr[1];
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+static CUresult create_after(struct srv_client *c, struct srv_call *k)
+{
+    const CUmemPoolProps *p = k->a.ptr[1];
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUmemoryPool, *(uint64_t *)k->a.ptr[0]);
+    if (o)
+        o->dev = p->location.id;
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_pool_create = {.before = create_before, .after = create_after};
+
+/* A default pool cannot be destroyed (the driver's rule for its own); destroying the
+ * current pool makes the default one current again (its mark goes with its record). */
+static CUresult destroy_before(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUmemoryPool, k->a.val[0]);
+    return o && (o->aux & POOL_DEFAULT) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_pool_destroy = {.before = destroy_before};
+
+/* cuMemAllocAsync allocates from the current pool of the stream's device: the client's. */
+static CUresult alloc_before(struct srv_client *c, struct srv_call *k)
+{
+    CUresult err;
+    k->parent = current_pool(c, k->dev, &err);
+    return k->parent ? CUDA_SUCCESS : err;
+}
+
+static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
+{
+    (void)c;
+    return DRV(cuMemAllocFromPoolAsync)((CUdeviceptr *)k->a.ptr[0], (size_t)k->vals[1],
+                                         (CUmemoryPool)(uintptr_t)k->parent->key.value,
+                                         (CUstream)(uintptr_t)k->vals[2]);
+}
+
+const struct srv_hook srv_hook_alloc_async = {.before = alloc_before, .call = alloc_call};
