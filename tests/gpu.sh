@@ -193,18 +193,27 @@ fi
 # ---------------------------------------------------------------- PyTorch
 # Elementwise kernels, a cuBLAS matmul and a training step, natively and through the
 # shim: the same printed values required. Skipped where PyTorch is not installed.
-if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
-    run pytorch-native 300 python3 "$ROOT/tests/pytorch/smoke.py"
+# pytorch_pair NAME WHAT ENV...: smoke.py natively and through the shim with ENV set.
+pytorch_pair() {
+    local name=$1 what=$2
+    shift 2
+    run "$name-native" 300 env "$@" python3 "$ROOT/tests/pytorch/smoke.py"
     nrc=$?
-    run pytorch-shim 300 env LD_PRELOAD="$SHIM" python3 "$ROOT/tests/pytorch/smoke.py"
+    run "$name-shim" 300 env LD_PRELOAD="$SHIM" "$@" python3 "$ROOT/tests/pytorch/smoke.py"
     src=$?
-    grep -v '^mpsshim: ' "$WORK/pytorch-shim.out" >"$WORK/pytorch-shim.values"
-    if [ $nrc = 0 ] && [ $src = 0 ] && diff -q "$WORK/pytorch-native.out" "$WORK/pytorch-shim.values" >/dev/null; then
-        record pytorch PASS "same output as native (matmul, 20 training steps)"
+    grep -v '^mpsshim: ' "$WORK/$name-shim.out" >"$WORK/$name-shim.values"
+    if [ $nrc = 0 ] && [ $src = 0 ] && diff -q "$WORK/$name-native.out" "$WORK/$name-shim.values" >/dev/null; then
+        record "$name" PASS "same output as native ($what)"
     else
-        diff -u "$WORK/pytorch-native.out" "$WORK/pytorch-shim.values" >>"$LOG"
-        record pytorch FAIL "native exit $nrc, shim exit $src: $(grep -m1 -i 'error' "$WORK/pytorch-shim.out")"
+        diff -u "$WORK/$name-native.out" "$WORK/$name-shim.values" >>"$LOG"
+        record "$name" FAIL "native exit $nrc, shim exit $src: $(grep -m1 -i 'error' "$WORK/$name-shim.out")"
     fi
+}
+if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+    pytorch_pair pytorch "matmul, 20 training steps"
+    # The same on PyTorch's stream-ordered allocator (cudaMallocAsync and its pools).
+    pytorch_pair pytorch-mallocasync "cudaMallocAsync allocator" \
+        PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 else
     record pytorch SKIP "no PyTorch with CUDA here"
 fi
