@@ -236,7 +236,8 @@ static void cleanup(struct srv_client *c)
     srv_hostfn_release(c);
     srv_release(c, 0);
     if (total)
-        srv_log("Client process %d: released %u objects (%s)", (int)c->pid, total, what);
+        srv_log("Client process %d: released %u object%s (%s)", (int)c->pid, total,
+                total == 1 ? "" : "s", what);
     if (c->objs)
         srv_log("Client process %d: tables not empty after release", (int)c->pid);
     srv_limits_settle(c);

@@ -174,7 +174,7 @@ until_true no_clients && ok clients-gone || bad clients-gone "$(ctl get_server_s
 check memory-back "$(mem_used)" "$BASE"
 sl=$(cat "$MPSSHIM_LOG_DIRECTORY/server.log")
 has terminate-logged "$sl" "Server $S\] Client process $V terminated \(terminate_client\)"
-has terminate-released "$sl" "Client process $V: released [0-9]+ objects"
+has terminate-released "$sl" "Client process $V: released [0-9]+ objects?"
 printf '%s\n' "$sl" | grep -q 'tables not empty' && bad tables-empty "$sl" || ok tables-empty
 has terminate-control-log "$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")" "Terminating client $V\$"
 stop_server 30 && ok quit || bad quit "server still running"
