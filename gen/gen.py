@@ -352,31 +352,21 @@ def describe(sym, proto, model, fail):
         return d
     index = {p.name: i for i, p in enumerate(proto.params)}
     notes = {}
+    # Notes that name a call or a hook, then notes that say which parameter plays a role.
+    named = {"via": "via", "server": "server_hook", "client": "client_hook"}
+    roles = {"on": "stream", "parent": "parent", "sync-if-host": "host_sync"}
     for key, pname, count in sym.notes:
-        if key == "via":
-            d.via = pname
-            continue
-        if key == "server":
-            d.server_hook = pname
-            continue
-        if key == "client":
-            d.client_hook = pname
+        if key in named:
+            setattr(d, named[key], pname)
             continue
         if key == "of":
             fail(sym, "of: is for twins")
         if pname not in index:
             fail(sym, "note '%s:%s' names no parameter" % (key, pname))
-        i = index[pname]
-        if key == "on":
-            if proto.params[i].ctype != "CUstream":
+        if key in roles:
+            if key == "on" and proto.params[index[pname]].ctype != "CUstream":
                 fail(sym, "on:%s is not a CUstream parameter" % pname)
-            d.stream = i
-            continue
-        if key == "parent":
-            d.parent = i
-            continue
-        if key == "sync-if-host":
-            d.host_sync = i
+            setattr(d, roles[key], index[pname])
             continue
         if pname in notes:
             fail(sym, "parameter %s annotated twice" % pname)

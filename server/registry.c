@@ -184,44 +184,39 @@ static void destroy(struct srv_client *c, struct srv_obj *o)
                 srv_errname((CUresult)rc));
 }
 
-/* Forgets an object that died with its parent, and what belongs to it. Objects that
- * outlive their parent are released for real (a pool's allocations, at the pool's end). */
-static void forget_tree(struct srv_client *c, struct srv_obj *o)
+/* What belongs to o, before o goes: an object that outlives its parent is destroyed on its
+ * own (a pool's allocations), the others died with o in the driver and are only forgotten,
+ * with what belongs to them. */
+static void release_children(struct srv_client *c, struct srv_obj *o)
 {
     while (o->children) {
         struct srv_obj *k = o->children;
-        if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT)
+        if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT) {
             srv_obj_release(c, k);
-        else
-            forget_tree(c, k);
+        } else {
+            release_children(c, k);
+            forget(c, k);
+        }
     }
-    forget(c, o);
 }
 
 void srv_obj_release(struct srv_client *c, struct srv_obj *o)
 {
-    /* Children first: an object that outlives its parent is destroyed on its own, the
-     * others die with the parent's destruction and are only forgotten. */
-    while (o->children) {
-        struct srv_obj *k = o->children;
-        if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT)
-            srv_obj_release(c, k);
-        else
-            forget_tree(c, k);
-    }
+    release_children(c, o);
     destroy(c, o);
     forget(c, o);
 }
 
 void srv_obj_destroyed(struct srv_client *c, struct srv_obj *o)
 {
-    while (o->children) {
-        struct srv_obj *k = o->children;
+    /* The client destroyed the parent: what outlives it stays the client's, belonging to
+     * nothing (a pool's allocations stay valid until freed, as with the driver). */
+    for (struct srv_obj *k = o->children, *next; k; k = next) {
+        next = k->sib_next;
         if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT)
-            unlink_child(k); /* still the client's, belonging to nothing */
-        else
-            forget_tree(c, k);
+            unlink_child(k);
     }
+    release_children(c, o);
     forget(c, o);
 }
 

@@ -40,6 +40,16 @@ static cuuint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute a)
     return v;
 }
 
+/* p (N words) written with v by a kernel on s, copied back and freed on s; then checked. */
+static void write_free_check(CUstream s, CUdeviceptr p, uint32_t v, const char *what)
+{
+    fill(s, p, v, N);
+    CHECK(cuMemcpyDtoHAsync(g_pin, p, N * 4, s));
+    CHECK(cuMemFreeAsync(p, s));
+    CHECK(cuStreamSynchronize(s));
+    check_words(v, what);
+}
+
 /* Allocation, write, copy back and free all queued on s, then one synchronize. */
 static void round_trip(CUstream s, const char *stream_name, int kernel, uint32_t v)
 {
@@ -125,11 +135,7 @@ static void allocate_and_trim(CUmemoryPool pool, CUstream s)
     CUmemoryPool owner = NULL;
     CHECK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p));
     REQUIRE(owner == pool, "CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE is not the pool allocated from");
-    fill(s, p, 0x5eed, N);
-    CHECK(cuMemcpyDtoHAsync(g_pin, p, N * 4, s));
-    CHECK(cuMemFreeAsync(p, s));
-    CHECK(cuStreamSynchronize(s));
-    check_words(0x5eed, "created pool");
+    write_free_check(s, p, 0x5eed, "created pool");
     t_ok("cuMemAllocFromPoolAsync from a created pool, kernel, copy back, cuMemFreeAsync");
     REQUIRE(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0,
             "pool still has used memory after the free and a synchronize");
@@ -197,11 +203,7 @@ static void plain_free(CUmemoryPool pool, CUstream s)
     EXPECT_ERR(cuMemFreeAsync(p, s));
     memset(g_pin, 0, N * 4);
     CHECK(cuMemAllocFromPoolAsync(&p, N * 4, pool, s));
-    fill(s, p, 0x55, N);
-    CHECK(cuMemcpyDtoHAsync(g_pin, p, N * 4, s));
-    CHECK(cuMemFreeAsync(p, s));
-    CHECK(cuStreamSynchronize(s));
-    check_words(0x55, "after cuMemFree");
+    write_free_check(s, p, 0x55, "after cuMemFree");
     t_ok("cuMemFree of a pool allocation; freeing it again fails; the pool serves on");
 }
 
@@ -216,11 +218,7 @@ static void destroy_outstanding(const CUmemPoolProps *props, CUstream s)
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemPoolDestroy(pool));
     memset(g_pin, 0, N * 4);
-    fill(s, p, 0x66, N);
-    CHECK(cuMemcpyDtoHAsync(g_pin, p, N * 4, s));
-    CHECK(cuMemFreeAsync(p, s));
-    CHECK(cuStreamSynchronize(s));
-    check_words(0x66, "destroyed pool");
+    write_free_check(s, p, 0x66, "destroyed pool");
     t_ok("cuMemPoolDestroy with an allocation outstanding; the allocation stays usable");
 }
 

@@ -13,14 +13,7 @@
 #include "channel/image.h"
 #include "channel/marshal.h"
 
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "tests/unit/check.h"
 
 static const struct chan_wait spin = {.spin_ns = 1000000};
 

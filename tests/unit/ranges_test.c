@@ -8,14 +8,7 @@
 
 #include "channel/ranges.h"
 
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "tests/unit/check.h"
 
 struct elem {
     struct chan_range r;

@@ -33,6 +33,6 @@ UNIT_BINS += $(B)/tests/unit/export_test
 all: $(B)/tests/unit/export_test
 
 # Linked against nothing of ours: it dlopens the shim and asks for the export tables.
-$(B)/tests/unit/export_test: tests/unit/export_test.c
+$(B)/tests/unit/export_test: tests/unit/export_test.c tests/unit/check.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -ldl
