@@ -182,8 +182,11 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
             for (uint32_t e = 0; e < k->a.count[i]; e++) {
                 uint64_t v = 0;
                 memcpy(&v, (uint8_t *)k->a.ptr[i] + (size_t)e * p->elem, p->elem);
-                if (v && !srv_obj_add(c, p->htype, v, p->creates, k->parent))
+                if (v && !srv_obj_add(c, p->htype, v, p->creates, k->parent)) {
+                    if (p->creates)
+                        srv_obj_undo(p->htype, v);
                     return CUDA_ERROR_OUT_OF_MEMORY;
+                }
             }
         } else if (p->kind == SHIM_PK_RANGE) {
             if (k->a.absent[i])
@@ -197,8 +200,8 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
                                     ? srv_range_add(c, p->htype, base, size, p->creates, k->parent)
                                     : NULL;
             if (!o) {
-                if (t->destroyer >= 0 && srv_drv_fns[t->destroyer])
-                    ((CUresult(*)(CUdeviceptr))srv_drv_fns[t->destroyer])(base);
+                if (p->creates)
+                    srv_obj_undo(p->htype, base);
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
             if (t->flags & SHIM_TF_COUNTS)

@@ -160,6 +160,26 @@ static void forget(struct srv_client *c, struct srv_obj *o)
     free(o);
 }
 
+/* Calls type t's destroyer on a value; its result. */
+static CUresult call_destroyer(const struct shim_type *t, uint64_t value)
+{
+    if (t->destroyer < 0 || !srv_drv_fns[t->destroyer])
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t v = value;
+    void *avalue[1] = {&v};
+    ffi_sarg rc;
+    ffi_cif *cif = shim_calls[t->destroyer].params[0].vclass == SHIM_VC_PTR ? &destroy_ptr
+                                                                             : &destroy_u64;
+    ffi_call(cif, FFI_FN(srv_drv_fns[t->destroyer]), &rc, avalue);
+    return (CUresult)rc;
+}
+
+void srv_obj_undo(uint32_t type, uint64_t value)
+{
+    if (type > SHIM_HT_NONE && type < SHIM_NHTYPES)
+        call_destroyer(&shim_types[type], value);
+}
+
 /* Destroys the object the record stands for, when the client owns it. */
 static void destroy(struct srv_client *c, struct srv_obj *o)
 {
@@ -171,17 +191,12 @@ static void destroy(struct srv_client *c, struct srv_obj *o)
             srv_type_release[o->key.type](c, o);
         return;
     }
-    if (t->destroyer < 0 || !srv_drv_fns[t->destroyer])
+    if (t->destroyer < 0)
         return;
-    uint64_t v = o->key.value;
-    void *avalue[1] = {&v};
-    ffi_sarg rc;
-    ffi_cif *cif = shim_calls[t->destroyer].params[0].vclass == SHIM_VC_PTR ? &destroy_ptr
-                                                                             : &destroy_u64;
-    ffi_call(cif, FFI_FN(srv_drv_fns[t->destroyer]), &rc, avalue);
-    if ((CUresult)rc != CUDA_SUCCESS)
+    CUresult r = call_destroyer(t, o->key.value);
+    if (r != CUDA_SUCCESS)
         srv_log("Client process %d: releasing a %s failed with %s", (int)c->pid, t->name,
-                srv_errname((CUresult)rc));
+                srv_errname(r));
 }
 
 /* What belongs to o, before o goes: an object that outlives its parent is destroyed on its

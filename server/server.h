@@ -290,6 +290,9 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len);
 /* Counts `bytes` of device memory on dev for the object (against the client's limit). */
 void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes);
+/* Destroys, with its type's destroyer, an object the driver just made that could not be
+ * registered (out of memory): nothing the server cannot release may stay behind. */
+void srv_obj_undo(uint32_t type, uint64_t value);
 /* The client destroyed the object through the API: what dies with it is forgotten, what
  * outlives it stays the client's without a parent; then the record goes. */
 void srv_obj_destroyed(struct srv_client *c, struct srv_obj *o);
