@@ -104,11 +104,18 @@ static void jit_answer(struct jit *j, const struct chan_module_loaded *m, const 
         memcpy(&vals[j->wall_i], &m->wall_time, sizeof(float));
 }
 
+/* What module calls need: a current context, except for libraries and their kernels,
+ * which belong to no context (cuDNN 9 loads its kernels before any context exists). */
+static CUresult ready_for(int library)
+{
+    return library ? shim_ready() : shim_ready_ctx();
+}
+
 /* Uploads an image and loads it as `kind`; the handle comes back in *handle. */
 static CUresult load(unsigned kind, const void *image, struct jit *j, void **vals,
                      uint64_t *handle)
 {
-    CUresult r = shim_ready_ctx();
+    CUresult r = ready_for(kind == CHAN_IMAGE_LIBRARY);
     if (r != CUDA_SUCCESS)
         return r;
     if (!image || !handle)
@@ -267,7 +274,7 @@ CUresult SHIM_IMPL(cuLibraryLoadFromFile)(CUlibrary *library, const char *fileNa
                                        void **libraryOptionValues,
                                        unsigned int numLibraryOptions)
 {
-    CUresult r = shim_ready_ctx();
+    CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
         return r;
     void *image = read_file(fileName, &r);
@@ -297,7 +304,7 @@ const struct shim_hook shim_hook_module_unload = {.after = unload_after};
 static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64_t owner,
                              uint64_t *out)
 {
-    CUresult r = shim_ready_ctx();
+    CUresult r = ready_for(kind == CHAN_H_LIBRARY);
     if (r != CUDA_SUCCESS)
         return r;
     if (!out || !h || (kind != CHAN_H_KERNEL && !name))
@@ -316,7 +323,8 @@ static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64
     r = shim_rpc_lane(CHAN_OP_GET_FUNCTION, req, (uint32_t)(sizeof(*m) + nlen), &rep, &n);
     if (r != CUDA_SUCCESS)
         return r;
-    return shim_func_add(rep, n, owner, shim_current_ctx_id(), out);
+    /* A library's kernels outlive contexts, as in the driver; functions belong to one. */
+    return shim_func_add(rep, n, owner, kind == CHAN_H_LIBRARY ? 0 : shim_current_ctx_id(), out);
 }
 
 CUresult SHIM_IMPL(cuModuleGetFunction)(CUfunction *hfunc, CUmodule hmod, const char *name)
@@ -360,7 +368,7 @@ CUresult SHIM_IMPL(cuKernelGetFunction)(CUfunction *pFunc, CUkernel kernel)
 /* Enumerations return a variable-size list of chan_function records. */
 static CUresult enumerate(uint64_t h, unsigned kind, unsigned num, uint64_t *out)
 {
-    CUresult r = shim_ready_ctx();
+    CUresult r = ready_for(kind == CHAN_H_LIBRARY);
     if (r != CUDA_SUCCESS)
         return r;
     if (!out || num == 0)
@@ -395,7 +403,8 @@ static CUresult enumerate(uint64_t h, unsigned kind, unsigned num, uint64_t *out
             r = CUDA_ERROR_UNKNOWN;
             break;
         }
-        r = shim_func_add(copy + off, rec, h, shim_current_ctx_id(), &out[i]);
+        r = shim_func_add(copy + off, rec, h, kind == CHAN_H_LIBRARY ? 0 : shim_current_ctx_id(),
+                          &out[i]);
         off += rec;
     }
     free(copy);

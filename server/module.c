@@ -46,10 +46,14 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
     uint8_t *image = take_blob(c, m.image_size, &res);
     if (!image)
         goto reply;
-    if (!c->cur) {
+    /* Libraries belong to no context (the driver loads them into each lazily); modules
+     * to the current one. */
+    if (!c->cur && m.kind != CHAN_IMAGE_LIBRARY) {
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto reply;
     }
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
+        goto reply;
     CUjit_option opts[40];
     void *vals[40];
     unsigned n = 0;
@@ -220,10 +224,14 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
     uint32_t out = 0;
     if (lookup_args(p, len, &m, &name) != 0)
         goto reply;
-    if (!c->cur) {
+    /* A library's kernels need no context; a module's functions and a kernel's function
+     * in the current context do. */
+    if (!c->cur && m.kind != CHAN_H_LIBRARY) {
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto reply;
     }
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
+        goto reply;
     uint64_t key = 0;
     struct srv_obj *owner = NULL;
     int is_kernel = 0;

@@ -302,16 +302,43 @@ static void two_modules(void)
     CHECK(cuModuleUnload(mb));
 }
 
+/* Libraries belong to no context: cuDNN 9 loads its kernels before it has one. */
+static CUlibrary g_early_lib;
+static CUkernel g_early_kernel;
+
+static void library_before_context(void)
+{
+    CHECK(cuInit(0));
+    CUcontext none = NULL;
+    CHECK(cuCtxGetCurrent(&none));
+    REQUIRE(none == NULL, "a context is current before any was made");
+    char *ptx = t_read_kernel_file("kernels.ptx", NULL);
+    CHECK(cuLibraryLoadData(&g_early_lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    free(ptx);
+    CHECK(cuLibraryGetKernel(&g_early_kernel, g_early_lib, "vec_add"));
+    unsigned count = 0;
+    CHECK(cuLibraryGetKernelCount(&count, g_early_lib));
+    REQUIRE(count > 1, "cuLibraryGetKernelCount: %u", count);
+    int threads = 0;
+    CHECK(cuKernelGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, g_early_kernel, 0));
+    REQUIRE(threads > 0, "cuKernelGetAttribute: %d threads", threads);
+    t_ok("cuLibraryLoadData, cuLibraryGetKernel, kernel queries with no context current");
+}
+
 int main(void)
 {
     t_init("modules", 300);
     CUdevice dev;
     CUcontext ctx;
+    library_before_context();
     t_setup(&dev, &ctx);
     CHECK(cuMemAlloc(&g_a, N * 4));
     CHECK(cuMemAlloc(&g_b, N * 4));
     CHECK(cuMemAlloc(&g_c, N * 4));
     t_ok("setup");
+    run_vec_add((CUfunction)g_early_kernel, "a kernel loaded before any context");
+    CHECK(cuLibraryUnload(g_early_lib));
+    t_ok("the library loaded before any context serves the context made later");
 
     ptx_plain();
     ptx_jit_options();
