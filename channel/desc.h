@@ -29,7 +29,8 @@ enum shim_class {
 enum shim_pkind {
     SHIM_PK_VAL = 1, /* scalar (or small struct) by value, copied as is */
     SHIM_PK_HANDLE,  /* opaque handle: checked against the caller's objects by the server */
-    SHIM_PK_DPTR,    /* device address: its span must lie in one of the caller's ranges */
+    SHIM_PK_DPTR,    /* device address: its span must lie in the caller's ranges (or, with
+                        `creates`, the call makes a range of type `htype` there) */
     SHIM_PK_RAW,     /* handle or address passed unchecked (annotated `raw:`) */
     SHIM_PK_IN,      /* pointer to `count` elements the callee reads */
     SHIM_PK_OUT,     /* pointer to `count` elements the callee writes */
@@ -146,6 +147,9 @@ struct shim_call {
 #define SHIM_TF_CLIENT 0x8u          /* the client knows them too (refuses bad ones at once) */
 #define SHIM_TF_OUTLIVES_PARENT 0x10u /* survives the explicit destruction of its parent */
 #define SHIM_TF_RELEASE 0x20u        /* released by hand-written code (srv_release_*) */
+#define SHIM_TF_UNMAPPED 0x40u       /* address space, not memory: no span may lie in it */
+#define SHIM_TF_BEFORE_PARENT 0x80u  /* released on its own before its parent (the driver
+                                        refuses to destroy the parent while it exists) */
 
 /* An object type, from its %handle or %range line. */
 struct shim_type {
@@ -203,6 +207,10 @@ const char *shim_error_name(CUresult r);
 #define SHIM_P_VAL(T) {.kind = SHIM_PK_VAL, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T)}
 #define SHIM_P_DPTR(T, SPAN)                                                                       \
     {.kind = SHIM_PK_DPTR, .vclass = SHIM_VC_U64, .size = sizeof(T), .span = SPAN}
+/* A device address at which the call makes a range of type HT, of SPAN's size (cuMemMap). */
+#define SHIM_P_MAKES(T, HT, SPAN)                                                                  \
+    {.kind = SHIM_PK_DPTR, .vclass = SHIM_VC_U64, .size = sizeof(T), .htype = HT, .creates = 1,   \
+     .span = SPAN}
 #define SHIM_P_RAW(T) {.kind = SHIM_PK_RAW, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T)}
 #define SHIM_P_HANDLE(T, HT)                                                                       \
     {.kind = SHIM_PK_HANDLE, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T), .htype = HT}

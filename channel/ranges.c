@@ -72,6 +72,30 @@ void *chan_ranges_find(const struct chan_ranges *t, uint64_t addr, uint64_t len)
     return (void *)r;
 }
 
+void *chan_ranges_cover(const struct chan_ranges *t, uint64_t addr, uint64_t len)
+{
+    size_t i = upper(t, addr);
+    if (i == 0)
+        return NULL;
+    const struct chan_range *first = at(t, i - 1), *r = first;
+    uint64_t end, rend;
+    if (__builtin_add_overflow(addr, len, &end))
+        return NULL;
+    if (first->size == 0)
+        return addr == first->base && len == 0 ? (void *)first : NULL;
+    if (addr - first->base >= first->size)
+        return NULL;
+    /* Walk on while the span goes past this range and the next one starts where it ends. */
+    for (;;) {
+        rend = r->base + r->size; /* no wrap: adding it was checked */
+        if (end <= rend)
+            return (void *)first;
+        if (i >= t->n || at(t, i)->base != rend)
+            return NULL;
+        r = at(t, i++);
+    }
+}
+
 int chan_ranges_remove(struct chan_ranges *t, uint64_t base, void *out)
 {
     size_t i = upper(t, base);

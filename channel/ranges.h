@@ -26,6 +26,10 @@ int chan_ranges_add(struct chan_ranges *t, const void *e);
  * span that wraps holds nothing), or NULL. A range of size 0 holds only len 0 at its base.
  * The pointer is valid until the table next changes. */
 void *chan_ranges_find(const struct chan_ranges *t, uint64_t addr, uint64_t len);
+/* The same, but the span may also run on through ranges that follow each other without a
+ * gap (a reservation mapped in pieces is one span to copies and kernels): the element that
+ * holds addr, or NULL when any byte of the span lies in no range. */
+void *chan_ranges_cover(const struct chan_ranges *t, uint64_t addr, uint64_t len);
 /* Removes the element whose range starts exactly at base, copying it to `out` (may be
  * NULL); 0 if found. */
 int chan_ranges_remove(struct chan_ranges *t, uint64_t base, void *out);

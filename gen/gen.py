@@ -148,8 +148,8 @@ class StructDesc:
 
 
 NOTE_RE = re.compile(r"^([a-z][a-z-]*):(\w+)(?:\[([^\]]+)\])?$")
-TYPE_OPTS = {"destroy", "release", "parent", "outlives-parent", "counts", "context-free", "client",
-             "bad"}
+TYPE_OPTS = {"destroy", "release", "parent", "outlives-parent", "before-parent", "counts",
+             "context-free", "client", "bad", "unmapped"}
 
 
 def parse_symbols(path):
@@ -427,6 +427,15 @@ def describe(sym, proto, model, fail):
                 fail(sym, "span:%s is not a device address" % p.name)
             d.params.append("SHIM_P_DPTR(%s, %s)" % (t, span_init(count)))
             continue
+        if key in model.range_types and t in DPTR_TYPES:
+            # The call makes a range of that kind at this address (cuMemMap).
+            if count is None:
+                fail(sym, "%s:%s needs its size: %s:%s[bytes]" % (key, p.name, key, p.name))
+            size, _ = parse_size(count, index, proto, model, fail, sym, False)
+            d.spans.append("SHIM_SPAN1(%s, 1)" % size)
+            d.params.append("SHIM_P_MAKES(%s, %s, &SPAN_%s[%d])"
+                            % (t, model.range_types[key].enum(), sym.name, len(d.spans) - 1))
+            continue
         if not p.is_pointer():
             if key is not None:
                 fail(sym, "note %s:%s on a non-pointer parameter" % (key, p.name))
@@ -597,6 +606,10 @@ def check_types(model, by_name, errors):
                 errors.append("%s: destroy=%s must take exactly one %s" % (where, dest, want[0]))
         if dest and t.opts.get("release"):
             errors.append("%s: destroy= or release=, not both" % where)
+        if t.kind != "range" and (t.opts.get("unmapped") or t.opts.get("counts")):
+            errors.append("%s: unmapped and counts are for %%range kinds" % where)
+        if t.opts.get("outlives-parent") and t.opts.get("before-parent"):
+            errors.append("%s: outlives-parent or before-parent, not both" % where)
         bad = t.opts.get("bad")
         if bad is not None and (bad is True or "CUDA_ERROR_" + bad not in model.error_names):
             errors.append("%s: bad=NAME names a CUDA_ERROR_NAME of cuda.h" % where)
@@ -772,7 +785,8 @@ def type_init(t, name):
         flags.append("SHIM_TF_RANGE")
     for opt, flag in (("counts", "SHIM_TF_COUNTS"), ("context-free", "SHIM_TF_CONTEXT_FREE"),
                       ("client", "SHIM_TF_CLIENT"), ("outlives-parent", "SHIM_TF_OUTLIVES_PARENT"),
-                      ("release", "SHIM_TF_RELEASE")):
+                      ("release", "SHIM_TF_RELEASE"), ("unmapped", "SHIM_TF_UNMAPPED"),
+                      ("before-parent", "SHIM_TF_BEFORE_PARENT")):
         if t.opts.get(opt):
             flags.append(flag)
     parents = t.opts["parent"].split(",") if isinstance(t.opts.get("parent"), str) else []

@@ -251,14 +251,19 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
     uint64_t v = val[i], bytes;
     struct shim_range rg;
     if (i == d->destroys) {
-        /* Only the base of one of the caller's ranges of a kind it can free. */
+        /* Only the base of one of the caller's ranges of a kind it can free. Address space
+         * it reserved is not in the mirror: a sync call's answer comes from the server. */
         if (v == 0)
             return CUDA_SUCCESS;
-        if (shim_range_find(v, 0, &rg) != 0 || rg.base != v || rg.kind >= SHIM_NHTYPES ||
-            shim_types[rg.kind].destroyer < 0)
+        if (shim_range_find(v, 0, &rg) != 0)
+            return d->cls == SHIM_SYNC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (rg.base != v || rg.kind >= SHIM_NHTYPES ||
+            (shim_types[rg.kind].destroyer < 0 && !(shim_types[rg.kind].flags & SHIM_TF_RELEASE)))
             return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
     }
+    if (p->creates)
+        return CUDA_SUCCESS; /* the call makes a range there; the server checks where */
     if (!p->span || chan_span_eval(d, p->span, val, ptr, v, &bytes) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (bytes == 0)
@@ -304,14 +309,17 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
                 shim_known_remove(p->htype, val[i]);
             continue;
         }
-        if (!ptr[i])
+        int makes = p->kind == SHIM_PK_DPTR && p->creates; /* a range at an input address */
+        if (!ptr[i] && !makes)
             continue;
-        if (p->kind == SHIM_PK_RANGE) {
+        if (p->kind == SHIM_PK_RANGE || makes) {
             uint64_t size;
-            if (chan_size_eval(d, &p->span->width, val, ptr, &size) != 0)
+            /* Reserved address space is no memory a copy or pointer query may name. */
+            if ((shim_types[p->htype].flags & SHIM_TF_UNMAPPED) ||
+                chan_size_eval(d, &p->span->width, val, ptr, &size) != 0)
                 continue;
             struct shim_range rg = {
-                .base = *(const uint64_t *)ptr[i],
+                .base = makes ? val[i] : *(const uint64_t *)ptr[i],
                 .size = size,
                 .kind = p->htype,
                 .ctx = (shim_types[p->htype].flags & SHIM_TF_CONTEXT_FREE) ? 0 : ctx,

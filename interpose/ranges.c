@@ -32,7 +32,7 @@ int shim_range_remove(uint64_t base, struct shim_range *removed)
 int shim_range_find(uint64_t addr, uint64_t len, struct shim_range *out)
 {
     pthread_rwlock_rdlock(&ranges_lock);
-    const struct shim_range *r = chan_ranges_find(&ranges, addr, len);
+    const struct shim_range *r = chan_ranges_cover(&ranges, addr, len);
     if (r && out)
         *out = *r;
     pthread_rwlock_unlock(&ranges_lock);
@@ -60,5 +60,24 @@ void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_
     struct drop_args a = {.ctx = ctx, .owner = owner, .fn = fn};
     pthread_rwlock_wrlock(&ranges_lock);
     chan_ranges_filter(&ranges, dropped, &a);
+    pthread_rwlock_unlock(&ranges_lock);
+}
+
+struct within_args {
+    uint64_t base, size;
+};
+
+static int inside(void *e, void *arg)
+{
+    const struct shim_range *r = e;
+    const struct within_args *a = arg;
+    return r->base >= a->base && r->base - a->base < a->size;
+}
+
+void shim_range_drop_within(uint64_t base, uint64_t size)
+{
+    struct within_args a = {.base = base, .size = size};
+    pthread_rwlock_wrlock(&ranges_lock);
+    chan_ranges_filter(&ranges, inside, &a);
     pthread_rwlock_unlock(&ranges_lock);
 }

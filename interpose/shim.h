@@ -190,8 +190,11 @@ struct shim_range {
 void shim_range_add(const struct shim_range *r);
 /* Removes the range starting at base; 0 if found. */
 int shim_range_remove(uint64_t base, struct shim_range *removed);
-/* Finds the range containing [addr, addr+len); 0 if found. */
+/* Finds the range holding addr when all of [addr, addr+len) lies in the process's ranges
+ * (one, or several that follow each other without a gap); 0 if found. */
 int shim_range_find(uint64_t addr, uint64_t len, struct shim_range *out);
+/* Removes every range that starts in [base, base + size). */
+void shim_range_drop_within(uint64_t base, uint64_t size);
 /* Removes every range made in context `ctx` (0 = any) or owned by `owner` (0 = any); calls
  * fn on each first (may be NULL). */
 void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_range *));

@@ -152,11 +152,19 @@ static CUresult check_dptr(struct srv_client *c, const struct shim_call *d, int 
         if (v == 0)
             return CUDA_SUCCESS; /* freeing NULL: the driver's answer */
         struct srv_obj *o = srv_range_find(c, v, 0);
-        if (!o || o->key.value != v || shim_types[o->key.type].destroyer < 0)
+        /* Address space the client reserved is not in the lookups: found by its base. */
+        for (uint32_t t = 1; t < SHIM_NHTYPES && !o; t++)
+            if (shim_types[t].flags & SHIM_TF_UNMAPPED)
+                o = srv_obj_find(c, t, v);
+        if (!o || o->key.value != v ||
+            (shim_types[o->key.type].destroyer < 0 &&
+             !(shim_types[o->key.type].flags & SHIM_TF_RELEASE)))
             return CUDA_ERROR_INVALID_VALUE;
         *found = o;
         return CUDA_SUCCESS;
     }
+    if (p->creates)
+        return CUDA_SUCCESS; /* the call makes a range there (its hook checks where) */
     if (!p->span)
         return CUDA_ERROR_INVALID_VALUE;
     if (chan_span_eval(d, p->span, a->val, a->ptr, v, &bytes) != 0)
@@ -176,7 +184,8 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
     const struct shim_call *d = k->d;
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
-        if (!k->a.ptr[i])
+        int makes = p->kind == SHIM_PK_DPTR && p->creates; /* a range at an input address */
+        if (!k->a.ptr[i] && !makes)
             continue;
         if (p->kind == SHIM_PK_OUT && p->htype) {
             for (uint32_t e = 0; e < k->a.count[i]; e++) {
@@ -184,14 +193,15 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
                 memcpy(&v, (uint8_t *)k->a.ptr[i] + (size_t)e * p->elem, p->elem);
                 if (v && !srv_obj_add(c, p->htype, v, p->creates, k->parent)) {
                     if (p->creates)
-                        srv_obj_undo(p->htype, v);
+                        srv_obj_undo(c, p->htype, v, 0);
                     return CUDA_ERROR_OUT_OF_MEMORY;
                 }
             }
-        } else if (p->kind == SHIM_PK_RANGE) {
-            if (k->a.absent[i])
+        } else if (p->kind == SHIM_PK_RANGE || makes) {
+            if (p->kind == SHIM_PK_RANGE && k->a.absent[i])
                 continue;
-            uint64_t base = *(uint64_t *)k->a.ptr[i], size;
+            uint64_t base = makes ? k->a.val[i] : *(uint64_t *)k->a.ptr[i];
+            uint64_t size;
             const struct shim_type *t = &shim_types[p->htype];
             if (chan_size_eval(d, &p->span->width, k->a.val, k->a.ptr, &size) != 0)
                 size = UINT64_MAX;
@@ -201,7 +211,7 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
                                     : NULL;
             if (!o) {
                 if (p->creates)
-                    srv_obj_undo(p->htype, base);
+                    srv_obj_undo(c, p->htype, base, size);
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
             if (t->flags & SHIM_TF_COUNTS)

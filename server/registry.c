@@ -122,6 +122,12 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
     struct srv_obj *o = srv_obj_find(c, type, base);
     if (o)
         return o->size == size ? (o->owned |= owned, o) : NULL;
+    if (shim_types[type].flags & SHIM_TF_UNMAPPED) {
+        /* Address space only: a record, never in the address lookups. */
+        if ((o = srv_obj_add(c, type, base, owned, parent)))
+            o->size = size;
+        return o;
+    }
     struct srv_range e = {.r = {.base = base, .size = size}};
     if (chan_ranges_find(&c->ranges, base, size ? size : 1) ||
         !(o = srv_obj_add(c, type, base, owned, parent)))
@@ -137,7 +143,7 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len)
 {
-    const struct srv_range *e = chan_ranges_find(&c->ranges, addr, len);
+    const struct srv_range *e = chan_ranges_cover(&c->ranges, addr, len);
     return e ? e->obj : NULL;
 }
 
@@ -152,7 +158,7 @@ static void forget(struct srv_client *c, struct srv_obj *o)
     if (o->type_next)
         o->type_next->type_prev = o->type_prev;
     c->nobjs[o->key.type]--;
-    if (type_of(o)->flags & SHIM_TF_RANGE)
+    if ((type_of(o)->flags & (SHIM_TF_RANGE | SHIM_TF_UNMAPPED)) == SHIM_TF_RANGE)
         chan_ranges_remove(&c->ranges, o->key.value, NULL);
     if (o->bytes)
         srv_mem_uncount(c, o->dev, o->bytes);
@@ -174,10 +180,18 @@ static CUresult call_destroyer(const struct shim_type *t, uint64_t value)
     return (CUresult)rc;
 }
 
-void srv_obj_undo(uint32_t type, uint64_t value)
+void srv_obj_undo(struct srv_client *c, uint32_t type, uint64_t value, uint64_t size)
 {
-    if (type > SHIM_HT_NONE && type < SHIM_NHTYPES)
-        call_destroyer(&shim_types[type], value);
+    if (type == SHIM_HT_NONE || type >= SHIM_NHTYPES)
+        return;
+    if ((shim_types[type].flags & SHIM_TF_RELEASE) && srv_type_release[type]) {
+        /* The family's release, given a record that exists only for it. */
+        struct srv_obj tmp = {.key = {.value = value, .type = type}, .size = size, .owned = 1,
+                              .dev = -1};
+        srv_type_release[type](c, &tmp);
+        return;
+    }
+    call_destroyer(&shim_types[type], value);
 }
 
 /* Destroys the object the record stands for, when the client owns it. */
@@ -199,17 +213,22 @@ static void destroy(struct srv_client *c, struct srv_obj *o)
                 srv_errname(r));
 }
 
-/* What belongs to o, before o goes: an object that outlives its parent is destroyed on its
- * own (a pool's allocations), the others died with o in the driver and are only forgotten,
- * with what belongs to them. */
-static void release_children(struct srv_client *c, struct srv_obj *o)
+/* What belongs to o, before o goes. When o is released (its client leaves, or it is
+ * released with its own parent), an object that outlives it or must go before it is
+ * released on its own (a pool's allocations, a reservation's mappings); when the client
+ * destroyed o through the API, what outlives o stays the client's, belonging to nothing.
+ * The rest died with o in the driver and is only forgotten, with what belongs to it. */
+static void drop_children(struct srv_client *c, struct srv_obj *o, int destroyed)
 {
     while (o->children) {
         struct srv_obj *k = o->children;
-        if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT) {
+        unsigned f = type_of(k)->flags;
+        if (destroyed && (f & SHIM_TF_OUTLIVES_PARENT)) {
+            unlink_child(k);
+        } else if (!destroyed && (f & (SHIM_TF_OUTLIVES_PARENT | SHIM_TF_BEFORE_PARENT))) {
             srv_obj_release(c, k);
         } else {
-            release_children(c, k);
+            drop_children(c, k, 0);
             forget(c, k);
         }
     }
@@ -217,21 +236,14 @@ static void release_children(struct srv_client *c, struct srv_obj *o)
 
 void srv_obj_release(struct srv_client *c, struct srv_obj *o)
 {
-    release_children(c, o);
+    drop_children(c, o, 0);
     destroy(c, o);
     forget(c, o);
 }
 
 void srv_obj_destroyed(struct srv_client *c, struct srv_obj *o)
 {
-    /* The client destroyed the parent: what outlives it stays the client's, belonging to
-     * nothing (a pool's allocations stay valid until freed, as with the driver). */
-    for (struct srv_obj *k = o->children, *next; k; k = next) {
-        next = k->sib_next;
-        if (type_of(k)->flags & SHIM_TF_OUTLIVES_PARENT)
-            unlink_child(k);
-    }
-    release_children(c, o);
+    drop_children(c, o, 1);
     forget(c, o);
 }
 

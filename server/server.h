@@ -286,13 +286,14 @@ struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value,
  * overlaps one the client already has. Its bytes are counted with srv_obj_count. */
 struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base, uint64_t size,
                               int owned, struct srv_obj *parent);
-/* The client's range object holding all of [addr, addr + len), or NULL. */
+/* The client's range object holding addr when all of [addr, addr + len) lies in its
+ * ranges (one, or several that follow each other without a gap), or NULL. */
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len);
 /* Counts `bytes` of device memory on dev for the object (against the client's limit). */
 void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes);
-/* Destroys, with its type's destroyer, an object the driver just made that could not be
+/* Destroys, as its type's release would, an object the driver just made that could not be
  * registered (out of memory): nothing the server cannot release may stay behind. */
-void srv_obj_undo(uint32_t type, uint64_t value);
+void srv_obj_undo(struct srv_client *c, uint32_t type, uint64_t value, uint64_t size);
 /* The client destroyed the object through the API: what dies with it is forgotten, what
  * outlives it stays the client's without a parent; then the record goes. */
 void srv_obj_destroyed(struct srv_client *c, struct srv_obj *o);
