@@ -88,6 +88,7 @@ enum cpudrv_kind {
     CPUDRV_K_DESC,
     CPUDRV_K_KERNEL,
     CPUDRV_K_POOL,
+    CPUDRV_K_PHYSMEM,
 };
 
 // Header of every driver object. The handle given to callers is the object's address;
@@ -271,9 +272,11 @@ enum cpudrv_mem_type {
     CPUDRV_MEM_HOST,       // cuMemHostAlloc / cuMemAllocHost: pinned, device-mapped
     CPUDRV_MEM_REGISTERED, // cuMemHostRegister: pinned, caller's memory
     CPUDRV_MEM_GLOBAL,     // a module's __device__ variables
+    CPUDRV_MEM_MAPPED,     // cuMemMap: physical memory mapped into a reservation
 };
 
 struct cpudrv_pool;
+struct cpudrv_physmem;
 
 struct cpudrv_range {
     uintptr_t base;
@@ -285,24 +288,34 @@ struct cpudrv_range {
     unsigned long long id;
     void *map; // what to munmap (DEVICE/HOST); NULL otherwise
     size_t maplen;
-    struct cpudrv_pool *pool; // a pool allocation (DEVICE): its pool, a reference held
-    int freeing;              // a stream-ordered free of it is queued
+    struct cpudrv_pool *pool;    // a pool allocation (DEVICE): its pool, a reference held
+    int freeing;                 // a stream-ordered free is queued; MAPPED: cuMemUnmap under way
+    struct cpudrv_physmem *phys; // MAPPED: the memory mapped, a reference held
+    // MAPPED: the CUmemAccess_flags each device was given (none until cuMemSetAccess).
+    unsigned char access[CPUDRV_MAX_DEVICES];
 };
 
 // All below: cpudrv_big held.
 // The range containing p, or NULL.
 const struct cpudrv_range *cpudrv_mem_find(uintptr_t p);
 // SUCCESS if [p, p+n) lies inside one range a kernel or copy engine may address
-// (device memory, globals, pinned host memory); else CUDA_ERROR_INVALID_VALUE.
+// (device memory, globals, pinned host memory) or inside adjacent mappings of virtual
+// memory that some device has access to; else CUDA_ERROR_INVALID_VALUE.
 CUresult cpudrv_mem_check(uintptr_t p, size_t n);
 // 1 if [p, p+n) lies in pinned (allocated or registered) host memory.
 int cpudrv_mem_pinned(const void *p, size_t n);
-// 1 if p lies in any device-side range (device memory or globals).
+// 1 if p lies in any device-side range (device memory, globals, mappings).
 int cpudrv_mem_is_device(uintptr_t p);
-// Adds a range (used for module globals); SUCCESS or OUT_OF_MEMORY.
+// Adds a range (module globals, mappings); SUCCESS, OUT_OF_MEMORY, or INVALID_VALUE if
+// it overlaps one.
 CUresult cpudrv_mem_add(const struct cpudrv_range *r);
 // Removes the range starting exactly at base, if any.
 void cpudrv_mem_remove(uintptr_t base);
+// The first range overlapping [p, p+n) (n > 0), or NULL.
+const struct cpudrv_range *cpudrv_mem_overlap(uintptr_t p, size_t n);
+// The range of any type starting exactly at base, or NULL; valid until the table next
+// changes.
+struct cpudrv_range *cpudrv_mem_at(uintptr_t base);
 // Frees every range owned by ctx (context teardown).
 void cpudrv_mem_free_ctx(struct cpudrv_ctx *ctx);
 // The device memory range (cuMemAlloc or a pool) starting exactly at p, or NULL; valid
@@ -324,6 +337,24 @@ void cpudrv_mem_unreserve(int dev, size_t n);
 // cpudrv_big held: takes back the block of a pool allocation whose range was just
 // removed, and drops the allocation's reference on the pool.
 void cpudrv_pool_give_back(struct cpudrv_pool *p, uintptr_t base);
+
+/* ---------------------------------------------------------------- vmm.c */
+
+// A physical allocation (cuMemCreate or an import; its handle is the object's address):
+// a memfd, so that every mapping of it shares the same pages.
+struct cpudrv_physmem {
+    struct cpudrv_obj o;
+    int dev;
+    size_t size;
+    unsigned handles; // creations, imports and retains not yet paired with cuMemRelease
+    int counted;      // counts against the device's memory (imports do not)
+    int fd;           // for export (POSIX file descriptor handles requested), else -1
+    void *pages;      // a shared mapping of all of it: every cuMemMap duplicates it
+    CUmemAllocationProp prop;
+};
+
+// cpudrv_big held: 1 and the reservation (cuMemAddressReserve) containing p, else 0.
+int cpudrv_vmm_reservation(uintptr_t p, uintptr_t *base, size_t *size);
 
 /* ---------------------------------------------------------------- copy.c */
 

@@ -103,6 +103,9 @@ static const int attr_table[CU_DEVICE_ATTRIBUTE_MAX] = {
     [CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED] = 1,
     [CU_DEVICE_ATTRIBUTE_NUMA_ID] = -1,
     [CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED] = 1,
+    [CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED] = 1,
+    // cuMemCreate's memory can be exported as a file descriptor (it is a memfd).
+    [CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED] = 1,
     // Pools cannot be shared with other processes here (no IPC handle types).
     [CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES] = 0,
     [CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID] = 0x233010de,

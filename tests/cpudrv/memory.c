@@ -1,6 +1,7 @@
 // The allocation table and the entry points that fill it: device memory, pinned host
-// memory, host registration. Device memory is anonymous process memory whose address is
-// the device pointer; every pointer a call receives is checked against this table.
+// memory, host registration (mempool.c adds pool allocations, vmm.c mappings of virtual
+// memory). Device memory is anonymous process memory whose address is the device pointer;
+// every pointer a call receives is checked against this table.
 #include "cpudrv.h"
 
 #include <stdlib.h>
@@ -45,13 +46,37 @@ const struct cpudrv_range *cpudrv_mem_find(uintptr_t p)
     return &ranges[i];
 }
 
+// A mapping no device was given access to faults like unmapped memory. Access is not
+// checked per device (any device's grant opens it to all) nor for writes (read-only
+// access lets kernels write): a model of the common case, where the owner gets RW.
+static int reachable(const struct cpudrv_range *r)
+{
+    if (r->type != CPUDRV_MEM_MAPPED) return 1;
+    for (int d = 0; d < CPUDRV_MAX_DEVICES; d++)
+        if (r->access[d]) return 1;
+    return 0;
+}
+
 // SUCCESS if [p, p+n) lies inside one range a kernel or copy engine may address
-// (device memory, globals, pinned host memory); else CUDA_ERROR_INVALID_VALUE.
+// (device memory, globals, pinned host memory) or inside adjacent mappings of virtual
+// memory that some device has access to; else CUDA_ERROR_INVALID_VALUE.
 CUresult cpudrv_mem_check(uintptr_t p, size_t n)
 {
-    const struct cpudrv_range *r = cpudrv_mem_find(p);
-    if (!r || n > r->size - (p - r->base)) return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
+    long i = floor_index(p);
+    if (i < 0 || p - ranges[i].base >= ranges[i].size) return CUDA_ERROR_INVALID_VALUE;
+    // Mappings that meet without a gap are one span of addresses, as on a GPU (a reserved
+    // range mapped chunk by chunk: PyTorch's expandable segments).
+    for (size_t k = (size_t)i;; k++) {
+        const struct cpudrv_range *r = &ranges[k];
+        if (!reachable(r)) return CUDA_ERROR_INVALID_VALUE;
+        size_t left = r->size - (p - r->base);
+        if (n <= left) return CUDA_SUCCESS;
+        if (r->type != CPUDRV_MEM_MAPPED || k + 1 == nranges ||
+            ranges[k + 1].base != r->base + r->size || ranges[k + 1].type != CPUDRV_MEM_MAPPED)
+            return CUDA_ERROR_INVALID_VALUE;
+        n -= left;
+        p = ranges[k + 1].base;
+    }
 }
 
 // 1 if [p, p+n) lies in pinned (allocated or registered) host memory.
@@ -62,25 +87,27 @@ int cpudrv_mem_pinned(const void *p, size_t n)
            n <= r->size - ((uintptr_t)p - r->base);
 }
 
-// 1 if p lies in any device-side range (device memory or globals).
+// 1 if p lies in any device-side range (device memory, globals, mappings).
 int cpudrv_mem_is_device(uintptr_t p)
 {
     const struct cpudrv_range *r = cpudrv_mem_find(p);
-    return r && (r->type == CPUDRV_MEM_DEVICE || r->type == CPUDRV_MEM_GLOBAL);
+    return r && (r->type == CPUDRV_MEM_DEVICE || r->type == CPUDRV_MEM_GLOBAL ||
+                 r->type == CPUDRV_MEM_MAPPED);
 }
 
-// The first range overlapping [p, p+n), or NULL.
-static const struct cpudrv_range *overlap(uintptr_t p, size_t n)
+// The first range overlapping [p, p+n) (n > 0), or NULL.
+const struct cpudrv_range *cpudrv_mem_overlap(uintptr_t p, size_t n)
 {
     long i = floor_index(p + n - 1);
     if (i >= 0 && ranges[i].base + ranges[i].size > p) return &ranges[i];
     return NULL;
 }
 
-// Adds a range (used for module globals); SUCCESS or OUT_OF_MEMORY.
+// Adds a range (module globals, mappings); SUCCESS, OUT_OF_MEMORY, or INVALID_VALUE if
+// it overlaps one.
 CUresult cpudrv_mem_add(const struct cpudrv_range *r)
 {
-    if (overlap(r->base, r->size)) return CUDA_ERROR_INVALID_VALUE;
+    if (cpudrv_mem_overlap(r->base, r->size)) return CUDA_ERROR_INVALID_VALUE;
     if (nranges == capranges) {
         size_t cap = capranges ? capranges * 2 : 64;
         struct cpudrv_range *nr = realloc(ranges, cap * sizeof *nr);
@@ -106,6 +133,14 @@ void cpudrv_mem_remove(uintptr_t base)
 {
     long i = floor_index(base);
     if (i >= 0 && ranges[i].base == base) remove_at((size_t)i);
+}
+
+// The range of any type starting exactly at base, or NULL; valid until the table next
+// changes.
+struct cpudrv_range *cpudrv_mem_at(uintptr_t base)
+{
+    long i = floor_index(base);
+    return i >= 0 && ranges[i].base == base ? &ranges[i] : NULL;
 }
 
 static void reap(void)
@@ -417,7 +452,7 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
     if (rc) return TR(rc);
-    const struct cpudrv_range *o = overlap((uintptr_t)p, bytesize);
+    const struct cpudrv_range *o = cpudrv_mem_overlap((uintptr_t)p, bytesize);
     if (o) {
         rc = o->type == CPUDRV_MEM_HOST || o->type == CPUDRV_MEM_REGISTERED
                  ? CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED

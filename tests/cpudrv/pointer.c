@@ -1,13 +1,39 @@
 // Pointer attributes, answered from the allocation table. Boolean attributes are written
 // as a 4-byte unsigned int, as C callers of the driver declare them. Stream-ordered (pool)
-// allocations belong to no context: their CONTEXT is NULL.
+// allocations and mappings of virtual memory belong to no context: their CONTEXT is NULL.
+// For virtual memory, as on the real driver, RANGE_* is the reservation (also for an
+// address of it that nothing is mapped at, in cuPointerGetAttributes) and MAPPING_* the
+// mapping.
 #include "cpudrv.h"
 
 #include <string.h>
 
 static int is_dev(const struct cpudrv_range *r)
 {
-    return r->type == CPUDRV_MEM_DEVICE || r->type == CPUDRV_MEM_GLOBAL;
+    return r->type == CPUDRV_MEM_DEVICE || r->type == CPUDRV_MEM_GLOBAL ||
+           r->type == CPUDRV_MEM_MAPPED;
+}
+
+// cpudrv_big held: the range RANGE_START_ADDR/RANGE_SIZE describe for p (r may be NULL).
+static void user_range(const struct cpudrv_range *r, uintptr_t p, uintptr_t *base, size_t *size)
+{
+    *base = 0;
+    *size = 0;
+    if ((!r || r->type == CPUDRV_MEM_MAPPED) && cpudrv_vmm_reservation(p, base, size)) return;
+    if (r) {
+        *base = r->base;
+        *size = r->size;
+    }
+}
+
+// cpudrv_big held: the access the current context's device (else the memory's) has.
+static unsigned access_flags(const struct cpudrv_range *r)
+{
+    if (!r) return 0;
+    if (r->type != CPUDRV_MEM_MAPPED) return CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+    struct cpudrv_ctx *c = cpudrv_ctx_current();
+    // CUmemAccess_flags and the pointer attribute's flags share their values.
+    return r->access[c ? c->dev : r->dev];
 }
 
 // cpudrv_big held. r is the range containing p or NULL; lenient (cuPointerGetAttributes)
@@ -70,10 +96,19 @@ static CUresult attr(CUpointer_attribute a, const struct cpudrv_range *r, uintpt
         *(unsigned *)data = r && r->type == CPUDRV_MEM_DEVICE && !r->pool;
         break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
+        uintptr_t base;
+        size_t size;
+        user_range(r, p, &base, &size);
+        if (a == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+            *(size_t *)data = size;
+        else
+            *(CUdeviceptr *)data = (CUdeviceptr)base;
+        break;
+    }
     case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
         *(CUdeviceptr *)data = r ? (CUdeviceptr)r->base : 0;
         break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
         *(size_t *)data = r ? r->size : 0;
         break;
@@ -81,10 +116,12 @@ static CUresult attr(CUpointer_attribute a, const struct cpudrv_range *r, uintpt
         *(unsigned *)data = r != NULL;
         break;
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
-        *(unsigned long long *)data = 0;
+        *(unsigned long long *)data = r && r->type == CPUDRV_MEM_MAPPED
+                                          ? (unsigned long long)r->phys->prop.requestedHandleTypes
+                                          : 0;
         break;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-        *(unsigned *)data = r ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+        *(unsigned *)data = access_flags(r);
         break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
         *(CUmemoryPool *)data = r ? (CUmemoryPool)r->pool : NULL;

@@ -1,0 +1,154 @@
+/* Virtual memory management (cuMemCreate, cuMemAddressReserve, cuMemMap and the rest),
+ * described in cuda_symbols.txt; what no description can say is here.
+ *
+ * A client's physical allocations (handles), its reservations of address space and its
+ * mappings are registry objects: a mapping belongs to the reservation it lies in and goes
+ * before it when the client leaves (the driver frees no reservation that is still
+ * mapped). A client maps only into its own reservations: in the one shared context another
+ * client's reserved addresses would take its mapping, and its memory would appear inside
+ * that client's address range. Physical memory counts against the client's limit from
+ * cuMemCreate until it is released; released while still mapped, it lives on (the driver
+ * frees it with its last mapping), and so does its count, carried by a mapping of it. */
+#include "server/server.h"
+
+#include <string.h>
+
+/* Physical memory lives on the device its properties name: pinned device memory only
+ * (host and managed locations would be memory the client cannot see). */
+static CUresult create_before(struct srv_client *c, struct srv_call *k)
+{
+    const CUmemAllocationProp *prop = k->a.ptr[2];
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (prop->location.id < 0 || prop->location.id >= srv.ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    k->dev = prop->location.id;
+    return srv_mem_fits(c, k->dev, k->a.val[1]) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult create_after(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o =
+        srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, *(uint64_t *)k->a.ptr[0]);
+    if (o) {
+        o->dev = k->dev;
+        srv_obj_count(c, o, k->dev, k->a.val[1]);
+    }
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_vmm_create = {.before = create_before, .after = create_after};
+
+/* A mapping of the physical allocation `handle` other than `not`, or NULL. */
+static struct srv_obj *mapping_of(struct srv_client *c, uint64_t handle, struct srv_obj *not)
+{
+    for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED); m; m = m->type_next)
+        if (m->aux == handle && m != not)
+            return m;
+    return NULL;
+}
+
+/* Moves the memory count `from` carries to `to` (the counters do not change). */
+static void carry_count(struct srv_obj *from, struct srv_obj *to)
+{
+    if (!to || !from->bytes || to->bytes)
+        return;
+    to->bytes = from->bytes;
+    to->dev = from->dev;
+    from->bytes = 0;
+}
+
+/* Released while mapped: the memory lives on until its last mapping goes, counted there. */
+static CUresult release_after(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *h = srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, k->a.val[0]);
+    if (h)
+        carry_count(h, mapping_of(c, h->key.value, NULL));
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_vmm_release = {.after = release_after};
+
+/* Only into a reservation of the client's own, which the mapping then belongs to. */
+static CUresult map_before(struct srv_client *c, struct srv_call *k)
+{
+    uint64_t base = k->a.val[0], size = k->a.val[1], end;
+    if (__builtin_add_overflow(base, size, &end))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_RESERVED); r; r = r->type_next)
+        if (base >= r->key.value && end <= r->key.value + r->size) {
+            k->parent = r;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The mapping remembers its physical allocation (to carry its count, see above). */
+static CUresult map_after(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *m = srv_obj_find(c, SHIM_HT_MEM_MAPPED, k->a.val[0]);
+    if (m)
+        m->aux = k->a.val[3];
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_vmm_map = {.before = map_before, .after = map_after};
+
+/* Forgets the mappings in [base, base + size) the driver just unmapped (or freed with their
+ * reservation), handing a released allocation's count on to another of its mappings. */
+static void forget_mappings(struct srv_client *c, uint64_t base, uint64_t size)
+{
+    for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED), *next; m; m = next) {
+        next = m->type_next;
+        if (m->key.value < base || m->key.value - base >= size)
+            continue;
+        /* Its allocation released already: the count goes on with another mapping. */
+        if (!srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, m->aux))
+            carry_count(m, mapping_of(c, m->aux, m));
+        srv_obj_destroyed(c, m); /* frees m alone: `next` stays valid */
+    }
+}
+
+static CUresult unmap_after(struct srv_client *c, struct srv_call *k)
+{
+    forget_mappings(c, k->a.val[0], k->a.val[1]);
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_vmm_unmap = {.after = unmap_after};
+
+/* A reservation is freed whole (its size as reserved), and its mappings with it. */
+static CUresult free_before(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *r = srv_obj_find(c, SHIM_HT_MEM_RESERVED, k->a.val[0]);
+    return r && r->size == k->a.val[1] ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult free_after(struct srv_client *c, struct srv_call *k)
+{
+    forget_mappings(c, k->a.val[0], k->a.val[1]);
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_vmm_free = {.before = free_before, .after = free_after};
+
+/* A departed client's reservations and mappings: unmapped first (before-parent), then the
+ * address space freed. */
+void srv_release_vmm_mapping(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = DRV(cuMemUnmap)(o->key.value, o->size);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: unmapping its virtual memory failed with %s", (int)c->pid,
+                srv_errname(r));
+}
+
+void srv_release_vmm_reservation(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = DRV(cuMemAddressFree)(o->key.value, o->size);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: freeing its reserved addresses failed with %s",
+                (int)c->pid, srv_errname(r));
+}
