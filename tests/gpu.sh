@@ -218,6 +218,21 @@ else
     record pytorch SKIP "no PyTorch with CUDA here"
 fi
 
+# ---------------------------------------------------------------- frameworks
+# Programs written against PyTorch, CuPy, JAX (tests/frameworks): natively and through the
+# shim, the same printed values required. One row each; a framework not installed is SKIP.
+mkdir -p "$LOGDIR/frameworks"
+while read -r line; do
+    case $line in
+    "== framework-"*)
+        name=${line#== }
+        name=${name%%:*}
+        verdict=${line#*: }
+        record "$name" "${verdict%% *}" "$(echo "$verdict" | sed -n 's/^[A-Z]* (\(.*\))$/\1/p')"
+        ;;
+    esac
+done < <(bash "$ROOT/tests/frameworks/run.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
+
 # ---------------------------------------------------------------- device remapping
 # A server started with CUDA_VISIBLE_DEVICES=<last GPU> shows its clients one device,
 # ordinal 0, which is that GPU (MPS remaps the same way).

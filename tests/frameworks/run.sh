@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Frameworks natively and through the shim (GPU tier): each script of this folder, or the
+# ones named, runs twice; the two outputs (the shim's own "mpsshim:" lines aside) must be
+# identical. Prints one "== framework-NAME: PASS|FAIL|SKIP" line each; logs in $LOGDIR.
+# Usage: tests/frameworks/run.sh BUILD_DIR LOGDIR [NAME...]
+set -u
+B=$(cd "${1:-build}" && pwd)
+LOGDIR=${2:-/tmp}
+shift 2
+HERE=$(cd "$(dirname "$0")" && pwd)
+names=("$@")
+[ ${#names[@]} = 0 ] && for f in "$HERE"/*.py; do names+=("$(basename "$f" .py)"); done
+rc=0
+for n in "${names[@]}"; do
+    py=$HERE/$n.py
+    timeout -k 5 300 python3 "$py" >"$LOGDIR/$n-native.out" 2>&1
+    nrc=$?
+    if [ $nrc != 0 ] && grep -q "ModuleNotFoundError" "$LOGDIR/$n-native.out"; then
+        echo "== framework-$n: SKIP (not installed)"
+        continue
+    fi
+    timeout -k 5 300 env LD_PRELOAD="$B/libmpsshim.so" python3 "$py" >"$LOGDIR/$n-shim.out" 2>&1
+    src=$?
+    grep -v '^mpsshim: ' "$LOGDIR/$n-shim.out" | grep -v "^WARNING\|^I0000\|^W0000" >"$LOGDIR/$n-shim.values"
+    grep -v "^WARNING\|^I0000\|^W0000" "$LOGDIR/$n-native.out" >"$LOGDIR/$n-native.values"
+    if [ $nrc = 0 ] && [ $src = 0 ] && diff -q "$LOGDIR/$n-native.values" "$LOGDIR/$n-shim.values" >/dev/null; then
+        echo "== framework-$n: PASS"
+    else
+        echo "== framework-$n: FAIL (native exit $nrc, shim exit $src)"
+        diff "$LOGDIR/$n-native.values" "$LOGDIR/$n-shim.values" | head -5
+        grep -m3 "mpsshim: \|Error\|error" "$LOGDIR/$n-shim.out"
+        rc=1
+    fi
+done
+exit $rc
