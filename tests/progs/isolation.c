@@ -24,7 +24,34 @@
 struct handles {
     uint64_t dptr, stream, event, module, func;
     uint64_t pool, pooled, default_pool, async; /* a pool, memory from it, cuMemAllocAsync's */
+    uint64_t reserved, mapped, handle;          /* virtual memory: a reservation, a mapping */
 };
+
+/* Virtual memory of one granule's multiples: the granularity of device 0. */
+static size_t granule(void)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    size_t g = 0;
+    CHECK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    return g;
+}
+
+static CUmemGenericAllocationHandle vmm_create(size_t bytes)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h;
+    CHECK(cuMemCreate(&h, bytes, &prop, 0));
+    return h;
+}
+
+static void vmm_access(CUdeviceptr p, size_t bytes)
+{
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemSetAccess(p, bytes, &d, 1));
+}
 
 static void write_all(int fd, const void *p, size_t n)
 {
@@ -133,6 +160,31 @@ static void run_b(int from_a, int to_a)
     CHECK(cuStreamSynchronize(NULL));
     t_ok("B: its default pool is its own");
 
+    /* Virtual memory: A's reservation (the half A left unmapped), mapping and physical
+     * allocation. In the one shared context, mapping into A's reservation would put B's
+     * memory at A's addresses. */
+    size_t g = granule();
+    CUmemGenericAllocationHandle ah = (CUmemGenericAllocationHandle)h.handle, bh = vmm_create(g);
+    CUdeviceptr mine_va;
+    CHECK(cuMemAddressReserve(&mine_va, 2 * g, 0, 0, 0));
+    REFUSED(cuMemMap((CUdeviceptr)h.reserved + g, g, 0, bh, 0), "cuMemMap into A's reservation");
+    REFUSED(cuMemMap(mine_va, g, 0, ah, 0), "cuMemMap of A's physical memory");
+    CUmemAccessDesc rw = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    REFUSED(cuMemSetAccess((CUdeviceptr)h.mapped, g, &rw, 1), "cuMemSetAccess on A's mapping");
+    REFUSED(cuMemsetD8((CUdeviceptr)h.mapped, 0, g), "cuMemsetD8 on A's mapped memory");
+    REFUSED(cuMemUnmap((CUdeviceptr)h.mapped, g), "cuMemUnmap of A's mapping");
+    REFUSED(cuMemAddressFree((CUdeviceptr)h.reserved, 2 * g), "cuMemAddressFree of A's reservation");
+    REFUSED(cuMemRelease(ah), "cuMemRelease of A's physical memory");
+    CHECK(cuMemMap(mine_va, g, 0, bh, 0));
+    vmm_access(mine_va, g);
+    CHECK(cuMemsetD8(mine_va, 0x3c, g));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuMemUnmap(mine_va, g));
+    CHECK(cuMemAddressFree(mine_va, 2 * g));
+    CHECK(cuMemRelease(bh));
+    t_ok("B: its own virtual memory works");
+
     /* The refusals left B itself working. */
     CHECK(cuLaunchKernel(mine_inc, 1, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
     CHECK(cuCtxSynchronize());
@@ -180,6 +232,13 @@ static void run_a(int to_b, int from_b, pid_t b)
     CHECK(cuMemAllocAsync(&async, BYTES, NULL));
     CHECK(cuMemsetD8Async(pooled, 0x5a, BYTES, NULL));
     CHECK(cuMemsetD8Async(async, 0xa5, BYTES, NULL));
+    size_t g = granule();
+    CUmemGenericAllocationHandle vh = vmm_create(g);
+    CUdeviceptr va;
+    CHECK(cuMemAddressReserve(&va, 2 * g, 0, 0, 0));
+    CHECK(cuMemMap(va, g, 0, vh, 0));
+    vmm_access(va, g);
+    CHECK(cuMemsetD8(va, 0x77, g));
     CHECK(cuMemAlloc(&p, BYTES));
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CHECK(cuEventCreate(&ev, CU_EVENT_DEFAULT));
@@ -194,7 +253,7 @@ static void run_a(int to_b, int from_b, pid_t b)
     struct handles h = {(uint64_t)p, (uint64_t)(uintptr_t)s, (uint64_t)(uintptr_t)ev,
                         (uint64_t)(uintptr_t)mod, (uint64_t)(uintptr_t)inc,
                         (uint64_t)(uintptr_t)pool, (uint64_t)pooled, (uint64_t)(uintptr_t)dflt,
-                        (uint64_t)async};
+                        (uint64_t)async, (uint64_t)va, (uint64_t)va, (uint64_t)vh};
     write_all(to_b, &h, sizeof h);
     char done = 0;
     int got = read_all(from_b, &done, 1);
@@ -211,7 +270,13 @@ static void run_a(int to_b, int from_b, pid_t b)
     REQUIRE(t_bytes_mismatch(host, BYTES, 0x5a) == SIZE_MAX, "A: pool memory changed by B");
     CHECK(cuMemcpyDtoH(host, async, BYTES));
     REQUIRE(t_bytes_mismatch(host, BYTES, 0xa5) == SIZE_MAX, "A: stream-ordered memory changed by B");
+    CHECK(cuMemcpyDtoH(host, va, g < BYTES ? g : BYTES));
+    REQUIRE(t_bytes_mismatch(host, g < BYTES ? g : BYTES, 0x77) == SIZE_MAX,
+            "A: mapped memory changed by B");
     t_ok("A: memory intact");
+    CHECK(cuMemUnmap(va, g));
+    CHECK(cuMemAddressFree(va, 2 * g));
+    CHECK(cuMemRelease(vh));
     CHECK(cuMemFreeAsync(pooled, NULL));
     CHECK(cuMemFreeAsync(async, NULL));
     CHECK(cuMemPoolDestroy(pool));

@@ -168,6 +168,29 @@ static void limited(uint64_t lim, int d, const char *hold, int others_unlimited)
     CHECK(cuMemPoolDestroy(pool));
     t_ok("stream-ordered allocations count against the limit");
 
+    /* Physical memory of virtual memory management counts from cuMemCreate until it is
+     * released and no longer mapped. */
+    CUmemAllocationProp vp = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d}};
+    size_t g = 0;
+    CHECK(cuMemGetAllocationGranularity(&g, &vp, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    uint64_t vbytes = chunk / g * g;
+    if (vbytes) {
+        CUmemGenericAllocationHandle vh;
+        CUdeviceptr va;
+        EXPECT(cuMemCreate(&vh, vbytes + g, &vp, 0), CUDA_ERROR_OUT_OF_MEMORY);
+        CHECK(cuMemCreate(&vh, vbytes, &vp, 0));
+        expect_free(chunk - vbytes, "after cuMemCreate");
+        CHECK(cuMemAddressReserve(&va, vbytes, 0, 0, 0));
+        CHECK(cuMemMap(va, vbytes, 0, vh, 0));
+        CHECK(cuMemRelease(vh));
+        expect_free(chunk - vbytes, "released but still mapped");
+        CHECK(cuMemUnmap(va, vbytes));
+        expect_free(chunk, "after the last unmap");
+        CHECK(cuMemAddressFree(va, vbytes));
+    }
+    t_ok("virtual memory counts against the limit while it exists");
+
     /* Destroying a context gives back what was allocated in it. */
     CUcontext prim, mine;
     CHECK(cuCtxGetCurrent(&prim));
@@ -204,11 +227,18 @@ static void limited(uint64_t lim, int d, const char *hold, int others_unlimited)
     CHECK(cuMemPoolCreate(&pool, &props));
     CHECK(cuMemAllocFromPoolAsync(&sa, chunk / 4, pool, NULL));
     CHECK(cuMemAllocAsync(&sa, chunk / 4, NULL));
+    if (vbytes) {
+        CUmemGenericAllocationHandle vh;
+        CUdeviceptr va;
+        CHECK(cuMemCreate(&vh, g, &vp, 0));
+        CHECK(cuMemAddressReserve(&va, 2 * g, 0, 0, 0));
+        CHECK(cuMemMap(va, g, 0, vh, 0));
+    }
     ad.Height = 16;
     CHECK(cuArrayCreate(&arr, &ad));
     CHECK(cuCtxCreate(&mine, NULL, 0, dev));
     CHECK(cuMemAlloc(&q, chunk));
-    t_ok("exits holding memory, an array, a context and pool memory");
+    t_ok("exits holding memory, an array, a context, pool and virtual memory");
 }
 
 int main(int argc, char **argv)
