@@ -72,7 +72,8 @@ static CUresult release_after(struct srv_client *c, struct srv_call *k)
 
 const struct srv_hook srv_hook_vmm_release = {.after = release_after};
 
-/* Only into a reservation of the client's own, which the mapping then belongs to. */
+/* Only into a reservation of the client's own, which the mapping then belongs to (and
+ * unmapping only there). */
 static CUresult map_before(struct srv_client *c, struct srv_call *k)
 {
     uint64_t base = k->a.val[0], size = k->a.val[1], end;
@@ -118,7 +119,9 @@ static CUresult unmap_after(struct srv_client *c, struct srv_call *k)
     return CUDA_SUCCESS;
 }
 
-const struct srv_hook srv_hook_vmm_unmap = {.after = unmap_after};
+/* Unmapping is allowed in the client's own reservations only (with nothing mapped there,
+ * the driver does nothing and says so with success). */
+const struct srv_hook srv_hook_vmm_unmap = {.before = map_before, .after = unmap_after};
 
 /* A reservation is freed whole (its size as reserved), and its mappings with it. */
 static CUresult free_before(struct srv_client *c, struct srv_call *k)

@@ -230,7 +230,7 @@ static void map_errors(void)
     EXPECT(cuMemUnmap(v + 2 * G, 2 * G), CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuMemUnmap(v + G, 0), CUDA_ERROR_INVALID_VALUE);
     CK(cuMemUnmap(v + G, 3 * G));
-    EXPECT(cuMemUnmap(v + G, 2 * G), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemUnmap(v + G, 2 * G)); // nothing mapped there now: no error (driver 580)
     CK(cuMemRelease(h));
     EXPECT(cuMemMap(v, 2 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
     CK(cuMemAddressFree(v, 4 * G));

@@ -440,12 +440,31 @@ static size_t whole_mappings(uintptr_t p, size_t n)
 // Unmaps whole mappings covering [ptr, ptr+size) exactly (one, or several that follow
 // each other). Synchronous, as cuda.h notes: work queued before that may use them runs
 // first. An allocation released and mapped nowhere else goes with its last mapping.
+// cpudrv_big held: 1 if [p, p+n) lies in one reservation and no mapping touches it.
+static int reserved_unmapped(uintptr_t p, size_t n)
+{
+    int inside = 0;
+    for (size_t i = 0; i < nresv && !inside; i++)
+        inside = p >= resv[i].base && n <= resv[i].size && p - resv[i].base <= resv[i].size - n;
+    if (!inside || n % GRANULE || p % GRANULE)
+        return 0;
+    for (uintptr_t at = p; at - p < n; at += GRANULE)
+        if (cpudrv_mem_find(at))
+            return 0;
+    return 1;
+}
+
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
     uintptr_t p = (uintptr_t)ptr, lo = p;
     cpudrv_lock();
+    // Reserved addresses with nothing mapped: nothing to do, and no error (driver 580).
+    if (size && reserved_unmapped(p, size)) {
+        cpudrv_unlock();
+        return TR(CUDA_SUCCESS);
+    }
     if (!whole_mappings(p, size)) {
         cpudrv_unlock();
         return TR(CUDA_ERROR_INVALID_VALUE);

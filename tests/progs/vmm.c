@@ -192,8 +192,8 @@ int main(void)
     CHECK(cuMemMap(va + 6 * g, 2 * g, 0, a, 0));
     shared(va, va + 6 * g, 2 * g, dev);
 
-    /* Errors: a range that is no reservation (one just freed), a range already mapped, an
-     * unmap of a range with nothing mapped. */
+    /* Errors: a range that is no reservation (one just freed), a range already mapped. An
+     * unmap of reserved addresses with nothing mapped is no error (driver 580 on an H100). */
     CUdeviceptr gone = 0;
     CHECK(cuMemAddressReserve(&gone, 2 * g, 0, 0, 0));
     CHECK(cuMemAddressFree(gone, 2 * g));
@@ -201,8 +201,8 @@ int main(void)
     t_ok("cuMemMap outside any reservation fails");
     EXPECT_ERR(cuMemMap(va, 2 * g, 0, b, 0));
     t_ok("cuMemMap over a mapping fails");
-    EXPECT_ERR(cuMemUnmap(va + 4 * g, 2 * g));
-    t_ok("cuMemUnmap of a range with nothing mapped fails");
+    CHECK(cuMemUnmap(va + 4 * g, 2 * g));
+    t_ok("cuMemUnmap of reserved addresses with nothing mapped succeeds");
 
     CHECK(cuMemRelease(a));
     CHECK(cuMemRelease(b));
