@@ -4,7 +4,8 @@
 // async copy FROM pageable memory snapshots the source before returning; an async copy
 // INTO pageable memory returns once the data landed. Pinned (cuMemHostAlloc'ed or
 // registered) memory is used in place by the stream's worker. Synchronous copies
-// complete before returning, ordered after earlier work of the legacy NULL stream.
+// complete before returning, ordered after earlier work of the legacy NULL stream. On a
+// capturing stream a copy between device and pinned memory becomes a memcpy node.
 #include "cpudrv.h"
 
 #include <stdlib.h>
@@ -83,7 +84,17 @@ CUresult cpudrv_copy_submit(struct cpudrv_stream *s, const struct cpudrv_xfer *x
                             int src_side, int dst_side, struct cpudrv_obj *hold0,
                             struct cpudrv_obj *hold1)
 {
+    int capturing = 0;
+    CUresult rc = cpudrv_capture_check(s, &capturing);
+    if (rc) return rc;
     if (!x->width || !x->height || !x->depth) return CUDA_SUCCESS;
+    if (capturing) {
+        // A graph cannot hold a copy of pageable memory: it would be read or written at
+        // every launch, long after the call returned.
+        if (src_side == CPUDRV_SIDE_PAGEABLE || dst_side == CPUDRV_SIDE_PAGEABLE)
+            return cpudrv_capture_uncapturable(s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        return cpudrv_capture_copy(s, x, src_side, dst_side, hold0, hold1);
+    }
     struct cpudrv_op *op = cpudrv_op_new(sizeof(struct copy));
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
     struct copy *c = (struct copy *)op->data;
@@ -110,7 +121,6 @@ CUresult cpudrv_copy_submit(struct cpudrv_stream *s, const struct cpudrv_xfer *x
         }
         c->x.src = c->snapshot;
     }
-    CUresult rc;
     int wait = !async || dst_side == CPUDRV_SIDE_PAGEABLE;
     if (wait) {
         rc = cpudrv_stream_run_sync(s, op);

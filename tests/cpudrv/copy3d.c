@@ -93,6 +93,41 @@ static CUresult copy(const struct side *dst, const struct side *src, size_t w, s
     return rc;
 }
 
+// The two sides of a CUDA_MEMCPY3D; -1 if it is malformed (levels of detail, reserved).
+static int sides3d(const CUDA_MEMCPY3D *p, struct side *src, struct side *dst)
+{
+    if (!p || p->srcLOD || p->dstLOD || p->reserved0 || p->reserved1) return -1;
+    *src = (struct side){p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
+                         p->srcY,          p->srcZ,    p->srcPitch,  p->srcHeight};
+    *dst = (struct side){p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
+                         p->dstY,          p->dstZ,    p->dstPitch,  p->dstHeight};
+    return 0;
+}
+
+// cpudrv_big held: resolves a CUDA_MEMCPY3D (host, device, unified or array sides) into a
+// transfer, classifying each side; *sa / *da are the arrays addressed (no reference
+// taken), or NULL. Zero extents resolve to an empty transfer.
+CUresult cpudrv_copy3d_resolve(const CUDA_MEMCPY3D *p, struct cpudrv_xfer *x, int *scls, int *dcls,
+                               struct cpudrv_array **sa, struct cpudrv_array **da)
+{
+    memset(x, 0, sizeof *x);
+    *sa = *da = NULL;
+    *scls = *dcls = 0;
+    struct side src, dst;
+    if (sides3d(p, &src, &dst)) return CUDA_ERROR_INVALID_VALUE;
+    size_t w = p->WidthInBytes, h = p->Height, d = p->Depth;
+    if (!w || !h || !d) return CUDA_SUCCESS;
+    unsigned char *sp;
+    CUresult rc = resolve(&dst, w, h, d, &x->dst, &x->dpitch, &x->dslice, dcls, da);
+    if (!rc) rc = resolve(&src, w, h, d, &sp, &x->spitch, &x->sslice, scls, sa);
+    if (rc) return rc;
+    x->src = sp;
+    x->width = w;
+    x->height = h;
+    x->depth = d;
+    return CUDA_SUCCESS;
+}
+
 static CUresult copy2d(const CUDA_MEMCPY2D *p, int async, CUstream hs)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
@@ -107,12 +142,8 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, int async, CUstream hs)
 
 static CUresult copy3d(const CUDA_MEMCPY3D *p, int async, CUstream hs)
 {
-    if (!p || p->srcLOD || p->dstLOD || p->reserved0 || p->reserved1)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct side src = {p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                       p->srcY,          p->srcZ,    p->srcPitch,  p->srcHeight};
-    struct side dst = {p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                       p->dstY,          p->dstZ,    p->dstPitch,  p->dstHeight};
+    struct side src, dst;
+    if (sides3d(p, &src, &dst)) return CUDA_ERROR_INVALID_VALUE;
     return copy(&dst, &src, p->WidthInBytes, p->Height, p->Depth, async, hs);
 }
 

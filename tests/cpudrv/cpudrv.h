@@ -1,5 +1,6 @@
 // cpudrv: a CPU implementation of the CUDA driver API, used as a test double for
-// mpsshim-server on machines without a GPU. Internal header shared by tests/cpudrv/*.c.
+// mpsshim-server on machines without a GPU. Internal header shared by tests/cpudrv/*.c
+// (graph.h adds the structures of graphs and stream capture).
 //
 // Locking, in one place: one global mutex (cpudrv_big) protects every table (handles,
 // allocations, contexts, modules, events, device accounting). Each stream has its own
@@ -89,6 +90,9 @@ enum cpudrv_kind {
     CPUDRV_K_KERNEL,
     CPUDRV_K_POOL,
     CPUDRV_K_PHYSMEM,
+    CPUDRV_K_GRAPH,
+    CPUDRV_K_GNODE,
+    CPUDRV_K_GEXEC,
 };
 
 // Header of every driver object. The handle given to callers is the object's address;
@@ -178,6 +182,15 @@ void cpudrv_primary_release(int dev);
 /* ---------------------------------------------------------------- stream.c */
 
 struct cpudrv_stream;
+struct cpudrv_capture;
+
+// A set of graph nodes with the data of the edges to them: what a capturing stream's next
+// node will depend on, or what a captured event record stands for.
+struct cpudrv_nodeset {
+    CUgraphNode *node;
+    CUgraphEdgeData *edge;
+    size_t n, cap;
+};
 
 struct cpudrv_dep {
     struct cpudrv_stream *s; // a reference is held
@@ -216,6 +229,10 @@ struct cpudrv_stream {
     uint64_t submitted, completed;
     int worker; // a worker thread is running
     int dying;  // destroyed: the worker exits once the queue is empty
+    // Stream capture (capture.c), protected by cpudrv_big: the capture this stream takes
+    // part in (NULL: work runs), and the nodes its next captured work depends on.
+    struct cpudrv_capture *cap;
+    struct cpudrv_nodeset capdeps;
 };
 
 // Allocates an operation with a zeroed payload of n bytes.
@@ -371,8 +388,9 @@ enum cpudrv_side { CPUDRV_SIDE_DEVICE = 1, CPUDRV_SIDE_PINNED, CPUDRV_SIDE_PAGEA
 
 // cpudrv_big held: copies x on stream s. async == 0: the call completes the copy
 // before returning (legacy-stream ordering); async == 1: stream-ordered with the real
-// driver's pageable-memory rules, given the host sides' classification. hold[] are
-// objects (arrays) to keep alive until the copy ran. Drops and retakes cpudrv_big.
+// driver's pageable-memory rules, given the host sides' classification. hold0 / hold1 are
+// the destination's / source's array, kept alive until the copy ran, or NULL. On a
+// capturing stream the copy becomes a node. Drops and retakes cpudrv_big.
 CUresult cpudrv_copy_submit(struct cpudrv_stream *s, const struct cpudrv_xfer *x, int async,
                             int src_side, int dst_side, struct cpudrv_obj *hold0,
                             struct cpudrv_obj *hold1);
@@ -543,5 +561,106 @@ struct cpudrv_green {
     unsigned sms;
     unsigned long long id;
 };
+
+/* ---------------------------------------------------------------- copy3d.c */
+
+// cpudrv_big held: resolves a CUDA_MEMCPY3D (host, device, unified or array sides) into a
+// transfer, classifying each side; *sa / *da are the arrays addressed (no reference
+// taken), or NULL. Zero extents resolve to an empty transfer.
+CUresult cpudrv_copy3d_resolve(const CUDA_MEMCPY3D *p, struct cpudrv_xfer *x, int *scls, int *dcls,
+                               struct cpudrv_array **sa, struct cpudrv_array **da);
+
+/* ---------------------------------------------------------------- memset.c */
+
+// A memset of width elements of elsize bytes on each of height rows, pitch bytes apart.
+struct cpudrv_fill {
+    unsigned char *dst;
+    size_t pitch, width, height;
+    unsigned elsize;
+    uint32_t value;
+};
+
+// Performs f now (worker side).
+void cpudrv_fill_run(const struct cpudrv_fill *f);
+// Bytes a fill spans from its first byte.
+size_t cpudrv_fill_span(const struct cpudrv_fill *f);
+// cpudrv_big held: SUCCESS if f is aligned and lies in device-accessible memory (a fill of
+// no elements always is), else INVALID_VALUE.
+CUresult cpudrv_fill_check(const struct cpudrv_fill *f);
+
+/* ---------------------------------------------------------------- launch.c */
+
+// Validates a launch's dimensions against f (coop: all blocks resident at once).
+CUresult cpudrv_launch_check(const struct cpudrv_func *f, const unsigned g[3], const unsigned b[3],
+                             unsigned shmem, int coop);
+// Copies f's arguments into args (f->argbytes) from kernelParams or an `extra` buffer.
+CUresult cpudrv_launch_pack(const struct cpudrv_func *f, void **params, void **extra,
+                            unsigned char *args);
+
+/* ---------------------------------------------------------------- event.c */
+
+struct cpudrv_event {
+    struct cpudrv_obj o;
+    unsigned flags;
+    // All protected by cpudrv_big.
+    unsigned long long gen;  // number of records so far
+    struct cpudrv_stream *s; // stream of the latest record (reference held), or NULL
+    uint64_t seq;            // its sequence number on s
+    uint64_t t_ns;           // when the record with generation t_gen executed
+    unsigned long long t_gen;
+    // The latest record was captured: the capture (reference held) and what it recorded.
+    struct cpudrv_capture *cap;
+    struct cpudrv_nodeset capnodes;
+};
+
+// cpudrv_big held: the live event whose handle is h, or NULL.
+struct cpudrv_event *cpudrv_event_find(CUevent h);
+// cpudrv_big held: queues a record of e on s (not capturing), as cuEventRecord does.
+CUresult cpudrv_event_record_on(struct cpudrv_event *e, struct cpudrv_stream *s);
+// cpudrv_big held: makes op wait for e's latest record (none: no dependency).
+int cpudrv_event_dep(const struct cpudrv_event *e, struct cpudrv_op *op);
+
+/* ---------------------------------------------------------------- capture.c */
+
+// All below: cpudrv_big held.
+// Before work is queued on s: IMPLICIT if s is a legacy stream while a blocking stream of
+// its context captures (that capture is invalidated), INVALIDATED if s takes part in an
+// invalidated capture; otherwise SUCCESS, with *capturing set if the work must become a
+// node of s's capture instead of running.
+CUresult cpudrv_capture_check(struct cpudrv_stream *s, int *capturing);
+// As cpudrv_capture_check for work that cannot be captured: on a capturing stream the
+// capture is invalidated and `why` returned.
+CUresult cpudrv_capture_uncapturable(struct cpudrv_stream *s, CUresult why);
+// Before a wait for or a query of s: as cpudrv_capture_check, and a capturing stream is
+// refused (UNSUPPORTED, its capture invalidated).
+CUresult cpudrv_capture_sync(struct cpudrv_stream *s);
+// Before a call that waits for all of c (cuCtxSynchronize): UNSUPPORTED, and the captures
+// invalidated, if a stream of c captures.
+CUresult cpudrv_capture_ctx_sync(struct cpudrv_ctx *c);
+// Before a "potentially unsafe" call (cuMemAlloc, cuMemFree, cuEventQuery...): UNSUPPORTED,
+// and the conflicting captures invalidated, when the calling thread's capture mode forbids
+// it (see cuThreadExchangeStreamCaptureMode).
+CUresult cpudrv_capture_unsafe(void);
+// Captured work on a stream for which cpudrv_capture_check set *capturing: adds a node.
+CUresult cpudrv_capture_kernel(struct cpudrv_stream *s, const struct cpudrv_launch *L,
+                               const void *handle);
+CUresult cpudrv_capture_copy(struct cpudrv_stream *s, const struct cpudrv_xfer *x, int src_side,
+                             int dst_side, struct cpudrv_obj *dst_array,
+                             struct cpudrv_obj *src_array);
+CUresult cpudrv_capture_fill(struct cpudrv_stream *s, const struct cpudrv_fill *f);
+CUresult cpudrv_capture_host(struct cpudrv_stream *s, CUhostFn fn, void *data);
+// A record of e on capturing s: e now stands for s's current point in the capture
+// (CU_EVENT_RECORD_EXTERNAL: an event record node is added too).
+CUresult cpudrv_capture_record(struct cpudrv_stream *s, struct cpudrv_event *e, unsigned flags);
+// cuStreamWaitEvent's capture rules (join, fork, merge, isolation, external waits). Sets
+// *handled unless the wait is an ordinary one that the caller queues itself.
+CUresult cpudrv_capture_wait(struct cpudrv_stream *s, struct cpudrv_event *e, unsigned flags,
+                             int *handled);
+// 1 if e's latest record belongs to a capture still in progress.
+int cpudrv_capture_event_live(const struct cpudrv_event *e);
+// Forgets e's captured record (a new record, or e's release).
+void cpudrv_capture_event_clear(struct cpudrv_event *e);
+// s is being destroyed: its capture is invalidated (ended, if s began it).
+void cpudrv_capture_stream_gone(struct cpudrv_stream *s);
 
 #endif

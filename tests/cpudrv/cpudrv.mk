@@ -7,7 +7,7 @@ CPUDRV_LIB       := $(CPUDRV_DIR)/libcuda.so.1
 CPUDRV_MAP       := $(CPUDRV_DIR)/exports.map
 CPUDRV_SRCS      := $(filter-out tests/cpudrv/selftest%.c,$(wildcard tests/cpudrv/*.c))
 CPUDRV_OBJS      := $(patsubst tests/cpudrv/%.c,$(CPUDRV_DIR)/obj/%.o,$(CPUDRV_SRCS))
-CPUDRV_HDRS      := tests/cpudrv/cpudrv.h
+CPUDRV_HDRS      := tests/cpudrv/cpudrv.h tests/cpudrv/graph.h
 CPUDRV_TEST      := $(CPUDRV_DIR)/selftest
 CPUDRV_TEST_SRCS := $(wildcard tests/cpudrv/selftest*.c)
 

@@ -43,11 +43,14 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     return TR(rc);
 }
 
-// cpudrv_big held on entry and exit: waits for every stream of c; its sticky error.
+// cpudrv_big held on entry and exit: waits for every stream of c; its sticky error. A
+// context with a capturing stream cannot be waited for.
 static CUresult sync_ctx(struct cpudrv_ctx *c)
 {
     struct cpudrv_dep *deps = NULL;
     unsigned n = 0, cap = 0;
+    CUresult rc = cpudrv_capture_ctx_sync(c);
+    if (rc) return rc;
     if (cpudrv_stream_snapshot(c, CPUDRV_SNAP_CTX, &deps, &n, &cap)) {
         cpudrv_deps_release(deps, n);
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -1,19 +1,9 @@
 // Events: a record is an operation on a stream; waiting for an event is waiting for the
-// stream of its latest record to reach that operation.
+// stream of its latest record to reach that operation. On a capturing stream a record
+// marks a point of the capture instead, and a wait joins it (capture.c).
 #include "cpudrv.h"
 
 #include <stdlib.h>
-
-struct cpudrv_event {
-    struct cpudrv_obj o;
-    unsigned flags;
-    // All protected by cpudrv_big.
-    unsigned long long gen;  // number of records so far
-    struct cpudrv_stream *s; // stream of the latest record (reference held), or NULL
-    uint64_t seq;            // its sequence number on s
-    uint64_t t_ns;           // when the record with generation t_gen executed
-    unsigned long long t_gen;
-};
 
 struct record {
     struct cpudrv_event *e; // reference held
@@ -24,12 +14,19 @@ static void event_release(struct cpudrv_obj *o)
 {
     struct cpudrv_event *e = (struct cpudrv_event *)o;
     if (e->s) cpudrv_obj_put(&e->s->o);
+    cpudrv_capture_event_clear(e);
     free(e);
 }
 
 static struct cpudrv_event *find(CUevent h)
 {
     return cpudrv_obj_find(h, CPUDRV_K_EVENT);
+}
+
+// cpudrv_big held: the live event whose handle is h, or NULL.
+struct cpudrv_event *cpudrv_event_find(CUevent h)
+{
+    return find(h);
 }
 
 // Creates an event (flags: BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS with DISABLE_TIMING).
@@ -86,6 +83,28 @@ static void record_fini(struct cpudrv_op *op)
     cpudrv_obj_put(&r->e->o);
 }
 
+// cpudrv_big held: queues a record of e on s (not capturing), as cuEventRecord does.
+CUresult cpudrv_event_record_on(struct cpudrv_event *e, struct cpudrv_stream *s)
+{
+    struct cpudrv_op *op = cpudrv_op_new(sizeof(struct record));
+    if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct record *r = (struct record *)op->data;
+    r->e = e;
+    r->gen = e->gen + 1;
+    cpudrv_obj_ref(&e->o);
+    op->run = record_run;
+    op->fini = record_fini;
+    uint64_t seq = cpudrv_stream_submit(s, op);
+    if (!seq) return CUDA_ERROR_INVALID_HANDLE;
+    e->gen++;
+    cpudrv_obj_ref(&s->o);
+    if (e->s) cpudrv_obj_put(&e->s->o);
+    e->s = s;
+    e->seq = seq;
+    cpudrv_capture_event_clear(e);
+    return CUDA_SUCCESS;
+}
+
 static CUresult record(CUevent hEvent, CUstream hStream, unsigned flags)
 {
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
@@ -94,6 +113,7 @@ static CUresult record(CUevent hEvent, CUstream hStream, unsigned flags)
     cpudrv_lock();
     struct cpudrv_event *e = find(hEvent);
     struct cpudrv_stream *s;
+    int capturing = 0;
     if (!e)
         rc = CUDA_ERROR_INVALID_HANDLE;
     else
@@ -101,26 +121,8 @@ static CUresult record(CUevent hEvent, CUstream hStream, unsigned flags)
     // As on a GPU: an event is recorded only on a stream of the context it was made in.
     if (!rc && cpudrv_ctx_owner(s->o.ctx) != cpudrv_ctx_owner(e->o.ctx))
         rc = CUDA_ERROR_INVALID_HANDLE;
-    struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct record));
-    if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (!rc) {
-        struct record *r = (struct record *)op->data;
-        r->e = e;
-        r->gen = e->gen + 1;
-        cpudrv_obj_ref(&e->o);
-        op->run = record_run;
-        op->fini = record_fini;
-        uint64_t seq = cpudrv_stream_submit(s, op);
-        if (!seq) {
-            rc = CUDA_ERROR_INVALID_HANDLE;
-        } else {
-            e->gen++;
-            cpudrv_obj_ref(&s->o);
-            if (e->s) cpudrv_obj_put(&e->s->o);
-            e->s = s;
-            e->seq = seq;
-        }
-    }
+    if (!rc) rc = cpudrv_capture_check(s, &capturing);
+    if (!rc) rc = capturing ? cpudrv_capture_record(s, e, flags) : cpudrv_event_record_on(e, s);
     cpudrv_unlock();
     return rc;
 }
@@ -143,18 +145,20 @@ static int done(struct cpudrv_event *e)
     return !e->s || cpudrv_stream_reached(e->s, e->seq);
 }
 
-// SUCCESS if the latest record completed (or none was made), NOT_READY otherwise.
+// SUCCESS if the latest record completed (or none was made), NOT_READY otherwise; a record
+// in a capture still in progress cannot be queried.
 CUresult cuEventQuery(CUevent hEvent)
 {
     CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
     cpudrv_lock();
     struct cpudrv_event *e = find(hEvent);
-    if (!e)
-        rc = CUDA_ERROR_INVALID_HANDLE;
-    else if (!done(e))
+    rc = !e                             ? CUDA_ERROR_INVALID_HANDLE
+         : cpudrv_capture_event_live(e) ? CUDA_ERROR_CAPTURED_EVENT
+                                        : cpudrv_capture_unsafe();
+    if (!rc && !done(e))
         rc = CUDA_ERROR_NOT_READY;
-    else if (e->s)
+    else if (!rc && e->s)
         rc = (CUresult)__atomic_load_n(&e->s->o.ctx->sticky, __ATOMIC_ACQUIRE);
     cpudrv_unlock();
     return TR(rc);
@@ -167,9 +171,12 @@ CUresult cuEventSynchronize(CUevent hEvent)
     if (rc) return TR(rc);
     cpudrv_lock();
     struct cpudrv_event *e = find(hEvent);
-    if (!e) {
+    rc = !e                             ? CUDA_ERROR_INVALID_HANDLE
+         : cpudrv_capture_event_live(e) ? CUDA_ERROR_CAPTURED_EVENT
+                                        : cpudrv_capture_unsafe();
+    if (rc) {
         cpudrv_unlock();
-        return TR(CUDA_ERROR_INVALID_HANDLE);
+        return TR(rc);
     }
     struct cpudrv_stream *s = e->s;
     if (s) {
@@ -203,6 +210,12 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
     return TR(rc);
 }
 
+// cpudrv_big held: makes op wait for e's latest record (none: no dependency).
+int cpudrv_event_dep(const struct cpudrv_event *e, struct cpudrv_op *op)
+{
+    return e->s ? cpudrv_op_dep(op, e->s, e->seq) : 0;
+}
+
 // Makes all later work of the stream wait for the event's latest record.
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
@@ -212,13 +225,15 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
     cpudrv_lock();
     struct cpudrv_event *e = find(hEvent);
     struct cpudrv_stream *s;
+    int handled = 0;
     if (!e)
         rc = CUDA_ERROR_INVALID_HANDLE;
     else
         rc = cpudrv_stream_get(hStream, cpudrv_ctx_current(), &s);
-    if (!rc) {
+    if (!rc) rc = cpudrv_capture_wait(s, e, Flags, &handled);
+    if (!rc && !handled) {
         struct cpudrv_op *op = cpudrv_op_new(0); // runs nothing: only its dependency
-        if (!op || (e->s && cpudrv_op_dep(op, e->s, e->seq))) {
+        if (!op || cpudrv_event_dep(e, op)) {
             if (op) cpudrv_op_discard(op);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else if (!cpudrv_stream_submit(s, op)) {

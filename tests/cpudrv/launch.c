@@ -1,6 +1,6 @@
-// Kernel launches: validated at once like the real driver, then queued; the kernel's CPU
-// twin runs on the stream's worker. A fault in a twin (a bad pointer) becomes the
-// context's sticky error, as an illegal address does on a GPU.
+// Kernel launches: validated at once like the real driver, then queued (or, on a capturing
+// stream, made a kernel node); the kernel's CPU twin runs on the stream's worker. A fault in a twin
+// (a bad pointer) becomes the context's sticky error, as an illegal address does on a GPU.
 #include "cpudrv.h"
 
 #include <stdlib.h>
@@ -34,8 +34,9 @@ static int kernel_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi
     return 0;
 }
 
-// Copies the arguments into args from kernelParams or an `extra` packed buffer.
-static CUresult pack(const struct cpudrv_func *f, void **params, void **extra, unsigned char *args)
+// Copies f's arguments into args (f->argbytes) from kernelParams or an `extra` buffer.
+CUresult cpudrv_launch_pack(const struct cpudrv_func *f, void **params, void **extra,
+                            unsigned char *args)
 {
     if (params && extra) return CUDA_ERROR_INVALID_VALUE;
     if (extra) {
@@ -63,8 +64,9 @@ static CUresult pack(const struct cpudrv_func *f, void **params, void **extra, u
     return CUDA_SUCCESS;
 }
 
-static CUresult check_dims(const struct cpudrv_func *f, const unsigned g[3], const unsigned b[3],
-                           unsigned shmem, int coop)
+// Validates a launch's dimensions against f (coop: all blocks resident at once).
+CUresult cpudrv_launch_check(const struct cpudrv_func *f, const unsigned g[3], const unsigned b[3],
+                             unsigned shmem, int coop)
 {
     if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2]) return CUDA_ERROR_INVALID_VALUE;
     if (g[0] > 2147483647u || g[1] > 65535 || g[2] > 65535) return CUDA_ERROR_INVALID_VALUE;
@@ -89,9 +91,11 @@ static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], 
     struct cpudrv_func *f = cpudrv_func_find(fh);
     struct cpudrv_stream *s = NULL;
     struct cpudrv_op *op = NULL;
+    int capturing = 0;
     if (!f) rc = CUDA_ERROR_INVALID_HANDLE;
-    if (!rc) rc = check_dims(f, g, b, shmem, coop);
+    if (!rc) rc = cpudrv_launch_check(f, g, b, shmem, coop);
     if (!rc) rc = cpudrv_stream_get(hs, c, &s);
+    if (!rc) rc = cpudrv_capture_check(s, &capturing);
     if (!rc) {
         op = cpudrv_op_new(sizeof(struct kernel) + f->argbytes);
         if (!op) rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -99,18 +103,22 @@ static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], 
     if (!rc) {
         struct kernel *k = (struct kernel *)op->data;
         unsigned char *args = op->data + sizeof(struct kernel);
-        rc = pack(f, params, extra, args);
-        if (rc) {
-            free(op);
-        } else {
+        rc = cpudrv_launch_pack(f, params, extra, args);
+        if (!rc) {
             k->L.f = f;
             k->L.mod = f->mod;
-            cpudrv_obj_ref(&f->mod->o);
             memcpy(k->L.grid, g, sizeof k->L.grid);
             memcpy(k->L.block, b, sizeof k->L.block);
             k->L.shmem = shmem;
             k->L.args = args;
             k->L.dying = &s->o.ctx->dying;
+        }
+        if (rc || capturing) {
+            // A captured launch becomes a kernel node with its own copy of the arguments.
+            if (!rc) rc = cpudrv_capture_kernel(s, &k->L, fh);
+            free(op);
+        } else {
+            cpudrv_obj_ref(&f->mod->o);
             op->run = kernel_run;
             op->fini = kernel_fini;
             op->touches = kernel_touches;

@@ -76,6 +76,8 @@ static CUresult memop(CUstream hs, CUdeviceptr addr, uint64_t value, unsigned fl
     cpudrv_lock();
     struct cpudrv_stream *s;
     rc = cpudrv_stream_get(hs, cpudrv_ctx_current(), &s);
+    // The driver captures these as batch mem-op nodes, which this driver does not have.
+    if (!rc) rc = cpudrv_capture_uncapturable(s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (!rc) rc = cpudrv_mem_check((uintptr_t)addr, n);
     struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct memop));
     if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -137,7 +139,16 @@ static CUresult host(CUstream hs, CUhostFn fn, CUstreamCallback cb, void *data)
     if (rc) return rc;
     cpudrv_lock();
     struct cpudrv_stream *s;
+    int capturing = 0;
     rc = cpudrv_stream_get(hs, cpudrv_ctx_current(), &s);
+    // A host function becomes a host node; a stream callback (it is told a status) cannot.
+    if (!rc && fn) rc = cpudrv_capture_check(s, &capturing);
+    if (!rc && cb) rc = cpudrv_capture_uncapturable(s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    if (!rc && capturing) {
+        rc = cpudrv_capture_host(s, fn, data);
+        cpudrv_unlock();
+        return rc;
+    }
     struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct hostfn));
     if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (!rc) {

@@ -283,12 +283,23 @@ static CUresult alloc_range(struct cpudrv_ctx *c, size_t n, int type, unsigned f
     return CUDA_SUCCESS;
 }
 
+// cpudrv_enter for an allocation or a free, which stream capture counts as potentially
+// unsafe (see cuThreadExchangeStreamCaptureMode): on success cpudrv_big is HELD.
+static CUresult enter_unsafe(struct cpudrv_ctx **c)
+{
+    CUresult rc = cpudrv_enter(c);
+    if (rc) return rc;
+    rc = cpudrv_capture_unsafe();
+    if (rc) cpudrv_unlock();
+    return rc;
+}
+
 // Allocates device memory (page-aligned; OUT_OF_MEMORY past MPSSHIM_CPUDRV_MEM_MB).
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!dptr || !bytesize) return TR(CUDA_ERROR_INVALID_VALUE);
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
     uintptr_t p;
     rc = alloc_range(c, bytesize, CPUDRV_MEM_DEVICE, 0, &p);
@@ -307,7 +318,7 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
     size_t pitch = (WidthInBytes + 511) / 512 * 512;
     if (pitch < WidthInBytes || Height > SIZE_MAX / pitch) return TR(CUDA_ERROR_OUT_OF_MEMORY);
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
     uintptr_t p;
     rc = alloc_range(c, pitch * Height, CPUDRV_MEM_DEVICE, 0, &p);
@@ -325,7 +336,7 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 CUresult cuMemFree(CUdeviceptr dptr)
 {
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
     struct cpudrv_range *r = cpudrv_mem_device_at((uintptr_t)dptr);
     if (!r || r->freeing)
@@ -373,7 +384,7 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
         CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
     if (!pp || !bytesize || (Flags & ~known)) return TR(CUDA_ERROR_INVALID_VALUE);
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
     uintptr_t p;
     rc = alloc_range(c, bytesize, CPUDRV_MEM_HOST, Flags, &p);
@@ -387,7 +398,7 @@ CUresult cuMemAllocHost(void **pp, size_t bytesize)
 {
     if (!pp || !bytesize) return TR(CUDA_ERROR_INVALID_VALUE);
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
     uintptr_t p;
     rc = alloc_range(c, bytesize, CPUDRV_MEM_HOST, 0, &p);
@@ -402,6 +413,11 @@ CUresult cuMemFreeHost(void *p)
     CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
     cpudrv_lock();
+    rc = cpudrv_capture_unsafe();
+    if (rc) {
+        cpudrv_unlock();
+        return TR(rc);
+    }
     long i = floor_index((uintptr_t)p);
     if (!p || i < 0 || ranges[i].base != (uintptr_t)p || ranges[i].type != CPUDRV_MEM_HOST)
         rc = CUDA_ERROR_INVALID_VALUE;

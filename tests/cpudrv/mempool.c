@@ -569,12 +569,14 @@ CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUme
 
 /* ---------------------------------------------------------------- stream-ordered alloc/free */
 
-// cpudrv_big held: the stream a stream-ordered call names, in a usable context. Only the
-// NULL and per-thread streams need a current context.
+// cpudrv_big held: the stream a stream-ordered call names, in a usable context, not
+// capturing. Only the NULL and per-thread streams need a current context.
 static CUresult order_stream(CUstream h, struct cpudrv_stream **out)
 {
     CUresult rc = cpudrv_stream_get(h, cpudrv_ctx_current(), out);
-    return rc ? rc : cpudrv_ctx_usable((*out)->o.ctx);
+    if (!rc) rc = cpudrv_ctx_usable((*out)->o.ctx);
+    // The driver captures these as memory alloc/free nodes, which this driver does not have.
+    return rc ? rc : cpudrv_capture_uncapturable(*out, CUDA_ERROR_NOT_SUPPORTED);
 }
 
 // n bytes from pool h (from_pool) or from the current pool of the stream's device. The

@@ -1,20 +1,14 @@
-// Memsets of 8, 16 and 32-bit values, 1D and 2D, synchronous and on streams.
+// Memsets of 8, 16 and 32-bit values, 1D and 2D, synchronous and on streams (and, on a
+// capturing stream, memset nodes).
 // The synchronous ones complete before returning (the real driver may return earlier for
 // device memory; completing is always allowed).
 #include "cpudrv.h"
 
 #include <string.h>
 
-struct fill {
-    unsigned char *dst;
-    size_t pitch, width, height; // width in elements
-    unsigned elsize;
-    uint32_t value;
-};
-
-static CUresult fill_run(struct cpudrv_op *op)
+// Performs f now (worker side).
+void cpudrv_fill_run(const struct cpudrv_fill *f)
 {
-    const struct fill *f = (const struct fill *)op->data;
     for (size_t y = 0; y < f->height; y++) {
         unsigned char *row = f->dst + y * f->pitch;
         if (f->elsize == 1) {
@@ -29,13 +23,39 @@ static CUresult fill_run(struct cpudrv_op *op)
                 p[i] = f->value;
         }
     }
+}
+
+// Bytes a fill spans from its first byte.
+size_t cpudrv_fill_span(const struct cpudrv_fill *f)
+{
+    size_t wbytes;
+    if (__builtin_mul_overflow(f->width, (size_t)f->elsize, &wbytes)) return SIZE_MAX;
+    return cpudrv_xfer_span(wbytes, f->height, 1, f->pitch, 0);
+}
+
+// cpudrv_big held: SUCCESS if f is aligned and lies in device-accessible memory (a fill of
+// no elements always is), else INVALID_VALUE.
+CUresult cpudrv_fill_check(const struct cpudrv_fill *f)
+{
+    if (!f->width || !f->height) return CUDA_SUCCESS;
+    uintptr_t dst = (uintptr_t)f->dst;
+    if ((dst % f->elsize) ||
+        (f->height > 1 && (f->pitch % f->elsize || f->pitch / f->elsize < f->width)))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t span = cpudrv_fill_span(f);
+    return span == SIZE_MAX ? CUDA_ERROR_INVALID_VALUE : cpudrv_mem_check(dst, span);
+}
+
+static CUresult fill_run(struct cpudrv_op *op)
+{
+    cpudrv_fill_run((const struct cpudrv_fill *)op->data);
     return CUDA_SUCCESS;
 }
 
 static int fill_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
 {
-    const struct fill *f = (const struct fill *)op->data;
-    uintptr_t a = (uintptr_t)f->dst, n = (f->height - 1) * f->pitch + f->width * f->elsize;
+    const struct cpudrv_fill *f = (const struct cpudrv_fill *)op->data;
+    uintptr_t a = (uintptr_t)f->dst, n = cpudrv_fill_span(f);
     return a < hi && a + n > lo;
 }
 
@@ -46,25 +66,19 @@ static CUresult fill(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned els
     CUresult rc = cpudrv_enter(&c);
     if (rc) return rc;
     struct cpudrv_stream *s;
-    size_t wbytes;
+    struct cpudrv_fill f = {(unsigned char *)(uintptr_t)dst, pitch, width, height, elsize, value};
+    int capturing = 0;
     rc = cpudrv_stream_get(async ? hs : NULL, c, &s);
+    if (!rc) rc = cpudrv_capture_check(s, &capturing);
+    if (!rc) rc = cpudrv_fill_check(&f);
     if (!rc && width && height) {
-        if ((dst % elsize) || (height > 1 && (pitch % elsize || pitch < width * elsize)))
-            rc = CUDA_ERROR_INVALID_VALUE;
-        else if (__builtin_mul_overflow(width, (size_t)elsize, &wbytes))
-            rc = CUDA_ERROR_INVALID_VALUE;
-        else
-            rc = cpudrv_mem_check((uintptr_t)dst, cpudrv_xfer_span(wbytes, height, 1, pitch, 0));
-        struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct fill));
-        if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
-        if (!rc) {
-            struct fill *f = (struct fill *)op->data;
-            f->dst = (unsigned char *)(uintptr_t)dst;
-            f->pitch = pitch;
-            f->width = width;
-            f->height = height;
-            f->elsize = elsize;
-            f->value = value;
+        struct cpudrv_op *op = capturing ? NULL : cpudrv_op_new(sizeof f);
+        if (capturing) {
+            rc = cpudrv_capture_fill(s, &f);
+        } else if (!op) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            memcpy(op->data, &f, sizeof f);
             op->run = fill_run;
             op->touches = fill_touches;
             if (async)

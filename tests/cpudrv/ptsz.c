@@ -471,3 +471,109 @@ CUresult v1_write64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned f)
 {
     return plain_cuStreamWriteValue64_v2(PT(s), a, v, f);
 }
+
+/* Stream capture and graph launches, stream 0 = per-thread stream. */
+
+PLAIN(cuStreamBeginCapture, cuStreamBeginCapture_v2);
+PLAIN(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph);
+PLAIN(cuStreamEndCapture, cuStreamEndCapture);
+PLAIN(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3);
+PLAIN(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies_v2);
+PLAIN(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams);
+PLAIN(cuGraphUpload, cuGraphUpload);
+PLAIN(cuGraphLaunch, cuGraphLaunch);
+
+// cuStreamBeginCapture_v2, stream 0 = per-thread stream.
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+    return plain_cuStreamBeginCapture_v2(PT(s), mode);
+}
+
+// cuStreamBeginCaptureToGraph, stream 0 = per-thread stream.
+CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                     const CUgraphEdgeData *data, size_t n,
+                                     CUstreamCaptureMode mode)
+{
+    return plain_cuStreamBeginCaptureToGraph(PT(s), g, deps, data, n, mode);
+}
+
+// cuStreamEndCapture, stream 0 = per-thread stream.
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+    return plain_cuStreamEndCapture(PT(s), g);
+}
+
+// cuStreamGetCaptureInfo_v3, stream 0 = per-thread stream.
+CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                CUgraph *g, const CUgraphNode **deps, const CUgraphEdgeData **data,
+                                size_t *n)
+{
+    return plain_cuStreamGetCaptureInfo_v3(PT(s), status, id, g, deps, data, n);
+}
+
+// cuStreamUpdateCaptureDependencies_v2, stream 0 = per-thread stream.
+CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *deps,
+                                           const CUgraphEdgeData *data, size_t n,
+                                           unsigned int flags)
+{
+    return plain_cuStreamUpdateCaptureDependencies_v2(PT(s), deps, data, n, flags);
+}
+
+// cuGraphInstantiateWithParams, upload stream 0 = per-thread stream.
+CUresult cuGraphInstantiateWithParams(CUgraphExec *x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    if (!p) return plain_cuGraphInstantiateWithParams(x, g, p);
+    CUstream given = p->hUploadStream;
+    p->hUploadStream = PT(given);
+    CUresult rc = plain_cuGraphInstantiateWithParams(x, g, p);
+    p->hUploadStream = given;
+    return rc;
+}
+
+// cuGraphUpload, stream 0 = per-thread stream.
+CUresult cuGraphUpload(CUgraphExec x, CUstream s)
+{
+    return plain_cuGraphUpload(x, PT(s));
+}
+
+// cuGraphLaunch, stream 0 = per-thread stream.
+CUresult cuGraphLaunch(CUgraphExec x, CUstream s)
+{
+    return plain_cuGraphLaunch(x, PT(s));
+}
+
+/* The first capture entry points' per-thread variants: no header declaration. */
+
+CUresult v1_begin_capture(CUstream s) __asm__("cuStreamBeginCapture_ptsz");
+CUresult v1_capture_info(CUstream s, CUstreamCaptureStatus *status,
+                         cuuint64_t *id) __asm__("cuStreamGetCaptureInfo_ptsz");
+CUresult v2_capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *g,
+                         const CUgraphNode **deps,
+                         size_t *n) __asm__("cuStreamGetCaptureInfo_v2_ptsz");
+CUresult v1_update_capture(CUstream s, CUgraphNode *deps, size_t n,
+                           unsigned int flags) __asm__("cuStreamUpdateCaptureDependencies_ptsz");
+
+// cuStreamBeginCapture_ptsz (v1: no mode, as the global one).
+CUresult v1_begin_capture(CUstream s)
+{
+    return plain_cuStreamBeginCapture_v2(PT(s), CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+// cuStreamGetCaptureInfo_ptsz (v1): status and id only.
+CUresult v1_capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id)
+{
+    return plain_cuStreamGetCaptureInfo_v3(PT(s), status, id, NULL, NULL, NULL, NULL);
+}
+
+// cuStreamGetCaptureInfo_v2_ptsz: without edge data.
+CUresult v2_capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *g,
+                         const CUgraphNode **deps, size_t *n)
+{
+    return plain_cuStreamGetCaptureInfo_v3(PT(s), status, id, g, deps, NULL, n);
+}
+
+// cuStreamUpdateCaptureDependencies_ptsz (v1): without edge data.
+CUresult v1_update_capture(CUstream s, CUgraphNode *deps, size_t n, unsigned int flags)
+{
+    return plain_cuStreamUpdateCaptureDependencies_v2(PT(s), deps, NULL, n, flags);
+}

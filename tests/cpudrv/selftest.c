@@ -370,6 +370,7 @@ int main(int argc, char **argv)
         {"stream memory operations and host functions", st_memops},
         {"stream-ordered allocator and memory pools", st_mempool},
         {"virtual memory management", st_vmm},
+        {"stream capture and graphs", st_graph},
         {"modules and libraries", st_modules},
         {"cubin and fatbin images", st_images},
         {"kernel twins", st_twins},

@@ -90,7 +90,7 @@ void st_variants(void)
     CK(cuEventDestroy(a));
     CK(cuEventDestroy(b));
 
-    // Stream attributes are stored; capture status is always NONE.
+    // Stream attributes are stored; a stream that does not capture reports NONE.
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUstreamAttrValue val;

@@ -357,6 +357,7 @@ CUresult cpudrv_stream_new(struct cpudrv_ctx *ctx, unsigned flags, int prio, int
 void cpudrv_stream_destroy(struct cpudrv_stream *s)
 {
     if (s->dying) return;
+    cpudrv_capture_stream_gone(s);
     pthread_mutex_lock(&s->mu);
     s->dying = 1;
     pthread_cond_broadcast(&s->cv);

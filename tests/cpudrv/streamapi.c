@@ -46,7 +46,8 @@ CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int 
     return TR(create(phStream, flags, priority));
 }
 
-// Destroys a stream; work already queued still runs to completion.
+// Destroys a stream; work already queued still runs to completion, a capture it takes part
+// in is invalidated.
 CUresult cuStreamDestroy(CUstream hStream)
 {
     CUresult rc = cpudrv_ready();
@@ -79,7 +80,8 @@ static int sync_points(struct cpudrv_stream *s, struct cpudrv_dep **deps, unsign
     return 0;
 }
 
-// CUDA_SUCCESS if all work of the stream finished, CUDA_ERROR_NOT_READY if not.
+// CUDA_SUCCESS if all work of the stream finished, CUDA_ERROR_NOT_READY if not (a capturing
+// stream has no work to finish: refused).
 CUresult cuStreamQuery(CUstream hStream)
 {
     CUresult rc = cpudrv_ready();
@@ -87,6 +89,7 @@ CUresult cuStreamQuery(CUstream hStream)
     struct cpudrv_stream *s;
     cpudrv_lock();
     rc = resolve(hStream, &s);
+    if (!rc) rc = cpudrv_capture_sync(s);
     if (!rc) {
         struct cpudrv_dep *deps = NULL;
         unsigned n = 0, cap = 0;
@@ -101,7 +104,7 @@ CUresult cuStreamQuery(CUstream hStream)
     return TR(rc);
 }
 
-// Waits until all work queued on the stream so far has finished.
+// Waits until all work queued on the stream so far has finished (refused while capturing).
 CUresult cuStreamSynchronize(CUstream hStream)
 {
     CUresult rc = cpudrv_ready();
@@ -109,6 +112,7 @@ CUresult cuStreamSynchronize(CUstream hStream)
     struct cpudrv_stream *s;
     cpudrv_lock();
     rc = resolve(hStream, &s);
+    if (!rc) rc = cpudrv_capture_sync(s);
     if (!rc) {
         struct cpudrv_dep *deps = NULL;
         unsigned n = 0, cap = 0;

@@ -1,9 +1,5 @@
-// Stream attributes (stored and reported back; the CPU has nothing to tune) and stream
-// capture status (capture is not implemented: no stream is ever capturing).
+// Stream attributes (stored and reported back; the CPU has nothing to tune).
 #include "cpudrv.h"
-
-// The calling thread's capture mode (thread-local: no lock).
-static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 static int stream_attr(CUstreamAttrID id)
 {
@@ -74,29 +70,4 @@ CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)
     }
     cpudrv_unlock();
     return TR(rc);
-}
-
-// Stream capture is not implemented: every valid stream reports NONE.
-CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    if (!captureStatus) return TR(CUDA_ERROR_INVALID_VALUE);
-    struct cpudrv_stream *s;
-    CUresult rc = find(hStream, &s);
-    if (rc) return TR(rc);
-    cpudrv_unlock();
-    *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-    return TR(CUDA_SUCCESS);
-}
-
-// Swaps the calling thread's capture mode (kept per thread, as in the driver).
-CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
-{
-    CUresult rc = cpudrv_ready();
-    if (rc) return TR(rc);
-    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-        return TR(CUDA_ERROR_INVALID_VALUE);
-    CUstreamCaptureMode old = capture_mode;
-    capture_mode = *mode;
-    *mode = old;
-    return TR(CUDA_SUCCESS);
 }

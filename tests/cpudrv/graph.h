@@ -1,0 +1,147 @@
+// Graphs, their nodes and executable graphs: the structures shared by graph.c (graphs,
+// nodes, edges, clones, queries), graphnode.c (node parameters), graphexec.c (executable
+// graphs and their launches) and capture.c (stream capture). Everything here is protected
+// by cpudrv_big.
+//
+// A graph and each of its nodes are driver objects whose handle is their address; a node
+// is a live handle exactly while its graph is one. An executable graph owns a private copy
+// of the graph it came from (no handles), so it outlives that graph, and each of its nodes
+// remembers the id of the node it was copied from (which is how the Exec*SetParams calls,
+// given the original node, find their node).
+#ifndef CPUDRV_GRAPH_H
+#define CPUDRV_GRAPH_H
+
+#include "cpudrv.h"
+
+struct cpudrv_gnode;
+
+struct cpudrv_edge {
+    struct cpudrv_gnode *n;
+    CUgraphEdgeData data;
+};
+
+struct cpudrv_edges {
+    struct cpudrv_edge *e;
+    size_t n, cap;
+};
+
+// A kernel node: the launch, with its own copy of the arguments.
+struct cpudrv_kparams {
+    const void *handle;    // the CUfunction given, or the CUkernel (kern)
+    int kern;              // handle is a CUkernel
+    CUcontext ctx;         // the context given with a CUkernel, else NULL
+    struct cpudrv_func *f; // f->mod: a reference held
+    unsigned grid[3], block[3], shmem;
+    unsigned char *args; // f->argbytes
+    void **kp;           // f->nparams pointers into args: the kernelParams form
+    int extra;           // last set through `extra`, so given back in that form
+    void *xv[5];         // the extra form: BUFFER_POINTER args BUFFER_SIZE &xsize END
+    size_t xsize;
+    CUkernelNodeAttrValue *attr; // CPUDRV_STREAM_ATTRS values (stored, not enforced), or
+                                 // NULL while all are the defaults
+};
+
+// A memcpy node: its parameters, resolved again at each launch (the memory may be gone).
+struct cpudrv_mparams {
+    CUDA_MEMCPY3D p;
+    CUcontext ctx;
+};
+
+// A memset node.
+struct cpudrv_sparams {
+    CUDA_MEMSET_NODE_PARAMS p;
+    CUcontext ctx;
+};
+
+struct cpudrv_graph;
+
+struct cpudrv_gnode {
+    struct cpudrv_obj o;
+    struct cpudrv_graph *g;
+    struct cpudrv_gnode *prev, *next; // g's nodes, in creation order
+    CUgraphNodeType type;
+    unsigned long long id;   // process-unique
+    unsigned long long orig; // the node this one was copied from (clone, exec), or 0
+    struct cpudrv_edges in, out;
+    int disabled; // in an executable graph: cuGraphNodeSetEnabled(0)
+    size_t mark;  // scratch of the walks (sorting, reachability)
+    union {
+        struct cpudrv_kparams k;
+        struct cpudrv_mparams m;
+        struct cpudrv_sparams s;
+        CUDA_HOST_NODE_PARAMS h;
+        struct cpudrv_event *ev;    // event record and wait nodes: a reference held
+        struct cpudrv_graph *child; // child graph nodes: owned
+    } u;
+};
+
+struct cpudrv_graph {
+    struct cpudrv_obj o;
+    struct cpudrv_gnode *head, *tail;
+    size_t n;
+    unsigned long long id, orig; // orig: the graph this one was cloned from, or 0
+    struct cpudrv_gnode *owner;  // the child graph node embedding this graph, or NULL
+    struct cpudrv_capture *cap;  // a capture in progress into this graph, or NULL
+};
+
+/* graph.c */
+
+// The live graph / node whose handle is h, or NULL.
+struct cpudrv_graph *cpudrv_graph_find(CUgraph h);
+struct cpudrv_gnode *cpudrv_gnode_find(CUgraphNode h);
+// A new empty graph; publish: as a handle.
+struct cpudrv_graph *cpudrv_graph_new(int publish);
+// Ends a graph (its handle if it has one) and all its nodes.
+void cpudrv_graph_destroy(struct cpudrv_graph *g);
+// A new node of a type, in no graph yet, its parameters zeroed.
+struct cpudrv_gnode *cpudrv_gnode_new(CUgraphNodeType type);
+// Adds n to g after its dependencies (nodes of g, no duplicates; edge may be NULL); on
+// failure n is freed.
+CUresult cpudrv_graph_attach(struct cpudrv_graph *g, struct cpudrv_gnode *n,
+                             const CUgraphNode *deps, const CUgraphEdgeData *edge, size_t ndeps);
+// Frees a node that is in no graph (or whose graph is going).
+void cpudrv_gnode_free(struct cpudrv_gnode *n);
+// Removes n from its graph, with its edges, and frees it.
+void cpudrv_gnode_destroy(struct cpudrv_gnode *n);
+// A deep copy of g (child graphs too); publish: handles for it and its nodes. Each copy
+// remembers what it was copied from.
+CUresult cpudrv_graph_clone(const struct cpudrv_graph *g, int publish, struct cpudrv_graph **out);
+// g's nodes in an order that respects every edge (Kahn's, from the roots in creation
+// order): a malloc'd array; INVALID_VALUE (and *bad, a node on or after a cycle) for a cycle.
+CUresult cpudrv_graph_order(const struct cpudrv_graph *g, struct cpudrv_gnode ***order,
+                            struct cpudrv_gnode **bad);
+// 1 if g is being captured into (no node may leave it, nor it be instantiated).
+int cpudrv_graph_capturing(const struct cpudrv_graph *g);
+
+/* graphnode.c */
+
+// Set a node's parameters from the caller's (validated; the previous ones are released
+// only on success). cur: the calling thread's context, or NULL.
+CUresult cpudrv_gnode_set_kernel(struct cpudrv_gnode *n, const CUDA_KERNEL_NODE_PARAMS *p,
+                                 struct cpudrv_ctx *cur);
+CUresult cpudrv_gnode_set_memcpy(struct cpudrv_gnode *n, const CUDA_MEMCPY3D *p, CUcontext ctx,
+                                 struct cpudrv_ctx *cur);
+CUresult cpudrv_gnode_set_memset(struct cpudrv_gnode *n, const CUDA_MEMSET_NODE_PARAMS *p,
+                                 CUcontext ctx, struct cpudrv_ctx *cur);
+// A kernel node's parameters from a launch already validated (captured launches).
+CUresult cpudrv_gnode_set_launch(struct cpudrv_gnode *n, const struct cpudrv_launch *L,
+                                 const void *handle);
+// Releases what a node's parameters hold (references, copies, a child graph).
+void cpudrv_gnode_params_free(struct cpudrv_gnode *n);
+// Copies src's parameters into dst (of the same type; child graphs are cloned, publish as
+// for cpudrv_graph_clone), releasing dst's.
+CUresult cpudrv_gnode_params_copy(struct cpudrv_gnode *dst, const struct cpudrv_gnode *src,
+                                  int publish);
+// The node type's name as the driver's DOT output writes it ("KERNEL", "MEMCPY"...).
+const char *cpudrv_gnode_type_name(CUgraphNodeType t);
+// The typed forms of the kernel and memset members of CUgraphNodeParams.
+CUDA_KERNEL_NODE_PARAMS cpudrv_kernel_params_typed(const CUDA_KERNEL_NODE_PARAMS_v3 *p);
+CUDA_MEMSET_NODE_PARAMS cpudrv_memset_params_typed(const CUDA_MEMSET_NODE_PARAMS_v2 *p);
+
+/* capture.c */
+
+// Adds n (of no graph yet) to capturing stream s's capture, after s's dependencies; s then
+// depends on n alone. n is freed if it could not be added.
+CUresult cpudrv_capture_add(struct cpudrv_stream *s, struct cpudrv_gnode *n);
+
+#endif

@@ -1,0 +1,857 @@
+// Executable graphs: instantiation, launches and uploads, updates of their nodes.
+//
+// An executable graph owns a private copy of its graph, its nodes (and those of its child
+// graphs, flattened) put in one order that respects every edge. A launch runs them in that
+// order on the launch stream's worker: each run of kernel, memcpy, memset and host nodes
+// is one stream operation, and an event record or wait node is an operation of its own
+// between them (a record marks the stream's point when the nodes before it are done; a
+// wait holds back the nodes after it). Parameters are copied into the operations when the
+// launch is queued, so later updates change only later launches. Launches of one
+// executable graph are ordered after each other, on whatever streams.
+#include "graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct cpudrv_gexec {
+    struct cpudrv_obj o;
+    struct cpudrv_graph *g;      // private copy, no handles
+    struct cpudrv_gnode **order; // g's nodes and its child graphs' (not the child nodes)
+    size_t n;
+    cuuint64_t flags;
+    struct cpudrv_stream *last; // stream of the latest launch or upload (reference held)
+    uint64_t last_seq;
+};
+
+enum { ST_KERNEL, ST_COPY, ST_FILL, ST_HOST, ST_FAULT };
+
+// One node of a launch, with what it needs to run unlocked.
+struct step {
+    int kind;
+    union {
+        struct cpudrv_launch L; // L.mod: a reference held; L.args malloc'd
+        struct {
+            struct cpudrv_xfer x;
+            struct cpudrv_obj *hold[2]; // arrays, references held
+        } c;
+        struct cpudrv_fill f;
+        CUDA_HOST_NODE_PARAMS h;
+    } u;
+};
+
+// The payload of a launch's operation: a run of steps.
+struct batch {
+    struct step *s;
+    size_t n, cap;
+};
+
+static void exec_release(struct cpudrv_obj *o)
+{
+    struct cpudrv_gexec *x = (struct cpudrv_gexec *)o;
+    cpudrv_graph_destroy(x->g);
+    free(x->order);
+    if (x->last) cpudrv_obj_put(&x->last->o);
+    free(x);
+}
+
+static struct cpudrv_gexec *exec_find(CUgraphExec h)
+{
+    return cpudrv_obj_find(h, CPUDRV_K_GEXEC);
+}
+
+// The node of x's copy (child graphs included) made from the node whose id is id.
+static struct cpudrv_gnode *exec_node(const struct cpudrv_graph *g, unsigned long long id)
+{
+    for (struct cpudrv_gnode *n = g->head; n; n = n->next) {
+        if (n->orig == id) return n;
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            struct cpudrv_gnode *m = exec_node(n->u.child, id);
+            if (m) return m;
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- running */
+
+static CUresult batch_run(struct cpudrv_op *op)
+{
+    const struct batch *b = (const struct batch *)op->data;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct step *st = &b->s[i];
+        CUresult rc = CUDA_SUCCESS;
+        switch (st->kind) {
+        case ST_KERNEL:
+            rc = st->u.L.f->twin->run(&st->u.L);
+            break;
+        case ST_COPY:
+            cpudrv_xfer_run(&st->u.c.x);
+            break;
+        case ST_FILL:
+            cpudrv_fill_run(&st->u.f);
+            break;
+        case ST_HOST:
+            st->u.h.fn(st->u.h.userData);
+            break;
+        default: // memory the node names was gone when the launch was queued
+            rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+        }
+        if (rc) return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+// cpudrv_big held: releases what a step holds.
+static void step_release(struct step *st)
+{
+    if (st->kind == ST_KERNEL) {
+        cpudrv_obj_put(&st->u.L.mod->o);
+        free((void *)st->u.L.args);
+    } else if (st->kind == ST_COPY) {
+        for (int k = 0; k < 2; k++)
+            if (st->u.c.hold[k]) cpudrv_obj_put(st->u.c.hold[k]);
+    }
+}
+
+static void batch_fini(struct cpudrv_op *op)
+{
+    struct batch *b = (struct batch *)op->data;
+    for (size_t i = 0; i < b->n; i++)
+        step_release(&b->s[i]);
+    free(b->s);
+}
+
+static int overlaps(const void *p, size_t n, uintptr_t lo, uintptr_t hi)
+{
+    return n && (uintptr_t)p < hi && (uintptr_t)p + n > lo;
+}
+
+// As the stream operations each step stands for: a kernel may access what any 8-byte
+// argument slot points into, a copy or memset its ranges.
+static int batch_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
+{
+    const struct batch *b = (const struct batch *)op->data;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct step *st = &b->s[i];
+        if (st->kind == ST_KERNEL) {
+            for (uint32_t off = 0; off + 8 <= st->u.L.f->argbytes; off += 8) {
+                uint64_t v;
+                memcpy(&v, st->u.L.args + off, 8);
+                if (v >= lo && v < hi) return 1;
+            }
+        } else if (st->kind == ST_COPY) {
+            const struct cpudrv_xfer *x = &st->u.c.x;
+            if (overlaps(x->dst,
+                         cpudrv_xfer_span(x->width, x->height, x->depth, x->dpitch, x->dslice), lo,
+                         hi) ||
+                overlaps(x->src,
+                         cpudrv_xfer_span(x->width, x->height, x->depth, x->spitch, x->sslice), lo,
+                         hi))
+                return 1;
+        } else if (st->kind == ST_FILL) {
+            if (overlaps(st->u.f.dst, cpudrv_fill_span(&st->u.f), lo, hi)) return 1;
+        }
+    }
+    return 0;
+}
+
+// cpudrv_big held: the step for node n launched on s (0 and no step for a disabled or
+// empty node).
+static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s, struct step *st)
+{
+    memset(st, 0, sizeof *st);
+    if (n->disabled) return 0;
+    switch (n->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        const struct cpudrv_kparams *k = &n->u.k;
+        unsigned char *args = malloc(k->f->argbytes ? k->f->argbytes : 1);
+        if (!args) return -1;
+        memcpy(args, k->args, k->f->argbytes);
+        st->kind = ST_KERNEL;
+        st->u.L.f = k->f;
+        st->u.L.mod = k->f->mod;
+        cpudrv_obj_ref(&k->f->mod->o);
+        memcpy(st->u.L.grid, k->grid, sizeof k->grid);
+        memcpy(st->u.L.block, k->block, sizeof k->block);
+        st->u.L.shmem = k->shmem;
+        st->u.L.args = args;
+        st->u.L.dying = &s->o.ctx->dying;
+        return 1;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        struct cpudrv_array *sa, *da;
+        int scls, dcls;
+        st->kind = ST_FAULT;
+        if (cpudrv_copy3d_resolve(&n->u.m.p, &st->u.c.x, &scls, &dcls, &sa, &da) == CUDA_SUCCESS) {
+            st->kind = ST_COPY;
+            if (da) cpudrv_obj_ref(st->u.c.hold[0] = &da->o);
+            if (sa) cpudrv_obj_ref(st->u.c.hold[1] = &sa->o);
+        }
+        return 1;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        const CUDA_MEMSET_NODE_PARAMS *p = &n->u.s.p;
+        struct cpudrv_fill f = {(unsigned char *)(uintptr_t)p->dst,
+                                p->pitch,
+                                p->width,
+                                p->height,
+                                p->elementSize,
+                                p->value};
+        st->kind = cpudrv_fill_check(&f) ? ST_FAULT : ST_FILL;
+        st->u.f = f;
+        return 1;
+    }
+    case CU_GRAPH_NODE_TYPE_HOST:
+        st->kind = ST_HOST;
+        st->u.h = n->u.h;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+// A launch being queued: the operation being filled, and what was queued so far.
+struct launch {
+    struct cpudrv_stream *s;
+    struct cpudrv_op *op;
+    uint64_t seq; // of the latest operation queued
+};
+
+static CUresult launch_op(struct launch *l)
+{
+    if (l->op) return CUDA_SUCCESS;
+    l->op = cpudrv_op_new(sizeof(struct batch));
+    if (!l->op) return CUDA_ERROR_OUT_OF_MEMORY;
+    l->op->run = batch_run;
+    l->op->fini = batch_fini;
+    l->op->touches = batch_touches;
+    return CUDA_SUCCESS;
+}
+
+// Queues the operation being filled, if it has steps or dependencies (force: anyway).
+static CUresult launch_flush(struct launch *l, int force)
+{
+    struct batch *b = l->op ? (struct batch *)l->op->data : NULL;
+    if (!l->op || (!force && !b->n && !l->op->ndeps)) return CUDA_SUCCESS;
+    uint64_t seq = cpudrv_stream_submit(l->s, l->op);
+    l->op = NULL;
+    if (!seq) return CUDA_ERROR_INVALID_HANDLE;
+    l->seq = seq;
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch_step(struct launch *l, const struct cpudrv_gnode *n)
+{
+    struct step st;
+    int r = make_step(n, l->s, &st);
+    if (r <= 0) return r ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    CUresult rc = launch_op(l);
+    struct batch *b = l->op ? (struct batch *)l->op->data : NULL;
+    if (!rc && b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 8;
+        struct step *s = realloc(b->s, cap * sizeof *s);
+        if (s) {
+            b->s = s;
+            b->cap = cap;
+        } else {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (rc)
+        step_release(&st);
+    else
+        b->s[b->n++] = st;
+    return rc;
+}
+
+// cpudrv_big held: queues a launch of x on s (not capturing).
+static CUresult launch(struct cpudrv_gexec *x, struct cpudrv_stream *s)
+{
+    struct launch l = {s, NULL, 0};
+    CUresult rc = launch_op(&l);
+    if (!rc && x->last && cpudrv_op_dep(l.op, x->last, x->last_seq)) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; !rc && i < x->n; i++) {
+        const struct cpudrv_gnode *n = x->order[i];
+        if (n->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD) {
+            rc = launch_flush(&l, 0);
+            if (!rc) rc = cpudrv_event_record_on(n->u.ev, s);
+            if (!rc) l.seq = n->u.ev->seq;
+        } else if (n->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT) {
+            struct batch *b = l.op ? (struct batch *)l.op->data : NULL;
+            if (b && b->n) rc = launch_flush(&l, 0);
+            if (!rc) rc = launch_op(&l);
+            if (!rc && cpudrv_event_dep(n->u.ev, l.op)) rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            rc = launch_step(&l, n);
+        }
+    }
+    if (!rc) rc = launch_flush(&l, !l.seq);
+    if (l.op) cpudrv_op_discard(l.op);
+    if (l.seq) {
+        cpudrv_obj_ref(&s->o);
+        if (x->last) cpudrv_obj_put(&x->last->o);
+        x->last = s;
+        x->last_seq = l.seq;
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- instantiation */
+
+// Appends g's nodes, in an order that respects every edge, to x->order, a child graph
+// node's graph in its place. INVALID_VALUE for a cycle (*bad: the top-level node on it).
+static CUresult flatten(struct cpudrv_gexec *x, const struct cpudrv_graph *g, size_t *cap,
+                        struct cpudrv_gnode **bad)
+{
+    struct cpudrv_gnode **o, *b = NULL;
+    CUresult rc = cpudrv_graph_order(g, &o, &b);
+    if (rc) {
+        *bad = b;
+        return rc;
+    }
+    for (size_t i = 0; !rc && i < g->n; i++) {
+        if (o[i]->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            rc = flatten(x, o[i]->u.child, cap, bad);
+            if (rc) *bad = o[i];
+            continue;
+        }
+        if (x->n == *cap) {
+            size_t c = *cap ? *cap * 2 : 16;
+            struct cpudrv_gnode **p = realloc(x->order, c * sizeof *p);
+            if (!p) {
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+                break;
+            }
+            x->order = p;
+            *cap = c;
+        }
+        x->order[x->n++] = o[i];
+    }
+    free(o);
+    return rc;
+}
+
+// Only kernel, memcpy, memset and child graph nodes may be launched from the device, and
+// at least one node must do work.
+static int device_ok(const struct cpudrv_gexec *x, const struct cpudrv_graph *g,
+                     struct cpudrv_gnode **bad)
+{
+    for (struct cpudrv_gnode *n = g->head; n; n = n->next)
+        if (n->type != CU_GRAPH_NODE_TYPE_KERNEL && n->type != CU_GRAPH_NODE_TYPE_MEMCPY &&
+            n->type != CU_GRAPH_NODE_TYPE_MEMSET &&
+            (n->type != CU_GRAPH_NODE_TYPE_GRAPH || !device_ok(x, n->u.child, bad))) {
+            if (!*bad) *bad = n;
+            return 0;
+        }
+    return g != x->g || x->n > 0;
+}
+
+// cpudrv_big held: queues an upload of x on s: it orders nothing but the launches.
+static CUresult upload(struct cpudrv_gexec *x, struct cpudrv_stream *s)
+{
+    int capturing = 0;
+    CUresult rc = cpudrv_capture_check(s, &capturing);
+    if (rc || capturing) return rc; // nothing for a graph to capture
+    struct cpudrv_op *op = cpudrv_op_new(0);
+    if (!op || (x->last && cpudrv_op_dep(op, x->last, x->last_seq))) {
+        if (op) cpudrv_op_discard(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint64_t seq = cpudrv_stream_submit(s, op);
+    if (!seq) return CUDA_ERROR_INVALID_HANDLE;
+    cpudrv_obj_ref(&s->o);
+    if (x->last) cpudrv_obj_put(&x->last->o);
+    x->last = s;
+    x->last_seq = seq;
+    return CUDA_SUCCESS;
+}
+
+static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, cuuint64_t flags, int with_params,
+                            CUstream hUpload, CUgraphNode *err, CUgraphInstantiateResult *res)
+{
+    const cuuint64_t known =
+        CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+        CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+    *err = NULL;
+    *res = CUDA_GRAPH_INSTANTIATE_ERROR;
+    CUresult rc = cpudrv_ready();
+    if (rc) return rc;
+    if (!out || (flags & ~known) ||
+        (!with_params && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) ||
+        ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) &&
+         (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)))
+        return CUDA_ERROR_INVALID_VALUE;
+    cpudrv_lock();
+    struct cpudrv_graph *g = cpudrv_graph_find(hGraph);
+    struct cpudrv_gexec *x = NULL;
+    struct cpudrv_gnode *bad = NULL;
+    struct cpudrv_stream *us = NULL;
+    size_t cap = 0;
+    if (!g || cpudrv_graph_capturing(g)) rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+        rc = cpudrv_stream_get(hUpload, cpudrv_ctx_current(), &us);
+    if (!rc && !(x = calloc(1, sizeof *x))) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        cpudrv_obj_init(&x->o, CPUDRV_K_GEXEC, NULL, exec_release);
+        x->flags = flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+        rc = cpudrv_graph_clone(g, 0, &x->g);
+    }
+    if (!rc) {
+        rc = flatten(x, x->g, &cap, &bad);
+        if (rc == CUDA_ERROR_INVALID_VALUE) {
+            *res = CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE;
+            for (struct cpudrv_gnode *n = g->head; bad && n; n = n->next)
+                if (n->id == bad->orig) *err = (CUgraphNode)n;
+        }
+    }
+    if (!rc && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) && !device_ok(x, x->g, &bad)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        *res = CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
+        for (struct cpudrv_gnode *n = g->head; bad && n; n = n->next)
+            if (n->id == bad->orig) *err = (CUgraphNode)n;
+    }
+    if (!rc && us) rc = upload(x, us);
+    if (rc) {
+        if (x && x->g)
+            exec_release(&x->o);
+        else
+            free(x);
+    } else {
+        cpudrv_obj_publish(&x->o);
+        *out = (CUgraphExec)x;
+        *res = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    }
+    cpudrv_unlock();
+    return rc;
+}
+
+// Instantiates a graph (flags: AUTO_FREE_ON_LAUNCH, DEVICE_LAUNCH, USE_NODE_PRIORITY).
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    CUgraphNode err;
+    CUgraphInstantiateResult res;
+    return TR(instantiate(phGraphExec, hGraph, flags, 0, NULL, &err, &res));
+}
+
+// Instantiates a graph, uploading it if asked, and says why it could not.
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    if (!instantiateParams) return TR(CUDA_ERROR_INVALID_VALUE);
+    CUDA_GRAPH_INSTANTIATE_PARAMS *p = instantiateParams;
+    return TR(instantiate(phGraphExec, hGraph, p->flags, 1, p->hUploadStream, &p->hErrNode_out,
+                          &p->result_out));
+}
+
+// The flags an executable graph was instantiated with (UPLOAD is not one of them).
+CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!flags) return TR(CUDA_ERROR_INVALID_VALUE);
+    cpudrv_lock();
+    struct cpudrv_gexec *x = exec_find(hGraphExec);
+    if (x)
+        *flags = x->flags;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Destroys an executable graph; launches already queued still run.
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    struct cpudrv_gexec *x = exec_find(hGraphExec);
+    if (x)
+        cpudrv_obj_unpublish(&x->o);
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+/* ---------------------------------------------------------------- launch and upload */
+
+// Queues the executable graph on a stream, after the stream's work and the graph's
+// previous launches. On a capturing stream it becomes a child graph node.
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    struct cpudrv_gexec *x = exec_find(hGraphExec);
+    struct cpudrv_stream *s;
+    int capturing = 0;
+    rc = x ? cpudrv_stream_get(hStream, cpudrv_ctx_current(), &s) : CUDA_ERROR_INVALID_VALUE;
+    if (!rc) rc = cpudrv_capture_check(s, &capturing);
+    if (!rc && capturing) {
+        struct cpudrv_gnode *n = cpudrv_gnode_new(CU_GRAPH_NODE_TYPE_GRAPH);
+        if (!n)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else if ((rc = cpudrv_graph_clone(x->g, 1, &n->u.child)) != CUDA_SUCCESS)
+            cpudrv_gnode_free(n);
+        if (!rc) {
+            n->u.child->owner = n;
+            rc = cpudrv_capture_add(s, n);
+        }
+    } else if (!rc) {
+        rc = launch(x, s);
+    }
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Prepares the executable graph on a stream (ordered like a launch; nothing to do here).
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    struct cpudrv_gexec *x = exec_find(hGraphExec);
+    struct cpudrv_stream *s;
+    rc = x ? cpudrv_stream_get(hStream, cpudrv_ctx_current(), &s) : CUDA_ERROR_INVALID_VALUE;
+    if (!rc) rc = upload(x, s);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+/* ---------------------------------------------------------------- updates */
+
+// Pairs the nodes of executable graph copy eg and graph sg in creation order and says
+// whether sg's parameters can replace eg's (topology, types, what may change by type).
+static CUgraphExecUpdateResult update_check(const struct cpudrv_graph *eg,
+                                            const struct cpudrv_graph *sg, CUgraphNode *err,
+                                            CUgraphNode *err_from)
+{
+    if (eg->n != sg->n) return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    size_t i = 0;
+    for (struct cpudrv_gnode *a = eg->head, *b = sg->head; a; a = a->next, b = b->next, i++)
+        a->mark = b->mark = i;
+    for (struct cpudrv_gnode *a = eg->head, *b = sg->head; a; a = a->next, b = b->next) {
+        *err = (CUgraphNode)b;
+        if (a->type != b->type) return CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        if (a->in.n != b->in.n) return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        for (size_t k = 0; k < b->in.n; k++) {
+            int found = 0;
+            for (size_t j = 0; j < a->in.n; j++)
+                found |= a->in.e[j].n->mark == b->in.e[k].n->mark;
+            if (!found) {
+                *err_from = (CUgraphNode)b->in.e[k].n;
+                return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+            }
+        }
+        if (a->type == CU_GRAPH_NODE_TYPE_KERNEL && a->u.k.f->mod->o.ctx != b->u.k.f->mod->o.ctx)
+            return CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE;
+        if (a->type == CU_GRAPH_NODE_TYPE_MEMCPY &&
+            (a->u.m.p.srcMemoryType != b->u.m.p.srcMemoryType ||
+             a->u.m.p.dstMemoryType != b->u.m.p.dstMemoryType))
+            return CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+        if (a->type == CU_GRAPH_NODE_TYPE_MEMSET) {
+            const CUDA_MEMSET_NODE_PARAMS *p = &a->u.s.p, *q = &b->u.s.p;
+            if ((p->height > 1 || q->height > 1) &&
+                (p->height != q->height || p->width != q->width ||
+                 p->elementSize != q->elementSize || p->pitch != q->pitch))
+                return CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+        }
+        if (a->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            CUgraphExecUpdateResult r = update_check(a->u.child, b->u.child, err, err_from);
+            if (r != CU_GRAPH_EXEC_UPDATE_SUCCESS) return r;
+        }
+    }
+    *err = NULL;
+    return CU_GRAPH_EXEC_UPDATE_SUCCESS;
+}
+
+// Copies the parameters of sg's nodes into their pairs in eg (checked by update_check).
+static CUresult update_apply(struct cpudrv_graph *eg, const struct cpudrv_graph *sg)
+{
+    CUresult rc = CUDA_SUCCESS;
+    for (struct cpudrv_gnode *a = eg->head, *b = sg->head; !rc && a; a = a->next, b = b->next)
+        rc = a->type == CU_GRAPH_NODE_TYPE_GRAPH ? update_apply(a->u.child, b->u.child)
+                                                 : cpudrv_gnode_params_copy(a, b, 0);
+    return rc;
+}
+
+// Takes the parameters of a graph of the same shape into the executable graph.
+CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                              CUgraphExecUpdateResultInfo *resultInfo)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!resultInfo) return TR(CUDA_ERROR_INVALID_VALUE);
+    memset(resultInfo, 0, sizeof *resultInfo);
+    resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    cpudrv_lock();
+    struct cpudrv_gexec *x = exec_find(hGraphExec);
+    struct cpudrv_graph *g = cpudrv_graph_find(hGraph);
+    if (!x || !g || cpudrv_graph_capturing(g)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        resultInfo->result =
+            update_check(x->g, g, &resultInfo->errorNode, &resultInfo->errorFromNode);
+        if (resultInfo->result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+            rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        else
+            rc = update_apply(x->g, g);
+    }
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Locks and finds an executable graph and its copy of node h (of a type, or any if type
+// is negative); on success cpudrv_big is HELD.
+static CUresult exec_and_node(CUgraphExec hx, CUgraphNode h, int type, struct cpudrv_gexec **x,
+                              struct cpudrv_gnode **n)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return rc;
+    cpudrv_lock();
+    struct cpudrv_gnode *o = cpudrv_gnode_find(h);
+    *x = exec_find(hx);
+    *n = *x && o ? exec_node((*x)->g, o->id) : NULL;
+    if (!*n || (type >= 0 && (int)(*n)->type != type)) {
+        cpudrv_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+// Replaces en's parameters with those of tmp (a node made only to validate them), then
+// frees tmp.
+static CUresult take_params(struct cpudrv_gnode *en, struct cpudrv_gnode *tmp)
+{
+    CUresult rc = cpudrv_gnode_params_copy(en, tmp, 0);
+    cpudrv_gnode_free(tmp);
+    return rc;
+}
+
+// Sets a kernel node's parameters for later launches of the executable graph (its
+// function must stay in the same context).
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                           const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_KERNEL, &x, &en);
+    if (rc) return TR(rc);
+    struct cpudrv_gnode *tmp = cpudrv_gnode_new(CU_GRAPH_NODE_TYPE_KERNEL);
+    rc = tmp ? cpudrv_gnode_set_kernel(tmp, nodeParams, cpudrv_ctx_current())
+             : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc && tmp->u.k.f->mod->o.ctx != en->u.k.f->mod->o.ctx) rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc)
+        rc = take_params(en, tmp);
+    else if (tmp)
+        cpudrv_gnode_free(tmp);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Sets a memcpy node's parameters for later launches: a 1D copy between memory of the same
+// kinds as before.
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                        const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMCPY, &x, &en);
+    if (rc) return TR(rc);
+    struct cpudrv_gnode *tmp = cpudrv_gnode_new(CU_GRAPH_NODE_TYPE_MEMCPY);
+    rc = tmp ? cpudrv_gnode_set_memcpy(tmp, copyParams, ctx, cpudrv_ctx_current())
+             : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        const CUDA_MEMCPY3D *a = &en->u.m.p, *b = &tmp->u.m.p;
+        if (a->Height != 1 || a->Depth != 1 || b->Height != 1 || b->Depth != 1 ||
+            a->srcMemoryType != b->srcMemoryType || a->dstMemoryType != b->dstMemoryType)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!rc)
+        rc = take_params(en, tmp);
+    else if (tmp)
+        cpudrv_gnode_free(tmp);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Sets a memset node's parameters for later launches: a 2D memset keeps its shape, a 1D
+// one stays 1D.
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                        const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMSET, &x, &en);
+    if (rc) return TR(rc);
+    struct cpudrv_gnode *tmp = cpudrv_gnode_new(CU_GRAPH_NODE_TYPE_MEMSET);
+    rc = tmp ? cpudrv_gnode_set_memset(tmp, memsetParams, ctx, cpudrv_ctx_current())
+             : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        const CUDA_MEMSET_NODE_PARAMS *p = &en->u.s.p, *q = &tmp->u.s.p;
+        if ((p->height > 1 || q->height > 1) &&
+            (p->height != q->height || p->width != q->width || p->elementSize != q->elementSize ||
+             p->pitch != q->pitch))
+            rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!rc)
+        rc = take_params(en, tmp);
+    else if (tmp)
+        cpudrv_gnode_free(tmp);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Sets a host node's function and data for later launches.
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                      const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_HOST, &x, &en);
+    if (rc) return TR(rc);
+    if (!nodeParams || !nodeParams->fn)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        en->u.h = *nodeParams;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Takes the parameters of a graph shaped like a child graph node's into its copy.
+CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                            CUgraph childGraph)
+{
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_GRAPH, &x, &en);
+    if (rc) return TR(rc);
+    struct cpudrv_graph *g = cpudrv_graph_find(childGraph);
+    CUgraphNode err = NULL, from = NULL;
+    if (!g || cpudrv_graph_capturing(g) ||
+        update_check(en->u.child, g, &err, &from) != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        rc = update_apply(en->u.child, g);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+static CUresult exec_event(CUgraphExec hGraphExec, CUgraphNode hNode, int type, CUevent event)
+{
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, type, &x, &en);
+    if (rc) return rc;
+    struct cpudrv_event *e = cpudrv_event_find(event);
+    if (e) {
+        cpudrv_obj_ref(&e->o);
+        cpudrv_obj_put(&en->u.ev->o);
+        en->u.ev = e;
+    } else {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    cpudrv_unlock();
+    return rc;
+}
+
+// Sets an event record node's event for later launches.
+CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                            CUevent event)
+{
+    return TR(exec_event(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event));
+}
+
+// Sets an event wait node's event for later launches.
+CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
+{
+    return TR(exec_event(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event));
+}
+
+// Kernel, memcpy and memset nodes can be disabled (they then do nothing) and enabled.
+static int can_disable(const struct cpudrv_gnode *n)
+{
+    return n->type == CU_GRAPH_NODE_TYPE_KERNEL || n->type == CU_GRAPH_NODE_TYPE_MEMCPY ||
+           n->type == CU_GRAPH_NODE_TYPE_MEMSET;
+}
+
+// Enables or disables a node for later launches.
+CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, -1, &x, &en);
+    if (rc) return TR(rc);
+    if (can_disable(en))
+        en->disabled = !isEnabled;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Whether a node is enabled in the executable graph.
+CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+    if (!isEnabled) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, -1, &x, &en);
+    if (rc) return TR(rc);
+    if (can_disable(en))
+        *isEnabled = !en->disabled;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Sets a node's parameters of any type for later launches, with the rules of the typed
+// calls it stands for (empty nodes have none).
+CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                  CUgraphNodeParams *nodeParams)
+{
+    if (!nodeParams) return TR(CUDA_ERROR_INVALID_VALUE);
+    const CUgraphNodeParams *p = nodeParams;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS k = cpudrv_kernel_params_typed(&p->kernel);
+        return cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &k);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, &p->memcpy.copyParams,
+                                              p->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS m = cpudrv_memset_params_typed(&p->memset);
+        return cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, &m, p->memset.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        CUDA_HOST_NODE_PARAMS h = {p->host.fn, p->host.userData};
+        return cuGraphExecHostNodeSetParams(hGraphExec, hNode, &h);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        return cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, p->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_EMPTY: {
+        struct cpudrv_gexec *x;
+        struct cpudrv_gnode *en;
+        CUresult rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_EMPTY, &x, &en);
+        if (!rc) cpudrv_unlock();
+        return TR(rc);
+    }
+    case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
+    case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return TR(CUDA_ERROR_NOT_SUPPORTED);
+    default:
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    }
+}
