@@ -38,6 +38,10 @@ enum shim_pkind {
     SHIM_PK_STR,     /* NUL-terminated input string */
     SHIM_PK_RANGE,   /* pointer to one device address: the base of a range the call makes */
     SHIM_PK_OUTSTR,  /* const char **: a string the callee returns (travels as text) */
+    SHIM_PK_CTX,     /* CUcontext: the client sends its context's id, the server passes the
+                        device's real context (NULL stays NULL: the current one) */
+    SHIM_PK_OUTREF,  /* const T **: the callee returns a pointer to an array of its own, of
+                        *params[count_arg] elements (an output); the elements travel */
 };
 
 /* Where the element count of a pointer parameter comes from. */
@@ -88,7 +92,8 @@ struct shim_span {
 enum shim_mkind {
     SHIM_MK_HANDLE = 1, /* checked against the caller's objects, mapped like a parameter */
     SHIM_MK_NULL,       /* a host pointer or handle that must be NULL (else refused) */
-    SHIM_MK_OPAQUE,     /* passed as it is: a value the server never uses as an address */
+    SHIM_MK_OPAQUE,     /* passed as it is: a value the server never uses as an address, or
+                           one the hook of every call that passes the struct checks */
 };
 
 struct shim_member {
@@ -117,9 +122,14 @@ struct shim_param {
     uint32_t count_fixed; /* SHIM_CK_FIXED: the count; SHIM_CK_FN: the size function */
     uint8_t creates;    /* OUT handle or RANGE: 1 = a new object the caller owns */
     uint8_t after;      /* RANGE: its size is only known from outputs, after the call */
+    uint8_t pflags;     /* SHIM_PF_* */
     const struct shim_span *span;  /* DPTR: the memory it names; RANGE: its size (width) */
     const struct shim_struct *st;  /* IN/OUT/INOUT of structs with members to check */
 };
+
+/* Pointer parameter flags. */
+#define SHIM_PF_OPTIONAL 0x1u /* IN: NULL is the API's "none", passed on as NULL (opt-in:) */
+#define SHIM_PF_ON_ERROR 0x2u /* OUT: written back when the call fails too (always-out:) */
 
 /* Per-call flags. */
 #define SHIM_CF_PTDS 0x1u    /* a _ptds/_ptsz entry: the NULL stream means per-thread */
@@ -215,6 +225,10 @@ const char *shim_error_name(CUresult r);
 #define SHIM_P_HANDLE(T, HT)                                                                       \
     {.kind = SHIM_PK_HANDLE, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T), .htype = HT}
 #define SHIM_P_STR() {.kind = SHIM_PK_STR, .vclass = SHIM_VC_PTR, .size = sizeof(void *)}
+#define SHIM_P_CTX() {.kind = SHIM_PK_CTX, .vclass = SHIM_VC_PTR, .size = sizeof(CUcontext)}
+#define SHIM_P_OUTREF(T, HT, COUNT)                                                                \
+    {.kind = SHIM_PK_OUTREF, .vclass = SHIM_VC_PTR, .size = sizeof(void *), .elem = sizeof(T),   \
+     .htype = HT, .ckind = SHIM_CK_DEREF, .count_arg = COUNT}
 #define SHIM_P_OUTSTR()                                                                            \
     {.kind = SHIM_PK_OUTSTR, .vclass = SHIM_VC_PTR, .size = sizeof(void *),                       \
      .elem = sizeof(const char *), .ckind = SHIM_CK_ONE}
@@ -224,13 +238,14 @@ const char *shim_error_name(CUresult r);
      .htype = HT, .ckind = SHIM_CK_ONE, .creates = 1, .after = AFTER, .span = SPAN}
 /* Pointer parameters: element type, handle type of the elements (0 none), count, creates,
  * member table of struct elements (NULL: plain bytes). */
-#define SHIM_P_PTR(KIND, T, HT, COUNT, CREATES, ST)                                                \
+#define SHIM_P_PTR(KIND, T, HT, COUNT, CREATES, ST, PFLAGS)                                        \
     {.kind = KIND,                                                                                 \
      .vclass = SHIM_VC_PTR,                                                                        \
      .size = sizeof(void *),                                                                       \
      .elem = sizeof(T),                                                                            \
      .htype = HT,                                                                                  \
      .creates = CREATES,                                                                           \
+     .pflags = PFLAGS,                                                                             \
      .st = ST,                                                                                     \
      COUNT}
 #define SHIM_N_ONE .ckind = SHIM_CK_ONE

@@ -8,7 +8,13 @@
 static int is_value(uint8_t kind)
 {
     return kind == SHIM_PK_VAL || kind == SHIM_PK_HANDLE || kind == SHIM_PK_DPTR ||
-           kind == SHIM_PK_RAW;
+           kind == SHIM_PK_RAW || kind == SHIM_PK_CTX;
+}
+
+/* Reply room of an OUTREF: its count, then its elements. */
+static size_t outref_room(const struct shim_param *p)
+{
+    return 8 + PAD8((size_t)CHAN_OUTREF_MAX * p->elem);
 }
 
 static int is_output(uint8_t kind)
@@ -147,13 +153,13 @@ size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_
             off += 8 + PAD8(n);
             continue;
         }
-        if (p->kind == SHIM_PK_OUTSTR) {
-            hdr[1] = 1;
+        if (p->kind == SHIM_PK_OUTSTR || p->kind == SHIM_PK_OUTREF) {
+            hdr[1] = p->kind == SHIM_PK_OUTSTR;
             if (buf)
                 memcpy(buf + off, hdr, 8);
             off += 8;
             if (ptr)
-                rlen += CHAN_OUTSTR_MAX;
+                rlen += p->kind == SHIM_PK_OUTSTR ? CHAN_OUTSTR_MAX : outref_room(p);
             continue;
         }
         uint64_t n = 0;
@@ -190,7 +196,7 @@ toolarge:
 }
 
 void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const uint8_t *reply,
-                       size_t len, const char *(*intern)(const char *s))
+                       size_t len, const struct chan_keep *keep, unsigned only)
 {
     /* Counts first: an INOUT count parameter is overwritten by the reply, but the layout
      * was sized by its entry value. */
@@ -206,14 +212,37 @@ void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const
         void *ptr = *(void *const *)argv[i];
         if (!ptr)
             continue;
+        /* Skipped outputs still take their room in the reply. */
+        if (only && !(p->pflags & only))
+            ptr = NULL;
         if (p->kind == SHIM_PK_OUTSTR) {
+            if (!ptr) {
+                off += CHAN_OUTSTR_MAX;
+                continue;
+            }
             if (off + CHAN_OUTSTR_MAX > len)
                 return;
             char text[CHAN_OUTSTR_MAX];
             memcpy(text, reply + off, CHAN_OUTSTR_MAX);
             text[CHAN_OUTSTR_MAX - 1] = '\0';
-            *(const char **)ptr = intern ? intern(text) : NULL;
+            *(const char **)ptr = keep ? keep->str(text) : NULL;
             off += CHAN_OUTSTR_MAX;
+            continue;
+        }
+        if (p->kind == SHIM_PK_OUTREF) {
+            uint64_t count;
+            if (!ptr) {
+                off += outref_room(p);
+                continue;
+            }
+            if (off + outref_room(p) > len)
+                return;
+            memcpy(&count, reply + off, 8);
+            if (count > CHAN_OUTREF_MAX)
+                count = 0;
+            *(const void **)ptr =
+                count && keep ? keep->array(i, reply + off + 8, count * p->elem) : NULL;
+            off += outref_room(p);
             continue;
         }
         if (!is_output(p->kind))
@@ -221,7 +250,8 @@ void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const
         size_t bytes = n[i] * p->elem;
         if (off + bytes > len)
             return;
-        memcpy(ptr, reply + off, bytes);
+        if (ptr)
+            memcpy(ptr, reply + off, bytes);
         off += PAD8(bytes);
     }
 }
@@ -268,12 +298,13 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
             off += PAD8(bytes);
             continue;
         }
-        if (p->kind == SHIM_PK_OUTSTR) {
-            if (hdr[1] != 1 || CHAN_OUTSTR_MAX > cap - ooff || ooff > cap)
+        if (p->kind == SHIM_PK_OUTSTR || p->kind == SHIM_PK_OUTREF) {
+            size_t room = p->kind == SHIM_PK_OUTSTR ? CHAN_OUTSTR_MAX : outref_room(p);
+            if (hdr[1] != (p->kind == SHIM_PK_OUTSTR) || ooff > cap || room > cap - ooff)
                 return CUDA_ERROR_INVALID_VALUE;
             a->out_off[i] = ooff;
-            memset(out + ooff, 0, CHAN_OUTSTR_MAX);
-            ooff += CHAN_OUTSTR_MAX;
+            memset(out + ooff, 0, room);
+            ooff += room;
             a->ptr[i] = &a->spare[i]; /* the driver writes its pointer here */
             a->count[i] = 1;
             continue;
@@ -305,7 +336,7 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
         if (is_value(p->kind) || p->kind == SHIM_PK_STR || p->kind == SHIM_PK_OUTSTR ||
-            a->absent[i])
+            p->kind == SHIM_PK_OUTREF || a->absent[i])
             continue;
         uint64_t want;
         switch (p->ckind) {

@@ -6,8 +6,11 @@
  *                                         count * elem bytes, padded to 8
  *   STR                                   u32 present, u32 length with the NUL, bytes, pad
  *   OUTSTR                                u32 present, u32 1
+ *   OUTREF                                u32 present, u32 0
+ *   CTX (a value)                         the id of the client's context, 0 for NULL
  * Reply payload: the OUT, INOUT and RANGE buffers the caller passed, in parameter order,
- * each padded to 8; an OUTSTR is CHAN_OUTSTR_MAX bytes of NUL-terminated text.
+ * each padded to 8; an OUTSTR is CHAN_OUTSTR_MAX bytes of NUL-terminated text; an OUTREF
+ * a u64 element count, then CHAN_OUTREF_MAX elements' room.
  * Counts are computed once by the client from the arguments; the server takes them from
  * the request, checks them against the descriptor, and never reads client memory. */
 #ifndef MPSSHIM_MARSHAL_H
@@ -20,6 +23,14 @@
 
 #define CHAN_MAX_ARGS 24
 #define CHAN_OUTSTR_MAX 4096u /* longest string an OUTSTR returns, NUL included */
+#define CHAN_OUTREF_MAX 512u  /* most elements an OUTREF array returns */
+
+/* What the client keeps of replies whose data must outlive the call: strings (for the
+ * process) and OUTREF arrays (for the calling thread, until its next such call). */
+struct chan_keep {
+    const char *(*str)(const char *s);
+    const void *(*array)(int param, const void *data, size_t bytes);
+};
 
 /* Client: packs the arguments (argv[i] = address of parameter i) into buf (cap bytes);
  * with buf NULL, only sizes them. Returns the payload size, or 0 with *err set (too
@@ -28,9 +39,11 @@ size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_
                       size_t cap, size_t *reply_len, CUresult *err);
 
 /* Client: copies OUT/INOUT/RANGE data of a reply into the caller's pointers; an OUTSTR's
- * text goes through `intern`, which returns the pointer the caller keeps. */
+ * text and an OUTREF's elements go through `keep`, which gives the pointers the caller
+ * receives. `only`: 0 for every output, else those of parameters with one of these
+ * SHIM_PF_* flags (a failed call's reply: SHIM_PF_ON_ERROR). */
 void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const uint8_t *reply,
-                       size_t len, const char *(*intern)(const char *s));
+                       size_t len, const struct chan_keep *keep, unsigned only);
 
 /* Server: a decoded request. Pointers point into the request buffer (IN/INOUT/STR) or
  * into `out` (OUT/INOUT/RANGE data is laid out there), ready for the real call. */
@@ -38,10 +51,11 @@ struct chan_args {
     uint64_t val[CHAN_MAX_ARGS];    /* value of each value-like parameter */
     void *ptr[CHAN_MAX_ARGS];       /* pointer argument of each pointer parameter */
     uint32_t count[CHAN_MAX_ARGS];  /* element count of each pointer parameter */
-    size_t out_off[CHAN_MAX_ARGS];  /* offset of each OUT/INOUT/RANGE/OUTSTR buffer in `out` */
+    size_t out_off[CHAN_MAX_ARGS];  /* offset of each OUT/INOUT/RANGE/OUTSTR/OUTREF buffer in
+                                       `out` */
     uint8_t absent[CHAN_MAX_ARGS];  /* the caller passed NULL (the server may still need it) */
     uint64_t spare[CHAN_MAX_ARGS];  /* stands in for outputs the caller did not ask for, and
-                                       holds the driver's pointer of each OUTSTR */
+                                       holds the driver's pointer of each OUTSTR and OUTREF */
     uint8_t *out;                   /* reply buffer */
     size_t out_len;
 };

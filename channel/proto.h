@@ -25,7 +25,7 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 3     /* incompatible changes (3: calls carried by descriptions) */
-#define CHAN_PROTO_MINOR 0     /* compatible additions */
+#define CHAN_PROTO_MINOR 1     /* compatible additions (1: CHAN_OP_KERNEL_NODE) */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -220,6 +220,7 @@ enum chan_op {
     CHAN_OP_ERROR_STRING,       /* i32 code -> string */
     CHAN_OP_HOST_FUNC,          /* chan_host_func -> - (async) */
     CHAN_OP_OCCUPANCY,          /* chan_occupancy + attrs -> i32 */
+    CHAN_OP_KERNEL_NODE,        /* chan_kernel_node + deps + params -> u64 node (add) */
     CHAN_OP_END,
 };
 
@@ -372,6 +373,27 @@ struct chan_occupancy {
     uint64_t stream; /* the configuration's stream: its context decides the SMs counted */
     uint32_t what;   /* enum chan_occupancy_what */
     uint32_t pad;
+};
+
+/* A graph's kernel node: added, or its parameters set (in the graph, or in an exec of it).
+ * The client packs the kernel's parameters by the function's layout, as for a launch; the
+ * node's dependencies (u64 node handles) then the packed parameters follow. */
+#define CHAN_MAX_DEPS 256          /* dependencies of one added node */
+#define CHAN_MAX_PARAM_BYTES 32764 /* the largest parameter buffer of a CUDA 12.1+ kernel */
+enum chan_kernel_node_what {
+    CHAN_KN_ADD = 1,  /* cuGraphAddKernelNode: graph, deps -> the new node */
+    CHAN_KN_SET,      /* cuGraphKernelNodeSetParams: node */
+    CHAN_KN_EXEC_SET, /* cuGraphExecKernelNodeSetParams: graph = the exec, node */
+};
+struct chan_kernel_node {
+    uint32_t what; /* enum chan_kernel_node_what */
+    uint32_t ndeps;
+    uint64_t graph; /* CUgraph (add) or CUgraphExec (exec set) */
+    uint64_t node;
+    uint64_t func;  /* CUfunction, or a CUkernel standing for one */
+    uint32_t grid[3], block[3];
+    uint32_t smem;
+    uint32_t param_bytes;
 };
 
 /* The n-th host function of the client, on `stream`. */

@@ -175,10 +175,10 @@ def parse_symbols(path):
             if words[0] == "%struct":
                 members = {}
                 for w in words[2:]:
-                    m = re.match(r"^([\w.]+):(null|opaque)$", w)
+                    m = re.match(r"^([\w.]+):(null|opaque|checked)$", w)
                     if not m:
-                        raise GenError("%s: %%struct %s: bad member note '%s' (path:null or "
-                                       "path:opaque)" % (where, words[1], w))
+                        raise GenError("%s: %%struct %s: bad member note '%s' (path:null, "
+                                       "path:opaque or path:checked)" % (where, words[1], w))
                     members[m.group(1)] = m.group(2)
                 structs.append(StructDesc(words[1], members, lineno))
                 continue
@@ -238,6 +238,7 @@ class Model:
         self.syms = {s.name: s for s in syms}
         self.size_fns = []      # names of channel/sizes.c functions used by counts
         self.used_structs = {}  # struct name -> [(path, kind, htype enum)]
+        self.checked_structs = set()  # structs with members only hooks check
 
 
 class Described:
@@ -311,11 +312,17 @@ def parse_size(text, index, proto, model, fail, sym, allow_fn=True):
     return "SHIM_SIZE(%d, %d, %d, %d, %d)" % (a[1], int(a[2]), b[1], int(b[2]), k), (args, k)
 
 
-def struct_members(model, tname, sym, fail):
+def struct_members(model, tname, sym, fail, given):
     """The member table of struct type `tname` passed by pointer: handles checked and
     mapped, host pointers that must be NULL, members passed as they are (opaque). Refuses
-    a struct with a pointer, handle or device address nobody described."""
+    a struct with a pointer, handle or device address nobody described. `given`: the
+    client hands the struct in (in:, inout:), so members marked checked need the call's
+    server hook; a struct the server only returns is the server's own word."""
+    need_hook = given and not sym.checked_ok
     if tname in model.used_structs:
+        if tname in model.checked_structs and need_hook:
+            fail(sym, "struct %s has members checked by hooks, but %s has no server: hook"
+                 % (tname, sym.name))
         return model.used_structs[tname]
     # The description may name the struct by any of its typedefs.
     rec = model.ctypes.resolve(tname)[1]
@@ -331,6 +338,11 @@ def struct_members(model, tname, sym, fail):
         note = described.pop(path, None) if path else None
         if note == "null":
             out.append((path, "SHIM_MK_NULL", "SHIM_HT_NONE"))
+        elif note == "checked":
+            if need_hook:
+                fail(sym, "struct %s: member %s is checked by a hook, but %s has no server: hook"
+                     % (tname, path, sym.name))
+            out.append((path, "SHIM_MK_OPAQUE", "SHIM_HT_NONE"))
         elif note == "opaque":
             out.append((path, "SHIM_MK_OPAQUE", "SHIM_HT_NONE"))
         elif what == "handle" and not in_union and t in model.handle_types:
@@ -340,12 +352,16 @@ def struct_members(model, tname, sym, fail):
                  % (tname, path, what, " in a union" if in_union else "", tname, path))
     for path in described:
         fail(sym, "%%struct %s: %s is not a pointer, handle or device address member" % (tname, path))
+    if desc and "checked" in desc.members.values():
+        model.checked_structs.add(tname)
     model.used_structs[tname] = out
     return out
 
 
 def describe(sym, proto, model, fail):
     d = Described(sym, proto)
+    # Struct members marked `checked` are the server hook's to check.
+    sym.checked_ok = any(n[0] == "server" for n in sym.notes)
     if sym.name.endswith(PTDS_SUFFIXES):
         d.flags.append("SHIM_CF_PTDS")
     if sym.cls not in ("sync", "async"):
@@ -405,9 +421,23 @@ def describe(sym, proto, model, fail):
 
     for i, p in enumerate(proto.params):
         key, count = notes.get(p.name, (None, None))
+        # opt-in:p is in:p where NULL is the API's "none" (the driver gets NULL);
+        # always-out:p is out:p written back when the call fails too.
+        pflags = []
+        if key == "opt-in":
+            key, pflags = "in", ["SHIM_PF_OPTIONAL"]
+        elif key == "always-out":
+            key, pflags = "out", ["SHIM_PF_ON_ERROR"]
         t = p.ctype
-        if t in ("CUcontext", "CUgreenCtx"):
+        if t == "CUgreenCtx" or p.pointee() in ("CUcontext", "CUgreenCtx"):
             fail(sym, "parameter %s is a %s: contexts live in the client, make it manual" % (p.name, t))
+        if t == "CUcontext":
+            # A context the call acts in: the client sends its id, the server the device's
+            # real context (NULL: the current one).
+            if key is not None:
+                fail(sym, "note %s:%s on a context" % (key, p.name))
+            d.params.append("SHIM_P_CTX()")
+            continue
         if key == "destroys":
             if t in DPTR_TYPES:
                 d.params.append("SHIM_P_DPTR(%s, NULL)" % t)
@@ -465,6 +495,22 @@ def describe(sym, proto, model, fail):
             d.params.append("SHIM_P_OUTSTR()")
             d.needed.add(i)
             continue
+        if key == "outref":
+            # const T **: the callee returns a pointer to an array of its own (count from an
+            # output); the elements travel, the client keeps them for the calling thread.
+            m = re.match(r"^const (\w+) \*\*$", p.ctype)
+            if not m or count is None or not count.startswith("*"):
+                fail(sym, "outref:%s must be a const T ** with a count output: outref:p[*n]" % p.name)
+            elem = m.group(1)
+            cname = count[1:]
+            if cname not in index or not proto.params[index[cname]].is_pointer():
+                fail(sym, "outref:%s: its count %s must be an output" % (p.name, count))
+            ht = model.handle_types[elem].enum() if elem in model.handle_types else "SHIM_HT_NONE"
+            if elem in model.handles and elem not in model.handle_types:
+                fail(sym, "outref:%s returns %s handles, which have no %%handle line" % (p.name, elem))
+            d.needed.add(index[cname])
+            d.params.append("SHIM_P_OUTREF(%s, %s, %d)" % (elem, ht, index[cname]))
+            continue
         if key in model.range_types:
             # A device range the call returns: its base here, its size from the bracket.
             rt = model.range_types[key]
@@ -498,7 +544,7 @@ def describe(sym, proto, model, fail):
             if elem in DPTR_TYPES and key != "out":
                 fail(sym, "%s passes device addresses in memory: not supported" % p.name)
             if model.ctypes.is_record(elem):
-                members = struct_members(model, elem, sym, fail)
+                members = struct_members(model, elem, sym, fail, key in ("in", "inout"))
                 if members:
                     st = "&S_%s" % elem
         if key == "new" and elem not in model.handles:
@@ -509,8 +555,9 @@ def describe(sym, proto, model, fail):
             fail(sym, "unknown note %s:%s" % (key, p.name))
         if sym.cls == "async" and key != "in":
             fail(sym, "async calls cannot return values (%s:%s)" % (key, p.name))
-        d.params.append("SHIM_P_PTR(%s, %s, %s, %s, %d, %s)"
-                        % (kind, elem, ht, count_init(count), 1 if key == "new" else 0, st))
+        d.params.append("SHIM_P_PTR(%s, %s, %s, %s, %d, %s, %s)"
+                        % (kind, elem, ht, count_init(count), 1 if key == "new" else 0, st,
+                           " | ".join(pflags) or "0"))
     if sym.cls == "async" and d.stream < 0 and d.via is None:
         fail(sym, "async call without a CUstream parameter (or via:)")
     if d.host_sync >= 0 and proto.params[d.host_sync].ctype not in DPTR_TYPES:

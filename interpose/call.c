@@ -62,6 +62,12 @@ static uint64_t spin_ns(void)
 
 const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_server_alive};
 
+/* OUTREF arrays the driver API returns by pointer: valid for the calling thread until its
+ * next call that returns one in the same parameter position (the driver's arrays live until
+ * the next call on the stream). */
+#define OUTREF_BYTES (CHAN_OUTREF_MAX * 16u) /* the largest element is 16 bytes */
+static __thread uint8_t *outref_room[CHAN_MAX_ARGS]; /* made on first use, freed at exit */
+
 static void thread_exit(void *arg)
 {
     (void)arg;
@@ -85,6 +91,10 @@ static void thread_exit(void *arg)
     pthread_mutex_unlock(&lane_lock);
     self.lane = -1;
     self.thread_no = 0;
+    for (int i = 0; i < CHAN_MAX_ARGS; i++) {
+        free(outref_room[i]);
+        outref_room[i] = NULL;
+    }
 }
 
 static void make_exit_key(void)
@@ -336,6 +346,21 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
     }
 }
 
+static const void *keep_array(int param, const void *data, size_t bytes)
+{
+    if (param < 0 || param >= CHAN_MAX_ARGS || bytes > OUTREF_BYTES)
+        return NULL;
+    if (!outref_room[param]) {
+        register_exit();
+        if (!(outref_room[param] = malloc(OUTREF_BYTES)))
+            return NULL;
+    }
+    memcpy(outref_room[param], data, bytes);
+    return outref_room[param];
+}
+
+static const struct chan_keep keep = {.str = shim_intern, .array = keep_array};
+
 CUresult shim_forward(int id, const void *const *argv)
 {
     CUresult r = shim_ready();
@@ -356,6 +381,16 @@ CUresult shim_forward(int id, const void *const *argv)
     for (int i = 0; i < d->nparams; i++) {
         args[i] = argv[i];
         ptr[i] = NULL;
+        if (d->params[i].kind == SHIM_PK_CTX) {
+            /* The server knows contexts by id. */
+            uint32_t ctx = 0;
+            CUcontext h = *(const CUcontext *)argv[i];
+            if (h && (r = shim_ctx_lookup(h, &ctx, NULL)) != CUDA_SUCCESS)
+                return r;
+            val[i] = spare[i] = ctx;
+            args[i] = &spare[i];
+            continue;
+        }
         if (d->params[i].kind < SHIM_PK_IN)
             continue;
         ptr[i] = *(void *const *)argv[i];
@@ -407,9 +442,13 @@ CUresult shim_forward(int id, const void *const *argv)
         const uint8_t *data;
         uint32_t len;
         r = shim_req_wait(&q, &data, &len);
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS) {
+            /* The driver's report of why, where the call has one (always-out:). */
+            if (len)
+                chan_unpack_reply(d, args, data, len, &keep, SHIM_PF_ON_ERROR);
             return r;
-        chan_unpack_reply(d, args, data, len, shim_intern);
+        }
+        chan_unpack_reply(d, args, data, len, &keep, 0);
     }
     record(d, val, ptr);
     if (hook && hook->after)

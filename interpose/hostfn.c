@@ -53,6 +53,10 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
         return r;
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS)
         return r;
+    /* Not captured yet: a graph would replay the first notification and wait (see
+     * server/hostfn.c). */
+    if ((r = shim_capture_refuse(stream)) != CUDA_SUCCESS)
+        return shim_refuse_as("a host function in a stream capture", r);
     pthread_mutex_lock(&cb_lock);
     if (!thread_started) {
         pthread_t t;

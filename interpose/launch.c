@@ -5,9 +5,6 @@
 
 #include <string.h>
 
-/* Largest parameter buffer of a CUDA 12.1+ kernel. */
-#define MAX_PARAM_BYTES 32764u
-
 /* Extracts the packed buffer of the `extra` form (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE). */
 static CUresult parse_extra(void **extra, const void **buf, size_t *size)
 {
@@ -33,6 +30,34 @@ static CUresult parse_extra(void **extra, const void **buf, size_t *size)
     return CUDA_SUCCESS;
 }
 
+CUresult shim_kernel_params(const struct shim_func *fn, void **kernelParams, void **extra,
+                            struct shim_params *out)
+{
+    out->extra = NULL;
+    if (kernelParams && extra)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (extra) {
+        CUresult r = parse_extra(extra, &out->extra, &out->bytes);
+        if (r != CUDA_SUCCESS)
+            return r;
+    } else {
+        out->bytes = shim_func_param_bytes(fn);
+        if (out->bytes && !kernelParams)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    out->fn = fn;
+    out->kernel_params = kernelParams;
+    return out->bytes > CHAN_MAX_PARAM_BYTES ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+void shim_kernel_params_write(const struct shim_params *p, uint8_t *buf)
+{
+    if (p->extra)
+        memcpy(buf, p->extra, p->bytes);
+    else if (p->bytes)
+        shim_func_pack(p->fn, p->kernel_params, buf);
+}
+
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
                        unsigned smem, CUstream stream, void **kernelParams, void **extra,
                        const CUlaunchAttribute *attrs, unsigned nattrs, int cooperative)
@@ -49,19 +74,11 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
         return r;
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS)
         return r;
-    const void *ebuf = NULL;
-    size_t bytes;
-    if (kernelParams && extra)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (extra) {
-        if ((r = parse_extra(extra, &ebuf, &bytes)) != CUDA_SUCCESS)
-            return r;
-    } else {
-        bytes = shim_func_param_bytes(fn);
-        if (bytes && !kernelParams)
-            return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (bytes > MAX_PARAM_BYTES || nattrs > 64)
+    struct shim_params kp;
+    if ((r = shim_kernel_params(fn, kernelParams, extra, &kp)) != CUDA_SUCCESS)
+        return r;
+    size_t bytes = kp.bytes;
+    if (nattrs > 64)
         return CUDA_ERROR_INVALID_VALUE;
     size_t attr_bytes = (size_t)nattrs * sizeof(CUlaunchAttribute);
     struct shim_req q;
@@ -82,10 +99,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     if (attr_bytes)
         memcpy(p, attrs, attr_bytes);
     p += attr_bytes;
-    if (ebuf)
-        memcpy(p, ebuf, bytes);
-    else if (bytes)
-        shim_func_pack(fn, kernelParams, p);
+    shim_kernel_params_write(&kp, p);
     shim_req_send(&q);
     return CUDA_SUCCESS;
 }

@@ -33,7 +33,7 @@ static pthread_mutex_t refused_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *refused[64];
 static unsigned nrefused;
 
-CUresult shim_refuse(const char *what)
+CUresult shim_refuse_as(const char *what, CUresult err)
 {
     int first = 1;
     pthread_mutex_lock(&refused_lock);
@@ -44,6 +44,11 @@ CUresult shim_refuse(const char *what)
         refused[nrefused++] = what;
     pthread_mutex_unlock(&refused_lock);
     if (first)
-        shim_log("%s is not supported: returning CUDA_ERROR_NOT_SUPPORTED", what);
-    return CUDA_ERROR_NOT_SUPPORTED;
+        shim_log("%s is not supported: returning %s", what, shim_error_name(err));
+    return err;
+}
+
+CUresult shim_refuse(const char *what)
+{
+    return shim_refuse_as(what, CUDA_ERROR_NOT_SUPPORTED);
 }

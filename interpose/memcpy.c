@@ -159,6 +159,9 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
     int async = (c->flags & CHAN_CF_ASYNC) != 0;
     struct shim_req q;
     CUresult r;
+    if (async && (src_staged || dst_staged) &&
+        (r = shim_capture_refuse((CUstream)(uintptr_t)c->stream)) != CUDA_SUCCESS)
+        return r;
 
     if (!src_staged && !dst_staged) {
         /* Sync copies that touch pinned host memory return once complete; device-only

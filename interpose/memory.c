@@ -39,6 +39,8 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
     if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                             CU_MEMHOSTALLOC_WRITECOMBINED))
         return CUDA_ERROR_INVALID_VALUE;
+    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
     struct chan_host_alloc m = {.bytes = bytesize, .flags = flags};
     pthread_mutex_lock(&host_lock);
     /* The server picks an address free in its own address space; if it is taken in ours,
@@ -97,6 +99,8 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
     uint64_t a = (uint64_t)(uintptr_t)p;
     if (!p || shim_range_find(a, 1, &rg) != 0 || rg.base != a || rg.kind != SHIM_HT_MEM_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
+    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
     r = shim_rpc(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
     if (r == CUDA_SUCCESS) {
         shim_range_remove(a, NULL);

@@ -23,6 +23,8 @@ void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 CUresult shim_unsupported(int id);
 /* Same, for a feature of a supported call (flag, option, memory kind) named by `what`. */
 CUresult shim_refuse(const char *what);
+/* The same, answering `err`. */
+CUresult shim_refuse_as(const char *what, CUresult err);
 
 /* ---------------------------------------------------------------- passthrough.c */
 
@@ -223,6 +225,15 @@ const char *shim_intern(const char *s);
 /* Client view of a stream handle: validates it and gives its context.
  * Special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) use the current context. */
 CUresult shim_stream_check(CUstream s, uint32_t *ctx);
+
+/* ---------------------------------------------------------------- capture.c */
+
+/* Before a "potentially unsafe" call (an allocation, a free, an event query): refused,
+ * and the captures in its way invalidated, where the thread's capture mode forbids it. */
+CUresult shim_capture_unsafe(void);
+/* Before work on stream `s` that a graph could not replay (a copy staged through pageable
+ * memory, a host function): refused, and the capture invalidated, while `s` captures. */
+CUresult shim_capture_refuse(CUstream s);
 /* For handles of types the client knows (streams, events): CUDA_SUCCESS if `h` is one of
  * its own, else the error the driver gives at once. Other types: CUDA_SUCCESS (the server
  * checks them). */
@@ -247,5 +258,21 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
                                 const unsigned block[3], unsigned smem);
 /* Updates cached attributes after cuFuncSetAttribute. */
 void shim_func_set_attr(uint64_t handle, int attr, int value);
+
+/* ---------------------------------------------------------------- launch.c */
+
+/* The parameter buffer of a launch or a kernel node: kernelParams packed by the function's
+ * layout, or the buffer of the `extra` form. */
+struct shim_params {
+    const struct shim_func *fn;
+    void **kernel_params;
+    const void *extra; /* the `extra` form's buffer, else NULL */
+    size_t bytes;
+};
+/* Checks and sizes the parameters of fn (one of kernelParams and extra). */
+CUresult shim_kernel_params(const struct shim_func *fn, void **kernelParams, void **extra,
+                            struct shim_params *out);
+/* Writes them (out->bytes) to buf. */
+void shim_kernel_params_write(const struct shim_params *p, uint8_t *buf);
 
 #endif

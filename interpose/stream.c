@@ -164,19 +164,6 @@ CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreen
     return cuStreamGetCtx(hStream, pCtx);
 }
 
-/* Stream capture is not supported (graphs are not), so every thread's mode is simply kept. */
-static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-
-CUresult SHIM_IMPL(cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode)
-{
-    if (!mode)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUstreamCaptureMode old = capture_mode;
-    capture_mode = *mode;
-    *mode = old;
-    return CUDA_SUCCESS;
-}
-
 /* ---------------------------------------------------------------- events */
 
 /* Interprocess events would escape the client's objects (the server refuses them too). */
@@ -198,5 +185,7 @@ CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
     uint64_t h = (uint64_t)(uintptr_t)hEvent;
     if (!hEvent || shim_known_find(SHIM_HT_CUevent, h, NULL) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
     return shim_rpc(CHAN_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL);
 }

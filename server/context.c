@@ -68,7 +68,9 @@ void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
         memcpy(&id, p, sizeof(id));
         x = srv_ctx_get(c, id);
     }
-    CUresult res = x ? srv_wait_ctx(c, x, r->lane) : CUDA_ERROR_INVALID_CONTEXT;
+    CUresult res = !x ? CUDA_ERROR_INVALID_CONTEXT : srv_captures_sync(c, x->id);
+    if (res == CUDA_SUCCESS)
+        res = srv_wait_ctx(c, x, r->lane);
     if (res != CUDA_SUCCESS)
         srv_reply(c, r->lane, res, 0);
 }

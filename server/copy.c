@@ -326,6 +326,10 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
         res = CUDA_ERROR_INVALID_HANDLE;
     else if ((res = check_side(c, &m.src, m.width, m.height, m.depth, &src)) == CUDA_SUCCESS)
         res = check_side(c, &m.dst, m.width, m.height, m.depth, &dst);
+    /* Pageable memory cannot be captured: the slots and lanes it travels through are
+     * reused, and the driver would take them for pinned memory. */
+    if (res == CUDA_SUCCESS && (src_staged || dst_staged) && srv_stream_capturing(c, s))
+        res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     CUstream st = res == CUDA_SUCCESS ? srv_stream_prepare(c, s) : NULL;
 
     if ((src_staged || dst_staged) && !is_inline) {

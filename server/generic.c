@@ -177,6 +177,33 @@ static CUresult check_dptr(struct srv_client *c, const struct shim_call *d, int 
 
 /* ---------------------------------------------------------------- what a call made */
 
+/* An OUTREF output: the elements of the driver's array go in the reply (the client keeps
+ * them for its thread), their handles registered as the client's to use. */
+static CUresult give_array(struct srv_client *c, struct srv_call *k, int i)
+{
+    const struct shim_param *p = &k->d->params[i];
+    const uint8_t *arr = (const uint8_t *)(uintptr_t)k->a.spare[i];
+    uint64_t n = 0;
+    const void *cp = k->a.ptr[p->count_arg];
+    if (cp)
+        memcpy(&n, cp, sizeof(size_t));
+    if (n > CHAN_OUTREF_MAX)
+        return CUDA_ERROR_NOT_SUPPORTED; /* more than the reply carries */
+    if (!arr)
+        n = 0;
+    uint8_t *to = k->a.out + k->a.out_off[i];
+    memcpy(to, &n, 8);
+    if (n)
+        memcpy(to + 8, arr, n * p->elem);
+    for (uint64_t e = 0; p->htype && e < n; e++) {
+        uint64_t v = 0;
+        memcpy(&v, arr + e * p->elem, p->elem);
+        if (v && !srv_obj_add(c, p->htype, v, 0, k->parent))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Registers the handles and ranges a successful call returned; on failure (out of memory,
  * a range that overlaps) the driver's object is destroyed again where we own it. */
 static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
@@ -191,12 +218,23 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
             for (uint32_t e = 0; e < k->a.count[i]; e++) {
                 uint64_t v = 0;
                 memcpy(&v, (uint8_t *)k->a.ptr[i] + (size_t)e * p->elem, p->elem);
-                if (v && !srv_obj_add(c, p->htype, v, p->creates, k->parent)) {
+                if (v && !srv_obj_add(c, p->htype, v, p->creates, i == d->parent ? NULL : k->parent)) {
                     if (p->creates)
                         srv_obj_undo(c, p->htype, v, 0);
                     return CUDA_ERROR_OUT_OF_MEMORY;
                 }
             }
+            /* The parent of what else the call returns may be this output (the graph a
+             * capture builds, of the nodes it also returns). */
+            if (i == d->parent && k->a.count[i] == 1) {
+                uint64_t v = 0;
+                memcpy(&v, k->a.ptr[i], p->elem);
+                k->parent = srv_obj_find(c, p->htype, v);
+            }
+        } else if (p->kind == SHIM_PK_OUTREF) {
+            CUresult r = give_array(c, k, i);
+            if (r != CUDA_SUCCESS)
+                return r;
         } else if (p->kind == SHIM_PK_RANGE || makes) {
             if (p->kind == SHIM_PK_RANGE && k->a.absent[i])
                 continue;
@@ -295,11 +333,20 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         case SHIM_PK_RAW:
             k->vals[i] = k->a.val[i];
             break;
+        case SHIM_PK_CTX: {
+            /* The client's context (by id) names a device: its real context. */
+            struct srv_ctx *x = k->a.val[i] ? srv_ctx_get(c, (uint32_t)k->a.val[i]) : NULL;
+            if (k->a.val[i] && !x)
+                return CUDA_ERROR_INVALID_CONTEXT;
+            k->vals[i] = x ? (uint64_t)(uintptr_t)srv.ctx[x->device] : 0;
+            break;
+        }
         default:
             /* An input the driver would read from NULL: refused here, as the driver
-             * refuses it (and driver 580's cuMemPoolSetAttribute would crash on it). */
+             * refuses it (and driver 580's cuMemPoolSetAttribute would crash on it),
+             * unless NULL means "none" there (opt-in:). */
             if (!k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT) &&
-                expected_count(d, pp, &k->a) > 0)
+                !(pp->pflags & SHIM_PF_OPTIONAL) && expected_count(d, pp, &k->a) > 0)
                 return CUDA_ERROR_INVALID_VALUE;
             if (k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT)) {
                 /* Handle elements and struct members of inputs are the client's too. */
@@ -353,8 +400,11 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         ffi_call(&cifs[via ? via : id], FFI_FN(srv_drv_fns[via ? via : id]), &rc, avalue);
         res = (CUresult)rc;
     }
-    if (res != CUDA_SUCCESS)
+    if (res != CUDA_SUCCESS) {
+        for (int i = 0; i < d->nparams; i++)
+            k->report |= (d->params[i].pflags & SHIM_PF_ON_ERROR) != 0;
         return res;
+    }
     if ((res = register_outputs(c, k)) != CUDA_SUCCESS)
         return res;
     if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS)
@@ -381,7 +431,9 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
         srv_defer(c, res, d->name);
         return;
     }
-    uint32_t out = res == CUDA_SUCCESS ? (uint32_t)k.a.out_len : 0;
+    /* A failed call sends back outputs only where the driver ran and its description says
+     * the driver reports why in them (always-out:); the client takes those alone. */
+    uint32_t out = res == CUDA_SUCCESS || k.report ? (uint32_t)k.a.out_len : 0;
     if (out)
         memcpy(srv_lane_data(c, lane), c->out, out);
     /* Work on host memory completes before the call returns (sync-if-host:). */

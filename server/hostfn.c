@@ -39,6 +39,11 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     res = CUDA_ERROR_INVALID_HANDLE;
     if (!s)
         goto out;
+    /* A graph would replay the notification and the wait with their first values: host
+     * functions are not captured yet. */
+    res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (srv_stream_capturing(c, s))
+        goto out;
     struct fire *f = malloc(sizeof(*f));
     res = CUDA_ERROR_OUT_OF_MEMORY;
     if (!f)

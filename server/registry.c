@@ -89,6 +89,23 @@ static void unlink_child(struct srv_obj *o)
     o->parent = o->sib_prev = o->sib_next = NULL;
 }
 
+/* What a new object of `type` belongs to, given the object the call named as parent: that
+ * one where the type may belong to its type; where it is of the same type (a sibling, such
+ * as the node whose dependencies a call returns), the sibling's parent; else nothing. A
+ * call returning objects of several types (an exec, and the node that made instantiating
+ * fail) so links each only where it belongs: the exec outlives its graph. */
+static struct srv_obj *parent_for(uint32_t type, struct srv_obj *parent)
+{
+    for (int hop = 0; parent && hop < 2; hop++, parent = parent->parent) {
+        for (int i = 0; i < shim_types[type].nparents; i++)
+            if (shim_types[type].parents[i] == parent->key.type)
+                return parent;
+        if (parent->key.type != type)
+            return NULL;
+    }
+    return NULL;
+}
+
 struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value, int owned,
                             struct srv_obj *parent)
 {
@@ -104,7 +121,7 @@ struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value,
     o->owned = owned;
     o->dev = c->cur ? c->cur->device : -1;
     o->ctx = (shim_types[type].flags & SHIM_TF_CONTEXT_FREE) || !c->cur ? 0 : c->cur->id;
-    link_child(o, parent);
+    link_child(o, parent_for(type, parent));
     o->type_next = c->by_type[type];
     if (o->type_next)
         o->type_next->type_prev = o;

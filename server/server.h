@@ -150,6 +150,7 @@ struct srv_client {
     struct srv_obj *by_type[SHIM_NHTYPES]; /* its objects of each type, newest first */
     unsigned nobjs[SHIM_NHTYPES];
     struct srv_wait *waits;
+    unsigned captures; /* stream captures it began and has not ended (graph.c) */
     /* Free internal events, per device: an event can only be recorded on streams of the
      * context it was made in. */
     struct srv_evpool {
@@ -329,6 +330,7 @@ struct srv_call {
     struct srv_stream *stream;  /* the client stream it is enqueued on, or NULL */
     struct srv_obj *parent;     /* what it creates belongs to this, or NULL */
     int dev;                    /* device of the call (its context's, else 0) */
+    int report;                 /* the driver failed it and wrote outputs that say why */
 };
 struct srv_hook {
     /* Before the driver call: refuses with an error, or may change k->vals. */
@@ -364,6 +366,12 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane);
 CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
 /* Polls pending waits, posting the replies of finished ones. 1 if any remain. */
 int srv_waits_poll(struct srv_client *c);
+/* A context sync while streams of the client's capture in it fails and invalidates those
+ * captures, as with the driver: the driver's error, or CUDA_SUCCESS when none captures. */
+CUresult srv_captures_sync(struct srv_client *c, uint32_t ctx);
+/* 1 while `s` captures work into a graph (only asked of the driver while the client has a
+ * capture going): the server must then add no work of its own to it. */
+int srv_stream_capturing(struct srv_client *c, struct srv_stream *s);
 /* Destroys a stream's server objects (after synchronising it). */
 void srv_stream_free(struct srv_client *c, struct srv_stream *s);
 /* Blocks until every stream of the client (context `ctx`, 0 = all) is idle. */
@@ -382,6 +390,7 @@ srv_handler srv_op_blob, srv_op_module_load, srv_op_get_function, srv_op_enum_fu
 srv_handler srv_op_launch, srv_op_occupancy;
 srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_sync, srv_op_event_sync;
 srv_handler srv_op_error_string;
+srv_handler srv_op_kernel_node;
 srv_handler srv_op_host_func;
 /* hostfn.c: lets every stream waiting on a departed client's host functions go on. */
 void srv_hostfn_release(struct srv_client *c);

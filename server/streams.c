@@ -54,8 +54,20 @@ void srv_release_stream(struct srv_client *c, struct srv_obj *o)
     o->ext = NULL;
 }
 
+/* A capture left going on a stream that goes ends first, and the graph it built goes with
+ * it, unless it is a graph of the client's own (cuStreamBeginCaptureToGraph's). */
 void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 {
+    CUgraph g = NULL;
+    if (srv_stream_capturing(c, s)) {
+        struct srv_obj *o;
+        if (DRV(cuStreamEndCapture)(s->real, &g) == CUDA_SUCCESS && g &&
+            !((o = srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)g)) && o->owned))
+            DRV(cuGraphDestroy)(g);
+        /* Only the stream that began a capture ends it (one that joined it stays in it). */
+        if (!srv_stream_capturing(c, s))
+            c->captures--;
+    }
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     /* Destroying a stream with work pending is allowed: the work completes. */
     DRV(cuStreamDestroy_v2)(s->real);
@@ -102,9 +114,34 @@ struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int
     return o ? o->ext : NULL;
 }
 
-/* `a` waits, on the GPU, for everything enqueued on `b` so far. */
-static void order_after(struct srv_stream *a, struct srv_stream *b)
+int srv_stream_capturing(struct srv_client *c, struct srv_stream *s)
 {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!c->captures)
+        return 0;
+    return DRV(cuStreamIsCapturing)(s->real, &st) == CUDA_SUCCESS &&
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+CUresult srv_captures_sync(struct srv_client *c, uint32_t ctx)
+{
+    CUresult res = CUDA_SUCCESS;
+    for (struct srv_obj *o = c->captures ? srv_objs_of(c, SHIM_HT_CUstream) : NULL; o;
+         o = o->type_next) {
+        struct srv_stream *s = o->ext;
+        if (s->ctx == ctx && srv_stream_capturing(c, s))
+            res = DRV(cuStreamSynchronize)(s->real);
+    }
+    return res;
+}
+
+/* `a` waits, on the GPU, for everything enqueued on `b` so far. Never into or out of a
+ * capture: the event would become part of the graph (CUDA refuses such implicit
+ * dependencies on the legacy stream too). */
+static void order_after(struct srv_client *c, struct srv_stream *a, struct srv_stream *b)
+{
+    if (srv_stream_capturing(c, a) || srv_stream_capturing(c, b))
+        return;
     DRV(cuEventRecord)(b->mark, b->real);
     DRV(cuStreamWaitEvent)(a->real, b->mark, 0);
 }
@@ -117,17 +154,17 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
         for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
             b = o->ext;
             if (b->ctx == s->ctx && b->blocking && b->nsubmit != b->seen_by_legacy) {
-                order_after(s, b);
+                order_after(c, s, b);
                 b->seen_by_legacy = b->nsubmit;
             }
         }
         HASH_ITER(hh, x->defaults, b, t)
         if (b->nsubmit != b->seen_by_legacy) {
-            order_after(s, b);
+            order_after(c, s, b);
             b->seen_by_legacy = b->nsubmit;
         }
     } else if (x && s->blocking && x->legacy && x->legacy->nsubmit != s->legacy_seen) {
-        order_after(s, x->legacy);
+        order_after(c, s, x->legacy);
         s->legacy_seen = x->legacy->nsubmit;
     }
     s->nsubmit++;
@@ -148,7 +185,7 @@ void srv_streams_drain(struct srv_client *c, uint32_t ctx)
     c->nretired = j;
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
         struct srv_stream *s = o->ext;
-        if (!ctx || s->ctx == ctx)
+        if ((!ctx || s->ctx == ctx) && !srv_stream_capturing(c, s))
             DRV(cuStreamSynchronize)(s->real);
     }
     struct srv_stream *s, *t;
@@ -257,6 +294,12 @@ void srv_op_stream_sync(struct srv_client *c, const struct chan_rec *r, uint8_t 
     struct srv_stream *s = named(c, r, p, len);
     if (!s) {
         srv_reply(c, r->lane, CUDA_ERROR_INVALID_HANDLE, 0);
+        return;
+    }
+    /* Synchronising a capturing stream is an error that invalidates the capture: the
+     * driver's own call says so at once (it does not wait). */
+    if (srv_stream_capturing(c, s)) {
+        srv_reply(c, r->lane, DRV(cuStreamSynchronize)(s->real), 0);
         return;
     }
     /* A sync on the legacy stream covers the blocking streams' earlier work too. */

@@ -45,7 +45,8 @@ static void add(struct srv_client *c, struct srv_wait *w)
 /* Adds "everything on `s` so far" to w; blocks instead if w is full. */
 static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_stream *s)
 {
-    if (DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS)
+    /* A capturing stream runs nothing now; its recorded work runs when the graph does. */
+    if (srv_stream_capturing(c, s) || DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
     if (w->nev == SRV_WAIT_EVENTS)
         return DRV(cuStreamSynchronize)(s->real);

@@ -43,6 +43,7 @@ run_test() {
 # its arguments) and ARGV; fails for blank and comment lines.
 program_line() {
     local cmd mode
+    [[ $2 =~ ^[[:space:]]*# ]] && return 1 # before xargs, which trips on quotes in comments
     cmd=$(echo "$2" | xargs)
     mode=$(echo "$3" | xargs)
     [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && return 1

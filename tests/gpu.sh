@@ -66,6 +66,7 @@ BASE_MEM=$(mem_used)
 run_list() { # dir prefix list
     local dir=$1 prefix=$2
     while IFS='|' read -r cmd mode; do
+        [[ $cmd =~ ^[[:space:]]*# ]] && continue # before xargs, which trips on quotes
         cmd=$(echo "$cmd" | xargs)
         mode=$(echo "$mode" | xargs)
         [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue

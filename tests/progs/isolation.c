@@ -1,8 +1,9 @@
 /* isolation: one client cannot use another client's memory or handles through the API.
  *
  * The process forks before any CUDA call; each side then initialises CUDA on its own.
- * A allocates memory and creates a stream, an event, a module, a function, a memory pool
- * and stream-ordered memory, sends those values to B through a pipe and waits. B tries to use each of them; every call must fail
+ * A allocates memory and creates a stream, an event, a module, a function, a memory pool,
+ * stream-ordered memory, virtual memory and a graph, sends those values to B through a
+ * pipe and waits. B tries to use each of them; every call must fail
  * (any error; which one is not printed) and nothing may crash. Then A checks that its memory
  * is intact and its handles still work.
  *
@@ -25,6 +26,7 @@ struct handles {
     uint64_t dptr, stream, event, module, func;
     uint64_t pool, pooled, default_pool, async; /* a pool, memory from it, cuMemAllocAsync's */
     uint64_t reserved, mapped, handle;          /* virtual memory: a reservation, a mapping */
+    uint64_t graph, node, exec;                 /* a graph with a memset node, instantiated */
 };
 
 /* Virtual memory of one granule's multiples: the granularity of device 0. */
@@ -185,6 +187,49 @@ static void run_b(int from_a, int to_a)
     CHECK(cuMemRelease(bh));
     t_ok("B: its own virtual memory works");
 
+    /* Graphs: A's graph, node and exec, and nodes naming A's memory or nodes in B's own
+     * graph. */
+    CUgraph ag = (CUgraph)(uintptr_t)h.graph, bg;
+    CUgraphNode an = (CUgraphNode)(uintptr_t)h.node, bn, bn2;
+    CUgraphExec ae = (CUgraphExec)(uintptr_t)h.exec, be;
+    CUgraphNodeType type;
+    REFUSED(cuGraphLaunch(ae, NULL), "cuGraphLaunch of A's exec");
+    REFUSED(cuGraphInstantiateWithFlags(&be, ag, 0), "cuGraphInstantiate of A's graph");
+    REFUSED(cuGraphAddEmptyNode(&bn, ag, NULL, 0), "cuGraphAddEmptyNode to A's graph");
+    REFUSED(cuGraphNodeGetType(an, &type), "cuGraphNodeGetType of A's node");
+    REFUSED(cuGraphDestroyNode(an), "cuGraphDestroyNode of A's node");
+    REFUSED(cuGraphExecDestroy(ae), "cuGraphExecDestroy of A's exec");
+    REFUSED(cuGraphDestroy(ag), "cuGraphDestroy of A's graph");
+    REFUSED(cuStreamBeginCapture(as, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture of A's stream");
+    CUdeviceptr mine2;
+    CHECK(cuMemAlloc(&mine2, sizeof buf));
+    CHECK(cuGraphCreate(&bg, 0));
+    CUDA_MEMSET_NODE_PARAMS ms = {.dst = adptr, .value = 0xbb, .elementSize = 1,
+                                  .width = sizeof buf, .height = 1};
+    REFUSED(cuGraphAddMemsetNode(&bn, bg, NULL, 0, &ms, ctx), "cuGraphAddMemsetNode on A's memory");
+    CUDA_MEMCPY3D cp = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = adptr,
+                        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = mine2,
+                        .WidthInBytes = sizeof buf, .Height = 1, .Depth = 1};
+    REFUSED(cuGraphAddMemcpyNode(&bn, bg, NULL, 0, &cp, ctx), "cuGraphAddMemcpyNode from A's memory");
+    ms.dst = mine2;
+    CHECK(cuGraphAddMemsetNode(&bn, bg, NULL, 0, &ms, ctx));
+    REFUSED(cuGraphAddDependencies(bg, &an, &bn, NULL, 1), "cuGraphAddDependencies on A's node");
+    REFUSED(cuGraphAddEmptyNode(&bn2, bg, &an, 1), "a node of B's depending on A's node");
+    REFUSED(cuGraphMemsetNodeSetParams(bn, &(CUDA_MEMSET_NODE_PARAMS){.dst = adptr, .value = 1,
+                                           .elementSize = 1, .width = 16, .height = 1}),
+            "cuGraphMemsetNodeSetParams onto A's memory");
+    CHECK(cuGraphInstantiateWithFlags(&be, bg, 0));
+    CHECK(cuGraphLaunch(be, NULL));
+    CHECK(cuStreamSynchronize(NULL));
+    memset(buf, 0, sizeof buf);
+    CHECK(cuMemcpyDtoH(buf, mine2, sizeof buf));
+    REQUIRE(t_bytes_mismatch(buf, sizeof buf, 0xbb) == SIZE_MAX, "B: its own graph's memset");
+    CHECK(cuGraphExecDestroy(be));
+    CHECK(cuGraphDestroy(bg));
+    REFUSED(cuGraphNodeGetType(bn, &type), "cuGraphNodeGetType of a node of a destroyed graph");
+    CHECK(cuMemFree(mine2));
+    t_ok("B: its own graph works");
+
     /* The refusals left B itself working. */
     CHECK(cuLaunchKernel(mine_inc, 1, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
     CHECK(cuCtxSynchronize());
@@ -248,12 +293,25 @@ static void run_a(int to_b, int from_b, pid_t b)
     CHECK(cuMemcpyHtoD(p, host, BYTES));
     CHECK(cuEventRecord(ev, s));
     CHECK(cuStreamSynchronize(s));
+    CUdeviceptr gmem;
+    CUgraph graph;
+    CUgraphNode node;
+    CUgraphExec exec;
+    CHECK(cuMemAlloc(&gmem, 4096));
+    CHECK(cuMemsetD8(gmem, 0, 4096));
+    CHECK(cuGraphCreate(&graph, 0));
+    CUDA_MEMSET_NODE_PARAMS ms = {.dst = gmem, .value = 0x42, .elementSize = 1, .width = 4096,
+                                  .height = 1};
+    CHECK(cuGraphAddMemsetNode(&node, graph, NULL, 0, &ms, ctx));
+    CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
     t_ok("A: set up");
 
     struct handles h = {(uint64_t)p, (uint64_t)(uintptr_t)s, (uint64_t)(uintptr_t)ev,
                         (uint64_t)(uintptr_t)mod, (uint64_t)(uintptr_t)inc,
                         (uint64_t)(uintptr_t)pool, (uint64_t)pooled, (uint64_t)(uintptr_t)dflt,
-                        (uint64_t)async, (uint64_t)va, (uint64_t)va, (uint64_t)vh};
+                        (uint64_t)async, (uint64_t)va, (uint64_t)va, (uint64_t)vh,
+                        (uint64_t)(uintptr_t)graph, (uint64_t)(uintptr_t)node,
+                        (uint64_t)(uintptr_t)exec};
     write_all(to_b, &h, sizeof h);
     char done = 0;
     int got = read_all(from_b, &done, 1);
@@ -273,7 +331,18 @@ static void run_a(int to_b, int from_b, pid_t b)
     CHECK(cuMemcpyDtoH(host, va, g < BYTES ? g : BYTES));
     REQUIRE(t_bytes_mismatch(host, g < BYTES ? g : BYTES, 0x77) == SIZE_MAX,
             "A: mapped memory changed by B");
+    CHECK(cuMemcpyDtoH(host, gmem, 4096));
+    REQUIRE(t_bytes_mismatch(host, 4096, 0) == SIZE_MAX, "A: graph memory changed by B");
     t_ok("A: memory intact");
+    CHECK(cuGraphNodeGetType(node, &(CUgraphNodeType){0}));
+    CHECK(cuGraphLaunch(exec, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(host, gmem, 4096));
+    REQUIRE(t_bytes_mismatch(host, 4096, 0x42) == SIZE_MAX, "A: its graph's memset");
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(graph));
+    CHECK(cuMemFree(gmem));
+    t_ok("A: its graph still works");
     CHECK(cuMemUnmap(va, g));
     CHECK(cuMemAddressFree(va, 2 * g));
     CHECK(cuMemRelease(vh));

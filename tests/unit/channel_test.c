@@ -187,7 +187,7 @@ static void test_marshal(void)
     CHECK(a.count[0] == 3 && a.count[1] == 3 && a.val[2] == 3 && a.val[3] == 0);
     CHECK(memcmp(a.ptr[1], ops, sizeof(ops)) == 0);
     ((unsigned *)a.ptr[0])[2] = 77; /* the "driver" answers */
-    chan_unpack_reply(d, argv, out, a.out_len, NULL);
+    chan_unpack_reply(d, argv, out, a.out_len, NULL, 0);
     CHECK(caps[2] == 77);
     /* A count that does not match the buffer the request carries is refused. */
     memcpy(buf + 8 + 8 + 16, &(uint64_t){4}, 8); /* the count parameter */

@@ -1,0 +1,222 @@
+/* Stream capture and CUDA graphs, described in cuda_symbols.txt; what no description can
+ * say is here.
+ *
+ * Captures run in the server in relaxed mode whatever mode the client asked for: in a
+ * global-mode capture the driver refuses "unsafe" calls from every thread of the process,
+ * and every client's worker is a thread of this one process, so one client's capture
+ * would make the others' calls fail. (A client's own unsafe calls during its capture are
+ * therefore not refused as the driver would.) While a client has a capture going, the
+ * server adds no work of its own to capturing streams (streams.c, waits.c), and refuses
+ * what cannot be captured: pageable copies and host functions (copy.c, hostfn.c).
+ *
+ * Graphs, nodes and execs are the client's registry objects: nodes die with their graph,
+ * graphs and execs with the client. Kernel nodes are hand-written (their parameters are
+ * packed by the client, which alone knows each function's layout, and travel as the
+ * `extra` buffer); memset and memcpy nodes name memory, which must be the client's. Host
+ * nodes are not supported yet (their function is the client's, run on each replay). */
+#include "server/server.h"
+
+#include <string.h>
+
+#include "channel/copyplan.h"
+
+/* ---------------------------------------------------------------- capture */
+
+/* The legacy stream cannot be captured (as with the driver); the client's streams
+ * otherwise begin capturing in relaxed mode (see above). */
+static CUresult begin_before(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_stream *s =
+        srv_stream_resolve(c, k->a.val[0], k->r->flags & CHAN_RF_PTDS, k->r->thread);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return s->legacy ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+static CUresult begin_call(struct srv_client *c, struct srv_call *k)
+{
+    CUresult r;
+    CUstream st = (CUstream)(uintptr_t)k->vals[0];
+    if (k->id == SHIM_ID_cuStreamBeginCaptureToGraph)
+        r = DRV(cuStreamBeginCaptureToGraph)(st, (CUgraph)(uintptr_t)k->vals[1],
+                                             (const CUgraphNode *)(uintptr_t)k->vals[2],
+                                             (const CUgraphEdgeData *)(uintptr_t)k->vals[3],
+                                             (size_t)k->vals[4], CU_STREAM_CAPTURE_MODE_RELAXED);
+    else
+        r = DRV(cuStreamBeginCapture_v2)(st, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (r == CUDA_SUCCESS)
+        c->captures++;
+    return r;
+}
+
+const struct srv_hook srv_hook_capture_begin = {.before = begin_before, .call = begin_call};
+
+/* A capture ends with the call, whether it made a graph or was invalidated. The graph
+ * being built may be known to the client already (cuStreamGetCaptureInfo returns it): if
+ * the capture failed, the driver destroyed it, and the record goes too (a later graph of
+ * another client's at that address would otherwise pass as this one's). */
+static CUresult end_call(struct srv_client *c, struct srv_call *k)
+{
+    CUstream st = (CUstream)(uintptr_t)k->vals[0];
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph building = NULL;
+    int was = DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &building, NULL, NULL) ==
+                  CUDA_SUCCESS &&
+              status != CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = DRV(cuStreamEndCapture)(st, (CUgraph *)k->a.ptr[1]);
+    if (was && DRV(cuStreamIsCapturing)(st, &status) == CUDA_SUCCESS &&
+        status == CU_STREAM_CAPTURE_STATUS_NONE && c->captures)
+        c->captures--;
+    struct srv_obj *o = building ? srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)building) : NULL;
+    if (r != CUDA_SUCCESS && o && !o->owned)
+        srv_obj_destroyed(c, o);
+    return r;
+}
+
+const struct srv_hook srv_hook_capture_end = {.call = end_call};
+
+/* ---------------------------------------------------------------- memset and memcpy nodes */
+
+/* The parameter of the call whose elements are the struct `name`. */
+static const void *struct_param(const struct srv_call *k, const char *name)
+{
+    for (int i = 0; i < k->d->nparams; i++)
+        if (k->d->params[i].st && strcmp(k->d->params[i].st->name, name) == 0)
+            return k->a.ptr[i];
+    return NULL;
+}
+
+/* A memset node writes (height - 1) * pitch + width * elementSize bytes of the client's. */
+static CUresult memset_before(struct srv_client *c, struct srv_call *k)
+{
+    const CUDA_MEMSET_NODE_PARAMS *p = struct_param(k, "CUDA_MEMSET_NODE_PARAMS");
+    uint64_t row, span, first;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!(p->elementSize == 1 || p->elementSize == 2 || p->elementSize == 4) ||
+        __builtin_mul_overflow((uint64_t)p->width, p->elementSize, &row))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->width == 0 || p->height == 0)
+        return CUDA_SUCCESS;
+    if ((p->height > 1 && p->pitch < row) ||
+        chan_copy_extent(p->dst, 0, 0, 0, p->pitch, 1, row, p->height, 1, &first, &span) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return srv_range_find(c, first, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+const struct srv_hook srv_hook_graph_memset = {.before = memset_before};
+
+/* One side of a memcpy node: device memory of the client's, pinned host memory of the
+ * client's (shared with the server: the node copies it whenever the graph runs, so it must
+ * be memory the server sees), or one of its arrays (checked as a handle member). */
+static CUresult check_node_side(struct srv_client *c, CUmemorytype type, const void *host,
+                                CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
+                                size_t height, const CUDA_MEMCPY3D *p)
+{
+    uint64_t base, first, span;
+    switch (type) {
+    case CU_MEMORYTYPE_ARRAY: return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_HOST: base = (uint64_t)(uintptr_t)host; break;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED: base = dev; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
+        return CUDA_SUCCESS;
+    if (chan_copy_extent(base, x, y, z, pitch, height, p->WidthInBytes, p->Height, p->Depth,
+                         &first, &span) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct srv_obj *o = srv_range_find(c, first, span);
+    if (!o)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type == CU_MEMORYTYPE_HOST && o->key.type != SHIM_HT_MEM_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult memcpy_before(struct srv_client *c, struct srv_call *k)
+{
+    const CUDA_MEMCPY3D *p = struct_param(k, "CUDA_MEMCPY3D");
+    CUresult r;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = check_node_side(c, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
+                             p->srcY, p->srcZ, p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS)
+        return r;
+    return check_node_side(c, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
+                           p->dstY, p->dstZ, p->dstPitch, p->dstHeight, p);
+}
+
+const struct srv_hook srv_hook_graph_memcpy = {.before = memcpy_before};
+
+/* ---------------------------------------------------------------- kernel nodes */
+
+void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_kernel_node m;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    uint64_t node = 0;
+    struct srv_obj *graph = NULL;
+    if (len < sizeof(m))
+        goto reply;
+    memcpy(&m, p, sizeof(m));
+    uint64_t deps_bytes;
+    if (m.ndeps > CHAN_MAX_DEPS || m.param_bytes > CHAN_MAX_PARAM_BYTES ||
+        __builtin_mul_overflow((uint64_t)m.ndeps, 8u, &deps_bytes) ||
+        len != sizeof(m) + deps_bytes + m.param_bytes)
+        goto reply;
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
+        goto reply;
+    /* Everything it names is the client's. */
+    res = CUDA_ERROR_INVALID_HANDLE;
+    if (!srv_func_known(c, m.func))
+        goto reply;
+    if (m.what == CHAN_KN_ADD && !(graph = srv_obj_find(c, SHIM_HT_CUgraph, m.graph)))
+        goto reply;
+    if (m.what != CHAN_KN_ADD && !srv_obj_find(c, SHIM_HT_CUgraphNode, m.node))
+        goto reply;
+    if (m.what == CHAN_KN_EXEC_SET && !srv_obj_find(c, SHIM_HT_CUgraphExec, m.graph))
+        goto reply;
+    CUgraphNode deps[CHAN_MAX_DEPS];
+    memcpy(deps, p + sizeof(m), deps_bytes);
+    for (uint32_t i = 0; i < m.ndeps; i++)
+        if (!srv_obj_find(c, SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)deps[i]))
+            goto reply;
+    size_t psize = m.param_bytes;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, p + sizeof(m) + deps_bytes,
+                     CU_LAUNCH_PARAM_BUFFER_SIZE, &psize, CU_LAUNCH_PARAM_END};
+    /* A library's kernel goes in its own member (the driver takes it for the current
+     * context's function only from there). */
+    int is_kernel = srv_obj_find(c, SHIM_HT_CUkernel, m.func) != NULL;
+    CUDA_KERNEL_NODE_PARAMS kp = {
+        .func = is_kernel ? NULL : (CUfunction)(uintptr_t)m.func,
+        .kern = is_kernel ? (CUkernel)(uintptr_t)m.func : NULL,
+        .gridDimX = m.grid[0], .gridDimY = m.grid[1], .gridDimZ = m.grid[2],
+        .blockDimX = m.block[0], .blockDimY = m.block[1], .blockDimZ = m.block[2],
+        .sharedMemBytes = m.smem,
+        .extra = psize ? extra : NULL,
+    };
+    CUgraphNode n = NULL;
+    switch (m.what) {
+    case CHAN_KN_ADD:
+        res = DRV(cuGraphAddKernelNode_v2)(&n, (CUgraph)(uintptr_t)m.graph, deps, m.ndeps, &kp);
+        node = (uint64_t)(uintptr_t)n;
+        if (res == CUDA_SUCCESS && !srv_obj_add(c, SHIM_HT_CUgraphNode, node, 1, graph)) {
+            DRV(cuGraphDestroyNode)(n);
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        break;
+    case CHAN_KN_SET:
+        res = DRV(cuGraphKernelNodeSetParams_v2)((CUgraphNode)(uintptr_t)m.node, &kp);
+        break;
+    case CHAN_KN_EXEC_SET:
+        res = DRV(cuGraphExecKernelNodeSetParams_v2)((CUgraphExec)(uintptr_t)m.graph,
+                                                     (CUgraphNode)(uintptr_t)m.node, &kp);
+        break;
+    default: res = CUDA_ERROR_INVALID_VALUE;
+    }
+reply:
+    if (res == CUDA_SUCCESS)
+        memcpy(srv_lane_data(c, r->lane), &node, sizeof(node));
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(node) : 0);
+}
