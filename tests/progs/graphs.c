@@ -486,12 +486,6 @@ static void errors(CUstream s1, CUstream s2)
     print_status("after a failed capture", s1);
     t_ok("a synchronize during the capture fails, and so does the capture: %d", g == NULL);
 
-    static uint32_t pageable[16];
-    CHECK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    EXPECT_ERR(cuMemcpyHtoDAsync(d_a, pageable, sizeof pageable, s1));
-    if (cuStreamEndCapture(s1, &g) == CUDA_SUCCESS) CHECK(cuGraphDestroy(g));
-    t_ok("a copy from pageable memory cannot be captured");
-
     CUevent ev;
     CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     CHECK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
