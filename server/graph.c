@@ -4,10 +4,10 @@
  * Captures run in the server in relaxed mode whatever mode the client asked for: in a
  * global-mode capture the driver refuses "unsafe" calls from every thread of the process,
  * and every client's worker is a thread of this one process, so one client's capture
- * would make the others' calls fail. (A client's own unsafe calls during its capture are
- * therefore not refused as the driver would.) While a client has a capture going, the
+ * would make the others' calls fail. (The client's shim applies the mode to the client's
+ * own threads: interpose/capture.c.) While a client has a capture going, the
  * server adds no work of its own to capturing streams (streams.c, waits.c), and refuses
- * what cannot be captured: pageable copies and host functions (copy.c, hostfn.c).
+ * what it could not replay: pageable copies and host functions (copy.c, hostfn.c).
  *
  * Graphs, nodes and execs are the client's registry objects: nodes die with their graph,
  * graphs and execs with the client. Kernel nodes are hand-written (their parameters are
