@@ -8,6 +8,7 @@
 #include "interpose/shim.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 struct capture {
@@ -21,6 +22,8 @@ struct capture {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct capture *captures; /* in progress, begun by this process */
+/* How many: read without the lock by calls that have nothing to check when it is 0. */
+static atomic_uint ncaptures;
 
 /* The calling thread's mode (cuThreadExchangeStreamCaptureMode). */
 static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -38,7 +41,8 @@ CUresult SHIM_IMPL(cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode)
 CUresult shim_capture_unsafe(void)
 {
     CUresult r = CUDA_SUCCESS;
-    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED || !captures)
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED ||
+        !atomic_load_explicit(&ncaptures, memory_order_relaxed))
         return r;
     pthread_t self = pthread_self();
     pthread_mutex_lock(&lock);
@@ -59,7 +63,7 @@ CUresult shim_capture_refuse(CUstream s)
 {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
-    if (!captures ||
+    if (!atomic_load_explicit(&ncaptures, memory_order_relaxed) ||
         cuStreamGetCaptureInfo(s, &st, &id) != CUDA_SUCCESS ||
         st == CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_SUCCESS;
@@ -78,8 +82,10 @@ static struct capture *take(CUstream s)
     struct capture **p = &captures, *c;
     while ((c = *p) && c->stream != s)
         p = &c->next;
-    if (c)
+    if (c) {
         *p = c->next;
+        atomic_fetch_sub_explicit(&ncaptures, 1, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&lock);
     return c;
 }
@@ -100,6 +106,7 @@ static void begun(CUstream s, CUstreamCaptureMode mode)
     pthread_mutex_lock(&lock);
     c->next = captures;
     captures = c;
+    atomic_fetch_add_explicit(&ncaptures, 1, memory_order_relaxed);
     pthread_mutex_unlock(&lock);
 }
 
