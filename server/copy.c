@@ -40,11 +40,8 @@ static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s,
     case CHAN_MEM_PINNED: {
         if ((h > 1 || d > 1) && s->pitch < w)
             return CUDA_ERROR_INVALID_VALUE;
-        uint64_t first, span;
-        if (chan_copy_extent(s->addr, s->x, s->y, s->z, s->pitch, s->height, w, h, d, &first,
-                             &span) != 0)
-            return CUDA_ERROR_INVALID_VALUE;
-        struct srv_obj *a = srv_range_find(c, first, span);
+        struct srv_obj *a =
+            srv_range_extent(c, s->addr, s->x, s->y, s->z, s->pitch, s->height, w, h, d);
         if (!a)
             return CUDA_ERROR_INVALID_VALUE;
         out->type = a->key.type == SHIM_HT_MEM_PINNED ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;

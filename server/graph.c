@@ -18,8 +18,6 @@
 
 #include <string.h>
 
-#include "channel/copyplan.h"
-
 /* ---------------------------------------------------------------- capture */
 
 /* The legacy stream cannot be captured (as with the driver); the client's streams
@@ -90,7 +88,7 @@ static const void *struct_param(const struct srv_call *k, const char *name)
 static CUresult memset_before(struct srv_client *c, struct srv_call *k)
 {
     const CUDA_MEMSET_NODE_PARAMS *p = struct_param(k, "CUDA_MEMSET_NODE_PARAMS");
-    uint64_t row, span, first;
+    uint64_t row;
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     if (!(p->elementSize == 1 || p->elementSize == 2 || p->elementSize == 4) ||
@@ -98,10 +96,11 @@ static CUresult memset_before(struct srv_client *c, struct srv_call *k)
         return CUDA_ERROR_INVALID_VALUE;
     if (p->width == 0 || p->height == 0)
         return CUDA_SUCCESS;
-    if ((p->height > 1 && p->pitch < row) ||
-        chan_copy_extent(p->dst, 0, 0, 0, p->pitch, 1, row, p->height, 1, &first, &span) != 0)
+    if (p->height > 1 && p->pitch < row)
         return CUDA_ERROR_INVALID_VALUE;
-    return srv_range_find(c, first, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return srv_range_extent(c, p->dst, 0, 0, 0, p->pitch, 1, row, p->height, 1)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
 }
 
 const struct srv_hook srv_hook_graph_memset = {.before = memset_before};
@@ -113,7 +112,7 @@ static CUresult check_node_side(struct srv_client *c, CUmemorytype type, const v
                                 CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
                                 size_t height, const CUDA_MEMCPY3D *p)
 {
-    uint64_t base, first, span;
+    uint64_t base;
     switch (type) {
     case CU_MEMORYTYPE_ARRAY: return CUDA_SUCCESS;
     case CU_MEMORYTYPE_HOST: base = (uint64_t)(uintptr_t)host; break;
@@ -123,10 +122,8 @@ static CUresult check_node_side(struct srv_client *c, CUmemorytype type, const v
     }
     if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
         return CUDA_SUCCESS;
-    if (chan_copy_extent(base, x, y, z, pitch, height, p->WidthInBytes, p->Height, p->Depth,
-                         &first, &span) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct srv_obj *o = srv_range_find(c, first, span);
+    struct srv_obj *o = srv_range_extent(c, base, x, y, z, pitch, height, p->WidthInBytes,
+                                         p->Height, p->Depth);
     if (!o)
         return CUDA_ERROR_INVALID_VALUE;
     if (type == CU_MEMORYTYPE_HOST && o->key.type != SHIM_HT_MEM_PINNED)

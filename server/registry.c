@@ -7,6 +7,8 @@
  * (srv_type_release). All of it is touched by the client's worker thread only. */
 #include "server/server.h"
 
+#include "channel/copyplan.h"
+
 #include <ffi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +164,16 @@ struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len
 {
     const struct srv_range *e = chan_ranges_cover(&c->ranges, addr, len);
     return e ? e->obj : NULL;
+}
+
+struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x, uint64_t y,
+                                 uint64_t z, uint64_t pitch, uint64_t slice_rows, uint64_t width,
+                                 uint64_t height, uint64_t depth)
+{
+    uint64_t first, span;
+    if (chan_copy_extent(base, x, y, z, pitch, slice_rows, width, height, depth, &first, &span))
+        return NULL;
+    return srv_range_find(c, first, span);
 }
 
 /* Drops the record (not the object it stands for); its children must be gone already. */

@@ -290,6 +290,11 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 /* The client's range object holding addr when all of [addr, addr + len) lies in its
  * ranges (one, or several that follow each other without a gap), or NULL. */
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len);
+/* The same for every byte one side of a pitched 3D copy touches (chan_copy_extent's
+ * arguments): a copy's side, a graph node's memory. NULL also when the extent overflows. */
+struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x, uint64_t y,
+                                 uint64_t z, uint64_t pitch, uint64_t slice_rows, uint64_t width,
+                                 uint64_t height, uint64_t depth);
 /* Counts `bytes` of device memory on dev for the object (against the client's limit). */
 void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes);
 /* Destroys, as its type's release would, an object the driver just made that could not be
