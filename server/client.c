@@ -359,6 +359,11 @@ void srv_client_start(int sock)
     c->ranges.elem = sizeof(struct srv_range);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
         c->lim.part[d] = -1; /* no green partition until the handshake gives one */
+    /* No slot holds a chunk yet. Left at 0, the first chunk through slot 0 would "settle"
+     * a chunk 0 that was never issued and hand the slot back early: the client then fills
+     * chunk NSLOTS into it while the DMA of chunk 0 may still be reading it. */
+    for (int i = 0; i < CHAN_NSLOTS; i++)
+        c->slot_busy[i] = -1;
     pthread_mutex_lock(&srv.clients_lock);
     /* Reap entries whose workers are done. */
     for (struct srv_client **p = &srv.clients; *p;) {

@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct copy {
     struct cpudrv_xfer x;
@@ -44,6 +45,7 @@ void cpudrv_xfer_run(const struct cpudrv_xfer *x)
 
 static CUresult copy_run(struct cpudrv_op *op)
 {
+    if (cpudrv_copy_delay_us) usleep((useconds_t)cpudrv_copy_delay_us);
     cpudrv_xfer_run(&((struct copy *)op->data)->x);
     return CUDA_SUCCESS;
 }

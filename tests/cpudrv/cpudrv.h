@@ -36,6 +36,9 @@ void cpudrv_unlock(void);
 // Fixed by cuInit, read-only afterwards.
 extern int cpudrv_ndev;
 extern size_t cpudrv_mem_bytes;
+// MPSSHIM_CPUDRV_COPY_DELAY_US: every copy a stream runs first waits this long, a slow
+// DMA engine, so that tests can catch a host buffer reused before its copy ran.
+extern long cpudrv_copy_delay_us;
 
 // Per-device accounting; protected by cpudrv_big.
 struct cpudrv_device {

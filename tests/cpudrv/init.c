@@ -15,6 +15,7 @@ pthread_mutex_t cpudrv_big = PTHREAD_MUTEX_INITIALIZER;
 // Written once by the first successful cuInit (under cpudrv_big), read-only afterwards.
 int cpudrv_ndev;
 size_t cpudrv_mem_bytes;
+long cpudrv_copy_delay_us;
 // Protected by cpudrv_big.
 struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
 struct cpudrv_stats cpudrv_stats;
@@ -175,6 +176,7 @@ CUresult cuInit(unsigned int Flags)
     if (!initialized) {
         cpudrv_ndev = (int)env_long("MPSSHIM_CPUDRV_DEVICES", 1, 1, CPUDRV_MAX_DEVICES);
         cpudrv_mem_bytes = (size_t)env_long("MPSSHIM_CPUDRV_MEM_MB", 16384, 1, 1L << 24) << 20;
+        cpudrv_copy_delay_us = env_long("MPSSHIM_CPUDRV_COPY_DELAY_US", 0, 0, 10 * 1000 * 1000);
         CUresult rc = CUDA_SUCCESS;
         for (int d = 0; d < cpudrv_ndev && !rc; d++)
             rc = cpudrv_ctx_new(d, 0, 1, &cpudrv_devs[d].primary);
