@@ -1,8 +1,10 @@
 /* See spawn.h. */
+#define _GNU_SOURCE
 #include "channel/spawn.h"
 #include "channel/proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,4 +51,22 @@ const char *chan_pipe_dir(void)
     if (!d || !*d)
         d = getenv("CUDA_MPS_PIPE_DIRECTORY");
     return d && *d ? d : CHAN_DEFAULT_PIPE_DIR;
+}
+
+int chan_server_fds(int ready)
+{
+    if (ready != CHAN_READY_FD && dup2(ready, CHAN_READY_FD) < 0)
+        return -1;
+    fcntl(CHAN_READY_FD, F_SETFD, 0); /* dup2 clears close-on-exec, unless it was fd 3 */
+    /* Opened after the move, so that it cannot be fd 3 (closed by the range below). */
+    int nul = open("/dev/null", O_RDWR);
+    if (nul >= 0) {
+        dup2(nul, 0);
+        dup2(nul, 1);
+        dup2(nul, 2);
+    }
+    if (close_range(CHAN_READY_FD + 1, ~0u, 0) != 0)
+        for (long fd = CHAN_READY_FD + 1, max = sysconf(_SC_OPEN_MAX); fd < max && fd < 65536; fd++)
+            close((int)fd);
+    return 0;
 }

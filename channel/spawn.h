@@ -20,4 +20,12 @@ int chan_make_dirs(const char *path);
  * "ready"; otherwise -1 with its first line in msg ("" if it said nothing). */
 int chan_wait_ready(pid_t pid, int fd, char *msg, size_t len);
 
+/* In the server's process, just before exec: standard streams on /dev/null, the ready
+ * pipe's write end moved to fd 3 (what MPSSHIM_READY_FD must then say), and every other
+ * descriptor of the starter closed: a server that held the write end of an application's
+ * pipe (or its sockets, or the autostart lock) would outlive it and keep readers from
+ * ever seeing end of file. -1 if the pipe could not be moved. */
+#define CHAN_READY_FD 3
+int chan_server_fds(int ready);
+
 #endif

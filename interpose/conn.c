@@ -241,8 +241,7 @@ static int start_server(char *why, size_t whylen)
         snprintf(why, whylen, "cannot start a server: %s", strerror(errno));
         return -1;
     }
-    const int ready_fd = 3; /* where the grandchild moves the pipe's write end */
-    char **env = server_env(ready_fd);
+    char **env = server_env(CHAN_READY_FD);
     char *const argv[] = {"mpsshim-server", NULL};
     pid_t pid = env ? fork() : -1;
     if (pid == 0) {
@@ -251,14 +250,8 @@ static int start_server(char *why, size_t whylen)
         setsid();
         if (fork() != 0)
             _exit(0);
-        int nul = open("/dev/null", O_RDWR);
-        if (p[1] != ready_fd && dup2(p[1], ready_fd) < 0)
+        if (chan_server_fds(p[1]) != 0)
             _exit(127);
-        if (nul >= 0) {
-            dup2(nul, 0);
-            dup2(nul, 1);
-            dup2(nul, 2);
-        }
         execve(path, argv, env);
         _exit(127);
     }

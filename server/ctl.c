@@ -66,19 +66,13 @@ static int daemonize(void)
         setsid();
         if (fork() != 0)
             _exit(0);
-        int fd = open("/dev/null", O_RDWR);
-        if (fd >= 0) {
-            dup2(fd, 0);
-            dup2(fd, 1);
-            dup2(fd, 2);
-            if (fd > 2)
-                close(fd);
-        }
+        if (chan_server_fds(p[1]) != 0)
+            _exit(127);
         char num[16];
-        snprintf(num, sizeof(num), "%d", p[1]);
+        snprintf(num, sizeof(num), "%d", CHAN_READY_FD);
         setenv("MPSSHIM_READY_FD", num, 1);
         execl(path, "mpsshim-server", (char *)NULL);
-        dprintf(p[1], "cannot run %s: %s\n", path, strerror(errno));
+        dprintf(CHAN_READY_FD, "cannot run %s: %s\n", path, strerror(errno));
         _exit(127);
     }
     close(p[1]);
