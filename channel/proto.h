@@ -25,7 +25,7 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 3     /* incompatible changes (3: calls carried by descriptions) */
-#define CHAN_PROTO_MINOR 1     /* compatible additions (1: CHAN_OP_KERNEL_NODE) */
+#define CHAN_PROTO_MINOR 2     /* compatible additions (1: CHAN_OP_KERNEL_NODE, 2: CHAN_OP_IPC) */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -221,6 +221,7 @@ enum chan_op {
     CHAN_OP_HOST_FUNC,          /* chan_host_func -> - (async) */
     CHAN_OP_OCCUPANCY,          /* chan_occupancy + attrs -> i32 */
     CHAN_OP_KERNEL_NODE,        /* chan_kernel_node + deps + params -> u64 node (add) */
+    CHAN_OP_IPC,                /* chan_ipc -> chan_ipc_reply */
     CHAN_OP_END,
 };
 
@@ -394,6 +395,28 @@ struct chan_kernel_node {
     uint32_t grid[3], block[3];
     uint32_t smem;
     uint32_t param_bytes;
+};
+
+/* IPC between clients of one server (server/ipc.c). The 64 handle bytes are the server's
+ * own (struct srv_ipc_handle there); the client only carries them. */
+enum chan_ipc_what {
+    CHAN_IPC_GET_MEM = 1, /* value = device address -> handle */
+    CHAN_IPC_OPEN_MEM,    /* handle, flags -> value = base, size */
+    CHAN_IPC_CLOSE_MEM,   /* value = base -> opens = the caller's opens left */
+    CHAN_IPC_GET_EVENT,   /* value = event -> handle */
+    CHAN_IPC_OPEN_EVENT,  /* handle -> value = event */
+};
+struct chan_ipc {
+    uint32_t what; /* enum chan_ipc_what */
+    uint32_t flags;
+    uint64_t value;
+    uint8_t handle[CU_IPC_HANDLE_SIZE];
+};
+struct chan_ipc_reply {
+    uint64_t value;
+    uint64_t size;
+    uint64_t opens;
+    uint8_t handle[CU_IPC_HANDLE_SIZE];
 };
 
 /* The n-th host function of the client, on `stream`. */

@@ -430,8 +430,9 @@ CUresult shim_forward(int id, const void *const *argv)
         return r;
     if (reply_len > CHAN_LANE_DATA)
         return CUDA_ERROR_INVALID_VALUE;
-    /* An async call waits only when it touches host memory that must be set on return. */
-    int reply = d->cls == SHIM_SYNC || host;
+    /* An async call waits only when it touches host memory that must be set on return, or
+     * when another process may act on it at once (its hook says). */
+    int reply = d->cls == SHIM_SYNC || host || (hook && hook->wait && hook->wait(args));
     unsigned flags = (d->flags & SHIM_CF_PTDS) ? CHAN_RF_PTDS : 0;
     struct shim_req q;
     if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS)

@@ -130,6 +130,9 @@ struct shim_hook {
     CUresult (*before)(const void *const *argv);
     /* After it succeeded (an asynchronous call: once sent). */
     void (*after)(const void *const *argv);
+    /* An asynchronous call that must have reached the driver before it returns, as the
+     * driver's own calls have: 1 to wait for the server's answer. */
+    int (*wait)(const void *const *argv);
 };
 extern const struct shim_hook *const shim_hooks[SHIM_NCALLS];
 

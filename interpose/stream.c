@@ -167,15 +167,6 @@ CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreen
 /* ---------------------------------------------------------------- events */
 
 /* Interprocess events would escape the client's objects (the server refuses them too). */
-static CUresult event_create_before(const void *const *argv)
-{
-    unsigned flags = *(const unsigned *)argv[1];
-    if (flags & CU_EVENT_INTERPROCESS)
-        return shim_refuse("cuEventCreate with CU_EVENT_INTERPROCESS");
-    return CUDA_SUCCESS;
-}
-
-const struct shim_hook shim_hook_event_create = {.before = event_create_before};
 
 CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
 {

@@ -22,15 +22,31 @@ void srv_op_event_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *
         srv_reply(c, r->lane, res, 0);
 }
 
-/* Interprocess events would escape the client's objects: refused (the client refuses them
- * too, naming the flag; this is for clients that do not). */
+/* Interprocess events are shared between clients of this server by the server itself
+ * (ipc.c), all in one process: the real event needs no interprocess resources, so the flag
+ * is kept in the record (aux) and not passed on. The driver's rule stays: it needs
+ * CU_EVENT_DISABLE_TIMING. */
 static CUresult event_create_before(struct srv_client *c, struct srv_call *k)
 {
     (void)c;
-    return (k->vals[1] & CU_EVENT_INTERPROCESS) ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+    if (!(k->vals[1] & CU_EVENT_INTERPROCESS))
+        return CUDA_SUCCESS;
+    if (!(k->vals[1] & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
+    k->vals[1] &= ~(uint64_t)CU_EVENT_INTERPROCESS;
+    return CUDA_SUCCESS;
 }
 
-const struct srv_hook srv_hook_event_create = {.before = event_create_before};
+static CUresult event_create_after(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUevent, *(uint64_t *)k->a.ptr[0]);
+    if (o)
+        o->aux = k->a.val[1]; /* the flags as asked */
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_event_create = {.before = event_create_before,
+                                               .after = event_create_after};
 
 /* Another thread of the client may be waiting on the event (a reply that waits for the
  * GPU): that wait ends first, so that no pending wait queries a destroyed event. */
@@ -45,7 +61,19 @@ static CUresult event_destroy_before(struct srv_client *c, struct srv_call *k)
     return CUDA_SUCCESS;
 }
 
-const struct srv_hook srv_hook_event_destroy = {.before = event_destroy_before};
+/* An event shared through IPC is destroyed once neither side holds it (ipc.c). */
+static CUresult event_destroy_call(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUevent, k->a.val[0]);
+    if (o && o->share) {
+        srv_share_drop(c, o, 0);
+        return CUDA_SUCCESS;
+    }
+    return DRV(cuEventDestroy_v2)((CUevent)(uintptr_t)k->vals[0]);
+}
+
+const struct srv_hook srv_hook_event_destroy = {.before = event_destroy_before,
+                                                .call = event_destroy_call};
 
 /* ---------------------------------------------------------------- internal events */
 

@@ -60,12 +60,18 @@ void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t by
 
 /* ---------------------------------------------------------------- records */
 
-struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value)
+struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t value)
 {
     struct srv_obj_key k = {.value = value, .type = type};
     struct srv_obj *o = NULL;
     HASH_FIND(hh, c->objs, &k, sizeof(k), o);
     return o;
+}
+
+struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value)
+{
+    struct srv_obj *o = srv_obj_lookup(c, type, value);
+    return o && !srv_share_revoked(o) ? o : NULL;
 }
 
 static void link_child(struct srv_obj *o, struct srv_obj *parent)
@@ -111,7 +117,7 @@ static struct srv_obj *parent_for(uint32_t type, struct srv_obj *parent)
 struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value, int owned,
                             struct srv_obj *parent)
 {
-    struct srv_obj *o = srv_obj_find(c, type, value);
+    struct srv_obj *o = srv_obj_lookup(c, type, value);
     if (o) {
         o->owned |= owned;
         return o;
@@ -138,9 +144,9 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 {
     if (!(shim_types[type].flags & SHIM_TF_RANGE))
         return NULL;
-    struct srv_obj *o = srv_obj_find(c, type, base);
+    struct srv_obj *o = srv_obj_lookup(c, type, base);
     if (o)
-        return o->size == size ? (o->owned |= owned, o) : NULL;
+        return o->size == size && !srv_share_revoked(o) ? (o->owned |= owned, o) : NULL;
     if (shim_types[type].flags & SHIM_TF_UNMAPPED) {
         /* Address space only: a record, never in the address lookups. */
         if ((o = srv_obj_add(c, type, base, owned, parent)))
@@ -163,7 +169,7 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len)
 {
     const struct srv_range *e = chan_ranges_cover(&c->ranges, addr, len);
-    return e ? e->obj : NULL;
+    return e && !srv_share_revoked(e->obj) ? e->obj : NULL;
 }
 
 struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x, uint64_t y,
@@ -179,6 +185,7 @@ struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x
 /* Drops the record (not the object it stands for); its children must be gone already. */
 static void forget(struct srv_client *c, struct srv_obj *o)
 {
+    srv_share_drop(c, o, 1); /* a share outlives no record of it (ipc.c) */
     unlink_child(o);
     if (o->type_prev)
         o->type_prev->type_next = o->type_next;
@@ -227,6 +234,11 @@ void srv_obj_undo(struct srv_client *c, uint32_t type, uint64_t value, uint64_t 
 static void destroy(struct srv_client *c, struct srv_obj *o)
 {
     const struct shim_type *t = type_of(o);
+    if (o->share) {
+        /* Shared through IPC: the real object goes when nobody holds it any more. */
+        srv_share_drop(c, o, 1);
+        return;
+    }
     if (!o->owned)
         return;
     if (t->flags & SHIM_TF_RELEASE) {

@@ -40,6 +40,7 @@ struct srv_obj_key {
     uint32_t type; /* SHIM_HT_* */
     uint32_t pad;
 };
+struct srv_share;
 struct srv_obj {
     struct srv_obj_key key;
     uint64_t size;   /* ranges: bytes from key.value */
@@ -53,6 +54,7 @@ struct srv_obj {
     struct srv_obj *type_prev, *type_next; /* among the client's objects of this type */
     void *ext;       /* the family's own state (struct srv_stream), freed by its release */
     uint64_t aux;    /* the family's own value (pinned memory: the bytes mapped) */
+    struct srv_share *share; /* exported or opened through IPC (ipc.c), else NULL */
     UT_hash_handle hh;
 };
 
@@ -276,8 +278,11 @@ struct srv_range {
 
 /* Prepares the destroyers' call interfaces; 0 on success. */
 int srv_registry_init(void);
-/* The client's object of that type named `value`, or NULL. */
+/* The client's object of that type named `value`, or NULL (also when it is an opened IPC
+ * record whose exporter left: see ipc.c). */
 struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value);
+/* The record itself, revoked or not: for letting go of it. */
+struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t value);
 /* Registers an object: made in the current context (unless its type is context-free) and
  * on the current device, belonging to `parent` (may be NULL). An object already there is
  * returned as it is (owned if either says so). NULL when out of memory. */
@@ -342,7 +347,8 @@ struct srv_hook {
     CUresult (*before)(struct srv_client *c, struct srv_call *k);
     /* Instead of the driver call (NULL: the call, or its via: call). */
     CUresult (*call)(struct srv_client *c, struct srv_call *k);
-    /* After a successful call, before what it made is registered: may fix outputs. */
+    /* After a successful call, once what it made is registered: may fix outputs or
+     * complete the records (srv_obj_find finds them). */
     CUresult (*after)(struct srv_client *c, struct srv_call *k);
 };
 extern const struct srv_hook *const srv_call_hooks[SHIM_NCALLS];
@@ -397,6 +403,14 @@ srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_sync, srv
 srv_handler srv_op_error_string;
 srv_handler srv_op_kernel_node;
 srv_handler srv_op_host_func;
+srv_handler srv_op_ipc;
+
+/* IPC (ipc.c). The record lets go of its share: the real object is destroyed once neither
+ * the exporter nor any opener holds it. `leaving`: released because its client or context
+ * goes (an exporter's departure revokes the openers' records), not through the API. */
+void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving);
+/* 1 if o is an opened record whose exporter left. */
+int srv_share_revoked(const struct srv_obj *o);
 /* hostfn.c: lets every stream waiting on a departed client's host functions go on. */
 void srv_hostfn_release(struct srv_client *c);
 

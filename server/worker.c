@@ -111,6 +111,7 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_ERROR_STRING - CHAN_OP_BASE] = srv_op_error_string,
     [CHAN_OP_HOST_FUNC - CHAN_OP_BASE] = srv_op_host_func,
     [CHAN_OP_KERNEL_NODE - CHAN_OP_BASE] = srv_op_kernel_node,
+    [CHAN_OP_IPC - CHAN_OP_BASE] = srv_op_ipc,
 };
 
 /* Replays one record. 0, or -1 when the client broke the protocol. */

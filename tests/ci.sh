@@ -129,6 +129,19 @@ run_test staging-slow-dma 120 bash -c '
     rc=$?
     printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir '"$CTL"' >/dev/null
     exit $rc'
+# A server started on demand keeps none of its starter's descriptors (here fd 9, open on
+# a marker file): one holding an application's pipe would keep its readers from EOF.
+run_test autostart-closes-fds 60 bash -c '
+    dir='"$WORK"'/fds
+    exec 9>'"$WORK"'/fds-marker
+    env LD_PRELOAD='"$SHIM"' MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log \
+        '"$B"'/tests/vecadd 1000 || exit 1
+    pid=$(grep -l "MPSSHIM_PIPE_DIRECTORY=$dir" /proc/[0-9]*/environ 2>/dev/null |
+          while read -r e; do p=${e%/environ}; [ "$(cat $p/comm 2>/dev/null)" = mpsshim-server ] && echo ${p#/proc/}; done)
+    fds=$(ls -l /proc/$pid/fd 2>&1)
+    echo "$fds"
+    printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir '"$CTL"' >/dev/null
+    [ -n "$pid" ] && echo "$fds" | grep -q "server.log" && ! echo "$fds" | grep -q fds-marker'
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 

@@ -267,3 +267,29 @@ size_t t_bytes_mismatch(const void *p, size_t bytes, uint8_t value)
         if (b[i] != value) return i;
     return SIZE_MAX;
 }
+
+void t_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        REQUIRE(w > 0, "pipe write: %s", strerror(errno));
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+int t_read_all(int fd, void *p, size_t n)
+{
+    char *c = p;
+    while (n) {
+        ssize_t r = read(fd, c, n);
+        if (r < 0 && errno == EINTR) continue;
+        REQUIRE(r >= 0, "pipe read: %s", strerror(errno));
+        if (r == 0) return 0;
+        c += r;
+        n -= (size_t)r;
+    }
+    return 1;
+}

@@ -44,6 +44,11 @@ void t_pass(void) __attribute__((noreturn));
 /* Prints `SKIP <prog>: <reason>` and exits 77. */
 void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* Pipe I/O between the processes of a test: all n bytes, failing the program on error.
+ * t_read_all returns 1 when n bytes were read, 0 at end of file. */
+void t_write_all(int fd, const void *p, size_t n);
+int t_read_all(int fd, void *p, size_t n);
+
 /* The name of a CUresult, "?" when the driver does not know it. */
 const char *t_errname(CUresult r);
 

@@ -55,33 +55,6 @@ static void vmm_access(CUdeviceptr p, size_t bytes)
     CHECK(cuMemSetAccess(p, bytes, &d, 1));
 }
 
-static void write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        REQUIRE(w > 0, "pipe write: %s", strerror(errno));
-        c += w;
-        n -= (size_t)w;
-    }
-}
-
-/* 1 when n bytes were read, 0 at end of file. */
-static int read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n) {
-        ssize_t r = read(fd, c, n);
-        if (r < 0 && errno == EINTR) continue;
-        REQUIRE(r >= 0, "pipe read: %s", strerror(errno));
-        if (r == 0) return 0;
-        c += r;
-        n -= (size_t)r;
-    }
-    return 1;
-}
-
 /* Each call on A's values must fail; the line says which call was refused. */
 #define REFUSED(call, what)                                                                        \
     do {                                                                                           \
@@ -92,7 +65,7 @@ static int read_all(int fd, void *p, size_t n)
 static void run_b(int from_a, int to_a)
 {
     struct handles h;
-    REQUIRE(read_all(from_a, &h, sizeof h), "B: A sent no handles");
+    REQUIRE(t_read_all(from_a, &h, sizeof h), "B: A sent no handles");
     CUdeviceptr adptr = (CUdeviceptr)h.dptr;
     CUstream as = (CUstream)(uintptr_t)h.stream;
     CUevent aev = (CUevent)(uintptr_t)h.event;
@@ -255,7 +228,7 @@ static void run_b(int from_a, int to_a)
     CHECK(cuModuleUnload(mine_mod));
     CHECK(cuDevicePrimaryCtxRelease(dev));
     char done = 1;
-    write_all(to_a, &done, 1);
+    t_write_all(to_a, &done, 1);
 }
 
 static void run_a(int to_b, int from_b, pid_t b)
@@ -312,9 +285,9 @@ static void run_a(int to_b, int from_b, pid_t b)
                         (uint64_t)async, (uint64_t)va, (uint64_t)va, (uint64_t)vh,
                         (uint64_t)(uintptr_t)graph, (uint64_t)(uintptr_t)node,
                         (uint64_t)(uintptr_t)exec};
-    write_all(to_b, &h, sizeof h);
+    t_write_all(to_b, &h, sizeof h);
     char done = 0;
-    int got = read_all(from_b, &done, 1);
+    int got = t_read_all(from_b, &done, 1);
     int status = 0;
     REQUIRE(waitpid(b, &status, 0) == b, "waitpid: %s", strerror(errno));
     REQUIRE(!WIFSIGNALED(status), "B was killed by signal %d", WTERMSIG(status));

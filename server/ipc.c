@@ -1,0 +1,410 @@
+/* IPC between clients of one server: cuIpcGetMemHandle / cuIpcOpenMemHandle /
+ * cuIpcCloseMemHandle and cuIpcGetEventHandle / cuIpcOpenEventHandle.
+ *
+ * All clients live in one real context, so an opened handle is the exporter's own address
+ * or event: nothing is mapped and nothing is copied. What IPC adds is a grant: the opener
+ * gets a registry record (a range of kind `opened`, or a CUevent record) that makes the
+ * exporter's object one of its own for every check the server makes, and a share (struct
+ * srv_share, below) that ties the records of both sides to the one real object.
+ *
+ * Decisions, and why:
+ *  - A handle is the server's 64 bytes: a random per-server nonce, the share's id and a
+ *    random 128-bit secret. A client can read any handle it is given, but cannot make one
+ *    up: ids are guessable, secrets are not. A handle of another server (or of a server
+ *    that restarted), or of a process that is not a client at all, fails as a bad handle
+ *    does natively: CUDA_ERROR_INVALID_VALUE.
+ *  - The real object is freed only when nobody can reach it any more: when the exporter
+ *    freed it (or left) AND every opener closed it (or left). Natively, freeing exported
+ *    memory before the importers closed it is undefined; here it must not let the address
+ *    go to another client while an opener can still name it (or run kernels on it).
+ *  - Memory kept alive for openers after the exporter let it go is charged to one of the
+ *    openers (the first still holding it), so that no memory escapes every limit.
+ *  - The grant ends when either side leaves: an exporter that leaves revokes the openers'
+ *    records (every call naming them fails from then on: srv_obj_find and srv_range_find
+ *    skip revoked records), but the memory stays until the openers closed it or left, since
+ *    their kernels may still touch it.
+ *  - An explicit free or destroy by the exporter does not revoke (natively the openers
+ *    keep a working mapping until they close it); new opens of the handle fail.
+ *
+ * Shares are the only server state that two clients' workers touch: everything in them is
+ * guarded by ipc_lock, except `revoked`, which the openers' workers read without it. The
+ * registry records themselves stay each worker's own. */
+#include "server/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define IPC_MAGIC "mpsshIPC"
+
+/* The handle's bytes (CU_IPC_HANDLE_SIZE at most). */
+struct srv_ipc_handle {
+    char magic[8];
+    uint64_t nonce; /* this server's */
+    uint64_t id;    /* the share's */
+    uint32_t kind;  /* SHIM_HT_MEM_DEVICE or SHIM_HT_CUevent */
+    uint32_t pad;
+    uint8_t secret[16];
+    uint64_t size; /* memory: the allocation's bytes (informational) */
+};
+_Static_assert(sizeof(struct srv_ipc_handle) <= CU_IPC_HANDLE_SIZE, "IPC handle too large");
+
+struct srv_share {
+    uint64_t id;
+    uint8_t secret[16];
+    uint32_t kind;             /* SHIM_HT_MEM_DEVICE or SHIM_HT_CUevent */
+    uint64_t value, size;      /* the real address (and its bytes) or event */
+    uint64_t bytes;            /* memory counted for it against limits */
+    int dev;
+    struct srv_client *owner;  /* the exporter, while its record lives */
+    _Atomic int revoked;       /* the exporter left: openers' records no longer resolve */
+    struct srv_client **openers; /* clients holding an opened record, one entry each */
+    int nopeners, capopeners;
+    struct srv_client *charged; /* the opener paying for the memory once the owner let go */
+    UT_hash_handle hh;
+};
+
+static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct srv_share *shares; /* by id */
+static uint64_t next_id;
+static uint64_t nonce; /* 0 until the first handle is made */
+
+static int random_bytes(void *p, size_t n)
+{
+    uint8_t *b = p;
+    while (n) {
+        ssize_t k = getrandom(b, n, 0);
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Constant-time comparison: how many leading bytes of a forged secret are right must not
+ * show in how long the refusal takes. */
+static int secret_equal(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t d = 0;
+    for (int i = 0; i < 16; i++)
+        d |= a[i] ^ b[i];
+    return d == 0;
+}
+
+int srv_share_revoked(const struct srv_obj *o)
+{
+    return o->share && atomic_load_explicit(&o->share->revoked, memory_order_acquire);
+}
+
+/* ipc_lock held: the real object goes. Called on whichever worker let go last, so the
+ * device's context is pushed for memory (the thread's current one may be another's). */
+static void destroy_real(struct srv_share *s)
+{
+    CUresult r;
+    if (s->kind == SHIM_HT_CUevent) {
+        r = DRV(cuEventDestroy_v2)((CUevent)(uintptr_t)s->value);
+    } else {
+        r = DRV(cuCtxPushCurrent_v2)(srv.ctx[s->dev]);
+        if (r == CUDA_SUCCESS) {
+            r = DRV(cuMemFree_v2)((CUdeviceptr)s->value);
+            CUcontext old;
+            DRV(cuCtxPopCurrent_v2)(&old);
+        }
+    }
+    if (r != CUDA_SUCCESS)
+        srv_log("Freeing a shared %s failed with %s",
+                s->kind == SHIM_HT_CUevent ? "event" : "allocation", srv_errname(r));
+    HASH_DEL(shares, s);
+    free(s->openers);
+    free(s);
+}
+
+/* ipc_lock held: memory the owner let go is paid for by an opener (the first one left),
+ * none once nobody holds it. */
+static void recharge(struct srv_share *s)
+{
+    struct srv_client *to = !s->owner && s->nopeners ? s->openers[0] : NULL;
+    if (s->kind != SHIM_HT_MEM_DEVICE || to == s->charged)
+        return;
+    if (s->charged)
+        srv_mem_uncount(s->charged, s->dev, s->bytes);
+    if (to)
+        srv_mem_count(to, s->dev, s->bytes);
+    s->charged = to;
+}
+
+void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving)
+{
+    struct srv_share *s = o->share;
+    if (!s)
+        return;
+    o->share = NULL;
+    pthread_mutex_lock(&ipc_lock);
+    if (s->owner == c) {
+        /* The exporter's own record (an exporter never opens its own handle). */
+        s->owner = NULL;
+        if (leaving && s->nopeners) {
+            atomic_store_explicit(&s->revoked, 1, memory_order_release);
+            srv_log("Client process %d let go of %s that %d other client(s) opened: their "
+                    "grant ends%s",
+                    (int)c->pid, s->kind == SHIM_HT_CUevent ? "an IPC event" : "IPC memory",
+                    s->nopeners,
+                    s->kind == SHIM_HT_CUevent ? "" : "; the memory goes when they close it");
+        }
+    } else {
+        for (int i = 0; i < s->nopeners; i++)
+            if (s->openers[i] == c) {
+                memmove(&s->openers[i], &s->openers[i + 1],
+                        (size_t)(s->nopeners - i - 1) * sizeof(*s->openers));
+                s->nopeners--;
+                break;
+            }
+    }
+    recharge(s);
+    if (!s->owner && !s->nopeners)
+        destroy_real(s);
+    pthread_mutex_unlock(&ipc_lock);
+}
+
+/* ---------------------------------------------------------------- export */
+
+/* The share of the client's object o (made on first export), and its handle. */
+static CUresult export(struct srv_client *c, struct srv_obj *o, uint32_t kind,
+                       struct chan_ipc_reply *out)
+{
+    pthread_mutex_lock(&ipc_lock);
+    if (!nonce && random_bytes(&nonce, sizeof(nonce)) != 0) {
+        pthread_mutex_unlock(&ipc_lock);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    struct srv_share *s = o->share;
+    if (!s) {
+        if (!(s = calloc(1, sizeof(*s)))) {
+            pthread_mutex_unlock(&ipc_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (random_bytes(s->secret, sizeof(s->secret)) != 0) {
+            free(s);
+            pthread_mutex_unlock(&ipc_lock);
+            return CUDA_ERROR_OPERATING_SYSTEM;
+        }
+        s->id = ++next_id;
+        s->kind = kind;
+        s->value = o->key.value;
+        s->size = o->size;
+        s->bytes = o->bytes;
+        s->dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
+        s->owner = c;
+        HASH_ADD(hh, shares, id, sizeof(s->id), s);
+        o->share = s;
+    }
+    struct srv_ipc_handle h = {.nonce = nonce, .id = s->id, .kind = kind, .size = s->size};
+    memcpy(h.magic, IPC_MAGIC, sizeof(h.magic));
+    memcpy(h.secret, s->secret, sizeof(h.secret));
+    pthread_mutex_unlock(&ipc_lock);
+    memset(out->handle, 0, sizeof(out->handle));
+    memcpy(out->handle, &h, sizeof(h));
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- open */
+
+/* ipc_lock held: the live share a handle names, or NULL (with the driver's error). */
+static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint32_t kind,
+                               CUresult *err)
+{
+    struct srv_ipc_handle h;
+    memcpy(&h, bytes, sizeof(h));
+    struct srv_share *s = NULL;
+    *err = CUDA_ERROR_INVALID_VALUE;
+    if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0 || !nonce || h.nonce != nonce ||
+        h.kind != kind)
+        return NULL;
+    HASH_FIND(hh, shares, &h.id, sizeof(h.id), s);
+    if (!s || s->kind != kind || !secret_equal(s->secret, h.secret) || !s->owner)
+        return NULL; /* never made, forged, or let go by its exporter */
+    if (s->owner == c) {
+        *err = CUDA_ERROR_INVALID_CONTEXT; /* the driver's answer in the exporting process */
+        return NULL;
+    }
+    return s;
+}
+
+/* ipc_lock held: c holds an opened record of s from now on. */
+static int add_opener(struct srv_share *s, struct srv_client *c)
+{
+    if (s->nopeners == s->capopeners) {
+        int ncap = s->capopeners ? s->capopeners * 2 : 4;
+        struct srv_client **n = realloc(s->openers, (size_t)ncap * sizeof(*n));
+        if (!n)
+            return -1;
+        s->openers = n;
+        s->capopeners = ncap;
+    }
+    s->openers[s->nopeners++] = c;
+    return 0;
+}
+
+static CUresult open_mem(struct srv_client *c, const struct chan_ipc *m,
+                         struct chan_ipc_reply *out)
+{
+    CUresult err;
+    if (m->flags & ~(uint32_t)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ipc_lock);
+    struct srv_share *s = named(c, m->handle, SHIM_HT_MEM_DEVICE, &err);
+    if (!s) {
+        pthread_mutex_unlock(&ipc_lock);
+        return err;
+    }
+    /* Opened before: one more open of the same record, as the driver counts them. */
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_OPENED, s->value);
+    if (o && o->share == s) {
+        o->aux++;
+    } else if (o || !(o = srv_range_add(c, SHIM_HT_MEM_OPENED, s->value, s->size, 1, NULL))) {
+        pthread_mutex_unlock(&ipc_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (add_opener(s, c) != 0) {
+        srv_obj_destroyed(c, o);
+        pthread_mutex_unlock(&ipc_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        o->share = s;
+        o->aux = 1;
+        o->dev = s->dev;
+    }
+    out->value = s->value;
+    out->size = s->size;
+    out->opens = o->aux;
+    pthread_mutex_unlock(&ipc_lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult open_event(struct srv_client *c, const struct chan_ipc *m,
+                           struct chan_ipc_reply *out)
+{
+    CUresult err;
+    pthread_mutex_lock(&ipc_lock);
+    struct srv_share *s = named(c, m->handle, SHIM_HT_CUevent, &err);
+    if (!s) {
+        pthread_mutex_unlock(&ipc_lock);
+        return err;
+    }
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUevent, s->value);
+    if (!o) {
+        if (!(o = srv_obj_add(c, SHIM_HT_CUevent, s->value, 1, NULL))) {
+            pthread_mutex_unlock(&ipc_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (add_opener(s, c) != 0) {
+            srv_obj_destroyed(c, o);
+            pthread_mutex_unlock(&ipc_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        o->share = s;
+        o->aux = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+        o->dev = s->dev;
+    }
+    /* Opened again: the same event (the record stands for every open; one destroy ends it). */
+    out->value = s->value;
+    pthread_mutex_unlock(&ipc_lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the operation */
+
+void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_ipc m;
+    struct chan_ipc_reply out;
+    memset(&out, 0, sizeof(out));
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    if (len != sizeof(m))
+        goto reply;
+    memcpy(&m, p, sizeof(m));
+    res = CUDA_ERROR_INVALID_CONTEXT;
+    if (!c->cur)
+        goto reply;
+    res = CUDA_ERROR_INVALID_VALUE;
+    struct srv_obj *o;
+    switch (m.what) {
+    case CHAN_IPC_GET_MEM:
+        /* Memory of cuMemAlloc / cuMemAllocPitch only, as natively (pool, virtual and
+         * opened memory are refused); the handle names the whole allocation. */
+        o = srv_range_find(c, m.value, 1);
+        if (o && o->key.type == SHIM_HT_MEM_DEVICE)
+            res = export(c, o, SHIM_HT_MEM_DEVICE, &out);
+        break;
+    case CHAN_IPC_OPEN_MEM:
+        res = open_mem(c, &m, &out);
+        break;
+    case CHAN_IPC_CLOSE_MEM:
+        /* Found by its base even when revoked: closing is how the opener lets go. */
+        o = srv_obj_lookup(c, SHIM_HT_MEM_OPENED, m.value);
+        if (!o)
+            break;
+        out.opens = --o->aux;
+        if (!o->aux) {
+            /* Work first, as cuMemFree waits for it: the memory may go with this close. */
+            srv_streams_drain(c, 0);
+            srv_obj_release(c, o);
+        }
+        res = CUDA_SUCCESS;
+        break;
+    case CHAN_IPC_GET_EVENT:
+        /* The client's own event made with CU_EVENT_INTERPROCESS (which implies
+         * CU_EVENT_DISABLE_TIMING); an opened one is not its own to export. */
+        o = srv_obj_find(c, SHIM_HT_CUevent, m.value);
+        if (!o) {
+            res = CUDA_ERROR_INVALID_HANDLE;
+        } else if (o->owned && (o->aux & CU_EVENT_INTERPROCESS) &&
+                   (!o->share || o->share->owner == c)) {
+            res = export(c, o, SHIM_HT_CUevent, &out);
+        }
+        break;
+    case CHAN_IPC_OPEN_EVENT:
+        res = open_event(c, &m, &out);
+        break;
+    default:
+        break;
+    }
+reply:
+    if (res == CUDA_SUCCESS)
+        memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? (uint32_t)sizeof(out) : 0);
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+/* cuMemFree / cuMemFreeAsync of exported memory: the exporter's record goes, the memory
+ * stays while openers hold it (srv_share_drop). */
+static struct srv_obj *exported(struct srv_client *c, uint64_t base)
+{
+    struct srv_obj *o = base ? srv_range_find(c, base, 0) : NULL;
+    return o && o->key.value == base && o->share ? o : NULL;
+}
+
+static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o = exported(c, k->vals[0]);
+    if (o) {
+        srv_share_drop(c, o, 0);
+        return CUDA_SUCCESS;
+    }
+    return DRV(cuMemFree_v2)((CUdeviceptr)k->vals[0]);
+}
+
+const struct srv_hook srv_hook_mem_free = {.call = mem_free_call};
+
+static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o = exported(c, k->vals[0]);
+    if (o) {
+        srv_share_drop(c, o, 0);
+        return CUDA_SUCCESS;
+    }
+    return DRV(cuMemFreeAsync)((CUdeviceptr)k->vals[0], (CUstream)(uintptr_t)k->vals[1]);
+}
+
+const struct srv_hook srv_hook_mem_free_async = {.call = mem_free_async_call};
