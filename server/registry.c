@@ -179,6 +179,8 @@ struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x
 /* Drops the record (not the object it stands for); its children must be gone already. */
 static void forget(struct srv_client *c, struct srv_obj *o)
 {
+    if (o->drop)
+        o->drop(c, o);
     unlink_child(o);
     if (o->type_prev)
         o->type_prev->type_next = o->type_next;
