@@ -478,9 +478,13 @@ static CUresult add(struct srv_client *c, const struct chan_host_node *m, const 
         return res;
     }
     *made = (uint64_t)(uintptr_t)node;
-    if (!srv_obj_add(c, SHIM_HT_CUgraphNode, *made, 1, go) ||
-        slots_take(c, go, (uint32_t)slot, 0)) {
+    struct srv_obj *no = srv_obj_add(c, SHIM_HT_CUgraphNode, *made, 1, go);
+    if (!no)
+        slot_unref(c, (uint32_t)slot);
+    if (!no || slots_take(c, go, (uint32_t)slot, 0)) { /* the reference is dropped */
         DRV(cuGraphDestroyNode)(node);
+        if (no)
+            srv_obj_destroyed(c, no);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
