@@ -24,8 +24,8 @@
 #include <cuda.h>
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
-#define CHAN_PROTO_MAJOR 3     /* incompatible changes (3: calls carried by descriptions) */
-#define CHAN_PROTO_MINOR 2     /* compatible additions (1: CHAN_OP_KERNEL_NODE, 2: CHAN_OP_IPC) */
+#define CHAN_PROTO_MAJOR 4     /* incompatible changes (4: host nodes in chan_callbacks, CHAN_OP_IPC) */
+#define CHAN_PROTO_MINOR 0     /* compatible additions */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -89,6 +89,7 @@ struct chan_welcome {
 #define CHAN_INLINE_MAX (32u << 10)   /* copies up to this travel inside records/replies */
 #define CHAN_MAX_DEVICES 16
 #define CHAN_CB_SLOTS 65536       /* host functions outstanding at once, per client */
+#define CHAN_HN_SLOTS 4096        /* graph host nodes a client's graphs and execs hold at once */
 
 /* A staging slot's two counters are chunk sequence numbers (see channel/copyplan.h). The
  * producer of chunk n waits until `freed` says the slot's previous chunk (n - NSLOTS) has
@@ -120,13 +121,27 @@ _Static_assert(sizeof(struct chan_lane) == CHAN_LANE_SIZE, "lane layout");
  * cuStreamWaitValue32 on done[n % CHAN_CB_SLOTS] >= n (cyclic), which holds the stream
  * until the client's callback thread has run the function and stored n there. The GPU
  * polls `done`, so finishing costs the client no system call; the server's own host
- * function never blocks, so other clients' host functions are never held up. */
+ * function never blocks, so other clients' host functions are never held up.
+ *
+ * Graph host nodes (cuGraphAddHostNode, cuLaunchHostFunc in a capture) run many times, so
+ * no number fixed when the graph is built can say "this run is done". Each is a slot: the
+ * server's graph holds, for it, a host function of the server's that stores 0 in
+ * hn_flag[slot] and posts CHAN_CB_NODE | slot, then a batch mem-op node waiting for
+ * hn_flag[slot] == 1, which the client's callback thread stores after running
+ * hn_fn[slot](hn_user[slot]). Slots are handed out by the server (server/hostfn.c); it
+ * writes hn_fn and hn_user from the client's requests and copies them between slots, but
+ * never calls nor trusts them (they are the client's own pointers, used only in the
+ * client); it only ever writes hn_flag. */
+#define CHAN_CB_NODE (1ull << 32) /* a fired entry for host node slot (entry & 0xffffffff) */
 struct chan_callbacks {
     _Alignas(64) _Atomic uint32_t fired_tail; /* notifications posted (server) */
     _Atomic uint32_t fired_waiters;           /* the client's callback thread sleeps */
     _Alignas(64) _Atomic uint32_t fired_head; /* notifications taken (client) */
-    uint32_t fired[CHAN_CB_SLOTS];            /* seq of notification k at k % SLOTS */
+    uint64_t fired[CHAN_CB_SLOTS];            /* seq, or CHAN_CB_NODE | slot, of notification k */
     _Atomic uint32_t done[CHAN_CB_SLOTS];     /* last seq finished in each slot */
+    _Atomic uint32_t hn_flag[CHAN_HN_SLOTS];  /* 1: the slot's function ran (client) */
+    uint64_t hn_fn[CHAN_HN_SLOTS];            /* CUhostFn of each slot (server) */
+    uint64_t hn_user[CHAN_HN_SLOTS];          /* its userData (server) */
 };
 
 struct chan_devinfo_dev {
@@ -222,6 +237,7 @@ enum chan_op {
     CHAN_OP_OCCUPANCY,          /* chan_occupancy + attrs -> i32 */
     CHAN_OP_KERNEL_NODE,        /* chan_kernel_node + deps + params -> u64 node (add) */
     CHAN_OP_IPC,                /* chan_ipc -> chan_ipc_reply */
+    CHAN_OP_HOST_NODE,          /* chan_host_node + deps -> u64 node (add) | u64 fn, user (get) */
     CHAN_OP_END,
 };
 
@@ -417,6 +433,25 @@ struct chan_ipc_reply {
     uint64_t size;
     uint64_t opens;
     uint8_t handle[CU_IPC_HANDLE_SIZE];
+};
+
+/* A graph's host node (see struct chan_callbacks): added, its function read or set (in the
+ * graph, or in an exec of it), or a host function captured by a capturing stream. The
+ * node's dependencies (u64 node handles) follow. */
+enum chan_host_node_what {
+    CHAN_HN_ADD = 1,  /* cuGraphAddHostNode: graph, fn, user, deps -> the new node */
+    CHAN_HN_GET,      /* cuGraphHostNodeGetParams: node -> fn, user */
+    CHAN_HN_SET,      /* cuGraphHostNodeSetParams: node, fn, user */
+    CHAN_HN_EXEC_SET, /* cuGraphExecHostNodeSetParams: graph = the exec, node, fn, user */
+    CHAN_HN_CAPTURE,  /* cuLaunchHostFunc in a capture: graph = the stream, fn, user;
+                         CUDA_ERROR_NOT_READY if the stream is not capturing after all */
+};
+struct chan_host_node {
+    uint32_t what; /* enum chan_host_node_what */
+    uint32_t ndeps;
+    uint64_t graph;
+    uint64_t node;
+    uint64_t fn, user;
 };
 
 /* The n-th host function of the client, on `stream`. */

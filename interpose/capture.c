@@ -75,6 +75,13 @@ CUresult shim_capture_refuse(CUstream s)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
+int shim_capture_active(CUstream s)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return atomic_load_explicit(&ncaptures, memory_order_relaxed) &&
+           cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* The capture `s` began, unlinked; NULL if none. */
 static struct capture *take(CUstream s)
 {

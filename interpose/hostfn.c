@@ -1,7 +1,9 @@
-/* Host functions and stream callbacks: they run here, in the client, on a thread of the
- * shim's own, in stream order (channel/proto.h, struct chan_callbacks, says how the server
- * holds the stream until they are done). Application threads never run them, so a thread
- * blocked in a synchronisation never has to. */
+/* Host functions, stream callbacks and graph host nodes: they run here, in the client, on
+ * a thread of the shim's own, in stream or graph order (channel/proto.h, struct
+ * chan_callbacks, says how the server holds the stream or graph until they are done).
+ * Application threads never run them, so a thread blocked in a synchronisation never has
+ * to. A host node's function and data live in its slot of the shared segment, where the
+ * server writes them (server/hostfn.c). */
 #include "interpose/shim.h"
 
 #include <string.h>
@@ -31,9 +33,21 @@ static void *callback_thread(void *arg)
     for (;;) {
         if (chan_wait_for(&cb->fired_tail, head + 1, &cb->fired_waiters, &w) != 0)
             return NULL; /* the server is gone */
-        uint32_t seq = cb->fired[head % CHAN_CB_SLOTS];
+        uint64_t what = cb->fired[head % CHAN_CB_SLOTS];
         head++;
         atomic_store(&cb->fired_head, head);
+        if (what & CHAN_CB_NODE) {
+            uint32_t slot = (uint32_t)what;
+            if (slot >= CHAN_HN_SLOTS)
+                continue;
+            CUhostFn fn = (CUhostFn)(uintptr_t)cb->hn_fn[slot];
+            if (fn)
+                fn((void *)(uintptr_t)cb->hn_user[slot]);
+            /* Release: what the function wrote is visible before the graph goes on. */
+            atomic_store_explicit(&cb->hn_flag[slot], 1, memory_order_release);
+            continue;
+        }
+        uint32_t seq = (uint32_t)what;
         pthread_mutex_lock(&cb_lock);
         struct pending p = pending[seq % CHAN_CB_SLOTS];
         pthread_mutex_unlock(&cb_lock);
@@ -46,6 +60,54 @@ static void *callback_thread(void *arg)
     }
 }
 
+/* Starts the callback thread once; cb_lock held. */
+static CUresult start_thread(void)
+{
+    if (thread_started)
+        return CUDA_SUCCESS;
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, callback_thread, NULL) == 0)
+        thread_started = 1;
+    pthread_attr_destroy(&at);
+    return thread_started ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
+/* A host node request (see struct chan_host_node); `out` takes the reply. */
+static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const CUgraphNode *deps,
+                          size_t ndeps, const CUDA_HOST_NODE_PARAMS *p, void *out, uint32_t cap)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ndeps > CHAN_MAX_DEPS)
+        return shim_refuse("graph nodes with more than 256 dependencies");
+    /* The node may run before anything else of this process's needs the thread. */
+    pthread_mutex_lock(&cb_lock);
+    r = start_thread();
+    pthread_mutex_unlock(&cb_lock);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint8_t buf[sizeof(struct chan_host_node) + CHAN_MAX_DEPS * sizeof(uint64_t)];
+    struct chan_host_node m = {
+        .what = what,
+        .ndeps = (uint32_t)ndeps,
+        .graph = graph,
+        .node = (uint64_t)(uintptr_t)node,
+        .fn = p ? (uint64_t)(uintptr_t)p->fn : 0,
+        .user = p ? (uint64_t)(uintptr_t)p->userData : 0,
+    };
+    memcpy(buf, &m, sizeof(m));
+    for (size_t i = 0; i < ndeps; i++) {
+        uint64_t d = (uint64_t)(uintptr_t)deps[i];
+        memcpy(buf + sizeof(m) + i * sizeof(d), &d, sizeof(d));
+    }
+    return shim_rpc(CHAN_OP_HOST_NODE, buf, (uint32_t)(sizeof(m) + ndeps * sizeof(uint64_t)), out,
+                    cap, NULL);
+}
+
 static CUresult enqueue(CUstream stream, const struct pending *p)
 {
     CUresult r = shim_ready();
@@ -53,23 +115,21 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
         return r;
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS)
         return r;
-    /* Not captured yet: a graph would replay the first notification and wait (see
-     * server/hostfn.c). */
-    if ((r = shim_capture_refuse(stream)) != CUDA_SUCCESS)
-        return shim_refuse_as("a host function in a stream capture", r);
+    /* A host function in a capture becomes a host node of the capture's graph (a graph
+     * would replay a plain one's notification and wait with their first values); a stream
+     * callback cannot be captured, as with the driver. */
+    if (p->kind == 1 && shim_capture_active(stream)) {
+        CUDA_HOST_NODE_PARAMS hp = {.fn = p->fn, .userData = p->user};
+        r = host_node(CHAN_HN_CAPTURE, (uint64_t)(uintptr_t)stream, NULL, NULL, 0, &hp, NULL, 0);
+        if (r != CUDA_ERROR_NOT_READY) /* not capturing any more: enqueued below */
+            return r;
+    } else if (p->kind == 2 && (r = shim_capture_refuse(stream)) != CUDA_SUCCESS) {
+        return r;
+    }
     pthread_mutex_lock(&cb_lock);
-    if (!thread_started) {
-        pthread_t t;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &at, callback_thread, NULL) == 0)
-            thread_started = 1;
-        pthread_attr_destroy(&at);
-        if (!thread_started) {
-            pthread_mutex_unlock(&cb_lock);
-            return CUDA_ERROR_OPERATING_SYSTEM;
-        }
+    if ((r = start_thread()) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&cb_lock);
+        return r;
     }
     uint32_t seq = ++last_seq;
     if (seq == 0)
@@ -110,4 +170,48 @@ CUresult SHIM_IMPL(cuStreamAddCallback)(CUstream hStream, CUstreamCallback callb
         return CUDA_ERROR_INVALID_VALUE;
     struct pending p = {.kind = 2, .cb = callback, .user = userData, .stream = hStream};
     return enqueue(hStream, &p);
+}
+
+CUresult SHIM_IMPL(cuGraphAddHostNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                       const CUgraphNode *dependencies, size_t numDependencies,
+                                       const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    if (!phGraphNode || !nodeParams || !nodeParams->fn || (numDependencies && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t made = 0;
+    CUresult r = host_node(CHAN_HN_ADD, (uint64_t)(uintptr_t)hGraph, NULL, dependencies,
+                           numDependencies, nodeParams, &made, sizeof(made));
+    if (r == CUDA_SUCCESS)
+        *phGraphNode = (CUgraphNode)(uintptr_t)made;
+    return r;
+}
+
+CUresult SHIM_IMPL(cuGraphHostNodeGetParams)(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t got[2];
+    CUresult r = host_node(CHAN_HN_GET, 0, hNode, NULL, 0, NULL, got, sizeof(got));
+    if (r == CUDA_SUCCESS) {
+        nodeParams->fn = (CUhostFn)(uintptr_t)got[0];
+        nodeParams->userData = (void *)(uintptr_t)got[1];
+    }
+    return r;
+}
+
+CUresult SHIM_IMPL(cuGraphHostNodeSetParams)(CUgraphNode hNode,
+                                             const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams || !nodeParams->fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    return host_node(CHAN_HN_SET, 0, hNode, NULL, 0, nodeParams, NULL, 0);
+}
+
+CUresult SHIM_IMPL(cuGraphExecHostNodeSetParams)(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                 const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams || !nodeParams->fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    return host_node(CHAN_HN_EXEC_SET, (uint64_t)(uintptr_t)hGraphExec, hNode, NULL, 0,
+                     nodeParams, NULL, 0);
 }

@@ -235,8 +235,10 @@ CUresult shim_stream_check(CUstream s, uint32_t *ctx);
  * and the captures in its way invalidated, where the thread's capture mode forbids it. */
 CUresult shim_capture_unsafe(void);
 /* Before work on stream `s` that a graph could not replay (a copy staged through pageable
- * memory, a host function): refused, and the capture invalidated, while `s` captures. */
+ * memory, a stream callback): refused, and the capture invalidated, while `s` captures. */
 CUresult shim_capture_refuse(CUstream s);
+/* 1 if stream `s` captures (costs nothing while this process has no capture going). */
+int shim_capture_active(CUstream s);
 /* For handles of types the client knows (streams, events): CUDA_SUCCESS if `h` is one of
  * its own, else the error the driver gives at once. Other types: CUDA_SUCCESS (the server
  * checks them). */

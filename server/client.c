@@ -268,6 +268,7 @@ static void cleanup(struct srv_client *c)
     chan_ranges_free(&c->ranges);
     free(c->blob);
     free(c->rec);
+    free(c->hn); /* host node slots: no graph of its runs any more (hostfn.c) */
     free(c->scratch);
     free(c->out);
     if (c->shm) {

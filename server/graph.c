@@ -7,13 +7,14 @@
  * would make the others' calls fail. (The client's shim applies the mode to the client's
  * own threads: interpose/capture.c.) While a client has a capture going, the
  * server adds no work of its own to capturing streams (streams.c, waits.c), and refuses
- * what it could not replay: pageable copies and host functions (copy.c, hostfn.c).
+ * what it could not replay: pageable copies (copy.c); host functions become host nodes
+ * (hostfn.c).
  *
  * Graphs, nodes and execs are the client's registry objects: nodes die with their graph,
  * graphs and execs with the client. Kernel nodes are hand-written (their parameters are
  * packed by the client, which alone knows each function's layout, and travel as the
  * `extra` buffer); memset and memcpy nodes name memory, which must be the client's. Host
- * nodes are not supported yet (their function is the client's, run on each replay). */
+ * nodes (the client's function, run on each replay) are hostfn.c's. */
 #include "server/server.h"
 
 #include <string.h>

@@ -186,6 +186,8 @@ struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x
 static void forget(struct srv_client *c, struct srv_obj *o)
 {
     srv_share_drop(c, o, 1); /* a share outlives no record of it (ipc.c) */
+    if (o->drop)
+        o->drop(c, o);
     unlink_child(o);
     if (o->type_prev)
         o->type_prev->type_next = o->type_next;

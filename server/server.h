@@ -35,6 +35,7 @@ void srv_clog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * or a memory range, of one of the types cuda_symbols.txt declares (%handle, %range). The
  * client names it by `key.value`: the real handle, or a range's base address. Owned by the
  * client's worker thread alone. */
+struct srv_client;
 struct srv_obj_key {
     uint64_t value;
     uint32_t type; /* SHIM_HT_* */
@@ -55,6 +56,9 @@ struct srv_obj {
     void *ext;       /* the family's own state (struct srv_stream), freed by its release */
     uint64_t aux;    /* the family's own value (pinned memory: the bytes mapped) */
     struct srv_share *share; /* exported or opened through IPC (ipc.c), else NULL */
+    /* Frees the family's state of a record that is going, however it goes (destroyed,
+     * dying with its parent, released): graphs' and execs' host node slots (hostfn.c). */
+    void (*drop)(struct srv_client *c, struct srv_obj *o);
     UT_hash_handle hh;
 };
 
@@ -134,7 +138,12 @@ struct srv_client {
     int shm_registered;
     CUdeviceptr shm_dptr;      /* the segment's device address (0: not device-mapped) */
     _Atomic uint32_t cb_fired; /* host-function notifications posted so far */
+    /* Notifications published in the ring (its tail): kept here, so that the driver's
+     * callback thread publishing in order never waits on a word the client can write. */
+    _Atomic uint32_t cb_published;
     uint32_t cb_last;          /* seq of the last host function enqueued */
+    struct srv_hostnode *hn;   /* host node slots (hostfn.c), CHAN_HN_SLOTS; NULL until used */
+    _Atomic int hn_gone;       /* it left: its host nodes no longer hold their graphs */
     pthread_t worker;
     struct srv_limits lim;                 /* set at the handshake, read-only after */
     CUgreenCtx green[CHAN_MAX_DEVICES];    /* where its streams are made; NULL: shared ctx */
@@ -402,7 +411,7 @@ srv_handler srv_op_launch, srv_op_occupancy;
 srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_sync, srv_op_event_sync;
 srv_handler srv_op_error_string;
 srv_handler srv_op_kernel_node;
-srv_handler srv_op_host_func;
+srv_handler srv_op_host_func, srv_op_host_node;
 srv_handler srv_op_ipc;
 
 /* IPC (ipc.c). The record lets go of its share: the real object is destroyed once neither
@@ -411,7 +420,8 @@ srv_handler srv_op_ipc;
 void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving);
 /* 1 if o is an opened record whose exporter left. */
 int srv_share_revoked(const struct srv_obj *o);
-/* hostfn.c: lets every stream waiting on a departed client's host functions go on. */
+/* hostfn.c: lets every stream and graph waiting on a departed client's host functions and
+ * host nodes go on. */
 void srv_hostfn_release(struct srv_client *c);
 
 /* generic.c: replays a `sync`/`async` call from its descriptor. */

@@ -18,10 +18,13 @@ static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len)
  * send nothing else: the worker may then block in the driver's own synchronisation, which
  * wakes faster than polling. Any other client is polled, so that one of its threads
  * waiting for the GPU never holds up the others (which might even be the ones to release
- * the work waited for). */
+ * the work waited for). So is one that has host functions or host nodes (hostfn.c): its
+ * work may wait on its callback thread, and should it die there, only this worker, polling
+ * and so seeing it go, releases that work. */
 static int may_block(struct srv_client *c)
 {
-    return srv.block_sync && !c->many_threads && !chan_ring_pending(&c->ch);
+    return srv.block_sync && !c->many_threads && !c->cb_last && !c->hn &&
+           !chan_ring_pending(&c->ch);
 }
 
 static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)

@@ -112,6 +112,7 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_HOST_FUNC - CHAN_OP_BASE] = srv_op_host_func,
     [CHAN_OP_KERNEL_NODE - CHAN_OP_BASE] = srv_op_kernel_node,
     [CHAN_OP_IPC - CHAN_OP_BASE] = srv_op_ipc,
+    [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = srv_op_host_node,
 };
 
 /* Replays one record. 0, or -1 when the client broke the protocol. */
@@ -151,7 +152,7 @@ void *srv_worker_main(void *arg)
     c->out = malloc(CHAN_LANE_DATA);
     if (!c->rec || !c->scratch || !c->out)
         return NULL;
-    uint64_t idle_since = 0;
+    uint64_t idle_since = 0, alive_checked = 0;
     unsigned backoff_us = 0;
     while (!atomic_load(&c->dead)) {
         int got = 0;
@@ -179,9 +180,15 @@ void *srv_worker_main(void *arg)
         if (now - idle_since < srv.idle_spin_ns)
             continue; /* a chatty client's next request is usually microseconds away */
         if (waiting) {
-            /* The GPU is busy for this client: poll its events less and less often. */
+            /* The GPU is busy for this client: poll its events less and less often. Its work
+             * may wait on the client itself (host functions and nodes, hostfn.c): see now
+             * and then whether it is still there, else the wait would never end. */
             backoff_us = backoff_us ? (backoff_us * 2 > 200 ? 200 : backoff_us * 2) : 5;
             chan_ring_sleep(&c->ch, (uint64_t)backoff_us * 1000);
+            if (now - alive_checked > 50ull * 1000 * 1000) {
+                alive_checked = now;
+                srv_client_alive(c);
+            }
             continue;
         }
         chan_ring_sleep(&c->ch, 50ull * 1000 * 1000);

@@ -214,6 +214,26 @@ else
         wait $b2 || rc=1
         tail -n 1 '"$WORK"'/bystander1.log '"$WORK"'/bystander2.log
         exit $rc'
+    # A client killed while its launched graph waits on its host node (whose function never
+    # returns): another client's graphs with host nodes run meanwhile and after, and the
+    # server releases the dead one's graph and exec (it sets the flags the graph waits on).
+    run_test kill-in-host-node 120 bash -c '
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/graph_host --victim >'"$WORK"'/hn-victim.log 2>&1 & v=$!
+        for i in $(seq 200); do grep -q ready '"$WORK"'/hn-victim.log && break; sleep 0.05; done
+        grep -q ready '"$WORK"'/hn-victim.log || { echo "victim never got ready"; exit 1; }
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/graph_host >'"$WORK"'/hn-bystander.log 2>&1 & b=$!
+        sleep 0.3
+        kill -9 $v
+        rc=0
+        wait $b || rc=1
+        tail -n 1 '"$WORK"'/hn-bystander.log
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/graph_host | tail -n 1 | grep -q "^PASS" || rc=1
+        for i in $(seq 100); do
+            grep -q "Client process $v: released .*CUgraphExec" '"$MPSSHIM_LOG_DIRECTORY"'/server.log && break
+            sleep 0.1
+        done
+        grep "Client process $v: released" '"$MPSSHIM_LOG_DIRECTORY"'/server.log || rc=1
+        exit $rc'
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break

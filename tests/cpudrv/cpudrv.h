@@ -573,6 +573,14 @@ struct cpudrv_green {
 CUresult cpudrv_copy3d_resolve(const CUDA_MEMCPY3D *p, struct cpudrv_xfer *x, int *scls, int *dcls,
                                struct cpudrv_array **sa, struct cpudrv_array **da);
 
+/* ---------------------------------------------------------------- memop.c */
+
+// cpudrv_big held: SUCCESS if ops[0..n) are valid batch memory operations on memory the
+// device may access (batch mem-op graph nodes), else INVALID_VALUE.
+CUresult cpudrv_memops_check(const CUstreamBatchMemOpParams *ops, unsigned n);
+// Performs one checked operation now (worker side); a wait gives up once *dying is set.
+void cpudrv_memop_run(const CUstreamBatchMemOpParams *o, const int *dying);
+
 /* ---------------------------------------------------------------- memset.c */
 
 // A memset of width elements of elsize bytes on each of height rows, pitch bytes apart.

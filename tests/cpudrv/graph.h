@@ -53,6 +53,13 @@ struct cpudrv_sparams {
     CUcontext ctx;
 };
 
+// A batch mem-op node: its own copy of the operations.
+struct cpudrv_bparams {
+    CUcontext ctx;
+    unsigned count, flags;
+    CUstreamBatchMemOpParams *ops;
+};
+
 struct cpudrv_graph;
 
 struct cpudrv_gnode {
@@ -70,6 +77,7 @@ struct cpudrv_gnode {
         struct cpudrv_mparams m;
         struct cpudrv_sparams s;
         CUDA_HOST_NODE_PARAMS h;
+        struct cpudrv_bparams b;
         struct cpudrv_event *ev;    // event record and wait nodes: a reference held
         struct cpudrv_graph *child; // child graph nodes: owned
     } u;
@@ -123,6 +131,8 @@ CUresult cpudrv_gnode_set_memcpy(struct cpudrv_gnode *n, const CUDA_MEMCPY3D *p,
                                  struct cpudrv_ctx *cur);
 CUresult cpudrv_gnode_set_memset(struct cpudrv_gnode *n, const CUDA_MEMSET_NODE_PARAMS *p,
                                  CUcontext ctx, struct cpudrv_ctx *cur);
+CUresult cpudrv_gnode_set_batch(struct cpudrv_gnode *n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p,
+                                struct cpudrv_ctx *cur);
 // A kernel node's parameters from a launch already validated (captured launches).
 CUresult cpudrv_gnode_set_launch(struct cpudrv_gnode *n, const struct cpudrv_launch *L,
                                  const void *handle);

@@ -2,10 +2,10 @@
 //
 // An executable graph owns a private copy of its graph, its nodes (and those of its child
 // graphs, flattened) put in one order that respects every edge. A launch runs them in that
-// order on the launch stream's worker: each run of kernel, memcpy, memset and host nodes
-// is one stream operation, and an event record or wait node is an operation of its own
-// between them (a record marks the stream's point when the nodes before it are done; a
-// wait holds back the nodes after it). Parameters are copied into the operations when the
+// order on the launch stream's worker: each run of kernel, memcpy, memset, host and batch
+// mem-op nodes is one stream operation, and an event record or wait node is an operation
+// of its own between them (a record marks the stream's point when the nodes before it are
+// done; a wait holds back the nodes after it). Parameters are copied into the operations when the
 // launch is queued, so later updates change only later launches. Launches of one
 // executable graph are ordered after each other, on whatever streams.
 #include "graph.h"
@@ -23,7 +23,7 @@ struct cpudrv_gexec {
     uint64_t last_seq;
 };
 
-enum { ST_KERNEL, ST_COPY, ST_FILL, ST_HOST, ST_FAULT };
+enum { ST_KERNEL, ST_COPY, ST_FILL, ST_HOST, ST_MEMOP, ST_FAULT };
 
 // One node of a launch, with what it needs to run unlocked.
 struct step {
@@ -36,6 +36,11 @@ struct step {
         } c;
         struct cpudrv_fill f;
         CUDA_HOST_NODE_PARAMS h;
+        struct {
+            CUstreamBatchMemOpParams *ops; // malloc'd
+            unsigned n;
+            const int *dying;
+        } b;
     } u;
 };
 
@@ -93,6 +98,10 @@ static CUresult batch_run(struct cpudrv_op *op)
         case ST_HOST:
             st->u.h.fn(st->u.h.userData);
             break;
+        case ST_MEMOP:
+            for (unsigned k = 0; k < st->u.b.n; k++)
+                cpudrv_memop_run(&st->u.b.ops[k], st->u.b.dying);
+            break;
         default: // memory the node names was gone when the launch was queued
             rc = CUDA_ERROR_ILLEGAL_ADDRESS;
         }
@@ -110,6 +119,8 @@ static void step_release(struct step *st)
     } else if (st->kind == ST_COPY) {
         for (int k = 0; k < 2; k++)
             if (st->u.c.hold[k]) cpudrv_obj_put(st->u.c.hold[k]);
+    } else if (st->kind == ST_MEMOP) {
+        free(st->u.b.ops);
     }
 }
 
@@ -150,6 +161,18 @@ static int batch_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
                 return 1;
         } else if (st->kind == ST_FILL) {
             if (overlaps(st->u.f.dst, cpudrv_fill_span(&st->u.f), lo, hi)) return 1;
+        } else if (st->kind == ST_MEMOP) {
+            for (unsigned k = 0; k < st->u.b.n; k++) {
+                const CUstreamBatchMemOpParams *o = &st->u.b.ops[k];
+                if ((o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_32 ||
+                     o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64) &&
+                    overlaps((void *)(uintptr_t)o->waitValue.address, 8, lo, hi))
+                    return 1;
+                if ((o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ||
+                     o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64) &&
+                    overlaps((void *)(uintptr_t)o->writeValue.address, 8, lo, hi))
+                    return 1;
+            }
         }
     }
     return 0;
@@ -205,6 +228,15 @@ static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s, stru
         st->kind = ST_HOST;
         st->u.h = n->u.h;
         return 1;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+        size_t bytes = n->u.b.count * sizeof *n->u.b.ops;
+        st->kind = ST_MEMOP;
+        if (!(st->u.b.ops = malloc(bytes))) return -1;
+        memcpy(st->u.b.ops, n->u.b.ops, bytes);
+        st->u.b.n = n->u.b.count;
+        st->u.b.dying = &s->o.ctx->dying;
+        return 1;
+    }
     default:
         return 0;
     }
@@ -720,6 +752,25 @@ CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
     return TR(rc);
 }
 
+// Sets a batch mem-op node's operations for later launches.
+CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                            const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    struct cpudrv_gexec *x;
+    struct cpudrv_gnode *en;
+    CUresult rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &x, &en);
+    if (rc) return TR(rc);
+    struct cpudrv_gnode *tmp = cpudrv_gnode_new(CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+    rc = tmp ? cpudrv_gnode_set_batch(tmp, nodeParams, cpudrv_ctx_current())
+             : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc)
+        rc = take_params(en, tmp);
+    else if (tmp)
+        cpudrv_gnode_free(tmp);
+    cpudrv_unlock();
+    return TR(rc);
+}
+
 // Takes the parameters of a graph shaped like a child graph node's into its copy.
 CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                             CUgraph childGraph)
@@ -844,11 +895,15 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
         if (!rc) cpudrv_unlock();
         return TR(rc);
     }
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+        CUDA_BATCH_MEM_OP_NODE_PARAMS b = {p->memOp.ctx, p->memOp.count, p->memOp.paramArray,
+                                           p->memOp.flags};
+        return cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, &b);
+    }
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
-    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return TR(CUDA_ERROR_NOT_SUPPORTED);
     default:

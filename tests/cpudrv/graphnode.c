@@ -1,10 +1,10 @@
-// Graph nodes by type: adding kernel, memcpy, memset, host, child graph, empty and event
-// nodes, by their typed calls or the generic CUgraphNodeParams form, and their parameters
+// Graph nodes by type: adding kernel, memcpy, memset, host, child graph, empty, event and
+// batch mem-op nodes, by their typed calls or the generic CUgraphNodeParams form, and their parameters
 // (validated like the stream calls they stand for, copied when set: a kernel node keeps
 // its own copy of the arguments, as the driver does); kernel node attributes.
 //
-// Memory allocation and free nodes, conditional, batch mem-op and external semaphore nodes
-// are not implemented: adding one returns CUDA_ERROR_NOT_SUPPORTED (captured
+// Memory allocation and free nodes, conditional and external semaphore nodes are not
+// implemented: adding one returns CUDA_ERROR_NOT_SUPPORTED (captured
 // stream-ordered allocations likewise), and no graph memory is ever in use.
 #include "graph.h"
 
@@ -31,6 +31,8 @@ const char *cpudrv_gnode_type_name(CUgraphNodeType t)
         return "WAIT_EVENT";
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return "EVENT_RECORD";
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return "BATCH_MEM_OP";
     default:
         return "UNKNOWN";
     }
@@ -77,6 +79,9 @@ void cpudrv_gnode_params_free(struct cpudrv_gnode *n)
         break;
     case CU_GRAPH_NODE_TYPE_GRAPH:
         if (n->u.child) cpudrv_graph_destroy(n->u.child);
+        break;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        free(n->u.b.ops);
         break;
     default:
         break;
@@ -207,6 +212,24 @@ CUresult cpudrv_gnode_set_memset(struct cpudrv_gnode *n, const CUDA_MEMSET_NODE_
     return CUDA_SUCCESS;
 }
 
+// Batch mem-op parameters: valid operations (as the stream calls take them), flags 0, a
+// context (the current one if none is given); the node keeps its own copy.
+CUresult cpudrv_gnode_set_batch(struct cpudrv_gnode *n, const CUDA_BATCH_MEM_OP_NODE_PARAMS *p,
+                                struct cpudrv_ctx *cur)
+{
+    if (!p || p->flags) return CUDA_ERROR_INVALID_VALUE;
+    CUcontext c;
+    CUresult rc = cpudrv_memops_check(p->paramArray, p->count);
+    if (!rc) rc = node_ctx(p->ctx, cur, &c);
+    if (rc) return rc;
+    CUstreamBatchMemOpParams *ops = malloc(p->count * sizeof *ops);
+    if (!ops) return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(ops, p->paramArray, p->count * sizeof *ops);
+    cpudrv_gnode_params_free(n);
+    n->u.b = (struct cpudrv_bparams){c, p->count, p->flags, ops};
+    return CUDA_SUCCESS;
+}
+
 // Copies src's parameters into dst (of the same type; child graphs are cloned, publish as
 // for cpudrv_graph_clone), releasing dst's.
 CUresult cpudrv_gnode_params_copy(struct cpudrv_gnode *dst, const struct cpudrv_gnode *src,
@@ -244,6 +267,16 @@ CUresult cpudrv_gnode_params_copy(struct cpudrv_gnode *dst, const struct cpudrv_
         c->owner = dst;
         return CUDA_SUCCESS;
     }
+    if (src->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+        size_t bytes = src->u.b.count * sizeof *src->u.b.ops;
+        CUstreamBatchMemOpParams *ops = malloc(bytes);
+        if (!ops) return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(ops, src->u.b.ops, bytes);
+        cpudrv_gnode_params_free(dst);
+        dst->u.b = src->u.b;
+        dst->u.b.ops = ops;
+        return CUDA_SUCCESS;
+    }
     if (src->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT || src->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
         cpudrv_obj_ref(&src->u.ev->o);
     cpudrv_gnode_params_free(dst);
@@ -274,6 +307,7 @@ struct add_params {
     const CUDA_MEMCPY3D *m;
     const CUDA_MEMSET_NODE_PARAMS *s;
     const CUDA_HOST_NODE_PARAMS *h;
+    const CUDA_BATCH_MEM_OP_NODE_PARAMS *b;
     CUcontext ctx;
     CUevent ev;
     CUgraph child;
@@ -295,6 +329,8 @@ static CUresult add_set(struct cpudrv_gnode *n, const struct add_params *a, stru
         if (!a->h || !a->h->fn) return CUDA_ERROR_INVALID_VALUE;
         n->u.h = *a->h;
         return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return cpudrv_gnode_set_batch(n, a->b, cur);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         n->u.ev = cpudrv_event_find(a->ev);
@@ -494,6 +530,43 @@ CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS
         rc = CUDA_ERROR_INVALID_VALUE;
     else
         n->u.h = *nodeParams;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Adds a batch mem-op node: its operations run in order at each launch, as
+// cuStreamBatchMemOp's would on the launch stream.
+CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                  const CUgraphNode *dependencies, size_t numDependencies,
+                                  const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    struct add_params a = {.b = nodeParams};
+    return TR(add(phGraphNode, hGraph, dependencies, NULL, numDependencies,
+                  CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &a));
+}
+
+// A batch mem-op node's parameters; paramArray is the node's own copy.
+CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode,
+                                        CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
+{
+    if (!nodeParams_out) return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_gnode *n;
+    CUresult rc = node_of(hNode, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &n);
+    if (rc) return TR(rc);
+    *nodeParams_out = (CUDA_BATCH_MEM_OP_NODE_PARAMS){n->u.b.ctx, n->u.b.count, n->u.b.ops,
+                                                      n->u.b.flags};
+    cpudrv_unlock();
+    return TR(CUDA_SUCCESS);
+}
+
+// Replaces a batch mem-op node's operations.
+CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode,
+                                        const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    struct cpudrv_gnode *n;
+    CUresult rc = node_of(hNode, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &n);
+    if (rc) return TR(rc);
+    rc = cpudrv_gnode_set_batch(n, nodeParams, cpudrv_ctx_current());
     cpudrv_unlock();
     return TR(rc);
 }
@@ -757,6 +830,7 @@ struct typed {
     CUDA_KERNEL_NODE_PARAMS k;
     CUDA_MEMSET_NODE_PARAMS s;
     CUDA_HOST_NODE_PARAMS h;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS b;
 };
 
 // The typed parameters of a CUgraphNodeParams (kept in t); NOT_SUPPORTED for the types
@@ -800,11 +874,15 @@ static CUresult from_generic(const CUgraphNodeParams *p, struct add_params *a, s
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         a->ev = p->eventRecord.event;
         return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        t->b = (CUDA_BATCH_MEM_OP_NODE_PARAMS){p->memOp.ctx, p->memOp.count,
+                                               p->memOp.paramArray, p->memOp.flags};
+        a->b = &t->b;
+        return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
-    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return CUDA_ERROR_NOT_SUPPORTED; // not implemented by this driver
     default:
@@ -849,6 +927,8 @@ CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
         rc = cpudrv_gnode_set_memcpy(n, a.m, a.ctx, cur);
     } else if (n->type == CU_GRAPH_NODE_TYPE_MEMSET) {
         rc = cpudrv_gnode_set_memset(n, a.s, a.ctx, cur);
+    } else if (n->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+        rc = cpudrv_gnode_set_batch(n, a.b, cur);
     } else {
         // Made on a node of no graph first, so that a refusal changes nothing.
         struct cpudrv_gnode *tmp = cpudrv_gnode_new(n->type);

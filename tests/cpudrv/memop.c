@@ -48,6 +48,71 @@ static CUresult wait_run(struct cpudrv_op *op)
     return CUDA_SUCCESS;
 }
 
+// cpudrv_big held: SUCCESS if ops[0..n) are wait and write operations (32 or 64-bit, flags as
+// the stream calls take them, aligned, on device-accessible memory), flushes or barriers.
+CUresult cpudrv_memops_check(const CUstreamBatchMemOpParams *ops, unsigned n)
+{
+    if (!n || !ops) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        const CUstreamBatchMemOpParams *o = &ops[i];
+        int wait = o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_32 ||
+                   o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+        int write = o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ||
+                    o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        if (!wait && !write) {
+            if (o->operation != CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES &&
+                o->operation != CU_STREAM_MEM_OP_BARRIER)
+                return CUDA_ERROR_INVALID_VALUE;
+            continue;
+        }
+        size_t bytes = o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 ||
+                               o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64
+                           ? 8
+                           : 4;
+        unsigned allowed =
+            write ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 3u | CU_STREAM_WAIT_VALUE_FLUSH;
+        unsigned flags = wait ? o->waitValue.flags : o->writeValue.flags;
+        CUdeviceptr a = wait ? o->waitValue.address : o->writeValue.address;
+        if ((flags & ~allowed) || a % bytes || cpudrv_mem_check((uintptr_t)a, bytes))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+// Worker side: performs one checked operation, a wait polling as cuStreamWaitValue* does
+// (given up when *dying is set).
+void cpudrv_memop_run(const CUstreamBatchMemOpParams *o, const int *dying)
+{
+    struct memop m = {0};
+    switch (o->operation) {
+    case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+    case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
+        m.addr = (uintptr_t)o->waitValue.address;
+        m.is64 = o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+        m.value = m.is64 ? o->waitValue.value64 : o->waitValue.value;
+        m.flags = o->waitValue.flags;
+        long ns = 20000;
+        while (!satisfied(&m)) {
+            if (__atomic_load_n(dying, __ATOMIC_ACQUIRE)) break;
+            struct timespec ts = {0, ns};
+            nanosleep(&ts, NULL);
+            if (ns < 1000000) ns *= 2;
+        }
+        break;
+    }
+    case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+        __atomic_store_n((uint32_t *)(uintptr_t)o->writeValue.address, o->writeValue.value,
+                         __ATOMIC_RELEASE);
+        break;
+    case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+        __atomic_store_n((uint64_t *)(uintptr_t)o->writeValue.address, o->writeValue.value64,
+                         __ATOMIC_RELEASE);
+        break;
+    default:
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    }
+}
+
 static CUresult write_run(struct cpudrv_op *op)
 {
     const struct memop *m = (const struct memop *)op->data;
@@ -76,7 +141,7 @@ static CUresult memop(CUstream hs, CUdeviceptr addr, uint64_t value, unsigned fl
     cpudrv_lock();
     struct cpudrv_stream *s;
     rc = cpudrv_stream_get(hs, cpudrv_ctx_current(), &s);
-    // The driver captures these as batch mem-op nodes, which this driver does not have.
+    // The driver captures these as batch mem-op nodes; this driver does not capture them.
     if (!rc) rc = cpudrv_capture_uncapturable(s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (!rc) rc = cpudrv_mem_check((uintptr_t)addr, n);
     struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(sizeof(struct memop));

@@ -1,6 +1,6 @@
 // Self-test: stream capture and graphs. Capture of kernel and memset chains, fork and join
 // across streams, replays with new inputs; graphs built node by node with every node type,
-// queried, cloned, instantiated, updated; capture modes across threads; the errors. Each
+// queried, cloned, instantiated, updated; batch mem-op nodes; capture modes across threads; the errors. Each
 // part frees what it made.
 #include "selftest.h"
 
@@ -1348,6 +1348,99 @@ static void faults(void)
     CK(cuGraphDestroy(g));
 }
 
+static CUstreamBatchMemOpParams wait32(const unsigned *p, unsigned v)
+{
+    CUstreamBatchMemOpParams o;
+    memset(&o, 0, sizeof o);
+    o.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    o.waitValue.address = (CUdeviceptr)p;
+    o.waitValue.value = v;
+    o.waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+    return o;
+}
+
+// Batch mem-op nodes: a wait holds the nodes after it until the host writes the word, a
+// write lands when reached; replays wait again; clone, exec updates, the errors.
+static void batch_memops(void)
+{
+    unsigned *flag = pin, *done = pin + 1;
+    *flag = 0;
+    *done = 0;
+    CUgraph g;
+    CUgraphNode k, w, wr;
+    CK(cuGraphCreate(&g, 0));
+    unsigned v = 3;
+    unsigned long long n = N;
+    void *fa[] = {&da, &v, &n};
+    CUDA_KERNEL_NODE_PARAMS kp = kparams("fill_u32", fa, NULL);
+    CK(cuGraphAddKernelNode(&k, g, NULL, 0, &kp));
+    CUstreamBatchMemOpParams ops[2] = {wait32(flag, 1)};
+    memset(&ops[1], 0, sizeof ops[1]);
+    ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[1].writeValue.address = (CUdeviceptr)done;
+    ops[1].writeValue.value = 7;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS bp = {ctx0, 1, ops, 0};
+    CK(cuGraphAddBatchMemOpNode(&w, g, &k, 1, &bp));
+    bp.paramArray = &ops[1];
+    CK(cuGraphAddBatchMemOpNode(&wr, g, &w, 1, &bp));
+    CUgraphNodeType t;
+    CK(cuGraphNodeGetType(w, &t));
+    CHECK(t == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+    CUDA_BATCH_MEM_OP_NODE_PARAMS got;
+    CK(cuGraphBatchMemOpNodeGetParams(w, &got));
+    CHECK(got.count == 1 && got.paramArray != ops &&
+          got.paramArray[0].waitValue.address == (CUdeviceptr)flag);
+    CUgraphExec x;
+    CK(cuGraphInstantiate(&x, g, 0));
+    for (int round = 0; round < 2; round++) {
+        *flag = 0;
+        *done = 0;
+        CK(cuGraphLaunch(x, s1));
+        usleep(20000);
+        CHECK(cuStreamQuery(s1) == CUDA_ERROR_NOT_READY && *done == 0);
+        __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+        CK(cuStreamSynchronize(s1));
+        CHECK(*done == 7 && words_are(da, 3));
+    }
+    // The exec's copy changes alone; a clone runs the same operations.
+    ops[1].writeValue.value = 9;
+    CK(cuGraphExecBatchMemOpNodeSetParams(x, wr, &bp));
+    *flag = 1;
+    CK(cuGraphLaunch(x, s1));
+    CK(cuStreamSynchronize(s1));
+    CHECK(*done == 9);
+    CUgraph cl;
+    CUgraphExec cx;
+    CK(cuGraphClone(&cl, g));
+    CK(cuGraphInstantiate(&cx, cl, 0));
+    CK(cuGraphLaunch(cx, s1));
+    CK(cuStreamSynchronize(s1));
+    CHECK(*done == 7);
+    CUgraphExecUpdateResultInfo ri;
+    CK(cuGraphExecUpdate(x, cl, &ri));
+    CK(cuGraphLaunch(x, s1));
+    CK(cuStreamSynchronize(s1));
+    CHECK(*done == 7);
+    // Errors: no operations, flags, a bad operation, memory the device cannot reach.
+    CUgraphNode e;
+    bp.count = 0;
+    EXPECT(cuGraphAddBatchMemOpNode(&e, g, NULL, 0, &bp), CUDA_ERROR_INVALID_VALUE);
+    bp.count = 1;
+    bp.flags = 1;
+    EXPECT(cuGraphAddBatchMemOpNode(&e, g, NULL, 0, &bp), CUDA_ERROR_INVALID_VALUE);
+    bp.flags = 0;
+    ops[1].operation = (CUstreamBatchMemOpType)42;
+    EXPECT(cuGraphAddBatchMemOpNode(&e, g, NULL, 0, &bp), CUDA_ERROR_INVALID_VALUE);
+    static unsigned pageable;
+    ops[1] = wait32(&pageable, 1);
+    EXPECT(cuGraphAddBatchMemOpNode(&e, g, NULL, 0, &bp), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuGraphBatchMemOpNodeSetParams(k, &bp), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphExecDestroy(cx));
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(cl));
+    CK(cuGraphDestroy(g));
+}
+
 void st_graph(void)
 {
     if (!st_mod) st_load();
@@ -1370,6 +1463,7 @@ void st_graph(void)
     node_errors();
     generic();
     executable();
+    batch_memops();
     faults();
     CK(cuMemGetInfo(&free_after, &total));
     CHECK(free_after == free_before); // graphs hold no device memory

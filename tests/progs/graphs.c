@@ -10,7 +10,7 @@
  * graph and node by node, uploaded, and the graph drawn as DOT. The errors both drivers
  * give are checked, without saying which. One graph and one executable graph are left
  * undestroyed at exit: through the shim the server must free them when the client goes.
- * Host nodes are not here: the shim does not carry them yet (cuda_symbols.txt).
+ * Host nodes are in graph_host.c.
  *
  * Node and edge counts are printed: the capture makes one node per memset, kernel and copy
  * and none for event records and waits, as the driver's capture does. */
