@@ -421,6 +421,9 @@ enum chan_ipc_what {
     CHAN_IPC_CLOSE_MEM,   /* value = base -> opens = the caller's opens left */
     CHAN_IPC_GET_EVENT,   /* value = event -> handle */
     CHAN_IPC_OPEN_EVENT,  /* handle -> value = event */
+    CHAN_IPC_GET_VMM,     /* value = CUmemGenericAllocationHandle, flags = handle type -> handle
+                             (the client hands it on in a memfd: cuMemExportToShareableHandle) */
+    CHAN_IPC_OPEN_VMM,    /* handle -> value = CUmemGenericAllocationHandle */
 };
 struct chan_ipc {
     uint32_t what; /* enum chan_ipc_what */

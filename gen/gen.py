@@ -448,7 +448,9 @@ def describe(sym, proto, model, fail):
             d.destroys = i
             continue
         if key == "raw":
-            if p.is_pointer():
+            # A void * may be an address the driver only looks up (cuMemRetainAllocationHandle):
+            # it travels as its value, never read here.
+            if p.is_pointer() and p.ctype.replace(" ", "") != "void*":
                 fail(sym, "raw:%s is a pointer; raw is for handles and addresses" % p.name)
             d.params.append("SHIM_P_RAW(%s)" % t)
             continue

@@ -2,9 +2,13 @@
  * long what it names lives). Here: one CHAN_OP_IPC round trip per call, and what the
  * client knows of what it opened: opened memory enters its ranges (so copies and pointer
  * queries see device memory), an opened event its known events. */
+#define _GNU_SOURCE
 #include "interpose/shim.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static CUresult ipc(uint32_t what, uint32_t flags, uint64_t value, const void *handle,
                     struct chan_ipc_reply *out)
@@ -101,3 +105,60 @@ static int event_record_wait(const void *const *argv)
 }
 
 const struct shim_hook shim_hook_event_record = {.wait = event_record_wait};
+
+/* ---------------------------------------------------------------- physical memory handles */
+
+/* The descriptor of an exported physical allocation is a sealed memfd holding the server's
+ * handle bytes: any process may receive it (SCM_RIGHTS, pidfd_getfd) and import it, and
+ * what it names is decided by the server from those bytes alone. */
+#define VMM_FD_NAME "mpsshim-vmm-handle"
+
+CUresult SHIM_IMPL(cuMemExportToShareableHandle)(void *shareableHandle,
+                                                 CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags)
+{
+    struct chan_ipc_reply out;
+    if (!shareableHandle || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return shim_refuse_as("cuMemExportToShareableHandle of a handle type other than "
+                              "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
+                              CUDA_ERROR_NOT_SUPPORTED);
+    CUresult r = ipc(CHAN_IPC_GET_VMM, (uint32_t)handleType, handle, NULL, &out);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int fd = memfd_create(VMM_FD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (pwrite(fd, out.handle, sizeof(out.handle), 0) != (ssize_t)sizeof(out.handle) ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *(int *)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle,
+                                                   void *osHandle,
+                                                   CUmemAllocationHandleType shHandleType)
+{
+    struct chan_ipc_reply out;
+    uint8_t bytes[CU_IPC_HANDLE_SIZE];
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return shim_refuse_as("cuMemImportFromShareableHandle of a handle type other than "
+                              "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
+                              CUDA_ERROR_NOT_SUPPORTED);
+    /* A descriptor that is not one of ours (another server's clients export the same way;
+     * a process running on the driver itself exports its own kind) reads as a bad one. */
+    int fd = (int)(intptr_t)osHandle;
+    if (pread(fd, bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = ipc(CHAN_IPC_OPEN_VMM, 0, 0, bytes, &out);
+    if (r == CUDA_SUCCESS)
+        *handle = (CUmemGenericAllocationHandle)out.value;
+    return r;
+}

@@ -409,7 +409,7 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         return res;
     if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS)
         return res;
-    if (*destroyed)
+    if (*destroyed && !k->keep)
         srv_obj_destroyed(c, *destroyed);
     copy_strings(k);
     return CUDA_SUCCESS;

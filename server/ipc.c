@@ -1,9 +1,12 @@
 /* IPC between clients of one server: cuIpcGetMemHandle / cuIpcOpenMemHandle /
- * cuIpcCloseMemHandle and cuIpcGetEventHandle / cuIpcOpenEventHandle.
+ * cuIpcCloseMemHandle, cuIpcGetEventHandle / cuIpcOpenEventHandle, and physical memory
+ * handles passed as POSIX file descriptors (cuMemExportToShareableHandle /
+ * cuMemImportFromShareableHandle: the descriptor is a memfd holding our handle's bytes).
  *
  * All clients live in one real context, so an opened handle is the exporter's own address
  * or event: nothing is mapped and nothing is copied. What IPC adds is a grant: the opener
- * gets a registry record (a range of kind `opened`, or a CUevent record) that makes the
+ * gets a registry record (a range of kind `opened`, a CUevent or a
+ * CUmemGenericAllocationHandle record) that makes the
  * exporter's object one of its own for every check the server makes, and a share (struct
  * srv_share, below) that ties the records of both sides to the one real object.
  *
@@ -42,7 +45,7 @@ struct srv_ipc_handle {
     char magic[8];
     uint64_t nonce; /* this server's */
     uint64_t id;    /* the share's */
-    uint32_t kind;  /* SHIM_HT_MEM_DEVICE or SHIM_HT_CUevent */
+    uint32_t kind;  /* SHIM_HT_MEM_DEVICE, SHIM_HT_CUevent, SHIM_HT_CUmemGenericAllocationHandle */
     uint32_t pad;
     uint8_t secret[16];
     uint64_t size; /* memory: the allocation's bytes (informational) */
@@ -52,7 +55,7 @@ _Static_assert(sizeof(struct srv_ipc_handle) <= CU_IPC_HANDLE_SIZE, "IPC handle 
 struct srv_share {
     uint64_t id;
     uint8_t secret[16];
-    uint32_t kind;             /* SHIM_HT_MEM_DEVICE or SHIM_HT_CUevent */
+    uint32_t kind;             /* the type of the exporter's record (see the handle) */
     uint64_t value, size;      /* the real address (and its bytes) or event */
     uint64_t bytes;            /* memory counted for it against limits */
     int dev;
@@ -92,6 +95,13 @@ static int secret_equal(const uint8_t *a, const uint8_t *b)
     return d == 0;
 }
 
+static const char *what(const struct srv_share *s)
+{
+    return s->kind == SHIM_HT_CUevent                       ? "IPC event"
+           : s->kind == SHIM_HT_CUmemGenericAllocationHandle ? "physical memory handle"
+                                                             : "IPC memory";
+}
+
 int srv_share_revoked(const struct srv_obj *o)
 {
     return o->share && atomic_load_explicit(&o->share->revoked, memory_order_acquire);
@@ -104,6 +114,8 @@ static void destroy_real(struct srv_share *s)
     CUresult r;
     if (s->kind == SHIM_HT_CUevent) {
         r = DRV(cuEventDestroy_v2)((CUevent)(uintptr_t)s->value);
+    } else if (s->kind == SHIM_HT_CUmemGenericAllocationHandle) {
+        r = DRV(cuMemRelease)((CUmemGenericAllocationHandle)s->value);
     } else {
         r = DRV(cuCtxPushCurrent_v2)(srv.ctx[s->dev]);
         if (r == CUDA_SUCCESS) {
@@ -113,8 +125,7 @@ static void destroy_real(struct srv_share *s)
         }
     }
     if (r != CUDA_SUCCESS)
-        srv_log("Freeing a shared %s failed with %s",
-                s->kind == SHIM_HT_CUevent ? "event" : "allocation", srv_errname(r));
+        srv_log("Freeing a shared %s failed with %s", what(s), srv_errname(r));
     HASH_DEL(shares, s);
     free(s->openers);
     free(s);
@@ -125,7 +136,7 @@ static void destroy_real(struct srv_share *s)
 static void recharge(struct srv_share *s)
 {
     struct srv_client *to = !s->owner && s->nopeners ? s->openers[0] : NULL;
-    if (s->kind != SHIM_HT_MEM_DEVICE || to == s->charged)
+    if (s->kind == SHIM_HT_CUevent || to == s->charged)
         return;
     if (s->charged)
         srv_mem_uncount(s->charged, s->dev, s->bytes);
@@ -146,11 +157,10 @@ void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving)
         s->owner = NULL;
         if (leaving && s->nopeners) {
             atomic_store_explicit(&s->revoked, 1, memory_order_release);
-            srv_log("Client process %d let go of %s that %d other client(s) opened: their "
-                    "grant ends%s",
-                    (int)c->pid, s->kind == SHIM_HT_CUevent ? "an IPC event" : "IPC memory",
-                    s->nopeners,
-                    s->kind == SHIM_HT_CUevent ? "" : "; the memory goes when they close it");
+            srv_log("Client process %d let go of the %s that %d other client(s) opened: "
+                    "their grant ends%s",
+                    (int)c->pid, what(s), s->nopeners,
+                    s->kind == SHIM_HT_CUevent ? "" : "; the memory goes when they let go too");
         }
     } else {
         for (int i = 0; i < s->nopeners; i++)
@@ -312,6 +322,40 @@ static CUresult open_event(struct srv_client *c, const struct chan_ipc *m,
     return CUDA_SUCCESS;
 }
 
+/* A physical memory handle: the importer's record is the exporter's handle, which it may
+ * map into its own reservations; importing the same descriptor again counts one more
+ * reference (aux), released once each, as the driver counts them (vmm.c). */
+static CUresult open_vmm(struct srv_client *c, const struct chan_ipc *m,
+                         struct chan_ipc_reply *out)
+{
+    CUresult err;
+    const uint32_t t = SHIM_HT_CUmemGenericAllocationHandle;
+    pthread_mutex_lock(&ipc_lock);
+    struct srv_share *s = named(c, m->handle, t, &err);
+    if (!s) {
+        pthread_mutex_unlock(&ipc_lock);
+        return err;
+    }
+    struct srv_obj *o = srv_obj_lookup(c, t, s->value);
+    if (o && o->share == s) {
+        o->aux++;
+    } else if (o || !(o = srv_obj_add(c, t, s->value, 1, NULL))) {
+        pthread_mutex_unlock(&ipc_lock);
+        return o ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (add_opener(s, c) != 0) {
+        srv_obj_destroyed(c, o);
+        pthread_mutex_unlock(&ipc_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        o->share = s;
+        o->dev = s->dev;
+    }
+    out->value = s->value;
+    out->size = s->size;
+    pthread_mutex_unlock(&ipc_lock);
+    return CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- the operation */
 
 void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -365,6 +409,24 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
         break;
     case CHAN_IPC_OPEN_EVENT:
         res = open_event(c, &m, &out);
+        break;
+    case CHAN_IPC_GET_VMM: {
+        /* The client's own handle (not one it imported), of memory made exportable as a
+         * POSIX file descriptor, as the driver requires. */
+        CUmemAllocationProp prop;
+        o = srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, m.value);
+        if (!o || (o->share && o->share->owner != c) ||
+            m.flags != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+            break;
+        memset(&prop, 0, sizeof(prop));
+        if (DRV(cuMemGetAllocationPropertiesFromHandle)(&prop, m.value) != CUDA_SUCCESS ||
+            !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+            break;
+        res = export(c, o, SHIM_HT_CUmemGenericAllocationHandle, &out);
+        break;
+    }
+    case CHAN_IPC_OPEN_VMM:
+        res = open_vmm(c, &m, &out);
         break;
     default:
         break;

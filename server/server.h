@@ -350,6 +350,7 @@ struct srv_call {
     struct srv_obj *parent;     /* what it creates belongs to this, or NULL */
     int dev;                    /* device of the call (its context's, else 0) */
     int report;                 /* the driver failed it and wrote outputs that say why */
+    int keep;                   /* a hook says: what the call names as destroyed lives on */
 };
 struct srv_hook {
     /* Before the driver call: refuses with an error, or may change k->vals. */

@@ -70,7 +70,56 @@ static CUresult release_after(struct srv_client *c, struct srv_call *k)
     return CUDA_SUCCESS;
 }
 
-const struct srv_hook srv_hook_vmm_release = {.after = release_after};
+/* One cuMemRelease of the client's handle. A record holds one reference of the driver's
+ * however often the client retained or imported it: aux counts the others, and releasing
+ * one of those only counts down. The last one releases the driver's (an IPC-shared handle
+ * goes when every side let go, ipc.c). */
+static CUresult release_call(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *h = srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, k->a.val[0]);
+    if (h && h->aux) {
+        h->aux--;
+        k->keep = 1;
+        return CUDA_SUCCESS;
+    }
+    if (h && h->share) {
+        srv_share_drop(c, h, 0);
+        return CUDA_SUCCESS;
+    }
+    return DRV(cuMemRelease)(k->vals[0]);
+}
+
+static CUresult release_after_call(struct srv_client *c, struct srv_call *k)
+{
+    return k->keep ? CUDA_SUCCESS : release_after(c, k);
+}
+
+const struct srv_hook srv_hook_vmm_release = {.call = release_call, .after = release_after_call};
+
+/* cuMemRetainAllocationHandle: only of memory mapped in the client's own reservations.
+ * A handle the client still holds is counted in its record (aux) and the driver's new
+ * reference given back at once; else the driver's reference is the new record's. */
+static CUresult retain_before(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *m = srv_range_find(c, k->a.val[1], 1);
+    return m && m->key.type == SHIM_HT_MEM_MAPPED ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult retain_call(struct srv_client *c, struct srv_call *k)
+{
+    CUmemGenericAllocationHandle *out = (CUmemGenericAllocationHandle *)(uintptr_t)k->vals[0];
+    CUresult r = DRV(cuMemRetainAllocationHandle)(out, (void *)(uintptr_t)k->vals[1]);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct srv_obj *h = srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, *out);
+    if (h) {
+        h->aux++;
+        DRV(cuMemRelease)(*out);
+    }
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_vmm_retain = {.before = retain_before, .call = retain_call};
 
 /* Only into a reservation of the client's own, which the mapping then belongs to (and
  * unmapping only there). */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static const char *prog_name = "?";
@@ -292,4 +293,41 @@ int t_read_all(int fd, void *p, size_t n)
         n -= (size_t)r;
     }
     return 1;
+}
+
+void t_send_fd(int sock, int fd)
+{
+    char byte = 'f';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    REQUIRE(sendmsg(sock, &m, 0) == 1, "sendmsg: %s", strerror(errno));
+}
+
+int t_recv_fd(int sock)
+{
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    REQUIRE(recvmsg(sock, &m, 0) == 1, "recvmsg: %s", strerror(errno));
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    REQUIRE(c && c->cmsg_type == SCM_RIGHTS, "no descriptor came");
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    return fd;
 }

@@ -49,6 +49,10 @@ void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn)
 void t_write_all(int fd, const void *p, size_t n);
 int t_read_all(int fd, void *p, size_t n);
 
+/* A file descriptor over a Unix socket (SCM_RIGHTS), failing the program on error. */
+void t_send_fd(int sock, int fd);
+int t_recv_fd(int sock);
+
 /* The name of a CUresult, "?" when the driver does not know it. */
 const char *t_errname(CUresult r);
 
