@@ -256,104 +256,49 @@ static int add_opener(struct srv_share *s, struct srv_client *c)
     return 0;
 }
 
-static CUresult open_mem(struct srv_client *c, const struct chan_ipc *m,
-                         struct chan_ipc_reply *out)
-{
-    CUresult err;
-    if (m->flags & ~(uint32_t)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&ipc_lock);
-    struct srv_share *s = named(c, m->handle, SHIM_HT_MEM_DEVICE, &err);
-    if (!s) {
-        pthread_mutex_unlock(&ipc_lock);
-        return err;
-    }
-    /* Opened before: one more open of the same record, as the driver counts them. */
-    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_OPENED, s->value);
-    if (o && o->share == s) {
-        o->aux++;
-    } else if (o || !(o = srv_range_add(c, SHIM_HT_MEM_OPENED, s->value, s->size, 1, NULL))) {
-        pthread_mutex_unlock(&ipc_lock);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    } else if (add_opener(s, c) != 0) {
-        srv_obj_destroyed(c, o);
-        pthread_mutex_unlock(&ipc_lock);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        o->share = s;
-        o->aux = 1;
-        o->dev = s->dev;
-    }
-    out->value = s->value;
-    out->size = s->size;
-    out->opens = o->aux;
-    pthread_mutex_unlock(&ipc_lock);
-    return CUDA_SUCCESS;
-}
-
-static CUresult open_event(struct srv_client *c, const struct chan_ipc *m,
+/* Opens the share a handle of `kind` names: the opener's record of it, made on the first
+ * open (a range of kind `opened` for memory, else a record of the exporter's type), or
+ * counted once more. Memory and physical handles count their opens in aux, each closed or
+ * released once, as the driver counts them (vmm.c); an event is one record however often
+ * it is opened (aux: its flags), which one destroy ends. */
+static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint32_t kind,
                            struct chan_ipc_reply *out)
 {
     CUresult err;
     pthread_mutex_lock(&ipc_lock);
-    struct srv_share *s = named(c, m->handle, SHIM_HT_CUevent, &err);
+    struct srv_share *s = named(c, m->handle, kind, &err);
     if (!s) {
         pthread_mutex_unlock(&ipc_lock);
         return err;
     }
-    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUevent, s->value);
-    if (!o) {
-        if (!(o = srv_obj_add(c, SHIM_HT_CUevent, s->value, 1, NULL))) {
-            pthread_mutex_unlock(&ipc_lock);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        if (add_opener(s, c) != 0) {
-            srv_obj_destroyed(c, o);
-            pthread_mutex_unlock(&ipc_lock);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        o->share = s;
-        o->aux = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
-        o->dev = s->dev;
-    }
-    /* Opened again: the same event (the record stands for every open; one destroy ends it). */
-    out->value = s->value;
-    pthread_mutex_unlock(&ipc_lock);
-    return CUDA_SUCCESS;
-}
-
-/* A physical memory handle: the importer's record is the exporter's handle, which it may
- * map into its own reservations; importing the same descriptor again counts one more
- * reference (aux), released once each, as the driver counts them (vmm.c). */
-static CUresult open_vmm(struct srv_client *c, const struct chan_ipc *m,
-                         struct chan_ipc_reply *out)
-{
-    CUresult err;
-    const uint32_t t = SHIM_HT_CUmemGenericAllocationHandle;
-    pthread_mutex_lock(&ipc_lock);
-    struct srv_share *s = named(c, m->handle, t, &err);
-    if (!s) {
-        pthread_mutex_unlock(&ipc_lock);
-        return err;
-    }
-    struct srv_obj *o = srv_obj_lookup(c, t, s->value);
+    int mem = kind == SHIM_HT_MEM_DEVICE;
+    uint32_t type = mem ? SHIM_HT_MEM_OPENED : kind;
+    struct srv_obj *o = srv_obj_lookup(c, type, s->value);
+    err = CUDA_SUCCESS;
     if (o && o->share == s) {
-        o->aux++;
-    } else if (o || !(o = srv_obj_add(c, t, s->value, 1, NULL))) {
-        pthread_mutex_unlock(&ipc_lock);
-        return o ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+        if (kind != SHIM_HT_CUevent)
+            o->aux++;
+    } else if (o) {
+        err = CUDA_ERROR_INVALID_VALUE; /* a revoked grant of an older share: cannot be */
+    } else if (!(o = mem ? srv_range_add(c, type, s->value, s->size, 1, NULL)
+                         : srv_obj_add(c, type, s->value, 1, NULL))) {
+        err = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (add_opener(s, c) != 0) {
         srv_obj_destroyed(c, o);
-        pthread_mutex_unlock(&ipc_lock);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        err = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         o->share = s;
         o->dev = s->dev;
+        o->aux = mem ? 1 : kind == SHIM_HT_CUevent ? CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS
+                                                  : 0;
     }
-    out->value = s->value;
-    out->size = s->size;
+    if (err == CUDA_SUCCESS) {
+        out->value = s->value;
+        out->size = s->size;
+        out->opens = mem ? o->aux : 1;
+    }
     pthread_mutex_unlock(&ipc_lock);
-    return CUDA_SUCCESS;
+    return err;
 }
 
 /* ---------------------------------------------------------------- the operation */
@@ -381,7 +326,10 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
             res = export(c, o, SHIM_HT_MEM_DEVICE, &out);
         break;
     case CHAN_IPC_OPEN_MEM:
-        res = open_mem(c, &m, &out);
+        /* The only flag there is asks for peer access, which one context has already. */
+        res = m.flags & ~(uint32_t)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+                  ? CUDA_ERROR_INVALID_VALUE
+                  : open_share(c, &m, SHIM_HT_MEM_DEVICE, &out);
         break;
     case CHAN_IPC_CLOSE_MEM:
         /* Found by its base even when revoked: closing is how the opener lets go. */
@@ -408,7 +356,7 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
         }
         break;
     case CHAN_IPC_OPEN_EVENT:
-        res = open_event(c, &m, &out);
+        res = open_share(c, &m, SHIM_HT_CUevent, &out);
         break;
     case CHAN_IPC_GET_VMM: {
         /* The client's own handle (not one it imported), of memory made exportable as a
@@ -426,7 +374,7 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
         break;
     }
     case CHAN_IPC_OPEN_VMM:
-        res = open_vmm(c, &m, &out);
+        res = open_share(c, &m, SHIM_HT_CUmemGenericAllocationHandle, &out);
         break;
     default:
         break;
