@@ -166,8 +166,6 @@ CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreen
 
 /* ---------------------------------------------------------------- events */
 
-/* Interprocess events would escape the client's objects (the server refuses them too). */
-
 CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
 {
     CUresult r = shim_ready();
