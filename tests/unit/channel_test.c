@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <elf.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -162,6 +163,46 @@ static void test_image_size(void)
     CHECK(chan_image_size(fat, 0) == 64);
     CHECK(chan_image_size(fat, 64) == 64);
     CHECK(chan_image_size(fat, 63) == 0);
+    rest = UINT64_MAX - 8; /* header_size + fat_size wraps to 7 */
+    memcpy(fat + 8, &rest, 8);
+    CHECK(chan_image_size(fat, 64) == 0 && chan_image_size(fat, 0) == 0);
+    hs = 4; /* a header shorter than the header */
+    rest = 60;
+    memcpy(fat + 6, &hs, 2);
+    memcpy(fat + 8, &rest, 8);
+    CHECK(chan_image_size(fat, 64) == 0);
+
+    /* ELF: a minimal valid image, then tables and sections whose ends wrap 64 bits. */
+    union {
+        uint8_t b[512];
+        Elf64_Ehdr e;
+    } elf;
+    memset(&elf, 0, sizeof elf);
+    memcpy(elf.b, ELFMAG, SELFMAG);
+    elf.b[EI_CLASS] = ELFCLASS64;
+    elf.e.e_shoff = 64;
+    elf.e.e_shnum = 2;
+    elf.e.e_shentsize = sizeof(Elf64_Shdr);
+    Elf64_Shdr sh = {.sh_type = SHT_PROGBITS, .sh_offset = 192, .sh_size = 100};
+    memcpy(elf.b + 64 + sizeof(Elf64_Shdr), &sh, sizeof sh);
+    CHECK(chan_image_size(elf.b, sizeof elf.b) == 292);
+    sh.sh_offset = UINT64_MAX - 50; /* offset + size wraps to 49 */
+    memcpy(elf.b + 64 + sizeof(Elf64_Shdr), &sh, sizeof sh);
+    CHECK(chan_image_size(elf.b, sizeof elf.b) == 0);
+    sh.sh_offset = 192;
+    memcpy(elf.b + 64 + sizeof(Elf64_Shdr), &sh, sizeof sh);
+    elf.e.e_shoff = UINT64_MAX - 63; /* the section table's end wraps to 64 */
+    elf.e.e_shnum = 2;
+    CHECK(chan_image_size(elf.b, sizeof elf.b) == 0 && chan_image_size(elf.b, 0) == 0);
+    elf.e.e_shoff = 64;
+    elf.e.e_phoff = 8;
+    elf.e.e_phnum = 0xffff;
+    elf.e.e_phentsize = 0xffff; /* a program header table far beyond the image */
+    CHECK(chan_image_size(elf.b, sizeof elf.b) == 0);
+    elf.e.e_phoff = UINT64_MAX - 100; /* and one that wraps */
+    elf.e.e_phnum = 1;
+    elf.e.e_phentsize = 200;
+    CHECK(chan_image_size(elf.b, sizeof elf.b) == 0);
 }
 
 /* Round trip of a generic call through its real descriptor. */
