@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,23 +75,55 @@ static int make_segment(struct srv_client *c)
     return fd;
 }
 
+/* clients_lock held: clients holding a place under the cap (admitted, not yet gone), and
+ * connections still in their handshake. Only admitted ones count against
+ * MPSSHIM_MAX_CLIENTS: connections that never finish a hello cannot lock real clients out;
+ * they are bounded apart (SRV_MAX_PENDING, the oldest making way for a new one: a real
+ * client says hello at once, a crowd of silent ones only evicts itself) and each has
+ * SRV_HELLO_NS to finish. */
 static unsigned count_clients(void)
 {
     unsigned n = 0;
     for (struct srv_client *x = srv.clients; x; x = x->next)
-        n += !atomic_load(&x->finished);
+        n += x->admitted && !atomic_load(&x->finished);
     return n;
 }
 
-/* Reads exactly len bytes of the handshake; -1 (logged) if the client hangs up first. */
+static unsigned count_pending(void)
+{
+    unsigned n = 0;
+    for (struct srv_client *x = srv.clients; x; x = x->next)
+        n += !x->admitted && !atomic_load(&x->finished) && !atomic_load(&x->evicted);
+    return n;
+}
+
+#define SRV_MAX_PENDING 64
+#define SRV_HELLO_NS (5ull * 1000 * 1000 * 1000)
+
+/* Reads exactly len bytes of the handshake by the client's deadline (however slowly it
+ * trickles them); -1 (logged) if it hangs up or runs out of time first. */
 static int recv_all(struct srv_client *c, void *buf, size_t len)
 {
     size_t got = 0;
     while (got < len) {
-        ssize_t n = recv(c->sock, (char *)buf + got, len - got, 0);
+        uint64_t now = chan_now_ns();
+        if (now >= c->hello_by || atomic_load(&c->evicted)) {
+            srv_log("Client process %d did not finish its handshake %s", (int)c->pid,
+                    now >= c->hello_by ? "in time" : "before newer connections needed its place");
+            return -1;
+        }
+        struct pollfd pf = {.fd = c->sock, .events = POLLIN};
+        int ms = (int)((c->hello_by - now + 999999) / 1000000);
+        ms = ms > 50 ? 50 : ms; /* and look at `evicted` now and then */
+        int k = poll(&pf, 1, ms);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k == 0)
+            continue; /* the deadline check above ends it */
+        ssize_t n = k > 0 ? recv(c->sock, (char *)buf + got, len - got, MSG_DONTWAIT) : -1;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
         if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
             srv_log("Client process %d hung up before its handshake", (int)c->pid);
             return -1;
         }
@@ -108,9 +141,9 @@ static int handshake(struct srv_client *c)
         return -1;
     c->pid = cred.pid;
     c->uid = cred.uid;
-    /* A client that connects and says nothing must not hold a thread forever. */
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    /* A client that connects and says nothing (or trickles its hello) must not hold a
+     * thread for long. */
+    c->hello_by = chan_now_ns() + SRV_HELLO_NS;
     struct chan_hello h;
     memset(&h, 0, sizeof(h));
     /* The head first: its layout never changes, so any client's version can be told. */
@@ -155,12 +188,13 @@ static int handshake(struct srv_client *c)
      * that two arriving at once cannot both take the last place). */
     pthread_mutex_lock(&srv.clients_lock);
     unsigned n = count_clients();
+    c->admitted = n < srv.max_clients; /* under the lock: two cannot take the last place */
     pthread_mutex_unlock(&srv.clients_lock);
-    if (n > srv.max_clients) {
+    if (!c->admitted) {
         refuse(c->sock, CHAN_WELCOME_FULL,
                "client process %d: the server already has %u clients, its limit per device "
                "(MPSSHIM_MAX_CLIENTS=%u)",
-               (int)c->pid, n - 1, srv.max_clients);
+               (int)c->pid, n, srv.max_clients);
         return -1;
     }
     int fd = make_segment(c);
@@ -200,10 +234,7 @@ static int handshake(struct srv_client *c)
     close(fd);
     if (!ok)
         return -1;
-    /* From now on the socket only tells us when the client goes away. */
-    tv.tv_sec = 0;
-    setsockopt(c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return 0;
+    return 0; /* from now on the socket only tells us when the client goes away */
 }
 
 int srv_client_alive(void *arg)
@@ -376,6 +407,23 @@ void srv_client_start(int sock)
         } else {
             p = &x->next;
         }
+    }
+    /* Connections mid-handshake are bounded apart from clients: past the bound the oldest
+     * one gives up its place (said once per burst). */
+    static int said_full;
+    if (count_pending() >= SRV_MAX_PENDING) {
+        struct srv_client *old = NULL;
+        for (struct srv_client *x = srv.clients; x; x = x->next)
+            if (!x->admitted && !atomic_load(&x->finished) && !atomic_load(&x->evicted) &&
+                (!old || x->id < old->id))
+                old = x;
+        if (old)
+            atomic_store(&old->evicted, 1);
+        if (!said_full++)
+            srv_log("%d connections are in their handshake: the oldest make way for new ones",
+                    SRV_MAX_PENDING);
+    } else {
+        said_full = 0;
     }
     c->id = ++srv.next_client_id;
     c->next = srv.clients;

@@ -151,6 +151,9 @@ struct srv_client {
     _Atomic int finished; /* the worker has released everything */
     _Atomic int terminated; /* terminate_client: its calls fail with CLIENT_TERMINATED */
     _Atomic int connected;  /* the handshake succeeded (it is listed by the control commands) */
+    int admitted;           /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
+    uint64_t hello_by;      /* monotonic ns by which the whole hello must have arrived */
+    _Atomic int evicted;    /* a newer connection took its handshake place: give up */
     struct srv_client *next; /* in the server's list, guarded by srv.clients_lock */
 
     /* Owned by the worker thread alone. */

@@ -250,6 +250,16 @@ else
     run_test refuse-other-version 30 "$B/tests/unit/rawclient" version
     run_test drop-garbage-client 30 "$B/tests/unit/rawclient" garbage
     run_test drop-silent-client 30 "$B/tests/unit/rawclient" silent
+    run_test drop-trickling-client 60 "$B/tests/unit/rawclient" trickle
+    # 100 connections that never say hello (more than MPSSHIM_MAX_CLIENTS, 48, and than the
+    # bound on handshakes in progress, 64): a real client is still served meanwhile.
+    run_test served-past-silent-crowd 60 bash -c '
+        '"$B"'/tests/unit/rawclient crowd 100 8 & crowd=$!
+        sleep 1
+        out=$(env LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 1000 2>&1)
+        echo "$out"
+        wait $crowd
+        echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
     run_test fuzz-records 120 "$B/tests/unit/rawclient" fuzz 1 20000
     run_test serves-after-bad-clients 60 env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 1000
 

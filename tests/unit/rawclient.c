@@ -3,6 +3,10 @@
  *   rawclient garbage   valid handshake, then malformed records: the server must drop this
  *                       client (and keep serving others)
  *   rawclient silent    connects and says nothing: the server must time the handshake out
+ *   rawclient trickle   sends its hello one byte a second: the server must hang up once the
+ *                       handshake's time is out, not wait as long as bytes keep coming
+ *   rawclient crowd N S holds N connections that never say hello for S seconds (the CI tier
+ *                       checks meanwhile that real clients are still served)
  *   rawclient fuzz S N  N records of random operations and payloads (seed S), over as many
  *                       sessions as it takes (the server hangs up on protocol errors); the
  *                       server must survive (the CI tier then checks it still serves)
@@ -132,6 +136,44 @@ static int silent(void)
     return n == 0 ? 0 : 1;
 }
 
+static int trickle(void)
+{
+    int s = dial();
+    struct chan_hello h = hello();
+    const char *b = (const char *)&h;
+    for (size_t i = 0; i < sizeof(h); i++) {
+        if (send(s, b + i, 1, MSG_NOSIGNAL) != 1)
+            break; /* hung up: what we want */
+        struct timeval tv = {.tv_sec = 1};
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        char c;
+        ssize_t n = recv(s, &c, 1, 0);
+        if (n == 0) {
+            printf("server hung up after %zu bytes of the hello\n", i + 1);
+            return i + 1 < 15 ? 0 : 1; /* 5 s of time, one byte a second */
+        }
+    }
+    printf("server kept the connection\n");
+    return 1;
+}
+
+static int crowd(int n, int secs)
+{
+    int held = 0;
+    for (int i = 0; i < n; i++) {
+        const char *dir = getenv("MPSSHIM_PIPE_DIRECTORY");
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir ? dir : CHAN_DEFAULT_PIPE_DIR,
+                 CHAN_SOCKET_NAME);
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        held += s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    }
+    printf("holding %d silent connections\n", held);
+    fflush(stdout);
+    sleep((unsigned)secs);
+    return 0;
+}
+
 /* Gives up waiting for ring space after a deadline: a fuzzed record may have parked the
  * server's worker on a staging wait that this client never feeds. */
 static uint64_t give_up_at;
@@ -245,6 +287,10 @@ int main(int argc, char **argv)
         return garbage();
     if (argc == 2 && strcmp(argv[1], "silent") == 0)
         return silent();
-    fprintf(stderr, "usage: rawclient version|garbage|silent|fuzz SEED N\n");
+    if (argc == 2 && strcmp(argv[1], "trickle") == 0)
+        return trickle();
+    if (argc == 4 && strcmp(argv[1], "crowd") == 0)
+        return crowd(atoi(argv[2]), atoi(argv[3]));
+    fprintf(stderr, "usage: rawclient version|garbage|silent|trickle|crowd N SECS|fuzz SEED N\n");
     return 2;
 }
