@@ -47,10 +47,39 @@ int chan_wait_ready(pid_t pid, int fd, char *msg, size_t len)
 
 const char *chan_pipe_dir(void)
 {
+    static char own[64];
     const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
     if (!d || !*d)
         d = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    return d && *d ? d : CHAN_DEFAULT_PIPE_DIR;
+    if (d && *d)
+        return d;
+    snprintf(own, sizeof(own), "%s-%u", CHAN_DEFAULT_PIPE_DIR, (unsigned)geteuid());
+    return own;
+}
+
+int chan_dir_private(const char *path, char *why, size_t len)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        snprintf(why, len, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, len, "%s is not a directory%s", path,
+                 S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(why, len, "%s belongs to user %u, not to this one (%u)", path,
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(why, len, "%s may be written by other users (mode %03o)", path,
+                 (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    return 0;
 }
 
 int chan_server_fds(int ready)

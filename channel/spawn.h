@@ -9,8 +9,14 @@
 #include <sys/types.h>
 
 /* The pipe directory every end agrees on: MPSSHIM_PIPE_DIRECTORY, else the variable MPS
- * users set (CUDA_MPS_PIPE_DIRECTORY), else CHAN_DEFAULT_PIPE_DIR. */
+ * users set (CUDA_MPS_PIPE_DIRECTORY), else CHAN_DEFAULT_PIPE_DIR-<uid>: one per user, so
+ * that no user's clients find another user's server by default. */
 const char *chan_pipe_dir(void);
+
+/* 0 if path is a directory (not a link) of this user that no one else may write to: what
+ * a pipe directory must be, since whoever can write there can put a socket or a link in
+ * the server's place. Else -1 with the reason in why. */
+int chan_dir_private(const char *path, char *why, size_t len);
 
 /* mkdir -p, private to the user: 0, or -1 with errno. */
 int chan_make_dirs(const char *path);

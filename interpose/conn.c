@@ -38,6 +38,8 @@ static char conn_why[512];
 /* The server refused this client for a reason that running without it would hide (it is
  * full, or the client's limits are malformed): no fallback to the real driver. */
 static int conn_no_fallback;
+/* The pipe directory's server is another user's: nothing to start there either. */
+static int conn_foreign;
 static _Atomic int initialized;
 
 static void on_fork_child(void)
@@ -111,6 +113,19 @@ static CUresult try_connect(char *why, size_t whylen)
         snprintf(why, whylen, "no server at %s (%s)", sa.sun_path, strerror(errno));
         if (s >= 0)
             close(s);
+        return CUDA_ERROR_MPS_CONNECTION_FAILED;
+    }
+    /* Only a server of our own user gets our calls and memory: one another user started
+     * in a directory we share would see everything this process does on the GPU. */
+    struct ucred cr;
+    socklen_t cl = sizeof(cr);
+    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.uid != geteuid()) {
+        snprintf(why, whylen,
+                 "the server at %s runs as user %u, this process as user %u: not using it "
+                 "(a server of your own needs a pipe directory of your own)",
+                 sa.sun_path, (unsigned)cr.uid, (unsigned)geteuid());
+        conn_foreign = 1;
+        close(s);
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
     struct chan_hello h = {.head = {.magic = CHAN_MAGIC,
@@ -276,13 +291,14 @@ static CUresult connect_or_start(char *why, size_t whylen)
 {
     CUresult r = try_connect(why, whylen);
     const char *auto_env = getenv("MPSSHIM_AUTOSTART");
-    if (r == CUDA_SUCCESS || conn_no_fallback || (auto_env && strcmp(auto_env, "0") == 0))
+    if (r == CUDA_SUCCESS || conn_no_fallback || conn_foreign ||
+        (auto_env && strcmp(auto_env, "0") == 0))
         return r;
     char lock[PATH_MAX];
     if (chan_make_dirs(chan_pipe_dir()) != 0 ||
         (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", chan_pipe_dir()) >= sizeof(lock))
         return r;
-    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return r;
     flock(fd, LOCK_EX);

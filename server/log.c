@@ -37,8 +37,10 @@ static int log_stderr;
 static void open_one(struct log_file *f, const char *dir)
 {
     snprintf(f->path, sizeof(f->path), "%s/%s", dir, f->name);
-    /* O_NONBLOCK: a log path that is a FIFO nobody reads must not hang the server. */
-    f->fd = open(f->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+    /* O_NONBLOCK: a log path that is a FIFO nobody reads must not hang the server.
+     * O_NOFOLLOW: a link planted there must not make the server write where it points. */
+    f->fd = open(f->path,
+                 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
                  0600);
     if (f->fd < 0 && !f->failed_said) {
         f->failed_said = 1;

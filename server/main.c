@@ -223,12 +223,18 @@ int main(int argc, char **argv)
         tell_starter("cannot create the pipe directory %s: %s\n", srv.pipe_dir, strerror(errno));
         return 1;
     }
+    char why[1024];
+    if (chan_dir_private(srv.pipe_dir, why, sizeof(why)) != 0) {
+        fprintf(stderr, "mpsshim-server: refusing the pipe directory: %s\n", why);
+        tell_starter("refusing the pipe directory: %s\n", why);
+        return 1;
+    }
     chan_make_dirs(srv.log_dir);
     srv_log_open(srv.log_dir, "server.log", "Server", isatty(2));
     /* One server per pipe directory: the lock is held for the server's whole life. */
     char lock[600];
     snprintf(lock, sizeof(lock), "%s/server.lock", srv.pipe_dir);
-    int lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
         fprintf(stderr, "mpsshim-server: a server already runs in %s\n", srv.pipe_dir);
         tell_starter("a server already runs in %s\n", srv.pipe_dir);
@@ -256,10 +262,10 @@ int main(int argc, char **argv)
     /* Readiness, for whoever started us (mpsshim-control -d waits for this file). */
     char ready[600];
     snprintf(ready, sizeof(ready), "%s/server.pid", srv.pipe_dir);
-    FILE *pf = fopen(ready, "w");
-    if (pf) {
-        fprintf(pf, "%d\n", (int)getpid());
-        fclose(pf);
+    int pidfd = open(ready, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (pidfd >= 0) {
+        dprintf(pidfd, "%d\n", (int)getpid());
+        close(pidfd);
     }
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
     tell_starter("ready\n");

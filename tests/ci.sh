@@ -142,6 +142,40 @@ run_test autostart-closes-fds 60 bash -c '
     echo "$fds"
     printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir '"$CTL"' >/dev/null
     [ -n "$pid" ] && echo "$fds" | grep -q "server.log" && ! echo "$fds" | grep -q fds-marker'
+# The pipe directory must be ours alone: one others may write to, or a link, is refused;
+# a link planted in place of a log is not followed.
+run_test pipe-dir-private 60 bash -c '
+    d='"$WORK"'/shared-pipe; mkdir -p $d; chmod 777 $d
+    out=$(MPSSHIM_PIPE_DIRECTORY=$d MPSSHIM_LOG_DIRECTORY=$d/log '"$CTL"' -d 2>&1); rc=$?
+    echo "$out"
+    [ $rc != 0 ] && echo "$out" | grep -q "may be written by other users" || exit 1
+    ln -s '"$WORK"' '"$WORK"'/linked-pipe
+    out=$(MPSSHIM_PIPE_DIRECTORY='"$WORK"'/linked-pipe '"$CTL"' -d 2>&1); rc=$?
+    echo "$out"
+    [ $rc != 0 ] && echo "$out" | grep -q "symbolic link" || exit 1
+    d='"$WORK"'/own-pipe; mkdir -p $d/log; chmod 700 $d
+    echo victim > '"$WORK"'/victim; ln -s '"$WORK"'/victim $d/log/server.log
+    MPSSHIM_PIPE_DIRECTORY=$d MPSSHIM_LOG_DIRECTORY=$d/log '"$CTL"' -d 2>&1 || exit 1
+    printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$d '"$CTL"' >/dev/null
+    [ "$(cat '"$WORK"'/victim)" = victim ]'
+# A client uses only a server of its own user: root, given the pipe directory of a server
+# another user started, does not hand it its calls (it runs on the driver, saying why).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    run_test client-refuses-foreign-server 60 bash -c '
+        d='"$WORK"'/nobody-pipe; mkdir -p $d; chown 65534:65534 $d; chmod 700 $d
+        chmod 755 '"$WORK"'; chmod -R a+rX '"$B"' 2>/dev/null
+        setpriv --reuid=65534 --regid=65534 --clear-groups env MPSSHIM_PIPE_DIRECTORY=$d \
+            MPSSHIM_LOG_DIRECTORY=$d/log '"$CTL"' -d || exit 1
+        out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_PIPE_DIRECTORY=$d '"$B"'/tests/vecadd 1000 2>&1)
+        echo "$out"
+        printf "quit\n" | setpriv --reuid=65534 --regid=65534 --clear-groups \
+            env MPSSHIM_PIPE_DIRECTORY=$d '"$CTL"' >/dev/null
+        chmod 700 '"$WORK"'
+        echo "$out" | grep -q "runs as user 65534, this process as user 0: not using it" &&
+            echo "$out" | grep -q "^PASS vecadd"'
+else
+    record client-refuses-foreign-server SKIP "needs root and setpriv"
+fi
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 
@@ -274,7 +308,7 @@ else
                   '"$B"'/tests/vecadd 1000 2>&1)
             chmod 700 '"$MPSSHIM_PIPE_DIRECTORY"'
             echo "$out"
-            echo "$out" | grep -q "server refused this client: client process [0-9]* runs as user 65534, this server as user 0" &&
+            echo "$out" | grep -q "runs as user 0, this process as user 65534: not using it" &&
                 echo "$out" | grep -q "running directly on the CUDA driver"'
     else
         record refuse-other-user SKIP "needs root and setpriv"
