@@ -300,7 +300,9 @@ static int in_ctx(const struct srv_obj *o, uint32_t ctx)
 
 void srv_release(struct srv_client *c, uint32_t ctx)
 {
-    /* Work first: nothing is freed under a running kernel or copy. */
+    /* Work first: nothing is freed under a running kernel or copy. Streams waiting for a
+     * value in the client's memory would wait for ever: their waits are ended first. */
+    srv_memops_unblock(c, ctx);
     srv_streams_drain(c, ctx);
 
     /* The roots of what goes: objects of the context none of whose ancestors goes too

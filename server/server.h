@@ -42,6 +42,7 @@ struct srv_obj_key {
     uint32_t pad;
 };
 struct srv_share;
+struct srv_waitval;
 struct srv_obj {
     struct srv_obj_key key;
     uint64_t size;   /* ranges: bytes from key.value */
@@ -152,6 +153,8 @@ struct srv_client {
     _Atomic int terminated; /* terminate_client: its calls fail with CLIENT_TERMINATED */
     _Atomic int connected;  /* the handshake succeeded (it is listed by the control commands) */
     int admitted;           /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
+    struct srv_waitval *waitvals; /* stream waits it enqueued, to unblock when it goes (memops.c) */
+    size_t nwaitvals, capwaitvals;
     uint64_t hello_by;      /* monotonic ns by which the whole hello must have arrived */
     _Atomic int evicted;    /* a newer connection took its handshake place: give up */
     struct srv_client *next; /* in the server's list, guarded by srv.clients_lock */
@@ -417,6 +420,11 @@ srv_handler srv_op_error_string;
 srv_handler srv_op_kernel_node;
 srv_handler srv_op_host_func, srv_op_host_node;
 srv_handler srv_op_ipc;
+
+/* memops.c: writes into every word a stream of the client waits on (in context ctx, 0 =
+ * all) a value that ends the wait, while the word is still the client's: before a release
+ * waits for its streams. */
+void srv_memops_unblock(struct srv_client *c, uint32_t ctx);
 
 /* IPC (ipc.c). The record lets go of its share: the real object is destroyed once neither
  * the exporter nor any opener holds it. `leaving`: released because its client or context

@@ -233,6 +233,18 @@ else
         grep -h "^PASS\|^FAIL" '"$WORK"'/fourc-*.log
         exit $rc'
 
+    # Clients that leave (exit, or are killed) while a stream of theirs waits for a value
+    # nothing will write: the server ends the waits and releases them; the checks below
+    # then find the tables empty and the memory back.
+    run_test leave-while-waiting 60 bash -c '
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/waitvalue_exit || exit 1
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/waitvalue_exit --kill; [ $? = 137 ] || exit 1
+        for i in $(seq 100); do
+            printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" && exit 0
+            sleep 0.1
+        done
+        echo "the clients were not released"; exit 1'
+
     # A client killed in the middle of large copies: the others finish correctly, and the
     # server frees everything the dead one had.
     run_test kill-mid-copy 120 bash -c '

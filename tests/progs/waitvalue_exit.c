@@ -1,0 +1,37 @@
+/* waitvalue_exit [--kill]: leaves (exits, or is killed with --kill) while a stream of its own
+ * waits for a value that nothing will ever write (cuStreamWaitValue32 on its own memory),
+ * with work queued behind the wait. Natively the process's context dies with it; through
+ * the shim, the server must still release it (the CI tier checks that the client count and
+ * the device memory go back, and that quit works). Before that, a wait no value can satisfy
+ * is refused (through the shim only: natively it would block for ever). */
+#include "tests/progs/common.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    t_init("waitvalue_exit", 60);
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    CUdeviceptr flag, data;
+    CHECK(cuMemAlloc(&flag, 4096));
+    CHECK(cuMemAlloc(&data, 1 << 20));
+    CHECK(cuMemsetD32(flag, 0, 1024));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    /* (*flag & 0) != 0 never holds: refused, reported by the next synchronisation. */
+    CHECK(cuStreamWaitValue32(s, flag, 0, CU_STREAM_WAIT_VALUE_AND));
+    EXPECT(cuStreamSynchronize(s), CUDA_ERROR_INVALID_VALUE);
+    t_ok("a wait no value can satisfy is refused");
+    CHECK(cuStreamWaitValue32(s, flag, 1, CU_STREAM_WAIT_VALUE_EQ));
+    CHECK(cuStreamWaitValue64(s, flag + 8, 5, CU_STREAM_WAIT_VALUE_GEQ));
+    CHECK(cuMemsetD32Async(data, 7, (1 << 20) / 4, s));
+    EXPECT(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    t_ok("leaving with the stream waiting");
+    if (t_has_flag(argc, argv, "--kill"))
+        kill(getpid(), SIGKILL);
+    t_pass();
+}
