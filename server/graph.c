@@ -256,13 +256,6 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
     if (len < sizeof(m))
         goto reply;
     memcpy(&m, p, sizeof(m));
-    if (m.what == CHAN_KN_GET) {
-        uint32_t out_len = 0;
-        res = len == sizeof(m) ? kernel_node_get(c, m.node, &out_len, srv_lane_data(c, r->lane))
-                               : CUDA_ERROR_INVALID_VALUE;
-        srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out_len : 0);
-        return;
-    }
     uint64_t deps_bytes;
     if (m.ndeps > CHAN_MAX_DEPS || m.param_bytes > CHAN_MAX_PARAM_BYTES ||
         __builtin_mul_overflow((uint64_t)m.ndeps, 8u, &deps_bytes) ||
@@ -270,6 +263,12 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
         goto reply;
     if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
         goto reply;
+    if (m.what == CHAN_KN_GET) {
+        uint32_t out_len = 0;
+        res = kernel_node_get(c, m.node, &out_len, srv_lane_data(c, r->lane));
+        srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out_len : 0);
+        return;
+    }
     /* Everything it names is the client's. */
     res = CUDA_ERROR_INVALID_HANDLE;
     if (!srv_func_known(c, m.func))
