@@ -25,7 +25,7 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 4     /* incompatible changes (4: host nodes in chan_callbacks, CHAN_OP_IPC) */
-#define CHAN_PROTO_MINOR 0     /* compatible additions */
+#define CHAN_PROTO_MINOR 1     /* compatible additions (1: CHAN_KN_GET) */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -392,15 +392,16 @@ struct chan_occupancy {
     uint32_t pad;
 };
 
-/* A graph's kernel node: added, or its parameters set (in the graph, or in an exec of it).
- * The client packs the kernel's parameters by the function's layout, as for a launch; the
- * node's dependencies (u64 node handles) then the packed parameters follow. */
+/* A graph's kernel node: added, its parameters set (in the graph, or in an exec of it) or
+ * read. The client packs the kernel's parameters by the function's layout, as for a launch;
+ * the node's dependencies (u64 node handles) then the packed parameters follow. */
 #define CHAN_MAX_DEPS 256          /* dependencies of one added node */
 #define CHAN_MAX_PARAM_BYTES 32764 /* the largest parameter buffer of a CUDA 12.1+ kernel */
 enum chan_kernel_node_what {
     CHAN_KN_ADD = 1,  /* cuGraphAddKernelNode: graph, deps -> the new node */
     CHAN_KN_SET,      /* cuGraphKernelNodeSetParams: node */
     CHAN_KN_EXEC_SET, /* cuGraphExecKernelNodeSetParams: graph = the exec, node */
+    CHAN_KN_GET,      /* cuGraphKernelNodeGetParams: node -> struct chan_kernel_node_got */
 };
 struct chan_kernel_node {
     uint32_t what; /* enum chan_kernel_node_what */
@@ -411,6 +412,17 @@ struct chan_kernel_node {
     uint32_t grid[3], block[3];
     uint32_t smem;
     uint32_t param_bytes;
+};
+
+/* CHAN_KN_GET's reply: the node's launch as the driver holds it, then a chan_function with
+ * its {offset, size} pairs (the function's layout, read by the server from the driver),
+ * then its param_bytes of parameters, packed by that layout. */
+struct chan_kernel_node_got {
+    uint64_t func;      /* the client's CUfunction, or its CUkernel when is_kernel */
+    uint64_t root;      /* the outermost graph of the client's the node lies in, or 0 */
+    uint32_t is_kernel;
+    uint32_t grid[3], block[3];
+    uint32_t smem;
 };
 
 /* IPC between clients of one server (server/ipc.c). The 64 handle bytes are the server's

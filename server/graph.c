@@ -13,7 +13,8 @@
  * Graphs, nodes and execs are the client's registry objects: nodes die with their graph,
  * graphs and execs with the client. Kernel nodes are hand-written (their parameters are
  * packed by the client, which alone knows each function's layout, and travel as the
- * `extra` buffer); memset and memcpy nodes name memory, which must be the client's. Host
+ * `extra` buffer, and are read back packed by the layout the server reads from the driver);
+ * memset and memcpy nodes name memory, which must be the client's. Host
  * nodes (the client's function, run on each replay) are hostfn.c's. */
 #include "server/server.h"
 
@@ -149,6 +150,103 @@ const struct srv_hook srv_hook_graph_memcpy = {.before = memcpy_before};
 
 /* ---------------------------------------------------------------- kernel nodes */
 
+/* The client's handle for the function a kernel node runs: the driver may give back the
+ * CUkernel the client named, or the current context's CUfunction standing for it (then
+ * found among the client's kernels). 0 if none of the client's. */
+static uint64_t node_func(struct srv_client *c, const CUDA_KERNEL_NODE_PARAMS *kp, int *is_kernel)
+{
+    uint64_t f = (uint64_t)(uintptr_t)kp->func, k = (uint64_t)(uintptr_t)kp->kern;
+    *is_kernel = 1;
+    if (k && srv_obj_find(c, SHIM_HT_CUkernel, k))
+        return k;
+    if (f && srv_obj_find(c, SHIM_HT_CUkernel, f))
+        return f;
+    *is_kernel = 0;
+    if (f && srv_obj_find(c, SHIM_HT_CUfunction, f))
+        return f;
+    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUkernel); f && o; o = o->type_next) {
+        CUfunction g = NULL;
+        if (DRV(cuKernelGetFunction)(&g, (CUkernel)(uintptr_t)o->key.value) == CUDA_SUCCESS &&
+            (uint64_t)(uintptr_t)g == f) {
+            *is_kernel = 1;
+            return o->key.value;
+        }
+    }
+    return 0;
+}
+
+/* The parameter bytes the driver holds for a node, `bytes` of them by the layout: from its
+ * kernelParams array or its `extra` buffer (the driver's memory, never the client's). */
+static CUresult node_param_bytes(const CUDA_KERNEL_NODE_PARAMS *kp, const struct chan_function *f,
+                                 const uint32_t (*layout)[2], uint8_t *out)
+{
+    memset(out, 0, f->param_bytes);
+    if (kp->kernelParams) {
+        for (uint32_t i = 0; i < f->nparams; i++)
+            if (layout[i][1])
+                memcpy(out + layout[i][0], kp->kernelParams[i], layout[i][1]);
+        return CUDA_SUCCESS;
+    }
+    const void *buf = NULL;
+    size_t size = 0;
+    for (int i = 0; kp->extra && kp->extra[i] != CU_LAUNCH_PARAM_END && i < 64; i += 2) {
+        if (kp->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buf = kp->extra[i + 1];
+        else if (kp->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && kp->extra[i + 1])
+            size = *(const size_t *)kp->extra[i + 1];
+    }
+    if (!f->param_bytes)
+        return CUDA_SUCCESS;
+    if (!buf)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(out, buf, size < f->param_bytes ? size : f->param_bytes);
+    return CUDA_SUCCESS;
+}
+
+/* CHAN_KN_GET: a node of the client's, read from the driver, packed for the client (which
+ * builds its own kernelParams array over the bytes: interpose/graph.c). */
+static CUresult kernel_node_get(struct srv_client *c, uint64_t node, uint32_t *out_len,
+                                uint8_t *out)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUgraphNode, node);
+    if (!o)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS kp;
+    memset(&kp, 0, sizeof(kp));
+    CUresult res = DRV(cuGraphKernelNodeGetParams_v2)((CUgraphNode)(uintptr_t)node, &kp);
+    if (res != CUDA_SUCCESS)
+        return res;
+    struct chan_kernel_node_got g = {
+        .grid = {kp.gridDimX, kp.gridDimY, kp.gridDimZ},
+        .block = {kp.blockDimX, kp.blockDimY, kp.blockDimZ},
+        .smem = kp.sharedMemBytes,
+    };
+    int is_kernel = 0;
+    g.func = node_func(c, &kp, &is_kernel);
+    g.is_kernel = (uint32_t)is_kernel;
+    if (!g.func)
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (struct srv_obj *p = o->parent; p; p = p->parent)
+        if (p->key.type == SHIM_HT_CUgraph)
+            g.root = p->key.value;
+    uint8_t *fp = out + sizeof(g);
+    uint32_t used = srv_func_describe(c, g.func, is_kernel, fp,
+                                      CHAN_LANE_DATA - (uint32_t)sizeof(g), &res);
+    if (!used)
+        return res;
+    struct chan_function f;
+    memcpy(&f, fp, sizeof(f));
+    uint32_t total = (uint32_t)sizeof(g) + used;
+    if (f.param_bytes > CHAN_MAX_PARAM_BYTES || f.param_bytes > CHAN_LANE_DATA - total)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    const uint32_t(*layout)[2] = (const uint32_t(*)[2])(fp + sizeof(f));
+    if ((res = node_param_bytes(&kp, &f, layout, out + total)) != CUDA_SUCCESS)
+        return res;
+    memcpy(out, &g, sizeof(g));
+    *out_len = total + f.param_bytes;
+    return CUDA_SUCCESS;
+}
+
 void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_kernel_node m;
@@ -165,6 +263,12 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
         goto reply;
     if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
         goto reply;
+    if (m.what == CHAN_KN_GET) {
+        uint32_t out_len = 0;
+        res = kernel_node_get(c, m.node, &out_len, srv_lane_data(c, r->lane));
+        srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out_len : 0);
+        return;
+    }
     /* Everything it names is the client's. */
     res = CUDA_ERROR_INVALID_HANDLE;
     if (!srv_func_known(c, m.func))

@@ -140,10 +140,8 @@ static CUresult unload_before(struct srv_client *c, struct srv_call *k)
 
 const struct srv_hook srv_hook_module_unload = {.before = unload_before};
 
-/* Fills a chan_function (and its layout) for a function or kernel at `out`; returns bytes
- * written, 0 on failure with *err. */
-static uint32_t describe(struct srv_client *c, uint64_t h, int is_kernel, uint8_t *out,
-                         uint32_t room, CUresult *err)
+uint32_t srv_func_describe(struct srv_client *c, uint64_t h, int is_kernel, uint8_t *out,
+                           uint32_t room, CUresult *err)
 {
     struct chan_function f = {.handle = h};
     uint32_t (*layout)[2] = (uint32_t(*)[2])(out + sizeof(f));
@@ -266,7 +264,8 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
     }
     if (res != CUDA_SUCCESS)
         goto reply;
-    out = describe(c, key, is_kernel, srv_lane_data(c, r->lane), CHAN_LANE_DATA, &res);
+    out = srv_func_describe(c, key, is_kernel, srv_lane_data(c, r->lane), CHAN_LANE_DATA,
+                            &res);
     if (res == CUDA_SUCCESS)
         res = add_func(c, key, is_kernel, owner);
 reply:
@@ -304,7 +303,7 @@ void srv_op_enum_functions(struct srv_client *c, const struct chan_rec *r, uint8
     res = lib ? DRV(cuLibraryEnumerateKernels)((CUkernel *)hs, n, (CUlibrary)(uintptr_t)m.handle)
               : DRV(cuModuleEnumerateFunctions)((CUfunction *)hs, n, (CUmodule)(uintptr_t)m.handle);
     for (unsigned i = 0; i < n && res == CUDA_SUCCESS; i++) {
-        uint32_t w = describe(c, hs[i], lib, out + used, CHAN_LANE_DATA - used, &res);
+        uint32_t w = srv_func_describe(c, hs[i], lib, out + used, CHAN_LANE_DATA - used, &res);
         if (res == CUDA_SUCCESS)
             res = add_func(c, hs[i], lib, mod);
         used += w;

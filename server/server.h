@@ -337,6 +337,10 @@ static inline int srv_func_known(struct srv_client *c, uint64_t v)
 {
     return srv_obj_find(c, SHIM_HT_CUfunction, v) || srv_obj_find(c, SHIM_HT_CUkernel, v);
 }
+/* Fills a chan_function and its layout for a function or kernel at `out` (room bytes);
+ * returns bytes written, 0 on failure with *err (module.c). */
+uint32_t srv_func_describe(struct srv_client *c, uint64_t h, int is_kernel, uint8_t *out,
+                           uint32_t room, CUresult *err);
 /* Frees everything made in context `ctx` (0 = everything the client has), after its work
  * in that context has finished: one walk, what belongs to an object before the object. */
 void srv_release(struct srv_client *c, uint32_t ctx);

@@ -144,6 +144,8 @@ CUresult cpudrv_gnode_params_copy(struct cpudrv_gnode *dst, const struct cpudrv_
                                   int publish);
 // The node type's name as the driver's DOT output writes it ("KERNEL", "MEMCPY"...).
 const char *cpudrv_gnode_type_name(CUgraphNodeType t);
+// Reserved members of a CUgraphNodeParams (and a memcpy member's flags) must be zero.
+CUresult cpudrv_node_params_check(const CUgraphNodeParams *p);
 // The typed forms of the kernel and memset members of CUgraphNodeParams.
 CUDA_KERNEL_NODE_PARAMS cpudrv_kernel_params_typed(const CUDA_KERNEL_NODE_PARAMS_v3 *p);
 CUDA_MEMSET_NODE_PARAMS cpudrv_memset_params_typed(const CUDA_MEMSET_NODE_PARAMS_v2 *p);

@@ -864,7 +864,7 @@ CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
 CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                   CUgraphNodeParams *nodeParams)
 {
-    if (!nodeParams) return TR(CUDA_ERROR_INVALID_VALUE);
+    if (cpudrv_node_params_check(nodeParams)) return TR(CUDA_ERROR_INVALID_VALUE);
     const CUgraphNodeParams *p = nodeParams;
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {

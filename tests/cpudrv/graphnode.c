@@ -833,6 +833,17 @@ struct typed {
     CUDA_BATCH_MEM_OP_NODE_PARAMS b;
 };
 
+// Reserved members of a CUgraphNodeParams, and a memcpy member's flags and reserved word,
+// must be zero (INVALID_VALUE otherwise).
+CUresult cpudrv_node_params_check(const CUgraphNodeParams *p)
+{
+    if (!p || p->reserved0[0] || p->reserved0[1] || p->reserved0[2] || p->reserved2)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->type == CU_GRAPH_NODE_TYPE_MEMCPY && (p->memcpy.flags || p->memcpy.reserved))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
 // The typed parameters of a CUgraphNodeParams (kept in t); NOT_SUPPORTED for the types
 // this driver lacks.
 static CUresult from_generic(const CUgraphNodeParams *p, struct add_params *a, struct typed *t)
@@ -840,13 +851,13 @@ static CUresult from_generic(const CUgraphNodeParams *p, struct add_params *a, s
     CUDA_KERNEL_NODE_PARAMS *k = &t->k;
     CUDA_MEMSET_NODE_PARAMS *s = &t->s;
     memset(a, 0, sizeof *a);
+    if (cpudrv_node_params_check(p)) return CUDA_ERROR_INVALID_VALUE;
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
         *k = cpudrv_kernel_params_typed(&p->kernel);
         a->k = k;
         return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_MEMCPY:
-        if (p->memcpy.flags || p->memcpy.reserved) return CUDA_ERROR_INVALID_VALUE;
         a->m = &p->memcpy.copyParams;
         a->ctx = p->memcpy.copyCtx;
         return CUDA_SUCCESS;

@@ -1012,6 +1012,19 @@ static void generic(void)
     EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_NOT_SUPPORTED);
     np.type = (CUgraphNodeType)99;
     EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
+    // Reserved members must be zero, and a memcpy member's flags.
+    np.type = CU_GRAPH_NODE_TYPE_EMPTY;
+    np.reserved0[1] = 1;
+    EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuGraphNodeSetParams(ms, &np), CUDA_ERROR_INVALID_VALUE);
+    np.reserved0[1] = 0;
+    np.reserved2 = 1;
+    EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
+    np.reserved2 = 0;
+    np.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    np.memcpy.flags = 1;
+    EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
+    memset(&np, 0, sizeof np);
     np.type = CU_GRAPH_NODE_TYPE_EMPTY;
     CUgraphEdgeData pe;
     memset(&pe, 0, sizeof pe);
@@ -1075,6 +1088,9 @@ static void generic(void)
     np.type = CU_GRAPH_NODE_TYPE_EMPTY;
     CK(cuGraphExecNodeSetParams(x, e, &np));
     EXPECT(cuGraphExecNodeSetParams(x, ms, &np), CUDA_ERROR_INVALID_VALUE);
+    np.reserved2 = 1;
+    EXPECT(cuGraphExecNodeSetParams(x, e, &np), CUDA_ERROR_INVALID_VALUE);
+    np.reserved2 = 0;
     np.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
     EXPECT(cuGraphExecNodeSetParams(x, ms, &np), CUDA_ERROR_NOT_SUPPORTED);
     CK(cuGraphLaunch(x, s1));

@@ -1,0 +1,310 @@
+/* The generic node-parameter forms of CUDA graphs (cuGraphAddNode, cuGraphNodeSetParams,
+ * cuGraphExecNodeSetParams: cudart 12.3+'s cudaGraphAddNode and friends). Each
+ * CUgraphNodeParams is translated here into the typed call the shim already carries (kernel
+ * nodes to interpose/graph.c's packed path, host nodes to hostfn.c's, the rest to their
+ * described calls), so the server sees nothing new and checks what it always checks. The
+ * node types the shim does not carry (memory allocation and free, batch memory operations,
+ * conditional, external semaphores) are refused with CUDA_ERROR_NOT_SUPPORTED and one line
+ * naming the type. Non-default edge data is added after the node, by
+ * cuGraphAddDependencies_v2. */
+#include "interpose/shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What the shim does not carry, one message per type (shim_refuse reports each once). */
+static CUresult refuse_type(CUgraphNodeType t)
+{
+    switch (t) {
+    case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
+        return shim_refuse("graph nodes of type EXT_SEMAS_SIGNAL (external semaphores)");
+    case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
+        return shim_refuse("graph nodes of type EXT_SEMAS_WAIT (external semaphores)");
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return shim_refuse("graph nodes of type MEM_ALLOC (graph memory)");
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return shim_refuse("graph nodes of type MEM_FREE (graph memory)");
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return shim_refuse("graph nodes of type BATCH_MEM_OP (batch memory operations)");
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return shim_refuse("graph nodes of type CONDITIONAL");
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* The reserved members must be zero (the driver refuses the rest with INVALID_VALUE), and
+ * so must a memcpy member's flags and reserved word. */
+static CUresult check_params(const CUgraphNodeParams *p)
+{
+    if (!p || p->reserved0[0] || p->reserved0[1] || p->reserved0[2] || p->reserved2)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->type == CU_GRAPH_NODE_TYPE_MEMCPY && (p->memcpy.flags || p->memcpy.reserved))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUDA_KERNEL_NODE_PARAMS kernel_typed(const CUDA_KERNEL_NODE_PARAMS_v3 *p)
+{
+    CUDA_KERNEL_NODE_PARAMS q = {
+        .func = p->func,
+        .gridDimX = p->gridDimX,
+        .gridDimY = p->gridDimY,
+        .gridDimZ = p->gridDimZ,
+        .blockDimX = p->blockDimX,
+        .blockDimY = p->blockDimY,
+        .blockDimZ = p->blockDimZ,
+        .sharedMemBytes = p->sharedMemBytes,
+        .kernelParams = p->kernelParams,
+        .extra = p->extra,
+        .kern = p->kern,
+        .ctx = p->ctx,
+    };
+    return q;
+}
+
+static CUDA_MEMSET_NODE_PARAMS memset_typed(const CUDA_MEMSET_NODE_PARAMS_v2 *p)
+{
+    CUDA_MEMSET_NODE_PARAMS q = {
+        .dst = p->dst,
+        .pitch = p->pitch,
+        .value = p->value,
+        .elementSize = p->elementSize,
+        .width = p->width,
+        .height = p->height,
+    };
+    return q;
+}
+
+/* The context a node's work is made in, for the typed calls that take none: `ctx` is
+ * made current around them (contexts are the client's own: nothing crosses for that). */
+static CUresult ctx_enter(CUcontext ctx, int *pushed)
+{
+    CUcontext cur = NULL;
+    *pushed = 0;
+    if (!ctx || (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx))
+        return CUDA_SUCCESS;
+    CUresult r = cuCtxPushCurrent_v2(ctx);
+    *pushed = r == CUDA_SUCCESS;
+    return r;
+}
+
+static void ctx_leave(int pushed)
+{
+    CUcontext c;
+    if (pushed)
+        cuCtxPopCurrent_v2(&c);
+}
+
+/* Adds the node by its typed call, after ndeps default edges. */
+static CUresult add_typed(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                          const CUgraphNodeParams *p)
+{
+    CUresult r;
+    int pushed;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS q = kernel_typed(&p->kernel);
+        /* A kernel runs in ctx when given (the driver ignores it beside a function). */
+        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS)
+            return r;
+        r = cuGraphAddKernelNode_v2(out, g, deps, ndeps, &q);
+        ctx_leave(pushed);
+        return r;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return cuGraphAddMemcpyNode(out, g, deps, ndeps, &p->memcpy.copyParams,
+                                    p->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS q = memset_typed(&p->memset);
+        return cuGraphAddMemsetNode(out, g, deps, ndeps, &q, p->memset.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        CUDA_HOST_NODE_PARAMS q = {.fn = p->host.fn, .userData = p->host.userData};
+        return cuGraphAddHostNode(out, g, deps, ndeps, &q);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        if (p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+            return shim_refuse("child graph nodes that take the graph "
+                               "(CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)");
+        if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+            return CUDA_ERROR_INVALID_VALUE;
+        return cuGraphAddChildGraphNode(out, g, deps, ndeps, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return cuGraphAddEmptyNode(out, g, deps, ndeps);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return cuGraphAddEventWaitNode(out, g, deps, ndeps, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return cuGraphAddEventRecordNode(out, g, deps, ndeps, p->eventRecord.event);
+    default:
+        return refuse_type(p->type);
+    }
+}
+
+/* 1 if every edge's data is the default (all zero), as a NULL array means. */
+static int edges_default(const CUgraphEdgeData *e, size_t n)
+{
+    static const CUgraphEdgeData zero;
+    for (size_t i = 0; e && i < n; i++)
+        if (memcmp(&e[i], &zero, sizeof(zero)) != 0)
+            return 0;
+    return 1;
+}
+
+static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
+                         const CUgraphEdgeData *edges, size_t ndeps, CUgraphNodeParams *p)
+{
+    CUresult r = check_params(p);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out || (ndeps && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (edges_default(edges, ndeps))
+        return add_typed(out, g, deps, ndeps, p);
+    /* Edges with data: the node first, then its edges, which the driver checks (the node
+     * goes again if they fail). */
+    CUgraphNode n = NULL;
+    if ((r = add_typed(&n, g, NULL, 0, p)) != CUDA_SUCCESS)
+        return r;
+    CUgraphNode *to = malloc(ndeps * sizeof(*to));
+    if (!to) {
+        cuGraphDestroyNode(n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < ndeps; i++)
+        to[i] = n;
+    r = cuGraphAddDependencies_v2(g, deps, to, edges, ndeps);
+    free(to);
+    if (r != CUDA_SUCCESS) {
+        cuGraphDestroyNode(n);
+        return r;
+    }
+    *out = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult SHIM_IMPL(cuGraphAddNode_v2)(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                      const CUgraphNode *dependencies,
+                                      const CUgraphEdgeData *dependencyData,
+                                      size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    return add_node(phGraphNode, hGraph, dependencies, dependencyData, numDependencies,
+                    nodeParams);
+}
+
+CUresult SHIM_IMPL(cuGraphAddNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                   const CUgraphNode *dependencies, size_t numDependencies,
+                                   CUgraphNodeParams *nodeParams)
+{
+    return add_node(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
+}
+
+/* The node's type must be the parameters' (INVALID_VALUE otherwise, as with the driver). */
+static CUresult check_type(CUgraphNode node, CUgraphNodeType want)
+{
+    CUgraphNodeType t;
+    CUresult r = cuGraphNodeGetType(node, &t);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return t == want ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult SHIM_IMPL(cuGraphNodeSetParams)(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+    const CUgraphNodeParams *p = nodeParams;
+    CUresult r = check_params(p);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (p->type > CU_GRAPH_NODE_TYPE_EVENT_RECORD)
+        return refuse_type(p->type);
+    if ((r = check_type(hNode, p->type)) != CUDA_SUCCESS)
+        return r;
+    int pushed;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS q = kernel_typed(&p->kernel);
+        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS)
+            return r;
+        r = cuGraphKernelNodeSetParams_v2(hNode, &q);
+        ctx_leave(pushed);
+        return r;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        if ((r = ctx_enter(p->memcpy.copyCtx, &pushed)) != CUDA_SUCCESS)
+            return r;
+        r = cuGraphMemcpyNodeSetParams(hNode, &p->memcpy.copyParams);
+        ctx_leave(pushed);
+        return r;
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS q = memset_typed(&p->memset);
+        if ((r = ctx_enter(p->memset.ctx, &pushed)) != CUDA_SUCCESS)
+            return r;
+        r = cuGraphMemsetNodeSetParams(hNode, &q);
+        ctx_leave(pushed);
+        return r;
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        CUDA_HOST_NODE_PARAMS q = {.fn = p->host.fn, .userData = p->host.userData};
+        return cuGraphHostNodeSetParams(hNode, &q);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        /* No typed call replaces a child graph in a graph (only in an exec). */
+        if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+            return CUDA_ERROR_INVALID_VALUE;
+        return shim_refuse("cuGraphNodeSetParams of a child graph node");
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return CUDA_SUCCESS; /* nothing to set */
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return cuGraphEventWaitNodeSetEvent(hNode, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return cuGraphEventRecordNodeSetEvent(hNode, p->eventRecord.event);
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult SHIM_IMPL(cuGraphExecNodeSetParams)(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                             CUgraphNodeParams *nodeParams)
+{
+    const CUgraphNodeParams *p = nodeParams;
+    CUresult r = check_params(p);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int pushed;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS q = kernel_typed(&p->kernel);
+        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS)
+            return r;
+        r = cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &q);
+        ctx_leave(pushed);
+        return r;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, &p->memcpy.copyParams,
+                                              p->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS q = memset_typed(&p->memset);
+        return cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, &q, p->memset.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        CUDA_HOST_NODE_PARAMS q = {.fn = p->host.fn, .userData = p->host.userData};
+        return cuGraphExecHostNodeSetParams(hGraphExec, hNode, &q);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        return cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_EMPTY: {
+        /* Nothing to set: the exec and the node must still be what they say. */
+        cuuint64_t flags;
+        if ((r = cuGraphExecGetFlags(hGraphExec, &flags)) != CUDA_SUCCESS)
+            return r;
+        return check_type(hNode, CU_GRAPH_NODE_TYPE_EMPTY);
+    }
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, p->eventRecord.event);
+    default:
+        return refuse_type(p->type);
+    }
+}
