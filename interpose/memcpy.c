@@ -154,7 +154,10 @@ static uint32_t staging_seq;
 
 static CUresult run(struct chan_copy *c, const struct side *src, const struct side *dst)
 {
-    uint64_t total = c->width * c->height * c->depth;
+    uint64_t total;
+    if (__builtin_mul_overflow(c->width, c->height, &total) ||
+        __builtin_mul_overflow(total, c->depth, &total))
+        return CUDA_ERROR_INVALID_VALUE; /* no memory is that large */
     int src_staged = c->src.kind == CHAN_MEM_STAGED, dst_staged = c->dst.kind == CHAN_MEM_STAGED;
     int async = (c->flags & CHAN_CF_ASYNC) != 0;
     struct shim_req q;

@@ -305,6 +305,14 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
                 __builtin_mul_overflow(total, m.depth, &total);
     int src_staged = m.src.kind == CHAN_MEM_STAGED, dst_staged = m.dst.kind == CHAN_MEM_STAGED;
     int is_inline = (m.flags & CHAN_CF_INLINE) != 0;
+    if (wraps && !src_staged && !dst_staged) {
+        /* Sizes no memory could hold: the driver's answer; the client's protocol is fine. */
+        if (lane >= 0)
+            srv_reply(c, lane, CUDA_ERROR_INVALID_VALUE, 0);
+        else
+            srv_defer(c, CUDA_ERROR_INVALID_VALUE, "copy");
+        return;
+    }
     if (m.width == 0 || m.height == 0 || m.depth == 0 || (src_staged && dst_staged) ||
         wraps ||
         (is_inline && (!(src_staged || dst_staged) || total > CHAN_INLINE_MAX)) ||

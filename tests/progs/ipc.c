@@ -54,6 +54,9 @@ static CUdeviceptr alloc_pattern(uint32_t seed, void *host)
     CHECK(cuMemAlloc(&d, BYTES));
     t_fill_pattern(host, BYTES, seed);
     CHECK(cuMemcpyHtoD(d, host, BYTES));
+    /* From pageable memory the copy may still be on its way when cuMemcpyHtoD returns:
+     * another process sees the bytes only after a synchronisation. */
+    CHECK(cuCtxSynchronize());
     return d;
 }
 

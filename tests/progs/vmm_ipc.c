@@ -113,6 +113,9 @@ static void exporter(int sock, pid_t b)
     CUdeviceptr va = map_in(h, bytes);
     t_fill_pattern(host, bytes, SEED_A);
     CHECK(cuMemcpyHtoD(va, host, bytes));
+    /* From pageable memory the copy may still be on its way when cuMemcpyHtoD returns:
+     * another process sees the bytes only after a synchronisation. */
+    CHECK(cuCtxSynchronize());
     CHECK(cuMemRetainAllocationHandle(&kept, (void *)(uintptr_t)(va + bytes / 2)));
     REQUIRE(kept == h, "A: the retained handle is another one");
     CHECK(cuMemRelease(kept));

@@ -7,6 +7,10 @@
  *                       handshake's time is out, not wait as long as bytes keep coming
  *   rawclient crowd N S holds N connections that never say hello for S seconds (the CI tier
  *                       checks meanwhile that real clients are still served)
+ *   rawclient hostile   well-formed calls a hostile client makes, bypassing every check the
+ *                       shim does: sizes and pitches whose spans wrap 64 bits, extents far
+ *                       beyond its allocation, images whose headers wrap; each must be
+ *                       refused by the server with an error, and the server must go on
  *   rawclient fuzz S N  N records of random operations and payloads (seed S), over as many
  *                       sessions as it takes (the server hangs up on protocol errors); the
  *                       server must survive (the CI tier then checks it still serves)
@@ -24,6 +28,7 @@
 
 #include "channel/chan.h"
 #include "channel/desc.h"
+#include "channel/marshal.h"
 
 static int dial(void)
 {
@@ -174,6 +179,181 @@ static int crowd(int n, int secs)
     return 0;
 }
 
+/* ---------------------------------------------------------------- hostile */
+
+static uint64_t give_up_at;
+static int before_deadline(void *arg);
+
+struct session {
+    int sock;
+    void *base;
+    size_t size;
+    struct chan c;
+};
+
+static int session_open(struct session *x)
+{
+    x->sock = dial();
+    struct chan_hello h = hello();
+    struct chan_welcome w;
+    int fd;
+    if (send(x->sock, &h, sizeof(h), 0) != sizeof(h) || recv_welcome(x->sock, &w, &fd) != 0 ||
+        w.status != CHAN_WELCOME_OK || fd < 0)
+        return -1;
+    x->size = w.shm_size;
+    x->base = mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (x->base == MAP_FAILED)
+        return -1;
+    chan_attach(&x->c, x->base);
+    return 0;
+}
+
+/* One request on lane 0 with context 1, its reply's result (and data in out). */
+static CUresult request(struct session *x, unsigned op, const void *payload, size_t len,
+                        void *out, size_t cap)
+{
+    struct chan_wait wt = {.spin_ns = 1000, .alive = before_deadline};
+    give_up_at = chan_now_ns() + 10000000000ull;
+    struct chan_rec *r = chan_ring_reserve(&x->c, (uint32_t)(sizeof(*r) + len), &wt);
+    if (!r)
+        return CUDA_ERROR_UNKNOWN;
+    r->op = (uint16_t)op;
+    r->flags = CHAN_RF_REPLY;
+    r->lane = 0;
+    r->thread = 1;
+    r->ctx = 1;
+    memcpy(r + 1, payload, len);
+    uint32_t seq0 = atomic_load(&x->c.lanes[0].seq);
+    chan_ring_publish(&x->c, r);
+    if (chan_lane_wait(&x->c, 0, seq0, &wt) != 0)
+        return CUDA_ERROR_UNKNOWN; /* no answer in 10 s: the server is gone or stuck */
+    struct chan_lane *l = &x->c.lanes[0];
+    if (out)
+        memcpy(out, l->data, l->len < cap ? l->len : cap);
+    return (CUresult)l->result;
+}
+
+/* A described call packed as the shim would, without the shim's own checks. */
+static CUresult call(struct session *x, int id, const void *const *argv, void *out, size_t cap)
+{
+    uint8_t buf[4096];
+    size_t rlen;
+    CUresult err;
+    size_t n = chan_pack_call(&shim_calls[id], argv, buf, sizeof(buf), &rlen, &err);
+    if (err != CUDA_SUCCESS)
+        return err;
+    return request(x, (unsigned)id, buf, n, out, cap);
+}
+
+static int failures;
+static void expect_refused(const char *what, CUresult r)
+{
+    printf("%-58s %s\n", what, r == CUDA_SUCCESS ? "ACCEPTED" : r == CUDA_ERROR_UNKNOWN ? "NO ANSWER" : "refused");
+    failures += r == CUDA_SUCCESS || r == CUDA_ERROR_UNKNOWN;
+}
+
+static int hostile(void)
+{
+    struct session x;
+    if (session_open(&x) != 0) {
+        fprintf(stderr, "no session\n");
+        return 1;
+    }
+    struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
+    if (request(&x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS) {
+        fprintf(stderr, "no context\n");
+        return 1;
+    }
+    /* 4 KiB of its own. */
+    CUdeviceptr d = 0, *pd = &d;
+    size_t bytes = 4096;
+    const void *aa[] = {&pd, &bytes};
+    CUresult r = call(&x, SHIM_ID_cuMemAlloc_v2, aa, &d, sizeof(d));
+    if (r != CUDA_SUCCESS || !d) {
+        fprintf(stderr, "cuMemAlloc_v2: %d\n", (int)r);
+        return 1;
+    }
+    CUstream st = NULL;
+    unsigned ui = 0;
+    size_t n62 = (size_t)1 << 62, one = 1, huge_pitch = 0xfffffffffffffff8ull, w = 16;
+    {
+        const void *a[] = {&d, &ui, &n62, &st};
+        expect_refused("cuMemsetD32Async, N = 2^62 elements", call(&x, SHIM_ID_cuMemsetD32Async, a, NULL, 0));
+        const void *b[] = {&d, &ui, &n62};
+        expect_refused("cuMemsetD32_v2, N = 2^62 elements", call(&x, SHIM_ID_cuMemsetD32_v2, b, NULL, 0));
+    }
+    {
+        size_t h = 3;
+        unsigned char uc = 0;
+        const void *a[] = {&d, &huge_pitch, &uc, &w, &h};
+        expect_refused("cuMemsetD2D8_v2, pitch 0xfffffffffffffff8", call(&x, SHIM_ID_cuMemsetD2D8_v2, a, NULL, 0));
+        size_t p2 = 4096, h2 = 1000;
+        const void *b[] = {&d, &p2, &uc, &w, &h2};
+        expect_refused("cuMemsetD2D8_v2, 1000 rows of 4 KiB in 4 KiB", call(&x, SHIM_ID_cuMemsetD2D8_v2, b, NULL, 0));
+        (void)one;
+    }
+    {
+        /* Copies: the copy op's own record, sides far beyond the allocation or wrapping. */
+        struct chan_copy m;
+        memset(&m, 0, sizeof(m));
+        m.src.kind = m.dst.kind = CHAN_MEM_DEVICE;
+        m.src.device = m.dst.device = -1;
+        m.src.addr = m.dst.addr = d;
+        m.width = 16;
+        m.height = 3;
+        m.depth = 1;
+        m.src.pitch = m.dst.pitch = huge_pitch;
+        expect_refused("copy, 3 rows of pitch 0xfffffffffffffff8", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
+        m.src.pitch = m.dst.pitch = 4096;
+        m.height = 2;
+        expect_refused("copy, 2 rows of 4 KiB from a 4 KiB allocation", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
+        m.height = 1;
+        m.width = (uint64_t)1 << 63;
+        m.depth = 4;
+        expect_refused("copy, 2^63 bytes x 4 slices", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
+        m.width = 16;
+        m.depth = 1;
+        m.src.x = UINT64_MAX - 8;
+        expect_refused("copy, source offset 2^64 - 9", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
+    }
+    {
+        /* An ELF whose section table's end wraps 64 bits: uploaded, then loaded. */
+        uint8_t img[256];
+        memset(img, 0, sizeof(img));
+        memcpy(img, "\x7f" "ELF", 4);
+        img[4] = 2; /* ELFCLASS64 */
+        uint64_t shoff = UINT64_MAX - 63;
+        uint16_t shentsize = 64, shnum = 2;
+        memcpy(img + 0x28, &shoff, 8);
+        memcpy(img + 0x3a, &shentsize, 2);
+        memcpy(img + 0x3c, &shnum, 2);
+        struct chan_rec *rec;
+        struct chan_wait wt = {.spin_ns = 1000, .alive = before_deadline};
+        give_up_at = chan_now_ns() + 10000000000ull;
+        rec = chan_ring_reserve(&x.c, (uint32_t)(sizeof(*rec) + sizeof(img)), &wt);
+        if (rec) {
+            rec->op = CHAN_OP_BLOB;
+            rec->flags = 0;
+            rec->ctx = 1;
+            memcpy(rec + 1, img, sizeof(img));
+            chan_ring_publish(&x.c, rec);
+        }
+        struct chan_module_load ml = {.kind = CHAN_IMAGE_MODULE, .njit = 0,
+                                      .image_size = sizeof(img)};
+        expect_refused("module image whose section table wraps 64 bits",
+                       request(&x, CHAN_OP_MODULE_LOAD, &ml, sizeof(ml), NULL, 0));
+    }
+    /* Still serving: its own memory is still there to free. */
+    const void *fa[] = {&d};
+    r = call(&x, SHIM_ID_cuMemFree_v2, fa, NULL, 0);
+    printf("%-58s %s\n", "then cuMemFree_v2 of its own memory", r == CUDA_SUCCESS ? "ok" : "FAILED");
+    failures += r != CUDA_SUCCESS;
+    munmap(x.base, x.size);
+    close(x.sock);
+    return failures ? 1 : 0;
+}
+
 /* Gives up waiting for ring space after a deadline: a fuzzed record may have parked the
  * server's worker on a staging wait that this client never feeds. */
 static uint64_t give_up_at;
@@ -287,10 +467,12 @@ int main(int argc, char **argv)
         return garbage();
     if (argc == 2 && strcmp(argv[1], "silent") == 0)
         return silent();
+    if (argc == 2 && strcmp(argv[1], "hostile") == 0)
+        return hostile();
     if (argc == 2 && strcmp(argv[1], "trickle") == 0)
         return trickle();
     if (argc == 4 && strcmp(argv[1], "crowd") == 0)
         return crowd(atoi(argv[2]), atoi(argv[3]));
-    fprintf(stderr, "usage: rawclient version|garbage|silent|trickle|crowd N SECS|fuzz SEED N\n");
+    fprintf(stderr, "usage: rawclient version|garbage|silent|hostile|trickle|crowd N SECS|fuzz SEED N\n");
     return 2;
 }
