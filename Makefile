@@ -27,6 +27,7 @@ include server/server.mk
 include tests/kernels/kernels.mk
 include tests/cpudrv/cpudrv.mk
 include tests/unit/unit.mk
+include tests/fuzz/fuzz.mk
 include tests/progs/progs.mk
 include tests/cudart/cudart.mk
 include bench/bench.mk
@@ -37,7 +38,7 @@ deps:
 	@sh tests/deps.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all fuzz
 	@bash tests/ci.sh $(B)
 
 demo: deps

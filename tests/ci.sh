@@ -86,6 +86,13 @@ run_test procaddr-vs-driver 60 env MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexiste
     MPSSHIM_PIPE_DIRECTORY="$WORK/none" "$B/tests/unit/procaddr_test" "$SHIM" \
     "$ROOT/gen/data/procaddress-580.159.04.tsv"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
+# libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
+# notes report long ones): the call decoder, the image parsers, the copy planner.
+if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
+    run_test fuzz-short 300 bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
+else
+    record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
+fi
 run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
 run_test no-server-no-driver 30 bash -c '
     out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of tests/fuzz for RUNS inputs each (default 200000), from an
+# empty corpus; exits non-zero at the first crash, leak or undefined behaviour (the input
+# that caused it is left in the work directory and named in the output).
+# Usage: bash tests/fuzz/run.sh BUILD_DIR [RUNS]
+set -u
+B=$(cd "${1:-build}" && pwd)
+RUNS=${2:-200000}
+W=$(mktemp -d /tmp/mpsshim-fuzz.XXXXXX)
+rc=0
+for f in "$B"/fuzz/fuzz_*; do
+    name=$(basename "$f")
+    mkdir -p "$W/$name"
+    if (cd "$W" && "$f" -runs="$RUNS" -max_len=4096 -seed=1 "$W/$name" >"$W/$name.log" 2>&1); then
+        echo "$name: $(grep -o 'Done [0-9]* runs.*' "$W/$name.log")"
+    else
+        echo "$name: FAILED (log $W/$name.log)"
+        tail -n 30 "$W/$name.log"
+        rc=1
+    fi
+done
+[ $rc = 0 ] && rm -rf "$W"
+exit $rc
