@@ -209,6 +209,8 @@ void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const
     size_t off = 0;
     for (int i = 0; i < d->nparams && i < CHAN_MAX_ARGS; i++) {
         const struct shim_param *p = &d->params[i];
+        if (is_value(p->kind))
+            continue; /* not a pointer: its argument may be narrower than one */
         void *ptr = *(void *const *)argv[i];
         if (!ptr)
             continue;

@@ -66,7 +66,8 @@ void srv_op_blob(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
         c->blob = n;
         c->blob_cap = ncap;
     }
-    memcpy(c->blob + c->blob_len, p, len);
+    if (len) /* an empty one has nothing to add (and c->blob may not exist yet) */
+        memcpy(c->blob + c->blob_len, p, len);
     c->blob_len += len;
 }
 

@@ -86,6 +86,9 @@ run_test procaddr-vs-driver 60 env MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexiste
     MPSSHIM_PIPE_DIRECTORY="$WORK/none" "$B/tests/unit/procaddr_test" "$SHIM" \
     "$ROOT/gen/data/procaddress-580.159.04.tsv"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
+# The unit tests, the raw protocol tests and a few programs once more against a server built
+# with ASan and UBSan (own build in BUILD-asan, own server).
+run_test asan-protocol 600 bash "$ROOT/tests/asan.sh" "$B"
 # libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
 # notes report long ones): the call decoder, the image parsers, the copy planner.
 if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
