@@ -4,6 +4,7 @@
 #include "server/server.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,10 @@ int srv_parse_size(const char *s, uint64_t *out)
     char *end;
     if (!s || !isdigit((unsigned char)*s))
         return -1;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return -1; /* beyond 2^64: refused, not capped */
     unsigned shift = 0;
     switch (toupper((unsigned char)*end)) {
     case '\0':

@@ -72,6 +72,7 @@ check get_device_pinned_mem_limit "$(ctl "get_device_pinned_mem_limit $S 1")" 51
 check get_device_pinned_mem_limit-default "$(ctl "get_device_pinned_mem_limit $S 0")" 1G
 has pinned_mem_limit-bad-device "$(ctl 'set_default_device_pinned_mem_limit 7 1G')" '^Invalid device "7"'
 has pinned_mem_limit-bad-size "$(ctl 'set_default_device_pinned_mem_limit 0 lots')" '^Invalid memory limit "lots"'
+has pinned_mem_limit-beyond-2^64 "$(ctl 'set_default_device_pinned_mem_limit 0 99999999999999999999999')" '^Invalid memory limit "99999999999999999999999"'
 check get_default_client_priority "$(ctl get_default_client_priority)" 0
 check set_default_client_priority "$(ctl 'set_default_client_priority 1')" ''
 check get_default_client_priority-set "$(ctl get_default_client_priority)" 1

@@ -90,7 +90,7 @@ ctl "set_default_device_pinned_mem_limit 0 0"
 cat "$WORK/operator.log"
 
 # Malformed limits: the client is refused with a message naming the variable.
-for bad in "0=lots" "0" "9=1G"; do
+for bad in "0=lots" "0" "9=1G" "0=99999999999999999999999"; do
     out=$(shim env MPSSHIM_PINNED_DEVICE_MEM_LIMIT="$bad" "$PROG" limited 64 2>&1)
     rc=$?
     echo "$out" | head -n 3
