@@ -147,6 +147,11 @@ static void recharge(struct srv_share *s)
 
 void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving)
 {
+    srv_share_let_go(c, o, leaving, 0);
+}
+
+void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak)
+{
     struct srv_share *s = o->share;
     if (!s)
         return;
@@ -172,8 +177,15 @@ void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving)
             }
     }
     recharge(s);
-    if (!s->owner && !s->nopeners)
-        destroy_real(s);
+    if (!s->owner && !s->nopeners) {
+        if (leak) { /* work may still touch it: the share goes, the object stays */
+            HASH_DEL(shares, s);
+            free(s->openers);
+            free(s);
+        } else {
+            destroy_real(s);
+        }
+    }
     pthread_mutex_unlock(&ipc_lock);
 }
 

@@ -208,6 +208,11 @@ int main(int argc, char **argv)
     v = getenv("MPSSHIM_MAX_PINNED_MB");
     srv.max_pinned = v ? strtoull(v, NULL, 10) << 20
                        : (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
+    /* A departed client's work that is still running after this long (a kernel that never
+     * ends, a stream waiting on memory it freed) is left to run, and what it held is left
+     * allocated rather than freed under it: the release, terminate_client and quit go on. */
+    v = getenv("MPSSHIM_RELEASE_TIMEOUT");
+    srv.release_ns = (v ? strtoull(v, NULL, 10) : 30) * 1000000000ull;
     v = getenv("MPSSHIM_MAX_CLIENTS");
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
     clear_mps_env();

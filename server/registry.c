@@ -298,12 +298,49 @@ static int in_ctx(const struct srv_obj *o, uint32_t ctx)
     return ctx == 0 || o->ctx == ctx;
 }
 
+/* The release could not wait any longer for the client's work: its records go, but not
+ * what they stand for (no destroyer runs), so no memory or handle is freed, and so handed
+ * to another client, under work that may still touch it. The driver frees it all when the
+ * server stops. */
+static void leave_running(struct srv_client *c, uint32_t ctx)
+{
+    uint64_t bytes = 0;
+    size_t n = 0;
+    struct srv_obj *o, *t;
+    HASH_ITER(hh, c->objs, o, t)
+    if (in_ctx(o, ctx)) {
+        bytes += o->bytes;
+        n++;
+    }
+    srv_log("Client process %d: its work was still running %llu s after it %s; %zu objects "
+            "(%llu bytes of device memory) are left allocated, not freed under it",
+            (int)c->pid, (unsigned long long)(srv.release_ns / 1000000000ull),
+            ctx ? "destroyed the context" : "left", n, (unsigned long long)bytes);
+    for (;;) {
+        struct srv_obj *root = NULL;
+        HASH_ITER(hh, c->objs, o, t)
+        if (in_ctx(o, ctx) && !o->children) {
+            root = o;
+            break;
+        }
+        if (!root)
+            break;
+        o = root;
+        o->owned = 0; /* forgotten, never destroyed */
+        srv_share_let_go(c, o, 1, 1); /* shared: let go of, never destroyed (ipc.c) */
+        srv_obj_destroyed(c, o);
+    }
+}
+
 void srv_release(struct srv_client *c, uint32_t ctx)
 {
     /* Work first: nothing is freed under a running kernel or copy. Streams waiting for a
      * value in the client's memory would wait for ever: their waits are ended first. */
     srv_memops_unblock(c, ctx);
-    srv_streams_drain(c, ctx);
+    if (srv_streams_drain_by(c, ctx, chan_now_ns() + srv.release_ns) != 0) {
+        leave_running(c, ctx);
+        return;
+    }
 
     /* The roots of what goes: objects of the context none of whose ancestors goes too
      * (those are released with their ancestor). Collected first, since a release frees

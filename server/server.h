@@ -235,6 +235,7 @@ struct srv {
     unsigned max_clients;
     _Atomic int quitting;
     uint64_t idle_spin_ns;
+    uint64_t release_ns; /* how long a release waits for a departed client's work */
     int block_sync; /* single-threaded clients' syncs block in the driver (see waits.c) */
     uint64_t max_pinned; /* pinned host bytes one client may hold */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
@@ -407,6 +408,8 @@ int srv_stream_capturing(struct srv_client *c, struct srv_stream *s);
 void srv_stream_free(struct srv_client *c, struct srv_stream *s);
 /* Blocks until every stream of the client (context `ctx`, 0 = all) is idle. */
 void srv_streams_drain(struct srv_client *c, uint32_t ctx);
+/* The same, giving up at `by` (monotonic ns, 0: never): -1 if work was still running then. */
+int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by);
 
 /* ---------------------------------------------------------------- operation handlers */
 
@@ -434,6 +437,9 @@ void srv_memops_unblock(struct srv_client *c, uint32_t ctx);
  * the exporter nor any opener holds it. `leaving`: released because its client or context
  * goes (an exporter's departure revokes the openers' records), not through the API. */
 void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving);
+/* The same; `leak`: the real object is never destroyed, even by the last to let go (its
+ * client's work may still be running on it: registry.c, leave_running). */
+void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak);
 /* 1 if o is an opened record whose exporter left. */
 int srv_share_revoked(const struct srv_obj *o);
 /* hostfn.c: lets every stream and graph waiting on a departed client's host functions and

@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned flags,
                                int priority, CUresult *err)
@@ -171,22 +172,41 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
     return s->real;
 }
 
-void srv_streams_drain(struct srv_client *c, uint32_t ctx)
+/* Waits for a stream (or event) to finish, until `by` (monotonic ns; 0: no bound). 0 when
+ * it finished, -1 when the bound came first. Polls, backing off to 10 ms: a stream that
+ * never finishes must not hold the caller for ever. */
+static int settle(CUstream st, CUevent ev, uint64_t by)
 {
+    if (!by)
+        return (void)(ev ? DRV(cuEventSynchronize)(ev) : DRV(cuStreamSynchronize)(st)), 0;
+    for (unsigned us = 10;; us = us < 10000 ? us * 2 : us) {
+        CUresult r = ev ? DRV(cuEventQuery)(ev) : DRV(cuStreamQuery)(st);
+        if (r != CUDA_ERROR_NOT_READY)
+            return 0; /* done, or failed: either way nothing more will run */
+        if (chan_now_ns() >= by)
+            return -1;
+        struct timespec ts = {0, (long)us * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by)
+{
+    int late = 0;
     size_t j = 0;
     for (size_t i = 0; i < c->nretired; i++) {
-        if (ctx && c->retired[i].ctx != ctx) {
-            c->retired[j++] = c->retired[i];
+        if ((ctx && c->retired[i].ctx != ctx) || settle(NULL, c->retired[i].ev, by) != 0) {
+            late |= !(ctx && c->retired[i].ctx != ctx);
+            c->retired[j++] = c->retired[i]; /* still running: its event stays out */
             continue;
         }
-        DRV(cuEventSynchronize)(c->retired[i].ev);
         srv_event_give(c, c->retired[i].dev, c->retired[i].ev);
     }
     c->nretired = j;
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
         struct srv_stream *s = o->ext;
         if ((!ctx || s->ctx == ctx) && !srv_stream_capturing(c, s))
-            DRV(cuStreamSynchronize)(s->real);
+            late |= settle(s->real, NULL, by);
     }
     struct srv_stream *s, *t;
     struct srv_ctx *x, *xt;
@@ -195,10 +215,16 @@ void srv_streams_drain(struct srv_client *c, uint32_t ctx)
         if (ctx && x->id != ctx)
             continue;
         if (x->legacy)
-            DRV(cuStreamSynchronize)(x->legacy->real);
+            late |= settle(x->legacy->real, NULL, by);
         HASH_ITER(hh, x->defaults, s, t)
-        DRV(cuStreamSynchronize)(s->real);
+        late |= settle(s->real, NULL, by);
     }
+    return late ? -1 : 0;
+}
+
+void srv_streams_drain(struct srv_client *c, uint32_t ctx)
+{
+    srv_streams_drain_by(c, ctx, 0);
 }
 
 /* ---------------------------------------------------------------- operations */

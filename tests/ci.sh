@@ -186,6 +186,22 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 else
     record client-refuses-foreign-server SKIP "needs root and setpriv"
 fi
+# A client that leaves with a kernel that runs for ten minutes: the server gives up waiting
+# after MPSSHIM_RELEASE_TIMEOUT (2 s here), logs what it leaves allocated, serves the next
+# client and quits. Own server.
+run_test release-bounded 60 bash -c '
+    dir='"$WORK"'/runaway
+    export MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log
+    MPSSHIM_RELEASE_TIMEOUT=2 '"$CTL"' -d || exit 1
+    env LD_PRELOAD='"$SHIM"' '"$B"'/tests/runaway 600 || exit 1
+    for i in $(seq 100); do
+        printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" && break
+        sleep 0.1
+    done
+    out=$(env LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 1000 2>&1); echo "$out"
+    printf "quit\n" | '"$CTL"' >/dev/null
+    grep "still running" $dir/log/server.log &&
+        echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 
