@@ -476,11 +476,37 @@ done:
     return NULL;
 }
 
+/* Control connections at once: each has a thread and an answer buffer, so they are bounded
+ * (an interactive mpsshim-control session holds one as long as it runs, so idle ones are
+ * not timed out); an answer nobody reads for a minute ends the connection. */
+#define SRV_MAX_CONTROL 32
+static _Atomic int control_conns;
+
+static void *control_thread(void *arg)
+{
+    control_main(arg);
+    atomic_fetch_sub(&control_conns, 1);
+    return NULL;
+}
+
 void srv_control_serve(int fd)
 {
-    pthread_t t;
-    if (pthread_create(&t, NULL, control_main, (void *)(intptr_t)fd) == 0)
-        pthread_detach(t);
-    else
+    if (atomic_fetch_add(&control_conns, 1) >= SRV_MAX_CONTROL) {
+        atomic_fetch_sub(&control_conns, 1);
+        static const char busy[] = "Too many control connections; try again\n\x04\n";
+        if (write(fd, busy, sizeof(busy) - 1) < 0) {
+            /* closing is all that is left to do */
+        }
         close(fd);
+        return;
+    }
+    struct timeval tv = {.tv_sec = 60};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    pthread_t t;
+    if (pthread_create(&t, NULL, control_thread, (void *)(intptr_t)fd) == 0) {
+        pthread_detach(t);
+    } else {
+        atomic_fetch_sub(&control_conns, 1);
+        close(fd);
+    }
 }
