@@ -32,6 +32,7 @@ srv=$!
 for _ in $(seq 100); do [ -S "$W/pipe/mpsshim.sock" ] && break; sleep 0.1; done
 step raw-garbage "$A/tests/unit/rawclient" garbage
 step raw-hostile "$A/tests/unit/rawclient" hostile
+step raw-scribble "$A/tests/unit/rawclient" scribble
 step raw-fuzz "$A/tests/unit/rawclient" fuzz 7 20000
 for p in "vecadd 100000" "memcpy_all --quick" isolation "ipc --shim" graph_host graphs vmm_ipc; do
     read -r -a argv <<<"$p"

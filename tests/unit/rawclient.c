@@ -3,6 +3,10 @@
  *   rawclient garbage   valid handshake, then malformed records: the server must drop this
  *                       client (and keep serving others)
  *   rawclient silent    connects and says nothing: the server must time the handshake out
+ *   rawclient scribble  while its cuArrayCreate_v2 calls are answered, a second thread keeps
+ *                       writing another client's array handle into its reply lane: the server
+ *                       must register what the driver made, never what the lane says, so the
+ *                       other client's array stays out of reach (cuArrayDestroy refused)
  *   rawclient trickle   sends its hello one byte a second: the server must hang up once the
  *                       handshake's time is out, not wait as long as bytes keep coming
  *   rawclient crowd N S holds N connections that never say hello for S seconds (the CI tier
@@ -17,6 +21,8 @@
  * Exit 0 when the server behaved as it must. Uses $MPSSHIM_PIPE_DIRECTORY. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +360,67 @@ static int hostile(void)
     return failures ? 1 : 0;
 }
 
+static _Atomic int scribbling;
+struct scribble_arg {
+    volatile uint8_t *lane;
+    uint64_t value;
+};
+
+static void *scribbler(void *p)
+{
+    struct scribble_arg *a = p;
+    while (atomic_load(&scribbling))
+        for (int i = 0; i < 8; i++)
+            memcpy((uint8_t *)a->lane + i * 8, &a->value, 8);
+    return NULL;
+}
+
+static int scribble(void)
+{
+    struct session victim, thief;
+    if (session_open(&victim) != 0 || session_open(&thief) != 0)
+        return 1;
+    struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
+    if (request(&victim, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS ||
+        request(&thief, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS)
+        return 1;
+    CUDA_ARRAY_DESCRIPTOR desc = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
+                                  .NumChannels = 1};
+    CUarray theirs = NULL, mine = NULL, *pa = &theirs;
+    const CUDA_ARRAY_DESCRIPTOR *pd = &desc;
+    const void *ca[] = {&pa, &pd};
+    if (call(&victim, SHIM_ID_cuArrayCreate_v2, ca, &theirs, sizeof(theirs)) != CUDA_SUCCESS ||
+        !theirs) {
+        fprintf(stderr, "the victim has no array\n");
+        return 1;
+    }
+    struct scribble_arg arg = {.lane = thief.c.lanes[0].data, .value = (uint64_t)(uintptr_t)theirs};
+    pthread_t t;
+    atomic_store(&scribbling, 1);
+    pthread_create(&t, NULL, scribbler, &arg);
+    int stolen = 0, made = 0;
+    for (int i = 0; i < 500 && !stolen; i++) {
+        pa = &mine;
+        CUresult r = call(&thief, SHIM_ID_cuArrayCreate_v2, ca, NULL, 0);
+        if (r != CUDA_SUCCESS) {
+            fprintf(stderr, "the thief's cuArrayCreate_v2 failed: %d\n", (int)r);
+            break;
+        }
+        made++;
+        const void *da[] = {&theirs};
+        stolen = call(&thief, SHIM_ID_cuArrayDestroy, da, NULL, 0) == CUDA_SUCCESS;
+    }
+    printf("%d arrays made under a scribbled lane\n", made);
+    atomic_store(&scribbling, 0);
+    pthread_join(t, NULL);
+    const void *da[] = {&theirs};
+    CUresult still = call(&victim, SHIM_ID_cuArrayDestroy, da, NULL, 0);
+    printf("the other client's array %s; it destroys it itself: %s\n",
+           stolen ? "was destroyed by the thief" : "stayed out of reach",
+           still == CUDA_SUCCESS ? "ok" : "FAILED");
+    return !stolen && made == 500 && still == CUDA_SUCCESS ? 0 : 1;
+}
+
 /* Gives up waiting for ring space after a deadline: a fuzzed record may have parked the
  * server's worker on a staging wait that this client never feeds. */
 static uint64_t give_up_at;
@@ -469,10 +536,12 @@ int main(int argc, char **argv)
         return silent();
     if (argc == 2 && strcmp(argv[1], "hostile") == 0)
         return hostile();
+    if (argc == 2 && strcmp(argv[1], "scribble") == 0)
+        return scribble();
     if (argc == 2 && strcmp(argv[1], "trickle") == 0)
         return trickle();
     if (argc == 4 && strcmp(argv[1], "crowd") == 0)
         return crowd(atoi(argv[2]), atoi(argv[3]));
-    fprintf(stderr, "usage: rawclient version|garbage|silent|hostile|trickle|crowd N SECS|fuzz SEED N\n");
+    fprintf(stderr, "usage: rawclient version|garbage|silent|hostile|scribble|trickle|crowd N SECS|fuzz SEED N\n");
     return 2;
 }
