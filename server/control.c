@@ -282,7 +282,9 @@ static void run(struct cmd *k)
         if (usage(k, 0, 1, "[server pid]") != 0 || (k->argc == 2 && !this_server(k, k->argv[1])))
             return;
         say(k, "Server %d\n", (int)getpid());
-        say(k, "Status %s\n", atomic_load(&srv.draining) ? "SHUTTING_DOWN" : "ACTIVE");
+        say(k, "Status %s\n", atomic_load(&srv.draining) ? "SHUTTING_DOWN"
+                               : srv_fault_any()         ? "FAULT"
+                                                         : "ACTIVE");
         say(k, "Clients %u\n", srv_clients_live());
         /* What the driver itself reports: memory returns to its idle level only when every
          * client's allocations were freed. */
