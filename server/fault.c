@@ -54,6 +54,8 @@ static int in_pass;
 #define FAULT_NOTE_NS (100ull * 1000 * 1000) /* a noting worker waits that long at most */
 static pthread_t thread;
 static int started;
+/* Set while a worker posts the fault to its own waits (let_go): nothing to note. */
+static __thread int telling;
 /* The fault thread's own stream on each device, for the query (fault thread only). */
 static CUstream probe[CHAN_MAX_DEVICES];
 
@@ -81,7 +83,12 @@ static int sticky(CUresult r)
 
 void srv_fault_note(int dev, CUresult r)
 {
-    if (!sticky(r) || !started)
+    if (!sticky(r) || !started || telling)
+        return;
+    /* A fault already known needs no pass, nor may a worker telling its waits about it
+     * (let_go) wait for one: the fault thread is waiting for that very worker. */
+    if (dev >= 0 && dev < srv.ndev ? atomic_load(&srv.fault[dev].state) != SRV_DEV_OK
+                                   : srv_fault_any())
         return;
     pthread_mutex_lock(&lock);
     suspects |= dev >= 0 && dev < CHAN_MAX_DEVICES ? 1u << dev : ~0u;
@@ -163,7 +170,9 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
         for (int i = 0; i < w->nev; i++)
             if (w->pooled[i] && w->dev[i] != dev)
                 srv_event_give(c, w->dev[i], w->ev[i]);
+        telling = 1;
         srv_reply(c, w->lane, err, 0);
+        telling = 0;
         free(w);
         nwait++;
     }
