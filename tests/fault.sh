@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fault containment (CI tier, on the server of MPSSHIM_PIPE_DIRECTORY, CPU test driver):
 # three clients loop vec_add on device 0, a fourth waits inside a synchronisation on a long
-# kernel (its worker is stuck in the driver), a fifth loops on device 1; then a client
+# kernel (its worker is stuck in the driver), a fifth does the same from a process of two
+# threads (its wait is polled: the fault ends it), a sixth loops on device 1; then a client
 # launches vec_add through a wild pointer. Each device-0 client must see a sticky error and
 # leave cleanly, the device-1 one must not notice, get_server_status must say FAULT and then
 # ACTIVE, the context must be made again within a second although one worker never let go
@@ -33,9 +34,12 @@ for i in 1 2 3; do
 done
 env LD_PRELOAD="$SHIM" "$B/tests/fault" --stuck 20 >"$W/stuck.log" 2>&1 &
 pids="$pids $!"
+env LD_PRELOAD="$SHIM" "$B/tests/fault" --waiter 20 >"$W/waiter.log" 2>&1 &
+waiter=$!
+pids="$pids $waiter"
 env LD_PRELOAD="$SHIM" "$B/tests/fault" --other 3 >"$W/other.log" 2>&1 &
 other=$!
-for f in bystander1 bystander2 bystander3 stuck other; do
+for f in bystander1 bystander2 bystander3 stuck waiter other; do
     wait_for 10 grep -q ready "$W/$f.log" || { cat "$W/$f.log"; fail "$f never got ready"; }
 done
 # The FAULT status lasts while the stuck client's worker holds out (400 ms at most).
@@ -57,7 +61,9 @@ echo "statuses seen: $(uniq "$W/status.log" | cut -d' ' -f2 | tr '\n' ' ')"
 [ -n "$GPU" ] || grep -q "^Status FAULT" "$W/status.log" || fail "get_server_status never said FAULT"
 grep -q "Device 0: .* in the shared context" "$log" || fail "the server did not see the fault"
 ctl get_server_status | grep -q "^Status ACTIVE$" || fail "not ACTIVE afterwards"
-grep "Device 0: .* in the shared context\|made again\|did not let go" "$log" | tail -n 3
+grep "Device 0: .* in the shared context\|made again\|did not let go\|Client process $waiter: its" "$log" | tail -n 4
+[ -n "$GPU" ] || grep -q "Client process $waiter: .* 1 wait ended with the error" "$log" ||
+    fail "the polled wait was not ended by the fault"
 grep -q "Device 1: .* in the shared context" "$log" && fail "device 1 faulted too"
 ms=$(grep -o "Device 0: shared context made again [0-9]* ms" "$log" | tail -n 1 | awk '{print $7}')
 [ -n "$ms" ] && [ "$ms" -lt 1000 ] || fail "context made again after ${ms:-never} ms"

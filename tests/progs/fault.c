@@ -1,5 +1,5 @@
-/* fault [--restart | --bystander SECONDS | --stuck SECONDS | --other SECONDS]: a sticky
- * error in a context.
+/* fault [--restart | --bystander SECONDS | --stuck SECONDS | --waiter SECONDS |
+ *        --other SECONDS]: a sticky error in a context.
  *
  *   (no flag)    launches vec_add writing through a wild pointer: the synchronisation fails
  *                with a sticky error (an illegal address on a GPU), and so does every later
@@ -13,12 +13,16 @@
  *                fault of another client must end with an error (or, on the CPU test
  *                driver, the context's reset); then it leaves cleanly. Prints "ready" once
  *                the kernel is queued.
+ *   --waiter     the same as --stuck from a process that has called from two threads (the
+ *                server then polls its wait instead of blocking in the driver: the fault
+ *                must end that wait).
  *   --other      runs vec_add in a loop on the last device for SECONDS: every round must
  *                pass (a fault on device 0 is none of its business). Skips with one device.
  * Through the shim the bystanders' failures are the point; natively only the first form
  * makes sense (and prints the same as through the shim). */
 #include "tests/progs/common.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,11 +146,26 @@ static int bystander(int seconds, int other)
     t_pass();
 }
 
-static int stuck(int seconds)
+/* A call from a second thread. */
+static void *touch(void *arg)
+{
+    CHECK(cuCtxSetCurrent((CUcontext)arg));
+    CUdeviceptr p;
+    CHECK(cuMemAlloc(&p, 256));
+    CHECK(cuMemFree(p));
+    return NULL;
+}
+
+static int stuck(int seconds, int threads)
 {
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
+    if (threads) {
+        pthread_t t;
+        REQUIRE(pthread_create(&t, NULL, touch, ctx) == 0, "pthread_create failed");
+        pthread_join(t, NULL);
+    }
     CUmodule mod = t_load_module("kernels.ptx");
     CUfunction f = t_get_function(mod, "delay_set");
     CUdeviceptr flag;
@@ -175,8 +194,8 @@ int main(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--bystander") == 0 || strcmp(argv[i], "--other") == 0)
             return bystander(atoi(argv[i + 1]), strcmp(argv[i], "--other") == 0);
-        if (strcmp(argv[i], "--stuck") == 0)
-            return stuck(atoi(argv[i + 1]));
+        if (strcmp(argv[i], "--stuck") == 0 || strcmp(argv[i], "--waiter") == 0)
+            return stuck(atoi(argv[i + 1]), strcmp(argv[i], "--waiter") == 0);
     }
     CUdevice dev;
     CUcontext ctx;
