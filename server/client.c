@@ -15,18 +15,23 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The thread's current device context, to skip redundant cuCtxSetCurrent calls. */
+/* The thread's current device context, to skip redundant cuCtxSetCurrent calls; with the
+ * number of times that device's context was made again (fault.c) when it was set. */
 static __thread int cur_dev = -1;
+static __thread uint32_t cur_resets;
 
 CUresult srv_use_device(int dev)
 {
     if (dev < 0 || dev >= srv.ndev)
         return CUDA_ERROR_INVALID_DEVICE;
-    if (cur_dev == dev)
+    uint32_t resets = atomic_load_explicit(&srv.fault[dev].resets, memory_order_acquire);
+    if (cur_dev == dev && cur_resets == resets)
         return CUDA_SUCCESS;
     CUresult r = DRV(cuCtxSetCurrent)(srv.ctx[dev]);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         cur_dev = dev;
+        cur_resets = resets;
+    }
     return r;
 }
 
@@ -141,6 +146,13 @@ static int handshake(struct srv_client *c)
         return -1;
     c->pid = cred.pid;
     c->uid = cred.uid;
+    /* Faults before this client came are not its own (epoch first: see fault.c). */
+    c->fault_seen = atomic_load(&srv.fault_epoch);
+    atomic_store(&c->fault_ack, c->fault_seen);
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+        c->gen_seen[d] = atomic_load(&srv.fault[d].gen);
+        c->resets_seen[d] = atomic_load(&srv.fault[d].resets);
+    }
     /* A client that connects and says nothing (or trickles its hello) must not hold a
      * thread for long. */
     c->hello_by = chan_now_ns() + SRV_HELLO_NS;
@@ -216,8 +228,9 @@ static int handshake(struct srv_client *c)
         c->ch.devinfo->dev[d].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] =
             (int32_t)c->lim.sms[d];
     /* Registered once, so that copies through staging slots and into reply lanes are
-     * direct DMA. Failure is not fatal: the driver then stages those copies itself. */
-    if (srv_use_device(0) == CUDA_SUCCESS &&
+     * direct DMA. Failure is not fatal: the driver then stages those copies itself. Not
+     * while device 0's context is being made again (fault.c): it would die with the old. */
+    if (srv_fault_gate(c, 0) == CUDA_SUCCESS && srv_use_device(0) == CUDA_SUCCESS &&
         DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
                                   CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
             CUDA_SUCCESS) {
@@ -264,6 +277,7 @@ static void cleanup(struct srv_client *c)
             used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%u %s",
                                      used ? ", " : "", c->nobjs[t], shim_types[t].name);
         }
+    srv_fault_sync(c); /* what died in a fault is forgotten, never destroyed */
     srv_hostfn_release(c);
     srv_release(c, 0);
     if (total)

@@ -32,6 +32,8 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
                 x->id = m.id;
                 x->device = m.device;
                 x->primary = (int)m.primary;
+                /* Read before any work in it: a fault seen after this kills it too. */
+                x->gen = atomic_load(&srv.fault[m.device].gen);
                 HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
                 atomic_fetch_or(&c->stats.devices, 1u << m.device);
                 res = CUDA_SUCCESS;
@@ -140,6 +142,25 @@ void srv_limits_settle(struct srv_client *gone)
                 DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want < real)
                 DRV(cuCtxSetLimit)((CUlimit)l, want);
         }
+    }
+    pthread_mutex_unlock(&srv.limits_lock);
+}
+
+void srv_limits_restore(int dev)
+{
+    /* A context made again (fault.c) starts at the driver's limits: it gets the largest any
+     * live client asked for, as the old one had. The calling thread has dev's context
+     * current. */
+    pthread_mutex_lock(&srv.limits_lock);
+    for (int l = 0; l < CU_LIMIT_MAX; l++) {
+        size_t want = srv.limit_default[dev][l], real = 0;
+        pthread_mutex_lock(&srv.clients_lock);
+        for (struct srv_client *x = srv.clients; x; x = x->next)
+            if (!atomic_load(&x->finished) && (x->limits_set & (1u << l)) && x->limits[l] > want)
+                want = x->limits[l];
+        pthread_mutex_unlock(&srv.clients_lock);
+        if (DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want != real)
+            DRV(cuCtxSetLimit)((CUlimit)l, want);
     }
     pthread_mutex_unlock(&srv.limits_lock);
 }

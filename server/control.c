@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,7 +283,9 @@ static void run(struct cmd *k)
         if (usage(k, 0, 1, "[server pid]") != 0 || (k->argc == 2 && !this_server(k, k->argv[1])))
             return;
         say(k, "Server %d\n", (int)getpid());
-        say(k, "Status %s\n", atomic_load(&srv.draining) ? "SHUTTING_DOWN" : "ACTIVE");
+        say(k, "Status %s\n", atomic_load(&srv.draining) ? "SHUTTING_DOWN"
+                               : srv_fault_any()         ? "FAULT"
+                                                         : "ACTIVE");
         say(k, "Clients %u\n", srv_clients_live());
         /* What the driver itself reports: memory returns to its idle level only when every
          * client's allocations were freed. */
@@ -493,6 +496,13 @@ void srv_control_serve(int fd)
 {
     if (atomic_fetch_add(&control_conns, 1) >= SRV_MAX_CONTROL) {
         atomic_fetch_sub(&control_conns, 1);
+        /* Its command first (briefly): mpsshim-control writes before it reads, and a
+         * connection closed under its write would lose the answer below. */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        char sink[1024];
+        if (poll(&pf, 1, 100) > 0 && read(fd, sink, sizeof(sink)) < 0) {
+            /* nothing to read: answered all the same */
+        }
         static const char busy[] = "Too many control connections; try again\n\x04\n";
         if (write(fd, busy, sizeof(busy) - 1) < 0) {
             /* closing is all that is left to do */

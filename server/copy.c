@@ -191,6 +191,23 @@ static void settle_slot(struct srv_client *c, uint32_t s)
     c->slot_busy[s] = -1;
 }
 
+void srv_copy_forget_device(struct srv_client *c, int dev)
+{
+    /* dev's context died in a fault (fault.c): no DMA of it runs any more, so a slot whose
+     * last DMA was there is the client's again at once, and its events (dead) are only
+     * forgotten. */
+    for (int s = 0; s < CHAN_NSLOTS; s++) {
+        if (c->slot_busy[s] >= 0 && c->slot_dev[s] == dev) {
+            struct chan_slot *sl = &c->ch.shm->slots[s];
+            atomic_store_explicit(&sl->freed, (uint32_t)c->slot_busy[s] + 1,
+                                  memory_order_release);
+            chan_wake(&sl->freed, &sl->waiters);
+            c->slot_busy[s] = -1;
+        }
+        c->slot_ev[dev][s] = NULL;
+    }
+}
+
 /* DtoH: waits for the DMA of chunk n and hands its slot to the client. */
 static void publish(struct pipe *p, uint32_t n)
 {
@@ -327,6 +344,8 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     struct srv_stream *s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread);
     if (!c->cur)
         res = CUDA_ERROR_INVALID_CONTEXT;
+    else if (c->cur->fault)
+        res = c->cur->fault; /* its context died (fault.c); staged chunks still flow */
     else if (!s)
         res = CUDA_ERROR_INVALID_HANDLE;
     else if ((res = check_side(c, &m.src, m.width, m.height, m.depth, &src)) == CUDA_SUCCESS)

@@ -61,6 +61,7 @@ struct srv_share {
     int dev;
     struct srv_client *owner;  /* the exporter, while its record lives */
     _Atomic int revoked;       /* the exporter left: openers' records no longer resolve */
+    int dead;                  /* its device's context died in a fault: nothing to destroy */
     struct srv_client **openers; /* clients holding an opened record, one entry each */
     int nopeners, capopeners;
     struct srv_client *charged; /* the opener paying for the memory once the owner let go */
@@ -111,8 +112,10 @@ int srv_share_revoked(const struct srv_obj *o)
  * device's context is pushed for memory (the thread's current one may be another's). */
 static void destroy_real(struct srv_share *s)
 {
-    CUresult r;
-    if (s->kind == SHIM_HT_CUevent) {
+    CUresult r = CUDA_SUCCESS;
+    if (s->dead) {
+        /* It died with its context (fault.c): its address or handle may be another's now. */
+    } else if (s->kind == SHIM_HT_CUevent) {
         r = DRV(cuEventDestroy_v2)((CUevent)(uintptr_t)s->value);
     } else if (s->kind == SHIM_HT_CUmemGenericAllocationHandle) {
         r = DRV(cuMemRelease)((CUmemGenericAllocationHandle)s->value);
@@ -185,6 +188,21 @@ void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int 
         } else {
             destroy_real(s);
         }
+    }
+    pthread_mutex_unlock(&ipc_lock);
+}
+
+/* A fault killed dev's context: every share there is dead (destroying it later would free
+ * what the new context may have handed to someone else) and revoked, so that no opener
+ * names it any more. Called before any worker lets go of its records. */
+void srv_ipc_fault(int dev)
+{
+    pthread_mutex_lock(&ipc_lock);
+    struct srv_share *s, *t;
+    HASH_ITER(hh, shares, s, t)
+    if (s->dev == dev) {
+        s->dead = 1;
+        atomic_store_explicit(&s->revoked, 1, memory_order_release);
     }
     pthread_mutex_unlock(&ipc_lock);
 }

@@ -256,6 +256,11 @@ int main(int argc, char **argv)
         tell_starter("failed to start; see %s/server.log\n", srv.log_dir);
         return 1;
     }
+    if (srv_fault_start() != 0) {
+        srv_log("MPS server failed to start: cannot start the fault thread");
+        tell_starter("cannot start the fault thread\n");
+        return 1;
+    }
     int lfd = listen_on(CHAN_SOCKET_NAME);
     int cfd = srv_control_listen();
     if (lfd < 0 || cfd < 0) {
@@ -300,6 +305,7 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/%s", srv.pipe_dir, CHAN_CONTROL_NAME);
     unlink(path);
     unlink(ready);
+    srv_fault_stop();
     srv_clients_stop();
     for (int i = 0; i < srv.ndev; i++)
         DRV(cuDevicePrimaryCtxRelease_v2)(i);

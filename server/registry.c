@@ -243,6 +243,11 @@ static void destroy(struct srv_client *c, struct srv_obj *o)
     }
     if (!o->owned)
         return;
+    /* Made in a context a fault killed since this worker last looked (fault.c): the handle
+     * died with it and may be another's in the new context. Pinned memory is our own host
+     * range and is let go of as usual. */
+    if (o->key.type != SHIM_HT_MEM_PINNED && srv_fault_dead(c, o->dev))
+        return;
     if (t->flags & SHIM_TF_RELEASE) {
         if (srv_type_release[o->key.type])
             srv_type_release[o->key.type](c, o);
@@ -281,6 +286,19 @@ void srv_obj_release(struct srv_client *c, struct srv_obj *o)
 {
     drop_children(c, o, 0);
     destroy(c, o);
+    forget(c, o);
+}
+
+void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o)
+{
+    /* Everything here died with a context (fault.c): no destroyer, no release, only the
+     * family's private state and the records go. */
+    while (o->children)
+        srv_obj_forget_tree(c, o->children);
+    if (o->key.type == SHIM_HT_CUstream && o->ext) {
+        srv_stream_forget(c, o->ext);
+        o->ext = NULL;
+    }
     forget(c, o);
 }
 

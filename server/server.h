@@ -89,6 +89,8 @@ struct srv_ctx {
     uint32_t id;
     int device;
     int primary;
+    uint32_t gen;    /* the device's fault generation when it was made (fault.c) */
+    CUresult fault;  /* a fault killed it: every call in it returns this (sticky) */
     struct srv_stream *legacy;   /* created on first use */
     struct srv_stream *defaults; /* per-thread default streams, keyed by thread number */
     UT_hash_handle hh;
@@ -116,6 +118,10 @@ struct srv_stats {
     _Atomic uint64_t pinned; /* pinned host bytes */
     _Atomic uint64_t streams; /* real streams held for it (created and default ones) */
     _Atomic uint32_t devices; /* bit d: it made a context on device d (ps) */
+    /* When it last enqueued GPU work on each device, and whether a reply of its waits for
+     * the GPU: who had work on a device when it faulted (fault.c). */
+    _Atomic uint64_t enqueued_ns[CHAN_MAX_DEVICES];
+    _Atomic int gpu_waits;
 };
 
 /* What a client may use, fixed when it connects (policy.c). */
@@ -156,6 +162,12 @@ struct srv_client {
     struct srv_waitval *waitvals; /* stream waits it enqueued, to unblock when it goes (memops.c) */
     size_t nwaitvals, capwaitvals;
     uint64_t hello_by;      /* monotonic ns by which the whole hello must have arrived */
+    /* Faults (fault.c): the server's fault epoch this worker has acted on, published for
+     * the recovery to wait on; the rest is the worker's own. */
+    _Atomic uint32_t fault_ack;
+    uint32_t fault_seen;
+    uint32_t gen_seen[CHAN_MAX_DEVICES];   /* fault generation of each device acted on */
+    uint32_t resets_seen[CHAN_MAX_DEVICES]; /* context resets whose registrations are remade */
     _Atomic int evicted;    /* a newer connection took its handshake place: give up */
     struct srv_client *next; /* in the server's list, guarded by srv.clients_lock */
 
@@ -222,6 +234,17 @@ struct srv_policy {
     int default_priority;                   /* set_default_client_priority: 0 */
 };
 
+/* A device's fault state (fault.c). A sticky error kills the shared context: its clients
+ * are told and let go of what lived in it, then the context is made again. */
+enum { SRV_DEV_OK, SRV_DEV_FAULT };
+struct srv_devfault {
+    _Atomic int state;      /* SRV_DEV_OK, or SRV_DEV_FAULT until the context is new */
+    _Atomic int err;        /* the sticky CUresult */
+    _Atomic uint32_t gen;   /* faults seen: contexts of an older generation are dead */
+    _Atomic uint32_t resets; /* contexts made again: registrations in it to remake */
+    _Atomic uint64_t seen_ns; /* when the fault was seen */
+};
+
 struct srv {
     char pipe_dir[256];
     char log_dir[256];
@@ -247,6 +270,8 @@ struct srv {
     struct srv_policy policy;
     int prio_least, prio_greatest; /* stream priority range of the shared contexts */
     _Atomic int draining; /* quit -t: new clients are refused while the others finish */
+    struct srv_devfault fault[CHAN_MAX_DEVICES];
+    _Atomic uint32_t fault_epoch; /* changes whenever a device faults or is made again */
 };
 
 extern struct srv srv;
@@ -485,6 +510,41 @@ void srv_green_init(void);
 int srv_green_assign(struct srv_client *c);
 /* Gives the client's partitions back (after its streams are gone). */
 void srv_green_release(struct srv_client *c);
+
+/* fault.c: sticky errors in a device's shared context, and its recovery. */
+/* Starts the thread that polls each device for a sticky error and recovers from one. */
+int srv_fault_start(void);
+/* Ends that thread (the server is quitting). */
+void srv_fault_stop(void);
+/* A driver call on device dev (-1: unknown) returned r: when r is a sticky error, the
+ * fault thread checks the device at once. Cheap when r is not. */
+void srv_fault_note(int dev, CUresult r);
+/* The worker acts on faults and context resets it has not seen yet: lets go of what died,
+ * tells its waits, remakes its registrations. Called before each record and when idle. */
+void srv_fault_sync(struct srv_client *c);
+/* 0 when the calling worker may go on with work on dev; else the error to answer with
+ * (the device stayed in recovery too long). Waits while dev's context is being remade. */
+CUresult srv_fault_gate(struct srv_client *c, int dev);
+/* 1 if o lives in a context that died since the worker last synced (its handle may already
+ * be another's in the new context): it must be forgotten, never destroyed. */
+int srv_fault_dead(const struct srv_client *c, int dev);
+/* 1 while any device is in recovery (get_server_status). */
+int srv_fault_any(void);
+/* Marks the client's work on dev (srv_stream_prepare): who had work when a fault came. */
+static inline void srv_fault_mark_work(struct srv_client *c, int dev)
+{
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
+        atomic_store_explicit(&c->stats.enqueued_ns[dev], chan_now_ns(), memory_order_relaxed);
+}
+/* Pieces of the recovery that live with their families. */
+void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c */
+void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
+void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o);  /* registry.c */
+void srv_ipc_fault(int dev);                                          /* ipc.c */
+int srv_green_fault(int dev, int remake);                             /* green.c */
+CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);              /* green.c */
+void srv_limits_restore(int dev);                                     /* context.c */
+int srv_pinned_register(struct srv_client *c, struct srv_obj *o);     /* memory.c */
 
 /* control.c: the control socket. */
 int srv_control_listen(void);

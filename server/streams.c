@@ -25,9 +25,9 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
     /* A throttled client's streams live in its green context (its share of the SMs); the
      * real priority follows its client priority (policy.c). */
     int prio = srv_policy_stream_priority(c, x->device, priority);
-    if (*err == CUDA_SUCCESS && c->green[x->device])
-        *err = DRV(cuGreenCtxStreamCreate)(&s->real, c->green[x->device], CU_STREAM_NON_BLOCKING,
-                                           prio);
+    CUgreenCtx green = c->green[x->device] ? srv_green_ctx(c, x->device) : NULL;
+    if (*err == CUDA_SUCCESS && green)
+        *err = DRV(cuGreenCtxStreamCreate)(&s->real, green, CU_STREAM_NON_BLOCKING, prio);
     else if (*err == CUDA_SUCCESS)
         *err = DRV(cuStreamCreateWithPriority)(&s->real, CU_STREAM_NON_BLOCKING, prio);
     if (*err == CUDA_SUCCESS &&
@@ -59,6 +59,10 @@ void srv_release_stream(struct srv_client *c, struct srv_obj *o)
  * it, unless it is a graph of the client's own (cuStreamBeginCaptureToGraph's). */
 void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 {
+    if (srv_fault_dead(c, s->device)) {
+        srv_stream_forget(c, s); /* died with its context: the handle may be another's now */
+        return;
+    }
     CUgraph g = NULL;
     if (srv_stream_capturing(c, s)) {
         struct srv_obj *o;
@@ -73,6 +77,13 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
     /* Destroying a stream with work pending is allowed: the work completes. */
     DRV(cuStreamDestroy_v2)(s->real);
     DRV(cuEventDestroy_v2)(s->mark);
+    free(s);
+}
+
+/* A stream that died with its context (fault.c): only the server's record of it goes. */
+void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
+{
+    atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     free(s);
 }
 
@@ -169,6 +180,7 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
         s->legacy_seen = x->legacy->nsubmit;
     }
     s->nsubmit++;
+    srv_fault_mark_work(c, s->device);
     return s->real;
 }
 

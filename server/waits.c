@@ -43,6 +43,7 @@ static void add(struct srv_client *c, struct srv_wait *w)
 {
     w->next = c->waits;
     c->waits = w;
+    atomic_store_explicit(&c->stats.gpu_waits, 1, memory_order_relaxed);
 }
 
 /* Adds "everything on `s` so far" to w; blocks instead if w is full. */
@@ -178,6 +179,7 @@ int srv_waits_poll(struct srv_client *c)
             if (q == CUDA_ERROR_NOT_READY)
                 break;
             if (q != CUDA_SUCCESS && w->result == CUDA_SUCCESS) {
+                srv_fault_note(w->dev[i], q);
                 w->result = q;
                 srv_log("Client process %d: work waited for failed: %s", (int)c->pid,
                         srv_errname(q));
@@ -194,5 +196,6 @@ int srv_waits_poll(struct srv_client *c)
             pw = &w->next;
         }
     }
+    atomic_store_explicit(&c->stats.gpu_waits, c->waits != NULL, memory_order_relaxed);
     return c->waits != NULL;
 }

@@ -22,6 +22,10 @@ void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len)
         r = CUDA_ERROR_MPS_CLIENT_TERMINATED;
         len = 0;
     }
+    /* A sticky error has the fault thread look at the device (a dead context's own
+     * answers need not). */
+    if (r != CUDA_SUCCESS && !(c->cur && c->cur->fault))
+        srv_fault_note(c->cur ? c->cur->device : -1, r);
     chan_lane_post(&c->ch, (uint32_t)lane, r, len);
 }
 
@@ -29,6 +33,8 @@ void srv_defer(struct srv_client *c, CUresult r, const char *what)
 {
     if (r == CUDA_SUCCESS)
         return;
+    if (!(c->cur && c->cur->fault))
+        srv_fault_note(c->cur ? c->cur->device : -1, r);
     if (c->deferred == CUDA_SUCCESS) {
         c->deferred = r;
         srv_log("Client process %d: asynchronous %s failed with %s; reported at its next "
@@ -116,6 +122,15 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = srv_op_host_node,
 };
 
+/* Operations that still run in a context a fault killed: making and destroying contexts
+ * (a client may start over on a new one, as natively), what touches no context, and
+ * copies, whose staging slots must keep flowing (copy.c fails them with the fault). */
+static int runs_after_fault(uint32_t op)
+{
+    return op == CHAN_OP_CTX_CREATE || op == CHAN_OP_CTX_DESTROY || op == CHAN_OP_BLOB ||
+           op == CHAN_OP_ERROR_STRING || op == CHAN_OP_COPY || op == CHAN_OP_HOST_FREE;
+}
+
 /* Replays one record. 0, or -1 when the client broke the protocol. */
 static int dispatch(struct srv_client *c, struct chan_rec *r)
 {
@@ -127,7 +142,20 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
         r->lane = 0xffff; /* handlers reply only to real lanes */
     /* The client's context for this call selects the device context. Unknown ids leave no
      * context: calls that need one fail with CUDA_ERROR_INVALID_CONTEXT. */
+    srv_fault_sync(c);
     c->cur = r->ctx ? srv_ctx_get(c, r->ctx) : NULL;
+    /* A context a fault killed answers every call with the fault, sticky, as the driver
+     * does (an asynchronous call's caller sees it at its next synchronisation); one made
+     * since waits while the device's context is made again. */
+    CUresult dead = !c->cur ? CUDA_SUCCESS
+                    : c->cur->fault ? c->cur->fault
+                                    : srv_fault_gate(c, c->cur->device);
+    if (dead != CUDA_SUCCESS && !runs_after_fault(r->op)) {
+        if (r->op == CHAN_OP_MODULE_LOAD)
+            c->blob_len = 0; /* the image uploaded for it goes with it */
+        srv_reply(c, r->lane, dead, 0);
+        return 0;
+    }
     if (c->cur)
         srv_use_device(c->cur->device);
     atomic_fetch_add_explicit(&c->stats.calls, 1, memory_order_relaxed);
@@ -157,6 +185,7 @@ void *srv_worker_main(void *arg)
     unsigned backoff_us = 0;
     while (!atomic_load(&c->dead)) {
         int got = 0;
+        srv_fault_sync(c); /* an idle worker too lets go of a dead context promptly */
         /* A bounded batch, so that pending waits are polled even under a flood. */
         for (int i = 0; i < 64 && !atomic_load_explicit(&c->dead, memory_order_relaxed); i++) {
             enum chan_next n = chan_ring_next(&c->ch, c->rec);

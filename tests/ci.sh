@@ -306,6 +306,9 @@ else
         done
         grep "Client process $v: released" '"$MPSSHIM_LOG_DIRECTORY"'/server.log || rc=1
         exit $rc'
+    # A fault in the shared context (tests/fault.sh): every client of device 0 is told, the
+    # context is made again within a second, new clients are served, nothing is left over.
+    run_test fault-containment 120 bash "$ROOT/tests/fault.sh" "$B" "$WORK"
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break

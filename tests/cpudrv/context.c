@@ -65,11 +65,19 @@ CUresult cpudrv_enter_any(struct cpudrv_ctx **out)
     return enter(out, 1);
 }
 
-// Records a fault raised by a kernel (sticky for the context, as on a GPU).
+// Records a fault raised by a kernel (sticky for the context, as on a GPU). A green
+// context's kernel faults its device's primary context too: they share one address space
+// (its memory and modules are the primary's), so the model takes the fault as the device
+// context's, which is what the mpsshim server recovers from.
 void cpudrv_ctx_fault(struct cpudrv_ctx *c, CUresult err)
 {
     int zero = 0;
     __atomic_compare_exchange_n(&c->sticky, &zero, (int)err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    if (c->green) {
+        zero = 0;
+        __atomic_compare_exchange_n(&cpudrv_devs[c->dev].primary->sticky, &zero, (int)err, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
 }
 
 // The context that owns memory and modules created while c is current (a green

@@ -1,0 +1,247 @@
+/* fault [--restart | --bystander SECONDS | --stuck SECONDS | --waiter SECONDS |
+ *        --other SECONDS]: a sticky error in a context.
+ *
+ *   (no flag)    launches vec_add writing through a wild pointer: the synchronisation fails
+ *                with a sticky error (an illegal address on a GPU), and so does every later
+ *                call in the context. With --restart it then resets its primary context
+ *                and runs vec_add on the fresh one, as a process may natively.
+ *   --bystander  runs vec_add in a loop, checking every element, until a call fails (the
+ *                fault of another client sharing its context, through the shim), for at
+ *                most SECONDS; the error must be sticky; then it leaves cleanly. Prints
+ *                "ready" once its first round passed.
+ *   --stuck      one delay_set of SECONDS on its stream, then a synchronisation that the
+ *                fault of another client must end with an error (or, on the CPU test
+ *                driver, the context's reset); then it leaves cleanly. Prints "ready" once
+ *                the kernel is queued.
+ *   --waiter     the same as --stuck from a process that has called from two threads (the
+ *                server then polls its wait instead of blocking in the driver: the fault
+ *                must end that wait).
+ *   --other      runs vec_add in a loop on the last device for SECONDS: every round must
+ *                pass (a fault on device 0 is none of its business). Skips with one device.
+ * Through the shim the bystanders' failures are the point; natively only the first form
+ * makes sense (and prints the same as through the shim). */
+#include "tests/progs/common.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N 4096
+
+static const char *sticky_name(CUresult r)
+{
+    switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ASSERT:
+        return t_errname(r);
+    default:
+        return NULL;
+    }
+}
+
+/* One round of vec_add over N elements: CUDA_SUCCESS with every element checked, or the
+ * first error. */
+static CUresult vecadd_round(CUfunction f, CUdeviceptr da, CUdeviceptr db, CUdeviceptr dc,
+                             float *a, float *b, float *c)
+{
+    CUresult r;
+    int n = N;
+    if ((r = cuMemcpyHtoD(da, a, N * sizeof(float))) || (r = cuMemcpyHtoD(db, b, N * sizeof(float))))
+        return r;
+    void *params[] = {&da, &db, &dc, &n};
+    if ((r = cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL)) ||
+        (r = cuCtxSynchronize()) || (r = cuMemcpyDtoH(c, dc, N * sizeof(float))))
+        return r;
+    for (int i = 0; i < N; i++)
+        REQUIRE(c[i] == a[i] + b[i], "c[%d] = %g, expected %g", i, (double)c[i],
+                (double)(a[i] + b[i]));
+    return CUDA_SUCCESS;
+}
+
+static void fill(float *a, float *b)
+{
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)(i % 1000);
+        b[i] = (float)(i % 7) * 0.25f;
+    }
+}
+
+/* The context is dead: a call that needs it fails with the fault's error too. */
+static void check_sticky(CUresult first)
+{
+    CUdeviceptr p = 0;
+    CUresult again = cuMemAlloc(&p, 256);
+    REQUIRE(again == first, "after %s, cuMemAlloc returned %s", t_errname(first),
+            t_errname(again));
+    t_ok("the error is sticky");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* other: on the last device, where no fault happens. */
+static int bystander(int seconds, int other)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    if (other) {
+        int n = 0;
+        CHECK(cuInit(0));
+        CHECK(cuDeviceGetCount(&n));
+        if (n < 2)
+            t_skip("one device");
+        CHECK(cuDeviceGet(&dev, n - 1));
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+        CHECK(cuCtxSetCurrent(ctx));
+    } else {
+        t_setup(&dev, &ctx);
+    }
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction f = t_get_function(mod, "vec_add");
+    float *a = malloc(N * sizeof(float)), *b = malloc(N * sizeof(float)),
+          *c = malloc(N * sizeof(float));
+    REQUIRE(a && b && c, "out of host memory");
+    fill(a, b);
+    CUdeviceptr da, db, dc;
+    CHECK(cuMemAlloc(&da, N * sizeof(float)));
+    CHECK(cuMemAlloc(&db, N * sizeof(float)));
+    CHECK(cuMemAlloc(&dc, N * sizeof(float)));
+    CHECK(vecadd_round(f, da, db, dc, a, b, c));
+    printf("ready\n");
+    fflush(stdout);
+    CUresult r = CUDA_SUCCESS;
+    for (double end = now_s() + seconds; r == CUDA_SUCCESS && now_s() < end;)
+        r = vecadd_round(f, da, db, dc, a, b, c);
+    if (other) {
+        CHECK(r);
+        t_ok("every round on the other device passed");
+        CHECK(cuMemFree(da));
+        CHECK(cuMemFree(db));
+        CHECK(cuMemFree(dc));
+        CHECK(cuModuleUnload(mod));
+        CHECK(cuDevicePrimaryCtxRelease(dev));
+        t_pass();
+    }
+    REQUIRE(r != CUDA_SUCCESS, "no error within %d s", seconds);
+    REQUIRE(sticky_name(r), "the loop failed with %s, not a sticky error", t_errname(r));
+    t_ok("a round failed with %s", t_errname(r));
+    check_sticky(r);
+    /* Leaving cleanly: the dead context goes (its objects died with it). */
+    CHECK(cuDevicePrimaryCtxReset(dev));
+    free(a);
+    free(b);
+    free(c);
+    t_pass();
+}
+
+/* A call from a second thread. */
+static void *touch(void *arg)
+{
+    CHECK(cuCtxSetCurrent((CUcontext)arg));
+    CUdeviceptr p;
+    CHECK(cuMemAlloc(&p, 256));
+    CHECK(cuMemFree(p));
+    return NULL;
+}
+
+static int stuck(int seconds, int threads)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    if (threads) {
+        pthread_t t;
+        REQUIRE(pthread_create(&t, NULL, touch, ctx) == 0, "pthread_create failed");
+        pthread_join(t, NULL);
+    }
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction f = t_get_function(mod, "delay_set");
+    CUdeviceptr flag;
+    CHECK(cuMemAlloc(&flag, 4));
+    unsigned v = 1;
+    unsigned long long ns = (unsigned long long)seconds * 1000000000ull;
+    void *params[] = {&flag, &v, &ns};
+    CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+    printf("ready\n");
+    fflush(stdout);
+    /* Ended by the fault (or the reset of the dead context). Whatever it returned, the
+     * context is dead by the next call. */
+    CUresult r = cuCtxSynchronize();
+    if (r == CUDA_SUCCESS)
+        r = cuCtxSynchronize();
+    REQUIRE(sticky_name(r), "the synchronisation returned %s, not a sticky error",
+            t_errname(r));
+    t_ok("the wait ended with %s", t_errname(r));
+    CHECK(cuDevicePrimaryCtxReset(dev));
+    t_pass();
+}
+
+int main(int argc, char **argv)
+{
+    t_init("fault", 120);
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--bystander") == 0 || strcmp(argv[i], "--other") == 0)
+            return bystander(atoi(argv[i + 1]), strcmp(argv[i], "--other") == 0);
+        if (strcmp(argv[i], "--stuck") == 0 || strcmp(argv[i], "--waiter") == 0)
+            return stuck(atoi(argv[i + 1]), strcmp(argv[i], "--waiter") == 0);
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction f = t_get_function(mod, "vec_add");
+    CUdeviceptr da, db;
+    CHECK(cuMemAlloc(&da, N * sizeof(float)));
+    CHECK(cuMemAlloc(&db, N * sizeof(float)));
+    CHECK(cuMemsetD32(da, 0, N));
+    CHECK(cuMemsetD32(db, 0, N));
+    /* A wild pointer: no allocation there (the bottom of the address space). */
+    CUdeviceptr wild = 0x1000;
+    int n = N;
+    void *params[] = {&da, &db, &wild, &n};
+    CHECK(cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+    CUresult r = cuCtxSynchronize();
+    REQUIRE(sticky_name(r), "the synchronisation returned %s, not a sticky error",
+            t_errname(r));
+    t_ok("vec_add through a wild pointer failed with %s", t_errname(r));
+    check_sticky(r);
+    if (t_has_flag(argc, argv, "--restart")) {
+        /* As natively: destroying the dead context lets the process start over. */
+        CHECK(cuDevicePrimaryCtxReset(dev));
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+        CHECK(cuCtxSetCurrent(ctx));
+        mod = t_load_module("kernels.ptx");
+        f = t_get_function(mod, "vec_add");
+        float *a = malloc(N * sizeof(float)), *b = malloc(N * sizeof(float)),
+              *c = malloc(N * sizeof(float));
+        REQUIRE(a && b && c, "out of host memory");
+        fill(a, b);
+        CUdeviceptr dc;
+        CHECK(cuMemAlloc(&da, N * sizeof(float)));
+        CHECK(cuMemAlloc(&db, N * sizeof(float)));
+        CHECK(cuMemAlloc(&dc, N * sizeof(float)));
+        CHECK(vecadd_round(f, da, db, dc, a, b, c));
+        t_ok("vec_add on a fresh context after the reset");
+        CHECK(cuMemFree(da));
+        CHECK(cuMemFree(db));
+        CHECK(cuMemFree(dc));
+        CHECK(cuModuleUnload(mod));
+        free(a);
+        free(b);
+        free(c);
+    }
+    CHECK(cuDevicePrimaryCtxRelease(dev));
+    t_pass();
+}
