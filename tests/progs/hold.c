@@ -1,5 +1,8 @@
-/* hold [seconds]: an idle client, for counting contexts and memory. Initialises CUDA,
- * allocates 1 MiB, prints `ready`, sleeps (default an hour) and exits 0. */
+/* hold [seconds] [--all]: an idle client, for counting contexts and memory. Initialises
+ * CUDA, allocates 1 MiB, prints `ready`, sleeps (default an hour) and exits 0. With --all it
+ * holds one of most kinds of object first (virtual memory reserved and mapped, a graph and
+ * its exec, stream-ordered memory, an exported IPC allocation and interprocess event, a
+ * stream, a module), for tests that kill it and check the server lets go of everything. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -17,6 +20,44 @@ int main(int argc, char **argv)
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, 1 << 20));
     CHECK(cuMemsetD8(d, 0, 1 << 20));
+    if (t_has_flag(argc, argv, "--all")) {
+        CUstream s;
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUmodule mod = t_load_module("kernels.ptx");
+        (void)t_get_function(mod, "vec_add");
+        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                                    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+        size_t g = 0;
+        CHECK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va;
+        CHECK(cuMemCreate(&h, 2 * g, &prop, 0));
+        CHECK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
+        CHECK(cuMemMap(va, 2 * g, 0, h, 0));
+        CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CHECK(cuMemSetAccess(va, 2 * g, &acc, 1));
+        int fd;
+        CHECK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        CUgraph graph;
+        CUgraphNode node;
+        CUgraphExec exec;
+        CHECK(cuGraphCreate(&graph, 0));
+        CUDA_MEMSET_NODE_PARAMS ms = {.dst = d, .pitch = 0, .value = 7, .elementSize = 1,
+                                      .width = 4096, .height = 1};
+        CHECK(cuGraphAddMemsetNode(&node, graph, NULL, 0, &ms, ctx));
+        CHECK(cuGraphInstantiate(&exec, graph, 0));
+        CHECK(cuGraphLaunch(exec, s));
+        CUdeviceptr pooled;
+        CHECK(cuMemAllocAsync(&pooled, 1 << 16, s));
+        CUipcMemHandle mh;
+        CHECK(cuIpcGetMemHandle(&mh, d));
+        CUevent ev;
+        CUipcEventHandle eh;
+        CHECK(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+        CHECK(cuIpcGetEventHandle(&eh, ev));
+        CHECK(cuStreamSynchronize(s));
+    }
     CHECK(cuCtxSynchronize());
     printf("ready\n");
     fflush(stdout);
