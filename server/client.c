@@ -313,7 +313,8 @@ static void cleanup(struct srv_client *c)
     chan_ranges_free(&c->ranges);
     free(c->blob);
     free(c->rec);
-    free(c->hn); /* host node slots: no graph of its runs any more (hostfn.c) */
+    if (!c->left_running)
+        free(c->hn); /* host node slots: no graph of its runs any more (hostfn.c) */
     free(c->scratch);
     free(c->out);
     if (c->shm) {
@@ -321,10 +322,12 @@ static void cleanup(struct srv_client *c)
          * terminated one keeps its own mark (CHAN_DEAD_TERMINATED). */
         uint32_t alive = 0;
         atomic_compare_exchange_strong(&c->ch.shm->dead, &alive, CHAN_DEAD_GONE);
-        if (c->shm_registered)
-            DRV(cuMemHostUnregister)(c->shm);
-        munmap(c->shm, c->shm_size);
-        c->shm = NULL;
+        if (!c->left_running) {
+            if (c->shm_registered)
+                DRV(cuMemHostUnregister)(c->shm);
+            munmap(c->shm, c->shm_size);
+            c->shm = NULL;
+        }
     }
 }
 
@@ -417,7 +420,8 @@ void srv_client_start(int sock)
         if (atomic_load(&x->finished)) {
             *p = x->next;
             pthread_join(x->worker, NULL);
-            free(x);
+            if (!x->left_running)
+                free(x); /* else its running work may still reach it: kept (a leak, logged) */
         } else {
             p = &x->next;
         }

@@ -159,6 +159,10 @@ struct srv_client {
     _Atomic int terminated; /* terminate_client: its calls fail with CLIENT_TERMINATED */
     _Atomic int connected;  /* the handshake succeeded (it is listed by the control commands) */
     int admitted;           /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
+    /* A release gave up on work still running (registry.c, leave_running): that work may
+     * still fire its host functions into this struct and the segment, or copy through the
+     * segment's slots, so neither is ever freed or unmapped. */
+    int left_running;
     struct srv_waitval *waitvals; /* stream waits it enqueued, to unblock when it goes (memops.c) */
     size_t nwaitvals, capwaitvals;
     uint64_t hello_by;      /* monotonic ns by which the whole hello must have arrived */
