@@ -25,7 +25,7 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 4     /* incompatible changes (4: host nodes in chan_callbacks, CHAN_OP_IPC) */
-#define CHAN_PROTO_MINOR 1     /* compatible additions (1: CHAN_KN_GET) */
+#define CHAN_PROTO_MINOR 2     /* compatible additions (1: CHAN_KN_GET, 2: CHAN_OP_HOST_REGISTER) */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -238,6 +238,7 @@ enum chan_op {
     CHAN_OP_KERNEL_NODE,        /* chan_kernel_node + deps + params -> u64 node (add) */
     CHAN_OP_IPC,                /* chan_ipc -> chan_ipc_reply */
     CHAN_OP_HOST_NODE,          /* chan_host_node + deps -> u64 node (add) | u64 fn, user (get) */
+    CHAN_OP_HOST_REGISTER,      /* chan_host_register (+ memfd on the socket before) -> - */
     CHAN_OP_END,
 };
 
@@ -255,6 +256,20 @@ struct chan_limit {
 };
 
 /* Reply: u64 address, u64 mapped size; the memfd travels on the socket just before. */
+/* cuMemHostRegister / cuMemHostUnregister (server/memory.c). Registering: the client moved
+ * the pages [addr, addr + bytes) into a memfd, sent just before this record on the socket,
+ * which the server maps at the same address and registers with the driver. */
+enum chan_host_register_what {
+    CHAN_HR_REGISTER = 1,
+    CHAN_HR_UNREGISTER,
+};
+struct chan_host_register {
+    uint32_t what;  /* enum chan_host_register_what */
+    uint32_t flags; /* CU_MEMHOSTREGISTER_* */
+    uint64_t addr;  /* page aligned */
+    uint64_t bytes; /* whole pages */
+};
+
 struct chan_host_alloc {
     uint64_t bytes;
     uint32_t flags;

@@ -2,9 +2,12 @@
  * registers with the driver, so that the GPU copies straight from/to the client's pages),
  * and pointer queries answered from the client's own ranges. Device memory is described in
  * cuda_symbols.txt (its ranges enter the mirror from the description). */
+#define _GNU_SOURCE
 #include "interpose/shim.h"
+#include "channel/fdpass.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -28,6 +31,7 @@ CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, C
 
 /* Host allocations receive their fd on the socket in reply order: one at a time. */
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static int registered(uint64_t base);
 
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
@@ -97,7 +101,8 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
         return r;
     struct shim_range rg;
     uint64_t a = (uint64_t)(uintptr_t)p;
-    if (!p || shim_range_find(a, 1, &rg) != 0 || rg.base != a || rg.kind != SHIM_HT_MEM_PINNED)
+    if (!p || shim_range_find(a, 1, &rg) != 0 || rg.base != a || rg.kind != SHIM_HT_MEM_PINNED ||
+        registered(a))
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
@@ -107,6 +112,185 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
         munmap(p, rg.mapped);
     }
     return r;
+}
+
+/* ---------------------------------------------------------------- registered host memory */
+
+/* cuMemHostRegister: the server cannot see this process's pages, so they move into shared
+ * memory first: a memfd the server maps at the same addresses and registers (see
+ * server/memory.c, host_register); once it has, the current contents go into the memfd and
+ * the memfd replaces the pages here (MAP_FIXED), so that one address names the same bytes
+ * in the program, in the server and on the GPU. From then on the range is pinned memory
+ * like cuMemHostAlloc's. Limits (README): whole pages move, so other data sharing those
+ * pages becomes shared memory too (a fork() shares them instead of copying); writes other
+ * threads make to the range during the move may be lost; only private anonymous memory
+ * (heap, anonymous mappings, stacks) can move: file mappings are refused. After
+ * cuMemHostUnregister the pages move back to private memory, with their contents. */
+struct registration {
+    uint64_t user;      /* the pointer the program registered */
+    uint64_t base, len; /* the pages that moved */
+    int fd;             /* the memfd now under them */
+};
+static struct registration *regs; /* guarded by host_lock */
+static size_t nregs, capregs;
+
+/* 1 if [base, base + len) lies in private anonymous mappings of this process, read-write. */
+static int movable(uint64_t base, uint64_t len)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return 0;
+    char line[512];
+    uint64_t covered = base, end = base + len;
+    while (covered < end && fgets(line, sizeof(line), f)) {
+        unsigned long long lo, hi, inode;
+        char perms[5], path[256] = "";
+        if (sscanf(line, "%llx-%llx %4s %*s %*s %llu %255s", &lo, &hi, perms, &inode, path) < 4)
+            continue;
+        if (hi <= covered || lo >= end)
+            continue;
+        if (lo > covered || perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p' || inode ||
+            (path[0] && strcmp(path, "[heap]") != 0 && strncmp(path, "[stack", 6) != 0 &&
+             strncmp(path, "[anon", 5) != 0))
+            break;
+        covered = hi;
+    }
+    fclose(f);
+    return covered >= end;
+}
+
+static CUresult host_register(void *p, size_t bytesize, unsigned flags)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t user = (uint64_t)(uintptr_t)p, end;
+    if (!p || !bytesize || __builtin_add_overflow(user, bytesize, &end) ||
+        (flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTREGISTER_IOMEMORY)
+        return shim_refuse_as("cuMemHostRegister of I/O memory (CU_MEMHOSTREGISTER_IOMEMORY)",
+                              CUDA_ERROR_NOT_SUPPORTED);
+    uint64_t base = user & ~(page - 1), len = ((end + page - 1) & ~(page - 1)) - base;
+    struct shim_range rg;
+    for (uint64_t a = base; a < base + len; a += page)
+        if (shim_range_find(a, 1, &rg) == 0)
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    if (!movable(base, len))
+        return shim_refuse_as("cuMemHostRegister of memory that is not private anonymous "
+                              "memory (a file mapping, shared or read-only memory)",
+                              CUDA_ERROR_NOT_SUPPORTED);
+    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
+        return r;
+    int fd = memfd_create("mpsshim-registered", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&host_lock);
+    struct registration *n = nregs == capregs ? realloc(regs, (capregs * 2 + 8) * sizeof(*n)) : regs;
+    if (!n) {
+        pthread_mutex_unlock(&host_lock);
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (nregs == capregs)
+        capregs = capregs * 2 + 8;
+    regs = n;
+    /* The descriptor goes on the socket first, then the record that uses it (the server
+     * takes it when it replays the record). The socket is this process's: one at a time. */
+    struct chan_host_register m = {.what = CHAN_HR_REGISTER, .flags = flags, .addr = base,
+                                   .bytes = len};
+    uint8_t one = 1;
+    if (chan_send_fd(shim_conn.sock, &one, 1, fd) != 0) {
+        pthread_mutex_unlock(&host_lock);
+        close(fd);
+        return shim_dead_error();
+    }
+    r = shim_rpc(CHAN_OP_HOST_REGISTER, &m, sizeof(m), NULL, 0, NULL);
+    if (r == CUDA_SUCCESS) {
+        /* The contents now, then the memfd in the pages' place: writes between the two
+         * by other threads would be lost (the only window, microseconds). */
+        void *got = MAP_FAILED;
+        if (pwrite(fd, (void *)(uintptr_t)base, len, 0) == (ssize_t)len)
+            got = mmap((void *)(uintptr_t)base, len, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_FIXED, fd, 0);
+        if (got == MAP_FAILED) {
+            struct chan_host_register u = {.what = CHAN_HR_UNREGISTER, .addr = base};
+            shim_rpc(CHAN_OP_HOST_REGISTER, &u, sizeof(u), NULL, 0, NULL);
+            r = CUDA_ERROR_OPERATING_SYSTEM;
+        } else {
+            struct shim_range nr = {.base = base, .size = len, .kind = SHIM_HT_MEM_PINNED,
+                                    .ctx = shim_current_ctx_id(),
+                                    .flags = flags & (CU_MEMHOSTREGISTER_PORTABLE |
+                                                      CU_MEMHOSTREGISTER_DEVICEMAP),
+                                    .mapped = len};
+            shim_range_add(&nr);
+            regs[nregs++] = (struct registration){.user = user, .base = base, .len = len,
+                                                  .fd = fd};
+            fd = -1; /* kept: unregistering moves the pages back from it */
+        }
+    }
+    pthread_mutex_unlock(&host_lock);
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+CUresult SHIM_IMPL(cuMemHostRegister_v2)(void *p, size_t bytesize, unsigned int Flags)
+{
+    return host_register(p, bytesize, Flags);
+}
+
+CUresult SHIM_IMPL(cuMemHostUnregister)(void *p)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&host_lock);
+    size_t i = 0;
+    while (i < nregs && regs[i].user != (uint64_t)(uintptr_t)p)
+        i++;
+    if (!p || i == nregs) {
+        pthread_mutex_unlock(&host_lock);
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    struct chan_host_register m = {.what = CHAN_HR_UNREGISTER, .addr = regs[i].base};
+    r = shim_rpc(CHAN_OP_HOST_REGISTER, &m, sizeof(m), NULL, 0, NULL);
+    if (r == CUDA_SUCCESS) {
+        /* The pages go back to private anonymous memory, their contents read from the
+         * memfd (the same window for other threads' writes as when they moved). */
+        struct registration g = regs[i];
+        void *at = (void *)(uintptr_t)g.base;
+        if (mmap(at, g.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                 -1, 0) == at) {
+            for (uint64_t off = 0; off < g.len;) {
+                ssize_t k = pread(g.fd, (char *)at + off, g.len - off, (off_t)off);
+                if (k <= 0)
+                    break;
+                off += (uint64_t)k;
+            }
+        }
+        close(g.fd);
+        shim_range_remove(g.base, NULL);
+        regs[i] = regs[--nregs];
+    }
+    pthread_mutex_unlock(&host_lock);
+    return r;
+}
+
+/* 1 if the pinned range at base is registered memory (not cuMemHostAlloc's). */
+static int registered(uint64_t base)
+{
+    pthread_mutex_lock(&host_lock);
+    int found = 0;
+    for (size_t i = 0; i < nregs && !found; i++)
+        found = regs[i].base == base;
+    pthread_mutex_unlock(&host_lock);
+    return found;
 }
 
 CUresult SHIM_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr *pdptr, void *p, unsigned int Flags)

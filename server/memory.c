@@ -15,6 +15,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -247,11 +249,20 @@ out:
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
 }
 
+/* A pinned range's aux: the bytes the server mapped, and this bit when the client's own
+ * pages were registered (cuMemHostRegister) rather than allocated here (cuMemHostAlloc). */
+#define PINNED_REGISTERED (1ull << 63)
+
+static uint64_t pinned_bytes(const struct srv_obj *o)
+{
+    return o->aux & ~PINNED_REGISTERED;
+}
+
 int srv_pinned_register(struct srv_client *c, struct srv_obj *o)
 {
     /* The registration died with the context it was made in (fault.c): made again in the
      * new one. Already registered (it lived in another device's context) is fine. */
-    CUresult r = DRV(cuMemHostRegister_v2)((void *)(uintptr_t)o->key.value, o->aux,
+    CUresult r = DRV(cuMemHostRegister_v2)((void *)(uintptr_t)o->key.value, pinned_bytes(o),
                                            CU_MEMHOSTREGISTER_PORTABLE |
                                                CU_MEMHOSTREGISTER_DEVICEMAP);
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
@@ -265,9 +276,12 @@ int srv_pinned_register(struct srv_client *c, struct srv_obj *o)
  * (the client unmaps its own mapping). */
 void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
 {
-    atomic_fetch_sub(&c->stats.pinned, o->aux);
+    atomic_fetch_sub(&c->stats.pinned, pinned_bytes(o));
     DRV(cuMemHostUnregister)((void *)(uintptr_t)o->key.value);
-    host_give(o->key.value, o->aux);
+    if (o->aux & PINNED_REGISTERED)
+        munmap((void *)(uintptr_t)o->key.value, pinned_bytes(o));
+    else
+        host_give(o->key.value, pinned_bytes(o));
 }
 
 void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -277,11 +291,104 @@ void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     if (len == sizeof(addr)) {
         memcpy(&addr, p, sizeof(addr));
         struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, addr);
-        if (o) {
+        if (o && !(o->aux & PINNED_REGISTERED)) { /* registered pages are unregistered */
             /* Copies may still read or write it: wait for the client's work first. */
             srv_streams_drain(c, 0);
             srv_obj_release(c, o);
             res = CUDA_SUCCESS;
+        }
+    }
+    srv_reply(c, r->lane, res, 0);
+}
+
+/* ---------------------------------------------------------------- registered host memory */
+
+/* cuMemHostRegister: the client moved its pages into a memfd (interpose/memory.c); here it
+ * is mapped at the same address, so that one address names the pages in both processes and
+ * on the GPU (unified addressing), and registered: from then on the pages are pinned memory
+ * like cuMemHostAlloc's, copied in place. The address is the client's: when it is taken in
+ * this process (another client registered the same addresses, or the server uses them),
+ * the registration is refused, said once. */
+static CUresult host_register(struct srv_client *c, const struct chan_host_register *m, int fd)
+{
+    static const uint64_t page = 4096;
+    struct stat st;
+    uint64_t end;
+    if (fd < 0 || !m->addr || !m->bytes || m->addr % page || m->bytes % page ||
+        m->bytes > (1ull << 40) || __builtin_add_overflow(m->addr, m->bytes, &end) ||
+        fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < m->bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (m->flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                               CU_MEMHOSTREGISTER_READ_ONLY))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (srv_range_find(c, m->addr, 1) || srv_range_find(c, end - 1, 1))
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    if (atomic_load(&c->stats.pinned) + m->bytes > srv.max_pinned) {
+        srv_log("Client process %d: pinned host memory limit (%llu MiB) reached", (int)c->pid,
+                (unsigned long long)(srv.max_pinned >> 20));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    void *want = (void *)(uintptr_t)m->addr;
+    void *got = mmap(want, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
+                     fd, 0);
+    if (got != want) {
+        if (got != MAP_FAILED)
+            munmap(got, m->bytes); /* an old kernel took the address as a hint */
+        static int said;
+        if (!said++)
+            srv_log("Client process %d: cuMemHostRegister of %#llx refused: the server "
+                    "cannot map those addresses (another client registered them, or the "
+                    "server uses them); said once",
+                    (int)c->pid, (unsigned long long)m->addr);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    unsigned fl = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                  (m->flags & CU_MEMHOSTREGISTER_READ_ONLY);
+    CUresult r = DRV(cuMemHostRegister_v2)(want, m->bytes, fl);
+    if (r != CUDA_SUCCESS) {
+        munmap(want, m->bytes);
+        return r;
+    }
+    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_PINNED, m->addr, m->bytes, 1, NULL);
+    if (!o) {
+        DRV(cuMemHostUnregister)(want);
+        munmap(want, m->bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    o->aux = m->bytes | PINNED_REGISTERED;
+    atomic_fetch_add(&c->stats.pinned, m->bytes);
+    return CUDA_SUCCESS;
+}
+
+void srv_op_host_register(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
+                          uint32_t len)
+{
+    struct chan_host_register m;
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    if (len == sizeof(m))
+        memcpy(&m, p, sizeof(m));
+    if (len == sizeof(m) && m.what == CHAN_HR_UNREGISTER) {
+        struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, m.addr);
+        res = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+        if (o && (o->aux & PINNED_REGISTERED)) {
+            srv_streams_drain(c, 0); /* copies may still read or write it */
+            srv_obj_release(c, o);
+            res = CUDA_SUCCESS;
+        }
+    } else if (len == sizeof(m) && m.what == CHAN_HR_REGISTER) {
+        /* Its memfd came on the socket just before the record. Bounded wait: a client that
+         * sent the record without it must not hold this worker. */
+        struct pollfd pf = {.fd = c->sock, .events = POLLIN};
+        uint8_t one;
+        int fd = -1;
+        if (poll(&pf, 1, 1000) == 1 && chan_recv_fd(c->sock, &one, 1, &fd) == 0 && fd >= 0) {
+            res = c->cur ? host_register(c, &m, fd) : CUDA_ERROR_INVALID_CONTEXT;
+            close(fd);
+        } else {
+            atomic_store(&c->dead, 1); /* out of step with its socket: nothing can follow */
+            srv_log("Client process %d registered host memory without its descriptor; "
+                    "disconnecting it",
+                    (int)c->pid);
         }
     }
     srv_reply(c, r->lane, res, 0);

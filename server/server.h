@@ -456,6 +456,7 @@ srv_handler srv_op_error_string;
 srv_handler srv_op_kernel_node;
 srv_handler srv_op_host_func, srv_op_host_node;
 srv_handler srv_op_ipc;
+srv_handler srv_op_host_register;
 
 /* memops.c: writes into every word a stream of the client waits on (in context ctx, 0 =
  * all) a value that ends the wait, while the word is still the client's: before a release

@@ -119,6 +119,7 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_HOST_FUNC - CHAN_OP_BASE] = srv_op_host_func,
     [CHAN_OP_KERNEL_NODE - CHAN_OP_BASE] = srv_op_kernel_node,
     [CHAN_OP_IPC - CHAN_OP_BASE] = srv_op_ipc,
+    [CHAN_OP_HOST_REGISTER - CHAN_OP_BASE] = srv_op_host_register,
     [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = srv_op_host_node,
 };
 
