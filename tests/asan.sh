@@ -34,7 +34,10 @@ step raw-garbage "$A/tests/unit/rawclient" garbage
 step raw-hostile "$A/tests/unit/rawclient" hostile
 step raw-scribble "$A/tests/unit/rawclient" scribble
 step raw-fuzz "$A/tests/unit/rawclient" fuzz 7 20000
-for p in "vecadd 100000" "memcpy_all --quick" isolation "ipc --shim" graph_host graphs vmm_ipc hostreg; do
+# Not hostreg: ASan's shadow memory takes much of this server's address space, so the
+# client's addresses are often refused there (as designed: the server maps them at the same
+# addresses or refuses).
+for p in "vecadd 100000" "memcpy_all --quick" isolation "ipc --shim" graph_host graphs vmm_ipc; do
     read -r -a argv <<<"$p"
     step "prog-${p// /_}" env LD_PRELOAD="$B/libmpsshim.so" "$B/tests/${argv[0]}" "${argv[@]:1}"
 done

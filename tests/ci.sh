@@ -97,6 +97,17 @@ else
     record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
 fi
 run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
+# A newer CUDA 13.x cuda.h (here: ours with one call more): the generator builds the call as
+# unsupported with one warning, and the shim exports it.
+run_test generator-newer-header 60 bash -c '
+    inc='"$WORK"'/newer-include; mkdir -p $inc; cp '"${CUDA:-/usr/local/cuda}"'/include/*.h $inc/
+    echo "CUresult CUDAAPI cuCallFromANewerToolkit(CUdevice dev, int *value);" >>$inc/cuda.h
+    out=$(python3 '"$ROOT"'/gen/gen.py --cuda-include $inc --symbols '"$ROOT"'/cuda_symbols.txt \
+          --procaddr '"$ROOT"'/gen/data/procaddress-580.159.04.tsv --cc cc --out '"$WORK"'/newer-gen 2>&1)
+    echo "$out"
+    echo "$out" | grep -q "warning: cuCallFromANewerToolkit is declared in cuda.h but not listed" &&
+        grep -q "SHIM_UNSUPPORTED(cuCallFromANewerToolkit" '"$WORK"'/newer-gen/shim_stubs.c &&
+        grep -q "cuCallFromANewerToolkit;" '"$WORK"'/newer-gen/shim_exports.map'
 run_test no-server-no-driver 30 bash -c '
     out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
           MPSSHIM_PIPE_DIRECTORY='"$WORK"'/none '"$B"'/tests/vecadd 2>&1)
