@@ -35,7 +35,7 @@ include demo/demo.mk
 
 # Installs what the build needs when it is missing (Debian/Ubuntu; CI runs as root).
 deps:
-	@sh tests/deps.sh
+	@CC="$(CC)" sh tests/deps.sh
 
 test: deps
 	@$(MAKE) --no-print-directory all fuzz

@@ -97,6 +97,9 @@ else
     record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
 fi
 run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
+# tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
+# what is missing otherwise, apt-get's own words when it fails.
+run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
 run_test no-server-no-driver 30 bash -c '
     out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
           MPSSHIM_PIPE_DIRECTORY='"$WORK"'/none '"$B"'/tests/vecadd 2>&1)
