@@ -17,7 +17,13 @@ LDFLAGS   += -pthread
 # the real driver, or the shim through LD_PRELOAD (its SONAME is libcuda.so.1 too).
 CUDA_STUB := -L$(CUDA)/lib64/stubs -lcuda
 
-.PHONY: all deps test demo gpu-test bench clean format
+# The release, defined once (the VERSION file); built from git, the commit is added (with
+# -dirty for uncommitted changes). channel/version.c alone is compiled with them.
+MPSSHIM_RELEASE := $(shell cat VERSION)
+MPSSHIM_COMMIT  := $(shell test -e .git && git rev-parse --short=12 HEAD 2>/dev/null)$(shell \
+                   test -e .git && ! git diff --quiet HEAD -- 2>/dev/null && echo -dirty)
+
+.PHONY: all deps test demo gpu-test bench clean format install uninstall
 all:
 
 include gen/gen.mk
@@ -35,7 +41,7 @@ include demo/demo.mk
 
 # Installs what the build needs when it is missing (Debian/Ubuntu; CI runs as root).
 deps:
-	@sh tests/deps.sh
+	@CC="$(CC)" sh tests/deps.sh
 
 test: deps
 	@$(MAKE) --no-print-directory all fuzz
@@ -50,6 +56,26 @@ gpu-test: all
 
 bench: all
 	@bash bench/run.sh $(B)
+
+# `make install PREFIX=/usr/local DESTDIR=`: the programs in PREFIX/bin, the shim in
+# PREFIX/lib/mpsshim (where mpsshim-run, and the shim looking for the server, expect them:
+# channel/layout.h), README and LICENSE in PREFIX/share/doc/mpsshim.
+PREFIX     ?= /usr/local
+BINDIR     := $(PREFIX)/bin
+SHIMDIR    := $(PREFIX)/lib/mpsshim
+DOCDIR     := $(PREFIX)/share/doc/mpsshim
+INST_BINS  := $(notdir $(SRV_BIN) $(CTL_BIN) $(RUN_BIN))
+
+install: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN) $(SHIM_LIB)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(DOCDIR)
+	install -m 755 $(SRV_BIN) $(CTL_BIN) $(RUN_BIN) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(SHIM_LIB) $(DESTDIR)$(SHIMDIR)/
+	install -m 644 README.md LICENSE $(DESTDIR)$(DOCDIR)/
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INST_BINS)) $(DESTDIR)$(SHIMDIR)/libmpsshim.so \
+		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE
+	-rmdir $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')

@@ -15,3 +15,15 @@ $(B)/obj/%.o: %.c $(GEN_OUT) $(wildcard channel/*.h interpose/*.h server/*.h tes
 $(B)/obj/gen/%.o: $(B)/gen/%.c $(GEN_OUT) $(wildcard channel/*.h interpose/*.h server/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(MPSSHIM_CFLAGS) -c -o $@ $<
+
+# The version is compiled into channel/version.o only; the stamp changes (and the programs
+# relink) only when the release or the commit does.
+VERSION_STAMP := $(B)/obj/channel/version.stamp
+$(VERSION_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(MPSSHIM_RELEASE) $(MPSSHIM_COMMIT)' | cmp -s - $@ || \
+		echo '$(MPSSHIM_RELEASE) $(MPSSHIM_COMMIT)' >$@
+$(B)/obj/channel/version.o: $(VERSION_STAMP)
+$(B)/obj/channel/version.o: private MPSSHIM_CFLAGS += -DMPSSHIM_RELEASE='"$(MPSSHIM_RELEASE)"' \
+	-DMPSSHIM_COMMIT='"$(MPSSHIM_COMMIT)"'
+FORCE:

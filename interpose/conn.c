@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "interpose/shim.h"
 #include "channel/fdpass.h"
+#include "channel/layout.h"
 #include "channel/spawn.h"
 
 #include <dlfcn.h>
@@ -195,25 +196,23 @@ fail:
 
 /* ---------------------------------------------------------------- starting a server */
 
-/* The server binary next to this library (or MPSSHIM_SERVER). */
-static void server_path(char *out, size_t len)
+/* The server binary: MPSSHIM_SERVER, else the one found from this library's directory
+ * (beside it in a build tree, ../../bin when installed in PREFIX/lib/mpsshim, ../bin in
+ * PREFIX/lib). 0, or -1 with out naming the first place looked. */
+static int server_path(char *out, size_t len)
 {
     const char *env = getenv("MPSSHIM_SERVER");
     Dl_info self;
     if (env && *env) {
         snprintf(out, len, "%s", env);
-    } else if (dladdr((void *)server_path, &self) && self.dli_fname) {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%s", self.dli_fname);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = '\0';
-        else
-            snprintf(dir, sizeof(dir), ".");
-        snprintf(out, len, "%s/mpsshim-server", dir);
-    } else {
-        snprintf(out, len, "mpsshim-server");
+        return 0;
     }
+    if (dladdr((void *)server_path, &self) && self.dli_fname && *self.dli_fname) {
+        static const char *const near[] = CHAN_SERVER_NEAR_SHIM;
+        return chan_find_near(self.dli_fname, near, X_OK, out, len);
+    }
+    snprintf(out, len, "mpsshim-server");
+    return -1;
 }
 
 /* The environment for the server: ours, without the shim in LD_PRELOAD (the server must
@@ -246,7 +245,13 @@ static char **server_env(int ready_fd)
 static int start_server(char *why, size_t whylen)
 {
     char path[PATH_MAX];
-    server_path(path, sizeof(path));
+    if (server_path(path, sizeof(path)) != 0) {
+        snprintf(why, whylen,
+                 "no mpsshim-server at %.200s, nor in ../../bin or ../bin from there "
+                 "(MPSSHIM_SERVER names one)",
+                 path);
+        return -1;
+    }
     if (access(path, X_OK) != 0) {
         snprintf(why, whylen, "cannot start %.200s: %s", path, strerror(errno));
         return -1;

@@ -1,5 +1,8 @@
 /* The control socket: one text command per line, as nvidia-cuda-mps-control takes them;
- * each answer ends with an EOT byte on a line of its own (mpsshim-control strips it).
+ * each answer ends with an EOT byte on a line of its own (mpsshim-control strips it), and
+ * the answer to a command that failed (unknown, malformed, naming no such server or client,
+ * a value refused) has a NAK byte just before it: mpsshim-control exits 1 for it when run
+ * from a script. (An mpsshim-control older than that prints the NAK as it is, unseen.)
  *
  * There is no control daemon apart from the server: the server answers these itself, so
  * "the server's pid" is this process's pid, and the "default" settings apply to clients
@@ -52,6 +55,7 @@ struct cmd {
     char *argv[MAXARGS];
     char *out;
     size_t cap, n;
+    int failed; /* the answer says why the command did nothing */
 };
 
 static void say(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -65,12 +69,25 @@ static void say(struct cmd *k, const char *fmt, ...)
         k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
 }
 
+/* Says why the command failed (an answer of its own, marked as a failure). */
+static void fail(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct cmd *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
+    va_end(ap);
+    if (m > 0)
+        k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
+    k->failed = 1;
+}
+
 /* "Usage: ..." when the command has not exactly lo..hi arguments. 0 when it has. */
 static int usage(struct cmd *k, int lo, int hi, const char *args)
 {
     if (k->argc - 1 >= lo && k->argc - 1 <= hi)
         return 0;
-    say(k, "Usage: %s%s%s\n", k->argv[0], *args ? " " : "", args);
+    fail(k, "Usage: %s%s%s\n", k->argv[0], *args ? " " : "", args);
     return -1;
 }
 
@@ -81,7 +98,7 @@ static int this_server(struct cmd *k, const char *arg)
     long v = strtol(arg, &end, 10);
     if (end != arg && !*end && v == (long)getpid())
         return 1;
-    say(k, "Server %s not found\n", arg);
+    fail(k, "Server %s not found\n", arg);
     return 0;
 }
 
@@ -91,7 +108,7 @@ static int parse_pct(struct cmd *k, const char *s)
     char *end;
     double v = strtod(s, &end);
     if (end == s || *end || !(v >= 1 && v <= 100) || v != (double)(int)v) {
-        say(k, "Invalid active thread percentage \"%s\": a whole number from 1 to 100\n", s);
+        fail(k, "Invalid active thread percentage \"%s\": a whole number from 1 to 100\n", s);
         return -1;
     }
     return (int)v;
@@ -102,7 +119,7 @@ static int parse_dev(struct cmd *k, const char *s)
 {
     int d = srv_device_by_name(s);
     if (d < 0)
-        say(k, "Invalid device \"%s\": an ordinal from 0 to %d or a UUID (GPU-...)\n", s,
+        fail(k, "Invalid device \"%s\": an ordinal from 0 to %d or a UUID (GPU-...)\n", s,
             srv.ndev - 1);
     return d;
 }
@@ -112,7 +129,7 @@ static int parse_mem(struct cmd *k, const char *s, uint64_t *v)
 {
     if (srv_parse_size(s, v) == 0)
         return 0;
-    say(k, "Invalid memory limit \"%s\": a size such as 900M or 10G (0: no limit)\n", s);
+    fail(k, "Invalid memory limit \"%s\": a size such as 900M or 10G (0: no limit)\n", s);
     return -1;
 }
 
@@ -243,7 +260,7 @@ static void quit_after(struct cmd *k, const char *secs)
     char *end;
     double t = strtod(secs, &end);
     if (end == secs || *end || !(t >= 0) || t > 1e6) {
-        say(k, "Invalid timeout \"%s\": seconds, 0 or more\n", secs);
+        fail(k, "Invalid timeout \"%s\": seconds, 0 or more\n", secs);
         return;
     }
     atomic_store(&srv.draining, 1);
@@ -274,7 +291,7 @@ static void run(struct cmd *k)
     } else if (strcmp(c, "ps") == 0) {
         int ok = k->argc == 1 || (k->argc == 3 && strcmp(k->argv[1], "-p") == 0);
         if (!ok)
-            say(k, "Usage: ps [-p <server pid>]\n");
+            fail(k, "Usage: ps [-p <server pid>]\n");
         else if (k->argc == 1 || this_server(k, k->argv[2])) {
             say(k, "PID ID SERVER DEVICE NAMESPACE COMMAND\n");
             each_client(0, ps_row, k);
@@ -300,7 +317,7 @@ static void run(struct cmd *k)
         pid_t pid = parse_pid(k->argv[2]);
         srv_clog("Terminating client %s", k->argv[2]);
         if (!pid || srv_client_terminate(pid) == 0)
-            say(k, "Client %s not found\n", k->argv[2]);
+            fail(k, "Client %s not found\n", k->argv[2]);
         else
             say(k, "%d\n", CUDA_SUCCESS); /* as MPS: 0 once the client's work is gone */
     } else if (strcmp(c, "quit") == 0) {
@@ -309,7 +326,7 @@ static void run(struct cmd *k)
         else if (k->argc == 3 && strcmp(k->argv[1], "-t") == 0)
             quit_after(k, k->argv[2]);
         else
-            say(k, "Usage: quit [-t <seconds>]\n");
+            fail(k, "Usage: quit [-t <seconds>]\n");
     } else if (strcmp(c, "set_default_active_thread_percentage") == 0) {
         int v;
         if (usage(k, 1, 1, "<percentage>") == 0 && (v = parse_pct(k, k->argv[1])) > 0) {
@@ -380,7 +397,7 @@ static void run(struct cmd *k)
         if (usage(k, 1, 1, "<0|1>") != 0)
             return;
         if (strcmp(k->argv[1], "0") != 0 && strcmp(k->argv[1], "1") != 0) {
-            say(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
+            fail(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
             return;
         }
         pthread_mutex_lock(&p->lock);
@@ -398,31 +415,31 @@ static void run(struct cmd *k)
         if (usage(k, 0, 1, "[client pid]") != 0)
             return;
         if (k->argc == 2 && !(pid = parse_pid(k->argv[1]))) {
-            say(k, "Invalid client pid \"%s\"\n", k->argv[1]);
+            fail(k, "Invalid client pid \"%s\"\n", k->argv[1]);
             return;
         }
         if (each_client(pid, info_block, k) == 0 && pid)
-            say(k, "Client %s not found\n", k->argv[1]);
+            fail(k, "Client %s not found\n", k->argv[1]);
     } else {
-        say(k, "Unknown command \"%s\"\n", c);
+        fail(k, "Unknown command \"%s\"\n", c);
     }
 }
 
-/* Runs one line; its answer goes to out (cap bytes, NUL-terminated). */
-static void command(char *line, char *out, size_t cap)
+/* Runs one line; its answer goes to out (cap bytes, NUL-terminated). 1 if it failed. */
+static int command(char *line, char *out, size_t cap)
 {
     struct cmd k = {.out = out, .cap = cap};
     out[0] = '\0';
     char *save = NULL;
     for (char *w = strtok_r(line, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
         if (k.argc == MAXARGS) {
-            say(&k, "Too many arguments\n");
+            fail(&k, "Too many arguments\n");
             break;
         }
         k.argv[k.argc++] = w;
     }
     if (!k.argc)
-        return;
+        return 0;
     char words[256] = "";
     for (int i = 0, n = 0; i < k.argc && n < (int)sizeof(words); i++)
         n += snprintf(words + n, sizeof(words) - (size_t)n, "%s%s", i ? " " : "", k.argv[i]);
@@ -437,6 +454,7 @@ static void command(char *line, char *out, size_t cap)
         more += *q == '\n' && q[1];
     srv_clog("Command: %s -> %.*s%s", words, first ? (int)(first > 200 ? 200 : first) : 2,
              first ? out : "ok", more ? " (and more lines)" : "");
+    return k.failed;
 }
 
 static void *control_main(void *arg)
@@ -458,8 +476,8 @@ static void *control_main(void *arg)
         char *nl;
         while ((nl = memchr(in, '\n', have))) {
             *nl = '\0';
-            command(in, out, cap - 3);
-            strcat(out, "\x04\n");
+            int failed = command(in, out, cap - 4);
+            strcat(out, failed ? "\x15\x04\n" : "\x04\n");
             size_t len = strlen(out), sent = 0;
             while (sent < len) {
                 ssize_t w = write(fd, out + sent, len - sent);
@@ -503,7 +521,7 @@ void srv_control_serve(int fd)
         if (poll(&pf, 1, 100) > 0 && read(fd, sink, sizeof(sink)) < 0) {
             /* nothing to read: answered all the same */
         }
-        static const char busy[] = "Too many control connections; try again\n\x04\n";
+        static const char busy[] = "Too many control connections; try again\n\x15\x04\n";
         if (write(fd, busy, sizeof(busy) - 1) < 0) {
             /* closing is all that is left to do */
         }

@@ -1,5 +1,7 @@
 /* mpsshim-control: starts the server (-d daemon, -f foreground), or sends commands read
- * from stdin to a running one and prints the answers, like nvidia-cuda-mps-control. */
+ * from stdin to a running one and prints the answers, like nvidia-cuda-mps-control.
+ * Exit status: 0; 1 when the server could not be started or reached, or (stdin not a
+ * terminal) when a command failed; 2 for a usage error. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 
 #include "channel/proto.h"
 #include "channel/spawn.h"
+#include "channel/version.h"
 
 /* The server binary lives next to this one. */
 static void server_path(char *out, size_t len)
@@ -71,7 +74,8 @@ static int daemonize(void)
         char num[16];
         snprintf(num, sizeof(num), "%d", CHAN_READY_FD);
         setenv("MPSSHIM_READY_FD", num, 1);
-        execl(path, "mpsshim-server", (char *)NULL);
+        /* A daemon's logs are all there is to read later: it refuses to start without. */
+        execl(path, "mpsshim-server", "--require-logs", (char *)NULL);
         dprintf(CHAN_READY_FD, "cannot run %s: %s\n", path, strerror(errno));
         _exit(127);
     }
@@ -83,11 +87,13 @@ static int daemonize(void)
     return 1;
 }
 
+/* -f: the server in this process, its log lines on stderr too (systemd, Docker, Kubernetes
+ * collect them there). */
 static int foreground(void)
 {
     char path[PATH_MAX];
     server_path(path, sizeof(path));
-    execl(path, "mpsshim-server", (char *)NULL);
+    execl(path, "mpsshim-server", "--log-stderr", (char *)NULL);
     fprintf(stderr, "cannot run %s: %s\n", path, strerror(errno));
     return 1;
 }
@@ -95,10 +101,11 @@ static int foreground(void)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpsshim-control [-d | -f | -h]\n"
-            "  -d  start the server in the background (it is the control daemon too)\n"
-            "  -f  run the server in the foreground\n"
-            "  -h  this text\n"
+            "usage: mpsshim-control [-d | -f | -h | --help | --version]\n"
+            "  -d  start the server in the background (it is the control daemon too); it\n"
+            "      refuses to start when its log files cannot be written\n"
+            "  -f  run the server in the foreground, its log lines on stderr too\n"
+            "  -h, --help  this text; --version  the version\n"
             "Otherwise commands are read from stdin (one per line; a prompt when it is a\n"
             "terminal) and sent to the server of MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY):\n"
             "  get_server_list                        the server's pid\n"
@@ -115,7 +122,9 @@ static void usage(FILE *f)
             "  set_device_pinned_mem_limit PID DEV SIZE | get_device_pinned_mem_limit PID DEV\n"
             "  set_default_client_priority 0|1        | get_default_client_priority\n"
             "Settings apply to clients that connect afterwards. DEV: ordinal or UUID;\n"
-            "SIZE: 900M, 10G, bytes, 0 for none.\n");
+            "SIZE: 900M, 10G, bytes, 0 for none. quit returns once the server has exited.\n"
+            "Exit status: 0; 1 if the server cannot be started or reached, or, when stdin is\n"
+            "not a terminal, if any command failed (every line is still sent); 2 usage.\n");
 }
 
 /* "quit" or "quit -t N": the server goes away after answering. */
@@ -124,7 +133,9 @@ static int is_quit(const char *line)
     return strncmp(line, "quit", 4) == 0 && (line[4] == '\0' || line[4] == ' ' || line[4] == '\t');
 }
 
-/* Sends one command, prints its answer (up to the EOT line). */
+/* Sends one command and prints its answer (up to the EOT byte; a NAK just before it marks a
+ * failed command and is not printed). 0, 1 if the command failed, -1 if the connection
+ * closed first. */
 static int run(int s, const char *line)
 {
     char msg[1100];
@@ -132,17 +143,65 @@ static int run(int s, const char *line)
     if (write(s, msg, strlen(msg)) < 0)
         return -1;
     char buf[4096];
+    int held_nak = 0; /* a NAK ended the last read: printed only if more text follows */
     for (;;) {
         ssize_t n = read(s, buf, sizeof(buf));
         if (n <= 0)
             return is_quit(line) ? 0 : -1;
         char *eot = memchr(buf, '\x04', (size_t)n);
-        fwrite(buf, 1, eot ? (size_t)(eot - buf) : (size_t)n, stdout);
+        size_t len = eot ? (size_t)(eot - buf) : (size_t)n;
+        if (held_nak && len)
+            fputc('\x15', stdout);
+        if (eot && len == 0)
+            break; /* held_nak stays: it was the last byte before EOT */
+        held_nak = buf[len - 1] == '\x15';
+        fwrite(buf, 1, len - (size_t)held_nak, stdout);
         if (eot)
             break;
     }
     fflush(stdout);
-    return 0;
+    return held_nak;
+}
+
+/* The pid of the server at the other end of s (0 if unknown: another pid namespace). */
+static pid_t peer_pid(int s)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    return getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? cr.pid : 0;
+}
+
+/* pid has exited: gone, or a zombie (every file it held, the GPU's and its locks included,
+ * is released by then). */
+static int exited(pid_t pid)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    ssize_t n = read(fd, stat, sizeof(stat) - 1);
+    close(fd);
+    if (n <= 0)
+        return 1;
+    stat[n] = '\0';
+    const char *paren = strrchr(stat, ')'); /* the command name may hold anything */
+    return !paren || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+}
+
+/* After a plain quit: returns once the server process has exited, so that a new server may
+ * start at once (the server closes its connections only as it exits; then its pid leaves
+ * the running state within moments: that wait is bounded, in case the pid was reused). */
+static void wait_exit(int s, pid_t pid)
+{
+    char b[256];
+    for (;;) {
+        ssize_t n = read(s, b, sizeof(b));
+        if (n == 0 || (n < 0 && errno != EINTR))
+            break;
+    }
+    for (int i = 0; pid > 0 && i < 1000 && !exited(pid); i++)
+        usleep(10 * 1000);
 }
 
 int main(int argc, char **argv)
@@ -155,6 +214,10 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+        chan_print_version("mpsshim-control");
+        return 0;
+    }
     if (argc > 1) {
         usage(stderr);
         return 2;
@@ -165,6 +228,7 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    pid_t server = peer_pid(s);
     char line[1024];
     int rc = 0;
     int tty = isatty(0);
@@ -182,12 +246,17 @@ int main(int argc, char **argv)
             usage(stdout);
             continue;
         }
-        if (run(s, line) != 0) {
+        int r = run(s, line);
+        if (r < 0) {
             fprintf(stderr, "The server closed the connection\n");
             rc = 1;
             break;
         }
-        if (is_quit(line))
+        if (r > 0 && !tty)
+            rc = 1; /* a script learns that a command failed; a person reads the answer */
+        if (r == 0 && is_quit(line) && !line[4 + strspn(line + 4, " \t")])
+            wait_exit(s, server); /* quit -t returns once it is answered, as before */
+        if (r == 0 && is_quit(line))
             break;
     }
     close(s);

@@ -3,7 +3,9 @@
  * there is no separate daemon here, the server answers control commands itself) has
  * server start and exit and every control command with its result.
  * A log that cannot be written (unwritable directory, full disk, file size limit) never
- * stops or blocks the server: each file says so once on stderr and the server goes on. */
+ * stops or blocks a running server: each file says so once on stderr and the server goes
+ * on (at start, mpsshim-control -d makes it a reason not to start: srv_log_open's result).
+ * SIGHUP reopens both files by name (srv_log_reopen), for log rotation. */
 #define _GNU_SOURCE
 #include "server/server.h"
 
@@ -32,9 +34,11 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct log_file files[2] = {{.who = "Server", .name = "server.log", .fd = -1},
                                    {.who = "Control", .name = "control.log", .fd = -1}};
 static int log_stderr;
+static char log_dir[512];
 
-/* Opens one file; failure is said once and leaves that log to stderr alone. Under log_lock. */
-static void open_one(struct log_file *f, const char *dir)
+/* Opens one file; failure is said once and leaves that log to stderr alone. 0, or -1 with
+ * errno. Under log_lock. */
+static int open_one(struct log_file *f, const char *dir)
 {
     snprintf(f->path, sizeof(f->path), "%s/%s", dir, f->name);
     /* O_NONBLOCK: a log path that is a FIFO nobody reads must not hang the server.
@@ -43,10 +47,13 @@ static void open_one(struct log_file *f, const char *dir)
                  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
                  0600);
     if (f->fd < 0 && !f->failed_said) {
+        int e = errno;
         f->failed_said = 1;
         fprintf(stderr, "mpsshim: cannot open log %s (%s); continuing without it\n", f->path,
-                strerror(errno));
+                strerror(e));
+        errno = e;
     }
+    return f->fd < 0 ? -1 : 0;
 }
 
 static void on_exit_log(int status, void *arg)
@@ -55,7 +62,8 @@ static void on_exit_log(int status, void *arg)
     srv_clog("Server %d exited with status %d", (int)getpid(), status);
 }
 
-void srv_log_open(const char *dir, const char *file, const char *who, int to_stderr)
+int srv_log_open(const char *dir, const char *file, const char *who, int to_stderr, char *why,
+                 size_t len)
 {
     /* A full file system or a file size limit must make writes fail, never kill us. */
     signal(SIGXFSZ, SIG_IGN);
@@ -63,11 +71,31 @@ void srv_log_open(const char *dir, const char *file, const char *who, int to_std
     files[0].name = file;
     files[0].who = who;
     log_stderr = to_stderr;
-    open_one(&files[0], dir);
-    open_one(&files[1], dir);
+    snprintf(log_dir, sizeof(log_dir), "%s", dir);
+    int rc = 0;
+    for (int i = 0; i < 2; i++)
+        if (open_one(&files[i], dir) != 0 && rc == 0) {
+            snprintf(why, len, "cannot open the log %s: %s", files[i].path, strerror(errno));
+            rc = -1;
+        }
     pthread_mutex_unlock(&log_lock);
     srv_clog("Starting new server %d for user %u", (int)getpid(), (unsigned)getuid());
     on_exit(on_exit_log, NULL);
+    return rc;
+}
+
+void srv_log_reopen(void)
+{
+    pthread_mutex_lock(&log_lock);
+    for (int i = 0; i < 2; i++) {
+        if (files[i].fd >= 0)
+            close(files[i].fd);
+        files[i].failed_said = 0; /* a new file: a new failure is said again */
+        open_one(&files[i], log_dir);
+    }
+    pthread_mutex_unlock(&log_lock);
+    srv_log("Reopened the log files (SIGHUP)");
+    srv_clog("Reopened the log files (SIGHUP)");
 }
 
 /* Formats "[date time Who pid] message\n" and appends it to log `which`. */

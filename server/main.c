@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "server/server.h"
 #include "channel/spawn.h"
+#include "channel/version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -133,13 +134,27 @@ static void on_signal(int sig)
     atomic_store(&srv.quitting, 1);
 }
 
-static void usage(void)
+/* SIGHUP: the main loop reopens the logs (log rotation); a handler may not take locks. */
+static _Atomic int reopen_logs;
+static void on_hangup(int sig)
 {
-    fprintf(stderr, "usage: mpsshim-server [--driver PATH]\n"
-                    "  Serves CUDA clients that run with LD_PRELOAD=libmpsshim.so.\n"
-                    "  Start it with `mpsshim-control -d` rather than directly.\n"
-                    "environment: MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY), "
-                    "MPSSHIM_LOG_DIRECTORY (CUDA_MPS_LOG_DIRECTORY), MPSSHIM_DRIVER\n");
+    (void)sig;
+    atomic_store(&reopen_logs, 1);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: mpsshim-server [--driver PATH] [--log-stderr] [--require-logs]\n"
+               "       mpsshim-server --version | --help\n"
+               "  Serves CUDA clients that run with LD_PRELOAD=libmpsshim.so.\n"
+               "  Start it with `mpsshim-control -d` (or -f) rather than directly.\n"
+               "  --driver PATH    the real CUDA driver (else MPSSHIM_DRIVER, else libcuda.so.1)\n"
+               "  --log-stderr     every log line on stderr too (mpsshim-control -f)\n"
+               "  --require-logs   refuse to start when the log files cannot be opened\n"
+               "                   (mpsshim-control -d)\n"
+               "  SIGHUP reopens the log files (after log rotation); SIGTERM and SIGINT stop it.\n"
+               "environment: MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY), "
+               "MPSSHIM_LOG_DIRECTORY (CUDA_MPS_LOG_DIRECTORY), MPSSHIM_DRIVER\n");
 }
 
 /* Logs why the server cannot start and tells the starter the same. */
@@ -184,11 +199,22 @@ static int init_devices(void)
 int main(int argc, char **argv)
 {
     drop_shim_preload(argv);
+    int log_stderr = isatty(2), require_logs = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--driver") == 0 && i + 1 < argc) {
             snprintf(srv.driver_path, sizeof(srv.driver_path), "%s", argv[++i]);
+        } else if (strcmp(argv[i], "--log-stderr") == 0) {
+            log_stderr = 1;
+        } else if (strcmp(argv[i], "--require-logs") == 0) {
+            require_logs = 1;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            chan_print_version("mpsshim-server");
+            return 0;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
         } else {
-            usage();
+            usage(stderr);
             return 2;
         }
     }
@@ -235,7 +261,16 @@ int main(int argc, char **argv)
         return 1;
     }
     chan_make_dirs(srv.log_dir);
-    srv_log_open(srv.log_dir, "server.log", "Server", isatty(2));
+    if (srv_log_open(srv.log_dir, "server.log", "Server", log_stderr, why, sizeof(why)) != 0) {
+        /* mpsshim-control -d: a daemon whose logs go nowhere is refused, loudly. Started in
+         * the foreground, its lines still reach stderr; started by a client, the client's
+         * program must run: both go on (open_one said why on stderr). */
+        if (require_logs) {
+            fprintf(stderr, "mpsshim-server: %s\n", why);
+            tell_starter("%s (MPSSHIM_LOG_DIRECTORY sets another directory)\n", why);
+            return 1;
+        }
+    }
     /* One server per pipe directory: the lock is held for the server's whole life. */
     char lock[600];
     snprintf(lock, sizeof(lock), "%s/server.lock", srv.pipe_dir);
@@ -249,6 +284,8 @@ int main(int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    struct sigaction hup = {.sa_handler = on_hangup};
+    sigaction(SIGHUP, &hup, NULL);
 
     if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0 ||
         srv_registry_init() != 0) {
@@ -281,6 +318,8 @@ int main(int argc, char **argv)
     tell_starter("ready\n");
 
     while (!atomic_load(&srv.quitting)) {
+        if (atomic_exchange(&reopen_logs, 0))
+            srv_log_reopen();
         struct pollfd fds[2] = {{.fd = lfd, .events = POLLIN}, {.fd = cfd, .events = POLLIN}};
         int n = poll(fds, 2, 200);
         if (n < 0 && errno != EINTR)

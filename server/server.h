@@ -24,8 +24,13 @@
 
 /* Appends "[date time Server pid] message" to server.log (and stderr in the foreground). */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Opens the log directory; never fails the server (it says so once on stderr). */
-void srv_log_open(const char *dir, const char *file, const char *who, int to_stderr);
+/* Opens the log files in dir (to_stderr: every line on stderr too). A file that cannot be
+ * opened is said once on stderr and its lines are dropped; -1 then, with the first reason in
+ * why, for a caller that would rather not start (the server goes on either way). */
+int srv_log_open(const char *dir, const char *file, const char *who, int to_stderr, char *why,
+                 size_t len);
+/* Closes and opens both files again by name (SIGHUP: a rotated log starts anew). */
+void srv_log_reopen(void);
 /* Appends "[date time Control pid] message" to control.log (commands and their results). */
 void srv_clog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

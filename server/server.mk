@@ -11,8 +11,8 @@ all: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN)
 $(SRV_BIN): $(SRV_OBJ) $(CHANNEL_OBJ)
 	$(CC) -o $@ $(SRV_OBJ) $(CHANNEL_OBJ) $(LDFLAGS) -lffi -ldl
 
-$(CTL_BIN): $(B)/obj/server/ctl.o $(B)/obj/channel/spawn.o
+$(CTL_BIN): $(B)/obj/server/ctl.o $(B)/obj/channel/spawn.o $(B)/obj/channel/version.o
 	$(CC) -o $@ $^ $(LDFLAGS)
 
-$(RUN_BIN): $(B)/obj/server/run.o
-	$(CC) -o $@ $< $(LDFLAGS)
+$(RUN_BIN): $(B)/obj/server/run.o $(B)/obj/channel/layout.o $(B)/obj/channel/version.o
+	$(CC) -o $@ $^ $(LDFLAGS)

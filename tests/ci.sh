@@ -108,6 +108,9 @@ run_test generator-newer-header 60 bash -c '
     echo "$out" | grep -q "warning: cuCallFromANewerToolkit is declared in cuda.h but not listed" &&
         grep -q "SHIM_UNSUPPORTED(cuCallFromANewerToolkit" '"$WORK"'/newer-gen/shim_stubs.c &&
         grep -q "cuCallFromANewerToolkit;" '"$WORK"'/newer-gen/shim_exports.map'
+# tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
+# what is missing otherwise, apt-get's own words when it fails.
+run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
 run_test no-server-no-driver 30 bash -c '
     out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
           MPSSHIM_PIPE_DIRECTORY='"$WORK"'/none '"$B"'/tests/vecadd 2>&1)
@@ -164,7 +167,7 @@ run_test autostart-closes-fds 60 bash -c '
     printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir '"$CTL"' >/dev/null
     [ -n "$pid" ] && echo "$fds" | grep -q "server.log" && ! echo "$fds" | grep -q fds-marker'
 # The pipe directory must be ours alone: one others may write to, or a link, is refused;
-# a link planted in place of a log is not followed.
+# a link planted in place of a log is not followed (-d then refuses to start, naming it).
 run_test pipe-dir-private 60 bash -c '
     d='"$WORK"'/shared-pipe; mkdir -p $d; chmod 777 $d
     out=$(MPSSHIM_PIPE_DIRECTORY=$d MPSSHIM_LOG_DIRECTORY=$d/log '"$CTL"' -d 2>&1); rc=$?
@@ -176,8 +179,9 @@ run_test pipe-dir-private 60 bash -c '
     [ $rc != 0 ] && echo "$out" | grep -q "symbolic link" || exit 1
     d='"$WORK"'/own-pipe; mkdir -p $d/log; chmod 700 $d
     echo victim > '"$WORK"'/victim; ln -s '"$WORK"'/victim $d/log/server.log
-    MPSSHIM_PIPE_DIRECTORY=$d MPSSHIM_LOG_DIRECTORY=$d/log '"$CTL"' -d 2>&1 || exit 1
-    printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$d '"$CTL"' >/dev/null
+    out=$(MPSSHIM_PIPE_DIRECTORY=$d MPSSHIM_LOG_DIRECTORY=$d/log '"$CTL"' -d 2>&1); rc=$?
+    echo "$out"
+    [ $rc = 1 ] && echo "$out" | grep -q "cannot open the log $d/log/server.log" || exit 1
     [ "$(cat '"$WORK"'/victim)" = victim ]'
 # A client uses only a server of its own user: root, given the pipe directory of a server
 # another user started, does not hand it its calls (it runs on the driver, saying why).
@@ -215,6 +219,9 @@ run_test release-bounded 60 bash -c '
         echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
+# make install into a temporary DESTDIR; the installed programs and shim find each other
+# and serve a client; make uninstall leaves nothing. Own servers.
+run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
 
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then

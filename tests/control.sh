@@ -20,6 +20,14 @@ bad() { echo "FAIL $1: $2"; FAILED=1; }
 check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got [$2], want [$3]"; fi; }
 # has NAME TEXT EREGEX: some line of TEXT matches
 has() { if printf '%s\n' "$2" | grep -Eq -- "$3"; then ok "$1"; else bad "$1" "no line matching /$3/ in [$2]"; fi; }
+# exits NAME WANT CMD...: CMD's exit status is WANT (its output is not looked at)
+exits() {
+    local name=$1 want=$2 rc
+    shift 2
+    "$@" >/dev/null 2>&1
+    rc=$?
+    if [ "$rc" = "$want" ]; then ok "$name"; else bad "$name" "exit $rc, want $want"; fi
+}
 # until_true CMD...: polls CMD for up to 30 s
 until_true() { wait_for 30 "$@"; }
 # spawn VAR LOG [NAME=VALUE...] CMD...: CMD through the shim, in the background with the
@@ -41,6 +49,26 @@ cleanup() {
 trap cleanup EXIT
 
 LOGRE='^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} '
+
+# ---------------------------------------------------------------- --version, --help, usage
+VRE='^[0-9]+\.[0-9]+\.[0-9]+ \(protocol [0-9]+\.[0-9]+(, git [0-9a-f]+(-dirty)?)?\)$'
+for prog in mpsshim-server mpsshim-control mpsshim-run; do
+    out=$("$B/$prog" --version 2>/dev/null)
+    rc=$?
+    check "$prog-version-exit" "$rc" 0
+    has "$prog-version" "${out#"$prog "}" "$VRE"
+    out=$("$B/$prog" --help 2>/dev/null)
+    rc=$?
+    check "$prog-help-exit" "$rc" 0
+    has "$prog-help" "$out" "^usage: $prog "
+done
+exits mpsshim-server-usage 2 "$B/mpsshim-server" --no-such-option
+exits mpsshim-control-usage 2 "$CTL" -x
+exits mpsshim-run-usage 2 "$B/mpsshim-run"
+check version-same "$("$B/mpsshim-server" --version | cut -d' ' -f2-)" \
+    "$("$CTL" --version | cut -d' ' -f2-)"
+use_dir "$W/none"
+exits no-server-exit 1 ctl get_server_list
 
 # ---------------------------------------------------------------- commands, cap, quit -t
 use_dir "$W/capped"
@@ -77,6 +105,22 @@ check get_default_client_priority "$(ctl get_default_client_priority)" 0
 check set_default_client_priority "$(ctl 'set_default_client_priority 1')" ''
 check get_default_client_priority-set "$(ctl get_default_client_priority)" 1
 has set_default_client_priority-bad "$(ctl 'set_default_client_priority 2')" '^Invalid priority "2"'
+# Exit status, stdin not a terminal: 1 when a command failed (every line is still answered).
+exits get_server_list-exit 0 ctl get_server_list
+exits get_server_status-other-exit 1 ctl 'get_server_status 1'
+exits get_client_list-usage-exit 1 ctl get_client_list
+exits unknown-exit 1 ctl bogus_command
+exits set-bad-exit 1 ctl 'set_default_active_thread_percentage 0'
+exits set-bad-device-exit 1 ctl 'set_default_device_pinned_mem_limit 7 1G'
+exits set-bad-size-exit 1 ctl 'set_default_device_pinned_mem_limit 0 lots'
+exits set_default_client_priority-bad-exit 1 ctl 'set_default_client_priority 2'
+exits get_client_info-unknown-exit 1 ctl 'get_client_info 1'
+exits quit-usage-exit 1 ctl 'quit -t soon'
+exits set-good-exit 0 ctl 'set_default_client_priority 0' get_default_client_priority
+out=$(ctl bogus_command get_server_list)
+rc=$?
+check failed-then-served "$out" "$(printf 'Unknown command "bogus_command"\n%s' "$S")"
+check failed-then-served-exit "$rc" 1
 # Back to no operator limits, so that the clients' own limits are what shows below.
 ctl "set_default_active_thread_percentage 100" "set_active_thread_percentage $S 100" \
     "set_default_device_pinned_mem_limit 0 0" "set_device_pinned_mem_limit $S 1 0" \
@@ -170,6 +214,7 @@ has victim-error "$(cat "$W/victim.log")" 'CUDA_ERROR_MPS_CLIENT_TERMINATED'
 wait "$Y" && ok bystander-smallkern || bad bystander-smallkern "$(tail -n 3 "$W/bystander.log")"
 wait "$Y2" && ok bystander-vecadd || bad bystander-vecadd "$(tail -n 3 "$W/bystander2.log")"
 check terminate_client-again "$(ctl "terminate_client $S $V")" "Client $V not found"
+exits terminate_client-again-exit 1 ctl "terminate_client $S $V"
 check terminate_client-other-server "$(ctl "terminate_client 1 $V")" 'Server 1 not found'
 until_true no_clients && ok clients-gone || bad clients-gone "$(ctl get_server_status)"
 check memory-back "$(mem_used)" "$BASE"
@@ -200,23 +245,84 @@ until_true bash -c '[ "$(printf "get_server_list\n" | "$0")" = "$1" ]' "$CTL" "$
 stop_server 30 || bad ctlcrowd-quit "server still running"
 
 # ---------------------------------------------------------------- logs that cannot be written
-# A log directory that cannot exist (its parent is a regular file): the server serves.
+# A log directory that cannot exist (its parent is a regular file). -d refuses to start, and
+# says why: a daemon's logs are all there is to read later. -f serves with a warning: its
+# log lines still reach stderr, where whoever runs it in the foreground collects them.
 export MPSSHIM_PIPE_DIRECTORY=$W/nolog/pipe
 : >"$W/afile"
 export MPSSHIM_LOG_DIRECTORY=$W/afile/log
-"$CTL" -d && ok unwritable-dir-start || bad unwritable-dir-start "server did not start"
+out=$("$CTL" -d 2>&1)
+check unwritable-dir-d-exit "$?" 1
+has unwritable-dir-d-message "$out" '^mpsshim server did not start: cannot open the log .*/afile/log/server\.log'
+exits unwritable-dir-d-no-server 1 ctl get_server_list
+"$CTL" -f 2>"$W/nolog.err" &
+F=$!
+PIDS+=("$F")
+until_true test -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" && ok unwritable-dir-f-start ||
+    bad unwritable-dir-f-start "$(cat "$W/nolog.err")"
 out=$(shim "$B/tests/vecadd" 1000 2>&1)
-has unwritable-dir-serves "$out" '^PASS vecadd'
-check unwritable-dir-commands "$(ctl get_server_list)" "$(server_pid)"
-stop_server 30 && ok unwritable-dir-quit || bad unwritable-dir-quit "server still running"
+has unwritable-dir-f-serves "$out" '^PASS vecadd'
+printf '%s\n' "$out" | grep -q 'running directly' && bad unwritable-dir-f-served-by-server "$out" ||
+    ok unwritable-dir-f-served-by-server
+check unwritable-dir-f-commands "$(ctl get_server_list)" "$F"
+stop_server 30 && ok unwritable-dir-f-quit || bad unwritable-dir-f-quit "server still running"
+err=$(cat "$W/nolog.err")
+has unwritable-dir-f-warning "$err" '^mpsshim: cannot open log .*/afile/log/server\.log .*continuing without it'
+has unwritable-dir-f-lines-on-stderr "$err" "${LOGRE}Server $F\] New client [0-9]+ connected"
 
-# A full disk: a file size limit of 0 makes every write to a file fail, as a full disk does
-# (logs are opened without following links, so /dev/full cannot stand in). The server
-# serves, and says so once per log; its own output goes through pipes, which no size limit
-# stops.
+# -f in a writable directory: every line goes to the log files and to stderr alike.
+use_dir "$W/fg"
+"$CTL" -f 2>"$W/fg.err" &
+F=$!
+PIDS+=("$F")
+until_true test -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" || bad fg-start "$(cat "$W/fg.err")"
+shim "$B/tests/vecadd" 1000 >/dev/null 2>&1
+ctl get_server_list >/dev/null
+stop_server 30 || bad fg-quit "server still running"
+check fg-stderr-has-server-log "$(grep " Server $F\] " "$W/fg.err")" "$(cat "$MPSSHIM_LOG_DIRECTORY/server.log")"
+check fg-stderr-has-control-log "$(grep " Control $F\] " "$W/fg.err")" \
+    "$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")"
+
+# SIGHUP reopens the logs (log rotation): the moved files keep what they had, new ones
+# appear with what follows, and the server serves on.
+use_dir "$W/rotate"
+"$CTL" -d || bad rotate-start "mpsshim-control -d failed"
+S=$(server_pid)
+L=$MPSSHIM_LOG_DIRECTORY
+mv "$L/server.log" "$L/server.log.1"
+mv "$L/control.log" "$L/control.log.1"
+kill -HUP "$S"
+until_true test -s "$L/server.log" && ok sighup-new-server-log || bad sighup-new-server-log "no new $L/server.log"
+out=$(shim "$B/tests/vecadd" 1000 2>&1)
+has sighup-serves "$out" '^PASS vecadd'
+check sighup-commands "$(ctl get_server_list)" "$S"
+has sighup-new-lines "$(cat "$L/server.log")" "${LOGRE}Server $S\] New client [0-9]+ connected"
+has sighup-new-control-lines "$(cat "$L/control.log")" "Command: get_server_list -> $S\$"
+has sighup-old-kept "$(cat "$L/server.log.1")" "Server ready"
+grep -q 'New client' "$L/server.log.1" && bad sighup-old-untouched "$(cat "$L/server.log.1")" ||
+    ok sighup-old-untouched
+
+# quit returns once the server has exited: a new one starts right after, in the same
+# directory (exit 0 both).
+exits quit-exit 0 ctl quit
+"$CTL" -d && ok quit-then-d || bad quit-then-d "mpsshim-control -d right after quit failed"
+S2=$(server_pid)
+[ -n "$S2" ] && [ "$S2" != "$S" ] && ok quit-then-d-new-server || bad quit-then-d-new-server "[$S2] after [$S]"
+# Exited: gone, or a zombie until its parent (init, after -d) reaps it.
+state=$(sed 's/.*) //' "/proc/$S/stat" 2>/dev/null | cut -c1)
+[ -z "$state" ] || [ "$state" = Z ] && ok quit-old-exited || bad quit-old-exited "server $S in state $state"
+stop_server 30 || bad quit-then-d-quit "server still running"
+
+# A full disk: both logs are character devices like /dev/full (every write fails with
+# ENOSPC; logs are opened without following links, so a link to /dev/full cannot stand in).
+# The server serves its clients itself (not the driver's fallback), and says so once per log.
+# Making device nodes needs root: skipped otherwise.
 use_dir "$W/full"
 mkdir -p "$MPSSHIM_LOG_DIRECTORY"
-(ulimit -f 0 && exec "$CTL" -f) > >(cat >"$W/full.out") 2> >(cat >"$W/full.err") &
+if mknod "$MPSSHIM_LOG_DIRECTORY/server.log" c 1 7 2>/dev/null &&
+    mknod "$MPSSHIM_LOG_DIRECTORY/control.log" c 1 7 2>/dev/null; then
+full_disk=1
+"$CTL" -f > >(cat >"$W/full.out") 2> >(cat >"$W/full.err") &
 F=$!
 PIDS+=("$F")
 until_true test -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" && ok full-disk-start ||
@@ -224,12 +330,17 @@ until_true test -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" && ok full-disk-start 
 for i in 1 2; do
     out=$(shim "$B/tests/vecadd" 1000 2>&1)
     has full-disk-serves-$i "$out" '^PASS vecadd'
+    printf '%s\n' "$out" | grep -q "running directly" &&
+        bad full-disk-served-by-server-$i "the client ran on the driver: $out"
 done
 check full-disk-commands "$(ctl get_server_list get_default_client_priority)" "$(printf '%s\n0' "$F")"
 stop_server 30 && ok full-disk-quit || bad full-disk-quit "server still running"
 cat "$W/full.err"
 check full-disk-said-once-server "$(grep -c 'cannot write the log .*/server.log' "$W/full.err")" 1
 check full-disk-said-once-control "$(grep -c 'cannot write the log .*/control.log' "$W/full.err")" 1
+else
+    echo "skip full-disk: making device nodes needs root"
+fi
 
 [ "$FAILED" = 0 ] && echo "control: all passed" || echo "control: FAILED (files in $W)"
 exit "$FAILED"
