@@ -417,6 +417,11 @@ say ""
 say "mpsshim CI tier (CPU test driver, no GPU)"
 printf '%-44s %s\n' TEST RESULT
 for i in "${!NAMES[@]}"; do printf '%-44s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
+npass=0 nfail=0 nskip=0
+for r in "${RESULTS[@]}"; do
+    case $r in PASS*) npass=$((npass + 1)) ;; SKIP*) nskip=$((nskip + 1)) ;; *) nfail=$((nfail + 1)) ;; esac
+done
+say "$npass passed, $nfail failed, $nskip skipped, in $SECONDS s"
 if [ "$FAILED" != 0 ]; then
     say "FAILED; logs in $WORK"
     exit 1
