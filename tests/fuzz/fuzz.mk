@@ -9,7 +9,12 @@ FUZZ_BIN    := $(addprefix $(B)/fuzz/,$(FUZZ_NAMES))
 FUZZ_CHAN   := channel/marshal.c channel/image.c channel/copyplan.c channel/sizes.c
 
 .PHONY: fuzz
-fuzz: $(FUZZ_BIN)
+fuzz: $(FUZZ_BIN) $(B)/fuzz/seed_records
+
+# Valid records to start the decoder's fuzzing from (tests/fuzz/run.sh uses them).
+$(B)/fuzz/seed_records: tests/fuzz/seed_records.c $(CHANNEL_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_CHAN) $(B)/gen/shim_desc.c $(B)/gen/shim_ids.h
 	@mkdir -p $(@D)
