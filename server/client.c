@@ -102,7 +102,9 @@ static unsigned count_pending(void)
     return n;
 }
 
-#define SRV_MAX_PENDING 64
+/* Handshakes in progress: every client the server may take arriving at once (an MPI job
+ * starting all its ranks), and 64 more. */
+#define SRV_MAX_PENDING (srv.max_clients + 64u)
 #define SRV_HELLO_NS (5ull * 1000 * 1000 * 1000)
 
 /* Reads exactly len bytes of the handshake by the client's deadline (however slowly it
@@ -438,7 +440,7 @@ void srv_client_start(int sock)
         if (old)
             atomic_store(&old->evicted, 1);
         if (!said_full++)
-            srv_log("%d connections are in their handshake: the oldest make way for new ones",
+            srv_log("%u connections are in their handshake: the oldest make way for new ones",
                     SRV_MAX_PENDING);
     } else {
         said_full = 0;

@@ -373,10 +373,10 @@ else
     run_test hostile-calls 60 "$B/tests/unit/rawclient" hostile # wrapping spans, images
     run_test scribbled-lane 60 "$B/tests/unit/rawclient" scribble # handles from private memory
     run_test drop-trickling-client 60 "$B/tests/unit/rawclient" trickle
-    # 100 connections that never say hello (more than MPSSHIM_MAX_CLIENTS, 48, and than the
-    # bound on handshakes in progress, 64): a real client is still served meanwhile.
+    # 150 connections that never say hello (more than MPSSHIM_MAX_CLIENTS, 48, and than the
+    # bound on handshakes in progress, 48 + 64): a real client is still served meanwhile.
     run_test served-past-silent-crowd 60 bash -c '
-        '"$B"'/tests/unit/rawclient crowd 100 8 & crowd=$!
+        '"$B"'/tests/unit/rawclient crowd 150 8 & crowd=$!
         sleep 1
         out=$(env LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 1000 2>&1)
         echo "$out"
