@@ -189,8 +189,13 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
  * never finishes must not hold the caller for ever. */
 static int settle(CUstream st, CUevent ev, uint64_t by)
 {
-    if (!by)
-        return (void)(ev ? DRV(cuEventSynchronize)(ev) : DRV(cuStreamSynchronize)(st)), 0;
+    if (!by) {
+        if (ev)
+            DRV(cuEventSynchronize)(ev);
+        else
+            DRV(cuStreamSynchronize)(st);
+        return 0;
+    }
     for (unsigned us = 10;; us = us < 10000 ? us * 2 : us) {
         CUresult r = ev ? DRV(cuEventQuery)(ev) : DRV(cuStreamQuery)(st);
         if (r != CUDA_ERROR_NOT_READY)
