@@ -3,9 +3,7 @@
 #include "channel/spawn.h"
 #include "channel/proto.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <stdint.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -49,33 +47,13 @@ int chan_wait_ready(pid_t pid, int fd, char *msg, size_t len)
 
 const char *chan_pipe_dir(void)
 {
-    static char own[160];
+    static char own[64];
     const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
     if (!d || !*d)
         d = getenv("CUDA_MPS_PIPE_DIRECTORY");
     if (d && *d)
         return d;
-    int n = snprintf(own, sizeof(own), "%s-%u", CHAN_DEFAULT_PIPE_DIR, (unsigned)geteuid());
-    /* A server's devices are those its starter could see: processes given other devices
-     * (another job's GPUs) get a server of their own by default, in a directory named for
-     * their CUDA_VISIBLE_DEVICES (characters other than letters and digits become '_'; a
-     * long list is cut and followed by a hash of the whole). */
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    if (cvd && *cvd && n > 0 && (size_t)n < sizeof(own)) {
-        char tag[64];
-        size_t k = 0;
-        uint32_t h = 2166136261u;
-        for (const char *c = cvd; *c; c++) {
-            h = (h ^ (uint8_t)*c) * 16777619u;
-            if (k < 40)
-                tag[k++] = isalnum((unsigned char)*c) ? *c : '_';
-        }
-        tag[k] = '\0';
-        if (strlen(cvd) > 40)
-            snprintf(own + n, sizeof(own) - (size_t)n, "-gpus-%s-%08x", tag, h);
-        else
-            snprintf(own + n, sizeof(own) - (size_t)n, "-gpus-%s", tag);
-    }
+    snprintf(own, sizeof(own), "%s-%u", CHAN_DEFAULT_PIPE_DIR, (unsigned)geteuid());
     return own;
 }
 

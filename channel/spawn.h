@@ -10,9 +10,7 @@
 
 /* The pipe directory every end agrees on: MPSSHIM_PIPE_DIRECTORY, else the variable MPS
  * users set (CUDA_MPS_PIPE_DIRECTORY), else CHAN_DEFAULT_PIPE_DIR-<uid>: one per user, so
- * that no user's clients find another user's server by default, with -gpus-<list> added
- * when CUDA_VISIBLE_DEVICES is set, so that processes given different devices do not
- * share a server by default either. */
+ * that no user's clients find another user's server by default. */
 const char *chan_pipe_dir(void);
 
 /* 0 if path is a directory (not a link) of this user that no one else may write to: what

@@ -217,19 +217,6 @@ run_test release-bounded 60 bash -c '
     printf "quit\n" | '"$CTL"' >/dev/null
     grep "still running" $dir/log/server.log &&
         echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
-# No pipe directory given: clients with different CUDA_VISIBLE_DEVICES get servers of their
-# own (two servers), clients with the same one share (the third joins the first's).
-run_test default-dir-per-devices 60 bash -c '
-    unset MPSSHIM_PIPE_DIRECTORY CUDA_MPS_PIPE_DIRECTORY MPSSHIM_LOG_DIRECTORY
-    a=/tmp/mpsshim-$(id -u)-gpus-0_ci$$ b=/tmp/mpsshim-$(id -u)-gpus-1_ci$$
-    env CUDA_VISIBLE_DEVICES=0,ci$$ LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 1000 &&
-    env CUDA_VISIBLE_DEVICES=1,ci$$ LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 1000 &&
-    env CUDA_VISIBLE_DEVICES=0,ci$$ LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 1000; rc=$?
-    ls -d $a $b
-    na=$(grep -c "New client" $a/log/server.log); nb=$(grep -c "New client" $b/log/server.log)
-    echo "clients of the server for 0,ci: $na; for 1,ci: $nb"
-    for d in $a $b; do printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$d '"$CTL"' >/dev/null; rm -rf $d; done
-    [ $rc = 0 ] && [ "$na" = 2 ] && [ "$nb" = 1 ]'
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # make install into a temporary DESTDIR; the installed programs and shim find each other
