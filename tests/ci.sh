@@ -222,6 +222,8 @@ run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # make install into a temporary DESTDIR; the installed programs and shim find each other
 # and serve a client; make uninstall leaves nothing. Own servers.
 run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
+# The systemd units as installed, through systemd-analyze verify (nothing is started).
+run_test systemd-units 60 bash "$ROOT/tests/systemd.sh" "$B"
 
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then
