@@ -23,7 +23,7 @@ MPSSHIM_RELEASE := $(shell cat VERSION)
 MPSSHIM_COMMIT  := $(shell test -e .git && git rev-parse --short=12 HEAD 2>/dev/null)$(shell \
                    test -e .git && ! git diff --quiet HEAD -- 2>/dev/null && echo -dirty)
 
-.PHONY: all deps test demo gpu-test bench clean format install uninstall
+.PHONY: all deps test demo gpu-test bench clean format install uninstall slurm-test
 all:
 
 include gen/gen.mk
@@ -56,6 +56,11 @@ gpu-test: all
 
 bench: all
 	@bash bench/run.sh $(B)
+
+# The Slurm recipe (ops/slurm) against a real single-node Slurm: as root, installs
+# slurm-wlm and munge when missing, runs its own daemons, one job of 3 tasks (tests/slurm.sh).
+slurm-test: all
+	@bash tests/slurm.sh $(B)
 
 # `make install PREFIX=/usr/local DESTDIR=`: the programs in PREFIX/bin, the shim in
 # PREFIX/lib/mpsshim (where mpsshim-run, and the shim looking for the server, expect them:
