@@ -23,6 +23,9 @@ DONE=0 # set at the end: an interrupted run keeps its files
 ok() { say "ok $1"; }
 bad() { say "FAIL $1: $2"; FAILED=1; }
 
+# srun hands the tasks our environment: none of a caller's mpsshim settings (ci.sh's).
+unset MPSSHIM_PIPE_DIRECTORY MPSSHIM_LOG_DIRECTORY CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY \
+    MPSSHIM_AUTOSTART MPSSHIM_DRIVER MPSSHIM_SERVER MPSSHIM_TEST_KERNELS MPSSHIM_CPUDRV_DEVICES
 [ "$(id -u)" = 0 ] || skip "needs root (Slurm daemons, jobs as another user)"
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
     say "installing slurmctld, slurmd, slurm-client and munge"
