@@ -56,11 +56,13 @@ cleanup() {
     for p in $pids; do kill "$p" 2>/dev/null; done
     for _ in $(seq 50); do
         alive=0
-        for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+        # (a daemon that exited stays a zombie, our child, until the wait below)
+        for p in $pids; do ps -o stat= -p "$p" 2>/dev/null | grep -qv Z && alive=1; done
         [ $alive = 0 ] && break
         sleep 0.1
     done
     for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+    wait 2>/dev/null
     [ -f "$S/munged.pid" ] && kill "$(cat "$S/munged.pid")" 2>/dev/null
     # A server the epilog should have stopped: ours alone, by its pid file.
     for p in "$PIPE_ROOT"/job-*/server.pid; do [ -f "$p" ] && kill -KILL "$(cat "$p")" 2>/dev/null; done
