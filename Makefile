@@ -23,7 +23,7 @@ MPSSHIM_RELEASE := $(shell cat VERSION)
 MPSSHIM_COMMIT  := $(shell test -e .git && git rev-parse --short=12 HEAD 2>/dev/null)$(shell \
                    test -e .git && ! git diff --quiet HEAD -- 2>/dev/null && echo -dirty)
 
-.PHONY: all deps test demo gpu-test bench clean format install uninstall
+.PHONY: all deps test demo gpu-test bench clean format install uninstall slurm-test
 all:
 
 include gen/gen.mk
@@ -63,25 +63,49 @@ gpu-test: all
 bench: all
 	@bash bench/run.sh $(B)
 
+# The Slurm recipe (ops/slurm) against a real single-node Slurm: as root, installs
+# slurm-wlm and munge when missing, runs its own daemons, one job of 3 tasks (tests/slurm.sh).
+slurm-test: all
+	@bash tests/slurm.sh $(B)
+
 # `make install PREFIX=/usr/local DESTDIR=`: the programs in PREFIX/bin, the shim in
 # PREFIX/lib/mpsshim (where mpsshim-run, and the shim looking for the server, expect them:
-# channel/layout.h), README and LICENSE in PREFIX/share/doc/mpsshim.
+# channel/layout.h), the Slurm prolog, epilog and task prolog in PREFIX/lib/mpsshim/slurm
+# (they find the programs from there), the systemd units in PREFIX/lib/systemd/{system,user}
+# (the only installed files that name PREFIX: their ExecStart), README and LICENSE in
+# PREFIX/share/doc/mpsshim. README.md, "Operations", says how each is used.
 PREFIX     ?= /usr/local
 BINDIR     := $(PREFIX)/bin
 SHIMDIR    := $(PREFIX)/lib/mpsshim
+SLURMDIR   := $(SHIMDIR)/slurm
+SYSTEMDDIR ?= $(PREFIX)/lib/systemd
 DOCDIR     := $(PREFIX)/share/doc/mpsshim
 INST_BINS  := $(notdir $(SRV_BIN) $(CTL_BIN) $(RUN_BIN))
+INST_SLURM := prolog epilog task-prolog
+INST_UNITS := system/mpsshim@.service user/mpsshim.service
 
 install: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN) $(SHIM_LIB)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(DOCDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(SLURMDIR) $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(SYSTEMDDIR)/system $(DESTDIR)$(SYSTEMDDIR)/user
 	install -m 755 $(SRV_BIN) $(CTL_BIN) $(RUN_BIN) $(DESTDIR)$(BINDIR)/
 	install -m 755 $(SHIM_LIB) $(DESTDIR)$(SHIMDIR)/
+	install -m 755 $(addprefix ops/slurm/,$(INST_SLURM)) $(DESTDIR)$(SLURMDIR)/
+	install -m 644 ops/slurm/common.sh $(DESTDIR)$(SLURMDIR)/
+	for u in $(INST_UNITS); do \
+		sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' \
+			ops/systemd/$$u.in >$(DESTDIR)$(SYSTEMDDIR)/$$u.tmp && \
+		chmod 644 $(DESTDIR)$(SYSTEMDDIR)/$$u.tmp && \
+		mv $(DESTDIR)$(SYSTEMDDIR)/$$u.tmp $(DESTDIR)$(SYSTEMDDIR)/$$u || exit 1; \
+	done
 	install -m 644 README.md LICENSE $(DESTDIR)$(DOCDIR)/
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INST_BINS)) $(DESTDIR)$(SHIMDIR)/libmpsshim.so \
+		$(addprefix $(DESTDIR)$(SLURMDIR)/,$(INST_SLURM) common.sh) \
+		$(addprefix $(DESTDIR)$(SYSTEMDDIR)/,$(INST_UNITS)) \
 		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE
-	-rmdir $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
+	-rmdir $(DESTDIR)$(SLURMDIR) $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(SYSTEMDDIR)/system $(DESTDIR)$(SYSTEMDDIR)/user $(DESTDIR)$(SYSTEMDDIR) 2>/dev/null
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')

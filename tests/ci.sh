@@ -222,6 +222,12 @@ run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # make install into a temporary DESTDIR; the installed programs and shim find each other
 # and serve a client; make uninstall leaves nothing. Own servers.
 run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
+# The systemd units as installed, through systemd-analyze verify (nothing is started).
+run_test systemd-units 60 bash "$ROOT/tests/systemd.sh" "$B"
+# The Slurm prolog, epilog and task prolog under a real single-node Slurm (installed when
+# missing; SKIP when it cannot be): one job of 3 tasks served by one per-job server, which
+# the epilog stops. Own daemons, ports and directories.
+run_test slurm-job 240 bash "$ROOT/tests/slurm.sh" "$B"
 
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then

@@ -46,8 +46,14 @@ make -C "$ROOT" --no-print-directory B="$B" PREFIX="$P" DESTDIR="$D" install >"$
     ok make-install || { bad make-install "$(tail -n 20 "$W/install.log")"; exit 1; }
 check installed-files "$(cd "$D" && find . -type f | sort)" "$(printf '%s\n' \
     ./usr/local/bin/mpsshim-control ./usr/local/bin/mpsshim-run ./usr/local/bin/mpsshim-server \
-    ./usr/local/lib/mpsshim/libmpsshim.so ./usr/local/share/doc/mpsshim/LICENSE \
+    ./usr/local/lib/mpsshim/libmpsshim.so ./usr/local/lib/mpsshim/slurm/common.sh \
+    ./usr/local/lib/mpsshim/slurm/epilog ./usr/local/lib/mpsshim/slurm/prolog \
+    ./usr/local/lib/mpsshim/slurm/task-prolog ./usr/local/lib/systemd/system/mpsshim@.service \
+    ./usr/local/lib/systemd/user/mpsshim.service ./usr/local/share/doc/mpsshim/LICENSE \
     ./usr/local/share/doc/mpsshim/README.md)"
+# The units run the installed programs (the only installed files that name PREFIX).
+check units-execstart "$(grep -h '^ExecStart=' "$I"/lib/systemd/*/mpsshim*.service | sort -u)" \
+    "ExecStart=$P/bin/mpsshim-control -f"
 for p in mpsshim-server mpsshim-control mpsshim-run; do
     check "$p-installed-version" "$("$I/bin/$p" --version)" "$("$B/$p" --version)"
 done
@@ -96,6 +102,7 @@ printf '%s\n' "$out" | grep -q "no mpsshim-server at $W/alone/mpsshim-server, no
 make -C "$ROOT" --no-print-directory B="$B" PREFIX="$P" DESTDIR="$D" uninstall >"$W/uninstall.log" 2>&1 &&
     ok make-uninstall || bad make-uninstall "$(tail -n 20 "$W/uninstall.log")"
 check uninstalled "$(cd "$D" && find . -type f)" ""
+check uninstalled-dirs "$(cd "$D" && find . -depth -type d -path '*mpsshim*' -o -depth -type d -path '*systemd*')" ""
 
 [ "$FAILED" = 0 ] && echo "install: all passed" || echo "install: FAILED (files in $W)"
 exit "$FAILED"
