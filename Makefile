@@ -9,8 +9,12 @@ B         ?= build
 CC        ?= gcc
 
 WARN      := -Wall -Wextra -Werror -Wshadow -Wno-missing-field-initializers
+# make PROFILE=1: counts where waits go (channel/prof.h), reported in the logs and on exit.
+ifdef PROFILE
+PROF_FLAGS := -DMPSSHIM_PROFILE
+endif
 CFLAGS    ?= -O2 -g
-CFLAGS    += -std=gnu11 -pthread -fPIC $(WARN) -I$(CUDA)/include -I. -I$(B)/gen
+CFLAGS    += -std=gnu11 -pthread -fPIC $(WARN) $(PROF_FLAGS) -I$(CUDA)/include -I. -I$(B)/gen
 LDFLAGS   += -pthread
 
 # The CUDA toolkit's link stub: test programs are linked against it and get, at run time,

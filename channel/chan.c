@@ -1,5 +1,6 @@
 /* Segment layout, request ring and reply lanes; see chan.h and proto.h. */
 #include "channel/chan.h"
+#include "channel/prof.h"
 
 /* A producer facing a full ring spins this long before it sleeps. */
 #define CHAN_SPACE_SPIN_NS (100ull * 1000)
@@ -217,8 +218,14 @@ void chan_ring_sleep(struct chan *c, uint64_t timeout_ns)
     uint32_t bell = atomic_load(&s->doorbell);
     atomic_store(&s->server_sleeping, 1);
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load(&s->tail) == c->pos)
+    if (atomic_load(&s->tail) == c->pos) {
+        uint64_t t = CHAN_PROFILING ? chan_now_ns() : 0;
         chan_futex_wait(&s->doorbell, bell, timeout_ns);
+        if (CHAN_PROFILING) {
+            chan_prof_add(CHAN_PROF_RING_SLEEPS, 1);
+            chan_prof_add(CHAN_PROF_RING_SLEEP_NS, chan_now_ns() - t);
+        }
+    }
     atomic_store(&s->server_sleeping, 0);
 }
 

@@ -1,5 +1,6 @@
 /* Spin-then-futex waits on shared counters; see wait.h. */
 #include "channel/wait.h"
+#include "channel/prof.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -29,6 +30,7 @@ void chan_futex_wait(_Atomic uint32_t *word, uint32_t seen, uint64_t timeout_ns)
 
 void chan_futex_wake(_Atomic uint32_t *word)
 {
+    chan_prof_add(CHAN_PROF_WAKES, 1);
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
 }
 
@@ -40,24 +42,36 @@ int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waite
         return 0;
     uint64_t start = chan_now_ns();
     unsigned spins = 0;
+    chan_prof_add(CHAN_PROF_WAITS, 1);
     while (chan_now_ns() - start < w->spin_ns) {
         for (int i = 0; i < 64; i++) {
             v = atomic_load_explicit(word, memory_order_acquire);
-            if (chan_reached(v, want))
+            if (chan_reached(v, want)) {
+                if (CHAN_PROFILING)
+                    chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - start);
                 return 0;
+            }
             chan_cpu_relax();
         }
         /* On an oversubscribed machine the peer may need this very CPU. */
         if (++spins % 16 == 0)
             sched_yield();
     }
+    if (CHAN_PROFILING)
+        chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - start);
     for (;;) {
         atomic_fetch_add(waiters, 1);
         /* seq_cst pairs with the waker's fence in chan_wake(): either the waker sees us
          * counted, or we see its new value here and do not sleep. */
         v = atomic_load(word);
-        if (!chan_reached(v, want))
+        uint64_t slept = CHAN_PROFILING ? chan_now_ns() : 0;
+        if (!chan_reached(v, want)) {
             chan_futex_wait(word, v, CHAN_SLEEP_SLICE_NS);
+            if (CHAN_PROFILING) {
+                chan_prof_add(CHAN_PROF_SLEEPS, 1);
+                chan_prof_add(CHAN_PROF_SLEEP_NS, chan_now_ns() - slept);
+            }
+        }
         atomic_fetch_sub(waiters, 1);
         v = atomic_load_explicit(word, memory_order_acquire);
         if (chan_reached(v, want))

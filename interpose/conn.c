@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "interpose/shim.h"
 #include "channel/fdpass.h"
+#include "channel/prof.h"
 #include "channel/layout.h"
 #include "channel/spawn.h"
 
@@ -318,6 +319,14 @@ static CUresult connect_or_start(char *why, size_t whylen)
 
 void shim_fall_back(const char *why);
 
+/* PROFILE=1 builds: where this process's waits went, on stderr when it exits. */
+static void profile_at_exit(void)
+{
+    char prof[256];
+    chan_prof_format(prof, sizeof(prof));
+    fprintf(stderr, "mpsshim profile (client %d): %s\n", (int)getpid(), prof);
+}
+
 CUresult shim_connect(void)
 {
     int st = atomic_load(&conn_state);
@@ -330,6 +339,8 @@ CUresult shim_connect(void)
     if (st == CONN_NONE) {
         pthread_atfork(NULL, NULL, on_fork_child);
         conn_error = connect_or_start(conn_why, sizeof(conn_why));
+        if (conn_error == CUDA_SUCCESS && CHAN_PROFILING)
+            atexit(profile_at_exit);
         if (conn_error == CUDA_SUCCESS) {
             atomic_store(&conn_state, CONN_UP);
             atomic_store(&shim_mode, SHIM_MODE_SERVER);

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "server/server.h"
 #include "channel/fdpass.h"
+#include "channel/prof.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -390,6 +391,13 @@ static void *client_main(void *arg)
         }
         cleanup(c);
         srv_log("Client process %d disconnected", (int)c->pid);
+        if (CHAN_PROFILING) {
+            uint64_t wall = chan_now_ns() - c->prof_since_ns;
+            srv_log("Client process %d profile: %llu records, replaying them %.1f ms of its "
+                    "worker's %.1f ms",
+                    (int)c->pid, (unsigned long long)c->prof_records, c->prof_replay_ns / 1e6,
+                    wall / 1e6);
+        }
     } else {
         cleanup(c);
     }

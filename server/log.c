@@ -8,6 +8,7 @@
  * SIGHUP reopens both files by name (srv_log_reopen), for log rotation. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "channel/prof.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +60,11 @@ static int open_one(struct log_file *f, const char *dir)
 static void on_exit_log(int status, void *arg)
 {
     (void)arg;
+    if (CHAN_PROFILING) {
+        char prof[256];
+        chan_prof_format(prof, sizeof(prof));
+        srv_log("Server profile, all workers: %s", prof);
+    }
     srv_clog("Server %d exited with status %d", (int)getpid(), status);
 }
 

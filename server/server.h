@@ -164,6 +164,9 @@ struct srv_client {
     _Atomic int terminated; /* terminate_client: its calls fail with CLIENT_TERMINATED */
     _Atomic int connected;  /* the handshake succeeded (it is listed by the control commands) */
     int admitted;           /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
+    /* PROFILE=1 builds (channel/prof.h): its worker's records, time replaying them, and
+     * since when it serves. */
+    uint64_t prof_records, prof_replay_ns, prof_since_ns;
     /* A release gave up on work still running (registry.c, leave_running): that work may
      * still fire its host functions into this struct and the segment, or copy through the
      * segment's slots, so neither is ever freed or unmapped. */

@@ -1,6 +1,7 @@
 /* One worker per client: takes its records from the ring in order and replays them, polls
  * the replies that wait for the GPU in between, and sleeps when there is nothing to do. */
 #include "server/server.h"
+#include "channel/prof.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,7 @@ void *srv_worker_main(void *arg)
     if (!c->rec || !c->scratch || !c->out)
         return NULL;
     uint64_t idle_since = 0, alive_checked = 0;
+    c->prof_since_ns = chan_now_ns();
     unsigned backoff_us = 0;
     while (!atomic_load(&c->dead)) {
         int got = 0;
@@ -192,7 +194,13 @@ void *srv_worker_main(void *arg)
             enum chan_next n = chan_ring_next(&c->ch, c->rec);
             if (n == CHAN_NEXT_NONE)
                 break;
-            if (n == CHAN_NEXT_BAD || dispatch(c, (struct chan_rec *)c->rec) != 0) {
+            uint64_t t0 = CHAN_PROFILING ? chan_now_ns() : 0;
+            int bad = n == CHAN_NEXT_BAD || dispatch(c, (struct chan_rec *)c->rec) != 0;
+            if (CHAN_PROFILING) {
+                c->prof_records++;
+                c->prof_replay_ns += chan_now_ns() - t0;
+            }
+            if (bad) {
                 srv_log("Client process %d broke the protocol; disconnecting it", (int)c->pid);
                 atomic_store(&c->dead, 1);
                 break;

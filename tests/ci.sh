@@ -89,6 +89,23 @@ run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 # The unit tests, the raw protocol tests and a few programs once more against a server built
 # with ASan and UBSan (own build in BUILD-asan, own server).
 run_test asan-protocol 600 bash "$ROOT/tests/asan.sh" "$B"
+# A PROFILE=1 build (own build directory, own server): the client and the server report
+# where their waits went (channel/prof.h).
+run_test profile-build 300 bash -c '
+    P='"$B"'-prof
+    mkdir -p $P
+    make -C '"$ROOT"' --no-print-directory B=$P PROFILE=1 -j"$(nproc)" $P/mpsshim-server \
+        $P/mpsshim-control $P/libmpsshim.so >$P/make.log 2>&1 || { tail -n 20 $P/make.log; exit 1; }
+    dir='"$WORK"'/prof
+    out=$(env MPSSHIM_SERVER=$P/mpsshim-server MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log \
+          LD_PRELOAD=$P/libmpsshim.so '"$B"'/tests/vecadd 100000 2>&1)
+    echo "$out"
+    printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir $P/mpsshim-control >/dev/null
+    for i in $(seq 50); do grep -q "Server profile" $dir/log/server.log && break; sleep 0.1; done
+    grep "profile" $dir/log/server.log
+    echo "$out" | grep -q "^PASS vecadd" && echo "$out" | grep -q "^mpsshim profile (client" &&
+        grep -q "Client process [0-9]* profile: [0-9]* records" $dir/log/server.log &&
+        grep -q "Server profile, all workers: waits" $dir/log/server.log'
 # libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
 # notes report long ones): the call decoder, the image parsers, the copy planner.
 if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
