@@ -27,7 +27,7 @@ MPSSHIM_RELEASE := $(shell cat VERSION)
 MPSSHIM_COMMIT  := $(shell test -e .git && git rev-parse --short=12 HEAD 2>/dev/null)$(shell \
                    test -e .git && ! git diff --quiet HEAD -- 2>/dev/null && echo -dirty)
 
-.PHONY: all deps test demo gpu-test bench clean format install uninstall slurm-test
+.PHONY: all deps test demo gpu-test soak bench clean format install uninstall slurm-test
 all:
 
 include gen/gen.mk
@@ -63,6 +63,13 @@ demo: deps
 
 gpu-test: all
 	@bash tests/gpu.sh $(B)
+
+# The soak of issue 11: CLIENTS clients at once for SECONDS, some killed, on this machine's
+# GPU (else the CPU test driver). Default: 60 s, 16 clients.
+SECONDS ?= 60
+CLIENTS ?= 16
+soak: all
+	@bash tests/soak.sh $(B) $(SECONDS) $(CLIENTS)
 
 bench: all
 	@bash bench/run.sh $(B)

@@ -234,6 +234,10 @@ run_test release-bounded 60 bash -c '
     printf "quit\n" | '"$CTL"' >/dev/null
     grep "still running" $dir/log/server.log &&
         echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
+# A short soak (tests/soak.sh; the GPU one is make soak SECONDS=600 CLIENTS=32): 8 clients
+# at once for 20 s, one in a few killed, every other one passing, the server back where it
+# started. Own server.
+run_test soak-short 120 bash "$ROOT/tests/soak.sh" "$B" 20 8
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # make install into a temporary DESTDIR; the installed programs and shim find each other

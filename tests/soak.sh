@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Soak (issue 11): CLIENTS clients at once, for SECONDS, of mixed programs (driver API,
+# cudart, and PyTorch where it is installed and a GPU is there), each started again as
+# soon as it ends, while one in every few is killed with SIGKILL at a random moment. Every
+# client that was not killed (a bystander) must pass; at the end the server must have no
+# clients, and its device memory, open descriptors and threads must be back where they were
+# at the start (its resident memory is reported, not compared: the C library keeps freed
+# memory). On a machine without a GPU the CPU test driver stands behind the server.
+# Usage: bash tests/soak.sh BUILD_DIR [SECONDS [CLIENTS]]   (make soak SECONDS=600 CLIENTS=32)
+set -u
+B=$(cd "${1:-build}" && pwd)
+SECS=${2:-60}
+N=${3:-16}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tests/lib.sh
+. "$ROOT/tests/lib.sh"
+gpu=0
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    gpu=1
+    unset MPSSHIM_DRIVER MPSSHIM_CPUDRV_DEVICES # lib.sh's are the CPU driver's
+fi
+W=$(mktemp -d /tmp/mpsshim-soak.XXXXXX)
+use_dir "$W"
+"$CTL" -d || { echo "FAIL: the server did not start"; exit 1; }
+S=$(server_pid)
+trap 'printf "quit\n" | "$CTL" >/dev/null 2>&1' EXIT
+
+# What clients run: "program args" relative to the build directory.
+progs=("tests/vecadd 300000" "tests/memcpy_all --quick" "tests/streams_events" "tests/graphs"
+       "tests/graph_host" "tests/launch" "tests/smallkern 2000" "tests/multithread"
+       "tests/vmm" "tests/mempool" "tests/ipc" "tests/hold 1 --all"
+       "tests/cudart/vecadd" "tests/cudart/streams.shared" "tests/cudart/graphs")
+if [ "$gpu" = 1 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    progs+=("python3 $ROOT/tests/pytorch/smoke.py")
+fi
+
+# Two clients first: what the server starts once and keeps (its fault thread, the driver's
+# own threads and memory, such as the real context's default stream that an unaligned 2D
+# copy uses) is part of the baseline.
+for p in "vecadd 1000" "memcpy_all --quick"; do
+    # shellcheck disable=SC2086
+    shim $B/tests/$p >/dev/null 2>&1 || { echo "FAIL: a first client ($p) failed"; exit 1; }
+done
+wait_for 10 no_clients
+fds() { ls "/proc/$S/fd" 2>/dev/null | wc -l; }
+threads() { awk '/^Threads/ {print $2}' "/proc/$S/status"; }
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$S/status"; }
+mem0=$(mem_used) fds0=$(fds) thr0=$(threads) rss0=$(rss)
+
+# slot i runs one client after another; pid[i], prog[i], killed[i] describe its current one.
+declare -a pid prog killed
+started=0 passed=0 failed=0 nkilled=0
+start() {
+    local i=$1 p=${progs[$((RANDOM % ${#progs[@]}))]}
+    local cmd=$p
+    [ "${p#python3}" = "$p" ] && cmd="$B/$p"
+    # shellcheck disable=SC2086
+    env LD_PRELOAD="$SHIM" $cmd >"$W/c$i.$started.log" 2>&1 &
+    pid[$i]=$! prog[$i]=$p killed[$i]=0
+    log[$i]="$W/c$i.$started.log"
+    started=$((started + 1))
+}
+declare -a log
+finish() { # slot i's client has ended: count it
+    local i=$1
+    wait "${pid[$i]}"
+    local rc=$?
+    if [ "${killed[$i]}" = 1 ]; then
+        nkilled=$((nkilled + 1))
+    elif [ $rc = 0 ]; then
+        passed=$((passed + 1))
+        rm -f "${log[$i]}"
+    else
+        failed=$((failed + 1))
+        echo "FAIL: bystander ${prog[$i]} exited $rc (log ${log[$i]}):"
+        tail -n 3 "${log[$i]}"
+    fi
+}
+for i in $(seq 0 $((N - 1))); do start "$i"; done
+end=$((SECONDS + SECS))
+while [ $SECONDS -lt $end ]; do
+    sleep 0.2
+    for i in $(seq 0 $((N - 1))); do
+        if ! kill -0 "${pid[$i]}" 2>/dev/null; then
+            finish "$i"
+            start "$i"
+        fi
+    done
+    # About one kill a second, at a random client.
+    if [ $((RANDOM % 5)) = 0 ]; then
+        v=$((RANDOM % N))
+        kill -9 "${pid[$v]}" 2>/dev/null && killed[$v]=1
+    fi
+done
+for i in $(seq 0 $((N - 1))); do finish "$i"; done
+
+wait_for 60 no_clients || echo "FAIL: clients still listed 60 s after the last one ended"
+sleep 1
+mem1=$(mem_used) fds1=$(fds) thr1=$(threads) rss1=$(rss)
+rc=0
+[ "$failed" = 0 ] || rc=1
+no_clients || rc=1
+[ "$mem1" = "$mem0" ] || { echo "FAIL: device memory $mem0 -> $mem1 bytes"; rc=1; }
+[ "$fds1" = "$fds0" ] || { echo "FAIL: server descriptors $fds0 -> $fds1"; rc=1; }
+[ "$thr1" = "$thr0" ] || { echo "FAIL: server threads $thr0 -> $thr1"; rc=1; }
+printf 'soak, %s s, %s clients at once (%s): %d clients, %d killed, %d bystanders passed, %d failed\n' \
+    "$SECS" "$N" "$([ $gpu = 1 ] && echo GPU || echo CPU test driver)" "$started" "$nkilled" \
+    "$passed" "$failed"
+printf 'server: device memory %s -> %s bytes, descriptors %s -> %s, threads %s -> %s, resident %s -> %s KiB\n' \
+    "$mem0" "$mem1" "$fds0" "$fds1" "$thr0" "$thr1" "$rss0" "$rss1"
+[ $rc = 0 ] && rm -rf "$W" || echo "files in $W"
+exit $rc
