@@ -58,15 +58,20 @@ struct cmd {
     int failed; /* the answer says why the command did nothing */
 };
 
+static void vsay(struct cmd *k, const char *fmt, va_list ap)
+{
+    int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
+    if (m > 0)
+        k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
+}
+
 static void say(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(struct cmd *k, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
+    vsay(k, fmt, ap);
     va_end(ap);
-    if (m > 0)
-        k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
 }
 
 /* Says why the command failed (an answer of its own, marked as a failure). */
@@ -75,10 +80,8 @@ static void fail(struct cmd *k, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
+    vsay(k, fmt, ap);
     va_end(ap);
-    if (m > 0)
-        k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
     k->failed = 1;
 }
 
