@@ -24,8 +24,12 @@ struct known {
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct known *known;
 
+_Atomic int shim_interprocess_events;
+
 void shim_known_add(uint32_t type, uint64_t value, const struct shim_known *info)
 {
+    if (type == SHIM_HT_CUevent && (info->flags & CU_EVENT_INTERPROCESS))
+        atomic_store_explicit(&shim_interprocess_events, 1, memory_order_relaxed);
     struct known *k = calloc(1, sizeof(*k));
     if (!k)
         return; /* then the server alone checks the handle */

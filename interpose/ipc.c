@@ -100,6 +100,8 @@ CUresult SHIM_IMPL(cuIpcOpenEventHandle)(CUevent *phEvent, CUipcEventHandle hand
 static int event_record_wait(const void *const *argv)
 {
     struct shim_known k;
+    if (!atomic_load_explicit(&shim_interprocess_events, memory_order_relaxed))
+        return 0; /* the common case: one load, no lookup */
     uint64_t h = (uint64_t)(uintptr_t) * (const CUevent *)argv[0];
     return shim_known_find(SHIM_HT_CUevent, h, &k) == 0 && (k.flags & CU_EVENT_INTERPROCESS);
 }

@@ -213,6 +213,9 @@ struct shim_known {
     int priority;     /* streams: as asked */
 };
 void shim_known_add(uint32_t type, uint64_t value, const struct shim_known *info);
+/* Set once the process knows an interprocess event (made or opened): until then no event
+ * record needs the IPC check (interpose/ipc.c), which costs a lookup per cuEventRecord. */
+extern _Atomic int shim_interprocess_events;
 /* 0 if it was known. */
 int shim_known_remove(uint32_t type, uint64_t value);
 /* 0 with *out (may be NULL) if known. */
