@@ -63,11 +63,15 @@ BASE_MEM=$(mem_used)
 
 # Every program natively and through the shim: identical output required. Driver-API
 # programs (tests/progs), then CUDA runtime programs built by nvcc (tests/cudart).
-run_list() { # dir prefix list
-    local dir=$1 prefix=$2
+# Programs that fault the shared context (`fault`) run last, on a server of their own
+# (WHICH: rest or faults), so that a failed recovery cannot fail every test after it.
+run_list() { # dir prefix list [which]
+    local dir=$1 prefix=$2 which=${4:-rest}
     while IFS='|' read -r cmd mode; do
         [[ $cmd =~ ^[[:space:]]*# ]] && continue # before xargs, which trips on quotes
         cmd=$(echo "$cmd" | xargs)
+        if [ "${cmd%% *}" = fault ]; then [ "$which" = faults ]; else [ "$which" = rest ]; fi ||
+            continue
         mode=$(echo "$mode" | xargs)
         [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
         name=$prefix$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
@@ -190,18 +194,6 @@ if [ -x "$B/bench/throttle" ]; then
     else
         record sm-share-25 FAIL "reported ${rep:-?} of ${total:-?} SMs, kernel on ${seen:-?}"
     fi
-fi
-
-# ---------------------------------------------------------------- faults (issue 11)
-# Three clients loop vec_add, a fourth waits on a long kernel, then a fifth writes through a
-# wild pointer (CUDA_ERROR_ILLEGAL_ADDRESS): each of the four sees a sticky error and leaves
-# cleanly, the server makes the context again within a second and a new client passes
-# (tests/fault.sh; fault and fault --restart in programs.txt ran natively and through the
-# shim above). Under native MPS on an H100 a new client worked 0.19 s after the fault.
-if run fault-containment 180 bash "$ROOT/tests/fault.sh" "$B" "$WORK" gpu; then
-    record fault-containment PASS "$(grep -o 'made again [0-9]* ms after' "$WORK/log/server.log" | tail -n 1)"
-else
-    record fault-containment FAIL "$(grep -m1 '^FAIL' "$WORK/fault-containment.out")"
 fi
 
 # ---------------------------------------------------------------- PyTorch
@@ -349,6 +341,23 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     fi
 else
     record mpi SKIP "no mpicc/mpirun"
+fi
+
+# ---------------------------------------------------------------- faults (issue 11)
+# Last, on a server started afresh: the fault programs of programs.txt, then the
+# containment test.
+ctl quit >/dev/null 2>&1
+"$CTL" -d >>"$LOG" 2>&1 || record server-restart FAIL
+run_list "$B/tests" "" "$ROOT/tests/progs/programs.txt" faults
+# Three clients loop vec_add, a fourth waits on a long kernel, then a fifth writes through a
+# wild pointer (CUDA_ERROR_ILLEGAL_ADDRESS): each of the four sees a sticky error and leaves
+# cleanly, the server makes the context again within a second and a new client passes
+# (tests/fault.sh; fault and fault --restart in programs.txt ran natively and through the
+# shim just before). Under native MPS on an H100 a new client worked 0.19 s after the fault.
+if run fault-containment 180 bash "$ROOT/tests/fault.sh" "$B" "$WORK" gpu; then
+    record fault-containment PASS "$(grep -o 'made again [0-9]* ms after' "$WORK/log/server.log" | tail -n 1)"
+else
+    record fault-containment FAIL "$(grep -m1 '^FAIL' "$WORK/fault-containment.out")"
 fi
 
 echo
