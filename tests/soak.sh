@@ -108,5 +108,9 @@ printf 'soak, %s s, %s clients at once (%s): %d clients, %d killed, %d bystander
     "$passed" "$failed"
 printf 'server: device memory %s -> %s bytes, descriptors %s -> %s, threads %s -> %s, resident %s -> %s KiB\n' \
     "$mem0" "$mem1" "$fds0" "$fds1" "$thr0" "$thr1" "$rss0" "$rss1"
+# The server goes before its directory: a quit after it cannot find the control socket
+# (every CI run used to leave its soak server running).
+ctl quit >/dev/null 2>&1
+trap - EXIT
 [ $rc = 0 ] && rm -rf "$W" || echo "files in $W"
 exit $rc
