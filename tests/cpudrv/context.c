@@ -72,6 +72,10 @@ CUresult cpudrv_enter_any(struct cpudrv_ctx **out)
 void cpudrv_ctx_fault(struct cpudrv_ctx *c, CUresult err)
 {
     int zero = 0;
+    if (!cpudrv_faults_per_context)
+        __atomic_compare_exchange_n(&cpudrv_devs[c->dev].lost, &zero, (int)err, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    zero = 0;
     __atomic_compare_exchange_n(&c->sticky, &zero, (int)err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     if (c->green) {
         zero = 0;
@@ -109,9 +113,12 @@ static void default_limits(struct cpudrv_ctx *c)
     c->limits[CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED] = 1;
 }
 
-// cpudrv_big held: resets a context's settings and gives it a legacy stream.
+// cpudrv_big held: resets a context's settings and gives it a legacy stream; the fault
+// that lost the device to the process, if one did.
 CUresult cpudrv_ctx_activate(struct cpudrv_ctx *c)
 {
+    CUresult lost = (CUresult)__atomic_load_n(&cpudrv_devs[c->dev].lost, __ATOMIC_ACQUIRE);
+    if (lost) return lost;
     default_limits(c);
     c->cache = CU_FUNC_CACHE_PREFER_NONE;
     c->sticky = 0;

@@ -44,7 +44,14 @@ extern long cpudrv_copy_delay_us;
 struct cpudrv_device {
     size_t used;
     struct cpudrv_ctx *primary;
+    // A sticky fault in any context on the device loses the device to this process, as
+    // with driver 580 on an H100: cuDevicePrimaryCtxReset succeeds, but the retain after it
+    // (and any new context there) returns the fault. 0 while none, and never 0 again.
+    // MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT=1 (cpudrv_faults_per_context) keeps faults to their
+    // context, which a reset or destroy clears: the self-test goes on after its faults.
+    int lost;
 };
+extern int cpudrv_faults_per_context;
 extern struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
 
 // CUDA_SUCCESS once cuInit succeeded, CUDA_ERROR_NOT_INITIALIZED before.

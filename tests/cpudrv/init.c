@@ -16,6 +16,7 @@ pthread_mutex_t cpudrv_big = PTHREAD_MUTEX_INITIALIZER;
 int cpudrv_ndev;
 size_t cpudrv_mem_bytes;
 long cpudrv_copy_delay_us;
+int cpudrv_faults_per_context;
 // Protected by cpudrv_big.
 struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
 struct cpudrv_stats cpudrv_stats;
@@ -177,6 +178,7 @@ CUresult cuInit(unsigned int Flags)
         cpudrv_ndev = (int)env_long("MPSSHIM_CPUDRV_DEVICES", 1, 1, CPUDRV_MAX_DEVICES);
         cpudrv_mem_bytes = (size_t)env_long("MPSSHIM_CPUDRV_MEM_MB", 16384, 1, 1L << 24) << 20;
         cpudrv_copy_delay_us = env_long("MPSSHIM_CPUDRV_COPY_DELAY_US", 0, 0, 10 * 1000 * 1000);
+        cpudrv_faults_per_context = (int)env_long("MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT", 0, 0, 1);
         CUresult rc = CUDA_SUCCESS;
         for (int d = 0; d < cpudrv_ndev && !rc; d++)
             rc = cpudrv_ctx_new(d, 0, 1, &cpudrv_devs[d].primary);
