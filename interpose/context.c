@@ -232,9 +232,12 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev)
     struct shim_ctx *c = primary(dev);
     if (c->active) {
         r = deactivate(c);
-        /* Retained handles stay valid: the context comes back, empty, at once. */
+        /* Retained handles stay valid: the context comes back, empty, at once. Where it
+         * cannot (a fault lost the device to the server, as it loses it to a process
+         * natively), the reset itself still succeeded, as natively: the context stays
+         * inactive and the next retain or call in it returns why. */
         if (r == CUDA_SUCCESS && c->refcount > 0)
-            r = activate(c);
+            activate(c);
     }
     c->flags = 0;
     pthread_mutex_unlock(&ctx_lock);

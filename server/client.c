@@ -16,23 +16,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The thread's current device context, to skip redundant cuCtxSetCurrent calls; with the
- * number of times that device's context was made again (fault.c) when it was set. */
+/* The thread's current device context, to skip redundant cuCtxSetCurrent calls (a
+ * device's context is made once per server: after a fault, a new server makes it). */
 static __thread int cur_dev = -1;
-static __thread uint32_t cur_resets;
 
 CUresult srv_use_device(int dev)
 {
     if (dev < 0 || dev >= srv.ndev)
         return CUDA_ERROR_INVALID_DEVICE;
-    uint32_t resets = atomic_load_explicit(&srv.fault[dev].resets, memory_order_acquire);
-    if (cur_dev == dev && cur_resets == resets)
+    if (cur_dev == dev)
         return CUDA_SUCCESS;
     CUresult r = DRV(cuCtxSetCurrent)(srv.ctx[dev]);
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS)
         cur_dev = dev;
-        cur_resets = resets;
-    }
     return r;
 }
 
@@ -152,10 +148,8 @@ static int handshake(struct srv_client *c)
     /* Faults before this client came are not its own (epoch first: see fault.c). */
     c->fault_seen = atomic_load(&srv.fault_epoch);
     atomic_store(&c->fault_ack, c->fault_seen);
-    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
         c->gen_seen[d] = atomic_load(&srv.fault[d].gen);
-        c->resets_seen[d] = atomic_load(&srv.fault[d].resets);
-    }
     /* A client that connects and says nothing (or trickles its hello) must not hold a
      * thread for long. */
     c->hello_by = chan_now_ns() + SRV_HELLO_NS;
@@ -232,7 +226,7 @@ static int handshake(struct srv_client *c)
             (int32_t)c->lim.sms[d];
     /* Registered once, so that copies through staging slots and into reply lanes are
      * direct DMA. Failure is not fatal: the driver then stages those copies itself. Not
-     * while device 0's context is being made again (fault.c): it would die with the old. */
+     * in a server whose device 0 faulted (fault.c): its context there is dead. */
     if (srv_fault_gate(c, 0) == CUDA_SUCCESS && srv_use_device(0) == CUDA_SUCCESS &&
         DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
                                   CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==

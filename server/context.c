@@ -25,6 +25,10 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
             res = CUDA_ERROR_INVALID_DEVICE;
         else if (m.id == 0 || srv_ctx_get(c, m.id))
             res = CUDA_ERROR_INVALID_VALUE;
+        else if (atomic_load(&srv.fault[m.device].state) != SRV_DEV_OK)
+            /* The device is lost to this server (fault.c), as it is to a process natively:
+             * a new context there returns the fault. New processes get a new server. */
+            res = (CUresult)atomic_load(&srv.fault[m.device].err);
         else {
             struct srv_ctx *x = calloc(1, sizeof(*x));
             res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -142,25 +146,6 @@ void srv_limits_settle(struct srv_client *gone)
                 DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want < real)
                 DRV(cuCtxSetLimit)((CUlimit)l, want);
         }
-    }
-    pthread_mutex_unlock(&srv.limits_lock);
-}
-
-void srv_limits_restore(int dev)
-{
-    /* A context made again (fault.c) starts at the driver's limits: it gets the largest any
-     * live client asked for, as the old one had. The calling thread has dev's context
-     * current. */
-    pthread_mutex_lock(&srv.limits_lock);
-    for (int l = 0; l < CU_LIMIT_MAX; l++) {
-        size_t want = srv.limit_default[dev][l], real = 0;
-        pthread_mutex_lock(&srv.clients_lock);
-        for (struct srv_client *x = srv.clients; x; x = x->next)
-            if (!atomic_load(&x->finished) && (x->limits_set & (1u << l)) && x->limits[l] > want)
-                want = x->limits[l];
-        pthread_mutex_unlock(&srv.clients_lock);
-        if (DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want != real)
-            DRV(cuCtxSetLimit)((CUlimit)l, want);
     }
     pthread_mutex_unlock(&srv.limits_lock);
 }

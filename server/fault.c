@@ -1,9 +1,12 @@
 /* Faults: a sticky error in a device's shared context (an illegal address in one client's
  * kernel, say) kills that context for every client in it, as it kills a process's own
- * context natively. The server sees it, tells every client of that device, lets go of what
- * lived in the dead context without destroying it, and makes the context again, so that
- * new clients (and the faulted ones, once they destroy or reset their dead contexts, as
- * natively) are served within a second. Clients of other devices never notice.
+ * context natively. The server sees it, tells every client of that device and lets go of
+ * what lived in the dead context without destroying it. The device is then lost to this
+ * process for good (on an H100 with driver 580 the retain after a reset returns the fault
+ * again), so a new server process takes over the pipe directory at once and serves new
+ * clients on fresh contexts (handover.c), while this one keeps its clients until they
+ * leave: those of the faulted device get the fault from every call, as natively; those of
+ * other devices never notice.
  *
  * Who does what:
  *  - Any worker whose driver call returned a sticky code notes the device (srv_fault_note);
@@ -11,22 +14,18 @@
  *    own there, and checks every device that way every FAULT_POLL_MS anyway, so a fault no
  *    client is waiting on is seen too. Only the query's answer raises a fault: a worker's
  *    note may name the wrong device.
- *  - Raising: the device goes to SRV_DEV_FAULT, its IPC shares are marked dead, its
- *    generation and the server's fault epoch move on. Each client's registry stays its own
- *    worker's (registry.c): workers see the epoch before each record and when idle
- *    (srv_fault_sync), mark their contexts on the device dead (every later call in them
- *    answers the fault), end their waits there with it, forget every object there (no
- *    destroyer runs: the handles died with the context and may be handed out again by the
- *    new one) and publish the epoch in fault_ack.
+ *  - Raising: the device goes to SRV_DEV_FAULT (for good), its IPC shares are marked dead,
+ *    its generation and the server's fault epoch move on, and the successor is started.
+ *    Each client's registry stays its own worker's (registry.c): workers see the epoch
+ *    before each record and when idle (srv_fault_sync), mark their contexts on the device
+ *    dead (every later call in them answers the fault), end their waits there with it,
+ *    forget every object there (no destroyer runs in a dead context) and publish the epoch
+ *    in fault_ack. Work a client asks for on the device later (in a context it makes
+ *    after the fault, say) is answered with the fault too (srv_fault_gate).
  *  - The fault thread waits for those acks from every client of the device, at most
- *    FAULT_ACK_NS: a worker stuck inside a driver call must not hold recovery for ever.
- *    Such a worker lets go when its call returns; until it has, srv_fault_dead keeps its
- *    releases from destroying anything of the old context (registry.c, streams.c).
- *  - Then it destroys the device's green contexts, resets the primary context, retains it
- *    again, restores the context limits, makes the green partitions again, counts a reset
- *    and sets the device back to SRV_DEV_OK. Workers seeing the reset register again what
- *    they had registered in the old context (the shared segment on device 0, pinned
- *    memory); new work on the device waits for the reset in srv_fault_gate. */
+ *    FAULT_ACK_NS, and logs the clients that did not let go in time (a worker stuck inside
+ *    a driver call lets go when its call returns; until it has, srv_fault_dead keeps its
+ *    releases from destroying anything of the dead context: registry.c, streams.c). */
 #include "server/server.h"
 
 #include <errno.h>
@@ -38,7 +37,6 @@
 
 #define FAULT_POLL_MS 100
 #define FAULT_ACK_NS (400ull * 1000 * 1000)  /* the workers' let-go, at most */
-#define FAULT_GATE_NS (5ull * 1000 * 1000 * 1000) /* new work waits for a reset, at most */
 #define FAULT_WORK_NS (2ull * 1000 * 1000 * 1000) /* "had work": enqueued this recently */
 
 /* Devices a worker's answer made suspect: checked at once. Passes over every device done
@@ -58,6 +56,8 @@ static int started;
 static __thread int telling;
 /* The fault thread's own stream on each device, for the query (fault thread only). */
 static CUstream probe[CHAN_MAX_DEVICES];
+/* Faulted devices whose clients' let-go was waited for (fault thread only). */
+static int settled[CHAN_MAX_DEVICES];
 
 /* Errors after which a context is unusable ("sticky": every later call returns them). */
 static int sticky(CUresult r)
@@ -141,7 +141,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
     HASH_ITER(hh, c->ctxs, x, xt)
     {
         if (x->device != dev || x->gen == gen)
-            continue; /* another device's, or made since the fault (waits for the reset) */
+            continue; /* another device's, or made since the fault (srv_fault_gate answers) */
         if (!x->fault)
             nctx++;
         x->fault = err;
@@ -223,31 +223,6 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
                 nobj == 1 ? "" : "s", nwait, nwait == 1 ? "" : "s");
 }
 
-/* dev's context was made again: what the client had registered in the old one is
- * registered in the new one. */
-static void remake(struct srv_client *c, int dev)
-{
-    if (srv_use_device(dev) != CUDA_SUCCESS)
-        return;
-    if (dev == 0 && c->shm_registered) {
-        /* The shared segment is registered in device 0's context (client.c). */
-        CUresult r = DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
-                                               CU_MEMHOSTREGISTER_PORTABLE |
-                                                   CU_MEMHOSTREGISTER_DEVICEMAP);
-        if (r != CUDA_SUCCESS && r != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
-            srv_log("Client process %d: its shared segment could not be registered again: %s",
-                    (int)c->pid, srv_errname(r));
-            c->shm_registered = 0;
-            c->shm_dptr = 0;
-        } else if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS) {
-            c->shm_dptr = 0;
-        }
-    }
-    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_MEM_PINNED); o; o = o->type_next)
-        if (o->dev == dev)
-            srv_pinned_register(c, o);
-}
-
 void srv_fault_sync(struct srv_client *c)
 {
     uint32_t e = atomic_load_explicit(&srv.fault_epoch, memory_order_acquire);
@@ -255,25 +230,14 @@ void srv_fault_sync(struct srv_client *c)
         return;
     /* The epoch is read before the generations (the fault thread moves them the other way
      * round), so what is acked below covers every fault up to e. */
-    int pending = 0;
     for (int d = 0; d < srv.ndev; d++) {
         uint32_t g = atomic_load(&srv.fault[d].gen);
         if (g != c->gen_seen[d]) {
             let_go(c, d, g, (CUresult)atomic_load(&srv.fault[d].err));
             c->gen_seen[d] = g;
         }
-        uint32_t n = atomic_load(&srv.fault[d].resets);
-        if (n != c->resets_seen[d]) {
-            if (atomic_load(&srv.fault[d].state) == SRV_DEV_OK) {
-                remake(c, d);
-                c->resets_seen[d] = n;
-            } else {
-                pending = 1; /* faulted again before this worker looked: later */
-            }
-        }
     }
-    if (!pending)
-        c->fault_seen = e;
+    c->fault_seen = e;
     atomic_store_explicit(&c->fault_ack, e, memory_order_release);
 }
 
@@ -281,15 +245,8 @@ CUresult srv_fault_gate(struct srv_client *c, int dev)
 {
     if (dev < 0 || dev >= srv.ndev || atomic_load(&srv.fault[dev].state) == SRV_DEV_OK)
         return CUDA_SUCCESS;
-    uint64_t until = chan_now_ns() + FAULT_GATE_NS;
-    while (atomic_load(&srv.fault[dev].state) != SRV_DEV_OK) {
-        srv_fault_sync(c); /* and acks, so that this very wait does not hold the reset */
-        if (atomic_load(&c->dead) || chan_now_ns() > until || atomic_load(&srv.quitting))
-            return (CUresult)atomic_load(&srv.fault[dev].err);
-        usleep(1000);
-    }
-    srv_fault_sync(c); /* registrations in the new context before new work */
-    return CUDA_SUCCESS;
+    srv_fault_sync(c); /* what died goes before the answer */
+    return (CUresult)atomic_load(&srv.fault[dev].err);
 }
 
 /* ---------------------------------------------------------------- the fault thread */
@@ -341,7 +298,7 @@ static void log_fault(int d, CUresult err)
     pthread_mutex_unlock(&srv.clients_lock);
     srv_log("Device %d: %s in the shared context; it is dead for its %u client(s). Had work "
             "on the device then (enqueued within 2 s, or waiting for it): %s; others: %s. "
-            "Making the context again",
+            "A new server takes over for new clients",
             d, srv_errname(err), nbusy + nidle, nbusy ? busy : "none", nidle ? idle : "none");
 }
 
@@ -363,7 +320,8 @@ static unsigned wait_acks(int d, uint32_t e)
     }
 }
 
-/* Raises a fault on d: its clients are told (through the epoch) and it is logged. */
+/* Raises a fault on d: its clients are told (through the epoch), it is logged and a new
+ * server is started to serve new clients. */
 static void raise_fault(int d, CUresult err)
 {
     atomic_store(&srv.fault[d].err, (int)err);
@@ -373,11 +331,11 @@ static void raise_fault(int d, CUresult err)
     log_fault(d, err);
     atomic_fetch_add(&srv.fault[d].gen, 1);
     atomic_fetch_add(&srv.fault_epoch, 1);
+    srv_handover_start(d, err);
 }
 
-/* Waits for d's clients to let go, then makes its context again: 0 when it is new, -1 if
- * it could not be made (tried again at the next poll). */
-static int recover(int d)
+/* After raising: waits for d's clients to let go, and says who did not in time. */
+static void settle(int d)
 {
     uint32_t e = atomic_load(&srv.fault_epoch);
     unsigned late = wait_acks(d, e);
@@ -386,33 +344,8 @@ static int recover(int d)
                 "(inside a driver call); each forgets what it held there when the call "
                 "returns, destroying none of it",
                 d, late, (unsigned long long)(FAULT_ACK_NS / 1000000));
-    /* Everything in the context died with it: our stream too. */
-    probe[d] = NULL;
-    srv_green_fault(d, 0);
-    CUresult r = DRV(cuDevicePrimaryCtxReset_v2)(d);
-    CUcontext nc = NULL;
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuDevicePrimaryCtxRetain)(&nc, d);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuCtxSetCurrent)(nc);
-    if (r != CUDA_SUCCESS) {
-        srv_log("Device %d: cannot make the context again: %s; trying again", d,
-                srv_errname(r));
-        return -1;
-    }
-    srv.ctx[d] = nc;
-    srv_limits_restore(d);
-    srv_green_fault(d, 1);
-    if (query(d) != CUDA_SUCCESS) {
-        srv_log("Device %d: the new context is not usable either; trying again", d);
-        return -1;
-    }
-    atomic_fetch_add(&srv.fault[d].resets, 1);
-    atomic_store(&srv.fault[d].state, SRV_DEV_OK);
-    atomic_fetch_add(&srv.fault_epoch, 1);
-    srv_log("Device %d: shared context made again %.0f ms after the fault was seen; serving",
-            d, (double)(chan_now_ns() - atomic_load(&srv.fault[d].seen_ns)) / 1e6);
-    return 0;
+    else
+        srv_log("Device %d: every client let go of the dead context", d);
 }
 
 static void *fault_main(void *arg)
@@ -448,8 +381,10 @@ static void *fault_main(void *arg)
         pthread_cond_broadcast(&passed);
         pthread_mutex_unlock(&lock);
         for (int d = 0; d < srv.ndev && !atomic_load(&srv.quitting); d++)
-            if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK)
-                recover(d);
+            if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK && !settled[d]) {
+                settle(d);
+                settled[d] = 1;
+            }
     }
     return NULL;
 }

@@ -125,8 +125,7 @@ int srv_green_assign(struct srv_client *c)
 
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev)
 {
-    /* Looked up under the lock rather than kept in the client: a fault makes the device's
-     * partitions again (srv_green_fault), with new handles. */
+    /* Looked up under the lock: the sets change as clients come and go. */
     CUgreenCtx g = NULL;
     pthread_mutex_lock(&green_lock);
     for (struct green_set *s = sets; s && !g; s = s->next)
@@ -135,46 +134,6 @@ CUgreenCtx srv_green_ctx(struct srv_client *c, int dev)
             g = s->ctx[c->lim.part[dev]];
     pthread_mutex_unlock(&green_lock);
     return g;
-}
-
-int srv_green_fault(int dev, int remake)
-{
-    /* The sets and who uses which partition stay: only the green contexts, which died with
-     * the device's context, are destroyed (remake 0, before the reset) and made again with
-     * the same split (remake 1, after it). A partition that cannot be made again is NULL:
-     * its clients' new streams then run on the whole device (logged). */
-    int rc = 0;
-    pthread_mutex_lock(&green_lock);
-    for (struct green_set *g = sets; g; g = g->next) {
-        if (g->dev != dev)
-            continue;
-        if (!remake) {
-            for (unsigned i = 0; i < g->nparts; i++)
-                if (g->ctx[i])
-                    DRV(cuGreenCtxDestroy)(g->ctx[i]);
-            memset(g->ctx, 0, sizeof(g->ctx));
-            continue;
-        }
-        CUdevResource all, rest, parts[GREEN_MAX_PARTS];
-        unsigned n = g->nparts;
-        CUresult r = DRV(cuDeviceGetDevResource)(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
-        if (r == CUDA_SUCCESS)
-            r = DRV(cuDevSmResourceSplitByCount)(parts, &n, &all, &rest, 0, g->sms);
-        for (unsigned i = 0; r == CUDA_SUCCESS && i < g->nparts && i < n; i++) {
-            CUdevResourceDesc desc;
-            r = DRV(cuDevResourceGenerateDesc)(&desc, &parts[i], 1);
-            if (r == CUDA_SUCCESS)
-                r = DRV(cuGreenCtxCreate)(&g->ctx[i], desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
-        }
-        if (r != CUDA_SUCCESS || n < g->nparts) {
-            srv_log("Device %d: cannot make the %u-SM green contexts again: %s; their clients' "
-                    "new streams use the whole device",
-                    dev, g->sms, srv_errname(r));
-            rc = -1;
-        }
-    }
-    pthread_mutex_unlock(&green_lock);
-    return rc;
 }
 
 void srv_green_release(struct srv_client *c)

@@ -271,11 +271,21 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    /* A server started by one whose context a fault lost (handover.c) takes its sockets
+     * and lock. */
+    int lfd = -1, cfd = -1, lockfd = -1;
+    int successor = srv_handover_adopt(&lfd, &cfd, &lockfd, why, sizeof(why));
+    if (successor < 0) {
+        srv_log("MPS server failed to start: %s", why);
+        tell_starter("%s\n", why);
+        return 1;
+    }
     /* One server per pipe directory: the lock is held for the server's whole life. */
     char lock[600];
     snprintf(lock, sizeof(lock), "%s/server.lock", srv.pipe_dir);
-    int lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) != 0) {
+    if (!successor)
+        lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lockfd < 0 || (!successor && flock(lockfd, LOCK_EX | LOCK_NB) != 0)) {
         fprintf(stderr, "mpsshim-server: a server already runs in %s\n", srv.pipe_dir);
         tell_starter("a server already runs in %s\n", srv.pipe_dir);
         return 1;
@@ -298,8 +308,10 @@ int main(int argc, char **argv)
         tell_starter("cannot start the fault thread\n");
         return 1;
     }
-    int lfd = listen_on(CHAN_SOCKET_NAME);
-    int cfd = srv_control_listen();
+    if (!successor) {
+        lfd = listen_on(CHAN_SOCKET_NAME);
+        cfd = srv_control_listen();
+    }
     if (lfd < 0 || cfd < 0) {
         srv_log("MPS server failed to start: cannot listen in %s: %s", srv.pipe_dir,
                 strerror(errno));
@@ -314,17 +326,25 @@ int main(int argc, char **argv)
         dprintf(pidfd, "%d\n", (int)getpid());
         close(pidfd);
     }
+    srv_handover_init(argv, lfd, cfd, lockfd);
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
+    if (successor)
+        srv_handover_adopted();
     tell_starter("ready\n");
 
     while (!atomic_load(&srv.quitting)) {
         if (atomic_exchange(&reopen_logs, 0))
             srv_log_reopen();
-        struct pollfd fds[2] = {{.fd = lfd, .events = POLLIN}, {.fd = cfd, .events = POLLIN}};
-        int n = poll(fds, 2, 200);
+        /* While a successor starts, new clients wait in the backlog (handover.c). */
+        struct pollfd fds[3] = {
+            {.fd = srv_handover_accepting() ? lfd : -1, .events = POLLIN},
+            {.fd = cfd, .events = POLLIN},
+            {.fd = srv_handover_fd(), .events = POLLIN}};
+        int n = poll(fds, 3, 200);
         if (n < 0 && errno != EINTR)
             break;
-        if (n > 0 && (fds[0].revents & POLLIN)) {
+        /* Asked again: a successor may have begun starting during the poll. */
+        if (n > 0 && (fds[0].revents & POLLIN) && srv_handover_accepting()) {
             int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
             if (s >= 0)
                 srv_client_start(s);
@@ -334,16 +354,30 @@ int main(int argc, char **argv)
             if (s >= 0)
                 srv_control_serve(s);
         }
+        if (srv_handover_poll()) {
+            /* The successor took over: its sockets now, and this server ends with its
+             * last client. */
+            close(lfd);
+            close(cfd);
+            lfd = cfd = -1;
+        }
+        if (srv_handover_done() && srv_clients_live() == 0)
+            atomic_store(&srv.quitting, 1); /* every thread's loop ends with it */
     }
     srv_log("Server shutting down");
-    close(lfd);
-    close(cfd);
-    char path[600];
-    snprintf(path, sizeof(path), "%s/%s", srv.pipe_dir, CHAN_SOCKET_NAME);
-    unlink(path);
-    snprintf(path, sizeof(path), "%s/%s", srv.pipe_dir, CHAN_CONTROL_NAME);
-    unlink(path);
-    unlink(ready);
+    if (lfd >= 0)
+        close(lfd);
+    if (cfd >= 0)
+        close(cfd);
+    if (!srv_handover_done()) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", srv.pipe_dir, CHAN_SOCKET_NAME);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/%s", srv.pipe_dir, CHAN_CONTROL_NAME);
+        unlink(path);
+        unlink(ready);
+    }
+    srv_handover_end();
     srv_fault_stop();
     srv_clients_stop();
     for (int i = 0; i < srv.ndev; i++)

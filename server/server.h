@@ -179,7 +179,6 @@ struct srv_client {
     _Atomic uint32_t fault_ack;
     uint32_t fault_seen;
     uint32_t gen_seen[CHAN_MAX_DEVICES];   /* fault generation of each device acted on */
-    uint32_t resets_seen[CHAN_MAX_DEVICES]; /* context resets whose registrations are remade */
     _Atomic int evicted;    /* a newer connection took its handshake place: give up */
     struct srv_client *next; /* in the server's list, guarded by srv.clients_lock */
 
@@ -247,13 +246,12 @@ struct srv_policy {
 };
 
 /* A device's fault state (fault.c). A sticky error kills the shared context: its clients
- * are told and let go of what lived in it, then the context is made again. */
+ * are told and let go of what lived in it, and a new server serves new clients. */
 enum { SRV_DEV_OK, SRV_DEV_FAULT };
 struct srv_devfault {
-    _Atomic int state;      /* SRV_DEV_OK, or SRV_DEV_FAULT until the context is new */
+    _Atomic int state;      /* SRV_DEV_OK, or SRV_DEV_FAULT for good (the device is lost) */
     _Atomic int err;        /* the sticky CUresult */
     _Atomic uint32_t gen;   /* faults seen: contexts of an older generation are dead */
-    _Atomic uint32_t resets; /* contexts made again: registrations in it to remake */
     _Atomic uint64_t seen_ns; /* when the fault was seen */
 };
 
@@ -524,24 +522,24 @@ int srv_green_assign(struct srv_client *c);
 /* Gives the client's partitions back (after its streams are gone). */
 void srv_green_release(struct srv_client *c);
 
-/* fault.c: sticky errors in a device's shared context, and its recovery. */
-/* Starts the thread that polls each device for a sticky error and recovers from one. */
+/* fault.c: sticky errors in a device's shared context. */
+/* Starts the thread that polls each device for a sticky error and raises one. */
 int srv_fault_start(void);
 /* Ends that thread (the server is quitting). */
 void srv_fault_stop(void);
 /* A driver call on device dev (-1: unknown) returned r: when r is a sticky error, the
  * fault thread checks the device at once. Cheap when r is not. */
 void srv_fault_note(int dev, CUresult r);
-/* The worker acts on faults and context resets it has not seen yet: lets go of what died,
- * tells its waits, remakes its registrations. Called before each record and when idle. */
+/* The worker acts on faults it has not seen yet: lets go of what died and tells its
+ * waits. Called before each record and when idle. */
 void srv_fault_sync(struct srv_client *c);
-/* 0 when the calling worker may go on with work on dev; else the error to answer with
- * (the device stayed in recovery too long). Waits while dev's context is being remade. */
+/* 0 when the calling worker may go on with work on dev; else the fault to answer with
+ * (dev faulted in this server: it is lost here). */
 CUresult srv_fault_gate(struct srv_client *c, int dev);
-/* 1 if o lives in a context that died since the worker last synced (its handle may already
- * be another's in the new context): it must be forgotten, never destroyed. */
+/* 1 if o lives in a context that died since the worker last synced: it must be forgotten,
+ * never destroyed (the driver's handles died with the context). */
 int srv_fault_dead(const struct srv_client *c, int dev);
-/* 1 while any device is in recovery (get_server_status). */
+/* 1 once any device faulted in this server (get_server_status says FAULT). */
 int srv_fault_any(void);
 /* Marks the client's work on dev (srv_stream_prepare): who had work when a fault came. */
 static inline void srv_fault_mark_work(struct srv_client *c, int dev)
@@ -554,10 +552,32 @@ void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c
 void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o);  /* registry.c */
 void srv_ipc_fault(int dev);                                          /* ipc.c */
-int srv_green_fault(int dev, int remake);                             /* green.c */
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);              /* green.c */
-void srv_limits_restore(int dev);                                     /* context.c */
 int srv_pinned_register(struct srv_client *c, struct srv_obj *o);     /* memory.c */
+
+/* handover.c: a new server process takes over after a fault loses a device to this one. */
+/* main: the arguments to start a successor with, and the sockets and lock it takes. */
+void srv_handover_init(char **argv, int listen_fd, int control_fd, int lock_fd);
+/* Fault thread: device dev faulted with err; starts a successor (once per server). */
+void srv_handover_start(int dev, CUresult err);
+/* Main loop: whether to accept clients (not while a successor starts, nor after). */
+int srv_handover_accepting(void);
+/* Main loop: the fd that says the successor is ready (-1: none to watch). */
+int srv_handover_fd(void);
+/* Main loop: reads the successor's word, retries a failed start when due; 1 once the
+ * successor serves (close the listening sockets, exit with the last client). */
+int srv_handover_poll(void);
+/* 1 once a successor serves this server's pipe directory. */
+int srv_handover_done(void);
+/* Successor, in main: 1 with the inherited sockets and lock when this server replaces a
+ * faulted one, 0 when not, -1 (why says) when the hand-over is malformed. */
+int srv_handover_adopt(int *listen_fd, int *control_fd, int *lock_fd, char *why, size_t len);
+/* Successor, once serving: logs the recovery time. */
+void srv_handover_adopted(void);
+/* The pid of the predecessor while it lives (get_server_status), else 0. */
+int srv_handover_predecessor(void);
+/* At shutdown: stops a successor still starting; a successor ends its predecessor. */
+void srv_handover_end(void);
 
 /* control.c: the control socket. */
 int srv_control_listen(void);

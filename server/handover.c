@@ -1,0 +1,384 @@
+/* Handing over to a new server process after a fault.
+ *
+ * A sticky error loses the device to the process that had the context: on an H100 with
+ * driver 580, cuDevicePrimaryCtxReset succeeds after an illegal address, but the retain
+ * after it returns the fault again, every time (measured in the server, every 100 ms for
+ * minutes, and natively by `fault --restart`). No process can make that device's context
+ * again, so the server does what MPS does: the faulted server keeps the clients it has
+ * (those of the faulted device get the fault from every call, as natively; those of other
+ * devices go on undisturbed) while a new server process takes over the pipe directory and
+ * serves every new client on fresh contexts.
+ *
+ * The predecessor, at the fault (fault thread, srv_handover_start): stops accepting
+ * clients (they wait in the listening socket's backlog), starts /proc/self/exe with the
+ * client and control listening sockets, the server lock and a ready pipe on fds 3 to 6 and
+ * MPSSHIM_HANDOVER saying who it replaces, which device faulted when and the control
+ * settings, and goes on answering control connections (status FAULT). When the successor
+ * says "ready" (main loop, srv_handover_poll), it closes its listening sockets and exits
+ * once its last client has left, leaving the socket files, the lock and server.pid to the
+ * successor. If the successor fails, accepting resumes (a new client then gets the fault
+ * on that device) and another successor is tried HANDOVER_RETRY_NS later.
+ *
+ * The successor (srv_handover_adopt, first thing in main): takes the sockets and the lock
+ * (flock belongs to the open file, which both processes now share: it is held already),
+ * and keeps a pidfd of the predecessor, checked to be its parent. On quit it ends the
+ * predecessor (SIGTERM: it releases its clients as a quit does) and waits for it, so that
+ * `quit` returns with both gone. Another fault in the successor hands over again: a chain,
+ * each link ending the one before it on quit.
+ *
+ * Nothing here reads memory a client can write: the hand-over is decided by the fault
+ * thread's own query of the device (fault.c). */
+#define _GNU_SOURCE
+#include "server/server.h"
+
+#include "channel/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HANDOVER_ENV "MPSSHIM_HANDOVER"
+#define HANDOVER_RETRY_NS (5ull * 1000 * 1000 * 1000)
+/* The successor's fds: CHAN_READY_FD (3) for its word, then these. */
+#define FD_LISTEN 4
+#define FD_CONTROL 5
+#define FD_LOCK 6
+
+extern char **environ;
+
+enum { IDLE, STARTING, HANDED };
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int state = IDLE;
+static char **argv0;          /* main's argv, for the successor */
+static int lfd = -1, cfd = -1, lockfd = -1;
+static pid_t child;           /* the successor being started (STARTING) */
+static _Atomic int ready_fd = -1; /* its ready pipe's read end (STARTING) */
+static char said[600];        /* what it said so far */
+static size_t nsaid;
+static int fault_dev;
+static CUresult fault_err;
+static uint64_t fault_seen_ns, retry_ns;
+/* Successor: the predecessor it replaced, while it lives. */
+static int pred_pidfd = -1;
+static pid_t pred_pid;
+
+static int pidfd_open(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+void srv_handover_init(char **argv, int listen_fd, int control_fd, int lock_fd)
+{
+    argv0 = argv;
+    lfd = listen_fd;
+    cfd = control_fd;
+    lockfd = lock_fd;
+}
+
+/* The settings a control user made, for the successor: the policy (server.h). */
+static int put_policy(char *b, size_t n)
+{
+    struct srv_policy *p = &srv.policy;
+    pthread_mutex_lock(&p->lock);
+    int k = snprintf(b, n, " %d %d %d", p->default_pct, p->server_pct, p->default_priority);
+    for (int d = 0; d < CHAN_MAX_DEVICES && k > 0 && (size_t)k < n; d++)
+        k += snprintf(b + k, n - (size_t)k, " %llu %llu", (unsigned long long)p->default_mem[d],
+                      (unsigned long long)p->server_mem[d]);
+    pthread_mutex_unlock(&p->lock);
+    return k > 0 && (size_t)k < n ? 0 : -1;
+}
+
+/* Starts a successor. lock held. 0, or -1 (logged). */
+static int spawn(void)
+{
+    char desc[64 + 48 * CHAN_MAX_DEVICES];
+    int k = snprintf(desc, sizeof(desc), HANDOVER_ENV "=1 %d %d %d %llu", (int)getpid(),
+                     fault_dev, (int)fault_err, (unsigned long long)fault_seen_ns);
+    if (k <= 0 || (size_t)k >= sizeof(desc) || put_policy(desc + k, sizeof(desc) - (size_t)k)) {
+        srv_log("Cannot start a new server: its description does not fit");
+        return -1;
+    }
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **envp = calloc(n + 3, sizeof(*envp));
+    int p[2] = {-1, -1}, hi[4] = {-1, -1, -1, -1};
+    posix_spawn_file_actions_t fa;
+    int fa_ok = 0, rc = -1;
+    if (!envp || pipe2(p, O_CLOEXEC) != 0)
+        goto out;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], HANDOVER_ENV "=", sizeof(HANDOVER_ENV)) != 0 &&
+            strncmp(environ[i], "MPSSHIM_READY_FD=", 17) != 0)
+            envp[m++] = environ[i];
+    char ready[32];
+    snprintf(ready, sizeof(ready), "MPSSHIM_READY_FD=%d", CHAN_READY_FD);
+    envp[m++] = ready;
+    envp[m++] = desc;
+    /* Above every target first, so that no dup2 below overwrites a source still to move;
+     * dup2 onto another number clears close-on-exec there and only there. */
+    int src[4] = {p[1], lfd, cfd, lockfd};
+    for (int i = 0; i < 4; i++)
+        if ((hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64)) < 0)
+            goto out;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        goto out;
+    fa_ok = 1;
+    for (int i = 0; i < 4; i++)
+        if (posix_spawn_file_actions_adddup2(&fa, hi[i], CHAN_READY_FD + i) != 0)
+            goto out;
+    /* Nothing else of ours: clients' sockets and segments must not outlive their release. */
+    if (posix_spawn_file_actions_addclosefrom_np(&fa, FD_LOCK + 1) != 0)
+        goto out;
+    int e = posix_spawn(&child, "/proc/self/exe", &fa, NULL, argv0, envp);
+    if (e != 0) {
+        errno = e;
+        goto out;
+    }
+    ready_fd = p[0];
+    p[0] = -1;
+    fcntl(ready_fd, F_SETFL, O_NONBLOCK);
+    nsaid = 0;
+    rc = 0;
+    srv_log("Starting a new server process (pid %d) to serve new clients on fresh contexts; "
+            "this one keeps its clients until they leave",
+            (int)child);
+out:
+    if (rc != 0)
+        srv_log("Cannot start a new server: %s; new clients are served here (device %d "
+                "answers them with the fault), trying again in %llu s",
+                strerror(errno), fault_dev, (unsigned long long)(HANDOVER_RETRY_NS / 1000000000ull));
+    if (fa_ok)
+        posix_spawn_file_actions_destroy(&fa);
+    for (int i = 0; i < 4; i++)
+        if (hi[i] >= 0)
+            close(hi[i]);
+    if (p[0] >= 0)
+        close(p[0]);
+    if (p[1] >= 0)
+        close(p[1]);
+    free(envp);
+    return rc;
+}
+
+void srv_handover_start(int dev, CUresult err)
+{
+    pthread_mutex_lock(&lock);
+    if (atomic_load(&state) == IDLE && lfd >= 0 && !atomic_load(&srv.quitting)) {
+        fault_dev = dev;
+        fault_err = err;
+        fault_seen_ns = atomic_load(&srv.fault[dev].seen_ns);
+        atomic_store(&state, STARTING);
+        if (spawn() != 0) {
+            atomic_store(&state, IDLE);
+            retry_ns = chan_now_ns() + HANDOVER_RETRY_NS;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+int srv_handover_accepting(void)
+{
+    return atomic_load(&state) == IDLE;
+}
+
+int srv_handover_done(void)
+{
+    return atomic_load(&state) == HANDED;
+}
+
+int srv_handover_fd(void)
+{
+    return atomic_load(&state) == STARTING ? ready_fd : -1;
+}
+
+int srv_handover_poll(void)
+{
+    pthread_mutex_lock(&lock);
+    int done = 0;
+    if (atomic_load(&state) == STARTING) {
+        ssize_t r = -1;
+        while (nsaid < sizeof(said) - 1 &&
+               (r = read(ready_fd, said + nsaid, sizeof(said) - 1 - nsaid)) > 0)
+            nsaid += (size_t)r;
+        said[nsaid] = '\0';
+        int eof = nsaid == sizeof(said) - 1 || (r == 0);
+        if (strncmp(said, "ready", 5) == 0) {
+            close(ready_fd);
+            ready_fd = -1;
+            atomic_store(&state, HANDED);
+            srv_log("Server %d serves new clients now; this one serves its %u client(s) until "
+                    "they leave, then exits",
+                    (int)child, srv_clients_live());
+            done = 1;
+        } else if (eof) {
+            close(ready_fd);
+            ready_fd = -1;
+            int st = 0;
+            waitpid(child, &st, 0);
+            said[strcspn(said, "\n")] = '\0';
+            srv_log("The new server (pid %d) did not start: %s; new clients are served here "
+                    "(device %d answers them with the fault), trying again in %llu s",
+                    (int)child, *said ? said : "it exited without a word", fault_dev,
+                    (unsigned long long)(HANDOVER_RETRY_NS / 1000000000ull));
+            atomic_store(&state, IDLE);
+            retry_ns = chan_now_ns() + HANDOVER_RETRY_NS;
+        }
+    } else if (atomic_load(&state) == IDLE && retry_ns && chan_now_ns() >= retry_ns &&
+               !atomic_load(&srv.quitting)) {
+        retry_ns = 0;
+        atomic_store(&state, STARTING);
+        if (spawn() != 0) {
+            atomic_store(&state, IDLE);
+            retry_ns = chan_now_ns() + HANDOVER_RETRY_NS;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return done;
+}
+
+/* ---------------------------------------------------------------- the successor */
+
+/* Reads the next number of the description; -1 when there is none or it is malformed. */
+static int next_num(const char **s, unsigned long long *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtoull(*s, &end, 10);
+    if (end == *s || errno || (*end && *end != ' '))
+        return -1;
+    *s = end;
+    return 0;
+}
+
+static int take_policy(const char *s)
+{
+    unsigned long long v[3 + 2 * CHAN_MAX_DEVICES];
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        if (next_num(&s, &v[i]) != 0)
+            return -1;
+    if (v[0] < 1 || v[0] > 100 || v[1] > 100 || v[2] > 1)
+        return -1;
+    struct srv_policy *p = &srv.policy;
+    pthread_mutex_lock(&p->lock);
+    p->default_pct = (int)v[0];
+    p->server_pct = (int)v[1];
+    p->default_priority = (int)v[2];
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+        p->default_mem[d] = v[3 + 2 * d];
+        p->server_mem[d] = v[4 + 2 * d];
+    }
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+int srv_handover_adopt(int *listen_fd, int *control_fd, int *lock_fd, char *why, size_t len)
+{
+    const char *s = getenv(HANDOVER_ENV);
+    if (!s)
+        return 0;
+    unsigned long long v[5];
+    for (int i = 0; i < 5; i++)
+        if (next_num(&s, &v[i]) != 0) {
+            snprintf(why, len, "malformed %s", HANDOVER_ENV);
+            return -1;
+        }
+    if (v[0] != 1 || v[2] >= CHAN_MAX_DEVICES) {
+        snprintf(why, len, "malformed %s", HANDOVER_ENV);
+        return -1;
+    }
+    pred_pid = (pid_t)v[1];
+    fault_dev = (int)v[2];
+    fault_err = (CUresult)v[3];
+    fault_seen_ns = v[4];
+    /* srv_policy_init ran before: what the predecessor's users set wins. */
+    if (take_policy(s) != 0) {
+        snprintf(why, len, "malformed %s settings", HANDOVER_ENV);
+        return -1;
+    }
+    unsetenv(HANDOVER_ENV);
+    int fds[3] = {FD_LISTEN, FD_CONTROL, FD_LOCK};
+    for (int i = 0; i < 3; i++)
+        if (fcntl(fds[i], F_SETFD, FD_CLOEXEC) != 0) {
+            snprintf(why, len, "descriptor %d not inherited: %s", fds[i], strerror(errno));
+            return -1;
+        }
+    if (flock(FD_LOCK, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(why, len, "the server lock was not inherited: %s", strerror(errno));
+        return -1;
+    }
+    /* Only the parent that started us: a pid read from the environment could be anyone's
+     * by now, and we signal it on quit. */
+    int pfd = pidfd_open(pred_pid);
+    if (pfd >= 0 && getppid() == pred_pid)
+        pred_pidfd = pfd;
+    else if (pfd >= 0)
+        close(pfd);
+    *listen_fd = FD_LISTEN;
+    *control_fd = FD_CONTROL;
+    *lock_fd = FD_LOCK;
+    return 1;
+}
+
+void srv_handover_adopted(void)
+{
+    srv_log("Device %d: shared context made again %.0f ms after the fault was seen (%s in "
+            "server %d), in this new server; serving. Server %d keeps its clients until they "
+            "leave",
+            fault_dev, (double)(chan_now_ns() - fault_seen_ns) / 1e6, srv_errname(fault_err),
+            (int)pred_pid, (int)pred_pid);
+}
+
+int srv_handover_predecessor(void)
+{
+    pthread_mutex_lock(&lock);
+    if (pred_pidfd >= 0) {
+        struct pollfd p = {.fd = pred_pidfd, .events = POLLIN};
+        if (poll(&p, 1, 0) == 1) { /* it has exited */
+            close(pred_pidfd);
+            pred_pidfd = -1;
+        }
+    }
+    int pid = pred_pidfd >= 0 ? (int)pred_pid : 0;
+    pthread_mutex_unlock(&lock);
+    return pid;
+}
+
+void srv_handover_end(void)
+{
+    pthread_mutex_lock(&lock);
+    if (atomic_load(&state) == STARTING) {
+        /* Quitting while a successor starts: it must not serve from sockets about to go. */
+        kill(child, SIGTERM);
+        waitpid(child, NULL, 0);
+        close(ready_fd);
+        ready_fd = -1;
+        atomic_store(&state, IDLE);
+    }
+    pthread_mutex_unlock(&lock);
+    if (srv_handover_predecessor() == 0)
+        return;
+    pthread_mutex_lock(&lock);
+    int pfd = pred_pidfd;
+    pred_pidfd = -1;
+    pthread_mutex_unlock(&lock);
+    srv_log("Ending server %d, which served the clients it had before the fault", (int)pred_pid);
+    if (syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) == 0) {
+        /* Its clients' releases are bounded by the release timeout; then some slack. */
+        int ms = (int)(srv.release_ns / 1000000ull) + 10000;
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        if (poll(&p, 1, ms) != 1)
+            srv_log("Server %d did not exit within %d ms", (int)pred_pid, ms);
+    }
+    close(pfd);
+}
