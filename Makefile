@@ -42,6 +42,7 @@ include tests/progs/progs.mk
 include tests/cudart/cudart.mk
 include bench/bench.mk
 include demo/demo.mk
+include tools/tools.mk
 
 # Installs what the build needs when it is missing (Debian/Ubuntu; CI runs as root).
 deps:
