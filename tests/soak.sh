@@ -36,12 +36,19 @@ if [ "$gpu" = 1 ] && python3 -c "import torch; assert torch.cuda.is_available()"
     progs+=("python3 $ROOT/tests/pytorch/smoke.py")
 fi
 
-# Two clients first: what the server starts once and keeps (its fault thread, the driver's
-# own threads and memory, such as the real context's default stream that an unaligned 2D
-# copy uses) is part of the baseline.
-for p in "vecadd 1000" "memcpy_all --quick"; do
+# Each program once first, all at once: what the server starts once and keeps (its fault
+# thread, the host-function thread, the driver's own threads and memory, such as the real
+# context's default stream that an unaligned 2D copy uses) is part of the baseline.
+first=()
+for p in "${progs[@]}"; do
+    cmd=$p
+    [ "${p#python3}" = "$p" ] && cmd="$B/$p"
     # shellcheck disable=SC2086
-    shim $B/tests/$p >/dev/null 2>&1 || { echo "FAIL: a first client ($p) failed"; exit 1; }
+    env LD_PRELOAD="$SHIM" $cmd >/dev/null 2>&1 &
+    first+=($!)
+done
+for i in "${!first[@]}"; do
+    wait "${first[$i]}" || { echo "FAIL: a first client (${progs[$i]}) failed"; exit 1; }
 done
 wait_for 10 no_clients
 fds() { ls "/proc/$S/fd" 2>/dev/null | wc -l; }
@@ -123,6 +130,10 @@ printf 'soak, %s s, %s clients at once (%s): %d clients, %d killed, %d bystander
     "$passed" "$failed"
 printf 'server: device memory %s -> %s bytes, descriptors %s -> %s, threads %s -> %s, resident %s -> %s KiB\n' \
     "$mem0" "$mem1" "$fds0" "$fds1" "$thr0" "$thr1" "$rss0" "$rss1"
+# Where the server's resident memory is, by mapping (largest first).
+echo "server's largest resident mappings (KiB, mapping):"
+awk '/^[0-9a-f]+-[0-9a-f]+ / {name = $6 ? $6 : "[anonymous]"; range = $1}
+     /^Rss:/ {if ($2 > 1024) print $2, range, name}' "/proc/$S/smaps" | sort -rn | head -n 8
 # The server goes before its directory: a quit after it cannot find the control socket
 # (every CI run used to leave its soak server running). Its log is kept in $OUT if set.
 ctl quit >/dev/null 2>&1

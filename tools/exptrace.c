@@ -133,8 +133,13 @@ static CUresult my_export(const void **pp, const CUuuid *id)
     uint64_t first = r == CUDA_SUCCESS && pp && *pp ? *(const uint64_t *)*pp : 0;
     fprintf(stderr, "exptrace: cuGetExportTable %s -> %d, first word %#llx\n", h, (int)r,
             (unsigned long long)first);
-    /* Tables that begin with their size in bytes (a multiple of 8 below 1 KiB). */
-    if (r != CUDA_SUCCESS || !*pp || first < 16 || first > 8 * NSLOT || first % 8)
+    /* Tables that begin with their size in bytes (a multiple of 8 below 1 KiB), except
+     * CUDART_INTERFACE and INTEGRITY_CHECK: the integrity hash covers their addresses, so
+     * a copy makes cudart fail with cudaErrorSoftwareValidityNotEstablished. */
+    static const char *const keep[] = {"6bd5fb6c5bf4e74a8987d93912fd9df9",
+                                       "d4082055bde6704b8d34ba123c66e1f2"};
+    if (r != CUDA_SUCCESS || !*pp || first < 16 || first > 8 * NSLOT || first % 8 ||
+        !strcmp(h, keep[0]) || !strcmp(h, keep[1]))
         return r;
     pthread_mutex_lock(&lock);
     struct table *tb = NULL;
