@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -397,6 +398,8 @@ static void *client_main(void *arg)
     }
     close(c->sock);
     c->sock = -1;
+    /* What it held on the heap goes back to the system, not only to the allocator. */
+    malloc_trim(0);
     atomic_store(&c->finished, 1);
     return NULL;
 }

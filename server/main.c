@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -199,6 +200,13 @@ static int init_devices(void)
 int main(int argc, char **argv)
 {
     drop_shim_preload(argv);
+    /* One thread per client: glibc gives threads arenas of their own (up to 8 per core) that
+     * never go back, and lets its mmap threshold grow to 32 MiB, so freed client buffers
+     * stayed resident. On an H100, 1754 clients in 120 s (32 at once) took the server from
+     * 335 MB to 7.4 GB resident in 64 MB arenas. A few arenas, a fixed threshold (bigger
+     * blocks are mapped and unmapped) and a trim as each client leaves (client.c). */
+    mallopt(M_ARENA_MAX, 4);
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
     int log_stderr = isatty(2), require_logs = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--driver") == 0 && i + 1 < argc) {

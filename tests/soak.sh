@@ -36,11 +36,14 @@ if [ "$gpu" = 1 ] && python3 -c "import torch; assert torch.cuda.is_available()"
     progs+=("python3 $ROOT/tests/pytorch/smoke.py")
 fi
 
-# Each program once first, all at once: what the server starts once and keeps (its fault
-# thread, the host-function thread, the driver's own threads and memory, such as the real
-# context's default stream that an unaligned 2D copy uses) is part of the baseline.
-first=()
-for p in "${progs[@]}"; do
+# First CLIENTS clients at once, every program among them: what the server starts once and
+# keeps (its fault thread, the host-function thread, the driver's own threads and memory,
+# such as the real context's default stream that an unaligned 2D copy uses, and what the
+# driver keeps after CLIENTS clients' streams) is part of the baseline.
+first=() firstp=()
+for i in $(seq 0 $((N > ${#progs[@]} ? N - 1 : ${#progs[@]} - 1))); do
+    p=${progs[$((i % ${#progs[@]}))]}
+    firstp+=("$p")
     cmd=$p
     [ "${p#python3}" = "$p" ] && cmd="$B/$p"
     # shellcheck disable=SC2086
@@ -48,7 +51,7 @@ for p in "${progs[@]}"; do
     first+=($!)
 done
 for i in "${!first[@]}"; do
-    wait "${first[$i]}" || { echo "FAIL: a first client (${progs[$i]}) failed"; exit 1; }
+    wait "${first[$i]}" || { echo "FAIL: a first client (${firstp[$i]}) failed"; exit 1; }
 done
 wait_for 10 no_clients
 fds() { ls "/proc/$S/fd" 2>/dev/null | wc -l; }
