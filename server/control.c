@@ -314,10 +314,7 @@ static void run(struct cmd *k)
             if (srv_use_device(d) == CUDA_SUCCESS && DRV(cuMemGetInfo_v2)(&f, &t) == CUDA_SUCCESS)
                 say(k, "Device %d memory used %zu bytes\n", d, t - f);
         }
-        /* The faulted server this one took over from, while its clients finish (handover.c). */
-        int pred = srv_handover_predecessor();
-        if (pred)
-            say(k, "Faulted server %d serves its remaining clients\n", pred);
+
     } else if (strcmp(c, "terminate_client") == 0) {
         if (usage(k, 2, 2, "<server pid> <client pid>") != 0 || !this_server(k, k->argv[1]))
             return;

@@ -19,12 +19,20 @@
  * successor. If the successor fails, accepting resumes (a new client then gets the fault
  * on that device) and another successor is tried HANDOVER_RETRY_NS later.
  *
- * The successor (srv_handover_adopt, first thing in main): takes the sockets and the lock
- * (flock belongs to the open file, which both processes now share: it is held already),
- * and keeps a pidfd of the predecessor, checked to be its parent. On quit it ends the
- * predecessor (SIGTERM: it releases its clients as a quit does) and waits for it, so that
- * `quit` returns with both gone. Another fault in the successor hands over again: a chain,
- * each link ending the one before it on quit.
+ * The successor (srv_handover_adopt, first thing in main) takes the sockets and the lock
+ * (flock belongs to the open file, shared by both until the predecessor closes its copy
+ * once the successor serves: then only the live server holds it, and a new server may
+ * start as soon as it has exited).
+ *
+ * Lifetimes: the predecessor watches its successor (its child): if the successor exits (a
+ * quit, a crash) while it still serves faulted clients, it ends too. When its last client
+ * has left it exits, except where a process watches it: a server in the foreground (the
+ * main process of a systemd service or a container, which must live as long as the
+ * service) and a successor (its predecessor would take its exit for the service's end).
+ * Those become keepers instead (srv_keeper: execve of ourselves, which drops every CUDA
+ * resource and keeps the pid): a keeper forwards SIGTERM, SIGINT and SIGHUP to its
+ * successor and exits with its exit status. After a fault a service is thus a chain of
+ * small keepers ending in the live server; `quit` to the live server ends them all.
  *
  * Nothing here reads memory a client can write: the hand-over is decided by the fault
  * thread's own query of the device (fault.c). */
@@ -42,7 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,14 +74,9 @@ static size_t nsaid;
 static int fault_dev;
 static CUresult fault_err;
 static uint64_t fault_seen_ns, retry_ns;
-/* Successor: the predecessor it replaced, while it lives. */
-static int pred_pidfd = -1;
-static pid_t pred_pid;
-
-static int pidfd_open(pid_t pid)
-{
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
+static pid_t pred_pid;   /* successor: the server it replaced (its parent) */
+static int successor;    /* this server replaced another */
+static int child_status; /* the successor's exit status, once it exited */
 
 void srv_handover_init(char **argv, int listen_fd, int control_fd, int lock_fd)
 {
@@ -317,13 +319,7 @@ int srv_handover_adopt(int *listen_fd, int *control_fd, int *lock_fd, char *why,
         snprintf(why, len, "the server lock was not inherited: %s", strerror(errno));
         return -1;
     }
-    /* Only the parent that started us: a pid read from the environment could be anyone's
-     * by now, and we signal it on quit. */
-    int pfd = pidfd_open(pred_pid);
-    if (pfd >= 0 && getppid() == pred_pid)
-        pred_pidfd = pfd;
-    else if (pfd >= 0)
-        close(pfd);
+    successor = 1;
     *listen_fd = FD_LISTEN;
     *control_fd = FD_CONTROL;
     *lock_fd = FD_LOCK;
@@ -339,22 +335,7 @@ void srv_handover_adopted(void)
             (int)pred_pid, (int)pred_pid);
 }
 
-int srv_handover_predecessor(void)
-{
-    pthread_mutex_lock(&lock);
-    if (pred_pidfd >= 0) {
-        struct pollfd p = {.fd = pred_pidfd, .events = POLLIN};
-        if (poll(&p, 1, 0) == 1) { /* it has exited */
-            close(pred_pidfd);
-            pred_pidfd = -1;
-        }
-    }
-    int pid = pred_pidfd >= 0 ? (int)pred_pid : 0;
-    pthread_mutex_unlock(&lock);
-    return pid;
-}
-
-void srv_handover_end(void)
+void srv_handover_end(int told)
 {
     pthread_mutex_lock(&lock);
     if (atomic_load(&state) == STARTING) {
@@ -364,21 +345,77 @@ void srv_handover_end(void)
         close(ready_fd);
         ready_fd = -1;
         atomic_store(&state, IDLE);
+    } else if (atomic_load(&state) == HANDED && told && !child_status) {
+        /* Told to quit (SIGTERM from systemd, say) while serving faulted clients: the
+         * service is the live server too. */
+        kill(child, SIGTERM);
     }
     pthread_mutex_unlock(&lock);
-    if (srv_handover_predecessor() == 0)
+}
+
+int srv_handover_successor_gone(void)
+{
+    if (atomic_load(&state) != HANDED || child_status)
+        return child_status != 0;
+    int st = 0;
+    if (waitpid(child, &st, WNOHANG) != child)
+        return 0;
+    child_status = WIFEXITED(st) ? 0x100 | WEXITSTATUS(st) : 0x200 | WTERMSIG(st);
+    srv_log("Server %d has exited; this one ends too", (int)child);
+    return 1;
+}
+
+/* The successor's exit status as ours: its code, or 128 + its signal. */
+static int as_status(int st)
+{
+    return st & 0x100 ? st & 0xff : 128 + (st & 0xff);
+}
+
+void srv_handover_exit(int foreground)
+{
+    if (atomic_load(&state) != HANDED)
         return;
-    pthread_mutex_lock(&lock);
-    int pfd = pred_pidfd;
-    pred_pidfd = -1;
-    pthread_mutex_unlock(&lock);
-    srv_log("Ending server %d, which served the clients it had before the fault", (int)pred_pid);
-    if (syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) == 0) {
-        /* Its clients' releases are bounded by the release timeout; then some slack. */
-        int ms = (int)(srv.release_ns / 1000000ull) + 10000;
-        struct pollfd p = {.fd = pfd, .events = POLLIN};
-        if (poll(&p, 1, ms) != 1)
-            srv_log("Server %d did not exit within %d ms", (int)pred_pid, ms);
+    if (child_status)
+        exit(as_status(child_status));
+    if (!foreground && !successor)
+        return; /* nobody waits for this pid: the successor lives on by itself */
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)child);
+    srv_log("No client left; this process keeps watch over server %d (the pid a service "
+            "manager knows)",
+            (int)child);
+    char *args[] = {argv0[0], "--keeper", pid, NULL};
+    execv("/proc/self/exe", args);
+    srv_log("Cannot keep watch (%s); exiting", strerror(errno));
+}
+
+/* ---------------------------------------------------------------- the keeper */
+
+static volatile sig_atomic_t keep_child;
+
+static void pass_on(int sig)
+{
+    if (keep_child > 0)
+        kill(keep_child, sig);
+}
+
+int srv_keeper(const char *pid)
+{
+    char *end;
+    long v = strtol(pid, &end, 10);
+    if (*end || v <= 0)
+        return 2;
+    keep_child = (pid_t)v;
+    struct sigaction sa = {.sa_handler = pass_on};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    for (;;) {
+        int st;
+        pid_t r = waitpid(keep_child, &st, 0);
+        if (r == keep_child)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (r < 0 && errno != EINTR)
+            return 1; /* not our child: nothing to keep */
     }
-    close(pfd);
 }

@@ -199,6 +199,9 @@ static int init_devices(void)
 
 int main(int argc, char **argv)
 {
+    /* After a fault: this pid keeps watch over the server that took over (handover.c). */
+    if (argc == 3 && strcmp(argv[1], "--keeper") == 0)
+        return srv_keeper(argv[2]);
     drop_shim_preload(argv);
     /* One thread per client: glibc gives threads arenas of their own (up to 8 per core) that
      * never go back, and lets its mmap threshold grow to 32 MiB, so freed client buffers
@@ -249,6 +252,9 @@ int main(int argc, char **argv)
     srv.release_ns = (v ? strtoull(v, NULL, 10) : 30) * 1000000000ull;
     v = getenv("MPSSHIM_MAX_CLIENTS");
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
+    /* Started by nobody who waits for "ready" (systemd, a container, a shell): the pid the
+     * caller knows must outlive a fault (handover.c). */
+    int foreground = getenv("MPSSHIM_READY_FD") == NULL;
     clear_mps_env();
     srv_policy_init();
     /* One context carries every client's streams. With the driver's default of 8 hardware
@@ -340,6 +346,7 @@ int main(int argc, char **argv)
         srv_handover_adopted();
     tell_starter("ready\n");
 
+    int ended = 0; /* handed over, and no client (or no successor) left */
     while (!atomic_load(&srv.quitting)) {
         if (atomic_exchange(&reopen_logs, 0))
             srv_log_reopen();
@@ -363,14 +370,17 @@ int main(int argc, char **argv)
                 srv_control_serve(s);
         }
         if (srv_handover_poll()) {
-            /* The successor took over: its sockets now, and this server ends with its
-             * last client. */
+            /* The successor took over: its sockets and lock now, and this server ends
+             * with its last client (or with the successor). */
             close(lfd);
             close(cfd);
-            lfd = cfd = -1;
+            close(lockfd);
+            lfd = cfd = lockfd = -1;
         }
-        if (srv_handover_done() && srv_clients_live() == 0)
+        if (srv_handover_done() && (srv_clients_live() == 0 || srv_handover_successor_gone())) {
+            ended = 1;
             atomic_store(&srv.quitting, 1); /* every thread's loop ends with it */
+        }
     }
     srv_log("Server shutting down");
     if (lfd >= 0)
@@ -385,11 +395,12 @@ int main(int argc, char **argv)
         unlink(path);
         unlink(ready);
     }
-    srv_handover_end();
+    srv_handover_end(!ended);
     srv_fault_stop();
     srv_clients_stop();
     for (int i = 0; i < srv.ndev; i++)
         DRV(cuDevicePrimaryCtxRelease_v2)(i);
     srv_log("Server exited");
+    srv_handover_exit(foreground);
     return 0;
 }

@@ -574,10 +574,17 @@ int srv_handover_done(void);
 int srv_handover_adopt(int *listen_fd, int *control_fd, int *lock_fd, char *why, size_t len);
 /* Successor, once serving: logs the recovery time. */
 void srv_handover_adopted(void);
-/* The pid of the predecessor while it lives (get_server_status), else 0. */
-int srv_handover_predecessor(void);
-/* At shutdown: stops a successor still starting; a successor ends its predecessor. */
-void srv_handover_end(void);
+/* At shutdown: stops a successor still starting; one serving is told to quit too when
+ * this server was told to (`told`: SIGTERM to a service's main process, say). */
+void srv_handover_end(int told);
+/* Main loop, once handed over: 1 when the successor has exited (this server ends too). */
+int srv_handover_successor_gone(void);
+/* Last in main: exits with the successor's status if it has exited; else, in the
+ * foreground or as a successor, becomes a keeper of this pid (execve); else returns. */
+void srv_handover_exit(int foreground);
+/* `mpsshim-server --keeper PID`: waits for the server PID (a child), passing SIGTERM,
+ * SIGINT and SIGHUP on; its exit status. */
+int srv_keeper(const char *pid);
 
 /* control.c: the control socket. */
 int srv_control_listen(void);

@@ -368,6 +368,9 @@ else
     # A fault in the shared context (tests/fault.sh): every client of device 0 is told, the
     # context is made again within a second, new clients are served, nothing is left over.
     run_test fault-containment 120 bash "$ROOT/tests/fault.sh" "$B" "$WORK"
+    # The same in a foreground server (a service's main process, tests/fault_service.sh):
+    # its pid outlives the fault as a keeper of the new server; quit and SIGTERM end all.
+    run_test fault-service 60 bash "$ROOT/tests/fault_service.sh" "$B" "$WORK"
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break
