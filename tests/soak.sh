@@ -23,7 +23,22 @@ W=$(mktemp -d /tmp/mpsshim-soak.XXXXXX)
 use_dir "$W"
 "$CTL" -d || { echo "FAIL: the server did not start"; exit 1; }
 S=$(server_pid)
-trap 'printf "quit\n" | "$CTL" >/dev/null 2>&1' EXIT
+# The server's log is kept in $OUT if set, however the soak ends (a timeout's SIGTERM too).
+keep_log() { [ -n "${OUT:-}" ] && cp "$MPSSHIM_LOG_DIRECTORY/server.log" "$OUT/soak-server.log" 2>/dev/null; }
+trap 'keep_log; printf "quit\n" | "$CTL" >/dev/null 2>&1' EXIT
+trap 'exit 143' TERM
+# stall_report: what the server's threads are doing (kernel wait channel and stack; the
+# user-space stacks too where gdb is installed).
+stall_report() {
+    echo "the server's clients:"
+    printf 'ps\n' | timeout 10 "$CTL"
+    for t in /proc/$S/task/*; do
+        echo "thread ${t##*/} $(cat "$t/comm") waits in $(cat "$t/wchan" 2>/dev/null)"
+    done
+    if command -v gdb >/dev/null; then
+        timeout 60 gdb -p "$S" -batch -ex "thread apply all bt 12" 2>/dev/null | grep "^#\|^Thread"
+    fi
+}
 
 # What clients run: "program args" relative to the build directory.
 # (Not streams_events: it asserts that a kernel is still running when queried, which a
@@ -90,18 +105,30 @@ finish() { # slot i's client has ended: count it
 }
 for i in $(seq 0 $((N - 1))); do start "$i"; done
 end=$((SECONDS + SECS))
-next_look=$((SECONDS + 10)) crowded=0
+next_look=$((SECONDS + 10)) crowded=0 stalled=0
+last_done=0 last_change=$SECONDS
 while [ $SECONDS -lt $end ]; do
+    # No client passed for 60 s, with new ones started all the time: the server is stuck
+    # (kills and refusals still end clients). Say where, and stop.
+    done_now=$passed
+    if [ $done_now != $last_done ]; then
+        last_done=$done_now last_change=$SECONDS
+    elif [ $((SECONDS - last_change)) -ge 60 ]; then
+        echo "FAIL: no client ended in 60 s: the server is stuck"
+        stall_report
+        stalled=1
+        break
+    fi
     # Every 10 s: how many clients the server has; once, who, if they outnumber the slots
     # by more than the clients a kill may leave being released.
     if [ $SECONDS -ge $next_look ]; then
         next_look=$((SECONDS + 10))
-        nc=$(ctl get_server_status | awk '/^Clients/ {print $2}')
+        nc=$(printf 'get_server_status\n' | timeout 10 "$CTL" | awk '/^Clients/ {print $2}')
         echo "at $((SECS - end + SECONDS)) s: ${nc:-?} clients of the server"
         if [ "${nc:-0}" -gt $((N + 8)) ] && [ $crowded = 0 ]; then
             crowded=1
             echo "more clients than slots; the server's list:"
-            ctl ps
+            printf 'ps\n' | timeout 10 "$CTL"
         fi
     fi
     sleep 0.2
@@ -117,13 +144,26 @@ while [ $SECONDS -lt $end ]; do
         kill -9 "${pid[$v]}" 2>/dev/null && killed[$v]=1
     fi
 done
+# The last clients get 60 s to end; a stuck server's are killed (and counted as failed).
+for _ in $(seq 600); do
+    alive=0
+    for i in $(seq 0 $((N - 1))); do kill -0 "${pid[$i]}" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+done
+if [ $alive = 1 ]; then
+    echo "FAIL: clients still running 60 s after the end"
+    [ $stalled = 1 ] || stall_report
+    stalled=1
+    for i in $(seq 0 $((N - 1))); do kill -9 "${pid[$i]}" 2>/dev/null; done
+fi
 for i in $(seq 0 $((N - 1))); do finish "$i"; done
 
 wait_for 60 no_clients || echo "FAIL: clients still listed 60 s after the last one ended"
 sleep 1
 mem1=$(mem_used) fds1=$(fds) thr1=$(threads) rss1=$(rss)
 rc=0
-[ "$failed" = 0 ] || rc=1
+[ "$failed" = 0 ] && [ $stalled = 0 ] || rc=1
 no_clients || rc=1
 [ "$mem1" = "$mem0" ] || { echo "FAIL: device memory $mem0 -> $mem1 bytes"; rc=1; }
 [ "$fds1" = "$fds0" ] || { echo "FAIL: server descriptors $fds0 -> $fds1"; rc=1; }
@@ -138,9 +178,9 @@ echo "server's largest resident mappings (KiB, mapping):"
 awk '/^[0-9a-f]+-[0-9a-f]+ / {name = $6 ? $6 : "[anonymous]"; range = $1}
      /^Rss:/ {if ($2 > 1024) print $2, range, name}' "/proc/$S/smaps" | sort -rn | head -n 8
 # The server goes before its directory: a quit after it cannot find the control socket
-# (every CI run used to leave its soak server running). Its log is kept in $OUT if set.
+# (every CI run used to leave its soak server running).
+keep_log
 ctl quit >/dev/null 2>&1
-[ -n "${OUT:-}" ] && cp "$MPSSHIM_LOG_DIRECTORY/server.log" "$OUT/soak-server.log" 2>/dev/null
 trap - EXIT
 [ $rc = 0 ] && rm -rf "$W" || echo "files in $W"
 exit $rc
