@@ -5,12 +5,15 @@
  * A log that cannot be written (unwritable directory, full disk, file size limit) never
  * stops or blocks a running server: each file says so once on stderr and the server goes
  * on (at start, mpsshim-control -d makes it a reason not to start: srv_log_open's result).
- * SIGHUP reopens both files by name (srv_log_reopen), for log rotation. */
+ * SIGHUP reopens both files by name (srv_log_reopen), for log rotation. A crash (SIGSEGV,
+ * SIGBUS, SIGILL, SIGFPE, SIGABRT) is logged with its stack before the process dies, so that
+ * a server that vanishes under load says where (on_crash). */
 #define _GNU_SOURCE
 #include "server/server.h"
 #include "channel/prof.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -68,6 +71,66 @@ static void on_exit_log(int status, void *arg)
     srv_clog("Server %d exited with status %d", (int)getpid(), status);
 }
 
+/* Appends the decimal (base 10) or hexadecimal (16) digits of v to b at *n. */
+static void put_num(char *b, size_t *n, size_t cap, unsigned long v, unsigned base)
+{
+    char d[24];
+    int k = 0;
+    do {
+        d[k++] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v && k < (int)sizeof(d));
+    while (k && *n < cap)
+        b[(*n)++] = d[--k];
+}
+
+static void put_str(char *b, size_t *n, size_t cap, const char *s)
+{
+    while (*s && *n < cap)
+        b[(*n)++] = *s++;
+}
+
+/* Async-signal-safe but for backtrace(), whose first call (below, at open) loads what it
+ * needs: one line and the stack into server.log (and stderr in the foreground), then the
+ * default action. */
+static void on_crash(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    char b[200];
+    size_t n = 0;
+    put_str(b, &n, sizeof(b), "[crash Server ");
+    put_num(b, &n, sizeof(b), (unsigned long)getpid(), 10);
+    put_str(b, &n, sizeof(b), "] the server died: signal ");
+    put_num(b, &n, sizeof(b), (unsigned long)sig, 10);
+    put_str(b, &n, sizeof(b), " (");
+    put_str(b, &n, sizeof(b), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    put_str(b, &n, sizeof(b), "), address 0x");
+    put_num(b, &n, sizeof(b), (unsigned long)(uintptr_t)si->si_addr, 16);
+    put_str(b, &n, sizeof(b), "; its stack:\n");
+    void *frames[48];
+    int nf = backtrace(frames, 48);
+    int fds[2] = {files[0].fd, log_stderr ? 2 : -1};
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0) {
+            if (write(fds[i], b, n) < 0) {
+                /* nothing more to do */
+            }
+            backtrace_symbols_fd(frames, nf, fds[i]);
+        }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_crashes(void)
+{
+    void *warm[2];
+    backtrace(warm, 2);
+    struct sigaction sa = {.sa_sigaction = on_crash, .sa_flags = SA_SIGINFO | SA_RESETHAND};
+    int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
 int srv_log_open(const char *dir, const char *file, const char *who, int to_stderr, char *why,
                  size_t len)
 {
@@ -87,6 +150,7 @@ int srv_log_open(const char *dir, const char *file, const char *who, int to_stde
     pthread_mutex_unlock(&log_lock);
     srv_clog("Starting new server %d for user %u", (int)getpid(), (unsigned)getuid());
     on_exit(on_exit_log, NULL);
+    catch_crashes();
     return rc;
 }
 

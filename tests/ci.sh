@@ -218,6 +218,16 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 else
     record client-refuses-foreign-server SKIP "needs root and setpriv"
 fi
+# A server that crashes says so in its log, with its stack (server/log.c). Own server.
+run_test crash-logged 30 bash -c '
+    dir='"$WORK"'/crash
+    export MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log
+    '"$CTL"' -d || exit 1
+    pid=$(cat $dir/server.pid)
+    kill -SEGV $pid
+    for i in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    grep -A3 "^\[crash Server $pid\] the server died: signal 11 (SEGV)" $dir/log/server.log |
+        grep -q "mpsshim-server("'
 # A client that leaves with a kernel that runs for ten minutes: the server gives up waiting
 # after MPSSHIM_RELEASE_TIMEOUT (2 s here), logs what it leaves allocated, serves the next
 # client and quits. Own server.

@@ -110,6 +110,12 @@ last_done=0 last_change=$SECONDS
 while [ $SECONDS -lt $end ]; do
     # No client passed for 60 s, with new ones started all the time: the server is stuck
     # (kills and refusals still end clients). Say where, and stop.
+    if [ ! -d "/proc/$S" ] || [ "$(cat /proc/$S/stat 2>/dev/null | awk '{print $3}')" = Z ]; then
+        echo "FAIL: the server died; the end of its log:"
+        tail -n 40 "$MPSSHIM_LOG_DIRECTORY/server.log"
+        stalled=1
+        break
+    fi
     done_now=$passed
     if [ $done_now != $last_done ]; then
         last_done=$done_now last_change=$SECONDS
