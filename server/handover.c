@@ -50,6 +50,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -315,6 +317,21 @@ int srv_handover_adopt(int *listen_fd, int *control_fd, int *lock_fd, char *why,
             snprintf(why, len, "descriptor %d not inherited: %s", fds[i], strerror(errno));
             return -1;
         }
+    /* What a predecessor hands over and nothing else: two listening sockets and a file
+     * (an environment a client set for the server it starts cannot pass off other fds). */
+    for (int i = 0; i < 2; i++) {
+        int on = 0;
+        socklen_t sl = sizeof(on);
+        if (getsockopt(fds[i], SOL_SOCKET, SO_ACCEPTCONN, &on, &sl) != 0 || !on) {
+            snprintf(why, len, "descriptor %d is not a listening socket", fds[i]);
+            return -1;
+        }
+    }
+    struct stat st;
+    if (fstat(FD_LOCK, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, len, "descriptor %d is not the server lock", FD_LOCK);
+        return -1;
+    }
     if (flock(FD_LOCK, LOCK_EX | LOCK_NB) != 0) {
         snprintf(why, len, "the server lock was not inherited: %s", strerror(errno));
         return -1;

@@ -258,20 +258,6 @@ static uint64_t pinned_bytes(const struct srv_obj *o)
     return o->aux & ~PINNED_REGISTERED;
 }
 
-int srv_pinned_register(struct srv_client *c, struct srv_obj *o)
-{
-    /* The registration died with the context it was made in (fault.c): made again in the
-     * new one. Already registered (it lived in another device's context) is fine. */
-    CUresult r = DRV(cuMemHostRegister_v2)((void *)(uintptr_t)o->key.value, pinned_bytes(o),
-                                           CU_MEMHOSTREGISTER_PORTABLE |
-                                               CU_MEMHOSTREGISTER_DEVICEMAP);
-    if (r == CUDA_SUCCESS || r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-        return 0;
-    srv_log("Client process %d: pinned memory could not be registered again: %s", (int)c->pid,
-            srv_errname(r));
-    return -1;
-}
-
 /* The end of a pinned allocation: unregistered and its addresses back in the reservation
  * (the client unmaps its own mapping). */
 void srv_release_pinned(struct srv_client *c, struct srv_obj *o)

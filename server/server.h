@@ -281,7 +281,7 @@ struct srv {
     int prio_least, prio_greatest; /* stream priority range of the shared contexts */
     _Atomic int draining; /* quit -t: new clients are refused while the others finish */
     struct srv_devfault fault[CHAN_MAX_DEVICES];
-    _Atomic uint32_t fault_epoch; /* changes whenever a device faults or is made again */
+    _Atomic uint32_t fault_epoch; /* changes whenever a device faults */
 };
 
 extern struct srv srv;
@@ -553,7 +553,6 @@ void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o);  /* registry.c */
 void srv_ipc_fault(int dev);                                          /* ipc.c */
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);              /* green.c */
-int srv_pinned_register(struct srv_client *c, struct srv_obj *o);     /* memory.c */
 
 /* handover.c: a new server process takes over after a fault loses a device to this one. */
 /* main: the arguments to start a successor with, and the sockets and lock it takes. */

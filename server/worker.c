@@ -148,7 +148,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
     c->cur = r->ctx ? srv_ctx_get(c, r->ctx) : NULL;
     /* A context a fault killed answers every call with the fault, sticky, as the driver
      * does (an asynchronous call's caller sees it at its next synchronisation); one made
-     * since waits while the device's context is made again. */
+     * since on a faulted device answers the fault too (srv_fault_gate). */
     CUresult dead = !c->cur ? CUDA_SUCCESS
                     : c->cur->fault ? c->cur->fault
                                     : srv_fault_gate(c, c->cur->device);

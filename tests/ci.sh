@@ -376,7 +376,7 @@ else
         grep "Client process $v: released" '"$MPSSHIM_LOG_DIRECTORY"'/server.log || rc=1
         exit $rc'
     # A fault in the shared context (tests/fault.sh): every client of device 0 is told, the
-    # context is made again within a second, new clients are served, nothing is left over.
+    # new server takes over within a second, new clients are served, nothing is left over.
     run_test fault-containment 120 bash "$ROOT/tests/fault.sh" "$B" "$WORK"
     # The same in a foreground server (a service's main process, tests/fault_service.sh):
     # its pid outlives the fault as a keeper of the new server; quit and SIGTERM end all.
