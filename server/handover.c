@@ -175,6 +175,26 @@ out:
     return rc;
 }
 
+/* Starts a successor, or schedules another try. lock held. */
+static void try_spawn(void)
+{
+    atomic_store(&state, STARTING);
+    if (spawn() != 0) {
+        atomic_store(&state, IDLE);
+        retry_ns = chan_now_ns() + HANDOVER_RETRY_NS;
+    }
+}
+
+/* The successor being started is gone (it failed, or we quit): its pipe closed, its exit
+ * collected, and no successor any more. lock held. */
+static void forget_child(void)
+{
+    close(ready_fd);
+    ready_fd = -1;
+    waitpid(child, NULL, 0);
+    atomic_store(&state, IDLE);
+}
+
 void srv_handover_start(int dev, CUresult err)
 {
     pthread_mutex_lock(&lock);
@@ -182,11 +202,7 @@ void srv_handover_start(int dev, CUresult err)
         fault_dev = dev;
         fault_err = err;
         fault_seen_ns = atomic_load(&srv.fault[dev].seen_ns);
-        atomic_store(&state, STARTING);
-        if (spawn() != 0) {
-            atomic_store(&state, IDLE);
-            retry_ns = chan_now_ns() + HANDOVER_RETRY_NS;
-        }
+        try_spawn();
     }
     pthread_mutex_unlock(&lock);
 }
@@ -226,26 +242,18 @@ int srv_handover_poll(void)
                     (int)child, srv_clients_live());
             done = 1;
         } else if (eof) {
-            close(ready_fd);
-            ready_fd = -1;
-            int st = 0;
-            waitpid(child, &st, 0);
+            forget_child();
             said[strcspn(said, "\n")] = '\0';
             srv_log("The new server (pid %d) did not start: %s; new clients are served here "
                     "(device %d answers them with the fault), trying again in %llu s",
                     (int)child, *said ? said : "it exited without a word", fault_dev,
                     (unsigned long long)(HANDOVER_RETRY_NS / 1000000000ull));
-            atomic_store(&state, IDLE);
             retry_ns = chan_now_ns() + HANDOVER_RETRY_NS;
         }
     } else if (atomic_load(&state) == IDLE && retry_ns && chan_now_ns() >= retry_ns &&
                !atomic_load(&srv.quitting)) {
         retry_ns = 0;
-        atomic_store(&state, STARTING);
-        if (spawn() != 0) {
-            atomic_store(&state, IDLE);
-            retry_ns = chan_now_ns() + HANDOVER_RETRY_NS;
-        }
+        try_spawn();
     }
     pthread_mutex_unlock(&lock);
     return done;
@@ -358,10 +366,7 @@ void srv_handover_end(int told)
     if (atomic_load(&state) == STARTING) {
         /* Quitting while a successor starts: it must not serve from sockets about to go. */
         kill(child, SIGTERM);
-        waitpid(child, NULL, 0);
-        close(ready_fd);
-        ready_fd = -1;
-        atomic_store(&state, IDLE);
+        forget_child();
     } else if (atomic_load(&state) == HANDED && told && !child_status) {
         /* Told to quit (SIGTERM from systemd, say) while serving faulted clients: the
          * service is the live server too. */

@@ -358,6 +358,17 @@ int main(int argc, char **argv)
         int n = poll(fds, 3, 200);
         if (n < 0 && errno != EINTR)
             break;
+        /* Before accepting anything: a successor that is ready serves what arrives from now
+         * on (a control command must not reach this faulted server once it has said so). */
+        if (srv_handover_poll()) {
+            n = 0;
+            /* The successor took over: its sockets and lock now, and this server ends
+             * with its last client (or with the successor). */
+            close(lfd);
+            close(cfd);
+            close(lockfd);
+            lfd = cfd = lockfd = -1;
+        }
         /* Asked again: a successor may have begun starting during the poll. */
         if (n > 0 && (fds[0].revents & POLLIN) && srv_handover_accepting()) {
             int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -368,14 +379,6 @@ int main(int argc, char **argv)
             int s = accept4(cfd, NULL, NULL, SOCK_CLOEXEC);
             if (s >= 0)
                 srv_control_serve(s);
-        }
-        if (srv_handover_poll()) {
-            /* The successor took over: its sockets and lock now, and this server ends
-             * with its last client (or with the successor). */
-            close(lfd);
-            close(cfd);
-            close(lockfd);
-            lfd = cfd = lockfd = -1;
         }
         if (srv_handover_done() && (srv_clients_live() == 0 || srv_handover_successor_gone())) {
             ended = 1;

@@ -27,11 +27,13 @@ S=$(server_pid)
 keep_log() { [ -n "${OUT:-}" ] && cp "$MPSSHIM_LOG_DIRECTORY/server.log" "$OUT/soak-server.log" 2>/dev/null; }
 trap 'keep_log; printf "quit\n" | "$CTL" >/dev/null 2>&1' EXIT
 trap 'exit 143' TERM
+# ctl_bounded LINE: ctl, but a server that does not answer in 10 s does not stop the soak.
+ctl_bounded() { printf '%s\n' "$1" | timeout 10 "$CTL"; }
 # stall_report: what the server's threads are doing (kernel wait channel and stack; the
 # user-space stacks too where gdb is installed).
 stall_report() {
     echo "the server's clients:"
-    printf 'ps\n' | timeout 10 "$CTL"
+    ctl_bounded ps
     for t in /proc/$S/task/*; do
         echo "thread ${t##*/} $(cat "$t/comm") waits in $(cat "$t/wchan" 2>/dev/null)"
     done
@@ -129,12 +131,12 @@ while [ $SECONDS -lt $end ]; do
     # by more than the clients a kill may leave being released.
     if [ $SECONDS -ge $next_look ]; then
         next_look=$((SECONDS + 10))
-        nc=$(printf 'get_server_status\n' | timeout 10 "$CTL" | awk '/^Clients/ {print $2}')
+        nc=$(ctl_bounded get_server_status | awk '/^Clients/ {print $2}')
         echo "at $((SECS - end + SECONDS)) s: ${nc:-?} clients of the server"
         if [ "${nc:-0}" -gt $((N + 8)) ] && [ $crowded = 0 ]; then
             crowded=1
             echo "more clients than slots; the server's list:"
-            printf 'ps\n' | timeout 10 "$CTL"
+            ctl_bounded ps
         fi
     fi
     sleep 0.2
