@@ -10,6 +10,8 @@
 #include "interpose/export_tables.h"
 #include "interpose/shim.h"
 
+#include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -241,9 +243,15 @@ static const void *const context_checks[15] = {
 
 /* ---------------------------------------------------------------- dispatch */
 
+/* Marks a table the real driver serves from inside this process (from_driver()). */
+static const char FROM_DRIVER[1];
+
 /* The tables, by UUID as its bytes read in memory order. A NULL table is refused quietly:
  * f8cff951 is asked for by every cudart program, which copes without it (as it does on
- * other replacement drivers); a line on each run would only be noise. */
+ * other replacement drivers); a line on each run would only be noise. Refused with a line
+ * and coped with, seen on an H100 with driver 580.159.04 (tools/exptrace): 69a28e9f,
+ * asked by NVML (libnvidia-ml) in every PyTorch process; da9151d3, asked by NVRTC, which
+ * compiles without it. */
 static const struct {
     const char *uuid;
     const void *table;
@@ -256,7 +264,36 @@ static const struct {
     {"d4082055bde6704b8d34ba123c66e1f2", shim_export_integrity}, /* INTEGRITY_CHECK */
     {"f8cff95121468b4eb9e2fb469e7c0dd9", NULL},                 /* no agreed name */
     {"21318c60971432488ca641ff7324c8f2", shim_export_tools_context}, /* TOOLS_CONTEXT */
+    {"1734dc26800d47458726c0f1e7dd8bca", FROM_DRIVER}, /* cuBLASLt's: see from_driver() */
 };
+
+/* Table 1734dc26 (17 slots), which cuBLASLt asks for before its first reduced-precision
+ * GEMM (PyTorch's bf16/fp16 autocast, CuPy's fp16 matmul) and without which it crashes.
+ * What cuBLASLt calls (slot 4 with pointers to two tables of its own, then slot 13, which
+ * writes a 16-byte value into each of two objects slot 4 made) is computation between the
+ * library and the driver inside the process: it names no context, stream or memory. So
+ * the real driver, loaded into this process by absolute path and never initialised (no
+ * cuInit: no device is opened, nothing of the GPU is held), serves it, and cuBLASLt's
+ * kernels then run through the server as every other call does. Checked on an H100: the
+ * table was served before cuInit natively, and PyTorch's AMP training and CuPy's fp16
+ * matmul gave the native results through the shim. Without a real driver here (the CI
+ * machine) the table is refused like an unknown one. */
+static CUresult from_driver(const void **pp, const CUuuid *id, const char *hex)
+{
+    void *h = shim_real_driver();
+    CUresult (*get)(const void **, const CUuuid *) =
+        h ? (CUresult(*)(const void **, const CUuuid *))dlsym(h, "cuGetExportTable") : NULL;
+    CUresult r = get ? get(pp, id) : CUDA_ERROR_NOT_FOUND;
+    static _Atomic int said; /* one line per process */
+    if (r != CUDA_SUCCESS || !*pp) {
+        *pp = NULL;
+        if (!atomic_exchange(&said, 1))
+                shim_log("cuGetExportTable: table %s needs the real driver in this process, and %s",
+                     hex, h ? "it refused it" : "none was found: returning CUDA_ERROR_NOT_FOUND");
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    return CUDA_SUCCESS;
+}
 
 /* Unknown UUIDs already logged; guarded by unknown_lock. */
 static pthread_mutex_t unknown_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -292,6 +329,8 @@ CUresult SHIM_IMPL(cuGetExportTable)(const void **ppExportTable, const CUuuid *p
         if (strcmp(tables[i].uuid, hex) == 0) {
             if (!tables[i].table)
                 return CUDA_ERROR_NOT_FOUND;
+            if (tables[i].table == FROM_DRIVER)
+                return from_driver(ppExportTable, pExportTableId, hex);
             *ppExportTable = tables[i].table;
             return CUDA_SUCCESS;
         }

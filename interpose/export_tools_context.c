@@ -1,10 +1,15 @@
 /* TOOLS_CONTEXT (UUID 21318c60-9714-3248-8ca6-41ff7324c8f2): a table of 92 slots that
  * cuBLAS, cuBLASLt and cuFFT ask for. Without it cuBLAS's GEMMs fail with
- * CUBLAS_STATUS_NOT_SUPPORTED (PyTorch's `x @ x` on an H100). The one slot they were seen
- * calling is 4, the context's id (what cuCtxGetId answers): with it served, a PyTorch
- * matmul and training step ran through the shim. No published description of the other
- * slots exists (shared/data/export-tables.md): each says so once if called and returns
- * CUDA_ERROR_NOT_SUPPORTED, which a caller checking results can handle. */
+ * CUBLAS_STATUS_NOT_SUPPORTED (PyTorch's `x @ x` on an H100). Three slots were seen called
+ * (tools/exptrace on an H100, driver 580.159.04, cuBLAS 13, PyTorch, CuPy and cuSOLVER):
+ * 4, the context's id (what cuCtxGetId answers); 51 and 39, which cuBLAS calls in turn for
+ * a handle on the NULL stream (CuPy's default): 51 resolves a stream handle to the
+ * driver's stream object and 39 reads that object's id, which the real driver answered
+ * with cuStreamGetId's value (7 for the NULL stream of a fresh process, both ways). With
+ * 51 refused, CuPy's first matmul and cuSOLVER's solve failed with INTERNAL_ERROR. No
+ * published description of the other slots exists (shared/data/export-tables.md): each
+ * says so once if called and returns CUDA_ERROR_NOT_SUPPORTED, which a caller checking
+ * results can handle. */
 #include "interpose/export_tables.h"
 #include "interpose/shim.h"
 
@@ -16,16 +21,51 @@ static CUresult tools_context_id(CUcontext ctx, unsigned long long *id)
     return cuCtxGetId(ctx, id);
 }
 
+/* Slot 51: (context, stream, &object): the driver's object behind a stream handle, which
+ * slot 39 takes. The real driver answers an object other than the handle, refuses a NULL
+ * context and a handle that is no stream with CUDA_ERROR_INVALID_HANDLE, and takes NULL
+ * as the legacy stream (the object's id was cuStreamGetId(NULL)'s). Here the object is a
+ * stream handle the public calls accept: NULL becomes CU_STREAM_LEGACY, others stay
+ * themselves, checked with cuStreamGetId (one round trip; cuBLAS asks once per handle
+ * and stream, not per call). */
+static CUresult tools_context_stream(CUcontext ctx, CUstream stream, CUstream *object)
+{
+    unsigned long long id;
+    if (!object)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUstream s = stream ? stream : CU_STREAM_LEGACY;
+    CUresult r = cuStreamGetId(s, &id);
+    if (r == CUDA_SUCCESS)
+        *object = s;
+    return r;
+}
+
+/* Slot 39: (context, object from slot 51, &id): the stream's id, as cuStreamGetId answers
+ * (13, 14, 15 for three streams made in turn, both ways, on an H100); the real driver
+ * refused a NULL object with CUDA_ERROR_INVALID_VALUE. */
+static CUresult tools_context_stream_id(CUcontext ctx, CUstream object,
+                                        unsigned long long *id)
+{
+    (void)ctx;
+    if (!object || !id)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuStreamGetId(object, id);
+}
+
 #define U(n) UNSERVED(tctx, "TOOLS_CONTEXT", n)
 U(1) U(2) U(3) U(5) U(6) U(7) U(8) U(9) U(10) U(11) U(12) U(13) U(14) U(15) U(16) U(17)
 U(18) U(19) U(20) U(21) U(22) U(23) U(24) U(25) U(26) U(27) U(28) U(29) U(30) U(31) U(32)
-U(33) U(34) U(35) U(36) U(37) U(38) U(39) U(40) U(41) U(42) U(43) U(44) U(45) U(46) U(47)
-U(48) U(49) U(50) U(51) U(52) U(53) U(54) U(55) U(56) U(57) U(58) U(59) U(60) U(61) U(62)
+U(33) U(34) U(35) U(36) U(37) U(38) U(40) U(41) U(42) U(43) U(44) U(45) U(46) U(47)
+U(48) U(49) U(50) U(52) U(53) U(54) U(55) U(56) U(57) U(58) U(59) U(60) U(61) U(62)
 U(63) U(64) U(65) U(66) U(67) U(68) U(69) U(70) U(71) U(72) U(73) U(74) U(75) U(76) U(77)
 U(78) U(79) U(80) U(81) U(82) U(83) U(84) U(85) U(86) U(87) U(88) U(89) U(90) U(91) U(92)
 #undef U
 
 #define tctx_slot4 tools_context_id
+#define tctx_slot39 tools_context_stream_id
+#define tctx_slot51 tools_context_stream
 #define S(n) (const void *)tctx_slot##n
 const void *const shim_export_tools_context[93] = {
     TABLE_BYTES(93), /* 744 */

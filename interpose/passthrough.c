@@ -62,6 +62,24 @@ static void *open_real(char *path, size_t len)
     return NULL;
 }
 
+/* The real driver loaded in this process without being initialised, for the hidden tables
+ * that are computation in the caller's process (export_tables.c); NULL when none is found.
+ * Opened once; the handle is never closed. */
+static pthread_once_t real_driver_once = PTHREAD_ONCE_INIT;
+static void *real_driver_handle; /* written once under real_driver_once */
+
+static void real_driver_open(void)
+{
+    char path[PATH_MAX];
+    real_driver_handle = open_real(path, sizeof(path));
+}
+
+void *shim_real_driver(void)
+{
+    pthread_once(&real_driver_once, real_driver_open);
+    return real_driver_handle;
+}
+
 int shim_decide(void)
 {
     int m = atomic_load(&shim_mode);

@@ -44,6 +44,8 @@ int shim_decide(void);
 /* The real driver's function for a call id (a function returning CUDA_ERROR_NOT_SUPPORTED
  * when it lacks one). Only in SHIM_MODE_REAL. */
 void *shim_real(int id);
+/* The real driver, loaded (not initialised) in this process; NULL if none is found. */
+void *shim_real_driver(void);
 
 /* ---------------------------------------------------------------- conn.c */
 

@@ -13,13 +13,13 @@ names=("$@")
 rc=0
 for n in "${names[@]}"; do
     py=$HERE/$n.py
-    timeout -k 5 300 python3 "$py" >"$LOGDIR/$n-native.out" 2>&1
+    timeout -k 5 "${FW_TIMEOUT:-300}" python3 "$py" >"$LOGDIR/$n-native.out" 2>&1
     nrc=$?
     if [ $nrc != 0 ] && grep -q "ModuleNotFoundError" "$LOGDIR/$n-native.out"; then
         echo "== framework-$n: SKIP (not installed)"
         continue
     fi
-    timeout -k 5 300 env LD_PRELOAD="$B/libmpsshim.so" python3 "$py" >"$LOGDIR/$n-shim.out" 2>&1
+    timeout -k 5 "${FW_TIMEOUT:-300}" env LD_PRELOAD="$B/libmpsshim.so" python3 "$py" >"$LOGDIR/$n-shim.out" 2>&1
     src=$?
     grep -v '^mpsshim: ' "$LOGDIR/$n-shim.out" | grep -v "^WARNING\|^I0000\|^W0000" >"$LOGDIR/$n-shim.values"
     grep -v "^WARNING\|^I0000\|^W0000" "$LOGDIR/$n-native.out" >"$LOGDIR/$n-native.values"

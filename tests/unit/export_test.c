@@ -30,6 +30,9 @@ static CUresult (*ctx_get)(CUcontext *);
 static CUresult (*ctx_get_id)(CUcontext, unsigned long long *);
 static CUresult (*module_function)(CUfunction *, CUmodule, const char *);
 static CUresult (*module_unload)(CUmodule);
+static CUresult (*stream_create)(CUstream *, unsigned);
+static CUresult (*stream_destroy)(CUstream);
+static CUresult (*stream_get_id)(CUstream, unsigned long long *);
 
 static void *sym(void *h, const char *name)
 {
@@ -268,12 +271,17 @@ static void test_small_tables(const void *const *hooks, const void *const *check
     CHECK(hash(13002, 1700000001, b) == CUDA_SUCCESS && (a[0] != b[0] || a[1] != b[1]));
 }
 
-/* TOOLS_CONTEXT: slot 4 is the context's id (cuBLAS needs it); the others refuse. */
+/* TOOLS_CONTEXT: slot 4 is the context's id (cuBLAS needs it); 51 and 39 a stream's object
+ * and its id (cuBLAS on the NULL stream); the others refuse. */
 static void test_tools_context(const void *const *t)
 {
     typedef CUresult (*id_t)(CUcontext, unsigned long long *);
     typedef CUresult (*unknown_t)(void);
+    typedef CUresult (*object_t)(CUcontext, CUstream, CUstream *);
+    typedef CUresult (*stream_id_t)(CUcontext, CUstream, unsigned long long *);
     id_t id = (id_t)t[4];
+    object_t object = (object_t)t[51];
+    stream_id_t stream_id = (stream_id_t)t[39];
     CUcontext prim;
     unsigned long long a = 0, b = 0, want = 0;
     CHECK(primary_retain(&prim, 0) == CUDA_SUCCESS);
@@ -283,6 +291,22 @@ static void test_tools_context(const void *const *t)
     CHECK(id(NULL, &b) == CUDA_SUCCESS && b == want); /* NULL: the current context */
     CHECK(id(prim, NULL) == CUDA_ERROR_INVALID_VALUE);
     CHECK(((unknown_t)t[3])() == CUDA_ERROR_NOT_SUPPORTED);
+    /* Slot 51 then 39 give what cuStreamGetId gives, for the NULL stream and another. */
+    CUstream made, obj = NULL;
+    unsigned long long sid = 0, want_null = 0, want_made = 0;
+    CHECK(stream_create(&made, 0) == CUDA_SUCCESS);
+    CHECK(stream_get_id(NULL, &want_null) == CUDA_SUCCESS);
+    CHECK(stream_get_id(made, &want_made) == CUDA_SUCCESS && want_made != want_null);
+    CHECK(object(prim, NULL, &obj) == CUDA_SUCCESS && obj != NULL);
+    CHECK(stream_id(prim, obj, &sid) == CUDA_SUCCESS && sid == want_null);
+    CHECK(object(prim, made, &obj) == CUDA_SUCCESS);
+    CHECK(stream_id(prim, obj, &sid) == CUDA_SUCCESS && sid == want_made);
+    /* Refusals as the real driver's: no output, no context, no stream, no object. */
+    CHECK(object(prim, made, NULL) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(object(NULL, made, &obj) == CUDA_ERROR_INVALID_HANDLE);
+    CHECK(object(prim, (CUstream)(uintptr_t)0xdead0, &obj) != CUDA_SUCCESS);
+    CHECK(stream_id(prim, NULL, &sid) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(stream_destroy(made) == CUDA_SUCCESS);
     CHECK(primary_release(0) == CUDA_SUCCESS);
 }
 
@@ -310,6 +334,9 @@ int main(int argc, char **argv)
     module_function =
         (CUresult(*)(CUfunction *, CUmodule, const char *))sym(h, "cuModuleGetFunction");
     module_unload = (CUresult(*)(CUmodule))sym(h, "cuModuleUnload");
+    stream_create = (CUresult(*)(CUstream *, unsigned))sym(h, "cuStreamCreate");
+    stream_destroy = (CUresult(*)(CUstream))sym(h, "cuStreamDestroy_v2");
+    stream_get_id = (CUresult(*)(CUstream, unsigned long long *))sym(h, "cuStreamGetId");
 
     /* Layout: first words as the 580 driver's, every slot callable. */
     const void *const *cudart = served(CUDART, 104);
@@ -323,6 +350,10 @@ int main(int argc, char **argv)
     CHECK(r == CUDA_SUCCESS && cls && cls[0] && cls[1] && cls[2]); /* no size word */
     const void *const *t = table(REFUSED, &r);
     CHECK(r != CUDA_SUCCESS && t == NULL);
+    /* cuBLASLt's table comes from a real driver loaded in the process: served as the 580
+     * driver's (17 slots) where there is one, else refused with a NULL table. */
+    t = table("1734dc26800d47458726c0f1e7dd8bca", &r);
+    CHECK(r == CUDA_SUCCESS ? t && (uintptr_t)t[0] == 136 : t == NULL);
     t = table("00112233445566778899aabbccddeeff", &r);
     CHECK(r != CUDA_SUCCESS && t == NULL);
     CHECK(get_table(NULL, (const CUuuid *)CUDART) == CUDA_ERROR_INVALID_VALUE);
