@@ -94,6 +94,9 @@ enum shim_mkind {
     SHIM_MK_NULL,       /* a host pointer or handle that must be NULL (else refused) */
     SHIM_MK_OPAQUE,     /* passed as it is: a value the server never uses as an address, or
                            one the hook of every call that passes the struct checks */
+    SHIM_MK_DEVICE,     /* a CUdevice: the client's ordinal, mapped to the server's and back */
+    SHIM_MK_LOCATION,   /* a CUmemLocation (at the member's offset): its id, where its type
+                           is DEVICE, mapped like a CUdevice */
 };
 
 struct shim_member {
@@ -130,6 +133,8 @@ struct shim_param {
 /* Pointer parameter flags. */
 #define SHIM_PF_OPTIONAL 0x1u /* IN: NULL is the API's "none", passed on as NULL (opt-in:) */
 #define SHIM_PF_ON_ERROR 0x2u /* OUT: written back when the call fails too (always-out:) */
+#define SHIM_PF_DEVICE 0x4u   /* a CUdevice, or pointer to CUdevice elements: the client's
+                                 ordinals, mapped to the server's (in) and back (out) */
 
 /* Per-call flags. */
 #define SHIM_CF_PTDS 0x1u    /* a _ptds/_ptsz entry: the NULL stream means per-thread */
@@ -215,6 +220,9 @@ const char *shim_error_name(CUresult r);
                    default: SHIM_VC_U32))
 
 #define SHIM_P_VAL(T) {.kind = SHIM_PK_VAL, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T)}
+#define SHIM_P_DEVICE(T)                                                                           \
+    {.kind = SHIM_PK_VAL, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T),                         \
+     .pflags = SHIM_PF_DEVICE}
 #define SHIM_P_DPTR(T, SPAN)                                                                       \
     {.kind = SHIM_PK_DPTR, .vclass = SHIM_VC_U64, .size = sizeof(T), .span = SPAN}
 /* A device address at which the call makes a range of type HT, of SPAN's size (cuMemMap). */
@@ -264,6 +272,10 @@ const char *shim_error_name(CUresult r);
 #define SHIM_MEMBER(T, PATH, KIND, HT)                                                             \
     {.name = #PATH,                                                                                \
      .offset = offsetof(T, PATH), .size = sizeof(((T *)0)->PATH), .kind = KIND, .htype = HT}
+/* A CUmemLocation member (PATH may be empty: the struct is one), by its whole extent. */
+#define SHIM_MEMBER_LOCATION(T, PATH)                                                              \
+    {.name = #T "." #PATH, .offset = offsetof(T, PATH type) - offsetof(CUmemLocation, type),     \
+     .size = sizeof(CUmemLocation), .kind = SHIM_MK_LOCATION}
 #define SHIM_STRUCT(T, M)                                                                          \
     {.name = #T, .size = sizeof(T), .nmembers = sizeof(M) / sizeof(M[0]), .members = M}
 

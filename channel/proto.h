@@ -24,8 +24,8 @@
 #include <cuda.h>
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
-#define CHAN_PROTO_MAJOR 4     /* incompatible changes (4: host nodes in chan_callbacks, CHAN_OP_IPC) */
-#define CHAN_PROTO_MINOR 2     /* compatible additions (1: CHAN_KN_GET, 2: CHAN_OP_HOST_REGISTER) */
+#define CHAN_PROTO_MAJOR 5     /* incompatible changes (5: visible_devices in the hello) */
+#define CHAN_PROTO_MINOR 0     /* compatible additions */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -54,6 +54,11 @@ struct chan_hello {
     char active_thread_percentage[32]; /* ACTIVE_THREAD_PERCENTAGE, e.g. "25" */
     char pinned_mem_limit[512];        /* PINNED_DEVICE_MEM_LIMIT, e.g. "0=1G,1=512M" */
     char client_priority[32];          /* CLIENT_PRIORITY, "0" or "1" */
+    /* The client's CUDA_VISIBLE_DEVICES, which selects and orders among the server's
+     * devices (server/devices.c parses it); visible_set 0: unset (every device), as an
+     * empty value is not (no device). A value too long is sent as one that selects none. */
+    uint32_t visible_set;
+    char visible_devices[1024];
 };
 
 enum chan_welcome_status {

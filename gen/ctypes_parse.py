@@ -227,14 +227,19 @@ class CTypes:
     def is_record(self, name):
         return self.resolve(name)[0] == "record"
 
-    def sensitive(self, name, handles, dptrs):
+    def sensitive(self, name, handles, dptrs, devices=(), location=None):
         """Members of record type `name` that carry pointers, handles or device addresses,
         at any depth: [(path, what, type name, in_union)], `what` being "pointer", "handle"
-        or "dptr". Arrays of them are reported as "pointer" (not describable)."""
+        or "dptr", "device" (a type of `devices`), or "location" (a record of type
+        `location`, whole: its path ends with "." or is "" for the record itself). Arrays of
+        them are reported as "pointer" (not describable)."""
         out = []
         kind, rec = self.resolve(name)
         if kind != "record":
             return out
+        loc = self.resolve(location)[1] if location else None
+        if loc is not None and rec is loc:
+            return [("", "location", name, False)]
 
         def walk(rec, prefix, in_union):
             union = in_union or rec.kind == "union"
@@ -246,6 +251,12 @@ class CTypes:
                     continue
                 if m.spec[0] == "record":
                     walk(m.spec[1], (path + ".") if m.name else prefix, union)
+                    continue
+                if tname in devices:
+                    out.append((path, "pointer" if m.array else "device", tname, union))
+                    continue
+                if loc is not None and tname and self.resolve(tname)[1] is loc:
+                    out.append((path + ".", "pointer" if m.array else "location", tname, union))
                     continue
                 if tname in handles or tname in dptrs:
                     out.append((path, "pointer" if m.array else

@@ -101,6 +101,19 @@ static void limit_env(char *out, size_t len, const char *name)
     snprintf(out, len, "%s", v ? v : "");
 }
 
+/* CUDA_VISIBLE_DEVICES as this process has it: the server applies it to its own devices
+ * (their indices and UUIDs), as the driver would to the machine's. "-1" (no device, as
+ * the driver parses it) stands in for a value too long to send whole. */
+static void visible_env(struct chan_hello *h)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v)
+        return;
+    h->visible_set = 1;
+    snprintf(h->visible_devices, sizeof(h->visible_devices), "%s",
+             strlen(v) < sizeof(h->visible_devices) ? v : "-1");
+}
+
 /* One attempt; on failure *why says why and the return value is the error to report. */
 static CUresult try_connect(char *why, size_t whylen)
 {
@@ -141,6 +154,7 @@ static CUresult try_connect(char *why, size_t whylen)
               "ACTIVE_THREAD_PERCENTAGE");
     limit_env(h.pinned_mem_limit, sizeof(h.pinned_mem_limit), "PINNED_DEVICE_MEM_LIMIT");
     limit_env(h.client_priority, sizeof(h.client_priority), "CLIENT_PRIORITY");
+    visible_env(&h);
     struct chan_welcome w;
     int fd = -1;
     if (send(s, &h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h) ||
@@ -232,6 +246,11 @@ static char **server_env(int ready_fd)
         if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0 && strstr(environ[i], "libmpsshim"))
             continue;
         if (strncmp(environ[i], "MPSSHIM_READY_FD=", 17) == 0)
+            continue;
+        /* The server sees every device; this client's own CUDA_VISIBLE_DEVICES selects
+         * among them (sent in the hello), as any later client's does. Passed on, it would
+         * apply twice (the server's device 0 would be what this client calls 1). */
+        if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) == 0)
             continue;
         env[k++] = environ[i];
     }

@@ -184,6 +184,8 @@ static int handshake(struct srv_client *c)
     h.active_thread_percentage[sizeof(h.active_thread_percentage) - 1] = '\0';
     h.pinned_mem_limit[sizeof(h.pinned_mem_limit) - 1] = '\0';
     h.client_priority[sizeof(h.client_priority) - 1] = '\0';
+    h.visible_devices[sizeof(h.visible_devices) - 1] = '\0';
+    srv_devices_select(c, &h);
     char why[sizeof(((struct chan_welcome *)0)->message)];
     if (srv_policy_resolve(&h, &c->lim, why, sizeof(why)) != 0) {
         refuse(c->sock, CHAN_WELCOME_LIMITS, "client process %d: %s", (int)c->pid, why);
@@ -221,10 +223,7 @@ static int handshake(struct srv_client *c)
                (int)c->pid, c->lim.pct);
         return -1;
     }
-    /* The client sees its share as the device's SM count, as under MPS. */
-    for (int d = 0; d < srv.ndev; d++)
-        c->ch.devinfo->dev[d].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] =
-            (int32_t)c->lim.sms[d];
+    srv_devices_publish(c);
     /* Registered once, so that copies through staging slots and into reply lanes are
      * direct DMA. Failure is not fatal: the driver then stages those copies itself. Not
      * in a server whose device 0 faulted (fault.c): its context there is dead. */

@@ -21,6 +21,8 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     if (len == sizeof(m)) {
         memcpy(&m, p, sizeof(m));
+        /* The client names its own ordinal; a device it was not given is refused. */
+        m.device = srv_dev_in(c, m.device);
         if (m.device < 0 || m.device >= srv.ndev)
             res = CUDA_ERROR_INVALID_DEVICE;
         else if (m.id == 0 || srv_ctx_get(c, m.id))

@@ -208,8 +208,10 @@ static void list_pid(struct cmd *k, const struct srv_client *c)
 
 static void list_devices(struct cmd *k, const struct srv_client *c)
 {
+    /* Only the devices its CUDA_VISIBLE_DEVICES gave it (devices.c), by the server's index. */
     for (int d = 0; d < srv.ndev; d++)
-        say(k, "GPU-%d %d\n", d, (int)c->pid);
+        if (srv_dev_out(c, d) >= 0)
+            say(k, "GPU-%d %d\n", d, (int)c->pid);
 }
 
 static void ps_row(struct cmd *k, const struct srv_client *c)

@@ -27,9 +27,10 @@ static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s,
     out->y = s->y;
     out->z = s->z;
     out->addr = s->addr;
-    out->device = s->device >= 0 && s->device < srv.ndev ? s->device
-                                                          : (c->cur ? c->cur->device : 0);
-    if (s->device >= srv.ndev)
+    /* A side's device is the client's ordinal (peer copies); -1: the context's. */
+    int dev = s->device >= 0 ? srv_dev_in(c, s->device) : -1;
+    out->device = dev >= 0 ? dev : (c->cur ? c->cur->device : srv_dev_any(c));
+    if (s->device >= 0 && dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     switch (s->kind) {
     case CHAN_MEM_ARRAY:

@@ -116,6 +116,53 @@ static struct srv_obj *named_obj(struct srv_client *c, const struct shim_param *
     return p->htype ? srv_obj_find(c, p->htype, v) : NULL;
 }
 
+/* Maps the client's device ordinals in a CUdevice array, in (to the server's) or out (back);
+ * CUDA_ERROR_INVALID_DEVICE, the driver's answer, for a device the client was not given. */
+static CUresult map_devices(const struct srv_client *c, uint8_t *buf, uint32_t count, int in)
+{
+    for (uint32_t e = 0; e < count; e++) {
+        CUdevice v;
+        memcpy(&v, buf + (size_t)e * sizeof(v), sizeof(v));
+        int d = in ? srv_dev_in(c, v) : srv_dev_out(c, v);
+        if (d < 0)
+            return CUDA_ERROR_INVALID_DEVICE;
+        v = d;
+        memcpy(buf + (size_t)e * sizeof(v), &v, sizeof(v));
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult map_device_member(const struct srv_client *c, const struct shim_member *mb,
+                                  uint8_t *el, int in)
+{
+    if (mb->kind == SHIM_MK_LOCATION)
+        return srv_dev_location(c, el + mb->offset, in);
+    return map_devices(c, el + mb->offset, 1, in);
+}
+
+/* Outputs that name devices, back to the client's ordinals. */
+static CUresult map_outputs(const struct srv_client *c, struct srv_call *k)
+{
+    const struct shim_call *d = k->d;
+    for (int i = 0; i < d->nparams; i++) {
+        const struct shim_param *p = &d->params[i];
+        if ((p->kind != SHIM_PK_OUT && p->kind != SHIM_PK_INOUT) || !k->a.ptr[i])
+            continue;
+        if ((p->pflags & SHIM_PF_DEVICE) && p->elem == sizeof(CUdevice) &&
+            map_devices(c, k->a.ptr[i], k->a.count[i], 0) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_DEVICE;
+        for (uint32_t e = 0; p->st && e < k->a.count[i]; e++)
+            for (uint32_t m = 0; m < p->st->nmembers; m++) {
+                const struct shim_member *mb = &p->st->members[m];
+                if ((mb->kind == SHIM_MK_DEVICE || mb->kind == SHIM_MK_LOCATION) &&
+                    map_device_member(c, mb, (uint8_t *)k->a.ptr[i] + (size_t)e * p->st->size,
+                                      0) != CUDA_SUCCESS)
+                    return CUDA_ERROR_INVALID_DEVICE;
+            }
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Members of struct elements the client sent: handles checked and mapped in place (the
  * elements are the server's private copy), pointers that must be NULL refused. */
 static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
@@ -126,6 +173,12 @@ static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
         for (uint32_t m = 0; m < st->nmembers; m++) {
             const struct shim_member *mb = &st->members[m];
             uint64_t v = 0, mapped;
+            if (mb->kind == SHIM_MK_DEVICE || mb->kind == SHIM_MK_LOCATION) {
+                CUresult res = map_device_member(c, mb, el, 1);
+                if (res != CUDA_SUCCESS)
+                    return res;
+                continue;
+            }
             memcpy(&v, el + mb->offset, mb->size);
             if (mb->kind == SHIM_MK_NULL && v != 0)
                 return CUDA_ERROR_NOT_SUPPORTED;
@@ -330,6 +383,15 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             k->vals[i] = k->a.val[i];
             break;
         case SHIM_PK_VAL:
+            /* A CUdevice is the client's ordinal: the server's from here on (hooks too). */
+            if ((pp->pflags & SHIM_PF_DEVICE)) {
+                int dev = srv_dev_in(c, (int64_t)(int32_t)k->a.val[i]);
+                if (dev < 0)
+                    return CUDA_ERROR_INVALID_DEVICE;
+                k->a.val[i] = (uint64_t)dev;
+            }
+            k->vals[i] = k->a.val[i];
+            break;
         case SHIM_PK_RAW:
             k->vals[i] = k->a.val[i];
             break;
@@ -361,6 +423,9 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
                 if (pp->st && (res = check_members(c, k->r, pp->st, k->a.ptr[i],
                                                    k->a.count[i])) != CUDA_SUCCESS)
                     return res;
+                if ((pp->pflags & SHIM_PF_DEVICE) && pp->elem == sizeof(CUdevice) &&
+                    (res = map_devices(c, k->a.ptr[i], k->a.count[i], 1)) != CUDA_SUCCESS)
+                    return res;
             }
             k->vals[i] = (uint64_t)(uintptr_t)k->a.ptr[i];
         }
@@ -376,8 +441,9 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             return c->cur ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
         k->dev = k->stream->device;
     }
-    /* Device-level calls need no client context, but the driver wants one current. */
-    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
+    /* Device-level calls need no client context, but the driver wants one current: one of
+     * the client's devices. */
+    if (!c->cur && (res = srv_use_device(srv_dev_any(c))) != CUDA_SUCCESS)
         return res;
     if ((res = check_limit(c, k)) != CUDA_SUCCESS)
         return res;
@@ -409,6 +475,8 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         return res;
     if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS)
         return res;
+    if ((res = map_outputs(c, k)) != CUDA_SUCCESS)
+        return res;
     if (*destroyed && !k->keep)
         srv_obj_destroyed(c, *destroyed);
     copy_strings(k);
@@ -424,7 +492,7 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     k.id = r->op;
     k.d = d;
     k.r = r;
-    k.dev = c->cur ? c->cur->device : 0;
+    k.dev = c->cur ? c->cur->device : srv_dev_any(c);
     struct srv_obj *destroyed = NULL, *host = NULL;
     CUresult res = replay(c, &k, p, len, &destroyed, &host);
     if (lane < 0) {

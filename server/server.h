@@ -138,6 +138,14 @@ struct srv_limits {
     int priority;                   /* 0 normal, 1 below normal */
 };
 
+/* The devices a client sees (devices.c), fixed at the handshake: its ordinal i is the
+ * server's to_srv[i]; to_cli[d] is the client's ordinal of the server's device d, or -1. */
+struct srv_devmap {
+    int n;
+    int8_t to_srv[CHAN_MAX_DEVICES];
+    int8_t to_cli[CHAN_MAX_DEVICES];
+};
+
 struct srv_client {
     uint32_t id;
     pid_t pid;
@@ -158,6 +166,7 @@ struct srv_client {
     _Atomic int hn_gone;       /* it left: its host nodes no longer hold their graphs */
     pthread_t worker;
     struct srv_limits lim;                 /* set at the handshake, read-only after */
+    struct srv_devmap devs;                /* set at the handshake, read-only after */
     CUgreenCtx green[CHAN_MAX_DEVICES];    /* where its streams are made; NULL: shared ctx */
     _Atomic int dead;     /* the socket hung up, or the server is quitting */
     _Atomic int finished; /* the worker has released everything */
@@ -496,6 +505,21 @@ int srv_host_init(void);
 
 /* devinfo.c */
 int srv_devinfo_fill(struct chan_devinfo *d);
+
+/* ---------------------------------------------------------------- devices.c */
+/* The client's devices from its hello's CUDA_VISIBLE_DEVICES (all when unset). */
+void srv_devices_select(struct srv_client *c, const struct chan_hello *h);
+/* Writes the devices it sees, in its order, into its segment's devinfo. */
+void srv_devices_publish(struct srv_client *c);
+/* A client's ordinal -> the server's, or -1 when it was not given that device. */
+int srv_dev_in(const struct srv_client *c, int64_t dev);
+/* A server ordinal -> the client's, or -1 when it does not see that device. */
+int srv_dev_out(const struct srv_client *c, int64_t dev);
+/* A device the client may use (its first), for calls that need one current. */
+int srv_dev_any(const struct srv_client *c);
+/* Maps the id of the CUmemLocation at loc when it names a device, in (client -> server)
+ * or out; CUDA_ERROR_INVALID_DEVICE when the client does not have that device. */
+CUresult srv_dev_location(const struct srv_client *c, uint8_t *loc, int in);
 
 /* policy.c: resolving each client's limits. */
 void srv_policy_init(void);

@@ -249,6 +249,7 @@ run_test release-bounded 60 bash -c '
 # started. Own server.
 run_test soak-short 120 bash "$ROOT/tests/soak.sh" "$B" 20 8
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
+run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # make install into a temporary DESTDIR; the installed programs and shim find each other
 # and serve a client; make uninstall leaves nothing. Own servers.

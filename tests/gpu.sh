@@ -296,6 +296,30 @@ if [ "$NGPU" -ge 2 ]; then
     nvidia-smi --query-compute-apps=pid,process_name,gpu_bus_id --format=csv,noheader >>"$LOG" 2>&1
 fi
 
+# ---------------------------------------------------------------- a client's CUDA_VISIBLE_DEVICES
+# Selects among the server's devices: its last GPU by index and by UUID prefix; an index
+# past the count gives cuInit CUDA_ERROR_NO_DEVICE, as natively; a forged CUdevice is refused.
+NGPU=$(nvidia-smi -L | grep -c '^GPU')
+dir=$WORK/visible
+(export MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log; unset CUDA_VISIBLE_DEVICES
+ "$CTL" -d) >>"$LOG" 2>&1
+last=$((NGPU - 1))
+want=$(nvidia-smi -i "$last" --query-gpu=uuid --format=csv,noheader)
+vis() { env CUDA_VISIBLE_DEVICES="$1" LD_PRELOAD="$SHIM" MPSSHIM_PIPE_DIRECTORY="$dir" "$B/tests/devices"; }
+by_index=$(vis "$last") by_uuid=$(vis "${want:0:12}") none=$(vis "$NGPU")
+native_none=$(env CUDA_VISIBLE_DEVICES="$NGPU" "$B/tests/devices" | head -n 1)
+{ echo "---- visible: $last / ${want:0:12} / $NGPU"; echo "$by_index"; echo "$by_uuid"; echo "$none"; } >>"$LOG"
+if [ "$(echo "$by_index" | awk '/^device 0 / {print $3}')" = "$want" ] &&
+    [ "$(echo "$by_uuid" | grep -c '^device ')" = 1 ] &&
+    [ "$(echo "$by_uuid" | awk '/^device 0 / {print $3}')" = "$want" ] &&
+    [ "$(echo "$none" | head -n 1)" = "$native_none" ] &&
+    echo "$by_index" | grep -q 'cuDevicePrimaryCtxRetain(1) CUDA_ERROR_INVALID_DEVICE'; then
+    record visible-devices-client PASS "GPU $last by index and UUID prefix; =$NGPU: $native_none"
+else
+    record visible-devices-client FAIL "see $LOG"
+fi
+printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY="$dir" "$CTL" >/dev/null 2>&1
+
 # ---------------------------------------------------------------- an MPI job
 # Built here with the machine's mpicc. No server runs for its pipe directory beforehand:
 # the first rank starts one, and every rank's kernels must run in that one server.

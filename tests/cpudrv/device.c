@@ -154,6 +154,8 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
     memcpy(uuid->bytes, stem, sizeof stem);
     uuid->bytes[14] = 0;
     uuid->bytes[15] = (char)dev;
+    // Distinct early too, so that a short prefix names one device (CUDA_VISIBLE_DEVICES).
+    uuid->bytes[3] = (char)(uuid->bytes[3] + dev);
     return TR(CUDA_SUCCESS);
 }
 

@@ -15,6 +15,9 @@
  *                       shim does: sizes and pitches whose spans wrap 64 bits, extents far
  *                       beyond its allocation, images whose headers wrap; each must be
  *                       refused by the server with an error, and the server must go on
+ *   rawclient devices   given the server's device 1 alone, forges device 1 in contexts,
+ *                       CUdevice parameters, CUmemLocation ids and peer copies: each must
+ *                       be refused with CUDA_ERROR_INVALID_DEVICE, device 0 mapped to 1
  *   rawclient fuzz S N  N records of random operations and payloads (seed S), over as many
  *                       sessions as it takes (the server hangs up on protocol errors); the
  *                       server must survive (the CI tier then checks it still serves)
@@ -197,10 +200,14 @@ struct session {
     struct chan c;
 };
 
-static int session_open(struct session *x)
+static int session_open_visible(struct session *x, const char *visible)
 {
     x->sock = dial();
     struct chan_hello h = hello();
+    if (visible) {
+        h.visible_set = 1;
+        snprintf(h.visible_devices, sizeof(h.visible_devices), "%s", visible);
+    }
     struct chan_welcome w;
     int fd;
     if (send(x->sock, &h, sizeof(h), 0) != sizeof(h) || recv_welcome(x->sock, &w, &fd) != 0 ||
@@ -213,6 +220,11 @@ static int session_open(struct session *x)
         return -1;
     chan_attach(&x->c, x->base);
     return 0;
+}
+
+static int session_open(struct session *x)
+{
+    return session_open_visible(x, NULL);
 }
 
 /* One request on lane 0 with context 1, its reply's result (and data in out). */
@@ -524,8 +536,87 @@ static int fuzz(uint64_t seed, long n)
     return 0;
 }
 
+/* ---------------------------------------------------------------- devices */
+
+static void expect(const char *what, CUresult got, CUresult want)
+{
+    printf("%-58s %s\n", what, got == want ? "as expected" : shim_error_name(got));
+    failures += got != want;
+}
+
+/* Given only the server's device 1 (CUDA_VISIBLE_DEVICES=1), it forges device 1 (its own
+ * ordinals have 0 alone) in every place a device travels; the server must refuse each,
+ * and map its device 0 to the server's 1. */
+static int devices(void)
+{
+    struct session x;
+    if (session_open_visible(&x, "1") != 0) {
+        fprintf(stderr, "no session\n");
+        return 1;
+    }
+    const struct chan_devinfo *di = x.c.devinfo;
+    printf("devinfo: %d device(s), device 0 uuid ends %02x\n", di->ndev,
+           (unsigned char)di->dev[0].uuid.bytes[15]);
+    failures += di->ndev != 1 || di->dev[0].uuid.bytes[15] != 1;
+    struct chan_ctx cx = {.id = 1, .device = 1, .primary = 1};
+    expect("context on device 1", request(&x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0),
+           CUDA_ERROR_INVALID_DEVICE);
+    cx.device = -1;
+    expect("context on device -1", request(&x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0),
+           CUDA_ERROR_INVALID_DEVICE);
+    cx.device = 0;
+    expect("context on device 0", request(&x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0),
+           CUDA_SUCCESS);
+    CUdevice d0 = 0, d1 = 1;
+    int ok = 0, *pok = &ok;
+    const void *peer[] = {&pok, &d0, &d1};
+    expect("cuDeviceCanAccessPeer(0, 1)", call(&x, SHIM_ID_cuDeviceCanAccessPeer, peer, NULL, 0),
+           CUDA_ERROR_INVALID_DEVICE);
+    CUmemoryPool pool = 0, *pp = &pool;
+    const void *dp1[] = {&pp, &d1};
+    expect("cuDeviceGetDefaultMemPool(1)", call(&x, SHIM_ID_cuDeviceGetDefaultMemPool, dp1, NULL, 0),
+           CUDA_ERROR_INVALID_DEVICE);
+    size_t gran = 0, *pg = &gran;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1}};
+    const CUmemAllocationProp *pprop = &prop;
+    CUmemAllocationGranularity_flags gf = CU_MEM_ALLOC_GRANULARITY_MINIMUM;
+    const void *ga[] = {&pg, &pprop, &gf};
+    expect("cuMemGetAllocationGranularity, location device 1",
+           call(&x, SHIM_ID_cuMemGetAllocationGranularity, ga, NULL, 0), CUDA_ERROR_INVALID_DEVICE);
+    prop.location.id = 0;
+    expect("cuMemGetAllocationGranularity, location device 0",
+           call(&x, SHIM_ID_cuMemGetAllocationGranularity, ga, NULL, 0), CUDA_SUCCESS);
+    CUstream st = NULL;
+    CUdevice got = -5, *pgot = &got;
+    const void *sg[] = {&st, &pgot};
+    expect("cuStreamGetDevice(NULL)", call(&x, SHIM_ID_cuStreamGetDevice, sg, &got, sizeof(got)),
+           CUDA_SUCCESS);
+    printf("cuStreamGetDevice says device %d (its own numbering)\n", (int)got);
+    failures += got != 0;
+    CUdeviceptr dptr = 0, *pd = &dptr;
+    size_t bytes = 4096;
+    const void *aa[] = {&pd, &bytes};
+    expect("cuMemAlloc_v2 (lands on the server's device 1)",
+           call(&x, SHIM_ID_cuMemAlloc_v2, aa, &dptr, sizeof(dptr)), CUDA_SUCCESS);
+    struct chan_copy m;
+    memset(&m, 0, sizeof(m));
+    m.src.kind = m.dst.kind = CHAN_MEM_DEVICE;
+    m.src.device = 1;
+    m.dst.device = 0;
+    m.src.addr = m.dst.addr = dptr;
+    m.width = 16;
+    m.height = m.depth = 1;
+    m.flags = CHAN_CF_PEER;
+    expect("peer copy from device 1", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0),
+           CUDA_ERROR_INVALID_DEVICE);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "devices") == 0)
+        return devices();
     if (argc == 4 && strcmp(argv[1], "fuzz") == 0)
         return fuzz(strtoull(argv[2], NULL, 10), atol(argv[3]));
     if (argc == 2 && strcmp(argv[1], "version") == 0)
@@ -542,6 +633,6 @@ int main(int argc, char **argv)
         return trickle();
     if (argc == 4 && strcmp(argv[1], "crowd") == 0)
         return crowd(atoi(argv[2]), atoi(argv[3]));
-    fprintf(stderr, "usage: rawclient version|garbage|silent|hostile|scribble|trickle|crowd N SECS|fuzz SEED N\n");
+    fprintf(stderr, "usage: rawclient devices|version|garbage|silent|hostile|scribble|trickle|crowd N SECS|fuzz SEED N\n");
     return 2;
 }
