@@ -265,6 +265,7 @@ static const struct {
     {"f8cff95121468b4eb9e2fb469e7c0dd9", NULL},                 /* no agreed name */
     {"21318c60971432488ca641ff7324c8f2", shim_export_tools_context}, /* TOOLS_CONTEXT */
     {"1734dc26800d47458726c0f1e7dd8bca", FROM_DRIVER}, /* cuBLASLt's: see from_driver() */
+    {"6e163fbeb958444d835ce182aff1991e", shim_export_tools_module}, /* TOOLS_MODULE, cuFFT's */
 };
 
 /* Table 1734dc26 (17 slots), which cuBLASLt asks for before its first reduced-precision

@@ -2,7 +2,7 @@
  * asks the driver for by 16-byte UUID. Each family lives in a file of its own
  * (export_tables.c: the dispatch and the small tables; export_cls.c: context-local storage;
  * export_integrity.c: the integrity check; export_tools_context.c: the tools context table
- * of cuBLAS and friends); this header is what they share.
+ * of cuBLAS and friends; export_tools_module.c: cuFFT's module walk); this header is what they share.
  * shared/data/export-tables.md lists the tables, their first words and what must work. */
 #ifndef MPSSHIM_EXPORT_TABLES_H
 #define MPSSHIM_EXPORT_TABLES_H
@@ -17,6 +17,7 @@ extern const void *const shim_export_cls[];       /* CONTEXT_LOCAL_STORAGE, expo
 extern const void *const shim_export_integrity[]; /* INTEGRITY_CHECK, export_integrity.c */
 
 extern const void *const shim_export_tools_context[]; /* TOOLS_CONTEXT, export_tools_context.c */
+extern const void *const shim_export_tools_module[];  /* TOOLS_MODULE, export_tools_module.c */
 
 /* What a slot whose purpose nobody has published does when called: logs "<table> slot
  * <slot>" once and returns CUDA_ERROR_NOT_SUPPORTED (safer than a NULL slot, which crashes

@@ -193,6 +193,47 @@ static void *slurp(const char *path)
     return buf;
 }
 
+/* TOOLS_MODULE slot 7 (cuFFT's module walk): the callback once per function, with the
+ * function and its name, in cuModuleEnumerateFunctions's order; the count returned. */
+static const void *const *tools_module;
+static CUresult (*func_count)(unsigned *, CUmodule);
+static CUresult (*func_enum)(CUfunction *, unsigned, CUmodule);
+static CUresult (*func_name)(const char **, CUfunction);
+struct visit_log {
+    unsigned n;
+    CUfunction fn[64];
+    const char *name[64];
+};
+
+static void visit(void *user, CUfunction fn, const char *name)
+{
+    struct visit_log *v = user;
+    if (v->n < 64) {
+        v->fn[v->n] = fn;
+        v->name[v->n] = name;
+    }
+    v->n++;
+}
+
+static void test_tools_module(CUmodule m)
+{
+    typedef uint64_t (*walk_t)(CUcontext, CUmodule, void (*)(void *, CUfunction, const char *),
+                               void *, CUmodule, void *);
+    walk_t walk = (walk_t)tools_module[7];
+    unsigned n = 0;
+    CUfunction fns[64];
+    struct visit_log v = {0};
+    CHECK(func_count(&n, m) == CUDA_SUCCESS && n > 1 && n <= 64);
+    CHECK(func_enum(fns, n, m) == CUDA_SUCCESS);
+    CHECK(walk(NULL, m, visit, &v, m, NULL) == n && v.n == n);
+    for (unsigned i = 0; i < n && i < 64; i++) {
+        const char *want = NULL;
+        CHECK(v.fn[i] == fns[i]);
+        CHECK(func_name(&want, fns[i]) == CUDA_SUCCESS && v.name[i] && !strcmp(v.name[i], want));
+    }
+    CHECK(walk(NULL, m, NULL, &v, m, NULL) == CUDA_ERROR_INVALID_VALUE);
+}
+
 static void test_cudart(const void *const *t, const char *kdir)
 {
     CUresult (*primary)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))t[2];
@@ -219,6 +260,8 @@ static void test_cudart(const void *const *t, const char *kdir)
         CHECK(load1(&m[0], &w) == CUDA_SUCCESS);
         CHECK(load6(&m[1], &w, NULL, NULL, 0) == CUDA_SUCCESS);
         CHECK(load8(fatbin, &m[2], NULL, NULL, 0) == CUDA_SUCCESS);
+        if (tools_module)
+            test_tools_module(m[0]);
         for (int i = 0; i < 3; i++) {
             CHECK(module_function(&f, m[i], "vec_add") == CUDA_SUCCESS);
             CHECK(module_unload(m[i]) == CUDA_SUCCESS);
@@ -337,6 +380,9 @@ int main(int argc, char **argv)
     stream_create = (CUresult(*)(CUstream *, unsigned))sym(h, "cuStreamCreate");
     stream_destroy = (CUresult(*)(CUstream))sym(h, "cuStreamDestroy_v2");
     stream_get_id = (CUresult(*)(CUstream, unsigned long long *))sym(h, "cuStreamGetId");
+    func_count = (CUresult(*)(unsigned *, CUmodule))sym(h, "cuModuleGetFunctionCount");
+    func_enum = (CUresult(*)(CUfunction *, unsigned, CUmodule))sym(h, "cuModuleEnumerateFunctions");
+    func_name = (CUresult(*)(const char **, CUfunction))sym(h, "cuFuncGetName");
 
     /* Layout: first words as the 580 driver's, every slot callable. */
     const void *const *cudart = served(CUDART, 104);
@@ -345,6 +391,7 @@ int main(int argc, char **argv)
     const void *const *checks = served(CHECKS, 120);
     const void *const *integrity = served(INTEGRITY, 24);
     const void *const *tools_context = served(TOOLS_CONTEXT, 744);
+    tools_module = served("6e163fbeb958444d835ce182aff1991e", 792);
     CUresult r;
     const void *const *cls = table(CLS, &r);
     CHECK(r == CUDA_SUCCESS && cls && cls[0] && cls[1] && cls[2]); /* no size word */
