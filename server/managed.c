@@ -16,8 +16,11 @@
  * (OpenACC, unified-memory codes), and the memory is on the device's books the day it
  * migrates. It also counts against the server's pinned host memory cap
  * (MPSSHIM_MAX_PINNED_MB), as pinned memory does, since its pages are pinned. Advice and
- * prefetches never reach the server (interpose/managed.c says why). */
+ * prefetches never reach the server (interpose/managed.c says why); __managed__ variables
+ * of modules are refused (below). */
 #include "server/server.h"
+
+#include <stdatomic.h>
 
 int srv_managed_flags_ok(unsigned flags)
 {
@@ -40,3 +43,48 @@ CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o)
     srv_release_managed(c, o);
     return CUDA_SUCCESS;
 }
+
+/* ---------------------------------------------------------------- __managed__ variables */
+
+/* A module's __managed__ variable is the driver's managed memory in this process: the
+ * client could hand its address to kernels but never dereference it on its CPU. So looking
+ * one up is refused (said once), rather than returning an address that faults in the
+ * client. Moving such variables into shared memory is not done yet (README). */
+static CUresult refuse_managed_global(struct srv_client *c, CUresult r, const CUdeviceptr *dp,
+                                      const char *call, const char *name)
+{
+    unsigned managed = 0;
+    if (r != CUDA_SUCCESS || !dp ||
+        DRV(cuPointerGetAttribute)(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, *dp) !=
+            CUDA_SUCCESS ||
+        !managed)
+        return r;
+    static _Atomic int said;
+    if (!atomic_exchange(&said, 1))
+        srv_log("Client process %d: %s of __managed__ variable %s refused (not supported: "
+                "module managed variables are not shared with clients); said once",
+                (int)c->pid, call, name ? name : "?");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult module_global_call(struct srv_client *c, struct srv_call *k)
+{
+    CUdeviceptr *dp = (CUdeviceptr *)(uintptr_t)k->vals[0];
+    const char *name = (const char *)(uintptr_t)k->vals[3];
+    CUresult r = DRV(cuModuleGetGlobal_v2)(dp, (size_t *)(uintptr_t)k->vals[1],
+                                           (CUmodule)(uintptr_t)k->vals[2], name);
+    return refuse_managed_global(c, r, dp, "cuModuleGetGlobal", name);
+}
+
+const struct srv_hook srv_hook_module_global = {.call = module_global_call};
+
+static CUresult library_global_call(struct srv_client *c, struct srv_call *k)
+{
+    CUdeviceptr *dp = (CUdeviceptr *)(uintptr_t)k->vals[0];
+    const char *name = (const char *)(uintptr_t)k->vals[3];
+    CUresult r = DRV(cuLibraryGetGlobal)(dp, (size_t *)(uintptr_t)k->vals[1],
+                                         (CUlibrary)(uintptr_t)k->vals[2], name);
+    return refuse_managed_global(c, r, dp, "cuLibraryGetGlobal", name);
+}
+
+const struct srv_hook srv_hook_library_global = {.call = library_global_call};
