@@ -275,6 +275,10 @@ struct chan_host_register {
     uint64_t bytes; /* whole pages */
 };
 
+/* chan_host_alloc.flags: cuMemAllocManaged's memory (the other bits are then its
+ * CU_MEM_ATTACH_* flags); without it, cuMemHostAlloc's CU_MEMHOSTALLOC_* flags. */
+#define CHAN_HOST_MANAGED 0x80000000u
+
 struct chan_host_alloc {
     uint64_t bytes;
     uint32_t flags;

@@ -253,7 +253,7 @@ CUresult shim_upload(const void *data, size_t len)
 
 /* A device address the call names must lie in the caller's memory, as the span of its
  * description says; the driver refuses the rest at once, and so does the client. *host
- * is set when it is pinned host memory. */
+ * is set when it is host memory mapped in both processes (pinned or managed). */
 static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val,
                            void *const *ptr, int *host)
 {
@@ -280,7 +280,7 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
         return CUDA_SUCCESS;
     if (shim_range_find(v, bytes, &rg) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (i == d->host_sync && rg.kind == SHIM_HT_MEM_PINNED)
+    if (i == d->host_sync && shim_range_is_host(rg.kind))
         *host = 1;
     return CUDA_SUCCESS;
 }

@@ -118,10 +118,13 @@ static CUresult activate(struct shim_ctx *c)
     return r;
 }
 
-/* Pinned host memory dies with the context it was made in, as with the real driver. */
+/* Pinned and managed memory die with the context they were made in, as with the real
+ * driver. */
 static void unmap_pinned(const struct shim_range *r)
 {
-    if (r->kind == SHIM_HT_MEM_PINNED)
+    if (r->kind == SHIM_HT_MEM_MANAGED)
+        shim_managed_forget(r->base);
+    if (shim_range_is_host(r->kind))
         munmap((void *)(uintptr_t)r->base, r->mapped);
 }
 

@@ -72,7 +72,8 @@ static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t 
     if (!known)
         out->kind = CHAN_MEM_STAGED;
     else
-        out->kind = rg.kind == SHIM_HT_MEM_PINNED ? CHAN_MEM_PINNED : CHAN_MEM_DEVICE;
+        /* Managed memory is host memory the server maps too: taken in place, like pinned. */
+        out->kind = shim_range_is_host(rg.kind) ? CHAN_MEM_PINNED : CHAN_MEM_DEVICE;
     out->addr = base;
     return CUDA_SUCCESS;
 }
@@ -268,7 +269,7 @@ static void unify(struct side *s)
     if (s->memtype != CU_MEMORYTYPE_UNIFIED)
         return;
     struct shim_range rg;
-    if (shim_range_find(s->dev, 1, &rg) == 0 && rg.kind != SHIM_HT_MEM_PINNED) {
+    if (shim_range_find(s->dev, 1, &rg) == 0 && !shim_range_is_host(rg.kind)) {
         s->memtype = CU_MEMORYTYPE_DEVICE;
     } else {
         s->memtype = CU_MEMORYTYPE_HOST;

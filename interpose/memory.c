@@ -33,15 +33,16 @@ CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, C
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static int registered(uint64_t base);
 
-static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
+CUresult shim_host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
     CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
         return r;
     if (!pp || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
-                            CU_MEMHOSTALLOC_WRITECOMBINED))
+    if (!(flags & CHAN_HOST_MANAGED) &&
+        (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                             CU_MEMHOSTALLOC_WRITECOMBINED)))
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
@@ -65,10 +66,11 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
                        fd, 0);
         close(fd);
         if (p == want) {
+            int managed = (flags & CHAN_HOST_MANAGED) != 0;
             struct shim_range rg = {.base = rep[0], .size = bytesize,
-                                    .kind = SHIM_HT_MEM_PINNED,
-                                    .ctx = shim_current_ctx_id(), .flags = flags,
-                                    .mapped = rep[1]};
+                                    .kind = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED,
+                                    .ctx = shim_current_ctx_id(),
+                                    .flags = flags & ~CHAN_HOST_MANAGED, .mapped = rep[1]};
             shim_range_add(&rg);
             *pp = p;
             break;
@@ -86,12 +88,12 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 
 CUresult SHIM_IMPL(cuMemHostAlloc)(void **pp, size_t bytesize, unsigned int Flags)
 {
-    return host_alloc(pp, bytesize, Flags);
+    return shim_host_alloc(pp, bytesize, Flags);
 }
 
 CUresult SHIM_IMPL(cuMemAllocHost_v2)(void **pp, size_t bytesize)
 {
-    return host_alloc(pp, bytesize, 0);
+    return shim_host_alloc(pp, bytesize, 0);
 }
 
 CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
@@ -333,7 +335,8 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
         ctx = shim_ctx_by_id(rg->ctx);
         shim_ctx_lookup(ctx, NULL, &dev);
     }
-    int host = found && rg->kind == SHIM_HT_MEM_PINNED;
+    int managed = found && rg->kind == SHIM_HT_MEM_MANAGED;
+    int host = found && shim_range_is_host(rg->kind); /* the host can dereference it */
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         if (!found)
@@ -343,7 +346,9 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         if (!found)
             return CUDA_ERROR_INVALID_VALUE;
-        *(unsigned *)data = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        /* Managed memory reads as device memory, as the driver reports it on a discrete
+         * GPU (cudart tells it apart by IS_MANAGED: cudaMemoryTypeManaged). */
+        *(unsigned *)data = host && !managed ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         if (!found)
@@ -368,6 +373,10 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
         *(unsigned long long *)data = rg->base;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        if (!found)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(int *)data = managed;
+        return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
         if (!found)

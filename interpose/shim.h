@@ -191,8 +191,16 @@ struct shim_range {
     uint32_t ctx;    /* context id it was made in */
     uint32_t flags;  /* cuMemHostAlloc flags of pinned ranges */
     uint64_t owner;  /* module/library handle of globals, else 0 */
-    uint64_t mapped; /* pinned ranges: bytes mapped (the server's rounding) */
+    uint64_t mapped; /* pinned and managed ranges: bytes mapped (the server's rounding) */
 };
+
+/* 1 for the kinds of range that are host memory mapped here and in the server (pinned,
+ * registered and managed memory): copies take them in place, work on them completes
+ * before a sync call returns, they are unmapped when they go. */
+static inline int shim_range_is_host(uint32_t kind)
+{
+    return kind == SHIM_HT_MEM_PINNED || kind == SHIM_HT_MEM_MANAGED;
+}
 
 void shim_range_add(const struct shim_range *r);
 /* Removes the range starting at base; 0 if found. */
@@ -205,6 +213,15 @@ void shim_range_drop_within(uint64_t base, uint64_t size);
 /* Removes every range made in context `ctx` (0 = any) or owned by `owner` (0 = any); calls
  * fn on each first (may be NULL). */
 void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_range *));
+
+/* ---------------------------------------------------------------- memory.c, managed.c */
+
+/* Shared host memory the server maps at one address in both processes and registers:
+ * cuMemHostAlloc's (flags CU_MEMHOSTALLOC_*) or, with CHAN_HOST_MANAGED, cuMemAllocManaged's
+ * (then flags carry CU_MEM_ATTACH_*). */
+CUresult shim_host_alloc(void **pp, size_t bytesize, unsigned flags);
+/* A managed range went with its context: its advice goes too (managed.c). */
+void shim_managed_forget(uint64_t base);
 
 /* ---------------------------------------------------------------- handles.c */
 

@@ -45,7 +45,7 @@ static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s,
             srv_range_extent(c, s->addr, s->x, s->y, s->z, s->pitch, s->height, w, h, d);
         if (!a)
             return CUDA_ERROR_INVALID_VALUE;
-        out->type = a->key.type == SHIM_HT_MEM_PINNED ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        out->type = srv_host_type(a->key.type) ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
     }
     case CHAN_MEM_STAGED:

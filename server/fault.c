@@ -121,12 +121,12 @@ int srv_fault_dead(const struct srv_client *c, int dev)
 /* ---------------------------------------------------------------- the workers' side */
 
 /* 1 if o died with dev's context: it lives there, in no context made since the fault, and
- * is not pinned memory (our own host range, released as usual: its registration died, the
+ * is not pinned or managed memory (our own host range, released as usual: its registration died, the
  * range goes back) or a graph or graph node (host-side descriptions, whose handles stay
  * valid until destroyed). */
 static int dies(struct srv_client *c, const struct srv_obj *o, int dev)
 {
-    if (o->dev != dev || o->key.type == SHIM_HT_MEM_PINNED || o->key.type == SHIM_HT_CUgraph ||
+    if (o->dev != dev || srv_host_type(o->key.type) || o->key.type == SHIM_HT_CUgraph ||
         o->key.type == SHIM_HT_CUgraphNode)
         return 0;
     struct srv_ctx *in = o->ctx ? srv_ctx_get(c, o->ctx) : NULL;

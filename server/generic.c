@@ -378,7 +378,7 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
                 return res;
             if (i == d->destroys)
                 *destroyed = o;
-            if (i == d->host_sync && o && o->key.type == SHIM_HT_MEM_PINNED)
+            if (i == d->host_sync && o && srv_host_type(o->key.type))
                 *host = o;
             k->vals[i] = k->a.val[i];
             break;

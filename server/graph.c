@@ -128,7 +128,7 @@ static CUresult check_node_side(struct srv_client *c, CUmemorytype type, const v
                                          p->Height, p->Depth);
     if (!o)
         return CUDA_ERROR_INVALID_VALUE;
-    if (type == CU_MEMORYTYPE_HOST && o->key.type != SHIM_HT_MEM_PINNED)
+    if (type == CU_MEMORYTYPE_HOST && !srv_host_type(o->key.type))
         return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }

@@ -417,7 +417,8 @@ reply:
 
 /* ---------------------------------------------------------------- hooks */
 
-/* cuMemFree / cuMemFreeAsync of exported memory: the exporter's record goes, the memory
+/* cuMemFree of managed memory is managed.c's (host memory, not the driver's to free).
+ * cuMemFree / cuMemFreeAsync of exported memory: the exporter's record goes, the memory
  * stays while openers hold it (srv_share_drop). */
 static struct srv_obj *exported(struct srv_client *c, uint64_t base)
 {
@@ -427,7 +428,10 @@ static struct srv_obj *exported(struct srv_client *c, uint64_t base)
 
 static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
 {
-    struct srv_obj *o = exported(c, k->vals[0]);
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, k->vals[0]);
+    if (o)
+        return srv_managed_free(c, o);
+    o = exported(c, k->vals[0]);
     if (o) {
         srv_share_drop(c, o, 0);
         return CUDA_SUCCESS;

@@ -2,7 +2,8 @@
  *
  * A client's device memory counts against its limit on the device it lands on (policy.c
  * resolves the limits): an allocation beyond it fails with CUDA_ERROR_OUT_OF_MEMORY before
- * the driver is asked. Pinned host memory and module globals do not count.
+ * the driver is asked. Pinned host memory and module globals do not count; managed memory
+ * does (server/managed.c says why).
  *
  * A pinned allocation is a sealed memfd that the server maps inside its own reserved
  * address range and registers with the driver; the client maps the same memfd at the same
@@ -195,8 +196,17 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     memcpy(&m, p, sizeof(m));
     if (m.bytes == 0 || m.bytes > (1ull << 40))
         goto out;
+    /* cuMemAllocManaged's memory is made the same way (server/managed.c says why); it is
+     * its own kind of range, and counts against the device memory limit too. */
+    int managed = (m.flags & CHAN_HOST_MANAGED) != 0;
+    uint32_t type = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED;
+    int dev = c->cur->device;
+    if (managed && !srv_managed_flags_ok(m.flags & ~CHAN_HOST_MANAGED))
+        goto out;
     size = (m.bytes + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
     res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (managed && !srv_mem_fits(c, dev, m.bytes))
+        goto out;
     /* Pinned pages cannot be reclaimed: one client must not pin the machine's memory away
      * (the kernel would kill the server, the biggest process, and every client with it). */
     if (atomic_load(&c->stats.pinned) + size > srv.max_pinned) {
@@ -217,7 +227,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
                                     CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
     if (res != CUDA_SUCCESS)
         goto fail;
-    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_PINNED, addr, m.bytes, 1, NULL);
+    struct srv_obj *o = srv_range_add(c, type, addr, m.bytes, 1, NULL);
     if (!o) {
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
         res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -225,6 +235,8 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     }
     o->aux = size;
     atomic_fetch_add(&c->stats.pinned, size);
+    if (managed)
+        srv_obj_count(c, o, dev, m.bytes);
     /* The fd goes first: the client reads it right after the reply. */
     uint8_t one = 0;
     if (chan_send_fd(c->sock, &one, 1, fd) != 0) {
@@ -258,8 +270,8 @@ static uint64_t pinned_bytes(const struct srv_obj *o)
     return o->aux & ~PINNED_REGISTERED;
 }
 
-/* The end of a pinned allocation: unregistered and its addresses back in the reservation
- * (the client unmaps its own mapping). */
+/* The end of a pinned (or managed) allocation: unregistered and its addresses back in the
+ * reservation (the client unmaps its own mapping). */
 void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
 {
     atomic_fetch_sub(&c->stats.pinned, pinned_bytes(o));
@@ -277,6 +289,9 @@ void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     if (len == sizeof(addr)) {
         memcpy(&addr, p, sizeof(addr));
         struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, addr);
+        /* Also managed memory whose address the client could not map (memory.c). */
+        if (!o)
+            o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, addr);
         if (o && !(o->aux & PINNED_REGISTERED)) { /* registered pages are unregistered */
             /* Copies may still read or write it: wait for the client's work first. */
             srv_streams_drain(c, 0);

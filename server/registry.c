@@ -246,7 +246,7 @@ static void destroy(struct srv_client *c, struct srv_obj *o)
     /* Made in a context a fault killed since this worker last looked (fault.c): the handle
      * died with it and may be another's in the new context. Pinned memory is our own host
      * range and is let go of as usual. */
-    if (o->key.type != SHIM_HT_MEM_PINNED && srv_fault_dead(c, o->dev))
+    if (!srv_host_type(o->key.type) && srv_fault_dead(c, o->dev))
         return;
     if (t->flags & SHIM_TF_RELEASE) {
         if (srv_type_release[o->key.type])

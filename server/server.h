@@ -450,6 +450,16 @@ CUresult srv_captures_sync(struct srv_client *c, uint32_t ctx);
 int srv_stream_capturing(struct srv_client *c, struct srv_stream *s);
 /* Destroys a stream's server objects (after synchronising it). */
 void srv_stream_free(struct srv_client *c, struct srv_stream *s);
+/* 1 for the kinds of range that are host memory the server maps (pinned, registered and
+ * managed memory): the driver sees them as host memory, they outlive a context fault. */
+static inline int srv_host_type(uint32_t type)
+{
+    return type == SHIM_HT_MEM_PINNED || type == SHIM_HT_MEM_MANAGED;
+}
+/* managed.c: cuMemAllocManaged's flags are valid; cuMemFree of a managed range. */
+int srv_managed_flags_ok(unsigned flags);
+CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o);
+
 /* Blocks until every stream of the client (context `ctx`, 0 = all) is idle. */
 void srv_streams_drain(struct srv_client *c, uint32_t ctx);
 /* The same, giving up at `by` (monotonic ns, 0: never): -1 if work was still running then. */

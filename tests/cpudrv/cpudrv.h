@@ -300,10 +300,12 @@ enum cpudrv_mem_type {
     CPUDRV_MEM_REGISTERED, // cuMemHostRegister: pinned, caller's memory
     CPUDRV_MEM_GLOBAL,     // a module's __device__ variables
     CPUDRV_MEM_MAPPED,     // cuMemMap: physical memory mapped into a reservation
+    CPUDRV_MEM_MANAGED,    // cuMemAllocManaged: host memory every device reaches (managed.c)
 };
 
 struct cpudrv_pool;
 struct cpudrv_physmem;
+struct chan_advice;
 
 struct cpudrv_range {
     uintptr_t base;
@@ -320,7 +322,11 @@ struct cpudrv_range {
     struct cpudrv_physmem *phys; // MAPPED: the memory mapped, a reference held
     // MAPPED: the CUmemAccess_flags each device was given (none until cuMemSetAccess).
     unsigned char access[CPUDRV_MAX_DEVICES];
+    struct chan_advice *adv; // MANAGED: its advice and prefetch record (managed.c)
 };
+
+// cpudrv_big held: frees a managed range's advice (managed.c).
+void cpudrv_managed_drop(struct cpudrv_range *r);
 
 // All below: cpudrv_big held.
 // The range containing p, or NULL.

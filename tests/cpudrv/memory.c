@@ -83,7 +83,9 @@ CUresult cpudrv_mem_check(uintptr_t p, size_t n)
 int cpudrv_mem_pinned(const void *p, size_t n)
 {
     const struct cpudrv_range *r = cpudrv_mem_find((uintptr_t)p);
-    return r && (r->type == CPUDRV_MEM_HOST || r->type == CPUDRV_MEM_REGISTERED) &&
+    return r &&
+           (r->type == CPUDRV_MEM_HOST || r->type == CPUDRV_MEM_REGISTERED ||
+            r->type == CPUDRV_MEM_MANAGED) &&
            n <= r->size - ((uintptr_t)p - r->base);
 }
 
@@ -227,6 +229,7 @@ static void free_at(size_t i)
         return;
     }
     if (r.type == CPUDRV_MEM_DEVICE) cpudrv_mem_unreserve(r.dev, r.maplen);
+    if (r.type == CPUDRV_MEM_MANAGED) cpudrv_managed_drop(&r);
     if (r.map) cpudrv_mem_unmap_later(r.map, r.maplen);
 }
 
@@ -339,6 +342,10 @@ CUresult cuMemFree(CUdeviceptr dptr)
     CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
     struct cpudrv_range *r = cpudrv_mem_device_at((uintptr_t)dptr);
+    long m = floor_index((uintptr_t)dptr);
+    if (!r && dptr && m >= 0 && ranges[m].base == (uintptr_t)dptr &&
+        ranges[m].type == CPUDRV_MEM_MANAGED)
+        r = &ranges[m]; // managed memory is freed by cuMemFree too
     if (!r || r->freeing)
         rc = CUDA_ERROR_INVALID_VALUE;
     else
@@ -390,6 +397,22 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     rc = alloc_range(c, bytesize, CPUDRV_MEM_HOST, Flags, &p);
     cpudrv_unlock();
     if (!rc) *pp = (void *)p;
+    return TR(rc);
+}
+
+// Managed memory: host memory (each process's memory is its own here) that kernels and
+// copies reach at its address; its advice is kept by managed.c.
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    struct cpudrv_ctx *c;
+    CUresult rc = enter_unsafe(&c);
+    if (rc) return TR(rc);
+    uintptr_t p;
+    rc = alloc_range(c, bytesize, CPUDRV_MEM_MANAGED, flags, &p);
+    cpudrv_unlock();
+    if (!rc) *dptr = (CUdeviceptr)p;
     return TR(rc);
 }
 

@@ -67,7 +67,10 @@ static CUresult attr(CUpointer_attribute a, const struct cpudrv_range *r, uintpt
         *(CUcontext *)data = r ? (CUcontext)r->ctx : NULL;
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *(unsigned *)data = !r ? 0 : is_dev(r) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        // Managed memory reads as device memory, as the driver reports it on discrete GPUs.
+        *(unsigned *)data = !r ? 0
+                            : is_dev(r) || r->type == CPUDRV_MEM_MANAGED ? CU_MEMORYTYPE_DEVICE
+                                                                          : CU_MEMORYTYPE_HOST;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         *(CUdeviceptr *)data = r ? (CUdeviceptr)p : 0;
@@ -82,8 +85,10 @@ static CUresult attr(CUpointer_attribute a, const struct cpudrv_range *r, uintpt
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
         *(unsigned long long *)data = r ? r->id : 0;
         break;
-    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned *)data = r && r->type == CPUDRV_MEM_MANAGED;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
         *(unsigned *)data = 0;

@@ -2,7 +2,8 @@
  * CUDA, allocates 1 MiB, prints `ready`, sleeps (default an hour) and exits 0. With --all it
  * holds one of most kinds of object first (virtual memory reserved and mapped, a graph and
  * its exec, stream-ordered memory, an exported IPC allocation and interprocess event, a
- * stream, a module), for tests that kill it and check the server lets go of everything. */
+ * stream, a module, managed memory), for tests that kill it and check the server lets go of
+ * everything. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -56,6 +57,15 @@ int main(int argc, char **argv)
         CUipcEventHandle eh;
         CHECK(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
         CHECK(cuIpcGetEventHandle(&eh, ev));
+        /* Managed memory, advised and prefetched, with a kernel's work on it queued. */
+        CUdeviceptr mg[3];
+        CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+        for (int i = 0; i < 3; i++) {
+            CHECK(cuMemAllocManaged(&mg[i], (size_t)(i + 1) << 20, CU_MEM_ATTACH_GLOBAL));
+            CHECK(cuMemAdvise(mg[i], 4096, CU_MEM_ADVISE_SET_READ_MOSTLY, here));
+            CHECK(cuMemPrefetchAsync(mg[i], 4096, here, 0, s));
+            CHECK(cuMemsetD32Async(mg[i], 5, 1024, s));
+        }
         CHECK(cuStreamSynchronize(s));
     }
     CHECK(cuCtxSynchronize());

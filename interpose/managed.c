@@ -1,0 +1,253 @@
+/* Managed memory (cuMemAllocManaged and its family).
+ *
+ * The driver's managed memory lives in one process's address space and migrates on faults;
+ * the server cannot hand it to a client. So a managed allocation here is shared host memory,
+ * made exactly as pinned memory is (memory.c, shim_host_alloc; server/memory.c): a memfd the
+ * server maps at one address in both processes and registers with
+ * cuMemHostRegister(PORTABLE|DEVICEMAP), so that the one pointer means the same bytes to the
+ * program, to the server and to the GPU (unified addressing: the device pointer is the host
+ * pointer). The GPU reads and writes it over the bus: correct and coherent, not fast.
+ * Migrating pages to device memory is a later performance step.
+ *
+ * What follows from that:
+ *  - advice (cuMemAdvise) and prefetch locations change nothing but what
+ *    cuMemRangeGetAttribute(s) answer, so they are kept here, per allocation
+ *    (channel/advice.h), and never reach the server;
+ *  - a prefetch moves nothing: it is checked (the caller's managed memory, a valid location
+ *    and stream) and recorded, and adds no work to the stream, which keeps the stream's order
+ *    as it was (work after it still follows work before it);
+ *  - cuStreamAttachMemAsync is checked the same way and changes nothing: the memory is
+ *    visible to every stream and to the host at all times (a program that respects the
+ *    attach rules sees no difference);
+ *  - cuMemFree frees it (the server unregisters and unmaps it; here it is unmapped after). */
+#define _GNU_SOURCE
+#include "interpose/shim.h"
+#include "channel/advice.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+/* The advice of each live managed allocation of this process; guarded by lock. */
+struct managed {
+    uint64_t base;
+    struct chan_advice adv;
+};
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct managed *tab;
+static size_t ntab, captab;
+
+static struct managed *find_locked(uint64_t base)
+{
+    for (size_t i = 0; i < ntab; i++)
+        if (tab[i].base == base)
+            return &tab[i];
+    return NULL;
+}
+
+void shim_managed_forget(uint64_t base)
+{
+    pthread_mutex_lock(&lock);
+    struct managed *m = find_locked(base);
+    if (m) {
+        chan_advice_free(&m->adv);
+        *m = tab[--ntab];
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+CUresult SHIM_IMPL(cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Room for its advice first: nothing to undo in the server if there is none. */
+    pthread_mutex_lock(&lock);
+    if (ntab == captab) {
+        struct managed *n = realloc(tab, (captab * 2 + 8) * sizeof(*n));
+        if (!n) {
+            pthread_mutex_unlock(&lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        tab = n;
+        captab = captab * 2 + 8;
+    }
+    pthread_mutex_unlock(&lock);
+    void *p = NULL;
+    if ((r = shim_host_alloc(&p, bytesize, CHAN_HOST_MANAGED | flags)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&lock);
+    tab[ntab++] = (struct managed){.base = (uint64_t)(uintptr_t)p, .adv = {.size = bytesize}};
+    pthread_mutex_unlock(&lock);
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+/* The caller's managed allocation holding all of [p, p + count), locked (unlock after), and
+ * p's offset in it; NULL (unlocked) when the range is not wholly in one of them, which is
+ * the driver's CUDA_ERROR_INVALID_VALUE (device memory, another process's memory, or
+ * memory this process never had). */
+static struct managed *hold(CUdeviceptr p, size_t count, uint64_t *off)
+{
+    struct shim_range rg;
+    uint64_t end;
+    if (count == 0 || __builtin_add_overflow((uint64_t)p, (uint64_t)count, &end) ||
+        shim_range_find(p, count, &rg) != 0 || rg.kind != SHIM_HT_MEM_MANAGED ||
+        end > rg.base + rg.size)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    struct managed *m = find_locked(rg.base);
+    if (!m) {
+        pthread_mutex_unlock(&lock);
+        return NULL;
+    }
+    *off = p - rg.base;
+    return m;
+}
+
+static CUresult advise(CUdeviceptr p, size_t count, CUmem_advise advice, CUmemLocation l)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* The location matters only to advice that names one. */
+    int named = advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION ||
+                advice == CU_MEM_ADVISE_SET_ACCESSED_BY ||
+                advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY;
+    if (named && !chan_advice_loc_ok(l, shim_conn.dev.ndev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    uint64_t off;
+    struct managed *m = hold(p, count, &off);
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = chan_advice_set(&m->adv, off, count, advice, l);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult SHIM_IMPL(cuMemAdvise)(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                                CUdevice device)
+{
+    return advise(devPtr, count, advice, chan_advice_loc_of_device(device));
+}
+
+CUresult SHIM_IMPL(cuMemAdvise_v2)(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                                   CUmemLocation location)
+{
+    return advise(devPtr, count, advice, location);
+}
+
+static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation l, unsigned flags,
+                         CUstream s)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = shim_handle_check(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s)) != CUDA_SUCCESS)
+        return r;
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!chan_advice_loc_ok(l, shim_conn.dev.ndev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    uint64_t off;
+    struct managed *m = hold(p, count, &off);
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = chan_advice_prefetch(&m->adv, off, count, l);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult SHIM_IMPL(cuMemPrefetchAsync)(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
+                                       CUstream hStream)
+{
+    return prefetch(devPtr, count, chan_advice_loc_of_device(dstDevice), 0, hStream);
+}
+
+CUresult SHIM_IMPL(cuMemPrefetchAsync_v2)(CUdeviceptr devPtr, size_t count, CUmemLocation location,
+                                          unsigned int flags, CUstream hStream)
+{
+    return prefetch(devPtr, count, location, flags, hStream);
+}
+
+CUresult SHIM_IMPL(cuMemRangeGetAttribute)(void *data, size_t dataSize,
+                                           CUmem_range_attribute attribute, CUdeviceptr devPtr,
+                                           size_t count)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t off;
+    struct managed *m = hold(devPtr, count, &off);
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = chan_advice_get(&m->adv, off, count, attribute, data, dataSize);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult SHIM_IMPL(cuMemRangeGetAttributes)(void **data, size_t *dataSizes,
+                                            CUmem_range_attribute *attributes,
+                                            size_t numAttributes, CUdeviceptr devPtr,
+                                            size_t count)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!data || !dataSizes || !attributes || numAttributes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < numAttributes && r == CUDA_SUCCESS; i++)
+        r = SHIM_IMPL(cuMemRangeGetAttribute)(data[i], dataSizes[i], attributes[i], devPtr, count);
+    return r;
+}
+
+CUresult SHIM_IMPL(cuStreamAttachMemAsync)(CUstream hStream, CUdeviceptr dptr, size_t length,
+                                           unsigned int flags)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = shim_handle_check(SHIM_HT_CUstream, (uint64_t)(uintptr_t)hStream)) != CUDA_SUCCESS)
+        return r;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
+        flags != CU_MEM_ATTACH_SINGLE)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Attaching singly to the NULL stream names no stream (the driver refuses it). */
+    if (flags == CU_MEM_ATTACH_SINGLE && (hStream == NULL || hStream == CU_STREAM_LEGACY))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The whole allocation: length 0, or its size from its start. */
+    struct shim_range rg;
+    if (shim_range_find(dptr, 1, &rg) != 0 || rg.kind != SHIM_HT_MEM_MANAGED ||
+        (length != 0 && (dptr != rg.base || length != rg.size)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- cuMemFree */
+
+/* cuMemFree of managed memory: the server frees it (server/managed.c); the mapping here goes
+ * once it has. The range leaves the mirror before `after` runs, so `before` notes it. */
+static __thread struct shim_range freeing;
+
+static CUresult mem_free_before(const void *const *argv)
+{
+    CUdeviceptr p = *(const CUdeviceptr *)argv[0];
+    struct shim_range rg;
+    freeing.base = 0;
+    if (p && shim_range_find(p, 1, &rg) == 0 && rg.base == p && rg.kind == SHIM_HT_MEM_MANAGED)
+        freeing = rg;
+    return shim_capture_unsafe();
+}
+
+static void mem_free_after(const void *const *argv)
+{
+    CUdeviceptr p = *(const CUdeviceptr *)argv[0];
+    if (!freeing.base || freeing.base != p)
+        return;
+    shim_managed_forget(freeing.base);
+    munmap((void *)(uintptr_t)freeing.base, freeing.mapped);
+    freeing.base = 0;
+}
+
+const struct shim_hook shim_hook_mem_free = {.before = mem_free_before, .after = mem_free_after};

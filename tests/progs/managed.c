@@ -1,0 +1,199 @@
+/* managed: cuMemAllocManaged memory is one buffer at one address for the CPU and the GPU
+ * (CPU writes, a kernel reads and writes, the CPU reads after a sync), copies and memsets on
+ * it, pointer attributes, prefetches and advice answered by cuMemRangeGetAttribute(s),
+ * stream attachment, cuMemFree, and the errors of memory that is not managed. With --acc,
+ * an OpenACC-style loop: every array managed, touched from both sides many times. Same
+ * output natively and through the shim. */
+#include "tests/progs/common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define BYTES (1u << 20)
+#define N (BYTES / 4)
+
+static int range_int(CUmem_range_attribute a, CUdeviceptr p, size_t n)
+{
+    int v = 12345;
+    CHECK(cuMemRangeGetAttribute(&v, sizeof(v), a, p, n));
+    return v;
+}
+
+static void inc(CUfunction f, CUdeviceptr p, unsigned long long n, CUstream s)
+{
+    void *params[] = {&p, &n};
+    CHECK(cuLaunchKernel(f, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, s, params, NULL));
+}
+
+/* Eight managed arrays, 40 rounds of CPU and GPU updates each, checked every round. */
+static void acc(CUfunction f)
+{
+    enum { ARRAYS = 8, ROUNDS = 40, LEN = 4096 };
+    CUdeviceptr a[ARRAYS];
+    for (int i = 0; i < ARRAYS; i++) {
+        CHECK(cuMemAllocManaged(&a[i], LEN * 4, CU_MEM_ATTACH_GLOBAL));
+        memset((void *)(uintptr_t)a[i], 0, LEN * 4);
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < ARRAYS; i++) {
+            unsigned *h = (unsigned *)(uintptr_t)a[i];
+            for (int k = 0; k < LEN; k++)
+                h[k] += (unsigned)i; /* CPU side */
+            inc(f, a[i], LEN, NULL); /* GPU side */
+        }
+        CHECK(cuCtxSynchronize());
+        for (int i = 0; i < ARRAYS; i++) {
+            const unsigned *h = (const unsigned *)(uintptr_t)a[i];
+            unsigned want = (unsigned)(r + 1) * ((unsigned)i + 1);
+            for (int k = 0; k < LEN; k++)
+                REQUIRE(h[k] == want, "round %d array %d [%d] = %u, want %u", r, i, k, h[k],
+                        want);
+        }
+    }
+    for (int i = 0; i < ARRAYS; i++)
+        CHECK(cuMemFree(a[i]));
+    t_ok("%d managed arrays, %d rounds of CPU and GPU updates, all coherent", ARRAYS, ROUNDS);
+}
+
+int main(int argc, char **argv)
+{
+    t_init("managed", 120);
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction incf = t_get_function(mod, "inc_u32");
+    if (t_has_flag(argc, argv, "--acc")) {
+        acc(incf);
+        t_pass();
+    }
+
+    /* One buffer, one address. */
+    CUdeviceptr m;
+    CHECK(cuMemAllocManaged(&m, BYTES, CU_MEM_ATTACH_GLOBAL));
+    unsigned *h = (unsigned *)(uintptr_t)m;
+    for (unsigned i = 0; i < N; i++)
+        h[i] = i;
+    inc(incf, m, N, NULL);
+    CHECK(cuCtxSynchronize());
+    for (unsigned i = 0; i < N; i++)
+        REQUIRE(h[i] == i + 1, "[%u] = %u after the kernel, want %u", i, h[i], i + 1);
+    t_ok("CPU wrote, a kernel incremented, the CPU read the result at the same address");
+
+    /* Copies and memsets name it as device memory. */
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, BYTES));
+    CHECK(cuMemcpyDtoD(d, m, BYTES));
+    CHECK(cuMemsetD32(m, 7, N));
+    REQUIRE(h[0] == 7 && h[N - 1] == 7, "memset: %u %u", h[0], h[N - 1]);
+    CHECK(cuMemcpyDtoD(m, d, BYTES));
+    REQUIRE(h[5] == 6 && h[N - 1] == N, "copy back: %u %u", h[5], h[N - 1]);
+    t_ok("memset and device copies on managed memory");
+
+    /* Pointer attributes. */
+    unsigned managed = 0, type = 0;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m + 64));
+    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, m + 64));
+    CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, m + 64));
+    CHECK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, m + 64));
+    printf("managed: is_managed %u, memory type %s, range start %s, size %zu\n", managed,
+           type == CU_MEMORYTYPE_DEVICE ? "device" : type == CU_MEMORYTYPE_HOST ? "host" : "?",
+           start == m ? "= base" : "!= base", size);
+    CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
+    REQUIRE(managed == 0, "device memory says managed");
+    CUdeviceptr base;
+    CHECK(cuMemGetAddressRange(&base, &size, m + 100));
+    REQUIRE(base == m && size == BYTES, "address range %llx %zu", (unsigned long long)base, size);
+    t_ok("pointer attributes: managed, device memory type, its range");
+
+    /* Prefetch, ordered on a stream; advice; what the range attributes answer. */
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    printf("managed: last prefetch before any %d\n",
+           range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, BYTES));
+    CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+    CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+    CHECK(cuMemPrefetchAsync(m, BYTES, here, 0, s));
+    inc(incf, m, N, s);
+    CHECK(cuStreamSynchronize(s));
+    REQUIRE(h[0] == 2 && h[N - 1] == N + 1, "after prefetch + kernel: %u %u", h[0], h[N - 1]);
+    printf("managed: last prefetch after one to the device %d\n",
+           range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, BYTES));
+    CHECK(cuMemPrefetchAsync(m, BYTES / 2, host, 0, s));
+    CHECK(cuStreamSynchronize(s));
+    printf("managed: last prefetch, first half to the host: first half %d, whole %d\n",
+           range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, BYTES / 2),
+           range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, BYTES));
+
+    CHECK(cuMemAdvise(m, BYTES, CU_MEM_ADVISE_SET_READ_MOSTLY, here));
+    CHECK(cuMemAdvise(m, BYTES, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, here));
+    CHECK(cuMemAdvise(m, BYTES, CU_MEM_ADVISE_SET_ACCESSED_BY, here));
+    int acc_by[3] = {9, 9, 9};
+    int rm = 9, pref = 9;
+    void *data[] = {&rm, &pref, acc_by};
+    size_t sizes[] = {sizeof(rm), sizeof(pref), sizeof(acc_by)};
+    CUmem_range_attribute attrs[] = {CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                                     CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                                     CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY};
+    CHECK(cuMemRangeGetAttributes(data, sizes, attrs, 3, m, BYTES));
+    printf("managed: advised: read mostly %d, preferred %d, accessed by %d %d %d\n", rm, pref,
+           acc_by[0], acc_by[1], acc_by[2]);
+    CHECK(cuMemAdvise(m, BYTES / 2, CU_MEM_ADVISE_UNSET_READ_MOSTLY, here));
+    CHECK(cuMemAdvise(m + BYTES / 2, BYTES / 2, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+    CHECK(cuMemAdvise(m, BYTES, CU_MEM_ADVISE_UNSET_ACCESSED_BY, here));
+    printf("managed: half unset: read mostly first %d second %d whole %d; preferred first %d "
+           "second %d whole %d; second half's type %s\n",
+           range_int(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, BYTES / 2),
+           range_int(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m + BYTES / 2, BYTES / 2),
+           range_int(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, BYTES),
+           range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, BYTES / 2),
+           range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m + BYTES / 2, BYTES / 2),
+           range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, BYTES),
+           range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, m + BYTES / 2, BYTES / 2) ==
+                   CU_MEM_LOCATION_TYPE_HOST
+               ? "host"
+               : "other");
+    CHECK(cuMemRangeGetAttribute(acc_by, sizeof(acc_by), CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m,
+                                 BYTES));
+    printf("managed: accessed by after unset %d %d %d\n", acc_by[0], acc_by[1], acc_by[2]);
+    t_ok("prefetches and advice answered by the range attributes");
+
+    /* Stream attachment. */
+    CHECK(cuStreamAttachMemAsync(s, m, 0, CU_MEM_ATTACH_SINGLE));
+    inc(incf, m, N, s);
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuStreamAttachMemAsync(s, m, 0, CU_MEM_ATTACH_GLOBAL));
+    REQUIRE(h[0] == 3, "after the attached kernel: %u", h[0]);
+    t_ok("attached to a stream, used there, attached back");
+
+    /* Memory that is not managed, bad arguments. */
+    EXPECT(cuMemAdvise(d, BYTES, CU_MEM_ADVISE_SET_READ_MOSTLY, here), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemPrefetchAsync(d, BYTES, here, 0, s), CUDA_ERROR_INVALID_VALUE);
+    int v;
+    EXPECT(cuMemRangeGetAttribute(&v, sizeof(v), CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, d, BYTES),
+           CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuStreamAttachMemAsync(s, d, 0, CU_MEM_ATTACH_SINGLE), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemPrefetchAsync(m, 2 * (size_t)BYTES, here, 0, s), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr x;
+    EXPECT(cuMemAllocManaged(&x, BYTES, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemAllocManaged(&x, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
+    t_ok("device memory and bad arguments refused as natively");
+
+    /* Freed: gone for every call. */
+    CHECK(cuMemFree(m));
+    EXPECT(cuMemFree(m), CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemAllocManaged(&m, BYTES, CU_MEM_ATTACH_HOST));
+    h = (unsigned *)(uintptr_t)m;
+    h[3] = 41;
+    inc(incf, m, N, NULL);
+    CHECK(cuCtxSynchronize());
+    REQUIRE(h[3] == 42, "host-attached allocation: %u", h[3]);
+    CHECK(cuMemFree(m));
+    t_ok("freed; a host-attached allocation works too");
+    CHECK(cuMemFree(d));
+    CHECK(cuStreamDestroy(s));
+    t_pass();
+}
