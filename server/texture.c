@@ -25,8 +25,9 @@ static uint64_t element_bytes(CUarray_format f, unsigned channels)
     return channels == 1 || channels == 2 || channels == 4 ? b * channels : 0;
 }
 
-/* The client's object that a resource descriptor views, or an error: the driver's answer
- * for a handle it does not know, INVALID_VALUE for memory outside the caller's ranges. */
+/* The client's object that a resource descriptor views, or the one error the driver
+ * documents for these calls, INVALID_VALUE: for an array or mipmapped array that is not
+ * the caller's, memory outside its ranges, a descriptor the server cannot size. */
 static CUresult resource_check(struct srv_client *c, const CUDA_RESOURCE_DESC *r,
                                struct srv_obj **viewed)
 {
@@ -34,11 +35,11 @@ static CUresult resource_check(struct srv_client *c, const CUDA_RESOURCE_DESC *r
     switch (r->resType) {
     case CU_RESOURCE_TYPE_ARRAY:
         *viewed = srv_obj_find(c, SHIM_HT_CUarray, (uintptr_t)r->res.array.hArray);
-        return *viewed ? CUDA_SUCCESS : (CUresult)shim_types[SHIM_HT_CUarray].bad;
+        return *viewed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
         *viewed = srv_obj_find(c, SHIM_HT_CUmipmappedArray,
                                (uintptr_t)r->res.mipmap.hMipmappedArray);
-        return *viewed ? CUDA_SUCCESS : (CUresult)shim_types[SHIM_HT_CUmipmappedArray].bad;
+        return *viewed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_RESOURCE_TYPE_LINEAR: {
         /* The driver reads sizeInBytes of it; a zero size is the driver's to refuse, but
          * the address must still be the caller's. */
