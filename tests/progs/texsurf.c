@@ -328,7 +328,13 @@ int main(int argc, char **argv)
     CHECK(cuTexObjectDestroy(tlevel));
     CHECK(cuTexObjectDestroy(tmip));
     CHECK(cuSurfObjectDestroy(surf));
+    /* A texture over a level outlives its mipmapped array too, still the caller's. */
+    memset(&rd, 0, sizeof rd);
+    rd.resType = CU_RESOURCE_TYPE_ARRAY;
+    rd.res.array.hArray = level;
+    CHECK(cuTexObjectCreate(&tlevel, &rd, &td, NULL));
     CHECK(cuMipmappedArrayDestroy(mip));
+    CHECK(cuTexObjectDestroy(tlevel));
     /* The array goes before the texture that views it (allowed; the texture then may not
      * be read), and the texture is still the caller's to destroy. */
     CHECK(cuArrayDestroy(arr));
