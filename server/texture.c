@@ -13,14 +13,21 @@ static uint64_t element_bytes(CUarray_format f, unsigned channels)
     uint64_t b;
     switch ((int)f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: b = 1; break;
+    case CU_AD_FORMAT_SIGNED_INT8:
+        b = 1;
+        break;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: b = 2; break;
+    case CU_AD_FORMAT_HALF:
+        b = 2;
+        break;
     case CU_AD_FORMAT_UNSIGNED_INT32:
     case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT: b = 4; break;
-    default: return 0;
+    case CU_AD_FORMAT_FLOAT:
+        b = 4;
+        break;
+    default:
+        return 0;
     }
     return channels == 1 || channels == 2 || channels == 4 ? b * channels : 0;
 }
@@ -37,8 +44,8 @@ static CUresult resource_check(struct srv_client *c, const CUDA_RESOURCE_DESC *r
         *viewed = srv_obj_find(c, SHIM_HT_CUarray, (uintptr_t)r->res.array.hArray);
         return *viewed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-        *viewed = srv_obj_find(c, SHIM_HT_CUmipmappedArray,
-                               (uintptr_t)r->res.mipmap.hMipmappedArray);
+        *viewed =
+            srv_obj_find(c, SHIM_HT_CUmipmappedArray, (uintptr_t)r->res.mipmap.hMipmappedArray);
         return *viewed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_RESOURCE_TYPE_LINEAR: {
         /* The driver reads sizeInBytes of it; a zero size is the driver's to refuse, but
@@ -70,8 +77,7 @@ static CUresult resource_check(struct srv_client *c, const CUDA_RESOURCE_DESC *r
 static CUresult create_before(struct srv_client *c, struct srv_call *k)
 {
     const CUDA_RESOURCE_DESC *r = k->a.ptr[1];
-    if (!r)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!r) return CUDA_ERROR_INVALID_VALUE;
     return resource_check(c, r, &k->parent);
 }
 

@@ -30,24 +30,28 @@ struct cpudrv_mipmap {
 struct cpudrv_tex {
     struct cpudrv_obj o;
     CUDA_RESOURCE_DESC res;
-    CUDA_TEXTURE_DESC tex;           // textures only
-    CUDA_RESOURCE_VIEW_DESC view;    // textures only, when has_view
+    CUDA_TEXTURE_DESC tex;        // textures only
+    CUDA_RESOURCE_VIEW_DESC view; // textures only, when has_view
     int has_view;
-    struct cpudrv_obj *viewed;       // array or mipmapped array, a reference held; or NULL
+    struct cpudrv_obj *viewed; // array or mipmapped array, a reference held; or NULL
 };
 
 static size_t format_bytes(CUarray_format f)
 {
     switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_HALF:
+        return 2;
     case CU_AD_FORMAT_UNSIGNED_INT32:
     case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT: return 4;
-    default: return 0;
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0;
     }
 }
 
@@ -78,7 +82,8 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DE
     if (!(pDesc->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) && pDesc->Depth > big)
         big = pDesc->Depth;
     unsigned most = 1;
-    while (most < MAX_LEVELS && big >> most) most++;
+    while (most < MAX_LEVELS && big >> most)
+        most++;
     if (numMipmapLevels > most) return TR(CUDA_ERROR_INVALID_VALUE);
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
@@ -219,12 +224,14 @@ static CUresult texdesc_check(const CUDA_RESOURCE_DESC *r, const CUDA_TEXTURE_DE
     unsigned known = CU_TRSF_READ_AS_INTEGER | CU_TRSF_NORMALIZED_COORDINATES | CU_TRSF_SRGB |
                      CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION | CU_TRSF_SEAMLESS_CUBEMAP;
     for (int i = 0; i < 3; i++)
-        if ((unsigned)t->addressMode[i] > CU_TR_ADDRESS_MODE_BORDER) return CUDA_ERROR_INVALID_VALUE;
+        if ((unsigned)t->addressMode[i] > CU_TR_ADDRESS_MODE_BORDER)
+            return CUDA_ERROR_INVALID_VALUE;
     if ((unsigned)t->filterMode > CU_TR_FILTER_MODE_LINEAR ||
         (unsigned)t->mipmapFilterMode > CU_TR_FILTER_MODE_LINEAR || (t->flags & ~known))
         return CUDA_ERROR_INVALID_VALUE;
     // Mipmapped arrays are sampled with normalized coordinates only.
-    if (r->resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY && !(t->flags & CU_TRSF_NORMALIZED_COORDINATES))
+    if (r->resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY &&
+        !(t->flags & CU_TRSF_NORMALIZED_COORDINATES))
         return CUDA_ERROR_INVALID_VALUE;
     // Views are of arrays and mipmapped arrays.
     if (v && r->resType != CU_RESOURCE_TYPE_ARRAY && r->resType != CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
@@ -290,11 +297,13 @@ static CUresult object_get(uint64_t h, int kind, int what, void *out)
 }
 
 CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc,
-                           const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
+                           const CUDA_TEXTURE_DESC *pTexDesc,
+                           const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
 {
     CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
-    return TR(object_create((uint64_t *)pTexObject, CPUDRV_K_TEX, pResDesc, pTexDesc, pResViewDesc));
+    return TR(
+        object_create((uint64_t *)pTexObject, CPUDRV_K_TEX, pResDesc, pTexDesc, pResViewDesc));
 }
 
 CUresult cuTexObjectDestroy(CUtexObject texObject)
@@ -312,7 +321,8 @@ CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texO
     return TR(object_get(texObject, CPUDRV_K_TEX, 1, pTexDesc));
 }
 
-CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject)
+CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc,
+                                        CUtexObject texObject)
 {
     return TR(object_get(texObject, CPUDRV_K_TEX, 2, pResViewDesc));
 }
@@ -348,13 +358,18 @@ static CUresult view_of(struct cpudrv_tex *x, struct view2d *v)
     const CUDA_RESOURCE_DESC *r = &x->res;
     struct cpudrv_array *a = NULL;
     if (x->o.kind == CPUDRV_K_TEX &&
-        ((x->tex.flags & CU_TRSF_NORMALIZED_COORDINATES) || x->tex.filterMode != CU_TR_FILTER_MODE_POINT ||
-         x->tex.addressMode[0] != CU_TR_ADDRESS_MODE_CLAMP || x->tex.addressMode[1] != CU_TR_ADDRESS_MODE_CLAMP ||
-         x->has_view))
+        ((x->tex.flags & CU_TRSF_NORMALIZED_COORDINATES) ||
+         x->tex.filterMode != CU_TR_FILTER_MODE_POINT ||
+         x->tex.addressMode[0] != CU_TR_ADDRESS_MODE_CLAMP ||
+         x->tex.addressMode[1] != CU_TR_ADDRESS_MODE_CLAMP || x->has_view))
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     switch (r->resType) {
-    case CU_RESOURCE_TYPE_ARRAY: a = (struct cpudrv_array *)x->viewed; break;
-    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY: a = ((struct cpudrv_mipmap *)x->viewed)->level[0]; break;
+    case CU_RESOURCE_TYPE_ARRAY:
+        a = (struct cpudrv_array *)x->viewed;
+        break;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+        a = ((struct cpudrv_mipmap *)x->viewed)->level[0];
+        break;
     case CU_RESOURCE_TYPE_LINEAR:
         if (r->res.linear.format != CU_AD_FORMAT_FLOAT || r->res.linear.numChannels != 1)
             return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -365,11 +380,13 @@ static CUresult view_of(struct cpudrv_tex *x, struct view2d *v)
         if (r->res.pitch2D.format != CU_AD_FORMAT_FLOAT || r->res.pitch2D.numChannels != 1)
             return CUDA_ERROR_ILLEGAL_ADDRESS;
         *v = (struct view2d){(unsigned char *)(uintptr_t)r->res.pitch2D.devPtr,
-                             r->res.pitch2D.pitchInBytes, r->res.pitch2D.width, r->res.pitch2D.height};
+                             r->res.pitch2D.pitchInBytes, r->res.pitch2D.width,
+                             r->res.pitch2D.height};
         return cpudrv_mem_check(r->res.pitch2D.devPtr, (v->h - 1) * v->pitch + v->w * 4)
                    ? CUDA_ERROR_ILLEGAL_ADDRESS
                    : CUDA_SUCCESS;
-    default: return CUDA_ERROR_ILLEGAL_ADDRESS;
+    default:
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
     if (a->desc.Format != CU_AD_FORMAT_FLOAT || a->desc.NumChannels != 1 || a->d != 1 ||
         (a->desc.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)))
@@ -391,20 +408,25 @@ static CUresult access4(uint64_t h, int kind, int64_t x, int64_t y, int clamp, i
     struct cpudrv_tex *t = cpudrv_obj_find((void *)(uintptr_t)h, kind);
     struct view2d v;
     CUresult rc = t ? view_of(t, &v) : CUDA_ERROR_ILLEGAL_ADDRESS;
-    if (!rc && linear != (t->res.resType == CU_RESOURCE_TYPE_LINEAR)) rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (!rc && linear != (t->res.resType == CU_RESOURCE_TYPE_LINEAR))
+        rc = CUDA_ERROR_ILLEGAL_ADDRESS;
     if (!rc && clamp) {
         x = clampi(x, v.w);
         y = clampi(y, v.h);
     } else if (!rc && (x < 0 || y < 0 || (size_t)x >= v.w || (size_t)y >= v.h)) {
-        if (linear) *out = 0.0f; // tex1Dfetch outside the texture reads zero
-        else rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+        if (linear)
+            *out = 0.0f; // tex1Dfetch outside the texture reads zero
+        else
+            rc = CUDA_ERROR_ILLEGAL_ADDRESS;
         cpudrv_unlock();
         return rc;
     }
     if (!rc) {
         unsigned char *p = v.base + (size_t)y * v.pitch + (size_t)x * 4;
-        if (in) memcpy(p, in, 4);
-        else memcpy(out, p, 4);
+        if (in)
+            memcpy(p, in, 4);
+        else
+            memcpy(out, p, 4);
     }
     cpudrv_unlock();
     return rc;

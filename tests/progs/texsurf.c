@@ -32,8 +32,8 @@ static void reference(float out[H][W])
 
 static CUarray float_array(size_t w, size_t h, unsigned flags)
 {
-    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = w, .Height = h, .Format = CU_AD_FORMAT_FLOAT,
-                                 .NumChannels = 1, .Flags = flags};
+    CUDA_ARRAY3D_DESCRIPTOR d = {
+        .Width = w, .Height = h, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1, .Flags = flags};
     CUarray a;
     CHECK(cuArray3DCreate(&a, &d));
     return a;
@@ -102,7 +102,8 @@ static void errors(void)
            t_errname(EXPECT_ERR(cuTexObjectCreate(&t, &rd, &td, NULL))));
     rd.res.linear.sizeInBytes = 4096;
     CHECK(cuMemFree(d));
-    printf("texture over freed memory: %s\n", t_errname(EXPECT_ERR(cuTexObjectCreate(&t, &rd, &td, NULL))));
+    printf("texture over freed memory: %s\n",
+           t_errname(EXPECT_ERR(cuTexObjectCreate(&t, &rd, &td, NULL))));
     rd.resType = CU_RESOURCE_TYPE_PITCH2D;
     CHECK(cuMemAlloc(&d, 4096));
     rd.res.pitch2D.devPtr = d;
@@ -130,11 +131,13 @@ static void errors(void)
     memset(&rd, 0, sizeof rd);
     rd.resType = CU_RESOURCE_TYPE_ARRAY;
     rd.res.array.hArray = (CUarray)(uintptr_t)0x1234560;
-    printf("texture over a forged array: %s\n", t_errname(EXPECT_ERR(cuTexObjectCreate(&t, &rd, &td, NULL))));
-    printf("surface over a forged array: %s\n", t_errname(EXPECT_ERR(cuSurfObjectCreate(&forged_s, &rd))));
+    printf("texture over a forged array: %s\n",
+           t_errname(EXPECT_ERR(cuTexObjectCreate(&t, &rd, &td, NULL))));
+    printf("surface over a forged array: %s\n",
+           t_errname(EXPECT_ERR(cuSurfObjectCreate(&forged_s, &rd))));
     /* A mipmap level is the mipmapped array's: not the caller's to destroy. */
-    CUDA_ARRAY3D_DESCRIPTOR md = {.Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT,
-                                  .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR md = {
+        .Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CUmipmappedArray m;
     CUarray level;
     CHECK(cuMipmappedArrayCreate(&m, &md, 3));
@@ -150,8 +153,7 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
-    if (t_has_flag(argc, argv, "--errors"))
-        errors();
+    if (t_has_flag(argc, argv, "--errors")) errors();
     CUmodule mod = t_load_module("texture.ptx");
     CUfunction stencil = t_get_function(mod, "tex_stencil");
     CUfunction fetch = t_get_function(mod, "tex_fetch_double");
@@ -210,7 +212,8 @@ int main(int argc, char **argv)
                 rb.res.linear.format == CU_AD_FORMAT_FLOAT && rb.res.linear.numChannels == 1 &&
                 rb.res.linear.sizeInBytes == sizeof src,
             "linear resource descriptor round trip");
-    REQUIRE(tb.filterMode == CU_TR_FILTER_MODE_POINT && tb.addressMode[0] == CU_TR_ADDRESS_MODE_CLAMP &&
+    REQUIRE(tb.filterMode == CU_TR_FILTER_MODE_POINT &&
+                tb.addressMode[0] == CU_TR_ADDRESS_MODE_CLAMP &&
                 tb.addressMode[1] == CU_TR_ADDRESS_MODE_CLAMP && tb.flags == 0,
             "texture descriptor round trip");
     t_ok("resource and texture descriptors read back");
@@ -262,8 +265,8 @@ int main(int argc, char **argv)
 
     /* A mipmapped array: a texture over the whole (normalized coordinates, as mipmaps
      * require), and one over its level 1, which the stencil reads. */
-    CUDA_ARRAY3D_DESCRIPTOR md = {.Width = 2 * W, .Height = 2 * H, .Format = CU_AD_FORMAT_FLOAT,
-                                  .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR md = {
+        .Width = 2 * W, .Height = 2 * H, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CUmipmappedArray mip;
     CHECK(cuMipmappedArrayCreate(&mip, &md, 4));
     CUarray level;
@@ -290,7 +293,8 @@ int main(int argc, char **argv)
     memset(&rb, 0, sizeof rb);
     CHECK(cuTexObjectGetResourceDesc(&rb, tmip));
     CHECK(cuTexObjectGetTextureDesc(&tb, tmip));
-    REQUIRE(rb.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY && rb.res.mipmap.hMipmappedArray == mip &&
+    REQUIRE(rb.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY &&
+                rb.res.mipmap.hMipmappedArray == mip &&
                 tb.flags == CU_TRSF_NORMALIZED_COORDINATES && tb.maxMipmapLevelClamp == 3.0f,
             "mipmapped texture descriptors round trip");
     t_ok("texture over a mipmapped array, its descriptors read back");
@@ -299,14 +303,16 @@ int main(int argc, char **argv)
     CUtexObject bad;
     CUDA_RESOURCE_DESC br = rd;
     br.flags = 1;
-    printf("resource descriptor with flags: %s\n", t_errname(EXPECT_ERR(cuTexObjectCreate(&bad, &br, &tdn, NULL))));
+    printf("resource descriptor with flags: %s\n",
+           t_errname(EXPECT_ERR(cuTexObjectCreate(&bad, &br, &tdn, NULL))));
     memset(&br, 0, sizeof br);
     br.resType = CU_RESOURCE_TYPE_LINEAR;
     br.res.linear.devPtr = lin;
     br.res.linear.format = CU_AD_FORMAT_FLOAT;
     br.res.linear.numChannels = 3;
     br.res.linear.sizeInBytes = sizeof src;
-    printf("linear texture of 3 channels: %s\n", t_errname(EXPECT_ERR(cuTexObjectCreate(&bad, &br, &td, NULL))));
+    printf("linear texture of 3 channels: %s\n",
+           t_errname(EXPECT_ERR(cuTexObjectCreate(&bad, &br, &td, NULL))));
     memset(&br, 0, sizeof br);
     br.resType = CU_RESOURCE_TYPE_ARRAY;
     br.res.array.hArray = arr;
@@ -317,7 +323,8 @@ int main(int argc, char **argv)
     br.res.linear.format = CU_AD_FORMAT_FLOAT;
     br.res.linear.numChannels = 1;
     br.res.linear.sizeInBytes = sizeof src;
-    printf("surface over linear memory: %s\n", t_errname(EXPECT_ERR(cuSurfObjectCreate(&bad, &br))));
+    printf("surface over linear memory: %s\n",
+           t_errname(EXPECT_ERR(cuSurfObjectCreate(&bad, &br))));
     printf("texture without a texture descriptor: %s\n",
            t_errname(EXPECT_ERR(cuTexObjectCreate(&bad, &br, NULL, NULL))));
 
