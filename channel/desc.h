@@ -173,7 +173,7 @@ struct shim_type {
     uint8_t flags;     /* SHIM_TF_* */
     int16_t bad;       /* the CUresult the driver gives for a handle it does not know */
     uint8_t nparents;
-    uint16_t parents[4]; /* types an object of this type may belong to */
+    uint16_t parents[8]; /* types an object of this type may belong to (gen.py: MAX_PARENTS) */
 };
 
 /* Descriptor table, indexed by SHIM_ID_*. */

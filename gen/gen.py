@@ -37,6 +37,7 @@ DPTR_TYPES = ("CUdeviceptr", "CUdeviceptr_v2")
 DEVICE_TYPES = ("CUdevice", "CUdevice_v1")
 LOCATION_TYPE = "CUmemLocation"
 PTDS_SUFFIXES = ("_ptds", "_ptsz")
+MAX_PARENTS = 8  # struct shim_type's parents[] (channel/desc.h)
 
 
 class GenError(Exception):
@@ -679,6 +680,8 @@ def check_types(model, by_name, errors):
         if parent is True:
             errors.append("%s: parent= names the parent types" % where)
         elif parent:
+            if len(parent.split(",")) > MAX_PARENTS:
+                errors.append("%s: at most %d parent types" % (where, MAX_PARENTS))
             for p in parent.split(","):
                 if p not in names:
                     errors.append("%s: parent=%s is not a declared type" % (where, p))

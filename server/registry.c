@@ -265,7 +265,8 @@ static void destroy(struct srv_client *c, struct srv_obj *o)
  * released with its own parent), an object that outlives it or must go before it is
  * released on its own (a pool's allocations, a reservation's mappings); when the client
  * destroyed o through the API, what outlives o stays the client's, belonging to nothing.
- * The rest died with o in the driver and is only forgotten, with what belongs to it. */
+ * The rest died with o in the driver and is only forgotten, with what belongs to it, in the
+ * same way: a texture over a level of a mipmapped array the client destroyed stays its own. */
 static void drop_children(struct srv_client *c, struct srv_obj *o, int destroyed)
 {
     while (o->children) {
@@ -276,7 +277,7 @@ static void drop_children(struct srv_client *c, struct srv_obj *o, int destroyed
         } else if (!destroyed && (f & (SHIM_TF_OUTLIVES_PARENT | SHIM_TF_BEFORE_PARENT))) {
             srv_obj_release(c, k);
         } else {
-            drop_children(c, k, 0);
+            drop_children(c, k, destroyed);
             forget(c, k);
         }
     }

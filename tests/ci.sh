@@ -315,19 +315,25 @@ else
         grep -h "^PASS\|^FAIL" '"$WORK"'/fourc-*.log
         exit $rc'
 
-    # A client killed while it holds virtual memory, graphs, pool memory and IPC exports:
-    # the checks below find the tables empty and the memory back.
-    run_test kill-holding-everything 60 bash -c '
-        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/hold 600 --all >'"$WORK"'/holdall.log 2>&1 & h=$!
-        for i in $(seq 200); do grep -q ready '"$WORK"'/holdall.log && break; sleep 0.05; done
-        cat '"$WORK"'/holdall.log
-        grep -q ready '"$WORK"'/holdall.log || exit 1
-        kill -9 $h; wait $h
-        for i in $(seq 100); do
-            printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" && exit 0
-            sleep 0.1
-        done
-        exit 1'
+    # A client killed while it holds virtual memory, graphs, pool memory and IPC exports
+    # (--all), or textures, a surface and a mipmapped array (--textures): the checks below
+    # find the tables empty and the memory back.
+    for v in everything:--all textures:--textures; do
+        run_test kill-holding-${v%%:*} 60 bash -c '
+            log='"$WORK"'/hold-'"${v%%:*}"'.log
+            env LD_PRELOAD='"$SHIM"' '"$B"'/tests/hold 600 '"${v#*:}"' >$log 2>&1 & h=$!
+            for i in $(seq 200); do grep -q ready $log && break; sleep 0.05; done
+            cat $log
+            grep -q ready $log || exit 1
+            kill -9 $h; wait $h
+            for i in $(seq 100); do
+                printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" &&
+                    ! grep "releasing a CU\(texObject\|surfObject\|mipmappedArray\|array\) failed" \
+                        '"$MPSSHIM_LOG_DIRECTORY"'/server.log && exit 0
+                sleep 0.1
+            done
+            exit 1'
+    done
 
     # Clients that leave (exit, or are killed) while a stream of theirs waits for a value
     # nothing will write: the server ends the waits and releases them; the checks below

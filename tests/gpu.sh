@@ -127,6 +127,9 @@ print_table() {
     [ "$FAILED" = 0 ] && echo "all passed" || echo "FAILED (full log: $LOG)"
 }
 
+# MPSSHIM_GPU_SKIP="frameworks ...": parts left out (a run that must fit a time limit).
+skipped() { [[ " ${MPSSHIM_GPU_SKIP:-} " == *" $1 "* ]]; }
+
 # MPSSHIM_GPU_ONLY=faults: only the fault tier (a quick check of fault recovery).
 if [ "${MPSSHIM_GPU_ONLY:-}" = faults ]; then
     fault_tier
@@ -262,7 +265,8 @@ fi
 # Programs written against PyTorch, CuPy, JAX (tests/frameworks): natively and through the
 # shim, the same printed values required. One row each; a framework not installed is SKIP.
 mkdir -p "$LOGDIR/frameworks"
-while read -r line; do
+skipped frameworks && record frameworks SKIP "MPSSHIM_GPU_SKIP"
+skipped frameworks || while read -r line; do
     case $line in
     "== framework-"*)
         name=${line#== }

@@ -33,27 +33,21 @@ static void array_release(struct cpudrv_obj *o)
     free(a);
 }
 
-static CUresult create(CUarray *ph, const CUDA_ARRAY3D_DESCRIPTOR *d)
+CUresult cpudrv_array_new(const CUDA_ARRAY3D_DESCRIPTOR *d, struct cpudrv_ctx *c,
+                          struct cpudrv_array **out)
 {
     size_t fs = format_size(d->Format);
     unsigned known = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP |
                      CUDA_ARRAY3D_TEXTURE_GATHER | CUDA_ARRAY3D_COLOR_ATTACHMENT;
-    if (!ph || !fs || !d->Width ||
-        (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) || (d->Flags & ~known))
+    if (!fs || !d->Width || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) ||
+        (d->Flags & ~known))
         return CUDA_ERROR_INVALID_VALUE;
     // 1D: H = D = 0; 2D: D = 0; 3D: all set; layered 1D: H = 0 with layers in D.
     if (d->Depth && !d->Height && !(d->Flags & CUDA_ARRAY3D_LAYERED))
         return CUDA_ERROR_INVALID_VALUE;
     if (d->Width > 131072 || d->Height > 65536 || d->Depth > 16384) return CUDA_ERROR_INVALID_VALUE;
-    struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
-    if (rc) return rc;
-    struct cpudrv_ctx *owner = cpudrv_ctx_owner(c);
     struct cpudrv_array *a = calloc(1, sizeof *a);
-    if (!a) {
-        cpudrv_unlock();
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
     a->desc = *d;
     a->elsize = fs * d->NumChannels;
     a->wbytes = d->Width * a->elsize;
@@ -63,15 +57,26 @@ static CUresult create(CUarray *ph, const CUDA_ARRAY3D_DESCRIPTOR *d)
     if (!a->map || cpudrv_mem_reserve(c->dev, a->maplen)) {
         if (a->map) munmap(a->map, a->maplen);
         free(a);
-        cpudrv_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     a->mem = a->map;
-    cpudrv_obj_init(&a->o, CPUDRV_K_ARRAY, owner, array_release);
+    cpudrv_obj_init(&a->o, CPUDRV_K_ARRAY, cpudrv_ctx_owner(c), array_release);
     cpudrv_obj_publish(&a->o);
-    cpudrv_unlock();
-    *ph = (CUarray)a;
+    *out = a;
     return CUDA_SUCCESS;
+}
+
+static CUresult create(CUarray *ph, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (!ph) return CUDA_ERROR_INVALID_VALUE;
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return rc;
+    struct cpudrv_array *a = NULL;
+    rc = cpudrv_array_new(d, c, &a);
+    cpudrv_unlock();
+    if (!rc) *ph = (CUarray)a;
+    return rc;
 }
 
 // Creates a 1D or 2D array.
@@ -99,7 +104,9 @@ CUresult cuArrayDestroy(CUarray hArray)
     CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
     cpudrv_lock();
+    // A mipmapped array's level goes with the mipmapped array only.
     struct cpudrv_array *a = cpudrv_obj_find(hArray, CPUDRV_K_ARRAY);
+    if (a && a->level) a = NULL;
     if (a) cpudrv_obj_unpublish(&a->o);
     cpudrv_unlock();
     return TR(a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE);

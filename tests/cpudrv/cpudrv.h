@@ -103,6 +103,9 @@ enum cpudrv_kind {
     CPUDRV_K_GRAPH,
     CPUDRV_K_GNODE,
     CPUDRV_K_GEXEC,
+    CPUDRV_K_MIPMAP,
+    CPUDRV_K_TEX,
+    CPUDRV_K_SURF,
 };
 
 // Header of every driver object. The handle given to callers is the object's address;
@@ -427,7 +430,27 @@ struct cpudrv_array {
     unsigned char *mem;
     void *map;
     size_t maplen;
+    int level; // a mipmapped array's level (texture.c): not destroyed on its own
 };
+
+// cpudrv_big held: validates d as cuArray3DCreate does and makes a live array owned by c's
+// owner context.
+CUresult cpudrv_array_new(const CUDA_ARRAY3D_DESCRIPTOR *d, struct cpudrv_ctx *c,
+                          struct cpudrv_array **out);
+
+/* ---------------------------------------------------------------- texture.c */
+
+// Kernel access to texture and surface objects (twins.c), each taking cpudrv_big itself.
+// Point sampling of texel (x, y) with unnormalized coordinates, clamped to the edges, of
+// a 1-channel float texture; CUDA_ERROR_ILLEGAL_ADDRESS for a handle that is not a live
+// texture, memory no longer there, or a texture the twins do not model (another format,
+// layered, 3D).
+CUresult cpudrv_tex_read_f32(uint64_t tex, int64_t x, int64_t y, float *out);
+// tex1Dfetch of element i of a linear 1-channel float texture (0 outside it).
+CUresult cpudrv_tex_fetch_f32(uint64_t tex, int64_t i, float *out);
+// surf2Dwrite of a float at byte column xbytes, row y (out of range: illegal address, the
+// default trap mode).
+CUresult cpudrv_surf_write_f32(uint64_t surf, int64_t xbytes, int64_t y, float v);
 
 /* ---------------------------------------------------------------- module.c */
 

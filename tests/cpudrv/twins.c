@@ -319,6 +319,47 @@ static CUresult negate_i32(const struct cpudrv_launch *L)
     return rc;
 }
 
+// texture.cu: texture and surface access goes through texture.c, which checks each handle
+// and element (a texture of a kind it does not model faults).
+static CUresult tex_stencil(const struct cpudrv_launch *L)
+{
+    uint64_t src = a64(L, 0), dst = a64(L, 1);
+    int32_t w = ai32(L, 2), h = ai32(L, 3);
+    uint64_t xs = xthreads(L), ys = (uint64_t)L->grid[1] * L->block[1];
+    uint64_t zs = (uint64_t)L->grid[2] * L->block[2];
+    uint64_t mx = w <= 0 ? 0 : xs < (uint64_t)w ? xs : (uint64_t)w;
+    uint64_t my = h <= 0 ? 0 : ys < (uint64_t)h ? ys : (uint64_t)h;
+    CUresult rc = CUDA_SUCCESS;
+    for (uint64_t z = 0; !rc && z < zs; z++)
+        for (uint64_t y = 0; !rc && y < my; y++)
+            for (uint64_t x = 0; !rc && x < mx; x++) {
+                float c, l, r, u, d;
+                int64_t ix = (int64_t)x, iy = (int64_t)y;
+                rc = cpudrv_tex_read_f32(src, ix, iy, &c);
+                if (!rc) rc = cpudrv_tex_read_f32(src, ix - 1, iy, &l);
+                if (!rc) rc = cpudrv_tex_read_f32(src, ix + 1, iy, &r);
+                if (!rc) rc = cpudrv_tex_read_f32(src, ix, iy - 1, &u);
+                if (!rc) rc = cpudrv_tex_read_f32(src, ix, iy + 1, &d);
+                if (!rc) rc = cpudrv_surf_write_f32(dst, ix * 4, iy, l + r + u + d - 4.0f * c);
+            }
+    return rc;
+}
+
+static CUresult tex_fetch_double(const struct cpudrv_launch *L)
+{
+    uint64_t src = a64(L, 0);
+    float *out = (float *)(uintptr_t)a64(L, 1);
+    uint64_t m = covered(L, ai32(L, 2));
+    CUresult rc = kmem((uintptr_t)out, m, 4);
+    for (uint64_t r = 0; !rc && r < copies(L); r++)
+        for (uint64_t i = 0; !rc && i < m; i++) {
+            float v;
+            rc = cpudrv_tex_fetch_f32(src, (int64_t)i, &v);
+            if (!rc) out[i] = 2.0f * v;
+        }
+    return rc;
+}
+
 // Parameter sizes and alignments as the PTX declares them (used for cubins whose layout
 // cannot be read, and to reject a kernel that has the name but not the signature).
 #define P(...) __VA_ARGS__
@@ -339,6 +380,8 @@ static const struct cpudrv_twin twins[] = {
     {"write_pattern", 3, {P(8, 8, 4)}, {P(8, 8, 4)}, write_pattern},
     {"check_pattern", 4, {P(8, 8, 4, 8)}, {P(8, 8, 4, 8)}, check_pattern},
     {"negate_i32", 2, {P(8, 4)}, {P(8, 4)}, negate_i32},
+    {"tex_stencil", 4, {P(8, 8, 4, 4)}, {P(8, 8, 4, 4)}, tex_stencil},
+    {"tex_fetch_double", 3, {P(8, 8, 4)}, {P(8, 8, 4)}, tex_fetch_double},
 };
 #undef P
 

@@ -3,12 +3,49 @@
  * holds one of most kinds of object first (virtual memory reserved and mapped, a graph and
  * its exec, stream-ordered memory, an exported IPC allocation and interprocess event, a
  * stream, a module, managed memory), for tests that kill it and check the server lets go of
- * everything. */
+ * everything. With --textures it holds textures over its memory, an array and a mipmapped
+ * array's level and the mipmapped array itself, and a surface over the array. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+/* Textures and a surface over d's first 4 KiB, an array, a mipmapped array and its level. */
+static void hold_textures(CUdeviceptr d)
+{
+    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT,
+                                  .NumChannels = 1, .Flags = CUDA_ARRAY3D_SURFACE_LDST};
+    CUarray arr, level;
+    CUmipmappedArray mip;
+    CHECK(cuArray3DCreate(&arr, &ad));
+    ad.Flags = 0;
+    CHECK(cuMipmappedArrayCreate(&mip, &ad, 3));
+    CHECK(cuMipmappedArrayGetLevel(&level, mip, 1));
+    CUDA_TEXTURE_DESC td = {.addressMode = {CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_CLAMP},
+                            .filterMode = CU_TR_FILTER_MODE_POINT};
+    CUDA_RESOURCE_DESC rd = {.resType = CU_RESOURCE_TYPE_LINEAR};
+    rd.res.linear.devPtr = d;
+    rd.res.linear.format = CU_AD_FORMAT_FLOAT;
+    rd.res.linear.numChannels = 1;
+    rd.res.linear.sizeInBytes = 4096;
+    CUtexObject t;
+    CUsurfObject s;
+    CHECK(cuTexObjectCreate(&t, &rd, &td, NULL));
+    memset(&rd, 0, sizeof rd);
+    rd.resType = CU_RESOURCE_TYPE_ARRAY;
+    rd.res.array.hArray = arr;
+    CHECK(cuTexObjectCreate(&t, &rd, &td, NULL));
+    CHECK(cuSurfObjectCreate(&s, &rd));
+    rd.res.array.hArray = level;
+    CHECK(cuTexObjectCreate(&t, &rd, &td, NULL));
+    memset(&rd, 0, sizeof rd);
+    rd.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
+    rd.res.mipmap.hMipmappedArray = mip;
+    td.flags = CU_TRSF_NORMALIZED_COORDINATES;
+    CHECK(cuTexObjectCreate(&t, &rd, &td, NULL));
+}
 
 int main(int argc, char **argv)
 {
@@ -68,6 +105,8 @@ int main(int argc, char **argv)
         }
         CHECK(cuStreamSynchronize(s));
     }
+    if (t_has_flag(argc, argv, "--textures"))
+        hold_textures(d);
     CHECK(cuCtxSynchronize());
     printf("ready\n");
     fflush(stdout);

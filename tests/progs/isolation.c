@@ -2,8 +2,8 @@
  *
  * The process forks before any CUDA call; each side then initialises CUDA on its own.
  * A allocates memory and creates a stream, an event, a module, a function, a memory pool,
- * stream-ordered memory, virtual memory and a graph, sends those values to B through a
- * pipe and waits. B tries to use each of them; every call must fail
+ * stream-ordered memory, virtual memory, a graph, arrays, a texture and a surface, sends
+ * those values to B through a pipe and waits. B tries to use each of them; every call must fail
  * (any error; which one is not printed) and nothing may crash. Then A checks that its memory
  * is intact and its handles still work.
  *
@@ -27,6 +27,7 @@ struct handles {
     uint64_t pool, pooled, default_pool, async; /* a pool, memory from it, cuMemAllocAsync's */
     uint64_t reserved, mapped, handle;          /* virtual memory: a reservation, a mapping */
     uint64_t graph, node, exec;                 /* a graph with a memset node, instantiated */
+    uint64_t array, mip, tex, surf;             /* an array, a mipmapped array, objects over them */
 };
 
 /* Virtual memory of one granule's multiples: the granularity of device 0. */
@@ -203,6 +204,37 @@ static void run_b(int from_a, int to_a)
     CHECK(cuMemFree(mine2));
     t_ok("B: its own graph works");
 
+    /* Textures and surfaces: A's objects, and objects of B's over A's memory and arrays. */
+    CUDA_TEXTURE_DESC td = {.addressMode = {CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_CLAMP},
+                            .filterMode = CU_TR_FILTER_MODE_POINT};
+    CUDA_RESOURCE_DESC rd = {.resType = CU_RESOURCE_TYPE_LINEAR};
+    rd.res.linear.devPtr = adptr;
+    rd.res.linear.format = CU_AD_FORMAT_FLOAT;
+    rd.res.linear.numChannels = 1;
+    rd.res.linear.sizeInBytes = 4096;
+    CUtexObject bt;
+    CUsurfObject bs;
+    CUDA_RESOURCE_DESC back;
+    CUarray lvl;
+    REFUSED(cuTexObjectCreate(&bt, &rd, &td, NULL), "a texture over A's memory");
+    memset(&rd, 0, sizeof rd);
+    rd.resType = CU_RESOURCE_TYPE_ARRAY;
+    rd.res.array.hArray = (CUarray)(uintptr_t)h.array;
+    REFUSED(cuTexObjectCreate(&bt, &rd, &td, NULL), "a texture over A's array");
+    REFUSED(cuSurfObjectCreate(&bs, &rd), "a surface over A's array");
+    memset(&rd, 0, sizeof rd);
+    rd.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
+    rd.res.mipmap.hMipmappedArray = (CUmipmappedArray)(uintptr_t)h.mip;
+    td.flags = CU_TRSF_NORMALIZED_COORDINATES;
+    REFUSED(cuTexObjectCreate(&bt, &rd, &td, NULL), "a texture over A's mipmapped array");
+    REFUSED(cuMipmappedArrayGetLevel(&lvl, (CUmipmappedArray)(uintptr_t)h.mip, 0),
+            "cuMipmappedArrayGetLevel of A's mipmapped array");
+    REFUSED(cuTexObjectGetResourceDesc(&back, (CUtexObject)h.tex), "cuTexObjectGetResourceDesc of A's texture");
+    REFUSED(cuSurfObjectGetResourceDesc(&back, (CUsurfObject)h.surf), "cuSurfObjectGetResourceDesc of A's surface");
+    REFUSED(cuTexObjectDestroy((CUtexObject)h.tex), "cuTexObjectDestroy of A's texture");
+    REFUSED(cuSurfObjectDestroy((CUsurfObject)h.surf), "cuSurfObjectDestroy of A's surface");
+    REFUSED(cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h.mip), "cuMipmappedArrayDestroy of A's mipmapped array");
+
     /* The refusals left B itself working. */
     CHECK(cuLaunchKernel(mine_inc, 1, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
     CHECK(cuCtxSynchronize());
@@ -277,6 +309,21 @@ static void run_a(int to_b, int from_b, pid_t b)
                                   .height = 1};
     CHECK(cuGraphAddMemsetNode(&node, graph, NULL, 0, &ms, ctx));
     CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT,
+                                  .NumChannels = 1, .Flags = CUDA_ARRAY3D_SURFACE_LDST};
+    CUarray arr;
+    CUmipmappedArray mip;
+    CHECK(cuArray3DCreate(&arr, &ad));
+    ad.Flags = 0;
+    CHECK(cuMipmappedArrayCreate(&mip, &ad, 2));
+    CUDA_TEXTURE_DESC td = {.addressMode = {CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_CLAMP},
+                            .filterMode = CU_TR_FILTER_MODE_POINT};
+    CUDA_RESOURCE_DESC rd = {.resType = CU_RESOURCE_TYPE_ARRAY};
+    rd.res.array.hArray = arr;
+    CUtexObject tex;
+    CUsurfObject surf;
+    CHECK(cuTexObjectCreate(&tex, &rd, &td, NULL));
+    CHECK(cuSurfObjectCreate(&surf, &rd));
     t_ok("A: set up");
 
     struct handles h = {(uint64_t)p, (uint64_t)(uintptr_t)s, (uint64_t)(uintptr_t)ev,
@@ -284,7 +331,8 @@ static void run_a(int to_b, int from_b, pid_t b)
                         (uint64_t)(uintptr_t)pool, (uint64_t)pooled, (uint64_t)(uintptr_t)dflt,
                         (uint64_t)async, (uint64_t)va, (uint64_t)va, (uint64_t)vh,
                         (uint64_t)(uintptr_t)graph, (uint64_t)(uintptr_t)node,
-                        (uint64_t)(uintptr_t)exec};
+                        (uint64_t)(uintptr_t)exec, (uint64_t)(uintptr_t)arr,
+                        (uint64_t)(uintptr_t)mip, (uint64_t)tex, (uint64_t)surf};
     t_write_all(to_b, &h, sizeof h);
     char done = 0;
     int got = t_read_all(from_b, &done, 1);
@@ -316,6 +364,14 @@ static void run_a(int to_b, int from_b, pid_t b)
     CHECK(cuGraphDestroy(graph));
     CHECK(cuMemFree(gmem));
     t_ok("A: its graph still works");
+    CUDA_RESOURCE_DESC back;
+    CHECK(cuTexObjectGetResourceDesc(&back, tex));
+    REQUIRE(back.res.array.hArray == arr, "A: its texture's resource");
+    CHECK(cuTexObjectDestroy(tex));
+    CHECK(cuSurfObjectDestroy(surf));
+    CHECK(cuMipmappedArrayDestroy(mip));
+    CHECK(cuArrayDestroy(arr));
+    t_ok("A: its textures, surface and mipmapped array still work");
     CHECK(cuMemUnmap(va, g));
     CHECK(cuMemAddressFree(va, 2 * g));
     CHECK(cuMemRelease(vh));
