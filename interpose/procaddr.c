@@ -162,7 +162,8 @@ static uint8_t *fetch_all(uint32_t *total, const char **why)
         uint32_t len = l->len;
         struct chan_procaddr_page pg;
         if (res != CUDA_SUCCESS) {
-            *why = "the server has none";
+            /* CUDA_ERROR_NOT_FOUND: it has none (its log says why): nothing to say here. */
+            *why = res == CUDA_ERROR_NOT_FOUND ? NULL : "the server refused to send it";
             goto fail;
         }
         if (len < sizeof(pg) || len > CHAN_LANE_DATA) {
@@ -266,7 +267,7 @@ static struct table *parse(const uint8_t *buf, uint32_t total, const char **why,
         const char *sym = r.symbol == CHAN_PROCADDR_NONE ? NULL
                                                          : ident_at(strings, h.strings, r.symbol);
         if (!name || (r.symbol != CHAN_PROCADDR_NONE && !sym)) {
-            *why = "a name in it is not a C identifier";
+            *why = "a name in it is out of its bounds or no C identifier";
             goto bad;
         }
         if (r.flags < 0 || r.flags > 2 || r.version <= 0 ||
@@ -312,7 +313,8 @@ void shim_procaddr_fetch(unsigned server_minor)
     struct table *t = buf ? parse(buf, total, &why, &unknown, &first) : NULL;
     if (!t) {
         free(buf);
-        shim_log("the server's cuGetProcAddress table is not usable (%s): answering as the 580 "
+        if (why)
+            shim_log("the server's cuGetProcAddress table is not usable (%s): answering as the 580 "
                  "driver does",
                  why);
         return;

@@ -107,6 +107,9 @@ run_test procaddr-follows-server-driver 60 bash -c '
     '"$B"'/tests/unit/procaddr_test '"$SHIM"' $tsv | tail -n 2 | grep "cuMemAlloc flags 2 version 4020: got 0, cuMemAlloc; driver cuMemAlloc_v2" || rc=1
     printf "quit\n" | '"$CTL"' >/dev/null
     exit $rc'
+# A fake server's tables, good and damaged (tests/unit/procaddr_badserver.c): the client
+# follows a good one and answers from its compiled-in table when one is malformed.
+run_test procaddr-bad-server 60 "$B/tests/unit/procaddr_badserver" "$SHIM" "$WORK/badserver"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 # The unit tests, the raw protocol tests and a few programs once more against a server built
 # with ASan and UBSan (own build in BUILD-asan, own server).
