@@ -260,6 +260,9 @@ static struct table *parse(const uint8_t *buf, uint32_t total, const char **why,
         goto bad;
     }
     size_t n = 0;
+    /* The server sends the rows of one name together: each name is looked up once. */
+    uint32_t last_name = CHAN_PROCADDR_NONE;
+    int last_known = 0;
     for (uint32_t i = 0; i < h.nrows; i++) {
         struct chan_procaddr_row r;
         memcpy(&r, buf + sizeof(h) + (size_t)i * sizeof(r), sizeof(r));
@@ -275,10 +278,14 @@ static struct table *parse(const uint8_t *buf, uint32_t total, const char **why,
             *why = "a row is out of range";
             goto bad;
         }
-        if (!known_name(name) || (sym && !shim_symtab_find(sym))) {
+        if (r.name != last_name) {
+            last_name = r.name;
+            last_known = known_name(name);
+        }
+        if (!last_known || (sym && !shim_symtab_find(sym))) {
             if (!(*unknown)++)
-                *first = sym && known_name(name) ? sym : name;
-            if (!known_name(name))
+                *first = last_known ? sym : name;
+            if (!last_known)
                 continue;
             sym = NULL; /* an entry point the shim does not have: not found */
             r.result = CUDA_ERROR_NOT_FOUND;
@@ -287,8 +294,13 @@ static struct table *parse(const uint8_t *buf, uint32_t total, const char **why,
         rows[n++] = (struct shim_procaddr_row){name, r.flags, r.version, sym,
                                                sym ? 0 : r.result, sym ? 0 : r.status};
     }
-    qsort(rows, n, sizeof(*rows), cmp_row);
-    for (size_t i = 1; i < n; i++)
+    /* In order as the server sends them; sorted here only when they are not. */
+    size_t i = 1;
+    while (i < n && cmp_row(&rows[i - 1], &rows[i]) < 0)
+        i++;
+    if (i < n)
+        qsort(rows, n, sizeof(*rows), cmp_row);
+    for (i = 1; i < n; i++)
         if (cmp_row(&rows[i - 1], &rows[i]) == 0) {
             *why = "it answers one request twice";
             goto bad;
