@@ -24,8 +24,8 @@
 #include <cuda.h>
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
-#define CHAN_PROTO_MAJOR 5     /* incompatible changes (5: visible_devices in the hello) */
-#define CHAN_PROTO_MINOR 0     /* compatible additions */
+#define CHAN_PROTO_MAJOR 5 /* incompatible changes (5: visible_devices in the hello) */
+#define CHAN_PROTO_MINOR 1 /* compatible additions (1: CHAN_OP_PROCADDR) */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -244,6 +244,7 @@ enum chan_op {
     CHAN_OP_IPC,                /* chan_ipc -> chan_ipc_reply */
     CHAN_OP_HOST_NODE,          /* chan_host_node + deps -> u64 node (add) | u64 fn, user (get) */
     CHAN_OP_HOST_REGISTER,      /* chan_host_register (+ memfd on the socket before) -> - */
+    CHAN_OP_PROCADDR,           /* u32 offset -> chan_procaddr_page + bytes of the table */
     CHAN_OP_END,
 };
 
@@ -498,6 +499,35 @@ struct chan_host_func {
     uint64_t stream;
     uint32_t seq;
     uint32_t pad;
+};
+
+/* The server's driver's cuGetProcAddress answers (server/procaddr.c), probed once at
+ * start; a client (minor >= 3 server) reads them page by page right after the handshake
+ * and answers cuGetProcAddress from them (interpose/procaddr.c), checking everything.
+ * The table: a chan_procaddr_head, nrows chan_procaddr_row, then `strings` bytes of
+ * NUL-terminated names the rows point into. A row answers (name, flags) from `version` on,
+ * until the next row of the same (name, flags): the symbol, or when there is none
+ * (CHAN_PROCADDR_NONE) the result and query status (-1: not written) the driver gave. */
+#define CHAN_PROCADDR_MAX (2u << 20) /* bytes of a table a client accepts */
+#define CHAN_PROCADDR_MAGIC 0x52444150u /* "PADR" */
+#define CHAN_PROCADDR_NONE 0xffffffffu
+struct chan_procaddr_page {
+    uint32_t total; /* bytes of the whole table; the page's bytes from `offset` follow */
+    uint32_t pad;
+};
+struct chan_procaddr_head {
+    uint32_t magic;
+    int32_t driver_version;
+    uint32_t nrows;
+    uint32_t strings;
+};
+struct chan_procaddr_row {
+    uint32_t name;   /* offset in the strings */
+    uint32_t symbol; /* offset in the strings, or CHAN_PROCADDR_NONE */
+    int32_t version;
+    int32_t flags;   /* 0, 1 (CU_GET_PROC_ADDRESS_LEGACY_STREAM), 2 (_PER_THREAD_DEFAULT_STREAM) */
+    int32_t result;  /* CUresult without a symbol */
+    int32_t status;  /* CUdriverProcAddressQueryResult without a symbol, -1 = not written */
 };
 
 struct chan_stream_create {

@@ -201,6 +201,7 @@ static CUresult try_connect(char *why, size_t whylen)
     shim_conn.sock = s;
     shim_conn.server_pid = w.server_pid;
     shim_conn.client_id = w.client_id;
+    shim_conn.server_minor = w.minor;
     return CUDA_SUCCESS;
 fail:
     if (fd >= 0)
@@ -358,6 +359,9 @@ CUresult shim_connect(void)
     if (st == CONN_NONE) {
         pthread_atfork(NULL, NULL, on_fork_child);
         conn_error = connect_or_start(conn_why, sizeof(conn_why));
+        /* Before any answer: cuGetProcAddress waits for this decision like every entry. */
+        if (conn_error == CUDA_SUCCESS)
+            shim_procaddr_fetch(shim_conn.server_minor);
         if (conn_error == CUDA_SUCCESS && CHAN_PROFILING)
             atexit(profile_at_exit);
         if (conn_error == CUDA_SUCCESS) {

@@ -55,6 +55,7 @@ struct shim_conn {
     struct chan ch;
     int server_pid;
     uint32_t client_id;
+    uint16_t server_minor;   /* the server's protocol minor (what it can answer) */
     struct chan_devinfo dev; /* private copy of what the server published */
 };
 
@@ -81,6 +82,13 @@ int shim_server_alive(void *unused);
 
 /* Receives one file descriptor the server sent on the socket (host allocations). */
 int shim_recv_fd(void);
+
+/* ---------------------------------------------------------------- procaddr.c */
+
+/* Right after the handshake, before the connection is marked up: reads the server's
+ * driver's cuGetProcAddress answers, which answer this process's requests from then on
+ * (unusable ones are logged once, and the compiled-in table answers). */
+void shim_procaddr_fetch(unsigned server_minor);
 
 /* ---------------------------------------------------------------- call.c */
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 void *srv_drv_fns[SHIM_NCALLS];
+void *srv_drv_handle;
 
 CUresult srv_drv_missing(void)
 {
@@ -45,6 +46,7 @@ int srv_drv_load(const char *path, char *resolved, size_t len)
         snprintf(resolved, len, "%s exports no cuInit: not a CUDA driver", path);
         return -1;
     }
+    srv_drv_handle = h;
     return 0;
 }
 

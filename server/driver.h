@@ -18,6 +18,9 @@ CUresult srv_drv_missing(void);
     ((__typeof__(&NAME))(srv_drv_fns[SHIM_ID_##NAME] ? srv_drv_fns[SHIM_ID_##NAME]                 \
                                                      : (void *)srv_drv_missing))
 
+/* The loaded driver's dlopen handle (NULL before srv_drv_load succeeded). */
+extern void *srv_drv_handle;
+
 /* Loads the driver: `path` if given, else "libcuda.so.1" through the loader's search.
  * Fills `resolved` with the file actually loaded. 0 on success. */
 int srv_drv_load(const char *path, char *resolved, size_t len);

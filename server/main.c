@@ -174,6 +174,7 @@ static int init_devices(void)
     if (srv_drv_load(srv.driver_path, resolved, sizeof(resolved)) != 0)
         START_FAILED("cannot load the CUDA driver: %s", resolved);
     srv_log("Using CUDA driver %s", resolved);
+    srv_procaddr_build(srv_drv_handle); /* before cuInit: cudart asks before it too */
     CUresult r = DRV(cuInit)(0);
     if (r != CUDA_SUCCESS)
         START_FAILED("cuInit returned %s", srv_errname(r));

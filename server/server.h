@@ -478,6 +478,14 @@ srv_handler srv_op_blob, srv_op_module_load, srv_op_get_function, srv_op_enum_fu
 srv_handler srv_op_launch, srv_op_occupancy;
 srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_sync, srv_op_event_sync;
 srv_handler srv_op_error_string;
+srv_handler srv_op_procaddr;
+
+/* ---------------------------------------------------------------- procaddr.c */
+
+/* Asks the loaded driver's cuGetProcAddress_v2 for every name the shim knows and keeps the
+ * answers as the table CHAN_OP_PROCADDR hands to clients. Once, before serving; 0, or -1
+ * (logged) when clients must answer from the shim's compiled-in table. */
+int srv_procaddr_build(void *drv);
 srv_handler srv_op_kernel_node;
 srv_handler srv_op_host_func, srv_op_host_node;
 srv_handler srv_op_ipc;

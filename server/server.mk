@@ -1,7 +1,8 @@
 # mpsshim-server (links the real driver at run time only, by dlopen), mpsshim-control and
 # the launcher mpsshim-run.
 SRV_SRC := $(filter-out server/ctl.c server/run.c,$(wildcard server/*.c))
-SRV_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRV_SRC)) $(B)/obj/gen/srv_hooks.o
+SRV_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRV_SRC)) $(B)/obj/gen/srv_hooks.o \
+           $(B)/obj/gen/shim_procaddr.o
 SRV_BIN := $(B)/mpsshim-server
 CTL_BIN := $(B)/mpsshim-control
 RUN_BIN := $(B)/mpsshim-run

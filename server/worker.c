@@ -122,6 +122,7 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_IPC - CHAN_OP_BASE] = srv_op_ipc,
     [CHAN_OP_HOST_REGISTER - CHAN_OP_BASE] = srv_op_host_register,
     [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = srv_op_host_node,
+    [CHAN_OP_PROCADDR - CHAN_OP_BASE] = srv_op_procaddr,
 };
 
 /* Operations that still run in a context a fault killed: making and destroying contexts
@@ -130,7 +131,7 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
 static int runs_after_fault(uint32_t op)
 {
     return op == CHAN_OP_CTX_CREATE || op == CHAN_OP_CTX_DESTROY || op == CHAN_OP_BLOB ||
-           op == CHAN_OP_ERROR_STRING || op == CHAN_OP_COPY || op == CHAN_OP_HOST_FREE;
+           op == CHAN_OP_ERROR_STRING || op == CHAN_OP_PROCADDR || op == CHAN_OP_COPY || op == CHAN_OP_HOST_FREE;
 }
 
 /* Replays one record. 0, or -1 when the client broke the protocol. */

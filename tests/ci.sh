@@ -85,6 +85,31 @@ run_test unit-ranges 60 "$B/tests/unit/ranges_test"
 run_test procaddr-vs-driver 60 env MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
     MPSSHIM_PIPE_DIRECTORY="$WORK/none" "$B/tests/unit/procaddr_test" "$SHIM" \
     "$ROOT/gen/data/procaddress-580.159.04.tsv"
+# Through a server, the answers are its driver's (server/procaddr.c): the CPU test driver
+# answers as the 580 driver, so every row again; its start-up cost is in its log. Own server.
+run_test procaddr-from-server 60 bash -c '
+    dir='"$WORK"'/procaddr
+    export MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log
+    '"$CTL"' -d || exit 1
+    '"$B"'/tests/unit/procaddr_test '"$SHIM"' '"$ROOT"'/gen/data/procaddress-580.159.04.tsv; rc=$?
+    printf "quit\n" | '"$CTL"' >/dev/null
+    grep "cuGetProcAddress: .* asked in" $dir/log/server.log || rc=1
+    exit $rc'
+# A server whose driver answers otherwise (the CPU test driver gives cuMemAlloc_v2 from 5000
+# instead of 3020): the client follows it, not its compiled-in table. Own server.
+run_test procaddr-follows-server-driver 60 bash -c '
+    dir='"$WORK"'/procaddr-moved
+    export MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log
+    MPSSHIM_CPUDRV_PROCADDR=cuMemAlloc:3020:5000 '"$CTL"' -d || exit 1
+    tsv='"$ROOT"'/gen/data/procaddress-580.159.04.tsv
+    '"$B"'/tests/unit/procaddr_test '"$SHIM"' $tsv cuMemAlloc:3020:5000; rc=$?
+    echo "against the compiled-in table instead (must differ):"
+    '"$B"'/tests/unit/procaddr_test '"$SHIM"' $tsv | tail -n 2 | grep "cuMemAlloc flags 2 version 4020: got 0, cuMemAlloc; driver cuMemAlloc_v2" || rc=1
+    printf "quit\n" | '"$CTL"' >/dev/null
+    exit $rc'
+# A fake server's tables, good and damaged (tests/unit/procaddr_badserver.c): the client
+# follows a good one and answers from its compiled-in table when one is malformed.
+run_test procaddr-bad-server 60 "$B/tests/unit/procaddr_badserver" "$SHIM" "$WORK/badserver"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 # The unit tests, the raw protocol tests and a few programs once more against a server built
 # with ASan and UBSan (own build in BUILD-asan, own server).

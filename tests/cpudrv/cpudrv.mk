@@ -6,8 +6,11 @@ CPUDRV_DIR       := $(B)/cpudrv
 CPUDRV_LIB       := $(CPUDRV_DIR)/libcuda.so.1
 CPUDRV_MAP       := $(CPUDRV_DIR)/exports.map
 CPUDRV_SRCS      := $(filter-out tests/cpudrv/selftest%.c,$(wildcard tests/cpudrv/*.c))
-CPUDRV_OBJS      := $(patsubst tests/cpudrv/%.c,$(CPUDRV_DIR)/obj/%.o,$(CPUDRV_SRCS))
-CPUDRV_HDRS      := tests/cpudrv/cpudrv.h tests/cpudrv/graph.h
+# The 580 driver's cuGetProcAddress answers and the exported names come from the generator.
+CPUDRV_OBJS      := $(patsubst tests/cpudrv/%.c,$(CPUDRV_DIR)/obj/%.o,$(CPUDRV_SRCS)) \
+                    $(B)/obj/gen/shim_procaddr.o
+CPUDRV_HDRS      := tests/cpudrv/cpudrv.h tests/cpudrv/graph.h tests/cpudrv/cpudrv_exports.h \
+                    $(GEN_OUT)
 CPUDRV_TEST      := $(CPUDRV_DIR)/selftest
 CPUDRV_TEST_SRCS := $(wildcard tests/cpudrv/selftest*.c)
 

@@ -362,6 +362,20 @@ static int hostile(void)
         expect_refused("module image whose section table wraps 64 bits",
                        request(&x, CHAN_OP_MODULE_LOAD, &ml, sizeof(ml), NULL, 0));
     }
+    {
+        /* The cuGetProcAddress table: read from past its end, or with a short request. */
+        uint32_t off = 0xffffff00u;
+        expect_refused("procaddr table from offset 0xffffff00",
+                       request(&x, CHAN_OP_PROCADDR, &off, sizeof(off), NULL, 0));
+        uint16_t half = 0;
+        expect_refused("procaddr table, a 2-byte request",
+                       request(&x, CHAN_OP_PROCADDR, &half, sizeof(half), NULL, 0));
+        struct chan_procaddr_page pg = {0};
+        off = 0;
+        r = request(&x, CHAN_OP_PROCADDR, &off, sizeof(off), &pg, sizeof(pg));
+        printf("%-58s %s\n", "procaddr table from offset 0", r == CUDA_SUCCESS && pg.total ? "ok" : "FAILED");
+        failures += r != CUDA_SUCCESS || !pg.total;
+    }
     /* Still serving: its own memory is still there to free. */
     const void *fa[] = {&d};
     r = call(&x, SHIM_ID_cuMemFree_v2, fa, NULL, 0);

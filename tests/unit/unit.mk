@@ -29,6 +29,14 @@ $(B)/tests/unit/procaddr_test: tests/unit/procaddr_test.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -ldl
 
+UNIT_BINS += $(B)/tests/unit/procaddr_badserver
+all: $(B)/tests/unit/procaddr_badserver
+
+# A fake server (the channel's own code) in front of the dlopened shim.
+$(B)/tests/unit/procaddr_badserver: $(B)/obj/tests/unit/procaddr_badserver.o $(CHANNEL_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS) -ldl
+
 UNIT_BINS += $(B)/tests/unit/export_test
 all: $(B)/tests/unit/export_test
 
