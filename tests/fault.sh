@@ -40,25 +40,38 @@ done
 for f in bystander1 bystander2 bystander3; do
     wait_for 10 grep -q "^ready" "$W/$f.log" || { cat "$W/$f.log"; fail "$f never got ready"; }
 done
-# The waiter's second thread frees memory before its kernel starts, and before the stuck
-# client's: on an H100 a cuMemFree in the shared context waited for another client's long
-# kernel.
-env LD_PRELOAD="$SHIM" "$B/tests/fault" --waiter 20 >"$W/waiter.log" 2>&1 &
+# Every client loads its module and allocates before any long kernel starts (FAULT_GO,
+# tests/progs/fault.c): on an H100 a client's module load waited inside the server's driver
+# for another client's running kernel, and the waiter's second thread frees memory (a
+# cuMemFree in the shared context waits for every client's kernels). They launch on go.
+go=$W/go-long
+gofault=$W/go-fault
+rm -f "$go" "$gofault"
+# On a GPU their kernels may end before the fault (fault.c, --late-ok): their next call
+# must then see it.
+late=${GPU:+--late-ok}
+env FAULT_GO="$go" LD_PRELOAD="$SHIM" "$B/tests/fault" --waiter 20 $late >"$W/waiter.log" 2>&1 &
 waiter=$!
 pids="$pids $waiter"
-wait_for 10 grep -q "^ready" "$W/waiter.log" || { cat "$W/waiter.log"; fail "waiter never got ready"; }
-env LD_PRELOAD="$SHIM" "$B/tests/fault" --stuck 20 >"$W/stuck.log" 2>&1 &
+env FAULT_GO="$go" LD_PRELOAD="$SHIM" "$B/tests/fault" --stuck 20 $late >"$W/stuck.log" 2>&1 &
 pids="$pids $!"
+env FAULT_GO="$gofault" LD_PRELOAD="$SHIM" "$B/tests/fault" >"$W/faulter.log" 2>&1 &
+faulter=$!
+for f in waiter stuck faulter; do
+    wait_for 20 grep -q "^prepared" "$W/$f.log" || { cat "$W/$f.log"; fail "$f never got prepared"; }
+done
+touch "$go"
 env LD_PRELOAD="$SHIM" "$B/tests/fault" --other 3 >"$W/other.log" 2>&1 &
 other=$!
-for f in stuck other; do
+for f in waiter stuck other; do
     # (other skips where there is one device)
     wait_for 10 grep -q "^ready\|^SKIP" "$W/$f.log" || { cat "$W/$f.log"; fail "$f never got ready"; }
 done
 # The faulted server says FAULT until its successor answers too (a few ms): maybe seen.
 (for _ in $(seq 400); do ctl get_server_status | grep "^Status"; sleep 0.01; done) >"$W/status.log" &
 poller=$!
-shim "$B/tests/fault" >"$W/faulter.log" 2>&1 || { cat "$W/faulter.log"; fail "the faulting client"; }
+touch "$gofault"
+wait "$faulter" || { cat "$W/faulter.log"; fail "the faulting client"; }
 # A client that comes right after is served on the fresh context.
 shim "$B/tests/vecadd" 1000 >"$W/newclient.log" 2>&1 || { cat "$W/newclient.log"; fail "a new client"; }
 new=$(server_pid)

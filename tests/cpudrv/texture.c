@@ -229,10 +229,8 @@ static CUresult texdesc_check(const CUDA_RESOURCE_DESC *r, const CUDA_TEXTURE_DE
     if ((unsigned)t->filterMode > CU_TR_FILTER_MODE_LINEAR ||
         (unsigned)t->mipmapFilterMode > CU_TR_FILTER_MODE_LINEAR || (t->flags & ~known))
         return CUDA_ERROR_INVALID_VALUE;
-    // Mipmapped arrays are sampled with normalized coordinates only.
-    if (r->resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY &&
-        !(t->flags & CU_TRSF_NORMALIZED_COORDINATES))
-        return CUDA_ERROR_INVALID_VALUE;
+    // A mipmapped array without normalized coordinates is accepted, as by the 580 driver
+    // (an H100); the twins do not sample mipmaps (below).
     // Views are of arrays and mipmapped arrays.
     if (v && r->resType != CU_RESOURCE_TYPE_ARRAY && r->resType != CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
         return CUDA_ERROR_INVALID_VALUE;
@@ -284,8 +282,10 @@ static CUresult object_get(uint64_t h, int kind, int what, void *out)
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     cpudrv_lock();
     struct cpudrv_tex *x = cpudrv_obj_find((void *)(uintptr_t)h, kind);
-    if (!x || (what == 2 && !x->has_view))
+    if (!x)
         rc = CUDA_ERROR_INVALID_VALUE;
+    else if (what == 2 && !x->has_view) /* the 580 driver answers success then (H100) */
+        memset(out, 0, sizeof x->view);
     else if (what == 0)
         memcpy(out, &x->res, sizeof x->res);
     else if (what == 1)

@@ -2,8 +2,11 @@
 # and foreach AdamW in fp32, the cudaMallocAsync allocator in a child process, several
 # streams, torch.compile default and reduce-overhead (CUDA graphs inside), an NCCL all-reduce
 # in one process over one GPU. Losses rounded to 3 digits (TF32 off: deterministic enough).
-import os, subprocess, sys
+import os, subprocess, sys, warnings
 import torch
+
+# Inductor warns about TF32 when it compiles, not when its cache serves the second run.
+warnings.simplefilter("ignore")
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False

@@ -18,6 +18,23 @@
 #define W 64
 #define H 48
 
+/* What the driver answered a creation the documentation suggests it refuses, for the
+ * native and shim runs to compare (the 580 driver accepted some on an H100); an object
+ * made after all is destroyed again. */
+static const char *tex_answer(CUresult r, CUtexObject *t)
+{
+    if (r == CUDA_SUCCESS)
+        CHECK(cuTexObjectDestroy(*t));
+    return t_errname(r);
+}
+
+static const char *surf_answer(CUresult r, CUsurfObject *s)
+{
+    if (r == CUDA_SUCCESS)
+        CHECK(cuSurfObjectDestroy(*s));
+    return t_errname(r);
+}
+
 static float src[H][W];
 
 static void reference(float out[H][W])
@@ -217,8 +234,9 @@ int main(int argc, char **argv)
                 tb.addressMode[1] == CU_TR_ADDRESS_MODE_CLAMP && tb.flags == 0,
             "texture descriptor round trip");
     t_ok("resource and texture descriptors read back");
+    /* The 580 driver answers success for a texture made without a view (an H100). */
     printf("view of a texture made without one: %s\n",
-           t_errname(EXPECT_ERR(cuTexObjectGetResourceViewDesc(&vb, tlin))));
+           t_errname(cuTexObjectGetResourceViewDesc(&vb, tlin)));
 
     /* Pitched memory: rows of 256 bytes (a multiple of the pitch alignment). */
     size_t pitch = 512;
@@ -285,7 +303,7 @@ int main(int argc, char **argv)
     rd.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
     rd.res.mipmap.hMipmappedArray = mip;
     printf("mipmapped texture without normalized coordinates: %s\n",
-           t_errname(EXPECT_ERR(cuTexObjectCreate(&tmip, &rd, &td, NULL))));
+           tex_answer(cuTexObjectCreate(&tmip, &rd, &td, NULL), &tmip));
     CUDA_TEXTURE_DESC tdn = td;
     tdn.flags = CU_TRSF_NORMALIZED_COORDINATES;
     tdn.maxMipmapLevelClamp = 3.0f;
@@ -299,12 +317,13 @@ int main(int argc, char **argv)
             "mipmapped texture descriptors round trip");
     t_ok("texture over a mipmapped array, its descriptors read back");
 
-    /* Descriptors the driver documents as bad. */
+    /* Descriptors the driver documents as bad (answers printed: see tex_answer). */
     CUtexObject bad;
+    CUsurfObject sbad;
     CUDA_RESOURCE_DESC br = rd;
     br.flags = 1;
     printf("resource descriptor with flags: %s\n",
-           t_errname(EXPECT_ERR(cuTexObjectCreate(&bad, &br, &tdn, NULL))));
+           tex_answer(cuTexObjectCreate(&bad, &br, &tdn, NULL), &bad));
     memset(&br, 0, sizeof br);
     br.resType = CU_RESOURCE_TYPE_LINEAR;
     br.res.linear.devPtr = lin;
@@ -312,21 +331,21 @@ int main(int argc, char **argv)
     br.res.linear.numChannels = 3;
     br.res.linear.sizeInBytes = sizeof src;
     printf("linear texture of 3 channels: %s\n",
-           t_errname(EXPECT_ERR(cuTexObjectCreate(&bad, &br, &td, NULL))));
+           tex_answer(cuTexObjectCreate(&bad, &br, &td, NULL), &bad));
     memset(&br, 0, sizeof br);
     br.resType = CU_RESOURCE_TYPE_ARRAY;
     br.res.array.hArray = arr;
     printf("surface over an array made without SURFACE_LDST: %s\n",
-           t_errname(EXPECT_ERR(cuSurfObjectCreate(&bad, &br))));
+           surf_answer(cuSurfObjectCreate(&sbad, &br), &sbad));
     br.resType = CU_RESOURCE_TYPE_LINEAR;
     br.res.linear.devPtr = lin;
     br.res.linear.format = CU_AD_FORMAT_FLOAT;
     br.res.linear.numChannels = 1;
     br.res.linear.sizeInBytes = sizeof src;
     printf("surface over linear memory: %s\n",
-           t_errname(EXPECT_ERR(cuSurfObjectCreate(&bad, &br))));
+           surf_answer(cuSurfObjectCreate(&sbad, &br), &sbad));
     printf("texture without a texture descriptor: %s\n",
-           t_errname(EXPECT_ERR(cuTexObjectCreate(&bad, &br, NULL, NULL))));
+           tex_answer(cuTexObjectCreate(&bad, &br, NULL, NULL), &bad));
 
     /* Destroy: what was destroyed is gone. */
     CHECK(cuTexObjectDestroy(tlin));
