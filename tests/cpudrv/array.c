@@ -6,7 +6,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static size_t format_size(CUarray_format f)
+/* Bytes of one channel of an element of format f; 0 for formats this driver does not model
+ * (arrays and linear textures alike). */
+size_t cpudrv_format_size(CUarray_format f)
 {
     switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
@@ -36,7 +38,7 @@ static void array_release(struct cpudrv_obj *o)
 CUresult cpudrv_array_new(const CUDA_ARRAY3D_DESCRIPTOR *d, struct cpudrv_ctx *c,
                           struct cpudrv_array **out)
 {
-    size_t fs = format_size(d->Format);
+    size_t fs = cpudrv_format_size(d->Format);
     unsigned known = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP |
                      CUDA_ARRAY3D_TEXTURE_GATHER | CUDA_ARRAY3D_COLOR_ATTACHMENT;
     if (!fs || !d->Width || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) ||

@@ -437,6 +437,8 @@ struct cpudrv_array {
 // owner context.
 CUresult cpudrv_array_new(const CUDA_ARRAY3D_DESCRIPTOR *d, struct cpudrv_ctx *c,
                           struct cpudrv_array **out);
+// Bytes of one channel of an element of format f; 0 for formats this driver does not model.
+size_t cpudrv_format_size(CUarray_format f);
 
 /* ---------------------------------------------------------------- texture.c */
 

@@ -36,24 +36,6 @@ struct cpudrv_tex {
     struct cpudrv_obj *viewed; // array or mipmapped array, a reference held; or NULL
 };
 
-static size_t format_bytes(CUarray_format f)
-{
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-        return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-        return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-        return 4;
-    default:
-        return 0;
-    }
-}
 
 /* ---------------------------------------------------------------- mipmapped arrays */
 
@@ -186,7 +168,7 @@ static CUresult resource_check(const CUDA_RESOURCE_DESC *r, int surface, struct 
         break;
     }
     case CU_RESOURCE_TYPE_LINEAR: {
-        size_t el = format_bytes(r->res.linear.format) * r->res.linear.numChannels;
+        size_t el = cpudrv_format_size(r->res.linear.format) * r->res.linear.numChannels;
         unsigned ch = r->res.linear.numChannels;
         // The device's texture alignment is 512 (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT); at
         // most 2^28 elements (MAXIMUM_TEXTURE1D_LINEAR_WIDTH).
@@ -198,7 +180,7 @@ static CUresult resource_check(const CUDA_RESOURCE_DESC *r, int surface, struct 
     }
     case CU_RESOURCE_TYPE_PITCH2D: {
         const __typeof__(r->res.pitch2D) *p = &r->res.pitch2D;
-        size_t el = format_bytes(p->format) * p->numChannels, span;
+        size_t el = cpudrv_format_size(p->format) * p->numChannels, span;
         unsigned ch = p->numChannels;
         // Pitch a multiple of 32 (TEXTURE_PITCH_ALIGNMENT), at most 2^20 bytes; width and
         // height at most 131072 and 65000 (MAXIMUM_TEXTURE2D_LINEAR_*).
