@@ -18,9 +18,10 @@
  * stream waiting on a host function that waits for the application, or on a value a later
  * call writes) makes no progress until that call is taken: when the held bytes have not
  * moved for a while, requests are taken again, up to four times the limit, which stays a
- * hard bound. "A while" is short (100 ms) when the server sees such a wait (a host function
- * of the client running, stream waits on values, graph host nodes) and long (10 s)
- * otherwise, so that a flood behind a long kernel stays under the limit itself. */
+ * hard bound. "Moved" means a mark passed or another host function of the client was
+ * reached; "a while" is short (100 ms) when the server sees such a wait (a host function of
+ * the client running, stream waits on values, graph host nodes) and long (10 s) otherwise,
+ * so that a flood behind a long kernel stays under the limit itself. */
 #include "server/server.h"
 
 #include <stdlib.h>
@@ -154,6 +155,12 @@ int srv_queue_paused(struct srv_client *c)
         return 0;
     }
     uint64_t now = chan_now_ns();
+    /* A host function reached is progress too (a flood of them runs one by one). */
+    uint32_t ran = atomic_load_explicit(&c->cb_ran, memory_order_relaxed);
+    if (ran != q->ran_seen) {
+        q->ran_seen = ran;
+        q->progress_ns = now;
+    }
     if (!q->over_since) {
         q->over_since = now;
         q->pauses++;

@@ -131,6 +131,7 @@ struct srv_queue {
     uint64_t over_since;  /* monotonic ns since held is over the limit; 0: it is not */
     uint64_t progress_ns; /* when marks last let bytes go */
     uint64_t pauses;      /* times it went over the limit */
+    uint32_t ran_seen;    /* the client's cb_ran when last looked at */
     int logged, stall_logged;
 };
 
