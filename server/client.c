@@ -297,6 +297,7 @@ static void cleanup(struct srv_client *c)
         free(w);
     }
     c->waits = NULL;
+    srv_queue_release(c); /* its marks' events go back to the pool, destroyed below */
     free(c->retired);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
         for (int i = 0; i < CHAN_NSLOTS; i++)

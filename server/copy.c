@@ -418,6 +418,10 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
             res = CUDA_ERROR_INVALID_VALUE;
         else
             res = issue(&a, &b, m.width, m.height, m.depth, st);
+        /* The data is in the record, which the next one overwrites: the driver keeps a
+         * copy of it until the copy runs (queue.c). */
+        if (res == CUDA_SUCCESS && src_staged)
+            srv_queue_charge(c, s, total);
     }
     if (res == CUDA_SUCCESS)
         atomic_fetch_add(&c->stats.bytes_copied, total);

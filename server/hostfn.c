@@ -49,6 +49,7 @@ struct fire {
 static void CUDA_CB fire(void *arg)
 {
     struct fire *f = arg;
+    atomic_store_explicit(&f->c->cb_ran, f->seq, memory_order_relaxed);
     post(f->c, f->seq);
     free(f);
 }
@@ -86,6 +87,7 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
                                                    (uint8_t *)c->shm);
     res = DRV(cuStreamWaitValue32_v2)(st, done, m.seq, CU_STREAM_WAIT_VALUE_GEQ);
     c->cb_last = m.seq;
+    srv_queue_charge(c, s, sizeof(*f)); /* freed when it fires (queue.c) */
 out:
     srv_defer(c, res, "host function");
 }

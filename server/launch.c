@@ -62,8 +62,11 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
                               .numAttrs = m.nattrs};
         res = DRV(cuLaunchKernelEx)(&cfg, f, NULL, psize ? extra : NULL);
     }
-    if (res == CUDA_SUCCESS)
+    if (res == CUDA_SUCCESS) {
         atomic_fetch_add_explicit(&c->stats.launches, 1, memory_order_relaxed);
+        /* The driver keeps the parameters until the kernel runs (queue.c). */
+        srv_queue_charge(c, s, psize);
+    }
 out:
     srv_defer(c, res, "kernel launch");
 }

@@ -251,6 +251,15 @@ int main(int argc, char **argv)
      * allocated rather than freed under it: the release, terminate_client and quit go on. */
     v = getenv("MPSSHIM_RELEASE_TIMEOUT");
     srv.release_ns = (v ? strtoull(v, NULL, 10) : 30) * 1000000000ull;
+    /* Bytes a client's queued work may hold in the server before its requests wait for the
+     * GPU (queue.c); 0: no limit. */
+    v = getenv("MPSSHIM_QUEUE_LIMIT");
+    srv.queue_limit = 64ull << 20;
+    if (v && srv_parse_size(v, &srv.queue_limit) != 0) {
+        fprintf(stderr, "mpsshim-server: MPSSHIM_QUEUE_LIMIT=%s is not a size (e.g. 64M); "
+                        "using 64M\n", v);
+        srv.queue_limit = 64ull << 20;
+    }
     v = getenv("MPSSHIM_MAX_CLIENTS");
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
     /* Started by nobody who waits for "ready" (systemd, a container, a shell): the pid the

@@ -87,6 +87,7 @@ struct srv_stream {
     uint64_t seen_by_legacy; /* our nsubmit when the legacy stream last waited for us */
     uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
     CUevent mark;            /* internal event recorded for those waits */
+    uint64_t queued;         /* bytes charged here not yet covered by a mark (queue.c) */
     UT_hash_handle hh;       /* in ctx->defaults (per-thread default streams) */
 };
 
@@ -112,6 +113,26 @@ struct srv_wait {
     CUevent ev[SRV_WAIT_EVENTS];
     int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
     int dev[SRV_WAIT_EVENTS];    /* device of each event (events belong to one context) */
+};
+
+/* Bytes the server holds for a client's queued work (queue.c), let go as the GPU passes
+ * the marks recorded after it. Owned by the worker. */
+struct srv_qmark {
+    CUevent ev;
+    int dev;
+    uint64_t bytes;
+};
+struct srv_queue {
+    struct srv_qmark *marks;
+    size_t n, cap;
+    uint64_t held;        /* charged and not known complete, marked or not */
+    uint64_t unmarked;    /* the part of held no mark covers yet (in streams' queued) */
+    uint64_t peak;        /* the most held at once */
+    uint64_t over_since;  /* monotonic ns since held is over the limit; 0: it is not */
+    uint64_t progress_ns; /* when marks last let bytes go */
+    uint64_t pauses;      /* times it went over the limit */
+    uint32_t ran_seen;    /* the client's cb_ran when last looked at */
+    int logged, stall_logged;
 };
 
 struct srv_stats {
@@ -162,6 +183,7 @@ struct srv_client {
      * callback thread publishing in order never waits on a word the client can write. */
     _Atomic uint32_t cb_published;
     uint32_t cb_last;          /* seq of the last host function enqueued */
+    _Atomic uint32_t cb_ran;   /* seq of the last host function posted to it (queue.c) */
     struct srv_hostnode *hn;   /* host node slots (hostfn.c), CHAN_HN_SLOTS; NULL until used */
     _Atomic int hn_gone;       /* it left: its host nodes no longer hold their graphs */
     pthread_t worker;
@@ -218,6 +240,7 @@ struct srv_client {
      * client asked for); bit i of limits_set: limit i was set. */
     uint64_t limits[CU_LIMIT_MAX];
     uint32_t limits_set;
+    struct srv_queue queue; /* bytes held for its queued work (queue.c) */
     uint8_t *blob;     /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
@@ -278,6 +301,7 @@ struct srv {
     _Atomic int quitting;
     uint64_t idle_spin_ns;
     uint64_t release_ns; /* how long a release waits for a departed client's work */
+    uint64_t queue_limit; /* bytes one client's queued work may hold in the server; 0: none */
     int block_sync; /* single-threaded clients' syncs block in the driver (see waits.c) */
     uint64_t max_pinned; /* pinned host bytes one client may hold */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
@@ -592,6 +616,18 @@ static inline void srv_fault_mark_work(struct srv_client *c, int dev)
 /* Pieces of the recovery that live with their families. */
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c */
 void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
+
+/* queue.c: back-pressure on queued work. */
+/* Charges `bytes` the server holds for work just enqueued on s until the GPU passes it. */
+void srv_queue_charge(struct srv_client *c, struct srv_stream *s, uint64_t bytes);
+/* 1 when the worker should take none of the client's requests now (over its limit). */
+int srv_queue_paused(struct srv_client *c);
+/* s goes: its uncovered bytes get a mark first, or are forgotten when its context died. */
+void srv_queue_stream_gone(struct srv_client *c, struct srv_stream *s, int dead);
+/* dev's context died: marks there are forgotten and their bytes let go. */
+void srv_queue_forget_device(struct srv_client *c, int dev);
+/* The client leaves (its work drained or left running): its marks go. */
+void srv_queue_release(struct srv_client *c);
 void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o);  /* registry.c */
 void srv_ipc_fault(int dev);                                          /* ipc.c */
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);              /* green.c */

@@ -63,6 +63,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
         srv_stream_forget(c, s); /* died with its context: the handle may be another's now */
         return;
     }
+    srv_queue_stream_gone(c, s, 0);
     CUgraph g = NULL;
     if (srv_stream_capturing(c, s)) {
         struct srv_obj *o;
@@ -83,6 +84,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 /* A stream that died with its context (fault.c): only the server's record of it goes. */
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
 {
+    srv_queue_stream_gone(c, s, 1);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     free(s);
 }

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 uint8_t *srv_lane_data(struct srv_client *c, int lane)
 {
@@ -188,10 +189,14 @@ void *srv_worker_main(void *arg)
     c->prof_since_ns = chan_now_ns();
     unsigned backoff_us = 0;
     while (!atomic_load(&c->dead)) {
-        int got = 0;
+        int got = 0, paused = 0;
         srv_fault_sync(c); /* an idle worker too lets go of a dead context promptly */
         /* A bounded batch, so that pending waits are polled even under a flood. */
         for (int i = 0; i < 64 && !atomic_load_explicit(&c->dead, memory_order_relaxed); i++) {
+            /* Over its bound on queued work (queue.c): its requests stay in its ring, which
+             * fills, and its own calls wait; this worker goes on with its waits. */
+            if ((paused = srv_queue_paused(c)))
+                break;
             enum chan_next n = chan_ring_next(&c->ch, c->rec);
             if (n == CHAN_NEXT_NONE)
                 break;
@@ -215,6 +220,19 @@ void *srv_worker_main(void *arg)
             continue;
         }
         uint64_t now = chan_now_ns();
+        if (paused) {
+            /* Records wait in the ring (so the doorbell would not let it sleep): poll the
+             * GPU's progress, backing off to 200 us, and see now and then that the client is
+             * still there. */
+            backoff_us = backoff_us ? (backoff_us * 2 > 200 ? 200 : backoff_us * 2) : 5;
+            struct timespec ts = {0, (long)backoff_us * 1000};
+            nanosleep(&ts, NULL);
+            if (now - alive_checked > 50ull * 1000 * 1000) {
+                alive_checked = now;
+                srv_client_alive(c);
+            }
+            continue;
+        }
         if (!idle_since)
             idle_since = now;
         if (now - idle_since < srv.idle_spin_ns)

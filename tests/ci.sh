@@ -273,6 +273,10 @@ run_test release-bounded 60 bash -c '
 # at once for 20 s, one in a few killed, every other one passing, the server back where it
 # started. Own server.
 run_test soak-short 120 bash "$ROOT/tests/soak.sh" "$B" 20 8
+# Two clients flooding the server with async work behind long kernels, and a bystander:
+# the server's memory stays under the bound MPSSHIM_QUEUE_LIMIT sets, everyone passes, and
+# work waiting on a later call of its client is not held by the bound. Own server.
+run_test queued-work-bounded 300 bash "$ROOT/tests/flood.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
