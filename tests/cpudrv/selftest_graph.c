@@ -958,8 +958,8 @@ static void node_errors(void)
     EXPECT(cuGraphAddChildGraphNode(&nd, g, NULL, 0, (CUgraph)&kp), CUDA_ERROR_INVALID_VALUE);
     CUDA_MEM_ALLOC_NODE_PARAMS ap;
     memset(&ap, 0, sizeof ap);
-    EXPECT(cuGraphAddMemAllocNode(&nd, g, NULL, 0, &ap), CUDA_ERROR_NOT_SUPPORTED);
-    EXPECT(cuGraphAddMemFreeNode(&nd, g, NULL, 0, da), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT(cuGraphAddMemAllocNode(&nd, g, NULL, 0, &ap), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuGraphAddMemFreeNode(&nd, g, NULL, 0, da), CUDA_ERROR_INVALID_VALUE);
     CUgraphConditionalHandle ch;
     EXPECT(cuGraphConditionalHandleCreate(&ch, g, ctx0, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
     CHECK(nodes_of(g, -1) == 1);
