@@ -1008,8 +1008,10 @@ static void generic(void)
     EXPECT(cuGraphDestroy(sub), CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE); // owned now
     memset(&np, 0, sizeof np);
-    np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    np.type = CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT;
     EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_NOT_SUPPORTED);
+    np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC; // no size, no pool properties
+    EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     np.type = (CUgraphNodeType)99;
     EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     // Reserved members must be zero, and a memcpy member's flags.
