@@ -313,6 +313,12 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
         if (i == d->destroys) {
+            struct shim_range rg;
+            /* Graph memory keeps its address after a free outside its graph (its graph
+             * allocates it again at the next launch); the server's table decides. */
+            if (p->kind == SHIM_PK_DPTR && shim_range_find(val[i], 1, &rg) == 0 &&
+                rg.base == val[i] && rg.kind == SHIM_HT_MEM_GRAPHMEM)
+                continue;
             if (p->kind == SHIM_PK_DPTR)
                 shim_range_remove(val[i], NULL);
             else

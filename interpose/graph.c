@@ -275,3 +275,16 @@ CUresult SHIM_IMPL(cuGraphKernelNodeGetParams)(CUgraphNode hNode,
     nodeParams->kernelParams = q.kernelParams;
     return CUDA_SUCCESS;
 }
+
+/* An allocation node's address is the client's device memory from now on (its graph's to
+ * allocate): the mirror knows it, so that copies naming it go to the device. */
+static void graphmem_alloc_after(const void *const *argv)
+{
+    const CUDA_MEM_ALLOC_NODE_PARAMS *p = *(CUDA_MEM_ALLOC_NODE_PARAMS *const *)argv[4];
+    struct shim_range rg = {.base = p->dptr, .size = p->bytesize, .kind = SHIM_HT_MEM_GRAPHMEM,
+                            .owner = (uint64_t)(uintptr_t)*(const CUgraph *)argv[1]};
+    if (p->dptr && shim_range_find(rg.base, rg.size, NULL) != 0)
+        shim_range_add(&rg);
+}
+
+const struct shim_hook shim_hook_graphmem_alloc = {.after = graphmem_alloc_after};

@@ -3,8 +3,8 @@
  * CUgraphNodeParams is translated here into the typed call the shim already carries (kernel
  * nodes to interpose/graph.c's packed path, host nodes to hostfn.c's, the rest to their
  * described calls), so the server sees nothing new and checks what it always checks. The
- * node types the shim does not carry (memory allocation and free, batch memory operations,
- * conditional, external semaphores) are refused with CUDA_ERROR_NOT_SUPPORTED and one line
+ * node types the shim does not carry (batch memory operations, conditional, external
+ * semaphores) are refused with CUDA_ERROR_NOT_SUPPORTED and one line
  * naming the type. Non-default edge data is added after the node, by
  * cuGraphAddDependencies_v2. */
 #include "interpose/shim.h"
@@ -20,10 +20,6 @@ static CUresult refuse_type(CUgraphNodeType t)
         return shim_refuse("graph nodes of type EXT_SEMAS_SIGNAL (external semaphores)");
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
         return shim_refuse("graph nodes of type EXT_SEMAS_WAIT (external semaphores)");
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-        return shim_refuse("graph nodes of type MEM_ALLOC (graph memory)");
-    case CU_GRAPH_NODE_TYPE_MEM_FREE:
-        return shim_refuse("graph nodes of type MEM_FREE (graph memory)");
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
         return shim_refuse("graph nodes of type BATCH_MEM_OP (batch memory operations)");
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
@@ -98,7 +94,7 @@ static void ctx_leave(int pushed)
 
 /* Adds the node by its typed call, after ndeps default edges. */
 static CUresult add_typed(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
-                          const CUgraphNodeParams *p)
+                          CUgraphNodeParams *p)
 {
     CUresult r;
     int pushed;
@@ -136,6 +132,18 @@ static CUresult add_typed(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         return cuGraphAddEventWaitNode(out, g, deps, ndeps, p->eventWait.event);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return cuGraphAddEventRecordNode(out, g, deps, ndeps, p->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+        /* The address the node gets is given back in the caller's parameters. */
+        CUDA_MEM_ALLOC_NODE_PARAMS q = {.poolProps = p->alloc.poolProps,
+                                        .accessDescs = p->alloc.accessDescs,
+                                        .accessDescCount = p->alloc.accessDescCount,
+                                        .bytesize = p->alloc.bytesize};
+        if ((r = cuGraphAddMemAllocNode(out, g, deps, ndeps, &q)) == CUDA_SUCCESS)
+            p->alloc.dptr = q.dptr;
+        return r;
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return cuGraphAddMemFreeNode(out, g, deps, ndeps, p->free.dptr);
     default:
         return refuse_type(p->type);
     }

@@ -322,3 +322,161 @@ reply:
         memcpy(srv_lane_data(c, r->lane), &node, sizeof(node));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(node) : 0);
 }
+
+/* ---------------------------------------------------------------- graph memory */
+
+/* Graph memory (allocation and free nodes). An allocation node's address is fixed when the
+ * node is added: it becomes a `graphmem` range of the client's, so that its later calls
+ * naming it (memcpy, memset and kernel nodes, copies, cuMemFreeAsync) pass the range
+ * checks and another client's do not. Its bytes count against the client's limit from the
+ * node's creation (the size is known then, the moment a launch allocates it is not), until
+ * the record goes. The record belongs to the node's graph and outlives it (the exec, or
+ * memory a launch left allocated, may still use the address): it goes when the client
+ * frees the memory outside a graph once the graph is gone, or when the client leaves.
+ * Stream capture of cuMemAllocAsync is refused (pools.c). */
+
+static CUresult graphmem_alloc_call(struct srv_client *c, struct srv_call *k)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS *p = k->a.ptr[4];
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Device memory of one of the client's devices, as pools are (pools.c). */
+    if (p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int client_dev = p->poolProps.location.id, dev = srv_dev_in(c, client_dev);
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!srv_mem_fits(c, dev, p->bytesize))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUDA_MEM_ALLOC_NODE_PARAMS q = *p;
+    q.poolProps.location.id = dev;
+    CUgraphNode *out = k->a.ptr[0];
+    CUresult r = DRV(cuGraphAddMemAllocNode)(out, (CUgraph)(uintptr_t)k->vals[1],
+                                             (const CUgraphNode *)(uintptr_t)k->vals[2],
+                                             (size_t)k->vals[3], &q);
+    if (r == CUDA_SUCCESS) {
+        p->dptr = q.dptr;
+        k->dev = dev;
+    }
+    return r;
+}
+
+/* The node is registered: its range now, belonging to its graph; without room for it the
+ * node goes again. */
+static CUresult graphmem_alloc_after(struct srv_client *c, struct srv_call *k)
+{
+    const CUDA_MEM_ALLOC_NODE_PARAMS *p = k->a.ptr[4];
+    uint64_t node = *(const uint64_t *)k->a.ptr[0];
+    struct srv_obj *g = srv_obj_find(c, SHIM_HT_CUgraph, k->a.val[1]);
+    /* A record left at that address by a graph the client destroyed: the driver hands an
+     * address out again only once its old allocation is gone. */
+    struct srv_obj *old = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, p->dptr);
+    if (old && !old->parent)
+        srv_obj_destroyed(c, old);
+    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, p->dptr, p->bytesize, 1, g);
+    if (!o) {
+        struct srv_obj *n = srv_obj_find(c, SHIM_HT_CUgraphNode, node);
+        DRV(cuGraphDestroyNode)((CUgraphNode)(uintptr_t)node);
+        if (n)
+            srv_obj_destroyed(c, n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    srv_obj_count(c, o, k->dev, p->bytesize);
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_graphmem_alloc = {.call = graphmem_alloc_call,
+                                                 .after = graphmem_alloc_after};
+
+/* A graphmem record's aux: its allocation is freed in its own graph, so no call outside
+ * that graph may name it once the graph is gone. */
+#define GRAPHMEM_FREED_IN_GRAPH 0x1u
+
+/* What a free node frees is an allocation node's address of the client's. */
+static CUresult graphmem_free_before(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, k->a.val[4]);
+    if (!o)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult graphmem_free_after(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, k->a.val[4]);
+    if (o && o->parent && o->parent->key.value == k->a.val[1])
+        o->aux |= GRAPHMEM_FREED_IN_GRAPH;
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_graphmem_free = {.before = graphmem_free_before,
+                                                .after = graphmem_free_after};
+
+/* A destroyed graph's allocations freed in the graph go with it (their exec, if any, uses
+ * them only between its own nodes); the others outlive it (registry: outlives-parent). */
+static CUresult graphmem_graph_destroy_after(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *g = srv_obj_find(c, SHIM_HT_CUgraph, k->a.val[0]);
+    for (struct srv_obj *o = g ? g->children : NULL, *next; o; o = next) {
+        next = o->sib_next;
+        if (o->key.type == SHIM_HT_MEM_GRAPHMEM && (o->aux & GRAPHMEM_FREED_IN_GRAPH))
+            srv_obj_destroyed(c, o);
+    }
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_graphmem_graph_destroy = {.after = graphmem_graph_destroy_after};
+
+/* The driver's access descriptors are its memory (not given back: none are carried in),
+ * and the device is the client's ordinal. */
+static CUresult graphmem_get_after(struct srv_client *c, struct srv_call *k)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS *p = k->a.ptr[1];
+    p->accessDescs = NULL;
+    p->accessDescCount = 0;
+    if (p->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        p->poolProps.location.id = srv_dev_out(c, p->poolProps.location.id);
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_graphmem_get = {.after = graphmem_get_after};
+
+/* The high-water marks are the device's, shared by every client of the one context:
+ * resetting one would change what every other client reads. Allowed while the caller is
+ * the server's only client; refused otherwise (NOT_PERMITTED, logged once). Trimming is
+ * left to the driver: it releases only graph memory that no graph holds allocated. */
+static CUresult graphmem_set_attr_before(struct srv_client *c, struct srv_call *k)
+{
+    (void)k;
+    static atomic_int said;
+    if (srv_clients_live() <= 1)
+        return CUDA_SUCCESS;
+    if (!atomic_exchange(&said, 1))
+        srv_log("Client process %d: cuDeviceSetGraphMemAttribute refused: the graph memory "
+                "high-water marks are shared by every client of the device",
+                (int)c->pid);
+    return CUDA_ERROR_NOT_PERMITTED;
+}
+
+const struct srv_hook srv_hook_graphmem_set_attr = {.before = graphmem_set_attr_before};
+
+/* A departing client's graph memory: freed if a launch left it allocated. Only while its
+ * graph lives (the address is then surely still this client's, so the free can touch no
+ * other memory; released before the graph, as a child that outlives it); the driver
+ * answers INVALID_VALUE for memory not allocated, which is fine. Memory left allocated by
+ * a graph the client already destroyed stays with the driver's graph pool. */
+void srv_release_graphmem(struct srv_client *c, struct srv_obj *o)
+{
+    (void)c;
+    if (o->parent)
+        (void)DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
+}
+
+/* cuMemFree/cuMemFreeAsync of graph memory (ipc.c): the address stays the client's while
+ * its graph holds the node. */
+int srv_graphmem_keep(struct srv_client *c, uint64_t dptr)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, dptr);
+    return o && o->parent;
+}

@@ -436,6 +436,7 @@ static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
         srv_share_drop(c, o, 0);
         return CUDA_SUCCESS;
     }
+    k->keep = srv_graphmem_keep(c, k->vals[0]);
     return DRV(cuMemFree_v2)((CUdeviceptr)k->vals[0]);
 }
 
@@ -448,6 +449,7 @@ static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
         srv_share_drop(c, o, 0);
         return CUDA_SUCCESS;
     }
+    k->keep = srv_graphmem_keep(c, k->vals[0]);
     return DRV(cuMemFreeAsync)((CUdeviceptr)k->vals[0], (CUstream)(uintptr_t)k->vals[1]);
 }
 

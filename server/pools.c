@@ -186,9 +186,27 @@ static CUresult destroy_before(struct srv_client *c, struct srv_call *k)
 const struct srv_hook srv_hook_pool_destroy = {.before = destroy_before};
 
 /* cuMemAllocAsync allocates from the current pool of the stream's device: the client's. */
+/* Captured, a stream-ordered allocation would become an allocation node whose memory is
+ * the graph's, not a pool's: not carried yet (explicit allocation nodes are, graph.c). */
+static CUresult capture_refused(struct srv_client *c, struct srv_call *k)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!k->stream || DRV(cuStreamIsCapturing)(k->stream->real, &st) != CUDA_SUCCESS ||
+        st == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_SUCCESS;
+    static atomic_int said;
+    if (!atomic_exchange(&said, 1))
+        srv_log("Client process %d: stream-ordered allocation in a stream capture is not "
+                "supported (graph memory nodes are: cuGraphAddMemAllocNode)",
+                (int)c->pid);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 static CUresult alloc_before(struct srv_client *c, struct srv_call *k)
 {
-    CUresult err;
+    CUresult err = capture_refused(c, k);
+    if (err != CUDA_SUCCESS)
+        return err;
     k->parent = current_pool(c, k->dev, &err);
     return k->parent ? CUDA_SUCCESS : err;
 }
@@ -202,3 +220,5 @@ static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
 }
 
 const struct srv_hook srv_hook_alloc_async = {.before = alloc_before, .call = alloc_call};
+
+const struct srv_hook srv_hook_alloc_pool_async = {.before = capture_refused};

@@ -483,6 +483,9 @@ static inline int srv_host_type(uint32_t type)
 /* managed.c: cuMemAllocManaged's flags are valid; cuMemFree of a managed range. */
 int srv_managed_flags_ok(unsigned flags);
 CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o);
+/* 1 if dptr is graph memory of the client's whose graph still holds the address: a free
+ * outside the graph leaves its record (graph.c). */
+int srv_graphmem_keep(struct srv_client *c, uint64_t dptr);
 
 /* Blocks until every stream of the client (context `ctx`, 0 = all) is idle. */
 void srv_streams_drain(struct srv_client *c, uint32_t ctx);

@@ -308,6 +308,7 @@ enum cpudrv_mem_type {
 
 struct cpudrv_pool;
 struct cpudrv_physmem;
+struct cpudrv_gmem;
 struct chan_advice;
 
 struct cpudrv_range {
@@ -326,6 +327,7 @@ struct cpudrv_range {
     // MAPPED: the CUmemAccess_flags each device was given (none until cuMemSetAccess).
     unsigned char access[CPUDRV_MAX_DEVICES];
     struct chan_advice *adv; // MANAGED: its advice and prefetch record (managed.c)
+    struct cpudrv_gmem *gmem; // DEVICE: graph memory of an allocation node (graphmem.c)
 };
 
 // cpudrv_big held: frees a managed range's advice (managed.c).

@@ -312,7 +312,8 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
     if (!phGraphClone) return TR(CUDA_ERROR_INVALID_VALUE);
     cpudrv_lock();
     struct cpudrv_graph *g = cpudrv_graph_find(originalGraph), *c = NULL;
-    rc = g ? cpudrv_graph_clone(g, 1, &c) : CUDA_ERROR_INVALID_VALUE;
+    // Graphs with memory nodes cannot be cloned (the driver's rule).
+    rc = g && !cpudrv_graph_has_mem(g) ? cpudrv_graph_clone(g, 1, &c) : CUDA_ERROR_INVALID_VALUE;
     if (!rc) {
         *phGraphClone = (CUgraph)c;
         cpudrv_obj_put(&c->o);

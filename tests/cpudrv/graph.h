@@ -61,6 +61,7 @@ struct cpudrv_bparams {
 };
 
 struct cpudrv_graph;
+struct cpudrv_gmem;
 
 struct cpudrv_gnode {
     struct cpudrv_obj o;
@@ -80,6 +81,8 @@ struct cpudrv_gnode {
         struct cpudrv_bparams b;
         struct cpudrv_event *ev;    // event record and wait nodes: a reference held
         struct cpudrv_graph *child; // child graph nodes: owned
+        struct cpudrv_gmem *gm;     // memory allocation nodes: a reference held
+        CUdeviceptr fptr;           // memory free nodes: the address freed
     } u;
 };
 
@@ -155,5 +158,39 @@ CUDA_MEMSET_NODE_PARAMS cpudrv_memset_params_typed(const CUDA_MEMSET_NODE_PARAMS
 // Adds n (of no graph yet) to capturing stream s's capture, after s's dependencies; s then
 // depends on n alone. n is freed if it could not be added.
 CUresult cpudrv_capture_add(struct cpudrv_stream *s, struct cpudrv_gnode *n);
+
+/* graphmem.c: graph memory (allocation and free nodes) */
+
+// One allocation node's memory: its address is fixed when the node is added; it is
+// "allocated" from a launch reaching the node to a free (node, cuMemFree, cuMemFreeAsync).
+// References: the node, and its copies in executable graphs. Its range goes when nobody
+// refers to it and it is not allocated.
+struct cpudrv_gmem {
+    uintptr_t base;
+    size_t size;
+    int dev;
+    int refs;
+    int allocated;
+    unsigned long long id; // of its range
+    CUmemPoolProps props;
+};
+void cpudrv_gmem_ref(struct cpudrv_gmem *m);
+void cpudrv_gmem_put(struct cpudrv_gmem *m);
+// 1 if g holds a memory allocation or free node (such graphs cannot be cloned, be a
+// child graph, or have two instantiations at once).
+int cpudrv_graph_has_mem(const struct cpudrv_graph *g);
+// 1 if g's allocations belong to an executable graph already.
+int cpudrv_graph_mem_instantiated(const struct cpudrv_graph *g);
+// Before a launch of x's nodes: INVALID_VALUE if an allocation is still allocated (and
+// x does not free it on launch); after it: marks what the launch allocates and frees.
+CUresult cpudrv_gmem_launch_check(struct cpudrv_gnode *const *order, size_t n, int autofree);
+void cpudrv_gmem_launched(struct cpudrv_gnode *const *order, size_t n);
+// A free outside any graph (cuMemFree, cuMemFreeAsync) of graph memory: INVALID_VALUE if
+// it is not allocated.
+CUresult cpudrv_gmem_free_outside(struct cpudrv_gmem *m);
+// New nodes' parameters: an allocation (its address written to p->dptr), a free of dptr.
+CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS *p);
+CUresult cpudrv_gmem_free_node_set(struct cpudrv_gnode *n, CUdeviceptr dptr,
+                                   const struct cpudrv_graph *g);
 
 #endif

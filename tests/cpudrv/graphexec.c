@@ -300,7 +300,10 @@ static CUresult launch_step(struct launch *l, const struct cpudrv_gnode *n)
 static CUresult launch(struct cpudrv_gexec *x, struct cpudrv_stream *s)
 {
     struct launch l = {s, NULL, 0};
-    CUresult rc = launch_op(&l);
+    CUresult rc = cpudrv_gmem_launch_check(x->order, x->n,
+                                           !!(x->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+    if (rc) return rc;
+    rc = launch_op(&l);
     if (!rc && x->last && cpudrv_op_dep(l.op, x->last, x->last_seq)) rc = CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; !rc && i < x->n; i++) {
         const struct cpudrv_gnode *n = x->order[i];
@@ -318,6 +321,7 @@ static CUresult launch(struct cpudrv_gexec *x, struct cpudrv_stream *s)
         }
     }
     if (!rc) rc = launch_flush(&l, !l.seq);
+    if (!rc) cpudrv_gmem_launched(x->order, x->n);
     if (l.op) cpudrv_op_discard(l.op);
     if (l.seq) {
         cpudrv_obj_ref(&s->o);
@@ -419,7 +423,9 @@ static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, cuuint64_t flags, 
     struct cpudrv_gnode *bad = NULL;
     struct cpudrv_stream *us = NULL;
     size_t cap = 0;
-    if (!g || cpudrv_graph_capturing(g)) rc = CUDA_ERROR_INVALID_VALUE;
+    // One instantiation at a time of a graph with memory nodes (the driver's rule).
+    if (!g || cpudrv_graph_capturing(g) || cpudrv_graph_mem_instantiated(g))
+        rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
         rc = cpudrv_stream_get(hUpload, cpudrv_ctx_current(), &us);
     if (!rc && !(x = calloc(1, sizeof *x))) rc = CUDA_ERROR_OUT_OF_MEMORY;

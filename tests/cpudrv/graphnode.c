@@ -33,6 +33,10 @@ const char *cpudrv_gnode_type_name(CUgraphNodeType t)
         return "EVENT_RECORD";
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
         return "BATCH_MEM_OP";
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return "MEM_ALLOC";
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return "MEM_FREE";
     default:
         return "UNKNOWN";
     }
@@ -82,6 +86,9 @@ void cpudrv_gnode_params_free(struct cpudrv_gnode *n)
         break;
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
         free(n->u.b.ops);
+        break;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        if (n->u.gm) cpudrv_gmem_put(n->u.gm);
         break;
     default:
         break;
@@ -279,6 +286,7 @@ CUresult cpudrv_gnode_params_copy(struct cpudrv_gnode *dst, const struct cpudrv_
     }
     if (src->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT || src->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
         cpudrv_obj_ref(&src->u.ev->o);
+    if (src->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) cpudrv_gmem_ref(src->u.gm);
     cpudrv_gnode_params_free(dst);
     dst->u = src->u;
     return CUDA_SUCCESS;
@@ -312,6 +320,8 @@ struct add_params {
     CUevent ev;
     CUgraph child;
     int move; // the child graph becomes the node's (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+    CUDA_MEM_ALLOC_NODE_PARAMS *ma; // its dptr is written
+    CUdeviceptr fptr;
 };
 
 // cpudrv_big held: sets a new node's parameters.
@@ -339,7 +349,8 @@ static CUresult add_set(struct cpudrv_gnode *n, const struct add_params *a, stru
         return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_GRAPH: {
         struct cpudrv_graph *c = cpudrv_graph_find(a->child);
-        if (!c || c == g || c->owner || cpudrv_graph_capturing(c)) return CUDA_ERROR_INVALID_VALUE;
+        if (!c || c == g || c->owner || cpudrv_graph_capturing(c) || cpudrv_graph_has_mem(c))
+            return CUDA_ERROR_INVALID_VALUE;
         if (a->move) { // the caller's handle stays valid, owned by the node from now on
             cpudrv_obj_ref(&c->o);
             n->u.child = c;
@@ -350,6 +361,10 @@ static CUresult add_set(struct cpudrv_gnode *n, const struct add_params *a, stru
         if (!rc) n->u.child->owner = n;
         return rc;
     }
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return cpudrv_gmem_node_set(n, a->ma);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return cpudrv_gmem_free_node_set(n, a->fptr, g);
     default:
         return CUDA_SUCCESS;
     }
@@ -674,24 +689,24 @@ CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
     return TR(event_set(hNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event));
 }
 
-// Memory allocation nodes are not implemented.
+// Adds a memory allocation node; its address is given back in nodeParams->dptr.
 CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                 const CUgraphNode *dependencies, size_t numDependencies,
                                 CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
-    (void)phGraphNode, (void)hGraph, (void)dependencies, (void)numDependencies, (void)nodeParams;
-    CUresult rc = cpudrv_ready();
-    return TR(rc ? rc : CUDA_ERROR_NOT_SUPPORTED);
+    struct add_params a = {.ma = nodeParams};
+    return TR(add(phGraphNode, hGraph, dependencies, NULL, numDependencies,
+                  CU_GRAPH_NODE_TYPE_MEM_ALLOC, &a));
 }
 
-// Memory free nodes are not implemented.
+// Adds a memory free node of an allocation node's address.
 CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                const CUgraphNode *dependencies, size_t numDependencies,
                                CUdeviceptr dptr)
 {
-    (void)phGraphNode, (void)hGraph, (void)dependencies, (void)numDependencies, (void)dptr;
-    CUresult rc = cpudrv_ready();
-    return TR(rc ? rc : CUDA_ERROR_NOT_SUPPORTED);
+    struct add_params a = {.fptr = dptr};
+    return TR(add(phGraphNode, hGraph, dependencies, NULL, numDependencies,
+                  CU_GRAPH_NODE_TYPE_MEM_FREE, &a));
 }
 
 // Conditional nodes are not implemented: no handle for them is made.
@@ -831,6 +846,7 @@ struct typed {
     CUDA_MEMSET_NODE_PARAMS s;
     CUDA_HOST_NODE_PARAMS h;
     CUDA_BATCH_MEM_OP_NODE_PARAMS b;
+    CUDA_MEM_ALLOC_NODE_PARAMS ma;
 };
 
 // Reserved members of a CUgraphNodeParams, and a memcpy member's flags and reserved word,
@@ -890,10 +906,16 @@ static CUresult from_generic(const CUgraphNodeParams *p, struct add_params *a, s
                                                p->memOp.paramArray, p->memOp.flags};
         a->b = &t->b;
         return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        t->ma = (CUDA_MEM_ALLOC_NODE_PARAMS){p->alloc.poolProps, p->alloc.accessDescs,
+                                             p->alloc.accessDescCount, p->alloc.bytesize, 0};
+        a->ma = &t->ma;
+        return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        a->fptr = p->free.dptr;
+        return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-    case CU_GRAPH_NODE_TYPE_MEM_FREE:
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return CUDA_ERROR_NOT_SUPPORTED; // not implemented by this driver
     default:
@@ -912,8 +934,11 @@ CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
     CUresult rc = cpudrv_ready();
     if (!rc) rc = from_generic(nodeParams, &a, &t);
     if (rc) return TR(rc);
-    return TR(add(phGraphNode, hGraph, dependencies, dependencyData, numDependencies,
-                  nodeParams->type, &a));
+    rc = add(phGraphNode, hGraph, dependencies, dependencyData, numDependencies,
+             nodeParams->type, &a);
+    if (!rc && nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        nodeParams->alloc.dptr = t.ma.dptr;
+    return TR(rc);
 }
 
 // Sets the parameters of a node of any type (the type must be the node's).
@@ -928,6 +953,9 @@ CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
     struct cpudrv_ctx *cur = cpudrv_ctx_current();
     rc = from_generic(nodeParams, &a, &t);
     if (!rc && n->type == CU_GRAPH_NODE_TYPE_GRAPH && a.move) rc = CUDA_ERROR_INVALID_VALUE;
+    // Memory nodes' parameters cannot be changed (the driver's rule).
+    if (!rc && (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE))
+        rc = CUDA_ERROR_INVALID_VALUE;
     if (rc) {
         cpudrv_unlock();
         return TR(rc);
@@ -949,32 +977,4 @@ CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
     }
     cpudrv_unlock();
     return TR(rc);
-}
-
-/* ---------------------------------------------------------------- graph memory */
-
-// Graph memory is what allocation nodes hold; there are none here, so none is ever used
-// (cuDeviceGraphMemTrim is in device.c).
-
-// Graph memory in use or reserved, now and at its highest: always 0.
-CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
-{
-    CUresult rc = cpudrv_dev_check(device);
-    if (rc) return TR(rc);
-    if (!value || (unsigned)attr > CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
-        return TR(CUDA_ERROR_INVALID_VALUE);
-    *(cuuint64_t *)value = 0;
-    return TR(CUDA_SUCCESS);
-}
-
-// Resets a high-water mark of graph memory (only to 0).
-CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
-{
-    CUresult rc = cpudrv_dev_check(device);
-    if (rc) return TR(rc);
-    if (!value ||
-        (attr != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH && attr != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) ||
-        *(const cuuint64_t *)value != 0)
-        return TR(CUDA_ERROR_INVALID_VALUE);
-    return TR(CUDA_SUCCESS);
 }

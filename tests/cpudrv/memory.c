@@ -3,6 +3,7 @@
 // memory). Device memory is anonymous process memory whose address is the device pointer;
 // every pointer a call receives is checked against this table.
 #include "cpudrv.h"
+#include "graph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +349,8 @@ CUresult cuMemFree(CUdeviceptr dptr)
         r = &ranges[m]; // managed memory is freed by cuMemFree too
     if (!r || r->freeing)
         rc = CUDA_ERROR_INVALID_VALUE;
+    else if (r->gmem)
+        rc = cpudrv_gmem_free_outside(r->gmem); // graph memory: its node keeps the address
     else
         free_at((size_t)(r - ranges));
     cpudrv_unlock();

@@ -12,6 +12,7 @@
 // threshold is lowered; the real driver does it at the next synchronize call instead, so
 // after a synchronize the two agree.
 #include "cpudrv.h"
+#include "graph.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -644,6 +645,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hs)
     r = cpudrv_mem_device_at((uintptr_t)dptr);
     if (!r || r->freeing) {
         rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (r->gmem) { // graph memory: freed in stream order (marked now), its address kept
+        rc = cpudrv_gmem_free_outside(r->gmem);
         goto out;
     }
     op = cpudrv_op_new(sizeof(struct async_free));

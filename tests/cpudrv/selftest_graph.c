@@ -958,8 +958,8 @@ static void node_errors(void)
     EXPECT(cuGraphAddChildGraphNode(&nd, g, NULL, 0, (CUgraph)&kp), CUDA_ERROR_INVALID_VALUE);
     CUDA_MEM_ALLOC_NODE_PARAMS ap;
     memset(&ap, 0, sizeof ap);
-    EXPECT(cuGraphAddMemAllocNode(&nd, g, NULL, 0, &ap), CUDA_ERROR_NOT_SUPPORTED);
-    EXPECT(cuGraphAddMemFreeNode(&nd, g, NULL, 0, da), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT(cuGraphAddMemAllocNode(&nd, g, NULL, 0, &ap), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuGraphAddMemFreeNode(&nd, g, NULL, 0, da), CUDA_ERROR_INVALID_VALUE);
     CUgraphConditionalHandle ch;
     EXPECT(cuGraphConditionalHandleCreate(&ch, g, ctx0, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
     CHECK(nodes_of(g, -1) == 1);
@@ -1008,8 +1008,10 @@ static void generic(void)
     EXPECT(cuGraphDestroy(sub), CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE); // owned now
     memset(&np, 0, sizeof np);
-    np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    np.type = CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT;
     EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_NOT_SUPPORTED);
+    np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC; // no size, no pool properties
+    EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     np.type = (CUgraphNodeType)99;
     EXPECT(cuGraphAddNode(&e, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
     // Reserved members must be zero, and a memcpy member's flags.

@@ -366,7 +366,6 @@ static void unsupported(void)
     CHECK(cuGraphCreate(&child, 0));
     static const CUgraphNodeType types[] = {
         CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL, CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT,
-        CU_GRAPH_NODE_TYPE_MEM_ALLOC,        CU_GRAPH_NODE_TYPE_MEM_FREE,
         CU_GRAPH_NODE_TYPE_BATCH_MEM_OP,     CU_GRAPH_NODE_TYPE_CONDITIONAL,
     };
     CUgraphNode e, c;

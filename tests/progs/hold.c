@@ -1,7 +1,7 @@
 /* hold [seconds] [--all]: an idle client, for counting contexts and memory. Initialises
  * CUDA, allocates 1 MiB, prints `ready`, sleeps (default an hour) and exits 0. With --all it
  * holds one of most kinds of object first (virtual memory reserved and mapped, a graph and
- * its exec, stream-ordered memory, an exported IPC allocation and interprocess event, a
+ * its exec, a graph whose launch left its graph memory allocated, stream-ordered memory, an exported IPC allocation and interprocess event, a
  * stream, a module, managed memory), for tests that kill it and check the server lets go of
  * everything. With --textures it holds textures over its memory, an array and a mipmapped
  * array's level and the mipmapped array itself, and a surface over the array. */
@@ -86,6 +86,17 @@ int main(int argc, char **argv)
         CHECK(cuGraphAddMemsetNode(&node, graph, NULL, 0, &ms, ctx));
         CHECK(cuGraphInstantiate(&exec, graph, 0));
         CHECK(cuGraphLaunch(exec, s));
+        /* Graph memory: allocated by a launch, never freed. */
+        CUgraph mgraph;
+        CUgraphNode anode;
+        CUgraphExec mexec;
+        CUDA_MEM_ALLOC_NODE_PARAMS ap = {.bytesize = 1 << 16};
+        ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        CHECK(cuGraphCreate(&mgraph, 0));
+        CHECK(cuGraphAddMemAllocNode(&anode, mgraph, NULL, 0, &ap));
+        CHECK(cuGraphInstantiate(&mexec, mgraph, 0));
+        CHECK(cuGraphLaunch(mexec, s));
         CUdeviceptr pooled;
         CHECK(cuMemAllocAsync(&pooled, 1 << 16, s));
         CUipcMemHandle mh;

@@ -1,0 +1,161 @@
+/* graph_mem: graph memory allocation and free nodes.
+ *
+ * A graph [alloc a] -> [memset a = 7] -> [kernel a += 1] -> [memcpy pinned = a] -> [free a]
+ * is launched three times, each checked; the nodes' parameters are read back. A graph that
+ * allocates without freeing leaves its memory allocated after its launch: it is copied
+ * from and freed with cuMemFreeAsync outside the graph, launched again and freed with
+ * cuMemFree. The generic form (cuGraphAddNode) adds both node types. Refused, as by the
+ * driver: a second free node of one allocation in a graph, and a free node of memory no
+ * allocation node made. (Using an address after its exec is gone is not checked, by the
+ * driver or the shim.) */
+#include "tests/progs/common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define N 1024 /* words */
+
+static CUfunction f_inc;
+
+static CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(int dev)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.poolProps.location.id = dev;
+    p.bytesize = N * 4;
+    return p;
+}
+
+static int all_are(const uint32_t *w, uint32_t v)
+{
+    for (int i = 0; i < N; i++)
+        if (w[i] != v)
+            return 0;
+    return 1;
+}
+
+static void explicit_nodes(CUstream s, uint32_t *res, CUdeviceptr other)
+{
+    CUgraph g;
+    CUgraphNode na, ns, nk, nc, nf, bad;
+    CHECK(cuGraphCreate(&g, 0));
+    CUDA_MEM_ALLOC_NODE_PARAMS ap = alloc_params(0);
+    CHECK(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
+    CUdeviceptr a = ap.dptr;
+    CUDA_MEMSET_NODE_PARAMS mp = {.dst = a, .value = 7, .elementSize = 4, .width = N, .height = 1};
+    CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, NULL));
+    uint64_t n = N;
+    void *args[] = {&a, &n};
+    CUDA_KERNEL_NODE_PARAMS kp = {.func = f_inc, .gridDimX = t_blocks_for(N, 256), .gridDimY = 1,
+                                  .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
+                                  .blockDimZ = 1, .kernelParams = args};
+    CHECK(cuGraphAddKernelNode(&nk, g, &ns, 1, &kp));
+    CUDA_MEMCPY3D cp;
+    memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = a;
+    cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+    cp.dstHost = res;
+    cp.WidthInBytes = N * 4;
+    cp.Height = cp.Depth = 1;
+    CHECK(cuGraphAddMemcpyNode(&nc, g, &nk, 1, &cp, NULL));
+    CHECK(cuGraphAddMemFreeNode(&nf, g, &nc, 1, a));
+    EXPECT(cuGraphAddMemFreeNode(&bad, g, &nf, 1, a), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuGraphAddMemFreeNode(&bad, g, &nf, 1, other), CUDA_ERROR_INVALID_VALUE);
+    t_ok("a second free of one allocation, and a free of cuMemAlloc memory: INVALID_VALUE");
+
+    CUDA_MEM_ALLOC_NODE_PARAMS got;
+    CHECK(cuGraphMemAllocNodeGetParams(na, &got));
+    CUdeviceptr freed = 0;
+    CHECK(cuGraphMemFreeNodeGetParams(nf, &freed));
+    if (got.dptr != a || got.bytesize != N * 4 || got.poolProps.location.id != 0 || freed != a)
+        t_fail(__FILE__, __LINE__, "parameters read back differ");
+    t_ok("alloc node: %zu bytes on device %d, free node frees its address", got.bytesize,
+         got.poolProps.location.id);
+
+    CUgraphExec x;
+    CHECK(cuGraphInstantiate(&x, g, 0));
+    for (int i = 0; i < 3; i++) {
+        memset(res, 0, N * 4);
+        CHECK(cuGraphLaunch(x, s));
+        CHECK(cuStreamSynchronize(s));
+        if (!all_are(res, 8))
+            t_fail(__FILE__, __LINE__, "launch %d: res[0]=%u", i, res[0]);
+        t_ok("launch %d: every word 8", i);
+    }
+    CHECK(cuGraphExecDestroy(x));
+    CHECK(cuGraphDestroy(g));
+}
+
+/* Allocated by the graph, used and freed outside it. */
+static void left_allocated(CUstream s, uint32_t *res)
+{
+    CUgraph g;
+    CUgraphNode na, ns;
+    CHECK(cuGraphCreate(&g, 0));
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    p.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.alloc.bytesize = N * 4;
+    CHECK(cuGraphAddNode(&na, g, NULL, NULL, 0, &p));
+    CUdeviceptr a = p.alloc.dptr;
+    if (!a)
+        t_fail(__FILE__, __LINE__, "cuGraphAddNode gave no address");
+    CUDA_MEMSET_NODE_PARAMS mp = {.dst = a, .value = 5, .elementSize = 4, .width = N, .height = 1};
+    CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, NULL));
+    CUgraphExec x;
+    CHECK(cuGraphInstantiate(&x, g, 0));
+    CHECK(cuGraphLaunch(x, s));
+    CHECK(cuStreamSynchronize(s));
+    cuuint64_t used = 0;
+    CHECK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used));
+    t_ok("graph memory in use after the launch: %s", used >= N * 4 ? "at least its size" : "less");
+    CHECK(cuMemcpyDtoH(res, a, N * 4));
+    if (!all_are(res, 5))
+        t_fail(__FILE__, __LINE__, "after the launch: res[0]=%u", res[0]);
+    t_ok("left allocated by the graph: every word 5, copied outside it");
+    CHECK(cuMemFreeAsync(a, s));
+    CHECK(cuStreamSynchronize(s));
+    mp.value = 6;
+    CHECK(cuGraphExecMemsetNodeSetParams(x, ns, &mp, NULL));
+    CHECK(cuGraphLaunch(x, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(res, a, N * 4));
+    if (!all_are(res, 6))
+        t_fail(__FILE__, __LINE__, "second launch: res[0]=%u", res[0]);
+    t_ok("freed with cuMemFreeAsync, launched again: every word 6");
+    CHECK(cuMemFree(a));
+    CHECK(cuDeviceGraphMemTrim(0));
+    CHECK(cuGraphExecDestroy(x));
+    CHECK(cuGraphDestroy(g));
+    t_ok("freed with cuMemFree, trimmed");
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    t_init("graph_mem", 120);
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    CUmodule mod = t_load_module("kernels.ptx");
+    f_inc = t_get_function(mod, "inc_u32");
+    uint32_t *res;
+    CUdeviceptr other;
+    CHECK(cuMemHostAlloc((void **)&res, N * 4, 0));
+    CHECK(cuMemAlloc(&other, N * 4));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    explicit_nodes(s, res, other);
+    left_allocated(s, res);
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuMemFree(other));
+    CHECK(cuMemFreeHost(res));
+    CHECK(cuModuleUnload(mod));
+    CHECK(cuDevicePrimaryCtxRelease(dev));
+    t_pass();
+}
