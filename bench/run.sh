@@ -312,7 +312,7 @@ mpi_missing() {
     if ! command -v mpirun >/dev/null; then
         MPI_WHY="no mpirun on PATH"
     elif [ ! -x "$B/bench/mpi_steps" ]; then
-        MPI_WHY="$B/bench/mpi_steps not built (no mpicc when make ran)"
+        MPI_WHY="$B/bench/mpi_steps not built (no mpicc when make ran, or it failed)"
     fi
 }
 
@@ -408,7 +408,10 @@ na_family() {
 run_family() {
     local fam=$1 mode=$2 log=$OUTDIR/bench-$2.log why t0=$SECONDS
     say "== $fam: $mode" | tee -a "$log" >/dev/null
-    if why=$(mps_missing "$mode"); then
+    why=$(mps_missing "$mode") || why=
+    [ "$fam" = mpi ] && [ -n "$MPI_WHY" ] && why=$MPI_WHY
+    [ "$fam" = fleet ] && [ -n "$FLEET_WHY" ] && why=$FLEET_WHY
+    if [ -n "$why" ]; then
         say "  $fam $mode: skipped ($why)" >>"$log"
         na_family "$fam" "$mode"
         return
