@@ -2,8 +2,9 @@
 # stub libcuda like the test programs, so that the same binaries run natively, under native
 # MPS and under mpsshim. `make bench` runs bench/run.sh; bench/spin.cu is their one kernel of
 # their own (the others come from tests/kernels). `make bench-throttle` runs bench/throttle.sh,
-# the SM-share and memory-limit figures.
-BENCH_NAMES := callbench overlap throttle
+# the SM-share and memory-limit figures. bench/mpi_steps.c is built with mpicc where it is
+# found (else the MPI figures say they were skipped); bench/fleet.py needs no build.
+BENCH_NAMES := callbench copysweep overlap throttle
 BENCH_BIN   := $(addprefix $(B)/bench/,$(BENCH_NAMES))
 BENCH_PTX   := $(B)/bench/spin.ptx
 
@@ -18,6 +19,18 @@ $(BENCH_BIN): $(B)/bench/%: bench/%.c bench/common.c bench/common.h | $(KERNELS)
 $(BENCH_PTX): $(B)/bench/%.ptx: bench/%.cu
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_90 -o $@ $<
+
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+BENCH_MPI := $(B)/bench/mpi_steps
+all: $(BENCH_MPI)
+# An MPI installation that cannot build it costs the MPI figures only (bench/run.sh says they
+# were skipped), not the build of everything else.
+$(BENCH_MPI): bench/mpi_steps.c bench/common.c bench/common.h | $(KERNELS) $(BENCH_PTX)
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) -o $@ $< bench/common.c $(LDFLAGS) $(CUDA_STUB) || \
+		echo "warning: $(MPICC) could not build $@: make bench will skip the MPI figures"
+endif
 
 .PHONY: bench-throttle
 bench-throttle: all

@@ -6,9 +6,11 @@
  * time stays near N x the kernel time; time-sliced contexts (native) take about P times it.
  *
  * usage: overlap [--launches N] [--blocks B] [--us US] [--kernel spin_ns|delay_set]
- *                [--barrier FILE --procs P]
+ *                [--barrier FILE --procs P] [--repeats R]
  * --barrier: the P processes given the same (new) FILE wait for each other after their setup,
- * so that their launch loops start together. --kernel delay_set (tests/kernels, spins in block
+ * so that their launch loops start together, and again before each of the R repeats (one
+ * `metric kernel_time_s <s> s <repeat>` line each: the process and its context are set up once,
+ * as a long-running job's are). --kernel delay_set (tests/kernels, spins in block
  * 0 only) is for drivers without spin_ns, such as the CPU test driver. */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -26,18 +28,17 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: overlap [--launches N] [--blocks B] [--us US] "
-                    "[--kernel spin_ns|delay_set] [--barrier FILE --procs P]\n");
+                    "[--kernel spin_ns|delay_set] [--barrier FILE --procs P] [--repeats R]\n");
     exit(2);
 }
 
-/* The numeric value of option argv[i + 1], at least 1 (and at most max). */
 /* An option's number, 1..max. */
 #define num_arg(argc, argv, i, max) bench_num_arg(argc, argv, i, 1, max, usage)
 
 int main(int argc, char **argv)
 {
     bench_prog = "overlap";
-    unsigned launches = 200, blocks = 2, procs = 1;
+    unsigned launches = 200, blocks = 2, procs = 1, repeats = 1;
     unsigned long long ns = 100000;
     const char *kernel = "spin_ns", *barrier = NULL;
     for (int i = 1; i < argc; i++) {
@@ -49,6 +50,8 @@ int main(int argc, char **argv)
             ns = num_arg(argc, argv, i++, 10000000) * 1000;
         else if (strcmp(argv[i], "--procs") == 0)
             procs = (unsigned)num_arg(argc, argv, i++, 4096);
+        else if (strcmp(argv[i], "--repeats") == 0)
+            repeats = (unsigned)num_arg(argc, argv, i++, 1000);
         else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
             kernel = argv[++i];
         else if (strcmp(argv[i], "--barrier") == 0 && i + 1 < argc)
@@ -82,18 +85,20 @@ int main(int argc, char **argv)
     /* A zero-length launch first, outside the timing: lazy loading happens here. */
     CK(cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, stream, warm_args, NULL));
     CK(cuStreamSynchronize(stream));
-    if (barrier) bench_barrier(barrier, procs);
-
-    uint64_t t0 = bench_now_ns();
-    for (unsigned i = 0; i < launches; i++)
-        CK(cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, stream, args, NULL));
-    CK(cuStreamSynchronize(stream));
-    uint64_t t1 = bench_now_ns();
-
-    printf("# overlap: pid %d, %u launches of %s, %u blocks x %llu us, %u processes\n",
-           (int)getpid(), launches, kernel, blocks, ns / 1000, procs);
-    printf("# window_ns %llu %llu\n", (unsigned long long)t0, (unsigned long long)t1);
-    printf("metric kernel_time_s %.6f s\n", (double)(t1 - t0) / 1e9);
+    printf("# overlap: pid %d, %u launches of %s, %u blocks x %llu us, %u processes, %u repeats\n",
+           (int)getpid(), launches, kernel, blocks, ns / 1000, procs, repeats);
+    for (unsigned r = 1; r <= repeats; r++) {
+        /* Repeat r starts when all P processes have arrived r times. */
+        if (barrier) bench_barrier(barrier, procs * r);
+        uint64_t t0 = bench_now_ns();
+        for (unsigned i = 0; i < launches; i++)
+            CK(cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, stream, args, NULL));
+        CK(cuStreamSynchronize(stream));
+        uint64_t t1 = bench_now_ns();
+        printf("# window_ns %llu %llu %u\n", (unsigned long long)t0, (unsigned long long)t1, r);
+        printf("metric kernel_time_s %.6f s %u\n", (double)(t1 - t0) / 1e9, r);
+        fflush(stdout);
+    }
     CK(cuMemFree(flag));
     CK(cuStreamDestroy(stream));
     CK(cuModuleUnload(mod));

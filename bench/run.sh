@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
-# Benchmarks (`make bench`): per-call cost, copy bandwidth, overlap of concurrent processes
-# and GPU memory of idle processes, each measured natively, under native MPS and under
-# mpsshim, on the same GPU in one run; prints a table last. bench/README.md says what each
-# figure means and how it is measured.
+# Benchmarks (`make bench`): every figure natively, under native MPS and under mpsshim, on the
+# same GPU in one run, each repeated (5 times unless --repeats says otherwise): GPU memory of
+# idle processes, per-call costs, copy bandwidth by size, overlap of 1-32 processes, an MPI
+# job of 1-16 ranks, a PyTorch inference fleet of 1-16 processes; then the SM-share table
+# (bench/throttle.sh). Writes the raw samples, a table (markdown and tsv) and, where
+# matplotlib is (else installed with pip when it can be), PNG plots. bench/README.md says
+# what each figure means, how it is measured and how long a run takes.
 #
-# usage: bench/run.sh [BUILD_DIR] [--quick]
-#   --quick              smoke run: fewer iterations, 32 MiB copies, 1 and 2 processes
-#   OUT=DIR              raw outputs go there (5 files, bench-*), else to a new temp dir
-#   MPSSHIM_BENCH_CPU=1  native and mpsshim columns on the CPU test driver, to test this
-#                        script without a GPU; such numbers say nothing about GPUs
-# Never changes GPU settings. Exits non-zero if any run failed; the table is printed anyway.
+# usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
+#   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
+#   --no-plots           table only (bench/plot.py DIR draws the plots later, elsewhere)
+#   OUT=DIR              results go there, else to a new temp dir
+#   MPSSHIM_BENCH_BUDGET=S  no measurement starts, nor runs on, after S s (default 420)
+#   MPSSHIM_BENCH_CPU=1  native and mpsshim on the CPU test driver, to test this script
+#                        without a GPU; such numbers say nothing about GPUs
+# Never changes GPU settings. Exits non-zero if any run failed; the table is written anyway.
 set -u
 
 B=${1:-build}
 [ $# -gt 0 ] && shift
-QUICK=0
-for arg in "$@"; do
-    case $arg in
+QUICK=0 PLOTS=1 THROTTLE=1 REPEATS=
+usage() {
+    echo "usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]" >&2
+    exit 2
+}
+while [ $# -gt 0 ]; do
+    case $1 in
     --quick) QUICK=1 ;;
-    *)
-        echo "usage: bench/run.sh [BUILD_DIR] [--quick]" >&2
-        exit 2
+    --no-plots) PLOTS=0 ;;
+    --no-throttle) THROTTLE=0 ;;
+    --repeats)
+        [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage
+        REPEATS=$2
+        shift
         ;;
+    *) usage ;;
     esac
+    shift
 done
 B=$(cd "$B" && pwd) || exit 2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,36 +44,66 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib.sh"
 bench_init bench
 
-# The whole run stops starting new measurements after this many seconds, so that a hang
-# under one mode cannot take the GPU machine's command limit with it.
-BUDGET=300
-CALLBENCH_METRICS="launch_async_us launch_sync_us stream_query_us memcpy_4b_htod_us
-    memcpy_4b_dtoh_us htod_pageable_GBps dtoh_pageable_GBps htod_pinned_GBps dtoh_pinned_GBps"
+# The whole run starts no measurement after BUDGET s and cuts any at BUDGET s, so that it
+# fits one 10-minute command on the GPU machine with its build; a full run on an H100 should
+# take about 5 to 6 minutes (bench/README.md gives the estimate).
+BUDGET=${MPSSHIM_BENCH_BUDGET:-420}
+CALL_METRICS="launch_async_us launch_sync_us stream_query_us memcpy_4b_htod_us memcpy_4b_dtoh_us"
+MPI_STEPS=400
 if [ "$QUICK" = 1 ]; then
-    OVERLAP_PROCS="1 2"
-    CALLBENCH_ARGS=(--quick)
+    : "${REPEATS:=2}"
+    OVERLAP_PROCS="1 4" MPI_RANKS="1 2" FLEET_PROCS="1 2"
+    CALL_ARGS=(--quick) COPY_MAX=4 FLEET_SECONDS=0.2 MPI_STEPS=100
 else
-    OVERLAP_PROCS="1 8 16"
-    CALLBENCH_ARGS=()
+    : "${REPEATS:=5}"
+    OVERLAP_PROCS="1 2 4 8 16 32" MPI_RANKS="1 2 4 8 16" FLEET_PROCS="1 2 4 8 16"
+    CALL_ARGS=() COPY_MAX=256 FLEET_SECONDS=1
 fi
-# The CPU test driver has no spin_ns; its delay_set sleeps like the GPU's spins.
-if [ "$CPU" = 1 ]; then OVERLAP_ARGS=(--kernel delay_set); else OVERLAP_ARGS=(); fi
+# The CPU test driver has no spin_ns; its delay_set sleeps like the GPU's spins. It cannot
+# run PyTorch: the fleet runs fake steps there (bench/fleet.py --fake), to test the plumbing.
+if [ "$CPU" = 1 ]; then KERNEL_ARGS=(--kernel delay_set) FLEET_ARGS=(--fake); else
+    KERNEL_ARGS=() FLEET_ARGS=()
+fi
 IDLE_PROCS=8
-MODES="native mps mpsshim"
-
-declare -A RES    # RES[mode:metric] = value, FAIL or n/a
+# mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's.
+MODES="mpsshim mps native"
+FAMILIES="idle calls copy overlap mpi fleet"
+SAMPLES=$OUTDIR/bench-samples.tsv
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+MPI_WHY='' FLEET_WHY=''
 FAILED=0
 
-# set_res MODE METRIC VALUE: a failure marks the whole run failed.
-set_res() {
-    add_row "$2"
-    RES[$1:$2]=$3
-    [ "$3" = FAIL ] && FAILED=1
+# sample FIGURE X MODE REPEAT VALUE UNIT: one line of the raw results; FAIL fails the run.
+sample() {
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$SAMPLES"
+    [ "$5" = FAIL ] && FAILED=1
     return 0
 }
 
-# GPU memory in use, MiB, summed over the GPUs (which one CUDA calls device 0 does not
-# matter then); empty without nvidia-smi.
+# figures: what each figure is (bench-figures.tsv: name, unit, better, x, description).
+figures() {
+    local o=200 ob=2 ous=100
+    [ "$CPU" = 1 ] && ob="1 (delay_set: block 0)"
+    {
+        printf 'figure\tunit\tbetter\tx\twhat\n'
+        printf 'idle%s_MiB\tMiB\tlower\t\t%s\n' "$IDLE_PROCS" "GPU memory in use with $IDLE_PROCS idle CUDA processes (tests/hold), over the memory in use before the mode's daemon started (nvidia-smi); once per mode"
+        printf 'launch_async_us\tus\tlower\t\tcuLaunchKernel of an empty kernel, back to back on one stream, drained: time per launch (callbench; median of its batches)\n'
+        printf 'launch_sync_us\tus\tlower\t\tone launch then cuStreamSynchronize (callbench; median round trip)\n'
+        printf 'stream_query_us\tus\tlower\t\tcuStreamQuery on an idle stream (callbench; median)\n'
+        printf 'memcpy_4b_htod_us\tus\tlower\t\t4-byte cuMemcpyHtoD from malloc memory (callbench; median)\n'
+        printf 'memcpy_4b_dtoh_us\tus\tlower\t\t4-byte cuMemcpyDtoH to malloc memory (callbench; median)\n'
+        for k in htod_pageable dtoh_pageable htod_pinned dtoh_pinned; do
+            printf 'copy_%s_GBps\tGB/s\thigher\tbytes\tsynchronous %s copy of x bytes (%s host memory), median of a run'"'"'s copies (copysweep); GB = 1e9 B\n' \
+                "$k" "${k%_*}" "${k#*_}"
+        done
+        printf 'overlap_s\ts\tlower\tprocesses\t%s\n' "x processes at once, each $o launches of $ob blocks x $ous us spinning on a stream of its own, then a synchronize; started together at a barrier; the slowest process's time (overlap). Kernels that really overlap stay near $((o * ous / 1000)) ms; time-sliced contexts take about x times it"
+        printf 'mpi_gpu_loop_s\ts\tlower\tranks\t%s\n' "an MPI job of x ranks (mpirun, one node), each $MPI_STEPS steps of a 4-block kernel spinning 75 us plus an increment of its share, one cuStreamSynchronize at the end; ranks start at MPI_Barrier; the slowest rank's GPU loop (mpi_steps)"
+        printf 'fleet_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x PyTorch processes at once, each running a small conv net on batches of 8 with one .item() per step for $FLEET_SECONDS s from a common barrier: the sum of their steps/s (fleet.py)"
+        printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "one PyTorch process alone: from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step); once per mode"
+    } >"$OUTDIR/bench-figures.tsv"
+}
+
+# GPU memory in use, MiB, summed over the GPUs; empty without nvidia-smi.
 gpu_mem() {
     [ "$CPU" = 1 ] && return
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null |
@@ -78,93 +122,73 @@ settle_gpu() {
     say "note: GPU memory in use is $m MiB, $1 MiB before this mode"
 }
 
-# ---------------------------------------------------------------- runs
-
-# record MODE NAME RC: appends the output of a run ($WORK/MODE.NAME.out) to the mode's log.
+# record MODE NAME RC: appends the outputs of a run ($WORK/MODE.NAME*.out) to the mode's log.
 record() {
+    local f
     {
         say "=== $1 $2: exit $3"
-        cat "$WORK/$1.$2.out"
+        for f in "$WORK/$1.$2".*out; do
+            [ -f "$f" ] || continue
+            say "--- $(basename "$f")"
+            cat "$f"
+        done
         say
     } >>"$OUTDIR/bench-$1.log"
 }
 
-# callbench MODE: per-call costs and bandwidths.
-bench_calls() {
-    local mode=$1 secs m v rc
-    if [ "$QUICK" = 1 ]; then secs=$(limit 60); else secs=$(limit 120); fi
-    if [ "$secs" -lt 5 ]; then
-        say "  callbench: skipped, the run's time budget is spent"
-        for m in $CALLBENCH_METRICS; do set_res "$mode" "$m" FAIL; done
-        return
-    fi
-    # In the background so that a signal to this script is handled at once.
-    timeout -k 5 "$secs" "${ENVP[@]}" "$B/bench/callbench" "${CALLBENCH_ARGS[@]}" \
-        >"$WORK/$mode.callbench.out" 2>&1 &
-    BG_PIDS=($!)
-    wait_all "${BG_PIDS[@]}"
-    rc=$?
-    record "$mode" callbench "$rc"
-    for m in $CALLBENCH_METRICS; do
-        v=$(awk -v m="$m" '$1 == "metric" && $2 == m { print $3 }' "$WORK/$mode.callbench.out")
-        set_res "$mode" "$m" "${v:-FAIL}"
-    done
-    [ "$rc" = 0 ] || {
-        say "  callbench failed (exit $rc):"
-        tail -n 5 "$WORK/$mode.callbench.out"
-    }
+# failed_lines MODE NAME: the first distinct failure lines of a run's outputs.
+failed_lines() {
+    cat "$WORK/$1.$2".*out 2>/dev/null | grep -v '^#' | grep -E 'FAIL|rror|Abort' | sort |
+        uniq -c | head -n 5
 }
 
-# bench_overlap MODE P: P overlap processes at once; the slowest one's kernel time.
-bench_overlap() {
-    local mode=$1 p=$2 name=overlap_p$2 secs i pids=() rc v span
-    secs=$(limit 90)
-    if [ "$secs" -lt 5 ]; then
-        say "  $name: skipped, the run's time budget is spent"
-        set_res "$mode" "${name}_s" FAIL
-        return
-    fi
-    rm -f "$WORK/barrier"
-    for i in $(seq "$p"); do
-        timeout -k 5 "$secs" "${ENVP[@]}" "$B/bench/overlap" "${OVERLAP_ARGS[@]}" \
-            --barrier "$WORK/barrier" --procs "$p" >"$WORK/$mode.$name.$i.out" 2>&1 &
+# spend SECS: SECS, or what the budget has left; 0 when under 5 s are left.
+spend() {
+    local s
+    s=$(limit "$1")
+    [ "$s" -ge 5 ] && { echo "$s"; return; }
+    echo 0
+}
+
+# group MODE NAME SECS CMD...: runs CMD (words; "%i" becomes the process number 1..) once per
+# process, PROCS of them at once, each output in $WORK/MODE.NAME.<i>.out; returns wait_all's.
+group() {
+    local mode=$1 name=$2 secs=$3 i pids=() w words
+    shift 3
+    rm -f "$WORK/$mode.$name".*out
+    for i in $(seq "$PROCS"); do
+        words=()
+        for w in "$@"; do words+=("${w//%i/$((i - 1))}"); done
+        timeout -k 5 "$secs" "${ENVP[@]}" "${words[@]}" >"$WORK/$mode.$name.$i.out" 2>&1 &
         pids+=($!)
     done
     BG_PIDS=("${pids[@]}")
     wait_all "${pids[@]}"
-    rc=$?
-    for i in $(seq "$p"); do
-        say "--- process $i" >>"$WORK/$mode.$name.out"
-        cat "$WORK/$mode.$name.$i.out" >>"$WORK/$mode.$name.out"
-    done
-    v=$(cat "$WORK/$mode.$name".*.out | awk '$1 == "metric" && $2 == "kernel_time_s" {
-        n++; if ($3 > m) m = $3 } END { if (n == '"$p"') print m }')
-    span=$(cat "$WORK/$mode.$name".*.out | awk '$2 == "window_ns" {
-        if (!lo || $3 < lo) lo = $3; if ($4 > hi) hi = $4 }
-        END { if (hi) printf "%.6f", (hi - lo) / 1e9 }')
-    say "all $p: slowest kernel_time_s ${v:-?}, first launch to last sync end ${span:-?} s" \
-        >>"$WORK/$mode.$name.out"
-    record "$mode" "$name" "$rc"
-    [ "$rc" = 0 ] || v=
-    set_res "$mode" "${name}_s" "${v:-FAIL}"
-    [ "$rc" = 0 ] || {
-        say "  $name failed (exit $rc):"
-        cat "$WORK/$mode.$name".*.out | grep -v '^#' | sort | uniq -c | head -n 5
-    }
 }
 
-# bench_idle MODE BASE: GPU memory of IDLE_PROCS idle processes (tests/hold) over BASE,
-# the memory in use before this mode's daemon started (so a server's context counts).
-bench_idle() {
-    local mode=$1 base=$2 secs i pids=() ready used rc=0 hold=$B/tests/hold
-    secs=$(limit 60)
-    if [ ! -x "$hold" ] || [ "$secs" -lt 5 ]; then
+# per_repeat FILE AGG METRIC: for each repeat 1..REPEATS, AGG (max or sum) over the outputs in FILE of
+# METRIC's value with that repeat (`metric METRIC V UNIT R`), or FAIL when a file lacks it.
+per_repeat() {
+    awk -v agg="$2" -v m="$3" -v n="$PROCS" -v R="$REPEATS" '
+        $1 == "metric" && $2 == m { c[$5]++; v = $3 + 0
+            if (agg == "sum") a[$5] += v; else if (!($5 in a) || v > a[$5]) a[$5] = v }
+        END { for (r = 1; r <= R; r++) print r, (c[r] == n ? a[r] : "FAIL") }' "$1"
+}
+
+# ---------------------------------------------------------------- the families
+
+# fam_idle MODE: GPU memory of IDLE_PROCS idle processes (tests/hold) over BASE, the memory in
+# use before this mode's daemon started (so a server's context counts).
+fam_idle() {
+    local mode=$1 secs i pids=() ready=0 used rc=0 hold=$B/tests/hold fig=idle${IDLE_PROCS}_MiB
+    secs=$(spend 60)
+    if [ ! -x "$hold" ] || [ "$secs" = 0 ]; then
         say "  idle: skipped (${hold} missing or time budget spent)"
-        set_res "$mode" "idle${IDLE_PROCS}_MiB" FAIL
+        sample "$fig" - "$mode" 1 FAIL MiB
         return
     fi
     for i in $(seq "$IDLE_PROCS"); do
-        timeout -k 5 "$secs" "${ENVP[@]}" "$hold" 30 >"$WORK/$mode.hold.$i.out" 2>&1 &
+        timeout -k 5 "$secs" "${ENVP[@]}" "$hold" 30 >"$WORK/$mode.idle.$i.out" 2>&1 &
         pids+=($!)
     done
     BG_PIDS=("${pids[@]}")
@@ -172,7 +196,7 @@ bench_idle() {
     for _ in $(seq $((secs * 10))); do
         ready=0
         for i in $(seq "$IDLE_PROCS"); do
-            grep -q '^ready' "$WORK/$mode.hold.$i.out" && ready=$((ready + 1))
+            grep -q '^ready' "$WORK/$mode.idle.$i.out" && ready=$((ready + 1))
         done
         [ "$ready" = "$IDLE_PROCS" ] && break
         for i in "${pids[@]}"; do kill -0 "$i" 2>/dev/null || rc=1; done
@@ -180,7 +204,7 @@ bench_idle() {
         sleep 0.1
     done
     if [ "$ready" = "$IDLE_PROCS" ]; then
-        sleep 1
+        [ "$CPU" = 1 ] || sleep 1 # (the CPU test driver has no memory to read)
         used=$(gpu_mem)
     else
         rc=1
@@ -188,113 +212,312 @@ bench_idle() {
     kill "${pids[@]}" 2>/dev/null
     wait "${pids[@]}" 2>/dev/null
     BG_PIDS=()
-    for i in $(seq "$IDLE_PROCS"); do
-        say "--- process $i" >>"$WORK/$mode.idle.out"
-        cat "$WORK/$mode.hold.$i.out" >>"$WORK/$mode.idle.out"
-    done
-    say "$ready of $IDLE_PROCS ready; GPU memory before the mode ${base:-n/a} MiB," \
-        "with them ${used:-n/a} MiB" \
-        >>"$WORK/$mode.idle.out"
+    say "$ready of $IDLE_PROCS ready; GPU memory before the mode ${BASE:-n/a} MiB, with them" \
+        "${used:-n/a} MiB" >"$WORK/$mode.idle.sum.out"
     record "$mode" idle "$rc"
     if [ "$rc" != 0 ]; then
-        set_res "$mode" "idle${IDLE_PROCS}_MiB" FAIL
+        sample "$fig" - "$mode" 1 FAIL MiB
         say "  idle: $ready of $IDLE_PROCS hold processes got ready"
-    elif [ -n "$base" ] && [ -n "$used" ]; then
-        set_res "$mode" "idle${IDLE_PROCS}_MiB" $((used - base))
+    elif [ -n "$BASE" ] && [ -n "$used" ]; then
+        sample "$fig" - "$mode" 1 $((used - BASE)) MiB
     else
-        set_res "$mode" "idle${IDLE_PROCS}_MiB" n/a
+        sample "$fig" - "$mode" 1 n/a MiB
     fi
 }
 
-# all_fail MODE: every metric of MODE failed (its daemon did not start).
-all_fail() {
-    local m p
-    for m in "idle${IDLE_PROCS}_MiB" $CALLBENCH_METRICS; do set_res "$1" "$m" FAIL; done
-    for p in $OVERLAP_PROCS; do set_res "$1" "overlap_p${p}_s" FAIL; done
+# fam_calls MODE: REPEATS runs of callbench, one after the other; each gives one sample of
+# every per-call figure.
+fam_calls() {
+    local mode=$1 r secs rc m v
+    for r in $(seq "$REPEATS"); do
+        secs=$(spend 60)
+        PROCS=1
+        if [ "$secs" = 0 ]; then
+            rc=budget
+        else
+            # shellcheck disable=SC2086 # metric names are words
+            group "$mode" "calls$r" "$secs" "$B/bench/callbench" "${CALL_ARGS[@]}" $CALL_METRICS
+            rc=$?
+            record "$mode" "calls$r" "$rc"
+        fi
+        for m in $CALL_METRICS; do
+            v=$(awk -v m="$m" '$1 == "metric" && $2 == m { print $3 }' \
+                "$WORK/$mode.calls$r.1.out" 2>/dev/null)
+            [ "$rc" = 0 ] || v=
+            sample "$m" - "$mode" "$r" "${v:-FAIL}" us
+        done
+        [ "$rc" = 0 ] || { say "  callbench run $r failed ($rc):"; failed_lines "$mode" "calls$r"; }
+    done
 }
 
-# all_na MODE: MODE could not run here (no native MPS, or the CPU test driver).
-all_na() {
-    local m p
-    for m in "idle${IDLE_PROCS}_MiB" $CALLBENCH_METRICS; do set_res "$1" "$m" n/a; done
-    for p in $OVERLAP_PROCS; do set_res "$1" "overlap_p${p}_s" n/a; done
+# fam_copy MODE: REPEATS runs of copysweep; each gives one sample of every size and kind.
+fam_copy() {
+    local mode=$1 r secs rc k x v
+    for r in $(seq "$REPEATS"); do
+        secs=$(spend 60)
+        PROCS=1
+        if [ "$secs" = 0 ]; then
+            rc=budget
+        else
+            group "$mode" "copy$r" "$secs" "$B/bench/copysweep" --max "$COPY_MAX"
+            rc=$?
+            record "$mode" "copy$r" "$rc"
+        fi
+        if [ "$rc" = 0 ]; then
+            while read -r k x v; do
+                sample "copy_${k}_GBps" "$x" "$mode" "$r" "$v" GB/s
+            done < <(awk '$1 == "metric" { n = split($2, p, "_")
+                print p[2] "_" p[3], p[4], $3 }' "$WORK/$mode.copy$r.1.out")
+        else
+            for k in htod_pageable dtoh_pageable htod_pinned dtoh_pinned; do
+                sample "copy_${k}_GBps" $((COPY_MAX << 20)) "$mode" "$r" FAIL GB/s
+            done
+            say "  copysweep run $r failed ($rc):"
+            failed_lines "$mode" "copy$r"
+        fi
+    done
 }
 
-# run_mode MODE: every benchmark under MODE, between the start and the stop of its daemon.
-run_mode() {
-    local mode=$1 log=$OUTDIR/bench-$1.log base now p why
-    : >"$log"
-    say "== $mode"
-    if why=$(mps_missing "$mode"); then
-        say "  skipped: $why" | tee -a "$log"
-        all_na "$mode"
+# repeats_to_samples MODE NAME FIGURE X UNIT RC AGG METRIC: one sample per repeat from the
+# group's outputs (all FAIL when RC is not 0).
+repeats_to_samples() {
+    local mode=$1 name=$2 fig=$3 x=$4 unit=$5 rc=$6 r v
+    while read -r r v; do
+        [ "$rc" = 0 ] || v=FAIL
+        sample "$fig" "$x" "$mode" "$r" "$v" "$unit"
+    done < <(per_repeat <(cat "$WORK/$mode.$name".*.out 2>/dev/null) "$7" "$8")
+    [ "$rc" = 0 ] || { say "  $name failed ($rc):"; failed_lines "$mode" "$name"; }
+}
+
+# fam_overlap MODE: for each P of OVERLAP_PROCS, P overlap processes at once, REPEATS rounds.
+fam_overlap() {
+    local mode=$1 p secs rc
+    for p in $OVERLAP_PROCS; do
+        secs=$(spend 90)
+        PROCS=$p
+        rc=budget
+        if [ "$secs" != 0 ]; then
+            rm -f "$WORK/barrier"
+            group "$mode" "overlap$p" "$secs" "$B/bench/overlap" "${KERNEL_ARGS[@]}" \
+                --barrier "$WORK/barrier" --procs "$p" --repeats "$REPEATS"
+            rc=$?
+            record "$mode" "overlap$p" "$rc"
+        fi
+        repeats_to_samples "$mode" "overlap$p" overlap_s "$p" s "$rc" max kernel_time_s
+    done
+}
+
+# mpi_missing: why the MPI job cannot run here (MPI_WHY), or nothing.
+mpi_missing() {
+    if ! command -v mpirun >/dev/null; then
+        MPI_WHY="no mpirun on PATH"
+    elif [ ! -x "$B/bench/mpi_steps" ]; then
+        MPI_WHY="$B/bench/mpi_steps not built (no mpicc when make ran, or it failed)"
+    fi
+}
+
+# fam_mpi MODE: for each N of MPI_RANKS, one mpirun of N ranks of mpi_steps, REPEATS rounds.
+# The mode's variables reach the ranks through -x, not mpirun itself (it must not run under
+# the shim).
+fam_mpi() {
+    local mode=$1 n secs rc e xs=() un=() name
+    if [ -n "$MPI_WHY" ]; then
+        for n in $MPI_RANKS; do sample mpi_gpu_loop_s "$n" "$mode" 1 n/a s; done
         return
     fi
-    base=$(gpu_mem)
+    for e in "${ENVP[@]:1}"; do
+        case $e in -u) ;; *=*) xs+=(-x "$e") ;; *) un+=(-u "$e") ;; esac
+    done
+    for n in $MPI_RANKS; do
+        secs=$(spend 120)
+        PROCS=1
+        rc=budget
+        name=mpi$n
+        if [ "$secs" != 0 ]; then
+            timeout -k 5 "$secs" env "${un[@]}" "${MPIRUN[@]}" -np "$n" "${xs[@]}" \
+                "$B/bench/mpi_steps" "${KERNEL_ARGS[@]}" --steps "$MPI_STEPS" \
+                --repeats "$REPEATS" >"$WORK/$mode.$name.1.out" 2>&1 </dev/null &
+            BG_PIDS=($!)
+            wait_all "${BG_PIDS[@]}"
+            rc=$?
+            [ "$rc" = 0 ] && ! grep -q '^PASS mpi_steps' "$WORK/$mode.$name.1.out" && rc=check
+            record "$mode" "$name" "$rc"
+        fi
+        repeats_to_samples "$mode" "$name" mpi_gpu_loop_s "$n" s "$rc" max gpu_loop_s
+    done
+}
+
+# fleet_missing: why the PyTorch fleet cannot run here (FLEET_WHY), or nothing.
+fleet_missing() {
+    [ "$CPU" = 1 ] && return # fake steps
+    timeout 120 python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+        >/dev/null 2>&1 || FLEET_WHY="no PyTorch with CUDA for python3"
+}
+
+# fam_fleet MODE: for each P of FLEET_PROCS, P fleet.py processes at once, REPEATS windows.
+fam_fleet() {
+    local mode=$1 p secs rc v
+    if [ -n "$FLEET_WHY" ]; then
+        for p in $FLEET_PROCS; do sample fleet_steps_per_s "$p" "$mode" 1 n/a steps/s; done
+        sample fleet_start_s 1 "$mode" 1 n/a s
+        return
+    fi
+    for p in $FLEET_PROCS; do
+        secs=$(spend 150)
+        PROCS=$p
+        rc=budget
+        if [ "$secs" != 0 ]; then
+            rm -rf "$WORK/fleet-barrier"
+            mkdir -p "$WORK/fleet-barrier"
+            group "$mode" "fleet$p" "$secs" python3 "$ROOT/bench/fleet.py" "${FLEET_ARGS[@]}" \
+                --procs "$p" --index %i --barrier "$WORK/fleet-barrier" --repeats "$REPEATS" \
+                --seconds "$FLEET_SECONDS"
+            rc=$?
+            record "$mode" "fleet$p" "$rc"
+        fi
+        repeats_to_samples "$mode" "fleet$p" fleet_steps_per_s "$p" steps/s "$rc" sum steps_per_s
+        if [ "$p" = 1 ]; then
+            v=$(awk '$1 == "metric" && $2 == "start_s" { print $3 }' "$WORK/$mode.fleet1.1.out" \
+                2>/dev/null)
+            [ "$rc" = 0 ] || v=
+            sample fleet_start_s 1 "$mode" 1 "${v:-FAIL}" s
+        fi
+    done
+}
+
+# na_family FAMILY MODE: the family's samples as n/a (the mode cannot run here).
+na_family() {
+    local x
+    case $1 in
+    idle) sample "idle${IDLE_PROCS}_MiB" - "$2" 1 n/a MiB ;;
+    calls) for x in $CALL_METRICS; do sample "$x" - "$2" 1 n/a us; done ;;
+    copy) for x in htod_pageable dtoh_pageable htod_pinned dtoh_pinned; do
+        sample "copy_${x}_GBps" $((COPY_MAX << 20)) "$2" 1 n/a GB/s
+    done ;;
+    overlap) for x in $OVERLAP_PROCS; do sample overlap_s "$x" "$2" 1 n/a s; done ;;
+    mpi) for x in $MPI_RANKS; do sample mpi_gpu_loop_s "$x" "$2" 1 n/a s; done ;;
+    fleet)
+        for x in $FLEET_PROCS; do sample fleet_steps_per_s "$x" "$2" 1 n/a steps/s; done
+        sample fleet_start_s 1 "$2" 1 n/a s
+        ;;
+    esac
+}
+
+# run_family FAMILY MODE: the family's figures under MODE, between the start and the stop of
+# the mode's daemon (a fresh one for each family: a failure stays in its family).
+run_family() {
+    local fam=$1 mode=$2 log=$OUTDIR/bench-$2.log why t0=$SECONDS
+    say "== $fam: $mode" | tee -a "$log" >/dev/null
+    why=$(mps_missing "$mode") || why=
+    [ "$fam" = mpi ] && [ -n "$MPI_WHY" ] && why=$MPI_WHY
+    [ "$fam" = fleet ] && [ -n "$FLEET_WHY" ] && why=$FLEET_WHY
+    if [ -n "$why" ]; then
+        say "  $fam $mode: skipped ($why)" >>"$log"
+        na_family "$fam" "$mode"
+        return
+    fi
+    BASE=$(gpu_mem)
     start_daemon "$mode" "$log" || {
-        all_fail "$mode"
+        FAILED=1
+        say "  $fam $mode: the daemon did not start"
         return
     }
-    if [ "$mode" = mpsshim ]; then
-        now=$(gpu_mem)
-        say "server up; GPU memory ${base:-n/a} MiB before it, ${now:-n/a} MiB now" >>"$log"
-    fi
     mode_env "$mode"
-    bench_idle "$mode" "$base"
-    bench_calls "$mode"
-    for p in $OVERLAP_PROCS; do bench_overlap "$mode" "$p"; done
+    "fam_$fam" "$mode"
     stop_daemon "$mode" "$log"
-    settle_gpu "$base"
+    # The next family's daemon logs afresh (stop_daemon copied these into the mode's log).
+    rm -rf "$WORK/shim-log" "$WORK/mps-log"
+    settle_gpu "$BASE"
+    say "  $fam $mode: $((SECONDS - t0)) s"
 }
 
-# ---------------------------------------------------------------- table
-
-# ratio A B: A/B (2 decimals; 2 significant digits below 0.1) when both are numbers and B is
-# not 0, else "-".
-ratio() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        n = "^[0-9]+([.][0-9]*)?$"
-        if (a ~ n && b ~ n && b + 0 != 0) printf (a / b >= 0.1 ? "%.2f" : "%.2g"), a / b
-        else printf "-" }'
+# throttle: the SM-share table (bench/throttle.sh) into OUTDIR, within what the budget has left.
+throttle() {
+    local secs rc
+    secs=$(spend 120)
+    if [ "$THROTTLE" = 0 ] || [ "$secs" -lt 30 ]; then
+        say "SM shares: skipped ($([ "$THROTTLE" = 0 ] && echo --no-throttle ||
+            echo "under 30 s of the budget left"))"
+        return
+    fi
+    say "== SM shares and memory limits (bench/throttle.sh, at most $secs s)"
+    OUT=$OUTDIR timeout -k 5 "$secs" bash "$ROOT/bench/throttle.sh" "$B" >"$WORK/throttle.out" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || {
+        FAILED=1
+        say "  bench/throttle.sh failed (exit $rc): see throttle-summary.txt"
+    }
 }
 
-print_table() {
-    local r n m s
-    say
-    [ "$CPU" = 1 ] &&
-        say "!!! CPU TEST DRIVER: these numbers test the script; they say nothing about GPUs !!!"
-    printf '%-22s %12s %12s %12s %12s %12s\n' metric native "native MPS" mpsshim \
-        mpsshim/native mpsshim/MPS
-    printf 'metric\tnative\tnative_mps\tmpsshim\n' >"$OUTDIR/bench-results.tsv"
-    for r in "${ROWS[@]}"; do
-        n=${RES[native:$r]:-n/a}
-        m=${RES[mps:$r]:-n/a}
-        s=${RES[mpsshim:$r]:-n/a}
-        printf '%-22s %12s %12s %12s %12s %12s\n' "$r" "$n" "$m" "$s" "$(ratio "$s" "$n")" \
-            "$(ratio "$s" "$m")"
-        printf '%s\t%s\t%s\t%s\n' "$r" "$n" "$m" "$s" >>"$OUTDIR/bench-results.tsv"
-    done
-    say "(_us, _s, _MiB: lower is better; _GBps: higher is better. mpsshim's idle${IDLE_PROCS}_MiB"
-    say " includes its server's context, native MPS's its server's. Raw outputs: $OUTDIR)"
+# plots: bench/plot.py into OUTDIR; matplotlib installed with pip when missing and possible.
+plots() {
+    if ! python3 -c 'import matplotlib' >/dev/null 2>&1; then
+        say "matplotlib missing: pip install matplotlib (at most 30 s)"
+        timeout 30 python3 -m pip install --quiet --retries 0 --timeout 10 matplotlib \
+            >"$WORK/pip.out" 2>&1 || {
+            say "plots: not drawn here (no matplotlib, pip failed: $(tail -n 1 "$WORK/pip.out"))."
+            say "  Copy $OUTDIR to a machine with matplotlib and run: bench/plot.py DIR"
+            return
+        }
+    fi
+    python3 "$ROOT/bench/plot.py" "$OUTDIR" || say "plots: bench/plot.py failed"
 }
 
 # ---------------------------------------------------------------- main
 
 main() {
+    local fam mode gpu
     bench_work
+    printf 'figure\tx\tmode\trepeat\tvalue\tunit\n' >"$SAMPLES"
     say "mpsshim benchmarks: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs," \
         "commit $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')$(
-            [ "$QUICK" = 1 ] && echo ', QUICK (smoke run)')"
+            [ "$QUICK" = 1 ] && echo ', QUICK (smoke run)'), $REPEATS repeats, budget $BUDGET s"
     bench_platform
     [ "$CPU" = 1 ] || [ ! -S /tmp/nvidia-mps/control ] ||
         say "warning: an MPS control daemon may be running in /tmp/nvidia-mps"
-    bench_needs bench/callbench bench/overlap bench/spin.ptx tests/kernels.ptx libmpsshim.so \
-        mpsshim-control mpsshim-server
+    bench_needs bench/callbench bench/copysweep bench/overlap bench/spin.ptx tests/kernels.ptx \
+        tests/hold libmpsshim.so mpsshim-control mpsshim-server
+    mpi_missing
+    fleet_missing
+    [ -z "$MPI_WHY" ] || say "MPI job: skipped: $MPI_WHY"
+    [ -z "$FLEET_WHY" ] || say "inference fleet: skipped: $FLEET_WHY"
+    [ "$CPU" = 1 ] && say "inference fleet: fake steps (fleet.py --fake), no PyTorch"
+    figures
+    if [ "$CPU" = 1 ]; then gpu="CPU test driver (MPSSHIM_BENCH_CPU=1), no GPU"; else
+        gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c |
+            awk '{ $1 = $1 "x"; print }' | paste -sd, -)
+    fi
+    {
+        printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
+        printf 'commit\t%s\n' "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')"
+        printf 'gpu\t%s\n' "${gpu:-?}"
+        printf 'driver\t%s\n' "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader \
+            2>/dev/null | head -n 1)"
+        printf 'cpus\t%s\n' "$(nproc)"
+        printf 'run\t%s\n' "$([ "$QUICK" = 1 ] && echo 'QUICK (smoke run, not the figures)' ||
+            echo full)"
+        printf 'repeats\t%s\n' "$REPEATS"
+        printf 'cpu_test_driver\t%s\n' "$CPU"
+        printf 'native_mps\t%s\n' "${MPS_CTL:-not found}"
+    } >"$OUTDIR/bench-info.txt"
 
-    local mode
-    for mode in $MODES; do run_mode "$mode"; done
+    # Family by family, each under the three modes in turn: a run cut by its budget loses
+    # its last families, not a whole mode.
+    for fam in $FAMILIES; do
+        for mode in $MODES; do run_family "$fam" "$mode"; done
+    done
+    throttle
     say "benchmarks took $SECONDS s"
-    print_table
+    printf 'took_s\t%s\n' "$SECONDS" >>"$OUTDIR/bench-info.txt"
+    if python3 "$ROOT/bench/report.py" "$OUTDIR" >/dev/null; then
+        say
+        cat "$OUTDIR/bench-results.md"
+    else
+        FAILED=1
+        say "bench/report.py failed: the raw samples are in $SAMPLES"
+    fi
+    [ "$PLOTS" = 0 ] || plots
+    say "results: $OUTDIR"
     [ "$FAILED" = 0 ] || { say "some runs FAILED: see the bench-*.log files"; exit 1; }
 }
 

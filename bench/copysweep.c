@@ -1,0 +1,115 @@
+/* copysweep: synchronous copy bandwidth by size, host to device and back, from pageable
+ * (malloc'd) and pinned (cuMemHostAlloc'd) memory, on one process. For each size from 4 KiB
+ * to 256 MiB (x4 each step) and each of the four kinds, one warm-up copy, then n timed copies
+ * (64 MiB worth, at least 5 and at most 200); prints their median as
+ * `metric copy_<htod|dtoh>_<pageable|pinned>_<bytes> <GB/s> GB/s` (GB = 1e9 bytes). The
+ * same binary runs natively, under native MPS and under mpsshim; bench/run.sh runs it
+ * several times, each run one sample of every point.
+ *
+ * usage: copysweep [--max MIB]   (the largest size, a power of 4 times 4 KiB; default 256)
+ * Any failed driver call prints its error name and exits 1. */
+#define _GNU_SOURCE
+#include <cuda.h>
+
+#include "bench/common.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MIN_BYTES ((size_t)4 << 10)
+#define WORTH ((size_t)64 << 20) /* bytes timed per point, at least */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: copysweep [--max MIB]\n");
+    exit(2);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median bandwidth, GB/s, of n timed copies of `bytes` (after one warm-up). */
+static double median_gbps(void *host, CUdeviceptr dev, size_t bytes, int htod, unsigned n)
+{
+    uint64_t t[200];
+    for (unsigned i = 0; i <= n; i++) {
+        uint64_t t0 = bench_now_ns();
+        if (htod)
+            CK(cuMemcpyHtoD(dev, host, bytes));
+        else
+            CK(cuMemcpyDtoH(host, dev, bytes));
+        if (i > 0) t[i - 1] = bench_now_ns() - t0;
+    }
+    qsort(t, n, sizeof *t, cmp_u64);
+    double ns = n % 2 ? (double)t[n / 2] : ((double)t[n / 2 - 1] + (double)t[n / 2]) / 2;
+    return (double)bytes / ns; /* bytes per ns = GB/s */
+}
+
+/* Every size and direction from one kind of host memory. */
+static void sweep(int pinned, size_t max, CUdeviceptr dev)
+{
+    void *host;
+    if (pinned) {
+        CK(cuMemHostAlloc(&host, max, 0));
+    } else {
+        host = malloc(max);
+        if (!host) bench_die("out of host memory (%s)", "copy buffer");
+    }
+    memset(host, 0x5a, max); /* touch every page before timing */
+    for (size_t bytes = MIN_BYTES; bytes <= max; bytes *= 4) {
+        size_t n = WORTH / bytes;
+        n = n < 5 ? 5 : n > 200 ? 200 : n;
+        for (int htod = 1; htod >= 0; htod--) {
+            double g = median_gbps(host, dev, bytes, htod, (unsigned)n);
+            printf("metric copy_%s_%s_%zu %.3f GB/s\n", htod ? "htod" : "dtoh",
+                   pinned ? "pinned" : "pageable", bytes, g);
+        }
+        fflush(stdout);
+    }
+    if (pinned)
+        CK(cuMemFreeHost(host));
+    else
+        free(host);
+}
+
+int main(int argc, char **argv)
+{
+    bench_prog = "copysweep";
+    size_t max = (size_t)256 << 20;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--max") == 0)
+            max = (size_t)bench_num_arg(argc, argv, i++, 1, 1 << 16, usage) << 20;
+        else
+            usage();
+    }
+    /* Only sizes of the sweep: 4 KiB times a power of 4. */
+    size_t top = MIN_BYTES;
+    while (top * 4 <= max)
+        top *= 4;
+
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    printf("# copysweep: pid %d, 4 KiB to %zu MiB\n", (int)getpid(), top >> 20);
+    CUdeviceptr buf;
+    CK(cuMemAlloc(&buf, top));
+    CK(cuMemsetD8(buf, 0xa5, top));
+    CK(cuCtxSynchronize());
+    bench_step = "pageable";
+    sweep(0, top, buf);
+    bench_step = "pinned";
+    sweep(1, top, buf);
+    bench_step = "teardown";
+    CK(cuMemFree(buf));
+    CK(cuDevicePrimaryCtxRelease(dev));
+    return 0;
+}

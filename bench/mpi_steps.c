@@ -1,0 +1,149 @@
+/* mpi_steps: the MPI-job figure of bench/run.sh. Every rank takes its share of a vector and
+ * runs N steps of small kernels on a stream of its own: a B-block kernel keeping its blocks
+ * busy US microseconds (spin_ns, bench/spin.cu), then an increment of its share (inc_u32,
+ * tests/kernels); a cuStreamSynchronize every K steps (0: only after the last). The ranks
+ * meet at MPI_Barrier before each of R repeats; rank 0 prints the slowest rank's GPU loop
+ * time (first launch to the end of its last synchronize) as
+ * `metric gpu_loop_s <s> s <repeat>`. After the last repeat the shares are copied back and
+ * the global sum checked against the closed form (`PASS mpi_steps`). Plain driver API + MPI,
+ * built with mpicc by bench/bench.mk where mpicc is found.
+ *
+ * usage: mpi_steps [--steps N] [--blocks B] [--us US] [--sync-every K] [--repeats R]
+ *                  [--kernel spin_ns|delay_set]
+ * --kernel delay_set (tests/kernels, block 0 spins) is for the CPU test driver. */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <mpi.h>
+
+#include "bench/common.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N (1u << 22) /* elements of the whole vector */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: mpi_steps [--steps N] [--blocks B] [--us US] [--sync-every K] "
+                    "[--repeats R] [--kernel spin_ns|delay_set]\n");
+    exit(2);
+}
+
+#define num_arg(argc, argv, i, lo, hi) bench_num_arg(argc, argv, i, lo, hi, usage)
+
+int main(int argc, char **argv)
+{
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    bench_prog = "mpi_steps";
+    unsigned steps = 400, blocks = 4, sync_every = 0, repeats = 1;
+    unsigned long long ns = 75000;
+    const char *kernel = "spin_ns";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--steps") == 0)
+            steps = (unsigned)num_arg(argc, argv, i++, 1, 1000000);
+        else if (strcmp(argv[i], "--blocks") == 0)
+            blocks = (unsigned)num_arg(argc, argv, i++, 1, 65535);
+        else if (strcmp(argv[i], "--us") == 0)
+            ns = num_arg(argc, argv, i++, 0, 10000000) * 1000;
+        else if (strcmp(argv[i], "--sync-every") == 0)
+            sync_every = (unsigned)num_arg(argc, argv, i++, 0, 1000000);
+        else if (strcmp(argv[i], "--repeats") == 0)
+            repeats = (unsigned)num_arg(argc, argv, i++, 1, 1000);
+        else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
+            kernel = argv[++i];
+        else
+            usage();
+    }
+    int spin = strcmp(kernel, "spin_ns") == 0;
+    if (!spin && strcmp(kernel, "delay_set") != 0) usage();
+
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule kmod, smod = NULL;
+    int ndev = 0;
+    CK(cuInit(0));
+    CK(cuDeviceGetCount(&ndev));
+    CK(cuDeviceGet(&dev, rank % ndev));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CUfunction inc = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
+                                         "inc_u32", &kmod);
+    CUfunction busy;
+    if (spin)
+        busy = bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", "spin_ns", &smod);
+    else
+        CK(cuModuleGetFunction(&busy, kmod, "delay_set"));
+
+    /* This rank's share [lo, hi) of the vector, initialised to its indices. */
+    unsigned lo = (unsigned)((uint64_t)N * (unsigned)rank / (unsigned)size);
+    unsigned hi = (unsigned)((uint64_t)N * ((unsigned)rank + 1) / (unsigned)size);
+    unsigned long long count = hi - lo;
+    uint32_t *host = malloc(count * 4 + 4);
+    if (!host) bench_die("out of host memory (%s)", "share");
+    for (unsigned i = lo; i < hi; i++)
+        host[i - lo] = i;
+    CUstream s;
+    CUdeviceptr d, flag;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc(&d, count * 4 + 4));
+    CK(cuMemAlloc(&flag, 4));
+    CK(cuMemcpyHtoD(d, host, count * 4));
+    unsigned value = 1;
+    unsigned long long zero = 0;
+    void *bargs[] = {spin ? (void *)&ns : (void *)&flag, &value, &ns};
+    void *wargs[] = {spin ? (void *)&zero : (void *)&flag, &value, &zero};
+    void *iargs[] = {&d, &count};
+    /* A zero-length busy kernel outside the timing: lazy loading happens here. */
+    CK(cuLaunchKernel(busy, blocks, 1, 1, 32, 1, 1, 0, s, wargs, NULL));
+    CK(cuCtxSynchronize());
+    if (rank == 0)
+        printf("# mpi_steps: %d ranks, %u steps of %s (%u blocks x %llu us) + inc_u32, sync "
+               "every %u steps (0: at the end), %u repeats\n",
+               size, steps, kernel, blocks, ns / 1000, sync_every, repeats);
+
+    for (unsigned r = 1; r <= repeats; r++) {
+        bench_step = "loop";
+        MPI_Barrier(MPI_COMM_WORLD);
+        uint64_t t0 = bench_now_ns();
+        for (unsigned k = 1; k <= steps; k++) {
+            CK(cuLaunchKernel(busy, blocks, 1, 1, 32, 1, 1, 0, s, bargs, NULL));
+            CK(cuLaunchKernel(inc, 4, 1, 1, 256, 1, 1, 0, s, iargs, NULL));
+            if (sync_every && k % sync_every == 0) CK(cuStreamSynchronize(s));
+        }
+        CK(cuStreamSynchronize(s));
+        double mine = (double)(bench_now_ns() - t0) / 1e9, slowest = 0;
+        MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            printf("metric gpu_loop_s %.6f s %u\n", slowest, r);
+            fflush(stdout);
+        }
+    }
+
+    bench_step = "check";
+    CK(cuMemcpyDtoH(host, d, count * 4));
+    unsigned long long sum = 0, total = 0;
+    for (unsigned long long i = 0; i < count; i++)
+        sum += host[i];
+    MPI_Allreduce(&sum, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    /* sum over i < N of (i + steps * repeats); each element fits 32 bits for any run here */
+    unsigned long long want =
+        (unsigned long long)N * (N - 1) / 2 + (unsigned long long)N * steps * repeats;
+    if (rank == 0)
+        printf("%s mpi_steps: global sum %llu, want %llu\n", total == want ? "PASS" : "FAIL",
+               total, want);
+    bench_step = "teardown";
+    CK(cuMemFree(d));
+    CK(cuMemFree(flag));
+    CK(cuStreamDestroy(s));
+    CK(cuModuleUnload(kmod));
+    if (smod) CK(cuModuleUnload(smod));
+    CK(cuDevicePrimaryCtxRelease(dev));
+    free(host);
+    MPI_Finalize();
+    return total == want ? 0 : 1;
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""report.py RESULTS_DIR: the table of a bench/run.sh run, from its raw results.
+
+Reads RESULTS_DIR/bench-samples.tsv (one line per measured sample: figure, x, mode, repeat,
+value, unit), bench-figures.tsv (what each figure is) and bench-info.txt (the machine, the
+date, the commit), and throttle-results.tsv when there is one; writes bench-results.tsv
+(per figure and x, each mode's sample count, median, min and max) and bench-results.md (the
+same as a table, "median (min-max)", the ratios of the medians, then issue 12's goals
+checked against this run, then the SM-share table). Python 3 standard library only, so that
+it runs on the GPU machine; bench/plot.py draws the plots from the same files.
+"""
+import os
+import statistics
+import sys
+
+MODES = ("native", "mps", "mpsshim")
+MODE_NAMES = {"native": "native", "mps": "native MPS", "mpsshim": "mpsshim"}
+
+
+def read_tsv(path):
+    """Rows of a tab-separated file, header line first; [] when it is missing."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+
+
+def num(s):
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def load(d):
+    """info (dict), figures (ordered dict: name -> dict), cells {(figure, x, mode): [values]}."""
+    info = {}
+    for row in read_tsv(os.path.join(d, "bench-info.txt")):
+        if len(row) >= 2:
+            info[row[0]] = row[1]
+    figures = {}
+    rows = read_tsv(os.path.join(d, "bench-figures.tsv"))
+    for r in rows[1:]:
+        figures[r[0]] = {"unit": r[1], "better": r[2], "xlabel": r[3], "what": r[4]}
+    cells = {}
+    samples = read_tsv(os.path.join(d, "bench-samples.tsv"))
+    if not samples:
+        sys.exit("report: no samples in %s/bench-samples.tsv" % d)
+    for r in samples[1:]:
+        fig, x, mode, _rep, value = r[:5]
+        figures.setdefault(fig, {"unit": r[5] if len(r) > 5 else "", "better": "lower",
+                                 "xlabel": "", "what": fig})
+        cells.setdefault((fig, x, mode), []).append(value)
+    return info, figures, cells
+
+
+def xkey(x):
+    v = num(x)
+    return (0, v) if v is not None else (1, x)
+
+
+def rows_of(figures, cells):
+    """(figure, x) in the figures' order, x ascending."""
+    out = []
+    for fig in figures:
+        xs = sorted({k[1] for k in cells if k[0] == fig}, key=xkey)
+        out += [(fig, x) for x in xs]
+    return out
+
+
+def stats(values):
+    """(n, median, min, max, state): state is '' when every value is a number, else FAIL
+    (any failed) or n/a (none could run)."""
+    nums = [v for v in (num(s) for s in values) if v is not None]
+    if any(s == "FAIL" for s in values):
+        state = "FAIL"
+    elif not nums:
+        state = "n/a"
+    else:
+        state = ""
+    if not nums:
+        return 0, None, None, None, state
+    return len(nums), statistics.median(nums), min(nums), max(nums), state
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 100:
+        return "%.0f" % v
+    if a >= 10:
+        return "%.1f" % v
+    if a >= 1:
+        return "%.2f" % v
+    return "%.3g" % v
+
+
+def size_label(x):
+    v = num(x)
+    if v is None:
+        return x
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= k and v % k == 0:
+            return "%d %s" % (v // k, unit)
+    return "%d B" % v
+
+
+def row_label(figures, fig, x):
+    f = figures[fig]
+    if x in ("", "-"):
+        return fig
+    if f["xlabel"] == "bytes":
+        return "%s %s" % (fig, size_label(x))
+    return "%s %s=%s" % (fig, f["xlabel"] or "x", x)
+
+
+def median_of(cells, fig, x, mode):
+    n, med, _lo, _hi, state = stats(cells.get((fig, x, mode), []))
+    return med if n and state == "" else None
+
+
+def goals(cells, cpu):
+    """Issue 12's goal rows against this run: (goal, native/MPS/mpsshim medians said, verdict)."""
+    def m(fig, x, mode):
+        return median_of(cells, fig, x, mode)
+
+    out = []
+
+    def check(goal, ok, said):
+        if cpu:  # the CPU test driver's numbers are no evidence either way
+            ok = None
+        out.append((goal, said, "-" if ok is None else ("met" if ok else "NOT met")))
+
+    for n in ("8", "16"):
+        s, p = m("mpi_gpu_loop_s", n, "mpsshim"), m("mpi_gpu_loop_s", n, "mps")
+        check("MPI job, %s ranks: mpsshim's GPU loop <= MPS's" % n,
+              None if s is None or p is None else s <= p, "mpsshim %s s, MPS %s s" % (fmt(s), fmt(p)))
+    for n in ("8", "16"):
+        s, p = m("fleet_steps_per_s", n, "mpsshim"), m("fleet_steps_per_s", n, "mps")
+        check("inference fleet, %s processes: mpsshim's steps/s >= MPS's" % n,
+              None if s is None or p is None else s >= p,
+              "mpsshim %s, MPS %s steps/s" % (fmt(s), fmt(p)))
+    for fig, extra, what in (("launch_sync_us", 1.0, "launch + sync"),
+                             ("stream_query_us", 0.5, "cuStreamQuery")):
+        s, nat = m(fig, "-", "mpsshim"), m(fig, "-", "native")
+        check("%s <= native + %.1f us" % (what, extra),
+              None if s is None or nat is None else s <= nat + extra,
+              "mpsshim %s us, native %s us" % (fmt(s), fmt(nat)))
+    s, nat = m("launch_async_us", "-", "mpsshim"), m("launch_async_us", "-", "native")
+    check("drained launch rate >= native's (launch_async_us <= native's)",
+          None if s is None or nat is None else s <= nat,
+          "mpsshim %s us, native %s us" % (fmt(s), fmt(nat)))
+    ratios = []
+    for x in sorted({k[1] for k in cells if k[0] == "overlap_s"}, key=xkey):
+        s, p = m("overlap_s", x, "mpsshim"), m("overlap_s", x, "mps")
+        if s is None or not p:
+            ratios = []
+            break
+        ratios.append((s / p, x))
+    worst = max(ratios) if ratios else None
+    check("overlap at parity with MPS (mpsshim <= 1.10 x MPS) at every process count",
+          None if worst is None else worst[0] <= 1.10,
+          "worst: %s x MPS at %s processes" % (fmt(worst[0]), worst[1]) if worst
+          else "no pair of medians at every count")
+    for d in ("htod", "dtoh"):
+        fig = "copy_%s_pageable_GBps" % d
+        xs = sorted({k[1] for k in cells if k[0] == fig}, key=xkey)
+        x = xs[-1] if xs else ""
+        s, nat = m(fig, x, "mpsshim"), m(fig, x, "native")
+        check("pageable %s at %s >= 1.5 x native" % (d, size_label(x)),
+              None if s is None or nat is None else s >= 1.5 * nat,
+              "mpsshim %s, native %s GB/s" % (fmt(s), fmt(nat)))
+    s, nat = m("fleet_start_s", "1", "mpsshim"), m("fleet_start_s", "1", "native")
+    check("PyTorch start to first result below native's", None if s is None or nat is None
+          else s < nat, "mpsshim %s s, native %s s" % (fmt(s), fmt(nat)))
+    s, nat = m("idle8_MiB", "-", "mpsshim"), m("idle8_MiB", "-", "native")
+    check("8 idle clients within about one context (<= 1.25 x native's / 8)",
+          None if s is None or nat is None else s <= 1.25 * nat / 8,
+          "mpsshim %s MiB, native %s MiB for 8" % (fmt(s), fmt(nat)))
+    return out
+
+
+def write(d):
+    info, figures, cells = load(d)
+    rows = rows_of(figures, cells)
+    with open(os.path.join(d, "bench-results.tsv"), "w") as t:
+        t.write("figure\tx\tunit\tbetter")
+        for mode in MODES:
+            t.write("\t%s_n\t%s_median\t%s_min\t%s_max" % (mode, mode, mode, mode))
+        t.write("\n")
+        for fig, x in rows:
+            f = figures[fig]
+            t.write("%s\t%s\t%s\t%s" % (fig, x, f["unit"], f["better"]))
+            for mode in MODES:
+                n, med, lo, hi, state = stats(cells.get((fig, x, mode), ["n/a"]))
+                if state:
+                    t.write("\t%d\t%s\t%s\t%s" % (n, state, state, state))
+                else:
+                    t.write("\t%d\t%.6g\t%.6g\t%.6g" % (n, med, lo, hi))
+            t.write("\n")
+
+    cpu = info.get("cpu_test_driver") == "1"
+    md = []
+    if cpu:
+        md += ["**CPU TEST DRIVER (MPSSHIM_BENCH_CPU=1): these numbers test the scripts; they say "
+               "nothing about GPUs.**", ""]
+    md += ["# mpsshim benchmarks: native / native MPS / mpsshim", ""]
+    for k in ("gpu", "driver", "date", "commit", "cpus", "run", "repeats", "took_s"):
+        if k in info:
+            md.append("- %s: %s" % (k, info[k]))
+    md += ["", "Each cell: median (min-max) of the repeats; n = samples per cell. Ratios are of "
+           "the medians; `better` says which way is better.", "",
+           "| figure | unit | better | n | native | native MPS | mpsshim | mpsshim/native "
+           "| mpsshim/MPS |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for fig, x in rows:
+        f = figures[fig]
+        cols, meds, ns = [], {}, set()
+        for mode in MODES:
+            n, med, lo, hi, state = stats(cells.get((fig, x, mode), ["n/a"]))
+            if state:
+                cols.append(state)
+            elif n == 1 or lo == hi:
+                cols.append(fmt(med))
+            else:
+                cols.append("%s (%s-%s)" % (fmt(med), fmt(lo), fmt(hi)))
+            meds[mode] = med if not state else None
+            if n:
+                ns.add(n)
+
+        def ratio(a, b):
+            return "-" if a is None or b is None or b == 0 else "%.2f" % (a / b)
+
+        md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            row_label(figures, fig, x), f["unit"], f["better"],
+            "/".join(str(n) for n in sorted(ns)) or "0", " | ".join(cols),
+            ratio(meds["mpsshim"], meds["native"]), ratio(meds["mpsshim"], meds["mps"])))
+    md += ["", "## Issue 12's goals, in this run", "", "| goal | medians | verdict |",
+           "| --- | --- | --- |"]
+    md += ["| %s | %s | %s |" % g for g in goals(cells, cpu)]
+    md += ["", "## What the figures are", ""]
+    md += ["- `%s` (%s, %s is better): %s" % (k, v["unit"], v["better"], v["what"])
+           for k, v in figures.items()]
+    thr = read_tsv(os.path.join(d, "throttle-results.tsv"))
+    if thr:
+        md += ["", "## SM shares and memory limits (bench/throttle.sh, one run)", "",
+               "| " + " | ".join(thr[0]) + " |", "|" + " --- |" * len(thr[0])]
+        md += ["| " + " | ".join(r) + " |" for r in thr[1:]]
+    with open(os.path.join(d, "bench-results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    return os.path.join(d, "bench-results.md")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: bench/report.py RESULTS_DIR")
+    print("wrote", write(sys.argv[1]))
