@@ -139,3 +139,13 @@ unsigned long long bench_num_arg(int argc, char **argv, int i, unsigned long lon
     if (errno || end == argv[i + 1] || *end || v < lo || v > hi) usage();
     return v;
 }
+
+CUcontext bench_use_device(int ordinal, CUdevice *dev)
+{
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(dev, ordinal));
+    CK(cuDevicePrimaryCtxRetain(&ctx, *dev));
+    CK(cuCtxSetCurrent(ctx));
+    return ctx;
+}

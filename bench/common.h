@@ -34,5 +34,7 @@ unsigned long long bench_num_arg(int argc, char **argv, int i, unsigned long lon
  * counter in the file's shared mapping and waits until it reaches `target` (P processes
  * meeting a second time wait for 2P). Fails the program after 60 s. */
 void bench_barrier(const char *file, unsigned target);
+/* cuInit, then device `ordinal`'s primary context made current (returned); *dev: the device. */
+CUcontext bench_use_device(int ordinal, CUdevice *dev);
 
 #endif

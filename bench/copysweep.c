@@ -94,11 +94,7 @@ int main(int argc, char **argv)
         top *= 4;
 
     CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    bench_use_device(0, &dev);
     printf("# copysweep: pid %d, 4 KiB to %zu MiB\n", (int)getpid(), top >> 20);
     CUdeviceptr buf;
     CK(cuMemAlloc(&buf, top));

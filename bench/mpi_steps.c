@@ -63,14 +63,11 @@ int main(int argc, char **argv)
     if (!spin && strcmp(kernel, "delay_set") != 0) usage();
 
     CUdevice dev;
-    CUcontext ctx;
     CUmodule kmod, smod = NULL;
     int ndev = 0;
     CK(cuInit(0));
     CK(cuDeviceGetCount(&ndev));
-    CK(cuDeviceGet(&dev, rank % ndev));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    bench_use_device(rank % ndev, &dev);
     CUfunction inc = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
                                          "inc_u32", &kmod);
     CUfunction busy;

@@ -63,11 +63,7 @@ int main(int argc, char **argv)
     if (!spin && strcmp(kernel, "delay_set") != 0) usage();
 
     CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    bench_use_device(0, &dev);
 
     CUmodule mod;
     CUfunction f = spin ? bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", kernel, &mod)

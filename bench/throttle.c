@@ -115,12 +115,8 @@ int main(int argc, char **argv)
     if (alloc_mib / chunk_mib >= MAX_CHUNKS) usage();
 
     CUdevice dev;
-    CUcontext ctx;
     int sms;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    bench_use_device(0, &dev);
     CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
     unsigned one = 1, threads = burn ? 256 : 32, grid = burn ? blocks : 1;
     printf("# throttle: pid %d, %u launches of %s, %u blocks x %u threads, %s %llu, "
