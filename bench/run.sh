@@ -225,6 +225,18 @@ fam_idle() {
     fi
 }
 
+# measure MODE NAME SECS CMD...: one measured group (group, then record); its status in RC,
+# "budget" when SECS is 0 (the time budget is spent: nothing runs).
+measure() {
+    local mode=$1 name=$2 secs=$3
+    shift 3
+    RC=budget
+    [ "$secs" = 0 ] && return
+    group "$mode" "$name" "$secs" "$@"
+    RC=$?
+    record "$mode" "$name" "$RC"
+}
+
 # fam_calls MODE: REPEATS runs of callbench, one after the other; each gives one sample of
 # every per-call figure.
 fam_calls() {
@@ -232,14 +244,9 @@ fam_calls() {
     for r in $(seq "$REPEATS"); do
         secs=$(spend 60)
         PROCS=1
-        if [ "$secs" = 0 ]; then
-            rc=budget
-        else
-            # shellcheck disable=SC2086 # metric names are words
-            group "$mode" "calls$r" "$secs" "$B/bench/callbench" "${CALL_ARGS[@]}" $CALL_METRICS
-            rc=$?
-            record "$mode" "calls$r" "$rc"
-        fi
+        # shellcheck disable=SC2086 # metric names are words
+        measure "$mode" "calls$r" "$secs" "$B/bench/callbench" "${CALL_ARGS[@]}" $CALL_METRICS
+        rc=$RC
         for m in $CALL_METRICS; do
             v=$(awk -v m="$m" '$1 == "metric" && $2 == m { print $3 }' \
                 "$WORK/$mode.calls$r.1.out" 2>/dev/null)
@@ -256,13 +263,8 @@ fam_copy() {
     for r in $(seq "$REPEATS"); do
         secs=$(spend 60)
         PROCS=1
-        if [ "$secs" = 0 ]; then
-            rc=budget
-        else
-            group "$mode" "copy$r" "$secs" "$B/bench/copysweep" --max "$COPY_MAX"
-            rc=$?
-            record "$mode" "copy$r" "$rc"
-        fi
+        measure "$mode" "copy$r" "$secs" "$B/bench/copysweep" --max "$COPY_MAX"
+        rc=$RC
         if [ "$rc" = 0 ]; then
             while read -r k x v; do
                 sample "copy_${k}_GBps" "$x" "$mode" "$r" "$v" GB/s
@@ -295,14 +297,10 @@ fam_overlap() {
     for p in $OVERLAP_PROCS; do
         secs=$(spend 90)
         PROCS=$p
-        rc=budget
-        if [ "$secs" != 0 ]; then
-            rm -f "$WORK/barrier"
-            group "$mode" "overlap$p" "$secs" "$B/bench/overlap" "${KERNEL_ARGS[@]}" \
-                --barrier "$WORK/barrier" --procs "$p" --repeats "$REPEATS"
-            rc=$?
-            record "$mode" "overlap$p" "$rc"
-        fi
+        rm -f "$WORK/barrier"
+        measure "$mode" "overlap$p" "$secs" "$B/bench/overlap" "${KERNEL_ARGS[@]}" \
+            --barrier "$WORK/barrier" --procs "$p" --repeats "$REPEATS"
+        rc=$RC
         repeats_to_samples "$mode" "overlap$p" overlap_s "$p" s "$rc" max kernel_time_s
     done
 }
@@ -365,16 +363,12 @@ fam_fleet() {
     for p in $FLEET_PROCS; do
         secs=$(spend 150)
         PROCS=$p
-        rc=budget
-        if [ "$secs" != 0 ]; then
-            rm -rf "$WORK/fleet-barrier"
-            mkdir -p "$WORK/fleet-barrier"
-            group "$mode" "fleet$p" "$secs" python3 "$ROOT/bench/fleet.py" "${FLEET_ARGS[@]}" \
-                --procs "$p" --index %i --barrier "$WORK/fleet-barrier" --repeats "$REPEATS" \
-                --seconds "$FLEET_SECONDS"
-            rc=$?
-            record "$mode" "fleet$p" "$rc"
-        fi
+        rm -rf "$WORK/fleet-barrier"
+        mkdir -p "$WORK/fleet-barrier"
+        measure "$mode" "fleet$p" "$secs" python3 "$ROOT/bench/fleet.py" "${FLEET_ARGS[@]}" \
+            --procs "$p" --index %i --barrier "$WORK/fleet-barrier" --repeats "$REPEATS" \
+            --seconds "$FLEET_SECONDS"
+        rc=$RC
         repeats_to_samples "$mode" "fleet$p" fleet_steps_per_s "$p" steps/s "$rc" sum steps_per_s
         if [ "$p" = 1 ]; then
             v=$(awk '$1 == "metric" && $2 == "start_s" { print $3 }' "$WORK/$mode.fleet1.1.out" \
