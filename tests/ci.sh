@@ -512,6 +512,12 @@ for r in "${RESULTS[@]}"; do
 done
 say "$npass passed, $nfail failed, $nskip skipped, in $SECONDS s"
 if [ "$FAILED" != 0 ]; then
+    # Repeated last, with the end of each log, because a CI report may keep only the tail.
+    for i in "${!NAMES[@]}"; do
+        case ${RESULTS[$i]} in PASS* | SKIP*) continue ;; esac
+        say "FAILED ${NAMES[$i]}: ${RESULTS[$i]}"
+        [ -f "$WORK/${NAMES[$i]}.log" ] && tail -n 15 "$WORK/${NAMES[$i]}.log" | sed 's/^/    /'
+    done
     say "FAILED; logs in $WORK"
     exit 1
 fi
