@@ -12,8 +12,9 @@ WORK=$(mktemp -d /tmp/mpsshim-ci.XXXXXX)
 # shellcheck source=tests/lib.sh
 . "$ROOT/tests/lib.sh"
 use_dir "$WORK"
-declare -a NAMES RESULTS
+declare -a NAMES RESULTS TIMES
 FAILED=0
+TOOK="" # seconds the test being recorded took, where run_test timed it
 
 say() { printf '%s\n' "$*"; }
 
@@ -21,6 +22,8 @@ say() { printf '%s\n' "$*"; }
 record() {
     NAMES+=("$1")
     RESULTS+=("$2${3:+ ($3)}")
+    TIMES+=("$TOOK")
+    TOOK=""
     [ "$2" = PASS ] || [ "$2" = SKIP ] || FAILED=1
     say "== $1: $2${3:+ ($3)}"
 }
@@ -29,8 +32,10 @@ record() {
 run_test() {
     local name=$1 secs=$2
     shift 2
+    local t0=$SECONDS
     timeout -k 5 "$secs" "$@" >"$WORK/$name.log" 2>&1
     local rc=$?
+    TOOK=$((SECONDS - t0))
     case $rc in
     0) record "$name" PASS ;;
     77) record "$name" SKIP "$(tail -n 1 "$WORK/$name.log")" ;;
@@ -504,12 +509,14 @@ fi
 
 say ""
 say "mpsshim CI tier (CPU test driver, no GPU)"
-printf '%-44s %s\n' TEST RESULT
-for i in "${!NAMES[@]}"; do printf '%-44s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
+printf '%-44s %5s  %s\n' TEST SECS RESULT
+for i in "${!NAMES[@]}"; do printf '%-44s %5s  %s\n' "${NAMES[$i]}" "${TIMES[$i]}" "${RESULTS[$i]}"; done
 npass=0 nfail=0 nskip=0
 for r in "${RESULTS[@]}"; do
     case $r in PASS*) npass=$((npass + 1)) ;; SKIP*) nskip=$((nskip + 1)) ;; *) nfail=$((nfail + 1)) ;; esac
 done
+say "slowest: $(for i in "${!NAMES[@]}"; do [ -n "${TIMES[$i]}" ] && echo "${TIMES[$i]} ${NAMES[$i]}"; done |
+    sort -rn | head -n 6 | awk '{ if (NR > 1) printf ", "; printf "%s %s s", $2, $1 }')"
 say "$npass passed, $nfail failed, $nskip skipped, in $SECONDS s"
 if [ "$FAILED" != 0 ]; then
     # Repeated last, with the end of each log, because a CI report may keep only the tail.
