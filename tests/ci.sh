@@ -28,18 +28,60 @@ record() {
     say "== $1: $2${3:+ ($3)}"
 }
 
+# descendants PID: the processes below PID, one per line.
+descendants() {
+    local c
+    for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        echo "$c"
+        descendants "$c"
+    done
+}
+
+# stacks_on_hang PID SECS FILE: if PID still runs SECS s from now, writes to FILE the stacks
+# of every process below it and of every mpsshim server (gdb, where installed; the kernel's
+# wait channels otherwise), so that a test that hangs on a machine where nobody watched it
+# says where. Stopped (SIGTERM) when the test ends first.
+stacks_on_hang() {
+    sleep "$2" &
+    local s=$!
+    trap 'kill $s 2>/dev/null; exit 0' TERM
+    wait "$s"
+    kill -0 "$1" 2>/dev/null || exit 0
+    local p t
+    for p in $(descendants "$1") $(pgrep -x mpsshim-server); do
+        echo "== process $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+        for t in /proc/"$p"/task/*; do
+            echo "thread ${t##*/} $(cat "$t/comm" 2>/dev/null) waits in $(cat "$t/wchan" 2>/dev/null)"
+        done
+        command -v gdb >/dev/null &&
+            timeout 30 gdb -p "$p" -batch -ex "thread apply all bt 16" 2>/dev/null | grep "^#\|^Thread"
+    done >"$3" 2>&1
+}
+
 # run_test NAME TIMEOUT CMD...: PASS when CMD exits 0 (77 = SKIP); output in $WORK/NAME.log
+# (and, if it timed out, the stacks of its processes and the servers in $WORK/NAME.stacks).
 run_test() {
     local name=$1 secs=$2
     shift 2
     local t0=$SECONDS
-    timeout -k 5 "$secs" "$@" >"$WORK/$name.log" 2>&1
+    timeout -k 5 "$secs" "$@" >"$WORK/$name.log" 2>&1 </dev/null &
+    local tpid=$!
+    stacks_on_hang "$tpid" "$((secs > 6 ? secs - 3 : secs))" "$WORK/$name.stacks" &
+    local wpid=$!
+    wait "$tpid"
     local rc=$?
+    kill "$wpid" 2>/dev/null
+    wait "$wpid" 2>/dev/null
     TOOK=$((SECONDS - t0))
+    [ -s "$WORK/$name.stacks" ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && rm -f "$WORK/$name.stacks"
     case $rc in
     0) record "$name" PASS ;;
     77) record "$name" SKIP "$(tail -n 1 "$WORK/$name.log")" ;;
-    124 | 137) record "$name" FAIL "timed out after ${secs}s"; tail -n 20 "$WORK/$name.log" ;;
+    124 | 137)
+        record "$name" FAIL "timed out after ${secs}s"
+        tail -n 20 "$WORK/$name.log"
+        [ -s "$WORK/$name.stacks" ] && cat "$WORK/$name.stacks"
+        ;;
     *) record "$name" FAIL "exit $rc"; tail -n 20 "$WORK/$name.log" ;;
     esac
 }
@@ -321,7 +363,7 @@ else
     while IFS='|' read -r cmd mode; do
         program_line prog- "$cmd" "$mode" || continue
         prog=$B/tests/${ARGV[0]}
-        run_test "$NAME" 300 env LD_PRELOAD="$SHIM" "$prog" "${ARGV[@]:1}"
+        run_test "$NAME" 150 env LD_PRELOAD="$SHIM" "$prog" "${ARGV[@]:1}"
         if [ "$MODE" = both ] && [ "${RESULTS[-1]}" = PASS ]; then
             timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$prog" "${ARGV[@]:1}" \
                 >"$WORK/$NAME.direct.log" 2>&1
@@ -524,6 +566,8 @@ if [ "$FAILED" != 0 ]; then
         case ${RESULTS[$i]} in PASS* | SKIP*) continue ;; esac
         say "FAILED ${NAMES[$i]}: ${RESULTS[$i]}"
         [ -f "$WORK/${NAMES[$i]}.log" ] && tail -n 15 "$WORK/${NAMES[$i]}.log" | sed 's/^/    /'
+        [ -s "$WORK/${NAMES[$i]}.stacks" ] &&
+            grep -v "^#[0-9]* *0x[0-9a-f]* in ?? ()" "$WORK/${NAMES[$i]}.stacks" | head -n 150 | sed 's/^/    /'
     done
     say "FAILED; logs in $WORK"
     exit 1
