@@ -19,11 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
-
-
-
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -1,8 +1,9 @@
 /* copysweep: synchronous copy bandwidth by size, host to device and back, from pageable
- * (malloc'd) and pinned (cuMemHostAlloc'd) memory, on one process. For each size from 4 KiB
- * to 256 MiB (x4 each step) and each of the four kinds, one warm-up copy, then n timed copies
- * (64 MiB worth, at least 5 and at most 200); prints their median as
- * `metric copy_<htod|dtoh>_<pageable|pinned>_<bytes> <GB/s> GB/s` (GB = 1e9 bytes). The
+ * (malloc'd), pinned (cuMemHostAlloc'd) and registered (malloc'd, then cuMemHostRegister'd)
+ * memory, on one process. For each size from 4 KiB to 256 MiB (x4 each step) and each of the
+ * six kinds, one warm-up copy, then n timed copies (64 MiB worth, at least 5 and at most
+ * 200); prints their median as
+ * `metric copy_<htod|dtoh>_<pageable|pinned|registered>_<bytes> <GB/s> GB/s` (GB = 1e9 bytes). The
  * same binary runs natively, under native MPS and under mpsshim; bench/run.sh runs it
  * several times, each run one sample of every point.
  *
@@ -51,31 +52,38 @@ static double median_gbps(void *host, CUdeviceptr dev, size_t bytes, int htod, u
     return (double)bytes / ns; /* bytes per ns = GB/s */
 }
 
-/* Every size and direction from one kind of host memory. */
-static void sweep(int pinned, size_t max, CUdeviceptr dev)
+/* The kinds of host memory copied from and to. */
+enum kind { PAGEABLE, PINNED, REGISTERED };
+static const char *const kind_name[] = {"pageable", "pinned", "registered"};
+
+/* Every size and direction from one kind of host memory: malloc'd, cuMemHostAlloc'd, or
+ * malloc'd and then cuMemHostRegister'd (how MPI libraries pin a program's own buffers). */
+static void sweep(enum kind kind, size_t max, CUdeviceptr dev)
 {
-    void *host;
-    if (pinned) {
+    void *host = NULL;
+    if (kind == PINNED) {
         CK(cuMemHostAlloc(&host, max, 0));
-    } else {
-        host = malloc(max);
-        if (!host) bench_die("out of host memory (%s)", "copy buffer");
+    } else if (posix_memalign(&host, 4096, max) != 0) {
+        bench_die("out of host memory (%s)", "copy buffer");
     }
     memset(host, 0x5a, max); /* touch every page before timing */
+    if (kind == REGISTERED) CK(cuMemHostRegister(host, max, 0));
     for (size_t bytes = MIN_BYTES; bytes <= max; bytes *= 4) {
         size_t n = WORTH / bytes;
         n = n < 5 ? 5 : n > 200 ? 200 : n;
         for (int htod = 1; htod >= 0; htod--) {
             double g = median_gbps(host, dev, bytes, htod, (unsigned)n);
-            printf("metric copy_%s_%s_%zu %.3f GB/s\n", htod ? "htod" : "dtoh",
-                   pinned ? "pinned" : "pageable", bytes, g);
+            printf("metric copy_%s_%s_%zu %.3f GB/s\n", htod ? "htod" : "dtoh", kind_name[kind],
+                   bytes, g);
         }
         fflush(stdout);
     }
-    if (pinned)
+    if (kind == PINNED) {
         CK(cuMemFreeHost(host));
-    else
-        free(host);
+        return;
+    }
+    if (kind == REGISTERED) CK(cuMemHostUnregister(host));
+    free(host);
 }
 
 int main(int argc, char **argv)
@@ -100,10 +108,10 @@ int main(int argc, char **argv)
     CK(cuMemAlloc(&buf, top));
     CK(cuMemsetD8(buf, 0xa5, top));
     CK(cuCtxSynchronize());
-    bench_step = "pageable";
-    sweep(0, top, buf);
-    bench_step = "pinned";
-    sweep(1, top, buf);
+    for (enum kind k = PAGEABLE; k <= REGISTERED; k++) {
+        bench_step = kind_name[k];
+        sweep(k, top, buf);
+    }
     bench_step = "teardown";
     CK(cuMemFree(buf));
     CK(cuDevicePrimaryCtxRelease(dev));

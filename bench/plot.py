@@ -94,9 +94,10 @@ def calls(ax, cells, figures):
 
 
 def copies(axes, cells):
-    """Bandwidth by size: HtoD and DtoH panels, pageable solid, pinned dashed."""
+    """Bandwidth by size: HtoD and DtoH panels, pageable solid, pinned dashed, registered
+    dotted."""
     for ax, d in zip(axes, ("htod", "dtoh")):
-        for kind, ls in (("pageable", "-"), ("pinned", "--")):
+        for kind, ls in (("pageable", "-"), ("pinned", "--"), ("registered", ":")):
             for mode in report.MODES:
                 xs, ys, el, eh = series(cells, "copy_%s_%s_GBps" % (d, kind), mode)
                 if not xs:

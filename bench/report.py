@@ -171,6 +171,14 @@ def goals(cells, cpu):
         check("pageable %s at %s >= 1.5 x native" % (d, size_label(x)),
               None if s is None or nat is None else s >= 1.5 * nat,
               "mpsshim %s, native %s GB/s" % (fmt(s), fmt(nat)))
+    for d in ("htod", "dtoh"):
+        fig = "copy_%s_registered_GBps" % d
+        xs = sorted({k[1] for k in cells if k[0] == fig}, key=xkey)
+        x = xs[-1] if xs else ""
+        s, pin = m(fig, x, "mpsshim"), m("copy_%s_pinned_GBps" % d, x, "mpsshim")
+        check("registered %s at %s >= 0.9 x pinned (through mpsshim)" % (d, size_label(x)),
+              None if s is None or pin is None else s >= 0.9 * pin,
+              "registered %s, pinned %s GB/s" % (fmt(s), fmt(pin)))
     s, nat = m("fleet_start_s", "1", "mpsshim"), m("fleet_start_s", "1", "native")
     check("PyTorch start to first result below native's", None if s is None or nat is None
           else s < nat, "mpsshim %s s, native %s s" % (fmt(s), fmt(nat)))

@@ -49,15 +49,19 @@ bench_init bench
 # take about 5 to 6 minutes (bench/README.md gives the estimate).
 BUDGET=${MPSSHIM_BENCH_BUDGET:-420}
 CALL_METRICS="launch_async_us launch_sync_us stream_query_us memcpy_4b_htod_us memcpy_4b_dtoh_us"
+MANAGED_METRICS="managed_gpu_s managed_pingpong_s managed_prefetch_s"
+COPY_KINDS="htod_pageable dtoh_pageable htod_pinned dtoh_pinned htod_registered dtoh_registered"
 MPI_STEPS=400
 if [ "$QUICK" = 1 ]; then
     : "${REPEATS:=2}"
     OVERLAP_PROCS="1 4" MPI_RANKS="1 2" FLEET_PROCS="1 2"
     CALL_ARGS=(--quick) COPY_MAX=4 FLEET_SECONDS=0.2 MPI_STEPS=100
+    MANAGED_ARGS=(--mib 4 --steps 10 --rounds 3)
 else
     : "${REPEATS:=5}"
     OVERLAP_PROCS="1 2 4 8 16 32" MPI_RANKS="1 2 4 8 16" FLEET_PROCS="1 2 4 8 16"
     CALL_ARGS=() COPY_MAX=256 FLEET_SECONDS=1
+    MANAGED_ARGS=(--mib 64 --steps 100 --rounds 10)
 fi
 # The CPU test driver has no spin_ns; its delay_set sleeps like the GPU's spins. It cannot
 # run PyTorch: the fleet runs fake steps there (bench/fleet.py --fake), to test the plumbing.
@@ -67,7 +71,7 @@ fi
 IDLE_PROCS=8
 # mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's.
 MODES="mpsshim mps native"
-FAMILIES="idle calls copy overlap mpi fleet"
+FAMILIES="idle calls copy overlap mpi fleet managed"
 SAMPLES=$OUTDIR/bench-samples.tsv
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_WHY='' FLEET_WHY=''
@@ -92,7 +96,7 @@ figures() {
         printf 'stream_query_us\tus\tlower\t\tcuStreamQuery on an idle stream (callbench; median)\n'
         printf 'memcpy_4b_htod_us\tus\tlower\t\t4-byte cuMemcpyHtoD from malloc memory (callbench; median)\n'
         printf 'memcpy_4b_dtoh_us\tus\tlower\t\t4-byte cuMemcpyDtoH to malloc memory (callbench; median)\n'
-        for k in htod_pageable dtoh_pageable htod_pinned dtoh_pinned; do
+        for k in $COPY_KINDS; do
             printf 'copy_%s_GBps\tGB/s\thigher\tbytes\tsynchronous %s copy of x bytes (%s host memory), median of a run'"'"'s copies (copysweep); GB = 1e9 B\n' \
                 "$k" "${k%_*}" "${k#*_}"
         done
@@ -100,6 +104,9 @@ figures() {
         printf 'mpi_gpu_loop_s\ts\tlower\tranks\t%s\n' "an MPI job of x ranks (mpirun, one node), each $MPI_STEPS steps of a 4-block kernel spinning 75 us plus an increment of its share, one cuStreamSynchronize at the end; ranks start at MPI_Barrier; the slowest rank's GPU loop (mpi_steps)"
         printf 'fleet_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x PyTorch processes at once, each running a small conv net on batches of 8 with one .item() per step for $FLEET_SECONDS s from a common barrier: the sum of their steps/s (fleet.py)"
         printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "one PyTorch process alone: from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step); once per mode"
+        printf 'managed_gpu_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the GPU phase of a managed-memory program (bench/managed): saxpy launches back to back over two managed arrays the CPU wrote, one synchronize"
+        printf 'managed_pingpong_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: rounds of one saxpy, a synchronize and a CPU pass over the array, on managed memory (bench/managed)"
+        printf 'managed_prefetch_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the same rounds with cuMemPrefetchAsync to the device before each launch and to the host before each CPU pass (bench/managed)"
     } >"$OUTDIR/bench-figures.tsv"
 }
 
@@ -237,24 +244,35 @@ measure() {
     record "$mode" "$name" "$RC"
 }
 
-# fam_calls MODE: REPEATS runs of callbench, one after the other; each gives one sample of
-# every per-call figure.
-fam_calls() {
-    local mode=$1 r secs rc m v
+# runs_family MODE NAME UNIT METRICS CMD...: REPEATS runs of CMD, one after the other; each
+# gives one sample of every metric of METRICS (`metric NAME VALUE UNIT` lines it prints).
+runs_family() {
+    local mode=$1 name=$2 unit=$3 metrics=$4 r secs rc m v
+    shift 4
     for r in $(seq "$REPEATS"); do
         secs=$(spend 60)
         PROCS=1
-        # shellcheck disable=SC2086 # metric names are words
-        measure "$mode" "calls$r" "$secs" "$B/bench/callbench" "${CALL_ARGS[@]}" $CALL_METRICS
+        measure "$mode" "$name$r" "$secs" "$@"
         rc=$RC
-        for m in $CALL_METRICS; do
+        for m in $metrics; do
             v=$(awk -v m="$m" '$1 == "metric" && $2 == m { print $3 }' \
-                "$WORK/$mode.calls$r.1.out" 2>/dev/null)
+                "$WORK/$mode.$name$r.1.out" 2>/dev/null)
             [ "$rc" = 0 ] || v=
-            sample "$m" - "$mode" "$r" "${v:-FAIL}" us
+            sample "$m" - "$mode" "$r" "${v:-FAIL}" "$unit"
         done
-        [ "$rc" = 0 ] || { say "  callbench run $r failed ($rc):"; failed_lines "$mode" "calls$r"; }
+        [ "$rc" = 0 ] || { say "  $name run $r failed ($rc):"; failed_lines "$mode" "$name$r"; }
     done
+}
+
+# fam_calls MODE: the per-call figures (callbench).
+fam_calls() {
+    # shellcheck disable=SC2086 # metric names are words
+    runs_family "$1" calls us "$CALL_METRICS" "$B/bench/callbench" "${CALL_ARGS[@]}" $CALL_METRICS
+}
+
+# fam_managed MODE: the managed-memory program's phases (bench/managed).
+fam_managed() {
+    runs_family "$1" managed s "$MANAGED_METRICS" "$B/bench/managed" "${MANAGED_ARGS[@]}"
 }
 
 # fam_copy MODE: REPEATS runs of copysweep; each gives one sample of every size and kind.
@@ -271,7 +289,7 @@ fam_copy() {
             done < <(awk '$1 == "metric" { n = split($2, p, "_")
                 print p[2] "_" p[3], p[4], $3 }' "$WORK/$mode.copy$r.1.out")
         else
-            for k in htod_pageable dtoh_pageable htod_pinned dtoh_pinned; do
+            for k in $COPY_KINDS; do
                 sample "copy_${k}_GBps" $((COPY_MAX << 20)) "$mode" "$r" FAIL GB/s
             done
             say "  copysweep run $r failed ($rc):"
@@ -385,7 +403,7 @@ na_family() {
     case $1 in
     idle) sample "idle${IDLE_PROCS}_MiB" - "$2" 1 n/a MiB ;;
     calls) for x in $CALL_METRICS; do sample "$x" - "$2" 1 n/a us; done ;;
-    copy) for x in htod_pageable dtoh_pageable htod_pinned dtoh_pinned; do
+    copy) for x in $COPY_KINDS; do
         sample "copy_${x}_GBps" $((COPY_MAX << 20)) "$2" 1 n/a GB/s
     done ;;
     overlap) for x in $OVERLAP_PROCS; do sample overlap_s "$x" "$2" 1 n/a s; done ;;
@@ -394,6 +412,7 @@ na_family() {
         for x in $FLEET_PROCS; do sample fleet_steps_per_s "$x" "$2" 1 n/a steps/s; done
         sample fleet_start_s 1 "$2" 1 n/a s
         ;;
+    managed) for x in $MANAGED_METRICS; do sample "$x" - "$2" 1 n/a s; done ;;
     esac
 }
 

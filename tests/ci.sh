@@ -207,8 +207,9 @@ run_test bench-scripts 90 bash -c '
     out='"$WORK"'/bench
     MPSSHIM_BENCH_CPU=1 OUT=$out bash '"$ROOT"'/bench/run.sh '"$B"' --quick --no-plots \
         --no-throttle >$out.log 2>&1 || { tail -n 30 $out.log; exit 1; }
-    for row in launch_sync_us "copy_htod_pinned_GBps 4 MiB" "overlap_s processes=4" \
-        "mpi_gpu_loop_s ranks=2" "fleet_steps_per_s processes=2"; do
+    for row in launch_sync_us "copy_htod_pinned_GBps 4 MiB" "copy_dtoh_registered_GBps 4 MiB" \
+        "overlap_s processes=4" "mpi_gpu_loop_s ranks=2" "fleet_steps_per_s processes=2" \
+        managed_pingpong_s; do
         grep -q "^| $row |" $out/bench-results.md || { echo "no row $row"; exit 1; }
     done
     ! python3 -c "import matplotlib" 2>/dev/null || {
