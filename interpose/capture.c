@@ -97,6 +97,12 @@ static struct capture *take(CUstream s)
     return c;
 }
 
+void shim_capture_stream_gone(CUstream s)
+{
+    if (atomic_load_explicit(&ncaptures, memory_order_relaxed))
+        free(take(s));
+}
+
 /* A capture begun. Not kept (its mode then not enforced, the capture itself works): out
  * of memory, or the NULL stream of a _ptsz call (the thread's own stream, which the end's
  * replay below could not name). */

@@ -288,3 +288,36 @@ static void graphmem_alloc_after(const void *const *argv)
 }
 
 const struct shim_hook shim_hook_graphmem_alloc = {.after = graphmem_alloc_after};
+
+/* A stream-ordered allocation made in a stream capture is an allocation node's address
+ * (server/graph.c): graph memory in the mirror too, so that it stays known after a free
+ * outside the graph (the graph allocates it again at its next launch), as the server's
+ * table keeps it. Asked of the server only while this process has a capture going. (A
+ * _ptsz call's NULL stream, the thread's own, is not asked about: its range stays a pool's,
+ * device memory all the same.) */
+static void captured_alloc(const void *const *argv, int stream_arg)
+{
+    CUdeviceptr p = **(CUdeviceptr *const *)argv[0];
+    CUstream s = *(const CUstream *)argv[stream_arg];
+    struct shim_range rg;
+    /* The legacy stream never captures. */
+    if (!p || !s || s == CU_STREAM_LEGACY || !shim_capture_active(s) ||
+        shim_range_remove(p, &rg) != 0)
+        return;
+    rg.kind = SHIM_HT_MEM_GRAPHMEM;
+    rg.owner = 0;
+    shim_range_add(&rg);
+}
+
+static void alloc_async_after(const void *const *argv)
+{
+    captured_alloc(argv, 2);
+}
+
+static void alloc_pool_async_after(const void *const *argv)
+{
+    captured_alloc(argv, 3);
+}
+
+const struct shim_hook shim_hook_alloc_async = {.after = alloc_async_after};
+const struct shim_hook shim_hook_alloc_pool_async = {.after = alloc_pool_async_after};

@@ -269,6 +269,9 @@ CUresult shim_capture_unsafe(void);
 CUresult shim_capture_refuse(CUstream s);
 /* 1 if stream `s` captures (costs nothing while this process has no capture going). */
 int shim_capture_active(CUstream s);
+/* Stream s is destroyed: a capture it began is over (the server ends it), so its mode no
+ * longer restricts this process's calls. */
+void shim_capture_stream_gone(CUstream s);
 /* For handles of types the client knows (streams, events): CUDA_SUCCESS if `h` is one of
  * its own, else the error the driver gives at once. Other types: CUDA_SUCCESS (the server
  * checks them). */

@@ -471,7 +471,7 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             k->report |= (d->params[i].pflags & SHIM_PF_ON_ERROR) != 0;
         return res;
     }
-    if ((res = register_outputs(c, k)) != CUDA_SUCCESS)
+    if (!k->registers && (res = register_outputs(c, k)) != CUDA_SUCCESS)
         return res;
     if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS)
         return res;

@@ -8,7 +8,7 @@
  * own threads: interpose/capture.c.) While a client has a capture going, the
  * server adds no work of its own to capturing streams (streams.c, waits.c), and refuses
  * what it could not replay: pageable copies (copy.c); host functions become host nodes
- * (hostfn.c).
+ * (hostfn.c); stream-ordered allocations and frees become graph memory nodes (below).
  *
  * Graphs, nodes and execs are the client's registry objects: nodes die with their graph,
  * graphs and execs with the client. Kernel nodes are hand-written (their parameters are
@@ -33,6 +33,12 @@ static CUresult begin_before(struct srv_client *c, struct srv_call *k)
     return s->legacy ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
+/* The stream the capture call names (the description checked it). */
+static struct srv_stream *capture_stream(struct srv_client *c, struct srv_call *k)
+{
+    return srv_stream_resolve(c, k->a.val[0], k->r->flags & CHAN_RF_PTDS, k->r->thread);
+}
+
 static CUresult begin_call(struct srv_client *c, struct srv_call *k)
 {
     CUresult r;
@@ -44,36 +50,107 @@ static CUresult begin_call(struct srv_client *c, struct srv_call *k)
                                              (size_t)k->vals[4], CU_STREAM_CAPTURE_MODE_RELAXED);
     else
         r = DRV(cuStreamBeginCapture_v2)(st, CU_STREAM_CAPTURE_MODE_RELAXED);
-    if (r == CUDA_SUCCESS)
-        c->captures++;
-    return r;
+    if (r != CUDA_SUCCESS)
+        return r;
+    c->captures++;
+    struct srv_stream *s = capture_stream(c, k);
+    CUstreamCaptureStatus status;
+    CUgraph g = NULL;
+    if (s && DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &g, NULL, NULL) == CUDA_SUCCESS)
+        s->capture_graph = g;
+    return CUDA_SUCCESS;
 }
 
 const struct srv_hook srv_hook_capture_begin = {.before = begin_before, .call = begin_call};
 
-/* A capture ends with the call, whether it made a graph or was invalidated. The graph
- * being built may be known to the client already (cuStreamGetCaptureInfo returns it): if
- * the capture failed, the driver destroyed it, and the record goes too (a later graph of
- * another client's at that address would otherwise pass as this one's). */
+/* The driver destroyed the graph a capture was building, which the client knew (it
+ * allocated in it, asked cuStreamGetCaptureInfo for it, captured a host function): its
+ * record goes (a later graph of another client's at that address would otherwise pass as
+ * this one's), and the graph memory under it with it, uncounted (never launched, so never
+ * allocated: nothing to free, and the driver may hand the address to anyone now). */
+static void capture_graph_gone(struct srv_client *c, struct srv_obj *g)
+{
+    for (struct srv_obj *o = g->children, *next; o; o = next) {
+        next = o->sib_next;
+        if (o->key.type == SHIM_HT_MEM_GRAPHMEM)
+            srv_obj_destroyed(c, o);
+    }
+    srv_obj_destroyed(c, g);
+}
+
+/* A capture ends with the call, whether it made a graph or was invalidated; if it failed,
+ * the driver destroyed the graph (unless it is the client's own). */
 static CUresult end_call(struct srv_client *c, struct srv_call *k)
 {
     CUstream st = (CUstream)(uintptr_t)k->vals[0];
+    struct srv_stream *s = capture_stream(c, k);
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUgraph building = NULL;
     int was = DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &building, NULL, NULL) ==
                   CUDA_SUCCESS &&
               status != CU_STREAM_CAPTURE_STATUS_NONE;
+    if (s && s->capture_graph)
+        building = s->capture_graph; /* also when invalidated, which the driver names not */
     CUresult r = DRV(cuStreamEndCapture)(st, (CUgraph *)k->a.ptr[1]);
     if (was && DRV(cuStreamIsCapturing)(st, &status) == CUDA_SUCCESS &&
-        status == CU_STREAM_CAPTURE_STATUS_NONE && c->captures)
-        c->captures--;
+        status == CU_STREAM_CAPTURE_STATUS_NONE) {
+        if (c->captures)
+            c->captures--;
+        if (s)
+            s->capture_graph = NULL;
+    }
     struct srv_obj *o = building ? srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)building) : NULL;
     if (r != CUDA_SUCCESS && o && !o->owned)
-        srv_obj_destroyed(c, o);
+        capture_graph_gone(c, o);
     return r;
 }
 
 const struct srv_hook srv_hook_capture_end = {.call = end_call};
+
+void srv_capture_abandon(struct srv_client *c, struct srv_stream *s, int forget)
+{
+    if (!srv_stream_capturing(c, s))
+        return;
+    CUgraph g = NULL;
+    struct srv_obj *o =
+        s->capture_graph ? srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)s->capture_graph) : NULL;
+    if (DRV(cuStreamEndCapture)(s->real, &g) == CUDA_SUCCESS && g) {
+        struct srv_obj *made = srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)g);
+        if (!(made && made->owned))
+            DRV(cuGraphDestroy)(g);
+        if (!o)
+            o = made;
+    }
+    /* Only the stream that began a capture ends it (one that joined it stays in it). */
+    if (srv_stream_capturing(c, s))
+        return;
+    if (c->captures)
+        c->captures--;
+    s->capture_graph = NULL;
+    if (forget && o && !o->owned)
+        capture_graph_gone(c, o);
+}
+
+void srv_captures_abandon(struct srv_client *c, uint32_t ctx)
+{
+    if (!c->captures)
+        return;
+    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
+        struct srv_stream *s = o->ext;
+        if (s && (!ctx || s->ctx == ctx))
+            srv_capture_abandon(c, s, 1);
+    }
+    /* Per-thread default streams can capture too (the legacy stream cannot). */
+    struct srv_ctx *x, *xt;
+    HASH_ITER(hh, c->ctxs, x, xt)
+    {
+        if (ctx && x->id != ctx)
+            continue;
+        struct srv_stream *d, *dt;
+        HASH_ITER(hh, x->defaults, d, dt)
+        srv_capture_abandon(c, d, 1);
+    }
+}
 
 /* ---------------------------------------------------------------- memset and memcpy nodes */
 
@@ -333,7 +410,39 @@ reply:
  * the record goes. The record belongs to the node's graph and outlives it (the exec, or
  * memory a launch left allocated, may still use the address): it goes when the client
  * frees the memory outside a graph once the graph is gone, or when the client leaves.
- * Stream capture of cuMemAllocAsync is refused (pools.c). */
+ *
+ * A cuMemAllocAsync or cuMemAllocFromPoolAsync captured on a stream is an allocation node
+ * the driver adds to the graph being captured (from the client's own pool's properties:
+ * pools.c): the same, the record belonging to that graph's record (made, not owned, if the
+ * client did not know the graph yet; the end of the capture makes it the client's). If the
+ * capture fails, or its stream or client goes first, the driver destroys the graph, never
+ * launched: its graph memory was never allocated, and its records go with the graph's
+ * (capture_graph_gone). A captured cuMemFreeAsync is a free node, of graph memory only. */
+
+/* The record of the graph a capture on st is building, made (not owned) if the client did
+ * not know it; NULL if the capture is not active or there is no memory for the record. */
+static struct srv_obj *capture_graph(struct srv_client *c, CUstream st)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph g = NULL;
+    if (DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &g, NULL, NULL) != CUDA_SUCCESS ||
+        status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !g)
+        return NULL;
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)g);
+    return o ? o : srv_obj_add(c, SHIM_HT_CUgraph, (uintptr_t)g, 0, NULL);
+}
+
+/* Records left over [base, base + size) by graphs the client destroyed: the driver hands
+ * an address out again only once its old allocation is gone. (Compared without computing
+ * an end: no sum can overflow.) */
+static void forget_stale(struct srv_client *c, uint64_t base, uint64_t size)
+{
+    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_MEM_GRAPHMEM), *next; o; o = next) {
+        next = o->type_next;
+        if (!o->parent && (o->key.value - base < size || base - o->key.value < o->size))
+            srv_obj_destroyed(c, o);
+    }
+}
 
 static CUresult graphmem_alloc_call(struct srv_client *c, struct srv_call *k)
 {
@@ -369,11 +478,7 @@ static CUresult graphmem_alloc_after(struct srv_client *c, struct srv_call *k)
     const CUDA_MEM_ALLOC_NODE_PARAMS *p = k->a.ptr[4];
     uint64_t node = *(const uint64_t *)k->a.ptr[0];
     struct srv_obj *g = srv_obj_find(c, SHIM_HT_CUgraph, k->a.val[1]);
-    /* A record left at that address by a graph the client destroyed: the driver hands an
-     * address out again only once its old allocation is gone. */
-    struct srv_obj *old = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, p->dptr);
-    if (old && !old->parent)
-        srv_obj_destroyed(c, old);
+    forget_stale(c, p->dptr, p->bytesize);
     struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, p->dptr, p->bytesize, 1, g);
     if (!o) {
         struct srv_obj *n = srv_obj_find(c, SHIM_HT_CUgraphNode, node);
@@ -412,6 +517,63 @@ static CUresult graphmem_free_after(struct srv_client *c, struct srv_call *k)
 
 const struct srv_hook srv_hook_graphmem_free = {.before = graphmem_free_before,
                                                 .after = graphmem_free_after};
+
+CUresult srv_graphmem_captured(struct srv_client *c, struct srv_stream *s, int dev, uint64_t dptr,
+                               uint64_t bytes)
+{
+    if (!dptr)
+        return CUDA_SUCCESS; /* nothing allocated (0 bytes): no node */
+    struct srv_obj *g = capture_graph(c, s->real), *o = NULL;
+    if (g) {
+        forget_stale(c, dptr, bytes);
+        o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, dptr, bytes, 1, g);
+    }
+    if (!o) {
+        /* The node cannot be taken out of a graph being captured, and an address the
+         * server does not know must not run in the client's graph: the capture is made to
+         * fail (a query of a capturing stream invalidates it), and its end says so. */
+        (void)DRV(cuStreamQuery)(s->real);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    srv_obj_count(c, o, dev, bytes);
+    return CUDA_SUCCESS;
+}
+
+/* The driver documents that a captured free must name a graph allocation. Ordinary memory
+ * is refused before the driver sees it (INVALID_VALUE, the driver's answer; logged once):
+ * a free node of it would free, at each launch, memory the server still counts as the
+ * client's and would free again when it leaves. So is graph memory of another capture
+ * still going: if that one failed, its address would be the driver's to give anyone while
+ * this graph still frees it. The record of graph memory stays (its address stays its
+ * graph's); freed in its own graph, it goes with that graph. */
+CUresult srv_graphmem_capture_free(struct srv_client *c, struct srv_call *k)
+{
+    uint64_t dptr = k->vals[0];
+    CUstream st = (CUstream)(uintptr_t)k->vals[1];
+    struct srv_obj *o = dptr ? srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, dptr) : NULL;
+    CUstreamCaptureStatus status;
+    CUgraph g = NULL;
+    if (o && o->parent && !o->parent->owned &&
+        (DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &g, NULL, NULL) != CUDA_SUCCESS ||
+         o->parent->key.value != (uintptr_t)g))
+        o = NULL;
+    if (dptr && !o) {
+        static atomic_int said;
+        if (!atomic_exchange(&said, 1))
+            srv_log("Client process %d: cuMemFreeAsync in a stream capture of memory that is "
+                    "not graph memory (or is another capture's): refused (the driver takes "
+                    "graph allocations only)",
+                    (int)c->pid);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    k->keep = 1;
+    CUresult r = DRV(cuMemFreeAsync)((CUdeviceptr)dptr, st);
+    if (r == CUDA_SUCCESS && o && o->parent &&
+        DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &g, NULL, NULL) == CUDA_SUCCESS &&
+        g && o->parent->key.value == (uintptr_t)g)
+        o->aux |= GRAPHMEM_FREED_IN_GRAPH;
+    return r;
+}
 
 /* A destroyed graph's allocations freed in the graph go with it (their exec, if any, uses
  * them only between its own nodes); the others outlive it (registry: outlives-parent). */
@@ -465,11 +627,13 @@ const struct srv_hook srv_hook_graphmem_set_attr = {.before = graphmem_set_attr_
  * graph lives (the address is then surely still this client's, so the free can touch no
  * other memory; released before the graph, as a child that outlives it); the driver
  * answers INVALID_VALUE for memory not allocated, which is fine. Memory left allocated by
- * a graph the client already destroyed stays with the driver's graph pool. */
+ * a graph the client already destroyed stays with the driver's graph pool. A graph the
+ * client does not own is one a capture was building: never launched, nothing allocated,
+ * and its stream's release may already have destroyed it (the address may be another's). */
 void srv_release_graphmem(struct srv_client *c, struct srv_obj *o)
 {
     (void)c;
-    if (o->parent)
+    if (o->parent && o->parent->owned)
         (void)DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
 }
 

@@ -13,7 +13,8 @@
  * its pools destroyed, so their memory returns to the device. cuMemAllocAsync is replayed
  * as cuMemAllocFromPoolAsync from the client's current pool for the stream's device.
  * Allocations count against the client's memory limit when made, and stop counting when
- * their free is enqueued; what a pool keeps reserved beyond that does not count. */
+ * their free is enqueued; what a pool keeps reserved beyond that does not count. In a
+ * stream capture an allocation is an allocation node: graph memory (graph.c). */
 #include "server/server.h"
 
 #include <string.h>
@@ -185,28 +186,30 @@ static CUresult destroy_before(struct srv_client *c, struct srv_call *k)
 
 const struct srv_hook srv_hook_pool_destroy = {.before = destroy_before};
 
-/* cuMemAllocAsync allocates from the current pool of the stream's device: the client's. */
-/* Captured, a stream-ordered allocation would become an allocation node whose memory is
- * the graph's, not a pool's: not carried yet (explicit allocation nodes are, graph.c). */
-static CUresult capture_refused(struct srv_client *c, struct srv_call *k)
+/* Captured on a stream, a stream-ordered allocation is an allocation node the driver adds
+ * to the graph being captured, with the properties of the pool the call names (the
+ * client's: its current pool for cuMemAllocAsync, one of its own for
+ * cuMemAllocFromPoolAsync, so the node's memory is on the client's device): its address is
+ * the graph's, not the pool's, and is registered as graph memory (graph.c) instead of as
+ * the description says. The limit is checked before, as for any allocation. */
+static CUresult capture_before(struct srv_client *c, struct srv_call *k)
 {
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!k->stream || DRV(cuStreamIsCapturing)(k->stream->real, &st) != CUDA_SUCCESS ||
-        st == CU_STREAM_CAPTURE_STATUS_NONE)
-        return CUDA_SUCCESS;
-    static atomic_int said;
-    if (!atomic_exchange(&said, 1))
-        srv_log("Client process %d: stream-ordered allocation in a stream capture is not "
-                "supported (graph memory nodes are: cuGraphAddMemAllocNode)",
-                (int)c->pid);
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    k->registers = k->stream && srv_stream_capturing(c, k->stream);
+    return CUDA_SUCCESS;
 }
 
+static CUresult capture_after(struct srv_client *c, struct srv_call *k)
+{
+    const uint64_t *dptr = k->a.ptr[0]; /* the server's own storage if the client gave none */
+    if (!k->registers || !dptr)
+        return CUDA_SUCCESS;
+    return srv_graphmem_captured(c, k->stream, k->dev, *dptr, k->a.val[1]);
+}
+
+/* cuMemAllocAsync allocates from the current pool of the stream's device: the client's. */
 static CUresult alloc_before(struct srv_client *c, struct srv_call *k)
 {
-    CUresult err = capture_refused(c, k);
-    if (err != CUDA_SUCCESS)
-        return err;
+    CUresult err = capture_before(c, k);
     k->parent = current_pool(c, k->dev, &err);
     return k->parent ? CUDA_SUCCESS : err;
 }
@@ -219,6 +222,8 @@ static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
                                          (CUstream)(uintptr_t)k->vals[2]);
 }
 
-const struct srv_hook srv_hook_alloc_async = {.before = alloc_before, .call = alloc_call};
+const struct srv_hook srv_hook_alloc_async = {
+    .before = alloc_before, .call = alloc_call, .after = capture_after};
 
-const struct srv_hook srv_hook_alloc_pool_async = {.before = capture_refused};
+const struct srv_hook srv_hook_alloc_pool_async = {.before = capture_before,
+                                                   .after = capture_after};

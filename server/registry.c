@@ -361,6 +361,9 @@ void srv_release(struct srv_client *c, uint32_t ctx)
         leave_running(c, ctx);
         return;
     }
+    /* Captures left going end before the walk: the graphs they built may hold records of
+     * the client's that belong to no context (graph.c). */
+    srv_captures_abandon(c, ctx);
 
     /* The roots of what goes: objects of the context none of whose ancestors goes too
      * (those are released with their ancestor). Collected first, since a release frees

@@ -88,6 +88,10 @@ struct srv_stream {
     uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
     CUevent mark;            /* internal event recorded for those waits */
     uint64_t queued;         /* bytes charged here not yet covered by a mark (queue.c) */
+    /* The graph a capture begun on it builds (graph.c), NULL: none. Kept from the begin, as
+     * the driver names it only while the capture is active, and the end of an invalidated
+     * capture must still find what the client held in it. */
+    CUgraph capture_graph;
     UT_hash_handle hh;       /* in ctx->defaults (per-thread default streams) */
 };
 
@@ -430,6 +434,7 @@ struct srv_call {
     int dev;                    /* device of the call (its context's, else 0) */
     int report;                 /* the driver failed it and wrote outputs that say why */
     int keep;                   /* a hook says: what the call names as destroyed lives on */
+    int registers;              /* a hook registers what the call made, not its description */
 };
 struct srv_hook {
     /* Before the driver call: refuses with an error, or may change k->vals. */
@@ -486,6 +491,22 @@ CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o);
 /* 1 if dptr is graph memory of the client's whose graph still holds the address: a free
  * outside the graph leaves its record (graph.c). */
 int srv_graphmem_keep(struct srv_client *c, uint64_t dptr);
+/* Stream-ordered allocation in a capture (graph.c). An allocation node the driver made for
+ * a cuMemAllocAsync/cuMemAllocFromPoolAsync on capturing stream s: its address becomes graph
+ * memory of the graph being captured, counted on dev; OUT_OF_MEMORY (the capture then
+ * invalidated) when it cannot be registered. */
+CUresult srv_graphmem_captured(struct srv_client *c, struct srv_stream *s, int dev, uint64_t dptr,
+                               uint64_t bytes);
+/* cuMemFreeAsync on a capturing stream: a free node, of the client's graph memory only. */
+CUresult srv_graphmem_capture_free(struct srv_client *c, struct srv_call *k);
+/* Ends a capture begun on s that its client will not end (s goes, or the client, or its
+ * context): the graph goes unless it is the client's own (cuStreamBeginCaptureToGraph).
+ * `forget`: its record and the graph memory under it go too; not during a release walk,
+ * whose records must stay put (there they are released in the walk). */
+void srv_capture_abandon(struct srv_client *c, struct srv_stream *s, int forget);
+/* srv_capture_abandon, forgetting, for every stream of context ctx (0: all) of the client:
+ * before a release walks its records. */
+void srv_captures_abandon(struct srv_client *c, uint32_t ctx);
 
 /* Blocks until every stream of the client (context `ctx`, 0 = all) is idle. */
 void srv_streams_drain(struct srv_client *c, uint32_t ctx);

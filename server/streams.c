@@ -56,7 +56,8 @@ void srv_release_stream(struct srv_client *c, struct srv_obj *o)
 }
 
 /* A capture left going on a stream that goes ends first, and the graph it built goes with
- * it, unless it is a graph of the client's own (cuStreamBeginCaptureToGraph's). */
+ * it, unless it is a graph of the client's own (cuStreamBeginCaptureToGraph's): graph.c.
+ * This may run in a release walk, so the records stay (the walk releases them). */
 void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 {
     if (srv_fault_dead(c, s->device)) {
@@ -64,16 +65,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
         return;
     }
     srv_queue_stream_gone(c, s, 0);
-    CUgraph g = NULL;
-    if (srv_stream_capturing(c, s)) {
-        struct srv_obj *o;
-        if (DRV(cuStreamEndCapture)(s->real, &g) == CUDA_SUCCESS && g &&
-            !((o = srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)g)) && o->owned))
-            DRV(cuGraphDestroy)(g);
-        /* Only the stream that began a capture ends it (one that joined it stays in it). */
-        if (!srv_stream_capturing(c, s))
-            c->captures--;
-    }
+    srv_capture_abandon(c, s, 0);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     /* Destroying a stream with work pending is allowed: the work completes. */
     DRV(cuStreamDestroy_v2)(s->real);
@@ -317,6 +309,8 @@ void srv_op_stream_destroy(struct srv_client *c, const struct chan_rec *r, uint8
     }
     struct srv_stream *s = o ? o->ext : NULL;
     if (s) {
+        /* Its capture's graph and what the client held in it go now, records included. */
+        srv_capture_abandon(c, s, 1);
         retire(c, s);
         srv_obj_destroyed(c, o);
         srv_stream_free(c, s);

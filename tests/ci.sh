@@ -472,6 +472,24 @@ else
         done
         grep "Client process $v: released" '"$MPSSHIM_LOG_DIRECTORY"'/server.log || rc=1
         exit $rc'
+    # A client killed mid-capture holding a captured allocation (graph memory of a graph
+    # still being built, and a stream capturing into it): the server ends the capture, and
+    # the graph, its memory and their records go (the check below finds the tables empty
+    # and the memory back).
+    run_test kill-mid-capture 60 bash -c '
+        log='"$WORK"'/capalloc-victim.log
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/capture_alloc --victim >$log 2>&1 & v=$!
+        for i in $(seq 200); do grep -q ready $log && break; sleep 0.05; done
+        cat $log
+        grep -q ready $log || exit 1
+        kill -9 $v; wait $v
+        slog='"$MPSSHIM_LOG_DIRECTORY"'/server.log
+        for i in $(seq 100); do
+            grep -q "Client process $v disconnected" $slog && break
+            sleep 0.1
+        done
+        grep "Client process $v: released" $slog | grep -q graphmem || exit 1
+        ! grep "Client process $v" $slog | grep "objects left\|counters not zero\|tables not empty"'
     # A fault in the shared context (tests/fault.sh): every client of device 0 is told, the
     # new server takes over within a second, new clients are served, nothing is left over.
     run_test fault-containment 120 bash "$ROOT/tests/fault.sh" "$B" "$WORK"

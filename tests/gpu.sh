@@ -227,6 +227,17 @@ if [ $lrc = 0 ] && [ $urc = 0 ]; then
 else
     record memory-limit FAIL "limited exit $lrc, unlimited exit $urc"
 fi
+# Captured stream-ordered allocations under a limit: refused beyond it, counted while their
+# graph holds them, given back when a capture fails or its stream goes.
+env LD_PRELOAD="$SHIM" MPSSHIM_PINNED_DEVICE_MEM_LIMIT=0=256M "$B/tests/capture_alloc" \
+    --limit 256 >"$WORK/capalloc-limit.out" 2>&1
+crc=$?
+{ echo "---- capture_alloc --limit"; cat "$WORK/capalloc-limit.out"; } >>"$LOG"
+if [ $crc = 0 ]; then
+    record memory-limit-capture PASS "captured allocations counted as graph memory"
+else
+    record memory-limit-capture FAIL "$(grep -m1 '^FAIL' "$WORK/capalloc-limit.out")"
+fi
 if [ -x "$B/bench/throttle" ]; then
     env LD_PRELOAD="$SHIM" MPSSHIM_ACTIVE_THREAD_PERCENTAGE=25 "$B/bench/throttle" --launches 2 \
         >"$WORK/share.out" 2>&1

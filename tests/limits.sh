@@ -89,6 +89,14 @@ check operator-limit-lower-wins [ $? = 0 ]
 ctl "set_default_device_pinned_mem_limit 0 0"
 cat "$WORK/operator.log"
 
+# Stream-ordered allocations captured into a graph count against the limit as graph memory
+# (refused beyond it, the capture going on), for as long as the graph holds them; a capture
+# that fails, or whose stream goes, gives their room back (tests/progs/capture_alloc.c).
+shim env MPSSHIM_PINNED_DEVICE_MEM_LIMIT=0=64M "$B/tests/capture_alloc" --limit 64 \
+    >"$WORK/capture.log" 2>&1
+check memory-limit-captured-allocations [ $? = 0 ]
+cat "$WORK/capture.log"
+
 # Malformed limits: the client is refused with a message naming the variable.
 for bad in "0=lots" "0" "9=1G" "0=99999999999999999999999"; do
     out=$(shim env MPSSHIM_PINNED_DEVICE_MEM_LIMIT="$bad" "$PROG" limited 64 2>&1)

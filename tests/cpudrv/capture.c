@@ -7,7 +7,8 @@
 // stands for the recording stream's set at that point, and a wait for it adds that set to
 // the waiting stream's (join). The capture ends on its origin, once every stream that
 // joined is joined back (its set reaches the origin's). An invalid operation invalidates
-// the capture: it then ends with no graph.
+// the capture: it then ends with no graph. Stream-ordered allocations and frees become
+// memory allocation and free nodes (graph memory, graphmem.c).
 //
 // The calling thread's capture mode and the mode each capture began with decide which
 // "potentially unsafe" calls (allocations, frees, event queries) are refused, as
@@ -395,6 +396,34 @@ CUresult cpudrv_capture_host(struct cpudrv_stream *s, CUhostFn fn, void *data)
         n->u.h.fn = fn;
         n->u.h.userData = data;
     }
+    return add_or_free(s, n, rc);
+}
+
+// A captured cuMemAllocAsync / cuMemAllocFromPoolAsync: an allocation node with the pool's
+// properties. As with the driver, the address is the graph's from now on (valid for work
+// ordered after the node whenever the graph runs), not an allocation of the pool.
+CUresult cpudrv_capture_alloc(struct cpudrv_stream *s, size_t bytes, const CUmemPoolProps *props,
+                              CUdeviceptr *dptr)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.poolProps = *props;
+    p.bytesize = bytes;
+    CUresult rc;
+    struct cpudrv_gnode *n = node(CU_GRAPH_NODE_TYPE_MEM_ALLOC, &rc);
+    if (n) rc = cpudrv_gmem_node_set(n, &p);
+    rc = add_or_free(s, n, rc);
+    if (!rc) *dptr = p.dptr;
+    return rc;
+}
+
+// A captured cuMemFreeAsync: a free node. The driver documents that the address must then
+// be a graph allocation's (of this graph, another one, or one left allocated by a launch).
+CUresult cpudrv_capture_free(struct cpudrv_stream *s, CUdeviceptr dptr)
+{
+    CUresult rc;
+    struct cpudrv_gnode *n = node(CU_GRAPH_NODE_TYPE_MEM_FREE, &rc);
+    if (n) rc = cpudrv_gmem_free_node_set(n, dptr, s->cap->g);
     return add_or_free(s, n, rc);
 }
 

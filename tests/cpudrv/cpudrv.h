@@ -700,6 +700,12 @@ CUresult cpudrv_capture_copy(struct cpudrv_stream *s, const struct cpudrv_xfer *
                              struct cpudrv_obj *src_array);
 CUresult cpudrv_capture_fill(struct cpudrv_stream *s, const struct cpudrv_fill *f);
 CUresult cpudrv_capture_host(struct cpudrv_stream *s, CUhostFn fn, void *data);
+// A stream-ordered allocation of bytes (> 0) with a pool's properties: a memory allocation
+// node, whose fixed address goes to *dptr. A stream-ordered free: a memory free node of
+// dptr, which must be a graph allocation's address not freed in this graph yet.
+CUresult cpudrv_capture_alloc(struct cpudrv_stream *s, size_t bytes, const CUmemPoolProps *props,
+                              CUdeviceptr *dptr);
+CUresult cpudrv_capture_free(struct cpudrv_stream *s, CUdeviceptr dptr);
 // A record of e on capturing s: e now stands for s's current point in the capture
 // (CU_EVENT_RECORD_EXTERNAL: an event record node is added too).
 CUresult cpudrv_capture_record(struct cpudrv_stream *s, struct cpudrv_event *e, unsigned flags);

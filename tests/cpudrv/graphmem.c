@@ -1,6 +1,6 @@
 // Graph memory: memory allocation and free nodes (cuGraphAddMemAllocNode,
-// cuGraphAddMemFreeNode, their generic forms in graphnode.c), the device's graph memory
-// attributes and trimming.
+// cuGraphAddMemFreeNode, their generic forms in graphnode.c, captured cuMemAllocAsync and
+// cuMemFreeAsync in capture.c), the device's graph memory attributes and trimming.
 //
 // As with the driver, an allocation node's address is fixed when the node is added, and
 // the memory is the graph's to allocate when a launch reaches the node, until a free node,

@@ -1,11 +1,11 @@
 // Graph nodes by type: adding kernel, memcpy, memset, host, child graph, empty, event and
-// batch mem-op nodes, by their typed calls or the generic CUgraphNodeParams form, and their parameters
-// (validated like the stream calls they stand for, copied when set: a kernel node keeps
-// its own copy of the arguments, as the driver does); kernel node attributes.
+// batch mem-op nodes, by their typed calls or the generic CUgraphNodeParams form, and their
+// parameters (validated like the stream calls they stand for, copied when set: a kernel node
+// keeps its own copy of the arguments, as the driver does); kernel node attributes.
 //
-// Memory allocation and free nodes, conditional and external semaphore nodes are not
-// implemented: adding one returns CUDA_ERROR_NOT_SUPPORTED (captured
-// stream-ordered allocations likewise), and no graph memory is ever in use.
+// Memory allocation and free nodes are graphmem.c's (captured stream-ordered allocations
+// and frees become them too: capture.c). Conditional and external semaphore nodes are not
+// implemented: adding one returns CUDA_ERROR_NOT_SUPPORTED.
 #include "graph.h"
 
 #include <stdlib.h>

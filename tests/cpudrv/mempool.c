@@ -11,6 +11,9 @@
 // Idle memory above the release threshold goes back to the system when a free runs or the
 // threshold is lowered; the real driver does it at the next synchronize call instead, so
 // after a synchronize the two agree.
+// On a capturing stream, as with the driver, an allocation becomes a memory allocation node
+// of the capture's graph (with the pool's properties, at an address fixed now) and a free a
+// memory free node, which must free graph memory (graphmem.c).
 #include "cpudrv.h"
 #include "graph.h"
 
@@ -570,18 +573,19 @@ CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUme
 
 /* ---------------------------------------------------------------- stream-ordered alloc/free */
 
-// cpudrv_big held: the stream a stream-ordered call names, in a usable context, not
-// capturing. Only the NULL and per-thread streams need a current context.
-static CUresult order_stream(CUstream h, struct cpudrv_stream **out)
+// cpudrv_big held: the stream a stream-ordered call names, in a usable context; *capturing
+// set when the call becomes a node of the stream's capture (as with the driver: an
+// allocation or free node). Only the NULL and per-thread streams need a current context.
+static CUresult order_stream(CUstream h, struct cpudrv_stream **out, int *capturing)
 {
     CUresult rc = cpudrv_stream_get(h, cpudrv_ctx_current(), out);
     if (!rc) rc = cpudrv_ctx_usable((*out)->o.ctx);
-    // The driver captures these as memory alloc/free nodes, which this driver does not have.
-    return rc ? rc : cpudrv_capture_uncapturable(*out, CUDA_ERROR_NOT_SUPPORTED);
+    return rc ? rc : cpudrv_capture_check(*out, capturing);
 }
 
 // n bytes from pool h (from_pool) or from the current pool of the stream's device. The
-// stream is checked first, and 0 bytes is a NULL pointer, as with the real driver.
+// stream is checked first, and 0 bytes is a NULL pointer, as with the real driver. In a
+// capture, an allocation node with the pool's properties (the pool gives no memory).
 static CUresult alloc_async(CUdeviceptr *dptr, size_t n, CUmemoryPool h, int from_pool, CUstream hs)
 {
     CUresult rc = cpudrv_ready();
@@ -590,14 +594,20 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t n, CUmemoryPool h, int fro
     struct cpudrv_stream *s;
     struct cpudrv_pool *p;
     uintptr_t base = 0;
-    rc = order_stream(hs, &s);
+    CUdeviceptr node_ptr = 0;
+    int capturing = 0;
+    rc = order_stream(hs, &s, &capturing);
     if (!rc && !dptr) rc = CUDA_ERROR_INVALID_VALUE;
     if (rc || !n) goto out;
     p = from_pool ? pool_find(h) : current_pool(s->o.ctx->dev);
-    if (!p)
+    if (!p) {
         rc = from_pool ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
-    else
+    } else if (capturing) {
+        rc = cpudrv_capture_alloc(s, n, &p->props, &node_ptr);
+        base = (uintptr_t)node_ptr;
+    } else {
         rc = pool_alloc(p, n, &base);
+    }
 out:
     if (!rc) *dptr = (CUdeviceptr)base;
     cpudrv_unlock();
@@ -629,8 +639,8 @@ static void free_fini(struct cpudrv_op *op)
     if (f->armed && !f->done) cpudrv_mem_free_id(f->base, f->id);
 }
 
-// Queues the free of dptr (a pool allocation or cuMemAlloc memory) on a stream; freeing
-// 0 does nothing.
+// Queues the free of dptr (a pool allocation, cuMemAlloc memory or graph memory) on a
+// stream; freeing 0 does nothing. In a capture, a free node of graph memory.
 static CUresult free_async(CUdeviceptr dptr, CUstream hs)
 {
     CUresult rc = cpudrv_ready();
@@ -640,8 +650,13 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hs)
     struct cpudrv_range *r;
     struct cpudrv_op *op;
     struct async_free *f;
-    rc = order_stream(hs, &s);
+    int capturing = 0;
+    rc = order_stream(hs, &s, &capturing);
     if (rc || !dptr) goto out;
+    if (capturing) { // a free node, of graph memory only (the driver's documented rule)
+        rc = cpudrv_capture_free(s, dptr);
+        goto out;
+    }
     r = cpudrv_mem_device_at((uintptr_t)dptr);
     if (!r || r->freeing) {
         rc = CUDA_ERROR_INVALID_VALUE;

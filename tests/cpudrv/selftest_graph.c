@@ -333,7 +333,6 @@ static void capture_errors(void)
         {3, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},  // copy from pageable memory
         {4, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},  // stream callback
         {5, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},  // stream memory operation
-        {6, CUDA_ERROR_NOT_SUPPORTED},               // stream-ordered allocation
         {7, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},  // cuMemAlloc (global mode)
         {8, CUDA_ERROR_STREAM_CAPTURE_ISOLATION},    // wait for an event recorded outside
         {9, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},  // cuEventQuery of another event
@@ -364,9 +363,6 @@ static void capture_errors(void)
             break;
         case 5:
             r = cuStreamWriteValue32(s1, da, 1, 0);
-            break;
-        case 6:
-            r = cuMemAllocAsync(&p, 64, s1);
             break;
         case 7:
             r = cuMemAlloc(&p, 64);

@@ -4,7 +4,8 @@
 # The shared builds find libcudart.so.13 in the toolkit (rpath) wherever the loader would not.
 # Fat binaries are left uncompressed, with PTX beside the sm_90 cubin: the CPU test driver
 # reads kernels from the PTX (by `.entry` name, see tests/cudart/common.h).
-CUDART_NAMES  := vecadd streams pinned multikernel ptds hostfn mallocasync graphs graphnodes managed texture
+CUDART_NAMES  := vecadd streams pinned multikernel ptds hostfn mallocasync graphs graphnodes managed texture \
+                 capturealloc
 CUDART_DIR    := $(B)/tests/cudart
 CUDART_STATIC := $(addprefix $(CUDART_DIR)/,$(CUDART_NAMES))
 CUDART_SHARED := $(addsuffix .shared,$(CUDART_STATIC))
