@@ -26,6 +26,14 @@ struct shim_func {
 static pthread_rwlock_t funcs_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct shim_func *funcs;
 
+/* The same function's record: what packing and checking a launch read. */
+static int same_shape(const struct shim_func *a, const struct shim_func *b)
+{
+    return a->nparams == b->nparams && a->param_bytes == b->param_bytes &&
+           a->max_threads == b->max_threads && a->static_smem == b->static_smem &&
+           (!a->nparams || memcmp(a->layout, b->layout, (size_t)a->nparams * 8) == 0);
+}
+
 CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32_t ctx,
                        uint64_t *handle)
 {
@@ -36,13 +44,7 @@ CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32
     if (h.nparams > CHAN_MAX_PARAMS || len < sizeof(h) + (size_t)h.nparams * 8)
         return CUDA_ERROR_INVALID_VALUE;
     *handle = h.handle;
-    struct shim_func *f = NULL;
-    pthread_rwlock_wrlock(&funcs_lock);
-    HASH_FIND(hh, funcs, &h.handle, sizeof(uint64_t), f);
-    pthread_rwlock_unlock(&funcs_lock);
-    if (f)
-        return CUDA_SUCCESS; /* the same function asked for again */
-    f = calloc(1, sizeof(*f));
+    struct shim_func *f = calloc(1, sizeof(*f)), *old = NULL;
     if (!f || (h.nparams && !(f->layout = malloc((size_t)h.nparams * 8)))) {
         free(f);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -58,14 +60,25 @@ CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32
     if (h.nparams)
         memcpy(f->layout, data + sizeof(h), (size_t)h.nparams * 8);
     pthread_rwlock_wrlock(&funcs_lock);
-    struct shim_func *dup = NULL;
-    HASH_FIND(hh, funcs, &h.handle, sizeof(uint64_t), dup);
-    if (!dup)
-        HASH_ADD(hh, funcs, handle, sizeof(uint64_t), f);
-    pthread_rwlock_unlock(&funcs_lock);
-    if (dup) {
+    HASH_FIND(hh, funcs, &h.handle, sizeof(uint64_t), old);
+    if (old && same_shape(old, f)) {
+        /* The same function asked for again: the record a launch may be reading stays. */
+        pthread_rwlock_unlock(&funcs_lock);
         free(f->layout);
         free(f);
+        return CUDA_SUCCESS;
+    }
+    /* A record of another function at this handle outlived its function (whose unload
+     * this process never saw dropped it) and the driver gave the handle again: the
+     * server's answer is what the handle is now. Packing by the old layout would read
+     * parameters the caller never passed. */
+    if (old)
+        HASH_DEL(funcs, old);
+    HASH_ADD(hh, funcs, handle, sizeof(uint64_t), f);
+    pthread_rwlock_unlock(&funcs_lock);
+    if (old) {
+        free(old->layout);
+        free(old);
     }
     return CUDA_SUCCESS;
 }

@@ -286,13 +286,63 @@ CUresult SHIM_IMPL(cuLibraryLoadFromFile)(CUlibrary *library, const char *fileNa
     return r;
 }
 
+/* A library's module (cuLibraryGetModule): its functions and globals are recorded under
+ * the module's handle, and unloading the library unloads it, so the library's unload drops
+ * them too. Pairs are few (one per library asked for its module); guarded by lib_lock. */
+struct lib_module {
+    uint64_t lib, mod;
+};
+static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lib_module *lib_mods;
+static size_t nlib_mods, cap_lib_mods;
+
+static void library_module_after(const void *const *argv)
+{
+    const CUmodule *pm = *(CUmodule *const *)argv[0];
+    uint64_t lib = *(const uint64_t *)argv[1], mod = (uint64_t)(uintptr_t)*pm;
+    pthread_mutex_lock(&lib_lock);
+    for (size_t i = 0; i < nlib_mods; i++)
+        if (lib_mods[i].lib == lib && lib_mods[i].mod == mod)
+            goto out;
+    if (nlib_mods == cap_lib_mods) {
+        size_t ncap = cap_lib_mods ? cap_lib_mods * 2 : 8;
+        struct lib_module *n = realloc(lib_mods, ncap * sizeof(*n));
+        if (!n)
+            goto out; /* its records then stay until the context goes: only memory */
+        lib_mods = n;
+        cap_lib_mods = ncap;
+    }
+    lib_mods[nlib_mods++] = (struct lib_module){.lib = lib, .mod = mod};
+out:
+    pthread_mutex_unlock(&lib_lock);
+}
+
+const struct shim_hook shim_hook_library_module = {.after = library_module_after};
+
+/* What the client kept of a module's (or library's) functions and globals. */
+static void forget(uint64_t h)
+{
+    shim_func_drop(h, 0);
+    shim_range_drop(0, h, NULL);
+}
+
 /* Unloading is described in cuda_symbols.txt; what the client kept of the module's
- * functions and globals goes with it. */
+ * functions and globals goes with it, and of a library's module's. */
 static void unload_after(const void *const *argv)
 {
     uint64_t h = *(const uint64_t *)argv[0];
-    shim_func_drop(h, 0);
-    shim_range_drop(0, h, NULL);
+    forget(h);
+    pthread_mutex_lock(&lib_lock);
+    for (size_t i = 0; i < nlib_mods;) {
+        if (lib_mods[i].lib != h && lib_mods[i].mod != h) {
+            i++;
+            continue;
+        }
+        if (lib_mods[i].lib == h)
+            forget(lib_mods[i].mod);
+        lib_mods[i] = lib_mods[--nlib_mods];
+    }
+    pthread_mutex_unlock(&lib_lock);
 }
 
 const struct shim_hook shim_hook_module_unload = {.after = unload_after};
