@@ -375,6 +375,7 @@ int main(int argc, char **argv)
         {"stream-ordered allocator and memory pools", st_mempool},
         {"virtual memory management", st_vmm},
         {"stream capture and graphs", st_graph},
+        {"conditional graph nodes", st_graph_cond},
         {"modules and libraries", st_modules},
         {"cubin and fatbin images", st_images},
         {"kernel twins", st_twins},
