@@ -4,7 +4,7 @@
  * loop counting down (countdown), a SWITCH with three bodies, an IF nested in a WHILE body
  * on a handle of the outer graph; each instantiated once and launched several times with
  * new inputs, the results checked. Bodies belong to their node: destroying one alone is
- * refused, and they go with the node. With --hold it builds such graphs, launches them,
+ * refused. With --hold it builds such graphs, launches them,
  * prints `ready` and sleeps, for the test that kills it (tests/ci.sh). */
 #include "tests/progs/common.h"
 
@@ -156,11 +156,9 @@ static void if_nodes(void)
     t_ok("IF nodes: the body runs when the value is not 0; defaults applied at each launch");
     CHECK(cuGraphExecDestroy(x));
 
-    /* The IF node goes with its bodies: its body graph is no graph any more. */
+    /* The IF node goes with its bodies (naming one after that would be a stale handle:
+     * undefined natively, refused by the server). */
     CHECK(cuGraphDestroyNode(n));
-    size_t nn = 0;
-    EXPECT_ERR(cuGraphGetNodes(b[0], NULL, &nn));
-    t_ok("a body graph goes with its node");
     CHECK(cuGraphDestroy(g));
 
     CUgraph g2, e[2];
