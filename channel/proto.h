@@ -25,7 +25,7 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 5 /* incompatible changes (5: visible_devices in the hello) */
-#define CHAN_PROTO_MINOR 1 /* compatible additions (1: CHAN_OP_PROCADDR) */
+#define CHAN_PROTO_MINOR 2 /* compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE) */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -245,6 +245,7 @@ enum chan_op {
     CHAN_OP_HOST_NODE,          /* chan_host_node + deps -> u64 node (add) | u64 fn, user (get) */
     CHAN_OP_HOST_REGISTER,      /* chan_host_register (+ memfd on the socket before) -> - */
     CHAN_OP_PROCADDR,           /* u32 offset -> chan_procaddr_page + bytes of the table */
+    CHAN_OP_COND_NODE,          /* chan_cond_node + deps -> chan_cond_node_made + bodies */
     CHAN_OP_END,
 };
 
@@ -448,6 +449,26 @@ struct chan_kernel_node_got {
     uint32_t is_kernel;
     uint32_t grid[3], block[3];
     uint32_t smem;
+};
+
+/* A graph's conditional node (cuGraphAddNode of CU_GRAPH_NODE_TYPE_CONDITIONAL: no typed
+ * call stands for it). The driver makes the node's body graphs and keeps their array; the
+ * reply carries them, and the client keeps an array of its own for the node
+ * (interpose/graphnode.c). The node's dependencies (u64 node handles) follow. */
+#define CHAN_MAX_COND_BODIES 256 /* bodies of one SWITCH node the channel carries */
+struct chan_cond_node {
+    uint64_t graph;
+    uint64_t handle; /* CUgraphConditionalHandle, as the driver gave it */
+    uint32_t type;   /* CUgraphConditionalNodeType */
+    uint32_t size;   /* bodies */
+    uint32_t ctx;    /* the client's context id; 0: the current context */
+    uint32_t ndeps;
+};
+
+/* The reply: then `size` u64 body graphs. */
+struct chan_cond_node_made {
+    uint64_t node;
+    uint64_t root; /* the outermost graph of the client's the node lies in */
 };
 
 /* IPC between clients of one server (server/ipc.c). The 64 handle bytes are the server's

@@ -213,7 +213,9 @@ static void kn_forget(uint64_t node, uint64_t root)
 
 static void destroy_node_after(const void *const *argv)
 {
-    kn_forget((uint64_t)(uintptr_t) * (const CUgraphNode *)argv[0], 0);
+    uint64_t n = (uint64_t)(uintptr_t) * (const CUgraphNode *)argv[0];
+    kn_forget(n, 0);
+    shim_cond_forget(n, 0);
 }
 
 const struct shim_hook shim_hook_kernel_node_forget = {.after = destroy_node_after};
@@ -221,8 +223,10 @@ const struct shim_hook shim_hook_kernel_node_forget = {.after = destroy_node_aft
 static void destroy_graph_after(const void *const *argv)
 {
     uint64_t g = (uint64_t)(uintptr_t) * (const CUgraph *)argv[0];
-    if (g)
+    if (g) {
         kn_forget(0, g);
+        shim_cond_forget(0, g);
+    }
 }
 
 const struct shim_hook shim_hook_kernel_node_forget_graph = {.after = destroy_graph_after};

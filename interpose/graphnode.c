@@ -2,15 +2,17 @@
  * cuGraphExecNodeSetParams: cudart 12.3+'s cudaGraphAddNode and friends). Each
  * CUgraphNodeParams is translated here into the typed call the shim already carries (kernel
  * nodes to interpose/graph.c's packed path, host nodes to hostfn.c's, the rest to their
- * described calls), so the server sees nothing new and checks what it always checks. The
- * node types the shim does not carry (batch memory operations, conditional, external
- * semaphores) are refused with CUDA_ERROR_NOT_SUPPORTED and one line
- * naming the type. Non-default edge data is added after the node, by
- * cuGraphAddDependencies_v2. */
+ * described calls), so the server sees nothing new and checks what it always checks.
+ * Conditional nodes, which no typed call stands for, have an operation of their own
+ * (CHAN_OP_COND_NODE, server/graphcond.c); their parameters cannot be changed here. The
+ * node types the shim does not carry (batch memory operations, external semaphores) are
+ * refused with CUDA_ERROR_NOT_SUPPORTED and one line naming the type. Non-default edge
+ * data is added after the node, by cuGraphAddDependencies_v2. */
 #include "interpose/shim.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 /* What the shim does not carry, one message per type (shim_refuse reports each once). */
 static CUresult refuse_type(CUgraphNodeType t)
@@ -23,7 +25,7 @@ static CUresult refuse_type(CUgraphNodeType t)
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
         return shim_refuse("graph nodes of type BATCH_MEM_OP (batch memory operations)");
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-        return shim_refuse("graph nodes of type CONDITIONAL");
+        return shim_refuse("setting the parameters of a CONDITIONAL graph node");
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -92,6 +94,99 @@ static void ctx_leave(int pushed)
         cuCtxPopCurrent_v2(&c);
 }
 
+/* ---------------------------------------------------------------- conditional nodes */
+
+/* A conditional node's body graphs as the caller sees them: an array the driver's API says
+ * is the driver's, valid while the node lives. Kept here, one record per node, until the node
+ * or the outermost graph it lies in is destroyed (interpose/graph.c's hooks). */
+struct cond_bodies {
+    uint64_t node;
+    uint64_t root;
+    CUgraph *bodies;
+    UT_hash_handle hh;
+};
+
+/* Guarded by cond_lock. */
+static pthread_mutex_t cond_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cond_bodies *cond_all;
+
+void shim_cond_forget(uint64_t node, uint64_t root)
+{
+    struct cond_bodies *b, *tmp;
+    pthread_mutex_lock(&cond_lock);
+    HASH_ITER(hh, cond_all, b, tmp)
+    {
+        if ((node && b->node == node) || (root && b->root == root)) {
+            HASH_DEL(cond_all, b);
+            free(b->bodies);
+            free(b);
+        }
+    }
+    pthread_mutex_unlock(&cond_lock);
+}
+
+/* Adds a conditional node; its bodies go in p->phGraph_out. */
+static CUresult cond_add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                         CUDA_CONDITIONAL_NODE_PARAMS *p)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ndeps > CHAN_MAX_DEPS)
+        return shim_refuse("graph nodes with more than 256 dependencies");
+    if (p->size > CHAN_MAX_COND_BODIES)
+        return shim_refuse("conditional graph nodes with more than 256 bodies");
+    struct chan_cond_node m = {.graph = (uint64_t)(uintptr_t)g,
+                               .handle = p->handle,
+                               .type = (uint32_t)p->type,
+                               .size = p->size,
+                               .ndeps = (uint32_t)ndeps};
+    if (p->ctx && (r = shim_ctx_lookup(p->ctx, &m.ctx, NULL)) != CUDA_SUCCESS)
+        return r;
+    size_t len = sizeof(m) + ndeps * sizeof(uint64_t);
+    uint8_t *buf = malloc(len);
+    struct cond_bodies *b = calloc(1, sizeof(*b));
+    CUgraph *bodies = calloc(p->size ? p->size : 1, sizeof(*bodies));
+    if (!buf || !b || !bodies) {
+        free(buf);
+        free(b);
+        free(bodies);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(buf, &m, sizeof(m));
+    for (size_t i = 0; i < ndeps; i++) {
+        uint64_t d = (uint64_t)(uintptr_t)deps[i];
+        memcpy(buf + sizeof(m) + i * sizeof(d), &d, sizeof(d));
+    }
+    const uint8_t *data;
+    uint32_t got = 0;
+    struct chan_cond_node_made made;
+    r = shim_rpc_lane(CHAN_OP_COND_NODE, buf, (uint32_t)len, &data, &got);
+    free(buf);
+    if (r == CUDA_SUCCESS && got != sizeof(made) + (uint64_t)p->size * 8)
+        r = CUDA_ERROR_UNKNOWN; /* a reply the server never sends */
+    if (r != CUDA_SUCCESS) {
+        free(b);
+        free(bodies);
+        return r;
+    }
+    memcpy(&made, data, sizeof(made));
+    for (unsigned i = 0; i < p->size; i++) {
+        uint64_t v;
+        memcpy(&v, data + sizeof(made) + (size_t)i * 8, 8);
+        bodies[i] = (CUgraph)(uintptr_t)v;
+    }
+    b->node = made.node;
+    b->root = made.root;
+    b->bodies = bodies;
+    pthread_mutex_lock(&cond_lock);
+    HASH_ADD(hh, cond_all, node, sizeof(b->node), b);
+    pthread_mutex_unlock(&cond_lock);
+    p->phGraph_out = bodies;
+    *out = (CUgraphNode)(uintptr_t)made.node;
+    return CUDA_SUCCESS;
+}
+
 /* Adds the node by its typed call, after ndeps default edges. */
 static CUresult add_typed(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                           CUgraphNodeParams *p)
@@ -144,6 +239,8 @@ static CUresult add_typed(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
     }
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return cuGraphAddMemFreeNode(out, g, deps, ndeps, p->free.dptr);
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return cond_add(out, g, deps, ndeps, &p->conditional);
     default:
         return refuse_type(p->type);
     }

@@ -161,6 +161,12 @@ CUresult shim_upload(const void *data, size_t len);
  * (the staging lock serialises the callers). */
 void shim_pcopy(void *dst, const void *src, size_t n);
 
+/* ---------------------------------------------------------------- graphnode.c */
+
+/* Forgets the body arrays of a conditional node (root 0) or of every conditional node in
+ * an outermost graph (node 0), which the driver's API says live as long as their node. */
+void shim_cond_forget(uint64_t node, uint64_t root);
+
 /* ---------------------------------------------------------------- context.c */
 
 struct shim_ctx;

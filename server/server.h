@@ -535,6 +535,7 @@ srv_handler srv_op_procaddr;
  * (logged) when clients must answer from the shim's compiled-in table. */
 int srv_procaddr_build(void *drv);
 srv_handler srv_op_kernel_node;
+srv_handler srv_op_cond_node; /* graphcond.c */
 srv_handler srv_op_host_func, srv_op_host_node;
 srv_handler srv_op_ipc;
 srv_handler srv_op_host_register;

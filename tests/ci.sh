@@ -425,6 +425,22 @@ else
             exit 1'
     done
 
+    # A client killed while it holds graphs with conditional nodes (handles, bodies, a
+    # nested conditional, an exec launched): its handles and body graphs go with it (the
+    # tables-empty check below reads the server log).
+    run_test kill-holding-conditional 60 bash -c '
+        log='"$WORK"'/hold-conditional.log
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/graph_cond --hold >$log 2>&1 & h=$!
+        for i in $(seq 200); do grep -q ready $log && break; sleep 0.05; done
+        cat $log
+        grep -q ready $log || exit 1
+        kill -9 $h; wait $h
+        for i in $(seq 100); do
+            printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" && exit 0
+            sleep 0.1
+        done
+        exit 1'
+
     # Clients that leave (exit, or are killed) while a stream of theirs waits for a value
     # nothing will write: the server ends the waits and releases them; the checks below
     # then find the tables empty and the memory back.

@@ -599,7 +599,10 @@ CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
     CUresult rc = stream_of(hStream, &s);
     if (rc) return TR(rc);
     struct cpudrv_graph *g = cpudrv_graph_find(hGraph);
-    if (!g || g->owner || cpudrv_graph_capturing(g))
+    // A conditional node's body may be captured into (the driver's documented way to fill
+    // one); another node's graph may not.
+    if (!g || (g->owner && g->owner->type != CU_GRAPH_NODE_TYPE_CONDITIONAL) ||
+        cpudrv_graph_capturing(g))
         rc = CUDA_ERROR_INVALID_VALUE;
     else
         rc = begin(s, mode, g, dependencies, dependencyData, numDependencies);

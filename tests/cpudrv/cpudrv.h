@@ -592,6 +592,9 @@ struct cpudrv_twin {
     CUresult (*run)(const struct cpudrv_launch *L);
 };
 
+// cudaGraphSetConditional of a kernel: sets handle h in the graph launch the calling
+// worker runs (graphexec.c); outside a graph launch it does nothing.
+void cpudrv_cond_set(CUgraphConditionalHandle h, unsigned value);
 // The CPU twin of a kernel, or NULL.
 const struct cpudrv_twin *cpudrv_twin_find(const char *name);
 

@@ -24,6 +24,7 @@ static void graph_release(struct cpudrv_obj *o)
         next = n->next;
         cpudrv_gnode_free(n);
     }
+    free(g->conds);
     free(g);
 }
 
@@ -210,6 +211,16 @@ CUresult cpudrv_graph_clone(const struct cpudrv_graph *g, int publish, struct cp
     struct cpudrv_gnode **map = calloc(g->n ? g->n : 1, sizeof *map);
     CUresult rc = c && map ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     size_t i = 0;
+    // The handles first: the copies of conditional nodes read them.
+    if (!rc && g->nconds) {
+        c->conds = malloc(g->nconds * sizeof *c->conds);
+        if (c->conds) {
+            memcpy(c->conds, g->conds, g->nconds * sizeof *c->conds);
+            c->nconds = g->nconds;
+        } else {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
     // Index the originals (mark), copy the nodes, then the edges in each node's order.
     for (struct cpudrv_gnode *n = g->head; !rc && n; n = n->next, i++) {
         n->mark = i;
@@ -269,6 +280,47 @@ CUresult cpudrv_graph_order(const struct cpudrv_graph *g, struct cpudrv_gnode **
 int cpudrv_graph_capturing(const struct cpudrv_graph *g)
 {
     return g->cap != NULL;
+}
+
+// The conditional handle h as seen from g: made for g or a graph it is nested in.
+const struct cpudrv_cond *cpudrv_cond_find(const struct cpudrv_graph *g,
+                                           CUgraphConditionalHandle h)
+{
+    for (; g; g = g->owner ? g->owner->g : NULL)
+        for (size_t i = 0; i < g->nconds; i++)
+            if (g->conds[i].h == h) return &g->conds[i];
+    return NULL;
+}
+
+// Makes a conditional handle for a graph (flags: 0 or CU_GRAPH_COND_ASSIGN_DEFAULT) in ctx
+// (NULL: the current context): a process-unique value. It lives as long as the graph.
+CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph,
+                                        CUcontext ctx, unsigned int defaultLaunchValue,
+                                        unsigned int flags)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!pHandle_out || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT))
+        return TR(CUDA_ERROR_INVALID_VALUE);
+    cpudrv_lock();
+    struct cpudrv_graph *g = cpudrv_graph_find(hGraph);
+    struct cpudrv_ctx *c = NULL;
+    if (!g)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (ctx)
+        rc = cpudrv_ctx_find(ctx, &c);
+    else if (!(c = cpudrv_ctx_current()))
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    struct cpudrv_cond *v = rc ? NULL : realloc(g->conds, (g->nconds + 1) * sizeof *v);
+    if (!rc && !v) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        g->conds = v;
+        v[g->nconds] = (struct cpudrv_cond){cpudrv_next_id(), defaultLaunchValue, flags,
+                                            (CUcontext)c};
+        *pHandle_out = v[g->nconds++].h;
+    }
+    cpudrv_unlock();
+    return TR(rc);
 }
 
 /* ---------------------------------------------------------------- entry points */

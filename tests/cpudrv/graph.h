@@ -63,6 +63,24 @@ struct cpudrv_bparams {
 struct cpudrv_graph;
 struct cpudrv_gmem;
 
+// A conditional node: the handle it reads, its kind and its body graphs, made by the node
+// and owned by it (each body's owner is the node, as a child graph's is).
+struct cpudrv_cparams {
+    CUgraphConditionalHandle h;
+    CUgraphConditionalNodeType type;
+    unsigned size;
+    struct cpudrv_graph **body; // size graphs; given back to the caller as a CUgraph array
+    CUcontext ctx;
+};
+
+// A conditional handle, made for a graph: the conditional nodes of that graph and of the
+// graphs nested in it may read it. Its value lives in each executable graph (graphexec.c).
+struct cpudrv_cond {
+    CUgraphConditionalHandle h;
+    unsigned dflt, flags;
+    CUcontext ctx;
+};
+
 struct cpudrv_gnode {
     struct cpudrv_obj o;
     struct cpudrv_graph *g;
@@ -83,6 +101,7 @@ struct cpudrv_gnode {
         struct cpudrv_graph *child; // child graph nodes: owned
         struct cpudrv_gmem *gm;     // memory allocation nodes: a reference held
         CUdeviceptr fptr;           // memory free nodes: the address freed
+        struct cpudrv_cparams c;    // conditional nodes
     } u;
 };
 
@@ -93,6 +112,8 @@ struct cpudrv_graph {
     unsigned long long id, orig; // orig: the graph this one was cloned from, or 0
     struct cpudrv_gnode *owner;  // the child graph node embedding this graph, or NULL
     struct cpudrv_capture *cap;  // a capture in progress into this graph, or NULL
+    struct cpudrv_cond *conds;   // the conditional handles made for it (copied by clones)
+    size_t nconds;
 };
 
 /* graph.c */
@@ -123,6 +144,10 @@ CUresult cpudrv_graph_order(const struct cpudrv_graph *g, struct cpudrv_gnode **
                             struct cpudrv_gnode **bad);
 // 1 if g is being captured into (no node may leave it, nor it be instantiated).
 int cpudrv_graph_capturing(const struct cpudrv_graph *g);
+// The conditional handle h as seen from g: made for g or for a graph g is nested in (as a
+// child graph or a conditional body), else NULL.
+const struct cpudrv_cond *cpudrv_cond_find(const struct cpudrv_graph *g,
+                                           CUgraphConditionalHandle h);
 
 /* graphnode.c */
 

@@ -8,10 +8,47 @@
 // done; a wait holds back the nodes after it). Parameters are copied into the operations when the
 // launch is queued, so later updates change only later launches. Launches of one
 // executable graph are ordered after each other, on whatever streams.
+//
+// A conditional node is one step whose bodies are runs of steps made when the launch is
+// queued; it decides when it runs, on the value of its handle, which the kernels before it
+// set (cudaGraphSetConditional: cpudrv_cond_set, called by the twins on the worker running
+// the launch). The values are the executable graph's, one per handle of its graphs: set to
+// their defaults at each launch that starts for handles made with
+// CU_GRAPH_COND_ASSIGN_DEFAULT, kept from launch to launch otherwise.
 #include "graph.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+// The values of an executable graph's conditional handles. References: the executable
+// graph and each queued operation of its launches (changed with cpudrv_big held); the
+// values are touched only by the worker running a launch, and launches of one executable
+// graph run one after another.
+struct condvals {
+    int refs;
+    size_t n;
+    struct condval {
+        CUgraphConditionalHandle h;
+        unsigned dflt, flags, value;
+    } e[];
+};
+
+static void condvals_put(struct condvals *v)
+{
+    if (v && --v->refs == 0) free(v);
+}
+
+// The values of the launch the calling thread runs, or NULL.
+static __thread struct condvals *cur_vals;
+
+// A kernel's cudaGraphSetConditional: sets h in the launch the calling worker runs (outside
+// a graph, or for a handle not of that graph, nothing happens).
+void cpudrv_cond_set(CUgraphConditionalHandle h, unsigned value)
+{
+    struct condvals *v = cur_vals;
+    for (size_t i = 0; v && i < v->n; i++)
+        if (v->e[i].h == h) v->e[i].value = value;
+}
 
 struct cpudrv_gexec {
     struct cpudrv_obj o;
@@ -21,9 +58,18 @@ struct cpudrv_gexec {
     cuuint64_t flags;
     struct cpudrv_stream *last; // stream of the latest launch or upload (reference held)
     uint64_t last_seq;
+    struct condvals *vals; // its handles' values, or NULL when it has none
 };
 
-enum { ST_KERNEL, ST_COPY, ST_FILL, ST_HOST, ST_MEMOP, ST_FAULT };
+enum { ST_KERNEL, ST_COPY, ST_FILL, ST_HOST, ST_MEMOP, ST_FAULT, ST_COND, ST_COND_INIT };
+
+struct step;
+
+// A run of steps: a conditional node's body.
+struct steps {
+    struct step *s;
+    size_t n, cap;
+};
 
 // One node of a launch, with what it needs to run unlocked.
 struct step {
@@ -41,14 +87,45 @@ struct step {
             unsigned n;
             const int *dying;
         } b;
+        struct {
+            struct condval *v; // in the batch's values
+            CUgraphConditionalNodeType type;
+            unsigned size;
+            struct steps *body; // size runs
+        } cond;
     } u;
 };
 
-// The payload of a launch's operation: a run of steps.
+// The payload of a launch's operation: a run of steps, and the values of its executable
+// graph's handles (a reference held), or NULL.
 struct batch {
     struct step *s;
     size_t n, cap;
+    struct condvals *vals;
 };
+
+static CUresult steps_run(const struct step *s, size_t n, struct condvals *vals);
+
+// A conditional node, as it decides when it runs.
+static CUresult cond_run(const struct step *st, struct condvals *vals)
+{
+    const struct steps *b = st->u.cond.body;
+    unsigned v = st->u.cond.v->value;
+    switch (st->u.cond.type) {
+    case CU_GRAPH_COND_TYPE_IF:
+        if (v) return steps_run(b[0].s, b[0].n, vals);
+        return st->u.cond.size == 2 ? steps_run(b[1].s, b[1].n, vals) : CUDA_SUCCESS;
+    case CU_GRAPH_COND_TYPE_WHILE:
+        // As on a GPU, a body that never sets the handle to 0 loops for ever.
+        while (st->u.cond.v->value) {
+            CUresult rc = steps_run(b[0].s, b[0].n, vals);
+            if (rc) return rc;
+        }
+        return CUDA_SUCCESS;
+    default: // SWITCH
+        return v < st->u.cond.size ? steps_run(b[v].s, b[v].n, vals) : CUDA_SUCCESS;
+    }
+}
 
 static void exec_release(struct cpudrv_obj *o)
 {
@@ -56,6 +133,7 @@ static void exec_release(struct cpudrv_obj *o)
     cpudrv_graph_destroy(x->g);
     free(x->order);
     if (x->last) cpudrv_obj_put(&x->last->o);
+    condvals_put(x->vals);
     free(x);
 }
 
@@ -73,17 +151,20 @@ static struct cpudrv_gnode *exec_node(const struct cpudrv_graph *g, unsigned lon
             struct cpudrv_gnode *m = exec_node(n->u.child, id);
             if (m) return m;
         }
+        for (unsigned k = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && k < n->u.c.size; k++) {
+            struct cpudrv_gnode *m = exec_node(n->u.c.body[k], id);
+            if (m) return m;
+        }
     }
     return NULL;
 }
 
 /* ---------------------------------------------------------------- running */
 
-static CUresult batch_run(struct cpudrv_op *op)
+static CUresult steps_run(const struct step *s, size_t n, struct condvals *vals)
 {
-    const struct batch *b = (const struct batch *)op->data;
-    for (size_t i = 0; i < b->n; i++) {
-        const struct step *st = &b->s[i];
+    for (size_t i = 0; i < n; i++) {
+        const struct step *st = &s[i];
         CUresult rc = CUDA_SUCCESS;
         switch (st->kind) {
         case ST_KERNEL:
@@ -102,12 +183,30 @@ static CUresult batch_run(struct cpudrv_op *op)
             for (unsigned k = 0; k < st->u.b.n; k++)
                 cpudrv_memop_run(&st->u.b.ops[k], st->u.b.dying);
             break;
+        case ST_COND:
+            rc = cond_run(st, vals);
+            break;
+        case ST_COND_INIT: // a launch starts: the defaults of the handles that have them
+            for (size_t k = 0; vals && k < vals->n; k++)
+                if (vals->e[k].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
+                    vals->e[k].value = vals->e[k].dflt;
+            break;
         default: // memory the node names was gone when the launch was queued
             rc = CUDA_ERROR_ILLEGAL_ADDRESS;
         }
         if (rc) return rc;
     }
     return CUDA_SUCCESS;
+}
+
+static CUresult batch_run(struct cpudrv_op *op)
+{
+    const struct batch *b = (const struct batch *)op->data;
+    struct condvals *saved = cur_vals;
+    cur_vals = b->vals;
+    CUresult rc = steps_run(b->s, b->n, b->vals);
+    cur_vals = saved;
+    return rc;
 }
 
 // cpudrv_big held: releases what a step holds.
@@ -121,6 +220,13 @@ static void step_release(struct step *st)
             if (st->u.c.hold[k]) cpudrv_obj_put(st->u.c.hold[k]);
     } else if (st->kind == ST_MEMOP) {
         free(st->u.b.ops);
+    } else if (st->kind == ST_COND) {
+        for (unsigned k = 0; st->u.cond.body && k < st->u.cond.size; k++) {
+            for (size_t j = 0; j < st->u.cond.body[k].n; j++)
+                step_release(&st->u.cond.body[k].s[j]);
+            free(st->u.cond.body[k].s);
+        }
+        free(st->u.cond.body);
     }
 }
 
@@ -130,6 +236,7 @@ static void batch_fini(struct cpudrv_op *op)
     for (size_t i = 0; i < b->n; i++)
         step_release(&b->s[i]);
     free(b->s);
+    condvals_put(b->vals);
 }
 
 static int overlaps(const void *p, size_t n, uintptr_t lo, uintptr_t hi)
@@ -139,12 +246,14 @@ static int overlaps(const void *p, size_t n, uintptr_t lo, uintptr_t hi)
 
 // As the stream operations each step stands for: a kernel may access what any 8-byte
 // argument slot points into, a copy or memset its ranges.
-static int batch_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
+static int steps_touch(const struct step *s, size_t n, uintptr_t lo, uintptr_t hi)
 {
-    const struct batch *b = (const struct batch *)op->data;
-    for (size_t i = 0; i < b->n; i++) {
-        const struct step *st = &b->s[i];
-        if (st->kind == ST_KERNEL) {
+    for (size_t i = 0; i < n; i++) {
+        const struct step *st = &s[i];
+        if (st->kind == ST_COND) {
+            for (unsigned k = 0; k < st->u.cond.size; k++)
+                if (steps_touch(st->u.cond.body[k].s, st->u.cond.body[k].n, lo, hi)) return 1;
+        } else if (st->kind == ST_KERNEL) {
             for (uint32_t off = 0; off + 8 <= st->u.L.f->argbytes; off += 8) {
                 uint64_t v;
                 memcpy(&v, st->u.L.args + off, 8);
@@ -178,9 +287,55 @@ static int batch_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
     return 0;
 }
 
+static int batch_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
+{
+    const struct batch *b = (const struct batch *)op->data;
+    return steps_touch(b->s, b->n, lo, hi);
+}
+
+static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s,
+                     struct condvals *vals, struct step *st);
+
+// Appends a step to a run; -1 if out of memory.
+static int steps_push(struct steps *l, const struct step *st)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        struct step *p = realloc(l->s, cap * sizeof *p);
+        if (!p) return -1;
+        l->s = p;
+        l->cap = cap;
+    }
+    l->s[l->n++] = *st;
+    return 0;
+}
+
+// cpudrv_big held: the steps of a conditional node's body g launched on s, in an order
+// that respects every edge, child graphs in their place (checked at instantiation: no
+// cycle, only node types a body may hold). -1 if out of memory.
+static int body_steps(const struct cpudrv_graph *g, struct cpudrv_stream *s,
+                      struct condvals *vals, struct steps *out)
+{
+    struct cpudrv_gnode **o, *bad = NULL;
+    if (cpudrv_graph_order(g, &o, &bad)) return -1;
+    int r = 0;
+    for (size_t i = 0; !r && i < g->n; i++) {
+        struct step st;
+        if (o[i]->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            r = body_steps(o[i]->u.child, s, vals, out);
+        } else if ((r = make_step(o[i], s, vals, &st)) > 0) {
+            r = steps_push(out, &st);
+            if (r) step_release(&st);
+        }
+    }
+    free(o);
+    return r;
+}
+
 // cpudrv_big held: the step for node n launched on s (0 and no step for a disabled or
-// empty node).
-static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s, struct step *st)
+// empty node; -1 if out of memory). vals: the values of the executable graph's handles.
+static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s,
+                     struct condvals *vals, struct step *st)
 {
     memset(st, 0, sizeof *st);
     if (n->disabled) return 0;
@@ -237,6 +392,23 @@ static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s, stru
         st->u.b.dying = &s->o.ctx->dying;
         return 1;
     }
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+        const struct cpudrv_cparams *c = &n->u.c;
+        st->kind = ST_FAULT; // a handle of no graph of the executable graph: never, checked
+        for (size_t k = 0; vals && k < vals->n; k++)
+            if (vals->e[k].h == c->h) st->u.cond.v = &vals->e[k];
+        if (!st->u.cond.v) return 1;
+        st->kind = ST_COND;
+        st->u.cond.type = c->type;
+        st->u.cond.size = c->size;
+        if (!(st->u.cond.body = calloc(c->size, sizeof *st->u.cond.body))) return -1;
+        for (unsigned k = 0; k < c->size; k++)
+            if (body_steps(c->body[k], s, vals, &st->u.cond.body[k])) {
+                step_release(st);
+                return -1;
+            }
+        return 1;
+    }
     default:
         return 0;
     }
@@ -246,7 +418,8 @@ static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s, stru
 struct launch {
     struct cpudrv_stream *s;
     struct cpudrv_op *op;
-    uint64_t seq; // of the latest operation queued
+    uint64_t seq;           // of the latest operation queued
+    struct condvals *vals;  // the executable graph's handle values, or NULL
 };
 
 static CUresult launch_op(struct launch *l)
@@ -257,6 +430,10 @@ static CUresult launch_op(struct launch *l)
     l->op->run = batch_run;
     l->op->fini = batch_fini;
     l->op->touches = batch_touches;
+    if (l->vals) {
+        ((struct batch *)l->op->data)->vals = l->vals;
+        l->vals->refs++;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -272,11 +449,9 @@ static CUresult launch_flush(struct launch *l, int force)
     return CUDA_SUCCESS;
 }
 
-static CUresult launch_step(struct launch *l, const struct cpudrv_gnode *n)
+// Adds a step to the operation being filled (released if it cannot be).
+static CUresult launch_push(struct launch *l, struct step *st)
 {
-    struct step st;
-    int r = make_step(n, l->s, &st);
-    if (r <= 0) return r ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     CUresult rc = launch_op(l);
     struct batch *b = l->op ? (struct batch *)l->op->data : NULL;
     if (!rc && b->n == b->cap) {
@@ -290,21 +465,33 @@ static CUresult launch_step(struct launch *l, const struct cpudrv_gnode *n)
         }
     }
     if (rc)
-        step_release(&st);
+        step_release(st);
     else
-        b->s[b->n++] = st;
+        b->s[b->n++] = *st;
     return rc;
+}
+
+static CUresult launch_step(struct launch *l, const struct cpudrv_gnode *n)
+{
+    struct step st;
+    int r = make_step(n, l->s, l->vals, &st);
+    if (r <= 0) return r ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    return launch_push(l, &st);
 }
 
 // cpudrv_big held: queues a launch of x on s (not capturing).
 static CUresult launch(struct cpudrv_gexec *x, struct cpudrv_stream *s)
 {
-    struct launch l = {s, NULL, 0};
+    struct launch l = {s, NULL, 0, x->vals};
     CUresult rc = cpudrv_gmem_launch_check(x->order, x->n,
                                            !!(x->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
     if (rc) return rc;
     rc = launch_op(&l);
     if (!rc && x->last && cpudrv_op_dep(l.op, x->last, x->last_seq)) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc && x->vals) { // the handles' defaults, first
+        struct step init = {.kind = ST_COND_INIT};
+        rc = launch_push(&l, &init);
+    }
     for (size_t i = 0; !rc && i < x->n; i++) {
         const struct cpudrv_gnode *n = x->order[i];
         if (n->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD) {
@@ -334,6 +521,74 @@ static CUresult launch(struct cpudrv_gexec *x, struct cpudrv_stream *s)
 
 /* ---------------------------------------------------------------- instantiation */
 
+static CUresult cond_ok(const struct cpudrv_gnode *n);
+
+// A conditional node's body as instantiation checks it: no cycle, and only kernel, empty,
+// memcpy, memset, child graph and conditional nodes, at any depth (the driver's rule).
+static CUresult body_ok(const struct cpudrv_graph *g)
+{
+    struct cpudrv_gnode **o, *bad = NULL;
+    CUresult rc = cpudrv_graph_order(g, &o, &bad);
+    if (rc) return rc;
+    free(o);
+    for (const struct cpudrv_gnode *n = g->head; !rc && n; n = n->next)
+        switch (n->type) {
+        case CU_GRAPH_NODE_TYPE_KERNEL:
+        case CU_GRAPH_NODE_TYPE_EMPTY:
+        case CU_GRAPH_NODE_TYPE_MEMCPY:
+        case CU_GRAPH_NODE_TYPE_MEMSET:
+            break;
+        case CU_GRAPH_NODE_TYPE_GRAPH:
+            rc = body_ok(n->u.child);
+            break;
+        case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+            rc = cond_ok(n);
+            break;
+        default:
+            rc = CUDA_ERROR_INVALID_VALUE;
+        }
+    return rc;
+}
+
+// A conditional node reads a handle of its graph's (or of a graph it is nested in), and
+// its bodies are fit to run.
+static CUresult cond_ok(const struct cpudrv_gnode *n)
+{
+    if (!cpudrv_cond_find(n->g, n->u.c.h)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    for (unsigned k = 0; !rc && k < n->u.c.size; k++)
+        rc = body_ok(n->u.c.body[k]);
+    return rc;
+}
+
+// The handles made for g and the graphs nested in it: counted, or (v) gathered.
+static size_t conds_of(const struct cpudrv_graph *g, struct condvals *v)
+{
+    size_t total = g->nconds;
+    for (size_t i = 0; v && i < g->nconds; i++) {
+        const struct cpudrv_cond *c = &g->conds[i];
+        v->e[v->n++] = (struct condval){c->h, c->dflt, c->flags, c->dflt};
+    }
+    for (const struct cpudrv_gnode *n = g->head; n; n = n->next) {
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) total += conds_of(n->u.child, v);
+        for (unsigned k = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && k < n->u.c.size; k++)
+            total += conds_of(n->u.c.body[k], v);
+    }
+    return total;
+}
+
+// The values of x's handles (none: NULL), each starting at its default.
+static CUresult vals_make(struct cpudrv_gexec *x)
+{
+    size_t n = conds_of(x->g, NULL);
+    if (!n) return CUDA_SUCCESS;
+    x->vals = calloc(1, sizeof *x->vals + n * sizeof x->vals->e[0]);
+    if (!x->vals) return CUDA_ERROR_OUT_OF_MEMORY;
+    x->vals->refs = 1;
+    conds_of(x->g, x->vals);
+    return CUDA_SUCCESS;
+}
+
 // Appends g's nodes, in an order that respects every edge, to x->order, a child graph
 // node's graph in its place. INVALID_VALUE for a cycle (*bad: the top-level node on it).
 static CUresult flatten(struct cpudrv_gexec *x, const struct cpudrv_graph *g, size_t *cap,
@@ -350,6 +605,11 @@ static CUresult flatten(struct cpudrv_gexec *x, const struct cpudrv_graph *g, si
             rc = flatten(x, o[i]->u.child, cap, bad);
             if (rc) *bad = o[i];
             continue;
+        }
+        // A conditional node is one step: its bodies run (or not) when it runs.
+        if (o[i]->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && (rc = cond_ok(o[i])) != CUDA_SUCCESS) {
+            *bad = o[i];
+            break;
         }
         if (x->n == *cap) {
             size_t c = *cap ? *cap * 2 : 16;
@@ -436,6 +696,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph hGraph, cuuint64_t flags, 
     }
     if (!rc) {
         rc = flatten(x, x->g, &cap, &bad);
+        if (!rc) rc = vals_make(x);
         if (rc == CUDA_ERROR_INVALID_VALUE) {
             *res = CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE;
             for (struct cpudrv_gnode *n = g->head; bad && n; n = n->next)
@@ -600,6 +861,16 @@ static CUgraphExecUpdateResult update_check(const struct cpudrv_graph *eg,
             CUgraphExecUpdateResult r = update_check(a->u.child, b->u.child, err, err_from);
             if (r != CU_GRAPH_EXEC_UPDATE_SUCCESS) return r;
         }
+        if (a->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            // The same kind of node on the same handle; its bodies update as child graphs.
+            if (a->u.c.type != b->u.c.type || a->u.c.size != b->u.c.size || a->u.c.h != b->u.c.h)
+                return CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+            for (unsigned k = 0; k < a->u.c.size; k++) {
+                CUgraphExecUpdateResult r =
+                    update_check(a->u.c.body[k], b->u.c.body[k], err, err_from);
+                if (r != CU_GRAPH_EXEC_UPDATE_SUCCESS) return r;
+            }
+        }
     }
     *err = NULL;
     return CU_GRAPH_EXEC_UPDATE_SUCCESS;
@@ -610,8 +881,12 @@ static CUresult update_apply(struct cpudrv_graph *eg, const struct cpudrv_graph 
 {
     CUresult rc = CUDA_SUCCESS;
     for (struct cpudrv_gnode *a = eg->head, *b = sg->head; !rc && a; a = a->next, b = b->next)
-        rc = a->type == CU_GRAPH_NODE_TYPE_GRAPH ? update_apply(a->u.child, b->u.child)
-                                                 : cpudrv_gnode_params_copy(a, b, 0);
+        if (a->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+            for (unsigned k = 0; !rc && k < a->u.c.size; k++)
+                rc = update_apply(a->u.c.body[k], b->u.c.body[k]);
+        else
+            rc = a->type == CU_GRAPH_NODE_TYPE_GRAPH ? update_apply(a->u.child, b->u.child)
+                                                     : cpudrv_gnode_params_copy(a, b, 0);
     return rc;
 }
 

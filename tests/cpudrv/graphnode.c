@@ -1,11 +1,13 @@
-// Graph nodes by type: adding kernel, memcpy, memset, host, child graph, empty, event and
-// batch mem-op nodes, by their typed calls or the generic CUgraphNodeParams form, and their
-// parameters (validated like the stream calls they stand for, copied when set: a kernel node
-// keeps its own copy of the arguments, as the driver does); kernel node attributes.
+// Graph nodes by type: adding kernel, memcpy, memset, host, child graph, empty, event,
+// batch mem-op and conditional nodes, by their typed calls or the generic CUgraphNodeParams
+// form, and their parameters (validated like the stream calls they stand for, copied when
+// set: a kernel node keeps its own copy of the arguments, as the driver does); kernel node
+// attributes. A conditional node makes its body graphs, which it owns as a child graph node
+// owns its graph; its parameters cannot be changed.
 //
 // Memory allocation and free nodes are graphmem.c's (captured stream-ordered allocations
-// and frees become them too: capture.c). Conditional and external semaphore nodes are not
-// implemented: adding one returns CUDA_ERROR_NOT_SUPPORTED.
+// and frees become them too: capture.c). External semaphore nodes are not implemented:
+// adding one returns CUDA_ERROR_NOT_SUPPORTED.
 #include "graph.h"
 
 #include <stdlib.h>
@@ -37,6 +39,8 @@ const char *cpudrv_gnode_type_name(CUgraphNodeType t)
         return "MEM_ALLOC";
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return "MEM_FREE";
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return "CONDITIONAL";
     default:
         return "UNKNOWN";
     }
@@ -89,6 +93,11 @@ void cpudrv_gnode_params_free(struct cpudrv_gnode *n)
         break;
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
         if (n->u.gm) cpudrv_gmem_put(n->u.gm);
+        break;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        for (unsigned i = 0; n->u.c.body && i < n->u.c.size; i++)
+            if (n->u.c.body[i]) cpudrv_graph_destroy(n->u.c.body[i]);
+        free(n->u.c.body);
         break;
     default:
         break;
@@ -274,6 +283,24 @@ CUresult cpudrv_gnode_params_copy(struct cpudrv_gnode *dst, const struct cpudrv_
         c->owner = dst;
         return CUDA_SUCCESS;
     }
+    if (src->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+        struct cpudrv_cparams c = src->u.c;
+        CUresult rc = CUDA_SUCCESS;
+        c.body = calloc(c.size, sizeof *c.body);
+        if (!c.body) return CUDA_ERROR_OUT_OF_MEMORY;
+        for (unsigned i = 0; !rc && i < c.size; i++)
+            if (!(rc = cpudrv_graph_clone(src->u.c.body[i], publish, &c.body[i])))
+                c.body[i]->owner = dst;
+        if (rc) {
+            for (unsigned i = 0; i < c.size; i++)
+                if (c.body[i]) cpudrv_graph_destroy(c.body[i]);
+            free(c.body);
+            return rc;
+        }
+        cpudrv_gnode_params_free(dst);
+        dst->u.c = c;
+        return CUDA_SUCCESS;
+    }
     if (src->type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
         size_t bytes = src->u.b.count * sizeof *src->u.b.ops;
         CUstreamBatchMemOpParams *ops = malloc(bytes);
@@ -322,7 +349,43 @@ struct add_params {
     int move; // the child graph becomes the node's (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
     CUDA_MEM_ALLOC_NODE_PARAMS *ma; // its dptr is written
     CUdeviceptr fptr;
+    CUDA_CONDITIONAL_NODE_PARAMS *cp; // its phGraph_out is written
 };
+
+// Most bodies a SWITCH node may have here (the driver's limit is not documented).
+#define COND_MAX_BODIES 1024u
+
+// cpudrv_big held: a new conditional node's parameters: a handle made for g or a graph g
+// is nested in, in the node's context; IF with 1 or 2 bodies, WHILE with 1, SWITCH with
+// at least 1. Its bodies are made now (published if g is), and given back in phGraph_out.
+static CUresult cond_set(struct cpudrv_gnode *n, CUDA_CONDITIONAL_NODE_PARAMS *p,
+                         struct cpudrv_graph *g)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    unsigned most = p->type == CU_GRAPH_COND_TYPE_IF       ? 2
+                    : p->type == CU_GRAPH_COND_TYPE_WHILE  ? 1
+                    : p->type == CU_GRAPH_COND_TYPE_SWITCH ? COND_MAX_BODIES
+                                                           : 0;
+    if (!p->size || p->size > most) return CUDA_ERROR_INVALID_VALUE;
+    const struct cpudrv_cond *h = cpudrv_cond_find(g, p->handle);
+    struct cpudrv_ctx *cur = cpudrv_ctx_current();
+    CUcontext ctx = p->ctx ? p->ctx : (CUcontext)cur;
+    if (!h || ctx != h->ctx) return CUDA_ERROR_INVALID_VALUE;
+    struct cpudrv_cparams c = {p->handle, p->type, p->size, NULL, ctx};
+    if (!(c.body = calloc(c.size, sizeof *c.body))) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (unsigned i = 0; i < c.size; i++) {
+        if (!(c.body[i] = cpudrv_graph_new(g->o.live))) {
+            for (unsigned k = 0; k < i; k++)
+                cpudrv_graph_destroy(c.body[k]);
+            free(c.body);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        c.body[i]->owner = n;
+    }
+    n->u.c = c;
+    p->phGraph_out = (CUgraph *)c.body;
+    return CUDA_SUCCESS;
+}
 
 // cpudrv_big held: sets a new node's parameters.
 static CUresult add_set(struct cpudrv_gnode *n, const struct add_params *a, struct cpudrv_graph *g)
@@ -365,6 +428,8 @@ static CUresult add_set(struct cpudrv_gnode *n, const struct add_params *a, stru
         return cpudrv_gmem_node_set(n, a->ma);
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return cpudrv_gmem_free_node_set(n, a->fptr, g);
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return cond_set(n, a->cp, g);
     default:
         return CUDA_SUCCESS;
     }
@@ -709,16 +774,6 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                   CU_GRAPH_NODE_TYPE_MEM_FREE, &a));
 }
 
-// Conditional nodes are not implemented: no handle for them is made.
-CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph,
-                                        CUcontext ctx, unsigned int defaultLaunchValue,
-                                        unsigned int flags)
-{
-    (void)pHandle_out, (void)hGraph, (void)ctx, (void)defaultLaunchValue, (void)flags;
-    CUresult rc = cpudrv_ready();
-    return TR(rc ? rc : CUDA_ERROR_NOT_SUPPORTED);
-}
-
 /* ---------------------------------------------------------------- kernel node attributes */
 
 // Attributes a kernel node takes (the launch attributes valid for graph nodes).
@@ -862,7 +917,7 @@ CUresult cpudrv_node_params_check(const CUgraphNodeParams *p)
 
 // The typed parameters of a CUgraphNodeParams (kept in t); NOT_SUPPORTED for the types
 // this driver lacks.
-static CUresult from_generic(const CUgraphNodeParams *p, struct add_params *a, struct typed *t)
+static CUresult from_generic(CUgraphNodeParams *p, struct add_params *a, struct typed *t)
 {
     CUDA_KERNEL_NODE_PARAMS *k = &t->k;
     CUDA_MEMSET_NODE_PARAMS *s = &t->s;
@@ -914,9 +969,11 @@ static CUresult from_generic(const CUgraphNodeParams *p, struct add_params *a, s
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         a->fptr = p->free.dptr;
         return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        a->cp = &p->conditional;
+        return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
     case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
-    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return CUDA_ERROR_NOT_SUPPORTED; // not implemented by this driver
     default:
         return CUDA_ERROR_INVALID_VALUE;
@@ -938,6 +995,7 @@ CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
              nodeParams->type, &a);
     if (!rc && nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
         nodeParams->alloc.dptr = t.ma.dptr;
+    // A conditional node's bodies went into nodeParams->conditional.phGraph_out.
     return TR(rc);
 }
 
@@ -953,9 +1011,11 @@ CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
     struct cpudrv_ctx *cur = cpudrv_ctx_current();
     rc = from_generic(nodeParams, &a, &t);
     if (!rc && n->type == CU_GRAPH_NODE_TYPE_GRAPH && a.move) rc = CUDA_ERROR_INVALID_VALUE;
-    // Memory nodes' parameters cannot be changed (the driver's rule).
+    // Memory nodes' parameters cannot be changed (the driver's rule); nor, here, a
+    // conditional node's (its bodies are changed through their own nodes).
     if (!rc && (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE))
         rc = CUDA_ERROR_INVALID_VALUE;
+    if (!rc && n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) rc = CUDA_ERROR_NOT_SUPPORTED;
     if (rc) {
         cpudrv_unlock();
         return TR(rc);

@@ -376,6 +376,7 @@ int main(int argc, char **argv)
         {"virtual memory management", st_vmm},
         {"stream capture and graphs", st_graph},
         {"stream-ordered allocation in a capture", st_capture_alloc},
+        {"conditional graph nodes", st_graph_cond},
         {"modules and libraries", st_modules},
         {"cubin and fatbin images", st_images},
         {"kernel twins", st_twins},

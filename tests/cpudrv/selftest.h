@@ -50,6 +50,7 @@ void st_mempool(void);
 void st_vmm(void);
 void st_graph(void);
 void st_capture_alloc(void);
+void st_graph_cond(void);
 void st_modules(void);
 void st_images(void);
 void st_twins(void);

@@ -956,8 +956,8 @@ static void node_errors(void)
     memset(&ap, 0, sizeof ap);
     EXPECT(cuGraphAddMemAllocNode(&nd, g, NULL, 0, &ap), CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuGraphAddMemFreeNode(&nd, g, NULL, 0, da), CUDA_ERROR_INVALID_VALUE);
-    CUgraphConditionalHandle ch;
-    EXPECT(cuGraphConditionalHandleCreate(&ch, g, ctx0, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CUgraphConditionalHandle ch; // conditional nodes: selftest_cond.c
+    EXPECT(cuGraphConditionalHandleCreate(&ch, g, ctx0, 0, 4), CUDA_ERROR_INVALID_VALUE);
     CHECK(nodes_of(g, -1) == 1);
     CK(cuGraphDestroy(g));
 }

@@ -319,6 +319,26 @@ static CUresult negate_i32(const struct cpudrv_launch *L)
     return rc;
 }
 
+// cond.cu: what cudaGraphSetConditional sets is the running graph launch's (graphexec.c).
+static CUresult set_cond(const struct cpudrv_launch *L)
+{
+    const uint32_t *v = (const uint32_t *)(uintptr_t)a64(L, 1);
+    CUresult rc = xthreads(L) ? kmem((uintptr_t)v, 1, 4) : CUDA_SUCCESS;
+    if (!rc && xthreads(L)) cpudrv_cond_set(a64(L, 0), *v);
+    return rc;
+}
+
+static CUresult countdown(const struct cpudrv_launch *L)
+{
+    uint32_t *c = (uint32_t *)(uintptr_t)a64(L, 1);
+    CUresult rc = xthreads(L) ? kmem((uintptr_t)c, 1, 4) : CUDA_SUCCESS;
+    if (!rc && xthreads(L)) {
+        if (*c) (*c)--;
+        cpudrv_cond_set(a64(L, 0), *c != 0);
+    }
+    return rc;
+}
+
 // texture.cu: texture and surface access goes through texture.c, which checks each handle
 // and element (a texture of a kind it does not model faults).
 static CUresult tex_stencil(const struct cpudrv_launch *L)
@@ -382,6 +402,8 @@ static const struct cpudrv_twin twins[] = {
     {"negate_i32", 2, {P(8, 4)}, {P(8, 4)}, negate_i32},
     {"tex_stencil", 4, {P(8, 8, 4, 4)}, {P(8, 8, 4, 4)}, tex_stencil},
     {"tex_fetch_double", 3, {P(8, 8, 4)}, {P(8, 8, 4)}, tex_fetch_double},
+    {"set_cond", 2, {P(8, 8)}, {P(8, 8)}, set_cond},
+    {"countdown", 2, {P(8, 8)}, {P(8, 8)}, countdown},
 };
 #undef P
 

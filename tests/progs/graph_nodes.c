@@ -366,7 +366,7 @@ static void unsupported(void)
     CHECK(cuGraphCreate(&child, 0));
     static const CUgraphNodeType types[] = {
         CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL, CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT,
-        CU_GRAPH_NODE_TYPE_BATCH_MEM_OP,     CU_GRAPH_NODE_TYPE_CONDITIONAL,
+        CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, /* conditional nodes: tests/progs/graph_cond.c */
     };
     CUgraphNode e, c;
     CUgraphNodeParams p = params_of(CU_GRAPH_NODE_TYPE_EMPTY);
