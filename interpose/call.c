@@ -305,6 +305,24 @@ static CUresult check_members(const struct shim_call *d, int i, const void *elem
     return CUDA_SUCCESS;
 }
 
+/* Graph memory keeps its address after a free outside its graph (its graph allocates it
+ * again at the next launch); the server's table decides. */
+static int keeps_address(uint64_t dptr)
+{
+    struct shim_range rg;
+    return shim_range_find(dptr, 1, &rg) == 0 && rg.base == dptr &&
+           rg.kind == SHIM_HT_MEM_GRAPHMEM;
+}
+
+/* The range a call destroys (device memory), out of the mirror into *out: 1 if taken. */
+static int take_range(const struct shim_call *d, const uint64_t *val, struct shim_range *out)
+{
+    const struct shim_param *p = &d->params[d->destroys];
+    if (p->kind != SHIM_PK_DPTR || keeps_address(val[d->destroys]))
+        return 0;
+    return shim_range_remove(val[d->destroys], out) == 0;
+}
+
 /* What a call made or destroyed, in the client's own mirror: ranges (so that copies and
  * pointer queries know them) and the handles the client knows itself. */
 static void record(const struct shim_call *d, const uint64_t *val, void *const *ptr)
@@ -313,15 +331,8 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
         if (i == d->destroys) {
-            struct shim_range rg;
-            /* Graph memory keeps its address after a free outside its graph (its graph
-             * allocates it again at the next launch); the server's table decides. */
-            if (p->kind == SHIM_PK_DPTR && shim_range_find(val[i], 1, &rg) == 0 &&
-                rg.base == val[i] && rg.kind == SHIM_HT_MEM_GRAPHMEM)
-                continue;
-            if (p->kind == SHIM_PK_DPTR)
-                shim_range_remove(val[i], NULL);
-            else
+            /* Device memory left the mirror before the call (take_range). */
+            if (p->kind != SHIM_PK_DPTR)
                 shim_known_remove(p->htype, val[i]);
             continue;
         }
@@ -440,9 +451,15 @@ CUresult shim_forward(int id, const void *const *argv)
      * when another process may act on it at once (its hook says). */
     int reply = d->cls == SHIM_SYNC || host || (hook && hook->wait && hook->wait(args));
     unsigned flags = (d->flags & SHIM_CF_PTDS) ? CHAN_RF_PTDS : 0;
+    /* Memory being freed leaves the mirror before the server frees it: once freed, the
+     * driver may hand the address to another thread of this process at once, whose new
+     * range must not find this one still there (the mirror refuses overlaps, and the new
+     * range would then be missing: copies to it refused). Put back if the call fails. */
+    struct shim_range taken;
+    int took = d->destroys >= 0 && take_range(d, val, &taken);
     struct shim_req q;
     if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS)
-        return r;
+        goto failed;
     chan_pack_call(d, args, q.payload, cap, &reply_len, &r);
     shim_req_send(&q);
     if (reply) {
@@ -453,7 +470,7 @@ CUresult shim_forward(int id, const void *const *argv)
             /* The driver's report of why, where the call has one (always-out:). */
             if (len)
                 chan_unpack_reply(d, args, data, len, &keep, SHIM_PF_ON_ERROR);
-            return r;
+            goto failed;
         }
         chan_unpack_reply(d, args, data, len, &keep, 0);
     }
@@ -461,4 +478,8 @@ CUresult shim_forward(int id, const void *const *argv)
     if (hook && hook->after)
         hook->after(args);
     return CUDA_SUCCESS;
+failed:
+    if (took)
+        shim_range_add(&taken);
+    return r;
 }

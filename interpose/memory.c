@@ -108,11 +108,14 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
+    /* Out of the mirror before the server frees it (as in shim_forward): another thread
+     * may be given the address as soon as it is free. */
+    shim_range_remove(a, NULL);
     r = shim_rpc(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
-    if (r == CUDA_SUCCESS) {
-        shim_range_remove(a, NULL);
+    if (r == CUDA_SUCCESS)
         munmap(p, rg.mapped);
-    }
+    else
+        shim_range_add(&rg);
     return r;
 }
 
