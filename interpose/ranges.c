@@ -12,11 +12,30 @@
 static pthread_rwlock_t ranges_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct chan_ranges ranges = {.elem = sizeof(struct shim_range)};
 
+struct within_args {
+    uint64_t base, size;
+};
+
+/* The entry overlaps [base, base + size) (compared without computing an end). */
+static int overlaps(void *e, void *arg)
+{
+    const struct shim_range *r = e;
+    const struct within_args *a = arg;
+    return r->base >= a->base ? r->base - a->base < a->size : a->base - r->base < r->size;
+}
+
 void shim_range_add(const struct shim_range *r)
 {
+    struct within_args a = {.base = r->base, .size = r->size};
     pthread_rwlock_wrlock(&ranges_lock);
-    /* Out of memory (or an overlap the server would have refused): without the mirror the
-     * server still checks; copies then go staged. */
+    /* What overlaps a range the server has just given this process is stale (the server's
+     * table decides, and it gave out nothing overlapping anything live): a record whose
+     * memory went without the mirror hearing (graph memory of a graph destroyed since,
+     * which keeps no owner here). Left in place, it would keep the new range out, and
+     * copies to the new memory would be refused. */
+    if (r->size)
+        chan_ranges_filter(&ranges, overlaps, &a);
+    /* Out of memory: without the mirror the server still checks; copies then go staged. */
     (void)chan_ranges_add(&ranges, r);
     pthread_rwlock_unlock(&ranges_lock);
 }
@@ -62,10 +81,6 @@ void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_
     chan_ranges_filter(&ranges, dropped, &a);
     pthread_rwlock_unlock(&ranges_lock);
 }
-
-struct within_args {
-    uint64_t base, size;
-};
 
 static int inside(void *e, void *arg)
 {
