@@ -13,7 +13,9 @@
  * driver does not hand out memory (or an event) again under work still queued on it.
  * A kernel node's function is listed too (a module the client unloaded may give its
  * function's handle to another client's module); its parameters are not, being no pointers
- * the server can check, as with any launch (the README says so).
+ * the server can check, as with any launch (the README says so). So are the words of
+ * stream memory operations a capture made into batch nodes (the driver captures them; the
+ * CPU test driver does not).
  *
  * The check costs nothing in the steady state: a list found good stays good until the
  * client lets go of some object (c->forgotten, counted by the registry), so a loop of
@@ -171,6 +173,28 @@ static void add_memcpy(struct srv_obj *x, uint64_t node, const CUDA_MEMCPY3D *p)
              p->dstY, p->dstZ, p->dstPitch, p->dstHeight, p);
 }
 
+/* A batch of stream memory operations (a captured cuStreamWaitValue32 or WriteValue64,
+ * say): the words they wait on or write, except those in the client's own segment, which
+ * the server's host node pairs wait on (hostfn.c). */
+static void add_memops(struct srv_client *c, struct srv_obj *x, uint64_t node,
+                       const CUDA_BATCH_MEM_OP_NODE_PARAMS *p)
+{
+    for (unsigned i = 0; p->paramArray && i < p->count; i++) {
+        const CUstreamBatchMemOpParams *op = &p->paramArray[i];
+        uint64_t addr, bytes;
+        switch (op->operation) {
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32: addr = op->waitValue.address; bytes = 4; break;
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64: addr = op->waitValue.address; bytes = 8; break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32: addr = op->writeValue.address; bytes = 4; break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64: addr = op->writeValue.address; bytes = 8; break;
+        default: continue; /* flushes and barriers name no memory */
+        }
+        if (c->shm_dptr && addr >= c->shm_dptr && addr - c->shm_dptr < c->shm_size)
+            continue;
+        add(x, node, REF_MEM, addr, bytes);
+    }
+}
+
 /* Adds what graph g's nodes name, under `top` (0: each top-level node is its own key). */
 static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t top, int depth)
 {
@@ -190,6 +214,7 @@ static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t to
         CUDA_MEMCPY3D cp;
         CUDA_MEM_ALLOC_NODE_PARAMS ap;
         CUDA_KERNEL_NODE_PARAMS kp;
+        CUDA_BATCH_MEM_OP_NODE_PARAMS bp;
         CUevent ev;
         CUgraph child;
         CUresult r = DRV(cuGraphNodeGetType)(v[i], &t);
@@ -224,12 +249,17 @@ static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t to
             if ((r = DRV(cuGraphKernelNodeGetParams_v2)(v[i], &kp)) == CUDA_SUCCESS)
                 add_func(c, x, key, (uint64_t)(uintptr_t)kp.func, (uint64_t)(uintptr_t)kp.kern);
             break;
+        case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+            memset(&bp, 0, sizeof(bp));
+            if ((r = DRV(cuGraphBatchMemOpNodeGetParams)(v[i], &bp)) == CUDA_SUCCESS)
+                add_memops(c, x, key, &bp);
+            break;
         case CU_GRAPH_NODE_TYPE_GRAPH:
             if ((r = DRV(cuGraphChildGraphNodeGetGraph)(v[i], &child)) == CUDA_SUCCESS)
                 walk(c, x, child, key, depth + 1);
             break;
         default:
-            break; /* host, empty, free nodes; the server's own batch waits */
+            break; /* host, empty, free nodes */
         }
         if (r != CUDA_SUCCESS)
             set_unknown(x);
