@@ -385,7 +385,7 @@ static CUresult launch_before(struct srv_client *c, struct srv_call *k)
                 (int)c->pid, srv_errname(r),
                 r == CUDA_ERROR_INVALID_VALUE    ? "memory the client no longer holds"
                 : r == CUDA_ERROR_NOT_SUPPORTED ? "what the server could not list"
-                                                : "an event, array or function the client no longer holds");
+                                                : "an event, array or function no longer its own");
     }
     return r;
 }

@@ -45,8 +45,8 @@ struct handles {
     uint64_t dptr, pitched, pitch, managed, pinned, registered, pooled;
     uint64_t array, mip, tex, stream, event;
     uint64_t module, func, library, kernel;
-    uint64_t graph, exec, n_memset, n_kernel, n_memcpy, n_host, n_record, n_wait, n_child,
-        n_empty, n_alloc, n_free, graphmem;
+    uint64_t graph, exec, n_memset, n_kernel, n_memcpy, n_host, n_record, n_wait, n_child, n_empty,
+        n_alloc, n_free, graphmem;
     uint64_t reserved, mapped, vmm;
     CUipcMemHandle ipc_mem;
     CUipcEventHandle ipc_ev;
@@ -118,8 +118,8 @@ static CUgraphNodeParams params_of(CUgraphNodeType t)
 
 static CUDA_MEMSET_NODE_PARAMS memset_u32(CUdeviceptr dst, unsigned value)
 {
-    CUDA_MEMSET_NODE_PARAMS m = {.dst = dst, .value = value, .elementSize = 4, .width = GWORDS,
-                                 .height = 1};
+    CUDA_MEMSET_NODE_PARAMS m = {
+        .dst = dst, .value = value, .elementSize = 4, .width = GWORDS, .height = 1};
     return m;
 }
 
@@ -187,8 +187,8 @@ static void b_setup(struct mine *m)
     CHECK(cuStreamCreate(&m->s, CU_STREAM_NON_BLOCKING));
     CHECK(cuEventCreate(&m->ev, CU_EVENT_DEFAULT));
     CHECK(cuEventCreate(&m->ev2, CU_EVENT_DEFAULT));
-    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT,
-                                  .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR ad = {
+        .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CHECK(cuArray3DCreate(&m->arr, &ad));
     m->n = GWORDS;
     m->args[0] = &m->mem;
@@ -235,24 +235,32 @@ static void b_managed(const struct handles *h, struct mine *m)
     CUdeviceptr am = (CUdeviceptr)h->managed;
     CUmemLocation dloc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
     CUresult (*prefetch_v1)(CUdeviceptr, size_t, CUdevice, CUstream) =
-        (CUresult(*)(CUdeviceptr, size_t, CUdevice, CUstream))old_entry("cuMemPrefetchAsync", 11000);
+        (CUresult(*)(CUdeviceptr, size_t, CUdevice, CUstream))old_entry("cuMemPrefetchAsync",
+                                                                        11000);
     CUresult (*advise_v1)(CUdeviceptr, size_t, CUmem_advise, CUdevice) =
         (CUresult(*)(CUdeviceptr, size_t, CUmem_advise, CUdevice))old_entry("cuMemAdvise", 11000);
-    REFUSED(cuMemPrefetchAsync(am, BYTES, dloc, 0, NULL), "cuMemPrefetchAsync_v2 of A's managed memory");
+    REFUSED(cuMemPrefetchAsync(am, BYTES, dloc, 0, NULL),
+            "cuMemPrefetchAsync_v2 of A's managed memory");
     REFUSED(prefetch_v1(am, BYTES, 0, NULL), "cuMemPrefetchAsync of A's managed memory");
-    REFUSED(cuMemAdvise(am, BYTES, CU_MEM_ADVISE_SET_READ_MOSTLY, dloc), "cuMemAdvise_v2 on A's managed memory");
-    REFUSED(advise_v1(am, BYTES, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, 0), "cuMemAdvise on A's managed memory");
+    REFUSED(cuMemAdvise(am, BYTES, CU_MEM_ADVISE_SET_READ_MOSTLY, dloc),
+            "cuMemAdvise_v2 on A's managed memory");
+    REFUSED(advise_v1(am, BYTES, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, 0),
+            "cuMemAdvise on A's managed memory");
     int v = 0;
     REFUSED(cuMemRangeGetAttribute(&v, sizeof v, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, am, BYTES),
             "cuMemRangeGetAttribute of A's managed memory");
     void *data[1] = {&v};
     size_t sizes[1] = {sizeof v};
     CUmem_range_attribute attrs[1] = {CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY};
-    REFUSED(cuMemRangeGetAttributes(data, sizes, attrs, 1, am, BYTES), "cuMemRangeGetAttributes of A's managed memory");
+    REFUSED(cuMemRangeGetAttributes(data, sizes, attrs, 1, am, BYTES),
+            "cuMemRangeGetAttributes of A's managed memory");
     unsigned um = 0;
-    REFUSED(cuPointerGetAttribute(&um, CU_POINTER_ATTRIBUTE_IS_MANAGED, am), "cuPointerGetAttribute IS_MANAGED of A's managed memory");
-    REFUSED(cuStreamAttachMemAsync(m->s, am, 0, CU_MEM_ATTACH_SINGLE), "cuStreamAttachMemAsync of A's managed memory");
-    REFUSED(cuStreamAttachMemAsync(NULL, am, 0, CU_MEM_ATTACH_GLOBAL), "cuStreamAttachMemAsync of A's managed memory, global");
+    REFUSED(cuPointerGetAttribute(&um, CU_POINTER_ATTRIBUTE_IS_MANAGED, am),
+            "cuPointerGetAttribute IS_MANAGED of A's managed memory");
+    REFUSED(cuStreamAttachMemAsync(m->s, am, 0, CU_MEM_ATTACH_SINGLE),
+            "cuStreamAttachMemAsync of A's managed memory");
+    REFUSED(cuStreamAttachMemAsync(NULL, am, 0, CU_MEM_ATTACH_GLOBAL),
+            "cuStreamAttachMemAsync of A's managed memory, global");
     CUdeviceptr base;
     size_t size;
     REFUSED(cuMemGetAddressRange(&base, &size, am), "cuMemGetAddressRange of A's managed memory");
@@ -281,8 +289,7 @@ static void b_register_at(uint64_t addr, size_t bytes, const char *what)
     snprintf(line, sizeof line, "cuMemHostRegister of B's pages at %s", what);
     CUresult r = cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_DEVICEMAP);
     refused(r, "cuMemHostRegister", line, __LINE__);
-    if (r == CUDA_SUCCESS)
-        CHECK(cuMemHostUnregister(p));
+    if (r == CUDA_SUCCESS) CHECK(cuMemHostUnregister(p));
     REQUIRE(t_bytes_mismatch(p, bytes, 0xb0) == SIZE_MAX, "B: its pages changed by a refusal");
     munmap(p, bytes);
 }
@@ -293,18 +300,22 @@ static void b_host(const struct handles *h, struct mine *m)
     CUdeviceptr dp;
     unsigned flags;
     REFUSED(cuMemFreeHost(ap), "cuMemFreeHost of A's pinned memory");
-    REFUSED(cuMemHostGetDevicePointer(&dp, ap, 0), "cuMemHostGetDevicePointer of A's pinned memory");
+    REFUSED(cuMemHostGetDevicePointer(&dp, ap, 0),
+            "cuMemHostGetDevicePointer of A's pinned memory");
     REFUSED(cuMemHostGetFlags(&flags, ap), "cuMemHostGetFlags of A's pinned memory");
     REFUSED(cuMemHostUnregister(ar), "cuMemHostUnregister of A's registered memory");
-    REFUSED(cuMemHostGetDevicePointer(&dp, ar, 0), "cuMemHostGetDevicePointer of A's registered memory");
+    REFUSED(cuMemHostGetDevicePointer(&dp, ar, 0),
+            "cuMemHostGetDevicePointer of A's registered memory");
     REFUSED(cuMemHostGetFlags(&flags, ar), "cuMemHostGetFlags of A's registered memory");
     void *hp = NULL;
     REFUSED(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)h->pinned),
             "cuPointerGetAttribute HOST_POINTER of A's pinned memory");
     REFUSED(cuMemsetD8((CUdeviceptr)h->pinned, 0, 4096), "cuMemsetD8 on A's pinned memory");
     REFUSED(cuMemsetD8((CUdeviceptr)h->registered, 0, 4096), "cuMemsetD8 on A's registered memory");
-    REFUSED(cuMemcpyDtoD(m->mem, (CUdeviceptr)h->pinned, 4096), "cuMemcpyDtoD from A's pinned memory");
-    REFUSED(cuMemcpyDtoD((CUdeviceptr)h->registered, m->mem, 4096), "cuMemcpyDtoD to A's registered memory");
+    REFUSED(cuMemcpyDtoD(m->mem, (CUdeviceptr)h->pinned, 4096),
+            "cuMemcpyDtoD from A's pinned memory");
+    REFUSED(cuMemcpyDtoD((CUdeviceptr)h->registered, m->mem, 4096),
+            "cuMemcpyDtoD to A's registered memory");
     b_register_at(h->registered, REG_BYTES, "A's registered address");
     b_register_at(h->pinned, 1 << 16, "A's pinned address");
     b_alive(m->mem, "host memory");
@@ -322,7 +333,8 @@ static void b_graphmem(const struct handles *h, struct mine *m)
     ap.poolProps.location.id = 0;
     ap.bytesize = 4096;
     REFUSED(cuGraphAddMemAllocNode(&n, ag, NULL, 0, &ap), "cuGraphAddMemAllocNode to A's graph");
-    REFUSED(cuGraphAddMemFreeNode(&n, m->g, NULL, 0, gm), "cuGraphAddMemFreeNode of A's graph memory");
+    REFUSED(cuGraphAddMemFreeNode(&n, m->g, NULL, 0, gm),
+            "cuGraphAddMemFreeNode of A's graph memory");
     CUDA_MEM_ALLOC_NODE_PARAMS got;
     REFUSED(cuGraphMemAllocNodeGetParams((CUgraphNode)(uintptr_t)h->n_alloc, &got),
             "cuGraphMemAllocNodeGetParams of A's node");
@@ -333,11 +345,13 @@ static void b_graphmem(const struct handles *h, struct mine *m)
     REFUSED(cuMemFree(gm), "cuMemFree of A's graph memory");
     REFUSED(cuMemsetD8(gm, 0, 4096), "cuMemsetD8 on A's graph memory");
     CUDA_MEMSET_NODE_PARAMS ms = memset_u32(gm, 7);
-    REFUSED(cuGraphAddMemsetNode(&n, m->g, NULL, 0, &ms, m->ctx), "a memset node on A's graph memory");
+    REFUSED(cuGraphAddMemsetNode(&n, m->g, NULL, 0, &ms, m->ctx),
+            "a memset node on A's graph memory");
     /* Garbage in a struct member the server must not read: access descriptors. */
     ap.accessDescs = (CUmemAccessDesc *)(uintptr_t)0x1000;
     ap.accessDescCount = 1;
-    REFUSED(cuGraphAddMemAllocNode(&n, m->g, NULL, 0, &ap), "an allocation node with access descriptors anywhere");
+    REFUSED(cuGraphAddMemAllocNode(&n, m->g, NULL, 0, &ap),
+            "an allocation node with access descriptors anywhere");
     b_alive(m->mem, "graph memory");
 }
 
@@ -350,8 +364,9 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
     CUdeviceptr ad = (CUdeviceptr)h->dptr;
     CUgraphNode ak = (CUgraphNode)(uintptr_t)h->n_kernel, ams = (CUgraphNode)(uintptr_t)h->n_memset,
                 amc = (CUgraphNode)(uintptr_t)h->n_memcpy, ah = (CUgraphNode)(uintptr_t)h->n_host,
-                arec = (CUgraphNode)(uintptr_t)h->n_record, await = (CUgraphNode)(uintptr_t)h->n_wait,
-                ach = (CUgraphNode)(uintptr_t)h->n_child, aem = (CUgraphNode)(uintptr_t)h->n_empty;
+                arec = (CUgraphNode)(uintptr_t)h->n_record,
+                await = (CUgraphNode)(uintptr_t)h->n_wait, ach = (CUgraphNode)(uintptr_t)h->n_child,
+                aem = (CUgraphNode)(uintptr_t)h->n_empty;
     CUgraphNode n;
 
     /* Kernel nodes. */
@@ -365,12 +380,15 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
     REFUSED(cuGraphKernelNodeSetParams(ak, &kp), "cuGraphKernelNodeSetParams of A's node");
     REFUSED(cuGraphKernelNodeGetParams(ak, &got), "cuGraphKernelNodeGetParams of A's node");
     kp.func = af;
-    REFUSED(cuGraphKernelNodeSetParams(m->n_kernel, &kp), "cuGraphKernelNodeSetParams to A's function");
+    REFUSED(cuGraphKernelNodeSetParams(m->n_kernel, &kp),
+            "cuGraphKernelNodeSetParams to A's function");
     REFUSED(cuGraphExecKernelNodeSetParams(m->exec, m->n_kernel, &kp),
             "cuGraphExecKernelNodeSetParams to A's function");
     kp.func = m->inc;
-    REFUSED(cuGraphExecKernelNodeSetParams(ae, ak, &kp), "cuGraphExecKernelNodeSetParams in A's exec");
-    REFUSED(cuGraphKernelNodeCopyAttributes(m->n_kernel, ak), "cuGraphKernelNodeCopyAttributes from A's node");
+    REFUSED(cuGraphExecKernelNodeSetParams(ae, ak, &kp),
+            "cuGraphExecKernelNodeSetParams in A's exec");
+    REFUSED(cuGraphKernelNodeCopyAttributes(m->n_kernel, ak),
+            "cuGraphKernelNodeCopyAttributes from A's node");
     CUkernelNodeAttrValue av;
     memset(&av, 0, sizeof av);
     REFUSED(cuGraphKernelNodeGetAttribute(ak, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &av),
@@ -383,7 +401,8 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
             "a kernel node attribute naming A's event (programmatic)");
     memset(&av, 0, sizeof av);
     av.launchCompletionEvent.event = aev;
-    REFUSED(cuGraphKernelNodeSetAttribute(m->n_kernel, CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT, &av),
+    REFUSED(cuGraphKernelNodeSetAttribute(m->n_kernel, CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT,
+                                          &av),
             "a kernel node attribute naming A's event (launch completion)");
 
     /* Memset and memcpy nodes: A's nodes, and B's naming A's memory or memory anywhere. */
@@ -397,31 +416,38 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
     ms.pitch = h->pitch;
     ms.height = 2;
     ms.width = PITCH_W / 4;
-    REFUSED(cuGraphAddMemsetNode(&n, m->g, NULL, 0, &ms, m->ctx), "a 2D memset node on A's pitched memory");
+    REFUSED(cuGraphAddMemsetNode(&n, m->g, NULL, 0, &ms, m->ctx),
+            "a 2D memset node on A's pitched memory");
     ms = memset_u32(m->mem, 3);
     ms.pitch = h->pitched - m->mem; /* the second row lands in A's memory */
     ms.height = 2;
-    REFUSED(cuGraphAddMemsetNode(&n, m->g, NULL, 0, &ms, m->ctx), "a 2D memset node whose pitch reaches A's memory");
+    REFUSED(cuGraphAddMemsetNode(&n, m->g, NULL, 0, &ms, m->ctx),
+            "a 2D memset node whose pitch reaches A's memory");
     CUDA_MEMCPY3D cp = copy_d2d(m->mem2, m->mem, 4096), cpg;
     REFUSED(cuGraphMemcpyNodeSetParams(amc, &cp), "cuGraphMemcpyNodeSetParams of A's node");
     REFUSED(cuGraphMemcpyNodeGetParams(amc, &cpg), "cuGraphMemcpyNodeGetParams of A's node");
     cp = copy_d2d(ad, m->mem, 4096);
-    REFUSED(cuGraphMemcpyNodeSetParams(m->n_memcpy, &cp), "cuGraphMemcpyNodeSetParams onto A's memory");
+    REFUSED(cuGraphMemcpyNodeSetParams(m->n_memcpy, &cp),
+            "cuGraphMemcpyNodeSetParams onto A's memory");
     REFUSED(cuGraphExecMemcpyNodeSetParams(m->exec, m->n_memcpy, &cp, m->ctx),
             "cuGraphExecMemcpyNodeSetParams onto A's memory");
     cp = copy_d2d(m->mem2, m->mem, 4096);
     cp.srcMemoryType = CU_MEMORYTYPE_HOST;
     cp.srcHost = (const void *)(uintptr_t)h->pinned;
-    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx), "a memcpy node from A's pinned memory");
+    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx),
+            "a memcpy node from A's pinned memory");
     cp.srcHost = (const void *)(uintptr_t)0x1000;
-    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx), "a memcpy node from a host pointer anywhere");
+    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx),
+            "a memcpy node from a host pointer anywhere");
     static uint8_t pageable[4096];
     cp.srcHost = pageable;
-    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx), "a memcpy node from B's pageable memory");
+    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx),
+            "a memcpy node from B's pageable memory");
     cp = copy_d2d(m->mem2, m->mem, 4096);
     cp.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
     cp.srcDevice = (CUdeviceptr)h->managed;
-    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx), "a memcpy node from A's managed memory");
+    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx),
+            "a memcpy node from A's managed memory");
     cp = copy_d2d(m->mem2, m->mem, 4096);
     cp.dstMemoryType = CU_MEMORYTYPE_ARRAY;
     cp.dstArray = (CUarray)(uintptr_t)h->array;
@@ -434,7 +460,8 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
     REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx), "a memcpy node from A's array");
     cp = copy_d2d(m->mem2, m->mem, 4096);
     cp.srcMemoryType = (CUmemorytype)0x77;
-    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx), "a memcpy node of an unknown memory type");
+    REFUSED(cuGraphAddMemcpyNode(&n, m->g, NULL, 0, &cp, m->ctx),
+            "a memcpy node of an unknown memory type");
 
     /* Host nodes. */
     CUDA_HOST_NODE_PARAMS hp = {.fn = host_fn, .userData = NULL}, hg;
@@ -442,22 +469,28 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
     REFUSED(cuGraphHostNodeSetParams(ah, &hp), "cuGraphHostNodeSetParams of A's node");
     REFUSED(cuGraphHostNodeGetParams(ah, &hg), "cuGraphHostNodeGetParams of A's node");
     REFUSED(cuGraphExecHostNodeSetParams(ae, ah, &hp), "cuGraphExecHostNodeSetParams in A's exec");
-    REFUSED(cuGraphExecHostNodeSetParams(m->exec, ah, &hp), "cuGraphExecHostNodeSetParams of A's node in B's exec");
+    REFUSED(cuGraphExecHostNodeSetParams(m->exec, ah, &hp),
+            "cuGraphExecHostNodeSetParams of A's node in B's exec");
 
     /* Event record and wait nodes. */
     REFUSED(cuGraphAddEventRecordNode(&n, m->g, NULL, 0, aev), "an event record node of A's event");
     REFUSED(cuGraphAddEventWaitNode(&n, m->g, NULL, 0, aev), "an event wait node of A's event");
-    REFUSED(cuGraphEventRecordNodeSetEvent(m->n_record, aev), "cuGraphEventRecordNodeSetEvent to A's event");
-    REFUSED(cuGraphEventWaitNodeSetEvent(m->n_wait, aev), "cuGraphEventWaitNodeSetEvent to A's event");
-    REFUSED(cuGraphEventRecordNodeSetEvent(arec, m->ev), "cuGraphEventRecordNodeSetEvent of A's node");
+    REFUSED(cuGraphEventRecordNodeSetEvent(m->n_record, aev),
+            "cuGraphEventRecordNodeSetEvent to A's event");
+    REFUSED(cuGraphEventWaitNodeSetEvent(m->n_wait, aev),
+            "cuGraphEventWaitNodeSetEvent to A's event");
+    REFUSED(cuGraphEventRecordNodeSetEvent(arec, m->ev),
+            "cuGraphEventRecordNodeSetEvent of A's node");
     REFUSED(cuGraphEventWaitNodeSetEvent(await, m->ev), "cuGraphEventWaitNodeSetEvent of A's node");
-    REFUSED(cuGraphEventRecordNodeGetEvent(arec, &ev), "cuGraphEventRecordNodeGetEvent of A's node");
+    REFUSED(cuGraphEventRecordNodeGetEvent(arec, &ev),
+            "cuGraphEventRecordNodeGetEvent of A's node");
     REFUSED(cuGraphEventWaitNodeGetEvent(await, &ev), "cuGraphEventWaitNodeGetEvent of A's node");
     REFUSED(cuGraphExecEventRecordNodeSetEvent(m->exec, m->n_record, aev),
             "cuGraphExecEventRecordNodeSetEvent to A's event");
     REFUSED(cuGraphExecEventWaitNodeSetEvent(m->exec, m->n_wait, aev),
             "cuGraphExecEventWaitNodeSetEvent to A's event");
-    REFUSED(cuGraphExecEventRecordNodeSetEvent(ae, arec, m->ev), "cuGraphExecEventRecordNodeSetEvent in A's exec");
+    REFUSED(cuGraphExecEventRecordNodeSetEvent(ae, arec, m->ev),
+            "cuGraphExecEventRecordNodeSetEvent in A's exec");
 
     /* Child graph and empty nodes. */
     REFUSED(cuGraphAddChildGraphNode(&n, m->g, NULL, 0, ag), "a child graph node of A's graph");
@@ -465,7 +498,8 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
     REFUSED(cuGraphChildGraphNodeGetGraph(ach, &cg), "cuGraphChildGraphNodeGetGraph of A's node");
     REFUSED(cuGraphExecChildGraphNodeSetParams(m->exec, m->n_child, ag),
             "cuGraphExecChildGraphNodeSetParams to A's graph");
-    REFUSED(cuGraphExecChildGraphNodeSetParams(ae, ach, m->g), "cuGraphExecChildGraphNodeSetParams in A's exec");
+    REFUSED(cuGraphExecChildGraphNodeSetParams(ae, ach, m->g),
+            "cuGraphExecChildGraphNodeSetParams in A's exec");
     REFUSED(cuGraphAddEmptyNode(&n, m->g, &aem, 1), "an empty node depending on A's empty node");
 
     /* The generic forms, each naming A's object in its union. */
@@ -477,30 +511,38 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
     p.memset.height = 1;
     p.memset.ctx = m->ctx;
     REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p), "cuGraphAddNode, a memset of A's memory");
-    REFUSED(cuGraphNodeSetParams(m->n_memset, &p), "cuGraphNodeSetParams, a memset onto A's memory");
-    REFUSED(cuGraphExecNodeSetParams(m->exec, m->n_memset, &p), "cuGraphExecNodeSetParams, a memset onto A's memory");
+    REFUSED(cuGraphNodeSetParams(m->n_memset, &p),
+            "cuGraphNodeSetParams, a memset onto A's memory");
+    REFUSED(cuGraphExecNodeSetParams(m->exec, m->n_memset, &p),
+            "cuGraphExecNodeSetParams, a memset onto A's memory");
     p.memset.dst = m->mem;
     REFUSED(cuGraphNodeSetParams(ams, &p), "cuGraphNodeSetParams of A's memset node");
     REFUSED(cuGraphExecNodeSetParams(ae, ams, &p), "cuGraphExecNodeSetParams of A's memset node");
     p = params_of(CU_GRAPH_NODE_TYPE_MEMCPY);
     p.memcpy.copyCtx = m->ctx;
     p.memcpy.copyParams = copy_d2d(m->mem2, ad, 4096);
-    REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p), "cuGraphAddNode, a memcpy from A's memory");
-    REFUSED(cuGraphNodeSetParams(m->n_memcpy, &p), "cuGraphNodeSetParams, a memcpy from A's memory");
+    REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p),
+            "cuGraphAddNode, a memcpy from A's memory");
+    REFUSED(cuGraphNodeSetParams(m->n_memcpy, &p),
+            "cuGraphNodeSetParams, a memcpy from A's memory");
     p = params_of(CU_GRAPH_NODE_TYPE_KERNEL);
     p.kernel.func = af;
     p.kernel.gridDimX = p.kernel.gridDimY = p.kernel.gridDimZ = 1;
     p.kernel.blockDimX = 32;
     p.kernel.blockDimY = p.kernel.blockDimZ = 1;
     p.kernel.kernelParams = m->args;
-    REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p), "cuGraphAddNode, a kernel of A's function");
-    REFUSED(cuGraphNodeSetParams(m->n_kernel, &p), "cuGraphNodeSetParams, a kernel of A's function");
-    REFUSED(cuGraphExecNodeSetParams(m->exec, m->n_kernel, &p), "cuGraphExecNodeSetParams, a kernel of A's function");
+    REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p),
+            "cuGraphAddNode, a kernel of A's function");
+    REFUSED(cuGraphNodeSetParams(m->n_kernel, &p),
+            "cuGraphNodeSetParams, a kernel of A's function");
+    REFUSED(cuGraphExecNodeSetParams(m->exec, m->n_kernel, &p),
+            "cuGraphExecNodeSetParams, a kernel of A's function");
     p = params_of(CU_GRAPH_NODE_TYPE_EVENT_RECORD);
     p.eventRecord.event = aev;
     REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p), "cuGraphAddNode, a record of A's event");
     REFUSED(cuGraphNodeSetParams(m->n_record, &p), "cuGraphNodeSetParams, a record of A's event");
-    REFUSED(cuGraphExecNodeSetParams(m->exec, m->n_record, &p), "cuGraphExecNodeSetParams, a record of A's event");
+    REFUSED(cuGraphExecNodeSetParams(m->exec, m->n_record, &p),
+            "cuGraphExecNodeSetParams, a record of A's event");
     p = params_of(CU_GRAPH_NODE_TYPE_WAIT_EVENT);
     p.eventWait.event = aev;
     REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p), "cuGraphAddNode, a wait on A's event");
@@ -508,13 +550,16 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
     p = params_of(CU_GRAPH_NODE_TYPE_GRAPH);
     p.graph.graph = ag;
     REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p), "cuGraphAddNode, a child graph of A's");
-    REFUSED(cuGraphExecNodeSetParams(m->exec, m->n_child, &p), "cuGraphExecNodeSetParams, a child graph of A's");
+    REFUSED(cuGraphExecNodeSetParams(m->exec, m->n_child, &p),
+            "cuGraphExecNodeSetParams, a child graph of A's");
     p = params_of(CU_GRAPH_NODE_TYPE_MEM_FREE);
     p.free.dptr = (CUdeviceptr)h->graphmem;
-    REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p), "cuGraphAddNode, a free of A's graph memory");
+    REFUSED(cuGraphAddNode(&n, m->g, NULL, NULL, 0, &p),
+            "cuGraphAddNode, a free of A's graph memory");
     p = params_of(CU_GRAPH_NODE_TYPE_HOST);
     p.host.fn = host_fn;
-    REFUSED(cuGraphAddNode(&n, ag, NULL, NULL, 0, &p), "cuGraphAddNode of a host node to A's graph");
+    REFUSED(cuGraphAddNode(&n, ag, NULL, NULL, 0, &p),
+            "cuGraphAddNode of a host node to A's graph");
     REFUSED(cuGraphNodeSetParams(ah, &p), "cuGraphNodeSetParams of A's host node");
     p = params_of(CU_GRAPH_NODE_TYPE_EMPTY);
     REFUSED(cuGraphAddNode(&n, m->g, &ak, NULL, 1, &p), "cuGraphAddNode depending on A's node");
@@ -523,15 +568,20 @@ static void b_graph_nodes(const struct handles *h, struct mine *m)
 
     /* Edges, whole graphs, execs. */
     REFUSED(cuGraphAddDependencies(ag, &ams, &aem, NULL, 1), "cuGraphAddDependencies in A's graph");
-    REFUSED(cuGraphRemoveDependencies(ag, &ams, &ak, NULL, 1), "cuGraphRemoveDependencies in A's graph");
-    REFUSED(cuGraphAddDependencies(m->g, &m->n_host, &ak, NULL, 1), "cuGraphAddDependencies to A's node");
-    REFUSED(cuGraphRemoveDependencies(m->g, &ams, &ak, NULL, 1), "cuGraphRemoveDependencies of A's nodes in B's graph");
+    REFUSED(cuGraphRemoveDependencies(ag, &ams, &ak, NULL, 1),
+            "cuGraphRemoveDependencies in A's graph");
+    REFUSED(cuGraphAddDependencies(m->g, &m->n_host, &ak, NULL, 1),
+            "cuGraphAddDependencies to A's node");
+    REFUSED(cuGraphRemoveDependencies(m->g, &ams, &ak, NULL, 1),
+            "cuGraphRemoveDependencies of A's nodes in B's graph");
     size_t count = 0;
     REFUSED(cuGraphGetNodes(ag, NULL, &count), "cuGraphGetNodes of A's graph");
     REFUSED(cuGraphGetRootNodes(ag, NULL, &count), "cuGraphGetRootNodes of A's graph");
     REFUSED(cuGraphGetEdges(ag, NULL, NULL, NULL, &count), "cuGraphGetEdges of A's graph");
-    REFUSED(cuGraphNodeGetDependencies(ak, NULL, NULL, &count), "cuGraphNodeGetDependencies of A's node");
-    REFUSED(cuGraphNodeGetDependentNodes(ak, NULL, NULL, &count), "cuGraphNodeGetDependentNodes of A's node");
+    REFUSED(cuGraphNodeGetDependencies(ak, NULL, NULL, &count),
+            "cuGraphNodeGetDependencies of A's node");
+    REFUSED(cuGraphNodeGetDependentNodes(ak, NULL, NULL, &count),
+            "cuGraphNodeGetDependentNodes of A's node");
     REFUSED(cuGraphClone(&clone, ag), "cuGraphClone of A's graph");
     CHECK(cuGraphClone(&clone, m->g));
     REFUSED(cuGraphNodeFindInClone(&n, ak, clone), "cuGraphNodeFindInClone of A's node");
@@ -601,12 +651,13 @@ static void b_textures(const struct handles *h, struct mine *m)
     memset(&rd, 0, sizeof rd);
     rd.resType = CU_RESOURCE_TYPE_ARRAY;
     rd.res.array.hArray = (CUarray)(uintptr_t)h->array;
-    CUDA_RESOURCE_VIEW_DESC vd = {.format = CU_RES_VIEW_FORMAT_FLOAT_1X32, .width = 32,
-                                  .height = 32, .depth = 0};
+    CUDA_RESOURCE_VIEW_DESC vd = {
+        .format = CU_RES_VIEW_FORMAT_FLOAT_1X32, .width = 32, .height = 32, .depth = 0};
     REFUSED(cuTexObjectCreate(&t, &rd, &td, &vd), "a texture with a view over A's array");
     CUDA_TEXTURE_DESC tdo;
     CUDA_RESOURCE_VIEW_DESC vdo;
-    REFUSED(cuTexObjectGetTextureDesc(&tdo, (CUtexObject)h->tex), "cuTexObjectGetTextureDesc of A's texture");
+    REFUSED(cuTexObjectGetTextureDesc(&tdo, (CUtexObject)h->tex),
+            "cuTexObjectGetTextureDesc of A's texture");
     REFUSED(cuTexObjectGetResourceViewDesc(&vdo, (CUtexObject)h->tex),
             "cuTexObjectGetResourceViewDesc of A's texture");
     b_alive(m->mem, "textures and surfaces");
@@ -619,25 +670,33 @@ static void b_ipc(const struct handles *h, struct mine *m)
     CUdeviceptr p;
     CUevent ev;
     REFUSED(cuIpcGetMemHandle(&mh, (CUdeviceptr)h->dptr), "cuIpcGetMemHandle of A's memory");
-    REFUSED(cuIpcGetEventHandle(&eh, (CUevent)(uintptr_t)h->event), "cuIpcGetEventHandle of A's event");
-    REFUSED(cuIpcCloseMemHandle((CUdeviceptr)h->dptr), "cuIpcCloseMemHandle of A's memory, never opened");
+    REFUSED(cuIpcGetEventHandle(&eh, (CUevent)(uintptr_t)h->event),
+            "cuIpcGetEventHandle of A's event");
+    REFUSED(cuIpcCloseMemHandle((CUdeviceptr)h->dptr),
+            "cuIpcCloseMemHandle of A's memory, never opened");
     CHECK(cuIpcGetMemHandle(&mh, m->mem));
-    REFUSED(cuIpcOpenMemHandle(&p, mh, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle of its own handle");
+    REFUSED(cuIpcOpenMemHandle(&p, mh, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            "cuIpcOpenMemHandle of its own handle");
     memset(&forged, 0, sizeof forged);
-    REFUSED(cuIpcOpenMemHandle(&p, forged, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle of a zero handle");
+    REFUSED(cuIpcOpenMemHandle(&p, forged, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            "cuIpcOpenMemHandle of a zero handle");
     memset(&forged, 0x5a, sizeof forged);
-    REFUSED(cuIpcOpenMemHandle(&p, forged, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle of a made-up handle");
+    REFUSED(cuIpcOpenMemHandle(&p, forged, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            "cuIpcOpenMemHandle of a made-up handle");
     for (size_t i = 0; i < sizeof forged; i++)
         forged.reserved[i] = (char)~h->ipc_mem.reserved[i];
-    REFUSED(cuIpcOpenMemHandle(&p, forged, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle of A's handle inverted");
+    REFUSED(cuIpcOpenMemHandle(&p, forged, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            "cuIpcOpenMemHandle of A's handle inverted");
     /* The server's handle starts with what can be guessed (a tag, the server's nonce, an
      * id); the rest is a secret. A's guessable part with a made-up secret: */
     memset(&forged, 0, sizeof forged);
     memcpy(forged.reserved, h->ipc_mem.reserved, 24);
-    REFUSED(cuIpcOpenMemHandle(&p, forged, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle of A's handle with its secret guessed");
+    REFUSED(cuIpcOpenMemHandle(&p, forged, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            "cuIpcOpenMemHandle of A's handle with its secret guessed");
     memset(&fev, 0, sizeof fev);
     memcpy(fev.reserved, h->ipc_ev.reserved, 24);
-    REFUSED(cuIpcOpenEventHandle(&ev, fev), "cuIpcOpenEventHandle of A's handle with its secret guessed");
+    REFUSED(cuIpcOpenEventHandle(&ev, fev),
+            "cuIpcOpenEventHandle of A's handle with its secret guessed");
     memcpy(fev.reserved, h->ipc_mem.reserved, sizeof fev.reserved);
     REFUSED(cuIpcOpenEventHandle(&ev, fev), "cuIpcOpenEventHandle of A's memory handle");
     /* A's real handle is a grant: B opens it, but the memory stays A's to free and export. */
@@ -671,8 +730,10 @@ static void b_streams(const struct handles *h, struct mine *m)
     REFUSED(cuStreamAddCallback(as, stream_cb, NULL, 0), "cuStreamAddCallback on A's stream");
     CUstreamAttrValue sv;
     memset(&sv, 0, sizeof sv);
-    REFUSED(cuStreamGetAttribute(as, CU_STREAM_ATTRIBUTE_PRIORITY, &sv), "cuStreamGetAttribute of A's stream");
-    REFUSED(cuStreamSetAttribute(as, CU_STREAM_ATTRIBUTE_PRIORITY, &sv), "cuStreamSetAttribute of A's stream");
+    REFUSED(cuStreamGetAttribute(as, CU_STREAM_ATTRIBUTE_PRIORITY, &sv),
+            "cuStreamGetAttribute of A's stream");
+    REFUSED(cuStreamSetAttribute(as, CU_STREAM_ATTRIBUTE_PRIORITY, &sv),
+            "cuStreamSetAttribute of A's stream");
     REFUSED(cuStreamCopyAttributes(m->s, as), "cuStreamCopyAttributes from A's stream");
     memset(&sv, 0, sizeof sv);
     sv.programmaticEvent.event = aev;
@@ -680,18 +741,27 @@ static void b_streams(const struct handles *h, struct mine *m)
             "a stream attribute naming A's event");
     /* Stream memory operations, on A's memory from B's stream and on B's from A's. */
     CUresult (*wait32_v1)(CUstream, CUdeviceptr, cuuint32_t, unsigned) =
-        (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned))old_entry("cuStreamWaitValue32", 11000);
+        (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned))old_entry("cuStreamWaitValue32",
+                                                                            11000);
     CUresult (*write32_v1)(CUstream, CUdeviceptr, cuuint32_t, unsigned) =
-        (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned))old_entry("cuStreamWriteValue32", 11000);
-    REFUSED(cuStreamWaitValue32(m->s, ad, 0, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32 on A's memory");
-    REFUSED(cuStreamWaitValue64(m->s, ad, 0, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64 on A's memory");
+        (CUresult(*)(CUstream, CUdeviceptr, cuuint32_t, unsigned))old_entry("cuStreamWriteValue32",
+                                                                            11000);
+    REFUSED(cuStreamWaitValue32(m->s, ad, 0, CU_STREAM_WAIT_VALUE_GEQ),
+            "cuStreamWaitValue32 on A's memory");
+    REFUSED(cuStreamWaitValue64(m->s, ad, 0, CU_STREAM_WAIT_VALUE_GEQ),
+            "cuStreamWaitValue64 on A's memory");
     REFUSED(cuStreamWriteValue32(m->s, ad, 0xbbbbbbbbu, 0), "cuStreamWriteValue32 to A's memory");
-    REFUSED(cuStreamWriteValue64(m->s, ad, 0xbbbbbbbbbbbbbbbbull, 0), "cuStreamWriteValue64 to A's memory");
-    REFUSED(wait32_v1(m->s, ad, 0, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32 (v1) on A's memory");
+    REFUSED(cuStreamWriteValue64(m->s, ad, 0xbbbbbbbbbbbbbbbbull, 0),
+            "cuStreamWriteValue64 to A's memory");
+    REFUSED(wait32_v1(m->s, ad, 0, CU_STREAM_WAIT_VALUE_GEQ),
+            "cuStreamWaitValue32 (v1) on A's memory");
     REFUSED(write32_v1(m->s, ad, 0xbbbbbbbbu, 0), "cuStreamWriteValue32 (v1) to A's memory");
-    REFUSED(cuStreamWriteValue32(m->s, (CUdeviceptr)h->managed, 0xbbbbbbbbu, 0), "cuStreamWriteValue32 to A's managed memory");
-    REFUSED(cuStreamWriteValue32(m->s, (CUdeviceptr)h->pinned, 0xbbbbbbbbu, 0), "cuStreamWriteValue32 to A's pinned memory");
-    REFUSED(cuStreamWaitValue32(as, m->mem, 0, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32 on A's stream");
+    REFUSED(cuStreamWriteValue32(m->s, (CUdeviceptr)h->managed, 0xbbbbbbbbu, 0),
+            "cuStreamWriteValue32 to A's managed memory");
+    REFUSED(cuStreamWriteValue32(m->s, (CUdeviceptr)h->pinned, 0xbbbbbbbbu, 0),
+            "cuStreamWriteValue32 to A's pinned memory");
+    REFUSED(cuStreamWaitValue32(as, m->mem, 0, CU_STREAM_WAIT_VALUE_GEQ),
+            "cuStreamWaitValue32 on A's stream");
     REFUSED(cuStreamWriteValue32(as, m->mem, 1, 0), "cuStreamWriteValue32 on A's stream");
     CUstreamBatchMemOpParams op;
     memset(&op, 0, sizeof op);
@@ -714,7 +784,8 @@ static void b_launches(const struct handles *h, struct mine *m)
     cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.hStream = m->s;
     REFUSED(cuLaunchKernelEx(&cfg, af, m->args, NULL), "cuLaunchKernelEx of A's function");
-    REFUSED(cuLaunchKernelEx(&cfg, (CUfunction)ak, m->args, NULL), "cuLaunchKernelEx of A's library kernel");
+    REFUSED(cuLaunchKernelEx(&cfg, (CUfunction)ak, m->args, NULL),
+            "cuLaunchKernelEx of A's library kernel");
     REFUSED(cuLaunchCooperativeKernel(af, 1, 1, 1, 32, 1, 1, 0, m->s, m->args),
             "cuLaunchCooperativeKernel of A's function");
     REFUSED(cuLaunchKernel((CUfunction)ak, 1, 1, 1, 32, 1, 1, 0, m->s, m->args, NULL),
@@ -727,9 +798,12 @@ static void b_launches(const struct handles *h, struct mine *m)
     cfg.numAttrs = 1;
     REFUSED(cuLaunchKernelEx(&cfg, m->inc, m->args, NULL), "cuLaunchKernelEx recording A's event");
     int v;
-    REFUSED(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, af), "cuFuncGetAttribute of A's function");
-    REFUSED(cuFuncSetAttribute(af, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0), "cuFuncSetAttribute of A's function");
-    REFUSED(cuFuncSetCacheConfig(af, CU_FUNC_CACHE_PREFER_NONE), "cuFuncSetCacheConfig of A's function");
+    REFUSED(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, af),
+            "cuFuncGetAttribute of A's function");
+    REFUSED(cuFuncSetAttribute(af, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0),
+            "cuFuncSetAttribute of A's function");
+    REFUSED(cuFuncSetCacheConfig(af, CU_FUNC_CACHE_PREFER_NONE),
+            "cuFuncSetCacheConfig of A's function");
     CUmodule mod;
     REFUSED(cuFuncGetModule(&mod, af), "cuFuncGetModule of A's function");
     const char *name;
@@ -760,7 +834,8 @@ static void b_libraries(const struct handles *h, struct mine *m)
             "cuKernelGetAttribute of A's kernel");
     REFUSED(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0, ak, m->dev),
             "cuKernelSetAttribute of A's kernel");
-    REFUSED(cuKernelSetCacheConfig(ak, CU_FUNC_CACHE_PREFER_NONE, m->dev), "cuKernelSetCacheConfig of A's kernel");
+    REFUSED(cuKernelSetCacheConfig(ak, CU_FUNC_CACHE_PREFER_NONE, m->dev),
+            "cuKernelSetCacheConfig of A's kernel");
     REFUSED(cuKernelGetName(&name, ak), "cuKernelGetName of A's kernel");
     REFUSED(cuKernelGetParamInfo(ak, 0, &off, &size), "cuKernelGetParamInfo of A's kernel");
     CUlibrary lib;
@@ -779,7 +854,8 @@ static void b_copies(const struct handles *h, struct mine *m)
     memset(buf, 0xbb, sizeof buf);
     REFUSED(cuMemcpyPeer(m->mem, m->ctx, ad, m->ctx, 4096), "cuMemcpyPeer from A's memory");
     REFUSED(cuMemcpyPeer(ad, m->ctx, m->mem, m->ctx, 4096), "cuMemcpyPeer to A's memory");
-    REFUSED(cuMemcpyPeerAsync(ad, m->ctx, m->mem, m->ctx, 4096, m->s), "cuMemcpyPeerAsync to A's memory");
+    REFUSED(cuMemcpyPeerAsync(ad, m->ctx, m->mem, m->ctx, 4096, m->s),
+            "cuMemcpyPeerAsync to A's memory");
     REFUSED(cuMemcpyHtoDAsync(ad, buf, 4096, m->s), "cuMemcpyHtoDAsync to A's memory");
     REFUSED(cuMemcpyDtoHAsync(buf, ad, 4096, m->s), "cuMemcpyDtoHAsync from A's memory");
     REFUSED(cuMemcpyDtoDAsync(ad, m->mem, 4096, m->s), "cuMemcpyDtoDAsync to A's memory");
@@ -859,34 +935,47 @@ static void b_copies(const struct handles *h, struct mine *m)
     REFUSED(cuMemcpyDtoA(aa, 0, m->mem, 128), "cuMemcpyDtoA to A's array");
     REFUSED(cuMemcpyAtoA(m->arr, 0, aa, 0, 128), "cuMemcpyAtoA from A's array");
     REFUSED(cuMemcpyAtoA(aa, 0, m->arr, 0, 128), "cuMemcpyAtoA to A's array");
-    REFUSED(cuMemcpyAtoD(m->mem, m->arr, 32 * 32 * 4 - 64, 128), "cuMemcpyAtoD past the end of B's array");
+    REFUSED(cuMemcpyAtoD(m->mem, m->arr, 32 * 32 * 4 - 64, 128),
+            "cuMemcpyAtoD past the end of B's array");
     REFUSED(cuMemsetD16(ad, 0, 64), "cuMemsetD16 on A's memory");
     REFUSED(cuMemsetD32(ad, 0, 64), "cuMemsetD32 on A's memory");
     REFUSED(cuMemsetD2D8(apitch, h->pitch, 0, PITCH_W, 2), "cuMemsetD2D8 on A's pitched memory");
-    REFUSED(cuMemsetD2D16(apitch, h->pitch, 0, PITCH_W / 2, 2), "cuMemsetD2D16 on A's pitched memory");
-    REFUSED(cuMemsetD2D32(apitch, h->pitch, 0, PITCH_W / 4, 2), "cuMemsetD2D32 on A's pitched memory");
-    REFUSED(cuMemsetD2D8(m->mem, (size_t)(apitch - m->mem), 0, 64, 2), "cuMemsetD2D8 whose pitch reaches A's memory");
+    REFUSED(cuMemsetD2D16(apitch, h->pitch, 0, PITCH_W / 2, 2),
+            "cuMemsetD2D16 on A's pitched memory");
+    REFUSED(cuMemsetD2D32(apitch, h->pitch, 0, PITCH_W / 4, 2),
+            "cuMemsetD2D32 on A's pitched memory");
+    REFUSED(cuMemsetD2D8(m->mem, (size_t)(apitch - m->mem), 0, 64, 2),
+            "cuMemsetD2D8 whose pitch reaches A's memory");
     REFUSED(cuMemsetD16Async(ad, 0, 64, m->s), "cuMemsetD16Async on A's memory");
     REFUSED(cuMemsetD32Async(ad, 0, 64, m->s), "cuMemsetD32Async on A's memory");
-    REFUSED(cuMemsetD2D8Async(apitch, h->pitch, 0, PITCH_W, 2, m->s), "cuMemsetD2D8Async on A's pitched memory");
-    REFUSED(cuMemsetD2D32Async(apitch, h->pitch, 0, PITCH_W / 4, 2, m->s), "cuMemsetD2D32Async on A's pitched memory");
+    REFUSED(cuMemsetD2D8Async(apitch, h->pitch, 0, PITCH_W, 2, m->s),
+            "cuMemsetD2D8Async on A's pitched memory");
+    REFUSED(cuMemsetD2D32Async(apitch, h->pitch, 0, PITCH_W / 4, 2, m->s),
+            "cuMemsetD2D32Async on A's pitched memory");
     CUdeviceptr base;
     size_t size;
-    REFUSED(cuMemGetAddressRange(&base, &size, apitch), "cuMemGetAddressRange of A's pitched memory");
-    REFUSED(cuMemGetAddressRange(&base, &size, (CUdeviceptr)h->graphmem), "cuMemGetAddressRange of A's graph memory");
+    REFUSED(cuMemGetAddressRange(&base, &size, apitch),
+            "cuMemGetAddressRange of A's pitched memory");
+    REFUSED(cuMemGetAddressRange(&base, &size, (CUdeviceptr)h->graphmem),
+            "cuMemGetAddressRange of A's graph memory");
     CUdeviceptr dp;
     CUcontext cx;
-    REFUSED(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, ad), "cuPointerGetAttribute DEVICE_POINTER of A's memory");
-    REFUSED(cuPointerGetAttribute(&cx, CU_POINTER_ATTRIBUTE_CONTEXT, ad), "cuPointerGetAttribute CONTEXT of A's memory");
-    REFUSED(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ad), "cuPointerGetAttribute RANGE_START_ADDR of A's memory");
+    REFUSED(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, ad),
+            "cuPointerGetAttribute DEVICE_POINTER of A's memory");
+    REFUSED(cuPointerGetAttribute(&cx, CU_POINTER_ATTRIBUTE_CONTEXT, ad),
+            "cuPointerGetAttribute CONTEXT of A's memory");
+    REFUSED(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ad),
+            "cuPointerGetAttribute RANGE_START_ADDR of A's memory");
     unsigned type = 77, one = 1;
-    CUpointer_attribute pa[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_POINTER};
+    CUpointer_attribute pa[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_POINTER};
     dp = 77;
     void *pd[2] = {&type, &dp};
     CHECK(cuPointerGetAttributes(2, pa, pd, ad)); /* unknown pointers read as zero, natively too */
     REQUIRE(type == 0 && dp == 0, "B: cuPointerGetAttributes of A's memory says type %u", type);
     t_ok("B: cuPointerGetAttributes of A's memory says nothing");
-    REFUSED(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, ad), "cuPointerSetAttribute on A's memory");
+    REFUSED(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, ad),
+            "cuPointerSetAttribute on A's memory");
     CHECK(cuStreamSynchronize(m->s));
     b_alive(m->mem, "copies and memsets");
 }
@@ -898,11 +987,14 @@ static void b_pools_vmm(const struct handles *h, struct mine *m)
     CUdeviceptr p;
     CUmemoryPool pool;
     CHECK(cuDeviceGetDefaultMemPool(&pool, m->dev));
-    REFUSED(cuMemPoolExportPointer(&data, (CUdeviceptr)h->pooled), "cuMemPoolExportPointer of A's pool memory");
+    REFUSED(cuMemPoolExportPointer(&data, (CUdeviceptr)h->pooled),
+            "cuMemPoolExportPointer of A's pool memory");
     REFUSED(cuMemPoolImportPointer(&p, pool, &data), "cuMemPoolImportPointer of made-up data");
     CUmemGenericAllocationHandle vh;
-    REFUSED(cuMemRetainAllocationHandle(&vh, (void *)(uintptr_t)h->mapped), "cuMemRetainAllocationHandle of A's mapping");
-    REFUSED(cuMemRetainAllocationHandle(&vh, (void *)(uintptr_t)h->dptr), "cuMemRetainAllocationHandle of A's memory");
+    REFUSED(cuMemRetainAllocationHandle(&vh, (void *)(uintptr_t)h->mapped),
+            "cuMemRetainAllocationHandle of A's mapping");
+    REFUSED(cuMemRetainAllocationHandle(&vh, (void *)(uintptr_t)h->dptr),
+            "cuMemRetainAllocationHandle of A's memory");
     unsigned long long fl;
     CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
     REFUSED(cuMemGetAccess(&fl, &loc, (CUdeviceptr)h->mapped), "cuMemGetAccess of A's mapping");
@@ -957,8 +1049,8 @@ static void b_stale(struct mine *m, int from_a, int to_a)
     CUevent ev;
     CHECK(cuMemAlloc(&mem, STALE_BYTES));
     CHECK(cuMemAlloc(&mem2, STALE_BYTES));
-    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT,
-                                  .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR ad = {
+        .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CHECK(cuArray3DCreate(&arr, &ad));
     CHECK(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     CUgraph g[5];
@@ -993,19 +1085,26 @@ static void b_stale(struct mine *m, int from_a, int to_a)
     t_write_all(to_a, &go, 1);
     REQUIRE(t_read_all(from_a, &go, 1), "B: A made nothing");
 
-    REFUSED(launch_result(x[0], m->s), "a launch of its exec whose memset node names memory it freed");
-    REFUSED(launch_result(x[1], m->s), "a launch of its exec whose memcpy node names an array it destroyed");
-    REFUSED(launch_result(x[2], m->s), "a launch of its exec whose record node names an event it destroyed");
-    REFUSED(launch_result(x[3], m->s), "a launch of its exec whose memset node was set to memory it freed");
+    REFUSED(launch_result(x[0], m->s),
+            "a launch of its exec whose memset node names memory it freed");
+    REFUSED(launch_result(x[1], m->s),
+            "a launch of its exec whose memcpy node names an array it destroyed");
+    REFUSED(launch_result(x[2], m->s),
+            "a launch of its exec whose record node names an event it destroyed");
+    REFUSED(launch_result(x[3], m->s),
+            "a launch of its exec whose memset node was set to memory it freed");
     CUgraphExec late;
     CHECK(cuGraphInstantiate(&late, g[0], 0));
-    REFUSED(launch_result(late, m->s), "a launch of an exec made after the free from a graph naming that memory");
+    REFUSED(launch_result(late, m->s),
+            "a launch of an exec made after the free from a graph naming that memory");
     CHECK(cuGraphExecDestroy(late));
-    REFUSED(launch_result(x[4], m->s), "a launch of its exec whose kernel node runs a function of a module it unloaded");
+    REFUSED(launch_result(x[4], m->s),
+            "a launch of its exec whose kernel node runs a function of a module it unloaded");
     CUevent got = NULL;
     CUresult r = cuGraphEventRecordNodeGetEvent(n[2], &got);
     if (r == CUDA_SUCCESS && got)
-        REFUSED(cuEventRecord(got, m->s), "cuEventRecord of the event its record node names, destroyed");
+        REFUSED(cuEventRecord(got, m->s),
+                "cuEventRecord of the event its record node names, destroyed");
     else
         t_ok("B: cuEventRecord of the event its record node names, destroyed refused");
     /* The graph a capture was building, which B learned, goes with the capturing stream:
@@ -1170,8 +1269,8 @@ static void a_setup(struct a_objs *a)
     memset(a->pinned, 0x9e, BYTES);
     a->reg = mmap((void *)(uintptr_t)REG_ADDR, REG_BYTES, PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    REQUIRE(a->reg == (void *)(uintptr_t)REG_ADDR, "A: cannot map its pages at %#llx: %s",
-            REG_ADDR, strerror(errno));
+    REQUIRE(a->reg == (void *)(uintptr_t)REG_ADDR, "A: cannot map its pages at %#llx: %s", REG_ADDR,
+            strerror(errno));
     memset(a->reg, 0x4f, REG_BYTES);
     CHECK(cuMemHostRegister(a->reg, REG_BYTES, CU_MEMHOSTREGISTER_DEVICEMAP));
     CHECK(cuMemAllocAsync(&a->pooled, 4096, NULL));
@@ -1188,14 +1287,18 @@ static void a_setup(struct a_objs *a)
     CHECK(cuMemSetAccess(a->va, a->g, &d, 1));
     CHECK(cuMemsetD8(a->va, 0x77, a->g));
 
-    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT,
-                                  .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR ad = {
+        .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CHECK(cuArray3DCreate(&a->arr, &ad));
     static uint8_t texels[32 * 32 * 4];
     memset(texels, 0xa7, sizeof texels);
-    CHECK(cuMemcpy2D(&(CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = texels,
-                                      .srcPitch = 128, .dstMemoryType = CU_MEMORYTYPE_ARRAY,
-                                      .dstArray = a->arr, .WidthInBytes = 128, .Height = 32}));
+    CHECK(cuMemcpy2D(&(CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_HOST,
+                                      .srcHost = texels,
+                                      .srcPitch = 128,
+                                      .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                                      .dstArray = a->arr,
+                                      .WidthInBytes = 128,
+                                      .Height = 32}));
     CHECK(cuMipmappedArrayCreate(&a->mip, &ad, 2));
     CUDA_TEXTURE_DESC td = {.addressMode = {CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_CLAMP},
                             .filterMode = CU_TR_FILTER_MODE_POINT};
@@ -1232,18 +1335,24 @@ static void a_check(struct a_objs *a)
     c2.WidthInBytes = PITCH_W;
     c2.Height = PITCH_H;
     CHECK(cuMemcpy2D(&c2));
-    REQUIRE(t_bytes_mismatch(host, PITCH_W * PITCH_H, 0x3c) == SIZE_MAX, "A: pitched memory changed by B");
+    REQUIRE(t_bytes_mismatch(host, PITCH_W * PITCH_H, 0x3c) == SIZE_MAX,
+            "A: pitched memory changed by B");
     REQUIRE(t_bytes_mismatch((void *)(uintptr_t)a->managed, BYTES, 0x6d) == SIZE_MAX,
             "A: managed memory changed by B");
     REQUIRE(t_bytes_mismatch(a->pinned, BYTES, 0x9e) == SIZE_MAX, "A: pinned memory changed by B");
-    REQUIRE(t_bytes_mismatch(a->reg, REG_BYTES, 0x4f) == SIZE_MAX, "A: registered memory changed by B");
+    REQUIRE(t_bytes_mismatch(a->reg, REG_BYTES, 0x4f) == SIZE_MAX,
+            "A: registered memory changed by B");
     CHECK(cuMemcpyDtoH(host, a->pooled, 4096));
     REQUIRE(t_bytes_mismatch(host, 4096, 0x5a) == SIZE_MAX, "A: pool memory changed by B");
     CHECK(cuMemcpyDtoH(host, a->va, 4096));
     REQUIRE(t_bytes_mismatch(host, 4096, 0x77) == SIZE_MAX, "A: mapped memory changed by B");
-    CHECK(cuMemcpy2D(&(CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a->arr,
-                                      .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = host,
-                                      .dstPitch = 128, .WidthInBytes = 128, .Height = 32}));
+    CHECK(cuMemcpy2D(&(CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                                      .srcArray = a->arr,
+                                      .dstMemoryType = CU_MEMORYTYPE_HOST,
+                                      .dstHost = host,
+                                      .dstPitch = 128,
+                                      .WidthInBytes = 128,
+                                      .Height = 32}));
     REQUIRE(t_bytes_mismatch(host, 32 * 32 * 4, 0xa7) == SIZE_MAX, "A: its array changed by B");
     t_ok("A: memory intact");
 
@@ -1253,7 +1362,8 @@ static void a_check(struct a_objs *a)
     REQUIRE(ms.dst == a->gmem && ms.value == 5, "A: its memset node changed");
     CUDA_KERNEL_NODE_PARAMS kp;
     CHECK(cuGraphKernelNodeGetParams(a->n_kernel, &kp));
-    REQUIRE(kp.func == a->inc || (CUkernel)kp.func == a->kern || kp.kern, "A: its kernel node changed");
+    REQUIRE(kp.func == a->inc || (CUkernel)kp.func == a->kern || kp.kern,
+            "A: its kernel node changed");
     CUevent ev;
     CHECK(cuGraphEventRecordNodeGetEvent(a->n_record, &ev));
     REQUIRE(ev == a->ev, "A: its record node's event changed");
@@ -1370,13 +1480,16 @@ static void run_a(int to_b, int from_b, pid_t b)
     if (t_read_all(from_b, &done, 1)) {
         CHECK(cuMemAlloc(&fresh, STALE_BYTES));
         CHECK(cuMemsetD8(fresh, 0x33, STALE_BYTES));
-        CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT,
-                                      .NumChannels = 1};
+        CUDA_ARRAY3D_DESCRIPTOR ad = {
+            .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
         CHECK(cuArray3DCreate(&fresh_arr, &ad));
         memset(texels, 0x44, sizeof texels);
-        CHECK(cuMemcpy2D(&(CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = texels,
-                                          .srcPitch = 128, .dstMemoryType = CU_MEMORYTYPE_ARRAY,
-                                          .dstArray = fresh_arr, .WidthInBytes = 128,
+        CHECK(cuMemcpy2D(&(CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_HOST,
+                                          .srcHost = texels,
+                                          .srcPitch = 128,
+                                          .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                                          .dstArray = fresh_arr,
+                                          .WidthInBytes = 128,
                                           .Height = 32}));
         CHECK(cuEventCreate(&fresh_ev, CU_EVENT_DEFAULT));
         CHECK(cuCtxSynchronize());
@@ -1393,12 +1506,18 @@ static void run_a(int to_b, int from_b, pid_t b)
     uint8_t *host = malloc(STALE_BYTES);
     REQUIRE(host, "out of host memory");
     CHECK(cuMemcpyDtoH(host, fresh, STALE_BYTES));
-    REQUIRE(t_bytes_mismatch(host, STALE_BYTES, 0x33) == SIZE_MAX, "A: memory made after B's free changed by B's graph");
+    REQUIRE(t_bytes_mismatch(host, STALE_BYTES, 0x33) == SIZE_MAX,
+            "A: memory made after B's free changed by B's graph");
     free(host);
-    CHECK(cuMemcpy2D(&(CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = fresh_arr,
-                                      .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = texels,
-                                      .dstPitch = 128, .WidthInBytes = 128, .Height = 32}));
-    REQUIRE(t_bytes_mismatch(texels, sizeof texels, 0x44) == SIZE_MAX, "A: array made after B's destroy changed by B's graph");
+    CHECK(cuMemcpy2D(&(CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                                      .srcArray = fresh_arr,
+                                      .dstMemoryType = CU_MEMORYTYPE_HOST,
+                                      .dstHost = texels,
+                                      .dstPitch = 128,
+                                      .WidthInBytes = 128,
+                                      .Height = 32}));
+    REQUIRE(t_bytes_mismatch(texels, sizeof texels, 0x44) == SIZE_MAX,
+            "A: array made after B's destroy changed by B's graph");
     CHECK(cuEventQuery(fresh_ev));
     CHECK(cuMemFree(fresh));
     CHECK(cuArrayDestroy(fresh_arr));
