@@ -195,6 +195,25 @@ static void add_memops(struct srv_client *c, struct srv_obj *x, uint64_t node,
     }
 }
 
+static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t top, int depth);
+
+/* A conditional node's bodies: the driver names them only when the node is made, so they
+ * are found as the graphs its record holds (graphcond.c). A node the client never made
+ * (one of a clone, or of a child graph's copy) has no record: what its bodies name is not
+ * known, and the exec's launches are refused rather than left unchecked. */
+static void walk_bodies(struct srv_client *c, struct srv_obj *x, CUgraphNode n, uint64_t key,
+                        int depth)
+{
+    struct srv_obj *no = srv_obj_find(c, SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)n);
+    if (!no) {
+        set_unknown(x);
+        return;
+    }
+    for (struct srv_obj *b = no->children; b; b = b->sib_next)
+        if (b->key.type == SHIM_HT_CUgraph)
+            walk(c, x, (CUgraph)(uintptr_t)b->key.value, key, depth + 1);
+}
+
 /* Adds what graph g's nodes name, under `top` (0: each top-level node is its own key). */
 static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t top, int depth)
 {
@@ -258,8 +277,11 @@ static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t to
             if ((r = DRV(cuGraphChildGraphNodeGetGraph)(v[i], &child)) == CUDA_SUCCESS)
                 walk(c, x, child, key, depth + 1);
             break;
+        case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+            walk_bodies(c, x, v[i], key, depth);
+            break;
         default:
-            break; /* host, empty, free nodes */
+            break; /* host, empty, free nodes; the bodies of conditional nodes above */
         }
         if (r != CUDA_SUCCESS)
             set_unknown(x);

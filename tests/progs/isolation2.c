@@ -1053,9 +1053,9 @@ static void b_stale(struct mine *m, int from_a, int to_a)
         .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CHECK(cuArray3DCreate(&arr, &ad));
     CHECK(cuEventCreate(&ev, CU_EVENT_DEFAULT));
-    CUgraph g[5];
-    CUgraphNode n[5];
-    CUgraphExec x[5];
+    CUgraph g[6];
+    CUgraphNode n[6];
+    CUgraphExec x[6];
     x[0] = one_node_exec(m, &g[0], &n[0], 0, mem, NULL, NULL);
     x[1] = one_node_exec(m, &g[1], &n[1], 1, 0, arr, NULL);
     x[2] = one_node_exec(m, &g[2], &n[2], 2, 0, NULL, ev);
@@ -1075,6 +1075,21 @@ static void b_stale(struct mine *m, int from_a, int to_a)
     CHECK(cuGraphAddKernelNode(&n[4], g[4], NULL, 0, &kp));
     CHECK(cuGraphInstantiate(&x[4], g[4], 0));
     CHECK(launch_result(x[4], m->s));
+    /* An exec whose IF node (taken: default 1) has a body that sets memory B frees. */
+    CUgraphConditionalHandle ch;
+    CHECK(cuGraphCreate(&g[5], 0));
+    CHECK(cuGraphConditionalHandleCreate(&ch, g[5], NULL, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CUgraphNodeParams cp = params_of(CU_GRAPH_NODE_TYPE_CONDITIONAL);
+    cp.conditional.handle = ch;
+    cp.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    cp.conditional.size = 1;
+    CHECK(cuGraphAddNode(&n[5], g[5], NULL, NULL, 0, &cp));
+    REQUIRE(cp.conditional.phGraph_out, "B: its IF node has no body");
+    CUgraphNode bn;
+    CUDA_MEMSET_NODE_PARAMS bms = memset_u32(mem, 0xeeeeeeeeu);
+    CHECK(cuGraphAddMemsetNode(&bn, cp.conditional.phGraph_out[0], NULL, 0, &bms, m->ctx));
+    CHECK(cuGraphInstantiate(&x[5], g[5], 0));
+    CHECK(launch_result(x[5], m->s));
     t_ok("B: its graphs over its own memory, array, event and function run");
     CHECK(cuModuleUnload(mod2));
     CHECK(cuMemFree(mem));
@@ -1100,6 +1115,8 @@ static void b_stale(struct mine *m, int from_a, int to_a)
     CHECK(cuGraphExecDestroy(late));
     REFUSED(launch_result(x[4], m->s),
             "a launch of its exec whose kernel node runs a function of a module it unloaded");
+    REFUSED(launch_result(x[5], m->s),
+            "a launch of its exec whose IF node's body names memory it freed");
     CUevent got = NULL;
     CUresult r = cuGraphEventRecordNodeGetEvent(n[2], &got);
     if (r == CUDA_SUCCESS && got)
@@ -1120,7 +1137,7 @@ static void b_stale(struct mine *m, int from_a, int to_a)
     CUgraphNode e;
     EXPECT(cuGraphAddEmptyNode(&e, building, NULL, 0), CUDA_ERROR_INVALID_HANDLE);
     t_ok("B: cuGraphAddEmptyNode to the graph of a capture whose stream it destroyed refused");
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         CHECK(cuGraphExecDestroy(x[i]));
         CHECK(cuGraphDestroy(g[i]));
     }
