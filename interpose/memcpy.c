@@ -161,6 +161,10 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
         return CUDA_ERROR_INVALID_VALUE; /* no memory is that large */
     int src_staged = c->src.kind == CHAN_MEM_STAGED, dst_staged = c->dst.kind == CHAN_MEM_STAGED;
     int async = (c->flags & CHAN_CF_ASYNC) != 0;
+    /* This process keeps no table of arrays: only the server can refuse a foreign or
+     * destroyed one, so a copy naming one waits for its verdict, as the driver answers
+     * a bad array at once; without it the refusal would only show at the next sync. */
+    int arrays = c->src.kind == CHAN_MEM_ARRAY || c->dst.kind == CHAN_MEM_ARRAY;
     struct shim_req q;
     CUresult r;
     if (async && (src_staged || dst_staged) &&
@@ -175,7 +179,7 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
          * knows nothing of it, so it too returns once complete. */
         if (!async && (host || (c->flags & CHAN_CF_PEER)))
             c->flags |= CHAN_CF_COMPLETE;
-        int reply = !async;
+        int reply = !async || arrays;
         if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, 0)) != CUDA_SUCCESS)
             return r;
         memcpy(q.payload, c, sizeof(*c));
@@ -188,14 +192,14 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
         if (src_staged) {
             /* Pageable source: once the bytes are in the request, the caller's buffer is
              * free, which is all the driver promises for pageable HtoD, sync or not. */
-            if ((r = shim_req_begin(&q, CHAN_OP_COPY, (uint32_t)(sizeof(*c) + total), 0,
+            if ((r = shim_req_begin(&q, CHAN_OP_COPY, (uint32_t)(sizeof(*c) + total), arrays,
                                     0)) != CUDA_SUCCESS)
                 return r;
             memcpy(q.payload, c, sizeof(*c));
             struct pack p = {.host = src, .c = c, .buf = q.payload + sizeof(*c), .to_wire = 1};
             chan_copy_plan(c->width, c->height, c->depth, total, inline_chunk, &p);
             shim_req_send(&q);
-            return CUDA_SUCCESS;
+            return arrays ? shim_req_wait(&q, NULL, NULL) : CUDA_SUCCESS;
         }
         /* Pageable destination: the data comes back in the reply, after completion. */
         c->flags |= CHAN_CF_COMPLETE;
@@ -220,7 +224,7 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
     pthread_mutex_lock(&staging_lock);
     c->first_chunk = staging_seq;
     c->flags |= src_staged ? 0 : CHAN_CF_COMPLETE;
-    int reply = dst_staged;
+    int reply = dst_staged || arrays;
     r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, 0);
     if (r != CUDA_SUCCESS) {
         pthread_mutex_unlock(&staging_lock);

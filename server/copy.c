@@ -300,6 +300,8 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
         while (p.pending >= 0 && p.pending <= p.issued)
             publish(&p, (uint32_t)p.pending++);
         srv_reply(c, r->lane, p.bad, 0);
+    } else if (r->flags & CHAN_RF_REPLY) {
+        srv_reply(c, r->lane, p.bad, 0); /* the client waits for a verdict (an array side) */
     } else if (p.bad) {
         srv_defer(c, p.bad, "copy from pageable memory");
     }

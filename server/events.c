@@ -75,6 +75,26 @@ static CUresult event_destroy_call(struct srv_client *c, struct srv_call *k)
 const struct srv_hook srv_hook_event_destroy = {.before = event_destroy_before,
                                                 .call = event_destroy_call};
 
+/* cuGraphEventRecordNodeGetEvent, cuGraphEventWaitNodeGetEvent: a node keeps naming its
+ * event after the client destroyed it, and the handle may be another client's by now; the
+ * generic path would register what the driver returns as the caller's to use. So an event
+ * that is not the caller's reads as NULL (as the driver answers for a node whose event is
+ * gone): no grant, and no freed handle ever reaches the driver from this client. */
+static CUresult node_event_call(struct srv_client *c, struct srv_call *k)
+{
+    CUgraphNode n = (CUgraphNode)(uintptr_t)k->vals[0];
+    CUevent *out = k->a.ptr[1];
+    CUresult r = k->id == SHIM_ID_cuGraphEventRecordNodeGetEvent
+                     ? DRV(cuGraphEventRecordNodeGetEvent)(n, out)
+                     : DRV(cuGraphEventWaitNodeGetEvent)(n, out);
+    if (r == CUDA_SUCCESS && out && *out &&
+        !srv_obj_find(c, SHIM_HT_CUevent, (uint64_t)(uintptr_t)*out))
+        *out = NULL;
+    return r;
+}
+
+const struct srv_hook srv_hook_node_event = {.call = node_event_call};
+
 /* ---------------------------------------------------------------- internal events */
 
 CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)

@@ -182,7 +182,16 @@ static CUresult memset_before(struct srv_client *c, struct srv_call *k)
                : CUDA_ERROR_INVALID_VALUE;
 }
 
-const struct srv_hook srv_hook_graph_memset = {.before = memset_before};
+/* An exec's memset node set anew: its launches check the new memory (graphrefs.c). */
+static CUresult memset_after(struct srv_client *c, struct srv_call *k)
+{
+    if (k->id == SHIM_ID_cuGraphExecMemsetNodeSetParams)
+        srv_graphrefs_memset(srv_obj_find(c, SHIM_HT_CUgraphExec, k->a.val[0]), k->a.val[1],
+                             struct_param(k, "CUDA_MEMSET_NODE_PARAMS"));
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_graph_memset = {.before = memset_before, .after = memset_after};
 
 /* One side of a memcpy node: device memory of the client's, pinned host memory of the
  * client's (shared with the server: the node copies it whenever the graph runs, so it must
@@ -223,7 +232,16 @@ static CUresult memcpy_before(struct srv_client *c, struct srv_call *k)
                            p->dstY, p->dstZ, p->dstPitch, p->dstHeight, p);
 }
 
-const struct srv_hook srv_hook_graph_memcpy = {.before = memcpy_before};
+/* An exec's memcpy node set anew: its launches check the new sides (graphrefs.c). */
+static CUresult memcpy_after(struct srv_client *c, struct srv_call *k)
+{
+    if (k->id == SHIM_ID_cuGraphExecMemcpyNodeSetParams)
+        srv_graphrefs_memcpy(srv_obj_find(c, SHIM_HT_CUgraphExec, k->a.val[0]), k->a.val[1],
+                             struct_param(k, "CUDA_MEMCPY3D"));
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_graph_memcpy = {.before = memcpy_before, .after = memcpy_after};
 
 /* ---------------------------------------------------------------- kernel nodes */
 
@@ -391,6 +409,8 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
     case CHAN_KN_EXEC_SET:
         res = DRV(cuGraphExecKernelNodeSetParams_v2)((CUgraphExec)(uintptr_t)m.graph,
                                                      (CUgraphNode)(uintptr_t)m.node, &kp);
+        if (res == CUDA_SUCCESS) /* its launches check the new function (graphrefs.c) */
+            srv_graphrefs_func(c, srv_obj_find(c, SHIM_HT_CUgraphExec, m.graph), m.node, m.func);
         break;
     default: res = CUDA_ERROR_INVALID_VALUE;
     }

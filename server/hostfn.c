@@ -605,8 +605,9 @@ static CUresult exec_child_before(struct srv_client *c, struct srv_call *k)
 
 static CUresult exec_child_after(struct srv_client *c, struct srv_call *k)
 {
-    share_all(c, srv_obj_find(c, SHIM_HT_CUgraphExec, k->vals[0]),
-              (CUgraph)(uintptr_t)k->vals[2]);
+    struct srv_obj *x = srv_obj_find(c, SHIM_HT_CUgraphExec, k->vals[0]);
+    share_all(c, x, (CUgraph)(uintptr_t)k->vals[2]);
+    srv_graphrefs_child(c, x, k->a.val[1], (CUgraph)(uintptr_t)k->vals[2]); /* graphrefs.c */
     return CUDA_SUCCESS;
 }
 
@@ -655,6 +656,7 @@ static CUresult instantiate_after(struct srv_client *c, struct srv_call *k)
     CUgraphExec e = *(CUgraphExec *)k->a.ptr[0];
     CUgraph g = (CUgraph)(uintptr_t)k->vals[1];
     struct srv_obj *x = srv_obj_find(c, SHIM_HT_CUgraphExec, (uintptr_t)e);
+    srv_graphrefs_build(c, x, g); /* what its launches check (graphrefs.c) */
     if (!x || !c->hn)
         return CUDA_SUCCESS;
     share_all(c, x, g);
@@ -682,6 +684,7 @@ static CUresult update_after(struct srv_client *c, struct srv_call *k)
     struct srv_obj *x = srv_obj_find(c, SHIM_HT_CUgraphExec, k->vals[0]);
     if (!x)
         return CUDA_SUCCESS;
+    srv_graphrefs_build(c, x, (CUgraph)(uintptr_t)k->vals[1]); /* graphrefs.c */
     struct slots *l = x->ext;
     for (uint32_t i = 0; l && i < l->n; i++)
         l->e[i].node = 0;

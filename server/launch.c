@@ -114,3 +114,26 @@ reply:
         memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(out) : 0);
 }
+
+/* cuGraphKernelNodeSetAttribute, cuStreamSetAttribute: the value is a union whose event
+ * members (a programmatic or launch completion event) are handles the generic path
+ * cannot check; the one the attribute selects must be the caller's own event, or the
+ * caller's work could record another client's. (The driver takes neither for streams or
+ * nodes, launches alone; a foreign handle must never depend on that.) */
+static CUresult launch_attr_before(struct srv_client *c, struct srv_call *k)
+{
+    const CUlaunchAttributeValue *v = k->a.ptr[2];
+    CUevent ev;
+    if (!v)
+        return CUDA_SUCCESS; /* the driver's answer */
+    switch ((CUlaunchAttributeID)k->a.val[1]) {
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: ev = v->programmaticEvent.event; break;
+    case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: ev = v->launchCompletionEvent.event; break;
+    default: return CUDA_SUCCESS;
+    }
+    return ev && !srv_obj_find(c, SHIM_HT_CUevent, (uint64_t)(uintptr_t)ev)
+               ? CUDA_ERROR_INVALID_HANDLE
+               : CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_launch_attr = {.before = launch_attr_before};

@@ -188,6 +188,7 @@ static void forget(struct srv_client *c, struct srv_obj *o)
     srv_share_drop(c, o, 1); /* a share outlives no record of it (ipc.c) */
     if (o->drop)
         o->drop(c, o);
+    srv_graphrefs_free(o);
     unlink_child(o);
     if (o->type_prev)
         o->type_prev->type_next = o->type_next;
@@ -202,6 +203,7 @@ static void forget(struct srv_client *c, struct srv_obj *o)
         srv_mem_uncount(c, o->dev, o->bytes);
     HASH_DEL(c->objs, o);
     free(o);
+    c->forgotten++; /* execs naming what went are checked again at launch (graphrefs.c) */
 }
 
 /* Calls type t's destroyer on a value; its result. */

@@ -65,6 +65,8 @@ struct srv_obj {
     /* Frees the family's state of a record that is going, however it goes (destroyed,
      * dying with its parent, released): graphs' and execs' host node slots (hostfn.c). */
     void (*drop)(struct srv_client *c, struct srv_obj *o);
+    /* Execs: what their nodes name, checked again at each launch (graphrefs.c). */
+    struct srv_graphrefs *refs;
     UT_hash_handle hh;
 };
 
@@ -224,6 +226,9 @@ struct srv_client {
     struct chan_ranges ranges;             /* its range objects, by address (srv_range) */
     struct srv_obj *by_type[SHIM_NHTYPES]; /* its objects of each type, newest first */
     unsigned nobjs[SHIM_NHTYPES];
+    /* Records forgotten so far (registry.c): an exec found good since needs no new check
+     * at its launch (graphrefs.c). */
+    uint64_t forgotten;
     struct srv_wait *waits;
     unsigned captures; /* stream captures it began and has not ended (graph.c) */
     /* Free internal events, per device: an event can only be recorded on streams of the
@@ -554,6 +559,14 @@ void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving);
 void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak);
 /* 1 if o is an opened record whose exporter left. */
 int srv_share_revoked(const struct srv_obj *o);
+/* graphrefs.c: what exec x's nodes name, listed anew from graph g (instantiated or
+ * updated from it), or for one node set in it; freed with the record. */
+void srv_graphrefs_build(struct srv_client *c, struct srv_obj *x, CUgraph g);
+void srv_graphrefs_memset(struct srv_obj *x, uint64_t node, const CUDA_MEMSET_NODE_PARAMS *p);
+void srv_graphrefs_memcpy(struct srv_obj *x, uint64_t node, const CUDA_MEMCPY3D *p);
+void srv_graphrefs_child(struct srv_client *c, struct srv_obj *x, uint64_t node, CUgraph child);
+void srv_graphrefs_func(struct srv_client *c, struct srv_obj *x, uint64_t node, uint64_t func);
+void srv_graphrefs_free(struct srv_obj *o);
 /* hostfn.c: lets every stream and graph waiting on a departed client's host functions and
  * host nodes go on. */
 void srv_hostfn_release(struct srv_client *c);
