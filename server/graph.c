@@ -18,6 +18,7 @@
  * nodes (the client's function, run on each replay) are hostfn.c's. */
 #include "server/server.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- capture */
@@ -151,6 +152,30 @@ void srv_captures_abandon(struct srv_client *c, uint32_t ctx)
         srv_capture_abandon(c, d, 1);
     }
 }
+
+/* ---------------------------------------------------------------- DOT files */
+
+/* cuGraphDebugDotPrint writes a file at the client's path as the client sees its files:
+ * relative to its working directory, under its root (a container's), not the server's. The
+ * driver opens the file in this process, so the path goes through /proc/<client>/cwd or
+ * /proc/<client>/root (the client's pid as this server's namespace numbers it). The worker
+ * thread makes the call right after: its buffer is its own. */
+static __thread char dot_path[4096 + 64];
+
+static CUresult dot_print_before(struct srv_client *c, struct srv_call *k)
+{
+    const char *p = k->a.ptr[1];
+    if (!p || !*p)
+        return CUDA_ERROR_INVALID_VALUE;
+    int n = snprintf(dot_path, sizeof(dot_path), p[0] == '/' ? "/proc/%d/root%s" : "/proc/%d/cwd/%s",
+                     (int)c->pid, p);
+    if (n < 0 || (size_t)n >= sizeof(dot_path))
+        return CUDA_ERROR_INVALID_VALUE;
+    k->vals[1] = (uint64_t)(uintptr_t)dot_path;
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_dot_print = {.before = dot_print_before};
 
 /* ---------------------------------------------------------------- memset and memcpy nodes */
 

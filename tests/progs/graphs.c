@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -430,6 +431,17 @@ static void explicit_graph(CUcontext ctx, CUstream s)
     int ok = stat(path, &st) == 0 && st.st_size > 0;
     unlink(path);
     t_ok("cuGraphDebugDotPrint wrote a file: %d", ok);
+    /* A relative path names a file in the program's working directory (through the shim
+     * too: the server writes it there, not in its own). */
+    char dir[] = "/tmp/mpsshim-dot-XXXXXX";
+    int here = open(".", O_RDONLY | O_DIRECTORY);
+    REQUIRE(here >= 0 && mkdtemp(dir) && chdir(dir) == 0, "a temporary working directory");
+    CHECK(cuGraphDebugDotPrint(b.g, "relative.dot", 0));
+    ok = stat("relative.dot", &st) == 0 && st.st_size > 0;
+    unlink("relative.dot");
+    REQUIRE(fchdir(here) == 0 && rmdir(dir) == 0, "back from %s", dir);
+    close(here);
+    t_ok("cuGraphDebugDotPrint with a relative path wrote in the working directory: %d", ok);
 
     CHECK(cuGraphExecDestroy(x));
     CHECK(cuGraphDestroy(b.g));
