@@ -83,6 +83,10 @@ static void wait_modes(int value, unsigned mb)
     CHECK(cuMemAlloc(&dst, (size_t)REGIONS * CHUNK));
     CHECK(cuMemAlloc(&word, 4));
     CHECK(cuMemsetD32(word, 0, 1));
+    /* A memset of device memory returns before it runs (on the legacy stream, which the
+     * non-blocking `other` does not wait for): without this the later write of 1 could run
+     * first, and the wait would never end (natively too; once in a few thousand runs). */
+    CHECK(cuCtxSynchronize());
     uint8_t *host = malloc(CHUNK);
     REQUIRE(host, "out of memory");
     uint32_t last[REGIONS];
