@@ -33,9 +33,11 @@
 #define SEED 0x150ba
 #define GWORDS 1024 /* words of A's graph buffers */
 /* A's registered pages: at an address that B, a fork of A from before either mapped it,
- * can map too (far from heaps, libraries and the server's pinned range). */
-#define REG_ADDR 0x5a0000000000ull
+ * can map too (far from heaps, libraries and the server's pinned range), one per process
+ * id, so that two of these programs on one server do not ask for the same pages. */
+#define REG_BASE 0x5a0000000000ull
 #define REG_BYTES (64u << 10)
+static uint64_t reg_addr; /* set before the fork */
 #define PITCH_W 256u /* A's pitched allocation: bytes per row, rows */
 #define PITCH_H 64u
 #define STALE_BYTES (5u << 16) /* what B frees and A allocates next, the same size */
@@ -1284,9 +1286,10 @@ static void a_setup(struct a_objs *a)
     memset((void *)(uintptr_t)a->managed, 0x6d, BYTES);
     CHECK(cuMemHostAlloc(&a->pinned, BYTES, 0));
     memset(a->pinned, 0x9e, BYTES);
-    a->reg = mmap((void *)(uintptr_t)REG_ADDR, REG_BYTES, PROT_READ | PROT_WRITE,
+    a->reg = mmap((void *)(uintptr_t)reg_addr, REG_BYTES, PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    REQUIRE(a->reg == (void *)(uintptr_t)REG_ADDR, "A: cannot map its pages at %#llx: %s", REG_ADDR,
+    REQUIRE(a->reg == (void *)(uintptr_t)reg_addr, "A: cannot map its pages at %#llx: %s",
+            (unsigned long long)reg_addr,
             strerror(errno));
     memset(a->reg, 0x4f, REG_BYTES);
     CHECK(cuMemHostRegister(a->reg, REG_BYTES, CU_MEMHOSTREGISTER_DEVICEMAP));
@@ -1551,6 +1554,7 @@ int main(void)
 
     int a2b[2], b2a[2];
     REQUIRE(pipe(a2b) == 0 && pipe(b2a) == 0, "pipe: %s", strerror(errno));
+    reg_addr = REG_BASE + (uint64_t)(getpid() % 4096) * REG_BYTES;
     fflush(stdout);
     pid_t b = fork();
     REQUIRE(b >= 0, "fork: %s", strerror(errno));
