@@ -8,7 +8,11 @@
 # what each figure means, how it is measured and how long a run takes.
 #
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
+#                      [--families F,F...]
 #   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
+#   --families F,...     only these of idle calls copy overlap mpi fleet managed (in that
+#                        order), for a short GPU session; the SM-share table needs
+#                        --no-throttle to be left out too
 #   --no-plots           table only (bench/plot.py DIR draws the plots later, elsewhere)
 #   OUT=DIR              results go there, else to a new temp dir
 #   MPSSHIM_BENCH_BUDGET=S  no measurement starts, nor runs on, after S s (default 420)
@@ -19,9 +23,10 @@ set -u
 
 B=${1:-build}
 [ $# -gt 0 ] && shift
-QUICK=0 PLOTS=1 THROTTLE=1 REPEATS=
+QUICK=0 PLOTS=1 THROTTLE=1 REPEATS= ONLY=
 usage() {
-    echo "usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]" >&2
+    echo "usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]" \
+        "[--families F,F...]" >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -29,6 +34,11 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --no-plots) PLOTS=0 ;;
     --no-throttle) THROTTLE=0 ;;
+    --families)
+        [[ ${2:-} =~ ^[a-z]+(,[a-z]+)*$ ]] || usage
+        ONLY=${2//,/ }
+        shift
+        ;;
     --repeats)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage
         REPEATS=$2
@@ -72,6 +82,12 @@ IDLE_PROCS=8
 # mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's.
 MODES="mpsshim mps native"
 FAMILIES="idle calls copy overlap mpi fleet managed"
+if [ -n "$ONLY" ]; then
+    for f in $ONLY; do [[ " $FAMILIES " == *" $f "* ]] || usage; done
+    kept=""
+    for f in $FAMILIES; do [[ " $ONLY " == *" $f "* ]] && kept="$kept $f"; done
+    FAMILIES=${kept# }
+fi
 SAMPLES=$OUTDIR/bench-samples.tsv
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_WHY='' FLEET_WHY=''
