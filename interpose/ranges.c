@@ -32,11 +32,13 @@ void shim_range_add(const struct shim_range *r)
      * table decides, and it gave out nothing overlapping anything live): a record whose
      * memory went without the mirror hearing (graph memory of a graph destroyed since,
      * which keeps no owner here). Left in place, it would keep the new range out, and
-     * copies to the new memory would be refused. */
-    if (r->size)
+     * copies to the new memory would be refused. Looked for only when the add fails (the
+     * walk is over every range). Out of memory: without the mirror the server still
+     * checks; copies then go staged. */
+    if (chan_ranges_add(&ranges, r) != 0 && r->size) {
         chan_ranges_filter(&ranges, overlaps, &a);
-    /* Out of memory: without the mirror the server still checks; copies then go staged. */
-    (void)chan_ranges_add(&ranges, r);
+        (void)chan_ranges_add(&ranges, r);
+    }
     pthread_rwlock_unlock(&ranges_lock);
 }
 
