@@ -298,6 +298,7 @@ static void cleanup(struct srv_client *c)
     }
     c->waits = NULL;
     srv_queue_release(c); /* its marks' events go back to the pool, destroyed below */
+    srv_hblock_release(c); /* so do its blocks' */
     free(c->retired);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
         for (int i = 0; i < CHAN_NSLOTS; i++)

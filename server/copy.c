@@ -412,8 +412,17 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     if (res == CUDA_SUCCESS) {
         struct chan_chunk whole = {.nrows = m.height, .nbytes = m.width};
         struct side a = src, b = dst;
-        if (src_staged) /* inline: the data follows the descriptor, rows packed */
-            a = at_chunk(&src, 1, p + sizeof(m), &whole);
+        if (src_staged) { /* inline: the data follows the descriptor, rows packed */
+            /* Given to the driver from pinned memory of the server's, never from the
+             * record: a pageable source would take the driver's staging, which is
+             * shared by every client (hostblocks.c says why that matters). */
+            uint8_t *data = p + sizeof(m), *pin = srv_hblock_take(c, s, total);
+            if (pin) {
+                memcpy(pin, data, total);
+                data = pin;
+            }
+            a = at_chunk(&src, 1, data, &whole);
+        }
         if (dst_staged)
             b = at_chunk(&dst, 1, srv_lane_data(c, lane), &whole);
         if (dst_staged && lane < 0)

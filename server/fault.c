@@ -187,6 +187,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
     c->pool[dev].n = 0;
     srv_copy_forget_device(c, dev);
     srv_queue_forget_device(c, dev);
+    srv_hblock_forget_device(c, dev);
     /* Its objects there, roots first (what belongs to them goes with them), collected
      * before any goes since forgetting frees records the walk would step on. */
     size_t cap = HASH_COUNT(c->objs), n = 0;

@@ -28,7 +28,6 @@
 
 #define STALL_SEEN_NS (100ull * 1000 * 1000)       /* a wait on the client is visible */
 #define STALL_ANY_NS (10ull * 1000 * 1000 * 1000)  /* anything else */
-#define HARD_FACTOR 4
 
 /* Bytes between two marks on one stream. */
 static uint64_t mark_step(void)
@@ -177,7 +176,7 @@ int srv_queue_paused(struct srv_client *c)
     /* Bytes not covered by a mark would never be let go. */
     if (q->unmarked)
         mark_all(c);
-    if (q->held > HARD_FACTOR * limit)
+    if (q->held > SRV_QUEUE_HARD_FACTOR * limit)
         return 1;
     uint64_t since = q->progress_ns > q->over_since ? q->progress_ns : q->over_since;
     if (now - since < (waits_on_client(c) ? STALL_SEEN_NS : STALL_ANY_NS))
@@ -186,7 +185,7 @@ int srv_queue_paused(struct srv_client *c)
         srv_log("Client process %d: its queued work made no progress while it waited; taking "
                 "its requests again up to %d times MPSSHIM_QUEUE_LIMIT (that work may wait on a "
                 "later call of its own; logged once)",
-                (int)c->pid, HARD_FACTOR);
+                (int)c->pid, SRV_QUEUE_HARD_FACTOR);
         q->stall_logged = 1;
     }
     return 0;

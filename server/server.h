@@ -90,6 +90,7 @@ struct srv_stream {
     uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
     CUevent mark;            /* internal event recorded for those waits */
     uint64_t queued;         /* bytes charged here not yet covered by a mark (queue.c) */
+    struct srv_hblock *hb;   /* the pinned block its inline copies fill now (hostblocks.c) */
     /* The graph a capture begun on it builds (graph.c), NULL: none. Kept from the begin, as
      * the driver names it only while the capture is active, and the end of an invalidated
      * capture must still find what the client held in it. */
@@ -139,6 +140,16 @@ struct srv_queue {
     uint64_t pauses;      /* times it went over the limit */
     uint32_t ran_seen;    /* the client's cb_ran when last looked at */
     int logged, stall_logged;
+};
+
+/* Pinned blocks for inline copies' data (hostblocks.c). Owned by the worker. */
+struct srv_hblock;
+struct srv_hblocks {
+    struct srv_hblock *busy; /* closed, until their events complete */
+    struct srv_hblock *free;
+    unsigned nfree;
+    uint64_t bytes; /* pinned, all blocks */
+    int logged;
 };
 
 struct srv_stats {
@@ -250,6 +261,7 @@ struct srv_client {
     uint64_t limits[CU_LIMIT_MAX];
     uint32_t limits_set;
     struct srv_queue queue; /* bytes held for its queued work (queue.c) */
+    struct srv_hblocks hblocks; /* pinned memory its inline copies' data waits in */
     uint8_t *blob;     /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
@@ -655,7 +667,9 @@ static inline void srv_fault_mark_work(struct srv_client *c, int dev)
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c */
 void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 
-/* queue.c: back-pressure on queued work. */
+/* queue.c: back-pressure on queued work. Past MPSSHIM_QUEUE_LIMIT its requests wait; when
+ * its work waits on itself they are taken again up to this many times the limit. */
+#define SRV_QUEUE_HARD_FACTOR 4
 /* Charges `bytes` the server holds for work just enqueued on s until the GPU passes it. */
 void srv_queue_charge(struct srv_client *c, struct srv_stream *s, uint64_t bytes);
 /* 1 when the worker should take none of the client's requests now (over its limit). */
@@ -666,6 +680,15 @@ void srv_queue_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
 void srv_queue_forget_device(struct srv_client *c, int dev);
 /* The client leaves (its work drained or left running): its marks go. */
 void srv_queue_release(struct srv_client *c);
+/* hostblocks.c: pinned memory for the data of inline copies. n bytes on s, valid until the
+ * GPU has run what s holds after the copy issued next; NULL when none can be had. */
+void *srv_hblock_take(struct srv_client *c, struct srv_stream *s, size_t n);
+/* s goes: its open block is closed behind its work, or forgotten with its dead context. */
+void srv_hblock_stream_gone(struct srv_client *c, struct srv_stream *s, int dead);
+/* dev's context died: blocks whose copies or registration were there are forgotten. */
+void srv_hblock_forget_device(struct srv_client *c, int dev);
+/* The client leaves: its blocks are unpinned (kept if its work was left running). */
+void srv_hblock_release(struct srv_client *c);
 void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o);  /* registry.c */
 void srv_ipc_fault(int dev);                                          /* ipc.c */
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);              /* green.c */

@@ -65,6 +65,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
         return;
     }
     srv_queue_stream_gone(c, s, 0);
+    srv_hblock_stream_gone(c, s, 0);
     srv_capture_abandon(c, s, 0);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     /* Destroying a stream with work pending is allowed: the work completes. */
@@ -77,6 +78,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
 {
     srv_queue_stream_gone(c, s, 1);
+    srv_hblock_stream_gone(c, s, 1);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     free(s);
 }

@@ -75,14 +75,15 @@ run_list() { # dir prefix list [which]
         mode=$(echo "$mode" | xargs)
         [ -z "$cmd" ] || [ "${cmd#\#}" != "$cmd" ] && continue
         name=$prefix$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
+        if [ -n "$FROM" ]; then [ "$name" = "$FROM" ] && FROM= || continue; fi
         read -r -a argv <<<"$cmd"
         prog=$dir/${argv[0]}
         [ "$mode" = gpu-both ] && mode=both # natively too here: a GPU can do what CI's cannot
         if [ "$mode" = both ]; then
-            run "$name-native" 300 "$prog" "${argv[@]:1}"
+            run "$name-native" 150 "$prog" "${argv[@]:1}"
             nrc=$?
         fi
-        run "$name-shim" 300 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
+        run "$name-shim" 150 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}"
         src=$?
         if [ "$src" = 77 ]; then
             record "$name" SKIP
@@ -126,6 +127,9 @@ print_table() {
     for i in "${!NAMES[@]}"; do printf '%-40s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
     [ "$FAILED" = 0 ] && echo "all passed" || echo "FAILED (full log: $LOG)"
 }
+
+# MPSSHIM_GPU_FROM=NAME: the program lists from the run named NAME on (a run cut short).
+FROM=${MPSSHIM_GPU_FROM:-}
 
 # MPSSHIM_GPU_SKIP="frameworks ...": parts left out (a run that must fit a time limit).
 skipped() { [[ " ${MPSSHIM_GPU_SKIP:-} " == *" $1 "* ]]; }

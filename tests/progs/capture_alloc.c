@@ -67,10 +67,15 @@ static int count_type(CUgraph g, CUgraphNodeType t)
     return k;
 }
 
+/* Asked in relaxed mode: the driver counts a pool query among the calls a global capture
+ * forbids (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED on an H100). */
 static cuuint64_t pool_used(CUmemoryPool p)
 {
     cuuint64_t v = 0;
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CHECK(cuThreadExchangeStreamCaptureMode(&m));
     CHECK(cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v));
+    CHECK(cuThreadExchangeStreamCaptureMode(&m));
     return v;
 }
 

@@ -625,8 +625,11 @@ static void b_textures(const struct handles *h, struct mine *m)
     rd.res.pitch2D.pitchInBytes = h->pitch;
     REFUSED(cuTexObjectCreate(&t, &rd, &td, NULL), "a texture over A's pitched memory");
     rd.res.pitch2D.devPtr = m->mem;
-    rd.res.pitch2D.height = BYTES / 512 + 1; /* a row past B's memory */
-    rd.res.pitch2D.pitchInBytes = 512;
+    /* Far past B's memory: on a GPU B's allocations can follow each other without a gap,
+     * and a view over several of them is B's own; 60000 rows of 4 KiB (245 MB, within the
+     * driver's 65000-row limit) leave them. */
+    rd.res.pitch2D.height = 60000;
+    rd.res.pitch2D.pitchInBytes = 4096;
     REFUSED(cuTexObjectCreate(&t, &rd, &td, NULL), "a pitched texture reaching past B's memory");
     memset(&rd, 0, sizeof rd);
     rd.resType = CU_RESOURCE_TYPE_LINEAR;
@@ -641,7 +644,8 @@ static void b_textures(const struct handles *h, struct mine *m)
     REFUSED(cuTexObjectCreate(&t, &rd, &td, NULL), "a texture over A's graph memory");
     rd.res.linear.devPtr = 0x1000;
     REFUSED(cuTexObjectCreate(&t, &rd, &td, NULL), "a texture over an address anywhere");
-    rd.res.linear.devPtr = m->mem + BYTES - 64; /* runs past B's memory */
+    rd.res.linear.devPtr = m->mem + BYTES - 64; /* runs past B's memory (and past any */
+    rd.res.linear.sizeInBytes = 64u << 20;      /* allocation of B's right after it) */
     REFUSED(cuTexObjectCreate(&t, &rd, &td, NULL), "a linear texture reaching past B's memory");
     memset(&rd, 0x5c, sizeof rd);
     REFUSED(cuTexObjectCreate(&t, &rd, &td, NULL), "a texture over a garbage descriptor");
@@ -1080,9 +1084,10 @@ static void b_stale(struct mine *m, int from_a, int to_a)
     /* An exec whose IF node (taken: default 1) has a body that sets memory B frees. */
     CUgraphConditionalHandle ch;
     CHECK(cuGraphCreate(&g[5], 0));
-    CHECK(cuGraphConditionalHandleCreate(&ch, g[5], NULL, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CHECK(cuGraphConditionalHandleCreate(&ch, g[5], m->ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
     CUgraphNodeParams cp = params_of(CU_GRAPH_NODE_TYPE_CONDITIONAL);
     cp.conditional.handle = ch;
+    cp.conditional.ctx = m->ctx;
     cp.conditional.type = CU_GRAPH_COND_TYPE_IF;
     cp.conditional.size = 1;
     CHECK(cuGraphAddNode(&n[5], g[5], NULL, NULL, 0, &cp));
