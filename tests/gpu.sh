@@ -43,13 +43,17 @@ run() {
 ctl() { printf '%s\n' "$@" | "$CTL"; }
 mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
 
+# The server's log is kept however the tier ends (a timeout's SIGTERM too, and a server
+# that no longer answers: its log is taken first).
 finish() {
-    ctl quit >/dev/null 2>&1
+    cp "$WORK/log/server.log" "$LOGDIR/server.log" 2>/dev/null
+    printf 'quit\n' | timeout 10 "$CTL" >/dev/null 2>&1
     sleep 0.5
     cp "$WORK/log/server.log" "$LOGDIR/server.log" 2>/dev/null
     rm -rf "$WORK"
 }
 trap finish EXIT
+trap 'exit 143' TERM
 
 {
     echo "mpsshim GPU tier"
