@@ -489,6 +489,26 @@ static void forget_stale(struct srv_client *c, uint64_t base, uint64_t size)
     }
 }
 
+/* One line for graph memory the server could not register, and why: the range of the
+ * client's it overlaps, or no active capture on its stream, or no memory for the record. */
+static void graphmem_refused(struct srv_client *c, uint64_t dptr, uint64_t bytes, int captured,
+                             int capturing)
+{
+    const struct srv_range *e = chan_ranges_find(&c->ranges, dptr, bytes ? bytes : 1);
+    char why[160];
+    if (e)
+        snprintf(why, sizeof(why), "overlaps its %s at 0x%llx (%llu bytes)",
+                 shim_types[e->obj->key.type].name, (unsigned long long)e->r.base,
+                 (unsigned long long)e->r.size);
+    else
+        snprintf(why, sizeof(why), "%s",
+                 capturing ? "no memory for its record" : "the driver shows no capture on it");
+    srv_log("Client process %d: graph memory at 0x%llx (%llu bytes, %s) not registered: %s; "
+            "CUDA_ERROR_OUT_OF_MEMORY",
+            (int)c->pid, (unsigned long long)dptr, (unsigned long long)bytes,
+            captured ? "a captured allocation" : "an allocation node", why);
+}
+
 static CUresult graphmem_alloc_call(struct srv_client *c, struct srv_call *k)
 {
     CUDA_MEM_ALLOC_NODE_PARAMS *p = k->a.ptr[4];
@@ -526,6 +546,7 @@ static CUresult graphmem_alloc_after(struct srv_client *c, struct srv_call *k)
     forget_stale(c, p->dptr, p->bytesize);
     struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, p->dptr, p->bytesize, 1, g);
     if (!o) {
+        graphmem_refused(c, p->dptr, p->bytesize, 0, 1);
         struct srv_obj *n = srv_obj_find(c, SHIM_HT_CUgraphNode, node);
         DRV(cuGraphDestroyNode)((CUgraphNode)(uintptr_t)node);
         if (n)
@@ -574,6 +595,7 @@ CUresult srv_graphmem_captured(struct srv_client *c, struct srv_stream *s, int d
         o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, dptr, bytes, 1, g);
     }
     if (!o) {
+        graphmem_refused(c, dptr, bytes, 1, g != NULL);
         /* The node cannot be taken out of a graph being captured, and an address the
          * server does not know must not run in the client's graph: the capture is made to
          * fail (a query of a capturing stream invalidates it), and its end says so. */

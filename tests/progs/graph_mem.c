@@ -28,6 +28,10 @@ static CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(int dev)
     return p;
 }
 
+/* Memset and memcpy nodes name their context: the real driver refuses a memset node of none
+ * (CUDA_ERROR_INVALID_VALUE on an H100), which main prints. */
+static CUcontext g_ctx;
+
 static int all_are(const uint32_t *w, uint32_t v)
 {
     for (int i = 0; i < N; i++)
@@ -45,7 +49,7 @@ static void explicit_nodes(CUstream s, uint32_t *res, CUdeviceptr other)
     CHECK(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
     CUdeviceptr a = ap.dptr;
     CUDA_MEMSET_NODE_PARAMS mp = {.dst = a, .value = 7, .elementSize = 4, .width = N, .height = 1};
-    CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, NULL));
+    CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, g_ctx));
     uint64_t n = N;
     void *args[] = {&a, &n};
     CUDA_KERNEL_NODE_PARAMS kp = {.func = f_inc, .gridDimX = t_blocks_for(N, 256), .gridDimY = 1,
@@ -60,7 +64,7 @@ static void explicit_nodes(CUstream s, uint32_t *res, CUdeviceptr other)
     cp.dstHost = res;
     cp.WidthInBytes = N * 4;
     cp.Height = cp.Depth = 1;
-    CHECK(cuGraphAddMemcpyNode(&nc, g, &nk, 1, &cp, NULL));
+    CHECK(cuGraphAddMemcpyNode(&nc, g, &nk, 1, &cp, g_ctx));
     CHECK(cuGraphAddMemFreeNode(&nf, g, &nc, 1, a));
     EXPECT(cuGraphAddMemFreeNode(&bad, g, &nf, 1, a), CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuGraphAddMemFreeNode(&bad, g, &nf, 1, other), CUDA_ERROR_INVALID_VALUE);
@@ -106,7 +110,7 @@ static void left_allocated(CUstream s, uint32_t *res)
     if (!a)
         t_fail(__FILE__, __LINE__, "cuGraphAddNode gave no address");
     CUDA_MEMSET_NODE_PARAMS mp = {.dst = a, .value = 5, .elementSize = 4, .width = N, .height = 1};
-    CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, NULL));
+    CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, g_ctx));
     CUgraphExec x;
     CHECK(cuGraphInstantiate(&x, g, 0));
     CHECK(cuGraphLaunch(x, s));
@@ -121,7 +125,7 @@ static void left_allocated(CUstream s, uint32_t *res)
     CHECK(cuMemFreeAsync(a, s));
     CHECK(cuStreamSynchronize(s));
     mp.value = 6;
-    CHECK(cuGraphExecMemsetNodeSetParams(x, ns, &mp, NULL));
+    CHECK(cuGraphExecMemsetNodeSetParams(x, ns, &mp, g_ctx));
     CHECK(cuGraphLaunch(x, s));
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemcpyDtoH(res, a, N * 4));
@@ -142,6 +146,20 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
+    g_ctx = ctx;
+    {
+        CUgraph pg;
+        CUgraphNode pn;
+        CUdeviceptr pd;
+        CHECK(cuMemAlloc(&pd, 4096));
+        CHECK(cuGraphCreate(&pg, 0));
+        CUDA_MEMSET_NODE_PARAMS pm = {.dst = pd, .elementSize = 4, .width = 16, .height = 1};
+        const char *name = NULL;
+        cuGetErrorName(cuGraphAddMemsetNode(&pn, pg, NULL, 0, &pm, NULL), &name);
+        t_ok("a memset node of no context: %s", name ? name : "?");
+        CHECK(cuGraphDestroy(pg));
+        CHECK(cuMemFree(pd));
+    }
     CUmodule mod = t_load_module("kernels.ptx");
     f_inc = t_get_function(mod, "inc_u32");
     uint32_t *res;
