@@ -477,6 +477,12 @@ static struct srv_obj *capture_graph(struct srv_client *c, CUstream st)
     return o ? o : srv_obj_add(c, SHIM_HT_CUgraph, (uintptr_t)g, 0, NULL);
 }
 
+/* A graphmem record's aux: its allocation is freed in its own graph, so no call outside
+ * that graph may name it once the graph is gone; or its address is several graphs'
+ * (graphmem_register). */
+#define GRAPHMEM_FREED_IN_GRAPH 0x1u
+#define GRAPHMEM_ALIASED 0x2u
+
 /* Records left over [base, base + size) by graphs the client destroyed: the driver hands
  * an address out again only once its old allocation is gone. (Compared without computing
  * an end: no sum can overflow.) */
@@ -484,9 +490,61 @@ static void forget_stale(struct srv_client *c, uint64_t base, uint64_t size)
 {
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_MEM_GRAPHMEM), *next; o; o = next) {
         next = o->type_next;
-        if (!o->parent && (o->key.value - base < size || base - o->key.value < o->size))
+        if (!o->parent && !(o->aux & GRAPHMEM_ALIASED) &&
+            (o->key.value - base < size || base - o->key.value < o->size))
             srv_obj_destroyed(c, o);
     }
+}
+
+/* The client's graph memory record holding address a: the one made at a, or an aliased
+ * one running over it. */
+static struct srv_obj *graphmem_at(struct srv_client *c, uint64_t a)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, a);
+    if (!o && (o = srv_range_find(c, a, 1)) &&
+        (o->key.type != SHIM_HT_MEM_GRAPHMEM || !(o->aux & GRAPHMEM_ALIASED)))
+        o = NULL;
+    return o;
+}
+
+/* Registers graph memory [dptr, dptr + bytes) of graph g (NULL: none known). The driver
+ * gives one address to allocations of several graphs, mapping it for each at its own
+ * launches (seen on an H100: PyTorch capturing one graph after another, an allocation of
+ * the second at the address of one of the first, which the first frees in itself). Such an
+ * address is one record, the union of the allocations over it, that belongs to the client
+ * rather than to any graph: each graph's launches still find it, whichever graph goes
+ * first, and it stays until the client frees it outside a graph or leaves. Its bytes
+ * count once. NULL when out of memory, or when it overlaps memory other than graph
+ * memory. */
+static struct srv_obj *graphmem_register(struct srv_client *c, uint64_t dptr, uint64_t bytes,
+                                         struct srv_obj *g)
+{
+    uint64_t lo = dptr, hi;
+    if (__builtin_add_overflow(dptr, bytes, &hi))
+        return NULL;
+    forget_stale(c, dptr, bytes);
+    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, dptr, bytes, 1, g);
+    if (o && (o->parent == g || (o->aux & GRAPHMEM_ALIASED)))
+        return o;
+    /* Another graph's allocation over some of it: the union of every one overlapping. */
+    int others = 0;
+    for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_GRAPHMEM); r; r = r->type_next)
+        if (r->key.value - dptr < bytes || dptr - r->key.value < r->size) {
+            lo = r->key.value < lo ? r->key.value : lo;
+            hi = r->key.value + r->size > hi ? r->key.value + r->size : hi;
+            others = 1;
+        }
+    if (!others)
+        return NULL; /* what it overlaps is not graph memory, or no memory for a record */
+    for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_GRAPHMEM), *next; r; r = next) {
+        next = r->type_next;
+        if (r->key.value - lo < hi - lo)
+            srv_obj_destroyed(c, r); /* its exec's launches find the union (graphrefs.c) */
+    }
+    if (!(o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, lo, hi - lo, 1, NULL)))
+        return NULL;
+    o->aux |= GRAPHMEM_ALIASED;
+    return o;
 }
 
 /* One line for graph memory the server could not register, and why: the range of the
@@ -543,8 +601,7 @@ static CUresult graphmem_alloc_after(struct srv_client *c, struct srv_call *k)
     const CUDA_MEM_ALLOC_NODE_PARAMS *p = k->a.ptr[4];
     uint64_t node = *(const uint64_t *)k->a.ptr[0];
     struct srv_obj *g = srv_obj_find(c, SHIM_HT_CUgraph, k->a.val[1]);
-    forget_stale(c, p->dptr, p->bytesize);
-    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, p->dptr, p->bytesize, 1, g);
+    struct srv_obj *o = graphmem_register(c, p->dptr, p->bytesize, g);
     if (!o) {
         graphmem_refused(c, p->dptr, p->bytesize, 0, 1);
         struct srv_obj *n = srv_obj_find(c, SHIM_HT_CUgraphNode, node);
@@ -553,21 +610,18 @@ static CUresult graphmem_alloc_after(struct srv_client *c, struct srv_call *k)
             srv_obj_destroyed(c, n);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    srv_obj_count(c, o, k->dev, p->bytesize);
+    srv_obj_count(c, o, k->dev, o->size);
     return CUDA_SUCCESS;
 }
 
 const struct srv_hook srv_hook_graphmem_alloc = {.call = graphmem_alloc_call,
                                                  .after = graphmem_alloc_after};
 
-/* A graphmem record's aux: its allocation is freed in its own graph, so no call outside
- * that graph may name it once the graph is gone. */
-#define GRAPHMEM_FREED_IN_GRAPH 0x1u
 
 /* What a free node frees is an allocation node's address of the client's. */
 static CUresult graphmem_free_before(struct srv_client *c, struct srv_call *k)
 {
-    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, k->a.val[4]);
+    struct srv_obj *o = graphmem_at(c, k->a.val[4]);
     if (!o)
         return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
@@ -575,7 +629,7 @@ static CUresult graphmem_free_before(struct srv_client *c, struct srv_call *k)
 
 static CUresult graphmem_free_after(struct srv_client *c, struct srv_call *k)
 {
-    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, k->a.val[4]);
+    struct srv_obj *o = graphmem_at(c, k->a.val[4]);
     if (o && o->parent && o->parent->key.value == k->a.val[1])
         o->aux |= GRAPHMEM_FREED_IN_GRAPH;
     return CUDA_SUCCESS;
@@ -590,10 +644,8 @@ CUresult srv_graphmem_captured(struct srv_client *c, struct srv_stream *s, int d
     if (!dptr)
         return CUDA_SUCCESS; /* nothing allocated (0 bytes): no node */
     struct srv_obj *g = capture_graph(c, s->real), *o = NULL;
-    if (g) {
-        forget_stale(c, dptr, bytes);
-        o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, dptr, bytes, 1, g);
-    }
+    if (g)
+        o = graphmem_register(c, dptr, bytes, g);
     if (!o) {
         graphmem_refused(c, dptr, bytes, 1, g != NULL);
         /* The node cannot be taken out of a graph being captured, and an address the
@@ -602,7 +654,7 @@ CUresult srv_graphmem_captured(struct srv_client *c, struct srv_stream *s, int d
         (void)DRV(cuStreamQuery)(s->real);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    srv_obj_count(c, o, dev, bytes);
+    srv_obj_count(c, o, dev, o->size);
     return CUDA_SUCCESS;
 }
 
@@ -617,7 +669,7 @@ CUresult srv_graphmem_capture_free(struct srv_client *c, struct srv_call *k)
 {
     uint64_t dptr = k->vals[0];
     CUstream st = (CUstream)(uintptr_t)k->vals[1];
-    struct srv_obj *o = dptr ? srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, dptr) : NULL;
+    struct srv_obj *o = dptr ? graphmem_at(c, dptr) : NULL;
     CUstreamCaptureStatus status;
     CUgraph g = NULL;
     if (o && o->parent && !o->parent->owned &&
@@ -708,6 +760,6 @@ void srv_release_graphmem(struct srv_client *c, struct srv_obj *o)
  * its graph holds the node. */
 int srv_graphmem_keep(struct srv_client *c, uint64_t dptr)
 {
-    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_GRAPHMEM, dptr);
-    return o && o->parent;
+    struct srv_obj *o = graphmem_at(c, dptr);
+    return o && (o->parent || (o->aux & GRAPHMEM_ALIASED));
 }

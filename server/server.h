@@ -667,6 +667,10 @@ static inline void srv_fault_mark_work(struct srv_client *c, int dev)
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c */
 void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 
+/* pools.c: every pool the server makes or destroys goes through these, one at a time. */
+CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
+CUresult srv_pool_destroy(CUmemoryPool pool);
+
 /* queue.c: back-pressure on queued work. Past MPSSHIM_QUEUE_LIMIT its requests wait; when
  * its work waits on itself they are taken again up to this many times the limit. */
 #define SRV_QUEUE_HARD_FACTOR 4
