@@ -411,7 +411,7 @@ CUresult cpudrv_capture_alloc(struct cpudrv_stream *s, size_t bytes, const CUmem
     p.bytesize = bytes;
     CUresult rc;
     struct cpudrv_gnode *n = node(CU_GRAPH_NODE_TYPE_MEM_ALLOC, &rc);
-    if (n) rc = cpudrv_gmem_node_set(n, &p);
+    if (n) rc = cpudrv_gmem_node_set(n, &p, s->cap->g);
     rc = add_or_free(s, n, rc);
     if (!rc) *dptr = p.dptr;
     return rc;

@@ -198,6 +198,9 @@ struct cpudrv_gmem {
     int allocated;
     unsigned long long id; // of its range
     CUmemPoolProps props;
+    const void *graph;                // the handle of the graph whose node made it
+    struct cpudrv_gmem *prev, *next;  // every graph allocation but aliases (for aliasing)
+    struct cpudrv_gmem *alias_of;     // an alias: the allocation whose address it takes
 };
 void cpudrv_gmem_ref(struct cpudrv_gmem *m);
 void cpudrv_gmem_put(struct cpudrv_gmem *m);
@@ -214,7 +217,8 @@ void cpudrv_gmem_launched(struct cpudrv_gnode *const *order, size_t n);
 // it is not allocated.
 CUresult cpudrv_gmem_free_outside(struct cpudrv_gmem *m);
 // New nodes' parameters: an allocation (its address written to p->dptr), a free of dptr.
-CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS *p);
+CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS *p,
+                              const struct cpudrv_graph *g);
 CUresult cpudrv_gmem_free_node_set(struct cpudrv_gnode *n, CUdeviceptr dptr,
                                    const struct cpudrv_graph *g);
 

@@ -16,6 +16,38 @@
 #include <sys/mman.h>
 
 static cuuint64_t used_now, used_high, reserved_now, reserved_high;
+static struct cpudrv_gmem *all; // every graph allocation, for aliasing
+
+// MPSSHIM_CPUDRV_GRAPHMEM_ALIAS=1: a new allocation node takes the address of another
+// graph's allocation that that graph frees itself, when it is large enough, as the driver
+// was seen doing on an H100 (PyTorch's captures, one graph after another). The graphs then
+// share the memory too, so they must not run at the same time (they do not in the tests
+// that set it: one stream). Off by default: every other test keeps its own addresses.
+static int alias_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MPSSHIM_CPUDRV_GRAPHMEM_ALIAS");
+        on = v && *v == '1';
+    }
+    return on;
+}
+
+// An allocation of another live graph than g that that graph frees in itself, at least
+// `bytes` large, on dev, not allocated now; NULL if none.
+static struct cpudrv_gmem *alias_of(const struct cpudrv_graph *g, size_t bytes, int dev)
+{
+    for (struct cpudrv_gmem *m = all; m; m = m->next) {
+        const struct cpudrv_graph *o;
+        if (m->dev != dev || m->size < bytes || m->allocated || m->graph == (const void *)g ||
+            !(o = cpudrv_graph_find((CUgraph)(uintptr_t)m->graph)))
+            continue;
+        for (const struct cpudrv_gnode *n = o->head; n; n = n->next)
+            if (n->type == CU_GRAPH_NODE_TYPE_MEM_FREE && n->u.fptr == m->base)
+                return m;
+    }
+    return NULL;
+}
 
 void cpudrv_gmem_ref(struct cpudrv_gmem *m)
 {
@@ -26,6 +58,14 @@ void cpudrv_gmem_ref(struct cpudrv_gmem *m)
 static void gmem_end(struct cpudrv_gmem *m)
 {
     if (m->refs || m->allocated) return;
+    if (m->alias_of) { // its own record only; the address is the other's
+        cpudrv_gmem_put(m->alias_of);
+        free(m);
+        return;
+    }
+    if (m->prev) m->prev->next = m->next;
+    else all = m->next;
+    if (m->next) m->next->prev = m->prev;
     reserved_now -= m->size;
     cpudrv_mem_free_id(m->base, m->id);
     free(m);
@@ -93,7 +133,14 @@ void cpudrv_gmem_launched(struct cpudrv_gnode *const *order, size_t n)
         if (order[i]->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
             set_allocated(order[i]->u.gm, 1);
         } else if (order[i]->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
-            struct cpudrv_gmem *m = gmem_at(order[i]->u.fptr);
+            // The allocation of this graph at that address (an alias has its own), else
+            // the one whose address it is.
+            struct cpudrv_gmem *m = NULL;
+            for (size_t j = 0; j < i && !m; j++)
+                if (order[j]->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC &&
+                    order[j]->u.gm->base == (uintptr_t)order[i]->u.fptr)
+                    m = order[j]->u.gm;
+            if (!m) m = gmem_at(order[i]->u.fptr);
             if (m) {
                 set_allocated(m, 0);
                 gmem_end(m);
@@ -104,13 +151,29 @@ void cpudrv_gmem_launched(struct cpudrv_gnode *const *order, size_t n)
 
 // cpudrv_big held: the new allocation node n's memory (device memory of the pool
 // properties' device, backed now: see above).
-CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS *p,
+                              const struct cpudrv_graph *g)
 {
     if (!p || !p->bytesize || p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
         p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         cpudrv_dev_check(p->poolProps.location.id) || (p->accessDescCount && !p->accessDescs))
         return CUDA_ERROR_INVALID_VALUE;
-    struct cpudrv_gmem *m = calloc(1, sizeof *m);
+    struct cpudrv_gmem *m = alias_on() ? alias_of(g, p->bytesize, p->poolProps.location.id)
+                                       : NULL;
+    if (m) {
+        // An allocation of its own at the other's address (each has its own allocated
+        // time: a free node frees its own graph's: cpudrv_gmem_launched), which keeps the other's
+        // address while it lives.
+        struct cpudrv_gmem *a = calloc(1, sizeof *a);
+        if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+        cpudrv_gmem_ref(m);
+        *a = (struct cpudrv_gmem){.base = m->base, .size = p->bytesize, .dev = m->dev,
+                                  .refs = 1, .props = p->poolProps, .graph = g, .alias_of = m};
+        n->u.gm = a;
+        p->dptr = (CUdeviceptr)a->base;
+        return CUDA_SUCCESS;
+    }
+    m = calloc(1, sizeof *m);
     struct cpudrv_range r = {0};
     if (!m || !(r.map = cpudrv_mem_map(p->bytesize, &r.maplen))) {
         free(m);
@@ -140,6 +203,10 @@ CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS
     m->id = r.id;
     m->refs = 1;
     m->props = p->poolProps;
+    m->graph = g;
+    m->next = all;
+    if (all) all->prev = m;
+    all = m;
     reserved_now += m->size;
     if (reserved_now > reserved_high) reserved_high = reserved_now;
     n->u.gm = m;

@@ -425,7 +425,7 @@ static CUresult add_set(struct cpudrv_gnode *n, const struct add_params *a, stru
         return rc;
     }
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-        return cpudrv_gmem_node_set(n, a->ma);
+        return cpudrv_gmem_node_set(n, a->ma, g);
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return cpudrv_gmem_free_node_set(n, a->fptr, g);
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
