@@ -306,6 +306,8 @@ skipped frameworks || while read -r line; do
         ;;
     esac
 done < <(bash "$ROOT/tests/frameworks/run.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
+# One file for all of them (a device run brings back only a few files).
+tar -C "$LOGDIR" -czf "$LOGDIR/frameworks.tgz" frameworks 2>/dev/null && rm -rf "$LOGDIR/frameworks"
 
 # ---------------------------------------------------------------- device remapping
 # A server started with CUDA_VISIBLE_DEVICES=<last GPU> shows its clients one device,
