@@ -44,6 +44,11 @@ static CUresult begin_call(struct srv_client *c, struct srv_call *k)
 {
     CUresult r;
     CUstream st = (CUstream)(uintptr_t)k->vals[0];
+    /* Pinned blocks of the copies before it are closed now, outside the capture
+     * (hostblocks.c). */
+    struct srv_stream *before = capture_stream(c, k);
+    if (before)
+        srv_hblock_close(c, before);
     if (k->id == SHIM_ID_cuStreamBeginCaptureToGraph)
         r = DRV(cuStreamBeginCaptureToGraph)(st, (CUgraph)(uintptr_t)k->vals[1],
                                              (const CUgraphNode *)(uintptr_t)k->vals[2],

@@ -82,6 +82,10 @@ static void reap(struct srv_client *c)
     struct srv_hblock **pp = &c->hblocks.busy;
     while (*pp) {
         struct srv_hblock *b = *pp;
+        if (!b->ev) { /* waits for the client's release (close_block) */
+            pp = &b->next;
+            continue;
+        }
         CUresult r = DRV(cuEventQuery)(b->ev);
         if (r == CUDA_ERROR_NOT_READY) {
             pp = &b->next;
@@ -107,13 +111,14 @@ static void close_block(struct srv_client *c, struct srv_stream *s)
         to_free(c, b);
         return;
     }
-    if (DRV(cuEventRecord)(b->ev, s->real) != CUDA_SUCCESS) {
-        /* Only a context that is going fails this: wait for the stream instead (it
-         * returns at once there), never let the memory go under a copy. */
-        DRV(cuStreamSynchronize)(s->real);
+    /* On a stream in a capture (one that joined it: a capture's own begin closes its
+     * block first) an event would be recorded into the client's graph, not after the copies;
+     * a record can also fail (a context that is going). Then the block is never reused: it
+     * waits for the client's release, which comes only once its work has drained
+     * (registry.c). Never a wait here: the stream may wait on the client. */
+    if (srv_stream_capturing(c, s) || DRV(cuEventRecord)(b->ev, s->real) != CUDA_SUCCESS) {
         srv_event_give(c, b->ev_dev, b->ev);
-        to_free(c, b);
-        return;
+        b->ev = NULL;
     }
     b->next = c->hblocks.busy;
     c->hblocks.busy = b;
@@ -132,6 +137,10 @@ static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
         h->nfree--;
     } else if (h->bytes + HB_SIZE <= cap() && (b = calloc(1, sizeof(*b)))) {
         b->p = mmap(NULL, HB_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        /* Not copied on write into a child (the server spawns its successor): the GPU
+         * reads the pages it was given, the server must write those same pages. */
+        if (b->p != MAP_FAILED)
+            (void)madvise(b->p, HB_SIZE, MADV_DONTFORK);
         if (b->p == MAP_FAILED ||
             DRV(cuMemHostRegister_v2)(b->p, HB_SIZE, CU_MEMHOSTREGISTER_PORTABLE) !=
                 CUDA_SUCCESS) {
@@ -179,6 +188,11 @@ void *srv_hblock_take(struct srv_client *c, struct srv_stream *s, size_t n)
     void *p = s->hb->p + s->hb->used;
     s->hb->used += need;
     return p;
+}
+
+void srv_hblock_close(struct srv_client *c, struct srv_stream *s)
+{
+    close_block(c, s);
 }
 
 void srv_hblock_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
@@ -253,7 +267,8 @@ void srv_hblock_release(struct srv_client *c)
      * went with the streams (srv_hblock_stream_gone). */
     for (struct srv_hblock *b = h->busy, *n; b; b = n) {
         n = b->next;
-        srv_event_give(c, b->ev_dev, b->ev);
+        if (b->ev)
+            srv_event_give(c, b->ev_dev, b->ev);
         destroy(c, b, !srv_fault_dead(c, b->reg_dev));
     }
     for (struct srv_hblock *b = h->free, *n; b; b = n) {

@@ -68,7 +68,9 @@ static void mark(struct srv_client *c, struct srv_stream *s)
 {
     struct srv_queue *q = &c->queue;
     uint64_t bytes = s->queued;
-    if (!bytes)
+    /* In a capture an internal event would be recorded into the client's graph: its bytes
+     * are marked after the capture (or let go if the stream goes first). */
+    if (!bytes || srv_stream_capturing(c, s))
         return;
     s->queued = 0;
     q->unmarked -= bytes;
@@ -195,7 +197,7 @@ void srv_queue_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
 {
     if (!s->queued)
         return;
-    if (!dead) {
+    if (!dead && !srv_stream_capturing(c, s)) {
         mark(c, s); /* recorded before the stream goes: its work still completes */
         return;
     }
