@@ -518,9 +518,9 @@ static struct srv_obj *graphmem_at(struct srv_client *c, uint64_t a)
  * the second at the address of one of the first, which the first frees in itself). Such an
  * address is one record, the union of the allocations over it, that belongs to the client
  * rather than to any graph: each graph's launches still find it, whichever graph goes
- * first, and it stays until the client leaves (a free of it outside a graph leaves the
- * record, as for any graph's address: srv_graphmem_keep). Its bytes count once. NULL when out of memory, or when it overlaps memory other than graph
- * memory. */
+ * first, and it stays until the client leaves (a free of it outside a graph keeps the
+ * record, as for the address of a graph that lives: srv_graphmem_keep). Its bytes count
+ * once. NULL when out of memory, or when it overlaps memory other than graph memory. */
 static struct srv_obj *graphmem_register(struct srv_client *c, uint64_t dptr, uint64_t bytes,
                                          struct srv_obj *g)
 {
