@@ -191,6 +191,15 @@ CUresult srv_pool_destroy(CUmemoryPool pool)
     return r;
 }
 
+/* A departing client's pool (its default one too), one at a time as above. */
+void srv_release_pool(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = srv_pool_destroy((CUmemoryPool)(uintptr_t)o->key.value);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: releasing a CUmemoryPool failed with %s", (int)c->pid,
+                srv_errname(r));
+}
+
 static CUresult create_call(struct srv_client *c, struct srv_call *k)
 {
     (void)c;

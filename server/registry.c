@@ -257,9 +257,7 @@ static void destroy(struct srv_client *c, struct srv_obj *o)
     }
     if (t->destroyer < 0)
         return;
-    CUresult r = o->key.type == SHIM_HT_CUmemoryPool
-                     ? srv_pool_destroy((CUmemoryPool)(uintptr_t)o->key.value) /* pools.c */
-                     : call_destroyer(t, o->key.value);
+    CUresult r = call_destroyer(t, o->key.value);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: releasing a %s failed with %s", (int)c->pid, t->name,
                 srv_errname(r));
