@@ -137,25 +137,16 @@ void srv_capture_abandon(struct srv_client *c, struct srv_stream *s, int forget)
         capture_graph_gone(c, o);
 }
 
+static void abandon_dropping(struct srv_client *c, struct srv_stream *s)
+{
+    srv_capture_abandon(c, s, 1);
+}
+
 void srv_captures_abandon(struct srv_client *c, uint32_t ctx)
 {
-    if (!c->captures)
-        return;
-    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
-        struct srv_stream *s = o->ext;
-        if (s && (!ctx || s->ctx == ctx))
-            srv_capture_abandon(c, s, 1);
-    }
     /* Per-thread default streams can capture too (the legacy stream cannot). */
-    struct srv_ctx *x, *xt;
-    HASH_ITER(hh, c->ctxs, x, xt)
-    {
-        if (ctx && x->id != ctx)
-            continue;
-        struct srv_stream *d, *dt;
-        HASH_ITER(hh, x->defaults, d, dt)
-        srv_capture_abandon(c, d, 1);
-    }
+    if (c->captures)
+        srv_streams_each(c, ctx, 0, abandon_dropping);
 }
 
 /* ---------------------------------------------------------------- DOT files */

@@ -115,18 +115,7 @@ void srv_queue_charge(struct srv_client *c, struct srv_stream *s, uint64_t bytes
 /* Marks every stream of the client with bytes not yet covered. */
 static void mark_all(struct srv_client *c)
 {
-    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o && c->queue.unmarked;
-         o = o->type_next)
-        mark(c, o->ext);
-    struct srv_ctx *x, *xt;
-    struct srv_stream *s, *t;
-    HASH_ITER(hh, c->ctxs, x, xt)
-    {
-        if (x->legacy)
-            mark(c, x->legacy);
-        HASH_ITER(hh, x->defaults, s, t)
-        mark(c, s);
-    }
+    srv_streams_each(c, 0, 1, mark);
 }
 
 /* 1 when the client's queued work may be waiting on the client itself, as far as the

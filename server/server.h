@@ -667,6 +667,11 @@ static inline void srv_fault_mark_work(struct srv_client *c, int dev)
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c */
 void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 
+/* streams.c: fn on every stream of the client in context ctx (0: any): created ones, the
+ * per-thread default ones, and the legacy ones too when with_legacy. fn must free none. */
+void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
+                      void (*fn)(struct srv_client *c, struct srv_stream *s));
+
 /* pools.c: every pool the server makes or destroys goes through these, one at a time. */
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
 CUresult srv_pool_destroy(CUmemoryPool pool);

@@ -83,6 +83,27 @@ void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
     free(s);
 }
 
+void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
+                      void (*fn)(struct srv_client *c, struct srv_stream *s))
+{
+    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
+        struct srv_stream *s = o->ext;
+        if (s && (!ctx || s->ctx == ctx))
+            fn(c, s);
+    }
+    struct srv_ctx *x, *xt;
+    struct srv_stream *d, *dt;
+    HASH_ITER(hh, c->ctxs, x, xt)
+    {
+        if (ctx && x->id != ctx)
+            continue;
+        if (with_legacy && x->legacy)
+            fn(c, x->legacy);
+        HASH_ITER(hh, x->defaults, d, dt)
+        fn(c, d);
+    }
+}
+
 static struct srv_stream *legacy(struct srv_client *c, struct srv_ctx *x)
 {
     CUresult r;
