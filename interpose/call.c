@@ -261,12 +261,17 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
     uint64_t v = val[i], bytes;
     struct shim_range rg;
     if (i == d->destroys) {
-        /* Only the base of one of the caller's ranges of a kind it can free. Address space
-         * it reserved is not in the mirror: a sync call's answer comes from the server. */
+        /* Only the base of one of the caller's ranges of a kind it can free, or an address
+         * inside graph memory. Address space it reserved is not in the mirror: a sync
+         * call's answer comes from the server. */
         if (v == 0)
             return CUDA_SUCCESS;
         if (shim_range_find(v, 0, &rg) != 0)
             return d->cls == SHIM_SYNC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        /* Inside graph memory: an allocation of another graph at addresses of this one
+         * (server/graph.c, aliased records), which the server's table knows. */
+        if (rg.base != v && rg.kind == SHIM_HT_MEM_GRAPHMEM)
+            return CUDA_SUCCESS;
         if (rg.base != v || rg.kind >= SHIM_NHTYPES ||
             (shim_types[rg.kind].destroyer < 0 && !(shim_types[rg.kind].flags & SHIM_TF_RELEASE)))
             return CUDA_ERROR_INVALID_VALUE;

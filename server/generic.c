@@ -194,7 +194,8 @@ static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
 }
 
 /* A device address parameter: the memory its span names lies in one of the caller's
- * ranges. A destroyed address must be the base of a range its type can destroy. */
+ * ranges. A destroyed address must be the base of a range its type can destroy (or an
+ * allocation inside an aliased graph memory record: graph.c). */
 static CUresult check_dptr(struct srv_client *c, const struct shim_call *d, int i,
                            const struct chan_args *a, struct srv_obj **found)
 {
@@ -209,7 +210,8 @@ static CUresult check_dptr(struct srv_client *c, const struct shim_call *d, int 
         for (uint32_t t = 1; t < SHIM_NHTYPES && !o; t++)
             if (shim_types[t].flags & SHIM_TF_UNMAPPED)
                 o = srv_obj_find(c, t, v);
-        if (!o || o->key.value != v ||
+        /* An aliased graph memory record holds allocations at addresses inside it. */
+        if (!o || (o->key.value != v && !srv_graphmem_aliased(o)) ||
             (shim_types[o->key.type].destroyer < 0 &&
              !(shim_types[o->key.type].flags & SHIM_TF_RELEASE)))
             return CUDA_ERROR_INVALID_VALUE;

@@ -752,6 +752,14 @@ void srv_release_graphmem(struct srv_client *c, struct srv_obj *o)
         (void)DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
 }
 
+/* 1 if o is an aliased graph memory record: allocations of several graphs over one
+ * address, each freed by its own address, which may lie inside it (generic.c's check of
+ * a freed address). */
+int srv_graphmem_aliased(const struct srv_obj *o)
+{
+    return o->key.type == SHIM_HT_MEM_GRAPHMEM && (o->aux & GRAPHMEM_ALIASED);
+}
+
 /* cuMemFree/cuMemFreeAsync of graph memory (ipc.c): the address stays the client's while
  * its graph holds the node. */
 int srv_graphmem_keep(struct srv_client *c, uint64_t dptr)

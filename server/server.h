@@ -508,6 +508,7 @@ CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o);
 /* 1 if dptr is graph memory of the client's whose graph still holds the address: a free
  * outside the graph leaves its record (graph.c). */
 int srv_graphmem_keep(struct srv_client *c, uint64_t dptr);
+int srv_graphmem_aliased(const struct srv_obj *o);
 /* Stream-ordered allocation in a capture (graph.c). An allocation node the driver made for
  * a cuMemAllocAsync/cuMemAllocFromPoolAsync on capturing stream s: its address becomes graph
  * memory of the graph being captured, counted on dev; OUT_OF_MEMORY (the capture then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Graph memory at one address in two graphs (server/graph.c, graphmem_register), on the CPU
+# Graph memory at addresses of two graphs (server/graph.c, graphmem_register), on the CPU
 # test driver told to give it out so (MPSSHIM_CPUDRV_GRAPHMEM_ALIAS=1), as the real driver
 # did on an H100 for PyTorch's captures: tests/graph_mem natively and through the shim, on
 # a server of its own started with the same setting, must print the same, aliases said.
@@ -21,7 +21,7 @@ if ! diff -u "$W/native.out" "$W/shim.out"; then
     echo "FAIL: the outputs differ"
     rc=1
 fi
-n=$(grep -c "address: yes" "$W/native.out")
+n=$(grep -c "addresses: yes" "$W/native.out")
 [ "$n" = 2 ] || { echo "FAIL: the CPU test driver aliased $n of 2 pairs natively"; rc=1; }
 ctl quit >/dev/null
 grep "graph memory" "$W/log/server.log"

@@ -18,8 +18,9 @@
 static cuuint64_t used_now, used_high, reserved_now, reserved_high;
 static struct cpudrv_gmem *all; // every graph allocation, for aliasing
 
-// MPSSHIM_CPUDRV_GRAPHMEM_ALIAS=1: a new allocation node takes the address of another
-// graph's allocation that that graph frees itself, when it is large enough, as the driver
+// MPSSHIM_CPUDRV_GRAPHMEM_ALIAS=1: a new allocation node takes addresses of another
+// graph's allocation that that graph frees itself, when it is large enough (its end, so
+// a smaller one lies inside it), as the driver
 // was seen doing on an H100 (PyTorch's captures, one graph after another). The graphs then
 // share the memory too, so they must not run at the same time (they do not in the tests
 // that set it: one stream). Off by default: every other test keeps its own addresses.
@@ -167,7 +168,10 @@ CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS
         struct cpudrv_gmem *a = calloc(1, sizeof *a);
         if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
         cpudrv_gmem_ref(m);
-        *a = (struct cpudrv_gmem){.base = m->base, .size = p->bytesize, .dev = m->dev,
+        // At the end of the other's (inside it when smaller, on 256-byte steps), as the
+        // driver's own suballocation may place it.
+        uintptr_t at = m->base + ((m->size - p->bytesize) & ~(size_t)255);
+        *a = (struct cpudrv_gmem){.base = at, .size = p->bytesize, .dev = m->dev,
                                   .refs = 1, .props = p->poolProps, .graph = g, .alias_of = m};
         n->u.gm = a;
         p->dptr = (CUdeviceptr)a->base;
@@ -214,12 +218,21 @@ CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS
     return CUDA_SUCCESS;
 }
 
+// 1 if an allocation node of g has its memory at dptr (an alias too: not in the ranges).
+static int allocates_at(const struct cpudrv_graph *g, CUdeviceptr dptr)
+{
+    for (const struct cpudrv_gnode *o = g->head; o; o = o->next)
+        if (o->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && o->u.gm->base == (uintptr_t)dptr)
+            return 1;
+    return 0;
+}
+
 // cpudrv_big held: a new free node of g for dptr, an allocation node's address not freed
 // in g already.
 CUresult cpudrv_gmem_free_node_set(struct cpudrv_gnode *n, CUdeviceptr dptr,
                                    const struct cpudrv_graph *g)
 {
-    if (!gmem_at(dptr)) return CUDA_ERROR_INVALID_VALUE;
+    if (!gmem_at(dptr) && !allocates_at(g, dptr)) return CUDA_ERROR_INVALID_VALUE;
     for (const struct cpudrv_gnode *o = g->head; o; o = o->next)
         if (o->type == CU_GRAPH_NODE_TYPE_MEM_FREE && o->u.fptr == dptr)
             return CUDA_ERROR_INVALID_VALUE;

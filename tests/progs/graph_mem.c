@@ -150,8 +150,9 @@ static void launch_check(CUgraphExec x, CUstream s, uint32_t *res, size_t words,
 }
 
 /* Two graphs, each allocating memory and freeing it in itself, launched in turn on one
- * stream; then the first destroyed and the second launched again. The driver may give both
- * allocations one address: it did on an H100 for PyTorch's captures, and
+ * stream; then the first destroyed and the second launched again. The driver may give the
+ * second allocation addresses of the first (the first's base, or inside it): it did on an
+ * H100 for PyTorch's captures, and
  * MPSSHIM_CPUDRV_GRAPHMEM_ALIAS=1 makes the CPU test driver do it (said only then: with the
  * real driver, whether it does is its own choice, which native and shim runs need not
  * share). */
@@ -167,8 +168,8 @@ static void two_graphs(CUstream s, uint32_t *res, int captured)
         CHECK(cuGraphInstantiate(&x[i], g[i], 0));
     }
     if (getenv("MPSSHIM_CPUDRV_GRAPHMEM_ALIAS"))
-        t_ok("two graphs %s: the second's allocation at the first's address: %s", how,
-             a[1] == a[0] ? "yes" : "no");
+        t_ok("two graphs %s: the second's allocation inside the first's addresses: %s", how,
+             a[1] >= a[0] && a[1] - a[0] < words[0] * 4 ? "yes" : "no");
     for (int r = 0; r < 4; r++)
         launch_check(x[r % 2], s, res, words[r % 2], 21 + r % 2, "a graph launched in turn");
     t_ok("two graphs %s, each freeing its allocation: launched in turn, all words right", how);
