@@ -18,6 +18,7 @@
 #include "server/server.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* What a pool is to its client, in its record's aux word. */
@@ -166,14 +167,33 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
     return CUDA_SUCCESS;
 }
 
-/* Pools are made and destroyed one at a time in the server. Natively each process makes and
- * destroys its own; here every client's pool calls meet in one process. On an H100 (driver
- * 580.159.04) the server died once inside cuMemPoolDestroy (a NULL read in the driver, from
- * a client's call) in a 10-minute soak of 32 clients, four of them running the mempool test
- * (which destroys pools with allocations outstanding) at once. A race between such calls in
- * the driver is our reading of it, not a proven cause; these calls are rare, and one at a
- * time costs nothing that matters. */
+/* Pools are made and destroyed one at a time in the server, and never destroyed in the
+ * driver while an allocation from them is outstanding.
+ *
+ * Natively each process makes and destroys its own pools; here every client's pool calls
+ * meet in one process. On an H100 (driver 580.159.04) the server died twice inside
+ * cuMemPoolDestroy (a NULL read in the driver) in soaks of 32 clients, some running the
+ * mempool test, which destroys a pool with an allocation outstanding and frees it after.
+ * A plain CUDA program does the same natively and dies too (scratch program, 8 threads,
+ * each creating a pool, allocating from it, destroying the pool, then freeing with
+ * cuMemFree or cuMemFreeAsync: killed within 10 s; with the free before the destroy,
+ * 40 000 rounds ran clean, a destroy while the free is only enqueued included). So the
+ * driver's deferred destruction of a pool races with other threads' pool calls.
+ *
+ * The client's destroy therefore does not reach the driver while the pool's allocations
+ * are outstanding: the pool is "doomed". Its record goes (the client's handle is dead, as
+ * natively) and each outstanding allocation's record carries the doom; when the last of
+ * them goes (freed by the client, or released when it leaves), the pool is destroyed in
+ * the driver, after those frees, as the driver handles safely. Memory of a pool the client
+ * left running (registry.c) is never freed, and so neither is its pool: it stays with the
+ * driver until the server stops, like the rest of that client's objects. */
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
+
+struct doomed {
+    CUmemoryPool pool;
+    int dev;
+    uint64_t left; /* outstanding allocations whose records carry it */
+};
 
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
@@ -189,6 +209,51 @@ CUresult srv_pool_destroy(CUmemoryPool pool)
     CUresult r = DRV(cuMemPoolDestroy)(pool);
     pthread_mutex_unlock(&lifecycle);
     return r;
+}
+
+/* An allocation of a doomed pool goes (its record's drop): the last one destroys the pool,
+ * unless the memory was not freed (its client's work left running) or the device's
+ * context died (a fault: the pool went with it). */
+static void doomed_allocation_gone(struct srv_client *c, struct srv_obj *o)
+{
+    struct doomed *d = o->ext;
+    o->ext = NULL;
+    o->drop = NULL;
+    if (!d)
+        return;
+    pthread_mutex_lock(&lifecycle);
+    int last = --d->left == 0;
+    if (last && !c->left_running && d->dev >= 0 && d->dev < srv.ndev &&
+        atomic_load(&srv.fault[d->dev].state) == SRV_DEV_OK) {
+        CUresult r = DRV(cuMemPoolDestroy)(d->pool);
+        if (r != CUDA_SUCCESS)
+            srv_log("Client process %d: destroying a CUmemoryPool after its last allocation "
+                    "failed with %s", (int)c->pid, srv_errname(r));
+    }
+    pthread_mutex_unlock(&lifecycle);
+    if (last)
+        free(d);
+}
+
+/* The client destroys pool record p: in the driver now if nothing of it is outstanding,
+ * else when its last outstanding allocation goes. */
+static CUresult destroy_or_doom(struct srv_obj *p, CUmemoryPool pool)
+{
+    uint64_t n = 0;
+    for (struct srv_obj *k = p ? p->children : NULL; k; k = k->sib_next)
+        n += k->key.type == SHIM_HT_MEM_POOLED;
+    if (!n)
+        return srv_pool_destroy(pool);
+    struct doomed *d = malloc(sizeof(*d));
+    if (!d)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* nothing changed: the pool is still the client's */
+    *d = (struct doomed){.pool = pool, .dev = p->dev, .left = n};
+    for (struct srv_obj *k = p->children; k; k = k->sib_next)
+        if (k->key.type == SHIM_HT_MEM_POOLED) {
+            k->ext = d;
+            k->drop = doomed_allocation_gone;
+        }
+    return CUDA_SUCCESS;
 }
 
 /* A departing client's pool (its default one too), one at a time as above. */
@@ -230,8 +295,8 @@ static CUresult destroy_before(struct srv_client *c, struct srv_call *k)
 
 static CUresult destroy_call(struct srv_client *c, struct srv_call *k)
 {
-    (void)c;
-    return srv_pool_destroy((CUmemoryPool)(uintptr_t)k->vals[0]);
+    return destroy_or_doom(srv_obj_find(c, SHIM_HT_CUmemoryPool, k->a.val[0]),
+                           (CUmemoryPool)(uintptr_t)k->vals[0]);
 }
 
 const struct srv_hook srv_hook_pool_destroy = {.before = destroy_before, .call = destroy_call};

@@ -338,9 +338,13 @@ run_test soak-short 120 bash "$ROOT/tests/soak.sh" "$B" 20 8
 # the server's memory stays under the bound MPSSHIM_QUEUE_LIMIT sets, everyone passes, and
 # work waiting on a later call of its client is not held by the bound. Own server.
 run_test queued-work-bounded 300 bash "$ROOT/tests/flood.sh" "$B" "$WORK"
-# One graph-memory address in two graphs (the driver's aliasing, seen on an H100): each
+# Graph-memory addresses of one graph in another (the driver's aliasing, seen on an H100): each
 # graph runs on after the other goes, natively and through the shim alike.
 run_test graphmem-aliased 200 bash "$ROOT/tests/graphmem_alias.sh" "$B" "$WORK"
+# Pools destroyed with allocations outstanding never reach the driver so (it killed the
+# server on an H100): the CPU test driver told to die on one; the server lives and
+# releases. Own server.
+run_test pool-destroyed-outstanding 200 bash "$ROOT/tests/pool_doom.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"

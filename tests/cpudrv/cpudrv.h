@@ -359,6 +359,7 @@ void cpudrv_mem_free_ctx(struct cpudrv_ctx *ctx);
 // The device memory range (cuMemAlloc or a pool) starting exactly at p, or NULL; valid
 // until the table next changes.
 struct cpudrv_range *cpudrv_mem_device_at(uintptr_t p);
+size_t cpudrv_mem_pool_outstanding(const struct cpudrv_pool *p);
 // Frees the range starting at base if it is still allocation id (a stream-ordered free
 // that the stream reached).
 void cpudrv_mem_free_id(uintptr_t base, unsigned long long id);

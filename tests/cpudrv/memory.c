@@ -250,6 +250,15 @@ struct cpudrv_range *cpudrv_mem_device_at(uintptr_t p)
     return &ranges[i];
 }
 
+// cpudrv_big held: allocations of pool p whose free has not been asked for.
+size_t cpudrv_mem_pool_outstanding(const struct cpudrv_pool *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nranges; i++)
+        n += ranges[i].pool == p && !ranges[i].freeing;
+    return n;
+}
+
 // Frees the range starting at base if it is still allocation id (a stream-ordered free
 // that the stream reached; the allocation may have gone with its context meanwhile).
 void cpudrv_mem_free_id(uintptr_t base, unsigned long long id)

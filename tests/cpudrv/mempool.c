@@ -17,6 +17,7 @@
 #include "cpudrv.h"
 #include "graph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -283,6 +284,20 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
     return TR(rc);
 }
 
+// MPSSHIM_CPUDRV_POOL_STRICT=1: a pool destroyed while an allocation from it is
+// outstanding (not freed, nor its free enqueued) kills the process, as the real driver
+// (580.159.04, H100) did to the server when other threads used pools meanwhile; legal
+// and served natively otherwise.
+static int pool_strict(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MPSSHIM_CPUDRV_POOL_STRICT");
+        on = v && *v == '1';
+    }
+    return on;
+}
+
 // Ends a pool's handle; its memory goes once its outstanding allocations are freed. A
 // default pool cannot be destroyed.
 CUresult cuMemPoolDestroy(CUmemoryPool pool)
@@ -294,6 +309,12 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
     if (!p || p->is_default) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
+        size_t n = pool_strict() ? cpudrv_mem_pool_outstanding(p) : 0;
+        if (n) {
+            fprintf(stderr, "cpudrv: cuMemPoolDestroy with %zu allocations outstanding "
+                    "(MPSSHIM_CPUDRV_POOL_STRICT=1)\n", n);
+            abort();
+        }
         if (current[p->dev] == p) current[p->dev] = NULL;
         p->destroyed = 1;
         trim(p, 0);

@@ -207,19 +207,34 @@ static void plain_free(CUmemoryPool pool, CUstream s)
     t_ok("cuMemFree of a pool allocation; freeing it again fails; the pool serves on");
 }
 
-/* A pool destroyed while an allocation from it is outstanding: the allocation stays usable
- * until it is freed. */
-static void destroy_outstanding(const CUmemPoolProps *props, CUstream s)
+/* A pool destroyed while allocations from it are outstanding: they stay usable until they
+ * are freed, by cuMemFreeAsync or cuMemFree. With `leave`, the process then exits holding
+ * a third one (the server releases it, and then the pool). */
+static void destroy_outstanding(const CUmemPoolProps *props, CUstream s, int leave)
 {
     CUmemoryPool pool;
-    CUdeviceptr p = 0;
+    CUdeviceptr p = 0, q = 0, r = 0;
     CHECK(cuMemPoolCreate(&pool, props));
     CHECK(cuMemAllocFromPoolAsync(&p, N * 4, pool, s));
+    CHECK(cuMemAllocFromPoolAsync(&q, N * 4, pool, s));
+    CHECK(cuMemAllocFromPoolAsync(&r, N * 4, pool, s));
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemPoolDestroy(pool));
     memset(g_pin, 0, N * 4);
     write_free_check(s, p, 0x66, "destroyed pool");
-    t_ok("cuMemPoolDestroy with an allocation outstanding; the allocation stays usable");
+    fill(s, q, 0x67, N);
+    CHECK(cuMemcpyDtoHAsync(g_pin, q, N * 4, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemFree(q));
+    check_words(0x67, "destroyed pool, cuMemFree");
+    t_ok("cuMemPoolDestroy with allocations outstanding; they stay usable, freed async or not");
+    if (leave) {
+        fill(s, r, 0x68, N);
+        CHECK(cuStreamSynchronize(s));
+        t_ok("exits holding an allocation of a destroyed pool");
+        exit(0);
+    }
+    write_free_check(s, r, 0x68, "destroyed pool, last allocation");
 }
 
 static void errors(CUmemoryPool def, CUstream s)
@@ -234,8 +249,10 @@ static void errors(CUmemoryPool def, CUstream s)
     t_ok("cuMemPoolDestroy of the default pool fails");
 }
 
-int main(void)
+/* mempool [--leave-destroyed]: the second exits holding memory of a pool it destroyed. */
+int main(int argc, char **argv)
 {
+    int leave = argc > 1 && strcmp(argv[1], "--leave-destroyed") == 0;
     t_init("mempool", 120);
     CUdevice dev;
     CUcontext ctx;
@@ -281,7 +298,7 @@ int main(void)
     plain_free(pool, s);
     CHECK(cuMemPoolDestroy(pool));
     t_ok("cuMemPoolDestroy of a created pool");
-    destroy_outstanding(&props, s);
+    destroy_outstanding(&props, s, leave);
     errors(def, s);
 
     CHECK(cuStreamDestroy(s));

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Pools destroyed with allocations outstanding (server/pools.c): the server must never pass
+# such a destroy to the driver, which on an H100 killed it. The CPU test driver is told to
+# die on one (MPSSHIM_CPUDRV_POOL_STRICT=1); natively tests/mempool does exactly that and
+# dies. Through the shim, on a server started with the setting: the same output as a
+# native run without it; a client that exits holding memory of a pool it destroyed is
+# released, the pool after it; the server still serves.
+#   tests/pool_doom.sh BUILD WORKDIR
+set -u
+B=$(cd "$1" && pwd)
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+W=$2/pool-doom
+mkdir -p "$W"
+use_dir "$W"
+rc=0
+fail() { echo "FAIL: $*"; rc=1; }
+M="$B/tests/mempool"
+# The reference, and proof that the setting catches the pattern natively.
+timeout 120 env LD_LIBRARY_PATH="$B/cpudrv" "$M" >"$W/native.out" 2>&1 ||
+    fail "mempool natively: $(tail -1 "$W/native.out")"
+if timeout 120 env LD_LIBRARY_PATH="$B/cpudrv" MPSSHIM_CPUDRV_POOL_STRICT=1 "$M" \
+    >"$W/strict.out" 2>&1; then
+    fail "natively with MPSSHIM_CPUDRV_POOL_STRICT=1 mempool did not die"
+else
+    grep "allocations outstanding" "$W/strict.out"
+fi
+export MPSSHIM_CPUDRV_POOL_STRICT=1
+"$CTL" -d || exit 1
+timeout 120 env LD_PRELOAD="$SHIM" "$M" >"$W/shim.out" 2>&1
+diff -u "$W/native.out" "$W/shim.out" || fail "through the shim the output differs"
+timeout 120 env LD_PRELOAD="$SHIM" "$M" --leave-destroyed >"$W/leave.out" 2>&1 ||
+    fail "mempool --leave-destroyed: $(tail -1 "$W/leave.out")"
+grep -q "exits holding an allocation of a destroyed pool" "$W/leave.out" ||
+    fail "mempool --leave-destroyed did not reach its exit"
+# Its release must be done (the server logs it) before the next client is judged.
+wait_for 10 grep -q "released .*pooled memory" "$W/log/server.log" ||
+    fail "no release of the departed client's pooled memory"
+timeout 120 env LD_PRELOAD="$SHIM" "$M" >"$W/after.out" 2>&1 ||
+    fail "a client after that: $(tail -1 "$W/after.out")"
+pid=$(server_pid)
+[ -n "$pid" ] && ! gone "$pid" || fail "the server is gone"
+if grep -E "CUmemoryPool.*failed|died" "$W/log/server.log"; then
+    fail "the server's log names a failed pool destroy or a death"
+fi
+ctl quit >/dev/null
+[ $rc = 0 ] && echo "PASS pool-doom"
+exit $rc
