@@ -12,6 +12,7 @@
 #include "server/server.h"
 #include "channel/prof.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +123,41 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
     raise(sig);
 }
 
+/* SIGUSR2: every thread's stack into server.log, for a server that no longer answers
+ * (tests/soak.sh's stall report; there is no debugger on every machine). Sent to the
+ * process, the thread that takes it passes it to each other thread (tgkill), which writes
+ * its own. For diagnosis only: /proc is read with opendir, which is not async-signal-safe. */
+static void on_stack_request(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    char b[120];
+    size_t n = 0;
+    put_str(b, &n, sizeof(b), "[stack Server ");
+    put_num(b, &n, sizeof(b), (unsigned long)getpid(), 10);
+    put_str(b, &n, sizeof(b), " thread ");
+    put_num(b, &n, sizeof(b), (unsigned long)gettid(), 10);
+    put_str(b, &n, sizeof(b), "]\n");
+    void *frames[48];
+    int nf = backtrace(frames, 48);
+    if (files[0].fd >= 0) {
+        if (write(files[0].fd, b, n) < 0) {
+            /* nothing more to do */
+        }
+        backtrace_symbols_fd(frames, nf, files[0].fd);
+    }
+    if (si->si_code != SI_USER)
+        return; /* passed on by another thread */
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long tid = strtol(e->d_name, NULL, 10);
+        if (tid > 0 && tid != gettid())
+            syscall(SYS_tgkill, getpid(), (pid_t)tid, sig);
+    }
+    if (d)
+        closedir(d);
+}
+
 static void catch_crashes(void)
 {
     void *warm[2];
@@ -129,6 +166,8 @@ static void catch_crashes(void)
     int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
         sigaction(sigs[i], &sa, NULL);
+    struct sigaction st = {.sa_sigaction = on_stack_request, .sa_flags = SA_SIGINFO | SA_RESTART};
+    sigaction(SIGUSR2, &st, NULL);
 }
 
 int srv_log_open(const char *dir, const char *file, const char *who, int to_stderr, char *why,

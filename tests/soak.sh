@@ -29,14 +29,17 @@ trap 'keep_log; printf "quit\n" | "$CTL" >/dev/null 2>&1' EXIT
 trap 'exit 143' TERM
 # ctl_bounded LINE: ctl, but a server that does not answer in 10 s does not stop the soak.
 ctl_bounded() { printf '%s\n' "$1" | timeout 10 "$CTL"; }
-# stall_report: what the server's threads are doing (kernel wait channel and stack; the
-# user-space stacks too where gdb is installed).
+# stall_report: what the server's threads are doing (kernel wait channel; user-space
+# stacks in the server's log, from SIGUSR2, and from gdb too where it is installed).
 stall_report() {
     echo "the server's clients:"
     ctl_bounded ps
     for t in /proc/$S/task/*; do
         echo "thread ${t##*/} $(cat "$t/comm") waits in $(cat "$t/wchan" 2>/dev/null)"
     done
+    # Every thread's user-space stack, written by the server itself into its log.
+    kill -USR2 "$S" 2>/dev/null && sleep 2 &&
+        echo "the server's stacks: [stack ...] lines in $MPSSHIM_LOG_DIRECTORY/server.log"
     if command -v gdb >/dev/null; then
         timeout 60 gdb -p "$S" -batch -ex "thread apply all bt 12" 2>/dev/null | grep "^#\|^Thread"
     fi
