@@ -21,8 +21,11 @@ for n in "${names[@]}"; do
     fi
     timeout -k 5 "${FW_TIMEOUT:-300}" env LD_PRELOAD="$B/libmpsshim.so" python3 "$py" >"$LOGDIR/$n-shim.out" 2>&1
     src=$?
-    grep -v '^mpsshim: ' "$LOGDIR/$n-shim.out" | grep -v "^WARNING\|^I0000\|^W0000" >"$LOGDIR/$n-shim.values"
-    grep -v "^WARNING\|^I0000\|^W0000" "$LOGDIR/$n-native.out" >"$LOGDIR/$n-native.values"
+    # PyTorch's C++ warnings carry the time ("[W1125 18:11:51.161646785 file:line]").
+    grep -v '^mpsshim: ' "$LOGDIR/$n-shim.out" | grep -v "^WARNING\|^I0000\|^W0000" |
+        sed 's/^\[W[0-9]\{4\} [0-9:.]* /[W /' >"$LOGDIR/$n-shim.values"
+    grep -v "^WARNING\|^I0000\|^W0000" "$LOGDIR/$n-native.out" |
+        sed 's/^\[W[0-9]\{4\} [0-9:.]* /[W /' >"$LOGDIR/$n-native.values"
     if [ $nrc = 0 ] && [ $src = 0 ] && diff -q "$LOGDIR/$n-native.values" "$LOGDIR/$n-shim.values" >/dev/null; then
         echo "== framework-$n: PASS"
     else
