@@ -8,12 +8,14 @@
 # what each figure means, how it is measured and how long a run takes.
 #
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
-#                      [--families F,F...]
+#                      [--families F,F...] [--pack]
 #   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
 #   --families F,...     only these of idle calls copy overlap mpi fleet managed (in that
 #                        order), for a short GPU session; the SM-share table needs
 #                        --no-throttle to be left out too
 #   --no-plots           table only (bench/plot.py DIR draws the plots later, elsewhere)
+#   --pack               the logs and plots into one bench-logs.tgz at the end, so that the
+#                        results folder is 8 files (what a GPU session's $OUT brings back)
 #   OUT=DIR              results go there, else to a new temp dir
 #   MPSSHIM_BENCH_BUDGET=S  no measurement starts, nor runs on, after S s (default 420)
 #   MPSSHIM_BENCH_CPU=1  native and mpsshim on the CPU test driver, to test this script
@@ -23,16 +25,17 @@ set -u
 
 B=${1:-build}
 [ $# -gt 0 ] && shift
-QUICK=0 PLOTS=1 THROTTLE=1 REPEATS= ONLY=
+QUICK=0 PLOTS=1 THROTTLE=1 REPEATS= ONLY= PACK=0
 usage() {
     echo "usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]" \
-        "[--families F,F...]" >&2
+        "[--families F,F...] [--pack]" >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) QUICK=1 ;;
     --no-plots) PLOTS=0 ;;
+    --pack) PACK=1 ;;
     --no-throttle) THROTTLE=0 ;;
     --families)
         [[ ${2:-} =~ ^[a-z]+(,[a-z]+)*$ ]] || usage
@@ -546,6 +549,11 @@ main() {
         say "bench/report.py failed: the raw samples are in $SAMPLES"
     fi
     [ "$PLOTS" = 0 ] || plots
+    if [ "$PACK" = 1 ]; then
+        (cd "$OUTDIR" && tar czf bench-logs.tgz --remove-files -- bench-*.log throttle-*.log \
+            throttle-summary.txt ./*.png 2>/dev/null)
+        say "logs and plots packed into $OUTDIR/bench-logs.tgz"
+    fi
     say "results: $OUTDIR"
     [ "$FAILED" = 0 ] || { say "some runs FAILED: see the bench-*.log files"; exit 1; }
 }
