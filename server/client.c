@@ -297,6 +297,7 @@ static void cleanup(struct srv_client *c)
         free(w);
     }
     c->waits = NULL;
+    srv_devmem_gone(c);   /* its free streams: the frees queued there still complete */
     srv_queue_release(c); /* its marks' events go back to the pool, destroyed below */
     srv_hblock_release(c); /* so do its blocks' */
     free(c->retired);

@@ -437,6 +437,9 @@ static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
         return CUDA_SUCCESS;
     }
     k->keep = srv_graphmem_keep(c, k->vals[0]);
+    o = srv_obj_find(c, SHIM_HT_MEM_DEVICE, k->vals[0]);
+    if (srv_devmem_pooled(o))
+        return srv_devmem_free(c, o); /* never waits for the context (devmem.c) */
     return DRV(cuMemFree_v2)((CUdeviceptr)k->vals[0]);
 }
 

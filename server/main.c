@@ -242,6 +242,8 @@ int main(int argc, char **argv)
     srv.idle_spin_ns = (v ? strtoull(v, NULL, 10) : 100) * 1000;
     v = getenv("MPSSHIM_BLOCKING_SYNC");
     srv.block_sync = v ? atoi(v) != 0 : 1;
+    v = getenv("MPSSHIM_DEVICE_POOL");
+    srv.device_pool = v && atoi(v) != 0;
     /* Half the machine's memory by default; MPSSHIM_MAX_PINNED_MB sets another cap. */
     v = getenv("MPSSHIM_MAX_PINNED_MB");
     srv.max_pinned = v ? strtoull(v, NULL, 10) << 20

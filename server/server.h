@@ -262,6 +262,9 @@ struct srv_client {
     uint32_t limits_set;
     struct srv_queue queue; /* bytes held for its queued work (queue.c) */
     struct srv_hblocks hblocks; /* pinned memory its inline copies' data waits in */
+    struct {                    /* devmem.c: its allocation and free streams per device */
+        CUstream alloc, free;
+    } devmem[CHAN_MAX_DEVICES];
     uint8_t *blob;     /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
@@ -324,6 +327,7 @@ struct srv {
     uint64_t release_ns; /* how long a release waits for a departed client's work */
     uint64_t queue_limit; /* bytes one client's queued work may hold in the server; 0: none */
     int block_sync; /* single-threaded clients' syncs block in the driver (see waits.c) */
+    int device_pool; /* MPSSHIM_DEVICE_POOL=1: cuMemAlloc from a pool of ours (devmem.c) */
     uint64_t max_pinned; /* pinned host bytes one client may hold */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
     /* Context limits as the server started (the floor when clients leave); the real limit
@@ -672,6 +676,12 @@ void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
  * per-thread default ones, and the legacy ones too when with_legacy. fn must free none. */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
                       void (*fn)(struct srv_client *c, struct srv_stream *s));
+
+/* devmem.c: device memory from the server's pool (MPSSHIM_DEVICE_POOL=1). */
+CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes);
+int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool */
+CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o); /* after its work, no wait */
+void srv_devmem_gone(struct srv_client *c);             /* its streams go */
 
 /* pools.c: every pool the server makes or destroys goes through these, one at a time. */
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);

@@ -345,6 +345,9 @@ run_test graphmem-aliased 200 bash "$ROOT/tests/graphmem_alias.sh" "$B" "$WORK"
 # server on an H100): the CPU test driver told to die on one; the server lives and
 # releases. Own server.
 run_test pool-destroyed-outstanding 200 bash "$ROOT/tests/pool_doom.sh" "$B" "$WORK"
+# cuMemAlloc from the server's pool (MPSSHIM_DEVICE_POOL=1, server/devmem.c: frees that
+# never wait for the shared context): every test program through such a server. Own server.
+run_test device-pool-programs 400 bash "$ROOT/tests/devpool.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"

@@ -1,0 +1,189 @@
+/* Device memory the client allocates with cuMemAlloc, served from a pool of the server's
+ * when MPSSHIM_DEVICE_POOL=1, so that freeing it never waits for the whole context.
+ *
+ * Why: the driver's cuMemFree waits for all the work of the context it frees in, and holds
+ * a lock of the driver while it waits (H100, driver 580.159.04: in a 32-client soak every
+ * server thread stood in that lock's queue behind one client's cuMemFree, new clients'
+ * registration included). Natively that context is the process's own; here it is every
+ * client's, so one client's free waits for every client's kernels and stops every other
+ * client's driver calls meanwhile; if the work it waits for itself waits on a client
+ * whose worker stands in that queue (a host function whose application thread waits for a
+ * reply), nothing moves. cuMemFreeAsync does not wait: the memory goes back to the pool
+ * in stream order.
+ *
+ * How:
+ * - One pool per device, made on first use, with internal dependencies off
+ *   (CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES): an allocation is never made to
+ *   wait for another client's streams; freed memory is reused once its free has run.
+ * - Per client and device, two streams of the server's: one for its allocations, which
+ *   holds nothing else and is synchronised after each (so the memory is usable on every
+ *   stream when the call returns, as cuMemAlloc's is), and one for its frees.
+ * - A free first makes the free stream wait for everything the client has queued on that
+ *   device so far (an event recorded on each of its streams, and its destroyed streams'
+ *   work), as the driver's cuMemFree would have, then frees there. The memory is thus
+ *   never reused under the client's own work; but the call returns at once, without
+ *   waiting for that work (natively cuMemFree returns after it: a program that reads the
+ *   results of its asynchronous work after a cuMemFree without synchronising would differ).
+ * - At release the client's work has drained (registry.c), so the free needs no order.
+ * - Records keep DEVMEM_POOLED in aux; a record made for the family's release alone
+ *   (registry.c's tmp record) and every other device range go to cuMemFree.
+ *
+ * Opt-in until measured on a GPU; not covered yet: pitched allocations (cuMemAllocPitch:
+ * the driver picks the pitch), memory exported through IPC when its last holder lets go
+ * (ipc.c frees it with cuMemFree), peer access from other devices (pool memory needs
+ * cuMemPoolSetAccess, which is not set), and streams capturing when the free comes (no
+ * event can be recorded on them: their work queued before the capture is not waited for). */
+#include "server/server.h"
+
+#include <pthread.h>
+
+#define DEVMEM_POOLED (1ull << 62) /* in a device range's aux: it came from the pool */
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUmemoryPool pools[CHAN_MAX_DEVICES];
+
+/* The device's pool (made now if need be), or NULL with the error. */
+static CUmemoryPool pool_of(int dev, CUresult *err)
+{
+    *err = CUDA_ERROR_INVALID_DEVICE;
+    if (dev < 0 || dev >= srv.ndev)
+        return NULL;
+    pthread_mutex_lock(&pools_lock);
+    if (!pools[dev]) {
+        CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+        CUmemoryPool p;
+        if ((*err = srv_pool_create(&p, &props)) == CUDA_SUCCESS) {
+            int off = 0;
+            (void)DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                                             &off);
+            pools[dev] = p;
+        }
+    }
+    CUmemoryPool p = pools[dev];
+    pthread_mutex_unlock(&pools_lock);
+    if (p)
+        *err = CUDA_SUCCESS;
+    return p;
+}
+
+/* The client's stream *s of device dev, made now if need be, in the device's shared
+ * context (the one current for the call may be another device's, or a green context). */
+static CUresult stream_of(int dev, CUstream *s)
+{
+    if (*s)
+        return CUDA_SUCCESS;
+    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = DRV(cuStreamCreate)(s, CU_STREAM_NON_BLOCKING);
+    CUcontext old;
+    DRV(cuCtxPopCurrent_v2)(&old);
+    return r;
+}
+
+CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes)
+{
+    CUresult r;
+    CUmemoryPool pool = pool_of(dev, &r);
+    if (!pool)
+        return r;
+    if ((r = stream_of(dev, &c->devmem[dev].alloc)) != CUDA_SUCCESS)
+        return r;
+    if ((r = DRV(cuMemAllocFromPoolAsync)(p, bytes, pool, c->devmem[dev].alloc)) !=
+        CUDA_SUCCESS)
+        return r;
+    return DRV(cuStreamSynchronize)(c->devmem[dev].alloc);
+}
+
+/* The free stream waits for what each of the client's streams on the device holds now.
+ * (srv_streams_each takes no argument: the walk's target is the worker thread's own.) */
+static _Thread_local struct {
+    CUstream fs;
+    int dev;
+} order;
+
+static void order_after(struct srv_client *c, struct srv_stream *s)
+{
+    CUevent ev;
+    if (s->device != order.dev || srv_stream_capturing(c, s) ||
+        DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS ||
+        srv_event_take(c, s->device, &ev) != CUDA_SUCCESS)
+        return;
+    /* The wait takes the event's state now: it can be recorded again at once. */
+    if (DRV(cuEventRecord)(ev, s->real) == CUDA_SUCCESS)
+        (void)DRV(cuStreamWaitEvent)(order.fs, ev, 0);
+    srv_event_give(c, s->device, ev);
+}
+
+static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after_work)
+{
+    if (dev < 0 || dev >= srv.ndev)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = stream_of(dev, &c->devmem[dev].free);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (after_work) {
+        order.fs = c->devmem[dev].free;
+        order.dev = dev;
+        srv_streams_each(c, 0, 1, order_after);
+        for (size_t i = 0; i < c->nretired; i++)
+            if (c->retired[i].dev == dev)
+                (void)DRV(cuStreamWaitEvent)(order.fs, c->retired[i].ev, 0);
+    }
+    return DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free);
+}
+
+int srv_devmem_pooled(const struct srv_obj *o)
+{
+    return o && o->key.type == SHIM_HT_MEM_DEVICE && (o->aux & DEVMEM_POOLED);
+}
+
+CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o)
+{
+    return devmem_free(c, o->dev, o->key.value, 1);
+}
+
+/* A departing client's device memory (cuda_symbols.txt: release=devmem). */
+void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = srv_devmem_pooled(o) ? devmem_free(c, o->dev, o->key.value, 0)
+                                       : DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: releasing device memory failed with %s", (int)c->pid,
+                srv_errname(r));
+}
+
+/* The client leaves: its streams go (frees still queued on them complete). */
+void srv_devmem_gone(struct srv_client *c)
+{
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+        if (c->devmem[d].alloc && !srv_fault_dead(c, d))
+            DRV(cuStreamDestroy_v2)(c->devmem[d].alloc);
+        if (c->devmem[d].free && !srv_fault_dead(c, d))
+            DRV(cuStreamDestroy_v2)(c->devmem[d].free);
+        c->devmem[d].alloc = c->devmem[d].free = NULL;
+    }
+}
+
+/* cuMemAlloc: from the pool when it is on, else the driver's. */
+static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
+{
+    CUdeviceptr *p = k->a.ptr[0];
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!srv.device_pool)
+        return DRV(cuMemAlloc_v2)(p, (size_t)k->vals[1]);
+    return srv_devmem_alloc(c, k->dev, p, (size_t)k->vals[1]);
+}
+
+static CUresult alloc_after(struct srv_client *c, struct srv_call *k)
+{
+    const CUdeviceptr *p = k->a.ptr[0];
+    struct srv_obj *o = srv.device_pool ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, *p) : NULL;
+    if (o)
+        o->aux |= DEVMEM_POOLED;
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_mem_alloc = {.call = alloc_call, .after = alloc_after};
