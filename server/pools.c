@@ -174,8 +174,8 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  * meet in one process. On an H100 (driver 580.159.04) the server died twice inside
  * cuMemPoolDestroy (a NULL read in the driver) in soaks of 32 clients, some running the
  * mempool test, which destroys a pool with an allocation outstanding and frees it after.
- * A plain CUDA program does the same natively and dies too (scratch program, 8 threads,
- * each creating a pool, allocating from it, destroying the pool, then freeing with
+ * A plain CUDA program does the same natively and dies too (tests/progs/poolrace.c, 8
+ * threads each creating a pool, allocating from it, destroying the pool, then freeing with
  * cuMemFree or cuMemFreeAsync: killed within 10 s; with the free before the destroy,
  * 40 000 rounds ran clean, a destroy while the free is only enqueued included). So the
  * driver's deferred destruction of a pool races with other threads' pool calls.

@@ -41,6 +41,16 @@ wait_for 10 grep -q "released .*pooled memory" "$W/log/server.log" ||
     fail "no release of the departed client's pooled memory"
 timeout 120 env LD_PRELOAD="$SHIM" "$M" >"$W/after.out" 2>&1 ||
     fail "a client after that: $(tail -1 "$W/after.out")"
+# Several clients at once, each destroying pools before and after freeing their memory
+# (tests/progs/poolrace.c; natively on an H100 its modes 0 and 1 kill the process).
+pids=()
+for i in 1 2 3 4; do
+    timeout 60 env LD_PRELOAD="$SHIM" "$B/tests/poolrace" 9 2 3 >"$W/race$i.out" 2>&1 &
+    pids+=($!)
+done
+for i in 1 2 3 4; do
+    wait "${pids[$((i - 1))]}" || fail "poolrace client $i: $(tail -1 "$W/race$i.out")"
+done
 # The device memory the clients and their pools held is back (a pool with nothing
 # reserved costs none here, so this does not see a pool left undestroyed).
 wait_for 10 test "$(mem)" = "$before" || fail "device memory $before -> $(mem) bytes"
