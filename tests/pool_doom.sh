@@ -53,7 +53,8 @@ for i in 1 2 3 4; do
 done
 # The device memory the clients and their pools held is back (a pool with nothing
 # reserved costs none here, so this does not see a pool left undestroyed).
-wait_for 10 test "$(mem)" = "$before" || fail "device memory $before -> $(mem) bytes"
+mem_back() { [ "$(mem)" = "$before" ]; }
+wait_for 10 mem_back || fail "device memory $before -> $(mem) bytes"
 pid=$(server_pid)
 [ -n "$pid" ] && ! gone "$pid" || fail "the server is gone"
 if grep -E "CUmemoryPool.*failed|died" "$W/log/server.log"; then
