@@ -360,6 +360,9 @@ void cpudrv_mem_free_ctx(struct cpudrv_ctx *ctx);
 // until the table next changes.
 struct cpudrv_range *cpudrv_mem_device_at(uintptr_t p);
 size_t cpudrv_mem_pool_outstanding(const struct cpudrv_pool *p);
+// cpudrv_big held (let go while waiting): waits for all work queued in context c so far
+// (captures aside, which cuCtxSynchronize refuses to run in; ctxprops.c).
+CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c);
 // Frees the range starting at base if it is still allocation id (a stream-ordered free
 // that the stream reached).
 void cpudrv_mem_free_id(uintptr_t base, unsigned long long id);

@@ -61,6 +61,20 @@ static CUresult sync_ctx(struct cpudrv_ctx *c)
     return (CUresult)__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE);
 }
 
+CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c)
+{
+    struct cpudrv_dep *deps = NULL;
+    unsigned n = 0, cap = 0;
+    if (cpudrv_stream_snapshot(c, CPUDRV_SNAP_CTX, &deps, &n, &cap)) {
+        cpudrv_deps_release(deps, n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cpudrv_unlock();
+    cpudrv_deps_wait_release(deps, n);
+    cpudrv_lock();
+    return CUDA_SUCCESS;
+}
+
 // Waits for all work of the current context.
 CUresult cuCtxSynchronize(void)
 {

@@ -343,6 +343,19 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
     return TR(rc);
 }
 
+// MPSSHIM_CPUDRV_FREE_WAITS=1: cuMemFree first waits for all work of the context, as the
+// real driver's does (an H100 with driver 580.159.04: a free waited for every kernel of the
+// context). Off by default, where the storage only outlives the queued work.
+static int free_waits(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MPSSHIM_CPUDRV_FREE_WAITS");
+        on = v && *v == '1';
+    }
+    return on;
+}
+
 // Frees device memory; the storage itself goes once queued work that may use it ran. A
 // pool allocation goes back to its pool at once: the caller promises that its work is
 // done, as with the real driver, which does not synchronise for those.
@@ -351,6 +364,10 @@ CUresult cuMemFree(CUdeviceptr dptr)
     struct cpudrv_ctx *c;
     CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
+    if (free_waits() && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
+        cpudrv_unlock();
+        return TR(rc);
+    }
     struct cpudrv_range *r = cpudrv_mem_device_at((uintptr_t)dptr);
     long m = floor_index((uintptr_t)dptr);
     if (!r && dptr && m >= 0 && ranges[m].base == (uintptr_t)dptr &&
