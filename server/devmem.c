@@ -28,9 +28,12 @@
  * - Records keep DEVMEM_POOLED in aux; a record made for the family's release alone
  *   (registry.c's tmp record) and every other device range go to cuMemFree.
  *
+ * - IPC memory of the pool whose last holder lets go (ipc.c) is freed on a stream of the
+ *   server's: no client's work is waited for (natively an exporter's free does not wait
+ *   for its openers' work either: it lives in their contexts).
+ *
  * Opt-in until measured on a GPU; not covered yet: pitched allocations (cuMemAllocPitch:
- * the driver picks the pitch), memory exported through IPC when its last holder lets go
- * (ipc.c frees it with cuMemFree), peer access from other devices (pool memory needs
+ * the driver picks the pitch), peer access from other devices (pool memory needs
  * cuMemPoolSetAccess, which is not set), and streams capturing when the free comes (no
  * event can be recorded on them: their work queued before the capture is not waited for). */
 #include "server/server.h"
@@ -132,6 +135,19 @@ static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after
                 (void)DRV(cuStreamWaitEvent)(order.fs, c->retired[i].ev, 0);
     }
     return DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free);
+}
+
+/* Per device, a stream of the server's for memory no client holds any more. */
+static CUstream orphans[CHAN_MAX_DEVICES];
+
+CUresult srv_devmem_free_orphan(int dev, uint64_t p)
+{
+    if (dev < 0 || dev >= srv.ndev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pools_lock);
+    CUresult r = stream_of(dev, &orphans[dev]);
+    pthread_mutex_unlock(&pools_lock);
+    return r == CUDA_SUCCESS ? DRV(cuMemFreeAsync)((CUdeviceptr)p, orphans[dev]) : r;
 }
 
 int srv_devmem_pooled(const struct srv_obj *o)

@@ -62,6 +62,7 @@ struct srv_share {
     struct srv_client *owner;  /* the exporter, while its record lives */
     _Atomic int revoked;       /* the exporter left: openers' records no longer resolve */
     int dead;                  /* its device's context died in a fault: nothing to destroy */
+    int pooled;                /* memory from the server's device pool (devmem.c) */
     struct srv_client **openers; /* clients holding an opened record, one entry each */
     int nopeners, capopeners;
     struct srv_client *charged; /* the opener paying for the memory once the owner let go */
@@ -122,7 +123,8 @@ static void destroy_real(struct srv_share *s)
     } else {
         r = DRV(cuCtxPushCurrent_v2)(srv.ctx[s->dev]);
         if (r == CUDA_SUCCESS) {
-            r = DRV(cuMemFree_v2)((CUdeviceptr)s->value);
+            r = s->pooled ? srv_devmem_free_orphan(s->dev, s->value)
+                          : DRV(cuMemFree_v2)((CUdeviceptr)s->value);
             CUcontext old;
             DRV(cuCtxPopCurrent_v2)(&old);
         }
@@ -235,6 +237,7 @@ static CUresult export(struct srv_client *c, struct srv_obj *o, uint32_t kind,
         s->size = o->size;
         s->bytes = o->bytes;
         s->dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
+        s->pooled = srv_devmem_pooled(o);
         s->owner = c;
         HASH_ADD(hh, shares, id, sizeof(s->id), s);
         o->share = s;

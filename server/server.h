@@ -682,6 +682,9 @@ CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t 
 int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool */
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o); /* after its work, no wait */
 void srv_devmem_gone(struct srv_client *c);             /* its streams go */
+/* Memory of the pool nobody holds any more (IPC memory whose last holder let go): freed on
+ * a stream of the server's, after nothing. */
+CUresult srv_devmem_free_orphan(int dev, uint64_t p);
 
 /* pools.c: every pool the server makes or destroys goes through these, one at a time. */
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
