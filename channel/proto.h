@@ -25,7 +25,8 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 5 /* incompatible changes (5: visible_devices in the hello) */
-#define CHAN_PROTO_MINOR 2 /* compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE) */
+#define CHAN_PROTO_MINOR 3 /* compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE,
+                              3: chan_shm.spin_hint_us) */
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -187,6 +188,11 @@ struct chan_shm {
     /* Set by the server when this client was terminated or the server is going away:
      * the client stops waiting and returns errors (CHAN_DEAD_*). */
     _Alignas(64) _Atomic uint32_t dead;
+    /* Server -> client, a hint: how many µs a thread waiting for a reply should spin
+     * before it sleeps, plus one; 0: no hint (the client's own MPSSHIM_SPIN_US). The server
+     * lowers it while it has more busy clients than its CPUs can spin for (server/spin.c);
+     * a client never spins longer than its own setting. The server never reads it back. */
+    _Atomic uint32_t spin_hint_us;
 
     struct chan_slot slots[CHAN_NSLOTS];
 };

@@ -178,6 +178,10 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
     struct chan *c = &shim_conn.ch;
     struct chan_wait w = shim_waiter;
     w.spin_ns = spin_ns();
+    /* The server's hint (proto.h): shorter while its CPUs are all wanted. */
+    uint32_t hint = atomic_load_explicit(&c->shm->spin_hint_us, memory_order_relaxed);
+    if (hint && (uint64_t)(hint - 1) * 1000 < w.spin_ns)
+        w.spin_ns = (uint64_t)(hint - 1) * 1000;
     if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0)
         return shim_dead_error();
     struct chan_lane *l = &c->lanes[q->lane];

@@ -240,6 +240,7 @@ int main(int argc, char **argv)
         snprintf(srv.driver_path, sizeof(srv.driver_path), "%s", v);
     v = getenv("MPSSHIM_SERVER_SPIN_US");
     srv.idle_spin_ns = (v ? strtoull(v, NULL, 10) : 100) * 1000;
+    srv_spin_init();
     v = getenv("MPSSHIM_BLOCKING_SYNC");
     srv.block_sync = v ? atoi(v) != 0 : 1;
     v = getenv("MPSSHIM_DEVICE_POOL");

@@ -215,6 +215,11 @@ struct srv_client {
     /* PROFILE=1 builds (channel/prof.h): its worker's records, time replaying them, and
      * since when it serves. */
     uint64_t prof_records, prof_replay_ns, prof_since_ns;
+    /* The spinning policy (spin.c), the worker's own: counted busy until busy_until; the
+     * spin hint last written into the segment. */
+    int busy;
+    uint64_t busy_until;
+    uint32_t spin_hint;
     /* A release gave up on work still running (registry.c, leave_running): that work may
      * still fire its host functions into this struct and the segment, or copy through the
      * segment's slots, so neither is ever freed or unmapped. */
@@ -362,6 +367,22 @@ unsigned srv_clients_live(void);
 void srv_limits_settle(struct srv_client *gone);
 /* Sets the server's context for device `dev` current on the calling thread. */
 CUresult srv_use_device(int dev);
+
+/* ---------------------------------------------------------------- spin.c */
+
+/* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity). */
+void srv_spin_init(void);
+/* How many clients are busy now, and how many CPUs the policy counts. */
+void srv_spin_describe(unsigned *nbusy, unsigned *cpus);
+/* True while more clients are busy than half the CPUs: nobody should spin. */
+int srv_spin_crowded(void);
+/* The worker of c replayed records at `now`: c counts as busy for a while. */
+void srv_spin_worked(struct srv_client *c, uint64_t now);
+/* The worker of c found nothing to do: ends c's busy spell when it is over; returns how
+ * long c still counts as busy (UINT64_MAX: it does not), which bounds the worker's sleep. */
+uint64_t srv_spin_idle(struct srv_client *c, uint64_t now);
+/* c's worker stops: it no longer counts. */
+void srv_spin_gone(struct srv_client *c);
 
 /* ---------------------------------------------------------------- worker.c */
 

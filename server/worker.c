@@ -215,12 +215,14 @@ void *srv_worker_main(void *arg)
             got = 1;
         }
         int waiting = c->waits ? srv_waits_poll(c) : 0;
+        uint64_t now = chan_now_ns();
         if (got) {
+            srv_spin_worked(c, now);
             idle_since = 0;
             backoff_us = 0;
             continue;
         }
-        uint64_t now = chan_now_ns();
+        uint64_t busy_left = srv_spin_idle(c, now);
         if (paused) {
             /* Records wait in the ring (so the doorbell would not let it sleep): poll the
              * GPU's progress, backing off to 200 us, and see now and then that the client is
@@ -236,8 +238,10 @@ void *srv_worker_main(void *arg)
         }
         if (!idle_since)
             idle_since = now;
-        if (now - idle_since < srv.idle_spin_ns)
-            continue; /* a chatty client's next request is usually microseconds away */
+        /* A chatty client's next request is usually microseconds away; but while the
+         * server is crowded (spin.c) the CPU this would spin on is another thread's. */
+        if (now - idle_since < srv.idle_spin_ns && !srv_spin_crowded())
+            continue;
         if (waiting) {
             /* The GPU is busy for this client: poll its events less and less often. Its work
              * may wait on the client itself (host functions and nodes, hostfn.c): see now
@@ -250,9 +254,12 @@ void *srv_worker_main(void *arg)
             }
             continue;
         }
-        chan_ring_sleep(&c->ch, 50ull * 1000 * 1000);
-        if (!chan_ring_pending(&c->ch))
+        /* Wakes when c's busy spell ends too, so that it stops counting on time. */
+        uint64_t nap = 50ull * 1000 * 1000;
+        chan_ring_sleep(&c->ch, busy_left < nap ? busy_left + 1 : nap);
+        if (!chan_ring_pending(&c->ch) && busy_left >= nap)
             srv_client_alive(c);
     }
+    srv_spin_gone(c);
     return NULL;
 }

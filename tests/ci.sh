@@ -341,6 +341,9 @@ run_test queued-work-bounded 300 bash "$ROOT/tests/flood.sh" "$B" "$WORK"
 # Graph-memory addresses of one graph in another (the driver's aliasing, seen on an H100): each
 # graph runs on after the other goes, natively and through the shim alike.
 run_test graphmem-aliased 200 bash "$ROOT/tests/graphmem_alias.sh" "$B" "$WORK"
+# The spinning policy (server/spin.c): more busy clients than half the CPUs turn spinning
+# off, and it comes back when they leave; the clients' results stay right. Own server.
+run_test spin-policy 120 bash "$ROOT/tests/spin.sh" "$B" "$WORK"
 # Pools destroyed with allocations outstanding never reach the driver so (it killed the
 # server on an H100): the CPU test driver told to die on one; the server lives and
 # releases. Own server.
