@@ -3,8 +3,8 @@
 
 Reads what bench/report.py reads (bench-samples.tsv, bench-figures.tsv, bench-info.txt,
 throttle-results.tsv) and writes into RESULTS_DIR: scaling.png (the main plot: overlap, MPI
-job, inference fleet, round trips), overlap.png, mpi.png, fleet.png, calls.png, copy.png
-and sm_shares.png. Every point is a median, its bar the min-max of the repeats. Needs
+job, inference fleet, driver-API fleet, round trips), overlap.png, mpi.png, fleet.png,
+fleetc.png, calls.png, copy.png and sm_shares.png. Every point is a median, its bar the min-max of the repeats. Needs
 matplotlib (pip install matplotlib); runs anywhere, so that a run made on a machine without
 it is plotted afterwards from the copied results folder.
 """
@@ -178,14 +178,16 @@ def main(d):
     titles = {"overlap_s": ("overlap: slowest of N processes x 200 launches of 2 blocks x 100 us",
                             True),
               "mpi_gpu_loop_s": ("MPI job: slowest rank's GPU loop", True),
-              "fleet_steps_per_s": ("PyTorch inference fleet: total steps/s", False)}
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+              "fleet_steps_per_s": ("PyTorch inference fleet: total steps/s", False),
+              "fleetc_steps_per_s": ("driver-API fleet (fleetc): total steps/s", False)}
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8))
     for ax, name in zip(axes.flat, titles):
         scaling(ax, cells, figures, name, *titles[name])
-    calls(axes.flat[3], cells, figures)
+    calls(axes.flat[4], cells, figures)
+    axes.flat[5].axis("off")
     out.append(save(fig, info, d, "scaling.png"))
     for name, png in (("overlap_s", "overlap.png"), ("mpi_gpu_loop_s", "mpi.png"),
-                      ("fleet_steps_per_s", "fleet.png")):
+                      ("fleet_steps_per_s", "fleet.png"), ("fleetc_steps_per_s", "fleetc.png")):
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
         scaling(ax, cells, figures, name, *titles[name])
         out.append(save(fig, info, d, png))

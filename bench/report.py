@@ -141,6 +141,12 @@ def goals(cells, cpu):
         check("inference fleet, %s processes: mpsshim's steps/s >= MPS's" % n,
               None if s is None or p is None else s >= p,
               "mpsshim %s, MPS %s steps/s" % (fmt(s), fmt(p)))
+    pairs = [(n, m("fleetc_steps_per_s", n, "mpsshim"), m("fleetc_steps_per_s", n, "mps"))
+             for n in ("16", "32")]
+    check("driver-API fleet at 16 and 32 processes: mpsshim >= MPS",
+          None if any(s is None or p is None for _n, s, p in pairs)
+          else all(s >= p for _n, s, p in pairs),
+          "; ".join("%s: mpsshim %s, MPS %s steps/s" % (n, fmt(s), fmt(p)) for n, s, p in pairs))
     for fig, extra, what in (("launch_sync_us", 1.0, "launch + sync"),
                              ("stream_query_us", 0.5, "cuStreamQuery")):
         s, nat = m(fig, "-", "mpsshim"), m(fig, "-", "native")

@@ -2,7 +2,8 @@
 # Benchmarks (`make bench`): every figure natively, under native MPS and under mpsshim, on the
 # same GPU in one run, each repeated (5 times unless --repeats says otherwise): GPU memory of
 # idle processes, per-call costs, copy bandwidth by size, overlap of 1-32 processes, an MPI
-# job of 1-16 ranks, a PyTorch inference fleet of 1-16 processes; then the SM-share table
+# job of 1-16 ranks, a PyTorch inference fleet of 1-16 processes, managed memory, a
+# driver-API fleet of 1-32 processes (bench/fleetc); then the SM-share table
 # (bench/throttle.sh). Writes the raw samples, a table (markdown and tsv) and, where
 # matplotlib is (else installed with pip when it can be), PNG plots. bench/README.md says
 # what each figure means, how it is measured and how long a run takes.
@@ -10,8 +11,8 @@
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
 #                      [--families F,F...] [--pack]
 #   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
-#   --families F,...     only these of idle calls copy overlap mpi fleet managed (in that
-#                        order), for a short GPU session; the SM-share table needs
+#   --families F,...     only these of idle calls copy overlap mpi fleet managed fleetc (in
+#                        that order), for a short GPU session; the SM-share table needs
 #                        --no-throttle to be left out too
 #   --no-plots           table only (bench/plot.py DIR draws the plots later, elsewhere)
 #   --pack               the logs and plots into one bench-logs.tgz at the end, so that the
@@ -67,12 +68,13 @@ COPY_KINDS="htod_pageable dtoh_pageable htod_pinned dtoh_pinned htod_registered 
 MPI_STEPS=400
 if [ "$QUICK" = 1 ]; then
     : "${REPEATS:=2}"
-    OVERLAP_PROCS="1 4" MPI_RANKS="1 2" FLEET_PROCS="1 2"
+    OVERLAP_PROCS="1 4" MPI_RANKS="1 2" FLEET_PROCS="1 2" FLEETC_PROCS="1 2"
     CALL_ARGS=(--quick) COPY_MAX=4 FLEET_SECONDS=0.2 MPI_STEPS=100
     MANAGED_ARGS=(--mib 4 --steps 10 --rounds 3)
 else
     : "${REPEATS:=5}"
     OVERLAP_PROCS="1 2 4 8 16 32" MPI_RANKS="1 2 4 8 16" FLEET_PROCS="1 2 4 8 16"
+    FLEETC_PROCS="1 2 4 8 16 32"
     CALL_ARGS=() COPY_MAX=256 FLEET_SECONDS=1
     MANAGED_ARGS=(--mib 64 --steps 100 --rounds 10)
 fi
@@ -82,9 +84,13 @@ if [ "$CPU" = 1 ]; then KERNEL_ARGS=(--kernel delay_set) FLEET_ARGS=(--fake); el
     KERNEL_ARGS=() FLEET_ARGS=()
 fi
 IDLE_PROCS=8
+# A driver-API fleet step (bench/fleetc): host work, empty launches, a 4-byte read back.
+FLEETC_ARGS=(--work-us 100 --launches 8)
 # mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's.
 MODES="mpsshim mps native"
-FAMILIES="idle calls copy overlap mpi fleet managed"
+# fleetc last: a run of every family outlasts the default budget (bench/README.md), and what
+# the budget cuts should be the newest figure rather than the reference run's.
+FAMILIES="idle calls copy overlap mpi fleet managed fleetc"
 if [ -n "$ONLY" ]; then
     for f in $ONLY; do [[ " $FAMILIES " == *" $f "* ]] || usage; done
     kept=""
@@ -123,6 +129,7 @@ figures() {
         printf 'mpi_gpu_loop_s\ts\tlower\tranks\t%s\n' "an MPI job of x ranks (mpirun, one node), each $MPI_STEPS steps of a 4-block kernel spinning 75 us plus an increment of its share, one cuStreamSynchronize at the end; ranks start at MPI_Barrier; the slowest rank's GPU loop (mpi_steps)"
         printf 'fleet_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x PyTorch processes at once, each running a small conv net on batches of 8 with one .item() per step for $FLEET_SECONDS s from a common barrier: the sum of their steps/s (fleet.py)"
         printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "one PyTorch process alone: from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step); once per mode"
+        printf 'fleetc_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x processes at once (bench/fleetc, driver API), each step ${FLEETC_ARGS[1]} us of host work, ${FLEETC_ARGS[3]} launches of an empty kernel and a 4-byte cuMemcpyDtoH, for $FLEET_SECONDS s from a common barrier: the sum of their steps/s"
         printf 'managed_gpu_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the GPU phase of a managed-memory program (bench/managed): saxpy launches back to back over two managed arrays the CPU wrote, one synchronize"
         printf 'managed_pingpong_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: rounds of one saxpy, a synchronize and a CPU pass over the array, on managed memory (bench/managed)"
         printf 'managed_prefetch_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the same rounds with cuMemPrefetchAsync to the device before each launch and to the host before each CPU pass (bench/managed)"
@@ -416,6 +423,19 @@ fam_fleet() {
     done
 }
 
+# fam_fleetc MODE: for each P of FLEETC_PROCS, P fleetc processes at once, REPEATS windows.
+fam_fleetc() {
+    local mode=$1 p secs
+    for p in $FLEETC_PROCS; do
+        secs=$(spend 90)
+        PROCS=$p
+        rm -f "$WORK/barrier"
+        measure "$mode" "fleetc$p" "$secs" "$B/bench/fleetc" "${FLEETC_ARGS[@]}" \
+            --seconds "$FLEET_SECONDS" --barrier "$WORK/barrier" --procs "$p" --repeats "$REPEATS"
+        repeats_to_samples "$mode" "fleetc$p" fleetc_steps_per_s "$p" steps/s "$RC" sum steps_per_s
+    done
+}
+
 # na_family FAMILY MODE: the family's samples as n/a (the mode cannot run here).
 na_family() {
     local x
@@ -432,6 +452,7 @@ na_family() {
         sample fleet_start_s 1 "$2" 1 n/a s
         ;;
     managed) for x in $MANAGED_METRICS; do sample "$x" - "$2" 1 n/a s; done ;;
+    fleetc) for x in $FLEETC_PROCS; do sample fleetc_steps_per_s "$x" "$2" 1 n/a steps/s; done ;;
     esac
 }
 
@@ -507,8 +528,8 @@ main() {
     bench_platform
     [ "$CPU" = 1 ] || [ ! -S /tmp/nvidia-mps/control ] ||
         say "warning: an MPS control daemon may be running in /tmp/nvidia-mps"
-    bench_needs bench/callbench bench/copysweep bench/overlap bench/spin.ptx tests/kernels.ptx \
-        tests/hold libmpsshim.so mpsshim-control mpsshim-server
+    bench_needs bench/callbench bench/copysweep bench/fleetc bench/overlap bench/spin.ptx \
+        tests/kernels.ptx tests/hold libmpsshim.so mpsshim-control mpsshim-server
     mpi_missing
     fleet_missing
     [ -z "$MPI_WHY" ] || say "MPI job: skipped: $MPI_WHY"
