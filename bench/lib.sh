@@ -227,11 +227,13 @@ bench_needs() {
     say "raw outputs: $OUTDIR"
 }
 
-# cleanup: stops what the script started; then lets tee write the last of the summary.
+# cleanup: stops what the script started (after ON_EXIT, the script's own last words, when it
+# names a function); then lets tee write the last of the summary.
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
     local pid
     for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+    [ -z "${ON_EXIT:-}" ] || "$ON_EXIT"
     stop_shim >/dev/null 2>&1
     stop_mps
     [ -n "$WORK" ] && rm -rf "$WORK"

@@ -4,9 +4,10 @@
 Reads what bench/report.py reads (bench-samples.tsv, bench-figures.tsv, bench-info.txt,
 throttle-results.tsv) and writes into RESULTS_DIR: scaling.png (the main plot: overlap, MPI
 job, inference fleet, driver-API fleet, round trips), overlap.png, mpi.png, fleet.png,
-fleetc.png, calls.png, copy.png and sm_shares.png. Every point is a median, its bar the min-max of the repeats. Needs
-matplotlib (pip install matplotlib); runs anywhere, so that a run made on a machine without
-it is plotted afterwards from the copied results folder.
+fleetc.png, calls.png, copy.png and sm_shares.png. Every point is a median, its bar the
+min-max of the repeats (of those that measured, where some failed: the table says how many).
+Needs matplotlib (pip install matplotlib); runs anywhere, so that a run made on a machine
+without it is plotted afterwards from the copied results folder.
 """
 import os
 import sys
@@ -32,10 +33,10 @@ def series(cells, fig, mode):
     for (f, x, m), values in cells.items():
         if f != fig or m != mode:
             continue
-        n, med, lo, hi, state = report.stats(values)
+        c = report.stats(values)
         xv = report.num(x)
-        if n and state == "" and xv is not None:
-            pts.append((xv, med, med - lo, hi - med))
+        if c.n and xv is not None:
+            pts.append((xv, c.med, c.med - c.lo, c.hi - c.med))
     pts.sort()
     return [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], [p[3] for p in pts]
 
@@ -76,12 +77,12 @@ def calls(ax, cells, figures):
     for i, mode in enumerate(report.MODES):
         xs, ys, el, eh = [], [], [], []
         for j, fig in enumerate(names):
-            n, med, lo, hi, state = report.stats(cells.get((fig, "-", mode), []))
-            if n and state == "":
+            c = report.stats(cells.get((fig, "-", mode), []))
+            if c.n:
                 xs.append(j + (i - 1) * width)
-                ys.append(med)
-                el.append(med - lo)
-                eh.append(hi - med)
+                ys.append(c.med)
+                el.append(c.med - c.lo)
+                eh.append(c.hi - c.med)
         color, _m, label = STYLE[mode]
         if xs:
             ax.bar(xs, ys, width, yerr=[el, eh], color=color, label=label, capsize=2)

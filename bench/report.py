@@ -4,11 +4,14 @@
 Reads RESULTS_DIR/bench-samples.tsv (one line per measured sample: figure, x, mode, repeat,
 value, unit), bench-figures.tsv (what each figure is) and bench-info.txt (the machine, the
 date, the commit), and throttle-results.tsv when there is one; writes bench-results.tsv
-(per figure and x, each mode's sample count, median, min and max) and bench-results.md (the
-same as a table, "median (min-max)", the ratios of the medians, then issue 12's goals
-checked against this run, then the SM-share table). Python 3 standard library only, so that
+(per figure and x, each mode's sample count, median, min, max and failed runs) and
+bench-results.md (the same as a table, "median (min-max)", the ratios of the medians, then
+issue 12's goals checked against this run, then the SM-share table). A cell where some runs
+failed shows the median of the others and how many failed ("1 FAIL"); a goal that rests on a
+cell with failed runs is never "met". Python 3 standard library only, so that
 it runs on the GPU machine; bench/plot.py draws the plots from the same files.
 """
+import collections
 import os
 import statistics
 import sys
@@ -68,19 +71,28 @@ def rows_of(figures, cells):
     return out
 
 
+# A cell's samples: n numbers, their median, min and max (None without numbers); failed, the
+# runs that failed; state '' when there is a number, else FAIL (every run failed) or n/a
+# (none could run here).
+Cell = collections.namedtuple("Cell", "n med lo hi state failed")
+
+
 def stats(values):
-    """(n, median, min, max, state): state is '' when every value is a number, else FAIL
-    (any failed) or n/a (none could run)."""
+    """The Cell of a list of sample values (numbers, FAIL, n/a)."""
     nums = [v for v in (num(s) for s in values) if v is not None]
-    if any(s == "FAIL" for s in values):
-        state = "FAIL"
-    elif not nums:
-        state = "n/a"
-    else:
-        state = ""
-    if not nums:
-        return 0, None, None, None, state
-    return len(nums), statistics.median(nums), min(nums), max(nums), state
+    failed = sum(1 for s in values if s == "FAIL")
+    if nums:
+        return Cell(len(nums), statistics.median(nums), min(nums), max(nums), "", failed)
+    return Cell(0, None, None, None, "FAIL" if failed else "n/a", failed)
+
+
+def cell_text(c):
+    """'median (min-max)', with ' k FAIL' when k runs failed; FAIL or n/a without a number."""
+    if c.state:
+        return c.state
+    text = fmt(c.med) if c.n == 1 or c.lo == c.hi else "%s (%s-%s)" % (fmt(c.med), fmt(c.lo),
+                                                                      fmt(c.hi))
+    return text + (" %d FAIL" % c.failed if c.failed else "")
 
 
 def fmt(v):
@@ -115,22 +127,34 @@ def row_label(figures, fig, x):
     return "%s %s=%s" % (fig, f["xlabel"] or "x", x)
 
 
-def median_of(cells, fig, x, mode):
-    n, med, _lo, _hi, state = stats(cells.get((fig, x, mode), []))
-    return med if n and state == "" else None
-
-
 def goals(cells, cpu):
-    """Issue 12's goal rows against this run: (goal, native/MPS/mpsshim medians said, verdict)."""
+    """Issue 12's goal rows against this run: (goal, native/MPS/mpsshim medians said, verdict).
+    A goal whose cells had failed runs is judged on the runs measured, but its verdict says
+    how many failed instead of "met"."""
+    # mode -> x -> (failed, runs) of the cells the goal read. Figures of one x come from the
+    # same runs (a copysweep run gives pinned and registered figures): the most failed of them
+    # counts; different x are different runs, and add up.
+    used = collections.OrderedDict()
+
     def m(fig, x, mode):
-        return median_of(cells, fig, x, mode)
+        c = stats(cells.get((fig, x, mode), []))
+        per_x = used.setdefault(mode, {})
+        per_x[x] = max(per_x.get(x, (0, 0)), (c.failed, c.failed + c.n))
+        return c.med
 
     out = []
 
     def check(goal, ok, said):
-        if cpu:  # the CPU test driver's numbers are no evidence either way
-            ok = None
-        out.append((goal, said, "-" if ok is None else ("met" if ok else "NOT met")))
+        verdict = "-" if ok is None or cpu else ("met" if ok else "NOT met")
+        failed = []
+        for mode, per_x in used.items():
+            k, n = sum(v[0] for v in per_x.values()), sum(v[1] for v in per_x.values())
+            if k:
+                failed.append("%s: %d of %d runs failed" % (MODE_NAMES.get(mode, mode), k, n))
+        if failed:
+            verdict = "%s; on the runs measured: %s" % ("; ".join(failed), verdict)
+        used.clear()
+        out.append((goal, said, verdict))
 
     for n in ("8", "16"):
         s, p = m("mpi_gpu_loop_s", n, "mpsshim"), m("mpi_gpu_loop_s", n, "mps")
@@ -201,17 +225,17 @@ def write(d):
     with open(os.path.join(d, "bench-results.tsv"), "w") as t:
         t.write("figure\tx\tunit\tbetter")
         for mode in MODES:
-            t.write("\t%s_n\t%s_median\t%s_min\t%s_max" % (mode, mode, mode, mode))
+            t.write("\t%s_n\t%s_median\t%s_min\t%s_max\t%s_failed" % ((mode,) * 5))
         t.write("\n")
         for fig, x in rows:
             f = figures[fig]
             t.write("%s\t%s\t%s\t%s" % (fig, x, f["unit"], f["better"]))
             for mode in MODES:
-                n, med, lo, hi, state = stats(cells.get((fig, x, mode), ["n/a"]))
-                if state:
-                    t.write("\t%d\t%s\t%s\t%s" % (n, state, state, state))
+                c = stats(cells.get((fig, x, mode), ["n/a"]))
+                if c.state:
+                    t.write("\t%d\t%s\t%s\t%s\t%d" % (c.n, c.state, c.state, c.state, c.failed))
                 else:
-                    t.write("\t%d\t%.6g\t%.6g\t%.6g" % (n, med, lo, hi))
+                    t.write("\t%d\t%.6g\t%.6g\t%.6g\t%d" % (c.n, c.med, c.lo, c.hi, c.failed))
             t.write("\n")
 
     cpu = info.get("cpu_test_driver") == "1"
@@ -224,23 +248,20 @@ def write(d):
         if k in info:
             md.append("- %s: %s" % (k, info[k]))
     md += ["", "Each cell: median (min-max) of the repeats; n = samples per cell. Ratios are of "
-           "the medians; `better` says which way is better.", "",
+           "the medians; `better` says which way is better. `k FAIL`: k runs failed, the median "
+           "is of the others (bench-summary.txt names them, the mode's bench-*.log has their "
+           "output); `FAIL`: every run failed.", "",
            "| figure | unit | better | n | native | native MPS | mpsshim | mpsshim/native "
            "| mpsshim/MPS |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for fig, x in rows:
         f = figures[fig]
         cols, meds, ns = [], {}, set()
         for mode in MODES:
-            n, med, lo, hi, state = stats(cells.get((fig, x, mode), ["n/a"]))
-            if state:
-                cols.append(state)
-            elif n == 1 or lo == hi:
-                cols.append(fmt(med))
-            else:
-                cols.append("%s (%s-%s)" % (fmt(med), fmt(lo), fmt(hi)))
-            meds[mode] = med if not state else None
-            if n:
-                ns.add(n)
+            c = stats(cells.get((fig, x, mode), ["n/a"]))
+            cols.append(cell_text(c))
+            meds[mode] = c.med
+            if c.n:
+                ns.add(c.n)
 
         def ratio(a, b):
             return "-" if a is None or b is None or b == 0 else "%.2f" % (a / b)

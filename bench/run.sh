@@ -21,12 +21,15 @@
 #   MPSSHIM_BENCH_BUDGET=S  no measurement starts, nor runs on, after S s (default 420)
 #   MPSSHIM_BENCH_CPU=1  native and mpsshim on the CPU test driver, to test this script
 #                        without a GPU; such numbers say nothing about GPUs
-# Never changes GPU settings. Exits non-zero if any run failed; the table is written anyway.
+#   MPSSHIM_BENCH_FAIL=MODE.RUN  that run fails after it ran (e.g. mpsshim.calls1, the first
+#                        calls run; mps.overlap4; mpsshim.mpi2): tests the failure paths
+# Never changes GPU settings. Exits non-zero if any run failed; the table is written anyway,
+# each cell from the runs that measured, with the count of those that failed.
 set -u
 
 B=${1:-build}
 [ $# -gt 0 ] && shift
-QUICK=0 PLOTS=1 THROTTLE=1 REPEATS= ONLY= PACK=0
+QUICK=0 PLOTS=1 THROTTLE=1 REPEATS='' ONLY='' PACK=0
 usage() {
     echo "usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]" \
         "[--families F,F...] [--pack]" >&2
@@ -101,6 +104,12 @@ SAMPLES=$OUTDIR/bench-samples.tsv
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_WHY='' FLEET_WHY=''
 FAILED=0
+INJECT=${MPSSHIM_BENCH_FAIL:-}
+# The run under way (MODE NAME) until its outputs are in its mode's log, and the mode whose
+# daemon is up: what an interrupted run still saves (interrupted, below).
+INFLIGHT=()
+FAM_MODE=
+PACKED=0
 
 # sample FIGURE X MODE REPEAT VALUE UNIT: one line of the raw results; FAIL fails the run.
 sample() {
@@ -155,7 +164,8 @@ settle_gpu() {
     say "note: GPU memory in use is $m MiB, $1 MiB before this mode"
 }
 
-# record MODE NAME RC: appends the outputs of a run ($WORK/MODE.NAME*.out) to the mode's log.
+# record MODE NAME RC: appends the whole outputs of a run ($WORK/MODE.NAME*.out), failed or
+# not, to the mode's log (which --pack keeps).
 record() {
     local f
     {
@@ -167,10 +177,28 @@ record() {
         done
         say
     } >>"$OUTDIR/bench-$1.log"
+    INFLIGHT=()
 }
 
-# failed_lines MODE NAME: the first distinct failure lines of a run's outputs.
-failed_lines() {
+# injected MODE NAME RC: RC, or 3 with a FAIL line added to the run's first output when
+# MPSSHIM_BENCH_FAIL names this run (a failure on purpose, for the tests of this script).
+injected() {
+    if [ "$1.$2" = "$INJECT" ]; then
+        say "FAIL bench/run.sh: failed on purpose (MPSSHIM_BENCH_FAIL=$INJECT)" >>"$WORK/$1.$2.1.out"
+        echo 3
+        return
+    fi
+    echo "$3"
+}
+
+# failed MODE NAME RC: says that a run failed, with the first distinct failure lines of its
+# outputs and where the whole of them is.
+failed() {
+    if [ "$3" = budget ]; then
+        say "  $1 $2: not run, the time budget is spent"
+        return
+    fi
+    say "  $1 $2 failed ($3); its whole output: bench-$1.log, after '=== $1 $2: exit $3'"
     cat "$WORK/$1.$2".*out 2>/dev/null | grep -v '^#' | grep -E 'FAIL|rror|Abort' | sort |
         uniq -c | head -n 5
 }
@@ -189,6 +217,7 @@ group() {
     local mode=$1 name=$2 secs=$3 i pids=() w words
     shift 3
     rm -f "$WORK/$mode.$name".*out
+    INFLIGHT=("$mode" "$name")
     for i in $(seq "$PROCS"); do
         words=()
         for w in "$@"; do words+=("${w//%i/$((i - 1))}"); done
@@ -197,6 +226,8 @@ group() {
     done
     BG_PIDS=("${pids[@]}")
     wait_all "${pids[@]}"
+    i=$?
+    return "$(injected "$mode" "$name" "$i")"
 }
 
 # per_repeat FILE AGG METRIC: for each repeat 1..REPEATS, AGG (max or sum) over the outputs in FILE of
@@ -220,6 +251,7 @@ fam_idle() {
         sample "$fig" - "$mode" 1 FAIL MiB
         return
     fi
+    INFLIGHT=("$mode" idle)
     for i in $(seq "$IDLE_PROCS"); do
         timeout -k 5 "$secs" "${ENVP[@]}" "$hold" 30 >"$WORK/$mode.idle.$i.out" 2>&1 &
         pids+=($!)
@@ -286,7 +318,7 @@ runs_family() {
             [ "$rc" = 0 ] || v=
             sample "$m" - "$mode" "$r" "${v:-FAIL}" "$unit"
         done
-        [ "$rc" = 0 ] || { say "  $name run $r failed ($rc):"; failed_lines "$mode" "$name$r"; }
+        [ "$rc" = 0 ] || failed "$mode" "$name$r" "$rc"
     done
 }
 
@@ -315,11 +347,14 @@ fam_copy() {
             done < <(awk '$1 == "metric" { n = split($2, p, "_")
                 print p[2] "_" p[3], p[4], $3 }' "$WORK/$mode.copy$r.1.out")
         else
+            # Every row of the sweep: a failed run counts in each (its measurements are in
+            # the log, not in the table).
             for k in $COPY_KINDS; do
-                sample "copy_${k}_GBps" $((COPY_MAX << 20)) "$mode" "$r" FAIL GB/s
+                for ((x = 4096; x <= COPY_MAX << 20; x *= 4)); do
+                    sample "copy_${k}_GBps" "$x" "$mode" "$r" FAIL GB/s
+                done
             done
-            say "  copysweep run $r failed ($rc):"
-            failed_lines "$mode" "copy$r"
+            failed "$mode" "copy$r" "$rc"
         fi
     done
 }
@@ -332,7 +367,7 @@ repeats_to_samples() {
         [ "$rc" = 0 ] || v=FAIL
         sample "$fig" "$x" "$mode" "$r" "$v" "$unit"
     done < <(per_repeat <(cat "$WORK/$mode.$name".*.out 2>/dev/null) "$7" "$8")
-    [ "$rc" = 0 ] || { say "  $name failed ($rc):"; failed_lines "$mode" "$name"; }
+    [ "$rc" = 0 ] || failed "$mode" "$name" "$rc"
 }
 
 # fam_overlap MODE: for each P of OVERLAP_PROCS, P overlap processes at once, REPEATS rounds.
@@ -376,6 +411,7 @@ fam_mpi() {
         rc=budget
         name=mpi$n
         if [ "$secs" != 0 ]; then
+            INFLIGHT=("$mode" "$name")
             timeout -k 5 "$secs" env "${un[@]}" "${MPIRUN[@]}" -np "$n" "${xs[@]}" \
                 "$B/bench/mpi_steps" "${KERNEL_ARGS[@]}" --steps "$MPI_STEPS" \
                 --repeats "$REPEATS" >"$WORK/$mode.$name.1.out" 2>&1 </dev/null &
@@ -383,6 +419,7 @@ fam_mpi() {
             wait_all "${BG_PIDS[@]}"
             rc=$?
             [ "$rc" = 0 ] && ! grep -q '^PASS mpi_steps' "$WORK/$mode.$name.1.out" && rc=check
+            rc=$(injected "$mode" "$name" "$rc")
             record "$mode" "$name" "$rc"
         fi
         repeats_to_samples "$mode" "$name" mpi_gpu_loop_s "$n" s "$rc" max gpu_loop_s
@@ -475,9 +512,11 @@ run_family() {
         say "  $fam $mode: the daemon did not start"
         return
     }
+    FAM_MODE=$mode
     mode_env "$mode"
     "fam_$fam" "$mode"
     stop_daemon "$mode" "$log"
+    FAM_MODE=
     # The next family's daemon logs afresh (stop_daemon copied these into the mode's log).
     rm -rf "$WORK/shim-log" "$WORK/mps-log"
     settle_gpu "$BASE"
@@ -514,6 +553,32 @@ plots() {
         }
     fi
     python3 "$ROOT/bench/plot.py" "$OUTDIR" || say "plots: bench/plot.py failed"
+}
+
+# pack: the logs and plots into bench-logs.tgz (--pack), once.
+pack() {
+    [ "$PACK" = 1 ] && [ "$PACKED" = 0 ] || return 0
+    PACKED=1
+    (cd "$OUTDIR" && tar czf bench-logs.tgz --remove-files -- bench-*.log throttle-*.log \
+        throttle-summary.txt ./*.png 2>/dev/null)
+    say "logs and plots packed into $OUTDIR/bench-logs.tgz"
+}
+
+# interrupted: at exit (lib.sh's cleanup), what a run cut short by a signal or an error still
+# keeps before WORK goes: the outputs of the run under way and its daemon's logs in the mode's
+# log, and the pack. Nothing to do after a whole run.
+# shellcheck disable=SC2317 # called by cleanup
+interrupted() {
+    if [ "${#INFLIGHT[@]}" = 2 ]; then
+        sleep 0.5 # the run's processes were just sent SIGTERM: their last lines
+        say "  ${INFLIGHT[0]} ${INFLIGHT[1]}: interrupted; its output is in bench-${INFLIGHT[0]}.log"
+        record "${INFLIGHT[@]}" interrupted
+    fi
+    if [ -n "$FAM_MODE" ]; then
+        stop_daemon "$FAM_MODE" "$OUTDIR/bench-$FAM_MODE.log"
+        FAM_MODE=
+    fi
+    pack
 }
 
 # ---------------------------------------------------------------- main
@@ -570,14 +635,11 @@ main() {
         say "bench/report.py failed: the raw samples are in $SAMPLES"
     fi
     [ "$PLOTS" = 0 ] || plots
-    if [ "$PACK" = 1 ]; then
-        (cd "$OUTDIR" && tar czf bench-logs.tgz --remove-files -- bench-*.log throttle-*.log \
-            throttle-summary.txt ./*.png 2>/dev/null)
-        say "logs and plots packed into $OUTDIR/bench-logs.tgz"
-    fi
+    pack
     say "results: $OUTDIR"
     [ "$FAILED" = 0 ] || { say "some runs FAILED: see the bench-*.log files"; exit 1; }
 }
 
 bench_summary "$OUTDIR/bench-summary.txt"
+ON_EXIT=interrupted
 main
