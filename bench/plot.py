@@ -25,6 +25,19 @@ except ImportError:
 
 STYLE = {"native": ("tab:gray", "o", "native"), "mps": ("tab:blue", "s", "native MPS"),
          "mpsshim": ("tab:red", "^", "mpsshim")}
+# Variants of mpsshim (bench/run.sh --variant), in their order: dashed, these colours.
+VARIANT_STYLE = [("tab:orange", "v"), ("tab:green", "D"), ("tab:purple", "P"),
+                 ("tab:brown", "X"), ("tab:pink", "<"), ("tab:olive", ">"), ("tab:cyan", "*")]
+MODES = list(report.MODES)  # with the run's variants once main() has read it
+
+
+def style(mode):
+    """(colour, marker, label, line style) of a mode's lines: variants dashed."""
+    if mode in STYLE:
+        return STYLE[mode] + ("-",)
+    i = MODES.index(mode) - len(report.MODES) if mode in MODES else 0
+    color, marker = VARIANT_STYLE[i % len(VARIANT_STYLE)]
+    return color, marker, mode, "--"
 
 
 def series(cells, fig, mode):
@@ -44,12 +57,13 @@ def series(cells, fig, mode):
 def scaling(ax, cells, figures, fig, title, log_y=False):
     """One figure against its x (processes, ranks), a line per mode; False when no data."""
     drawn = False
-    for mode in report.MODES:
+    for mode in MODES:
         xs, ys, el, eh = series(cells, fig, mode)
         if not xs:
             continue
-        color, marker, label = STYLE[mode]
-        ax.errorbar(xs, ys, yerr=[el, eh], color=color, marker=marker, label=label, capsize=3)
+        color, marker, label, ls = style(mode)
+        ax.errorbar(xs, ys, yerr=[el, eh], color=color, marker=marker, label=label, ls=ls,
+                    capsize=3)
         drawn = True
     f = figures.get(fig, {})
     ax.set_xscale("log", base=2)
@@ -71,21 +85,22 @@ def scaling(ax, cells, figures, fig, title, log_y=False):
 
 
 def calls(ax, cells, figures):
-    """Per-call costs: grouped bars, one group per call figure."""
+    """Per-call costs: grouped bars, one group per call figure (variants hatched)."""
     names = [f for f in figures if f.endswith("_us")]
-    width = 0.27
-    for i, mode in enumerate(report.MODES):
+    width = 0.8 / len(MODES)
+    for i, mode in enumerate(MODES):
         xs, ys, el, eh = [], [], [], []
         for j, fig in enumerate(names):
             c = report.stats(cells.get((fig, "-", mode), []))
             if c.n:
-                xs.append(j + (i - 1) * width)
+                xs.append(j + (i - (len(MODES) - 1) / 2) * width)
                 ys.append(c.med)
                 el.append(c.med - c.lo)
                 eh.append(c.hi - c.med)
-        color, _m, label = STYLE[mode]
+        color, _m, label, ls = style(mode)
         if xs:
-            ax.bar(xs, ys, width, yerr=[el, eh], color=color, label=label, capsize=2)
+            ax.bar(xs, ys, width, yerr=[el, eh], color=color, label=label, capsize=2,
+                   hatch="//" if ls == "--" else None, edgecolor="white" if ls == "--" else None)
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels([n[:-3] for n in names], rotation=20, fontsize=8)
     ax.set_ylabel("us per call (lower is better)")
@@ -96,14 +111,14 @@ def calls(ax, cells, figures):
 
 def copies(axes, cells):
     """Bandwidth by size: HtoD and DtoH panels, pageable solid, pinned dashed, registered
-    dotted."""
+    dotted (variants of mpsshim in their colours, so too)."""
     for ax, d in zip(axes, ("htod", "dtoh")):
         for kind, ls in (("pageable", "-"), ("pinned", "--"), ("registered", ":")):
-            for mode in report.MODES:
+            for mode in MODES:
                 xs, ys, el, eh = series(cells, "copy_%s_%s_GBps" % (d, kind), mode)
                 if not xs:
                     continue
-                color, marker, label = STYLE[mode]
+                color, marker, label, _ls = style(mode)
                 ax.errorbar(xs, ys, yerr=[el, eh], color=color, marker=marker, ls=ls,
                             label="%s, %s" % (label, kind), capsize=2, markersize=4)
         ax.set_xscale("log", base=2)
@@ -175,6 +190,7 @@ def save(figure, info, d, name):
 
 def main(d):
     info, figures, cells = report.load(d)
+    MODES[:] = report.all_modes(info, cells)
     out = []
     titles = {"overlap_s": ("overlap: slowest of N processes x 200 launches of 2 blocks x 100 us",
                             True),

@@ -20,6 +20,24 @@ MODES = ("native", "mps", "mpsshim")
 MODE_NAMES = {"native": "native", "mps": "native MPS", "mpsshim": "mpsshim"}
 
 
+def mode_name(mode):
+    return MODE_NAMES.get(mode, mode)
+
+
+def variants(info, cells):
+    """The variants of mpsshim of a run (bench/run.sh --variant), as their modes
+    (mpsshim-NAME): in bench-info.txt's order, else those the samples name."""
+    names = info.get("variants", "").split()
+    if names:
+        return ["mpsshim-" + n for n in names]
+    return sorted({k[2] for k in cells if k[2].startswith("mpsshim-")})
+
+
+def all_modes(info, cells):
+    """Every mode of a run: native, MPS, mpsshim, then mpsshim's variants."""
+    return list(MODES) + variants(info, cells)
+
+
 def read_tsv(path):
     """Rows of a tab-separated file, header line first; [] when it is missing."""
     if not os.path.exists(path):
@@ -127,10 +145,12 @@ def row_label(figures, fig, x):
     return "%s %s=%s" % (fig, f["xlabel"] or "x", x)
 
 
-def goals(cells, cpu):
-    """Issue 12's goal rows against this run: (goal, native/MPS/mpsshim medians said, verdict).
-    A goal whose cells had failed runs is judged on the runs measured, but its verdict says
-    how many failed instead of "met"."""
+def goals(cells, cpu, shim="mpsshim"):
+    """Issue 12's goal rows against this run: (goal, medians said, verdict, whether the run had
+    the medians to judge it), for mpsshim or, with `shim`, for one of its variants
+    (mpsshim-NAME) in mpsshim's place. A goal whose cells had
+    failed runs is judged on the runs measured, but its verdict says how many failed instead
+    of "met"."""
     # mode -> x -> (failed, runs) of the cells the goal read. Figures of one x come from the
     # same runs (a copysweep run gives pinned and registered figures): the most failed of them
     # counts; different x are different runs, and add up.
@@ -150,40 +170,42 @@ def goals(cells, cpu):
         for mode, per_x in used.items():
             k, n = sum(v[0] for v in per_x.values()), sum(v[1] for v in per_x.values())
             if k:
-                failed.append("%s: %d of %d runs failed" % (MODE_NAMES.get(mode, mode), k, n))
+                failed.append("%s: %d of %d runs failed" % (mode_name(mode), k, n))
         if failed:
             verdict = "%s; on the runs measured: %s" % ("; ".join(failed), verdict)
         used.clear()
-        out.append((goal, said, verdict))
+        out.append((goal, said, verdict, ok is not None))
 
+    S = shim
     for n in ("8", "16"):
-        s, p = m("mpi_gpu_loop_s", n, "mpsshim"), m("mpi_gpu_loop_s", n, "mps")
+        s, p = m("mpi_gpu_loop_s", n, S), m("mpi_gpu_loop_s", n, "mps")
         check("MPI job, %s ranks: mpsshim's GPU loop <= MPS's" % n,
-              None if s is None or p is None else s <= p, "mpsshim %s s, MPS %s s" % (fmt(s), fmt(p)))
+              None if s is None or p is None else s <= p,
+              "%s %s s, MPS %s s" % (S, fmt(s), fmt(p)))
     for n in ("8", "16"):
-        s, p = m("fleet_steps_per_s", n, "mpsshim"), m("fleet_steps_per_s", n, "mps")
+        s, p = m("fleet_steps_per_s", n, S), m("fleet_steps_per_s", n, "mps")
         check("inference fleet, %s processes: mpsshim's steps/s >= MPS's" % n,
               None if s is None or p is None else s >= p,
-              "mpsshim %s, MPS %s steps/s" % (fmt(s), fmt(p)))
-    pairs = [(n, m("fleetc_steps_per_s", n, "mpsshim"), m("fleetc_steps_per_s", n, "mps"))
+              "%s %s, MPS %s steps/s" % (S, fmt(s), fmt(p)))
+    pairs = [(n, m("fleetc_steps_per_s", n, S), m("fleetc_steps_per_s", n, "mps"))
              for n in ("16", "32")]
     check("driver-API fleet at 16 and 32 processes: mpsshim >= MPS",
           None if any(s is None or p is None for _n, s, p in pairs)
           else all(s >= p for _n, s, p in pairs),
-          "; ".join("%s: mpsshim %s, MPS %s steps/s" % (n, fmt(s), fmt(p)) for n, s, p in pairs))
+          "; ".join("%s: %s %s, MPS %s steps/s" % (n, S, fmt(s), fmt(p)) for n, s, p in pairs))
     for fig, extra, what in (("launch_sync_us", 1.0, "launch + sync"),
                              ("stream_query_us", 0.5, "cuStreamQuery")):
-        s, nat = m(fig, "-", "mpsshim"), m(fig, "-", "native")
+        s, nat = m(fig, "-", S), m(fig, "-", "native")
         check("%s <= native + %.1f us" % (what, extra),
               None if s is None or nat is None else s <= nat + extra,
-              "mpsshim %s us, native %s us" % (fmt(s), fmt(nat)))
-    s, nat = m("launch_async_us", "-", "mpsshim"), m("launch_async_us", "-", "native")
+              "%s %s us, native %s us" % (S, fmt(s), fmt(nat)))
+    s, nat = m("launch_async_us", "-", S), m("launch_async_us", "-", "native")
     check("drained launch rate >= native's (launch_async_us <= native's)",
           None if s is None or nat is None else s <= nat,
-          "mpsshim %s us, native %s us" % (fmt(s), fmt(nat)))
+          "%s %s us, native %s us" % (S, fmt(s), fmt(nat)))
     ratios = []
     for x in sorted({k[1] for k in cells if k[0] == "overlap_s"}, key=xkey):
-        s, p = m("overlap_s", x, "mpsshim"), m("overlap_s", x, "mps")
+        s, p = m("overlap_s", x, S), m("overlap_s", x, "mps")
         if s is None or not p:
             ratios = []
             break
@@ -197,40 +219,47 @@ def goals(cells, cpu):
         fig = "copy_%s_pageable_GBps" % d
         xs = sorted({k[1] for k in cells if k[0] == fig}, key=xkey)
         x = xs[-1] if xs else ""
-        s, nat = m(fig, x, "mpsshim"), m(fig, x, "native")
-        check("pageable %s at %s >= 1.5 x native" % (d, size_label(x)),
+        s, nat = m(fig, x, S), m(fig, x, "native")
+        check("pageable %s at %s >= 1.5 x native" % (d, size_label(x) or "the largest size"),
               None if s is None or nat is None else s >= 1.5 * nat,
-              "mpsshim %s, native %s GB/s" % (fmt(s), fmt(nat)))
+              "%s %s, native %s GB/s" % (S, fmt(s), fmt(nat)))
     for d in ("htod", "dtoh"):
         fig = "copy_%s_registered_GBps" % d
         xs = sorted({k[1] for k in cells if k[0] == fig}, key=xkey)
         x = xs[-1] if xs else ""
-        s, pin = m(fig, x, "mpsshim"), m("copy_%s_pinned_GBps" % d, x, "mpsshim")
-        check("registered %s at %s >= 0.9 x pinned (through mpsshim)" % (d, size_label(x)),
+        s, pin = m(fig, x, S), m("copy_%s_pinned_GBps" % d, x, S)
+        check("registered %s at %s >= 0.9 x pinned (through mpsshim)" % (
+            d, size_label(x) or "the largest size"),
               None if s is None or pin is None else s >= 0.9 * pin,
               "registered %s, pinned %s GB/s" % (fmt(s), fmt(pin)))
-    s, nat = m("fleet_start_s", "1", "mpsshim"), m("fleet_start_s", "1", "native")
+    s, nat = m("fleet_start_s", "1", S), m("fleet_start_s", "1", "native")
     check("PyTorch start to first result below native's", None if s is None or nat is None
-          else s < nat, "mpsshim %s s, native %s s" % (fmt(s), fmt(nat)))
-    s, nat = m("idle8_MiB", "-", "mpsshim"), m("idle8_MiB", "-", "native")
+          else s < nat, "%s %s s, native %s s" % (S, fmt(s), fmt(nat)))
+    s, nat = m("idle8_MiB", "-", S), m("idle8_MiB", "-", "native")
     check("8 idle clients within about one context (<= 1.25 x native's / 8)",
           None if s is None or nat is None else s <= 1.25 * nat / 8,
-          "mpsshim %s MiB, native %s MiB for 8" % (fmt(s), fmt(nat)))
+          "%s %s MiB, native %s MiB for 8" % (S, fmt(s), fmt(nat)))
     return out
+
+
+def ratio(a, b):
+    return "-" if a is None or b is None or b == 0 else "%.2f" % (a / b)
 
 
 def write(d):
     info, figures, cells = load(d)
     rows = rows_of(figures, cells)
+    var = variants(info, cells)
+    modes = all_modes(info, cells)
     with open(os.path.join(d, "bench-results.tsv"), "w") as t:
         t.write("figure\tx\tunit\tbetter")
-        for mode in MODES:
+        for mode in modes:
             t.write("\t%s_n\t%s_median\t%s_min\t%s_max\t%s_failed" % ((mode,) * 5))
         t.write("\n")
         for fig, x in rows:
             f = figures[fig]
             t.write("%s\t%s\t%s\t%s" % (fig, x, f["unit"], f["better"]))
-            for mode in MODES:
+            for mode in modes:
                 c = stats(cells.get((fig, x, mode), ["n/a"]))
                 if c.state:
                     t.write("\t%d\t%s\t%s\t%s\t%d" % (c.n, c.state, c.state, c.state, c.failed))
@@ -243,36 +272,57 @@ def write(d):
     if cpu:
         md += ["**CPU TEST DRIVER (MPSSHIM_BENCH_CPU=1): these numbers test the scripts; they say "
                "nothing about GPUs.**", ""]
-    md += ["# mpsshim benchmarks: native / native MPS / mpsshim", ""]
+    md += ["# mpsshim benchmarks: native / native MPS / mpsshim%s" % (
+        "".join(" / " + v for v in var)), ""]
     for k in ("gpu", "driver", "date", "commit", "cpus", "run", "repeats", "took_s"):
         if k in info:
             md.append("- %s: %s" % (k, info[k]))
+    for v in var:
+        md.append("- variant %s: mpsshim with %s" % (
+            v, info.get("variant_" + v[len("mpsshim-"):], "?").replace(",", ", ")))
     md += ["", "Each cell: median (min-max) of the repeats; n = samples per cell. Ratios are of "
            "the medians; `better` says which way is better. `k FAIL`: k runs failed, the median "
            "is of the others (bench-summary.txt names them, the mode's bench-*.log has their "
-           "output); `FAIL`: every run failed.", "",
+           "output); `FAIL`: every run failed."
+           + (" A variant's cell adds [its ratio to native, to MPS]." if var else ""), "",
            "| figure | unit | better | n | native | native MPS | mpsshim | mpsshim/native "
-           "| mpsshim/MPS |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| mpsshim/MPS |" + "".join(" %s |" % v for v in var),
+           "|" + " --- |" * (9 + len(var))]
     for fig, x in rows:
         f = figures[fig]
-        cols, meds, ns = [], {}, set()
-        for mode in MODES:
+        cols, meds, ns = {}, {}, set()
+        for mode in modes:
             c = stats(cells.get((fig, x, mode), ["n/a"]))
-            cols.append(cell_text(c))
+            cols[mode] = cell_text(c)
             meds[mode] = c.med
             if c.n:
                 ns.add(c.n)
-
-        def ratio(a, b):
-            return "-" if a is None or b is None or b == 0 else "%.2f" % (a / b)
-
+        extra = ["%s [%s, %s]" % (cols[v], ratio(meds[v], meds["native"]),
+                                  ratio(meds[v], meds["mps"])) if meds[v] is not None else cols[v]
+                 for v in var]
         md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             row_label(figures, fig, x), f["unit"], f["better"],
-            "/".join(str(n) for n in sorted(ns)) or "0", " | ".join(cols),
-            ratio(meds["mpsshim"], meds["native"]), ratio(meds["mpsshim"], meds["mps"])))
+            "/".join(str(n) for n in sorted(ns)) or "0",
+            " | ".join(cols[mode] for mode in MODES),
+            ratio(meds["mpsshim"], meds["native"]), ratio(meds["mpsshim"], meds["mps"]))
+            + "".join(" %s |" % e for e in extra))
+    ours = goals(cells, cpu)
     md += ["", "## Issue 12's goals, in this run", "", "| goal | medians | verdict |",
            "| --- | --- | --- |"]
-    md += ["| %s | %s | %s |" % g for g in goals(cells, cpu)]
+    md += ["| %s | %s | %s |" % g[:3] for g in ours]
+    if var:
+        # The verdicts stay mpsshim's; each variant's would-be verdict, beside them.
+        theirs = [goals(cells, cpu, v) for v in var]
+        md += ["", "## What each variant of mpsshim would give", "",
+               "Each goal this run measured, judged with the variant in mpsshim's place (the same "
+               "MPS and native runs): its verdict, then its medians.", "",
+               "| goal | mpsshim |" + "".join(" %s |" % v for v in var),
+               "|" + " --- |" * (2 + len(var))]
+        for i, (goal, _said, verdict, judged) in enumerate(ours):
+            if not judged and not any(t[i][3] for t in theirs):
+                continue
+            md.append("| %s | %s |" % (goal, verdict) + "".join(
+                " %s (%s) |" % (t[i][2], t[i][1]) for t in theirs))
     md += ["", "## What the figures are", ""]
     md += ["- `%s` (%s, %s is better): %s" % (k, v["unit"], v["better"], v["what"])
            for k, v in figures.items()]

@@ -9,11 +9,16 @@
 # what each figure means, how it is measured and how long a run takes.
 #
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
-#                      [--families F,F...] [--pack]
+#                      [--families F,F...] [--variant NAME:VAR=VAL[,VAR=VAL...]]... [--pack]
 #   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
 #   --families F,...     only these of idle calls copy overlap mpi fleet managed fleetc (in
 #                        that order), for a short GPU session; the SM-share table needs
 #                        --no-throttle to be left out too
+#   --variant NAME:VAR=VAL,...  one more mode, mpsshim-NAME (NAME of a-z 0-9 _): mpsshim
+#                        with a server (and clients) given those variables (values without
+#                        commas), e.g. conn32:CUDA_DEVICE_MAX_CONNECTIONS=32; repeatable.
+#                        Variants run after mpsshim in every family, each with a fresh
+#                        server, and get a column of the table and dashed lines in the plots
 #   --no-plots           table only (bench/plot.py DIR draws the plots later, elsewhere)
 #   --pack               the logs and plots into one bench-logs.tgz at the end, so that the
 #                        results folder is 8 files (what a GPU session's $OUT brings back)
@@ -29,11 +34,30 @@ set -u
 
 B=${1:-build}
 [ $# -gt 0 ] && shift
-QUICK=0 PLOTS=1 THROTTLE=1 REPEATS='' ONLY='' PACK=0
+QUICK=0 PLOTS=1 THROTTLE=1 REPEATS='' ONLY='' PACK=0 VARIANTS=()
 usage() {
+    [ -z "${1:-}" ] || echo "bench/run.sh: $1" >&2
     echo "usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]" \
-        "[--families F,F...] [--pack]" >&2
+        "[--families F,F...] [--variant NAME:VAR=VAL[,VAR=VAL...]]... [--pack]" >&2
     exit 2
+}
+# variant_ok NAME:VAR=VAL,...: refuses (usage) a malformed or repeated variant, and variables
+# that would take the mode's clients or server away from the bench's own daemon.
+variant_ok() {
+    local a v
+    [[ $1 =~ ^([a-z0-9_]+):(.+)$ ]] || usage "--variant $1: not NAME:VAR=VAL[,VAR=VAL...]"
+    for v in "${VARIANTS[@]}"; do
+        [ "${v%%:*}" != "${BASH_REMATCH[1]}" ] || usage "--variant ${BASH_REMATCH[1]} given twice"
+    done
+    IFS=, read -ra a <<<"${BASH_REMATCH[2]}"
+    for v in "${a[@]}"; do
+        [[ $v =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage "--variant $1: '$v' is not VAR=VAL"
+        case ${v%%=*} in
+        LD_PRELOAD | MPSSHIM_PIPE_DIRECTORY | MPSSHIM_LOG_DIRECTORY | CUDA_MPS_PIPE_DIRECTORY | \
+            CUDA_MPS_LOG_DIRECTORY | MPSSHIM_DRIVER | MPSSHIM_BENCH_*)
+            usage "--variant $1: ${v%%=*} is the bench's own" ;;
+        esac
+    done
 }
 while [ $# -gt 0 ]; do
     case $1 in
@@ -49,6 +73,11 @@ while [ $# -gt 0 ]; do
     --repeats)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage
         REPEATS=$2
+        shift
+        ;;
+    --variant)
+        variant_ok "${2:-}"
+        VARIANTS+=("$2")
         shift
         ;;
     *) usage ;;
@@ -89,8 +118,14 @@ fi
 IDLE_PROCS=8
 # A driver-API fleet step (bench/fleetc): host work, empty launches, a 4-byte read back.
 FLEETC_ARGS=(--work-us 100 --launches 8)
-# mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's.
-MODES="mpsshim mps native"
+# mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's. Its
+# variants next (lib.sh's MODE_VARS: their variables), before the modes they are compared with.
+MODES=mpsshim
+for v in "${VARIANTS[@]}"; do
+    MODES="$MODES mpsshim-${v%%:*}"
+    MODE_VARS["mpsshim-${v%%:*}"]=${v#*:}
+done
+MODES="$MODES mps native"
 # fleetc last: a run of every family outlasts the default budget (bench/README.md), and what
 # the budget cuts should be the newest figure rather than the reference run's.
 FAMILIES="idle calls copy overlap mpi fleet managed fleetc"
@@ -493,6 +528,24 @@ na_family() {
     esac
 }
 
+# server_has_vars MODE LOG: checks that the server of a variant started with its variables
+# (/proc/PID/environ), else the variant's column would measure plain mpsshim: says which in
+# LOG, and fails the run when one is missing.
+server_has_vars() {
+    local pid v VARS
+    mode_vars "$1"
+    [ "${#VARS[@]}" -gt 0 ] || return 0
+    pid=$(cat "$WORK/shim-pipe/server.pid" 2>/dev/null)
+    for v in "${VARS[@]}"; do
+        if grep -qzxF -- "$v" "/proc/$pid/environ" 2>/dev/null; then
+            say "  server $pid started with $v" >>"$2"
+        else
+            FAILED=1
+            say "  $1: the server (pid ${pid:-?}) did not start with $v" | tee -a "$2"
+        fi
+    done
+}
+
 # run_family FAMILY MODE: the family's figures under MODE, between the start and the stop of
 # the mode's daemon (a fresh one for each family: a failure stays in its family).
 run_family() {
@@ -507,12 +560,17 @@ run_family() {
         return
     fi
     BASE=$(gpu_mem)
+    [ -z "${MODE_VARS[$mode]:-}" ] || say "  variant $mode: ${MODE_VARS[$mode]}" >>"$log"
     start_daemon "$mode" "$log" || {
         FAILED=1
         say "  $fam $mode: the daemon did not start"
         return
     }
     FAM_MODE=$mode
+    # What the server says of itself (its spinning policy, say) as each family starts.
+    [[ $mode != mpsshim* ]] || echo get_server_status | timeout 20 env \
+        MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" "$SHIM_CTL" >>"$log" 2>&1
+    server_has_vars "$mode" "$log"
     mode_env "$mode"
     "fam_$fam" "$mode"
     stop_daemon "$mode" "$log"
@@ -600,6 +658,7 @@ main() {
     [ -z "$MPI_WHY" ] || say "MPI job: skipped: $MPI_WHY"
     [ -z "$FLEET_WHY" ] || say "inference fleet: skipped: $FLEET_WHY"
     [ "$CPU" = 1 ] && say "inference fleet: fake steps (fleet.py --fake), no PyTorch"
+    for v in "${VARIANTS[@]}"; do say "variant mpsshim-${v%%:*}: mpsshim with ${v#*:}"; done
     figures
     if [ "$CPU" = 1 ]; then gpu="CPU test driver (MPSSHIM_BENCH_CPU=1), no GPU"; else
         gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c |
@@ -617,6 +676,9 @@ main() {
         printf 'repeats\t%s\n' "$REPEATS"
         printf 'cpu_test_driver\t%s\n' "$CPU"
         printf 'native_mps\t%s\n' "${MPS_CTL:-not found}"
+        # Variants: their names in order, then each one's variables.
+        printf 'variants\t%s\n' "$(for v in "${VARIANTS[@]}"; do printf '%s ' "${v%%:*}"; done)"
+        for v in "${VARIANTS[@]}"; do printf 'variant_%s\t%s\n' "${v%%:*}" "${v#*:}"; done
     } >"$OUTDIR/bench-info.txt"
 
     # Family by family, each under the three modes in turn: a run cut by its budget loses
