@@ -613,13 +613,17 @@ plots() {
     python3 "$ROOT/bench/plot.py" "$OUTDIR" || say "plots: bench/plot.py failed"
 }
 
-# pack: the logs and plots into bench-logs.tgz (--pack), once.
+# pack: the logs and plots into bench-logs.tgz (--pack), once, when there are any.
 pack() {
+    local files
     [ "$PACK" = 1 ] && [ "$PACKED" = 0 ] || return 0
     PACKED=1
-    (cd "$OUTDIR" && tar czf bench-logs.tgz --remove-files -- bench-*.log throttle-*.log \
-        throttle-summary.txt ./*.png 2>/dev/null)
-    say "logs and plots packed into $OUTDIR/bench-logs.tgz"
+    files=$(cd "$OUTDIR" && compgen -G 'bench-*.log'; compgen -G 'throttle-*.log'
+        compgen -G throttle-summary.txt; compgen -G '*.png')
+    [ -n "$files" ] || return 0
+    # shellcheck disable=SC2086 # file names of ours, without blanks
+    (cd "$OUTDIR" && tar czf bench-logs.tgz --remove-files -- $files) &&
+        say "logs and plots packed into $OUTDIR/bench-logs.tgz"
 }
 
 # interrupted: at exit (lib.sh's cleanup), what a run cut short by a signal or an error still
