@@ -2,13 +2,17 @@
  * PyTorch clients without Python: each step spends some CPU time of its own (a framework's
  * host work), launches a few small kernels on the legacy stream, and reads 4 bytes back
  * with a synchronous copy (what `.item()` does). It counts the steps it finishes in a fixed
- * time from a common start and prints `metric steps_per_s <n> steps/s`. bench/run.sh starts
- * P copies at once; the sum is the fleet's throughput. With many processes on few cores it
- * measures what every wait for a reply costs the CPUs that the processes share (spinning
- * threads take them from the ones with work), which is where mpsshim fell behind MPS.
+ * time from a common start and prints `metric steps_per_s <n> steps/s <repeat>`. bench/run.sh
+ * starts P copies at once; the sum over them of one repeat is the fleet's throughput. With
+ * many processes on few cores it measures what every wait for a reply costs the CPUs that
+ * the processes share (spinning threads take them from the ones with work), which is where
+ * mpsshim fell behind MPS.
  *
  * usage: fleetc [--seconds S] [--work-us W] [--launches K] [--barrier FILE --procs P]
- * Defaults: 1 s, 100 us of host work, 8 launches of tests/kernels' empty_kernel per step. */
+ *               [--repeats R]
+ * Defaults: 1 s (a decimal), 100 us of host work, 8 launches of tests/kernels' empty_kernel per
+ * step, 1 repeat. --barrier: the P processes given the same (new) FILE start each of the R
+ * repeats together (one metric line each); the process is set up once, as a server is. */
 #define _GNU_SOURCE
 #include <cuda.h>
 
@@ -18,11 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(void)
 {
     fprintf(stderr, "usage: fleetc [--seconds S] [--work-us W] [--launches K] "
-                    "[--barrier FILE --procs P]\n");
+                    "[--barrier FILE --procs P] [--repeats R]\n");
     exit(2);
 }
 
@@ -36,14 +41,27 @@ static void host_work(uint64_t ns)
             x += (unsigned)i;
 }
 
+/* The window of one repeat in ns: --seconds' decimal, 1 ms to 1 h. */
+static uint64_t window_arg(int argc, char **argv, int i)
+{
+    if (i + 1 >= argc) usage();
+    char *end;
+    double s = strtod(argv[i + 1], &end);
+    if (end == argv[i + 1] || *end || !(s >= 0.001 && s <= 3600)) usage();
+    return (uint64_t)(s * 1e9);
+}
+
 int main(int argc, char **argv)
 {
     bench_prog = "fleetc";
-    unsigned long long seconds = 1, work_us = 100, launches = 8, procs = 1;
+    unsigned long long work_us = 100, launches = 8, procs = 1, repeats = 1;
+    uint64_t window_ns = 1000000000ull;
     const char *barrier = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0)
-            seconds = bench_num_arg(argc, argv, i++, 1, 3600, usage);
+            window_ns = window_arg(argc, argv, i++);
+        else if (strcmp(argv[i], "--repeats") == 0)
+            repeats = bench_num_arg(argc, argv, i++, 1, 1000, usage);
         else if (strcmp(argv[i], "--work-us") == 0)
             work_us = bench_num_arg(argc, argv, i++, 0, 1000000, usage);
         else if (strcmp(argv[i], "--launches") == 0)
@@ -69,18 +87,26 @@ int main(int argc, char **argv)
     CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
     CK(cuMemcpyDtoH(&v, d, sizeof(v)));
     if (v != 7) bench_die("read back %s instead of 7", "another value");
-    if (barrier) bench_barrier(barrier, (unsigned)procs);
+    printf("# fleetc: pid %d, %llu processes, %llu us of host work and %llu launches per step, "
+           "%.3f s x %llu repeats\n",
+           (int)getpid(), procs, work_us, launches, (double)window_ns / 1e9, repeats);
     bench_step = "steps";
-    uint64_t t0 = bench_now_ns(), end = t0 + seconds * 1000000000ull, steps = 0, now;
-    do {
-        host_work(work_us * 1000);
-        for (unsigned long long k = 0; k < launches; k++)
-            CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
-        CK(cuMemcpyDtoH(&v, d, sizeof(v)));
-        steps++;
-    } while ((now = bench_now_ns()) < end);
-    if (v != 7) bench_die("read back %s instead of 7", "another value");
-    printf("metric steps_per_s %.1f steps/s\n", (double)steps * 1e9 / (double)(now - t0));
+    for (unsigned long long r = 1; r <= repeats; r++) {
+        /* Repeat r starts when all P processes have arrived r times. */
+        if (barrier) bench_barrier(barrier, (unsigned)(procs * r));
+        uint64_t t0 = bench_now_ns(), end = t0 + window_ns, steps = 0, now;
+        do {
+            host_work(work_us * 1000);
+            for (unsigned long long k = 0; k < launches; k++)
+                CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+            CK(cuMemcpyDtoH(&v, d, sizeof(v)));
+            steps++;
+        } while ((now = bench_now_ns()) < end);
+        if (v != 7) bench_die("read back %s instead of 7", "another value");
+        printf("metric steps_per_s %.1f steps/s %llu\n", (double)steps * 1e9 / (double)(now - t0),
+               r);
+        fflush(stdout);
+    }
     CK(cuMemFree(d));
     CK(cuModuleUnload(mod));
     return 0;

@@ -5,6 +5,9 @@
 # measurements, result cells and table.
 
 declare -a ROWS=() BG_PIDS=()
+# Variants of mpsshim (bench/run.sh --variant): mode mpsshim-NAME -> "VAR=VAL,VAR=VAL", the
+# variables its server and clients get on top of mpsshim's.
+declare -A MODE_VARS=()
 SHIM_UP=0
 MPS_UP=0
 MPS_CTL=
@@ -40,8 +43,15 @@ add_row() {
     ROWS+=("$1")
 }
 
+# mode_vars MODE: VARS, the variables of a variant of mpsshim (none for other modes).
+mode_vars() {
+    VARS=()
+    [ -z "${MODE_VARS[$1]:-}" ] || IFS=, read -ra VARS <<<"${MODE_VARS[$1]}"
+}
+
 # mode_env MODE: ENVP, the env(1) prefix every program of MODE runs under.
 mode_env() {
+    local VARS
     ENVP=(env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY)
     case $1 in
     native)
@@ -50,10 +60,12 @@ mode_env() {
     mps)
         ENVP=(env "CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe" "CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log")
         ;;
-    mpsshim)
+    mpsshim | mpsshim-*)
         ENVP+=("MPSSHIM_PIPE_DIRECTORY=$WORK/shim-pipe" "MPSSHIM_LOG_DIRECTORY=$WORK/shim-log"
             "LD_PRELOAD=$SHIM${LD_PRELOAD:+:$LD_PRELOAD}")
         [ "$CPU" = 1 ] && ENVP+=("MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1")
+        mode_vars "$1"
+        ENVP+=("${VARS[@]}")
         ;;
     esac
 }
@@ -76,16 +88,19 @@ stop_mps() {
     MPS_UP=0
 }
 
-# start_shim: the mpsshim daemon in $WORK's directories; non-zero if it failed.
+# start_shim [MODE]: the mpsshim daemon in $WORK's directories, with the variables of MODE
+# when it is a variant (mpsshim-NAME); non-zero if it failed.
 start_shim() {
     mkdir -p "$WORK/shim-pipe" "$WORK/shim-log"
     SHIM_UP=1 # before the start, as for MPS
-    local drv=()
+    local drv=() VARS
     [ "$CPU" = 1 ] && drv=("MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1")
-    # No CUDA_MPS_* here: the server must not become a client of a native MPS.
+    mode_vars "${1:-mpsshim}"
+    # No CUDA_MPS_* here: the server must not become a client of a native MPS. The control
+    # daemon passes its environment on to the server it starts.
     env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u LD_PRELOAD \
         MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" MPSSHIM_LOG_DIRECTORY="$WORK/shim-log" \
-        "${drv[@]}" timeout 40 "$SHIM_CTL" -d
+        "${drv[@]}" "${VARS[@]}" timeout 40 "$SHIM_CTL" -d
 }
 
 # stop_shim: asks the server to quit; waits (10 s) for it to exit, then ends it by its pid.
@@ -130,8 +145,8 @@ start_daemon() {
         }
         DAEMON_LOG=$WORK/mps-log
         ;;
-    mpsshim)
-        start_shim >>"$2" 2>&1 || {
+    mpsshim | mpsshim-*)
+        start_shim "$1" >>"$2" 2>&1 || {
             say "  mpsshim-control -d failed: see $(basename "$2")"
             cat "$WORK/shim-log/server.log" >>"$2" 2>/dev/null
             stop_shim
@@ -227,11 +242,13 @@ bench_needs() {
     say "raw outputs: $OUTDIR"
 }
 
-# cleanup: stops what the script started; then lets tee write the last of the summary.
+# cleanup: stops what the script started (after ON_EXIT, the script's own last words, when it
+# names a function); then lets tee write the last of the summary.
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
     local pid
     for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+    [ -z "${ON_EXIT:-}" ] || "$ON_EXIT"
     stop_shim >/dev/null 2>&1
     stop_mps
     [ -n "$WORK" ] && rm -rf "$WORK"

@@ -3,10 +3,11 @@
 
 Reads what bench/report.py reads (bench-samples.tsv, bench-figures.tsv, bench-info.txt,
 throttle-results.tsv) and writes into RESULTS_DIR: scaling.png (the main plot: overlap, MPI
-job, inference fleet, round trips), overlap.png, mpi.png, fleet.png, calls.png, copy.png
-and sm_shares.png. Every point is a median, its bar the min-max of the repeats. Needs
-matplotlib (pip install matplotlib); runs anywhere, so that a run made on a machine without
-it is plotted afterwards from the copied results folder.
+job, inference fleet, driver-API fleet, round trips), overlap.png, mpi.png, fleet.png,
+fleetc.png, calls.png, copy.png and sm_shares.png. Every point is a median, its bar the
+min-max of the repeats (of those that measured, where some failed: the table says how many).
+Needs matplotlib (pip install matplotlib); runs anywhere, so that a run made on a machine
+without it is plotted afterwards from the copied results folder.
 """
 import os
 import sys
@@ -24,6 +25,19 @@ except ImportError:
 
 STYLE = {"native": ("tab:gray", "o", "native"), "mps": ("tab:blue", "s", "native MPS"),
          "mpsshim": ("tab:red", "^", "mpsshim")}
+# Variants of mpsshim (bench/run.sh --variant), in their order: dashed, these colours.
+VARIANT_STYLE = [("tab:orange", "v"), ("tab:green", "D"), ("tab:purple", "P"),
+                 ("tab:brown", "X"), ("tab:pink", "<"), ("tab:olive", ">"), ("tab:cyan", "*")]
+MODES = list(report.MODES)  # with the run's variants once main() has read it
+
+
+def style(mode):
+    """(colour, marker, label, line style) of a mode's lines: variants dashed."""
+    if mode in STYLE:
+        return STYLE[mode] + ("-",)
+    i = MODES.index(mode) - len(report.MODES) if mode in MODES else 0
+    color, marker = VARIANT_STYLE[i % len(VARIANT_STYLE)]
+    return color, marker, mode, "--"
 
 
 def series(cells, fig, mode):
@@ -32,10 +46,10 @@ def series(cells, fig, mode):
     for (f, x, m), values in cells.items():
         if f != fig or m != mode:
             continue
-        n, med, lo, hi, state = report.stats(values)
+        c = report.stats(values)
         xv = report.num(x)
-        if n and state == "" and xv is not None:
-            pts.append((xv, med, med - lo, hi - med))
+        if c.n and xv is not None:
+            pts.append((xv, c.med, c.med - c.lo, c.hi - c.med))
     pts.sort()
     return [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], [p[3] for p in pts]
 
@@ -43,12 +57,13 @@ def series(cells, fig, mode):
 def scaling(ax, cells, figures, fig, title, log_y=False):
     """One figure against its x (processes, ranks), a line per mode; False when no data."""
     drawn = False
-    for mode in report.MODES:
+    for mode in MODES:
         xs, ys, el, eh = series(cells, fig, mode)
         if not xs:
             continue
-        color, marker, label = STYLE[mode]
-        ax.errorbar(xs, ys, yerr=[el, eh], color=color, marker=marker, label=label, capsize=3)
+        color, marker, label, ls = style(mode)
+        ax.errorbar(xs, ys, yerr=[el, eh], color=color, marker=marker, label=label, ls=ls,
+                    capsize=3)
         drawn = True
     f = figures.get(fig, {})
     ax.set_xscale("log", base=2)
@@ -70,21 +85,22 @@ def scaling(ax, cells, figures, fig, title, log_y=False):
 
 
 def calls(ax, cells, figures):
-    """Per-call costs: grouped bars, one group per call figure."""
+    """Per-call costs: grouped bars, one group per call figure (variants hatched)."""
     names = [f for f in figures if f.endswith("_us")]
-    width = 0.27
-    for i, mode in enumerate(report.MODES):
+    width = 0.8 / len(MODES)
+    for i, mode in enumerate(MODES):
         xs, ys, el, eh = [], [], [], []
         for j, fig in enumerate(names):
-            n, med, lo, hi, state = report.stats(cells.get((fig, "-", mode), []))
-            if n and state == "":
-                xs.append(j + (i - 1) * width)
-                ys.append(med)
-                el.append(med - lo)
-                eh.append(hi - med)
-        color, _m, label = STYLE[mode]
+            c = report.stats(cells.get((fig, "-", mode), []))
+            if c.n:
+                xs.append(j + (i - (len(MODES) - 1) / 2) * width)
+                ys.append(c.med)
+                el.append(c.med - c.lo)
+                eh.append(c.hi - c.med)
+        color, _m, label, ls = style(mode)
         if xs:
-            ax.bar(xs, ys, width, yerr=[el, eh], color=color, label=label, capsize=2)
+            ax.bar(xs, ys, width, yerr=[el, eh], color=color, label=label, capsize=2,
+                   hatch="//" if ls == "--" else None, edgecolor="white" if ls == "--" else None)
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels([n[:-3] for n in names], rotation=20, fontsize=8)
     ax.set_ylabel("us per call (lower is better)")
@@ -95,14 +111,14 @@ def calls(ax, cells, figures):
 
 def copies(axes, cells):
     """Bandwidth by size: HtoD and DtoH panels, pageable solid, pinned dashed, registered
-    dotted."""
+    dotted (variants of mpsshim in their colours, so too)."""
     for ax, d in zip(axes, ("htod", "dtoh")):
         for kind, ls in (("pageable", "-"), ("pinned", "--"), ("registered", ":")):
-            for mode in report.MODES:
+            for mode in MODES:
                 xs, ys, el, eh = series(cells, "copy_%s_%s_GBps" % (d, kind), mode)
                 if not xs:
                     continue
-                color, marker, label = STYLE[mode]
+                color, marker, label, _ls = style(mode)
                 ax.errorbar(xs, ys, yerr=[el, eh], color=color, marker=marker, ls=ls,
                             label="%s, %s" % (label, kind), capsize=2, markersize=4)
         ax.set_xscale("log", base=2)
@@ -174,18 +190,21 @@ def save(figure, info, d, name):
 
 def main(d):
     info, figures, cells = report.load(d)
+    MODES[:] = report.all_modes(info, cells)
     out = []
     titles = {"overlap_s": ("overlap: slowest of N processes x 200 launches of 2 blocks x 100 us",
                             True),
               "mpi_gpu_loop_s": ("MPI job: slowest rank's GPU loop", True),
-              "fleet_steps_per_s": ("PyTorch inference fleet: total steps/s", False)}
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+              "fleet_steps_per_s": ("PyTorch inference fleet: total steps/s", False),
+              "fleetc_steps_per_s": ("driver-API fleet (fleetc): total steps/s", False)}
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8))
     for ax, name in zip(axes.flat, titles):
         scaling(ax, cells, figures, name, *titles[name])
-    calls(axes.flat[3], cells, figures)
+    calls(axes.flat[4], cells, figures)
+    axes.flat[5].axis("off")
     out.append(save(fig, info, d, "scaling.png"))
     for name, png in (("overlap_s", "overlap.png"), ("mpi_gpu_loop_s", "mpi.png"),
-                      ("fleet_steps_per_s", "fleet.png")):
+                      ("fleet_steps_per_s", "fleet.png"), ("fleetc_steps_per_s", "fleetc.png")):
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
         scaling(ax, cells, figures, name, *titles[name])
         out.append(save(fig, info, d, png))

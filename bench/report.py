@@ -4,17 +4,38 @@
 Reads RESULTS_DIR/bench-samples.tsv (one line per measured sample: figure, x, mode, repeat,
 value, unit), bench-figures.tsv (what each figure is) and bench-info.txt (the machine, the
 date, the commit), and throttle-results.tsv when there is one; writes bench-results.tsv
-(per figure and x, each mode's sample count, median, min and max) and bench-results.md (the
-same as a table, "median (min-max)", the ratios of the medians, then issue 12's goals
-checked against this run, then the SM-share table). Python 3 standard library only, so that
+(per figure and x, each mode's sample count, median, min, max and failed runs) and
+bench-results.md (the same as a table, "median (min-max)", the ratios of the medians, then
+issue 12's goals checked against this run, then the SM-share table). A cell where some runs
+failed shows the median of the others and how many failed ("1 FAIL"); a goal that rests on a
+cell with failed runs is never "met". Python 3 standard library only, so that
 it runs on the GPU machine; bench/plot.py draws the plots from the same files.
 """
+import collections
 import os
 import statistics
 import sys
 
 MODES = ("native", "mps", "mpsshim")
 MODE_NAMES = {"native": "native", "mps": "native MPS", "mpsshim": "mpsshim"}
+
+
+def mode_name(mode):
+    return MODE_NAMES.get(mode, mode)
+
+
+def variants(info, cells):
+    """The variants of mpsshim of a run (bench/run.sh --variant), as their modes
+    (mpsshim-NAME): in bench-info.txt's order, else those the samples name."""
+    names = info.get("variants", "").split()
+    if names:
+        return ["mpsshim-" + n for n in names]
+    return sorted({k[2] for k in cells if k[2].startswith("mpsshim-")})
+
+
+def all_modes(info, cells):
+    """Every mode of a run: native, MPS, mpsshim, then mpsshim's variants."""
+    return list(MODES) + variants(info, cells)
 
 
 def read_tsv(path):
@@ -68,19 +89,28 @@ def rows_of(figures, cells):
     return out
 
 
+# A cell's samples: n numbers, their median, min and max (None without numbers); failed, the
+# runs that failed; state '' when there is a number, else FAIL (every run failed) or n/a
+# (none could run here).
+Cell = collections.namedtuple("Cell", "n med lo hi state failed")
+
+
 def stats(values):
-    """(n, median, min, max, state): state is '' when every value is a number, else FAIL
-    (any failed) or n/a (none could run)."""
+    """The Cell of a list of sample values (numbers, FAIL, n/a)."""
     nums = [v for v in (num(s) for s in values) if v is not None]
-    if any(s == "FAIL" for s in values):
-        state = "FAIL"
-    elif not nums:
-        state = "n/a"
-    else:
-        state = ""
-    if not nums:
-        return 0, None, None, None, state
-    return len(nums), statistics.median(nums), min(nums), max(nums), state
+    failed = sum(1 for s in values if s == "FAIL")
+    if nums:
+        return Cell(len(nums), statistics.median(nums), min(nums), max(nums), "", failed)
+    return Cell(0, None, None, None, "FAIL" if failed else "n/a", failed)
+
+
+def cell_text(c):
+    """'median (min-max)', with ' k FAIL' when k runs failed; FAIL or n/a without a number."""
+    if c.state:
+        return c.state
+    text = fmt(c.med) if c.n == 1 or c.lo == c.hi else "%s (%s-%s)" % (fmt(c.med), fmt(c.lo),
+                                                                      fmt(c.hi))
+    return text + (" %d FAIL" % c.failed if c.failed else "")
 
 
 def fmt(v):
@@ -115,45 +145,67 @@ def row_label(figures, fig, x):
     return "%s %s=%s" % (fig, f["xlabel"] or "x", x)
 
 
-def median_of(cells, fig, x, mode):
-    n, med, _lo, _hi, state = stats(cells.get((fig, x, mode), []))
-    return med if n and state == "" else None
+def goals(cells, cpu, shim="mpsshim"):
+    """Issue 12's goal rows against this run: (goal, medians said, verdict, whether the run had
+    the medians to judge it), for mpsshim or, with `shim`, for one of its variants
+    (mpsshim-NAME) in mpsshim's place. A goal whose cells had
+    failed runs is judged on the runs measured, but its verdict says how many failed instead
+    of "met"."""
+    # mode -> x -> (failed, runs) of the cells the goal read. Figures of one x come from the
+    # same runs (a copysweep run gives pinned and registered figures): the most failed of them
+    # counts; different x are different runs, and add up.
+    used = collections.OrderedDict()
 
-
-def goals(cells, cpu):
-    """Issue 12's goal rows against this run: (goal, native/MPS/mpsshim medians said, verdict)."""
     def m(fig, x, mode):
-        return median_of(cells, fig, x, mode)
+        c = stats(cells.get((fig, x, mode), []))
+        per_x = used.setdefault(mode, {})
+        per_x[x] = max(per_x.get(x, (0, 0)), (c.failed, c.failed + c.n))
+        return c.med
 
     out = []
 
     def check(goal, ok, said):
-        if cpu:  # the CPU test driver's numbers are no evidence either way
-            ok = None
-        out.append((goal, said, "-" if ok is None else ("met" if ok else "NOT met")))
+        verdict = "-" if ok is None or cpu else ("met" if ok else "NOT met")
+        failed = []
+        for mode, per_x in used.items():
+            k, n = sum(v[0] for v in per_x.values()), sum(v[1] for v in per_x.values())
+            if k:
+                failed.append("%s: %d of %d runs failed" % (mode_name(mode), k, n))
+        if failed:
+            verdict = "%s; on the runs measured: %s" % ("; ".join(failed), verdict)
+        used.clear()
+        out.append((goal, said, verdict, ok is not None))
 
+    S = shim
     for n in ("8", "16"):
-        s, p = m("mpi_gpu_loop_s", n, "mpsshim"), m("mpi_gpu_loop_s", n, "mps")
+        s, p = m("mpi_gpu_loop_s", n, S), m("mpi_gpu_loop_s", n, "mps")
         check("MPI job, %s ranks: mpsshim's GPU loop <= MPS's" % n,
-              None if s is None or p is None else s <= p, "mpsshim %s s, MPS %s s" % (fmt(s), fmt(p)))
+              None if s is None or p is None else s <= p,
+              "%s %s s, MPS %s s" % (S, fmt(s), fmt(p)))
     for n in ("8", "16"):
-        s, p = m("fleet_steps_per_s", n, "mpsshim"), m("fleet_steps_per_s", n, "mps")
+        s, p = m("fleet_steps_per_s", n, S), m("fleet_steps_per_s", n, "mps")
         check("inference fleet, %s processes: mpsshim's steps/s >= MPS's" % n,
               None if s is None or p is None else s >= p,
-              "mpsshim %s, MPS %s steps/s" % (fmt(s), fmt(p)))
+              "%s %s, MPS %s steps/s" % (S, fmt(s), fmt(p)))
+    pairs = [(n, m("fleetc_steps_per_s", n, S), m("fleetc_steps_per_s", n, "mps"))
+             for n in ("16", "32")]
+    check("driver-API fleet at 16 and 32 processes: mpsshim >= MPS",
+          None if any(s is None or p is None for _n, s, p in pairs)
+          else all(s >= p for _n, s, p in pairs),
+          "; ".join("%s: %s %s, MPS %s steps/s" % (n, S, fmt(s), fmt(p)) for n, s, p in pairs))
     for fig, extra, what in (("launch_sync_us", 1.0, "launch + sync"),
                              ("stream_query_us", 0.5, "cuStreamQuery")):
-        s, nat = m(fig, "-", "mpsshim"), m(fig, "-", "native")
+        s, nat = m(fig, "-", S), m(fig, "-", "native")
         check("%s <= native + %.1f us" % (what, extra),
               None if s is None or nat is None else s <= nat + extra,
-              "mpsshim %s us, native %s us" % (fmt(s), fmt(nat)))
-    s, nat = m("launch_async_us", "-", "mpsshim"), m("launch_async_us", "-", "native")
+              "%s %s us, native %s us" % (S, fmt(s), fmt(nat)))
+    s, nat = m("launch_async_us", "-", S), m("launch_async_us", "-", "native")
     check("drained launch rate >= native's (launch_async_us <= native's)",
           None if s is None or nat is None else s <= nat,
-          "mpsshim %s us, native %s us" % (fmt(s), fmt(nat)))
+          "%s %s us, native %s us" % (S, fmt(s), fmt(nat)))
     ratios = []
     for x in sorted({k[1] for k in cells if k[0] == "overlap_s"}, key=xkey):
-        s, p = m("overlap_s", x, "mpsshim"), m("overlap_s", x, "mps")
+        s, p = m("overlap_s", x, S), m("overlap_s", x, "mps")
         if s is None or not p:
             ratios = []
             break
@@ -167,45 +219,52 @@ def goals(cells, cpu):
         fig = "copy_%s_pageable_GBps" % d
         xs = sorted({k[1] for k in cells if k[0] == fig}, key=xkey)
         x = xs[-1] if xs else ""
-        s, nat = m(fig, x, "mpsshim"), m(fig, x, "native")
-        check("pageable %s at %s >= 1.5 x native" % (d, size_label(x)),
+        s, nat = m(fig, x, S), m(fig, x, "native")
+        check("pageable %s at %s >= 1.5 x native" % (d, size_label(x) or "the largest size"),
               None if s is None or nat is None else s >= 1.5 * nat,
-              "mpsshim %s, native %s GB/s" % (fmt(s), fmt(nat)))
+              "%s %s, native %s GB/s" % (S, fmt(s), fmt(nat)))
     for d in ("htod", "dtoh"):
         fig = "copy_%s_registered_GBps" % d
         xs = sorted({k[1] for k in cells if k[0] == fig}, key=xkey)
         x = xs[-1] if xs else ""
-        s, pin = m(fig, x, "mpsshim"), m("copy_%s_pinned_GBps" % d, x, "mpsshim")
-        check("registered %s at %s >= 0.9 x pinned (through mpsshim)" % (d, size_label(x)),
+        s, pin = m(fig, x, S), m("copy_%s_pinned_GBps" % d, x, S)
+        check("registered %s at %s >= 0.9 x pinned (through mpsshim)" % (
+            d, size_label(x) or "the largest size"),
               None if s is None or pin is None else s >= 0.9 * pin,
               "registered %s, pinned %s GB/s" % (fmt(s), fmt(pin)))
-    s, nat = m("fleet_start_s", "1", "mpsshim"), m("fleet_start_s", "1", "native")
+    s, nat = m("fleet_start_s", "1", S), m("fleet_start_s", "1", "native")
     check("PyTorch start to first result below native's", None if s is None or nat is None
-          else s < nat, "mpsshim %s s, native %s s" % (fmt(s), fmt(nat)))
-    s, nat = m("idle8_MiB", "-", "mpsshim"), m("idle8_MiB", "-", "native")
+          else s < nat, "%s %s s, native %s s" % (S, fmt(s), fmt(nat)))
+    s, nat = m("idle8_MiB", "-", S), m("idle8_MiB", "-", "native")
     check("8 idle clients within about one context (<= 1.25 x native's / 8)",
           None if s is None or nat is None else s <= 1.25 * nat / 8,
-          "mpsshim %s MiB, native %s MiB for 8" % (fmt(s), fmt(nat)))
+          "%s %s MiB, native %s MiB for 8" % (S, fmt(s), fmt(nat)))
     return out
+
+
+def ratio(a, b):
+    return "-" if a is None or b is None or b == 0 else "%.2f" % (a / b)
 
 
 def write(d):
     info, figures, cells = load(d)
     rows = rows_of(figures, cells)
+    var = variants(info, cells)
+    modes = all_modes(info, cells)
     with open(os.path.join(d, "bench-results.tsv"), "w") as t:
         t.write("figure\tx\tunit\tbetter")
-        for mode in MODES:
-            t.write("\t%s_n\t%s_median\t%s_min\t%s_max" % (mode, mode, mode, mode))
+        for mode in modes:
+            t.write("\t%s_n\t%s_median\t%s_min\t%s_max\t%s_failed" % ((mode,) * 5))
         t.write("\n")
         for fig, x in rows:
             f = figures[fig]
             t.write("%s\t%s\t%s\t%s" % (fig, x, f["unit"], f["better"]))
-            for mode in MODES:
-                n, med, lo, hi, state = stats(cells.get((fig, x, mode), ["n/a"]))
-                if state:
-                    t.write("\t%d\t%s\t%s\t%s" % (n, state, state, state))
+            for mode in modes:
+                c = stats(cells.get((fig, x, mode), ["n/a"]))
+                if c.state:
+                    t.write("\t%d\t%s\t%s\t%s\t%d" % (c.n, c.state, c.state, c.state, c.failed))
                 else:
-                    t.write("\t%d\t%.6g\t%.6g\t%.6g" % (n, med, lo, hi))
+                    t.write("\t%d\t%.6g\t%.6g\t%.6g\t%d" % (c.n, c.med, c.lo, c.hi, c.failed))
             t.write("\n")
 
     cpu = info.get("cpu_test_driver") == "1"
@@ -213,39 +272,57 @@ def write(d):
     if cpu:
         md += ["**CPU TEST DRIVER (MPSSHIM_BENCH_CPU=1): these numbers test the scripts; they say "
                "nothing about GPUs.**", ""]
-    md += ["# mpsshim benchmarks: native / native MPS / mpsshim", ""]
+    md += ["# mpsshim benchmarks: native / native MPS / mpsshim%s" % (
+        "".join(" / " + v for v in var)), ""]
     for k in ("gpu", "driver", "date", "commit", "cpus", "run", "repeats", "took_s"):
         if k in info:
             md.append("- %s: %s" % (k, info[k]))
+    for v in var:
+        md.append("- variant %s: mpsshim with %s" % (
+            v, info.get("variant_" + v[len("mpsshim-"):], "?").replace(",", ", ")))
     md += ["", "Each cell: median (min-max) of the repeats; n = samples per cell. Ratios are of "
-           "the medians; `better` says which way is better.", "",
+           "the medians; `better` says which way is better. `k FAIL`: k runs failed, the median "
+           "is of the others (bench-summary.txt names them, the mode's bench-*.log has their "
+           "output); `FAIL`: every run failed."
+           + (" A variant's cell adds [its ratio to native, to MPS]." if var else ""), "",
            "| figure | unit | better | n | native | native MPS | mpsshim | mpsshim/native "
-           "| mpsshim/MPS |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| mpsshim/MPS |" + "".join(" %s |" % v for v in var),
+           "|" + " --- |" * (9 + len(var))]
     for fig, x in rows:
         f = figures[fig]
-        cols, meds, ns = [], {}, set()
-        for mode in MODES:
-            n, med, lo, hi, state = stats(cells.get((fig, x, mode), ["n/a"]))
-            if state:
-                cols.append(state)
-            elif n == 1 or lo == hi:
-                cols.append(fmt(med))
-            else:
-                cols.append("%s (%s-%s)" % (fmt(med), fmt(lo), fmt(hi)))
-            meds[mode] = med if not state else None
-            if n:
-                ns.add(n)
-
-        def ratio(a, b):
-            return "-" if a is None or b is None or b == 0 else "%.2f" % (a / b)
-
+        cols, meds, ns = {}, {}, set()
+        for mode in modes:
+            c = stats(cells.get((fig, x, mode), ["n/a"]))
+            cols[mode] = cell_text(c)
+            meds[mode] = c.med
+            if c.n:
+                ns.add(c.n)
+        extra = ["%s [%s, %s]" % (cols[v], ratio(meds[v], meds["native"]),
+                                  ratio(meds[v], meds["mps"])) if meds[v] is not None else cols[v]
+                 for v in var]
         md.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             row_label(figures, fig, x), f["unit"], f["better"],
-            "/".join(str(n) for n in sorted(ns)) or "0", " | ".join(cols),
-            ratio(meds["mpsshim"], meds["native"]), ratio(meds["mpsshim"], meds["mps"])))
+            "/".join(str(n) for n in sorted(ns)) or "0",
+            " | ".join(cols[mode] for mode in MODES),
+            ratio(meds["mpsshim"], meds["native"]), ratio(meds["mpsshim"], meds["mps"]))
+            + "".join(" %s |" % e for e in extra))
+    ours = goals(cells, cpu)
     md += ["", "## Issue 12's goals, in this run", "", "| goal | medians | verdict |",
            "| --- | --- | --- |"]
-    md += ["| %s | %s | %s |" % g for g in goals(cells, cpu)]
+    md += ["| %s | %s | %s |" % g[:3] for g in ours]
+    if var:
+        # The verdicts stay mpsshim's; each variant's would-be verdict, beside them.
+        theirs = [goals(cells, cpu, v) for v in var]
+        md += ["", "## What each variant of mpsshim would give", "",
+               "Each goal this run measured, judged with the variant in mpsshim's place (the same "
+               "MPS and native runs): its verdict, then its medians.", "",
+               "| goal | mpsshim |" + "".join(" %s |" % v for v in var),
+               "|" + " --- |" * (2 + len(var))]
+        for i, (goal, _said, verdict, judged) in enumerate(ours):
+            if not judged and not any(t[i][3] for t in theirs):
+                continue
+            md.append("| %s | %s |" % (goal, verdict) + "".join(
+                " %s (%s) |" % (t[i][2], t[i][1]) for t in theirs))
     md += ["", "## What the figures are", ""]
     md += ["- `%s` (%s, %s is better): %s" % (k, v["unit"], v["better"], v["what"])
            for k, v in figures.items()]

@@ -2,17 +2,23 @@
 # Benchmarks (`make bench`): every figure natively, under native MPS and under mpsshim, on the
 # same GPU in one run, each repeated (5 times unless --repeats says otherwise): GPU memory of
 # idle processes, per-call costs, copy bandwidth by size, overlap of 1-32 processes, an MPI
-# job of 1-16 ranks, a PyTorch inference fleet of 1-16 processes; then the SM-share table
+# job of 1-16 ranks, a PyTorch inference fleet of 1-16 processes, managed memory, a
+# driver-API fleet of 1-32 processes (bench/fleetc); then the SM-share table
 # (bench/throttle.sh). Writes the raw samples, a table (markdown and tsv) and, where
 # matplotlib is (else installed with pip when it can be), PNG plots. bench/README.md says
 # what each figure means, how it is measured and how long a run takes.
 #
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
-#                      [--families F,F...] [--pack]
+#                      [--families F,F...] [--variant NAME:VAR=VAL[,VAR=VAL...]]... [--pack]
 #   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
-#   --families F,...     only these of idle calls copy overlap mpi fleet managed (in that
-#                        order), for a short GPU session; the SM-share table needs
+#   --families F,...     only these of idle calls copy overlap mpi fleet managed fleetc (in
+#                        that order), for a short GPU session; the SM-share table needs
 #                        --no-throttle to be left out too
+#   --variant NAME:VAR=VAL,...  one more mode, mpsshim-NAME (NAME of a-z 0-9 _): mpsshim
+#                        with a server (and clients) given those variables (values without
+#                        commas), e.g. conn32:CUDA_DEVICE_MAX_CONNECTIONS=32; repeatable.
+#                        Variants run after mpsshim in every family, each with a fresh
+#                        server, and get a column of the table and dashed lines in the plots
 #   --no-plots           table only (bench/plot.py DIR draws the plots later, elsewhere)
 #   --pack               the logs and plots into one bench-logs.tgz at the end, so that the
 #                        results folder is 8 files (what a GPU session's $OUT brings back)
@@ -20,16 +26,38 @@
 #   MPSSHIM_BENCH_BUDGET=S  no measurement starts, nor runs on, after S s (default 420)
 #   MPSSHIM_BENCH_CPU=1  native and mpsshim on the CPU test driver, to test this script
 #                        without a GPU; such numbers say nothing about GPUs
-# Never changes GPU settings. Exits non-zero if any run failed; the table is written anyway.
+#   MPSSHIM_BENCH_FAIL=MODE.RUN  that run fails after it ran (e.g. mpsshim.calls1, the first
+#                        calls run; mps.overlap4; mpsshim.mpi2): tests the failure paths
+# Never changes GPU settings. Exits non-zero if any run failed; the table is written anyway,
+# each cell from the runs that measured, with the count of those that failed.
 set -u
 
 B=${1:-build}
 [ $# -gt 0 ] && shift
-QUICK=0 PLOTS=1 THROTTLE=1 REPEATS= ONLY= PACK=0
+QUICK=0 PLOTS=1 THROTTLE=1 REPEATS='' ONLY='' PACK=0 VARIANTS=()
 usage() {
+    [ -z "${1:-}" ] || echo "bench/run.sh: $1" >&2
     echo "usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]" \
-        "[--families F,F...] [--pack]" >&2
+        "[--families F,F...] [--variant NAME:VAR=VAL[,VAR=VAL...]]... [--pack]" >&2
     exit 2
+}
+# variant_ok NAME:VAR=VAL,...: refuses (usage) a malformed or repeated variant, and variables
+# that would take the mode's clients or server away from the bench's own daemon.
+variant_ok() {
+    local a v
+    [[ $1 =~ ^([a-z0-9_]+):(.+)$ ]] || usage "--variant $1: not NAME:VAR=VAL[,VAR=VAL...]"
+    for v in "${VARIANTS[@]}"; do
+        [ "${v%%:*}" != "${BASH_REMATCH[1]}" ] || usage "--variant ${BASH_REMATCH[1]} given twice"
+    done
+    IFS=, read -ra a <<<"${BASH_REMATCH[2]}"
+    for v in "${a[@]}"; do
+        [[ $v =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage "--variant $1: '$v' is not VAR=VAL"
+        case ${v%%=*} in
+        LD_PRELOAD | MPSSHIM_PIPE_DIRECTORY | MPSSHIM_LOG_DIRECTORY | CUDA_MPS_PIPE_DIRECTORY | \
+            CUDA_MPS_LOG_DIRECTORY | MPSSHIM_DRIVER | MPSSHIM_BENCH_*)
+            usage "--variant $1: ${v%%=*} is the bench's own" ;;
+        esac
+    done
 }
 while [ $# -gt 0 ]; do
     case $1 in
@@ -45,6 +73,11 @@ while [ $# -gt 0 ]; do
     --repeats)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage
         REPEATS=$2
+        shift
+        ;;
+    --variant)
+        variant_ok "${2:-}"
+        VARIANTS+=("$2")
         shift
         ;;
     *) usage ;;
@@ -67,12 +100,13 @@ COPY_KINDS="htod_pageable dtoh_pageable htod_pinned dtoh_pinned htod_registered 
 MPI_STEPS=400
 if [ "$QUICK" = 1 ]; then
     : "${REPEATS:=2}"
-    OVERLAP_PROCS="1 4" MPI_RANKS="1 2" FLEET_PROCS="1 2"
+    OVERLAP_PROCS="1 4" MPI_RANKS="1 2" FLEET_PROCS="1 2" FLEETC_PROCS="1 2"
     CALL_ARGS=(--quick) COPY_MAX=4 FLEET_SECONDS=0.2 MPI_STEPS=100
     MANAGED_ARGS=(--mib 4 --steps 10 --rounds 3)
 else
     : "${REPEATS:=5}"
     OVERLAP_PROCS="1 2 4 8 16 32" MPI_RANKS="1 2 4 8 16" FLEET_PROCS="1 2 4 8 16"
+    FLEETC_PROCS="1 2 4 8 16 32"
     CALL_ARGS=() COPY_MAX=256 FLEET_SECONDS=1
     MANAGED_ARGS=(--mib 64 --steps 100 --rounds 10)
 fi
@@ -82,9 +116,19 @@ if [ "$CPU" = 1 ]; then KERNEL_ARGS=(--kernel delay_set) FLEET_ARGS=(--fake); el
     KERNEL_ARGS=() FLEET_ARGS=()
 fi
 IDLE_PROCS=8
-# mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's.
-MODES="mpsshim mps native"
-FAMILIES="idle calls copy overlap mpi fleet managed"
+# A driver-API fleet step (bench/fleetc): host work, empty launches, a 4-byte read back.
+FLEETC_ARGS=(--work-us 100 --launches 8)
+# mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's. Its
+# variants next (lib.sh's MODE_VARS: their variables), before the modes they are compared with.
+MODES=mpsshim
+for v in "${VARIANTS[@]}"; do
+    MODES="$MODES mpsshim-${v%%:*}"
+    MODE_VARS["mpsshim-${v%%:*}"]=${v#*:}
+done
+MODES="$MODES mps native"
+# fleetc last: a run of every family outlasts the default budget (bench/README.md), and what
+# the budget cuts should be the newest figure rather than the reference run's.
+FAMILIES="idle calls copy overlap mpi fleet managed fleetc"
 if [ -n "$ONLY" ]; then
     for f in $ONLY; do [[ " $FAMILIES " == *" $f "* ]] || usage; done
     kept=""
@@ -95,6 +139,12 @@ SAMPLES=$OUTDIR/bench-samples.tsv
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_WHY='' FLEET_WHY=''
 FAILED=0
+INJECT=${MPSSHIM_BENCH_FAIL:-}
+# The run under way (MODE NAME) until its outputs are in its mode's log, and the mode whose
+# daemon is up: what an interrupted run still saves (interrupted, below).
+INFLIGHT=()
+FAM_MODE=
+PACKED=0
 
 # sample FIGURE X MODE REPEAT VALUE UNIT: one line of the raw results; FAIL fails the run.
 sample() {
@@ -123,6 +173,7 @@ figures() {
         printf 'mpi_gpu_loop_s\ts\tlower\tranks\t%s\n' "an MPI job of x ranks (mpirun, one node), each $MPI_STEPS steps of a 4-block kernel spinning 75 us plus an increment of its share, one cuStreamSynchronize at the end; ranks start at MPI_Barrier; the slowest rank's GPU loop (mpi_steps)"
         printf 'fleet_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x PyTorch processes at once, each running a small conv net on batches of 8 with one .item() per step for $FLEET_SECONDS s from a common barrier: the sum of their steps/s (fleet.py)"
         printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "one PyTorch process alone: from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step); once per mode"
+        printf 'fleetc_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x processes at once (bench/fleetc, driver API), each step ${FLEETC_ARGS[1]} us of host work, ${FLEETC_ARGS[3]} launches of an empty kernel and a 4-byte cuMemcpyDtoH, for $FLEET_SECONDS s from a common barrier: the sum of their steps/s"
         printf 'managed_gpu_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the GPU phase of a managed-memory program (bench/managed): saxpy launches back to back over two managed arrays the CPU wrote, one synchronize"
         printf 'managed_pingpong_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: rounds of one saxpy, a synchronize and a CPU pass over the array, on managed memory (bench/managed)"
         printf 'managed_prefetch_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the same rounds with cuMemPrefetchAsync to the device before each launch and to the host before each CPU pass (bench/managed)"
@@ -148,7 +199,8 @@ settle_gpu() {
     say "note: GPU memory in use is $m MiB, $1 MiB before this mode"
 }
 
-# record MODE NAME RC: appends the outputs of a run ($WORK/MODE.NAME*.out) to the mode's log.
+# record MODE NAME RC: appends the whole outputs of a run ($WORK/MODE.NAME*.out), failed or
+# not, to the mode's log (which --pack keeps).
 record() {
     local f
     {
@@ -160,10 +212,28 @@ record() {
         done
         say
     } >>"$OUTDIR/bench-$1.log"
+    INFLIGHT=()
 }
 
-# failed_lines MODE NAME: the first distinct failure lines of a run's outputs.
-failed_lines() {
+# injected MODE NAME RC: RC, or 3 with a FAIL line added to the run's first output when
+# MPSSHIM_BENCH_FAIL names this run (a failure on purpose, for the tests of this script).
+injected() {
+    if [ "$1.$2" = "$INJECT" ]; then
+        say "FAIL bench/run.sh: failed on purpose (MPSSHIM_BENCH_FAIL=$INJECT)" >>"$WORK/$1.$2.1.out"
+        echo 3
+        return
+    fi
+    echo "$3"
+}
+
+# failed MODE NAME RC: says that a run failed, with the first distinct failure lines of its
+# outputs and where the whole of them is.
+failed() {
+    if [ "$3" = budget ]; then
+        say "  $1 $2: not run, the time budget is spent"
+        return
+    fi
+    say "  $1 $2 failed ($3); its whole output: bench-$1.log, after '=== $1 $2: exit $3'"
     cat "$WORK/$1.$2".*out 2>/dev/null | grep -v '^#' | grep -E 'FAIL|rror|Abort' | sort |
         uniq -c | head -n 5
 }
@@ -182,6 +252,7 @@ group() {
     local mode=$1 name=$2 secs=$3 i pids=() w words
     shift 3
     rm -f "$WORK/$mode.$name".*out
+    INFLIGHT=("$mode" "$name")
     for i in $(seq "$PROCS"); do
         words=()
         for w in "$@"; do words+=("${w//%i/$((i - 1))}"); done
@@ -190,6 +261,8 @@ group() {
     done
     BG_PIDS=("${pids[@]}")
     wait_all "${pids[@]}"
+    i=$?
+    return "$(injected "$mode" "$name" "$i")"
 }
 
 # per_repeat FILE AGG METRIC: for each repeat 1..REPEATS, AGG (max or sum) over the outputs in FILE of
@@ -213,6 +286,7 @@ fam_idle() {
         sample "$fig" - "$mode" 1 FAIL MiB
         return
     fi
+    INFLIGHT=("$mode" idle)
     for i in $(seq "$IDLE_PROCS"); do
         timeout -k 5 "$secs" "${ENVP[@]}" "$hold" 30 >"$WORK/$mode.idle.$i.out" 2>&1 &
         pids+=($!)
@@ -279,7 +353,7 @@ runs_family() {
             [ "$rc" = 0 ] || v=
             sample "$m" - "$mode" "$r" "${v:-FAIL}" "$unit"
         done
-        [ "$rc" = 0 ] || { say "  $name run $r failed ($rc):"; failed_lines "$mode" "$name$r"; }
+        [ "$rc" = 0 ] || failed "$mode" "$name$r" "$rc"
     done
 }
 
@@ -308,11 +382,14 @@ fam_copy() {
             done < <(awk '$1 == "metric" { n = split($2, p, "_")
                 print p[2] "_" p[3], p[4], $3 }' "$WORK/$mode.copy$r.1.out")
         else
+            # Every row of the sweep: a failed run counts in each (its measurements are in
+            # the log, not in the table).
             for k in $COPY_KINDS; do
-                sample "copy_${k}_GBps" $((COPY_MAX << 20)) "$mode" "$r" FAIL GB/s
+                for ((x = 4096; x <= COPY_MAX << 20; x *= 4)); do
+                    sample "copy_${k}_GBps" "$x" "$mode" "$r" FAIL GB/s
+                done
             done
-            say "  copysweep run $r failed ($rc):"
-            failed_lines "$mode" "copy$r"
+            failed "$mode" "copy$r" "$rc"
         fi
     done
 }
@@ -325,7 +402,7 @@ repeats_to_samples() {
         [ "$rc" = 0 ] || v=FAIL
         sample "$fig" "$x" "$mode" "$r" "$v" "$unit"
     done < <(per_repeat <(cat "$WORK/$mode.$name".*.out 2>/dev/null) "$7" "$8")
-    [ "$rc" = 0 ] || { say "  $name failed ($rc):"; failed_lines "$mode" "$name"; }
+    [ "$rc" = 0 ] || failed "$mode" "$name" "$rc"
 }
 
 # fam_overlap MODE: for each P of OVERLAP_PROCS, P overlap processes at once, REPEATS rounds.
@@ -369,6 +446,7 @@ fam_mpi() {
         rc=budget
         name=mpi$n
         if [ "$secs" != 0 ]; then
+            INFLIGHT=("$mode" "$name")
             timeout -k 5 "$secs" env "${un[@]}" "${MPIRUN[@]}" -np "$n" "${xs[@]}" \
                 "$B/bench/mpi_steps" "${KERNEL_ARGS[@]}" --steps "$MPI_STEPS" \
                 --repeats "$REPEATS" >"$WORK/$mode.$name.1.out" 2>&1 </dev/null &
@@ -376,6 +454,7 @@ fam_mpi() {
             wait_all "${BG_PIDS[@]}"
             rc=$?
             [ "$rc" = 0 ] && ! grep -q '^PASS mpi_steps' "$WORK/$mode.$name.1.out" && rc=check
+            rc=$(injected "$mode" "$name" "$rc")
             record "$mode" "$name" "$rc"
         fi
         repeats_to_samples "$mode" "$name" mpi_gpu_loop_s "$n" s "$rc" max gpu_loop_s
@@ -416,6 +495,19 @@ fam_fleet() {
     done
 }
 
+# fam_fleetc MODE: for each P of FLEETC_PROCS, P fleetc processes at once, REPEATS windows.
+fam_fleetc() {
+    local mode=$1 p secs
+    for p in $FLEETC_PROCS; do
+        secs=$(spend 90)
+        PROCS=$p
+        rm -f "$WORK/barrier"
+        measure "$mode" "fleetc$p" "$secs" "$B/bench/fleetc" "${FLEETC_ARGS[@]}" \
+            --seconds "$FLEET_SECONDS" --barrier "$WORK/barrier" --procs "$p" --repeats "$REPEATS"
+        repeats_to_samples "$mode" "fleetc$p" fleetc_steps_per_s "$p" steps/s "$RC" sum steps_per_s
+    done
+}
+
 # na_family FAMILY MODE: the family's samples as n/a (the mode cannot run here).
 na_family() {
     local x
@@ -432,7 +524,26 @@ na_family() {
         sample fleet_start_s 1 "$2" 1 n/a s
         ;;
     managed) for x in $MANAGED_METRICS; do sample "$x" - "$2" 1 n/a s; done ;;
+    fleetc) for x in $FLEETC_PROCS; do sample fleetc_steps_per_s "$x" "$2" 1 n/a steps/s; done ;;
     esac
+}
+
+# server_has_vars MODE LOG: checks that the server of a variant started with its variables
+# (/proc/PID/environ), else the variant's column would measure plain mpsshim: says which in
+# LOG, and fails the run when one is missing.
+server_has_vars() {
+    local pid v VARS
+    mode_vars "$1"
+    [ "${#VARS[@]}" -gt 0 ] || return 0
+    pid=$(cat "$WORK/shim-pipe/server.pid" 2>/dev/null)
+    for v in "${VARS[@]}"; do
+        if grep -qzxF -- "$v" "/proc/$pid/environ" 2>/dev/null; then
+            say "  server $pid started with $v" >>"$2"
+        else
+            FAILED=1
+            say "  $1: the server (pid ${pid:-?}) did not start with $v" | tee -a "$2"
+        fi
+    done
 }
 
 # run_family FAMILY MODE: the family's figures under MODE, between the start and the stop of
@@ -449,14 +560,21 @@ run_family() {
         return
     fi
     BASE=$(gpu_mem)
+    [ -z "${MODE_VARS[$mode]:-}" ] || say "  variant $mode: ${MODE_VARS[$mode]}" >>"$log"
     start_daemon "$mode" "$log" || {
         FAILED=1
         say "  $fam $mode: the daemon did not start"
         return
     }
+    FAM_MODE=$mode
+    # What the server says of itself (its spinning policy, say) as each family starts.
+    [[ $mode != mpsshim* ]] || echo get_server_status | timeout 20 env \
+        MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" "$SHIM_CTL" >>"$log" 2>&1
+    server_has_vars "$mode" "$log"
     mode_env "$mode"
     "fam_$fam" "$mode"
     stop_daemon "$mode" "$log"
+    FAM_MODE=
     # The next family's daemon logs afresh (stop_daemon copied these into the mode's log).
     rm -rf "$WORK/shim-log" "$WORK/mps-log"
     settle_gpu "$BASE"
@@ -495,6 +613,36 @@ plots() {
     python3 "$ROOT/bench/plot.py" "$OUTDIR" || say "plots: bench/plot.py failed"
 }
 
+# pack: the logs and plots into bench-logs.tgz (--pack), once, when there are any.
+pack() {
+    local files
+    [ "$PACK" = 1 ] && [ "$PACKED" = 0 ] || return 0
+    PACKED=1
+    files=$(cd "$OUTDIR" && compgen -G 'bench-*.log'; compgen -G 'throttle-*.log'
+        compgen -G throttle-summary.txt; compgen -G '*.png')
+    [ -n "$files" ] || return 0
+    # shellcheck disable=SC2086 # file names of ours, without blanks
+    (cd "$OUTDIR" && tar czf bench-logs.tgz --remove-files -- $files) &&
+        say "logs and plots packed into $OUTDIR/bench-logs.tgz"
+}
+
+# interrupted: at exit (lib.sh's cleanup), what a run cut short by a signal or an error still
+# keeps before WORK goes: the outputs of the run under way and its daemon's logs in the mode's
+# log, and the pack. Nothing to do after a whole run.
+# shellcheck disable=SC2317 # called by cleanup
+interrupted() {
+    if [ "${#INFLIGHT[@]}" = 2 ]; then
+        sleep 0.5 # the run's processes were just sent SIGTERM: their last lines
+        say "  ${INFLIGHT[0]} ${INFLIGHT[1]}: interrupted; its output is in bench-${INFLIGHT[0]}.log"
+        record "${INFLIGHT[@]}" interrupted
+    fi
+    if [ -n "$FAM_MODE" ]; then
+        stop_daemon "$FAM_MODE" "$OUTDIR/bench-$FAM_MODE.log"
+        FAM_MODE=
+    fi
+    pack
+}
+
 # ---------------------------------------------------------------- main
 
 main() {
@@ -507,13 +655,14 @@ main() {
     bench_platform
     [ "$CPU" = 1 ] || [ ! -S /tmp/nvidia-mps/control ] ||
         say "warning: an MPS control daemon may be running in /tmp/nvidia-mps"
-    bench_needs bench/callbench bench/copysweep bench/overlap bench/spin.ptx tests/kernels.ptx \
-        tests/hold libmpsshim.so mpsshim-control mpsshim-server
+    bench_needs bench/callbench bench/copysweep bench/fleetc bench/overlap bench/spin.ptx \
+        tests/kernels.ptx tests/hold libmpsshim.so mpsshim-control mpsshim-server
     mpi_missing
     fleet_missing
     [ -z "$MPI_WHY" ] || say "MPI job: skipped: $MPI_WHY"
     [ -z "$FLEET_WHY" ] || say "inference fleet: skipped: $FLEET_WHY"
     [ "$CPU" = 1 ] && say "inference fleet: fake steps (fleet.py --fake), no PyTorch"
+    for v in "${VARIANTS[@]}"; do say "variant mpsshim-${v%%:*}: mpsshim with ${v#*:}"; done
     figures
     if [ "$CPU" = 1 ]; then gpu="CPU test driver (MPSSHIM_BENCH_CPU=1), no GPU"; else
         gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c |
@@ -531,6 +680,9 @@ main() {
         printf 'repeats\t%s\n' "$REPEATS"
         printf 'cpu_test_driver\t%s\n' "$CPU"
         printf 'native_mps\t%s\n' "${MPS_CTL:-not found}"
+        # Variants: their names in order, then each one's variables.
+        printf 'variants\t%s\n' "$(for v in "${VARIANTS[@]}"; do printf '%s ' "${v%%:*}"; done)"
+        for v in "${VARIANTS[@]}"; do printf 'variant_%s\t%s\n' "${v%%:*}" "${v#*:}"; done
     } >"$OUTDIR/bench-info.txt"
 
     # Family by family, each under the three modes in turn: a run cut by its budget loses
@@ -549,14 +701,11 @@ main() {
         say "bench/report.py failed: the raw samples are in $SAMPLES"
     fi
     [ "$PLOTS" = 0 ] || plots
-    if [ "$PACK" = 1 ]; then
-        (cd "$OUTDIR" && tar czf bench-logs.tgz --remove-files -- bench-*.log throttle-*.log \
-            throttle-summary.txt ./*.png 2>/dev/null)
-        say "logs and plots packed into $OUTDIR/bench-logs.tgz"
-    fi
+    pack
     say "results: $OUTDIR"
     [ "$FAILED" = 0 ] || { say "some runs FAILED: see the bench-*.log files"; exit 1; }
 }
 
 bench_summary "$OUTDIR/bench-summary.txt"
+ON_EXIT=interrupted
 main

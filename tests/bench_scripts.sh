@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The benchmark scripts' plumbing, not their numbers (bench/run.sh on the CPU test driver):
+# 1. --quick with a variant of mpsshim: every family's rows (fleetc's too), a column and a
+#    log of the variant, its server started with its variable, its would-be verdicts; where
+#    matplotlib is, bench/plot.py draws from those results.
+# 2. one run failed on purpose (MPSSHIM_BENCH_FAIL) among the calls runs: the script exits
+#    non-zero, the cell keeps the other run's median with "1 FAIL", the goal says how many
+#    failed and is not met, and the failed run's whole output is in the packed log.
+#   tests/bench_scripts.sh BUILD WORKDIR
+set -u
+B=$(cd "$1" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+W=$2/bench
+mkdir -p "$W"
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+bench() { env MPSSHIM_BENCH_CPU=1 bash "$ROOT/bench/run.sh" "$B" --quick --no-plots --no-throttle "$@"; }
+
+out=$W/quick
+OUT=$out bench --variant spinall:MPSSHIM_SPIN_CPUS=100000 >"$out.log" 2>&1 ||
+    { tail -n 30 "$out.log"; fail "bench/run.sh --quick --variant"; }
+md=$out/bench-results.md
+for row in launch_sync_us "copy_htod_pinned_GBps 4 MiB" "copy_dtoh_registered_GBps 4 MiB" \
+    "overlap_s processes=4" "mpi_gpu_loop_s ranks=2" "fleet_steps_per_s processes=2" \
+    managed_pingpong_s "fleetc_steps_per_s processes=2"; do
+    grep -q "^| $row |" "$md" || fail "no row $row"
+done
+grep -q '^| figure .* | mpsshim/MPS | mpsshim-spinall |$' "$md" || fail "no column of the variant"
+# The variant's cell: a median and its ratios to native and MPS (MPS is n/a here).
+grep -E '^\| fleetc_steps_per_s processes=2 \|' "$md" | grep -qE '\| [0-9.]+ \([0-9.]+-[0-9.]+\) \[[0-9.]+, -\] \|$' ||
+    fail "no number in the variant's fleetc cell: $(grep 'fleetc_steps_per_s processes=2' "$md")"
+grep -q '^## What each variant of mpsshim would give' "$md" || fail "no table of the variants' goals"
+grep -q "^variant_spinall	MPSSHIM_SPIN_CPUS=100000$" "$out/bench-info.txt" || fail "bench-info.txt"
+grep -q 'server [0-9]* started with MPSSHIM_SPIN_CPUS=100000' "$out/bench-mpsshim-spinall.log" ||
+    fail "the variant's server did not show its variable"
+grep -q 'Spinning on (0 busy clients, 100000 CPUs)' "$out/bench-mpsshim-spinall.log" ||
+    fail "the variant's server did not take its variable"
+! grep -q 'MPSSHIM_SPIN_CPUS' "$out/bench-mpsshim.log" || fail "plain mpsshim got the variable"
+echo "quick run with a variant: $(grep -c '^| ' "$md") table lines"
+! python3 -c "import matplotlib" 2>/dev/null || {
+    python3 "$ROOT/bench/plot.py" "$out" && [ -s "$out/scaling.png" ] && [ -s "$out/fleetc.png" ]
+} || fail "bench/plot.py"
+
+out=$W/failed
+MPSSHIM_BENCH_FAIL=mpsshim.calls1 OUT=$out bench --families calls --pack >"$out.log" 2>&1 &&
+    fail "a run with a failed run exited 0"
+md=$out/bench-results.md
+grep -E '^\| launch_sync_us \|' "$md" | grep -qE '\| [0-9.]+ 1 FAIL \|' ||
+    fail "the cell of the failed run: $(grep '^| launch_sync_us' "$md")"
+grep -E '^\| launch \+ sync' "$md" | grep -q 'mpsshim: 1 of 2 runs failed; on the runs measured: -' ||
+    fail "the goal of the failed run: $(grep '^| launch + sync' "$md")"
+grep -q "mpsshim calls1 failed (3); its whole output: bench-mpsshim.log" "$out/bench-summary.txt" ||
+    fail "the summary does not name the failed run"
+tar xzf "$out/bench-logs.tgz" -C "$out" bench-mpsshim.log || fail "no bench-mpsshim.log packed"
+# The failed run's section of the log, from its first line to the failure added after it.
+sed -n '/^=== mpsshim calls1: exit 3$/,/^=== mpsshim calls2/p' "$out/bench-mpsshim.log" >"$W/section"
+for line in '^# callbench: ' '^metric launch_sync_us' '^FAIL bench/run.sh: failed on purpose'; do
+    grep -q "$line" "$W/section" ||
+        { cat "$W/section"; fail "the failed run's output is not whole in the log ($line)"; }
+done
+echo "a failed run: kept in the log, counted in its cell and its goal"
