@@ -523,8 +523,9 @@ struct chan_host_func {
 };
 
 /* The server's driver's cuGetProcAddress answers (server/procaddr.c), probed once at
- * start; a client (minor >= 3 server) reads them page by page right after the handshake
- * and answers cuGetProcAddress from them (interpose/procaddr.c), checking everything.
+ * start; a client (of a server of minor 1 or more: protocol 5.1, once 4.3) reads them page
+ * by page right after the handshake and answers cuGetProcAddress from them
+ * (interpose/procaddr.c), checking everything.
  * The table: a chan_procaddr_head, nrows chan_procaddr_row, then `strings` bytes of
  * NUL-terminated names the rows point into. A row answers (name, flags) from `version` on,
  * until the next row of the same (name, flags): the symbol, or when there is none
