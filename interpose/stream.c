@@ -167,6 +167,18 @@ CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreen
 
 /* ---------------------------------------------------------------- events */
 
+/* A new event is known with its flags, which its description cannot keep: the records of
+ * an interprocess one must reach the driver before they return (ipc.c), since another
+ * process may wait on it at once. */
+static void event_create_after(const void *const *argv)
+{
+    CUevent e = **(CUevent *const *)argv[0];
+    struct shim_known k = {.ctx = shim_current_ctx_id(), .flags = *(const unsigned *)argv[1]};
+    shim_known_add(SHIM_HT_CUevent, (uint64_t)(uintptr_t)e, &k);
+}
+
+const struct shim_hook shim_hook_event_create = {.after = event_create_after};
+
 CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
 {
     CUresult r = shim_ready();
