@@ -25,7 +25,9 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 5 /* incompatible changes (5: visible_devices in the hello) */
-#define CHAN_PROTO_MINOR 2 /* compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE) */
+/* Compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE, 3: chan_shm.alert, which
+ * a client reads only from a server of minor 3 or more: an older one never moves it). */
+#define CHAN_PROTO_MINOR 3
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -187,6 +189,14 @@ struct chan_shm {
     /* Set by the server when this client was terminated or the server is going away:
      * the client stops waiting and returns errors (CHAN_DEAD_*). */
     _Alignas(64) _Atomic uint32_t dead;
+    /* Moved by the server (to a value it has not stored before) whenever an answer the
+     * client may keep can change with no record of its own: a fault of the shared context,
+     * terminate_client, an asynchronous error deferred to the next synchronisation. The
+     * client keeps "idle" answers only while it stays put (interpose/idle.c); the server
+     * only stores it, from a counter of its own, and never reads it, so a client that
+     * writes it only fools itself. On the line of `dead`: both are read on every such
+     * answer. */
+    _Atomic uint32_t alert;
 
     struct chan_slot slots[CHAN_NSLOTS];
 };
