@@ -25,8 +25,10 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 5 /* incompatible changes (5: visible_devices in the hello) */
-#define CHAN_PROTO_MINOR 3 /* compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE,
-                              3: chan_shm.spin_hint_us) */
+/* Compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE, 3: chan_shm.alert, which
+ * a client reads only from a server of minor 3 or more: an older one never moves it, and
+ * chan_shm.spin_hint_us, whose 0 means no hint). */
+#define CHAN_PROTO_MINOR 3
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -188,6 +190,14 @@ struct chan_shm {
     /* Set by the server when this client was terminated or the server is going away:
      * the client stops waiting and returns errors (CHAN_DEAD_*). */
     _Alignas(64) _Atomic uint32_t dead;
+    /* Moved by the server (to a value it has not stored before) whenever an answer the
+     * client may keep can change with no record of its own: a fault of the shared context,
+     * terminate_client, an asynchronous error deferred to the next synchronisation. The
+     * client keeps "idle" answers only while it stays put (interpose/idle.c); the server
+     * only stores it, from a counter of its own, and never reads it, so a client that
+     * writes it only fools itself. On the line of `dead`: both are read on every such
+     * answer. */
+    _Atomic uint32_t alert;
     /* Server -> client, a hint: how many µs a thread waiting for a reply should spin
      * before it sleeps, plus one; 0: no hint (the client's own MPSSHIM_SPIN_US). The server
      * lowers it while it has more busy clients than its CPUs can spin for (server/spin.c);
@@ -529,8 +539,9 @@ struct chan_host_func {
 };
 
 /* The server's driver's cuGetProcAddress answers (server/procaddr.c), probed once at
- * start; a client (minor >= 3 server) reads them page by page right after the handshake
- * and answers cuGetProcAddress from them (interpose/procaddr.c), checking everything.
+ * start; a client (of a server of minor 1 or more: protocol 5.1, once 4.3) reads them page
+ * by page right after the handshake and answers cuGetProcAddress from them
+ * (interpose/procaddr.c), checking everything.
  * The table: a chan_procaddr_head, nrows chan_procaddr_row, then `strings` bytes of
  * NUL-terminated names the rows point into. A row answers (name, flags) from `version` on,
  * until the next row of the same (name, flags): the symbol, or when there is none

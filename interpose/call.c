@@ -13,6 +13,13 @@
  * call sees every earlier async call submitted). Held only while a record is written. */
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Records sent that may have enqueued work: all but SHIM_RQ_QUIET ones (queries and
+ * synchronisations, which change nothing a stream or event will do). Bumped under ring_lock,
+ * in the order records enter the ring, and before the call that sent one returns, so that
+ * any thread that learns of that call (through its own synchronisation with the caller)
+ * sees the count moved: interpose/idle.c keeps an idle answer only while it stays put. */
+_Atomic uint64_t shim_work_sent;
+
 /* Lanes are owned by threads until they exit; guarded by lane_lock. */
 static pthread_mutex_t lane_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t lane_freed = PTHREAD_COND_INITIALIZER;
@@ -41,6 +48,11 @@ unsigned shim_ptds_begin(void)
 void shim_ptds_end(unsigned saved)
 {
     ptds = saved;
+}
+
+int shim_ptds_active(void)
+{
+    return ptds != 0;
 }
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
@@ -147,6 +159,8 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
     if (len > CHAN_REC_MAX - sizeof(struct chan_rec))
         return CUDA_ERROR_INVALID_VALUE;
     q->lane = reply ? my_lane() : -1;
+    q->quiet = (flags & SHIM_RQ_QUIET) != 0;
+    flags &= ~SHIM_RQ_QUIET;
     uint16_t tno = shim_thread_no();
     pthread_mutex_lock(&ring_lock);
     struct chan_wait w = shim_waiter;
@@ -169,6 +183,8 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
 
 void shim_req_send(struct shim_req *q)
 {
+    if (!q->quiet)
+        atomic_fetch_add_explicit(&shim_work_sent, 1, memory_order_relaxed);
     chan_ring_publish(&shim_conn.ch, q->rec);
     pthread_mutex_unlock(&ring_lock);
 }
@@ -213,6 +229,18 @@ CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uin
     if (out && cap)
         memcpy(out, data, n < cap ? n : cap);
     return r;
+}
+
+CUresult shim_ask(unsigned op, const void *payload, uint32_t len)
+{
+    struct shim_req q;
+    CUresult r = shim_req_begin(&q, op, len, 1, SHIM_RQ_QUIET);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (len)
+        memcpy(q.payload, payload, len);
+    shim_req_send(&q);
+    return shim_req_wait(&q, NULL, NULL);
 }
 
 CUresult shim_rpc_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
@@ -448,6 +476,8 @@ CUresult shim_forward(int id, const void *const *argv)
     }
     if (hook && hook->before && (r = hook->before(args)) != CUDA_SUCCESS)
         return r;
+    if (hook && hook->known && hook->known(args))
+        return CUDA_SUCCESS;
     /* Size first (the record is reserved whole), then pack straight into the ring. */
     const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
     size_t reply_len;
@@ -460,6 +490,8 @@ CUresult shim_forward(int id, const void *const *argv)
      * when another process may act on it at once (its hook says). */
     int reply = d->cls == SHIM_SYNC || host || (hook && hook->wait && hook->wait(args));
     unsigned flags = (d->flags & SHIM_CF_PTDS) ? CHAN_RF_PTDS : 0;
+    if (hook && hook->known)
+        flags |= SHIM_RQ_QUIET; /* a query: it enqueues nothing */
     /* Memory being freed leaves the mirror before the server frees it: once freed, the
      * driver may hand the address to another thread of this process at once, whose new
      * range must not find this one still there (the mirror refuses overlaps, and the new

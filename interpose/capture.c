@@ -75,6 +75,11 @@ CUresult shim_capture_refuse(CUstream s)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
+int shim_capture_any(void)
+{
+    return atomic_load_explicit(&ncaptures, memory_order_relaxed) != 0;
+}
+
 int shim_capture_active(CUstream s)
 {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;

@@ -418,6 +418,12 @@ CUresult shim_ready(void)
     return st == CONN_FORKED ? CUDA_ERROR_NOT_INITIALIZED : conn_error;
 }
 
+int shim_conn_up(void)
+{
+    return atomic_load_explicit(&conn_state, memory_order_acquire) == CONN_UP &&
+           !atomic_load_explicit(&shim_conn.ch.shm->dead, memory_order_relaxed);
+}
+
 int shim_server_alive(void *unused)
 {
     (void)unused;

@@ -569,6 +569,19 @@ CUresult SHIM_IMPL(cuCtxGetExecAffinity)(CUexecAffinityParam *pExecAffinity,
 
 /* ---------------------------------------------------------------- synchronisation, limits */
 
+/* The client's streams of context `id` (0: the current one), answered here when they are
+ * known to be idle (idle.c). */
+static CUresult ctx_sync(uint32_t id)
+{
+    struct shim_idle q;
+    if (shim_idle_ctx(&q, id ? id : shim_current_ctx_id()))
+        return CUDA_SUCCESS;
+    CUresult r = shim_ask(CHAN_OP_CTX_SYNC, &id, id ? sizeof(id) : 0);
+    if (r == CUDA_SUCCESS)
+        shim_idle_keep(&q, 1);
+    return r;
+}
+
 CUresult SHIM_IMPL(cuCtxSynchronize)(void)
 {
     CUresult r = shim_ready();
@@ -576,7 +589,7 @@ CUresult SHIM_IMPL(cuCtxSynchronize)(void)
         r = shim_need_ctx();
     if (r != CUDA_SUCCESS)
         return r;
-    return shim_rpc(CHAN_OP_CTX_SYNC, NULL, 0, NULL, 0, NULL);
+    return ctx_sync(0);
 }
 
 CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
@@ -587,8 +600,7 @@ CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
     CUresult r = shim_ctx_lookup(ctx, &id, NULL);
     if (r != CUDA_SUCCESS)
         return r;
-    uint32_t payload = id;
-    return shim_rpc(CHAN_OP_CTX_SYNC, &payload, sizeof(payload), NULL, 0, NULL);
+    return ctx_sync(id);
 }
 
 static CUresult limit_call(struct chan_limit *m)

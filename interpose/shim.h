@@ -77,6 +77,9 @@ CUresult shim_dead_error(void);
 /* Marks the driver initialised (cuInit). */
 void shim_set_initialized(void);
 
+/* 1 while this process is connected and the server has not marked it dead (no system
+ * call: a server that died without saying so is noticed by the next request). */
+int shim_conn_up(void);
 /* 1 while the server answers: waits use it to stop when the server is gone. */
 int shim_server_alive(void *unused);
 
@@ -97,12 +100,21 @@ struct shim_req {
     struct chan_rec *rec;
     uint8_t *payload; /* right after the header */
     int lane;         /* -1 for requests without a reply */
+    int quiet;        /* SHIM_RQ_QUIET */
     uint32_t seq0;
 };
 
+/* A flag of shim_req_begin's own (never sent): the request enqueues no work (a query or a
+ * synchronisation), so it leaves shim_work_sent as it is. */
+#define SHIM_RQ_QUIET 0x10000u
+
+/* Records sent that may have enqueued work (every request but SHIM_RQ_QUIET ones). */
+extern _Atomic uint64_t shim_work_sent;
+
 /* Reserves a record with `len` payload bytes for `op` (a call id or CHAN_OP_*), taking
- * the ring lock; with `reply`, also the calling thread's lane. The ring lock is held until
- * shim_req_send(): fill the payload in between, nothing else. */
+ * the ring lock; with `reply`, also the calling thread's lane; `flags` are CHAN_RF_* and
+ * SHIM_RQ_QUIET. The ring lock is held until shim_req_send(): fill the payload in between,
+ * nothing else. */
 CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags);
 
 /* Publishes the record and releases the ring lock. */
@@ -117,6 +129,9 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len);
 CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
                    uint32_t *outlen);
 
+/* One round trip for a query or a synchronisation (SHIM_RQ_QUIET), without reply data. */
+CUresult shim_ask(unsigned op, const void *payload, uint32_t len);
+
 /* One round trip whose reply is read in place: *data points into the calling thread's
  * lane, valid until its next request. */
 CUresult shim_rpc_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
@@ -129,6 +144,8 @@ CUresult shim_post(unsigned op, const void *payload, uint32_t len);
  * sent in between name the per-thread default stream by NULL. */
 unsigned shim_ptds_begin(void);
 void shim_ptds_end(unsigned saved);
+/* 1 inside such a twin: the NULL stream is the calling thread's per-thread default one. */
+int shim_ptds_active(void);
 
 /* Generic sync/async call from its descriptor (generated stubs call this). */
 CUresult shim_forward(int id, const void *const *argv);
@@ -143,6 +160,10 @@ struct shim_hook {
     /* An asynchronous call that must have reached the driver before it returns, as the
      * driver's own calls have: 1 to wait for the server's answer. */
     int (*wait)(const void *const *argv);
+    /* A query, which enqueues nothing (its request is SHIM_RQ_QUIET), whose answer the
+     * client may know: 1 when it knows it is CUDA_SUCCESS (after `before`); the call is
+     * then not sent. */
+    int (*known)(const void *const *argv);
 };
 extern const struct shim_hook *const shim_hooks[SHIM_NCALLS];
 
@@ -265,6 +286,33 @@ const char *shim_intern(const char *s);
  * Special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) use the current context. */
 CUresult shim_stream_check(CUstream s, uint32_t *ctx);
 
+/* ---------------------------------------------------------------- idle.c */
+
+/* A question about a stream, an event or a context: "is it idle?". Asked with one of the
+ * shim_idle_ functions below (1: known to be so, answer CUDA_SUCCESS without sending it);
+ * else sent with SHIM_RQ_QUIET, and, when the server answers CUDA_SUCCESS, its answer kept
+ * with shim_idle_keep. Valid handles only (checked first, as the call checks them). */
+struct shim_idle_key {
+    uint64_t handle;
+    uint32_t ctx;
+    uint16_t thread;
+    uint16_t what;
+};
+struct shim_idle {
+    struct shim_idle_key key;
+    uint64_t mark;  /* shim_work_sent before the question went */
+    uint32_t alert; /* the segment's alert word then */
+    int usable;     /* answers may be known and kept at all */
+};
+/* Stream s as the calling thread names it (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD:
+ * its default streams of its current context); sync: for a synchronisation. */
+int shim_idle_stream(struct shim_idle *q, CUstream s, int sync);
+int shim_idle_event(struct shim_idle *q, CUevent e, int sync);
+/* Every stream of the context with id ctx (a context synchronisation). */
+int shim_idle_ctx(struct shim_idle *q, uint32_t ctx);
+/* The server answered q with CUDA_SUCCESS; sync: q was a synchronisation's. */
+void shim_idle_keep(const struct shim_idle *q, int sync);
+
 /* ---------------------------------------------------------------- capture.c */
 
 /* Before a "potentially unsafe" call (an allocation, a free, an event query): refused,
@@ -273,6 +321,8 @@ CUresult shim_capture_unsafe(void);
 /* Before work on stream `s` that a graph could not replay (a copy staged through pageable
  * memory, a stream callback): refused, and the capture invalidated, while `s` captures. */
 CUresult shim_capture_refuse(CUstream s);
+/* 1 while this process has a capture going that it keeps (one load). */
+int shim_capture_any(void);
 /* 1 if stream `s` captures (costs nothing while this process has no capture going). */
 int shim_capture_active(CUstream s);
 /* Stream s is destroyed: a capture it began is over (the server ends it), so its mode no

@@ -1,7 +1,8 @@
 /* Streams and events: made, destroyed, queried and synchronised in the server, known to
  * the client too (handles.c), so that a bad handle is refused at once and flags read back.
- * Event creation and destruction and stream queries are described in cuda_symbols.txt;
- * what no description says is here. */
+ * Event creation and destruction and the queries are described in cuda_symbols.txt;
+ * what no description says is here. Synchronisations whose answer is known are answered
+ * without a round trip (idle.c). */
 #include "interpose/shim.h"
 
 #include <stdlib.h>
@@ -81,25 +82,21 @@ CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
     return shim_rpc(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
 }
 
-static CUresult stream_op(unsigned op, CUstream s)
+/* Answered here when the stream is known to be idle (idle.c). */
+CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
         return r;
-    if ((r = shim_stream_check(s, NULL)) != CUDA_SUCCESS)
+    if ((r = shim_stream_check(hStream, NULL)) != CUDA_SUCCESS)
         return r;
-    uint64_t h = (uint64_t)(uintptr_t)s;
-    struct shim_req q;
-    if ((r = shim_req_begin(&q, op, sizeof(h), 1, 0)) != CUDA_SUCCESS)
-        return r;
-    *(uint64_t *)q.payload = h;
-    shim_req_send(&q);
-    return shim_req_wait(&q, NULL, NULL);
-}
-
-CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
-{
-    return stream_op(CHAN_OP_STREAM_SYNC, hStream);
+    struct shim_idle q;
+    if (shim_idle_stream(&q, hStream, 1))
+        return CUDA_SUCCESS;
+    uint64_t h = (uint64_t)(uintptr_t)hStream;
+    if ((r = shim_ask(CHAN_OP_STREAM_SYNC, &h, sizeof(h))) == CUDA_SUCCESS)
+        shim_idle_keep(&q, 1);
+    return r;
 }
 
 /* What the client knows of stream h, for the getters answered here: CUDA_SUCCESS with *k
@@ -167,6 +164,18 @@ CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreen
 
 /* ---------------------------------------------------------------- events */
 
+/* A new event is known with its flags, which its description cannot keep: the records of
+ * an interprocess one must reach the driver before they return (ipc.c), and its answers
+ * never come from the client (idle.c), since another process may record it. */
+static void event_create_after(const void *const *argv)
+{
+    CUevent e = **(CUevent *const *)argv[0];
+    struct shim_known k = {.ctx = shim_current_ctx_id(), .flags = *(const unsigned *)argv[1]};
+    shim_known_add(SHIM_HT_CUevent, (uint64_t)(uintptr_t)e, &k);
+}
+
+const struct shim_hook shim_hook_event_create = {.after = event_create_after};
+
 CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
 {
     CUresult r = shim_ready();
@@ -177,5 +186,10 @@ CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
     if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
-    return shim_rpc(CHAN_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL);
+    struct shim_idle q;
+    if (shim_idle_event(&q, hEvent, 1))
+        return CUDA_SUCCESS;
+    if ((r = shim_ask(CHAN_OP_EVENT_SYNC, &h, sizeof(h))) == CUDA_SUCCESS)
+        shim_idle_keep(&q, 1);
+    return r;
 }

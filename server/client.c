@@ -325,8 +325,12 @@ static void cleanup(struct srv_client *c)
         if (!c->left_running) {
             if (c->shm_registered)
                 DRV(cuMemHostUnregister)(c->shm);
+            /* Under clients_lock: srv_client_alert writes into the segments of the clients
+             * it finds in the list from other threads. */
+            pthread_mutex_lock(&srv.clients_lock);
             munmap(c->shm, c->shm_size);
             c->shm = NULL;
+            pthread_mutex_unlock(&srv.clients_lock);
         }
     }
 }
@@ -510,6 +514,24 @@ static int pid_pending(pid_t pid)
     return any;
 }
 
+void srv_client_alert(struct srv_client *c)
+{
+    uint32_t v = atomic_fetch_add(&c->alerts, 1) + 1;
+    /* Two alerts at once may store their values in either order: each is one never stored
+     * before, so the word moves either way, which is all the client looks at. */
+    if (c->shm)
+        atomic_store_explicit(&c->ch.shm->alert, v, memory_order_release);
+}
+
+void srv_clients_alert(void)
+{
+    pthread_mutex_lock(&srv.clients_lock);
+    for (struct srv_client *x = srv.clients; x; x = x->next)
+        if (atomic_load(&x->connected) && !atomic_load(&x->finished))
+            srv_client_alert(x);
+    pthread_mutex_unlock(&srv.clients_lock);
+}
+
 int srv_client_terminate(pid_t pid)
 {
     int n = 0;
@@ -523,6 +545,7 @@ int srv_client_terminate(pid_t pid)
              * to preempt one client's kernels without resetting everyone's, so the release
              * waits for them to finish. */
             atomic_store(&x->dead, 1);
+            srv_client_alert(x); /* its next query asks: answered once it is marked */
             n++;
         }
     pthread_mutex_unlock(&srv.clients_lock);

@@ -249,6 +249,9 @@ static void info_block(struct cmd *k, const struct srv_client *c)
     say(k, "  Streams %llu\n", (unsigned long long)atomic_load(&c->stats.streams));
     say(k, "  Kernels launched %llu\n", (unsigned long long)atomic_load(&c->stats.launches));
     say(k, "  Bytes copied %llu\n", (unsigned long long)atomic_load(&c->stats.bytes_copied));
+    /* Every record its worker replayed: what its calls cost the server (a query or
+     * synchronisation the client answers itself, interpose/idle.c, is not one). */
+    say(k, "  Requests served %llu\n", (unsigned long long)atomic_load(&c->stats.calls));
 }
 
 static pid_t parse_pid(const char *s)

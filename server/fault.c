@@ -334,6 +334,10 @@ static void raise_fault(int d, CUresult err)
     log_fault(d, err);
     atomic_fetch_add(&srv.fault[d].gen, 1);
     atomic_fetch_add(&srv.fault_epoch, 1);
+    /* After the epoch: a client's query that reaches its worker from now on is answered
+     * with the fault, and every "idle" answer a client kept from before is dropped. Every
+     * client's, not only the device's: a fault is rare, a needless round trip cheap. */
+    srv_clients_alert();
     srv_handover_start(d, err);
 }
 

@@ -233,6 +233,9 @@ struct srv_client {
     uint32_t fault_seen;
     uint32_t gen_seen[CHAN_MAX_DEVICES];   /* fault generation of each device acted on */
     _Atomic int evicted;    /* a newer connection took its handshake place: give up */
+    /* The last value stored in the segment's alert word (srv_client_alert): counted here,
+     * never read back from the segment, which the client can write. */
+    _Atomic uint32_t alerts;
     struct srv_client *next; /* in the server's list, guarded by srv.clients_lock */
 
     /* Owned by the worker thread alone. */
@@ -361,6 +364,12 @@ void srv_client_hangup(struct srv_client *c);
  * replaying, its calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED) and waits until the
  * server has released everything they held. Returns how many clients it terminated. */
 int srv_client_terminate(pid_t pid);
+/* Moves the client's alert word (chan_shm.alert): an answer it keeps may have changed
+ * without a record of its own. Caller: c's worker, or a thread holding srv.clients_lock
+ * that found c in the list (cleanup unmaps the segment under that lock). */
+void srv_client_alert(struct srv_client *c);
+/* srv_client_alert for every connected client (takes srv.clients_lock). */
+void srv_clients_alert(void);
 /* Clients whose handshake succeeded and that have not finished yet. */
 unsigned srv_clients_live(void);
 /* After client `gone` has left: lowers each limit it raised back to what the others need. */

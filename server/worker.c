@@ -39,6 +39,7 @@ void srv_defer(struct srv_client *c, CUresult r, const char *what)
         srv_fault_note(c->cur ? c->cur->device : -1, r);
     if (c->deferred == CUDA_SUCCESS) {
         c->deferred = r;
+        srv_client_alert(c); /* the client's next synchronisation must come and take it */
         srv_log("Client process %d: asynchronous %s failed with %s; reported at its next "
                 "synchronisation",
                 (int)c->pid, what, srv_errname(r));

@@ -333,6 +333,10 @@ run_test graphmem-aliased 200 bash "$ROOT/tests/graphmem_alias.sh" "$B" "$WORK"
 # The spinning policy (server/spin.c): more busy clients than half the CPUs turn spinning
 # off, and it comes back when they leave; the clients' results stay right. Own server.
 run_test spin-policy 120 bash "$ROOT/tests/spin.sh" "$B" "$WORK"
+# Idle answers the client knows (interpose/idle.c) give way to what only the server can
+# tell it, with nothing sent since: a fault of the shared context, terminate_client, a
+# server that quits (tests/idle.sh). Own servers.
+run_test idle-answers-alerts 120 bash "$ROOT/tests/idle.sh" "$B" "$WORK"
 # Pools destroyed with allocations outstanding never reach the driver so (it killed the
 # server on an H100): the CPU test driver told to die on one; the server lives and
 # releases. Own server.

@@ -151,6 +151,7 @@ has client_info-priority "$info" '^  Priority 1 \(below normal\)$'
 has client_info-streams "$info" '^  Streams [0-9]+$'
 has client_info-launches "$info" '^  Kernels launched 0$'
 has client_info-copies "$info" '^  Bytes copied [0-9]+$'
+has client_info-requests "$info" '^  Requests served [1-9][0-9]*$'
 has client_info-busy "$(ctl get_client_info)" '^  Kernels launched [1-9][0-9]*$'
 check client_info-unknown "$(ctl 'get_client_info 1')" 'Client 1 not found'
 
