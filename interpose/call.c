@@ -354,7 +354,10 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
                 .base = makes ? val[i] : *(const uint64_t *)ptr[i],
                 .size = size,
                 .kind = p->htype,
-                .ctx = (shim_types[p->htype].flags & SHIM_TF_CONTEXT_FREE) ? 0 : ctx,
+                .ctx = (shim_types[p->htype].flags & SHIM_TF_CONTEXT_FREE) ||
+                               (d->flags & SHIM_CF_CONTEXT_FREE)
+                           ? 0
+                           : ctx,
                 .owner = d->parent >= 0 ? val[d->parent] : 0,
             };
             struct shim_range old;

@@ -307,6 +307,8 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
                     srv_obj_undo(c, p->htype, base, size);
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
+            if (d->flags & SHIM_CF_CONTEXT_FREE)
+                o->ctx = 0; /* ctx-free: it goes with its parent or the client */
             if (t->flags & SHIM_TF_COUNTS)
                 srv_obj_count(c, o, k->dev, size);
         }
