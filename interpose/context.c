@@ -107,6 +107,16 @@ CUcontext shim_ctx_by_id(uint32_t id)
     return r;
 }
 
+size_t shim_ctx_active_ids(uint32_t *out, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&ctx_lock);
+    for (struct shim_ctx *c = live; c; c = c->hh.next)
+        if (c->active && n++ < cap) out[n - 1] = c->id;
+    pthread_mutex_unlock(&ctx_lock);
+    return n;
+}
+
 /* Tells the server about a context; caller holds ctx_lock. */
 static CUresult activate(struct shim_ctx *c)
 {
@@ -126,6 +136,7 @@ static void unmap_pinned(const struct shim_range *r)
         shim_managed_forget(r->base);
     if (shim_range_is_host(r->kind))
         munmap((void *)(uintptr_t)r->base, r->mapped);
+    shim_mvar_range_gone(r); /* a __managed__ variable's host copy */
 }
 
 /* Who wants to hear of destroyed contexts; guarded by ctx_lock. */
@@ -576,7 +587,10 @@ CUresult SHIM_IMPL(cuCtxSynchronize)(void)
         r = shim_need_ctx();
     if (r != CUDA_SUCCESS)
         return r;
-    return shim_rpc(CHAN_OP_CTX_SYNC, NULL, 0, NULL, 0, NULL);
+    uint64_t gen = shim_mvar_sync_begin();
+    r = shim_rpc(CHAN_OP_CTX_SYNC, NULL, 0, NULL, 0, NULL);
+    shim_mvar_synced(SHIM_MVAR_CTX, NULL, shim_current_ctx_id(), gen, &r);
+    return r;
 }
 
 CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
@@ -588,7 +602,10 @@ CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
     if (r != CUDA_SUCCESS)
         return r;
     uint32_t payload = id;
-    return shim_rpc(CHAN_OP_CTX_SYNC, &payload, sizeof(payload), NULL, 0, NULL);
+    uint64_t gen = shim_mvar_sync_begin();
+    r = shim_rpc(CHAN_OP_CTX_SYNC, &payload, sizeof(payload), NULL, 0, NULL);
+    shim_mvar_synced(SHIM_MVAR_CTX, NULL, id, gen, &r);
+    return r;
 }
 
 static CUresult limit_call(struct chan_limit *m)

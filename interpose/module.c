@@ -319,11 +319,12 @@ out:
 
 const struct shim_hook shim_hook_library_module = {.after = library_module_after};
 
-/* What the client kept of a module's (or library's) functions and globals. */
+/* What the client kept of a module's (or library's) functions and globals (and the host
+ * copies of its __managed__ variables). */
 static void forget(uint64_t h)
 {
     shim_func_drop(h, 0);
-    shim_range_drop(0, h, NULL);
+    shim_range_drop(0, h, shim_mvar_range_gone);
 }
 
 /* Unloading is described in cuda_symbols.txt; what the client kept of the module's

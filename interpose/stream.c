@@ -99,7 +99,10 @@ static CUresult stream_op(unsigned op, CUstream s)
 
 CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
 {
-    return stream_op(CHAN_OP_STREAM_SYNC, hStream);
+    uint64_t gen = shim_mvar_sync_begin();
+    CUresult r = stream_op(CHAN_OP_STREAM_SYNC, hStream);
+    shim_mvar_synced(SHIM_MVAR_STREAM, hStream, 0, gen, &r);
+    return r;
 }
 
 /* What the client knows of stream h, for the getters answered here: CUDA_SUCCESS with *k
@@ -177,5 +180,8 @@ CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
     if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
-    return shim_rpc(CHAN_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL);
+    uint64_t gen = shim_mvar_sync_begin();
+    r = shim_rpc(CHAN_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL);
+    shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, gen, &r);
+    return r;
 }

@@ -382,7 +382,8 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
                 return res;
             if (i == d->destroys)
                 *destroyed = o;
-            if (i == d->host_sync && o && srv_host_type(o->key.type))
+            /* Managed variables too: the client's host copy is brought in afterwards. */
+            if (i == d->host_sync && o && (srv_host_type(o->key.type) || srv_managed_var(o)))
                 *host = o;
             k->vals[i] = k->a.val[i];
             break;

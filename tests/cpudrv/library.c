@@ -161,13 +161,14 @@ CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
 }
 
 // Address and size of a library's __managed__ variable (NOT_FOUND for any other name,
-// __device__ variables included); one of dptr and bytes may be NULL, not both.
+// __device__ variables included); one of dptr and bytes may be NULL, not both. Managed
+// memory is every device's: no context need be current (the runtime asks before it has one).
 CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
 {
-    if (!name || (!dptr && !bytes)) return TR(CUDA_ERROR_INVALID_VALUE);
-    struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
+    if (!name || (!dptr && !bytes)) return TR(CUDA_ERROR_INVALID_VALUE);
+    cpudrv_lock();
     struct cpudrv_library *l = cpudrv_obj_find(library, CPUDRV_K_LIBRARY);
     rc = l ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
     for (unsigned i = 0; l && i < l->mod->nglobals; i++) {
