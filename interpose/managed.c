@@ -22,7 +22,8 @@
  *  - cuMemFree frees it (the server unregisters and unmaps it; here it is unmapped after).
  *
  * __managed__ variables of modules (mvars.c) take advice, prefetches and stream attachment
- * the same way, each variable its own range. */
+ * the same way, each variable its own range; so do the batch prefetch and discard calls,
+ * whose discards keep the contents (any are allowed after one). */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
 #include "channel/advice.h"
@@ -248,6 +249,66 @@ CUresult SHIM_IMPL(cuStreamAttachMemAsync)(CUstream hStream, CUdeviceptr dptr, s
         return CUDA_ERROR_INVALID_VALUE;
     if (length != 0 && (dptr != rg.base || length != rg.size)) return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- batches */
+
+/* The batch calls, checked as the single prefetch is: the stream (never the legacy NULL
+ * stream, as documented), the batch's shape (channel/advice.h, as the CPU test driver
+ * checks it), then every range, each wholly in one managed allocation or variable of this
+ * process's; then recorded, all or nothing. Nothing moves and nothing is added to the
+ * stream (as for cuMemPrefetchAsync): a discard keeps the contents. */
+static CUresult batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs,
+                      size_t *idxs, size_t nlocs, unsigned long long flags, CUstream s,
+                      int prefetch)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = shim_handle_check(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s)) != CUDA_SUCCESS) return r;
+    if (s == CU_STREAM_LEGACY || (s == NULL && !shim_ptds_active()))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = chan_advice_batch_check(dptrs, sizes, count, locs, idxs, nlocs, flags, prefetch,
+                                     shim_conn.dev.ndev)) != CUDA_SUCCESS)
+        return r;
+    uint64_t off;
+    for (size_t i = 0; i < count; i++) {
+        struct managed *m = hold(dptrs[i], sizes[i], &off);
+        if (!m) return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_unlock(&lock);
+    }
+    for (size_t i = 0; prefetch && i < count && r == CUDA_SUCCESS; i++) {
+        struct managed *m = hold(dptrs[i], sizes[i], &off);
+        if (!m) return CUDA_ERROR_INVALID_VALUE; /* freed meanwhile by another thread */
+        r = chan_advice_prefetch(&m->adv, off, sizes[i],
+                                 chan_advice_batch_loc(locs, idxs, nlocs, i));
+        pthread_mutex_unlock(&lock);
+    }
+    return r;
+}
+
+CUresult SHIM_IMPL(cuMemPrefetchBatchAsync)(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                            CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                            size_t numPrefetchLocs, unsigned long long flags,
+                                            CUstream hStream)
+{
+    return batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+                 hStream, 1);
+}
+
+CUresult SHIM_IMPL(cuMemDiscardBatchAsync)(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                           unsigned long long flags, CUstream hStream)
+{
+    return batch(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, 0);
+}
+
+CUresult SHIM_IMPL(cuMemDiscardAndPrefetchBatchAsync)(CUdeviceptr *dptrs, size_t *sizes,
+                                                      size_t count, CUmemLocation *prefetchLocs,
+                                                      size_t *prefetchLocIdxs,
+                                                      size_t numPrefetchLocs,
+                                                      unsigned long long flags, CUstream hStream)
+{
+    return batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+                 hStream, 1);
 }
 
 /* ---------------------------------------------------------------- cuMemFree */
