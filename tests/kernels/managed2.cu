@@ -14,3 +14,16 @@ extern "C" __global__ void mv2_accumulate(const unsigned int *in, int n)
         s += in[i];
     mv2_total += s * mv2_scale;
 }
+
+// The variables for another translation unit's host code (tests/cudart/managed_vars.cu):
+// without relocatable device code a __managed__ variable is its own module's alone, and an
+// extern declaration elsewhere would be a variable of that other module.
+long long *mv2_total_at(void)
+{
+    return &mv2_total;
+}
+
+int *mv2_scale_at(void)
+{
+    return &mv2_scale;
+}
