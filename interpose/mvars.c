@@ -63,6 +63,8 @@ struct mvar {
     uint64_t base, size; /* the variable: D and its bytes */
     uint8_t *snap;       /* what D holds as far as this process knows */
     uint64_t pushed;     /* push_seq of its last push */
+    uint64_t owner;      /* its module or library */
+    uint32_t ctx;        /* the context it goes with, 0: none (a library's managed memory) */
 };
 
 /* Pages of host copies mapped here: variables on one page share it. refs: the variables
@@ -264,7 +266,9 @@ static CUresult pull_room(size_t n)
     return CUDA_SUCCESS;
 }
 
-/* The context that holds the pull memory goes, and the memory with it. */
+static void forget_all(uint64_t owner, uint32_t ctx);
+
+/* A context goes: the pull memory it holds goes with it, and so do its variables. */
 static void ctx_gone(CUcontext c);
 static void register_ctx_gone(void)
 {
@@ -275,6 +279,8 @@ static void ctx_gone(CUcontext c)
 {
     uint32_t id = 0;
     if (shim_ctx_lookup(c, &id, NULL) != CUDA_SUCCESS) return;
+    /* Its variables go before its destruction is sent: no transfer after it names them. */
+    if (id) forget_all(0, id);
     pthread_mutex_lock(&xfer);
     if (pull_buf && pull_ctx == id) {
         pull_buf = NULL;
@@ -375,7 +381,7 @@ static CUresult read_first(uint64_t base, uint64_t size)
 
 /* A variable the server says is managed: its host copy mapped (to be filled). *fresh: it
  * was not known yet. */
-static CUresult add(uint64_t base, uint64_t size, int *fresh)
+static CUresult add(uint64_t base, uint64_t size, uint64_t owner, uint32_t ctx, int *fresh)
 {
     static int said;
     uint64_t start, end, total = size;
@@ -406,7 +412,8 @@ static CUresult add(uint64_t base, uint64_t size, int *fresh)
                      (unsigned long long)base, (unsigned long long)size);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    vars[nvars++] = (struct mvar){.base = base, .size = size, .snap = snap};
+    vars[nvars++] =
+        (struct mvar){.base = base, .size = size, .snap = snap, .owner = owner, .ctx = ctx};
     atomic_store(&live, nvars);
     if (atomic_exchange(&untracked, 0)) {
         uint32_t few[64], *ids = few, *more;
@@ -440,6 +447,25 @@ static void forget(uint64_t base)
     }
     pthread_mutex_unlock(&lock);
     if (v) shim_managed_forget(base);
+}
+
+/* Forgets every variable of owner (or, with owner 0, of context ctx). */
+static void forget_all(uint64_t owner, uint32_t ctx)
+{
+    for (;;) {
+        uint64_t base = 0;
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < nvars && !base; i++)
+            if (owner ? vars[i].owner == owner : vars[i].ctx == ctx) base = vars[i].base;
+        pthread_mutex_unlock(&lock);
+        if (!base) return;
+        forget(base);
+    }
+}
+
+void shim_mvar_owner_gone(uint64_t owner)
+{
+    if (owner && atomic_load(&live)) forget_all(owner, 0);
 }
 
 void shim_mvar_range_gone(const struct shim_range *r)
@@ -487,7 +513,7 @@ static CUresult lookup_finish(const void *const *argv)
     pthread_once(&once, register_ctx_gone);
     /* Looked up again: its host copy stays as it is (the host may have written it). */
     int fresh = 0;
-    CUresult r = add(rg.base, rg.size, &fresh);
+    CUresult r = add(rg.base, rg.size, rg.owner, rg.ctx, &fresh);
     if (r != CUDA_SUCCESS || !fresh) return r;
     if (shim_managed_track(rg.base, rg.size) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) r = read_first(rg.base, rg.size);

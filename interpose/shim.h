@@ -283,6 +283,8 @@ void shim_mvar_synced(enum shim_mvar_sync what, CUstream s, uint32_t ctx, uint64
 /* A global range leaves the mirror (its module, library or context went): a variable's
  * host copy goes with it. For shim_range_drop. */
 void shim_mvar_range_gone(const struct shim_range *r);
+/* The module or library `owner` is about to go: its variables' host copies go first. */
+void shim_mvar_owner_gone(uint64_t owner);
 /* A process-wide __managed__ variable's range holding [p, p + n), for managed.c: 0 with
  * its base and size, -1 if none. */
 int shim_mvar_find(uint64_t p, uint64_t n, uint64_t *base, uint64_t *size);
