@@ -6,11 +6,14 @@
  * module and the library has variables of its own, and prefetches, advice and stream
  * attachment take them. The batches are checked with good ranges and bad ones (device,
  * pinned and pageable memory, another process's managed memory, sizes that leave their
- * memory or wrap, bad counts, indices, locations, flags and streams). With --hold it looks
+ * memory or wrap, bad counts, indices, locations, flags and streams). With --threads, four
+ * threads each load a module of their own and take turns with the device on its variables,
+ * synchronising each way, while the others push, pull and unload theirs. With --hold it looks
  * its variables up, uses them, prints `ready` and sleeps, for a test that kills it. Same
  * output natively and through the shim. */
 #include "tests/progs/common.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +291,60 @@ static void batches(const struct vars *a, CUstream s, struct other *o)
     free(pageable);
 }
 
+/* ---------------------------------------------------------------- threads */
+
+static CUcontext threads_ctx;
+
+/* One thread: a module of its own, 150 rounds of host and device turns on its variables,
+ * synchronised by its stream, an event or a successful query in turn; then it unloads. */
+static void *turns(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    CHECK(cuCtxSetCurrent(threads_ctx));
+    CUmodule mod;
+    struct vars v;
+    load_module(&v, &mod);
+    CUstream s;
+    CUevent ev;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    for (unsigned r = 0; r < 150; r++) {
+        *v.count += 1;
+        v.arr[id] += 2;
+        add(&v, 1, s);
+        CUresult q;
+        switch (r % 3) {
+        case 0:
+            CHECK(cuStreamSynchronize(s));
+            break;
+        case 1:
+            CHECK(cuEventRecord(ev, s));
+            CHECK(cuEventSynchronize(ev));
+            break;
+        default:
+            while ((q = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY)
+                usleep(50);
+            CHECK(q);
+        }
+        REQUIRE(*v.count == 2 * (int)(r + 1), "thread %u round %u: mv_count %d", id, r, *v.count);
+        REQUIRE(v.arr[id] == (r + 1) * (3 + id), "thread %u round %u: mv_arr %u", id, r, v.arr[id]);
+    }
+    CHECK(cuEventDestroy(ev));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuModuleUnload(mod));
+    return NULL;
+}
+
+static void threads(void)
+{
+    pthread_t t[4];
+    for (unsigned i = 0; i < 4; i++)
+        REQUIRE(pthread_create(&t[i], NULL, turns, (void *)(uintptr_t)i) == 0, "pthread_create");
+    for (unsigned i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    t_ok("4 threads, a module each, 150 rounds of turns each, while the others unload");
+}
+
 /* ---------------------------------------------------------------- variables */
 
 static void hold(void)
@@ -322,6 +379,12 @@ int main(int argc, char **argv)
     CUcontext ctx;
     t_setup(&dev, &ctx);
     if (holding) hold();
+    if (t_has_flag(argc, argv, "--threads")) {
+        threads_ctx = ctx;
+        threads();
+        other_stop(&o);
+        t_pass();
+    }
 
     CUmodule ma, mb;
     struct vars a, b;
