@@ -33,8 +33,18 @@
  * handle; the NULL stream as the legacy or this thread's per-thread stream): a stream's
  * synchronisation or successful query covers its own entries that were enqueued before it,
  * a context's covers all of that context's; an event's covers none (its stream is not
- * known here), so later synchronisations pull again until one covers the work. Pulling
- * too often is only slower; pulling too seldom would lose device writes.
+ * known here), so later synchronisations pull again until one covers the work. Work
+ * enqueued while the process had no variable was not kept: the next variable counts every
+ * context as having some, until the context synchronises. Pulling too often is only
+ * slower; pulling too seldom would lose device writes.
+ *
+ * Ordering among the transfers: a pull's copies run after every push sent before it (the
+ * server's stream for them is in order); a variable pushed after its pull was sent keeps
+ * what it has, the pulled bytes being older. A new variable's first contents are read on
+ * their own (no context need be current: the runtime looks its variables up before it has
+ * made one), and looking one up again keeps its host copy. A module's, library's or
+ * context's variables leave the table before its unload or destruction is sent, so that no
+ * transfer sent after it names them.
  *
  * Why not the host copy shared with the server (a memfd mapped at D here and elsewhere in
  * the server, registered, with the server copying between it and D): the server would then
