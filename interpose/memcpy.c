@@ -309,13 +309,20 @@ static CUresult copy(struct side src, struct side dst, uint64_t w, uint64_t h, u
     if (src.memtype == CU_MEMORYTYPE_HOST && dst.memtype == CU_MEMORYTYPE_HOST)
         return host_to_host(&c, &src, &dst, stream);
     if ((r = shim_mvar_work(stream)) != CUDA_SUCCESS) return r;
+    int sync = !(cflags & CHAN_CF_ASYNC);
+    uint64_t gen = sync ? shim_mvar_sync_begin() : 0;
     r = run(&c, &src, &dst);
     shim_mvar_worked(stream);
-    if (r != CUDA_SUCCESS) return r;
-    /* A synchronous copy naming a __managed__ variable returns complete, as on managed
-     * memory natively, and the host copy then holds what the device does (the stream's
-     * synchronisation brings it, mvars.c). Under a _ptds entry point NULL is the thread's. */
-    if (mvar && !(cflags & CHAN_CF_ASYNC)) r = SHIM_IMPL(cuStreamSynchronize)(stream);
+    if (r != CUDA_SUCCESS || !sync) return r;
+    /* A synchronous copy that returned complete synchronised its stream: the device's
+     * writes to __managed__ variables come into their host copies (mvars.c). One naming a
+     * variable returns complete whatever its kind, as on managed memory natively (the
+     * stream's synchronisation brings them then). Under a _ptds entry point NULL is the
+     * thread's own stream. */
+    if (c.flags & CHAN_CF_COMPLETE)
+        shim_mvar_synced(SHIM_MVAR_STREAM, stream, 0, gen, &r);
+    else if (mvar)
+        r = SHIM_IMPL(cuStreamSynchronize)(stream);
     return r;
 }
 

@@ -467,8 +467,13 @@ int main(int argc, char **argv)
         usleep(100);
     CHECK(qr);
     REQUIRE(*a.count == 143, "after cuEventQuery: %d", *a.count);
-    expect_vars(&a, 143, 50, 10, "after the four synchronisations");
-    t_ok("stream, event, context synchronisation and successful queries bring the writes");
+    /* A synchronous copy of other memory, after the kernel on the legacy stream. */
+    add(&a, 10, NULL);
+    unsigned first;
+    CHECK(cuMemcpyDtoH(&first, out, sizeof(first)));
+    expect_vars(&a, 153, 60, 11, "after the five synchronisations");
+    t_ok("stream, event, context synchronisation, successful queries and a synchronous copy "
+         "bring the writes");
 
     /* Copies and memsets name the variables as device memory. */
     *a.count = 77;
