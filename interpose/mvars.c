@@ -21,7 +21,8 @@
  *    (a kernel writes, the next one reads, no synchronisation between: it reads the first
  *    one's value).
  *  - pull: when a synchronisation of this process succeeds (a stream's, an event's, the
- *    context's, a successful query, a synchronous copy or memset naming a variable) and
+ *    context's, a successful query, a synchronous copy that returns complete, a synchronous
+ *    copy or memset naming a variable) and
  *    device work was enqueued that it may not have covered yet, every variable's bytes come
  *    back (one round trip: the server copies them into pinned memory of this process's), and
  *    are merged byte by byte: a byte the host wrote since the last exchange keeps the
