@@ -692,7 +692,8 @@ void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c
 void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 
 /* streams.c: fn on every stream of the client in context ctx (0: any): created ones, the
- * per-thread default ones, and the legacy ones too when with_legacy. fn must free none. */
+ * per-thread default ones, the ones of __managed__ variables' copies, and the legacy ones
+ * too when with_legacy. fn must free none. */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
                       void (*fn)(struct srv_client *c, struct srv_stream *s));
 
