@@ -206,4 +206,44 @@ static inline CUresult chan_advice_get(const struct chan_advice *a, uint64_t off
     return CUDA_SUCCESS;
 }
 
+/* ---- batches (cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and their combination) ----
+ * Both ends check a batch's shape here, the same way, before any range: the client library
+ * (interpose/managed.c) and the CPU test driver (tests/cpudrv/managed.c). */
+
+/* The most operations one batch may name: a larger count is refused before any array is
+ * read, since the arrays' lengths are only the caller's word (no program needs more). */
+#define CHAN_ADVICE_BATCH_MAX (1u << 20)
+
+/* A batch's shape: count operations of dptrs/sizes, flags (reserved: 0) and, where the
+ * call prefetches (with_locs), numLocs locations each applying from prefetchLocIdxs[k] on:
+ * the first index 0, each above the one before, all below count, numLocs at most count.
+ * CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, or CUDA_ERROR_INVALID_DEVICE for a location
+ * that names no device of ndev or host. The ranges are each end's own to check. */
+static inline CUresult chan_advice_batch_check(const CUdeviceptr *dptrs, const size_t *sizes,
+                                               size_t count, const CUmemLocation *locs,
+                                               const size_t *idxs, size_t nlocs,
+                                               unsigned long long flags, int with_locs, int ndev)
+{
+    if (!dptrs || !sizes || count == 0 || count > CHAN_ADVICE_BATCH_MAX || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!with_locs) return CUDA_SUCCESS;
+    if (!locs || !idxs || nlocs == 0 || nlocs > count || idxs[0] != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < nlocs; k++)
+        if (idxs[k] >= count || (k > 0 && idxs[k] <= idxs[k - 1])) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < nlocs; k++)
+        if (!chan_advice_loc_ok(locs[k], ndev)) return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
+/* The location operation i of a checked batch prefetches to. */
+static inline CUmemLocation chan_advice_batch_loc(const CUmemLocation *locs, const size_t *idxs,
+                                                  size_t nlocs, size_t i)
+{
+    size_t k = nlocs;
+    while (k > 1 && idxs[k - 1] > i)
+        k--;
+    return locs[k - 1];
+}
+
 #endif

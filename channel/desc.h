@@ -139,6 +139,7 @@ struct shim_param {
 /* Per-call flags. */
 #define SHIM_CF_PTDS 0x1u    /* a _ptds/_ptsz entry: the NULL stream means per-thread */
 #define SHIM_CF_CONTEXT 0x2u /* makes objects bound to a context: one must be current */
+#define SHIM_CF_CONTEXT_FREE 0x4u /* what it makes belongs to no context (ctx-free:) */
 
 struct shim_call {
     const char *name;

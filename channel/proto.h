@@ -25,9 +25,9 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR 5 /* incompatible changes (5: visible_devices in the hello) */
-/* Compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE, 3: chan_shm.alert, which
- * a client reads only from a server of minor 3 or more: an older one never moves it, and
- * chan_shm.spin_hint_us, whose 0 means no hint). */
+/* Compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE, 3: CHAN_OP_MVAR,
+ * chan_shm.alert, which a client reads only from a server of minor 3 or more: an older one
+ * never moves it, and chan_shm.spin_hint_us, whose 0 means no hint). */
 #define CHAN_PROTO_MINOR 3
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
@@ -262,6 +262,7 @@ enum chan_op {
     CHAN_OP_HOST_REGISTER,      /* chan_host_register (+ memfd on the socket before) -> - */
     CHAN_OP_PROCADDR,           /* u32 offset -> chan_procaddr_page + bytes of the table */
     CHAN_OP_COND_NODE,          /* chan_cond_node + deps -> chan_cond_node_made + bodies */
+    CHAN_OP_MVAR,               /* chan_mvar + chan_mvar_ent[n] [+ bytes] -> [u32 flags] */
     CHAN_OP_END,
 };
 
@@ -333,6 +334,39 @@ struct chan_copy {
     uint64_t stream;
     uint32_t flags;      /* CHAN_CF_* */
     uint32_t first_chunk; /* staging chunk number of the first chunk (slot protocol) */
+};
+
+/* __managed__ variables (interpose/mvars.c, server/managed.c). Such a variable is the
+ * driver's managed memory in the server, which a client cannot map; the client keeps a host
+ * copy at the same address and moves bytes between the two at the points CUDA's rules for
+ * managed memory without concurrent access allow. Every entry names bytes of one variable
+ * the client looked up itself: [dptr, dptr + len) inside one of its global ranges that the
+ * driver says is managed.
+ *  - INFO (sync, n = 1): whether dptr is such a variable; reply u32 CHAN_MVAR_MANAGED or 0.
+ *  - READ (sync): the entries' bytes, at most CHAN_LANE_DATA together, packed in the reply;
+ *    with no context current too (the runtime looks its variables up before it has one):
+ *    a new variable's first contents.
+ *  - PUSH (async): the entries' bytes follow them, packed in order; they reach the device
+ *    before any work the client enqueues afterwards, on any of its streams.
+ *  - PULL (sync): each variable's bytes are copied into the client's pinned memory at buf +
+ *    off, after every push; the reply comes once they are there.
+ * A sync one replies with its own result only: an error of the client's async work waits
+ * for its own synchronisation. */
+enum chan_mvar_what {
+    CHAN_MVAR_INFO = 1,
+    CHAN_MVAR_READ,
+    CHAN_MVAR_PUSH,
+    CHAN_MVAR_PULL,
+};
+#define CHAN_MVAR_MANAGED 0x1u
+struct chan_mvar {
+    uint32_t what; /* enum chan_mvar_what */
+    uint32_t n;    /* entries that follow */
+    uint64_t buf;  /* PULL: the client's pinned memory the entries' off are from */
+};
+struct chan_mvar_ent {
+    uint64_t dptr, len;
+    uint64_t off; /* PULL: where in buf */
 };
 
 enum chan_image_kind {

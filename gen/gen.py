@@ -257,6 +257,7 @@ class Described:
         self.stream = -1
         self.parent = -1
         self.host_sync = -1
+        self.ctx_free = -1  # ctx-free:p: what the call makes at p belongs to no context
         self.via = None
         self.flags = []
         self.twin = None  # the Described a twin stands for
@@ -380,7 +381,8 @@ def describe(sym, proto, model, fail):
     notes = {}
     # Notes that name a call or a hook, then notes that say which parameter plays a role.
     named = {"via": "via", "server": "server_hook", "client": "client_hook"}
-    roles = {"on": "stream", "parent": "parent", "sync-if-host": "host_sync"}
+    roles = {"on": "stream", "parent": "parent", "sync-if-host": "host_sync",
+             "ctx-free": "ctx_free"}
     for key, pname, count in sym.notes:
         if key in named:
             setattr(d, named[key], pname)
@@ -584,9 +586,16 @@ def describe(sym, proto, model, fail):
     if d.parent >= 0 and not creates:
         fail(sym, "parent: on a call that returns no handle or range")
     # Objects bound to a context need one current when they are made (the driver's rule);
-    # handles a call only returns (out:) already exist.
+    # handles a call only returns (out:) already exist. ctx-free:p says the object made at p
+    # belongs to no context whatever its type (a library's managed memory, shared by every
+    # device): none need be current, and it goes with its parent or its client.
+    if d.ctx_free >= 0:
+        if not any(n[1] == proto.params[d.ctx_free].name and n[0] in model.range_types
+                   for n in creates):
+            fail(sym, "ctx-free: names no range the call makes")
+        d.flags.append("SHIM_CF_CONTEXT_FREE")
     for key, pname, _ in creates:
-        if key == "out":
+        if key == "out" or (d.ctx_free >= 0 and pname == proto.params[d.ctx_free].name):
             continue
         t = model.range_types.get(key) or model.handle_types.get(params[pname].pointee())
         if t and not t.opts.get("context-free") and "SHIM_CF_CONTEXT" not in d.flags:

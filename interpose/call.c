@@ -285,9 +285,10 @@ CUresult shim_upload(const void *data, size_t len)
 
 /* A device address the call names must lie in the caller's memory, as the span of its
  * description says; the driver refuses the rest at once, and so does the client. *host
- * is set when it is host memory mapped in both processes (pinned or managed). */
-static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val,
-                           void *const *ptr, int *host)
+ * is set when it is host memory mapped in both processes (pinned or managed), or a
+ * __managed__ variable (whose host copy follows once the call completed, *mvar). */
+static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val, void *const *ptr,
+                           int *host, int *mvar)
 {
     const struct shim_param *p = &d->params[i];
     uint64_t v = val[i], bytes;
@@ -319,6 +320,8 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
         return CUDA_ERROR_INVALID_VALUE;
     if (i == d->host_sync && shim_range_is_host(rg.kind))
         *host = 1;
+    if (i == d->host_sync && (rg.flags & SHIM_RANGE_MVAR) && rg.kind == SHIM_HT_MEM_GLOBAL)
+        *host = *mvar = 1;
     return CUDA_SUCCESS;
 }
 
@@ -386,7 +389,10 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
                 .base = makes ? val[i] : *(const uint64_t *)ptr[i],
                 .size = size,
                 .kind = p->htype,
-                .ctx = (shim_types[p->htype].flags & SHIM_TF_CONTEXT_FREE) ? 0 : ctx,
+                .ctx = (shim_types[p->htype].flags & SHIM_TF_CONTEXT_FREE) ||
+                               (d->flags & SHIM_CF_CONTEXT_FREE)
+                           ? 0
+                           : ctx,
                 .owner = d->parent >= 0 ? val[d->parent] : 0,
             };
             struct shim_range old;
@@ -458,13 +464,13 @@ CUresult shim_forward(int id, const void *const *argv)
      * server refuses handles that need one. Streams and events are known here, so a bad
      * one is refused at once, even by an async call whose server-side error would only
      * show later; so are device addresses outside the caller's memory. */
-    int host = 0;
+    int host = 0, mvar = 0;
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
         if (p->kind == SHIM_PK_HANDLE)
             r = shim_handle_check(p->htype, val[i]);
         else if (p->kind == SHIM_PK_DPTR)
-            r = check_dptr(d, i, val, ptr, &host);
+            r = check_dptr(d, i, val, ptr, &host, &mvar);
         else if (p->st && p->kind != SHIM_PK_OUT && ptr[i]) {
             uint64_t n = 1;
             if (p->ckind == SHIM_CK_ARG)
@@ -478,6 +484,11 @@ CUresult shim_forward(int id, const void *const *argv)
         return r;
     if (hook && hook->known && hook->known(args))
         return CUDA_SUCCESS;
+    /* Device work: the host's writes to __managed__ variables go first (mvars.c). */
+    uint64_t gen = mvar ? shim_mvar_sync_begin() : 0;
+    CUstream work =
+        d->cls == SHIM_ASYNC && d->stream >= 0 ? *(const CUstream *)argv[d->stream] : NULL;
+    if (d->cls == SHIM_ASYNC && (r = shim_mvar_work(work)) != CUDA_SUCCESS) return r;
     /* Size first (the record is reserved whole), then pack straight into the ring. */
     const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
     size_t reply_len;
@@ -503,6 +514,7 @@ CUresult shim_forward(int id, const void *const *argv)
         goto failed;
     chan_pack_call(d, args, q.payload, cap, &reply_len, &r);
     shim_req_send(&q);
+    if (d->cls == SHIM_ASYNC) shim_mvar_worked(work);
     if (reply) {
         const uint8_t *data;
         uint32_t len;
@@ -518,7 +530,14 @@ CUresult shim_forward(int id, const void *const *argv)
     record(d, val, ptr);
     if (hook && hook->after)
         hook->after(args);
-    return CUDA_SUCCESS;
+    /* A synchronous memset of a __managed__ variable completed in the server: its host
+     * copy takes what the device now holds. */
+    if (mvar) {
+        r = CUDA_SUCCESS;
+        shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, gen, &r);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return hook && hook->finish ? hook->finish(args) : CUDA_SUCCESS;
 failed:
     if (took)
         shim_range_add(&taken);

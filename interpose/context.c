@@ -107,6 +107,16 @@ CUcontext shim_ctx_by_id(uint32_t id)
     return r;
 }
 
+size_t shim_ctx_active_ids(uint32_t *out, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&ctx_lock);
+    for (struct shim_ctx *c = live; c; c = c->hh.next)
+        if (c->active && n++ < cap) out[n - 1] = c->id;
+    pthread_mutex_unlock(&ctx_lock);
+    return n;
+}
+
 /* Tells the server about a context; caller holds ctx_lock. */
 static CUresult activate(struct shim_ctx *c)
 {
@@ -126,6 +136,7 @@ static void unmap_pinned(const struct shim_range *r)
         shim_managed_forget(r->base);
     if (shim_range_is_host(r->kind))
         munmap((void *)(uintptr_t)r->base, r->mapped);
+    shim_mvar_range_gone(r); /* a __managed__ variable's host copy */
 }
 
 /* Who wants to hear of destroyed contexts; guarded by ctx_lock. */
@@ -576,7 +587,10 @@ static CUresult ctx_sync(uint32_t id)
     struct shim_idle q;
     if (shim_idle_ctx(&q, id ? id : shim_current_ctx_id()))
         return CUDA_SUCCESS;
+    uint64_t gen = shim_mvar_sync_begin();
     CUresult r = shim_ask(CHAN_OP_CTX_SYNC, &id, id ? sizeof(id) : 0);
+    /* The device's writes to __managed__ variables come back first (mvars.c). */
+    shim_mvar_synced(SHIM_MVAR_CTX, NULL, id ? id : shim_current_ctx_id(), gen, &r);
     if (r == CUDA_SUCCESS)
         shim_idle_keep(&q, 1);
     return r;

@@ -203,24 +203,33 @@ void shim_idle_keep(const struct shim_idle *q, int sync)
 
 /* cuStreamQuery and cuEventQuery are described calls (cuda_symbols.txt, client:NAME): these
  * hooks answer from the set, and keep what the server answered. The question the `known`
- * hook started is the calling thread's until its `after` hook (which runs only when the
- * server answered CUDA_SUCCESS) or its next query. */
+ * hook started is the calling thread's until its `finish` hook (which runs only when the
+ * server answered CUDA_SUCCESS) or its next query. A query the server answered CUDA_SUCCESS
+ * is also a synchronisation for __managed__ variables (mvars.c): their device writes come
+ * back before the answer is kept; one answered here needs none, since nothing was sent
+ * since the one that was kept. */
 static __thread struct shim_idle asked;
+static __thread uint64_t asked_gen; /* the __managed__ variables' work count before it */
+
+static CUresult stream_query_before(const void *const *argv)
+{
+    (void)argv;
+    asked_gen = shim_mvar_sync_begin();
+    return CUDA_SUCCESS;
+}
 
 static int stream_query_known(const void *const *argv)
 {
     return shim_idle_stream(&asked, *(const CUstream *)argv[0], 0);
 }
 
-static int event_query_known(const void *const *argv)
+static CUresult stream_query_finish(const void *const *argv)
 {
-    return shim_idle_event(&asked, *(const CUevent *)argv[0], 0);
-}
-
-static void query_after(const void *const *argv)
-{
-    (void)argv;
-    shim_idle_keep(&asked, 0);
+    CUresult r = CUDA_SUCCESS;
+    shim_mvar_synced(SHIM_MVAR_STREAM, *(const CUstream *)argv[0], 0, asked_gen, &r);
+    if (r == CUDA_SUCCESS)
+        shim_idle_keep(&asked, 0);
+    return r;
 }
 
 /* An event query is "potentially unsafe" in a capture (capture.c): refused first, as
@@ -228,9 +237,26 @@ static void query_after(const void *const *argv)
 static CUresult event_query_before(const void *const *argv)
 {
     (void)argv;
+    asked_gen = shim_mvar_sync_begin();
     return shim_capture_unsafe();
 }
 
-const struct shim_hook shim_hook_stream_query = {.known = stream_query_known, .after = query_after};
+static int event_query_known(const void *const *argv)
+{
+    return shim_idle_event(&asked, *(const CUevent *)argv[0], 0);
+}
+
+static CUresult event_query_finish(const void *const *argv)
+{
+    (void)argv;
+    CUresult r = CUDA_SUCCESS;
+    shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, asked_gen, &r);
+    if (r == CUDA_SUCCESS)
+        shim_idle_keep(&asked, 0);
+    return r;
+}
+
+const struct shim_hook shim_hook_stream_query = {
+    .before = stream_query_before, .known = stream_query_known, .finish = stream_query_finish};
 const struct shim_hook shim_hook_event_query = {
-    .before = event_query_before, .known = event_query_known, .after = query_after};
+    .before = event_query_before, .known = event_query_known, .finish = event_query_finish};

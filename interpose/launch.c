@@ -81,6 +81,8 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     if (nattrs > 64)
         return CUDA_ERROR_INVALID_VALUE;
     size_t attr_bytes = (size_t)nattrs * sizeof(CUlaunchAttribute);
+    /* The host's writes to __managed__ variables reach the device first (mvars.c). */
+    if ((r = shim_mvar_work(stream)) != CUDA_SUCCESS) return r;
     struct shim_req q;
     r = shim_req_begin(&q, CHAN_OP_LAUNCH,
                        (uint32_t)(sizeof(struct chan_launch) + attr_bytes + bytes), 0, 0);
@@ -101,6 +103,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     p += attr_bytes;
     shim_kernel_params_write(&kp, p);
     shim_req_send(&q);
+    shim_mvar_worked(stream);
     return CUDA_SUCCESS;
 }
 

@@ -19,7 +19,11 @@
  *  - cuStreamAttachMemAsync is checked the same way and changes nothing: the memory is
  *    visible to every stream and to the host at all times (a program that respects the
  *    attach rules sees no difference);
- *  - cuMemFree frees it (the server unregisters and unmaps it; here it is unmapped after). */
+ *  - cuMemFree frees it (the server unregisters and unmaps it; here it is unmapped after).
+ *
+ * __managed__ variables of modules (mvars.c) take advice, prefetches and stream attachment
+ * the same way, each variable its own range; so do the batch prefetch and discard calls,
+ * whose discards keep the contents (any are allowed after one). */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
 #include "channel/advice.h"
@@ -42,6 +46,27 @@ static struct managed *find_locked(uint64_t base)
         if (tab[i].base == base)
             return &tab[i];
     return NULL;
+}
+
+int shim_managed_track(uint64_t base, uint64_t size)
+{
+    int r = 0;
+    pthread_mutex_lock(&lock);
+    if (!find_locked(base)) {
+        if (ntab == captab) {
+            struct managed *n = realloc(tab, (captab * 2 + 8) * sizeof(*n));
+            if (n) {
+                tab = n;
+                captab = captab * 2 + 8;
+            }
+        }
+        if (ntab < captab)
+            tab[ntab++] = (struct managed){.base = base, .adv = {.size = size}};
+        else
+            r = -1;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 void shim_managed_forget(uint64_t base)
@@ -84,17 +109,18 @@ CUresult SHIM_IMPL(cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsign
     return CUDA_SUCCESS;
 }
 
-/* The caller's managed allocation holding all of [p, p + count), locked (unlock after), and
- * p's offset in it; NULL (unlocked) when the range is not wholly in one of them, which is
- * the driver's CUDA_ERROR_INVALID_VALUE (device memory, another process's memory, or
- * memory this process never had). */
+/* The caller's managed allocation or __managed__ variable holding all of [p, p + count),
+ * locked (unlock after), and p's offset in it; NULL (unlocked) when the range is not wholly
+ * in one of them, which is the driver's CUDA_ERROR_INVALID_VALUE (device memory, another
+ * process's memory, or memory this process never had). */
 static struct managed *hold(CUdeviceptr p, size_t count, uint64_t *off)
 {
     struct shim_range rg;
     uint64_t end;
-    if (count == 0 || __builtin_add_overflow((uint64_t)p, (uint64_t)count, &end) ||
-        shim_range_find(p, count, &rg) != 0 || rg.kind != SHIM_HT_MEM_MANAGED ||
-        end > rg.base + rg.size)
+    if (count == 0 || __builtin_add_overflow((uint64_t)p, (uint64_t)count, &end)) return NULL;
+    if (shim_mvar_find(p, count, &rg.base, &rg.size) != 0 &&
+        (shim_range_find(p, count, &rg) != 0 || rg.kind != SHIM_HT_MEM_MANAGED ||
+         end > rg.base + rg.size))
         return NULL;
     pthread_mutex_lock(&lock);
     struct managed *m = find_locked(rg.base);
@@ -216,12 +242,73 @@ CUresult SHIM_IMPL(cuStreamAttachMemAsync)(CUstream hStream, CUdeviceptr dptr, s
     /* Attaching singly to the NULL stream names no stream (the driver refuses it). */
     if (flags == CU_MEM_ATTACH_SINGLE && (hStream == NULL || hStream == CU_STREAM_LEGACY))
         return CUDA_ERROR_INVALID_VALUE;
-    /* The whole allocation: length 0, or its size from its start. */
+    /* The whole allocation or variable: length 0, or its size from its start. */
     struct shim_range rg;
-    if (shim_range_find(dptr, 1, &rg) != 0 || rg.kind != SHIM_HT_MEM_MANAGED ||
-        (length != 0 && (dptr != rg.base || length != rg.size)))
+    if (shim_mvar_find(dptr, 1, &rg.base, &rg.size) != 0 &&
+        (shim_range_find(dptr, 1, &rg) != 0 || rg.kind != SHIM_HT_MEM_MANAGED))
         return CUDA_ERROR_INVALID_VALUE;
+    if (length != 0 && (dptr != rg.base || length != rg.size)) return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- batches */
+
+/* The batch calls, checked as the single prefetch is: the stream (never the legacy NULL
+ * stream, as documented), the batch's shape (channel/advice.h, as the CPU test driver
+ * checks it), then every range, each wholly in one managed allocation or variable of this
+ * process's; then recorded, all or nothing. Nothing moves and nothing is added to the
+ * stream (as for cuMemPrefetchAsync): a discard keeps the contents. */
+static CUresult batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs,
+                      size_t *idxs, size_t nlocs, unsigned long long flags, CUstream s,
+                      int prefetch)
+{
+    CUresult r = shim_ready_ctx();
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = shim_handle_check(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s)) != CUDA_SUCCESS) return r;
+    if (s == CU_STREAM_LEGACY || (s == NULL && !shim_ptds_active()))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = chan_advice_batch_check(dptrs, sizes, count, locs, idxs, nlocs, flags, prefetch,
+                                     shim_conn.dev.ndev)) != CUDA_SUCCESS)
+        return r;
+    uint64_t off;
+    for (size_t i = 0; i < count; i++) {
+        struct managed *m = hold(dptrs[i], sizes[i], &off);
+        if (!m) return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_unlock(&lock);
+    }
+    for (size_t i = 0; prefetch && i < count && r == CUDA_SUCCESS; i++) {
+        struct managed *m = hold(dptrs[i], sizes[i], &off);
+        if (!m) return CUDA_ERROR_INVALID_VALUE; /* freed meanwhile by another thread */
+        r = chan_advice_prefetch(&m->adv, off, sizes[i],
+                                 chan_advice_batch_loc(locs, idxs, nlocs, i));
+        pthread_mutex_unlock(&lock);
+    }
+    return r;
+}
+
+CUresult SHIM_IMPL(cuMemPrefetchBatchAsync)(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                            CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                            size_t numPrefetchLocs, unsigned long long flags,
+                                            CUstream hStream)
+{
+    return batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+                 hStream, 1);
+}
+
+CUresult SHIM_IMPL(cuMemDiscardBatchAsync)(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                           unsigned long long flags, CUstream hStream)
+{
+    return batch(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, 0);
+}
+
+CUresult SHIM_IMPL(cuMemDiscardAndPrefetchBatchAsync)(CUdeviceptr *dptrs, size_t *sizes,
+                                                      size_t count, CUmemLocation *prefetchLocs,
+                                                      size_t *prefetchLocIdxs,
+                                                      size_t numPrefetchLocs,
+                                                      unsigned long long flags, CUstream hStream)
+{
+    return batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+                 hStream, 1);
 }
 
 /* ---------------------------------------------------------------- cuMemFree */

@@ -38,9 +38,10 @@ static uint64_t span(const struct side *s, uint64_t w, uint64_t h, uint64_t d)
     return (d - 1) * s->pitch * s->height + (h - 1) * s->pitch + w;
 }
 
-/* Decides how a side travels and fills its wire description. */
+/* Decides how a side travels and fills its wire description; *mvar is set when it lies in
+ * a __managed__ variable. */
 static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t d,
-                         struct chan_copy_side *out)
+                         struct chan_copy_side *out, int *mvar)
 {
     memset(out, 0, sizeof(*out));
     out->device = s->device;
@@ -74,6 +75,9 @@ static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t 
     else
         /* Managed memory is host memory the server maps too: taken in place, like pinned. */
         out->kind = shim_range_is_host(rg.kind) ? CHAN_MEM_PINNED : CHAN_MEM_DEVICE;
+    /* A __managed__ variable is device memory (the driver's, in the server): its host copy
+     * is brought to it before (mvars.c), and back after a synchronous copy. */
+    if (known && rg.kind == SHIM_HT_MEM_GLOBAL && (rg.flags & SHIM_RANGE_MVAR)) *mvar = 1;
     out->addr = base;
     return CUDA_SUCCESS;
 }
@@ -298,12 +302,28 @@ static CUresult copy(struct side src, struct side dst, uint64_t w, uint64_t h, u
     unify(&dst);
     struct chan_copy c = {.width = w, .height = h, .depth = d,
                           .stream = (uint64_t)(uintptr_t)stream, .flags = cflags};
-    if ((r = classify(&src, w, h, d, &c.src)) != CUDA_SUCCESS ||
-        (r = classify(&dst, w, h, d, &c.dst)) != CUDA_SUCCESS)
+    int mvar = 0;
+    if ((r = classify(&src, w, h, d, &c.src, &mvar)) != CUDA_SUCCESS ||
+        (r = classify(&dst, w, h, d, &c.dst, &mvar)) != CUDA_SUCCESS)
         return r;
     if (src.memtype == CU_MEMORYTYPE_HOST && dst.memtype == CU_MEMORYTYPE_HOST)
         return host_to_host(&c, &src, &dst, stream);
-    return run(&c, &src, &dst);
+    if ((r = shim_mvar_work(stream)) != CUDA_SUCCESS) return r;
+    int sync = !(cflags & CHAN_CF_ASYNC);
+    uint64_t gen = sync ? shim_mvar_sync_begin() : 0;
+    r = run(&c, &src, &dst);
+    shim_mvar_worked(stream);
+    if (r != CUDA_SUCCESS || !sync) return r;
+    /* A synchronous copy that returned complete synchronised its stream: the device's
+     * writes to __managed__ variables come into their host copies (mvars.c). One naming a
+     * variable returns complete whatever its kind, as on managed memory natively (the
+     * stream's synchronisation brings them then). Under a _ptds entry point NULL is the
+     * thread's own stream. */
+    if (c.flags & CHAN_CF_COMPLETE)
+        shim_mvar_synced(SHIM_MVAR_STREAM, stream, 0, gen, &r);
+    else if (mvar)
+        r = SHIM_IMPL(cuStreamSynchronize)(stream);
+    return r;
 }
 
 static struct side host_side(const void *p)

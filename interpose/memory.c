@@ -33,7 +33,7 @@ CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, C
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static int registered(uint64_t base);
 
-CUresult shim_host_alloc(void **pp, size_t bytesize, unsigned flags)
+static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet)
 {
     CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS)
@@ -44,8 +44,7 @@ CUresult shim_host_alloc(void **pp, size_t bytesize, unsigned flags)
         (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                              CU_MEMHOSTALLOC_WRITECOMBINED)))
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
-        return r;
+    if (!quiet && (r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
     struct chan_host_alloc m = {.bytes = bytesize, .flags = flags};
     pthread_mutex_lock(&host_lock);
     /* The server picks an address free in its own address space; if it is taken in ours,
@@ -86,6 +85,16 @@ CUresult shim_host_alloc(void **pp, size_t bytesize, unsigned flags)
     return r;
 }
 
+CUresult shim_host_alloc(void **pp, size_t bytesize, unsigned flags)
+{
+    return host_alloc(pp, bytesize, flags, 0);
+}
+
+CUresult shim_host_alloc_quiet(void **pp, size_t bytesize)
+{
+    return host_alloc(pp, bytesize, CU_MEMHOSTALLOC_PORTABLE, 1);
+}
+
 CUresult SHIM_IMPL(cuMemHostAlloc)(void **pp, size_t bytesize, unsigned int Flags)
 {
     return shim_host_alloc(pp, bytesize, Flags);
@@ -96,7 +105,7 @@ CUresult SHIM_IMPL(cuMemAllocHost_v2)(void **pp, size_t bytesize)
     return shim_host_alloc(pp, bytesize, 0);
 }
 
-CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
+static CUresult host_free(void *p, int quiet)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS)
@@ -106,8 +115,7 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
     if (!p || shim_range_find(a, 1, &rg) != 0 || rg.base != a || rg.kind != SHIM_HT_MEM_PINNED ||
         registered(a))
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
-        return r;
+    if (!quiet && (r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
     /* Out of the mirror before the server frees it (as in shim_forward): another thread
      * may be given the address as soon as it is free. */
     shim_range_remove(a, NULL);
@@ -117,6 +125,16 @@ CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
     else
         shim_range_add(&rg);
     return r;
+}
+
+CUresult SHIM_IMPL(cuMemFreeHost)(void *p)
+{
+    return host_free(p, 0);
+}
+
+CUresult shim_host_free_quiet(void *p)
+{
+    return host_free(p, 1);
 }
 
 /* ---------------------------------------------------------------- registered host memory */
@@ -338,8 +356,10 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
         ctx = shim_ctx_by_id(rg->ctx);
         shim_ctx_lookup(ctx, NULL, &dev);
     }
-    int managed = found && rg->kind == SHIM_HT_MEM_MANAGED;
-    int host = found && shim_range_is_host(rg->kind); /* the host can dereference it */
+    /* A __managed__ variable: managed, and the host dereferences its copy (mvars.c). */
+    int mvar = found && rg->kind == SHIM_HT_MEM_GLOBAL && (rg->flags & SHIM_RANGE_MVAR);
+    int managed = found && (rg->kind == SHIM_HT_MEM_MANAGED || mvar);
+    int host = found && (shim_range_is_host(rg->kind) || mvar); /* the host can dereference it */
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         if (!found)

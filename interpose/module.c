@@ -319,11 +319,12 @@ out:
 
 const struct shim_hook shim_hook_library_module = {.after = library_module_after};
 
-/* What the client kept of a module's (or library's) functions and globals. */
+/* What the client kept of a module's (or library's) functions and globals (and the host
+ * copies of its __managed__ variables). */
 static void forget(uint64_t h)
 {
     shim_func_drop(h, 0);
-    shim_range_drop(0, h, NULL);
+    shim_range_drop(0, h, shim_mvar_range_gone);
 }
 
 /* Unloading is described in cuda_symbols.txt; what the client kept of the module's
@@ -345,7 +346,20 @@ static void unload_after(const void *const *argv)
     pthread_mutex_unlock(&lib_lock);
 }
 
-const struct shim_hook shim_hook_module_unload = {.after = unload_after};
+/* Before the unload is sent: the host copies of its __managed__ variables (and of its
+ * library module's) go first, so that no transfer sent after it names them (mvars.c). */
+static CUresult unload_before(const void *const *argv)
+{
+    uint64_t h = *(const uint64_t *)argv[0];
+    shim_mvar_owner_gone(h);
+    pthread_mutex_lock(&lib_lock);
+    for (size_t i = 0; i < nlib_mods; i++)
+        if (lib_mods[i].lib == h) shim_mvar_owner_gone(lib_mods[i].mod);
+    pthread_mutex_unlock(&lib_lock);
+    return CUDA_SUCCESS;
+}
+
+const struct shim_hook shim_hook_module_unload = {.before = unload_before, .after = unload_after};
 
 /* ---------------------------------------------------------------- functions, kernels */
 

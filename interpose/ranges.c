@@ -42,6 +42,16 @@ void shim_range_add(const struct shim_range *r)
     pthread_rwlock_unlock(&ranges_lock);
 }
 
+int shim_range_set_flags(uint64_t base, uint32_t flags)
+{
+    pthread_rwlock_wrlock(&ranges_lock);
+    struct shim_range *r = (struct shim_range *)chan_ranges_cover(&ranges, base, 1);
+    int found = r && r->base == base;
+    if (found) r->flags |= flags;
+    pthread_rwlock_unlock(&ranges_lock);
+    return found ? 0 : -1;
+}
+
 int shim_range_remove(uint64_t base, struct shim_range *removed)
 {
     pthread_rwlock_wrlock(&ranges_lock);

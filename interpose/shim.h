@@ -157,6 +157,10 @@ struct shim_hook {
     CUresult (*before)(const void *const *argv);
     /* After it succeeded (an asynchronous call: once sent). */
     void (*after)(const void *const *argv);
+    /* Last, after it succeeded and was recorded, where the client has more to do that can
+     * fail (a __managed__ variable's host copy): an error is the call's (what the server
+     * made stays, as an unused lookup of the driver's would). */
+    CUresult (*finish)(const void *const *argv);
     /* An asynchronous call that must have reached the driver before it returns, as the
      * driver's own calls have: 1 to wait for the server's answer. */
     int (*wait)(const void *const *argv);
@@ -202,6 +206,8 @@ CUresult shim_need_ctx(void);
 CUresult shim_ready_ctx(void);
 /* Resolves a context handle (NULL = current) to its id and device. */
 CUresult shim_ctx_lookup(CUcontext c, uint32_t *id, int *device);
+/* The ids of the contexts the server knows now, up to cap of them; how many there are. */
+size_t shim_ctx_active_ids(uint32_t *out, size_t cap);
 /* The handle of the context with this id (for cuStreamGetCtx), or NULL. */
 CUcontext shim_ctx_by_id(uint32_t id);
 /* The primary context of a device, without retaining or activating it (a later
@@ -238,6 +244,8 @@ static inline int shim_range_is_host(uint32_t kind)
 }
 
 void shim_range_add(const struct shim_range *r);
+/* Sets bits in the flags of the range starting at base; 0 if found. */
+int shim_range_set_flags(uint64_t base, uint32_t flags);
 /* Removes the range starting at base; 0 if found. */
 int shim_range_remove(uint64_t base, struct shim_range *removed);
 /* Finds the range holding addr when all of [addr, addr+len) lies in the process's ranges
@@ -255,8 +263,50 @@ void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_
  * cuMemHostAlloc's (flags CU_MEMHOSTALLOC_*) or, with CHAN_HOST_MANAGED, cuMemAllocManaged's
  * (then flags carry CU_MEM_ATTACH_*). */
 CUresult shim_host_alloc(void **pp, size_t bytesize, unsigned flags);
+/* Portable pinned memory and its free for the shim's own use (mvars.c): no capture mode
+ * refuses them, as no program call of the thread's makes them. */
+CUresult shim_host_alloc_quiet(void **pp, size_t bytesize);
+CUresult shim_host_free_quiet(void *p);
 /* A managed range went with its context: its advice goes too (managed.c). */
 void shim_managed_forget(uint64_t base);
+/* A __managed__ variable's advice, kept as an allocation's is (managed.c): 0, or -1 when
+ * out of memory. */
+int shim_managed_track(uint64_t base, uint64_t size);
+
+/* ---------------------------------------------------------------- mvars.c */
+
+/* A global range's flags (struct shim_range.flags, unused otherwise for globals): the
+ * server was asked whether it is a __managed__ variable, and it is. */
+#define SHIM_RANGE_MVAR_ASKED 0x40000000u
+#define SHIM_RANGE_MVAR 0x80000000u
+/* Device work is about to be enqueued on stream s (a launch, a graph launch, a copy, a
+ * memset or any other async call): the host's writes to __managed__ variables go first.
+ * An error only when they could not be sent. Nothing to do, at the cost of one load, in a
+ * process that has no such variable. */
+CUresult shim_mvar_work(CUstream s);
+/* It was sent: s has work whose writes a later synchronisation brings back. */
+void shim_mvar_worked(CUstream s);
+/* Before a synchronisation is sent: the count of work it may cover. */
+uint64_t shim_mvar_sync_begin(void);
+/* What a synchronisation that returned *r covered (enum shim_mvar_sync and its stream,
+ * context id, or nothing); gen: shim_mvar_sync_begin's. On success, the device's writes to
+ * __managed__ variables are brought into their host copies if device work may have written
+ * since the last time; *r becomes that transfer's error, if any. */
+enum shim_mvar_sync {
+    SHIM_MVAR_STREAM = 1, /* a stream's synchronisation or successful query */
+    SHIM_MVAR_CTX,        /* a context's */
+    SHIM_MVAR_OTHER,      /* an event's, or a synchronous copy's */
+};
+void shim_mvar_synced(enum shim_mvar_sync what, CUstream s, uint32_t ctx, uint64_t gen,
+                      CUresult *r);
+/* A global range leaves the mirror (its module, library or context went): a variable's
+ * host copy goes with it. For shim_range_drop. */
+void shim_mvar_range_gone(const struct shim_range *r);
+/* The module or library `owner` is about to go: its variables' host copies go first. */
+void shim_mvar_owner_gone(uint64_t owner);
+/* A process-wide __managed__ variable's range holding [p, p + n), for managed.c: 0 with
+ * its base and size, -1 if none. */
+int shim_mvar_find(uint64_t p, uint64_t n, uint64_t *base, uint64_t *size);
 
 /* ---------------------------------------------------------------- handles.c */
 

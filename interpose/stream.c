@@ -93,8 +93,12 @@ CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
     struct shim_idle q;
     if (shim_idle_stream(&q, hStream, 1))
         return CUDA_SUCCESS;
+    uint64_t gen = shim_mvar_sync_begin();
     uint64_t h = (uint64_t)(uintptr_t)hStream;
-    if ((r = shim_ask(CHAN_OP_STREAM_SYNC, &h, sizeof(h))) == CUDA_SUCCESS)
+    r = shim_ask(CHAN_OP_STREAM_SYNC, &h, sizeof(h));
+    /* The device's writes to __managed__ variables come back first (mvars.c). */
+    shim_mvar_synced(SHIM_MVAR_STREAM, hStream, 0, gen, &r);
+    if (r == CUDA_SUCCESS)
         shim_idle_keep(&q, 1);
     return r;
 }
@@ -189,7 +193,10 @@ CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
     struct shim_idle q;
     if (shim_idle_event(&q, hEvent, 1))
         return CUDA_SUCCESS;
-    if ((r = shim_ask(CHAN_OP_EVENT_SYNC, &h, sizeof(h))) == CUDA_SUCCESS)
+    uint64_t gen = shim_mvar_sync_begin();
+    r = shim_ask(CHAN_OP_EVENT_SYNC, &h, sizeof(h));
+    shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, gen, &r);
+    if (r == CUDA_SUCCESS)
         shim_idle_keep(&q, 1);
     return r;
 }

@@ -29,6 +29,15 @@ int srv_devinfo_fill(struct chan_devinfo *d)
         for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; a++)
             x->attr_result[a] = DRV(cuDeviceGetAttribute)(&x->attr[a], (CUdevice_attribute)a, dev);
         x->attr_result[0] = CUDA_ERROR_INVALID_VALUE;
+        /* What a client may do with managed and pageable memory through the server, not
+         * what this process may: a __managed__ variable's host copy in the client meets the
+         * device's only at synchronisations (interpose/mvars.c), so the host may not touch
+         * managed memory while the device runs (cuMemAllocManaged's memory, shared pinned
+         * memory, is coherent anyway); and the client's pageable memory is another
+         * process's, which no kernel here can reach. */
+        x->attr[CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS] = 0;
+        x->attr[CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS] = 0;
+        x->attr[CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES] = 0;
     }
     return 0;
 }

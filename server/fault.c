@@ -156,6 +156,8 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
         if (x->legacy)
             srv_stream_forget(c, x->legacy);
         x->legacy = NULL;
+        if (x->mvar) srv_stream_forget(c, x->mvar);
+        x->mvar = NULL;
     }
     /* Its threads waiting for the GPU there get the fault now, as they would natively. */
     for (struct srv_wait **pw = &c->waits; *pw;) {

@@ -307,6 +307,8 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
                     srv_obj_undo(c, p->htype, base, size);
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
+            if (d->flags & SHIM_CF_CONTEXT_FREE)
+                o->ctx = 0; /* ctx-free: it goes with its parent or the client */
             if (t->flags & SHIM_TF_COUNTS)
                 srv_obj_count(c, o, k->dev, size);
         }
@@ -380,7 +382,8 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
                 return res;
             if (i == d->destroys)
                 *destroyed = o;
-            if (i == d->host_sync && o && srv_host_type(o->key.type))
+            /* Managed variables too: the client's host copy is brought in afterwards. */
+            if (i == d->host_sync && o && (srv_host_type(o->key.type) || srv_managed_var(o)))
                 *host = o;
             k->vals[i] = k->a.val[i];
             break;

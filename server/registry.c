@@ -419,6 +419,8 @@ void srv_release(struct srv_client *c, uint32_t ctx)
         if (x->legacy)
             srv_stream_free(c, x->legacy);
         x->legacy = NULL;
+        if (x->mvar) srv_stream_free(c, x->mvar);
+        x->mvar = NULL;
     }
     /* Everything is gone: the counters limits are checked against must be too. */
     if (!ctx) {

@@ -95,6 +95,7 @@ struct srv_stream {
      * the driver names it only while the capture is active, and the end of an invalidated
      * capture must still find what the client held in it. */
     CUgraph capture_graph;
+    uint64_t mvar_seen;      /* the client's mvar_gen it is ordered after (managed.c) */
     UT_hash_handle hh;       /* in ctx->defaults (per-thread default streams) */
 };
 
@@ -106,6 +107,7 @@ struct srv_ctx {
     CUresult fault;  /* a fault killed it: every call in it returns this (sticky) */
     struct srv_stream *legacy;   /* created on first use */
     struct srv_stream *defaults; /* per-thread default streams, keyed by thread number */
+    struct srv_stream *mvar;     /* __managed__ variables' copies (managed.c); on first use */
     UT_hash_handle hh;
 };
 
@@ -116,6 +118,7 @@ struct srv_wait {
     int lane;
     uint32_t reply_len;
     CUresult result;
+    int own; /* reply with its own result only (srv_wait_stream_own) */
     int nev;
     CUevent ev[SRV_WAIT_EVENTS];
     int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
@@ -269,6 +272,10 @@ struct srv_client {
     uint64_t limits[CU_LIMIT_MAX];
     uint32_t limits_set;
     struct srv_queue queue; /* bytes held for its queued work (queue.c) */
+    /* __managed__ variables (managed.c): pushes so far, and the stream of the last, whose
+     * mark every stream waits for before its next work (srv_stream_prepare). */
+    uint64_t mvar_gen;
+    struct srv_stream *mvar_last;
     struct srv_hblocks hblocks; /* pinned memory its inline copies' data waits in */
     struct {                    /* devmem.c: its allocation and free streams per device */
         CUstream alloc, free;
@@ -516,6 +523,9 @@ struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int
 CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s);
 /* Replies on `lane` once everything now enqueued on `s` has completed. */
 CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
+/* The same, replying with the wait's own result only: an error deferred from the client's
+ * async work stays for its next synchronisation (a transfer of the shim's own). */
+CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
 /* Replies on `lane` once every stream of context `ctx` is idle. */
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane);
 /* Replies on `lane` once the event completes. */
@@ -539,6 +549,14 @@ static inline int srv_host_type(uint32_t type)
 /* managed.c: cuMemAllocManaged's flags are valid; cuMemFree of a managed range. */
 int srv_managed_flags_ok(unsigned flags);
 CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o);
+/* 1 if o is a global range the driver says is managed memory (a __managed__ variable). */
+int srv_managed_var(const struct srv_obj *o);
+/* srv_stream_prepare: s waits for the client's last push of __managed__ variables. */
+void srv_managed_order(struct srv_client *c, struct srv_stream *s);
+/* streams.c: context x's stream for __managed__ variables' copies, made on first use
+ * (non-blocking, among the context's default streams for drains and releases); NULL when
+ * it cannot be made. */
+struct srv_stream *srv_stream_mvar(struct srv_client *c, struct srv_ctx *x);
 /* 1 if dptr is graph memory of the client's whose graph still holds the address: a free
  * outside the graph leaves its record (graph.c). */
 int srv_graphmem_keep(struct srv_client *c, uint64_t dptr);
@@ -591,6 +609,7 @@ srv_handler srv_op_cond_node; /* graphcond.c */
 srv_handler srv_op_host_func, srv_op_host_node;
 srv_handler srv_op_ipc;
 srv_handler srv_op_host_register;
+srv_handler srv_op_mvar; /* managed.c */
 
 /* memops.c: writes into every word a stream of the client waits on (in context ctx, 0 =
  * all) a value that ends the wait, while the word is still the client's: before a release
@@ -703,7 +722,8 @@ void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c
 void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 
 /* streams.c: fn on every stream of the client in context ctx (0: any): created ones, the
- * per-thread default ones, and the legacy ones too when with_legacy. fn must free none. */
+ * per-thread default ones, the ones of __managed__ variables' copies, and the legacy ones
+ * too when with_legacy. fn must free none. */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
                       void (*fn)(struct srv_client *c, struct srv_stream *s));
 

@@ -60,6 +60,8 @@ void srv_release_stream(struct srv_client *c, struct srv_obj *o)
  * This may run in a release walk, so the records stay (the walk releases them). */
 void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 {
+    if (c->mvar_last == s)
+        c->mvar_last = NULL; /* its pushes were queued before anything that follows */
     if (srv_fault_dead(c, s->device)) {
         srv_stream_forget(c, s); /* died with its context: the handle may be another's now */
         return;
@@ -77,6 +79,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 /* A stream that died with its context (fault.c): only the server's record of it goes. */
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
 {
+    if (c->mvar_last == s) c->mvar_last = NULL;
     srv_queue_stream_gone(c, s, 1);
     srv_hblock_stream_gone(c, s, 1);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
@@ -101,6 +104,7 @@ void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
             fn(c, x->legacy);
         HASH_ITER(hh, x->defaults, d, dt)
         fn(c, d);
+        if (x->mvar) fn(c, x->mvar);
     }
 }
 
@@ -127,6 +131,13 @@ static struct srv_stream *per_thread(struct srv_client *c, struct srv_ctx *x, ui
     s->key = key;
     HASH_ADD(hh, x->defaults, key, sizeof(s->key), s);
     return s;
+}
+
+struct srv_stream *srv_stream_mvar(struct srv_client *c, struct srv_ctx *x)
+{
+    CUresult r;
+    if (!x->mvar) x->mvar = make(c, x, CU_STREAM_NON_BLOCKING, 0, &r);
+    return x->mvar;
 }
 
 struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int ptds,
@@ -196,6 +207,8 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
         order_after(c, s, x->legacy);
         s->legacy_seen = x->legacy->nsubmit;
     }
+    /* After a host write to a __managed__ variable, whatever stream the work is on. */
+    if (s->mvar_seen != c->mvar_gen) srv_managed_order(c, s);
     s->nsubmit++;
     srv_fault_mark_work(c, s->device);
     return s->real;
@@ -252,6 +265,7 @@ int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by)
             late |= settle(x->legacy->real, NULL, by);
         HASH_ITER(hh, x->defaults, s, t)
         late |= settle(s->real, NULL, by);
+        if (x->mvar) late |= settle(x->mvar->real, NULL, by);
     }
     return late ? -1 : 0;
 }

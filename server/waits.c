@@ -6,11 +6,11 @@
 
 #include <stdlib.h>
 
-/* Posts the reply of a finished wait, with an error deferred from an async call if any. */
-static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len)
+/* Posts the reply of a finished wait, with an error deferred from an async call if any
+ * (unless `own`: the reply of a transfer of the shim's own, srv_wait_stream_own). */
+static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len, int own)
 {
-    if (r == CUDA_SUCCESS)
-        r = srv_take_deferred(c);
+    if (r == CUDA_SUCCESS && !own) r = srv_take_deferred(c);
     srv_reply(c, lane, r, len);
 }
 
@@ -73,30 +73,40 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
     return CUDA_SUCCESS;
 }
 
-CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
+static CUresult wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len,
+                            int own)
 {
     if (may_block(c)) {
         CUresult r = DRV(cuStreamSynchronize)(s->real);
-        finish(c, lane, r, r == CUDA_SUCCESS ? len : 0);
+        finish(c, lane, r, r == CUDA_SUCCESS ? len : 0, own);
         return CUDA_SUCCESS;
     }
     struct srv_wait *w = new_wait(c, lane, len);
     if (!w) {
         /* No memory for a wait: block instead. */
         CUresult r = DRV(cuStreamSynchronize)(s->real);
-        if (r == CUDA_SUCCESS)
-            finish(c, lane, r, len);
+        if (r == CUDA_SUCCESS) finish(c, lane, r, len, own);
         return r;
     }
+    w->own = own;
     CUresult r = add_stream(c, w, s);
     if (r != CUDA_SUCCESS || w->nev == 0) {
         free(w);
-        if (r == CUDA_SUCCESS)
-            finish(c, lane, CUDA_SUCCESS, len);
+        if (r == CUDA_SUCCESS) finish(c, lane, CUDA_SUCCESS, len, own);
         return r;
     }
     add(c, w);
     return CUDA_SUCCESS;
+}
+
+CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
+{
+    return wait_stream(c, s, lane, len, 0);
+}
+
+CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
+{
+    return wait_stream(c, s, lane, len, 1);
 }
 
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
@@ -117,6 +127,7 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
     HASH_ITER(hh, x->defaults, s, t)
     if (r == CUDA_SUCCESS)
         r = add_stream(c, w, s);
+    if (x->mvar && r == CUDA_SUCCESS) r = add_stream(c, w, x->mvar);
     /* Destroyed streams' pending work: the wait takes their events over. */
     size_t j = 0;
     for (size_t i = 0; i < c->nretired; i++) {
@@ -139,8 +150,7 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
         for (int i = 0; i < w->nev; i++)
             srv_event_give(c, w->dev[i], w->ev[i]);
         free(w);
-        if (r == CUDA_SUCCESS)
-            finish(c, lane, CUDA_SUCCESS, 0);
+        if (r == CUDA_SUCCESS) finish(c, lane, CUDA_SUCCESS, 0, 0);
         return r;
     }
     add(c, w);
@@ -150,12 +160,12 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane)
 {
     if (may_block(c)) {
-        finish(c, lane, DRV(cuEventSynchronize)(ev), 0);
+        finish(c, lane, DRV(cuEventSynchronize)(ev), 0, 0);
         return CUDA_SUCCESS;
     }
     CUresult q = DRV(cuEventQuery)(ev);
     if (q != CUDA_ERROR_NOT_READY) {
-        finish(c, lane, q, 0);
+        finish(c, lane, q, 0, 0);
         return CUDA_SUCCESS;
     }
     struct srv_wait *w = new_wait(c, lane, 0);
@@ -190,7 +200,7 @@ int srv_waits_poll(struct srv_client *c)
         }
         if (w->nev == 0) {
             *pw = w->next;
-            finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0);
+            finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
             free(w);
         } else {
             pw = &w->next;

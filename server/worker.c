@@ -126,6 +126,7 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = srv_op_host_node,
     [CHAN_OP_PROCADDR - CHAN_OP_BASE] = srv_op_procaddr,
     [CHAN_OP_COND_NODE - CHAN_OP_BASE] = srv_op_cond_node,
+    [CHAN_OP_MVAR - CHAN_OP_BASE] = srv_op_mvar,
 };
 
 /* Operations that still run in a context a fault killed: making and destroying contexts

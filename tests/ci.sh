@@ -447,6 +447,25 @@ else
         done
         exit 1'
 
+    # A client killed while it holds __managed__ variables (a module's and a library's, used
+    # by a kernel, and one written by the host since): its modules, library and their globals
+    # go with it, and the stream of its variables' copies (the tables-empty check below reads
+    # the server log too).
+    run_test kill-holding-managed-vars 60 bash -c '
+        log='"$WORK"'/hold-mvars.log
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/managed_vars --hold >$log 2>&1 & h=$!
+        for i in $(seq 200); do grep -q ready $log && break; sleep 0.05; done
+        cat $log
+        grep -q ready $log || exit 1
+        kill -9 $h; wait $h
+        slog='"$MPSSHIM_LOG_DIRECTORY"'/server.log
+        for i in $(seq 100); do
+            grep -q "Client process $h disconnected" $slog && break
+            sleep 0.1
+        done
+        grep "Client process $h: released" $slog | grep "CUlibrary" | grep -q "7 global memory" || exit 1
+        ! grep "Client process $h" $slog | grep "objects left\|counters not zero\|tables not empty"'
+
     # Clients that leave (exit, or are killed) while a stream of theirs waits for a value
     # nothing will write: the server ends the waits and releases them; the checks below
     # then find the tables empty and the memory back.

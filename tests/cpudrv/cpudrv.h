@@ -332,6 +332,12 @@ struct cpudrv_range {
 
 // cpudrv_big held: frees a managed range's advice (managed.c).
 void cpudrv_managed_drop(struct cpudrv_range *r);
+// cpudrv_big held: n bytes (page-rounded into *maplen) where this driver puts the managed
+// memory of modules, or NULL (managed.c).
+void *cpudrv_managed_map(size_t n, size_t *maplen);
+// A range's flag: the managed memory of a module's __managed__ variables, which goes with
+// its module (cuMemFree refuses it, a context's teardown leaves it to the module).
+#define CPUDRV_RANGE_MODULE 0x10000u
 
 // All below: cpudrv_big held.
 // The range containing p, or NULL.
@@ -489,6 +495,7 @@ struct cpudrv_func {
 struct cpudrv_global {
     char *name;
     size_t off, size;
+    int managed; // a __managed__ variable: off is in the module's managed segment
 };
 
 // A library kernel (CUkernel): a handle of its own that names a function.
@@ -507,6 +514,10 @@ struct cpudrv_module {
     struct cpudrv_global *globals;
     unsigned char *gmem;
     size_t gsize, gmaplen;
+    // __managed__ variables: managed memory of their own (a CPUDRV_MEM_MANAGED range
+    // marked CPUDRV_RANGE_MODULE), placed where managed memory goes (cpudrv_managed_map).
+    unsigned char *mmem;
+    size_t msize, mmaplen;
     int ptx; // loaded from PTX (else from a cubin)
 };
 
@@ -526,6 +537,7 @@ struct cpudrv_img_global {
     char *name;
     size_t size, align;
     const unsigned char *init; // initial bytes inside the image (cubin), or NULL
+    int managed;               // a __managed__ variable
 };
 struct cpudrv_image {
     unsigned nk, ng;

@@ -11,6 +11,9 @@
 #define EM_CUDA 190
 #endif
 #define STO_CUDA_ENTRY 0x10
+/* A __managed__ variable's symbol in .nv.global (seen in nvcc 13.0's cubins, where a
+ * __device__ variable beside it has 0). */
+#define STO_CUDA_MANAGED 0x4
 #define EIFMT_NVAL 1
 #define EIFMT_BVAL 2
 #define EIFMT_HVAL 3
@@ -116,7 +119,7 @@ static int add_kernel(struct cpudrv_image *img, const char *name)
 }
 
 static int add_global(struct cpudrv_image *img, const char *name, size_t size,
-                      const unsigned char *init)
+                      const unsigned char *init, int managed)
 {
     struct cpudrv_img_global *g = realloc(img->g, (img->ng + 1) * sizeof *g);
     if (!g) return -1;
@@ -127,6 +130,7 @@ static int add_global(struct cpudrv_image *img, const char *name, size_t size,
     g->size = size;
     g->align = size >= 16 ? 16 : size >= 8 ? 8 : size >= 4 ? 4 : size >= 2 ? 2 : 1;
     g->init = init;
+    g->managed = managed;
     img->ng++;
     return 0;
 }
@@ -167,7 +171,9 @@ static CUresult symbols(const struct elf *e, struct cpudrv_image *img, char *log
                         goto bad;
                     init = e->p + gs->sh_offset + sym.st_value;
                 }
-                if (add_global(img, name, sym.st_size, init)) return CUDA_ERROR_OUT_OF_MEMORY;
+                if (add_global(img, name, sym.st_size, init,
+                               (sym.st_other & STO_CUDA_MANAGED) != 0))
+                    return CUDA_ERROR_OUT_OF_MEMORY;
             }
         }
     }

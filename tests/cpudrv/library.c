@@ -4,6 +4,7 @@
 #include "cpudrv.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static void library_release(struct cpudrv_obj *o)
 {
@@ -155,6 +156,29 @@ CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
     if (rc) return TR(rc);
     struct cpudrv_library *l = cpudrv_obj_find(library, CPUDRV_K_LIBRARY);
     rc = l ? cpudrv_module_global_info(l->mod, name, dptr, bytes) : CUDA_ERROR_INVALID_HANDLE;
+    cpudrv_unlock();
+    return TR(rc);
+}
+
+// Address and size of a library's __managed__ variable (NOT_FOUND for any other name,
+// __device__ variables included); one of dptr and bytes may be NULL, not both. Managed
+// memory is every device's: no context need be current (the runtime asks before it has one).
+CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    if (!name || (!dptr && !bytes)) return TR(CUDA_ERROR_INVALID_VALUE);
+    cpudrv_lock();
+    struct cpudrv_library *l = cpudrv_obj_find(library, CPUDRV_K_LIBRARY);
+    rc = l ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
+    for (unsigned i = 0; l && i < l->mod->nglobals; i++) {
+        const struct cpudrv_global *g = &l->mod->globals[i];
+        if (!g->managed || strcmp(g->name, name) != 0) continue;
+        if (dptr) *dptr = (CUdeviceptr)(uintptr_t)(l->mod->mmem + g->off);
+        if (bytes) *bytes = g->size;
+        rc = CUDA_SUCCESS;
+        break;
+    }
     cpudrv_unlock();
     return TR(rc);
 }

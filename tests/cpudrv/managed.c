@@ -1,12 +1,48 @@
-// Managed memory's advice, prefetches and stream attachment. Managed memory here is host
-// memory (memory.c, cuMemAllocManaged) that kernels reach at its address: nothing migrates,
-// so advice and prefetches are checked and recorded for cuMemRangeGetAttribute(s) (the
-// bookkeeping of channel/advice.h, shared with the client library), and stream attachment is
-// checked and changes nothing.
+// Managed memory's advice, prefetches (single and batched), discards and stream
+// attachment. Managed memory here is host memory (memory.c, cuMemAllocManaged; module.c for
+// __managed__ variables) that kernels reach at its address: nothing migrates, so advice and
+// prefetches are checked and recorded for cuMemRangeGetAttribute(s) (the bookkeeping of
+// channel/advice.h, shared with the client library), a discard keeps the contents (any are
+// allowed after one), and stream attachment is checked and changes nothing.
 #include "cpudrv.h"
 #include "channel/advice.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+// The managed memory of modules (__managed__ variables) lives in address space of its own
+// from MANAGED_BASE up, as the real driver keeps its managed memory in address space it
+// reserved, and never where the process's own mappings go. The client library maps each
+// variable's host copy at the variable's address in the client (interpose/mvars.c): there,
+// too, nothing else lives this high below the 0x7f... mappings, whereas an address picked
+// by mmap here could, by chance, be taken in a client. Guarded by cpudrv_big; it only grows
+// (freed pieces are not reused: a test driver loads few modules).
+#define MANAGED_BASE 0x200000000000ull
+#define MANAGED_ALIGN (64ull << 10)
+static uintptr_t managed_next = MANAGED_BASE;
+
+void *cpudrv_managed_map(size_t n, size_t *maplen)
+{
+    if (n > SIZE_MAX - MANAGED_ALIGN) return NULL;
+    size_t len = (n + MANAGED_ALIGN - 1) & ~(size_t)(MANAGED_ALIGN - 1);
+    for (int tries = 0; tries < 64; tries++) {
+        void *want = (void *)managed_next;
+        void *p = mmap(want, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        managed_next += len;
+        if (p == want) {
+            *maplen = len;
+            return p;
+        }
+        if (p != MAP_FAILED)
+            munmap(p, len); // an old kernel took the address as a hint
+        else if (errno != EEXIST)
+            return NULL;
+    }
+    return NULL;
+}
 
 void cpudrv_managed_drop(struct cpudrv_range *r)
 {
@@ -147,9 +183,67 @@ CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t lengt
         rc = CUDA_ERROR_INVALID_VALUE;
     else if (flags == CU_MEM_ATTACH_SINGLE && (!hStream || hStream == CU_STREAM_LEGACY))
         rc = CUDA_ERROR_INVALID_VALUE;
-    else if (!r || r->type != CPUDRV_MEM_MANAGED ||
-             (length && ((uintptr_t)dptr != r->base || length != r->size)))
+    else if (!r || r->type != CPUDRV_MEM_MANAGED)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    // A module's variables share a range here: any part of it names a variable of its own.
+    else if (length && !(r->flags & CPUDRV_RANGE_MODULE) &&
+             ((uintptr_t)dptr != r->base || length != r->size))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (length && length > r->size - ((uintptr_t)dptr - r->base))
         rc = CUDA_ERROR_INVALID_VALUE;
     cpudrv_unlock();
     return TR(rc);
+}
+
+// The batches: shapes checked by channel/advice.h as the client library checks them, then
+// every range (each wholly in managed memory), then recorded, all or nothing. A batch takes
+// no stream but a real or per-thread one: the legacy NULL stream is refused, as documented.
+static CUresult batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs,
+                      size_t *idxs, size_t nlocs, unsigned long long flags, CUstream hs,
+                      int prefetch)
+{
+    struct cpudrv_ctx *c;
+    CUresult rc = cpudrv_enter(&c);
+    if (rc) return rc;
+    struct cpudrv_stream *s;
+    uint64_t off;
+    if ((rc = cpudrv_stream_get(hs, c, &s)) != CUDA_SUCCESS)
+        ;
+    else if (!hs || hs == CU_STREAM_LEGACY)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        rc = chan_advice_batch_check(dptrs, sizes, count, locs, idxs, nlocs, flags, prefetch,
+                                     cpudrv_ndev);
+    for (size_t i = 0; !rc && i < count; i++)
+        if (!advice_of(dptrs[i], sizes[i], &off)) rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; !rc && prefetch && i < count; i++) {
+        struct chan_advice *a = advice_of(dptrs[i], sizes[i], &off);
+        rc = chan_advice_prefetch(a, off, sizes[i], chan_advice_batch_loc(locs, idxs, nlocs, i));
+    }
+    cpudrv_unlock();
+    return rc;
+}
+
+CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                 CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                 size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
+{
+    return TR(batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+                    hStream, 1));
+}
+
+// Discarded contents may read back as anything: here they read back unchanged.
+CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                unsigned long long flags, CUstream hStream)
+{
+    return TR(batch(dptrs, sizes, count, NULL, NULL, 0, flags, hStream, 0));
+}
+
+CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                           CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs,
+                                           size_t numPrefetchLocs, unsigned long long flags,
+                                           CUstream hStream)
+{
+    return TR(batch(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+                    hStream, 1));
 }

@@ -135,7 +135,9 @@ static void remove_at(size_t i)
 void cpudrv_mem_remove(uintptr_t base)
 {
     long i = floor_index(base);
-    if (i >= 0 && ranges[i].base == base) remove_at((size_t)i);
+    if (i < 0 || ranges[i].base != base) return;
+    if (ranges[i].type == CPUDRV_MEM_MANAGED) cpudrv_managed_drop(&ranges[i]);
+    remove_at((size_t)i);
 }
 
 // The range of any type starting exactly at base, or NULL; valid until the table next
@@ -238,7 +240,9 @@ static void free_at(size_t i)
 void cpudrv_mem_free_ctx(struct cpudrv_ctx *ctx)
 {
     for (size_t i = nranges; i-- > 0;)
-        if (ranges[i].ctx == ctx && ranges[i].type != CPUDRV_MEM_GLOBAL) free_at(i);
+        if (ranges[i].ctx == ctx && ranges[i].type != CPUDRV_MEM_GLOBAL &&
+            !(ranges[i].flags & CPUDRV_RANGE_MODULE))
+            free_at(i);
 }
 
 // The device memory range (cuMemAlloc or a pool) starting exactly at p, or NULL; valid
@@ -371,8 +375,8 @@ CUresult cuMemFree(CUdeviceptr dptr)
     struct cpudrv_range *r = cpudrv_mem_device_at((uintptr_t)dptr);
     long m = floor_index((uintptr_t)dptr);
     if (!r && dptr && m >= 0 && ranges[m].base == (uintptr_t)dptr &&
-        ranges[m].type == CPUDRV_MEM_MANAGED)
-        r = &ranges[m]; // managed memory is freed by cuMemFree too
+        ranges[m].type == CPUDRV_MEM_MANAGED && !(ranges[m].flags & CPUDRV_RANGE_MODULE))
+        r = &ranges[m]; // managed memory is freed by cuMemFree too (not a module's)
     if (!r || r->freeing)
         rc = CUDA_ERROR_INVALID_VALUE;
     else if (r->gmem)

@@ -21,6 +21,7 @@ static void module_release(struct cpudrv_obj *o)
     free(m->funcs);
     free(m->globals);
     if (m->gmem) cpudrv_mem_unmap_later(m->gmem, m->gmaplen);
+    if (m->mmem) cpudrv_mem_unmap_later(m->mmem, m->mmaplen);
     free(m);
 }
 
@@ -78,36 +79,61 @@ static CUresult make_func(struct cpudrv_module *m, const struct cpudrv_img_kerne
     return CUDA_SUCCESS;
 }
 
+// Lays out the globals of one segment (managed or not) and maps it; 0 bytes: none.
+static CUresult make_segment(struct cpudrv_module *m, const struct cpudrv_image *img,
+                             struct cpudrv_ctx *ctx, int managed)
+{
+    size_t off = 0;
+    for (unsigned i = 0; i < img->ng; i++) {
+        if (img->g[i].managed != managed) continue;
+        size_t a = img->g[i].align ? img->g[i].align : 1;
+        off = (off + a - 1) / a * a;
+        struct cpudrv_global *g = &m->globals[m->nglobals];
+        g->name = strdup(img->g[i].name);
+        if (!g->name) return CUDA_ERROR_OUT_OF_MEMORY;
+        g->off = off;
+        g->size = img->g[i].size;
+        g->managed = managed;
+        m->nglobals++;
+        off += img->g[i].size;
+    }
+    if (!off) return CUDA_SUCCESS;
+    size_t maplen;
+    unsigned char *mem = managed ? cpudrv_managed_map(off, &maplen) : cpudrv_mem_map(off, &maplen);
+    if (!mem) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (managed) {
+        m->mmem = mem, m->msize = off, m->mmaplen = maplen;
+    } else {
+        m->gmem = mem, m->gsize = off, m->gmaplen = maplen;
+    }
+    for (unsigned i = 0, k = 0; i < img->ng; i++) {
+        if (img->g[i].managed != managed) continue;
+        while (m->globals[k].managed != managed || strcmp(m->globals[k].name, img->g[i].name))
+            k++;
+        if (img->g[i].init) memcpy(mem + m->globals[k].off, img->g[i].init, img->g[i].size);
+        k++;
+    }
+    // __managed__ variables are managed memory, as the driver makes them: pointer queries
+    // say so, advice and prefetches take them, and they go with the module, not cuMemFree.
+    struct cpudrv_range r = {0};
+    r.base = (uintptr_t)mem;
+    r.size = off;
+    r.type = managed ? CPUDRV_MEM_MANAGED : CPUDRV_MEM_GLOBAL;
+    r.flags = managed ? CPUDRV_RANGE_MODULE : 0;
+    r.dev = ctx ? ctx->dev : 0;
+    r.ctx = ctx;
+    r.id = cpudrv_next_id();
+    return cpudrv_mem_add(&r);
+}
+
 static CUresult make_globals(struct cpudrv_module *m, const struct cpudrv_image *img,
                              struct cpudrv_ctx *ctx)
 {
     if (!img->ng) return CUDA_SUCCESS;
     m->globals = calloc(img->ng, sizeof *m->globals);
     if (!m->globals) return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t off = 0;
-    for (unsigned i = 0; i < img->ng; i++) {
-        size_t a = img->g[i].align ? img->g[i].align : 1;
-        off = (off + a - 1) / a * a;
-        m->globals[i].name = strdup(img->g[i].name);
-        if (!m->globals[i].name) return CUDA_ERROR_OUT_OF_MEMORY;
-        m->globals[i].off = off;
-        m->globals[i].size = img->g[i].size;
-        m->nglobals++;
-        off += img->g[i].size;
-    }
-    m->gsize = off;
-    m->gmem = cpudrv_mem_map(off, &m->gmaplen);
-    if (!m->gmem) return CUDA_ERROR_OUT_OF_MEMORY;
-    for (unsigned i = 0; i < img->ng; i++)
-        if (img->g[i].init) memcpy(m->gmem + m->globals[i].off, img->g[i].init, img->g[i].size);
-    struct cpudrv_range r = {0};
-    r.base = (uintptr_t)m->gmem;
-    r.size = m->gsize;
-    r.type = CPUDRV_MEM_GLOBAL;
-    r.dev = ctx ? ctx->dev : 0;
-    r.ctx = ctx;
-    r.id = cpudrv_next_id();
-    return cpudrv_mem_add(&r);
+    CUresult rc = make_segment(m, img, ctx, 0);
+    return rc ? rc : make_segment(m, img, ctx, 1);
 }
 
 // cpudrv_big held: makes a module (with twins and globals) from a parsed image.
@@ -159,6 +185,7 @@ CUresult cpudrv_module_create(const struct cpudrv_image *img, struct cpudrv_ctx 
     }
     if (rc) {
         if (m->gmem) cpudrv_mem_remove((uintptr_t)m->gmem);
+        if (m->mmem) cpudrv_mem_remove((uintptr_t)m->mmem);
         cpudrv_obj_put(&m->o);
         return rc;
     }
@@ -180,6 +207,7 @@ void cpudrv_module_destroy(struct cpudrv_module *m)
         if (m->kernels) cpudrv_obj_unpublish(&m->kernels[i]->o);
     }
     if (m->gmem) cpudrv_mem_remove((uintptr_t)m->gmem);
+    if (m->mmem) cpudrv_mem_remove((uintptr_t)m->mmem);
     cpudrv_obj_unpublish(&m->o);
 }
 
@@ -189,7 +217,7 @@ unsigned char *cpudrv_module_global(const struct cpudrv_module *m, const char *n
     for (unsigned i = 0; i < m->nglobals; i++)
         if (strcmp(m->globals[i].name, name) == 0) {
             *size = m->globals[i].size;
-            return m->gmem + m->globals[i].off;
+            return (m->globals[i].managed ? m->mmem : m->gmem) + m->globals[i].off;
         }
     return NULL;
 }

@@ -30,6 +30,9 @@ PLAIN(cuStreamWaitValue64, cuStreamWaitValue64_v2);
 PLAIN(cuStreamWriteValue32, cuStreamWriteValue32_v2);
 PLAIN(cuStreamWriteValue64, cuStreamWriteValue64_v2);
 PLAIN(cuMemcpyAsync, cuMemcpyAsync);
+PLAIN(cuMemPrefetchBatchAsync, cuMemPrefetchBatchAsync);
+PLAIN(cuMemDiscardBatchAsync, cuMemDiscardBatchAsync);
+PLAIN(cuMemDiscardAndPrefetchBatchAsync, cuMemDiscardAndPrefetchBatchAsync);
 PLAIN(cuMemcpyPeerAsync, cuMemcpyPeerAsync);
 PLAIN(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync);
 PLAIN(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2);
@@ -188,6 +191,30 @@ CUresult cuStreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t v, unsign
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     return plain_cuMemcpyAsync(dst, src, n, PT(s));
+}
+
+// cuMemPrefetchBatchAsync, stream 0 = per-thread stream.
+CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                 CUmemLocation *locs, size_t *idxs, size_t nlocs,
+                                 unsigned long long flags, CUstream s)
+{
+    return plain_cuMemPrefetchBatchAsync(dptrs, sizes, count, locs, idxs, nlocs, flags, PT(s));
+}
+
+// cuMemDiscardBatchAsync, stream 0 = per-thread stream.
+CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                unsigned long long flags, CUstream s)
+{
+    return plain_cuMemDiscardBatchAsync(dptrs, sizes, count, flags, PT(s));
+}
+
+// cuMemDiscardAndPrefetchBatchAsync, stream 0 = per-thread stream.
+CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count,
+                                           CUmemLocation *locs, size_t *idxs, size_t nlocs,
+                                           unsigned long long flags, CUstream s)
+{
+    return plain_cuMemDiscardAndPrefetchBatchAsync(dptrs, sizes, count, locs, idxs, nlocs, flags,
+                                                   PT(s));
 }
 
 // cuMemcpyPeerAsync, stream 0 = per-thread stream.

@@ -92,10 +92,11 @@ static size_t type_size(const char *t)
     return 0;
 }
 
-// A declaration's type part: [.align A] [.v2|.v4] [.ptr .space [.align A]] .type name [N]...
-// Leaves l->tok on the token after the declaration.
+// A declaration's type part: [.attribute(.managed)] [.align A] [.v2|.v4]
+// [.ptr .space [.align A]] .type name [N]... Leaves l->tok on the token after the declaration.
 struct decl {
     size_t size, align;
+    int managed; // .attribute(.managed): a __managed__ variable
     char name[256];
 };
 
@@ -103,8 +104,16 @@ static int parse_decl(struct lex *l, struct decl *d)
 {
     size_t align = 0, vec = 1, elem = 0;
     int ptr = 0;
+    d->managed = 0;
     for (;;) {
-        if (is(l, ".align")) {
+        if (is(l, ".attribute")) {
+            // .attribute(.managed) on a variable: nvcc's __managed__ (PTX ISA 4.0+).
+            next(l);
+            if (!is(l, "(")) continue; // the bare qualifier of a .ptr parameter
+            for (next(l); l->tok[0] && !is(l, ")"); next(l))
+                if (is(l, ".managed")) d->managed = 1;
+            if (!is(l, ")")) return -1;
+        } else if (is(l, ".align")) {
             next(l);
             size_t a = strtoul(l->tok, NULL, 0);
             if (!a || (a & (a - 1))) return -1;
@@ -115,7 +124,7 @@ static int parse_decl(struct lex *l, struct decl *d)
         } else if (is(l, ".v2") || is(l, ".v4") || is(l, ".v8")) {
             vec = strtoul(l->tok + 2, NULL, 10);
         } else if (is(l, ".global") || is(l, ".const") || is(l, ".local") || is(l, ".shared") ||
-                   is(l, ".param") || is(l, ".attribute")) {
+                   is(l, ".param")) {
             // state-space qualifiers of .ptr parameters: no effect on layout
         } else if (type_size(l->tok)) {
             elem = type_size(l->tok) * vec;
@@ -174,6 +183,7 @@ static int add_global(struct cpudrv_image *img, const struct decl *d)
     if (!g->name) return -1;
     g->size = d->size;
     g->align = d->align;
+    g->managed = d->managed;
     g->init = NULL;
     img->ng++;
     return 0;

@@ -379,6 +379,7 @@ int main(int argc, char **argv)
         {"conditional graph nodes", st_graph_cond},
         {"modules and libraries", st_modules},
         {"cubin and fatbin images", st_images},
+        {"__managed__ variables, batched prefetches", st_managed_vars},
         {"kernel twins", st_twins},
         {"launch validation", st_launch_errors},
         {"entry-point variants, stream attributes", st_variants},

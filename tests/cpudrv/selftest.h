@@ -9,7 +9,8 @@
 
 // Failures so far (only the main thread reports; workers count through st_fail).
 extern int st_failures;
-// Directory holding kernels.ptx, kernels2.ptx, kernels.sm_90.cubin, kernels.fatbin.
+// Directory holding kernels.ptx, kernels2.ptx, kernels.sm_90.cubin, kernels.fatbin,
+// managed.fatbin.
 extern const char *st_kdir;
 
 void st_fail(const char *file, int line, const char *what);
@@ -52,6 +53,7 @@ void st_graph(void);
 void st_capture_alloc(void);
 void st_graph_cond(void);
 void st_modules(void);
+void st_managed_vars(void);
 void st_images(void);
 void st_twins(void);
 void st_launch_errors(void);

@@ -221,6 +221,71 @@ static CUresult global_counter_bump(const struct cpudrv_launch *L)
     return CUDA_SUCCESS;
 }
 
+// tests/kernels/managed.cu: the module's __managed__ variables (and a plain global).
+#define MV_LEN 256
+
+static CUresult mv_add(const struct cpudrv_launch *L)
+{
+    unsigned char *count = global(L, "mv_count", 4), *arr = global(L, "mv_arr", MV_LEN * 4);
+    if (!count || !arr) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    int32_t v = ai32(L, 0);
+    uint64_t n = xthreads(L) ? MV_LEN : 0;
+    for (uint64_t r = 0; r < copies(L); r++) {
+        int32_t c;
+        memcpy(&c, count, 4);
+        c = (int32_t)((uint32_t)c + (uint32_t)v);
+        memcpy(count, &c, 4);
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t e;
+            memcpy(&e, arr + i * 4, 4);
+            e += (uint32_t)v + (uint32_t)i;
+            memcpy(arr + i * 4, &e, 4);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult mv_read(const struct cpudrv_launch *L)
+{
+    const unsigned char *count = global(L, "mv_count", 4), *arr = global(L, "mv_arr", MV_LEN * 4);
+    const unsigned char *init = global(L, "mv_init", 4), *plain = global(L, "mv_plain", 4);
+    if (!count || !arr || !init || !plain) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    uint32_t *out = (uint32_t *)(uintptr_t)a64(L, 0);
+    CUresult rc = kmem((uintptr_t)out, MV_LEN + 2, 4);
+    uint32_t c;
+    memcpy(&c, count, 4);
+    for (uint64_t i = 0; !rc && i < MV_LEN; i++) {
+        memcpy(&out[i], arr + i * 4, 4);
+        out[i] += c;
+    }
+    if (!rc) {
+        memcpy(&out[MV_LEN], init, 4);
+        memcpy(&out[MV_LEN + 1], plain, 4);
+    }
+    return rc;
+}
+
+// tests/kernels/managed2.cu.
+static CUresult mv2_accumulate(const struct cpudrv_launch *L)
+{
+    unsigned char *total = global(L, "mv2_total", 8);
+    const unsigned char *scale = global(L, "mv2_scale", 4);
+    if (!total || !scale) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    const uint32_t *in = (const uint32_t *)(uintptr_t)a64(L, 0);
+    int32_t n = ai32(L, 1);
+    CUresult rc = kmem((uintptr_t)in, n > 0 ? (uint64_t)n : 0, 4);
+    int64_t s = 0, t;
+    int32_t k;
+    for (int32_t i = 0; !rc && i < n; i++)
+        s += in[i];
+    memcpy(&k, scale, 4);
+    memcpy(&t, total, 8);
+    for (uint64_t r = 0; !rc && r < copies(L); r++)
+        t += s * k;
+    if (!rc) memcpy(total, &t, 8);
+    return rc;
+}
+
 // Per block: load blockDim.x elements into shared memory, then the tree reduction exactly
 // as written (so a block size that is not a power of 2 loses elements, as on the GPU).
 static CUresult block_sum(const struct cpudrv_launch *L)
@@ -404,6 +469,9 @@ static const struct cpudrv_twin twins[] = {
     {"tex_fetch_double", 3, {P(8, 8, 4)}, {P(8, 8, 4)}, tex_fetch_double},
     {"set_cond", 2, {P(8, 8)}, {P(8, 8)}, set_cond},
     {"countdown", 2, {P(8, 8)}, {P(8, 8)}, countdown},
+    {"mv_add", 1, {P(4)}, {P(4)}, mv_add},
+    {"mv_read", 1, {P(8)}, {P(8)}, mv_read},
+    {"mv2_accumulate", 2, {P(8, 4)}, {P(8, 4)}, mv2_accumulate},
 };
 #undef P
 

@@ -5,19 +5,21 @@
 # Fat binaries are left uncompressed, with PTX beside the sm_90 cubin: the CPU test driver
 # reads kernels from the PTX (by `.entry` name, see tests/cudart/common.h).
 CUDART_NAMES  := vecadd streams pinned multikernel ptds hostfn mallocasync graphs graphnodes managed texture \
-                 capturealloc graph_cond
+                 capturealloc graph_cond managed_vars
 CUDART_DIR    := $(B)/tests/cudart
 CUDART_STATIC := $(addprefix $(CUDART_DIR)/,$(CUDART_NAMES))
 CUDART_SHARED := $(addsuffix .shared,$(CUDART_STATIC))
 CUDART_FLAGS  := -O2 --no-compress -gencode 'arch=compute_90,code=[sm_90,compute_90]' \
                  -Xcompiler -Wall
 CUDART_DEPS   := tests/cudart/common.h tests/kernels/kernels.cu tests/kernels/texture.cu \
-                 tests/kernels/cond.cu
+                 tests/kernels/cond.cu tests/kernels/managed.cu
 
 # Per program: extra sources (another translation unit is another module) and flags.
 CUDART_SRCS_multikernel := tests/kernels/kernels2.cu
 CUDART_FLAGS_ptds       := --default-stream per-thread
 $(CUDART_DIR)/multikernel $(CUDART_DIR)/multikernel.shared: tests/kernels/kernels2.cu
+CUDART_SRCS_managed_vars := tests/kernels/managed2.cu
+$(CUDART_DIR)/managed_vars $(CUDART_DIR)/managed_vars.shared: tests/kernels/managed2.cu
 
 all: $(CUDART_STATIC) $(CUDART_SHARED)
 

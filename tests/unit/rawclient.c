@@ -13,8 +13,11 @@
  *                       checks meanwhile that real clients are still served)
  *   rawclient hostile   well-formed calls a hostile client makes, bypassing every check the
  *                       shim does: sizes and pitches whose spans wrap 64 bits, extents far
- *                       beyond its allocation, images whose headers wrap; each must be
- *                       refused by the server with an error, and the server must go on
+ *                       beyond its allocation, images whose headers wrap, __managed__
+ *                       variable transfers naming memory that is not such a variable of its
+ *                       own (another client's, device memory, past or wrapping the end, more
+ *                       entries or bytes than the record holds); each must be refused by the
+ *                       server with an error, and the server must go on
  *   rawclient devices   given the server's device 1 alone, forges device 1 in contexts,
  *                       CUdevice parameters, CUmemLocation ids and peer copies: each must
  *                       be refused with CUDA_ERROR_INVALID_DEVICE, device 0 mapped to 1
@@ -271,6 +274,118 @@ static void expect_refused(const char *what, CUresult r)
     failures += r == CUDA_SUCCESS || r == CUDA_ERROR_UNKNOWN;
 }
 
+/* Loads managed.fatbin ($MPSSHIM_TEST_KERNELS) as a module of the session's context 1 and
+ * looks its mv_arr up (1 KiB, a __managed__ variable); 0 when there is none. */
+static CUdeviceptr managed_var(struct session *x)
+{
+    char path[512];
+    const char *dir = getenv("MPSSHIM_TEST_KERNELS");
+    snprintf(path, sizeof(path), "%s/managed.fatbin", dir ? dir : ".");
+    FILE *f = fopen(path, "rb");
+    static uint8_t img[1 << 20];
+    size_t n = f ? fread(img, 1, sizeof(img), f) : 0;
+    if (f) fclose(f);
+    if (!n) return 0;
+    struct chan_wait wt = {.spin_ns = 1000, .alive = before_deadline};
+    const size_t max = CHAN_REC_MAX - sizeof(struct chan_rec);
+    for (size_t off = 0; off < n; off += max) {
+        size_t k = n - off < max ? n - off : max;
+        give_up_at = chan_now_ns() + 10000000000ull;
+        struct chan_rec *rec = chan_ring_reserve(&x->c, (uint32_t)(sizeof(*rec) + k), &wt);
+        if (!rec) return 0;
+        rec->op = CHAN_OP_BLOB;
+        rec->flags = 0;
+        rec->ctx = 1;
+        memcpy(rec + 1, img + off, k);
+        chan_ring_publish(&x->c, rec);
+    }
+    struct chan_module_load ml = {.kind = CHAN_IMAGE_MODULE, .njit = 0, .image_size = n};
+    struct chan_module_loaded got = {0};
+    if (request(x, CHAN_OP_MODULE_LOAD, &ml, sizeof(ml), &got, sizeof(got)) != CUDA_SUCCESS)
+        return 0;
+    CUdeviceptr d = 0, *pd = &d;
+    size_t bytes = 0, *pb = &bytes;
+    CUmodule m = (CUmodule)(uintptr_t)got.handle;
+    const char *name = "mv_arr";
+    const void *a[] = {&pd, &pb, &m, &name};
+    uint64_t out[2] = {0, 0}; /* the reply: the address, then the size */
+    if (call(x, SHIM_ID_cuModuleGetGlobal_v2, a, out, sizeof(out)) != CUDA_SUCCESS ||
+        out[1] != 1024)
+        return 0;
+    return out[0];
+}
+
+/* A CHAN_OP_MVAR request: what, n entries, then `data` bytes (zeros), buf. */
+static CUresult mvar_request(struct session *x, uint32_t what, uint32_t n,
+                             const struct chan_mvar_ent *e, size_t ents, size_t data, uint64_t buf)
+{
+    static uint8_t m[CHAN_REC_MAX];
+    struct chan_mvar h = {.what = what, .n = n, .buf = buf};
+    size_t len = sizeof(h) + ents * sizeof(*e) + data;
+    if (len > sizeof(m) - sizeof(struct chan_rec)) return CUDA_ERROR_UNKNOWN;
+    memset(m, 0, len);
+    memcpy(m, &h, sizeof(h));
+    memcpy(m + sizeof(h), e, ents * sizeof(*e));
+    return request(x, CHAN_OP_MVAR, m, len, NULL, 0);
+}
+
+/* __managed__ variable transfers that name what the client may not. */
+static void hostile_mvars(struct session *x, CUdeviceptr dev)
+{
+    struct session y;
+    CUdeviceptr v = managed_var(x), theirs = 0;
+    struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
+    if (session_open(&y) == 0 &&
+        request(&y, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) == CUDA_SUCCESS)
+        theirs = managed_var(&y);
+    printf("%-58s %s\n", "a __managed__ variable of its own, and another's",
+           v && theirs ? "ok" : "FAILED");
+    failures += !v || !theirs;
+    if (!v || !theirs) return;
+    struct chan_mvar_ent e = {.dptr = v, .len = 16};
+    CUresult r = mvar_request(x, CHAN_MVAR_PUSH, 1, &e, 1, 16, 0);
+    printf("%-58s %s\n", "push of 16 bytes into its own variable",
+           r == CUDA_SUCCESS ? "ok" : "FAILED");
+    failures += r != CUDA_SUCCESS;
+    e.dptr = theirs;
+    expect_refused("push into another client's variable",
+                   mvar_request(x, CHAN_MVAR_PUSH, 1, &e, 1, 16, 0));
+    expect_refused("read of another client's variable",
+                   mvar_request(x, CHAN_MVAR_READ, 1, &e, 1, 0, 0));
+    e.dptr = dev;
+    expect_refused("push into device memory of its own",
+                   mvar_request(x, CHAN_MVAR_PUSH, 1, &e, 1, 16, 0));
+    e.dptr = v + 1020;
+    expect_refused("push past the variable's end",
+                   mvar_request(x, CHAN_MVAR_PUSH, 1, &e, 1, 16, 0));
+    e = (struct chan_mvar_ent){.dptr = v, .len = UINT64_MAX - 8};
+    expect_refused("push whose length wraps", mvar_request(x, CHAN_MVAR_PUSH, 1, &e, 1, 16, 0));
+    e = (struct chan_mvar_ent){.dptr = v, .len = 32};
+    expect_refused("push with fewer bytes than its entries say",
+                   mvar_request(x, CHAN_MVAR_PUSH, 1, &e, 1, 16, 0));
+    expect_refused("push claiming 2^31 entries",
+                   mvar_request(x, CHAN_MVAR_PUSH, 1u << 31, &e, 1, 16, 0));
+    expect_refused("pull into device memory of its own",
+                   mvar_request(x, CHAN_MVAR_PULL, 1, &e, 1, 0, dev));
+    e.off = UINT64_MAX - 8;
+    expect_refused("pull whose destination wraps",
+                   mvar_request(x, CHAN_MVAR_PULL, 1, &e, 1, 0, dev));
+    struct chan_mvar_ent many[80];
+    for (int i = 0; i < 80; i++)
+        many[i] = (struct chan_mvar_ent){.dptr = v, .len = 1024};
+    expect_refused("read of more than a reply lane holds",
+                   mvar_request(x, CHAN_MVAR_READ, 80, many, 80, 0, 0));
+    e = (struct chan_mvar_ent){.dptr = dev, .len = 16};
+    expect_refused("info on device memory", mvar_request(x, CHAN_MVAR_INFO, 1, &e, 1, 0, 0));
+    expect_refused("an unknown transfer", mvar_request(x, 99, 1, &e, 1, 0, 0));
+    e = (struct chan_mvar_ent){.dptr = v, .len = 1024};
+    r = mvar_request(x, CHAN_MVAR_READ, 1, &e, 1, 0, 0);
+    printf("%-58s %s\n", "then a read of its own variable", r == CUDA_SUCCESS ? "ok" : "FAILED");
+    failures += r != CUDA_SUCCESS;
+    munmap(y.base, y.size);
+    close(y.sock);
+}
+
 static int hostile(void)
 {
     struct session x;
@@ -376,6 +491,7 @@ static int hostile(void)
         printf("%-58s %s\n", "procaddr table from offset 0", r == CUDA_SUCCESS && pg.total ? "ok" : "FAILED");
         failures += r != CUDA_SUCCESS || !pg.total;
     }
+    hostile_mvars(&x, d);
     /* Still serving: its own memory is still there to free. */
     const void *fa[] = {&d};
     r = call(&x, SHIM_ID_cuMemFree_v2, fa, NULL, 0);
