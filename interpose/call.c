@@ -363,6 +363,16 @@ static int take_range(const struct shim_call *d, const uint64_t *val, struct shi
     return shim_range_remove(val[d->destroys], out) == 0;
 }
 
+/* A handle being destroyed leaves the client's table before the server destroys it, for
+ * the reason take_range gives: the driver may hand its value to another thread's new
+ * object at once (seen with events and streams made and destroyed by 8 threads: the new
+ * event's record went with the old one's, and its next calls were refused). */
+static int take_handle(const struct shim_call *d, const uint64_t *val, struct shim_known *out)
+{
+    const struct shim_param *p = &d->params[d->destroys];
+    return p->kind != SHIM_PK_DPTR && shim_known_take(p->htype, val[d->destroys], out) == 0;
+}
+
 /* What a call made or destroyed, in the client's own mirror: ranges (so that copies and
  * pointer queries know them) and the handles the client knows itself. */
 static void record(const struct shim_call *d, const uint64_t *val, void *const *ptr)
@@ -370,12 +380,8 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
     uint32_t ctx = shim_current_ctx_id();
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
-        if (i == d->destroys) {
-            /* Device memory left the mirror before the call (take_range). */
-            if (p->kind != SHIM_PK_DPTR)
-                shim_known_remove(p->htype, val[i]);
-            continue;
-        }
+        if (i == d->destroys)
+            continue; /* it left the mirror before the call (take_range, take_handle) */
         int makes = p->kind == SHIM_PK_DPTR && p->creates; /* a range at an input address */
         if (!ptr[i] && !makes)
             continue;
@@ -509,6 +515,8 @@ CUresult shim_forward(int id, const void *const *argv)
      * range would then be missing: copies to it refused). Put back if the call fails. */
     struct shim_range taken;
     int took = d->destroys >= 0 && take_range(d, val, &taken);
+    struct shim_known taken_h;
+    int took_h = d->destroys >= 0 && take_handle(d, val, &taken_h);
     struct shim_req q;
     if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS)
         goto failed;
@@ -541,5 +549,7 @@ CUresult shim_forward(int id, const void *const *argv)
 failed:
     if (took)
         shim_range_add(&taken);
+    if (took_h)
+        shim_known_add(d->params[d->destroys].htype, val[d->destroys], &taken_h);
     return r;
 }

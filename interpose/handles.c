@@ -59,6 +59,21 @@ int shim_known_remove(uint32_t type, uint64_t value)
     return k ? 0 : -1;
 }
 
+int shim_known_take(uint32_t type, uint64_t value, struct shim_known *out)
+{
+    struct known_key key = {.value = value, .type = type};
+    struct known *k = NULL;
+    pthread_mutex_lock(&known_lock);
+    HASH_FIND(hh, known, &key, sizeof(key), k);
+    if (k)
+        HASH_DEL(known, k);
+    pthread_mutex_unlock(&known_lock);
+    if (k && out)
+        *out = k->info;
+    free(k);
+    return k ? 0 : -1;
+}
+
 int shim_known_find(uint32_t type, uint64_t value, struct shim_known *out)
 {
     struct known_key key = {.value = value, .type = type};

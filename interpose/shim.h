@@ -324,6 +324,9 @@ extern _Atomic int shim_interprocess_events;
 int shim_known_remove(uint32_t type, uint64_t value);
 /* 0 with *out (may be NULL) if known. */
 int shim_known_find(uint32_t type, uint64_t value, struct shim_known *out);
+/* Removes a handle and gives what was known of it (to put back if its destruction fails);
+ * -1 when it was not known. */
+int shim_known_take(uint32_t type, uint64_t value, struct shim_known *out);
 /* Forgets every known handle made in context `ctx`. */
 void shim_known_drop_ctx(uint32_t ctx);
 /* A copy of `s` that lives as long as the process, one per distinct text; NULL when out of

@@ -2,8 +2,11 @@
  * has its own stream and buffers and runs rounds of copies and kernels, checking every
  * round. Meanwhile a producer thread queues async work and an observer thread, released by
  * a barrier only after the queueing, synchronizes on it (stream, context, event): a sync
- * from one thread must see async work another thread submitted before it. Threads report
- * through their argument; main prints the results in a fixed order. */
+ * from one thread must see async work another thread submitted before it. Then every thread
+ * makes and destroys events and streams as fast as it can (handle churn): a handle one
+ * thread destroys may come back at once as another thread's new one, and each thread's own
+ * handles must keep working. Threads report through their argument; main prints the
+ * results in a fixed order. */
 #include "tests/progs/common.h"
 
 #include <pthread.h>
@@ -89,6 +92,35 @@ out:
     if (p) cuMemFree(p);
     if (s) cuStreamDestroy(s);
     free(pageable);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ handle churn */
+
+#define CHURN_ROUNDS 400
+
+/* Rounds of: an event and a stream made, the event recorded on the stream and waited for,
+ * both destroyed; every call must succeed. */
+static void *churn_body(void *arg)
+{
+    struct worker *w = arg;
+    CUevent ev = NULL;
+    CUstream s = NULL;
+    TRY(w, cuCtxSetCurrent(g_ctx));
+    for (int round = 0; round < CHURN_ROUNDS; round++) {
+        TRY(w, cuEventCreate(&ev, round % 2 ? CU_EVENT_DISABLE_TIMING : CU_EVENT_DEFAULT));
+        TRY(w, cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        TRY(w, cuEventRecord(ev, s));
+        TRY(w, cuEventSynchronize(ev));
+        TRY(w, cuEventQuery(ev));
+        TRY(w, cuStreamDestroy(s));
+        s = NULL;
+        TRY(w, cuEventDestroy(ev));
+        ev = NULL;
+    }
+out:
+    if (s) cuStreamDestroy(s);
+    if (ev) cuEventDestroy(ev);
     return NULL;
 }
 
@@ -217,6 +249,18 @@ int main(int argc, char **argv)
     t_ok("cuStreamSynchronize in one thread sees async work queued by another");
     t_ok("cuCtxSynchronize in one thread sees async work queued by another");
     t_ok("cuEventSynchronize in one thread sees an event recorded by another");
+
+    memset(ws, 0, nthreads * sizeof *ws);
+    for (int i = 0; i < nthreads; i++) {
+        ws[i].index = i;
+        REQUIRE(pthread_create(&th[i], NULL, churn_body, &ws[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < nthreads; i++)
+        REQUIRE(!ws[i].err[0], "churn %d: %s", i, ws[i].err);
+    t_ok("%d threads made and destroyed %d events and streams each, every call succeeding",
+         nthreads, CHURN_ROUNDS);
 
     CHECK(cuCtxSynchronize());
     CHECK(cuMemFreeHost(pr.out));
