@@ -46,19 +46,6 @@ void shim_known_add(uint32_t type, uint64_t value, const struct shim_known *info
     free(old);
 }
 
-int shim_known_remove(uint32_t type, uint64_t value)
-{
-    struct known_key key = {.value = value, .type = type};
-    struct known *k = NULL;
-    pthread_mutex_lock(&known_lock);
-    HASH_FIND(hh, known, &key, sizeof(key), k);
-    if (k)
-        HASH_DEL(known, k);
-    pthread_mutex_unlock(&known_lock);
-    free(k);
-    return k ? 0 : -1;
-}
-
 int shim_known_take(uint32_t type, uint64_t value, struct shim_known *out)
 {
     struct known_key key = {.value = value, .type = type};
@@ -68,10 +55,16 @@ int shim_known_take(uint32_t type, uint64_t value, struct shim_known *out)
     if (k)
         HASH_DEL(known, k);
     pthread_mutex_unlock(&known_lock);
+    int found = k != NULL;
     if (k && out)
         *out = k->info;
     free(k);
-    return k ? 0 : -1;
+    return found ? 0 : -1;
+}
+
+int shim_known_remove(uint32_t type, uint64_t value)
+{
+    return shim_known_take(type, value, NULL);
 }
 
 int shim_known_find(uint32_t type, uint64_t value, struct shim_known *out)
