@@ -34,6 +34,21 @@ static uint32_t next_id = 64; /* ids 1..CHAN_MAX_DEVICES are the primary context
 static __thread struct shim_ctx *stack[STACK_MAX];
 static __thread int depth;
 
+/* Moves (under ctx_lock) whenever a context enters or leaves the live table or is made
+ * inactive. A thread that found its current context alive at a value needs neither the
+ * lock nor the table again while the value stays: nearly every call asks (current()), and
+ * the lock is every thread's. */
+static _Atomic uint64_t ctx_gen;
+static __thread struct {
+    struct shim_ctx *c;
+    uint64_t gen;
+} known_cur;
+
+static void ctx_changed(void)
+{
+    atomic_fetch_add_explicit(&ctx_gen, 1, memory_order_release);
+}
+
 static struct shim_ctx *find_live(CUcontext c)
 {
     struct shim_ctx *x = NULL;
@@ -51,6 +66,27 @@ static struct shim_ctx *current_locked(void)
     return c && find_live((CUcontext)c) && c->active ? c : NULL;
 }
 
+/* The thread's current context if it is still alive (what current_locked() says, taking
+ * the lock only when a context changed since this thread last asked). A context destroyed
+ * by another thread just after is refused by the server, as a stale id always is. */
+static struct shim_ctx *current(void)
+{
+    if (depth == 0 || !stack[depth - 1])
+        return NULL;
+    struct shim_ctx *c = stack[depth - 1];
+    if (known_cur.c == c && known_cur.gen == atomic_load_explicit(&ctx_gen, memory_order_acquire))
+        return c;
+    pthread_mutex_lock(&ctx_lock);
+    c = current_locked();
+    uint64_t g = atomic_load_explicit(&ctx_gen, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx_lock);
+    if (c) {
+        known_cur.c = c;
+        known_cur.gen = g;
+    }
+    return c;
+}
+
 uint32_t shim_current_ctx_id(void)
 {
     /* Read without the lock: a stale id is refused by the server, never misused. */
@@ -59,10 +95,7 @@ uint32_t shim_current_ctx_id(void)
 
 CUresult shim_need_ctx(void)
 {
-    pthread_mutex_lock(&ctx_lock);
-    struct shim_ctx *c = current_locked();
-    pthread_mutex_unlock(&ctx_lock);
-    return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    return current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 CUresult shim_ready_ctx(void)
@@ -73,11 +106,8 @@ CUresult shim_ready_ctx(void)
 
 int shim_current_device(void)
 {
-    pthread_mutex_lock(&ctx_lock);
-    struct shim_ctx *c = current_locked();
-    int d = c ? c->device : -1;
-    pthread_mutex_unlock(&ctx_lock);
-    return d;
+    struct shim_ctx *c = current(); /* a context's device never changes */
+    return c ? c->device : -1;
 }
 
 CUresult shim_ctx_lookup(CUcontext h, uint32_t *id, int *device)
@@ -165,6 +195,7 @@ static CUresult deactivate(struct shim_ctx *c)
     struct chan_ctx m = {.id = c->id, .device = c->device};
     CUresult r = shim_rpc(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
     c->active = 0;
+    ctx_changed();
     shim_range_drop(c->id, 0, unmap_pinned);
     shim_known_drop_ctx(c->id);
     shim_func_drop(0, c->id);
@@ -189,6 +220,7 @@ static struct shim_ctx *primary(CUdevice dev)
         c->device = dev;
         c->primary = 1;
         HASH_ADD_PTR(live, self, c);
+        ctx_changed();
     }
     return c;
 }
@@ -312,6 +344,7 @@ static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     r = activate(c);
     if (r == CUDA_SUCCESS) {
         HASH_ADD_PTR(live, self, c);
+        ctx_changed();
         push(c);
         *pctx = (CUcontext)c;
     }
@@ -357,6 +390,7 @@ CUresult SHIM_IMPL(cuCtxDestroy_v2)(CUcontext ctx)
     if (c->active)
         r = deactivate(c);
     HASH_DEL(live, c);
+    ctx_changed();
     /* Off this thread's stack; other threads that still have it current get
      * CUDA_ERROR_INVALID_CONTEXT (it is no longer live), as with the real driver. */
     for (int i = 0; i < depth; i++)
