@@ -62,9 +62,14 @@ void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t by
 
 struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t value)
 {
+    struct srv_obj *o = type < SHIM_NHTYPES ? c->last_found[type] : NULL;
+    if (o && o->key.value == value)
+        return o;
     struct srv_obj_key k = {.value = value, .type = type};
-    struct srv_obj *o = NULL;
+    o = NULL;
     HASH_FIND(hh, c->objs, &k, sizeof(k), o);
+    if (o && type < SHIM_NHTYPES)
+        c->last_found[type] = o;
     return o;
 }
 
@@ -202,6 +207,8 @@ static void forget(struct srv_client *c, struct srv_obj *o)
     if (o->bytes)
         srv_mem_uncount(c, o->dev, o->bytes);
     HASH_DEL(c->objs, o);
+    if (c->last_found[o->key.type] == o)
+        c->last_found[o->key.type] = NULL;
     free(o);
     c->forgotten++; /* execs naming what went are checked again at launch (graphrefs.c) */
 }

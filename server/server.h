@@ -247,6 +247,9 @@ struct srv_client {
     struct srv_obj *objs;                  /* every object it holds, by (value, type) */
     struct chan_ranges ranges;             /* its range objects, by address (srv_range) */
     struct srv_obj *by_type[SHIM_NHTYPES]; /* its objects of each type, newest first */
+    /* The record of each type its worker found last (registry.c): a launch looks up the
+     * same function and stream again and again. Forgetting a record clears its entry. */
+    struct srv_obj *last_found[SHIM_NHTYPES];
     unsigned nobjs[SHIM_NHTYPES];
     /* Records forgotten so far (registry.c): an exec found good since needs no new check
      * at its launch (graphrefs.c). */
