@@ -211,11 +211,12 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
     return (CUresult)l->result;
 }
 
-CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
-                   uint32_t *outlen)
+/* One request that waits for its reply, with the request flags given (shim_rpc, shim_ask). */
+static CUresult rpc(unsigned op, const void *payload, uint32_t len, unsigned flags, void *out,
+                    uint32_t cap, uint32_t *outlen)
 {
     struct shim_req q;
-    CUresult r = shim_req_begin(&q, op, len, 1, 0);
+    CUresult r = shim_req_begin(&q, op, len, 1, flags);
     if (r != CUDA_SUCCESS)
         return r;
     if (len)
@@ -231,16 +232,15 @@ CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uin
     return r;
 }
 
+CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
+                   uint32_t *outlen)
+{
+    return rpc(op, payload, len, 0, out, cap, outlen);
+}
+
 CUresult shim_ask(unsigned op, const void *payload, uint32_t len)
 {
-    struct shim_req q;
-    CUresult r = shim_req_begin(&q, op, len, 1, SHIM_RQ_QUIET);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (len)
-        memcpy(q.payload, payload, len);
-    shim_req_send(&q);
-    return shim_req_wait(&q, NULL, NULL);
+    return rpc(op, payload, len, SHIM_RQ_QUIET, NULL, 0, NULL);
 }
 
 CUresult shim_rpc_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
