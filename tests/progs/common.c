@@ -99,8 +99,26 @@ void t_check(CUresult r, const char *call, const char *file, int line)
     if (r != CUDA_SUCCESS) t_fail(file, line, "%s returned %s (%d)", call, t_errname(r), (int)r);
 }
 
+/* MPSSHIM_TEST_PROBE=1: an EXPECT that does not hold is reported on stderr and the program
+ * goes on, so that one native run lists every result the real driver gives that a test
+ * expected otherwise (how expectations are checked against a GPU; never in a test run). */
+static int probe_mode(void)
+{
+    static int mode = -1;
+    if (mode < 0) {
+        const char *v = getenv("MPSSHIM_TEST_PROBE");
+        mode = v && *v == '1';
+    }
+    return mode;
+}
+
 void t_expect(CUresult r, CUresult want, const char *call, const char *file, int line)
 {
+    if (r != want && probe_mode()) {
+        fprintf(stderr, "PROBE %s:%d: %s returned %s (%d), expected %s (%d)\n", file, line, call,
+                t_errname(r), (int)r, t_errname(want), (int)want);
+        return;
+    }
     if (r != want)
         t_fail(file, line, "%s returned %s (%d), expected %s (%d)", call, t_errname(r), (int)r,
                t_errname(want), (int)want);

@@ -173,12 +173,21 @@ static void bad_batches(CUdeviceptr m1, CUdeviceptr dev_mem, void *pinned, void 
     CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
     CUmemLocation bad_loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 99};
     size_t zero = 0;
+    /* Device memory the driver takes in a batch (580.159.04, H200), with nothing to move;
+     * the single cuMemPrefetchAsync refuses it (tests/progs/managed.c). */
+    {
+        CUdeviceptr p[2] = {m1, dev_mem};
+        size_t n[2] = {4096, 4096};
+        CHECK(cuMemPrefetchBatchAsync(p, n, 2, &here, &zero, 1, 0, s));
+        CHECK(cuMemDiscardBatchAsync(p, n, 2, 0, s));
+        CHECK(cuMemDiscardAndPrefetchBatchAsync(p, n, 2, &here, &zero, 1, 0, s));
+        printf("managed_vars: batch with device memory taken\n");
+    }
     struct {
         const char *what;
         CUdeviceptr p;
         size_t n;
     } ranges[] = {
-        {"device memory", dev_mem, 4096},
         {"pinned host memory", (CUdeviceptr)(uintptr_t)pinned, 4096},
         {"another process's managed memory", foreign, 4096},
         {"a size past the allocation", m1 + (1 << 16) - 4, 8},
