@@ -185,6 +185,12 @@ static int init_devices(void)
     for (int i = 0; i < srv.ndev; i++) {
         CUdevice dev;
         DRV(cuDeviceGet)(&dev, i);
+        /* How the driver waits for the GPU in a synchronising call of a worker: its own
+         * choice (spin while threads are fewer than CPUs) unless MPSSHIM_CTX_SCHED names
+         * one, so that a bench run can compare them (bench/run.sh --variant). */
+        if (srv.ctx_sched && (r = DRV(cuDevicePrimaryCtxSetFlags_v2)(dev, srv.ctx_sched)) !=
+                                 CUDA_SUCCESS)
+            srv_log("device %d: MPSSHIM_CTX_SCHED not taken: %s", i, srv_errname(r));
         if ((r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[i], dev)) != CUDA_SUCCESS)
             START_FAILED("device %d: %s", i, srv_errname(r));
         srv_log("Device %d: %s, one shared context", i, srv.devinfo.dev[i].name);
@@ -248,6 +254,12 @@ int main(int argc, char **argv)
     srv_spin_init();
     v = getenv("MPSSHIM_BLOCKING_SYNC");
     srv.block_sync = v ? atoi(v) != 0 : 1;
+    v = getenv("MPSSHIM_CTX_SCHED");
+    srv.ctx_sched = !v || !*v || !strcmp(v, "auto") ? CU_CTX_SCHED_AUTO
+                    : !strcmp(v, "spin")             ? CU_CTX_SCHED_SPIN
+                    : !strcmp(v, "yield")            ? CU_CTX_SCHED_YIELD
+                    : !strcmp(v, "blocking")         ? CU_CTX_SCHED_BLOCKING_SYNC
+                                                     : CU_CTX_SCHED_AUTO;
     v = getenv("MPSSHIM_DEVICE_POOL");
     srv.device_pool = v && atoi(v) != 0;
     /* Half the machine's memory by default; MPSSHIM_MAX_PINNED_MB sets another cap. */
@@ -277,9 +289,12 @@ int main(int argc, char **argv)
     srv_policy_init();
     /* One context carries every client's streams. With the driver's default of 8 hardware
      * work queues, streams beyond 8 share queues and serialise (16 clients ran 1.9x slower
-     * than under MPS on an H100); 32 queues made every stream query and sync about 1 us
-     * slower. 16 keeps 16 busy clients overlapped; users with more set their own. */
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "16", 0);
+     * than under MPS on an H100). With 16, 32 overlapping processes took 1.99x MPS's time
+     * on an H200 (bench overlap_s); with 32 they took 0.95x, and the driver-API fleet of 32
+     * made 12% more steps; launches and 4-byte reads cost 0.2-0.4 us more each (bench
+     * variant conn32, same run; stream queries are answered in the client when idle, so
+     * the 1 us they lost on an H100 no longer shows). 32 is the driver's most. */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 
     if (chan_make_dirs(srv.pipe_dir) != 0) {
         fprintf(stderr, "mpsshim-server: cannot create %s: %s\n", srv.pipe_dir, strerror(errno));

@@ -345,6 +345,7 @@ struct srv {
     uint64_t release_ns; /* how long a release waits for a departed client's work */
     uint64_t queue_limit; /* bytes one client's queued work may hold in the server; 0: none */
     int block_sync; /* single-threaded clients' syncs block in the driver (see waits.c) */
+    unsigned ctx_sched; /* CU_CTX_SCHED_* of the shared contexts (MPSSHIM_CTX_SCHED) */
     int device_pool; /* MPSSHIM_DEVICE_POOL=1: cuMemAlloc from a pool of ours (devmem.c) */
     uint64_t max_pinned; /* pinned host bytes one client may hold */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
@@ -395,6 +396,9 @@ void srv_spin_init(void);
 void srv_spin_describe(unsigned *nbusy, unsigned *cpus);
 /* True while more clients are busy than half the CPUs: nobody should spin. */
 int srv_spin_crowded(void);
+/* How long a worker spins for requests before it sleeps: MPSSHIM_SERVER_SPIN_US, or while
+ * crowded MPSSHIM_CROWDED_WORKER_SPIN_US (0 by default). */
+uint64_t srv_spin_worker_ns(void);
 /* The worker of c replayed records at `now`: c counts as busy for a while. */
 void srv_spin_worked(struct srv_client *c, uint64_t now);
 /* The worker of c found nothing to do: ends c's busy spell when it is over; returns how

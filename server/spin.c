@@ -30,6 +30,22 @@
  * busy clients; both only ever touched atomically. */
 static unsigned ncpu = 1;
 static _Atomic unsigned busy;
+/* While crowded: the clients' spin for a reply (MPSSHIM_CROWDED_SPIN_US) and the workers'
+ * for requests (MPSSHIM_CROWDED_WORKER_SPIN_US), set at start so that one bench run can
+ * compare settings as variants (bench/run.sh --variant). */
+static unsigned crowded_spin_us = SRV_CROWDED_SPIN_US;
+static uint64_t crowded_worker_ns;
+
+/* An environment variable's number, dflt when unset or not a number up to max. */
+static unsigned long env_num(const char *name, unsigned long dflt, unsigned long max)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v)
+        return dflt;
+    unsigned long n = strtoul(v, &end, 10);
+    return *end || n > max ? dflt : n;
+}
 
 void srv_spin_init(void)
 {
@@ -40,6 +56,13 @@ void srv_spin_init(void)
         n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     }
     ncpu = n > 0 && n < 1 << 20 ? (unsigned)n : 1;
+    crowded_spin_us = (unsigned)env_num("MPSSHIM_CROWDED_SPIN_US", SRV_CROWDED_SPIN_US, 1000);
+    crowded_worker_ns = env_num("MPSSHIM_CROWDED_WORKER_SPIN_US", 0, 1000) * 1000;
+}
+
+uint64_t srv_spin_worker_ns(void)
+{
+    return srv_spin_crowded() ? crowded_worker_ns : srv.idle_spin_ns;
 }
 
 void srv_spin_describe(unsigned *nbusy, unsigned *cpus)
@@ -57,7 +80,7 @@ int srv_spin_crowded(void)
  * (a private copy: the segment's word is never read back). */
 static void publish(struct srv_client *c)
 {
-    uint32_t hint = srv_spin_crowded() ? SRV_CROWDED_SPIN_US + 1 : 0;
+    uint32_t hint = srv_spin_crowded() ? crowded_spin_us + 1 : 0;
     if (hint != c->spin_hint) {
         c->spin_hint = hint;
         atomic_store_explicit(&c->ch.shm->spin_hint_us, hint, memory_order_relaxed);

@@ -242,7 +242,7 @@ void *srv_worker_main(void *arg)
             idle_since = now;
         /* A chatty client's next request is usually microseconds away; but while the
          * server is crowded (spin.c) the CPU this would spin on is another thread's. */
-        if (now - idle_since < srv.idle_spin_ns && !srv_spin_crowded())
+        if (now - idle_since < srv_spin_worker_ns())
             continue;
         if (waiting) {
             /* The GPU is busy for this client: poll its events less and less often, down to
