@@ -253,26 +253,11 @@ CUresult SHIM_IMPL(cuStreamAttachMemAsync)(CUstream hStream, CUdeviceptr dptr, s
 
 /* ---------------------------------------------------------------- batches */
 
-/* 1 when [p, p+n) lies wholly in one cuMemAlloc allocation of this process's. The real
- * driver takes such a range in a batch and has nothing to move (580.159.04 on an H200
- * returned CUDA_SUCCESS for device memory in all three batch calls; pinned host memory, a
- * span past the allocation, a wrapping or zero size were refused), where the single
- * cuMemPrefetchAsync refuses it. */
-static int batch_device_range(CUdeviceptr p, size_t n)
-{
-    struct shim_range rg;
-    uint64_t end;
-    return n != 0 && !__builtin_add_overflow((uint64_t)p, (uint64_t)n, &end) &&
-           shim_range_find(p, n, &rg) == 0 && rg.kind == SHIM_HT_MEM_DEVICE &&
-           end <= rg.base + rg.size;
-}
-
 /* The batch calls, checked as the single prefetch is: the stream (never the legacy NULL
  * stream, as documented), the batch's shape (channel/advice.h, as the CPU test driver
  * checks it), then every range, each wholly in one managed allocation or variable of this
- * process's, or in one of its device allocations (taken and left alone, as the driver
- * does); then recorded, all or nothing. Nothing moves and nothing is added to the stream
- * (as for cuMemPrefetchAsync): a discard keeps the contents. */
+ * process's; then recorded, all or nothing. Nothing moves and nothing is added to the
+ * stream (as for cuMemPrefetchAsync): a discard keeps the contents. */
 static CUresult batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs,
                       size_t *idxs, size_t nlocs, unsigned long long flags, CUstream s,
                       int prefetch)
@@ -288,13 +273,11 @@ static CUresult batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLoca
     uint64_t off;
     for (size_t i = 0; i < count; i++) {
         struct managed *m = hold(dptrs[i], sizes[i], &off);
-        if (!m && batch_device_range(dptrs[i], sizes[i])) continue;
         if (!m) return CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_unlock(&lock);
     }
     for (size_t i = 0; prefetch && i < count && r == CUDA_SUCCESS; i++) {
         struct managed *m = hold(dptrs[i], sizes[i], &off);
-        if (!m && batch_device_range(dptrs[i], sizes[i])) continue;
         if (!m) return CUDA_ERROR_INVALID_VALUE; /* freed meanwhile by another thread */
         r = chan_advice_prefetch(&m->adv, off, sizes[i],
                                  chan_advice_batch_loc(locs, idxs, nlocs, i));
