@@ -314,8 +314,7 @@ static void run(struct cmd *k)
         say(k, "Clients %u\n", srv_clients_live());
         unsigned nbusy, cpus;
         srv_spin_describe(&nbusy, &cpus);
-        say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_crowded() ? "off" : "on",
-            nbusy, cpus);
+        say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);
         /* What the driver itself reports: memory returns to its idle level only when every
          * client's allocations were freed. */
         for (int d = 0; d < srv.ndev; d++) {

@@ -394,8 +394,10 @@ CUresult srv_use_device(int dev);
 void srv_spin_init(void);
 /* How many clients are busy now, and how many CPUs the policy counts. */
 void srv_spin_describe(unsigned *nbusy, unsigned *cpus);
-/* True while more clients are busy than half the CPUs: nobody should spin. */
+/* True while more clients are busy than half the CPUs: workers do not spin. */
 int srv_spin_crowded(void);
+/* The grade of the policy now: "on", "short" or "off" (spin.c). */
+const char *srv_spin_grade(void);
 /* How long a worker spins for requests before it sleeps: MPSSHIM_SERVER_SPIN_US, or while
  * crowded MPSSHIM_CROWDED_WORKER_SPIN_US (0 by default). */
 uint64_t srv_spin_worker_ns(void);

@@ -3,15 +3,20 @@
  *
  * Spinning buys microseconds only while there are idle CPUs to spin on. Each busy client
  * wants two at once: its own thread, which runs the program between calls, and its worker
- * here, which replays them. Once busy clients outnumber half the CPUs, a spinning thread
- * takes its CPU from a thread with work (measured on the CPU test driver: 4 clients on 2
- * CPUs made 1.8x the steps per second with no spinning; on an H100 16 inference processes
- * on 16 CPUs made fewer steps than 8 did). So the server counts its busy clients — those
- * whose worker replayed a record in the last SRV_BUSY_NS — and while they are more than
- * half the CPUs it is "crowded": workers sleep as soon as their ring is empty, and clients
- * are told to spin only SRV_CROWDED_SPIN_US before they sleep (enough for a reply that is
- * already on its way). A client waiting for a long synchronisation stops counting as busy
- * after SRV_BUSY_NS, as it uses no CPU then.
+ * here, which replays them. So the server counts its busy clients — those whose worker
+ * replayed a record in the last SRV_BUSY_NS — against the CPUs, in three grades:
+ *   - "on": busy clients at most half the CPUs: workers spin for requests
+ *     (MPSSHIM_SERVER_SPIN_US) and clients for replies as long as they like;
+ *   - "short": more than half, at most all of them: workers sleep as soon as their ring is
+ *     empty (MPSSHIM_CROWDED_WORKER_SPIN_US, 0) and clients spin SRV_SHORT_SPIN_US
+ *     (MPSSHIM_CROWDED_SPIN_US) for a reply, which covers a short synchronisation;
+ *   - "off": more busy clients than CPUs: clients spin only SRV_OFF_SPIN_US, enough for a
+ *     reply already on its way.
+ * Measured on an H200 with 16 CPUs (bench fleetc, one run, medians of 5): 16 processes made
+ * 60580 steps/s with 3 us of client spin and 66256 with 30 us; 32 processes 71830 with 3 us
+ * and 66521 with 30 us; the old always-spin policy made 20301 with 16. On the CPU test driver,
+ * 4 clients on 2 CPUs made 1.8x the steps per second with no spinning. A client waiting for
+ * a long synchronisation stops counting as busy after SRV_BUSY_NS, as it uses no CPU then.
  *
  * Only the server writes the hint and the server never reads it back: a client that
  * overwrites it changes nothing but its own spinning. */
@@ -23,17 +28,18 @@
 
 /* A client is busy this long after its worker last replayed a record. */
 #define SRV_BUSY_NS (2ull * 1000 * 1000)
-/* What a crowded server lets a client spin for a reply, in µs. */
-#define SRV_CROWDED_SPIN_US 3u
+/* What the server lets a client spin for a reply, in µs, in grades "short" and "off". */
+#define SRV_SHORT_SPIN_US 30u
+#define SRV_OFF_SPIN_US 3u
 
 /* The CPUs the policy counts (MPSSHIM_SPIN_CPUS, else the server's affinity mask) and the
  * busy clients; both only ever touched atomically. */
 static unsigned ncpu = 1;
 static _Atomic unsigned busy;
-/* While crowded: the clients' spin for a reply (MPSSHIM_CROWDED_SPIN_US) and the workers'
- * for requests (MPSSHIM_CROWDED_WORKER_SPIN_US), set at start so that one bench run can
- * compare settings as variants (bench/run.sh --variant). */
-static unsigned crowded_spin_us = SRV_CROWDED_SPIN_US;
+/* While crowded: the clients' spin for a reply in grade "short" (MPSSHIM_CROWDED_SPIN_US)
+ * and the workers' for requests (MPSSHIM_CROWDED_WORKER_SPIN_US), set at start so that one
+ * bench run can compare settings as variants (bench/run.sh --variant). */
+static unsigned short_spin_us = SRV_SHORT_SPIN_US;
 static uint64_t crowded_worker_ns;
 
 /* An environment variable's number, dflt when unset or not a number up to max. */
@@ -56,7 +62,7 @@ void srv_spin_init(void)
         n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     }
     ncpu = n > 0 && n < 1 << 20 ? (unsigned)n : 1;
-    crowded_spin_us = (unsigned)env_num("MPSSHIM_CROWDED_SPIN_US", SRV_CROWDED_SPIN_US, 1000);
+    short_spin_us = (unsigned)env_num("MPSSHIM_CROWDED_SPIN_US", SRV_SHORT_SPIN_US, 1000);
     crowded_worker_ns = env_num("MPSSHIM_CROWDED_WORKER_SPIN_US", 0, 1000) * 1000;
 }
 
@@ -76,11 +82,18 @@ int srv_spin_crowded(void)
     return 2 * atomic_load_explicit(&busy, memory_order_relaxed) > ncpu;
 }
 
+const char *srv_spin_grade(void)
+{
+    unsigned b = atomic_load_explicit(&busy, memory_order_relaxed);
+    return 2 * b <= ncpu ? "on" : b <= ncpu ? "short" : "off";
+}
+
 /* Writes the hint into the client's segment when it differs from the last one written
  * (a private copy: the segment's word is never read back). */
 static void publish(struct srv_client *c)
 {
-    uint32_t hint = srv_spin_crowded() ? crowded_spin_us + 1 : 0;
+    unsigned b = atomic_load_explicit(&busy, memory_order_relaxed);
+    uint32_t hint = 2 * b <= ncpu ? 0 : b <= ncpu ? short_spin_us + 1 : SRV_OFF_SPIN_US + 1;
     if (hint != c->spin_hint) {
         c->spin_hint = hint;
         atomic_store_explicit(&c->ch.shm->spin_hint_us, hint, memory_order_relaxed);
