@@ -312,6 +312,9 @@ static void run(struct cmd *k)
                                : srv_fault_any()         ? "FAULT"
                                                          : "ACTIVE");
         say(k, "Clients %u\n", srv_clients_live());
+        /* What clients hold: 0 and 0 once every client left and was released. */
+        say(k, "Objects %llu (%llu shared through IPC)\n",
+            (unsigned long long)srv_records_live(), (unsigned long long)srv_shares_live());
         unsigned nbusy, cpus;
         srv_spin_describe(&nbusy, &cpus);
         say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);

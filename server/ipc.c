@@ -70,7 +70,17 @@ struct srv_share {
 };
 
 static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static struct srv_share *shares; /* by id */
+
+uint64_t srv_shares_live(void)
+{
+    pthread_mutex_lock(&ipc_lock);
+    uint64_t n = HASH_COUNT(shares);
+    pthread_mutex_unlock(&ipc_lock);
+    return n;
+}
+
 static uint64_t next_id;
 static uint64_t nonce; /* 0 until the first handle is made */
 

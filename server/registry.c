@@ -60,6 +60,15 @@ void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t by
 
 /* ---------------------------------------------------------------- records */
 
+/* Records of every client together, for get_server_status: none once every client is gone
+ * and released (the soak's check that nothing a client took outlives it). */
+static _Atomic uint64_t records_live;
+
+uint64_t srv_records_live(void)
+{
+    return atomic_load_explicit(&records_live, memory_order_relaxed);
+}
+
 struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t value)
 {
     struct srv_obj *o = type < SHIM_NHTYPES ? c->last_found[type] : NULL;
@@ -140,6 +149,7 @@ struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value,
         o->type_next->type_prev = o;
     c->by_type[type] = o;
     c->nobjs[type]++;
+    atomic_fetch_add_explicit(&records_live, 1, memory_order_relaxed);
     HASH_ADD(hh, c->objs, key, sizeof(o->key), o);
     return o;
 }
@@ -210,6 +220,7 @@ static void forget(struct srv_client *c, struct srv_obj *o)
     if (c->last_found[o->key.type] == o)
         c->last_found[o->key.type] = NULL;
     free(o);
+    atomic_fetch_sub_explicit(&records_live, 1, memory_order_relaxed);
     c->forgotten++; /* execs naming what went are checked again at launch (graphrefs.c) */
 }
 

@@ -425,6 +425,11 @@ int srv_client_alive(void *client);
 
 /* ---------------------------------------------------------------- registry.c */
 
+/* Records of all clients' objects that exist now (get_server_status's `Objects`). */
+uint64_t srv_records_live(void);
+/* Objects shared through IPC whose real object is still held (ipc.c). */
+uint64_t srv_shares_live(void);
+
 /* An element of a client's range table: its range and the object it belongs to. */
 struct srv_range {
     struct chan_range r;

@@ -204,6 +204,9 @@ S=$(server_pid)
 BASE=$(mem_used)
 spawn V "$W/victim.log" "$B/tests/smallkern" 100000000
 until_true grep -q 'ok setup' "$W/victim.log" || bad victim-ready "$(cat "$W/victim.log")"
+# The victim holds objects (its module, stream, memory): the server counts them.
+objects() { ctl get_server_status | awk '/^Objects/ {print $2 " " $3}'; }
+[ "$(objects | cut -d' ' -f1)" -gt 0 ] 2>/dev/null && ok objects-held || bad objects-held "$(objects)"
 spawn Y "$W/bystander.log" "$B/tests/smallkern" 2000000
 spawn Y2 "$W/bystander2.log" "$B/tests/vecadd" 2000003
 check terminate_client "$(ctl "terminate_client $S $V")" 0
@@ -219,6 +222,7 @@ exits terminate_client-again-exit 1 ctl "terminate_client $S $V"
 check terminate_client-other-server "$(ctl "terminate_client 1 $V")" 'Server 1 not found'
 until_true no_clients && ok clients-gone || bad clients-gone "$(ctl get_server_status)"
 check memory-back "$(mem_used)" "$BASE"
+check objects-back "$(objects)" "0 (0"
 sl=$(cat "$MPSSHIM_LOG_DIRECTORY/server.log")
 has terminate-logged "$sl" "Server $S\] Client process $V terminated \(terminate_client\)"
 has terminate-released "$sl" "Client process $V: released [0-9]+ objects?"

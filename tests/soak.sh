@@ -191,6 +191,10 @@ mem1=$(mem_used) fds1=$(fds) thr1=$(threads) rss1=$(rss)
 rc=0
 [ "$failed" = 0 ] && [ $stalled = 0 ] || rc=1
 no_clients || rc=1
+# Nothing a client took outlives it: the server holds no record of any client's objects and
+# no IPC share (what the driver keeps for itself is not among them).
+objs=$(ctl_bounded get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+[ "$objs" = "0 0" ] || { echo "FAIL: the server still holds client objects: ${objs:-?} (records, IPC shares)"; rc=1; }
 if [ $gpu = 1 ]; then
     [ $((mem1 - mem_mid)) -le $((32 << 20)) ] ||
         { echo "FAIL: device memory grew in the second half: $mem_mid -> $mem1 bytes"; rc=1; }
@@ -202,6 +206,7 @@ fi
 printf 'soak, %s s, %s clients at once (%s): %d clients, %d killed, %d bystanders passed, %d failed\n' \
     "$SECS" "$N" "$([ $gpu = 1 ] && echo GPU || echo CPU test driver)" "$started" "$nkilled" \
     "$passed" "$failed"
+printf 'server: client objects held at the end: %s (records, IPC shares)\n' "${objs:-?}"
 printf 'server: device memory %s -> %s (after the first half) -> %s bytes, descriptors %s -> %s, threads %s -> %s, resident %s -> %s KiB\n' \
     "$mem0" "$mem_mid" "$mem1" "$fds0" "$fds1" "$thr0" "$thr1" "$rss0" "$rss1"
 # Where the server's resident memory is, by mapping (largest first).
