@@ -6,9 +6,19 @@
  * of bench/fleetc: what the driver lets T threads of one context launch, whatever the shim
  * costs on top. Native MPS gives each client its own context and is not bound by it.
  *
- * usage: onectx THREADS [--work-us W] [--launches K] [--seconds S] [--sched auto|spin|yield|blocking]
- * Defaults: 100 us, 8 launches, 1 s, the driver's own scheduling (auto). Not part of
- * bench/run.sh: a diagnosis (bench/README.md, "One context's ceiling"). */
+ * --green gives each thread a green context of its own over all the device's SMs (its stream
+ * made there; the kernel, memory and the rest stay in the primary context, as the server's
+ * SM shares do, server/green.c): whether launches through separate green contexts escape
+ * the one context's ceiling. --overlap-ms M then has every thread, together, launch one
+ * 2-block kernel spinning M ms (bench/spin.ptx) on its stream and wait for it: the time all
+ * took says whether the threads' streams (in green contexts or not) run side by side
+ * (about M) or one after another (about THREADS x M).
+ *
+ * usage: onectx THREADS [--work-us W] [--launches K] [--seconds S]
+ *               [--sched auto|spin|yield|blocking] [--green] [--overlap-ms M]
+ * Defaults: 100 us, 8 launches, 1 s, the driver's own scheduling (auto), the primary
+ * context's streams, no overlap check. Not part of bench/run.sh: a diagnosis
+ * (bench/README.md, "One context's ceiling"). */
 #define _GNU_SOURCE
 #include <cuda.h>
 
@@ -21,25 +31,51 @@
 #include <string.h>
 
 static CUcontext ctx;
-static CUfunction empty;
-static unsigned long long work_us = 100, launches = 8;
+static CUdevice dev;
+static CUfunction empty, spin;
+static unsigned long long work_us = 100, launches = 8, overlap_ms;
 static uint64_t window_ns = 1000000000ull;
-static pthread_barrier_t start;
+static int green;
+static pthread_barrier_t start, again;
+static uint64_t overlap_t0; /* set by thread 0 after the second barrier */
+
+struct thread {
+    int index;
+    uint64_t steps;
+    uint64_t overlap_end; /* when its spinning kernel was seen done */
+};
 
 static void usage(void)
 {
     fprintf(stderr, "usage: onectx THREADS [--work-us W] [--launches K] [--seconds S] "
-                    "[--sched auto|spin|yield|blocking]\n");
+                    "[--sched auto|spin|yield|blocking] [--green] [--overlap-ms M]\n");
     exit(2);
+}
+
+/* A stream in a green context of its own over all the SMs (*g: to destroy). */
+static CUstream green_stream(CUgreenCtx *g)
+{
+    CUdevResource all;
+    CUdevResourceDesc desc;
+    CUstream s;
+    CK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+    CK(cuDevResourceGenerateDesc(&desc, &all, 1));
+    CK(cuGreenCtxCreate(g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    CK(cuGreenCtxStreamCreate(&s, *g, CU_STREAM_NON_BLOCKING, 0));
+    return s;
 }
 
 /* One thread: its stream and 4 bytes, one warm step, then steps until the window ends. */
 static void *run(void *arg)
 {
-    uint64_t *steps = arg;
+    struct thread *t = arg;
     CK(cuCtxSetCurrent(ctx));
     CUstream s;
-    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUgreenCtx g = NULL;
+    if (green)
+        s = green_stream(&g);
+    else
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr d;
     CK(cuMemAlloc(&d, 4));
     uint32_t v;
@@ -60,9 +96,19 @@ static void *run(void *arg)
         CK(cuStreamSynchronize(s));
         n++;
     }
-    *steps = n;
+    t->steps = n;
+    if (overlap_ms) {
+        unsigned long long ns = overlap_ms * 1000000ull;
+        void *args[] = {&ns};
+        pthread_barrier_wait(&again);
+        if (t->index == 0) overlap_t0 = bench_now_ns();
+        CK(cuLaunchKernel(spin, 2, 1, 1, 32, 1, 1, 0, s, args, NULL));
+        CK(cuStreamSynchronize(s));
+        t->overlap_end = bench_now_ns();
+    }
     CK(cuMemFree(d));
     CK(cuStreamDestroy(s));
+    if (g) CK(cuGreenCtxDestroy(g));
     return NULL;
 }
 
@@ -87,34 +133,50 @@ int main(int argc, char **argv)
                     : !strcmp(sched, "yield")    ? CU_CTX_SCHED_YIELD
                     : !strcmp(sched, "blocking") ? CU_CTX_SCHED_BLOCKING_SYNC
                                                  : (usage(), 0u);
-        } else
+        } else if (strcmp(argv[i], "--green") == 0)
+            green = 1;
+        else if (strcmp(argv[i], "--overlap-ms") == 0)
+            overlap_ms = bench_num_arg(argc, argv, i++, 1, 10000, usage);
+        else
             usage();
     }
     bench_step = "setup";
     CK(cuInit(0));
-    CUdevice dev;
     CK(cuDeviceGet(&dev, 0));
     CK(cuDevicePrimaryCtxSetFlags(dev, flags));
     ctx = bench_use_device(0, &dev);
     CUmodule mod;
     empty = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", "empty_kernel",
                                 &mod);
+    CUmodule smod = NULL;
+    if (overlap_ms)
+        spin = bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", "spin_ns", &smod);
     pthread_t *th = calloc(threads, sizeof(*th));
-    uint64_t *steps = calloc(threads, sizeof(*steps));
-    if (!th || !steps) bench_die("%s", "out of memory");
-    if (pthread_barrier_init(&start, NULL, (unsigned)threads) != 0)
+    struct thread *ts = calloc(threads, sizeof(*ts));
+    if (!th || !ts) bench_die("%s", "out of memory");
+    if (pthread_barrier_init(&start, NULL, (unsigned)threads) != 0 ||
+        pthread_barrier_init(&again, NULL, (unsigned)threads) != 0)
         bench_die("%s", "pthread_barrier_init failed");
     bench_step = "steps";
-    for (unsigned long long i = 0; i < threads; i++)
-        if (pthread_create(&th[i], NULL, run, &steps[i]) != 0)
+    for (unsigned long long i = 0; i < threads; i++) {
+        ts[i].index = (int)i;
+        if (pthread_create(&th[i], NULL, run, &ts[i]) != 0)
             bench_die("%s", "pthread_create failed");
-    uint64_t total = 0;
+    }
+    uint64_t total = 0, last = 0;
     for (unsigned long long i = 0; i < threads; i++) {
         pthread_join(th[i], NULL);
-        total += steps[i];
+        total += ts[i].steps;
+        if (ts[i].overlap_end > last) last = ts[i].overlap_end;
     }
-    printf("metric steps_per_s %.1f steps/s threads=%llu work_us=%llu launches=%llu sched=%s\n",
-           (double)total * 1e9 / (double)window_ns, threads, work_us, launches, sched);
+    const char *where = green ? "green" : "primary";
+    printf("metric steps_per_s %.1f steps/s threads=%llu work_us=%llu launches=%llu sched=%s "
+           "streams=%s\n",
+           (double)total * 1e9 / (double)window_ns, threads, work_us, launches, sched, where);
+    if (overlap_ms)
+        printf("metric overlap_ms %.2f ms threads=%llu kernel_ms=%llu streams=%s\n",
+               (double)(last - overlap_t0) / 1e6, threads, overlap_ms, where);
     CK(cuModuleUnload(mod));
+    if (smod) CK(cuModuleUnload(smod));
     return 0;
 }
