@@ -9,7 +9,13 @@
  * fewest users, so two 50% clients run side by side on the two halves and more clients
  * than partitions share them. Partitions of different shares may overlap, as MPS's limits
  * do (they cap what a client may use, they reserve nothing). A set is destroyed when its
- * last client leaves. */
+ * last client leaves.
+ *
+ * MPSSHIM_GREEN_EACH=1 (an experiment, off by default) gives every unthrottled client a
+ * green context of its own over all the SMs, for its streams: whether the driver then
+ * serves the clients' launches side by side rather than through the one context, whose
+ * threads together launch at most about 700000 times a second on an H200 (bench/onectx,
+ * bench/README.md). Not measured on a GPU yet; a bench variant compares it. */
 #include "server/server.h"
 
 #include <stdlib.h>
@@ -89,6 +95,25 @@ static struct green_set *make_set(int dev, unsigned sms)
     return g;
 }
 
+/* MPSSHIM_GREEN_EACH: c's own green context over all of dev's SMs, or NULL (said once). */
+static CUgreenCtx own_green(struct srv_client *c, int dev)
+{
+    static _Atomic int said;
+    CUdevResource all;
+    CUdevResourceDesc desc;
+    CUgreenCtx g = NULL;
+    CUresult r = DRV(cuDeviceGetDevResource)(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuDevResourceGenerateDesc)(&desc, &all, 1);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuGreenCtxCreate)(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    if (r != CUDA_SUCCESS && !atomic_exchange(&said, 1))
+        srv_log("Client process %d: no green context of its own on device %d (%s): its "
+                "streams are made in the shared context (MPSSHIM_GREEN_EACH)",
+                (int)c->pid, dev, srv_errname(r));
+    return r == CUDA_SUCCESS ? g : NULL;
+}
+
 int srv_green_assign(struct srv_client *c)
 {
     int rc = 0;
@@ -96,6 +121,9 @@ int srv_green_assign(struct srv_client *c)
     for (int d = 0; d < srv.ndev; d++) {
         c->lim.part[d] = -1;
         c->green[d] = NULL;
+        c->green_own[d] = NULL;
+        if (srv.green_each && srv.sm[d].align && c->lim.sms[d] >= srv.sm[d].total)
+            c->green_own[d] = own_green(c, d);
         if (!srv.sm[d].align || c->lim.sms[d] >= srv.sm[d].total)
             continue;
         struct green_set *g = sets;
@@ -140,6 +168,11 @@ void srv_green_release(struct srv_client *c)
 {
     pthread_mutex_lock(&green_lock);
     for (int d = 0; d < srv.ndev; d++) {
+        /* The client's streams were destroyed before this: nothing runs there any more. A
+         * context a fault killed is not the driver's to destroy now (fault.c). */
+        if (c->green_own[d] && !srv_fault_dead(c, d))
+            DRV(cuGreenCtxDestroy)(c->green_own[d]);
+        c->green_own[d] = NULL;
         if (c->lim.part[d] < 0)
             continue;
         struct green_set **pg = &sets;

@@ -260,6 +260,8 @@ int main(int argc, char **argv)
                     : !strcmp(v, "yield")            ? CU_CTX_SCHED_YIELD
                     : !strcmp(v, "blocking")         ? CU_CTX_SCHED_BLOCKING_SYNC
                                                      : CU_CTX_SCHED_AUTO;
+    v = getenv("MPSSHIM_GREEN_EACH");
+    srv.green_each = v && atoi(v) != 0;
     v = getenv("MPSSHIM_DEVICE_POOL");
     srv.device_pool = v && atoi(v) != 0;
     /* Half the machine's memory by default; MPSSHIM_MAX_PINNED_MB sets another cap. */

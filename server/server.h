@@ -210,6 +210,9 @@ struct srv_client {
     struct srv_limits lim;                 /* set at the handshake, read-only after */
     struct srv_devmap devs;                /* set at the handshake, read-only after */
     CUgreenCtx green[CHAN_MAX_DEVICES];    /* where its streams are made; NULL: shared ctx */
+    /* MPSSHIM_GREEN_EACH=1: an unthrottled client's own green context over all SMs, where
+     * its streams are made instead (green.c); NULL otherwise. */
+    CUgreenCtx green_own[CHAN_MAX_DEVICES];
     _Atomic int dead;     /* the socket hung up, or the server is quitting */
     _Atomic int finished; /* the worker has released everything */
     _Atomic int terminated; /* terminate_client: its calls fail with CLIENT_TERMINATED */
@@ -346,6 +349,7 @@ struct srv {
     uint64_t queue_limit; /* bytes one client's queued work may hold in the server; 0: none */
     int block_sync; /* single-threaded clients' syncs block in the driver (see waits.c) */
     unsigned ctx_sched; /* CU_CTX_SCHED_* of the shared contexts (MPSSHIM_CTX_SCHED) */
+    int green_each;     /* each unthrottled client's streams in a green context of its own */
     int device_pool; /* MPSSHIM_DEVICE_POOL=1: cuMemAlloc from a pool of ours (devmem.c) */
     uint64_t max_pinned; /* pinned host bytes one client may hold */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */

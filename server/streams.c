@@ -25,7 +25,8 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
     /* A throttled client's streams live in its green context (its share of the SMs); the
      * real priority follows its client priority (policy.c). */
     int prio = srv_policy_stream_priority(c, x->device, priority);
-    CUgreenCtx green = c->green[x->device] ? srv_green_ctx(c, x->device) : NULL;
+    CUgreenCtx green =
+        c->green[x->device] ? srv_green_ctx(c, x->device) : c->green_own[x->device];
     if (*err == CUDA_SUCCESS && green)
         *err = DRV(cuGreenCtxStreamCreate)(&s->real, green, CU_STREAM_NON_BLOCKING, prio);
     else if (*err == CUDA_SUCCESS)

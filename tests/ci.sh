@@ -344,6 +344,9 @@ run_test pool-destroyed-outstanding 200 bash "$ROOT/tests/pool_doom.sh" "$B" "$W
 # cuMemAlloc from the server's pool (MPSSHIM_DEVICE_POOL=1, server/devmem.c: frees that
 # never wait for the shared context): every test program through such a server. Own server.
 run_test device-pool-programs 400 bash "$ROOT/tests/devpool.sh" "$B" "$WORK"
+# Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
+# server/green.c, an experiment): every test program through such a server. Own server.
+run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"

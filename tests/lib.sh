@@ -51,3 +51,34 @@ mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
 
 # no_clients: the server has no clients left (they are cleaned up asynchronously).
 no_clients() { [ "$(ctl get_server_status | awk '/^Clients/ {print $2}')" = 0 ]; }
+
+# programs_through_server WHAT DIR: every run of tests/progs/programs.txt through the server
+# of MPSSHIM_PIPE_DIRECTORY (WHAT names it in failures), the `both` ones against their direct
+# run on the CPU test driver, exactly as the CI tier runs them on its default server; outputs
+# in DIR. PROGRAMS_RUN: how many ran. Non-zero when any failed.
+programs_through_server() {
+    local what=$1 dir=$2 cmd mode name prog bad=0
+    local -a argv
+    PROGRAMS_RUN=0
+    while IFS='|' read -r cmd mode; do
+        [[ $cmd =~ ^[[:space:]]*(#|$) ]] && continue
+        read -r -a argv <<<"$cmd"
+        mode=$(echo "$mode" | xargs)
+        name=$(echo "$cmd" | xargs | tr ' ' '_')
+        prog=$B/tests/${argv[0]}
+        PROGRAMS_RUN=$((PROGRAMS_RUN + 1))
+        if ! timeout 150 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}" >"$dir/$name.shim" 2>&1; then
+            echo "FAIL: $name through $what: $(tail -n 1 "$dir/$name.shim")"
+            bad=1
+            continue
+        fi
+        [ "$mode" = both ] || continue
+        timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$prog" "${argv[@]:1}" >"$dir/$name.direct" 2>&1
+        if ! diff -q "$dir/$name.direct" "$dir/$name.shim" >/dev/null; then
+            echo "FAIL: $name: the output differs from its direct run"
+            diff "$dir/$name.direct" "$dir/$name.shim" | head -n 6
+            bad=1
+        fi
+    done <"$(dirname "${BASH_SOURCE[0]}")/progs/programs.txt"
+    return $bad
+}
