@@ -175,6 +175,11 @@ static int init_devices(void)
     if (srv_drv_load(srv.driver_path, resolved, sizeof(resolved)) != 0)
         START_FAILED("cannot load the CUDA driver: %s", resolved);
     srv_log("Using CUDA driver %s", resolved);
+    srv_spin_log_settings();
+    const char *sched = getenv("MPSSHIM_CTX_SCHED");
+    if (sched && *sched && strcmp(sched, "auto") && strcmp(sched, "spin") &&
+        strcmp(sched, "yield") && strcmp(sched, "blocking"))
+        srv_log("MPSSHIM_CTX_SCHED=%s is none of auto, spin, yield, blocking: auto is used", sched);
     srv_procaddr_build(srv_drv_handle); /* before cuInit: cudart asks before it too */
     CUresult r = DRV(cuInit)(0);
     if (r != CUDA_SUCCESS)

@@ -396,6 +396,8 @@ CUresult srv_use_device(int dev);
 
 /* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity). */
 void srv_spin_init(void);
+/* Logs a spinning setting that was not understood (once the log is open). */
+void srv_spin_log_settings(void);
 /* How many clients are busy now, and how many CPUs the policy counts. */
 void srv_spin_describe(unsigned *nbusy, unsigned *cpus);
 /* True while more clients are busy than half the CPUs: workers do not spin. */
