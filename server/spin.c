@@ -42,11 +42,11 @@ static _Atomic unsigned busy;
 static unsigned short_spin_us = SRV_SHORT_SPIN_US;
 static uint64_t crowded_worker_ns;
 
-/* An environment variable's number, dflt when unset or not a number up to max. */
 /* The first setting not understood, said once the log is open (srv_spin_log_settings). */
 static const char *bad_name;
-static unsigned long bad_used;
+static unsigned long bad_used, bad_max;
 
+/* An environment variable's number, dflt when unset or not a number up to max. */
 static unsigned long env_num(const char *name, unsigned long dflt, unsigned long max)
 {
     const char *v = getenv(name);
@@ -55,7 +55,7 @@ static unsigned long env_num(const char *name, unsigned long dflt, unsigned long
         return dflt;
     unsigned long n = strtoul(v, &end, 10);
     if (*end || n > max) {
-        if (!bad_name) bad_name = name, bad_used = dflt;
+        if (!bad_name) bad_name = name, bad_used = dflt, bad_max = max;
         return dflt;
     }
     return n;
@@ -64,8 +64,8 @@ static unsigned long env_num(const char *name, unsigned long dflt, unsigned long
 void srv_spin_log_settings(void)
 {
     if (bad_name)
-        srv_log("%s=%s is not a number up to 1000: %lu is used", bad_name, getenv(bad_name),
-                bad_used);
+        srv_log("%s=%s is not a number up to %lu: %lu is used", bad_name, getenv(bad_name),
+                bad_max, bad_used);
 }
 
 void srv_spin_init(void)
