@@ -169,6 +169,9 @@ static void usage(FILE *f)
         return -1;                                                                                 \
     } while (0)
 
+/* MPSSHIM_CTX_SCHED's value when it named no scheduling (said once the log is open). */
+static const char *ctx_sched_bad;
+
 static int init_devices(void)
 {
     char resolved[512];
@@ -176,10 +179,9 @@ static int init_devices(void)
         START_FAILED("cannot load the CUDA driver: %s", resolved);
     srv_log("Using CUDA driver %s", resolved);
     srv_spin_log_settings();
-    const char *sched = getenv("MPSSHIM_CTX_SCHED");
-    if (sched && *sched && strcmp(sched, "auto") && strcmp(sched, "spin") &&
-        strcmp(sched, "yield") && strcmp(sched, "blocking"))
-        srv_log("MPSSHIM_CTX_SCHED=%s is none of auto, spin, yield, blocking: auto is used", sched);
+    if (ctx_sched_bad)
+        srv_log("MPSSHIM_CTX_SCHED=%s is none of auto, spin, yield, blocking: auto is used",
+                ctx_sched_bad);
     srv_procaddr_build(srv_drv_handle); /* before cuInit: cudart asks before it too */
     CUresult r = DRV(cuInit)(0);
     if (r != CUDA_SUCCESS)
@@ -264,7 +266,7 @@ int main(int argc, char **argv)
                     : !strcmp(v, "spin")             ? CU_CTX_SCHED_SPIN
                     : !strcmp(v, "yield")            ? CU_CTX_SCHED_YIELD
                     : !strcmp(v, "blocking")         ? CU_CTX_SCHED_BLOCKING_SYNC
-                                                     : CU_CTX_SCHED_AUTO;
+                                                     : (ctx_sched_bad = v, CU_CTX_SCHED_AUTO);
     v = getenv("MPSSHIM_GREEN_EACH");
     srv.green_each = v && atoi(v) != 0;
     v = getenv("MPSSHIM_DEVICE_POOL");
@@ -296,11 +298,11 @@ int main(int argc, char **argv)
     srv_policy_init();
     /* One context carries every client's streams. With the driver's default of 8 hardware
      * work queues, streams beyond 8 share queues and serialise (16 clients ran 1.9x slower
-     * than under MPS on an H100). With 16, 32 overlapping processes took 1.99x MPS's time
-     * on an H200 (bench overlap_s); with 32 they took 0.95x, and the driver-API fleet of 32
-     * made 12% more steps; launches and 4-byte reads cost 0.2-0.4 us more each (bench
-     * variant conn32, same run; stream queries are answered in the client when idle, so
-     * the 1 us they lost on an H100 no longer shows). 32 is the driver's most. */
+     * than under MPS on an H100). On an H200, 32 overlapping processes took 2.28x MPS's time
+     * with 16 queues and 0.97x with 32 (bench overlap_s, one run, 16 queues as a variant);
+     * a launch + synchronize cost 10.8 us with 32 against 10.1 with 16, a 4-byte read 8.92
+     * against 8.30 (stream queries, answered in the client when idle, no longer pay). No
+     * setting gives both; overlap is what this server is for. 32 is the driver's most. */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 
     if (chan_make_dirs(srv.pipe_dir) != 0) {
