@@ -418,56 +418,22 @@ else
     # (--all), or textures, a surface and a mipmapped array (--textures): the checks below
     # find the tables empty and the memory back.
     for v in everything:--all textures:--textures; do
-        run_test kill-holding-${v%%:*} 60 bash -c '
-            log='"$WORK"'/hold-'"${v%%:*}"'.log
-            env LD_PRELOAD='"$SHIM"' '"$B"'/tests/hold 600 '"${v#*:}"' >$log 2>&1 & h=$!
-            for i in $(seq 200); do grep -q ready $log && break; sleep 0.05; done
-            cat $log
-            grep -q ready $log || exit 1
-            kill -9 $h; wait $h
-            for i in $(seq 100); do
-                printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" &&
-                    ! grep "releasing a CU\(texObject\|surfObject\|mipmappedArray\|array\) failed" \
-                        '"$MPSSHIM_LOG_DIRECTORY"'/server.log && exit 0
-                sleep 0.1
-            done
-            exit 1'
+        run_test "kill-holding-${v%%:*}" 60 bash "$ROOT/tests/kill_held.sh" "$B" \
+            "$WORK/hold-${v%%:*}.log" hold 600 "${v#*:}"
     done
 
     # A client killed while it holds graphs with conditional nodes (handles, bodies, a
     # nested conditional, an exec launched): its handles and body graphs go with it (the
     # tables-empty check below reads the server log).
-    run_test kill-holding-conditional 60 bash -c '
-        log='"$WORK"'/hold-conditional.log
-        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/graph_cond --hold >$log 2>&1 & h=$!
-        for i in $(seq 200); do grep -q ready $log && break; sleep 0.05; done
-        cat $log
-        grep -q ready $log || exit 1
-        kill -9 $h; wait $h
-        for i in $(seq 100); do
-            printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" && exit 0
-            sleep 0.1
-        done
-        exit 1'
+    run_test kill-holding-conditional 60 bash "$ROOT/tests/kill_held.sh" "$B" \
+        "$WORK/hold-conditional.log" graph_cond --hold
 
     # A client killed while it holds __managed__ variables (a module's and a library's, used
     # by a kernel, and one written by the host since): its modules, library and their globals
     # go with it, and the stream of its variables' copies (the tables-empty check below reads
     # the server log too).
-    run_test kill-holding-managed-vars 60 bash -c '
-        log='"$WORK"'/hold-mvars.log
-        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/managed_vars --hold >$log 2>&1 & h=$!
-        for i in $(seq 200); do grep -q ready $log && break; sleep 0.05; done
-        cat $log
-        grep -q ready $log || exit 1
-        kill -9 $h; wait $h
-        slog='"$MPSSHIM_LOG_DIRECTORY"'/server.log
-        for i in $(seq 100); do
-            grep -q "Client process $h disconnected" $slog && break
-            sleep 0.1
-        done
-        grep "Client process $h: released" $slog | grep "CUlibrary" | grep -q "7 global memory" || exit 1
-        ! grep "Client process $h" $slog | grep "objects left\|counters not zero\|tables not empty"'
+    run_test kill-holding-managed-vars 60 bash "$ROOT/tests/kill_held.sh" "$B" \
+        "$WORK/hold-mvars.log" --released "CUlibrary.*7 global memory" managed_vars --hold
 
     # Clients that leave (exit, or are killed) while a stream of theirs waits for a value
     # nothing will write: the server ends the waits and releases them; the checks below
@@ -520,20 +486,8 @@ else
     # still being built, and a stream capturing into it): the server ends the capture, and
     # the graph, its memory and their records go (the check below finds the tables empty
     # and the memory back).
-    run_test kill-mid-capture 60 bash -c '
-        log='"$WORK"'/capalloc-victim.log
-        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/capture_alloc --victim >$log 2>&1 & v=$!
-        for i in $(seq 200); do grep -q ready $log && break; sleep 0.05; done
-        cat $log
-        grep -q ready $log || exit 1
-        kill -9 $v; wait $v
-        slog='"$MPSSHIM_LOG_DIRECTORY"'/server.log
-        for i in $(seq 100); do
-            grep -q "Client process $v disconnected" $slog && break
-            sleep 0.1
-        done
-        grep "Client process $v: released" $slog | grep -q graphmem || exit 1
-        ! grep "Client process $v" $slog | grep "objects left\|counters not zero\|tables not empty"'
+    run_test kill-mid-capture 60 bash "$ROOT/tests/kill_held.sh" "$B" \
+        "$WORK/capalloc-victim.log" --released graphmem capture_alloc --victim
     # A fault in the shared context (tests/fault.sh): every client of device 0 is told, the
     # new server takes over within a second, new clients are served, nothing is left over.
     run_test fault-containment 120 bash "$ROOT/tests/fault.sh" "$B" "$WORK"
