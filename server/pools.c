@@ -24,6 +24,7 @@
 /* What a pool is to its client, in its record's aux word. */
 #define POOL_DEFAULT 0x1u /* the client's default pool of its device */
 #define POOL_CURRENT 0x2u /* the current pool of its device, set by the client */
+#define POOL_PLAIN 0x4u   /* made with plain properties: retired as a spare (below) */
 
 /* The client's pool of device dev marked `what`, or NULL. */
 static struct srv_obj *marked(struct srv_client *c, int dev, uint64_t what)
@@ -43,18 +44,21 @@ static struct srv_obj *default_pool(struct srv_client *c, int dev, CUresult *err
     struct srv_obj *o = marked(c, dev, POOL_DEFAULT);
     if (o)
         return o;
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props); /* padding too: props_plain compares bytes */
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev;
     CUmemoryPool pool;
     if ((*err = srv_pool_create(&pool, &props)) != CUDA_SUCCESS)
         return NULL;
     if (!(o = srv_obj_add(c, SHIM_HT_CUmemoryPool, (uint64_t)(uintptr_t)pool, 1, NULL))) {
-        srv_pool_destroy(pool);
+        srv_pool_retire(pool, dev, 1);
         *err = CUDA_ERROR_OUT_OF_MEMORY;
         return NULL;
     }
     o->dev = dev;
-    o->aux = POOL_DEFAULT;
+    o->aux = POOL_DEFAULT | POOL_PLAIN;
     return o;
 }
 
@@ -183,37 +187,168 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  * The client's destroy therefore does not reach the driver while the pool's allocations
  * are outstanding: the pool is "doomed". Its record goes (the client's handle is dead, as
  * natively) and each outstanding allocation's record carries the doom; when the last of
- * them goes (freed by the client, or released when it leaves), the pool is destroyed in
- * the driver, after those frees, as the driver handles safely. Memory of a pool the client
- * left running (registry.c) is never freed, and so neither is its pool: it stays with the
- * driver until the server stops, like the rest of that client's objects. */
+ * them goes (freed by the client, or released when it leaves), the pool is retired (below),
+ * after those frees. Memory of a pool the client left running (registry.c) is never freed,
+ * and so neither is its pool: it stays with the driver until the server stops, like the
+ * rest of that client's objects.
+ *
+ * That was not enough: on an H200 (driver 580.159.04) a 32-client soak died after 75 s
+ * inside cuMemPoolDestroy again (a NULL read at 0x58), destroying the pool of a departed
+ * mempool client whose allocations were all freed, while other clients' workers used their
+ * own pools. So a plain pool (pinned memory on a device, no handle types, no size limit:
+ * every client's default pool and what programs almost always create) is never destroyed
+ * at all: retired, it becomes a spare of its device, and the next plain pool asked for
+ * there is a spare made as new: trimmed to nothing, nothing in use in it, its attributes
+ * and other devices' access those of a new pool (pool_fresh). A spare not settled yet (a
+ * free its departed client enqueued still to run) waits for a later request. A spare costs
+ * the driver's record of a pool and no device memory (trimmed); at most POOL_SPARES are
+ * kept, beyond which, and for pools of other properties, the pool is destroyed as before.
+ * A spare's handle may come back to another client: handles are checked against the
+ * caller's own records, and the departed client's records are gone. */
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
+
+#define POOL_SPARES 1024
+
+struct spare {
+    CUmemoryPool pool;
+    int dev;
+    struct spare *next;
+};
+static struct spare *spares; /* under lifecycle, the last retired first */
+static unsigned nspares;
 
 struct doomed {
     CUmemoryPool pool;
     int dev;
+    int plain;
     uint64_t left; /* outstanding allocations whose records carry it */
 };
+
+/* Pinned memory on a device, no handle types, no size limit, nothing else set: a pool
+ * that a spare can stand for. */
+static int props_plain(const CUmemPoolProps *p)
+{
+    CUmemPoolProps q;
+    memset(&q, 0, sizeof q);
+    q.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    q.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    q.location.id = p->location.id;
+    return !memcmp(p, &q, sizeof q);
+}
+
+static int dev_ok(int dev)
+{
+    return dev >= 0 && dev < srv.ndev && atomic_load(&srv.fault[dev].state) == SRV_DEV_OK;
+}
+
+/* Under lifecycle: spare pool p of device dev as a new pool would be, or 0 if it still
+ * holds memory (a free enqueued before its client left has not run yet). */
+static int pool_fresh(CUmemoryPool p, int dev)
+{
+    cuuint64_t used = 1, reserved = 1, zero = 0;
+    if (DRV(cuMemPoolTrimTo)(p, 0) != CUDA_SUCCESS ||
+        DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS ||
+        DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
+            CUDA_SUCCESS ||
+        used || reserved)
+        return 0;
+    static const CUmemPool_attribute reuse[] = {
+        CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+        CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < sizeof reuse / sizeof reuse[0] && r == CUDA_SUCCESS; i++) {
+        int on = 1;
+        r = DRV(cuMemPoolSetAttribute)(p, reuse[i], &on);
+    }
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero);
+    /* Another device given access by the last owner has none in a new pool. */
+    for (int d = 0; d < srv.ndev && r == CUDA_SUCCESS; d++) {
+        if (d == dev)
+            continue;
+        CUmemAccessDesc none = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
+                                .flags = CU_MEM_ACCESS_FLAGS_PROT_NONE};
+        CUmemAccess_flags f = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        CUmemLocation at = none.location;
+        if (DRV(cuMemPoolGetAccess)(&f, p, &at) == CUDA_SUCCESS && f != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            r = DRV(cuMemPoolSetAccess)(p, &none, 1);
+    }
+    if (r != CUDA_SUCCESS) {
+        srv_log("A spare CUmemoryPool of device %d could not be made new (%s): it is left with "
+                "the driver", dev, srv_errname(r));
+        return -1;
+    }
+    return 1;
+}
+
+/* Under lifecycle: a settled spare of device dev made new, or NULL. A spare that cannot be
+ * made new leaves the list (and is not destroyed). */
+static CUmemoryPool spare_take(int dev)
+{
+    for (struct spare **pp = &spares; *pp;) {
+        struct spare *s = *pp;
+        int fresh = s->dev == dev ? pool_fresh(s->pool, dev) : 0;
+        if (fresh == 0) {
+            pp = &s->next;
+            continue;
+        }
+        *pp = s->next;
+        nspares--;
+        CUmemoryPool p = s->pool;
+        free(s);
+        if (fresh > 0)
+            return p;
+    }
+    return NULL;
+}
 
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
     pthread_mutex_lock(&lifecycle);
-    CUresult r = DRV(cuMemPoolCreate)(pool, props);
+    CUmemoryPool p = props && props_plain(props) && dev_ok(props->location.id)
+                         ? spare_take(props->location.id)
+                         : NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (p)
+        *pool = p;
+    else
+        r = DRV(cuMemPoolCreate)(pool, props);
     pthread_mutex_unlock(&lifecycle);
     return r;
 }
 
-CUresult srv_pool_destroy(CUmemoryPool pool)
+/* Under lifecycle: pool (plain or not) of device dev goes: a spare if it can be, else
+ * destroyed; in a device's dead context (a fault) it went with the context. */
+static CUresult retire(CUmemoryPool pool, int dev, int plain)
+{
+    if (!dev_ok(dev))
+        return CUDA_SUCCESS;
+    if (plain && nspares < POOL_SPARES) {
+        struct spare *s = malloc(sizeof(*s));
+        if (s) {
+            *s = (struct spare){.pool = pool, .dev = dev, .next = spares};
+            spares = s;
+            nspares++;
+            return CUDA_SUCCESS;
+        }
+    }
+    return DRV(cuMemPoolDestroy)(pool);
+}
+
+CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain)
 {
     pthread_mutex_lock(&lifecycle);
-    CUresult r = DRV(cuMemPoolDestroy)(pool);
+    CUresult r = retire(pool, dev, plain);
     pthread_mutex_unlock(&lifecycle);
     return r;
 }
 
-/* An allocation of a doomed pool goes (its record's drop): the last one destroys the pool,
- * unless the memory was not freed (its client's work left running) or the device's
- * context died (a fault: the pool went with it). */
+/* An allocation of a doomed pool goes (its record's drop): the last one retires the pool,
+ * unless the memory was not freed (its client's work left running). */
 static void doomed_allocation_gone(struct srv_client *c, struct srv_obj *o)
 {
     struct doomed *d = o->ext;
@@ -223,9 +358,8 @@ static void doomed_allocation_gone(struct srv_client *c, struct srv_obj *o)
         return;
     pthread_mutex_lock(&lifecycle);
     int last = --d->left == 0;
-    if (last && !c->left_running && d->dev >= 0 && d->dev < srv.ndev &&
-        atomic_load(&srv.fault[d->dev].state) == SRV_DEV_OK) {
-        CUresult r = DRV(cuMemPoolDestroy)(d->pool);
+    if (last && !c->left_running) {
+        CUresult r = retire(d->pool, d->dev, d->plain);
         if (r != CUDA_SUCCESS)
             srv_log("Client process %d: destroying a CUmemoryPool after its last allocation "
                     "failed with %s", (int)c->pid, srv_errname(r));
@@ -242,12 +376,13 @@ static CUresult destroy_or_doom(struct srv_obj *p, CUmemoryPool pool)
     uint64_t n = 0;
     for (struct srv_obj *k = p ? p->children : NULL; k; k = k->sib_next)
         n += k->key.type == SHIM_HT_MEM_POOLED;
+    int plain = p && (p->aux & POOL_PLAIN);
     if (!n)
-        return srv_pool_destroy(pool);
+        return srv_pool_retire(pool, p ? p->dev : -1, plain);
     struct doomed *d = malloc(sizeof(*d));
     if (!d)
         return CUDA_ERROR_OUT_OF_MEMORY; /* nothing changed: the pool is still the client's */
-    *d = (struct doomed){.pool = pool, .dev = p->dev, .left = n};
+    *d = (struct doomed){.pool = pool, .dev = p->dev, .plain = plain, .left = n};
     for (struct srv_obj *k = p->children; k; k = k->sib_next)
         if (k->key.type == SHIM_HT_MEM_POOLED) {
             k->ext = d;
@@ -259,7 +394,8 @@ static CUresult destroy_or_doom(struct srv_obj *p, CUmemoryPool pool)
 /* A departing client's pool (its default one too), one at a time as above. */
 void srv_release_pool(struct srv_client *c, struct srv_obj *o)
 {
-    CUresult r = srv_pool_destroy((CUmemoryPool)(uintptr_t)o->key.value);
+    CUresult r = srv_pool_retire((CUmemoryPool)(uintptr_t)o->key.value, o->dev,
+                                 (o->aux & POOL_PLAIN) != 0);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: releasing a CUmemoryPool failed with %s", (int)c->pid,
                 srv_errname(r));
@@ -277,8 +413,11 @@ static CUresult create_after(struct srv_client *c, struct srv_call *k)
 {
     const CUmemPoolProps *p = k->a.ptr[1];
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUmemoryPool, *(uint64_t *)k->a.ptr[0]);
-    if (o)
+    if (o) {
         o->dev = p->location.id;
+        if (props_plain(p))
+            o->aux |= POOL_PLAIN;
+    }
     return CUDA_SUCCESS;
 }
 

@@ -756,9 +756,11 @@ void srv_devmem_gone(struct srv_client *c);             /* its streams go */
  * a stream of the server's, after nothing. */
 CUresult srv_devmem_free_orphan(int dev, uint64_t p);
 
-/* pools.c: every pool the server makes or destroys goes through these, one at a time. */
+/* pools.c: every pool the server makes or lets go goes through these, one at a time; a
+ * plain pool (PLAIN: pinned on its device, nothing else set) is kept as a spare and made
+ * new for the next such create instead of destroyed in the driver. */
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
-CUresult srv_pool_destroy(CUmemoryPool pool);
+CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain);
 
 /* queue.c: back-pressure on queued work. Past MPSSHIM_QUEUE_LIMIT its requests wait; when
  * its work waits on itself they are taken again up to this many times the limit. */

@@ -2,9 +2,12 @@
 # Pools destroyed with allocations outstanding (server/pools.c): the server must never pass
 # such a destroy to the driver, which on an H100 killed it. The CPU test driver is told to
 # die on one (MPSSHIM_CPUDRV_POOL_STRICT=1); natively tests/mempool does exactly that and
-# dies. Through the shim, on a server started with the setting: the same output as a
-# native run without it; a client that exits holding memory of a pool it destroyed is
-# released, the pool after it; the server still serves, its device memory back.
+# dies. Nor may the server destroy a plain pool at all (the H200's driver killed it inside
+# such a destroy with nothing outstanding): it keeps them as spares, made new for the next
+# client. So the server runs with MPSSHIM_CPUDRV_POOL_STRICT=2, which dies on any
+# cuMemPoolDestroy. Through the shim: the same output as a native run without the setting;
+# a client that exits holding memory of a pool it destroyed is released, the pool after it;
+# the server still serves, its device memory back.
 #   tests/pool_doom.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -26,7 +29,7 @@ if bash -c 'timeout 120 env LD_LIBRARY_PATH="$1/cpudrv" MPSSHIM_CPUDRV_POOL_STRI
 else
     grep "allocations outstanding" "$W/strict.out"
 fi
-export MPSSHIM_CPUDRV_POOL_STRICT=1
+export MPSSHIM_CPUDRV_POOL_STRICT=2
 "$CTL" -d || exit 1
 mem() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
 before=$(mem)

@@ -287,13 +287,15 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 // MPSSHIM_CPUDRV_POOL_STRICT=1: a pool destroyed while an allocation from it is
 // outstanding (not freed, nor its free enqueued) kills the process, as the real driver
 // (580.159.04, H100) did to the server when other threads used pools meanwhile; legal
-// and served natively otherwise.
+// and served natively otherwise. =2: every cuMemPoolDestroy kills it, as the H200's did
+// (same driver) to a server destroying a pool with nothing outstanding, once in a soak:
+// what the server must then never do with a plain pool (server/pools.c, spares).
 static int pool_strict(void)
 {
     static int on = -1;
     if (on < 0) {
         const char *v = getenv("MPSSHIM_CPUDRV_POOL_STRICT");
-        on = v && *v == '1';
+        on = v && (*v == '1' || *v == '2') ? *v - '0' : 0;
     }
     return on;
 }
@@ -309,6 +311,10 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
     if (!p || p->is_default) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
+        if (pool_strict() == 2) {
+            fprintf(stderr, "cpudrv: cuMemPoolDestroy (MPSSHIM_CPUDRV_POOL_STRICT=2)\n");
+            abort();
+        }
         size_t n = pool_strict() ? cpudrv_mem_pool_outstanding(p) : 0;
         if (n) {
             fprintf(stderr, "cpudrv: cuMemPoolDestroy with %zu allocations outstanding "

@@ -122,6 +122,31 @@ static void attributes(CUmemoryPool pool)
     t_ok("release threshold: 0 by default, set and read back");
 }
 
+/* A pool just made holds nothing and has a new pool's attributes, whatever the pools made
+ * and destroyed before it held or were set to (the server hands out a destroyed pool's
+ * driver pool again, made new: server/pools.c). */
+static void new_pool_defaults(CUmemoryPool pool, const char *what)
+{
+    static const CUmemPool_attribute reuse[] = {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+                                                CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                                CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
+    for (size_t i = 0; i < sizeof reuse / sizeof reuse[0]; i++) {
+        int v = -1;
+        CHECK(cuMemPoolGetAttribute(pool, reuse[i], &v));
+        REQUIRE(v == 1, "%s: reuse attribute %d is %d, want 1", what, (int)reuse[i], v);
+    }
+    static const CUmemPool_attribute zero[] = {
+        CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+        CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+        CU_MEMPOOL_ATTR_USED_MEM_HIGH};
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
+        cuuint64_t v = pool_attr(pool, zero[i]);
+        REQUIRE(v == 0, "%s: attribute %d is %llu, want 0", what, (int)zero[i],
+                (unsigned long long)v);
+    }
+    t_ok("%s: a new pool's attributes, nothing reserved or used", what);
+}
+
 /* Allocation from the pool, used memory while it lives and after its free, reserved memory
  * kept under the threshold and given back by cuMemPoolTrimTo. */
 static void allocate_and_trim(CUmemoryPool pool, CUstream s)
@@ -291,6 +316,7 @@ int main(int argc, char **argv)
     CHECK(cuMemPoolCreate(&pool, &props));
     REQUIRE(pool != NULL && pool != def, "cuMemPoolCreate gave the default pool or NULL");
     t_ok("cuMemPoolCreate: pinned device memory, no handle types");
+    new_pool_defaults(pool, "cuMemPoolCreate");
     attributes(pool);
     allocate_and_trim(pool, s);
     pool_access(pool, def, dev);
@@ -298,6 +324,10 @@ int main(int argc, char **argv)
     plain_free(pool, s);
     CHECK(cuMemPoolDestroy(pool));
     t_ok("cuMemPoolDestroy of a created pool");
+    /* The next pool after one left with memory reserved, a threshold and high marks. */
+    CHECK(cuMemPoolCreate(&pool, &props));
+    new_pool_defaults(pool, "cuMemPoolCreate after a destroy");
+    CHECK(cuMemPoolDestroy(pool));
     destroy_outstanding(&props, s, leave);
     errors(def, s);
 
