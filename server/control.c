@@ -319,7 +319,8 @@ static void run(struct cmd *k)
         srv_spin_describe(&nbusy, &cpus);
         say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);
         /* What the driver itself reports: memory returns to its idle level only when every
-         * client's allocations were freed. */
+         * client's allocations were freed (and spare pools trimmed, pools.c). */
+        srv_pools_tidy();
         for (int d = 0; d < srv.ndev; d++) {
             size_t f = 0, t = 0;
             if (srv_use_device(d) == CUDA_SUCCESS && DRV(cuMemGetInfo_v2)(&f, &t) == CUDA_SUCCESS)

@@ -160,6 +160,29 @@ CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o)
     return devmem_free(c, o->dev, o->key.value, 1);
 }
 
+/* Memory of one of the client's own pools (pools.c), freed as cuMemFree frees it: at once,
+ * waiting for no work (the caller vouches that none uses it any more, the driver's rule
+ * for stream-ordered memory), but as a stream-ordered free on the client's free stream,
+ * which depends on nothing, synchronized so that the pool counts it free on return. The
+ * H200's driver (580.159.04) freeing such memory with cuMemFree left it "in use" in the
+ * pool's counters for good, with nothing reserved: the pool never looked empty again and
+ * could not be made new as a spare. */
+CUresult srv_devmem_free_pooled(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = devmem_free(c, o->dev, o->key.value, 0);
+    return r == CUDA_SUCCESS ? DRV(cuStreamSynchronize)(c->devmem[o->dev].free) : r;
+}
+
+/* A departing client's memory of its pools (cuda_symbols.txt: release=pooled), its work
+ * already done or abandoned: freed as above, before its pool is released. */
+void srv_release_pooled(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = srv_devmem_free_pooled(c, o);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: releasing pooled memory failed with %s", (int)c->pid,
+                srv_errname(r));
+}
+
 /* A departing client's device memory (cuda_symbols.txt: release=devmem). */
 void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
 {

@@ -443,6 +443,7 @@ int main(int argc, char **argv)
     srv_handover_end(!ended);
     srv_fault_stop();
     srv_clients_stop();
+    srv_pools_report();
     for (int i = 0; i < srv.ndev; i++)
         DRV(cuDevicePrimaryCtxRelease_v2)(i);
     srv_log("Server exited");

@@ -193,21 +193,27 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  * rest of that client's objects.
  *
  * That was not enough: on an H200 (driver 580.159.04) a 32-client soak died after 75 s
- * inside cuMemPoolDestroy again (a NULL read at 0x58), destroying the pool of a departed
- * mempool client whose allocations were all freed, while other clients' workers used their
- * own pools. So a plain pool (pinned memory on a device, no handle types, no size limit:
- * every client's default pool and what programs almost always create) is never destroyed
- * at all: retired, it becomes a spare of its device, and the next plain pool asked for
- * there is a spare made as new: trimmed to nothing, nothing in use in it, its attributes
+ * inside cuMemPoolDestroy again (a NULL read at 0x58), the destroy of some client's pool
+ * while other clients' workers used their own pools. So a plain pool (pinned memory on a
+ * device, no handle types, no size limit: every client's default pool and what programs
+ * almost always create) is not destroyed while fewer than POOL_SPARES are kept: retired,
+ * it is trimmed and becomes a spare of its device, and the next plain pool asked for there
+ * is a settled spare made as new: trimmed to nothing, nothing in use in it, its attributes
  * and other devices' access those of a new pool (pool_fresh). A spare not settled yet (a
  * free its departed client enqueued still to run) waits for a later request. A spare costs
- * the driver's record of a pool and no device memory (trimmed); at most POOL_SPARES are
- * kept, beyond which, and for pools of other properties, the pool is destroyed as before.
- * A spare's handle may come back to another client: handles are checked against the
- * caller's own records, and the departed client's records are gone. */
+ * the driver's record of a pool and no device memory. The cap matters: the driver refuses
+ * new pools (CUDA_ERROR_OUT_OF_MEMORY) somewhere past a thousand of them (a soak that kept
+ * up to 1024 spares, most of them never settling, ran into it after 2400 clients); past the
+ * cap, and for pools of other properties, the pool is destroyed as before. Spares are
+ * trimmed again whenever the server's status is asked for (srv_pools_tidy), so that the
+ * device memory it reports is what is in use. How many were made new, kept and destroyed
+ * is logged when the server stops. A spare's handle may come
+ * back to another client: handles are checked against the caller's own records, and the
+ * departed client's records are gone. */
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 
-#define POOL_SPARES 1024
+#define POOL_SPARES 64
+#define POOL_UNSETTLED_SAID 3 /* spares found unsettled that the log describes */
 
 struct spare {
     CUmemoryPool pool;
@@ -216,6 +222,9 @@ struct spare {
 };
 static struct spare *spares; /* under lifecycle, the last retired first */
 static unsigned nspares;
+/* Under lifecycle: plain pools made new from a spare, made in the driver, kept as
+ * spares, destroyed past the cap; spares found unsettled. */
+static uint64_t n_reused, n_made, n_kept, n_destroyed, n_unsettled;
 
 struct doomed {
     CUmemoryPool pool;
@@ -246,16 +255,22 @@ static int dev_ok(int dev)
 static int pool_fresh(CUmemoryPool p, int dev)
 {
     cuuint64_t used = 1, reserved = 1, zero = 0;
-    if (DRV(cuMemPoolTrimTo)(p, 0) != CUDA_SUCCESS ||
-        DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS ||
-        DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
-            CUDA_SUCCESS ||
-        used || reserved)
+    CUresult r = DRV(cuMemPoolTrimTo)(p, 0);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    if (r != CUDA_SUCCESS || used || reserved) {
+        if (n_unsettled++ < POOL_UNSETTLED_SAID)
+            srv_log("A spare CUmemoryPool of device %d is not settled yet (%s, %llu bytes in "
+                    "use, %llu reserved after a trim): kept for a later pool (said for the "
+                    "first %d only)", dev, srv_errname(r), (unsigned long long)used,
+                    (unsigned long long)reserved, POOL_UNSETTLED_SAID);
         return 0;
+    }
     static const CUmemPool_attribute reuse[] = {
         CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
         CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
-    CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; i < sizeof reuse / sizeof reuse[0] && r == CUDA_SUCCESS; i++) {
         int on = 1;
         r = DRV(cuMemPoolSetAttribute)(p, reuse[i], &on);
@@ -313,10 +328,13 @@ CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
                          ? spare_take(props->location.id)
                          : NULL;
     CUresult r = CUDA_SUCCESS;
-    if (p)
+    if (p) {
         *pool = p;
-    else
+        n_reused++;
+    } else {
         r = DRV(cuMemPoolCreate)(pool, props);
+        n_made += r == CUDA_SUCCESS && props && props_plain(props);
+    }
     pthread_mutex_unlock(&lifecycle);
     return r;
 }
@@ -330,13 +348,41 @@ static CUresult retire(CUmemoryPool pool, int dev, int plain)
     if (plain && nspares < POOL_SPARES) {
         struct spare *s = malloc(sizeof(*s));
         if (s) {
+            /* Its memory goes back to the device now, and what pending frees return later
+             * at the next synchronization (a threshold of 0). */
+            cuuint64_t zero = 0;
+            (void)DRV(cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
+            (void)DRV(cuMemPoolTrimTo)(pool, 0);
             *s = (struct spare){.pool = pool, .dev = dev, .next = spares};
             spares = s;
             nspares++;
+            n_kept++;
             return CUDA_SUCCESS;
         }
     }
+    n_destroyed += plain;
     return DRV(cuMemPoolDestroy)(pool);
+}
+
+void srv_pools_tidy(void)
+{
+    pthread_mutex_lock(&lifecycle);
+    for (struct spare *x = spares; x; x = x->next)
+        if (dev_ok(x->dev))
+            (void)DRV(cuMemPoolTrimTo)(x->pool, 0);
+    pthread_mutex_unlock(&lifecycle);
+}
+
+void srv_pools_report(void)
+{
+    pthread_mutex_lock(&lifecycle);
+    if (n_made || n_reused)
+        srv_log("Plain CUmemoryPools: %llu made, %llu spares made new for a later pool, %llu "
+                "kept as spares, %llu destroyed past the %d spares kept; %u spares now",
+                (unsigned long long)n_made, (unsigned long long)n_reused,
+                (unsigned long long)n_kept, (unsigned long long)n_destroyed, POOL_SPARES,
+                nspares);
+    pthread_mutex_unlock(&lifecycle);
 }
 
 CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain)

@@ -751,6 +751,8 @@ void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes);
 int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool */
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o); /* after its work, no wait */
+/* Memory of a client's own pool: a stream-ordered free on its free stream, at once. */
+CUresult srv_devmem_free_pooled(struct srv_client *c, struct srv_obj *o);
 void srv_devmem_gone(struct srv_client *c);             /* its streams go */
 /* Memory of the pool nobody holds any more (IPC memory whose last holder let go): freed on
  * a stream of the server's, after nothing. */
@@ -761,6 +763,8 @@ CUresult srv_devmem_free_orphan(int dev, uint64_t p);
  * new for the next such create instead of destroyed in the driver. */
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
 CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain);
+void srv_pools_report(void); /* the log's line on pools made, made new, kept, destroyed */
+void srv_pools_tidy(void);   /* every spare trimmed: what a late free returned goes back */
 
 /* queue.c: back-pressure on queued work. Past MPSSHIM_QUEUE_LIMIT its requests wait; when
  * its work waits on itself they are taken again up to this many times the limit. */
