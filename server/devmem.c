@@ -137,7 +137,14 @@ static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after
     return DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free);
 }
 
-/* Per device, a stream of the server's for memory no client holds any more. */
+/* Per device, a stream of the server's for memory no client holds any more, and for memory
+ * of a client's own pools (pools.c) that the client frees with cuMemFree or leaves behind:
+ * that is freed as cuMemFree frees it, at once and waiting for no work (the caller vouches
+ * that none uses it any more, the driver's rule for stream-ordered memory), but as a
+ * stream-ordered free on this stream, which depends on nothing and is never waited for.
+ * The H200's driver (580.159.04) freeing such memory with cuMemFree left it "in use" in the
+ * pool's counters for good, with nothing reserved: the pool never looked empty again and
+ * could not be made new as a spare. */
 static CUstream orphans[CHAN_MAX_DEVICES];
 
 CUresult srv_devmem_free_orphan(int dev, uint64_t p)
@@ -150,6 +157,16 @@ CUresult srv_devmem_free_orphan(int dev, uint64_t p)
     return r == CUDA_SUCCESS ? DRV(cuMemFreeAsync)((CUdeviceptr)p, orphans[dev]) : r;
 }
 
+/* A departing client's memory of its pools (cuda_symbols.txt: release=pooled), before its
+ * pool is released: freed as above. */
+void srv_release_pooled(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = srv_devmem_free_orphan(o->dev, o->key.value);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: releasing pooled memory failed with %s", (int)c->pid,
+                srv_errname(r));
+}
+
 int srv_devmem_pooled(const struct srv_obj *o)
 {
     return o && o->key.type == SHIM_HT_MEM_DEVICE && (o->aux & DEVMEM_POOLED);
@@ -158,29 +175,6 @@ int srv_devmem_pooled(const struct srv_obj *o)
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o)
 {
     return devmem_free(c, o->dev, o->key.value, 1);
-}
-
-/* Memory of one of the client's own pools (pools.c), freed as cuMemFree frees it: at once,
- * waiting for no work (the caller vouches that none uses it any more, the driver's rule
- * for stream-ordered memory), but as a stream-ordered free on the client's free stream,
- * which depends on nothing, synchronized so that the pool counts it free on return. The
- * H200's driver (580.159.04) freeing such memory with cuMemFree left it "in use" in the
- * pool's counters for good, with nothing reserved: the pool never looked empty again and
- * could not be made new as a spare. */
-CUresult srv_devmem_free_pooled(struct srv_client *c, struct srv_obj *o)
-{
-    CUresult r = devmem_free(c, o->dev, o->key.value, 0);
-    return r == CUDA_SUCCESS ? DRV(cuStreamSynchronize)(c->devmem[o->dev].free) : r;
-}
-
-/* A departing client's memory of its pools (cuda_symbols.txt: release=pooled), its work
- * already done or abandoned: freed as above, before its pool is released. */
-void srv_release_pooled(struct srv_client *c, struct srv_obj *o)
-{
-    CUresult r = srv_devmem_free_pooled(c, o);
-    if (r != CUDA_SUCCESS)
-        srv_log("Client process %d: releasing pooled memory failed with %s", (int)c->pid,
-                srv_errname(r));
 }
 
 /* A departing client's device memory (cuda_symbols.txt: release=devmem). */

@@ -196,23 +196,28 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  * inside cuMemPoolDestroy again (a NULL read at 0x58), the destroy of some client's pool
  * while other clients' workers used their own pools. So a plain pool (pinned memory on a
  * device, no handle types, no size limit: every client's default pool and what programs
- * almost always create) is not destroyed while fewer than POOL_SPARES are kept: retired,
- * it is trimmed and becomes a spare of its device, and the next plain pool asked for there
- * is a settled spare made as new: trimmed to nothing, nothing in use in it, its attributes
- * and other devices' access those of a new pool (pool_fresh). A spare not settled yet (a
- * free its departed client enqueued still to run) waits for a later request. A spare costs
- * the driver's record of a pool and no device memory. The cap matters: the driver refuses
- * new pools (CUDA_ERROR_OUT_OF_MEMORY) somewhere past a thousand of them (a soak that kept
- * up to 1024 spares, most of them never settling, ran into it after 2400 clients); past the
- * cap, and for pools of other properties, the pool is destroyed as before. Spares are
- * trimmed again whenever the server's status is asked for (srv_pools_tidy), so that the
- * device memory it reports is what is in use. How many were made new, kept and destroyed
- * is logged when the server stops. A spare's handle may come
- * back to another client: handles are checked against the caller's own records, and the
- * departed client's records are gone. */
+ * almost always create) is not destroyed when its client lets go of it: it is trimmed and
+ * becomes a spare of its device, and the next plain pool asked for there is a settled spare
+ * made as new: trimmed to nothing, nothing in use in it, its attributes and other devices'
+ * access those of a new pool (pool_fresh). A spare not settled yet (a free still to run)
+ * waits for a later request (memory of a pool that its client frees with cuMemFree, or
+ * leaves behind, is freed stream-ordered, devmem.c, as the driver's cuMemFree left a pool
+ * counting it in use for good). A spare costs the driver's record of a pool and no device
+ * memory; spares are trimmed again whenever the server's status is asked for
+ * (srv_pools_tidy), so that the device memory it reports is what is in use.
+ *
+ * Their number is bounded: the driver refuses new pools (CUDA_ERROR_OUT_OF_MEMORY) somewhere
+ * past a thousand of them (a soak that kept up to 1024 spares, most never settling, ran
+ * into it after 2400 clients). Past POOL_SPARES the settled spare retired longest ago is
+ * destroyed to make room: a destroy of a pool holding nothing, with nothing pending. Only
+ * past POOL_SPARES_MAX, none settled, is the retiring pool itself destroyed, as are pools of
+ * other properties. How many were made, made new, kept and destroyed is logged when the
+ * server stops. A spare's handle may come back to another client: handles are checked
+ * against the caller's own records, and the departed client's records are gone. */
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 
-#define POOL_SPARES 64
+#define POOL_SPARES 64      /* past this, a settled spare is destroyed to make room */
+#define POOL_SPARES_MAX 256 /* past this, with none settled, the retiring pool is destroyed */
 #define POOL_UNSETTLED_SAID 3 /* spares found unsettled that the log describes */
 
 struct spare {
@@ -222,9 +227,10 @@ struct spare {
 };
 static struct spare *spares; /* under lifecycle, the last retired first */
 static unsigned nspares;
-/* Under lifecycle: plain pools made new from a spare, made in the driver, kept as
- * spares, destroyed past the cap; spares found unsettled. */
-static uint64_t n_reused, n_made, n_kept, n_destroyed, n_unsettled;
+/* Under lifecycle: plain pools made new from a spare, made in the driver, kept as spares,
+ * destroyed past POOL_SPARES_MAX, settled spares destroyed past POOL_SPARES; spares found
+ * unsettled. */
+static uint64_t n_reused, n_made, n_kept, n_destroyed, n_evicted, n_unsettled;
 
 struct doomed {
     CUmemoryPool pool;
@@ -339,17 +345,52 @@ CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
     return r;
 }
 
+/* Under lifecycle: a settled spare, the one retired longest ago, destroyed to make room
+ * (a destroy of a pool with nothing in use, nothing pending and nothing reserved); 0 if
+ * none is settled. */
+static int evict_settled(void)
+{
+    struct spare **oldest = NULL;
+    for (struct spare **pp = &spares; *pp; pp = &(*pp)->next) {
+        cuuint64_t used = 1, reserved = 1;
+        CUmemoryPool p = (*pp)->pool;
+        if (dev_ok((*pp)->dev) && DRV(cuMemPoolTrimTo)(p, 0) == CUDA_SUCCESS &&
+            DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) ==
+                CUDA_SUCCESS &&
+            DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) ==
+                CUDA_SUCCESS &&
+            !used && !reserved)
+            oldest = pp;
+    }
+    if (!oldest)
+        return 0;
+    struct spare *x = *oldest;
+    *oldest = x->next;
+    nspares--;
+    CUresult r = DRV(cuMemPoolDestroy)(x->pool);
+    if (r != CUDA_SUCCESS)
+        srv_log("Destroying a spare CUmemoryPool failed with %s", srv_errname(r));
+    free(x);
+    n_evicted++;
+    return 1;
+}
+
 /* Under lifecycle: pool (plain or not) of device dev goes: a spare if it can be, else
- * destroyed; in a device's dead context (a fault) it went with the context. */
+ * destroyed; in a device's dead context (a fault) it went with the context. Past
+ * POOL_SPARES spares a settled one is destroyed to make room; if none is settled the spares
+ * grow up to POOL_SPARES_MAX, and only past that is a retiring plain pool destroyed as it
+ * is. */
 static CUresult retire(CUmemoryPool pool, int dev, int plain)
 {
     if (!dev_ok(dev))
         return CUDA_SUCCESS;
-    if (plain && nspares < POOL_SPARES) {
+    if (plain && nspares >= POOL_SPARES)
+        evict_settled();
+    if (plain && nspares < POOL_SPARES_MAX) {
         struct spare *s = malloc(sizeof(*s));
         if (s) {
             /* Its memory goes back to the device now, and what pending frees return later
-             * at the next synchronization (a threshold of 0). */
+             * at the next trim (a threshold of 0). */
             cuuint64_t zero = 0;
             (void)DRV(cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
             (void)DRV(cuMemPoolTrimTo)(pool, 0);
@@ -362,6 +403,14 @@ static CUresult retire(CUmemoryPool pool, int dev, int plain)
     }
     n_destroyed += plain;
     return DRV(cuMemPoolDestroy)(pool);
+}
+
+CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain)
+{
+    pthread_mutex_lock(&lifecycle);
+    CUresult r = retire(pool, dev, plain);
+    pthread_mutex_unlock(&lifecycle);
+    return r;
 }
 
 void srv_pools_tidy(void)
@@ -378,19 +427,12 @@ void srv_pools_report(void)
     pthread_mutex_lock(&lifecycle);
     if (n_made || n_reused)
         srv_log("Plain CUmemoryPools: %llu made, %llu spares made new for a later pool, %llu "
-                "kept as spares, %llu destroyed past the %d spares kept; %u spares now",
+                "kept as spares, %llu settled spares destroyed past %d, %llu retiring pools "
+                "destroyed past %d; %u spares now",
                 (unsigned long long)n_made, (unsigned long long)n_reused,
-                (unsigned long long)n_kept, (unsigned long long)n_destroyed, POOL_SPARES,
-                nspares);
+                (unsigned long long)n_kept, (unsigned long long)n_evicted, POOL_SPARES,
+                (unsigned long long)n_destroyed, POOL_SPARES_MAX, nspares);
     pthread_mutex_unlock(&lifecycle);
-}
-
-CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain)
-{
-    pthread_mutex_lock(&lifecycle);
-    CUresult r = retire(pool, dev, plain);
-    pthread_mutex_unlock(&lifecycle);
-    return r;
 }
 
 /* An allocation of a doomed pool goes (its record's drop): the last one retires the pool,

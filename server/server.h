@@ -751,11 +751,10 @@ void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes);
 int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool */
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o); /* after its work, no wait */
-/* Memory of a client's own pool: a stream-ordered free on its free stream, at once. */
-CUresult srv_devmem_free_pooled(struct srv_client *c, struct srv_obj *o);
 void srv_devmem_gone(struct srv_client *c);             /* its streams go */
-/* Memory of the pool nobody holds any more (IPC memory whose last holder let go): freed on
- * a stream of the server's, after nothing. */
+/* Memory of the pool nobody holds any more (IPC memory whose last holder let go), or of a
+ * client's own pool that it frees with cuMemFree: freed on a stream of the server's, after
+ * nothing, not waited for. */
 CUresult srv_devmem_free_orphan(int dev, uint64_t p);
 
 /* pools.c: every pool the server makes or lets go goes through these, one at a time; a

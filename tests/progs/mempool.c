@@ -274,10 +274,37 @@ static void errors(CUmemoryPool def, CUstream s)
     t_ok("cuMemPoolDestroy of the default pool fails");
 }
 
-/* mempool [--leave-destroyed]: the second exits holding memory of a pool it destroyed. */
+/* --many: MANY pools at once, each used (an allocation written, freed, synchronized), then
+ * all destroyed; twice. More pools than the server keeps as spares (server/pools.c: 64)
+ * are destroyed there, which must be the spares that hold nothing. */
+#define MANY 100
+static void many_pools(const CUmemPoolProps *props, CUstream s)
+{
+    static CUmemoryPool pools[MANY];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < MANY; i++) {
+            CUdeviceptr p = 0;
+            CHECK(cuMemPoolCreate(&pools[i], props));
+            new_pool_defaults(pools[i], "one of many pools");
+            CHECK(cuMemAllocFromPoolAsync(&p, N * 4, pools[i], s));
+            fill(s, p, 0x70 + (uint32_t)i, N);
+            CHECK(cuMemcpyDtoHAsync(g_pin, p, N * 4, s));
+            CHECK(cuMemFreeAsync(p, s));
+            CHECK(cuStreamSynchronize(s));
+            check_words(0x70 + (uint32_t)i, "one of many pools");
+        }
+        for (int i = 0; i < MANY; i++)
+            CHECK(cuMemPoolDestroy(pools[i]));
+    }
+    t_ok("%d pools at once, each used and destroyed, twice", MANY);
+}
+
+/* mempool [--leave-destroyed | --many]: the second exits holding memory of a pool it
+ * destroyed; the third makes and destroys many pools at once (many_pools) and stops. */
 int main(int argc, char **argv)
 {
     int leave = argc > 1 && strcmp(argv[1], "--leave-destroyed") == 0;
+    int many = argc > 1 && strcmp(argv[1], "--many") == 0;
     t_init("mempool", 120);
     CUdevice dev;
     CUcontext ctx;
@@ -291,6 +318,17 @@ int main(int argc, char **argv)
     CUstream s, s2;
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev;
+    if (many) {
+        many_pools(&props, s);
+        t_pass();
+    }
 
     CUmemoryPool def = NULL, cur = NULL;
     CHECK(cuDeviceGetDefaultMemPool(&def, dev));
@@ -306,12 +344,6 @@ int main(int argc, char **argv)
     round_trip(CU_STREAM_PER_THREAD, "the per-thread stream", 0, 0xc2);
     two_streams(s, s2);
 
-    CUmemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = dev;
     CUmemoryPool pool = NULL;
     CHECK(cuMemPoolCreate(&pool, &props));
     REQUIRE(pool != NULL && pool != def, "cuMemPoolCreate gave the default pool or NULL");
