@@ -137,14 +137,7 @@ static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after
     return DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free);
 }
 
-/* Per device, a stream of the server's for memory no client holds any more, and for memory
- * of a client's own pools (pools.c) that the client frees with cuMemFree or leaves behind:
- * that is freed as cuMemFree frees it, at once and waiting for no work (the caller vouches
- * that none uses it any more, the driver's rule for stream-ordered memory), but as a
- * stream-ordered free on this stream, which depends on nothing and is never waited for.
- * The H200's driver (580.159.04) freeing such memory with cuMemFree left it "in use" in the
- * pool's counters for good, with nothing reserved: the pool never looked empty again and
- * could not be made new as a spare. */
+/* Per device, a stream of the server's for memory no client holds any more. */
 static CUstream orphans[CHAN_MAX_DEVICES];
 
 CUresult srv_devmem_free_orphan(int dev, uint64_t p)
@@ -155,16 +148,6 @@ CUresult srv_devmem_free_orphan(int dev, uint64_t p)
     CUresult r = stream_of(dev, &orphans[dev]);
     pthread_mutex_unlock(&pools_lock);
     return r == CUDA_SUCCESS ? DRV(cuMemFreeAsync)((CUdeviceptr)p, orphans[dev]) : r;
-}
-
-/* A departing client's memory of its pools (cuda_symbols.txt: release=pooled), before its
- * pool is released: freed as above. */
-void srv_release_pooled(struct srv_client *c, struct srv_obj *o)
-{
-    CUresult r = srv_devmem_free_orphan(o->dev, o->key.value);
-    if (r != CUDA_SUCCESS)
-        srv_log("Client process %d: releasing pooled memory failed with %s", (int)c->pid,
-                srv_errname(r));
 }
 
 int srv_devmem_pooled(const struct srv_obj *o)

@@ -431,7 +431,7 @@ reply:
 /* ---------------------------------------------------------------- hooks */
 
 /* cuMemFree of managed memory is managed.c's (host memory, not the driver's to free); of
- * memory from the client's pools, devmem.c's (a stream-ordered free, srv_devmem_free_orphan).
+ * memory from the client's pools, pools.c's (srv_pool_mem_free: the pool is no spare then).
  * cuMemFree / cuMemFreeAsync of exported memory: the exporter's record goes, the memory
  * stays while openers hold it (srv_share_drop). */
 static struct srv_obj *exported(struct srv_client *c, uint64_t base)
@@ -452,7 +452,7 @@ static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
     }
     o = srv_obj_find(c, SHIM_HT_MEM_POOLED, k->vals[0]);
     if (o)
-        return srv_devmem_free_orphan(o->dev, o->key.value);
+        return srv_pool_mem_free(c, o);
     k->keep = srv_graphmem_keep(c, k->vals[0]);
     o = srv_obj_find(c, SHIM_HT_MEM_DEVICE, k->vals[0]);
     if (srv_devmem_pooled(o))

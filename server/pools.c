@@ -194,43 +194,55 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  *
  * That was not enough: on an H200 (driver 580.159.04) a 32-client soak died after 75 s
  * inside cuMemPoolDestroy again (a NULL read at 0x58), the destroy of some client's pool
- * while other clients' workers used their own pools. So a plain pool (pinned memory on a
- * device, no handle types, no size limit: every client's default pool and what programs
- * almost always create) is not destroyed when its client lets go of it: it is trimmed and
- * becomes a spare of its device, and the next plain pool asked for there is a settled spare
- * made as new: trimmed to nothing, nothing in use in it, its attributes and other devices'
- * access those of a new pool (pool_fresh). A spare not settled yet (a free still to run)
- * waits for a later request (memory of a pool that its client frees with cuMemFree, or
- * leaves behind, is freed stream-ordered, devmem.c, as the driver's cuMemFree left a pool
- * counting it in use for good). A spare costs the driver's record of a pool and no device
- * memory; spares are trimmed again whenever the server's status is asked for
- * (srv_pools_tidy), so that the device memory it reports is what is in use.
+ * while other clients' workers used their own pools. So no pool is destroyed when its
+ * client lets go of it. It is trimmed and becomes a spare of its device, and only a spare
+ * that is settled, holding nothing (nothing reserved after a trim, nothing in use, no free
+ * still to run), is ever destroyed. A plain pool (pinned memory on a device, no handle
+ * types, no size limit: every client's default pool and what programs almost always
+ * create) is a reusable spare: the next plain pool asked for on its device is a settled
+ * reusable spare made new (make_new: its attributes and other devices' access a new
+ * pool's). Other spares are of no use and are destroyed as soon as they are seen settled
+ * (reap). Spares cost the driver's record of a pool and no device memory once settled;
+ * they are trimmed again whenever the server's status is asked for (srv_pools_tidy), so
+ * that the device memory it reports is what is in use.
+ *
+ * A pool that memory was freed from with the driver's cuMemFree (by its client, or when its
+ * client left holding it) is of no use either: on the H200 its counters then said the
+ * memory was in use for good, with nothing reserved, so it is judged settled by what it
+ * reserves alone. Freeing such memory stream-ordered instead, on a stream of the server's
+ * that nothing waits for, kept the counters right but the memory reserved through every
+ * trim.
  *
  * Their number is bounded: the driver refuses new pools (CUDA_ERROR_OUT_OF_MEMORY) somewhere
  * past a thousand of them (a soak that kept up to 1024 spares, most never settling, ran
- * into it after 2400 clients). Past POOL_SPARES the settled spare retired longest ago is
- * destroyed to make room: a destroy of a pool holding nothing, with nothing pending. Only
- * past POOL_SPARES_MAX, none settled, is the retiring pool itself destroyed, as are pools of
- * other properties. How many were made, made new, kept and destroyed is logged when the
- * server stops. A spare's handle may come back to another client: handles are checked
- * against the caller's own records, and the departed client's records are gone. */
+ * into it after 2400 clients), and a spare that the host never saw its last free end (a
+ * client killed with one queued) keeps its memory reserved through every trim (32 MiB a
+ * pool on the H200; 8 GiB over 256 spares in one test). Past POOL_SPARES a spare is
+ * destroyed to make room: the settled one retired longest ago, else the one with nothing
+ * in use (what it reserves goes with it); only past POOL_SPARES_MAX, none of them idle, is
+ * a retiring pool destroyed at once (after a trim), as every pool was before spares. How many went which
+ * way is logged when the server stops. A spare's handle may come back to another client:
+ * handles are checked against the caller's own records, and the departed client's
+ * records are gone. */
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 
-#define POOL_SPARES 64      /* past this, a settled spare is destroyed to make room */
-#define POOL_SPARES_MAX 256 /* past this, with none settled, the retiring pool is destroyed */
+#define POOL_SPARES 16     /* past this, an idle spare is destroyed to make room */
+#define POOL_SPARES_MAX 64 /* past this, with none idle, the retiring pool is destroyed */
 #define POOL_UNSETTLED_SAID 3 /* spares found unsettled that the log describes */
 
 struct spare {
     CUmemoryPool pool;
     int dev;
+    int reusable; /* plain, and never freed from with the driver's cuMemFree */
     struct spare *next;
 };
 static struct spare *spares; /* under lifecycle, the last retired first */
 static unsigned nspares;
-/* Under lifecycle: plain pools made new from a spare, made in the driver, kept as spares,
- * destroyed past POOL_SPARES_MAX, settled spares destroyed past POOL_SPARES; spares found
- * unsettled. */
-static uint64_t n_reused, n_made, n_kept, n_destroyed, n_evicted, n_unsettled;
+/* Under lifecycle: plain pools made in the driver, spares made new for a later pool, pools
+ * kept as spares, spares destroyed once settled because no use (reaped), settled spares
+ * destroyed past POOL_SPARES (evicted), retiring pools destroyed past POOL_SPARES_MAX;
+ * reusable spares found unsettled when one was wanted. */
+static uint64_t n_made, n_reused, n_kept, n_reaped, n_evicted, n_destroyed, n_unsettled;
 
 struct doomed {
     CUmemoryPool pool;
@@ -256,27 +268,69 @@ static int dev_ok(int dev)
     return dev >= 0 && dev < srv.ndev && atomic_load(&srv.fault[dev].state) == SRV_DEV_OK;
 }
 
-/* Under lifecycle: spare pool p of device dev as a new pool would be, or 0 if it still
- * holds memory (a free enqueued before its client left has not run yet). */
-static int pool_fresh(CUmemoryPool p, int dev)
+/* Under lifecycle: spare x trimmed; 1 if it holds nothing now: nothing reserved and, for a
+ * reusable one, nothing in use (one that cuMemFree freed from counts memory in use for
+ * good, above, and is judged by what it reserves alone). When `say`, the first few
+ * reusable ones that do not are described in the log. */
+static int spare_settled(const struct spare *x, int say)
 {
-    cuuint64_t used = 1, reserved = 1, zero = 0;
-    CUresult r = DRV(cuMemPoolTrimTo)(p, 0);
+    cuuint64_t used = 0, reserved = 1;
+    CUresult r = dev_ok(x->dev) ? DRV(cuMemPoolTrimTo)(x->pool, 0) : CUDA_ERROR_INVALID_DEVICE;
     if (r == CUDA_SUCCESS)
-        r = DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
-    if (r != CUDA_SUCCESS || used || reserved) {
-        if (n_unsettled++ < POOL_UNSETTLED_SAID)
-            srv_log("A spare CUmemoryPool of device %d is not settled yet (%s, %llu bytes in "
-                    "use, %llu reserved after a trim): kept for a later pool (said for the "
-                    "first %d only)", dev, srv_errname(r), (unsigned long long)used,
-                    (unsigned long long)reserved, POOL_UNSETTLED_SAID);
-        return 0;
+        r = DRV(cuMemPoolGetAttribute)(x->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    if (r == CUDA_SUCCESS && x->reusable)
+        r = DRV(cuMemPoolGetAttribute)(x->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+    if (r == CUDA_SUCCESS && !used && !reserved)
+        return 1;
+    if (say && x->reusable && n_unsettled++ < POOL_UNSETTLED_SAID)
+        srv_log("A spare CUmemoryPool of device %d is not settled yet (%s, %llu bytes in use, "
+                "%llu reserved after a trim): kept for a later pool (said for the first %d "
+                "only)", x->dev, srv_errname(r), (unsigned long long)used,
+                (unsigned long long)reserved, POOL_UNSETTLED_SAID);
+    return 0;
+}
+
+/* Under lifecycle: spare *pp, settled, leaves the list and is destroyed in the driver. */
+static void spare_destroy(struct spare **pp)
+{
+    struct spare *x = *pp;
+    *pp = x->next;
+    nspares--;
+    CUresult r = DRV(cuMemPoolDestroy)(x->pool);
+    if (r != CUDA_SUCCESS)
+        srv_log("Destroying a spare CUmemoryPool failed with %s", srv_errname(r));
+    free(x);
+}
+
+/* Under lifecycle: every spare that is no use (not reusable) and settled is destroyed;
+ * spares of a dead device's context leave the list (they went with it). */
+static void reap(void)
+{
+    for (struct spare **pp = &spares; *pp;) {
+        struct spare *x = *pp;
+        if (!dev_ok(x->dev)) {
+            *pp = x->next;
+            nspares--;
+            free(x);
+        } else if (!x->reusable && spare_settled(x, 0)) {
+            spare_destroy(pp);
+            n_reaped++;
+        } else {
+            pp = &x->next;
+        }
     }
+}
+
+/* Under lifecycle: settled reusable spare x made as a new pool would be: its attributes and
+ * other devices' access a new pool's. 0 if that failed (said; the spare is then no use). */
+static int make_new(struct spare *x)
+{
     static const CUmemPool_attribute reuse[] = {
         CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
         CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
+    CUmemoryPool p = x->pool;
+    cuuint64_t zero = 0;
+    CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; i < sizeof reuse / sizeof reuse[0] && r == CUDA_SUCCESS; i++) {
         int on = 1;
         r = DRV(cuMemPoolSetAttribute)(p, reuse[i], &on);
@@ -289,7 +343,7 @@ static int pool_fresh(CUmemoryPool p, int dev)
         r = DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero);
     /* Another device given access by the last owner has none in a new pool. */
     for (int d = 0; d < srv.ndev && r == CUDA_SUCCESS; d++) {
-        if (d == dev)
+        if (d == x->dev)
             continue;
         CUmemAccessDesc none = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
                                 .flags = CU_MEM_ACCESS_FLAGS_PROT_NONE};
@@ -299,30 +353,28 @@ static int pool_fresh(CUmemoryPool p, int dev)
             r = DRV(cuMemPoolSetAccess)(p, &none, 1);
     }
     if (r != CUDA_SUCCESS) {
-        srv_log("A spare CUmemoryPool of device %d could not be made new (%s): it is left with "
-                "the driver", dev, srv_errname(r));
-        return -1;
+        srv_log("A spare CUmemoryPool of device %d could not be made new (%s): it is no use "
+                "now", x->dev, srv_errname(r));
+        x->reusable = 0;
+        return 0;
     }
     return 1;
 }
 
-/* Under lifecycle: a settled spare of device dev made new, or NULL. A spare that cannot be
- * made new leaves the list (and is not destroyed). */
+/* Under lifecycle: a settled reusable spare of device dev made new and out of the list, or
+ * NULL. */
 static CUmemoryPool spare_take(int dev)
 {
-    for (struct spare **pp = &spares; *pp;) {
-        struct spare *s = *pp;
-        int fresh = s->dev == dev ? pool_fresh(s->pool, dev) : 0;
-        if (fresh == 0) {
-            pp = &s->next;
+    reap();
+    for (struct spare **pp = &spares; *pp; pp = &(*pp)->next) {
+        struct spare *x = *pp;
+        if (x->dev != dev || !x->reusable || !spare_settled(x, 1) || !make_new(x))
             continue;
-        }
-        *pp = s->next;
+        CUmemoryPool p = x->pool;
+        *pp = x->next;
         nspares--;
-        CUmemoryPool p = s->pool;
-        free(s);
-        if (fresh > 0)
-            return p;
+        free(x);
+        return p;
     }
     return NULL;
 }
@@ -345,63 +397,65 @@ CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
     return r;
 }
 
-/* Under lifecycle: a settled spare, the one retired longest ago, destroyed to make room
- * (a destroy of a pool with nothing in use, nothing pending and nothing reserved); 0 if
- * none is settled. */
-static int evict_settled(void)
+/* Under lifecycle: reusable spare x has nothing in use (what it reserves may be memory of
+ * a free the host never saw end: on the H200 a trim kept that reserved for good). */
+static int spare_unused(const struct spare *x)
 {
-    struct spare **oldest = NULL;
+    cuuint64_t used = 1;
+    return x->reusable && dev_ok(x->dev) &&
+           DRV(cuMemPoolGetAttribute)(x->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) ==
+               CUDA_SUCCESS &&
+           !used;
+}
+
+/* Under lifecycle: a spare destroyed to make room: the settled one retired longest ago,
+ * else the reusable one with nothing in use retired longest ago (what it still reserves is
+ * then given back with it); 0 if none is either. */
+static int evict(void)
+{
+    struct spare **settled = NULL, **unused = NULL;
     for (struct spare **pp = &spares; *pp; pp = &(*pp)->next) {
-        cuuint64_t used = 1, reserved = 1;
-        CUmemoryPool p = (*pp)->pool;
-        if (dev_ok((*pp)->dev) && DRV(cuMemPoolTrimTo)(p, 0) == CUDA_SUCCESS &&
-            DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) ==
-                CUDA_SUCCESS &&
-            DRV(cuMemPoolGetAttribute)(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) ==
-                CUDA_SUCCESS &&
-            !used && !reserved)
-            oldest = pp;
+        if (spare_settled(*pp, 0))
+            settled = pp;
+        else if (spare_unused(*pp))
+            unused = pp;
     }
-    if (!oldest)
+    struct spare **pp = settled ? settled : unused;
+    if (!pp)
         return 0;
-    struct spare *x = *oldest;
-    *oldest = x->next;
-    nspares--;
-    CUresult r = DRV(cuMemPoolDestroy)(x->pool);
-    if (r != CUDA_SUCCESS)
-        srv_log("Destroying a spare CUmemoryPool failed with %s", srv_errname(r));
-    free(x);
+    spare_destroy(pp);
     n_evicted++;
     return 1;
 }
 
-/* Under lifecycle: pool (plain or not) of device dev goes: a spare if it can be, else
- * destroyed; in a device's dead context (a fault) it went with the context. Past
- * POOL_SPARES spares a settled one is destroyed to make room; if none is settled the spares
- * grow up to POOL_SPARES_MAX, and only past that is a retiring plain pool destroyed as it
- * is. */
-static CUresult retire(CUmemoryPool pool, int dev, int plain)
+/* Under lifecycle: pool of device dev goes (its client destroyed it or left): a spare,
+ * reusable if `reusable`, unless POOL_SPARES_MAX are kept, none of them settled; then it
+ * is destroyed at once, after a trim. In a device's dead context (a fault) it went with
+ * the context. */
+static CUresult retire(CUmemoryPool pool, int dev, int reusable)
 {
     if (!dev_ok(dev))
         return CUDA_SUCCESS;
-    if (plain && nspares >= POOL_SPARES)
-        evict_settled();
-    if (plain && nspares < POOL_SPARES_MAX) {
-        struct spare *s = malloc(sizeof(*s));
-        if (s) {
-            /* Its memory goes back to the device now, and what pending frees return later
-             * at the next trim (a threshold of 0). */
-            cuuint64_t zero = 0;
-            (void)DRV(cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
-            (void)DRV(cuMemPoolTrimTo)(pool, 0);
-            *s = (struct spare){.pool = pool, .dev = dev, .next = spares};
-            spares = s;
-            nspares++;
-            n_kept++;
-            return CUDA_SUCCESS;
-        }
+    reap();
+    if (nspares >= POOL_SPARES)
+        evict();
+    struct spare *x = nspares < POOL_SPARES_MAX ? malloc(sizeof(*x)) : NULL;
+    if (x) {
+        /* Its memory goes back to the device now, and what pending frees return later
+         * at the next trim (a threshold of 0). */
+        cuuint64_t zero = 0;
+        (void)DRV(cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
+        (void)DRV(cuMemPoolTrimTo)(pool, 0);
+        *x = (struct spare){.pool = pool, .dev = dev, .reusable = reusable, .next = spares};
+        spares = x;
+        nspares++;
+        n_kept++;
+        if (!reusable)
+            reap(); /* settled already, most often */
+        return CUDA_SUCCESS;
     }
-    n_destroyed += plain;
+    n_destroyed++;
+    (void)DRV(cuMemPoolTrimTo)(pool, 0); /* what it still reserves goes back first */
     return DRV(cuMemPoolDestroy)(pool);
 }
 
@@ -416,23 +470,53 @@ CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain)
 void srv_pools_tidy(void)
 {
     pthread_mutex_lock(&lifecycle);
+    reap();
     for (struct spare *x = spares; x; x = x->next)
-        if (dev_ok(x->dev))
-            (void)DRV(cuMemPoolTrimTo)(x->pool, 0);
+        (void)DRV(cuMemPoolTrimTo)(x->pool, 0);
     pthread_mutex_unlock(&lifecycle);
 }
 
 void srv_pools_report(void)
 {
     pthread_mutex_lock(&lifecycle);
-    if (n_made || n_reused)
-        srv_log("Plain CUmemoryPools: %llu made, %llu spares made new for a later pool, %llu "
-                "kept as spares, %llu settled spares destroyed past %d, %llu retiring pools "
-                "destroyed past %d; %u spares now",
+    if (n_made || n_kept)
+        srv_log("CUmemoryPools: %llu plain ones made, %llu spares made new for a later pool, "
+                "%llu pools kept as spares, %llu of no use destroyed once settled, %llu "
+                "idle ones destroyed past %d spares, %llu retiring ones destroyed past %d; "
+                "%u spares now",
                 (unsigned long long)n_made, (unsigned long long)n_reused,
-                (unsigned long long)n_kept, (unsigned long long)n_evicted, POOL_SPARES,
-                (unsigned long long)n_destroyed, POOL_SPARES_MAX, nspares);
+                (unsigned long long)n_kept, (unsigned long long)n_reaped,
+                (unsigned long long)n_evicted, POOL_SPARES, (unsigned long long)n_destroyed,
+                POOL_SPARES_MAX, nspares);
     pthread_mutex_unlock(&lifecycle);
+}
+
+static void doomed_allocation_gone(struct srv_client *c, struct srv_obj *o);
+
+/* cuMemFree of memory from one of the client's pools, or its release when the client left:
+ * the driver's cuMemFree, and the pool (record o's parent, or the doom o carries once the
+ * client destroyed it) is no longer one a spare can be made of (above). */
+CUresult srv_pool_mem_free(struct srv_client *c, struct srv_obj *o)
+{
+    (void)c;
+    if (o->drop == doomed_allocation_gone && o->ext) {
+        pthread_mutex_lock(&lifecycle);
+        ((struct doomed *)o->ext)->plain = 0;
+        pthread_mutex_unlock(&lifecycle);
+    } else if (o->parent && o->parent->key.type == SHIM_HT_CUmemoryPool) {
+        o->parent->aux &= ~(uint64_t)POOL_PLAIN;
+    }
+    return DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
+}
+
+/* A departing client's memory of its pools (cuda_symbols.txt: release=pooled), before its
+ * pools are released. */
+void srv_release_pooled(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = srv_pool_mem_free(c, o);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: releasing pooled memory failed with %s", (int)c->pid,
+                srv_errname(r));
 }
 
 /* An allocation of a doomed pool goes (its record's drop): the last one retires the pool,

@@ -752,9 +752,8 @@ CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t 
 int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool */
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o); /* after its work, no wait */
 void srv_devmem_gone(struct srv_client *c);             /* its streams go */
-/* Memory of the pool nobody holds any more (IPC memory whose last holder let go), or of a
- * client's own pool that it frees with cuMemFree: freed on a stream of the server's, after
- * nothing, not waited for. */
+/* Memory of the pool nobody holds any more (IPC memory whose last holder let go): freed on
+ * a stream of the server's, after nothing. */
 CUresult srv_devmem_free_orphan(int dev, uint64_t p);
 
 /* pools.c: every pool the server makes or lets go goes through these, one at a time; a
@@ -762,6 +761,8 @@ CUresult srv_devmem_free_orphan(int dev, uint64_t p);
  * new for the next such create instead of destroyed in the driver. */
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
 CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain);
+/* cuMemFree of memory from one of the client's pools (its record o): its pool is no spare. */
+CUresult srv_pool_mem_free(struct srv_client *c, struct srv_obj *o);
 void srv_pools_report(void); /* the log's line on pools made, made new, kept, destroyed */
 void srv_pools_tidy(void);   /* every spare trimmed: what a late free returned goes back */
 

@@ -287,10 +287,10 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 // MPSSHIM_CPUDRV_POOL_STRICT=1: a pool destroyed while an allocation from it is
 // outstanding (not freed, nor its free enqueued) kills the process, as the real driver
 // (580.159.04, H100) did to the server when other threads used pools meanwhile; legal
-// and served natively otherwise. =2: a pool destroyed while it holds anything at all (an
-// allocation, a free not yet run, reserved memory) kills it too: the H200's driver (same
-// version) killed the server inside a destroy once in a soak; the server now destroys only
-// pools that hold nothing (server/pools.c, spares).
+// and served natively otherwise. =2: a pool destroyed while any of its memory is in use
+// (an allocation, or a free not yet run) kills it too: the H200's driver (same version)
+// killed the server inside a destroy once in a soak; the server now destroys only pools
+// with nothing in use (server/pools.c, spares).
 static int pool_strict(void)
 {
     static int on = -1;
@@ -312,10 +312,9 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
     if (!p || p->is_default) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
-        if (pool_strict() == 2 && (p->used || p->reserved)) {
-            fprintf(stderr, "cpudrv: cuMemPoolDestroy of a pool holding %zu bytes in use, %zu "
-                    "reserved (MPSSHIM_CPUDRV_POOL_STRICT=2)\n", (size_t)p->used,
-                    (size_t)p->reserved);
+        if (pool_strict() == 2 && p->used) {
+            fprintf(stderr, "cpudrv: cuMemPoolDestroy of a pool with %zu bytes in use "
+                    "(MPSSHIM_CPUDRV_POOL_STRICT=2)\n", (size_t)p->used);
             abort();
         }
         size_t n = pool_strict() ? cpudrv_mem_pool_outstanding(p) : 0;
