@@ -203,8 +203,9 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  * reusable spare made new (make_new: its attributes and other devices' access a new
  * pool's). Other spares are of no use and are destroyed as soon as they are seen settled
  * (reap). Spares cost the driver's record of a pool and no device memory once settled;
- * they are trimmed again whenever the server's status is asked for (srv_pools_tidy), so
- * that the device memory it reports is what is in use.
+ * they are trimmed again whenever the server's status is asked for (srv_pools_tidy, which
+ * also destroys those that still reserve memory with nothing in use), so that the device
+ * memory it reports is what is in use.
  *
  * A pool that memory was freed from with the driver's cuMemFree (by its client, or when its
  * client left holding it) is of no use either: on the H200 its counters then said the
@@ -467,12 +468,20 @@ CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain)
     return r;
 }
 
+/* Every spare trimmed; a reusable one that still reserves memory with nothing in use (the
+ * host never saw its last free end, so no trim gives that memory back) is destroyed. */
 void srv_pools_tidy(void)
 {
     pthread_mutex_lock(&lifecycle);
     reap();
-    for (struct spare *x = spares; x; x = x->next)
-        (void)DRV(cuMemPoolTrimTo)(x->pool, 0);
+    for (struct spare **pp = &spares; *pp;) {
+        if (!spare_settled(*pp, 0) && spare_unused(*pp)) {
+            spare_destroy(pp);
+            n_evicted++;
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
     pthread_mutex_unlock(&lifecycle);
 }
 
@@ -482,7 +491,8 @@ void srv_pools_report(void)
     if (n_made || n_kept)
         srv_log("CUmemoryPools: %llu plain ones made, %llu spares made new for a later pool, "
                 "%llu pools kept as spares, %llu of no use destroyed once settled, %llu "
-                "idle ones destroyed past %d spares, %llu retiring ones destroyed past %d; "
+                "idle ones destroyed (past %d spares, or by a status), %llu retiring ones "
+                "destroyed past %d; "
                 "%u spares now",
                 (unsigned long long)n_made, (unsigned long long)n_reused,
                 (unsigned long long)n_kept, (unsigned long long)n_reaped,
