@@ -274,6 +274,43 @@ static void errors(CUmemoryPool def, CUstream s)
     t_ok("cuMemPoolDestroy of the default pool fails");
 }
 
+/* Another device's access to a pool does not outlive the pool: the next pool made gives
+ * that device none, as a new pool does (through the shim it may be the same driver pool,
+ * made new: server/pools.c). Only where a second device can reach this one; prints nothing
+ * otherwise, natively and through the shim alike. */
+static void access_not_inherited(const CUmemPoolProps *props, CUdevice dev)
+{
+    int n = 0, can = 0;
+    CHECK(cuDeviceGetCount(&n));
+    if (n < 2)
+        return;
+    CUdevice other;
+    CHECK(cuDeviceGet(&other, dev == 0 ? 1 : 0));
+    CHECK(cuDeviceCanAccessPeer(&can, other, dev));
+    if (!can)
+        return;
+    CUmemoryPool pool;
+    CUmemAccessDesc d;
+    memset(&d, 0, sizeof d);
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = other;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUmemLocation loc = d.location;
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CHECK(cuMemPoolCreate(&pool, props));
+    CHECK(cuMemPoolSetAccess(pool, &d, 1));
+    CHECK(cuMemPoolGetAccess(&flags, pool, &loc));
+    REQUIRE(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "device %d was not given access", other);
+    CHECK(cuMemPoolDestroy(pool));
+    CHECK(cuMemPoolCreate(&pool, props));
+    flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CHECK(cuMemPoolGetAccess(&flags, pool, &loc));
+    REQUIRE(flags == CU_MEM_ACCESS_FLAGS_PROT_NONE,
+            "a new pool gives device %d the access the last one had", other);
+    CHECK(cuMemPoolDestroy(pool));
+    t_ok("another device's access to a pool does not pass to the next pool made");
+}
+
 /* --many: MANY pools at once, each used (an allocation written, freed, synchronized), then
  * all destroyed; twice. More pools than the server keeps as spares (server/pools.c: 64)
  * are destroyed there, which must be the spares that hold nothing. */
@@ -360,6 +397,7 @@ int main(int argc, char **argv)
     CHECK(cuMemPoolCreate(&pool, &props));
     new_pool_defaults(pool, "cuMemPoolCreate after a destroy");
     CHECK(cuMemPoolDestroy(pool));
+    access_not_inherited(&props, dev);
     destroy_outstanding(&props, s, leave);
     errors(def, s);
 
