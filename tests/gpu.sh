@@ -2,7 +2,8 @@
 # The GPU tier (`make gpu-test`), on a machine with an NVIDIA GPU: the test programs run
 # natively and through the shim and must print the same; then eight clients at once, which
 # the GPU must see as ONE process (the server); a client killed mid-copy; the server's
-# memory back to idle afterwards. Full logs in $OUT (or a temp dir); a table last.
+# memory back to idle afterwards; memory pools made and destroyed by many clients at once;
+# fault recovery. Full logs in $OUT (or a temp dir); a table last.
 # Exit 77 when there is no GPU.
 set -u
 B=$(cd "${1:-build}" && pwd)
@@ -436,6 +437,53 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
 else
     record mpi SKIP "no mpicc/mpirun"
 fi
+
+# ---------------------------------------------------------------- pools (issue 11)
+# Many clients making, using and destroying memory pools at once, on a server of its own:
+# the driver killed the server inside cuMemPoolDestroy in soaks (H100, H200; server/pools.c).
+# The server must survive every pattern of tests/progs/poolrace.c from six clients at once,
+# eight mempool clients and 100 pools at once, hold nothing afterwards, and have given its
+# pools' device memory back (within 64 MiB of what it used before them).
+pools_tier() {
+    local dir=$WORK/pools pids=() i bad=0 before after pid objs
+    (export MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log; "$CTL" -d) >>"$LOG" 2>&1 ||
+        { record pools FAIL "server did not start"; return; }
+    pctl() { printf '%s\n' "$1" | MPSSHIM_PIPE_DIRECTORY=$dir timeout 10 "$CTL"; }
+    pid=$(cat "$dir/server.pid")
+    before=$(pctl get_server_status | awk '/^Device 0 memory used/ {print $5}')
+    for i in 1 2 3 4 5 6; do
+        env LD_PRELOAD="$SHIM" MPSSHIM_PIPE_DIRECTORY="$dir" timeout 60 "$B/tests/poolrace" 9 2 8 \
+            >"$WORK/pools-race$i.out" 2>&1 &
+        pids+=($!)
+    done
+    for i in 1 2 3 4 5 6 7 8; do
+        env LD_PRELOAD="$SHIM" MPSSHIM_PIPE_DIRECTORY="$dir" timeout 60 "$B/tests/mempool" \
+            >"$WORK/pools-mempool$i.out" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${pids[@]}"; do wait "$i" || bad=$((bad + 1)); done
+    env LD_PRELOAD="$SHIM" MPSSHIM_PIPE_DIRECTORY="$dir" timeout 60 "$B/tests/mempool" --many \
+        >"$WORK/pools-many.out" 2>&1 || bad=$((bad + 1))
+    cat "$WORK"/pools-*.out >>"$LOG"
+    sleep 1
+    objs=$(pctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+    after=$(pctl get_server_status | awk '/^Device 0 memory used/ {print $5}')
+    pctl quit >/dev/null 2>&1
+    sleep 1
+    local line
+    line=$(grep -h "CUmemoryPools: " "$dir/log/server.log" | tail -n 1)
+    echo "${line#*] }" >>"$LOG"
+    if [ "$bad" = 0 ] && [ "$objs" = "0 0" ] && [ -n "$before" ] && [ -n "$after" ] &&
+        [ $((after - before)) -le $((64 << 20)) ] && ! grep -q "died" "$dir/log/server.log"; then
+        record pools PASS "15 clients at once and 100 pools, server alive; memory $((before >> 20)) -> $((after >> 20)) MiB; ${line#*CUmemoryPools: }"
+    else
+        record pools FAIL "$bad client(s) failed; objects ${objs:-?}; memory ${before:-?} -> ${after:-?}; $(grep -c died "$dir/log/server.log") death(s) in the log"
+    fi
+    cp "$dir/log/server.log" "$LOGDIR/pools-server.log" 2>/dev/null
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && kill "$pid" 2>/dev/null
+    return 0
+}
+skipped pools && record pools SKIP "MPSSHIM_GPU_SKIP" || pools_tier
 
 # ---------------------------------------------------------------- faults (issue 11)
 fault_tier
