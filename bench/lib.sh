@@ -43,15 +43,39 @@ add_row() {
     ROWS+=("$1")
 }
 
-# mode_vars MODE: VARS, the variables of a variant of mpsshim (none for other modes).
+# mode_vars MODE: VARS, the variables of a variant of mpsshim (none for other modes), and
+# SERVERS, how many servers its clients are spread over (the variant's
+# MPSSHIM_BENCH_SERVERS, the bench's own and not among VARS; else 1).
 mode_vars() {
+    local all v
     VARS=()
-    [ -z "${MODE_VARS[$1]:-}" ] || IFS=, read -ra VARS <<<"${MODE_VARS[$1]}"
+    SERVERS=1
+    [ -z "${MODE_VARS[$1]:-}" ] || IFS=, read -ra all <<<"${MODE_VARS[$1]}"
+    for v in "${all[@]}"; do
+        case $v in
+        MPSSHIM_BENCH_SERVERS=*) SERVERS=${v#*=} ;;
+        *) VARS+=("$v") ;;
+        esac
+    done
 }
 
-# mode_env MODE: ENVP, the env(1) prefix every program of MODE runs under.
+# shim_dir KIND J: the pipe (KIND pipe) or log (KIND log) directory of mpsshim server J
+# (0: the only one, unless a variant spreads its clients over several).
+shim_dir() { if [ "$2" = 0 ]; then echo "$WORK/shim-$1"; else echo "$WORK/shim-$1$2"; fi; }
+
+# proc_env I: PROCENV, what process I (1..) of a mode adds to ENVP: with several servers
+# (MPSSHIM_BENCH_SERVERS), the directories of server (I - 1) mod SERVERS.
+proc_env() {
+    PROCENV=()
+    [ "${PROC_SERVERS:-1}" -gt 1 ] || return 0
+    local j=$((($1 - 1) % PROC_SERVERS))
+    PROCENV=("MPSSHIM_PIPE_DIRECTORY=$(shim_dir pipe $j)" "MPSSHIM_LOG_DIRECTORY=$(shim_dir log $j)")
+}
+
+# mode_env MODE: ENVP, the env(1) prefix every program of MODE runs under (proc_env adds
+# what differs from one process to the next), and PROC_SERVERS.
 mode_env() {
-    local VARS
+    local VARS SERVERS=1
     ENVP=(env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY)
     case $1 in
     native)
@@ -68,6 +92,7 @@ mode_env() {
         ENVP+=("${VARS[@]}")
         ;;
     esac
+    PROC_SERVERS=$SERVERS
 }
 
 # ---------------------------------------------------------------- daemons
@@ -89,35 +114,44 @@ stop_mps() {
 }
 
 # start_shim [MODE]: the mpsshim daemon in $WORK's directories, with the variables of MODE
-# when it is a variant (mpsshim-NAME); non-zero if it failed.
+# when it is a variant (mpsshim-NAME), or MPSSHIM_BENCH_SERVERS of them, each in
+# directories of its own (shim_dir); non-zero if one failed.
 start_shim() {
-    mkdir -p "$WORK/shim-pipe" "$WORK/shim-log"
+    local drv=() VARS SERVERS j
     SHIM_UP=1 # before the start, as for MPS
-    local drv=() VARS
     [ "$CPU" = 1 ] && drv=("MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1")
     mode_vars "${1:-mpsshim}"
-    # No CUDA_MPS_* here: the server must not become a client of a native MPS. The control
-    # daemon passes its environment on to the server it starts.
-    env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u LD_PRELOAD \
-        MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" MPSSHIM_LOG_DIRECTORY="$WORK/shim-log" \
-        "${drv[@]}" "${VARS[@]}" timeout 40 "$SHIM_CTL" -d
+    SHIM_SERVERS=$SERVERS
+    for j in $(seq 0 $((SERVERS - 1))); do
+        mkdir -p "$(shim_dir pipe "$j")" "$(shim_dir log "$j")"
+        # No CUDA_MPS_* here: the server must not become a client of a native MPS. The
+        # control daemon passes its environment on to the server it starts.
+        env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY -u LD_PRELOAD \
+            MPSSHIM_PIPE_DIRECTORY="$(shim_dir pipe "$j")" MPSSHIM_LOG_DIRECTORY="$(shim_dir log "$j")" \
+            "${drv[@]}" "${VARS[@]}" timeout 40 "$SHIM_CTL" -d || return 1
+    done
 }
 
-# stop_shim: asks the server to quit; waits (10 s) for it to exit, then ends it by its pid.
+# stop_shim: asks every server of the mode to quit; waits (10 s each) for it to exit, then
+# ends it by its pid; non-zero if one had to be.
 stop_shim() {
     [ "$SHIM_UP" = 1 ] || return 0
-    local pid
-    pid=$(cat "$WORK/shim-pipe/server.pid" 2>/dev/null)
-    echo quit | timeout 20 env MPSSHIM_PIPE_DIRECTORY="$WORK/shim-pipe" "$SHIM_CTL" >/dev/null 2>&1
+    local pid j rc=0 dir
     SHIM_UP=0
-    [ -n "$pid" ] || return 0
-    for _ in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
+    for j in $(seq 0 $((${SHIM_SERVERS:-1} - 1))); do
+        dir=$(shim_dir pipe "$j")
+        pid=$(cat "$dir/server.pid" 2>/dev/null)
+        echo quit | timeout 20 env MPSSHIM_PIPE_DIRECTORY="$dir" "$SHIM_CTL" >/dev/null 2>&1
+        [ -n "$pid" ] || continue
+        for _ in $(seq 100); do
+            kill -0 "$pid" 2>/dev/null || continue 2
+            sleep 0.1
+        done
+        say "mpsshim server $pid did not quit in 10 s: sending SIGTERM"
+        kill "$pid" 2>/dev/null
+        rc=1
     done
-    say "mpsshim server $pid did not quit in 10 s: sending SIGTERM"
-    kill "$pid" 2>/dev/null
-    return 1
+    return $rc
 }
 
 # mps_missing MODE: prints why native MPS cannot run here when MODE is mps and it cannot.
@@ -164,9 +198,10 @@ stop_daemon() {
     stop_mps
     stop_shim
     [ -n "$DAEMON_LOG" ] || return 0
-    for f in "$DAEMON_LOG"/*; do
+    # (Several mpsshim servers: the others' logs are in shim-log1, shim-log2...)
+    for f in "$DAEMON_LOG"/* "$DAEMON_LOG"[0-9]*/*; do
         [ -f "$f" ] || continue
-        say "=== $1 daemon: $(basename "$f")"
+        say "=== $1 daemon: ${f#"$WORK"/}"
         cat "$f"
     done >>"$2"
 }

@@ -18,7 +18,9 @@
 #                        with a server (and clients) given those variables (values without
 #                        commas), e.g. conn32:CUDA_DEVICE_MAX_CONNECTIONS=32; repeatable.
 #                        Variants run after mpsshim in every family, each with a fresh
-#                        server, and get a column of the table and dashed lines in the plots
+#                        server, and get a column of the table and dashed lines in the plots;
+#                        MPSSHIM_BENCH_SERVERS=K (1-8) spreads the variant's processes over K
+#                        servers instead (bench/README.md)
 #   --no-plots           table only (bench/plot.py DIR draws the plots later, elsewhere)
 #   --pack               the logs and plots into one bench-logs.tgz at the end, so that the
 #                        results folder is 8 files (what a GPU session's $OUT brings back)
@@ -53,6 +55,8 @@ variant_ok() {
     for v in "${a[@]}"; do
         [[ $v =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage "--variant $1: '$v' is not VAR=VAL"
         case ${v%%=*} in
+        MPSSHIM_BENCH_SERVERS)
+            [[ ${v#*=} =~ ^[1-8]$ ]] || usage "--variant $1: MPSSHIM_BENCH_SERVERS is 1 to 8" ;;
         LD_PRELOAD | MPSSHIM_PIPE_DIRECTORY | MPSSHIM_LOG_DIRECTORY | CUDA_MPS_PIPE_DIRECTORY | \
             CUDA_MPS_LOG_DIRECTORY | MPSSHIM_DRIVER | MPSSHIM_BENCH_*)
             usage "--variant $1: ${v%%=*} is the bench's own" ;;
@@ -256,7 +260,9 @@ group() {
     for i in $(seq "$PROCS"); do
         words=()
         for w in "$@"; do words+=("${w//%i/$((i - 1))}"); done
-        timeout -k 5 "$secs" "${ENVP[@]}" "${words[@]}" >"$WORK/$mode.$name.$i.out" 2>&1 &
+        proc_env "$i"
+        timeout -k 5 "$secs" "${ENVP[@]}" "${PROCENV[@]}" "${words[@]}" \
+            >"$WORK/$mode.$name.$i.out" 2>&1 &
         pids+=($!)
     done
     BG_PIDS=("${pids[@]}")
@@ -288,7 +294,8 @@ fam_idle() {
     fi
     INFLIGHT=("$mode" idle)
     for i in $(seq "$IDLE_PROCS"); do
-        timeout -k 5 "$secs" "${ENVP[@]}" "$hold" 30 >"$WORK/$mode.idle.$i.out" 2>&1 &
+        proc_env "$i"
+        timeout -k 5 "$secs" "${ENVP[@]}" "${PROCENV[@]}" "$hold" 30 >"$WORK/$mode.idle.$i.out" 2>&1 &
         pids+=($!)
     done
     BG_PIDS=("${pids[@]}")
@@ -444,6 +451,13 @@ fam_mpi() {
         for n in $MPI_RANKS; do sample mpi_gpu_loop_s "$n" "$mode" 1 n/a s; done
         return
     fi
+    # mpirun gives every rank the same environment: with several servers (a variant's
+    # MPSSHIM_BENCH_SERVERS) all ranks would go to the first, which measures nothing new.
+    if [ "${PROC_SERVERS:-1}" -gt 1 ]; then
+        say "  mpi $mode: n/a (mpirun sends every rank to one of its $PROC_SERVERS servers)"
+        for n in $MPI_RANKS; do sample mpi_gpu_loop_s "$n" "$mode" 1 n/a s; done
+        return
+    fi
     for e in "${ENVP[@]:1}"; do
         case $e in -u) ;; *=*) xs+=(-x "$e") ;; *) un+=(-u "$e") ;; esac
     done
@@ -583,7 +597,7 @@ run_family() {
     stop_daemon "$mode" "$log"
     FAM_MODE=
     # The next family's daemon logs afresh (stop_daemon copied these into the mode's log).
-    rm -rf "$WORK/shim-log" "$WORK/mps-log"
+    rm -rf "$WORK/shim-log" "$WORK"/shim-log[0-9]* "$WORK/mps-log"
     settle_gpu "$BASE"
     say "  $fam $mode: $((SECONDS - t0)) s"
 }

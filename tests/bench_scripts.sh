@@ -6,6 +6,9 @@
 # 2. one run failed on purpose (MPSSHIM_BENCH_FAIL) among the calls runs: the script exits
 #    non-zero, the cell keeps the other run's median with "1 FAIL", the goal says how many
 #    failed and is not met, and the failed run's whole output is in the packed log.
+# 3. a variant spreading its clients over two servers (MPSSHIM_BENCH_SERVERS=2): both
+#    servers serve fleetc's processes, both logs are in the variant's log, and the variable
+#    reaches neither server.
 #   tests/bench_scripts.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -61,3 +64,20 @@ for line in '^# callbench: ' '^metric launch_sync_us' '^FAIL bench/run.sh: faile
         { cat "$W/section"; fail "the failed run's output is not whole in the log ($line)"; }
 done
 echo "a failed run: kept in the log, counted in its cell and its goal"
+
+out=$W/servers
+OUT=$out bench --families fleetc --variant two:MPSSHIM_BENCH_SERVERS=2 >"$out.log" 2>&1 ||
+    { tail -n 30 "$out.log"; fail "bench/run.sh --variant two:MPSSHIM_BENCH_SERVERS=2"; }
+log=$out/bench-mpsshim-two.log
+served() { # LOGDIR: clients the server logging there took, from the variant's log
+    awk -v h="=== mpsshim-two daemon: $1/server.log" '$0 == h {f = 1; next} /^=== / {f = 0} f' \
+        "$log" | grep -c "New client"
+}
+n0=$(served shim-log) n1=$(served shim-log1)
+[ "$n0" -gt 0 ] && [ "$n1" -gt 0 ] || fail "two servers: clients served $n0 and $n1"
+grep -E '^\| fleetc_steps_per_s processes=2 \|' "$out/bench-results.md" |
+    grep -qE '\| [0-9.]+ \([0-9.]+-[0-9.]+\) \[[0-9.]+, -\] \|$' ||
+    fail "no number in the two-server variant's fleetc cell"
+! grep -q 'started with MPSSHIM_BENCH_SERVERS' "$log" ||
+    fail "a server was started with MPSSHIM_BENCH_SERVERS"
+echo "a variant over two servers: $n0 and $n1 clients"
