@@ -92,12 +92,14 @@ static void two_streams(CUstream s1, CUstream s2)
     t_ok("allocated on one stream, used and freed on another after an event");
 }
 
+/* A pool's reuse flags: int, enabled in a new pool. */
+static const CUmemPool_attribute reuse[] = {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+                                            CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                            CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
+
 /* Reuse flags and the release threshold are set and read back. */
 static void attributes(CUmemoryPool pool)
 {
-    static const CUmemPool_attribute reuse[] = {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
-                                                CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
-                                                CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
     for (size_t i = 0; i < sizeof reuse / sizeof reuse[0]; i++) {
         int v = -1;
         CHECK(cuMemPoolGetAttribute(pool, reuse[i], &v));
@@ -127,9 +129,6 @@ static void attributes(CUmemoryPool pool)
  * driver pool again, made new: server/pools.c). */
 static void new_pool_defaults(CUmemoryPool pool, const char *what)
 {
-    static const CUmemPool_attribute reuse[] = {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
-                                                CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
-                                                CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
     for (size_t i = 0; i < sizeof reuse / sizeof reuse[0]; i++) {
         int v = -1;
         CHECK(cuMemPoolGetAttribute(pool, reuse[i], &v));
