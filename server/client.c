@@ -146,6 +146,11 @@ static int handshake(struct srv_client *c)
         return -1;
     c->pid = cred.pid;
     c->uid = cred.uid;
+    /* Named after its client, for whoever looks at a stuck server's threads (ps -L, the
+     * stacks SIGUSR2 writes into the log: log.c). */
+    char name[16];
+    snprintf(name, sizeof(name), "client %d", (int)c->pid);
+    pthread_setname_np(pthread_self(), name);
     /* Faults before this client came are not its own (epoch first: see fault.c). */
     c->fault_seen = atomic_load(&srv.fault_epoch);
     atomic_store(&c->fault_ack, c->fault_seen);
@@ -379,7 +384,10 @@ static void mark_terminated(struct srv_client *c)
 static void *client_main(void *arg)
 {
     struct srv_client *c = arg;
-    if (handshake(c) == 0) {
+    srv_busy(c, SRV_BUSY_HANDSHAKE);
+    int shaken = handshake(c);
+    srv_busy(c, 0);
+    if (shaken == 0) {
         srv_log("New client %d connected (%s)", (int)c->pid, c->exe);
         log_limits(c);
         atomic_store(&c->connected, 1);
@@ -390,7 +398,9 @@ static void *client_main(void *arg)
                     "dropped; releasing what it held once its work already on the GPU ends",
                     (int)c->pid);
         }
+        srv_busy(c, SRV_BUSY_RELEASE);
         cleanup(c);
+        srv_busy(c, 0);
         srv_log("Client process %d disconnected", (int)c->pid);
         if (CHAN_PROFILING) {
             uint64_t wall = chan_now_ns() - c->prof_since_ns;
@@ -501,6 +511,40 @@ unsigned srv_clients_live(void)
         n += atomic_load(&x->connected) && !atomic_load(&x->finished);
     pthread_mutex_unlock(&srv.clients_lock);
     return n;
+}
+
+void srv_clients_watch(void)
+{
+    uint64_t now = chan_now_ns();
+    pthread_mutex_lock(&srv.clients_lock);
+    for (struct srv_client *x = srv.clients; x; x = x->next) {
+        uint32_t op = atomic_load_explicit(&x->busy_op, memory_order_relaxed);
+        uint64_t seq = atomic_load_explicit(&x->busy_seq, memory_order_relaxed);
+        if (!op || seq != x->watch_seq) {
+            x->watch_seq = seq;
+            x->watch_since_ns = now;
+            x->watch_said = 0;
+            continue;
+        }
+        if (x->watch_said || now - x->watch_since_ns < SRV_SLOW_CALL_NS)
+            continue;
+        x->watch_said = 1;
+        char what[64];
+        if (op == SRV_BUSY_HANDSHAKE)
+            snprintf(what, sizeof(what), "its handshake");
+        else if (op == SRV_BUSY_RELEASE)
+            snprintf(what, sizeof(what), "the release of what it held");
+        else if (op < SHIM_NCALLS)
+            snprintf(what, sizeof(what), "its call %s", shim_calls[op].name);
+        else
+            snprintf(what, sizeof(what), "its operation 0x%x", op);
+        srv_log("Client process %d: %s has been going on for %llu s in server thread "
+                "\"client %d\" (a driver call that does not return holds up every client: "
+                "SIGUSR2 writes the server's stacks into this log)",
+                (int)x->pid, what, (unsigned long long)((now - x->watch_since_ns) / 1000000000ull),
+                (int)x->pid);
+    }
+    pthread_mutex_unlock(&srv.clients_lock);
 }
 
 /* 1 while a client of process `pid` is still being served or released. */

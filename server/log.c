@@ -16,11 +16,14 @@
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -127,6 +130,8 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
  * (tests/soak.sh's stall report; there is no debugger on every machine). Sent to the
  * process, the thread that takes it passes it to each other thread (tgkill), which writes
  * its own. For diagnosis only: /proc is read with opendir, which is not async-signal-safe. */
+static atomic_flag stack_writing = ATOMIC_FLAG_INIT;
+
 static void on_stack_request(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
@@ -136,15 +141,27 @@ static void on_stack_request(int sig, siginfo_t *si, void *uc)
     put_num(b, &n, sizeof(b), (unsigned long)getpid(), 10);
     put_str(b, &n, sizeof(b), " thread ");
     put_num(b, &n, sizeof(b), (unsigned long)gettid(), 10);
+    /* The thread's name says whose calls a client thread serves ("client 12345"). */
+    char comm[17] = "";
+    if (prctl(PR_GET_NAME, comm) == 0 && comm[0]) {
+        put_str(b, &n, sizeof(b) - 2, " ");
+        put_str(b, &n, sizeof(b) - 2, comm);
+    }
     put_str(b, &n, sizeof(b), "]\n");
     void *frames[48];
     int nf = backtrace(frames, 48);
+    /* One thread's stack after another: every thread runs this at once, and
+     * backtrace_symbols_fd writes a line at a time. The flag is taken only here, by
+     * handlers that run with SIGUSR2 blocked, so none waits on itself. */
+    while (atomic_flag_test_and_set_explicit(&stack_writing, memory_order_acquire))
+        sched_yield();
     if (files[0].fd >= 0) {
         if (write(files[0].fd, b, n) < 0) {
             /* nothing more to do */
         }
         backtrace_symbols_fd(frames, nf, files[0].fd);
     }
+    atomic_flag_clear_explicit(&stack_writing, memory_order_release);
     if (si->si_code != SI_USER)
         return; /* passed on by another thread */
     DIR *d = opendir("/proc/self/task");

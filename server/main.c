@@ -400,6 +400,7 @@ int main(int argc, char **argv)
         int n = poll(fds, 3, 200);
         if (n < 0 && errno != EINTR)
             break;
+        srv_clients_watch();
         /* Before accepting anything: a successor that is ready serves what arrives from now
          * on (a control command must not reach this faulted server once it has said so). */
         if (srv_handover_poll()) {

@@ -300,8 +300,22 @@ struct srv_client {
     uint16_t first_thread; /* client thread number of the first record */
     int many_threads;      /* records came from more than one client thread */
 
+    /* What its thread is doing, for the main loop's watch on calls that never return
+     * (srv_clients_watch): the record it replays (an id of shim_calls or a CHAN_OP_, or
+     * SRV_BUSY_*; 0: none), and a count bumped per record, so that the watch tells a call
+     * that lasts from many short ones without a clock read per record. */
+    _Atomic uint32_t busy_op;
+    _Atomic uint64_t busy_seq;
+    uint64_t watch_seq, watch_since_ns; /* the main loop's own: what it saw, since when */
+    int watch_said;
+
     struct srv_stats stats;
 };
+
+#define SRV_BUSY_HANDSHAKE 0xfffffffeu /* busy_op: the handshake (its driver calls) */
+#define SRV_BUSY_RELEASE 0xffffffffu   /* busy_op: releasing what it held */
+/* A call in progress this long is logged once, with the thread that makes it. */
+#define SRV_SLOW_CALL_NS (10ull * 1000000000ull)
 
 /* ---------------------------------------------------------------- main.c: the server */
 
@@ -387,6 +401,16 @@ void srv_client_alert(struct srv_client *c);
 void srv_clients_alert(void);
 /* Clients whose handshake succeeded and that have not finished yet. */
 unsigned srv_clients_live(void);
+/* From the main loop: logs each client call (or handshake, or release) that has been in
+ * progress SRV_SLOW_CALL_NS, once: a driver call that never returns stops the server's
+ * other clients too (its lock), and this line says whose and which it was. */
+void srv_clients_watch(void);
+/* Marks what c's thread does now (busy_op). */
+static inline void srv_busy(struct srv_client *c, uint32_t op)
+{
+    atomic_store_explicit(&c->busy_op, op, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->busy_seq, 1, memory_order_relaxed);
+}
 /* After client `gone` has left: lowers each limit it raised back to what the others need. */
 void srv_limits_settle(struct srv_client *gone);
 /* Sets the server's context for device `dev` current on the calling thread. */

@@ -171,12 +171,16 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
     else if (r->thread != c->first_thread)
         c->many_threads = 1;
     if (r->op < SHIM_NCALLS) {
+        srv_busy(c, r->op);
         srv_generic(c, r, p, len);
+        srv_busy(c, 0);
         return 0;
     }
     if (r->op <= CHAN_OP_BASE || r->op >= CHAN_OP_END || !handlers[r->op - CHAN_OP_BASE])
         return -1;
+    srv_busy(c, r->op);
     handlers[r->op - CHAN_OP_BASE](c, r, p, len);
+    srv_busy(c, 0);
     return 0;
 }
 

@@ -341,6 +341,9 @@ run_test idle-answers-alerts 120 bash "$ROOT/tests/idle.sh" "$B" "$WORK"
 # server on an H100): the CPU test driver told to die on one; the server lives and
 # releases. Own server.
 run_test pool-destroyed-outstanding 200 bash "$ROOT/tests/pool_doom.sh" "$B" "$WORK"
+# A driver call that never returns is named in the log (whose, which, its thread) and the
+# stacks SIGUSR2 asks for come one thread after another. Own server.
+run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
 # cuMemAlloc from the server's pool (MPSSHIM_DEVICE_POOL=1, server/devmem.c: frees that
 # never wait for the shared context): every test program through such a server. Own server.
 run_test device-pool-programs 400 bash "$ROOT/tests/devpool.sh" "$B" "$WORK"

@@ -55,6 +55,11 @@ progs=("tests/vecadd 300000" "tests/memcpy_all --quick" "tests/graphs"
 if [ "$gpu" = 1 ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     progs+=("python3 $ROOT/tests/pytorch/smoke.py")
 fi
+# SOAK_PROGS="prog args;prog args;...": these instead (a program named twice is drawn twice
+# as often), to press on one mix: "python3 smoke" stands for the PyTorch client.
+if [ -n "${SOAK_PROGS:-}" ]; then
+    IFS=';' read -r -a progs <<<"${SOAK_PROGS//python3 smoke/python3 $ROOT/tests/pytorch/smoke.py}"
+fi
 
 # First CLIENTS clients at once, every program among them: what the server starts once and
 # keeps (its fault thread, the host-function thread, the driver's own threads and memory,

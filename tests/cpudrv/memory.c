@@ -312,9 +312,19 @@ static CUresult enter_unsafe(struct cpudrv_ctx **c)
 }
 
 // Allocates device memory (page-aligned; OUT_OF_MEMORY past MPSSHIM_CPUDRV_MEM_MB).
+// MPSSHIM_CPUDRV_SLOW_ALLOC=S: an allocation of exactly 1 MiB takes S seconds, as a
+// driver call that hangs would (the server's watch on calls that do not return, and its
+// stack dump: tests/stall_watch.sh). Other sizes are not slowed.
+static void slow_alloc(size_t bytesize)
+{
+    const char *v = getenv("MPSSHIM_CPUDRV_SLOW_ALLOC");
+    if (v && bytesize == (1u << 20)) sleep((unsigned)atoi(v));
+}
+
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     if (!dptr || !bytesize) return TR(CUDA_ERROR_INVALID_VALUE);
+    slow_alloc(bytesize);
     struct cpudrv_ctx *c;
     CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
