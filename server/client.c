@@ -518,6 +518,14 @@ void srv_clients_watch(void)
     uint64_t now = chan_now_ns();
     pthread_mutex_lock(&srv.clients_lock);
     for (struct srv_client *x = srv.clients; x; x = x->next) {
+        /* Gone, its thread perhaps inside a driver call: its streams must not wait for the
+         * callbacks it will never run, for another client's call may be holding the
+         * driver's lock until the whole device is idle. Repeated each pass: the thread may
+         * still enqueue host functions of its queued records before it sees the death.
+         * (x->shm stays mapped under clients_lock until its release ends.) */
+        if (atomic_load(&x->connected) && !atomic_load(&x->finished) && x->shm &&
+            !srv_client_alive(x))
+            srv_hostfn_release(x);
         uint32_t op = atomic_load_explicit(&x->busy_op, memory_order_relaxed);
         uint64_t seq = atomic_load_explicit(&x->busy_seq, memory_order_relaxed);
         if (!op || seq != x->watch_seq) {

@@ -86,7 +86,7 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     CUdeviceptr done = c->shm_dptr + (CUdeviceptr)((uint8_t *)&c->ch.callbacks->done[m.seq % CHAN_CB_SLOTS] -
                                                    (uint8_t *)c->shm);
     res = DRV(cuStreamWaitValue32_v2)(st, done, m.seq, CU_STREAM_WAIT_VALUE_GEQ);
-    c->cb_last = m.seq;
+    atomic_store(&c->cb_last, m.seq);
     srv_queue_charge(c, s, sizeof(*f)); /* freed when it fires (queue.c) */
 out:
     srv_defer(c, res, "host function");
@@ -715,12 +715,19 @@ void srv_hostfn_release(struct srv_client *c)
         return;
     /* The client is gone and will run nothing more: let every stream waiting on one of
      * its host functions go on (the comparison is cyclic: all seqs up to cb_last pass),
-     * and every graph waiting on one of its host nodes (fire_node sees hn_gone first). */
+     * and every graph waiting on one of its host nodes (fire_node sees hn_gone first).
+     * Only stores into its segment, no driver call: the main loop does this as soon as it
+     * sees the client gone, while the client's own thread may be inside a driver call that
+     * waits for the driver's lock, held by another client's call that waits for the whole
+     * device, which waits for these very streams (seen on an H200: a cuMemHostUnregister
+     * waited so for a killed client's graph, and every client stopped). */
     atomic_store(&c->hn_gone, 1);
-    for (uint32_t i = 0; c->hn && i < CHAN_HN_SLOTS; i++)
+    for (uint32_t i = 0; i < CHAN_HN_SLOTS; i++)
         atomic_store(&c->ch.callbacks->hn_flag[i], 1);
-    if (!c->cb_last)
+    uint32_t last = atomic_load(&c->cb_last);
+    if (!last)
         return;
     for (uint32_t i = 0; i < CHAN_CB_SLOTS; i++)
-        atomic_store(&c->ch.callbacks->done[i], c->cb_last);
+        atomic_store(&c->ch.callbacks->done[i], last);
 }
+

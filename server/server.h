@@ -202,7 +202,8 @@ struct srv_client {
     /* Notifications published in the ring (its tail): kept here, so that the driver's
      * callback thread publishing in order never waits on a word the client can write. */
     _Atomic uint32_t cb_published;
-    uint32_t cb_last;          /* seq of the last host function enqueued */
+    _Atomic uint32_t cb_last;  /* seq of the last host function enqueued (read by the main
+                                * loop for a client that died: srv_hostfn_release) */
     _Atomic uint32_t cb_ran;   /* seq of the last host function posted to it (queue.c) */
     struct srv_hostnode *hn;   /* host node slots (hostfn.c), CHAN_HN_SLOTS; NULL until used */
     _Atomic int hn_gone;       /* it left: its host nodes no longer hold their graphs */
@@ -401,9 +402,11 @@ void srv_client_alert(struct srv_client *c);
 void srv_clients_alert(void);
 /* Clients whose handshake succeeded and that have not finished yet. */
 unsigned srv_clients_live(void);
-/* From the main loop: logs each client call (or handshake, or release) that has been in
- * progress SRV_SLOW_CALL_NS, once: a driver call that never returns stops the server's
- * other clients too (its lock), and this line says whose and which it was. */
+/* From the main loop, every pass: a client found gone has its host-function waits let go
+ * at once (srv_hostfn_release), whatever its own thread is doing; and each client call (or
+ * handshake, or release) in progress SRV_SLOW_CALL_NS is logged, once: a driver call that
+ * never returns stops the server's other clients too (its lock), and the line says whose
+ * and which it was. */
 void srv_clients_watch(void);
 /* Marks what c's thread does now (busy_op). */
 static inline void srv_busy(struct srv_client *c, uint32_t op)
@@ -678,7 +681,8 @@ void srv_graphrefs_child(struct srv_client *c, struct srv_obj *x, uint64_t node,
 void srv_graphrefs_func(struct srv_client *c, struct srv_obj *x, uint64_t node, uint64_t func);
 void srv_graphrefs_free(struct srv_obj *o);
 /* hostfn.c: lets every stream and graph waiting on a departed client's host functions and
- * host nodes go on. */
+ * host nodes go on. Stores into its segment only: also called, again and again, by the
+ * main loop for a client it finds gone (srv_clients_watch), under clients_lock. */
 void srv_hostfn_release(struct srv_client *c);
 
 /* generic.c: replays a `sync`/`async` call from its descriptor. */

@@ -341,6 +341,10 @@ run_test idle-answers-alerts 120 bash "$ROOT/tests/idle.sh" "$B" "$WORK"
 # server on an H100): the CPU test driver told to die on one; the server lives and
 # releases. Own server.
 run_test pool-destroyed-outstanding 200 bash "$ROOT/tests/pool_doom.sh" "$B" "$WORK"
+# A client killed while its stream waits on its own host function, its server thread in a
+# long driver call: another client's free that waits for the whole context is not held up
+# (the main loop lets the dead client's host-function waits go). Own server.
+run_test hostfn-death 90 bash "$ROOT/tests/hostfn_death.sh" "$B" "$WORK"
 # A driver call that never returns is named in the log (whose, which, its thread) and the
 # stacks SIGUSR2 asks for come one thread after another. Own server.
 run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A client killed while a stream of its waits on its own host function, and while the
+# server's thread for it is inside a long driver call, must not hold up the other clients
+# until that call ends. On a GPU a call that waits for the whole device (cuMemFree,
+# cuMemHostUnregister) holds the driver's lock meanwhile; the killed client's thread, in a
+# call of its own that needs the lock, never got to its release, whose first step lets its
+# host-function waits go, and every client stopped (an H200 soak). The server's main loop
+# now lets them go as soon as it sees the client gone. Here: the CPU test driver's frees wait
+# for the whole context (MPSSHIM_CPUDRV_FREE_WAITS=1) and its 1 MiB allocations take 40 s
+# (MPSSHIM_CPUDRV_SLOW_ALLOC); tests/hostfn_stuck is killed in such an allocation, and a
+# vecadd client, which frees memory, must finish in 20 s.
+#   tests/hostfn_death.sh BUILD WORKDIR
+set -u
+B=$(cd "$1" && pwd)
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+W=$2/hostfn-death
+mkdir -p "$W"
+use_dir "$W"
+rc=0
+fail() { echo "FAIL: $*"; rc=1; }
+MPSSHIM_CPUDRV_SLOW_ALLOC=40 MPSSHIM_CPUDRV_FREE_WAITS=1 "$CTL" -d || exit 1
+env LD_PRELOAD="$SHIM" "$B/tests/hostfn_stuck" >"$W/stuck.out" 2>&1 &
+P=$!
+ready() { grep -q ready "$W/stuck.out"; }
+wait_for 20 ready || fail "hostfn_stuck did not get ready: $(tail -2 "$W/stuck.out")"
+sleep 1 # its server thread is in the 40-s allocation now
+kill -9 "$P"
+wait "$P" 2>/dev/null
+t0=$(date +%s%N)
+if timeout 20 env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 300000 >"$W/vecadd.out" 2>&1; then
+    echo "a client that frees memory finished $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
+else
+    fail "a client that frees memory was held up by the killed one ($(tail -1 "$W/vecadd.out"))"
+fi
+# The killed client is released once its allocation returns; the server then holds nothing.
+wait_for 60 no_clients || fail "the killed client was not released"
+objs=$(ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+[ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
+stop_server 10 || fail "the server did not quit"
+[ $rc = 0 ] && echo "PASS a killed client's host-function waits let go at once"
+exit $rc
