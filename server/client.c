@@ -524,8 +524,15 @@ void srv_clients_watch(void)
          * still enqueue host functions of its queued records before it sees the death.
          * (x->shm stays mapped under clients_lock until its release ends.) */
         if (atomic_load(&x->connected) && !atomic_load(&x->finished) && x->shm &&
-            !srv_client_alive(x))
+            !srv_client_alive(x)) {
             srv_hostfn_release(x);
+            if (!x->watch_gone && (atomic_load(&x->cb_last) || x->hn) &&
+                atomic_load_explicit(&x->busy_op, memory_order_relaxed) != SRV_BUSY_RELEASE)
+                srv_log("Client process %d is gone: its streams' waits on its host functions "
+                        "were let go before its release",
+                        (int)x->pid);
+            x->watch_gone = 1;
+        }
         uint32_t op = atomic_load_explicit(&x->busy_op, memory_order_relaxed);
         uint64_t seq = atomic_load_explicit(&x->busy_seq, memory_order_relaxed);
         if (!op || seq != x->watch_seq) {

@@ -309,6 +309,7 @@ struct srv_client {
     _Atomic uint64_t busy_seq;
     uint64_t watch_seq, watch_since_ns; /* the main loop's own: what it saw, since when */
     int watch_said;
+    int watch_gone; /* the main loop found it gone (logged once) */
 
     struct srv_stats stats;
 };
