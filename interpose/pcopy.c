@@ -43,7 +43,11 @@ static void *helper(void *arg)
     return NULL;
 }
 
-/* Helpers to start: MPSSHIM_COPY_THREADS, else half the CPUs we may run on, at most 4. */
+/* Helpers to start: MPSSHIM_COPY_THREADS, else half the CPUs we may run on less one, at
+ * most 5. On an H200 with 16 CPUs (2026-11-27, bench/copysweep, 256 MiB pageable, one run
+ * each; native 8.1 GB/s to the device and 14.4 back): 3 helpers 25.1 and 22.7 GB/s (again
+ * 25.2 and 22.4), 5 helpers 29.8 and 29.6, 7 helpers 39.7 and 33.1 but 26.6 and 25.9 the
+ * second time. Helpers run only during a copy of at least PCOPY_MIN. */
 static int want_threads(void)
 {
     const char *e = getenv("MPSSHIM_COPY_THREADS");
@@ -52,7 +56,7 @@ static int want_threads(void)
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     int n = cpus / 2 - 1; /* helpers besides the calling thread */
-    return n < 0 ? 0 : n > 3 ? 3 : n;
+    return n < 0 ? 0 : n > 5 ? 5 : n;
 }
 
 static void start_pool(void)
