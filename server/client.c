@@ -232,6 +232,7 @@ static int handshake(struct srv_client *c)
     /* Registered once, so that copies through staging slots and into reply lanes are
      * direct DMA. Failure is not fatal: the driver then stages those copies itself. Not
      * in a server whose device 0 faulted (fault.c): its context there is dead. */
+    srv_busy(c, SRV_BUSY_HANDSHAKE); /* its driver calls, watched (not its reads) */
     if (srv_fault_gate(c, 0) == CUDA_SUCCESS && srv_use_device(0) == CUDA_SUCCESS &&
         DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
                                   CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
@@ -241,6 +242,7 @@ static int handshake(struct srv_client *c)
         if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
             c->shm_dptr = 0;
     }
+    srv_busy(c, 0);
     struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
                              .minor = CHAN_PROTO_MINOR, .status = CHAN_WELCOME_OK,
                              .server_pid = getpid(), .shm_size = c->shm_size,
@@ -384,10 +386,7 @@ static void mark_terminated(struct srv_client *c)
 static void *client_main(void *arg)
 {
     struct srv_client *c = arg;
-    srv_busy(c, SRV_BUSY_HANDSHAKE);
-    int shaken = handshake(c);
-    srv_busy(c, 0);
-    if (shaken == 0) {
+    if (handshake(c) == 0) {
         srv_log("New client %d connected (%s)", (int)c->pid, c->exe);
         log_limits(c);
         atomic_store(&c->connected, 1);
@@ -528,8 +527,8 @@ void srv_clients_watch(void)
             srv_hostfn_release(x);
             if (!x->watch_gone && (atomic_load(&x->cb_last) || x->hn) &&
                 atomic_load_explicit(&x->busy_op, memory_order_relaxed) != SRV_BUSY_RELEASE)
-                srv_log("Client process %d is gone: its streams' waits on its host functions "
-                        "were let go before its release",
+                srv_log("Client process %d: its streams' waits on its host functions were "
+                        "let go before its release (it is gone, or being stopped)",
                         (int)x->pid);
             x->watch_gone = 1;
         }

@@ -730,4 +730,3 @@ void srv_hostfn_release(struct srv_client *c)
     for (uint32_t i = 0; i < CHAN_CB_SLOTS; i++)
         atomic_store(&c->ch.callbacks->done[i], last);
 }
-

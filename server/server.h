@@ -314,7 +314,7 @@ struct srv_client {
     struct srv_stats stats;
 };
 
-#define SRV_BUSY_HANDSHAKE 0xfffffffeu /* busy_op: the handshake (its driver calls) */
+#define SRV_BUSY_HANDSHAKE 0xfffffffeu /* busy_op: the handshake's driver calls */
 #define SRV_BUSY_RELEASE 0xffffffffu   /* busy_op: releasing what it held */
 /* A call in progress this long is logged once, with the thread that makes it. */
 #define SRV_SLOW_CALL_NS (10ull * 1000000000ull)
@@ -409,11 +409,14 @@ unsigned srv_clients_live(void);
  * never returns stops the server's other clients too (its lock), and the line says whose
  * and which it was. */
 void srv_clients_watch(void);
-/* Marks what c's thread does now (busy_op). */
+/* Marks what c's thread does now (busy_op). Only that thread writes busy_seq: a load and a
+ * store, no locked instruction on the path of every record. */
 static inline void srv_busy(struct srv_client *c, uint32_t op)
 {
     atomic_store_explicit(&c->busy_op, op, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->busy_seq, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->busy_seq,
+                          atomic_load_explicit(&c->busy_seq, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
 }
 /* After client `gone` has left: lowers each limit it raised back to what the others need. */
 void srv_limits_settle(struct srv_client *gone);
