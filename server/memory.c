@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,7 +310,32 @@ void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p
  * on the GPU (unified addressing), and registered: from then on the pages are pinned memory
  * like cuMemHostAlloc's, copied in place. The address is the client's: when it is taken in
  * this process (another client registered the same addresses, or the server uses them),
- * the registration is refused, said once. */
+ * the registration is refused, said once per client with what holds the addresses. */
+/* What of this process lies in [addr, end), for the log: the first mapping of
+ * /proc/self/maps that overlaps it ("another client's registration" when that is what it
+ * is), else why not known. On an H200 a client's 3 MiB malloc'd buffer once met such a
+ * mapping (tests/progs/hostreg.c in the GPU tier), unexplained. */
+static void mapping_at(uint64_t addr, uint64_t end, char *out, size_t len)
+{
+    snprintf(out, len, "no mapping of the server's found there");
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long lo, hi;
+        char path[256] = "";
+        if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %255s", &lo, &hi, path) < 2)
+            continue;
+        if (lo < end && hi > addr) {
+            snprintf(out, len, "the server's mapping %llx-%llx %s", lo, hi,
+                     path[0] ? path : "[anonymous]");
+            break;
+        }
+    }
+    fclose(f);
+}
+
 static CUresult host_register(struct srv_client *c, const struct chan_host_register *m, int fd)
 {
     static const uint64_t page = 4096;
@@ -333,14 +359,17 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     void *got = mmap(want, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
                      fd, 0);
     if (got != want) {
+        int err = errno;
         if (got != MAP_FAILED)
             munmap(got, m->bytes); /* an old kernel took the address as a hint */
-        static int said;
-        if (!said++)
-            srv_log("Client process %d: cuMemHostRegister of %#llx refused: the server "
-                    "cannot map those addresses (another client registered them, or the "
-                    "server uses them); said once",
-                    (int)c->pid, (unsigned long long)m->addr);
+        if (!c->hostreg_said++) {
+            char who[160];
+            mapping_at(m->addr, end, who, sizeof(who));
+            srv_log("Client process %d: cuMemHostRegister of %#llx (%llu bytes) refused: the "
+                    "server cannot map those addresses (%s; %s); said once for this client",
+                    (int)c->pid, (unsigned long long)m->addr, (unsigned long long)m->bytes,
+                    got == MAP_FAILED ? strerror(err) : "the kernel placed it elsewhere", who);
+        }
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     unsigned fl = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |

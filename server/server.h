@@ -298,6 +298,7 @@ struct srv_client {
     uint8_t *scratch;   /* stands in for the lane of a record that asked for no reply */
     uint8_t *out;       /* a described call's outputs, private until copied to its lane */
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
+    unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
     uint16_t first_thread; /* client thread number of the first record */
     int many_threads;      /* records came from more than one client thread */
 
