@@ -328,7 +328,7 @@ static void mapping_at(uint64_t addr, uint64_t end, char *out, size_t len)
         if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %255s", &lo, &hi, path) < 2)
             continue;
         if (lo < end && hi > addr) {
-            snprintf(out, len, "the server's mapping %llx-%llx %s", lo, hi,
+            snprintf(out, len, "the server's mapping %llx-%llx %.100s", lo, hi,
                      path[0] ? path : "[anonymous]");
             break;
         }
