@@ -34,9 +34,9 @@ ctl_bounded() { printf '%s\n' "$1" | timeout 10 "$CTL"; }
 stall_report() {
     echo "the server's clients:"
     ctl_bounded ps
-    # The server's own watch (server/client.c): the oldest call in progress is usually the
-    # one holding the driver's lock.
-    echo "calls in progress for 10 s or more, by the server's log (oldest first):"
+    # The server's own watch (server/client.c): whose calls are stuck; the stacks below say
+    # which of them holds the driver's lock (the thread in the driver not waiting on a lock).
+    echo "calls in progress for 10 s or more, by the server's log (first 5):"
     grep "has been going on" "$MPSSHIM_LOG_DIRECTORY/server.log" | head -n 5
     for t in /proc/$S/task/*; do
         echo "thread ${t##*/} $(cat "$t/comm") waits in $(cat "$t/wchan" 2>/dev/null)"
