@@ -8,9 +8,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-W=$2/graphmem-alias
-mkdir -p "$W"
-use_dir "$W"
+own_dir "$2/graphmem-alias"
 export MPSSHIM_CPUDRV_GRAPHMEM_ALIAS=1
 "$CTL" -d || exit 1
 rc=0

@@ -14,11 +14,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-W=$2/hostfn-death
-mkdir -p "$W"
-use_dir "$W"
-rc=0
-fail() { echo "FAIL: $*"; rc=1; }
+own_dir "$2/hostfn-death"
 MPSSHIM_CPUDRV_SLOW_ALLOC=40 MPSSHIM_CPUDRV_FREE_WAITS=1 "$CTL" -d || exit 1
 env LD_PRELOAD="$SHIM" "$B/tests/hostfn_stuck" >"$W/stuck.out" 2>&1 &
 P=$!

@@ -13,6 +13,21 @@ export MPSSHIM_CPUDRV_DEVICES=2
 # use_dir DIR: DIR/pipe and DIR/log are the pipe and log directories from here on.
 use_dir() { export MPSSHIM_PIPE_DIRECTORY=$1/pipe MPSSHIM_LOG_DIRECTORY=$1/log; }
 
+# own_dir DIR: a test script's own server lives in DIR (made; use_dir); W is DIR, rc is 0.
+# fail MSG...: prints "FAIL: MSG" and sets rc to 1 (a script that stops at its first failure
+# defines its own after sourcing this file).
+own_dir() {
+    W=$1
+    mkdir -p "$W"
+    use_dir "$W"
+    # shellcheck disable=SC2034 # the sourcing script's
+    rc=0
+}
+fail() {
+    echo "FAIL: $*"
+    rc=1
+}
+
 # ctl LINE...: sends each LINE to the control daemon; prints its answers.
 ctl() { printf '%s\n' "$@" | "$CTL"; }
 

@@ -14,11 +14,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-W=$2/pool-doom
-mkdir -p "$W"
-use_dir "$W"
-rc=0
-fail() { echo "FAIL: $*"; rc=1; }
+own_dir "$2/pool-doom"
 M="$B/tests/mempool"
 # The reference, and proof that the setting catches the pattern natively.
 timeout 120 env LD_LIBRARY_PATH="$B/cpudrv" "$M" >"$W/native.out" 2>&1 ||

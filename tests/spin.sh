@@ -9,10 +9,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-W=$2/spin
-mkdir -p "$W"
-use_dir "$W"
-rc=0
+own_dir "$2/spin"
 status() { ctl get_server_status | grep '^Spinning'; }
 spinning() { [ "$(status | awk '{print $2}')" = "$1" ]; }
 # grade CPUS CLIENTS GRADE: a server counting CPUS, CLIENTS busy fleetc clients for 4 s: the

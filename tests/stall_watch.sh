@@ -10,11 +10,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-W=$2/stall-watch
-mkdir -p "$W"
-use_dir "$W"
-rc=0
-fail() { echo "FAIL: $*"; rc=1; }
+own_dir "$2/stall-watch"
 LOG=$MPSSHIM_LOG_DIRECTORY/server.log
 MPSSHIM_CPUDRV_SLOW_ALLOC=12 "$CTL" -d || exit 1
 S=$(server_pid)
