@@ -427,6 +427,7 @@ void srv_client_start(int sock)
         return;
     }
     c->sock = sock;
+    pthread_mutex_init(&c->waitvals_lock, NULL);
     c->ranges.elem = sizeof(struct srv_range);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
         c->lim.part[d] = -1; /* no green partition until the handshake gives one */
@@ -518,7 +519,8 @@ void srv_clients_watch(void)
     pthread_mutex_lock(&srv.clients_lock);
     for (struct srv_client *x = srv.clients; x; x = x->next) {
         /* Gone, its thread perhaps inside a driver call: its streams must not wait for the
-         * callbacks it will never run, for another client's call may be holding the
+         * callbacks it will never run, nor for values in its host memory that it will never
+         * write (memops.c), for another client's call may be holding the
          * driver's lock until the whole device is idle. Repeated each pass: the thread may
          * still enqueue host functions of its queued records before it sees the death.
          * (x->shm stays mapped under clients_lock until its release ends.) */
@@ -531,6 +533,12 @@ void srv_clients_watch(void)
                         "let go before its release (it is gone, or being stopped)",
                         (int)x->pid);
             x->watch_gone = 1;
+            if (srv_memops_let_go(x) && !x->watch_values) {
+                x->watch_values = 1;
+                srv_log("Client process %d: its streams' waits on values in its host memory "
+                        "were let go before its release (it is gone, or being stopped)",
+                        (int)x->pid);
+            }
         }
         uint32_t op = atomic_load_explicit(&x->busy_op, memory_order_relaxed);
         uint64_t seq = atomic_load_explicit(&x->busy_seq, memory_order_relaxed);

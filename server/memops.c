@@ -9,9 +9,19 @@
  * enqueued, and before releasing it writes into each waited word, while that word is still
  * the client's, a value that satisfies the wait; the stream then runs to its end. A wait that
  * no value can satisfy (AND with 0, NOR with all bits set) is refused when it is enqueued:
- * natively it blocks its stream for ever. */
+ * natively it blocks its stream for ever.
+ *
+ * The release writes with the driver, so it needs the driver's lock: when the client's own
+ * thread is stuck behind that lock, held by another client's call that waits for the whole
+ * device (cuMemHostUnregister does), which waits for this very stream, nothing moves (seen
+ * on an H200 with host functions, hostfn.c). Words in the client's host-mapped memory
+ * (pinned, registered, managed), which the server maps at the same address, are therefore
+ * also written by the main loop as soon as it finds the client gone, with a plain store and
+ * no driver call (srv_memops_let_go). A wait on device memory cannot be let go so: its stream
+ * waits for the release (README, "Known limits"). */
 #include "server/server.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +34,7 @@ struct srv_waitval {
     uint32_t flags;
     uint32_t ctx;
     int wide; /* 64-bit */
+    int host; /* in the client's host memory, mapped here: the main loop may write it */
 };
 
 /* The value that makes the wait condition true, or -1 when none does. */
@@ -57,16 +68,25 @@ static CUresult wait_before(struct srv_client *c, struct srv_call *k)
     return CUDA_SUCCESS;
 }
 
+static int host_mapped(const struct srv_obj *o)
+{
+    return o && (o->key.type == SHIM_HT_MEM_PINNED || o->key.type == SHIM_HT_MEM_MANAGED);
+}
+
 static CUresult wait_after(struct srv_client *c, struct srv_call *k)
 {
     struct srv_waitval w = {.addr = k->a.val[1], .value = k->a.val[2],
                             .flags = (uint32_t)k->a.val[3], .ctx = c->cur ? c->cur->id : 0,
                             .wide = k->d->params[2].size == 8};
-    for (size_t i = 0; i < c->nwaitvals; i++)
-        if (c->waitvals[i].addr == w.addr) {
-            c->waitvals[i] = w;
-            return CUDA_SUCCESS;
-        }
+    w.host = host_mapped(srv_range_find(c, w.addr, w.wide ? 8 : 4));
+    pthread_mutex_lock(&c->waitvals_lock);
+    size_t i = 0;
+    while (i < c->nwaitvals && c->waitvals[i].addr != w.addr)
+        i++;
+    if (i < c->nwaitvals) {
+        c->waitvals[i] = w;
+        goto out;
+    }
     if (c->nwaitvals == SRV_MAX_WAITS) {
         memmove(c->waitvals, c->waitvals + 1, (SRV_MAX_WAITS - 1) * sizeof(w));
         c->nwaitvals--;
@@ -75,11 +95,13 @@ static CUresult wait_after(struct srv_client *c, struct srv_call *k)
         size_t ncap = c->capwaitvals ? c->capwaitvals * 2 : 16;
         struct srv_waitval *n = realloc(c->waitvals, ncap * sizeof(*n));
         if (!n)
-            return CUDA_SUCCESS; /* unremembered: the drain's bound still holds */
+            goto out; /* unremembered: the drain's bound still holds */
         c->waitvals = n;
         c->capwaitvals = ncap;
     }
     c->waitvals[c->nwaitvals++] = w;
+out:
+    pthread_mutex_unlock(&c->waitvals_lock);
     return CUDA_SUCCESS;
 }
 
@@ -87,13 +109,26 @@ const struct srv_hook srv_hook_stream_wait_value = {.before = wait_before, .afte
 
 void srv_memops_unblock(struct srv_client *c, uint32_t ctx)
 {
-    size_t j = 0;
+    /* The waits to end leave the list under the lock; the driver's writes come after it,
+     * since the main loop takes the lock and must never wait behind a driver call. */
+    pthread_mutex_lock(&c->waitvals_lock);
+    struct srv_waitval *ends = c->nwaitvals ? malloc(c->nwaitvals * sizeof(*ends)) : NULL;
+    size_t n = 0, j = 0;
     for (size_t i = 0; i < c->nwaitvals; i++) {
-        struct srv_waitval *w = &c->waitvals[i];
-        if (ctx && w->ctx != ctx) {
-            c->waitvals[j++] = *w;
-            continue;
-        }
+        if (ctx && c->waitvals[i].ctx != ctx)
+            c->waitvals[j++] = c->waitvals[i];
+        else if (ends)
+            ends[n++] = c->waitvals[i];
+    }
+    c->nwaitvals = j;
+    if (!ctx) {
+        free(c->waitvals);
+        c->waitvals = NULL;
+        c->nwaitvals = c->capwaitvals = 0;
+    }
+    pthread_mutex_unlock(&c->waitvals_lock);
+    for (size_t i = 0; i < n; i++) {
+        struct srv_waitval *w = &ends[i];
         /* Only into memory that is still the client's: freed, it may be another's now. */
         struct srv_obj *o = srv_range_find(c, w->addr, w->wide ? 8 : 4);
         uint64_t v;
@@ -114,10 +149,36 @@ void srv_memops_unblock(struct srv_client *c, uint32_t ctx)
         CUcontext old;
         DRV(cuCtxPopCurrent_v2)(&old);
     }
-    c->nwaitvals = j;
-    if (!ctx) {
-        free(c->waitvals);
-        c->waitvals = NULL;
-        c->nwaitvals = c->capwaitvals = 0;
+    free(ends);
+}
+
+size_t srv_memops_let_go(struct srv_client *c)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&c->waitvals_lock);
+    for (size_t i = 0; i < c->nwaitvals; i++) {
+        const struct srv_waitval *w = &c->waitvals[i];
+        uint64_t v;
+        /* host: checked to be the client's host range when enqueued, and cleared under
+         * this lock before that range is unmapped (srv_memops_unmapping). */
+        if (!w->host || w->addr % (w->wide ? 8 : 4) ||
+            satisfying(w->value, w->flags, w->wide, &v) != 0)
+            continue;
+        if (w->wide)
+            atomic_store((_Atomic uint64_t *)(uintptr_t)w->addr, v);
+        else
+            atomic_store((_Atomic uint32_t *)(uintptr_t)w->addr, (uint32_t)v);
+        n++;
     }
+    pthread_mutex_unlock(&c->waitvals_lock);
+    return n;
+}
+
+void srv_memops_unmapping(struct srv_client *c, uint64_t addr, uint64_t bytes)
+{
+    pthread_mutex_lock(&c->waitvals_lock);
+    for (size_t i = 0; i < c->nwaitvals; i++)
+        if (c->waitvals[i].addr >= addr && c->waitvals[i].addr - addr < bytes)
+            c->waitvals[i].host = 0;
+    pthread_mutex_unlock(&c->waitvals_lock);
 }

@@ -276,6 +276,7 @@ static uint64_t pinned_bytes(const struct srv_obj *o)
 void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
 {
     atomic_fetch_sub(&c->stats.pinned, pinned_bytes(o));
+    srv_memops_unmapping(c, o->key.value, pinned_bytes(o));
     DRV(cuMemHostUnregister)((void *)(uintptr_t)o->key.value);
     if (o->aux & PINNED_REGISTERED)
         munmap((void *)(uintptr_t)o->key.value, pinned_bytes(o));

@@ -231,8 +231,12 @@ struct srv_client {
      * still fire its host functions into this struct and the segment, or copy through the
      * segment's slots, so neither is ever freed or unmapped. */
     int left_running;
-    struct srv_waitval *waitvals; /* stream waits it enqueued, to unblock when it goes (memops.c) */
+    /* Stream waits it enqueued, to unblock when it goes (memops.c). Changed by its own
+     * thread only, under waitvals_lock, which the main loop takes to read them. */
+    struct srv_waitval *waitvals;
     size_t nwaitvals, capwaitvals;
+    pthread_mutex_t waitvals_lock;
+    int watch_values; /* the main loop let go of waits on its host memory (logged once) */
     uint64_t hello_by;      /* monotonic ns by which the whole hello must have arrived */
     /* Faults (fault.c): the server's fault epoch this worker has acted on, published for
      * the recovery to wait on; the rest is the worker's own. */
@@ -404,8 +408,9 @@ void srv_client_alert(struct srv_client *c);
 void srv_clients_alert(void);
 /* Clients whose handshake succeeded and that have not finished yet. */
 unsigned srv_clients_live(void);
-/* From the main loop, every pass: a client found gone has its host-function waits let go
- * at once (srv_hostfn_release), whatever its own thread is doing; and each client call (or
+/* From the main loop, every pass: a client found gone has its host-function waits and its
+ * waits on values in its host memory let go at once (srv_hostfn_release,
+ * srv_memops_let_go), whatever its own thread is doing; and each client call (or
  * handshake, or release) in progress SRV_SLOW_CALL_NS is logged, once: a driver call that
  * never returns stops the server's other clients too (its lock), and the line says whose
  * and which it was. */
@@ -667,6 +672,13 @@ srv_handler srv_op_mvar; /* managed.c */
  * all) a value that ends the wait, while the word is still the client's: before a release
  * waits for its streams. */
 void srv_memops_unblock(struct srv_client *c, uint32_t ctx);
+/* The same, with no driver call, for the waits on its host-mapped memory (pinned, registered,
+ * managed: mapped at the same address here): the main loop's, for a client it finds gone
+ * (srv_clients_watch). The number of words written. */
+size_t srv_memops_let_go(struct srv_client *c);
+/* [addr, addr + bytes) of the client's host memory is about to be unmapped: no wait in it
+ * is written by srv_memops_let_go any more. */
+void srv_memops_unmapping(struct srv_client *c, uint64_t addr, uint64_t bytes);
 
 /* IPC (ipc.c). The record lets go of its share: the real object is destroyed once neither
  * the exporter nor any opener holds it. `leaving`: released because its client or context
