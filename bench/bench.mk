@@ -4,7 +4,7 @@
 # their own (the others come from tests/kernels). `make bench-throttle` runs bench/throttle.sh,
 # the SM-share and memory-limit figures. bench/mpi_steps.c is built with mpicc where it is
 # found (else the MPI figures say they were skipped); bench/fleet.py needs no build.
-BENCH_NAMES := callbench copysweep fleetc managed onectx overlap throttle
+BENCH_NAMES := callbench copysweep fleetc freewait managed onectx overlap throttle
 BENCH_BIN   := $(addprefix $(B)/bench/,$(BENCH_NAMES))
 BENCH_PTX   := $(B)/bench/spin.ptx
 

@@ -2,8 +2,9 @@
 # Benchmarks (`make bench`): every figure natively, under native MPS and under mpsshim, on the
 # same GPU in one run, each repeated (5 times unless --repeats says otherwise): GPU memory of
 # idle processes, per-call costs, copy bandwidth by size, overlap of 1-32 processes, an MPI
-# job of 1-16 ranks, a PyTorch inference fleet of 1-16 processes, managed memory, a
-# driver-API fleet of 1-32 processes (bench/fleetc); then the SM-share table
+# job of 1-16 ranks, a PyTorch inference fleet of 1-16 processes, managed memory,
+# cuMemFree beside another process's kernels (bench/freewait), a driver-API fleet of 1-32
+# processes (bench/fleetc); then the SM-share table
 # (bench/throttle.sh). Writes the raw samples, a table (markdown and tsv) and, where
 # matplotlib is (else installed with pip when it can be), PNG plots. bench/README.md says
 # what each figure means, how it is measured and how long a run takes.
@@ -11,7 +12,7 @@
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
 #                      [--families F,F...] [--variant NAME:VAR=VAL[,VAR=VAL...]]... [--pack]
 #   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
-#   --families F,...     only these of idle calls copy overlap mpi fleet managed fleetc (in
+#   --families F,...     only these of idle calls copy overlap mpi fleet managed free fleetc (in
 #                        that order), for a short GPU session; the SM-share table needs
 #                        --no-throttle to be left out too
 #   --variant NAME:VAR=VAL,...  one more mode, mpsshim-NAME (NAME of a-z 0-9 _): mpsshim
@@ -100,6 +101,7 @@ bench_init bench
 BUDGET=${MPSSHIM_BENCH_BUDGET:-420}
 CALL_METRICS="launch_async_us launch_sync_us stream_query_us memcpy_4b_htod_us memcpy_4b_dtoh_us"
 MANAGED_METRICS="managed_gpu_s managed_pingpong_s managed_prefetch_s"
+FREE_METRICS="free_max_ms free_mean_ms"
 COPY_KINDS="htod_pageable dtoh_pageable htod_pinned dtoh_pinned htod_registered dtoh_registered"
 MPI_STEPS=400
 if [ "$QUICK" = 1 ]; then
@@ -107,12 +109,14 @@ if [ "$QUICK" = 1 ]; then
     OVERLAP_PROCS="1 4" MPI_RANKS="1 2" FLEET_PROCS="1 2" FLEETC_PROCS="1 2"
     CALL_ARGS=(--quick) COPY_MAX=4 FLEET_SECONDS=0.2 MPI_STEPS=100
     MANAGED_ARGS=(--mib 4 --steps 10 --rounds 3)
+    FREE_ARGS=(--kernels 4 --ms 20 --pairs 3)
 else
     : "${REPEATS:=5}"
     OVERLAP_PROCS="1 2 4 8 16 32" MPI_RANKS="1 2 4 8 16" FLEET_PROCS="1 2 4 8 16"
     FLEETC_PROCS="1 2 4 8 16 32"
     CALL_ARGS=() COPY_MAX=256 FLEET_SECONDS=1
     MANAGED_ARGS=(--mib 64 --steps 100 --rounds 10)
+    FREE_ARGS=(--kernels 10 --ms 20 --pairs 10)
 fi
 # The CPU test driver has no spin_ns; its delay_set sleeps like the GPU's spins. It cannot
 # run PyTorch: the fleet runs fake steps there (bench/fleet.py --fake), to test the plumbing.
@@ -132,7 +136,7 @@ done
 MODES="$MODES mps native"
 # fleetc last: a run of every family outlasts the default budget (bench/README.md), and what
 # the budget cuts should be the newest figure rather than the reference run's.
-FAMILIES="idle calls copy overlap mpi fleet managed fleetc"
+FAMILIES="idle calls copy overlap mpi fleet managed free fleetc"
 if [ -n "$ONLY" ]; then
     for f in $ONLY; do [[ " $FAMILIES " == *" $f "* ]] || usage; done
     kept=""
@@ -181,6 +185,8 @@ figures() {
         printf 'managed_gpu_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the GPU phase of a managed-memory program (bench/managed): saxpy launches back to back over two managed arrays the CPU wrote, one synchronize"
         printf 'managed_pingpong_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: rounds of one saxpy, a synchronize and a CPU pass over the array, on managed memory (bench/managed)"
         printf 'managed_prefetch_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the same rounds with cuMemPrefetchAsync to the device before each launch and to the host before each CPU pass (bench/managed)"
+        printf 'free_max_ms\tms\tlower\t\t%s\n' "${FREE_ARGS[*]}: the longest of a process's cuMemFree calls (1 MiB, 10 ms apart) while another process runs one-block kernels back to back (bench/freewait)"
+        printf 'free_mean_ms\tms\tlower\t\t%s\n' "${FREE_ARGS[*]}: the mean of those cuMemFree calls (bench/freewait)"
     } >"$OUTDIR/bench-figures.tsv"
 }
 
@@ -516,6 +522,21 @@ fam_fleet() {
     done
 }
 
+# fam_free MODE: two freewait processes at once, REPEATS rounds: process 0 runs kernels,
+# process 1 times its cuMemFree calls meanwhile (only it prints the figures).
+fam_free() {
+    local mode=$1 secs
+    secs=$(spend 60)
+    PROCS=2
+    rm -f "$WORK/barrier"
+    measure "$mode" free "$secs" "$B/bench/freewait" "${KERNEL_ARGS[@]}" "${FREE_ARGS[@]}" \
+        --index %i --barrier "$WORK/barrier" --repeats "$REPEATS"
+    PROCS=1
+    repeats_to_samples "$mode" free free_max_ms - ms "$RC" max free_max_ms
+    # (a failure said once, above)
+    repeats_to_samples "$mode" free free_mean_ms - ms "$RC" max free_mean_ms >/dev/null
+}
+
 # fam_fleetc MODE: for each P of FLEETC_PROCS, P fleetc processes at once, REPEATS windows.
 fam_fleetc() {
     local mode=$1 p secs
@@ -545,6 +566,7 @@ na_family() {
         sample fleet_start_s 1 "$2" 1 n/a s
         ;;
     managed) for x in $MANAGED_METRICS; do sample "$x" - "$2" 1 n/a s; done ;;
+    free) for x in $FREE_METRICS; do sample "$x" - "$2" 1 n/a ms; done ;;
     fleetc) for x in $FLEETC_PROCS; do sample fleetc_steps_per_s "$x" "$2" 1 n/a steps/s; done ;;
     esac
 }

@@ -20,10 +20,11 @@
  *   stream when the call returns, as cuMemAlloc's is), and one for its frees.
  * - A free first makes the free stream wait for everything the client has queued on that
  *   device so far (an event recorded on each of its streams, and its destroyed streams'
- *   work), as the driver's cuMemFree would have, then frees there. The memory is thus
- *   never reused under the client's own work; but the call returns at once, without
- *   waiting for that work (natively cuMemFree returns after it: a program that reads the
- *   results of its asynchronous work after a cuMemFree without synchronising would differ).
+ *   work), as the driver's cuMemFree would have, then frees there, and synchronizes that
+ *   stream: the call returns once the client's own earlier work is done, as natively (a
+ *   program may read its results after a cuMemFree without synchronising), but never
+ *   waits for other clients' work, and holds no lock of the driver while it waits. The
+ *   memory is never reused under the client's own work.
  * - At release the client's work has drained (registry.c), so the free needs no order.
  * - Records keep DEVMEM_POOLED in aux; a record made for the family's release alone
  *   (registry.c's tmp record) and every other device range go to cuMemFree.
@@ -134,7 +135,13 @@ static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after
             if (c->retired[i].dev == dev)
                 (void)DRV(cuStreamWaitEvent)(order.fs, c->retired[i].ev, 0);
     }
-    return DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free);
+    if ((r = DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free)) != CUDA_SUCCESS ||
+        !after_work)
+        return r;
+    /* As natively, cuMemFree returns once the work the client queued before it is done (a
+     * program may read that work's results after it without synchronising); other clients'
+     * work is not waited for, and no lock of the driver is held meanwhile. */
+    return DRV(cuStreamSynchronize)(c->devmem[dev].free);
 }
 
 /* Per device, a stream of the server's for memory no client holds any more. */

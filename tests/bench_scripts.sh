@@ -27,7 +27,7 @@ OUT=$out bench --variant spinall:MPSSHIM_SPIN_CPUS=100000 >"$out.log" 2>&1 ||
 md=$out/bench-results.md
 for row in launch_sync_us "copy_htod_pinned_GBps 4 MiB" "copy_dtoh_registered_GBps 4 MiB" \
     "overlap_s processes=4" "mpi_gpu_loop_s ranks=2" "fleet_steps_per_s processes=2" \
-    managed_pingpong_s "fleetc_steps_per_s processes=2"; do
+    managed_pingpong_s free_max_ms "fleetc_steps_per_s processes=2"; do
     grep -q "^| $row |" "$md" || fail "no row $row"
 done
 grep -q '^| figure .* | mpsshim/MPS | mpsshim-spinall |$' "$md" || fail "no column of the variant"
