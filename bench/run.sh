@@ -27,6 +27,7 @@
 #                        results folder is 8 files (what a GPU session's $OUT brings back)
 #   OUT=DIR              results go there, else to a new temp dir
 #   MPSSHIM_BENCH_BUDGET=S  no measurement starts, nor runs on, after S s (default 420)
+#   MPSSHIM_BENCH_COMMIT=C  the commit the results name (else git describe of the checkout)
 #   MPSSHIM_BENCH_CPU=1  native and mpsshim on the CPU test driver, to test this script
 #                        without a GPU; such numbers say nothing about GPUs
 #   MPSSHIM_BENCH_FAIL=MODE.RUN  that run fails after it ran (e.g. mpsshim.calls1, the first
@@ -691,9 +692,12 @@ interrupted() {
 main() {
     local fam mode gpu
     bench_work
+    # The commit measured: git's word for the checkout, unless MPSSHIM_BENCH_COMMIT names it
+    # (a tree copied onto the GPU machine may carry an older .git than its files).
+    COMMIT=${MPSSHIM_BENCH_COMMIT:-$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')}
     printf 'figure\tx\tmode\trepeat\tvalue\tunit\n' >"$SAMPLES"
     say "mpsshim benchmarks: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs," \
-        "commit $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')$(
+        "commit $COMMIT$(
             [ "$QUICK" = 1 ] && echo ', QUICK (smoke run)'), $REPEATS repeats, budget $BUDGET s"
     bench_platform
     [ "$CPU" = 1 ] || [ ! -S /tmp/nvidia-mps/control ] ||
@@ -713,7 +717,7 @@ main() {
     fi
     {
         printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
-        printf 'commit\t%s\n' "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')"
+        printf 'commit\t%s\n' "$COMMIT"
         printf 'gpu\t%s\n' "${gpu:-?}"
         printf 'driver\t%s\n' "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader \
             2>/dev/null | head -n 1)"
