@@ -93,6 +93,8 @@ static CUresult stream_of(int dev, CUstream *s)
 
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes)
 {
+    if (srv.device_vmm)
+        return srv_arena_alloc(dev, bytes, p);
     CUresult r;
     CUmemoryPool pool = pool_of(dev, &r);
     if (!pool)
@@ -140,6 +142,13 @@ static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after
             if (c->retired[i].dev == dev)
                 (void)DRV(cuStreamWaitEvent)(order.fs, c->retired[i].ev, 0);
     }
+    if (srv.device_vmm) {
+        /* The arena has no stream-ordered free: the block goes back once the client's
+         * earlier work is done, waited for here (as cuMemFree waits natively). */
+        if (after_work && (r = DRV(cuStreamSynchronize)(c->devmem[dev].free)) != CUDA_SUCCESS)
+            return r;
+        return srv_arena_free(dev, (CUdeviceptr)p);
+    }
     if ((r = DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free)) != CUDA_SUCCESS ||
         !after_work)
         return r;
@@ -156,6 +165,8 @@ CUresult srv_devmem_free_orphan(int dev, uint64_t p)
 {
     if (dev < 0 || dev >= srv.ndev)
         return CUDA_ERROR_INVALID_VALUE;
+    if (srv.device_vmm)
+        return srv_arena_free(dev, (CUdeviceptr)p);
     pthread_mutex_lock(&pools_lock);
     CUresult r = stream_of(dev, &orphans[dev]);
     pthread_mutex_unlock(&pools_lock);
@@ -170,6 +181,22 @@ int srv_devmem_pooled(const struct srv_obj *o)
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o)
 {
     return devmem_free(c, o->dev, o->key.value, 1);
+}
+
+CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o, CUstream stream)
+{
+    int dev = o->dev;
+    if (dev < 0 || dev >= srv.ndev)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = stream_of(dev, &c->devmem[dev].free);
+    CUevent ev;
+    if (r != CUDA_SUCCESS || (r = srv_event_take(c, dev, &ev)) != CUDA_SUCCESS)
+        return r;
+    if ((r = DRV(cuEventRecord)(ev, stream)) == CUDA_SUCCESS &&
+        (r = DRV(cuStreamWaitEvent)(c->devmem[dev].free, ev, 0)) == CUDA_SUCCESS)
+        r = DRV(cuStreamSynchronize)(c->devmem[dev].free);
+    srv_event_give(c, dev, ev);
+    return r == CUDA_SUCCESS ? srv_arena_free(dev, (CUdeviceptr)o->key.value) : r;
 }
 
 /* A departing client's device memory (cuda_symbols.txt: release=devmem). */
@@ -200,7 +227,7 @@ static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
     CUdeviceptr *p = k->a.ptr[0];
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!srv.device_pool)
+    if (!srv.device_pool && !srv.device_vmm)
         return DRV(cuMemAlloc_v2)(p, (size_t)k->vals[1]);
     return srv_devmem_alloc(c, k->dev, p, (size_t)k->vals[1]);
 }
@@ -208,7 +235,8 @@ static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
 static CUresult alloc_after(struct srv_client *c, struct srv_call *k)
 {
     const CUdeviceptr *p = k->a.ptr[0];
-    struct srv_obj *o = srv.device_pool ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, *p) : NULL;
+    struct srv_obj *o =
+        srv.device_pool || srv.device_vmm ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, *p) : NULL;
     if (o)
         o->aux |= DEVMEM_POOLED;
     return CUDA_SUCCESS;

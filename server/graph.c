@@ -198,9 +198,18 @@ static CUresult memset_before(struct srv_client *c, struct srv_call *k)
         return CUDA_SUCCESS;
     if (p->height > 1 && p->pitch < row)
         return CUDA_ERROR_INVALID_VALUE;
-    return srv_range_extent(c, p->dst, 0, 0, 0, p->pitch, 1, row, p->height, 1)
-               ? CUDA_SUCCESS
-               : CUDA_ERROR_INVALID_VALUE;
+    struct srv_obj *o = srv_range_extent(c, p->dst, 0, 0, 0, p->pitch, 1, row, p->height, 1);
+    if (!o)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Given no context, the driver takes the memory's: cuMemAlloc memory names the one it
+     * was made in, the arena's (devmem.c) names none and would be refused. Its device's
+     * shared context is what cuMemAlloc memory would have named. */
+    if (srv.device_vmm && srv_devmem_pooled(o) && o->dev >= 0 && o->dev < srv.ndev)
+        for (int i = 0; i < k->d->nparams; i++)
+            if (k->d->params[i].kind == SHIM_PK_HANDLE &&
+                k->d->params[i].htype == SHIM_HT_CUcontext && !k->vals[i])
+                k->vals[i] = (uint64_t)(uintptr_t)srv.ctx[o->dev];
+    return CUDA_SUCCESS;
 }
 
 /* An exec's memset node set anew: its launches check the new memory (graphrefs.c). */

@@ -271,6 +271,10 @@ int main(int argc, char **argv)
     srv.green_each = v && atoi(v) != 0;
     v = getenv("MPSSHIM_DEVICE_POOL");
     srv.device_pool = v && atoi(v) != 0;
+    v = getenv("MPSSHIM_DEVICE_VMM");
+    srv.device_vmm = v && atoi(v) != 0;
+    if (srv.device_vmm)
+        srv.device_pool = 0; /* one of the two: the arena (devmem.c) */
     /* Half the machine's memory by default; MPSSHIM_MAX_PINNED_MB sets another cap. */
     v = getenv("MPSSHIM_MAX_PINNED_MB");
     srv.max_pinned = v ? strtoull(v, NULL, 10) << 20
@@ -383,6 +387,10 @@ int main(int argc, char **argv)
         close(pidfd);
     }
     srv_handover_init(argv, lfd, cfd, lockfd);
+    if (srv.device_vmm || srv.device_pool)
+        srv_log("cuMemAlloc is served from the server's %s (MPSSHIM_DEVICE_%s=1)",
+                srv.device_vmm ? "arena of mapped memory" : "memory pool",
+                srv.device_vmm ? "VMM" : "POOL");
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
     if (successor)
         srv_handover_adopted();

@@ -372,6 +372,7 @@ struct srv {
     unsigned ctx_sched; /* CU_CTX_SCHED_* of the shared contexts (MPSSHIM_CTX_SCHED) */
     int green_each;     /* each unthrottled client's streams in a green context of its own */
     int device_pool; /* MPSSHIM_DEVICE_POOL=1: cuMemAlloc from a pool of ours (devmem.c) */
+    int device_vmm;  /* MPSSHIM_DEVICE_VMM=1: cuMemAlloc from the server's arena (arena.c) */
     uint64_t max_pinned; /* pinned host bytes one client may hold */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
     /* Context limits as the server started (the floor when clients leave); the real limit
@@ -792,10 +793,18 @@ void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
                       void (*fn)(struct srv_client *c, struct srv_stream *s));
 
-/* devmem.c: device memory from the server's pool (MPSSHIM_DEVICE_POOL=1). */
+/* devmem.c: device memory from the server's pool (MPSSHIM_DEVICE_POOL=1) or arena
+ * (MPSSHIM_DEVICE_VMM=1). */
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes);
-int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool */
-CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o); /* after its work, no wait */
+int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool or arena */
+/* After the client's own work on the device, never after other clients' work. */
+CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o);
+/* cuMemFreeAsync of arena memory: after the work queued on `stream` so far (waited for). */
+CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o, CUstream stream);
+/* arena.c: device memory mapped with the virtual memory calls, small requests sharing 2 MiB
+ * slabs; srv_arena_free waits for nothing. */
+CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p);
+CUresult srv_arena_free(int dev, CUdeviceptr p);
 void srv_devmem_gone(struct srv_client *c);             /* its streams go */
 /* Memory of the pool nobody holds any more (IPC memory whose last holder let go): freed on
  * a stream of the server's, after nothing. */

@@ -351,6 +351,7 @@ run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
 # cuMemAlloc from the server's pool (MPSSHIM_DEVICE_POOL=1, server/devmem.c: frees that
 # never wait for the shared context): every test program through such a server. Own server.
 run_test device-pool-programs 400 bash "$ROOT/tests/devpool.sh" "$B" "$WORK"
+run_test device-arena-programs 400 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" MPSSHIM_DEVICE_VMM
 # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
 # server/green.c, an experiment): every test program through such a server. Own server.
 run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"

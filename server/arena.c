@@ -1,0 +1,260 @@
+/* A device-memory allocator over the driver's virtual memory calls, for cuMemAlloc when
+ * MPSSHIM_DEVICE_VMM=1 (devmem.c says when it is used and how a free is ordered).
+ *
+ * Why not the driver's cuMemFree: it waits for every kernel of the context, and holds a lock
+ * of the driver meanwhile; in the one context all clients share that is every client's work
+ * (H200: 194 ms beside another client's kernels, 0.024 natively). Memory mapped with
+ * cuMemCreate/cuMemMap is unmapped and released without that wait (H200, one process:
+ * 0.08 ms beside 200 ms of another stream's kernels), and unlike memory of a stream-ordered
+ * pool it takes stream memory operations. But its granularity is 2 MiB, and mapping costs
+ * about 0.2 ms, where cuMemAlloc costs 0.02: so small allocations share slabs here, as the
+ * driver's own small allocations share its pages.
+ *
+ * - Per device, under its lock: requests above half a slab get a mapping of their own,
+ *   rounded up to the granularity; smaller ones a block of the smallest class that holds
+ *   them (512 B, 1 KiB, ... 1 MiB), from a slab of that class (one mapping of 2 MiB,
+ *   reserved at an address aligned to its size, so that a block's slab is found from its
+ *   address). A slab left empty is unmapped at once.
+ * - Nothing here waits for work: the caller frees only memory no work can still use
+ *   (devmem.c waits for the client's own work first; other clients have no business there).
+ * - Access is granted to the owning device only: peer access from other devices is not
+ *   covered (devmem.c). */
+#include "server/server.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define ARENA_MIN_SHIFT 9 /* the smallest block: 512 bytes, cuMemAlloc's alignment and more */
+#define ARENA_SLAB (2ull << 20)
+#define ARENA_CLASSES 12 /* 512 B .. 1 MiB: blocks of at most half a slab */
+#define ARENA_BLOCKS (ARENA_SLAB >> ARENA_MIN_SHIFT)
+
+struct mapping {
+    uint64_t va, bytes;
+    CUmemGenericAllocationHandle h;
+};
+
+struct slab {
+    struct mapping m;
+    int cls;
+    uint32_t used, nblocks;
+    uint64_t bits[ARENA_BLOCKS / 64]; /* 1: the block is allocated */
+    struct slab *next;                /* in its class's list */
+    UT_hash_handle hh;                /* by m.va */
+};
+
+struct big {
+    struct mapping m;
+    UT_hash_handle hh; /* by m.va */
+};
+
+static struct arena {
+    pthread_mutex_t lock;
+    uint64_t gran; /* 0 until the first allocation asks the driver */
+    struct slab *classes[ARENA_CLASSES];
+    struct slab *slabs;
+    struct big *bigs;
+} arenas[CHAN_MAX_DEVICES];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void init_locks(void)
+{
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+        pthread_mutex_init(&arenas[d].lock, NULL);
+}
+
+/* One mapping of `bytes` on device dev at an address aligned to `align`, readable and
+ * writable from that device. */
+static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va = 0;
+    CUresult r = DRV(cuMemCreate)(&m->h, bytes, &prop, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = DRV(cuMemAddressReserve)(&va, bytes, align, 0, 0)) != CUDA_SUCCESS)
+        goto release;
+    if ((r = DRV(cuMemMap)(va, bytes, 0, m->h, 0)) != CUDA_SUCCESS)
+        goto unreserve;
+    if ((r = DRV(cuMemSetAccess)(va, bytes, &access, 1)) != CUDA_SUCCESS)
+        goto unmap;
+    m->va = va;
+    m->bytes = bytes;
+    return CUDA_SUCCESS;
+unmap:
+    DRV(cuMemUnmap)(va, bytes);
+unreserve:
+    DRV(cuMemAddressFree)(va, bytes);
+release:
+    DRV(cuMemRelease)(m->h);
+    return r;
+}
+
+static void map_free(const struct mapping *m)
+{
+    CUresult r = DRV(cuMemUnmap)(m->va, m->bytes);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuMemRelease)(m->h);
+    if (r == CUDA_SUCCESS)
+        r = DRV(cuMemAddressFree)(m->va, m->bytes);
+    if (r != CUDA_SUCCESS)
+        srv_log("Unmapping %llu bytes of device memory at %#llx failed with %s",
+                (unsigned long long)m->bytes, (unsigned long long)m->va, srv_errname(r));
+}
+
+/* The device's granularity, asked once; 0 with *r when the driver would not say. */
+static uint64_t granularity(struct arena *a, int dev, CUresult *r)
+{
+    if (a->gran)
+        return a->gran;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    size_t g = 0;
+    *r = DRV(cuMemGetAllocationGranularity)(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (*r == CUDA_SUCCESS && (!g || (g & (g - 1))))
+        *r = CUDA_ERROR_NOT_SUPPORTED; /* not a power of two: no slab can be aligned to it */
+    if (*r == CUDA_SUCCESS)
+        a->gran = g;
+    return a->gran;
+}
+
+static CUresult alloc_big(struct arena *a, int dev, uint64_t bytes, CUdeviceptr *p)
+{
+    uint64_t size;
+    if (__builtin_add_overflow(bytes, a->gran - 1, &size))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size &= ~(a->gran - 1);
+    struct big *b = calloc(1, sizeof(*b));
+    if (!b)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = map_new(dev, size, a->gran, &b->m);
+    if (r != CUDA_SUCCESS) {
+        free(b);
+        return r;
+    }
+    HASH_ADD(hh, a->bigs, m.va, sizeof(b->m.va), b);
+    *p = b->m.va;
+    return CUDA_SUCCESS;
+}
+
+static CUresult alloc_small(struct arena *a, int dev, int cls, CUdeviceptr *p)
+{
+    struct slab *s = a->classes[cls];
+    while (s && s->used == s->nblocks)
+        s = s->next;
+    if (!s) {
+        if (!(s = calloc(1, sizeof(*s))))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = map_new(dev, ARENA_SLAB, ARENA_SLAB, &s->m);
+        if (r != CUDA_SUCCESS) {
+            free(s);
+            return r;
+        }
+        s->cls = cls;
+        s->nblocks = (uint32_t)(ARENA_SLAB >> (ARENA_MIN_SHIFT + cls));
+        s->next = a->classes[cls];
+        a->classes[cls] = s;
+        HASH_ADD(hh, a->slabs, m.va, sizeof(s->m.va), s);
+    }
+    for (uint32_t w = 0; w * 64 < s->nblocks; w++) {
+        if (s->bits[w] == ~0ull)
+            continue;
+        uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(~s->bits[w]);
+        if (i >= s->nblocks)
+            break;
+        s->bits[w] |= 1ull << (i % 64);
+        s->used++;
+        *p = s->m.va + ((uint64_t)i << (ARENA_MIN_SHIFT + cls));
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY; /* not reached: the slab had a free block */
+}
+
+CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p)
+{
+    pthread_once(&once, init_locks);
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct arena *a = &arenas[dev];
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&a->lock);
+    if (DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&a->lock);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    uint64_t g = granularity(a, dev, &r);
+    if (!g) {
+        /* r says why */
+    } else if (bytes > ARENA_SLAB / 2 || g > ARENA_SLAB) {
+        r = alloc_big(a, dev, bytes, p);
+    } else {
+        int cls = 0;
+        while ((1ull << (ARENA_MIN_SHIFT + cls)) < bytes)
+            cls++;
+        r = alloc_small(a, dev, cls, p);
+    }
+    CUcontext old;
+    DRV(cuCtxPopCurrent_v2)(&old);
+    pthread_mutex_unlock(&a->lock);
+    return r;
+}
+
+/* s has no block in use: unmapped at once, so that the device's memory is back when its
+ * clients' is (a slab kept for the next small request would save a 0.2 ms mapping, but
+ * would hold up to 2 MiB per class that no client holds). */
+static void slab_emptied(struct arena *a, struct slab *s)
+{
+    for (struct slab **q = &a->classes[s->cls]; *q; q = &(*q)->next)
+        if (*q == s) {
+            *q = s->next;
+            break;
+        }
+    HASH_DEL(a->slabs, s);
+    map_free(&s->m);
+    free(s);
+}
+
+CUresult srv_arena_free(int dev, CUdeviceptr p)
+{
+    pthread_once(&once, init_locks);
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct arena *a = &arenas[dev];
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&a->lock);
+    uint64_t va = p, base = p & ~(ARENA_SLAB - 1);
+    struct big *b;
+    struct slab *s;
+    HASH_FIND(hh, a->bigs, &va, sizeof(va), b);
+    HASH_FIND(hh, a->slabs, &base, sizeof(base), s);
+    if (b) {
+        HASH_DEL(a->bigs, b);
+        (void)DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+        map_free(&b->m);
+        CUcontext old;
+        DRV(cuCtxPopCurrent_v2)(&old);
+        free(b);
+        r = CUDA_SUCCESS;
+    } else if (s) {
+        unsigned shift = ARENA_MIN_SHIFT + (unsigned)s->cls;
+        uint64_t i = (p - base) >> shift;
+        if (((p - base) & ((1ull << shift) - 1)) == 0 && i < s->nblocks &&
+            (s->bits[i / 64] & (1ull << (i % 64)))) {
+            s->bits[i / 64] &= ~(1ull << (i % 64));
+            if (!--s->used) {
+                (void)DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+                slab_emptied(a, s);
+                CUcontext old;
+                DRV(cuCtxPopCurrent_v2)(&old);
+            }
+            r = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    return r;
+}
