@@ -202,12 +202,11 @@ static CUresult memset_before(struct srv_client *c, struct srv_call *k)
     if (!o)
         return CUDA_ERROR_INVALID_VALUE;
     /* Given no context, the driver takes the memory's: cuMemAlloc memory names the one it
-     * was made in, the arena's (devmem.c) names none and would be refused. Its device's
-     * shared context is what cuMemAlloc memory would have named. */
-    if (srv.device_vmm && srv_devmem_pooled(o) && o->dev >= 0 && o->dev < srv.ndev)
+     * was made in, that of the server's pool or arena (devmem.c) names none and would be
+     * refused. Its device's shared context is what cuMemAlloc memory would have named. */
+    if (srv_devmem_pooled(o) && o->dev >= 0 && o->dev < srv.ndev)
         for (int i = 0; i < k->d->nparams; i++)
-            if (k->d->params[i].kind == SHIM_PK_HANDLE &&
-                k->d->params[i].htype == SHIM_HT_CUcontext && !k->vals[i])
+            if (k->d->params[i].kind == SHIM_PK_CTX && !k->vals[i])
                 k->vals[i] = (uint64_t)(uintptr_t)srv.ctx[o->dev];
     return CUDA_SUCCESS;
 }

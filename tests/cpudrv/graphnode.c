@@ -220,6 +220,11 @@ CUresult cpudrv_gnode_set_memset(struct cpudrv_gnode *n, const CUDA_MEMSET_NODE_
                             p->value};
     CUcontext c;
     CUresult rc = cpudrv_fill_check(&f);
+    // Given no context, the driver takes the memory's: memory of a pool or of cuMemMap has
+    // none, and the node is refused (driver 580 on an H200, both kinds).
+    const struct cpudrv_range *r = ctx ? NULL : cpudrv_mem_find((uintptr_t)p->dst);
+    if (!rc && r && (r->type == CPUDRV_MEM_MAPPED || (r->type == CPUDRV_MEM_DEVICE && !r->ctx)))
+        rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc) rc = node_ctx(ctx, cur, &c);
     if (rc) return rc;
     cpudrv_gnode_params_free(n);
