@@ -1,5 +1,8 @@
 /* Device memory the client allocates with cuMemAlloc, served from a pool of the server's
- * when MPSSHIM_DEVICE_POOL=1, so that freeing it never waits for the whole context.
+ * when MPSSHIM_DEVICE_POOL=1, or from its arena of mapped memory (arena.c) when
+ * MPSSHIM_DEVICE_VMM=1, so that freeing it never waits for the whole context. The arena
+ * shares the pool's records and streams; what differs is said where it does (a free waits
+ * for the client's own work, as there is no stream-ordered free of mapped memory).
  *
  * Why: the driver's cuMemFree waits for all the work of the context it frees in, and holds
  * a lock of the driver while it waits (H100, driver 580.159.04: in a 32-client soak every
