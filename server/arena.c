@@ -17,8 +17,8 @@
  *   address). A slab left empty is unmapped at once.
  * - Nothing here waits for work: the caller frees only memory no work can still use
  *   (devmem.c waits for the client's own work first; other clients have no business there).
- * - Access is granted to the owning device only: peer access from other devices is not
- *   covered (devmem.c). */
+ * - Access is granted to the owning device and to every device that can reach it as a peer
+ *   (access_of). */
 #include "server/server.h"
 
 #include <pthread.h>
@@ -63,14 +63,32 @@ static void init_locks(void)
         pthread_mutex_init(&arenas[d].lock, NULL);
 }
 
+/* Who may reach device dev's mappings: dev, and every device of the server's that can
+ * reach it as a peer (copies between devices may go straight between them; mpsshim has no
+ * cuCtxEnablePeerAccess, so no kernel is given a peer's memory that way). */
+static size_t access_of(int dev, CUmemAccessDesc *out)
+{
+    size_t n = 0;
+    for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
+        int can = d == dev;
+        if (!can && DRV(cuDeviceCanAccessPeer)(&can, (CUdevice)d, (CUdevice)dev) != CUDA_SUCCESS)
+            can = 0;
+        if (can)
+            out[n++] = (CUmemAccessDesc){
+                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
+                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    }
+    return n;
+}
+
 /* One mapping of `bytes` on device dev at an address aligned to `align`, readable and
- * writable from that device. */
+ * writable from that device (and its peers: access_of). */
 static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
 {
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
-    CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
-                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemAccessDesc access[CHAN_MAX_DEVICES];
+    size_t naccess = access_of(dev, access);
     CUdeviceptr va = 0;
     CUresult r = DRV(cuMemCreate)(&m->h, bytes, &prop, 0);
     if (r != CUDA_SUCCESS)
@@ -79,7 +97,7 @@ static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping 
         goto release;
     if ((r = DRV(cuMemMap)(va, bytes, 0, m->h, 0)) != CUDA_SUCCESS)
         goto unreserve;
-    if ((r = DRV(cuMemSetAccess)(va, bytes, &access, 1)) != CUDA_SUCCESS)
+    if ((r = DRV(cuMemSetAccess)(va, bytes, access, naccess)) != CUDA_SUCCESS)
         goto unmap;
     m->va = va;
     m->bytes = bytes;
