@@ -41,10 +41,11 @@
  * driver's cuMemFree. But the driver refuses stream memory operations on pool memory and
  * memset graph nodes on it given no context (CUDA_ERROR_INVALID_VALUE; natively cuMemAlloc
  * memory takes both), and its pointers' context attribute reads NULL: three GPU-tier
- * programs failed with it on, so it is not the default. Not covered yet either: pitched allocations (cuMemAllocPitch:
- * the driver picks the pitch), peer access from other devices (pool memory needs
- * cuMemPoolSetAccess, which is not set), and streams capturing when the free comes (no
- * event can be recorded on them: their work queued before the capture is not waited for). */
+ * programs failed with it on, so it is not the default. Not covered yet either: pitched
+ * allocations (cuMemAllocPitch: the driver picks the pitch), peer access from other
+ * devices (pool memory needs cuMemPoolSetAccess, which is not set), and streams capturing
+ * when the free comes (no event can be recorded on them: their work queued before the
+ * capture is not waited for). */
 #include "server/server.h"
 
 #include <pthread.h>
