@@ -14,7 +14,8 @@
  *   rounded up to the granularity; smaller ones a block of the smallest class that holds
  *   them (512 B, 1 KiB, ... 1 MiB), from a slab of that class (one mapping of 2 MiB,
  *   reserved at an address aligned to its size, so that a block's slab is found from its
- *   address). A slab left empty is unmapped at once.
+ *   address). A slab left empty is kept while it is its class's only empty one, and
+ *   unmapped once the server has no clients (srv_arena_trim).
  * - Nothing here waits for work: the caller frees only memory no work can still use
  *   (devmem.c waits for the client's own work first; other clients have no business there).
  * - Access is granted to the owning device and to every device that can reach it as a peer
@@ -22,6 +23,7 @@
 #include "server/server.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #define ARENA_MIN_SHIFT 9 /* the smallest block: 512 bytes, cuMemAlloc's alignment and more */
@@ -56,6 +58,8 @@ static struct arena {
     struct big *bigs;
 } arenas[CHAN_MAX_DEVICES];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* Slabs kept empty exist (maybe): set when one is kept, cleared by a trim. */
+static _Atomic int cached;
 
 static void init_locks(void)
 {
@@ -222,10 +226,7 @@ CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p)
     return r;
 }
 
-/* s has no block in use: unmapped at once, so that the device's memory is back when its
- * clients' is (a slab kept for the next small request would save a 0.2 ms mapping, but
- * would hold up to 2 MiB per class that no client holds). */
-static void slab_emptied(struct arena *a, struct slab *s)
+static void slab_unmap(struct arena *a, struct slab *s)
 {
     for (struct slab **q = &a->classes[s->cls]; *q; q = &(*q)->next)
         if (*q == s) {
@@ -235,6 +236,54 @@ static void slab_emptied(struct arena *a, struct slab *s)
     HASH_DEL(a->slabs, s);
     map_free(&s->m);
     free(s);
+}
+
+/* s has no block in use: kept for the next request of its class if it is the class's only
+ * empty slab (a mapping costs about 0.2 ms, so a program allocating and freeing a small
+ * buffer in a loop would pay it each time), else unmapped. srv_arena_trim unmaps the kept
+ * ones once the server has no clients (main.c), so that the device's memory is back when
+ * theirs is. */
+static void slab_emptied(struct arena *a, struct slab *s)
+{
+    for (struct slab *q = a->classes[s->cls]; q; q = q->next)
+        if (q != s && !q->used) {
+            slab_unmap(a, s);
+            return;
+        }
+    atomic_store(&cached, 1);
+}
+
+int srv_arena_cached(void)
+{
+    return atomic_load(&cached);
+}
+
+void srv_arena_trim(void)
+{
+    pthread_once(&once, init_locks);
+    atomic_store(&cached, 0); /* a slab kept after this is seen by the next trim */
+    for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
+        struct arena *a = &arenas[d];
+        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK)
+            continue; /* lost with its context (fault.c): nothing there is unmapped */
+        pthread_mutex_lock(&a->lock);
+        int pushed = 0;
+        for (int cls = 0; cls < ARENA_CLASSES; cls++)
+            for (struct slab *s = a->classes[cls], *n; s; s = n) {
+                n = s->next;
+                if (s->used)
+                    continue;
+                if (!pushed && DRV(cuCtxPushCurrent_v2)(srv.ctx[d]) != CUDA_SUCCESS)
+                    break;
+                pushed = 1;
+                slab_unmap(a, s);
+            }
+        if (pushed) {
+            CUcontext old;
+            DRV(cuCtxPopCurrent_v2)(&old);
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
 }
 
 CUresult srv_arena_free(int dev, CUdeviceptr p)

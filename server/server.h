@@ -805,6 +805,10 @@ CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o, CUstream
  * slabs; srv_arena_free waits for nothing. */
 CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p);
 CUresult srv_arena_free(int dev, CUdeviceptr p);
+/* Unmaps the slabs kept empty for later requests (the main loop, once no client is left);
+ * srv_arena_cached: whether any is kept. */
+void srv_arena_trim(void);
+int srv_arena_cached(void);
 void srv_devmem_gone(struct srv_client *c);             /* its streams go */
 /* Memory of the pool nobody holds any more (IPC memory whose last holder let go): freed on
  * a stream of the server's, after nothing. */
