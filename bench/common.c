@@ -129,6 +129,13 @@ CUfunction bench_load_function(const char *env, const char *rel, const char *fil
     return f;
 }
 
+CUfunction bench_load_spinner(const char *kernel, CUmodule *mod)
+{
+    if (strcmp(kernel, "spin_ns") == 0)
+        return bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", kernel, mod);
+    return bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", kernel, mod);
+}
+
 unsigned long long bench_num_arg(int argc, char **argv, int i, unsigned long long lo,
                                  unsigned long long hi, void (*usage)(void))
 {

@@ -26,6 +26,10 @@ char *bench_read_file(const char *path);
  * function `kernel`. */
 CUfunction bench_load_function(const char *env, const char *rel, const char *file,
                                const char *kernel, CUmodule *mod);
+/* The spinning kernel `kernel` names, loaded into *mod: spin_ns (bench/spin.cu, beside the
+ * executable or in $MPSSHIM_BENCH_KERNELS), else delay_set (tests/kernels, for drivers
+ * without spin_ns such as the CPU test driver). The caller has checked it is one of the two. */
+CUfunction bench_load_spinner(const char *kernel, CUmodule *mod);
 /* The number after option argv[i], in lo..hi; calls usage() (which must not return) when it
  * is missing or malformed. */
 unsigned long long bench_num_arg(int argc, char **argv, int i, unsigned long long lo,

@@ -104,9 +104,7 @@ int main(int argc, char **argv)
     CUdevice dev;
     bench_use_device(0, &dev);
     CUmodule mod;
-    CUfunction f = spin ? bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", kernel, &mod)
-                        : bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
-                                              kernel, &mod);
+    CUfunction f = bench_load_spinner(kernel, &mod);
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr flag;

@@ -66,9 +66,7 @@ int main(int argc, char **argv)
     bench_use_device(0, &dev);
 
     CUmodule mod;
-    CUfunction f = spin ? bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", kernel, &mod)
-                        : bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
-                                              kernel, &mod);
+    CUfunction f = bench_load_spinner(kernel, &mod);
     CUstream stream;
     CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CUdeviceptr flag;

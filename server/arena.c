@@ -34,6 +34,7 @@
 struct mapping {
     uint64_t va, bytes;
     CUmemGenericAllocationHandle h;
+    int dev;
 };
 
 struct slab {
@@ -85,9 +86,7 @@ static size_t access_of(int dev, CUmemAccessDesc *out)
     return n;
 }
 
-/* One mapping of `bytes` on device dev at an address aligned to `align`, readable and
- * writable from that device (and its peers: access_of). */
-static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
+static CUresult map_in_ctx(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
 {
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
@@ -105,6 +104,7 @@ static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping 
         goto unmap;
     m->va = va;
     m->bytes = bytes;
+    m->dev = dev;
     return CUDA_SUCCESS;
 unmap:
     DRV(cuMemUnmap)(va, bytes);
@@ -115,13 +115,32 @@ release:
     return r;
 }
 
+/* One mapping of `bytes` on device dev at an address aligned to `align`, readable and
+ * writable from that device (and its peers: access_of). The device's shared context is
+ * current meanwhile, here and in map_free (the worker's may be another device's). */
+static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
+{
+    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = map_in_ctx(dev, bytes, align, m);
+    CUcontext old;
+    DRV(cuCtxPopCurrent_v2)(&old);
+    return r;
+}
+
 static void map_free(const struct mapping *m)
 {
-    CUresult r = DRV(cuMemUnmap)(m->va, m->bytes);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuMemRelease)(m->h);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuMemAddressFree)(m->va, m->bytes);
+    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[m->dev]);
+    if (r == CUDA_SUCCESS) {
+        r = DRV(cuMemUnmap)(m->va, m->bytes);
+        if (r == CUDA_SUCCESS)
+            r = DRV(cuMemRelease)(m->h);
+        if (r == CUDA_SUCCESS)
+            r = DRV(cuMemAddressFree)(m->va, m->bytes);
+        CUcontext old;
+        DRV(cuCtxPopCurrent_v2)(&old);
+    }
     if (r != CUDA_SUCCESS)
         srv_log("Unmapping %llu bytes of device memory at %#llx failed with %s",
                 (unsigned long long)m->bytes, (unsigned long long)m->va, srv_errname(r));
@@ -205,10 +224,6 @@ CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p)
     struct arena *a = &arenas[dev];
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&a->lock);
-    if (DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]) != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&a->lock);
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
     uint64_t g = granularity(a, dev, &r);
     if (!g) {
         /* r says why */
@@ -220,8 +235,6 @@ CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p)
             cls++;
         r = alloc_small(a, dev, cls, p);
     }
-    CUcontext old;
-    DRV(cuCtxPopCurrent_v2)(&old);
     pthread_mutex_unlock(&a->lock);
     return r;
 }
@@ -267,21 +280,12 @@ void srv_arena_trim(void)
         if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK)
             continue; /* lost with its context (fault.c): nothing there is unmapped */
         pthread_mutex_lock(&a->lock);
-        int pushed = 0;
         for (int cls = 0; cls < ARENA_CLASSES; cls++)
             for (struct slab *s = a->classes[cls], *n; s; s = n) {
                 n = s->next;
-                if (s->used)
-                    continue;
-                if (!pushed && DRV(cuCtxPushCurrent_v2)(srv.ctx[d]) != CUDA_SUCCESS)
-                    break;
-                pushed = 1;
-                slab_unmap(a, s);
+                if (!s->used)
+                    slab_unmap(a, s);
             }
-        if (pushed) {
-            CUcontext old;
-            DRV(cuCtxPopCurrent_v2)(&old);
-        }
         pthread_mutex_unlock(&a->lock);
     }
 }
@@ -301,10 +305,7 @@ CUresult srv_arena_free(int dev, CUdeviceptr p)
     HASH_FIND(hh, a->slabs, &base, sizeof(base), s);
     if (b) {
         HASH_DEL(a->bigs, b);
-        (void)DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
         map_free(&b->m);
-        CUcontext old;
-        DRV(cuCtxPopCurrent_v2)(&old);
         free(b);
         r = CUDA_SUCCESS;
     } else if (s) {
@@ -313,12 +314,8 @@ CUresult srv_arena_free(int dev, CUdeviceptr p)
         if (((p - base) & ((1ull << shift) - 1)) == 0 && i < s->nblocks &&
             (s->bits[i / 64] & (1ull << (i % 64)))) {
             s->bits[i / 64] &= ~(1ull << (i % 64));
-            if (!--s->used) {
-                (void)DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+            if (!--s->used)
                 slab_emptied(a, s);
-                CUcontext old;
-                DRV(cuCtxPopCurrent_v2)(&old);
-            }
             r = CUDA_SUCCESS;
         }
     }
