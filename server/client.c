@@ -268,6 +268,79 @@ int srv_client_alive(void *arg)
     return 1;
 }
 
+/* The protocol's own operations by name (channel/proto.h), for the profile line. */
+static const char *proto_op_name(uint32_t op)
+{
+    static const char *const names[CHAN_OP_END - CHAN_OP_BASE] = {
+        [CHAN_OP_CTX_CREATE - CHAN_OP_BASE] = "ctx-create",
+        [CHAN_OP_CTX_DESTROY - CHAN_OP_BASE] = "ctx-destroy",
+        [CHAN_OP_CTX_SYNC - CHAN_OP_BASE] = "ctx-sync",
+        [CHAN_OP_CTX_LIMIT - CHAN_OP_BASE] = "ctx-limit",
+        [CHAN_OP_HOST_ALLOC - CHAN_OP_BASE] = "host-alloc",
+        [CHAN_OP_HOST_FREE - CHAN_OP_BASE] = "host-free",
+        [CHAN_OP_COPY - CHAN_OP_BASE] = "copy",
+        [CHAN_OP_BLOB - CHAN_OP_BASE] = "blob",
+        [CHAN_OP_MODULE_LOAD - CHAN_OP_BASE] = "module-load",
+        [CHAN_OP_GET_FUNCTION - CHAN_OP_BASE] = "get-function",
+        [CHAN_OP_ENUM_FUNCTIONS - CHAN_OP_BASE] = "enum-functions",
+        [CHAN_OP_LAUNCH - CHAN_OP_BASE] = "launch",
+        [CHAN_OP_STREAM_CREATE - CHAN_OP_BASE] = "stream-create",
+        [CHAN_OP_STREAM_DESTROY - CHAN_OP_BASE] = "stream-destroy",
+        [CHAN_OP_STREAM_SYNC - CHAN_OP_BASE] = "stream-sync",
+        [CHAN_OP_EVENT_SYNC - CHAN_OP_BASE] = "event-sync",
+        [CHAN_OP_ERROR_STRING - CHAN_OP_BASE] = "error-string",
+        [CHAN_OP_HOST_FUNC - CHAN_OP_BASE] = "host-func",
+        [CHAN_OP_OCCUPANCY - CHAN_OP_BASE] = "occupancy",
+        [CHAN_OP_KERNEL_NODE - CHAN_OP_BASE] = "kernel-node",
+        [CHAN_OP_IPC - CHAN_OP_BASE] = "ipc",
+        [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = "host-node",
+        [CHAN_OP_HOST_REGISTER - CHAN_OP_BASE] = "host-register",
+        [CHAN_OP_PROCADDR - CHAN_OP_BASE] = "procaddr",
+        [CHAN_OP_COND_NODE - CHAN_OP_BASE] = "cond-node",
+        [CHAN_OP_MVAR - CHAN_OP_BASE] = "mvar",
+    };
+    const char *n = op >= CHAN_OP_BASE && op < CHAN_OP_END ? names[op - CHAN_OP_BASE] : NULL;
+    return n ? n : "unnamed operation";
+}
+
+/* PROFILE=1 builds: the operations that took c's worker longest, one line. */
+static void prof_ops(const struct srv_client *c)
+{
+    if (!c->prof_op)
+        return;
+    char line[512];
+    size_t n = 0;
+    int said[6];
+    for (int k = 0; k < 6; k++) {
+        int best = -1;
+        for (int i = 0; i < SRV_PROF_SLOTS; i++) {
+            int taken = 0;
+            for (int j = 0; j < k; j++)
+                taken |= said[j] == i;
+            if (!taken && c->prof_op[2 * i] &&
+                (best < 0 || c->prof_op[2 * i + 1] > c->prof_op[2 * best + 1]))
+                best = i;
+        }
+        if (best < 0)
+            break;
+        said[k] = best;
+        char name[48];
+        if (best < SHIM_NCALLS)
+            snprintf(name, sizeof(name), "%s", shim_calls[best].name);
+        else if (best < SRV_PROF_SLOTS - 1)
+            snprintf(name, sizeof(name), "%s", proto_op_name(CHAN_OP_BASE + (best - SHIM_NCALLS)));
+        else
+            snprintf(name, sizeof(name), "other");
+        uint64_t cnt = c->prof_op[2 * best], ns = c->prof_op[2 * best + 1];
+        int w = snprintf(line + n, sizeof(line) - n, "%s%s %llu x %.2f us", k ? ", " : "", name,
+                         (unsigned long long)cnt, ns / 1e3 / (double)cnt);
+        if (w < 0 || (size_t)w >= sizeof(line) - n)
+            break;
+        n += (size_t)w;
+    }
+    srv_log("Client process %d profile by operation: %s", (int)c->pid, line);
+}
+
 static void cleanup(struct srv_client *c)
 {
     /* What it held, by type, for the log: "released 3 device memory, 2 CUstream". */
@@ -407,10 +480,13 @@ static void *client_main(void *arg)
                     "worker's %.1f ms",
                     (int)c->pid, (unsigned long long)c->prof_records, c->prof_replay_ns / 1e6,
                     wall / 1e6);
+            prof_ops(c);
         }
     } else {
         cleanup(c);
     }
+    free(c->prof_op);
+    c->prof_op = NULL;
     close(c->sock);
     c->sock = -1;
     /* What it held on the heap goes back to the system, not only to the allocator. */

@@ -222,6 +222,8 @@ struct srv_client {
     /* PROFILE=1 builds (channel/prof.h): its worker's records, time replaying them, and
      * since when it serves. */
     uint64_t prof_records, prof_replay_ns, prof_since_ns;
+    /* and per operation (srv_prof_slot): records and ns, pairs; NULL in other builds */
+    uint64_t *prof_op;
     /* The spinning policy (spin.c), the worker's own: counted busy until busy_until; the
      * spin hint last written into the segment. */
     int busy;
@@ -418,6 +420,18 @@ unsigned srv_clients_live(void);
 void srv_clients_watch(void);
 /* Marks what c's thread does now (busy_op). Only that thread writes busy_seq: a load and a
  * store, no locked instruction on the path of every record. */
+/* PROFILE=1 builds: the slot of an operation in prof_op (generic calls first, then the
+ * protocol's own operations, then one for anything else). */
+#define SRV_PROF_SLOTS (SHIM_NCALLS + (CHAN_OP_END - CHAN_OP_BASE) + 1)
+static inline int srv_prof_slot(uint32_t op)
+{
+    if (op < SHIM_NCALLS)
+        return (int)op;
+    if (op > CHAN_OP_BASE && op < CHAN_OP_END)
+        return SHIM_NCALLS + (int)(op - CHAN_OP_BASE);
+    return SRV_PROF_SLOTS - 1;
+}
+
 static inline void srv_busy(struct srv_client *c, uint32_t op)
 {
     atomic_store_explicit(&c->busy_op, op, memory_order_relaxed);

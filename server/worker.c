@@ -192,6 +192,8 @@ void *srv_worker_main(void *arg)
     c->out = malloc(CHAN_LANE_DATA);
     if (!c->rec || !c->scratch || !c->out)
         return NULL;
+    if (CHAN_PROFILING)
+        c->prof_op = calloc(2 * SRV_PROF_SLOTS, sizeof(uint64_t));
     uint64_t idle_since = 0, alive_checked = 0;
     c->prof_since_ns = chan_now_ns();
     unsigned backoff_us = 0;
@@ -210,8 +212,14 @@ void *srv_worker_main(void *arg)
             uint64_t t0 = CHAN_PROFILING ? chan_now_ns() : 0;
             int bad = n == CHAN_NEXT_BAD || dispatch(c, (struct chan_rec *)c->rec) != 0;
             if (CHAN_PROFILING) {
+                uint64_t ns = chan_now_ns() - t0;
                 c->prof_records++;
-                c->prof_replay_ns += chan_now_ns() - t0;
+                c->prof_replay_ns += ns;
+                if (c->prof_op && !bad) {
+                    int k = srv_prof_slot(((struct chan_rec *)c->rec)->op);
+                    c->prof_op[2 * k]++;
+                    c->prof_op[2 * k + 1] += ns;
+                }
             }
             if (bad) {
                 srv_log("Client process %d broke the protocol; disconnecting it", (int)c->pid);
