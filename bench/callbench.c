@@ -135,6 +135,23 @@ static void m_memcpy_4b(struct bench *b, int htod)
     free(s);
 }
 
+/* cuMemAlloc of `bytes` and its cuMemFree, on an idle device, in pairs: the median pair.
+ * (A server's arena, MPSSHIM_DEVICE_VMM=1, maps memory where the driver hands out its own.) */
+static void m_alloc_free(struct bench *b, size_t bytes, const char *name)
+{
+    int n = b->quick ? 50 : 500, warm = n / 10;
+    uint64_t *s = samples((size_t)n);
+    for (int i = 0; i < warm + n; i++) {
+        CUdeviceptr dev;
+        uint64_t t0 = bench_now_ns();
+        CK(cuMemAlloc(&dev, bytes));
+        CK(cuMemFree(dev));
+        if (i >= warm) s[i - warm] = bench_now_ns() - t0;
+    }
+    metric(name, median_us(s, (size_t)n), "us");
+    free(s);
+}
+
 /* Best bandwidth of 5 synchronous copies of `bytes` (after one warm-up), in GB/s (1e9 B). */
 static double copy_gbps(void *host, CUdeviceptr dev, size_t bytes, int htod)
 {
@@ -190,6 +207,8 @@ enum {
     M_DTOH_PAGEABLE,
     M_HTOD_PINNED,
     M_DTOH_PINNED,
+    M_ALLOC_FREE_4K,
+    M_ALLOC_FREE_64M,
     NMETRICS
 };
 static const char *const metric_names[NMETRICS] = {
@@ -197,7 +216,8 @@ static const char *const metric_names[NMETRICS] = {
     [M_STREAM_QUERY] = "stream_query_us",     [M_MEMCPY_4B_HTOD] = "memcpy_4b_htod_us",
     [M_MEMCPY_4B_DTOH] = "memcpy_4b_dtoh_us", [M_HTOD_PAGEABLE] = "htod_pageable_GBps",
     [M_DTOH_PAGEABLE] = "dtoh_pageable_GBps", [M_HTOD_PINNED] = "htod_pinned_GBps",
-    [M_DTOH_PINNED] = "dtoh_pinned_GBps",
+    [M_DTOH_PINNED] = "dtoh_pinned_GBps",     [M_ALLOC_FREE_4K] = "alloc_free_4k_us",
+    [M_ALLOC_FREE_64M] = "alloc_free_64m_us",
 };
 
 static void usage(void)
@@ -281,6 +301,12 @@ int main(int argc, char **argv)
             break;
         case M_DTOH_PINNED:
             m_bandwidth(&b, 1, 0, 1);
+            break;
+        case M_ALLOC_FREE_4K:
+            m_alloc_free(&b, 4096, metric_names[k]);
+            break;
+        case M_ALLOC_FREE_64M:
+            m_alloc_free(&b, 64u << 20, metric_names[k]);
             break;
         }
     }

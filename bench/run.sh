@@ -100,7 +100,8 @@ bench_init bench
 # fits one 10-minute command on the GPU machine with its build; a full run on an H100 should
 # take about 5 to 6 minutes (bench/README.md gives the estimate).
 BUDGET=${MPSSHIM_BENCH_BUDGET:-420}
-CALL_METRICS="launch_async_us launch_sync_us stream_query_us memcpy_4b_htod_us memcpy_4b_dtoh_us"
+CALL_METRICS="launch_async_us launch_sync_us stream_query_us memcpy_4b_htod_us memcpy_4b_dtoh_us
+    alloc_free_4k_us alloc_free_64m_us"
 MANAGED_METRICS="managed_gpu_s managed_pingpong_s managed_prefetch_s"
 FREE_METRICS="free_max_ms free_mean_ms"
 COPY_KINDS="htod_pageable dtoh_pageable htod_pinned dtoh_pinned htod_registered dtoh_registered"
@@ -174,6 +175,8 @@ figures() {
         printf 'stream_query_us\tus\tlower\t\tcuStreamQuery on an idle stream (callbench; median)\n'
         printf 'memcpy_4b_htod_us\tus\tlower\t\t4-byte cuMemcpyHtoD from malloc memory (callbench; median)\n'
         printf 'memcpy_4b_dtoh_us\tus\tlower\t\t4-byte cuMemcpyDtoH to malloc memory (callbench; median)\n'
+        printf 'alloc_free_4k_us\tus\tlower\t\tcuMemAlloc of 4 KiB and its cuMemFree on an idle device (callbench; median pair)\n'
+        printf 'alloc_free_64m_us\tus\tlower\t\tcuMemAlloc of 64 MiB and its cuMemFree on an idle device (callbench; median pair)\n'
         for k in $COPY_KINDS; do
             printf 'copy_%s_GBps\tGB/s\thigher\tbytes\tsynchronous %s copy of x bytes (%s host memory), median of a run'"'"'s copies (copysweep); GB = 1e9 B\n' \
                 "$k" "${k%_*}" "${k#*_}"
