@@ -1,5 +1,6 @@
-/* A device-memory allocator over the driver's virtual memory calls, for cuMemAlloc when
- * MPSSHIM_DEVICE_VMM=1 (devmem.c says when it is used and how a free is ordered).
+/* A device-memory allocator over the driver's virtual memory calls, for cuMemAlloc (the
+ * default; MPSSHIM_DEVICE_VMM=0 leaves it to the driver, and so does a device without those
+ * calls: srv_arena_usable). devmem.c says how a free is ordered.
  *
  * Why not the driver's cuMemFree: it waits for every kernel of the context, and holds a lock
  * of the driver meanwhile; in the one context all clients share that is every client's work
@@ -212,6 +213,29 @@ static CUresult alloc_small(struct arena *a, int dev, int cls, CUdeviceptr *p)
         return CUDA_SUCCESS;
     }
     return CUDA_ERROR_OUT_OF_MEMORY; /* not reached: the slab had a free block */
+}
+
+/* Per device: 0 not asked yet, 1 it has the virtual memory calls, 2 it has not. */
+static _Atomic int usable[CHAN_MAX_DEVICES];
+
+int srv_arena_usable(int dev)
+{
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES)
+        return 0;
+    int u = atomic_load(&usable[dev]);
+    if (!u) {
+        int v = 0;
+        if (DRV(cuDeviceGetAttribute)(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                      (CUdevice)dev) != CUDA_SUCCESS)
+            v = 0;
+        int want = 0;
+        u = v ? 1 : 2;
+        if (atomic_compare_exchange_strong(&usable[dev], &want, u) && u == 2)
+            srv_log("device %d has no virtual memory management: its cuMemAlloc is the "
+                    "driver's, whose cuMemFree waits for every client's work on it",
+                    dev);
+    }
+    return u == 1;
 }
 
 CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p)

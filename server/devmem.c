@@ -1,8 +1,10 @@
-/* Device memory the client allocates with cuMemAlloc, served from a pool of the server's
- * when MPSSHIM_DEVICE_POOL=1, or from its arena of mapped memory (arena.c) when
- * MPSSHIM_DEVICE_VMM=1, so that freeing it never waits for the whole context. The arena
- * shares the pool's records and streams; what differs is said where it does (a free waits
- * for the client's own work, as there is no stream-ordered free of mapped memory).
+/* Device memory the client allocates with cuMemAlloc, served from the server's arena of
+ * mapped memory (arena.c; the default, on every device that has the virtual memory calls;
+ * MPSSHIM_DEVICE_VMM=0 turns it off), or from a pool of the server's when
+ * MPSSHIM_DEVICE_POOL=1 with the arena off, so that freeing it never waits for the whole
+ * context. The arena shares the pool's records and streams; what differs is said where it
+ * does (a free waits for the client's own work, as there is no stream-ordered free of
+ * mapped memory).
  *
  * Why: the driver's cuMemFree waits for all the work of the context it frees in, and holds
  * a lock of the driver while it waits (H100, driver 580.159.04: in a 32-client soak every
@@ -36,12 +38,13 @@
  *   server's: no client's work is waited for (natively an exporter's free does not wait
  *   for its openers' work either: it lives in their contexts).
  *
- * Opt-in. Measured on an H200 (bench/README.md, "cuMemFree beside other clients"): a free
- * beside another client's queued kernels took 0.026 ms from the pool and 194 ms with the
- * driver's cuMemFree. But the driver refuses stream memory operations on pool memory and
- * memset graph nodes on it given no context (CUDA_ERROR_INVALID_VALUE; natively cuMemAlloc
- * memory takes both), and its pointers' context attribute reads NULL: three GPU-tier
- * programs failed with it on, so it is not the default. Not covered yet either: pitched
+ * The pool is not for use. Measured on an H200 (bench/README.md, "cuMemFree beside other
+ * clients"): a free beside another client's queued kernels took 0.026 ms from the pool,
+ * 0.042 ms from the arena and 194 ms with the driver's cuMemFree. But the driver refuses
+ * stream memory operations on pool memory and memset graph nodes on it given no context
+ * (CUDA_ERROR_INVALID_VALUE; natively cuMemAlloc memory takes both), and its pointers'
+ * context attribute reads NULL: three GPU-tier programs failed with it on (none with the
+ * arena). Not covered for the pool either: pitched
  * allocations (cuMemAllocPitch: the driver picks the pitch), peer access from other
  * devices (pool memory needs cuMemPoolSetAccess, which is not set), and streams capturing
  * when the free comes (no event can be recorded on them: their work queued before the
@@ -225,13 +228,19 @@ void srv_devmem_gone(struct srv_client *c)
     }
 }
 
-/* cuMemAlloc: from the pool when it is on, else the driver's. */
+/* Whether cuMemAlloc on dev is served here (arena or pool) rather than by the driver. */
+static int served_here(int dev)
+{
+    return srv.device_vmm ? srv_arena_usable(dev) : srv.device_pool;
+}
+
+/* cuMemAlloc: from the arena or the pool when on, else the driver's. */
 static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
 {
     CUdeviceptr *p = k->a.ptr[0];
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!srv.device_pool && !srv.device_vmm)
+    if (!served_here(k->dev))
         return DRV(cuMemAlloc_v2)(p, (size_t)k->vals[1]);
     return srv_devmem_alloc(c, k->dev, p, (size_t)k->vals[1]);
 }
@@ -239,8 +248,7 @@ static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
 static CUresult alloc_after(struct srv_client *c, struct srv_call *k)
 {
     const CUdeviceptr *p = k->a.ptr[0];
-    struct srv_obj *o =
-        srv.device_pool || srv.device_vmm ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, *p) : NULL;
+    struct srv_obj *o = served_here(k->dev) ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, *p) : NULL;
     if (o)
         o->aux |= DEVMEM_POOLED;
     return CUDA_SUCCESS;

@@ -269,12 +269,12 @@ int main(int argc, char **argv)
                                                      : (ctx_sched_bad = v, CU_CTX_SCHED_AUTO);
     v = getenv("MPSSHIM_GREEN_EACH");
     srv.green_each = v && atoi(v) != 0;
-    v = getenv("MPSSHIM_DEVICE_POOL");
-    srv.device_pool = v && atoi(v) != 0;
+    /* cuMemAlloc from the arena unless MPSSHIM_DEVICE_VMM=0 (devmem.c says why); the pool
+     * only when asked for with the arena off. */
     v = getenv("MPSSHIM_DEVICE_VMM");
-    srv.device_vmm = v && atoi(v) != 0;
-    if (srv.device_vmm)
-        srv.device_pool = 0; /* one of the two: the arena (devmem.c) */
+    srv.device_vmm = !v || !*v || atoi(v) != 0;
+    v = getenv("MPSSHIM_DEVICE_POOL");
+    srv.device_pool = !srv.device_vmm && v && atoi(v) != 0;
     /* Half the machine's memory by default; MPSSHIM_MAX_PINNED_MB sets another cap. */
     v = getenv("MPSSHIM_MAX_PINNED_MB");
     srv.max_pinned = v ? strtoull(v, NULL, 10) << 20
@@ -387,10 +387,17 @@ int main(int argc, char **argv)
         close(pidfd);
     }
     srv_handover_init(argv, lfd, cfd, lockfd);
-    if (srv.device_vmm || srv.device_pool)
-        srv_log("cuMemAlloc is served from the server's %s (MPSSHIM_DEVICE_%s=1)",
-                srv.device_vmm ? "arena of mapped memory" : "memory pool",
-                srv.device_vmm ? "VMM" : "POOL");
+    if (srv.device_vmm)
+        srv_log("cuMemAlloc is served from the server's arena of mapped memory "
+                "(MPSSHIM_DEVICE_VMM=1, the default)%s",
+                (v = getenv("MPSSHIM_DEVICE_POOL")) && atoi(v) != 0
+                    ? "; MPSSHIM_DEVICE_POOL=1 is not taken while the arena is on"
+                    : "");
+    else if (srv.device_pool)
+        srv_log("cuMemAlloc is served from the server's memory pool (MPSSHIM_DEVICE_POOL=1)");
+    else
+        srv_log("cuMemAlloc is the driver's (MPSSHIM_DEVICE_VMM=0): a client's cuMemFree "
+                "waits for every client's work on its device");
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
     if (successor)
         srv_handover_adopted();

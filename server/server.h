@@ -807,8 +807,8 @@ void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
                       void (*fn)(struct srv_client *c, struct srv_stream *s));
 
-/* devmem.c: device memory from the server's pool (MPSSHIM_DEVICE_POOL=1) or arena
- * (MPSSHIM_DEVICE_VMM=1). */
+/* devmem.c: device memory from the server's arena (the default, MPSSHIM_DEVICE_VMM) or
+ * pool (MPSSHIM_DEVICE_POOL=1 with MPSSHIM_DEVICE_VMM=0). */
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes);
 int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool or arena */
 /* After the client's own work on the device, never after other clients' work. */
@@ -818,6 +818,8 @@ CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o, CUstream
 /* arena.c: device memory mapped with the virtual memory calls, small requests sharing 2 MiB
  * slabs; srv_arena_free waits for nothing. */
 CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p);
+/* 1 when device dev has the virtual memory calls (asked once, logged once when not). */
+int srv_arena_usable(int dev);
 CUresult srv_arena_free(int dev, CUdeviceptr p);
 /* Unmaps the slabs kept empty for later requests (the main loop, once no client is left);
  * srv_arena_cached: whether any is kept. */

@@ -350,10 +350,13 @@ run_test hostfn-death 90 bash "$ROOT/tests/hostfn_death.sh" "$B" "$WORK"
 # A driver call that never returns is named in the log (whose, which, its thread) and the
 # stacks SIGUSR2 asks for come one thread after another. Own server.
 run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
-# cuMemAlloc from the server's pool (MPSSHIM_DEVICE_POOL=1, server/devmem.c: frees that
-# never wait for the shared context): every test program through such a server. Own server.
-run_test device-pool-programs 400 bash "$ROOT/tests/devpool.sh" "$B" "$WORK"
-run_test device-arena-programs 400 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" MPSSHIM_DEVICE_VMM
+# cuMemAlloc from the server's arena (the default), its pool (off for good) and the
+# driver's own (MPSSHIM_DEVICE_VMM=0), on a CPU driver whose cuMemFree waits for the whole
+# context: the programs that allocate in many ways through each, and a free beside another
+# client's waiting work (server/devmem.c). Own servers.
+run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" arena
+run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
+run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
 # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
 # server/green.c, an experiment): every test program through such a server. Own server.
 run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"

@@ -9,7 +9,8 @@
 # client gone. Here: the CPU test driver's frees wait for the whole context
 # (MPSSHIM_CPUDRV_FREE_WAITS=1) and its 1 MiB allocations take 28 s
 # (MPSSHIM_CPUDRV_SLOW_ALLOC: longer than the bystander's 20 s, so that it could not finish
-# without the let-go); two tests/hostfn_stuck clients, one waiting on a host
+# without the let-go), and cuMemAlloc is the driver's (MPSSHIM_DEVICE_VMM=0: the arena's
+# frees wait for no one's work); two tests/hostfn_stuck clients, one waiting on a host
 # function, one (--value) on a value, are killed in such an allocation, and a vecadd client,
 # which frees memory, must finish in 20 s.
 #   tests/hostfn_death.sh BUILD WORKDIR
@@ -18,7 +19,7 @@ B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 own_dir "$2/hostfn-death"
-MPSSHIM_CPUDRV_SLOW_ALLOC=28 MPSSHIM_CPUDRV_FREE_WAITS=1 "$CTL" -d || exit 1
+MPSSHIM_DEVICE_VMM=0 MPSSHIM_CPUDRV_SLOW_ALLOC=28 MPSSHIM_CPUDRV_FREE_WAITS=1 "$CTL" -d || exit 1
 env LD_PRELOAD="$SHIM" "$B/tests/hostfn_stuck" >"$W/stuck.out" 2>&1 &
 P=$!
 env LD_PRELOAD="$SHIM" "$B/tests/hostfn_stuck" --value >"$W/stuck-value.out" 2>&1 &

@@ -4,7 +4,8 @@
 # a line naming the server thread, and SIGUSR2 writes every thread's stack into the log,
 # one thread after another, each under a header naming its client. The CPU test driver is
 # told to take 12 s over an allocation of 1 MiB (MPSSHIM_CPUDRV_SLOW_ALLOC), which
-# tests/hold makes first; the client must still finish.
+# tests/hold makes first (with the driver's cuMemAlloc, MPSSHIM_DEVICE_VMM=0, not the
+# server's arena); the client must still finish.
 #   tests/stall_watch.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -12,7 +13,7 @@ B=$(cd "$1" && pwd)
 . "$(dirname "$0")/lib.sh"
 own_dir "$2/stall-watch"
 LOG=$MPSSHIM_LOG_DIRECTORY/server.log
-MPSSHIM_CPUDRV_SLOW_ALLOC=12 "$CTL" -d || exit 1
+MPSSHIM_DEVICE_VMM=0 MPSSHIM_CPUDRV_SLOW_ALLOC=12 "$CTL" -d || exit 1
 S=$(server_pid)
 env LD_PRELOAD="$SHIM" "$B/tests/hold" 0 >"$W/hold.out" 2>&1 &
 P=$!

@@ -58,6 +58,8 @@ extern struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
 CUresult cpudrv_ready(void);
 // CUDA_ERROR_INVALID_DEVICE unless dev is a valid ordinal (driver initialised).
 CUresult cpudrv_dev_check(CUdevice dev);
+// 1 when MPSSHIM_CPUDRV_NO_VMM=1 takes the virtual memory calls away (vmm.c).
+int cpudrv_no_vmm(void);
 // Prints "name -> result" on stderr when MPSSHIM_CPUDRV_TRACE=1; returns rc.
 CUresult cpudrv_trace(const char *fn, CUresult rc);
 #define TR(rc) cpudrv_trace(__func__, (rc))

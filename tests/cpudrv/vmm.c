@@ -133,6 +133,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 {
     CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
+    if (cpudrv_no_vmm()) return TR(CUDA_ERROR_NOT_SUPPORTED);
     if (!handle || !size || size % GRANULE || flags) return TR(CUDA_ERROR_INVALID_VALUE);
     int dev;
     rc = check_prop(prop, CUDA_ERROR_INVALID_DEVICE, &dev);
@@ -553,4 +554,16 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
         *flags = r->access[location->id];
     cpudrv_unlock();
     return TR(rc);
+}
+
+// MPSSHIM_CPUDRV_NO_VMM=1: a device without the virtual memory calls (as some GPUs and
+// drivers are): its attribute reads 0 and cuMemCreate answers CUDA_ERROR_NOT_SUPPORTED.
+int cpudrv_no_vmm(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("MPSSHIM_CPUDRV_NO_VMM");
+        v = e && atoi(e) != 0;
+    }
+    return v;
 }
