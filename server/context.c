@@ -151,3 +151,30 @@ void srv_limits_settle(struct srv_client *gone)
     }
     pthread_mutex_unlock(&srv.limits_lock);
 }
+
+/* The driver raises a context's stack size limit itself when a kernel needs a bigger stack,
+ * and never lowers it: on an H200 (driver 580.159.04) a kernel with 8 KiB of local memory
+ * per thread took the limit from 1024 to 8192 bytes and 1.8 GiB of device memory, which came
+ * back only when the limit was set back. Natively that context ends with its process; the
+ * shared one kept what any departed client's kernels grew it to. Setting the limit waits
+ * for the device's work, so it is done only when no client is left (nothing runs then, and
+ * no client thread is in the driver to be held up) and never after a release left a
+ * client's work running (it may run for ever). A device whose context faulted is left to
+ * the server that takes over. */
+void srv_limits_idle(void)
+{
+    if (atomic_load(&srv.left_running_any) || srv_fault_any())
+        return;
+    pthread_mutex_lock(&srv.limits_lock);
+    for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
+        size_t want = srv.limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
+        if (srv_use_device(d) != CUDA_SUCCESS ||
+            DRV(cuCtxGetLimit)(&real, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS || real <= want)
+            continue;
+        CUresult r = DRV(cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, want);
+        srv_log("device %d: the stack size per thread the clients' kernels grew the context "
+                "to, %zu bytes, set back to %zu now that no client is left: %s",
+                d, real, want, srv_errname(r));
+    }
+    pthread_mutex_unlock(&srv.limits_lock);
+}

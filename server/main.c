@@ -416,10 +416,14 @@ int main(int argc, char **argv)
         if (n < 0 && errno != EINTR)
             break;
         srv_clients_watch();
-        /* With no client left, the arena's kept slabs go back (arena.c): no client thread
-         * is in a driver call then that this one could wait behind. */
-        if (srv.device_vmm && srv_arena_cached() && !srv_clients_live())
-            srv_arena_trim();
+        /* With no client left, the arena's kept slabs go back (arena.c), and so does the
+         * stack the clients' kernels grew the contexts to (context.c): no client thread is
+         * in a driver call then that this one could wait behind. */
+        if (!srv_clients_live()) {
+            if (srv.device_vmm && srv_arena_cached())
+                srv_arena_trim();
+            srv_limits_idle();
+        }
         /* Before accepting anything: a successor that is ready serves what arrives from now
          * on (a control command must not reach this faulted server once it has said so). */
         if (srv_handover_poll()) {

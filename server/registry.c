@@ -344,6 +344,7 @@ static int in_ctx(const struct srv_obj *o, uint32_t ctx)
 static void leave_running(struct srv_client *c, uint32_t ctx)
 {
     c->left_running = 1;
+    atomic_store(&srv.left_running_any, 1);
     uint64_t bytes = 0;
     size_t n = 0;
     struct srv_obj *o, *t;

@@ -381,6 +381,9 @@ struct srv {
      * is the largest of this and what live clients set. Guarded by limits_lock. */
     pthread_mutex_t limits_lock;
     size_t limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
+    /* A release left a client's work running (registry.c): the GPU may never be idle again,
+     * so nothing that waits for the whole device is done when idle (srv_limits_idle). */
+    _Atomic int left_running_any;
     struct srv_sm_info sm[CHAN_MAX_DEVICES];
     struct srv_policy policy;
     int prio_least, prio_greatest; /* stream priority range of the shared contexts */
@@ -441,6 +444,9 @@ static inline void srv_busy(struct srv_client *c, uint32_t op)
 }
 /* After client `gone` has left: lowers each limit it raised back to what the others need. */
 void srv_limits_settle(struct srv_client *gone);
+/* With no client left: the stack size the driver grew each device's context to for the
+ * clients' kernels goes back to where it started (context.c). */
+void srv_limits_idle(void);
 /* Sets the server's context for device `dev` current on the calling thread. */
 CUresult srv_use_device(int dev);
 

@@ -347,6 +347,9 @@ run_test pool-destroyed-outstanding 200 bash "$ROOT/tests/pool_doom.sh" "$B" "$W
 # long driver call: another client's free that waits for the whole context is not held up
 # (the main loop lets the dead client's host-function waits go). Own server.
 run_test hostfn-death 90 bash "$ROOT/tests/hostfn_death.sh" "$B" "$WORK"
+# The stack size the clients' kernels grew the shared context to goes back once no client
+# is left (the driver never lowers it). Own server.
+run_test stack-idle 60 bash "$ROOT/tests/stack_idle.sh" "$B" "$WORK"
 # A driver call that never returns is named in the log (whose, which, its thread) and the
 # stacks SIGUSR2 asks for come one thread after another. Own server.
 run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"

@@ -219,6 +219,29 @@ else
     record no-memory-growth FAIL "$MEM1 bytes after round 1, $MEM2 after round 2"
 fi
 
+# A kernel with 8 KiB of local memory per thread grows the shared context's stack (the
+# driver never lowers it: 1.8 GiB on an H200); once its client has left and no other is,
+# the server sets it back and the memory is back (server/context.c, srv_limits_idle).
+STACK_BEFORE=$(mem_used)
+env LD_PRELOAD="$SHIM" "$B/tests/cudart/bigstack" >"$WORK/bigstack.out" 2>&1
+brc=$?
+{ echo "---- bigstack"; cat "$WORK/bigstack.out"; } >>"$LOG"
+stack_back() {
+    for _ in $(seq 50); do
+        [ "$(mem_used)" -le "$STACK_BEFORE" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+if [ $brc != 0 ]; then
+    record stack-back FAIL "$(grep -m1 '^FAIL' "$WORK/bigstack.out")"
+elif stack_back; then
+    record stack-back PASS "$(grep -h 'stack size per thread' "$WORK/log/server.log" | tail -n 1 |
+        sed 's/^.*\] //'); memory $STACK_BEFORE -> $(mem_used) bytes"
+else
+    record stack-back FAIL "device memory $STACK_BEFORE -> $(mem_used) bytes 5 s after the client left"
+fi
+
 # ---------------------------------------------------------------- limits (issue 5)
 # A memory limit refuses the limited client beyond it while an unlimited one allocates
 # more at the same time; a 25% client sees and uses a quarter of the SMs (the full

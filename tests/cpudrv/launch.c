@@ -82,6 +82,21 @@ CUresult cpudrv_launch_check(const struct cpudrv_func *f, const unsigned g[3], c
     return CUDA_SUCCESS;
 }
 
+// MPSSHIM_CPUDRV_KERNEL_STACK=N: every launch needs N bytes of stack per thread, so it
+// raises the context's stack size limit to N if lower, and nothing lowers it again, as the
+// real driver does for a kernel with more local memory than the limit allows.
+static void grow_stack(struct cpudrv_ctx *c)
+{
+    static long need = -1;
+    if (need < 0) {
+        const char *v = getenv("MPSSHIM_CPUDRV_KERNEL_STACK");
+        need = v ? atol(v) : 0;
+        if (need < 0) need = 0;
+    }
+    if ((size_t)need > c->limits[CU_LIMIT_STACK_SIZE])
+        c->limits[CU_LIMIT_STACK_SIZE] = (size_t)need;
+}
+
 static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], unsigned shmem,
                        CUstream hs, void **params, void **extra, int coop)
 {
@@ -118,6 +133,7 @@ static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], 
             if (!rc) rc = cpudrv_capture_kernel(s, &k->L, fh);
             free(op);
         } else {
+            grow_stack(s->o.ctx);
             cpudrv_obj_ref(&f->mod->o);
             op->run = kernel_run;
             op->fini = kernel_fini;
