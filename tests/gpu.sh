@@ -239,7 +239,8 @@ elif stack_back; then
     record stack-back PASS "$(grep -h 'stack size per thread' "$WORK/log/server.log" | tail -n 1 |
         sed 's/^.*\] //'); memory $STACK_BEFORE -> $(mem_used) bytes"
 else
-    record stack-back FAIL "device memory $STACK_BEFORE -> $(mem_used) bytes 5 s after the client left"
+    record stack-back FAIL \
+        "device memory $STACK_BEFORE -> $(mem_used) bytes 5 s after the client left"
 fi
 
 # ---------------------------------------------------------------- limits (issue 5)
