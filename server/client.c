@@ -328,7 +328,8 @@ static void prof_ops(const struct srv_client *c)
         if (best < SHIM_NCALLS)
             snprintf(name, sizeof(name), "%s", shim_calls[best].name);
         else if (best < SRV_PROF_SLOTS - 1)
-            snprintf(name, sizeof(name), "%s", proto_op_name(CHAN_OP_BASE + (best - SHIM_NCALLS)));
+            snprintf(name, sizeof(name), "%s",
+                     proto_op_name(CHAN_OP_BASE + (uint32_t)(best - SHIM_NCALLS)));
         else
             snprintf(name, sizeof(name), "other");
         uint64_t cnt = c->prof_op[2 * best], ns = c->prof_op[2 * best + 1];

@@ -421,8 +421,6 @@ unsigned srv_clients_live(void);
  * never returns stops the server's other clients too (its lock), and the line says whose
  * and which it was. */
 void srv_clients_watch(void);
-/* Marks what c's thread does now (busy_op). Only that thread writes busy_seq: a load and a
- * store, no locked instruction on the path of every record. */
 /* PROFILE=1 builds: the slot of an operation in prof_op (generic calls first, then the
  * protocol's own operations, then one for anything else). */
 #define SRV_PROF_SLOTS (SHIM_NCALLS + (CHAN_OP_END - CHAN_OP_BASE) + 1)
@@ -435,6 +433,8 @@ static inline int srv_prof_slot(uint32_t op)
     return SRV_PROF_SLOTS - 1;
 }
 
+/* Marks what c's thread does now (busy_op). Only that thread writes busy_seq: a load and a
+ * store, no locked instruction on the path of every record. */
 static inline void srv_busy(struct srv_client *c, uint32_t op)
 {
     atomic_store_explicit(&c->busy_op, op, memory_order_relaxed);
