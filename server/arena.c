@@ -290,6 +290,27 @@ static void slab_emptied(struct arena *a, struct slab *s)
     atomic_store(&cached, 1);
 }
 
+void srv_arena_usage(int dev, uint64_t *mapped, uint64_t *kept)
+{
+    *mapped = *kept = 0;
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES)
+        return;
+    pthread_once(&once, init_locks);
+    struct arena *a = &arenas[dev];
+    pthread_mutex_lock(&a->lock);
+    for (struct slab *s = a->slabs, *n; s; s = n) {
+        n = s->hh.next;
+        *mapped += s->m.bytes;
+        if (!s->used)
+            *kept += s->m.bytes;
+    }
+    for (struct big *b = a->bigs, *n; b; b = n) {
+        n = b->hh.next;
+        *mapped += b->m.bytes;
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
 int srv_arena_cached(void)
 {
     return atomic_load(&cached);

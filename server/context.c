@@ -159,16 +159,16 @@ void srv_limits_settle(struct srv_client *gone)
  * shared one kept what any departed client's kernels grew it to. Setting the limit waits
  * for the device's work, so it is done only when no client is left (nothing runs then, and
  * no client thread is in the driver to be held up) and never after a release left a
- * client's work running (it may run for ever). A device whose context faulted is left to
- * the server that takes over. */
+ * client's work running (it may run for ever). A device whose context faulted is left as it
+ * is (fault.c: the server that takes over makes a new one). */
 void srv_limits_idle(void)
 {
-    if (atomic_load(&srv.left_running_any) || srv_fault_any())
+    if (atomic_load(&srv.left_running_any))
         return;
     pthread_mutex_lock(&srv.limits_lock);
     for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
         size_t want = srv.limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
-        if (srv_use_device(d) != CUDA_SUCCESS ||
+        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK || srv_use_device(d) != CUDA_SUCCESS ||
             DRV(cuCtxGetLimit)(&real, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS || real <= want)
             continue;
         CUresult r = DRV(cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, want);

@@ -326,6 +326,22 @@ static void run(struct cmd *k)
             if (srv_use_device(d) == CUDA_SUCCESS && DRV(cuMemGetInfo_v2)(&f, &t) == CUDA_SUCCESS)
                 say(k, "Device %d memory used %zu bytes\n", d, t - f);
         }
+        /* Of that, what the server itself can name: its arena's mappings (client memory and
+         * slabs kept empty for later) and the stack the context has per thread (the driver
+         * grows it for kernels that need more, context.c). What is left over is the
+         * driver's own. */
+        for (int d = 0; d < srv.ndev; d++) {
+            uint64_t mapped, kept;
+            size_t stack = 0;
+            srv_arena_usage(d, &mapped, &kept);
+            if (srv_use_device(d) != CUDA_SUCCESS ||
+                DRV(cuCtxGetLimit)(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
+                stack = 0;
+            say(k, "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
+                   "bytes per thread (%zu at start)\n",
+                d, (unsigned long long)mapped, (unsigned long long)kept, stack,
+                srv.limit_default[d][CU_LIMIT_STACK_SIZE]);
+        }
 
     } else if (strcmp(c, "terminate_client") == 0) {
         if (usage(k, 2, 2, "<server pid> <client pid>") != 0 || !this_server(k, k->argv[1]))

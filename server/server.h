@@ -831,6 +831,8 @@ CUresult srv_arena_free(int dev, CUdeviceptr p);
  * srv_arena_cached: whether any is kept. */
 void srv_arena_trim(void);
 int srv_arena_cached(void);
+/* Bytes the arena has mapped on dev, and of those the slabs kept empty (for the status). */
+void srv_arena_usage(int dev, uint64_t *mapped, uint64_t *kept);
 void srv_devmem_gone(struct srv_client *c);             /* its streams go */
 /* Memory of the pool nobody holds any more (IPC memory whose last holder let go): freed on
  * a stream of the server's, after nothing. */

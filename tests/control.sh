@@ -78,6 +78,8 @@ check get_server_list "$(ctl get_server_list)" "$S"
 st=$(ctl get_server_status)
 check get_server_status "$(echo "$st" | head -n 3)" "$(printf 'Server %s\nStatus ACTIVE\nClients 0' "$S")"
 has get_server_status-memory "$st" '^Device 1 memory used [0-9]+ bytes$'
+has get_server_status-arena "$st" \
+    '^Device 1 arena [0-9]+ bytes mapped \([0-9]+ in empty slabs kept\), stack [0-9]+ bytes per thread \([0-9]+ at start\)$'
 check get_server_status-other "$(ctl 'get_server_status 1')" 'Server 1 not found'
 check ps-empty "$(ctl ps)" 'PID ID SERVER DEVICE NAMESPACE COMMAND'
 check get_client_list-empty "$(ctl "get_client_list $S")" ''

@@ -218,6 +218,9 @@ printf 'soak, %s s, %s clients at once (%s): %d clients, %d killed, %d bystander
 printf 'server: client objects held at the end: %s (records, IPC shares)\n' "${objs:-?}"
 printf 'server: device memory %s -> %s (after the first half) -> %s bytes, descriptors %s -> %s, threads %s -> %s, resident %s -> %s KiB\n' \
     "$mem0" "$mem_mid" "$mem1" "$fds0" "$fds1" "$thr0" "$thr1" "$rss0" "$rss1"
+# Of the device memory, what the server can name (its arena, its context's stack): the rest
+# of any growth is the driver's own.
+ctl_bounded get_server_status | grep "^Device [0-9]* arena" | sed 's/^/server at the end: /'
 # Where the server's resident memory is, by mapping (largest first).
 echo "server's largest resident mappings (KiB, mapping):"
 awk '/^[0-9a-f]+-[0-9a-f]+ / {name = $6 ? $6 : "[anonymous]"; range = $1}
