@@ -9,10 +9,15 @@ FUZZ_BIN    := $(addprefix $(B)/fuzz/,$(FUZZ_NAMES))
 FUZZ_CHAN   := channel/marshal.c channel/image.c channel/copyplan.c channel/sizes.c
 
 .PHONY: fuzz
-fuzz: $(FUZZ_BIN) $(B)/fuzz/seed_records
+fuzz: $(FUZZ_BIN) $(B)/fuzz/seed_records $(B)/fuzz/seed_images
 
 # Valid records to start the decoder's fuzzing from (tests/fuzz/run.sh uses them).
 $(B)/fuzz/seed_records: tests/fuzz/seed_records.c $(CHANNEL_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+
+# Well-formed images (ELF, fat binary, PTX) to start the image parsers' fuzzing from.
+$(B)/fuzz/seed_images: tests/fuzz/seed_images.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 

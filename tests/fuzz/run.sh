@@ -11,10 +11,12 @@ rc=0
 for f in "$B"/fuzz/fuzz_*; do
     name=$(basename "$f")
     mkdir -p "$W/$name"
-    # The decoder starts from one valid record per call (seed_records), the others from
-    # nothing.
+    # The decoder starts from one valid record per call (seed_records), the image parsers
+    # from one well-formed image of each kind (seed_images), the copy planner from nothing.
     [ "$name" = fuzz_records ] && [ -x "$B/fuzz/seed_records" ] &&
         "$B/fuzz/seed_records" "$W/$name" >/dev/null
+    [ "$name" = fuzz_images ] && [ -x "$B/fuzz/seed_images" ] &&
+        "$B/fuzz/seed_images" "$W/$name" >/dev/null
     if (cd "$W" && "$f" -runs="$RUNS" -max_len=4096 -seed=1 "$W/$name" >"$W/$name.log" 2>&1); then
         echo "$name: $(grep -o 'Done [0-9]* runs.*' "$W/$name.log")"
     else
