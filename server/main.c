@@ -274,7 +274,8 @@ int main(int argc, char **argv)
     v = getenv("MPSSHIM_DEVICE_VMM");
     srv.device_vmm = !v || !*v || atoi(v) != 0;
     v = getenv("MPSSHIM_DEVICE_POOL");
-    srv.device_pool = !srv.device_vmm && v && atoi(v) != 0;
+    int pool_asked = v && atoi(v) != 0; /* said once the log is open if not taken */
+    srv.device_pool = !srv.device_vmm && pool_asked;
     /* Half the machine's memory by default; MPSSHIM_MAX_PINNED_MB sets another cap. */
     v = getenv("MPSSHIM_MAX_PINNED_MB");
     srv.max_pinned = v ? strtoull(v, NULL, 10) << 20
@@ -390,9 +391,7 @@ int main(int argc, char **argv)
     if (srv.device_vmm)
         srv_log("cuMemAlloc is served from the server's arena of mapped memory "
                 "(MPSSHIM_DEVICE_VMM=1, the default)%s",
-                (v = getenv("MPSSHIM_DEVICE_POOL")) && atoi(v) != 0
-                    ? "; MPSSHIM_DEVICE_POOL=1 is not taken while the arena is on"
-                    : "");
+                pool_asked ? "; MPSSHIM_DEVICE_POOL=1 is not taken while the arena is on" : "");
     else if (srv.device_pool)
         srv_log("cuMemAlloc is served from the server's memory pool (MPSSHIM_DEVICE_POOL=1)");
     else
