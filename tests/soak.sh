@@ -87,6 +87,10 @@ fds() { ls "/proc/$S/fd" 2>/dev/null | wc -l; }
 threads() { awk '/^Threads/ {print $2}' "/proc/$S/status"; }
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$S/status"; }
 mem0=$(mem_used) fds0=$(fds) thr0=$(threads) rss0=$(rss)
+# What the server can name of its device memory (its arena, its context's stack), at the
+# start, after the first half and at the end: the rest of any growth is the driver's own.
+arena_lines() { ctl_bounded get_server_status | grep "^Device [0-9]* arena"; }
+arena0=$(arena_lines)
 
 # slot i runs one client after another; pid[i], prog[i], killed[i] describe its current one.
 declare -a pid prog killed
@@ -194,7 +198,7 @@ phase() {
 # (a leak of 8 KiB per client would, over the some 4000 clients of a 10-minute soak's half);
 # on the CPU test driver, which keeps nothing, device memory must be back where it started.
 phase $((SECS / 2))
-mem_mid=$(mem_used)
+mem_mid=$(mem_used) arena_mid=$(arena_lines)
 phase $((SECS - SECS / 2))
 mem1=$(mem_used) fds1=$(fds) thr1=$(threads) rss1=$(rss)
 rc=0
@@ -218,9 +222,9 @@ printf 'soak, %s s, %s clients at once (%s): %d clients, %d killed, %d bystander
 printf 'server: client objects held at the end: %s (records, IPC shares)\n' "${objs:-?}"
 printf 'server: device memory %s -> %s (after the first half) -> %s bytes, descriptors %s -> %s, threads %s -> %s, resident %s -> %s KiB\n' \
     "$mem0" "$mem_mid" "$mem1" "$fds0" "$fds1" "$thr0" "$thr1" "$rss0" "$rss1"
-# Of the device memory, what the server can name (its arena, its context's stack): the rest
-# of any growth is the driver's own.
-ctl_bounded get_server_status | grep "^Device [0-9]* arena" | sed 's/^/server at the end: /'
+printf '%s\n' "$arena0" | sed 's/^/server at the start: /'
+printf '%s\n' "$arena_mid" | sed 's/^/server after the first half: /'
+arena_lines | sed 's/^/server at the end: /'
 # Where the server's resident memory is, by mapping (largest first).
 echo "server's largest resident mappings (KiB, mapping):"
 awk '/^[0-9a-f]+-[0-9a-f]+ / {name = $6 ? $6 : "[anonymous]"; range = $1}
