@@ -208,6 +208,21 @@ static int init_devices(void)
     DRV(cuCtxSetCurrent)(srv.ctx[0]);
     if (DRV(cuCtxGetStreamPriorityRange)(&srv.prio_least, &srv.prio_greatest) != CUDA_SUCCESS)
         srv.prio_least = srv.prio_greatest = 0;
+    /* Made now, not when a departed client's wait must be released: on an H200 (580.159.04)
+     * cuStreamCreate waited while another thread's cuMemFree, cuMemHostUnregister or
+     * cuMemFreeHost waited for the very stream the release would let go, and nothing moved;
+     * a write on a stream made before went through and both ended (memops.c). */
+    for (int i = 0; i < srv.ndev; i++) {
+        DRV(cuCtxSetCurrent)(srv.ctx[i]);
+        if ((r = DRV(cuStreamCreateWithPriority)(&srv.release_stream[i], CU_STREAM_NON_BLOCKING,
+                                                  srv.prio_greatest)) != CUDA_SUCCESS) {
+            srv.release_stream[i] = NULL;
+            srv_log("device %d: no stream for releasing departed clients' waits (%s): each "
+                    "release makes one",
+                    i, srv_errname(r));
+        }
+    }
+    DRV(cuCtxSetCurrent)(srv.ctx[0]);
     srv_green_init();
     return 0;
 }

@@ -17,8 +17,13 @@
  * on an H200 with host functions, hostfn.c). Words in the client's host-mapped memory
  * (pinned, registered, managed), which the server maps at the same address, are therefore
  * also written by the main loop as soon as it finds the client gone, with a plain store and
- * no driver call (srv_memops_let_go). A wait on device memory cannot be let go so: its stream
- * waits for the release (README, "Known limits"). */
+ * no driver call (srv_memops_let_go). A wait on device memory cannot be let go so: its
+ * release writes with the driver, on a stream the server made at start (main.c). Probed on
+ * an H200 (580.159.04): while cuMemFree, cuMemHostUnregister or cuMemFreeHost waited for a
+ * stream blocked on a value in device memory, cuStreamCreate waited too, but a write on a
+ * stream made before went through and all three ended (tests/waitvalue_twin.sh). While a
+ * module load or cuCtxSetLimit waits so, even that write waits: then the wait is let go only
+ * when they end, which they do not (README, "Known limits"). */
 #include "server/server.h"
 
 #include <stdatomic.h>
@@ -137,15 +142,20 @@ void srv_memops_unblock(struct srv_client *c, uint32_t ctx)
         int dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
         if (DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]) != CUDA_SUCCESS)
             continue;
-        /* On a stream of its own: the client's are the ones waiting. */
-        CUstream st;
-        if (DRV(cuStreamCreate)(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+        /* Not on the client's streams, which are the ones waiting: on the server's release
+         * stream, made at start (main.c), since making one now can wait for the very stream
+         * this write lets go. Only where that stream could not be made, one made now. */
+        CUstream st = srv.release_stream[dev], made = NULL;
+        if (!st && DRV(cuStreamCreate)(&made, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS)
+            st = made;
+        if (st) {
             CUresult r = w->wide ? DRV(cuStreamWriteValue64_v2)(st, w->addr, v, 0)
                                  : DRV(cuStreamWriteValue32_v2)(st, w->addr, (cuuint32_t)v, 0);
             if (r == CUDA_SUCCESS)
                 DRV(cuStreamSynchronize)(st);
-            DRV(cuStreamDestroy_v2)(st);
         }
+        if (made)
+            DRV(cuStreamDestroy_v2)(made);
         CUcontext old;
         DRV(cuCtxPopCurrent_v2)(&old);
     }

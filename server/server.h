@@ -361,6 +361,10 @@ struct srv {
     char driver_path[512];
     int ndev;
     CUcontext ctx[CHAN_MAX_DEVICES]; /* the one real context of each device */
+    /* A stream of each shared context, made at start, for writes that release a departed
+     * client's waits on values in its device memory (memops.c); NULL where it could not be
+     * made. */
+    CUstream release_stream[CHAN_MAX_DEVICES];
     struct chan_devinfo devinfo;
     pthread_mutex_t clients_lock;
     struct srv_client *clients;

@@ -243,6 +243,15 @@ else
         "device memory $STACK_BEFORE -> $(mem_used) bytes 5 s after the client left"
 fi
 
+# A client killed while its stream waits on a value in its device memory, while other
+# clients' cuMemFree (the driver's) and cuMemHostUnregister wait for the whole device: all
+# finish, the killed one is released (tests/waitvalue_twin.sh; own server).
+if run waitvalue-twin 150 bash "$ROOT/tests/waitvalue_twin.sh" "$B" "$WORK"; then
+    record waitvalue-twin PASS "$(grep -m1 'finished .* after the kill' "$WORK/waitvalue-twin.out")"
+else
+    record waitvalue-twin FAIL "$(grep -m1 '^FAIL' "$WORK/waitvalue-twin.out")"
+fi
+
 # ---------------------------------------------------------------- limits (issue 5)
 # A memory limit refuses the limited client beyond it while an unlimited one allocates
 # more at the same time; a 25% client sees and uses a quarter of the SMs (the full

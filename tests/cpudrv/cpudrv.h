@@ -371,6 +371,9 @@ size_t cpudrv_mem_pool_outstanding(const struct cpudrv_pool *p);
 // cpudrv_big held (let go while waiting): waits for all work queued in context c so far
 // (captures aside, which cuCtxSynchronize refuses to run in; ctxprops.c).
 CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c);
+// cpudrv_big held: under MPSSHIM_CPUDRV_CREATE_WAITS=1, waits (releasing it meanwhile) until
+// no cpudrv_ctx_wait_all goes on, as a real driver's stream creation does.
+void cpudrv_stream_create_gate(void);
 // Frees the range starting at base if it is still allocation id (a stream-ordered free
 // that the stream reached).
 void cpudrv_mem_free_id(uintptr_t base, unsigned long long id);

@@ -2,6 +2,8 @@
 // priorities, ids, synchronisation.
 #include "cpudrv.h"
 
+#include <stdlib.h>
+
 // Device of the current context.
 CUresult cuCtxGetDevice(CUdevice *device)
 {
@@ -61,6 +63,10 @@ static CUresult sync_ctx(struct cpudrv_ctx *c)
     return (CUresult)__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE);
 }
 
+// Whole-context waits going on (cpudrv_ctx_wait_all), and their end; under cpudrv_big.
+static unsigned whole_waits;
+static pthread_cond_t whole_done = PTHREAD_COND_INITIALIZER;
+
 CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c)
 {
     struct cpudrv_dep *deps = NULL;
@@ -69,10 +75,28 @@ CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c)
         cpudrv_deps_release(deps, n);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    whole_waits++;
     cpudrv_unlock();
     cpudrv_deps_wait_release(deps, n);
     cpudrv_lock();
+    if (--whole_waits == 0)
+        pthread_cond_broadcast(&whole_done);
     return CUDA_SUCCESS;
+}
+
+// MPSSHIM_CPUDRV_CREATE_WAITS=1: making a stream waits while a whole-context wait goes on,
+// as on an H200 (driver 580.159.04): while cuMemFree, cuMemHostUnregister or cuMemFreeHost
+// waited for a stream blocked on cuStreamWaitValue32, cuStreamCreate in another thread
+// waited too (scratch probe, bench/README.md). Off by default.
+void cpudrv_stream_create_gate(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MPSSHIM_CPUDRV_CREATE_WAITS");
+        on = v && *v == '1';
+    }
+    while (on && whole_waits)
+        pthread_cond_wait(&whole_done, &cpudrv_big);
 }
 
 // Waits for all work of the current context.

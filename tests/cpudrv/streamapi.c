@@ -25,6 +25,7 @@ static CUresult create(CUstream *ph, unsigned flags, int prio)
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
     if (rc) return rc;
+    cpudrv_stream_create_gate();
     struct cpudrv_stream *s;
     // A green context's streams never synchronise with its NULL stream.
     if (c->green) flags |= CU_STREAM_NON_BLOCKING;

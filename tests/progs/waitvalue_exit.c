@@ -1,5 +1,6 @@
-/* waitvalue_exit [--kill]: leaves (exits, or is killed with --kill) while a stream of its own
- * waits for a value that nothing will ever write (cuStreamWaitValue32 on its own memory),
+/* waitvalue_exit [--kill | --hold]: leaves (exits, or is killed with --kill) while a stream of
+ * its own waits for a value that nothing will ever write (cuStreamWaitValue32 on its own
+ * device memory), with --hold prints "ready" then waits to be killed (tests/waitvalue_twin.sh),
  * with work queued behind the wait. Natively the process's context dies with it; through
  * the shim, the server must still release it (the CI tier checks that the client count and
  * the device memory go back, and that quit works). Before that, a wait no value can satisfy
@@ -33,5 +34,11 @@ int main(int argc, char **argv)
     t_ok("leaving with the stream waiting");
     if (t_has_flag(argc, argv, "--kill"))
         kill(getpid(), SIGKILL);
+    if (t_has_flag(argc, argv, "--hold")) {
+        printf("ready\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
     t_pass();
 }
