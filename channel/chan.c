@@ -89,6 +89,17 @@ int chan_check_header(const struct chan *c, char *msg, size_t msglen)
 
 /* ---------------------------------------------------------------- producer */
 
+/* Rings the doorbell if the server sleeps. */
+static void ring_kick(struct chan *c)
+{
+    struct chan_shm *s = c->shm;
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->server_sleeping, memory_order_relaxed)) {
+        atomic_fetch_add(&s->doorbell, 1);
+        chan_futex_wake(&s->doorbell);
+    }
+}
+
 struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct chan_wait *w)
 {
     uint64_t span = CHAN_REC_SPAN(size);
@@ -106,8 +117,11 @@ struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct c
         /* Full: the server is draining it, usually within microseconds. Spin first, so
          * that a flood of async calls does not cost a wake-up system call per record. */
         uint64_t now = chan_now_ns();
-        if (!spin_until)
+        if (!spin_until) {
             spin_until = now + CHAN_SPACE_SPIN_NS;
+            ring_kick(c); /* records left unrung may be what fills it */
+            c->unrung = 0;
+        }
         if (now < spin_until) {
             chan_cpu_relax();
             continue;
@@ -139,6 +153,27 @@ struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct c
     return r;
 }
 
+/* 1 when the record just published may stay unrung (chan_shm.coalesce_us): the server lets
+ * records wait, and neither the bound on their number nor on the first one's age is
+ * reached. Only work for the GPU may wait: a launch, or a generic call that asks for no
+ * reply (an asynchronous memset, copy between device addresses, event record, stream
+ * wait). Whatever the client may wait on without a reply of its own is rung at once: a
+ * copy through the staging slots, a host function, a module's image. */
+static int may_leave_unrung(struct chan *c, const struct chan_rec *r)
+{
+    uint32_t us = atomic_load_explicit(&c->shm->coalesce_us, memory_order_relaxed);
+    if (!us || (r->flags & CHAN_RF_REPLY) || c->unrung >= CHAN_COALESCE_MAX ||
+        (r->op != CHAN_OP_LAUNCH && r->op >= CHAN_OP_BASE))
+        return 0;
+    uint64_t now = chan_now_ns();
+    if (!c->unrung)
+        c->unrung_since = now;
+    else if (now - c->unrung_since >= (uint64_t)us * 1000)
+        return 0;
+    c->unrung++;
+    return 1;
+}
+
 void chan_ring_publish(struct chan *c, const struct chan_rec *r)
 {
     struct chan_shm *s = c->shm;
@@ -147,10 +182,15 @@ void chan_ring_publish(struct chan *c, const struct chan_rec *r)
     /* Pairs with the fence in chan_ring_sleep(): either the server sees the new tail
      * before it sleeps, or we see it sleeping and ring. */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&s->server_sleeping, memory_order_relaxed)) {
-        atomic_fetch_add(&s->doorbell, 1);
-        chan_futex_wake(&s->doorbell);
+    if (!atomic_load_explicit(&s->server_sleeping, memory_order_relaxed)) {
+        c->unrung = 0; /* awake: it takes every record published so far before it sleeps */
+        return;
     }
+    if (may_leave_unrung(c, r))
+        return;
+    c->unrung = 0;
+    atomic_fetch_add(&s->doorbell, 1);
+    chan_futex_wake(&s->doorbell);
 }
 
 /* ---------------------------------------------------------------- consumer */

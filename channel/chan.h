@@ -19,6 +19,10 @@ struct chan {
     struct chan_callbacks *callbacks;
     /* Private to the end that owns the role: the producer's tail, the consumer's head. */
     uint64_t pos;
+    /* Producer only: records published unrung while the consumer slept, and when the first
+     * of them was (chan_shm.coalesce_us). */
+    uint32_t unrung;
+    uint64_t unrung_since;
 };
 
 /* Size of a segment. */
@@ -45,7 +49,9 @@ static inline uint8_t *chan_slot_data(const struct chan *c, uint32_t i)
  * ring space as needed. NULL when w->alive gave up. */
 struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct chan_wait *w);
 
-/* Publishes the reserved record to the server and rings its doorbell if it sleeps. */
+/* Publishes the reserved record to the server and rings its doorbell if it sleeps, unless
+ * the server's chan_shm.coalesce_us lets the record wait (a launch or a generic call that
+ * asks for no reply). */
 void chan_ring_publish(struct chan *c, const struct chan_rec *r);
 
 /* ---- consumer (server) ---- */

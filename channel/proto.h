@@ -27,8 +27,10 @@
 #define CHAN_PROTO_MAJOR 5 /* incompatible changes (5: visible_devices in the hello) */
 /* Compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE, 3: CHAN_OP_MVAR,
  * chan_shm.alert, which a client reads only from a server of minor 3 or more: an older one
- * never moves it, and chan_shm.spin_hint_us, whose 0 means no hint). */
-#define CHAN_PROTO_MINOR 3
+ * never moves it, and chan_shm.spin_hint_us, whose 0 means no hint; 4: chan_shm.coalesce_us,
+ * in what was padding, whose 0, all an older server ever leaves there, means "ring for every
+ * record"). */
+#define CHAN_PROTO_MINOR 4
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -203,9 +205,21 @@ struct chan_shm {
      * lowers it while it has more busy clients than its CPUs can spin for (server/spin.c);
      * a client never spins longer than its own setting. The server never reads it back. */
     _Atomic uint32_t spin_hint_us;
+    /* Server -> client, a hint: 0, ring the doorbell for every record published while the
+     * worker sleeps; else the client may leave a record that asks for no reply unrung for up
+     * to this many µs (and CHAN_COALESCE_MAX records), ringing with its next record that
+     * waits, before it waits for anything, or once that long has passed; the server wakes a
+     * worker whose ring holds records it was not rung for within about as long
+     * (server/coalesce.c). The server sets it only while its CPUs are all wanted, where each
+     * wake-up costs a client's step time; it never reads it back: a client that ignores it
+     * only rings more, or waits longer for its own work. */
+    _Atomic uint32_t coalesce_us;
 
     struct chan_slot slots[CHAN_NSLOTS];
 };
+
+/* At most this many records a client leaves unrung (chan_shm.coalesce_us). */
+#define CHAN_COALESCE_MAX 64u
 
 #define CHAN_DEAD_GONE 1u       /* the server is gone or quitting: CUDA_ERROR_MPS_SERVER_NOT_READY */
 #define CHAN_DEAD_TERMINATED 2u /* terminate_client: CUDA_ERROR_MPS_CLIENT_TERMINATED, sticky */

@@ -274,6 +274,7 @@ int main(int argc, char **argv)
     v = getenv("MPSSHIM_SERVER_SPIN_US");
     srv.idle_spin_ns = (v ? strtoull(v, NULL, 10) : 100) * 1000;
     srv_spin_init();
+    srv_coalesce_init();
     v = getenv("MPSSHIM_BLOCKING_SYNC");
     srv.block_sync = v ? atoi(v) != 0 : 1;
     v = getenv("MPSSHIM_CTX_SCHED");
@@ -384,6 +385,7 @@ int main(int argc, char **argv)
         tell_starter("cannot start the fault thread\n");
         return 1;
     }
+    srv_coalesce_start();
     if (!successor) {
         lfd = listen_on(CHAN_SOCKET_NAME);
         cfd = srv_control_listen();

@@ -229,6 +229,10 @@ struct srv_client {
     int busy;
     uint64_t busy_until;
     uint32_t spin_hint;
+    /* The coalescing bound last written into the segment (coalesce.c); its sweeper reads
+     * `coalescing` (that bound is not 0) under clients_lock. */
+    uint32_t coalesce_hint;
+    _Atomic int coalescing;
     /* A release gave up on work still running (registry.c, leave_running): that work may
      * still fire its host functions into this struct and the segment, or copy through the
      * segment's slots, so neither is ever freed or unmapped. */
@@ -457,6 +461,12 @@ CUresult srv_use_device(int dev);
 /* ---------------------------------------------------------------- spin.c */
 
 /* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity). */
+/* Doorbell coalescing while crowded (coalesce.c): MPSSHIM_COALESCE_US read at start; the
+ * bound a client's segment gets; the sweeper thread, started when the bound is not 0. */
+void srv_coalesce_init(void);
+uint32_t srv_coalesce_hint(int crowded);
+void srv_coalesce_start(void);
+
 void srv_spin_init(void);
 /* Logs a spinning setting that was not understood (once the log is open). */
 void srv_spin_log_settings(void);

@@ -113,6 +113,12 @@ static void publish(struct srv_client *c)
         c->spin_hint = hint;
         atomic_store_explicit(&c->ch.shm->spin_hint_us, hint, memory_order_relaxed);
     }
+    uint32_t co = srv_coalesce_hint(2 * b > ncpu);
+    if (co != c->coalesce_hint) {
+        c->coalesce_hint = co;
+        atomic_store_explicit(&c->ch.shm->coalesce_us, co, memory_order_relaxed);
+        atomic_store_explicit(&c->coalescing, co != 0, memory_order_relaxed);
+    }
 }
 
 void srv_spin_worked(struct srv_client *c, uint64_t now)

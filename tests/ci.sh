@@ -368,6 +368,11 @@ run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" d
 # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
 # server/green.c, an experiment): every test program through such a server. Own server.
 run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
+# Doorbell coalescing (MPSSHIM_COALESCE_US, server/coalesce.c, an experiment), the server
+# counting itself crowded with one busy client: the programs that launch, copy, wait and
+# call host functions in many ways, and one that waits for its kernel by polling mapped
+# memory with no call that would ring. Own server.
+run_test coalesce-programs 200 bash "$ROOT/tests/coalesce.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"

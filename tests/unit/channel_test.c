@@ -99,6 +99,90 @@ static void test_ring_rejects_garbage(void)
     munmap(base, size);
 }
 
+/* Publishes one record of op (CHAN_RF_REPLY if reply) and says whether it rang. */
+static int rang(struct chan *prod, uint16_t op, int reply)
+{
+    uint32_t bell = atomic_load(&prod->shm->doorbell);
+    struct chan_rec *r = chan_ring_reserve(prod, 64, &spin);
+    r->op = op;
+    r->flags = reply ? CHAN_RF_REPLY : 0;
+    chan_ring_publish(prod, r);
+    return atomic_load(&prod->shm->doorbell) != bell;
+}
+
+/* Doorbell coalescing (proto.h, chan_shm.coalesce_us): while the server sleeps and lets
+ * records wait, launches and generic calls that ask for no reply go unrung, up to
+ * CHAN_COALESCE_MAX of them and no longer than the bound; a record that waits, or any other
+ * operation, rings for them all; a server awake is never rung; without the hint every
+ * record rings. */
+static void test_coalescing(void)
+{
+    size_t size = chan_segment_size();
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct chan prod, cons;
+    chan_attach(&prod, base);
+    chan_attach(&cons, base);
+    chan_init_header(&prod);
+    uint8_t *buf = malloc(CHAN_REC_MAX);
+    atomic_store(&prod.shm->server_sleeping, 1);
+    CHECK(rang(&prod, CHAN_OP_LAUNCH, 0)); /* no hint: every record rings */
+    atomic_store(&prod.shm->coalesce_us, 1000000); /* 1 s */
+    CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
+    CHECK(!rang(&prod, 5, 0)); /* a generic call without a reply */
+    CHECK(rang(&prod, 5, 1)); /* one that waits rings */
+    CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
+    CHECK(rang(&prod, CHAN_OP_COPY, 0)); /* a copy through the slots, */
+    CHECK(rang(&prod, CHAN_OP_HOST_FUNC, 0)); /* a host function, */
+    CHECK(rang(&prod, CHAN_OP_BLOB, 0)); /* an image's bytes ring at once */
+    unsigned n = 0;
+    while (!rang(&prod, CHAN_OP_LAUNCH, 0) && n < 1000)
+        n++;
+    CHECK(n == CHAN_COALESCE_MAX); /* the next past the bound rings */
+    atomic_store(&prod.shm->coalesce_us, 1000); /* 1 ms */
+    CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
+    usleep(3000);
+    CHECK(rang(&prod, CHAN_OP_LAUNCH, 0)); /* the first one waited past the bound */
+    atomic_store(&prod.shm->server_sleeping, 0);
+    CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0)); /* awake: never rung */
+    atomic_store(&prod.shm->server_sleeping, 1);
+    CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0)); /* a fresh count after the server woke */
+    /* Every record reaches the consumer in order, rung or not. */
+    unsigned got = 0;
+    while (chan_ring_next(&cons, buf) == CHAN_NEXT_REC)
+        got++;
+    CHECK(got == 1 + 7 + CHAN_COALESCE_MAX + 1 + 2 + 2);
+    /* A full ring rings before its producer waits for space, whatever the hint. */
+    atomic_store(&prod.shm->coalesce_us, 1000000);
+    CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
+    uint32_t bell = atomic_load(&prod.shm->doorbell); /* before the child can be rung */
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct chan s;
+        chan_attach(&s, base);
+        s.pos = cons.pos;
+        while (atomic_load(&s.shm->doorbell) == bell)
+            usleep(100);
+        while (chan_ring_next(&s, buf) == CHAN_NEXT_REC) /* drains as a woken server would */
+            ;
+        _exit(0);
+    }
+    /* Records so big that the ring fills before CHAN_COALESCE_MAX of them would ring. */
+    _Static_assert(CHAN_RING_SIZE / 60000 < CHAN_COALESCE_MAX, "the ring fills first");
+    for (unsigned i = 0; i < 2 * CHAN_RING_SIZE / 60000; i++) {
+        struct chan_rec *r = chan_ring_reserve(&prod, 60000, &spin);
+        CHECK(r != NULL);
+        r->op = CHAN_OP_LAUNCH;
+        chan_ring_publish(&prod, r);
+        if (atomic_load(&prod.shm->head) != cons.pos)
+            break; /* the child was rung and drained */
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    free(buf);
+    munmap(base, size);
+}
+
 static void test_lanes(void)
 {
     size_t size = chan_segment_size();
@@ -266,6 +350,7 @@ int main(void)
 {
     test_ring_processes();
     test_ring_rejects_garbage();
+    test_coalescing();
     test_lanes();
     test_copy_plan();
     test_image_size();

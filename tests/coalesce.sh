@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Doorbell coalescing (server/coalesce.c, MPSSHIM_COALESCE_US): on the CPU test driver, with
+# the server made to count itself crowded whenever one client is busy (MPSSHIM_SPIN_CPUS=1),
+# so that every busy client may leave its launches unrung:
+#   - the programs that launch, wait, copy, call host functions and poll in many ways pass
+#     through it, the `both` ones against their direct run;
+#   - a client that launches and then only waits for the kernel's write in its own pinned
+#     memory, with no call that would ring, sees the write (the sweeper wakes its worker):
+#     tests/progs/coalesce_quiet;
+#   - the server says it coalesces, and holds nothing of the clients' afterwards.
+#   tests/coalesce.sh BUILD WORKDIR
+set -u
+B=$(cd "$1" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tests/lib.sh
+. "$ROOT/tests/lib.sh"
+W=$2/coalesce
+mkdir -p "$W"
+use_dir "$W"
+export MPSSHIM_COALESCE_US=200 MPSSHIM_SPIN_CPUS=1
+"$CTL" -d || exit 1
+rc=0
+PROGRAMS_MATCH='vecadd|launch|smallkern|flood|streams_events|memcpy_all|hostfn|graph_host|graphs'
+export PROGRAMS_MATCH="$PROGRAMS_MATCH|multithread|idle_answers|hostreg|fault|coalesce_quiet"
+programs_through_server "a coalescing server" "$W" || rc=1
+unset PROGRAMS_MATCH
+grep -q "Doorbell coalescing while crowded" "$W/log/server.log" ||
+    { echo "FAIL: the server's log does not say it coalesces"; rc=1; }
+wait_for 10 no_clients || { echo "FAIL: clients still listed"; rc=1; }
+objs=$(ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+[ "$objs" = "0 0" ] || { echo "FAIL: the server still holds client objects: $objs"; rc=1; }
+ctl quit >/dev/null
+[ $rc = 0 ] && echo "PASS coalesce: $PROGRAMS_RUN runs through a coalescing server"
+exit $rc

@@ -1,0 +1,57 @@
+/* coalesce_quiet: a program that launches a kernel and then waits for it with no CUDA call
+ * at all, polling a word of its pinned host memory that the kernel writes (as programs that
+ * hand results through mapped memory do). Through a server that lets launches go unrung
+ * (server/coalesce.c) nothing the program does rings for the launch: the server must still
+ * replay it. 300 rounds on two streams, each kernel writing its round's number; the write
+ * must be seen within 10 s (a liveness bound, not a timing: natively it is microseconds).
+ * Same output natively and through the shim. */
+#include "tests/progs/common.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#define ROUNDS 300
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int main(void)
+{
+    t_init("coalesce_quiet", 120);
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction set = t_get_function(mod, "delay_set");
+    volatile unsigned *flag;
+    CHECK(cuMemHostAlloc((void **)&flag, 2 * sizeof(unsigned), CU_MEMHOSTALLOC_DEVICEMAP));
+    CUdeviceptr dflag;
+    CHECK(cuMemHostGetDevicePointer(&dflag, (void *)flag, 0));
+    CUstream s[2];
+    CHECK(cuStreamCreate(&s[0], CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamCreate(&s[1], CU_STREAM_NON_BLOCKING));
+    flag[0] = flag[1] = 0;
+    for (unsigned round = 1; round <= ROUNDS; round++) {
+        int k = round & 1;
+        CUdeviceptr where = dflag + (CUdeviceptr)k * sizeof(unsigned);
+        unsigned value = round;
+        unsigned long long ns = 0;
+        void *params[] = {&where, &value, &ns};
+        CHECK(cuLaunchKernel(set, 1, 1, 1, 1, 1, 1, 0, s[k], params, NULL));
+        /* No CUDA call until the write is seen. */
+        double give_up = now_s() + 10.0;
+        while (flag[k] != round)
+            REQUIRE(now_s() < give_up, "round %u: the kernel's write not seen in 10 s", round);
+    }
+    t_ok("%d launches, each waited for by polling mapped memory only", ROUNDS);
+    CHECK(cuStreamSynchronize(s[0]));
+    CHECK(cuStreamSynchronize(s[1]));
+    CHECK(cuStreamDestroy(s[0]));
+    CHECK(cuStreamDestroy(s[1]));
+    CHECK(cuMemFreeHost((void *)flag));
+    t_pass();
+}
