@@ -348,9 +348,9 @@ run_test pool-destroyed-outstanding 200 bash "$ROOT/tests/pool_doom.sh" "$B" "$W
 # (the main loop lets the dead client's host-function waits go). Own server.
 run_test hostfn-death 90 bash "$ROOT/tests/hostfn_death.sh" "$B" "$WORK"
 # Its twin on device memory: a client killed while its stream waits on a value in its device
-# memory and other clients' calls wait for the whole device (a driver cuMemFree, a
-# cuMemHostUnregister); the CPU test driver's stream creation waits meanwhile, as an H200's
-# did, so the release writes on a stream made at start. Own server.
+# memory and other clients' calls wait for the whole device (a driver cuMemFree,
+# cuMemHostUnregister, cuMemFreeHost); the CPU test driver's stream creation waits
+# meanwhile, as an H200's did, so the release writes on a stream made at start. Own server.
 run_test waitvalue-twin 90 bash "$ROOT/tests/waitvalue_twin.sh" "$B" "$WORK"
 # The stack size the clients' kernels grew the shared context to goes back once no client
 # is left (the driver never lowers it). Own server.

@@ -244,10 +244,10 @@ else
 fi
 
 # A client killed while its stream waits on a value in its device memory, while other
-# clients' cuMemFree (the driver's) and cuMemHostUnregister wait for the whole device: all
-# finish, the killed one is released (tests/waitvalue_twin.sh; own server).
+# clients' cuMemFree (the driver's), cuMemHostUnregister and cuMemFreeHost wait for the
+# whole device: all end, the killed one is released (tests/waitvalue_twin.sh; own server).
 if run waitvalue-twin 150 bash "$ROOT/tests/waitvalue_twin.sh" "$B" "$WORK"; then
-    record waitvalue-twin PASS "$(grep -m1 'finished .* after the kill' "$WORK/waitvalue-twin.out")"
+    record waitvalue-twin PASS "$(grep -m1 'ended .* after the kill' "$WORK/waitvalue-twin.out")"
 else
     record waitvalue-twin FAIL "$(grep -m1 '^FAIL' "$WORK/waitvalue-twin.out")"
 fi

@@ -1,0 +1,62 @@
+/* whole_wait free|unregister|freehost GOFILE: makes one call that waits for the whole device
+ * on a real driver, at a moment a test chooses (tests/waitvalue_twin.sh). First it sets up
+ * (1 MiB of device memory, 1 MiB of its own pages registered, 1 MiB of pinned memory), runs a
+ * kernel of its module (so that no code is loaded later: a load waits for the device too,
+ * and a load blocked so holds up more than these calls do) and synchronises, prints "ready",
+ * waits for GOFILE to exist, then frees the device memory (cuMemFree), unregisters the pages
+ * (cuMemHostUnregister) or frees the pinned memory (cuMemFreeHost), and releases the rest.
+ * Natively each of those waits for every stream of the context; through the shim, the
+ * server's thread for it makes the call in the shared context. */
+#include "tests/progs/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BYTES (1u << 20)
+
+int main(int argc, char **argv)
+{
+    t_init("whole_wait", 120);
+    REQUIRE(argc == 3 && (!strcmp(argv[1], "free") || !strcmp(argv[1], "unregister") ||
+                          !strcmp(argv[1], "freehost")),
+            "usage: whole_wait free|unregister|freehost GOFILE");
+    CUdevice dev;
+    CUcontext ctx;
+    t_setup(&dev, &ctx);
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction fill = t_get_function(mod, "fill_u32");
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, BYTES));
+    void *pages = aligned_alloc(4096, BYTES);
+    REQUIRE(pages, "out of host memory");
+    CHECK(cuMemHostRegister(pages, BYTES, 0));
+    void *pinned;
+    CHECK(cuMemAllocHost(&pinned, BYTES));
+    unsigned value = 7;
+    unsigned long long n = BYTES / 4;
+    void *params[] = {&d, &value, &n};
+    CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+    CHECK(cuCtxSynchronize());
+    printf("ready\n");
+    fflush(stdout);
+    while (access(argv[2], F_OK) != 0)
+        usleep(10000);
+    if (!strcmp(argv[1], "free"))
+        CHECK(cuMemFree(d));
+    else if (!strcmp(argv[1], "unregister"))
+        CHECK(cuMemHostUnregister(pages));
+    else
+        CHECK(cuMemFreeHost(pinned));
+    t_ok("%s returned", argv[1]);
+    if (strcmp(argv[1], "free"))
+        CHECK(cuMemFree(d));
+    if (strcmp(argv[1], "unregister"))
+        CHECK(cuMemHostUnregister(pages));
+    if (strcmp(argv[1], "freehost"))
+        CHECK(cuMemFreeHost(pinned));
+    free(pages);
+    CHECK(cuModuleUnload(mod));
+    t_pass();
+}
