@@ -14,8 +14,13 @@
  * took says whether the threads' streams (in green contexts or not) run side by side
  * (about M) or one after another (about THREADS x M).
  *
+ * --launchers L hands each thread's launches and read-back to one of L launcher threads
+ * (thread i to launcher i % L, through a word; the thread sleeps until they are issued, then
+ * synchronises itself): whether few threads, each launching for many as a server worker
+ * replaying several clients' rings would, launch more than every thread for itself.
+ *
  * usage: onectx THREADS [--work-us W] [--launches K] [--seconds S]
- *               [--sched auto|spin|yield|blocking] [--green] [--overlap-ms M]
+ *               [--sched auto|spin|yield|blocking] [--green] [--overlap-ms M] [--launchers L]
  * Defaults: 100 us, 8 launches, 1 s, the driver's own scheduling (auto), the primary
  * context's streams, no overlap check. Not part of bench/run.sh: a diagnosis
  * (bench/README.md, "One context's ceiling"). */
@@ -24,11 +29,15 @@
 
 #include "bench/common.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static CUcontext ctx;
 static CUdevice dev;
@@ -36,6 +45,8 @@ static CUfunction empty, spin;
 static unsigned long long work_us = 100, launches = 8, overlap_ms;
 static uint64_t window_ns = 1000000000ull;
 static int green;
+static unsigned long long nlaunchers;
+static _Atomic int stop_launchers;
 static pthread_barrier_t start, again;
 static uint64_t overlap_t0; /* set by thread 0 after the second barrier */
 
@@ -43,12 +54,51 @@ struct thread {
     int index;
     uint64_t steps;
     uint64_t overlap_end; /* when its spinning kernel was seen done */
+    /* --launchers: its stream and read-back, and the hand-over word (0 idle, 1 a step's
+     * launches wanted, 2 issued) */
+    CUstream s;
+    CUdeviceptr d;
+    uint32_t v;
+    _Atomic int job;
 };
+static struct thread *ts;
+static unsigned long long nthreads;
+
+/* A step's launches and its 4-byte read-back on t's stream. */
+static void issue(struct thread *t)
+{
+    for (unsigned long long k = 0; k < launches; k++)
+        CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, t->s, NULL, NULL));
+    CK(cuMemcpyDtoHAsync(&t->v, t->d, sizeof(t->v), t->s));
+}
+
+/* --launchers: issues the steps of threads id, id + L, ...; spins while it waits for them. */
+static void *launcher(void *arg)
+{
+    unsigned long long id = (unsigned long long)(uintptr_t)arg;
+    CK(cuCtxSetCurrent(ctx));
+    while (!atomic_load_explicit(&stop_launchers, memory_order_relaxed)) {
+        int any = 0;
+        for (unsigned long long i = id; i < nthreads; i += nlaunchers) {
+            struct thread *t = &ts[i];
+            if (atomic_load_explicit(&t->job, memory_order_acquire) != 1)
+                continue;
+            issue(t);
+            atomic_store_explicit(&t->job, 2, memory_order_release);
+            syscall(SYS_futex, &t->job, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+            any = 1;
+        }
+        if (!any)
+            __builtin_ia32_pause();
+    }
+    return NULL;
+}
 
 static void usage(void)
 {
     fprintf(stderr, "usage: onectx THREADS [--work-us W] [--launches K] [--seconds S] "
-                    "[--sched auto|spin|yield|blocking] [--green] [--overlap-ms M]\n");
+                    "[--sched auto|spin|yield|blocking] [--green] [--overlap-ms M] "
+                    "[--launchers L]\n");
     exit(2);
 }
 
@@ -76,11 +126,9 @@ static void *run(void *arg)
         s = green_stream(&g);
     else
         CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CUdeviceptr d;
-    CK(cuMemAlloc(&d, 4));
-    uint32_t v;
-    CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
-    CK(cuMemcpyDtoHAsync(&v, d, sizeof(v), s));
+    t->s = s;
+    CK(cuMemAlloc(&t->d, 4));
+    issue(t);
     CK(cuStreamSynchronize(s));
     pthread_barrier_wait(&start);
     uint64_t end = bench_now_ns() + window_ns, n = 0;
@@ -90,9 +138,14 @@ static void *run(void *arg)
         while (bench_now_ns() < busy)
             for (int i = 0; i < 64; i++)
                 x += (unsigned)i;
-        for (unsigned long long k = 0; k < launches; k++)
-            CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
-        CK(cuMemcpyDtoHAsync(&v, d, sizeof(v), s));
+        if (!nlaunchers) {
+            issue(t);
+        } else {
+            atomic_store_explicit(&t->job, 1, memory_order_release);
+            while (atomic_load_explicit(&t->job, memory_order_acquire) != 2)
+                syscall(SYS_futex, &t->job, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+            atomic_store_explicit(&t->job, 0, memory_order_relaxed);
+        }
         CK(cuStreamSynchronize(s));
         n++;
     }
@@ -106,7 +159,7 @@ static void *run(void *arg)
         CK(cuStreamSynchronize(s));
         t->overlap_end = bench_now_ns();
     }
-    CK(cuMemFree(d));
+    CK(cuMemFree(t->d));
     CK(cuStreamDestroy(s));
     if (g) CK(cuGreenCtxDestroy(g));
     return NULL;
@@ -137,6 +190,8 @@ int main(int argc, char **argv)
             green = 1;
         else if (strcmp(argv[i], "--overlap-ms") == 0)
             overlap_ms = bench_num_arg(argc, argv, i++, 1, 10000, usage);
+        else if (strcmp(argv[i], "--launchers") == 0)
+            nlaunchers = bench_num_arg(argc, argv, i++, 1, 64, usage);
         else
             usage();
     }
@@ -151,9 +206,13 @@ int main(int argc, char **argv)
     CUmodule smod = NULL;
     if (overlap_ms)
         spin = bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", "spin_ns", &smod);
-    pthread_t *th = calloc(threads, sizeof(*th));
-    struct thread *ts = calloc(threads, sizeof(*ts));
+    pthread_t *th = calloc(threads, sizeof(*th)), lt[64];
+    ts = calloc(threads, sizeof(*ts));
+    nthreads = threads;
     if (!th || !ts) bench_die("%s", "out of memory");
+    for (unsigned long long i = 0; i < nlaunchers; i++)
+        if (pthread_create(&lt[i], NULL, launcher, (void *)(uintptr_t)i) != 0)
+            bench_die("%s", "pthread_create failed");
     if (pthread_barrier_init(&start, NULL, (unsigned)threads) != 0 ||
         pthread_barrier_init(&again, NULL, (unsigned)threads) != 0)
         bench_die("%s", "pthread_barrier_init failed");
@@ -169,10 +228,14 @@ int main(int argc, char **argv)
         total += ts[i].steps;
         if (ts[i].overlap_end > last) last = ts[i].overlap_end;
     }
+    atomic_store(&stop_launchers, 1);
+    for (unsigned long long i = 0; i < nlaunchers; i++)
+        pthread_join(lt[i], NULL);
     const char *where = green ? "green" : "primary";
     printf("metric steps_per_s %.1f steps/s threads=%llu work_us=%llu launches=%llu sched=%s "
-           "streams=%s\n",
-           (double)total * 1e9 / (double)window_ns, threads, work_us, launches, sched, where);
+           "streams=%s launchers=%llu\n",
+           (double)total * 1e9 / (double)window_ns, threads, work_us, launches, sched, where,
+           nlaunchers);
     if (overlap_ms)
         printf("metric overlap_ms %.2f ms threads=%llu kernel_ms=%llu streams=%s\n",
                (double)(last - overlap_t0) / 1e6, threads, overlap_ms, where);
