@@ -211,7 +211,7 @@ static int init_devices(void)
     /* Made now, not when a departed client's wait must be released: on an H200 (580.159.04)
      * cuStreamCreate waited while another thread's cuMemFree, cuMemHostUnregister or
      * cuMemFreeHost waited for the very stream the release would let go, and nothing moved;
-     * a write on a stream made before went through and both ended (memops.c). */
+     * a write on a stream made before went through and all three ended (memops.c). */
     for (int i = 0; i < srv.ndev; i++) {
         DRV(cuCtxSetCurrent)(srv.ctx[i]);
         if ((r = DRV(cuStreamCreateWithPriority)(&srv.release_stream[i], CU_STREAM_NON_BLOCKING,
