@@ -636,7 +636,7 @@ void srv_clients_watch(void)
         else if (op < SHIM_NCALLS)
             snprintf(what, sizeof(what), "its call %s", shim_calls[op].name);
         else
-            snprintf(what, sizeof(what), "its operation 0x%x", op);
+            snprintf(what, sizeof(what), "its operation %s (0x%x)", proto_op_name(op), op);
         srv_log("Client process %d: %s has been going on for %llu s in server thread "
                 "\"client %d\" (a driver call that does not return holds up every client: "
                 "SIGUSR2 writes the server's stacks into this log)",
