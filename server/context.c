@@ -99,6 +99,11 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         res = CUDA_ERROR_UNSUPPORTED_LIMIT;
         goto reply;
     }
+    /* Raising a limit waits for every stream of the context in the driver: not while one
+     * is held on a value in device memory (codegate.c). */
+    int gdev = c->cur->device;
+    if (m.set && (res = srv_codegate_enter(c, gdev, "setting a limit")) != CUDA_SUCCESS)
+        goto reply;
     size_t real = 0;
     pthread_mutex_lock(&srv.limits_lock);
     res = DRV(cuCtxGetLimit)(&real, (CUlimit)m.limit);
@@ -118,6 +123,8 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         v = c->limits[m.limit];
     }
     pthread_mutex_unlock(&srv.limits_lock);
+    if (m.set)
+        srv_codegate_leave(gdev);
     if (res != CUDA_SUCCESS)
         goto reply;
     memcpy(srv_lane_data(c, r->lane), &v, sizeof(v));

@@ -350,6 +350,19 @@ static void copy_strings(struct srv_call *k)
 
 /* ---------------------------------------------------------------- replay */
 
+CUresult srv_generic_drive(struct srv_call *k)
+{
+    const struct shim_call *d = k->d;
+    int via = d->target && d->cls != SHIM_TWIN ? d->target : 0;
+    int id = via ? via : k->id;
+    void *avalue[CHAN_MAX_ARGS + 1];
+    for (int i = 0; i <= d->nparams && i <= CHAN_MAX_ARGS; i++)
+        avalue[i] = &k->vals[i];
+    ffi_sarg rc = 0;
+    ffi_call(&cifs[id], FFI_FN(srv_drv_fns[id]), &rc, avalue);
+    return (CUresult)rc;
+}
+
 static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uint32_t len,
                        struct srv_obj **destroyed, struct srv_obj **host)
 {
@@ -461,16 +474,7 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         else
             k->vals[d->stream] = (uint64_t)(uintptr_t)st;
     }
-    if (hook && hook->call) {
-        res = hook->call(c, k);
-    } else {
-        void *avalue[CHAN_MAX_ARGS + 1];
-        for (int i = 0; i <= d->nparams && i <= CHAN_MAX_ARGS; i++)
-            avalue[i] = &k->vals[i];
-        ffi_sarg rc = 0;
-        ffi_call(&cifs[via ? via : id], FFI_FN(srv_drv_fns[via ? via : id]), &rc, avalue);
-        res = (CUresult)rc;
-    }
+    res = hook && hook->call ? hook->call(c, k) : srv_generic_drive(k);
     if (res != CUDA_SUCCESS) {
         for (int i = 0; i < d->nparams; i++)
             k->report |= (d->params[i].pflags & SHIM_PF_ON_ERROR) != 0;

@@ -13,6 +13,27 @@ static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
     return CUDA_SUCCESS;
 }
 
+/* In a CUkernel's record (aux): bit d, its code was loaded in device d's context through
+ * the code gate (codegate.c). A CUkernel launched as a function loads its code in the
+ * launch, and that load waits in the driver for every stream of the context (a first launch
+ * waited so on an H200 while a stream was held on a value in device memory, and so did every
+ * other client): its first launch on a device loads it in the gate first. */
+static CUresult kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev)
+{
+    uint64_t bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (!bit || (k->aux & bit))
+        return CUDA_SUCCESS;
+    CUresult res = srv_codegate_enter(c, dev, "loading code");
+    if (res != CUDA_SUCCESS)
+        return res;
+    CUfunction f;
+    res = DRV(cuKernelGetFunction)(&f, (CUkernel)(uintptr_t)k->key.value);
+    srv_codegate_leave(dev);
+    if (res == CUDA_SUCCESS)
+        k->aux |= bit;
+    return CUDA_SUCCESS; /* a failure is the launch's to report */
+}
+
 void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_launch m;
@@ -27,7 +48,9 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }
-    if (!srv_func_known(c, m.func)) {
+    struct srv_obj *kern = NULL;
+    if (!srv_obj_find(c, SHIM_HT_CUfunction, m.func) &&
+        !(kern = srv_obj_find(c, SHIM_HT_CUkernel, m.func))) {
         res = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
@@ -36,6 +59,8 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
         res = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
+    if (kern && (res = kernel_loaded(c, kern, s->device)) != CUDA_SUCCESS)
+        goto out;
     CUlaunchAttribute attrs[65];
     memcpy(attrs, p + sizeof(m), attr_bytes);
     if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS)

@@ -274,6 +274,7 @@ int main(int argc, char **argv)
     v = getenv("MPSSHIM_SERVER_SPIN_US");
     srv.idle_spin_ns = (v ? strtoull(v, NULL, 10) : 100) * 1000;
     srv_spin_init();
+    srv_codegate_init();
     srv_coalesce_init();
     v = getenv("MPSSHIM_BLOCKING_SYNC");
     srv.block_sync = v ? atoi(v) != 0 : 1;

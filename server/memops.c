@@ -110,7 +110,22 @@ out:
     return CUDA_SUCCESS;
 }
 
-const struct srv_hook srv_hook_stream_wait_value = {.before = wait_before, .after = wait_after};
+/* The driver's enqueue, and for a wait on device memory the code gate around it
+ * (codegate.c): no code is being loaded while it is enqueued, and its end is watched. */
+static CUresult wait_call(struct srv_client *c, struct srv_call *k)
+{
+    int wide = k->d->params[2].size == 8;
+    if (host_mapped(srv_range_find(c, k->a.val[1], wide ? 8 : 4)))
+        return srv_generic_drive(k);
+    srv_codegate_wait_begin(k->dev);
+    CUresult r = srv_generic_drive(k);
+    srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream],
+                          r == CUDA_SUCCESS);
+    return r;
+}
+
+const struct srv_hook srv_hook_stream_wait_value = {
+    .before = wait_before, .call = wait_call, .after = wait_after};
 
 void srv_memops_unblock(struct srv_client *c, uint32_t ctx)
 {

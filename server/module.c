@@ -94,12 +94,18 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
     }
     CUmodule mod = NULL;
     CUlibrary lib = NULL;
+    /* Loading waits for every stream of the context in the driver: not while one is held
+     * on a value in device memory (codegate.c). */
+    int gdev = c->cur ? c->cur->device : 0;
+    if ((res = srv_codegate_enter(c, gdev, "loading code")) != CUDA_SUCCESS)
+        goto reply;
     if (m.kind == CHAN_IMAGE_MODULE)
         res = DRV(cuModuleLoadDataEx)(&mod, image, n, opts, vals);
     else if (m.kind == CHAN_IMAGE_FATBIN)
         res = DRV(cuModuleLoadFatBinary)(&mod, image);
     else if (m.kind == CHAN_IMAGE_LIBRARY)
         res = DRV(cuLibraryLoadData)(&lib, image, opts, vals, n, NULL, NULL, 0);
+    srv_codegate_leave(gdev);
     if (res == CUDA_SUCCESS) {
         uint64_t h = lib ? (uint64_t)(uintptr_t)lib : (uint64_t)(uintptr_t)mod;
         if (srv_obj_add(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, h, 1, NULL)) {
@@ -233,12 +239,18 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
     uint64_t key = 0;
     struct srv_obj *owner = NULL;
     int is_kernel = 0;
+    /* A function's code is loaded here, in the gate (codegate.c), so that neither this
+     * call nor its first launch loads it later in the driver while a stream is held on a
+     * value in device memory. */
+    int gdev = c->cur ? c->cur->device : 0;
+    if ((res = srv_codegate_enter(c, gdev, "loading code")) != CUDA_SUCCESS)
+        goto reply;
     if (m.kind == CHAN_H_KERNEL) {
         /* A kernel's function in the current context: it belongs to the kernel. */
         owner = srv_obj_find(c, SHIM_HT_CUkernel, m.handle);
         res = CUDA_ERROR_INVALID_HANDLE;
         if (!owner)
-            goto reply;
+            goto ungate;
         CUfunction f;
         res = DRV(cuKernelGetFunction)(&f, (CUkernel)(uintptr_t)m.handle);
         key = (uint64_t)(uintptr_t)f;
@@ -247,10 +259,10 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
         owner = srv_obj_find(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, m.handle);
         res = CUDA_ERROR_INVALID_HANDLE;
         if (!owner)
-            goto reply;
+            goto ungate;
         res = CUDA_ERROR_INVALID_VALUE;
         if (!name)
-            goto reply;
+            goto ungate;
         if (lib) {
             CUkernel k;
             res = DRV(cuLibraryGetKernel)(&k, (CUlibrary)(uintptr_t)m.handle, name);
@@ -260,12 +272,18 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
             CUfunction f;
             res = DRV(cuModuleGetFunction)(&f, (CUmodule)(uintptr_t)m.handle, name);
             key = (uint64_t)(uintptr_t)f;
+            /* A driver without cuFuncLoad loads at the first launch, as before. */
+            if (res == CUDA_SUCCESS)
+                DRV(cuFuncLoad)(f);
         }
     }
-    if (res != CUDA_SUCCESS)
-        goto reply;
-    out = srv_func_describe(c, key, is_kernel, srv_lane_data(c, r->lane), CHAN_LANE_DATA,
-                            &res);
+    /* Describing a kernel asks for its attributes in each device's context, which may load
+     * it there: in the gate too. */
+    if (res == CUDA_SUCCESS)
+        out = srv_func_describe(c, key, is_kernel, srv_lane_data(c, r->lane), CHAN_LANE_DATA,
+                                &res);
+ungate:
+    srv_codegate_leave(gdev);
     if (res == CUDA_SUCCESS)
         res = add_func(c, key, is_kernel, owner);
 reply:

@@ -461,6 +461,16 @@ CUresult srv_use_device(int dev);
 /* ---------------------------------------------------------------- spin.c */
 
 /* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity). */
+/* Code loading and device-memory waits (codegate.c). srv_codegate_enter: before a driver
+ * call that loads code, sets a context limit or registers host memory on dev (`what`, for
+ * the log), by a thread serving c; CUDA_SUCCESS once no device-memory wait is pending there
+ * (pair with srv_codegate_leave), else c left while it waited. srv_codegate_wait_begin/_end: around enqueueing a wait on device memory on stream
+ * st (enqueued: the driver took it). */
+void srv_codegate_init(void);
+CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what);
+void srv_codegate_leave(int dev);
+void srv_codegate_wait_begin(int dev);
+void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enqueued);
 /* Doorbell coalescing while crowded (coalesce.c): MPSSHIM_COALESCE_US read at start; the
  * bound a client's segment gets; the sweeper thread, started when the bound is not 0. */
 void srv_coalesce_init(void);
@@ -596,6 +606,9 @@ struct srv_hook {
     CUresult (*after)(struct srv_client *c, struct srv_call *k);
 };
 extern const struct srv_hook *const srv_call_hooks[SHIM_NCALLS];
+/* The driver call a described call stands for, with k->vals (generic.c): for a hook's call
+ * that wraps it. */
+CUresult srv_generic_drive(struct srv_call *k);
 extern srv_release_fn *const srv_type_release[SHIM_NHTYPES];
 
 /* Contexts (context.c) */

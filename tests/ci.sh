@@ -352,6 +352,11 @@ run_test hostfn-death 90 bash "$ROOT/tests/hostfn_death.sh" "$B" "$WORK"
 # cuMemHostUnregister, cuMemFreeHost); the CPU test driver's stream creation waits
 # meanwhile, as an H200's did, so the release writes on a stream made at start. Own server.
 run_test waitvalue-twin 90 bash "$ROOT/tests/waitvalue_twin.sh" "$B" "$WORK"
+# Code loaded while a client's stream is held on a value in its device memory: the load
+# waits in the server, not in the driver (whose load, on the CPU test driver as on an H200,
+# holds every launch and stream write meanwhile); the other clients go on, and the kill of
+# the holding client lets it through. Own server.
+run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
 # The stack size the clients' kernels grew the shared context to goes back once no client
 # is left (the driver never lowers it). Own server.
 run_test stack-idle 60 bash "$ROOT/tests/stack_idle.sh" "$B" "$WORK"

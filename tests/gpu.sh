@@ -252,6 +252,15 @@ else
     record waitvalue-twin FAIL "$(grep -m1 '^FAIL' "$WORK/waitvalue-twin.out")"
 fi
 
+# A client's module load while another client's stream is held on a value in its device
+# memory waits in the server, the other clients' launches go on, and the holder's kill lets
+# the load through (tests/codegate.sh; own server).
+if run codegate 150 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"; then
+    record codegate PASS "$(grep -m1 'went on .* after the kill' "$WORK/codegate.out")"
+else
+    record codegate FAIL "$(grep -m1 '^FAIL' "$WORK/codegate.out")"
+fi
+
 # ---------------------------------------------------------------- limits (issue 5)
 # A memory limit refuses the limited client beyond it while an unlimited one allocates
 # more at the same time; a 25% client sees and uses a quarter of the SMs (the full

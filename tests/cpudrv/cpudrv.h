@@ -374,6 +374,11 @@ CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c);
 // cpudrv_big held: under MPSSHIM_CPUDRV_CREATE_WAITS=1, waits (releasing it meanwhile) until
 // no cpudrv_ctx_wait_all goes on, as a real driver's stream creation does.
 void cpudrv_stream_create_gate(void);
+// cpudrv_big held: under MPSSHIM_CPUDRV_LOAD_WAITS=1, a module load's wait for every stream
+// of c (releasing the lock meanwhile), during which cpudrv_submit_gate holds launches and
+// stream memory operations back, as a real driver does.
+CUresult cpudrv_ctx_wait_for_load(struct cpudrv_ctx *c);
+void cpudrv_submit_gate(void);
 // Frees the range starting at base if it is still allocation id (a stream-ordered free
 // that the stream reached).
 void cpudrv_mem_free_id(uintptr_t base, unsigned long long id);

@@ -84,6 +84,46 @@ CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c)
     return CUDA_SUCCESS;
 }
 
+// MPSSHIM_CPUDRV_LOAD_WAITS=1: loading a module waits for every stream of the context, and
+// while it waits, launches and stream memory operations of other threads wait too, as on an H200 (driver
+// 580.159.04): while cuModuleLoadData waited for a stream blocked on cuStreamWaitValue32, a
+// cuStreamWriteValue32 on another stream waited as well (server/codegate.c). Off by default.
+static unsigned load_waits;
+static int load_waits_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MPSSHIM_CPUDRV_LOAD_WAITS");
+        on = v && *v == '1';
+    }
+    return on;
+}
+
+CUresult cpudrv_ctx_wait_for_load(struct cpudrv_ctx *c)
+{
+    if (!load_waits_on())
+        return CUDA_SUCCESS;
+    struct cpudrv_dep *deps = NULL;
+    unsigned n = 0, cap = 0;
+    if (cpudrv_stream_snapshot(c, CPUDRV_SNAP_CTX, &deps, &n, &cap)) {
+        cpudrv_deps_release(deps, n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    load_waits++;
+    cpudrv_unlock();
+    cpudrv_deps_wait_release(deps, n);
+    cpudrv_lock();
+    if (--load_waits == 0)
+        pthread_cond_broadcast(&whole_done);
+    return CUDA_SUCCESS;
+}
+
+void cpudrv_submit_gate(void)
+{
+    while (load_waits_on() && load_waits)
+        pthread_cond_wait(&whole_done, &cpudrv_big);
+}
+
 // MPSSHIM_CPUDRV_CREATE_WAITS=1: making a stream waits while a whole-context wait goes on,
 // as on an H200 (driver 580.159.04): while cuMemFree, cuMemHostUnregister or cuMemFreeHost
 // waited for a stream blocked on cuStreamWaitValue32, cuStreamCreate in another thread

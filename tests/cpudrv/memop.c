@@ -139,6 +139,7 @@ static CUresult memop(CUstream hs, CUdeviceptr addr, uint64_t value, unsigned fl
     CUresult rc = cpudrv_ready();
     if (rc) return rc;
     cpudrv_lock();
+    cpudrv_submit_gate();
     struct cpudrv_stream *s;
     rc = cpudrv_stream_get(hs, cpudrv_ctx_current(), &s);
     // The driver captures these as batch mem-op nodes; this driver does not capture them.

@@ -299,7 +299,9 @@ static CUresult load(CUmodule *module, const void *image, size_t len, unsigned n
     struct cpudrv_ctx *c;
     rc = cpudrv_enter(&c);
     if (rc) return rc;
+    rc = cpudrv_ctx_wait_for_load(c);
     cpudrv_unlock();
+    if (rc) return rc;
     char log[1024] = "";
     struct cpudrv_image img;
     rc = cpudrv_image_parse(image, len, &img, log, sizeof log);

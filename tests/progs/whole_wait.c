@@ -1,4 +1,4 @@
-/* whole_wait free|unregister|freehost GOFILE: makes one call that waits for the whole device
+/* whole_wait free|unregister|freehost|launches|load GOFILE: makes one call that waits for the whole device
  * on a real driver, at a moment a test chooses (tests/waitvalue_twin.sh). First it sets up
  * (1 MiB of device memory, 1 MiB of its own pages registered, 1 MiB of pinned memory), runs a
  * kernel of its module (so that no code is loaded later: a load waits for the device too,
@@ -6,7 +6,10 @@
  * waits for GOFILE to exist, then frees the device memory (cuMemFree), unregisters the pages
  * (cuMemHostUnregister) or frees the pinned memory (cuMemFreeHost), and releases the rest.
  * Natively each of those waits for every stream of the context; through the shim, the
- * server's thread for it makes the call in the shared context. */
+ * server's thread for it makes the call in the shared context. `launches` instead launches
+ * its (loaded) kernel 200 times and synchronises: work that must go on while another client
+ * waits to load code (tests/codegate.sh); `load` loads the module again and runs its kernel
+ * from there: code loaded by a client long connected. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -20,8 +23,9 @@ int main(int argc, char **argv)
 {
     t_init("whole_wait", 120);
     REQUIRE(argc == 3 && (!strcmp(argv[1], "free") || !strcmp(argv[1], "unregister") ||
-                          !strcmp(argv[1], "freehost")),
-            "usage: whole_wait free|unregister|freehost GOFILE");
+                          !strcmp(argv[1], "freehost") || !strcmp(argv[1], "launches") ||
+                          !strcmp(argv[1], "load")),
+            "usage: whole_wait free|unregister|freehost|launches|load GOFILE");
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
@@ -43,7 +47,19 @@ int main(int argc, char **argv)
     fflush(stdout);
     while (access(argv[2], F_OK) != 0)
         usleep(10000);
-    if (!strcmp(argv[1], "free"))
+    int launches = !strcmp(argv[1], "launches");
+    if (!strcmp(argv[1], "load")) {
+        CUmodule again = t_load_module("kernels.ptx");
+        CUfunction f2 = t_get_function(again, "fill_u32");
+        CHECK(cuLaunchKernel(f2, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+        CHECK(cuCtxSynchronize());
+        CHECK(cuModuleUnload(again));
+    } else if (launches) {
+        for (int i = 0; i < 200; i++)
+            CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params,
+                                 NULL));
+        CHECK(cuCtxSynchronize());
+    } else if (!strcmp(argv[1], "free"))
         CHECK(cuMemFree(d));
     else if (!strcmp(argv[1], "unregister"))
         CHECK(cuMemHostUnregister(pages));

@@ -1,0 +1,158 @@
+/* Loading code (and the other calls that stop the driver meanwhile) waits, outside the
+ * driver, until no client's stream is blocked on a value in device memory.
+ *
+ * Why: in one shared context, loading code waits for every stream of the context, and holds
+ * the driver meanwhile. Probed on an H200 (driver 580.159.04), while one stream waited on
+ * cuStreamWaitValue32 for a word of device memory: cuModuleLoadData, cuKernelGetFunction, the
+ * first launch of a CUkernel and cuCtxSetLimit waited for it, and while they waited a
+ * cuStreamWriteValue32 on another stream (the very write that would end the wait, whether the
+ * waiting client's own or the server's release of a departed client, memops.c) waited too:
+ * every client stopped for good. cuModuleGetFunction returned, but the write after it
+ * waited as well (the function's code was loaded later, lazily, under the same rule). Under
+ * MPS each client has a context of its own and none of this happens. Event queries went
+ * through throughout.
+ *
+ * Registering host memory mapped for the device (CU_MEMHOSTREGISTER_DEVICEMAP: a client's
+ * segment at its connection, its pinned allocations and registrations) is held to the same
+ * rule: in the first GPU run of tests/codegate.sh a client connecting while a stream was held
+ * stopped the other clients' launches before it ever loaded code, and the server registers
+ * its segment so. Not probed on its own. Registration without DEVICEMAP (hostblocks.c) went
+ * through: flood --wait-value, whose copies register blocks while its own stream is held,
+ * passed on the same H200.
+ *
+ * So the server keeps the rule itself: a thread that loads code (a module or library, a
+ * function's code, a kernel's function in a context), sets a context limit or registers host
+ * memory for the device first waits, polling events and holding nothing, until no
+ * device-memory wait of any client on that device is pending, then calls the driver, while
+ * new device-memory waits are held back (a per-device rwlock: loaders share it, a worker
+ * enqueueing such a wait takes it alone for the enqueue). A wait's end is seen through an
+ * event the server records right behind it. The loader's own client, and only it, is held
+ * up meanwhile, as it would be by the driver, and it stops waiting when it leaves. Waits on
+ * host memory need none of this: what ends them is a store with no driver call (memops.c).
+ *
+ * Not covered: code loaded inside calls the server does not know to load code (a graph's
+ * instantiation with kernels never launched, attribute queries of functions never loaded):
+ * those may still wait in the driver. */
+#define _GNU_SOURCE
+#include "server/server.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+struct pending {
+    CUevent ev;
+    int dev;
+};
+
+/* The device-memory waits whose end was not yet seen, under list_lock (never held across a
+ * call that may wait: event queries returned at once in the probe above). npending[dev]:
+ * their count per device, read without the lock as a hint. */
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pending *list;
+static size_t nlist, caplist;
+static _Atomic unsigned npending[CHAN_MAX_DEVICES];
+/* Loaders read-lock, wait enqueuers write-lock (writers first, so that loaders cannot keep
+ * a wait out for long). */
+static pthread_rwlock_t gate[CHAN_MAX_DEVICES];
+
+void srv_codegate_init(void)
+{
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+        pthread_rwlock_init(&gate[d], &a);
+    pthread_rwlockattr_destroy(&a);
+}
+
+/* Drops the waits of dev whose events completed (or failed: nothing more will run); how
+ * many remain pending. */
+static unsigned settle(int dev)
+{
+    unsigned left = 0;
+    pthread_mutex_lock(&list_lock);
+    size_t j = 0;
+    for (size_t i = 0; i < nlist; i++) {
+        if (list[i].dev == dev && DRV(cuEventQuery)(list[i].ev) != CUDA_ERROR_NOT_READY) {
+            DRV(cuEventDestroy_v2)(list[i].ev);
+            atomic_fetch_sub(&npending[dev], 1);
+            continue;
+        }
+        left += list[i].dev == dev;
+        list[j++] = list[i];
+    }
+    nlist = j;
+    pthread_mutex_unlock(&list_lock);
+    return left;
+}
+
+CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
+{
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES)
+        return CUDA_SUCCESS;
+    unsigned us = 0;
+    int said = 0;
+    for (;;) {
+        if (atomic_load(&npending[dev]) == 0 || settle(dev) == 0) {
+            pthread_rwlock_rdlock(&gate[dev]);
+            if (atomic_load(&npending[dev]) == 0)
+                return CUDA_SUCCESS; /* read-locked until srv_codegate_leave */
+            pthread_rwlock_unlock(&gate[dev]);
+        }
+        /* It left, was made way for mid-handshake, or the server is going: nobody waits
+         * for the answer. */
+        if (atomic_load(&c->dead) || atomic_load(&c->evicted) || atomic_load(&srv.quitting))
+            return CUDA_ERROR_NOT_READY;
+        if (!said++)
+            srv_log("Client process %d: %s on device %d waits until no client's stream waits "
+                    "on a value in device memory (the driver would stop every client meanwhile)",
+                    (int)c->pid, what, dev);
+        us = us ? (us * 2 > 1000 ? 1000 : us * 2) : 20;
+        struct timespec ts = {0, (long)us * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void srv_codegate_leave(int dev)
+{
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
+        pthread_rwlock_unlock(&gate[dev]);
+}
+
+void srv_codegate_wait_begin(int dev)
+{
+    pthread_rwlock_wrlock(&gate[dev]);
+}
+
+void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enqueued)
+{
+    if (enqueued) {
+        /* An event right behind the wait: its completion is the wait's end. Without one the
+         * wait cannot be watched, and loads would not know to wait for it: said. */
+        CUevent ev = NULL;
+        CUresult r = DRV(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS && (r = DRV(cuEventRecord)(ev, st)) != CUDA_SUCCESS)
+            DRV(cuEventDestroy_v2)(ev);
+        pthread_mutex_lock(&list_lock);
+        if (r == CUDA_SUCCESS && nlist == caplist) {
+            size_t ncap = caplist ? caplist * 2 : 16;
+            struct pending *n = realloc(list, ncap * sizeof(*n));
+            if (n) {
+                list = n;
+                caplist = ncap;
+            }
+        }
+        if (r == CUDA_SUCCESS && nlist < caplist) {
+            list[nlist++] = (struct pending){ev, dev};
+            atomic_fetch_add(&npending[dev], 1);
+        } else {
+            if (r == CUDA_SUCCESS)
+                DRV(cuEventDestroy_v2)(ev);
+            srv_log("Client process %d: a wait on device memory cannot be watched (%s): code "
+                    "loaded meanwhile may stop every client until it ends",
+                    (int)c->pid, r == CUDA_SUCCESS ? "out of memory" : srv_errname(r));
+        }
+        pthread_mutex_unlock(&list_lock);
+    }
+    pthread_rwlock_unlock(&gate[dev]);
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A client that connects and loads code while another client's stream is held on a value in
+# its device memory (issue 11; server/codegate.c). In one shared context the driver's module
+# load waits for that stream and holds launches and stream writes of every thread meanwhile
+# (an H200, 580.159.04): the other clients stopped, and so did the release that would have
+# ended the wait when the holding client was killed. The server now lets such calls (code
+# loads, limits, registering host memory such as a new client's segment) wait outside the
+# driver until no such wait is pending.
+# Here: tests/whole_wait launches and whole_wait load set up (code loaded); tests/waitvalue_exit
+# --hold holds its stream on a value in its device memory; tests/vecadd connects and must
+# wait in the server (said in its log), so must whole_wait load's second module load, while
+# whole_wait launches' 200 launches go through; the holding client is killed, and the two
+# then go on and pass; the killed client is released and the server holds nothing of it.
+# On the CPU test driver a module load waits for the whole context and holds launches and
+# stream writes meanwhile (MPSSHIM_CPUDRV_LOAD_WAITS=1); on a GPU the real driver stands
+# behind the server.
+#   tests/codegate.sh BUILD WORKDIR
+set -u
+B=$(cd "$1" && pwd)
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    unset MPSSHIM_DRIVER MPSSHIM_CPUDRV_DEVICES # lib.sh's are the CPU driver's
+fi
+own_dir "$2/codegate"
+rm -f "$W/go"
+MPSSHIM_CPUDRV_LOAD_WAITS=1 "$CTL" -d || exit 1
+S=$(server_pid)
+LOG=$MPSSHIM_LOG_DIRECTORY/server.log
+env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" launches "$W/go" >"$W/launches.out" 2>&1 &
+L=$!
+env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" load "$W/go" >"$W/load.out" 2>&1 &
+M=$!
+both_ready() { grep -q ready "$W/launches.out" && grep -q ready "$W/load.out"; }
+wait_for 30 both_ready || fail "whole_wait did not get ready: $(tail -qn 1 "$W/launches.out" "$W/load.out")"
+env LD_PRELOAD="$SHIM" "$B/tests/waitvalue_exit" --hold >"$W/held.out" 2>&1 &
+H=$!
+wait_for 20 grep -q ready "$W/held.out" || fail "waitvalue_exit did not get ready: $(tail -2 "$W/held.out")"
+env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 1000 >"$W/vecadd.out" 2>&1 &
+V=$!
+gated() { grep -q "Client process $V: .* waits until no client's stream waits on a value" "$LOG"; }
+wait_for 20 gated || fail "vecadd's connection or module load did not wait in the server (nothing tested)"
+touch "$W/go"
+loading() { grep -q "Client process $M: loading code on device 0 waits until no client's stream waits" "$LOG"; }
+wait_for 20 loading || fail "a connected client's module load did not wait in the server (nothing tested)"
+wait_for 30 gone "$L" || fail "a client whose code was loaded was held up while others waited to load"
+wait "$L" || fail "whole_wait launches: $(tail -1 "$W/launches.out")"
+kill -0 "$V" 2>/dev/null || fail "vecadd ended while the stream was still held: $(tail -1 "$W/vecadd.out")"
+kill -0 "$M" 2>/dev/null || fail "whole_wait load ended while the stream was still held: $(tail -1 "$W/load.out")"
+kill -9 "$H"
+wait "$H" 2>/dev/null
+t0=$(date +%s%N)
+both_gone() { gone "$V" && gone "$M"; }
+if wait_for 30 both_gone; then
+    echo "the waiting clients went on $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
+else
+    fail "clients still waited in the server 30 s after the kill"
+    kill -9 "$V" "$M" 2>/dev/null
+fi
+wait "$V" || fail "vecadd: $(tail -1 "$W/vecadd.out")"
+wait "$M" || fail "whole_wait load: $(tail -1 "$W/load.out")"
+wait_for 60 no_clients || fail "the killed client was not released"
+objs=$(ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+[ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
+if ! stop_server 10; then
+    fail "the server did not quit"
+    kill -9 "$S" 2>/dev/null # a stuck server must not outlive the test
+fi
+[ $rc = 0 ] && echo "PASS code loads wait outside the driver for a held stream; the others go on"
+exit $rc
