@@ -22,8 +22,9 @@
  * an H200 (580.159.04): while cuMemFree, cuMemHostUnregister or cuMemFreeHost waited for a
  * stream blocked on a value in device memory, cuStreamCreate waited too, but a write on a
  * stream made before went through and all three ended (tests/waitvalue_twin.sh). While a
- * module load or cuCtxSetLimit waits so, even that write waits: then the wait is let go only
- * when they end, which they do not (README, "Known limits"). */
+ * module load or cuCtxSetLimit waits so, even that write waits: those calls therefore wait
+ * in the server while any such wait is pending (codegate.c, which also watches each wait
+ * enqueued here). */
 #include "server/server.h"
 
 #include <stdatomic.h>
