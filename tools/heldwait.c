@@ -1,0 +1,207 @@
+/* heldwait CALL [--create] [PTX]: a developer's probe for the GPU machine (issue 11). One
+ * stream of the primary context waits on cuStreamWaitValue32 for a word of device memory;
+ * a second thread makes CALL; half a second later a third thread writes the word on a stream
+ * made before the wait (--create: on one it makes then), the way the server ends a departed
+ * client's wait (server/memops.c). Prints whether CALL waited, whether an event query and
+ * the write went through, and whether CALL ended after the write. What its scratch
+ * forerunners (the same steps, 2026-11-27) found on an H200 (driver 580.159.04) is why
+ * server/codegate.c and the release streams exist: free, unregister, freehost waited and the
+ * write went through, --create's did not; load, kernelgetfunc, kernellaunch and limit waited
+ * and the write waited too; getfunc returned but the write waited; libload, libgetkernel
+ * and loadedlaunch did not wait. register, register-plain, vmm and streamcreate were not
+ * probed alone; this form has not run on a GPU yet.
+ *
+ * CALL: none, free (cuMemFree), unregister (cuMemHostUnregister), freehost (cuMemFreeHost),
+ * register (cuMemHostRegister with DEVICEMAP), register-plain (without), load
+ * (cuModuleLoadData), getfunc (cuModuleGetFunction of a function not loaded yet), libload
+ * (cuLibraryLoadData), libgetkernel (cuLibraryGetKernel), kernelgetfunc
+ * (cuKernelGetFunction), kernellaunch (a CUkernel's first launch), loadedlaunch (a launch of
+ * a function loaded before), limit (cuCtxSetLimit of the stack), vmm (cuMemCreate, cuMemMap,
+ * cuMemSetAccess of 2 MiB), streamcreate (cuStreamCreate).
+ * PTX: the kernels to load (default build/tests/kernels.ptx). Never leaves the word unwritten
+ * for good: it exits once it has said what it saw (a call still waiting dies with it). */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CK(x)                                                                                 \
+    do {                                                                                      \
+        CUresult r_ = (x);                                                                    \
+        if (r_ != CUDA_SUCCESS) {                                                             \
+            fprintf(stderr, "heldwait: %s: error %d\n", #x, (int)r_);                         \
+            _exit(1);                                                                         \
+        }                                                                                     \
+    } while (0)
+
+static CUcontext ctx;
+static const char *call;
+static int create;
+static char *ptx;
+static CUdeviceptr word, big;
+static CUstream before;
+static CUmodule mod;
+static CUfunction loaded;
+static CUlibrary lib;
+static CUkernel kern;
+static CUevent behind;
+static void *pages, *pinned;
+static _Atomic int call_done, write_done, query_done;
+
+/* CALL's result, plus one (0: not returned). */
+static void *call_main(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(ctx));
+    CUresult r = CUDA_SUCCESS;
+    CUmodule m;
+    CUfunction f;
+    CUlibrary l;
+    CUkernel k;
+    CUstream s;
+    if (!strcmp(call, "free"))
+        r = cuMemFree(big);
+    else if (!strcmp(call, "unregister"))
+        r = cuMemHostUnregister(pages);
+    else if (!strcmp(call, "freehost"))
+        r = cuMemFreeHost(pinned);
+    else if (!strcmp(call, "register") || !strcmp(call, "register-plain")) {
+        void *p = aligned_alloc(4096, 1 << 20);
+        r = p ? cuMemHostRegister(p, 1 << 20, strcmp(call, "register") ? 0
+                                                  : CU_MEMHOSTREGISTER_DEVICEMAP)
+              : CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (!strcmp(call, "load"))
+        r = cuModuleLoadData(&m, ptx);
+    else if (!strcmp(call, "getfunc"))
+        r = cuModuleGetFunction(&f, mod, "fill_u32");
+    else if (!strcmp(call, "libload"))
+        r = cuLibraryLoadData(&l, ptx, NULL, NULL, 0, NULL, NULL, 0);
+    else if (!strcmp(call, "libgetkernel"))
+        r = cuLibraryGetKernel(&k, lib, "fill_u32");
+    else if (!strcmp(call, "kernelgetfunc"))
+        r = cuKernelGetFunction(&f, kern);
+    else if (!strcmp(call, "kernellaunch"))
+        r = cuLaunchKernel((CUfunction)kern, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    else if (!strcmp(call, "loadedlaunch"))
+        r = cuLaunchKernel(loaded, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    else if (!strcmp(call, "limit"))
+        r = cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 8192);
+    else if (!strcmp(call, "streamcreate"))
+        r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    else if (!strcmp(call, "vmm")) {
+        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+        CUmemAccessDesc acc = {.location = prop.location,
+                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va;
+        size_t n = 2 << 20;
+        r = cuMemCreate(&h, n, &prop, 0);
+        if (r == CUDA_SUCCESS)
+            r = cuMemAddressReserve(&va, n, n, 0, 0);
+        if (r == CUDA_SUCCESS)
+            r = cuMemMap(va, n, 0, h, 0);
+        if (r == CUDA_SUCCESS)
+            r = cuMemSetAccess(va, n, &acc, 1);
+    }
+    atomic_store(&call_done, 1 + (int)r);
+    return NULL;
+}
+
+static void *query_main(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(ctx));
+    (void)cuEventQuery(behind);
+    atomic_store(&query_done, 1);
+    return NULL;
+}
+
+static void *write_main(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(ctx));
+    CUstream s = before;
+    if (create)
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamWriteValue32(s, word, 1, 0));
+    CK(cuStreamSynchronize(s));
+    atomic_store(&write_done, 1);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *file = "build/tests/kernels.ptx";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--create"))
+            create = 1;
+        else if (!call)
+            call = argv[i];
+        else
+            file = argv[i];
+    }
+    if (!call) {
+        fprintf(stderr, "usage: heldwait CALL [--create] [PTX]\n");
+        return 2;
+    }
+    FILE *f = fopen(file, "r");
+    ptx = calloc(1, 4 << 20);
+    if (!f || !ptx || fread(ptx, 1, (4 << 20) - 1, f) == 0) {
+        fprintf(stderr, "heldwait: cannot read %s\n", file);
+        return 2;
+    }
+    fclose(f);
+    CUdevice dev;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    /* Everything CALL needs is made before the stream is held. */
+    CK(cuModuleLoadData(&mod, ptx));
+    CK(cuModuleGetFunction(&loaded, mod, "empty_kernel"));
+    CK(cuFuncLoad(loaded));
+    CK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CK(cuLibraryGetKernel(&kern, lib, "empty_kernel"));
+    pages = aligned_alloc(4096, 1 << 20);
+    if (!pages)
+        return 2;
+    CK(cuMemHostRegister(pages, 1 << 20, 0));
+    CK(cuMemAllocHost(&pinned, 1 << 20));
+    CK(cuMemAlloc(&big, 1 << 20));
+    CK(cuMemAlloc(&word, 4));
+    CK(cuMemsetD32(word, 0, 1));
+    CK(cuStreamCreate(&before, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&behind, CU_EVENT_DISABLE_TIMING));
+    CK(cuCtxSynchronize());
+    CUstream held;
+    CK(cuStreamCreate(&held, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamWaitValue32(held, word, 1, CU_STREAM_WAIT_VALUE_EQ));
+    CK(cuEventRecord(behind, held));
+    usleep(100000);
+    pthread_t t;
+    if (strcmp(call, "none"))
+        pthread_create(&t, NULL, call_main, NULL);
+    else
+        atomic_store(&call_done, 1);
+    usleep(500000);
+    int waited = !atomic_load(&call_done);
+    pthread_create(&t, NULL, query_main, NULL);
+    pthread_create(&t, NULL, write_main, NULL);
+    for (int i = 0; i < 30 && !atomic_load(&write_done); i++)
+        usleep(100000);
+    for (int i = 0; i < 10 && !atomic_load(&call_done); i++)
+        usleep(100000);
+    int done = atomic_load(&call_done);
+    printf("%-14s %-8s: it %s; an event query %s; the write %s; it %s (error %d)\n", call,
+           create ? "--create" : "", waited ? "WAITED" : "did not wait",
+           atomic_load(&query_done) ? "went through" : "WAITED",
+           atomic_load(&write_done) ? "went through" : "WAITED",
+           done ? "returned" : "never returned", done ? done - 1 : -1);
+    fflush(stdout);
+    _exit(0);
+}
