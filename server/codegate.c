@@ -65,23 +65,35 @@ void srv_codegate_init(void)
     pthread_rwlockattr_destroy(&a);
 }
 
-/* Drops the waits of dev whose events completed (or failed: nothing more will run); how
- * many remain pending. */
-static unsigned settle(int dev)
+/* At most this many waits are watched at once; a list this long is pruned of the ended
+ * ones before it grows (a client that waits again and again while nobody loads code). */
+#define WATCH_MAX 4096
+#define WATCH_PRUNE 64
+
+/* list_lock held: drops the waits of dev (-1: of every device) whose events completed (or
+ * failed: nothing more will run); how many of dev's remain pending. */
+static unsigned prune(int dev)
 {
     unsigned left = 0;
-    pthread_mutex_lock(&list_lock);
     size_t j = 0;
     for (size_t i = 0; i < nlist; i++) {
-        if (list[i].dev == dev && DRV(cuEventQuery)(list[i].ev) != CUDA_ERROR_NOT_READY) {
+        if ((dev < 0 || list[i].dev == dev) &&
+            DRV(cuEventQuery)(list[i].ev) != CUDA_ERROR_NOT_READY) {
             DRV(cuEventDestroy_v2)(list[i].ev);
-            atomic_fetch_sub(&npending[dev], 1);
+            atomic_fetch_sub(&npending[list[i].dev], 1);
             continue;
         }
         left += list[i].dev == dev;
         list[j++] = list[i];
     }
     nlist = j;
+    return left;
+}
+
+static unsigned settle(int dev)
+{
+    pthread_mutex_lock(&list_lock);
+    unsigned left = prune(dev);
     pthread_mutex_unlock(&list_lock);
     return left;
 }
@@ -134,7 +146,9 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
         if (r == CUDA_SUCCESS && (r = DRV(cuEventRecord)(ev, st)) != CUDA_SUCCESS)
             DRV(cuEventDestroy_v2)(ev);
         pthread_mutex_lock(&list_lock);
-        if (r == CUDA_SUCCESS && nlist == caplist) {
+        if (nlist >= WATCH_PRUNE && nlist == caplist)
+            prune(-1);
+        if (r == CUDA_SUCCESS && nlist == caplist && caplist < WATCH_MAX) {
             size_t ncap = caplist ? caplist * 2 : 16;
             struct pending *n = realloc(list, ncap * sizeof(*n));
             if (n) {
@@ -142,15 +156,19 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
                 caplist = ncap;
             }
         }
+        static int said; /* once until a wait is watched again */
         if (r == CUDA_SUCCESS && nlist < caplist) {
             list[nlist++] = (struct pending){ev, dev};
             atomic_fetch_add(&npending[dev], 1);
+            said = 0;
         } else {
             if (r == CUDA_SUCCESS)
                 DRV(cuEventDestroy_v2)(ev);
-            srv_log("Client process %d: a wait on device memory cannot be watched (%s): code "
-                    "loaded meanwhile may stop every client until it ends",
-                    (int)c->pid, r == CUDA_SUCCESS ? "out of memory" : srv_errname(r));
+            if (!said++)
+                srv_log("Client process %d: a wait on device memory cannot be watched (%s): "
+                        "code loaded meanwhile may stop every client until it ends",
+                        (int)c->pid,
+                        r == CUDA_SUCCESS ? "too many waits watched already" : srv_errname(r));
         }
         pthread_mutex_unlock(&list_lock);
     }
