@@ -371,8 +371,8 @@ run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" ar
 run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
 run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
 # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
-# server/green.c, an experiment): the test programs but the three slowest through such a
-# server. Own server.
+# server/green.c, an experiment): the test programs that use streams in many ways through
+# such a server. Own server.
 run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
 # Doorbell coalescing (MPSSHIM_COALESCE_US, server/coalesce.c, an experiment), the server
 # counting itself crowded with one busy client: the programs that launch, copy, wait and

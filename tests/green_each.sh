@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # MPSSHIM_GREEN_EACH=1 (server/green.c, an experiment): every unthrottled client's streams in
 # a green context of its own. On the CPU test driver: the programs of tests/progs/programs.txt
-# but three (below) through a server started so, the `both` ones against their direct
-# run; the server made a green context for clients and holds nothing of theirs afterwards.
+# that use streams in many ways (below) through a server started so, the `both` ones against
+# their direct run; the server made a green context for clients and holds nothing of theirs
+# afterwards.
 #   tests/green_each.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -15,12 +16,10 @@ use_dir "$W"
 export MPSSHIM_GREEN_EACH=1
 "$CTL" -d || exit 1
 rc=0
-# All but the three slowest, whose calls (idle answers, pageable copies, a flood of launches
-# against the queue bound) take no other path with green contexts than streams_events' do.
-PROGRAMS_MATCH='alloc_churn|capture_alloc|contexts|fault|graph_cond|graph_host|graph_mem'
-PROGRAMS_MATCH="$PROGRAMS_MATCH|graph_nodes|graphs|hostfn|hostreg|ipc|isolation|isolation2"
-PROGRAMS_MATCH="$PROGRAMS_MATCH|launch|managed|managed_vars|mempool|modules|multigpu"
-export PROGRAMS_MATCH="$PROGRAMS_MATCH|multithread|smallkern|streams_events|texsurf|vecadd|vmm|vmm_ipc|coalesce_quiet"
+# The programs whose streams, events, launches, graphs and host functions take the green
+# contexts' paths; the rest (memory, copies, modules) run in the shared context either way.
+PROGRAMS_MATCH='vecadd|launch|contexts|multithread|streams_events|graphs|graph_host'
+export PROGRAMS_MATCH="$PROGRAMS_MATCH|graph_nodes|hostfn|fault|isolation|coalesce_quiet"
 programs_through_server "a server with MPSSHIM_GREEN_EACH=1" "$W" || rc=1
 unset PROGRAMS_MATCH
 wait_for 10 no_clients || { echo "FAIL: clients still listed"; rc=1; }
