@@ -26,7 +26,7 @@ unset PROGRAMS_MATCH
 grep -q "Doorbell coalescing while crowded" "$W/log/server.log" ||
     { echo "FAIL: the server's log does not say it coalesces"; rc=1; }
 wait_for 10 no_clients || { echo "FAIL: clients still listed"; rc=1; }
-objs=$(ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+objs=$(server_objects)
 [ "$objs" = "0 0" ] || { echo "FAIL: the server still holds client objects: $objs"; rc=1; }
 ctl quit >/dev/null
 [ $rc = 0 ] && echo "PASS coalesce: $PROGRAMS_RUN runs through a coalescing server"

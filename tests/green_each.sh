@@ -23,7 +23,7 @@ export PROGRAMS_MATCH="$PROGRAMS_MATCH|graph_nodes|hostfn|fault|isolation|coales
 programs_through_server "a server with MPSSHIM_GREEN_EACH=1" "$W" || rc=1
 unset PROGRAMS_MATCH
 wait_for 10 no_clients || { echo "FAIL: clients still listed"; rc=1; }
-objs=$(ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+objs=$(server_objects)
 [ "$objs" = "0 0" ] || { echo "FAIL: the server still holds client objects: $objs"; rc=1; }
 if grep -q "no green context of its own" "$W/log/server.log"; then
     echo "FAIL: $(grep -m1 'no green context of its own' "$W/log/server.log")"

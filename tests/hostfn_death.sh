@@ -41,7 +41,7 @@ grep -q "Client process $V: its streams' waits on values in its host memory were
     "$MPSSHIM_LOG_DIRECTORY/server.log" || fail "the log does not say the value waits were let go early"
 # The killed clients are released once their allocations return; the server then holds nothing.
 wait_for 60 no_clients || fail "the killed clients were not released"
-objs=$(ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+objs=$(server_objects)
 [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
 stop_server 10 || fail "the server did not quit"
 [ $rc = 0 ] && echo "PASS killed clients' waits on their host functions and host memory let go at once"

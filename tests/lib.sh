@@ -10,6 +10,16 @@ export MPSSHIM_TEST_KERNELS=$B/tests
 # Two CPU test devices: multi-device clients (tests/progs/multigpu) run here too.
 export MPSSHIM_CPUDRV_DEVICES=2
 
+# real_driver_if_gpu: where a GPU is there, the real driver stands behind the servers
+# started from here on (the CPU test driver's settings above are dropped); 0 if so.
+real_driver_if_gpu() {
+    command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || return 1
+    unset MPSSHIM_DRIVER MPSSHIM_CPUDRV_DEVICES
+}
+
+# server_objects: the client records and IPC shares the server still holds ("0 0": none).
+server_objects() { ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '('; }
+
 # use_dir DIR: DIR/pipe and DIR/log are the pipe and log directories from here on.
 use_dir() { export MPSSHIM_PIPE_DIRECTORY=$1/pipe MPSSHIM_LOG_DIRECTORY=$1/log; }
 

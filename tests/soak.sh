@@ -15,10 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tests/lib.sh
 . "$ROOT/tests/lib.sh"
 gpu=0
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-    gpu=1
-    unset MPSSHIM_DRIVER MPSSHIM_CPUDRV_DEVICES # lib.sh's are the CPU driver's
-fi
+real_driver_if_gpu && gpu=1
 W=$(mktemp -d /tmp/mpsshim-soak.XXXXXX)
 use_dir "$W"
 "$CTL" -d || { echo "FAIL: the server did not start"; exit 1; }

@@ -21,9 +21,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-    unset MPSSHIM_DRIVER MPSSHIM_CPUDRV_DEVICES # lib.sh's are the CPU driver's
-fi
+real_driver_if_gpu
 own_dir "$2/waitvalue-twin"
 rm -f "$W/go"
 MPSSHIM_DEVICE_VMM=0 MPSSHIM_CPUDRV_FREE_WAITS=1 MPSSHIM_CPUDRV_CREATE_WAITS=1 "$CTL" -d || exit 1
@@ -58,7 +56,7 @@ for call in free unregister freehost; do
     i=$((i + 1))
 done
 wait_for 60 no_clients || fail "the killed client was not released"
-objs=$(ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '(')
+objs=$(server_objects)
 [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
 if ! stop_server 10; then
     fail "the server did not quit"

@@ -67,7 +67,9 @@ static CUresult sync_ctx(struct cpudrv_ctx *c)
 static unsigned whole_waits;
 static pthread_cond_t whole_done = PTHREAD_COND_INITIALIZER;
 
-CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c)
+// Waits for every stream of c, cpudrv_big released meanwhile, counted in *count while it
+// waits (whole_done is broadcast when the count drops to 0).
+static CUresult wait_counted(struct cpudrv_ctx *c, unsigned *count)
 {
     struct cpudrv_dep *deps = NULL;
     unsigned n = 0, cap = 0;
@@ -75,19 +77,25 @@ CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c)
         cpudrv_deps_release(deps, n);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    whole_waits++;
+    (*count)++;
     cpudrv_unlock();
     cpudrv_deps_wait_release(deps, n);
     cpudrv_lock();
-    if (--whole_waits == 0)
+    if (--*count == 0)
         pthread_cond_broadcast(&whole_done);
     return CUDA_SUCCESS;
 }
 
+CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c)
+{
+    return wait_counted(c, &whole_waits);
+}
+
 // MPSSHIM_CPUDRV_LOAD_WAITS=1: loading a module waits for every stream of the context, and
-// while it waits, launches and stream memory operations of other threads wait too, as on an H200 (driver
-// 580.159.04): while cuModuleLoadData waited for a stream blocked on cuStreamWaitValue32, a
-// cuStreamWriteValue32 on another stream waited as well (server/codegate.c). Off by default.
+// while it waits, launches and stream memory operations of other threads wait too, as on an
+// H200 (driver 580.159.04): while cuModuleLoadData waited for a stream blocked on
+// cuStreamWaitValue32, a cuStreamWriteValue32 on another stream waited as well
+// (server/codegate.c). Off by default.
 static unsigned load_waits;
 static int load_waits_on(void)
 {
@@ -101,21 +109,7 @@ static int load_waits_on(void)
 
 CUresult cpudrv_ctx_wait_for_load(struct cpudrv_ctx *c)
 {
-    if (!load_waits_on())
-        return CUDA_SUCCESS;
-    struct cpudrv_dep *deps = NULL;
-    unsigned n = 0, cap = 0;
-    if (cpudrv_stream_snapshot(c, CPUDRV_SNAP_CTX, &deps, &n, &cap)) {
-        cpudrv_deps_release(deps, n);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    load_waits++;
-    cpudrv_unlock();
-    cpudrv_deps_wait_release(deps, n);
-    cpudrv_lock();
-    if (--load_waits == 0)
-        pthread_cond_broadcast(&whole_done);
-    return CUDA_SUCCESS;
+    return load_waits_on() ? wait_counted(c, &load_waits) : CUDA_SUCCESS;
 }
 
 void cpudrv_submit_gate(void)
@@ -127,7 +121,7 @@ void cpudrv_submit_gate(void)
 // MPSSHIM_CPUDRV_CREATE_WAITS=1: making a stream waits while a whole-context wait goes on,
 // as on an H200 (driver 580.159.04): while cuMemFree, cuMemHostUnregister or cuMemFreeHost
 // waited for a stream blocked on cuStreamWaitValue32, cuStreamCreate in another thread
-// waited too (scratch probe, bench/README.md). Off by default.
+// waited too (tools/heldwait). Off by default.
 void cpudrv_stream_create_gate(void)
 {
     static int on = -1;
