@@ -234,16 +234,13 @@ static int handshake(struct srv_client *c)
      * in a server whose device 0 faulted (fault.c): its context there is dead. */
     srv_busy(c, SRV_BUSY_HANDSHAKE); /* its driver calls, watched (not its reads) */
     if (srv_fault_gate(c, 0) == CUDA_SUCCESS && srv_use_device(0) == CUDA_SUCCESS &&
-        srv_codegate_enter(c, 0, "registering its segment") == CUDA_SUCCESS) {
-        if (DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
-                                      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
             CUDA_SUCCESS) {
-            c->shm_registered = 1;
-            /* Device-mapped too: streams wait on the host-function "done" words in it. */
-            if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
-                c->shm_dptr = 0;
-        }
-        srv_codegate_leave(0);
+        c->shm_registered = 1;
+        /* Device-mapped too: streams wait on the host-function "done" words in it. */
+        if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
+            c->shm_dptr = 0;
     }
     srv_busy(c, 0);
     struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,

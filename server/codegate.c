@@ -12,18 +12,18 @@
  * MPS each client has a context of its own and none of this happens. Event queries went
  * through throughout.
  *
- * Registering host memory mapped for the device (CU_MEMHOSTREGISTER_DEVICEMAP: a client's
- * segment at its connection, its pinned allocations and registrations) is held to the same
- * rule: in the first GPU run of tests/codegate.sh a client connecting while a stream was held
- * stopped the other clients' launches before it ever loaded code, and the server registers
- * its segment so. Not probed on its own. Registration without DEVICEMAP (hostblocks.c) went
- * through: flood --wait-value, whose copies register blocks while its own stream is held,
- * passed on the same H200.
+ * Registering host memory does not stop the driver so: cuMemHostRegister (PORTABLE and
+ * DEVICEMAP, of a memfd's shared pages as a client's segment is registered, and without
+ * flags), cuMemHostAlloc, cuStreamCreate and cuMemCreate/cuMemMap/cuMemSetAccess neither
+ * waited nor held the write up in the same probe (tools/heldwait, 2026-11-27). An earlier
+ * form of this file gated registrations too, from a misread run of tests/codegate.sh: what
+ * was held up there was a bystander's frees after its launches, which wait for every stream
+ * in the driver as they would natively in one context.
  *
  * So the server keeps the rule itself: a thread that loads code (a module or library, a
- * function's code, a kernel's function in a context), sets a context limit or registers host
- * memory for the device first waits, polling events and holding nothing, until no
- * device-memory wait of any client on that device is pending, then calls the driver, while
+ * function's code, a kernel's function in a context) or sets a context limit first waits,
+ * polling events and holding nothing, until no device-memory wait of any client on that
+ * device is pending, then calls the driver, while
  * new device-memory waits are held back (a per-device rwlock: loaders share it, a worker
  * enqueueing such a wait takes it alone for the enqueue). A wait's end is seen through an
  * event the server records right behind it. The loader's own client, and only it, is held

@@ -224,12 +224,8 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (mmap((void *)(uintptr_t)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
              0) == MAP_FAILED)
         goto fail;
-    int gdev = c->cur ? c->cur->device : 0;
-    if ((res = srv_codegate_enter(c, gdev, "registering host memory")) != CUDA_SUCCESS)
-        goto fail;
     res = DRV(cuMemHostRegister_v2)((void *)(uintptr_t)addr, size,
                                     CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-    srv_codegate_leave(gdev);
     if (res != CUDA_SUCCESS)
         goto fail;
     struct srv_obj *o = srv_range_add(c, type, addr, m.bytes, 1, NULL);
@@ -379,12 +375,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     }
     unsigned fl = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                   (m->flags & CU_MEMHOSTREGISTER_READ_ONLY);
-    int gdev = c->cur ? c->cur->device : 0;
-    CUresult r = srv_codegate_enter(c, gdev, "registering host memory");
-    if (r == CUDA_SUCCESS) {
-        r = DRV(cuMemHostRegister_v2)(want, m->bytes, fl);
-        srv_codegate_leave(gdev);
-    }
+    CUresult r = DRV(cuMemHostRegister_v2)(want, m->bytes, fl);
     if (r != CUDA_SUCCESS) {
         munmap(want, m->bytes);
         return r;

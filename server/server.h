@@ -462,10 +462,10 @@ CUresult srv_use_device(int dev);
 
 /* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity). */
 /* Code loading and device-memory waits (codegate.c). srv_codegate_enter: before a driver
- * call that loads code, sets a context limit or registers host memory on dev (`what`, for
- * the log), by a thread serving c; CUDA_SUCCESS once no device-memory wait is pending there
- * (pair with srv_codegate_leave), else c left while it waited. srv_codegate_wait_begin/_end: around enqueueing a wait on device memory on stream
- * st (enqueued: the driver took it). */
+ * call that loads code or sets a context limit on dev (`what`, for the log), by a thread
+ * serving c; CUDA_SUCCESS once no device-memory wait is pending there (pair with
+ * srv_codegate_leave), else c left while it waited. srv_codegate_wait_begin/_end: around
+ * enqueueing a wait on device memory on stream st (enqueued: the driver took it). */
 void srv_codegate_init(void);
 CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what);
 void srv_codegate_leave(int dev);

@@ -8,16 +8,22 @@
  * server/codegate.c and the release streams exist: free, unregister, freehost waited and the
  * write went through, --create's did not; load, kernelgetfunc, kernellaunch and limit waited
  * and the write waited too; getfunc returned but the write waited; libload, libgetkernel
- * and loadedlaunch did not wait. register, register-plain, vmm and streamcreate were not
- * probed alone; this form has not run on a GPU yet.
+ * and loadedlaunch did not wait. This form on the same H200 the same day: register,
+ * register-plain, hostalloc, vmm and streamcreate (also --create) did not wait and the write
+ * went through; free waited and the write went through; load, kernelgetfunc and limit waited
+ * and the write waited; getfunc returned and the write waited.
  *
  * CALL: none, free (cuMemFree), unregister (cuMemHostUnregister), freehost (cuMemFreeHost),
- * register (cuMemHostRegister with DEVICEMAP), register-plain (without), load
+ * register (cuMemHostRegister of 32 MiB of a memfd's shared pages, PORTABLE and DEVICEMAP,
+ * as the server registers a client's segment), register-plain (without flags), hostalloc
+ * (cuMemHostAlloc of 32 MiB, PORTABLE and DEVICEMAP), load
  * (cuModuleLoadData), getfunc (cuModuleGetFunction of a function not loaded yet), libload
  * (cuLibraryLoadData), libgetkernel (cuLibraryGetKernel), kernelgetfunc
  * (cuKernelGetFunction), kernellaunch (a CUkernel's first launch), loadedlaunch (a launch of
  * a function loaded before), limit (cuCtxSetLimit of the stack), vmm (cuMemCreate, cuMemMap,
- * cuMemSetAccess of 2 MiB), streamcreate (cuStreamCreate).
+ * cuMemSetAccess of 2 MiB), streamcreate (cuStreamCreate), graphadd (a kernel node of a
+ * CUkernel never loaded, added to a graph), instantiate (cuGraphInstantiate of a graph made
+ * before with such a node), kernelattr (cuKernelGetAttribute of a CUkernel never loaded).
  * PTX: the kernels to load (default build/tests/kernels.ptx). Never leaves the word unwritten
  * for good: it exits once it has said what it saw (a call still waiting dies with it). */
 #define _GNU_SOURCE
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define CK(x)                                                                                 \
@@ -49,6 +56,7 @@ static CUfunction loaded;
 static CUlibrary lib;
 static CUkernel kern;
 static CUevent behind;
+static CUgraph graph, kgraph; /* empty; one kernel node of kern */
 static void *pages, *pinned;
 static _Atomic int call_done, write_done, query_done;
 
@@ -70,10 +78,21 @@ static void *call_main(void *arg)
     else if (!strcmp(call, "freehost"))
         r = cuMemFreeHost(pinned);
     else if (!strcmp(call, "register") || !strcmp(call, "register-plain")) {
-        void *p = aligned_alloc(4096, 1 << 20);
-        r = p ? cuMemHostRegister(p, 1 << 20, strcmp(call, "register") ? 0
-                                                  : CU_MEMHOSTREGISTER_DEVICEMAP)
-              : CUDA_ERROR_OUT_OF_MEMORY;
+        /* As the server registers a client's segment: shared memory of a memfd. */
+        size_t n = 32u << 20;
+        int fd = memfd_create("heldwait", 0);
+        void *p = fd >= 0 && ftruncate(fd, (off_t)n) == 0
+                      ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                      : MAP_FAILED;
+        r = p != MAP_FAILED
+                ? cuMemHostRegister(p, n,
+                                    strcmp(call, "register")
+                                        ? 0
+                                        : CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP)
+                : CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (!strcmp(call, "hostalloc")) {
+        void *p;
+        r = cuMemHostAlloc(&p, 32u << 20, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
     } else if (!strcmp(call, "load"))
         r = cuModuleLoadData(&m, ptx);
     else if (!strcmp(call, "getfunc"))
@@ -90,7 +109,19 @@ static void *call_main(void *arg)
         r = cuLaunchKernel(loaded, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
     else if (!strcmp(call, "limit"))
         r = cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 8192);
-    else if (!strcmp(call, "streamcreate"))
+    else if (!strcmp(call, "graphadd")) {
+        CUgraphNode n;
+        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern, .ctx = ctx, .gridDimX = 1, .gridDimY = 1,
+                                      .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1,
+                                      .blockDimZ = 1};
+        r = cuGraphAddKernelNode(&n, graph, NULL, 0, &kp);
+    } else if (!strcmp(call, "instantiate")) {
+        CUgraphExec x;
+        r = cuGraphInstantiate(&x, kgraph, 0);
+    } else if (!strcmp(call, "kernelattr")) {
+        int v;
+        r = cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, kern, 0);
+    } else if (!strcmp(call, "streamcreate"))
         r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
     else if (!strcmp(call, "vmm")) {
         CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -167,6 +198,15 @@ int main(int argc, char **argv)
     CK(cuFuncLoad(loaded));
     CK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
     CK(cuLibraryGetKernel(&kern, lib, "empty_kernel"));
+    CK(cuGraphCreate(&graph, 0));
+    if (!strcmp(call, "instantiate")) {
+        CUgraphNode n;
+        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern, .ctx = ctx, .gridDimX = 1, .gridDimY = 1,
+                                      .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1,
+                                      .blockDimZ = 1};
+        CK(cuGraphCreate(&kgraph, 0));
+        CK(cuGraphAddKernelNode(&n, kgraph, NULL, 0, &kp));
+    }
     pages = aligned_alloc(4096, 1 << 20);
     if (!pages)
         return 2;
