@@ -288,8 +288,11 @@ static uint64_t node_func(struct srv_client *c, const CUDA_KERNEL_NODE_PARAMS *k
     *is_kernel = 0;
     if (f && srv_obj_find(c, SHIM_HT_CUfunction, f))
         return f;
+    /* Each lookup loads the kernel's code in the context: through the gate (launch.c). */
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUkernel); f && o; o = o->type_next) {
         CUfunction g = NULL;
+        if (srv_kernel_loaded(c, o, c->cur->device) != CUDA_SUCCESS)
+            return 0;
         if (DRV(cuKernelGetFunction)(&g, (CUkernel)(uintptr_t)o->key.value) == CUDA_SUCCESS &&
             (uint64_t)(uintptr_t)g == f) {
             *is_kernel = 1;
@@ -412,8 +415,13 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, p + sizeof(m) + deps_bytes,
                      CU_LAUNCH_PARAM_BUFFER_SIZE, &psize, CU_LAUNCH_PARAM_END};
     /* A library's kernel goes in its own member (the driver takes it for the current
-     * context's function only from there). */
-    int is_kernel = srv_obj_find(c, SHIM_HT_CUkernel, m.func) != NULL;
+     * context's function only from there). Its code is loaded in that context first,
+     * through the gate: a node of a kernel not loaded there loads it, waiting in the driver
+     * for every stream (launch.c). */
+    struct srv_obj *kobj = srv_obj_find(c, SHIM_HT_CUkernel, m.func);
+    int is_kernel = kobj != NULL;
+    if (kobj && (res = srv_kernel_loaded(c, kobj, c->cur->device)) != CUDA_SUCCESS)
+        goto reply;
     CUDA_KERNEL_NODE_PARAMS kp = {
         .func = is_kernel ? NULL : (CUfunction)(uintptr_t)m.func,
         .kern = is_kernel ? (CUkernel)(uintptr_t)m.func : NULL,

@@ -17,8 +17,9 @@ static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
  * the code gate (codegate.c). A CUkernel launched as a function loads its code in the
  * launch, and that load waits in the driver for every stream of the context (a first launch
  * waited so on an H200 while a stream was held on a value in device memory, and so did every
- * other client): its first launch on a device loads it in the gate first. */
-static CUresult kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev)
+ * other client; so did adding a graph's kernel node of it, tools/heldwait graphadd): its
+ * first launch, node or lookup on a device loads it in the gate first. */
+CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev)
 {
     uint64_t bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
     if (!bit || (k->aux & bit))
@@ -59,7 +60,7 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
         res = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
-    if (kern && (res = kernel_loaded(c, kern, s->device)) != CUDA_SUCCESS)
+    if (kern && (res = srv_kernel_loaded(c, kern, s->device)) != CUDA_SUCCESS)
         goto out;
     CUlaunchAttribute attrs[65];
     memcpy(attrs, p + sizeof(m), attr_bytes);

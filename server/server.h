@@ -467,6 +467,9 @@ CUresult srv_use_device(int dev);
  * srv_codegate_leave), else c left while it waited. srv_codegate_wait_begin/_end: around
  * enqueueing a wait on device memory on stream st (enqueued: the driver took it). */
 void srv_codegate_init(void);
+/* Loads CUkernel k's code in device dev's context through the gate, once (launch.c);
+ * CUDA_SUCCESS unless c left while it waited (a failed load is the caller's call's to see). */
+CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev);
 CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what);
 void srv_codegate_leave(int dev);
 void srv_codegate_wait_begin(int dev);

@@ -8,11 +8,14 @@
 # Here: tests/whole_wait launches and whole_wait load set up (code loaded); tests/waitvalue_exit
 # --hold holds its stream on a value in its device memory; tests/vecadd connects (its
 # segment's registration does not wait) and its module load must wait in the server (said in
-# its log), so must whole_wait load's second module load, while whole_wait launches' 200
-# launches and synchronisation go through; the holding client is killed, and the three then
-# go on and pass; the killed client is released and the server holds nothing of it.
-# On the CPU test driver a module load waits for the whole context and holds launches and
-# stream writes meanwhile (MPSSHIM_CPUDRV_LOAD_WAITS=1); on a GPU the real driver stands
+# its log), so must whole_wait load's second module load and whole_wait graphadd's graph
+# kernel node of a library kernel it never launched (adding it loads the kernel's code),
+# while whole_wait launches' 200 launches and synchronisation go through; the holding client
+# is killed, and the four then go on and pass; the killed client is released and the server
+# holds nothing of it.
+# On the CPU test driver a module load, and a library kernel's first use in a context, waits
+# for the whole context and holds launches and stream writes meanwhile
+# (MPSSHIM_CPUDRV_LOAD_WAITS=1); on a GPU the real driver stands
 # behind the server.
 #   tests/codegate.sh BUILD WORKDIR
 set -u
@@ -29,8 +32,10 @@ env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" launches "$W/go" >"$W/launches.out"
 L=$!
 env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" load "$W/go" >"$W/load.out" 2>&1 &
 M=$!
-both_ready() { grep -q ready "$W/launches.out" && grep -q ready "$W/load.out"; }
-wait_for 30 both_ready || fail "whole_wait did not get ready: $(tail -qn 1 "$W/launches.out" "$W/load.out")"
+env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" graphadd "$W/go" >"$W/graphadd.out" 2>&1 &
+G=$!
+all_ready() { grep -q ready "$W/launches.out" && grep -q ready "$W/load.out" && grep -q ready "$W/graphadd.out"; }
+wait_for 30 all_ready || fail "whole_wait did not get ready: $(tail -qn 1 "$W/launches.out" "$W/load.out" "$W/graphadd.out")"
 env LD_PRELOAD="$SHIM" "$B/tests/waitvalue_exit" --hold >"$W/held.out" 2>&1 &
 H=$!
 wait_for 20 grep -q ready "$W/held.out" || fail "waitvalue_exit did not get ready: $(tail -2 "$W/held.out")"
@@ -41,25 +46,29 @@ wait_for 20 gated || fail "vecadd's connection or module load did not wait in th
 touch "$W/go"
 loading() { grep -q "Client process $M: loading code on device 0 waits until no client's stream waits" "$LOG"; }
 wait_for 20 loading || fail "a connected client's module load did not wait in the server (nothing tested)"
+noding() { grep -q "Client process $G: loading code on device 0 waits until no client's stream waits" "$LOG"; }
+wait_for 20 noding || fail "a graph's kernel node of a kernel not loaded did not wait in the server (nothing tested)"
 # Its launches and synchronisation; not its frees after them, which wait for every stream
 # of the context, the held one too, in the driver as natively in one context.
 launched() { grep -q "ok launches returned" "$W/launches.out"; }
 wait_for 30 launched || fail "a client whose code was loaded was held up while others waited to load"
 kill -0 "$V" 2>/dev/null || fail "vecadd ended while the stream was still held: $(tail -1 "$W/vecadd.out")"
 kill -0 "$M" 2>/dev/null || fail "whole_wait load ended while the stream was still held: $(tail -1 "$W/load.out")"
+kill -0 "$G" 2>/dev/null || fail "whole_wait graphadd ended while the stream was still held: $(tail -1 "$W/graphadd.out")"
 kill -9 "$H"
 wait "$H" 2>/dev/null
 t0=$(date +%s%N)
-both_gone() { gone "$V" && gone "$M" && gone "$L"; }
+both_gone() { gone "$V" && gone "$M" && gone "$L" && gone "$G"; }
 if wait_for 30 both_gone; then
     echo "the waiting clients went on $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
 else
     fail "clients still waited in the server 30 s after the kill"
-    kill -9 "$V" "$M" "$L" 2>/dev/null
+    kill -9 "$V" "$M" "$L" "$G" 2>/dev/null
 fi
 wait "$L" || fail "whole_wait launches: $(tail -1 "$W/launches.out")"
 wait "$V" || fail "vecadd: $(tail -1 "$W/vecadd.out")"
 wait "$M" || fail "whole_wait load: $(tail -1 "$W/load.out")"
+wait "$G" || fail "whole_wait graphadd: $(tail -1 "$W/graphadd.out")"
 wait_for 60 no_clients || fail "the killed client was not released"
 objs=$(server_objects)
 [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"

@@ -112,6 +112,25 @@ CUresult cpudrv_ctx_wait_for_load(struct cpudrv_ctx *c)
     return load_waits_on() ? wait_counted(c, &load_waits) : CUDA_SUCCESS;
 }
 
+CUresult cpudrv_kernel_load_wait(const void *h)
+{
+    if (!load_waits_on() || !h) return CUDA_SUCCESS;
+    struct cpudrv_ctx *c;
+    if (cpudrv_enter(&c) != CUDA_SUCCESS) return CUDA_SUCCESS;
+    struct cpudrv_kernel *k = cpudrv_kernel_find(h);
+    int done = !k || k->nloaded >= 8;
+    for (unsigned i = 0; k && !done && i < k->nloaded; i++)
+        done = k->loaded[i] == c;
+    CUresult rc = CUDA_SUCCESS;
+    if (!done) {
+        rc = cpudrv_ctx_wait_for_load(c);
+        // The library may have gone while this waited: found again.
+        if (!rc && (k = cpudrv_kernel_find(h)) && k->nloaded < 8) k->loaded[k->nloaded++] = c;
+    }
+    cpudrv_unlock();
+    return rc;
+}
+
 void cpudrv_submit_gate(void)
 {
     while (load_waits_on() && load_waits)

@@ -214,8 +214,10 @@ CUresult cuFuncLoad(CUfunction function)
 CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
     if (!pFunc) return TR(CUDA_ERROR_INVALID_VALUE);
+    CUresult rc = cpudrv_kernel_load_wait(kernel);
+    if (rc) return TR(rc);
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    rc = cpudrv_enter(&c);
     if (rc) return TR(rc);
     struct cpudrv_kernel *k = cpudrv_kernel_find(kernel);
     if (k)

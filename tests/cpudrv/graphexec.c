@@ -950,7 +950,12 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode h
 {
     struct cpudrv_gexec *x;
     struct cpudrv_gnode *en;
-    CUresult rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_KERNEL, &x, &en);
+    CUresult rc = nodeParams ? cpudrv_kernel_load_wait(nodeParams->func
+                                                           ? (const void *)nodeParams->func
+                                                           : (const void *)nodeParams->kern)
+                             : CUDA_SUCCESS;
+    if (rc) return TR(rc);
+    rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_KERNEL, &x, &en);
     if (rc) return TR(rc);
     struct cpudrv_gnode *tmp = cpudrv_gnode_new(CU_GRAPH_NODE_TYPE_KERNEL);
     rc = tmp ? cpudrv_gnode_set_kernel(tmp, nodeParams, cpudrv_ctx_current())

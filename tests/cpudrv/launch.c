@@ -101,7 +101,9 @@ static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], 
                        CUstream hs, void **params, void **extra, int coop)
 {
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    CUresult rc = cpudrv_kernel_load_wait(fh); // a CUkernel's first launch in the context
+    if (rc) return rc;
+    rc = cpudrv_enter(&c);
     if (rc) return rc;
     cpudrv_submit_gate(); // held back while a module load waits (MPSSHIM_CPUDRV_LOAD_WAITS)
     struct cpudrv_func *f = cpudrv_func_find(fh);

@@ -1,4 +1,4 @@
-/* whole_wait free|unregister|freehost|launches|load GOFILE: makes one call that waits for the whole device
+/* whole_wait free|unregister|freehost|launches|load|graphadd GOFILE: makes one call that waits for the whole device
  * on a real driver, at a moment a test chooses (tests/waitvalue_twin.sh). First it sets up
  * (1 MiB of device memory, 1 MiB of its own pages registered, 1 MiB of pinned memory), runs a
  * kernel of its module (so that no code is loaded later: a load waits for the device too,
@@ -9,7 +9,9 @@
  * server's thread for it makes the call in the shared context. `launches` instead launches
  * its (loaded) kernel 200 times and synchronises: work that must go on while another client
  * waits to load code (tests/codegate.sh); `load` loads the module again and runs its kernel
- * from there: code loaded by a client long connected. */
+ * from there: code loaded by a client long connected; `graphadd` gets a library's kernel in
+ * its setup, then adds a graph's kernel node of it (which loads its code in the context),
+ * launches the graph and synchronises. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -24,8 +26,8 @@ int main(int argc, char **argv)
     t_init("whole_wait", 120);
     REQUIRE(argc == 3 && (!strcmp(argv[1], "free") || !strcmp(argv[1], "unregister") ||
                           !strcmp(argv[1], "freehost") || !strcmp(argv[1], "launches") ||
-                          !strcmp(argv[1], "load")),
-            "usage: whole_wait free|unregister|freehost|launches|load GOFILE");
+                          !strcmp(argv[1], "load") || !strcmp(argv[1], "graphadd")),
+            "usage: whole_wait free|unregister|freehost|launches|load|graphadd GOFILE");
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
@@ -43,6 +45,15 @@ int main(int argc, char **argv)
     void *params[] = {&d, &value, &n};
     CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
     CHECK(cuCtxSynchronize());
+    CUlibrary lib = NULL;
+    CUkernel kern = NULL;
+    if (!strcmp(argv[1], "graphadd")) { /* never launched nor looked up: not loaded */
+        size_t len;
+        void *image = t_read_kernel_file("kernels.ptx", &len);
+        CHECK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+        free(image);
+        CHECK(cuLibraryGetKernel(&kern, lib, "fill_u32"));
+    }
     printf("ready\n");
     fflush(stdout);
     while (access(argv[2], F_OK) != 0)
@@ -54,6 +65,27 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(f2, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
         CHECK(cuCtxSynchronize());
         CHECK(cuModuleUnload(again));
+    } else if (lib) {
+        CUgraph g;
+        CUgraphNode node;
+        CUgraphExec x;
+        unsigned nine = 9;
+        void *kparams[] = {&d, &nine, &n};
+        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern, .ctx = ctx,
+                                      .gridDimX = t_blocks_for(n, 256), .gridDimY = 1,
+                                      .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
+                                      .blockDimZ = 1, .kernelParams = kparams};
+        CHECK(cuGraphCreate(&g, 0));
+        CHECK(cuGraphAddKernelNode(&node, g, NULL, 0, &kp));
+        CHECK(cuGraphInstantiate(&x, g, 0));
+        CHECK(cuGraphLaunch(x, NULL));
+        CHECK(cuCtxSynchronize());
+        unsigned got = 0;
+        CHECK(cuMemcpyDtoH(&got, d + BYTES - 4, 4));
+        REQUIRE(got == 9, "the graph's kernel wrote %u, not 9", got);
+        CHECK(cuGraphExecDestroy(x));
+        CHECK(cuGraphDestroy(g));
+        CHECK(cuLibraryUnload(lib));
     } else if (launches) {
         for (int i = 0; i < 200; i++)
             CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params,
