@@ -30,9 +30,16 @@
  * up meanwhile, as it would be by the driver, and it stops waiting when it leaves. Waits on
  * host memory need none of this: what ends them is a store with no driver call (memops.c).
  *
- * Not covered: code loaded inside calls the server does not know to load code (a graph's
- * instantiation with kernels never launched, attribute queries of functions never loaded):
- * those may still wait in the driver. */
+ * Library kernels and libraries load their code in a context lazily, at the first call that
+ * needs it there: besides a launch and cuKernelGetFunction, adding a graph's kernel node of
+ * a CUkernel (graph.c), cuKernelSetAttribute, an occupancy query of it and
+ * cuLibraryGetGlobal waited so in the same probe (cuKernelGetAttribute did not; nor did an
+ * instantiation, the node's add having loaded it). Those calls go through the gate the
+ * first time they name a kernel or library on a device (srv_codegate_call_begin, below;
+ * srv_kernel_loaded, launch.c).
+ *
+ * Not covered: code loaded inside calls the server does not know to load code (calls not
+ * probed and not listed below): those may still wait in the driver. */
 #define _GNU_SOURCE
 #include "server/server.h"
 
@@ -173,4 +180,85 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
         pthread_mutex_unlock(&list_lock);
     }
     pthread_rwlock_unlock(&gate[dev]);
+}
+
+/* ---------------------------------------------------------------- calls that load code */
+
+/* Generic calls that may load a library kernel's code, or a library's module, in a context
+ * the first time they name it there. Probed (tools/heldwait, an H200, driver 580.159.04,
+ * 2026-11-27), each naming a CUkernel or library never used in the context:
+ * cuKernelSetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor and cuLibraryGetGlobal
+ * waited for the held stream and held up the write on another stream; cuKernelGetAttribute
+ * did not. The others here take the same handles for the same kind of answer and are held
+ * to the same rule unprobed: a call that loads nothing pays a bit test, and waits only the
+ * first time it names a kernel or library on a device while a device-memory wait is
+ * pending. */
+static int loads_code(int id)
+{
+    switch (id) {
+    case SHIM_ID_cuKernelSetAttribute:
+    case SHIM_ID_cuKernelSetCacheConfig:
+    case SHIM_ID_cuOccupancyAvailableDynamicSMemPerBlock:
+    case SHIM_ID_cuOccupancyMaxActiveBlocksPerMultiprocessor:
+    case SHIM_ID_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags:
+    case SHIM_ID_cuFuncGetAttribute:
+    case SHIM_ID_cuFuncSetAttribute:
+    case SHIM_ID_cuFuncSetCacheConfig:
+    case SHIM_ID_cuFuncSetSharedMemConfig:
+    case SHIM_ID_cuFuncLoad:
+    case SHIM_ID_cuLibraryGetGlobal:
+    case SHIM_ID_cuLibraryGetManaged:
+    case SHIM_ID_cuLibraryGetModule:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The client's kernel (named as itself or as a function) or library that parameter i of k
+ * names, or NULL. Its aux bit d: its code is loaded in device d's context (launch.c). */
+static struct srv_obj *code_obj(struct srv_client *c, const struct srv_call *k, int i)
+{
+    const struct shim_param *p = &k->d->params[i];
+    if (p->kind != SHIM_PK_HANDLE)
+        return NULL;
+    if (p->htype == SHIM_HT_CUkernel || p->htype == SHIM_HT_CUfunction)
+        return srv_obj_find(c, SHIM_HT_CUkernel, k->a.val[i]);
+    if (p->htype == SHIM_HT_CUlibrary)
+        return srv_obj_find(c, SHIM_HT_CUlibrary, k->a.val[i]);
+    return NULL;
+}
+
+int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *res)
+{
+    *res = CUDA_SUCCESS;
+    if (!loads_code(k->id))
+        return -1;
+    /* The device the call names (the server's ordinal by now), else its context's. */
+    int dev = k->dev;
+    for (int i = 0; i < k->d->nparams; i++)
+        if (k->d->params[i].kind == SHIM_PK_VAL && (k->d->params[i].pflags & SHIM_PF_DEVICE))
+            dev = (int)k->a.val[i];
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || dev >= 64)
+        return -1;
+    int need = 0;
+    for (int i = 0; i < k->d->nparams && !need; i++) {
+        struct srv_obj *o = code_obj(c, k, i);
+        need = o && !(o->aux & (1ull << dev));
+    }
+    if (!need || (*res = srv_codegate_enter(c, dev, "loading code")) != CUDA_SUCCESS)
+        return -1;
+    return dev;
+}
+
+void srv_codegate_call_end(struct srv_client *c, struct srv_call *k, int dev, CUresult res)
+{
+    if (dev < 0)
+        return;
+    srv_codegate_leave(dev);
+    for (int i = 0; res == CUDA_SUCCESS && i < k->d->nparams; i++) {
+        struct srv_obj *o = code_obj(c, k, i);
+        if (o)
+            o->aux |= 1ull << dev;
+    }
 }

@@ -474,7 +474,11 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         else
             k->vals[d->stream] = (uint64_t)(uintptr_t)st;
     }
+    int gated = srv_codegate_call_begin(c, k, &res);
+    if (res != CUDA_SUCCESS)
+        return res;
     res = hook && hook->call ? hook->call(c, k) : srv_generic_drive(k);
+    srv_codegate_call_end(c, k, gated, res);
     if (res != CUDA_SUCCESS) {
         for (int i = 0; i < d->nparams; i++)
             k->report |= (d->params[i].pflags & SHIM_PF_ON_ERROR) != 0;

@@ -116,6 +116,9 @@ void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         goto reply;
     }
     struct srv_stream *s = NULL;
+    struct srv_obj *kern = srv_obj_find(c, SHIM_HT_CUkernel, m.func);
+    if (kern && (res = srv_kernel_loaded(c, kern, c->cur->device)) != CUDA_SUCCESS)
+        goto reply;
     if (!srv_func_known(c, m.func) ||
         (m.stream && !(s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread)))) {
         res = CUDA_ERROR_INVALID_HANDLE;

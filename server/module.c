@@ -254,6 +254,8 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
         CUfunction f;
         res = DRV(cuKernelGetFunction)(&f, (CUkernel)(uintptr_t)m.handle);
         key = (uint64_t)(uintptr_t)f;
+        if (res == CUDA_SUCCESS && gdev >= 0 && gdev < 64) /* loaded there (launch.c) */
+            owner->aux |= 1ull << gdev;
     } else {
         int lib = m.kind == CHAN_H_LIBRARY;
         owner = srv_obj_find(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, m.handle);

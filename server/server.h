@@ -467,6 +467,13 @@ CUresult srv_use_device(int dev);
  * srv_codegate_leave), else c left while it waited. srv_codegate_wait_begin/_end: around
  * enqueueing a wait on device memory on stream st (enqueued: the driver took it). */
 void srv_codegate_init(void);
+/* Around a generic call that may load a kernel's or library's code in a context the first
+ * time it names it there (codegate.c): begin enters the gate when it may (its device, else
+ * -1; *res: CUDA_SUCCESS unless c left while it waited), end leaves it and, after a
+ * success, marks what the call named as loaded there. */
+struct srv_call;
+int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *res);
+void srv_codegate_call_end(struct srv_client *c, struct srv_call *k, int dev, CUresult res);
 /* Loads CUkernel k's code in device dev's context through the gate, once (launch.c);
  * CUDA_SUCCESS unless c left while it waited (a failed load is the caller's call's to see). */
 CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev);

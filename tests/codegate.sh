@@ -8,10 +8,11 @@
 # Here: tests/whole_wait launches and whole_wait load set up (code loaded); tests/waitvalue_exit
 # --hold holds its stream on a value in its device memory; tests/vecadd connects (its
 # segment's registration does not wait) and its module load must wait in the server (said in
-# its log), so must whole_wait load's second module load and whole_wait graphadd's graph
-# kernel node of a library kernel it never launched (adding it loads the kernel's code),
+# its log), so must whole_wait load's second module load, whole_wait graphadd's graph kernel
+# node of a library kernel it never launched (adding it loads the kernel's code), and
+# whole_wait attrs' cuKernelSetAttribute, occupancy query and library global of the same,
 # while whole_wait launches' 200 launches and synchronisation go through; the holding client
-# is killed, and the four then go on and pass; the killed client is released and the server
+# is killed, and the five then go on and pass; the killed client is released and the server
 # holds nothing of it.
 # On the CPU test driver a module load, and a library kernel's first use in a context, waits
 # for the whole context and holds launches and stream writes meanwhile
@@ -34,8 +35,11 @@ env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" load "$W/go" >"$W/load.out" 2>&1 &
 M=$!
 env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" graphadd "$W/go" >"$W/graphadd.out" 2>&1 &
 G=$!
-all_ready() { grep -q ready "$W/launches.out" && grep -q ready "$W/load.out" && grep -q ready "$W/graphadd.out"; }
-wait_for 30 all_ready || fail "whole_wait did not get ready: $(tail -qn 1 "$W/launches.out" "$W/load.out" "$W/graphadd.out")"
+env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" attrs "$W/go" >"$W/attrs.out" 2>&1 &
+A=$!
+outs=("$W/launches.out" "$W/load.out" "$W/graphadd.out" "$W/attrs.out")
+all_ready() { for o in "${outs[@]}"; do grep -q ready "$o" || return 1; done; }
+wait_for 30 all_ready || fail "whole_wait did not get ready: $(tail -qn 1 "${outs[@]}")"
 env LD_PRELOAD="$SHIM" "$B/tests/waitvalue_exit" --hold >"$W/held.out" 2>&1 &
 H=$!
 wait_for 20 grep -q ready "$W/held.out" || fail "waitvalue_exit did not get ready: $(tail -2 "$W/held.out")"
@@ -48,6 +52,8 @@ loading() { grep -q "Client process $M: loading code on device 0 waits until no 
 wait_for 20 loading || fail "a connected client's module load did not wait in the server (nothing tested)"
 noding() { grep -q "Client process $G: loading code on device 0 waits until no client's stream waits" "$LOG"; }
 wait_for 20 noding || fail "a graph's kernel node of a kernel not loaded did not wait in the server (nothing tested)"
+attring() { grep -q "Client process $A: loading code on device 0 waits until no client's stream waits" "$LOG"; }
+wait_for 20 attring || fail "a kernel's attribute set on a device it was not loaded on did not wait in the server (nothing tested)"
 # Its launches and synchronisation; not its frees after them, which wait for every stream
 # of the context, the held one too, in the driver as natively in one context.
 launched() { grep -q "ok launches returned" "$W/launches.out"; }
@@ -55,24 +61,26 @@ wait_for 30 launched || fail "a client whose code was loaded was held up while o
 kill -0 "$V" 2>/dev/null || fail "vecadd ended while the stream was still held: $(tail -1 "$W/vecadd.out")"
 kill -0 "$M" 2>/dev/null || fail "whole_wait load ended while the stream was still held: $(tail -1 "$W/load.out")"
 kill -0 "$G" 2>/dev/null || fail "whole_wait graphadd ended while the stream was still held: $(tail -1 "$W/graphadd.out")"
+kill -0 "$A" 2>/dev/null || fail "whole_wait attrs ended while the stream was still held: $(tail -1 "$W/attrs.out")"
 kill -9 "$H"
 wait "$H" 2>/dev/null
 t0=$(date +%s%N)
-both_gone() { gone "$V" && gone "$M" && gone "$L" && gone "$G"; }
+both_gone() { gone "$V" && gone "$M" && gone "$L" && gone "$G" && gone "$A"; }
 if wait_for 30 both_gone; then
     echo "the waiting clients went on $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
 else
     fail "clients still waited in the server 30 s after the kill"
-    kill -9 "$V" "$M" "$L" "$G" 2>/dev/null
+    kill -9 "$V" "$M" "$L" "$G" "$A" 2>/dev/null
 fi
 wait "$L" || fail "whole_wait launches: $(tail -1 "$W/launches.out")"
 wait "$V" || fail "vecadd: $(tail -1 "$W/vecadd.out")"
 wait "$M" || fail "whole_wait load: $(tail -1 "$W/load.out")"
 wait "$G" || fail "whole_wait graphadd: $(tail -1 "$W/graphadd.out")"
+wait "$A" || fail "whole_wait attrs: $(tail -1 "$W/attrs.out")"
 wait_for 60 no_clients || fail "the killed client was not released"
 objs=$(server_objects)
 [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
-if ! stop_server 10; then
+if ! stop_server 10 || ! wait_for 10 gone "$S"; then
     fail "the server did not quit"
     kill -9 "$S" 2>/dev/null # a stuck server must not outlive the test
 fi

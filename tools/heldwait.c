@@ -10,8 +10,9 @@
  * and the write waited too; getfunc returned but the write waited; libload, libgetkernel
  * and loadedlaunch did not wait. This form on the same H200 the same day: register,
  * register-plain, hostalloc, vmm and streamcreate (also --create) did not wait and the write
- * went through; free waited and the write went through; load, kernelgetfunc and limit waited
- * and the write waited; getfunc returned and the write waited.
+ * went through; free waited and the write went through; load, kernelgetfunc, limit and
+ * graphadd waited and the write waited; getfunc returned and the write waited; kernelattr and
+ * instantiate (of a graph whose node's add had loaded the kernel) did not wait.
  *
  * CALL: none, free (cuMemFree), unregister (cuMemHostUnregister), freehost (cuMemFreeHost),
  * register (cuMemHostRegister of 32 MiB of a memfd's shared pages, PORTABLE and DEVICEMAP,
@@ -23,7 +24,10 @@
  * a function loaded before), limit (cuCtxSetLimit of the stack), vmm (cuMemCreate, cuMemMap,
  * cuMemSetAccess of 2 MiB), streamcreate (cuStreamCreate), graphadd (a kernel node of a
  * CUkernel never loaded, added to a graph), instantiate (cuGraphInstantiate of a graph made
- * before with such a node), kernelattr (cuKernelGetAttribute of a CUkernel never loaded).
+ * before with such a node), kernelattr (cuKernelGetAttribute of a CUkernel never loaded),
+ * kernelsetattr (cuKernelSetAttribute of its dynamic shared memory on device 0), occupancy
+ * (cuOccupancyMaxActiveBlocksPerMultiprocessor of it), libglobal (cuLibraryGetGlobal of a
+ * library never used in the context).
  * PTX: the kernels to load (default build/tests/kernels.ptx). Never leaves the word unwritten
  * for good: it exits once it has said what it saw (a call still waiting dies with it). */
 #define _GNU_SOURCE
@@ -118,6 +122,15 @@ static void *call_main(void *arg)
     } else if (!strcmp(call, "instantiate")) {
         CUgraphExec x;
         r = cuGraphInstantiate(&x, kgraph, 0);
+    } else if (!strcmp(call, "kernelsetattr")) {
+        r = cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, kern, 0);
+    } else if (!strcmp(call, "occupancy")) {
+        int blocks;
+        r = cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (CUfunction)kern, 128, 0);
+    } else if (!strcmp(call, "libglobal")) {
+        CUdeviceptr g;
+        size_t bytes;
+        r = cuLibraryGetGlobal(&g, &bytes, lib, "g_counter");
     } else if (!strcmp(call, "kernelattr")) {
         int v;
         r = cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, kern, 0);

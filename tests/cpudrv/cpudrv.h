@@ -537,6 +537,9 @@ struct cpudrv_module {
 struct cpudrv_library {
     struct cpudrv_obj o;
     struct cpudrv_module *mod;
+    // Contexts its module was loaded in (MPSSHIM_CPUDRV_LOAD_WAITS; past 8, every one).
+    struct cpudrv_ctx *loaded[8];
+    unsigned nloaded;
 };
 
 // What an image declares, before it becomes a module.
@@ -594,12 +597,13 @@ CUresult cpudrv_jit_check(unsigned n, const CUjit_option *opt, void **val);
 struct cpudrv_func *cpudrv_func_find(const void *h);
 // cpudrv_big held: the live library kernel whose handle is h, or NULL.
 struct cpudrv_kernel *cpudrv_kernel_find(const void *h);
-// Under MPSSHIM_CPUDRV_LOAD_WAITS=1: if h is a library kernel whose code was not yet loaded
-// in the current context, loading it waits as a module load does (cpudrv_ctx_wait_for_load),
-// once per context, as the real driver's first cuKernelGetFunction, launch or graph kernel
-// node of a CUkernel did on an H200. cpudrv_big NOT held. Else, or for any other handle:
-// CUDA_SUCCESS at once (the call's own checks report a bad handle).
-CUresult cpudrv_kernel_load_wait(const void *h);
+// Under MPSSHIM_CPUDRV_LOAD_WAITS=1: if h is a library kernel whose code, or a library whose
+// module, was not yet loaded in the current context, loading it waits as a module load does
+// (cpudrv_ctx_wait_for_load), once per context, as on an H200 the real driver's first
+// cuKernelGetFunction, launch, graph kernel node, cuKernelSetAttribute or occupancy query of
+// a CUkernel, and cuLibraryGetGlobal of a library, did. cpudrv_big NOT held. Else, or for
+// any other handle: CUDA_SUCCESS at once (the call's own checks report a bad handle).
+CUresult cpudrv_code_load_wait(const void *h);
 // Reads a whole file; CUDA_ERROR_FILE_NOT_FOUND if it cannot.
 CUresult cpudrv_read_file(const char *path, unsigned char **data, size_t *len);
 // Applies JIT options (log buffers, wall time) after a load with result rc.

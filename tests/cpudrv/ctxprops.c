@@ -112,20 +112,36 @@ CUresult cpudrv_ctx_wait_for_load(struct cpudrv_ctx *c)
     return load_waits_on() ? wait_counted(c, &load_waits) : CUDA_SUCCESS;
 }
 
-CUresult cpudrv_kernel_load_wait(const void *h)
+// cpudrv_big held: the contexts kernel or library h was loaded in; 0 if h is neither.
+static int loaded_set(const void *h, struct cpudrv_ctx ***loaded, unsigned **n)
+{
+    struct cpudrv_kernel *k = cpudrv_kernel_find(h);
+    struct cpudrv_library *l = k ? NULL : cpudrv_obj_find(h, CPUDRV_K_LIBRARY);
+    if (k) {
+        *loaded = k->loaded;
+        *n = &k->nloaded;
+    } else if (l) {
+        *loaded = l->loaded;
+        *n = &l->nloaded;
+    }
+    return k || l;
+}
+
+CUresult cpudrv_code_load_wait(const void *h)
 {
     if (!load_waits_on() || !h) return CUDA_SUCCESS;
     struct cpudrv_ctx *c;
     if (cpudrv_enter(&c) != CUDA_SUCCESS) return CUDA_SUCCESS;
-    struct cpudrv_kernel *k = cpudrv_kernel_find(h);
-    int done = !k || k->nloaded >= 8;
-    for (unsigned i = 0; k && !done && i < k->nloaded; i++)
-        done = k->loaded[i] == c;
+    struct cpudrv_ctx **loaded;
+    unsigned *n;
+    int done = !loaded_set(h, &loaded, &n) || *n >= 8;
+    for (unsigned i = 0; !done && i < *n; i++)
+        done = loaded[i] == c;
     CUresult rc = CUDA_SUCCESS;
     if (!done) {
         rc = cpudrv_ctx_wait_for_load(c);
         // The library may have gone while this waited: found again.
-        if (!rc && (k = cpudrv_kernel_find(h)) && k->nloaded < 8) k->loaded[k->nloaded++] = c;
+        if (!rc && loaded_set(h, &loaded, &n) && *n < 8) loaded[(*n)++] = c;
     }
     cpudrv_unlock();
     return rc;

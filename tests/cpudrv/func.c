@@ -214,7 +214,7 @@ CUresult cuFuncLoad(CUfunction function)
 CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
     if (!pFunc) return TR(CUDA_ERROR_INVALID_VALUE);
-    CUresult rc = cpudrv_kernel_load_wait(kernel);
+    CUresult rc = cpudrv_code_load_wait(kernel);
     if (rc) return TR(rc);
     struct cpudrv_ctx *c;
     rc = cpudrv_enter(&c);
@@ -259,6 +259,7 @@ CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel ker
 {
     CUresult rc = cpudrv_dev_check(dev);
     if (rc) return TR(rc);
+    if ((rc = cpudrv_code_load_wait(kernel))) return TR(rc);
     struct cpudrv_func *f;
     rc = lookup(kernel, 1, &f);
     if (rc) return TR(rc);
@@ -338,6 +339,8 @@ static CUresult max_active(int *numBlocks, CUfunction func, int blockSize, size_
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
                                                      size_t dynamicSMemSize)
 {
+    CUresult rc = cpudrv_code_load_wait(func); // of a CUkernel: its code, once per context
+    if (rc) return TR(rc);
     return TR(max_active(numBlocks, func, blockSize, dynamicSMemSize));
 }
 
@@ -348,6 +351,8 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CU
 {
     if (flags & ~(unsigned)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE)
         return TR(CUDA_ERROR_INVALID_VALUE);
+    CUresult rc = cpudrv_code_load_wait(func);
+    if (rc) return TR(rc);
     return TR(max_active(numBlocks, func, blockSize, dynamicSMemSize));
 }
 

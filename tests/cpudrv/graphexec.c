@@ -950,7 +950,7 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode h
 {
     struct cpudrv_gexec *x;
     struct cpudrv_gnode *en;
-    CUresult rc = nodeParams ? cpudrv_kernel_load_wait(nodeParams->func
+    CUresult rc = nodeParams ? cpudrv_code_load_wait(nodeParams->func
                                                            ? (const void *)nodeParams->func
                                                            : (const void *)nodeParams->kern)
                              : CUDA_SUCCESS;

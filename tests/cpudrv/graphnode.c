@@ -469,7 +469,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                  const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     struct add_params a = {.k = nodeParams};
-    CUresult rc = nodeParams ? cpudrv_kernel_load_wait(nodeParams->func
+    CUresult rc = nodeParams ? cpudrv_code_load_wait(nodeParams->func
                                                            ? (const void *)nodeParams->func
                                                            : (const void *)nodeParams->kern)
                              : CUDA_SUCCESS;
@@ -511,7 +511,7 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     struct cpudrv_gnode *n;
-    CUresult rc = nodeParams ? cpudrv_kernel_load_wait(nodeParams->func
+    CUresult rc = nodeParams ? cpudrv_code_load_wait(nodeParams->func
                                                            ? (const void *)nodeParams->func
                                                            : (const void *)nodeParams->kern)
                              : CUDA_SUCCESS;

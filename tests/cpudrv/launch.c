@@ -101,7 +101,7 @@ static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], 
                        CUstream hs, void **params, void **extra, int coop)
 {
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_kernel_load_wait(fh); // a CUkernel's first launch in the context
+    CUresult rc = cpudrv_code_load_wait(fh); // a CUkernel's first launch in the context
     if (rc) return rc;
     rc = cpudrv_enter(&c);
     if (rc) return rc;

@@ -151,8 +151,10 @@ CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
 CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
 {
     if (!name) return TR(CUDA_ERROR_INVALID_VALUE);
+    CUresult rc = cpudrv_code_load_wait(library); // its module in the context, once
+    if (rc) return TR(rc);
     struct cpudrv_ctx *c;
-    CUresult rc = cpudrv_enter(&c);
+    rc = cpudrv_enter(&c);
     if (rc) return TR(rc);
     struct cpudrv_library *l = cpudrv_obj_find(library, CPUDRV_K_LIBRARY);
     rc = l ? cpudrv_module_global_info(l->mod, name, dptr, bytes) : CUDA_ERROR_INVALID_HANDLE;

@@ -1,4 +1,4 @@
-/* whole_wait free|unregister|freehost|launches|load|graphadd GOFILE: makes one call that waits for the whole device
+/* whole_wait free|unregister|freehost|launches|load|graphadd|attrs GOFILE: makes one call that waits for the whole device
  * on a real driver, at a moment a test chooses (tests/waitvalue_twin.sh). First it sets up
  * (1 MiB of device memory, 1 MiB of its own pages registered, 1 MiB of pinned memory), runs a
  * kernel of its module (so that no code is loaded later: a load waits for the device too,
@@ -11,7 +11,9 @@
  * waits to load code (tests/codegate.sh); `load` loads the module again and runs its kernel
  * from there: code loaded by a client long connected; `graphadd` gets a library's kernel in
  * its setup, then adds a graph's kernel node of it (which loads its code in the context),
- * launches the graph and synchronises. */
+ * launches the graph and synchronises; `attrs` likewise sets the kernel's dynamic shared
+ * memory (cuKernelSetAttribute), asks its occupancy and reads a global of the library (each
+ * of which loads code in the context the first time), then launches the kernel. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -26,8 +28,9 @@ int main(int argc, char **argv)
     t_init("whole_wait", 120);
     REQUIRE(argc == 3 && (!strcmp(argv[1], "free") || !strcmp(argv[1], "unregister") ||
                           !strcmp(argv[1], "freehost") || !strcmp(argv[1], "launches") ||
-                          !strcmp(argv[1], "load") || !strcmp(argv[1], "graphadd")),
-            "usage: whole_wait free|unregister|freehost|launches|load|graphadd GOFILE");
+                          !strcmp(argv[1], "load") || !strcmp(argv[1], "graphadd") ||
+                         !strcmp(argv[1], "attrs")),
+            "usage: whole_wait free|unregister|freehost|launches|load|graphadd|attrs GOFILE");
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
@@ -47,7 +50,8 @@ int main(int argc, char **argv)
     CHECK(cuCtxSynchronize());
     CUlibrary lib = NULL;
     CUkernel kern = NULL;
-    if (!strcmp(argv[1], "graphadd")) { /* never launched nor looked up: not loaded */
+    int attrs = !strcmp(argv[1], "attrs");
+    if (!strcmp(argv[1], "graphadd") || attrs) { /* never launched nor looked up: not loaded */
         size_t len;
         void *image = t_read_kernel_file("kernels.ptx", &len);
         CHECK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
@@ -65,6 +69,25 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(f2, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
         CHECK(cuCtxSynchronize());
         CHECK(cuModuleUnload(again));
+    } else if (attrs) {
+        int blocks = 0;
+        CUdeviceptr g;
+        size_t gbytes = 0;
+        CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, kern,
+                                   dev));
+        CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (CUfunction)kern, 256, 0));
+        REQUIRE(blocks > 0, "occupancy of %d blocks", blocks);
+        CHECK(cuLibraryGetGlobal(&g, &gbytes, lib, "g_counter"));
+        REQUIRE(gbytes == 4, "g_counter has %zu bytes", gbytes);
+        unsigned five = 5;
+        void *kparams[] = {&d, &five, &n};
+        CHECK(cuLaunchKernel((CUfunction)kern, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL,
+                             kparams, NULL));
+        CHECK(cuCtxSynchronize());
+        unsigned got = 0;
+        CHECK(cuMemcpyDtoH(&got, d + BYTES - 4, 4));
+        REQUIRE(got == 5, "the kernel wrote %u, not 5", got);
+        CHECK(cuLibraryUnload(lib));
     } else if (lib) {
         CUgraph g;
         CUgraphNode node;
