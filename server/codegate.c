@@ -190,9 +190,8 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
  * cuKernelSetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor and cuLibraryGetGlobal
  * waited for the held stream and held up the write on another stream; cuKernelGetAttribute
  * did not. The others here take the same handles for the same kind of answer and are held
- * to the same rule unprobed: a call that loads nothing pays a bit test, and waits only the
- * first time it names a kernel or library on a device while a device-memory wait is
- * pending. */
+ * to the same rule unprobed. A kernel is gated once per device, a library's call each time
+ * (below); none waits while no device-memory wait is pending. */
 static int loads_code(int id)
 {
     switch (id) {
@@ -216,19 +215,25 @@ static int loads_code(int id)
 }
 
 /* The client's kernel (named as itself or as a function) or library that parameter i of k
- * names, or NULL. Its aux bit d: its code is loaded in device d's context (launch.c). */
-static struct srv_obj *code_obj(struct srv_client *c, const struct srv_call *k, int i)
+ * names, or NULL; *lib says which. */
+static struct srv_obj *code_obj(struct srv_client *c, const struct srv_call *k, int i, int *lib)
 {
     const struct shim_param *p = &k->d->params[i];
+    *lib = 0;
     if (p->kind != SHIM_PK_HANDLE)
         return NULL;
     if (p->htype == SHIM_HT_CUkernel || p->htype == SHIM_HT_CUfunction)
         return srv_obj_find(c, SHIM_HT_CUkernel, k->a.val[i]);
-    if (p->htype == SHIM_HT_CUlibrary)
-        return srv_obj_find(c, SHIM_HT_CUlibrary, k->a.val[i]);
-    return NULL;
+    *lib = p->htype == SHIM_HT_CUlibrary;
+    return *lib ? srv_obj_find(c, SHIM_HT_CUlibrary, k->a.val[i]) : NULL;
 }
 
+/* A kernel is loaded in the current context first, through the gate, by srv_kernel_loaded
+ * (launch.c), which marks it loaded there only once cuKernelGetFunction made sure: the call
+ * then loads nothing. Otherwise (a kernel named for another device than the current
+ * context's, a library, whose loading no call here makes sure of) the call itself goes
+ * through the gate, every time, and marks nothing: these are calls of a program's start,
+ * and the gate costs nothing while no device-memory wait is pending. */
 int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *res)
 {
     *res = CUDA_SUCCESS;
@@ -241,24 +246,24 @@ int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *
             dev = (int)k->a.val[i];
     if (dev < 0 || dev >= CHAN_MAX_DEVICES || dev >= 64)
         return -1;
-    int need = 0;
-    for (int i = 0; i < k->d->nparams && !need; i++) {
-        struct srv_obj *o = code_obj(c, k, i);
-        need = o && !(o->aux & (1ull << dev));
+    int whole = 0;
+    for (int i = 0; i < k->d->nparams; i++) {
+        int lib;
+        struct srv_obj *o = code_obj(c, k, i, &lib);
+        if (!o || (!lib && (o->aux & (1ull << dev))))
+            continue;
+        if (lib || !c->cur || c->cur->device != dev)
+            whole = 1;
+        else if ((*res = srv_kernel_loaded(c, o, dev)) != CUDA_SUCCESS)
+            return -1;
     }
-    if (!need || (*res = srv_codegate_enter(c, dev, "loading code")) != CUDA_SUCCESS)
+    if (!whole || (*res = srv_codegate_enter(c, dev, "loading code")) != CUDA_SUCCESS)
         return -1;
     return dev;
 }
 
-void srv_codegate_call_end(struct srv_client *c, struct srv_call *k, int dev, CUresult res)
+void srv_codegate_call_end(int dev)
 {
-    if (dev < 0)
-        return;
-    srv_codegate_leave(dev);
-    for (int i = 0; res == CUDA_SUCCESS && i < k->d->nparams; i++) {
-        struct srv_obj *o = code_obj(c, k, i);
-        if (o)
-            o->aux |= 1ull << dev;
-    }
+    if (dev >= 0)
+        srv_codegate_leave(dev);
 }

@@ -478,7 +478,7 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
     if (res != CUDA_SUCCESS)
         return res;
     res = hook && hook->call ? hook->call(c, k) : srv_generic_drive(k);
-    srv_codegate_call_end(c, k, gated, res);
+    srv_codegate_call_end(gated);
     if (res != CUDA_SUCCESS) {
         for (int i = 0; i < d->nparams; i++)
             k->report |= (d->params[i].pflags & SHIM_PF_ON_ERROR) != 0;

@@ -458,9 +458,8 @@ void srv_limits_idle(void);
 /* Sets the server's context for device `dev` current on the calling thread. */
 CUresult srv_use_device(int dev);
 
-/* ---------------------------------------------------------------- spin.c */
+/* ---------------------------------------------------------------- codegate.c, coalesce.c */
 
-/* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity). */
 /* Code loading and device-memory waits (codegate.c). srv_codegate_enter: before a driver
  * call that loads code or sets a context limit on dev (`what`, for the log), by a thread
  * serving c; CUDA_SUCCESS once no device-memory wait is pending there (pair with
@@ -468,12 +467,12 @@ CUresult srv_use_device(int dev);
  * enqueueing a wait on device memory on stream st (enqueued: the driver took it). */
 void srv_codegate_init(void);
 /* Around a generic call that may load a kernel's or library's code in a context the first
- * time it names it there (codegate.c): begin enters the gate when it may (its device, else
- * -1; *res: CUDA_SUCCESS unless c left while it waited), end leaves it and, after a
- * success, marks what the call named as loaded there. */
+ * time it names it there (codegate.c): begin loads a kernel through the gate first, or
+ * enters the gate for the call itself (its device, else -1; *res: CUDA_SUCCESS unless c
+ * left while it waited); end leaves it. */
 struct srv_call;
 int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *res);
-void srv_codegate_call_end(struct srv_client *c, struct srv_call *k, int dev, CUresult res);
+void srv_codegate_call_end(int dev);
 /* Loads CUkernel k's code in device dev's context through the gate, once (launch.c);
  * CUDA_SUCCESS unless c left while it waited (a failed load is the caller's call's to see). */
 CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev);
@@ -487,6 +486,9 @@ void srv_coalesce_init(void);
 uint32_t srv_coalesce_hint(int crowded);
 void srv_coalesce_start(void);
 
+/* ---------------------------------------------------------------- spin.c */
+
+/* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity). */
 void srv_spin_init(void);
 /* Logs a spinning setting that was not understood (once the log is open). */
 void srv_spin_log_settings(void);
