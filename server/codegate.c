@@ -43,12 +43,14 @@
 #define _GNU_SOURCE
 #include "server/server.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 struct pending {
     CUevent ev;
     int dev;
+    pid_t pid; /* the waiting client's, for the log */
 };
 
 /* The device-memory waits whose end was not yet seen, under list_lock (never held across a
@@ -105,6 +107,33 @@ static unsigned settle(int dev)
     return left;
 }
 
+/* The client processes whose device-memory waits on dev are pending, for the log: an
+ * operator can end a wait that lasts for ever by ending its client (terminate_client). */
+static void holders(int dev, char *buf, size_t len)
+{
+    size_t used = 0;
+    int n = 0;
+    buf[0] = '\0';
+    pthread_mutex_lock(&list_lock);
+    for (size_t i = 0; i < nlist && used + 16 < len; i++) {
+        if (list[i].dev != dev)
+            continue;
+        int dup = 0;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = list[j].dev == dev && list[j].pid == list[i].pid;
+        if (dup)
+            continue;
+        int w = snprintf(buf + used, len - used, "%s%d", n++ ? ", " : "client process ",
+                         (int)list[i].pid);
+        if (w < 0 || (size_t)w >= len - used)
+            break;
+        used += (size_t)w;
+    }
+    pthread_mutex_unlock(&list_lock);
+    if (!n)
+        snprintf(buf, len, "none left");
+}
+
 CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
 {
     if (dev < 0 || dev >= CHAN_MAX_DEVICES)
@@ -122,10 +151,14 @@ CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
          * for the answer. */
         if (atomic_load(&c->dead) || atomic_load(&c->evicted) || atomic_load(&srv.quitting))
             return CUDA_ERROR_NOT_READY;
-        if (!said++)
+        if (!said++) {
+            char who[96];
+            holders(dev, who, sizeof(who));
             srv_log("Client process %d: %s on device %d waits until no client's stream waits "
-                    "on a value in device memory (the driver would stop every client meanwhile)",
-                    (int)c->pid, what, dev);
+                    "on a value in device memory (the driver would stop every client "
+                    "meanwhile); pending waits of: %s",
+                    (int)c->pid, what, dev, who);
+        }
         us = us ? (us * 2 > 1000 ? 1000 : us * 2) : 20;
         struct timespec ts = {0, (long)us * 1000};
         nanosleep(&ts, NULL);
@@ -165,7 +198,7 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
         }
         static int said; /* once until a wait is watched again */
         if (r == CUDA_SUCCESS && nlist < caplist) {
-            list[nlist++] = (struct pending){ev, dev};
+            list[nlist++] = (struct pending){ev, dev, c->pid};
             atomic_fetch_add(&npending[dev], 1);
             said = 0;
         } else {

@@ -50,6 +50,8 @@ wait_for 20 gated || fail "vecadd's connection or module load did not wait in th
 touch "$W/go"
 loading() { grep -q "Client process $M: loading code on device 0 waits until no client's stream waits" "$LOG"; }
 wait_for 20 loading || fail "a connected client's module load did not wait in the server (nothing tested)"
+grep -q "Client process $M: loading code on device 0 waits .*; pending waits of: client process $H\$" "$LOG" ||
+    fail "the log does not name the client whose wait holds the load up: $(grep "Client process $M: loading" "$LOG" | tail -1)"
 noding() { grep -q "Client process $G: loading code on device 0 waits until no client's stream waits" "$LOG"; }
 wait_for 20 noding || fail "a graph's kernel node of a kernel not loaded did not wait in the server (nothing tested)"
 attring() { grep -q "Client process $A: loading code on device 0 waits until no client's stream waits" "$LOG"; }
