@@ -291,7 +291,7 @@ static uint64_t node_func(struct srv_client *c, const CUDA_KERNEL_NODE_PARAMS *k
     /* Each lookup loads the kernel's code in the context: through the gate (launch.c). */
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUkernel); f && o; o = o->type_next) {
         CUfunction g = NULL;
-        if (srv_kernel_loaded(c, o, c->cur->device) != CUDA_SUCCESS)
+        if (srv_kernel_loaded(c, o, c->cur ? c->cur->device : 0) != CUDA_SUCCESS)
             return 0;
         if (DRV(cuKernelGetFunction)(&g, (CUkernel)(uintptr_t)o->key.value) == CUDA_SUCCESS &&
             (uint64_t)(uintptr_t)g == f) {
@@ -420,7 +420,8 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
      * for every stream (launch.c). */
     struct srv_obj *kobj = srv_obj_find(c, SHIM_HT_CUkernel, m.func);
     int is_kernel = kobj != NULL;
-    if (kobj && (res = srv_kernel_loaded(c, kobj, c->cur->device)) != CUDA_SUCCESS)
+    /* No context of the client's: the server's of device 0 is current (above). */
+    if (kobj && (res = srv_kernel_loaded(c, kobj, c->cur ? c->cur->device : 0)) != CUDA_SUCCESS)
         goto reply;
     CUDA_KERNEL_NODE_PARAMS kp = {
         .func = is_kernel ? NULL : (CUfunction)(uintptr_t)m.func,
