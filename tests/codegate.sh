@@ -67,8 +67,8 @@ kill -0 "$A" 2>/dev/null || fail "whole_wait attrs ended while the stream was st
 kill -9 "$H"
 wait "$H" 2>/dev/null
 t0=$(date +%s%N)
-both_gone() { gone "$V" && gone "$M" && gone "$L" && gone "$G" && gone "$A"; }
-if wait_for 30 both_gone; then
+all_gone() { gone "$V" && gone "$M" && gone "$L" && gone "$G" && gone "$A"; }
+if wait_for 30 all_gone; then
     echo "the waiting clients went on $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill"
 else
     fail "clients still waited in the server 30 s after the kill"

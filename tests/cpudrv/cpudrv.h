@@ -604,6 +604,8 @@ struct cpudrv_kernel *cpudrv_kernel_find(const void *h);
 // a CUkernel, and cuLibraryGetGlobal of a library, did. cpudrv_big NOT held. Else, or for
 // any other handle: CUDA_SUCCESS at once (the call's own checks report a bad handle).
 CUresult cpudrv_code_load_wait(const void *h);
+// The same for the function a kernel node's parameters name (p may be NULL).
+CUresult cpudrv_node_load_wait(const CUDA_KERNEL_NODE_PARAMS *p);
 // Reads a whole file; CUDA_ERROR_FILE_NOT_FOUND if it cannot.
 CUresult cpudrv_read_file(const char *path, unsigned char **data, size_t *len);
 // Applies JIT options (log buffers, wall time) after a load with result rc.

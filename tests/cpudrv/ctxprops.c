@@ -147,6 +147,12 @@ CUresult cpudrv_code_load_wait(const void *h)
     return rc;
 }
 
+CUresult cpudrv_node_load_wait(const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    return p ? cpudrv_code_load_wait(p->func ? (const void *)p->func : (const void *)p->kern)
+             : CUDA_SUCCESS;
+}
+
 void cpudrv_submit_gate(void)
 {
     while (load_waits_on() && load_waits)

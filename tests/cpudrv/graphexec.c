@@ -950,10 +950,7 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode h
 {
     struct cpudrv_gexec *x;
     struct cpudrv_gnode *en;
-    CUresult rc = nodeParams ? cpudrv_code_load_wait(nodeParams->func
-                                                           ? (const void *)nodeParams->func
-                                                           : (const void *)nodeParams->kern)
-                             : CUDA_SUCCESS;
+    CUresult rc = cpudrv_node_load_wait(nodeParams);
     if (rc) return TR(rc);
     rc = exec_and_node(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_KERNEL, &x, &en);
     if (rc) return TR(rc);

@@ -469,10 +469,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                  const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     struct add_params a = {.k = nodeParams};
-    CUresult rc = nodeParams ? cpudrv_code_load_wait(nodeParams->func
-                                                           ? (const void *)nodeParams->func
-                                                           : (const void *)nodeParams->kern)
-                             : CUDA_SUCCESS;
+    CUresult rc = cpudrv_node_load_wait(nodeParams);
     if (rc) return TR(rc);
     return TR(add(phGraphNode, hGraph, dependencies, NULL, numDependencies,
                   CU_GRAPH_NODE_TYPE_KERNEL, &a));
@@ -511,10 +508,7 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     struct cpudrv_gnode *n;
-    CUresult rc = nodeParams ? cpudrv_code_load_wait(nodeParams->func
-                                                           ? (const void *)nodeParams->func
-                                                           : (const void *)nodeParams->kern)
-                             : CUDA_SUCCESS;
+    CUresult rc = cpudrv_node_load_wait(nodeParams);
     if (rc) return TR(rc);
     rc = node_of(hNode, CU_GRAPH_NODE_TYPE_KERNEL, &n);
     if (rc) return TR(rc);

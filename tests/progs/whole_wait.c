@@ -1,5 +1,6 @@
-/* whole_wait free|unregister|freehost|launches|load|graphadd|attrs GOFILE: makes one call that waits for the whole device
- * on a real driver, at a moment a test chooses (tests/waitvalue_twin.sh). First it sets up
+/* whole_wait free|unregister|freehost|launches|load|graphadd|attrs GOFILE: makes one call
+ * that waits for the whole device on a real driver, at a moment a test chooses
+ * (tests/waitvalue_twin.sh, tests/codegate.sh). First it sets up
  * (1 MiB of device memory, 1 MiB of its own pages registered, 1 MiB of pinned memory), runs a
  * kernel of its module (so that no code is loaded later: a load waits for the device too,
  * and a load blocked so holds up more than these calls do) and synchronises, prints "ready",
@@ -29,7 +30,7 @@ int main(int argc, char **argv)
     REQUIRE(argc == 3 && (!strcmp(argv[1], "free") || !strcmp(argv[1], "unregister") ||
                           !strcmp(argv[1], "freehost") || !strcmp(argv[1], "launches") ||
                           !strcmp(argv[1], "load") || !strcmp(argv[1], "graphadd") ||
-                         !strcmp(argv[1], "attrs")),
+                          !strcmp(argv[1], "attrs")),
             "usage: whole_wait free|unregister|freehost|launches|load|graphadd|attrs GOFILE");
     CUdevice dev;
     CUcontext ctx;
