@@ -12,8 +12,9 @@
 # node of a library kernel it never launched (adding it loads the kernel's code), and
 # whole_wait attrs' cuKernelSetAttribute, occupancy query and library global of the same,
 # while whole_wait launches' 200 launches and synchronisation go through; the holding client
-# is killed, and the five then go on and pass; the killed client is released and the server
-# holds nothing of it.
+# is killed, and the five then go on and pass. Then a second holder is ended with
+# terminate_client instead, and a module load it held up goes on too. The killed and the
+# terminated client are released and the server holds nothing of them.
 # On the CPU test driver a module load, and a library kernel's first use in a context, waits
 # for the whole context and holds launches and stream writes meanwhile
 # (MPSSHIM_CPUDRV_LOAD_WAITS=1); on a GPU the real driver stands
@@ -79,7 +80,24 @@ wait "$V" || fail "vecadd: $(tail -1 "$W/vecadd.out")"
 wait "$M" || fail "whole_wait load: $(tail -1 "$W/load.out")"
 wait "$G" || fail "whole_wait graphadd: $(tail -1 "$W/graphadd.out")"
 wait "$A" || fail "whole_wait attrs: $(tail -1 "$W/attrs.out")"
-wait_for 60 no_clients || fail "the killed client was not released"
+# terminate_client ends a holder's waits as its exit does: a load they held up goes on.
+env LD_PRELOAD="$SHIM" "$B/tests/waitvalue_exit" --hold >"$W/held2.out" 2>&1 &
+H2=$!
+wait_for 20 grep -q ready "$W/held2.out" ||
+    fail "the second waitvalue_exit did not get ready: $(tail -2 "$W/held2.out")"
+env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" load "$W/go" >"$W/load2.out" 2>&1 &
+M2=$!
+loading2() { grep -q "Client process $M2: loading code on device 0 waits .*; pending waits of: client process $H2\$" "$LOG"; }
+wait_for 20 loading2 || fail "a module load did not wait for the second holder (nothing tested)"
+ctl "terminate_client $S $H2" >/dev/null
+if ! wait_for 30 gone "$M2"; then
+    fail "a load held up by a terminated client's wait did not go on"
+    kill -9 "$M2" 2>/dev/null
+fi
+wait "$M2" || fail "whole_wait load after terminate_client: $(tail -1 "$W/load2.out")"
+kill -9 "$H2" 2>/dev/null
+wait "$H2" 2>/dev/null
+wait_for 60 no_clients || fail "the killed and the terminated client were not released"
 objs=$(server_objects)
 [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
 if ! stop_server 10 || ! wait_for 10 gone "$S"; then
