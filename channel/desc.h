@@ -140,6 +140,7 @@ struct shim_param {
 #define SHIM_CF_PTDS 0x1u    /* a _ptds/_ptsz entry: the NULL stream means per-thread */
 #define SHIM_CF_CONTEXT 0x2u /* makes objects bound to a context: one must be current */
 #define SHIM_CF_CONTEXT_FREE 0x4u /* what it makes belongs to no context (ctx-free:) */
+#define SHIM_CF_LOADS_CODE 0x8u   /* may load a kernel's or library's code (loads-code:) */
 
 struct shim_call {
     const char *name;

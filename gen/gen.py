@@ -258,6 +258,7 @@ class Described:
         self.parent = -1
         self.host_sync = -1
         self.ctx_free = -1  # ctx-free:p: what the call makes at p belongs to no context
+        self.loads_code = -1  # loads-code:p: may load p's code in a context (codegate.c)
         self.via = None
         self.flags = []
         self.twin = None  # the Described a twin stands for
@@ -382,7 +383,7 @@ def describe(sym, proto, model, fail):
     # Notes that name a call or a hook, then notes that say which parameter plays a role.
     named = {"via": "via", "server": "server_hook", "client": "client_hook"}
     roles = {"on": "stream", "parent": "parent", "sync-if-host": "host_sync",
-             "ctx-free": "ctx_free"}
+             "ctx-free": "ctx_free", "loads-code": "loads_code"}
     for key, pname, count in sym.notes:
         if key in named:
             setattr(d, named[key], pname)
@@ -580,6 +581,10 @@ def describe(sym, proto, model, fail):
         fail(sym, "async call without a CUstream parameter (or via:)")
     if d.host_sync >= 0 and proto.params[d.host_sync].ctype not in DPTR_TYPES:
         fail(sym, "sync-if-host: names no device address")
+    if d.loads_code >= 0:
+        if proto.params[d.loads_code].ctype not in ("CUkernel", "CUfunction", "CUlibrary"):
+            fail(sym, "loads-code: names no kernel, function or library")
+        d.flags.append("SHIM_CF_LOADS_CODE")
     params = {p.name: p for p in proto.params}
     creates = [n for n in sym.notes if n[0] == "new" or n[0] in model.range_types or
                (n[0] == "out" and params[n[1]].pointee() in model.handles)]

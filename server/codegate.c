@@ -218,34 +218,14 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
 /* ---------------------------------------------------------------- calls that load code */
 
 /* Generic calls that may load a library kernel's code, or a library's module, in a context
- * the first time they name it there. Probed (tools/heldwait, an H200, driver 580.159.04,
- * 2026-11-27), each naming a CUkernel or library never used in the context:
- * cuKernelSetAttribute, cuOccupancyMaxActiveBlocksPerMultiprocessor and cuLibraryGetGlobal
- * waited for the held stream and held up the write on another stream; cuKernelGetAttribute
- * did not. The others here take the same handles for the same kind of answer and are held
- * to the same rule unprobed. A kernel is gated once per device, a library's call each time
- * (below); none waits while no device-memory wait is pending. */
-static int loads_code(int id)
-{
-    switch (id) {
-    case SHIM_ID_cuKernelSetAttribute:
-    case SHIM_ID_cuKernelSetCacheConfig:
-    case SHIM_ID_cuOccupancyAvailableDynamicSMemPerBlock:
-    case SHIM_ID_cuOccupancyMaxActiveBlocksPerMultiprocessor:
-    case SHIM_ID_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags:
-    case SHIM_ID_cuFuncGetAttribute:
-    case SHIM_ID_cuFuncSetAttribute:
-    case SHIM_ID_cuFuncSetCacheConfig:
-    case SHIM_ID_cuFuncSetSharedMemConfig:
-    case SHIM_ID_cuFuncLoad:
-    case SHIM_ID_cuLibraryGetGlobal:
-    case SHIM_ID_cuLibraryGetManaged:
-    case SHIM_ID_cuLibraryGetModule:
-        return 1;
-    default:
-        return 0;
-    }
-}
+ * the first time they name it there: those cuda_symbols.txt marks loads-code
+ * (SHIM_CF_LOADS_CODE). Probed (tools/heldwait, an H200, driver 580.159.04, 2026-11-27),
+ * each naming a CUkernel or library never used in the context: cuKernelSetAttribute,
+ * cuOccupancyMaxActiveBlocksPerMultiprocessor and cuLibraryGetGlobal waited for the held
+ * stream and held up the write on another stream; cuKernelGetAttribute did not. The others
+ * marked take the same handles for the same kind of answer and are held to the same rule
+ * unprobed. A kernel is gated once per device, a library's call each time (below); none
+ * waits while no device-memory wait is pending. */
 
 /* The client's kernel (named as itself or as a function) or library that parameter i of k
  * names, or NULL; *lib says which. */
@@ -270,7 +250,7 @@ static struct srv_obj *code_obj(struct srv_client *c, const struct srv_call *k, 
 int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *res)
 {
     *res = CUDA_SUCCESS;
-    if (!loads_code(k->id))
+    if (!(k->d->flags & SHIM_CF_LOADS_CODE))
         return -1;
     /* The device the call names (the server's ordinal by now), else its context's. */
     int dev = k->dev;

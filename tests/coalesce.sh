@@ -14,20 +14,17 @@ B=$(cd "$1" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tests/lib.sh
 . "$ROOT/tests/lib.sh"
-W=$2/coalesce
-mkdir -p "$W"
-use_dir "$W"
+own_dir "$2/coalesce"
 export MPSSHIM_COALESCE_US=200 MPSSHIM_SPIN_CPUS=1
 "$CTL" -d || exit 1
-rc=0
 export PROGRAMS_MATCH='launch|hostfn|multithread|coalesce_quiet'
 programs_through_server "a coalescing server" "$W" || rc=1
 unset PROGRAMS_MATCH
 grep -q "Doorbell coalescing while crowded" "$W/log/server.log" ||
-    { echo "FAIL: the server's log does not say it coalesces"; rc=1; }
-wait_for 10 no_clients || { echo "FAIL: clients still listed"; rc=1; }
+    fail "the server's log does not say it coalesces"
+wait_for 10 no_clients || fail "clients still listed"
 objs=$(server_objects)
-[ "$objs" = "0 0" ] || { echo "FAIL: the server still holds client objects: $objs"; rc=1; }
+[ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
 ctl quit >/dev/null
 [ $rc = 0 ] && echo "PASS coalesce: $PROGRAMS_RUN runs through a coalescing server"
 exit $rc

@@ -56,6 +56,9 @@ extern struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
 
 // CUDA_SUCCESS once cuInit succeeded, CUDA_ERROR_NOT_INITIALIZED before.
 CUresult cpudrv_ready(void);
+// A test setting MPSSHIM_CPUDRV_*: the value of environment variable name when it starts with
+// a digit from 1 to max, else 0; read once into *cache (-1 before the first read).
+int cpudrv_env_level(const char *name, int max, int *cache);
 // CUDA_ERROR_INVALID_DEVICE unless dev is a valid ordinal (driver initialised).
 CUresult cpudrv_dev_check(CUdevice dev);
 // 1 when MPSSHIM_CPUDRV_NO_VMM=1 takes the virtual memory calls away (vmm.c).

@@ -100,11 +100,7 @@ static unsigned load_waits;
 static int load_waits_on(void)
 {
     static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MPSSHIM_CPUDRV_LOAD_WAITS");
-        on = v && *v == '1';
-    }
-    return on;
+    return cpudrv_env_level("MPSSHIM_CPUDRV_LOAD_WAITS", 1, &on);
 }
 
 CUresult cpudrv_ctx_wait_for_load(struct cpudrv_ctx *c)
@@ -166,11 +162,7 @@ void cpudrv_submit_gate(void)
 void cpudrv_stream_create_gate(void)
 {
     static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MPSSHIM_CPUDRV_CREATE_WAITS");
-        on = v && *v == '1';
-    }
-    while (on && whole_waits)
+    while (cpudrv_env_level("MPSSHIM_CPUDRV_CREATE_WAITS", 1, &on) && whole_waits)
         pthread_cond_wait(&whole_done, &cpudrv_big);
 }
 

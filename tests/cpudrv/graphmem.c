@@ -27,11 +27,7 @@ static struct cpudrv_gmem *all; // every graph allocation, for aliasing
 static int alias_on(void)
 {
     static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MPSSHIM_CPUDRV_GRAPHMEM_ALIAS");
-        on = v && *v == '1';
-    }
-    return on;
+    return cpudrv_env_level("MPSSHIM_CPUDRV_GRAPHMEM_ALIAS", 1, &on);
 }
 
 // An allocation of another live graph than g that that graph frees in itself, at least

@@ -142,6 +142,15 @@ unsigned long long cpudrv_next_id(void)
 }
 
 // CUDA_SUCCESS once cuInit succeeded, CUDA_ERROR_NOT_INITIALIZED before.
+int cpudrv_env_level(const char *name, int max, int *cache)
+{
+    if (*cache < 0) {
+        const char *v = getenv(name);
+        *cache = v && *v >= '1' && *v <= '0' + max ? *v - '0' : 0;
+    }
+    return *cache;
+}
+
 CUresult cpudrv_ready(void)
 {
     return __atomic_load_n(&initialized, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS

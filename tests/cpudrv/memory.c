@@ -363,11 +363,7 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 static int free_waits(void)
 {
     static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MPSSHIM_CPUDRV_FREE_WAITS");
-        on = v && *v == '1';
-    }
-    return on;
+    return cpudrv_env_level("MPSSHIM_CPUDRV_FREE_WAITS", 1, &on);
 }
 
 // Frees device memory; the storage itself goes once queued work that may use it ran. A

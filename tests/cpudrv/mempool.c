@@ -294,11 +294,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 static int pool_strict(void)
 {
     static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MPSSHIM_CPUDRV_POOL_STRICT");
-        on = v && (*v == '1' || *v == '2') ? *v - '0' : 0;
-    }
-    return on;
+    return cpudrv_env_level("MPSSHIM_CPUDRV_POOL_STRICT", 2, &on);
 }
 
 // Ends a pool's handle; its memory goes once its outstanding allocations are freed. A

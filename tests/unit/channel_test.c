@@ -78,15 +78,24 @@ static void test_ring_processes(void)
     munmap(base, size);
 }
 
+/* A fresh segment of chan_segment_size() bytes, with a producer and a consumer on it. */
+static void *segment_pair(struct chan *prod, struct chan *cons)
+{
+    void *base = mmap(NULL, chan_segment_size(), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(base != MAP_FAILED);
+    chan_attach(prod, base);
+    chan_attach(cons, base);
+    chan_init_header(prod);
+    return base;
+}
+
 /* A record whose header lies about its size is refused, never followed. */
 static void test_ring_rejects_garbage(void)
 {
     size_t size = chan_segment_size();
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     struct chan prod, cons;
-    chan_attach(&prod, base);
-    chan_attach(&cons, base);
-    chan_init_header(&prod);
+    void *base = segment_pair(&prod, &cons);
     struct chan_rec *r = chan_ring_reserve(&prod, 64, &spin);
     chan_ring_publish(&prod, r);
     r->size = 0x7fffffff; /* forged after publishing */
@@ -118,11 +127,8 @@ static int rang(struct chan *prod, uint16_t op, int reply)
 static void test_coalescing(void)
 {
     size_t size = chan_segment_size();
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     struct chan prod, cons;
-    chan_attach(&prod, base);
-    chan_attach(&cons, base);
-    chan_init_header(&prod);
+    void *base = segment_pair(&prod, &cons);
     uint8_t *buf = malloc(CHAN_REC_MAX);
     atomic_store(&prod.shm->server_sleeping, 1);
     CHECK(rang(&prod, CHAN_OP_LAUNCH, 0)); /* no hint: every record rings */
