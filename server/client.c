@@ -590,6 +590,16 @@ unsigned srv_clients_live(void)
     return n;
 }
 
+unsigned srv_clients_present(void)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (struct srv_client *x = srv.clients; x; x = x->next)
+        n += !atomic_load(&x->finished);
+    pthread_mutex_unlock(&srv.clients_lock);
+    return n;
+}
+
 void srv_clients_watch(void)
 {
     uint64_t now = chan_now_ns();

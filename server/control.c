@@ -342,6 +342,10 @@ static void run(struct cmd *k)
                 d, (unsigned long long)mapped, (unsigned long long)kept, stack,
                 srv.limit_default[d][CU_LIMIT_STACK_SIZE]);
         }
+        /* What no call gives back goes back when idle (recycle.c). */
+        char line[200];
+        srv_recycle_describe(line, sizeof(line));
+        say(k, "%s", line);
 
     } else if (strcmp(c, "terminate_client") == 0) {
         if (usage(k, 2, 2, "<server pid> <client pid>") != 0 || !this_server(k, k->argv[1]))
@@ -540,6 +544,11 @@ static void *control_thread(void *arg)
     control_main(arg);
     atomic_fetch_sub(&control_conns, 1);
     return NULL;
+}
+
+int srv_control_busy(void)
+{
+    return atomic_load(&control_conns) > 0;
 }
 
 void srv_control_serve(int fd)

@@ -88,26 +88,13 @@ void srv_handover_init(char **argv, int listen_fd, int control_fd, int lock_fd)
     lockfd = lock_fd;
 }
 
-/* The settings a control user made, for the successor: the policy (server.h). */
-static int put_policy(char *b, size_t n)
-{
-    struct srv_policy *p = &srv.policy;
-    pthread_mutex_lock(&p->lock);
-    int k = snprintf(b, n, " %d %d %d", p->default_pct, p->server_pct, p->default_priority);
-    for (int d = 0; d < CHAN_MAX_DEVICES && k > 0 && (size_t)k < n; d++)
-        k += snprintf(b + k, n - (size_t)k, " %llu %llu", (unsigned long long)p->default_mem[d],
-                      (unsigned long long)p->server_mem[d]);
-    pthread_mutex_unlock(&p->lock);
-    return k > 0 && (size_t)k < n ? 0 : -1;
-}
-
 /* Starts a successor. lock held. 0, or -1 (logged). */
 static int spawn(void)
 {
     char desc[64 + 48 * CHAN_MAX_DEVICES];
     int k = snprintf(desc, sizeof(desc), HANDOVER_ENV "=1 %d %d %d %llu", (int)getpid(),
                      fault_dev, (int)fault_err, (unsigned long long)fault_seen_ns);
-    if (k <= 0 || (size_t)k >= sizeof(desc) || put_policy(desc + k, sizeof(desc) - (size_t)k)) {
+    if (k <= 0 || (size_t)k >= sizeof(desc) || srv_policy_encode(desc + k, sizeof(desc) - (size_t)k)) {
         srv_log("Cannot start a new server: its description does not fit");
         return -1;
     }
@@ -261,36 +248,38 @@ int srv_handover_poll(void)
 
 /* ---------------------------------------------------------------- the successor */
 
-/* Reads the next number of the description; -1 when there is none or it is malformed. */
-static int next_num(const char **s, unsigned long long *v)
+/* What a server hands on to the one that carries on from it and nothing else: two listening
+ * sockets and the locked file (an environment a client set for the server it starts cannot
+ * pass off other fds). Each is made close-on-exec again. */
+int srv_handover_check_fds(int listen_fd, int control_fd, int lock_fd, char *why, size_t len)
 {
-    char *end;
-    errno = 0;
-    *v = strtoull(*s, &end, 10);
-    if (end == *s || errno || (*end && *end != ' '))
-        return -1;
-    *s = end;
-    return 0;
-}
-
-static int take_policy(const char *s)
-{
-    unsigned long long v[3 + 2 * CHAN_MAX_DEVICES];
-    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-        if (next_num(&s, &v[i]) != 0)
+    int fds[3] = {listen_fd, control_fd, lock_fd};
+    for (int i = 0; i < 3; i++)
+        if (fds[i] < 3 || fcntl(fds[i], F_SETFD, FD_CLOEXEC) != 0) {
+            snprintf(why, len, "descriptor %d not inherited: %s", fds[i],
+                     fds[i] < 3 ? "a standard stream" : strerror(errno));
             return -1;
-    if (v[0] < 1 || v[0] > 100 || v[1] > 100 || v[2] > 1)
-        return -1;
-    struct srv_policy *p = &srv.policy;
-    pthread_mutex_lock(&p->lock);
-    p->default_pct = (int)v[0];
-    p->server_pct = (int)v[1];
-    p->default_priority = (int)v[2];
-    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
-        p->default_mem[d] = v[3 + 2 * d];
-        p->server_mem[d] = v[4 + 2 * d];
+        }
+    for (int i = 0; i < 2; i++) {
+        int on = 0;
+        socklen_t sl = sizeof(on);
+        if (getsockopt(fds[i], SOL_SOCKET, SO_ACCEPTCONN, &on, &sl) != 0 || !on) {
+            snprintf(why, len, "descriptor %d is not a listening socket", fds[i]);
+            return -1;
+        }
     }
-    pthread_mutex_unlock(&p->lock);
+    struct stat st, named;
+    char path[600];
+    snprintf(path, sizeof(path), "%s/server.lock", srv.pipe_dir);
+    if (fstat(lock_fd, &st) != 0 || !S_ISREG(st.st_mode) || lstat(path, &named) != 0 ||
+        st.st_dev != named.st_dev || st.st_ino != named.st_ino) {
+        snprintf(why, len, "descriptor %d is not %s", lock_fd, path);
+        return -1;
+    }
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(why, len, "the server lock was not inherited: %s", strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -300,12 +289,7 @@ int srv_handover_adopt(int *listen_fd, int *control_fd, int *lock_fd, char *why,
     if (!s)
         return 0;
     unsigned long long v[5];
-    for (int i = 0; i < 5; i++)
-        if (next_num(&s, &v[i]) != 0) {
-            snprintf(why, len, "malformed %s", HANDOVER_ENV);
-            return -1;
-        }
-    if (v[0] != 1 || v[2] >= CHAN_MAX_DEVICES) {
+    if (srv_parse_nums(&s, v, 5) != 0 || v[0] != 1 || v[2] >= CHAN_MAX_DEVICES) {
         snprintf(why, len, "malformed %s", HANDOVER_ENV);
         return -1;
     }
@@ -314,41 +298,29 @@ int srv_handover_adopt(int *listen_fd, int *control_fd, int *lock_fd, char *why,
     fault_err = (CUresult)v[3];
     fault_seen_ns = v[4];
     /* srv_policy_init ran before: what the predecessor's users set wins. */
-    if (take_policy(s) != 0) {
+    if (srv_policy_decode(s) != 0) {
         snprintf(why, len, "malformed %s settings", HANDOVER_ENV);
         return -1;
     }
     unsetenv(HANDOVER_ENV);
-    int fds[3] = {FD_LISTEN, FD_CONTROL, FD_LOCK};
-    for (int i = 0; i < 3; i++)
-        if (fcntl(fds[i], F_SETFD, FD_CLOEXEC) != 0) {
-            snprintf(why, len, "descriptor %d not inherited: %s", fds[i], strerror(errno));
-            return -1;
-        }
-    /* What a predecessor hands over and nothing else: two listening sockets and a file
-     * (an environment a client set for the server it starts cannot pass off other fds). */
-    for (int i = 0; i < 2; i++) {
-        int on = 0;
-        socklen_t sl = sizeof(on);
-        if (getsockopt(fds[i], SOL_SOCKET, SO_ACCEPTCONN, &on, &sl) != 0 || !on) {
-            snprintf(why, len, "descriptor %d is not a listening socket", fds[i]);
-            return -1;
-        }
-    }
-    struct stat st;
-    if (fstat(FD_LOCK, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(why, len, "descriptor %d is not the server lock", FD_LOCK);
+    if (srv_handover_check_fds(FD_LISTEN, FD_CONTROL, FD_LOCK, why, len) != 0)
         return -1;
-    }
-    if (flock(FD_LOCK, LOCK_EX | LOCK_NB) != 0) {
-        snprintf(why, len, "the server lock was not inherited: %s", strerror(errno));
-        return -1;
-    }
     successor = 1;
     *listen_fd = FD_LISTEN;
     *control_fd = FD_CONTROL;
     *lock_fd = FD_LOCK;
     return 1;
+}
+
+pid_t srv_handover_predecessor(void)
+{
+    return successor ? pred_pid : 0;
+}
+
+void srv_handover_resume(pid_t pred)
+{
+    successor = 1;
+    pred_pid = pred;
 }
 
 void srv_handover_adopted(void)

@@ -132,8 +132,8 @@ static void tell_starter(const char *fmt, ...)
 
 static void on_signal(int sig)
 {
-    (void)sig;
     atomic_store(&srv.quitting, 1);
+    srv_recycle_forward(sig);
 }
 
 /* SIGHUP: the main loop reopens the logs (log rotation); a handler may not take locks. */
@@ -353,17 +353,21 @@ int main(int argc, char **argv)
      * and lock. */
     int lfd = -1, cfd = -1, lockfd = -1;
     int successor = srv_handover_adopt(&lfd, &cfd, &lockfd, why, sizeof(why));
-    if (successor < 0) {
+    /* ... and one that started afresh when idle (recycle.c), those of the image it was. */
+    int afresh = successor ? 0 : srv_recycle_adopt(&lfd, &cfd, &lockfd, &foreground, why,
+                                                   sizeof(why));
+    if (successor < 0 || afresh < 0) {
         srv_log("MPS server failed to start: %s", why);
         tell_starter("%s\n", why);
         return 1;
     }
+    int adopted = successor || afresh;
     /* One server per pipe directory: the lock is held for the server's whole life. */
     char lock[600];
     snprintf(lock, sizeof(lock), "%s/server.lock", srv.pipe_dir);
-    if (!successor)
+    if (!adopted)
         lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (lockfd < 0 || (!successor && flock(lockfd, LOCK_EX | LOCK_NB) != 0)) {
+    if (lockfd < 0 || (!adopted && flock(lockfd, LOCK_EX | LOCK_NB) != 0)) {
         fprintf(stderr, "mpsshim-server: a server already runs in %s\n", srv.pipe_dir);
         tell_starter("a server already runs in %s\n", srv.pipe_dir);
         return 1;
@@ -374,6 +378,14 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     struct sigaction hup = {.sa_handler = on_hangup};
     sigaction(SIGHUP, &hup, NULL);
+    /* An image started afresh inherits them blocked, with any that came during the
+     * replacement pending (recycle.c): delivered now, to these handlers. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
 
     if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0 ||
         srv_registry_init() != 0) {
@@ -387,7 +399,7 @@ int main(int argc, char **argv)
         return 1;
     }
     srv_coalesce_start();
-    if (!successor) {
+    if (!adopted) {
         lfd = listen_on(CHAN_SOCKET_NAME);
         cfd = srv_control_listen();
     }
@@ -406,6 +418,7 @@ int main(int argc, char **argv)
         close(pidfd);
     }
     srv_handover_init(argv, lfd, cfd, lockfd);
+    srv_recycle_init(argv, lfd, cfd, lockfd, foreground);
     if (srv.device_vmm)
         srv_log("cuMemAlloc is served from the server's arena of mapped memory "
                 "(MPSSHIM_DEVICE_VMM=1, the default)%s",
@@ -418,6 +431,8 @@ int main(int argc, char **argv)
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
     if (successor)
         srv_handover_adopted();
+    if (afresh)
+        srv_recycle_adopted();
     tell_starter("ready\n");
 
     int ended = 0; /* handed over, and no client (or no successor) left */
@@ -455,14 +470,17 @@ int main(int argc, char **argv)
         /* Asked again: a successor may have begun starting during the poll. */
         if (n > 0 && (fds[0].revents & POLLIN) && srv_handover_accepting()) {
             int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-            if (s >= 0)
+            if (s >= 0) {
+                srv_recycle_served();
                 srv_client_start(s);
+            }
         }
         if (n > 0 && (fds[1].revents & POLLIN)) {
             int s = accept4(cfd, NULL, NULL, SOCK_CLOEXEC);
             if (s >= 0)
                 srv_control_serve(s);
         }
+        srv_recycle_poll(); /* after the accepts: none is left half-served */
         if (srv_handover_done() && (srv_clients_live() == 0 || srv_handover_successor_gone())) {
             ended = 1;
             atomic_store(&srv.quitting, 1); /* every thread's loop ends with it */

@@ -17,6 +17,58 @@ void srv_policy_init(void)
     srv.policy.default_priority = 0;
 }
 
+/* The settings a control user made, as numbers for a server that carries on from this one
+ * (handover.c after a fault, recycle.c when idle): " pct spct prio mem0 smem0 mem1 ...". */
+int srv_policy_encode(char *b, size_t n)
+{
+    struct srv_policy *p = &srv.policy;
+    pthread_mutex_lock(&p->lock);
+    int k = snprintf(b, n, " %d %d %d", p->default_pct, p->server_pct, p->default_priority);
+    for (int d = 0; d < CHAN_MAX_DEVICES && k > 0 && (size_t)k < n; d++)
+        k += snprintf(b + k, n - (size_t)k, " %llu %llu", (unsigned long long)p->default_mem[d],
+                      (unsigned long long)p->server_mem[d]);
+    pthread_mutex_unlock(&p->lock);
+    return k > 0 && (size_t)k < n ? 0 : -1;
+}
+
+int srv_parse_nums(const char **s, unsigned long long *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const char *q = *s + (**s == ' ');
+        char *end;
+        if (!isdigit((unsigned char)*q))
+            return -1; /* strtoull would take signs and more spaces */
+        errno = 0;
+        v[i] = strtoull(q, &end, 10);
+        if (errno || (*end && *end != ' '))
+            return -1;
+        *s = end;
+    }
+    return 0;
+}
+
+/* What srv_policy_encode wrote, after srv_policy_init (the carried settings win); -1 if
+ * malformed (nothing taken). */
+int srv_policy_decode(const char *s)
+{
+    unsigned long long v[3 + 2 * CHAN_MAX_DEVICES];
+    if (srv_parse_nums(&s, v, (int)(sizeof(v) / sizeof(v[0]))) != 0 || *s)
+        return -1;
+    if (v[0] < 1 || v[0] > 100 || v[1] > 100 || v[2] > 1)
+        return -1;
+    struct srv_policy *p = &srv.policy;
+    pthread_mutex_lock(&p->lock);
+    p->default_pct = (int)v[0];
+    p->server_pct = (int)v[1];
+    p->default_priority = (int)v[2];
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+        p->default_mem[d] = v[3 + 2 * d];
+        p->server_mem[d] = v[4 + 2 * d];
+    }
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
 int srv_parse_size(const char *s, uint64_t *out)
 {
     char *end;

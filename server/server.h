@@ -422,6 +422,8 @@ void srv_client_alert(struct srv_client *c);
 void srv_clients_alert(void);
 /* Clients whose handshake succeeded and that have not finished yet. */
 unsigned srv_clients_live(void);
+/* Connections whose worker has not finished: clients, and ones mid-handshake or mid-release. */
+unsigned srv_clients_present(void);
 /* From the main loop, every pass: a client found gone has its host-function waits and its
  * waits on values in its host memory let go at once (srv_hostfn_release,
  * srv_memops_let_go), whatever its own thread is doing; and each client call (or
@@ -802,6 +804,12 @@ int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char 
 unsigned srv_policy_sms(int dev, int pct);
 /* The priority a client's stream on device dev is made with when it asks for `requested`. */
 int srv_policy_stream_priority(const struct srv_client *c, int dev, int requested);
+/* The operator's settings as text for the server process that carries on from this one,
+ * and back (handover.c, recycle.c): 0, or -1 (does not fit; malformed: nothing taken). */
+int srv_policy_encode(char *b, size_t n);
+int srv_policy_decode(const char *s);
+/* n unsigned decimal numbers, each after one space or at *s: 0 with *s past them, or -1. */
+int srv_parse_nums(const char **s, unsigned long long *v, int n);
 /* "4096", "512M", "2G" (K/M/G/T, powers of 1024, optional B): 0, or -1 if malformed. */
 int srv_parse_size(const char *s, uint64_t *out);
 /* Bytes in the largest unit that divides them exactly: "2G", "512M", "1000". */
@@ -933,6 +941,13 @@ int srv_handover_done(void);
 /* Successor, in main: 1 with the inherited sockets and lock when this server replaces a
  * faulted one, 0 when not, -1 (why says) when the hand-over is malformed. */
 int srv_handover_adopt(int *listen_fd, int *control_fd, int *lock_fd, char *why, size_t len);
+/* A successor's predecessor (0 when this server replaced none), and, in a server started
+ * afresh (recycle.c), the same state carried over. */
+pid_t srv_handover_predecessor(void);
+void srv_handover_resume(pid_t pred);
+/* The listening sockets and locked file a server hands on: 0 (each made close-on-exec
+ * again), or -1 (why says) when any is something else. */
+int srv_handover_check_fds(int listen_fd, int control_fd, int lock_fd, char *why, size_t len);
 /* Successor, once serving: logs the recovery time. */
 void srv_handover_adopted(void);
 /* At shutdown: stops a successor still starting; one serving is told to quit too when
@@ -950,6 +965,28 @@ int srv_keeper(const char *pid);
 /* control.c: the control socket. */
 int srv_control_listen(void);
 void srv_control_serve(int fd);
+/* 1 while any control connection is open (an interactive session holds one). */
+int srv_control_busy(void);
+
+/* recycle.c: a server idle after serving clients starts afresh in the same process. */
+/* main: what the fresh image needs (as srv_handover_init) and whether this server runs in
+ * the foreground; reads MPSSHIM_RECYCLE_IDLE. */
+void srv_recycle_init(char **argv, int listen_fd, int control_fd, int lock_fd, int foreground);
+/* Main loop: a client connection was accepted. */
+void srv_recycle_served(void);
+/* Main loop: starts afresh (execve, no return) once idle long enough after serving. */
+void srv_recycle_poll(void);
+/* Signal handler (async-signal-safe): a stop asked for while the image is being replaced is
+ * passed on to the new one. */
+void srv_recycle_forward(int sig);
+/* In main: 1 with the sockets, lock and foreground flag of the image this one replaced, 0
+ * when this image is not a fresh start, -1 (why says) when its description is malformed. */
+int srv_recycle_adopt(int *listen_fd, int *control_fd, int *lock_fd, int *foreground, char *why,
+                      size_t len);
+/* Fresh image, once serving: logs how long the start took and the devices' memory. */
+void srv_recycle_adopted(void);
+/* get_server_status: its line about starting afresh. */
+void srv_recycle_describe(char *out, size_t len);
 
 #include "srv_hooks.h" /* generated: srv_hook_* and srv_release_* of every family */
 

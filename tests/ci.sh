@@ -360,6 +360,11 @@ run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
 # The stack size the clients' kernels grew the shared context to goes back once no client
 # is left (the driver never lowers it). Own server.
 run_test stack-idle 60 bash "$ROOT/tests/stack_idle.sh" "$B" "$WORK"
+# What the driver keeps in a long-lived context goes back when idle: the server starts
+# afresh in the same process (pid, settings and descriptors as at start), clients and a
+# SIGTERM that arrive meanwhile are not lost, and a connected client or an open control
+# session keep it as it is. Own server.
+run_test recycle 90 bash "$ROOT/tests/recycle.sh" "$B" "$WORK"
 # A driver call that never returns is named in the log (whose, which, its thread) and the
 # stacks SIGUSR2 asks for come one thread after another. Own server.
 run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"

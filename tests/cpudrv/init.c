@@ -188,6 +188,10 @@ CUresult cuInit(unsigned int Flags)
         cpudrv_mem_bytes = (size_t)env_long("MPSSHIM_CPUDRV_MEM_MB", 16384, 1, 1L << 24) << 20;
         cpudrv_copy_delay_us = env_long("MPSSHIM_CPUDRV_COPY_DELAY_US", 0, 0, 10 * 1000 * 1000);
         cpudrv_faults_per_context = (int)env_long("MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT", 0, 0, 1);
+        // A real cuInit takes a while (hundreds of ms on an H200): tests that need clients
+        // to arrive while a server starts (tests/recycle.sh) ask for as long.
+        long delay_ms = env_long("MPSSHIM_CPUDRV_INIT_DELAY_MS", 0, 0, 60 * 1000);
+        if (delay_ms) usleep((useconds_t)delay_ms * 1000);
         CUresult rc = CUDA_SUCCESS;
         for (int d = 0; d < cpudrv_ndev && !rc; d++)
             rc = cpudrv_ctx_new(d, 0, 1, &cpudrv_devs[d].primary);
