@@ -218,6 +218,25 @@ if [ "$MEM2" = "$MEM1" ]; then
 else
     record no-memory-growth FAIL "$MEM1 bytes after round 1, $MEM2 after round 2"
 fi
+# What the driver kept goes back once the server is idle: it starts afresh in the same
+# process (server/recycle.c; MPSSHIM_RECYCLE_IDLE, 10 s by default), and the device's memory
+# is back where it was when the server first started (within 4 MiB).
+afresh_count() { grep -c "Started afresh" "$WORK/log/server.log"; }
+N_AFRESH=$(afresh_count)
+more_afresh() { [ "$(afresh_count)" -gt "$N_AFRESH" ]; }
+back_start=$SECONDS
+for _ in $(seq 400); do more_afresh && break; sleep 0.1; done
+if more_afresh; then
+    MEM3=$(mem_used)
+    said=$(grep "Started afresh" "$WORK/log/server.log" | tail -n 1 | sed 's/^.*\] //')
+    if [ "$MEM3" -le $((BASE_MEM + (4 << 20))) ] && [ "$(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid")" = "$SERVER" ]; then
+        record memory-back PASS "$MEM2 -> $MEM3 bytes ($BASE_MEM at start), same pid; $said"
+    else
+        record memory-back FAIL "$MEM2 -> $MEM3 bytes ($BASE_MEM at start), pid $(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid") (was $SERVER)"
+    fi
+else
+    record memory-back FAIL "no fresh start $((SECONDS - back_start)) s after the clients left"
+fi
 
 # A kernel with 8 KiB of local memory per thread grows the shared context's stack (the
 # driver never lowers it: 1.8 GiB on an H200); once its client has left and no other is,

@@ -20,6 +20,14 @@ W=$(mktemp -d /tmp/mpsshim-soak.XXXXXX)
 use_dir "$W"
 "$CTL" -d || { echo "FAIL: the server did not start"; exit 1; }
 S=$(server_pid)
+fds() { ls "/proc/$S/fd" 2>/dev/null | wc -l; }
+threads() { awk '/^Threads/ {print $2}' "/proc/$S/status"; }
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$S/status"; }
+# The server as it started, before any client: after the soak, once idle, it starts afresh
+# (server/recycle.c) and must be back to this.
+# (After a second: its fault thread's stream, 2 MiB on an H200, is made at its first pass.)
+sleep 1
+memS=$(mem_used) fdsS=$(fds) thrS=$(threads) rssS=$(rss)
 # The server's log is kept in $OUT if set, however the soak ends (a timeout's SIGTERM too).
 keep_log() { [ -n "${OUT:-}" ] && cp "$MPSSHIM_LOG_DIRECTORY/server.log" "$OUT/soak-server.log" 2>/dev/null; }
 trap 'keep_log; printf "quit\n" | "$CTL" >/dev/null 2>&1' EXIT
@@ -80,9 +88,6 @@ for i in "${!first[@]}"; do
     wait "${first[$i]}" || { echo "FAIL: a first client (${firstp[$i]}) failed"; exit 1; }
 done
 wait_for 10 no_clients
-fds() { ls "/proc/$S/fd" 2>/dev/null | wc -l; }
-threads() { awk '/^Threads/ {print $2}' "/proc/$S/status"; }
-rss() { awk '/^VmRSS/ {print $2}' "/proc/$S/status"; }
 mem0=$(mem_used) fds0=$(fds) thr0=$(threads) rss0=$(rss)
 # What the server can name of its device memory (its arena, its context's stack), at the
 # start, after the first half and at the end: the rest of any growth is the driver's own.
@@ -213,6 +218,29 @@ else
 fi
 [ "$fds1" = "$fds0" ] || { echo "FAIL: server descriptors $fds0 -> $fds1"; rc=1; }
 [ "$thr1" = "$thr0" ] || { echo "FAIL: server threads $thr0 -> $thr1"; rc=1; }
+# Idle now: the server starts afresh in the same process (unless MPSSHIM_RECYCLE_IDLE=0) and
+# is back where it started, device memory, descriptors and threads; resident memory too,
+# within what a start's own allocations vary by (reported).
+idle=${MPSSHIM_RECYCLE_IDLE:-10}
+afresh() { grep -c "Started afresh" "$MPSSHIM_LOG_DIRECTORY/server.log"; }
+if [ "$idle" != 0 ] && [ $stalled = 0 ]; then
+    n0=$(afresh)
+    grown() { [ "$(afresh)" -gt "$n0" ]; }
+    if wait_for $((idle + 60)) grown && wait_for 10 no_clients; then
+        memA=$(mem_used) fdsA=$(fds) thrA=$(threads) rssA=$(rss)
+        # On a GPU, the whole device's memory as the driver says, within 4 MiB.
+        [ "$memA" = "$memS" ] || { [ $gpu = 1 ] && [ "$memA" -le $((memS + (4 << 20))) ]; } ||
+            { echo "FAIL: device memory at the start $memS, after the fresh start $memA bytes"; rc=1; }
+        [ "$fdsA" = "$fdsS" ] || { echo "FAIL: descriptors at the start $fdsS, after the fresh start $fdsA"; rc=1; }
+        [ "$thrA" = "$thrS" ] || { echo "FAIL: threads at the start $thrS, after the fresh start $thrA"; rc=1; }
+        afresh_line=$(grep "Started afresh" "$MPSSHIM_LOG_DIRECTORY/server.log" | tail -n 1 | sed 's/^.*\] //')
+        printf 'server idle, started afresh (%s): device memory %s -> %s bytes, descriptors %s -> %s, threads %s -> %s, resident %s -> %s KiB (before the first client -> after)\n' \
+            "$afresh_line" "$memS" "$memA" "$fdsS" "$fdsA" "$thrS" "$thrA" "$rssS" "$rssA"
+    else
+        echo "FAIL: the idle server did not start afresh within $((idle + 60)) s: $(tail -n 3 "$MPSSHIM_LOG_DIRECTORY/server.log")"
+        rc=1
+    fi
+fi
 printf 'soak, %s s, %s clients at once (%s): %d clients, %d killed, %d bystanders passed, %d failed\n' \
     "$SECS" "$N" "$([ $gpu = 1 ] && echo GPU || echo CPU test driver)" "$started" "$nkilled" \
     "$passed" "$failed"
