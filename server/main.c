@@ -342,8 +342,9 @@ int main(int argc, char **argv)
     if (srv_log_open(srv.log_dir, "server.log", "Server", log_stderr, why, sizeof(why)) != 0) {
         /* mpsshim-control -d: a daemon whose logs go nowhere is refused, loudly. Started in
          * the foreground, its lines still reach stderr; started by a client, the client's
-         * program must run: both go on (open_one said why on stderr). */
-        if (require_logs) {
+         * program must run: both go on (open_one said why on stderr). So does a server
+         * starting afresh (recycle.c): its first start had its logs, and its service runs. */
+        if (require_logs && !getenv("MPSSHIM_RECYCLE")) {
             fprintf(stderr, "mpsshim-server: %s\n", why);
             tell_starter("%s (MPSSHIM_LOG_DIRECTORY sets another directory)\n", why);
             return 1;

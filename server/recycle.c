@@ -30,7 +30,12 @@
  * sent on to the main thread (srv_recycle_forward), where it stays pending.
  *
  * The description (MPSSHIM_RECYCLE) is checked as a successor's: its fds must be listening
- * sockets and the pipe directory's locked server.lock (handover.c). */
+ * sockets and the pipe directory's locked server.lock (handover.c).
+ *
+ * A new image that cannot start (the driver no longer loads after an upgrade of its files
+ * without a reboot, say) exits as a failed start does, after logging why, and a later
+ * client starts a server as usual (autostart); it goes on without its log files if they can
+ * no longer be opened, which the first start required with --require-logs. */
 #define _GNU_SOURCE
 #include "server/server.h"
 
