@@ -307,18 +307,27 @@ run_test crash-logged 30 bash -c '
         grep -q "mpsshim-server("'
 # A client that leaves with a kernel that runs for ten minutes: the server gives up waiting
 # after MPSSHIM_RELEASE_TIMEOUT (2 s here), logs what it leaves allocated, serves the next
-# client and quits. Own server.
+# client; once idle (MPSSHIM_RECYCLE_IDLE, 2 s here) it starts afresh, which ends that work
+# and gives back what it held (device memory back to the start's), and quits. Own server.
 run_test release-bounded 60 bash -c '
     dir='"$WORK"'/runaway
     export MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log
-    MPSSHIM_RELEASE_TIMEOUT=2 '"$CTL"' -d || exit 1
+    MPSSHIM_RELEASE_TIMEOUT=2 MPSSHIM_RECYCLE_IDLE=2 '"$CTL"' -d || exit 1
+    mem() { printf "get_server_status\n" | '"$CTL"' | awk "/^Device 0 memory used/ {print \$5}"; }
+    m0=$(mem)
     env LD_PRELOAD='"$SHIM"' '"$B"'/tests/runaway 600 || exit 1
     for i in $(seq 100); do
         printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" && break
         sleep 0.1
     done
     out=$(env LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 1000 2>&1); echo "$out"
+    m1=$(mem)
+    for i in $(seq 150); do grep -q "Started afresh" $dir/log/server.log && break; sleep 0.1; done
+    grep "left running ends with the old contexts" $dir/log/server.log || exit 1
+    m2=$(mem)
+    echo "device 0 memory used: $m0 at start, $m1 with the work left running, $m2 after the fresh start"
     printf "quit\n" | '"$CTL"' >/dev/null
+    [ "$m1" -gt "$m0" ] && [ "$m2" = "$m0" ] &&
     grep "still running" $dir/log/server.log &&
         echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
 # A short soak (tests/soak.sh; the GPU one is make soak SECONDS=600 CLIENTS=32): 8 clients
