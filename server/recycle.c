@@ -60,6 +60,7 @@ static uint64_t idle_ns;      /* 0: never */
 static _Atomic int served;    /* a client connection was accepted by this image */
 static uint64_t idle_since;   /* main loop: when the server was last seen busy */
 static int dir_refused;       /* the pipe directory is no longer ours: said once */
+static int failed;            /* an execve failed: not tried again */
 static pthread_t main_thread;
 static _Atomic int underway;  /* the main thread is replacing the image */
 /* The image this one replaced (fresh start only). */
@@ -103,9 +104,8 @@ void srv_recycle_forward(int sig)
 void srv_recycle_describe(char *out, size_t len)
 {
     if (!idle_ns)
-        snprintf(out, len, "Fresh start when idle: off (MPSSHIM_RECYCLE_IDLE=0); started "
-                           "afresh %llu times\n",
-                 starts);
+        snprintf(out, len, "Fresh start when idle: off (%s); started afresh %llu times\n",
+                 failed ? "it failed: see the log" : "MPSSHIM_RECYCLE_IDLE=0", starts);
     else
         snprintf(out, len, "Fresh start when idle: after %llu s without clients; started "
                            "afresh %llu times\n",
@@ -190,6 +190,7 @@ static void start_afresh(uint64_t now)
         srv_log("Cannot start afresh (%s): serving on in this image, and not trying again",
                 strerror(e));
         idle_ns = 0;
+        failed = 1;
     }
     /* Quitting (asked before the execve): the main loop ends; a forwarded signal is
      * delivered again here once unblocked, to the same handler. */
