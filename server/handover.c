@@ -94,7 +94,8 @@ static int spawn(void)
     char desc[64 + 48 * CHAN_MAX_DEVICES];
     int k = snprintf(desc, sizeof(desc), HANDOVER_ENV "=1 %d %d %d %llu", (int)getpid(),
                      fault_dev, (int)fault_err, (unsigned long long)fault_seen_ns);
-    if (k <= 0 || (size_t)k >= sizeof(desc) || srv_policy_encode(desc + k, sizeof(desc) - (size_t)k)) {
+    if (k <= 0 || (size_t)k >= sizeof(desc) ||
+        srv_policy_encode(desc + k, sizeof(desc) - (size_t)k) != 0) {
         srv_log("Cannot start a new server: its description does not fit");
         return -1;
     }
