@@ -36,7 +36,8 @@ for p in "${pids[@]}"; do wait "$p" || fail "a client failed: $(tail -n 2 "$W"/*
 
 # A client that arrives while the new image starts (its cuInit takes 1 s) is served by it.
 wait_for 20 replacing 1 || fail "no fresh start after the clients left: $(tail -n 3 "$LOG")"
-shim "$B/tests/vecadd" >"$W/during.out" 2>&1 || fail "a client arriving meanwhile: $(tail -n 2 "$W/during.out")"
+shim "$B/tests/vecadd" >"$W/during.out" 2>&1 ||
+    fail "a client arriving meanwhile: $(tail -n 2 "$W/during.out")"
 st=$(ctl get_server_status)
 wait_for 10 afresh 1 || fail "the new image did not say it serves: $(tail -n 3 "$LOG")"
 grep -h "Started afresh\|memory used .* now\|memory used .* before" "$LOG" | sed 's/^.*\] //'
