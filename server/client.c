@@ -33,6 +33,15 @@ CUresult srv_use_device(int dev)
     return r;
 }
 
+int srv_device_used(int dev, size_t *used)
+{
+    size_t f = 0, t = 0;
+    if (srv_use_device(dev) != CUDA_SUCCESS || DRV(cuMemGetInfo_v2)(&f, &t) != CUDA_SUCCESS)
+        return -1;
+    *used = t - f;
+    return 0;
+}
+
 static int send_welcome(int sock, const struct chan_welcome *w, int fd)
 {
     return chan_send_fd(sock, w, sizeof(*w), fd);

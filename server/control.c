@@ -322,9 +322,9 @@ static void run(struct cmd *k)
          * client's allocations were freed (and spare pools trimmed, pools.c). */
         srv_pools_tidy();
         for (int d = 0; d < srv.ndev; d++) {
-            size_t f = 0, t = 0;
-            if (srv_use_device(d) == CUDA_SUCCESS && DRV(cuMemGetInfo_v2)(&f, &t) == CUDA_SUCCESS)
-                say(k, "Device %d memory used %zu bytes\n", d, t - f);
+            size_t used;
+            if (srv_device_used(d, &used) == 0)
+                say(k, "Device %d memory used %zu bytes\n", d, used);
         }
         /* Of that, what the server itself can name: its arena's mappings (client memory and
          * slabs kept empty for later) and the stack the context has per thread (the driver

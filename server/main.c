@@ -380,13 +380,8 @@ int main(int argc, char **argv)
     struct sigaction hup = {.sa_handler = on_hangup};
     sigaction(SIGHUP, &hup, NULL);
     /* An image started afresh inherits them blocked, with any that came during the
-     * replacement pending (recycle.c): delivered now, to these handlers. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGHUP);
-    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
+     * replacement pending: delivered now, to these handlers. */
+    srv_recycle_unblock();
 
     if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0 ||
         srv_registry_init() != 0) {

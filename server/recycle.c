@@ -112,15 +112,30 @@ void srv_recycle_describe(char *out, size_t len)
                  (unsigned long long)(idle_ns / 1000000000ull), starts);
 }
 
-/* Each device's memory in use as the driver says (the whole device's, other processes'
- * included), for the log. */
+/* Each device's memory in use, for the log. */
 static void log_memory(const char *when)
 {
     for (int d = 0; d < srv.ndev; d++) {
-        size_t f = 0, t = 0;
-        if (srv_use_device(d) == CUDA_SUCCESS && DRV(cuMemGetInfo_v2)(&f, &t) == CUDA_SUCCESS)
-            srv_log("Device %d memory used %zu bytes %s", d, t - f, when);
+        size_t used;
+        if (srv_device_used(d, &used) == 0)
+            srv_log("Device %d memory used %zu bytes %s", d, used, when);
     }
+}
+
+/* The signals that stop the server or reopen its logs: blocked across the replacement. */
+static void stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+}
+
+void srv_recycle_unblock(void)
+{
+    sigset_t stop;
+    stop_signals(&stop);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
 }
 
 /* Every descriptor but the standard streams and the three handed on is closed by the
@@ -150,10 +165,7 @@ static int only_ours_inherited(void)
 static void start_afresh(uint64_t now)
 {
     sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGHUP);
+    stop_signals(&stop);
     pthread_sigmask(SIG_BLOCK, &stop, &old);
     atomic_store(&underway, 1);
     char desc[96 + 48 * CHAN_MAX_DEVICES];

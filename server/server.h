@@ -459,6 +459,9 @@ void srv_limits_settle(struct srv_client *gone);
 void srv_limits_idle(void);
 /* Sets the server's context for device `dev` current on the calling thread. */
 CUresult srv_use_device(int dev);
+/* The whole device's memory in use as the driver counts it (other processes' included),
+ * from the calling thread, made current in the device's context: 0, or -1. */
+int srv_device_used(int dev, size_t *used);
 
 /* ---------------------------------------------------------------- codegate.c, coalesce.c */
 
@@ -979,6 +982,9 @@ void srv_recycle_poll(void);
 /* Signal handler (async-signal-safe): a stop asked for while the image is being replaced is
  * passed on to the new one. */
 void srv_recycle_forward(int sig);
+/* main, once its handlers are set: unblocks the stop signals a fresh image inherits blocked
+ * (any that came during the replacement are delivered now). */
+void srv_recycle_unblock(void);
 /* In main: 1 with the sockets, lock and foreground flag of the image this one replaced, 0
  * when this image is not a fresh start, -1 (why says) when its description is malformed. */
 int srv_recycle_adopt(int *listen_fd, int *control_fd, int *lock_fd, int *foreground, char *why,
