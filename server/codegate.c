@@ -1,5 +1,6 @@
 /* Loading code (and the other calls that stop the driver meanwhile) waits, outside the
- * driver, until no client's stream is blocked on a value in device memory.
+ * driver, until no client's stream is blocked on something only a client can end: a value in
+ * its memory (device or host), its host function, its graph's host node.
  *
  * Why: in one shared context, loading code waits for every stream of the context, and holds
  * the driver meanwhile. Probed on an H200 (driver 580.159.04), while one stream waited on
@@ -27,8 +28,17 @@
  * new device-memory waits are held back (a per-device rwlock: loaders share it, a worker
  * enqueueing such a wait takes it alone for the enqueue). A wait's end is seen through an
  * event the server records right behind it. The loader's own client, and only it, is held
- * up meanwhile, as it would be by the driver, and it stops waiting when it leaves. Waits on
- * host memory need none of this: what ends them is a store with no driver call (memops.c).
+ * up meanwhile, as it would be by the driver, and it stops waiting when it leaves.
+ *
+ * Every wait whose end depends on a client is gated so, not only those on device memory: a
+ * wait on the client's pinned host memory held a module load in the driver for as long as
+ * the client liked (11 s in the attack of issue 34, every client's launches stopped), though
+ * the server can end it with a plain store once the client is gone (memops.c). The same for
+ * the waits the server itself enqueues for a client: a host function is a wait on the
+ * client's "done" word (hostfn.c), a graph's host node a wait on its slot's flag, so a host
+ * function that does not return is such a hold too (srv_codegate_wait_begin/_end around
+ * those enqueues and around launches of execs with host nodes). What stays out of reach: a
+ * kernel of the client's own that spins on a flag in memory; no call says so.
  *
  * Library kernels and libraries load their code in a context lazily, at the first call that
  * needs it there: besides a launch and cuKernelGetFunction, adding a graph's kernel node of
@@ -53,7 +63,7 @@ struct pending {
     pid_t pid; /* the waiting client's, for the log */
 };
 
-/* The device-memory waits whose end was not yet seen, under list_lock (never held across a
+/* The client-held waits whose end was not yet seen, under list_lock (never held across a
  * call that may wait: event queries returned at once in the probe above). npending[dev]:
  * their count per device, read without the lock as a hint. */
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -63,6 +73,12 @@ static _Atomic unsigned npending[CHAN_MAX_DEVICES];
 /* Loaders read-lock, wait enqueuers write-lock (writers first, so that loaders cannot keep
  * a wait out for long). */
 static pthread_rwlock_t gate[CHAN_MAX_DEVICES];
+/* Loaders waiting for dev's pending waits to end. A client that enqueues waits one after
+ * another (a host function every step) could keep some always pending and a loader out for
+ * good; while a loader waits, a new wait's enqueue first gives way, for a bounded time (its
+ * own client must never be kept from the very call that ends an earlier wait of its own). */
+static _Atomic unsigned loaders[CHAN_MAX_DEVICES];
+#define GIVE_WAY_NS (20ull * 1000000ull)
 
 void srv_codegate_init(void)
 {
@@ -143,20 +159,27 @@ CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
     for (;;) {
         if (atomic_load(&npending[dev]) == 0 || settle(dev) == 0) {
             pthread_rwlock_rdlock(&gate[dev]);
-            if (atomic_load(&npending[dev]) == 0)
+            if (atomic_load(&npending[dev]) == 0) {
+                if (said)
+                    atomic_fetch_sub(&loaders[dev], 1);
                 return CUDA_SUCCESS; /* read-locked until srv_codegate_leave */
+            }
             pthread_rwlock_unlock(&gate[dev]);
         }
         /* It left, was made way for mid-handshake, or the server is going: nobody waits
          * for the answer. */
-        if (atomic_load(&c->dead) || atomic_load(&c->evicted) || atomic_load(&srv.quitting))
+        if (atomic_load(&c->dead) || atomic_load(&c->evicted) || atomic_load(&srv.quitting)) {
+            if (said)
+                atomic_fetch_sub(&loaders[dev], 1);
             return CUDA_ERROR_NOT_READY;
+        }
         if (!said++) {
+            atomic_fetch_add(&loaders[dev], 1);
             char who[96];
             holders(dev, who, sizeof(who));
             srv_log("Client process %d: %s on device %d waits until no client's stream waits "
-                    "on a value in device memory (the driver would stop every client "
-                    "meanwhile); pending waits of: %s",
+                    "on a value or a host function that only a client can end (the driver "
+                    "would stop every client meanwhile); pending waits of: %s",
                     (int)c->pid, what, dev, who);
         }
         us = us ? (us * 2 > 1000 ? 1000 : us * 2) : 20;
@@ -173,6 +196,12 @@ void srv_codegate_leave(int dev)
 
 void srv_codegate_wait_begin(int dev)
 {
+    if (atomic_load(&loaders[dev])) {
+        uint64_t until = chan_now_ns() + GIVE_WAY_NS;
+        struct timespec ts = {0, 200 * 1000};
+        while (atomic_load(&loaders[dev]) && chan_now_ns() < until)
+            nanosleep(&ts, NULL);
+    }
     pthread_rwlock_wrlock(&gate[dev]);
 }
 

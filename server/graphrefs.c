@@ -412,4 +412,17 @@ static CUresult launch_before(struct srv_client *c, struct srv_call *k)
     return r;
 }
 
-const struct srv_hook srv_hook_graph_launch = {.before = launch_before};
+/* An exec with host nodes waits on the client at each of them (hostfn.c): its launch is
+ * enqueued through the code gate, as a client's wait is (codegate.c). */
+static CUresult launch_call(struct srv_client *c, struct srv_call *k)
+{
+    if (!srv_hostfn_exec_waits(srv_obj_find(c, SHIM_HT_CUgraphExec, k->a.val[0])))
+        return srv_generic_drive(k);
+    srv_codegate_wait_begin(k->dev);
+    CUresult r = srv_generic_drive(k);
+    srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream],
+                          r == CUDA_SUCCESS);
+    return r;
+}
+
+const struct srv_hook srv_hook_graph_launch = {.before = launch_before, .call = launch_call};

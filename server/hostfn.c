@@ -77,8 +77,13 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     f->c = c;
     f->seq = m.seq;
     CUstream st = srv_stream_prepare(c, s);
+    /* The wait on the client's done word below ends only when the client says so: gated
+     * like the client's own waits (codegate.c), so that a host function that does not
+     * return holds up no other client's code load in the driver. */
+    srv_codegate_wait_begin(s->device);
     res = DRV(cuLaunchHostFunc)(st, fire, f);
     if (res != CUDA_SUCCESS) {
+        srv_codegate_wait_end(c, s->device, st, 0);
         free(f);
         goto out;
     }
@@ -86,6 +91,7 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     CUdeviceptr done = c->shm_dptr + (CUdeviceptr)((uint8_t *)&c->ch.callbacks->done[m.seq % CHAN_CB_SLOTS] -
                                                    (uint8_t *)c->shm);
     res = DRV(cuStreamWaitValue32_v2)(st, done, m.seq, CU_STREAM_WAIT_VALUE_GEQ);
+    srv_codegate_wait_end(c, s->device, st, 1); /* the host function is enqueued either way */
     atomic_store(&c->cb_last, m.seq);
     srv_queue_charge(c, s, sizeof(*f)); /* freed when it fires (queue.c) */
 out:
@@ -164,6 +170,12 @@ static void slots_drop(struct srv_client *c, struct srv_obj *o)
     free(l);
     o->ext = NULL;
     o->drop = NULL;
+}
+
+int srv_hostfn_exec_waits(const struct srv_obj *x)
+{
+    const struct slots *l = x && x->drop == slots_drop ? x->ext : NULL;
+    return l && l->n > 0;
 }
 
 /* Gives o (a graph or exec) the reference `s` holds already. -1 when out of memory (the

@@ -111,13 +111,12 @@ out:
     return CUDA_SUCCESS;
 }
 
-/* The driver's enqueue, and for a wait on device memory the code gate around it
- * (codegate.c): no code is being loaded while it is enqueued, and its end is watched. */
+/* The driver's enqueue, with the code gate around it (codegate.c): no code is being loaded
+ * while it is enqueued, and its end is watched. Every wait: one on host memory holds a code
+ * load in the driver as long as one on device memory (a module load waited for a hold of
+ * 11 s on pinned host memory, and held every client's launches meanwhile: issue 34, S4). */
 static CUresult wait_call(struct srv_client *c, struct srv_call *k)
 {
-    int wide = k->d->params[2].size == 8;
-    if (host_mapped(srv_range_find(c, k->a.val[1], wide ? 8 : 4)))
-        return srv_generic_drive(k);
     srv_codegate_wait_begin(k->dev);
     CUresult r = srv_generic_drive(k);
     srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream],

@@ -465,11 +465,12 @@ int srv_device_used(int dev, size_t *used);
 
 /* ---------------------------------------------------------------- codegate.c, coalesce.c */
 
-/* Code loading and device-memory waits (codegate.c). srv_codegate_enter: before a driver
+/* Code loading and client-held waits (codegate.c). srv_codegate_enter: before a driver
  * call that loads code or sets a context limit on dev (`what`, for the log), by a thread
- * serving c; CUDA_SUCCESS once no device-memory wait is pending there (pair with
+ * serving c; CUDA_SUCCESS once no client-held wait is pending there (pair with
  * srv_codegate_leave), else c left while it waited. srv_codegate_wait_begin/_end: around
- * enqueueing a wait on device memory on stream st (enqueued: the driver took it). */
+ * enqueueing on stream st anything only a client can end (a wait on a value in its memory,
+ * a host function, a launch of an exec with host nodes; enqueued: the driver took it). */
 void srv_codegate_init(void);
 /* Around a generic call that may load a kernel's or library's code in a context the first
  * time it names it there (codegate.c): begin loads a kernel through the gate first, or
@@ -766,6 +767,8 @@ void srv_graphrefs_free(struct srv_obj *o);
  * host nodes go on. Stores into its segment only: also called, again and again, by the
  * main loop for a client it finds gone (srv_clients_watch), under clients_lock. */
 void srv_hostfn_release(struct srv_client *c);
+/* 1 when graph exec record x has host nodes (a launch of it waits on the client). */
+int srv_hostfn_exec_waits(const struct srv_obj *x);
 
 /* generic.c: replays a `sync`/`async` call from its descriptor. */
 void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);

@@ -97,6 +97,38 @@ fi
 wait "$M2" || fail "whole_wait load after terminate_client: $(tail -1 "$W/load2.out")"
 kill -9 "$H2" 2>/dev/null
 wait "$H2" 2>/dev/null
+# Every other wait only a client can end holds a load in the driver as long (issue 34, S4):
+# a wait on its pinned host memory, a host function that does not return, a graph's host
+# node that does not return. Each is gated: the load waits in the server, naming the holder,
+# while a bystander's launches go on; the holder's kill lets both finish.
+for kind in host hostfn node; do
+    go=$W/go-$kind
+    rm -f "$go"
+    env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" launches "$go" >"$W/launches-$kind.out" 2>&1 &
+    Lk=$!
+    env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" load "$go" >"$W/load-$kind.out" 2>&1 &
+    Mk=$!
+    both_ready() { grep -q ready "$W/launches-$kind.out" && grep -q ready "$W/load-$kind.out"; }
+    wait_for 30 both_ready || fail "$kind: whole_wait did not get ready"
+    env LD_PRELOAD="$SHIM" "$B/tests/waitvalue_exit" "--hold-$kind" >"$W/held-$kind.out" 2>&1 &
+    Hk=$!
+    wait_for 20 grep -q ready "$W/held-$kind.out" ||
+        fail "$kind: waitvalue_exit --hold-$kind did not get ready: $(tail -2 "$W/held-$kind.out")"
+    touch "$go"
+    held_by() { grep -q "Client process $Mk: loading code on device 0 waits .*; pending waits of: client process $Hk\$" "$LOG"; }
+    wait_for 20 held_by ||
+        fail "$kind: a module load did not wait in the server naming the holder (the driver held it, and the others with it)"
+    launched_k() { grep -q "ok launches returned" "$W/launches-$kind.out"; }
+    wait_for 30 launched_k || fail "$kind: a bystander's launches were held up by the hold"
+    kill -0 "$Mk" 2>/dev/null || fail "$kind: the load ended while the stream was still held"
+    kill -9 "$Hk"
+    wait "$Hk" 2>/dev/null
+    wait_for 30 gone "$Mk" || { fail "$kind: the load did not go on after the holder's kill"; kill -9 "$Mk"; }
+    wait "$Mk" || fail "$kind: whole_wait load: $(tail -1 "$W/load-$kind.out")"
+    wait_for 30 gone "$Lk" || { fail "$kind: the bystander did not end"; kill -9 "$Lk"; }
+    wait "$Lk" || fail "$kind: whole_wait launches: $(tail -1 "$W/launches-$kind.out")"
+    echo "$kind: the load waited in the server for the holder, the bystander's launches went on"
+done
 wait_for 60 no_clients || fail "the killed and the terminated client were not released"
 objs=$(server_objects)
 [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"

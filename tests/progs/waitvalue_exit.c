@@ -1,15 +1,57 @@
-/* waitvalue_exit [--kill | --hold]: leaves (exits, or is killed with --kill) while a stream of
- * its own waits for a value that nothing will ever write (cuStreamWaitValue32 on its own
- * device memory), with --hold prints "ready" then waits to be killed (tests/waitvalue_twin.sh),
- * with work queued behind the wait. Natively the process's context dies with it; through
- * the shim, the server must still release it (the CI tier checks that the client count and
- * the device memory go back, and that quit works). Before that, a wait no value can satisfy
- * is refused (through the shim only: natively it would block for ever). */
+/* waitvalue_exit [--kill | --hold | --hold-host | --hold-hostfn | --hold-node]: leaves
+ * (exits, or is killed with --kill) while a stream of its own waits for a value that nothing
+ * will ever write (cuStreamWaitValue32 on its own device memory), with work queued behind the
+ * wait. With --hold it prints "ready" then waits to be killed (tests/waitvalue_twin.sh,
+ * tests/codegate.sh); --hold-host holds a stream the same way on a word of its pinned host
+ * memory, --hold-hostfn with a host function that never returns, --hold-node with a graph
+ * whose host node never returns (tests/codegate.sh: every wait only a client can end).
+ * Natively the process's context dies with it; through the shim, the server must still
+ * release it (the CI tier checks that the client count and the device memory go back, and
+ * that quit works). Before that, a wait no value can satisfy is refused (through the shim
+ * only: natively it would block for ever). */
 #include "tests/progs/common.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
+
+static void CUDA_CB never_returns(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+}
+
+/* Holds a new stream of its own with a wait that only this process could end, per flag. */
+static void hold_other(int argc, char **argv)
+{
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (t_has_flag(argc, argv, "--hold-host")) {
+        unsigned *word;
+        CHECK(cuMemHostAlloc((void **)&word, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+        *word = 0;
+        CUdeviceptr dword;
+        CHECK(cuMemHostGetDevicePointer(&dword, word, 0));
+        CHECK(cuStreamWaitValue32(s, dword, 1, CU_STREAM_WAIT_VALUE_EQ));
+    } else if (t_has_flag(argc, argv, "--hold-hostfn")) {
+        CHECK(cuLaunchHostFunc(s, never_returns, NULL));
+    } else {
+        CUgraph g;
+        CUgraphNode n;
+        CUgraphExec x;
+        CUDA_HOST_NODE_PARAMS hp = {.fn = never_returns, .userData = NULL};
+        CHECK(cuGraphCreate(&g, 0));
+        CHECK(cuGraphAddHostNode(&n, g, NULL, 0, &hp));
+        CHECK(cuGraphInstantiate(&x, g, 0));
+        CHECK(cuGraphLaunch(x, s));
+    }
+    EXPECT(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    printf("ready\n");
+    fflush(stdout);
+    for (;;)
+        pause();
+}
 
 int main(int argc, char **argv)
 {
@@ -17,6 +59,9 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
+    if (t_has_flag(argc, argv, "--hold-host") || t_has_flag(argc, argv, "--hold-hostfn") ||
+        t_has_flag(argc, argv, "--hold-node"))
+        hold_other(argc, argv);
     CUdeviceptr flag, data;
     CHECK(cuMemAlloc(&flag, 4096));
     CHECK(cuMemAlloc(&data, 1 << 20));
