@@ -92,7 +92,8 @@ job_servers() {
     # One grep over every process's uids first, so that only the job's user's are looked
     # at further.
     grep -s '^Uid:' /proc/[0-9]*/status |
-        awk -v u="$SLURM_JOB_UID" '$2 == u && $3 == u && $4 == u && $5 == u { split($1, f, "/"); print f[3] }' |
+        awk -v u="$SLURM_JOB_UID" '$2 == u && $3 == u && $4 == u && $5 == u {
+            split($1, f, "/"); print f[3] }' |
         while read -r js_pid; do
             is_job_server "$js_pid" && echo "$js_pid"
         done
