@@ -405,6 +405,10 @@ run_test systemd-units 60 bash "$ROOT/tests/systemd.sh" "$B"
 # missing; SKIP when it cannot be): one job of 3 tasks served by one per-job server, which
 # the epilog stops. Own daemons, ports and directories.
 run_test slurm-job 240 bash "$ROOT/tests/slurm.sh" "$B"
+# The Slurm prolog and epilog against a hostile job user (issue 34): a server.pid naming
+# another user's server, a link where the prolog writes its log. Run as Slurm runs them,
+# as root, for two users made for the test (SKIP when not root). Own servers, directories.
+run_test slurm-hostile 120 bash "$ROOT/tests/slurm_hostile.sh" "$B"
 
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then

@@ -50,6 +50,15 @@ PIPE_ROOT=$S/run LOG_ROOT=$S/log
 I=$S/inst/usr/local
 export SLURM_CONF=$S/slurm.conf
 
+# servers_left: the pids of servers of this test's jobs (their environment names our pipe
+# root), one a line.
+servers_left() {
+    local e
+    for e in /proc/[0-9]*/environ; do
+        grep -qs "MPSSHIM_PIPE_DIRECTORY=$PIPE_ROOT/" "$e" &&
+            [ "$(cat "${e%/environ}/comm" 2>/dev/null)" = mpsshim-server ] && { e=${e%/environ}; echo "${e#/proc/}"; }
+    done
+}
 cleanup() {
     local pids=""
     for f in slurmd slurmctld; do [ -f "$S/$f.ours" ] && pids="$pids $(cat "$S/$f.ours")"; done
@@ -64,8 +73,9 @@ cleanup() {
     for p in $pids; do kill -KILL "$p" 2>/dev/null; done
     wait 2>/dev/null
     [ -f "$S/munged.pid" ] && kill "$(cat "$S/munged.pid")" 2>/dev/null
-    # A server the epilog should have stopped: ours alone, by its pid file.
-    for p in "$PIPE_ROOT"/job-*/server.pid; do [ -f "$p" ] && kill -KILL "$(cat "$p")" 2>/dev/null; done
+    # A server the epilog should have stopped: ours alone, by its environment (never by the
+    # pid file in the job's user's directory, which may name anyone's process).
+    for p in $(servers_left); do kill -KILL "$p" 2>/dev/null; done
     if [ "$FAILED" = 0 ] && [ "$DONE" = 1 ]; then rm -rf "$S"; else echo "files in $S"; fi
 }
 trap cleanup EXIT
@@ -176,9 +186,7 @@ clients=$(grep -c "New client [0-9]* connected" "$LOG" 2>/dev/null)
 [ "$(stat -c %u "$LOG" 2>/dev/null)" = $U ] && ok server-as-job-user || bad server-as-job-user "log owner $(stat -c %u "$LOG" 2>&1)"
 grep -q "Server exited" "$LOG" && ok epilog-stopped-server || bad epilog-stopped-server "no exit in the log"
 [ ! -e "$PIPE_ROOT/job-$JOB" ] && ok pipe-dir-removed || bad pipe-dir-removed "$(ls -la "$PIPE_ROOT/job-$JOB" 2>&1)"
-left=$(for e in /proc/[0-9]*/environ; do
-    grep -qs "MPSSHIM_PIPE_DIRECTORY=$PIPE_ROOT/" "$e" && [ "$(cat "${e%/environ}/comm" 2>/dev/null)" = mpsshim-server ] && echo "${e%/environ}"
-done)
+left=$(servers_left)
 [ -z "$left" ] && ok no-server-left || bad no-server-left "$left"
 
 # A job that does not ask (no mpsshim in its comment) gets no server and no exports.

@@ -53,27 +53,83 @@ job_wants() {
     return 1
 }
 
-# as_job_user CMD...: CMD as the job's user (the server serves only its own user); the
-# scripts run as root (Prolog, Epilog) or as that user already (TaskProlog).
+# as_job_user [-t SECS] CMD...: CMD as the job's user (the server serves only its own
+# user); the scripts run as root (Prolog, Epilog) or as that user already (TaskProlog).
+# -t: killed after SECS (timeout runs as root: the user cannot stop it). Fd 9 (the
+# Prolog's log, root's) is not handed on.
 as_job_user() {
-    if [ "$(id -u)" = "$SLURM_JOB_UID" ]; then
-        "$@"
-    else
-        setpriv --reuid="$SLURM_JOB_UID" --regid="$SLURM_JOB_GID" --init-groups "$@"
+    aju_t=
+    if [ "$1" = -t ]; then
+        aju_t="timeout -k 2 $2"
+        shift 2
     fi
+    # shellcheck disable=SC2086 # aju_t: empty, or timeout's words
+    if [ "$(id -u)" = "$SLURM_JOB_UID" ]; then
+        $aju_t "$@" 9>&-
+    else
+        $aju_t setpriv --reuid="$SLURM_JOB_UID" --regid="$SLURM_JOB_GID" --init-groups "$@" 9>&-
+    fi
+}
+
+# is_job_server PID: PID is this job's server, by what the kernel says of it (never by a
+# file the job's user can write): its real, effective, saved and file-system uids are all
+# the job's user's, its program is the installed mpsshim-server, and the environment it
+# was started with names this job's pipe directory (the Prolog's export). Only the job's
+# user can make a process pass, and then one of its own. JOB_SERVER_BIN: set by
+# stop_job_server.
+is_job_server() {
+    [ "$(awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$1/status" 2>/dev/null)" = \
+        "$SLURM_JOB_UID $SLURM_JOB_UID $SLURM_JOB_UID $SLURM_JOB_UID" ] || return 1
+    ijs_exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+    # (deleted): the binary was replaced (reinstalled) while the server ran.
+    [ "$ijs_exe" = "$JOB_SERVER_BIN" ] || [ "$ijs_exe" = "$JOB_SERVER_BIN (deleted)" ] || return 1
+    tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF "MPSSHIM_PIPE_DIRECTORY=$JOB_PIPE"
+}
+
+# job_servers: the pids of this job's servers (is_job_server), one a line; a fresh start
+# (execve of itself) or a handover keeper passes as well.
+job_servers() {
+    # One grep over every process's uids first, so that only the job's user's are looked
+    # at further.
+    grep -s '^Uid:' /proc/[0-9]*/status |
+        awk -v u="$SLURM_JOB_UID" '$2 == u && $3 == u && $4 == u && $5 == u {
+            split($1, f, "/"); print f[3] }' |
+        while read -r js_pid; do
+            is_job_server "$js_pid" && echo "$js_pid"
+        done
 }
 
 # stop_job_server: asks the job's server to quit (returns once it has exited), kills it if
 # it is still there, and removes the pipe directory. The log directory stays.
+# Root trusts nothing in the pipe directory, which is the user's: the server.pid there
+# may name anyone's process, the sockets may be anything. The quit goes as the job's user
+# (whatever answers on control.sock, root never speaks to it), bounded in time; the kill
+# only to processes that the kernel says are this job's server (is_job_server), itself
+# sent as the job's user, so that the kernel refuses any process of another user.
 stop_job_server() {
     [ -d "$JOB_PIPE" ] || return 0
-    pid=$(cat "$JOB_PIPE/server.pid" 2>/dev/null)
+    JOB_SERVER_BIN=$(readlink -f "$MPSSHIM_SLURM_BINDIR/mpsshim-server")
     if [ -S "$JOB_PIPE/control.sock" ]; then
-        echo quit | as_job_user env MPSSHIM_PIPE_DIRECTORY="$JOB_PIPE" \
+        echo quit | as_job_user -t 30 env MPSSHIM_PIPE_DIRECTORY="$JOB_PIPE" \
             "$MPSSHIM_SLURM_BINDIR/mpsshim-control" >/dev/null 2>&1
     fi
-    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = mpsshim-server ]; then
-        kill -KILL "$pid" 2>/dev/null
-    fi
+    # What did not quit (no answer, no socket) gets a SIGKILL, each pid checked again
+    # right before. Left open: the pid exits and is reused between that check and the
+    # kill; only by a process of the job's user, then (the kill is the user's).
+    sjs_left=$(job_servers)
+    for sjs_pid in $sjs_left; do
+        # shellcheck disable=SC2016 # $1: the inner shell's
+        is_job_server "$sjs_pid" &&
+            as_job_user sh -c 'kill -KILL "$1"' sh "$sjs_pid" 2>/dev/null
+    done
+    # A killed one is gone within moments (its GPU memory with it); bounded all the same.
+    sjs_n=0
+    while [ -n "$sjs_left" ] && [ $sjs_n -lt 50 ]; do
+        sleep 0.1
+        sjs_left=$(job_servers)
+        sjs_n=$((sjs_n + 1))
+    done
+    # rm does not follow links, and the directory's parent is root's: the user cannot
+    # swap the directory itself for a link.
     rm -rf "$JOB_PIPE"
 }
