@@ -156,21 +156,24 @@ static void short_uuid(int d, char *out, size_t len)
              u[5], u[6], u[7]);
 }
 
-/* The client's command line from /proc (its executable's name if that is unreadable). */
+/* The client's command line from /proc (its executable's name if that is unreadable),
+ * escaped: the client chose its arguments, newlines and terminal escapes included. */
 static void command_line(const struct srv_client *c, char *out, size_t len)
 {
-    char path[64];
+    char path[64], raw[256];
     snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)c->pid);
     FILE *f = fopen(path, "r");
-    size_t n = f ? fread(out, 1, len - 1, f) : 0;
+    size_t n = f ? fread(raw, 1, sizeof(raw) - 1, f) : 0;
     if (f)
         fclose(f);
     for (size_t i = 0; i + 1 < n; i++)
-        if (out[i] == '\0')
-            out[i] = ' ';
-    out[n] = '\0';
-    if (!n)
-        snprintf(out, len, "%s", c->exe);
+        if (raw[i] == '\0')
+            raw[i] = ' ';
+    raw[n] = '\0';
+    if (n)
+        srv_log_escape(raw, out, len);
+    else
+        snprintf(out, len, "%s", c->exe); /* kept escaped (client.c) */
 }
 
 /* The pid namespace of a process, as a number ("pid:[4026531836]" -> 4026531836). */
@@ -216,7 +219,7 @@ static void list_devices(struct cmd *k, const struct srv_client *c)
 
 static void ps_row(struct cmd *k, const struct srv_client *c)
 {
-    char cmdline[256], dev[40];
+    char cmdline[512], dev[40];
     command_line(c, cmdline, sizeof(cmdline));
     unsigned long long ns = pid_namespace(c->pid);
     uint32_t mask = atomic_load(&c->stats.devices);
@@ -235,7 +238,7 @@ static void ps_row(struct cmd *k, const struct srv_client *c)
  * (the tables themselves belong to its worker). */
 static void info_block(struct cmd *k, const struct srv_client *c)
 {
-    say(k, "Client %d (%s)\n", (int)c->pid, c->exe);
+    say(k, "Client %d (%s)\n", (int)c->pid, c->exe); /* kept escaped (client.c) */
     for (int d = 0; d < srv.ndev; d++) {
         char lim[32] = "none";
         if (c->lim.mem[d])

@@ -33,6 +33,10 @@ int srv_log_open(const char *dir, const char *file, const char *who, int to_stde
 void srv_log_reopen(void);
 /* Appends "[date time Control pid] message" to control.log (commands and their results). */
 void srv_clog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A client's text (its executable's name, its command line) made safe to show in a log
+ * line or a control answer: control bytes, bytes that are no shown UTF-8 character and
+ * backslashes escaped (\xNN, \\), cut at cap bytes between whole escapes. Returns out. */
+const char *srv_log_escape(const char *s, char *out, size_t cap);
 
 /* ---------------------------------------------------------------- per-client objects */
 
