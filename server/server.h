@@ -971,8 +971,10 @@ int srv_keeper(const char *pid);
 
 /* control.c: the control socket. */
 int srv_control_listen(void);
+/* main loop: serves a connection just accepted; never blocks on its peer. */
 void srv_control_serve(int fd);
-/* 1 while any control connection is open (an interactive session holds one). */
+/* 1 while any control connection is open (an interactive session holds one until it has
+ * been idle for MPSSHIM_CONTROL_IDLE seconds). */
 int srv_control_busy(void);
 
 /* recycle.c: a server idle after serving clients starts afresh in the same process. */
