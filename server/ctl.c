@@ -263,7 +263,7 @@ int main(int argc, char **argv)
             usage(stdout);
             continue;
         }
-        /* A connection the server closed while this one waited (an interactive session
+        /* A connection the server closed while this program waited for input (a session
          * idle for MPSSHIM_CONTROL_IDLE seconds, say) is made again, as often as the server
          * says it did not take the command, within reason. */
         int r = -2;
