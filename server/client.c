@@ -174,7 +174,10 @@ static int handshake(struct srv_client *c)
     if (recv_all(c, &h.head, sizeof(h.head)) != 0)
         return -1;
     h.head.exe[sizeof(h.head.exe) - 1] = '\0';
-    memcpy(c->exe, h.head.exe, sizeof(c->exe));
+    /* Kept escaped: the name is only ever shown (server.log, get_client_info, ps), so every
+     * use, later ones too, is safe from a name holding a newline or a terminal's escape; an
+     * odd name is cut sooner for it. */
+    srv_log_escape(h.head.exe, c->exe, sizeof(c->exe));
     if (cred.uid != getuid()) {
         refuse(c->sock, CHAN_WELCOME_UID,
                "client process %d runs as user %u, this server as user %u: "

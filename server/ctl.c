@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,19 +137,26 @@ static int is_quit(const char *line)
 
 /* Sends one command and prints its answer (up to the EOT byte; a NAK just before it marks a
  * failed command and is not printed). 0, 1 if the command failed, -1 if the connection
- * closed first. */
+ * closed first, -2 if the server closed it without taking the command (the answer then
+ * starts with a CAN byte: it is not printed, and the command may be sent again). */
 static int run(int s, const char *line)
 {
     char msg[1100];
     snprintf(msg, sizeof(msg), "%s\n", line);
-    if (write(s, msg, strlen(msg)) < 0)
+    /* A failed send is not the end: an answer the server sent before it closed (its reason
+     * for turning this connection away) is still there to read. */
+    if (send(s, msg, strlen(msg), MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
         return -1;
     char buf[4096];
     int held_nak = 0; /* a NAK ended the last read: printed only if more text follows */
+    int first = 1;
     for (;;) {
         ssize_t n = read(s, buf, sizeof(buf));
         if (n <= 0)
             return is_quit(line) ? 0 : -1;
+        if (first && buf[0] == '\x18')
+            return -2;
+        first = 0;
         char *eot = memchr(buf, '\x04', (size_t)n);
         size_t len = eot ? (size_t)(eot - buf) : (size_t)n;
         if (held_nak && len)
@@ -162,6 +170,14 @@ static int run(int s, const char *line)
     }
     fflush(stdout);
     return held_nak;
+}
+
+/* Something the server said before it was asked: it closed this connection (idle too long,
+ * or to make room for another), and that was its reason. */
+static int closed_meanwhile(int s)
+{
+    struct pollfd pf = {.fd = s, .events = POLLIN};
+    return poll(&pf, 1, 0) > 0;
 }
 
 /* The pid of the server at the other end of s (0 if unknown: another pid namespace). */
@@ -247,7 +263,22 @@ int main(int argc, char **argv)
             usage(stdout);
             continue;
         }
-        int r = run(s, line);
+        /* A connection the server closed while this program waited for input (a session
+         * idle for MPSSHIM_CONTROL_IDLE seconds, say) is made again, as often as the server
+         * says it did not take the command, within reason. */
+        int r = -2;
+        for (int tries = 0; r == -2 && tries < 5; tries++) {
+            if (tries || closed_meanwhile(s)) {
+                close(s);
+                if ((s = connect_control()) < 0) {
+                    fprintf(stderr, "Cannot connect to an mpsshim server in %s: %s\n",
+                            chan_pipe_dir(), strerror(errno));
+                    return 1;
+                }
+                server = peer_pid(s);
+            }
+            r = run(s, line);
+        }
         if (r < 0) {
             fprintf(stderr, "The server closed the connection\n");
             rc = 1;

@@ -224,11 +224,82 @@ void srv_log_reopen(void)
     srv_clog("Reopened the log files (SIGHUP)");
 }
 
-/* Formats "[date time Who pid] message\n" and appends it to log `which`. */
+/* ---------------------------------------------------------------- client text */
+
+/* The length of the UTF-8 sequence at u (at most n bytes) when it is one whole character
+ * that is safe to show as it is; 0 when it is not: malformed, overlong, a surrogate, a C1
+ * control (U+0080..U+009F: some terminals obey them as escape sequences), a line or
+ * paragraph separator (U+2028, U+2029: some viewers break lines there) or a bidirectional
+ * override or isolate (U+202A..U+202E, U+2066..U+2069: they make text read other than it
+ * is stored). */
+static size_t utf8_shown(const unsigned char *u, size_t n)
+{
+    size_t len = u[0] >= 0xc2 && u[0] <= 0xdf   ? 2
+                 : u[0] >= 0xe0 && u[0] <= 0xef ? 3
+                 : u[0] >= 0xf0 && u[0] <= 0xf4 ? 4
+                                                : 0;
+    if (!len || len > n)
+        return 0;
+    uint32_t cp = u[0] & (0x7f >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((u[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (u[i] & 0x3f);
+    }
+    static const uint32_t least[5] = {0, 0, 0xa0, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ||
+        (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+        return 0;
+    return len;
+}
+
+/* Copies s into out (cap bytes, NUL-terminated, cut only between whole characters): every
+ * byte below 0x20, 0x7f and every byte >= 0x80 that is not part of a character utf8_shown
+ * lets through becomes \xNN; with `backslash`, a backslash becomes \\ (so that the text
+ * reads back exactly). The length written. */
+static size_t escape(const char *s, char *out, size_t cap, int backslash)
+{
+    size_t o = 0;
+    if (!cap)
+        return 0;
+    for (const unsigned char *u = (const unsigned char *)s; *u;) {
+        char tmp[8];
+        size_t take = 1, put;
+        if (*u == '\\' && backslash) {
+            memcpy(tmp, "\\\\", put = 2);
+        } else if (*u >= 0x20 && *u < 0x7f) {
+            tmp[0] = (char)*u;
+            put = 1;
+        } else if ((take = utf8_shown(u, strnlen((const char *)u, 4))) > 0) {
+            memcpy(tmp, u, put = take);
+        } else {
+            take = 1;
+            put = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", *u);
+        }
+        if (o + put >= cap)
+            break;
+        memcpy(out + o, tmp, put);
+        o += put;
+        u += take;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+const char *srv_log_escape(const char *s, char *out, size_t cap)
+{
+    escape(s, out, cap, 1);
+    return out;
+}
+
+/* Formats "[date time Who pid] message\n" and appends it to log `which`. Whatever the
+ * message holds, it is one line: a control byte that reached it (a client's text that a
+ * caller passed on as it came, say) is written as \xNN. Client text that srv_log_escape
+ * made safe passes unchanged (its backslashes are not doubled again). */
 static void vlog(int which, const char *fmt, va_list ap)
 {
     struct log_file *f = &files[which];
-    char line[1200];
+    char msg[1200], line[1400];
     struct timeval tv;
     gettimeofday(&tv, NULL);
     struct tm tm;
@@ -236,12 +307,9 @@ static void vlog(int which, const char *fmt, va_list ap)
     int n = snprintf(line, sizeof(line), "[%04d-%02d-%02d %02d:%02d:%02d.%03d %s %d] ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, (int)(tv.tv_usec / 1000), f->who, (int)getpid());
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    if (m < 0)
+    if (n < 0 || vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
         return;
-    size_t len = (size_t)n + (size_t)m;
-    if (len > sizeof(line) - 2)
-        len = sizeof(line) - 2;
+    size_t len = (size_t)n + escape(msg, line + n, sizeof(line) - (size_t)n - 1, 0);
     line[len++] = '\n';
     pthread_mutex_lock(&log_lock);
     if (f->fd >= 0 && write(f->fd, line, len) != (ssize_t)len && !f->failed_said) {

@@ -33,6 +33,10 @@ int srv_log_open(const char *dir, const char *file, const char *who, int to_stde
 void srv_log_reopen(void);
 /* Appends "[date time Control pid] message" to control.log (commands and their results). */
 void srv_clog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A client's text (its executable's name, its command line) made safe to show in a log
+ * line or a control answer: control bytes, bytes that are no shown UTF-8 character and
+ * backslashes escaped (\xNN, \\), cut at cap bytes between whole escapes. Returns out. */
+const char *srv_log_escape(const char *s, char *out, size_t cap);
 
 /* ---------------------------------------------------------------- per-client objects */
 
@@ -970,8 +974,10 @@ int srv_keeper(const char *pid);
 
 /* control.c: the control socket. */
 int srv_control_listen(void);
+/* main loop: serves a connection just accepted; never blocks on its peer. */
 void srv_control_serve(int fd);
-/* 1 while any control connection is open (an interactive session holds one). */
+/* 1 while any control connection is open (an interactive session holds one until it has
+ * been idle for MPSSHIM_CONTROL_IDLE seconds). */
 int srv_control_busy(void);
 
 /* recycle.c: a server idle after serving clients starts afresh in the same process. */

@@ -396,6 +396,9 @@ run_test coalesce-programs 200 bash "$ROOT/tests/coalesce.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
+# 40 idle control connections do not lock operators out, idle ones time out, and names and
+# values from clients cannot forge log lines or control answers (issue 34). Own servers.
+run_test control-hostile 180 bash "$ROOT/tests/control_hostile.sh" "$B"
 # make install into a temporary DESTDIR; the installed programs and shim find each other
 # and serve a client; make uninstall leaves nothing. Own servers.
 run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"

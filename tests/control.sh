@@ -232,24 +232,7 @@ printf '%s\n' "$sl" | grep -q 'tables not empty' && bad tables-empty "$sl" || ok
 has terminate-control-log "$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")" "Terminating client $V\$"
 stop_server 30 && ok quit || bad quit "server still running"
 
-# ---------------------------------------------------------------- control connections bounded
-# 40 control connections held open: the 33rd on is told so and closed; once they go,
-# commands are answered again.
-use_dir "$W/ctlcrowd"
-"$CTL" -d || bad ctlcrowd-start "server did not start"
-python3 -c '
-import socket, sys, time
-held = []
-for i in range(40):
-    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); held.append(s)
-time.sleep(3)' "$MPSSHIM_PIPE_DIRECTORY/control.sock" &
-crowd=$!
-sleep 1
-has control-crowd-refused "$(ctl get_server_list)" '^Too many control connections'
-wait $crowd
-until_true bash -c '[ "$(printf "get_server_list\n" | "$0")" = "$1" ]' "$CTL" "$(server_pid)" &&
-    ok control-crowd-served-after || bad control-crowd-served-after "no answer after the crowd left"
-stop_server 30 || bad ctlcrowd-quit "server still running"
+# (A crowd of control connections, idle ones timed out, hostile names: control_hostile.sh.)
 
 # ---------------------------------------------------------------- logs that cannot be written
 # A log directory that cannot exist (its parent is a regular file). -d refuses to start, and
