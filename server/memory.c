@@ -309,9 +309,10 @@ void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p
 /* ---------------------------------------------------------------- registered host memory */
 
 /* cuMemHostRegister: the client moved its pages into a memfd sealed against shrinking
- * (interpose/memory.c; anything else is refused: unsafe_backing); here it is mapped at the same address, so that one address names the pages in both processes and
- * on the GPU (unified addressing), and registered: from then on the pages are pinned memory
- * like cuMemHostAlloc's, copied in place. The address is the client's: when it is taken in
+ * (interpose/memory.c; anything else is refused: unsafe_backing); here it is mapped at the
+ * same address, so that one address names the pages in both processes and on the GPU
+ * (unified addressing), and registered: from then on the pages are pinned memory like
+ * cuMemHostAlloc's, copied in place. The address is the client's: when it is taken in
  * this process (another client registered the same addresses, or the server uses them),
  * the registration is refused, said once per client with what holds the addresses. */
 /* What of this process lies in [addr, end), for the log: the first mapping of

@@ -26,7 +26,8 @@ settled() { gone "$S" || no_clients 2>/dev/null; }
 still_serving() {
     wait_for 20 settled
     if gone "$S"; then
-        echo "FAIL: after $1: the server ($S) died: $(grep -a 'died' "$W/log/server.log" | tail -n 1)"
+        echo "FAIL: after $1: the server ($S) died:"
+        grep -a 'died' "$W/log/server.log" | tail -n 1
         exit 1
     fi
     no_clients || fail "after $1: the server did not let the client go"

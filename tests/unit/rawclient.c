@@ -770,7 +770,8 @@ static int shrink(void)
         unsigned eq = CU_STREAM_WAIT_VALUE_EQ;
         const void *wa[] = {&st, &a, &one, &eq};
         r = call(&x, SHIM_ID_cuStreamWaitValue32_v2, wa, NULL, 0);
-        printf("%-58s %s\n", "  a stream waits on its first word", r == CUDA_SUCCESS ? "ok" : shim_error_name(r));
+        printf("%-58s %s\n", "  a stream waits on its first word",
+               r == CUDA_SUCCESS ? "ok" : shim_error_name(r));
         failures += r != CUDA_SUCCESS;
     }
     for (int i = 0; i < n; i++) {
