@@ -7,6 +7,7 @@
 #include "channel/fdpass.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -207,8 +208,11 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
                               CUDA_ERROR_NOT_SUPPORTED);
     if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
         return r;
-    int fd = memfd_create("mpsshim-registered", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
+    /* Sealed against resizing: the server maps it too and stores into it (it refuses a
+     * memfd that could shrink under it, server/memory.c). */
+    int fd = memfd_create("mpsshim-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         if (fd >= 0)
             close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;

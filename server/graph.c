@@ -356,21 +356,28 @@ static CUresult kernel_node_get(struct srv_client *c, uint64_t node, uint32_t *o
     for (struct srv_obj *p = o->parent; p; p = p->parent)
         if (p->key.type == SHIM_HT_CUgraph)
             g.root = p->key.value;
-    uint8_t *fp = out + sizeof(g);
-    uint32_t used = srv_func_describe(c, g.func, is_kernel, fp,
-                                      CHAN_LANE_DATA - (uint32_t)sizeof(g), &res);
+    /* The layout is described in the server's memory, then copied out: it says where the
+     * parameter bytes go, and the lane is the client's to rewrite at any time. */
+    struct {
+        struct chan_function f;
+        uint32_t layout[CHAN_MAX_PARAMS][2];
+    } d;
+    _Static_assert(sizeof(d) == sizeof(d.f) + sizeof(d.layout), "layout follows the function");
+    _Static_assert(sizeof(g) + sizeof(d) <= CHAN_LANE_DATA, "a description fits the lane");
+    uint32_t used = srv_func_describe(c, g.func, is_kernel, (uint8_t *)&d, sizeof(d), &res);
     if (!used)
         return res;
-    struct chan_function f;
-    memcpy(&f, fp, sizeof(f));
     uint32_t total = (uint32_t)sizeof(g) + used;
-    if (f.param_bytes > CHAN_MAX_PARAM_BYTES || f.param_bytes > CHAN_LANE_DATA - total)
+    if (d.f.param_bytes > CHAN_MAX_PARAM_BYTES || d.f.param_bytes > CHAN_LANE_DATA - total)
         return CUDA_ERROR_NOT_SUPPORTED;
-    const uint32_t(*layout)[2] = (const uint32_t(*)[2])(fp + sizeof(f));
-    if ((res = node_param_bytes(&kp, &f, layout, out + total)) != CUDA_SUCCESS)
+    for (uint32_t i = 0; i < d.f.nparams; i++)
+        if ((uint64_t)d.layout[i][0] + d.layout[i][1] > d.f.param_bytes)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    if ((res = node_param_bytes(&kp, &d.f, d.layout, out + total)) != CUDA_SUCCESS)
         return res;
     memcpy(out, &g, sizeof(g));
-    *out_len = total + f.param_bytes;
+    memcpy(out + sizeof(g), &d, used);
+    *out_len = total + d.f.param_bytes;
     return CUDA_SUCCESS;
 }
 

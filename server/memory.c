@@ -21,7 +21,9 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
@@ -306,10 +308,11 @@ void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p
 
 /* ---------------------------------------------------------------- registered host memory */
 
-/* cuMemHostRegister: the client moved its pages into a memfd (interpose/memory.c); here it
- * is mapped at the same address, so that one address names the pages in both processes and
- * on the GPU (unified addressing), and registered: from then on the pages are pinned memory
- * like cuMemHostAlloc's, copied in place. The address is the client's: when it is taken in
+/* cuMemHostRegister: the client moved its pages into a memfd sealed against shrinking
+ * (interpose/memory.c; anything else is refused: unsafe_backing); here it is mapped at the
+ * same address, so that one address names the pages in both processes and on the GPU
+ * (unified addressing), and registered: from then on the pages are pinned memory like
+ * cuMemHostAlloc's, copied in place. The address is the client's: when it is taken in
  * this process (another client registered the same addresses, or the server uses them),
  * the registration is refused, said once per client with what holds the addresses. */
 /* What of this process lies in [addr, end), for the log: the first mapping of
@@ -337,14 +340,44 @@ static void mapping_at(uint64_t addr, uint64_t end, char *out, size_t len)
     fclose(f);
 }
 
+/* Why the server must not map fd's pages, or NULL when it may: they must be a memfd of
+ * shared memory sealed against shrinking. The server loads and stores there (srv_memops_let_go
+ * ends a departed client's stream waits with a store; the driver's copies may be the CPU's),
+ * and a load or store past the end of a file the client shrank is SIGBUS, for the whole
+ * server. Seals are the proof, since they are never removed: a file on disk or on tmpfs can be
+ * truncated through another descriptor or its path. Not hugetlbfs either: there a page
+ * refaulted after a hole the client punched may find the pool empty, SIGBUS again (on shared
+ * memory it is a new zeroed page). */
+static const char *unsafe_backing(int fd)
+{
+    int seals = fcntl(fd, F_GET_SEALS);
+    struct statfs fs;
+    if (seals < 0)
+        return "a file that is not a memfd";
+    if (!(seals & F_SEAL_SHRINK))
+        return "a memfd not sealed against shrinking (F_SEAL_SHRINK)";
+    if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
+        return "a memfd of huge pages (hugetlbfs)";
+    return NULL;
+}
+
 static CUresult host_register(struct srv_client *c, const struct chan_host_register *m, int fd)
 {
     static const uint64_t page = 4096;
     struct stat st;
     uint64_t end;
     if (fd < 0 || !m->addr || !m->bytes || m->addr % page || m->bytes % page ||
-        m->bytes > (1ull << 40) || __builtin_add_overflow(m->addr, m->bytes, &end) ||
-        fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < m->bytes)
+        m->bytes > (1ull << 40) || __builtin_add_overflow(m->addr, m->bytes, &end))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The seals before the size: a size read first could have shrunk before the seal. */
+    const char *why = unsafe_backing(fd);
+    if (why) {
+        srv_log("Client process %d: cuMemHostRegister of %#llx (%llu bytes) refused: its pages "
+                "came in %s, which the client could take from under the server",
+                (int)c->pid, (unsigned long long)m->addr, (unsigned long long)m->bytes, why);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < m->bytes)
         return CUDA_ERROR_INVALID_VALUE;
     if (m->flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                                CU_MEMHOSTREGISTER_READ_ONLY))

@@ -361,6 +361,10 @@ run_test hostfn-death 90 bash "$ROOT/tests/hostfn_death.sh" "$B" "$WORK"
 # cuMemHostUnregister, cuMemFreeHost); the CPU test driver's stream creation waits
 # meanwhile, as an H200's did, so the release writes on a stream made at start. Own server.
 run_test waitvalue-twin 90 bash "$ROOT/tests/waitvalue_twin.sh" "$B" "$WORK"
+# A client that shrinks the memory it registered, with a stream waiting on it, then leaves:
+# unsealed memfds and files are refused, the shim's sealed memfd cannot be shrunk, and the
+# server (whose stores end the wait) lives on and serves a bystander. Own server.
+run_test hostreg-shrink 90 bash "$ROOT/tests/hostreg_shrink.sh" "$B" "$WORK"
 # Code loaded while a client's stream is held on a value in its device memory: the load
 # waits in the server, not in the driver (whose load, on the CPU test driver as on an H200,
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of

@@ -21,12 +21,21 @@
  *   rawclient devices   given the server's device 1 alone, forges device 1 in contexts,
  *                       CUdevice parameters, CUmemLocation ids and peer copies: each must
  *                       be refused with CUDA_ERROR_INVALID_DEVICE, device 0 mapped to 1
+ *   rawclient shrink    registers host memory (cuMemHostRegister's protocol: a descriptor on
+ *                       the socket, then the record) backed by what a hostile client may
+ *                       send: an unsealed memfd, a file, a memfd sealed against growing only
+ *                       (each must be refused), and a memfd sealed against shrinking (taken);
+ *                       with a stream wait on each one taken, it tries to shrink them to 0
+ *                       (must fail), punches a hole in the sealed one (allowed) and leaves:
+ *                       the server must survive its stores into those pages
+ *                       (tests/hostreg_shrink.sh checks it does)
  *   rawclient fuzz S N  N records of random operations and payloads (seed S), over as many
  *                       sessions as it takes (the server hangs up on protocol errors); the
  *                       server must survive (the CI tier then checks it still serves)
  * Exit 0 when the server behaved as it must. Uses $MPSSHIM_PIPE_DIRECTORY. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +49,7 @@
 
 #include "channel/chan.h"
 #include "channel/desc.h"
+#include "channel/fdpass.h"
 #include "channel/marshal.h"
 
 static int dial(void)
@@ -666,6 +676,125 @@ static int fuzz(uint64_t seed, long n)
     return 0;
 }
 
+/* ---------------------------------------------------------------- shrink */
+
+/* cuMemHostRegister as the shim sends it: fd on the socket, then the record naming the
+ * pages [addr, addr + bytes), which the server maps from fd at the same address. */
+static CUresult register_fd(struct session *x, int fd, uint64_t addr, uint64_t bytes)
+{
+    uint8_t one = 1;
+    if (chan_send_fd(x->sock, &one, 1, fd) != 0)
+        return CUDA_ERROR_UNKNOWN;
+    struct chan_host_register m = {.what = CHAN_HR_REGISTER,
+                                   .flags = CU_MEMHOSTREGISTER_PORTABLE |
+                                            CU_MEMHOSTREGISTER_DEVICEMAP,
+                                   .addr = addr, .bytes = bytes};
+    return request(x, CHAN_OP_HOST_REGISTER, &m, sizeof(m), NULL, 0);
+}
+
+/* A file of `bytes` on disk (or wherever the pipe directory is): unlinked, never sealable. */
+static int disk_file(uint64_t bytes)
+{
+    const char *dir = getenv("MPSSHIM_PIPE_DIRECTORY");
+    int fd = open(dir ? dir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/rawclient-XXXXXX", dir ? dir : "/tmp");
+        if ((fd = mkstemp(path)) >= 0)
+            unlink(path);
+    }
+    if (fd >= 0 && ftruncate(fd, (off_t)bytes) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* A memfd of `bytes` with `seals` added (none: made without MFD_ALLOW_SEALING). */
+static int memfd(const char *name, uint64_t bytes, int seals)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC | (seals ? MFD_ALLOW_SEALING : 0));
+    if (fd >= 0 && (ftruncate(fd, (off_t)bytes) != 0 ||
+                    (seals && fcntl(fd, F_ADD_SEALS, seals) != 0))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static int shrink(void)
+{
+    struct session x;
+    struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
+    if (session_open(&x) != 0 ||
+        request(&x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS) {
+        fprintf(stderr, "no session\n");
+        return 1;
+    }
+    const uint64_t bytes = 64 << 10;
+    struct {
+        const char *what;
+        int fd, want_taken, taken;
+    } v[] = {
+        {"an unsealed memfd", memfd("rawclient-unsealed", bytes, 0), 0, 0},
+        {"a file", disk_file(bytes), 0, 0},
+        {"a memfd sealed against growing only", memfd("rawclient-grow", bytes, F_SEAL_GROW), 0, 0},
+        {"a memfd sealed against shrinking",
+         memfd("rawclient-sealed", bytes, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 1, 0},
+    };
+    const int n = (int)(sizeof(v) / sizeof(v[0]));
+    for (int i = 0; i < n; i++) {
+        /* An address of this process's own, as the shim's would be (its pages stay here). */
+        void *at = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (v[i].fd < 0 || at == MAP_FAILED) {
+            fprintf(stderr, "cannot make %s: %s\n", v[i].what, strerror(errno));
+            return 1;
+        }
+        char what[96];
+        snprintf(what, sizeof(what), "cuMemHostRegister of %s", v[i].what);
+        CUresult r = register_fd(&x, v[i].fd, (uint64_t)(uintptr_t)at, bytes);
+        if (v[i].want_taken) {
+            printf("%-58s %s\n", what, r == CUDA_SUCCESS ? "taken" : shim_error_name(r));
+            failures += r != CUDA_SUCCESS;
+        } else {
+            expect_refused(what, r);
+        }
+        if (r != CUDA_SUCCESS)
+            continue;
+        v[i].taken = 1;
+        /* Its stream waits on the first word: the server ends that wait with a store when
+         * this client leaves (memops.c), and the CPU test driver polls the word till then. */
+        CUstream st = NULL;
+        CUdeviceptr a = (CUdeviceptr)(uintptr_t)at;
+        cuuint32_t one = 1;
+        unsigned eq = CU_STREAM_WAIT_VALUE_EQ;
+        const void *wa[] = {&st, &a, &one, &eq};
+        r = call(&x, SHIM_ID_cuStreamWaitValue32_v2, wa, NULL, 0);
+        printf("%-58s %s\n", "  a stream waits on its first word",
+               r == CUDA_SUCCESS ? "ok" : shim_error_name(r));
+        failures += r != CUDA_SUCCESS;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!v[i].taken)
+            continue;
+        char what[96];
+        snprintf(what, sizeof(what), "then shrinking %s to 0", v[i].what);
+        int shrunk = ftruncate(v[i].fd, 0) == 0;
+        printf("%-58s %s\n", what, shrunk ? "SHRUNK" : strerror(errno));
+        failures += shrunk;
+        /* A hole is allowed (only F_SEAL_WRITE forbids it, and the client's own writes with
+         * it): the server's next touch of those pages finds new zeroed ones. */
+        snprintf(what, sizeof(what), "then punching a hole in %s", v[i].what);
+        int punched = fallocate(v[i].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                                (off_t)bytes) == 0;
+        printf("%-58s %s\n", what, punched ? "punched" : strerror(errno));
+    }
+    /* Leaves with the waits pending: the server stores into those pages as it lets them go. */
+    close(x.sock);
+    printf("left with its streams waiting\n");
+    return failures ? 1 : 0;
+}
+
 /* ---------------------------------------------------------------- devices */
 
 static void expect(const char *what, CUresult got, CUresult want)
@@ -761,8 +890,10 @@ int main(int argc, char **argv)
         return scribble();
     if (argc == 2 && strcmp(argv[1], "trickle") == 0)
         return trickle();
+    if (argc == 2 && strcmp(argv[1], "shrink") == 0)
+        return shrink();
     if (argc == 4 && strcmp(argv[1], "crowd") == 0)
         return crowd(atoi(argv[2]), atoi(argv[3]));
-    fprintf(stderr, "usage: rawclient devices|version|garbage|silent|hostile|scribble|trickle|crowd N SECS|fuzz SEED N\n");
+    fprintf(stderr, "usage: rawclient devices|version|garbage|silent|hostile|scribble|trickle|shrink|crowd N SECS|fuzz SEED N\n");
     return 2;
 }
