@@ -100,8 +100,11 @@ static CUresult stream_of(int dev, CUstream *s)
 
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes)
 {
-    if (srv.device_vmm)
+    if (srv.device_vmm) {
+        if (c->ndevfrees) /* its own blocks freed since, first */
+            srv_devmem_reap(c);
         return srv_arena_alloc(dev, bytes, p);
+    }
     CUresult r;
     CUmemoryPool pool = pool_of(dev, &r);
     if (!pool)
@@ -114,24 +117,40 @@ CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t 
     return DRV(cuStreamSynchronize)(c->devmem[dev].alloc);
 }
 
-/* The free stream waits for what each of the client's streams on the device holds now.
+/* The free stream waits for what each of the client's streams holds now, on any device (a
+ * kernel on another device may reach this one's memory through peer access). A capturing
+ * stream's work from before the capture is its capture mark (graph.c): an event recorded
+ * there now would become a node of the graph.
  * (srv_streams_each takes no argument: the walk's target is the worker thread's own.) */
 static _Thread_local struct {
     CUstream fs;
-    int dev;
 } order;
 
 static void order_after(struct srv_client *c, struct srv_stream *s)
 {
     CUevent ev;
-    if (s->device != order.dev || srv_stream_capturing(c, s) ||
-        DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS ||
+    if (srv_stream_capturing(c, s)) {
+        if (s->cap_mark)
+            (void)DRV(cuStreamWaitEvent)(order.fs, s->cap_mark, 0);
+        return;
+    }
+    if (DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS ||
         srv_event_take(c, s->device, &ev) != CUDA_SUCCESS)
         return;
     /* The wait takes the event's state now: it can be recorded again at once. */
     if (DRV(cuEventRecord)(ev, s->real) == CUDA_SUCCESS)
         (void)DRV(cuStreamWaitEvent)(order.fs, ev, 0);
     srv_event_give(c, s->device, ev);
+}
+
+/* Device dev's free stream of the client waits for all the work it has queued so far, its
+ * destroyed streams' included. */
+static void order_free_stream(struct srv_client *c, int dev)
+{
+    order.fs = c->devmem[dev].free;
+    srv_streams_each(c, 0, 1, order_after);
+    for (size_t i = 0; i < c->nretired; i++)
+        (void)DRV(cuStreamWaitEvent)(order.fs, c->retired[i].ev, 0);
 }
 
 static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after_work)
@@ -141,14 +160,8 @@ static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after
     CUresult r = stream_of(dev, &c->devmem[dev].free);
     if (r != CUDA_SUCCESS)
         return r;
-    if (after_work) {
-        order.fs = c->devmem[dev].free;
-        order.dev = dev;
-        srv_streams_each(c, 0, 1, order_after);
-        for (size_t i = 0; i < c->nretired; i++)
-            if (c->retired[i].dev == dev)
-                (void)DRV(cuStreamWaitEvent)(order.fs, c->retired[i].ev, 0);
-    }
+    if (after_work)
+        order_free_stream(c, dev);
     if (srv.device_vmm) {
         /* The arena has no stream-ordered free: the block goes back once the client's
          * earlier work is done, waited for here (as cuMemFree waits natively). */
@@ -190,20 +203,67 @@ CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o)
     return devmem_free(c, o->dev, o->key.value, 1);
 }
 
-CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o, CUstream stream)
+/* A stream-ordered free of an arena block: its block must not reach another client while
+ * any work the client queued before the free may still touch it, on whatever stream (issue
+ * 34, S11: a free on stream S waited for S alone, and a copy queued earlier on stream T read
+ * the next owner's data). The client's free stream waits for all of it, an event behind that
+ * marks the end, and the block goes back to the arena once the event has completed
+ * (srv_devmem_reap: the worker polls it as it polls its waits). Nothing waits on the host,
+ * as cuMemFreeAsync does not natively. */
+struct srv_devfree {
+    CUevent ev;
+    int dev;
+    uint64_t p;
+};
+
+CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o)
 {
     int dev = o->dev;
     if (dev < 0 || dev >= srv.ndev)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = stream_of(dev, &c->devmem[dev].free);
-    CUevent ev;
-    if (r != CUDA_SUCCESS || (r = srv_event_take(c, dev, &ev)) != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS)
         return r;
-    if ((r = DRV(cuEventRecord)(ev, stream)) == CUDA_SUCCESS &&
-        (r = DRV(cuStreamWaitEvent)(c->devmem[dev].free, ev, 0)) == CUDA_SUCCESS)
-        r = DRV(cuStreamSynchronize)(c->devmem[dev].free);
-    srv_event_give(c, dev, ev);
-    return r == CUDA_SUCCESS ? srv_arena_free(dev, (CUdeviceptr)o->key.value) : r;
+    if (c->ndevfrees == c->capdevfrees) {
+        size_t ncap = c->capdevfrees ? c->capdevfrees * 2 : 8;
+        struct srv_devfree *n = realloc(c->devfrees, ncap * sizeof(*n));
+        if (!n)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        c->devfrees = n;
+        c->capdevfrees = ncap;
+    }
+    CUevent ev;
+    if ((r = srv_event_take(c, dev, &ev)) != CUDA_SUCCESS)
+        return r;
+    order_free_stream(c, dev);
+    if ((r = DRV(cuEventRecord)(ev, c->devmem[dev].free)) != CUDA_SUCCESS) {
+        srv_event_give(c, dev, ev);
+        return r;
+    }
+    c->devfrees[c->ndevfrees++] = (struct srv_devfree){ev, dev, o->key.value};
+    return CUDA_SUCCESS;
+}
+
+size_t srv_devmem_reap(struct srv_client *c)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < c->ndevfrees; i++) {
+        struct srv_devfree *f = &c->devfrees[i];
+        if (srv_fault_dead(c, f->dev))
+            continue; /* died with its context: the arena lost it there (arena.c) */
+        CUresult q = DRV(cuEventQuery)(f->ev);
+        if (q == CUDA_ERROR_NOT_READY) {
+            c->devfrees[j++] = *f;
+            continue;
+        }
+        /* Done; or failed, which ends the context's work for good (a fault: its block is
+         * forgotten, as every block there is). */
+        if (q == CUDA_SUCCESS)
+            (void)srv_arena_free(f->dev, (CUdeviceptr)f->p);
+        srv_event_give(c, f->dev, f->ev);
+    }
+    c->ndevfrees = j;
+    return j;
 }
 
 /* A departing client's device memory (cuda_symbols.txt: release=devmem). */
@@ -216,9 +276,16 @@ void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
                 srv_errname(r));
 }
 
-/* The client leaves: its streams go (frees still queued on them complete). */
+/* The client leaves: its streams go (frees still queued on them complete). Its
+ * stream-ordered frees' work has drained with the rest, unless the release left its work
+ * running: those blocks then stay out of the arena, as its other memory does (registry.c). */
 void srv_devmem_gone(struct srv_client *c)
 {
+    if (!c->left_running)
+        srv_devmem_reap(c);
+    free(c->devfrees);
+    c->devfrees = NULL;
+    c->ndevfrees = c->capdevfrees = 0;
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
         if (c->devmem[d].alloc && !srv_fault_dead(c, d))
             DRV(cuStreamDestroy_v2)(c->devmem[d].alloc);

@@ -49,6 +49,15 @@ static CUresult begin_call(struct srv_client *c, struct srv_call *k)
     struct srv_stream *before = capture_stream(c, k);
     if (before)
         srv_hblock_close(c, before);
+    /* What it holds now can no longer be waited for once it captures (an event recorded
+     * there becomes a node): a mark of it, for frees that must come after it (devmem.c),
+     * made once per stream. Without one, it holds nothing when the capture begins. */
+    if (before && !before->cap_mark &&
+        DRV(cuEventCreate)(&before->cap_mark, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        before->cap_mark = NULL;
+    if (before && (!before->cap_mark || DRV(cuEventRecord)(before->cap_mark, st) != CUDA_SUCCESS) &&
+        (r = DRV(cuStreamSynchronize)(st)) != CUDA_SUCCESS)
+        return r;
     if (k->id == SHIM_ID_cuStreamBeginCaptureToGraph)
         r = DRV(cuStreamBeginCaptureToGraph)(st, (CUgraph)(uintptr_t)k->vals[1],
                                              (const CUgraphNode *)(uintptr_t)k->vals[2],

@@ -475,7 +475,7 @@ static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
     k->keep = srv_graphmem_keep(c, k->vals[0]);
     o = srv.device_vmm ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, k->vals[0]) : NULL;
     if (srv_devmem_pooled(o)) /* the arena's: no stream-ordered free (devmem.c) */
-        return srv_devmem_free_after(c, o, (CUstream)(uintptr_t)k->vals[1]);
+        return srv_devmem_free_after(c, o);
     return DRV(cuMemFreeAsync)((CUdeviceptr)k->vals[0], (CUstream)(uintptr_t)k->vals[1]);
 }
 

@@ -93,6 +93,9 @@ struct srv_stream {
     uint64_t seen_by_legacy; /* our nsubmit when the legacy stream last waited for us */
     uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
     CUevent mark;            /* internal event recorded for those waits */
+    /* Recorded on it just before its latest capture began (graph.c): what it held then, for
+     * a free that must come after the client's work (devmem.c); NULL: never captured. */
+    CUevent cap_mark;
     uint64_t queued;         /* bytes charged here not yet covered by a mark (queue.c) */
     struct srv_hblock *hb;   /* the pinned block its inline copies fill now (hostblocks.c) */
     /* The graph a capture begun on it builds (graph.c), NULL: none. Kept from the begin, as
@@ -301,6 +304,10 @@ struct srv_client {
     struct {                    /* devmem.c: its allocation and free streams per device */
         CUstream alloc, free;
     } devmem[CHAN_MAX_DEVICES];
+    /* Arena blocks it freed stream-ordered, each back in the arena once an event behind all
+     * the work it had queued at the free has completed (devmem.c). */
+    struct srv_devfree *devfrees;
+    size_t ndevfrees, capdevfrees;
     uint8_t *blob;     /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
@@ -876,8 +883,11 @@ CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t 
 int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool or arena */
 /* After the client's own work on the device, never after other clients' work. */
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o);
-/* cuMemFreeAsync of arena memory: after the work queued on `stream` so far (waited for). */
-CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o, CUstream stream);
+/* cuMemFreeAsync of arena memory: back in the arena once all the work the client queued
+ * before it has run, on any of its streams (not waited for: srv_devmem_reap). */
+CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o);
+/* Gives back the blocks of stream-ordered frees whose work has run; how many still wait. */
+size_t srv_devmem_reap(struct srv_client *c);
 /* arena.c: device memory mapped with the virtual memory calls, small requests sharing 2 MiB
  * slabs; srv_arena_free waits for nothing. */
 CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p);

@@ -74,6 +74,8 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
     /* Destroying a stream with work pending is allowed: the work completes. */
     DRV(cuStreamDestroy_v2)(s->real);
     DRV(cuEventDestroy_v2)(s->mark);
+    if (s->cap_mark)
+        DRV(cuEventDestroy_v2)(s->cap_mark);
     free(s);
 }
 
