@@ -208,6 +208,11 @@ static int handshake(struct srv_client *c)
         refuse(c->sock, CHAN_WELCOME_LIMITS, "client process %d: %s", (int)c->pid, why);
         return -1;
     }
+    /* Limits and what they count are its process's, across its connections (account.c). */
+    if (srv_account_join(c, why, sizeof(why)) != 0) {
+        refuse(c->sock, CHAN_WELCOME_ERROR, "client process %d: %s", (int)c->pid, why);
+        return -1;
+    }
     if (atomic_load(&srv.draining)) {
         refuse(c->sock, CHAN_WELCOME_ERROR, "server is shutting down (quit -t)");
         return -1;
@@ -403,6 +408,7 @@ static void cleanup(struct srv_client *c)
         free(c->pool[d].ev);
     }
     srv_green_release(c);
+    srv_account_leave(c); /* everything it counted there has been given back */
     chan_ranges_free(&c->ranges);
     free(c->blob);
     free(c->rec);

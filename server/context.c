@@ -83,6 +83,55 @@ void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
         srv_reply(c, r->lane, res, 0);
 }
 
+/* Device memory a context limit of `value` costs on device dev beyond what the context had
+ * when the server started: a stack of `value` bytes for every thread the device can hold at
+ * once (on an H200 8 KiB a thread took 1.8 GiB), a heap or printf FIFO of `value` bytes.
+ * The other limits hold no device memory the server can reckon (the pending launch count's
+ * buffer is the driver's own size): 0. */
+static uint64_t limit_cost(int dev, unsigned limit, uint64_t value)
+{
+    uint64_t floor = srv.limit_default[dev][limit], per = 1, cost;
+    if (value <= floor)
+        return 0;
+    if (limit == CU_LIMIT_STACK_SIZE) {
+        const int32_t *a = srv.devinfo.dev[dev].attr;
+        int32_t sms = a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+        int32_t threads = a[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR];
+        per = (uint64_t)(sms > 0 ? sms : 1) * (uint64_t)(threads > 0 ? threads : 2048);
+    } else if (limit != CU_LIMIT_MALLOC_HEAP_SIZE && limit != CU_LIMIT_PRINTF_FIFO_SIZE) {
+        return 0;
+    }
+    return __builtin_mul_overflow(value - floor, per, &cost) ? UINT64_MAX : cost;
+}
+
+/* A client's limit set to `value` on device dev: its process's memory limit must hold what
+ * the setting costs (charged to its account while it stands, instead of what it charged
+ * before), else CUDA_ERROR_OUT_OF_MEMORY before the driver is asked (issue 34, S9: a client
+ * limited to 1 MiB set the shared stack to 1 MiB a thread and the heap to 8 GiB). */
+static CUresult limit_charge(struct srv_client *c, int dev, unsigned limit, uint64_t value)
+{
+    uint64_t cost = limit_cost(dev, limit, value), had = c->limit_cost[limit];
+    int same = had && c->limit_cost_dev[limit] == dev;
+    if (cost > (same ? had : 0) && !srv_mem_fits(c, dev, cost - (same ? had : 0))) {
+        srv_log("Client process %d: context limit %u set to %llu refused: it would cost %llu "
+                "bytes of device memory on device %d, past the client's limit",
+                (int)c->pid, limit, (unsigned long long)value, (unsigned long long)cost, dev);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* What the limit costs now replaces what it cost before, in the account. */
+static void limit_charged(struct srv_client *c, int dev, unsigned limit, uint64_t value)
+{
+    if (c->limit_cost[limit])
+        srv_account_mem_add(c, c->limit_cost_dev[limit], -(int64_t)c->limit_cost[limit]);
+    c->limit_cost[limit] = limit_cost(dev, limit, value);
+    c->limit_cost_dev[limit] = dev;
+    if (c->limit_cost[limit])
+        srv_account_mem_add(c, dev, (int64_t)c->limit_cost[limit]);
+}
+
 void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_limit m;
@@ -102,6 +151,8 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     /* Raising a limit waits for every stream of the context in the driver: not while one
      * is held on a value in device memory (codegate.c). */
     int gdev = c->cur->device;
+    if (m.set && (res = limit_charge(c, gdev, m.limit, m.value)) != CUDA_SUCCESS)
+        goto reply;
     if (m.set && (res = srv_codegate_enter(c, gdev, "setting a limit")) != CUDA_SUCCESS)
         goto reply;
     size_t real = 0;
@@ -117,6 +168,7 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         if (res == CUDA_SUCCESS) {
             c->limits[m.limit] = m.value;
             c->limits_set |= 1u << m.limit;
+            limit_charged(c, gdev, m.limit, m.value);
         }
         v = m.value;
     } else if (res == CUDA_SUCCESS && (c->limits_set & (1u << m.limit))) {
@@ -135,6 +187,11 @@ reply:
 
 void srv_limits_settle(struct srv_client *gone)
 {
+    for (unsigned l = 0; l < CU_LIMIT_MAX; l++)
+        if (gone->limit_cost[l]) { /* its account is charged no more */
+            srv_account_mem_add(gone, gone->limit_cost_dev[l], -(int64_t)gone->limit_cost[l]);
+            gone->limit_cost[l] = 0;
+        }
     if (!gone->limits_set)
         return;
     pthread_mutex_lock(&srv.limits_lock);

@@ -298,7 +298,11 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
             const struct shim_type *t = &shim_types[p->htype];
             if (chan_size_eval(d, &p->span->width, k->a.val, k->a.ptr, &size) != 0)
                 size = UINT64_MAX;
-            int fits = !(t->flags & SHIM_TF_COUNTS) || srv_mem_fits(c, k->dev, size);
+            /* A range whose size was known before the call was checked then (check_limit),
+             * and what that check allowed stays reserved until the record is done
+             * (account.c): checked again, it would be counted twice. */
+            int checked = p->kind == SHIM_PK_RANGE && !p->after;
+            int fits = !(t->flags & SHIM_TF_COUNTS) || checked || srv_mem_fits(c, k->dev, size);
             struct srv_obj *o = fits && size != UINT64_MAX
                                     ? srv_range_add(c, p->htype, base, size, p->creates, k->parent)
                                     : NULL;

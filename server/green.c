@@ -137,10 +137,19 @@ int srv_green_assign(struct srv_client *c)
             rc = -1;
             break;
         }
+        /* One partition per process: its further connections take its first's, so that
+         * connections do not add up to more than its share (account.c). */
         unsigned best = 0;
-        for (unsigned i = 1; i < g->nparts; i++)
-            if (g->users[i] < g->users[best])
-                best = i;
+        int mine = c->acct ? c->acct->part[d] : -1;
+        if (mine >= 0 && (unsigned)mine < g->nparts) {
+            best = (unsigned)mine;
+        } else {
+            for (unsigned i = 1; i < g->nparts; i++)
+                if (g->users[i] < g->users[best])
+                    best = i;
+            if (c->acct)
+                c->acct->part[d] = (int)best;
+        }
         g->users[best]++;
         c->lim.part[d] = (int)best;
         c->green[d] = g->ctx[best];

@@ -20,8 +20,11 @@
  *    freed it (or left) AND every opener closed it (or left). Natively, freeing exported
  *    memory before the importers closed it is undefined; here it must not let the address
  *    go to another client while an opener can still name it (or run kernels on it).
- *  - Memory kept alive for openers after the exporter let it go is charged to one of the
- *    openers (the first still holding it), so that no memory escapes every limit.
+ *  - Every opener of memory (or of a physical handle) is charged its bytes while it holds
+ *    it, against its own limit, and an open that does not fit fails with
+ *    CUDA_ERROR_OUT_OF_MEMORY: what a client can reach is what it may hold. (Charging only
+ *    one opener once the exporter let go let a client keep 32 MiB of opened memory under a
+ *    4 MiB limit: issue 34, S5.) The exporter is charged too while it holds its own.
  *  - The grant ends when either side leaves: an exporter that leaves revokes the openers'
  *    records (every call naming them fails from then on: srv_obj_find and srv_range_find
  *    skip revoked records), but the memory stays until the openers closed it or left, since
@@ -65,7 +68,6 @@ struct srv_share {
     int pooled;                /* memory from the server's device pool (devmem.c) */
     struct srv_client **openers; /* clients holding an opened record, one entry each */
     int nopeners, capopeners;
-    struct srv_client *charged; /* the opener paying for the memory once the owner let go */
     UT_hash_handle hh;
 };
 
@@ -146,20 +148,6 @@ static void destroy_real(struct srv_share *s)
     free(s);
 }
 
-/* ipc_lock held: memory the owner let go is paid for by an opener (the first one left),
- * none once nobody holds it. */
-static void recharge(struct srv_share *s)
-{
-    struct srv_client *to = !s->owner && s->nopeners ? s->openers[0] : NULL;
-    if (s->kind == SHIM_HT_CUevent || to == s->charged)
-        return;
-    if (s->charged)
-        srv_mem_uncount(s->charged, s->dev, s->bytes);
-    if (to)
-        srv_mem_count(to, s->dev, s->bytes);
-    s->charged = to;
-}
-
 void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving)
 {
     srv_share_let_go(c, o, leaving, 0);
@@ -191,7 +179,6 @@ void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int 
                 break;
             }
     }
-    recharge(s);
     if (!s->owner && !s->nopeners) {
         if (leak) { /* work may still touch it: the share goes, the object stays */
             HASH_DEL(shares, s);
@@ -323,6 +310,8 @@ static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint3
             o->aux++;
     } else if (o) {
         err = CUDA_ERROR_INVALID_VALUE; /* a revoked grant of an older share: cannot be */
+    } else if (kind != SHIM_HT_CUevent && s->bytes && !srv_mem_fits(c, s->dev, s->bytes)) {
+        err = CUDA_ERROR_OUT_OF_MEMORY; /* the opener pays for what it can reach */
     } else if (!(o = mem ? srv_range_add(c, type, s->value, s->size, 1, NULL)
                          : srv_obj_add(c, type, s->value, 1, NULL))) {
         err = CUDA_ERROR_OUT_OF_MEMORY;
@@ -332,6 +321,8 @@ static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint3
     } else {
         o->share = s;
         o->dev = s->dev;
+        if (kind != SHIM_HT_CUevent && s->bytes)
+            srv_obj_count(c, o, s->dev, s->bytes); /* uncounted when the record goes */
         o->aux = mem ? 1 : kind == SHIM_HT_CUevent ? CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS
                                                   : 0;
     }

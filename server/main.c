@@ -311,6 +311,19 @@ int main(int argc, char **argv)
                         "using 64M\n", v);
         srv.queue_limit = 64ull << 20;
     }
+    /* Registry records one client process may hold (account.c): each costs the server a few
+     * hundred bytes, and a client making a million events took it from 4 to 374 MB. */
+    v = getenv("MPSSHIM_MAX_OBJECTS");
+    srv.max_objects = 262144;
+    if (v && *v) {
+        char *end;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (*end || *v == '-')
+            fprintf(stderr, "mpsshim-server: MPSSHIM_MAX_OBJECTS=%s is not a count; using "
+                            "%llu\n", v, (unsigned long long)srv.max_objects);
+        else
+            srv.max_objects = n;
+    }
     v = getenv("MPSSHIM_MAX_CLIENTS");
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
     /* Started by nobody who waits for "ready" (systemd, a container, a shell): the pid the

@@ -30,9 +30,10 @@ int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 {
     if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev])
         return 1;
-    uint64_t lim = c->lim.mem[dev], used = atomic_load(&c->stats.mem_dev[dev]);
-    if (bytes <= lim && used <= lim - bytes)
+    /* The process's, whatever number of connections it makes (account.c). */
+    if (srv_account_mem_fits(c, dev, bytes))
         return 1;
+    uint64_t lim = c->lim.mem[dev], used = srv_account_mem_used(c, dev);
     /* One line per episode: a program probing how much it can get is not a log flood. */
     if (!c->mem_refused[dev]) {
         char l[32], u[32], b[32];
@@ -67,7 +68,7 @@ static CUresult mem_info_after(struct srv_client *c, struct srv_call *k)
     if (!c->lim.mem[dev])
         return CUDA_SUCCESS;
     size_t *f = k->a.ptr[0], *t = k->a.ptr[1];
-    uint64_t lim = c->lim.mem[dev], used = atomic_load(&c->stats.mem_dev[dev]);
+    uint64_t lim = c->lim.mem[dev], used = srv_account_mem_used(c, dev);
     uint64_t left = used < lim ? lim - used : 0;
     if (f && *f > left)
         *f = (size_t)left;
@@ -188,7 +189,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     struct chan_host_alloc m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint64_t rep[2] = {0, 0};
-    int fd = -1;
+    int fd = -1, taken = 0; /* taken: its pinned bytes are counted, not yet by a record */
     uint64_t addr = 0, size = 0;
     if (!c->cur) {
         res = CUDA_ERROR_INVALID_CONTEXT;
@@ -212,13 +213,11 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
         goto out;
     /* Pinned pages cannot be reclaimed: one client must not pin the machine's memory away
      * (the kernel would kill the server, the biggest process, and every client with it). */
-    if (atomic_load(&c->stats.pinned) + size > srv.max_pinned) {
-        srv_log("Client process %d: pinned host memory limit (%llu MiB) reached", (int)c->pid,
-                (unsigned long long)(srv.max_pinned >> 20));
+    if (!srv_account_pinned_take(c, size)) /* the process's, across its connections */
         goto out;
-    }
+    taken = 1;
     if (!(addr = host_take(size, m.avoid)))
-        goto out;
+        goto fail;
     fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
@@ -237,14 +236,14 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
         goto fail;
     }
     o->aux = size;
-    atomic_fetch_add(&c->stats.pinned, size);
+    taken = 0; /* the record's now: given back at its release */
     if (managed)
         srv_obj_count(c, o, dev, m.bytes);
     /* The fd goes first: the client reads it right after the reply. */
     uint8_t one = 0;
     if (chan_send_fd(c->sock, &one, 1, fd) != 0) {
         srv_obj_destroyed(c, o);
-        atomic_fetch_sub(&c->stats.pinned, size);
+        taken = 1;
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
         res = CUDA_ERROR_OPERATING_SYSTEM;
         goto fail;
@@ -256,7 +255,10 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
 fail:
     if (fd >= 0)
         close(fd);
-    host_give(addr, size);
+    if (addr)
+        host_give(addr, size);
+    if (taken)
+        srv_account_pinned_give(c, size);
     if (res == CUDA_SUCCESS)
         res = CUDA_ERROR_OUT_OF_MEMORY;
 out:
@@ -277,7 +279,7 @@ static uint64_t pinned_bytes(const struct srv_obj *o)
  * reservation (the client unmaps its own mapping). */
 void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
 {
-    atomic_fetch_sub(&c->stats.pinned, pinned_bytes(o));
+    srv_account_pinned_give(c, pinned_bytes(o));
     srv_memops_unmapping(c, o->key.value, pinned_bytes(o));
     DRV(cuMemHostUnregister)((void *)(uintptr_t)o->key.value);
     if (o->aux & PINNED_REGISTERED)
@@ -384,11 +386,8 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
         return CUDA_ERROR_INVALID_VALUE;
     if (srv_range_find(c, m->addr, 1) || srv_range_find(c, end - 1, 1))
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    if (atomic_load(&c->stats.pinned) + m->bytes > srv.max_pinned) {
-        srv_log("Client process %d: pinned host memory limit (%llu MiB) reached", (int)c->pid,
-                (unsigned long long)(srv.max_pinned >> 20));
+    if (!srv_account_pinned_take(c, m->bytes))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     void *want = (void *)(uintptr_t)m->addr;
     void *got = mmap(want, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
                      fd, 0);
@@ -404,6 +403,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
                     (int)c->pid, (unsigned long long)m->addr, (unsigned long long)m->bytes,
                     got == MAP_FAILED ? strerror(err) : "the kernel placed it elsewhere", who);
         }
+        srv_account_pinned_give(c, m->bytes);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     unsigned fl = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
@@ -411,16 +411,17 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     CUresult r = DRV(cuMemHostRegister_v2)(want, m->bytes, fl);
     if (r != CUDA_SUCCESS) {
         munmap(want, m->bytes);
+        srv_account_pinned_give(c, m->bytes);
         return r;
     }
     struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_PINNED, m->addr, m->bytes, 1, NULL);
     if (!o) {
         DRV(cuMemHostUnregister)(want);
         munmap(want, m->bytes);
+        srv_account_pinned_give(c, m->bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    o->aux = m->bytes | PINNED_REGISTERED;
-    atomic_fetch_add(&c->stats.pinned, m->bytes);
+    o->aux = m->bytes | PINNED_REGISTERED; /* its pinned bytes: given back at its release */
     return CUDA_SUCCESS;
 }
 

@@ -36,13 +36,29 @@ static uint64_t mark_step(void)
     return s < (64u << 10) ? (64u << 10) : s;
 }
 
+/* The client's held bytes, and its process's across its connections (account.c: the
+ * limit is the process's), change together. */
+static void held_add(struct srv_client *c, uint64_t n)
+{
+    c->queue.held += n;
+    srv_account_queued_add(c, (int64_t)n);
+}
+
+static void held_sub(struct srv_client *c, uint64_t n)
+{
+    if (n > c->queue.held)
+        n = c->queue.held;
+    c->queue.held -= n;
+    srv_account_queued_add(c, -(int64_t)n);
+}
+
 /* Lets go of the bytes of mark i (its work is done, failed or gone). */
 static void drop(struct srv_client *c, size_t i, int pool)
 {
     struct srv_queue *q = &c->queue;
     if (pool)
         srv_event_give(c, q->marks[i].dev, q->marks[i].ev);
-    q->held -= q->marks[i].bytes < q->held ? q->marks[i].bytes : q->held;
+    held_sub(c, q->marks[i].bytes);
     q->marks[i] = q->marks[--q->n];
     q->progress_ns = chan_now_ns();
 }
@@ -86,12 +102,12 @@ static void mark(struct srv_client *c, struct srv_stream *s)
         }
     }
     if (q->n == q->cap || srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) {
-        q->held -= bytes;
+        held_sub(c, bytes);
         return;
     }
     if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
         srv_event_give(c, s->device, ev);
-        q->held -= bytes;
+        held_sub(c, bytes);
         return;
     }
     q->marks[q->n++] = (struct srv_qmark){.ev = ev, .dev = s->device, .bytes = bytes};
@@ -105,7 +121,7 @@ void srv_queue_charge(struct srv_client *c, struct srv_stream *s, uint64_t bytes
     struct srv_queue *q = &c->queue;
     s->queued += bytes;
     q->unmarked += bytes;
-    q->held += bytes;
+    held_add(c, bytes);
     if (q->held > q->peak)
         q->peak = q->held;
     if (s->queued >= mark_step())
@@ -131,16 +147,18 @@ static int waits_on_client(struct srv_client *c)
     return c->nwaitvals > 0 || c->hn != NULL;
 }
 
+/* The limit bounds what the client's process holds, across its connections (account.c);
+ * each connection over it waits for its own work, which is what it can make progress on. */
 int srv_queue_paused(struct srv_client *c)
 {
     struct srv_queue *q = &c->queue;
     uint64_t limit = srv.queue_limit;
-    if (!limit || q->held <= limit) {
+    if (!limit || srv_account_queued(c) <= limit) {
         q->over_since = 0;
         return 0;
     }
     poll_marks(c);
-    if (q->held <= limit) {
+    if (srv_account_queued(c) <= limit) {
         q->over_since = 0;
         return 0;
     }
@@ -167,7 +185,7 @@ int srv_queue_paused(struct srv_client *c)
     /* Bytes not covered by a mark would never be let go. */
     if (q->unmarked)
         mark_all(c);
-    if (q->held > SRV_QUEUE_HARD_FACTOR * limit)
+    if (srv_account_queued(c) > SRV_QUEUE_HARD_FACTOR * limit)
         return 1;
     uint64_t since = q->progress_ns > q->over_since ? q->progress_ns : q->over_since;
     if (now - since < (waits_on_client(c) ? STALL_SEEN_NS : STALL_ANY_NS))
@@ -191,7 +209,7 @@ void srv_queue_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
         return;
     }
     c->queue.unmarked -= s->queued;
-    c->queue.held -= s->queued < c->queue.held ? s->queued : c->queue.held;
+    held_sub(c, s->queued);
     s->queued = 0;
 }
 
@@ -215,5 +233,6 @@ void srv_queue_release(struct srv_client *c)
                 "(at most %llu bytes held)",
                 (int)c->pid, (unsigned long long)q->pauses, q->pauses == 1 ? "" : "s",
                 (unsigned long long)q->peak);
+    held_sub(c, q->held);
     *q = (struct srv_queue){0};
 }

@@ -38,6 +38,7 @@ void srv_mem_count(struct srv_client *c, int dev, uint64_t bytes)
     atomic_fetch_add(&c->stats.mem_in_use, bytes);
     if (dev >= 0 && dev < CHAN_MAX_DEVICES)
         atomic_fetch_add(&c->stats.mem_dev[dev], bytes);
+    srv_account_mem_add(c, dev, (int64_t)bytes); /* and its process's, which limits check */
 }
 
 void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes)
@@ -45,6 +46,7 @@ void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes)
     atomic_fetch_sub(&c->stats.mem_in_use, bytes);
     if (dev >= 0 && dev < CHAN_MAX_DEVICES)
         atomic_fetch_sub(&c->stats.mem_dev[dev], bytes);
+    srv_account_mem_add(c, dev, -(int64_t)bytes);
 }
 
 void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes)
@@ -136,8 +138,15 @@ struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value,
         o->owned |= owned;
         return o;
     }
-    if (type == SHIM_HT_NONE || type >= SHIM_NHTYPES || !(o = calloc(1, sizeof(*o))))
+    if (type == SHIM_HT_NONE || type >= SHIM_NHTYPES)
         return NULL;
+    /* Records cost the server memory: capped per process (account.c; issue 34, S6). */
+    if (!srv_account_record_take(c))
+        return NULL;
+    if (!(o = calloc(1, sizeof(*o)))) {
+        srv_account_record_give(c);
+        return NULL;
+    }
     o->key.value = value;
     o->key.type = type;
     o->owned = owned;
@@ -221,6 +230,7 @@ static void forget(struct srv_client *c, struct srv_obj *o)
         c->last_found[o->key.type] = NULL;
     free(o);
     atomic_fetch_sub_explicit(&records_live, 1, memory_order_relaxed);
+    srv_account_record_give(c);
     c->forgotten++; /* execs naming what went are checked again at launch (graphrefs.c) */
 }
 

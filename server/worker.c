@@ -184,6 +184,16 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
     return 0;
 }
 
+/* A record handled: what its checks reserved of the process's memory limit is counted by
+ * now, or was not taken (account.c). */
+static int dispatch_settled(struct srv_client *c, struct chan_rec *r)
+{
+    int rc = dispatch(c, r);
+    if (c->reserved_any)
+        srv_account_settle(c);
+    return rc;
+}
+
 void *srv_worker_main(void *arg)
 {
     struct srv_client *c = arg;
@@ -210,7 +220,7 @@ void *srv_worker_main(void *arg)
             if (n == CHAN_NEXT_NONE)
                 break;
             uint64_t t0 = CHAN_PROFILING ? chan_now_ns() : 0;
-            int bad = n == CHAN_NEXT_BAD || dispatch(c, (struct chan_rec *)c->rec) != 0;
+            int bad = n == CHAN_NEXT_BAD || dispatch_settled(c, (struct chan_rec *)c->rec) != 0;
             if (CHAN_PROFILING) {
                 uint64_t ns = chan_now_ns() - t0;
                 c->prof_records++;

@@ -398,6 +398,8 @@ run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
 # memory with no call that would ring. Own server.
 run_test coalesce-programs 200 bash "$ROOT/tests/coalesce.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
+# Limits and counts of a process across its connections (issue 34: S5, S6, S9): own server.
+run_test accounts 120 bash "$ROOT/tests/accounts.sh" "$B" "$WORK"
 run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
 run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # 40 idle control connections do not lock operators out, idle ones time out, and names and

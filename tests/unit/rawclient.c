@@ -29,6 +29,15 @@
  *                       (must fail), punches a hole in the sealed one (allowed) and leaves:
  *                       the server must survive its stores into those pages
  *                       (tests/hostreg_shrink.sh checks it does)
+ *   rawclient accounts  one process, several connections (the server started with
+ *                       MPSSHIM_MAX_PINNED_MB=4 and MPSSHIM_MAX_OBJECTS=300 by
+ *                       tests/accounts.sh): a 4 MiB device memory limit, 4 MiB of pinned
+ *                       memory and 300 records hold for the process, not for each
+ *                       connection: 3 MiB in one connection, then 3 MiB more in another
+ *                       must be refused, 1 MiB taken; likewise pinned memory; events
+ *                       made across connections stop at the cap with
+ *                       CUDA_ERROR_OUT_OF_MEMORY, and one destroyed makes room for one; a
+ *                       ninth connection of the process is refused
  *   rawclient fuzz S N  N records of random operations and payloads (seed S), over as many
  *                       sessions as it takes (the server hangs up on protocol errors); the
  *                       server must survive (the CI tier then checks it still serves)
@@ -722,6 +731,113 @@ static int memfd(const char *name, uint64_t bytes, int seals)
     return fd;
 }
 
+/* ---------------------------------------------------------------- accounts */
+
+static void expect(const char *what, CUresult got, CUresult want);
+
+static CUresult acct_alloc(struct session *x, size_t bytes, CUdeviceptr *d)
+{
+    CUdeviceptr *pd = d;
+    const void *a[] = {&pd, &bytes};
+    return call(x, SHIM_ID_cuMemAlloc_v2, a, d, sizeof(*d));
+}
+
+static CUresult acct_pinned(struct session *x, uint64_t bytes)
+{
+    struct chan_host_alloc m = {.bytes = bytes};
+    uint64_t rep[2];
+    CUresult r = request(x, CHAN_OP_HOST_ALLOC, &m, sizeof(m), rep, sizeof(rep));
+    if (r == CUDA_SUCCESS) { /* its memfd came on the socket first: taken, unused */
+        uint8_t b;
+        int fd = -1;
+        if (chan_recv_fd(x->sock, &b, 1, &fd) >= 0 && fd >= 0)
+            close(fd);
+    }
+    return r;
+}
+
+static int accounts(void)
+{
+    struct session x[9];
+    struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
+    for (int i = 0; i < 3; i++) {
+        x[i].sock = dial();
+        struct chan_hello h = hello();
+        snprintf(h.pinned_mem_limit, sizeof(h.pinned_mem_limit), "0=4M");
+        struct chan_welcome w;
+        int fd;
+        if (send(x[i].sock, &h, sizeof(h), 0) != sizeof(h) || recv_welcome(x[i].sock, &w, &fd) != 0 ||
+            w.status != CHAN_WELCOME_OK || fd < 0) {
+            fprintf(stderr, "connection %d refused\n", i);
+            return 1;
+        }
+        x[i].size = w.shm_size;
+        x[i].base = mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (x[i].base == MAP_FAILED)
+            return 1;
+        chan_attach(&x[i].c, x[i].base);
+        if (request(&x[i], CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS) {
+            fprintf(stderr, "no context in connection %d\n", i);
+            return 1;
+        }
+    }
+    CUdeviceptr d;
+    expect("3 MiB in connection 1 (limit 4M)", acct_alloc(&x[0], 3u << 20, &d), CUDA_SUCCESS);
+    expect("3 MiB more in connection 2", acct_alloc(&x[1], 3u << 20, &d), CUDA_ERROR_OUT_OF_MEMORY);
+    expect("1 MiB in connection 3", acct_alloc(&x[2], 1u << 20, &d), CUDA_SUCCESS);
+    expect("1 byte more in connection 2", acct_alloc(&x[1], 1, &d), CUDA_ERROR_OUT_OF_MEMORY);
+    /* Pinned memory is mapped in 2 MiB steps. */
+    expect("2 MiB pinned in connection 1 (cap 4 MiB)", acct_pinned(&x[0], 2u << 20), CUDA_SUCCESS);
+    expect("4 MiB pinned more in connection 2", acct_pinned(&x[1], 4u << 20), CUDA_ERROR_OUT_OF_MEMORY);
+    expect("2 MiB pinned in connection 3", acct_pinned(&x[2], 2u << 20), CUDA_SUCCESS);
+    expect("1 byte pinned more in connection 2", acct_pinned(&x[1], 1), CUDA_ERROR_OUT_OF_MEMORY);
+    /* Records: events until the cap, from the three connections in turn. */
+    unsigned made = 0;
+    CUevent last = NULL;
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 0; i < 1000 && r == CUDA_SUCCESS; i++) {
+        CUevent e = NULL, *pe = &e;
+        unsigned fl = 0;
+        const void *a[] = {&pe, &fl};
+        r = call(&x[i % 3], SHIM_ID_cuEventCreate, a, &e, sizeof(e));
+        if (r == CUDA_SUCCESS) {
+            made++;
+            last = e;
+        }
+    }
+    printf("%-58s %u made, then %d\n", "events across 3 connections (cap 300 records)", made, (int)r);
+    failures += !(made > 200 && made < 300 && r == CUDA_ERROR_OUT_OF_MEMORY);
+    {
+        int who = (int)((made - 1) % 3);
+        const void *a[] = {&last};
+        expect("one destroyed", call(&x[who], SHIM_ID_cuEventDestroy_v2, a, NULL, 0), CUDA_SUCCESS);
+        CUevent e = NULL, *pe = &e;
+        unsigned fl = 0;
+        const void *b[] = {&pe, &fl};
+        expect("then one more made", call(&x[0], SHIM_ID_cuEventCreate, b, &e, sizeof(e)), CUDA_SUCCESS);
+        expect("and no further one", call(&x[1], SHIM_ID_cuEventCreate, b, &e, sizeof(e)),
+               CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    /* Connections: 8 at once at most. */
+    int open_ok = 3;
+    for (int i = 3; i < 9; i++) {
+        x[i].sock = dial();
+        struct chan_hello h = hello();
+        struct chan_welcome w;
+        int fd = -1;
+        int ok = send(x[i].sock, &h, sizeof(h), 0) == sizeof(h) &&
+                 recv_welcome(x[i].sock, &w, &fd) == 0 && w.status == CHAN_WELCOME_OK;
+        if (fd >= 0)
+            close(fd);
+        open_ok += ok;
+    }
+    printf("%-58s %d\n", "connections of one process taken (of 9)", open_ok);
+    failures += open_ok != 8;
+    printf("%s\n", failures ? "FAIL accounts" : "PASS accounts");
+    return failures != 0;
+}
+
 static int shrink(void)
 {
     struct session x;
@@ -890,6 +1006,8 @@ int main(int argc, char **argv)
         return scribble();
     if (argc == 2 && strcmp(argv[1], "trickle") == 0)
         return trickle();
+    if (argc == 2 && strcmp(argv[1], "accounts") == 0)
+        return accounts();
     if (argc == 2 && strcmp(argv[1], "shrink") == 0)
         return shrink();
     if (argc == 4 && strcmp(argv[1], "crowd") == 0)
