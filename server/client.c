@@ -208,6 +208,7 @@ static int handshake(struct srv_client *c)
         refuse(c->sock, CHAN_WELCOME_LIMITS, "client process %d: %s", (int)c->pid, why);
         return -1;
     }
+    c->eager_left = srv.eager_kernels; /* module.c */
     /* Limits and what they count are its process's, across its connections (account.c). */
     if (srv_account_join(c, why, sizeof(why)) != 0) {
         refuse(c->sock, CHAN_WELCOME_ERROR, "client process %d: %s", (int)c->pid, why);

@@ -324,6 +324,18 @@ int main(int argc, char **argv)
         else
             srv.max_objects = n;
     }
+    /* Kernels of a client's images whose code is loaded when it loads them (module.c). */
+    v = getenv("MPSSHIM_EAGER_KERNELS");
+    srv.eager_kernels = 256;
+    if (v && *v) {
+        char *end;
+        unsigned long n = strtoul(v, &end, 10);
+        if (*end || *v == '-' || n > 1000000)
+            fprintf(stderr, "mpsshim-server: MPSSHIM_EAGER_KERNELS=%s is not a count; using "
+                            "%u\n", v, srv.eager_kernels);
+        else
+            srv.eager_kernels = (unsigned)n;
+    }
     v = getenv("MPSSHIM_MAX_CLIENTS");
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
     /* Started by nobody who waits for "ready" (systemd, a container, a shell): the pid the

@@ -346,6 +346,7 @@ struct srv_client {
     uint8_t *out;       /* a described call's outputs, private until copied to its lane */
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
+    unsigned eager_left;   /* kernels its image loads may still load eagerly (module.c) */
     uint16_t first_thread; /* client thread number of the first record */
     int many_threads;      /* records came from more than one client thread */
 
@@ -422,6 +423,7 @@ struct srv {
     int device_vmm;  /* MPSSHIM_DEVICE_VMM=1: cuMemAlloc from the server's arena (arena.c) */
     uint64_t max_pinned; /* pinned host bytes one client process may hold */
     uint64_t max_objects; /* registry records one client process may hold; 0: no cap */
+    unsigned eager_kernels; /* kernels of a client's images loaded when loaded (module.c) */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
     /* Context limits as the server started (the floor when clients leave); the real limit
      * is the largest of this and what live clients set. Guarded by limits_lock. */

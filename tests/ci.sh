@@ -370,6 +370,8 @@ run_test hostreg-shrink 90 bash "$ROOT/tests/hostreg_shrink.sh" "$B" "$WORK"
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of
 # the holding client lets it through. Own server.
 run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
+# A first launch of code loaded at start waits for no other client's work (issue 29).
+run_test eager-load 90 bash "$ROOT/tests/eager.sh" "$B" "$WORK"
 # The stack size the clients' kernels grew the shared context to goes back once no client
 # is left (the driver never lowers it). Own server.
 run_test stack-idle 60 bash "$ROOT/tests/stack_idle.sh" "$B" "$WORK"
