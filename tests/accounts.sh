@@ -14,6 +14,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
+real_driver_if_gpu
 own_dir "$2/accounts"
 unset MPSSHIM_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
 MPSSHIM_MAX_PINNED_MB=4 MPSSHIM_MAX_OBJECTS=300 "$CTL" -d || exit 1

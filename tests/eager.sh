@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A client's first launch of a kernel of an image it loaded at start does not wait for other
-# clients' work (issue 29; server/module.c, eager_load). On the CPU test driver told to make
-# code loads wait for every stream of the context (MPSSHIM_CPUDRV_LOAD_WAITS=1, as the real
-# driver does in one context): first_launch late loads its library, first_launch busy then
+# clients' work (issue 29; server/module.c, eager_load). On the real driver where a GPU is
+# (its lazy load waits for every stream of the one context), else on the CPU test driver
+# told to do the same (MPSSHIM_CPUDRV_LOAD_WAITS=1): first_launch late loads its library, first_launch busy then
 # queues an 8-s kernel, and late's first launch must end while busy's kernel still runs. The
 # same with MPSSHIM_EAGER_KERNELS=0 (the kernel loaded lazily, at that launch) must wait for
 # it: the check tells the two apart.
@@ -11,6 +11,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
+real_driver_if_gpu
 own_dir "$2/eager"
 
 # round EAGER_KERNELS: 0 when late's first launch ended while busy's kernel still ran.

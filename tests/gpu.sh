@@ -280,6 +280,22 @@ else
     record codegate FAIL "$(grep -m1 '^FAIL' "$WORK/codegate.out")"
 fi
 
+# A first launch of code loaded at start does not wait for another client's 8-s kernel, and
+# with eager loading off it does (tests/eager.sh; own server).
+if run eager-load 120 bash "$ROOT/tests/eager.sh" "$B" "$WORK"; then
+    record eager-load PASS "first launch beside another client's kernel; lazily loaded, it waited"
+else
+    record eager-load FAIL "$(grep -m1 'FAIL' "$WORK/eager-load.out")"
+fi
+
+# Limits and counts of a process across its connections: memory, pinned memory, records,
+# context limits, IPC opens (tests/accounts.sh; own server).
+if run accounts 120 bash "$ROOT/tests/accounts.sh" "$B" "$WORK"; then
+    record accounts PASS "limits hold for a process across 3 connections; stack/heap and IPC opens counted"
+else
+    record accounts FAIL "$(grep -m1 'FAIL' "$WORK/accounts.out")"
+fi
+
 # ---------------------------------------------------------------- limits (issue 5)
 # A memory limit refuses the limited client beyond it while an unlimited one allocates
 # more at the same time; a 25% client sees and uses a quarter of the SMs (the full
