@@ -244,6 +244,22 @@ CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o)
     return CUDA_SUCCESS;
 }
 
+CUevent srv_devmem_work_event(struct srv_client *c, int dev)
+{
+    CUevent ev = NULL;
+    if (dev < 0 || dev >= srv.ndev || stream_of(dev, &c->devmem[dev].free) != CUDA_SUCCESS)
+        return NULL;
+    order_free_stream(c, dev);
+    if (DRV(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+        DRV(cuEventRecord)(ev, c->devmem[dev].free) != CUDA_SUCCESS) {
+        if (ev)
+            DRV(cuEventDestroy_v2)(ev);
+        (void)DRV(cuStreamSynchronize)(c->devmem[dev].free); /* the work is done by now */
+        return NULL;
+    }
+    return ev;
+}
+
 size_t srv_devmem_reap(struct srv_client *c)
 {
     size_t j = 0;

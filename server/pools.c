@@ -53,7 +53,7 @@ static struct srv_obj *default_pool(struct srv_client *c, int dev, CUresult *err
     if ((*err = srv_pool_create(&pool, &props)) != CUDA_SUCCESS)
         return NULL;
     if (!(o = srv_obj_add(c, SHIM_HT_CUmemoryPool, (uint64_t)(uintptr_t)pool, 1, NULL))) {
-        srv_pool_retire(pool, dev, 1);
+        srv_pool_retire(pool, dev, 1, NULL);
         *err = CUDA_ERROR_OUT_OF_MEMORY;
         return NULL;
     }
@@ -235,6 +235,10 @@ struct spare {
     CUmemoryPool pool;
     int dev;
     int reusable; /* plain, and never freed from with the driver's cuMemFree */
+    /* Behind all the work its client had queued when it let the pool go (devmem.c), NULL:
+     * none or done. Until it completes the spare is not settled: its memory, which that
+     * work may still touch, must not reach another client (issue 34, S11). */
+    CUevent after;
     struct spare *next;
 };
 static struct spare *spares; /* under lifecycle, the last retired first */
@@ -273,9 +277,16 @@ static int dev_ok(int dev)
  * reusable one, nothing in use (one that cuMemFree freed from counts memory in use for
  * good, above, and is judged by what it reserves alone). When `say`, the first few
  * reusable ones that do not are described in the log. */
-static int spare_settled(const struct spare *x, int say)
+static int spare_settled(struct spare *x, int say)
 {
     cuuint64_t used = 0, reserved = 1;
+    if (x->after) {
+        if (dev_ok(x->dev) && DRV(cuEventQuery)(x->after) == CUDA_ERROR_NOT_READY)
+            return 0;
+        if (dev_ok(x->dev))
+            DRV(cuEventDestroy_v2)(x->after);
+        x->after = NULL;
+    }
     CUresult r = dev_ok(x->dev) ? DRV(cuMemPoolTrimTo)(x->pool, 0) : CUDA_ERROR_INVALID_DEVICE;
     if (r == CUDA_SUCCESS)
         r = DRV(cuMemPoolGetAttribute)(x->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
@@ -404,6 +415,7 @@ static int spare_unused(const struct spare *x)
 {
     cuuint64_t used = 1;
     return x->reusable && dev_ok(x->dev) &&
+           (!x->after || DRV(cuEventQuery)(x->after) != CUDA_ERROR_NOT_READY) &&
            DRV(cuMemPoolGetAttribute)(x->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) ==
                CUDA_SUCCESS &&
            !used;
@@ -433,7 +445,7 @@ static int evict(void)
  * reusable if `reusable`, unless POOL_SPARES_MAX are kept, none of them settled; then it
  * is destroyed at once, after a trim. In a device's dead context (a fault) it went with
  * the context. */
-static CUresult retire(CUmemoryPool pool, int dev, int reusable)
+static CUresult retire(CUmemoryPool pool, int dev, int reusable, CUevent after)
 {
     if (!dev_ok(dev))
         return CUDA_SUCCESS;
@@ -447,7 +459,8 @@ static CUresult retire(CUmemoryPool pool, int dev, int reusable)
         cuuint64_t zero = 0;
         (void)DRV(cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
         (void)DRV(cuMemPoolTrimTo)(pool, 0);
-        *x = (struct spare){.pool = pool, .dev = dev, .reusable = reusable, .next = spares};
+        *x = (struct spare){.pool = pool, .dev = dev, .reusable = reusable, .after = after,
+                            .next = spares};
         spares = x;
         nspares++;
         n_kept++;
@@ -456,14 +469,18 @@ static CUresult retire(CUmemoryPool pool, int dev, int reusable)
         return CUDA_SUCCESS;
     }
     n_destroyed++;
+    if (after) { /* destroyed now: not under its client's work */
+        (void)DRV(cuEventSynchronize)(after);
+        DRV(cuEventDestroy_v2)(after);
+    }
     (void)DRV(cuMemPoolTrimTo)(pool, 0); /* what it still reserves goes back first */
     return DRV(cuMemPoolDestroy)(pool);
 }
 
-CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain)
+CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain, CUevent after)
 {
     pthread_mutex_lock(&lifecycle);
-    CUresult r = retire(pool, dev, plain);
+    CUresult r = retire(pool, dev, plain, after);
     pthread_mutex_unlock(&lifecycle);
     return r;
 }
@@ -541,7 +558,11 @@ static void doomed_allocation_gone(struct srv_client *c, struct srv_obj *o)
     pthread_mutex_lock(&lifecycle);
     int last = --d->left == 0;
     if (last && !c->left_running) {
-        CUresult r = retire(d->pool, d->dev, d->plain);
+        /* Its client's work may still touch what the pool handed out (issue 34, S11); in
+         * its release that work has drained. */
+        int releasing = atomic_load(&c->busy_op) == SRV_BUSY_RELEASE;
+        CUresult r = retire(d->pool, d->dev, d->plain,
+                            releasing ? NULL : srv_devmem_work_event(c, d->dev));
         if (r != CUDA_SUCCESS)
             srv_log("Client process %d: destroying a CUmemoryPool after its last allocation "
                     "failed with %s", (int)c->pid, srv_errname(r));
@@ -553,14 +574,16 @@ static void doomed_allocation_gone(struct srv_client *c, struct srv_obj *o)
 
 /* The client destroys pool record p: in the driver now if nothing of it is outstanding,
  * else when its last outstanding allocation goes. */
-static CUresult destroy_or_doom(struct srv_obj *p, CUmemoryPool pool)
+static CUresult destroy_or_doom(struct srv_client *c, struct srv_obj *p, CUmemoryPool pool)
 {
     uint64_t n = 0;
     for (struct srv_obj *k = p ? p->children : NULL; k; k = k->sib_next)
         n += k->key.type == SHIM_HT_MEM_POOLED;
     int plain = p && (p->aux & POOL_PLAIN);
+    int dev = p ? p->dev : -1;
+    /* Memory freed into it may still be touched by the client's work (issue 34, S11). */
     if (!n)
-        return srv_pool_retire(pool, p ? p->dev : -1, plain);
+        return srv_pool_retire(pool, dev, plain, srv_devmem_work_event(c, dev));
     struct doomed *d = malloc(sizeof(*d));
     if (!d)
         return CUDA_ERROR_OUT_OF_MEMORY; /* nothing changed: the pool is still the client's */
@@ -577,7 +600,7 @@ static CUresult destroy_or_doom(struct srv_obj *p, CUmemoryPool pool)
 void srv_release_pool(struct srv_client *c, struct srv_obj *o)
 {
     CUresult r = srv_pool_retire((CUmemoryPool)(uintptr_t)o->key.value, o->dev,
-                                 (o->aux & POOL_PLAIN) != 0);
+                                 (o->aux & POOL_PLAIN) != 0, NULL); /* its work has drained */
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: releasing a CUmemoryPool failed with %s", (int)c->pid,
                 srv_errname(r));
@@ -616,7 +639,7 @@ static CUresult destroy_before(struct srv_client *c, struct srv_call *k)
 
 static CUresult destroy_call(struct srv_client *c, struct srv_call *k)
 {
-    return destroy_or_doom(srv_obj_find(c, SHIM_HT_CUmemoryPool, k->a.val[0]),
+    return destroy_or_doom(c, srv_obj_find(c, SHIM_HT_CUmemoryPool, k->a.val[0]),
                            (CUmemoryPool)(uintptr_t)k->vals[0]);
 }
 

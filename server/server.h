@@ -943,6 +943,10 @@ CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o);
 CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o);
 /* Gives back the blocks of stream-ordered frees whose work has run; how many still wait. */
 size_t srv_devmem_reap(struct srv_client *c);
+/* An event of device dev (the caller's to destroy) that completes once all the work the
+ * client has queued so far has run, on any stream; NULL if none could be made (the caller
+ * then waits for that work instead: srv_devmem_work_event synchronised it already). */
+CUevent srv_devmem_work_event(struct srv_client *c, int dev);
 /* arena.c: device memory mapped with the virtual memory calls, small requests sharing 2 MiB
  * slabs; srv_arena_free waits for nothing. */
 CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p);
@@ -965,7 +969,7 @@ CUresult srv_devmem_free_orphan(int dev, uint64_t p);
  * a plain one (pinned on its device, nothing else set) is made new for the next such
  * create. */
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
-CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain);
+CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain, CUevent after);
 /* cuMemFree of memory from one of the client's pools (its record o): its pool is no spare. */
 CUresult srv_pool_mem_free(struct srv_client *c, struct srv_obj *o);
 void srv_pools_report(void); /* the log's line on pools made, made new, kept, destroyed */

@@ -15,7 +15,9 @@
  *   T's work from before the capture must still be waited for; --pool allocates A's memory
  *   stream-ordered (cuMemAllocAsync, the device's default pool) and B's too, and A's free
  *   is stream-ordered (a synchronisation releases a pool's free memory past its threshold,
- *   0 by default). */
+ *   0 by default); --pooldestroy allocates both from pools of their own made for it, and A
+ *   destroys its pool right after its free (the server keeps pools let go as spares that a
+ *   later pool is made of). */
 #include "tests/progs/common.h"
 
 #include <errno.h>
@@ -32,6 +34,20 @@
 
 static int to_a[2], to_b[2]; /* pipes: B -> A, A -> B */
 static int pooled;             /* --pool */
+static int own_pool;           /* --pooldestroy */
+
+/* A pool of its own on device 0, as a program makes one. */
+static CUmemoryPool make_pool(void)
+{
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof(props));
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    CUmemoryPool pool;
+    CHECK(cuMemPoolCreate(&pool, &props));
+    return pool;
+}
 
 static void b_role(void)
 {
@@ -41,7 +57,11 @@ static void b_role(void)
     char c = 0;
     REQUIRE(t_read_all(to_b[0], &c, 1) && c == 'f', "B: A did not say it freed");
     CUdeviceptr q;
-    if (pooled)
+    CUmemoryPool bpool = NULL;
+    if (own_pool) {
+        bpool = make_pool();
+        CHECK(cuMemAllocFromPoolAsync(&q, BYTES, bpool, NULL));
+    } else if (pooled)
         CHECK(cuMemAllocAsync(&q, BYTES, NULL));
     else
         CHECK(cuMemAlloc(&q, BYTES));
@@ -50,7 +70,13 @@ static void b_role(void)
     t_write_all(to_a[1], &q, sizeof(q));
     /* Held until A has read its copy, so that the block stays B's meanwhile. */
     REQUIRE(t_read_all(to_b[0], &c, 1) && c == 'd', "B: A did not finish");
-    CHECK(cuMemFree(q));
+    if (bpool) {
+        CHECK(cuMemFreeAsync(q, NULL));
+        CHECK(cuCtxSynchronize());
+        CHECK(cuMemPoolDestroy(bpool));
+    } else {
+        CHECK(cuMemFree(q));
+    }
     CHECK(cuDevicePrimaryCtxRelease(dev));
     exit(0);
 }
@@ -61,6 +87,7 @@ int main(int argc, char **argv)
     int sync_free = t_has_flag(argc, argv, "--sync");
     int capture = t_has_flag(argc, argv, "--capture");
     pooled = t_has_flag(argc, argv, "--pool");
+    own_pool = t_has_flag(argc, argv, "--pooldestroy");
     REQUIRE(pipe(to_a) == 0 && pipe(to_b) == 0, "pipe: %s", strerror(errno));
     fflush(stdout);
     pid_t b = fork();
@@ -74,7 +101,11 @@ int main(int argc, char **argv)
     CUfunction delay = t_get_function(mod, "delay_set");
     CUdeviceptr p, flag;
     CHECK(cuMemAlloc(&flag, 4096));
-    if (pooled)
+    CUmemoryPool apool = NULL;
+    if (own_pool) {
+        apool = make_pool();
+        CHECK(cuMemAllocFromPoolAsync(&p, BYTES, apool, NULL));
+    } else if (pooled)
         CHECK(cuMemAllocAsync(&p, BYTES, NULL));
     else
         CHECK(cuMemAlloc(&p, BYTES));
@@ -99,6 +130,8 @@ int main(int argc, char **argv)
         CHECK(cuMemFreeAsync(p, s));
         CHECK(cuStreamSynchronize(s));
     }
+    if (apool)
+        CHECK(cuMemPoolDestroy(apool));
     char c = 'f';
     t_write_all(to_b[1], &c, 1);
     CUdeviceptr q = 0;
