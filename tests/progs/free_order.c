@@ -17,7 +17,8 @@
  *   is stream-ordered (a synchronisation releases a pool's free memory past its threshold,
  *   0 by default); --pooldestroy allocates both from pools of their own made for it, and A
  *   destroys its pool right after its free (the server keeps pools let go as spares that a
- *   later pool is made of). */
+ *   later pool is made of); --vmm maps both with the virtual memory calls, A unmapping,
+ *   releasing and freeing its range right after the copy is queued. */
 #include "tests/progs/common.h"
 
 #include <errno.h>
@@ -35,6 +36,35 @@
 static int to_a[2], to_b[2]; /* pipes: B -> A, A -> B */
 static int pooled;             /* --pool */
 static int own_pool;           /* --pooldestroy */
+static int vmm;                /* --vmm */
+
+/* A range of `*size` bytes (rounded up to the granularity) mapped with the virtual memory
+ * calls on device 0; its handle in *h. */
+static CUdeviceptr vmm_map(size_t *size, CUmemGenericAllocationHandle *h)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t g = 0;
+    CHECK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    *size = (*size + g - 1) / g * g;
+    CUdeviceptr p;
+    CHECK(cuMemAddressReserve(&p, *size, 0, 0, 0));
+    CHECK(cuMemCreate(h, *size, &prop, 0));
+    CHECK(cuMemMap(p, *size, 0, *h, 0));
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemSetAccess(p, *size, &acc, 1));
+    return p;
+}
+
+static void vmm_unmap(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h)
+{
+    CHECK(cuMemUnmap(p, size));
+    CHECK(cuMemRelease(h));
+    CHECK(cuMemAddressFree(p, size));
+}
 
 /* A pool of its own on device 0, as a program makes one. */
 static CUmemoryPool make_pool(void)
@@ -58,7 +88,11 @@ static void b_role(void)
     REQUIRE(t_read_all(to_b[0], &c, 1) && c == 'f', "B: A did not say it freed");
     CUdeviceptr q;
     CUmemoryPool bpool = NULL;
-    if (own_pool) {
+    size_t qsize = BYTES;
+    CUmemGenericAllocationHandle qh = 0;
+    if (vmm) {
+        q = vmm_map(&qsize, &qh);
+    } else if (own_pool) {
         bpool = make_pool();
         CHECK(cuMemAllocFromPoolAsync(&q, BYTES, bpool, NULL));
     } else if (pooled)
@@ -70,7 +104,9 @@ static void b_role(void)
     t_write_all(to_a[1], &q, sizeof(q));
     /* Held until A has read its copy, so that the block stays B's meanwhile. */
     REQUIRE(t_read_all(to_b[0], &c, 1) && c == 'd', "B: A did not finish");
-    if (bpool) {
+    if (vmm) {
+        vmm_unmap(q, qsize, qh);
+    } else if (bpool) {
         CHECK(cuMemFreeAsync(q, NULL));
         CHECK(cuCtxSynchronize());
         CHECK(cuMemPoolDestroy(bpool));
@@ -88,6 +124,7 @@ int main(int argc, char **argv)
     int capture = t_has_flag(argc, argv, "--capture");
     pooled = t_has_flag(argc, argv, "--pool");
     own_pool = t_has_flag(argc, argv, "--pooldestroy");
+    vmm = t_has_flag(argc, argv, "--vmm");
     REQUIRE(pipe(to_a) == 0 && pipe(to_b) == 0, "pipe: %s", strerror(errno));
     fflush(stdout);
     pid_t b = fork();
@@ -102,7 +139,11 @@ int main(int argc, char **argv)
     CUdeviceptr p, flag;
     CHECK(cuMemAlloc(&flag, 4096));
     CUmemoryPool apool = NULL;
-    if (own_pool) {
+    size_t psize = BYTES;
+    CUmemGenericAllocationHandle ph = 0;
+    if (vmm) {
+        p = vmm_map(&psize, &ph);
+    } else if (own_pool) {
         apool = make_pool();
         CHECK(cuMemAllocFromPoolAsync(&p, BYTES, apool, NULL));
     } else if (pooled)
@@ -124,7 +165,9 @@ int main(int argc, char **argv)
     CHECK(cuMemcpyDtoHAsync(h, p, BYTES, t));
     if (capture)
         CHECK(cuStreamBeginCapture(t, CU_STREAM_CAPTURE_MODE_RELAXED));
-    if (sync_free) {
+    if (vmm) {
+        vmm_unmap(p, psize, ph);
+    } else if (sync_free) {
         CHECK(cuMemFree(p));
     } else {
         CHECK(cuMemFreeAsync(p, s));
