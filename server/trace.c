@@ -17,10 +17,10 @@
  * own) are shown as the server's.
  *
  * Locks, never two at once except as said: ctl_lock (commands: one start, stop or status at
- * a time; held across CUPTI's flush), map_lock (the owners, tracks and stream ids; held while
- * a worker asks CUPTI for a stream's id), rec_lock (the records; taken by CUPTI's threads in
- * the buffer callback, never held across a CUPTI call). ctl_lock may be held when taking
- * either of the others. */
+ * a time; held across CUPTI's flush), map_lock (the owners, tracks and stream ids; never held
+ * across a driver or CUPTI call), rec_lock (the records; taken by CUPTI's threads in the
+ * buffer callback, held across nothing but the walk of a buffer). ctl_lock may be held when
+ * taking either of the others. */
 #define _GNU_SOURCE
 #include "server/server.h"
 #include "server/trace.h"
@@ -234,22 +234,14 @@ static uint32_t owner_of(const struct srv_client *c)
     return (uint32_t)tr.nowners++;
 }
 
-/* Names s for the records of trace gen (map_lock held): asks CUPTI for its ids. */
-static void name_stream(struct srv_client *c, struct srv_stream *s)
+/* Workers asking CUPTI for a stream's ids now, outside any lock (a driver call can wait on
+ * another thread's code load: no other worker must wait behind it). A stop that detaches
+ * CUPTI waits for them; they look at srv_trace_gen again after counting themselves. */
+static _Atomic unsigned asking;
+
+/* Files s under the trace gen, with CUPTI's ids (map_lock held). */
+static void name_stream(struct srv_client *c, struct srv_stream *s, uint32_t sid, uint32_t cid)
 {
-    uint32_t sid = 0, cid = 0;
-    srv_cupti_result r = cupti.cuptiGetStreamIdEx(NULL, s->real, 0, &sid);
-    if (r != SRV_CUPTI_SUCCESS) {
-        if (!tr.id_failed_logged++)
-            srv_log("Trace: CUPTI gave no id for a stream of client process %d (%s): its work "
-                    "shows as the server's",
-                    (int)c->pid, cupti_error(r));
-        return;
-    }
-    CUcontext ctx = NULL;
-    if (DRV(cuStreamGetCtx)(s->real, &ctx) != CUDA_SUCCESS || !ctx ||
-        cupti.cuptiGetContextId(ctx, &cid) != SRV_CUPTI_SUCCESS)
-        cid = 0; /* found by its stream id alone */
     uint32_t o = owner_of(c);
     if (o == UINT32_MAX) return;
     char what[48];
@@ -276,12 +268,28 @@ static void name_stream(struct srv_client *c, struct srv_stream *s)
 
 void srv_trace_stream(struct srv_client *c, struct srv_stream *s)
 {
-    uint32_t gen = atomic_load_explicit(&srv_trace_gen, memory_order_acquire);
+    uint32_t gen = atomic_load(&srv_trace_gen);
     s->trace_gen = gen; /* asked once per trace, whatever comes of it */
     if (!gen) return;
+    uint32_t sid = 0, cid = 0;
+    srv_cupti_result r = SRV_CUPTI_ERROR_NOT_INITIALIZED;
+    atomic_fetch_add(&asking, 1);
+    if (atomic_load(&srv_trace_gen) == gen) { /* not stopped meanwhile: CUPTI is there */
+        r = cupti.cuptiGetStreamIdEx(NULL, s->real, 0, &sid);
+        CUcontext ctx = NULL;
+        if (r == SRV_CUPTI_SUCCESS && (DRV(cuStreamGetCtx)(s->real, &ctx) != CUDA_SUCCESS || !ctx ||
+                                       cupti.cuptiGetContextId(ctx, &cid) != SRV_CUPTI_SUCCESS))
+            cid = 0; /* found by its stream id alone */
+    }
+    atomic_fetch_sub(&asking, 1);
     pthread_mutex_lock(&map_lock);
-    if (tr.gen == gen) /* not stopped meanwhile: CUPTI is still on */
-        name_stream(c, s);
+    if (tr.gen == gen && r == SRV_CUPTI_SUCCESS) {
+        name_stream(c, s, sid, cid);
+    } else if (tr.gen == gen && !tr.id_failed_logged++) {
+        srv_log("Trace: CUPTI gave no id for a stream of client process %d (%s): its work "
+                "shows as the server's",
+                (int)c->pid, cupti_error(r));
+    }
     pthread_mutex_unlock(&map_lock);
 }
 
@@ -429,6 +437,10 @@ static int trace_path(const char *file, char *out, size_t len, char *why, size_t
         localtime_r(&now, &tm);
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
         n = snprintf(out, len, "%s/trace-%s.json", srv.log_dir, stamp);
+        /* Two traces in one second: the second gets a number, not the first one's file. */
+        struct stat st;
+        for (int k = 2; k < 100 && n > 0 && (size_t)n < len && stat(out, &st) == 0; k++)
+            n = snprintf(out, len, "%s/trace-%s-%d.json", srv.log_dir, stamp, k);
     }
     if (n < 0 || (size_t)n >= len - 32) {
         snprintf(why, wlen, "Invalid trace file: the path is too long\n");
@@ -687,13 +699,21 @@ static int trace_stop(char *out, size_t cap)
     free(per);
     trace_free();
     tr.last_gen++;
-    /* MPSSHIM_TRACE_DETACH=1: CUPTI leaves the process until the next trace. Its activity
-     * is off and flushed, but CUPTI asks that calls be quiet when it detaches, and other
-     * clients' calls go on: not the default. */
+    /* MPSSHIM_TRACE_DETACH=1: CUPTI leaves the process until the next trace, once no
+     * worker asks it for ids (srv_trace_gen is 0: none starts asking). Its activity is off
+     * and flushed, but CUPTI asks that calls be quiet when it detaches, and other clients'
+     * calls go on: not the default. */
     const char *detach = getenv("MPSSHIM_TRACE_DETACH");
-    if (detach && strcmp(detach, "1") == 0 && cupti.finalize &&
-        cupti.finalize() == SRV_CUPTI_SUCCESS)
-        cupti.registered = 0;
+    if (detach && strcmp(detach, "1") == 0 && cupti.finalize) {
+        for (int i = 0; i < 1000 && atomic_load(&asking); i++)
+            usleep(1000); /* a worker inside a driver call: a second at most */
+        srv_cupti_result r = SRV_CUPTI_ERROR_NOT_INITIALIZED;
+        if (!atomic_load(&asking) && (r = cupti.finalize()) == SRV_CUPTI_SUCCESS)
+            cupti.registered = 0;
+        else
+            srv_log("Trace: CUPTI stays attached (%s)",
+                    atomic_load(&asking) ? "a worker was still asking it for ids" : cupti_error(r));
+    }
     pthread_cond_broadcast(&ended);
     snprintf(out, cap, "%s", tr.last);
     return rc;

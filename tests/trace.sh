@@ -130,4 +130,21 @@ f=$(sed -n "s|^Tracing to \($LOG/trace-[0-9-]*\.json\) until.*|\1|p" <<<"$out")
 ctl "trace stop" >/dev/null || fail "trace stop of the default file"
 [ -n "$f" ] && { [ -s "$f" ] || fail "$f was not written"; }
 stop_server 20 || fail "the server did not quit"
+
+# ---------------------------------------------------------------- CUPTI detached between traces
+# MPSSHIM_TRACE_DETACH=1: CUPTI leaves after each trace (cuptiFinalize) and comes back for the
+# next, which still sees its clients' work.
+use_dir "$W/detach"
+LOG=$MPSSHIM_LOG_DIRECTORY
+MPSSHIM_CUPTI=$B/cpudrv/libcupti.so MPSSHIM_TRACE_DETACH=1 "$CTL" -d || exit 1
+for t in 1 2; do
+    ctl "trace start 0 d$t.json" >/dev/null || fail "trace start $t (detached between)"
+    env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 1000 >"$W/detach$t.out" 2>&1 &
+    V=$!
+    wait "$V" || fail "vecadd under trace $t failed"
+    ctl "trace stop" >"$W/detach$t.stop" || fail "trace stop $t: $(cat "$W/detach$t.stop")"
+    check_json "$LOG/d$t.json" "$V:vec_add:1" "$V:HtoD:2" || fail "trace $t with CUPTI detached between"
+done
+grep -q "CUPTI stays attached" "$LOG/server.log" && fail "CUPTI did not detach: $(grep -m1 'stays attached' "$LOG/server.log")"
+stop_server 20 || fail "the server did not quit"
 exit "$rc"
