@@ -151,6 +151,16 @@ struct named {
     UT_hash_handle hh;
 };
 
+/* A stream id that a client's stream has (map_lock), whatever its context id: records whose
+ * context id is not the one the stream was named with (it was not had, or a green context's
+ * stream reports another) find the stream here, unless two named streams have that id. */
+struct by_sid {
+    uint32_t sid;
+    uint32_t track;
+    int shared;
+    UT_hash_handle hh;
+};
+
 /* A kernel name met so far (rec_lock). */
 struct name {
     char *s;
@@ -180,6 +190,7 @@ static struct {
     struct srv_trace_track *tracks;
     size_t ntracks, captracks;
     struct named *named;
+    struct by_sid *by_sid;
     int id_failed_logged;
     /* rec_lock */
     int collecting;
@@ -264,6 +275,15 @@ static void name_stream(struct srv_client *c, struct srv_stream *s, uint32_t sid
     struct named *old = NULL;
     HASH_REPLACE(hh, tr.named, key, sizeof(m->key), m, old);
     free(old);
+    struct by_sid *b = NULL;
+    HASH_FIND(hh, tr.by_sid, &sid, sizeof(sid), b);
+    if (b) {
+        b->shared |= b->track != t;
+    } else if ((b = calloc(1, sizeof(*b)))) {
+        b->sid = sid;
+        b->track = t;
+        HASH_ADD(hh, tr.by_sid, sid, sizeof(b->sid), b);
+    }
 }
 
 void srv_trace_stream(struct srv_client *c, struct srv_stream *s)
@@ -276,6 +296,11 @@ void srv_trace_stream(struct srv_client *c, struct srv_stream *s)
     atomic_fetch_add(&asking, 1);
     if (atomic_load(&srv_trace_gen) == gen) { /* not stopped meanwhile: CUPTI is there */
         r = cupti.cuptiGetStreamIdEx(NULL, s->real, 0, &sid);
+        unsigned long long id = 0;
+        if (r != SRV_CUPTI_SUCCESS && DRV(cuStreamGetId)(s->real, &id) == CUDA_SUCCESS) {
+            sid = (uint32_t)id; /* the driver's id, which CUPTI's records carry as well */
+            r = SRV_CUPTI_SUCCESS;
+        }
         CUcontext ctx = NULL;
         if (r == SRV_CUPTI_SUCCESS && (DRV(cuStreamGetCtx)(s->real, &ctx) != CUDA_SUCCESS || !ctx ||
                                        cupti.cuptiGetContextId(ctx, &cid) != SRV_CUPTI_SUCCESS))
@@ -484,6 +509,12 @@ static void trace_free(void)
         HASH_DEL(tr.named, m);
         free(m);
     }
+    struct by_sid *b, *bt;
+    HASH_ITER(hh, tr.by_sid, b, bt)
+    {
+        HASH_DEL(tr.by_sid, b);
+        free(b);
+    }
     free(tr.owners);
     free(tr.tracks);
     tr.owners = NULL;
@@ -592,9 +623,11 @@ static void trace_tracks(void)
         struct named *m = NULL;
         uint64_t key = (uint64_t)ev->context_id << 32 | ev->stream_id;
         HASH_FIND(hh, tr.named, &key, sizeof(key), m);
-        if (!m) { /* its context's id was not had when it was named */
-            key = ev->stream_id;
-            HASH_FIND(hh, tr.named, &key, sizeof(key), m);
+        struct by_sid *b = NULL;
+        if (!m) HASH_FIND(hh, tr.by_sid, &ev->stream_id, sizeof(ev->stream_id), b);
+        if (b && !b->shared) {
+            ev->track = b->track;
+            continue;
         }
         if (!m && (m = calloc(1, sizeof(*m)))) { /* no client's: the server's */
             m->key = (uint64_t)ev->context_id << 32 | ev->stream_id;

@@ -147,4 +147,19 @@ for t in 1 2; do
 done
 grep -q "CUPTI stays attached" "$LOG/server.log" && fail "CUPTI did not detach: $(grep -m1 'stays attached' "$LOG/server.log")"
 stop_server 20 || fail "the server did not quit"
+
+# ---------------------------------------------------------------- CUPTI's ids not had
+# A CUPTI that gives no stream id and other context ids than its records' (the stand-in's
+# MPSSHIM_CPUDRV_CUPTI_IDS=1): streams are named by the driver's stream id alone.
+use_dir "$W/ids"
+LOG=$MPSSHIM_LOG_DIRECTORY
+MPSSHIM_CUPTI=$B/cpudrv/libcupti.so MPSSHIM_CPUDRV_CUPTI_IDS=1 "$CTL" -d || exit 1
+ctl "trace start 0 ids.json" >/dev/null || fail "trace start (odd ids)"
+env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 1000 >"$W/ids.out" 2>&1 &
+V=$!
+wait "$V" || fail "vecadd under the trace with odd ids failed"
+ctl "trace stop" >"$W/ids.stop" || fail "trace stop (odd ids): $(cat "$W/ids.stop")"
+check_json "$LOG/ids.json" "$V:vec_add:1" "$V:HtoD:2" "$V:DtoH:1" ||
+    fail "a stream named by the driver's id alone was not the client's"
+stop_server 20 || fail "the server did not quit"
 exit "$rc"

@@ -9,6 +9,10 @@
 // $(B)/cpudrv/libcupti.so is a link to it (cpudrv.mk), so a server given that path
 // (MPSSHIM_CUPTI) gets the driver it already loaded: one copy of the streams and records.
 // Synchronisation records are not made (the kind is accepted, nothing comes of it).
+//
+// MPSSHIM_CPUDRV_CUPTI_IDS=1: cuptiGetStreamIdEx fails and cuptiGetContextId answers ids
+// that are not the records' ones, as a CUPTI might for streams it did not see made or for a
+// green context's streams: the tracer must fall back on the driver's stream ids alone.
 #include "cpudrv.h"
 
 #include "server/trace_cupti.h"
@@ -241,12 +245,20 @@ srv_cupti_result cuptiGetTimestamp(uint64_t *t)
     return SRV_CUPTI_SUCCESS;
 }
 
+// MPSSHIM_CPUDRV_CUPTI_IDS (see the top).
+static int odd_ids(void)
+{
+    static int cache = -1;
+    return cpudrv_env_level("MPSSHIM_CPUDRV_CUPTI_IDS", 1, &cache);
+}
+
 srv_cupti_result cuptiGetStreamIdEx(CUcontext ctx, CUstream stream, uint8_t per_thread,
                                     uint32_t *id)
 {
     (void)ctx;
     (void)per_thread;
     if (!id) return SRV_CUPTI_ERROR_INVALID_PARAMETER;
+    if (odd_ids()) return SRV_CUPTI_ERROR_INVALID_STREAM;
     struct cpudrv_stream *s = NULL;
     cpudrv_lock();
     CUresult rc =
@@ -262,7 +274,7 @@ srv_cupti_result cuptiGetContextId(CUcontext ctx, uint32_t *id)
     struct cpudrv_ctx *c = NULL;
     cpudrv_lock();
     CUresult rc = cpudrv_ready() ? cpudrv_ready() : cpudrv_ctx_find(ctx, &c);
-    if (!rc) *id = (uint32_t)c->id;
+    if (!rc) *id = (uint32_t)c->id + (odd_ids() ? 1000 : 0);
     cpudrv_unlock();
     return rc ? SRV_CUPTI_ERROR_INVALID_CONTEXT : SRV_CUPTI_SUCCESS;
 }
