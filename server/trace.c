@@ -43,8 +43,10 @@
 #define TRACE_MAX_RECORDS (1u << 20)
 /* CUPTI's buffers: each this big (CUPTI fills one, hands it over, asks for the next). */
 #define TRACE_BUFFER_BYTES (4u << 20)
-/* Kernel names are cut here (C++ names can be kilobytes). */
+/* Kernel names are cut here (C++ names can be kilobytes), and so many are kept per trace
+ * (the names come from clients' code; past it kernels are named "kernel"). */
 #define TRACE_NAME_MAX 256
+#define TRACE_MAX_NAMES 65536
 /* A `trace start SECONDS` runs for at most a day. */
 #define TRACE_MAX_SECONDS 86400
 
@@ -307,15 +309,18 @@ void srv_trace_stream(struct srv_client *c, struct srv_stream *s)
             cid = 0; /* found by its stream id alone */
     }
     atomic_fetch_sub(&asking, 1);
+    const char *why = r == SRV_CUPTI_SUCCESS ? NULL : cupti_error(r); /* not under map_lock */
     pthread_mutex_lock(&map_lock);
-    if (tr.gen == gen && r == SRV_CUPTI_SUCCESS) {
+    int say = 0;
+    if (tr.gen == gen && !why)
         name_stream(c, s, sid, cid);
-    } else if (tr.gen == gen && !tr.id_failed_logged++) {
+    else if (tr.gen == gen && !tr.id_failed_logged)
+        say = tr.id_failed_logged = 1;
+    pthread_mutex_unlock(&map_lock);
+    if (say)
         srv_log("Trace: CUPTI gave no id for a stream of client process %d (%s): its work "
                 "shows as the server's",
-                (int)c->pid, cupti_error(r));
-    }
-    pthread_mutex_unlock(&map_lock);
+                (int)c->pid, why);
 }
 
 /* ---------------------------------------------------------------- records */
@@ -334,7 +339,8 @@ static uint32_t name_index(const char *s)
     struct name *e = NULL;
     HASH_FIND(hh, tr.names, s, n, e);
     if (e) return e->index;
-    if (grow((void **)&tr.name_list, &tr.capnames, tr.nnames, sizeof(char *), 64) != 0 ||
+    if (tr.nnames >= TRACE_MAX_NAMES ||
+        grow((void **)&tr.name_list, &tr.capnames, tr.nnames, sizeof(char *), 64) != 0 ||
         !(e = calloc(1, sizeof(*e))))
         return UINT32_MAX;
     if (!(e->s = strdup(s))) {

@@ -113,7 +113,8 @@ for p in "${pids[@]}"; do
 done
 grep -q "^Client $V (vecadd): GPU busy" <<<"$out" || fail "the summary has no line for vecadd: $out"
 grep -q "^All: GPU busy" <<<"$out" || fail "the summary has no line for all: $out"
-[ -s "$LOG/run.json" ] && check_json "$LOG/run.json" "${want[@]}" || fail "the trace file: see above"
+{ [ -s "$LOG/run.json" ] && check_json "$LOG/run.json" "${want[@]}"; } ||
+    fail "the trace file: see above"
 ls "$LOG"/*.tmp >/dev/null 2>&1 && fail "a temporary file was left: $(ls "$LOG"/*.tmp)"
 ctl "trace status" | grep -q "^Last trace: Trace written to $LOG/run.json" ||
     fail "trace status after the stop: $(ctl 'trace status')"
@@ -123,7 +124,8 @@ ctl "trace status" | grep -q "^CUPTI not loaded" || fail "CUPTI stayed after the
 # A timed trace answers once its file is written; the default file goes in the log dir.
 out=$(ctl "trace start 1 timed.json") || fail "trace start 1: $out"
 grep -q "^Trace written to $LOG/timed.json" <<<"$out" || fail "trace start 1 answered: $out"
-[ -s "$LOG/timed.json" ] && check_json "$LOG/timed.json" empty || fail "the timed trace's file"
+{ [ -s "$LOG/timed.json" ] && check_json "$LOG/timed.json" empty; } ||
+    fail "the timed trace's file"
 out=$(ctl "trace start") || fail "trace start: $out"
 f=$(sed -n "s|^Tracing to \($LOG/trace-[0-9-]*\.json\) until.*|\1|p" <<<"$out")
 [ -n "$f" ] || fail "the default file is not in the log directory: $out"
