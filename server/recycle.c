@@ -215,7 +215,8 @@ void srv_recycle_poll(void)
     uint64_t now = chan_now_ns();
     int busy = !idle_ns || !atomic_load(&served) || srv_clients_present() ||
                srv_control_busy() || !srv_handover_accepting() || srv_handover_fd() >= 0 ||
-               srv_fault_any() || atomic_load(&srv.quitting) || atomic_load(&srv.draining);
+               srv_fault_any() || atomic_load(&srv.quitting) || atomic_load(&srv.draining) ||
+               srv_trace_active();
     if (busy || !idle_since) {
         idle_since = now;
         return;

@@ -103,6 +103,7 @@ struct srv_stream {
      * capture must still find what the client held in it. */
     CUgraph capture_graph;
     uint64_t mvar_seen;      /* the client's mvar_gen it is ordered after (managed.c) */
+    uint32_t trace_gen;      /* the trace it was named for (trace.c); the worker's own */
     UT_hash_handle hh;       /* in ctx->defaults (per-thread default streams) */
 };
 
@@ -1048,6 +1049,23 @@ void srv_control_serve(int fd);
 /* 1 while any control connection is open (an interactive session holds one until it has
  * been idle for MPSSHIM_CONTROL_IDLE seconds). */
 int srv_control_busy(void);
+
+/* trace.c: GPU timelines (`trace start|stop|status`). srv_trace_gen is the running trace's
+ * number, 0 when none runs. */
+extern _Atomic uint32_t srv_trace_gen;
+/* Runs a `trace` command (its words after "trace"); the answer in out (cap bytes,
+ * terminated). 1 when it failed. */
+int srv_trace_control(int argc, char **argv, char *out, size_t cap);
+/* 1 while a trace runs (the server does not start afresh under it). */
+int srv_trace_active(void);
+/* c's worker names stream s for the running trace (the stream's first work in it). */
+void srv_trace_stream(struct srv_client *c, struct srv_stream *s);
+/* Before work goes on s: one relaxed load when no trace runs, or s was named already. */
+static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
+{
+    if (atomic_load_explicit(&srv_trace_gen, memory_order_relaxed) != s->trace_gen)
+        srv_trace_stream(c, s);
+}
 
 /* recycle.c: a server idle after serving clients starts afresh in the same process. */
 /* main: what the fresh image needs (as srv_handover_init) and whether this server runs in

@@ -212,6 +212,7 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
     }
     /* After a host write to a __managed__ variable, whatever stream the work is on. */
     if (s->mvar_seen != c->mvar_gen) srv_managed_order(c, s);
+    srv_trace_note(c, s); /* a trace learns whose stream this is (trace.c) */
     s->nsubmit++;
     srv_fault_mark_work(c, s->device);
     return s->real;

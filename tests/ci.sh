@@ -383,6 +383,10 @@ run_test recycle 90 bash "$ROOT/tests/recycle.sh" "$B" "$WORK"
 # A driver call that never returns is named in the log (whose, which, its thread) and the
 # stacks SIGUSR2 asks for come one thread after another. Own server.
 run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
+# GPU timelines (`trace start|stop|status`): the summary and file on known records, then the
+# whole path on the CPU test driver's stand-in for CUPTI with four clients at once; no CUPTI:
+# said, and the server serves on. Own servers.
+run_test trace 120 bash "$ROOT/tests/trace.sh" "$B" "$WORK"
 # cuMemAlloc from the server's arena (the default), its pool (off for good) and the
 # driver's own (MPSSHIM_DEVICE_VMM=0), on a CPU driver whose cuMemFree waits for the whole
 # context: the programs that allocate in many ways through each, and a free beside another

@@ -104,6 +104,9 @@ CUresult cpudrv_copy_submit(struct cpudrv_stream *s, const struct cpudrv_xfer *x
     op->run = copy_run;
     op->fini = copy_fini;
     op->touches = copy_touches;
+    op->act = (struct cpudrv_act){.kind = CPUDRV_ACT_MEMCPY,
+                                  .copy_kind = cpudrv_copy_kind(src_side, dst_side),
+                                  .bytes = (uint64_t)x->width * x->height * x->depth};
     // The stream, arrays and (for async) the caller's memory must outlive the unlocked
     // section below.
     cpudrv_obj_ref(&s->o);

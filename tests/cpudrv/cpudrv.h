@@ -215,6 +215,16 @@ struct cpudrv_dep {
     uint64_t seq;
 };
 
+// What a traced operation is (cupti.c), set by whoever queues it: a kernel (its function's
+// name), a copy (bytes, SRV_CUPTI_MEMCPY_* kind) or a set (bytes).
+enum { CPUDRV_ACT_KERNEL = 1, CPUDRV_ACT_MEMCPY, CPUDRV_ACT_MEMSET };
+struct cpudrv_act {
+    int kind;
+    int copy_kind;
+    uint64_t bytes;
+    const char *name;
+};
+
 struct cpudrv_op {
     struct cpudrv_op *next;
     struct cpudrv_stream *stream;
@@ -228,8 +238,15 @@ struct cpudrv_op {
     int (*touches)(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi);
     unsigned ndeps, capdeps;
     struct cpudrv_dep *deps;
+    struct cpudrv_act act; // what an activity record says of it (cupti.c); zero: nothing
     _Alignas(16) unsigned char data[];
 };
+
+// Runs op on its stream's worker (op->run), timed for an activity record while CUPTI's
+// stand-in records its kind (cupti.c).
+CUresult cpudrv_op_run(struct cpudrv_op *op);
+// The activity record's copy kind of a copy between sides (enum cpudrv_side).
+int cpudrv_copy_kind(int src_side, int dst_side);
 
 struct cpudrv_stream {
     struct cpudrv_obj o;

@@ -10,11 +10,15 @@ CPUDRV_SRCS      := $(filter-out tests/cpudrv/selftest%.c,$(wildcard tests/cpudr
 CPUDRV_OBJS      := $(patsubst tests/cpudrv/%.c,$(CPUDRV_DIR)/obj/%.o,$(CPUDRV_SRCS)) \
                     $(B)/obj/gen/shim_procaddr.o
 CPUDRV_HDRS      := tests/cpudrv/cpudrv.h tests/cpudrv/graph.h tests/cpudrv/cpudrv_exports.h \
+                    server/trace_cupti.h \
                     $(GEN_OUT)
 CPUDRV_TEST      := $(CPUDRV_DIR)/selftest
+# CUPTI's activity calls answered by the driver itself (cupti.c): a server given this path
+# (MPSSHIM_CUPTI) loads the same library again, which the loader finds already loaded.
+CPUDRV_CUPTI     := $(CPUDRV_DIR)/libcupti.so
 CPUDRV_TEST_SRCS := $(wildcard tests/cpudrv/selftest*.c)
 
-all: $(CPUDRV_LIB) $(CPUDRV_TEST)
+all: $(CPUDRV_LIB) $(CPUDRV_TEST) $(CPUDRV_CUPTI)
 
 $(CPUDRV_DIR)/obj/%.o: tests/cpudrv/%.c $(CPUDRV_HDRS)
 	@mkdir -p $(@D)
@@ -28,6 +32,9 @@ $(CPUDRV_MAP): tests/cpudrv/cpudrv.mk
 $(CPUDRV_LIB): $(CPUDRV_OBJS) $(CPUDRV_MAP)
 	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=$(CPUDRV_MAP) \
 		-Wl,--no-undefined -o $@ $(CPUDRV_OBJS) $(LDFLAGS) -lm
+
+$(CPUDRV_CUPTI): $(CPUDRV_LIB)
+	ln -sf libcuda.so.1 $@
 
 $(CPUDRV_TEST): $(CPUDRV_TEST_SRCS) tests/cpudrv/selftest.h $(CPUDRV_LIB)
 	$(CC) $(CFLAGS) -o $@ $(CPUDRV_TEST_SRCS) -L$(CPUDRV_DIR) -l:libcuda.so.1 \

@@ -141,6 +141,7 @@ static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], 
             op->run = kernel_run;
             op->fini = kernel_fini;
             op->touches = kernel_touches;
+            op->act = (struct cpudrv_act){.kind = CPUDRV_ACT_KERNEL, .name = f->name};
             rc = cpudrv_stream_submit(s, op) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
         }
     }

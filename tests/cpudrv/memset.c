@@ -81,6 +81,8 @@ static CUresult fill(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned els
             memcpy(op->data, &f, sizeof f);
             op->run = fill_run;
             op->touches = fill_touches;
+            op->act = (struct cpudrv_act){.kind = CPUDRV_ACT_MEMSET,
+                                          .bytes = (uint64_t)width * height * elsize};
             if (async)
                 rc = cpudrv_stream_submit(s, op) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
             else

@@ -170,7 +170,7 @@ static void *worker(void *arg)
         struct cpudrv_ctx *c = s->o.ctx;
         // After a fault the context is dead, as on a GPU: queued work is dropped.
         if (op->run && !__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE)) {
-            CUresult rc = op->run(op);
+            CUresult rc = cpudrv_op_run(op);
             if (rc) cpudrv_ctx_fault(c, rc);
         }
         pthread_mutex_lock(&s->mu);

@@ -44,3 +44,11 @@ all: $(B)/tests/unit/export_test
 $(B)/tests/unit/export_test: tests/unit/export_test.c tests/unit/check.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -ldl
+
+UNIT_BINS += $(B)/tests/unit/trace_test
+all: $(B)/tests/unit/trace_test
+
+# The GPU timeline's summary and file (server/trace_write.c), run by tests/trace.sh.
+$(B)/tests/unit/trace_test: $(B)/obj/tests/unit/trace_test.o $(B)/obj/server/trace_write.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS)
