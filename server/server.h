@@ -335,6 +335,9 @@ struct srv_client {
      * the work it had queued at the free has completed (devmem.c). */
     struct srv_devfree *devfrees;
     size_t ndevfrees, capdevfrees;
+    /* Its unmaps and address frees waiting for the work it queued before them (vmm.c). */
+    struct srv_vmmop *vmmops;
+    size_t nvmmops, capvmmops;
     uint8_t *blob;     /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
@@ -830,6 +833,9 @@ void srv_graphrefs_memcpy(struct srv_obj *x, uint64_t node, const CUDA_MEMCPY3D 
 void srv_graphrefs_child(struct srv_client *c, struct srv_obj *x, uint64_t node, CUgraph child);
 void srv_graphrefs_func(struct srv_client *c, struct srv_obj *x, uint64_t node, uint64_t func);
 void srv_graphrefs_free(struct srv_obj *o);
+/* vmm.c: carries out the client's unmaps and address frees whose work has run (all of
+ * them, waiting, when `wait`); how many still wait. */
+size_t srv_vmm_reap(struct srv_client *c, int wait);
 /* hostfn.c: lets every stream and graph waiting on a departed client's host functions and
  * host nodes go on. Stores into its segment only: also called, again and again, by the
  * main loop for a client it finds gone (srv_clients_watch), under clients_lock. */

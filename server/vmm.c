@@ -8,10 +8,92 @@
  * client's reserved addresses would take its mapping, and its memory would appear inside
  * that client's address range. Physical memory counts against the client's limit from
  * cuMemCreate until it is released; released while still mapped, it lives on (the driver
- * frees it with its last mapping), and so does its count, carried by a mapping of it. */
+ * frees it with its last mapping), and so does its count, carried by a mapping of it.
+ *
+ * Unmapping and freeing address space wait for the client's work queued before them, on the
+ * GPU, not on the host (struct srv_vmmop). Why: the driver unmaps at once, and in one shared
+ * context the addresses freed go to the next reservation of any client. On an H200 (driver
+ * 580.159.04) a client that unmapped, released and freed a range while its copy of the range
+ * was still queued read another client's secret once that client had mapped memory of its
+ * own there (tests/progs/free_order --vmm; natively the copy faults, in the process's own
+ * context: issue 34, S11). So the driver's unmap and free are done once an event behind all
+ * the client's earlier work has completed; the client's records go at once, as natively.
+ * A map into the client's own reservation first carries out the unmaps still pending there
+ * (waiting for their work, which natively would have had its mapping pulled from under it). */
 #include "server/server.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+/* An unmap or an address free the driver does once `ev` has completed (NULL: at once). */
+struct srv_vmmop {
+    CUevent ev;
+    uint64_t base, size;
+    int free; /* cuMemAddressFree, else cuMemUnmap */
+    int dev;  /* of ev */
+};
+
+/* Carries out op now (its work done, or waited for). */
+static void vmmop_do(struct srv_client *c, struct srv_vmmop *op)
+{
+    CUresult r = op->free ? DRV(cuMemAddressFree)(op->base, op->size)
+                          : DRV(cuMemUnmap)(op->base, op->size);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: %s of %#llx (%llu bytes) after its work failed with %s",
+                (int)c->pid, op->free ? "freeing reserved addresses" : "unmapping",
+                (unsigned long long)op->base, (unsigned long long)op->size, srv_errname(r));
+    if (op->ev)
+        DRV(cuEventDestroy_v2)(op->ev);
+}
+
+/* Queues op behind all the client's work so far (done at once when no event can be had:
+ * srv_devmem_work_event waited for that work then). */
+static CUresult vmmop_defer(struct srv_client *c, struct srv_vmmop op)
+{
+    op.dev = c->cur ? c->cur->device : srv_dev_any(c);
+    if (op.dev < 0)
+        op.dev = 0;
+    if (c->nvmmops == c->capvmmops) {
+        size_t ncap = c->capvmmops ? c->capvmmops * 2 : 8;
+        struct srv_vmmop *n = realloc(c->vmmops, ncap * sizeof(*n));
+        if (!n)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        c->vmmops = n;
+        c->capvmmops = ncap;
+    }
+    op.ev = srv_devmem_work_event(c, op.dev);
+    if (!op.ev) {
+        vmmop_do(c, &op);
+        return CUDA_SUCCESS;
+    }
+    c->vmmops[c->nvmmops++] = op;
+    return CUDA_SUCCESS;
+}
+
+size_t srv_vmm_reap(struct srv_client *c, int wait)
+{
+    size_t i = 0;
+    /* In order: a free comes after the unmaps of its range queued before it. */
+    for (; i < c->nvmmops; i++) {
+        struct srv_vmmop *op = &c->vmmops[i];
+        if (srv_fault_dead(c, op->dev)) {
+            op->ev = NULL; /* went with its context, and so did the mapping */
+            continue;
+        }
+        CUresult q = wait ? DRV(cuEventSynchronize)(op->ev) : DRV(cuEventQuery)(op->ev);
+        if (q == CUDA_ERROR_NOT_READY)
+            break;
+        vmmop_do(c, op);
+    }
+    memmove(c->vmmops, c->vmmops + i, (c->nvmmops - i) * sizeof(*c->vmmops));
+    c->nvmmops -= i;
+    if (!c->nvmmops) {
+        free(c->vmmops);
+        c->vmmops = NULL;
+        c->capvmmops = 0;
+    }
+    return c->nvmmops;
+}
 
 /* Physical memory lives on the device its properties name: pinned device memory only
  * (host and managed locations would be memory the client cannot see). */
@@ -128,6 +210,9 @@ static CUresult map_before(struct srv_client *c, struct srv_call *k)
     uint64_t base = k->a.val[0], size = k->a.val[1], end;
     if (__builtin_add_overflow(base, size, &end))
         return CUDA_ERROR_INVALID_VALUE;
+    /* Its unmaps still waiting for its work first, or the driver would find it mapped. */
+    if (c->nvmmops && k->id != SHIM_ID_cuMemUnmap)
+        srv_vmm_reap(c, 1);
     for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_RESERVED); r; r = r->type_next)
         if (base >= r->key.value && end <= r->key.value + r->size) {
             k->parent = r;
@@ -168,9 +253,21 @@ static CUresult unmap_after(struct srv_client *c, struct srv_call *k)
     return CUDA_SUCCESS;
 }
 
-/* Unmapping is allowed in the client's own reservations only (with nothing mapped there,
- * the driver does nothing and says so with success). */
-const struct srv_hook srv_hook_vmm_unmap = {.before = map_before, .after = unmap_after};
+/* After the client's work queued so far (above): only a range the client mapped, as the
+ * driver would check (it unmaps nothing else, and says so with success). */
+static CUresult unmap_call(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *m = srv_obj_find(c, SHIM_HT_MEM_MAPPED, k->a.val[0]);
+    if (!m)
+        return CUDA_SUCCESS;
+    if (m->size != k->a.val[1])
+        return CUDA_ERROR_INVALID_VALUE; /* never a part of a mapping (the driver's rule) */
+    return vmmop_defer(c, (struct srv_vmmop){.base = k->a.val[0], .size = k->a.val[1]});
+}
+
+/* Unmapping is allowed in the client's own reservations only. */
+const struct srv_hook srv_hook_vmm_unmap = {
+    .before = map_before, .call = unmap_call, .after = unmap_after};
 
 /* A reservation is freed whole (its size as reserved), and its mappings with it. */
 static CUresult free_before(struct srv_client *c, struct srv_call *k)
@@ -185,7 +282,23 @@ static CUresult free_after(struct srv_client *c, struct srv_call *k)
     return CUDA_SUCCESS;
 }
 
-const struct srv_hook srv_hook_vmm_free = {.before = free_before, .after = free_after};
+/* After the client's work queued so far (above), its mappings still in the range unmapped
+ * first, then the range freed. */
+static CUresult free_call(struct srv_client *c, struct srv_call *k)
+{
+    uint64_t base = k->a.val[0], size = k->a.val[1];
+    CUresult r = CUDA_SUCCESS;
+    for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED); m && r == CUDA_SUCCESS;
+         m = m->type_next)
+        if (m->key.value >= base && m->key.value - base < size)
+            r = vmmop_defer(c, (struct srv_vmmop){.base = m->key.value, .size = m->size});
+    return r == CUDA_SUCCESS
+               ? vmmop_defer(c, (struct srv_vmmop){.base = base, .size = size, .free = 1})
+               : r;
+}
+
+const struct srv_hook srv_hook_vmm_free = {
+    .before = free_before, .call = free_call, .after = free_after};
 
 /* A departed client's reservations and mappings: unmapped first (before-parent), then the
  * address space freed. */
