@@ -53,8 +53,7 @@ static void usage(void)
 static CUfunction load_kernel(int cold, const char *env, const char *rel, const char *file,
                               const char *kernel, CUmodule *mod, CUlibrary *lib)
 {
-    if (!cold)
-        return bench_load_function(env, rel, file, kernel, mod);
+    if (!cold) return bench_load_function(env, rel, file, kernel, mod);
     char path[PATH_MAX + 32];
     bench_image_path(env, rel, file, path, sizeof path);
     char *image = bench_read_file(path);
@@ -146,8 +145,7 @@ int main(int argc, char **argv)
     void *wargs[] = {spin ? (void *)&zero : (void *)&flag, &value, &zero};
     void *iargs[] = {&d, &count};
     /* Warm: a zero-length busy kernel outside the timing, where lazy loading happens. */
-    if (!cold)
-        CK(cuLaunchKernel(busy, blocks, 1, 1, threads, 1, 1, 0, s, wargs, NULL));
+    if (!cold) CK(cuLaunchKernel(busy, blocks, 1, 1, threads, 1, 1, 0, s, wargs, NULL));
     /* The copy from pageable memory may return before its data is in place, and the loop's
      * stream does not wait for the legacy stream's work: without this, the first increments
      * can be overwritten by the copy (the check fails through mpsshim on the CPU test driver). */
@@ -191,8 +189,8 @@ int main(int argc, char **argv)
     unsigned long long want =
         (unsigned long long)N * (N - 1) / 2 + (unsigned long long)N * steps * repeats;
     if (rank == 0)
-        printf("%s mpi_steps: global sum %llu, want %llu\n", total == want ? "PASS" : "FAIL",
-               total, want);
+        printf("%s mpi_steps: global sum %llu, want %llu\n", total == want ? "PASS" : "FAIL", total,
+               want);
     bench_step = "teardown";
     CK(cuMemFree(d));
     CK(cuMemFree(flag));

@@ -123,8 +123,7 @@ int MPI_Reduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op o
     return reduce(in, me == root ? out : NULL, count, type, op);
 }
 
-int MPI_Allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op,
-                  MPI_Comm comm)
+int MPI_Allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
 {
     (void)comm;
     return reduce(in, out, count, type, op);
