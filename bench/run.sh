@@ -815,6 +815,7 @@ main() {
     [ "$CPU" = 1 ] || [ ! -S /tmp/nvidia-mps/control ] ||
         say "warning: an MPS control daemon may be running in /tmp/nvidia-mps"
     bench_needs bench/callbench bench/copysweep bench/fleetc bench/overlap bench/spin.ptx \
+        bench/spin.fatbin tests/kernels.fatbin \
         tests/kernels.ptx tests/hold libmpsshim.so mpsshim-control mpsshim-server
     mpi_missing
     fleet_missing
