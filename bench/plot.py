@@ -3,8 +3,9 @@
 
 Reads what bench/report.py reads (bench-samples.tsv, bench-figures.tsv, bench-info.txt,
 throttle-results.tsv) and writes into RESULTS_DIR: scaling.png (the main plot: overlap, MPI
-job, inference fleet, driver-API fleet, round trips), overlap.png, mpi.png, fleet.png,
-fleetc.png, calls.png, copy.png and sm_shares.png. Every point is a median, its bar the
+job, inference fleet, driver-API fleet, round trips, cold MPI job), overlap.png, mpi.png,
+fleet.png, fleetc.png, calls.png, copy.png, sm_shares.png and, where the run measured the
+cold MPI job, mpi_cold.png. Every point is a median, its bar the
 min-max of the repeats (of those that measured, where some failed: the table says how many).
 Needs matplotlib (pip install matplotlib); runs anywhere, so that a run made on a machine
 without it is plotted afterwards from the copied results folder.
@@ -188,6 +189,13 @@ def save(figure, info, d, name):
     return path
 
 
+def cold_title(name):
+    """The title of a cold MPI figure (mpi_coldUS_s, mpi_coldUS_2gpu_s)."""
+    us = name[len("mpi_cold"):].split("_")[0]
+    return "cold MPI job, %s us kernels%s: slowest rank, first launch timed" % (
+        us, ", ranks over 2 GPUs" if "_2gpu" in name else "")
+
+
 def main(d):
     info, figures, cells = report.load(d)
     MODES[:] = report.all_modes(info, cells)
@@ -201,8 +209,18 @@ def main(d):
     for ax, name in zip(axes.flat, titles):
         scaling(ax, cells, figures, name, *titles[name])
     calls(axes.flat[4], cells, figures)
-    axes.flat[5].axis("off")
+    cold = [f for f in ("mpi_cold75_s", "mpi_cold540_s", "mpi_cold75_2gpu_s")
+            if any(k[0] == f for k in cells)]
+    if cold:
+        scaling(axes.flat[5], cells, figures, cold[0], cold_title(cold[0]), True)
+    else:
+        axes.flat[5].axis("off")
     out.append(save(fig, info, d, "scaling.png"))
+    if cold:
+        fig, axes = plt.subplots(1, len(cold), figsize=(6.5 * len(cold), 4.5), squeeze=False)
+        for ax, name in zip(axes.flat, cold):
+            scaling(ax, cells, figures, name, cold_title(name), True)
+        out.append(save(fig, info, d, "mpi_cold.png"))
     for name, png in (("overlap_s", "overlap.png"), ("mpi_gpu_loop_s", "mpi.png"),
                       ("fleet_steps_per_s", "fleet.png"), ("fleetc_steps_per_s", "fleetc.png")):
         fig, ax = plt.subplots(figsize=(6.5, 4.5))

@@ -2,19 +2,23 @@
 # Benchmarks (`make bench`): every figure natively, under native MPS and under mpsshim, on the
 # same GPU in one run, each repeated (5 times unless --repeats says otherwise): GPU memory of
 # idle processes, per-call costs, copy bandwidth by size, overlap of 1-32 processes, an MPI
-# job of 1-16 ranks, a PyTorch inference fleet of 1-16 processes, managed memory,
+# job of 1-16 ranks, a PyTorch inference fleet of 1-32 processes, managed memory,
 # cuMemFree beside another process's kernels (bench/freewait), a driver-API fleet of 1-32
-# processes (bench/fleetc); then the SM-share table
+# processes (bench/fleetc), cold MPI jobs of 8-32 ranks (a fresh job per sample, its first
+# launches timed; over 2 GPUs too where there are two); then the SM-share table
 # (bench/throttle.sh). Writes the raw samples, a table (markdown and tsv) and, where
 # matplotlib is (else installed with pip when it can be), PNG plots. bench/README.md says
 # what each figure means, how it is measured and how long a run takes.
 #
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
-#                      [--families F,F...] [--variant NAME:VAR=VAL[,VAR=VAL...]]... [--pack]
+#                      [--families F,F...] [--points F=X,X...]... [--variant NAME:VAR=VAL[,VAR=VAL...]]...
+#                      [--pack]
 #   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
-#   --families F,...     only these of idle calls copy overlap mpi fleet managed free fleetc (in
-#                        that order), for a short GPU session; the SM-share table needs
-#                        --no-throttle to be left out too
+#   --families F,...     only these of idle calls copy overlap mpi fleet managed free fleetc
+#                        mpicold (in that order), for a short GPU session; the SM-share table
+#                        needs --no-throttle to be left out too
+#   --points F=X,X,...   the processes or ranks family F (overlap mpi mpicold fleet fleetc)
+#                        measures, in place of its default (or --quick's); repeatable
 #   --variant NAME:VAR=VAL,...  one more mode, mpsshim-NAME (NAME of a-z 0-9 _): mpsshim
 #                        with a server (and clients) given those variables (values without
 #                        commas), e.g. conn32:CUDA_DEVICE_MAX_CONNECTIONS=32; repeatable.
@@ -39,10 +43,12 @@ set -u
 B=${1:-build}
 [ $# -gt 0 ] && shift
 QUICK=0 PLOTS=1 THROTTLE=1 REPEATS='' ONLY='' PACK=0 VARIANTS=()
+declare -A POINTS=()
 usage() {
     [ -z "${1:-}" ] || echo "bench/run.sh: $1" >&2
     echo "usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]" \
-        "[--families F,F...] [--variant NAME:VAR=VAL[,VAR=VAL...]]... [--pack]" >&2
+        "[--families F,F...] [--points F=X,X...]... [--variant NAME:VAR=VAL[,VAR=VAL...]]..." \
+        "[--pack]" >&2
     exit 2
 }
 # variant_ok NAME:VAR=VAL,...: refuses (usage) a malformed or repeated variant, and variables
@@ -76,6 +82,12 @@ while [ $# -gt 0 ]; do
         ONLY=${2//,/ }
         shift
         ;;
+    --points)
+        [[ ${2:-} =~ ^(overlap|mpi|mpicold|fleet|fleetc)=[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+            usage "--points ${2:-}: not F=X,X... (F one of overlap mpi mpicold fleet fleetc)"
+        POINTS[${2%%=*}]=${2#*=}
+        shift
+        ;;
     --repeats)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage
         REPEATS=$2
@@ -106,20 +118,32 @@ MANAGED_METRICS="managed_gpu_s managed_pingpong_s managed_prefetch_s"
 FREE_METRICS="free_max_ms free_mean_ms"
 COPY_KINDS="htod_pageable dtoh_pageable htod_pinned dtoh_pinned htod_registered dtoh_registered"
 MPI_STEPS=400
+# The cold MPI job (bench/mpi_steps --cold, issue 29): US:LAUNCHES per shape, each shape a
+# figure mpi_coldUS_s over MPICOLD_RANKS; those of MPICOLD_2GPU also spread over two GPUs
+# (mpi_coldUS_2gpu_s) where the machine has two. Each sample is a job of its own.
+MPICOLD_ARGS=(--cold --blocks 4 --threads 128 --sync-every 50 --sync-barrier)
+MPICOLD_2GPU="75"
 if [ "$QUICK" = 1 ]; then
     : "${REPEATS:=2}"
     OVERLAP_PROCS="1 4" MPI_RANKS="1 2" FLEET_PROCS="1 2" FLEETC_PROCS="1 2"
+    MPICOLD_RANKS="2 4" MPICOLD_SHAPES="75:100 540:50"
     CALL_ARGS=(--quick) COPY_MAX=4 FLEET_SECONDS=0.2 MPI_STEPS=100
     MANAGED_ARGS=(--mib 4 --steps 10 --rounds 3)
     FREE_ARGS=(--kernels 4 --ms 20 --pairs 3)
 else
     : "${REPEATS:=5}"
-    OVERLAP_PROCS="1 2 4 8 16 32" MPI_RANKS="1 2 4 8 16" FLEET_PROCS="1 2 4 8 16"
+    OVERLAP_PROCS="1 2 4 8 16 32" MPI_RANKS="1 2 4 8 16" FLEET_PROCS="1 2 4 8 16 32"
     FLEETC_PROCS="1 2 4 8 16 32"
+    MPICOLD_RANKS="8 16 32" MPICOLD_SHAPES="75:400 540:100"
     CALL_ARGS=() COPY_MAX=256 FLEET_SECONDS=1
     MANAGED_ARGS=(--mib 64 --steps 100 --rounds 10)
     FREE_ARGS=(--kernels 10 --ms 20 --pairs 10)
 fi
+[ -z "${POINTS[overlap]:-}" ] || OVERLAP_PROCS=${POINTS[overlap]//,/ }
+[ -z "${POINTS[mpi]:-}" ] || MPI_RANKS=${POINTS[mpi]//,/ }
+[ -z "${POINTS[mpicold]:-}" ] || MPICOLD_RANKS=${POINTS[mpicold]//,/ }
+[ -z "${POINTS[fleet]:-}" ] || FLEET_PROCS=${POINTS[fleet]//,/ }
+[ -z "${POINTS[fleetc]:-}" ] || FLEETC_PROCS=${POINTS[fleetc]//,/ }
 # The CPU test driver has no spin_ns; its delay_set sleeps like the GPU's spins. It cannot
 # run PyTorch: the fleet runs fake steps there (bench/fleet.py --fake), to test the plumbing.
 if [ "$CPU" = 1 ]; then KERNEL_ARGS=(--kernel delay_set) FLEET_ARGS=(--fake); else
@@ -136,9 +160,10 @@ for v in "${VARIANTS[@]}"; do
     MODE_VARS["mpsshim-${v%%:*}"]=${v#*:}
 done
 MODES="$MODES mps native"
-# fleetc last: a run of every family outlasts the default budget (bench/README.md), and what
-# the budget cuts should be the newest figure rather than the reference run's.
-FAMILIES="idle calls copy overlap mpi fleet managed free fleetc"
+# fleetc, then mpicold, last: a run of every family outlasts the default budget
+# (bench/README.md), and what the budget cuts should be the newest figures rather than the
+# reference run's.
+FAMILIES="idle calls copy overlap mpi fleet managed free fleetc mpicold"
 if [ -n "$ONLY" ]; then
     for f in $ONLY; do [[ " $FAMILIES " == *" $f "* ]] || usage; done
     kept=""
@@ -147,6 +172,11 @@ if [ -n "$ONLY" ]; then
 fi
 SAMPLES=$OUTDIR/bench-samples.tsv
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+MPI_BIN=$B/bench/mpi_steps
+# GPUs of the machine (the CPU test driver's: MPSSHIM_CPUDRV_DEVICES), for the 2-GPU figures.
+if [ "$CPU" = 1 ]; then NGPUS=${MPSSHIM_CPUDRV_DEVICES:-1}; else
+    NGPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
 MPI_WHY='' FLEET_WHY=''
 FAILED=0
 INJECT=${MPSSHIM_BENCH_FAIL:-}
@@ -184,8 +214,15 @@ figures() {
         printf 'overlap_s\ts\tlower\tprocesses\t%s\n' "x processes at once, each $o launches of $ob blocks x $ous us spinning on a stream of its own, then a synchronize; started together at a barrier; the slowest process's time (overlap). Kernels that really overlap stay near $((o * ous / 1000)) ms; time-sliced contexts take about x times it"
         printf 'mpi_gpu_loop_s\ts\tlower\tranks\t%s\n' "an MPI job of x ranks (mpirun, one node), each $MPI_STEPS steps of a 4-block kernel spinning 75 us plus an increment of its share, one cuStreamSynchronize at the end; ranks start at MPI_Barrier; the slowest rank's GPU loop (mpi_steps)"
         printf 'fleet_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x PyTorch processes at once, each running a small conv net on batches of 8 with one .item() per step for $FLEET_SECONDS s from a common barrier: the sum of their steps/s (fleet.py)"
-        printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "one PyTorch process alone: from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step); once per mode"
+        printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "x PyTorch processes started together (x = 1: one alone): from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step), the slowest process's; once per mode and x"
         printf 'fleetc_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x processes at once (bench/fleetc, driver API), each step ${FLEETC_ARGS[1]} us of host work, ${FLEETC_ARGS[3]} launches of an empty kernel and a 4-byte cuMemcpyDtoH, for $FLEET_SECONDS s from a common barrier: the sum of their steps/s"
+        local shape us n
+        for shape in $MPICOLD_SHAPES; do
+            us=${shape%%:*} n=${shape#*:}
+            printf 'mpi_cold%s_s\ts\tlower\tranks\t%s\n' "$us" "a cold MPI job of x ranks on one GPU (a fresh mpirun per sample; server daemons already up): each rank a chain of $n launches of a 4-block x 128-thread kernel spinning $us us, plus an increment of its share, cuStreamSynchronize and MPI_Barrier every 50; images loaded as libraries at start, no launch before the timing, which runs from the barrier before the first launch to the end of the last synchronize; the slowest rank's (mpi_steps --cold)"
+            [[ " $MPICOLD_2GPU " == *" $us "* ]] || continue
+            printf 'mpi_cold%s_2gpu_s\ts\tlower\tranks\t%s\n' "$us" "the same cold MPI job ($n launches of $us us) with its x ranks over two GPUs (rank r on device r % 2, x/2 a GPU); n/a on a machine of one GPU"
+        done
         printf 'managed_gpu_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the GPU phase of a managed-memory program (bench/managed): saxpy launches back to back over two managed arrays the CPU wrote, one synchronize"
         printf 'managed_pingpong_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: rounds of one saxpy, a synchronize and a CPU pass over the array, on managed memory (bench/managed)"
         printf 'managed_prefetch_s\ts\tlower\t\t%s\n' "${MANAGED_ARGS[*]}: the same rounds with cuMemPrefetchAsync to the device before each launch and to the host before each CPU pass (bench/managed)"
@@ -440,7 +477,13 @@ fam_overlap() {
 # machine without mpicc (and carried to the GPU machine) lacks mpi_steps: it is built here
 # then, with bench/bench.mk's command, when this machine has mpicc.
 mpi_missing() {
-    if ! command -v mpirun >/dev/null; then
+    if [ "$CPU" = 1 ] && ! command -v mpirun >/dev/null; then
+        # The CPU test driver without an MPI: bench/fakempi's stand-in, to test the plumbing.
+        MPIRUN=("$ROOT/bench/fakempi/mpirun")
+        MPI_BIN=$B/bench/mpi_steps_fakempi
+        [ -x "$MPI_BIN" ] || MPI_WHY="$MPI_BIN not built (run make)"
+        [ -n "$MPI_WHY" ] || say "MPI jobs: bench/fakempi (no mpirun here), to test the plumbing"
+    elif ! command -v mpirun >/dev/null; then
         MPI_WHY="no mpirun on PATH"
     elif [ ! -x "$B/bench/mpi_steps" ] && command -v mpicc >/dev/null &&
         (cd "$ROOT" && mpicc -O2 -g -std=gnu11 -pthread -I"${CUDA:-/usr/local/cuda}/include" -I. \
@@ -452,43 +495,98 @@ mpi_missing() {
     fi
 }
 
-# fam_mpi MODE: for each N of MPI_RANKS, one mpirun of N ranks of mpi_steps, REPEATS rounds.
-# The mode's variables reach the ranks through -x, not mpirun itself (it must not run under
-# the shim).
-fam_mpi() {
-    local mode=$1 n secs rc e xs=() un=() name
-    if [ -n "$MPI_WHY" ]; then
-        for n in $MPI_RANKS; do sample mpi_gpu_loop_s "$n" "$mode" 1 n/a s; done
-        return
-    fi
-    # mpirun gives every rank the same environment: with several servers (a variant's
-    # MPSSHIM_BENCH_SERVERS) all ranks would go to the first, which measures nothing new.
-    if [ "${PROC_SERVERS:-1}" -gt 1 ]; then
-        say "  mpi $mode: n/a (mpirun sends every rank to one of its $PROC_SERVERS servers)"
-        for n in $MPI_RANKS; do sample mpi_gpu_loop_s "$n" "$mode" 1 n/a s; done
-        return
-    fi
+# mpi_env: MPI_X and MPI_U, the mode's variables as mpirun's -x options and env(1)'s -u
+# options: they reach the ranks, not mpirun itself (it must not run under the shim).
+mpi_env() {
+    local e
+    MPI_X=() MPI_U=()
     for e in "${ENVP[@]:1}"; do
-        case $e in -u) ;; *=*) xs+=(-x "$e") ;; *) un+=(-u "$e") ;; esac
+        case $e in -u) ;; *=*) MPI_X+=(-x "$e") ;; *) MPI_U+=(-u "$e") ;; esac
     done
+}
+
+# mpi_no MODE FAMILY: true, with the family's samples n/a, when MODE cannot run MPI jobs:
+# MPI_WHY, or several servers (mpirun gives every rank the same environment: with a variant's
+# MPSSHIM_BENCH_SERVERS all ranks would go to the first, which measures nothing new).
+mpi_no() {
+    if [ -n "$MPI_WHY" ]; then
+        na_family "$2" "$1"
+        return 0
+    fi
+    if [ "${PROC_SERVERS:-1}" -gt 1 ]; then
+        say "  $2 $1: n/a (mpirun sends every rank to one of its $PROC_SERVERS servers)"
+        na_family "$2" "$1"
+        return 0
+    fi
+    return 1
+}
+
+# mpi_job MODE NAME SECS N ARG...: one mpirun of N ranks of mpi_steps ARG... (mpi_env's
+# variables), at most SECS s, its output in $WORK/MODE.NAME.1.out; RC its status ("check"
+# when it printed no PASS, "budget" when SECS is 0: nothing ran).
+mpi_job() {
+    local mode=$1 name=$2 secs=$3 n=$4
+    shift 4
+    RC=budget
+    [ "$secs" != 0 ] || return 0
+    INFLIGHT=("$mode" "$name")
+    timeout -k 5 "$secs" env "${MPI_U[@]}" "${MPIRUN[@]}" -np "$n" "${MPI_X[@]}" \
+        "$MPI_BIN" "$@" >"$WORK/$mode.$name.1.out" 2>&1 </dev/null &
+    BG_PIDS=($!)
+    wait_all "${BG_PIDS[@]}"
+    RC=$?
+    [ "$RC" = 0 ] && ! grep -q '^PASS mpi_steps' "$WORK/$mode.$name.1.out" && RC=check
+    RC=$(injected "$mode" "$name" "$RC")
+    record "$mode" "$name" "$RC"
+}
+
+# fam_mpi MODE: for each N of MPI_RANKS, one mpirun of N ranks of mpi_steps, REPEATS rounds.
+fam_mpi() {
+    local mode=$1 n
+    mpi_no "$mode" mpi && return
+    mpi_env
     for n in $MPI_RANKS; do
-        secs=$(spend 120)
         PROCS=1
-        rc=budget
-        name=mpi$n
-        if [ "$secs" != 0 ]; then
-            INFLIGHT=("$mode" "$name")
-            timeout -k 5 "$secs" env "${un[@]}" "${MPIRUN[@]}" -np "$n" "${xs[@]}" \
-                "$B/bench/mpi_steps" "${KERNEL_ARGS[@]}" --steps "$MPI_STEPS" \
-                --repeats "$REPEATS" >"$WORK/$mode.$name.1.out" 2>&1 </dev/null &
-            BG_PIDS=($!)
-            wait_all "${BG_PIDS[@]}"
-            rc=$?
-            [ "$rc" = 0 ] && ! grep -q '^PASS mpi_steps' "$WORK/$mode.$name.1.out" && rc=check
-            rc=$(injected "$mode" "$name" "$rc")
-            record "$mode" "$name" "$rc"
-        fi
-        repeats_to_samples "$mode" "$name" mpi_gpu_loop_s "$n" s "$rc" max gpu_loop_s
+        mpi_job "$mode" "mpi$n" "$(spend 120)" "$n" "${KERNEL_ARGS[@]}" --steps "$MPI_STEPS" \
+            --repeats "$REPEATS"
+        repeats_to_samples "$mode" "mpi$n" mpi_gpu_loop_s "$n" s "$RC" max gpu_loop_s
+    done
+}
+
+# fam_mpicold MODE: the cold MPI job: for each repeat, shape of MPICOLD_SHAPES (and its 2-GPU
+# form where MPICOLD_2GPU and the machine have it) and N of MPICOLD_RANKS, a fresh mpirun of N
+# ranks of `mpi_steps --cold`, one sample each: cold means every sample's ranks are new
+# processes, meeting the mode's daemon already up (the family's, as an MPI site's is). Repeats
+# outermost, so that a run the budget cuts keeps samples at every point.
+fam_mpicold() {
+    local mode=$1 r shape us steps g fig n name v
+    mpi_no "$mode" mpicold && return
+    mpi_env
+    for r in $(seq "$REPEATS"); do
+        for shape in $MPICOLD_SHAPES; do
+            us=${shape%%:*} steps=${shape#*:}
+            for g in 1 2; do
+                fig=mpi_cold${us}_s
+                if [ "$g" = 2 ]; then
+                    [[ " $MPICOLD_2GPU " == *" $us "* ]] || continue
+                    fig=mpi_cold${us}_2gpu_s
+                    if [ "$NGPUS" -lt 2 ]; then
+                        for n in $MPICOLD_RANKS; do sample "$fig" "$n" "$mode" "$r" n/a s; done
+                        continue
+                    fi
+                fi
+                for n in $MPICOLD_RANKS; do
+                    name=${fig%_s}.$n.$r
+                    mpi_job "$mode" "$name" "$(spend 60)" "$n" "${KERNEL_ARGS[@]}" \
+                        "${MPICOLD_ARGS[@]}" --us "$us" --steps "$steps" --gpus "$g"
+                    v=$(awk '$1 == "metric" && $2 == "gpu_loop_s" && $5 == 1 { print $3 }' \
+                        "$WORK/$mode.$name.1.out" 2>/dev/null)
+                    [ "$RC" = 0 ] || v=
+                    sample "$fig" "$n" "$mode" "$r" "${v:-FAIL}" s
+                    [ "$RC" = 0 ] || failed "$mode" "$name" "$RC"
+                done
+            done
+        done
     done
 }
 
@@ -503,8 +601,7 @@ fleet_missing() {
 fam_fleet() {
     local mode=$1 p secs rc v
     if [ -n "$FLEET_WHY" ]; then
-        for p in $FLEET_PROCS; do sample fleet_steps_per_s "$p" "$mode" 1 n/a steps/s; done
-        sample fleet_start_s 1 "$mode" 1 n/a s
+        na_family fleet "$mode"
         return
     fi
     for p in $FLEET_PROCS; do
@@ -517,12 +614,12 @@ fam_fleet() {
             --seconds "$FLEET_SECONDS"
         rc=$RC
         repeats_to_samples "$mode" "fleet$p" fleet_steps_per_s "$p" steps/s "$rc" sum steps_per_s
-        if [ "$p" = 1 ]; then
-            v=$(awk '$1 == "metric" && $2 == "start_s" { print $3 }' "$WORK/$mode.fleet1.1.out" \
-                2>/dev/null)
-            [ "$rc" = 0 ] || v=
-            sample fleet_start_s 1 "$mode" 1 "${v:-FAIL}" s
-        fi
+        # Start-up as users meet it: the P processes started together, the slowest one's.
+        v=$(cat "$WORK/$mode.fleet$p".*.out 2>/dev/null | awk -v n="$p" '
+            $1 == "metric" && $2 == "start_s" { c++; if (c == 1 || $3 + 0 > m) m = $3 + 0 }
+            END { if (c == n) print m }')
+        [ "$rc" = 0 ] || v=
+        sample fleet_start_s "$p" "$mode" 1 "${v:-FAIL}" s
     done
 }
 
@@ -565,9 +662,21 @@ na_family() {
     done ;;
     overlap) for x in $OVERLAP_PROCS; do sample overlap_s "$x" "$2" 1 n/a s; done ;;
     mpi) for x in $MPI_RANKS; do sample mpi_gpu_loop_s "$x" "$2" 1 n/a s; done ;;
+    mpicold)
+        local shape us
+        for shape in $MPICOLD_SHAPES; do
+            us=${shape%%:*}
+            for x in $MPICOLD_RANKS; do
+                sample "mpi_cold${us}_s" "$x" "$2" 1 n/a s
+                [[ " $MPICOLD_2GPU " != *" $us "* ]] || sample "mpi_cold${us}_2gpu_s" "$x" "$2" 1 n/a s
+            done
+        done
+        ;;
     fleet)
-        for x in $FLEET_PROCS; do sample fleet_steps_per_s "$x" "$2" 1 n/a steps/s; done
-        sample fleet_start_s 1 "$2" 1 n/a s
+        for x in $FLEET_PROCS; do
+            sample fleet_steps_per_s "$x" "$2" 1 n/a steps/s
+            sample fleet_start_s "$x" "$2" 1 n/a s
+        done
         ;;
     managed) for x in $MANAGED_METRICS; do sample "$x" - "$2" 1 n/a s; done ;;
     free) for x in $FREE_METRICS; do sample "$x" - "$2" 1 n/a ms; done ;;
@@ -599,7 +708,7 @@ run_family() {
     local fam=$1 mode=$2 log=$OUTDIR/bench-$2.log why t0=$SECONDS
     say "== $fam: $mode" | tee -a "$log" >/dev/null
     why=$(mps_missing "$mode") || why=
-    [ "$fam" = mpi ] && [ -n "$MPI_WHY" ] && why=$MPI_WHY
+    [[ $fam == mpi* ]] && [ -n "$MPI_WHY" ] && why=$MPI_WHY
     [ "$fam" = fleet ] && [ -n "$FLEET_WHY" ] && why=$FLEET_WHY
     if [ -n "$why" ]; then
         say "  $fam $mode: skipped ($why)" >>"$log"
@@ -693,7 +802,7 @@ interrupted() {
 # ---------------------------------------------------------------- main
 
 main() {
-    local fam mode gpu
+    local fam mode gpu t0
     bench_work
     # The commit measured: git's word for the checkout, unless MPSSHIM_BENCH_COMMIT names it
     # (a tree copied onto the GPU machine may carry an older .git than its files).
@@ -706,10 +815,13 @@ main() {
     [ "$CPU" = 1 ] || [ ! -S /tmp/nvidia-mps/control ] ||
         say "warning: an MPS control daemon may be running in /tmp/nvidia-mps"
     bench_needs bench/callbench bench/copysweep bench/fleetc bench/overlap bench/spin.ptx \
+        bench/spin.fatbin tests/kernels.fatbin \
         tests/kernels.ptx tests/hold libmpsshim.so mpsshim-control mpsshim-server
     mpi_missing
     fleet_missing
     [ -z "$MPI_WHY" ] || say "MPI job: skipped: $MPI_WHY"
+    [ "$NGPUS" -ge 2 ] || [[ " $FAMILIES " != *" mpicold "* ]] ||
+        say "cold MPI job over 2 GPUs: n/a ($NGPUS GPU here)"
     [ -z "$FLEET_WHY" ] || say "inference fleet: skipped: $FLEET_WHY"
     [ "$CPU" = 1 ] && say "inference fleet: fake steps (fleet.py --fake), no PyTorch"
     for v in "${VARIANTS[@]}"; do say "variant mpsshim-${v%%:*}: mpsshim with ${v#*:}"; done
@@ -738,7 +850,9 @@ main() {
     # Family by family, each under the three modes in turn: a run cut by its budget loses
     # its last families, not a whole mode.
     for fam in $FAMILIES; do
+        t0=$SECONDS
         for mode in $MODES; do run_family "$fam" "$mode"; done
+        say "== $fam: $((SECONDS - t0)) s in all"
     done
     throttle
     say "benchmarks took $SECONDS s"

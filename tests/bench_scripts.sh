@@ -9,6 +9,11 @@
 # 3. a variant spreading its clients over two servers (MPSSHIM_BENCH_SERVERS=2): both
 #    servers serve fleetc's processes, both logs are in the variant's log, and the variable
 #    reaches neither server.
+# 4. the cold MPI job (family mpicold, issue 29) on two CPU-driver devices, bench/fakempi
+#    standing in for MPI where none is installed, one of its jobs failed on purpose: every
+#    figure's row (the 2-GPU one's too, its ranks over both devices), each sample a job of
+#    its own with mpi_steps --cold, one server for the whole family, the failed job counted
+#    in its cell and in issue 29's goal.
 #   tests/bench_scripts.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -22,13 +27,20 @@ fail() {
 bench() { env MPSSHIM_BENCH_CPU=1 bash "$ROOT/bench/run.sh" "$B" --quick --no-plots --no-throttle "$@"; }
 
 out=$W/quick
-OUT=$out bench --variant spinall:MPSSHIM_SPIN_CPUS=100000 >"$out.log" 2>&1 ||
+# (mpicold has a run of its own, below)
+OUT=$out bench --families idle,calls,copy,overlap,mpi,fleet,managed,free,fleetc \
+    --variant spinall:MPSSHIM_SPIN_CPUS=100000 >"$out.log" 2>&1 ||
     { tail -n 30 "$out.log"; fail "bench/run.sh --quick --variant"; }
 md=$out/bench-results.md
 for row in launch_sync_us "copy_htod_pinned_GBps 4 MiB" "copy_dtoh_registered_GBps 4 MiB" \
     "overlap_s processes=4" "mpi_gpu_loop_s ranks=2" "fleet_steps_per_s processes=2" \
     managed_pingpong_s free_max_ms "fleetc_steps_per_s processes=2"; do
     grep -q "^| $row |" "$md" || fail "no row $row"
+done
+# The MPI job ran (bench/fakempi where no mpirun is), and the fleet's start at each count.
+for row in "mpi_gpu_loop_s ranks=2" "fleet_start_s processes=2"; do
+    grep -E "^\| $row \|" "$md" | grep -qE '\| [0-9.]+( \([0-9.]+-[0-9.]+\))? \| n/a \| [0-9.]+' ||
+        fail "no numbers in $row: $(grep "^| $row |" "$md")"
 done
 grep -q '^| figure .* | mpsshim/MPS | mpsshim-spinall |$' "$md" || fail "no column of the variant"
 # The variant's cell: a median and its ratios to native and MPS (MPS is n/a here).
@@ -81,3 +93,32 @@ grep -E '^\| fleetc_steps_per_s processes=2 \|' "$out/bench-results.md" |
 ! grep -q 'started with MPSSHIM_BENCH_SERVERS' "$log" ||
     fail "a server was started with MPSSHIM_BENCH_SERVERS"
 echo "a variant over two servers: $n0 and $n1 clients"
+
+out=$W/cold
+MPSSHIM_CPUDRV_DEVICES=2 MPSSHIM_BENCH_FAIL=mpsshim.mpi_cold540.2.1 OUT=$out \
+    bench --families mpicold --points mpicold=2 >"$out.log" 2>&1 &&
+    fail "a run with a failed cold MPI job exited 0"
+md=$out/bench-results.md
+for fig in mpi_cold75_s mpi_cold75_2gpu_s; do
+    grep -E "^\| $fig ranks=2 \|" "$md" |
+        grep -qE '\| [0-9.]+ \([0-9.]+-[0-9.]+\) \| n/a \| [0-9.]+ \([0-9.]+-[0-9.]+\) \|' ||
+        { tail -n 30 "$out.log"; fail "no numbers in $fig: $(grep "^| $fig " "$md")"; }
+done
+grep -E '^\| mpi_cold540_s ranks=2 \|' "$md" | grep -qE '\| n/a \| [0-9.]+ 1 FAIL \|' ||
+    fail "the cell of the failed cold job: $(grep '^| mpi_cold540_s' "$md")"
+grep -E '^\| cold MPI job, mpi_cold540_s' "$md" | grep -q 'mpsshim: 1 of 2 runs failed' ||
+    fail "issue 29's goal of the failed job: $(grep '^| cold MPI job, mpi_cold540_s' "$md")"
+log=$out/bench-mpsshim.log
+# 3 figures x 2 repeats, a job each, every one cold, on one device or over two.
+[ "$(grep -c '^=== mpsshim mpi_cold[0-9_a-z]*\.2\.[12]: exit' "$log")" = 6 ] ||
+    fail "not one job per sample: $(grep '^=== mpsshim mpi_cold' "$log")"
+[ "$(grep -c '^# mpi_steps: 2 ranks over 1 of 2 devices.*, cold: ' "$log")" = 4 ] &&
+    [ "$(grep -c '^# mpi_steps: 2 ranks over 2 of 2 devices.*, cold: ' "$log")" = 2 ] ||
+    fail "the jobs were not cold, or not on the devices asked: $(grep '^# mpi_steps' "$log")"
+# One server for the family (warm server), 12 new clients (cold ranks).
+[ "$(grep -c '^=== mpsshim daemon: shim-log/server.log' "$log")" = 1 ] ||
+    fail "not one server for the whole family"
+n=$(grep -c 'New client' "$log")
+[ "$n" = 12 ] || fail "the server took $n clients, not 12 (2 ranks x 6 jobs)"
+grep -q '^== mpicold: [0-9]* s in all' "$out/bench-summary.txt" || fail "the family's time unsaid"
+echo "the cold MPI job: 6 jobs a mode, $n ranks new to one server, 2-GPU figure, a failed job counted"

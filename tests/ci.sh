@@ -203,7 +203,8 @@ run_test generator-newer-header 60 bash -c '
 # what is missing otherwise, apt-get's own words when it fails.
 run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
 # The benchmark scripts' plumbing, not their numbers: bench/run.sh --quick on the CPU test
-# driver with a variant of mpsshim, then with one run failed on purpose (tests/bench_scripts.sh).
+# driver with a variant of mpsshim, then with one run failed on purpose, then the cold MPI job
+# (bench/fakempi where no MPI is) on two devices (tests/bench_scripts.sh).
 run_test bench-scripts 180 bash "$ROOT/tests/bench_scripts.sh" "$B" "$WORK"
 run_test no-server-no-driver 30 bash -c '
     out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
