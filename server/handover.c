@@ -793,19 +793,24 @@ static pid_t live_server(void)
     return a > 0 && a == b && memcmp(exe, self, (size_t)a) == 0 ? (pid_t)v : 0;
 }
 
+void srv_handover_forward(int sig, int foreground)
+{
+    pid_t p;
+    if (foreground && atomic_load(&state) == HANDED && !service_ended && (p = live_server()) > 0)
+        kill(p, sig);
+}
+
 void srv_handover_end(int told, int foreground)
 {
     pthread_mutex_lock(&lock);
     /* A standby, or a successor still starting: it must not serve from sockets about to go. */
     if (kid_fd >= 0 || kid > 0)
         drop_kid();
+    pthread_mutex_unlock(&lock);
     /* Told to stop (SIGTERM from systemd to the service's main process, say) while serving
      * faulted clients: the service is the live server too. */
-    pid_t p;
-    if (atomic_load(&state) == HANDED && told && foreground && !service_ended &&
-        (p = live_server()) > 0)
-        kill(p, SIGTERM);
-    pthread_mutex_unlock(&lock);
+    if (told)
+        srv_handover_forward(SIGTERM, foreground);
 }
 
 /* The live server's exit status from the life pipe, once it has ended: 1 without one. */

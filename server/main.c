@@ -499,8 +499,10 @@ int main(int argc, char **argv)
 
     int ended = 0; /* handed over, and no client (or no successor) left */
     while (!atomic_load(&srv.quitting)) {
-        if (atomic_exchange(&reopen_logs, 0))
+        if (atomic_exchange(&reopen_logs, 0)) {
             srv_log_reopen();
+            srv_handover_forward(SIGHUP, foreground); /* systemctl reload: the live one too */
+        }
         /* While a successor starts, new clients wait in the backlog (handover.c). */
         struct pollfd fds[3] = {
             {.fd = srv_handover_accepting() ? lfd : -1, .events = POLLIN},

@@ -995,6 +995,9 @@ void srv_handover_standby_stop(void);
 void srv_handover_adopted(void);
 /* get_server_status: the faulted servers alive and the standby, a line each. */
 void srv_handover_describe(char *out, size_t len);
+/* A faulted server in the foreground (the service's main process) passes sig (a stop, a
+ * reopening of the logs) on to the live server. */
+void srv_handover_forward(int sig, int foreground);
 /* At shutdown: stops the standby or a successor still starting; in the foreground, passes
  * the stop on to the live server when this server was told to (`told`: SIGTERM to a
  * service's main process, say). */
