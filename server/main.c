@@ -383,6 +383,19 @@ int main(int argc, char **argv)
         return 1;
     }
     chan_make_dirs(srv.log_dir);
+    /* A standby gets ready, then waits until a fault lost a device to its server, whose
+     * sockets and lock it then takes (handover.c). It opens no log before: the logs are
+     * the servers' (control.log counts their starts and exits), and its server logs what it
+     * says, failures included. */
+    int lfd = -1, cfd = -1, lockfd = -1, successor = 0;
+    if (standby) {
+        if (prepare_standby() != 0)
+            return 1;
+        unsigned ms = (unsigned)((chan_now_ns() - started_ns) / 1000000);
+        successor = srv_standby_wait(ms, &lfd, &cfd, &lockfd, why, sizeof(why));
+        if (successor == 2)
+            return 0; /* not needed: its server quit, or started afresh */
+    }
     if (srv_log_open(srv.log_dir, "server.log", "Server", log_stderr, why, sizeof(why)) != 0) {
         /* mpsshim-control -d: a daemon whose logs go nowhere is refused, loudly. Started in
          * the foreground, its lines still reach stderr; started by a client, the client's
@@ -393,17 +406,6 @@ int main(int argc, char **argv)
             tell_starter("%s (MPSSHIM_LOG_DIRECTORY sets another directory)\n", why);
             return 1;
         }
-    }
-    /* A standby gets ready, then waits until a fault lost a device to its server, whose
-     * sockets and lock it then takes (handover.c). */
-    int lfd = -1, cfd = -1, lockfd = -1, successor = 0;
-    if (standby) {
-        if (prepare_standby() != 0)
-            return 1;
-        unsigned ms = (unsigned)((chan_now_ns() - started_ns) / 1000000);
-        successor = srv_standby_wait(ms, &lfd, &cfd, &lockfd, why, sizeof(why));
-        if (successor == 2)
-            return 0; /* not needed: its server quit, or started afresh */
     }
     /* ... and one that started afresh when idle (recycle.c), those of the image it was. */
     int afresh = successor ? 0 : srv_recycle_adopt(&lfd, &cfd, &lockfd, &foreground, why,
