@@ -499,7 +499,7 @@ int main(int argc, char **argv)
     srv_handover_poll(); /* its standby, started before "ready" */
     tell_starter("ready\n");
 
-    int ended = 0; /* handed over, and no client (or no successor) left */
+    int ended = 0; /* handed over, and no client (or no live server) left */
     while (!atomic_load(&srv.quitting)) {
         if (atomic_exchange(&reopen_logs, 0)) {
             srv_log_reopen();

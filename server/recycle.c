@@ -12,8 +12,8 @@
  * again in place (the release streams, spare pools, arena slabs, registered staging, the
  * code gate's events, green contexts), each a place to get wrong; the start-up path makes
  * them all and runs at every start, and a new image gives back the process's heap, threads
- * and descriptors too. The pid stays, so server.pid, a service manager, a predecessor or
- * keeper watching this server (handover.c) and get_server_list stay right.
+ * and descriptors too. The pid stays, so server.pid, a service manager, the service's keeper
+ * (handover.c) and get_server_list stay right.
  *
  * Only when nothing can notice: no connection in the client list (not one mid-handshake
  * or whose release is under way), no control connection (an interactive mpsshim-control
