@@ -7,8 +7,9 @@
 # fault (off). No timing is asserted. Then: the standby is no client and serves nothing
 # before it is told, is replaced when it dies, and is never left behind: not after `quit`,
 # not after a fresh start (MPSSHIM_RECYCLE_IDLE), not after the server is SIGKILLed
-# (PR_SET_PDEATHSIG). CPU test driver, servers of its own.
-# usage: fault_standby.sh BUILD_DIR WORK_DIR
+# (PR_SET_PDEATHSIG). CPU test driver, servers of its own; with `gpu`, the real driver
+# (exit 77 without a GPU) and its own start-up time: each mode's recovery on the GPU.
+# usage: fault_standby.sh BUILD_DIR WORK_DIR [gpu]
 set -u
 B=$(cd "$1" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +18,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$2/fault-standby
 rm -rf "$WORK"
 mkdir -p "$WORK"
-export MPSSHIM_CPUDRV_INIT_DELAY_MS=800
+if [ "${3:-}" = gpu ]; then
+    real_driver_if_gpu || { echo "SKIP: no GPU"; exit 77; }
+    SLOW="the driver's own start-up"
+else
+    export MPSSHIM_CPUDRV_INIT_DELAY_MS=800
+    SLOW="a cuInit of 800 ms (CPU test driver)"
+fi
 fail() {
     echo "FAIL: $*"
     tail -n 30 "$MPSSHIM_LOG_DIRECTORY/server.log" 2>/dev/null
@@ -71,7 +78,7 @@ recovery init
 init_ms=$RECOVERY_MS
 recovery context
 context_ms=$RECOVERY_MS
-echo "recovery with a cuInit of 800 ms: off $off_ms ms, init $init_ms ms, context $context_ms ms"
+echo "recovery with $SLOW: off $off_ms ms, init $init_ms ms, context $context_ms ms"
 
 # The standby's life, in the default mode.
 unset MPSSHIM_STANDBY
