@@ -462,6 +462,9 @@ static void log_limits(const struct srv_client *c)
     srv_log("Client process %d limits: %s", (int)c->pid, line);
 }
 
+/* c->terminated: by terminate_client (1), or by a faulted server (srv_clients_end). */
+#define ENDED_BY_FAULT 2
+
 /* Tells a terminated client at once: its threads waiting for replies, ring space or
  * staging slots wake up, see the mark and return CUDA_ERROR_MPS_CLIENT_TERMINATED. Runs
  * on the client's own thread, which alone may touch its segment. */
@@ -488,9 +491,16 @@ static void *client_main(void *arg)
         srv_worker_main(c);
         if (atomic_load(&c->terminated)) {
             mark_terminated(c);
-            srv_log("Client process %d terminated (terminate_client): its queued calls were "
-                    "dropped; releasing what it held once its work already on the GPU ends",
-                    (int)c->pid);
+            if (atomic_load(&c->terminated) == ENDED_BY_FAULT)
+                srv_log("Client process %d ended by this faulted server: its calls fail with "
+                        "CUDA_ERROR_MPS_CLIENT_TERMINATED from now on (the process must start "
+                        "again, as under MPS); releasing what it held",
+                        (int)c->pid);
+            else
+                srv_log("Client process %d terminated (terminate_client): its queued calls "
+                        "were dropped; releasing what it held once its work already on the "
+                        "GPU ends",
+                        (int)c->pid);
         }
         srv_busy(c, SRV_BUSY_RELEASE);
         cleanup(c);
@@ -727,5 +737,25 @@ int srv_client_terminate(pid_t pid)
      * up again each time rather than keep a pointer. */
     while (n && pid_pending(pid) && !atomic_load(&srv.quitting))
         usleep(10 * 1000);
+    return n;
+}
+
+unsigned srv_clients_end(int dev)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (struct srv_client *x = srv.clients; x; x = x->next) {
+        int expected = 0;
+        if (atomic_load(&x->connected) && !atomic_load(&x->finished) &&
+            (dev < 0 || (atomic_load(&x->stats.devices) & (1u << dev))) &&
+            atomic_compare_exchange_strong(&x->terminated, &expected, ENDED_BY_FAULT)) {
+            /* As terminate_client: the worker stops at its next record and the client's
+             * thread marks it terminated and releases what it held. */
+            atomic_store(&x->dead, 1);
+            srv_client_alert(x);
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&srv.clients_lock);
     return n;
 }

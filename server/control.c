@@ -349,6 +349,10 @@ static void run(struct cmd *k)
         char line[200];
         srv_recycle_describe(line, sizeof(line));
         say(k, "%s", line);
+        /* After faults: the faulted servers still alive, and the standby (handover.c). */
+        char faults[400];
+        srv_handover_describe(faults, sizeof(faults));
+        say(k, "%s", faults);
 
     } else if (strcmp(c, "terminate_client") == 0) {
         if (usage(k, 2, 2, "<server pid> <client pid>") != 0 || !this_server(k, k->argv[1]))

@@ -4,9 +4,9 @@
  * what lived in the dead context without destroying it. The device is then lost to this
  * process for good (on an H100 with driver 580 the retain after a reset returns the fault
  * again), so a new server process takes over the pipe directory at once and serves new
- * clients on fresh contexts (handover.c), while this one keeps its clients until they
- * leave: those of the faulted device get the fault from every call, as natively; those of
- * other devices never notice.
+ * clients on fresh contexts (handover.c), while this one keeps its clients for a while:
+ * those of the faulted device get the fault from every call, as natively, until they leave
+ * or are ended (below); those of other devices never notice.
  *
  * Who does what:
  *  - Any worker whose driver call returned a sticky code notes the device (srv_fault_note);
@@ -25,7 +25,19 @@
  *  - The fault thread waits for those acks from every client of the device, at most
  *    FAULT_ACK_NS, and logs the clients that did not let go in time (a worker stuck inside
  *    a driver call lets go when its call returns; until it has, srv_fault_dead keeps its
- *    releases from destroying anything of the dead context: registry.c, streams.c). */
+ *    releases from destroying anything of the dead context: registry.c, streams.c).
+ *  - MPSSHIM_FAULT_LINGER seconds after the fault (10 by default), the fault thread ends
+ *    the device's clients that are still connected (srv_clients_end: from then on their
+ *    calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED, which says the process must start
+ *    again, as MPS's faulted clients must). Until then each gets the fault from every call,
+ *    as natively, so that it can say so and leave cleanly. Natively such a process keeps
+ *    its dead context until it exits; here the dead context lives in this faulted server,
+ *    which exits with its last client (main.c): without an end, a client that never leaves
+ *    would keep a server process and its dead contexts' memory for good (issue 34, S10).
+ *    Clients of other devices are not ended: the fault is none of theirs, and this server
+ *    is theirs (as MPS keeps a fault to its device); the dead context's memory stays until
+ *    they leave too. A newer server that finds too many faulted servers alive has this
+ *    one end every client at once (handover.c). */
 #include "server/server.h"
 
 #include <errno.h>
@@ -38,6 +50,7 @@
 #define FAULT_POLL_MS 100
 #define FAULT_ACK_NS (400ull * 1000 * 1000)  /* the workers' let-go, at most */
 #define FAULT_WORK_NS (2ull * 1000 * 1000 * 1000) /* "had work": enqueued this recently */
+#define FAULT_LINGER_DEFAULT_S 10
 
 /* Devices a worker's answer made suspect: checked at once. Passes over every device done
  * so far, and whether one is under way: a worker that saw a sticky error waits for the
@@ -58,6 +71,10 @@ static __thread int telling;
 static CUstream probe[CHAN_MAX_DEVICES];
 /* Faulted devices whose clients' let-go was waited for (fault thread only). */
 static int settled[CHAN_MAX_DEVICES];
+/* MPSSHIM_FAULT_LINGER; faulted devices whose clients were ended, and whether every client
+ * was (fault thread only). */
+static uint64_t linger_ns;
+static int ended[CHAN_MAX_DEVICES], ended_all;
 
 /* Errors after which a context is unusable ("sticky": every later call returns them). */
 static int sticky(CUresult r)
@@ -357,6 +374,32 @@ static void settle(int d)
         srv_log("Device %d: every client let go of the dead context", d);
 }
 
+/* Ends the clients that stayed on a faulted device past the linger, and every client once
+ * this server was told to (too many faulted servers alive: handover.c). */
+static void end_lingering(void)
+{
+    uint64_t now = chan_now_ns();
+    for (int d = 0; d < srv.ndev; d++) {
+        if (atomic_load(&srv.fault[d].state) == SRV_DEV_OK || ended[d] ||
+            now - atomic_load(&srv.fault[d].seen_ns) < linger_ns)
+            continue;
+        ended[d] = 1;
+        unsigned n = srv_clients_end(d);
+        if (n)
+            srv_log("Device %d: %u client(s) still connected %llu s after the fault "
+                    "(MPSSHIM_FAULT_LINGER): ended, their calls fail with "
+                    "CUDA_ERROR_MPS_CLIENT_TERMINATED from now on",
+                    d, n, (unsigned long long)(linger_ns / 1000000000ull));
+    }
+    if (!ended_all && srv_handover_end_all()) {
+        ended_all = 1;
+        unsigned n = srv_clients_end(-1);
+        srv_log("Too many faulted servers are alive: this one ends its %u remaining client(s) "
+                "now (CUDA_ERROR_MPS_CLIENT_TERMINATED)",
+                n);
+    }
+}
+
 static void *fault_main(void *arg)
 {
     (void)arg;
@@ -394,12 +437,27 @@ static void *fault_main(void *arg)
                 settle(d);
                 settled[d] = 1;
             }
+        end_lingering();
     }
     return NULL;
 }
 
 int srv_fault_start(void)
 {
+    const char *v = getenv("MPSSHIM_FAULT_LINGER");
+    unsigned long long s = FAULT_LINGER_DEFAULT_S;
+    if (v && *v) {
+        char *end;
+        errno = 0;
+        s = strtoull(v, &end, 10);
+        if (*v == '-' || errno || *end || s > 86400) {
+            srv_log("MPSSHIM_FAULT_LINGER=%s is not a number of seconds (0 to 86400): %d is "
+                    "used",
+                    v, FAULT_LINGER_DEFAULT_S);
+            s = FAULT_LINGER_DEFAULT_S;
+        }
+    }
+    linger_ns = s * 1000000000ull;
     if (pthread_create(&thread, NULL, fault_main, NULL) != 0)
         return -1;
     started = 1;

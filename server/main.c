@@ -172,8 +172,14 @@ static void usage(FILE *f)
 /* MPSSHIM_CTX_SCHED's value when it named no scheduling (said once the log is open). */
 static const char *ctx_sched_bad;
 
-static int init_devices(void)
+/* The start-up's steps done so far: a standby (handover.c) takes some before a fault. */
+static int driver_loaded, devices_made;
+
+/* The driver loaded and initialised. */
+static int load_driver(void)
 {
+    if (driver_loaded)
+        return 0;
     char resolved[512];
     if (srv_drv_load(srv.driver_path, resolved, sizeof(resolved)) != 0)
         START_FAILED("cannot load the CUDA driver: %s", resolved);
@@ -186,6 +192,18 @@ static int init_devices(void)
     CUresult r = DRV(cuInit)(0);
     if (r != CUDA_SUCCESS)
         START_FAILED("cuInit returned %s", srv_errname(r));
+    driver_loaded = 1;
+    return 0;
+}
+
+/* One shared context per device, and what the server keeps in each; the server's tables. */
+static int init_devices(void)
+{
+    if (devices_made)
+        return 0;
+    if (load_driver() != 0)
+        return -1;
+    CUresult r;
     if (srv_devinfo_fill(&srv.devinfo) != 0 || srv.devinfo.ndev == 0)
         START_FAILED("no CUDA device");
     srv.ndev = srv.devinfo.ndev;
@@ -224,6 +242,21 @@ static int init_devices(void)
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]);
     srv_green_init();
+    if (srv_host_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
+        START_FAILED("cannot set up the server's tables");
+    devices_made = 1;
+    return 0;
+}
+
+/* A standby, before it is told to take over (handover.c): as far as MPSSHIM_STANDBY says.
+ * 0, or -1 (logged, and said to its server). */
+static int prepare_standby(void)
+{
+    int m = srv_standby_mode();
+    if (m == SRV_STANDBY_CONTEXT)
+        return init_devices();
+    if (m == SRV_STANDBY_INIT)
+        return load_driver();
     return 0;
 }
 
@@ -338,6 +371,18 @@ int main(int argc, char **argv)
     }
     v = getenv("MPSSHIM_MAX_CLIENTS");
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
+    /* A standby for a server's next fault (handover.c): it serves nothing until told. */
+    uint64_t started_ns = chan_now_ns();
+    char why[1024];
+    int standby = srv_standby_adopt(why, sizeof(why));
+    if (standby == 2)
+        return 0; /* its server is already gone */
+    if (standby < 0) {
+        fprintf(stderr, "mpsshim-server: %s\n", why);
+        return 1;
+    }
+    if (!standby)
+        prctl(PR_SET_NAME, "mpsshim-server"); /* not "exe": a fresh image runs /proc/self/exe */
     /* Started by nobody who waits for "ready" (systemd, a container, a shell): the pid the
      * caller knows must outlive a fault (handover.c). */
     int foreground = getenv("MPSSHIM_READY_FD") == NULL;
@@ -357,13 +402,25 @@ int main(int argc, char **argv)
         tell_starter("cannot create the pipe directory %s: %s\n", srv.pipe_dir, strerror(errno));
         return 1;
     }
-    char why[1024];
     if (chan_dir_private(srv.pipe_dir, why, sizeof(why)) != 0) {
         fprintf(stderr, "mpsshim-server: refusing the pipe directory: %s\n", why);
         tell_starter("refusing the pipe directory: %s\n", why);
         return 1;
     }
     chan_make_dirs(srv.log_dir);
+    /* A standby gets ready, then waits until a fault lost a device to its server, whose
+     * sockets and lock it then takes (handover.c). It opens no log before: the logs are
+     * the servers' (control.log counts their starts and exits), and its server logs what it
+     * says, failures included. */
+    int lfd = -1, cfd = -1, lockfd = -1, successor = 0;
+    if (standby) {
+        if (prepare_standby() != 0)
+            return 1;
+        unsigned ms = (unsigned)((chan_now_ns() - started_ns) / 1000000);
+        successor = srv_standby_wait(ms, &lfd, &cfd, &lockfd, why, sizeof(why));
+        if (successor == 2)
+            return 0; /* not needed: its server quit, or started afresh */
+    }
     if (srv_log_open(srv.log_dir, "server.log", "Server", log_stderr, why, sizeof(why)) != 0) {
         /* mpsshim-control -d: a daemon whose logs go nowhere is refused, loudly. Started in
          * the foreground, its lines still reach stderr; started by a client, the client's
@@ -375,10 +432,6 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    /* A server started by one whose context a fault lost (handover.c) takes its sockets
-     * and lock. */
-    int lfd = -1, cfd = -1, lockfd = -1;
-    int successor = srv_handover_adopt(&lfd, &cfd, &lockfd, why, sizeof(why));
     /* ... and one that started afresh when idle (recycle.c), those of the image it was. */
     int afresh = successor ? 0 : srv_recycle_adopt(&lfd, &cfd, &lockfd, &foreground, why,
                                                    sizeof(why));
@@ -408,8 +461,13 @@ int main(int argc, char **argv)
      * replacement pending: delivered now, to these handlers. */
     srv_recycle_unblock();
 
-    if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0 ||
-        srv_registry_init() != 0) {
+    srv_handover_signals();
+    /* The foreground server's pid is the service's: the servers after a fault, and the
+     * standby, stay below it rather than going to init (handover.c). */
+    if (foreground)
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    if (init_devices() != 0) {
         fprintf(stderr, "mpsshim-server: failed to start; see %s/server.log\n", srv.log_dir);
         tell_starter("failed to start; see %s/server.log\n", srv.log_dir);
         return 1;
@@ -430,15 +488,24 @@ int main(int argc, char **argv)
         tell_starter("cannot listen in %s: %s\n", srv.pipe_dir, strerror(errno));
         return 1;
     }
-    /* Readiness, for whoever started us (mpsshim-control -d waits for this file). */
-    char ready[600];
+    /* Readiness, for whoever started us (mpsshim-control -d waits for this file). Renamed
+     * into place: a reader never finds it empty (a successor replaces it). */
+    char ready[600], fresh[620];
     snprintf(ready, sizeof(ready), "%s/server.pid", srv.pipe_dir);
-    int pidfd = open(ready, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    snprintf(fresh, sizeof(fresh), "%s.new", ready);
+    int pidfd = open(fresh, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (pidfd >= 0) {
         dprintf(pidfd, "%d\n", (int)getpid());
         close(pidfd);
+        if (rename(fresh, ready) != 0)
+            unlink(fresh);
     }
-    srv_handover_init(argv, lfd, cfd, lockfd);
+    if (srv_handover_init(argv, lfd, cfd, lockfd) != 0) {
+        srv_log("MPS server failed to start: cannot make the service's pipe: %s",
+                strerror(errno));
+        tell_starter("cannot make a pipe: %s\n", strerror(errno));
+        return 1;
+    }
     srv_recycle_init(argv, lfd, cfd, lockfd, foreground);
     if (srv.device_vmm)
         srv_log("cuMemAlloc is served from the server's arena of mapped memory "
@@ -454,12 +521,15 @@ int main(int argc, char **argv)
         srv_handover_adopted();
     if (afresh)
         srv_recycle_adopted();
+    srv_handover_poll(); /* its standby, started before "ready" */
     tell_starter("ready\n");
 
-    int ended = 0; /* handed over, and no client (or no successor) left */
+    int ended = 0; /* handed over, and no client (or no live server) left */
     while (!atomic_load(&srv.quitting)) {
-        if (atomic_exchange(&reopen_logs, 0))
+        if (atomic_exchange(&reopen_logs, 0)) {
             srv_log_reopen();
+            srv_handover_forward(SIGHUP, foreground); /* systemctl reload: the live one too */
+        }
         /* While a successor starts, new clients wait in the backlog (handover.c). */
         struct pollfd fds[3] = {
             {.fd = srv_handover_accepting() ? lfd : -1, .events = POLLIN},
@@ -502,7 +572,7 @@ int main(int argc, char **argv)
                 srv_control_serve(s);
         }
         srv_recycle_poll(); /* after the accepts: none is left half-served */
-        if (srv_handover_done() && (srv_clients_live() == 0 || srv_handover_successor_gone())) {
+        if (srv_handover_done() && (srv_clients_live() == 0 || srv_handover_service_ended())) {
             ended = 1;
             atomic_store(&srv.quitting, 1); /* every thread's loop ends with it */
         }
@@ -520,7 +590,7 @@ int main(int argc, char **argv)
         unlink(path);
         unlink(ready);
     }
-    srv_handover_end(!ended);
+    srv_handover_end(!ended, foreground);
     srv_fault_stop();
     srv_clients_stop();
     srv_pools_report();

@@ -12,8 +12,8 @@
  * again in place (the release streams, spare pools, arena slabs, registered staging, the
  * code gate's events, green contexts), each a place to get wrong; the start-up path makes
  * them all and runs at every start, and a new image gives back the process's heap, threads
- * and descriptors too. The pid stays, so server.pid, a service manager, a predecessor or
- * keeper watching this server (handover.c) and get_server_list stay right.
+ * and descriptors too. The pid stays, so server.pid, a service manager, the service's keeper
+ * (handover.c) and get_server_list stay right.
  *
  * Only when nothing can notice: no connection in the client list (not one mid-handshake
  * or whose release is under way), no control connection (an interactive mpsshim-control
@@ -30,7 +30,10 @@
  * sent on to the main thread (srv_recycle_forward), where it stays pending.
  *
  * The description (MPSSHIM_RECYCLE) is checked as a successor's: its fds must be listening
- * sockets and the pipe directory's locked server.lock (handover.c).
+ * sockets and the pipe directory's locked server.lock (handover.c). It carries the
+ * service's life pipe and the faulted servers still alive on too (handover.c); the standby
+ * is stopped first (the new image starts its own: one that waited for this image would
+ * never hear from the next).
  *
  * A new image that cannot start (the driver no longer loads after an upgrade of its files
  * without a reboot, say) exits as a failed start does, after logging why, and a later
@@ -153,7 +156,7 @@ static int only_ours_inherited(void)
         long fd = strtol(e->d_name, &end, 10);
         if (*end || end == e->d_name || fd < 3 || fd == self)
             continue;
-        int keep = fd == lfd || fd == cfd || fd == lockfd;
+        int keep = fd == lfd || fd == cfd || fd == lockfd || srv_handover_inherit((int)fd);
         int fl = fcntl((int)fd, F_GETFD);
         if (fl >= 0)
             fcntl((int)fd, F_SETFD, keep ? fl & ~FD_CLOEXEC : fl | FD_CLOEXEC);
@@ -168,14 +171,18 @@ static void start_afresh(uint64_t now)
     stop_signals(&stop);
     pthread_sigmask(SIG_BLOCK, &stop, &old);
     atomic_store(&underway, 1);
-    char desc[96 + 48 * CHAN_MAX_DEVICES];
+    char desc[512 + 48 * CHAN_MAX_DEVICES];
     unsigned long long idle = (now - idle_since) / 1000000000ull;
-    int k = snprintf(desc, sizeof(desc), "1 %d %d %d %d %d %llu %llu %llu", lfd, cfd, lockfd, fg,
-                     (int)srv_handover_predecessor(), starts + 1,
-                     (unsigned long long)chan_now_ns(), idle);
+    int k = snprintf(desc, sizeof(desc), "1 %d %d %d %d %llu %llu %llu", lfd, cfd, lockfd, fg,
+                     starts + 1, (unsigned long long)chan_now_ns(), idle);
+    /* Then the hand-over's state, then the operator's settings. */
+    size_t used = k > 0 ? (size_t)k : sizeof(desc);
+    if (used < sizeof(desc) && srv_handover_encode(desc + used, sizeof(desc) - used) == 0)
+        used += strlen(desc + used);
+    else
+        used = sizeof(desc);
     int e = 0;
-    if (k <= 0 || (size_t)k >= sizeof(desc) ||
-        srv_policy_encode(desc + k, sizeof(desc) - (size_t)k) != 0) {
+    if (used >= sizeof(desc) || srv_policy_encode(desc + used, sizeof(desc) - used) != 0) {
         e = ENAMETOOLONG;
     } else if (!atomic_load(&srv.quitting)) {
         srv_log("No client for %llu s: this server starts afresh in the same process (pid %d) "
@@ -187,6 +194,7 @@ static void start_afresh(uint64_t now)
             srv_log("Work of departed clients that was left running ends with the old "
                     "contexts, and what it held is given back");
         unsetenv("MPSSHIM_READY_FD");
+        srv_handover_standby_stop();
         if (only_ours_inherited() != 0 || setenv(RECYCLE_ENV, desc, 1) != 0) {
             e = errno;
         } else {
@@ -214,9 +222,8 @@ void srv_recycle_poll(void)
 {
     uint64_t now = chan_now_ns();
     int busy = !idle_ns || !atomic_load(&served) || srv_clients_present() ||
-               srv_control_busy() || !srv_handover_accepting() || srv_handover_fd() >= 0 ||
-               srv_fault_any() || atomic_load(&srv.quitting) || atomic_load(&srv.draining) ||
-               srv_trace_active();
+               srv_control_busy() || !srv_handover_accepting() || srv_fault_any() ||
+               atomic_load(&srv.quitting) || atomic_load(&srv.draining) || srv_trace_active();
     if (busy || !idle_since) {
         idle_since = now;
         return;
@@ -243,12 +250,14 @@ int srv_recycle_adopt(int *listen_fd, int *control_fd, int *lock_fd, int *foregr
     const char *s = getenv(RECYCLE_ENV);
     if (!s)
         return 0;
-    unsigned long long v[9];
-    if (srv_parse_nums(&s, v, 9) != 0 || v[0] != 1 || v[1] > 1 << 20 || v[2] > 1 << 20 ||
-        v[3] > 1 << 20 || v[4] > 1 || v[5] > (1u << 31) - 1) {
+    unsigned long long v[8];
+    if (srv_parse_nums(&s, v, 8) != 0 || v[0] != 1 || v[1] > 1 << 20 || v[2] > 1 << 20 ||
+        v[3] > 1 << 20 || v[4] > 1) {
         snprintf(why, len, "malformed %s", RECYCLE_ENV);
         return -1;
     }
+    if (srv_handover_decode(&s, why, len) != 0)
+        return -1;
     /* srv_policy_init ran before: what the operator set in the old image wins. */
     if (srv_policy_decode(s) != 0) {
         snprintf(why, len, "malformed %s settings", RECYCLE_ENV);
@@ -261,11 +270,9 @@ int srv_recycle_adopt(int *listen_fd, int *control_fd, int *lock_fd, int *foregr
     *control_fd = (int)v[2];
     *lock_fd = (int)v[3];
     *foreground = (int)v[4];
-    if (v[5])
-        srv_handover_resume((pid_t)v[5]);
-    starts = v[6];
-    exec_ns = v[7];
-    idle_s = v[8];
+    starts = v[5];
+    exec_ns = v[6];
+    idle_s = v[7];
     return 1;
 }
 

@@ -559,7 +559,14 @@ else
     run_test fault-containment 120 bash "$ROOT/tests/fault.sh" "$B" "$WORK"
     # The same in a foreground server (a service's main process, tests/fault_service.sh):
     # its pid outlives the fault as a keeper of the new server; quit and SIGTERM end all.
-    run_test fault-service 60 bash "$ROOT/tests/fault_service.sh" "$B" "$WORK"
+    run_test fault-service 90 bash "$ROOT/tests/fault_service.sh" "$B" "$WORK"
+    # Faults in a row whose clients stay (tests/fault_chain.sh, issue 34 S10): at most 4
+    # faulted servers at once, each ends its clients after MPSSHIM_FAULT_LINGER and exits.
+    run_test fault-chain 120 bash "$ROOT/tests/fault_chain.sh" "$B" "$WORK"
+    # The standby that takes over at a fault (tests/fault_standby.sh): recovery with each
+    # MPSSHIM_STANDBY under a slow cuInit, and no standby left after quit, a fresh start or
+    # SIGKILL of its server.
+    run_test fault-standby 120 bash "$ROOT/tests/fault_standby.sh" "$B" "$WORK"
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break

@@ -5,7 +5,10 @@
  *                with a sticky error (an illegal address on a GPU), and so does every later
  *                call in the context. With --restart it then resets its primary context
  *                and retains it again, which must return the fault: the device is lost
- *                to the process (as with driver 580 on an H100).
+ *                to the process (as with driver 580 on an H100). With --keep SECONDS it
+ *                says "faulted", keeps its connection that long without a call, and then
+ *                its calls must fail (with the fault natively; through the shim, once its
+ *                faulted server has ended it, CUDA_ERROR_MPS_CLIENT_TERMINATED), not hang.
  *   --bystander  runs vec_add in a loop, checking every element, until a call fails (the
  *                fault of another client sharing its context, through the shim), for at
  *                most SECONDS; the error must be sticky; then it leaves cleanly. Prints
@@ -269,6 +272,22 @@ int main(int argc, char **argv)
             t_errname(r));
     t_ok("vec_add through a wild pointer failed with %s", t_errname(r));
     check_sticky(r);
+    for (int i = 1; i + 1 < argc; i++) {
+        int keep = strcmp(argv[i], "--keep") == 0 ? atoi(argv[i + 1]) : 0;
+        if (keep <= 0)
+            continue;
+        printf("faulted\n");
+        fflush(stdout);
+        sleep((unsigned)keep);
+        CUdeviceptr p = 0;
+        CUresult later = cuMemAlloc(&p, 256);
+        REQUIRE(later != CUDA_SUCCESS, "cuMemAlloc %d s after the fault succeeded", keep);
+        t_ok("cuMemAlloc %d s after the fault returned %s", keep, t_errname(later));
+        later = cuCtxSynchronize();
+        REQUIRE(later != CUDA_SUCCESS, "cuCtxSynchronize %d s after the fault succeeded", keep);
+        t_ok("cuCtxSynchronize then returned %s", t_errname(later));
+        t_pass();
+    }
     if (t_has_flag(argc, argv, "--restart")) {
         /* The process cannot start over on the device: on an H100 (driver 580) the reset
          * succeeds but the retain after it returns the fault, and so must it through the
