@@ -61,6 +61,21 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     if (len != sizeof(m) || !c->shm_dptr)
         goto out;
     memcpy(&m, p, sizeof(m));
+    /* Numbered 1, 2, 3... (0 skipped), in the order sent, as the shim numbers them, whether
+     * or not the host function is then taken: the release ends every wait of a departed
+     * client by storing the last number enqueued into every done word, which satisfies a
+     * wait for that number or any before it, never one for a number out of that order (a
+     * client that sent 2^30 then 1 left a wait no release could end, and with it every code
+     * load on the device waiting at the gate: found by tests/fuzz's fuzz_server). */
+    uint32_t want = c->hostfn_seq + 1 ? c->hostfn_seq + 1 : 1;
+    if (m.seq != want) {
+        if (!c->hostfn_said++)
+            srv_log("Client process %d: a host function numbered %u where %u was due refused "
+                    "(said once)",
+                    (int)c->pid, (unsigned)m.seq, (unsigned)want);
+        goto out;
+    }
+    c->hostfn_seq = m.seq;
     struct srv_stream *s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread);
     res = CUDA_ERROR_INVALID_HANDLE;
     if (!s)

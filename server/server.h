@@ -350,6 +350,8 @@ struct srv_client {
     uint8_t *out;       /* a described call's outputs, private until copied to its lane */
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
+    unsigned hostfn_said;  /* host functions refused for their number (hostfn.c) */
+    uint32_t hostfn_seq;   /* the number of the last host function it sent (hostfn.c) */
     unsigned eager_left;   /* kernels its image loads may still load eagerly (module.c) */
     uint16_t first_thread; /* client thread number of the first record */
     int many_threads;      /* records came from more than one client thread */
