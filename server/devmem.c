@@ -143,6 +143,30 @@ static void order_after(struct srv_client *c, struct srv_stream *s)
     srv_event_give(c, s->device, ev);
 }
 
+/* Whether any of the client's streams may still run work it queued, its destroyed streams'
+ * and what a capturing stream held when its capture began included. (As above, the walk's
+ * target is the worker thread's own.) */
+static _Thread_local int busy_seen;
+
+static void note_busy(struct srv_client *c, struct srv_stream *s)
+{
+    if (busy_seen)
+        return;
+    if (srv_stream_capturing(c, s))
+        busy_seen = s->cap_mark && DRV(cuEventQuery)(s->cap_mark) == CUDA_ERROR_NOT_READY;
+    else
+        busy_seen = DRV(cuStreamQuery)(s->real) == CUDA_ERROR_NOT_READY;
+}
+
+static int client_busy(struct srv_client *c)
+{
+    busy_seen = 0;
+    srv_streams_each(c, 0, 1, note_busy);
+    for (size_t i = 0; i < c->nretired && !busy_seen; i++)
+        busy_seen = DRV(cuEventQuery)(c->retired[i].ev) == CUDA_ERROR_NOT_READY;
+    return busy_seen;
+}
+
 /* Device dev's free stream of the client waits for all the work it has queued so far, its
  * destroyed streams' included. */
 static void order_free_stream(struct srv_client *c, int dev)
@@ -221,6 +245,8 @@ CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o)
     int dev = o->dev;
     if (dev < 0 || dev >= srv.ndev)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!client_busy(c)) /* no work of its can touch the block any more */
+        return srv_arena_free(dev, (CUdeviceptr)o->key.value);
     CUresult r = stream_of(dev, &c->devmem[dev].free);
     if (r != CUDA_SUCCESS)
         return r;
@@ -247,6 +273,8 @@ CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o)
 CUevent srv_devmem_work_event(struct srv_client *c, int dev)
 {
     CUevent ev = NULL;
+    if (!client_busy(c)) /* nothing to wait for: what follows need not */
+        return NULL;
     if (dev < 0 || dev >= srv.ndev || stream_of(dev, &c->devmem[dev].free) != CUDA_SUCCESS)
         return NULL;
     order_free_stream(c, dev);

@@ -957,8 +957,8 @@ CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o);
 /* Gives back the blocks of stream-ordered frees whose work has run; how many still wait. */
 size_t srv_devmem_reap(struct srv_client *c);
 /* An event of device dev (the caller's to destroy) that completes once all the work the
- * client has queued so far has run, on any stream; NULL if none could be made (the caller
- * then waits for that work instead: srv_devmem_work_event synchronised it already). */
+ * client has queued so far has run, on any stream; NULL when none of that work is left, or
+ * when no event could be made (then srv_devmem_work_event waited for that work itself). */
 CUevent srv_devmem_work_event(struct srv_client *c, int dev);
 /* arena.c: device memory mapped with the virtual memory calls, small requests sharing 2 MiB
  * slabs; srv_arena_free waits for nothing. */
