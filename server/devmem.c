@@ -188,9 +188,10 @@ static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after
         order_free_stream(c, dev);
     if (srv.device_vmm) {
         /* The arena has no stream-ordered free: the block goes back once the client's
-         * earlier work is done, waited for here (as cuMemFree waits natively). */
-        if (after_work && (r = DRV(cuStreamSynchronize)(c->devmem[dev].free)) != CUDA_SUCCESS)
-            return r;
+         * earlier work is done, waited for here (as cuMemFree waits natively), unless the
+         * client leaves first (its release then frees it, after its work). */
+        if (after_work && srv_stream_settle(c, c->devmem[dev].free) != 0)
+            return CUDA_ERROR_NOT_READY;
         return srv_arena_free(dev, (CUdeviceptr)p);
     }
     if ((r = DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free)) != CUDA_SUCCESS ||
@@ -199,7 +200,7 @@ static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after
     /* As natively, cuMemFree returns once the work the client queued before it is done (a
      * program may read that work's results after it without synchronising); other clients'
      * work is not waited for, and no lock of the driver is held meanwhile. */
-    return DRV(cuStreamSynchronize)(c->devmem[dev].free);
+    return srv_stream_settle(c, c->devmem[dev].free) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 /* Per device, a stream of the server's for memory no client holds any more. */

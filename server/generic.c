@@ -481,6 +481,9 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
     int gated = srv_codegate_call_begin(c, k, &res);
     if (res != CUDA_SUCCESS)
         return res;
+    /* Memory about to go: the client's stream waits on it end first (memops.c). */
+    if (*destroyed && (*destroyed)->size)
+        srv_memops_end_range(c, (*destroyed)->key.value, (*destroyed)->size);
     res = hook && hook->call ? hook->call(c, k) : srv_generic_drive(k);
     srv_codegate_call_end(gated);
     if (res != CUDA_SUCCESS) {

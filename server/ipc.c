@@ -372,8 +372,13 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
             break;
         out.opens = --o->aux;
         if (!o->aux) {
-            /* Work first, as cuMemFree waits for it: the memory may go with this close. */
-            srv_streams_drain(c, 0);
+            /* Its waits there end first (memops.c); work next, as cuMemFree waits for it:
+             * the memory may go with this close. */
+            srv_memops_end_range(c, o->key.value, o->size);
+            if (srv_streams_drain(c, 0) != 0) {
+                res = CUDA_ERROR_NOT_READY; /* it left meanwhile: its release sees to it */
+                break;
+            }
             srv_obj_release(c, o);
         }
         res = CUDA_SUCCESS;

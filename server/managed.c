@@ -41,7 +41,9 @@ void srv_release_managed(struct srv_client *c, struct srv_obj *o)
  * is released. The generic path forgets the record after this. */
 CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o)
 {
-    srv_streams_drain(c, 0);
+    srv_memops_end_range(c, o->key.value, o->size); /* its waits there first (memops.c) */
+    if (srv_streams_drain(c, 0) != 0)
+        return CUDA_ERROR_NOT_READY; /* it left meanwhile: its release frees it */
     srv_release_managed(c, o);
     return CUDA_SUCCESS;
 }

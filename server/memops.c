@@ -31,9 +31,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Waits remembered per client, the latest per address; past this many the oldest goes
- * (its stream may then hold up the release until the drain's bound, see registry.c). */
+/* Waits remembered per client, every one until it has passed; past this many pending at
+ * once a new one is refused (each must stay known until it ends, or nothing could end it
+ * when the client goes). */
 #define SRV_MAX_WAITS 1024
+/* How long the release waits for a wait it ended to pass before it ends a later wait on the
+ * same word, which may want another value. */
+#define SRV_WAIT_PASS_NS (2ull * 1000 * 1000 * 1000)
 
 struct srv_waitval {
     uint64_t addr, value;
@@ -41,6 +45,10 @@ struct srv_waitval {
     uint32_t ctx;
     int wide; /* 64-bit */
     int host; /* in the client's host memory, mapped here: the main loop may write it */
+    int dev;  /* of ev */
+    /* Recorded right behind the wait (the client's pool of dev): complete once the wait has
+     * passed; NULL when none could be had (the wait counts as pending until the release). */
+    CUevent ev;
 };
 
 /* The value that makes the wait condition true, or -1 when none does. */
@@ -61,15 +69,51 @@ static int satisfying(uint64_t value, uint32_t flags, int wide, uint64_t *out)
     }
 }
 
+/* 1 when wait w has passed (or can never run: its context failed). */
+static int passed(struct srv_client *c, const struct srv_waitval *w)
+{
+    return w->ev && (srv_fault_dead(c, w->dev) || DRV(cuEventQuery)(w->ev) != CUDA_ERROR_NOT_READY);
+}
+
+/* The waits that have passed leave the list (the worker's own list; the lock is for the
+ * main loop, which reads it, and is never held across a driver call). */
+static void prune(struct srv_client *c)
+{
+    size_t n = c->nwaitvals, j = 0;
+    uint8_t *gone = n ? calloc(n, 1) : NULL;
+    if (!gone)
+        return;
+    for (size_t i = 0; i < n; i++)
+        gone[i] = passed(c, &c->waitvals[i]);
+    pthread_mutex_lock(&c->waitvals_lock);
+    for (size_t i = 0; i < n; i++) {
+        if (!gone[i])
+            c->waitvals[j++] = c->waitvals[i];
+        else if (!srv_fault_dead(c, c->waitvals[i].dev))
+            srv_event_give(c, c->waitvals[i].dev, c->waitvals[i].ev);
+    }
+    c->nwaitvals = j;
+    pthread_mutex_unlock(&c->waitvals_lock);
+    free(gone);
+}
+
 static CUresult wait_before(struct srv_client *c, struct srv_call *k)
 {
-    (void)c;
     uint64_t v;
     if (satisfying(k->a.val[2], (uint32_t)k->a.val[3], k->d->params[2].size == 8, &v) != 0) {
         srv_log("Client process %d: a stream wait no value can satisfy (flags %#x, value %#llx) "
                 "refused: it would block its stream for ever",
                 (int)c->pid, (unsigned)k->a.val[3], (unsigned long long)k->a.val[2]);
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (c->nwaitvals >= SRV_MAX_WAITS)
+        prune(c);
+    if (c->nwaitvals >= SRV_MAX_WAITS) {
+        if (!c->waits_said++)
+            srv_log("Client process %d: a stream wait past %d of its own still pending refused "
+                    "(said once)",
+                    (int)c->pid, SRV_MAX_WAITS);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
 }
@@ -79,34 +123,38 @@ static int host_mapped(const struct srv_obj *o)
     return o && (o->key.type == SHIM_HT_MEM_PINNED || o->key.type == SHIM_HT_MEM_MANAGED);
 }
 
+/* Every wait is remembered, not only the latest on a word: two waits on one word for two
+ * values (EQ 5, then EQ 7) are ended one after the other when the client goes (a release
+ * that wrote only the latest value left the first waiting for good: found by fuzz_server). */
 static CUresult wait_after(struct srv_client *c, struct srv_call *k)
 {
     struct srv_waitval w = {.addr = k->a.val[1], .value = k->a.val[2],
                             .flags = (uint32_t)k->a.val[3], .ctx = c->cur ? c->cur->id : 0,
-                            .wide = k->d->params[2].size == 8};
+                            .wide = k->d->params[2].size == 8, .dev = k->dev};
     w.host = host_mapped(srv_range_find(c, w.addr, w.wide ? 8 : 4));
-    pthread_mutex_lock(&c->waitvals_lock);
-    size_t i = 0;
-    while (i < c->nwaitvals && c->waitvals[i].addr != w.addr)
-        i++;
-    if (i < c->nwaitvals) {
-        c->waitvals[i] = w;
-        goto out;
-    }
-    if (c->nwaitvals == SRV_MAX_WAITS) {
-        memmove(c->waitvals, c->waitvals + 1, (SRV_MAX_WAITS - 1) * sizeof(w));
-        c->nwaitvals--;
+    CUstream st = (CUstream)(uintptr_t)k->vals[k->d->stream];
+    /* In a capture the wait is a node of a graph, not a wait now: nothing to record. */
+    if (!(k->stream && srv_stream_capturing(c, k->stream)) && w.dev >= 0 &&
+        srv_event_take(c, w.dev, &w.ev) == CUDA_SUCCESS &&
+        DRV(cuEventRecord)(w.ev, st) != CUDA_SUCCESS) {
+        srv_event_give(c, w.dev, w.ev);
+        w.ev = NULL;
     }
     if (c->nwaitvals == c->capwaitvals) {
         size_t ncap = c->capwaitvals ? c->capwaitvals * 2 : 16;
         struct srv_waitval *n = realloc(c->waitvals, ncap * sizeof(*n));
-        if (!n)
-            goto out; /* unremembered: the drain's bound still holds */
+        if (!n) {
+            if (w.ev)
+                srv_event_give(c, w.dev, w.ev);
+            return CUDA_SUCCESS; /* unremembered: the drain's bound still holds */
+        }
+        pthread_mutex_lock(&c->waitvals_lock);
         c->waitvals = n;
         c->capwaitvals = ncap;
+        pthread_mutex_unlock(&c->waitvals_lock);
     }
+    pthread_mutex_lock(&c->waitvals_lock);
     c->waitvals[c->nwaitvals++] = w;
-out:
     pthread_mutex_unlock(&c->waitvals_lock);
     return CUDA_SUCCESS;
 }
@@ -127,54 +175,106 @@ static CUresult wait_call(struct srv_client *c, struct srv_call *k)
 const struct srv_hook srv_hook_stream_wait_value = {
     .before = wait_before, .call = wait_call, .after = wait_after};
 
-void srv_memops_unblock(struct srv_client *c, uint32_t ctx)
+/* Writes the value that ends wait w, while its word is still the client's (freed, it may
+ * be another's now): on the server's release stream, made at start (main.c), since making
+ * one now can wait for the very stream this write lets go; a stream made now only where
+ * that one could not be made. */
+static void end_one(struct srv_client *c, const struct srv_waitval *w)
 {
-    /* The waits to end leave the list under the lock; the driver's writes come after it,
-     * since the main loop takes the lock and must never wait behind a driver call. */
+    struct srv_obj *o = srv_range_find(c, w->addr, w->wide ? 8 : 4);
+    uint64_t v;
+    if (!o || satisfying(w->value, w->flags, w->wide, &v) != 0)
+        return;
+    int dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
+    if (srv_fault_dead(c, dev) || DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]) != CUDA_SUCCESS)
+        return;
+    CUstream st = srv.release_stream[dev], made = NULL;
+    if (!st && DRV(cuStreamCreate)(&made, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS)
+        st = made;
+    if (st) {
+        CUresult r = w->wide ? DRV(cuStreamWriteValue64_v2)(st, w->addr, v, 0)
+                             : DRV(cuStreamWriteValue32_v2)(st, w->addr, (cuuint32_t)v, 0);
+        if (r == CUDA_SUCCESS)
+            DRV(cuStreamSynchronize)(st);
+    }
+    if (made)
+        DRV(cuStreamDestroy_v2)(made);
+    CUcontext old;
+    DRV(cuCtxPopCurrent_v2)(&old);
+}
+
+/* Which waits end_waits ends: those enqueued in context ctx or on memory of it (0: every
+ * wait), or, when size, those on words in [base, base + size). */
+struct pick {
+    uint32_t ctx;
+    uint64_t base, size;
+};
+
+static int picked(struct srv_client *c, const struct srv_waitval *w, const struct pick *p)
+{
+    if (p->size)
+        return w->addr >= p->base && w->addr - p->base < p->size;
+    if (!p->ctx || w->ctx == p->ctx)
+        return 1;
+    const struct srv_obj *o = srv_range_find(c, w->addr, w->wide ? 8 : 4);
+    return o && o->ctx == p->ctx;
+}
+
+/* Ends the picked waits, in the order they were enqueued. A wait not passed yet is ended by
+ * writing its value; when a later picked wait is on the same word (it may want another
+ * value: EQ 5 then EQ 7), this one must have passed first, waited for up to
+ * SRV_WAIT_PASS_NS. The waits to end leave the list under the lock; the driver's writes
+ * come after it, since the main loop takes the lock and must never wait behind a driver
+ * call. */
+static void end_waits(struct srv_client *c, const struct pick *p)
+{
     pthread_mutex_lock(&c->waitvals_lock);
     struct srv_waitval *ends = c->nwaitvals ? malloc(c->nwaitvals * sizeof(*ends)) : NULL;
     size_t n = 0, j = 0;
     for (size_t i = 0; i < c->nwaitvals; i++) {
-        if (ctx && c->waitvals[i].ctx != ctx)
-            c->waitvals[j++] = c->waitvals[i];
-        else if (ends)
+        if (ends && picked(c, &c->waitvals[i], p))
             ends[n++] = c->waitvals[i];
+        else
+            c->waitvals[j++] = c->waitvals[i];
     }
     c->nwaitvals = j;
-    if (!ctx) {
-        free(c->waitvals);
-        c->waitvals = NULL;
-        c->nwaitvals = c->capwaitvals = 0;
-    }
     pthread_mutex_unlock(&c->waitvals_lock);
     for (size_t i = 0; i < n; i++) {
         struct srv_waitval *w = &ends[i];
-        /* Only into memory that is still the client's: freed, it may be another's now. */
-        struct srv_obj *o = srv_range_find(c, w->addr, w->wide ? 8 : 4);
-        uint64_t v;
-        if (!o || satisfying(w->value, w->flags, w->wide, &v) != 0)
-            continue;
-        int dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
-        if (DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]) != CUDA_SUCCESS)
-            continue;
-        /* Not on the client's streams, which are the ones waiting: on the server's release
-         * stream, made at start (main.c), since making one now can wait for the very stream
-         * this write lets go. Only where that stream could not be made, one made now. */
-        CUstream st = srv.release_stream[dev], made = NULL;
-        if (!st && DRV(cuStreamCreate)(&made, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS)
-            st = made;
-        if (st) {
-            CUresult r = w->wide ? DRV(cuStreamWriteValue64_v2)(st, w->addr, v, 0)
-                                 : DRV(cuStreamWriteValue32_v2)(st, w->addr, (cuuint32_t)v, 0);
-            if (r == CUDA_SUCCESS)
-                DRV(cuStreamSynchronize)(st);
+        if (!passed(c, w)) {
+            end_one(c, w);
+            int again = 0;
+            for (size_t k = i + 1; k < n && !again; k++)
+                again = ends[k].addr == w->addr;
+            uint64_t by = chan_now_ns() + SRV_WAIT_PASS_NS;
+            for (unsigned us = 10; again && w->ev && !passed(c, w) && chan_now_ns() < by;
+                 us = us < 1000 ? us * 2 : us) {
+                struct timespec ts = {0, (long)us * 1000};
+                nanosleep(&ts, NULL);
+            }
         }
-        if (made)
-            DRV(cuStreamDestroy_v2)(made);
-        CUcontext old;
-        DRV(cuCtxPopCurrent_v2)(&old);
+        if (w->ev && !srv_fault_dead(c, w->dev))
+            srv_event_give(c, w->dev, w->ev);
     }
     free(ends);
+}
+
+void srv_memops_unblock(struct srv_client *c, uint32_t ctx)
+{
+    end_waits(c, &(struct pick){.ctx = ctx});
+    if (!ctx) {
+        pthread_mutex_lock(&c->waitvals_lock);
+        free(c->waitvals);
+        c->waitvals = NULL;
+        c->nwaitvals = c->capwaitvals = 0;
+        pthread_mutex_unlock(&c->waitvals_lock);
+    }
+}
+
+void srv_memops_end_range(struct srv_client *c, uint64_t base, uint64_t size)
+{
+    if (c->nwaitvals && size)
+        end_waits(c, &(struct pick){.base = base, .size = size});
 }
 
 size_t srv_memops_let_go(struct srv_client *c)
@@ -201,9 +301,5 @@ size_t srv_memops_let_go(struct srv_client *c)
 
 void srv_memops_unmapping(struct srv_client *c, uint64_t addr, uint64_t bytes)
 {
-    pthread_mutex_lock(&c->waitvals_lock);
-    for (size_t i = 0; i < c->nwaitvals; i++)
-        if (c->waitvals[i].addr >= addr && c->waitvals[i].addr - addr < bytes)
-            c->waitvals[i].host = 0;
-    pthread_mutex_unlock(&c->waitvals_lock);
+    srv_memops_end_range(c, addr, bytes); /* they leave the list: let_go stores no more there */
 }

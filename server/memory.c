@@ -299,10 +299,14 @@ void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         if (!o)
             o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, addr);
         if (o && !(o->aux & PINNED_REGISTERED)) { /* registered pages are unregistered */
-            /* Copies may still read or write it: wait for the client's work first. */
-            srv_streams_drain(c, 0);
-            srv_obj_release(c, o);
-            res = CUDA_SUCCESS;
+            /* Its waits there end first (memops.c); copies may still read or write it:
+             * wait for the client's work first. */
+            srv_memops_end_range(c, o->key.value, o->size);
+            res = CUDA_ERROR_NOT_READY; /* it left meanwhile: its release frees it */
+            if (srv_streams_drain(c, 0) == 0) {
+                srv_obj_release(c, o);
+                res = CUDA_SUCCESS;
+            }
         }
     }
     srv_reply(c, r->lane, res, 0);
@@ -436,9 +440,12 @@ void srv_op_host_register(struct srv_client *c, const struct chan_rec *r, uint8_
         struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, m.addr);
         res = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
         if (o && (o->aux & PINNED_REGISTERED)) {
-            srv_streams_drain(c, 0); /* copies may still read or write it */
-            srv_obj_release(c, o);
-            res = CUDA_SUCCESS;
+            srv_memops_end_range(c, o->key.value, o->size); /* its waits there first */
+            res = CUDA_ERROR_NOT_READY; /* it left meanwhile: its release unregisters it */
+            if (srv_streams_drain(c, 0) == 0) { /* copies may still read or write it */
+                srv_obj_release(c, o);
+                res = CUDA_SUCCESS;
+            }
         }
     } else if (len == sizeof(m) && m.what == CHAN_HR_REGISTER) {
         /* Its memfd came on the socket just before the record. Bounded wait: a client that

@@ -177,8 +177,8 @@ reply:;
 static CUresult unload_before(struct srv_client *c, struct srv_call *k)
 {
     (void)k;
-    srv_streams_drain(c, 0);
-    return CUDA_SUCCESS;
+    /* It left meanwhile: nothing is unloaded under its work (its release sees to it). */
+    return srv_streams_drain(c, 0) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 const struct srv_hook srv_hook_module_unload = {.before = unload_before};

@@ -351,6 +351,7 @@ struct srv_client {
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
     unsigned hostfn_said;  /* host functions refused for their number (hostfn.c) */
+    unsigned waits_said;   /* stream waits refused past the pending bound (memops.c) */
     uint32_t hostfn_seq;   /* the number of the last host function it sent (hostfn.c) */
     unsigned eager_left;   /* kernels its image loads may still load eagerly (module.c) */
     uint16_t first_thread; /* client thread number of the first record */
@@ -773,10 +774,13 @@ void srv_capture_abandon(struct srv_client *c, struct srv_stream *s, int forget)
  * before a release walks its records. */
 void srv_captures_abandon(struct srv_client *c, uint32_t ctx);
 
-/* Blocks until every stream of the client (context `ctx`, 0 = all) is idle. */
-void srv_streams_drain(struct srv_client *c, uint32_t ctx);
-/* The same, giving up at `by` (monotonic ns, 0: never): -1 if work was still running then. */
+/* Waits until every stream of the client (context `ctx`, 0 = all) is idle: 0; -1 if the
+ * client left first (then nothing may be freed under that work: its release sees to it). */
+int srv_streams_drain(struct srv_client *c, uint32_t ctx);
+/* The same, giving up at `by` (monotonic ns) instead: -1 if work was still running then. */
 int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by);
+/* Waits for the server's stream st of client c: 0 once idle, -1 if c left first. */
+int srv_stream_settle(struct srv_client *c, CUstream st);
 
 /* ---------------------------------------------------------------- operation handlers */
 
@@ -814,9 +818,13 @@ void srv_memops_unblock(struct srv_client *c, uint32_t ctx);
  * managed: mapped at the same address here): the main loop's, for a client it finds gone
  * (srv_clients_watch). The number of words written. */
 size_t srv_memops_let_go(struct srv_client *c);
-/* [addr, addr + bytes) of the client's host memory is about to be unmapped: no wait in it
- * is written by srv_memops_let_go any more. */
+/* [addr, addr + bytes) of the client's host memory is about to be unmapped: its waits there
+ * are ended (srv_memops_end_range), so that srv_memops_let_go stores there no more. */
 void srv_memops_unmapping(struct srv_client *c, uint64_t addr, uint64_t bytes);
+/* Memory [base, base + size) of the client's is about to be freed: the waits on words in it
+ * are ended first, while it is still the client's (afterwards nothing could end them, and a
+ * stream waiting for ever holds every client's code loads: found by fuzz_server). */
+void srv_memops_end_range(struct srv_client *c, uint64_t base, uint64_t size);
 
 /* IPC (ipc.c). The record lets go of its share: the real object is destroyed once neither
  * the exporter nor any opener holds it. `leaving`: released because its client or context

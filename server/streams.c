@@ -218,23 +218,20 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
     return s->real;
 }
 
-/* Waits for a stream (or event) to finish, until `by` (monotonic ns; 0: no bound). 0 when
- * it finished, -1 when the bound came first. Polls, backing off to 10 ms: a stream that
- * never finishes must not hold the caller for ever. */
-static int settle(CUstream st, CUevent ev, uint64_t by)
+/* Waits for a stream (or event) to finish, until `by` (monotonic ns; 0: no bound, but
+ * only while client c is there). 0 when it finished, -1 when the bound came first or c
+ * left. Polls, backing off to 10 ms (1 ms with no bound): a stream that never finishes
+ * must not hold the caller for ever. Without a bound the client's own call waits for its
+ * own work, which may wait on the client (a stream wait on a value it writes later): when
+ * the client goes, its worker must get to its release, which ends such waits (memops.c),
+ * instead of waiting here for good. */
+static int settle(struct srv_client *c, CUstream st, CUevent ev, uint64_t by)
 {
-    if (!by) {
-        if (ev)
-            DRV(cuEventSynchronize)(ev);
-        else
-            DRV(cuStreamSynchronize)(st);
-        return 0;
-    }
-    for (unsigned us = 10;; us = us < 10000 ? us * 2 : us) {
+    for (unsigned us = 10;; us = us < (by ? 10000u : 1000u) ? us * 2 : us) {
         CUresult r = ev ? DRV(cuEventQuery)(ev) : DRV(cuStreamQuery)(st);
         if (r != CUDA_ERROR_NOT_READY)
             return 0; /* done, or failed: either way nothing more will run */
-        if (chan_now_ns() >= by)
+        if (by ? chan_now_ns() >= by : atomic_load(&c->dead) != 0)
             return -1;
         struct timespec ts = {0, (long)us * 1000};
         nanosleep(&ts, NULL);
@@ -246,7 +243,7 @@ int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by)
     int late = 0;
     size_t j = 0;
     for (size_t i = 0; i < c->nretired; i++) {
-        if ((ctx && c->retired[i].ctx != ctx) || settle(NULL, c->retired[i].ev, by) != 0) {
+        if ((ctx && c->retired[i].ctx != ctx) || settle(c, NULL, c->retired[i].ev, by) != 0) {
             late |= !(ctx && c->retired[i].ctx != ctx);
             c->retired[j++] = c->retired[i]; /* still running: its event stays out */
             continue;
@@ -257,7 +254,7 @@ int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by)
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
         struct srv_stream *s = o->ext;
         if ((!ctx || s->ctx == ctx) && !srv_stream_capturing(c, s))
-            late |= settle(s->real, NULL, by);
+            late |= settle(c, s->real, NULL, by);
     }
     struct srv_stream *s, *t;
     struct srv_ctx *x, *xt;
@@ -266,17 +263,22 @@ int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by)
         if (ctx && x->id != ctx)
             continue;
         if (x->legacy)
-            late |= settle(x->legacy->real, NULL, by);
+            late |= settle(c, x->legacy->real, NULL, by);
         HASH_ITER(hh, x->defaults, s, t)
-        late |= settle(s->real, NULL, by);
-        if (x->mvar) late |= settle(x->mvar->real, NULL, by);
+        late |= settle(c, s->real, NULL, by);
+        if (x->mvar) late |= settle(c, x->mvar->real, NULL, by);
     }
     return late ? -1 : 0;
 }
 
-void srv_streams_drain(struct srv_client *c, uint32_t ctx)
+int srv_streams_drain(struct srv_client *c, uint32_t ctx)
 {
-    srv_streams_drain_by(c, ctx, 0);
+    return srv_streams_drain_by(c, ctx, 0);
+}
+
+int srv_stream_settle(struct srv_client *c, CUstream st)
+{
+    return settle(c, st, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- operations */

@@ -262,6 +262,7 @@ static CUresult unmap_call(struct srv_client *c, struct srv_call *k)
         return CUDA_SUCCESS;
     if (m->size != k->a.val[1])
         return CUDA_ERROR_INVALID_VALUE; /* never a part of a mapping (the driver's rule) */
+    srv_memops_end_range(c, m->key.value, m->size); /* its waits there end first */
     return vmmop_defer(c, (struct srv_vmmop){.base = k->a.val[0], .size = k->a.val[1]});
 }
 
@@ -288,6 +289,7 @@ static CUresult free_call(struct srv_client *c, struct srv_call *k)
 {
     uint64_t base = k->a.val[0], size = k->a.val[1];
     CUresult r = CUDA_SUCCESS;
+    srv_memops_end_range(c, base, size); /* its waits in the range end first */
     for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED); m && r == CUDA_SUCCESS;
          m = m->type_next)
         if (m->key.value >= base && m->key.value - base < size)
