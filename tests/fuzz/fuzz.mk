@@ -11,17 +11,18 @@ FUZZ_BIN    := $(addprefix $(B)/fuzz/,$(FUZZ_NAMES))
 FUZZ_CHAN   := channel/marshal.c channel/image.c channel/copyplan.c channel/sizes.c
 
 .PHONY: fuzz
-fuzz: $(FUZZ_BIN) $(B)/fuzz/seed_records $(B)/fuzz/seed_images $(B)/fuzz/repro_hostfn_seq
+fuzz: $(FUZZ_BIN) $(B)/fuzz/seed_records $(B)/fuzz/seed_images $(B)/fuzz/repro_hostfn_seq \
+      $(B)/fuzz/repro_waitvalue $(B)/fuzz/repro_waitfree
 
 # Valid records to start the decoder's fuzzing from (tests/fuzz/run.sh uses them).
 $(B)/fuzz/seed_records: tests/fuzz/seed_records.c $(CHANNEL_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 
-# Findings of fuzz_server, as plain clients of a live server (tests/fuzz/repro_*.sh run them).
-$(B)/fuzz/repro_%: tests/fuzz/repro_%.c $(CHANNEL_OBJ)
+# Findings of fuzz_server, as plain clients of a live server (tests/fuzz/repro.sh runs them).
+$(B)/fuzz/repro_%: tests/fuzz/repro_%.c tests/fuzz/repro_client.h $(CHANNEL_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+	$(CC) $(CFLAGS) -o $@ $< $(CHANNEL_OBJ) $(LDFLAGS)
 
 # Well-formed images (ELF, fat binary, PTX) to start the image parsers' fuzzing from.
 $(B)/fuzz/seed_images: tests/fuzz/seed_images.c

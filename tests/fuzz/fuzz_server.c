@@ -67,24 +67,6 @@ static int one_in(struct src *s, uint32_t n)
     return pick(s, n) == n - 1;
 }
 
-/* A size or count: mostly `valid`, else one near a boundary or anything. */
-static uint64_t num(struct src *s, uint64_t valid)
-{
-    static const uint64_t edge[] = {0, 1, 2, 3, 4, 7, 8, 255, 4095, 4096, 4097, 65536,
-                                    1ull << 20, (1ull << 31) - 1, 1ull << 31, 1ull << 32,
-                                    (1ull << 32) - 1, 1ull << 40, 1ull << 62, 1ull << 63,
-                                    UINT64_MAX, UINT64_MAX - 7, UINT64_MAX / 2 + 1};
-    switch (pick(s, 24)) {
-    case 0: return 0;
-    case 1: return valid + 1;
-    case 2: return valid ? valid - 1 : 0;
-    case 3: return edge[pick(s, sizeof(edge) / sizeof(edge[0]))];
-    case 4: return take(s, 8);
-    case 5: return valid * 2 + pick(s, 16);
-    default: return valid;
-    }
-}
-
 /* ---------------------------------------------------------------- what a client holds */
 
 enum kind {
@@ -105,6 +87,7 @@ enum kind {
     K_MAP,     /* a mapping in a reservation */
     K_OPENED,  /* IPC memory opened [v, v + size) */
     K_REG,     /* registered host memory [v, v + size) */
+    K_WAITW,   /* device memory [v, v + size) only stream waits name (see op_stream_value) */
     K_GMEM,    /* a graph's memory allocation [v, v + size): named by free nodes and frees
                   only (whether it is allocated when other work runs is the client's
                   business, as natively: a memset of it may fault) */
@@ -146,8 +129,37 @@ struct gen {
     int step;
     int trace;
     int mangles; /* records sent mangled so far */
+    int chaos;   /* how often a field is something else than valid (odd) */
     int plain;   /* send records as built (the first context, as a shim makes it) */
 };
+
+/* 1 when this field is to be something else than valid: never, 1 in 64, 1 in 16 or 1 in
+ * 4 of them, as the input's first byte says (inputs that stay valid go deepest; the others
+ * try each check on the way). */
+static int odd(struct gen *g)
+{
+    static const uint32_t in[] = {0, 64, 16, 4};
+    return in[g->chaos] && one_in(&g->s, in[g->chaos]);
+}
+
+/* A size or count: `valid`, or (odd) one near a boundary or anything. */
+static uint64_t num(struct gen *g, uint64_t valid)
+{
+    static const uint64_t edge[] = {0, 1, 2, 3, 4, 7, 8, 255, 4095, 4096, 4097, 65536,
+                                    1ull << 20, (1ull << 31) - 1, 1ull << 31, 1ull << 32,
+                                    (1ull << 32) - 1, 1ull << 40, 1ull << 62, 1ull << 63,
+                                    UINT64_MAX, UINT64_MAX - 7, UINT64_MAX / 2 + 1};
+    if (!odd(g))
+        return valid;
+    switch (pick(&g->s, 6)) {
+    case 0: return 0;
+    case 1: return valid + 1;
+    case 2: return valid ? valid - 1 : 0;
+    case 3: return edge[pick(&g->s, sizeof(edge) / sizeof(edge[0]))];
+    case 4: return take(&g->s, 8);
+    default: return valid * 2 + pick(&g->s, 16);
+    }
+}
 
 static struct obj *add(struct cl *k, int kind, uint64_t v, uint64_t size, int32_t a, int32_t b)
 {
@@ -198,13 +210,13 @@ static struct cl *other(struct gen *g, struct cl *k)
     return k == &g->cl[0] ? &g->cl[1] : &g->cl[0];
 }
 
-/* A value naming an object of `kind`: mostly one of the client's own; sometimes the other
+/* A value naming an object of `kind`: one of the client's own; or (odd) the other
  * client's, one destroyed, zero, or anything. *o gets the record when it is the client's. */
 static uint64_t name(struct gen *g, struct cl *k, int kind, struct obj **o)
 {
     struct obj *x = NULL;
     uint64_t v = 0;
-    switch (pick(&g->s, 32)) {
+    switch (odd(g) ? pick(&g->s, 5) : 9) {
     case 0: v = 0; break;
     case 1: v = take(&g->s, 8); break;
     case 2:
@@ -263,7 +275,7 @@ static const char *op_name(unsigned op)
  * framing of a well-formed request). */
 static uint32_t mangle(struct gen *g, uint8_t *p, uint32_t len, uint32_t cap)
 {
-    if (g->plain || !one_in(&g->s, 24))
+    if (g->plain || !odd(g))
         return len;
     g->mangles++;
     switch (pick(&g->s, 4)) {
@@ -299,14 +311,18 @@ static CUresult send_rec(struct gen *g, struct cl *k, unsigned op, int reply, ui
             k->lane = (uint16_t)((k->lane + 1) % CHAN_NLANES);
         h.lane = k->lane;
     }
-    /* Now and then another thread (its per-thread default stream), per-thread default
-     * stream semantics, no context or one it does not have. */
-    switch (g->plain ? 99 : pick(&g->s, 40)) {
-    case 0: h.thread = (uint16_t)(2 + pick(&g->s, 3)); k->threads = 1; break;
-    case 1: h.flags |= CHAN_RF_PTDS; break;
-    case 2: h.ctx = 0; break;
-    case 3: h.ctx = k->ctx + 1 + pick(&g->s, 3); break;
-    case 4: if (reply) h.lane = (uint16_t)(CHAN_NLANES + pick(&g->s, 4)); break;
+    /* Now and then another thread (its per-thread default stream) or per-thread default
+     * stream semantics; or (odd) no context, one it does not have, a lane past the last. */
+    if (!g->plain && one_in(&g->s, 16)) {
+        h.thread = (uint16_t)(2 + pick(&g->s, 3));
+        k->threads = 1;
+    }
+    if (!g->plain && one_in(&g->s, 16))
+        h.flags |= CHAN_RF_PTDS;
+    switch (g->plain || !odd(g) ? 9 : pick(&g->s, 3)) {
+    case 0: h.ctx = 0; break;
+    case 1: h.ctx = k->ctx + 1 + pick(&g->s, 3); break;
+    case 2: if (reply) h.lane = (uint16_t)(CHAN_NLANES + pick(&g->s, 4)); break;
     default: break;
     }
     uint32_t seq0 = 0;
@@ -380,6 +396,7 @@ static void isolation(struct gen *g, const char *what, uint64_t v)
 {
     fprintf(stderr, "fuzz_server: step %d: %s of another client's object %#llx succeeded\n",
             g->step, what, (unsigned long long)v);
+    fh_show_log();
     abort();
 }
 
@@ -451,7 +468,7 @@ static uint32_t pack_params(struct gen *g, struct cl *k, int kd, uint8_t *p, uin
         case 'N': v = pick(&g->s, 2049); break;
         case 'H': {
             struct obj *c = own(&g->s, k, K_COND);
-            v = c && !one_in(&g->s, 8) ? c->v : take(&g->s, 8);
+            v = c && !odd(g) ? c->v : take(&g->s, 8);
             break;
         }
         default: v = take(&g->s, 8); break;
@@ -460,7 +477,8 @@ static uint32_t pack_params(struct gen *g, struct cl *k, int kd, uint8_t *p, uin
         if (layout[kd].off[i] + sz <= layout[kd].bytes)
             memcpy(p + layout[kd].off[i], &v, sz);
         /* A struct's bytes past its first 8 are anything */
-        for (uint32_t b = 8; b < layout[kd].size[i] && layout[kd].off[i] + b < layout[kd].bytes; b++)
+        for (uint32_t b = 8; b < layout[kd].size[i] && layout[kd].off[i] + b < layout[kd].bytes;
+             b++)
             p[layout[kd].off[i] + b] = (uint8_t)take(&g->s, 1);
     }
     return layout[kd].bytes;
@@ -480,16 +498,18 @@ static void config(struct gen *g, int kd, uint32_t grid[3], uint32_t block[3], u
         grid[i] = i ? 1 : 1 + pick(&g->s, 4);
         block[i] = i ? 1 : 1 + pick(&g->s, 64);
         if (wild && one_in(&g->s, 4)) {
-            grid[i] = (uint32_t)num(&g->s, grid[i]);
-            block[i] = (uint32_t)num(&g->s, block[i]);
+            grid[i] = (uint32_t)num(g, grid[i]);
+            block[i] = (uint32_t)num(g, block[i]);
         }
     }
-    *smem = wild && one_in(&g->s, 4) ? (uint32_t)num(&g->s, 1024) : 0;
+    *smem = wild && one_in(&g->s, 4) ? (uint32_t)num(g, 1024) : 0;
 }
 
 /* ---------------------------------------------------------------- operations */
 
 typedef void op_fn(struct gen *g, struct cl *k);
+static op_fn op_graph_create, op_event_create, op_stream_create, op_module_load, op_get_function;
+static struct obj *need(struct gen *g, struct cl *k, int kind);
 
 static void op_ctx_create(struct gen *g, struct cl *k)
 {
@@ -539,8 +559,8 @@ static void op_limit(struct gen *g, struct cl *k)
 {
     static const uint64_t typical[] = {1024, 4096, 1u << 20, 8u << 20, 2, 2048, 64, 0};
     struct chan_limit m = {.set = pick(&g->s, 2), .limit = pick(&g->s, CU_LIMIT_MAX + 2)};
-    m.value = num(&g->s, typical[pick(&g->s, 8)]);
-    if (one_in(&g->s, 16))
+    m.value = num(g, typical[pick(&g->s, 8)]);
+    if (odd(g))
         m.limit = (uint32_t)take(&g->s, 4);
     uint64_t v = 0;
     send_rec(g, k, CHAN_OP_CTX_LIMIT, 1, (uint8_t *)&m, sizeof(m), sizeof(m), &v, sizeof(v),
@@ -551,9 +571,9 @@ static void op_stream_create(struct gen *g, struct cl *k)
 {
     struct chan_stream_create m = {.flags = pick(&g->s, 2),
                                    .priority = (int32_t)pick(&g->s, 5) - 3};
-    if (one_in(&g->s, 8))
+    if (odd(g))
         m.priority = (int32_t)take(&g->s, 4);
-    if (one_in(&g->s, 8))
+    if (odd(g))
         m.flags = (uint32_t)take(&g->s, 4);
     uint64_t s = 0;
     if (send_rec(g, k, CHAN_OP_STREAM_CREATE, 1, (uint8_t *)&m, sizeof(m), sizeof(m), &s,
@@ -596,10 +616,11 @@ static void op_event_create(struct gen *g, struct cl *k)
 {
     static const uint64_t flags[] = {0, CU_EVENT_DISABLE_TIMING,
                                      CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING,
-                                     CU_EVENT_BLOCKING_SYNC, CU_EVENT_INTERPROCESS};
+                                     CU_EVENT_BLOCKING_SYNC,
+                                     CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING};
     uint64_t ev = 0, fl = flags[pick(&g->s, 5)];
-    if (one_in(&g->s, 16))
-        fl = take(&g->s, 4);
+    if (odd(g))
+        fl = pick(&g->s, 2) ? CU_EVENT_INTERPROCESS : take(&g->s, 4);
     void *pev = &ev;
     const void *a[] = {&pev, &fl};
     if (gcall(g, k, SHIM_ID_cuEventCreate, a, 2) == CUDA_SUCCESS && ev)
@@ -608,6 +629,7 @@ static void op_event_create(struct gen *g, struct cl *k)
 
 static void op_event_record(struct gen *g, struct cl *k)
 {
+    need(g, k, K_EVENT);
     uint64_t ev = name(g, k, K_EVENT, NULL), st = stream(g, k), fl = pick(&g->s, 2);
     const void *a[] = {&ev, &st, &fl};
     if (one_in(&g->s, 2))
@@ -618,6 +640,7 @@ static void op_event_record(struct gen *g, struct cl *k)
 
 static void op_event_misc(struct gen *g, struct cl *k)
 {
+    need(g, k, K_EVENT);
     uint64_t ev = name(g, k, K_EVENT, NULL);
     switch (pick(&g->s, 4)) {
     case 0: {
@@ -634,7 +657,7 @@ static void op_event_misc(struct gen *g, struct cl *k)
         break;
     }
     case 2: {
-        uint64_t st = stream(g, k), fl = one_in(&g->s, 8) ? take(&g->s, 4) : 0;
+        uint64_t st = stream(g, k), fl = odd(g) ? take(&g->s, 4) : 0;
         const void *a[] = {&st, &ev, &fl};
         gcall(g, k, SHIM_ID_cuStreamWaitEvent, a, 3);
         break;
@@ -681,14 +704,14 @@ static uint64_t devptr(struct gen *g, struct cl *k, uint64_t *room)
 static void op_mem_alloc(struct gen *g, struct cl *k)
 {
     static const uint64_t sizes[] = {256, 4096, 4100, 65536, 1u << 20, 3u << 20};
-    uint64_t d = 0, bytes = num(&g->s, sizes[pick(&g->s, 6)]);
+    uint64_t d = 0, bytes = num(g, sizes[pick(&g->s, 6)]);
     void *pd = &d;
     switch (pick(&g->s, 4)) {
     case 0: {
-        uint64_t pitch = 0, w = num(&g->s, 100 + pick(&g->s, 600)), h = 1 + pick(&g->s, 8),
+        uint64_t pitch = 0, w = num(g, 100 + pick(&g->s, 600)), h = 1 + pick(&g->s, 8),
                  es = (uint64_t)4 << pick(&g->s, 3);
         void *pp = &pitch;
-        if (one_in(&g->s, 8))
+        if (odd(g))
             es = take(&g->s, 4);
         const void *a[] = {&pd, &pp, &w, &h, &es};
         if (gcall(g, k, SHIM_ID_cuMemAllocPitch_v2, a, 5) == CUDA_SUCCESS && d)
@@ -714,8 +737,8 @@ static void op_mem_alloc(struct gen *g, struct cl *k)
 static void op_mem_free(struct gen *g, struct cl *k)
 {
     struct obj *x;
-    uint64_t d = name(g, k, one_in(&g->s, 4) ? K_GMEM : K_DEV, &x);
-    if (x && one_in(&g->s, 8))
+    uint64_t d = name(g, k, own(&g->s, k, K_GMEM) && one_in(&g->s, 3) ? K_GMEM : K_DEV, &x);
+    if (x && odd(g))
         d += 4 * (1 + pick(&g->s, 16)); /* inside, not its base */
     int theirs = !x && d && fh_owns_range(other(g, k)->fh, d) && !fh_owns_range(k->fh, d);
     CUresult r;
@@ -735,14 +758,16 @@ static void op_mem_free(struct gen *g, struct cl *k)
 
 static void op_memset(struct gen *g, struct cl *k)
 {
+    need(g, k, K_DEV);
     uint64_t room, d = devptr(g, k, &room), val = take(&g->s, 4), st = stream(g, k);
     unsigned es = 1u << pick(&g->s, 3); /* 1, 2, 4 bytes */
-    uint64_t n = num(&g->s, room / es ? pick(&g->s, (uint32_t)(room / es < 4096 ? room / es : 4096)) + 1 : 1);
+    uint64_t elems = room / es < 4096 ? room / es : 4096;
+    uint64_t n = num(g, elems ? pick(&g->s, (uint32_t)elems) + 1 : 1);
     int async = pick(&g->s, 2), twod = one_in(&g->s, 3);
     if (twod) {
-        uint64_t h = num(&g->s, 1 + pick(&g->s, 4));
-        uint64_t w = num(&g->s, (room / (h ? h : 1)) / es / 2 + 1);
-        uint64_t pitch = num(&g->s, w * es + pick(&g->s, 2) * 64);
+        uint64_t h = num(g, 1 + pick(&g->s, 4));
+        uint64_t w = num(g, (room / (h ? h : 1)) / es / 2 + 1);
+        uint64_t pitch = num(g, w * es + pick(&g->s, 2) * 64);
         static const int ids[2][3] = {
             {SHIM_ID_cuMemsetD2D8_v2, SHIM_ID_cuMemsetD2D16_v2, SHIM_ID_cuMemsetD2D32_v2},
             {SHIM_ID_cuMemsetD2D8Async, SHIM_ID_cuMemsetD2D16Async, SHIM_ID_cuMemsetD2D32Async}};
@@ -757,37 +782,68 @@ static void op_memset(struct gen *g, struct cl *k)
     }
 }
 
-/* Stream memory operations: writes, and waits that the stream can always pass (on a value
- * already there: GEQ 0, or what the same stream wrote just before), except now and then for
- * a client that sends from several threads (the server then never blocks on its waits). */
+/* 1 when FUZZ_SERVER_KNOWN=1: the target also sends what makes the findings it found
+ * (tests/fuzz/repro_*.c), for a run after their fix. Without it, it leaves them out, so that
+ * a run goes on to find others. */
+static int known(void)
+{
+    static int on = -1;
+    if (on < 0)
+        on = getenv("FUZZ_SERVER_KNOWN") && *getenv("FUZZ_SERVER_KNOWN") == '1';
+    return on;
+}
+
+/* Stream memory operations. Without known(), waits only where they pass: on words of an
+ * allocation nothing else writes or frees, after a write of the value waited for on the same
+ * (NULL) stream of the allocation's context. Any wait anywhere only with known(): a wait that
+ * holds its stream (a racing write, a value no write gives) is then ended by no release
+ * when the client frees the word first (tests/fuzz/repro_waitfree.c) or waits on it again
+ * for another value (tests/fuzz/repro_waitvalue.c). */
 static void op_stream_value(struct gen *g, struct cl *k)
 {
+    if (!known()) {
+        struct obj *w = own(&g->s, k, K_WAITW);
+        if (!w && k->ctx) {
+            uint64_t d = 0, bytes = 4096;
+            void *pd = &d;
+            const void *a[] = {&pd, &bytes};
+            if (gcall(g, k, SHIM_ID_cuMemAlloc_v2, a, 2) == CUDA_SUCCESS && d)
+                w = add(k, K_WAITW, d, bytes, 0, 0);
+        }
+        if (!w || w->ctx != k->ctx)
+            return;
+        uint64_t st = 0, d = w->v + 4 * pick(&g->s, 1024), v = take(&g->s, 4) & 0x7fffffffu,
+                 fl = 0;
+        const void *a[] = {&st, &d, &v, &fl};
+        g->plain = 1; /* in its context, on its stream, as built */
+        gcall(g, k, SHIM_ID_cuStreamWriteValue32_v2, a, 4);
+        fl = pick(&g->s, 2) ? CU_STREAM_WAIT_VALUE_EQ : CU_STREAM_WAIT_VALUE_GEQ;
+        if (fl == CU_STREAM_WAIT_VALUE_GEQ)
+            v = pick(&g->s, 2) ? v : 0;
+        gcall(g, k, SHIM_ID_cuStreamWaitValue32_v2, a, 4);
+        g->plain = 0;
+        return;
+    }
+    need(g, k, K_DEV);
     uint64_t room, d = devptr(g, k, &room), st = stream(g, k), v = take(&g->s, 4), fl = 0;
     d &= ~(uint64_t)3;
     const void *a[] = {&st, &d, &v, &fl};
-    if (one_in(&g->s, 3)) {
-        fl = CU_STREAM_WAIT_VALUE_GEQ;
-        uint64_t zero = 0;
-        const void *w[] = {&st, &d, &zero, &fl};
-        gcall(g, k, SHIM_ID_cuStreamWaitValue32_v2, w, 4);
-        return;
-    }
-    gcall(g, k, SHIM_ID_cuStreamWriteValue32_v2, a, 4);
-    fl = CU_STREAM_WAIT_VALUE_EQ;
-    if (k->threads && one_in(&g->s, 8))
-        fl = take(&g->s, 1) & 3; /* any condition on any value */
     if (pick(&g->s, 2))
-        gcall(g, k, SHIM_ID_cuStreamWaitValue32_v2, a, 4);
+        gcall(g, k, SHIM_ID_cuStreamWriteValue32_v2, a, 4);
+    if (pick(&g->s, 2))
+        return;
+    fl = CU_STREAM_WAIT_VALUE_GEQ;
+    if (odd(g))
+        fl = take(&g->s, 1) & 3; /* any condition on any value */
+    gcall(g, k, SHIM_ID_cuStreamWaitValue32_v2, a, 4);
 }
 
-/* A host function. Its sequence numbers go up, by one as the shim's do or by a jump: out of
- * order, a departed client's release cannot let its streams go (tests/fuzz/repro_hostfn_seq.c,
- * reported on issue 34): FUZZ_SERVER_HOSTFN_SEQ=any sends any number, once that is fixed. */
+/* A host function. Its sequence numbers go up, by one as the shim's do or by a jump; any
+ * number only with known(): out of order, a departed client's release cannot let its streams
+ * go (tests/fuzz/repro_hostfn_seq.c). */
 static void op_host_func(struct gen *g, struct cl *k)
 {
-    static int any = -1;
-    if (any < 0)
-        any = getenv("FUZZ_SERVER_HOSTFN_SEQ") && !strcmp(getenv("FUZZ_SERVER_HOSTFN_SEQ"), "any");
+    int any = known();
     if (one_in(&g->s, 16))
         k->hostfn += pick(&g->s, 1000);
     struct chan_host_func m = {.stream = stream(g, k), .seq = ++k->hostfn};
@@ -801,7 +857,7 @@ static void op_host_func(struct gen *g, struct cl *k)
 
 static void op_host_alloc(struct gen *g, struct cl *k)
 {
-    struct chan_host_alloc m = {.bytes = num(&g->s, 4096u << pick(&g->s, 6)),
+    struct chan_host_alloc m = {.bytes = num(g, 4096u << pick(&g->s, 6)),
                                 .flags = pick(&g->s, 16)};
     if (one_in(&g->s, 4))
         m.flags = CHAN_HOST_MANAGED | (1u + pick(&g->s, 3));
@@ -846,7 +902,7 @@ static void op_host_register(struct gen *g, struct cl *k)
         return;
     munmap(at, m.bytes);
     m.addr = (uint64_t)(uintptr_t)at;
-    if (one_in(&g->s, 8))
+    if (odd(g))
         m.flags = (uint32_t)take(&g->s, 4);
     int fd = -1;
     switch (pick(&g->s, 8)) {
@@ -858,12 +914,12 @@ static void op_host_register(struct gen *g, struct cl *k)
         close(fd);
         return;
     }
-    if (fd >= 0 && !one_in(&g->s, 4))
+    if (fd >= 0 && !odd(g))
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
     uint64_t asked = m.bytes;
-    if (one_in(&g->s, 8))
-        m.bytes = num(&g->s, m.bytes);
-    if (one_in(&g->s, 16))
+    if (odd(g))
+        m.bytes = num(g, m.bytes);
+    if (odd(g))
         m.addr += 1 + pick(&g->s, 4095);
     fh_send_fd(k->fh, fd);
     if (fd >= 0)
@@ -894,11 +950,11 @@ static void op_array(struct gen *g, struct cl *k)
     unsigned f = pick(&g->s, 4), ch = 1u << pick(&g->s, 3);
     uint64_t arr = 0;
     void *pa = &arr;
-    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = num(&g->s, 1 + pick(&g->s, 64)),
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = num(g, 1 + pick(&g->s, 64)),
                                   .Height = pick(&g->s, 3) ? 1 + pick(&g->s, 16) : 0,
                                   .Depth = pick(&g->s, 3) ? 0 : 1 + pick(&g->s, 4),
                                   .Format = fmts[f], .NumChannels = ch};
-    if (one_in(&g->s, 16))
+    if (odd(g))
         d3.Flags = (unsigned)take(&g->s, 4);
     CUresult r;
     if (d3.Depth) {
@@ -946,7 +1002,7 @@ static void side(struct gen *g, struct cl *k, struct chan_copy_side *sd, uint64_
     default:
         sd->kind = CHAN_MEM_DEVICE;
         sd->addr = name(g, k, one_in(&g->s, 4) ? K_MAP : K_DEV, &x);
-        if (one_in(&g->s, 16))
+        if (odd(g))
             sd->device = (int32_t)pick(&g->s, 3) - 1;
         break;
     }
@@ -966,11 +1022,12 @@ static void side(struct gen *g, struct cl *k, struct chan_copy_side *sd, uint64_
 static void op_copy(struct gen *g, struct cl *k)
 {
     static uint8_t buf[CHAN_REC_MAX];
+    need(g, k, K_DEV);
     struct chan_copy m;
     uint64_t w1, h1, d1, w2, h2, d2;
     side(g, k, &m.src, &w1, &h1, &d1);
     side(g, k, &m.dst, &w2, &h2, &d2);
-    if (m.src.kind == CHAN_MEM_STAGED && m.dst.kind == CHAN_MEM_STAGED && !one_in(&g->s, 16))
+    if (m.src.kind == CHAN_MEM_STAGED && m.dst.kind == CHAN_MEM_STAGED && !odd(g))
         m.dst.kind = CHAN_MEM_DEVICE;
     uint64_t wmax = w1 < w2 ? w1 : w2, hmax = h1 < h2 ? h1 : h2, dmax = d1 < d2 ? d1 : d2;
     m.width = 1 + pick(&g->s, (uint32_t)(wmax ? (wmax < 65536 ? wmax : 65536) : 1));
@@ -985,18 +1042,18 @@ static void op_copy(struct gen *g, struct cl *k)
             sd->x = pick(&g->s, 8);
             sd->pitch = m.width + sd->x + pick(&g->s, 2) * 32;
         }
-        if (one_in(&g->s, 8)) {
-            sd->pitch = num(&g->s, sd->pitch);
-            sd->height = num(&g->s, sd->height);
-            sd->x = num(&g->s, sd->x);
-            sd->y = num(&g->s, 0);
-            sd->z = num(&g->s, 0);
+        if (odd(g)) {
+            sd->pitch = num(g, sd->pitch);
+            sd->height = num(g, sd->height);
+            sd->x = num(g, sd->x);
+            sd->y = num(g, 0);
+            sd->z = num(g, 0);
         }
     }
-    if (one_in(&g->s, 8)) {
-        m.width = num(&g->s, m.width);
-        m.height = num(&g->s, m.height);
-        m.depth = num(&g->s, m.depth);
+    if (odd(g)) {
+        m.width = num(g, m.width);
+        m.height = num(g, m.height);
+        m.depth = num(g, m.depth);
     }
     m.flags = pick(&g->s, 2) ? CHAN_CF_ASYNC : 0;
     if (one_in(&g->s, 8))
@@ -1022,7 +1079,7 @@ static void op_copy(struct gen *g, struct cl *k)
                                                      CHAN_SLOT_SIZE) > CHAN_NSLOTS)) {
         return; /* through the slots only what this client can feed at once */
     }
-    if (one_in(&g->s, 16))
+    if (odd(g))
         m.first_chunk += 1 + pick(&g->s, 8); /* out of step: the client is dropped */
     int reply = !(m.flags & CHAN_CF_ASYNC) || m.dst.kind == CHAN_MEM_STAGED || pick(&g->s, 2);
     memcpy(buf, &m, sizeof(m));
@@ -1039,7 +1096,7 @@ static void op_module_load(struct gen *g, struct cl *k)
     if (n > sizeof(img) - 64)
         return;
     memcpy(img, images[which], n);
-    int mangled = one_in(&g->s, 8);
+    int mangled = odd(g);
     if (mangled) {
         for (int i = 0, c = 1 + (int)pick(&g->s, 8); i < c; i++)
             img[pick(&g->s, (uint32_t)n)] = (uint8_t)take(&g->s, 1);
@@ -1059,13 +1116,13 @@ static void op_module_load(struct gen *g, struct cl *k)
     struct {
         struct chan_module_load m;
         struct chan_jit_opt o[2];
-    } req = {.m = {.kind = CHAN_IMAGE_MODULE, .image_size = num(&g->s, n)}};
-    if (one_in(&g->s, 8))
+    } req = {.m = {.kind = CHAN_IMAGE_MODULE, .image_size = num(g, n)}};
+    if (odd(g))
         req.m.kind = pick(&g->s, 2) ? CHAN_IMAGE_LIBRARY : (uint32_t)take(&g->s, 4);
     if (one_in(&g->s, 4)) {
         req.m.njit = 1 + pick(&g->s, 2);
         for (uint32_t i = 0; i < req.m.njit; i++)
-            req.o[i] = (struct chan_jit_opt){.option = pick(&g->s, 12), .value = num(&g->s, 256)};
+            req.o[i] = (struct chan_jit_opt){.option = pick(&g->s, 12), .value = num(g, 256)};
     }
     struct chan_module_loaded got = {0};
     if (send_rec(g, k, CHAN_OP_MODULE_LOAD, 1, (uint8_t *)&req,
@@ -1085,14 +1142,14 @@ static void op_get_function(struct gen *g, struct cl *k)
     if (mod && mod->b == CHAN_IMAGE_LIBRARY)
         m.kind = CHAN_H_LIBRARY;
     const char *nm = kdefs[kd].name;
-    if (one_in(&g->s, 16))
+    if (odd(g))
         nm = "no_such_kernel";
     m.name_len = (uint32_t)strlen(nm) + 1;
     memcpy(buf, &m, sizeof(m));
     memcpy(buf + sizeof(m), nm, m.name_len);
     uint32_t len = (uint32_t)sizeof(m) + m.name_len;
-    if (one_in(&g->s, 16)) {
-        ((struct chan_lookup *)buf)->name_len = (uint32_t)num(&g->s, m.name_len);
+    if (odd(g)) {
+        ((struct chan_lookup *)buf)->name_len = (uint32_t)num(g, m.name_len);
         if (one_in(&g->s, 2))
             buf[len - 1] = 'x';
     }
@@ -1132,7 +1189,7 @@ static void op_module_misc(struct gen *g, struct cl *k)
             uint32_t max;
         } m = {.h = {.handle = mod, .kind = x && x->b == CHAN_IMAGE_LIBRARY ? CHAN_H_LIBRARY
                                                                              : CHAN_H_MODULE},
-               .max = (uint32_t)num(&g->s, 16)};
+               .max = (uint32_t)num(g, 16)};
         static uint8_t out[CHAN_LANE_DATA];
         send_rec(g, k, CHAN_OP_ENUM_FUNCTIONS, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out,
                  sizeof(out), NULL);
@@ -1201,7 +1258,7 @@ static uint32_t params(struct gen *g, struct cl *k, int kd, uint8_t *p, uint32_t
             n += more;
         }
     }
-    if (n && one_in(&g->s, 16))
+    if (n && odd(g))
         n = pick(&g->s, n); /* too few: the driver refuses them */
     return n;
 }
@@ -1209,6 +1266,7 @@ static uint32_t params(struct gen *g, struct cl *k, int kd, uint8_t *p, uint32_t
 static void op_launch(struct gen *g, struct cl *k)
 {
     static uint8_t buf[8192];
+    need(g, k, K_FUNC);
     struct chan_launch m = {.stream = stream(g, k)};
     int kd;
     m.func = function(g, k, &kd);
@@ -1237,8 +1295,8 @@ static void op_launch(struct gen *g, struct cl *k)
     memcpy(buf + sizeof(m), at, m.nattrs * sizeof(CUlaunchAttribute));
     m.param_bytes = params(g, k, kd, buf + off, sizeof(buf) - off - 64);
     memcpy(buf, &m, sizeof(m));
-    send_rec(g, k, CHAN_OP_LAUNCH, one_in(&g->s, 8) ? FLAG_ONLY : 0, buf, off + m.param_bytes, sizeof(buf) - 16,
-             NULL, 0, NULL);
+    send_rec(g, k, CHAN_OP_LAUNCH, one_in(&g->s, 8) ? FLAG_ONLY : 0, buf, off + m.param_bytes,
+             sizeof(buf) - 16, NULL, 0, NULL);
 }
 
 static void op_occupancy(struct gen *g, struct cl *k)
@@ -1270,7 +1328,7 @@ static void op_occupancy(struct gen *g, struct cl *k)
 
 static void op_graph_create(struct gen *g, struct cl *k)
 {
-    uint64_t gr = 0, fl = one_in(&g->s, 16) ? take(&g->s, 4) : 0;
+    uint64_t gr = 0, fl = odd(g) ? take(&g->s, 4) : 0;
     void *pg = &gr;
     const void *a[] = {&pg, &fl};
     if (gcall(g, k, SHIM_ID_cuGraphCreate, a, 2) == CUDA_SUCCESS && gr)
@@ -1291,16 +1349,18 @@ static void op_graph_destroy(struct gen *g, struct cl *k)
         graph_gone(k, x);
 }
 
-/* Up to 3 dependencies, mostly nodes of the same graph; their count in *n. */
+/* Up to 3 dependencies among the graph's nodes (odd: any node); their count in *n. */
 static void deps(struct gen *g, struct cl *k, struct obj *gr, uint64_t *d, uint64_t *n)
 {
-    *n = pick(&g->s, 4);
-    for (uint64_t i = 0; i < *n; i++) {
-        struct obj *x = own(&g->s, k, K_NODE);
-        d[i] = x && (!gr || x->b == (int32_t)(gr - k->o) || one_in(&g->s, 8))
-                   ? x->v
-                   : name(g, k, K_NODE, NULL);
-    }
+    int gi = gr ? (int)(gr - k->o) : -1, cand[MAXOBJ], nc = 0;
+    for (int i = 0; i < k->n; i++)
+        if (k->o[i].live && k->o[i].kind == K_NODE && k->o[i].b == gi)
+            cand[nc++] = i;
+    *n = pick(&g->s, nc < 3 ? (uint32_t)nc + 1 : 4);
+    if (odd(g))
+        *n = pick(&g->s, 4);
+    for (uint64_t i = 0; i < *n; i++)
+        d[i] = nc && !odd(g) ? k->o[cand[pick(&g->s, (uint32_t)nc)]].v : name(g, k, K_NODE, NULL);
 }
 
 /* A memset node's parameters, over memory the client holds (mostly). */
@@ -1311,10 +1371,10 @@ static void memset_params(struct gen *g, struct cl *k, CUDA_MEMSET_NODE_PARAMS *
     p->dst = devptr(g, k, &room);
     p->elementSize = 1u << pick(&g->s, 3);
     p->height = 1 + pick(&g->s, 3);
-    p->width = num(&g->s, (room / p->height) / p->elementSize / 2 + 1);
-    p->pitch = num(&g->s, p->width * p->elementSize + 16 * pick(&g->s, 3));
+    p->width = num(g, (room / p->height) / p->elementSize / 2 + 1);
+    p->pitch = num(g, p->width * p->elementSize + 16 * pick(&g->s, 3));
     p->value = (unsigned)take(&g->s, 4);
-    if (one_in(&g->s, 16))
+    if (odd(g))
         p->elementSize = (unsigned)take(&g->s, 1);
 }
 
@@ -1351,42 +1411,46 @@ static void memcpy_params(struct gen *g, struct cl *k, CUDA_MEMCPY3D *p)
                 w = room ? room : 1;
             break;
         }
-        if (one_in(&g->s, 16))
+        if (odd(g))
             t = (CUmemorytype)take(&g->s, 1);
         if (side_ == 0) {
             p->srcMemoryType = t;
             p->srcDevice = a;
             p->srcHost = (const void *)(uintptr_t)a;
             p->srcArray = arr;
-            p->srcPitch = num(&g->s, 256);
+            p->srcPitch = num(g, 256);
         } else {
             p->dstMemoryType = t;
             p->dstDevice = a;
             p->dstHost = (void *)(uintptr_t)a;
             p->dstArray = arr;
-            p->dstPitch = num(&g->s, 256);
+            p->dstPitch = num(g, 256);
         }
     }
-    p->WidthInBytes = num(&g->s, w);
-    p->Height = num(&g->s, 1);
-    p->Depth = num(&g->s, 1);
-    if (one_in(&g->s, 8)) {
-        p->srcXInBytes = num(&g->s, 0);
-        p->dstY = num(&g->s, 0);
+    p->WidthInBytes = num(g, w);
+    p->Height = num(g, 1);
+    p->Depth = num(g, 1);
+    if (odd(g)) {
+        p->srcXInBytes = num(g, 0);
+        p->dstY = num(g, 0);
     }
 }
 
 static void op_graph_add(struct gen *g, struct cl *k)
 {
     struct obj *gr;
+    need(g, k, K_GRAPH);
     uint64_t graph = name(g, k, K_GRAPH, &gr), node = 0, dep[4], nd, ctx = k->ctx;
     void *pn = &node;
     const void *pdep = dep;
     deps(g, k, gr, dep, &nd);
-    if (one_in(&g->s, 16))
+    if (odd(g))
         ctx = pick(&g->s, 4);
     int type = (int)pick(&g->s, 9);
     CUresult r = NO_REPLY;
+    static const int needs[9] = {0, K_DEV, K_DEV, K_EVENT, K_GRAPH, 0, K_FUNC, 0, 0};
+    if (needs[type])
+        need(g, k, needs[type]);
     switch (type) {
     case 0: {
         const void *a[] = {&pn, &graph, &pdep, &nd};
@@ -1434,9 +1498,9 @@ static void op_graph_add(struct gen *g, struct cl *k)
             memset(&p, 0, sizeof(p));
             p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
             p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-            p.poolProps.location.id = one_in(&g->s, 16) ? 1 : 0;
-            p.bytesize = num(&g->s, 4096u << pick(&g->s, 5));
-            if (one_in(&g->s, 16))
+            p.poolProps.location.id = odd(g) ? 1 : 0;
+            p.bytesize = num(g, 4096u << pick(&g->s, 5));
+            if (odd(g))
                 p.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
             void *pp = &p;
             const void *a[] = {&pn, &graph, &pdep, &nd, &pp};
@@ -1458,8 +1522,8 @@ static void op_graph_add(struct gen *g, struct cl *k)
         int kd;
         m.func = function(g, k, &kd);
         config(g, kd, m.grid, m.block, &m.smem);
-        if (one_in(&g->s, 16))
-            m.ndeps = (uint32_t)num(&g->s, nd);
+        if (odd(g))
+            m.ndeps = (uint32_t)num(g, nd);
         uint32_t off = sizeof(m) + 8 * (uint32_t)nd;
         memcpy(buf + sizeof(m), dep, 8 * nd);
         m.param_bytes = params(g, k, kd, buf + off, sizeof(buf) - off - 64);
@@ -1509,9 +1573,9 @@ static void op_graph_add(struct gen *g, struct cl *k)
                      .size = ct == CU_GRAPH_COND_TYPE_SWITCH ? 1 + pick(&g->s, 4)
                                                              : 1 + one_in(&g->s, 3),
                      .ctx = (uint32_t)ctx, .ndeps = (uint32_t)nd}};
-        if (one_in(&g->s, 16))
-            q.m.size = (uint32_t)num(&g->s, q.m.size);
-        if (one_in(&g->s, 16))
+        if (odd(g))
+            q.m.size = (uint32_t)num(g, q.m.size);
+        if (odd(g))
             q.m.type = (uint32_t)take(&g->s, 4);
         memcpy(q.d, dep, 8 * nd);
         uint64_t out[2 + 8];
@@ -1535,8 +1599,9 @@ static void op_graph_add(struct gen *g, struct cl *k)
 static void op_graph_node(struct gen *g, struct cl *k)
 {
     struct obj *x;
+    need(g, k, K_NODE);
     uint64_t node = name(g, k, K_NODE, &x), graph = name(g, k, K_GRAPH, NULL);
-    if (x && !one_in(&g->s, 8))
+    if (x && !odd(g))
         graph = k->o[x->b].v;
     switch (pick(&g->s, 14)) {
     case 0: {
@@ -1559,7 +1624,7 @@ static void op_graph_node(struct gen *g, struct cl *k)
         break;
     }
     case 3: {
-        uint64_t nodes[32], num_ = num(&g->s, 8);
+        uint64_t nodes[32], num_ = num(g, 8);
         void *pn = nodes, *pc = &num_;
         if (num_ > 32)
             num_ = 32;
@@ -1667,10 +1732,14 @@ static void op_graph_node(struct gen *g, struct cl *k)
 static void op_exec(struct gen *g, struct cl *k)
 {
     struct obj *x;
-    switch (pick(&g->s, 8)) {
+    int what = (int)pick(&g->s, 8);
+    if (what >= 2)
+        need(g, k, K_EXEC);
+    switch (what) {
     case 0:
     case 1: {
         struct obj *gr;
+        need(g, k, K_NODE);
         uint64_t exec = 0, graph = name(g, k, K_GRAPH, &gr), fl = 0;
         if (one_in(&g->s, 8))
             fl = one_in(&g->s, 2) ? CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
@@ -1790,10 +1859,10 @@ static CUmemAllocationProp vmm_prop(struct gen *g)
     memset(&p, 0, sizeof(p));
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = one_in(&g->s, 16) ? 1 : 0;
+    p.location.id = odd(g) ? 1 : 0;
     p.requestedHandleTypes = pick(&g->s, 2) ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
                                             : CU_MEM_HANDLE_TYPE_NONE;
-    if (one_in(&g->s, 16))
+    if (odd(g))
         p.type = (CUmemAllocationType)take(&g->s, 1);
     return p;
 }
@@ -1805,7 +1874,7 @@ static void op_vmm(struct gen *g, struct cl *k)
     switch (pick(&g->s, 10)) {
     case 0: {
         CUmemAllocationProp p = vmm_prop(g);
-        uint64_t h = 0, size = num(&g->s, gran * (1 + pick(&g->s, 2))), fl = 0;
+        uint64_t h = 0, size = num(g, gran * (1 + pick(&g->s, 2))), fl = 0;
         void *ph = &h;
         const CUmemAllocationProp *pp = &p;
         const void *a[] = {&ph, &size, &pp, &fl};
@@ -1826,10 +1895,10 @@ static void op_vmm(struct gen *g, struct cl *k)
         break;
     }
     case 2: {
-        uint64_t p = 0, size = num(&g->s, gran * (1 + pick(&g->s, 4))), align = 0, addr = 0, fl = 0;
-        if (one_in(&g->s, 8))
-            align = num(&g->s, gran);
-        if (one_in(&g->s, 8))
+        uint64_t p = 0, size = num(g, gran * (1 + pick(&g->s, 4))), align = 0, addr = 0, fl = 0;
+        if (odd(g))
+            align = num(g, gran);
+        if (odd(g))
             addr = take(&g->s, 8);
         void *pp = &p;
         const void *a[] = {&pp, &size, &align, &addr, &fl};
@@ -1839,7 +1908,7 @@ static void op_vmm(struct gen *g, struct cl *k)
     }
     case 3: {
         uint64_t p = name(g, k, K_RESV, &x), size = x ? x->size : gran;
-        size = num(&g->s, size);
+        size = num(g, size);
         const void *a[] = {&p, &size};
         if (gcall(g, k, SHIM_ID_cuMemAddressFree, a, 2) == CUDA_SUCCESS && x)
             x->live = 0;
@@ -1849,20 +1918,22 @@ static void op_vmm(struct gen *g, struct cl *k)
     case 5: {
         /* Maps a handle into a reservation, and sets its access. */
         struct obj *r, *h;
+        need(g, k, K_RESV);
+        need(g, k, K_VMM);
         uint64_t p = name(g, k, K_RESV, &r), hv = name(g, k, K_VMM, &h);
         uint64_t size = h ? h->size : gran, off = 0, fl = 0;
         if (r && one_in(&g->s, 4) && r->size > size)
             p += gran * pick(&g->s, (uint32_t)((r->size - size) / gran + 1));
-        if (one_in(&g->s, 8))
-            size = num(&g->s, size);
-        if (one_in(&g->s, 8))
-            off = num(&g->s, 0);
+        if (odd(g))
+            size = num(g, size);
+        if (odd(g))
+            off = num(g, 0);
         const void *a[] = {&p, &size, &off, &hv, &fl};
         if (gcall(g, k, SHIM_ID_cuMemMap, a, 5) == CUDA_SUCCESS) {
             add(k, K_MAP, p, size, 0, 0);
             CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-            if (one_in(&g->s, 8))
+            if (odd(g))
                 d.location.id = 1;
             const void *pd = &d;
             uint64_t cnt = 1;
@@ -1873,8 +1944,8 @@ static void op_vmm(struct gen *g, struct cl *k)
     }
     case 6: {
         uint64_t p = name(g, k, K_MAP, &x), size = x ? x->size : gran;
-        if (one_in(&g->s, 8))
-            size = num(&g->s, size);
+        if (odd(g))
+            size = num(g, size);
         const void *a[] = {&p, &size};
         if (gcall(g, k, SHIM_ID_cuMemUnmap, a, 2) == CUDA_SUCCESS && x)
             x->live = 0;
@@ -1924,13 +1995,14 @@ static void op_ipc(struct gen *g, struct cl *k)
     switch (what) {
     case CHAN_IPC_GET_MEM: {
         uint64_t room;
+        need(g, k, K_DEV);
         m.value = pick(&g->s, 4) ? name(g, k, K_DEV, NULL) : devptr(g, k, &room);
         break;
     }
     case CHAN_IPC_GET_EVENT: m.value = name(g, k, K_EVENT, NULL); break;
     case CHAN_IPC_GET_VMM:
         m.value = name(g, k, K_VMM, NULL);
-        m.flags = one_in(&g->s, 8) ? (uint32_t)take(&g->s, 4)
+        m.flags = odd(g) ? (uint32_t)take(&g->s, 4)
                                    : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         break;
     case CHAN_IPC_CLOSE_MEM: m.value = name(g, k, K_OPENED, &x); break;
@@ -1941,17 +2013,17 @@ static void op_ipc(struct gen *g, struct cl *k)
         int have = -1;
         for (int i = 0, start = (int)pick(&g->s, 16); i < g->nsh; i++) {
             int j = (start + i) % g->nsh;
-            if (g->sh[j].what == want || one_in(&g->s, 8)) {
+            if (g->sh[j].what == want || odd(g)) {
                 have = j;
                 break;
             }
         }
         if (have >= 0)
             memcpy(m.handle, g->sh[have].h, sizeof(m.handle));
-        if (have < 0 || one_in(&g->s, 16))
+        if (have < 0 || odd(g))
             for (int i = 0, n = 1 + (int)pick(&g->s, 4); i < n; i++)
                 m.handle[pick(&g->s, sizeof(m.handle))] ^= (uint8_t)take(&g->s, 1);
-        if (what == CHAN_IPC_OPEN_MEM && one_in(&g->s, 8))
+        if (what == CHAN_IPC_OPEN_MEM && odd(g))
             m.flags = (uint32_t)take(&g->s, 4);
         break;
     }
@@ -1985,14 +2057,14 @@ static void op_misc(struct gen *g, struct cl *k)
 {
     switch (pick(&g->s, 5)) {
     case 0: {
-        int32_t code = (int32_t)num(&g->s, pick(&g->s, 1000));
+        int32_t code = (int32_t)num(g, pick(&g->s, 1000));
         char s[256];
         send_rec(g, k, CHAN_OP_ERROR_STRING, 1, (uint8_t *)&code, sizeof(code), sizeof(code), s,
                  sizeof(s), NULL);
         break;
     }
     case 1: {
-        uint32_t off = (uint32_t)num(&g->s, 0);
+        uint32_t off = (uint32_t)num(g, 0);
         static uint8_t out[CHAN_LANE_DATA];
         send_rec(g, k, CHAN_OP_PROCADDR, 1, (uint8_t *)&off, sizeof(off), sizeof(off), out,
                  sizeof(out), NULL);
@@ -2025,7 +2097,7 @@ static void op_misc(struct gen *g, struct cl *k)
  * that jumps): the server must drop this client and serve the other. */
 static void op_broken(struct gen *g, struct cl *k)
 {
-    struct chan_rec r = {.size = (uint32_t)num(&g->s, 16), .op = (uint16_t)take(&g->s, 2)};
+    struct chan_rec r = {.size = (uint32_t)num(g, 16), .op = (uint16_t)take(&g->s, 2)};
     if (pick(&g->s, 2))
         r.op = (uint16_t)(CHAN_OP_END + pick(&g->s, 8));
     uint64_t adv = pick(&g->s, 2) ? CHAN_REC_SPAN(r.size) : take(&g->s, 4);
@@ -2044,6 +2116,73 @@ static void op_leave(struct gen *g, struct cl *k)
     k->on = 0;
     k->left = 1;
     k->fh = NULL;
+}
+
+/* One of the client's live objects of `kind`, made first when it has none, as a program
+ * makes what it uses before using it (so that an operation gets past its first check);
+ * NULL when that failed. */
+static struct obj *need(struct gen *g, struct cl *k, int kind)
+{
+    struct obj *x = own(&g->s, k, kind);
+    if (x || !k->ctx)
+        return x;
+    switch (kind) {
+    case K_GRAPH: op_graph_create(g, k); break;
+    case K_EVENT: op_event_create(g, k); break;
+    case K_STREAM: op_stream_create(g, k); break;
+    case K_DEV: {
+        uint64_t d = 0, bytes = 4096u << pick(&g->s, 6);
+        void *pd = &d;
+        const void *a[] = {&pd, &bytes};
+        if (gcall(g, k, SHIM_ID_cuMemAlloc_v2, a, 2) == CUDA_SUCCESS && d)
+            add(k, K_DEV, d, bytes, 0, 0);
+        break;
+    }
+    case K_FUNC:
+        if (!own(&g->s, k, K_MODULE))
+            op_module_load(g, k);
+        op_get_function(g, k);
+        break;
+    case K_NODE: {
+        struct obj *gr = need(g, k, K_GRAPH);
+        uint64_t graph = gr ? gr->v : 0, node = 0, nd = 0;
+        void *pn = &node;
+        const void *pdep = NULL;
+        const void *a[] = {&pn, &graph, &pdep, &nd};
+        if (gr && gcall(g, k, SHIM_ID_cuGraphAddEmptyNode, a, 4) == CUDA_SUCCESS && node)
+            add(k, K_NODE, node, 0, CU_GRAPH_NODE_TYPE_EMPTY, (int32_t)(gr - k->o));
+        break;
+    }
+    case K_EXEC: {
+        struct obj *gr = need(g, k, K_GRAPH);
+        uint64_t exec = 0, graph = gr ? gr->v : 0, fl = 0;
+        void *pe = &exec;
+        const void *a[] = {&pe, &graph, &fl};
+        if (gr && gcall(g, k, SHIM_ID_cuGraphInstantiateWithFlags, a, 3) == CUDA_SUCCESS && exec)
+            add(k, K_EXEC, exec, 0, 0, (int32_t)(gr - k->o));
+        break;
+    }
+    case K_VMM:
+    case K_RESV: {
+        const uint64_t gran = 2u << 20;
+        uint64_t h = 0, size = gran, zero = 0;
+        CUmemAllocationProp p;
+        memset(&p, 0, sizeof(p));
+        p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        void *ph = &h;
+        const CUmemAllocationProp *pp = &p;
+        const void *a[] = {&ph, &size, &pp, &zero};
+        const void *b[] = {&ph, &size, &zero, &zero, &zero};
+        if (gcall(g, k, kind == K_VMM ? SHIM_ID_cuMemCreate : SHIM_ID_cuMemAddressReserve,
+                  kind == K_VMM ? a : b, kind == K_VMM ? 4 : 5) == CUDA_SUCCESS && h)
+            add(k, kind, h, size, 0, 0);
+        break;
+    }
+    default: break;
+    }
+    return own(&g->s, k, kind);
 }
 
 static const struct {
@@ -2103,6 +2242,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct gen g;
     memset(&g, 0, sizeof(g));
     g.s = (struct src){.p = data, .n = size};
+    g.chaos = (int)pick(&g.s, 4);
+    fh_begin();
     const char *t = getenv("FUZZ_SERVER_TRACE");
     g.trace = t && *t == '1';
     if (g.trace)
@@ -2139,6 +2280,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[256];
     if (fh_check_idle(why, sizeof(why)) != 0) {
         fprintf(stderr, "fuzz_server: after the input's %d records: %s\n", g.step, why);
+        fh_show_log();
         abort();
     }
     return 0;

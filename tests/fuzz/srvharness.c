@@ -8,8 +8,10 @@
  * One thread plays the server's worker for every client, one record at a time, as a
  * worker takes them from its ring; another plays every client's callback thread (it
  * answers host functions and host nodes as the shim's does, concurrently: the server's
- * code gate waits for them); a client's staging slots are fed as the shim feeds them. No fault thread runs: a fault of the shared context is a finding
- * here (fh_check_idle), since the fuzz target never launches a kernel that can fault. */
+ * code gate waits for them); a client's staging slots are fed as the shim feeds them, and
+ * the main loop's watch runs as in the server. No fault thread runs: a fault of the shared
+ * context is a finding here (fh_check_idle), since the fuzz target never launches a kernel
+ * that can fault. */
 #define main srv_fuzz_server_main
 #include "server/main.c"
 #undef main
@@ -52,6 +54,39 @@ static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fh_client *answering[8];
 
 static char kernels_dir[512];
+static char log_dir[] = "/tmp/fuzz_server.XXXXXX";
+
+/* The log goes with the process (left behind when it aborts: it tells what happened). */
+static void remove_log(void)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/server.log", log_dir);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s/control.log", log_dir);
+    unlink(p);
+    rmdir(log_dir);
+}
+
+void fh_begin(void)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/server.log", log_dir);
+    if (truncate(p, 0) != 0) {
+        /* no log: nothing to start afresh */
+    }
+}
+
+void fh_show_log(void)
+{
+    char p[600], line[1024];
+    snprintf(p, sizeof(p), "%s/server.log", log_dir);
+    FILE *f = fopen(p, "r");
+    fprintf(stderr, "fuzz_server: the server's log for this input (%s):\n", p);
+    while (f && fgets(line, sizeof(line), f))
+        fprintf(stderr, "  %s", line);
+    if (f)
+        fclose(f);
+}
 static uint64_t sink;
 static int base_fds = -1;
 static size_t base_used;
@@ -117,12 +152,14 @@ int fh_init(void)
      * size from taking the machine's memory (and libFuzzer's malloc limit). */
     setenv("MPSSHIM_CPUDRV_MEM_MB", "256", 0);
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-    /* FUZZ_SERVER_LOG=1: the server's log lines on stderr (slow: for reproducing). */
+    /* The server's log, in a directory of this process's own, holds the current input's
+     * lines (fh_begin): a finding shows them. FUZZ_SERVER_LOG=1: on stderr too. */
     const char *lg = getenv("FUZZ_SERVER_LOG");
-    if (lg && *lg == '1') {
-        char why[256];
-        srv_log_open("/nonexistent-fuzz-log", "server.log", "Server", 1, why, sizeof(why));
-    }
+    char why[256];
+    if (!mkdtemp(log_dir) ||
+        srv_log_open(log_dir, "server.log", "Server", lg && *lg == '1', why, sizeof(why)) != 0)
+        fprintf(stderr, "fuzz_server: no log in %s: %s\n", log_dir, why);
+    atexit(remove_log);
     /* main()'s settings, with the defaults a server has. */
     srv.idle_spin_ns = 0;
     srv_spin_init();
@@ -497,6 +534,7 @@ void fh_leave(struct fh_client *k, int terminated)
          * kept for the work that may still reach it; never expected of what this target
          * sends (its work always ends), so it is a finding. */
         fprintf(stderr, "fuzz_server: a client's release left its work running\n");
+        fh_show_log();
         abort();
     }
     pthread_mutex_destroy(&c->waitvals_lock);

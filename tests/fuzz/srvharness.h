@@ -21,6 +21,11 @@ const char *fh_kernels_dir(void);
  * the target launches write only there, so that a launch can never fault the device. */
 uint64_t fh_sink(void);
 
+/* An input begins: the server's log starts afresh. */
+void fh_begin(void);
+/* The server's log lines of this input, on stderr (a finding's report). */
+void fh_show_log(void);
+
 /* A client as after its handshake: segment, devices, limits, callback thread. NULL when
  * the server could not set it up (the reason on stderr). */
 struct fh_client *fh_connect(void);
