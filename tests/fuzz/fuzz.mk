@@ -57,6 +57,7 @@ $(B)/fuzz/obj/gen/%.o: $(B)/gen/%.c $(FUZZ_SRV_HDR)
 $(B)/fuzz/obj/channel/version.o: private FUZZ_OBJ_FLAGS += -DMPSSHIM_RELEASE='"fuzz"' -DMPSSHIM_COMMIT='""'
 
 $(B)/fuzz/fuzz_server: tests/fuzz/fuzz_server.c tests/fuzz/srvharness.c tests/fuzz/srvharness.h \
-                       server/main.c server/client.c server/worker.c $(FUZZ_SRV_OBJ)
+                       server/main.c server/client.c server/worker.c $(FUZZ_SRV_OBJ) \
+                       | $(CPUDRV_LIB) $(KDIR)/kernels.ptx $(KDIR)/cond.ptx
 	$(FUZZ_CC) $(FUZZ_OBJ_FLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_server.c \
 		tests/fuzz/srvharness.c $(FUZZ_SRV_OBJ) -lffi -ldl

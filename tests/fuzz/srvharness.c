@@ -156,9 +156,17 @@ int fh_init(void)
      * lines (fh_begin): a finding shows them. FUZZ_SERVER_LOG=1: on stderr too. */
     const char *lg = getenv("FUZZ_SERVER_LOG");
     char why[256];
+    /* Opening it installs the server's crash handler, which would die before libFuzzer
+     * saves the input: the handlers in place before are put back. */
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGUSR2};
+    struct sigaction before[6];
+    for (int i = 0; i < 6; i++)
+        sigaction(sigs[i], NULL, &before[i]);
     if (!mkdtemp(log_dir) ||
         srv_log_open(log_dir, "server.log", "Server", lg && *lg == '1', why, sizeof(why)) != 0)
         fprintf(stderr, "fuzz_server: no log in %s: %s\n", log_dir, why);
+    for (int i = 0; i < 6; i++)
+        sigaction(sigs[i], &before[i], NULL);
     atexit(remove_log);
     /* main()'s settings, with the defaults a server has. */
     srv.idle_spin_ns = 0;
