@@ -184,6 +184,13 @@ run_test profile-build 300 bash -c '
 # notes report long ones): the call decoder, the image parsers, the copy planner.
 if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
     run_test fuzz-short 300 bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
+    # What fuzz_server found (issue 34), each as the raw client that did it: a departed
+    # client's waits (host functions numbered out of order, two values on one word, a word
+    # freed under its wait) must not outlive it and hold another client's module load.
+    run_test fuzz-findings 120 bash -c '
+        for f in hostfn_seq waitvalue "waitfree ctx" "waitfree free"; do
+            bash '"$ROOT"'/tests/fuzz/repro.sh '"$B"' $f || { echo "FAIL $f"; exit 1; }
+        done' 
 else
     record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
 fi
