@@ -241,6 +241,10 @@ fi
 # A kernel with 8 KiB of local memory per thread grows the shared context's stack (the
 # driver never lowers it: 1.8 GiB on an H200); once its client has left and no other is,
 # the server sets it back and the memory is back (server/context.c, srv_limits_idle).
+# After a fresh start (the memory-back row's, just before), the fault thread's probe
+# stream is made at its first pass, 100 ms in: 2 MiB that are the server's own, not the
+# stack's (on an H200 this row failed by exactly that without the wait).
+sleep 0.5
 STACK_BEFORE=$(mem_used)
 env LD_PRELOAD="$SHIM" "$B/tests/cudart/bigstack" >"$WORK/bigstack.out" 2>&1
 brc=$?
