@@ -252,10 +252,12 @@ int srv_policy_stream_priority(const struct srv_client *c, int dev, int requeste
      * its SMs over (on an H100 a 50% client beside a 100% one ran 2.5x its time alone on
      * the whole GPU, against 2.0x under MPS). Clamped to the device's range. */
     int least = srv.prio_least, greatest = srv.prio_greatest;
-    int p = requested - (c->lim.priority == 0 ? 2 : 0) - (c->green[dev] ? 1 : 0);
+    /* In 64 bits: the client's requested priority is any int (INT_MIN overflowed here:
+     * UBSan under the structured fuzz target). */
+    int64_t p = (int64_t)requested - (c->lim.priority == 0 ? 2 : 0) - (c->green[dev] ? 1 : 0);
     if (p < greatest)
         p = greatest;
     if (p > least)
         p = least;
-    return p;
+    return (int)p;
 }

@@ -277,9 +277,16 @@ static CUresult free_before(struct srv_client *c, struct srv_call *k)
     return r && r->size == k->a.val[1] ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The reservation's record goes here, after its mappings': the generic replay's record of
+ * what the call destroys is the range its address finds, which is a mapping's where one
+ * starts at the reservation's base (forgotten just before: a use after free that
+ * fuzz_server found), so the replay is told to keep its hands off (k->keep, free_call). */
 static CUresult free_after(struct srv_client *c, struct srv_call *k)
 {
     forget_mappings(c, k->a.val[0], k->a.val[1]);
+    struct srv_obj *r = srv_obj_find(c, SHIM_HT_MEM_RESERVED, k->a.val[0]);
+    if (r)
+        srv_obj_destroyed(c, r);
     return CUDA_SUCCESS;
 }
 
@@ -289,6 +296,7 @@ static CUresult free_call(struct srv_client *c, struct srv_call *k)
 {
     uint64_t base = k->a.val[0], size = k->a.val[1];
     CUresult r = CUDA_SUCCESS;
+    k->keep = 1; /* its record goes in free_after */
     srv_memops_end_range(c, base, size); /* its waits in the range end first */
     for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED); m && r == CUDA_SUCCESS;
          m = m->type_next)

@@ -181,8 +181,9 @@ int fh_init(void)
     srv.queue_limit = 64ull << 20;
     srv.max_clients = 48;
     srv_policy_init();
-    if (init_devices() != 0 || srv_host_init() != 0 || srv_generic_init() != 0 ||
-        srv_registry_init() != 0) {
+    /* init_devices sets up the host reservation and the tables too (a second
+     * srv_host_init lost the first's extent list: LeakSanitizer in CI's fuzz-short). */
+    if (init_devices() != 0) {
         fprintf(stderr, "fuzz_server: the server did not start over %s\n", srv.driver_path);
         return -1;
     }
