@@ -181,9 +181,12 @@ run_test profile-build 300 bash -c '
             $dir/log/server.log &&
         grep -q "Server profile, all workers: waits" $dir/log/server.log'
 # libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
-# notes report long ones): the call decoder, the image parsers, the copy planner.
+# notes report long ones): the call decoder, the image parsers, the copy planner, and the
+# server's own operations as sequences of records of two clients (fuzz_server: 15000 inputs
+# at most, 50 s at most, of the CI's time).
 if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
-    run_test fuzz-short 300 bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
+    run_test fuzz-short 360 env FUZZ_SERVER_RUNS=15000 FUZZ_SERVER_SECONDS=50 \
+        bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
 else
     record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
 fi
