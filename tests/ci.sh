@@ -181,16 +181,20 @@ run_test profile-build 300 bash -c '
             $dir/log/server.log &&
         grep -q "Server profile, all workers: waits" $dir/log/server.log'
 # libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
-# notes report long ones): the call decoder, the image parsers, the copy planner.
+# notes report long ones): the call decoder, the image parsers, the copy planner, and the
+# server's own operations as sequences of records of two clients (fuzz_server: 15000 inputs
+# at most, 50 s at most, of the CI's time).
 if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
-    run_test fuzz-short 300 bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
+    run_test fuzz-short 360 env FUZZ_SERVER_RUNS=15000 FUZZ_SERVER_SECONDS=50 \
+        bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
     # What fuzz_server found (issue 34), each as the raw client that did it: a departed
     # client's waits (host functions numbered out of order, two values on one word, a word
-    # freed under its wait) must not outlive it and hold another client's module load.
+    # freed under its wait) must not outlive it and hold another client's module load; a
+    # stream priority of INT_MIN must not overflow the server's arithmetic.
     run_test fuzz-findings 120 bash -c '
-        for f in hostfn_seq waitvalue "waitfree ctx" "waitfree free"; do
+        for f in hostfn_seq waitvalue "waitfree ctx" "waitfree free" priority; do
             bash '"$ROOT"'/tests/fuzz/repro.sh '"$B"' $f || { echo "FAIL $f"; exit 1; }
-        done' 
+        done'
 else
     record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
 fi

@@ -12,7 +12,7 @@ FUZZ_CHAN   := channel/marshal.c channel/image.c channel/copyplan.c channel/size
 
 .PHONY: fuzz
 fuzz: $(FUZZ_BIN) $(B)/fuzz/seed_records $(B)/fuzz/seed_images $(B)/fuzz/repro_hostfn_seq \
-      $(B)/fuzz/repro_waitvalue $(B)/fuzz/repro_waitfree
+      $(B)/fuzz/repro_waitvalue $(B)/fuzz/repro_waitfree $(B)/fuzz/repro_priority
 
 # Valid records to start the decoder's fuzzing from (tests/fuzz/run.sh uses them).
 $(B)/fuzz/seed_records: tests/fuzz/seed_records.c $(CHANNEL_OBJ)

@@ -88,6 +88,10 @@ enum kind {
     K_OPENED,  /* IPC memory opened [v, v + size) */
     K_REG,     /* registered host memory [v, v + size) */
     K_WAITW,   /* device memory [v, v + size) only stream waits name (see op_stream_value) */
+    K_POOL,    /* a memory pool; a: 1 when the client made it (else its device's) */
+    K_TEX,
+    K_SURF,
+    K_MVAR,    /* a __managed__ variable [v, v + size) of a module of managed.fatbin */
     K_GMEM,    /* a graph's memory allocation [v, v + size): named by free nodes and frees
                   only (whether it is allocated when other work runs is the client's
                   business, as natively: a memset of it may fault) */
@@ -113,6 +117,7 @@ struct cl {
     uint16_t lane;
     uint8_t stuck[CHAN_NLANES]; /* a reply that never came: the lane is not reused */
     uint16_t threads;  /* it has sent from other threads than 1 (the server then polls) */
+    uint32_t waits;    /* words of its K_WAITW allocation used so far, one per wait */
 };
 
 /* Handles one client exported through IPC, for the other (or itself) to open. */
@@ -129,6 +134,7 @@ struct gen {
     int step;
     int trace;
     int mangles; /* records sent mangled so far */
+    int keep;    /* send the payload as built (a tame kernel's parameters in it) */
     int chaos;   /* how often a field is something else than valid (odd) */
     int plain;   /* send records as built (the first context, as a shim makes it) */
 };
@@ -140,6 +146,17 @@ static int odd(struct gen *g)
 {
     static const uint32_t in[] = {0, 64, 16, 4};
     return in[g->chaos] && one_in(&g->s, in[g->chaos]);
+}
+
+/* 1 when FUZZ_SERVER_KNOWN=1: the target also sends what makes the findings it found
+ * (tests/fuzz/repro_*.c), for a run after their fix. Without it, it leaves them out, so that
+ * a run goes on to find others. */
+static int known(void)
+{
+    static int on = -1;
+    if (on < 0)
+        on = getenv("FUZZ_SERVER_KNOWN") && *getenv("FUZZ_SERVER_KNOWN") == '1';
+    return on;
 }
 
 /* A size or count: `valid`, or (odd) one near a boundary or anything. */
@@ -275,7 +292,7 @@ static const char *op_name(unsigned op)
  * framing of a well-formed request). */
 static uint32_t mangle(struct gen *g, uint8_t *p, uint32_t len, uint32_t cap)
 {
-    if (g->plain || !odd(g))
+    if (g->plain || g->keep || !odd(g))
         return len;
     g->mangles++;
     switch (pick(&g->s, 4)) {
@@ -402,7 +419,7 @@ static void isolation(struct gen *g, const char *what, uint64_t v)
 
 /* ---------------------------------------------------------------- kernels */
 
-enum image { IMG_KERNELS, IMG_COND, IMG_NIMAGES, IMG_MANGLED = 9 };
+enum image { IMG_KERNELS, IMG_COND, IMG_MANAGED, IMG_NIMAGES, IMG_MANGLED = 9 };
 static uint8_t *images[IMG_NIMAGES];
 static size_t image_len[IMG_NIMAGES];
 
@@ -422,7 +439,8 @@ static const struct kdef {
     {"struct_param", IMG_KERNELS, "VP"},   {"copy_u8", IMG_KERNELS, "PPN"},
     {"write_pattern", IMG_KERNELS, "PNV"}, {"vec_add", IMG_KERNELS, "PPPN"},
     {"saxpy", IMG_KERNELS, "VPPN"},        {"set_cond", IMG_COND, "HZ"},
-    {"countdown", IMG_COND, "HZ"},
+    {"countdown", IMG_COND, "HZ"},          {"mv_add", IMG_MANAGED, "V"},
+    {"mv_read", IMG_MANAGED, "P"},
 };
 #define NKDEFS ((int)(sizeof(kdefs) / sizeof(kdefs[0])))
 /* Each kernel's layout, as the server described it ({offset, size} pairs). */
@@ -434,7 +452,7 @@ static struct {
 
 static int load_images(void)
 {
-    static const char *const names[IMG_NIMAGES] = {"kernels.ptx", "cond.ptx"};
+    static const char *const names[IMG_NIMAGES] = {"kernels.ptx", "cond.ptx", "managed.fatbin"};
     for (int i = 0; i < IMG_NIMAGES; i++) {
         char path[700];
         snprintf(path, sizeof(path), "%s/%s", fh_kernels_dir(), names[i]);
@@ -448,7 +466,8 @@ static int load_images(void)
         fclose(f);
         if (!image_len[i])
             return -1;
-        images[i][image_len[i]++] = '\0'; /* PTX is text, given with its NUL */
+        if (strstr(names[i], ".ptx"))
+            images[i][image_len[i]++] = '\0'; /* PTX is text, given with its NUL */
     }
     return 0;
 }
@@ -484,16 +503,20 @@ static uint32_t pack_params(struct gen *g, struct cl *k, int kd, uint8_t *p, uin
     return layout[kd].bytes;
 }
 
-/* 1 when kernel kd takes a pointer (it must get one into the sink, and a small launch). */
-static int has_ptr(int kd)
+/* 1 when kernel kd takes parameters: its pointers must point into the sink and its launch
+ * stay small (its CPU twin does its work once per thread along y and z), so neither its
+ * parameters nor its configuration may be scribbled on. The others (no parameter: nothing
+ * to point anywhere; their twins do O(1) work) and unknown functions (sent no parameters:
+ * the driver refuses any that takes some) take anything. */
+static int tame(int kd)
 {
-    return kd >= 0 && strpbrk(kdefs[kd].params, "PZ") != NULL;
+    return kd >= 0 && kdefs[kd].params[0] != '\0';
 }
 
-/* A launch configuration: small for kernels that write memory, anything for the others. */
+/* A launch configuration: small for a tame kernel, anything for the others. */
 static void config(struct gen *g, int kd, uint32_t grid[3], uint32_t block[3], uint32_t *smem)
 {
-    int wild = !has_ptr(kd);
+    int wild = !tame(kd);
     for (int i = 0; i < 3; i++) {
         grid[i] = i ? 1 : 1 + pick(&g->s, 4);
         block[i] = i ? 1 : 1 + pick(&g->s, 64);
@@ -567,17 +590,24 @@ static void op_limit(struct gen *g, struct cl *k)
              NULL);
 }
 
+/* A stream, of any priority; one within 2 of INT_MIN only with known(): the server's
+ * priority arithmetic overflows (tests/fuzz/repro_priority.c). */
 static void op_stream_create(struct gen *g, struct cl *k)
 {
     struct chan_stream_create m = {.flags = pick(&g->s, 2),
                                    .priority = (int32_t)pick(&g->s, 5) - 3};
     if (odd(g))
         m.priority = (int32_t)take(&g->s, 4);
+    if (!known() && m.priority < INT32_MIN / 2)
+        m.priority = INT32_MIN / 2;
     if (odd(g))
         m.flags = (uint32_t)take(&g->s, 4);
     uint64_t s = 0;
-    if (send_rec(g, k, CHAN_OP_STREAM_CREATE, 1, (uint8_t *)&m, sizeof(m), sizeof(m), &s,
-                 sizeof(s), NULL) == CUDA_SUCCESS && s)
+    g->plain = !known(); /* a scribbled priority may be one of those */
+    CUresult r = send_rec(g, k, CHAN_OP_STREAM_CREATE, 1, (uint8_t *)&m, sizeof(m), sizeof(m),
+                          &s, sizeof(s), NULL);
+    g->plain = 0;
+    if (r == CUDA_SUCCESS && s)
         add(k, K_STREAM, s, 0, 0, 0);
 }
 
@@ -782,23 +812,15 @@ static void op_memset(struct gen *g, struct cl *k)
     }
 }
 
-/* 1 when FUZZ_SERVER_KNOWN=1: the target also sends what makes the findings it found
- * (tests/fuzz/repro_*.c), for a run after their fix. Without it, it leaves them out, so that
- * a run goes on to find others. */
-static int known(void)
-{
-    static int on = -1;
-    if (on < 0)
-        on = getenv("FUZZ_SERVER_KNOWN") && *getenv("FUZZ_SERVER_KNOWN") == '1';
-    return on;
-}
-
-/* Stream memory operations. Without known(), waits only where they pass: on words of an
- * allocation nothing else writes or frees, after a write of the value waited for on the same
- * (NULL) stream of the allocation's context. Any wait anywhere only with known(): a wait that
- * holds its stream (a racing write, a value no write gives) is then ended by no release
- * when the client frees the word first (tests/fuzz/repro_waitfree.c) or waits on it again
- * for another value (tests/fuzz/repro_waitvalue.c). */
+/* Stream memory operations. Without known(), waits only where they pass: each on a word of
+ * its own, of an allocation nothing else writes or frees, after a write of the value waited
+ * for on the same (NULL) stream of the allocation's context. Any wait anywhere only with
+ * known(): a wait that holds its stream (a racing write, a value no write gives) is then
+ * ended by no release when the client frees the word first (tests/fuzz/repro_waitfree.c) or
+ * waits on it again for another value (tests/fuzz/repro_waitvalue.c); and two waits on one
+ * word, each after its own write (write 5, wait for 5, write 7, wait for 7), may hold their
+ * stream when the client leaves with them still queued: the release writes 7, which may
+ * land between the stream's write of 5 and its wait for 5 (seen here; the same root). */
 static void op_stream_value(struct gen *g, struct cl *k)
 {
     if (!known()) {
@@ -812,8 +834,9 @@ static void op_stream_value(struct gen *g, struct cl *k)
         }
         if (!w || w->ctx != k->ctx)
             return;
-        uint64_t st = 0, d = w->v + 4 * pick(&g->s, 1024), v = take(&g->s, 4) & 0x7fffffffu,
-                 fl = 0;
+        if (k->waits >= 1024)
+            return;
+        uint64_t st = 0, d = w->v + 4 * k->waits++, v = take(&g->s, 4) & 0x7fffffffu, fl = 0;
         const void *a[] = {&st, &d, &v, &fl};
         g->plain = 1; /* in its context, on its stream, as built */
         gcall(g, k, SHIM_ID_cuStreamWriteValue32_v2, a, 4);
@@ -1088,10 +1111,10 @@ static void op_copy(struct gen *g, struct cl *k)
 
 /* ---- modules, functions, launches */
 
-static void op_module_load(struct gen *g, struct cl *k)
+/* Uploads image `which` (odd: scribbled on or cut) and loads it as a module or library. */
+static void load_image(struct gen *g, struct cl *k, int which, uint32_t kind)
 {
-    static uint8_t img[1 << 16];
-    int which = (int)pick(&g->s, IMG_NIMAGES);
+    static uint8_t img[1 << 17];
     size_t n = image_len[which];
     if (n > sizeof(img) - 64)
         return;
@@ -1116,9 +1139,9 @@ static void op_module_load(struct gen *g, struct cl *k)
     struct {
         struct chan_module_load m;
         struct chan_jit_opt o[2];
-    } req = {.m = {.kind = CHAN_IMAGE_MODULE, .image_size = num(g, n)}};
+    } req = {.m = {.kind = kind, .image_size = num(g, n)}};
     if (odd(g))
-        req.m.kind = pick(&g->s, 2) ? CHAN_IMAGE_LIBRARY : (uint32_t)take(&g->s, 4);
+        req.m.kind = (uint32_t)take(&g->s, 4);
     if (one_in(&g->s, 4)) {
         req.m.njit = 1 + pick(&g->s, 2);
         for (uint32_t i = 0; i < req.m.njit; i++)
@@ -1131,6 +1154,12 @@ static void op_module_load(struct gen *g, struct cl *k)
         add(k, K_MODULE, got.handle, req.m.kind,
             mangled || req.m.image_size != n || g->mangles != before ? IMG_MANGLED : which,
             (int32_t)req.m.kind);
+}
+
+static void op_module_load(struct gen *g, struct cl *k)
+{
+    load_image(g, k, (int)pick(&g->s, IMG_NIMAGES),
+               one_in(&g->s, 4) ? CHAN_IMAGE_LIBRARY : CHAN_IMAGE_MODULE);
 }
 
 static void op_get_function(struct gen *g, struct cl *k)
@@ -1248,7 +1277,7 @@ static uint32_t params(struct gen *g, struct cl *k, int kd, uint8_t *p, uint32_t
     if (kd < 0)
         return 0;
     uint32_t n = pack_params(g, k, kd, p, room);
-    if (!has_ptr(kd) && layout[kd].known && one_in(&g->s, 4))
+    if (!tame(kd) && layout[kd].known && one_in(&g->s, 4))
         for (uint32_t i = 0; i < n; i++)
             p[i] = (uint8_t)take(&g->s, 1);
     if (one_in(&g->s, 16)) {
@@ -1295,8 +1324,10 @@ static void op_launch(struct gen *g, struct cl *k)
     memcpy(buf + sizeof(m), at, m.nattrs * sizeof(CUlaunchAttribute));
     m.param_bytes = params(g, k, kd, buf + off, sizeof(buf) - off - 64);
     memcpy(buf, &m, sizeof(m));
+    g->keep = tame(kd);
     send_rec(g, k, CHAN_OP_LAUNCH, one_in(&g->s, 8) ? FLAG_ONLY : 0, buf, off + m.param_bytes,
              sizeof(buf) - 16, NULL, 0, NULL);
+    g->keep = 0;
 }
 
 static void op_occupancy(struct gen *g, struct cl *k)
@@ -1529,8 +1560,10 @@ static void op_graph_add(struct gen *g, struct cl *k)
         m.param_bytes = params(g, k, kd, buf + off, sizeof(buf) - off - 64);
         memcpy(buf, &m, sizeof(m));
         uint64_t out = 0;
+        g->keep = tame(kd);
         r = send_rec(g, k, CHAN_OP_KERNEL_NODE, 1, buf, off + m.param_bytes, sizeof(buf) - 16,
                      &out, sizeof(out), NULL);
+        g->keep = 0;
         node = out;
         type = CU_GRAPH_NODE_TYPE_KERNEL;
         break;
@@ -1700,8 +1733,10 @@ static void op_graph_node(struct gen *g, struct cl *k)
         m.param_bytes = m.what == CHAN_KN_GET ? 0 : params(g, k, kd, buf + sizeof(m), 2048);
         memcpy(buf, &m, sizeof(m));
         static uint8_t out[CHAN_LANE_DATA];
+        g->keep = tame(kd);
         send_rec(g, k, CHAN_OP_KERNEL_NODE, 1, buf, (uint32_t)sizeof(m) + m.param_bytes,
                  sizeof(buf) - 16, out, sizeof(out), NULL);
+        g->keep = 0;
         break;
     }
     case 12: {
@@ -2051,6 +2086,269 @@ static void op_ipc(struct gen *g, struct cl *k)
     }
 }
 
+/* ---- memory pools, launch attributes, textures, __managed__ variables */
+
+static void op_pool(struct gen *g, struct cl *k)
+{
+    struct obj *x;
+    switch (pick(&g->s, 8)) {
+    case 0: {
+        CUmemPoolProps p;
+        memset(&p, 0, sizeof(p));
+        p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        p.location.id = odd(g) ? (int)take(&g->s, 1) : 0;
+        if (odd(g))
+            p.handleTypes = (CUmemAllocationHandleType)take(&g->s, 1);
+        p.maxSize = odd(g) ? num(g, 1u << 20) : 0;
+        uint64_t pool = 0;
+        void *pp = &pool;
+        const CUmemPoolProps *pr = &p;
+        const void *a[] = {&pp, &pr};
+        if (gcall(g, k, SHIM_ID_cuMemPoolCreate, a, 2) == CUDA_SUCCESS && pool)
+            add(k, K_POOL, pool, 0, 1, 0);
+        break;
+    }
+    case 1: {
+        uint64_t pool = name(g, k, K_POOL, &x);
+        int theirs = !x && pool && fh_owns(other(g, k)->fh, SHIM_HT_CUmemoryPool, pool) &&
+                     !fh_owns(k->fh, SHIM_HT_CUmemoryPool, pool);
+        const void *a[] = {&pool};
+        CUresult r = gcall(g, k, SHIM_ID_cuMemPoolDestroy, a, 1);
+        if (r == CUDA_SUCCESS && theirs)
+            isolation(g, "cuMemPoolDestroy", pool);
+        if (r == CUDA_SUCCESS && x)
+            x->live = 0;
+        break;
+    }
+    case 2:
+    case 3: {
+        uint64_t d = 0, bytes = num(g, 256u << pick(&g->s, 12)), pool = name(g, k, K_POOL, NULL),
+                 st = stream(g, k);
+        void *pd = &d;
+        const void *a[] = {&pd, &bytes, &pool, &st};
+        if (gcall(g, k, SHIM_ID_cuMemAllocFromPoolAsync, a, 4) == CUDA_SUCCESS && d)
+            add(k, K_DEV, d, bytes, 1, 0);
+        break;
+    }
+    case 4: {
+        uint64_t pool = name(g, k, K_POOL, NULL), attr = 1 + pick(&g->s, 8), v = num(g, 0);
+        void *pv = &v;
+        const void *a[] = {&pool, &attr, &pv};
+        gcall(g, k, pick(&g->s, 2) ? SHIM_ID_cuMemPoolSetAttribute
+                                   : SHIM_ID_cuMemPoolGetAttribute, a, 3);
+        break;
+    }
+    case 5: {
+        uint64_t pool = name(g, k, K_POOL, NULL), keep = num(g, 0);
+        const void *a[] = {&pool, &keep};
+        gcall(g, k, SHIM_ID_cuMemPoolTrimTo, a, 2);
+        break;
+    }
+    case 6: {
+        uint64_t pool = 0, dev = odd(g) ? take(&g->s, 1) : 0;
+        void *pp = &pool;
+        const void *a[] = {&pp, &dev};
+        if (gcall(g, k, pick(&g->s, 2) ? SHIM_ID_cuDeviceGetDefaultMemPool
+                                       : SHIM_ID_cuDeviceGetMemPool, a, 2) == CUDA_SUCCESS &&
+            pool)
+            add(k, K_POOL, pool, 0, 0, 0); /* the device's: not the client's to destroy */
+        break;
+    }
+    default: {
+        uint64_t dev = odd(g) ? take(&g->s, 1) : 0, pool = name(g, k, K_POOL, NULL);
+        const void *a[] = {&dev, &pool};
+        gcall(g, k, SHIM_ID_cuDeviceSetMemPool, a, 2);
+        break;
+    }
+    }
+}
+
+/* Launch attributes of streams and kernel nodes: plain values, and the ones whose union
+ * member is an event (the server checks it is the caller's own). */
+static void op_attr(struct gen *g, struct cl *k)
+{
+    static const CUlaunchAttributeID ids[] = {
+        CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, CU_LAUNCH_ATTRIBUTE_PRIORITY,
+        CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT, CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT,
+        CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+        CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+    uint64_t id = ids[pick(&g->s, sizeof(ids) / sizeof(ids[0]))];
+    if (odd(g))
+        id = take(&g->s, 1);
+    CUlaunchAttributeValue v;
+    memset(&v, 0, sizeof(v));
+    struct obj *ev = NULL;
+    uint64_t evv = 0;
+    switch (id) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+        uint64_t room;
+        v.accessPolicyWindow.base_ptr = (void *)(uintptr_t)devptr(g, k, &room);
+        v.accessPolicyWindow.num_bytes = num(g, room);
+        v.accessPolicyWindow.hitRatio = 0.5f;
+        v.accessPolicyWindow.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
+        v.accessPolicyWindow.missProp = CU_ACCESS_PROPERTY_STREAMING;
+        break;
+    }
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+    case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        need(g, k, K_EVENT);
+        evv = name(g, k, K_EVENT, &ev);
+        v.programmaticEvent.event = (CUevent)(uintptr_t)evv;
+        v.programmaticEvent.flags = pick(&g->s, 2);
+        break;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        v.clusterDim.x = v.clusterDim.y = v.clusterDim.z = 1;
+        break;
+    default: v.priority = (int)pick(&g->s, 4); break;
+    }
+    int theirs = !ev && evv && fh_owns(other(g, k)->fh, SHIM_HT_CUevent, evv) &&
+                 !fh_owns(k->fh, SHIM_HT_CUevent, evv);
+    CUresult r;
+    void *pv = &v;
+    if (pick(&g->s, 2)) {
+        uint64_t st = stream(g, k);
+        const void *a[] = {&st, &id, &pv};
+        r = gcall(g, k, pick(&g->s, 3) ? SHIM_ID_cuStreamSetAttribute
+                                       : SHIM_ID_cuStreamGetAttribute, a, 3);
+    } else {
+        uint64_t node = name(g, k, K_NODE, NULL), node2 = name(g, k, K_NODE, NULL);
+        const void *a[] = {&node, &id, &pv};
+        const void *b[] = {&node2, &node};
+        switch (pick(&g->s, 3)) {
+        case 0: r = gcall(g, k, SHIM_ID_cuGraphKernelNodeSetAttribute, a, 3); break;
+        case 1: r = gcall(g, k, SHIM_ID_cuGraphKernelNodeGetAttribute, a, 3); theirs = 0; break;
+        default: r = gcall(g, k, SHIM_ID_cuGraphKernelNodeCopyAttributes, b, 2); theirs = 0;
+        }
+    }
+    if (r == CUDA_SUCCESS && theirs)
+        isolation(g, "a launch attribute naming an event", evv);
+}
+
+static void op_texture(struct gen *g, struct cl *k)
+{
+    struct obj *x;
+    if (one_in(&g->s, 3)) {
+        int surf = pick(&g->s, 2);
+        uint64_t t = name(g, k, surf ? K_SURF : K_TEX, &x);
+        const void *a[] = {&t};
+        if (gcall(g, k, surf ? SHIM_ID_cuSurfObjectDestroy : SHIM_ID_cuTexObjectDestroy, a, 1) ==
+                CUDA_SUCCESS && x)
+            x->live = 0;
+        return;
+    }
+    CUDA_RESOURCE_DESC rd;
+    memset(&rd, 0, sizeof(rd));
+    uint64_t room;
+    switch (pick(&g->s, 3)) {
+    case 0:
+        rd.resType = CU_RESOURCE_TYPE_ARRAY;
+        rd.res.array.hArray = (CUarray)(uintptr_t)name(g, k, K_ARRAY, NULL);
+        break;
+    case 1:
+        rd.resType = CU_RESOURCE_TYPE_LINEAR;
+        rd.res.linear.devPtr = devptr(g, k, &room);
+        rd.res.linear.format = CU_AD_FORMAT_FLOAT;
+        rd.res.linear.numChannels = 1;
+        rd.res.linear.sizeInBytes = num(g, room & ~(uint64_t)3);
+        break;
+    default:
+        rd.resType = CU_RESOURCE_TYPE_PITCH2D;
+        rd.res.pitch2D.devPtr = devptr(g, k, &room);
+        rd.res.pitch2D.format = CU_AD_FORMAT_UNSIGNED_INT8;
+        rd.res.pitch2D.numChannels = 1;
+        rd.res.pitch2D.width = num(g, 32);
+        rd.res.pitch2D.height = num(g, room / 256 ? room / 256 : 1);
+        rd.res.pitch2D.pitchInBytes = num(g, 256);
+        break;
+    }
+    if (odd(g))
+        rd.resType = (CUresourcetype)take(&g->s, 1);
+    uint64_t t = 0;
+    void *pt = &t;
+    const CUDA_RESOURCE_DESC *prd = &rd;
+    if (pick(&g->s, 3) == 0) {
+        const void *a[] = {&pt, &prd};
+        if (gcall(g, k, SHIM_ID_cuSurfObjectCreate, a, 2) == CUDA_SUCCESS && t)
+            add(k, K_SURF, t, 0, 0, 0);
+        return;
+    }
+    CUDA_TEXTURE_DESC td;
+    memset(&td, 0, sizeof(td));
+    td.filterMode = pick(&g->s, 2);
+    td.flags = pick(&g->s, 4);
+    const CUDA_TEXTURE_DESC *ptd = &td;
+    const void *pview = NULL;
+    const void *a[] = {&pt, &prd, &ptd, &pview};
+    if (gcall(g, k, SHIM_ID_cuTexObjectCreate, a, 4) == CUDA_SUCCESS && t)
+        add(k, K_TEX, t, 0, 0, 0);
+}
+
+/* __managed__ variables (CHAN_OP_MVAR): a module of managed.fatbin's, its mv_arr looked up,
+ * then transfers naming it (or, odd, other memory, past its end, more bytes than sent). */
+static void op_mvar(struct gen *g, struct cl *k)
+{
+    struct obj *v = own(&g->s, k, K_MVAR);
+    if (!v) {
+        struct obj *m = NULL;
+        for (int i = 0; i < k->n && !m; i++)
+            if (k->o[i].live && k->o[i].kind == K_MODULE && k->o[i].a == IMG_MANAGED)
+                m = &k->o[i];
+        if (!m) {
+            load_image(g, k, IMG_MANAGED, CHAN_IMAGE_MODULE);
+            return;
+        }
+        static const char *const vars[] = {"mv_arr", "mv_count", "g_plain"};
+        uint64_t d = 0, bytes = 0, mod = m->v;
+        void *pd = &d, *pb = &bytes;
+        const char *nm = vars[pick(&g->s, 3)];
+        const void *a[] = {&pd, &pb, &mod, &nm};
+        if (gcall(g, k, SHIM_ID_cuModuleGetGlobal_v2, a, 4) == CUDA_SUCCESS && d && bytes)
+            add(k, K_MVAR, d, bytes, 0, 0);
+        return;
+    }
+    static uint8_t buf[CHAN_REC_MAX];
+    struct chan_mvar h = {.what = CHAN_MVAR_INFO + pick(&g->s, 4), .n = 1 + pick(&g->s, 3)};
+    if (odd(g))
+        h.what = (uint32_t)take(&g->s, 1);
+    struct chan_mvar_ent e[4];
+    uint64_t data = 0;
+    struct obj *pin = NULL;
+    if (h.what == CHAN_MVAR_PULL) {
+        pin = own(&g->s, k, K_PINNED);
+        h.buf = pin ? pin->v : name(g, k, K_DEV, NULL);
+    }
+    if (h.what == CHAN_MVAR_INFO)
+        h.n = 1;
+    for (uint32_t i = 0; i < h.n; i++) {
+        struct obj *x = pick(&g->s, 4) ? v : own(&g->s, k, K_MVAR);
+        if (!x)
+            x = v;
+        e[i].dptr = x->v + (x->size > 4 ? 4 * pick(&g->s, (uint32_t)(x->size / 4)) : 0);
+        e[i].len = 1 + pick(&g->s, (uint32_t)(x->v + x->size - e[i].dptr));
+        e[i].off = pin && pin->size > e[i].len ? pick(&g->s, (uint32_t)(pin->size - e[i].len)) : 0;
+        if (odd(g)) {
+            e[i].dptr = pick(&g->s, 2) ? name(g, k, K_DEV, NULL) : num(g, e[i].dptr);
+            e[i].len = num(g, e[i].len);
+            e[i].off = num(g, e[i].off);
+        }
+        data += e[i].len;
+    }
+    if (odd(g))
+        h.n = (uint32_t)num(g, h.n);
+    uint32_t len = sizeof(h) + (uint32_t)(h.n < 4 ? h.n : 4) * sizeof(e[0]);
+    memcpy(buf, &h, sizeof(h));
+    memcpy(buf + sizeof(h), e, len - sizeof(h));
+    if (h.what == CHAN_MVAR_PUSH && data <= sizeof(buf) - len - 64) {
+        memset(buf + len, (int)take(&g->s, 1), data);
+        len += (uint32_t)data;
+    }
+    static uint8_t out[CHAN_LANE_DATA];
+    send_rec(g, k, CHAN_OP_MVAR, h.what == CHAN_MVAR_PUSH ? 0 : 1, buf, len, sizeof(buf) - 16,
+             out, sizeof(out), NULL);
+}
+
 /* ---- the rest: small operations, described calls with anything in them, broken framing */
 
 static void op_misc(struct gen *g, struct cl *k)
@@ -2198,13 +2496,20 @@ static const struct {
     {op_launch, 6},       {op_occupancy, 1},     {op_graph_create, 6}, {op_graph_destroy, 2},
     {op_graph_add, 18},   {op_graph_node, 8},    {op_exec, 10},        {op_capture, 5},
     {op_vmm, 8},          {op_ipc, 8},           {op_misc, 3},         {op_broken, 1},
-    {op_leave, 1},
+    {op_leave, 1},        {op_pool, 4},          {op_attr, 3},         {op_texture, 2},
+    {op_mvar, 4},
 };
 #define NOPS ((int)(sizeof(ops) / sizeof(ops[0])))
 
 static int total_weight;
 
 /* ---------------------------------------------------------------- the input */
+
+/* Records of one input at most: what an operation needs is made on the way (need), so deep
+ * states come within a few dozen steps, and shorter inputs keep 10^6 runs within the hour. */
+#ifndef MAX_STEPS
+#define MAX_STEPS 48
+#endif
 
 static void connect_client(struct gen *g, struct cl *k)
 {
@@ -2242,15 +2547,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct gen g;
     memset(&g, 0, sizeof(g));
     g.s = (struct src){.p = data, .n = size};
-    g.chaos = (int)pick(&g.s, 4);
+    /* The first byte: how odd the fields are, and whether a second client takes part (IPC,
+     * isolation: half the inputs; the others spend no time on its connection and release). */
+    uint32_t lead = (uint32_t)take(&g.s, 1);
+    g.chaos = (int)(lead & 3);
+    int two = (lead >> 2) & 1;
     fh_begin();
     const char *t = getenv("FUZZ_SERVER_TRACE");
     g.trace = t && *t == '1';
     if (g.trace)
         fprintf(stderr, "input of %zu bytes\n", size);
     connect_client(&g, &g.cl[0]);
-    for (g.step = 0; g.step < 96 && g.s.i < g.s.n; g.step++) {
-        struct cl *k = &g.cl[one_in(&g.s, 4)];
+    for (g.step = 0; g.step < MAX_STEPS && g.s.i < g.s.n; g.step++) {
+        struct cl *k = &g.cl[two && one_in(&g.s, 4)];
         if (!k->on) {
             if (!k->left) /* one that left stays gone */
                 connect_client(&g, k);
