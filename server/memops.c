@@ -221,11 +221,13 @@ static int picked(struct srv_client *c, const struct srv_waitval *w, const struc
 }
 
 /* Ends the picked waits, in the order they were enqueued. A wait not passed yet is ended by
- * writing its value; when a later picked wait is on the same word (it may want another
- * value: EQ 5 then EQ 7), this one must have passed first, waited for up to
- * SRV_WAIT_PASS_NS. The waits to end leave the list under the lock; the driver's writes
- * come after it, since the main loop takes the lock and must never wait behind a driver
- * call. */
+ * writing its value, written again (backing off to 1 ms) until it has passed, for up to
+ * SRV_WAIT_PASS_NS in all: a later wait on the same word may want another value (EQ 5 then
+ * EQ 7), and the client's own stream may write the word after the server did (its write,
+ * then its wait: the server's value came first and the stream waited for good, found by
+ * fuzz_server). Past that bound each wait gets one write. The waits to end leave the list
+ * under the lock; the driver's writes come after it, since the main loop takes the lock and
+ * must never wait behind a driver call. */
 static void end_waits(struct srv_client *c, const struct pick *p)
 {
     pthread_mutex_lock(&c->waitvals_lock);
@@ -239,19 +241,15 @@ static void end_waits(struct srv_client *c, const struct pick *p)
     }
     c->nwaitvals = j;
     pthread_mutex_unlock(&c->waitvals_lock);
+    uint64_t by = chan_now_ns() + SRV_WAIT_PASS_NS;
     for (size_t i = 0; i < n; i++) {
         struct srv_waitval *w = &ends[i];
-        if (!passed(c, w)) {
+        for (unsigned us = 10; !passed(c, w); us = us < 1000 ? us * 2 : us) {
             end_one(c, w);
-            int again = 0;
-            for (size_t k = i + 1; k < n && !again; k++)
-                again = ends[k].addr == w->addr;
-            uint64_t by = chan_now_ns() + SRV_WAIT_PASS_NS;
-            for (unsigned us = 10; again && w->ev && !passed(c, w) && chan_now_ns() < by;
-                 us = us < 1000 ? us * 2 : us) {
-                struct timespec ts = {0, (long)us * 1000};
-                nanosleep(&ts, NULL);
-            }
+            if (!w->ev || chan_now_ns() >= by)
+                break; /* no way to tell it passed, or no time left: one write */
+            struct timespec ts = {0, (long)us * 1000};
+            nanosleep(&ts, NULL);
         }
         if (w->ev && !srv_fault_dead(c, w->dev))
             srv_event_give(c, w->dev, w->ev);
