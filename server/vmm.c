@@ -24,6 +24,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* An unmap or an address free the driver does once `ev` has completed (NULL: at once). */
 struct srv_vmmop {
@@ -80,7 +81,15 @@ size_t srv_vmm_reap(struct srv_client *c, int wait)
             op->ev = NULL; /* went with its context, and so did the mapping */
             continue;
         }
-        CUresult q = wait ? DRV(cuEventSynchronize)(op->ev) : DRV(cuEventQuery)(op->ev);
+        CUresult q = DRV(cuEventQuery)(op->ev);
+        /* Waiting, polled: the work may wait on the client itself, and a client that left
+         * must get to its release instead (which ends its waits, memops.c). */
+        for (unsigned us = 10; wait && q == CUDA_ERROR_NOT_READY && !atomic_load(&c->dead);
+             us = us < 1000 ? us * 2 : us) {
+            struct timespec ts = {0, (long)us * 1000};
+            nanosleep(&ts, NULL);
+            q = DRV(cuEventQuery)(op->ev);
+        }
         if (q == CUDA_ERROR_NOT_READY)
             break;
         vmmop_do(c, op);
