@@ -183,9 +183,9 @@ run_test profile-build 300 bash -c '
 # libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
 # notes report long ones): the call decoder, the image parsers, the copy planner, and the
 # server's own operations as sequences of records of two clients (fuzz_server: 15000 inputs
-# at most, 50 s at most, of the CI's time).
+# at most, 15 s at most, of the CI's time).
 if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
-    run_test fuzz-short 360 env FUZZ_SERVER_RUNS=15000 FUZZ_SERVER_SECONDS=50 \
+    run_test fuzz-short 360 env FUZZ_SERVER_RUNS=15000 FUZZ_SERVER_SECONDS=15 \
         bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
     # What fuzz_server found (issue 34), each as the raw client that did it: a departed
     # client's waits (host functions numbered out of order, two values on one word, a word

@@ -284,7 +284,7 @@ else
     record codegate FAIL "$(grep -m1 '^FAIL' "$WORK/codegate.out")"
 fi
 
-# A first launch of code loaded at start does not wait for another client's 8-s kernel, and
+# A first launch of code loaded at start does not wait for another client's 4-s kernel, and
 # with eager loading off it does (tests/eager.sh; own server).
 if run eager-load 120 bash "$ROOT/tests/eager.sh" "$B" "$WORK"; then
     record eager-load PASS "first launch beside another client's kernel; lazily loaded, it waited"

@@ -34,6 +34,7 @@ int main(int argc, char **argv)
         printf("busy\n");
         fflush(stdout);
         CHECK(cuCtxSynchronize());
+        t_ok("its kernel ran");
         CHECK(cuModuleUnload(mod));
     } else {
         size_t len;
