@@ -397,8 +397,6 @@ static void cleanup(struct srv_client *c)
     }
     c->waits = NULL;
     srv_devmem_gone(c);   /* its free streams: the frees queued there still complete */
-    free(c->vmmops);      /* done in the release, or left with work left running (vmm.c) */
-    c->vmmops = NULL;
     srv_queue_release(c); /* its marks' events go back to the pool, destroyed below */
     srv_hblock_release(c); /* so do its blocks' */
     free(c->retired);

@@ -52,6 +52,9 @@
 #include "server/server.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #define DEVMEM_POOLED (1ull << 62) /* in a device range's aux: it came from the pool */
 
@@ -101,8 +104,8 @@ static CUresult stream_of(int dev, CUstream *s)
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes)
 {
     if (srv.device_vmm) {
-        if (c->ndevfrees) /* its own blocks freed since, first */
-            srv_devmem_reap(c);
+        if (c->nlater) /* its own blocks freed since, first */
+            srv_later_reap(c, 0);
         return srv_arena_alloc(dev, bytes, p);
     }
     CUresult r;
@@ -228,47 +231,71 @@ CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o)
     return devmem_free(c, o->dev, o->key.value, 1);
 }
 
-/* A stream-ordered free of an arena block: its block must not reach another client while
- * any work the client queued before the free may still touch it, on whatever stream (issue
- * 34, S11: a free on stream S waited for S alone, and a copy queued earlier on stream T read
- * the next owner's data). The client's free stream waits for all of it, an event behind that
- * marks the end, and the block goes back to the arena once the event has completed
- * (srv_devmem_reap: the worker polls it as it polls its waits). Nothing waits on the host,
- * as cuMemFreeAsync does not natively. */
-struct srv_devfree {
-    CUevent ev;
+/* Actions the server takes once all the work a client queued before asking for them has
+ * run, on whatever stream (issue 34, S11): its memory must not reach another client while
+ * that work may still touch it. The client's free stream of the device waits for all of it,
+ * an event behind that marks the end, and the worker carries the actions out in order once
+ * their events have completed (srv_later_reap: polled as its waits are). Nothing waits on
+ * the host, as the natively non-waiting calls do not. What they are:
+ * - a stream-ordered free of an arena block (a free on stream S waited for S alone, and a
+ *   copy queued earlier on stream T read the next owner's data);
+ * - an unmap or an address free (vmm.c: the driver does both at once, and on an H200 a
+ *   client's copy still queued read another client's secret mapped there since). */
+struct srv_later {
+    CUevent ev; /* the client's pool's, of dev */
     int dev;
-    uint64_t p;
+    enum srv_later_kind kind;
+    uint64_t base, size;
 };
 
-CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o)
+static void later_do(struct srv_client *c, const struct srv_later *x)
 {
-    int dev = o->dev;
+    CUresult r = x->kind == SRV_LATER_ARENA_FREE     ? srv_arena_free(x->dev, x->base)
+                 : x->kind == SRV_LATER_UNMAP        ? DRV(cuMemUnmap)(x->base, x->size)
+                                                     : DRV(cuMemAddressFree)(x->base, x->size);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: %s of %#llx after its work failed with %s", (int)c->pid,
+                x->kind == SRV_LATER_ARENA_FREE ? "freeing device memory"
+                : x->kind == SRV_LATER_UNMAP    ? "unmapping"
+                                                : "freeing reserved addresses",
+                (unsigned long long)x->base, srv_errname(r));
+}
+
+CUresult srv_later(struct srv_client *c, int dev, enum srv_later_kind kind, uint64_t base,
+                   uint64_t size)
+{
+    struct srv_later x = {.dev = dev, .kind = kind, .base = base, .size = size};
     if (dev < 0 || dev >= srv.ndev)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!client_busy(c)) /* no work of its can touch the block any more */
-        return srv_arena_free(dev, (CUdeviceptr)o->key.value);
+    if (!client_busy(c)) { /* no work of its can touch it any more */
+        later_do(c, &x);
+        return CUDA_SUCCESS;
+    }
     CUresult r = stream_of(dev, &c->devmem[dev].free);
     if (r != CUDA_SUCCESS)
         return r;
-    if (c->ndevfrees == c->capdevfrees) {
-        size_t ncap = c->capdevfrees ? c->capdevfrees * 2 : 8;
-        struct srv_devfree *n = realloc(c->devfrees, ncap * sizeof(*n));
+    if (c->nlater == c->caplater) {
+        size_t ncap = c->caplater ? c->caplater * 2 : 8;
+        struct srv_later *n = realloc(c->later, ncap * sizeof(*n));
         if (!n)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        c->devfrees = n;
-        c->capdevfrees = ncap;
+        c->later = n;
+        c->caplater = ncap;
     }
-    CUevent ev;
-    if ((r = srv_event_take(c, dev, &ev)) != CUDA_SUCCESS)
+    if ((r = srv_event_take(c, dev, &x.ev)) != CUDA_SUCCESS)
         return r;
     order_free_stream(c, dev);
-    if ((r = DRV(cuEventRecord)(ev, c->devmem[dev].free)) != CUDA_SUCCESS) {
-        srv_event_give(c, dev, ev);
+    if ((r = DRV(cuEventRecord)(x.ev, c->devmem[dev].free)) != CUDA_SUCCESS) {
+        srv_event_give(c, dev, x.ev);
         return r;
     }
-    c->devfrees[c->ndevfrees++] = (struct srv_devfree){ev, dev, o->key.value};
+    c->later[c->nlater++] = x;
     return CUDA_SUCCESS;
+}
+
+CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o)
+{
+    return srv_later(c, o->dev, SRV_LATER_ARENA_FREE, o->key.value, o->size);
 }
 
 CUevent srv_devmem_work_event(struct srv_client *c, int dev)
@@ -289,26 +316,34 @@ CUevent srv_devmem_work_event(struct srv_client *c, int dev)
     return ev;
 }
 
-size_t srv_devmem_reap(struct srv_client *c)
+size_t srv_later_reap(struct srv_client *c, int wait)
 {
-    size_t j = 0;
-    for (size_t i = 0; i < c->ndevfrees; i++) {
-        struct srv_devfree *f = &c->devfrees[i];
-        if (srv_fault_dead(c, f->dev))
-            continue; /* died with its context: the arena lost it there (arena.c) */
-        CUresult q = DRV(cuEventQuery)(f->ev);
-        if (q == CUDA_ERROR_NOT_READY) {
-            c->devfrees[j++] = *f;
-            continue;
+    size_t i = 0;
+    /* In order: an address free comes after the unmaps of its range queued before it. */
+    for (; i < c->nlater; i++) {
+        struct srv_later *x = &c->later[i];
+        if (srv_fault_dead(c, x->dev))
+            continue; /* lost with its context there, the memory too (arena.c, fault.c) */
+        CUresult q = DRV(cuEventQuery)(x->ev);
+        /* Waiting, polled: the work may wait on the client itself, and a client that left
+         * must get to its release instead (which ends its waits, memops.c). */
+        for (unsigned us = 10; wait && q == CUDA_ERROR_NOT_READY && !atomic_load(&c->dead);
+             us = us < 1000 ? us * 2 : us) {
+            struct timespec ts = {0, (long)us * 1000};
+            nanosleep(&ts, NULL);
+            q = DRV(cuEventQuery)(x->ev);
         }
-        /* Done; or failed, which ends the context's work for good (a fault: its block is
-         * forgotten, as every block there is). */
+        if (q == CUDA_ERROR_NOT_READY)
+            break;
+        /* Done; or failed, which ends the context's work for good (a fault: what it
+         * would free is forgotten, as everything there is). */
         if (q == CUDA_SUCCESS)
-            (void)srv_arena_free(f->dev, (CUdeviceptr)f->p);
-        srv_event_give(c, f->dev, f->ev);
+            later_do(c, x);
+        srv_event_give(c, x->dev, x->ev);
     }
-    c->ndevfrees = j;
-    return j;
+    memmove(c->later, c->later + i, (c->nlater - i) * sizeof(*c->later));
+    c->nlater -= i;
+    return c->nlater;
 }
 
 /* A departing client's device memory (cuda_symbols.txt: release=devmem). */
@@ -327,10 +362,10 @@ void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
 void srv_devmem_gone(struct srv_client *c)
 {
     if (!c->left_running)
-        srv_devmem_reap(c);
-    free(c->devfrees);
-    c->devfrees = NULL;
-    c->ndevfrees = c->capdevfrees = 0;
+        srv_later_reap(c, 0);
+    free(c->later); /* what is left waits on work left running: kept out for good */
+    c->later = NULL;
+    c->nlater = c->caplater = 0;
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
         if (c->devmem[d].alloc && !srv_fault_dead(c, d))
             DRV(cuStreamDestroy_v2)(c->devmem[d].alloc);

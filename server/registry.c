@@ -392,10 +392,10 @@ void srv_release(struct srv_client *c, uint32_t ctx)
         leave_running(c, ctx);
         return;
     }
-    /* Unmaps and address frees that waited for that work are done before the walk frees
-     * the reservations they lie in (vmm.c). */
-    if (!ctx && c->nvmmops)
-        srv_vmm_reap(c, 1);
+    /* Frees, unmaps and address frees that waited for that work are done before the walk
+     * frees the reservations they lie in (devmem.c, srv_later). */
+    if (!ctx && c->nlater)
+        srv_later_reap(c, 1);
     /* Captures left going end before the walk: the graphs they built may hold records of
      * the client's that belong to no context (graph.c). */
     srv_captures_abandon(c, ctx);

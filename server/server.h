@@ -331,13 +331,10 @@ struct srv_client {
     struct {                    /* devmem.c: its allocation and free streams per device */
         CUstream alloc, free;
     } devmem[CHAN_MAX_DEVICES];
-    /* Arena blocks it freed stream-ordered, each back in the arena once an event behind all
-     * the work it had queued at the free has completed (devmem.c). */
-    struct srv_devfree *devfrees;
-    size_t ndevfrees, capdevfrees;
-    /* Its unmaps and address frees waiting for the work it queued before them (vmm.c). */
-    struct srv_vmmop *vmmops;
-    size_t nvmmops, capvmmops;
+    /* Frees, unmaps and address frees waiting for the work it queued before them, in order
+     * (devmem.c, srv_later). */
+    struct srv_later *later;
+    size_t nlater, caplater;
     uint8_t *blob;     /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
@@ -843,9 +840,6 @@ void srv_graphrefs_memcpy(struct srv_obj *x, uint64_t node, const CUDA_MEMCPY3D 
 void srv_graphrefs_child(struct srv_client *c, struct srv_obj *x, uint64_t node, CUgraph child);
 void srv_graphrefs_func(struct srv_client *c, struct srv_obj *x, uint64_t node, uint64_t func);
 void srv_graphrefs_free(struct srv_obj *o);
-/* vmm.c: carries out the client's unmaps and address frees whose work has run (all of
- * them, waiting, when `wait`); how many still wait. */
-size_t srv_vmm_reap(struct srv_client *c, int wait);
 /* hostfn.c: lets every stream and graph waiting on a departed client's host functions and
  * host nodes go on. Stores into its segment only: also called, again and again, by the
  * main loop for a client it finds gone (srv_clients_watch), under clients_lock. */
@@ -959,11 +953,18 @@ CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t 
 int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool or arena */
 /* After the client's own work on the device, never after other clients' work. */
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o);
-/* cuMemFreeAsync of arena memory: back in the arena once all the work the client queued
- * before it has run, on any of its streams (not waited for: srv_devmem_reap). */
+/* What srv_later does once the client's work queued before it has run. */
+enum srv_later_kind { SRV_LATER_ARENA_FREE, SRV_LATER_UNMAP, SRV_LATER_ADDRESS_FREE };
+/* Frees arena block `base` of device dev, or unmaps or frees the addresses [base, base +
+ * size), once all the work the client has queued so far has run, on any of its streams (at
+ * once when none is left); nothing waits on the host. */
+CUresult srv_later(struct srv_client *c, int dev, enum srv_later_kind kind, uint64_t base,
+                   uint64_t size);
+/* Carries out, in order, what srv_later queued whose work has run (all of it, waiting until
+ * the client leaves, when `wait`); how many still wait. */
+size_t srv_later_reap(struct srv_client *c, int wait);
+/* cuMemFreeAsync of arena memory: srv_later's. */
 CUresult srv_devmem_free_after(struct srv_client *c, struct srv_obj *o);
-/* Gives back the blocks of stream-ordered frees whose work has run; how many still wait. */
-size_t srv_devmem_reap(struct srv_client *c);
 /* An event of device dev (the caller's to destroy) that completes once all the work the
  * client has queued so far has run, on any stream; NULL when none of that work is left, or
  * when no event could be made (then srv_devmem_work_event waited for that work itself). */

@@ -11,7 +11,7 @@
  * frees it with its last mapping), and so does its count, carried by a mapping of it.
  *
  * Unmapping and freeing address space wait for the client's work queued before them, on the
- * GPU, not on the host (struct srv_vmmop). Why: the driver unmaps at once, and in one shared
+ * GPU, not on the host (srv_later, devmem.c). Why: the driver unmaps at once, and in one shared
  * context the addresses freed go to the next reservation of any client. On an H200 (driver
  * 580.159.04) a client that unmapped, released and freed a range while its copy of the range
  * was still queued read another client's secret once that client had mapped memory of its
@@ -22,86 +22,13 @@
  * (waiting for their work, which natively would have had its mapping pulled from under it). */
 #include "server/server.h"
 
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-/* An unmap or an address free the driver does once `ev` has completed (NULL: at once). */
-struct srv_vmmop {
-    CUevent ev;
-    uint64_t base, size;
-    int free; /* cuMemAddressFree, else cuMemUnmap */
-    int dev;  /* of ev */
-};
-
-/* Carries out op now (its work done, or waited for). */
-static void vmmop_do(struct srv_client *c, struct srv_vmmop *op)
+/* The device whose free stream orders the client's unmaps and address frees. */
+static int later_dev(struct srv_client *c)
 {
-    CUresult r = op->free ? DRV(cuMemAddressFree)(op->base, op->size)
-                          : DRV(cuMemUnmap)(op->base, op->size);
-    if (r != CUDA_SUCCESS)
-        srv_log("Client process %d: %s of %#llx (%llu bytes) after its work failed with %s",
-                (int)c->pid, op->free ? "freeing reserved addresses" : "unmapping",
-                (unsigned long long)op->base, (unsigned long long)op->size, srv_errname(r));
-    if (op->ev)
-        DRV(cuEventDestroy_v2)(op->ev);
-}
-
-/* Queues op behind all the client's work so far (done at once when no event can be had:
- * srv_devmem_work_event waited for that work then). */
-static CUresult vmmop_defer(struct srv_client *c, struct srv_vmmop op)
-{
-    op.dev = c->cur ? c->cur->device : srv_dev_any(c);
-    if (op.dev < 0)
-        op.dev = 0;
-    if (c->nvmmops == c->capvmmops) {
-        size_t ncap = c->capvmmops ? c->capvmmops * 2 : 8;
-        struct srv_vmmop *n = realloc(c->vmmops, ncap * sizeof(*n));
-        if (!n)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        c->vmmops = n;
-        c->capvmmops = ncap;
-    }
-    op.ev = srv_devmem_work_event(c, op.dev);
-    if (!op.ev) {
-        vmmop_do(c, &op);
-        return CUDA_SUCCESS;
-    }
-    c->vmmops[c->nvmmops++] = op;
-    return CUDA_SUCCESS;
-}
-
-size_t srv_vmm_reap(struct srv_client *c, int wait)
-{
-    size_t i = 0;
-    /* In order: a free comes after the unmaps of its range queued before it. */
-    for (; i < c->nvmmops; i++) {
-        struct srv_vmmop *op = &c->vmmops[i];
-        if (srv_fault_dead(c, op->dev)) {
-            op->ev = NULL; /* went with its context, and so did the mapping */
-            continue;
-        }
-        CUresult q = DRV(cuEventQuery)(op->ev);
-        /* Waiting, polled: the work may wait on the client itself, and a client that left
-         * must get to its release instead (which ends its waits, memops.c). */
-        for (unsigned us = 10; wait && q == CUDA_ERROR_NOT_READY && !atomic_load(&c->dead);
-             us = us < 1000 ? us * 2 : us) {
-            struct timespec ts = {0, (long)us * 1000};
-            nanosleep(&ts, NULL);
-            q = DRV(cuEventQuery)(op->ev);
-        }
-        if (q == CUDA_ERROR_NOT_READY)
-            break;
-        vmmop_do(c, op);
-    }
-    memmove(c->vmmops, c->vmmops + i, (c->nvmmops - i) * sizeof(*c->vmmops));
-    c->nvmmops -= i;
-    if (!c->nvmmops) {
-        free(c->vmmops);
-        c->vmmops = NULL;
-        c->capvmmops = 0;
-    }
-    return c->nvmmops;
+    int dev = c->cur ? c->cur->device : srv_dev_any(c);
+    return dev >= 0 ? dev : 0;
 }
 
 /* Physical memory lives on the device its properties name: pinned device memory only
@@ -220,8 +147,8 @@ static CUresult map_before(struct srv_client *c, struct srv_call *k)
     if (__builtin_add_overflow(base, size, &end))
         return CUDA_ERROR_INVALID_VALUE;
     /* Its unmaps still waiting for its work first, or the driver would find it mapped. */
-    if (c->nvmmops && k->id != SHIM_ID_cuMemUnmap)
-        srv_vmm_reap(c, 1);
+    if (c->nlater && k->id != SHIM_ID_cuMemUnmap)
+        srv_later_reap(c, 1);
     for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_RESERVED); r; r = r->type_next)
         if (base >= r->key.value && end <= r->key.value + r->size) {
             k->parent = r;
@@ -272,7 +199,7 @@ static CUresult unmap_call(struct srv_client *c, struct srv_call *k)
     if (m->size != k->a.val[1])
         return CUDA_ERROR_INVALID_VALUE; /* never a part of a mapping (the driver's rule) */
     srv_memops_end_range(c, m->key.value, m->size); /* its waits there end first */
-    return vmmop_defer(c, (struct srv_vmmop){.base = k->a.val[0], .size = k->a.val[1]});
+    return srv_later(c, later_dev(c), SRV_LATER_UNMAP, k->a.val[0], k->a.val[1]);
 }
 
 /* Unmapping is allowed in the client's own reservations only. */
@@ -310,9 +237,9 @@ static CUresult free_call(struct srv_client *c, struct srv_call *k)
     for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED); m && r == CUDA_SUCCESS;
          m = m->type_next)
         if (m->key.value >= base && m->key.value - base < size)
-            r = vmmop_defer(c, (struct srv_vmmop){.base = m->key.value, .size = m->size});
+            r = srv_later(c, later_dev(c), SRV_LATER_UNMAP, m->key.value, m->size);
     return r == CUDA_SUCCESS
-               ? vmmop_defer(c, (struct srv_vmmop){.base = base, .size = size, .free = 1})
+               ? srv_later(c, later_dev(c), SRV_LATER_ADDRESS_FREE, base, size)
                : r;
 }
 

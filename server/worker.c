@@ -239,10 +239,8 @@ void *srv_worker_main(void *arg)
             got = 1;
         }
         int waiting = c->waits ? srv_waits_poll(c) : 0;
-        if (c->ndevfrees) /* polled as waits are, so the blocks go back soon after */
-            waiting |= srv_devmem_reap(c) != 0;
-        if (c->nvmmops) /* likewise unmaps and address frees (vmm.c) */
-            waiting |= srv_vmm_reap(c, 0) != 0;
+        if (c->nlater) /* polled as waits are: frees and unmaps soon after their work */
+            waiting |= srv_later_reap(c, 0) != 0;
         uint64_t now = chan_now_ns();
         if (got) {
             srv_spin_worked(c, now);
