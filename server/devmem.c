@@ -341,7 +341,8 @@ size_t srv_later_reap(struct srv_client *c, int wait)
             later_do(c, x);
         srv_event_give(c, x->dev, x->ev);
     }
-    memmove(c->later, c->later + i, (c->nlater - i) * sizeof(*c->later));
+    if (i && i < c->nlater)
+        memmove(c->later, c->later + i, (c->nlater - i) * sizeof(*c->later));
     c->nlater -= i;
     return c->nlater;
 }
