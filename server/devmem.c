@@ -347,6 +347,15 @@ size_t srv_later_reap(struct srv_client *c, int wait)
     return c->nlater;
 }
 
+int srv_devmem_drain_by(struct srv_client *c, uint64_t by)
+{
+    int late = 0;
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+        if (c->devmem[d].free && !srv_fault_dead(c, d))
+            late |= srv_stream_settle_by(c, c->devmem[d].free, by) != 0;
+    return late ? -1 : 0;
+}
+
 /* A departing client's device memory (cuda_symbols.txt: release=devmem). */
 void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
 {

@@ -778,6 +778,8 @@ int srv_streams_drain(struct srv_client *c, uint32_t ctx);
 int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by);
 /* Waits for the server's stream st of client c: 0 once idle, -1 if c left first. */
 int srv_stream_settle(struct srv_client *c, CUstream st);
+/* The same with a bound (monotonic ns) instead of the client's presence: -1 if it came. */
+int srv_stream_settle_by(struct srv_client *c, CUstream st, uint64_t by);
 
 /* ---------------------------------------------------------------- operation handlers */
 
@@ -982,6 +984,9 @@ int srv_arena_cached(void);
 /* Bytes the arena has mapped on dev, and of those the slabs kept empty (for the status). */
 void srv_arena_usage(int dev, uint64_t *mapped, uint64_t *kept);
 void srv_devmem_gone(struct srv_client *c);             /* its streams go */
+/* A departing client's free streams (srv_later's marks), settled by `by` (monotonic ns), its
+ * own streams' work being done: 0, or -1 when one still ran then. */
+int srv_devmem_drain_by(struct srv_client *c, uint64_t by);
 /* Memory of the pool nobody holds any more (IPC memory whose last holder let go): freed on
  * a stream of the server's, after nothing. */
 CUresult srv_devmem_free_orphan(int dev, uint64_t p);

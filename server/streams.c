@@ -281,6 +281,11 @@ int srv_stream_settle(struct srv_client *c, CUstream st)
     return settle(c, st, NULL, 0);
 }
 
+int srv_stream_settle_by(struct srv_client *c, CUstream st, uint64_t by)
+{
+    return settle(c, st, NULL, by);
+}
+
 /* ---------------------------------------------------------------- operations */
 
 void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p,

@@ -37,7 +37,8 @@ step raw-fuzz "$A/tests/unit/rawclient" fuzz 7 20000
 # Not hostreg: ASan's shadow memory takes much of this server's address space, so the
 # client's addresses are often refused there (as designed: the server maps them at the same
 # addresses or refuses).
-for p in "vecadd 100000" "memcpy_all --quick" isolation isolation2 "ipc --shim" graph_host graphs \
+for p in "vecadd 100000" "memcpy_all --quick" isolation isolation2 "ipc --shim" graph_host \
+    "graph_host --leave-capturing" graphs \
     vmm_ipc capture_alloc idle_answers "idle_answers --ipc" managed_vars; do
     read -r -a argv <<<"$p"
     step "prog-${p// /_}" env LD_PRELOAD="$B/libmpsshim.so" "$B/tests/${argv[0]}" "${argv[@]:1}"

@@ -13,7 +13,12 @@
  *   --limit   (through the shim only) host nodes up to the shim's bound fail cleanly with
  *             CUDA_ERROR_OUT_OF_MEMORY, and are free again once their graph is destroyed.
  *   --victim  launches a graph whose host function never returns, prints `ready` from it
- *             and waits to be killed (the CI tier's kill -9 test). */
+ *             and waits to be killed (the CI tier's kill -9 test).
+ *   --leave-capturing  queues a kernel of 300 ms and 8 launches of a graph of a slow host
+ *             node on a stream, begins a capture on that stream and exits: the server must
+ *             end the capture and wait for those launches before it frees the client's host
+ *             node slots (the fuzzer found a release that skipped the capturing stream, and
+ *             the next run of the host node read the freed slots: tests/asan.sh). */
 #include "tests/progs/common.h"
 
 #include <pthread.h>
@@ -390,6 +395,41 @@ static void victim(CUstream s)
     CHECK(cuStreamSynchronize(s)); /* never returns: killed here */
 }
 
+static void CUDA_CB slow_step(void *user)
+{
+    (void)user;
+    usleep(20 * 1000);
+}
+
+static void leave_capturing(CUstream s)
+{
+    CUgraph g;
+    CUgraphNode h;
+    CHECK(cuGraphCreate(&g, 0));
+    CUDA_HOST_NODE_PARAMS hp = {slow_step, NULL};
+    CHECK(cuGraphAddHostNode(&h, g, NULL, 0, &hp));
+    CUgraphExec x;
+    CHECK(cuGraphInstantiate(&x, g, 0));
+    /* A kernel of 300 ms first, so that the launches run after the client has gone. */
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction delay = t_get_function(mod, "delay_set");
+    CUdeviceptr flag;
+    CHECK(cuMemAlloc(&flag, 4096));
+    unsigned int one = 1;
+    unsigned long long ns = 300ull * 1000 * 1000;
+    void *args[] = {&flag, &one, &ns};
+    CHECK(cuLaunchKernel(delay, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+    for (int i = 0; i < 8; i++)
+        CHECK(cuGraphLaunch(x, s));
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    t_ok("a 300-ms kernel and 8 launches of a slow host node queued, then a capture begun "
+         "on their stream");
+    /* The capture stays going: exit here, as a program that fails mid-capture does. */
+    printf("PASS graph_host\n");
+    fflush(stdout);
+    _exit(0);
+}
+
 int main(int argc, char **argv)
 {
     int victim_mode = t_has_flag(argc, argv, "--victim");
@@ -401,6 +441,8 @@ int main(int argc, char **argv)
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     if (victim_mode)
         victim(s);
+    if (t_has_flag(argc, argv, "--leave-capturing"))
+        leave_capturing(s);
     if (t_has_flag(argc, argv, "--limit")) {
         limit();
         t_pass();
