@@ -195,6 +195,16 @@ void chan_ring_publish(struct chan *c, const struct chan_rec *r)
 
 /* ---------------------------------------------------------------- consumer */
 
+void chan_ring_nudge(struct chan *c)
+{
+    struct chan_shm *s = c->shm;
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->server_sleeping, memory_order_relaxed)) {
+        atomic_fetch_add(&s->doorbell, 1);
+        chan_futex_wake(&s->doorbell);
+    }
+}
+
 int chan_ring_pending(const struct chan *c)
 {
     return atomic_load_explicit(&c->shm->tail, memory_order_acquire) != c->pos;
@@ -280,8 +290,34 @@ void chan_lane_post(struct chan *c, uint32_t lane, CUresult result, uint32_t len
     chan_wake(&l->seq, &l->waiting);
 }
 
+void chan_lane_post_at(struct chan *c, uint32_t lane, CUresult result, uint32_t len,
+                       uint32_t seq)
+{
+    struct chan_lane *l = &c->lanes[lane];
+    l->result = result;
+    l->len = len;
+    atomic_store_explicit(&l->seq, seq, memory_order_release);
+    chan_wake(&l->seq, &l->waiting);
+}
+
+/* A thread that tires of spinning for a reply the GPU posts tells the worker, which polls
+ * such waits slowly while their threads spin (server/worker.c), so that it wakes the thread
+ * promptly once the GPU has posted. */
+static void nudge(void *arg)
+{
+    chan_ring_nudge(arg);
+}
+
 int chan_lane_wait(struct chan *c, uint32_t lane, uint32_t seq0, const struct chan_wait *w)
 {
     struct chan_lane *l = &c->lanes[lane];
-    return chan_wait_for(&l->seq, seq0 + 1, &l->waiting, w);
+    struct chan_wait x = *w;
+    /* A reply the GPU will post (proto.h): spin longer for it. */
+    if (w->gpu_spin_ns > w->spin_ns) {
+        x.extend = &l->gpu_seq;
+        x.extend_ns = w->gpu_spin_ns;
+        x.nudge = nudge;
+        x.nudge_arg = c;
+    }
+    return chan_wait_for(&l->seq, seq0 + 1, &l->waiting, &x);
 }

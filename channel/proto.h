@@ -29,8 +29,9 @@
  * chan_shm.alert, which a client reads only from a server of minor 3 or more: an older one
  * never moves it, and chan_shm.spin_hint_us, whose 0 means no hint; 4: chan_shm.coalesce_us,
  * in what was padding, whose 0, all an older server ever leaves there, means "ring for every
- * record"). */
-#define CHAN_PROTO_MINOR 4
+ * record"; 5: replies from the GPU, chan_lane.gpu_seq in what was padding, which an older
+ * server leaves 0: never the number a thread waits for but after 2^32 replies). */
+#define CHAN_PROTO_MINOR 5
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -114,13 +115,24 @@ struct chan_slot {
 };
 
 /* A reply lane. One client thread owns it while it waits; the server writes `result`,
- * `len` and `data`, then increments `seq` (release) and wakes the thread if `waiting`. */
+ * `len` and `data`, then advances `seq` by one (release) and wakes the thread if `waiting`.
+ *
+ * A reply from the GPU (minor 5): for a synchronisation of one stream the server writes
+ * `result` and `len`, then has the stream itself store the next `seq` when it gets there
+ * (cuStreamWriteValue32, behind the work synchronised with, the segment being registered
+ * and device-mapped), so that no thread of the server need wake for the reply. It stores
+ * that number in `gpu_seq` first, as a hint: while `gpu_seq` is the number the thread
+ * waits for, the reply comes from the GPU and the thread may spin for it as a native
+ * synchronisation spins (MPSSHIM_GPU_WAIT_SPIN_US). A thread that sleeps is woken by the
+ * worker once it sees the stream there. The server never reads `seq` or `gpu_seq` back: it
+ * numbers each lane's replies itself (a client that writes them fools only its own waits). */
 struct chan_lane {
     _Alignas(64) _Atomic uint32_t seq;
     _Atomic uint32_t waiting;
     int32_t result;
     uint32_t len;
-    uint8_t pad[48];
+    _Atomic uint32_t gpu_seq;
+    uint8_t pad[44];
     uint8_t data[CHAN_LANE_DATA];
 };
 _Static_assert(sizeof(struct chan_lane) == CHAN_LANE_SIZE, "lane layout");

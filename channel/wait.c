@@ -1,6 +1,7 @@
 /* Spin-then-futex waits on shared counters; see wait.h. */
 #include "channel/wait.h"
 #include "channel/prof.h"
+#include "channel/slice.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -34,6 +35,15 @@ void chan_futex_wake(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
 }
 
+/* True while the thread should spin rather than sleep, `spent` ns into its wait. */
+static int keep_spinning(const struct chan_wait *w, uint32_t want, uint64_t spent)
+{
+    if (spent < w->spin_ns)
+        return 1;
+    return w->extend && spent < w->extend_ns &&
+           atomic_load_explicit(w->extend, memory_order_relaxed) == want;
+}
+
 int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waiters,
                   const struct chan_wait *w)
 {
@@ -43,23 +53,42 @@ int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waite
     uint64_t start = chan_now_ns();
     unsigned spins = 0;
     chan_prof_add(CHAN_PROF_WAITS, 1);
-    while (chan_now_ns() - start < w->spin_ns) {
-        for (int i = 0; i < 64; i++) {
-            v = atomic_load_explicit(word, memory_order_acquire);
-            if (chan_reached(v, want)) {
-                if (CHAN_PROFILING)
-                    chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - start);
-                return 0;
-            }
-            chan_cpu_relax();
-        }
-        /* On an oversubscribed machine the peer may need this very CPU. */
-        if (++spins % 16 == 0)
-            sched_yield();
-    }
-    if (CHAN_PROFILING)
-        chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - start);
+    /* Asleep with a short slice, so that the wake-up takes a CPU from a poller at once
+     * (slice.h); the thread's own slice is back before it returns to its caller. */
+    struct chan_slice_saved saved = {0};
+    int rc, nudged = 0;
     for (;;) {
+        /* Spinning: until the spin is over (or, with an extension, while it applies: its
+         * word may turn up while the thread sleeps, whose waker then wakes it to spin). */
+        uint64_t spun = chan_now_ns();
+        if (saved.valid && keep_spinning(w, want, spun - start)) {
+            chan_slice_restore(&saved); /* spinning again: its own slice */
+            saved.valid = 0;
+        }
+        while (keep_spinning(w, want, chan_now_ns() - start)) {
+            for (int i = 0; i < 64; i++) {
+                v = atomic_load_explicit(word, memory_order_acquire);
+                if (chan_reached(v, want)) {
+                    if (CHAN_PROFILING)
+                        chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - spun);
+                    rc = 0;
+                    goto out;
+                }
+                chan_cpu_relax();
+            }
+            /* On an oversubscribed machine the peer may need this very CPU. */
+            if (++spins % 16 == 0)
+                sched_yield();
+        }
+        if (CHAN_PROFILING)
+            chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - spun);
+        if (w->slice_ns && !saved.valid)
+            (void)chan_slice_set(w->slice_ns, &saved);
+        if (w->nudge && !nudged && w->extend &&
+            atomic_load_explicit(w->extend, memory_order_relaxed) == want) {
+            nudged = 1;
+            w->nudge(w->nudge_arg);
+        }
         atomic_fetch_add(waiters, 1);
         /* seq_cst pairs with the waker's fence in chan_wake(): either the waker sees us
          * counted, or we see its new value here and do not sleep. */
@@ -74,11 +103,18 @@ int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waite
         }
         atomic_fetch_sub(waiters, 1);
         v = atomic_load_explicit(word, memory_order_acquire);
-        if (chan_reached(v, want))
-            return 0;
-        if (w->alive && !w->alive(w->arg))
-            return -1;
+        if (chan_reached(v, want)) {
+            rc = 0;
+            break;
+        }
+        if (w->alive && !w->alive(w->arg)) {
+            rc = -1;
+            break;
+        }
     }
+out:
+    chan_slice_restore(&saved);
+    return rc;
 }
 
 void chan_wake(_Atomic uint32_t *word, _Atomic uint32_t *waiters)

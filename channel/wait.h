@@ -14,6 +14,17 @@ struct chan_wait {
     uint64_t spin_ns;               /* spin this long before sleeping */
     int (*alive)(void *arg);        /* called between sleeps: 0 = give up */
     void *arg;
+    /* While asleep, the thread's scheduler slice (channel/slice.h) in ns; 0: unchanged. */
+    uint64_t slice_ns;
+    /* Lane waits (chan_lane_wait): how long to spin for a reply the GPU posts. */
+    uint64_t gpu_spin_ns;
+    /* Spin up to extend_ns rather than spin_ns while *extend is the value waited for (set
+     * by chan_lane_wait: a reply the GPU posts); NULL: no extension. */
+    _Atomic uint32_t *extend;
+    uint64_t extend_ns;
+    /* Called once, before the thread first sleeps while the extension applies. */
+    void (*nudge)(void *arg);
+    void *nudge_arg;
 };
 
 /* True when counter value `v` has reached `want` (mod 2^32). */

@@ -72,6 +72,41 @@ static uint64_t spin_ns(void)
     return (uint64_t)v;
 }
 
+/* The slice a thread asleep for a reply asks for (MPSSHIM_WAIT_SLICE_US, channel/slice.h). */
+static uint64_t wait_slice_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("MPSSHIM_WAIT_SLICE_US");
+        /* The kernel's shortest slice by default: the thread only has to wake, take its
+         * reply and return; its own slice is back before it runs the program on. */
+        v = e ? strtoll(e, NULL, 10) * 1000 : 100 * 1000;
+        if (v < 0 || v > 100 * 1000 * 1000)
+            v = 0;
+        atomic_store(&cached, v);
+    }
+    return (uint64_t)v;
+}
+
+/* How long a thread spins for a reply the GPU posts (proto.h), MPSSHIM_GPU_WAIT_SPIN_US:
+ * as a native synchronisation spins while its process has fewer contexts than CPUs (which
+ * spins for as long as it takes), up to 20 ms by default, after which it sleeps and the
+ * server's worker wakes it. */
+static uint64_t gpu_spin_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("MPSSHIM_GPU_WAIT_SPIN_US");
+        v = e ? strtoll(e, NULL, 10) * 1000 : 20 * 1000 * 1000;
+        if (v < 0)
+            v = 0;
+        atomic_store(&cached, v);
+    }
+    return (uint64_t)v;
+}
+
 const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_server_alive};
 
 /* OUTREF arrays the driver API returns by pointer: valid for the calling thread until its
@@ -194,6 +229,8 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
     struct chan *c = &shim_conn.ch;
     struct chan_wait w = shim_waiter;
     w.spin_ns = spin_ns();
+    w.slice_ns = wait_slice_ns();
+    w.gpu_spin_ns = gpu_spin_ns();
     /* The server's hint (proto.h): shorter while its CPUs are all wanted. */
     uint32_t hint = atomic_load_explicit(&c->shm->spin_hint_us, memory_order_relaxed);
     if (hint && (uint64_t)(hint - 1) * 1000 < w.spin_ns)

@@ -407,6 +407,8 @@ static void cleanup(struct srv_client *c)
         for (size_t i = 0; i < c->pool[d].n; i++)
             DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
         free(c->pool[d].ev);
+        if (c->block_ev[d])
+            DRV(cuEventDestroy_v2)(c->block_ev[d]);
     }
     srv_green_release(c);
     srv_account_leave(c); /* everything it counted there has been given back */

@@ -191,7 +191,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
             if (w->pooled[i] && w->dev[i] != dev)
                 srv_event_give(c, w->dev[i], w->ev[i]);
         telling = 1;
-        srv_reply(c, w->lane, err, 0);
+        srv_wait_fail(c, w, err);
         telling = 0;
         free(w);
         nwait++;

@@ -308,6 +308,7 @@ int main(int argc, char **argv)
     srv.idle_spin_ns = (v ? strtoull(v, NULL, 10) : 100) * 1000;
     srv_spin_init();
     srv_codegate_init();
+    srv_waits_init();
     srv_coalesce_init();
     v = getenv("MPSSHIM_BLOCKING_SYNC");
     srv.block_sync = v ? atoi(v) != 0 : 1;

@@ -127,6 +127,11 @@ struct srv_wait {
     uint32_t reply_len;
     CUresult result;
     int own; /* reply with its own result only (srv_wait_stream_own) */
+    /* A reply the GPU posts (waits.c gpu_reply; 2: to a thread told to spin for it): the
+     * lane's reply number it stores. When its event completes the worker only wakes the
+     * thread if it sleeps; on a failure it posts the failure under the same number. */
+    int gpu;
+    uint32_t target;
     int nev;
     CUevent ev[SRV_WAIT_EVENTS];
     int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
@@ -303,6 +308,9 @@ struct srv_client {
      * at its launch (graphrefs.c). */
     uint64_t forgotten;
     struct srv_wait *waits;
+    /* Replies posted on each lane so far, by the worker or the GPU: the lane's seq as the
+     * server wrote it (proto.h; the segment's own word is never read back). */
+    uint32_t lane_seq[CHAN_NLANES];
     unsigned captures; /* stream captures it began and has not ended (graph.c) */
     /* Free internal events, per device: an event can only be recorded on streams of the
      * context it was made in. */
@@ -310,6 +318,9 @@ struct srv_client {
         CUevent *ev;
         size_t n, cap;
     } pool[CHAN_MAX_DEVICES];
+    /* Per device, made when first needed: the CU_EVENT_BLOCKING_SYNC event through which
+     * the worker waits for a stream while the server is crowded (waits.c block_stream). */
+    CUevent block_ev[CHAN_MAX_DEVICES];
     CUresult deferred; /* first failure of an async operation not yet reported */
     /* Work of destroyed streams still running: context syncs must wait for it too. */
     struct srv_retired {
@@ -564,7 +575,9 @@ void srv_coalesce_start(void);
 
 /* ---------------------------------------------------------------- spin.c */
 
-/* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity). */
+/* Reads how many CPUs the spinning policy counts (MPSSHIM_SPIN_CPUS, else the affinity),
+ * and asks for the server's scheduler slice (MPSSHIM_SERVER_SLICE_US): called by the main
+ * thread before any other thread exists. */
 void srv_spin_init(void);
 /* Logs a spinning setting that was not understood (once the log is open). */
 void srv_spin_log_settings(void);
@@ -723,8 +736,14 @@ CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lan
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane);
 /* Replies on `lane` once the event completes. */
 CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
-/* Polls pending waits, posting the replies of finished ones. 1 if any remain. */
+/* Polls pending waits, posting the replies of finished ones. 0 if none remain, 2 if all
+ * that remain are replies the GPU posts to threads that spin for them, else 1. */
 int srv_waits_poll(struct srv_client *c);
+/* Ends wait w (taken off c->waits by the caller) with error err: the thread waiting on its
+ * lane gets err, whether its reply was to come from the worker or from the GPU. */
+void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err);
+/* MPSSHIM_GPU_REPLIES (1 by default): stream synchronisations answered by the GPU. */
+void srv_waits_init(void);
 /* A context sync while streams of the client's capture in it fails and invalidates those
  * captures, as with the driver: the driver's error, or CUDA_SUCCESS when none captures. */
 CUresult srv_captures_sync(struct srv_client *c, uint32_t ctx);

@@ -23,14 +23,22 @@
 #define _GNU_SOURCE
 #include "server/server.h"
 
+#include "channel/slice.h"
+
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A client is busy this long after its worker last replayed a record. */
 #define SRV_BUSY_NS (2ull * 1000 * 1000)
 /* What the server lets a client spin for a reply, in µs, in grades "short" and "off". */
 #define SRV_SHORT_SPIN_US 30u
 #define SRV_OFF_SPIN_US 3u
+
+/* The scheduler slice the server's threads ask for, in µs (channel/slice.h): the kernel's
+ * shortest. A worker runs a few µs to a few hundred per wake-up; the driver's own threads
+ * (its blocking synchronisation and callbacks) as little. */
+#define SRV_WORKER_SLICE_US 100u
 
 /* The CPUs the policy counts (MPSSHIM_SPIN_CPUS, else the server's affinity mask) and the
  * busy clients; both only ever touched atomically. */
@@ -41,6 +49,10 @@ static _Atomic unsigned busy;
  * bench run can compare settings as variants (bench/run.sh --variant). */
 static unsigned short_spin_us = SRV_SHORT_SPIN_US;
 static uint64_t crowded_worker_ns;
+/* The scheduler slice the server's threads ask for (MPSSHIM_SERVER_SLICE_US; 0: the
+ * kernel's), and the kernel's answer (0: taken; chan_slice_set's error), said in the log. */
+static uint64_t worker_slice_ns;
+static int slice_err;
 
 /* The first setting not understood, said once the log is open (srv_spin_log_settings). */
 static const char *bad_name;
@@ -63,6 +75,10 @@ static unsigned long env_num(const char *name, unsigned long dflt, unsigned long
 
 void srv_spin_log_settings(void)
 {
+    if (worker_slice_ns && slice_err)
+        srv_log("The server's threads keep the kernel's scheduler slice: asking for %llu us "
+                "failed (%s)", (unsigned long long)(worker_slice_ns / 1000),
+                slice_err < 0 ? "not a fair-scheduled process" : strerror(slice_err));
     if (bad_name)
         srv_log("%s=%s is not a number up to %lu: %lu is used", bad_name, getenv(bad_name),
                 bad_max, bad_used);
@@ -79,7 +95,14 @@ void srv_spin_init(void)
     ncpu = n > 0 && n < 1 << 20 ? (unsigned)n : 1;
     short_spin_us = (unsigned)env_num("MPSSHIM_CROWDED_SPIN_US", SRV_SHORT_SPIN_US, 1000);
     crowded_worker_ns = env_num("MPSSHIM_CROWDED_WORKER_SPIN_US", 0, 1000) * 1000;
+    worker_slice_ns = env_num("MPSSHIM_SERVER_SLICE_US", SRV_WORKER_SLICE_US, 100000) * 1000;
+    /* Asked for by the main thread before the driver is loaded and any thread made: every
+     * thread of the process inherits it, the driver's included (their wake-ups are on the
+     * clients' path too: a blocking synchronisation's interrupt, host functions). */
+    if (worker_slice_ns)
+        slice_err = chan_slice_set(worker_slice_ns, NULL);
 }
+
 
 uint64_t srv_spin_worker_ns(void)
 {

@@ -27,6 +27,47 @@ static int may_block(struct srv_client *c)
            !chan_ring_pending(&c->ch);
 }
 
+/* Blocks the worker until everything on `s` so far has run. The shared contexts keep the
+ * driver's default scheduling (CU_CTX_SCHED_AUTO, which spins while the process has fewer
+ * contexts than CPUs): its spin answers fastest, so it is kept while CPUs are free. While
+ * the server is crowded (spin.c: busy clients over half the CPUs) a spinning worker per
+ * waiting client takes the CPUs the clients' own threads and the other workers need — an
+ * MPI job of one polling rank per CPU ran at about 2x native MPS's time — so the worker
+ * then sleeps in an event made with CU_EVENT_BLOCKING_SYNC until the GPU's interrupt.
+ * An operator's MPSSHIM_CTX_SCHED other than auto is left to decide alone. */
+static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
+{
+    int d = s->device;
+    if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || d < 0 ||
+        d >= CHAN_MAX_DEVICES)
+        return DRV(cuStreamSynchronize)(s->real);
+    if (!c->block_ev[d]) {
+        /* Made in the device's context; the thread's current one is left as it was. */
+        if (DRV(cuCtxPushCurrent_v2)(srv.ctx[d]) != CUDA_SUCCESS)
+            return DRV(cuStreamSynchronize)(s->real);
+        CUevent ev = NULL;
+        if (DRV(cuEventCreate)(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) ==
+            CUDA_SUCCESS)
+            c->block_ev[d] = ev;
+        CUcontext old;
+        DRV(cuCtxPopCurrent_v2)(&old);
+        if (!c->block_ev[d])
+            return DRV(cuStreamSynchronize)(s->real);
+    }
+    if (DRV(cuEventRecord)(c->block_ev[d], s->real) != CUDA_SUCCESS)
+        return DRV(cuStreamSynchronize)(s->real);
+    return DRV(cuEventSynchronize)(c->block_ev[d]);
+}
+
+/* MPSSHIM_GPU_REPLIES: 0 turns replies from the GPU off. */
+static int gpu_replies = 1;
+
+void srv_waits_init(void)
+{
+    const char *v = getenv("MPSSHIM_GPU_REPLIES");
+    gpu_replies = !(v && *v == '0');
+}
+
 static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
 {
     struct srv_wait *w = calloc(1, sizeof(*w));
@@ -73,11 +114,98 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
     return CUDA_SUCCESS;
 }
 
+/* A stream synchronisation answered by the GPU (proto.h, chan_lane): the stream itself
+ * stores the lane's next reply number once it has run everything enqueued so far, so that
+ * the client's thread, spinning on its lane, goes on the moment its work is done, and no
+ * thread of the server has to wake for it (each such wake-up cost a scheduler slice of
+ * several ms when clients took every CPU: bench/results/issue29-2026-11-28). The worker
+ * keeps a wait with an event behind that store: to wake the thread should it sleep, to
+ * answer a fault in its stead, and to know when the lane's number is the GPU's.
+ *
+ * Only for a reply that carries nothing but CUDA_SUCCESS: no error deferred from the
+ * client's async work to report (finish() would post it), no data. The result and length
+ * are written before the store is enqueued; the client reads them only once it sees the
+ * number. The segment must be device-mapped at its own address (unified addressing), so
+ * that the address is good in every device's context.
+ *
+ * Only while the server is not crowded (spin.c: busy clients at most half the CPUs): the
+ * thread is told to spin for its reply (gpu_seq), as a native synchronisation does, which
+ * costs nothing while CPUs are free and makes a launch + synchronisation round trip 1-2 us
+ * shorter than the worker's reply (H200: 9.3 us against 10.1-11.4; native 8.6-10.0). With
+ * every CPU wanted the spinning threads took them from the workers and from MPI ranks: a
+ * cold job of 16 polling ranks on 16 CPUs took 0.080-0.087 s against 0.068-0.072 s with the
+ * worker's reply (block_stream). 1 when the reply is posted or on its way. */
+static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
+{
+    if (!gpu_replies || len != 0 || lane < 0 || lane >= CHAN_NLANES || !c->shm_registered ||
+        c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm || c->deferred != CUDA_SUCCESS ||
+        atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
+        srv_stream_capturing(c, s) || srv_spin_crowded())
+        return 0;
+    /* Nothing left to wait for: answered at once. */
+    if (DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS) {
+        finish(c, lane, CUDA_SUCCESS, len, 0);
+        return 1;
+    }
+    struct srv_wait *w = new_wait(c, lane, 0);
+    if (!w)
+        return 0;
+    CUevent ev;
+    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) {
+        free(w);
+        return 0;
+    }
+    struct chan_lane *l = &c->ch.lanes[lane];
+    uint32_t target = c->lane_seq[lane] + 1;
+    l->result = CUDA_SUCCESS;
+    l->len = 0;
+    /* The hint that makes the thread spin (MPSSHIM_GPU_WAIT_SPIN_US). */
+    atomic_store_explicit(&l->gpu_seq, target, memory_order_release);
+    chan_wake(&l->seq, &l->waiting); /* a thread asleep already wakes to spin */
+    /* Default flags: the store follows a system-scope fence behind the stream's work. */
+    CUdeviceptr at = c->shm_dptr + (CUdeviceptr)((uint8_t *)&l->seq - (uint8_t *)c->ch.shm);
+    if (DRV(cuStreamWriteValue32_v2)(s->real, at, target, 0) != CUDA_SUCCESS) {
+        srv_event_give(c, s->device, ev);
+        free(w);
+        return 0; /* answered as any other wait: the store never ran */
+    }
+    c->lane_seq[lane] = target;
+    w->gpu = 2;
+    w->target = target;
+    if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
+        /* The store is enqueued: the reply will come. With no event to see it by, a
+         * thread that sleeps is woken by its own sleep's time-out (chan_wait_for). */
+        srv_event_give(c, s->device, ev);
+        free(w);
+        return 1;
+    }
+    w->ev[0] = ev;
+    w->dev[0] = s->device;
+    w->pooled[0] = 1;
+    w->nev = 1;
+    add(c, w);
+    return 1;
+}
+
+void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
+{
+    if (!w->gpu) {
+        srv_reply(c, w->lane, err, 0);
+        return;
+    }
+    /* The GPU's number, posted with the failure: unless a later reply has been posted on
+     * the lane since (the thread then had this one, from the GPU, and went on). */
+    if (c->lane_seq[w->lane] == w->target)
+        chan_lane_post_at(&c->ch, (uint32_t)w->lane, err, 0, w->target);
+}
+
 static CUresult wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len,
                             int own)
 {
+    if (!own && gpu_reply(c, s, lane, len))
+        return CUDA_SUCCESS;
     if (may_block(c)) {
-        CUresult r = DRV(cuStreamSynchronize)(s->real);
+        CUresult r = block_stream(c, s);
         finish(c, lane, r, r == CUDA_SUCCESS ? len : 0, own);
         return CUDA_SUCCESS;
     }
@@ -140,13 +268,17 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
         }
     }
     c->nretired = j;
-    if (r == CUDA_SUCCESS && may_block(c))
+    /* Decided once: the events below are either all waited for here or all polled. While
+     * crowded the wait is polled rather than spun in the driver (block_stream). */
+    int block = may_block(c) &&
+                !(srv.ctx_sched == CU_CTX_SCHED_AUTO && srv_spin_crowded());
+    if (r == CUDA_SUCCESS && block)
         for (int i = 0; i < w->nev; i++) {
             CUresult q = DRV(cuEventSynchronize)(w->ev[i]);
             if (q != CUDA_SUCCESS && r == CUDA_SUCCESS)
                 r = q;
         }
-    if (r != CUDA_SUCCESS || w->nev == 0 || may_block(c)) {
+    if (r != CUDA_SUCCESS || w->nev == 0 || block) {
         for (int i = 0; i < w->nev; i++)
             srv_event_give(c, w->dev[i], w->ev[i]);
         free(w);
@@ -200,12 +332,26 @@ int srv_waits_poll(struct srv_client *c)
         }
         if (w->nev == 0) {
             *pw = w->next;
-            finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
+            if (!w->gpu)
+                finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0,
+                       w->own);
+            else if (w->result != CUDA_SUCCESS)
+                srv_wait_fail(c, w, w->result);
+            else /* the GPU posted it: a thread asleep on the lane must see it */
+                chan_wake(&c->ch.lanes[w->lane].seq, &c->ch.lanes[w->lane].waiting);
             free(w);
         } else {
             pw = &w->next;
         }
     }
     atomic_store_explicit(&c->stats.gpu_waits, c->waits != NULL, memory_order_relaxed);
-    return c->waits != NULL;
+    if (!c->waits)
+        return 0;
+    /* `waiting` is the client's word: it only decides how soon this client's own thread is
+     * woken, within the bounds the worker polls at anyway. */
+    for (struct srv_wait *w = c->waits; w; w = w->next)
+        if (w->gpu != 2 ||
+            atomic_load_explicit(&c->ch.lanes[w->lane].waiting, memory_order_relaxed))
+            return 1;
+    return 2;
 }

@@ -28,7 +28,7 @@ void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len)
      * answers need not). */
     if (r != CUDA_SUCCESS && !(c->cur && c->cur->fault))
         srv_fault_note(c->cur ? c->cur->device : -1, r);
-    chan_lane_post(&c->ch, (uint32_t)lane, r, len);
+    chan_lane_post_at(&c->ch, (uint32_t)lane, r, len, ++c->lane_seq[lane]);
 }
 
 void srv_defer(struct srv_client *c, CUresult r, const char *what)
@@ -275,7 +275,11 @@ void *srv_worker_main(void *arg)
              * thread's). Its work may wait on the client itself (host functions and nodes,
              * hostfn.c): see now and then whether it is still there, else the wait would
              * never end. */
-            unsigned cap = srv_spin_crowded() ? 200 : 50;
+            /* Replies the GPU posts to threads spinning for them (waits.c) need the worker
+             * only should a thread tire of spinning (MPSSHIM_GPU_WAIT_SPIN_US, 20 ms by
+             * default) and sleep, which it tells the worker by ringing (chan_lane_wait):
+             * till then polled every 2 ms at most, to take back their events. */
+            unsigned cap = waiting == 2 ? 2000 : srv_spin_crowded() ? 200 : 50;
             backoff_us = backoff_us ? (backoff_us * 2 > cap ? cap : backoff_us * 2) : 5;
             chan_ring_sleep(&c->ch, (uint64_t)backoff_us * 1000);
             if (now - alive_checked > 50ull * 1000 * 1000) {

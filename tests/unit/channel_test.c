@@ -13,6 +13,7 @@
 #include "channel/copyplan.h"
 #include "channel/image.h"
 #include "channel/marshal.h"
+#include "channel/slice.h"
 
 #include "tests/unit/check.h"
 
@@ -213,6 +214,71 @@ static void test_lanes(void)
     munmap(base, size);
 }
 
+/* A reply the GPU posts (proto.h, chan_lane.gpu_seq): a waiter told so keeps spinning past
+ * its spin (its nudge, rung when it stops spinning for such a reply, is not called), and one
+ * whose extension runs out nudges the worker once, then sleeps until the post. The post
+ * stores the server's own number (chan_lane_post_at), whatever the lane holds. */
+static int nudges;
+static void count_nudge(void *arg)
+{
+    (void)arg;
+    nudges++;
+}
+
+static void test_gpu_replies(void)
+{
+    size_t size = chan_segment_size();
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct chan c;
+    chan_attach(&c, base);
+    struct chan_lane *l = &c.lanes[5];
+    for (int round = 0; round < 3; round++) {
+        /* 0: told to spin 1 s, posted after 30 ms; 1: told to spin 5 ms, posted after
+         * 60 ms; 2: not told (gpu_seq is another number), posted after 30 ms. */
+        uint32_t seq0 = atomic_load(&l->seq);
+        atomic_store(&l->gpu_seq, round == 2 ? seq0 + 7 : seq0 + 1);
+        pid_t pid = fork();
+        if (pid == 0) {
+            struct chan s;
+            chan_attach(&s, base);
+            usleep(round == 1 ? 60000 : 30000);
+            chan_lane_post_at(&s, 5, CUDA_SUCCESS, 0, seq0 + 1);
+            _exit(0);
+        }
+        nudges = 0;
+        struct chan_wait w = {.spin_ns = 1000, .extend = &l->gpu_seq,
+                              .extend_ns = round == 1 ? 5000000ull : 1000000000ull,
+                              .nudge = count_nudge};
+        CHECK(chan_wait_for(&l->seq, seq0 + 1, &l->waiting, &w) == 0);
+        CHECK(atomic_load(&l->seq) == seq0 + 1);
+        CHECK(nudges == (round == 1));
+        CHECK(atomic_load(&l->waiting) == 0);
+        waitpid(pid, NULL, 0);
+    }
+    /* The server's number is stored, not added to. */
+    atomic_store(&l->seq, 100);
+    chan_lane_post_at(&c, 5, CUDA_ERROR_NOT_READY, 0, 42);
+    CHECK(atomic_load(&l->seq) == 42 && l->result == CUDA_ERROR_NOT_READY);
+    munmap(base, size);
+}
+
+/* A short slice is asked for and given back (channel/slice.h); a kernel without custom
+ * slices may refuse, which changes nothing. */
+static void test_slice(void)
+{
+    struct chan_slice_saved a, b;
+    int e = chan_slice_set(100000, &a);
+    if (e != 0) {
+        printf("(short slices: not on this kernel, error %d)\n", e);
+        return;
+    }
+    CHECK(chan_slice_set(100000, &b) == 0 && !b.valid); /* already so: nothing to restore */
+    chan_slice_restore(&a);
+    CHECK(chan_slice_set(200000, &b) == 0);
+    CHECK(!a.valid || (b.valid && b.runtime == a.runtime && b.nice == a.nice));
+    chan_slice_restore(&b);
+}
+
 static int count_chunk(const struct chan_chunk *ch, void *arg)
 {
     uint64_t *sum = arg;
@@ -358,6 +424,8 @@ int main(void)
     test_ring_rejects_garbage();
     test_coalescing();
     test_lanes();
+    test_gpu_replies();
+    test_slice();
     test_copy_plan();
     test_image_size();
     test_marshal();
