@@ -159,9 +159,6 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
     uint32_t target = c->lane_seq[lane] + 1;
     l->result = CUDA_SUCCESS;
     l->len = 0;
-    /* The hint that makes the thread spin (MPSSHIM_GPU_WAIT_SPIN_US). */
-    atomic_store_explicit(&l->gpu_seq, target, memory_order_release);
-    chan_wake(&l->seq, &l->waiting); /* a thread asleep already wakes to spin */
     /* Default flags: the store follows a system-scope fence behind the stream's work. */
     CUdeviceptr at = c->shm_dptr + (CUdeviceptr)((uint8_t *)&l->seq - (uint8_t *)c->ch.shm);
     if (DRV(cuStreamWriteValue32_v2)(s->real, at, target, 0) != CUDA_SUCCESS) {
@@ -170,12 +167,21 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
         return 0; /* answered as any other wait: the store never ran */
     }
     c->lane_seq[lane] = target;
+    /* The hint that makes the thread spin (MPSSHIM_GPU_WAIT_SPIN_US); a thread asleep
+     * already is woken to spin (or to find its reply, should the GPU have been quicker). */
+    atomic_store_explicit(&l->gpu_seq, target, memory_order_release);
+    chan_wake(&l->seq, &l->waiting);
     w->gpu = 2;
     w->target = target;
     if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
-        /* The store is enqueued: the reply will come. With no event to see it by, a
-         * thread that sleeps is woken by its own sleep's time-out (chan_wait_for). */
+        /* No event to see the store by: the worker waits for the stream itself and posts
+         * the same number (a second store of it changes nothing), or the failure. */
         srv_event_give(c, s->device, ev);
+        CUresult r = DRV(cuStreamSynchronize)(s->real);
+        if (r == CUDA_SUCCESS)
+            chan_wake(&l->seq, &l->waiting);
+        else
+            srv_wait_fail(c, w, r);
         free(w);
         return 1;
     }
