@@ -121,7 +121,7 @@ struct chan_slot {
  * `result` and `len`, then has the stream itself store the next `seq` when it gets there
  * (cuStreamWriteValue32, behind the work synchronised with, the segment being registered
  * and device-mapped), so that no thread of the server need wake for the reply. It stores
- * that number in `gpu_seq` first, as a hint: while `gpu_seq` is the number the thread
+ * that number in `gpu_seq` too, as a hint: while `gpu_seq` is the number the thread
  * waits for, the reply comes from the GPU and the thread may spin for it as a native
  * synchronisation spins (MPSSHIM_GPU_WAIT_SPIN_US). A thread that sleeps is woken by the
  * worker once it sees the stream there. The server never reads `seq` or `gpu_seq` back: it

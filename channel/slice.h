@@ -11,8 +11,8 @@
  * slice preempts a longer one at wake-up (the kernel's PREEMPT_SHORT): what a thread that
  * runs a few µs per wake-up should ask for. It takes no more CPU: a short slice ends sooner.
  *
- * Kernels without custom slices ignore sched_runtime for these policies (or refuse the call
- * with EINVAL before 3.14): the calls below then change nothing and say so. */
+ * Kernels before 6.12 take the call and ignore sched_runtime for these policies (before 3.14
+ * the call does not exist: ENOSYS, said by the return value): nothing changes there. */
 #ifndef MPSSHIM_SLICE_H
 #define MPSSHIM_SLICE_H
 
