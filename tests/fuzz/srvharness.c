@@ -286,7 +286,13 @@ struct fh_client *fh_connect(void)
     char why[256];
     srv_devices_select(c, &h);
     int fd = -1;
-    if (srv_policy_resolve(&h, &c->lim, why, sizeof(why)) != 0 || (fd = make_segment(c)) < 0 ||
+    c->eager_left = srv.eager_kernels; /* module.c */
+    /* Its process's account (account.c): both clients here are one process, as two
+     * connections of a program are, and share its limits (the pinned cap above all: without
+     * it a fuzzed 4 GiB managed allocation was taken, and the CPU driver's memset over it
+     * outlasted the release's bound, a finding of the harness's own making). */
+    if (srv_policy_resolve(&h, &c->lim, why, sizeof(why)) != 0 ||
+        srv_account_join(c, why, sizeof(why)) != 0 || (fd = make_segment(c)) < 0 ||
         srv_green_assign(c) != 0) {
         fprintf(stderr, "fuzz_server: no client: %s\n", why);
         abort(); /* the server always takes this client: a failure here is a finding */
