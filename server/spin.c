@@ -1,5 +1,6 @@
 /* When waiting threads may spin: the server's workers between requests, and (through a
- * hint in each client's segment) the client threads waiting for replies.
+ * hint in each client's segment) the client threads waiting for replies. And the scheduler
+ * slice the server's threads ask for (MPSSHIM_SERVER_SLICE_US, channel/slice.h says why).
  *
  * Spinning buys microseconds only while there are idle CPUs to spin on. Each busy client
  * wants two at once: its own thread, which runs the program between calls, and its worker
@@ -102,7 +103,6 @@ void srv_spin_init(void)
     if (worker_slice_ns)
         slice_err = chan_slice_set(worker_slice_ns, NULL);
 }
-
 
 uint64_t srv_spin_worker_ns(void)
 {
