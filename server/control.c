@@ -255,6 +255,10 @@ static void info_block(struct cmd *k, const struct srv_client *c)
     /* Every record its worker replayed: what its calls cost the server (a query or
      * synchronisation the client answers itself, interpose/idle.c, is not one). */
     say(k, "  Requests served %llu\n", (unsigned long long)atomic_load(&c->stats.calls));
+    /* Of its replies, those the GPU posted (waits.c: a stream synchronisation or a
+     * synchronous copy while the server was not crowded). */
+    say(k, "  Replies from the GPU %llu\n",
+        (unsigned long long)atomic_load(&c->stats.gpu_replies));
 }
 
 static pid_t parse_pid(const char *s)

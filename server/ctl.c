@@ -115,7 +115,7 @@ static void usage(FILE *f)
             "  get_device_client_list [PID]           GPU-<n> <client pid> per device and client\n"
             "  ps [-p PID]                            PID ID SERVER DEVICE NAMESPACE COMMAND\n"
             "  get_client_info [CLIENT_PID]           memory, limits, SMs, streams, launches, copies,\n"
-            "                                         requests served\n"
+            "                                         requests served, replies from the GPU\n"
             "  terminate_client PID CLIENT_PID        fail the client's calls, free what it holds\n"
             "  quit [-t SECONDS]                      stop the server (-t: let clients finish first)\n"
             "  set_default_active_thread_percentage PCT | get_default_active_thread_percentage\n"

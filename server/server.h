@@ -181,6 +181,7 @@ struct srv_stats {
      * the GPU: who had work on a device when it faulted (fault.c). */
     _Atomic uint64_t enqueued_ns[CHAN_MAX_DEVICES];
     _Atomic int gpu_waits;
+    _Atomic uint64_t gpu_replies; /* replies the GPU was given to post (waits.c gpu_reply) */
 };
 
 /* What a client may use, fixed when it connects (policy.c). */

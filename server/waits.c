@@ -167,6 +167,7 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
         return 0; /* answered as any other wait: the store never ran */
     }
     c->lane_seq[lane] = target;
+    atomic_fetch_add_explicit(&c->stats.gpu_replies, 1, memory_order_relaxed);
     /* The hint that makes the thread spin (MPSSHIM_GPU_WAIT_SPIN_US); a thread asleep
      * already is woken to spin (or to find its reply, should the GPU have been quicker). */
     atomic_store_explicit(&l->gpu_seq, target, memory_order_release);

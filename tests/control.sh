@@ -155,6 +155,9 @@ has client_info-launches "$info" '^  Kernels launched 0$'
 has client_info-copies "$info" '^  Bytes copied [0-9]+$'
 has client_info-requests "$info" '^  Requests served [1-9][0-9]*$'
 has client_info-busy "$(ctl get_client_info)" '^  Kernels launched [1-9][0-9]*$'
+# The busy client synchronises every 100 launches, alone on a server that is not crowded:
+# the GPU posts those replies (waits.c).
+has client_info-gpu-replies "$(ctl "get_client_info $V")" '^  Replies from the GPU [1-9][0-9]*$'
 check client_info-unknown "$(ctl 'get_client_info 1')" 'Client 1 not found'
 
 # The third client is refused: an error from its first call, never the real driver.
