@@ -57,36 +57,35 @@ int shim_ptds_active(void)
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
-static uint64_t spin_ns(void)
+/* A client setting in µs (getenv NAME), read once into *cache (-1 until then), in ns:
+ * dflt_us when unset; 0 when negative, or past max_us (0: no bound). */
+static uint64_t env_us(_Atomic int64_t *cache, const char *name, int64_t dflt_us, int64_t max_us)
 {
-    static _Atomic int64_t cached = -1;
-    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    int64_t v = atomic_load_explicit(cache, memory_order_relaxed);
     if (v < 0) {
-        const char *e = getenv("MPSSHIM_SPIN_US");
-        /* Long enough to catch the reply of a short kernel or copy without sleeping. */
-        v = e ? strtoll(e, NULL, 10) * 1000 : 200 * 1000;
-        if (v < 0)
-            v = 0;
-        atomic_store(&cached, v);
+        const char *e = getenv(name);
+        int64_t us = e ? strtoll(e, NULL, 10) : dflt_us;
+        v = us < 0 || (max_us && us > max_us) ? 0 : us * 1000;
+        atomic_store(cache, v);
     }
     return (uint64_t)v;
 }
 
-/* The slice a thread asleep for a reply asks for (MPSSHIM_WAIT_SLICE_US, channel/slice.h). */
+/* How long a thread spins for a reply before it sleeps (MPSSHIM_SPIN_US): long enough to
+ * catch the reply of a short kernel or copy without sleeping. */
+static uint64_t spin_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    return env_us(&cached, "MPSSHIM_SPIN_US", 200, 0);
+}
+
+/* The slice a thread asleep for a reply asks for (MPSSHIM_WAIT_SLICE_US, channel/slice.h):
+ * the kernel's shortest by default, as the thread only has to wake, take its reply and
+ * return; its own slice is back before it runs the program on. */
 static uint64_t wait_slice_ns(void)
 {
     static _Atomic int64_t cached = -1;
-    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("MPSSHIM_WAIT_SLICE_US");
-        /* The kernel's shortest slice by default: the thread only has to wake, take its
-         * reply and return; its own slice is back before it runs the program on. */
-        v = e ? strtoll(e, NULL, 10) * 1000 : 100 * 1000;
-        if (v < 0 || v > 100 * 1000 * 1000)
-            v = 0;
-        atomic_store(&cached, v);
-    }
-    return (uint64_t)v;
+    return env_us(&cached, "MPSSHIM_WAIT_SLICE_US", 100, 100 * 1000);
 }
 
 /* How long a thread spins for a reply the GPU posts (proto.h), MPSSHIM_GPU_WAIT_SPIN_US:
@@ -96,15 +95,7 @@ static uint64_t wait_slice_ns(void)
 static uint64_t gpu_spin_ns(void)
 {
     static _Atomic int64_t cached = -1;
-    int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("MPSSHIM_GPU_WAIT_SPIN_US");
-        v = e ? strtoll(e, NULL, 10) * 1000 : 20 * 1000 * 1000;
-        if (v < 0)
-            v = 0;
-        atomic_store(&cached, v);
-    }
-    return (uint64_t)v;
+    return env_us(&cached, "MPSSHIM_GPU_WAIT_SPIN_US", 20 * 1000, 0);
 }
 
 const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_server_alive};

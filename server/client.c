@@ -146,6 +146,25 @@ static int recv_all(struct srv_client *c, void *buf, size_t len)
     return 0;
 }
 
+/* The client's segment registered with the driver once, so that copies through staging
+ * slots and into reply lanes are direct DMA, and device-mapped: streams wait on the
+ * host-function "done" words in it and store replies from the GPU into its lanes (waits.c).
+ * Failure is not fatal: the driver then stages those copies itself, and no reply comes
+ * from the GPU. Not in a server whose device 0 faulted (fault.c): its context there is
+ * dead. */
+static void register_segment(struct srv_client *c)
+{
+    if (srv_fault_gate(c, 0) == CUDA_SUCCESS && srv_use_device(0) == CUDA_SUCCESS &&
+        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+            CUDA_SUCCESS) {
+        c->shm_registered = 1;
+        if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
+            c->shm_dptr = 0;
+    }
+}
+
+
 /* Handshake; returns the segment fd sent, or -1 when the client was refused. */
 static int handshake(struct srv_client *c)
 {
@@ -247,19 +266,8 @@ static int handshake(struct srv_client *c)
         return -1;
     }
     srv_devices_publish(c);
-    /* Registered once, so that copies through staging slots and into reply lanes are
-     * direct DMA. Failure is not fatal: the driver then stages those copies itself. Not
-     * in a server whose device 0 faulted (fault.c): its context there is dead. */
     srv_busy(c, SRV_BUSY_HANDSHAKE); /* its driver calls, watched (not its reads) */
-    if (srv_fault_gate(c, 0) == CUDA_SUCCESS && srv_use_device(0) == CUDA_SUCCESS &&
-        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
-                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
-            CUDA_SUCCESS) {
-        c->shm_registered = 1;
-        /* Device-mapped too: streams wait on the host-function "done" words in it. */
-        if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
-            c->shm_dptr = 0;
-    }
+    register_segment(c);
     srv_busy(c, 0);
     struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
                              .minor = CHAN_PROTO_MINOR, .status = CHAN_WELCOME_OK,

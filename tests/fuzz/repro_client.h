@@ -36,6 +36,10 @@ static inline long call(struct session *x, int id, const void *const *argv, int 
                  size_t cap);
 /* A new client loads kernels.ptx from dir: 0 when it is answered within 15 s, else 1. */
 static inline int load_answered(const char *dir);
+/* Client A's session (open_session), or exit 2 saying there is none. */
+static inline void open_client_a(struct session *x);
+/* `bytes` of client A's device memory (cuMemAlloc), or exit 2 saying there is none. */
+static inline CUdeviceptr alloc_client_a(struct session *x, size_t bytes);
 
 static uint64_t repro_deadline;
 static inline int repro_before_deadline(void *arg)
@@ -151,6 +155,25 @@ static inline int load_answered(const char *dir)
     }
     printf("PASS: client B's module load answered (%s)\n", shim_error_name((CUresult)r));
     return 0;
+}
+
+static inline void open_client_a(struct session *x)
+{
+    if (open_session(x) != 0) {
+        fprintf(stderr, "no session for client A\n");
+        exit(2);
+    }
+}
+
+static inline CUdeviceptr alloc_client_a(struct session *x, size_t bytes)
+{
+    CUdeviceptr d = 0, *pd = &d;
+    const void *aa[] = {&pd, &bytes};
+    if (call(x, SHIM_ID_cuMemAlloc_v2, aa, 1, &d, sizeof(d)) != 0 || !d) {
+        fprintf(stderr, "client A has no device memory\n");
+        exit(2);
+    }
+    return d;
 }
 
 #endif

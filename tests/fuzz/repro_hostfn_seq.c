@@ -29,10 +29,7 @@ int main(int argc, char **argv)
         return 2;
     }
     struct session a;
-    if (open_session(&a) != 0) {
-        fprintf(stderr, "no session for client A\n");
-        return 2;
-    }
+    open_client_a(&a);
     /* Client A: two host functions on its NULL stream; it never runs them, and leaves. */
     struct chan_host_func h1 = {.stream = 0, .seq = control ? 1 : 1u << 30},
                           h2 = {.stream = 0, .seq = control ? 2 : 1};

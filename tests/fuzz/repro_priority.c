@@ -25,10 +25,7 @@ int main(int argc, char **argv)
         return 2;
     }
     struct session a;
-    if (open_session(&a) != 0) {
-        fprintf(stderr, "no session\n");
-        return 2;
-    }
+    open_client_a(&a);
     struct chan_stream_create m = {.flags = 0, .priority = control ? -1 : INT_MIN};
     uint64_t s = 0;
     long r = request(&a, CHAN_OP_STREAM_CREATE, &m, sizeof(m), 10, &s, sizeof(s));

@@ -34,17 +34,8 @@ int main(int argc, char **argv)
     }
     int by_ctx = !strcmp(argv[2], "ctx");
     struct session a;
-    if (open_session(&a) != 0) {
-        fprintf(stderr, "no session for client A\n");
-        return 2;
-    }
-    CUdeviceptr d = 0, *pd = &d;
-    size_t bytes = 4096;
-    const void *aa[] = {&pd, &bytes};
-    if (call(&a, SHIM_ID_cuMemAlloc_v2, aa, 1, &d, sizeof(d)) != 0 || !d) {
-        fprintf(stderr, "client A has no device memory\n");
-        return 2;
-    }
+    open_client_a(&a);
+    CUdeviceptr d = alloc_client_a(&a, 4096);
     struct chan_ctx c2 = {.id = 2, .device = 0, .primary = 0};
     if (by_ctx && request(&a, CHAN_OP_CTX_CREATE, &c2, sizeof(c2), 10, NULL, 0) != 0) {
         fprintf(stderr, "client A has no second context\n");

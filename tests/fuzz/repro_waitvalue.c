@@ -27,17 +27,8 @@ int main(int argc, char **argv)
         return 2;
     }
     struct session a;
-    if (open_session(&a) != 0) {
-        fprintf(stderr, "no session for client A\n");
-        return 2;
-    }
-    CUdeviceptr d = 0, *pd = &d;
-    size_t bytes = 4096;
-    const void *aa[] = {&pd, &bytes};
-    if (call(&a, SHIM_ID_cuMemAlloc_v2, aa, 1, &d, sizeof(d)) != 0 || !d) {
-        fprintf(stderr, "client A has no device memory\n");
-        return 2;
-    }
+    open_client_a(&a);
+    CUdeviceptr d = alloc_client_a(&a, 4096);
     CUstream st = NULL;
     cuuint32_t v1 = 5, v2 = control ? 5 : 7;
     unsigned eq = CU_STREAM_WAIT_VALUE_EQ;

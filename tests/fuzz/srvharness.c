@@ -300,14 +300,7 @@ struct fh_client *fh_connect(void)
     close(fd);
     c->admitted = 1;
     srv_devices_publish(c);
-    if (srv_fault_gate(c, 0) == CUDA_SUCCESS && srv_use_device(0) == CUDA_SUCCESS &&
-        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
-                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
-            CUDA_SUCCESS) {
-        c->shm_registered = 1;
-        if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
-            c->shm_dptr = 0;
-    }
+    register_segment(c); /* client.c */
     atomic_store(&c->connected, 1);
     /* srv_worker_main's start */
     c->rec = malloc(CHAN_REC_MAX);

@@ -382,16 +382,22 @@ static void CUDA_CB never_returns(void *user)
         pause();
 }
 
-static void victim(CUstream s)
+/* An exec of a graph of one host node that calls fn (the graph is left for the exit). */
+static CUgraphExec one_host_node(CUhostFn fn)
 {
     CUgraph g;
     CUgraphNode h;
     CHECK(cuGraphCreate(&g, 0));
-    CUDA_HOST_NODE_PARAMS hp = {never_returns, NULL};
+    CUDA_HOST_NODE_PARAMS hp = {fn, NULL};
     CHECK(cuGraphAddHostNode(&h, g, NULL, 0, &hp));
     CUgraphExec x;
     CHECK(cuGraphInstantiate(&x, g, 0));
-    CHECK(cuGraphLaunch(x, s));
+    return x;
+}
+
+static void victim(CUstream s)
+{
+    CHECK(cuGraphLaunch(one_host_node(never_returns), s));
     CHECK(cuStreamSynchronize(s)); /* never returns: killed here */
 }
 
@@ -403,13 +409,7 @@ static void CUDA_CB slow_step(void *user)
 
 static void leave_capturing(CUstream s)
 {
-    CUgraph g;
-    CUgraphNode h;
-    CHECK(cuGraphCreate(&g, 0));
-    CUDA_HOST_NODE_PARAMS hp = {slow_step, NULL};
-    CHECK(cuGraphAddHostNode(&h, g, NULL, 0, &hp));
-    CUgraphExec x;
-    CHECK(cuGraphInstantiate(&x, g, 0));
+    CUgraphExec x = one_host_node(slow_step);
     /* A kernel of 300 ms first, so that the launches run after the client has gone. */
     CUmodule mod = t_load_module("kernels.ptx");
     CUfunction delay = t_get_function(mod, "delay_set");
