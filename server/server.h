@@ -591,6 +591,8 @@ const char *srv_spin_grade(void);
 /* How long a worker spins for requests before it sleeps: MPSSHIM_SERVER_SPIN_US, or while
  * crowded MPSSHIM_CROWDED_WORKER_SPIN_US (0 by default). */
 uint64_t srv_spin_worker_ns(void);
+/* While crowded: how long a worker spins on a synchronisation before sleeping (waits.c). */
+uint64_t srv_spin_sync_ns(void);
 /* The worker of c replayed records at `now`: c counts as busy for a while. */
 void srv_spin_worked(struct srv_client *c, uint64_t now);
 /* The worker of c found nothing to do: ends c's busy spell when it is over; returns how

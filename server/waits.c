@@ -41,6 +41,21 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
     if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || d < 0 ||
         d >= CHAN_MAX_DEVICES)
         return DRV(cuStreamSynchronize)(s->real);
+    /* A short wait (a fleet's few small kernels and a read-back) is spun out first, on the
+     * stream itself (srv_spin_sync_ns): a blocking event recorded for every synchronisation
+     * cost 28% of a 16-process fleet's steps (H200, bench fleetc: 49551 steps/s against
+     * 68336), even with the event only queried for 1 ms before anyone slept on it. */
+    uint64_t spin = srv_spin_sync_ns();
+    if (spin) {
+        uint64_t end = chan_now_ns() + spin;
+        CUresult q;
+        while ((q = DRV(cuStreamQuery)(s->real)) == CUDA_ERROR_NOT_READY &&
+               chan_now_ns() < end)
+            for (int i = 0; i < 32; i++)
+                chan_cpu_relax();
+        if (q != CUDA_ERROR_NOT_READY)
+            return q;
+    }
     if (!c->block_ev[d]) {
         /* Made in the device's context; the thread's current one is left as it was. */
         if (DRV(cuCtxPushCurrent_v2)(srv.ctx[d]) != CUDA_SUCCESS)
