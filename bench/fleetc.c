@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static void usage(void)
@@ -39,6 +40,15 @@ static void host_work(uint64_t ns)
     while (bench_now_ns() < end)
         for (int i = 0; i < 64; i++)
             x += (unsigned)i;
+}
+
+/* This process's CPU time so far (user + system, all its threads, the shim's included), ns. */
+static uint64_t cpu_ns(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    return (uint64_t)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000000ull +
+           (uint64_t)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1000ull;
 }
 
 /* The window of one repeat in ns: --seconds' decimal, 1 ms to 1 h. */
@@ -94,7 +104,7 @@ int main(int argc, char **argv)
     for (unsigned long long r = 1; r <= repeats; r++) {
         /* Repeat r starts when all P processes have arrived r times. */
         if (barrier) bench_barrier(barrier, (unsigned)(procs * r));
-        uint64_t t0 = bench_now_ns(), end = t0 + window_ns, steps = 0, now;
+        uint64_t c0 = cpu_ns(), t0 = bench_now_ns(), end = t0 + window_ns, steps = 0, now;
         do {
             host_work(work_us * 1000);
             for (unsigned long long k = 0; k < launches; k++)
@@ -105,6 +115,9 @@ int main(int argc, char **argv)
         if (v != 7) bench_die("read back %s instead of 7", "another value");
         printf("metric steps_per_s %.1f steps/s %llu\n", (double)steps * 1e9 / (double)(now - t0),
                r);
+        /* Where a fleet's CPUs go: this process's CPU per step (the host work's included). */
+        printf("# fleetc: %.1f us of CPU per step, repeat %llu\n",
+               (double)(cpu_ns() - c0) / 1e3 / (double)steps, r);
         fflush(stdout);
     }
     CK(cuMemFree(d));

@@ -137,10 +137,11 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * keeps a wait with an event behind that store: to wake the thread should it sleep, to
  * answer a fault in its stead, and to know when the lane's number is the GPU's.
  *
- * Only for a reply that carries nothing but CUDA_SUCCESS: no error deferred from the
- * client's async work to report (finish() would post it), no data. The result and length
- * are written before the store is enqueued; the client reads them only once it sees the
- * number. The segment must be device-mapped at its own address (unified addressing), so
+ * Only for a reply of CUDA_SUCCESS: no error deferred from the client's async work to
+ * report (finish() would post it). Its data, if any, is in the lane already or on its way
+ * there in the same stream ahead of the store (a read-back's copy into the lane, copy.c; an
+ * output the worker wrote, generic.c). The result and length are written before the store
+ * is enqueued; the client reads them, and the data, only once it sees the number. The segment must be device-mapped at its own address (unified addressing), so
  * that the address is good in every device's context.
  *
  * Only while the server is not crowded (spin.c: busy clients at most half the CPUs): the
@@ -152,7 +153,8 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * worker's reply (block_stream). 1 when the reply is posted or on its way. */
 static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
-    if (!gpu_replies || len != 0 || lane < 0 || lane >= CHAN_NLANES || !c->shm_registered ||
+    if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
+        !c->shm_registered ||
         c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm || c->deferred != CUDA_SUCCESS ||
         atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
         srv_stream_capturing(c, s) || srv_spin_crowded())
@@ -162,7 +164,7 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
         finish(c, lane, CUDA_SUCCESS, len, 0);
         return 1;
     }
-    struct srv_wait *w = new_wait(c, lane, 0);
+    struct srv_wait *w = new_wait(c, lane, len);
     if (!w)
         return 0;
     CUevent ev;
@@ -173,7 +175,7 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
     struct chan_lane *l = &c->ch.lanes[lane];
     uint32_t target = c->lane_seq[lane] + 1;
     l->result = CUDA_SUCCESS;
-    l->len = 0;
+    l->len = len;
     /* Default flags: the store follows a system-scope fence behind the stream's work. */
     CUdeviceptr at = c->shm_dptr + (CUdeviceptr)((uint8_t *)&l->seq - (uint8_t *)c->ch.shm);
     if (DRV(cuStreamWriteValue32_v2)(s->real, at, target, 0) != CUDA_SUCCESS) {
