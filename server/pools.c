@@ -653,6 +653,7 @@ const struct srv_hook srv_hook_pool_destroy = {.before = destroy_before, .call =
  * the description says. The limit is checked before, as for any allocation. */
 static CUresult capture_before(struct srv_client *c, struct srv_call *k)
 {
+    c->pool_allocs = 1; /* its synchronisations are the worker's from now on (waits.c) */
     k->registers = k->stream && srv_stream_capturing(c, k->stream);
     return CUDA_SUCCESS;
 }

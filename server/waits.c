@@ -144,6 +144,13 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * is enqueued; the client reads them, and the data, only once it sees the number. The segment must be device-mapped at its own address (unified addressing), so
  * that the address is good in every device's context.
  *
+ * Not for a client that allocates from memory pools (cuMemAllocAsync): what it frees
+ * stream-ordered, the driver's pool keeps reserved until a thread of the server has seen
+ * the free complete by synchronising or querying the stream itself ("not observed on the
+ * host", cuMemPoolTrimTo), which a reply from the GPU skips; a query of the event behind
+ * the store before its next call did not count (H200, driver 580.159.04: the GPU tier's
+ * mempool, mallocasync and pools programs failed their trims either way).
+ *
  * Only while the server is not crowded (spin.c: busy clients at most half the CPUs): the
  * thread is told to spin for its reply (gpu_seq), as a native synchronisation does, which
  * costs nothing while CPUs are free and makes a launch + synchronisation round trip 1-2 us
@@ -154,7 +161,7 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
 static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
     if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
-        !c->shm_registered ||
+        !c->shm_registered || c->pool_allocs ||
         c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm || c->deferred != CUDA_SUCCESS ||
         atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
         srv_stream_capturing(c, s) || srv_spin_crowded())

@@ -174,6 +174,17 @@ has refusal-logged "$(cat "$MPSSHIM_LOG_DIRECTORY/server.log")" "Refused a clien
 # Malformed limits: refused with the server's message, no fallback either.
 ctl "terminate_client $S $V" >/dev/null
 wait "$V" 2>/dev/null
+# A client of the stream-ordered allocator gets every reply from its worker: the driver
+# counts its pools' frees done only once a thread of the server has seen them (waits.c).
+spawn P "$W/pool.log" "$B/tests/smallkern" 100000000 --pool
+until_true grep -q 'ok setup' "$W/pool.log" || bad pool-ready "$(cat "$W/pool.log")"
+pool_busy() { ctl "get_client_info $P" | grep -q '^  Kernels launched [1-9]'; }
+until_true pool_busy || bad pool-busy "$(ctl "get_client_info $P")"
+info=$(ctl "get_client_info $P")
+has client_info-pool-busy "$info" '^  Requests served [1-9][0-9]*$'
+has client_info-pool-no-gpu-replies "$info" '^  Replies from the GPU 0$'
+ctl "terminate_client $S $P" >/dev/null
+wait "$P" 2>/dev/null
 out=$(MPSSHIM_ACTIVE_THREAD_PERCENTAGE=250 shim "$B/tests/vecadd" 1000 2>&1)
 echo "$out"
 has bad-limits-message "$out" '^mpsshim: server refused this client: .*ACTIVE_THREAD_PERCENTAGE=250'

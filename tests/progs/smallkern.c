@@ -1,10 +1,13 @@
-/* smallkern [iterations]: the small-kernel workload of the "many clients at once" test.
- * Many short launches (inc_u32 on 1024 elements, 2 blocks) with a synchronize every 100,
- * then every element checked and a checksum printed. */
+/* smallkern [iterations] [--pool]: the small-kernel workload of the "many clients at once"
+ * test. Many short launches (inc_u32 on 1024 elements, 2 blocks) with a synchronize every
+ * 100, then every element checked and a checksum printed. --pool: the elements come from
+ * the stream-ordered allocator (cuMemAllocAsync, cuMemFreeAsync), as a program on
+ * cudaMallocAsync's do. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define ELEMS 1024
 
@@ -13,6 +16,8 @@ int main(int argc, char **argv)
     t_init("smallkern", 300);
     long iters = argc > 1 ? atol(argv[1]) : 2000;
     REQUIRE(iters >= 1 && iters <= 100000000, "bad iteration count '%s'", argv[1]);
+    int pool = argc > 2 && strcmp(argv[2], "--pool") == 0;
+    REQUIRE(argc <= 2 || pool, "unknown option '%s'", argv[2]);
 
     CUdevice dev;
     CUcontext ctx;
@@ -23,7 +28,10 @@ int main(int argc, char **argv)
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr p;
     unsigned long long n = ELEMS;
-    CHECK(cuMemAlloc(&p, ELEMS * 4));
+    if (pool)
+        CHECK(cuMemAllocAsync(&p, ELEMS * 4, s));
+    else
+        CHECK(cuMemAlloc(&p, ELEMS * 4));
     CHECK(cuMemsetD32Async(p, 7, ELEMS, s));
     t_ok("setup");
 
@@ -47,7 +55,12 @@ int main(int argc, char **argv)
     t_ok("%ld launches applied to all %d elements", iters, ELEMS);
     printf("checksum %llu\n", (unsigned long long)sum);
 
-    CHECK(cuMemFree(p));
+    if (pool) {
+        CHECK(cuMemFreeAsync(p, s));
+        CHECK(cuStreamSynchronize(s));
+    } else {
+        CHECK(cuMemFree(p));
+    }
     CHECK(cuStreamDestroy(s));
     CHECK(cuModuleUnload(mod));
     CHECK(cuDevicePrimaryCtxRelease(dev));
