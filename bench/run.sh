@@ -847,6 +847,12 @@ main() {
         for v in "${VARIANTS[@]}"; do printf 'variant_%s\t%s\n' "${v%%:*}" "${v#*:}"; done
     } >"$OUTDIR/bench-info.txt"
 
+    # The run's first GPU work pays what no mode should: the machine's wake from idle (the
+    # GPU's clocks, the driver's state), and mpsshim goes first in every family (bench/README.md,
+    # "Order of the modes"). So a native callbench --quick, not recorded, wakes the machine
+    # first; every mode still starts its daemon and its clients cold, as users do.
+    [ "$CPU" = 1 ] || "$B/bench/callbench" --quick >/dev/null 2>&1 ||
+        say "machine warm-up (native callbench --quick) failed; going on"
     # Family by family, each under the three modes in turn: a run cut by its budget loses
     # its last families, not a whole mode.
     for fam in $FAMILIES; do
