@@ -14,6 +14,11 @@
  * took says whether the threads' streams (in green contexts or not) run side by side
  * (about M) or one after another (about THREADS x M).
  *
+ * --graph makes each step's K launches one graph, captured from the thread's stream once and
+ * launched with cuGraphLaunch: whether a process that launched a client's repeated sequence
+ * of kernels as a graph (one driver call in place of K) gets past the one process's
+ * launch ceiling.
+ *
  * --launchers L hands each thread's launches and read-back to one of L launcher threads
  * (thread i to launcher i % L, through a word; the thread sleeps until they are issued, then
  * synchronises itself): whether few threads, each launching for many as a server worker
@@ -21,6 +26,7 @@
  *
  * usage: onectx THREADS [--work-us W] [--launches K] [--seconds S]
  *               [--sched auto|spin|yield|blocking] [--green] [--overlap-ms M] [--launchers L]
+ *               [--graph]
  * Defaults: 100 us, 8 launches, 1 s, the driver's own scheduling (auto), the primary
  * context's streams, no overlap check. Not part of bench/run.sh: a diagnosis
  * (bench/README.md, "One context's ceiling"). */
@@ -44,7 +50,7 @@ static CUdevice dev;
 static CUfunction empty, spin;
 static unsigned long long work_us = 100, launches = 8, overlap_ms;
 static uint64_t window_ns = 1000000000ull;
-static int green;
+static int green, graph;
 static unsigned long long nlaunchers;
 static _Atomic int stop_launchers;
 static pthread_barrier_t start, again;
@@ -59,6 +65,7 @@ struct thread {
     CUstream s;
     CUdeviceptr d;
     uint32_t v;
+    CUgraphExec exec; /* --graph: the step's launches */
     _Atomic int job;
 };
 static struct thread *ts;
@@ -67,8 +74,11 @@ static unsigned long long nthreads;
 /* A step's launches and its 4-byte read-back on t's stream. */
 static void issue(struct thread *t)
 {
-    for (unsigned long long k = 0; k < launches; k++)
-        CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, t->s, NULL, NULL));
+    if (t->exec)
+        CK(cuGraphLaunch(t->exec, t->s));
+    else
+        for (unsigned long long k = 0; k < launches; k++)
+            CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, t->s, NULL, NULL));
     CK(cuMemcpyDtoHAsync(&t->v, t->d, sizeof(t->v), t->s));
 }
 
@@ -98,7 +108,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: onectx THREADS [--work-us W] [--launches K] [--seconds S] "
                     "[--sched auto|spin|yield|blocking] [--green] [--overlap-ms M] "
-                    "[--launchers L]\n");
+                    "[--launchers L] [--graph]\n");
     exit(2);
 }
 
@@ -128,6 +138,15 @@ static void *run(void *arg)
         CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     t->s = s;
     CK(cuMemAlloc(&t->d, 4));
+    if (graph && launches) {
+        CUgraph steps;
+        CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        for (unsigned long long k = 0; k < launches; k++)
+            CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        CK(cuStreamEndCapture(s, &steps));
+        CK(cuGraphInstantiateWithFlags(&t->exec, steps, 0));
+        CK(cuGraphDestroy(steps));
+    }
     issue(t);
     CK(cuStreamSynchronize(s));
     pthread_barrier_wait(&start);
@@ -159,6 +178,7 @@ static void *run(void *arg)
         CK(cuStreamSynchronize(s));
         t->overlap_end = bench_now_ns();
     }
+    if (t->exec) CK(cuGraphExecDestroy(t->exec));
     CK(cuMemFree(t->d));
     CK(cuStreamDestroy(s));
     if (g) CK(cuGreenCtxDestroy(g));
@@ -188,6 +208,8 @@ int main(int argc, char **argv)
                                                  : (usage(), 0u);
         } else if (strcmp(argv[i], "--green") == 0)
             green = 1;
+        else if (strcmp(argv[i], "--graph") == 0)
+            graph = 1;
         else if (strcmp(argv[i], "--overlap-ms") == 0)
             overlap_ms = bench_num_arg(argc, argv, i++, 1, 10000, usage);
         else if (strcmp(argv[i], "--launchers") == 0)
@@ -233,9 +255,9 @@ int main(int argc, char **argv)
         pthread_join(lt[i], NULL);
     const char *where = green ? "green" : "primary";
     printf("metric steps_per_s %.1f steps/s threads=%llu work_us=%llu launches=%llu sched=%s "
-           "streams=%s launchers=%llu\n",
+           "streams=%s launchers=%llu graph=%d\n",
            (double)total * 1e9 / (double)window_ns, threads, work_us, launches, sched, where,
-           nlaunchers);
+           nlaunchers, graph);
     if (overlap_ms)
         printf("metric overlap_ms %.2f ms threads=%llu kernel_ms=%llu streams=%s\n",
                (double)(last - overlap_t0) / 1e6, threads, overlap_ms, where);
