@@ -968,9 +968,12 @@ void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 
 /* streams.c: fn on every stream of the client in context ctx (0: any): created ones, the
  * per-thread default ones, the ones of __managed__ variables' copies, and the legacy ones
- * too when with_legacy. fn must free none. */
+ * too when with_legacy. fn must free none. arg is passed to fn as is: most walks gather or
+ * aim at something (a wait, a stream to order), which travels with the call rather than in
+ * a thread's variable beside it. */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
-                      void (*fn)(struct srv_client *c, struct srv_stream *s));
+                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg),
+                      void *arg);
 
 /* devmem.c: device memory from the server's arena (the default, MPSSHIM_DEVICE_VMM) or
  * pool (MPSSHIM_DEVICE_POOL=1 with MPSSHIM_DEVICE_VMM=0). */
