@@ -974,6 +974,12 @@ void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
                       void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg),
                       void *arg);
+/* streams.c: the streams context x holds itself go, each taken out of x and passed to gone
+ * (srv_stream_free, or srv_stream_forget when they died with it): its per-thread default
+ * ones, its legacy one, its __managed__ variables' one. Not srv_streams_each, whose fn may
+ * free none and which passes the created streams too (they go with their objects). */
+void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
+                      void (*gone)(struct srv_client *c, struct srv_stream *s));
 
 /* devmem.c: device memory from the server's arena (the default, MPSSHIM_DEVICE_VMM) or
  * pool (MPSSHIM_DEVICE_POOL=1 with MPSSHIM_DEVICE_VMM=0). */

@@ -112,6 +112,22 @@ void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
     }
 }
 
+void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
+                      void (*gone)(struct srv_client *c, struct srv_stream *s))
+{
+    struct srv_stream *d, *dt;
+    HASH_ITER(hh, x->defaults, d, dt)
+    {
+        HASH_DEL(x->defaults, d);
+        gone(c, d);
+    }
+    if (x->legacy)
+        gone(c, x->legacy);
+    x->legacy = NULL;
+    if (x->mvar) gone(c, x->mvar);
+    x->mvar = NULL;
+}
+
 static struct srv_stream *legacy(struct srv_client *c, struct srv_ctx *x)
 {
     CUresult r;
