@@ -92,12 +92,11 @@ static CUresult stream_of(int dev, CUstream *s)
 {
     if (*s)
         return CUDA_SUCCESS;
-    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+    CUresult r = srv_push_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     r = DRV(cuStreamCreate)(s, CU_STREAM_NON_BLOCKING);
-    CUcontext old;
-    DRV(cuCtxPopCurrent_v2)(&old);
+    srv_pop_device();
     return r;
 }
 

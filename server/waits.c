@@ -58,14 +58,13 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
     }
     if (!c->block_ev[d]) {
         /* Made in the device's context; the thread's current one is left as it was. */
-        if (DRV(cuCtxPushCurrent_v2)(srv.ctx[d]) != CUDA_SUCCESS)
+        if (srv_push_device(d) != CUDA_SUCCESS)
             return DRV(cuStreamSynchronize)(s->real);
         CUevent ev = NULL;
         if (DRV(cuEventCreate)(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) ==
             CUDA_SUCCESS)
             c->block_ev[d] = ev;
-        CUcontext old;
-        DRV(cuCtxPopCurrent_v2)(&old);
+        srv_pop_device();
         if (!c->block_ev[d])
             return DRV(cuStreamSynchronize)(s->real);
     }
