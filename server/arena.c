@@ -121,26 +121,24 @@ release:
  * current meanwhile, here and in map_free (the worker's may be another device's). */
 static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
 {
-    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+    CUresult r = srv_push_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     r = map_in_ctx(dev, bytes, align, m);
-    CUcontext old;
-    DRV(cuCtxPopCurrent_v2)(&old);
+    srv_pop_device();
     return r;
 }
 
 static void map_free(const struct mapping *m)
 {
-    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[m->dev]);
+    CUresult r = srv_push_device(m->dev);
     if (r == CUDA_SUCCESS) {
         r = DRV(cuMemUnmap)(m->va, m->bytes);
         if (r == CUDA_SUCCESS)
             r = DRV(cuMemRelease)(m->h);
         if (r == CUDA_SUCCESS)
             r = DRV(cuMemAddressFree)(m->va, m->bytes);
-        CUcontext old;
-        DRV(cuCtxPopCurrent_v2)(&old);
+        srv_pop_device();
     }
     if (r != CUDA_SUCCESS)
         srv_log("Unmapping %llu bytes of device memory at %#llx failed with %s",

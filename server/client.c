@@ -33,6 +33,18 @@ CUresult srv_use_device(int dev)
     return r;
 }
 
+CUresult srv_push_device(int dev)
+{
+    return DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+}
+
+/* What goes is the context srv_push_device pushed, known to the caller: not returned. */
+void srv_pop_device(void)
+{
+    CUcontext old;
+    DRV(cuCtxPopCurrent_v2)(&old);
+}
+
 int srv_device_used(int dev, size_t *used)
 {
     size_t f = 0, t = 0;

@@ -92,12 +92,11 @@ static CUresult stream_of(int dev, CUstream *s)
 {
     if (*s)
         return CUDA_SUCCESS;
-    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+    CUresult r = srv_push_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     r = DRV(cuStreamCreate)(s, CU_STREAM_NON_BLOCKING);
-    CUcontext old;
-    DRV(cuCtxPopCurrent_v2)(&old);
+    srv_pop_device();
     return r;
 }
 
@@ -120,21 +119,17 @@ CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t 
     return DRV(cuStreamSynchronize)(c->devmem[dev].alloc);
 }
 
-/* The free stream waits for what each of the client's streams holds now, on any device (a
- * kernel on another device may reach this one's memory through peer access). A capturing
- * stream's work from before the capture is its capture mark (graph.c): an event recorded
- * there now would become a node of the graph.
- * (srv_streams_each takes no argument: the walk's target is the worker thread's own.) */
-static _Thread_local struct {
-    CUstream fs;
-} order;
-
-static void order_after(struct srv_client *c, struct srv_stream *s)
+/* The free stream (arg) waits for what each of the client's streams holds now, on any
+ * device (a kernel on another device may reach this one's memory through peer access). A
+ * capturing stream's work from before the capture is its capture mark (graph.c): an event
+ * recorded there now would become a node of the graph. */
+static void order_after(struct srv_client *c, struct srv_stream *s, void *arg)
 {
+    CUstream fs = arg;
     CUevent ev;
     if (srv_stream_capturing(c, s)) {
         if (s->cap_mark)
-            (void)DRV(cuStreamWaitEvent)(order.fs, s->cap_mark, 0);
+            (void)DRV(cuStreamWaitEvent)(fs, s->cap_mark, 0);
         return;
     }
     if (DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS ||
@@ -142,42 +137,41 @@ static void order_after(struct srv_client *c, struct srv_stream *s)
         return;
     /* The wait takes the event's state now: it can be recorded again at once. */
     if (DRV(cuEventRecord)(ev, s->real) == CUDA_SUCCESS)
-        (void)DRV(cuStreamWaitEvent)(order.fs, ev, 0);
+        (void)DRV(cuStreamWaitEvent)(fs, ev, 0);
     srv_event_give(c, s->device, ev);
 }
 
 /* Whether any of the client's streams may still run work it queued, its destroyed streams'
- * and what a capturing stream held when its capture began included. (As above, the walk's
- * target is the worker thread's own.) */
-static _Thread_local int busy_seen;
-
-static void note_busy(struct srv_client *c, struct srv_stream *s)
+ * and what a capturing stream held when its capture began included (note_busy: into the
+ * int at arg, for one stream). */
+static void note_busy(struct srv_client *c, struct srv_stream *s, void *arg)
 {
-    if (busy_seen)
+    int *busy = arg;
+    if (*busy)
         return;
     if (srv_stream_capturing(c, s))
-        busy_seen = s->cap_mark && DRV(cuEventQuery)(s->cap_mark) == CUDA_ERROR_NOT_READY;
+        *busy = s->cap_mark && DRV(cuEventQuery)(s->cap_mark) == CUDA_ERROR_NOT_READY;
     else
-        busy_seen = DRV(cuStreamQuery)(s->real) == CUDA_ERROR_NOT_READY;
+        *busy = DRV(cuStreamQuery)(s->real) == CUDA_ERROR_NOT_READY;
 }
 
 static int client_busy(struct srv_client *c)
 {
-    busy_seen = 0;
-    srv_streams_each(c, 0, 1, note_busy);
-    for (size_t i = 0; i < c->nretired && !busy_seen; i++)
-        busy_seen = DRV(cuEventQuery)(c->retired[i].ev) == CUDA_ERROR_NOT_READY;
-    return busy_seen;
+    int busy = 0;
+    srv_streams_each(c, 0, 1, note_busy, &busy);
+    for (size_t i = 0; i < c->nretired && !busy; i++)
+        busy = DRV(cuEventQuery)(c->retired[i].ev) == CUDA_ERROR_NOT_READY;
+    return busy;
 }
 
 /* Device dev's free stream of the client waits for all the work it has queued so far, its
  * destroyed streams' included. */
 static void order_free_stream(struct srv_client *c, int dev)
 {
-    order.fs = c->devmem[dev].free;
-    srv_streams_each(c, 0, 1, order_after);
+    CUstream fs = c->devmem[dev].free;
+    srv_streams_each(c, 0, 1, order_after, fs);
     for (size_t i = 0; i < c->nretired; i++)
-        (void)DRV(cuStreamWaitEvent)(order.fs, c->retired[i].ev, 0);
+        (void)DRV(cuStreamWaitEvent)(fs, c->retired[i].ev, 0);
 }
 
 static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after_work)

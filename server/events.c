@@ -109,12 +109,11 @@ CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)
     /* Made in the device's context, pushed so that the thread's current context (the one
      * the call being replayed runs in) is left as it was; timing off: these only order and
      * signal, and untimed events are cheaper. */
-    CUresult r = DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
+    CUresult r = srv_push_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     r = DRV(cuEventCreate)(ev, CU_EVENT_DISABLE_TIMING);
-    CUcontext old;
-    DRV(cuCtxPopCurrent_v2)(&old);
+    srv_pop_device();
     return r;
 }
 

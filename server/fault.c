@@ -164,17 +164,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
             nctx++;
         x->fault = err;
         x->gen = gen; /* dead: a later fault of the device is none of its business */
-        struct srv_stream *s, *st;
-        HASH_ITER(hh, x->defaults, s, st)
-        {
-            HASH_DEL(x->defaults, s);
-            srv_stream_forget(c, s);
-        }
-        if (x->legacy)
-            srv_stream_forget(c, x->legacy);
-        x->legacy = NULL;
-        if (x->mvar) srv_stream_forget(c, x->mvar);
-        x->mvar = NULL;
+        srv_streams_drop(c, x, srv_stream_forget);
     }
     /* Its threads waiting for the GPU there get the fault now, as they would natively. */
     for (struct srv_wait **pw = &c->waits; *pw;) {

@@ -146,8 +146,9 @@ void srv_capture_abandon(struct srv_client *c, struct srv_stream *s, int forget)
         capture_graph_gone(c, o);
 }
 
-static void abandon_dropping(struct srv_client *c, struct srv_stream *s)
+static void abandon_dropping(struct srv_client *c, struct srv_stream *s, void *arg)
 {
+    (void)arg;
     srv_capture_abandon(c, s, 1);
 }
 
@@ -155,7 +156,7 @@ void srv_captures_abandon(struct srv_client *c, uint32_t ctx)
 {
     /* Per-thread default streams can capture too (the legacy stream cannot). */
     if (c->captures)
-        srv_streams_each(c, ctx, 0, abandon_dropping);
+        srv_streams_each(c, ctx, 0, abandon_dropping, NULL);
 }
 
 /* ---------------------------------------------------------------- DOT files */

@@ -133,12 +133,11 @@ static void destroy_real(struct srv_share *s)
     } else if (s->kind == SHIM_HT_CUmemGenericAllocationHandle) {
         r = DRV(cuMemRelease)((CUmemGenericAllocationHandle)s->value);
     } else {
-        r = DRV(cuCtxPushCurrent_v2)(srv.ctx[s->dev]);
+        r = srv_push_device(s->dev);
         if (r == CUDA_SUCCESS) {
             r = s->pooled ? srv_devmem_free_orphan(s->dev, s->value)
                           : DRV(cuMemFree_v2)((CUdeviceptr)s->value);
-            CUcontext old;
-            DRV(cuCtxPopCurrent_v2)(&old);
+            srv_pop_device();
         }
     }
     if (r != CUDA_SUCCESS)

@@ -186,7 +186,7 @@ static void end_one(struct srv_client *c, const struct srv_waitval *w)
     if (!o || satisfying(w->value, w->flags, w->wide, &v) != 0)
         return;
     int dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
-    if (srv_fault_dead(c, dev) || DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]) != CUDA_SUCCESS)
+    if (srv_fault_dead(c, dev) || srv_push_device(dev) != CUDA_SUCCESS)
         return;
     CUstream st = srv.release_stream[dev], made = NULL;
     if (!st && DRV(cuStreamCreate)(&made, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS)
@@ -199,8 +199,7 @@ static void end_one(struct srv_client *c, const struct srv_waitval *w)
     }
     if (made)
         DRV(cuStreamDestroy_v2)(made);
-    CUcontext old;
-    DRV(cuCtxPopCurrent_v2)(&old);
+    srv_pop_device();
 }
 
 /* Which waits end_waits ends: those enqueued in context ctx or on memory of it (0: every

@@ -128,10 +128,16 @@ void srv_queue_charge(struct srv_client *c, struct srv_stream *s, uint64_t bytes
         mark(c, s);
 }
 
+static void mark_each(struct srv_client *c, struct srv_stream *s, void *arg)
+{
+    (void)arg;
+    mark(c, s);
+}
+
 /* Marks every stream of the client with bytes not yet covered. */
 static void mark_all(struct srv_client *c)
 {
-    srv_streams_each(c, 0, 1, mark);
+    srv_streams_each(c, 0, 1, mark_each, NULL);
 }
 
 /* 1 when the client's queued work may be waiting on the client itself, as far as the

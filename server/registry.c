@@ -449,17 +449,7 @@ void srv_release(struct srv_client *c, uint32_t ctx)
     {
         if (ctx && x->id != ctx)
             continue;
-        struct srv_stream *d, *dt;
-        HASH_ITER(hh, x->defaults, d, dt)
-        {
-            HASH_DEL(x->defaults, d);
-            srv_stream_free(c, d);
-        }
-        if (x->legacy)
-            srv_stream_free(c, x->legacy);
-        x->legacy = NULL;
-        if (x->mvar) srv_stream_free(c, x->mvar);
-        x->mvar = NULL;
+        srv_streams_drop(c, x, srv_stream_free);
     }
     /* Everything is gone: the counters limits are checked against must be too. */
     if (!ctx) {

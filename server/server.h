@@ -542,6 +542,13 @@ void srv_limits_settle(struct srv_client *gone);
 void srv_limits_idle(void);
 /* Sets the server's context for device `dev` current on the calling thread. */
 CUresult srv_use_device(int dev);
+/* Pushes the server's context for device dev (< CHAN_MAX_DEVICES, not checked) over the
+ * thread's current one, for what must be made or freed there whatever the call being
+ * replayed runs in (another device's context, a green one); srv_pop_device, after a push
+ * that succeeded, makes the thread's own current again (so srv_use_device's note of it
+ * stays true). */
+CUresult srv_push_device(int dev);
+void srv_pop_device(void);
 /* The whole device's memory in use as the driver counts it (other processes' included),
  * from the calling thread, made current in the device's context: 0, or -1. */
 int srv_device_used(int dev, size_t *used);
@@ -968,9 +975,18 @@ void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
 
 /* streams.c: fn on every stream of the client in context ctx (0: any): created ones, the
  * per-thread default ones, the ones of __managed__ variables' copies, and the legacy ones
- * too when with_legacy. fn must free none. */
+ * too when with_legacy. fn must free none. arg is passed to fn as is: most walks gather or
+ * aim at something (a wait, a stream to order), which travels with the call rather than in
+ * a thread's variable beside it. */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
-                      void (*fn)(struct srv_client *c, struct srv_stream *s));
+                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg),
+                      void *arg);
+/* streams.c: the streams context x holds itself go, each taken out of x and passed to gone
+ * (srv_stream_free, or srv_stream_forget when they died with it): its per-thread default
+ * ones, its legacy one, its __managed__ variables' one. Not srv_streams_each, whose fn may
+ * free none and which passes the created streams too (they go with their objects). */
+void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
+                      void (*gone)(struct srv_client *c, struct srv_stream *s));
 
 /* devmem.c: device memory from the server's arena (the default, MPSSHIM_DEVICE_VMM) or
  * pool (MPSSHIM_DEVICE_POOL=1 with MPSSHIM_DEVICE_VMM=0). */

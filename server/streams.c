@@ -90,12 +90,13 @@ void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
 }
 
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
-                      void (*fn)(struct srv_client *c, struct srv_stream *s))
+                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg),
+                      void *arg)
 {
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
         struct srv_stream *s = o->ext;
         if (s && (!ctx || s->ctx == ctx))
-            fn(c, s);
+            fn(c, s, arg);
     }
     struct srv_ctx *x, *xt;
     struct srv_stream *d, *dt;
@@ -104,11 +105,27 @@ void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
         if (ctx && x->id != ctx)
             continue;
         if (with_legacy && x->legacy)
-            fn(c, x->legacy);
+            fn(c, x->legacy, arg);
         HASH_ITER(hh, x->defaults, d, dt)
-        fn(c, d);
-        if (x->mvar) fn(c, x->mvar);
+        fn(c, d, arg);
+        if (x->mvar) fn(c, x->mvar, arg);
     }
+}
+
+void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
+                      void (*gone)(struct srv_client *c, struct srv_stream *s))
+{
+    struct srv_stream *d, *dt;
+    HASH_ITER(hh, x->defaults, d, dt)
+    {
+        HASH_DEL(x->defaults, d);
+        gone(c, d);
+    }
+    if (x->legacy)
+        gone(c, x->legacy);
+    x->legacy = NULL;
+    if (x->mvar) gone(c, x->mvar);
+    x->mvar = NULL;
 }
 
 static struct srv_stream *legacy(struct srv_client *c, struct srv_ctx *x)

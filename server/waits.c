@@ -58,14 +58,13 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
     }
     if (!c->block_ev[d]) {
         /* Made in the device's context; the thread's current one is left as it was. */
-        if (DRV(cuCtxPushCurrent_v2)(srv.ctx[d]) != CUDA_SUCCESS)
+        if (srv_push_device(d) != CUDA_SUCCESS)
             return DRV(cuStreamSynchronize)(s->real);
         CUevent ev = NULL;
         if (DRV(cuEventCreate)(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) ==
             CUDA_SUCCESS)
             c->block_ev[d] = ev;
-        CUcontext old;
-        DRV(cuCtxPopCurrent_v2)(&old);
+        srv_pop_device();
         if (!c->block_ev[d])
             return DRV(cuStreamSynchronize)(s->real);
     }
@@ -268,25 +267,28 @@ CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lan
     return wait_stream(c, s, lane, len, 1);
 }
 
+/* srv_wait_ctx's walk: the wait it fills, and the first error, after which no stream is
+ * added. */
+struct ctx_walk {
+    struct srv_wait *w;
+    CUresult r;
+};
+
+static void add_each(struct srv_client *c, struct srv_stream *s, void *arg)
+{
+    struct ctx_walk *k = arg;
+    if (k->r == CUDA_SUCCESS)
+        k->r = add_stream(c, k->w, s);
+}
+
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 {
     struct srv_wait *w = new_wait(c, lane, 0);
     if (!w)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = CUDA_SUCCESS;
-    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o && r == CUDA_SUCCESS;
-         o = o->type_next) {
-        struct srv_stream *s = o->ext;
-        if (s->ctx == x->id)
-            r = add_stream(c, w, s);
-    }
-    struct srv_stream *s, *t;
-    if (x->legacy && r == CUDA_SUCCESS)
-        r = add_stream(c, w, x->legacy);
-    HASH_ITER(hh, x->defaults, s, t)
-    if (r == CUDA_SUCCESS)
-        r = add_stream(c, w, s);
-    if (x->mvar && r == CUDA_SUCCESS) r = add_stream(c, w, x->mvar);
+    struct ctx_walk k = {.w = w, .r = CUDA_SUCCESS};
+    srv_streams_each(c, x->id, 1, add_each, &k);
+    CUresult r = k.r;
     /* Destroyed streams' pending work: the wait takes their events over. */
     size_t j = 0;
     for (size_t i = 0; i < c->nretired; i++) {
