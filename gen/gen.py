@@ -148,7 +148,7 @@ class ObjType:
 class StructDesc:
     def __init__(self, name, members, lineno):
         self.name = name
-        self.members = members  # path -> kind ("null", "opaque")
+        self.members = members  # path -> kind ("null", "opaque", "checked")
         self.lineno = lineno
 
 

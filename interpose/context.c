@@ -19,6 +19,10 @@ struct shim_ctx {
     int primary;
     int refcount; /* primary: retains; others: 1 while alive */
     int active;   /* the server knows this id */
+    /* Per-context hints of the real driver, whose context is shared: kept for this client's
+     * context, read back by any of its threads, never applied. Guarded by ctx_lock. */
+    CUfunc_cache cache_pref;
+    CUsharedconfig smem_pref;
     UT_hash_handle hh;
 };
 
@@ -195,6 +199,10 @@ static CUresult deactivate(struct shim_ctx *c)
     struct chan_ctx m = {.id = c->id, .device = c->device};
     CUresult r = shim_rpc(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
     c->active = 0;
+    /* The preferences die with the context: a primary context retained again after a reset
+     * or its last release starts from the defaults, as a new one does. */
+    c->cache_pref = CU_FUNC_CACHE_PREFER_NONE;
+    c->smem_pref = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;
     ctx_changed();
     shim_range_drop(c->id, 0, unmap_pinned);
     shim_known_drop_ctx(c->id);
@@ -552,10 +560,21 @@ CUresult SHIM_IMPL(cuCtxGetApiVersion)(CUcontext ctx, unsigned int *version)
     return r;
 }
 
-/* Cache and shared-memory preferences are per-context hints of the real driver. The real
- * context is shared, so a client's preference is kept for it alone and not applied. */
-static __thread CUfunc_cache cache_pref;
-static __thread CUsharedconfig smem_pref;
+/* Sets the current context's preferences given (NULL: left as they are). */
+static CUresult set_prefs(const CUfunc_cache *cache, const CUsharedconfig *smem)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&ctx_lock);
+    struct shim_ctx *c = current_locked();
+    if (c && cache)
+        c->cache_pref = *cache;
+    if (c && smem)
+        c->smem_pref = *smem;
+    pthread_mutex_unlock(&ctx_lock);
+    return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
 
 CUresult SHIM_IMPL(cuCtxGetCacheConfig)(CUfunc_cache *pconfig)
 {
@@ -564,17 +583,13 @@ CUresult SHIM_IMPL(cuCtxGetCacheConfig)(CUfunc_cache *pconfig)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(NULL, &c);
     if (r == CUDA_SUCCESS)
-        *pconfig = cache_pref;
+        *pconfig = c.cache_pref;
     return r;
 }
 
 CUresult SHIM_IMPL(cuCtxSetCacheConfig)(CUfunc_cache config)
 {
-    struct shim_ctx c;
-    CUresult r = ctx_fields(NULL, &c);
-    if (r == CUDA_SUCCESS)
-        cache_pref = config;
-    return r;
+    return set_prefs(&config, NULL);
 }
 
 CUresult SHIM_IMPL(cuCtxGetSharedMemConfig)(CUsharedconfig *pConfig)
@@ -584,17 +599,13 @@ CUresult SHIM_IMPL(cuCtxGetSharedMemConfig)(CUsharedconfig *pConfig)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(NULL, &c);
     if (r == CUDA_SUCCESS)
-        *pConfig = smem_pref;
+        *pConfig = c.smem_pref;
     return r;
 }
 
 CUresult SHIM_IMPL(cuCtxSetSharedMemConfig)(CUsharedconfig config)
 {
-    struct shim_ctx c;
-    CUresult r = ctx_fields(NULL, &c);
-    if (r == CUDA_SUCCESS)
-        smem_pref = config;
-    return r;
+    return set_prefs(NULL, &config);
 }
 
 CUresult SHIM_IMPL(cuCtxGetExecAffinity)(CUexecAffinityParam *pExecAffinity,

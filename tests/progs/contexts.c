@@ -1,8 +1,10 @@
 /* contexts: initialisation, devices, primary and created contexts, context stacks, what
- * destroying and resetting a context does to its memory, flags, limits and error names.
+ * destroying and resetting a context does to its memory, flags, limits, cache and
+ * shared-memory preferences (per context, seen alike from every thread) and error names.
  * Values that differ between machines (names, sizes, versions) are checked, not printed. */
 #include "tests/progs/common.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -215,6 +217,109 @@ static void ctx_state(void)
     t_ok("cuCtxGetLimit/cuCtxSetLimit(CU_LIMIT_STACK_SIZE)");
 }
 
+/* The bank size is a deprecated hint: where the hardware fixes it, the driver answers that
+ * whatever was set, so only what each thread sees of a context is compared, not values. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static CUresult get_smem(CUsharedconfig *v)
+{
+    return cuCtxGetSharedMemConfig(v);
+}
+static CUresult set_smem(CUsharedconfig v)
+{
+    return cuCtxSetSharedMemConfig(v);
+}
+#pragma GCC diagnostic pop
+
+/* What another thread, with ctx current, reads of ctx's preferences and then sets. */
+struct pref_peek {
+    CUcontext ctx;
+    CUfunc_cache set_cache; /* set after reading */
+    CUfunc_cache cache;
+    CUsharedconfig smem;
+    CUresult r;
+};
+
+static void *peek_body(void *arg)
+{
+    struct pref_peek *pk = arg;
+    pk->r = cuCtxSetCurrent(pk->ctx);
+    if (pk->r == CUDA_SUCCESS) pk->r = cuCtxGetCacheConfig(&pk->cache);
+    if (pk->r == CUDA_SUCCESS) pk->r = get_smem(&pk->smem);
+    if (pk->r == CUDA_SUCCESS) pk->r = cuCtxSetCacheConfig(pk->set_cache);
+    return NULL;
+}
+
+/* Runs peek_body in a thread of its own; fails the program if a call there failed. */
+static void peek(struct pref_peek *pk)
+{
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, peek_body, pk) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    REQUIRE(pk->r == CUDA_SUCCESS, "a preference call in another thread returned %s",
+            t_errname(pk->r));
+}
+
+/* Cache and shared-memory preferences belong to the context, as with the real driver: what
+ * one thread sets, another thread using the context reads; another context has its own,
+ * from the default; a destroyed context's go with it. Ends with the primary current and
+ * its cache preference CU_FUNC_CACHE_PREFER_EQUAL (reset() checks that a reset drops it). */
+static void preferences(CUcontext prim)
+{
+    CUfunc_cache cache;
+    CUsharedconfig smem, smem_prim, smem_c;
+    CHECK(cuCtxGetCacheConfig(&cache));
+    REQUIRE(cache == CU_FUNC_CACHE_PREFER_NONE, "primary context's cache preference %d", cache);
+    t_ok("cuCtxGetCacheConfig: CU_FUNC_CACHE_PREFER_NONE at first");
+
+    CHECK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_L1));
+    CHECK(set_smem(CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE));
+    CHECK(get_smem(&smem_prim));
+    struct pref_peek pk = {.ctx = prim, .set_cache = CU_FUNC_CACHE_PREFER_EQUAL};
+    peek(&pk);
+    REQUIRE(pk.cache == CU_FUNC_CACHE_PREFER_L1,
+            "another thread reads cache preference %d, this one set %d", pk.cache,
+            CU_FUNC_CACHE_PREFER_L1);
+    REQUIRE(pk.smem == smem_prim, "another thread reads bank size %d, this one %d", pk.smem,
+            smem_prim);
+    CHECK(cuCtxGetCacheConfig(&cache));
+    REQUIRE(cache == CU_FUNC_CACHE_PREFER_EQUAL, "cache preference %d after another thread set %d",
+            cache, CU_FUNC_CACHE_PREFER_EQUAL);
+    t_ok("cache and shared-memory preferences set in one thread are read in another");
+
+    CUcontext c, popped;
+    CHECK(cuCtxCreate(&c, NULL, 0, g_dev));
+    CHECK(cuCtxGetCacheConfig(&cache));
+    REQUIRE(cache == CU_FUNC_CACHE_PREFER_NONE,
+            "a created context's cache preference %d, not the default", cache);
+    CHECK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
+    CHECK(set_smem(CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE));
+    CHECK(get_smem(&smem_c));
+    struct pref_peek pc = {.ctx = c, .set_cache = CU_FUNC_CACHE_PREFER_SHARED};
+    peek(&pc);
+    REQUIRE(pc.cache == CU_FUNC_CACHE_PREFER_SHARED && pc.smem == smem_c,
+            "another thread reads the created context's preferences %d/%d, want %d/%d", pc.cache,
+            pc.smem, CU_FUNC_CACHE_PREFER_SHARED, smem_c);
+    CHECK(cuCtxPopCurrent(&popped));
+    REQUIRE(popped == c, "cuCtxPopCurrent returned another context");
+    CHECK(cuCtxGetCacheConfig(&cache));
+    CHECK(get_smem(&smem));
+    REQUIRE(cache == CU_FUNC_CACHE_PREFER_EQUAL && smem == smem_prim,
+            "the primary context's preferences %d/%d after another context set its own, want "
+            "%d/%d",
+            cache, smem, CU_FUNC_CACHE_PREFER_EQUAL, smem_prim);
+    t_ok("a created context has its own preferences, from the default; the primary keeps its");
+
+    CHECK(cuCtxDestroy(c));
+    CHECK(cuCtxCreate(&c, NULL, 0, g_dev));
+    CHECK(cuCtxGetCacheConfig(&cache));
+    REQUIRE(cache == CU_FUNC_CACHE_PREFER_NONE,
+            "a context made after one was destroyed has cache preference %d", cache);
+    CHECK(cuCtxDestroy(c));
+    CHECK(cuCtxSetCurrent(prim));
+    t_ok("a destroyed context's preferences go with it");
+}
+
 static void error_names(void)
 {
     static const CUresult codes[] = {CUDA_SUCCESS,
@@ -257,6 +362,10 @@ static void reset(void)
     CUcontext again;
     CHECK(cuDevicePrimaryCtxRetain(&again, g_dev));
     CHECK(cuCtxSetCurrent(again));
+    CUfunc_cache cache;
+    CHECK(cuCtxGetCacheConfig(&cache));
+    REQUIRE(cache == CU_FUNC_CACHE_PREFER_NONE, "cache preference %d after a reset", cache);
+    t_ok("cuDevicePrimaryCtxReset drops the primary context's cache preference");
     uint32_t w;
     EXPECT_ERR(cuMemcpyDtoH(&w, old + 64, 4));
     t_ok("cuDevicePrimaryCtxReset frees the primary context's memory");
@@ -280,6 +389,7 @@ int main(void)
     primary(&prim);
     created(prim);
     ctx_state();
+    preferences(prim);
     error_names();
     reset();
     /* The retain taken after the reset. Whether the reset dropped the two taken before it
