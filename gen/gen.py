@@ -1001,6 +1001,59 @@ def write_map(out, described):
     write(os.path.join(out, "shim_exports.map"), "\n".join(lines))
 
 
+class Generated:
+    """What the parse and check steps found: everything the write steps need (and
+    gen/describe.py, gen/support.py read)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def load(cuda_include, symbols, procaddr, cc):
+    """Parse and check steps: cuda.h, cuda_symbols.txt and the procaddress table."""
+    text = preprocess(cc, cuda_include)
+    protos = parse_protos(text)
+    handles = parse_handle_types(text)
+    errors = parse_errors(text)
+    try:
+        ctypes = ctypes_parse.CTypes(text)
+    except ctypes_parse.ParseError as e:
+        raise GenError("reading the types of cuda.h: %s" % e)
+    syms, types, structs = parse_symbols(symbols)
+    # A newer CUDA 13.x cuda.h declares calls this file does not list yet: they are
+    # built as unsupported (one warning each), after the listed ones, so that programs
+    # built against that header still find every symbol. They are part of the symbols
+    # hash: a client and server built against different headers refuse each other.
+    listed = {s.name for s in syms}
+    extra = sorted(set(protos) - listed)
+    for n in extra:
+        sys.stderr.write("gen/gen.py: warning: %s is declared in cuda.h but not listed in "
+                         "cuda_symbols.txt: built as unsupported\n" % n)
+        syms.append(Symbol(n, "unsupported", [], 0))
+    rows = parse_procaddr(procaddr)
+    described, model = check(syms, types, structs, protos, handles, ctypes,
+                             {n for n, _ in errors})
+    with open(symbols, "rb") as f:
+        h = hashlib.sha256(f.read())
+    for n in extra:
+        h.update(b"\0" + n.encode())
+    return Generated(protos=protos, syms=syms, types=types, structs=structs, extra=extra,
+                     rows=rows, described=described, model=model, errors=errors,
+                     symbols_hash=h.hexdigest()[:16])
+
+
+def write_all(g, out):
+    os.makedirs(out, exist_ok=True)
+    write_ids(out, g.described, g.model, g.symbols_hash)
+    write_desc(out, g.described, g.model, g.errors)
+    write_stubs(out, g.described)
+    write_impl(out, g.described)
+    write_srv_hooks(out, g.described, g.model)
+    write_symtab(out, g.described)
+    write_procaddr(out, g.rows, g.described)
+    write_map(out, g.described)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cuda-include", required=True)
@@ -1010,42 +1063,7 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     try:
-        text = preprocess(a.cc, a.cuda_include)
-        protos = parse_protos(text)
-        handles = parse_handle_types(text)
-        errors = parse_errors(text)
-        try:
-            ctypes = ctypes_parse.CTypes(text)
-        except ctypes_parse.ParseError as e:
-            raise GenError("reading the types of cuda.h: %s" % e)
-        syms, types, structs = parse_symbols(a.symbols)
-        # A newer CUDA 13.x cuda.h declares calls this file does not list yet: they are
-        # built as unsupported (one warning each), after the listed ones, so that programs
-        # built against that header still find every symbol. They are part of the symbols
-        # hash: a client and server built against different headers refuse each other.
-        listed = {s.name for s in syms}
-        extra = sorted(set(protos) - listed)
-        for n in extra:
-            sys.stderr.write("gen/gen.py: warning: %s is declared in cuda.h but not listed in "
-                             "cuda_symbols.txt: built as unsupported\n" % n)
-            syms.append(Symbol(n, "unsupported", [], 0))
-        rows = parse_procaddr(a.procaddr)
-        described, model = check(syms, types, structs, protos, handles, ctypes,
-                                 {n for n, _ in errors})
-        with open(a.symbols, "rb") as f:
-            h = hashlib.sha256(f.read())
-        for n in extra:
-            h.update(b"\0" + n.encode())
-        symbols_hash = h.hexdigest()[:16]
-        os.makedirs(a.out, exist_ok=True)
-        write_ids(a.out, described, model, symbols_hash)
-        write_desc(a.out, described, model, errors)
-        write_stubs(a.out, described)
-        write_impl(a.out, described)
-        write_srv_hooks(a.out, described, model)
-        write_symtab(a.out, described)
-        write_procaddr(a.out, rows, described)
-        write_map(a.out, described)
+        write_all(load(a.cuda_include, a.symbols, a.procaddr, a.cc), a.out)
     except GenError as e:
         sys.stderr.write("gen/gen.py: %s\n" % e)
         return 1
