@@ -13,3 +13,10 @@ $(GEN_OUT) &: gen/gen.py gen/ctypes_parse.py cuda_symbols.txt $(GEN_PROCADDR) $(
 
 gen: $(GEN_OUT)
 .PHONY: gen
+
+# `make describe NAME=cuFoo`: one call's row in cuda_symbols.txt, what the generator derives
+# from it and the code it generates for it (gen/describe.py; needs cuda.h, not a build).
+describe:
+	@$(PYTHON) gen/describe.py --cuda-include $(CUDA)/include --symbols cuda_symbols.txt \
+		--procaddr $(GEN_PROCADDR) --cc $(CC) $(NAME)
+.PHONY: describe
