@@ -29,7 +29,7 @@ CLASS_WORDS = {
     "sync": "served by the server from its descriptor; the caller waits for the answer",
     "async": "served by the server from its descriptor; enqueued on its stream, the caller "
              "does not wait",
-    "manual": "served by the server through hand-written marshalling (interpose/ and server/)",
+    "manual": "carried by hand-written code in interpose/ and server/ (a file named for its family)",
     "twin": "another exported name for the call it is a twin of",
     "unsupported": "returns CUDA_ERROR_NOT_SUPPORTED (and logs its name once)",
     "absent": "not exported by the shim at all",
@@ -76,10 +76,7 @@ def structs_of(g, proto):
         if not p.is_pointer():
             continue
         elem = p.pointee()
-        try:
-            rec = g.model.ctypes.resolve(elem)[1] if g.model.ctypes.is_record(elem) else None
-        except Exception:
-            rec = None
+        rec = g.model.ctypes.resolve(elem)[1] if g.model.ctypes.is_record(elem) else None
         if rec is None:
             continue
         for s in g.model.structs.values():
