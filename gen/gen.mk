@@ -20,3 +20,9 @@ describe:
 	@$(PYTHON) gen/describe.py --cuda-include $(CUDA)/include --symbols cuda_symbols.txt \
 		--procaddr $(GEN_PROCADDR) --cc $(CC) $(NAME)
 .PHONY: describe
+
+# `make doc`: the support matrix, docs/support.md, from cuda_symbols.txt (gen/support.py).
+# Committed, for readers on the web; CI fails when it differs from what this writes.
+doc:
+	@$(PYTHON) gen/support.py --symbols cuda_symbols.txt --out docs/support.md
+.PHONY: doc
