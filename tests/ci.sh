@@ -210,6 +210,14 @@ run_test generator-newer-header 60 bash -c '
     echo "$out" | grep -q "warning: cuCallFromANewerToolkit is declared in cuda.h but not listed" &&
         grep -q "SHIM_UNSUPPORTED(cuCallFromANewerToolkit" '"$WORK"'/newer-gen/shim_stubs.c &&
         grep -q "cuCallFromANewerToolkit;" '"$WORK"'/newer-gen/shim_exports.map'
+# `make describe` for a sync, an async, a manual, a twin, an unsupported and an unknown call:
+# each output has its parts (tests/describe.sh).
+run_test describe-calls 120 bash "$ROOT/tests/describe.sh"
+# docs/support.md, committed for readers on the web, is what `make doc` writes from
+# cuda_symbols.txt today.
+run_test support-doc-current 30 bash -c '
+    cd '"$ROOT"' && python3 gen/support.py --symbols cuda_symbols.txt | diff -u docs/support.md - ||
+        { echo "docs/support.md is not current: run make doc"; exit 1; }'
 # tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
 # what is missing otherwise, apt-get's own words when it fails.
 run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `make describe NAME=...` for one call of each kind: each output has its parts (the row,
+# the prototype, what the generator derives, the generated lines), a twin names its base,
+# and a name the table does not list is refused with a message.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+fail=0
+# Not the jobs or variables of a `make test` this may run under.
+unset MAKEFLAGS MFLAGS MAKELEVEL
+describe() { make -s --no-print-directory -C "$ROOT" describe NAME="$1" 2>&1; }
+
+# expect NAME PATTERN...: make describe NAME succeeds and prints every PATTERN (grep -E).
+expect() {
+    local name=$1 out p
+    shift
+    if ! out=$(describe "$name"); then
+        echo "FAIL $name: make describe failed"; echo "$out"; fail=1; return
+    fi
+    for p in "$@"; do
+        if ! grep -qE -- "$p" <<<"$out"; then
+            echo "FAIL $name: no line matching '$p'"; echo "$out"; fail=1; return
+        fi
+    done
+    echo "ok $name"
+}
+
+parts=('^-- cuda_symbols.txt' '^-- cuda.h' '^-- derived by gen/gen.py' '^-- generated')
+expect cuMemAlloc_v2 "^== cuMemAlloc_v2: sync" "${parts[@]}" '^[0-9]+: cuMemAlloc_v2 +sync' \
+    '^param 0 .*CUdeviceptr \* dptr' 'SHIM_P_RANGE' 'SHIM_GENERIC\(cuMemAlloc_v2,' \
+    'SHIM_CALL\(cuMemAlloc_v2, SHIM_SYNC' '^[0-9]+: %range device'
+expect cuEventRecord "^== cuEventRecord: async" "${parts[@]}" '^stream +hStream' \
+    'SHIM_CALL\(cuEventRecord, SHIM_ASYNC' '^client hook +interpose/[a-z_]+\.c:[0-9]+' \
+    '^[0-9]+: cuEventRecord_ptsz +twin'
+expect cuLaunchKernel "^== cuLaunchKernel: manual" "${parts[@]}" \
+    'SHIM_ENTRY\(cuLaunchKernel,' 'shim_impl_cuLaunchKernel' \
+    '^client implementation +interpose/[a-z_]+\.c:[0-9]+'
+expect cuMemcpyHtoD_v2_ptds "^== cuMemcpyHtoD_v2_ptds: twin of cuMemcpyHtoD_v2 \(manual\)" \
+    "${parts[@]}" '^twin of +cuMemcpyHtoD_v2' 'make describe NAME=cuMemcpyHtoD_v2' \
+    'SHIM_CALL_TWIN\(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, SHIM_CF_PTDS\)'
+expect cuCtxAttach "^== cuCtxAttach: unsupported" 'CUDA_ERROR_NOT_SUPPORTED' \
+    'SHIM_UNSUPPORTED\(cuCtxAttach,'
+
+if out=$(describe cuMemAloc); then
+    echo "FAIL cuMemAloc: make describe succeeded for a name the table does not list"; fail=1
+elif ! grep -q "^cuMemAloc: not in cuda_symbols.txt.*did you mean cuMemAlloc" <<<"$out"; then
+    echo "FAIL cuMemAloc: no message naming it"; echo "$out"; fail=1
+else
+    echo "ok cuMemAloc (refused)"
+fi
+exit $fail
