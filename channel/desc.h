@@ -40,8 +40,8 @@ enum shim_pkind {
     SHIM_PK_OUTSTR,  /* const char **: a string the callee returns (travels as text) */
     SHIM_PK_CTX,     /* CUcontext: the client sends its context's id, the server passes the
                         device's real context (NULL stays NULL: the current one) */
-    SHIM_PK_OUTREF,  /* const T **: the callee returns a pointer to an array of its own, of
-                        *params[count_arg] elements (an output); the elements travel */
+    SHIM_PK_OUTREF,  /* const T **: the callee returns a pointer to an array of its own (an
+                        output) of *params[count_arg] elements; the elements travel */
 };
 
 /* Where the element count of a pointer parameter comes from. */
@@ -133,8 +133,9 @@ struct shim_param {
 /* Pointer parameter flags. */
 #define SHIM_PF_OPTIONAL 0x1u /* IN: NULL is the API's "none", passed on as NULL (opt-in:) */
 #define SHIM_PF_ON_ERROR 0x2u /* OUT: written back when the call fails too (always-out:) */
-#define SHIM_PF_DEVICE 0x4u   /* a CUdevice, or pointer to CUdevice elements: the client's
-                                 ordinals, mapped to the server's (in) and back (out) */
+/* A CUdevice, or pointer to CUdevice elements: the client's ordinals, mapped to the server's
+ * (in) and back (out). */
+#define SHIM_PF_DEVICE 0x4u
 
 /* Per-call flags. */
 #define SHIM_CF_PTDS 0x1u    /* a _ptds/_ptsz entry: the NULL stream means per-thread */
@@ -165,8 +166,9 @@ struct shim_call {
 #define SHIM_TF_OUTLIVES_PARENT 0x10u /* survives the explicit destruction of its parent */
 #define SHIM_TF_RELEASE 0x20u        /* released by hand-written code (srv_release_*) */
 #define SHIM_TF_UNMAPPED 0x40u       /* address space, not memory: no span may lie in it */
-#define SHIM_TF_BEFORE_PARENT 0x80u  /* released on its own before its parent (the driver
-                                        refuses to destroy the parent while it exists) */
+/* Released on its own before its parent (the driver refuses to destroy the parent while it
+ * exists). */
+#define SHIM_TF_BEFORE_PARENT 0x80u
 
 /* An object type, from its %handle or %range line. */
 struct shim_type {
@@ -200,6 +202,7 @@ const char *shim_error_name(CUresult r);
 
 /* The value class of a type, decided by the compiler. Enums match their underlying integer
  * type; the generator has already refused struct values that are not plain bytes. */
+// clang-format off: clang-format does not know _Generic and splits its associations
 #define SHIM_VCLASS_OF(T)                                                                          \
     (__builtin_classify_type(*(T *)0) == 5                                                         \
          ? SHIM_VC_PTR                                                                             \
@@ -220,6 +223,7 @@ const char *shim_error_name(CUresult r);
                    float: SHIM_VC_F32,                                                             \
                    double: SHIM_VC_F64,                                                            \
                    default: SHIM_VC_U32))
+// clang-format on
 
 #define SHIM_P_VAL(T) {.kind = SHIM_PK_VAL, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T)}
 #define SHIM_P_DEVICE(T)                                                                           \

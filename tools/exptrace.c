@@ -130,6 +130,7 @@ static uint64_t call(int t, int s, const void *from, uint64_t a0, uint64_t a1, u
         const uint64_t more[6] = {g, h_, i, j, k, l_};                                        \
         return call(t, h * 8 + l, __builtin_return_address(0), a, b, c, d, e, f, more);       \
     }
+// clang-format off: rows of macro calls that make functions, which clang-format joins
 #define W8(t, h) W(t, h, 0) W(t, h, 1) W(t, h, 2) W(t, h, 3) W(t, h, 4) W(t, h, 5) W(t, h, 6) W(t, h, 7)
 #define R8(t, h) w_##t##_##h##_0, w_##t##_##h##_1, w_##t##_##h##_2, w_##t##_##h##_3, \
                  w_##t##_##h##_4, w_##t##_##h##_5, w_##t##_##h##_6, w_##t##_##h##_7
@@ -143,6 +144,7 @@ static const slot_fn wrappers[NTAB][NSLOT] = {R128(0),  R128(1),  R128(2),  R128
                                               R128(4),  R128(5),  R128(6),  R128(7),
                                               R128(8),  R128(9),  R128(10), R128(11),
                                               R128(12), R128(13), R128(14), R128(15)};
+// clang-format on
 
 static CUresult my_export(const void **pp, const CUuuid *id)
 {

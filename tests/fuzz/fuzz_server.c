@@ -162,10 +162,12 @@ static int known(void)
 /* A size or count: `valid`, or (odd) one near a boundary or anything. */
 static uint64_t num(struct gen *g, uint64_t valid)
 {
+    // clang-format off: a table of values; clang-format would put one a line
     static const uint64_t edge[] = {0, 1, 2, 3, 4, 7, 8, 255, 4095, 4096, 4097, 65536,
                                     1ull << 20, (1ull << 31) - 1, 1ull << 31, 1ull << 32,
                                     (1ull << 32) - 1, 1ull << 40, 1ull << 62, 1ull << 63,
                                     UINT64_MAX, UINT64_MAX - 7, UINT64_MAX / 2 + 1};
+    // clang-format on
     if (!odd(g))
         return valid;
     switch (pick(&g->s, 6)) {
