@@ -16,8 +16,7 @@
 /* Slot 4: (context, &id); a NULL context is the calling thread's current one. */
 static CUresult tools_context_id(CUcontext ctx, unsigned long long *id)
 {
-    if (!id)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!id) return CUDA_ERROR_INVALID_VALUE;
     return cuCtxGetId(ctx, id);
 }
 
@@ -31,26 +30,21 @@ static CUresult tools_context_id(CUcontext ctx, unsigned long long *id)
 static CUresult tools_context_stream(CUcontext ctx, CUstream stream, CUstream *object)
 {
     unsigned long long id;
-    if (!object)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!ctx)
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (!object) return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx) return CUDA_ERROR_INVALID_HANDLE;
     CUstream s = stream ? stream : CU_STREAM_LEGACY;
     CUresult r = cuStreamGetId(s, &id);
-    if (r == CUDA_SUCCESS)
-        *object = s;
+    if (r == CUDA_SUCCESS) *object = s;
     return r;
 }
 
 /* Slot 39: (context, object from slot 51, &id): the stream's id, as cuStreamGetId answers
  * (13, 14, 15 for three streams made in turn, both ways, on an H100); the real driver
  * refused a NULL object with CUDA_ERROR_INVALID_VALUE. */
-static CUresult tools_context_stream_id(CUcontext ctx, CUstream object,
-                                        unsigned long long *id)
+static CUresult tools_context_stream_id(CUcontext ctx, CUstream object, unsigned long long *id)
 {
     (void)ctx;
-    if (!object || !id)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!object || !id) return CUDA_ERROR_INVALID_VALUE;
     return cuStreamGetId(object, id);
 }
 

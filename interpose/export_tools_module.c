@@ -23,20 +23,16 @@ static uint64_t tools_module_functions(CUcontext ctx, CUmodule module, module_vi
 {
     (void)ctx;
     unsigned n = 0;
-    if (!visit)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!visit) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = cuModuleGetFunctionCount(&n, module);
-    if (r != CUDA_SUCCESS || n == 0)
-        return r;
+    if (r != CUDA_SUCCESS || n == 0) return r;
     CUfunction *fns = calloc(n, sizeof(*fns));
-    if (!fns)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!fns) return CUDA_ERROR_OUT_OF_MEMORY;
     r = cuModuleEnumerateFunctions(fns, n, module);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
         const char *name = NULL;
         r = cuFuncGetName(&name, fns[i]);
-        if (r == CUDA_SUCCESS)
-            visit(user, fns[i], name);
+        if (r == CUDA_SUCCESS) visit(user, fns[i], name);
     }
     free(fns);
     return r == CUDA_SUCCESS ? n : r;
