@@ -18,13 +18,11 @@ const char *bench_step = "setup";
 
 void bench_check(CUresult r, const char *call, int line)
 {
-    if (r == CUDA_SUCCESS)
-        return;
+    if (r == CUDA_SUCCESS) return;
     const char *name = NULL;
-    if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
-        name = "?";
-    printf("FAIL %s: %s: line %d: %s returned %s (%d)\n", bench_prog, bench_step, line, call,
-           name, (int)r);
+    if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "?";
+    printf("FAIL %s: %s: line %d: %s returned %s (%d)\n", bench_prog, bench_step, line, call, name,
+           (int)r);
     fflush(stdout);
     exit(1);
 }
@@ -54,34 +52,28 @@ void bench_image_path(const char *env, const char *rel, const char *file, char *
     }
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        bench_die("readlink /proc/self/exe: %s", strerror(errno));
+    if (n <= 0) bench_die("readlink /proc/self/exe: %s", strerror(errno));
     exe[n] = 0;
     char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
+    if (slash) *slash = 0;
     snprintf(out, cap, "%s/%s%s", exe, rel, file);
 }
 
 char *bench_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        bench_die("cannot open %s (set MPSSHIM_TEST_KERNELS)", path);
+    if (!f) bench_die("cannot open %s (set MPSSHIM_TEST_KERNELS)", path);
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
+        if (n < cap) break;
         cap *= 2;
         char *grown = realloc(buf, cap + 1);
-        if (!grown)
-            free(buf);
+        if (!grown) free(buf);
         buf = grown;
     }
-    if (!buf || ferror(f))
-        bench_die("cannot read %s", path);
+    if (!buf || ferror(f)) bench_die("cannot read %s", path);
     fclose(f);
     buf[n] = 0;
     return buf;

@@ -63,8 +63,7 @@ static void frees(unsigned pairs, unsigned pause_ms, double *max_ms, double *mea
         CK(cuMemFree(d));
         double ms = (double)(bench_now_ns() - t0) / 1e6;
         sum += ms;
-        if (ms > max)
-            max = ms;
+        if (ms > max) max = ms;
         sleep_ms(pause_ms);
     }
     *max_ms = max;
@@ -98,8 +97,7 @@ int main(int argc, char **argv)
             usage();
     }
     int spin = strcmp(kernel, "spin_ns") == 0;
-    if (index < 0 || !barrier || (!spin && strcmp(kernel, "delay_set") != 0))
-        usage();
+    if (index < 0 || !barrier || (!spin && strcmp(kernel, "delay_set") != 0)) usage();
 
     CUdevice dev;
     bench_use_device(0, &dev);

@@ -91,15 +91,13 @@ static void *launcher(void *arg)
         int any = 0;
         for (unsigned long long i = id; i < nthreads; i += nlaunchers) {
             struct thread *t = &ts[i];
-            if (atomic_load_explicit(&t->job, memory_order_acquire) != 1)
-                continue;
+            if (atomic_load_explicit(&t->job, memory_order_acquire) != 1) continue;
             issue(t);
             atomic_store_explicit(&t->job, 2, memory_order_release);
             syscall(SYS_futex, &t->job, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
             any = 1;
         }
-        if (!any)
-            __builtin_ia32_pause();
+        if (!any) __builtin_ia32_pause();
     }
     return NULL;
 }

@@ -129,8 +129,7 @@ int main(int argc, char **argv)
     /* The cubin: no JIT, so every mode runs the same machine code. */
     CUmodule mod;
     CUfunction f = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/",
-                                       burn ? "throttle.sm_90.cubin" : "kernels.ptx", kernel,
-                                       &mod);
+                                       burn ? "throttle.sm_90.cubin" : "kernels.ptx", kernel, &mod);
     CUstream stream;
     CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CUevent ev0, ev1;

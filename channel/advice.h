@@ -24,16 +24,16 @@
 
 struct chan_advice_page {
     uint8_t read_mostly;
-    uint8_t pref_type;  /* CUmemLocationType; INVALID: none */
-    uint8_t last_type;  /* where the last prefetch went; INVALID: never prefetched */
+    uint8_t pref_type; /* CUmemLocationType; INVALID: none */
+    uint8_t last_type; /* where the last prefetch went; INVALID: never prefetched */
     uint8_t pad;
     int32_t pref_id, last_id;
     uint32_t accessed_by; /* bit per device, CHAN_ADVICE_CPU_BIT for the host */
 };
 
 struct chan_advice {
-    uint64_t size;                /* the allocation's bytes */
-    struct chan_advice_page *pg;  /* NULL: every page at its defaults */
+    uint64_t size;               /* the allocation's bytes */
+    struct chan_advice_page *pg; /* NULL: every page at its defaults */
 };
 
 /* Pages [*first, *end) that [off, off + len) touches inside the allocation; -1 when the
@@ -51,8 +51,7 @@ static inline int chan_advice_pages(const struct chan_advice *a, uint64_t off, u
 
 static inline int chan_advice_table(struct chan_advice *a)
 {
-    if (a->pg)
-        return 0;
+    if (a->pg) return 0;
     uint64_t n = (a->size + CHAN_ADVICE_PAGE - 1) / CHAN_ADVICE_PAGE;
     a->pg = calloc(n ? n : 1, sizeof(*a->pg));
     return a->pg ? 0 : -1;
@@ -69,11 +68,15 @@ static inline void chan_advice_free(struct chan_advice *a)
 static inline int chan_advice_loc_ok(CUmemLocation l, int ndev)
 {
     switch (l.type) {
-    case CU_MEM_LOCATION_TYPE_DEVICE: return l.id >= 0 && l.id < ndev && l.id < 31;
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        return l.id >= 0 && l.id < ndev && l.id < 31;
     case CU_MEM_LOCATION_TYPE_HOST:
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: return 1;
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA: return l.id >= 0;
-    default: return 0;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        return 1;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        return l.id >= 0;
+    default:
+        return 0;
     }
 }
 
@@ -93,33 +96,43 @@ static inline CUresult chan_advice_set(struct chan_advice *a, uint64_t off, uint
                                        CUmem_advise advice, CUmemLocation l)
 {
     uint64_t first, end;
-    if (chan_advice_pages(a, off, len, &first, &end) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (chan_advice_pages(a, off, len, &first, &end) != 0) return CUDA_ERROR_INVALID_VALUE;
     if (advice < CU_MEM_ADVISE_SET_READ_MOSTLY || advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
         return CUDA_ERROR_INVALID_VALUE;
     /* Accessed-by takes a device or the host, not a NUMA node. */
     if ((advice == CU_MEM_ADVISE_SET_ACCESSED_BY || advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY) &&
         l.type != CU_MEM_LOCATION_TYPE_DEVICE && l.type != CU_MEM_LOCATION_TYPE_HOST)
         return CUDA_ERROR_INVALID_VALUE;
-    if (chan_advice_table(a) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (chan_advice_table(a) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     uint32_t bit = l.type == CU_MEM_LOCATION_TYPE_DEVICE ? 1u << l.id : 1u << CHAN_ADVICE_CPU_BIT;
     for (uint64_t p = first; p < end; p++) {
         struct chan_advice_page *g = &a->pg[p];
         switch (advice) {
-        case CU_MEM_ADVISE_SET_READ_MOSTLY: g->read_mostly = 1; break;
-        case CU_MEM_ADVISE_UNSET_READ_MOSTLY: g->read_mostly = 0; break;
+        case CU_MEM_ADVISE_SET_READ_MOSTLY:
+            g->read_mostly = 1;
+            break;
+        case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+            g->read_mostly = 0;
+            break;
         case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
             g->pref_type = (uint8_t)l.type;
-            g->pref_id = l.type == CU_MEM_LOCATION_TYPE_DEVICE ||
-                                 l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA
-                             ? l.id
-                             : 0;
+            g->pref_id =
+                l.type == CU_MEM_LOCATION_TYPE_DEVICE || l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA
+                    ? l.id
+                    : 0;
             break;
-        case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: g->pref_type = 0; g->pref_id = 0; break;
-        case CU_MEM_ADVISE_SET_ACCESSED_BY: g->accessed_by |= bit; break;
-        case CU_MEM_ADVISE_UNSET_ACCESSED_BY: g->accessed_by &= ~bit; break;
-        default: break;
+        case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+            g->pref_type = 0;
+            g->pref_id = 0;
+            break;
+        case CU_MEM_ADVISE_SET_ACCESSED_BY:
+            g->accessed_by |= bit;
+            break;
+        case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+            g->accessed_by &= ~bit;
+            break;
+        default:
+            break;
         }
     }
     return CUDA_SUCCESS;
@@ -130,10 +143,8 @@ static inline CUresult chan_advice_prefetch(struct chan_advice *a, uint64_t off,
                                             CUmemLocation l)
 {
     uint64_t first, end;
-    if (chan_advice_pages(a, off, len, &first, &end) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (chan_advice_table(a) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (chan_advice_pages(a, off, len, &first, &end) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (chan_advice_table(a) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     /* The host, whichever NUMA node was named: this memory is host memory. */
     int dev = l.type == CU_MEM_LOCATION_TYPE_DEVICE;
     for (uint64_t p = first; p < end; p++) {
@@ -148,9 +159,12 @@ static inline CUresult chan_advice_prefetch(struct chan_advice *a, uint64_t off,
 static inline int32_t chan_advice_legacy(uint8_t type, int32_t id)
 {
     switch (type) {
-    case CU_MEM_LOCATION_TYPE_DEVICE: return id;
-    case CU_MEM_LOCATION_TYPE_INVALID: return (int32_t)CU_DEVICE_INVALID;
-    default: return (int32_t)CU_DEVICE_CPU;
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        return id;
+    case CU_MEM_LOCATION_TYPE_INVALID:
+        return (int32_t)CU_DEVICE_INVALID;
+    default:
+        return (int32_t)CU_DEVICE_CPU;
     }
 }
 
@@ -160,8 +174,7 @@ static inline CUresult chan_advice_get(const struct chan_advice *a, uint64_t off
                                        CUmem_range_attribute attr, void *data, size_t size)
 {
     uint64_t first, end;
-    if (!data || chan_advice_pages(a, off, len, &first, &end) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!data || chan_advice_pages(a, off, len, &first, &end) != 0) return CUDA_ERROR_INVALID_VALUE;
     static const struct chan_advice_page none;
     int same_pref = 1, same_last = 1;
     uint32_t rm = 1, acc = ~0u;
@@ -176,32 +189,43 @@ static inline CUresult chan_advice_get(const struct chan_advice *a, uint64_t off
     uint8_t pt = same_pref ? f->pref_type : 0, lt = same_last ? f->last_type : 0;
     int32_t v;
     switch (attr) {
-    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY: v = (int32_t)rm; break;
-    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION: v = chan_advice_legacy(pt, f->pref_id); break;
-    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: v = chan_advice_legacy(lt, f->last_id); break;
-    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE: v = pt; break;
-    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID: v = pt ? f->pref_id : (int32_t)CU_DEVICE_INVALID; break;
-    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE: v = lt; break;
-    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID: v = lt ? f->last_id : (int32_t)CU_DEVICE_INVALID; break;
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+        v = (int32_t)rm;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+        v = chan_advice_legacy(pt, f->pref_id);
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+        v = chan_advice_legacy(lt, f->last_id);
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+        v = pt;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
+        v = pt ? f->pref_id : (int32_t)CU_DEVICE_INVALID;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+        v = lt;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID:
+        v = lt ? f->last_id : (int32_t)CU_DEVICE_INVALID;
+        break;
     case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
         /* Every device (and the host) advised on the whole range, then CU_DEVICE_INVALID. */
-        if (size == 0 || size % 4)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (size == 0 || size % 4) return CUDA_ERROR_INVALID_VALUE;
         int32_t *out = data;
         size_t n = size / 4, k = 0;
-        if ((acc >> CHAN_ADVICE_CPU_BIT) & 1 && k < n)
-            out[k++] = (int32_t)CU_DEVICE_CPU;
+        if ((acc >> CHAN_ADVICE_CPU_BIT) & 1 && k < n) out[k++] = (int32_t)CU_DEVICE_CPU;
         for (uint32_t d = 0; d < CHAN_ADVICE_CPU_BIT && k < n; d++)
-            if ((acc >> d) & 1)
-                out[k++] = (int32_t)d;
+            if ((acc >> d) & 1) out[k++] = (int32_t)d;
         while (k < n)
             out[k++] = (int32_t)CU_DEVICE_INVALID;
         return CUDA_SUCCESS;
     }
-    default: return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (size != 4)
+    default:
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (size != 4) return CUDA_ERROR_INVALID_VALUE;
     memcpy(data, &v, 4);
     return CUDA_SUCCESS;
 }

@@ -77,10 +77,9 @@ int chan_check_header(const struct chan *c, char *msg, size_t msglen)
         return -1;
     }
     if (s->size != c->size || s->ring_off != off_ring() || s->ring_size != CHAN_RING_SIZE ||
-        s->lanes_off != off_lanes() || s->nlanes != CHAN_NLANES ||
-        s->lane_size != CHAN_LANE_SIZE || s->staging_off != off_staging() ||
-        s->nslots != CHAN_NSLOTS || s->slot_size != CHAN_SLOT_SIZE ||
-        s->devinfo_off != off_devinfo()) {
+        s->lanes_off != off_lanes() || s->nlanes != CHAN_NLANES || s->lane_size != CHAN_LANE_SIZE ||
+        s->staging_off != off_staging() || s->nslots != CHAN_NSLOTS ||
+        s->slot_size != CHAN_SLOT_SIZE || s->devinfo_off != off_devinfo()) {
         snprintf(msg, msglen, "shared segment layout differs from this client's build");
         return -1;
     }
@@ -112,8 +111,7 @@ struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct c
     uint64_t spin_until = 0;
     for (;;) {
         uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
-        if (c->pos + need - head <= CHAN_RING_SIZE)
-            break;
+        if (c->pos + need - head <= CHAN_RING_SIZE) break;
         /* Full: the server is draining it, usually within microseconds. Spin first, so
          * that a flood of async calls does not cost a wake-up system call per record. */
         uint64_t now = chan_now_ns();
@@ -134,8 +132,7 @@ struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct c
         if (c->pos + need - head > CHAN_RING_SIZE)
             chan_futex_wait(&s->space_bell, bell, 50ull * 1000 * 1000);
         atomic_fetch_sub(&s->space_waiters, 1);
-        if (atomic_load(&s->dead) || (w->alive && !w->alive(w->arg)))
-            return NULL;
+        if (atomic_load(&s->dead) || (w->alive && !w->alive(w->arg))) return NULL;
     }
     if (skip) {
         if (skip >= sizeof(struct chan_rec)) {
@@ -186,8 +183,7 @@ void chan_ring_publish(struct chan *c, const struct chan_rec *r)
         c->unrung = 0; /* awake: it takes every record published so far before it sleeps */
         return;
     }
-    if (may_leave_unrung(c, r))
-        return;
+    if (may_leave_unrung(c, r)) return;
     c->unrung = 0;
     atomic_fetch_add(&s->doorbell, 1);
     chan_futex_wake(&s->doorbell);
@@ -231,10 +227,8 @@ enum chan_next chan_ring_next(struct chan *c, void *buf)
     struct chan_shm *s = c->shm;
     for (;;) {
         uint64_t tail = atomic_load_explicit(&s->tail, memory_order_acquire);
-        if (tail == c->pos)
-            return CHAN_NEXT_NONE;
-        if (tail - c->pos > CHAN_RING_SIZE || (tail & 7u))
-            return CHAN_NEXT_BAD;
+        if (tail == c->pos) return CHAN_NEXT_NONE;
+        if (tail - c->pos > CHAN_RING_SIZE || (tail & 7u)) return CHAN_NEXT_BAD;
         uint64_t pos = c->pos % CHAN_RING_SIZE;
         uint64_t room = CHAN_RING_SIZE - pos;
         if (room < sizeof(struct chan_rec)) {
@@ -252,8 +246,7 @@ enum chan_next chan_ring_next(struct chan *c, void *buf)
             ring_advance(c, span);
             continue;
         }
-        if (size > CHAN_REC_MAX)
-            return CHAN_NEXT_BAD;
+        if (size > CHAN_REC_MAX) return CHAN_NEXT_BAD;
         memcpy(buf, c->ring + pos, size);
         ((struct chan_rec *)buf)->size = size;
         ((struct chan_rec *)buf)->op = op;
@@ -290,8 +283,7 @@ void chan_lane_post(struct chan *c, uint32_t lane, CUresult result, uint32_t len
     chan_wake(&l->seq, &l->waiting);
 }
 
-void chan_lane_post_at(struct chan *c, uint32_t lane, CUresult result, uint32_t len,
-                       uint32_t seq)
+void chan_lane_post_at(struct chan *c, uint32_t lane, CUresult result, uint32_t len, uint32_t seq)
 {
     struct chan_lane *l = &c->lanes[lane];
     l->result = result;

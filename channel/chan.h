@@ -81,8 +81,7 @@ void chan_ring_nudge(struct chan *c);
 void chan_lane_post(struct chan *c, uint32_t lane, CUresult result, uint32_t len);
 /* The same, storing `seq` (the server's own count of the lane's replies) rather than adding
  * one to the lane's: a server that also has the GPU post replies (proto.h) keeps the count. */
-void chan_lane_post_at(struct chan *c, uint32_t lane, CUresult result, uint32_t len,
-                       uint32_t seq);
+void chan_lane_post_at(struct chan *c, uint32_t lane, CUresult result, uint32_t len, uint32_t seq);
 
 /* Client: waits for the reply to the request sent when the lane's seq was `seq0`. */
 int chan_lane_wait(struct chan *c, uint32_t lane, uint32_t seq0, const struct chan_wait *w);

@@ -5,8 +5,7 @@ int chan_copy_plan(uint64_t width, uint64_t height, uint64_t depth, uint64_t cap
                    int (*fn)(const struct chan_chunk *ch, void *arg), void *arg)
 {
     struct chan_chunk ch = {0};
-    if (width == 0 || height == 0 || depth == 0 || cap == 0)
-        return 0;
+    if (width == 0 || height == 0 || depth == 0 || cap == 0) return 0;
     for (uint64_t z = 0; z < depth; z++) {
         if (width <= cap) {
             uint64_t rows_per = cap / width;
@@ -17,8 +16,7 @@ int chan_copy_plan(uint64_t width, uint64_t height, uint64_t depth, uint64_t cap
                 ch.nrows = height - y < rows_per ? height - y : rows_per;
                 ch.nbytes = width;
                 int r = fn(&ch, arg);
-                if (r)
-                    return r;
+                if (r) return r;
                 ch.index++;
             }
         } else {
@@ -30,8 +28,7 @@ int chan_copy_plan(uint64_t width, uint64_t height, uint64_t depth, uint64_t cap
                     ch.nrows = 1;
                     ch.nbytes = width - x < cap ? width - x : cap;
                     int r = fn(&ch, arg);
-                    if (r)
-                        return r;
+                    if (r) return r;
                     ch.index++;
                 }
         }
@@ -41,8 +38,7 @@ int chan_copy_plan(uint64_t width, uint64_t height, uint64_t depth, uint64_t cap
 
 uint64_t chan_copy_nchunks(uint64_t width, uint64_t height, uint64_t depth, uint64_t cap)
 {
-    if (width == 0 || height == 0 || depth == 0 || cap == 0)
-        return 0;
+    if (width == 0 || height == 0 || depth == 0 || cap == 0) return 0;
     if (width <= cap) {
         uint64_t rows_per = cap / width;
         return depth * ((height + rows_per - 1) / rows_per);
@@ -55,8 +51,7 @@ int chan_copy_extent(uint64_t base, uint64_t x, uint64_t y, uint64_t z, uint64_t
                      uint64_t *first, uint64_t *span)
 {
     uint64_t slice, off, t, s;
-    if (width == 0 || height == 0 || depth == 0)
-        return -1;
+    if (width == 0 || height == 0 || depth == 0) return -1;
     if (__builtin_mul_overflow(pitch, slice_rows, &slice) ||
         __builtin_mul_overflow(z, slice, &off) || __builtin_mul_overflow(y, pitch, &t) ||
         __builtin_add_overflow(off, t, &off) || __builtin_add_overflow(off, x, &off) ||

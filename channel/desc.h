@@ -40,8 +40,8 @@ enum shim_pkind {
     SHIM_PK_OUTSTR,  /* const char **: a string the callee returns (travels as text) */
     SHIM_PK_CTX,     /* CUcontext: the client sends its context's id, the server passes the
                         device's real context (NULL stays NULL: the current one) */
-    SHIM_PK_OUTREF,  /* const T **: the callee returns a pointer to an array of its own, of
-                        *params[count_arg] elements (an output); the elements travel */
+    SHIM_PK_OUTREF,  /* const T **: the callee returns a pointer to an array of its own (an
+                        output) of *params[count_arg] elements; the elements travel */
 };
 
 /* Where the element count of a pointer parameter comes from. */
@@ -115,36 +115,37 @@ struct shim_struct {
 };
 
 struct shim_param {
-    uint8_t kind;       /* enum shim_pkind */
-    uint8_t vclass;     /* enum shim_vclass, for VAL/HANDLE/DPTR/RAW */
-    uint8_t ckind;      /* enum shim_ckind, for pointers */
-    int8_t count_arg;   /* parameter index for SHIM_CK_ARG / SHIM_CK_DEREF */
-    uint16_t size;      /* size of the value itself (pointers: 8) */
-    uint16_t htype;     /* SHIM_HT_* of a handle, of a pointer's handle elements, of a range */
-    uint32_t elem;      /* element size for pointers (1 for void) */
+    uint8_t kind;         /* enum shim_pkind */
+    uint8_t vclass;       /* enum shim_vclass, for VAL/HANDLE/DPTR/RAW */
+    uint8_t ckind;        /* enum shim_ckind, for pointers */
+    int8_t count_arg;     /* parameter index for SHIM_CK_ARG / SHIM_CK_DEREF */
+    uint16_t size;        /* size of the value itself (pointers: 8) */
+    uint16_t htype;       /* SHIM_HT_* of a handle, of a pointer's handle elements, of a range */
+    uint32_t elem;        /* element size for pointers (1 for void) */
     uint32_t count_fixed; /* SHIM_CK_FIXED: the count; SHIM_CK_FN: the size function */
-    uint8_t creates;    /* OUT handle or RANGE: 1 = a new object the caller owns */
-    uint8_t after;      /* RANGE: its size is only known from outputs, after the call */
-    uint8_t pflags;     /* SHIM_PF_* */
-    const struct shim_span *span;  /* DPTR: the memory it names; RANGE: its size (width) */
-    const struct shim_struct *st;  /* IN/OUT/INOUT of structs with members to check */
+    uint8_t creates;      /* OUT handle or RANGE: 1 = a new object the caller owns */
+    uint8_t after;        /* RANGE: its size is only known from outputs, after the call */
+    uint8_t pflags;       /* SHIM_PF_* */
+    const struct shim_span *span; /* DPTR: the memory it names; RANGE: its size (width) */
+    const struct shim_struct *st; /* IN/OUT/INOUT of structs with members to check */
 };
 
 /* Pointer parameter flags. */
 #define SHIM_PF_OPTIONAL 0x1u /* IN: NULL is the API's "none", passed on as NULL (opt-in:) */
 #define SHIM_PF_ON_ERROR 0x2u /* OUT: written back when the call fails too (always-out:) */
-#define SHIM_PF_DEVICE 0x4u   /* a CUdevice, or pointer to CUdevice elements: the client's
-                                 ordinals, mapped to the server's (in) and back (out) */
+/* A CUdevice, or pointer to CUdevice elements: the client's ordinals, mapped to the server's
+ * (in) and back (out). */
+#define SHIM_PF_DEVICE 0x4u
 
 /* Per-call flags. */
-#define SHIM_CF_PTDS 0x1u    /* a _ptds/_ptsz entry: the NULL stream means per-thread */
-#define SHIM_CF_CONTEXT 0x2u /* makes objects bound to a context: one must be current */
+#define SHIM_CF_PTDS 0x1u         /* a _ptds/_ptsz entry: the NULL stream means per-thread */
+#define SHIM_CF_CONTEXT 0x2u      /* makes objects bound to a context: one must be current */
 #define SHIM_CF_CONTEXT_FREE 0x4u /* what it makes belongs to no context (ctx-free:) */
 #define SHIM_CF_LOADS_CODE 0x8u   /* may load a kernel's or library's code (loads-code:) */
 
 struct shim_call {
     const char *name;
-    uint8_t cls;      /* enum shim_class */
+    uint8_t cls; /* enum shim_class */
     uint8_t nparams;
     uint8_t flags;    /* SHIM_CF_* */
     int8_t destroys;  /* index of the handle or range base a success destroys, or -1 */
@@ -158,15 +159,16 @@ struct shim_call {
 };
 
 /* Flags of an object type. */
-#define SHIM_TF_RANGE 0x1u           /* a kind of memory range, named by its base address */
-#define SHIM_TF_COUNTS 0x2u          /* its bytes count against the device memory limit */
-#define SHIM_TF_CONTEXT_FREE 0x4u    /* released when the client leaves, not with a context */
-#define SHIM_TF_CLIENT 0x8u          /* the client knows them too (refuses bad ones at once) */
+#define SHIM_TF_RANGE 0x1u            /* a kind of memory range, named by its base address */
+#define SHIM_TF_COUNTS 0x2u           /* its bytes count against the device memory limit */
+#define SHIM_TF_CONTEXT_FREE 0x4u     /* released when the client leaves, not with a context */
+#define SHIM_TF_CLIENT 0x8u           /* the client knows them too (refuses bad ones at once) */
 #define SHIM_TF_OUTLIVES_PARENT 0x10u /* survives the explicit destruction of its parent */
-#define SHIM_TF_RELEASE 0x20u        /* released by hand-written code (srv_release_*) */
-#define SHIM_TF_UNMAPPED 0x40u       /* address space, not memory: no span may lie in it */
-#define SHIM_TF_BEFORE_PARENT 0x80u  /* released on its own before its parent (the driver
-                                        refuses to destroy the parent while it exists) */
+#define SHIM_TF_RELEASE 0x20u         /* released by hand-written code (srv_release_*) */
+#define SHIM_TF_UNMAPPED 0x40u        /* address space, not memory: no span may lie in it */
+/* Released on its own before its parent (the driver refuses to destroy the parent while it
+ * exists). */
+#define SHIM_TF_BEFORE_PARENT 0x80u
 
 /* An object type, from its %handle or %range line. */
 struct shim_type {
@@ -200,6 +202,7 @@ const char *shim_error_name(CUresult r);
 
 /* The value class of a type, decided by the compiler. Enums match their underlying integer
  * type; the generator has already refused struct values that are not plain bytes. */
+// clang-format off: clang-format does not know _Generic and splits its associations
 #define SHIM_VCLASS_OF(T)                                                                          \
     (__builtin_classify_type(*(T *)0) == 5                                                         \
          ? SHIM_VC_PTR                                                                             \
@@ -220,16 +223,20 @@ const char *shim_error_name(CUresult r);
                    float: SHIM_VC_F32,                                                             \
                    double: SHIM_VC_F64,                                                            \
                    default: SHIM_VC_U32))
+// clang-format on
 
 #define SHIM_P_VAL(T) {.kind = SHIM_PK_VAL, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T)}
 #define SHIM_P_DEVICE(T)                                                                           \
-    {.kind = SHIM_PK_VAL, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T),                         \
-     .pflags = SHIM_PF_DEVICE}
+    {.kind = SHIM_PK_VAL, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T), .pflags = SHIM_PF_DEVICE}
 #define SHIM_P_DPTR(T, SPAN)                                                                       \
     {.kind = SHIM_PK_DPTR, .vclass = SHIM_VC_U64, .size = sizeof(T), .span = SPAN}
 /* A device address at which the call makes a range of type HT, of SPAN's size (cuMemMap). */
 #define SHIM_P_MAKES(T, HT, SPAN)                                                                  \
-    {.kind = SHIM_PK_DPTR, .vclass = SHIM_VC_U64, .size = sizeof(T), .htype = HT, .creates = 1,   \
+    {.kind = SHIM_PK_DPTR,                                                                         \
+     .vclass = SHIM_VC_U64,                                                                        \
+     .size = sizeof(T),                                                                            \
+     .htype = HT,                                                                                  \
+     .creates = 1,                                                                                 \
      .span = SPAN}
 #define SHIM_P_RAW(T) {.kind = SHIM_PK_RAW, .vclass = SHIM_VCLASS_OF(T), .size = sizeof(T)}
 #define SHIM_P_HANDLE(T, HT)                                                                       \
@@ -237,15 +244,30 @@ const char *shim_error_name(CUresult r);
 #define SHIM_P_STR() {.kind = SHIM_PK_STR, .vclass = SHIM_VC_PTR, .size = sizeof(void *)}
 #define SHIM_P_CTX() {.kind = SHIM_PK_CTX, .vclass = SHIM_VC_PTR, .size = sizeof(CUcontext)}
 #define SHIM_P_OUTREF(T, HT, COUNT)                                                                \
-    {.kind = SHIM_PK_OUTREF, .vclass = SHIM_VC_PTR, .size = sizeof(void *), .elem = sizeof(T),   \
-     .htype = HT, .ckind = SHIM_CK_DEREF, .count_arg = COUNT}
+    {.kind = SHIM_PK_OUTREF,                                                                       \
+     .vclass = SHIM_VC_PTR,                                                                        \
+     .size = sizeof(void *),                                                                       \
+     .elem = sizeof(T),                                                                            \
+     .htype = HT,                                                                                  \
+     .ckind = SHIM_CK_DEREF,                                                                       \
+     .count_arg = COUNT}
 #define SHIM_P_OUTSTR()                                                                            \
-    {.kind = SHIM_PK_OUTSTR, .vclass = SHIM_VC_PTR, .size = sizeof(void *),                       \
-     .elem = sizeof(const char *), .ckind = SHIM_CK_ONE}
+    {.kind = SHIM_PK_OUTSTR,                                                                       \
+     .vclass = SHIM_VC_PTR,                                                                        \
+     .size = sizeof(void *),                                                                       \
+     .elem = sizeof(const char *),                                                                 \
+     .ckind = SHIM_CK_ONE}
 /* A range the call makes: a pointer to its base; SPAN gives its size. */
 #define SHIM_P_RANGE(T, HT, SPAN, AFTER)                                                           \
-    {.kind = SHIM_PK_RANGE, .vclass = SHIM_VC_PTR, .size = sizeof(void *), .elem = sizeof(T),     \
-     .htype = HT, .ckind = SHIM_CK_ONE, .creates = 1, .after = AFTER, .span = SPAN}
+    {.kind = SHIM_PK_RANGE,                                                                        \
+     .vclass = SHIM_VC_PTR,                                                                        \
+     .size = sizeof(void *),                                                                       \
+     .elem = sizeof(T),                                                                            \
+     .htype = HT,                                                                                  \
+     .ckind = SHIM_CK_ONE,                                                                         \
+     .creates = 1,                                                                                 \
+     .after = AFTER,                                                                               \
+     .span = SPAN}
 /* Pointer parameters: element type, handle type of the elements (0 none), count, creates,
  * member table of struct elements (NULL: plain bytes). */
 #define SHIM_P_PTR(KIND, T, HT, COUNT, CREATES, ST, PFLAGS)                                        \
@@ -266,18 +288,26 @@ const char *shim_error_name(CUresult r);
 
 #define SHIM_SIZE(A, DA, B, DB, K) {.a = (A), .b = (B), .deref_a = (DA), .deref_b = (DB), .k = (K)}
 #define SHIM_SPAN1(BYTES, ALIGN)                                                                   \
-    {.width = BYTES, .pitch = SHIM_SIZE(-1, 0, -1, 0, 0), .height = SHIM_SIZE(-1, 0, -1, 0, 1),   \
-     .dims = 1, .align = (ALIGN)}
+    {.width = BYTES,                                                                               \
+     .pitch = SHIM_SIZE(-1, 0, -1, 0, 0),                                                          \
+     .height = SHIM_SIZE(-1, 0, -1, 0, 1),                                                         \
+     .dims = 1,                                                                                    \
+     .align = (ALIGN)}
 #define SHIM_SPAN2(PITCH, WIDTH, HEIGHT, ALIGN)                                                    \
     {.pitch = PITCH, .width = WIDTH, .height = HEIGHT, .dims = 2, .align = (ALIGN)}
 
 #define SHIM_MEMBER(T, PATH, KIND, HT)                                                             \
     {.name = #PATH,                                                                                \
-     .offset = offsetof(T, PATH), .size = sizeof(((T *)0)->PATH), .kind = KIND, .htype = HT}
+     .offset = offsetof(T, PATH),                                                                  \
+     .size = sizeof(((T *)0)->PATH),                                                               \
+     .kind = KIND,                                                                                 \
+     .htype = HT}
 /* A CUmemLocation member (PATH may be empty: the struct is one), by its whole extent. */
 #define SHIM_MEMBER_LOCATION(T, PATH)                                                              \
-    {.name = #T "." #PATH, .offset = offsetof(T, PATH type) - offsetof(CUmemLocation, type),     \
-     .size = sizeof(CUmemLocation), .kind = SHIM_MK_LOCATION}
+    {.name = #T "." #PATH,                                                                         \
+     .offset = offsetof(T, PATH type) - offsetof(CUmemLocation, type),                             \
+     .size = sizeof(CUmemLocation),                                                                \
+     .kind = SHIM_MK_LOCATION}
 #define SHIM_STRUCT(T, M)                                                                          \
     {.name = #T, .size = sizeof(T), .nmembers = sizeof(M) / sizeof(M[0]), .members = M}
 

@@ -7,8 +7,7 @@ const char *shim_error_name(CUresult r)
     /* The table is in enum order, which cuda.h keeps ascending. */
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (shim_errnames[mid].code == (int)r)
-            return shim_errnames[mid].name;
+        if (shim_errnames[mid].code == (int)r) return shim_errnames[mid].name;
         if (shim_errnames[mid].code < (int)r)
             lo = mid + 1;
         else

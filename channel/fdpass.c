@@ -32,18 +32,16 @@ int chan_recv_fd(int sock, void *buf, size_t len, int *fd)
 {
     char cbuf[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {.iov_base = buf, .iov_len = len};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof(cbuf)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
     *fd = -1;
     size_t got = 0;
     while (got < len) {
         iov.iov_base = (char *)buf + got;
         iov.iov_len = len - got;
         ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
                 memcpy(fd, CMSG_DATA(c), sizeof(int));

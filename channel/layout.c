@@ -22,8 +22,7 @@ static int find_from(const char *file, const char *const *rel, int mode, char *o
     for (int i = 0; rel[i]; i++)
         if ((size_t)snprintf(out, len, "%s/%s", dir, rel[i]) < len && access(out, mode) == 0) {
             char *real = realpath(out, NULL);
-            if (real && strlen(real) < len)
-                memcpy(out, real, strlen(real) + 1);
+            if (real && strlen(real) < len) memcpy(out, real, strlen(real) + 1);
             free(real);
             return 0;
         }
@@ -32,8 +31,7 @@ static int find_from(const char *file, const char *const *rel, int mode, char *o
 
 int chan_find_near(const char *file, const char *const *rel, int mode, char *out, size_t len)
 {
-    if (find_from(file, rel, mode, out, len) == 0)
-        return 0;
+    if (find_from(file, rel, mode, out, len) == 0) return 0;
     /* A link to the shim (or a program) elsewhere: look around the file it names too. */
     char *real = realpath(file, NULL);
     int rc = real && strcmp(real, file) != 0 ? find_from(real, rel, mode, out, len) : -1;

@@ -26,10 +26,14 @@ static int is_output(uint8_t kind)
 static uint64_t read_uint(const void *p, size_t size)
 {
     switch (size) {
-    case 1: return *(const uint8_t *)p;
-    case 2: return *(const uint16_t *)p;
-    case 4: return *(const uint32_t *)p;
-    default: return *(const uint64_t *)p;
+    case 1:
+        return *(const uint8_t *)p;
+    case 2:
+        return *(const uint16_t *)p;
+    case 4:
+        return *(const uint32_t *)p;
+    default:
+        return *(const uint64_t *)p;
     }
 }
 
@@ -37,26 +41,23 @@ void chan_values(const struct shim_call *d, const void *const *argv, uint64_t *v
 {
     for (int i = 0; i < d->nparams && i < CHAN_MAX_ARGS; i++) {
         val[i] = 0;
-        if (is_value(d->params[i].kind))
-            memcpy(&val[i], argv[i], d->params[i].size);
+        if (is_value(d->params[i].kind)) memcpy(&val[i], argv[i], d->params[i].size);
     }
 }
 
-static int term(const struct shim_call *d, int i, int deref, const uint64_t *val,
-                void *const *ptr, uint64_t *out)
+static int term(const struct shim_call *d, int i, int deref, const uint64_t *val, void *const *ptr,
+                uint64_t *out)
 {
     if (i < 0) {
         *out = 1;
         return 0;
     }
-    if (i >= d->nparams)
-        return -1;
+    if (i >= d->nparams) return -1;
     if (!deref) {
         *out = val[i];
         return 0;
     }
-    if (!ptr[i])
-        return -1;
+    if (!ptr[i]) return -1;
     *out = read_uint(ptr[i], d->params[i].elem);
     return 0;
 }
@@ -76,18 +77,14 @@ int chan_span_eval(const struct shim_call *d, const struct shim_span *s, const u
                    void *const *ptr, uint64_t addr, uint64_t *bytes)
 {
     uint64_t w, h = 1, p = 0;
-    if (chan_size_eval(d, &s->width, val, ptr, &w) != 0)
-        return -1;
+    if (chan_size_eval(d, &s->width, val, ptr, &w) != 0) return -1;
     if (s->dims == 2 && (chan_size_eval(d, &s->height, val, ptr, &h) != 0 ||
                          chan_size_eval(d, &s->pitch, val, ptr, &p) != 0))
         return -1;
     *bytes = 0;
-    if (w == 0 || h == 0)
-        return 0; /* nothing is touched */
-    if (s->align > 1 && addr % s->align)
-        return -1;
-    if (h > 1 && (p < w || (s->align > 1 && p % s->align)))
-        return -1;
+    if (w == 0 || h == 0) return 0; /* nothing is touched */
+    if (s->align > 1 && addr % s->align) return -1;
+    if (h > 1 && (p < w || (s->align > 1 && p % s->align))) return -1;
     if (__builtin_mul_overflow(h - 1, p, bytes) || __builtin_add_overflow(*bytes, w, bytes))
         return -1;
     return 0;
@@ -98,15 +95,18 @@ static int count_of(const struct shim_call *d, const void *const *argv, int i, u
 {
     const struct shim_param *p = &d->params[i];
     switch (p->ckind) {
-    case SHIM_CK_ONE: *n = 1; return 0;
-    case SHIM_CK_FIXED: *n = p->count_fixed; return 0;
+    case SHIM_CK_ONE:
+        *n = 1;
+        return 0;
+    case SHIM_CK_FIXED:
+        *n = p->count_fixed;
+        return 0;
     case SHIM_CK_ARG:
         *n = read_uint(argv[p->count_arg], d->params[p->count_arg].size);
         return 0;
     case SHIM_CK_DEREF: {
         const void *cp = *(const void *const *)argv[p->count_arg];
-        if (!cp)
-            return -1;
+        if (!cp) return -1;
         *n = read_uint(cp, d->params[p->count_arg].elem);
         return 0;
     }
@@ -120,22 +120,19 @@ static int count_of(const struct shim_call *d, const void *const *argv, int i, u
     return -1;
 }
 
-size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_t *buf,
-                      size_t cap, size_t *reply_len, CUresult *err)
+size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_t *buf, size_t cap,
+                      size_t *reply_len, CUresult *err)
 {
     size_t off = 0, rlen = 0;
     *err = CUDA_SUCCESS;
-    if (d->nparams > CHAN_MAX_ARGS)
-        goto toolarge;
+    if (d->nparams > CHAN_MAX_ARGS) goto toolarge;
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
-        if (off + 8 > cap)
-            goto toolarge;
+        if (off + 8 > cap) goto toolarge;
         if (is_value(p->kind)) {
             uint64_t v = 0;
             memcpy(&v, argv[i], p->size);
-            if (buf)
-                memcpy(buf + off, &v, 8);
+            if (buf) memcpy(buf + off, &v, 8);
             off += 8;
             continue;
         }
@@ -143,8 +140,7 @@ size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_
         uint32_t hdr[2] = {ptr != NULL, 0};
         if (p->kind == SHIM_PK_STR) {
             size_t n = ptr ? strlen(ptr) + 1 : 0;
-            if (n > UINT32_MAX || off + 8 + PAD8(n) > cap)
-                goto toolarge;
+            if (n > UINT32_MAX || off + 8 + PAD8(n) > cap) goto toolarge;
             hdr[1] = (uint32_t)n;
             if (buf) {
                 memcpy(buf + off, hdr, 8);
@@ -155,11 +151,9 @@ size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_
         }
         if (p->kind == SHIM_PK_OUTSTR || p->kind == SHIM_PK_OUTREF) {
             hdr[1] = p->kind == SHIM_PK_OUTSTR;
-            if (buf)
-                memcpy(buf + off, hdr, 8);
+            if (buf) memcpy(buf + off, hdr, 8);
             off += 8;
-            if (ptr)
-                rlen += p->kind == SHIM_PK_OUTSTR ? CHAN_OUTSTR_MAX : outref_room(p);
+            if (ptr) rlen += p->kind == SHIM_PK_OUTSTR ? CHAN_OUTSTR_MAX : outref_room(p);
             continue;
         }
         uint64_t n = 0;
@@ -168,22 +162,17 @@ size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_
             return 0;
         }
         uint64_t bytes;
-        if (n > UINT32_MAX || __builtin_mul_overflow(n, (uint64_t)p->elem, &bytes))
-            goto toolarge;
+        if (n > UINT32_MAX || __builtin_mul_overflow(n, (uint64_t)p->elem, &bytes)) goto toolarge;
         hdr[1] = (uint32_t)n;
-        if (buf)
-            memcpy(buf + off, hdr, 8);
+        if (buf) memcpy(buf + off, hdr, 8);
         off += 8;
         if (ptr && (p->kind == SHIM_PK_IN || p->kind == SHIM_PK_INOUT)) {
-            if (bytes > cap || off + PAD8(bytes) > cap)
-                goto toolarge;
-            if (buf)
-                memcpy(buf + off, ptr, bytes);
+            if (bytes > cap || off + PAD8(bytes) > cap) goto toolarge;
+            if (buf) memcpy(buf + off, ptr, bytes);
             off += PAD8(bytes);
         }
         if (ptr && is_output(p->kind)) {
-            if (bytes > cap)
-                goto toolarge;
+            if (bytes > cap) goto toolarge;
             rlen += PAD8(bytes);
         }
     }
@@ -209,21 +198,17 @@ void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const
     size_t off = 0;
     for (int i = 0; i < d->nparams && i < CHAN_MAX_ARGS; i++) {
         const struct shim_param *p = &d->params[i];
-        if (is_value(p->kind))
-            continue; /* not a pointer: its argument may be narrower than one */
+        if (is_value(p->kind)) continue; /* not a pointer: its argument may be narrower than one */
         void *ptr = *(void *const *)argv[i];
-        if (!ptr)
-            continue;
+        if (!ptr) continue;
         /* Skipped outputs still take their room in the reply. */
-        if (only && !(p->pflags & only))
-            ptr = NULL;
+        if (only && !(p->pflags & only)) ptr = NULL;
         if (p->kind == SHIM_PK_OUTSTR) {
             if (!ptr) {
                 off += CHAN_OUTSTR_MAX;
                 continue;
             }
-            if (off + CHAN_OUTSTR_MAX > len)
-                return;
+            if (off + CHAN_OUTSTR_MAX > len) return;
             char text[CHAN_OUTSTR_MAX];
             memcpy(text, reply + off, CHAN_OUTSTR_MAX);
             text[CHAN_OUTSTR_MAX - 1] = '\0';
@@ -237,23 +222,18 @@ void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const
                 off += outref_room(p);
                 continue;
             }
-            if (off + outref_room(p) > len)
-                return;
+            if (off + outref_room(p) > len) return;
             memcpy(&count, reply + off, 8);
-            if (count > CHAN_OUTREF_MAX)
-                count = 0;
+            if (count > CHAN_OUTREF_MAX) count = 0;
             *(const void **)ptr =
                 count && keep ? keep->array(i, reply + off + 8, count * p->elem) : NULL;
             off += outref_room(p);
             continue;
         }
-        if (!is_output(p->kind))
-            continue;
+        if (!is_output(p->kind)) continue;
         size_t bytes = n[i] * p->elem;
-        if (off + bytes > len)
-            return;
-        if (ptr)
-            memcpy(ptr, reply + off, bytes);
+        if (off + bytes > len) return;
+        if (ptr) memcpy(ptr, reply + off, bytes);
         off += PAD8(bytes);
     }
 }
@@ -262,14 +242,12 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
                           size_t cap, struct chan_args *a)
 {
     size_t off = 0, ooff = 0;
-    if (d->nparams > CHAN_MAX_ARGS)
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (d->nparams > CHAN_MAX_ARGS) return CUDA_ERROR_NOT_SUPPORTED;
     memset(a, 0, sizeof(*a));
     a->out = out;
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
-        if (off + 8 > len)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (off + 8 > len) return CUDA_ERROR_INVALID_VALUE;
         if (is_value(p->kind)) {
             memcpy(&a->val[i], payload + off, 8);
             off += 8;
@@ -286,8 +264,7 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
                 a->spare[i] = 0;
                 a->ptr[i] = &a->spare[i];
                 a->count[i] = 1;
-                if (p->elem > sizeof(a->spare[i]))
-                    return CUDA_ERROR_INVALID_VALUE;
+                if (p->elem > sizeof(a->spare[i])) return CUDA_ERROR_INVALID_VALUE;
             }
             continue;
         }
@@ -314,8 +291,7 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
         uint64_t bytes = (uint64_t)hdr[1] * p->elem; /* u32 * u32: cannot overflow */
         a->count[i] = hdr[1];
         if (p->kind == SHIM_PK_IN) {
-            if (bytes > len - off || PAD8(bytes) > len - off)
-                return CUDA_ERROR_INVALID_VALUE;
+            if (bytes > len - off || PAD8(bytes) > len - off) return CUDA_ERROR_INVALID_VALUE;
             a->ptr[i] = payload + off;
             off += PAD8(bytes);
             continue;
@@ -327,8 +303,7 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
         a->ptr[i] = out + ooff;
         memset(out + ooff, 0, PAD8(bytes));
         if (p->kind == SHIM_PK_INOUT) {
-            if (bytes > len - off || PAD8(bytes) > len - off)
-                return CUDA_ERROR_INVALID_VALUE;
+            if (bytes > len - off || PAD8(bytes) > len - off) return CUDA_ERROR_INVALID_VALUE;
             memcpy(out + ooff, payload + off, bytes);
             off += PAD8(bytes);
         }
@@ -342,19 +317,25 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
             continue;
         uint64_t want;
         switch (p->ckind) {
-        case SHIM_CK_ONE: want = 1; break;
-        case SHIM_CK_FIXED: want = p->count_fixed; break;
-        case SHIM_CK_ARG: want = a->val[p->count_arg]; break;
-        case SHIM_CK_FN: want = shim_size_fns[p->count_fixed](a->val[p->count_arg]); break;
+        case SHIM_CK_ONE:
+            want = 1;
+            break;
+        case SHIM_CK_FIXED:
+            want = p->count_fixed;
+            break;
+        case SHIM_CK_ARG:
+            want = a->val[p->count_arg];
+            break;
+        case SHIM_CK_FN:
+            want = shim_size_fns[p->count_fixed](a->val[p->count_arg]);
+            break;
         default: {
             const void *cp = a->ptr[p->count_arg];
-            if (!cp || a->absent[p->count_arg])
-                return CUDA_ERROR_INVALID_VALUE;
+            if (!cp || a->absent[p->count_arg]) return CUDA_ERROR_INVALID_VALUE;
             want = read_uint(cp, d->params[p->count_arg].elem);
         }
         }
-        if (want != a->count[i])
-            return CUDA_ERROR_INVALID_VALUE;
+        if (want != a->count[i]) return CUDA_ERROR_INVALID_VALUE;
     }
     a->out_len = ooff;
     return CUDA_SUCCESS;

@@ -35,8 +35,8 @@ struct chan_keep {
 /* Client: packs the arguments (argv[i] = address of parameter i) into buf (cap bytes);
  * with buf NULL, only sizes them. Returns the payload size, or 0 with *err set (too
  * large, bad count). *reply_len gets the size of the expected reply. */
-size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_t *buf,
-                      size_t cap, size_t *reply_len, CUresult *err);
+size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_t *buf, size_t cap,
+                      size_t *reply_len, CUresult *err);
 
 /* Client: copies OUT/INOUT/RANGE data of a reply into the caller's pointers; an OUTSTR's
  * text and an OUTREF's elements go through `keep`, which gives the pointers the caller
@@ -48,15 +48,15 @@ void chan_unpack_reply(const struct shim_call *d, const void *const *argv, const
 /* Server: a decoded request. Pointers point into the request buffer (IN/INOUT/STR) or
  * into `out` (OUT/INOUT/RANGE data is laid out there), ready for the real call. */
 struct chan_args {
-    uint64_t val[CHAN_MAX_ARGS];    /* value of each value-like parameter */
-    void *ptr[CHAN_MAX_ARGS];       /* pointer argument of each pointer parameter */
-    uint32_t count[CHAN_MAX_ARGS];  /* element count of each pointer parameter */
-    size_t out_off[CHAN_MAX_ARGS];  /* offset of each OUT/INOUT/RANGE/OUTSTR/OUTREF buffer in
-                                       `out` */
-    uint8_t absent[CHAN_MAX_ARGS];  /* the caller passed NULL (the server may still need it) */
-    uint64_t spare[CHAN_MAX_ARGS];  /* stands in for outputs the caller did not ask for, and
-                                       holds the driver's pointer of each OUTSTR and OUTREF */
-    uint8_t *out;                   /* reply buffer */
+    uint64_t val[CHAN_MAX_ARGS];   /* value of each value-like parameter */
+    void *ptr[CHAN_MAX_ARGS];      /* pointer argument of each pointer parameter */
+    uint32_t count[CHAN_MAX_ARGS]; /* element count of each pointer parameter */
+    size_t out_off[CHAN_MAX_ARGS]; /* offset of each OUT/INOUT/RANGE/OUTSTR/OUTREF buffer in
+                                      `out` */
+    uint8_t absent[CHAN_MAX_ARGS]; /* the caller passed NULL (the server may still need it) */
+    uint64_t spare[CHAN_MAX_ARGS]; /* stands in for outputs the caller did not ask for, and
+                                      holds the driver's pointer of each OUTSTR and OUTREF */
+    uint8_t *out;                  /* reply buffer */
     size_t out_len;
 };
 

@@ -22,7 +22,6 @@ void chan_prof_format(char *buf, size_t len)
 #else
 void chan_prof_format(char *buf, size_t len)
 {
-    if (len)
-        buf[0] = '\0';
+    if (len) buf[0] = '\0';
 }
 #endif

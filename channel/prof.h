@@ -10,12 +10,12 @@
 #include <stdint.h>
 
 enum chan_prof_counter {
-    CHAN_PROF_WAITS,         /* chan_wait_for calls that did not find their value at once */
-    CHAN_PROF_SPIN_NS,       /* time those spent spinning */
-    CHAN_PROF_SLEEPS,        /* futex sleeps in them */
-    CHAN_PROF_SLEEP_NS,      /* time asleep */
-    CHAN_PROF_WAKES,         /* futex wake calls made (each a system call) */
-    CHAN_PROF_RING_SLEEPS,   /* server: sleeps waiting for records */
+    CHAN_PROF_WAITS,       /* chan_wait_for calls that did not find their value at once */
+    CHAN_PROF_SPIN_NS,     /* time those spent spinning */
+    CHAN_PROF_SLEEPS,      /* futex sleeps in them */
+    CHAN_PROF_SLEEP_NS,    /* time asleep */
+    CHAN_PROF_WAKES,       /* futex wake calls made (each a system call) */
+    CHAN_PROF_RING_SLEEPS, /* server: sleeps waiting for records */
     CHAN_PROF_RING_SLEEP_NS,
     CHAN_PROF_N
 };

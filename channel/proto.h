@@ -24,7 +24,7 @@
 #include <cuda.h>
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
-#define CHAN_PROTO_MAJOR 5 /* incompatible changes (5: visible_devices in the hello) */
+#define CHAN_PROTO_MAJOR 5     /* incompatible changes (5: visible_devices in the hello) */
 /* Compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE, 3: CHAN_OP_MVAR,
  * chan_shm.alert, which a client reads only from a server of minor 3 or more: an older one
  * never moves it, and chan_shm.spin_hint_us, whose 0 means no hint; 4: chan_shm.coalesce_us,
@@ -47,8 +47,8 @@ struct chan_hello_head {
     uint16_t major, minor;
     uint64_t symbols_hash; /* SHIM_SYMBOLS_HASH: call ids must agree */
     int32_t pid;
-    uint32_t size;         /* sizeof(struct chan_hello) */
-    char exe[64];          /* for logs and the control CLI */
+    uint32_t size; /* sizeof(struct chan_hello) */
+    char exe[64];  /* for logs and the control CLI */
 };
 
 /* The client's own limits, as its environment set them (MPSSHIM_* else CUDA_MPS_*), sent
@@ -94,13 +94,13 @@ struct chan_welcome {
 #define CHAN_NLANES 64            /* client threads that can wait for replies at once */
 #define CHAN_LANE_SIZE (64u << 10)
 #define CHAN_LANE_DATA (CHAN_LANE_SIZE - 64u)
-#define CHAN_NSLOTS 4             /* staging slots: 4 keeps client memcpy and DMA overlapped */
+#define CHAN_NSLOTS 4 /* staging slots: 4 keeps client memcpy and DMA overlapped */
 #define CHAN_SLOT_SIZE (4u << 20)
 #define CHAN_REC_MAX (CHAN_LANE_DATA) /* largest request record, header included */
 #define CHAN_INLINE_MAX (32u << 10)   /* copies up to this travel inside records/replies */
 #define CHAN_MAX_DEVICES 16
-#define CHAN_CB_SLOTS 65536       /* host functions outstanding at once, per client */
-#define CHAN_HN_SLOTS 4096        /* graph host nodes a client's graphs and execs hold at once */
+#define CHAN_CB_SLOTS 65536 /* host functions outstanding at once, per client */
+#define CHAN_HN_SLOTS 4096  /* graph host nodes a client's graphs and execs hold at once */
 
 /* A staging slot's two counters are chunk sequence numbers (see channel/copyplan.h). The
  * producer of chunk n waits until `freed` says the slot's previous chunk (n - NSLOTS) has
@@ -233,7 +233,7 @@ struct chan_shm {
 /* At most this many records a client leaves unrung (chan_shm.coalesce_us). */
 #define CHAN_COALESCE_MAX 64u
 
-#define CHAN_DEAD_GONE 1u       /* the server is gone or quitting: CUDA_ERROR_MPS_SERVER_NOT_READY */
+#define CHAN_DEAD_GONE 1u /* the server is gone or quitting: CUDA_ERROR_MPS_SERVER_NOT_READY */
 #define CHAN_DEAD_TERMINATED 2u /* terminate_client: CUDA_ERROR_MPS_CLIENT_TERMINATED, sticky */
 
 /* ---------------------------------------------------------------- request records */
@@ -340,11 +340,11 @@ enum chan_mem {
 };
 
 struct chan_copy_side {
-    uint32_t kind; /* enum chan_mem */
-    int32_t device; /* device of a DEVICE side (peer copies), -1 = the context's */
-    uint64_t addr;  /* address or array handle; unused for STAGED */
-    uint64_t pitch; /* bytes per row (STAGED: ignored, rows are packed) */
-    uint64_t height; /* rows per 2D slice, for 3D */
+    uint32_t kind;    /* enum chan_mem */
+    int32_t device;   /* device of a DEVICE side (peer copies), -1 = the context's */
+    uint64_t addr;    /* address or array handle; unused for STAGED */
+    uint64_t pitch;   /* bytes per row (STAGED: ignored, rows are packed) */
+    uint64_t height;  /* rows per 2D slice, for 3D */
     uint64_t x, y, z; /* x in bytes */
 };
 
@@ -358,7 +358,7 @@ struct chan_copy {
     struct chan_copy_side src, dst;
     uint64_t width, height, depth; /* width in bytes */
     uint64_t stream;
-    uint32_t flags;      /* CHAN_CF_* */
+    uint32_t flags;       /* CHAN_CF_* */
     uint32_t first_chunk; /* staging chunk number of the first chunk (slot protocol) */
 };
 
@@ -510,7 +510,7 @@ struct chan_kernel_node {
     uint32_t ndeps;
     uint64_t graph; /* CUgraph (add) or CUgraphExec (exec set) */
     uint64_t node;
-    uint64_t func;  /* CUfunction, or a CUkernel standing for one */
+    uint64_t func; /* CUfunction, or a CUkernel standing for one */
     uint32_t grid[3], block[3];
     uint32_t smem;
     uint32_t param_bytes;
@@ -520,8 +520,8 @@ struct chan_kernel_node {
  * its {offset, size} pairs (the function's layout, read by the server from the driver),
  * then its param_bytes of parameters, packed by that layout. */
 struct chan_kernel_node_got {
-    uint64_t func;      /* the client's CUfunction, or its CUkernel when is_kernel */
-    uint64_t root;      /* the outermost graph of the client's the node lies in, or 0 */
+    uint64_t func; /* the client's CUfunction, or its CUkernel when is_kernel */
+    uint64_t root; /* the outermost graph of the client's the node lies in, or 0 */
     uint32_t is_kernel;
     uint32_t grid[3], block[3];
     uint32_t smem;
@@ -606,7 +606,7 @@ struct chan_host_func {
  * NUL-terminated names the rows point into. A row answers (name, flags) from `version` on,
  * until the next row of the same (name, flags): the symbol, or when there is none
  * (CHAN_PROCADDR_NONE) the result and query status (-1: not written) the driver gave. */
-#define CHAN_PROCADDR_MAX (2u << 20) /* bytes of a table a client accepts */
+#define CHAN_PROCADDR_MAX (2u << 20)    /* bytes of a table a client accepts */
 #define CHAN_PROCADDR_MAGIC 0x52444150u /* "PADR" */
 #define CHAN_PROCADDR_NONE 0xffffffffu
 struct chan_procaddr_page {
@@ -623,15 +623,14 @@ struct chan_procaddr_row {
     uint32_t name;   /* offset in the strings */
     uint32_t symbol; /* offset in the strings, or CHAN_PROCADDR_NONE */
     int32_t version;
-    int32_t flags;   /* 0, 1 (CU_GET_PROC_ADDRESS_LEGACY_STREAM), 2 (_PER_THREAD_DEFAULT_STREAM) */
-    int32_t result;  /* CUresult without a symbol */
-    int32_t status;  /* CUdriverProcAddressQueryResult without a symbol, -1 = not written */
+    int32_t flags;  /* 0, 1 (CU_GET_PROC_ADDRESS_LEGACY_STREAM), 2 (_PER_THREAD_DEFAULT_STREAM) */
+    int32_t result; /* CUresult without a symbol */
+    int32_t status; /* CUdriverProcAddressQueryResult without a symbol, -1 = not written */
 };
 
 struct chan_stream_create {
     uint32_t flags;
     int32_t priority;
 };
-
 
 #endif

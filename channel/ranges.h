@@ -14,7 +14,7 @@ struct chan_range {
 };
 
 struct chan_ranges {
-    uint8_t *v;  /* n elements of `elem` bytes, sorted by base */
+    uint8_t *v; /* n elements of `elem` bytes, sorted by base */
     size_t n, cap;
     size_t elem; /* set before first use: sizeof the user's element */
 };

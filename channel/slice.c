@@ -48,23 +48,16 @@ int chan_slice_set(uint64_t ns, struct chan_slice_saved *saved)
 {
     struct kattr a;
     int e;
-    if (saved)
-        saved->valid = 0;
-    if ((e = get(&a)) != 0)
-        return e;
-    if (a.policy != SCHED_OTHER && a.policy != SCHED_BATCH)
-        return -1;
-    if (a.runtime == ns)
-        return 0;
-    if ((e = put(a.policy, a.nice, ns)) != 0)
-        return e;
-    if (saved)
-        *saved = (struct chan_slice_saved){1, a.policy, a.nice, a.runtime};
+    if (saved) saved->valid = 0;
+    if ((e = get(&a)) != 0) return e;
+    if (a.policy != SCHED_OTHER && a.policy != SCHED_BATCH) return -1;
+    if (a.runtime == ns) return 0;
+    if ((e = put(a.policy, a.nice, ns)) != 0) return e;
+    if (saved) *saved = (struct chan_slice_saved){1, a.policy, a.nice, a.runtime};
     return 0;
 }
 
 void chan_slice_restore(const struct chan_slice_saved *saved)
 {
-    if (saved && saved->valid)
-        (void)put(saved->policy, saved->nice, saved->runtime);
+    if (saved && saved->valid) (void)put(saved->policy, saved->nice, saved->runtime);
 }

@@ -20,10 +20,10 @@
 
 /* A thread's scheduling attributes as they were before chan_slice_set, to put back. */
 struct chan_slice_saved {
-    int valid;         /* 0: nothing was changed, chan_slice_restore does nothing */
+    int valid; /* 0: nothing was changed, chan_slice_restore does nothing */
     uint32_t policy;
     int32_t nice;
-    uint64_t runtime;  /* its own slice request, 0: the kernel's default */
+    uint64_t runtime; /* its own slice request, 0: the kernel's default */
 };
 
 /* Asks the kernel for a slice of `ns` for the calling thread, keeping its policy and nice

@@ -23,8 +23,7 @@ int chan_make_dirs(const char *path)
     for (char *p = buf + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-                return -1;
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST) return -1;
             *p = '/';
         }
     return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
@@ -39,8 +38,7 @@ int chan_wait_ready(pid_t pid, int fd, char *msg, size_t len)
         got += (size_t)n;
     close(fd);
     msg[got] = '\0';
-    if (strncmp(msg, "ready", 5) == 0)
-        return 0;
+    if (strncmp(msg, "ready", 5) == 0) return 0;
     msg[strcspn(msg, "\n")] = '\0';
     return -1;
 }
@@ -49,10 +47,8 @@ const char *chan_pipe_dir(void)
 {
     static char own[64];
     const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
-    if (!d || !*d)
-        d = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    if (d && *d)
-        return d;
+    if (!d || !*d) d = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    if (d && *d) return d;
     snprintf(own, sizeof(own), "%s-%u", CHAN_DEFAULT_PIPE_DIR, (unsigned)geteuid());
     return own;
 }
@@ -70,8 +66,8 @@ int chan_dir_private(const char *path, char *why, size_t len)
         return -1;
     }
     if (st.st_uid != geteuid()) {
-        snprintf(why, len, "%s belongs to user %u, not to this one (%u)", path,
-                 (unsigned)st.st_uid, (unsigned)geteuid());
+        snprintf(why, len, "%s belongs to user %u, not to this one (%u)", path, (unsigned)st.st_uid,
+                 (unsigned)geteuid());
         return -1;
     }
     if (st.st_mode & (S_IWGRP | S_IWOTH)) {
@@ -84,8 +80,7 @@ int chan_dir_private(const char *path, char *why, size_t len)
 
 int chan_server_fds(int ready)
 {
-    if (ready != CHAN_READY_FD && dup2(ready, CHAN_READY_FD) < 0)
-        return -1;
+    if (ready != CHAN_READY_FD && dup2(ready, CHAN_READY_FD) < 0) return -1;
     fcntl(CHAN_READY_FD, F_SETFD, 0); /* dup2 clears close-on-exec, unless it was fd 3 */
     /* Opened after the move, so that it cannot be fd 3 (closed by the range below). */
     int nul = open("/dev/null", O_RDWR);

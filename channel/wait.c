@@ -38,8 +38,7 @@ void chan_futex_wake(_Atomic uint32_t *word)
 /* True while the thread should spin rather than sleep, `spent` ns into its wait. */
 static int keep_spinning(const struct chan_wait *w, uint32_t want, uint64_t spent)
 {
-    if (spent < w->spin_ns)
-        return 1;
+    if (spent < w->spin_ns) return 1;
     return w->extend && spent < w->extend_ns &&
            atomic_load_explicit(w->extend, memory_order_relaxed) == want;
 }
@@ -48,8 +47,7 @@ int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waite
                   const struct chan_wait *w)
 {
     uint32_t v = atomic_load_explicit(word, memory_order_acquire);
-    if (chan_reached(v, want))
-        return 0;
+    if (chan_reached(v, want)) return 0;
     uint64_t start = chan_now_ns();
     unsigned spins = 0;
     chan_prof_add(CHAN_PROF_WAITS, 1);
@@ -69,21 +67,17 @@ int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waite
             for (int i = 0; i < 64; i++) {
                 v = atomic_load_explicit(word, memory_order_acquire);
                 if (chan_reached(v, want)) {
-                    if (CHAN_PROFILING)
-                        chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - spun);
+                    if (CHAN_PROFILING) chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - spun);
                     rc = 0;
                     goto out;
                 }
                 chan_cpu_relax();
             }
             /* On an oversubscribed machine the peer may need this very CPU. */
-            if (++spins % 16 == 0)
-                sched_yield();
+            if (++spins % 16 == 0) sched_yield();
         }
-        if (CHAN_PROFILING)
-            chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - spun);
-        if (w->slice_ns && !saved.valid)
-            (void)chan_slice_set(w->slice_ns, &saved);
+        if (CHAN_PROFILING) chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - spun);
+        if (w->slice_ns && !saved.valid) (void)chan_slice_set(w->slice_ns, &saved);
         if (w->nudge && !nudged && w->extend &&
             atomic_load_explicit(w->extend, memory_order_relaxed) == want) {
             nudged = 1;
@@ -120,6 +114,5 @@ out:
 void chan_wake(_Atomic uint32_t *word, _Atomic uint32_t *waiters)
 {
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(waiters, memory_order_relaxed))
-        chan_futex_wake(word);
+    if (atomic_load_explicit(waiters, memory_order_relaxed)) chan_futex_wake(word);
 }

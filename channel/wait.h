@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 struct chan_wait {
-    uint64_t spin_ns;               /* spin this long before sleeping */
-    int (*alive)(void *arg);        /* called between sleeps: 0 = give up */
+    uint64_t spin_ns;        /* spin this long before sleeping */
+    int (*alive)(void *arg); /* called between sleeps: 0 = give up */
     void *arg;
     /* While asleep, the thread's scheduler slice (channel/slice.h) in ns; 0: unchanged. */
     uint64_t slice_ns;

@@ -30,7 +30,7 @@ static unsigned nfree_thread_nos, cap_thread_nos;
 static uint16_t next_thread_no = 1;
 
 struct thread_slot {
-    int lane;          /* -1 until the thread first waits for a reply */
+    int lane;           /* -1 until the thread first waits for a reply */
     uint16_t thread_no; /* 0 until first needed */
 };
 static __thread struct thread_slot self = {.lane = -1};
@@ -103,7 +103,7 @@ const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_serve
 /* OUTREF arrays the driver API returns by pointer: valid for the calling thread until its
  * next call that returns one in the same parameter position (the driver's arrays live until
  * the next call on the stream). */
-#define OUTREF_BYTES (CHAN_OUTREF_MAX * 16u) /* the largest element is 16 bytes */
+#define OUTREF_BYTES (CHAN_OUTREF_MAX * 16u)         /* the largest element is 16 bytes */
 static __thread uint8_t *outref_room[CHAN_MAX_ARGS]; /* made on first use, freed at exit */
 
 static void thread_exit(void *arg)
@@ -123,8 +123,7 @@ static void thread_exit(void *arg)
                 cap_thread_nos = ncap;
             }
         }
-        if (nfree_thread_nos < cap_thread_nos)
-            free_thread_nos[nfree_thread_nos++] = self.thread_no;
+        if (nfree_thread_nos < cap_thread_nos) free_thread_nos[nfree_thread_nos++] = self.thread_no;
     }
     pthread_mutex_unlock(&lane_lock);
     self.lane = -1;
@@ -148,8 +147,7 @@ static void register_exit(void)
 
 uint16_t shim_thread_no(void)
 {
-    if (self.thread_no)
-        return self.thread_no;
+    if (self.thread_no) return self.thread_no;
     register_exit();
     pthread_mutex_lock(&lane_lock);
     if (nfree_thread_nos)
@@ -165,8 +163,7 @@ uint16_t shim_thread_no(void)
 
 static int my_lane(void)
 {
-    if (self.lane >= 0)
-        return self.lane;
+    if (self.lane >= 0) return self.lane;
     register_exit();
     pthread_mutex_lock(&lane_lock);
     /* More threads than lanes wait here for one to exit. */
@@ -182,8 +179,7 @@ static int my_lane(void)
 CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags)
 {
     struct chan *c = &shim_conn.ch;
-    if (len > CHAN_REC_MAX - sizeof(struct chan_rec))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (len > CHAN_REC_MAX - sizeof(struct chan_rec)) return CUDA_ERROR_INVALID_VALUE;
     q->lane = reply ? my_lane() : -1;
     q->quiet = (flags & SHIM_RQ_QUIET) != 0;
     flags &= ~SHIM_RQ_QUIET;
@@ -202,15 +198,13 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
     q->rec->thread = tno;
     q->rec->ctx = shim_current_ctx_id();
     q->payload = (uint8_t *)(q->rec + 1);
-    if (reply)
-        q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
+    if (reply) q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
     return CUDA_SUCCESS;
 }
 
 void shim_req_send(struct shim_req *q)
 {
-    if (!q->quiet)
-        atomic_fetch_add_explicit(&shim_work_sent, 1, memory_order_relaxed);
+    if (!q->quiet) atomic_fetch_add_explicit(&shim_work_sent, 1, memory_order_relaxed);
     chan_ring_publish(&shim_conn.ch, q->rec);
     pthread_mutex_unlock(&ring_lock);
 }
@@ -224,18 +218,13 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
     w.gpu_spin_ns = gpu_spin_ns();
     /* The server's hint (proto.h): shorter while its CPUs are all wanted. */
     uint32_t hint = atomic_load_explicit(&c->shm->spin_hint_us, memory_order_relaxed);
-    if (hint && (uint64_t)(hint - 1) * 1000 < w.spin_ns)
-        w.spin_ns = (uint64_t)(hint - 1) * 1000;
-    if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0)
-        return shim_dead_error();
+    if (hint && (uint64_t)(hint - 1) * 1000 < w.spin_ns) w.spin_ns = (uint64_t)(hint - 1) * 1000;
+    if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0) return shim_dead_error();
     struct chan_lane *l = &c->lanes[q->lane];
     uint32_t n = l->len;
-    if (n > CHAN_LANE_DATA)
-        n = CHAN_LANE_DATA;
-    if (data)
-        *data = l->data;
-    if (len)
-        *len = n;
+    if (n > CHAN_LANE_DATA) n = CHAN_LANE_DATA;
+    if (data) *data = l->data;
+    if (len) *len = n;
     return (CUresult)l->result;
 }
 
@@ -245,23 +234,19 @@ static CUresult rpc(unsigned op, const void *payload, uint32_t len, unsigned fla
 {
     struct shim_req q;
     CUresult r = shim_req_begin(&q, op, len, 1, flags);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (len)
-        memcpy(q.payload, payload, len);
+    if (r != CUDA_SUCCESS) return r;
+    if (len) memcpy(q.payload, payload, len);
     shim_req_send(&q);
     const uint8_t *data;
     uint32_t n;
     r = shim_req_wait(&q, &data, &n);
-    if (outlen)
-        *outlen = n;
-    if (out && cap)
-        memcpy(out, data, n < cap ? n : cap);
+    if (outlen) *outlen = n;
+    if (out && cap) memcpy(out, data, n < cap ? n : cap);
     return r;
 }
 
 CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
-                   uint32_t *outlen)
+                  uint32_t *outlen)
 {
     return rpc(op, payload, len, 0, out, cap, outlen);
 }
@@ -272,14 +257,12 @@ CUresult shim_ask(unsigned op, const void *payload, uint32_t len)
 }
 
 CUresult shim_rpc_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
-                        uint32_t *outlen)
+                       uint32_t *outlen)
 {
     struct shim_req q;
     CUresult r = shim_req_begin(&q, op, len, 1, 0);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (len)
-        memcpy(q.payload, payload, len);
+    if (r != CUDA_SUCCESS) return r;
+    if (len) memcpy(q.payload, payload, len);
     shim_req_send(&q);
     return shim_req_wait(&q, data, outlen);
 }
@@ -288,10 +271,8 @@ CUresult shim_post(unsigned op, const void *payload, uint32_t len)
 {
     struct shim_req q;
     CUresult r = shim_req_begin(&q, op, len, 0, 0);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (len)
-        memcpy(q.payload, payload, len);
+    if (r != CUDA_SUCCESS) return r;
+    if (len) memcpy(q.payload, payload, len);
     shim_req_send(&q);
     return CUDA_SUCCESS;
 }
@@ -303,8 +284,7 @@ CUresult shim_upload(const void *data, size_t len)
     while (len) {
         size_t n = len < max ? len : max;
         CUresult r = shim_post(CHAN_OP_BLOB, p, (uint32_t)n);
-        if (r != CUDA_SUCCESS)
-            return r;
+        if (r != CUDA_SUCCESS) return r;
         p += n;
         len -= n;
     }
@@ -325,29 +305,23 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
         /* Only the base of one of the caller's ranges of a kind it can free, or an address
          * inside graph memory. Address space it reserved is not in the mirror: a sync
          * call's answer comes from the server. */
-        if (v == 0)
-            return CUDA_SUCCESS;
+        if (v == 0) return CUDA_SUCCESS;
         if (shim_range_find(v, 0, &rg) != 0)
             return d->cls == SHIM_SYNC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
         /* Inside graph memory: an allocation of another graph at addresses of this one
          * (server/graph.c, aliased records), which the server's table knows. */
-        if (rg.base != v && rg.kind == SHIM_HT_MEM_GRAPHMEM)
-            return CUDA_SUCCESS;
+        if (rg.base != v && rg.kind == SHIM_HT_MEM_GRAPHMEM) return CUDA_SUCCESS;
         if (rg.base != v || rg.kind >= SHIM_NHTYPES ||
             (shim_types[rg.kind].destroyer < 0 && !(shim_types[rg.kind].flags & SHIM_TF_RELEASE)))
             return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
     }
-    if (p->creates)
-        return CUDA_SUCCESS; /* the call makes a range there; the server checks where */
+    if (p->creates) return CUDA_SUCCESS; /* the call makes a range there; the server checks where */
     if (!p->span || chan_span_eval(d, p->span, val, ptr, v, &bytes) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (bytes == 0)
-        return CUDA_SUCCESS;
-    if (shim_range_find(v, bytes, &rg) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (i == d->host_sync && shim_range_is_host(rg.kind))
-        *host = 1;
+    if (bytes == 0) return CUDA_SUCCESS;
+    if (shim_range_find(v, bytes, &rg) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (i == d->host_sync && shim_range_is_host(rg.kind)) *host = 1;
     if (i == d->host_sync && (rg.flags & SHIM_RANGE_MVAR) && rg.kind == SHIM_HT_MEM_GLOBAL)
         *host = *mvar = 1;
     return CUDA_SUCCESS;
@@ -355,8 +329,7 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
 
 /* Members of structs the call reads that must be NULL (host pointers the server cannot
  * follow): refused at once, naming the call. */
-static CUresult check_members(const struct shim_call *d, int i, const void *elems,
-                              uint64_t count)
+static CUresult check_members(const struct shim_call *d, int i, const void *elems, uint64_t count)
 {
     const struct shim_struct *st = d->params[i].st;
     for (uint64_t e = 0; elems && e < count; e++)
@@ -378,16 +351,14 @@ static CUresult check_members(const struct shim_call *d, int i, const void *elem
 static int keeps_address(uint64_t dptr)
 {
     struct shim_range rg;
-    return shim_range_find(dptr, 1, &rg) == 0 && rg.base == dptr &&
-           rg.kind == SHIM_HT_MEM_GRAPHMEM;
+    return shim_range_find(dptr, 1, &rg) == 0 && rg.base == dptr && rg.kind == SHIM_HT_MEM_GRAPHMEM;
 }
 
 /* The range a call destroys (device memory), out of the mirror into *out: 1 if taken. */
 static int take_range(const struct shim_call *d, const uint64_t *val, struct shim_range *out)
 {
     const struct shim_param *p = &d->params[d->destroys];
-    if (p->kind != SHIM_PK_DPTR || keeps_address(val[d->destroys]))
-        return 0;
+    if (p->kind != SHIM_PK_DPTR || keeps_address(val[d->destroys])) return 0;
     return shim_range_remove(val[d->destroys], out) == 0;
 }
 
@@ -411,8 +382,7 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
         if (i == d->destroys)
             continue; /* it left the mirror before the call (take_range, take_handle) */
         int makes = p->kind == SHIM_PK_DPTR && p->creates; /* a range at an input address */
-        if (!ptr[i] && !makes)
-            continue;
+        if (!ptr[i] && !makes) continue;
         if (p->kind == SHIM_PK_RANGE || makes) {
             uint64_t size;
             /* Reserved address space is no memory a copy or pointer query may name. */
@@ -430,8 +400,7 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
                 .owner = d->parent >= 0 ? val[d->parent] : 0,
             };
             struct shim_range old;
-            if (shim_range_find(rg.base, rg.size, &old) != 0)
-                shim_range_add(&rg);
+            if (shim_range_find(rg.base, rg.size, &old) != 0) shim_range_add(&rg);
         } else if (p->kind == SHIM_PK_OUT && p->creates && p->htype &&
                    (shim_types[p->htype].flags & SHIM_TF_CLIENT)) {
             struct shim_known k = {.ctx = ctx};
@@ -442,12 +411,10 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
 
 static const void *keep_array(int param, const void *data, size_t bytes)
 {
-    if (param < 0 || param >= CHAN_MAX_ARGS || bytes > OUTREF_BYTES)
-        return NULL;
+    if (param < 0 || param >= CHAN_MAX_ARGS || bytes > OUTREF_BYTES) return NULL;
     if (!outref_room[param]) {
         register_exit();
-        if (!(outref_room[param] = malloc(OUTREF_BYTES)))
-            return NULL;
+        if (!(outref_room[param] = malloc(OUTREF_BYTES))) return NULL;
     }
     memcpy(outref_room[param], data, bytes);
     return outref_room[param];
@@ -458,19 +425,16 @@ static const struct chan_keep keep = {.str = shim_intern, .array = keep_array};
 CUresult shim_forward(int id, const void *const *argv)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     const struct shim_call *d = &shim_calls[id];
     const struct shim_hook *hook = shim_hooks[id];
-    if ((d->flags & SHIM_CF_CONTEXT) && (r = shim_need_ctx()) != CUDA_SUCCESS)
-        return r;
+    if ((d->flags & SHIM_CF_CONTEXT) && (r = shim_need_ctx()) != CUDA_SUCCESS) return r;
     /* Outputs the server needs even when the caller passes NULL (a range's base and size)
      * are asked for into storage of our own, so that the mirror learns them too. */
     uint64_t val[CHAN_MAX_ARGS], spare[CHAN_MAX_ARGS];
     void *ptr[CHAN_MAX_ARGS], *spare_ptr[CHAN_MAX_ARGS];
     const void *args[CHAN_MAX_ARGS];
-    if (d->nparams > CHAN_MAX_ARGS)
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (d->nparams > CHAN_MAX_ARGS) return CUDA_ERROR_NOT_SUPPORTED;
     chan_values(d, argv, val);
     for (int i = 0; i < d->nparams; i++) {
         args[i] = argv[i];
@@ -479,14 +443,12 @@ CUresult shim_forward(int id, const void *const *argv)
             /* The server knows contexts by id. */
             uint32_t ctx = 0;
             CUcontext h = *(const CUcontext *)argv[i];
-            if (h && (r = shim_ctx_lookup(h, &ctx, NULL)) != CUDA_SUCCESS)
-                return r;
+            if (h && (r = shim_ctx_lookup(h, &ctx, NULL)) != CUDA_SUCCESS) return r;
             val[i] = spare[i] = ctx;
             args[i] = &spare[i];
             continue;
         }
-        if (d->params[i].kind < SHIM_PK_IN)
-            continue;
+        if (d->params[i].kind < SHIM_PK_IN) continue;
         ptr[i] = *(void *const *)argv[i];
         if (!ptr[i] && ((d->needed >> i) & 1) && d->params[i].kind != SHIM_PK_OUTSTR) {
             spare[i] = 0;
@@ -507,17 +469,13 @@ CUresult shim_forward(int id, const void *const *argv)
             r = check_dptr(d, i, val, ptr, &host, &mvar);
         else if (p->st && p->kind != SHIM_PK_OUT && ptr[i]) {
             uint64_t n = 1;
-            if (p->ckind == SHIM_CK_ARG)
-                n = val[p->count_arg];
+            if (p->ckind == SHIM_CK_ARG) n = val[p->count_arg];
             r = check_members(d, i, ptr[i], n);
         }
-        if (r != CUDA_SUCCESS)
-            return r;
+        if (r != CUDA_SUCCESS) return r;
     }
-    if (hook && hook->before && (r = hook->before(args)) != CUDA_SUCCESS)
-        return r;
-    if (hook && hook->known && hook->known(args))
-        return CUDA_SUCCESS;
+    if (hook && hook->before && (r = hook->before(args)) != CUDA_SUCCESS) return r;
+    if (hook && hook->known && hook->known(args)) return CUDA_SUCCESS;
     /* Device work: the host's writes to __managed__ variables go first (mvars.c). */
     uint64_t gen = mvar ? shim_mvar_sync_begin() : 0;
     CUstream work =
@@ -527,16 +485,13 @@ CUresult shim_forward(int id, const void *const *argv)
     const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
     size_t reply_len;
     size_t n = chan_pack_call(d, args, NULL, cap, &reply_len, &r);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (reply_len > CHAN_LANE_DATA)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (reply_len > CHAN_LANE_DATA) return CUDA_ERROR_INVALID_VALUE;
     /* An async call waits only when it touches host memory that must be set on return, or
      * when another process may act on it at once (its hook says). */
     int reply = d->cls == SHIM_SYNC || host || (hook && hook->wait && hook->wait(args));
     unsigned flags = (d->flags & SHIM_CF_PTDS) ? CHAN_RF_PTDS : 0;
-    if (hook && hook->known)
-        flags |= SHIM_RQ_QUIET; /* a query: it enqueues nothing */
+    if (hook && hook->known) flags |= SHIM_RQ_QUIET; /* a query: it enqueues nothing */
     /* Memory being freed leaves the mirror before the server frees it: once freed, the
      * driver may hand the address to another thread of this process at once, whose new
      * range must not find this one still there (the mirror refuses overlaps, and the new
@@ -557,15 +512,13 @@ CUresult shim_forward(int id, const void *const *argv)
         r = shim_req_wait(&q, &data, &len);
         if (r != CUDA_SUCCESS) {
             /* The driver's report of why, where the call has one (always-out:). */
-            if (len)
-                chan_unpack_reply(d, args, data, len, &keep, SHIM_PF_ON_ERROR);
+            if (len) chan_unpack_reply(d, args, data, len, &keep, SHIM_PF_ON_ERROR);
             goto failed;
         }
         chan_unpack_reply(d, args, data, len, &keep, 0);
     }
     record(d, val, ptr);
-    if (hook && hook->after)
-        hook->after(args);
+    if (hook && hook->after) hook->after(args);
     /* A synchronous memset of a __managed__ variable completed in the server: its host
      * copy takes what the device now holds. */
     if (mvar) {
@@ -575,9 +528,7 @@ CUresult shim_forward(int id, const void *const *argv)
     }
     return hook && hook->finish ? hook->finish(args) : CUDA_SUCCESS;
 failed:
-    if (took)
-        shim_range_add(&taken);
-    if (took_h)
-        shim_known_add(d->params[d->destroys].htype, val[d->destroys], &taken_h);
+    if (took) shim_range_add(&taken);
+    if (took_h) shim_known_add(d->params[d->destroys].htype, val[d->destroys], &taken_h);
     return r;
 }

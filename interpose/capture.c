@@ -30,8 +30,7 @@ static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 CUresult SHIM_IMPL(cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode)
 {
-    if (!mode || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!mode || *mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
     CUstreamCaptureMode old = thread_mode;
     thread_mode = *mode;
     *mode = old;
@@ -64,13 +63,11 @@ CUresult shim_capture_refuse(CUstream s)
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
     if (!atomic_load_explicit(&ncaptures, memory_order_relaxed) ||
-        cuStreamGetCaptureInfo(s, &st, &id) != CUDA_SUCCESS ||
-        st == CU_STREAM_CAPTURE_STATUS_NONE)
+        cuStreamGetCaptureInfo(s, &st, &id) != CUDA_SUCCESS || st == CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_SUCCESS;
     pthread_mutex_lock(&lock);
     for (struct capture *c = captures; c; c = c->next)
-        if (c->id == id)
-            c->invalid = 1;
+        if (c->id == id) c->invalid = 1;
     pthread_mutex_unlock(&lock);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
@@ -104,8 +101,7 @@ static struct capture *take(CUstream s)
 
 void shim_capture_stream_gone(CUstream s)
 {
-    if (atomic_load_explicit(&ncaptures, memory_order_relaxed))
-        free(take(s));
+    if (atomic_load_explicit(&ncaptures, memory_order_relaxed)) free(take(s));
 }
 
 /* A capture begun. Not kept (its mode then not enforced, the capture itself works): out
@@ -114,12 +110,10 @@ void shim_capture_stream_gone(CUstream s)
 static void begun(CUstream s, CUstreamCaptureMode mode)
 {
     struct capture *c = s ? malloc(sizeof(*c)) : NULL;
-    if (!c)
-        return;
+    if (!c) return;
     *c = (struct capture){.stream = s, .mode = mode, .thread = pthread_self()};
     CUstreamCaptureStatus st;
-    if (cuStreamGetCaptureInfo(s, &st, &c->id) != CUDA_SUCCESS)
-        c->id = 0;
+    if (cuStreamGetCaptureInfo(s, &st, &c->id) != CUDA_SUCCESS) c->id = 0;
     free(take(s)); /* a record left by a stream that went */
     pthread_mutex_lock(&lock);
     c->next = captures;
@@ -174,17 +168,14 @@ static CUresult end_before(const void *const *argv)
 {
     CUstream s = *(const CUstream *)argv[0];
     CUgraph *out = *(CUgraph *const *)argv[1];
-    if (out)
-        *out = NULL; /* what a failed end leaves, as with the driver */
+    if (out) *out = NULL; /* what a failed end leaves, as with the driver */
     struct capture *c = take(s);
     int invalid = c && c->invalid;
     free(c);
-    if (!invalid)
-        return CUDA_SUCCESS;
+    if (!invalid) return CUDA_SUCCESS;
     CUgraph g = NULL;
     const void *args[] = {&s, &(CUgraph *){&g}};
-    if (shim_forward(SHIM_ID_cuStreamEndCapture, args) == CUDA_SUCCESS && g)
-        cuGraphDestroy(g);
+    if (shim_forward(SHIM_ID_cuStreamEndCapture, args) == CUDA_SUCCESS && g) cuGraphDestroy(g);
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 }
 

@@ -49,8 +49,7 @@ static void on_fork_child(void)
     /* The child shares the parent's segment and socket; using them would interleave two
      * processes' requests. Like the real driver, CUDA is unusable in such a child. */
     if (atomic_load(&conn_state) == CONN_UP) {
-        if (shim_conn.sock >= 0)
-            close(shim_conn.sock);
+        if (shim_conn.sock >= 0) close(shim_conn.sock);
         shim_conn.sock = -1;
         atomic_store(&conn_state, CONN_FORKED);
     }
@@ -61,8 +60,7 @@ int shim_recv_fd(void)
 {
     uint8_t b;
     int fd;
-    if (chan_recv_fd(shim_conn.sock, &b, 1, &fd) != 0)
-        return -1;
+    if (chan_recv_fd(shim_conn.sock, &b, 1, &fd) != 0) return -1;
     return fd;
 }
 
@@ -78,8 +76,7 @@ static void exe_name(char *out, size_t len)
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n2 = strlen(base);
-    if (n2 >= len)
-        n2 = len - 1;
+    if (n2 >= len) n2 = len - 1;
     memcpy(out, base, n2);
     out[n2] = '\0';
 }
@@ -96,8 +93,7 @@ static void limit_env(char *out, size_t len, const char *name)
         snprintf(var, sizeof(var), "CUDA_MPS_%s", name);
         v = getenv(var);
     }
-    if (v && strlen(v) >= len)
-        v = "(value too long)";
+    if (v && strlen(v) >= len) v = "(value too long)";
     snprintf(out, len, "%s", v ? v : "");
 }
 
@@ -107,8 +103,7 @@ static void limit_env(char *out, size_t len, const char *name)
 static void visible_env(struct chan_hello *h)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    if (!v)
-        return;
+    if (!v) return;
     h->visible_set = 1;
     snprintf(h->visible_devices, sizeof(h->visible_devices), "%s",
              strlen(v) < sizeof(h->visible_devices) ? v : "-1");
@@ -126,8 +121,7 @@ static CUresult try_connect(char *why, size_t whylen)
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         snprintf(why, whylen, "no server at %s (%s)", sa.sun_path, strerror(errno));
-        if (s >= 0)
-            close(s);
+        if (s >= 0) close(s);
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
     /* Only a server of our own user gets our calls and memory: one another user started
@@ -172,8 +166,7 @@ static CUresult try_connect(char *why, size_t whylen)
             (w.status == CHAN_WELCOME_FULL || w.status == CHAN_WELCOME_LIMITS)) {
             conn_no_fallback = 1;
             close(s);
-            if (fd >= 0)
-                close(fd);
+            if (fd >= 0) close(fd);
             return w.status == CHAN_WELCOME_FULL ? CUDA_ERROR_MPS_MAX_CLIENTS_REACHED
                                                  : CUDA_ERROR_MPS_CONNECTION_FAILED;
         }
@@ -196,16 +189,14 @@ static CUresult try_connect(char *why, size_t whylen)
         goto fail;
     }
     memcpy(&shim_conn.dev, shim_conn.ch.devinfo, sizeof(shim_conn.dev));
-    if (shim_conn.dev.ndev < 0 || shim_conn.dev.ndev > CHAN_MAX_DEVICES)
-        shim_conn.dev.ndev = 0;
+    if (shim_conn.dev.ndev < 0 || shim_conn.dev.ndev > CHAN_MAX_DEVICES) shim_conn.dev.ndev = 0;
     shim_conn.sock = s;
     shim_conn.server_pid = w.server_pid;
     shim_conn.client_id = w.client_id;
     shim_conn.server_minor = w.minor;
     return CUDA_SUCCESS;
 fail:
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
     close(s);
     return CUDA_ERROR_MPS_CONNECTION_FAILED;
 }
@@ -240,19 +231,16 @@ static char **server_env(int ready_fd)
     while (environ[n])
         n++;
     char **env = calloc(n + 2, sizeof(*env));
-    if (!env)
-        return NULL;
+    if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0 && strstr(environ[i], "libmpsshim"))
             continue;
-        if (strncmp(environ[i], "MPSSHIM_READY_FD=", 17) == 0)
-            continue;
+        if (strncmp(environ[i], "MPSSHIM_READY_FD=", 17) == 0) continue;
         /* The server sees every device; this client's own CUDA_VISIBLE_DEVICES selects
          * among them (sent in the hello), as any later client's does. Passed on, it would
          * apply twice (the server's device 0 would be what this client calls 1). */
-        if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) == 0)
-            continue;
+        if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
         env[k++] = environ[i];
     }
     static char fdvar[32];
@@ -289,10 +277,8 @@ static int start_server(char *why, size_t whylen)
         /* Child: a grandchild in a session of its own, so that the server outlives us
          * and no terminal signal of ours reaches it. */
         setsid();
-        if (fork() != 0)
-            _exit(0);
-        if (chan_server_fds(p[1]) != 0)
-            _exit(127);
+        if (fork() != 0) _exit(0);
+        if (chan_server_fds(p[1]) != 0) _exit(127);
         execve(path, argv, env);
         _exit(127);
     }
@@ -304,8 +290,7 @@ static int start_server(char *why, size_t whylen)
         return -1;
     }
     char msg[512];
-    if (chan_wait_ready(pid, p[0], msg, sizeof(msg)) == 0)
-        return 0;
+    if (chan_wait_ready(pid, p[0], msg, sizeof(msg)) == 0) return 0;
     snprintf(why, whylen, "could not start %.200s: %.200s", path,
              *msg ? msg : "it exited without a word");
     return -1;
@@ -325,8 +310,7 @@ static CUresult connect_or_start(char *why, size_t whylen)
         (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", chan_pipe_dir()) >= sizeof(lock))
         return r;
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return r;
+    if (fd < 0) return r;
     flock(fd, LOCK_EX);
     /* Whoever held the lock before us may have started it. */
     if ((r = try_connect(why, whylen)) != CUDA_SUCCESS && !conn_no_fallback &&
@@ -350,20 +334,16 @@ static void profile_at_exit(void)
 CUresult shim_connect(void)
 {
     int st = atomic_load(&conn_state);
-    if (st == CONN_UP)
-        return CUDA_SUCCESS;
-    if (st == CONN_FORKED)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    if (st == CONN_UP) return CUDA_SUCCESS;
+    if (st == CONN_FORKED) return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&conn_lock);
     st = atomic_load(&conn_state);
     if (st == CONN_NONE) {
         pthread_atfork(NULL, NULL, on_fork_child);
         conn_error = connect_or_start(conn_why, sizeof(conn_why));
         /* Before any answer: cuGetProcAddress waits for this decision like every entry. */
-        if (conn_error == CUDA_SUCCESS)
-            shim_procaddr_fetch(shim_conn.server_minor);
-        if (conn_error == CUDA_SUCCESS && CHAN_PROFILING)
-            atexit(profile_at_exit);
+        if (conn_error == CUDA_SUCCESS) shim_procaddr_fetch(shim_conn.server_minor);
+        if (conn_error == CUDA_SUCCESS && CHAN_PROFILING) atexit(profile_at_exit);
         if (conn_error == CUDA_SUCCESS) {
             atomic_store(&conn_state, CONN_UP);
             atomic_store(&shim_mode, SHIM_MODE_SERVER);
@@ -378,8 +358,9 @@ CUresult shim_connect(void)
     }
     st = atomic_load(&conn_state);
     pthread_mutex_unlock(&conn_lock);
-    return st == CONN_UP ? CUDA_SUCCESS
-                         : st == CONN_FORKED ? CUDA_ERROR_NOT_INITIALIZED : conn_error;
+    return st == CONN_UP       ? CUDA_SUCCESS
+           : st == CONN_FORKED ? CUDA_ERROR_NOT_INITIALIZED
+                               : conn_error;
 }
 
 const char *shim_connect_error(void)
@@ -394,8 +375,7 @@ void shim_set_initialized(void)
 
 CUresult shim_dead_error(void)
 {
-    if (atomic_load(&conn_state) != CONN_UP)
-        return CUDA_ERROR_MPS_SERVER_NOT_READY;
+    if (atomic_load(&conn_state) != CONN_UP) return CUDA_ERROR_MPS_SERVER_NOT_READY;
     return atomic_load(&shim_conn.ch.shm->dead) == CHAN_DEAD_TERMINATED
                ? CUDA_ERROR_MPS_CLIENT_TERMINATED
                : CUDA_ERROR_MPS_SERVER_NOT_READY;
@@ -406,8 +386,7 @@ CUresult shim_ready(void)
     if (!atomic_load_explicit(&initialized, memory_order_relaxed)) {
         /* A refused client's every call reports why (cuInit included, and anything
          * called before it). */
-        if (atomic_load(&conn_state) == CONN_FAILED && conn_no_fallback)
-            return conn_error;
+        if (atomic_load(&conn_state) == CONN_FAILED && conn_no_fallback) return conn_error;
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     int st = atomic_load_explicit(&conn_state, memory_order_relaxed);
@@ -427,8 +406,7 @@ int shim_conn_up(void)
 int shim_server_alive(void *unused)
 {
     (void)unused;
-    if (atomic_load(&conn_state) != CONN_UP || atomic_load(&shim_conn.ch.shm->dead))
-        return 0;
+    if (atomic_load(&conn_state) != CONN_UP || atomic_load(&shim_conn.ch.shm->dead)) return 0;
     /* The server never sends unprompted data, so readable means hung up. */
     char b;
     ssize_t n = recv(shim_conn.sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);

@@ -64,8 +64,7 @@ static struct shim_ctx *find_live(CUcontext c)
 /* The thread's current context if it is still alive; caller holds ctx_lock. */
 static struct shim_ctx *current_locked(void)
 {
-    if (depth == 0)
-        return NULL;
+    if (depth == 0) return NULL;
     struct shim_ctx *c = stack[depth - 1];
     return c && find_live((CUcontext)c) && c->active ? c : NULL;
 }
@@ -75,8 +74,7 @@ static struct shim_ctx *current_locked(void)
  * by another thread just after is refused by the server, as a stale id always is. */
 static struct shim_ctx *current(void)
 {
-    if (depth == 0 || !stack[depth - 1])
-        return NULL;
+    if (depth == 0 || !stack[depth - 1]) return NULL;
     struct shim_ctx *c = stack[depth - 1];
     if (known_cur.c == c && known_cur.gen == atomic_load_explicit(&ctx_gen, memory_order_acquire))
         return c;
@@ -120,10 +118,8 @@ CUresult shim_ctx_lookup(CUcontext h, uint32_t *id, int *device)
     struct shim_ctx *c = h ? find_live(h) : current_locked();
     CUresult r = CUDA_ERROR_INVALID_CONTEXT;
     if (c && c->active) {
-        if (id)
-            *id = c->id;
-        if (device)
-            *device = c->device;
+        if (id) *id = c->id;
+        if (device) *device = c->device;
         r = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&ctx_lock);
@@ -135,8 +131,7 @@ CUcontext shim_ctx_by_id(uint32_t id)
     CUcontext r = NULL;
     pthread_mutex_lock(&ctx_lock);
     for (struct shim_ctx *c = live; c; c = c->hh.next)
-        if (c->id == id && c->active)
-            r = (CUcontext)c;
+        if (c->id == id && c->active) r = (CUcontext)c;
     pthread_mutex_unlock(&ctx_lock);
     return r;
 }
@@ -154,11 +149,10 @@ size_t shim_ctx_active_ids(uint32_t *out, size_t cap)
 /* Tells the server about a context; caller holds ctx_lock. */
 static CUresult activate(struct shim_ctx *c)
 {
-    struct chan_ctx m = {.id = c->id, .device = c->device, .flags = c->flags,
-                         .primary = (uint32_t)c->primary};
+    struct chan_ctx m = {
+        .id = c->id, .device = c->device, .flags = c->flags, .primary = (uint32_t)c->primary};
     CUresult r = shim_rpc(CHAN_OP_CTX_CREATE, &m, sizeof(m), NULL, 0, NULL);
-    if (r == CUDA_SUCCESS)
-        c->active = 1;
+    if (r == CUDA_SUCCESS) c->active = 1;
     return r;
 }
 
@@ -166,10 +160,8 @@ static CUresult activate(struct shim_ctx *c)
  * driver. */
 static void unmap_pinned(const struct shim_range *r)
 {
-    if (r->kind == SHIM_HT_MEM_MANAGED)
-        shim_managed_forget(r->base);
-    if (shim_range_is_host(r->kind))
-        munmap((void *)(uintptr_t)r->base, r->mapped);
+    if (r->kind == SHIM_HT_MEM_MANAGED) shim_managed_forget(r->base);
+    if (shim_range_is_host(r->kind)) munmap((void *)(uintptr_t)r->base, r->mapped);
     shim_mvar_range_gone(r); /* a __managed__ variable's host copy */
 }
 
@@ -212,8 +204,7 @@ static CUresult deactivate(struct shim_ctx *c)
 
 static void push(struct shim_ctx *c)
 {
-    if (depth < STACK_MAX)
-        stack[depth++] = c;
+    if (depth < STACK_MAX) stack[depth++] = c;
 }
 
 /* ---------------------------------------------------------------- primary contexts */
@@ -235,8 +226,7 @@ static struct shim_ctx *primary(CUdevice dev)
 
 CUcontext shim_primary_ctx(CUdevice dev)
 {
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES || dev >= shim_conn.dev.ndev)
-        return NULL;
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || dev >= shim_conn.dev.ndev) return NULL;
     pthread_mutex_lock(&ctx_lock);
     CUcontext c = (CUcontext)primary(dev);
     pthread_mutex_unlock(&ctx_lock);
@@ -246,14 +236,11 @@ CUcontext shim_primary_ctx(CUdevice dev)
 CUresult SHIM_IMPL(cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = primary(dev);
-    if (!c->active)
-        r = activate(c);
+    if (!c->active) r = activate(c);
     if (r == CUDA_SUCCESS) {
         c->refcount++;
         *pctx = (CUcontext)c;
@@ -265,8 +252,7 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev)
 CUresult SHIM_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = primary(dev);
     if (c->refcount <= 0)
@@ -280,8 +266,7 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev)
 CUresult SHIM_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = primary(dev);
     if (c->active) {
@@ -290,8 +275,7 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev)
          * cannot (a fault lost the device to the server, as it loses it to a process
          * natively), the reset itself still succeeded, as natively: the context stays
          * inactive and the next retain or call in it returns why. */
-        if (r == CUDA_SUCCESS && c->refcount > 0)
-            activate(c);
+        if (r == CUDA_SUCCESS && c->refcount > 0) activate(c);
     }
     c->flags = 0;
     pthread_mutex_unlock(&ctx_lock);
@@ -301,10 +285,8 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev)
 CUresult SHIM_IMPL(cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!flags || !active)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = primary(dev);
     *flags = c->flags;
@@ -316,13 +298,12 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags
 CUresult SHIM_IMPL(cuDevicePrimaryCtxSetFlags_v2)(CUdevice dev, unsigned int flags)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     /* Scheduling flags only matter to the real context, which the server owns; keep them so
      * that they read back. */
-    if (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_MAP_HOST |
-                            CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE |
-                            CU_CTX_SYNC_MEMOPS))
+    if (flags &
+        ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_MAP_HOST |
+                    CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE | CU_CTX_SYNC_MEMOPS))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ctx_lock);
     primary(dev)->flags = flags;
@@ -335,13 +316,10 @@ CUresult SHIM_IMPL(cuDevicePrimaryCtxSetFlags_v2)(CUdevice dev, unsigned int fla
 static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     struct shim_ctx *c = calloc(1, sizeof(*c));
-    if (!c)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&ctx_lock);
     c->self = c;
     c->magic = CTX_MAGIC;
@@ -357,8 +335,7 @@ static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         *pctx = (CUcontext)c;
     }
     pthread_mutex_unlock(&ctx_lock);
-    if (r != CUDA_SUCCESS)
-        free(c);
+    if (r != CUDA_SUCCESS) free(c);
     return r;
 }
 
@@ -368,18 +345,17 @@ CUresult SHIM_IMPL(cuCtxCreate_v2)(CUcontext *pctx, unsigned int flags, CUdevice
 }
 
 CUresult SHIM_IMPL(cuCtxCreate_v3)(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
-                                unsigned int flags, CUdevice dev)
+                                   unsigned int flags, CUdevice dev)
 {
-    if (numParams > 0 && paramsArray)
-        return shim_refuse("cuCtxCreate with execution affinity");
+    if (numParams > 0 && paramsArray) return shim_refuse("cuCtxCreate with execution affinity");
     return create(pctx, flags, dev);
 }
 
 CUresult SHIM_IMPL(cuCtxCreate_v4)(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
-                                CUdevice dev)
+                                   CUdevice dev)
 {
-    if (params && ((params->execAffinityParams && params->numExecAffinityParams > 0) ||
-                   params->cigParams))
+    if (params &&
+        ((params->execAffinityParams && params->numExecAffinityParams > 0) || params->cigParams))
         return shim_refuse("cuCtxCreate with execution affinity or CIG parameters");
     return create(pctx, flags, dev);
 }
@@ -387,23 +363,20 @@ CUresult SHIM_IMPL(cuCtxCreate_v4)(CUcontext *pctx, CUctxCreateParams *params, u
 CUresult SHIM_IMPL(cuCtxDestroy_v2)(CUcontext ctx)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = ctx ? find_live(ctx) : NULL;
     if (!c || c->primary) {
         pthread_mutex_unlock(&ctx_lock);
         return CUDA_ERROR_INVALID_CONTEXT;
     }
-    if (c->active)
-        r = deactivate(c);
+    if (c->active) r = deactivate(c);
     HASH_DEL(live, c);
     ctx_changed();
     /* Off this thread's stack; other threads that still have it current get
      * CUDA_ERROR_INVALID_CONTEXT (it is no longer live), as with the real driver. */
     for (int i = 0; i < depth; i++)
-        if (stack[i] == c)
-            stack[i] = NULL;
+        if (stack[i] == c) stack[i] = NULL;
     while (depth && !stack[depth - 1])
         depth--;
     pthread_mutex_unlock(&ctx_lock);
@@ -419,10 +392,8 @@ CUresult SHIM_IMPL(cuCtxDestroy_v2)(CUcontext ctx)
 CUresult SHIM_IMPL(cuCtxGetCurrent)(CUcontext *pctx)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     *pctx = depth ? (CUcontext)stack[depth - 1] : NULL;
     return CUDA_SUCCESS;
 }
@@ -430,18 +401,15 @@ CUresult SHIM_IMPL(cuCtxGetCurrent)(CUcontext *pctx)
 CUresult SHIM_IMPL(cuCtxSetCurrent)(CUcontext ctx)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if (!ctx) {
-        if (depth)
-            depth--;
+        if (depth) depth--;
         return CUDA_SUCCESS;
     }
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = find_live(ctx);
     pthread_mutex_unlock(&ctx_lock);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     if (depth)
         stack[depth - 1] = c;
     else
@@ -452,15 +420,12 @@ CUresult SHIM_IMPL(cuCtxSetCurrent)(CUcontext ctx)
 CUresult SHIM_IMPL(cuCtxPushCurrent_v2)(CUcontext ctx)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = ctx ? find_live(ctx) : NULL;
     pthread_mutex_unlock(&ctx_lock);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (depth >= STACK_MAX)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth >= STACK_MAX) return CUDA_ERROR_INVALID_VALUE;
     push(c);
     return CUDA_SUCCESS;
 }
@@ -468,13 +433,10 @@ CUresult SHIM_IMPL(cuCtxPushCurrent_v2)(CUcontext ctx)
 CUresult SHIM_IMPL(cuCtxPopCurrent_v2)(CUcontext *pctx)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (depth == 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    if (r != CUDA_SUCCESS) return r;
+    if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
     struct shim_ctx *c = stack[--depth];
-    if (pctx)
-        *pctx = (CUcontext)c;
+    if (pctx) *pctx = (CUcontext)c;
     return CUDA_SUCCESS;
 }
 
@@ -482,12 +444,10 @@ CUresult SHIM_IMPL(cuCtxPopCurrent_v2)(CUcontext *pctx)
 static CUresult ctx_fields(CUcontext ctx, struct shim_ctx *out)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = ctx ? find_live(ctx) : current_locked();
-    if (c && c->active)
-        *out = *c;
+    if (c && c->active) *out = *c;
     pthread_mutex_unlock(&ctx_lock);
     return c && c->active ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
@@ -495,45 +455,37 @@ static CUresult ctx_fields(CUcontext ctx, struct shim_ctx *out)
 CUresult SHIM_IMPL(cuCtxGetDevice)(CUdevice *device)
 {
     struct shim_ctx c;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(NULL, &c);
-    if (r == CUDA_SUCCESS)
-        *device = c.device;
+    if (r == CUDA_SUCCESS) *device = c.device;
     return r;
 }
 
 CUresult SHIM_IMPL(cuCtxGetDevice_v2)(CUdevice *device, CUcontext ctx)
 {
     struct shim_ctx c;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(ctx, &c);
-    if (r == CUDA_SUCCESS)
-        *device = c.device;
+    if (r == CUDA_SUCCESS) *device = c.device;
     return r;
 }
 
 CUresult SHIM_IMPL(cuCtxGetFlags)(unsigned int *flags)
 {
     struct shim_ctx c;
-    if (!flags)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!flags) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(NULL, &c);
-    if (r == CUDA_SUCCESS)
-        *flags = c.flags;
+    if (r == CUDA_SUCCESS) *flags = c.flags;
     return r;
 }
 
 CUresult SHIM_IMPL(cuCtxSetFlags)(unsigned int flags)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = current_locked();
-    if (c)
-        c->flags = flags;
+    if (c) c->flags = flags;
     pthread_mutex_unlock(&ctx_lock);
     return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
@@ -541,19 +493,16 @@ CUresult SHIM_IMPL(cuCtxSetFlags)(unsigned int flags)
 CUresult SHIM_IMPL(cuCtxGetId)(CUcontext ctx, unsigned long long *ctxId)
 {
     struct shim_ctx c;
-    if (!ctxId)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!ctxId) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(ctx, &c);
-    if (r == CUDA_SUCCESS)
-        *ctxId = c.id;
+    if (r == CUDA_SUCCESS) *ctxId = c.id;
     return r;
 }
 
 CUresult SHIM_IMPL(cuCtxGetApiVersion)(CUcontext ctx, unsigned int *version)
 {
     struct shim_ctx c;
-    if (!version)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(ctx, &c);
     if (r == CUDA_SUCCESS)
         *version = 3020; /* every context made through the v2+ API reports 3020 */
@@ -564,14 +513,11 @@ CUresult SHIM_IMPL(cuCtxGetApiVersion)(CUcontext ctx, unsigned int *version)
 static CUresult set_prefs(const CUfunc_cache *cache, const CUsharedconfig *smem)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = current_locked();
-    if (c && cache)
-        c->cache_pref = *cache;
-    if (c && smem)
-        c->smem_pref = *smem;
+    if (c && cache) c->cache_pref = *cache;
+    if (c && smem) c->smem_pref = *smem;
     pthread_mutex_unlock(&ctx_lock);
     return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
@@ -579,11 +525,9 @@ static CUresult set_prefs(const CUfunc_cache *cache, const CUsharedconfig *smem)
 CUresult SHIM_IMPL(cuCtxGetCacheConfig)(CUfunc_cache *pconfig)
 {
     struct shim_ctx c;
-    if (!pconfig)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pconfig) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(NULL, &c);
-    if (r == CUDA_SUCCESS)
-        *pconfig = c.cache_pref;
+    if (r == CUDA_SUCCESS) *pconfig = c.cache_pref;
     return r;
 }
 
@@ -595,11 +539,9 @@ CUresult SHIM_IMPL(cuCtxSetCacheConfig)(CUfunc_cache config)
 CUresult SHIM_IMPL(cuCtxGetSharedMemConfig)(CUsharedconfig *pConfig)
 {
     struct shim_ctx c;
-    if (!pConfig)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pConfig) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(NULL, &c);
-    if (r == CUDA_SUCCESS)
-        *pConfig = c.smem_pref;
+    if (r == CUDA_SUCCESS) *pConfig = c.smem_pref;
     return r;
 }
 
@@ -609,11 +551,10 @@ CUresult SHIM_IMPL(cuCtxSetSharedMemConfig)(CUsharedconfig config)
 }
 
 CUresult SHIM_IMPL(cuCtxGetExecAffinity)(CUexecAffinityParam *pExecAffinity,
-                                      CUexecAffinityType type)
+                                         CUexecAffinityType type)
 {
     struct shim_ctx c;
-    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ctx_fields(NULL, &c);
     if (r == CUDA_SUCCESS) {
         pExecAffinity->type = type;
@@ -630,56 +571,46 @@ CUresult SHIM_IMPL(cuCtxGetExecAffinity)(CUexecAffinityParam *pExecAffinity,
 static CUresult ctx_sync(uint32_t id)
 {
     struct shim_idle q;
-    if (shim_idle_ctx(&q, id ? id : shim_current_ctx_id()))
-        return CUDA_SUCCESS;
+    if (shim_idle_ctx(&q, id ? id : shim_current_ctx_id())) return CUDA_SUCCESS;
     uint64_t gen = shim_mvar_sync_begin();
     CUresult r = shim_ask(CHAN_OP_CTX_SYNC, &id, id ? sizeof(id) : 0);
     /* The device's writes to __managed__ variables come back first (mvars.c). */
     shim_mvar_synced(SHIM_MVAR_CTX, NULL, id ? id : shim_current_ctx_id(), gen, &r);
-    if (r == CUDA_SUCCESS)
-        shim_idle_keep(&q, 1);
+    if (r == CUDA_SUCCESS) shim_idle_keep(&q, 1);
     return r;
 }
 
 CUresult SHIM_IMPL(cuCtxSynchronize)(void)
 {
     CUresult r = shim_ready();
-    if (r == CUDA_SUCCESS)
-        r = shim_need_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r == CUDA_SUCCESS) r = shim_need_ctx();
+    if (r != CUDA_SUCCESS) return r;
     return ctx_sync(0);
 }
 
 CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
 {
-    if (!ctx)
-        return cuCtxSynchronize();
+    if (!ctx) return cuCtxSynchronize();
     uint32_t id;
     CUresult r = shim_ctx_lookup(ctx, &id, NULL);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     return ctx_sync(id);
 }
 
 static CUresult limit_call(struct chan_limit *m)
 {
     CUresult r = shim_ready();
-    if (r == CUDA_SUCCESS)
-        r = shim_need_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r == CUDA_SUCCESS) r = shim_need_ctx();
+    if (r != CUDA_SUCCESS) return r;
     return shim_rpc(CHAN_OP_CTX_LIMIT, m, sizeof(*m), &m->value, sizeof(m->value), NULL);
 }
 
 CUresult SHIM_IMPL(cuCtxGetLimit)(size_t *pvalue, CUlimit limit)
 {
-    if (!pvalue)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pvalue) return CUDA_ERROR_INVALID_VALUE;
     struct chan_limit m = {.set = 0, .limit = (uint32_t)limit};
     CUresult r = limit_call(&m);
-    if (r == CUDA_SUCCESS)
-        *pvalue = (size_t)m.value;
+    if (r == CUDA_SUCCESS) *pvalue = (size_t)m.value;
     return r;
 }
 

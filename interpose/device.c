@@ -8,21 +8,17 @@
 
 CUresult SHIM_IMPL(cuInit)(unsigned int Flags)
 {
-    if (Flags != 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = shim_connect();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (shim_conn.dev.ndev == 0)
-        return CUDA_ERROR_NO_DEVICE;
+    if (r != CUDA_SUCCESS) return r;
+    if (shim_conn.dev.ndev == 0) return CUDA_ERROR_NO_DEVICE;
     shim_set_initialized();
     return CUDA_SUCCESS;
 }
 
 CUresult SHIM_IMPL(cuDriverGetVersion)(int *driverVersion)
 {
-    if (!driverVersion)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
     /* Without a server, report the API this shim was built for. */
     *driverVersion = shim_connect() == CUDA_SUCCESS ? shim_conn.dev.driver_version : CUDA_VERSION;
     return CUDA_SUCCESS;
@@ -31,18 +27,15 @@ CUresult SHIM_IMPL(cuDriverGetVersion)(int *driverVersion)
 CUresult shim_check_device(CUdevice dev)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     return dev >= 0 && dev < shim_conn.dev.ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 CUresult SHIM_IMPL(cuDeviceGetCount)(int *count)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
     *count = shim_conn.dev.ndev;
     return CUDA_SUCCESS;
 }
@@ -50,12 +43,9 @@ CUresult SHIM_IMPL(cuDeviceGetCount)(int *count)
 CUresult SHIM_IMPL(cuDeviceGet)(CUdevice *device, int ordinal)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || ordinal >= shim_conn.dev.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= shim_conn.dev.ndev) return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
 }
@@ -63,10 +53,8 @@ CUresult SHIM_IMPL(cuDeviceGet)(CUdevice *device, int ordinal)
 CUresult SHIM_IMPL(cuDeviceGetName)(char *name, int len, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!name || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     snprintf(name, (size_t)len, "%s", shim_conn.dev.dev[dev].name);
     return CUDA_SUCCESS;
 }
@@ -74,10 +62,8 @@ CUresult SHIM_IMPL(cuDeviceGetName)(char *name, int len, CUdevice dev)
 CUresult SHIM_IMPL(cuDeviceGetUuid_v2)(CUuuid *uuid, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
     *uuid = shim_conn.dev.dev[dev].uuid;
     return CUDA_SUCCESS;
 }
@@ -90,10 +76,8 @@ CUresult SHIM_IMPL(cuDeviceGetUuid)(CUuuid *uuid, CUdevice dev)
 CUresult SHIM_IMPL(cuDeviceTotalMem_v2)(size_t *bytes, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     *bytes = shim_conn.dev.dev[dev].total_mem;
     return CUDA_SUCCESS;
 }
@@ -101,13 +85,11 @@ CUresult SHIM_IMPL(cuDeviceTotalMem_v2)(size_t *bytes, CUdevice dev)
 CUresult SHIM_IMPL(cuDeviceGetAttribute)(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if (!pi || (int)attrib <= 0 || (int)attrib >= CU_DEVICE_ATTRIBUTE_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     const struct chan_devinfo_dev *d = &shim_conn.dev.dev[dev];
-    if (d->attr_result[attrib] != CUDA_SUCCESS)
-        return (CUresult)d->attr_result[attrib];
+    if (d->attr_result[attrib] != CUDA_SUCCESS) return (CUresult)d->attr_result[attrib];
     *pi = d->attr[attrib];
     return CUDA_SUCCESS;
 }
@@ -120,10 +102,8 @@ static int attr(CUdevice dev, CUdevice_attribute a)
 CUresult SHIM_IMPL(cuDeviceComputeCapability)(int *major, int *minor, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!major || !minor)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!major || !minor) return CUDA_ERROR_INVALID_VALUE;
     *major = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     *minor = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     return CUDA_SUCCESS;
@@ -132,10 +112,8 @@ CUresult SHIM_IMPL(cuDeviceComputeCapability)(int *major, int *minor, CUdevice d
 CUresult SHIM_IMPL(cuDeviceGetProperties)(CUdevprop *prop, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!prop)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!prop) return CUDA_ERROR_INVALID_VALUE;
     prop->maxThreadsPerBlock = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
     prop->maxThreadsDim[0] = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
     prop->maxThreadsDim[1] = attr(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
@@ -156,10 +134,8 @@ CUresult SHIM_IMPL(cuDeviceGetProperties)(CUdevprop *prop, CUdevice dev)
 CUresult SHIM_IMPL(cuDeviceGetPCIBusId)(char *pciBusId, int len, CUdevice dev)
 {
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pciBusId || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     snprintf(pciBusId, (size_t)len, "%s", shim_conn.dev.dev[dev].pci_bus_id);
     return CUDA_SUCCESS;
 }
@@ -167,17 +143,14 @@ CUresult SHIM_IMPL(cuDeviceGetPCIBusId)(char *pciBusId, int len, CUdevice dev)
 CUresult SHIM_IMPL(cuDeviceGetByPCIBusId)(CUdevice *dev, const char *pciBusId)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!dev || !pciBusId)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!dev || !pciBusId) return CUDA_ERROR_INVALID_VALUE;
     unsigned dom = 0, bus = 0, d = 0, fn = 0;
     /* Accepted forms, as the driver's: [domain]:[bus]:[device].[function], or without
      * the domain. */
     if (sscanf(pciBusId, "%x:%x:%x.%x", &dom, &bus, &d, &fn) != 4) {
         dom = 0;
-        if (sscanf(pciBusId, "%x:%x.%x", &bus, &d, &fn) != 3)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (sscanf(pciBusId, "%x:%x.%x", &bus, &d, &fn) != 3) return CUDA_ERROR_INVALID_VALUE;
     }
     for (int i = 0; i < shim_conn.dev.ndev; i++)
         if ((unsigned)attr(i, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID) == dom &&
@@ -193,8 +166,7 @@ CUresult SHIM_IMPL(cuDeviceGetByPCIBusId)(CUdevice *dev, const char *pciBusId)
 
 CUresult SHIM_IMPL(cuGetErrorName)(CUresult error, const char **pStr)
 {
-    if (!pStr)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
     *pStr = shim_error_name(error);
     return *pStr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -210,8 +182,7 @@ static unsigned nstrings;
 
 CUresult SHIM_IMPL(cuGetErrorString)(CUresult error, const char **pStr)
 {
-    if (!pStr)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
     const char *name = shim_error_name(error);
     if (!name) {
         *pStr = NULL;
@@ -238,8 +209,7 @@ CUresult SHIM_IMPL(cuGetErrorString)(CUresult error, const char **pStr)
     pthread_mutex_lock(&strings_lock);
     char *kept = NULL;
     for (unsigned i = 0; i < nstrings; i++)
-        if (strings[i].code == (int)error)
-            kept = strings[i].text;
+        if (strings[i].code == (int)error) kept = strings[i].text;
     if (!kept && nstrings < sizeof(strings) / sizeof(strings[0]) && (kept = strdup(text))) {
         strings[nstrings].code = (int)error;
         strings[nstrings++].text = kept;

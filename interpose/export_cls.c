@@ -34,11 +34,9 @@ static pthread_once_t cls_hooked = PTHREAD_ONCE_INIT;
  * retains it). */
 static CUresult known_ctx(CUcontext ctx)
 {
-    if (shim_ctx_lookup(ctx, NULL, NULL) == CUDA_SUCCESS)
-        return CUDA_SUCCESS;
+    if (shim_ctx_lookup(ctx, NULL, NULL) == CUDA_SUCCESS) return CUDA_SUCCESS;
     for (int d = 0; d < shim_conn.dev.ndev; d++)
-        if (shim_primary_ctx(d) == ctx)
-            return CUDA_SUCCESS;
+        if (shim_primary_ctx(d) == ctx) return CUDA_SUCCESS;
     return CUDA_ERROR_INVALID_CONTEXT;
 }
 
@@ -47,14 +45,11 @@ static CUresult resolve(CUcontext ctx, CUcontext *out)
 {
     if (!ctx) {
         CUresult r = cuCtxGetCurrent(&ctx);
-        if (r != CUDA_SUCCESS)
-            return r;
-        if (!ctx)
-            return CUDA_ERROR_INVALID_CONTEXT;
+        if (r != CUDA_SUCCESS) return r;
+        if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
     }
     CUresult r = known_ctx(ctx);
-    if (r == CUDA_SUCCESS)
-        *out = ctx;
+    if (r == CUDA_SUCCESS) *out = ctx;
     return r;
 }
 
@@ -64,8 +59,7 @@ static void cls_context_gone(CUcontext ctx)
 {
     struct cls_entry *e, *tmp, *gone = NULL;
     pthread_mutex_lock(&cls_lock);
-    HASH_ITER(hh, cls_map, e, tmp)
-    {
+    HASH_ITER(hh, cls_map, e, tmp) {
         if (e->k.ctx == ctx) {
             HASH_DEL(cls_map, e);
             e->gone = gone;
@@ -76,8 +70,7 @@ static void cls_context_gone(CUcontext ctx)
     while (gone) {
         e = gone;
         gone = e->gone;
-        if (e->dtor)
-            e->dtor(ctx, e->k.key, e->value);
+        if (e->dtor) e->dtor(ctx, e->k.key, e->value);
         free(e);
     }
 }
@@ -92,8 +85,7 @@ static void cls_hook(void)
 static CUresult cls_put(CUcontext ctx, void *key, void *value, cls_dtor dtor)
 {
     CUresult r = resolve(ctx, &ctx);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_once(&cls_hooked, cls_hook);
     struct cls_key k = {.ctx = ctx, .key = key};
     struct cls_entry *e;
@@ -115,14 +107,12 @@ static CUresult cls_put(CUcontext ctx, void *key, void *value, cls_dtor dtor)
 static CUresult cls_delete(CUcontext ctx, void *key)
 {
     CUresult r = resolve(ctx, &ctx);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct cls_key k = {.ctx = ctx, .key = key};
     struct cls_entry *e;
     pthread_mutex_lock(&cls_lock);
     HASH_FIND(hh, cls_map, &k, sizeof(k), e);
-    if (e)
-        HASH_DEL(cls_map, e);
+    if (e) HASH_DEL(cls_map, e);
     pthread_mutex_unlock(&cls_lock);
     free(e);
     return CUDA_SUCCESS;
@@ -131,17 +121,14 @@ static CUresult cls_delete(CUcontext ctx, void *key)
 /* Slot 2: the value stored under (ctx, key); CUDA_ERROR_INVALID_HANDLE when none is. */
 static CUresult cls_get(void **value, CUcontext ctx, void *key)
 {
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = resolve(ctx, &ctx);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct cls_key k = {.ctx = ctx, .key = key};
     struct cls_entry *e;
     pthread_mutex_lock(&cls_lock);
     HASH_FIND(hh, cls_map, &k, sizeof(k), e);
-    if (e)
-        *value = e->value;
+    if (e) *value = e->value;
     pthread_mutex_unlock(&cls_lock);
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }

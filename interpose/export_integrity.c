@@ -17,22 +17,20 @@
 
 /* The MD2 substitution table, a permutation of 0..255 built from the digits of pi. */
 static const uint8_t md2_pi[256] = {
-    41,  46,  67,  201, 162, 216, 124, 1,   61,  54,  84,  161, 236, 240, 6,   19,
-    98,  167, 5,   243, 192, 199, 115, 140, 152, 147, 43,  217, 188, 76,  130, 202,
-    30,  155, 87,  60,  253, 212, 224, 22,  103, 66,  111, 24,  138, 23,  229, 18,
-    190, 78,  196, 214, 218, 158, 222, 73,  160, 251, 245, 142, 187, 47,  238, 122,
-    169, 104, 121, 145, 21,  178, 7,   63,  148, 194, 16,  137, 11,  34,  95,  33,
-    128, 127, 93,  154, 90,  144, 50,  39,  53,  62,  204, 231, 191, 247, 151, 3,
-    255, 25,  48,  179, 72,  165, 181, 209, 215, 94,  146, 42,  172, 86,  170, 198,
-    79,  184, 56,  210, 150, 164, 125, 182, 118, 252, 107, 226, 156, 116, 4,   241,
-    69,  157, 112, 89,  100, 113, 135, 32,  134, 91,  207, 101, 230, 45,  168, 2,
-    27,  96,  37,  173, 174, 176, 185, 246, 28,  70,  97,  105, 52,  64,  126, 15,
-    85,  71,  163, 35,  221, 81,  175, 58,  195, 92,  249, 206, 186, 197, 234, 38,
-    44,  83,  13,  110, 133, 40,  132, 9,   211, 223, 205, 244, 65,  129, 77,  82,
-    106, 220, 55,  200, 108, 193, 171, 250, 36,  225, 123, 8,   12,  189, 177, 74,
-    120, 136, 149, 139, 227, 99,  232, 109, 233, 203, 213, 254, 59,  0,   29,  57,
-    242, 239, 183, 14,  102, 88,  208, 228, 166, 119, 114, 248, 235, 117, 75,  10,
-    49,  68,  80,  180, 143, 237, 31,  26,  219, 153, 141, 51,  159, 17,  131, 20,
+    41,  46,  67,  201, 162, 216, 124, 1,   61,  54,  84,  161, 236, 240, 6,   19,  98,  167, 5,
+    243, 192, 199, 115, 140, 152, 147, 43,  217, 188, 76,  130, 202, 30,  155, 87,  60,  253, 212,
+    224, 22,  103, 66,  111, 24,  138, 23,  229, 18,  190, 78,  196, 214, 218, 158, 222, 73,  160,
+    251, 245, 142, 187, 47,  238, 122, 169, 104, 121, 145, 21,  178, 7,   63,  148, 194, 16,  137,
+    11,  34,  95,  33,  128, 127, 93,  154, 90,  144, 50,  39,  53,  62,  204, 231, 191, 247, 151,
+    3,   255, 25,  48,  179, 72,  165, 181, 209, 215, 94,  146, 42,  172, 86,  170, 198, 79,  184,
+    56,  210, 150, 164, 125, 182, 118, 252, 107, 226, 156, 116, 4,   241, 69,  157, 112, 89,  100,
+    113, 135, 32,  134, 91,  207, 101, 230, 45,  168, 2,   27,  96,  37,  173, 174, 176, 185, 246,
+    28,  70,  97,  105, 52,  64,  126, 15,  85,  71,  163, 35,  221, 81,  175, 58,  195, 92,  249,
+    206, 186, 197, 234, 38,  44,  83,  13,  110, 133, 40,  132, 9,   211, 223, 205, 244, 65,  129,
+    77,  82,  106, 220, 55,  200, 108, 193, 171, 250, 36,  225, 123, 8,   12,  189, 177, 74,  120,
+    136, 149, 139, 227, 99,  232, 109, 233, 203, 213, 254, 59,  0,   29,  57,  242, 239, 183, 14,
+    102, 88,  208, 228, 166, 119, 114, 248, 235, 117, 75,  10,  49,  68,  80,  180, 143, 237, 31,
+    26,  219, 153, 141, 51,  159, 17,  131, 20,
 };
 
 struct md2 {
@@ -124,8 +122,7 @@ static void put64(uint8_t *p, uint64_t v)
 /* Slot 1: (cudart's version, unix seconds, out[2]) -> the hash cudart expects. */
 static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t out[2])
 {
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
     /* Versions ending in 0 or 1 predate the hash: the driver answers constants. */
     if (version % 10 == 0 || version % 10 == 1) {
         out[0] = version % 10 == 0 ? 0x3341181c03cb675cull : 0x1841181c03cb675cull;
@@ -136,10 +133,8 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
      * asked through the public entry points so that the two can never disagree. */
     int driver = 0, ndev = 0;
     CUresult r = cuDriverGetVersion(&driver);
-    if (r == CUDA_SUCCESS)
-        r = cuDeviceGetCount(&ndev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r == CUDA_SUCCESS) r = cuDeviceGetCount(&ndev);
+    if (r != CUDA_SUCCESS) return r;
     /* The fields in the driver's order, as they lie in memory (little-endian, 48 bytes). */
     uint8_t head[48];
     put32(head + 0, (uint32_t)driver);
@@ -160,13 +155,11 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
                                                   CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID};
         uint8_t rec[28];
         CUuuid uuid;
-        if ((r = cuDeviceGetUuid_v2(&uuid, d)) != CUDA_SUCCESS)
-            return r;
+        if ((r = cuDeviceGetUuid_v2(&uuid, d)) != CUDA_SUCCESS) return r;
         memcpy(rec, uuid.bytes, 16);
         for (int i = 0; i < 3; i++) {
             int v;
-            if ((r = cuDeviceGetAttribute(&v, pci[i], d)) != CUDA_SUCCESS)
-                return r;
+            if ((r = cuDeviceGetAttribute(&v, pci[i], d)) != CUDA_SUCCESS) return r;
             put32(rec + 16 + 4 * i, (uint32_t)v);
         }
         md2_update(&m, rec, sizeof(rec));

@@ -28,8 +28,7 @@ CUresult shim_export_unserved(const char *table, int slot)
     int first = 1;
     pthread_mutex_lock(&unserved_lock);
     for (unsigned i = 0; i < nunserved_seen; i++)
-        if (unserved_seen[i].table == table && unserved_seen[i].slot == slot)
-            first = 0;
+        if (unserved_seen[i].table == table && unserved_seen[i].slot == slot) first = 0;
     if (first && nunserved_seen < sizeof(unserved_seen) / sizeof(unserved_seen[0])) {
         unserved_seen[nunserved_seen].table = table;
         unserved_seen[nunserved_seen++].slot = slot;
@@ -47,8 +46,7 @@ CUresult shim_export_unserved(const char *table, int slot)
  * cuModuleLoadFatBinary unwraps it. */
 static CUresult cudart_load_wrapper(CUmodule *module, const void *wrapper)
 {
-    if (!module || !wrapper)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!module || !wrapper) return CUDA_ERROR_INVALID_VALUE;
     return cuModuleLoadFatBinary(module, wrapper);
 }
 
@@ -56,11 +54,9 @@ static CUresult cudart_load_wrapper(CUmodule *module, const void *wrapper)
  * cuDevicePrimaryCtxRetain returns the same handle. */
 static CUresult cudart_primary_ctx(CUcontext *pctx, CUdevice dev)
 {
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = shim_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     *pctx = shim_primary_ctx(dev);
     return *pctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
@@ -84,13 +80,12 @@ static CUresult cudart_slot7(size_t arg)
 }
 
 /* Slot 8: like slot 6, but given the fat binary itself (no wrapper), module pointer second. */
-static CUresult cudart_load_fatbin_ex(const void *fatbin, CUmodule *module, void *arg3,
-                                      void *arg4, unsigned arg5)
+static CUresult cudart_load_fatbin_ex(const void *fatbin, CUmodule *module, void *arg3, void *arg4,
+                                      unsigned arg5)
 {
     if (arg3 || arg4 || arg5)
         return shim_refuse("CUDART_INTERFACE module load (slot 8) with extra arguments");
-    if (!module || !fatbin)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!module || !fatbin) return CUDA_ERROR_INVALID_VALUE;
     return cuModuleLoadFatBinary(module, fatbin);
 }
 
@@ -155,19 +150,15 @@ static uint64_t hooks_enable2[14];
 /* Slot 2: pointer to and size of the first callback-enable buffer. */
 static void hooks_buffer1(void **ptr, size_t *size)
 {
-    if (ptr)
-        *ptr = hooks_enable1;
-    if (size)
-        *size = sizeof(hooks_enable1) / sizeof(hooks_enable1[0]);
+    if (ptr) *ptr = hooks_enable1;
+    if (size) *size = sizeof(hooks_enable1) / sizeof(hooks_enable1[0]);
 }
 
 /* Slot 6: the same for the second buffer. */
 static void hooks_buffer2(void **ptr, size_t *size)
 {
-    if (ptr)
-        *ptr = hooks_enable2;
-    if (size)
-        *size = sizeof(hooks_enable2) / sizeof(hooks_enable2[0]);
+    if (ptr) *ptr = hooks_enable2;
+    if (size) *size = sizeof(hooks_enable2) / sizeof(hooks_enable2[0]);
 }
 
 /* Slots 1 and 4: cudart calls them around its callback set-up; they only matter to an
@@ -182,12 +173,8 @@ UNSERVED(hooks, "TOOLS_RUNTIME_CALLBACK_HOOKS", 5)
 
 static const void *const tools_runtime_callback_hooks[7] = {
     TABLE_BYTES(7), /* 56 */
-    (const void *)hooks_noop,
-    (const void *)hooks_buffer1,
-    (const void *)hooks_slot3,
-    (const void *)hooks_noop,
-    (const void *)hooks_slot5,
-    (const void *)hooks_buffer2,
+    (const void *)hooks_noop, (const void *)hooks_buffer1, (const void *)hooks_slot3,
+    (const void *)hooks_noop, (const void *)hooks_slot5,   (const void *)hooks_buffer2,
 };
 
 /* ---------------------------------------------------------------- CONTEXT_CHECKS */
@@ -199,8 +186,7 @@ static CUresult checks_context_kind(CUcontext ctx, uint32_t *type, const void **
 {
     (void)ctx;
     (void)second;
-    if (type)
-        *type = 0;
+    if (type) *type = 0;
     return CUDA_SUCCESS;
 }
 
@@ -256,13 +242,13 @@ static const struct {
     const char *uuid;
     const void *table;
 } tables[] = {
-    {"6bd5fb6c5bf4e74a8987d93912fd9df9", shim_export_cudart},   /* CUDART_INTERFACE */
-    {"42d85a8123f6cb478298f6e78a3aecdc", tools_tls},            /* TOOLS_TLS */
+    {"6bd5fb6c5bf4e74a8987d93912fd9df9", shim_export_cudart}, /* CUDART_INTERFACE */
+    {"42d85a8123f6cb478298f6e78a3aecdc", tools_tls},          /* TOOLS_TLS */
     {"a094798c2e742e7493f20800200c0a66", tools_runtime_callback_hooks},
-    {"c693336e1121df11a8c368f355d89593", shim_export_cls},      /* CONTEXT_LOCAL_STORAGE_... */
-    {"263e88607cd2614392f6bbd5006dfa7e", context_checks},       /* CONTEXT_CHECKS */
-    {"d4082055bde6704b8d34ba123c66e1f2", shim_export_integrity}, /* INTEGRITY_CHECK */
-    {"f8cff95121468b4eb9e2fb469e7c0dd9", NULL},                 /* no agreed name */
+    {"c693336e1121df11a8c368f355d89593", shim_export_cls},           /* CONTEXT_LOCAL_STORAGE_... */
+    {"263e88607cd2614392f6bbd5006dfa7e", context_checks},            /* CONTEXT_CHECKS */
+    {"d4082055bde6704b8d34ba123c66e1f2", shim_export_integrity},     /* INTEGRITY_CHECK */
+    {"f8cff95121468b4eb9e2fb469e7c0dd9", NULL},                      /* no agreed name */
     {"21318c60971432488ca641ff7324c8f2", shim_export_tools_context}, /* TOOLS_CONTEXT */
     {"1734dc26800d47458726c0f1e7dd8bca", FROM_DRIVER}, /* cuBLASLt's: see from_driver() */
     {"6e163fbeb958444d835ce182aff1991e", shim_export_tools_module}, /* TOOLS_MODULE, cuFFT's */
@@ -289,7 +275,7 @@ static CUresult from_driver(const void **pp, const CUuuid *id, const char *hex)
     if (r != CUDA_SUCCESS || !*pp) {
         *pp = NULL;
         if (!atomic_exchange(&said, 1))
-                shim_log("cuGetExportTable: table %s needs the real driver in this process, and %s",
+            shim_log("cuGetExportTable: table %s needs the real driver in this process, and %s",
                      hex, h ? "it refused it" : "none was found: returning CUDA_ERROR_NOT_FOUND");
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -307,19 +293,16 @@ static void log_unknown(const char *hex)
     int first = 1;
     pthread_mutex_lock(&unknown_lock);
     for (unsigned i = 0; i < nunknown_seen; i++)
-        if (strcmp(unknown_seen[i], hex) == 0)
-            first = 0;
+        if (strcmp(unknown_seen[i], hex) == 0) first = 0;
     if (first && nunknown_seen < sizeof(unknown_seen) / sizeof(unknown_seen[0]))
         memcpy(unknown_seen[nunknown_seen++], hex, 33);
     pthread_mutex_unlock(&unknown_lock);
-    if (first)
-        shim_log("cuGetExportTable: no table %s: returning CUDA_ERROR_NOT_FOUND", hex);
+    if (first) shim_log("cuGetExportTable: no table %s: returning CUDA_ERROR_NOT_FOUND", hex);
 }
 
 CUresult SHIM_IMPL(cuGetExportTable)(const void **ppExportTable, const CUuuid *pExportTableId)
 {
-    if (!ppExportTable || !pExportTableId)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!ppExportTable || !pExportTableId) return CUDA_ERROR_INVALID_VALUE;
     /* An error must come with a NULL table: success with an unwritten pointer makes
      * cudart jump through garbage. */
     *ppExportTable = NULL;
@@ -328,8 +311,7 @@ CUresult SHIM_IMPL(cuGetExportTable)(const void **ppExportTable, const CUuuid *p
         snprintf(hex + 2 * i, 3, "%02x", (unsigned char)pExportTableId->bytes[i]);
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
         if (strcmp(tables[i].uuid, hex) == 0) {
-            if (!tables[i].table)
-                return CUDA_ERROR_NOT_FOUND;
+            if (!tables[i].table) return CUDA_ERROR_NOT_FOUND;
             if (tables[i].table == FROM_DRIVER)
                 return from_driver(ppExportTable, pExportTableId, hex);
             *ppExportTable = tables[i].table;

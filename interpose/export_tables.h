@@ -2,8 +2,8 @@
  * asks the driver for by 16-byte UUID. Each family lives in a file of its own
  * (export_tables.c: the dispatch and the small tables; export_cls.c: context-local storage;
  * export_integrity.c: the integrity check; export_tools_context.c: the tools context table
- * of cuBLAS and friends; export_tools_module.c: cuFFT's module walk); this header is what they share.
- * shared/data/export-tables.md lists the tables, their first words and what must work. */
+ * of cuBLAS and friends; export_tools_module.c: cuFFT's module walk); this header is what they
+ * share. shared/data/export-tables.md lists the tables, their first words and what must work. */
 #ifndef MPSSHIM_EXPORT_TABLES_H
 #define MPSSHIM_EXPORT_TABLES_H
 

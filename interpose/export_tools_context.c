@@ -16,8 +16,7 @@
 /* Slot 4: (context, &id); a NULL context is the calling thread's current one. */
 static CUresult tools_context_id(CUcontext ctx, unsigned long long *id)
 {
-    if (!id)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!id) return CUDA_ERROR_INVALID_VALUE;
     return cuCtxGetId(ctx, id);
 }
 
@@ -31,29 +30,26 @@ static CUresult tools_context_id(CUcontext ctx, unsigned long long *id)
 static CUresult tools_context_stream(CUcontext ctx, CUstream stream, CUstream *object)
 {
     unsigned long long id;
-    if (!object)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!ctx)
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (!object) return CUDA_ERROR_INVALID_VALUE;
+    if (!ctx) return CUDA_ERROR_INVALID_HANDLE;
     CUstream s = stream ? stream : CU_STREAM_LEGACY;
     CUresult r = cuStreamGetId(s, &id);
-    if (r == CUDA_SUCCESS)
-        *object = s;
+    if (r == CUDA_SUCCESS) *object = s;
     return r;
 }
 
 /* Slot 39: (context, object from slot 51, &id): the stream's id, as cuStreamGetId answers
  * (13, 14, 15 for three streams made in turn, both ways, on an H100); the real driver
  * refused a NULL object with CUDA_ERROR_INVALID_VALUE. */
-static CUresult tools_context_stream_id(CUcontext ctx, CUstream object,
-                                        unsigned long long *id)
+static CUresult tools_context_stream_id(CUcontext ctx, CUstream object, unsigned long long *id)
 {
     (void)ctx;
-    if (!object || !id)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!object || !id) return CUDA_ERROR_INVALID_VALUE;
     return cuStreamGetId(object, id);
 }
 
+// clang-format off: rows of macro calls clang-format takes for one statement (and then
+// puts one slot a line)
 #define U(n) UNSERVED(tctx, "TOOLS_CONTEXT", n)
 U(1) U(2) U(3) U(5) U(6) U(7) U(8) U(9) U(10) U(11) U(12) U(13) U(14) U(15) U(16) U(17)
 U(18) U(19) U(20) U(21) U(22) U(23) U(24) U(25) U(26) U(27) U(28) U(29) U(30) U(31) U(32)
@@ -78,3 +74,4 @@ const void *const shim_export_tools_context[93] = {
     S(80), S(81), S(82), S(83), S(84), S(85), S(86), S(87), S(88), S(89), S(90), S(91), S(92),
 };
 #undef S
+// clang-format on

@@ -23,25 +23,23 @@ static uint64_t tools_module_functions(CUcontext ctx, CUmodule module, module_vi
 {
     (void)ctx;
     unsigned n = 0;
-    if (!visit)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!visit) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = cuModuleGetFunctionCount(&n, module);
-    if (r != CUDA_SUCCESS || n == 0)
-        return r;
+    if (r != CUDA_SUCCESS || n == 0) return r;
     CUfunction *fns = calloc(n, sizeof(*fns));
-    if (!fns)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!fns) return CUDA_ERROR_OUT_OF_MEMORY;
     r = cuModuleEnumerateFunctions(fns, n, module);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
         const char *name = NULL;
         r = cuFuncGetName(&name, fns[i]);
-        if (r == CUDA_SUCCESS)
-            visit(user, fns[i], name);
+        if (r == CUDA_SUCCESS) visit(user, fns[i], name);
     }
     free(fns);
     return r == CUDA_SUCCESS ? n : r;
 }
 
+// clang-format off: rows of macro calls clang-format takes for one statement (and then
+// puts one slot a line)
 #define U(n) UNSERVED(tmod, "TOOLS_MODULE", n)
 U(1) U(2) U(3) U(4) U(5) U(6) U(8) U(9) U(10) U(11) U(12) U(13) U(14) U(15) U(16) U(17)
 U(18) U(19) U(20) U(21) U(22) U(23) U(24) U(25) U(26) U(27) U(28) U(29) U(30) U(31) U(32)
@@ -66,3 +64,4 @@ const void *const shim_export_tools_module[99] = {
     S(93), S(94), S(95), S(96), S(97), S(98),
 };
 #undef S
+// clang-format on

@@ -38,8 +38,7 @@ CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32
                        uint64_t *handle)
 {
     struct chan_function h;
-    if (len < sizeof(h))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (len < sizeof(h)) return CUDA_ERROR_INVALID_VALUE;
     memcpy(&h, data, sizeof(h));
     if (h.nparams > CHAN_MAX_PARAMS || len < sizeof(h) + (size_t)h.nparams * 8)
         return CUDA_ERROR_INVALID_VALUE;
@@ -57,8 +56,7 @@ CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32
     f->max_threads = h.max_threads;
     f->static_smem = h.static_smem;
     f->max_dynamic_smem = h.max_dynamic_smem;
-    if (h.nparams)
-        memcpy(f->layout, data + sizeof(h), (size_t)h.nparams * 8);
+    if (h.nparams) memcpy(f->layout, data + sizeof(h), (size_t)h.nparams * 8);
     pthread_rwlock_wrlock(&funcs_lock);
     HASH_FIND(hh, funcs, &h.handle, sizeof(uint64_t), old);
     if (old && same_shape(old, f)) {
@@ -72,8 +70,7 @@ CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32
      * this process never saw dropped it) and the driver gave the handle again: the
      * server's answer is what the handle is now. Packing by the old layout would read
      * parameters the caller never passed. */
-    if (old)
-        HASH_DEL(funcs, old);
+    if (old) HASH_DEL(funcs, old);
     HASH_ADD(hh, funcs, handle, sizeof(uint64_t), f);
     pthread_rwlock_unlock(&funcs_lock);
     if (old) {
@@ -97,11 +94,11 @@ void shim_func_drop(uint64_t owner, uint32_t ctx)
     struct shim_func *f, *t;
     pthread_rwlock_wrlock(&funcs_lock);
     HASH_ITER(hh, funcs, f, t)
-    if ((owner && f->owner == owner) || (ctx && f->ctx == ctx)) {
-        HASH_DEL(funcs, f);
-        free(f->layout);
-        free(f);
-    }
+        if ((owner && f->owner == owner) || (ctx && f->ctx == ctx)) {
+            HASH_DEL(funcs, f);
+            free(f->layout);
+            free(f);
+        }
     pthread_rwlock_unlock(&funcs_lock);
 }
 
@@ -122,8 +119,7 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
                                 const unsigned block[3], unsigned smem)
 {
     int dev = shim_current_device();
-    if (dev < 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
     const int32_t *a = shim_conn.dev.dev[dev].attr;
     static const CUdevice_attribute gmax[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
                                                CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
@@ -133,8 +129,7 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
                                                CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
     uint64_t threads = 1;
     for (int i = 0; i < 3; i++) {
-        if (grid[i] == 0 || block[i] == 0)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (grid[i] == 0 || block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
         if (grid[i] > (unsigned)a[gmax[i]] || block[i] > (unsigned)a[bmax[i]])
             return CUDA_ERROR_INVALID_VALUE;
         threads *= block[i];
@@ -151,12 +146,10 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
 
 void shim_func_set_attr(uint64_t handle, int attr, int value)
 {
-    if (attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-        return;
+    if (attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return;
     pthread_rwlock_rdlock(&funcs_lock);
     struct shim_func *f = NULL;
     HASH_FIND(hh, funcs, &handle, sizeof(uint64_t), f);
-    if (f)
-        f->max_dynamic_smem = value;
+    if (f) f->max_dynamic_smem = value;
     pthread_rwlock_unlock(&funcs_lock);
 }

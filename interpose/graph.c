@@ -17,29 +17,22 @@
 
 /* Adds a kernel node (what CHAN_KN_ADD), or sets one's parameters in a graph or an exec. */
 static CUresult kernel_node(unsigned what, CUgraphNode *out, uint64_t graph, CUgraphNode node,
-                            const CUgraphNode *deps, size_t ndeps,
-                            const CUDA_KERNEL_NODE_PARAMS *p)
+                            const CUgraphNode *deps, size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!p || (what == CHAN_KN_ADD && !out) || (ndeps && !deps))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (ndeps > CHAN_MAX_DEPS)
-        return shim_refuse("graph nodes with more than 256 dependencies");
+    if (r != CUDA_SUCCESS) return r;
+    if (!p || (what == CHAN_KN_ADD && !out) || (ndeps && !deps)) return CUDA_ERROR_INVALID_VALUE;
+    if (ndeps > CHAN_MAX_DEPS) return shim_refuse("graph nodes with more than 256 dependencies");
     /* A CUkernel stands for the function of the current context, in either member. */
     CUfunction f = p->func ? p->func : (CUfunction)p->kern;
     const struct shim_func *fn = shim_func_get((uint64_t)(uintptr_t)f);
-    if (!f || !fn)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!f || !fn) return CUDA_ERROR_INVALID_VALUE;
     struct shim_params kp;
-    if ((r = shim_kernel_params(fn, p->kernelParams, p->extra, &kp)) != CUDA_SUCCESS)
-        return r;
+    if ((r = shim_kernel_params(fn, p->kernelParams, p->extra, &kp)) != CUDA_SUCCESS) return r;
     size_t deps_bytes = ndeps * sizeof(uint64_t);
     size_t len = sizeof(struct chan_kernel_node) + deps_bytes + kp.bytes;
     uint8_t *buf = malloc(len);
-    if (!buf)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
     struct chan_kernel_node m = {
         .what = what,
         .ndeps = (uint32_t)ndeps,
@@ -60,14 +53,12 @@ static CUresult kernel_node(unsigned what, CUgraphNode *out, uint64_t graph, CUg
     uint64_t made = 0;
     r = shim_rpc(CHAN_OP_KERNEL_NODE, buf, (uint32_t)len, &made, sizeof(made), NULL);
     free(buf);
-    if (r == CUDA_SUCCESS && out)
-        *out = (CUgraphNode)(uintptr_t)made;
+    if (r == CUDA_SUCCESS && out) *out = (CUgraphNode)(uintptr_t)made;
     return r;
 }
 
 CUresult SHIM_IMPL(cuGraphAddKernelNode_v2)(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                            const CUgraphNode *dependencies,
-                                            size_t numDependencies,
+                                            const CUgraphNode *dependencies, size_t numDependencies,
                                             const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     return kernel_node(CHAN_KN_ADD, phGraphNode, (uint64_t)(uintptr_t)hGraph, NULL, dependencies,
@@ -113,8 +104,7 @@ static int kn_same(const struct kn_read *a, const struct kn_read *b)
         a->param_bytes != b->param_bytes || memcmp(a->bytes, b->bytes, a->param_bytes) != 0)
         return 0;
     for (uint32_t i = 0; i < a->nparams; i++)
-        if ((uint8_t *)a->params[i] - a->bytes != (uint8_t *)b->params[i] - b->bytes)
-            return 0;
+        if ((uint8_t *)a->params[i] - a->bytes != (uint8_t *)b->params[i] - b->bytes) return 0;
     return 1;
 }
 
@@ -124,8 +114,7 @@ static struct kn_read *kn_parse(uint64_t node, const uint8_t *d, uint32_t len)
 {
     struct chan_kernel_node_got g;
     struct chan_function f;
-    if (len < sizeof(g) + sizeof(f))
-        return NULL;
+    if (len < sizeof(g) + sizeof(f)) return NULL;
     memcpy(&g, d, sizeof(g));
     memcpy(&f, d + sizeof(g), sizeof(f));
     uint64_t layout_bytes = (uint64_t)f.nparams * 8;
@@ -135,8 +124,7 @@ static struct kn_read *kn_parse(uint64_t node, const uint8_t *d, uint32_t len)
     const uint8_t *lp = d + sizeof(g) + sizeof(f);
     size_t ptrs = (f.nparams ? f.nparams : 1) * sizeof(void *);
     struct kn_read *k = calloc(1, sizeof(*k) + ptrs + f.param_bytes);
-    if (!k)
-        return NULL;
+    if (!k) return NULL;
     k->node = node;
     k->root = g.root;
     k->func = g.func;
@@ -167,16 +155,14 @@ static struct kn_read *kn_parse(uint64_t node, const uint8_t *d, uint32_t len)
 static CUresult kernel_node_read(CUgraphNode node, struct kn_read *out)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct chan_kernel_node m = {.what = CHAN_KN_GET, .node = (uint64_t)(uintptr_t)node};
     const uint8_t *data;
     uint32_t len = 0;
     if ((r = shim_rpc_lane(CHAN_OP_KERNEL_NODE, &m, sizeof(m), &data, &len)) != CUDA_SUCCESS)
         return r;
     struct kn_read *k = kn_parse(m.node, data, len);
-    if (!k)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!k) return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&kn_lock);
     struct kn_read *old = NULL;
     HASH_FIND(hh, kn_reads, &m.node, sizeof(m.node), old);
@@ -201,8 +187,7 @@ static void kn_forget(uint64_t node, uint64_t root)
 {
     struct kn_read *k, *tmp;
     pthread_mutex_lock(&kn_lock);
-    HASH_ITER(hh, kn_reads, k, tmp)
-    {
+    HASH_ITER(hh, kn_reads, k, tmp) {
         if ((node && k->node == node) || (root && k->root == root)) {
             HASH_DEL(kn_reads, k);
             free(k);
@@ -213,7 +198,7 @@ static void kn_forget(uint64_t node, uint64_t root)
 
 static void destroy_node_after(const void *const *argv)
 {
-    uint64_t n = (uint64_t)(uintptr_t) * (const CUgraphNode *)argv[0];
+    uint64_t n = (uint64_t)(uintptr_t)*(const CUgraphNode *)argv[0];
     kn_forget(n, 0);
     shim_cond_forget(n, 0);
 }
@@ -222,7 +207,7 @@ const struct shim_hook shim_hook_kernel_node_forget = {.after = destroy_node_aft
 
 static void destroy_graph_after(const void *const *argv)
 {
-    uint64_t g = (uint64_t)(uintptr_t) * (const CUgraph *)argv[0];
+    uint64_t g = (uint64_t)(uintptr_t)*(const CUgraph *)argv[0];
     if (g) {
         kn_forget(0, g);
         shim_cond_forget(0, g);
@@ -234,12 +219,10 @@ const struct shim_hook shim_hook_kernel_node_forget_graph = {.after = destroy_gr
 CUresult SHIM_IMPL(cuGraphKernelNodeGetParams_v2)(CUgraphNode hNode,
                                                   CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
-    if (!nodeParams)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
     struct kn_read k;
     CUresult r = kernel_node_read(hNode, &k);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     memset(nodeParams, 0, sizeof(*nodeParams));
     if (k.is_kernel)
         nodeParams->kern = (CUkernel)(uintptr_t)k.func;
@@ -261,12 +244,10 @@ CUresult SHIM_IMPL(cuGraphKernelNodeGetParams_v2)(CUgraphNode hNode,
 CUresult SHIM_IMPL(cuGraphKernelNodeGetParams)(CUgraphNode hNode,
                                                CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
 {
-    if (!nodeParams)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
     CUDA_KERNEL_NODE_PARAMS q;
     CUresult r = SHIM_IMPL(cuGraphKernelNodeGetParams_v2)(hNode, &q);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     memset(nodeParams, 0, sizeof(*nodeParams));
     nodeParams->func = q.func ? q.func : (CUfunction)q.kern;
     nodeParams->gridDimX = q.gridDimX;
@@ -285,10 +266,11 @@ CUresult SHIM_IMPL(cuGraphKernelNodeGetParams)(CUgraphNode hNode,
 static void graphmem_alloc_after(const void *const *argv)
 {
     const CUDA_MEM_ALLOC_NODE_PARAMS *p = *(CUDA_MEM_ALLOC_NODE_PARAMS *const *)argv[4];
-    struct shim_range rg = {.base = p->dptr, .size = p->bytesize, .kind = SHIM_HT_MEM_GRAPHMEM,
+    struct shim_range rg = {.base = p->dptr,
+                            .size = p->bytesize,
+                            .kind = SHIM_HT_MEM_GRAPHMEM,
                             .owner = (uint64_t)(uintptr_t)*(const CUgraph *)argv[1]};
-    if (p->dptr && shim_range_find(rg.base, rg.size, NULL) != 0)
-        shim_range_add(&rg);
+    if (p->dptr && shim_range_find(rg.base, rg.size, NULL) != 0) shim_range_add(&rg);
 }
 
 const struct shim_hook shim_hook_graphmem_alloc = {.after = graphmem_alloc_after};

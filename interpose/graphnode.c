@@ -80,8 +80,7 @@ static CUresult ctx_enter(CUcontext ctx, int *pushed)
 {
     CUcontext cur = NULL;
     *pushed = 0;
-    if (!ctx || (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx))
-        return CUDA_SUCCESS;
+    if (!ctx || (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx)) return CUDA_SUCCESS;
     CUresult r = cuCtxPushCurrent_v2(ctx);
     *pushed = r == CUDA_SUCCESS;
     return r;
@@ -90,8 +89,7 @@ static CUresult ctx_enter(CUcontext ctx, int *pushed)
 static void ctx_leave(int pushed)
 {
     CUcontext c;
-    if (pushed)
-        cuCtxPopCurrent_v2(&c);
+    if (pushed) cuCtxPopCurrent_v2(&c);
 }
 
 /* ---------------------------------------------------------------- conditional nodes */
@@ -114,8 +112,7 @@ void shim_cond_forget(uint64_t node, uint64_t root)
 {
     struct cond_bodies *b, *tmp;
     pthread_mutex_lock(&cond_lock);
-    HASH_ITER(hh, cond_all, b, tmp)
-    {
+    HASH_ITER(hh, cond_all, b, tmp) {
         if ((node && b->node == node) || (root && b->root == root)) {
             HASH_DEL(cond_all, b);
             free(b->bodies);
@@ -130,10 +127,8 @@ static CUresult cond_add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, s
                          CUDA_CONDITIONAL_NODE_PARAMS *p)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (ndeps > CHAN_MAX_DEPS)
-        return shim_refuse("graph nodes with more than 256 dependencies");
+    if (r != CUDA_SUCCESS) return r;
+    if (ndeps > CHAN_MAX_DEPS) return shim_refuse("graph nodes with more than 256 dependencies");
     if (p->size > CHAN_MAX_COND_BODIES)
         return shim_refuse("conditional graph nodes with more than 256 bodies");
     struct chan_cond_node m = {.graph = (uint64_t)(uintptr_t)g,
@@ -141,8 +136,7 @@ static CUresult cond_add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, s
                                .type = (uint32_t)p->type,
                                .size = p->size,
                                .ndeps = (uint32_t)ndeps};
-    if (p->ctx && (r = shim_ctx_lookup(p->ctx, &m.ctx, NULL)) != CUDA_SUCCESS)
-        return r;
+    if (p->ctx && (r = shim_ctx_lookup(p->ctx, &m.ctx, NULL)) != CUDA_SUCCESS) return r;
     size_t len = sizeof(m) + ndeps * sizeof(uint64_t);
     uint8_t *buf = malloc(len);
     struct cond_bodies *b = calloc(1, sizeof(*b));
@@ -197,15 +191,13 @@ static CUresult add_typed(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
     case CU_GRAPH_NODE_TYPE_KERNEL: {
         CUDA_KERNEL_NODE_PARAMS q = kernel_typed(&p->kernel);
         /* A kernel runs in ctx when given (the driver ignores it beside a function). */
-        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS)
-            return r;
+        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS) return r;
         r = cuGraphAddKernelNode_v2(out, g, deps, ndeps, &q);
         ctx_leave(pushed);
         return r;
     }
     case CU_GRAPH_NODE_TYPE_MEMCPY:
-        return cuGraphAddMemcpyNode(out, g, deps, ndeps, &p->memcpy.copyParams,
-                                    p->memcpy.copyCtx);
+        return cuGraphAddMemcpyNode(out, g, deps, ndeps, &p->memcpy.copyParams, p->memcpy.copyCtx);
     case CU_GRAPH_NODE_TYPE_MEMSET: {
         CUDA_MEMSET_NODE_PARAMS q = memset_typed(&p->memset);
         return cuGraphAddMemsetNode(out, g, deps, ndeps, &q, p->memset.ctx);
@@ -251,8 +243,7 @@ static int edges_default(const CUgraphEdgeData *e, size_t n)
 {
     static const CUgraphEdgeData zero;
     for (size_t i = 0; e && i < n; i++)
-        if (memcmp(&e[i], &zero, sizeof(zero)) != 0)
-            return 0;
+        if (memcmp(&e[i], &zero, sizeof(zero)) != 0) return 0;
     return 1;
 }
 
@@ -260,17 +251,13 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
                          const CUgraphEdgeData *edges, size_t ndeps, CUgraphNodeParams *p)
 {
     CUresult r = check_params(p);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!out || (ndeps && !deps))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (edges_default(edges, ndeps))
-        return add_typed(out, g, deps, ndeps, p);
+    if (r != CUDA_SUCCESS) return r;
+    if (!out || (ndeps && !deps)) return CUDA_ERROR_INVALID_VALUE;
+    if (edges_default(edges, ndeps)) return add_typed(out, g, deps, ndeps, p);
     /* Edges with data: the node first, then its edges, which the driver checks (the node
      * goes again if they fail). */
     CUgraphNode n = NULL;
-    if ((r = add_typed(&n, g, NULL, 0, p)) != CUDA_SUCCESS)
-        return r;
+    if ((r = add_typed(&n, g, NULL, 0, p)) != CUDA_SUCCESS) return r;
     CUgraphNode *to = malloc(ndeps * sizeof(*to));
     if (!to) {
         cuGraphDestroyNode(n);
@@ -290,11 +277,10 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
 
 CUresult SHIM_IMPL(cuGraphAddNode_v2)(CUgraphNode *phGraphNode, CUgraph hGraph,
                                       const CUgraphNode *dependencies,
-                                      const CUgraphEdgeData *dependencyData,
-                                      size_t numDependencies, CUgraphNodeParams *nodeParams)
+                                      const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                      CUgraphNodeParams *nodeParams)
 {
-    return add_node(phGraphNode, hGraph, dependencies, dependencyData, numDependencies,
-                    nodeParams);
+    return add_node(phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams);
 }
 
 CUresult SHIM_IMPL(cuGraphAddNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -309,8 +295,7 @@ static CUresult check_type(CUgraphNode node, CUgraphNodeType want)
 {
     CUgraphNodeType t;
     CUresult r = cuGraphNodeGetType(node, &t);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     return t == want ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -318,32 +303,26 @@ CUresult SHIM_IMPL(cuGraphNodeSetParams)(CUgraphNode hNode, CUgraphNodeParams *n
 {
     const CUgraphNodeParams *p = nodeParams;
     CUresult r = check_params(p);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (p->type > CU_GRAPH_NODE_TYPE_EVENT_RECORD)
-        return refuse_type(p->type);
-    if ((r = check_type(hNode, p->type)) != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
+    if (p->type > CU_GRAPH_NODE_TYPE_EVENT_RECORD) return refuse_type(p->type);
+    if ((r = check_type(hNode, p->type)) != CUDA_SUCCESS) return r;
     int pushed;
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
         CUDA_KERNEL_NODE_PARAMS q = kernel_typed(&p->kernel);
-        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS)
-            return r;
+        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS) return r;
         r = cuGraphKernelNodeSetParams_v2(hNode, &q);
         ctx_leave(pushed);
         return r;
     }
     case CU_GRAPH_NODE_TYPE_MEMCPY:
-        if ((r = ctx_enter(p->memcpy.copyCtx, &pushed)) != CUDA_SUCCESS)
-            return r;
+        if ((r = ctx_enter(p->memcpy.copyCtx, &pushed)) != CUDA_SUCCESS) return r;
         r = cuGraphMemcpyNodeSetParams(hNode, &p->memcpy.copyParams);
         ctx_leave(pushed);
         return r;
     case CU_GRAPH_NODE_TYPE_MEMSET: {
         CUDA_MEMSET_NODE_PARAMS q = memset_typed(&p->memset);
-        if ((r = ctx_enter(p->memset.ctx, &pushed)) != CUDA_SUCCESS)
-            return r;
+        if ((r = ctx_enter(p->memset.ctx, &pushed)) != CUDA_SUCCESS) return r;
         r = cuGraphMemsetNodeSetParams(hNode, &q);
         ctx_leave(pushed);
         return r;
@@ -373,14 +352,12 @@ CUresult SHIM_IMPL(cuGraphExecNodeSetParams)(CUgraphExec hGraphExec, CUgraphNode
 {
     const CUgraphNodeParams *p = nodeParams;
     CUresult r = check_params(p);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     int pushed;
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
         CUDA_KERNEL_NODE_PARAMS q = kernel_typed(&p->kernel);
-        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS)
-            return r;
+        if ((r = ctx_enter(q.func ? NULL : q.ctx, &pushed)) != CUDA_SUCCESS) return r;
         r = cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &q);
         ctx_leave(pushed);
         return r;
@@ -401,8 +378,7 @@ CUresult SHIM_IMPL(cuGraphExecNodeSetParams)(CUgraphExec hGraphExec, CUgraphNode
     case CU_GRAPH_NODE_TYPE_EMPTY: {
         /* Nothing to set: the exec and the node must still be what they say. */
         cuuint64_t flags;
-        if ((r = cuGraphExecGetFlags(hGraphExec, &flags)) != CUDA_SUCCESS)
-            return r;
+        if ((r = cuGraphExecGetFlags(hGraphExec, &flags)) != CUDA_SUCCESS) return r;
         return check_type(hNode, CU_GRAPH_NODE_TYPE_EMPTY);
     }
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:

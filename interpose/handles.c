@@ -31,16 +31,14 @@ void shim_known_add(uint32_t type, uint64_t value, const struct shim_known *info
     if (type == SHIM_HT_CUevent && (info->flags & CU_EVENT_INTERPROCESS))
         atomic_store_explicit(&shim_interprocess_events, 1, memory_order_relaxed);
     struct known *k = calloc(1, sizeof(*k));
-    if (!k)
-        return; /* then the server alone checks the handle */
+    if (!k) return; /* then the server alone checks the handle */
     k->key.value = value;
     k->key.type = type;
     k->info = *info;
     pthread_mutex_lock(&known_lock);
     struct known *old = NULL;
     HASH_FIND(hh, known, &k->key, sizeof(k->key), old);
-    if (old)
-        HASH_DEL(known, old);
+    if (old) HASH_DEL(known, old);
     HASH_ADD(hh, known, key, sizeof(k->key), k);
     pthread_mutex_unlock(&known_lock);
     free(old);
@@ -52,12 +50,10 @@ int shim_known_take(uint32_t type, uint64_t value, struct shim_known *out)
     struct known *k = NULL;
     pthread_mutex_lock(&known_lock);
     HASH_FIND(hh, known, &key, sizeof(key), k);
-    if (k)
-        HASH_DEL(known, k);
+    if (k) HASH_DEL(known, k);
     pthread_mutex_unlock(&known_lock);
     int found = k != NULL;
-    if (k && out)
-        *out = k->info;
+    if (k && out) *out = k->info;
     free(k);
     return found ? 0 : -1;
 }
@@ -73,8 +69,7 @@ int shim_known_find(uint32_t type, uint64_t value, struct shim_known *out)
     struct known *k = NULL;
     pthread_mutex_lock(&known_lock);
     HASH_FIND(hh, known, &key, sizeof(key), k);
-    if (k && out)
-        *out = k->info;
+    if (k && out) *out = k->info;
     pthread_mutex_unlock(&known_lock);
     return k ? 0 : -1;
 }
@@ -84,10 +79,10 @@ void shim_known_drop_ctx(uint32_t ctx)
     pthread_mutex_lock(&known_lock);
     struct known *k, *t;
     HASH_ITER(hh, known, k, t)
-    if (k->info.ctx == ctx) {
-        HASH_DEL(known, k);
-        free(k);
-    }
+        if (k->info.ctx == ctx) {
+            HASH_DEL(known, k);
+            free(k);
+        }
     pthread_mutex_unlock(&known_lock);
 }
 

@@ -38,11 +38,9 @@ static void *callback_thread(void *arg)
         atomic_store(&cb->fired_head, head);
         if (what & CHAN_CB_NODE) {
             uint32_t slot = (uint32_t)what;
-            if (slot >= CHAN_HN_SLOTS)
-                continue;
+            if (slot >= CHAN_HN_SLOTS) continue;
             CUhostFn fn = (CUhostFn)(uintptr_t)cb->hn_fn[slot];
-            if (fn)
-                fn((void *)(uintptr_t)cb->hn_user[slot]);
+            if (fn) fn((void *)(uintptr_t)cb->hn_user[slot]);
             /* Release: what the function wrote is visible before the graph goes on. */
             atomic_store_explicit(&cb->hn_flag[slot], 1, memory_order_release);
             continue;
@@ -63,14 +61,12 @@ static void *callback_thread(void *arg)
 /* Starts the callback thread once; cb_lock held. */
 static CUresult start_thread(void)
 {
-    if (thread_started)
-        return CUDA_SUCCESS;
+    if (thread_started) return CUDA_SUCCESS;
     pthread_t t;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, callback_thread, NULL) == 0)
-        thread_started = 1;
+    if (pthread_create(&t, &at, callback_thread, NULL) == 0) thread_started = 1;
     pthread_attr_destroy(&at);
     return thread_started ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
 }
@@ -80,16 +76,13 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
                           size_t ndeps, const CUDA_HOST_NODE_PARAMS *p, void *out, uint32_t cap)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (ndeps > CHAN_MAX_DEPS)
-        return shim_refuse("graph nodes with more than 256 dependencies");
+    if (r != CUDA_SUCCESS) return r;
+    if (ndeps > CHAN_MAX_DEPS) return shim_refuse("graph nodes with more than 256 dependencies");
     /* The node may run before anything else of this process's needs the thread. */
     pthread_mutex_lock(&cb_lock);
     r = start_thread();
     pthread_mutex_unlock(&cb_lock);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     uint8_t buf[sizeof(struct chan_host_node) + CHAN_MAX_DEPS * sizeof(uint64_t)];
     struct chan_host_node m = {
         .what = what,
@@ -111,10 +104,8 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
 static CUresult enqueue(CUstream stream, const struct pending *p)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
     /* A host function in a capture becomes a host node of the capture's graph (a graph
      * would replay a plain one's notification and wait with their first values); a stream
      * callback cannot be captured, as with the driver. */
@@ -132,8 +123,7 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
         return r;
     }
     uint32_t seq = ++last_seq;
-    if (seq == 0)
-        seq = ++last_seq; /* 0 means "never" in a fresh slot */
+    if (seq == 0) seq = ++last_seq; /* 0 means "never" in a fresh slot */
     /* A slot is reused only 65536 host functions later; one still pending then would
      * have its wait released early, so refuse rather than risk it. */
     uint32_t prev = atomic_load(&shim_conn.ch.callbacks->done[seq % CHAN_CB_SLOTS]);
@@ -157,17 +147,15 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
 
 CUresult SHIM_IMPL(cuLaunchHostFunc)(CUstream hStream, CUhostFn fn, void *userData)
 {
-    if (!fn)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!fn) return CUDA_ERROR_INVALID_VALUE;
     struct pending p = {.kind = 1, .fn = fn, .user = userData, .stream = hStream};
     return enqueue(hStream, &p);
 }
 
-CUresult SHIM_IMPL(cuStreamAddCallback)(CUstream hStream, CUstreamCallback callback,
-                                        void *userData, unsigned int flags)
+CUresult SHIM_IMPL(cuStreamAddCallback)(CUstream hStream, CUstreamCallback callback, void *userData,
+                                        unsigned int flags)
 {
-    if (!callback || flags != 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!callback || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     struct pending p = {.kind = 2, .cb = callback, .user = userData, .stream = hStream};
     return enqueue(hStream, &p);
 }
@@ -181,15 +169,13 @@ CUresult SHIM_IMPL(cuGraphAddHostNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
     uint64_t made = 0;
     CUresult r = host_node(CHAN_HN_ADD, (uint64_t)(uintptr_t)hGraph, NULL, dependencies,
                            numDependencies, nodeParams, &made, sizeof(made));
-    if (r == CUDA_SUCCESS)
-        *phGraphNode = (CUgraphNode)(uintptr_t)made;
+    if (r == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)(uintptr_t)made;
     return r;
 }
 
 CUresult SHIM_IMPL(cuGraphHostNodeGetParams)(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    if (!nodeParams)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
     uint64_t got[2];
     CUresult r = host_node(CHAN_HN_GET, 0, hNode, NULL, 0, NULL, got, sizeof(got));
     if (r == CUDA_SUCCESS) {
@@ -202,16 +188,14 @@ CUresult SHIM_IMPL(cuGraphHostNodeGetParams)(CUgraphNode hNode, CUDA_HOST_NODE_P
 CUresult SHIM_IMPL(cuGraphHostNodeSetParams)(CUgraphNode hNode,
                                              const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    if (!nodeParams || !nodeParams->fn)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!nodeParams || !nodeParams->fn) return CUDA_ERROR_INVALID_VALUE;
     return host_node(CHAN_HN_SET, 0, hNode, NULL, 0, nodeParams, NULL, 0);
 }
 
 CUresult SHIM_IMPL(cuGraphExecHostNodeSetParams)(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                  const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    if (!nodeParams || !nodeParams->fn)
-        return CUDA_ERROR_INVALID_VALUE;
-    return host_node(CHAN_HN_EXEC_SET, (uint64_t)(uintptr_t)hGraphExec, hNode, NULL, 0,
-                     nodeParams, NULL, 0);
+    if (!nodeParams || !nodeParams->fn) return CUDA_ERROR_INVALID_VALUE;
+    return host_node(CHAN_HN_EXEC_SET, (uint64_t)(uintptr_t)hGraphExec, hNode, NULL, 0, nodeParams,
+                     NULL, 0);
 }

@@ -227,8 +227,7 @@ static CUresult stream_query_finish(const void *const *argv)
 {
     CUresult r = CUDA_SUCCESS;
     shim_mvar_synced(SHIM_MVAR_STREAM, *(const CUstream *)argv[0], 0, asked_gen, &r);
-    if (r == CUDA_SUCCESS)
-        shim_idle_keep(&asked, 0);
+    if (r == CUDA_SUCCESS) shim_idle_keep(&asked, 0);
     return r;
 }
 
@@ -251,8 +250,7 @@ static CUresult event_query_finish(const void *const *argv)
     (void)argv;
     CUresult r = CUDA_SUCCESS;
     shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, asked_gen, &r);
-    if (r == CUDA_SUCCESS)
-        shim_idle_keep(&asked, 0);
+    if (r == CUDA_SUCCESS) shim_idle_keep(&asked, 0);
     return r;
 }
 

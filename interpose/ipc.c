@@ -14,27 +14,22 @@ static CUresult ipc(uint32_t what, uint32_t flags, uint64_t value, const void *h
                     struct chan_ipc_reply *out)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct chan_ipc m = {.what = what, .flags = flags, .value = value};
-    if (handle)
-        memcpy(m.handle, handle, sizeof(m.handle));
+    if (handle) memcpy(m.handle, handle, sizeof(m.handle));
     uint32_t got = 0;
     memset(out, 0, sizeof(*out));
     r = shim_rpc(CHAN_OP_IPC, &m, sizeof(m), out, sizeof(*out), &got);
-    if (r == CUDA_SUCCESS && got != sizeof(*out))
-        r = CUDA_ERROR_UNKNOWN;
+    if (r == CUDA_SUCCESS && got != sizeof(*out)) r = CUDA_ERROR_UNKNOWN;
     return r;
 }
 
 CUresult SHIM_IMPL(cuIpcGetMemHandle)(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     struct chan_ipc_reply out;
-    if (!pHandle)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pHandle) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ipc(CHAN_IPC_GET_MEM, 0, dptr, NULL, &out);
-    if (r == CUDA_SUCCESS)
-        memcpy(pHandle->reserved, out.handle, sizeof(pHandle->reserved));
+    if (r == CUDA_SUCCESS) memcpy(pHandle->reserved, out.handle, sizeof(pHandle->reserved));
     return r;
 }
 
@@ -42,13 +37,13 @@ CUresult SHIM_IMPL(cuIpcOpenMemHandle_v2)(CUdeviceptr *pdptr, CUipcMemHandle han
                                           unsigned int Flags)
 {
     struct chan_ipc_reply out;
-    if (!pdptr)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ipc(CHAN_IPC_OPEN_MEM, Flags, 0, handle.reserved, &out);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if (out.opens == 1) {
-        struct shim_range rg = {.base = out.value, .size = out.size, .kind = SHIM_HT_MEM_OPENED,
+        struct shim_range rg = {.base = out.value,
+                                .size = out.size,
+                                .kind = SHIM_HT_MEM_OPENED,
                                 .ctx = shim_current_ctx_id()};
         shim_range_add(&rg);
     }
@@ -60,33 +55,27 @@ CUresult SHIM_IMPL(cuIpcCloseMemHandle)(CUdeviceptr dptr)
 {
     struct chan_ipc_reply out;
     CUresult r = ipc(CHAN_IPC_CLOSE_MEM, 0, dptr, NULL, &out);
-    if (r == CUDA_SUCCESS && out.opens == 0)
-        shim_range_remove(dptr, NULL);
+    if (r == CUDA_SUCCESS && out.opens == 0) shim_range_remove(dptr, NULL);
     return r;
 }
 
 CUresult SHIM_IMPL(cuIpcGetEventHandle)(CUipcEventHandle *pHandle, CUevent event)
 {
     struct chan_ipc_reply out;
-    if (!pHandle)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pHandle) return CUDA_ERROR_INVALID_VALUE;
     uint64_t h = (uint64_t)(uintptr_t)event;
-    if (!event || shim_known_find(SHIM_HT_CUevent, h, NULL) != 0)
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (!event || shim_known_find(SHIM_HT_CUevent, h, NULL) != 0) return CUDA_ERROR_INVALID_HANDLE;
     CUresult r = ipc(CHAN_IPC_GET_EVENT, 0, h, NULL, &out);
-    if (r == CUDA_SUCCESS)
-        memcpy(pHandle->reserved, out.handle, sizeof(pHandle->reserved));
+    if (r == CUDA_SUCCESS) memcpy(pHandle->reserved, out.handle, sizeof(pHandle->reserved));
     return r;
 }
 
 CUresult SHIM_IMPL(cuIpcOpenEventHandle)(CUevent *phEvent, CUipcEventHandle handle)
 {
     struct chan_ipc_reply out;
-    if (!phEvent)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ipc(CHAN_IPC_OPEN_EVENT, 0, 0, handle.reserved, &out);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct shim_known k = {.ctx = shim_current_ctx_id(),
                            .flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS};
     shim_known_add(SHIM_HT_CUevent, out.value, &k);
@@ -102,7 +91,7 @@ static int event_record_wait(const void *const *argv)
     struct shim_known k;
     if (!atomic_load_explicit(&shim_interprocess_events, memory_order_relaxed))
         return 0; /* the common case: one load, no lookup */
-    uint64_t h = (uint64_t)(uintptr_t) * (const CUevent *)argv[0];
+    uint64_t h = (uint64_t)(uintptr_t)*(const CUevent *)argv[0];
     return shim_known_find(SHIM_HT_CUevent, h, &k) == 0 && (k.flags & CU_EVENT_INTERPROCESS);
 }
 
@@ -121,18 +110,15 @@ CUresult SHIM_IMPL(cuMemExportToShareableHandle)(void *shareableHandle,
                                                  unsigned long long flags)
 {
     struct chan_ipc_reply out;
-    if (!shareableHandle || flags)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!shareableHandle || flags) return CUDA_ERROR_INVALID_VALUE;
     if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return shim_refuse_as("cuMemExportToShareableHandle of a handle type other than "
                               "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
                               CUDA_ERROR_NOT_SUPPORTED);
     CUresult r = ipc(CHAN_IPC_GET_VMM, (uint32_t)handleType, handle, NULL, &out);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     int fd = memfd_create(VMM_FD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     if (pwrite(fd, out.handle, sizeof(out.handle), 0) != (ssize_t)sizeof(out.handle) ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
         close(fd);
@@ -148,8 +134,7 @@ CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle 
 {
     struct chan_ipc_reply out;
     uint8_t bytes[CU_IPC_HANDLE_SIZE];
-    if (!handle)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
     if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return shim_refuse_as("cuMemImportFromShareableHandle of a handle type other than "
                               "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
@@ -160,7 +145,6 @@ CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle 
     if (pread(fd, bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ipc(CHAN_IPC_OPEN_VMM, 0, 0, bytes, &out);
-    if (r == CUDA_SUCCESS)
-        *handle = (CUmemGenericAllocationHandle)out.value;
+    if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)out.value;
     return r;
 }

@@ -12,21 +12,18 @@ static CUresult parse_extra(void **extra, const void **buf, size_t *size)
     *size = 0;
     int have_size = 0;
     for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-        if (i > 64)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (i > 64) return CUDA_ERROR_INVALID_VALUE;
         if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
             *buf = extra[i + 1];
         } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-            if (!extra[i + 1])
-                return CUDA_ERROR_INVALID_VALUE;
+            if (!extra[i + 1]) return CUDA_ERROR_INVALID_VALUE;
             *size = *(const size_t *)extra[i + 1];
             have_size = 1;
         } else {
             return CUDA_ERROR_INVALID_VALUE;
         }
     }
-    if (!*buf || !have_size)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!*buf || !have_size) return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
 
@@ -34,16 +31,13 @@ CUresult shim_kernel_params(const struct shim_func *fn, void **kernelParams, voi
                             struct shim_params *out)
 {
     out->extra = NULL;
-    if (kernelParams && extra)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (kernelParams && extra) return CUDA_ERROR_INVALID_VALUE;
     if (extra) {
         CUresult r = parse_extra(extra, &out->extra, &out->bytes);
-        if (r != CUDA_SUCCESS)
-            return r;
+        if (r != CUDA_SUCCESS) return r;
     } else {
         out->bytes = shim_func_param_bytes(fn);
-        if (out->bytes && !kernelParams)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (out->bytes && !kernelParams) return CUDA_ERROR_INVALID_VALUE;
     }
     out->fn = fn;
     out->kernel_params = kernelParams;
@@ -58,36 +52,28 @@ void shim_kernel_params_write(const struct shim_params *p, uint8_t *buf)
         shim_func_pack(p->fn, p->kernel_params, buf);
 }
 
-static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
-                       unsigned smem, CUstream stream, void **kernelParams, void **extra,
+static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem,
+                       CUstream stream, void **kernelParams, void **extra,
                        const CUlaunchAttribute *attrs, unsigned nattrs, int cooperative)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if ((r = shim_need_ctx()) != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = shim_need_ctx()) != CUDA_SUCCESS) return r;
     const struct shim_func *fn = shim_func_get((uint64_t)(uintptr_t)f);
-    if (!f || !fn)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if ((r = shim_func_check_launch(fn, grid, block, smem)) != CUDA_SUCCESS)
-        return r;
-    if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS)
-        return r;
+    if (!f || !fn) return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = shim_func_check_launch(fn, grid, block, smem)) != CUDA_SUCCESS) return r;
+    if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
     struct shim_params kp;
-    if ((r = shim_kernel_params(fn, kernelParams, extra, &kp)) != CUDA_SUCCESS)
-        return r;
+    if ((r = shim_kernel_params(fn, kernelParams, extra, &kp)) != CUDA_SUCCESS) return r;
     size_t bytes = kp.bytes;
-    if (nattrs > 64)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (nattrs > 64) return CUDA_ERROR_INVALID_VALUE;
     size_t attr_bytes = (size_t)nattrs * sizeof(CUlaunchAttribute);
     /* The host's writes to __managed__ variables reach the device first (mvars.c). */
     if ((r = shim_mvar_work(stream)) != CUDA_SUCCESS) return r;
     struct shim_req q;
     r = shim_req_begin(&q, CHAN_OP_LAUNCH,
                        (uint32_t)(sizeof(struct chan_launch) + attr_bytes + bytes), 0, 0);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct chan_launch *m = (struct chan_launch *)q.payload;
     m->func = (uint64_t)(uintptr_t)f;
     memcpy(m->grid, grid, sizeof(m->grid));
@@ -98,8 +84,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     m->cooperative = (uint32_t)cooperative;
     m->param_bytes = (uint32_t)bytes;
     uint8_t *p = q.payload + sizeof(*m);
-    if (attr_bytes)
-        memcpy(p, attrs, attr_bytes);
+    if (attr_bytes) memcpy(p, attrs, attr_bytes);
     p += attr_bytes;
     shim_kernel_params_write(&kp, p);
     shim_req_send(&q);
@@ -108,20 +93,20 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
 }
 
 CUresult SHIM_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                unsigned int gridDimZ, unsigned int blockDimX,
-                                unsigned int blockDimY, unsigned int blockDimZ,
-                                unsigned int sharedMemBytes, CUstream hStream,
-                                void **kernelParams, void **extra)
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams, void **extra)
 {
     unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
     return launch(f, g, b, sharedMemBytes, hStream, kernelParams, extra, NULL, 0, 0);
 }
 
 CUresult SHIM_IMPL(cuLaunchCooperativeKernel)(CUfunction f, unsigned int gridDimX,
-                                           unsigned int gridDimY, unsigned int gridDimZ,
-                                           unsigned int blockDimX, unsigned int blockDimY,
-                                           unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                           CUstream hStream, void **kernelParams)
+                                              unsigned int gridDimY, unsigned int gridDimZ,
+                                              unsigned int blockDimX, unsigned int blockDimY,
+                                              unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                              CUstream hStream, void **kernelParams)
 {
     unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
     return launch(f, g, b, sharedMemBytes, hStream, kernelParams, NULL, NULL, 0, 1);
@@ -139,11 +124,9 @@ static CUresult check_attrs(const CUlaunchAttribute *a, unsigned n)
 static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                           void **extra)
 {
-    if (!config || (config->numAttrs && !config->attrs))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = check_attrs(config->attrs, config->numAttrs);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     unsigned g[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
     unsigned b[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
     return launch(f, g, b, config->sharedMemBytes, config->hStream, kernelParams, extra,
@@ -151,7 +134,7 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **ker
 }
 
 CUresult SHIM_IMPL(cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction f,
-                                  void **kernelParams, void **extra)
+                                     void **kernelParams, void **extra)
 {
     return launch_ex(config, f, kernelParams, extra);
 }
@@ -163,14 +146,11 @@ CUresult SHIM_IMPL(cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction f,
 static CUresult occupancy(unsigned what, int *out, CUfunction f, const CUlaunchConfig *config)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if (!out || !config || (config->numAttrs && !config->attrs) || config->numAttrs > 64)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = shim_need_ctx()) != CUDA_SUCCESS)
-        return r;
-    if (!f || !shim_func_get((uint64_t)(uintptr_t)f))
-        return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = shim_need_ctx()) != CUDA_SUCCESS) return r;
+    if (!f || !shim_func_get((uint64_t)(uintptr_t)f)) return CUDA_ERROR_INVALID_HANDLE;
     if ((r = check_attrs(config->attrs, config->numAttrs)) != CUDA_SUCCESS ||
         (r = shim_stream_check(config->hStream, NULL)) != CUDA_SUCCESS)
         return r;
@@ -186,13 +166,10 @@ static CUresult occupancy(unsigned what, int *out, CUfunction f, const CUlaunchC
     };
     size_t attr_bytes = (size_t)config->numAttrs * sizeof(CUlaunchAttribute);
     memcpy(buf, &m, sizeof(m));
-    if (attr_bytes)
-        memcpy(buf + sizeof(m), config->attrs, attr_bytes);
+    if (attr_bytes) memcpy(buf + sizeof(m), config->attrs, attr_bytes);
     int32_t v = 0;
-    r = shim_rpc(CHAN_OP_OCCUPANCY, buf, (uint32_t)(sizeof(m) + attr_bytes), &v, sizeof(v),
-                  NULL);
-    if (r == CUDA_SUCCESS)
-        *out = v;
+    r = shim_rpc(CHAN_OP_OCCUPANCY, buf, (uint32_t)(sizeof(m) + attr_bytes), &v, sizeof(v), NULL);
+    if (r == CUDA_SUCCESS) *out = v;
     return r;
 }
 
@@ -216,34 +193,27 @@ CUresult SHIM_IMPL(cuOccupancyMaxPotentialClusterSize)(int *clusterSize, CUfunct
 static CUresult potential_block(int *minGridSize, int *blockSize, CUfunction func,
                                 CUoccupancyB2DSize b2d, size_t smem, int limit, unsigned flags)
 {
-    if (!minGridSize || !blockSize)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!minGridSize || !blockSize) return CUDA_ERROR_INVALID_VALUE;
     CUdevice dev;
     int fmax = 0, dmax = 0, warp = 32, sms = 0;
     CUresult r = cuFuncGetAttribute(&fmax, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, func);
-    if (r == CUDA_SUCCESS)
-        r = cuCtxGetDevice(&dev);
+    if (r == CUDA_SUCCESS) r = cuCtxGetDevice(&dev);
     if (r == CUDA_SUCCESS)
         r = cuDeviceGetAttribute(&dmax, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
-    if (r == CUDA_SUCCESS)
-        r = cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
+    if (r == CUDA_SUCCESS) r = cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
     if (r == CUDA_SUCCESS)
         r = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     int top = fmax < dmax ? fmax : dmax;
-    if (limit > 0 && limit < top)
-        top = limit;
-    if (warp <= 0)
-        warp = 32;
+    if (limit > 0 && limit < top) top = limit;
+    if (warp <= 0) warp = 32;
     int best_threads = 0, best_size = 0, best_blocks = 0;
     for (int aligned = (top + warp - 1) / warp * warp; aligned > 0; aligned -= warp) {
         int size = aligned < top ? aligned : top;
         int blocks = 0;
-        r = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-            &blocks, func, size, b2d ? b2d(size) : smem, flags);
-        if (r != CUDA_SUCCESS)
-            return r;
+        r = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, func, size,
+                                                                 b2d ? b2d(size) : smem, flags);
+        if (r != CUDA_SUCCESS) return r;
         if (blocks * size > best_threads) {
             best_threads = blocks * size;
             best_size = size;
@@ -265,8 +235,9 @@ CUresult SHIM_IMPL(cuOccupancyMaxPotentialBlockSize)(int *minGridSize, int *bloc
 }
 
 CUresult SHIM_IMPL(cuOccupancyMaxPotentialBlockSizeWithFlags)(
-    int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize,
-    size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags)
+    int *minGridSize, int *blockSize, CUfunction func,
+    CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit,
+    unsigned int flags)
 {
     return potential_block(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
                            dynamicSMemSize, blockSizeLimit, flags);

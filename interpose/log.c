@@ -12,8 +12,7 @@ void shim_log(const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
+    if (n < 0) return;
     /* One write per line so lines of concurrent threads do not interleave. */
     fprintf(stderr, "mpsshim: %s\n", line);
 }
@@ -38,13 +37,10 @@ CUresult shim_refuse_as(const char *what, CUresult err)
     int first = 1;
     pthread_mutex_lock(&refused_lock);
     for (unsigned i = 0; i < nrefused; i++)
-        if (refused[i] == what || strcmp(refused[i], what) == 0)
-            first = 0;
-    if (first && nrefused < sizeof(refused) / sizeof(refused[0]))
-        refused[nrefused++] = what;
+        if (refused[i] == what || strcmp(refused[i], what) == 0) first = 0;
+    if (first && nrefused < sizeof(refused) / sizeof(refused[0])) refused[nrefused++] = what;
     pthread_mutex_unlock(&refused_lock);
-    if (first)
-        shim_log("%s is not supported: returning %s", what, shim_error_name(err));
+    if (first) shim_log("%s is not supported: returning %s", what, shim_error_name(err));
     return err;
 }
 

@@ -43,8 +43,7 @@ static size_t ntab, captab;
 static struct managed *find_locked(uint64_t base)
 {
     for (size_t i = 0; i < ntab; i++)
-        if (tab[i].base == base)
-            return &tab[i];
+        if (tab[i].base == base) return &tab[i];
     return NULL;
 }
 
@@ -83,8 +82,7 @@ void shim_managed_forget(uint64_t base)
 CUresult SHIM_IMPL(cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
         return CUDA_ERROR_INVALID_VALUE;
     /* Room for its advice first: nothing to undo in the server if there is none. */
@@ -100,8 +98,7 @@ CUresult SHIM_IMPL(cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsign
     }
     pthread_mutex_unlock(&lock);
     void *p = NULL;
-    if ((r = shim_host_alloc(&p, bytesize, CHAN_HOST_MANAGED | flags)) != CUDA_SUCCESS)
-        return r;
+    if ((r = shim_host_alloc(&p, bytesize, CHAN_HOST_MANAGED | flags)) != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&lock);
     tab[ntab++] = (struct managed){.base = (uint64_t)(uintptr_t)p, .adv = {.size = bytesize}};
     pthread_mutex_unlock(&lock);
@@ -135,18 +132,15 @@ static struct managed *hold(CUdeviceptr p, size_t count, uint64_t *off)
 static CUresult advise(CUdeviceptr p, size_t count, CUmem_advise advice, CUmemLocation l)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     /* The location matters only to advice that names one. */
     int named = advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION ||
                 advice == CU_MEM_ADVISE_SET_ACCESSED_BY ||
                 advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY;
-    if (named && !chan_advice_loc_ok(l, shim_conn.dev.ndev))
-        return CUDA_ERROR_INVALID_DEVICE;
+    if (named && !chan_advice_loc_ok(l, shim_conn.dev.ndev)) return CUDA_ERROR_INVALID_DEVICE;
     uint64_t off;
     struct managed *m = hold(p, count, &off);
-    if (!m)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!m) return CUDA_ERROR_INVALID_VALUE;
     r = chan_advice_set(&m->adv, off, count, advice, l);
     pthread_mutex_unlock(&lock);
     return r;
@@ -164,22 +158,16 @@ CUresult SHIM_IMPL(cuMemAdvise_v2)(CUdeviceptr devPtr, size_t count, CUmem_advis
     return advise(devPtr, count, advice, location);
 }
 
-static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation l, unsigned flags,
-                         CUstream s)
+static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation l, unsigned flags, CUstream s)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if ((r = shim_handle_check(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s)) != CUDA_SUCCESS)
-        return r;
-    if (flags != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!chan_advice_loc_ok(l, shim_conn.dev.ndev))
-        return CUDA_ERROR_INVALID_DEVICE;
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = shim_handle_check(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s)) != CUDA_SUCCESS) return r;
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!chan_advice_loc_ok(l, shim_conn.dev.ndev)) return CUDA_ERROR_INVALID_DEVICE;
     uint64_t off;
     struct managed *m = hold(p, count, &off);
-    if (!m)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!m) return CUDA_ERROR_INVALID_VALUE;
     r = chan_advice_prefetch(&m->adv, off, count, l);
     pthread_mutex_unlock(&lock);
     return r;
@@ -202,27 +190,22 @@ CUresult SHIM_IMPL(cuMemRangeGetAttribute)(void *data, size_t dataSize,
                                            size_t count)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     uint64_t off;
     struct managed *m = hold(devPtr, count, &off);
-    if (!m)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!m) return CUDA_ERROR_INVALID_VALUE;
     r = chan_advice_get(&m->adv, off, count, attribute, data, dataSize);
     pthread_mutex_unlock(&lock);
     return r;
 }
 
 CUresult SHIM_IMPL(cuMemRangeGetAttributes)(void **data, size_t *dataSizes,
-                                            CUmem_range_attribute *attributes,
-                                            size_t numAttributes, CUdeviceptr devPtr,
-                                            size_t count)
+                                            CUmem_range_attribute *attributes, size_t numAttributes,
+                                            CUdeviceptr devPtr, size_t count)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!data || !dataSizes || !attributes || numAttributes == 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!data || !dataSizes || !attributes || numAttributes == 0) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < numAttributes && r == CUDA_SUCCESS; i++)
         r = SHIM_IMPL(cuMemRangeGetAttribute)(data[i], dataSizes[i], attributes[i], devPtr, count);
     return r;
@@ -232,8 +215,7 @@ CUresult SHIM_IMPL(cuStreamAttachMemAsync)(CUstream hStream, CUdeviceptr dptr, s
                                            unsigned int flags)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if ((r = shim_handle_check(SHIM_HT_CUstream, (uint64_t)(uintptr_t)hStream)) != CUDA_SUCCESS)
         return r;
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
@@ -330,8 +312,7 @@ static CUresult mem_free_before(const void *const *argv)
 static void mem_free_after(const void *const *argv)
 {
     CUdeviceptr p = *(const CUdeviceptr *)argv[0];
-    if (!freeing.base || freeing.base != p)
-        return;
+    if (!freeing.base || freeing.base != p) return;
     shim_managed_forget(freeing.base);
     munmap((void *)(uintptr_t)freeing.base, freeing.mapped);
     freeing.base = 0;

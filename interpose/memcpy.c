@@ -18,11 +18,11 @@
 
 /* One side of a copy as the caller described it. */
 struct side {
-    int memtype;         /* CU_MEMORYTYPE_* as given (UNIFIED resolved by classify) */
-    const void *host;    /* host pointer (HOST) */
-    CUdeviceptr dev;     /* device or unified pointer */
+    int memtype;      /* CU_MEMORYTYPE_* as given (UNIFIED resolved by classify) */
+    const void *host; /* host pointer (HOST) */
+    CUdeviceptr dev;  /* device or unified pointer */
     CUarray array;
-    int device;          /* peer copies: the side's device, else -1 */
+    int device; /* peer copies: the side's device, else -1 */
     uint64_t x, y, z, pitch, height;
 };
 
@@ -51,25 +51,20 @@ static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t 
     out->pitch = s->pitch;
     out->height = s->height;
     if (s->memtype == CU_MEMORYTYPE_ARRAY) {
-        if (!s->array)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!s->array) return CUDA_ERROR_INVALID_VALUE;
         out->kind = CHAN_MEM_ARRAY;
         out->addr = (uint64_t)(uintptr_t)s->array;
         return CUDA_SUCCESS;
     }
-    if ((h > 1 || d > 1) && s->pitch < w)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (d > 1 && s->height < h)
-        return CUDA_ERROR_INVALID_VALUE;
+    if ((h > 1 || d > 1) && s->pitch < w) return CUDA_ERROR_INVALID_VALUE;
+    if (d > 1 && s->height < h) return CUDA_ERROR_INVALID_VALUE;
     uint64_t base = s->memtype == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)s->host : s->dev;
-    if (!base)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!base) return CUDA_ERROR_INVALID_VALUE;
     struct shim_range rg;
     int known = shim_range_find(origin(s, base), span(s, w, h, d), &rg) == 0;
     /* Device addresses must be the caller's own (pinned host memory counts: under unified
      * addressing it is device memory too); unknown host memory is pageable. */
-    if (s->memtype == CU_MEMORYTYPE_DEVICE && !known)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (s->memtype == CU_MEMORYTYPE_DEVICE && !known) return CUDA_ERROR_INVALID_VALUE;
     if (!known)
         out->kind = CHAN_MEM_STAGED;
     else
@@ -87,16 +82,16 @@ static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t 
 struct pack {
     const struct side *host; /* the pageable side */
     const struct chan_copy *c;
-    uint8_t *buf;            /* where packed chunks go / come from */
-    int to_wire;             /* 1: host -> buf (HtoD), 0: buf -> host (DtoH) */
-    uint64_t first;          /* slot chunk number of chunk 0 (staged), or ~0 (inline) */
+    uint8_t *buf;   /* where packed chunks go / come from */
+    int to_wire;    /* 1: host -> buf (HtoD), 0: buf -> host (DtoH) */
+    uint64_t first; /* slot chunk number of chunk 0 (staged), or ~0 (inline) */
     CUresult status;
 };
 
 static uint8_t *host_at(const struct side *s, uint64_t x, uint64_t y, uint64_t z)
 {
-    const struct side t = {.x = s->x + x, .y = s->y + y, .z = s->z + z, .pitch = s->pitch,
-                           .height = s->height};
+    const struct side t = {
+        .x = s->x + x, .y = s->y + y, .z = s->z + z, .pitch = s->pitch, .height = s->height};
     return (uint8_t *)(uintptr_t)origin(&t, (uint64_t)(uintptr_t)s->host);
 }
 
@@ -138,11 +133,9 @@ static int staged_chunk(const struct chan_chunk *ch, void *arg)
         atomic_store_explicit(&s->filled, n + 1, memory_order_release);
         chan_wake(&s->filled, &s->waiters);
     } else {
-        if (chan_wait_for(&s->filled, n + 1, &s->waiters, &shim_waiter) != 0)
-            return -1;
+        if (chan_wait_for(&s->filled, n + 1, &s->waiters, &shim_waiter) != 0) return -1;
         int32_t st = atomic_load(&s->status);
-        if (st != CUDA_SUCCESS && p->status == CUDA_SUCCESS)
-            p->status = (CUresult)st;
+        if (st != CUDA_SUCCESS && p->status == CUDA_SUCCESS) p->status = (CUresult)st;
         move_rows(p, ch, data);
         atomic_store_explicit(&s->freed, n + 1, memory_order_release);
         chan_wake(&s->freed, &s->waiters);
@@ -181,11 +174,9 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
         int host = c->src.kind == CHAN_MEM_PINNED || c->dst.kind == CHAN_MEM_PINNED;
         /* A sync peer copy runs on one context's stream; the other context's later work
          * knows nothing of it, so it too returns once complete. */
-        if (!async && (host || (c->flags & CHAN_CF_PEER)))
-            c->flags |= CHAN_CF_COMPLETE;
+        if (!async && (host || (c->flags & CHAN_CF_PEER))) c->flags |= CHAN_CF_COMPLETE;
         int reply = !async || arrays;
-        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, 0)) != CUDA_SUCCESS)
-            return r;
+        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, 0)) != CUDA_SUCCESS) return r;
         memcpy(q.payload, c, sizeof(*c));
         shim_req_send(&q);
         return reply ? shim_req_wait(&q, NULL, NULL) : CUDA_SUCCESS;
@@ -196,8 +187,8 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
         if (src_staged) {
             /* Pageable source: once the bytes are in the request, the caller's buffer is
              * free, which is all the driver promises for pageable HtoD, sync or not. */
-            if ((r = shim_req_begin(&q, CHAN_OP_COPY, (uint32_t)(sizeof(*c) + total), arrays,
-                                    0)) != CUDA_SUCCESS)
+            if ((r = shim_req_begin(&q, CHAN_OP_COPY, (uint32_t)(sizeof(*c) + total), arrays, 0)) !=
+                CUDA_SUCCESS)
                 return r;
             memcpy(q.payload, c, sizeof(*c));
             struct pack p = {.host = src, .c = c, .buf = q.payload + sizeof(*c), .to_wire = 1};
@@ -207,8 +198,7 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
         }
         /* Pageable destination: the data comes back in the reply, after completion. */
         c->flags |= CHAN_CF_COMPLETE;
-        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), 1, 0)) != CUDA_SUCCESS)
-            return r;
+        if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), 1, 0)) != CUDA_SUCCESS) return r;
         memcpy(q.payload, c, sizeof(*c));
         shim_req_send(&q);
         const uint8_t *data;
@@ -236,13 +226,15 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
     }
     memcpy(q.payload, c, sizeof(*c));
     shim_req_send(&q);
-    struct pack p = {.host = src_staged ? src : dst, .c = c, .to_wire = src_staged,
-                     .first = staging_seq, .status = CUDA_SUCCESS};
+    struct pack p = {.host = src_staged ? src : dst,
+                     .c = c,
+                     .to_wire = src_staged,
+                     .first = staging_seq,
+                     .status = CUDA_SUCCESS};
     int failed = chan_copy_plan(c->width, c->height, c->depth, CHAN_SLOT_SIZE, staged_chunk, &p);
     staging_seq += (uint32_t)chan_copy_nchunks(c->width, c->height, c->depth, CHAN_SLOT_SIZE);
     pthread_mutex_unlock(&staging_lock);
-    if (failed)
-        return shim_dead_error();
+    if (failed) return shim_dead_error();
     if (reply) {
         r = shim_req_wait(&q, NULL, NULL);
         return r != CUDA_SUCCESS ? r : p.status;
@@ -259,8 +251,7 @@ static CUresult host_to_host(const struct chan_copy *c, const struct side *src,
 {
     /* Under a _ptds entry point the NULL stream is the thread's (shim_ptds_begin). */
     CUresult r = cuStreamSynchronize(stream);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     for (uint64_t z = 0; z < c->depth; z++)
         for (uint64_t y = 0; y < c->height; y++) {
             struct iovec to = {.iov_base = host_at(dst, 0, y, z), .iov_len = c->width};
@@ -274,8 +265,7 @@ static CUresult host_to_host(const struct chan_copy *c, const struct side *src,
 /* Resolves a unified side into HOST or DEVICE. */
 static void unify(struct side *s)
 {
-    if (s->memtype != CU_MEMORYTYPE_UNIFIED)
-        return;
+    if (s->memtype != CU_MEMORYTYPE_UNIFIED) return;
     struct shim_range rg;
     if (shim_range_find(s->dev, 1, &rg) == 0 && !shim_range_is_host(rg.kind)) {
         s->memtype = CU_MEMORYTYPE_DEVICE;
@@ -290,18 +280,17 @@ static CUresult copy(struct side src, struct side dst, uint64_t w, uint64_t h, u
                      CUstream stream, unsigned cflags)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if ((r = shim_need_ctx()) != CUDA_SUCCESS)
-        return r;
-    if (w == 0 || h == 0 || d == 0)
-        return CUDA_SUCCESS;
-    if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = shim_need_ctx()) != CUDA_SUCCESS) return r;
+    if (w == 0 || h == 0 || d == 0) return CUDA_SUCCESS;
+    if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
     unify(&src);
     unify(&dst);
-    struct chan_copy c = {.width = w, .height = h, .depth = d,
-                          .stream = (uint64_t)(uintptr_t)stream, .flags = cflags};
+    struct chan_copy c = {.width = w,
+                          .height = h,
+                          .depth = d,
+                          .stream = (uint64_t)(uintptr_t)stream,
+                          .flags = cflags};
     int mvar = 0;
     if ((r = classify(&src, w, h, d, &c.src, &mvar)) != CUDA_SUCCESS ||
         (r = classify(&dst, w, h, d, &c.dst, &mvar)) != CUDA_SUCCESS)
@@ -392,7 +381,7 @@ CUresult SHIM_IMPL(cuMemcpyAtoH_v2)(void *dst, CUarray src, size_t off, size_t n
     return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyHtoAAsync_v2)(CUarray dst, size_t off, const void *src, size_t n,
-                                      CUstream s)
+                                         CUstream s)
 {
     return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC);
 }
@@ -415,21 +404,28 @@ CUresult SHIM_IMPL(cuMemcpyAtoA_v2)(CUarray dst, size_t doff, CUarray src, size_
 
 /* ---------------------------------------------------------------- 2D and 3D */
 
-static struct side side3(int mt, const void *host, CUdeviceptr dev, CUarray arr, size_t x,
-                         size_t y, size_t z, size_t pitch, size_t height)
+static struct side side3(int mt, const void *host, CUdeviceptr dev, CUarray arr, size_t x, size_t y,
+                         size_t z, size_t pitch, size_t height)
 {
-    return (struct side){.memtype = mt, .host = host, .dev = dev, .array = arr, .device = -1,
-                         .x = x, .y = y, .z = z, .pitch = pitch, .height = height};
+    return (struct side){.memtype = mt,
+                         .host = host,
+                         .dev = dev,
+                         .array = arr,
+                         .device = -1,
+                         .x = x,
+                         .y = y,
+                         .z = z,
+                         .pitch = pitch,
+                         .height = height};
 }
 
 static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
-                            p->srcXInBytes, p->srcY, 0, p->srcPitch, p->Height);
-    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
-                            p->dstXInBytes, p->dstY, 0, p->dstPitch, p->Height);
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
+                            p->srcY, 0, p->srcPitch, p->Height);
+    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
+                            p->dstY, 0, p->dstPitch, p->Height);
     return copy(src, dst, p->WidthInBytes, p->Height, 1, s, cflags);
 }
 
@@ -448,12 +444,11 @@ CUresult SHIM_IMPL(cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D *p, CUstream s)
 
 static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, unsigned cflags)
 {
-    if (!p || p->srcLOD || p->dstLOD)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
-                            p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
-    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
-                            p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
+    if (!p || p->srcLOD || p->dstLOD) return CUDA_ERROR_INVALID_VALUE;
+    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
+                            p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
+    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
+                            p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
     return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags);
 }
 
@@ -473,8 +468,7 @@ static CUresult peer_side(struct side *s, CUcontext ctx)
 {
     int dev;
     CUresult r = shim_ctx_lookup(ctx, NULL, &dev);
-    if (r == CUDA_SUCCESS)
-        s->device = dev;
+    if (r == CUDA_SUCCESS) s->device = dev;
     return r;
 }
 
@@ -483,37 +477,33 @@ static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext
 {
     struct side a = dev_side(src), b = dev_side(dst);
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!dctx || !sctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    if (r != CUDA_SUCCESS) return r;
+    if (!dctx || !sctx) return CUDA_ERROR_INVALID_CONTEXT;
     if ((r = peer_side(&a, sctx)) != CUDA_SUCCESS || (r = peer_side(&b, dctx)) != CUDA_SUCCESS)
         return r;
     return copy(a, b, n, 1, 1, s, cflags | CHAN_CF_PEER);
 }
 
 CUresult SHIM_IMPL(cuMemcpyPeer)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
-                              size_t n)
+                                 size_t n)
 {
     return peer(dst, dctx, src, sctx, n, NULL, SYNC);
 }
 CUresult SHIM_IMPL(cuMemcpyPeerAsync)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
-                                   CUcontext sctx, size_t n, CUstream s)
+                                      CUcontext sctx, size_t n, CUstream s)
 {
     return peer(dst, dctx, src, sctx, n, s, ASYNC);
 }
 
 static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, unsigned cflags)
 {
-    if (!p || p->srcLOD || p->dstLOD)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
-                            p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
-    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
-                            p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
+    if (!p || p->srcLOD || p->dstLOD) return CUDA_ERROR_INVALID_VALUE;
+    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
+                            p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
+    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
+                            p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if ((p->srcContext && (r = peer_side(&src, p->srcContext)) != CUDA_SUCCESS) ||
         (p->dstContext && (r = peer_side(&dst, p->dstContext)) != CUDA_SUCCESS))
         return r;

@@ -16,15 +16,12 @@
 CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct shim_range rg;
     if (shim_range_find(dptr, 1, &rg) != 0 || rg.kind == SHIM_HT_MEM_PINNED)
         return CUDA_ERROR_NOT_FOUND;
-    if (pbase)
-        *pbase = rg.base;
-    if (psize)
-        *psize = rg.size;
+    if (pbase) *pbase = rg.base;
+    if (psize) *psize = rg.size;
     return CUDA_SUCCESS;
 }
 
@@ -37,10 +34,8 @@ static int registered(uint64_t base);
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pp || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!pp || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     if (!(flags & CHAN_HOST_MANAGED) &&
         (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                              CU_MEMHOSTALLOC_WRITECOMBINED)))
@@ -54,29 +49,29 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         uint64_t rep[2];
         uint32_t n = 0;
         r = shim_rpc(CHAN_OP_HOST_ALLOC, &m, sizeof(m), rep, sizeof(rep), &n);
-        if (r != CUDA_SUCCESS)
-            break;
+        if (r != CUDA_SUCCESS) break;
         int fd = shim_recv_fd();
         if (fd < 0 || n != sizeof(rep)) {
             r = shim_dead_error();
             break;
         }
         void *want = (void *)(uintptr_t)rep[0];
-        void *p = mmap(want, rep[1], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
-                       fd, 0);
+        void *p =
+            mmap(want, rep[1], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
         close(fd);
         if (p == want) {
             int managed = (flags & CHAN_HOST_MANAGED) != 0;
-            struct shim_range rg = {.base = rep[0], .size = bytesize,
+            struct shim_range rg = {.base = rep[0],
+                                    .size = bytesize,
                                     .kind = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED,
                                     .ctx = shim_current_ctx_id(),
-                                    .flags = flags & ~CHAN_HOST_MANAGED, .mapped = rep[1]};
+                                    .flags = flags & ~CHAN_HOST_MANAGED,
+                                    .mapped = rep[1]};
             shim_range_add(&rg);
             *pp = p;
             break;
         }
-        if (p != MAP_FAILED)
-            munmap(p, rep[1]); /* an old kernel ignored the hint */
+        if (p != MAP_FAILED) munmap(p, rep[1]); /* an old kernel ignored the hint */
         uint64_t a = rep[0];
         shim_rpc(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
         m.avoid = rep[0];
@@ -109,8 +104,7 @@ CUresult SHIM_IMPL(cuMemAllocHost_v2)(void **pp, size_t bytesize)
 static CUresult host_free(void *p, int quiet)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct shim_range rg;
     uint64_t a = (uint64_t)(uintptr_t)p;
     if (!p || shim_range_find(a, 1, &rg) != 0 || rg.base != a || rg.kind != SHIM_HT_MEM_PINNED ||
@@ -162,8 +156,7 @@ static size_t nregs, capregs;
 static int movable(uint64_t base, uint64_t len)
 {
     FILE *f = fopen("/proc/self/maps", "re");
-    if (!f)
-        return 0;
+    if (!f) return 0;
     char line[512];
     uint64_t covered = base, end = base + len;
     while (covered < end && fgets(line, sizeof(line), f)) {
@@ -171,8 +164,7 @@ static int movable(uint64_t base, uint64_t len)
         char perms[5], path[256] = "";
         if (sscanf(line, "%llx-%llx %4s %*s %*s %llu %255s", &lo, &hi, perms, &inode, path) < 4)
             continue;
-        if (hi <= covered || lo >= end)
-            continue;
+        if (hi <= covered || lo >= end) continue;
         if (lo > covered || perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p' || inode ||
             (path[0] && strcmp(path, "[heap]") != 0 && strncmp(path, "[stack", 6) != 0 &&
              strncmp(path, "[anon", 5) != 0))
@@ -186,8 +178,7 @@ static int movable(uint64_t base, uint64_t len)
 static CUresult host_register(void *p, size_t bytesize, unsigned flags)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t user = (uint64_t)(uintptr_t)p, end;
     if (!p || !bytesize || __builtin_add_overflow(user, bytesize, &end) ||
@@ -200,37 +191,34 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
     uint64_t base = user & ~(page - 1), len = ((end + page - 1) & ~(page - 1)) - base;
     struct shim_range rg;
     for (uint64_t a = base; a < base + len; a += page)
-        if (shim_range_find(a, 1, &rg) == 0)
-            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        if (shim_range_find(a, 1, &rg) == 0) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     if (!movable(base, len))
         return shim_refuse_as("cuMemHostRegister of memory that is not private anonymous "
                               "memory (a file mapping, shared or read-only memory)",
                               CUDA_ERROR_NOT_SUPPORTED);
-    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
-        return r;
+    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
     /* Sealed against resizing: the server maps it too and stores into it (it refuses a
      * memfd that could shrink under it, server/memory.c). */
     int fd = memfd_create("mpsshim-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0 || ftruncate(fd, (off_t)len) != 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_lock(&host_lock);
-    struct registration *n = nregs == capregs ? realloc(regs, (capregs * 2 + 8) * sizeof(*n)) : regs;
+    struct registration *n =
+        nregs == capregs ? realloc(regs, (capregs * 2 + 8) * sizeof(*n)) : regs;
     if (!n) {
         pthread_mutex_unlock(&host_lock);
         close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (nregs == capregs)
-        capregs = capregs * 2 + 8;
+    if (nregs == capregs) capregs = capregs * 2 + 8;
     regs = n;
     /* The descriptor goes on the socket first, then the record that uses it (the server
      * takes it when it replays the record). The socket is this process's: one at a time. */
-    struct chan_host_register m = {.what = CHAN_HR_REGISTER, .flags = flags, .addr = base,
-                                   .bytes = len};
+    struct chan_host_register m = {
+        .what = CHAN_HR_REGISTER, .flags = flags, .addr = base, .bytes = len};
     uint8_t one = 1;
     if (chan_send_fd(shim_conn.sock, &one, 1, fd) != 0) {
         pthread_mutex_unlock(&host_lock);
@@ -243,27 +231,27 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
          * by other threads would be lost (the only window, microseconds). */
         void *got = MAP_FAILED;
         if (pwrite(fd, (void *)(uintptr_t)base, len, 0) == (ssize_t)len)
-            got = mmap((void *)(uintptr_t)base, len, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_FIXED, fd, 0);
+            got = mmap((void *)(uintptr_t)base, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                       fd, 0);
         if (got == MAP_FAILED) {
             struct chan_host_register u = {.what = CHAN_HR_UNREGISTER, .addr = base};
             shim_rpc(CHAN_OP_HOST_REGISTER, &u, sizeof(u), NULL, 0, NULL);
             r = CUDA_ERROR_OPERATING_SYSTEM;
         } else {
-            struct shim_range nr = {.base = base, .size = len, .kind = SHIM_HT_MEM_PINNED,
-                                    .ctx = shim_current_ctx_id(),
-                                    .flags = flags & (CU_MEMHOSTREGISTER_PORTABLE |
-                                                      CU_MEMHOSTREGISTER_DEVICEMAP),
-                                    .mapped = len};
+            struct shim_range nr = {
+                .base = base,
+                .size = len,
+                .kind = SHIM_HT_MEM_PINNED,
+                .ctx = shim_current_ctx_id(),
+                .flags = flags & (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+                .mapped = len};
             shim_range_add(&nr);
-            regs[nregs++] = (struct registration){.user = user, .base = base, .len = len,
-                                                  .fd = fd};
+            regs[nregs++] = (struct registration){.user = user, .base = base, .len = len, .fd = fd};
             fd = -1; /* kept: unregistering moves the pages back from it */
         }
     }
     pthread_mutex_unlock(&host_lock);
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
     return r;
 }
 
@@ -275,8 +263,7 @@ CUresult SHIM_IMPL(cuMemHostRegister_v2)(void *p, size_t bytesize, unsigned int 
 CUresult SHIM_IMPL(cuMemHostUnregister)(void *p)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     pthread_mutex_lock(&host_lock);
     size_t i = 0;
     while (i < nregs && regs[i].user != (uint64_t)(uintptr_t)p)
@@ -292,12 +279,11 @@ CUresult SHIM_IMPL(cuMemHostUnregister)(void *p)
          * memfd (the same window for other threads' writes as when they moved). */
         struct registration g = regs[i];
         void *at = (void *)(uintptr_t)g.base;
-        if (mmap(at, g.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-                 -1, 0) == at) {
+        if (mmap(at, g.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                 0) == at) {
             for (uint64_t off = 0; off < g.len;) {
                 ssize_t k = pread(g.fd, (char *)at + off, g.len - off, (off_t)off);
-                if (k <= 0)
-                    break;
+                if (k <= 0) break;
                 off += (uint64_t)k;
             }
         }
@@ -323,8 +309,7 @@ static int registered(uint64_t base)
 CUresult SHIM_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct shim_range rg;
     if (!pdptr || Flags != 0 || shim_range_find((uint64_t)(uintptr_t)p, 1, &rg) != 0 ||
         rg.kind != SHIM_HT_MEM_PINNED)
@@ -337,8 +322,7 @@ CUresult SHIM_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr *pdptr, void *p, un
 CUresult SHIM_IMPL(cuMemHostGetFlags)(unsigned int *pFlags, void *p)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct shim_range rg;
     if (!pFlags || shim_range_find((uint64_t)(uintptr_t)p, 1, &rg) != 0 ||
         rg.kind != SHIM_HT_MEM_PINNED)
@@ -366,78 +350,64 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
     int host = found && (shim_range_is_host(rg->kind) || mvar); /* the host can dereference it */
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(CUcontext *)data = ctx;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         /* Managed memory reads as device memory, as the driver reports it on a discrete
          * GPU (cudart tells it apart by IS_MANAGED: cudaMemoryTypeManaged). */
         *(unsigned *)data = host && !managed ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(CUdeviceptr *)data = ptr;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (!host)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!host) return CUDA_ERROR_INVALID_VALUE;
         *(void **)data = (void *)(uintptr_t)ptr;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
     case CU_POINTER_ATTRIBUTE_MAPPED:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(int *)data = 1;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         /* Unique among live allocations of this process: the base address. */
         *(unsigned long long *)data = rg->base;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(int *)data = managed;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(int *)data = 0;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(int *)data = dev;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(CUdeviceptr *)data = rg->base;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(size_t *)data = rg->size;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(unsigned long long *)data = 0;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         *(unsigned *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        if (!found)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!found) return CUDA_ERROR_INVALID_VALUE;
         /* The pool a range belongs to when its kind belongs to pools (the description
          * named the pool: cuMemAllocFromPoolAsync); NULL otherwise (cuMemAllocAsync's pool
          * is the server's choice). */
@@ -452,34 +422,29 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr, in
 }
 
 CUresult SHIM_IMPL(cuPointerGetAttribute)(void *data, CUpointer_attribute attribute_,
-                                       CUdeviceptr ptr)
+                                          CUdeviceptr ptr)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!data)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!data) return CUDA_ERROR_INVALID_VALUE;
     struct shim_range rg;
     int found = shim_range_find(ptr, 1, &rg) == 0;
     return attribute(data, attribute_, ptr, found, &rg);
 }
 
 CUresult SHIM_IMPL(cuPointerGetAttributes)(unsigned int numAttributes,
-                                        CUpointer_attribute *attributes, void **data,
-                                        CUdeviceptr ptr)
+                                           CUpointer_attribute *attributes, void **data,
+                                           CUdeviceptr ptr)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!attributes || !data)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
     struct shim_range rg;
     int found = shim_range_find(ptr, 1, &rg) == 0;
     /* Unlike the singular call, unknown pointers are not an error: the values read as
      * zero (memory type 0 = unregistered host memory). */
     for (unsigned i = 0; i < numAttributes; i++) {
-        if (!data[i])
-            continue;
+        if (!data[i]) continue;
         if (attribute(data[i], attributes[i], ptr, found, &rg) != CUDA_SUCCESS) {
             switch (attributes[i]) {
             case CU_POINTER_ATTRIBUTE_CONTEXT:

@@ -45,10 +45,8 @@ static CUresult jit_parse(struct jit *j, unsigned n, const CUjit_option *opts, v
 {
     memset(j, 0, sizeof(*j));
     j->info_i = j->error_i = j->wall_i = -1;
-    if (n && (!opts || !vals))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (n > sizeof(j->opt) / sizeof(j->opt[0]))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (n && (!opts || !vals)) return CUDA_ERROR_INVALID_VALUE;
+    if (n > sizeof(j->opt) / sizeof(j->opt[0])) return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < n; i++) {
         uint64_t v = (uint64_t)(uintptr_t)vals[i];
         switch (chan_jit_kind(opts[i])) {
@@ -84,24 +82,20 @@ static void jit_answer(struct jit *j, const struct chan_module_loaded *m, const 
                        uint32_t len, void **vals)
 {
     const char *info = logs, *err = logs + m->info_len;
-    if ((size_t)m->info_len + m->error_len > len)
-        return;
+    if ((size_t)m->info_len + m->error_len > len) return;
     if (j->info_buf && j->info_size) {
         size_t n = m->info_len < j->info_size - 1 ? m->info_len : j->info_size - 1;
         memcpy(j->info_buf, info, n);
         j->info_buf[n] = '\0';
-        if (j->info_i >= 0)
-            vals[j->info_i] = (void *)(uintptr_t)n;
+        if (j->info_i >= 0) vals[j->info_i] = (void *)(uintptr_t)n;
     }
     if (j->error_buf && j->error_size) {
         size_t n = m->error_len < j->error_size - 1 ? m->error_len : j->error_size - 1;
         memcpy(j->error_buf, err, n);
         j->error_buf[n] = '\0';
-        if (j->error_i >= 0)
-            vals[j->error_i] = (void *)(uintptr_t)n;
+        if (j->error_i >= 0) vals[j->error_i] = (void *)(uintptr_t)n;
     }
-    if (j->wall_i >= 0)
-        memcpy(&vals[j->wall_i], &m->wall_time, sizeof(float));
+    if (j->wall_i >= 0) memcpy(&vals[j->wall_i], &m->wall_time, sizeof(float));
 }
 
 /* What module calls need: a current context, except for libraries and their kernels,
@@ -112,14 +106,11 @@ static CUresult ready_for(int library)
 }
 
 /* Uploads an image and loads it as `kind`; the handle comes back in *handle. */
-static CUresult load(unsigned kind, const void *image, struct jit *j, void **vals,
-                     uint64_t *handle)
+static CUresult load(unsigned kind, const void *image, struct jit *j, void **vals, uint64_t *handle)
 {
     CUresult r = ready_for(kind == CHAN_IMAGE_LIBRARY);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!image || !handle)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!image || !handle) return CUDA_ERROR_INVALID_VALUE;
     size_t size = image_size(image);
     if (j->info_buf && j->info_size) {
         j->opt[j->n].option = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
@@ -148,15 +139,14 @@ static CUresult load(unsigned kind, const void *image, struct jit *j, void **val
     uint32_t n = 0;
     if (r == CUDA_SUCCESS)
         r = shim_rpc_lane(CHAN_OP_MODULE_LOAD, req,
-                           (uint32_t)(sizeof(*m) + j->n * sizeof(j->opt[0])), &rep, &n);
+                          (uint32_t)(sizeof(*m) + j->n * sizeof(j->opt[0])), &rep, &n);
     pthread_mutex_unlock(&load_lock);
     if (n >= sizeof(struct chan_module_loaded)) {
         struct chan_module_loaded ml;
         memcpy(&ml, rep, sizeof(ml));
         if (vals)
             jit_answer(j, &ml, (const char *)rep + sizeof(ml), n - (uint32_t)sizeof(ml), vals);
-        if (r == CUDA_SUCCESS)
-            *handle = ml.handle;
+        if (r == CUDA_SUCCESS) *handle = ml.handle;
     } else if (r == CUDA_SUCCESS) {
         r = CUDA_ERROR_UNKNOWN;
     }
@@ -164,15 +154,14 @@ static CUresult load(unsigned kind, const void *image, struct jit *j, void **val
 }
 
 CUresult SHIM_IMPL(cuModuleLoadDataEx)(CUmodule *module, const void *image, unsigned int numOptions,
-                                    CUjit_option *options, void **optionValues)
+                                       CUjit_option *options, void **optionValues)
 {
     struct jit j;
-    if (!module)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!module) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = jit_parse(&j, numOptions, options, optionValues);
     uint64_t h;
-    if (r == CUDA_SUCCESS && (r = load(CHAN_IMAGE_MODULE, image, &j, optionValues, &h)) ==
-                                 CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS &&
+        (r = load(CHAN_IMAGE_MODULE, image, &j, optionValues, &h)) == CUDA_SUCCESS)
         *module = (CUmodule)(uintptr_t)h;
     return r;
 }
@@ -185,13 +174,11 @@ CUresult SHIM_IMPL(cuModuleLoadData)(CUmodule *module, const void *image)
 CUresult SHIM_IMPL(cuModuleLoadFatBinary)(CUmodule *module, const void *fatCubin)
 {
     struct jit j;
-    if (!module || !fatCubin)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!module || !fatCubin) return CUDA_ERROR_INVALID_VALUE;
     jit_parse(&j, 0, NULL, NULL);
     uint64_t h;
     CUresult r = load(CHAN_IMAGE_FATBIN, unwrap(fatCubin), &j, NULL, &h);
-    if (r == CUDA_SUCCESS)
-        *module = (CUmodule)(uintptr_t)h;
+    if (r == CUDA_SUCCESS) *module = (CUmodule)(uintptr_t)h;
     return r;
 }
 
@@ -207,8 +194,7 @@ static void *read_file(const char *path, CUresult *err)
     char *buf = malloc(cap + 1);
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
+        if (n < cap) break;
         char *nb = realloc(buf, cap * 2 + 1);
         if (!nb) {
             free(buf);
@@ -229,11 +215,9 @@ static void *read_file(const char *path, CUresult *err)
 CUresult SHIM_IMPL(cuModuleLoad)(CUmodule *module, const char *fname)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     void *image = read_file(fname, &r);
-    if (!image)
-        return r;
+    if (!image) return r;
     r = cuModuleLoadData(module, image);
     free(image);
     return r;
@@ -249,18 +233,17 @@ static CUresult library_options(unsigned n, const CUlibraryOption *opts)
     return CUDA_SUCCESS;
 }
 
-CUresult SHIM_IMPL(cuLibraryLoadData)(CUlibrary *library, const void *code, CUjit_option *jitOptions,
-                                   void **jitOptionsValues, unsigned int numJitOptions,
-                                   CUlibraryOption *libraryOptions, void **libraryOptionValues,
-                                   unsigned int numLibraryOptions)
+CUresult SHIM_IMPL(cuLibraryLoadData)(CUlibrary *library, const void *code,
+                                      CUjit_option *jitOptions, void **jitOptionsValues,
+                                      unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+                                      void **libraryOptionValues, unsigned int numLibraryOptions)
 {
     (void)libraryOptionValues;
     struct jit j;
     if (!library || !code || (numLibraryOptions && !libraryOptions))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = library_options(numLibraryOptions, libraryOptions);
-    if (r == CUDA_SUCCESS)
-        r = jit_parse(&j, numJitOptions, jitOptions, jitOptionsValues);
+    if (r == CUDA_SUCCESS) r = jit_parse(&j, numJitOptions, jitOptions, jitOptionsValues);
     uint64_t h;
     if (r == CUDA_SUCCESS &&
         (r = load(CHAN_IMAGE_LIBRARY, unwrap(code), &j, jitOptionsValues, &h)) == CUDA_SUCCESS)
@@ -269,17 +252,16 @@ CUresult SHIM_IMPL(cuLibraryLoadData)(CUlibrary *library, const void *code, CUji
 }
 
 CUresult SHIM_IMPL(cuLibraryLoadFromFile)(CUlibrary *library, const char *fileName,
-                                       CUjit_option *jitOptions, void **jitOptionsValues,
-                                       unsigned int numJitOptions, CUlibraryOption *libraryOptions,
-                                       void **libraryOptionValues,
-                                       unsigned int numLibraryOptions)
+                                          CUjit_option *jitOptions, void **jitOptionsValues,
+                                          unsigned int numJitOptions,
+                                          CUlibraryOption *libraryOptions,
+                                          void **libraryOptionValues,
+                                          unsigned int numLibraryOptions)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     void *image = read_file(fileName, &r);
-    if (!image)
-        return r;
+    if (!image) return r;
     r = cuLibraryLoadData(library, image, jitOptions, jitOptionsValues, numJitOptions,
                           libraryOptions, libraryOptionValues, numLibraryOptions);
     free(image);
@@ -302,13 +284,11 @@ static void library_module_after(const void *const *argv)
     uint64_t lib = *(const uint64_t *)argv[1], mod = (uint64_t)(uintptr_t)*pm;
     pthread_mutex_lock(&lib_lock);
     for (size_t i = 0; i < nlib_mods; i++)
-        if (lib_mods[i].lib == lib && lib_mods[i].mod == mod)
-            goto out;
+        if (lib_mods[i].lib == lib && lib_mods[i].mod == mod) goto out;
     if (nlib_mods == cap_lib_mods) {
         size_t ncap = cap_lib_mods ? cap_lib_mods * 2 : 8;
         struct lib_module *n = realloc(lib_mods, ncap * sizeof(*n));
-        if (!n)
-            goto out; /* its records then stay until the context goes: only memory */
+        if (!n) goto out; /* its records then stay until the context goes: only memory */
         lib_mods = n;
         cap_lib_mods = ncap;
     }
@@ -339,8 +319,7 @@ static void unload_after(const void *const *argv)
             i++;
             continue;
         }
-        if (lib_mods[i].lib == h)
-            forget(lib_mods[i].mod);
+        if (lib_mods[i].lib == h) forget(lib_mods[i].mod);
         lib_mods[i] = lib_mods[--nlib_mods];
     }
     pthread_mutex_unlock(&lib_lock);
@@ -369,13 +348,11 @@ static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64
                              uint64_t *out)
 {
     CUresult r = ready_for(kind == CHAN_H_LIBRARY);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if (!out || !h || (kind != CHAN_H_KERNEL && !name))
         return kind == CHAN_H_KERNEL || !h ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     size_t nlen = name ? strlen(name) + 1 : 0;
-    if (nlen > 4096)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (nlen > 4096) return CUDA_ERROR_INVALID_VALUE;
     uint8_t req[sizeof(struct chan_lookup) + 4096];
     struct chan_lookup *m = (struct chan_lookup *)req;
     m->handle = h;
@@ -385,8 +362,7 @@ static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64
     const uint8_t *rep;
     uint32_t n = 0;
     r = shim_rpc_lane(CHAN_OP_GET_FUNCTION, req, (uint32_t)(sizeof(*m) + nlen), &rep, &n);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     /* A library's kernels outlive contexts, as in the driver; functions belong to one. */
     return shim_func_add(rep, n, owner, kind == CHAN_H_LIBRARY ? 0 : shim_current_ctx_id(), out);
 }
@@ -394,38 +370,30 @@ static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64
 CUresult SHIM_IMPL(cuModuleGetFunction)(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
     uint64_t h = (uint64_t)(uintptr_t)hmod, f;
-    if (!hfunc)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!hfunc) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = get_function(h, CHAN_H_MODULE, name, h, &f);
-    if (r == CUDA_SUCCESS)
-        *hfunc = (CUfunction)(uintptr_t)f;
+    if (r == CUDA_SUCCESS) *hfunc = (CUfunction)(uintptr_t)f;
     return r;
 }
 
 CUresult SHIM_IMPL(cuLibraryGetKernel)(CUkernel *pKernel, CUlibrary library, const char *name)
 {
     uint64_t h = (uint64_t)(uintptr_t)library, k;
-    if (!pKernel)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pKernel) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = get_function(h, CHAN_H_LIBRARY, name, h, &k);
-    if (r == CUDA_SUCCESS)
-        *pKernel = (CUkernel)(uintptr_t)k;
+    if (r == CUDA_SUCCESS) *pKernel = (CUkernel)(uintptr_t)k;
     return r;
 }
 
 CUresult SHIM_IMPL(cuKernelGetFunction)(CUfunction *pFunc, CUkernel kernel)
 {
     uint64_t k = (uint64_t)(uintptr_t)kernel, f;
-    if (!pFunc)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!shim_func_get(k))
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (!pFunc) return CUDA_ERROR_INVALID_VALUE;
+    if (!shim_func_get(k)) return CUDA_ERROR_INVALID_HANDLE;
     CUlibrary lib = NULL;
     CUresult r = cuKernelGetLibrary(&lib, kernel);
-    if (r == CUDA_SUCCESS)
-        r = get_function(k, CHAN_H_KERNEL, NULL, (uint64_t)(uintptr_t)lib, &f);
-    if (r == CUDA_SUCCESS)
-        *pFunc = (CUfunction)(uintptr_t)f;
+    if (r == CUDA_SUCCESS) r = get_function(k, CHAN_H_KERNEL, NULL, (uint64_t)(uintptr_t)lib, &f);
+    if (r == CUDA_SUCCESS) *pFunc = (CUfunction)(uintptr_t)f;
     return r;
 }
 
@@ -433,28 +401,22 @@ CUresult SHIM_IMPL(cuKernelGetFunction)(CUfunction *pFunc, CUkernel kernel)
 static CUresult enumerate(uint64_t h, unsigned kind, unsigned num, uint64_t *out)
 {
     CUresult r = ready_for(kind == CHAN_H_LIBRARY);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!out || num == 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!out || num == 0) return CUDA_ERROR_INVALID_VALUE;
     struct chan_handle m = {.handle = h, .kind = kind, .arg = num};
     struct shim_req q;
-    if ((r = shim_req_begin(&q, CHAN_OP_ENUM_FUNCTIONS, sizeof(m), 1, 0)) != CUDA_SUCCESS)
-        return r;
+    if ((r = shim_req_begin(&q, CHAN_OP_ENUM_FUNCTIONS, sizeof(m), 1, 0)) != CUDA_SUCCESS) return r;
     memcpy(q.payload, &m, sizeof(m));
     shim_req_send(&q);
     const uint8_t *data;
     uint32_t len;
-    if ((r = shim_req_wait(&q, &data, &len)) != CUDA_SUCCESS)
-        return r;
+    if ((r = shim_req_wait(&q, &data, &len)) != CUDA_SUCCESS) return r;
     /* Copy out of the lane before making further calls. */
     uint8_t *copy = malloc(len ? len : 1);
-    if (!copy)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!copy) return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(copy, data, len);
     uint32_t cnt = 0, off = 4;
-    if (len >= 4)
-        memcpy(&cnt, copy, 4);
+    if (len >= 4) memcpy(&cnt, copy, 4);
     for (uint32_t i = 0; i < cnt && i < num && r == CUDA_SUCCESS; i++) {
         struct chan_function f;
         if (off + sizeof(f) > len) {
@@ -476,14 +438,13 @@ static CUresult enumerate(uint64_t h, unsigned kind, unsigned num, uint64_t *out
 }
 
 CUresult SHIM_IMPL(cuModuleEnumerateFunctions)(CUfunction *functions, unsigned int numFunctions,
-                                            CUmodule mod)
+                                               CUmodule mod)
 {
-    return enumerate((uint64_t)(uintptr_t)mod, CHAN_H_MODULE, numFunctions,
-                     (uint64_t *)functions);
+    return enumerate((uint64_t)(uintptr_t)mod, CHAN_H_MODULE, numFunctions, (uint64_t *)functions);
 }
 
 CUresult SHIM_IMPL(cuLibraryEnumerateKernels)(CUkernel *kernels, unsigned int numKernels,
-                                           CUlibrary lib)
+                                              CUlibrary lib)
 {
     return enumerate((uint64_t)(uintptr_t)lib, CHAN_H_LIBRARY, numKernels, (uint64_t *)kernels);
 }

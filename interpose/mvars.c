@@ -669,4 +669,3 @@ void shim_mvar_synced(enum shim_mvar_sync what, CUstream s, uint32_t ctx, uint64
     }
     pthread_mutex_unlock(&lock);
 }
-

@@ -33,31 +33,25 @@ void *shim_real(int id)
 static void *open_real(char *path, size_t len)
 {
     const char *env = getenv("MPSSHIM_DRIVER");
-    static const char *const dirs[] = {"/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu",
-                                       "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu",
-                                       "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib"};
+    static const char *const dirs[] = {
+        "/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu",  "/usr/lib64",      "/usr/lib",
+        "/lib/x86_64-linux-gnu",   "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib"};
     Dl_info self;
     char me[PATH_MAX] = "";
     if (dladdr((void *)shim_real, &self) && self.dli_fname)
-        if (!realpath(self.dli_fname, me))
-            me[0] = '\0';
+        if (!realpath(self.dli_fname, me)) me[0] = '\0';
     for (int i = -1; i < (int)(sizeof(dirs) / sizeof(dirs[0])); i++) {
-        if (i < 0 && !(env && *env))
-            continue;
+        if (i < 0 && !(env && *env)) continue;
         if (i < 0)
             snprintf(path, len, "%s", env);
         else
             snprintf(path, len, "%s/libcuda.so.1", dirs[i]);
         char real[PATH_MAX];
-        if (!realpath(path, real) || (me[0] && strcmp(real, me) == 0))
-            continue;
+        if (!realpath(path, real) || (me[0] && strcmp(real, me) == 0)) continue;
         void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-        if (h && dlsym(h, "cuInit"))
-            return h;
-        if (h)
-            dlclose(h);
-        if (i < 0)
-            break; /* an explicit MPSSHIM_DRIVER that does not load: say so, no guessing */
+        if (h && dlsym(h, "cuInit")) return h;
+        if (h) dlclose(h);
+        if (i < 0) break; /* an explicit MPSSHIM_DRIVER that does not load: say so, no guessing */
     }
     return NULL;
 }
@@ -83,8 +77,7 @@ void *shim_real_driver(void)
 int shim_decide(void)
 {
     int m = atomic_load(&shim_mode);
-    if (m != SHIM_MODE_UNDECIDED)
-        return m;
+    if (m != SHIM_MODE_UNDECIDED) return m;
     CUresult r = shim_connect(); /* decides under the connection lock, once */
     (void)r;
     return atomic_load(&shim_mode);

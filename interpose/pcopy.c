@@ -34,11 +34,9 @@ static void *helper(void *arg)
         seen = job_gen;
         struct part p = parts[me];
         pthread_mutex_unlock(&pool_lock);
-        if (p.n)
-            memcpy(p.dst, p.src, p.n);
+        if (p.n) memcpy(p.dst, p.src, p.n);
         pthread_mutex_lock(&pool_lock);
-        if (--pending == 0)
-            pthread_cond_signal(&pool_done);
+        if (--pending == 0) pthread_cond_signal(&pool_done);
     }
     return NULL;
 }
@@ -51,8 +49,7 @@ static void *helper(void *arg)
 static int want_threads(void)
 {
     const char *e = getenv("MPSSHIM_COPY_THREADS");
-    if (e)
-        return atoi(e) < 0 ? 0 : atoi(e) > PCOPY_MAXT ? PCOPY_MAXT : atoi(e);
+    if (e) return atoi(e) < 0 ? 0 : atoi(e) > PCOPY_MAXT ? PCOPY_MAXT : atoi(e);
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     int n = cpus / 2 - 1; /* helpers besides the calling thread */
@@ -69,8 +66,7 @@ static void start_pool(void)
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&at, 64u << 10);
-        if (pthread_create(&t, &at, helper, (void *)(intptr_t)i) == 0)
-            nthreads++;
+        if (pthread_create(&t, &at, helper, (void *)(intptr_t)i) == 0) nthreads++;
         pthread_attr_destroy(&at);
     }
 }
@@ -94,8 +90,7 @@ void shim_pcopy(void *dst, const void *src, size_t n)
     pthread_mutex_lock(&pool_lock);
     if (nthreads < 0) {
         static int atfork_done;
-        if (!atfork_done++)
-            pthread_atfork(NULL, NULL, pool_after_fork);
+        if (!atfork_done++) pthread_atfork(NULL, NULL, pool_after_fork);
         start_pool();
     }
     int k = nthreads;

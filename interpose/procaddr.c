@@ -32,8 +32,7 @@ static _Atomic(const struct table *) active;
 static const struct table *current(void)
 {
     const struct table *t = atomic_load_explicit(&active, memory_order_acquire);
-    if (t)
-        return t;
+    if (t) return t;
     compiled.rows = shim_procaddr_rows;
     compiled.n = shim_nprocaddr_rows;
     return &compiled;
@@ -45,8 +44,7 @@ void *shim_symtab_find(const char *name)
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         int c = strcmp(shim_symtab[mid].name, name);
-        if (c == 0)
-            return shim_symtab[mid].fn;
+        if (c == 0) return shim_symtab[mid].fn;
         if (c < 0)
             lo = mid + 1;
         else
@@ -73,8 +71,7 @@ static const struct shim_procaddr_row *lookup(const struct table *t, const char 
     const struct shim_procaddr_row *best = NULL;
     for (size_t i = lo; i < t->n; i++) {
         const struct shim_procaddr_row *r = &t->rows[i];
-        if (strcmp(r->name, name) != 0 || r->flags != flags || r->version > version)
-            break;
+        if (strcmp(r->name, name) != 0 || r->flags != flags || r->version > version) break;
         best = r;
     }
     return best;
@@ -83,41 +80,35 @@ static const struct shim_procaddr_row *lookup(const struct table *t, const char 
 /* Flags value the table is keyed by: the stream-semantics bits only. */
 static int flag_key(cuuint64_t flags)
 {
-    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
-        return 2;
-    if (flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM)
-        return 1;
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) return 2;
+    if (flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM) return 1;
     return 0;
 }
 
 CUresult SHIM_IMPL(cuGetProcAddress_v2)(const char *symbol, void **pfn, int cudaVersion,
-                                     cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-    if (!symbol || !pfn)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
     *pfn = NULL;
     const struct shim_procaddr_row *r = lookup(current(), symbol, flag_key(flags), cudaVersion);
     if (!r || !r->symbol) {
         CUresult res = r ? (CUresult)r->result : CUDA_ERROR_NOT_FOUND;
         int st = r ? r->status : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        if (status && st >= 0)
-            *status = (CUdriverProcAddressQueryResult)st;
+        if (status && st >= 0) *status = (CUdriverProcAddressQueryResult)st;
         return res;
     }
     void *fn = shim_symtab_find(r->symbol);
     if (!fn) {
-        if (status)
-            *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_ERROR_NOT_FOUND;
     }
     *pfn = fn;
-    if (status)
-        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
     return CUDA_SUCCESS;
 }
 
 CUresult SHIM_IMPL(cuGetProcAddress)(const char *symbol, void **pfn, int cudaVersion,
-                                  cuuint64_t flags)
+                                     cuuint64_t flags)
 {
     return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }
@@ -130,8 +121,7 @@ static int fetch_alive(void *unused)
 {
     (void)unused;
     char b;
-    if (atomic_load(&shim_conn.ch.shm->dead))
-        return 0;
+    if (atomic_load(&shim_conn.ch.shm->dead)) return 0;
     ssize_t n = recv(shim_conn.sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return !(n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR));
 }
@@ -200,12 +190,10 @@ fail:
  * characters; else NULL. */
 static const char *ident_at(const char *strings, uint32_t size, uint32_t off)
 {
-    if (off >= size)
-        return NULL;
+    if (off >= size) return NULL;
     const char *s = strings + off;
     size_t n = strnlen(s, size - off);
-    if (n == 0 || n > 127 || n == size - off)
-        return NULL;
+    if (n == 0 || n > 127 || n == size - off) return NULL;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
         if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' ||
@@ -219,12 +207,10 @@ static const char *ident_at(const char *strings, uint32_t size, uint32_t off)
  * the compiled-in table answers for. */
 static int known_name(const char *name)
 {
-    if (shim_symtab_find(name))
-        return 1;
+    if (shim_symtab_find(name)) return 1;
     struct table t = {shim_procaddr_rows, shim_nprocaddr_rows};
     for (int f = 0; f <= 2; f++)
-        if (lookup(&t, name, f, 1 << 30))
-            return 1;
+        if (lookup(&t, name, f, 1 << 30)) return 1;
     return 0;
 }
 
@@ -232,10 +218,8 @@ static int cmp_row(const void *a, const void *b)
 {
     const struct shim_procaddr_row *x = a, *y = b;
     int c = strcmp(x->name, y->name);
-    if (c)
-        return c;
-    if (x->flags != y->flags)
-        return x->flags < y->flags ? -1 : 1;
+    if (c) return c;
+    if (x->flags != y->flags) return x->flags < y->flags ? -1 : 1;
     return (x->version > y->version) - (x->version < y->version);
 }
 
@@ -267,8 +251,8 @@ static struct table *parse(const uint8_t *buf, uint32_t total, const char **why,
         struct chan_procaddr_row r;
         memcpy(&r, buf + sizeof(h) + (size_t)i * sizeof(r), sizeof(r));
         const char *name = ident_at(strings, h.strings, r.name);
-        const char *sym = r.symbol == CHAN_PROCADDR_NONE ? NULL
-                                                         : ident_at(strings, h.strings, r.symbol);
+        const char *sym =
+            r.symbol == CHAN_PROCADDR_NONE ? NULL : ident_at(strings, h.strings, r.symbol);
         if (!name || (r.symbol != CHAN_PROCADDR_NONE && !sym)) {
             *why = "a name in it is out of its bounds or no C identifier";
             goto bad;
@@ -283,23 +267,20 @@ static struct table *parse(const uint8_t *buf, uint32_t total, const char **why,
             last_known = known_name(name);
         }
         if (!last_known || (sym && !shim_symtab_find(sym))) {
-            if (!(*unknown)++)
-                *first = last_known ? sym : name;
-            if (!last_known)
-                continue;
+            if (!(*unknown)++) *first = last_known ? sym : name;
+            if (!last_known) continue;
             sym = NULL; /* an entry point the shim does not have: not found */
             r.result = CUDA_ERROR_NOT_FOUND;
             r.status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         }
-        rows[n++] = (struct shim_procaddr_row){name, r.flags, r.version, sym,
-                                               sym ? 0 : r.result, sym ? 0 : r.status};
+        rows[n++] = (struct shim_procaddr_row){
+            name, r.flags, r.version, sym, sym ? 0 : r.result, sym ? 0 : r.status};
     }
     /* In order as the server sends them; sorted here only when they are not. */
     size_t i = 1;
     while (i < n && cmp_row(&rows[i - 1], &rows[i]) < 0)
         i++;
-    if (i < n)
-        qsort(rows, n, sizeof(*rows), cmp_row);
+    if (i < n) qsort(rows, n, sizeof(*rows), cmp_row);
     for (i = 1; i < n; i++)
         if (cmp_row(&rows[i - 1], &rows[i]) == 0) {
             *why = "it answers one request twice";
@@ -316,8 +297,7 @@ bad:
 
 void shim_procaddr_fetch(unsigned server_minor)
 {
-    if (server_minor < 1)
-        return; /* the server predates CHAN_OP_PROCADDR (protocol 5.1) */
+    if (server_minor < 1) return; /* the server predates CHAN_OP_PROCADDR (protocol 5.1) */
     const char *why = NULL, *first = NULL;
     size_t unknown = 0;
     uint32_t total;
@@ -327,8 +307,8 @@ void shim_procaddr_fetch(unsigned server_minor)
         free(buf);
         if (why)
             shim_log("the server's cuGetProcAddress table is not usable (%s): answering as the 580 "
-                 "driver does",
-                 why);
+                     "driver does",
+                     why);
         return;
     }
     if (unknown)

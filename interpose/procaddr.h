@@ -8,11 +8,11 @@
 
 struct shim_procaddr_row {
     const char *name;
-    int flags;        /* 0 default, 1 legacy stream, 2 per-thread default stream */
-    int version;      /* the answer holds from this cudaVersion on */
+    int flags;          /* 0 default, 1 legacy stream, 2 per-thread default stream */
+    int version;        /* the answer holds from this cudaVersion on */
     const char *symbol; /* NULL: not found, with result and status below */
-    int result;       /* CUresult when symbol is NULL */
-    int status;       /* CUdriverProcAddressQueryResult, -1 = not written */
+    int result;         /* CUresult when symbol is NULL */
+    int status;         /* CUdriverProcAddressQueryResult, -1 = not written */
 };
 
 extern const struct shim_procaddr_row shim_procaddr_rows[];

@@ -64,8 +64,7 @@ int shim_range_find(uint64_t addr, uint64_t len, struct shim_range *out)
 {
     pthread_rwlock_rdlock(&ranges_lock);
     const struct shim_range *r = chan_ranges_cover(&ranges, addr, len);
-    if (r && out)
-        *out = *r;
+    if (r && out) *out = *r;
     pthread_rwlock_unlock(&ranges_lock);
     return r ? 0 : -1;
 }
@@ -81,8 +80,7 @@ static int dropped(void *e, void *arg)
     const struct shim_range *r = e;
     const struct drop_args *a = arg;
     int drop = (a->ctx == 0 || r->ctx == a->ctx) && (a->owner == 0 || r->owner == a->owner);
-    if (drop && a->fn)
-        a->fn(r);
+    if (drop && a->fn) a->fn(r);
     return drop;
 }
 

@@ -127,7 +127,7 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len);
 /* One round trip: payload in, up to `cap` reply bytes copied to `out` (*outlen gets the
  * server's length; NULL when none is wanted). */
 CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
-                   uint32_t *outlen);
+                  uint32_t *outlen);
 
 /* One round trip for a query or a synchronisation (SHIM_RQ_QUIET), without reply data. */
 CUresult shim_ask(unsigned op, const void *payload, uint32_t len);
@@ -135,7 +135,7 @@ CUresult shim_ask(unsigned op, const void *payload, uint32_t len);
 /* One round trip whose reply is read in place: *data points into the calling thread's
  * lane, valid until its next request. */
 CUresult shim_rpc_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
-                        uint32_t *outlen);
+                       uint32_t *outlen);
 
 /* One request without a reply (async operations). */
 CUresult shim_post(unsigned op, const void *payload, uint32_t len);
@@ -228,11 +228,11 @@ CUresult shim_check_device(CUdevice dev);
  * queries without a round trip. The server keeps the authoritative tables. */
 struct shim_range {
     uint64_t base, size; /* first, as channel/ranges.h's elements */
-    uint32_t kind;   /* the range type: SHIM_HT_MEM_DEVICE, _GLOBAL, _PINNED... */
-    uint32_t ctx;    /* context id it was made in */
-    uint32_t flags;  /* cuMemHostAlloc flags of pinned ranges */
-    uint64_t owner;  /* module/library handle of globals, else 0 */
-    uint64_t mapped; /* pinned and managed ranges: bytes mapped (the server's rounding) */
+    uint32_t kind;       /* the range type: SHIM_HT_MEM_DEVICE, _GLOBAL, _PINNED... */
+    uint32_t ctx;        /* context id it was made in */
+    uint32_t flags;      /* cuMemHostAlloc flags of pinned ranges */
+    uint64_t owner;      /* module/library handle of globals, else 0 */
+    uint64_t mapped;     /* pinned and managed ranges: bytes mapped (the server's rounding) */
 };
 
 /* 1 for the kinds of range that are host memory mapped here and in the server (pinned,
@@ -312,9 +312,9 @@ int shim_mvar_find(uint64_t p, uint64_t n, uint64_t *base, uint64_t *size);
 
 /* What the client keeps of a handle it knows itself (types marked `client`). */
 struct shim_known {
-    uint32_t ctx;     /* context it was made in */
-    unsigned flags;   /* as created (stream and event flags) */
-    int priority;     /* streams: as asked */
+    uint32_t ctx;   /* context it was made in */
+    unsigned flags; /* as created (stream and event flags) */
+    int priority;   /* streams: as asked */
 };
 void shim_known_add(uint32_t type, uint64_t value, const struct shim_known *info);
 /* Set once the process knows an interprocess event (made or opened): until then no event

@@ -18,22 +18,19 @@ CUresult shim_stream_check(CUstream s, uint32_t *ctx)
 {
     if (special(s)) {
         CUresult r = shim_need_ctx();
-        if (r == CUDA_SUCCESS && ctx)
-            *ctx = shim_current_ctx_id();
+        if (r == CUDA_SUCCESS && ctx) *ctx = shim_current_ctx_id();
         return r;
     }
     struct shim_known k;
     if (shim_known_find(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s, &k) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (ctx)
-        *ctx = k.ctx;
+    if (ctx) *ctx = k.ctx;
     return CUDA_SUCCESS;
 }
 
 CUresult shim_handle_check(unsigned htype, uint64_t h)
 {
-    if (htype == SHIM_HT_CUstream)
-        return shim_stream_check((CUstream)(uintptr_t)h, NULL);
+    if (htype == SHIM_HT_CUstream) return shim_stream_check((CUstream)(uintptr_t)h, NULL);
     if (htype < SHIM_NHTYPES && (shim_types[htype].flags & SHIM_TF_CLIENT))
         return h && shim_known_find(htype, h, NULL) == 0 ? CUDA_SUCCESS
                                                          : (CUresult)shim_types[htype].bad;
@@ -45,15 +42,12 @@ CUresult shim_handle_check(unsigned htype, uint64_t h)
 static CUresult create(CUstream *ph, unsigned flags, int priority)
 {
     CUresult r = shim_ready_ctx();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
     struct chan_stream_create m = {.flags = flags, .priority = priority};
     uint64_t h = 0;
     r = shim_rpc(CHAN_OP_STREAM_CREATE, &m, sizeof(m), &h, sizeof(h), NULL);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct shim_known k = {.ctx = shim_current_ctx_id(), .flags = flags, .priority = priority};
     shim_known_add(SHIM_HT_CUstream, h, &k);
     *ph = (CUstream)(uintptr_t)h;
@@ -73,8 +67,7 @@ CUresult SHIM_IMPL(cuStreamCreateWithPriority)(CUstream *phStream, unsigned int 
 CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     uint64_t h = (uint64_t)(uintptr_t)hStream;
     if (special(hStream) || shim_known_remove(SHIM_HT_CUstream, h) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -86,20 +79,16 @@ CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
 CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if ((r = shim_stream_check(hStream, NULL)) != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = shim_stream_check(hStream, NULL)) != CUDA_SUCCESS) return r;
     struct shim_idle q;
-    if (shim_idle_stream(&q, hStream, 1))
-        return CUDA_SUCCESS;
+    if (shim_idle_stream(&q, hStream, 1)) return CUDA_SUCCESS;
     uint64_t gen = shim_mvar_sync_begin();
     uint64_t h = (uint64_t)(uintptr_t)hStream;
     r = shim_ask(CHAN_OP_STREAM_SYNC, &h, sizeof(h));
     /* The device's writes to __managed__ variables come back first (mvars.c). */
     shim_mvar_synced(SHIM_MVAR_STREAM, hStream, 0, gen, &r);
-    if (r == CUDA_SUCCESS)
-        shim_idle_keep(&q, 1);
+    if (r == CUDA_SUCCESS) shim_idle_keep(&q, 1);
     return r;
 }
 
@@ -109,13 +98,10 @@ CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
 static CUresult stream_known(CUstream h, const void *out, struct shim_known *k)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (r != CUDA_SUCCESS) return r;
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
     memset(k, 0, sizeof(*k));
-    if (special(h))
-        return shim_need_ctx();
+    if (special(h)) return shim_need_ctx();
     return shim_known_find(SHIM_HT_CUstream, (uint64_t)(uintptr_t)h, k) == 0
                ? CUDA_SUCCESS
                : CUDA_ERROR_INVALID_HANDLE;
@@ -125,8 +111,7 @@ CUresult SHIM_IMPL(cuStreamGetFlags)(CUstream hStream, unsigned int *flags)
 {
     struct shim_known k;
     CUresult r = stream_known(hStream, flags, &k);
-    if (r == CUDA_SUCCESS)
-        *flags = k.flags;
+    if (r == CUDA_SUCCESS) *flags = k.flags;
     return r;
 }
 
@@ -138,8 +123,7 @@ CUresult SHIM_IMPL(cuStreamGetPriority)(CUstream hStream, int *priority)
     struct shim_known k;
     CUresult r = stream_known(hStream, priority, &k);
     int least = 0, greatest = 0;
-    if (r == CUDA_SUCCESS && !special(hStream))
-        r = cuCtxGetStreamPriorityRange(&least, &greatest);
+    if (r == CUDA_SUCCESS && !special(hStream)) r = cuCtxGetStreamPriorityRange(&least, &greatest);
     if (r == CUDA_SUCCESS)
         *priority = k.priority < greatest ? greatest : k.priority > least ? least : k.priority;
     return r;
@@ -148,21 +132,17 @@ CUresult SHIM_IMPL(cuStreamGetPriority)(CUstream hStream, int *priority)
 CUresult SHIM_IMPL(cuStreamGetCtx)(CUstream hStream, CUcontext *pctx)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     uint32_t ctx;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((r = shim_stream_check(hStream, &ctx)) != CUDA_SUCCESS)
-        return r;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if ((r = shim_stream_check(hStream, &ctx)) != CUDA_SUCCESS) return r;
     *pctx = shim_ctx_by_id(ctx);
     return *pctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
-    if (pGreenCtx)
-        *pGreenCtx = NULL; /* clients never see green contexts */
+    if (pGreenCtx) *pGreenCtx = NULL; /* clients never see green contexts */
     return cuStreamGetCtx(hStream, pCtx);
 }
 
@@ -183,20 +163,15 @@ const struct shim_hook shim_hook_event_create = {.after = event_create_after};
 CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
 {
     CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     uint64_t h = (uint64_t)(uintptr_t)hEvent;
-    if (!hEvent || shim_known_find(SHIM_HT_CUevent, h, NULL) != 0)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS)
-        return r;
+    if (!hEvent || shim_known_find(SHIM_HT_CUevent, h, NULL) != 0) return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
     struct shim_idle q;
-    if (shim_idle_event(&q, hEvent, 1))
-        return CUDA_SUCCESS;
+    if (shim_idle_event(&q, hEvent, 1)) return CUDA_SUCCESS;
     uint64_t gen = shim_mvar_sync_begin();
     r = shim_ask(CHAN_OP_EVENT_SYNC, &h, sizeof(h));
     shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, gen, &r);
-    if (r == CUDA_SUCCESS)
-        shim_idle_keep(&q, 1);
+    if (r == CUDA_SUCCESS) shim_idle_keep(&q, 1);
     return r;
 }

@@ -16,7 +16,7 @@
 /* Forwards the call to the real driver when the process runs without a server. */
 #define SHIM_PASS(NAME, ARGS)                                                                      \
     if (__builtin_expect(shim_mode != SHIM_MODE_SERVER, 0) && shim_decide() == SHIM_MODE_REAL)     \
-        return ((__typeof__(&NAME))shim_real(SHIM_ID_##NAME)) ARGS;
+        return ((__typeof__(&NAME))shim_real(SHIM_ID_##NAME))ARGS;
 
 /* A sync/async call marshalled from its descriptor: argv holds each parameter's address. */
 #define SHIM_GENERIC(NAME, PARAMS, ADDRS, ARGS)                                                    \
@@ -48,8 +48,7 @@
     CUresult CUDAAPI NAME PARAMS                                                                   \
     {                                                                                              \
         SHIM_PASS(NAME, ARGS)                                                                      \
-        if (!(PTDS))                                                                               \
-            return shim_impl_##TARGET ARGS;                                                        \
+        if (!(PTDS)) return shim_impl_##TARGET ARGS;                                               \
         unsigned shim_saved_ = shim_ptds_begin();                                                  \
         CUresult shim_r_ = shim_impl_##TARGET ARGS;                                                \
         shim_ptds_end(shim_saved_);                                                                \
@@ -60,8 +59,7 @@
     {                                                                                              \
         SHIM_PASS(NAME, ARGS)                                                                      \
         const void *const argv[] = {SHIM_UNPAREN ADDRS};                                           \
-        if (!(PTDS))                                                                               \
-            return shim_forward(SHIM_ID_##TARGET, argv);                                           \
+        if (!(PTDS)) return shim_forward(SHIM_ID_##TARGET, argv);                                  \
         unsigned shim_saved_ = shim_ptds_begin();                                                  \
         CUresult shim_r_ = shim_forward(SHIM_ID_##TARGET, argv);                                   \
         shim_ptds_end(shim_saved_);                                                                \

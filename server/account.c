@@ -37,20 +37,17 @@ static unsigned long long start_time(pid_t pid)
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
+    if (!f) return 0;
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
+    if (!p) return 0;
     unsigned long long v = 0;
     /* After ") ": state is field 3; the start time is field 22, 19 fields on. */
     int field = 2;
     for (char *t = p + 1; *t && field < 22; t++)
-        if (*t == ' ' && ++field == 22)
-            v = strtoull(t + 1, NULL, 10);
+        if (*t == ' ' && ++field == 22) v = strtoull(t + 1, NULL, 10);
     return v;
 }
 
@@ -97,18 +94,16 @@ int srv_account_join(struct srv_client *c, char *why, size_t len)
 void srv_account_leave(struct srv_client *c)
 {
     struct srv_account *a = c->acct;
-    if (!a)
-        return;
+    if (!a) return;
     c->acct = NULL;
     pthread_mutex_lock(&accounts_lock);
     if (--a->conns == 0) {
         struct srv_account **pp = &accounts;
         while (*pp && *pp != a)
             pp = &(*pp)->next;
-        if (*pp)
-            *pp = a->next;
-        uint64_t left = atomic_load(&a->pinned) | atomic_load(&a->objects) |
-                        atomic_load(&a->queued);
+        if (*pp) *pp = a->next;
+        uint64_t left =
+            atomic_load(&a->pinned) | atomic_load(&a->objects) | atomic_load(&a->queued);
         for (int d = 0; d < CHAN_MAX_DEVICES; d++)
             left |= atomic_load(&a->mem[d]) | atomic_load(&a->reserved[d]);
         if (left)
@@ -125,18 +120,15 @@ void srv_account_leave(struct srv_client *c)
 int srv_account_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 {
     struct srv_account *a = c->acct;
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev])
-        return 1;
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev]) return 1;
     uint64_t lim = c->lim.mem[dev];
     if (!a) /* a client that never joined holds nothing it could count */
         return bytes <= lim;
     uint64_t r = atomic_load(&a->reserved[dev]);
     for (;;) {
         uint64_t used = atomic_load(&a->mem[dev]), sum;
-        if (__builtin_add_overflow(used, r, &sum) || sum > lim || bytes > lim - sum)
-            return 0;
-        if (atomic_compare_exchange_weak(&a->reserved[dev], &r, r + bytes))
-            break;
+        if (__builtin_add_overflow(used, r, &sum) || sum > lim || bytes > lim - sum) return 0;
+        if (atomic_compare_exchange_weak(&a->reserved[dev], &r, r + bytes)) break;
     }
     c->reserved[dev] += bytes;
     c->reserved_any = 1;
@@ -148,16 +140,14 @@ void srv_account_settle(struct srv_client *c)
     c->reserved_any = 0;
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
         if (c->reserved[d]) {
-            if (c->acct)
-                atomic_fetch_sub(&c->acct->reserved[d], c->reserved[d]);
+            if (c->acct) atomic_fetch_sub(&c->acct->reserved[d], c->reserved[d]);
             c->reserved[d] = 0;
         }
 }
 
 uint64_t srv_account_mem_used(const struct srv_client *c, int dev)
 {
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES)
-        return 0;
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES) return 0;
     return c->acct ? atomic_load(&c->acct->mem[dev]) : atomic_load(&c->stats.mem_dev[dev]);
 }
 
@@ -174,8 +164,7 @@ static int take(_Atomic uint64_t *counter, uint64_t bytes, uint64_t cap)
 {
     uint64_t v = atomic_load(counter);
     do {
-        if (v > cap || bytes > cap - v)
-            return 0;
+        if (v > cap || bytes > cap - v) return 0;
     } while (!atomic_compare_exchange_weak(counter, &v, v + bytes));
     return 1;
 }
@@ -194,17 +183,14 @@ int srv_account_pinned_take(struct srv_client *c, uint64_t bytes)
 void srv_account_pinned_give(struct srv_client *c, uint64_t bytes)
 {
     atomic_fetch_sub(&c->stats.pinned, bytes);
-    if (c->acct)
-        atomic_fetch_sub(&c->acct->pinned, bytes);
+    if (c->acct) atomic_fetch_sub(&c->acct->pinned, bytes);
 }
 
 int srv_account_record_take(struct srv_client *c)
 {
     struct srv_account *a = c->acct;
-    if (!a || !srv.max_objects)
-        return 1;
-    if (take(&a->objects, 1, srv.max_objects))
-        return 1;
+    if (!a || !srv.max_objects) return 1;
+    if (take(&a->objects, 1, srv.max_objects)) return 1;
     if (!atomic_exchange(&a->objects_said, 1))
         srv_log("Client process %d: it holds MPSSHIM_MAX_OBJECTS (%llu) objects; what it makes "
                 "past that fails with CUDA_ERROR_OUT_OF_MEMORY (said once)",
@@ -214,16 +200,14 @@ int srv_account_record_take(struct srv_client *c)
 
 void srv_account_record_give(struct srv_client *c)
 {
-    if (c->acct && srv.max_objects)
-        atomic_fetch_sub(&c->acct->objects, 1);
+    if (c->acct && srv.max_objects) atomic_fetch_sub(&c->acct->objects, 1);
 }
 
 /* ---------------------------------------------------------------- queued work */
 
 void srv_account_queued_add(struct srv_client *c, int64_t bytes)
 {
-    if (c->acct)
-        atomic_fetch_add(&c->acct->queued, (uint64_t)bytes);
+    if (c->acct) atomic_fetch_add(&c->acct->queued, (uint64_t)bytes);
 }
 
 uint64_t srv_account_queued(const struct srv_client *c)

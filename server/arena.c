@@ -80,9 +80,8 @@ static size_t access_of(int dev, CUmemAccessDesc *out)
         if (!can && DRV(cuDeviceCanAccessPeer)(&can, (CUdevice)d, (CUdevice)dev) != CUDA_SUCCESS)
             can = 0;
         if (can)
-            out[n++] = (CUmemAccessDesc){
-                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
-                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+            out[n++] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
+                                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     }
     return n;
 }
@@ -95,14 +94,10 @@ static CUresult map_in_ctx(int dev, uint64_t bytes, uint64_t align, struct mappi
     size_t naccess = access_of(dev, access);
     CUdeviceptr va = 0;
     CUresult r = DRV(cuMemCreate)(&m->h, bytes, &prop, 0);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if ((r = DRV(cuMemAddressReserve)(&va, bytes, align, 0, 0)) != CUDA_SUCCESS)
-        goto release;
-    if ((r = DRV(cuMemMap)(va, bytes, 0, m->h, 0)) != CUDA_SUCCESS)
-        goto unreserve;
-    if ((r = DRV(cuMemSetAccess)(va, bytes, access, naccess)) != CUDA_SUCCESS)
-        goto unmap;
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = DRV(cuMemAddressReserve)(&va, bytes, align, 0, 0)) != CUDA_SUCCESS) goto release;
+    if ((r = DRV(cuMemMap)(va, bytes, 0, m->h, 0)) != CUDA_SUCCESS) goto unreserve;
+    if ((r = DRV(cuMemSetAccess)(va, bytes, access, naccess)) != CUDA_SUCCESS) goto unmap;
     m->va = va;
     m->bytes = bytes;
     m->dev = dev;
@@ -122,8 +117,7 @@ release:
 static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
 {
     CUresult r = srv_push_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     r = map_in_ctx(dev, bytes, align, m);
     srv_pop_device();
     return r;
@@ -134,10 +128,8 @@ static void map_free(const struct mapping *m)
     CUresult r = srv_push_device(m->dev);
     if (r == CUDA_SUCCESS) {
         r = DRV(cuMemUnmap)(m->va, m->bytes);
-        if (r == CUDA_SUCCESS)
-            r = DRV(cuMemRelease)(m->h);
-        if (r == CUDA_SUCCESS)
-            r = DRV(cuMemAddressFree)(m->va, m->bytes);
+        if (r == CUDA_SUCCESS) r = DRV(cuMemRelease)(m->h);
+        if (r == CUDA_SUCCESS) r = DRV(cuMemAddressFree)(m->va, m->bytes);
         srv_pop_device();
     }
     if (r != CUDA_SUCCESS)
@@ -148,28 +140,24 @@ static void map_free(const struct mapping *m)
 /* The device's granularity, asked once; 0 with *r when the driver would not say. */
 static uint64_t granularity(struct arena *a, int dev, CUresult *r)
 {
-    if (a->gran)
-        return a->gran;
+    if (a->gran) return a->gran;
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
     size_t g = 0;
     *r = DRV(cuMemGetAllocationGranularity)(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (*r == CUDA_SUCCESS && (!g || (g & (g - 1))))
         *r = CUDA_ERROR_NOT_SUPPORTED; /* not a power of two: no slab can be aligned to it */
-    if (*r == CUDA_SUCCESS)
-        a->gran = g;
+    if (*r == CUDA_SUCCESS) a->gran = g;
     return a->gran;
 }
 
 static CUresult alloc_big(struct arena *a, int dev, uint64_t bytes, CUdeviceptr *p)
 {
     uint64_t size;
-    if (__builtin_add_overflow(bytes, a->gran - 1, &size))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (__builtin_add_overflow(bytes, a->gran - 1, &size)) return CUDA_ERROR_OUT_OF_MEMORY;
     size &= ~(a->gran - 1);
     struct big *b = calloc(1, sizeof(*b));
-    if (!b)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!b) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = map_new(dev, size, a->gran, &b->m);
     if (r != CUDA_SUCCESS) {
         free(b);
@@ -186,8 +174,7 @@ static CUresult alloc_small(struct arena *a, int dev, int cls, CUdeviceptr *p)
     while (s && s->used == s->nblocks)
         s = s->next;
     if (!s) {
-        if (!(s = calloc(1, sizeof(*s))))
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (!(s = calloc(1, sizeof(*s)))) return CUDA_ERROR_OUT_OF_MEMORY;
         CUresult r = map_new(dev, ARENA_SLAB, ARENA_SLAB, &s->m);
         if (r != CUDA_SUCCESS) {
             free(s);
@@ -200,11 +187,9 @@ static CUresult alloc_small(struct arena *a, int dev, int cls, CUdeviceptr *p)
         HASH_ADD(hh, a->slabs, m.va, sizeof(s->m.va), s);
     }
     for (uint32_t w = 0; w * 64 < s->nblocks; w++) {
-        if (s->bits[w] == ~0ull)
-            continue;
+        if (s->bits[w] == ~0ull) continue;
         uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(~s->bits[w]);
-        if (i >= s->nblocks)
-            break;
+        if (i >= s->nblocks) break;
         s->bits[w] |= 1ull << (i % 64);
         s->used++;
         *p = s->m.va + ((uint64_t)i << (ARENA_MIN_SHIFT + cls));
@@ -218,8 +203,7 @@ static _Atomic int usable[CHAN_MAX_DEVICES];
 
 int srv_arena_usable(int dev)
 {
-    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES)
-        return 0;
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES) return 0;
     int u = atomic_load(&usable[dev]);
     if (!u) {
         int v = 0;
@@ -239,10 +223,8 @@ int srv_arena_usable(int dev)
 CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p)
 {
     pthread_once(&once, init_locks);
-    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES)
-        return CUDA_ERROR_INVALID_DEVICE;
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     struct arena *a = &arenas[dev];
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&a->lock);
@@ -291,16 +273,14 @@ static void slab_emptied(struct arena *a, struct slab *s)
 void srv_arena_usage(int dev, uint64_t *mapped, uint64_t *kept)
 {
     *mapped = *kept = 0;
-    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES)
-        return;
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES) return;
     pthread_once(&once, init_locks);
     struct arena *a = &arenas[dev];
     pthread_mutex_lock(&a->lock);
     for (struct slab *s = a->slabs, *n; s; s = n) {
         n = s->hh.next;
         *mapped += s->m.bytes;
-        if (!s->used)
-            *kept += s->m.bytes;
+        if (!s->used) *kept += s->m.bytes;
     }
     for (struct big *b = a->bigs, *n; b; b = n) {
         n = b->hh.next;
@@ -326,8 +306,7 @@ void srv_arena_trim(void)
         for (int cls = 0; cls < ARENA_CLASSES; cls++)
             for (struct slab *s = a->classes[cls], *n; s; s = n) {
                 n = s->next;
-                if (!s->used)
-                    slab_unmap(a, s);
+                if (!s->used) slab_unmap(a, s);
             }
         pthread_mutex_unlock(&a->lock);
     }
@@ -336,8 +315,7 @@ void srv_arena_trim(void)
 CUresult srv_arena_free(int dev, CUdeviceptr p)
 {
     pthread_once(&once, init_locks);
-    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES) return CUDA_ERROR_INVALID_VALUE;
     struct arena *a = &arenas[dev];
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&a->lock);
@@ -357,8 +335,7 @@ CUresult srv_arena_free(int dev, CUdeviceptr p)
         if (((p - base) & ((1ull << shift) - 1)) == 0 && i < s->nblocks &&
             (s->bits[i / 64] & (1ull << (i % 64)))) {
             s->bits[i / 64] &= ~(1ull << (i % 64));
-            if (!--s->used)
-                slab_emptied(a, s);
+            if (!--s->used) slab_emptied(a, s);
             r = CUDA_SUCCESS;
         }
     }

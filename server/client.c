@@ -23,13 +23,10 @@ static __thread int cur_dev = -1;
 
 CUresult srv_use_device(int dev)
 {
-    if (dev < 0 || dev >= srv.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
-    if (cur_dev == dev)
-        return CUDA_SUCCESS;
+    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
+    if (cur_dev == dev) return CUDA_SUCCESS;
     CUresult r = DRV(cuCtxSetCurrent)(srv.ctx[dev]);
-    if (r == CUDA_SUCCESS)
-        cur_dev = dev;
+    if (r == CUDA_SUCCESS) cur_dev = dev;
     return r;
 }
 
@@ -59,11 +56,14 @@ static int send_welcome(int sock, const struct chan_welcome *w, int fd)
     return chan_send_fd(sock, w, sizeof(*w), fd);
 }
 
-static void refuse(int sock, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void refuse(int sock, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void refuse(int sock, int status, const char *fmt, ...)
 {
-    struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
-                             .minor = CHAN_PROTO_MINOR, .status = status,
+    struct chan_welcome w = {.magic = CHAN_MAGIC,
+                             .major = CHAN_PROTO_MAJOR,
+                             .minor = CHAN_PROTO_MINOR,
+                             .status = status,
                              .server_pid = getpid()};
     va_list ap;
     va_start(ap, fmt);
@@ -79,8 +79,7 @@ static int make_segment(struct srv_client *c)
 {
     size_t size = chan_segment_size();
     int fd = memfd_create("mpsshim-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     if (ftruncate(fd, (off_t)size) != 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         close(fd);
@@ -142,13 +141,10 @@ static int recv_all(struct srv_client *c, void *buf, size_t len)
         int ms = (int)((c->hello_by - now + 999999) / 1000000);
         ms = ms > 50 ? 50 : ms; /* and look at `evicted` now and then */
         int k = poll(&pf, 1, ms);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k == 0)
-            continue; /* the deadline check above ends it */
+        if (k < 0 && errno == EINTR) continue;
+        if (k == 0) continue; /* the deadline check above ends it */
         ssize_t n = k > 0 ? recv(c->sock, (char *)buf + got, len - got, MSG_DONTWAIT) : -1;
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0) {
             srv_log("Client process %d hung up before its handshake", (int)c->pid);
             return -1;
@@ -176,14 +172,12 @@ static void register_segment(struct srv_client *c)
     }
 }
 
-
 /* Handshake; returns the segment fd sent, or -1 when the client was refused. */
 static int handshake(struct srv_client *c)
 {
     struct ucred cred;
     socklen_t cl = sizeof(cred);
-    if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0)
-        return -1;
+    if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) return -1;
     c->pid = cred.pid;
     c->uid = cred.uid;
     /* Named after its client, for whoever looks at a stuck server's threads (ps -L, the
@@ -202,8 +196,7 @@ static int handshake(struct srv_client *c)
     struct chan_hello h;
     memset(&h, 0, sizeof(h));
     /* The head first: its layout never changes, so any client's version can be told. */
-    if (recv_all(c, &h.head, sizeof(h.head)) != 0)
-        return -1;
+    if (recv_all(c, &h.head, sizeof(h.head)) != 0) return -1;
     h.head.exe[sizeof(h.head.exe) - 1] = '\0';
     /* Kept escaped: the name is only ever shown (server.log, get_client_info, ps), so every
      * use, later ones too, is safe from a name holding a newline or a terminal's escape; an
@@ -227,8 +220,7 @@ static int handshake(struct srv_client *c)
                (unsigned long long)SHIM_SYMBOLS_HASH);
         return -1;
     }
-    if (recv_all(c, (char *)&h + sizeof(h.head), sizeof(h) - sizeof(h.head)) != 0)
-        return -1;
+    if (recv_all(c, (char *)&h + sizeof(h.head), sizeof(h) - sizeof(h.head)) != 0) return -1;
     h.active_thread_percentage[sizeof(h.active_thread_percentage) - 1] = '\0';
     h.pinned_mem_limit[sizeof(h.pinned_mem_limit) - 1] = '\0';
     h.client_priority[sizeof(h.client_priority) - 1] = '\0';
@@ -281,22 +273,23 @@ static int handshake(struct srv_client *c)
     srv_busy(c, SRV_BUSY_HANDSHAKE); /* its driver calls, watched (not its reads) */
     register_segment(c);
     srv_busy(c, 0);
-    struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
-                             .minor = CHAN_PROTO_MINOR, .status = CHAN_WELCOME_OK,
-                             .server_pid = getpid(), .shm_size = c->shm_size,
+    struct chan_welcome w = {.magic = CHAN_MAGIC,
+                             .major = CHAN_PROTO_MAJOR,
+                             .minor = CHAN_PROTO_MINOR,
+                             .status = CHAN_WELCOME_OK,
+                             .server_pid = getpid(),
+                             .shm_size = c->shm_size,
                              .client_id = c->id};
     int ok = send_welcome(c->sock, &w, fd) == 0;
     close(fd);
-    if (!ok)
-        return -1;
+    if (!ok) return -1;
     return 0; /* from now on the socket only tells us when the client goes away */
 }
 
 int srv_client_alive(void *arg)
 {
     struct srv_client *c = arg;
-    if (atomic_load(&c->dead))
-        return 0;
+    if (atomic_load(&c->dead)) return 0;
     char b;
     ssize_t n = recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -344,8 +337,7 @@ static const char *proto_op_name(uint32_t op)
 /* PROFILE=1 builds: the operations that took c's worker longest, one line. */
 static void prof_ops(const struct srv_client *c)
 {
-    if (!c->prof_op)
-        return;
+    if (!c->prof_op) return;
     char line[512];
     size_t n = 0;
     int said[6];
@@ -359,8 +351,7 @@ static void prof_ops(const struct srv_client *c)
                 (best < 0 || c->prof_op[2 * i + 1] > c->prof_op[2 * best + 1]))
                 best = i;
         }
-        if (best < 0)
-            break;
+        if (best < 0) break;
         said[k] = best;
         char name[48];
         if (best < SHIM_NCALLS)
@@ -373,8 +364,7 @@ static void prof_ops(const struct srv_client *c)
         uint64_t cnt = c->prof_op[2 * best], ns = c->prof_op[2 * best + 1];
         int w = snprintf(line + n, sizeof(line) - n, "%s%s %llu x %.2f us", k ? ", " : "", name,
                          (unsigned long long)cnt, ns / 1e3 / (double)cnt);
-        if (w < 0 || (size_t)w >= sizeof(line) - n)
-            break;
+        if (w < 0 || (size_t)w >= sizeof(line) - n) break;
         n += (size_t)w;
     }
     srv_log("Client process %d profile by operation: %s", (int)c->pid, line);
@@ -390,8 +380,8 @@ static void cleanup(struct srv_client *c)
     for (int t = 1; t < SHIM_NHTYPES && used < sizeof(what); t++)
         if (c->nobjs[t]) {
             total += c->nobjs[t];
-            used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%u %s",
-                                     used ? ", " : "", c->nobjs[t], shim_types[t].name);
+            used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%u %s", used ? ", " : "",
+                                     c->nobjs[t], shim_types[t].name);
         }
     srv_fault_sync(c); /* what died in a fault is forgotten, never destroyed */
     srv_hostfn_release(c);
@@ -399,36 +389,31 @@ static void cleanup(struct srv_client *c)
     if (total)
         srv_log("Client process %d: released %u object%s (%s)", (int)c->pid, total,
                 total == 1 ? "" : "s", what);
-    if (c->objs)
-        srv_log("Client process %d: tables not empty after release", (int)c->pid);
+    if (c->objs) srv_log("Client process %d: tables not empty after release", (int)c->pid);
     srv_limits_settle(c);
     struct srv_ctx *x, *xt;
-    HASH_ITER(hh, c->ctxs, x, xt)
-    {
+    HASH_ITER(hh, c->ctxs, x, xt) {
         HASH_DEL(c->ctxs, x);
         free(x);
     }
     for (struct srv_wait *w = c->waits, *n; w; w = n) {
         n = w->next;
         for (int i = 0; i < w->nev; i++)
-            if (w->pooled[i])
-                srv_event_give(c, w->dev[i], w->ev[i]);
+            if (w->pooled[i]) srv_event_give(c, w->dev[i], w->ev[i]);
         free(w);
     }
     c->waits = NULL;
-    srv_devmem_gone(c);   /* its free streams: the frees queued there still complete */
-    srv_queue_release(c); /* its marks' events go back to the pool, destroyed below */
+    srv_devmem_gone(c);    /* its free streams: the frees queued there still complete */
+    srv_queue_release(c);  /* its marks' events go back to the pool, destroyed below */
     srv_hblock_release(c); /* so do its blocks' */
     free(c->retired);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
         for (int i = 0; i < CHAN_NSLOTS; i++)
-            if (c->slot_ev[d][i])
-                DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
+            if (c->slot_ev[d][i]) DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
         for (size_t i = 0; i < c->pool[d].n; i++)
             DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
         free(c->pool[d].ev);
-        if (c->block_ev[d])
-            DRV(cuEventDestroy_v2)(c->block_ev[d]);
+        if (c->block_ev[d]) DRV(cuEventDestroy_v2)(c->block_ev[d]);
     }
     srv_green_release(c);
     srv_account_leave(c); /* everything it counted there has been given back */
@@ -445,8 +430,7 @@ static void cleanup(struct srv_client *c)
         uint32_t alive = 0;
         atomic_compare_exchange_strong(&c->ch.shm->dead, &alive, CHAN_DEAD_GONE);
         if (!c->left_running) {
-            if (c->shm_registered)
-                DRV(cuMemHostUnregister)(c->shm);
+            if (c->shm_registered) DRV(cuMemHostUnregister)(c->shm);
             /* Under clients_lock: srv_client_alert writes into the segments of the clients
              * it finds in the list from other threads. */
             pthread_mutex_lock(&srv.clients_lock);
@@ -464,8 +448,8 @@ static void log_limits(const struct srv_client *c)
     char line[900];
     size_t n = (size_t)snprintf(line, sizeof(line), "active thread percentage %d (", c->lim.pct);
     for (int d = 0; d < srv.ndev && n < sizeof(line); d++)
-        n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%u SMs on device %d",
-                              d ? ", " : "", c->lim.sms[d], d);
+        n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%u SMs on device %d", d ? ", " : "",
+                              c->lim.sms[d], d);
     if (n < sizeof(line))
         n += (size_t)snprintf(line + n, sizeof(line) - n, "), device memory limit ");
     int any = 0;
@@ -586,8 +570,7 @@ void srv_client_start(int sock)
             if (!x->admitted && !atomic_load(&x->finished) && !atomic_load(&x->evicted) &&
                 (!old || x->id < old->id))
                 old = x;
-        if (old)
-            atomic_store(&old->evicted, 1);
+        if (old) atomic_store(&old->evicted, 1);
         if (!said_full++)
             srv_log("%u connections are in their handshake: the oldest make way for new ones",
                     SRV_MAX_PENDING);
@@ -686,8 +669,7 @@ void srv_clients_watch(void)
             x->watch_said = 0;
             continue;
         }
-        if (x->watch_said || now - x->watch_since_ns < SRV_SLOW_CALL_NS)
-            continue;
+        if (x->watch_said || now - x->watch_since_ns < SRV_SLOW_CALL_NS) continue;
         x->watch_said = 1;
         char what[64];
         if (op == SRV_BUSY_HANDSHAKE)
@@ -723,16 +705,14 @@ void srv_client_alert(struct srv_client *c)
     uint32_t v = atomic_fetch_add(&c->alerts, 1) + 1;
     /* Two alerts at once may store their values in either order: each is one never stored
      * before, so the word moves either way, which is all the client looks at. */
-    if (c->shm)
-        atomic_store_explicit(&c->ch.shm->alert, v, memory_order_release);
+    if (c->shm) atomic_store_explicit(&c->ch.shm->alert, v, memory_order_release);
 }
 
 void srv_clients_alert(void)
 {
     pthread_mutex_lock(&srv.clients_lock);
     for (struct srv_client *x = srv.clients; x; x = x->next)
-        if (atomic_load(&x->connected) && !atomic_load(&x->finished))
-            srv_client_alert(x);
+        if (atomic_load(&x->connected) && !atomic_load(&x->finished)) srv_client_alert(x);
     pthread_mutex_unlock(&srv.clients_lock);
 }
 

@@ -51,8 +51,7 @@ uint32_t srv_coalesce_hint(int crowded)
 static void sweep_one(struct srv_client *c)
 {
     struct chan_shm *s = c->ch.shm;
-    if (!atomic_load_explicit(&s->server_sleeping, memory_order_acquire))
-        return;
+    if (!atomic_load_explicit(&s->server_sleeping, memory_order_acquire)) return;
     if (atomic_load_explicit(&s->tail, memory_order_acquire) ==
         atomic_load_explicit(&s->head, memory_order_acquire))
         return;
@@ -85,10 +84,8 @@ static void *sweeper(void *arg)
 void srv_coalesce_start(void)
 {
     if (bad_value)
-        srv_log("MPSSHIM_COALESCE_US=%s is not a number up to 10000: coalescing is off",
-                bad_value);
-    if (!bound_us)
-        return;
+        srv_log("MPSSHIM_COALESCE_US=%s is not a number up to 10000: coalescing is off", bad_value);
+    if (!bound_us) return;
     pthread_t t;
     if (pthread_create(&t, NULL, sweeper, NULL) != 0) {
         srv_log("Doorbell coalescing is off: its sweeper thread could not start");

@@ -132,36 +132,30 @@ static void holders(int dev, char *buf, size_t len)
     buf[0] = '\0';
     pthread_mutex_lock(&list_lock);
     for (size_t i = 0; i < nlist && used + 16 < len; i++) {
-        if (list[i].dev != dev)
-            continue;
+        if (list[i].dev != dev) continue;
         int dup = 0;
         for (size_t j = 0; j < i && !dup; j++)
             dup = list[j].dev == dev && list[j].pid == list[i].pid;
-        if (dup)
-            continue;
+        if (dup) continue;
         int w = snprintf(buf + used, len - used, "%s%d", n++ ? ", " : "client process ",
                          (int)list[i].pid);
-        if (w < 0 || (size_t)w >= len - used)
-            break;
+        if (w < 0 || (size_t)w >= len - used) break;
         used += (size_t)w;
     }
     pthread_mutex_unlock(&list_lock);
-    if (!n)
-        snprintf(buf, len, "none left");
+    if (!n) snprintf(buf, len, "none left");
 }
 
 CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
 {
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES)
-        return CUDA_SUCCESS;
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES) return CUDA_SUCCESS;
     unsigned us = 0;
     int said = 0;
     for (;;) {
         if (atomic_load(&npending[dev]) == 0 || settle(dev) == 0) {
             pthread_rwlock_rdlock(&gate[dev]);
             if (atomic_load(&npending[dev]) == 0) {
-                if (said)
-                    atomic_fetch_sub(&loaders[dev], 1);
+                if (said) atomic_fetch_sub(&loaders[dev], 1);
                 return CUDA_SUCCESS; /* read-locked until srv_codegate_leave */
             }
             pthread_rwlock_unlock(&gate[dev]);
@@ -169,8 +163,7 @@ CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
         /* It left, was made way for mid-handshake, or the server is going: nobody waits
          * for the answer. */
         if (atomic_load(&c->dead) || atomic_load(&c->evicted) || atomic_load(&srv.quitting)) {
-            if (said)
-                atomic_fetch_sub(&loaders[dev], 1);
+            if (said) atomic_fetch_sub(&loaders[dev], 1);
             return CUDA_ERROR_NOT_READY;
         }
         if (!said++) {
@@ -190,8 +183,7 @@ CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
 
 void srv_codegate_leave(int dev)
 {
-    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
-        pthread_rwlock_unlock(&gate[dev]);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES) pthread_rwlock_unlock(&gate[dev]);
 }
 
 void srv_codegate_wait_begin(int dev)
@@ -215,8 +207,7 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
         if (r == CUDA_SUCCESS && (r = DRV(cuEventRecord)(ev, st)) != CUDA_SUCCESS)
             DRV(cuEventDestroy_v2)(ev);
         pthread_mutex_lock(&list_lock);
-        if (nlist >= WATCH_PRUNE && nlist == caplist)
-            prune(-1);
+        if (nlist >= WATCH_PRUNE && nlist == caplist) prune(-1);
         if (r == CUDA_SUCCESS && nlist == caplist && caplist < WATCH_MAX) {
             size_t ncap = caplist ? caplist * 2 : 16;
             struct pending *n = realloc(list, ncap * sizeof(*n));
@@ -231,8 +222,7 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
             atomic_fetch_add(&npending[dev], 1);
             said = 0;
         } else {
-            if (r == CUDA_SUCCESS)
-                DRV(cuEventDestroy_v2)(ev);
+            if (r == CUDA_SUCCESS) DRV(cuEventDestroy_v2)(ev);
             if (!said++)
                 srv_log("Client process %d: a wait on device memory cannot be watched (%s): "
                         "code loaded meanwhile may stop every client until it ends",
@@ -262,8 +252,7 @@ static struct srv_obj *code_obj(struct srv_client *c, const struct srv_call *k, 
 {
     const struct shim_param *p = &k->d->params[i];
     *lib = 0;
-    if (p->kind != SHIM_PK_HANDLE)
-        return NULL;
+    if (p->kind != SHIM_PK_HANDLE) return NULL;
     if (p->htype == SHIM_HT_CUkernel || p->htype == SHIM_HT_CUfunction)
         return srv_obj_find(c, SHIM_HT_CUkernel, k->a.val[i]);
     *lib = p->htype == SHIM_HT_CUlibrary;
@@ -279,33 +268,28 @@ static struct srv_obj *code_obj(struct srv_client *c, const struct srv_call *k, 
 int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *res)
 {
     *res = CUDA_SUCCESS;
-    if (!(k->d->flags & SHIM_CF_LOADS_CODE))
-        return -1;
+    if (!(k->d->flags & SHIM_CF_LOADS_CODE)) return -1;
     /* The device the call names (the server's ordinal by now), else its context's. */
     int dev = k->dev;
     for (int i = 0; i < k->d->nparams; i++)
         if (k->d->params[i].kind == SHIM_PK_VAL && (k->d->params[i].pflags & SHIM_PF_DEVICE))
             dev = (int)k->a.val[i];
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES || dev >= 64)
-        return -1;
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || dev >= 64) return -1;
     int whole = 0;
     for (int i = 0; i < k->d->nparams; i++) {
         int lib;
         struct srv_obj *o = code_obj(c, k, i, &lib);
-        if (!o || (!lib && (o->aux & (1ull << dev))))
-            continue;
+        if (!o || (!lib && (o->aux & (1ull << dev)))) continue;
         if (lib || !c->cur || c->cur->device != dev)
             whole = 1;
         else if ((*res = srv_kernel_loaded(c, o, dev)) != CUDA_SUCCESS)
             return -1;
     }
-    if (!whole || (*res = srv_codegate_enter(c, dev, "loading code")) != CUDA_SUCCESS)
-        return -1;
+    if (!whole || (*res = srv_codegate_enter(c, dev, "loading code")) != CUDA_SUCCESS) return -1;
     return dev;
 }
 
 void srv_codegate_call_end(int dev)
 {
-    if (dev >= 0)
-        srv_codegate_leave(dev);
+    if (dev >= 0) srv_codegate_leave(dev);
 }

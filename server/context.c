@@ -60,8 +60,7 @@ void srv_op_ctx_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t 
     if (x) {
         srv_use_device(x->device);
         srv_release(c, x->id);
-        if (c->cur == x)
-            c->cur = NULL;
+        if (c->cur == x) c->cur = NULL;
         HASH_DEL(c->ctxs, x);
         free(x);
     }
@@ -77,10 +76,8 @@ void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
         x = srv_ctx_get(c, id);
     }
     CUresult res = !x ? CUDA_ERROR_INVALID_CONTEXT : srv_captures_sync(c, x->id);
-    if (res == CUDA_SUCCESS)
-        res = srv_wait_ctx(c, x, r->lane);
-    if (res != CUDA_SUCCESS)
-        srv_reply(c, r->lane, res, 0);
+    if (res == CUDA_SUCCESS) res = srv_wait_ctx(c, x, r->lane);
+    if (res != CUDA_SUCCESS) srv_reply(c, r->lane, res, 0);
 }
 
 /* Device memory a context limit of `value` costs on device dev beyond what the context had
@@ -91,8 +88,7 @@ void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
 static uint64_t limit_cost(int dev, unsigned limit, uint64_t value)
 {
     uint64_t floor = srv.limit_default[dev][limit], per = 1, cost;
-    if (value <= floor)
-        return 0;
+    if (value <= floor) return 0;
     if (limit == CU_LIMIT_STACK_SIZE) {
         const int32_t *a = srv.devinfo.dev[dev].attr;
         int32_t sms = a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
@@ -128,8 +124,7 @@ static void limit_charged(struct srv_client *c, int dev, unsigned limit, uint64_
         srv_account_mem_add(c, c->limit_cost_dev[limit], -(int64_t)c->limit_cost[limit]);
     c->limit_cost[limit] = limit_cost(dev, limit, value);
     c->limit_cost_dev[limit] = dev;
-    if (c->limit_cost[limit])
-        srv_account_mem_add(c, dev, (int64_t)c->limit_cost[limit]);
+    if (c->limit_cost[limit]) srv_account_mem_add(c, dev, (int64_t)c->limit_cost[limit]);
 }
 
 void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -137,8 +132,7 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     struct chan_limit m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out = 0;
-    if (len != sizeof(m))
-        goto reply;
+    if (len != sizeof(m)) goto reply;
     memcpy(&m, p, sizeof(m));
     if (!c->cur) {
         res = CUDA_ERROR_INVALID_CONTEXT;
@@ -151,10 +145,8 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     /* Raising a limit waits for every stream of the context in the driver: not while one
      * is held on a value in device memory (codegate.c). */
     int gdev = c->cur->device;
-    if (m.set && (res = limit_charge(c, gdev, m.limit, m.value)) != CUDA_SUCCESS)
-        goto reply;
-    if (m.set && (res = srv_codegate_enter(c, gdev, "setting a limit")) != CUDA_SUCCESS)
-        goto reply;
+    if (m.set && (res = limit_charge(c, gdev, m.limit, m.value)) != CUDA_SUCCESS) goto reply;
+    if (m.set && (res = srv_codegate_enter(c, gdev, "setting a limit")) != CUDA_SUCCESS) goto reply;
     size_t real = 0;
     pthread_mutex_lock(&srv.limits_lock);
     res = DRV(cuCtxGetLimit)(&real, (CUlimit)m.limit);
@@ -163,8 +155,7 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         /* The context is shared: its real limit is the largest any client asked for, so no
          * client can take stack, heap or FIFO space from another's kernels; each client
          * reads back what it set. */
-        if (m.value > real)
-            res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
+        if (m.value > real) res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
         if (res == CUDA_SUCCESS) {
             c->limits[m.limit] = m.value;
             c->limits_set |= 1u << m.limit;
@@ -175,10 +166,8 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         v = c->limits[m.limit];
     }
     pthread_mutex_unlock(&srv.limits_lock);
-    if (m.set)
-        srv_codegate_leave(gdev);
-    if (res != CUDA_SUCCESS)
-        goto reply;
+    if (m.set) srv_codegate_leave(gdev);
+    if (res != CUDA_SUCCESS) goto reply;
     memcpy(srv_lane_data(c, r->lane), &v, sizeof(v));
     out = sizeof(v);
 reply:
@@ -192,12 +181,10 @@ void srv_limits_settle(struct srv_client *gone)
             srv_account_mem_add(gone, gone->limit_cost_dev[l], -(int64_t)gone->limit_cost[l]);
             gone->limit_cost[l] = 0;
         }
-    if (!gone->limits_set)
-        return;
+    if (!gone->limits_set) return;
     pthread_mutex_lock(&srv.limits_lock);
     for (int l = 0; l < CU_LIMIT_MAX; l++) {
-        if (!(gone->limits_set & (1u << l)))
-            continue;
+        if (!(gone->limits_set & (1u << l))) continue;
         for (int d = 0; d < srv.ndev; d++) {
             size_t want = srv.limit_default[d][l], real = 0;
             pthread_mutex_lock(&srv.clients_lock);
@@ -227,8 +214,7 @@ void srv_limits_settle(struct srv_client *gone)
  * is (fault.c: the server that takes over makes a new one). */
 void srv_limits_idle(void)
 {
-    if (atomic_load(&srv.left_running_any))
-        return;
+    if (atomic_load(&srv.left_running_any)) return;
     pthread_mutex_lock(&srv.limits_lock);
     for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
         size_t want = srv.limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;

@@ -30,8 +30,7 @@ int srv_control_listen(void)
                          CHAN_CONTROL_NAME) >= sizeof(sa.sun_path))
         return -1;
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0)
-        return -1;
+    if (s < 0) return -1;
     unlink(sa.sun_path);
     mode_t old = umask(0077);
     int ok = bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(s, 16) == 0;
@@ -61,8 +60,7 @@ struct cmd {
 static void vsay(struct cmd *k, const char *fmt, va_list ap)
 {
     int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
-    if (m > 0)
-        k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
+    if (m > 0) k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
 }
 
 static void say(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -88,8 +86,7 @@ static void fail(struct cmd *k, const char *fmt, ...)
 /* "Usage: ..." when the command has not exactly lo..hi arguments. 0 when it has. */
 static int usage(struct cmd *k, int lo, int hi, const char *args)
 {
-    if (k->argc - 1 >= lo && k->argc - 1 <= hi)
-        return 0;
+    if (k->argc - 1 >= lo && k->argc - 1 <= hi) return 0;
     fail(k, "Usage: %s%s%s\n", k->argv[0], *args ? " " : "", args);
     return -1;
 }
@@ -99,8 +96,7 @@ static int this_server(struct cmd *k, const char *arg)
 {
     char *end;
     long v = strtol(arg, &end, 10);
-    if (end != arg && !*end && v == (long)getpid())
-        return 1;
+    if (end != arg && !*end && v == (long)getpid()) return 1;
     fail(k, "Server %s not found\n", arg);
     return 0;
 }
@@ -123,15 +119,14 @@ static int parse_dev(struct cmd *k, const char *s)
     int d = srv_device_by_name(s);
     if (d < 0)
         fail(k, "Invalid device \"%s\": an ordinal from 0 to %d or a UUID (GPU-...)\n", s,
-            srv.ndev - 1);
+             srv.ndev - 1);
     return d;
 }
 
 /* A memory limit ("512M", "2G", bytes; 0 removes it); says so and returns -1 if bad. */
 static int parse_mem(struct cmd *k, const char *s, uint64_t *v)
 {
-    if (srv_parse_size(s, v) == 0)
-        return 0;
+    if (srv_parse_size(s, v) == 0) return 0;
     fail(k, "Invalid memory limit \"%s\": a size such as 900M or 10G (0: no limit)\n", s);
     return -1;
 }
@@ -152,8 +147,8 @@ static void put_mem(struct cmd *k, uint64_t v)
 static void short_uuid(int d, char *out, size_t len)
 {
     const unsigned char *u = (const unsigned char *)srv.devinfo.dev[d].uuid.bytes;
-    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x", u[0], u[1], u[2], u[3], u[4],
-             u[5], u[6], u[7]);
+    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x", u[0], u[1], u[2], u[3], u[4], u[5],
+             u[6], u[7]);
 }
 
 /* The client's command line from /proc (its executable's name if that is unreadable),
@@ -164,11 +159,9 @@ static void command_line(const struct srv_client *c, char *out, size_t len)
     snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)c->pid);
     FILE *f = fopen(path, "r");
     size_t n = f ? fread(raw, 1, sizeof(raw) - 1, f) : 0;
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
     for (size_t i = 0; i + 1 < n; i++)
-        if (raw[i] == '\0')
-            raw[i] = ' ';
+        if (raw[i] == '\0') raw[i] = ' ';
     raw[n] = '\0';
     if (n)
         srv_log_escape(raw, out, len);
@@ -182,8 +175,7 @@ static unsigned long long pid_namespace(pid_t pid)
     char path[64], link[64];
     snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
     ssize_t n = readlink(path, link, sizeof(link) - 1);
-    if (n <= 0)
-        return 0;
+    if (n <= 0) return 0;
     link[n] = '\0';
     const char *b = strchr(link, '[');
     return b ? strtoull(b + 1, NULL, 10) : 0;
@@ -213,8 +205,7 @@ static void list_devices(struct cmd *k, const struct srv_client *c)
 {
     /* Only the devices its CUDA_VISIBLE_DEVICES gave it (devices.c), by the server's index. */
     for (int d = 0; d < srv.ndev; d++)
-        if (srv_dev_out(c, d) >= 0)
-            say(k, "GPU-%d %d\n", d, (int)c->pid);
+        if (srv_dev_out(c, d) >= 0) say(k, "GPU-%d %d\n", d, (int)c->pid);
 }
 
 static void ps_row(struct cmd *k, const struct srv_client *c)
@@ -241,8 +232,7 @@ static void info_block(struct cmd *k, const struct srv_client *c)
     say(k, "Client %d (%s)\n", (int)c->pid, c->exe); /* kept escaped (client.c) */
     for (int d = 0; d < srv.ndev; d++) {
         char lim[32] = "none";
-        if (c->lim.mem[d])
-            srv_format_size(c->lim.mem[d], lim, sizeof(lim));
+        if (c->lim.mem[d]) srv_format_size(c->lim.mem[d], lim, sizeof(lim));
         say(k, "  Device %d: memory used %llu bytes, memory limit %s, %u of %u SMs\n", d,
             (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim.sms[d],
             srv.sm[d].total);
@@ -257,8 +247,7 @@ static void info_block(struct cmd *k, const struct srv_client *c)
     say(k, "  Requests served %llu\n", (unsigned long long)atomic_load(&c->stats.calls));
     /* Of its replies, those the GPU posted (waits.c: a stream synchronisation or a
      * synchronous copy while the server was not crowded). */
-    say(k, "  Replies from the GPU %llu\n",
-        (unsigned long long)atomic_load(&c->stats.gpu_replies));
+    say(k, "  Replies from the GPU %llu\n", (unsigned long long)atomic_load(&c->stats.gpu_replies));
 }
 
 static pid_t parse_pid(const char *s)
@@ -295,8 +284,7 @@ static void run(struct cmd *k)
     const char *c = k->argv[0];
     struct srv_policy *p = &srv.policy;
     if (strcmp(c, "get_server_list") == 0) {
-        if (usage(k, 0, 0, "") == 0)
-            say(k, "%d\n", (int)getpid());
+        if (usage(k, 0, 0, "") == 0) say(k, "%d\n", (int)getpid());
     } else if (strcmp(c, "get_client_list") == 0) {
         if (usage(k, 1, 1, "<server pid>") == 0 && this_server(k, k->argv[1]))
             each_client(0, list_pid, k);
@@ -315,13 +303,14 @@ static void run(struct cmd *k)
         if (usage(k, 0, 1, "[server pid]") != 0 || (k->argc == 2 && !this_server(k, k->argv[1])))
             return;
         say(k, "Server %d\n", (int)getpid());
-        say(k, "Status %s\n", atomic_load(&srv.draining) ? "SHUTTING_DOWN"
-                               : srv_fault_any()         ? "FAULT"
-                                                         : "ACTIVE");
+        say(k, "Status %s\n",
+            atomic_load(&srv.draining) ? "SHUTTING_DOWN"
+            : srv_fault_any()          ? "FAULT"
+                                       : "ACTIVE");
         say(k, "Clients %u\n", srv_clients_live());
         /* What clients hold: 0 and 0 once every client left and was released. */
-        say(k, "Objects %llu (%llu shared through IPC)\n",
-            (unsigned long long)srv_records_live(), (unsigned long long)srv_shares_live());
+        say(k, "Objects %llu (%llu shared through IPC)\n", (unsigned long long)srv_records_live(),
+            (unsigned long long)srv_shares_live());
         unsigned nbusy, cpus;
         srv_spin_describe(&nbusy, &cpus);
         say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);
@@ -344,8 +333,9 @@ static void run(struct cmd *k)
             if (srv_use_device(d) != CUDA_SUCCESS ||
                 DRV(cuCtxGetLimit)(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
                 stack = 0;
-            say(k, "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
-                   "bytes per thread (%zu at start)\n",
+            say(k,
+                "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
+                "bytes per thread (%zu at start)\n",
                 d, (unsigned long long)mapped, (unsigned long long)kept, stack,
                 srv.limit_default[d][CU_LIMIT_STACK_SIZE]);
         }
@@ -359,8 +349,7 @@ static void run(struct cmd *k)
         say(k, "%s", faults);
 
     } else if (strcmp(c, "terminate_client") == 0) {
-        if (usage(k, 2, 2, "<server pid> <client pid>") != 0 || !this_server(k, k->argv[1]))
-            return;
+        if (usage(k, 2, 2, "<server pid> <client pid>") != 0 || !this_server(k, k->argv[1])) return;
         pid_t pid = parse_pid(k->argv[2]);
         srv_clog("Terminating client %s", k->argv[2]);
         if (!pid || srv_client_terminate(pid) == 0)
@@ -441,8 +430,7 @@ static void run(struct cmd *k)
             put_mem(k, v);
         }
     } else if (strcmp(c, "set_default_client_priority") == 0) {
-        if (usage(k, 1, 1, "<0|1>") != 0)
-            return;
+        if (usage(k, 1, 1, "<0|1>") != 0) return;
         if (strcmp(k->argv[1], "0") != 0 && strcmp(k->argv[1], "1") != 0) {
             fail(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
             return;
@@ -459,8 +447,7 @@ static void run(struct cmd *k)
         }
     } else if (strcmp(c, "get_client_info") == 0) {
         pid_t pid = 0;
-        if (usage(k, 0, 1, "[client pid]") != 0)
-            return;
+        if (usage(k, 0, 1, "[client pid]") != 0) return;
         if (k->argc == 2 && !(pid = parse_pid(k->argv[1]))) {
             fail(k, "Invalid client pid \"%s\"\n", k->argv[1]);
             return;
@@ -489,13 +476,11 @@ static int command(char *line, char *out, size_t cap)
         }
         k.argv[k.argc++] = w;
     }
-    if (!k.argc)
-        return 0;
+    if (!k.argc) return 0;
     char words[256] = "";
     for (int i = 0, n = 0; i < k.argc && n < (int)sizeof(words); i++)
         n += snprintf(words + n, sizeof(words) - (size_t)n, "%s%s", i ? " " : "", k.argv[i]);
-    if (k.n == 0)
-        run(&k);
+    if (k.n == 0) run(&k);
     if (k.n == k.cap && cap > 4)
         memcpy(out + cap - 5, "...\n", 5); /* the answer did not fit: say it was cut */
     /* The command and the first line of its answer (MPS logs commands and results). */
@@ -600,15 +585,13 @@ static void wait_input(struct conn *k)
                 gone = 1;
             }
             pthread_mutex_unlock(&conns_lock);
-            if (gone)
-                return; /* its read ends it */
+            if (gone) return; /* its read ends it */
             uint64_t left = idle_ns - (now - since);
             ms = left / 1000000u >= 60000 ? 60000 : (int)(left / 1000000u) + 1;
         }
         struct pollfd pf = {.fd = k->fd, .events = POLLIN};
         int r = poll(&pf, 1, ms);
-        if (r > 0 || (r < 0 && errno != EINTR))
-            return;
+        if (r > 0 || (r < 0 && errno != EINTR)) return;
     }
 }
 
@@ -619,10 +602,8 @@ static int send_answer(struct conn *k, const char *buf, size_t len)
     size_t sent = 0;
     while (sent < len) {
         ssize_t w = send(k->fd, buf + sent, len - sent, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0 || conn_step(k, CONN_ANSWERING) != 0)
-            return -1;
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0 || conn_step(k, CONN_ANSWERING) != 0) return -1;
         sent += (size_t)w;
     }
     return 0;
@@ -635,15 +616,12 @@ static void control_main(struct conn *k)
     /* Answers can be long (ps, get_client_info of 48 clients): on the heap. */
     size_t cap = 256u << 10;
     char *out = malloc(cap);
-    if (!out)
-        return;
+    if (!out) return;
     for (;;) {
         wait_input(k);
         ssize_t r = read(k->fd, in + have, sizeof(in) - 1 - have);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || conn_step(k, CONN_WAITING) != 0)
-            break;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0 || conn_step(k, CONN_WAITING) != 0) break;
         have += (size_t)r;
         in[have] = '\0';
         char *nl;
@@ -651,8 +629,7 @@ static void control_main(struct conn *k)
             *nl = '\0';
             /* Taken only while it was not told to go: a connection told so never had
              * its command run, and mpsshim-control may send it again elsewhere. */
-            if (conn_step(k, CONN_RUNNING) != 0)
-                goto done;
+            if (conn_step(k, CONN_RUNNING) != 0) goto done;
             int failed = command(in, out, cap - 4);
             strcat(out, failed ? "\x15\x04\n" : "\x04\n");
             if (conn_step(k, CONN_ANSWERING) != 0 || send_answer(k, out, strlen(out)) != 0 ||
@@ -661,8 +638,7 @@ static void control_main(struct conn *k)
             have -= (size_t)(nl + 1 - in);
             memmove(in, nl + 1, have);
         }
-        if (have == sizeof(in) - 1)
-            have = 0; /* an absurdly long line: dropped */
+        if (have == sizeof(in) - 1) have = 0; /* an absurdly long line: dropped */
     }
 done:
     free(out);
@@ -694,8 +670,7 @@ int srv_control_busy(void)
 static void read_idle(void)
 {
     static int done;
-    if (done++)
-        return;
+    if (done++) return;
     const char *v = getenv("MPSSHIM_CONTROL_IDLE");
     unsigned long long s = CONTROL_IDLE_DEFAULT_S;
     if (v && *v) {
@@ -725,8 +700,8 @@ static struct conn *victim(int admin)
         if ((k->state != CONN_WAITING && k->state != CONN_ANSWERING) || (k->admin && !admin))
             continue;
         struct pollfd pf = {.fd = k->fd, .events = POLLIN};
-        int pending = k->state == CONN_WAITING && poll(&pf, 1, 0) > 0 &&
-                      !(pf.revents & (POLLHUP | POLLERR));
+        int pending =
+            k->state == CONN_WAITING && poll(&pf, 1, 0) > 0 && !(pf.revents & (POLLHUP | POLLERR));
         int rank = 1 + !k->admin * 2 + !pending; /* higher: closed first */
         if (!best || rank > best_rank || (rank == best_rank && k->since < best->since)) {
             best = k;
@@ -768,8 +743,7 @@ void srv_control_serve(int fd)
     int open = 0, users = 0;
     for (int i = 0; i < CONTROL_SLOTS; i++) {
         struct conn *k = &conns[i];
-        if (k->state == CONN_FREE && !slot)
-            slot = k;
+        if (k->state == CONN_FREE && !slot) slot = k;
         open += k->state != CONN_FREE && k->state != CONN_GONE;
         users += k->state != CONN_FREE && k->state != CONN_GONE && !k->admin;
     }
@@ -793,8 +767,8 @@ void srv_control_serve(int fd)
         turn_away(fd, "Too many control connections; try again");
         return;
     }
-    *slot = (struct conn){.fd = fd, .state = CONN_WAITING, .admin = admin, .pid = cr.pid,
-                          .since = chan_now_ns()};
+    *slot = (struct conn){
+        .fd = fd, .state = CONN_WAITING, .admin = admin, .pid = cr.pid, .since = chan_now_ns()};
     pthread_mutex_unlock(&conns_lock);
     /* An answer nobody reads for a minute ends the connection. */
     struct timeval tv = {.tv_sec = 60};

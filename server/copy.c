@@ -30,21 +30,17 @@ static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s,
     /* A side's device is the client's ordinal (peer copies); -1: the context's. */
     int dev = s->device >= 0 ? srv_dev_in(c, s->device) : -1;
     out->device = dev >= 0 ? dev : (c->cur ? c->cur->device : srv_dev_any(c));
-    if (s->device >= 0 && dev < 0)
-        return CUDA_ERROR_INVALID_DEVICE;
+    if (s->device >= 0 && dev < 0) return CUDA_ERROR_INVALID_DEVICE;
     switch (s->kind) {
     case CHAN_MEM_ARRAY:
         out->type = CU_MEMORYTYPE_ARRAY;
-        return srv_obj_find(c, SHIM_HT_CUarray, s->addr) ? CUDA_SUCCESS
-                                                          : CUDA_ERROR_INVALID_HANDLE;
+        return srv_obj_find(c, SHIM_HT_CUarray, s->addr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     case CHAN_MEM_DEVICE:
     case CHAN_MEM_PINNED: {
-        if ((h > 1 || d > 1) && s->pitch < w)
-            return CUDA_ERROR_INVALID_VALUE;
+        if ((h > 1 || d > 1) && s->pitch < w) return CUDA_ERROR_INVALID_VALUE;
         struct srv_obj *a =
             srv_range_extent(c, s->addr, s->x, s->y, s->z, s->pitch, s->height, w, h, d);
-        if (!a)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (!a) return CUDA_ERROR_INVALID_VALUE;
         out->type = srv_host_type(a->key.type) ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
     }
@@ -85,8 +81,7 @@ static CUresult issue(const struct side *src, const struct side *dst, uint64_t w
         uint64_t s = src->addr + src->x + src->y * src->pitch + src->z * src->pitch * src->height;
         uint64_t t = dst->addr + dst->x + dst->y * dst->pitch + dst->z * dst->pitch * dst->height;
         if (cross)
-            return DRV(cuMemcpyPeerAsync)(t, srv.ctx[dst->device], s, srv.ctx[src->device], w,
-                                          st);
+            return DRV(cuMemcpyPeerAsync)(t, srv.ctx[dst->device], s, srv.ctx[src->device], w, st);
         /* Unified addressing: host and device addresses alike. */
         return DRV(cuMemcpyAsync)(t, s, w, st);
     }
@@ -129,13 +124,27 @@ static CUresult issue(const struct side *src, const struct side *dst, uint64_t w
         return DRV(cuMemcpy2DAsync_v2)(&q, st);
     }
     CUDA_MEMCPY3D t = {
-        .srcXInBytes = p.srcXInBytes, .srcY = p.srcY, .srcZ = p.srcZ,
-        .srcMemoryType = p.srcMemoryType, .srcHost = p.srcHost, .srcDevice = p.srcDevice,
-        .srcArray = p.srcArray, .srcPitch = p.srcPitch, .srcHeight = p.srcHeight,
-        .dstXInBytes = p.dstXInBytes, .dstY = p.dstY, .dstZ = p.dstZ,
-        .dstMemoryType = p.dstMemoryType, .dstHost = p.dstHost, .dstDevice = p.dstDevice,
-        .dstArray = p.dstArray, .dstPitch = p.dstPitch, .dstHeight = p.dstHeight,
-        .WidthInBytes = w, .Height = h, .Depth = d,
+        .srcXInBytes = p.srcXInBytes,
+        .srcY = p.srcY,
+        .srcZ = p.srcZ,
+        .srcMemoryType = p.srcMemoryType,
+        .srcHost = p.srcHost,
+        .srcDevice = p.srcDevice,
+        .srcArray = p.srcArray,
+        .srcPitch = p.srcPitch,
+        .srcHeight = p.srcHeight,
+        .dstXInBytes = p.dstXInBytes,
+        .dstY = p.dstY,
+        .dstZ = p.dstZ,
+        .dstMemoryType = p.dstMemoryType,
+        .dstHost = p.dstHost,
+        .dstDevice = p.dstDevice,
+        .dstArray = p.dstArray,
+        .dstPitch = p.dstPitch,
+        .dstHeight = p.dstHeight,
+        .WidthInBytes = w,
+        .Height = h,
+        .Depth = d,
     };
     return DRV(cuMemcpy3DAsync_v2)(&t, st);
 }
@@ -166,9 +175,9 @@ struct pipe {
     const struct chan_copy *m;
     struct side src, dst;
     CUstream st;
-    int dev;       /* device of st: the slot events recorded on it are made in its context */
-    int htod;      /* pageable source (client fills slots) */
-    CUresult bad;  /* set before or during the copy: chunks still flow, nothing moves */
+    int dev;      /* device of st: the slot events recorded on it are made in its context */
+    int htod;     /* pageable source (client fills slots) */
+    CUresult bad; /* set before or during the copy: chunks still flow, nothing moves */
     uint64_t first;
     int64_t pending; /* DtoH: oldest chunk issued and not yet published, or -1 */
     int64_t issued;  /* DtoH: last chunk issued */
@@ -183,8 +192,7 @@ static struct chan_wait waiter(struct srv_client *c)
  * the slot is handed back to the client. */
 static void settle_slot(struct srv_client *c, uint32_t s)
 {
-    if (c->slot_busy[s] < 0)
-        return;
+    if (c->slot_busy[s] < 0) return;
     struct chan_slot *sl = &c->ch.shm->slots[s];
     DRV(cuEventSynchronize)(c->slot_ev[c->slot_dev[s]][s]);
     atomic_store_explicit(&sl->freed, (uint32_t)c->slot_busy[s] + 1, memory_order_release);
@@ -200,8 +208,7 @@ void srv_copy_forget_device(struct srv_client *c, int dev)
     for (int s = 0; s < CHAN_NSLOTS; s++) {
         if (c->slot_busy[s] >= 0 && c->slot_dev[s] == dev) {
             struct chan_slot *sl = &c->ch.shm->slots[s];
-            atomic_store_explicit(&sl->freed, (uint32_t)c->slot_busy[s] + 1,
-                                  memory_order_release);
+            atomic_store_explicit(&sl->freed, (uint32_t)c->slot_busy[s] + 1, memory_order_release);
             chan_wake(&sl->freed, &sl->waiters);
             c->slot_busy[s] = -1;
         }
@@ -216,8 +223,7 @@ static void publish(struct pipe *p, uint32_t n)
     uint32_t s = n % CHAN_NSLOTS;
     struct chan_slot *sl = &c->ch.shm->slots[s];
     CUresult r = p->bad ? p->bad : DRV(cuEventSynchronize)(c->slot_ev[c->slot_dev[s]][s]);
-    if (r != CUDA_SUCCESS && !p->bad)
-        p->bad = r;
+    if (r != CUDA_SUCCESS && !p->bad) p->bad = r;
     atomic_store(&sl->status, (int32_t)r);
     atomic_store_explicit(&sl->filled, n + 1, memory_order_release);
     chan_wake(&sl->filled, &sl->waiters);
@@ -228,8 +234,7 @@ static CUresult record_slot(struct pipe *p, uint32_t s)
 {
     struct srv_client *c = p->c;
     CUresult r = DRV(cuEventRecord)(c->slot_ev[p->dev][s], p->st);
-    if (r == CUDA_SUCCESS)
-        c->slot_dev[s] = p->dev;
+    if (r == CUDA_SUCCESS) c->slot_dev[s] = p->dev;
     return r;
 }
 
@@ -244,17 +249,14 @@ static int chunk(const struct chan_chunk *ch, void *arg)
     struct chan_wait w = waiter(c);
     settle_slot(c, s);
     if (p->htod) {
-        if (chan_wait_for(&sl->filled, n + 1, &sl->waiters, &w) != 0)
-            return -1;
+        if (chan_wait_for(&sl->filled, n + 1, &sl->waiters, &w) != 0) return -1;
         struct side src = at_chunk(&p->src, 1, data, ch), dst = at_chunk(&p->dst, 0, NULL, ch);
         CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
-        if (r == CUDA_SUCCESS)
-            r = record_slot(p, s);
+        if (r == CUDA_SUCCESS) r = record_slot(p, s);
         if (r == CUDA_SUCCESS) {
             c->slot_busy[s] = n;
         } else {
-            if (!p->bad)
-                p->bad = r;
+            if (!p->bad) p->bad = r;
             atomic_store_explicit(&sl->freed, n + 1, memory_order_release);
             chan_wake(&sl->freed, &sl->waiters);
         }
@@ -263,17 +265,13 @@ static int chunk(const struct chan_chunk *ch, void *arg)
     /* DtoH: the slot's previous chunk must have been published and consumed. */
     if (p->pending >= 0 && (uint32_t)p->pending + CHAN_NSLOTS == n)
         publish(p, (uint32_t)p->pending++);
-    if (n >= CHAN_NSLOTS &&
-        chan_wait_for(&sl->freed, n - CHAN_NSLOTS + 1, &sl->waiters, &w) != 0)
+    if (n >= CHAN_NSLOTS && chan_wait_for(&sl->freed, n - CHAN_NSLOTS + 1, &sl->waiters, &w) != 0)
         return -1;
     struct side src = at_chunk(&p->src, 0, NULL, ch), dst = at_chunk(&p->dst, 1, data, ch);
     CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
-    if (r == CUDA_SUCCESS)
-        r = record_slot(p, s);
-    if (r != CUDA_SUCCESS && !p->bad)
-        p->bad = r;
-    if (p->pending < 0)
-        p->pending = n;
+    if (r == CUDA_SUCCESS) r = record_slot(p, s);
+    if (r != CUDA_SUCCESS && !p->bad) p->bad = r;
+    if (p->pending < 0) p->pending = n;
     p->issued = n;
     return 0;
 }
@@ -282,9 +280,17 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
                    const struct side *src, const struct side *dst, struct srv_stream *s,
                    CUresult bad)
 {
-    struct pipe p = {.c = c, .m = m, .src = *src, .dst = *dst, .st = s ? s->real : NULL,
-                     .dev = s ? s->device : 0, .htod = m->src.kind == CHAN_MEM_STAGED,
-                     .bad = bad, .first = m->first_chunk, .pending = -1, .issued = -1};
+    struct pipe p = {.c = c,
+                     .m = m,
+                     .src = *src,
+                     .dst = *dst,
+                     .st = s ? s->real : NULL,
+                     .dev = s ? s->device : 0,
+                     .htod = m->src.kind == CHAN_MEM_STAGED,
+                     .bad = bad,
+                     .first = m->first_chunk,
+                     .pending = -1,
+                     .issued = -1};
     /* The slot events of the stream's device, made on first use. Slots whose last DMA was
      * on another device keep that device's event in slot_dev until they are settled. */
     for (int i = 0; i < CHAN_NSLOTS && !p.bad; i++)
@@ -294,8 +300,7 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
     uint64_t n = chan_copy_nchunks(m->width, m->height, m->depth, CHAN_SLOT_SIZE);
     int aborted = chan_copy_plan(m->width, m->height, m->depth, CHAN_SLOT_SIZE, chunk, &p);
     c->chunk_seq += (uint32_t)n;
-    if (aborted)
-        return; /* the client is gone */
+    if (aborted) return; /* the client is gone */
     if (!p.htod) {
         while (p.pending >= 0 && p.pending <= p.issued)
             publish(&p, (uint32_t)p.pending++);
@@ -333,8 +338,7 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
             srv_defer(c, CUDA_ERROR_INVALID_VALUE, "copy");
         return;
     }
-    if (m.width == 0 || m.height == 0 || m.depth == 0 || (src_staged && dst_staged) ||
-        wraps ||
+    if (m.width == 0 || m.height == 0 || m.depth == 0 || (src_staged && dst_staged) || wraps ||
         (is_inline && (!(src_staged || dst_staged) || total > CHAN_INLINE_MAX)) ||
         (is_inline && src_staged && len != sizeof(m) + total) ||
         (!is_inline && (src_staged || dst_staged) && m.first_chunk != c->chunk_seq)) {
@@ -402,10 +406,8 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
         res = DRV(cuStreamSynchronize)(st);
         /* It runs on the real context's legacy stream, which no client stream waits for,
          * and from pageable memory it may return before the data lands: wait for it. */
-        if (res == CUDA_SUCCESS)
-            res = DRV(cuMemcpy2DUnaligned_v2)(&q);
-        if (res == CUDA_SUCCESS)
-            res = DRV(cuStreamSynchronize)(NULL);
+        if (res == CUDA_SUCCESS) res = DRV(cuMemcpy2DUnaligned_v2)(&q);
+        if (res == CUDA_SUCCESS) res = DRV(cuStreamSynchronize)(NULL);
         srv_reply(c, lane, res, res == CUDA_SUCCESS && dst_staged ? (uint32_t)total : 0);
         return;
     }
@@ -423,27 +425,23 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
             }
             a = at_chunk(&src, 1, data, &whole);
         }
-        if (dst_staged)
-            b = at_chunk(&dst, 1, srv_lane_data(c, lane), &whole);
+        if (dst_staged) b = at_chunk(&dst, 1, srv_lane_data(c, lane), &whole);
         if (dst_staged && lane < 0)
             res = CUDA_ERROR_INVALID_VALUE;
         else
             res = issue(&a, &b, m.width, m.height, m.depth, st);
         /* The data is in the record, which the next one overwrites: the driver keeps a
          * copy of it until the copy runs (queue.c). */
-        if (res == CUDA_SUCCESS && src_staged)
-            srv_queue_charge(c, s, total);
+        if (res == CUDA_SUCCESS && src_staged) srv_queue_charge(c, s, total);
     }
-    if (res == CUDA_SUCCESS)
-        atomic_fetch_add(&c->stats.bytes_copied, total);
+    if (res == CUDA_SUCCESS) atomic_fetch_add(&c->stats.bytes_copied, total);
     if (lane < 0) {
         srv_defer(c, res, "copy");
         return;
     }
     if (res == CUDA_SUCCESS && (m.flags & CHAN_CF_COMPLETE)) {
         res = srv_wait_stream(c, s, lane, dst_staged ? (uint32_t)total : 0);
-        if (res == CUDA_SUCCESS)
-            return;
+        if (res == CUDA_SUCCESS) return;
     }
     srv_reply(c, lane, res, res == CUDA_SUCCESS && dst_staged ? (uint32_t)total : 0);
 }

@@ -40,10 +40,8 @@ static int connect_control(void)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", chan_pipe_dir(), CHAN_CONTROL_NAME);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-        return s;
-    if (s >= 0)
-        close(s);
+    if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0) return s;
+    if (s >= 0) close(s);
     return -1;
 }
 
@@ -60,18 +58,14 @@ static int daemonize(void)
     }
     /* The server writes "ready" or its reason for failing to this pipe. */
     int p[2];
-    if (pipe(p) != 0)
-        return 1;
+    if (pipe(p) != 0) return 1;
     pid_t pid = fork();
-    if (pid < 0)
-        return 1;
+    if (pid < 0) return 1;
     if (pid == 0) {
         close(p[0]);
         setsid();
-        if (fork() != 0)
-            _exit(0);
-        if (chan_server_fds(p[1]) != 0)
-            _exit(127);
+        if (fork() != 0) _exit(0);
+        if (chan_server_fds(p[1]) != 0) _exit(127);
         char num[16];
         snprintf(num, sizeof(num), "%d", CHAN_READY_FD);
         setenv("MPSSHIM_READY_FD", num, 1);
@@ -82,8 +76,7 @@ static int daemonize(void)
     }
     close(p[1]);
     char msg[600];
-    if (chan_wait_ready(pid, p[0], msg, sizeof(msg)) == 0)
-        return 0;
+    if (chan_wait_ready(pid, p[0], msg, sizeof(msg)) == 0) return 0;
     fprintf(stderr, "mpsshim server did not start: %s\n", *msg ? msg : "it exited without a word");
     return 1;
 }
@@ -101,32 +94,33 @@ static int foreground(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: mpsshim-control [-d | -f | -h | --help | --version]\n"
-            "  -d  start the server in the background (it is the control daemon too); it\n"
-            "      refuses to start when its log files cannot be written\n"
-            "  -f  run the server in the foreground, its log lines on stderr too\n"
-            "  -h, --help  this text; --version  the version\n"
-            "Otherwise commands are read from stdin (one per line; a prompt when it is a\n"
-            "terminal) and sent to the server of MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY):\n"
-            "  get_server_list                        the server's pid\n"
-            "  get_server_status [PID]                status, clients, device memory in use\n"
-            "  get_client_list PID                    pids of the connected clients\n"
-            "  get_device_client_list [PID]           GPU-<n> <client pid> per device and client\n"
-            "  ps [-p PID]                            PID ID SERVER DEVICE NAMESPACE COMMAND\n"
-            "  get_client_info [CLIENT_PID]           memory, limits, SMs, streams, launches, copies,\n"
-            "                                         requests served, replies from the GPU\n"
-            "  terminate_client PID CLIENT_PID        fail the client's calls, free what it holds\n"
-            "  quit [-t SECONDS]                      stop the server (-t: let clients finish first)\n"
-            "  set_default_active_thread_percentage PCT | get_default_active_thread_percentage\n"
-            "  set_active_thread_percentage PID PCT   | get_active_thread_percentage PID\n"
-            "  set_default_device_pinned_mem_limit DEV SIZE | get_default_device_pinned_mem_limit DEV\n"
-            "  set_device_pinned_mem_limit PID DEV SIZE | get_device_pinned_mem_limit PID DEV\n"
-            "  set_default_client_priority 0|1        | get_default_client_priority\n"
-            "Settings apply to clients that connect afterwards. DEV: ordinal or UUID;\n"
-            "SIZE: 900M, 10G, bytes, 0 for none. quit returns once the server has exited.\n"
-            "Exit status: 0; 1 if the server cannot be started or reached, or, when stdin is\n"
-            "not a terminal, if any command failed (every line is still sent); 2 usage.\n");
+    fprintf(
+        f,
+        "usage: mpsshim-control [-d | -f | -h | --help | --version]\n"
+        "  -d  start the server in the background (it is the control daemon too); it\n"
+        "      refuses to start when its log files cannot be written\n"
+        "  -f  run the server in the foreground, its log lines on stderr too\n"
+        "  -h, --help  this text; --version  the version\n"
+        "Otherwise commands are read from stdin (one per line; a prompt when it is a\n"
+        "terminal) and sent to the server of MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY):\n"
+        "  get_server_list                        the server's pid\n"
+        "  get_server_status [PID]                status, clients, device memory in use\n"
+        "  get_client_list PID                    pids of the connected clients\n"
+        "  get_device_client_list [PID]           GPU-<n> <client pid> per device and client\n"
+        "  ps [-p PID]                            PID ID SERVER DEVICE NAMESPACE COMMAND\n"
+        "  get_client_info [CLIENT_PID]           memory, limits, SMs, streams, launches, copies,\n"
+        "                                         requests served, replies from the GPU\n"
+        "  terminate_client PID CLIENT_PID        fail the client's calls, free what it holds\n"
+        "  quit [-t SECONDS]                      stop the server (-t: let clients finish first)\n"
+        "  set_default_active_thread_percentage PCT | get_default_active_thread_percentage\n"
+        "  set_active_thread_percentage PID PCT   | get_active_thread_percentage PID\n"
+        "  set_default_device_pinned_mem_limit DEV SIZE | get_default_device_pinned_mem_limit DEV\n"
+        "  set_device_pinned_mem_limit PID DEV SIZE | get_device_pinned_mem_limit PID DEV\n"
+        "  set_default_client_priority 0|1        | get_default_client_priority\n"
+        "Settings apply to clients that connect afterwards. DEV: ordinal or UUID;\n"
+        "SIZE: 900M, 10G, bytes, 0 for none. quit returns once the server has exited.\n"
+        "Exit status: 0; 1 if the server cannot be started or reached, or, when stdin is\n"
+        "not a terminal, if any command failed (every line is still sent); 2 usage.\n");
 }
 
 /* "quit" or "quit -t N": the server goes away after answering. */
@@ -152,21 +146,16 @@ static int run(int s, const char *line)
     int first = 1;
     for (;;) {
         ssize_t n = read(s, buf, sizeof(buf));
-        if (n <= 0)
-            return is_quit(line) ? 0 : -1;
-        if (first && buf[0] == '\x18')
-            return -2;
+        if (n <= 0) return is_quit(line) ? 0 : -1;
+        if (first && buf[0] == '\x18') return -2;
         first = 0;
         char *eot = memchr(buf, '\x04', (size_t)n);
         size_t len = eot ? (size_t)(eot - buf) : (size_t)n;
-        if (held_nak && len)
-            fputc('\x15', stdout);
-        if (eot && len == 0)
-            break; /* held_nak stays: it was the last byte before EOT */
+        if (held_nak && len) fputc('\x15', stdout);
+        if (eot && len == 0) break; /* held_nak stays: it was the last byte before EOT */
         held_nak = buf[len - 1] == '\x15';
         fwrite(buf, 1, len - (size_t)held_nak, stdout);
-        if (eot)
-            break;
+        if (eot) break;
     }
     fflush(stdout);
     return held_nak;
@@ -195,12 +184,10 @@ static int exited(pid_t pid)
     char path[64], stat[512];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 1;
+    if (fd < 0) return 1;
     ssize_t n = read(fd, stat, sizeof(stat) - 1);
     close(fd);
-    if (n <= 0)
-        return 1;
+    if (n <= 0) return 1;
     stat[n] = '\0';
     const char *paren = strrchr(stat, ')'); /* the command name may hold anything */
     return !paren || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
@@ -214,8 +201,7 @@ static void wait_exit(int s, pid_t pid)
     char b[256];
     for (;;) {
         ssize_t n = read(s, b, sizeof(b));
-        if (n == 0 || (n < 0 && errno != EINTR))
-            break;
+        if (n == 0 || (n < 0 && errno != EINTR)) break;
     }
     for (int i = 0; pid > 0 && i < 1000 && !exited(pid); i++)
         usleep(10 * 1000);
@@ -223,10 +209,8 @@ static void wait_exit(int s, pid_t pid)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "-d") == 0)
-        return daemonize();
-    if (argc > 1 && strcmp(argv[1], "-f") == 0)
-        return foreground();
+    if (argc > 1 && strcmp(argv[1], "-d") == 0) return daemonize();
+    if (argc > 1 && strcmp(argv[1], "-f") == 0) return foreground();
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         usage(stdout);
         return 0;
@@ -254,11 +238,9 @@ int main(int argc, char **argv)
             printf("> ");
             fflush(stdout);
         }
-        if (!fgets(line, sizeof(line), stdin))
-            break;
+        if (!fgets(line, sizeof(line), stdin)) break;
         line[strcspn(line, "\r\n")] = '\0';
-        if (!*line)
-            continue;
+        if (!*line) continue;
         if (strcmp(line, "help") == 0) {
             usage(stdout);
             continue;
@@ -288,8 +270,7 @@ int main(int argc, char **argv)
             rc = 1; /* a script learns that a command failed; a person reads the answer */
         if (r == 0 && is_quit(line) && !line[4 + strspn(line + 4, " \t")])
             wait_exit(s, server); /* quit -t returns once it is answered, as before */
-        if (r == 0 && is_quit(line))
-            break;
+        if (r == 0 && is_quit(line)) break;
     }
     close(s);
     return rc;

@@ -17,9 +17,8 @@
 static void uuid_name(int d, char *out, size_t len)
 {
     const unsigned char *u = (const unsigned char *)srv.devinfo.dev[d].uuid.bytes;
-    snprintf(out, len,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
              u[14], u[15]);
 }
 
@@ -33,8 +32,7 @@ static int by_uuid(const char *item)
         char name[64];
         uuid_name(d, name, sizeof(name));
         if (n > 4 && n <= strlen(name) && strncasecmp(name, item, n) == 0) {
-            if (found >= 0)
-                return -1; /* ambiguous: the driver takes it as invalid */
+            if (found >= 0) return -1; /* ambiguous: the driver takes it as invalid */
             found = d;
         }
     }
@@ -48,10 +46,8 @@ static int by_index(const char *item)
     while (isspace((unsigned char)*item))
         item++;
     int neg = *item == '-';
-    if (*item == '-' || *item == '+')
-        item++;
-    if (!isdigit((unsigned char)*item))
-        return -1;
+    if (*item == '-' || *item == '+') item++;
+    if (!isdigit((unsigned char)*item)) return -1;
     long v = 0;
     while (isdigit((unsigned char)*item) && v <= CHAN_MAX_DEVICES)
         v = v * 10 + (*item++ - '0');
@@ -78,15 +74,11 @@ static int parse_visible(const char *spec, int8_t *to_srv, pid_t pid)
     int n = 0;
     char *rest = buf;
     for (char *item = strsep(&rest, ","); item; item = strsep(&rest, ",")) {
-        int d = uuids ? (strncasecmp(item, "GPU-", 4) == 0 ? by_uuid(item) : -1)
-                      : by_index(item);
-        if (d < 0 || d >= srv.ndev)
-            break;
+        int d = uuids ? (strncasecmp(item, "GPU-", 4) == 0 ? by_uuid(item) : -1) : by_index(item);
+        if (d < 0 || d >= srv.ndev) break;
         for (int i = 0; i < n; i++)
-            if (to_srv[i] == d)
-                return 0;
-        if (n == CHAN_MAX_DEVICES)
-            break;
+            if (to_srv[i] == d) return 0;
+        if (n == CHAN_MAX_DEVICES) break;
         to_srv[n++] = (int8_t)d;
     }
     return n;
@@ -148,8 +140,7 @@ CUresult srv_dev_location(const struct srv_client *c, uint8_t *loc, int in)
     if (l.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_SUCCESS; /* host and NUMA ids are no device's */
     int d = in ? srv_dev_in(c, l.id) : srv_dev_out(c, l.id);
-    if (d < 0)
-        return CUDA_ERROR_INVALID_DEVICE;
+    if (d < 0) return CUDA_ERROR_INVALID_DEVICE;
     l.id = d;
     memcpy(loc, &l, sizeof(l));
     return CUDA_SUCCESS;

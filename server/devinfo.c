@@ -7,19 +7,15 @@
 int srv_devinfo_fill(struct chan_devinfo *d)
 {
     memset(d, 0, sizeof(*d));
-    if (DRV(cuDriverGetVersion)(&d->driver_version) != CUDA_SUCCESS)
-        return -1;
+    if (DRV(cuDriverGetVersion)(&d->driver_version) != CUDA_SUCCESS) return -1;
     int n = 0;
-    if (DRV(cuDeviceGetCount)(&n) != CUDA_SUCCESS)
-        return -1;
-    if (n > CHAN_MAX_DEVICES)
-        n = CHAN_MAX_DEVICES;
+    if (DRV(cuDeviceGetCount)(&n) != CUDA_SUCCESS) return -1;
+    if (n > CHAN_MAX_DEVICES) n = CHAN_MAX_DEVICES;
     d->ndev = n;
     for (int i = 0; i < n; i++) {
         struct chan_devinfo_dev *x = &d->dev[i];
         CUdevice dev;
-        if (DRV(cuDeviceGet)(&dev, i) != CUDA_SUCCESS)
-            return -1;
+        if (DRV(cuDeviceGet)(&dev, i) != CUDA_SUCCESS) return -1;
         DRV(cuDeviceGetName)(x->name, sizeof(x->name), dev);
         DRV(cuDeviceGetUuid_v2)(&x->uuid, dev);
         size_t total = 0;

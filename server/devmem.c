@@ -65,8 +65,7 @@ static CUmemoryPool pools[CHAN_MAX_DEVICES];
 static CUmemoryPool pool_of(int dev, CUresult *err)
 {
     *err = CUDA_ERROR_INVALID_DEVICE;
-    if (dev < 0 || dev >= srv.ndev)
-        return NULL;
+    if (dev < 0 || dev >= srv.ndev) return NULL;
     pthread_mutex_lock(&pools_lock);
     if (!pools[dev]) {
         CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -81,8 +80,7 @@ static CUmemoryPool pool_of(int dev, CUresult *err)
     }
     CUmemoryPool p = pools[dev];
     pthread_mutex_unlock(&pools_lock);
-    if (p)
-        *err = CUDA_SUCCESS;
+    if (p) *err = CUDA_SUCCESS;
     return p;
 }
 
@@ -90,11 +88,9 @@ static CUmemoryPool pool_of(int dev, CUresult *err)
  * context (the one current for the call may be another device's, or a green context). */
 static CUresult stream_of(int dev, CUstream *s)
 {
-    if (*s)
-        return CUDA_SUCCESS;
+    if (*s) return CUDA_SUCCESS;
     CUresult r = srv_push_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     r = DRV(cuStreamCreate)(s, CU_STREAM_NON_BLOCKING);
     srv_pop_device();
     return r;
@@ -109,12 +105,9 @@ CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t 
     }
     CUresult r;
     CUmemoryPool pool = pool_of(dev, &r);
-    if (!pool)
-        return r;
-    if ((r = stream_of(dev, &c->devmem[dev].alloc)) != CUDA_SUCCESS)
-        return r;
-    if ((r = DRV(cuMemAllocFromPoolAsync)(p, bytes, pool, c->devmem[dev].alloc)) !=
-        CUDA_SUCCESS)
+    if (!pool) return r;
+    if ((r = stream_of(dev, &c->devmem[dev].alloc)) != CUDA_SUCCESS) return r;
+    if ((r = DRV(cuMemAllocFromPoolAsync)(p, bytes, pool, c->devmem[dev].alloc)) != CUDA_SUCCESS)
         return r;
     return DRV(cuStreamSynchronize)(c->devmem[dev].alloc);
 }
@@ -128,16 +121,14 @@ static void order_after(struct srv_client *c, struct srv_stream *s, void *arg)
     CUstream fs = arg;
     CUevent ev;
     if (srv_stream_capturing(c, s)) {
-        if (s->cap_mark)
-            (void)DRV(cuStreamWaitEvent)(fs, s->cap_mark, 0);
+        if (s->cap_mark) (void)DRV(cuStreamWaitEvent)(fs, s->cap_mark, 0);
         return;
     }
     if (DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS ||
         srv_event_take(c, s->device, &ev) != CUDA_SUCCESS)
         return;
     /* The wait takes the event's state now: it can be recorded again at once. */
-    if (DRV(cuEventRecord)(ev, s->real) == CUDA_SUCCESS)
-        (void)DRV(cuStreamWaitEvent)(fs, ev, 0);
+    if (DRV(cuEventRecord)(ev, s->real) == CUDA_SUCCESS) (void)DRV(cuStreamWaitEvent)(fs, ev, 0);
     srv_event_give(c, s->device, ev);
 }
 
@@ -147,8 +138,7 @@ static void order_after(struct srv_client *c, struct srv_stream *s, void *arg)
 static void note_busy(struct srv_client *c, struct srv_stream *s, void *arg)
 {
     int *busy = arg;
-    if (*busy)
-        return;
+    if (*busy) return;
     if (srv_stream_capturing(c, s))
         *busy = s->cap_mark && DRV(cuEventQuery)(s->cap_mark) == CUDA_ERROR_NOT_READY;
     else
@@ -176,13 +166,10 @@ static void order_free_stream(struct srv_client *c, int dev)
 
 static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after_work)
 {
-    if (dev < 0 || dev >= srv.ndev)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = stream_of(dev, &c->devmem[dev].free);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (after_work)
-        order_free_stream(c, dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (after_work) order_free_stream(c, dev);
     if (srv.device_vmm) {
         /* The arena has no stream-ordered free: the block goes back once the client's
          * earlier work is done, waited for here (as cuMemFree waits natively), unless the
@@ -205,10 +192,8 @@ static CUstream orphans[CHAN_MAX_DEVICES];
 
 CUresult srv_devmem_free_orphan(int dev, uint64_t p)
 {
-    if (dev < 0 || dev >= srv.ndev)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (srv.device_vmm)
-        return srv_arena_free(dev, (CUdeviceptr)p);
+    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_VALUE;
+    if (srv.device_vmm) return srv_arena_free(dev, (CUdeviceptr)p);
     pthread_mutex_lock(&pools_lock);
     CUresult r = stream_of(dev, &orphans[dev]);
     pthread_mutex_unlock(&pools_lock);
@@ -244,9 +229,9 @@ struct srv_later {
 
 static void later_do(struct srv_client *c, const struct srv_later *x)
 {
-    CUresult r = x->kind == SRV_LATER_ARENA_FREE     ? srv_arena_free(x->dev, x->base)
-                 : x->kind == SRV_LATER_UNMAP        ? DRV(cuMemUnmap)(x->base, x->size)
-                                                     : DRV(cuMemAddressFree)(x->base, x->size);
+    CUresult r = x->kind == SRV_LATER_ARENA_FREE ? srv_arena_free(x->dev, x->base)
+                 : x->kind == SRV_LATER_UNMAP    ? DRV(cuMemUnmap)(x->base, x->size)
+                                                 : DRV(cuMemAddressFree)(x->base, x->size);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: %s of %#llx after its work failed with %s", (int)c->pid,
                 x->kind == SRV_LATER_ARENA_FREE ? "freeing device memory"
@@ -259,25 +244,21 @@ CUresult srv_later(struct srv_client *c, int dev, enum srv_later_kind kind, uint
                    uint64_t size)
 {
     struct srv_later x = {.dev = dev, .kind = kind, .base = base, .size = size};
-    if (dev < 0 || dev >= srv.ndev)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_VALUE;
     if (!client_busy(c)) { /* no work of its can touch it any more */
         later_do(c, &x);
         return CUDA_SUCCESS;
     }
     CUresult r = stream_of(dev, &c->devmem[dev].free);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     if (c->nlater == c->caplater) {
         size_t ncap = c->caplater ? c->caplater * 2 : 8;
         struct srv_later *n = realloc(c->later, ncap * sizeof(*n));
-        if (!n)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
         c->later = n;
         c->caplater = ncap;
     }
-    if ((r = srv_event_take(c, dev, &x.ev)) != CUDA_SUCCESS)
-        return r;
+    if ((r = srv_event_take(c, dev, &x.ev)) != CUDA_SUCCESS) return r;
     order_free_stream(c, dev);
     if ((r = DRV(cuEventRecord)(x.ev, c->devmem[dev].free)) != CUDA_SUCCESS) {
         srv_event_give(c, dev, x.ev);
@@ -302,8 +283,7 @@ CUevent srv_devmem_work_event(struct srv_client *c, int dev)
     order_free_stream(c, dev);
     if (DRV(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
         DRV(cuEventRecord)(ev, c->devmem[dev].free) != CUDA_SUCCESS) {
-        if (ev)
-            DRV(cuEventDestroy_v2)(ev);
+        if (ev) DRV(cuEventDestroy_v2)(ev);
         (void)DRV(cuStreamSynchronize)(c->devmem[dev].free); /* the work is done by now */
         return NULL;
     }
@@ -327,16 +307,13 @@ size_t srv_later_reap(struct srv_client *c, int wait)
             nanosleep(&ts, NULL);
             q = DRV(cuEventQuery)(x->ev);
         }
-        if (q == CUDA_ERROR_NOT_READY)
-            break;
+        if (q == CUDA_ERROR_NOT_READY) break;
         /* Done; or failed, which ends the context's work for good (a fault: what it
          * would free is forgotten, as everything there is). */
-        if (q == CUDA_SUCCESS)
-            later_do(c, x);
+        if (q == CUDA_SUCCESS) later_do(c, x);
         srv_event_give(c, x->dev, x->ev);
     }
-    if (i && i < c->nlater)
-        memmove(c->later, c->later + i, (c->nlater - i) * sizeof(*c->later));
+    if (i && i < c->nlater) memmove(c->later, c->later + i, (c->nlater - i) * sizeof(*c->later));
     c->nlater -= i;
     return c->nlater;
 }
@@ -354,7 +331,7 @@ int srv_devmem_drain_by(struct srv_client *c, uint64_t by)
 void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
 {
     CUresult r = srv_devmem_pooled(o) ? devmem_free(c, o->dev, o->key.value, 0)
-                                       : DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
+                                      : DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: releasing device memory failed with %s", (int)c->pid,
                 srv_errname(r));
@@ -365,16 +342,14 @@ void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
  * running: those blocks then stay out of the arena, as its other memory does (registry.c). */
 void srv_devmem_gone(struct srv_client *c)
 {
-    if (!c->left_running)
-        srv_later_reap(c, 0);
+    if (!c->left_running) srv_later_reap(c, 0);
     free(c->later); /* what is left waits on work left running: kept out for good */
     c->later = NULL;
     c->nlater = c->caplater = 0;
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
         if (c->devmem[d].alloc && !srv_fault_dead(c, d))
             DRV(cuStreamDestroy_v2)(c->devmem[d].alloc);
-        if (c->devmem[d].free && !srv_fault_dead(c, d))
-            DRV(cuStreamDestroy_v2)(c->devmem[d].free);
+        if (c->devmem[d].free && !srv_fault_dead(c, d)) DRV(cuStreamDestroy_v2)(c->devmem[d].free);
         c->devmem[d].alloc = c->devmem[d].free = NULL;
     }
 }
@@ -389,10 +364,8 @@ static int served_here(int dev)
 static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
 {
     CUdeviceptr *p = k->a.ptr[0];
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!served_here(k->dev))
-        return DRV(cuMemAlloc_v2)(p, (size_t)k->vals[1]);
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (!served_here(k->dev)) return DRV(cuMemAlloc_v2)(p, (size_t)k->vals[1]);
     return srv_devmem_alloc(c, k->dev, p, (size_t)k->vals[1]);
 }
 
@@ -400,8 +373,7 @@ static CUresult alloc_after(struct srv_client *c, struct srv_call *k)
 {
     const CUdeviceptr *p = k->a.ptr[0];
     struct srv_obj *o = served_here(k->dev) ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, *p) : NULL;
-    if (o)
-        o->aux |= DEVMEM_POOLED;
+    if (o) o->aux |= DEVMEM_POOLED;
     return CUDA_SUCCESS;
 }
 

@@ -34,8 +34,9 @@ int srv_drv_load(const char *path, char *resolved, size_t len)
      * would have the server call its own clients' entry points. */
     char real[4096];
     if (realpath(resolved, real) && strstr(real, "libmpsshim")) {
-        snprintf(resolved, len, "%s is the mpsshim client library, not a CUDA driver: set "
-                                "MPSSHIM_DRIVER to the real libcuda.so.1",
+        snprintf(resolved, len,
+                 "%s is the mpsshim client library, not a CUDA driver: set "
+                 "MPSSHIM_DRIVER to the real libcuda.so.1",
                  real);
         dlclose(h);
         return -1;

@@ -17,9 +17,9 @@ void srv_op_event_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *
         memcpy(&h, p, sizeof(h));
         e = srv_obj_find(c, SHIM_HT_CUevent, h);
     }
-    CUresult res = e ? srv_wait_event(c, (CUevent)(uintptr_t)h, r->lane) : CUDA_ERROR_INVALID_HANDLE;
-    if (res != CUDA_SUCCESS)
-        srv_reply(c, r->lane, res, 0);
+    CUresult res =
+        e ? srv_wait_event(c, (CUevent)(uintptr_t)h, r->lane) : CUDA_ERROR_INVALID_HANDLE;
+    if (res != CUDA_SUCCESS) srv_reply(c, r->lane, res, 0);
 }
 
 /* Interprocess events are shared between clients of this server by the server itself
@@ -29,10 +29,8 @@ void srv_op_event_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *
 static CUresult event_create_before(struct srv_client *c, struct srv_call *k)
 {
     (void)c;
-    if (!(k->vals[1] & CU_EVENT_INTERPROCESS))
-        return CUDA_SUCCESS;
-    if (!(k->vals[1] & CU_EVENT_DISABLE_TIMING))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!(k->vals[1] & CU_EVENT_INTERPROCESS)) return CUDA_SUCCESS;
+    if (!(k->vals[1] & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
     k->vals[1] &= ~(uint64_t)CU_EVENT_INTERPROCESS;
     return CUDA_SUCCESS;
 }
@@ -40,8 +38,7 @@ static CUresult event_create_before(struct srv_client *c, struct srv_call *k)
 static CUresult event_create_after(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUevent, *(uint64_t *)k->a.ptr[0]);
-    if (o)
-        o->aux = k->a.val[1]; /* the flags as asked */
+    if (o) o->aux = k->a.val[1]; /* the flags as asked */
     return CUDA_SUCCESS;
 }
 
@@ -55,8 +52,7 @@ static CUresult event_destroy_before(struct srv_client *c, struct srv_call *k)
     CUevent ev = (CUevent)(uintptr_t)k->vals[0];
     for (struct srv_wait *w = c->waits; w; w = w->next)
         for (int i = 0; i < w->nev; i++)
-            if (w->ev[i] == ev)
-                DRV(cuEventSynchronize)(ev);
+            if (w->ev[i] == ev) DRV(cuEventSynchronize)(ev);
     srv_waits_poll(c);
     return CUDA_SUCCESS;
 }
@@ -99,8 +95,7 @@ const struct srv_hook srv_hook_node_event = {.call = node_event_call};
 
 CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)
 {
-    if (dev < 0 || dev >= srv.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
+    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
     struct srv_evpool *p = &c->pool[dev];
     if (p->n) {
         *ev = p->ev[--p->n];
@@ -110,8 +105,7 @@ CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)
      * the call being replayed runs in) is left as it was; timing off: these only order and
      * signal, and untimed events are cheaper. */
     CUresult r = srv_push_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     r = DRV(cuEventCreate)(ev, CU_EVENT_DISABLE_TIMING);
     srv_pop_device();
     return r;

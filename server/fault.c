@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #define FAULT_POLL_MS 100
-#define FAULT_ACK_NS (400ull * 1000 * 1000)  /* the workers' let-go, at most */
+#define FAULT_ACK_NS (400ull * 1000 * 1000)       /* the workers' let-go, at most */
 #define FAULT_WORK_NS (2ull * 1000 * 1000 * 1000) /* "had work": enqueued this recently */
 #define FAULT_LINGER_DEFAULT_S 10
 
@@ -100,8 +100,7 @@ static int sticky(CUresult r)
 
 void srv_fault_note(int dev, CUresult r)
 {
-    if (!sticky(r) || !started || telling)
-        return;
+    if (!sticky(r) || !started || telling) return;
     /* A fault already known needs no pass, nor may a worker telling its waits about it
      * (let_go) wait for one: the fault thread is waiting for that very worker. */
     if (dev >= 0 && dev < srv.ndev ? atomic_load(&srv.fault[dev].state) != SRV_DEV_OK
@@ -117,16 +116,14 @@ void srv_fault_note(int dev, CUresult r)
     ts.tv_sec = (time_t)(until / 1000000000ull);
     ts.tv_nsec = (long)(until % 1000000000ull);
     while (passes < want && !atomic_load(&srv.quitting))
-        if (pthread_cond_timedwait(&passed, &lock, &ts) == ETIMEDOUT)
-            break;
+        if (pthread_cond_timedwait(&passed, &lock, &ts) == ETIMEDOUT) break;
     pthread_mutex_unlock(&lock);
 }
 
 int srv_fault_any(void)
 {
     for (int d = 0; d < srv.ndev; d++)
-        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK)
-            return 1;
+        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK) return 1;
     return 0;
 }
 
@@ -138,9 +135,9 @@ int srv_fault_dead(const struct srv_client *c, int dev)
 /* ---------------------------------------------------------------- the workers' side */
 
 /* 1 if o died with dev's context: it lives there, in no context made since the fault, and
- * is not pinned or managed memory (our own host range, released as usual: its registration died, the
- * range goes back) or a graph or graph node (host-side descriptions, whose handles stay
- * valid until destroyed). */
+ * is not pinned or managed memory (our own host range, released as usual: its registration died,
+ * the range goes back) or a graph or graph node (host-side descriptions, whose handles stay valid
+ * until destroyed). */
 static int dies(struct srv_client *c, const struct srv_obj *o, int dev)
 {
     if (o->dev != dev || srv_host_type(o->key.type) || o->key.type == SHIM_HT_CUgraph ||
@@ -156,12 +153,10 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
 {
     unsigned nctx = 0, nobj = 0, nwait = 0;
     struct srv_ctx *x, *xt;
-    HASH_ITER(hh, c->ctxs, x, xt)
-    {
+    HASH_ITER(hh, c->ctxs, x, xt) {
         if (x->device != dev || x->gen == gen)
             continue; /* another device's, or made since the fault (srv_fault_gate answers) */
-        if (!x->fault)
-            nctx++;
+        if (!x->fault) nctx++;
         x->fault = err;
         x->gen = gen; /* dead: a later fault of the device is none of its business */
         srv_streams_drop(c, x, srv_stream_forget);
@@ -178,8 +173,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
         }
         *pw = w->next;
         for (int i = 0; i < w->nev; i++)
-            if (w->pooled[i] && w->dev[i] != dev)
-                srv_event_give(c, w->dev[i], w->ev[i]);
+            if (w->pooled[i] && w->dev[i] != dev) srv_event_give(c, w->dev[i], w->ev[i]);
         telling = 1;
         srv_wait_fail(c, w, err);
         telling = 0;
@@ -189,8 +183,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
     atomic_store_explicit(&c->stats.gpu_waits, c->waits != NULL, memory_order_relaxed);
     size_t j = 0;
     for (size_t i = 0; i < c->nretired; i++)
-        if (c->retired[i].dev != dev)
-            c->retired[j++] = c->retired[i];
+        if (c->retired[i].dev != dev) c->retired[j++] = c->retired[i];
     c->nretired = j;
     /* Internal events of the dead context: only forgotten. */
     c->pool[dev].n = 0;
@@ -204,15 +197,12 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
     struct srv_obj *o, *t;
     for (int again = 1; again;) {
         again = 0;
-        HASH_ITER(hh, c->objs, o, t)
-        {
-            if (!dies(c, o, dev))
-                continue;
+        HASH_ITER(hh, c->objs, o, t) {
+            if (!dies(c, o, dev)) continue;
             int covered = 0;
             for (struct srv_obj *a = o->parent; a && !covered; a = a->parent)
                 covered = dies(c, a, dev);
-            if (covered)
-                continue;
+            if (covered) continue;
             if (roots) {
                 roots[n++] = o;
             } else {
@@ -238,8 +228,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
 void srv_fault_sync(struct srv_client *c)
 {
     uint32_t e = atomic_load_explicit(&srv.fault_epoch, memory_order_acquire);
-    if (e == c->fault_seen)
-        return;
+    if (e == c->fault_seen) return;
     /* The epoch is read before the generations (the fault thread moves them the other way
      * round), so what is acked below covers every fault up to e. */
     for (int d = 0; d < srv.ndev; d++) {
@@ -268,10 +257,8 @@ CUresult srv_fault_gate(struct srv_client *c, int dev)
 static CUresult query(int d)
 {
     CUresult r = DRV(cuCtxSetCurrent)(srv.ctx[d]);
-    if (r == CUDA_SUCCESS && !probe[d])
-        r = DRV(cuStreamCreate)(&probe[d], CU_STREAM_NON_BLOCKING);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuStreamQuery)(probe[d]);
+    if (r == CUDA_SUCCESS && !probe[d]) r = DRV(cuStreamCreate)(&probe[d], CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) r = DRV(cuStreamQuery)(probe[d]);
     return sticky(r) ? r : CUDA_SUCCESS;
 }
 
@@ -294,8 +281,7 @@ static void log_fault(int d, CUresult err)
     uint64_t now = chan_now_ns();
     pthread_mutex_lock(&srv.clients_lock);
     for (struct srv_client *x = srv.clients; x; x = x->next) {
-        if (!client_of(x, d))
-            continue;
+        if (!client_of(x, d)) continue;
         uint64_t at = atomic_load(&x->stats.enqueued_ns[d]);
         int worked = atomic_load(&x->stats.gpu_waits) || (at && now - at < FAULT_WORK_NS);
         char *b = worked ? busy : idle;
@@ -323,11 +309,9 @@ static unsigned wait_acks(int d, uint32_t e)
         unsigned late = 0;
         pthread_mutex_lock(&srv.clients_lock);
         for (struct srv_client *x = srv.clients; x; x = x->next)
-            if (client_of(x, d) && (int32_t)(atomic_load(&x->fault_ack) - e) < 0)
-                late++;
+            if (client_of(x, d) && (int32_t)(atomic_load(&x->fault_ack) - e) < 0) late++;
         pthread_mutex_unlock(&srv.clients_lock);
-        if (!late || chan_now_ns() > until || atomic_load(&srv.quitting))
-            return late;
+        if (!late || chan_now_ns() > until || atomic_load(&srv.quitting)) return late;
         usleep(1000);
     }
 }
@@ -411,11 +395,9 @@ static void *fault_main(void *arg)
         /* First every device is looked at and each fault raised, so that the workers
          * waiting in srv_fault_note go on (and let go); then the recoveries. */
         for (int d = 0; d < srv.ndev && !atomic_load(&srv.quitting); d++) {
-            if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK)
-                continue;
+            if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK) continue;
             CUresult err = query(d);
-            if (err != CUDA_SUCCESS)
-                raise_fault(d, err);
+            if (err != CUDA_SUCCESS) raise_fault(d, err);
         }
         pthread_mutex_lock(&lock);
         passes++;
@@ -448,16 +430,14 @@ int srv_fault_start(void)
         }
     }
     linger_ns = s * 1000000000ull;
-    if (pthread_create(&thread, NULL, fault_main, NULL) != 0)
-        return -1;
+    if (pthread_create(&thread, NULL, fault_main, NULL) != 0) return -1;
     started = 1;
     return 0;
 }
 
 void srv_fault_stop(void)
 {
-    if (!started)
-        return;
+    if (!started) return;
     pthread_mutex_lock(&lock);
     pthread_cond_signal(&bell);
     pthread_cond_broadcast(&passed);

@@ -22,18 +22,30 @@ static ffi_type *type_of(const struct shim_param *p)
     if (p->kind != SHIM_PK_VAL && p->kind != SHIM_PK_RAW && p->kind != SHIM_PK_HANDLE)
         return p->size == 8 && p->kind == SHIM_PK_DPTR ? &ffi_type_uint64 : &ffi_type_pointer;
     switch (p->vclass) {
-    case SHIM_VC_S8: return &ffi_type_sint8;
-    case SHIM_VC_U8: return &ffi_type_uint8;
-    case SHIM_VC_S16: return &ffi_type_sint16;
-    case SHIM_VC_U16: return &ffi_type_uint16;
-    case SHIM_VC_S32: return &ffi_type_sint32;
-    case SHIM_VC_U32: return &ffi_type_uint32;
-    case SHIM_VC_S64: return &ffi_type_sint64;
-    case SHIM_VC_U64: return &ffi_type_uint64;
-    case SHIM_VC_F32: return &ffi_type_float;
-    case SHIM_VC_F64: return &ffi_type_double;
-    case SHIM_VC_PTR: return &ffi_type_pointer;
-    default: return NULL; /* structs by value are not replayed generically */
+    case SHIM_VC_S8:
+        return &ffi_type_sint8;
+    case SHIM_VC_U8:
+        return &ffi_type_uint8;
+    case SHIM_VC_S16:
+        return &ffi_type_sint16;
+    case SHIM_VC_U16:
+        return &ffi_type_uint16;
+    case SHIM_VC_S32:
+        return &ffi_type_sint32;
+    case SHIM_VC_U32:
+        return &ffi_type_uint32;
+    case SHIM_VC_S64:
+        return &ffi_type_sint64;
+    case SHIM_VC_U64:
+        return &ffi_type_uint64;
+    case SHIM_VC_F32:
+        return &ffi_type_float;
+    case SHIM_VC_F64:
+        return &ffi_type_double;
+    case SHIM_VC_PTR:
+        return &ffi_type_pointer;
+    default:
+        return NULL; /* structs by value are not replayed generically */
     }
 }
 
@@ -41,8 +53,7 @@ int srv_generic_init(void)
 {
     for (int id = 0; id < SHIM_NCALLS; id++) {
         const struct shim_call *d = &shim_calls[id];
-        if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC)
-            continue;
+        if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC) continue;
         if (d->nparams > CHAN_MAX_ARGS) {
             srv_log("%s: too many parameters to replay", d->name);
             continue;
@@ -72,8 +83,7 @@ static CUresult check_handle(struct srv_client *c, const struct chan_rec *r, uin
     switch (ht) {
     case SHIM_HT_CUstream: {
         struct srv_stream *s = srv_stream_resolve(c, v, r->flags & CHAN_RF_PTDS, r->thread);
-        if (!s)
-            return c->cur ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+        if (!s) return c->cur ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
         *out = (uint64_t)(uintptr_t)s->real;
         return CUDA_SUCCESS;
     }
@@ -93,10 +103,14 @@ static uint64_t expected_count(const struct shim_call *d, const struct shim_para
                                const struct chan_args *a)
 {
     switch (p->ckind) {
-    case SHIM_CK_ONE: return 1;
-    case SHIM_CK_FIXED: return p->count_fixed;
-    case SHIM_CK_ARG: return a->val[p->count_arg];
-    case SHIM_CK_FN: return shim_size_fns[p->count_fixed](a->val[p->count_arg]);
+    case SHIM_CK_ONE:
+        return 1;
+    case SHIM_CK_FIXED:
+        return p->count_fixed;
+    case SHIM_CK_ARG:
+        return a->val[p->count_arg];
+    case SHIM_CK_FN:
+        return shim_size_fns[p->count_fixed](a->val[p->count_arg]);
     default: {
         /* the entry value of an inout count */
         uint64_t n = 0;
@@ -124,8 +138,7 @@ static CUresult map_devices(const struct srv_client *c, uint8_t *buf, uint32_t c
         CUdevice v;
         memcpy(&v, buf + (size_t)e * sizeof(v), sizeof(v));
         int d = in ? srv_dev_in(c, v) : srv_dev_out(c, v);
-        if (d < 0)
-            return CUDA_ERROR_INVALID_DEVICE;
+        if (d < 0) return CUDA_ERROR_INVALID_DEVICE;
         v = d;
         memcpy(buf + (size_t)e * sizeof(v), &v, sizeof(v));
     }
@@ -135,8 +148,7 @@ static CUresult map_devices(const struct srv_client *c, uint8_t *buf, uint32_t c
 static CUresult map_device_member(const struct srv_client *c, const struct shim_member *mb,
                                   uint8_t *el, int in)
 {
-    if (mb->kind == SHIM_MK_LOCATION)
-        return srv_dev_location(c, el + mb->offset, in);
+    if (mb->kind == SHIM_MK_LOCATION) return srv_dev_location(c, el + mb->offset, in);
     return map_devices(c, el + mb->offset, 1, in);
 }
 
@@ -146,8 +158,7 @@ static CUresult map_outputs(const struct srv_client *c, struct srv_call *k)
     const struct shim_call *d = k->d;
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
-        if ((p->kind != SHIM_PK_OUT && p->kind != SHIM_PK_INOUT) || !k->a.ptr[i])
-            continue;
+        if ((p->kind != SHIM_PK_OUT && p->kind != SHIM_PK_INOUT) || !k->a.ptr[i]) continue;
         if ((p->pflags & SHIM_PF_DEVICE) && p->elem == sizeof(CUdevice) &&
             map_devices(c, k->a.ptr[i], k->a.count[i], 0) != CUDA_SUCCESS)
             return CUDA_ERROR_INVALID_DEVICE;
@@ -155,8 +166,8 @@ static CUresult map_outputs(const struct srv_client *c, struct srv_call *k)
             for (uint32_t m = 0; m < p->st->nmembers; m++) {
                 const struct shim_member *mb = &p->st->members[m];
                 if ((mb->kind == SHIM_MK_DEVICE || mb->kind == SHIM_MK_LOCATION) &&
-                    map_device_member(c, mb, (uint8_t *)k->a.ptr[i] + (size_t)e * p->st->size,
-                                      0) != CUDA_SUCCESS)
+                    map_device_member(c, mb, (uint8_t *)k->a.ptr[i] + (size_t)e * p->st->size, 0) !=
+                        CUDA_SUCCESS)
                     return CUDA_ERROR_INVALID_DEVICE;
             }
     }
@@ -175,18 +186,14 @@ static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
             uint64_t v = 0, mapped;
             if (mb->kind == SHIM_MK_DEVICE || mb->kind == SHIM_MK_LOCATION) {
                 CUresult res = map_device_member(c, mb, el, 1);
-                if (res != CUDA_SUCCESS)
-                    return res;
+                if (res != CUDA_SUCCESS) return res;
                 continue;
             }
             memcpy(&v, el + mb->offset, mb->size);
-            if (mb->kind == SHIM_MK_NULL && v != 0)
-                return CUDA_ERROR_NOT_SUPPORTED;
-            if (mb->kind != SHIM_MK_HANDLE)
-                continue;
+            if (mb->kind == SHIM_MK_NULL && v != 0) return CUDA_ERROR_NOT_SUPPORTED;
+            if (mb->kind != SHIM_MK_HANDLE) continue;
             CUresult res = check_handle(c, r, mb->htype, v, &mapped);
-            if (res != CUDA_SUCCESS)
-                return res;
+            if (res != CUDA_SUCCESS) return res;
             memcpy(el + mb->offset, &mapped, mb->size);
         }
     }
@@ -203,13 +210,11 @@ static CUresult check_dptr(struct srv_client *c, const struct shim_call *d, int 
     uint64_t v = a->val[i], bytes = 0;
     *found = NULL;
     if (i == d->destroys) {
-        if (v == 0)
-            return CUDA_SUCCESS; /* freeing NULL: the driver's answer */
+        if (v == 0) return CUDA_SUCCESS; /* freeing NULL: the driver's answer */
         struct srv_obj *o = srv_range_find(c, v, 0);
         /* Address space the client reserved is not in the lookups: found by its base. */
         for (uint32_t t = 1; t < SHIM_NHTYPES && !o; t++)
-            if (shim_types[t].flags & SHIM_TF_UNMAPPED)
-                o = srv_obj_find(c, t, v);
+            if (shim_types[t].flags & SHIM_TF_UNMAPPED) o = srv_obj_find(c, t, v);
         /* An aliased graph memory record holds allocations at addresses inside it. */
         if (!o || (o->key.value != v && !srv_graphmem_aliased(o)) ||
             (shim_types[o->key.type].destroyer < 0 &&
@@ -218,14 +223,10 @@ static CUresult check_dptr(struct srv_client *c, const struct shim_call *d, int 
         *found = o;
         return CUDA_SUCCESS;
     }
-    if (p->creates)
-        return CUDA_SUCCESS; /* the call makes a range there (its hook checks where) */
-    if (!p->span)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (chan_span_eval(d, p->span, a->val, a->ptr, v, &bytes) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (bytes == 0)
-        return CUDA_SUCCESS; /* touches nothing */
+    if (p->creates) return CUDA_SUCCESS; /* the call makes a range there (its hook checks where) */
+    if (!p->span) return CUDA_ERROR_INVALID_VALUE;
+    if (chan_span_eval(d, p->span, a->val, a->ptr, v, &bytes) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (bytes == 0) return CUDA_SUCCESS; /* touches nothing */
     *found = srv_range_find(c, v, bytes);
     return *found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -240,21 +241,16 @@ static CUresult give_array(struct srv_client *c, struct srv_call *k, int i)
     const uint8_t *arr = (const uint8_t *)(uintptr_t)k->a.spare[i];
     uint64_t n = 0;
     const void *cp = k->a.ptr[p->count_arg];
-    if (cp)
-        memcpy(&n, cp, sizeof(size_t));
-    if (n > CHAN_OUTREF_MAX)
-        return CUDA_ERROR_NOT_SUPPORTED; /* more than the reply carries */
-    if (!arr)
-        n = 0;
+    if (cp) memcpy(&n, cp, sizeof(size_t));
+    if (n > CHAN_OUTREF_MAX) return CUDA_ERROR_NOT_SUPPORTED; /* more than the reply carries */
+    if (!arr) n = 0;
     uint8_t *to = k->a.out + k->a.out_off[i];
     memcpy(to, &n, 8);
-    if (n)
-        memcpy(to + 8, arr, n * p->elem);
+    if (n) memcpy(to + 8, arr, n * p->elem);
     for (uint64_t e = 0; p->htype && e < n; e++) {
         uint64_t v = 0;
         memcpy(&v, arr + e * p->elem, p->elem);
-        if (v && !srv_obj_add(c, p->htype, v, 0, k->parent))
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (v && !srv_obj_add(c, p->htype, v, 0, k->parent)) return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
 }
@@ -267,15 +263,14 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
         int makes = p->kind == SHIM_PK_DPTR && p->creates; /* a range at an input address */
-        if (!k->a.ptr[i] && !makes)
-            continue;
+        if (!k->a.ptr[i] && !makes) continue;
         if (p->kind == SHIM_PK_OUT && p->htype) {
             for (uint32_t e = 0; e < k->a.count[i]; e++) {
                 uint64_t v = 0;
                 memcpy(&v, (uint8_t *)k->a.ptr[i] + (size_t)e * p->elem, p->elem);
-                if (v && !srv_obj_add(c, p->htype, v, p->creates, i == d->parent ? NULL : k->parent)) {
-                    if (p->creates)
-                        srv_obj_undo(c, p->htype, v, 0);
+                if (v &&
+                    !srv_obj_add(c, p->htype, v, p->creates, i == d->parent ? NULL : k->parent)) {
+                    if (p->creates) srv_obj_undo(c, p->htype, v, 0);
                     return CUDA_ERROR_OUT_OF_MEMORY;
                 }
             }
@@ -288,11 +283,9 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
             }
         } else if (p->kind == SHIM_PK_OUTREF) {
             CUresult r = give_array(c, k, i);
-            if (r != CUDA_SUCCESS)
-                return r;
+            if (r != CUDA_SUCCESS) return r;
         } else if (p->kind == SHIM_PK_RANGE || makes) {
-            if (p->kind == SHIM_PK_RANGE && k->a.absent[i])
-                continue;
+            if (p->kind == SHIM_PK_RANGE && k->a.absent[i]) continue;
             uint64_t base = makes ? k->a.val[i] : *(uint64_t *)k->a.ptr[i];
             uint64_t size;
             const struct shim_type *t = &shim_types[p->htype];
@@ -307,14 +300,12 @@ static CUresult register_outputs(struct srv_client *c, struct srv_call *k)
                                     ? srv_range_add(c, p->htype, base, size, p->creates, k->parent)
                                     : NULL;
             if (!o) {
-                if (p->creates)
-                    srv_obj_undo(c, p->htype, base, size);
+                if (p->creates) srv_obj_undo(c, p->htype, base, size);
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
             if (d->flags & SHIM_CF_CONTEXT_FREE)
                 o->ctx = 0; /* ctx-free: it goes with its parent or the client */
-            if (t->flags & SHIM_TF_COUNTS)
-                srv_obj_count(c, o, k->dev, size);
+            if (t->flags & SHIM_TF_COUNTS) srv_obj_count(c, o, k->dev, size);
         }
     }
     return CUDA_SUCCESS;
@@ -340,8 +331,7 @@ static CUresult check_limit(struct srv_client *c, struct srv_call *k)
 static void copy_strings(struct srv_call *k)
 {
     for (int i = 0; i < k->d->nparams; i++) {
-        if (k->d->params[i].kind != SHIM_PK_OUTSTR || k->a.absent[i])
-            continue;
+        if (k->d->params[i].kind != SHIM_PK_OUTSTR || k->a.absent[i]) continue;
         const char *s = (const char *)(uintptr_t)k->a.spare[i];
         char *to = (char *)k->a.out + k->a.out_off[i];
         if (s) {
@@ -378,10 +368,8 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         !srv_drv_fns[via ? via : id])
         return CUDA_ERROR_NOT_SUPPORTED;
     CUresult res = chan_unpack_call(d, p, len, c->out, CHAN_LANE_DATA, &k->a);
-    if (res != CUDA_SUCCESS)
-        return res;
-    if ((d->flags & SHIM_CF_CONTEXT) && !c->cur)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    if (res != CUDA_SUCCESS) return res;
+    if ((d->flags & SHIM_CF_CONTEXT) && !c->cur) return CUDA_ERROR_INVALID_CONTEXT;
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *pp = &d->params[i];
         struct srv_obj *o;
@@ -390,15 +378,13 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             if ((res = check_handle(c, k->r, pp->htype, k->a.val[i], &k->vals[i])) != CUDA_SUCCESS)
                 return res;
             /* Only what the client made itself: a library's module, say, is not its own. */
-            if (i == d->destroys && (!(*destroyed = srv_obj_find(c, pp->htype, k->a.val[i])) ||
-                                     !(*destroyed)->owned))
+            if (i == d->destroys &&
+                (!(*destroyed = srv_obj_find(c, pp->htype, k->a.val[i])) || !(*destroyed)->owned))
                 return CUDA_ERROR_INVALID_HANDLE;
             break;
         case SHIM_PK_DPTR:
-            if ((res = check_dptr(c, d, i, &k->a, &o)) != CUDA_SUCCESS)
-                return res;
-            if (i == d->destroys)
-                *destroyed = o;
+            if ((res = check_dptr(c, d, i, &k->a, &o)) != CUDA_SUCCESS) return res;
+            if (i == d->destroys) *destroyed = o;
             /* Managed variables too: the client's host copy is brought in afterwards. */
             if (i == d->host_sync && o && (srv_host_type(o->key.type) || srv_managed_var(o)))
                 *host = o;
@@ -408,8 +394,7 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             /* A CUdevice is the client's ordinal: the server's from here on (hooks too). */
             if ((pp->pflags & SHIM_PF_DEVICE)) {
                 int dev = srv_dev_in(c, (int64_t)(int32_t)k->a.val[i]);
-                if (dev < 0)
-                    return CUDA_ERROR_INVALID_DEVICE;
+                if (dev < 0) return CUDA_ERROR_INVALID_DEVICE;
                 k->a.val[i] = (uint64_t)dev;
             }
             k->vals[i] = k->a.val[i];
@@ -420,8 +405,7 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
         case SHIM_PK_CTX: {
             /* The client's context (by id) names a device: its real context. */
             struct srv_ctx *x = k->a.val[i] ? srv_ctx_get(c, (uint32_t)k->a.val[i]) : NULL;
-            if (k->a.val[i] && !x)
-                return CUDA_ERROR_INVALID_CONTEXT;
+            if (k->a.val[i] && !x) return CUDA_ERROR_INVALID_CONTEXT;
             k->vals[i] = x ? (uint64_t)(uintptr_t)srv.ctx[x->device] : 0;
             break;
         }
@@ -442,8 +426,8 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
                             return res;
                         memcpy((uint8_t *)k->a.ptr[i] + (size_t)e * pp->elem, &m, pp->elem);
                     }
-                if (pp->st && (res = check_members(c, k->r, pp->st, k->a.ptr[i],
-                                                   k->a.count[i])) != CUDA_SUCCESS)
+                if (pp->st && (res = check_members(c, k->r, pp->st, k->a.ptr[i], k->a.count[i])) !=
+                                  CUDA_SUCCESS)
                     return res;
                 if ((pp->pflags & SHIM_PF_DEVICE) && pp->elem == sizeof(CUdevice) &&
                     (res = map_devices(c, k->a.ptr[i], k->a.count[i], 1)) != CUDA_SUCCESS)
@@ -452,25 +436,20 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             k->vals[i] = (uint64_t)(uintptr_t)k->a.ptr[i];
         }
     }
-    if (d->parent >= 0)
-        k->parent = named_obj(c, &d->params[d->parent], k->a.val[d->parent]);
+    if (d->parent >= 0) k->parent = named_obj(c, &d->params[d->parent], k->a.val[d->parent]);
     /* Stream order: the call goes on the client's stream (or, via:, its default stream),
      * after what CUDA's legacy semantics say it must follow. */
     if (d->stream >= 0 || via) {
         uint64_t h = d->stream >= 0 ? k->a.val[d->stream] : 0;
         k->stream = srv_stream_resolve(c, h, k->r->flags & CHAN_RF_PTDS, k->r->thread);
-        if (!k->stream)
-            return c->cur ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+        if (!k->stream) return c->cur ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
         k->dev = k->stream->device;
     }
     /* Device-level calls need no client context, but the driver wants one current: one of
      * the client's devices. */
-    if (!c->cur && (res = srv_use_device(srv_dev_any(c))) != CUDA_SUCCESS)
-        return res;
-    if ((res = check_limit(c, k)) != CUDA_SUCCESS)
-        return res;
-    if (hook && hook->before && (res = hook->before(c, k)) != CUDA_SUCCESS)
-        return res;
+    if (!c->cur && (res = srv_use_device(srv_dev_any(c))) != CUDA_SUCCESS) return res;
+    if ((res = check_limit(c, k)) != CUDA_SUCCESS) return res;
+    if (hook && hook->before && (res = hook->before(c, k)) != CUDA_SUCCESS) return res;
     if (k->stream) {
         CUstream st = srv_stream_prepare(c, k->stream);
         if (via)
@@ -479,8 +458,7 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             k->vals[d->stream] = (uint64_t)(uintptr_t)st;
     }
     int gated = srv_codegate_call_begin(c, k, &res);
-    if (res != CUDA_SUCCESS)
-        return res;
+    if (res != CUDA_SUCCESS) return res;
     /* Memory about to go: the client's stream waits on it end first (memops.c). */
     if (*destroyed && (*destroyed)->size)
         srv_memops_end_range(c, (*destroyed)->key.value, (*destroyed)->size);
@@ -491,14 +469,10 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
             k->report |= (d->params[i].pflags & SHIM_PF_ON_ERROR) != 0;
         return res;
     }
-    if (!k->registers && (res = register_outputs(c, k)) != CUDA_SUCCESS)
-        return res;
-    if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS)
-        return res;
-    if ((res = map_outputs(c, k)) != CUDA_SUCCESS)
-        return res;
-    if (*destroyed && !k->keep)
-        srv_obj_destroyed(c, *destroyed);
+    if (!k->registers && (res = register_outputs(c, k)) != CUDA_SUCCESS) return res;
+    if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS) return res;
+    if ((res = map_outputs(c, k)) != CUDA_SUCCESS) return res;
+    if (*destroyed && !k->keep) srv_obj_destroyed(c, *destroyed);
     copy_strings(k);
     return CUDA_SUCCESS;
 }
@@ -522,8 +496,7 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     /* A failed call sends back outputs only where the driver ran and its description says
      * the driver reports why in them (always-out:); the client takes those alone. */
     uint32_t out = res == CUDA_SUCCESS || k.report ? (uint32_t)k.a.out_len : 0;
-    if (out)
-        memcpy(srv_lane_data(c, lane), c->out, out);
+    if (out) memcpy(srv_lane_data(c, lane), c->out, out);
     /* Work on host memory completes before the call returns (sync-if-host:). */
     if (res == CUDA_SUCCESS && host && k.stream &&
         srv_wait_stream(c, k.stream, lane, out) == CUDA_SUCCESS)

@@ -29,8 +29,7 @@ static CUresult begin_before(struct srv_client *c, struct srv_call *k)
 {
     struct srv_stream *s =
         srv_stream_resolve(c, k->a.val[0], k->r->flags & CHAN_RF_PTDS, k->r->thread);
-    if (!s)
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
     return s->legacy ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
@@ -47,8 +46,7 @@ static CUresult begin_call(struct srv_client *c, struct srv_call *k)
     /* Pinned blocks of the copies before it are closed now, outside the capture
      * (hostblocks.c). */
     struct srv_stream *before = capture_stream(c, k);
-    if (before)
-        srv_hblock_close(c, before);
+    if (before) srv_hblock_close(c, before);
     /* What it holds now can no longer be waited for once it captures (an event recorded
      * there becomes a node): a mark of it, for frees that must come after it (devmem.c),
      * made once per stream. Without one, it holds nothing when the capture begins. */
@@ -65,8 +63,7 @@ static CUresult begin_call(struct srv_client *c, struct srv_call *k)
                                              (size_t)k->vals[4], CU_STREAM_CAPTURE_MODE_RELAXED);
     else
         r = DRV(cuStreamBeginCapture_v2)(st, CU_STREAM_CAPTURE_MODE_RELAXED);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     c->captures++;
     struct srv_stream *s = capture_stream(c, k);
     CUstreamCaptureStatus status;
@@ -87,8 +84,7 @@ static void capture_graph_gone(struct srv_client *c, struct srv_obj *g)
 {
     for (struct srv_obj *o = g->children, *next; o; o = next) {
         next = o->sib_next;
-        if (o->key.type == SHIM_HT_MEM_GRAPHMEM)
-            srv_obj_destroyed(c, o);
+        if (o->key.type == SHIM_HT_MEM_GRAPHMEM) srv_obj_destroyed(c, o);
     }
     srv_obj_destroyed(c, g);
 }
@@ -101,22 +97,19 @@ static CUresult end_call(struct srv_client *c, struct srv_call *k)
     struct srv_stream *s = capture_stream(c, k);
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUgraph building = NULL;
-    int was = DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &building, NULL, NULL) ==
-                  CUDA_SUCCESS &&
-              status != CU_STREAM_CAPTURE_STATUS_NONE;
+    int was =
+        DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &building, NULL, NULL) == CUDA_SUCCESS &&
+        status != CU_STREAM_CAPTURE_STATUS_NONE;
     if (s && s->capture_graph)
         building = s->capture_graph; /* also when invalidated, which the driver names not */
     CUresult r = DRV(cuStreamEndCapture)(st, (CUgraph *)k->a.ptr[1]);
     if (was && DRV(cuStreamIsCapturing)(st, &status) == CUDA_SUCCESS &&
         status == CU_STREAM_CAPTURE_STATUS_NONE) {
-        if (c->captures)
-            c->captures--;
-        if (s)
-            s->capture_graph = NULL;
+        if (c->captures) c->captures--;
+        if (s) s->capture_graph = NULL;
     }
     struct srv_obj *o = building ? srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)building) : NULL;
-    if (r != CUDA_SUCCESS && o && !o->owned)
-        capture_graph_gone(c, o);
+    if (r != CUDA_SUCCESS && o && !o->owned) capture_graph_gone(c, o);
     return r;
 }
 
@@ -124,26 +117,20 @@ const struct srv_hook srv_hook_capture_end = {.call = end_call};
 
 void srv_capture_abandon(struct srv_client *c, struct srv_stream *s, int forget)
 {
-    if (!srv_stream_capturing(c, s))
-        return;
+    if (!srv_stream_capturing(c, s)) return;
     CUgraph g = NULL;
     struct srv_obj *o =
         s->capture_graph ? srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)s->capture_graph) : NULL;
     if (DRV(cuStreamEndCapture)(s->real, &g) == CUDA_SUCCESS && g) {
         struct srv_obj *made = srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)g);
-        if (!(made && made->owned))
-            DRV(cuGraphDestroy)(g);
-        if (!o)
-            o = made;
+        if (!(made && made->owned)) DRV(cuGraphDestroy)(g);
+        if (!o) o = made;
     }
     /* Only the stream that began a capture ends it (one that joined it stays in it). */
-    if (srv_stream_capturing(c, s))
-        return;
-    if (c->captures)
-        c->captures--;
+    if (srv_stream_capturing(c, s)) return;
+    if (c->captures) c->captures--;
     s->capture_graph = NULL;
-    if (forget && o && !o->owned)
-        capture_graph_gone(c, o);
+    if (forget && o && !o->owned) capture_graph_gone(c, o);
 }
 
 static void abandon_dropping(struct srv_client *c, struct srv_stream *s, void *arg)
@@ -155,8 +142,7 @@ static void abandon_dropping(struct srv_client *c, struct srv_stream *s, void *a
 void srv_captures_abandon(struct srv_client *c, uint32_t ctx)
 {
     /* Per-thread default streams can capture too (the legacy stream cannot). */
-    if (c->captures)
-        srv_streams_each(c, ctx, 0, abandon_dropping, NULL);
+    if (c->captures) srv_streams_each(c, ctx, 0, abandon_dropping, NULL);
 }
 
 /* ---------------------------------------------------------------- DOT files */
@@ -171,12 +157,10 @@ static __thread char dot_path[4096 + 64];
 static CUresult dot_print_before(struct srv_client *c, struct srv_call *k)
 {
     const char *p = k->a.ptr[1];
-    if (!p || !*p)
-        return CUDA_ERROR_INVALID_VALUE;
-    int n = snprintf(dot_path, sizeof(dot_path), p[0] == '/' ? "/proc/%d/root%s" : "/proc/%d/cwd/%s",
-                     (int)c->pid, p);
-    if (n < 0 || (size_t)n >= sizeof(dot_path))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!p || !*p) return CUDA_ERROR_INVALID_VALUE;
+    int n = snprintf(dot_path, sizeof(dot_path),
+                     p[0] == '/' ? "/proc/%d/root%s" : "/proc/%d/cwd/%s", (int)c->pid, p);
+    if (n < 0 || (size_t)n >= sizeof(dot_path)) return CUDA_ERROR_INVALID_VALUE;
     k->vals[1] = (uint64_t)(uintptr_t)dot_path;
     return CUDA_SUCCESS;
 }
@@ -189,8 +173,7 @@ const struct srv_hook srv_hook_dot_print = {.before = dot_print_before};
 static const void *struct_param(const struct srv_call *k, const char *name)
 {
     for (int i = 0; i < k->d->nparams; i++)
-        if (k->d->params[i].st && strcmp(k->d->params[i].st->name, name) == 0)
-            return k->a.ptr[i];
+        if (k->d->params[i].st && strcmp(k->d->params[i].st->name, name) == 0) return k->a.ptr[i];
     return NULL;
 }
 
@@ -199,18 +182,14 @@ static CUresult memset_before(struct srv_client *c, struct srv_call *k)
 {
     const CUDA_MEMSET_NODE_PARAMS *p = struct_param(k, "CUDA_MEMSET_NODE_PARAMS");
     uint64_t row;
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
     if (!(p->elementSize == 1 || p->elementSize == 2 || p->elementSize == 4) ||
         __builtin_mul_overflow((uint64_t)p->width, p->elementSize, &row))
         return CUDA_ERROR_INVALID_VALUE;
-    if (p->width == 0 || p->height == 0)
-        return CUDA_SUCCESS;
-    if (p->height > 1 && p->pitch < row)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (p->width == 0 || p->height == 0) return CUDA_SUCCESS;
+    if (p->height > 1 && p->pitch < row) return CUDA_ERROR_INVALID_VALUE;
     struct srv_obj *o = srv_range_extent(c, p->dst, 0, 0, 0, p->pitch, 1, row, p->height, 1);
-    if (!o)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!o) return CUDA_ERROR_INVALID_VALUE;
     /* Given no context, the driver takes the memory's: cuMemAlloc memory names the one it
      * was made in, that of the server's pool or arena (devmem.c) names none and would be
      * refused. Its device's shared context is what cuMemAlloc memory would have named. */
@@ -241,20 +220,23 @@ static CUresult check_node_side(struct srv_client *c, CUmemorytype type, const v
 {
     uint64_t base;
     switch (type) {
-    case CU_MEMORYTYPE_ARRAY: return CUDA_SUCCESS;
-    case CU_MEMORYTYPE_HOST: base = (uint64_t)(uintptr_t)host; break;
-    case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED: base = dev; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
+    case CU_MEMORYTYPE_ARRAY:
         return CUDA_SUCCESS;
-    struct srv_obj *o = srv_range_extent(c, base, x, y, z, pitch, height, p->WidthInBytes,
-                                         p->Height, p->Depth);
-    if (!o)
+    case CU_MEMORYTYPE_HOST:
+        base = (uint64_t)(uintptr_t)host;
+        break;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:
+        base = dev;
+        break;
+    default:
         return CUDA_ERROR_INVALID_VALUE;
-    if (type == CU_MEMORYTYPE_HOST && !srv_host_type(o->key.type))
-        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_SUCCESS;
+    struct srv_obj *o =
+        srv_range_extent(c, base, x, y, z, pitch, height, p->WidthInBytes, p->Height, p->Depth);
+    if (!o) return CUDA_ERROR_INVALID_VALUE;
+    if (type == CU_MEMORYTYPE_HOST && !srv_host_type(o->key.type)) return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
 
@@ -262,13 +244,12 @@ static CUresult memcpy_before(struct srv_client *c, struct srv_call *k)
 {
     const CUDA_MEMCPY3D *p = struct_param(k, "CUDA_MEMCPY3D");
     CUresult r;
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((r = check_node_side(c, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
-                             p->srcY, p->srcZ, p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS)
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if ((r = check_node_side(c, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY,
+                             p->srcZ, p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS)
         return r;
-    return check_node_side(c, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
-                           p->dstY, p->dstZ, p->dstPitch, p->dstHeight, p);
+    return check_node_side(c, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY,
+                           p->dstZ, p->dstPitch, p->dstHeight, p);
 }
 
 /* An exec's memcpy node set anew: its launches check the new sides (graphrefs.c). */
@@ -291,18 +272,14 @@ static uint64_t node_func(struct srv_client *c, const CUDA_KERNEL_NODE_PARAMS *k
 {
     uint64_t f = (uint64_t)(uintptr_t)kp->func, k = (uint64_t)(uintptr_t)kp->kern;
     *is_kernel = 1;
-    if (k && srv_obj_find(c, SHIM_HT_CUkernel, k))
-        return k;
-    if (f && srv_obj_find(c, SHIM_HT_CUkernel, f))
-        return f;
+    if (k && srv_obj_find(c, SHIM_HT_CUkernel, k)) return k;
+    if (f && srv_obj_find(c, SHIM_HT_CUkernel, f)) return f;
     *is_kernel = 0;
-    if (f && srv_obj_find(c, SHIM_HT_CUfunction, f))
-        return f;
+    if (f && srv_obj_find(c, SHIM_HT_CUfunction, f)) return f;
     /* Each lookup loads the kernel's code in the context: through the gate (launch.c). */
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUkernel); f && o; o = o->type_next) {
         CUfunction g = NULL;
-        if (srv_kernel_loaded(c, o, c->cur ? c->cur->device : 0) != CUDA_SUCCESS)
-            return 0;
+        if (srv_kernel_loaded(c, o, c->cur ? c->cur->device : 0) != CUDA_SUCCESS) return 0;
         if (DRV(cuKernelGetFunction)(&g, (CUkernel)(uintptr_t)o->key.value) == CUDA_SUCCESS &&
             (uint64_t)(uintptr_t)g == f) {
             *is_kernel = 1;
@@ -320,8 +297,7 @@ static CUresult node_param_bytes(const CUDA_KERNEL_NODE_PARAMS *kp, const struct
     memset(out, 0, f->param_bytes);
     if (kp->kernelParams) {
         for (uint32_t i = 0; i < f->nparams; i++)
-            if (layout[i][1])
-                memcpy(out + layout[i][0], kp->kernelParams[i], layout[i][1]);
+            if (layout[i][1]) memcpy(out + layout[i][0], kp->kernelParams[i], layout[i][1]);
         return CUDA_SUCCESS;
     }
     const void *buf = NULL;
@@ -332,10 +308,8 @@ static CUresult node_param_bytes(const CUDA_KERNEL_NODE_PARAMS *kp, const struct
         else if (kp->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && kp->extra[i + 1])
             size = *(const size_t *)kp->extra[i + 1];
     }
-    if (!f->param_bytes)
-        return CUDA_SUCCESS;
-    if (!buf)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!f->param_bytes) return CUDA_SUCCESS;
+    if (!buf) return CUDA_ERROR_INVALID_VALUE;
     memcpy(out, buf, size < f->param_bytes ? size : f->param_bytes);
     return CUDA_SUCCESS;
 }
@@ -346,13 +320,11 @@ static CUresult kernel_node_get(struct srv_client *c, uint64_t node, uint32_t *o
                                 uint8_t *out)
 {
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUgraphNode, node);
-    if (!o)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!o) return CUDA_ERROR_INVALID_VALUE;
     CUDA_KERNEL_NODE_PARAMS kp;
     memset(&kp, 0, sizeof(kp));
     CUresult res = DRV(cuGraphKernelNodeGetParams_v2)((CUgraphNode)(uintptr_t)node, &kp);
-    if (res != CUDA_SUCCESS)
-        return res;
+    if (res != CUDA_SUCCESS) return res;
     struct chan_kernel_node_got g = {
         .grid = {kp.gridDimX, kp.gridDimY, kp.gridDimZ},
         .block = {kp.blockDimX, kp.blockDimY, kp.blockDimZ},
@@ -361,11 +333,9 @@ static CUresult kernel_node_get(struct srv_client *c, uint64_t node, uint32_t *o
     int is_kernel = 0;
     g.func = node_func(c, &kp, &is_kernel);
     g.is_kernel = (uint32_t)is_kernel;
-    if (!g.func)
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (!g.func) return CUDA_ERROR_INVALID_HANDLE;
     for (struct srv_obj *p = o->parent; p; p = p->parent)
-        if (p->key.type == SHIM_HT_CUgraph)
-            g.root = p->key.value;
+        if (p->key.type == SHIM_HT_CUgraph) g.root = p->key.value;
     /* The layout is described in the server's memory, then copied out: it says where the
      * parameter bytes go, and the lane is the client's to rewrite at any time. */
     struct {
@@ -375,16 +345,14 @@ static CUresult kernel_node_get(struct srv_client *c, uint64_t node, uint32_t *o
     _Static_assert(sizeof(d) == sizeof(d.f) + sizeof(d.layout), "layout follows the function");
     _Static_assert(sizeof(g) + sizeof(d) <= CHAN_LANE_DATA, "a description fits the lane");
     uint32_t used = srv_func_describe(c, g.func, is_kernel, (uint8_t *)&d, sizeof(d), &res);
-    if (!used)
-        return res;
+    if (!used) return res;
     uint32_t total = (uint32_t)sizeof(g) + used;
     if (d.f.param_bytes > CHAN_MAX_PARAM_BYTES || d.f.param_bytes > CHAN_LANE_DATA - total)
         return CUDA_ERROR_NOT_SUPPORTED;
     for (uint32_t i = 0; i < d.f.nparams; i++)
         if ((uint64_t)d.layout[i][0] + d.layout[i][1] > d.f.param_bytes)
             return CUDA_ERROR_NOT_SUPPORTED;
-    if ((res = node_param_bytes(&kp, &d.f, d.layout, out + total)) != CUDA_SUCCESS)
-        return res;
+    if ((res = node_param_bytes(&kp, &d.f, d.layout, out + total)) != CUDA_SUCCESS) return res;
     memcpy(out, &g, sizeof(g));
     memcpy(out + sizeof(g), &d, used);
     *out_len = total + d.f.param_bytes;
@@ -397,16 +365,14 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint64_t node = 0;
     struct srv_obj *graph = NULL;
-    if (len < sizeof(m))
-        goto reply;
+    if (len < sizeof(m)) goto reply;
     memcpy(&m, p, sizeof(m));
     uint64_t deps_bytes;
     if (m.ndeps > CHAN_MAX_DEPS || m.param_bytes > CHAN_MAX_PARAM_BYTES ||
         __builtin_mul_overflow((uint64_t)m.ndeps, 8u, &deps_bytes) ||
         len != sizeof(m) + deps_bytes + m.param_bytes)
         goto reply;
-    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
-        goto reply;
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS) goto reply;
     if (m.what == CHAN_KN_GET) {
         uint32_t out_len = 0;
         res = kernel_node_get(c, m.node, &out_len, srv_lane_data(c, r->lane));
@@ -415,19 +381,14 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
     }
     /* Everything it names is the client's. */
     res = CUDA_ERROR_INVALID_HANDLE;
-    if (!srv_func_known(c, m.func))
-        goto reply;
-    if (m.what == CHAN_KN_ADD && !(graph = srv_obj_find(c, SHIM_HT_CUgraph, m.graph)))
-        goto reply;
-    if (m.what != CHAN_KN_ADD && !srv_obj_find(c, SHIM_HT_CUgraphNode, m.node))
-        goto reply;
-    if (m.what == CHAN_KN_EXEC_SET && !srv_obj_find(c, SHIM_HT_CUgraphExec, m.graph))
-        goto reply;
+    if (!srv_func_known(c, m.func)) goto reply;
+    if (m.what == CHAN_KN_ADD && !(graph = srv_obj_find(c, SHIM_HT_CUgraph, m.graph))) goto reply;
+    if (m.what != CHAN_KN_ADD && !srv_obj_find(c, SHIM_HT_CUgraphNode, m.node)) goto reply;
+    if (m.what == CHAN_KN_EXEC_SET && !srv_obj_find(c, SHIM_HT_CUgraphExec, m.graph)) goto reply;
     CUgraphNode deps[CHAN_MAX_DEPS];
     memcpy(deps, p + sizeof(m), deps_bytes);
     for (uint32_t i = 0; i < m.ndeps; i++)
-        if (!srv_obj_find(c, SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)deps[i]))
-            goto reply;
+        if (!srv_obj_find(c, SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)deps[i])) goto reply;
     size_t psize = m.param_bytes;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, p + sizeof(m) + deps_bytes,
                      CU_LAUNCH_PARAM_BUFFER_SIZE, &psize, CU_LAUNCH_PARAM_END};
@@ -443,8 +404,12 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
     CUDA_KERNEL_NODE_PARAMS kp = {
         .func = is_kernel ? NULL : (CUfunction)(uintptr_t)m.func,
         .kern = is_kernel ? (CUkernel)(uintptr_t)m.func : NULL,
-        .gridDimX = m.grid[0], .gridDimY = m.grid[1], .gridDimZ = m.grid[2],
-        .blockDimX = m.block[0], .blockDimY = m.block[1], .blockDimZ = m.block[2],
+        .gridDimX = m.grid[0],
+        .gridDimY = m.grid[1],
+        .gridDimZ = m.grid[2],
+        .blockDimX = m.block[0],
+        .blockDimY = m.block[1],
+        .blockDimZ = m.block[2],
         .sharedMemBytes = m.smem,
         .extra = psize ? extra : NULL,
     };
@@ -467,11 +432,11 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
         if (res == CUDA_SUCCESS) /* its launches check the new function (graphrefs.c) */
             srv_graphrefs_func(c, srv_obj_find(c, SHIM_HT_CUgraphExec, m.graph), m.node, m.func);
         break;
-    default: res = CUDA_ERROR_INVALID_VALUE;
+    default:
+        res = CUDA_ERROR_INVALID_VALUE;
     }
 reply:
-    if (res == CUDA_SUCCESS)
-        memcpy(srv_lane_data(c, r->lane), &node, sizeof(node));
+    if (res == CUDA_SUCCESS) memcpy(srv_lane_data(c, r->lane), &node, sizeof(node));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(node) : 0);
 }
 
@@ -550,12 +515,10 @@ static struct srv_obj *graphmem_register(struct srv_client *c, uint64_t dptr, ui
                                          struct srv_obj *g)
 {
     uint64_t lo = dptr, hi;
-    if (__builtin_add_overflow(dptr, bytes, &hi))
-        return NULL;
+    if (__builtin_add_overflow(dptr, bytes, &hi)) return NULL;
     forget_stale(c, dptr, bytes);
     struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, dptr, bytes, 1, g);
-    if (o && (o->parent == g || (o->aux & GRAPHMEM_ALIASED)))
-        return o;
+    if (o && (o->parent == g || (o->aux & GRAPHMEM_ALIASED))) return o;
     /* Another graph's allocation over some of it: the union of every one overlapping. */
     int others = 0;
     for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_GRAPHMEM); r; r = r->type_next)
@@ -564,15 +527,13 @@ static struct srv_obj *graphmem_register(struct srv_client *c, uint64_t dptr, ui
             hi = r->key.value + r->size > hi ? r->key.value + r->size : hi;
             others = 1;
         }
-    if (!others)
-        return NULL; /* what it overlaps is not graph memory, or no memory for a record */
+    if (!others) return NULL; /* what it overlaps is not graph memory, or no memory for a record */
     for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_GRAPHMEM), *next; r; r = next) {
         next = r->type_next;
         if (r->key.value - lo < hi - lo)
             srv_obj_destroyed(c, r); /* its exec's launches find the union (graphrefs.c) */
     }
-    if (!(o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, lo, hi - lo, 1, NULL)))
-        return NULL;
+    if (!(o = srv_range_add(c, SHIM_HT_MEM_GRAPHMEM, lo, hi - lo, 1, NULL))) return NULL;
     o->aux |= GRAPHMEM_ALIASED;
     return o;
 }
@@ -600,17 +561,14 @@ static void graphmem_refused(struct srv_client *c, uint64_t dptr, uint64_t bytes
 static CUresult graphmem_alloc_call(struct srv_client *c, struct srv_call *k)
 {
     CUDA_MEM_ALLOC_NODE_PARAMS *p = k->a.ptr[4];
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
     /* Device memory of one of the client's devices, as pools are (pools.c). */
     if (p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
         p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_NOT_SUPPORTED;
     int client_dev = p->poolProps.location.id, dev = srv_dev_in(c, client_dev);
-    if (dev < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!srv_mem_fits(c, dev, p->bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (dev < 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!srv_mem_fits(c, dev, p->bytesize)) return CUDA_ERROR_OUT_OF_MEMORY;
     CUDA_MEM_ALLOC_NODE_PARAMS q = *p;
     q.poolProps.location.id = dev;
     CUgraphNode *out = k->a.ptr[0];
@@ -636,8 +594,7 @@ static CUresult graphmem_alloc_after(struct srv_client *c, struct srv_call *k)
         graphmem_refused(c, p->dptr, p->bytesize, 0, 1);
         struct srv_obj *n = srv_obj_find(c, SHIM_HT_CUgraphNode, node);
         DRV(cuGraphDestroyNode)((CUgraphNode)(uintptr_t)node);
-        if (n)
-            srv_obj_destroyed(c, n);
+        if (n) srv_obj_destroyed(c, n);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     srv_obj_count(c, o, k->dev, o->size);
@@ -647,21 +604,18 @@ static CUresult graphmem_alloc_after(struct srv_client *c, struct srv_call *k)
 const struct srv_hook srv_hook_graphmem_alloc = {.call = graphmem_alloc_call,
                                                  .after = graphmem_alloc_after};
 
-
 /* What a free node frees is an allocation node's address of the client's. */
 static CUresult graphmem_free_before(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = graphmem_at(c, k->a.val[4]);
-    if (!o)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!o) return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
 
 static CUresult graphmem_free_after(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = graphmem_at(c, k->a.val[4]);
-    if (o && o->parent && o->parent->key.value == k->a.val[1])
-        o->aux |= GRAPHMEM_FREED_IN_GRAPH;
+    if (o && o->parent && o->parent->key.value == k->a.val[1]) o->aux |= GRAPHMEM_FREED_IN_GRAPH;
     return CUDA_SUCCESS;
 }
 
@@ -671,11 +625,9 @@ const struct srv_hook srv_hook_graphmem_free = {.before = graphmem_free_before,
 CUresult srv_graphmem_captured(struct srv_client *c, struct srv_stream *s, int dev, uint64_t dptr,
                                uint64_t bytes)
 {
-    if (!dptr)
-        return CUDA_SUCCESS; /* nothing allocated (0 bytes): no node */
+    if (!dptr) return CUDA_SUCCESS; /* nothing allocated (0 bytes): no node */
     struct srv_obj *g = capture_graph(c, s->real), *o = NULL;
-    if (g)
-        o = graphmem_register(c, dptr, bytes, g);
+    if (g) o = graphmem_register(c, dptr, bytes, g);
     if (!o) {
         graphmem_refused(c, dptr, bytes, 1, g != NULL);
         /* The node cannot be taken out of a graph being captured, and an address the
@@ -718,8 +670,8 @@ CUresult srv_graphmem_capture_free(struct srv_client *c, struct srv_call *k)
     k->keep = 1;
     CUresult r = DRV(cuMemFreeAsync)((CUdeviceptr)dptr, st);
     if (r == CUDA_SUCCESS && o && o->parent &&
-        DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &g, NULL, NULL) == CUDA_SUCCESS &&
-        g && o->parent->key.value == (uintptr_t)g)
+        DRV(cuStreamGetCaptureInfo_v2)(st, &status, NULL, &g, NULL, NULL) == CUDA_SUCCESS && g &&
+        o->parent->key.value == (uintptr_t)g)
         o->aux |= GRAPHMEM_FREED_IN_GRAPH;
     return r;
 }
@@ -761,8 +713,7 @@ static CUresult graphmem_set_attr_before(struct srv_client *c, struct srv_call *
 {
     (void)k;
     static atomic_int said;
-    if (srv_clients_live() <= 1)
-        return CUDA_SUCCESS;
+    if (srv_clients_live() <= 1) return CUDA_SUCCESS;
     if (!atomic_exchange(&said, 1))
         srv_log("Client process %d: cuDeviceSetGraphMemAttribute refused: the graph memory "
                 "high-water marks are shared by every client of the device",
@@ -782,8 +733,7 @@ const struct srv_hook srv_hook_graphmem_set_attr = {.before = graphmem_set_attr_
 void srv_release_graphmem(struct srv_client *c, struct srv_obj *o)
 {
     (void)c;
-    if (o->parent && o->parent->owned)
-        (void)DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
+    if (o->parent && o->parent->owned) (void)DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
 }
 
 /* 1 if o is an aliased graph memory record: allocations of several graphs over one

@@ -37,13 +37,11 @@ static CUresult handle_call(struct srv_client *c, struct srv_call *k)
 {
     (void)c;
     CUgraphConditionalHandle h = 0;
-    if (!k->a.ptr[0])
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = DRV(cuGraphConditionalHandleCreate)(
-        &h, (CUgraph)(uintptr_t)k->vals[1], (CUcontext)(uintptr_t)k->vals[2],
-        (unsigned)k->vals[3], (unsigned)k->vals[4]);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (!k->a.ptr[0]) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = DRV(cuGraphConditionalHandleCreate)(&h, (CUgraph)(uintptr_t)k->vals[1],
+                                                     (CUcontext)(uintptr_t)k->vals[2],
+                                                     (unsigned)k->vals[3], (unsigned)k->vals[4]);
+    if (r != CUDA_SUCCESS) return r;
     k->vals[COND_REAL] = h;
     uint64_t key = cond_key(k->a.val[1], h);
     memcpy(k->a.ptr[0], &key, sizeof(key));
@@ -76,8 +74,7 @@ static CUresult add(struct srv_client *c, const struct chan_cond_node *m, struct
     CUcontext ctx = NULL;
     if (m->ctx) {
         struct srv_ctx *x = srv_ctx_get(c, m->ctx);
-        if (!x)
-            return CUDA_ERROR_INVALID_CONTEXT;
+        if (!x) return CUDA_ERROR_INVALID_CONTEXT;
         ctx = srv.ctx[x->device];
     }
     CUgraphNodeParams np;
@@ -88,27 +85,23 @@ static CUresult add(struct srv_client *c, const struct chan_cond_node *m, struct
     np.conditional.size = m->size;
     np.conditional.ctx = ctx;
     CUgraphNode n = NULL;
-    CUresult r = DRV(cuGraphAddNode_v2)(&n, (CUgraph)(uintptr_t)m->graph, deps, NULL, m->ndeps,
-                                        &np);
-    if (r != CUDA_SUCCESS)
-        return r;
+    CUresult r =
+        DRV(cuGraphAddNode_v2)(&n, (CUgraph)(uintptr_t)m->graph, deps, NULL, m->ndeps, &np);
+    if (r != CUDA_SUCCESS) return r;
     struct chan_cond_node_made made = {.node = (uint64_t)(uintptr_t)n};
     struct srv_obj *no = srv_obj_add(c, SHIM_HT_CUgraphNode, made.node, 1, g);
     for (uint32_t i = 0; no && np.conditional.phGraph_out && i < m->size; i++) {
         uint64_t b = (uint64_t)(uintptr_t)np.conditional.phGraph_out[i];
-        if (!srv_obj_add(c, SHIM_HT_CUgraph, b, 0, no))
-            r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (!srv_obj_add(c, SHIM_HT_CUgraph, b, 0, no)) r = CUDA_ERROR_OUT_OF_MEMORY;
         memcpy(out + sizeof(made) + (size_t)i * 8, &b, 8);
     }
     if (!no || !np.conditional.phGraph_out || r != CUDA_SUCCESS) {
         DRV(cuGraphDestroyNode)(n);
-        if (no)
-            srv_obj_destroyed(c, no);
+        if (no) srv_obj_destroyed(c, no);
         return no && np.conditional.phGraph_out ? r : CUDA_ERROR_OUT_OF_MEMORY;
     }
     for (struct srv_obj *p = g; p; p = p->parent)
-        if (p->key.type == SHIM_HT_CUgraph)
-            made.root = p->key.value;
+        if (p->key.type == SHIM_HT_CUgraph) made.root = p->key.value;
     memcpy(out, &made, sizeof(made));
     *out_len = (uint32_t)sizeof(made) + m->size * 8u;
     return CUDA_SUCCESS;
@@ -119,26 +112,21 @@ void srv_op_cond_node(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     struct chan_cond_node m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out_len = 0;
-    if (len < sizeof(m))
-        goto reply;
+    if (len < sizeof(m)) goto reply;
     memcpy(&m, p, sizeof(m));
     if (m.ndeps > CHAN_MAX_DEPS || len != sizeof(m) + (uint64_t)m.ndeps * sizeof(uint64_t))
         goto reply;
     /* Within the reply (the client refuses more first; the driver refuses none). */
-    if (!m.size || m.size > CHAN_MAX_COND_BODIES)
-        goto reply;
-    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
-        goto reply;
+    if (!m.size || m.size > CHAN_MAX_COND_BODIES) goto reply;
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS) goto reply;
     /* Everything it names is the client's. */
     res = CUDA_ERROR_INVALID_VALUE;
     struct srv_obj *g = srv_obj_find(c, SHIM_HT_CUgraph, m.graph);
-    if (!g || !cond_known(c, g, m.handle))
-        goto reply;
+    if (!g || !cond_known(c, g, m.handle)) goto reply;
     CUgraphNode deps[CHAN_MAX_DEPS];
     memcpy(deps, p + sizeof(m), (size_t)m.ndeps * sizeof(uint64_t));
     for (uint32_t i = 0; i < m.ndeps; i++)
-        if (!srv_obj_find(c, SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)deps[i]))
-            goto reply;
+        if (!srv_obj_find(c, SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)deps[i])) goto reply;
     res = add(c, &m, g, deps, srv_lane_data(c, r->lane), &out_len);
 reply:
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out_len : 0);

@@ -47,9 +47,9 @@ struct ref {
 };
 
 struct srv_graphrefs {
-    int unknown;      /* the walk failed: nothing is known, every launch is refused */
-    int said;         /* a refused launch of this exec was logged */
-    int good;         /* the list was found good when c->forgotten was `checked` */
+    int unknown; /* the walk failed: nothing is known, every launch is refused */
+    int said;    /* a refused launch of this exec was logged */
+    int good;    /* the list was found good when c->forgotten was `checked` */
     uint64_t checked;
     size_t n, cap;
     struct ref r[];
@@ -60,8 +60,7 @@ static struct srv_graphrefs lost = {.unknown = 1, .said = 1};
 
 void srv_graphrefs_free(struct srv_obj *o)
 {
-    if (o->refs != &lost)
-        free(o->refs);
+    if (o->refs != &lost) free(o->refs);
     o->refs = NULL;
 }
 
@@ -76,16 +75,14 @@ static void set_unknown(struct srv_obj *x)
 /* The list changed: the next launch checks it whole. */
 static void changed(struct srv_obj *x)
 {
-    if (x->refs && x->refs != &lost)
-        x->refs->good = 0;
+    if (x->refs && x->refs != &lost) x->refs->good = 0;
 }
 
 /* Appends one entry to x's list; the list is unknown from then on when there is no room. */
 static void add(struct srv_obj *x, uint64_t node, uint32_t kind, uint64_t first, uint64_t span)
 {
     struct srv_graphrefs *l = x->refs;
-    if (l && l->unknown)
-        return;
+    if (l && l->unknown) return;
     if (!l || l->n == l->cap) {
         size_t cap = l ? l->cap * 2 : 16;
         struct srv_graphrefs *m = realloc(l, sizeof(*m) + cap * sizeof(m->r[0]));
@@ -93,8 +90,7 @@ static void add(struct srv_obj *x, uint64_t node, uint32_t kind, uint64_t first,
             set_unknown(x);
             return;
         }
-        if (!l)
-            *m = (struct srv_graphrefs){0};
+        if (!l) *m = (struct srv_graphrefs){0};
         m->cap = cap;
         x->refs = l = m;
     }
@@ -130,8 +126,7 @@ static void add_func(struct srv_client *c, struct srv_obj *x, uint64_t node, uin
 static void add_memset(struct srv_obj *x, uint64_t node, const CUDA_MEMSET_NODE_PARAMS *p)
 {
     uint64_t row, first, span;
-    if (p->width == 0 || p->height == 0)
-        return;
+    if (p->width == 0 || p->height == 0) return;
     if (__builtin_mul_overflow((uint64_t)p->width, (uint64_t)p->elementSize, &row) ||
         chan_copy_extent(p->dst, 0, 0, 0, p->pitch, 1, row, p->height, 1, &first, &span)) {
         set_unknown(x);
@@ -150,10 +145,16 @@ static void add_side(struct srv_obj *x, uint64_t node, CUmemorytype type, const 
     case CU_MEMORYTYPE_ARRAY:
         add(x, node, REF_ARRAY, (uint64_t)(uintptr_t)arr, 0);
         return;
-    case CU_MEMORYTYPE_HOST: base = (uint64_t)(uintptr_t)host; break;
+    case CU_MEMORYTYPE_HOST:
+        base = (uint64_t)(uintptr_t)host;
+        break;
     case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED: base = dev; break;
-    default: set_unknown(x); return;
+    case CU_MEMORYTYPE_UNIFIED:
+        base = dev;
+        break;
+    default:
+        set_unknown(x);
+        return;
     }
     if (chan_copy_extent(base, px, py, pz, pitch, height, p->WidthInBytes, p->Height, p->Depth,
                          &first, &span)) {
@@ -165,8 +166,7 @@ static void add_side(struct srv_obj *x, uint64_t node, CUmemorytype type, const 
 
 static void add_memcpy(struct srv_obj *x, uint64_t node, const CUDA_MEMCPY3D *p)
 {
-    if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
-        return;
+    if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return;
     add_side(x, node, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
              p->srcY, p->srcZ, p->srcPitch, p->srcHeight, p);
     add_side(x, node, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
@@ -183,14 +183,26 @@ static void add_memops(struct srv_client *c, struct srv_obj *x, uint64_t node,
         const CUstreamBatchMemOpParams *op = &p->paramArray[i];
         uint64_t addr, bytes;
         switch (op->operation) {
-        case CU_STREAM_MEM_OP_WAIT_VALUE_32: addr = op->waitValue.address; bytes = 4; break;
-        case CU_STREAM_MEM_OP_WAIT_VALUE_64: addr = op->waitValue.address; bytes = 8; break;
-        case CU_STREAM_MEM_OP_WRITE_VALUE_32: addr = op->writeValue.address; bytes = 4; break;
-        case CU_STREAM_MEM_OP_WRITE_VALUE_64: addr = op->writeValue.address; bytes = 8; break;
-        default: continue; /* flushes and barriers name no memory */
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+            addr = op->waitValue.address;
+            bytes = 4;
+            break;
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+            addr = op->waitValue.address;
+            bytes = 8;
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+            addr = op->writeValue.address;
+            bytes = 4;
+            break;
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+            addr = op->writeValue.address;
+            bytes = 8;
+            break;
+        default:
+            continue; /* flushes and barriers name no memory */
         }
-        if (c->shm_dptr && addr >= c->shm_dptr && addr - c->shm_dptr < c->shm_size)
-            continue;
+        if (c->shm_dptr && addr >= c->shm_dptr && addr - c->shm_dptr < c->shm_size) continue;
         add(x, node, REF_MEM, addr, bytes);
     }
 }
@@ -283,48 +295,42 @@ static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t to
         default:
             break; /* host, empty, free nodes; the bodies of conditional nodes above */
         }
-        if (r != CUDA_SUCCESS)
-            set_unknown(x);
+        if (r != CUDA_SUCCESS) set_unknown(x);
     }
     free(v);
 }
 
 void srv_graphrefs_build(struct srv_client *c, struct srv_obj *x, CUgraph g)
 {
-    if (!x)
-        return;
+    if (!x) return;
     srv_graphrefs_free(x);
     walk(c, x, g, 0, 0);
 }
 
 void srv_graphrefs_memset(struct srv_obj *x, uint64_t node, const CUDA_MEMSET_NODE_PARAMS *p)
 {
-    if (!x || !p)
-        return;
+    if (!x || !p) return;
     drop_node(x, node);
     add_memset(x, node, p);
 }
 
 void srv_graphrefs_memcpy(struct srv_obj *x, uint64_t node, const CUDA_MEMCPY3D *p)
 {
-    if (!x || !p)
-        return;
+    if (!x || !p) return;
     drop_node(x, node);
     add_memcpy(x, node, p);
 }
 
 void srv_graphrefs_child(struct srv_client *c, struct srv_obj *x, uint64_t node, CUgraph child)
 {
-    if (!x)
-        return;
+    if (!x) return;
     drop_node(x, node);
     walk(c, x, child, node, 1);
 }
 
 void srv_graphrefs_func(struct srv_client *c, struct srv_obj *x, uint64_t node, uint64_t func)
 {
-    if (!x)
-        return;
+    if (!x) return;
     drop_node(x, node);
     add_func(c, x, node, func, func);
 }
@@ -360,33 +366,29 @@ static CUresult check(struct srv_client *c, const struct srv_obj *x)
     struct srv_graphrefs *l = x->refs;
     if (!l || (l->good && l->checked == c->forgotten))
         return CUDA_SUCCESS; /* nothing let go of since it was found good */
-    if (l->unknown)
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (l->unknown) return CUDA_ERROR_NOT_SUPPORTED;
     for (size_t i = 0; i < l->n; i++) {
         const struct ref *e = &l->r[i];
         struct srv_obj *o;
         switch (e->kind) {
         case REF_MEM:
         case REF_HOST:
-            if (own(l, e->first, e->span))
-                break;
+            if (own(l, e->first, e->span)) break;
             o = srv_range_find(c, e->first, e->span);
             if (!o || (e->kind == REF_HOST && !srv_host_type(o->key.type)))
                 return CUDA_ERROR_INVALID_VALUE;
             break;
         case REF_EVENT:
-            if (!srv_obj_find(c, SHIM_HT_CUevent, e->first))
-                return CUDA_ERROR_INVALID_HANDLE;
+            if (!srv_obj_find(c, SHIM_HT_CUevent, e->first)) return CUDA_ERROR_INVALID_HANDLE;
             break;
         case REF_ARRAY:
-            if (!srv_obj_find(c, SHIM_HT_CUarray, e->first))
-                return CUDA_ERROR_INVALID_HANDLE;
+            if (!srv_obj_find(c, SHIM_HT_CUarray, e->first)) return CUDA_ERROR_INVALID_HANDLE;
             break;
         case REF_FUNC:
-            if (!srv_func_known(c, e->first))
-                return CUDA_ERROR_INVALID_HANDLE;
+            if (!srv_func_known(c, e->first)) return CUDA_ERROR_INVALID_HANDLE;
             break;
-        default: break;
+        default:
+            break;
         }
     }
     l->good = 1;
@@ -405,7 +407,7 @@ static CUresult launch_before(struct srv_client *c, struct srv_call *k)
         x->refs->said = 1;
         srv_log("Client process %d: a graph launch refused with %s: a node of it names %s",
                 (int)c->pid, srv_errname(r),
-                r == CUDA_ERROR_INVALID_VALUE    ? "memory the client no longer holds"
+                r == CUDA_ERROR_INVALID_VALUE   ? "memory the client no longer holds"
                 : r == CUDA_ERROR_NOT_SUPPORTED ? "what the server could not list"
                                                 : "an event, array or function no longer its own");
     }
@@ -420,8 +422,7 @@ static CUresult launch_call(struct srv_client *c, struct srv_call *k)
         return srv_generic_drive(k);
     srv_codegate_wait_begin(k->dev);
     CUresult r = srv_generic_drive(k);
-    srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream],
-                          r == CUDA_SUCCESS);
+    srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream], r == CUDA_SUCCESS);
     return r;
 }
 

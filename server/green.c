@@ -61,26 +61,21 @@ void srv_green_init(void)
 static struct green_set *make_set(int dev, unsigned sms)
 {
     struct green_set *g = calloc(1, sizeof(*g));
-    if (!g)
-        return NULL;
+    if (!g) return NULL;
     g->dev = dev;
     g->sms = sms;
     CUdevResource all, rest, parts[GREEN_MAX_PARTS];
     unsigned n = srv.sm[dev].total / sms;
-    if (n > GREEN_MAX_PARTS)
-        n = GREEN_MAX_PARTS;
-    if (n == 0)
-        n = 1;
+    if (n > GREEN_MAX_PARTS) n = GREEN_MAX_PARTS;
+    if (n == 0) n = 1;
     CUresult r = DRV(cuDeviceGetDevResource)(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuDevSmResourceSplitByCount)(parts, &n, &all, &rest, 0, sms);
+    if (r == CUDA_SUCCESS) r = DRV(cuDevSmResourceSplitByCount)(parts, &n, &all, &rest, 0, sms);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
         CUdevResourceDesc desc;
         r = DRV(cuDevResourceGenerateDesc)(&desc, &parts[i], 1);
         if (r == CUDA_SUCCESS)
             r = DRV(cuGreenCtxCreate)(&g->ctx[i], desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
-        if (r == CUDA_SUCCESS)
-            g->nparts = i + 1;
+        if (r == CUDA_SUCCESS) g->nparts = i + 1;
     }
     if (r != CUDA_SUCCESS) {
         srv_log("Cannot partition device %d into %u-SM green contexts: %s", dev, sms,
@@ -90,8 +85,8 @@ static struct green_set *make_set(int dev, unsigned sms)
         free(g);
         return NULL;
     }
-    srv_log("Device %d: %u green context(s) of %u SMs for clients with that share", dev,
-            g->nparts, sms);
+    srv_log("Device %d: %u green context(s) of %u SMs for clients with that share", dev, g->nparts,
+            sms);
     return g;
 }
 
@@ -103,10 +98,8 @@ static CUgreenCtx own_green(struct srv_client *c, int dev)
     CUdevResourceDesc desc;
     CUgreenCtx g = NULL;
     CUresult r = DRV(cuDeviceGetDevResource)(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuDevResourceGenerateDesc)(&desc, &all, 1);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuGreenCtxCreate)(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    if (r == CUDA_SUCCESS) r = DRV(cuDevResourceGenerateDesc)(&desc, &all, 1);
+    if (r == CUDA_SUCCESS) r = DRV(cuGreenCtxCreate)(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
     if (r != CUDA_SUCCESS && !atomic_exchange(&said, 1))
         srv_log("Client process %d: no green context of its own on device %d (%s): its "
                 "streams are made in the shared context (MPSSHIM_GREEN_EACH)",
@@ -124,8 +117,7 @@ int srv_green_assign(struct srv_client *c)
         c->green_own[d] = NULL;
         if (srv.green_each && srv.sm[d].align && c->lim.sms[d] >= srv.sm[d].total)
             c->green_own[d] = own_green(c, d);
-        if (!srv.sm[d].align || c->lim.sms[d] >= srv.sm[d].total)
-            continue;
+        if (!srv.sm[d].align || c->lim.sms[d] >= srv.sm[d].total) continue;
         struct green_set *g = sets;
         while (g && !(g->dev == d && g->sms == c->lim.sms[d]))
             g = g->next;
@@ -145,18 +137,15 @@ int srv_green_assign(struct srv_client *c)
             best = (unsigned)mine;
         } else {
             for (unsigned i = 1; i < g->nparts; i++)
-                if (g->users[i] < g->users[best])
-                    best = i;
-            if (c->acct)
-                c->acct->part[d] = (int)best;
+                if (g->users[i] < g->users[best]) best = i;
+            if (c->acct) c->acct->part[d] = (int)best;
         }
         g->users[best]++;
         c->lim.part[d] = (int)best;
         c->green[d] = g->ctx[best];
     }
     pthread_mutex_unlock(&green_lock);
-    if (rc != 0)
-        srv_green_release(c);
+    if (rc != 0) srv_green_release(c);
     return rc;
 }
 
@@ -179,17 +168,14 @@ void srv_green_release(struct srv_client *c)
     for (int d = 0; d < srv.ndev; d++) {
         /* The client's streams were destroyed before this: nothing runs there any more. A
          * context a fault killed is not the driver's to destroy now (fault.c). */
-        if (c->green_own[d] && !srv_fault_dead(c, d))
-            DRV(cuGreenCtxDestroy)(c->green_own[d]);
+        if (c->green_own[d] && !srv_fault_dead(c, d)) DRV(cuGreenCtxDestroy)(c->green_own[d]);
         c->green_own[d] = NULL;
-        if (c->lim.part[d] < 0)
-            continue;
+        if (c->lim.part[d] < 0) continue;
         struct green_set **pg = &sets;
         while (*pg && !((*pg)->dev == d && (*pg)->sms == c->lim.sms[d]))
             pg = &(*pg)->next;
         struct green_set *g = *pg;
-        if (g && g->users[c->lim.part[d]] > 0)
-            g->users[c->lim.part[d]]--;
+        if (g && g->users[c->lim.part[d]] > 0) g->users[c->lim.part[d]]--;
         c->lim.part[d] = -1;
         c->green[d] = NULL;
         unsigned left = 0;
@@ -199,8 +185,7 @@ void srv_green_release(struct srv_client *c)
             /* The client's streams were destroyed before this: nothing runs here any more. */
             *pg = g->next;
             for (unsigned i = 0; i < g->nparts; i++)
-                if (g->ctx[i])
-                    DRV(cuGreenCtxDestroy)(g->ctx[i]);
+                if (g->ctx[i]) DRV(cuGreenCtxDestroy)(g->ctx[i]);
             free(g);
         }
     }

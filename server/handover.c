@@ -105,11 +105,11 @@ static int mode = -1; /* MPSSHIM_STANDBY (srv_standby_mode) */
 static pid_t kid;
 static _Atomic int kid_fd = -1;
 static int kid_state;
-static uint64_t kid_since_ns;    /* spawned; once told, when it was told */
+static uint64_t kid_since_ns; /* spawned; once told, when it was told */
 static uint64_t standby_retry_ns, standby_backoff_ns;
-static int standby_failing;      /* a failure was logged: the next ones are not */
-static uint64_t retry_ns;        /* a failed hand-over is tried again then */
-static pid_t live;               /* the successor serving (HANDED) */
+static int standby_failing; /* a failure was logged: the next ones are not */
+static uint64_t retry_ns;   /* a failed hand-over is tried again then */
+static pid_t live;          /* the successor serving (HANDED) */
 static int fault_dev;
 static CUresult fault_err;
 static uint64_t fault_seen_ns;
@@ -117,27 +117,25 @@ static uint64_t fault_seen_ns;
  * over). Main thread and control readers: lock held. */
 static pid_t faulted[LIST_MAX];
 static int nfaulted;
-static _Atomic int told_newer;   /* SIGUSR1: a newer server has too many faulted before it */
-static int service_ended;        /* the life pipe read end of file (HANDED) */
+static _Atomic int told_newer; /* SIGUSR1: a newer server has too many faulted before it */
+static int service_ended;      /* the life pipe read end of file (HANDED) */
 /* The standby's side. */
-static int sb_fd = -1;           /* its end of the socket pair */
-static uint64_t sb_ready_ns;     /* when it was ready to take over */
-static pid_t pred_pid;           /* successor: the server it replaced */
+static int sb_fd = -1;       /* its end of the socket pair */
+static uint64_t sb_ready_ns; /* when it was ready to take over */
+static pid_t pred_pid;       /* successor: the server it replaced */
 static int successor;
 
 static const char *const mode_names[] = {"off", "init", "context"};
 
 int srv_standby_mode(void)
 {
-    if (mode >= 0)
-        return mode;
+    if (mode >= 0) return mode;
     mode = SRV_STANDBY_INIT;
     const char *v = getenv("MPSSHIM_STANDBY");
     if (v && *v) {
         int m = -1;
         for (int i = 0; i < 3; i++)
-            if (strcmp(v, mode_names[i]) == 0)
-                m = i;
+            if (strcmp(v, mode_names[i]) == 0) m = i;
         if (m < 0)
             srv_log("MPSSHIM_STANDBY=%s is none of off, init, context: init is used", v);
         else
@@ -155,22 +153,19 @@ static int faulted_alive(pid_t pid)
     char p[64], exe[PATH_MAX], self[PATH_MAX];
     snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
     FILE *f = fopen(p, "r");
-    if (!f)
-        return 0;
+    if (!f) return 0;
     char buf[512];
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
     const char *st = strrchr(buf, ')');
-    if (!st || st[1] != ' ' || st[2] == 'Z' || st[2] == 'X')
-        return 0;
+    if (!st || st[1] != ' ' || st[2] == 'Z' || st[2] == 'X') return 0;
     snprintf(p, sizeof(p), "/proc/%d/exe", (int)pid);
-    ssize_t a = readlink(p, exe, sizeof(exe) - 1), b = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (a <= 0 || b <= 0 || a != b || memcmp(exe, self, (size_t)a) != 0)
-        return 0;
+    ssize_t a = readlink(p, exe, sizeof(exe) - 1),
+            b = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (a <= 0 || b <= 0 || a != b || memcmp(exe, self, (size_t)a) != 0) return 0;
     snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
-    if (!(f = fopen(p, "r")))
-        return 0;
+    if (!(f = fopen(p, "r"))) return 0;
     n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
@@ -187,8 +182,7 @@ static void prune(void)
 {
     int j = 0;
     for (int i = 0; i < nfaulted; i++)
-        if (faulted_alive(faulted[i]))
-            faulted[j++] = faulted[i];
+        if (faulted_alive(faulted[i])) faulted[j++] = faulted[i];
     nfaulted = j;
 }
 
@@ -220,8 +214,7 @@ void srv_handover_describe(char *out, size_t len)
         n += (size_t)snprintf(out + n, len - n, "%s, at most %d\n", nfaulted ? ")" : "",
                               FAULTED_MAX);
     int m = srv_standby_mode();
-    if (n >= len)
-        n = len - 1; /* cut: nothing more fits */
+    if (n >= len) n = len - 1; /* cut: nothing more fits */
     if (atomic_load(&state) != IDLE)
         snprintf(out + n, len - n, "Standby none (handed over)\n");
     else if (kid_state == KID_WAITING)
@@ -270,8 +263,7 @@ static int decode_list(const char **s)
     if (srv_parse_nums(s, &nv, 1) != 0 || nv > LIST_MAX || srv_parse_nums(s, v, (int)nv) != 0)
         return -1;
     for (unsigned long long i = 0; i < nv; i++)
-        if (!v[i] || v[i] > INT_MAX)
-            return -1;
+        if (!v[i] || v[i] > INT_MAX) return -1;
     for (unsigned long long i = 0; i < nv; i++)
         faulted[i] = (pid_t)v[i];
     nfaulted = (int)nv;
@@ -285,8 +277,7 @@ int srv_handover_decode(const char **s, char *why, size_t len)
         snprintf(why, len, "malformed hand-over state");
         return -1;
     }
-    if (check_life((int)v[0], (int)v[1], why, len) != 0)
-        return -1;
+    if (check_life((int)v[0], (int)v[1], why, len) != 0) return -1;
     life_r = (int)v[0];
     life_w = (int)v[1];
     return 0;
@@ -303,11 +294,9 @@ int srv_handover_init(char **argv, int listen_fd, int control_fd, int lock_fd)
     lfd = listen_fd;
     cfd = control_fd;
     lockfd = lock_fd;
-    if (life_r >= 0)
-        return 0; /* a successor's or a fresh image's: the service's */
+    if (life_r >= 0) return 0; /* a successor's or a fresh image's: the service's */
     int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0)
-        return -1;
+    if (pipe2(p, O_CLOEXEC) != 0) return -1;
     life_r = p[0];
     life_w = p[1];
     return 0;
@@ -315,13 +304,10 @@ int srv_handover_init(char **argv, int listen_fd, int control_fd, int lock_fd)
 
 int srv_handover_service_ended(void)
 {
-    if (atomic_load(&state) != HANDED || life_r < 0)
-        return 0;
-    if (service_ended)
-        return 1;
+    if (atomic_load(&state) != HANDED || life_r < 0) return 0;
+    if (service_ended) return 1;
     struct pollfd p = {.fd = life_r, .events = POLLIN};
-    if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLHUP | POLLERR)))
-        return 0;
+    if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLHUP | POLLERR))) return 0;
     service_ended = 1;
     srv_log("The live server of this pipe directory has exited (the service ended): this one "
             "ends too");
@@ -340,8 +326,7 @@ static int spawn(void)
     char **envp = calloc(n + 3, sizeof(*envp));
     int sv[2] = {-1, -1}, hi = -1, fa_ok = 0, rc = -1, e = 0;
     posix_spawn_file_actions_t fa;
-    if (!envp || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-        goto out;
+    if (!envp || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) goto out;
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], STANDBY_ENV "=", sizeof(STANDBY_ENV)) != 0 &&
@@ -375,13 +360,10 @@ static int spawn(void)
     rc = 0;
 out:
     e = errno;
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    if (hi >= 0)
-        close(hi);
+    if (fa_ok) posix_spawn_file_actions_destroy(&fa);
+    if (hi >= 0) close(hi);
     for (int i = 0; i < 2; i++)
-        if (sv[i] >= 0)
-            close(sv[i]);
+        if (sv[i] >= 0) close(sv[i]);
     free(envp);
     errno = e;
     return rc;
@@ -391,8 +373,7 @@ out:
  * collected, forgotten. lock held. */
 static void drop_kid(void)
 {
-    if (kid_fd >= 0)
-        close(kid_fd);
+    if (kid_fd >= 0) close(kid_fd);
     kid_fd = -1;
     if (kid > 0) {
         kill(kid, SIGKILL);
@@ -408,9 +389,9 @@ static int send_go(void)
 {
     char msg[256 + 24 * LIST_MAX + 48 * CHAN_MAX_DEVICES];
     prune();
-    int k = snprintf(msg, sizeof(msg), "1 %d %d %d %llu %d", (int)getpid(), fault_dev,
-                     (int)fault_err, (unsigned long long)fault_seen_ns,
-                     nfaulted < LIST_MAX ? nfaulted + 1 : LIST_MAX);
+    int k =
+        snprintf(msg, sizeof(msg), "1 %d %d %d %llu %d", (int)getpid(), fault_dev, (int)fault_err,
+                 (unsigned long long)fault_seen_ns, nfaulted < LIST_MAX ? nfaulted + 1 : LIST_MAX);
     /* The newest LIST_MAX: an older one beyond was told to end long ago. */
     for (int i = nfaulted < LIST_MAX ? 0 : 1; i < nfaulted && k > 0 && (size_t)k < sizeof(msg); i++)
         k += snprintf(msg + k, sizeof(msg) - (size_t)k, " %d", (int)faulted[i]);
@@ -421,16 +402,19 @@ static int send_go(void)
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fds[NFDS] = {[FD_LISTEN] = lfd, [FD_CONTROL] = cfd, [FD_LOCK] = lockfd,
-                     [FD_LIFE_R] = life_r, [FD_LIFE_W] = life_w};
+    int fds[NFDS] = {[FD_LISTEN] = lfd,
+                     [FD_CONTROL] = cfd,
+                     [FD_LOCK] = lockfd,
+                     [FD_LIFE_R] = life_r,
+                     [FD_LIFE_W] = life_w};
     union {
         char buf[CMSG_SPACE(sizeof(fds))];
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof(u));
     struct iovec io = {.iov_base = msg, .iov_len = strlen(msg)};
-    struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof(u.buf)};
+    struct msghdr mh = {
+        .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
@@ -453,8 +437,7 @@ static void hand_over(void)
         kid_since_ns = chan_now_ns();
         return;
     }
-    if (had)
-        drop_kid(); /* its socket failed: it is gone */
+    if (had) drop_kid(); /* its socket failed: it is gone */
     if (spawn() == 0 && send_go() == 0) {
         srv_log("Starting a new server process (pid %d) to serve new clients on fresh contexts "
                 "(%s); this one keeps its clients for now",
@@ -511,9 +494,9 @@ static void successor_failed(const char *why)
 /* The standby failed or went (why). lock held. */
 static void standby_failed(const char *why)
 {
-    standby_backoff_ns = !standby_backoff_ns ? STANDBY_RETRY_NS
+    standby_backoff_ns = !standby_backoff_ns                             ? STANDBY_RETRY_NS
                          : standby_backoff_ns * 2 > STANDBY_RETRY_MAX_NS ? STANDBY_RETRY_MAX_NS
-                                                                          : standby_backoff_ns * 2;
+                                                                         : standby_backoff_ns * 2;
     if (!standby_failing)
         srv_log("Standby server %d failed: %s; another in %llu s (later ones that fail are "
                 "not logged until one is ready)",
@@ -529,8 +512,7 @@ static int hear(void)
     for (;;) {
         char m[600];
         ssize_t r = read(kid_fd, m, sizeof(m) - 1);
-        if (r < 0 && (errno == EAGAIN || errno == EINTR))
-            return 0;
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
         if (r > 0) {
             m[r] = '\0';
             m[strcspn(m, "\n")] = '\0';
@@ -581,8 +563,7 @@ int srv_handover_poll(void)
     if (st == HANDED) /* the successor, and servers orphaned below a foreground one */
         while (waitpid(-1, NULL, WNOHANG) > 0)
             ;
-    if (kid_fd >= 0)
-        done = hear();
+    if (kid_fd >= 0) done = hear();
     st = atomic_load(&state);
     if (st == STARTING && now - kid_since_ns > HANDOVER_TIMEOUT_NS)
         successor_failed("it neither served nor failed within 60 s");
@@ -605,8 +586,7 @@ int srv_handover_poll(void)
 void srv_handover_standby_stop(void)
 {
     pthread_mutex_lock(&lock);
-    if (atomic_load(&state) == IDLE && kid_fd >= 0)
-        drop_kid();
+    if (atomic_load(&state) == IDLE && kid_fd >= 0) drop_kid();
     pthread_mutex_unlock(&lock);
 }
 
@@ -615,8 +595,7 @@ void srv_handover_standby_stop(void)
 int srv_standby_adopt(char *why, size_t len)
 {
     const char *s = getenv(STANDBY_ENV);
-    if (!s)
-        return 0;
+    if (!s) return 0;
     unsigned long long v[2];
     if (srv_parse_nums(&s, v, 2) != 0 || *s || v[0] != 1 || !v[1] || v[1] > INT_MAX) {
         snprintf(why, len, "malformed %s", STANDBY_ENV);
@@ -625,12 +604,10 @@ int srv_standby_adopt(char *why, size_t len)
     unsetenv(STANDBY_ENV);
     /* Dies with the thread that started it; if that is already gone, nothing to wait for. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != (pid_t)v[1])
-        return 2;
+    if (getppid() != (pid_t)v[1]) return 2;
     int type = 0;
     socklen_t sl = sizeof(type);
-    if (getsockopt(CHAN_READY_FD, SOL_SOCKET, SO_TYPE, &type, &sl) != 0 ||
-        type != SOCK_SEQPACKET) {
+    if (getsockopt(CHAN_READY_FD, SOL_SOCKET, SO_TYPE, &type, &sl) != 0 || type != SOCK_SEQPACKET) {
         snprintf(why, len, "descriptor %d is not the standby's socket", CHAN_READY_FD);
         return -1;
     }
@@ -645,8 +622,7 @@ int srv_standby_wait(unsigned ready_ms, int *listen_fd, int *control_fd, int *lo
 {
     char word[32];
     snprintf(word, sizeof(word), "standby %u\n", ready_ms);
-    if (write(sb_fd, word, strlen(word)) < 0)
-        return 2; /* its server is gone */
+    if (write(sb_fd, word, strlen(word)) < 0) return 2; /* its server is gone */
     sb_ready_ns = chan_now_ns();
     char msg[1024];
     int fds[NFDS];
@@ -655,13 +631,12 @@ int srv_standby_wait(unsigned ready_ms, int *listen_fd, int *control_fd, int *lo
         struct cmsghdr align;
     } u;
     struct iovec io = {.iov_base = msg, .iov_len = sizeof(msg) - 1};
-    struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof(u.buf)};
+    struct msghdr mh = {
+        .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     ssize_t r;
     while ((r = recvmsg(sb_fd, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
         ;
-    if (r <= 0)
-        return 2; /* its server quit, started afresh or replaced it: not needed */
+    if (r <= 0) return 2; /* its server quit, started afresh or replaced it: not needed */
     /* Told: from now on it lives on after the server that started it. */
     prctl(PR_SET_PDEATHSIG, 0);
     prctl(PR_SET_NAME, "mpsshim-server");
@@ -753,8 +728,8 @@ void srv_handover_adopted(void)
         snprintf(how, sizeof(how), "started at the fault or just before, not waiting yet");
     srv_log("Device %d: shared context made again %.0f ms after the fault was seen (%s in "
             "server %d), in this new server, %s; serving. Server %d keeps its clients for now",
-            fault_dev, (double)(now - fault_seen_ns) / 1e6, srv_errname(fault_err),
-            (int)pred_pid, how, (int)pred_pid);
+            fault_dev, (double)(now - fault_seen_ns) / 1e6, srv_errname(fault_err), (int)pred_pid,
+            how, (int)pred_pid);
     /* More faulted servers alive than a service keeps: the oldest end their clients now. */
     pthread_mutex_lock(&lock);
     prune();
@@ -776,20 +751,18 @@ static pid_t live_server(void)
     char path[600], buf[32];
     snprintf(path, sizeof(path), "%s/server.pid", chan_pipe_dir());
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return 0;
+    if (fd < 0) return 0;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
-    if (n <= 0)
-        return 0;
+    if (n <= 0) return 0;
     buf[n] = '\0';
     char *end;
     long v = strtol(buf, &end, 10);
-    if (v <= 0 || v > INT_MAX || (*end && *end != '\n') || (pid_t)v == getpid())
-        return 0;
+    if (v <= 0 || v > INT_MAX || (*end && *end != '\n') || (pid_t)v == getpid()) return 0;
     char exe[PATH_MAX], self[PATH_MAX];
     snprintf(path, sizeof(path), "/proc/%ld/exe", v);
-    ssize_t a = readlink(path, exe, sizeof(exe)), b = readlink("/proc/self/exe", self, sizeof(self));
+    ssize_t a = readlink(path, exe, sizeof(exe)),
+            b = readlink("/proc/self/exe", self, sizeof(self));
     return a > 0 && a == b && memcmp(exe, self, (size_t)a) == 0 ? (pid_t)v : 0;
 }
 
@@ -804,13 +777,11 @@ void srv_handover_end(int told, int foreground)
 {
     pthread_mutex_lock(&lock);
     /* A standby, or a successor still starting: it must not serve from sockets about to go. */
-    if (kid_fd >= 0 || kid > 0)
-        drop_kid();
+    if (kid_fd >= 0 || kid > 0) drop_kid();
     pthread_mutex_unlock(&lock);
     /* Told to stop (SIGTERM from systemd to the service's main process, say) while serving
      * faulted clients: the service is the live server too. */
-    if (told)
-        srv_handover_forward(SIGTERM, foreground);
+    if (told) srv_handover_forward(SIGTERM, foreground);
 }
 
 /* The live server's exit status from the life pipe, once it has ended: 1 without one. */
@@ -832,10 +803,8 @@ void srv_handover_exit(int foreground)
             srv_log("Cannot tell the service's keeper this server's status: %s", strerror(errno));
         return;
     }
-    if (!foreground)
-        return; /* nobody waits for this pid */
-    if (srv_handover_service_ended())
-        exit(read_status(life_r));
+    if (!foreground) return; /* nobody waits for this pid */
+    if (srv_handover_service_ended()) exit(read_status(life_r));
     char fd[16];
     snprintf(fd, sizeof(fd), "%d", life_r);
     srv_log("No client left; this process keeps watch over the live server (the pid a service "
@@ -860,8 +829,7 @@ int srv_keeper(const char *arg)
     char *end;
     long v = strtol(arg, &end, 10);
     struct stat st;
-    if (*end || v < 3 || v > INT_MAX || fstat((int)v, &st) != 0 || !S_ISFIFO(st.st_mode))
-        return 2;
+    if (*end || v < 3 || v > INT_MAX || fstat((int)v, &st) != 0 || !S_ISFIFO(st.st_mode)) return 2;
     int fd = (int)v;
     fcntl(fd, F_SETFD, FD_CLOEXEC);
     struct sigaction sa = {.sa_handler = note_sig}; /* no SA_RESTART: poll sees it */
@@ -878,12 +846,10 @@ int srv_keeper(const char *arg)
         if (sig) {
             keep_sig = 0;
             pid_t p = live_server();
-            if (p > 0)
-                kill(p, sig);
+            if (p > 0) kill(p, sig);
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 500) <= 0)
-            continue;
+        if (poll(&p, 1, 500) <= 0) continue;
         if (p.revents & POLLIN) {
             unsigned char b;
             ssize_t r = read(fd, &b, 1);

@@ -38,7 +38,7 @@ struct srv_hblock {
     struct srv_hblock *next;
     uint8_t *p;
     size_t used;
-    CUevent ev;  /* taken at open, on ev_dev; recorded at close */
+    CUevent ev; /* taken at open, on ev_dev; recorded at close */
     int ev_dev;
     int reg_dev; /* the device whose context registered it */
 };
@@ -54,8 +54,7 @@ static uint64_t cap(void)
 /* Unpins and unmaps b (its registration's context still alive when `registered`). */
 static void destroy(struct srv_client *c, struct srv_hblock *b, int registered)
 {
-    if (registered)
-        DRV(cuMemHostUnregister)(b->p);
+    if (registered) DRV(cuMemHostUnregister)(b->p);
     munmap(b->p, HB_SIZE);
     c->hblocks.bytes -= HB_SIZE;
     free(b);
@@ -93,8 +92,7 @@ static void reap(struct srv_client *c)
         }
         *pp = b->next;
         /* Failed: its context is dying (fault.c forgets those first); not reused. */
-        if (r == CUDA_SUCCESS)
-            srv_event_give(c, b->ev_dev, b->ev);
+        if (r == CUDA_SUCCESS) srv_event_give(c, b->ev_dev, b->ev);
         to_free(c, b);
     }
 }
@@ -104,8 +102,7 @@ static void close_block(struct srv_client *c, struct srv_stream *s)
 {
     struct srv_hblock *b = s->hb;
     s->hb = NULL;
-    if (!b)
-        return;
+    if (!b) return;
     if (!b->used) {
         srv_event_give(c, b->ev_dev, b->ev);
         to_free(c, b);
@@ -129,8 +126,7 @@ static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
 {
     struct srv_hblocks *h = &c->hblocks;
     CUevent ev;
-    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS)
-        return NULL;
+    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) return NULL;
     struct srv_hblock *b = h->free;
     if (b) {
         h->free = b->next;
@@ -139,13 +135,10 @@ static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
         b->p = mmap(NULL, HB_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         /* Not copied on write into a child (the server spawns its successor): the GPU
          * reads the pages it was given, the server must write those same pages. */
-        if (b->p != MAP_FAILED)
-            (void)madvise(b->p, HB_SIZE, MADV_DONTFORK);
+        if (b->p != MAP_FAILED) (void)madvise(b->p, HB_SIZE, MADV_DONTFORK);
         if (b->p == MAP_FAILED ||
-            DRV(cuMemHostRegister_v2)(b->p, HB_SIZE, CU_MEMHOSTREGISTER_PORTABLE) !=
-                CUDA_SUCCESS) {
-            if (b->p != MAP_FAILED)
-                munmap(b->p, HB_SIZE);
+            DRV(cuMemHostRegister_v2)(b->p, HB_SIZE, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
+            if (b->p != MAP_FAILED) munmap(b->p, HB_SIZE);
             free(b);
             b = NULL;
         } else {
@@ -176,14 +169,11 @@ static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
 void *srv_hblock_take(struct srv_client *c, struct srv_stream *s, size_t n)
 {
     size_t need = (n + HB_ALIGN - 1) & ~(size_t)(HB_ALIGN - 1);
-    if (n == 0 || n > HB_SIZE)
-        return NULL;
-    if (s->hb && HB_SIZE - s->hb->used < need)
-        close_block(c, s);
+    if (n == 0 || n > HB_SIZE) return NULL;
+    if (s->hb && HB_SIZE - s->hb->used < need) close_block(c, s);
     if (!s->hb) {
         reap(c);
-        if (!(s->hb = open_block(c, s)))
-            return NULL;
+        if (!(s->hb = open_block(c, s))) return NULL;
     }
     void *p = s->hb->p + s->hb->used;
     s->hb->used += need;
@@ -198,8 +188,7 @@ void srv_hblock_close(struct srv_client *c, struct srv_stream *s)
 void srv_hblock_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
 {
     struct srv_hblock *b = s->hb;
-    if (!b)
-        return;
+    if (!b) return;
     if (!dead) {
         close_block(c, s); /* recorded before the stream goes: its work still completes */
         return;
@@ -267,8 +256,7 @@ void srv_hblock_release(struct srv_client *c)
      * went with the streams (srv_hblock_stream_gone). */
     for (struct srv_hblock *b = h->busy, *n; b; b = n) {
         n = b->next;
-        if (b->ev)
-            srv_event_give(c, b->ev_dev, b->ev);
+        if (b->ev) srv_event_give(c, b->ev_dev, b->ev);
         destroy(c, b, !srv_fault_dead(c, b->reg_dev));
     }
     for (struct srv_hblock *b = h->free, *n; b; b = n) {

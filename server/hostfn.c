@@ -58,8 +58,7 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
 {
     struct chan_host_func m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len != sizeof(m) || !c->shm_dptr)
-        goto out;
+    if (len != sizeof(m) || !c->shm_dptr) goto out;
     memcpy(&m, p, sizeof(m));
     /* Numbered 1, 2, 3... (0 skipped), in the order sent, as the shim numbers them, whether
      * or not the host function is then taken: the release ends every wait of a departed
@@ -78,17 +77,14 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     c->hostfn_seq = m.seq;
     struct srv_stream *s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread);
     res = CUDA_ERROR_INVALID_HANDLE;
-    if (!s)
-        goto out;
+    if (!s) goto out;
     /* A graph would replay the notification and the wait with their first values: the
      * client sends host functions of a capture as host nodes (CHAN_HN_CAPTURE). */
     res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (srv_stream_capturing(c, s))
-        goto out;
+    if (srv_stream_capturing(c, s)) goto out;
     struct fire *f = malloc(sizeof(*f));
     res = CUDA_ERROR_OUT_OF_MEMORY;
-    if (!f)
-        goto out;
+    if (!f) goto out;
     f->c = c;
     f->seq = m.seq;
     CUstream st = srv_stream_prepare(c, s);
@@ -103,8 +99,9 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         goto out;
     }
     /* The device address of the slot's done word (the segment is device-mapped). */
-    CUdeviceptr done = c->shm_dptr + (CUdeviceptr)((uint8_t *)&c->ch.callbacks->done[m.seq % CHAN_CB_SLOTS] -
-                                                   (uint8_t *)c->shm);
+    CUdeviceptr done =
+        c->shm_dptr +
+        (CUdeviceptr)((uint8_t *)&c->ch.callbacks->done[m.seq % CHAN_CB_SLOTS] - (uint8_t *)c->shm);
     res = DRV(cuStreamWaitValue32_v2)(st, done, m.seq, CU_STREAM_WAIT_VALUE_GEQ);
     srv_codegate_wait_end(c, s->device, st, 1); /* the host function is enqueued either way */
     atomic_store(&c->cb_last, m.seq);
@@ -146,8 +143,7 @@ static int slot_new(struct srv_client *c, uint64_t fn, uint64_t user)
 {
     if (!c->hn) {
         /* `c` and `slot` are written once, here: the driver's callback thread reads them. */
-        if (!(c->hn = calloc(CHAN_HN_SLOTS, sizeof(*c->hn))))
-            return -1;
+        if (!(c->hn = calloc(CHAN_HN_SLOTS, sizeof(*c->hn)))) return -1;
         for (uint32_t i = 0; i < CHAN_HN_SLOTS; i++)
             c->hn[i] = (struct srv_hostnode){.c = c, .slot = i};
     }
@@ -163,8 +159,7 @@ static int slot_new(struct srv_client *c, uint64_t fn, uint64_t user)
 
 static void slot_unref(struct srv_client *c, uint32_t s)
 {
-    if (c->hn && s < CHAN_HN_SLOTS && c->hn[s].refs)
-        c->hn[s].refs--;
+    if (c->hn && s < CHAN_HN_SLOTS && c->hn[s].refs) c->hn[s].refs--;
 }
 
 /* The references a graph or exec record holds (its ext): one per host node in it, with
@@ -205,8 +200,7 @@ static int slots_take(struct srv_client *c, struct srv_obj *o, uint32_t s, uint6
             slot_unref(c, s);
             return -1;
         }
-        if (!l)
-            m->n = 0;
+        if (!l) m->n = 0;
         m->cap = cap;
         o->ext = l = m;
         o->drop = slots_drop;
@@ -244,8 +238,8 @@ static CUstreamBatchMemOpParams wait_op(struct srv_client *c, uint32_t s)
     CUstreamBatchMemOpParams op;
     memset(&op, 0, sizeof(op));
     op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-    op.waitValue.address = c->shm_dptr + (CUdeviceptr)((uint8_t *)&c->ch.callbacks->hn_flag[s] -
-                                                       (uint8_t *)c->shm);
+    op.waitValue.address =
+        c->shm_dptr + (CUdeviceptr)((uint8_t *)&c->ch.callbacks->hn_flag[s] - (uint8_t *)c->shm);
     op.waitValue.value = 1;
     op.waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
     return op;
@@ -258,8 +252,7 @@ static CUresult pair_graph(struct srv_client *c, uint32_t s, CUgraph *out)
     CUgraphNode h, w;
     CUcontext ctx = NULL;
     CUresult r = DRV(cuCtxGetCurrent)(&ctx);
-    if (r != CUDA_SUCCESS || (r = DRV(cuGraphCreate)(&g, 0)) != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS || (r = DRV(cuGraphCreate)(&g, 0)) != CUDA_SUCCESS) return r;
     CUDA_HOST_NODE_PARAMS hp = {.fn = fire_node, .userData = &c->hn[s]};
     CUstreamBatchMemOpParams op = wait_op(c, s);
     CUDA_BATCH_MEM_OP_NODE_PARAMS bp = {.ctx = ctx, .count = 1, .paramArray = &op};
@@ -291,12 +284,9 @@ static int pair_slot(struct srv_client *c, CUgraphNode n, CUgraphNode *host, CUg
         if (DRV(cuGraphNodeGetType)(v[i], &t) == CUDA_SUCCESS && t == CU_GRAPH_NODE_TYPE_HOST &&
             DRV(cuGraphHostNodeGetParams)(v[i], &hp) == CUDA_SUCCESS && hp.fn == fire_node) {
             uintptr_t off = (uintptr_t)hp.userData - (uintptr_t)c->hn;
-            if (off % sizeof(*c->hn) || off / sizeof(*c->hn) >= CHAN_HN_SLOTS)
-                return -1;
-            if (host)
-                *host = v[i];
-            if (wait)
-                *wait = v[1 - i];
+            if (off % sizeof(*c->hn) || off / sizeof(*c->hn) >= CHAN_HN_SLOTS) return -1;
+            if (host) *host = v[i];
+            if (wait) *wait = v[1 - i];
             return (int)(off / sizeof(*c->hn));
         }
     return -1;
@@ -307,16 +297,13 @@ static CUresult pair_rebind(struct srv_client *c, CUgraphNode n, uint32_t s)
 {
     CUgraphNode h, w;
     CUcontext ctx = NULL;
-    if (pair_slot(c, n, &h, &w) < 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (pair_slot(c, n, &h, &w) < 0) return CUDA_ERROR_INVALID_VALUE;
     CUDA_HOST_NODE_PARAMS hp = {.fn = fire_node, .userData = &c->hn[s]};
     CUstreamBatchMemOpParams op = wait_op(c, s);
     CUresult r = DRV(cuCtxGetCurrent)(&ctx);
     CUDA_BATCH_MEM_OP_NODE_PARAMS bp = {.ctx = ctx, .count = 1, .paramArray = &op};
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuGraphBatchMemOpNodeSetParams)(w, &bp);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuGraphHostNodeSetParams)(h, &hp);
+    if (r == CUDA_SUCCESS) r = DRV(cuGraphBatchMemOpNodeSetParams)(w, &bp);
+    if (r == CUDA_SUCCESS) r = DRV(cuGraphHostNodeSetParams)(h, &hp);
     return r;
 }
 
@@ -354,8 +341,7 @@ static void share_one(struct srv_client *c, void *arg, CUgraphNode n, uint32_t s
 /* o (a graph or exec) takes a reference to every host node slot graph g uses. */
 static void share_all(struct srv_client *c, struct srv_obj *o, CUgraph g)
 {
-    if (o)
-        walk(c, g, 0, share_one, o);
+    if (o) walk(c, g, 0, share_one, o);
 }
 
 /* The graph (not a child graph node's) that node record o belongs to, or NULL. */
@@ -363,8 +349,7 @@ static struct srv_obj *top_graph(struct srv_obj *o)
 {
     struct srv_obj *g = NULL;
     for (; o; o = o->parent)
-        if (o->key.type == SHIM_HT_CUgraph)
-            g = o;
+        if (o->key.type == SHIM_HT_CUgraph) g = o;
     return g;
 }
 
@@ -396,12 +381,11 @@ static CUresult exec_own(struct srv_client *c, struct srv_obj *x, uint64_t node,
     }
     int e = slot_new(c, fn, user);
     CUgraph g;
-    if (e < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (e < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = pair_graph(c, (uint32_t)e, &g);
     if (r == CUDA_SUCCESS) {
         r = DRV(cuGraphExecChildGraphNodeSetParams)((CUgraphExec)(uintptr_t)x->key.value,
-                                                     (CUgraphNode)(uintptr_t)node, g);
+                                                    (CUgraphNode)(uintptr_t)node, g);
         DRV(cuGraphDestroy)(g);
     }
     if (r != CUDA_SUCCESS) {
@@ -423,8 +407,7 @@ static CUresult capture(struct srv_client *c, const struct chan_rec *r,
                         const struct chan_host_node *m)
 {
     struct srv_stream *s = srv_stream_resolve(c, m->graph, r->flags & CHAN_RF_PTDS, r->thread);
-    if (!s)
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
     if (!srv_stream_capturing(c, s))
         return CUDA_ERROR_NOT_READY; /* ended meanwhile: the client enqueues it plainly */
     CUstream st = srv_stream_prepare(c, s);
@@ -435,8 +418,7 @@ static CUresult capture(struct srv_client *c, const struct chan_rec *r,
     size_t ndeps = 0;
     CUgraphNode node;
     int slot = slot_new(c, m->fn, m->user);
-    if (slot < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult res = pair_graph(c, (uint32_t)slot, &pg);
     if (res != CUDA_SUCCESS) {
         slot_unref(c, (uint32_t)slot);
@@ -448,8 +430,8 @@ static CUresult capture(struct srv_client *c, const struct chan_rec *r,
         res = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     /* The graph is known to the server from now on (the end of the capture makes it the
      * client's, or forgets it with its slots). */
-    struct srv_obj *go = res == CUDA_SUCCESS ? srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)graph)
-                                             : NULL;
+    struct srv_obj *go =
+        res == CUDA_SUCCESS ? srv_obj_find(c, SHIM_HT_CUgraph, (uintptr_t)graph) : NULL;
     if (res == CUDA_SUCCESS && !go &&
         !(go = srv_obj_add(c, SHIM_HT_CUgraph, (uintptr_t)graph, 0, NULL)))
         res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -487,19 +469,17 @@ static CUresult add(struct srv_client *c, const struct chan_host_node *m, const 
     struct srv_obj *go = srv_obj_find(c, SHIM_HT_CUgraph, m->graph);
     CUgraphNode deps[CHAN_MAX_DEPS], node;
     CUgraph pg;
-    if (!go)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!go) return CUDA_ERROR_INVALID_VALUE;
     memcpy(deps, depbytes, m->ndeps * sizeof(uint64_t));
     for (uint32_t i = 0; i < m->ndeps; i++)
         if (!srv_obj_find(c, SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)deps[i]))
             return CUDA_ERROR_INVALID_VALUE;
     int slot = slot_new(c, m->fn, m->user);
-    if (slot < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult res = pair_graph(c, (uint32_t)slot, &pg);
     if (res == CUDA_SUCCESS) {
-        res = DRV(cuGraphAddChildGraphNode)(&node, (CUgraph)(uintptr_t)m->graph, deps, m->ndeps,
-                                            pg);
+        res =
+            DRV(cuGraphAddChildGraphNode)(&node, (CUgraph)(uintptr_t)m->graph, deps, m->ndeps, pg);
         DRV(cuGraphDestroy)(pg);
     }
     if (res != CUDA_SUCCESS) {
@@ -508,12 +488,10 @@ static CUresult add(struct srv_client *c, const struct chan_host_node *m, const 
     }
     *made = (uint64_t)(uintptr_t)node;
     struct srv_obj *no = srv_obj_add(c, SHIM_HT_CUgraphNode, *made, 1, go);
-    if (!no)
-        slot_unref(c, (uint32_t)slot);
+    if (!no) slot_unref(c, (uint32_t)slot);
     if (!no || slots_take(c, go, (uint32_t)slot, 0)) { /* the reference is dropped */
         DRV(cuGraphDestroyNode)(node);
-        if (no)
-            srv_obj_destroyed(c, no);
+        if (no) srv_obj_destroyed(c, no);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
@@ -525,8 +503,7 @@ static CUresult set(struct srv_client *c, struct srv_obj *no, const struct chan_
 {
     CUgraphNode n = (CUgraphNode)(uintptr_t)m->node;
     int s = pair_slot(c, n, NULL, NULL);
-    if (s < 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (s < 0) return CUDA_ERROR_INVALID_VALUE;
     struct srv_obj *go = top_graph(no);
     if (c->hn[s].refs == 1 || !go) {
         c->ch.callbacks->hn_fn[s] = m->fn;
@@ -534,8 +511,7 @@ static CUresult set(struct srv_client *c, struct srv_obj *no, const struct chan_
         return CUDA_SUCCESS;
     }
     int e = slot_new(c, m->fn, m->user);
-    if (e < 0 || slots_take(c, go, (uint32_t)e, 0))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (e < 0 || slots_take(c, go, (uint32_t)e, 0)) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = pair_rebind(c, n, (uint32_t)e);
     slots_put(c, go, r == CUDA_SUCCESS ? (uint32_t)s : (uint32_t)e);
     return r;
@@ -548,13 +524,11 @@ void srv_op_host_node(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     uint64_t out[2] = {0, 0};
     uint32_t out_len = 0;
     struct srv_obj *no = NULL, *x;
-    if (len < sizeof(m) || !c->shm_dptr)
-        goto reply;
+    if (len < sizeof(m) || !c->shm_dptr) goto reply;
     memcpy(&m, p, sizeof(m));
     if (m.ndeps > CHAN_MAX_DEPS || len != sizeof(m) + (uint64_t)m.ndeps * sizeof(uint64_t))
         goto reply;
-    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
-        goto reply;
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS) goto reply;
     res = CUDA_ERROR_INVALID_VALUE;
     if (m.what != CHAN_HN_ADD && m.what != CHAN_HN_CAPTURE &&
         !(no = srv_obj_find(c, SHIM_HT_CUgraphNode, m.node)))
@@ -569,8 +543,7 @@ void srv_op_host_node(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         break;
     case CHAN_HN_GET: {
         int s = pair_slot(c, (CUgraphNode)(uintptr_t)m.node, NULL, NULL);
-        if (s < 0)
-            break;
+        if (s < 0) break;
         out[0] = c->ch.callbacks->hn_fn[s];
         out[1] = c->ch.callbacks->hn_user[s];
         out_len = sizeof(out);
@@ -581,16 +554,15 @@ void srv_op_host_node(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         res = set(c, no, &m);
         break;
     case CHAN_HN_EXEC_SET:
-        if (!(x = srv_obj_find(c, SHIM_HT_CUgraphExec, m.graph)))
-            break;
+        if (!(x = srv_obj_find(c, SHIM_HT_CUgraphExec, m.graph))) break;
         if (pair_slot(c, (CUgraphNode)(uintptr_t)m.node, NULL, NULL) >= 0)
             res = exec_own(c, x, m.node, m.fn, m.user);
         break;
-    default: break;
+    default:
+        break;
     }
 reply:
-    if (res == CUDA_SUCCESS && out_len)
-        memcpy(srv_lane_data(c, r->lane), out, out_len);
+    if (res == CUDA_SUCCESS && out_len) memcpy(srv_lane_data(c, r->lane), out, out_len);
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out_len : 0);
 }
 
@@ -616,8 +588,7 @@ const struct srv_hook srv_hook_hostnode_type = {.after = type_after};
  * (and its inner graph is the server's). */
 static CUresult not_child(struct srv_client *c, struct srv_call *k)
 {
-    return pair_slot(c, node_arg(k, 0), NULL, NULL) >= 0 ? CUDA_ERROR_INVALID_VALUE
-                                                         : CUDA_SUCCESS;
+    return pair_slot(c, node_arg(k, 0), NULL, NULL) >= 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 const struct srv_hook srv_hook_hostnode_not_child = {.before = not_child};
@@ -626,8 +597,7 @@ const struct srv_hook srv_hook_hostnode_not_child = {.before = not_child};
  * host nodes the new child graph brings. */
 static CUresult exec_child_before(struct srv_client *c, struct srv_call *k)
 {
-    return pair_slot(c, node_arg(k, 1), NULL, NULL) >= 0 ? CUDA_ERROR_INVALID_VALUE
-                                                         : CUDA_SUCCESS;
+    return pair_slot(c, node_arg(k, 1), NULL, NULL) >= 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 static CUresult exec_child_after(struct srv_client *c, struct srv_call *k)
@@ -684,8 +654,7 @@ static CUresult instantiate_after(struct srv_client *c, struct srv_call *k)
     CUgraph g = (CUgraph)(uintptr_t)k->vals[1];
     struct srv_obj *x = srv_obj_find(c, SHIM_HT_CUgraphExec, (uintptr_t)e);
     srv_graphrefs_build(c, x, g); /* what its launches check (graphrefs.c) */
-    if (!x || !c->hn)
-        return CUDA_SUCCESS;
+    if (!x || !c->hn) return CUDA_SUCCESS;
     share_all(c, x, g);
     size_t n = 0;
     CUgraphNode *v;
@@ -695,8 +664,7 @@ static CUresult instantiate_after(struct srv_client *c, struct srv_call *k)
     if (DRV(cuGraphGetNodes)(g, v, &n) == CUDA_SUCCESS)
         for (size_t i = 0; i < n; i++) {
             int s = pair_slot(c, v[i], NULL, NULL);
-            if (s >= 0)
-                own_one(c, &o, v[i], (uint32_t)s);
+            if (s >= 0) own_one(c, &o, v[i], (uint32_t)s);
         }
     free(v);
     return CUDA_SUCCESS;
@@ -709,8 +677,7 @@ const struct srv_hook srv_hook_hostnode_instantiate = {.after = instantiate_afte
 static CUresult update_after(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *x = srv_obj_find(c, SHIM_HT_CUgraphExec, k->vals[0]);
-    if (!x)
-        return CUDA_SUCCESS;
+    if (!x) return CUDA_SUCCESS;
     srv_graphrefs_build(c, x, (CUgraph)(uintptr_t)k->vals[1]); /* graphrefs.c */
     struct slots *l = x->ext;
     for (uint32_t i = 0; l && i < l->n; i++)
@@ -738,8 +705,7 @@ const struct srv_hook srv_hook_hostnode_destroy = {.call = destroy_call};
 
 void srv_hostfn_release(struct srv_client *c)
 {
-    if (!c->shm)
-        return;
+    if (!c->shm) return;
     /* The client is gone and will run nothing more: let every stream waiting on one of
      * its host functions go on (the comparison is cyclic: all seqs up to cb_last pass),
      * and every graph waiting on one of its host nodes (fire_node sees hn_gone first).
@@ -752,8 +718,7 @@ void srv_hostfn_release(struct srv_client *c)
     for (uint32_t i = 0; i < CHAN_HN_SLOTS; i++)
         atomic_store(&c->ch.callbacks->hn_flag[i], 1);
     uint32_t last = atomic_load(&c->cb_last);
-    if (!last)
-        return;
+    if (!last) return;
     for (uint32_t i = 0; i < CHAN_CB_SLOTS; i++)
         atomic_store(&c->ch.callbacks->done[i], last);
 }

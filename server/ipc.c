@@ -58,14 +58,14 @@ _Static_assert(sizeof(struct srv_ipc_handle) <= CU_IPC_HANDLE_SIZE, "IPC handle 
 struct srv_share {
     uint64_t id;
     uint8_t secret[16];
-    uint32_t kind;             /* the type of the exporter's record (see the handle) */
-    uint64_t value, size;      /* the real address (and its bytes) or event */
-    uint64_t bytes;            /* memory counted for it against limits */
+    uint32_t kind;        /* the type of the exporter's record (see the handle) */
+    uint64_t value, size; /* the real address (and its bytes) or event */
+    uint64_t bytes;       /* memory counted for it against limits */
     int dev;
-    struct srv_client *owner;  /* the exporter, while its record lives */
-    _Atomic int revoked;       /* the exporter left: openers' records no longer resolve */
-    int dead;                  /* its device's context died in a fault: nothing to destroy */
-    int pooled;                /* memory from the server's device pool (devmem.c) */
+    struct srv_client *owner;    /* the exporter, while its record lives */
+    _Atomic int revoked;         /* the exporter left: openers' records no longer resolve */
+    int dead;                    /* its device's context died in a fault: nothing to destroy */
+    int pooled;                  /* memory from the server's device pool (devmem.c) */
     struct srv_client **openers; /* clients holding an opened record, one entry each */
     int nopeners, capopeners;
     UT_hash_handle hh;
@@ -91,8 +91,7 @@ static int random_bytes(void *p, size_t n)
     uint8_t *b = p;
     while (n) {
         ssize_t k = getrandom(b, n, 0);
-        if (k <= 0)
-            return -1;
+        if (k <= 0) return -1;
         b += k;
         n -= (size_t)k;
     }
@@ -111,7 +110,7 @@ static int secret_equal(const uint8_t *a, const uint8_t *b)
 
 static const char *what(const struct srv_share *s)
 {
-    return s->kind == SHIM_HT_CUevent                       ? "IPC event"
+    return s->kind == SHIM_HT_CUevent                        ? "IPC event"
            : s->kind == SHIM_HT_CUmemGenericAllocationHandle ? "physical memory handle"
                                                              : "IPC memory";
 }
@@ -140,8 +139,7 @@ static void destroy_real(struct srv_share *s)
             srv_pop_device();
         }
     }
-    if (r != CUDA_SUCCESS)
-        srv_log("Freeing a shared %s failed with %s", what(s), srv_errname(r));
+    if (r != CUDA_SUCCESS) srv_log("Freeing a shared %s failed with %s", what(s), srv_errname(r));
     HASH_DEL(shares, s);
     free(s->openers);
     free(s);
@@ -155,8 +153,7 @@ void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving)
 void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak)
 {
     struct srv_share *s = o->share;
-    if (!s)
-        return;
+    if (!s) return;
     o->share = NULL;
     pthread_mutex_lock(&ipc_lock);
     if (s->owner == c) {
@@ -198,10 +195,10 @@ void srv_ipc_fault(int dev)
     pthread_mutex_lock(&ipc_lock);
     struct srv_share *s, *t;
     HASH_ITER(hh, shares, s, t)
-    if (s->dev == dev) {
-        s->dead = 1;
-        atomic_store_explicit(&s->revoked, 1, memory_order_release);
-    }
+        if (s->dev == dev) {
+            s->dead = 1;
+            atomic_store_explicit(&s->revoked, 1, memory_order_release);
+        }
     pthread_mutex_unlock(&ipc_lock);
 }
 
@@ -276,8 +273,7 @@ static int add_opener(struct srv_share *s, struct srv_client *c)
     if (s->nopeners == s->capopeners) {
         int ncap = s->capopeners ? s->capopeners * 2 : 4;
         struct srv_client **n = realloc(s->openers, (size_t)ncap * sizeof(*n));
-        if (!n)
-            return -1;
+        if (!n) return -1;
         s->openers = n;
         s->capopeners = ncap;
     }
@@ -305,8 +301,7 @@ static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint3
     struct srv_obj *o = srv_obj_lookup(c, type, s->value);
     err = CUDA_SUCCESS;
     if (o && o->share == s) {
-        if (kind != SHIM_HT_CUevent)
-            o->aux++;
+        if (kind != SHIM_HT_CUevent) o->aux++;
     } else if (o) {
         err = CUDA_ERROR_INVALID_VALUE; /* a revoked grant of an older share: cannot be */
     } else if (kind != SHIM_HT_CUevent && s->bytes && !srv_mem_fits(c, s->dev, s->bytes)) {
@@ -322,8 +317,9 @@ static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint3
         o->dev = s->dev;
         if (kind != SHIM_HT_CUevent && s->bytes)
             srv_obj_count(c, o, s->dev, s->bytes); /* uncounted when the record goes */
-        o->aux = mem ? 1 : kind == SHIM_HT_CUevent ? CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS
-                                                  : 0;
+        o->aux = mem                       ? 1
+                 : kind == SHIM_HT_CUevent ? CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS
+                                           : 0;
     }
     if (err == CUDA_SUCCESS) {
         out->value = s->value;
@@ -342,12 +338,10 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
     struct chan_ipc_reply out;
     memset(&out, 0, sizeof(out));
     CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len != sizeof(m))
-        goto reply;
+    if (len != sizeof(m)) goto reply;
     memcpy(&m, p, sizeof(m));
     res = CUDA_ERROR_INVALID_CONTEXT;
-    if (!c->cur)
-        goto reply;
+    if (!c->cur) goto reply;
     res = CUDA_ERROR_INVALID_VALUE;
     struct srv_obj *o;
     switch (m.what) {
@@ -355,8 +349,7 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
         /* Memory of cuMemAlloc / cuMemAllocPitch only, as natively (pool, virtual and
          * opened memory are refused); the handle names the whole allocation. */
         o = srv_range_find(c, m.value, 1);
-        if (o && o->key.type == SHIM_HT_MEM_DEVICE)
-            res = export(c, o, SHIM_HT_MEM_DEVICE, &out);
+        if (o && o->key.type == SHIM_HT_MEM_DEVICE) res = export(c, o, SHIM_HT_MEM_DEVICE, &out);
         break;
     case CHAN_IPC_OPEN_MEM:
         /* The only flag there is asks for peer access, which one context has already. */
@@ -367,8 +360,7 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
     case CHAN_IPC_CLOSE_MEM:
         /* Found by its base even when revoked: closing is how the opener lets go. */
         o = srv_obj_lookup(c, SHIM_HT_MEM_OPENED, m.value);
-        if (!o)
-            break;
+        if (!o) break;
         out.opens = --o->aux;
         if (!o->aux) {
             /* Its waits there end first (memops.c); work next, as cuMemFree waits for it:
@@ -418,8 +410,7 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
         break;
     }
 reply:
-    if (res == CUDA_SUCCESS)
-        memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
+    if (res == CUDA_SUCCESS) memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? (uint32_t)sizeof(out) : 0);
 }
 
@@ -438,16 +429,14 @@ static struct srv_obj *exported(struct srv_client *c, uint64_t base)
 static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, k->vals[0]);
-    if (o)
-        return srv_managed_free(c, o);
+    if (o) return srv_managed_free(c, o);
     o = exported(c, k->vals[0]);
     if (o) {
         srv_share_drop(c, o, 0);
         return CUDA_SUCCESS;
     }
     o = srv_obj_find(c, SHIM_HT_MEM_POOLED, k->vals[0]);
-    if (o)
-        return srv_pool_mem_free(c, o);
+    if (o) return srv_pool_mem_free(c, o);
     k->keep = srv_graphmem_keep(c, k->vals[0]);
     o = srv_obj_find(c, SHIM_HT_MEM_DEVICE, k->vals[0]);
     if (srv_devmem_pooled(o))
@@ -460,8 +449,7 @@ const struct srv_hook srv_hook_mem_free = {.call = mem_free_call};
 static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
 {
     /* Captured: a free node when the graph runs, not a free now (graph.c). */
-    if (k->stream && srv_stream_capturing(c, k->stream))
-        return srv_graphmem_capture_free(c, k);
+    if (k->stream && srv_stream_capturing(c, k->stream)) return srv_graphmem_capture_free(c, k);
     struct srv_obj *o = exported(c, k->vals[0]);
     if (o) {
         srv_share_drop(c, o, 0);

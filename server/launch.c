@@ -8,8 +8,7 @@
 static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
-        if (chan_launch_attr_unmapped(a[i].id))
-            return CUDA_ERROR_NOT_SUPPORTED;
+        if (chan_launch_attr_unmapped(a[i].id)) return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;
 }
 
@@ -22,16 +21,13 @@ static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
 CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev)
 {
     uint64_t bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
-    if (!bit || (k->aux & bit))
-        return CUDA_SUCCESS;
+    if (!bit || (k->aux & bit)) return CUDA_SUCCESS;
     CUresult res = srv_codegate_enter(c, dev, "loading code");
-    if (res != CUDA_SUCCESS)
-        return res;
+    if (res != CUDA_SUCCESS) return res;
     CUfunction f;
     res = DRV(cuKernelGetFunction)(&f, (CUkernel)(uintptr_t)k->key.value);
     srv_codegate_leave(dev);
-    if (res == CUDA_SUCCESS)
-        k->aux |= bit;
+    if (res == CUDA_SUCCESS) k->aux |= bit;
     return CUDA_SUCCESS; /* a failure is the launch's to report */
 }
 
@@ -39,12 +35,10 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
 {
     struct chan_launch m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len < sizeof(m))
-        goto out;
+    if (len < sizeof(m)) goto out;
     memcpy(&m, p, sizeof(m));
     size_t attr_bytes = (size_t)m.nattrs * sizeof(CUlaunchAttribute);
-    if (m.nattrs > 64 || len != sizeof(m) + attr_bytes + m.param_bytes)
-        goto out;
+    if (m.nattrs > 64 || len != sizeof(m) + attr_bytes + m.param_bytes) goto out;
     if (!c->cur) {
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
@@ -60,12 +54,10 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
         res = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
-    if (kern && (res = srv_kernel_loaded(c, kern, s->device)) != CUDA_SUCCESS)
-        goto out;
+    if (kern && (res = srv_kernel_loaded(c, kern, s->device)) != CUDA_SUCCESS) goto out;
     CUlaunchAttribute attrs[65];
     memcpy(attrs, p + sizeof(m), attr_bytes);
-    if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS)
-        goto out;
+    if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS) goto out;
     uint8_t *params = p + sizeof(m) + attr_bytes;
     size_t psize = m.param_bytes;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &psize,
@@ -81,10 +73,15 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
             memset(&attrs[m.nattrs].value, 0, sizeof(attrs[m.nattrs].value));
             attrs[m.nattrs++].value.cooperative = 1;
         }
-        CUlaunchConfig cfg = {.gridDimX = m.grid[0], .gridDimY = m.grid[1],
-                              .gridDimZ = m.grid[2], .blockDimX = m.block[0],
-                              .blockDimY = m.block[1], .blockDimZ = m.block[2],
-                              .sharedMemBytes = m.smem, .hStream = st, .attrs = attrs,
+        CUlaunchConfig cfg = {.gridDimX = m.grid[0],
+                              .gridDimY = m.grid[1],
+                              .gridDimZ = m.grid[2],
+                              .blockDimX = m.block[0],
+                              .blockDimY = m.block[1],
+                              .blockDimZ = m.block[2],
+                              .sharedMemBytes = m.smem,
+                              .hStream = st,
+                              .attrs = attrs,
                               .numAttrs = m.nattrs};
         res = DRV(cuLaunchKernelEx)(&cfg, f, NULL, psize ? extra : NULL);
     }
@@ -105,8 +102,7 @@ void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     struct chan_occupancy m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     int32_t out = 0;
-    if (len < sizeof(m))
-        goto reply;
+    if (len < sizeof(m)) goto reply;
     memcpy(&m, p, sizeof(m));
     if (m.nattrs > 64 || len != sizeof(m) + (size_t)m.nattrs * sizeof(CUlaunchAttribute) ||
         m.what > CHAN_OCC_POTENTIAL_CLUSTER_SIZE)
@@ -117,8 +113,7 @@ void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     }
     struct srv_stream *s = NULL;
     struct srv_obj *kern = srv_obj_find(c, SHIM_HT_CUkernel, m.func);
-    if (kern && (res = srv_kernel_loaded(c, kern, c->cur->device)) != CUDA_SUCCESS)
-        goto reply;
+    if (kern && (res = srv_kernel_loaded(c, kern, c->cur->device)) != CUDA_SUCCESS) goto reply;
     if (!srv_func_known(c, m.func) ||
         (m.stream && !(s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread)))) {
         res = CUDA_ERROR_INVALID_HANDLE;
@@ -126,12 +121,16 @@ void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     }
     CUlaunchAttribute attrs[64];
     memcpy(attrs, p + sizeof(m), (size_t)m.nattrs * sizeof(CUlaunchAttribute));
-    if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS)
-        goto reply;
-    CUlaunchConfig cfg = {.gridDimX = m.grid[0], .gridDimY = m.grid[1], .gridDimZ = m.grid[2],
-                          .blockDimX = m.block[0], .blockDimY = m.block[1],
-                          .blockDimZ = m.block[2], .sharedMemBytes = m.smem,
-                          .hStream = s ? s->real : NULL, .attrs = m.nattrs ? attrs : NULL,
+    if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS) goto reply;
+    CUlaunchConfig cfg = {.gridDimX = m.grid[0],
+                          .gridDimY = m.grid[1],
+                          .gridDimZ = m.grid[2],
+                          .blockDimX = m.block[0],
+                          .blockDimY = m.block[1],
+                          .blockDimZ = m.block[2],
+                          .sharedMemBytes = m.smem,
+                          .hStream = s ? s->real : NULL,
+                          .attrs = m.nattrs ? attrs : NULL,
                           .numAttrs = m.nattrs};
     CUfunction f = (CUfunction)(uintptr_t)m.func;
     int v = 0;
@@ -139,8 +138,7 @@ void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p
                                              : DRV(cuOccupancyMaxPotentialClusterSize)(&v, f, &cfg);
     out = v;
 reply:
-    if (res == CUDA_SUCCESS)
-        memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
+    if (res == CUDA_SUCCESS) memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(out) : 0);
 }
 
@@ -153,12 +151,16 @@ static CUresult launch_attr_before(struct srv_client *c, struct srv_call *k)
 {
     const CUlaunchAttributeValue *v = k->a.ptr[2];
     CUevent ev;
-    if (!v)
-        return CUDA_SUCCESS; /* the driver's answer */
+    if (!v) return CUDA_SUCCESS; /* the driver's answer */
     switch ((CUlaunchAttributeID)k->a.val[1]) {
-    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: ev = v->programmaticEvent.event; break;
-    case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: ev = v->launchCompletionEvent.event; break;
-    default: return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+        ev = v->programmaticEvent.event;
+        break;
+    case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        ev = v->launchCompletionEvent.event;
+        break;
+    default:
+        return CUDA_SUCCESS;
     }
     return ev && !srv_obj_find(c, SHIM_HT_CUevent, (uint64_t)(uintptr_t)ev)
                ? CUDA_ERROR_INVALID_HANDLE

@@ -52,9 +52,9 @@ static int open_one(struct log_file *f, const char *dir)
     snprintf(f->path, sizeof(f->path), "%s/%s", dir, f->name);
     /* O_NONBLOCK: a log path that is a FIFO nobody reads must not hang the server.
      * O_NOFOLLOW: a link planted there must not make the server write where it points. */
-    f->fd = open(f->path,
-                 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
-                 0600);
+    f->fd =
+        open(f->path,
+             O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW, 0600);
     if (f->fd < 0 && !f->failed_said) {
         int e = errno;
         f->failed_said = 1;
@@ -162,17 +162,14 @@ static void on_stack_request(int sig, siginfo_t *si, void *uc)
         backtrace_symbols_fd(frames, nf, files[0].fd);
     }
     atomic_flag_clear_explicit(&stack_writing, memory_order_release);
-    if (si->si_code != SI_USER)
-        return; /* passed on by another thread */
+    if (si->si_code != SI_USER) return; /* passed on by another thread */
     DIR *d = opendir("/proc/self/task");
     struct dirent *e;
     while (d && (e = readdir(d))) {
         long tid = strtol(e->d_name, NULL, 10);
-        if (tid > 0 && tid != gettid())
-            syscall(SYS_tgkill, getpid(), (pid_t)tid, sig);
+        if (tid > 0 && tid != gettid()) syscall(SYS_tgkill, getpid(), (pid_t)tid, sig);
     }
-    if (d)
-        closedir(d);
+    if (d) closedir(d);
 }
 
 static void catch_crashes(void)
@@ -214,8 +211,7 @@ void srv_log_reopen(void)
 {
     pthread_mutex_lock(&log_lock);
     for (int i = 0; i < 2; i++) {
-        if (files[i].fd >= 0)
-            close(files[i].fd);
+        if (files[i].fd >= 0) close(files[i].fd);
         files[i].failed_said = 0; /* a new file: a new failure is said again */
         open_one(&files[i], log_dir);
     }
@@ -238,12 +234,10 @@ static size_t utf8_shown(const unsigned char *u, size_t n)
                  : u[0] >= 0xe0 && u[0] <= 0xef ? 3
                  : u[0] >= 0xf0 && u[0] <= 0xf4 ? 4
                                                 : 0;
-    if (!len || len > n)
-        return 0;
+    if (!len || len > n) return 0;
     uint32_t cp = u[0] & (0x7f >> len);
     for (size_t i = 1; i < len; i++) {
-        if ((u[i] & 0xc0) != 0x80)
-            return 0;
+        if ((u[i] & 0xc0) != 0x80) return 0;
         cp = cp << 6 | (u[i] & 0x3f);
     }
     static const uint32_t least[5] = {0, 0, 0xa0, 0x800, 0x10000};
@@ -260,8 +254,7 @@ static size_t utf8_shown(const unsigned char *u, size_t n)
 static size_t escape(const char *s, char *out, size_t cap, int backslash)
 {
     size_t o = 0;
-    if (!cap)
-        return 0;
+    if (!cap) return 0;
     for (const unsigned char *u = (const unsigned char *)s; *u;) {
         char tmp[8];
         size_t take = 1, put;
@@ -276,8 +269,7 @@ static size_t escape(const char *s, char *out, size_t cap, int backslash)
             take = 1;
             put = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", *u);
         }
-        if (o + put >= cap)
-            break;
+        if (o + put >= cap) break;
         memcpy(out + o, tmp, put);
         o += put;
         u += take;
@@ -305,17 +297,16 @@ static void vlog(int which, const char *fmt, va_list ap)
     struct tm tm;
     localtime_r(&tv.tv_sec, &tm);
     int n = snprintf(line, sizeof(line), "[%04d-%02d-%02d %02d:%02d:%02d.%03d %s %d] ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, (int)(tv.tv_usec / 1000), f->who, (int)getpid());
-    if (n < 0 || vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
-        return;
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (int)(tv.tv_usec / 1000), f->who, (int)getpid());
+    if (n < 0 || vsnprintf(msg, sizeof(msg), fmt, ap) < 0) return;
     size_t len = (size_t)n + escape(msg, line + n, sizeof(line) - (size_t)n - 1, 0);
     line[len++] = '\n';
     pthread_mutex_lock(&log_lock);
     if (f->fd >= 0 && write(f->fd, line, len) != (ssize_t)len && !f->failed_said) {
         f->failed_said = 1;
-        fprintf(stderr, "mpsshim: cannot write the log %s (%s); continuing without it\n",
-                f->path, errno ? strerror(errno) : "short write");
+        fprintf(stderr, "mpsshim: cannot write the log %s (%s); continuing without it\n", f->path,
+                errno ? strerror(errno) : "short write");
     }
     if (log_stderr && write(2, line, len) < 0) {
         /* nothing more to do */

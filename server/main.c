@@ -30,8 +30,7 @@ extern char **environ;
 static const char *env2(const char *ours, const char *mps)
 {
     const char *v = getenv(ours);
-    if (!v || !*v)
-        v = getenv(mps);
+    if (!v || !*v) v = getenv(mps);
     return v && *v ? v : NULL;
 }
 
@@ -40,18 +39,14 @@ static const char *env2(const char *ours, const char *mps)
 static void drop_shim_preload(char **argv)
 {
     const char *pre = getenv("LD_PRELOAD");
-    if (!pre || !strstr(pre, "libmpsshim"))
-        return;
+    if (!pre || !strstr(pre, "libmpsshim")) return;
     char kept[4096] = "";
     char *copy = strdup(pre);
-    if (!copy)
-        return;
+    if (!copy) return;
     for (char *save = NULL, *tok = strtok_r(copy, ": ", &save); tok;
          tok = strtok_r(NULL, ": ", &save)) {
-        if (strstr(tok, "libmpsshim"))
-            continue;
-        if (*kept)
-            strncat(kept, ":", sizeof(kept) - strlen(kept) - 1);
+        if (strstr(tok, "libmpsshim")) continue;
+        if (*kept) strncat(kept, ":", sizeof(kept) - strlen(kept) - 1);
         strncat(kept, tok, sizeof(kept) - strlen(kept) - 1);
     }
     free(copy);
@@ -68,24 +63,21 @@ static void drop_shim_preload(char **argv)
  * be unless asked. */
 static void clear_mps_env(void)
 {
-    if (getenv("MPSSHIM_ON_MPS"))
-        return;
+    if (getenv("MPSSHIM_ON_MPS")) return;
     for (;;) {
         int found = 0;
         for (char **e = environ; *e; e++)
             if (strncmp(*e, "CUDA_MPS_", 9) == 0) {
                 char name[128];
                 size_t n = strcspn(*e, "=");
-                if (n >= sizeof(name))
-                    n = sizeof(name) - 1;
+                if (n >= sizeof(name)) n = sizeof(name) - 1;
                 memcpy(name, *e, n);
                 name[n] = '\0';
                 unsetenv(name);
                 found = 1;
                 break;
             }
-        if (!found)
-            return;
+        if (!found) return;
     }
 }
 
@@ -96,8 +88,7 @@ static int listen_on(const char *name)
         sizeof(sa.sun_path))
         return -1;
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0)
-        return -1;
+    if (s < 0) return -1;
     unlink(sa.sun_path); /* stale: we hold the directory's lock */
     mode_t old = umask(0077);
     int ok = bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(s, 256) == 0;
@@ -115,8 +106,7 @@ static void tell_starter(const char *fmt, ...) __attribute__((format(printf, 1, 
 static void tell_starter(const char *fmt, ...)
 {
     const char *v = getenv("MPSSHIM_READY_FD");
-    if (!v)
-        return;
+    if (!v) return;
     int fd = atoi(v);
     char msg[900];
     va_list ap;
@@ -165,7 +155,7 @@ static void usage(FILE *f)
         char why_[800];                                                                            \
         snprintf(why_, sizeof(why_), __VA_ARGS__);                                                 \
         srv_log("MPS server failed to start: %s", why_);                                           \
-        tell_starter("%s\n", why_);                                                               \
+        tell_starter("%s\n", why_);                                                                \
         return -1;                                                                                 \
     } while (0)
 
@@ -178,8 +168,7 @@ static int driver_loaded, devices_made;
 /* The driver loaded and initialised. */
 static int load_driver(void)
 {
-    if (driver_loaded)
-        return 0;
+    if (driver_loaded) return 0;
     char resolved[512];
     if (srv_drv_load(srv.driver_path, resolved, sizeof(resolved)) != 0)
         START_FAILED("cannot load the CUDA driver: %s", resolved);
@@ -190,8 +179,7 @@ static int load_driver(void)
                 ctx_sched_bad);
     srv_procaddr_build(srv_drv_handle); /* before cuInit: cudart asks before it too */
     CUresult r = DRV(cuInit)(0);
-    if (r != CUDA_SUCCESS)
-        START_FAILED("cuInit returned %s", srv_errname(r));
+    if (r != CUDA_SUCCESS) START_FAILED("cuInit returned %s", srv_errname(r));
     driver_loaded = 1;
     return 0;
 }
@@ -199,10 +187,8 @@ static int load_driver(void)
 /* One shared context per device, and what the server keeps in each; the server's tables. */
 static int init_devices(void)
 {
-    if (devices_made)
-        return 0;
-    if (load_driver() != 0)
-        return -1;
+    if (devices_made) return 0;
+    if (load_driver() != 0) return -1;
     CUresult r;
     if (srv_devinfo_fill(&srv.devinfo) != 0 || srv.devinfo.ndev == 0)
         START_FAILED("no CUDA device");
@@ -213,8 +199,8 @@ static int init_devices(void)
         /* How the driver waits for the GPU in a synchronising call of a worker: its own
          * choice (spin while threads are fewer than CPUs) unless MPSSHIM_CTX_SCHED names
          * one, so that a bench run can compare them (bench/run.sh --variant). */
-        if (srv.ctx_sched && (r = DRV(cuDevicePrimaryCtxSetFlags_v2)(dev, srv.ctx_sched)) !=
-                                 CUDA_SUCCESS)
+        if (srv.ctx_sched &&
+            (r = DRV(cuDevicePrimaryCtxSetFlags_v2)(dev, srv.ctx_sched)) != CUDA_SUCCESS)
             srv_log("device %d: MPSSHIM_CTX_SCHED not taken: %s", i, srv_errname(r));
         if ((r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[i], dev)) != CUDA_SUCCESS)
             START_FAILED("device %d: %s", i, srv_errname(r));
@@ -233,7 +219,7 @@ static int init_devices(void)
     for (int i = 0; i < srv.ndev; i++) {
         DRV(cuCtxSetCurrent)(srv.ctx[i]);
         if ((r = DRV(cuStreamCreateWithPriority)(&srv.release_stream[i], CU_STREAM_NON_BLOCKING,
-                                                  srv.prio_greatest)) != CUDA_SUCCESS) {
+                                                 srv.prio_greatest)) != CUDA_SUCCESS) {
             srv.release_stream[i] = NULL;
             srv_log("device %d: no stream for releasing departed clients' waits (%s): each "
                     "release makes one",
@@ -253,18 +239,15 @@ static int init_devices(void)
 static int prepare_standby(void)
 {
     int m = srv_standby_mode();
-    if (m == SRV_STANDBY_CONTEXT)
-        return init_devices();
-    if (m == SRV_STANDBY_INIT)
-        return load_driver();
+    if (m == SRV_STANDBY_CONTEXT) return init_devices();
+    if (m == SRV_STANDBY_INIT) return load_driver();
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     /* After a fault: this pid keeps watch over the server that took over (handover.c). */
-    if (argc == 3 && strcmp(argv[1], "--keeper") == 0)
-        return srv_keeper(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--keeper") == 0) return srv_keeper(argv[2]);
     drop_shim_preload(argv);
     /* The workers' short sleeps (5 us polls of a busy GPU, a busy client's last 2 ms,
      * waits.c and spin.c) must last about what they ask: Linux's default timer slack of 50 us
@@ -314,10 +297,10 @@ int main(int argc, char **argv)
     srv.block_sync = v ? atoi(v) != 0 : 1;
     v = getenv("MPSSHIM_CTX_SCHED");
     srv.ctx_sched = !v || !*v || !strcmp(v, "auto") ? CU_CTX_SCHED_AUTO
-                    : !strcmp(v, "spin")             ? CU_CTX_SCHED_SPIN
-                    : !strcmp(v, "yield")            ? CU_CTX_SCHED_YIELD
-                    : !strcmp(v, "blocking")         ? CU_CTX_SCHED_BLOCKING_SYNC
-                                                     : (ctx_sched_bad = v, CU_CTX_SCHED_AUTO);
+                    : !strcmp(v, "spin")            ? CU_CTX_SCHED_SPIN
+                    : !strcmp(v, "yield")           ? CU_CTX_SCHED_YIELD
+                    : !strcmp(v, "blocking")        ? CU_CTX_SCHED_BLOCKING_SYNC
+                                                    : (ctx_sched_bad = v, CU_CTX_SCHED_AUTO);
     v = getenv("MPSSHIM_GREEN_EACH");
     srv.green_each = v && atoi(v) != 0;
     /* cuMemAlloc from the arena unless MPSSHIM_DEVICE_VMM=0 (devmem.c says why); the pool
@@ -341,8 +324,10 @@ int main(int argc, char **argv)
     v = getenv("MPSSHIM_QUEUE_LIMIT");
     srv.queue_limit = 64ull << 20;
     if (v && srv_parse_size(v, &srv.queue_limit) != 0) {
-        fprintf(stderr, "mpsshim-server: MPSSHIM_QUEUE_LIMIT=%s is not a size (e.g. 64M); "
-                        "using 64M\n", v);
+        fprintf(stderr,
+                "mpsshim-server: MPSSHIM_QUEUE_LIMIT=%s is not a size (e.g. 64M); "
+                "using 64M\n",
+                v);
         srv.queue_limit = 64ull << 20;
     }
     /* Registry records one client process may hold (account.c): each costs the server a few
@@ -353,8 +338,10 @@ int main(int argc, char **argv)
         char *end;
         unsigned long long n = strtoull(v, &end, 10);
         if (*end || *v == '-')
-            fprintf(stderr, "mpsshim-server: MPSSHIM_MAX_OBJECTS=%s is not a count; using "
-                            "%llu\n", v, (unsigned long long)srv.max_objects);
+            fprintf(stderr,
+                    "mpsshim-server: MPSSHIM_MAX_OBJECTS=%s is not a count; using "
+                    "%llu\n",
+                    v, (unsigned long long)srv.max_objects);
         else
             srv.max_objects = n;
     }
@@ -365,8 +352,10 @@ int main(int argc, char **argv)
         char *end;
         unsigned long n = strtoul(v, &end, 10);
         if (*end || *v == '-' || n > 1000000)
-            fprintf(stderr, "mpsshim-server: MPSSHIM_EAGER_KERNELS=%s is not a count; using "
-                            "%u\n", v, srv.eager_kernels);
+            fprintf(stderr,
+                    "mpsshim-server: MPSSHIM_EAGER_KERNELS=%s is not a count; using "
+                    "%u\n",
+                    v, srv.eager_kernels);
         else
             srv.eager_kernels = (unsigned)n;
     }
@@ -376,8 +365,7 @@ int main(int argc, char **argv)
     uint64_t started_ns = chan_now_ns();
     char why[1024];
     int standby = srv_standby_adopt(why, sizeof(why));
-    if (standby == 2)
-        return 0; /* its server is already gone */
+    if (standby == 2) return 0; /* its server is already gone */
     if (standby < 0) {
         fprintf(stderr, "mpsshim-server: %s\n", why);
         return 1;
@@ -415,12 +403,10 @@ int main(int argc, char **argv)
      * says, failures included. */
     int lfd = -1, cfd = -1, lockfd = -1, successor = 0;
     if (standby) {
-        if (prepare_standby() != 0)
-            return 1;
+        if (prepare_standby() != 0) return 1;
         unsigned ms = (unsigned)((chan_now_ns() - started_ns) / 1000000);
         successor = srv_standby_wait(ms, &lfd, &cfd, &lockfd, why, sizeof(why));
-        if (successor == 2)
-            return 0; /* not needed: its server quit, or started afresh */
+        if (successor == 2) return 0; /* not needed: its server quit, or started afresh */
     }
     if (srv_log_open(srv.log_dir, "server.log", "Server", log_stderr, why, sizeof(why)) != 0) {
         /* mpsshim-control -d: a daemon whose logs go nowhere is refused, loudly. Started in
@@ -434,8 +420,8 @@ int main(int argc, char **argv)
         }
     }
     /* ... and one that started afresh when idle (recycle.c), those of the image it was. */
-    int afresh = successor ? 0 : srv_recycle_adopt(&lfd, &cfd, &lockfd, &foreground, why,
-                                                   sizeof(why));
+    int afresh =
+        successor ? 0 : srv_recycle_adopt(&lfd, &cfd, &lockfd, &foreground, why, sizeof(why));
     if (successor < 0 || afresh < 0) {
         srv_log("MPS server failed to start: %s", why);
         tell_starter("%s\n", why);
@@ -445,8 +431,7 @@ int main(int argc, char **argv)
     /* One server per pipe directory: the lock is held for the server's whole life. */
     char lock[600];
     snprintf(lock, sizeof(lock), "%s/server.lock", srv.pipe_dir);
-    if (!adopted)
-        lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (!adopted) lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lockfd < 0 || (!adopted && flock(lockfd, LOCK_EX | LOCK_NB) != 0)) {
         fprintf(stderr, "mpsshim-server: a server already runs in %s\n", srv.pipe_dir);
         tell_starter("a server already runs in %s\n", srv.pipe_dir);
@@ -465,8 +450,7 @@ int main(int argc, char **argv)
     srv_handover_signals();
     /* The foreground server's pid is the service's: the servers after a fault, and the
      * standby, stay below it rather than going to init (handover.c). */
-    if (foreground)
-        prctl(PR_SET_CHILD_SUBREAPER, 1);
+    if (foreground) prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     if (init_devices() != 0) {
         fprintf(stderr, "mpsshim-server: failed to start; see %s/server.log\n", srv.log_dir);
@@ -498,12 +482,10 @@ int main(int argc, char **argv)
     if (pidfd >= 0) {
         dprintf(pidfd, "%d\n", (int)getpid());
         close(pidfd);
-        if (rename(fresh, ready) != 0)
-            unlink(fresh);
+        if (rename(fresh, ready) != 0) unlink(fresh);
     }
     if (srv_handover_init(argv, lfd, cfd, lockfd) != 0) {
-        srv_log("MPS server failed to start: cannot make the service's pipe: %s",
-                strerror(errno));
+        srv_log("MPS server failed to start: cannot make the service's pipe: %s", strerror(errno));
         tell_starter("cannot make a pipe: %s\n", strerror(errno));
         return 1;
     }
@@ -518,10 +500,8 @@ int main(int argc, char **argv)
         srv_log("cuMemAlloc is the driver's (MPSSHIM_DEVICE_VMM=0): a client's cuMemFree "
                 "waits for every client's work on its device");
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
-    if (successor)
-        srv_handover_adopted();
-    if (afresh)
-        srv_recycle_adopted();
+    if (successor) srv_handover_adopted();
+    if (afresh) srv_recycle_adopted();
     srv_handover_poll(); /* its standby, started before "ready" */
     tell_starter("ready\n");
 
@@ -532,20 +512,17 @@ int main(int argc, char **argv)
             srv_handover_forward(SIGHUP, foreground); /* systemctl reload: the live one too */
         }
         /* While a successor starts, new clients wait in the backlog (handover.c). */
-        struct pollfd fds[3] = {
-            {.fd = srv_handover_accepting() ? lfd : -1, .events = POLLIN},
-            {.fd = cfd, .events = POLLIN},
-            {.fd = srv_handover_fd(), .events = POLLIN}};
+        struct pollfd fds[3] = {{.fd = srv_handover_accepting() ? lfd : -1, .events = POLLIN},
+                                {.fd = cfd, .events = POLLIN},
+                                {.fd = srv_handover_fd(), .events = POLLIN}};
         int n = poll(fds, 3, 200);
-        if (n < 0 && errno != EINTR)
-            break;
+        if (n < 0 && errno != EINTR) break;
         srv_clients_watch();
         /* With no client left, the arena's kept slabs go back (arena.c), and so does the
          * stack the clients' kernels grew the contexts to (context.c): no client thread is
          * in a driver call then that this one could wait behind. */
         if (!srv_clients_live()) {
-            if (srv.device_vmm && srv_arena_cached())
-                srv_arena_trim();
+            if (srv.device_vmm && srv_arena_cached()) srv_arena_trim();
             srv_limits_idle();
         }
         /* Before accepting anything: a successor that is ready serves what arrives from now
@@ -569,8 +546,7 @@ int main(int argc, char **argv)
         }
         if (n > 0 && (fds[1].revents & POLLIN)) {
             int s = accept4(cfd, NULL, NULL, SOCK_CLOEXEC);
-            if (s >= 0)
-                srv_control_serve(s);
+            if (s >= 0) srv_control_serve(s);
         }
         srv_recycle_poll(); /* after the accepts: none is left half-served */
         if (srv_handover_done() && (srv_clients_live() == 0 || srv_handover_service_ended())) {
@@ -579,10 +555,8 @@ int main(int argc, char **argv)
         }
     }
     srv_log("Server shutting down");
-    if (lfd >= 0)
-        close(lfd);
-    if (cfd >= 0)
-        close(cfd);
+    if (lfd >= 0) close(lfd);
+    if (cfd >= 0) close(cfd);
     if (!srv_handover_done()) {
         char path[600];
         snprintf(path, sizeof(path), "%s/%s", srv.pipe_dir, CHAN_SOCKET_NAME);

@@ -81,8 +81,7 @@ static void prune(struct srv_client *c)
 {
     size_t n = c->nwaitvals, j = 0;
     uint8_t *gone = n ? calloc(n, 1) : NULL;
-    if (!gone)
-        return;
+    if (!gone) return;
     for (size_t i = 0; i < n; i++)
         gone[i] = passed(c, &c->waitvals[i]);
     pthread_mutex_lock(&c->waitvals_lock);
@@ -106,8 +105,7 @@ static CUresult wait_before(struct srv_client *c, struct srv_call *k)
                 (int)c->pid, (unsigned)k->a.val[3], (unsigned long long)k->a.val[2]);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (c->nwaitvals >= SRV_MAX_WAITS)
-        prune(c);
+    if (c->nwaitvals >= SRV_MAX_WAITS) prune(c);
     if (c->nwaitvals >= SRV_MAX_WAITS) {
         if (!c->waits_said++)
             srv_log("Client process %d: a stream wait past %d of its own still pending refused "
@@ -128,9 +126,12 @@ static int host_mapped(const struct srv_obj *o)
  * that wrote only the latest value left the first waiting for good: found by fuzz_server). */
 static CUresult wait_after(struct srv_client *c, struct srv_call *k)
 {
-    struct srv_waitval w = {.addr = k->a.val[1], .value = k->a.val[2],
-                            .flags = (uint32_t)k->a.val[3], .ctx = c->cur ? c->cur->id : 0,
-                            .wide = k->d->params[2].size == 8, .dev = k->dev};
+    struct srv_waitval w = {.addr = k->a.val[1],
+                            .value = k->a.val[2],
+                            .flags = (uint32_t)k->a.val[3],
+                            .ctx = c->cur ? c->cur->id : 0,
+                            .wide = k->d->params[2].size == 8,
+                            .dev = k->dev};
     w.host = host_mapped(srv_range_find(c, w.addr, w.wide ? 8 : 4));
     CUstream st = (CUstream)(uintptr_t)k->vals[k->d->stream];
     /* In a capture the wait is a node of a graph, not a wait now: nothing to record. */
@@ -144,8 +145,7 @@ static CUresult wait_after(struct srv_client *c, struct srv_call *k)
         size_t ncap = c->capwaitvals ? c->capwaitvals * 2 : 16;
         struct srv_waitval *n = realloc(c->waitvals, ncap * sizeof(*n));
         if (!n) {
-            if (w.ev)
-                srv_event_give(c, w.dev, w.ev);
+            if (w.ev) srv_event_give(c, w.dev, w.ev);
             return CUDA_SUCCESS; /* unremembered: the drain's bound still holds */
         }
         pthread_mutex_lock(&c->waitvals_lock);
@@ -167,8 +167,7 @@ static CUresult wait_call(struct srv_client *c, struct srv_call *k)
 {
     srv_codegate_wait_begin(k->dev);
     CUresult r = srv_generic_drive(k);
-    srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream],
-                          r == CUDA_SUCCESS);
+    srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream], r == CUDA_SUCCESS);
     return r;
 }
 
@@ -183,22 +182,17 @@ static void end_one(struct srv_client *c, const struct srv_waitval *w)
 {
     struct srv_obj *o = srv_range_find(c, w->addr, w->wide ? 8 : 4);
     uint64_t v;
-    if (!o || satisfying(w->value, w->flags, w->wide, &v) != 0)
-        return;
+    if (!o || satisfying(w->value, w->flags, w->wide, &v) != 0) return;
     int dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
-    if (srv_fault_dead(c, dev) || srv_push_device(dev) != CUDA_SUCCESS)
-        return;
+    if (srv_fault_dead(c, dev) || srv_push_device(dev) != CUDA_SUCCESS) return;
     CUstream st = srv.release_stream[dev], made = NULL;
-    if (!st && DRV(cuStreamCreate)(&made, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS)
-        st = made;
+    if (!st && DRV(cuStreamCreate)(&made, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) st = made;
     if (st) {
         CUresult r = w->wide ? DRV(cuStreamWriteValue64_v2)(st, w->addr, v, 0)
                              : DRV(cuStreamWriteValue32_v2)(st, w->addr, (cuuint32_t)v, 0);
-        if (r == CUDA_SUCCESS)
-            DRV(cuStreamSynchronize)(st);
+        if (r == CUDA_SUCCESS) DRV(cuStreamSynchronize)(st);
     }
-    if (made)
-        DRV(cuStreamDestroy_v2)(made);
+    if (made) DRV(cuStreamDestroy_v2)(made);
     srv_pop_device();
 }
 
@@ -211,10 +205,8 @@ struct pick {
 
 static int picked(struct srv_client *c, const struct srv_waitval *w, const struct pick *p)
 {
-    if (p->size)
-        return w->addr >= p->base && w->addr - p->base < p->size;
-    if (!p->ctx || w->ctx == p->ctx)
-        return 1;
+    if (p->size) return w->addr >= p->base && w->addr - p->base < p->size;
+    if (!p->ctx || w->ctx == p->ctx) return 1;
     const struct srv_obj *o = srv_range_find(c, w->addr, w->wide ? 8 : 4);
     return o && o->ctx == p->ctx;
 }
@@ -250,8 +242,7 @@ static void end_waits(struct srv_client *c, const struct pick *p)
             struct timespec ts = {0, (long)us * 1000};
             nanosleep(&ts, NULL);
         }
-        if (w->ev && !srv_fault_dead(c, w->dev))
-            srv_event_give(c, w->dev, w->ev);
+        if (w->ev && !srv_fault_dead(c, w->dev)) srv_event_give(c, w->dev, w->ev);
     }
     free(ends);
 }
@@ -270,8 +261,7 @@ void srv_memops_unblock(struct srv_client *c, uint32_t ctx)
 
 void srv_memops_end_range(struct srv_client *c, uint64_t base, uint64_t size)
 {
-    if (c->nwaitvals && size)
-        end_waits(c, &(struct pick){.base = base, .size = size});
+    if (c->nwaitvals && size) end_waits(c, &(struct pick){.base = base, .size = size});
 }
 
 size_t srv_memops_let_go(struct srv_client *c)

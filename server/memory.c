@@ -28,11 +28,9 @@
 
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 {
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev])
-        return 1;
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev]) return 1;
     /* The process's, whatever number of connections it makes (account.c). */
-    if (srv_account_mem_fits(c, dev, bytes))
-        return 1;
+    if (srv_account_mem_fits(c, dev, bytes)) return 1;
     uint64_t lim = c->lim.mem[dev], used = srv_account_mem_used(c, dev);
     /* One line per episode: a program probing how much it can get is not a log flood. */
     if (!c->mem_refused[dev]) {
@@ -53,8 +51,7 @@ int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 static CUresult alloc_pitch_before(struct srv_client *c, struct srv_call *k)
 {
     uint64_t want;
-    if (__builtin_mul_overflow(k->a.val[2], k->a.val[3], &want))
-        want = UINT64_MAX;
+    if (__builtin_mul_overflow(k->a.val[2], k->a.val[3], &want)) want = UINT64_MAX;
     return srv_mem_fits(c, k->dev, want) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -65,15 +62,12 @@ const struct srv_hook srv_hook_mem_alloc_pitch = {.before = alloc_pitch_before};
 static CUresult mem_info_after(struct srv_client *c, struct srv_call *k)
 {
     int dev = k->dev;
-    if (!c->lim.mem[dev])
-        return CUDA_SUCCESS;
+    if (!c->lim.mem[dev]) return CUDA_SUCCESS;
     size_t *f = k->a.ptr[0], *t = k->a.ptr[1];
     uint64_t lim = c->lim.mem[dev], used = srv_account_mem_used(c, dev);
     uint64_t left = used < lim ? lim - used : 0;
-    if (f && *f > left)
-        *f = (size_t)left;
-    if (t)
-        *t = (size_t)lim;
+    if (f && *f > left) *f = (size_t)left;
+    if (t) *t = (size_t)lim;
     return CUDA_SUCCESS;
 }
 
@@ -106,14 +100,12 @@ int srv_host_init(void)
     uint64_t size = 1ull << 40;
     void *hint = (void *)(uintptr_t)0x600000000000ull;
     void *p = mmap(hint, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return -1;
+    if (p == MAP_FAILED) return -1;
     uint64_t start = ((uint64_t)(uintptr_t)p + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
     srv.host_va_base = (uint64_t)(uintptr_t)p;
     srv.host_va_size = size;
     free_ext = malloc(sizeof(*free_ext));
-    if (!free_ext)
-        return -1;
+    if (!free_ext) return -1;
     free_ext[0].start = start;
     free_ext[0].end = (uint64_t)(uintptr_t)p + size;
     nfree_ext = 1;
@@ -128,8 +120,7 @@ static uint64_t host_take(uint64_t size, uint64_t avoid)
         struct extent *e = &free_ext[i];
         uint64_t s = e->start;
         /* Skip past an address the client could not map. */
-        if (avoid >= s && avoid < e->end)
-            s = (avoid + size + HOST_ALIGN) & ~(HOST_ALIGN - 1);
+        if (avoid >= s && avoid < e->end) s = (avoid + size + HOST_ALIGN) & ~(HOST_ALIGN - 1);
         if (s + size <= e->end) {
             got = s;
             if (s == e->start)
@@ -195,29 +186,24 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }
-    if (len != sizeof(m))
-        goto out;
+    if (len != sizeof(m)) goto out;
     memcpy(&m, p, sizeof(m));
-    if (m.bytes == 0 || m.bytes > (1ull << 40))
-        goto out;
+    if (m.bytes == 0 || m.bytes > (1ull << 40)) goto out;
     /* cuMemAllocManaged's memory is made the same way (server/managed.c says why); it is
      * its own kind of range, and counts against the device memory limit too. */
     int managed = (m.flags & CHAN_HOST_MANAGED) != 0;
     uint32_t type = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED;
     int dev = c->cur->device;
-    if (managed && !srv_managed_flags_ok(m.flags & ~CHAN_HOST_MANAGED))
-        goto out;
+    if (managed && !srv_managed_flags_ok(m.flags & ~CHAN_HOST_MANAGED)) goto out;
     size = (m.bytes + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
     res = CUDA_ERROR_OUT_OF_MEMORY;
-    if (managed && !srv_mem_fits(c, dev, m.bytes))
-        goto out;
+    if (managed && !srv_mem_fits(c, dev, m.bytes)) goto out;
     /* Pinned pages cannot be reclaimed: one client must not pin the machine's memory away
      * (the kernel would kill the server, the biggest process, and every client with it). */
     if (!srv_account_pinned_take(c, size)) /* the process's, across its connections */
         goto out;
     taken = 1;
-    if (!(addr = host_take(size, m.avoid)))
-        goto fail;
+    if (!(addr = host_take(size, m.avoid))) goto fail;
     fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
@@ -227,8 +213,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
         goto fail;
     res = DRV(cuMemHostRegister_v2)((void *)(uintptr_t)addr, size,
                                     CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-    if (res != CUDA_SUCCESS)
-        goto fail;
+    if (res != CUDA_SUCCESS) goto fail;
     struct srv_obj *o = srv_range_add(c, type, addr, m.bytes, 1, NULL);
     if (!o) {
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
@@ -237,8 +222,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     }
     o->aux = size;
     taken = 0; /* the record's now: given back at its release */
-    if (managed)
-        srv_obj_count(c, o, dev, m.bytes);
+    if (managed) srv_obj_count(c, o, dev, m.bytes);
     /* The fd goes first: the client reads it right after the reply. */
     uint8_t one = 0;
     if (chan_send_fd(c->sock, &one, 1, fd) != 0) {
@@ -253,14 +237,10 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     rep[1] = size;
     goto out;
 fail:
-    if (fd >= 0)
-        close(fd);
-    if (addr)
-        host_give(addr, size);
-    if (taken)
-        srv_account_pinned_give(c, size);
-    if (res == CUDA_SUCCESS)
-        res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (fd >= 0) close(fd);
+    if (addr) host_give(addr, size);
+    if (taken) srv_account_pinned_give(c, size);
+    if (res == CUDA_SUCCESS) res = CUDA_ERROR_OUT_OF_MEMORY;
 out:
     memcpy(srv_lane_data(c, r->lane), rep, sizeof(rep));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
@@ -296,8 +276,7 @@ void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         memcpy(&addr, p, sizeof(addr));
         struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, addr);
         /* Also managed memory whose address the client could not map (memory.c). */
-        if (!o)
-            o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, addr);
+        if (!o) o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, addr);
         if (o && !(o->aux & PINNED_REGISTERED)) { /* registered pages are unregistered */
             /* Its waits there end first (memops.c); copies may still read or write it:
              * wait for the client's work first. */
@@ -329,14 +308,12 @@ static void mapping_at(uint64_t addr, uint64_t end, char *out, size_t len)
 {
     snprintf(out, len, "no mapping of the server's found there");
     FILE *f = fopen("/proc/self/maps", "r");
-    if (!f)
-        return;
+    if (!f) return;
     char line[512];
     while (fgets(line, sizeof(line), f)) {
         unsigned long long lo, hi;
         char path[256] = "";
-        if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %255s", &lo, &hi, path) < 2)
-            continue;
+        if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %255s", &lo, &hi, path) < 2) continue;
         if (lo < end && hi > addr) {
             snprintf(out, len, "the server's mapping %llx-%llx %.100s", lo, hi,
                      path[0] ? path : "[anonymous]");
@@ -358,10 +335,8 @@ static const char *unsafe_backing(int fd)
 {
     int seals = fcntl(fd, F_GET_SEALS);
     struct statfs fs;
-    if (seals < 0)
-        return "a file that is not a memfd";
-    if (!(seals & F_SEAL_SHRINK))
-        return "a memfd not sealed against shrinking (F_SEAL_SHRINK)";
+    if (seals < 0) return "a file that is not a memfd";
+    if (!(seals & F_SEAL_SHRINK)) return "a memfd not sealed against shrinking (F_SEAL_SHRINK)";
     if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
         return "a memfd of huge pages (hugetlbfs)";
     return NULL;
@@ -390,15 +365,13 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
         return CUDA_ERROR_INVALID_VALUE;
     if (srv_range_find(c, m->addr, 1) || srv_range_find(c, end - 1, 1))
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    if (!srv_account_pinned_take(c, m->bytes))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!srv_account_pinned_take(c, m->bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
     void *want = (void *)(uintptr_t)m->addr;
-    void *got = mmap(want, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
-                     fd, 0);
+    void *got =
+        mmap(want, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
     if (got != want) {
         int err = errno;
-        if (got != MAP_FAILED)
-            munmap(got, m->bytes); /* an old kernel took the address as a hint */
+        if (got != MAP_FAILED) munmap(got, m->bytes); /* an old kernel took the address as a hint */
         if (!c->hostreg_said++) {
             char who[160];
             mapping_at(m->addr, end, who, sizeof(who));
@@ -429,19 +402,17 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     return CUDA_SUCCESS;
 }
 
-void srv_op_host_register(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                          uint32_t len)
+void srv_op_host_register(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_host_register m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len == sizeof(m))
-        memcpy(&m, p, sizeof(m));
+    if (len == sizeof(m)) memcpy(&m, p, sizeof(m));
     if (len == sizeof(m) && m.what == CHAN_HR_UNREGISTER) {
         struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, m.addr);
         res = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
         if (o && (o->aux & PINNED_REGISTERED)) {
             srv_memops_end_range(c, o->key.value, o->size); /* its waits there first */
-            res = CUDA_ERROR_NOT_READY; /* it left meanwhile: its release unregisters it */
+            res = CUDA_ERROR_NOT_READY;         /* it left meanwhile: its release unregisters it */
             if (srv_streams_drain(c, 0) == 0) { /* copies may still read or write it */
                 srv_obj_release(c, o);
                 res = CUDA_SUCCESS;

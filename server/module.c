@@ -17,12 +17,10 @@ static uint8_t *take_blob(struct srv_client *c, uint64_t size, CUresult *err)
     size_t n = c->blob_len;
     c->blob_len = 0;
     *err = CUDA_ERROR_INVALID_IMAGE;
-    if (!b || n != size || n == 0)
-        return NULL;
+    if (!b || n != size || n == 0) return NULL;
     /* The whole image must be there before the driver reads it (its own headers give
      * its size), and PTX must end where the upload ends. */
-    if (chan_image_size(b, n) != n)
-        return NULL;
+    if (chan_image_size(b, n) != n) return NULL;
     *err = CUDA_SUCCESS;
     return b;
 }
@@ -44,21 +42,20 @@ static uint8_t *take_blob(struct srv_client *c, uint64_t size, CUresult *err)
 static void eager_load(struct srv_client *c, CUlibrary lib, CUmodule mod)
 {
     unsigned n = 0;
-    CUresult r = lib ? DRV(cuLibraryGetKernelCount)(&n, lib) : DRV(cuModuleGetFunctionCount)(&n, mod);
-    if (r != CUDA_SUCCESS || n == 0 || n > c->eager_left)
-        return;
+    CUresult r =
+        lib ? DRV(cuLibraryGetKernelCount)(&n, lib) : DRV(cuModuleGetFunctionCount)(&n, mod);
+    if (r != CUDA_SUCCESS || n == 0 || n > c->eager_left) return;
     void **h = calloc(n, sizeof(*h));
-    if (!h)
-        return;
+    if (!h) return;
     r = lib ? DRV(cuLibraryEnumerateKernels)((CUkernel *)h, n, lib)
             : DRV(cuModuleEnumerateFunctions)((CUfunction *)h, n, mod);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
         CUfunction f;
         /* A failure here is the first launch's to report, as it would be natively. */
-        (void)(lib ? DRV(cuKernelGetFunction)(&f, (CUkernel)h[i]) : DRV(cuFuncLoad)((CUfunction)h[i]));
+        (void)(lib ? DRV(cuKernelGetFunction)(&f, (CUkernel)h[i])
+                   : DRV(cuFuncLoad)((CUfunction)h[i]));
     }
-    if (r == CUDA_SUCCESS)
-        c->eager_left -= n;
+    if (r == CUDA_SUCCESS) c->eager_left -= n;
     free(h);
 }
 
@@ -79,16 +76,14 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
         goto reply;
     }
     uint8_t *image = take_blob(c, m.image_size, &res);
-    if (!image)
-        goto reply;
+    if (!image) goto reply;
     /* Libraries belong to no context (the driver loads them into each lazily); modules
      * to the current one. */
     if (!c->cur && m.kind != CHAN_IMAGE_LIBRARY) {
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto reply;
     }
-    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
-        goto reply;
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS) goto reply;
     CUjit_option opts[40];
     void *vals[40];
     unsigned n = 0;
@@ -132,16 +127,14 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
     /* Loading waits for every stream of the context in the driver: not while one is held
      * on a value in device memory (codegate.c). */
     int gdev = c->cur ? c->cur->device : 0;
-    if ((res = srv_codegate_enter(c, gdev, "loading code")) != CUDA_SUCCESS)
-        goto reply;
+    if ((res = srv_codegate_enter(c, gdev, "loading code")) != CUDA_SUCCESS) goto reply;
     if (m.kind == CHAN_IMAGE_MODULE)
         res = DRV(cuModuleLoadDataEx)(&mod, image, n, opts, vals);
     else if (m.kind == CHAN_IMAGE_FATBIN)
         res = DRV(cuModuleLoadFatBinary)(&mod, image);
     else if (m.kind == CHAN_IMAGE_LIBRARY)
         res = DRV(cuLibraryLoadData)(&lib, image, opts, vals, n, NULL, NULL, 0);
-    if (res == CUDA_SUCCESS)
-        eager_load(c, lib, mod);
+    if (res == CUDA_SUCCESS) eager_load(c, lib, mod);
     srv_codegate_leave(gdev);
     if (res == CUDA_SUCCESS) {
         uint64_t h = lib ? (uint64_t)(uintptr_t)lib : (uint64_t)(uintptr_t)mod;
@@ -152,22 +145,17 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
             res = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
-    if (wall >= 0)
-        memcpy(&rep.wall_time, &vals[wall], sizeof(float));
+    if (wall >= 0) memcpy(&rep.wall_time, &vals[wall], sizeof(float));
 reply:;
     /* Logs follow the reply header, cut to what the lane holds. */
     uint32_t room = CHAN_LANE_DATA - (uint32_t)sizeof(rep);
     rep.info_len = info ? (uint32_t)strnlen(info, LOG_MAX) : 0;
-    if (rep.info_len > room / 2)
-        rep.info_len = room / 2;
+    if (rep.info_len > room / 2) rep.info_len = room / 2;
     rep.error_len = error ? (uint32_t)strnlen(error, LOG_MAX) : 0;
-    if (rep.error_len > room - rep.info_len)
-        rep.error_len = room - rep.info_len;
+    if (rep.error_len > room - rep.info_len) rep.error_len = room - rep.info_len;
     memcpy(out, &rep, sizeof(rep));
-    if (rep.info_len)
-        memcpy(out + sizeof(rep), info, rep.info_len);
-    if (rep.error_len)
-        memcpy(out + sizeof(rep) + rep.info_len, error, rep.error_len);
+    if (rep.info_len) memcpy(out + sizeof(rep), info, rep.info_len);
+    if (rep.error_len) memcpy(out + sizeof(rep) + rep.info_len, error, rep.error_len);
     free(info);
     free(error);
     srv_reply(c, r->lane, res, (uint32_t)sizeof(rep) + rep.info_len + rep.error_len);
@@ -187,17 +175,15 @@ uint32_t srv_func_describe(struct srv_client *c, uint64_t h, int is_kernel, uint
                            uint32_t room, CUresult *err)
 {
     struct chan_function f = {.handle = h};
-    uint32_t (*layout)[2] = (uint32_t(*)[2])(out + sizeof(f));
+    uint32_t(*layout)[2] = (uint32_t(*)[2])(out + sizeof(f));
     uint32_t maxp = room > sizeof(f) ? (room - (uint32_t)sizeof(f)) / 8 : 0;
-    if (maxp > CHAN_MAX_PARAMS)
-        maxp = CHAN_MAX_PARAMS;
+    if (maxp > CHAN_MAX_PARAMS) maxp = CHAN_MAX_PARAMS;
     int dev = c->cur ? c->cur->device : 0;
     for (uint32_t i = 0;; i++) {
         size_t off = 0, size = 0;
         CUresult r = is_kernel ? DRV(cuKernelGetParamInfo)((CUkernel)(uintptr_t)h, i, &off, &size)
                                : DRV(cuFuncGetParamInfo)((CUfunction)(uintptr_t)h, i, &off, &size);
-        if (r == CUDA_ERROR_INVALID_VALUE)
-            break; /* past the last parameter */
+        if (r == CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
         if (r != CUDA_SUCCESS) {
             *err = r;
             return 0;
@@ -209,8 +195,7 @@ uint32_t srv_func_describe(struct srv_client *c, uint64_t h, int is_kernel, uint
         layout[i][0] = (uint32_t)off;
         layout[i][1] = (uint32_t)size;
         f.nparams = i + 1;
-        if (off + size > f.param_bytes)
-            f.param_bytes = (uint32_t)(off + size);
+        if (off + size > f.param_bytes) f.param_bytes = (uint32_t)(off + size);
     }
     int v[3] = {0, 0, -1};
     static const CUfunction_attribute attrs[3] = {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
@@ -242,37 +227,31 @@ static CUresult add_func(struct srv_client *c, uint64_t key, int is_kernel, stru
 /* Parses a chan_lookup and its NUL-terminated name. */
 static int lookup_args(uint8_t *p, uint32_t len, struct chan_lookup *m, const char **name)
 {
-    if (len < sizeof(*m))
-        return -1;
+    if (len < sizeof(*m)) return -1;
     memcpy(m, p, sizeof(*m));
-    if (m->name_len > len - sizeof(*m))
-        return -1;
+    if (m->name_len > len - sizeof(*m)) return -1;
     *name = NULL;
     if (m->name_len) {
-        if (p[sizeof(*m) + m->name_len - 1] != '\0')
-            return -1;
+        if (p[sizeof(*m) + m->name_len - 1] != '\0') return -1;
         *name = (const char *)p + sizeof(*m);
     }
     return 0;
 }
 
-void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                         uint32_t len)
+void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_lookup m;
     const char *name;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out = 0;
-    if (lookup_args(p, len, &m, &name) != 0)
-        goto reply;
+    if (lookup_args(p, len, &m, &name) != 0) goto reply;
     /* A library's kernels need no context; a module's functions and a kernel's function
      * in the current context do. */
     if (!c->cur && m.kind != CHAN_H_LIBRARY) {
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto reply;
     }
-    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS)
-        goto reply;
+    if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS) goto reply;
     uint64_t key = 0;
     struct srv_obj *owner = NULL;
     int is_kernel = 0;
@@ -280,14 +259,12 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
      * call nor its first launch loads it later in the driver while a stream is held on a
      * value in device memory. */
     int gdev = c->cur ? c->cur->device : 0;
-    if ((res = srv_codegate_enter(c, gdev, "loading code")) != CUDA_SUCCESS)
-        goto reply;
+    if ((res = srv_codegate_enter(c, gdev, "loading code")) != CUDA_SUCCESS) goto reply;
     if (m.kind == CHAN_H_KERNEL) {
         /* A kernel's function in the current context: it belongs to the kernel. */
         owner = srv_obj_find(c, SHIM_HT_CUkernel, m.handle);
         res = CUDA_ERROR_INVALID_HANDLE;
-        if (!owner)
-            goto ungate;
+        if (!owner) goto ungate;
         CUfunction f;
         res = DRV(cuKernelGetFunction)(&f, (CUkernel)(uintptr_t)m.handle);
         key = (uint64_t)(uintptr_t)f;
@@ -297,11 +274,9 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
         int lib = m.kind == CHAN_H_LIBRARY;
         owner = srv_obj_find(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, m.handle);
         res = CUDA_ERROR_INVALID_HANDLE;
-        if (!owner)
-            goto ungate;
+        if (!owner) goto ungate;
         res = CUDA_ERROR_INVALID_VALUE;
-        if (!name)
-            goto ungate;
+        if (!name) goto ungate;
         if (lib) {
             CUkernel k;
             res = DRV(cuLibraryGetKernel)(&k, (CUlibrary)(uintptr_t)m.handle, name);
@@ -312,57 +287,46 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
             res = DRV(cuModuleGetFunction)(&f, (CUmodule)(uintptr_t)m.handle, name);
             key = (uint64_t)(uintptr_t)f;
             /* A driver without cuFuncLoad loads at the first launch, as before. */
-            if (res == CUDA_SUCCESS)
-                DRV(cuFuncLoad)(f);
+            if (res == CUDA_SUCCESS) DRV(cuFuncLoad)(f);
         }
     }
     /* Describing a kernel asks for its attributes in each device's context, which may load
      * it there: in the gate too. */
     if (res == CUDA_SUCCESS)
-        out = srv_func_describe(c, key, is_kernel, srv_lane_data(c, r->lane), CHAN_LANE_DATA,
-                                &res);
+        out = srv_func_describe(c, key, is_kernel, srv_lane_data(c, r->lane), CHAN_LANE_DATA, &res);
 ungate:
     srv_codegate_leave(gdev);
-    if (res == CUDA_SUCCESS)
-        res = add_func(c, key, is_kernel, owner);
+    if (res == CUDA_SUCCESS) res = add_func(c, key, is_kernel, owner);
 reply:
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out : 0);
 }
 
-void srv_op_enum_functions(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                           uint32_t len)
+void srv_op_enum_functions(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_handle m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint8_t *out = srv_lane_data(c, r->lane);
     uint32_t used = 4, count = 0;
-    if (len != sizeof(m))
-        goto reply;
+    if (len != sizeof(m)) goto reply;
     memcpy(&m, p, sizeof(m));
     int lib = m.kind == CHAN_H_LIBRARY;
     struct srv_obj *mod = srv_obj_find(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, m.handle);
     res = CUDA_ERROR_INVALID_HANDLE;
-    if (!mod)
-        goto reply;
+    if (!mod) goto reply;
     unsigned n = 0;
     res = lib ? DRV(cuLibraryGetKernelCount)(&n, (CUlibrary)(uintptr_t)m.handle)
               : DRV(cuModuleGetFunctionCount)(&n, (CUmodule)(uintptr_t)m.handle);
-    if (res != CUDA_SUCCESS)
-        goto reply;
-    if (n > m.arg)
-        n = m.arg;
-    if (n > 4096)
-        n = 4096;
+    if (res != CUDA_SUCCESS) goto reply;
+    if (n > m.arg) n = m.arg;
+    if (n > 4096) n = 4096;
     uint64_t *hs = calloc(n ? n : 1, sizeof(*hs));
     res = CUDA_ERROR_OUT_OF_MEMORY;
-    if (!hs)
-        goto reply;
+    if (!hs) goto reply;
     res = lib ? DRV(cuLibraryEnumerateKernels)((CUkernel *)hs, n, (CUlibrary)(uintptr_t)m.handle)
               : DRV(cuModuleEnumerateFunctions)((CUfunction *)hs, n, (CUmodule)(uintptr_t)m.handle);
     for (unsigned i = 0; i < n && res == CUDA_SUCCESS; i++) {
         uint32_t w = srv_func_describe(c, hs[i], lib, out + used, CHAN_LANE_DATA - used, &res);
-        if (res == CUDA_SUCCESS)
-            res = add_func(c, hs[i], lib, mod);
+        if (res == CUDA_SUCCESS) res = add_func(c, hs[i], lib, mod);
         used += w;
         count++;
     }

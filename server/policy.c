@@ -36,12 +36,10 @@ int srv_parse_nums(const char **s, unsigned long long *v, int n)
     for (int i = 0; i < n; i++) {
         const char *q = *s + (**s == ' ');
         char *end;
-        if (!isdigit((unsigned char)*q))
-            return -1; /* strtoull would take signs and more spaces */
+        if (!isdigit((unsigned char)*q)) return -1; /* strtoull would take signs and more spaces */
         errno = 0;
         v[i] = strtoull(q, &end, 10);
-        if (errno || (*end && *end != ' '))
-            return -1;
+        if (errno || (*end && *end != ' ')) return -1;
         *s = end;
     }
     return 0;
@@ -52,10 +50,8 @@ int srv_parse_nums(const char **s, unsigned long long *v, int n)
 int srv_policy_decode(const char *s)
 {
     unsigned long long v[3 + 2 * CHAN_MAX_DEVICES];
-    if (srv_parse_nums(&s, v, (int)(sizeof(v) / sizeof(v[0]))) != 0 || *s)
-        return -1;
-    if (v[0] < 1 || v[0] > 100 || v[1] > 100 || v[2] > 1)
-        return -1;
+    if (srv_parse_nums(&s, v, (int)(sizeof(v) / sizeof(v[0]))) != 0 || *s) return -1;
+    if (v[0] < 1 || v[0] > 100 || v[1] > 100 || v[2] > 1) return -1;
     struct srv_policy *p = &srv.policy;
     pthread_mutex_lock(&p->lock);
     p->default_pct = (int)v[0];
@@ -72,12 +68,10 @@ int srv_policy_decode(const char *s)
 int srv_parse_size(const char *s, uint64_t *out)
 {
     char *end;
-    if (!s || !isdigit((unsigned char)*s))
-        return -1;
+    if (!s || !isdigit((unsigned char)*s)) return -1;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno == ERANGE)
-        return -1; /* beyond 2^64: refused, not capped */
+    if (errno == ERANGE) return -1; /* beyond 2^64: refused, not capped */
     unsigned shift = 0;
     switch (toupper((unsigned char)*end)) {
     case '\0':
@@ -97,10 +91,8 @@ int srv_parse_size(const char *s, uint64_t *out)
     default:
         return -1;
     }
-    if (*end && end[1] && !(toupper((unsigned char)end[1]) == 'B' && !end[2]))
-        return -1;
-    if (shift && v > (UINT64_MAX >> shift))
-        return -1;
+    if (*end && end[1] && !(toupper((unsigned char)end[1]) == 'B' && !end[2])) return -1;
+    if (shift && v > (UINT64_MAX >> shift)) return -1;
     *out = (uint64_t)v << shift;
     return 0;
 }
@@ -120,8 +112,7 @@ void srv_format_size(uint64_t v, char *out, size_t len)
 
 int srv_device_by_name(const char *s)
 {
-    if (!s || !*s)
-        return -1;
+    if (!s || !*s) return -1;
     if (isdigit((unsigned char)*s)) {
         char *end;
         long d = strtol(s, &end, 10);
@@ -136,8 +127,7 @@ int srv_device_by_name(const char *s)
                  u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
                  u[14], u[15]);
         size_t n = strlen(s);
-        if (n > 4 && strncasecmp(name, s, n) == 0)
-            return d;
+        if (n > 4 && strncasecmp(name, s, n) == 0) return d;
     }
     return -1;
 }
@@ -173,14 +163,12 @@ static int parse_mem_limits(const char *s, uint64_t *mem, char *why, size_t len)
 unsigned srv_policy_sms(int dev, int pct)
 {
     const struct srv_sm_info *in = &srv.sm[dev];
-    if (pct >= 100 || !in->align)
-        return in->total;
+    if (pct >= 100 || !in->align) return in->total;
     /* Nearest multiple of the partition granularity: 25% of 132 SMs is 33, which gives 32
      * as MPS does; never below the smallest partition, never above the device. */
     unsigned exact = (unsigned)((uint64_t)in->total * (unsigned)pct / 100);
     unsigned n = (exact + in->align / 2) / in->align * in->align;
-    if (n < in->min)
-        n = in->min;
+    if (n < in->min) n = in->min;
     return n > in->total ? in->total : n;
 }
 
@@ -190,22 +178,20 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     long v = strtol(s, &end, 10);
     while (isspace((unsigned char)*end))
         end++;
-    if (end == s || *end || v < lo || v > hi)
-        return -1;
+    if (end == s || *end || v < lo || v > hi) return -1;
     *out = (int)v;
     return 0;
 }
 
-int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char *why,
-                       size_t len)
+int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char *why, size_t len)
 {
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&srv.policy.lock);
     int pct = srv.policy.server_pct ? srv.policy.server_pct : srv.policy.default_pct;
     out->priority = srv.policy.default_priority;
     for (int d = 0; d < srv.ndev; d++)
-        out->mem[d] = srv.policy.server_mem[d] ? srv.policy.server_mem[d]
-                                               : srv.policy.default_mem[d];
+        out->mem[d] =
+            srv.policy.server_mem[d] ? srv.policy.server_mem[d] : srv.policy.default_mem[d];
     pthread_mutex_unlock(&srv.policy.lock);
 
     int want;
@@ -215,12 +201,10 @@ int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char 
                      h->active_thread_percentage);
             return -1;
         }
-        if (want < pct)
-            pct = want;
+        if (want < pct) pct = want;
     }
     out->pct = pct;
-    if (*h->client_priority &&
-        parse_int(h->client_priority, 0, 1, &out->priority) != 0) {
+    if (*h->client_priority && parse_int(h->client_priority, 0, 1, &out->priority) != 0) {
         snprintf(why, len, "CLIENT_PRIORITY=%s is neither 0 (normal) nor 1 (below normal)",
                  h->client_priority);
         return -1;
@@ -233,8 +217,7 @@ int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char 
             return -1;
         }
         for (int d = 0; d < srv.ndev; d++)
-            if (mine[d] && (!out->mem[d] || mine[d] < out->mem[d]))
-                out->mem[d] = mine[d];
+            if (mine[d] && (!out->mem[d] || mine[d] < out->mem[d])) out->mem[d] = mine[d];
     }
     for (int d = 0; d < srv.ndev; d++) {
         out->sms[d] = srv_policy_sms(d, pct);
@@ -255,9 +238,7 @@ int srv_policy_stream_priority(const struct srv_client *c, int dev, int requeste
     /* In 64 bits: the client's requested priority is any int (INT_MIN overflowed here:
      * UBSan under the structured fuzz target). */
     int64_t p = (int64_t)requested - (c->lim.priority == 0 ? 2 : 0) - (c->green[dev] ? 1 : 0);
-    if (p < greatest)
-        p = greatest;
-    if (p > least)
-        p = least;
+    if (p < greatest) p = greatest;
+    if (p > least) p = least;
     return (int)p;
 }

@@ -30,8 +30,7 @@
 static struct srv_obj *marked(struct srv_client *c, int dev, uint64_t what)
 {
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUmemoryPool); o; o = o->type_next)
-        if (o->dev == dev && (o->aux & what))
-            return o;
+        if (o->dev == dev && (o->aux & what)) return o;
     return NULL;
 }
 
@@ -39,19 +38,16 @@ static struct srv_obj *marked(struct srv_client *c, int dev, uint64_t what)
 static struct srv_obj *default_pool(struct srv_client *c, int dev, CUresult *err)
 {
     *err = CUDA_ERROR_INVALID_DEVICE;
-    if (dev < 0 || dev >= srv.ndev)
-        return NULL;
+    if (dev < 0 || dev >= srv.ndev) return NULL;
     struct srv_obj *o = marked(c, dev, POOL_DEFAULT);
-    if (o)
-        return o;
+    if (o) return o;
     CUmemPoolProps props;
     memset(&props, 0, sizeof props); /* padding too: props_plain compares bytes */
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     props.location.id = dev;
     CUmemoryPool pool;
-    if ((*err = srv_pool_create(&pool, &props)) != CUDA_SUCCESS)
-        return NULL;
+    if ((*err = srv_pool_create(&pool, &props)) != CUDA_SUCCESS) return NULL;
     if (!(o = srv_obj_add(c, SHIM_HT_CUmemoryPool, (uint64_t)(uintptr_t)pool, 1, NULL))) {
         srv_pool_retire(pool, dev, 1, NULL);
         *err = CUDA_ERROR_OUT_OF_MEMORY;
@@ -71,10 +67,8 @@ static struct srv_obj *current_pool(struct srv_client *c, int dev, CUresult *err
 /* Writes the pool's handle to output 0 of the call. */
 static CUresult give(struct srv_call *k, struct srv_obj *o, CUresult err)
 {
-    if (!o)
-        return err;
-    if (!k->a.ptr[0] || k->a.absent[0])
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!o) return err;
+    if (!k->a.ptr[0] || k->a.absent[0]) return CUDA_ERROR_INVALID_VALUE;
     memcpy(k->a.ptr[0], &o->key.value, sizeof(CUmemoryPool));
     return CUDA_SUCCESS;
 }
@@ -86,8 +80,7 @@ static int location_device(struct srv_call *k, int loc, int type, CUresult *err)
 {
     const CUmemLocation *l = k->a.ptr[loc];
     *err = CUDA_ERROR_INVALID_VALUE;
-    if (!l)
-        return -1;
+    if (!l) return -1;
     if (k->a.val[type] != CU_MEM_ALLOCATION_TYPE_PINNED || l->type != CU_MEM_LOCATION_TYPE_DEVICE) {
         *err = CUDA_ERROR_NOT_SUPPORTED;
         return -1;
@@ -128,13 +121,10 @@ static CUresult get_current_at(struct srv_client *c, struct srv_call *k)
 /* The pool must be the client's (the description checked it) and live on that device. */
 static CUresult set_current(struct srv_client *c, int dev, uint64_t pool)
 {
-    if (dev < 0 || dev >= srv.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
+    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUmemoryPool, pool), *old;
-    if (!o || o->dev != dev)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((old = marked(c, dev, POOL_CURRENT)))
-        old->aux &= ~(uint64_t)POOL_CURRENT;
+    if (!o || o->dev != dev) return CUDA_ERROR_INVALID_VALUE;
+    if ((old = marked(c, dev, POOL_CURRENT))) old->aux &= ~(uint64_t)POOL_CURRENT;
     o->aux |= POOL_CURRENT;
     return CUDA_SUCCESS;
 }
@@ -164,10 +154,8 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
 {
     (void)c;
     const CUmemPoolProps *p = k->a.ptr[1];
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (p->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;
 }
 
@@ -221,14 +209,14 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  * pool on the H200; 8 GiB over 256 spares in one test). Past POOL_SPARES a spare is
  * destroyed to make room: the settled one retired longest ago, else the one with nothing
  * in use (what it reserves goes with it); only past POOL_SPARES_MAX, none of them idle, is
- * a retiring pool destroyed at once (after a trim), as every pool was before spares. How many went which
- * way is logged when the server stops. A spare's handle may come back to another client:
+ * a retiring pool destroyed at once (after a trim), as every pool was before spares. How many went
+ * which way is logged when the server stops. A spare's handle may come back to another client:
  * handles are checked against the caller's own records, and the departed client's
  * records are gone. */
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 
-#define POOL_SPARES 16     /* past this, an idle spare is destroyed to make room */
-#define POOL_SPARES_MAX 64 /* past this, with none idle, the retiring pool is destroyed */
+#define POOL_SPARES 16        /* past this, an idle spare is destroyed to make room */
+#define POOL_SPARES_MAX 64    /* past this, with none idle, the retiring pool is destroyed */
 #define POOL_UNSETTLED_SAID 3 /* spares found unsettled that the log describes */
 
 struct spare {
@@ -281,10 +269,8 @@ static int spare_settled(struct spare *x, int say)
 {
     cuuint64_t used = 0, reserved = 1;
     if (x->after) {
-        if (dev_ok(x->dev) && DRV(cuEventQuery)(x->after) == CUDA_ERROR_NOT_READY)
-            return 0;
-        if (dev_ok(x->dev))
-            DRV(cuEventDestroy_v2)(x->after);
+        if (dev_ok(x->dev) && DRV(cuEventQuery)(x->after) == CUDA_ERROR_NOT_READY) return 0;
+        if (dev_ok(x->dev)) DRV(cuEventDestroy_v2)(x->after);
         x->after = NULL;
     }
     CUresult r = dev_ok(x->dev) ? DRV(cuMemPoolTrimTo)(x->pool, 0) : CUDA_ERROR_INVALID_DEVICE;
@@ -292,13 +278,13 @@ static int spare_settled(struct spare *x, int say)
         r = DRV(cuMemPoolGetAttribute)(x->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
     if (r == CUDA_SUCCESS && x->reusable)
         r = DRV(cuMemPoolGetAttribute)(x->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
-    if (r == CUDA_SUCCESS && !used && !reserved)
-        return 1;
+    if (r == CUDA_SUCCESS && !used && !reserved) return 1;
     if (say && x->reusable && n_unsettled++ < POOL_UNSETTLED_SAID)
         srv_log("A spare CUmemoryPool of device %d is not settled yet (%s, %llu bytes in use, "
                 "%llu reserved after a trim): kept for a later pool (said for the first %d "
-                "only)", x->dev, srv_errname(r), (unsigned long long)used,
-                (unsigned long long)reserved, POOL_UNSETTLED_SAID);
+                "only)",
+                x->dev, srv_errname(r), (unsigned long long)used, (unsigned long long)reserved,
+                POOL_UNSETTLED_SAID);
     return 0;
 }
 
@@ -337,9 +323,9 @@ static void reap(void)
  * other devices' access a new pool's. 0 if that failed (said; the spare is then no use). */
 static int make_new(struct spare *x)
 {
-    static const CUmemPool_attribute reuse[] = {
-        CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
-        CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
+    static const CUmemPool_attribute reuse[] = {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+                                                CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                                CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
     CUmemoryPool p = x->pool;
     cuuint64_t zero = 0;
     CUresult r = CUDA_SUCCESS;
@@ -351,22 +337,22 @@ static int make_new(struct spare *x)
         r = DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
     if (r == CUDA_SUCCESS)
         r = DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero);
+    if (r == CUDA_SUCCESS) r = DRV(cuMemPoolSetAttribute)(p, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero);
     /* Another device given access by the last owner has none in a new pool. */
     for (int d = 0; d < srv.ndev && r == CUDA_SUCCESS; d++) {
-        if (d == x->dev)
-            continue;
+        if (d == x->dev) continue;
         CUmemAccessDesc none = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
                                 .flags = CU_MEM_ACCESS_FLAGS_PROT_NONE};
         CUmemAccess_flags f = CU_MEM_ACCESS_FLAGS_PROT_NONE;
         CUmemLocation at = none.location;
-        if (DRV(cuMemPoolGetAccess)(&f, p, &at) == CUDA_SUCCESS && f != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+        if (DRV(cuMemPoolGetAccess)(&f, p, &at) == CUDA_SUCCESS &&
+            f != CU_MEM_ACCESS_FLAGS_PROT_NONE)
             r = DRV(cuMemPoolSetAccess)(p, &none, 1);
     }
     if (r != CUDA_SUCCESS) {
         srv_log("A spare CUmemoryPool of device %d could not be made new (%s): it is no use "
-                "now", x->dev, srv_errname(r));
+                "now",
+                x->dev, srv_errname(r));
         x->reusable = 0;
         return 0;
     }
@@ -380,8 +366,7 @@ static CUmemoryPool spare_take(int dev)
     reap();
     for (struct spare **pp = &spares; *pp; pp = &(*pp)->next) {
         struct spare *x = *pp;
-        if (x->dev != dev || !x->reusable || !spare_settled(x, 1) || !make_new(x))
-            continue;
+        if (x->dev != dev || !x->reusable || !spare_settled(x, 1) || !make_new(x)) continue;
         CUmemoryPool p = x->pool;
         *pp = x->next;
         nspares--;
@@ -434,8 +419,7 @@ static int evict(void)
             unused = pp;
     }
     struct spare **pp = settled ? settled : unused;
-    if (!pp)
-        return 0;
+    if (!pp) return 0;
     spare_destroy(pp);
     n_evicted++;
     return 1;
@@ -447,11 +431,9 @@ static int evict(void)
  * the context. */
 static CUresult retire(CUmemoryPool pool, int dev, int reusable, CUevent after)
 {
-    if (!dev_ok(dev))
-        return CUDA_SUCCESS;
+    if (!dev_ok(dev)) return CUDA_SUCCESS;
     reap();
-    if (nspares >= POOL_SPARES)
-        evict();
+    if (nspares >= POOL_SPARES) evict();
     struct spare *x = nspares < POOL_SPARES_MAX ? malloc(sizeof(*x)) : NULL;
     if (x) {
         /* Its memory goes back to the device now, and what pending frees return later
@@ -459,13 +441,12 @@ static CUresult retire(CUmemoryPool pool, int dev, int reusable, CUevent after)
         cuuint64_t zero = 0;
         (void)DRV(cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
         (void)DRV(cuMemPoolTrimTo)(pool, 0);
-        *x = (struct spare){.pool = pool, .dev = dev, .reusable = reusable, .after = after,
-                            .next = spares};
+        *x = (struct spare){
+            .pool = pool, .dev = dev, .reusable = reusable, .after = after, .next = spares};
         spares = x;
         nspares++;
         n_kept++;
-        if (!reusable)
-            reap(); /* settled already, most often */
+        if (!reusable) reap(); /* settled already, most often */
         return CUDA_SUCCESS;
     }
     n_destroyed++;
@@ -553,23 +534,22 @@ static void doomed_allocation_gone(struct srv_client *c, struct srv_obj *o)
     struct doomed *d = o->ext;
     o->ext = NULL;
     o->drop = NULL;
-    if (!d)
-        return;
+    if (!d) return;
     pthread_mutex_lock(&lifecycle);
     int last = --d->left == 0;
     if (last && !c->left_running) {
         /* Its client's work may still touch what the pool handed out (issue 34, S11); in
          * its release that work has drained. */
         int releasing = atomic_load(&c->busy_op) == SRV_BUSY_RELEASE;
-        CUresult r = retire(d->pool, d->dev, d->plain,
-                            releasing ? NULL : srv_devmem_work_event(c, d->dev));
+        CUresult r =
+            retire(d->pool, d->dev, d->plain, releasing ? NULL : srv_devmem_work_event(c, d->dev));
         if (r != CUDA_SUCCESS)
             srv_log("Client process %d: destroying a CUmemoryPool after its last allocation "
-                    "failed with %s", (int)c->pid, srv_errname(r));
+                    "failed with %s",
+                    (int)c->pid, srv_errname(r));
     }
     pthread_mutex_unlock(&lifecycle);
-    if (last)
-        free(d);
+    if (last) free(d);
 }
 
 /* The client destroys pool record p: in the driver now if nothing of it is outstanding,
@@ -582,11 +562,9 @@ static CUresult destroy_or_doom(struct srv_client *c, struct srv_obj *p, CUmemor
     int plain = p && (p->aux & POOL_PLAIN);
     int dev = p ? p->dev : -1;
     /* Memory freed into it may still be touched by the client's work (issue 34, S11). */
-    if (!n)
-        return srv_pool_retire(pool, dev, plain, srv_devmem_work_event(c, dev));
+    if (!n) return srv_pool_retire(pool, dev, plain, srv_devmem_work_event(c, dev));
     struct doomed *d = malloc(sizeof(*d));
-    if (!d)
-        return CUDA_ERROR_OUT_OF_MEMORY; /* nothing changed: the pool is still the client's */
+    if (!d) return CUDA_ERROR_OUT_OF_MEMORY; /* nothing changed: the pool is still the client's */
     *d = (struct doomed){.pool = pool, .dev = p->dev, .plain = plain, .left = n};
     for (struct srv_obj *k = p->children; k; k = k->sib_next)
         if (k->key.type == SHIM_HT_MEM_POOLED) {
@@ -609,8 +587,7 @@ void srv_release_pool(struct srv_client *c, struct srv_obj *o)
 static CUresult create_call(struct srv_client *c, struct srv_call *k)
 {
     (void)c;
-    if (!k->a.ptr[0])
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!k->a.ptr[0]) return CUDA_ERROR_INVALID_VALUE;
     return srv_pool_create(k->a.ptr[0], k->a.ptr[1]);
 }
 
@@ -620,14 +597,13 @@ static CUresult create_after(struct srv_client *c, struct srv_call *k)
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUmemoryPool, *(uint64_t *)k->a.ptr[0]);
     if (o) {
         o->dev = p->location.id;
-        if (props_plain(p))
-            o->aux |= POOL_PLAIN;
+        if (props_plain(p)) o->aux |= POOL_PLAIN;
     }
     return CUDA_SUCCESS;
 }
 
-const struct srv_hook srv_hook_pool_create = {.before = create_before, .call = create_call,
-                                              .after = create_after};
+const struct srv_hook srv_hook_pool_create = {
+    .before = create_before, .call = create_call, .after = create_after};
 
 /* A default pool cannot be destroyed (the driver's rule for its own); destroying the
  * current pool makes the default one current again (its mark goes with its record). */
@@ -661,8 +637,7 @@ static CUresult capture_before(struct srv_client *c, struct srv_call *k)
 static CUresult capture_after(struct srv_client *c, struct srv_call *k)
 {
     const uint64_t *dptr = k->a.ptr[0]; /* the server's own storage if the client gave none */
-    if (!k->registers || !dptr)
-        return CUDA_SUCCESS;
+    if (!k->registers || !dptr) return CUDA_SUCCESS;
     return srv_graphmem_captured(c, k->stream, k->dev, *dptr, k->a.val[1]);
 }
 
@@ -678,8 +653,8 @@ static CUresult alloc_call(struct srv_client *c, struct srv_call *k)
 {
     (void)c;
     return DRV(cuMemAllocFromPoolAsync)((CUdeviceptr *)k->a.ptr[0], (size_t)k->vals[1],
-                                         (CUmemoryPool)(uintptr_t)k->parent->key.value,
-                                         (CUstream)(uintptr_t)k->vals[2]);
+                                        (CUmemoryPool)(uintptr_t)k->parent->key.value,
+                                        (CUstream)(uintptr_t)k->vals[2]);
 }
 
 const struct srv_hook srv_hook_alloc_async = {

@@ -51,8 +51,7 @@ struct builder {
 static int cmp_addr(const void *a, const void *b)
 {
     const struct addr_name *x = a, *y = b;
-    if (x->addr != y->addr)
-        return x->addr < y->addr ? -1 : 1;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
     return strcmp(x->name, y->name);
 }
 
@@ -72,8 +71,7 @@ static uint32_t intern(struct builder *b, const char *s)
 {
     struct str *e;
     HASH_FIND_STR(b->interned, s, e);
-    if (e)
-        return e->off;
+    if (e) return e->off;
     size_t n = strlen(s) + 1;
     if (b->nstrings + n > b->cap_strings) {
         size_t cap = b->cap_strings ? b->cap_strings * 2 : 16384;
@@ -124,19 +122,16 @@ static const char **names_to_ask(size_t *n)
 {
     const char **v = malloc((SHIM_NCALLS + shim_nprocaddr_rows) * sizeof(*v));
     size_t k = 0;
-    if (!v)
-        return NULL;
+    if (!v) return NULL;
     for (int i = 0; i < SHIM_NCALLS; i++)
-        if (shim_calls[i].cls != SHIM_ABSENT)
-            v[k++] = shim_calls[i].name;
+        if (shim_calls[i].cls != SHIM_ABSENT) v[k++] = shim_calls[i].name;
     for (size_t i = 0; i < shim_nprocaddr_rows; i++)
         if (i == 0 || strcmp(shim_procaddr_rows[i].name, shim_procaddr_rows[i - 1].name) != 0)
             v[k++] = shim_procaddr_rows[i].name;
     qsort(v, k, sizeof(*v), cmp_str);
     size_t u = 0;
     for (size_t i = 0; i < k; i++)
-        if (u == 0 || strcmp(v[u - 1], v[i]) != 0)
-            v[u++] = v[i];
+        if (u == 0 || strcmp(v[u - 1], v[i]) != 0) v[u++] = v[i];
     *n = u;
     return v;
 }
@@ -152,13 +147,11 @@ static int *versions_to_ask(int driver, size_t *n)
 {
     size_t cap = shim_nprocaddr_rows + 256, k = 0;
     int *v = malloc(cap * sizeof(*v));
-    if (!v)
-        return NULL;
+    if (!v) return NULL;
     int top = 0;
     for (size_t i = 0; i < shim_nprocaddr_rows; i++) {
         v[k++] = shim_procaddr_rows[i].version;
-        if (shim_procaddr_rows[i].version > top)
-            top = shim_procaddr_rows[i].version;
+        if (shim_procaddr_rows[i].version > top) top = shim_procaddr_rows[i].version;
     }
     /* Releases the compiled-in table cannot know of, up to the driver's (bounded: 200 is
      * twenty major versions). */
@@ -171,8 +164,7 @@ static int *versions_to_ask(int driver, size_t *n)
     qsort(v, k, sizeof(*v), cmp_int);
     size_t u = 0;
     for (size_t i = 0; i < k; i++)
-        if (u == 0 || v[u - 1] != v[i])
-            v[u++] = v[i];
+        if (u == 0 || v[u - 1] != v[i]) v[u++] = v[i];
     *n = u;
     return v;
 }
@@ -180,8 +172,8 @@ static int *versions_to_ask(int driver, size_t *n)
 /* The exported symbol at p: one of ours (by address; among aliases the one named like the
  * request, else the first by name), else whatever exported name the driver has there.
  * NULL when p is no exported symbol's address. */
-static const char *name_of(const struct addr_name *known, size_t nknown, const char *asked,
-                           void *p, int *aliased)
+static const char *name_of(const struct addr_name *known, size_t nknown, const char *asked, void *p,
+                           int *aliased)
 {
     size_t lo = 0, hi = nknown;
     uintptr_t a = (uintptr_t)p;
@@ -195,16 +187,14 @@ static const char *name_of(const struct addr_name *known, size_t nknown, const c
     if (lo < nknown && known[lo].addr == a) {
         const char *best = known[lo].name;
         size_t alen = strlen(asked);
-        if (lo + 1 < nknown && known[lo + 1].addr == a)
-            *aliased = 1;
+        if (lo + 1 < nknown && known[lo + 1].addr == a) *aliased = 1;
         for (size_t i = lo; i < nknown && known[i].addr == a; i++)
             if (strncmp(known[i].name, asked, alen) == 0 && strncmp(best, asked, alen) != 0)
                 best = known[i].name;
         return best;
     }
     Dl_info di;
-    if (dladdr(p, &di) && di.dli_sname && di.dli_saddr == p)
-        return di.dli_sname;
+    if (dladdr(p, &di) && di.dli_sname && di.dli_saddr == p) return di.dli_sname;
     return NULL;
 }
 
@@ -219,8 +209,7 @@ int srv_procaddr_build(void *drv)
         return -1;
     }
     int driver = 0;
-    if (DRV(cuDriverGetVersion)(&driver) != CUDA_SUCCESS)
-        driver = 0;
+    if (DRV(cuDriverGetVersion)(&driver) != CUDA_SUCCESS) driver = 0;
     size_t nnames = 0, nversions = 0, nknown = 0;
     const char **names = names_to_ask(&nnames);
     int *versions = versions_to_ask(driver, &nversions);
@@ -229,12 +218,10 @@ int srv_procaddr_build(void *drv)
     int ret = -1, aliased = 0;
     size_t unnamed = 0, queries = 0;
     const char *first_unnamed = NULL;
-    if (!names || !versions || !known)
-        goto out;
+    if (!names || !versions || !known) goto out;
     for (int i = 0; i < SHIM_NCALLS; i++) {
         void *f = shim_calls[i].cls != SHIM_ABSENT ? dlsym(drv, shim_calls[i].name) : NULL;
-        if (f)
-            known[nknown++] = (struct addr_name){(uintptr_t)f, shim_calls[i].name};
+        if (f) known[nknown++] = (struct addr_name){(uintptr_t)f, shim_calls[i].name};
     }
     qsort(known, nknown, sizeof(*known), cmp_addr);
     for (size_t n = 0; n < nnames && !b.failed; n++) {
@@ -255,8 +242,7 @@ int srv_procaddr_build(void *drv)
                     sym = name_of(known, nknown, names[n], p, &aliased);
                     if (!sym) {
                         /* A pointer that is no exported symbol cannot be named to a client. */
-                        if (!unnamed++)
-                            first_unnamed = names[n];
+                        if (!unnamed++) first_unnamed = names[n];
                         res = CUDA_ERROR_NOT_FOUND;
                         status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
                     }
@@ -283,13 +269,11 @@ int srv_procaddr_build(void *drv)
             }
         }
         /* A name the driver does not know at all answers as a name without rows does. */
-        if (all_absent)
-            b.nrows = first;
+        if (all_absent) b.nrows = first;
     }
-    if (b.failed)
-        goto out;
-    uint64_t len = sizeof(struct chan_procaddr_head) + b.nrows * sizeof(struct chan_procaddr_row) +
-                   b.nstrings;
+    if (b.failed) goto out;
+    uint64_t len =
+        sizeof(struct chan_procaddr_head) + b.nrows * sizeof(struct chan_procaddr_row) + b.nstrings;
     if (len > CHAN_PROCADDR_MAX) {
         srv_log("cuGetProcAddress table of %llu bytes is over the limit of %u: clients answer "
                 "from the 580 driver's table",
@@ -297,8 +281,7 @@ int srv_procaddr_build(void *drv)
         goto out;
     }
     table = malloc(len);
-    if (!table)
-        goto out;
+    if (!table) goto out;
     struct chan_procaddr_head h = {CHAN_PROCADDR_MAGIC, driver, (uint32_t)b.nrows,
                                    (uint32_t)b.nstrings};
     memcpy(table, &h, sizeof(h));
@@ -324,8 +307,7 @@ out:
         srv_log("cuGetProcAddress table: out of memory: clients answer from the 580 driver's "
                 "table");
     struct str *e, *tmp;
-    HASH_ITER(hh, b.interned, e, tmp)
-    {
+    HASH_ITER(hh, b.interned, e, tmp) {
         HASH_DEL(b.interned, e);
         free((char *)e->s);
         free(e);
@@ -356,8 +338,7 @@ void srv_op_procaddr(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
     }
     struct chan_procaddr_page pg = {.total = table_len};
     uint32_t n = table_len - off;
-    if (n > CHAN_LANE_DATA - sizeof(pg))
-        n = CHAN_LANE_DATA - (uint32_t)sizeof(pg);
+    if (n > CHAN_LANE_DATA - sizeof(pg)) n = CHAN_LANE_DATA - (uint32_t)sizeof(pg);
     uint8_t *out = srv_lane_data(c, r->lane);
     memcpy(out, &pg, sizeof(pg));
     memcpy(out + sizeof(pg), table + off, n);

@@ -26,8 +26,8 @@
 
 #include <stdlib.h>
 
-#define STALL_SEEN_NS (100ull * 1000 * 1000)       /* a wait on the client is visible */
-#define STALL_ANY_NS (10ull * 1000 * 1000 * 1000)  /* anything else */
+#define STALL_SEEN_NS (100ull * 1000 * 1000)      /* a wait on the client is visible */
+#define STALL_ANY_NS (10ull * 1000 * 1000 * 1000) /* anything else */
 
 /* Bytes between two marks on one stream. */
 static uint64_t mark_step(void)
@@ -46,8 +46,7 @@ static void held_add(struct srv_client *c, uint64_t n)
 
 static void held_sub(struct srv_client *c, uint64_t n)
 {
-    if (n > c->queue.held)
-        n = c->queue.held;
+    if (n > c->queue.held) n = c->queue.held;
     c->queue.held -= n;
     srv_account_queued_add(c, -(int64_t)n);
 }
@@ -56,8 +55,7 @@ static void held_sub(struct srv_client *c, uint64_t n)
 static void drop(struct srv_client *c, size_t i, int pool)
 {
     struct srv_queue *q = &c->queue;
-    if (pool)
-        srv_event_give(c, q->marks[i].dev, q->marks[i].ev);
+    if (pool) srv_event_give(c, q->marks[i].dev, q->marks[i].ev);
     held_sub(c, q->marks[i].bytes);
     q->marks[i] = q->marks[--q->n];
     q->progress_ns = chan_now_ns();
@@ -86,12 +84,10 @@ static void mark(struct srv_client *c, struct srv_stream *s)
     uint64_t bytes = s->queued;
     /* In a capture an internal event would be recorded into the client's graph: its bytes
      * are marked after the capture (or let go if the stream goes first). */
-    if (!bytes || srv_stream_capturing(c, s))
-        return;
+    if (!bytes || srv_stream_capturing(c, s)) return;
     s->queued = 0;
     q->unmarked -= bytes;
-    if (q->n >= 16)
-        poll_marks(c);
+    if (q->n >= 16) poll_marks(c);
     CUevent ev = NULL;
     if (q->n == q->cap) {
         size_t ncap = q->cap ? q->cap * 2 : 32;
@@ -116,16 +112,13 @@ static void mark(struct srv_client *c, struct srv_stream *s)
 void srv_queue_charge(struct srv_client *c, struct srv_stream *s, uint64_t bytes)
 {
     /* No limit, nothing to count; a capture runs nothing now (its graph is the client's). */
-    if (!srv.queue_limit || !bytes || srv_stream_capturing(c, s))
-        return;
+    if (!srv.queue_limit || !bytes || srv_stream_capturing(c, s)) return;
     struct srv_queue *q = &c->queue;
     s->queued += bytes;
     q->unmarked += bytes;
     held_add(c, bytes);
-    if (q->held > q->peak)
-        q->peak = q->held;
-    if (s->queued >= mark_step())
-        mark(c, s);
+    if (q->held > q->peak) q->peak = q->held;
+    if (s->queued >= mark_step()) mark(c, s);
 }
 
 static void mark_each(struct srv_client *c, struct srv_stream *s, void *arg)
@@ -147,8 +140,8 @@ static void mark_all(struct srv_client *c)
 static int waits_on_client(struct srv_client *c)
 {
     uint32_t k = atomic_load_explicit(&c->cb_ran, memory_order_relaxed);
-    if (k && atomic_load_explicit(&c->ch.callbacks->done[k % CHAN_CB_SLOTS],
-                                  memory_order_relaxed) != k)
+    if (k &&
+        atomic_load_explicit(&c->ch.callbacks->done[k % CHAN_CB_SLOTS], memory_order_relaxed) != k)
         return 1;
     return c->nwaitvals > 0 || c->hn != NULL;
 }
@@ -189,13 +182,10 @@ int srv_queue_paused(struct srv_client *c)
         }
     }
     /* Bytes not covered by a mark would never be let go. */
-    if (q->unmarked)
-        mark_all(c);
-    if (srv_account_queued(c) > SRV_QUEUE_HARD_FACTOR * limit)
-        return 1;
+    if (q->unmarked) mark_all(c);
+    if (srv_account_queued(c) > SRV_QUEUE_HARD_FACTOR * limit) return 1;
     uint64_t since = q->progress_ns > q->over_since ? q->progress_ns : q->over_since;
-    if (now - since < (waits_on_client(c) ? STALL_SEEN_NS : STALL_ANY_NS))
-        return 1;
+    if (now - since < (waits_on_client(c) ? STALL_SEEN_NS : STALL_ANY_NS)) return 1;
     if (!q->stall_logged) {
         srv_log("Client process %d: its queued work made no progress while it waited; taking "
                 "its requests again up to %d times MPSSHIM_QUEUE_LIMIT (that work may wait on a "
@@ -208,8 +198,7 @@ int srv_queue_paused(struct srv_client *c)
 
 void srv_queue_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
 {
-    if (!s->queued)
-        return;
+    if (!s->queued) return;
     if (!dead && !srv_stream_capturing(c, s)) {
         mark(c, s); /* recorded before the stream goes: its work still completes */
         return;

@@ -59,13 +59,13 @@
 
 static char **argv0;
 static int lfd = -1, cfd = -1, lockfd = -1, fg;
-static uint64_t idle_ns;      /* 0: never */
-static _Atomic int served;    /* a client connection was accepted by this image */
-static uint64_t idle_since;   /* main loop: when the server was last seen busy */
-static int dir_refused;       /* the pipe directory is no longer ours: said once */
-static int failed;            /* an execve failed: not tried again */
+static uint64_t idle_ns;    /* 0: never */
+static _Atomic int served;  /* a client connection was accepted by this image */
+static uint64_t idle_since; /* main loop: when the server was last seen busy */
+static int dir_refused;     /* the pipe directory is no longer ours: said once */
+static int failed;          /* an execve failed: not tried again */
 static pthread_t main_thread;
-static _Atomic int underway;  /* the main thread is replacing the image */
+static _Atomic int underway; /* the main thread is replacing the image */
 /* The image this one replaced (fresh start only). */
 static unsigned long long starts, exec_ns, idle_s;
 
@@ -110,8 +110,9 @@ void srv_recycle_describe(char *out, size_t len)
         snprintf(out, len, "Fresh start when idle: off (%s); started afresh %llu times\n",
                  failed ? "it failed: see the log" : "MPSSHIM_RECYCLE_IDLE=0", starts);
     else
-        snprintf(out, len, "Fresh start when idle: after %llu s without clients; started "
-                           "afresh %llu times\n",
+        snprintf(out, len,
+                 "Fresh start when idle: after %llu s without clients; started "
+                 "afresh %llu times\n",
                  (unsigned long long)(idle_ns / 1000000000ull), starts);
 }
 
@@ -147,19 +148,16 @@ void srv_recycle_unblock(void)
 static int only_ours_inherited(void)
 {
     DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
+    if (!d) return -1;
     int self = dirfd(d);
     struct dirent *e;
     while ((e = readdir(d))) {
         char *end;
         long fd = strtol(e->d_name, &end, 10);
-        if (*end || end == e->d_name || fd < 3 || fd == self)
-            continue;
+        if (*end || end == e->d_name || fd < 3 || fd == self) continue;
         int keep = fd == lfd || fd == cfd || fd == lockfd || srv_handover_inherit((int)fd);
         int fl = fcntl((int)fd, F_GETFD);
-        if (fl >= 0)
-            fcntl((int)fd, F_SETFD, keep ? fl & ~FD_CLOEXEC : fl | FD_CLOEXEC);
+        if (fl >= 0) fcntl((int)fd, F_SETFD, keep ? fl & ~FD_CLOEXEC : fl | FD_CLOEXEC);
     }
     closedir(d);
     return 0;
@@ -221,20 +219,18 @@ static void start_afresh(uint64_t now)
 void srv_recycle_poll(void)
 {
     uint64_t now = chan_now_ns();
-    int busy = !idle_ns || !atomic_load(&served) || srv_clients_present() ||
-               srv_control_busy() || !srv_handover_accepting() || srv_fault_any() ||
-               atomic_load(&srv.quitting) || atomic_load(&srv.draining) || srv_trace_active();
+    int busy = !idle_ns || !atomic_load(&served) || srv_clients_present() || srv_control_busy() ||
+               !srv_handover_accepting() || srv_fault_any() || atomic_load(&srv.quitting) ||
+               atomic_load(&srv.draining) || srv_trace_active();
     if (busy || !idle_since) {
         idle_since = now;
         return;
     }
-    if (now - idle_since < idle_ns)
-        return;
+    if (now - idle_since < idle_ns) return;
     char why[1024];
     if (chan_dir_private(srv.pipe_dir, why, sizeof(why)) != 0) {
         if (!dir_refused)
-            srv_log("Not starting afresh: the new image would refuse the pipe directory (%s)",
-                    why);
+            srv_log("Not starting afresh: the new image would refuse the pipe directory (%s)", why);
         dir_refused = 1;
         idle_since = now;
         return;
@@ -248,24 +244,21 @@ int srv_recycle_adopt(int *listen_fd, int *control_fd, int *lock_fd, int *foregr
                       size_t len)
 {
     const char *s = getenv(RECYCLE_ENV);
-    if (!s)
-        return 0;
+    if (!s) return 0;
     unsigned long long v[8];
     if (srv_parse_nums(&s, v, 8) != 0 || v[0] != 1 || v[1] > 1 << 20 || v[2] > 1 << 20 ||
         v[3] > 1 << 20 || v[4] > 1) {
         snprintf(why, len, "malformed %s", RECYCLE_ENV);
         return -1;
     }
-    if (srv_handover_decode(&s, why, len) != 0)
-        return -1;
+    if (srv_handover_decode(&s, why, len) != 0) return -1;
     /* srv_policy_init ran before: what the operator set in the old image wins. */
     if (srv_policy_decode(s) != 0) {
         snprintf(why, len, "malformed %s settings", RECYCLE_ENV);
         return -1;
     }
     unsetenv(RECYCLE_ENV);
-    if (srv_handover_check_fds((int)v[1], (int)v[2], (int)v[3], why, len) != 0)
-        return -1;
+    if (srv_handover_check_fds((int)v[1], (int)v[2], (int)v[3], why, len) != 0) return -1;
     *listen_fd = (int)v[1];
     *control_fd = (int)v[2];
     *lock_fd = (int)v[3];

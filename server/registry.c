@@ -36,28 +36,24 @@ static const struct shim_type *type_of(const struct srv_obj *o)
 void srv_mem_count(struct srv_client *c, int dev, uint64_t bytes)
 {
     atomic_fetch_add(&c->stats.mem_in_use, bytes);
-    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
-        atomic_fetch_add(&c->stats.mem_dev[dev], bytes);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES) atomic_fetch_add(&c->stats.mem_dev[dev], bytes);
     srv_account_mem_add(c, dev, (int64_t)bytes); /* and its process's, which limits check */
 }
 
 void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes)
 {
     atomic_fetch_sub(&c->stats.mem_in_use, bytes);
-    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
-        atomic_fetch_sub(&c->stats.mem_dev[dev], bytes);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES) atomic_fetch_sub(&c->stats.mem_dev[dev], bytes);
     srv_account_mem_add(c, dev, -(int64_t)bytes);
 }
 
 void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes)
 {
-    if (o->bytes)
-        return; /* already counted: the driver handed the same object out twice */
+    if (o->bytes) return; /* already counted: the driver handed the same object out twice */
     o->bytes = bytes;
     o->dev = dev;
     srv_mem_count(c, dev, bytes);
-    if (dev >= 0 && dev < CHAN_MAX_DEVICES)
-        c->mem_refused[dev] = 0;
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES) c->mem_refused[dev] = 0;
 }
 
 /* ---------------------------------------------------------------- records */
@@ -74,13 +70,11 @@ uint64_t srv_records_live(void)
 struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t value)
 {
     struct srv_obj *o = type < SHIM_NHTYPES ? c->last_found[type] : NULL;
-    if (o && o->key.value == value)
-        return o;
+    if (o && o->key.value == value) return o;
     struct srv_obj_key k = {.value = value, .type = type};
     o = NULL;
     HASH_FIND(hh, c->objs, &k, sizeof(k), o);
-    if (o && type < SHIM_NHTYPES)
-        c->last_found[type] = o;
+    if (o && type < SHIM_NHTYPES) c->last_found[type] = o;
     return o;
 }
 
@@ -96,8 +90,7 @@ static void link_child(struct srv_obj *o, struct srv_obj *parent)
     o->sib_prev = NULL;
     o->sib_next = parent ? parent->children : NULL;
     if (parent) {
-        if (parent->children)
-            parent->children->sib_prev = o;
+        if (parent->children) parent->children->sib_prev = o;
         parent->children = o;
     }
 }
@@ -108,8 +101,7 @@ static void unlink_child(struct srv_obj *o)
         o->sib_prev->sib_next = o->sib_next;
     else if (o->parent)
         o->parent->children = o->sib_next;
-    if (o->sib_next)
-        o->sib_next->sib_prev = o->sib_prev;
+    if (o->sib_next) o->sib_next->sib_prev = o->sib_prev;
     o->parent = o->sib_prev = o->sib_next = NULL;
 }
 
@@ -122,10 +114,8 @@ static struct srv_obj *parent_for(uint32_t type, struct srv_obj *parent)
 {
     for (int hop = 0; parent && hop < 2; hop++, parent = parent->parent) {
         for (int i = 0; i < shim_types[type].nparents; i++)
-            if (shim_types[type].parents[i] == parent->key.type)
-                return parent;
-        if (parent->key.type != type)
-            return NULL;
+            if (shim_types[type].parents[i] == parent->key.type) return parent;
+        if (parent->key.type != type) return NULL;
     }
     return NULL;
 }
@@ -138,11 +128,9 @@ struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value,
         o->owned |= owned;
         return o;
     }
-    if (type == SHIM_HT_NONE || type >= SHIM_NHTYPES)
-        return NULL;
+    if (type == SHIM_HT_NONE || type >= SHIM_NHTYPES) return NULL;
     /* Records cost the server memory: capped per process (account.c; issue 34, S6). */
-    if (!srv_account_record_take(c))
-        return NULL;
+    if (!srv_account_record_take(c)) return NULL;
     if (!(o = calloc(1, sizeof(*o)))) {
         srv_account_record_give(c);
         return NULL;
@@ -154,8 +142,7 @@ struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value,
     o->ctx = (shim_types[type].flags & SHIM_TF_CONTEXT_FREE) || !c->cur ? 0 : c->cur->id;
     link_child(o, parent_for(type, parent));
     o->type_next = c->by_type[type];
-    if (o->type_next)
-        o->type_next->type_prev = o;
+    if (o->type_next) o->type_next->type_prev = o;
     c->by_type[type] = o;
     c->nobjs[type]++;
     atomic_fetch_add_explicit(&records_live, 1, memory_order_relaxed);
@@ -166,15 +153,12 @@ struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value,
 struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base, uint64_t size,
                               int owned, struct srv_obj *parent)
 {
-    if (!(shim_types[type].flags & SHIM_TF_RANGE))
-        return NULL;
+    if (!(shim_types[type].flags & SHIM_TF_RANGE)) return NULL;
     struct srv_obj *o = srv_obj_lookup(c, type, base);
-    if (o)
-        return o->size == size && !srv_share_revoked(o) ? (o->owned |= owned, o) : NULL;
+    if (o) return o->size == size && !srv_share_revoked(o) ? (o->owned |= owned, o) : NULL;
     if (shim_types[type].flags & SHIM_TF_UNMAPPED) {
         /* Address space only: a record, never in the address lookups. */
-        if ((o = srv_obj_add(c, type, base, owned, parent)))
-            o->size = size;
+        if ((o = srv_obj_add(c, type, base, owned, parent))) o->size = size;
         return o;
     }
     struct srv_range e = {.r = {.base = base, .size = size}};
@@ -210,24 +194,20 @@ struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x
 static void forget(struct srv_client *c, struct srv_obj *o)
 {
     srv_share_drop(c, o, 1); /* a share outlives no record of it (ipc.c) */
-    if (o->drop)
-        o->drop(c, o);
+    if (o->drop) o->drop(c, o);
     srv_graphrefs_free(o);
     unlink_child(o);
     if (o->type_prev)
         o->type_prev->type_next = o->type_next;
     else
         c->by_type[o->key.type] = o->type_next;
-    if (o->type_next)
-        o->type_next->type_prev = o->type_prev;
+    if (o->type_next) o->type_next->type_prev = o->type_prev;
     c->nobjs[o->key.type]--;
     if ((type_of(o)->flags & (SHIM_TF_RANGE | SHIM_TF_UNMAPPED)) == SHIM_TF_RANGE)
         chan_ranges_remove(&c->ranges, o->key.value, NULL);
-    if (o->bytes)
-        srv_mem_uncount(c, o->dev, o->bytes);
+    if (o->bytes) srv_mem_uncount(c, o->dev, o->bytes);
     HASH_DEL(c->objs, o);
-    if (c->last_found[o->key.type] == o)
-        c->last_found[o->key.type] = NULL;
+    if (c->last_found[o->key.type] == o) c->last_found[o->key.type] = NULL;
     free(o);
     atomic_fetch_sub_explicit(&records_live, 1, memory_order_relaxed);
     srv_account_record_give(c);
@@ -237,25 +217,23 @@ static void forget(struct srv_client *c, struct srv_obj *o)
 /* Calls type t's destroyer on a value; its result. */
 static CUresult call_destroyer(const struct shim_type *t, uint64_t value)
 {
-    if (t->destroyer < 0 || !srv_drv_fns[t->destroyer])
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (t->destroyer < 0 || !srv_drv_fns[t->destroyer]) return CUDA_ERROR_NOT_SUPPORTED;
     uint64_t v = value;
     void *avalue[1] = {&v};
     ffi_sarg rc;
-    ffi_cif *cif = shim_calls[t->destroyer].params[0].vclass == SHIM_VC_PTR ? &destroy_ptr
-                                                                             : &destroy_u64;
+    ffi_cif *cif =
+        shim_calls[t->destroyer].params[0].vclass == SHIM_VC_PTR ? &destroy_ptr : &destroy_u64;
     ffi_call(cif, FFI_FN(srv_drv_fns[t->destroyer]), &rc, avalue);
     return (CUresult)rc;
 }
 
 void srv_obj_undo(struct srv_client *c, uint32_t type, uint64_t value, uint64_t size)
 {
-    if (type == SHIM_HT_NONE || type >= SHIM_NHTYPES)
-        return;
+    if (type == SHIM_HT_NONE || type >= SHIM_NHTYPES) return;
     if ((shim_types[type].flags & SHIM_TF_RELEASE) && srv_type_release[type]) {
         /* The family's release, given a record that exists only for it. */
-        struct srv_obj tmp = {.key = {.value = value, .type = type}, .size = size, .owned = 1,
-                              .dev = -1};
+        struct srv_obj tmp = {
+            .key = {.value = value, .type = type}, .size = size, .owned = 1, .dev = -1};
         srv_type_release[type](c, &tmp);
         return;
     }
@@ -271,20 +249,16 @@ static void destroy(struct srv_client *c, struct srv_obj *o)
         srv_share_drop(c, o, 1);
         return;
     }
-    if (!o->owned)
-        return;
+    if (!o->owned) return;
     /* Made in a context a fault killed since this worker last looked (fault.c): the handle
      * died with it and may be another's in the new context. Pinned memory is our own host
      * range and is let go of as usual. */
-    if (!srv_host_type(o->key.type) && srv_fault_dead(c, o->dev))
-        return;
+    if (!srv_host_type(o->key.type) && srv_fault_dead(c, o->dev)) return;
     if (t->flags & SHIM_TF_RELEASE) {
-        if (srv_type_release[o->key.type])
-            srv_type_release[o->key.type](c, o);
+        if (srv_type_release[o->key.type]) srv_type_release[o->key.type](c, o);
         return;
     }
-    if (t->destroyer < 0)
-        return;
+    if (t->destroyer < 0) return;
     CUresult r = call_destroyer(t, o->key.value);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: releasing a %s failed with %s", (int)c->pid, t->name,
@@ -359,10 +333,10 @@ static void leave_running(struct srv_client *c, uint32_t ctx)
     size_t n = 0;
     struct srv_obj *o, *t;
     HASH_ITER(hh, c->objs, o, t)
-    if (in_ctx(o, ctx)) {
-        bytes += o->bytes;
-        n++;
-    }
+        if (in_ctx(o, ctx)) {
+            bytes += o->bytes;
+            n++;
+        }
     srv_log("Client process %d: its work was still running %llu s after it %s; %zu objects "
             "(%llu bytes of device memory) are left allocated, not freed under it",
             (int)c->pid, (unsigned long long)(srv.release_ns / 1000000000ull),
@@ -370,14 +344,13 @@ static void leave_running(struct srv_client *c, uint32_t ctx)
     for (;;) {
         struct srv_obj *root = NULL;
         HASH_ITER(hh, c->objs, o, t)
-        if (in_ctx(o, ctx) && !o->children) {
-            root = o;
-            break;
-        }
-        if (!root)
-            break;
+            if (in_ctx(o, ctx) && !o->children) {
+                root = o;
+                break;
+            }
+        if (!root) break;
         o = root;
-        o->owned = 0; /* forgotten, never destroyed */
+        o->owned = 0;                 /* forgotten, never destroyed */
         srv_share_let_go(c, o, 1, 1); /* shared: let go of, never destroyed (ipc.c) */
         srv_obj_destroyed(c, o);
     }
@@ -403,8 +376,7 @@ void srv_release(struct srv_client *c, uint32_t ctx)
     }
     /* Frees, unmaps and address frees that waited for that work are done before the walk
      * frees the reservations they lie in (devmem.c, srv_later). */
-    if (!ctx && c->nlater)
-        srv_later_reap(c, 1);
+    if (!ctx && c->nlater) srv_later_reap(c, 1);
 
     /* The roots of what goes: objects of the context none of whose ancestors goes too
      * (those are released with their ancestor). Collected first, since a release frees
@@ -412,30 +384,25 @@ void srv_release(struct srv_client *c, uint32_t ctx)
     size_t n = 0, cap = HASH_COUNT(c->objs);
     struct srv_obj **roots = cap ? malloc(cap * sizeof(*roots)) : NULL;
     struct srv_obj *o, *t;
-    HASH_ITER(hh, c->objs, o, t)
-    {
-        if (!in_ctx(o, ctx))
-            continue;
+    HASH_ITER(hh, c->objs, o, t) {
+        if (!in_ctx(o, ctx)) continue;
         int covered = 0;
         for (struct srv_obj *a = o->parent; a && !covered; a = a->parent)
             covered = in_ctx(a, ctx);
-        if (!covered && roots)
-            roots[n++] = o;
+        if (!covered && roots) roots[n++] = o;
     }
     if (!roots && cap) {
         /* Out of memory for the list: release one root at a time, rescanning. */
         for (;;) {
             struct srv_obj *root = NULL;
             HASH_ITER(hh, c->objs, o, t)
-            if (in_ctx(o, ctx)) {
-                root = o;
-                break;
-            }
-            if (!root)
-                break;
+                if (in_ctx(o, ctx)) {
+                    root = o;
+                    break;
+                }
+            if (!root) break;
             for (struct srv_obj *a = root->parent; a; a = a->parent)
-                if (in_ctx(a, ctx))
-                    root = a;
+                if (in_ctx(a, ctx)) root = a;
             srv_obj_release(c, root);
         }
     }
@@ -445,10 +412,8 @@ void srv_release(struct srv_client *c, uint32_t ctx)
 
     /* Default streams belong to the contexts (streams.c). */
     struct srv_ctx *x, *xt;
-    HASH_ITER(hh, c->ctxs, x, xt)
-    {
-        if (ctx && x->id != ctx)
-            continue;
+    HASH_ITER(hh, c->ctxs, x, xt) {
+        if (ctx && x->id != ctx) continue;
         srv_streams_drop(c, x, srv_stream_free);
     }
     /* Everything is gone: the counters limits are checked against must be too. */

@@ -1,7 +1,7 @@
 /* mpsshim-run [--] command [args...]: runs a command through mpsshim, with the shim that
- * belongs with this program (beside it, or installed in ../lib/mpsshim) first in LD_PRELOAD. Works as the command of an MPI launch:
- *     mpirun -np 8 build/mpsshim-run ./app
- * The first client starts a server when none runs (unless MPSSHIM_AUTOSTART=0). */
+ * belongs with this program (beside it, or installed in ../lib/mpsshim) first in LD_PRELOAD. Works
+ * as the command of an MPI launch: mpirun -np 8 build/mpsshim-run ./app The first client starts a
+ * server when none runs (unless MPSSHIM_AUTOSTART=0). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -33,8 +33,7 @@ int main(int argc, char **argv)
         chan_print_version("mpsshim-run");
         return 0;
     }
-    if (first < argc && strcmp(argv[first], "--") == 0)
-        first++;
+    if (first < argc && strcmp(argv[first], "--") == 0) first++;
     if (first >= argc) {
         usage(stderr);
         return 2;
@@ -58,8 +57,7 @@ int main(int argc, char **argv)
     if (!old || !strstr(old, shim)) {
         size_t len = strlen(shim) + (old ? strlen(old) + 1 : 0) + 1;
         char *val = malloc(len);
-        if (!val)
-            return 1;
+        if (!val) return 1;
         snprintf(val, len, "%s%s%s", shim, old && *old ? ":" : "", old ? old : "");
         setenv("LD_PRELOAD", val, 1);
         free(val);

@@ -54,17 +54,17 @@ struct srv_share;
 struct srv_waitval;
 struct srv_obj {
     struct srv_obj_key key;
-    uint64_t size;   /* ranges: bytes from key.value */
-    uint64_t bytes;  /* device memory it holds, counted against the limit on dev */
-    int dev;         /* device it lives on; -1: none */
-    uint32_t ctx;    /* client context it was made in; 0: none (released at exit) */
-    int owned;       /* the client made it: destroyed when released, else only forgotten */
+    uint64_t size;  /* ranges: bytes from key.value */
+    uint64_t bytes; /* device memory it holds, counted against the limit on dev */
+    int dev;        /* device it lives on; -1: none */
+    uint32_t ctx;   /* client context it was made in; 0: none (released at exit) */
+    int owned;      /* the client made it: destroyed when released, else only forgotten */
     struct srv_obj *parent;
-    struct srv_obj *children;         /* objects that belong to this one */
-    struct srv_obj *sib_prev, *sib_next; /* among the parent's children */
+    struct srv_obj *children;              /* objects that belong to this one */
+    struct srv_obj *sib_prev, *sib_next;   /* among the parent's children */
     struct srv_obj *type_prev, *type_next; /* among the client's objects of this type */
-    void *ext;       /* the family's own state (struct srv_stream), freed by its release */
-    uint64_t aux;    /* the family's own value (pinned memory: the bytes mapped) */
+    void *ext;               /* the family's own state (struct srv_stream), freed by its release */
+    uint64_t aux;            /* the family's own value (pinned memory: the bytes mapped) */
     struct srv_share *share; /* exported or opened through IPC (ipc.c), else NULL */
     /* Frees the family's state of a record that is going, however it goes (destroyed,
      * dying with its parent, released): graphs' and execs' host node slots (hostfn.c). */
@@ -84,11 +84,11 @@ struct srv_stream {
     struct srv_obj *obj; /* its registry record (created streams; NULL for defaults) */
     uint32_t ctx;
     int device;
-    unsigned flags;   /* as the client asked (the real stream is always non-blocking) */
+    unsigned flags; /* as the client asked (the real stream is always non-blocking) */
     int priority;
-    int blocking;     /* synchronises with its context's legacy stream */
-    int legacy;       /* this is the context's legacy default stream */
-    uint16_t thread;  /* per-thread default stream of this client thread, else 0 */
+    int blocking;            /* synchronises with its context's legacy stream */
+    int legacy;              /* this is the context's legacy default stream */
+    uint16_t thread;         /* per-thread default stream of this client thread, else 0 */
     uint64_t nsubmit;        /* operations enqueued so far */
     uint64_t seen_by_legacy; /* our nsubmit when the legacy stream last waited for us */
     uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
@@ -96,23 +96,23 @@ struct srv_stream {
     /* Recorded on it just before its latest capture began (graph.c): what it held then, for
      * a free that must come after the client's work (devmem.c); NULL: never captured. */
     CUevent cap_mark;
-    uint64_t queued;         /* bytes charged here not yet covered by a mark (queue.c) */
-    struct srv_hblock *hb;   /* the pinned block its inline copies fill now (hostblocks.c) */
+    uint64_t queued;       /* bytes charged here not yet covered by a mark (queue.c) */
+    struct srv_hblock *hb; /* the pinned block its inline copies fill now (hostblocks.c) */
     /* The graph a capture begun on it builds (graph.c), NULL: none. Kept from the begin, as
      * the driver names it only while the capture is active, and the end of an invalidated
      * capture must still find what the client held in it. */
     CUgraph capture_graph;
-    uint64_t mvar_seen;      /* the client's mvar_gen it is ordered after (managed.c) */
-    uint32_t trace_gen;      /* the trace it was named for (trace.c); the worker's own */
-    UT_hash_handle hh;       /* in ctx->defaults (per-thread default streams) */
+    uint64_t mvar_seen; /* the client's mvar_gen it is ordered after (managed.c) */
+    uint32_t trace_gen; /* the trace it was named for (trace.c); the worker's own */
+    UT_hash_handle hh;  /* in ctx->defaults (per-thread default streams) */
 };
 
 struct srv_ctx {
     uint32_t id;
     int device;
     int primary;
-    uint32_t gen;    /* the device's fault generation when it was made (fault.c) */
-    CUresult fault;  /* a fault killed it: every call in it returns this (sticky) */
+    uint32_t gen;                /* the device's fault generation when it was made (fault.c) */
+    CUresult fault;              /* a fault killed it: every call in it returns this (sticky) */
     struct srv_stream *legacy;   /* created on first use */
     struct srv_stream *defaults; /* per-thread default streams, keyed by thread number */
     struct srv_stream *mvar;     /* __managed__ variables' copies (managed.c); on first use */
@@ -172,9 +172,9 @@ struct srv_stats {
     _Atomic uint64_t launches;
     _Atomic uint64_t bytes_copied;
     _Atomic uint64_t calls;
-    _Atomic uint64_t mem_in_use; /* device bytes held, all devices */
+    _Atomic uint64_t mem_in_use;                /* device bytes held, all devices */
     _Atomic uint64_t mem_dev[CHAN_MAX_DEVICES]; /* device bytes held per device (limits) */
-    _Atomic uint64_t pinned; /* pinned host bytes */
+    _Atomic uint64_t pinned;                    /* pinned host bytes */
     _Atomic uint64_t streams; /* real streams held for it (created and default ones) */
     _Atomic uint32_t devices; /* bit d: it made a context on device d (ps) */
     /* When it last enqueued GPU work on each device, and whether a reply of its waits for
@@ -211,7 +211,7 @@ struct srv_account {
     int part[CHAN_MAX_DEVICES]; /* its green partition per device (-1: none); green_lock */
     _Atomic uint64_t mem[CHAN_MAX_DEVICES];      /* device bytes counted */
     _Atomic uint64_t reserved[CHAN_MAX_DEVICES]; /* allowed by a check, not yet counted */
-    _Atomic uint64_t pinned;  /* pinned host bytes */
+    _Atomic uint64_t pinned;                     /* pinned host bytes */
     _Atomic uint64_t objects; /* registry records, when MPSSHIM_MAX_OBJECTS caps them */
     _Atomic uint64_t queued;  /* bytes held for its queued work (queue.c) */
     _Atomic int objects_said;
@@ -233,14 +233,14 @@ struct srv_client {
     /* Notifications published in the ring (its tail): kept here, so that the driver's
      * callback thread publishing in order never waits on a word the client can write. */
     _Atomic uint32_t cb_published;
-    _Atomic uint32_t cb_last;  /* seq of the last host function enqueued (read by the main
-                                * loop for a client that died: srv_hostfn_release) */
-    _Atomic uint32_t cb_ran;   /* seq of the last host function posted to it (queue.c) */
-    struct srv_hostnode *hn;   /* host node slots (hostfn.c), CHAN_HN_SLOTS; NULL until used */
-    _Atomic int hn_gone;       /* it left: its host nodes no longer hold their graphs */
+    _Atomic uint32_t cb_last; /* seq of the last host function enqueued (read by the main
+                               * loop for a client that died: srv_hostfn_release) */
+    _Atomic uint32_t cb_ran;  /* seq of the last host function posted to it (queue.c) */
+    struct srv_hostnode *hn;  /* host node slots (hostfn.c), CHAN_HN_SLOTS; NULL until used */
+    _Atomic int hn_gone;      /* it left: its host nodes no longer hold their graphs */
     pthread_t worker;
-    struct srv_limits lim;                 /* set at the handshake, read-only after */
-    struct srv_account *acct;              /* its process's account, from the handshake on */
+    struct srv_limits lim;    /* set at the handshake, read-only after */
+    struct srv_account *acct; /* its process's account, from the handshake on */
     /* Device memory a check allowed during the record being handled, not yet counted
      * (account.c); the worker's own. */
     uint64_t reserved[CHAN_MAX_DEVICES];
@@ -249,13 +249,13 @@ struct srv_client {
      * its account while they stand. */
     uint64_t limit_cost[CU_LIMIT_MAX];
     int limit_cost_dev[CU_LIMIT_MAX];
-    struct srv_devmap devs;                /* set at the handshake, read-only after */
-    CUgreenCtx green[CHAN_MAX_DEVICES];    /* where its streams are made; NULL: shared ctx */
+    struct srv_devmap devs;             /* set at the handshake, read-only after */
+    CUgreenCtx green[CHAN_MAX_DEVICES]; /* where its streams are made; NULL: shared ctx */
     /* MPSSHIM_GREEN_EACH=1: an unthrottled client's own green context over all SMs, where
      * its streams are made instead (green.c); NULL otherwise. */
     CUgreenCtx green_own[CHAN_MAX_DEVICES];
-    _Atomic int dead;     /* the socket hung up, or the server is quitting */
-    _Atomic int finished; /* the worker has released everything */
+    _Atomic int dead;       /* the socket hung up, or the server is quitting */
+    _Atomic int finished;   /* the worker has released everything */
     _Atomic int terminated; /* terminate_client: its calls fail with CLIENT_TERMINATED */
     _Atomic int connected;  /* the handshake succeeded (it is listed by the control commands) */
     int admitted;           /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
@@ -282,14 +282,14 @@ struct srv_client {
     struct srv_waitval *waitvals;
     size_t nwaitvals, capwaitvals;
     pthread_mutex_t waitvals_lock;
-    int watch_values; /* the main loop let go of waits on its host memory (logged once) */
-    uint64_t hello_by;      /* monotonic ns by which the whole hello must have arrived */
+    int watch_values;  /* the main loop let go of waits on its host memory (logged once) */
+    uint64_t hello_by; /* monotonic ns by which the whole hello must have arrived */
     /* Faults (fault.c): the server's fault epoch this worker has acted on, published for
      * the recovery to wait on; the rest is the worker's own. */
     _Atomic uint32_t fault_ack;
     uint32_t fault_seen;
-    uint32_t gen_seen[CHAN_MAX_DEVICES];   /* fault generation of each device acted on */
-    _Atomic int evicted;    /* a newer connection took its handshake place: give up */
+    uint32_t gen_seen[CHAN_MAX_DEVICES]; /* fault generation of each device acted on */
+    _Atomic int evicted;                 /* a newer connection took its handshake place: give up */
     /* The last value stored in the segment's alert word (srv_client_alert): counted here,
      * never read back from the segment, which the client can write. */
     _Atomic uint32_t alerts;
@@ -297,7 +297,7 @@ struct srv_client {
 
     /* Owned by the worker thread alone. */
     struct srv_ctx *ctxs;
-    struct srv_ctx *cur; /* context of the record being replayed */
+    struct srv_ctx *cur;                   /* context of the record being replayed */
     struct srv_obj *objs;                  /* every object it holds, by (value, type) */
     struct chan_ranges ranges;             /* its range objects, by address (srv_range) */
     struct srv_obj *by_type[SHIM_NHTYPES]; /* its objects of each type, newest first */
@@ -347,16 +347,16 @@ struct srv_client {
      * (devmem.c, srv_later). */
     struct srv_later *later;
     size_t nlater, caplater;
-    uint8_t *blob;     /* image uploaded for the next load */
+    uint8_t *blob; /* image uploaded for the next load */
     size_t blob_len, blob_cap;
     uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
     /* DMA of the chunk last issued from/into each slot, per device (see pool). */
     CUevent slot_ev[CHAN_MAX_DEVICES][CHAN_NSLOTS];
-    int slot_dev[CHAN_NSLOTS]; /* device whose event marks the slot's last DMA */
+    int slot_dev[CHAN_NSLOTS];      /* device whose event marks the slot's last DMA */
     int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
-    uint8_t *rec;       /* the record being replayed (copied out of the ring) */
-    uint8_t *scratch;   /* stands in for the lane of a record that asked for no reply */
-    uint8_t *out;       /* a described call's outputs, private until copied to its lane */
+    uint8_t *rec;                   /* the record being replayed (copied out of the ring) */
+    uint8_t *scratch;               /* stands in for the lane of a record that asked for no reply */
+    uint8_t *out; /* a described call's outputs, private until copied to its lane */
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
     unsigned hostfn_said;  /* host functions refused for their number (hostfn.c) */
@@ -408,9 +408,9 @@ struct srv_policy {
  * are told and let go of what lived in it, and a new server serves new clients. */
 enum { SRV_DEV_OK, SRV_DEV_FAULT };
 struct srv_devfault {
-    _Atomic int state;      /* SRV_DEV_OK, or SRV_DEV_FAULT for good (the device is lost) */
-    _Atomic int err;        /* the sticky CUresult */
-    _Atomic uint32_t gen;   /* faults seen: contexts of an older generation are dead */
+    _Atomic int state;        /* SRV_DEV_OK, or SRV_DEV_FAULT for good (the device is lost) */
+    _Atomic int err;          /* the sticky CUresult */
+    _Atomic uint32_t gen;     /* faults seen: contexts of an older generation are dead */
     _Atomic uint64_t seen_ns; /* when the fault was seen */
 };
 
@@ -431,15 +431,15 @@ struct srv {
     unsigned max_clients;
     _Atomic int quitting;
     uint64_t idle_spin_ns;
-    uint64_t release_ns; /* how long a release waits for a departed client's work */
-    uint64_t queue_limit; /* bytes one client's queued work may hold in the server; 0: none */
-    int block_sync; /* single-threaded clients' syncs block in the driver (see waits.c) */
-    unsigned ctx_sched; /* CU_CTX_SCHED_* of the shared contexts (MPSSHIM_CTX_SCHED) */
-    int green_each;     /* each unthrottled client's streams in a green context of its own */
-    int device_pool; /* MPSSHIM_DEVICE_POOL=1: cuMemAlloc from a pool of ours (devmem.c) */
-    int device_vmm;  /* MPSSHIM_DEVICE_VMM=1: cuMemAlloc from the server's arena (arena.c) */
-    uint64_t max_pinned; /* pinned host bytes one client process may hold */
-    uint64_t max_objects; /* registry records one client process may hold; 0: no cap */
+    uint64_t release_ns;    /* how long a release waits for a departed client's work */
+    uint64_t queue_limit;   /* bytes one client's queued work may hold in the server; 0: none */
+    int block_sync;         /* single-threaded clients' syncs block in the driver (see waits.c) */
+    unsigned ctx_sched;     /* CU_CTX_SCHED_* of the shared contexts (MPSSHIM_CTX_SCHED) */
+    int green_each;         /* each unthrottled client's streams in a green context of its own */
+    int device_pool;        /* MPSSHIM_DEVICE_POOL=1: cuMemAlloc from a pool of ours (devmem.c) */
+    int device_vmm;         /* MPSSHIM_DEVICE_VMM=1: cuMemAlloc from the server's arena (arena.c) */
+    uint64_t max_pinned;    /* pinned host bytes one client process may hold */
+    uint64_t max_objects;   /* registry records one client process may hold; 0: no cap */
     unsigned eager_kernels; /* kernels of a client's images loaded when loaded (module.c) */
     uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
     /* Context limits as the server started (the floor when clients leave); the real limit
@@ -452,7 +452,7 @@ struct srv {
     struct srv_sm_info sm[CHAN_MAX_DEVICES];
     struct srv_policy policy;
     int prio_least, prio_greatest; /* stream priority range of the shared contexts */
-    _Atomic int draining; /* quit -t: new clients are refused while the others finish */
+    _Atomic int draining;          /* quit -t: new clients are refused while the others finish */
     struct srv_devfault fault[CHAN_MAX_DEVICES];
     _Atomic uint32_t fault_epoch; /* changes whenever a device faults */
 };
@@ -519,10 +519,8 @@ void srv_clients_watch(void);
 #define SRV_PROF_SLOTS (SHIM_NCALLS + (CHAN_OP_END - CHAN_OP_BASE) + 1)
 static inline int srv_prof_slot(uint32_t op)
 {
-    if (op < SHIM_NCALLS)
-        return (int)op;
-    if (op > CHAN_OP_BASE && op < CHAN_OP_END)
-        return SHIM_NCALLS + (int)(op - CHAN_OP_BASE);
+    if (op < SHIM_NCALLS) return (int)op;
+    if (op > CHAN_OP_BASE && op < CHAN_OP_END) return SHIM_NCALLS + (int)(op - CHAN_OP_BASE);
     return SRV_PROF_SLOTS - 1;
 }
 
@@ -696,17 +694,17 @@ void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes);
 /* Hooks of a described call (server:NAME in cuda_symbols.txt, srv_hook_NAME in the
  * family's file): what no description can say. */
 struct srv_call {
-    int id;                     /* the call id replayed */
-    const struct shim_call *d;  /* its descriptor */
+    int id;                    /* the call id replayed */
+    const struct shim_call *d; /* its descriptor */
     const struct chan_rec *r;
-    struct chan_args a;         /* decoded arguments; pointers into private buffers */
+    struct chan_args a;           /* decoded arguments; pointers into private buffers */
     uint64_t vals[CHAN_MAX_ARGS]; /* what the driver gets for each parameter */
-    struct srv_stream *stream;  /* the client stream it is enqueued on, or NULL */
-    struct srv_obj *parent;     /* what it creates belongs to this, or NULL */
-    int dev;                    /* device of the call (its context's, else 0) */
-    int report;                 /* the driver failed it and wrote outputs that say why */
-    int keep;                   /* a hook says: what the call names as destroyed lives on */
-    int registers;              /* a hook registers what the call made, not its description */
+    struct srv_stream *stream;    /* the client stream it is enqueued on, or NULL */
+    struct srv_obj *parent;       /* what it creates belongs to this, or NULL */
+    int dev;                      /* device of the call (its context's, else 0) */
+    int report;                   /* the driver failed it and wrote outputs that say why */
+    int keep;                     /* a hook says: what the call names as destroyed lives on */
+    int registers;                /* a hook registers what the call made, not its description */
 };
 struct srv_hook {
     /* Before the driver call: refuses with an error, or may change k->vals. */
@@ -890,7 +888,6 @@ int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes);
 /* The host address reservation for pinned allocations. */
 int srv_host_init(void);
 
-
 /* devinfo.c */
 int srv_devinfo_fill(struct chan_devinfo *d);
 
@@ -913,8 +910,7 @@ CUresult srv_dev_location(const struct srv_client *c, uint8_t *loc, int in);
 void srv_policy_init(void);
 /* The client's limits from its hello and the operator's settings: 0, or -1 with a message
  * for the client in why. */
-int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char *why,
-                       size_t len);
+int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char *why, size_t len);
 /* SMs an active thread percentage gives on device dev, at the partition granularity. */
 unsigned srv_policy_sms(int dev, int pct);
 /* The priority a client's stream on device dev is made with when it asks for `requested`. */
@@ -979,8 +975,7 @@ void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
  * aim at something (a wait, a stream to order), which travels with the call rather than in
  * a thread's variable beside it. */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
-                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg),
-                      void *arg);
+                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg), void *arg);
 /* streams.c: the streams context x holds itself go, each taken out of x and passed to gone
  * (srv_stream_free, or srv_stream_forget when they died with it): its per-thread default
  * ones, its legacy one, its __managed__ variables' one. Not srv_streams_each, whose fn may
@@ -991,7 +986,7 @@ void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
 /* devmem.c: device memory from the server's arena (the default, MPSSHIM_DEVICE_VMM) or
  * pool (MPSSHIM_DEVICE_POOL=1 with MPSSHIM_DEVICE_VMM=0). */
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes);
-int srv_devmem_pooled(const struct srv_obj *o);        /* o came from that pool or arena */
+int srv_devmem_pooled(const struct srv_obj *o); /* o came from that pool or arena */
 /* After the client's own work on the device, never after other clients' work. */
 CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o);
 /* What srv_later does once the client's work queued before it has run. */
@@ -1022,7 +1017,7 @@ void srv_arena_trim(void);
 int srv_arena_cached(void);
 /* Bytes the arena has mapped on dev, and of those the slabs kept empty (for the status). */
 void srv_arena_usage(int dev, uint64_t *mapped, uint64_t *kept);
-void srv_devmem_gone(struct srv_client *c);             /* its streams go */
+void srv_devmem_gone(struct srv_client *c); /* its streams go */
 /* A departing client's free streams (srv_later's marks), settled by `by` (monotonic ns), its
  * own streams' work being done: 0, or -1 when one still ran then. */
 int srv_devmem_drain_by(struct srv_client *c, uint64_t by);
@@ -1065,9 +1060,9 @@ void srv_hblock_stream_gone(struct srv_client *c, struct srv_stream *s, int dead
 void srv_hblock_forget_device(struct srv_client *c, int dev);
 /* The client leaves: its blocks are unpinned (kept if its work was left running). */
 void srv_hblock_release(struct srv_client *c);
-void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o);  /* registry.c */
-void srv_ipc_fault(int dev);                                          /* ipc.c */
-CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);              /* green.c */
+void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o); /* registry.c */
+void srv_ipc_fault(int dev);                                       /* ipc.c */
+CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);           /* green.c */
 
 /* handover.c: a new server process, started before as a standby, takes over after a fault
  * loses a device to this one. */

@@ -73,8 +73,7 @@ static unsigned long env_num(const char *name, unsigned long dflt, unsigned long
 {
     const char *v = getenv(name);
     char *end;
-    if (!v || !*v)
-        return dflt;
+    if (!v || !*v) return dflt;
     unsigned long n = strtoul(v, &end, 10);
     if (*end || n > max) {
         if (!bad_name) bad_name = name, bad_used = dflt, bad_max = max;
@@ -87,11 +86,12 @@ void srv_spin_log_settings(void)
 {
     if (worker_slice_ns && slice_err)
         srv_log("The server's threads keep the kernel's scheduler slice: asking for %llu us "
-                "failed (%s)", (unsigned long long)(worker_slice_ns / 1000),
+                "failed (%s)",
+                (unsigned long long)(worker_slice_ns / 1000),
                 slice_err < 0 ? "not a fair-scheduled process" : strerror(slice_err));
     if (bad_name)
-        srv_log("%s=%s is not a number up to %lu: %lu is used", bad_name, getenv(bad_name),
-                bad_max, bad_used);
+        srv_log("%s=%s is not a number up to %lu: %lu is used", bad_name, getenv(bad_name), bad_max,
+                bad_used);
 }
 
 void srv_spin_init(void)
@@ -111,8 +111,7 @@ void srv_spin_init(void)
     /* Asked for by the main thread before the driver is loaded and any thread made: every
      * thread of the process inherits it, the driver's included (their wake-ups are on the
      * clients' path too: a blocking synchronisation's interrupt, host functions). */
-    if (worker_slice_ns)
-        slice_err = chan_slice_set(worker_slice_ns, NULL);
+    if (worker_slice_ns) slice_err = chan_slice_set(worker_slice_ns, NULL);
 }
 
 uint64_t srv_spin_worker_ns(void)

@@ -25,8 +25,7 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
     /* A throttled client's streams live in its green context (its share of the SMs); the
      * real priority follows its client priority (policy.c). */
     int prio = srv_policy_stream_priority(c, x->device, priority);
-    CUgreenCtx green =
-        c->green[x->device] ? srv_green_ctx(c, x->device) : c->green_own[x->device];
+    CUgreenCtx green = c->green[x->device] ? srv_green_ctx(c, x->device) : c->green_own[x->device];
     if (*err == CUDA_SUCCESS && green)
         *err = DRV(cuGreenCtxStreamCreate)(&s->real, green, CU_STREAM_NON_BLOCKING, prio);
     else if (*err == CUDA_SUCCESS)
@@ -74,8 +73,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
     /* Destroying a stream with work pending is allowed: the work completes. */
     DRV(cuStreamDestroy_v2)(s->real);
     DRV(cuEventDestroy_v2)(s->mark);
-    if (s->cap_mark)
-        DRV(cuEventDestroy_v2)(s->cap_mark);
+    if (s->cap_mark) DRV(cuEventDestroy_v2)(s->cap_mark);
     free(s);
 }
 
@@ -90,24 +88,19 @@ void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
 }
 
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
-                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg),
-                      void *arg)
+                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg), void *arg)
 {
     for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
         struct srv_stream *s = o->ext;
-        if (s && (!ctx || s->ctx == ctx))
-            fn(c, s, arg);
+        if (s && (!ctx || s->ctx == ctx)) fn(c, s, arg);
     }
     struct srv_ctx *x, *xt;
     struct srv_stream *d, *dt;
-    HASH_ITER(hh, c->ctxs, x, xt)
-    {
-        if (ctx && x->id != ctx)
-            continue;
-        if (with_legacy && x->legacy)
-            fn(c, x->legacy, arg);
+    HASH_ITER(hh, c->ctxs, x, xt) {
+        if (ctx && x->id != ctx) continue;
+        if (with_legacy && x->legacy) fn(c, x->legacy, arg);
         HASH_ITER(hh, x->defaults, d, dt)
-        fn(c, d, arg);
+            fn(c, d, arg);
         if (x->mvar) fn(c, x->mvar, arg);
     }
 }
@@ -116,13 +109,11 @@ void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
                       void (*gone)(struct srv_client *c, struct srv_stream *s))
 {
     struct srv_stream *d, *dt;
-    HASH_ITER(hh, x->defaults, d, dt)
-    {
+    HASH_ITER(hh, x->defaults, d, dt) {
         HASH_DEL(x->defaults, d);
         gone(c, d);
     }
-    if (x->legacy)
-        gone(c, x->legacy);
+    if (x->legacy) gone(c, x->legacy);
     x->legacy = NULL;
     if (x->mvar) gone(c, x->mvar);
     x->mvar = NULL;
@@ -131,8 +122,7 @@ void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
 static struct srv_stream *legacy(struct srv_client *c, struct srv_ctx *x)
 {
     CUresult r;
-    if (!x->legacy && (x->legacy = make(c, x, 0, 0, &r)))
-        x->legacy->legacy = 1;
+    if (!x->legacy && (x->legacy = make(c, x, 0, 0, &r))) x->legacy->legacy = 1;
     return x->legacy;
 }
 
@@ -141,12 +131,10 @@ static struct srv_stream *per_thread(struct srv_client *c, struct srv_ctx *x, ui
     struct srv_stream *s = NULL;
     uint64_t key = thread;
     HASH_FIND(hh, x->defaults, &key, sizeof(key), s);
-    if (s)
-        return s;
+    if (s) return s;
     CUresult r;
     /* A per-thread default stream synchronises with the legacy stream only. */
-    if (!(s = make(c, x, 0, 0, &r)))
-        return NULL;
+    if (!(s = make(c, x, 0, 0, &r))) return NULL;
     s->thread = thread;
     s->key = key;
     HASH_ADD(hh, x->defaults, key, sizeof(s->key), s);
@@ -165,8 +153,7 @@ struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int
 {
     if (handle == 0 || handle == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
         handle == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
-        if (!c->cur)
-            return NULL;
+        if (!c->cur) return NULL;
         int pt = handle == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD || (handle == 0 && ptds);
         return pt ? per_thread(c, c->cur, thread) : legacy(c, c->cur);
     }
@@ -177,8 +164,7 @@ struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int
 int srv_stream_capturing(struct srv_client *c, struct srv_stream *s)
 {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!c->captures)
-        return 0;
+    if (!c->captures) return 0;
     return DRV(cuStreamIsCapturing)(s->real, &st) == CUDA_SUCCESS &&
            st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -189,8 +175,7 @@ CUresult srv_captures_sync(struct srv_client *c, uint32_t ctx)
     for (struct srv_obj *o = c->captures ? srv_objs_of(c, SHIM_HT_CUstream) : NULL; o;
          o = o->type_next) {
         struct srv_stream *s = o->ext;
-        if (s->ctx == ctx && srv_stream_capturing(c, s))
-            res = DRV(cuStreamSynchronize)(s->real);
+        if (s->ctx == ctx && srv_stream_capturing(c, s)) res = DRV(cuStreamSynchronize)(s->real);
     }
     return res;
 }
@@ -200,8 +185,7 @@ CUresult srv_captures_sync(struct srv_client *c, uint32_t ctx)
  * dependencies on the legacy stream too). */
 static void order_after(struct srv_client *c, struct srv_stream *a, struct srv_stream *b)
 {
-    if (srv_stream_capturing(c, a) || srv_stream_capturing(c, b))
-        return;
+    if (srv_stream_capturing(c, a) || srv_stream_capturing(c, b)) return;
     DRV(cuEventRecord)(b->mark, b->real);
     DRV(cuStreamWaitEvent)(a->real, b->mark, 0);
 }
@@ -219,10 +203,10 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
             }
         }
         HASH_ITER(hh, x->defaults, b, t)
-        if (b->nsubmit != b->seen_by_legacy) {
-            order_after(c, s, b);
-            b->seen_by_legacy = b->nsubmit;
-        }
+            if (b->nsubmit != b->seen_by_legacy) {
+                order_after(c, s, b);
+                b->seen_by_legacy = b->nsubmit;
+            }
     } else if (x && s->blocking && x->legacy && x->legacy->nsubmit != s->legacy_seen) {
         order_after(c, s, x->legacy);
         s->legacy_seen = x->legacy->nsubmit;
@@ -248,8 +232,7 @@ static int settle(struct srv_client *c, CUstream st, CUevent ev, uint64_t by)
         CUresult r = ev ? DRV(cuEventQuery)(ev) : DRV(cuStreamQuery)(st);
         if (r != CUDA_ERROR_NOT_READY)
             return 0; /* done, or failed: either way nothing more will run */
-        if (by ? chan_now_ns() >= by : atomic_load(&c->dead) != 0)
-            return -1;
+        if (by ? chan_now_ns() >= by : atomic_load(&c->dead) != 0) return -1;
         struct timespec ts = {0, (long)us * 1000};
         nanosleep(&ts, NULL);
     }
@@ -275,14 +258,11 @@ int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by)
     }
     struct srv_stream *s, *t;
     struct srv_ctx *x, *xt;
-    HASH_ITER(hh, c->ctxs, x, xt)
-    {
-        if (ctx && x->id != ctx)
-            continue;
-        if (x->legacy)
-            late |= settle(c, x->legacy->real, NULL, by);
+    HASH_ITER(hh, c->ctxs, x, xt) {
+        if (ctx && x->id != ctx) continue;
+        if (x->legacy) late |= settle(c, x->legacy->real, NULL, by);
         HASH_ITER(hh, x->defaults, s, t)
-        late |= settle(c, s->real, NULL, by);
+            late |= settle(c, s->real, NULL, by);
         if (x->mvar) late |= settle(c, x->mvar->real, NULL, by);
     }
     return late ? -1 : 0;
@@ -305,16 +285,14 @@ int srv_stream_settle_by(struct srv_client *c, CUstream st, uint64_t by)
 
 /* ---------------------------------------------------------------- operations */
 
-void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                          uint32_t len)
+void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_stream_create m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out = 0;
     if (len == sizeof(m) && c->cur) {
         memcpy(&m, p, sizeof(m));
-        struct srv_stream *s = make(c, c->cur, m.flags & CU_STREAM_NON_BLOCKING, m.priority,
-                                    &res);
+        struct srv_stream *s = make(c, c->cur, m.flags & CU_STREAM_NON_BLOCKING, m.priority, &res);
         if (s && !(s->obj = srv_obj_add(c, SHIM_HT_CUstream, s->key, 1, NULL))) {
             srv_stream_free(c, s);
             s = NULL;
@@ -335,11 +313,9 @@ void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_
  * and the context's synchronisation and legacy stream must still wait for it. */
 static void retire(struct srv_client *c, struct srv_stream *s)
 {
-    if (DRV(cuStreamQuery)(s->real) != CUDA_ERROR_NOT_READY)
-        return;
+    if (DRV(cuStreamQuery)(s->real) != CUDA_ERROR_NOT_READY) return;
     CUevent ev;
-    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS)
-        return;
+    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) return;
     if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
         srv_event_give(c, s->device, ev);
         return;
@@ -363,8 +339,7 @@ static void retire(struct srv_client *c, struct srv_stream *s)
     c->retired[c->nretired++].ctx = s->ctx;
 }
 
-void srv_op_stream_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                           uint32_t len)
+void srv_op_stream_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     uint64_t h;
     struct srv_obj *o = NULL;
@@ -387,8 +362,7 @@ static struct srv_stream *named(struct srv_client *c, const struct chan_rec *r, 
                                 uint32_t len)
 {
     uint64_t h;
-    if (len != sizeof(h))
-        return NULL;
+    if (len != sizeof(h)) return NULL;
     memcpy(&h, p, sizeof(h));
     return srv_stream_resolve(c, h, r->flags & CHAN_RF_PTDS, r->thread);
 }
@@ -407,9 +381,7 @@ void srv_op_stream_sync(struct srv_client *c, const struct chan_rec *r, uint8_t 
         return;
     }
     /* A sync on the legacy stream covers the blocking streams' earlier work too. */
-    if (s->legacy)
-        srv_stream_prepare(c, s);
+    if (s->legacy) srv_stream_prepare(c, s);
     CUresult res = srv_wait_stream(c, s, r->lane, 0);
-    if (res != CUDA_SUCCESS)
-        srv_reply(c, r->lane, res, 0);
+    if (res != CUDA_SUCCESS) srv_reply(c, r->lane, res, 0);
 }

@@ -510,14 +510,12 @@ static void trace_free(void)
 {
     pthread_mutex_lock(&map_lock);
     struct named *m, *mt;
-    HASH_ITER(hh, tr.named, m, mt)
-    {
+    HASH_ITER(hh, tr.named, m, mt) {
         HASH_DEL(tr.named, m);
         free(m);
     }
     struct by_sid *b, *bt;
-    HASH_ITER(hh, tr.by_sid, b, bt)
-    {
+    HASH_ITER(hh, tr.by_sid, b, bt) {
         HASH_DEL(tr.by_sid, b);
         free(b);
     }
@@ -530,8 +528,7 @@ static void trace_free(void)
     pthread_mutex_unlock(&map_lock);
     pthread_mutex_lock(&rec_lock);
     struct name *e, *et;
-    HASH_ITER(hh, tr.names, e, et)
-    {
+    HASH_ITER(hh, tr.names, e, et) {
         HASH_DEL(tr.names, e);
         free(e->s);
         free(e);

@@ -36,13 +36,11 @@ static int later_dev(struct srv_client *c)
 static CUresult create_before(struct srv_client *c, struct srv_call *k)
 {
     const CUmemAllocationProp *prop = k->a.ptr[2];
-    if (!prop)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!prop) return CUDA_ERROR_INVALID_VALUE;
     if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
         prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_NOT_SUPPORTED;
-    if (prop->location.id < 0 || prop->location.id >= srv.ndev)
-        return CUDA_ERROR_INVALID_DEVICE;
+    if (prop->location.id < 0 || prop->location.id >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
     k->dev = prop->location.id;
     return srv_mem_fits(c, k->dev, k->a.val[1]) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -61,19 +59,17 @@ static CUresult create_after(struct srv_client *c, struct srv_call *k)
 const struct srv_hook srv_hook_vmm_create = {.before = create_before, .after = create_after};
 
 /* A mapping of the physical allocation `handle` other than `not`, or NULL. */
-static struct srv_obj *mapping_of(struct srv_client *c, uint64_t handle, struct srv_obj *not)
+static struct srv_obj *mapping_of(struct srv_client *c, uint64_t handle, struct srv_obj * not)
 {
     for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED); m; m = m->type_next)
-        if (m->aux == handle && m != not)
-            return m;
+        if (m->aux == handle && m != not) return m;
     return NULL;
 }
 
 /* Moves the memory count `from` carries to `to` (the counters do not change). */
 static void carry_count(struct srv_obj *from, struct srv_obj *to)
 {
-    if (!to || !from->bytes || to->bytes)
-        return;
+    if (!to || !from->bytes || to->bytes) return;
     to->bytes = from->bytes;
     to->dev = from->dev;
     from->bytes = 0;
@@ -83,8 +79,7 @@ static void carry_count(struct srv_obj *from, struct srv_obj *to)
 static CUresult release_after(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *h = srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, k->a.val[0]);
-    if (h)
-        carry_count(h, mapping_of(c, h->key.value, NULL));
+    if (h) carry_count(h, mapping_of(c, h->key.value, NULL));
     return CUDA_SUCCESS;
 }
 
@@ -127,8 +122,7 @@ static CUresult retain_call(struct srv_client *c, struct srv_call *k)
 {
     CUmemGenericAllocationHandle *out = (CUmemGenericAllocationHandle *)(uintptr_t)k->vals[0];
     CUresult r = DRV(cuMemRetainAllocationHandle)(out, (void *)(uintptr_t)k->vals[1]);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     struct srv_obj *h = srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, *out);
     if (h) {
         h->aux++;
@@ -144,11 +138,9 @@ const struct srv_hook srv_hook_vmm_retain = {.before = retain_before, .call = re
 static CUresult map_before(struct srv_client *c, struct srv_call *k)
 {
     uint64_t base = k->a.val[0], size = k->a.val[1], end;
-    if (__builtin_add_overflow(base, size, &end))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (__builtin_add_overflow(base, size, &end)) return CUDA_ERROR_INVALID_VALUE;
     /* Its unmaps still waiting for its work first, or the driver would find it mapped. */
-    if (c->nlater && k->id != SHIM_ID_cuMemUnmap)
-        srv_later_reap(c, 1);
+    if (c->nlater && k->id != SHIM_ID_cuMemUnmap) srv_later_reap(c, 1);
     for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_RESERVED); r; r = r->type_next)
         if (base >= r->key.value && end <= r->key.value + r->size) {
             k->parent = r;
@@ -161,8 +153,7 @@ static CUresult map_before(struct srv_client *c, struct srv_call *k)
 static CUresult map_after(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *m = srv_obj_find(c, SHIM_HT_MEM_MAPPED, k->a.val[0]);
-    if (m)
-        m->aux = k->a.val[3];
+    if (m) m->aux = k->a.val[3];
     return CUDA_SUCCESS;
 }
 
@@ -174,8 +165,7 @@ static void forget_mappings(struct srv_client *c, uint64_t base, uint64_t size)
 {
     for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED), *next; m; m = next) {
         next = m->type_next;
-        if (m->key.value < base || m->key.value - base >= size)
-            continue;
+        if (m->key.value < base || m->key.value - base >= size) continue;
         /* Its allocation released already: the count goes on with another mapping. */
         if (!srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, m->aux))
             carry_count(m, mapping_of(c, m->aux, m));
@@ -194,8 +184,7 @@ static CUresult unmap_after(struct srv_client *c, struct srv_call *k)
 static CUresult unmap_call(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *m = srv_obj_find(c, SHIM_HT_MEM_MAPPED, k->a.val[0]);
-    if (!m)
-        return CUDA_SUCCESS;
+    if (!m) return CUDA_SUCCESS;
     if (m->size != k->a.val[1])
         return CUDA_ERROR_INVALID_VALUE; /* never a part of a mapping (the driver's rule) */
     srv_memops_end_range(c, m->key.value, m->size); /* its waits there end first */
@@ -221,8 +210,7 @@ static CUresult free_after(struct srv_client *c, struct srv_call *k)
 {
     forget_mappings(c, k->a.val[0], k->a.val[1]);
     struct srv_obj *r = srv_obj_find(c, SHIM_HT_MEM_RESERVED, k->a.val[0]);
-    if (r)
-        srv_obj_destroyed(c, r);
+    if (r) srv_obj_destroyed(c, r);
     return CUDA_SUCCESS;
 }
 
@@ -232,15 +220,13 @@ static CUresult free_call(struct srv_client *c, struct srv_call *k)
 {
     uint64_t base = k->a.val[0], size = k->a.val[1];
     CUresult r = CUDA_SUCCESS;
-    k->keep = 1; /* its record goes in free_after */
+    k->keep = 1;                         /* its record goes in free_after */
     srv_memops_end_range(c, base, size); /* its waits in the range end first */
     for (struct srv_obj *m = srv_objs_of(c, SHIM_HT_MEM_MAPPED); m && r == CUDA_SUCCESS;
          m = m->type_next)
         if (m->key.value >= base && m->key.value - base < size)
             r = srv_later(c, later_dev(c), SRV_LATER_UNMAP, m->key.value, m->size);
-    return r == CUDA_SUCCESS
-               ? srv_later(c, later_dev(c), SRV_LATER_ADDRESS_FREE, base, size)
-               : r;
+    return r == CUDA_SUCCESS ? srv_later(c, later_dev(c), SRV_LATER_ADDRESS_FREE, base, size) : r;
 }
 
 const struct srv_hook srv_hook_vmm_free = {
@@ -260,6 +246,6 @@ void srv_release_vmm_reservation(struct srv_client *c, struct srv_obj *o)
 {
     CUresult r = DRV(cuMemAddressFree)(o->key.value, o->size);
     if (r != CUDA_SUCCESS)
-        srv_log("Client process %d: freeing its reserved addresses failed with %s",
-                (int)c->pid, srv_errname(r));
+        srv_log("Client process %d: freeing its reserved addresses failed with %s", (int)c->pid,
+                srv_errname(r));
 }

@@ -38,8 +38,7 @@ static int may_block(struct srv_client *c)
 static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
 {
     int d = s->device;
-    if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || d < 0 ||
-        d >= CHAN_MAX_DEVICES)
+    if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || d < 0 || d >= CHAN_MAX_DEVICES)
         return DRV(cuStreamSynchronize)(s->real);
     /* A short wait (a fleet's few small kernels and a read-back) is spun out first, on the
      * stream itself (srv_spin_sync_ns): a blocking event recorded for every synchronisation
@@ -49,24 +48,20 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
     if (spin) {
         uint64_t end = chan_now_ns() + spin;
         CUresult q;
-        while ((q = DRV(cuStreamQuery)(s->real)) == CUDA_ERROR_NOT_READY &&
-               chan_now_ns() < end)
+        while ((q = DRV(cuStreamQuery)(s->real)) == CUDA_ERROR_NOT_READY && chan_now_ns() < end)
             for (int i = 0; i < 32; i++)
                 chan_cpu_relax();
-        if (q != CUDA_ERROR_NOT_READY)
-            return q;
+        if (q != CUDA_ERROR_NOT_READY) return q;
     }
     if (!c->block_ev[d]) {
         /* Made in the device's context; the thread's current one is left as it was. */
-        if (srv_push_device(d) != CUDA_SUCCESS)
-            return DRV(cuStreamSynchronize)(s->real);
+        if (srv_push_device(d) != CUDA_SUCCESS) return DRV(cuStreamSynchronize)(s->real);
         CUevent ev = NULL;
         if (DRV(cuEventCreate)(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) ==
             CUDA_SUCCESS)
             c->block_ev[d] = ev;
         srv_pop_device();
-        if (!c->block_ev[d])
-            return DRV(cuStreamSynchronize)(s->real);
+        if (!c->block_ev[d]) return DRV(cuStreamSynchronize)(s->real);
     }
     if (DRV(cuEventRecord)(c->block_ev[d], s->real) != CUDA_SUCCESS)
         return DRV(cuStreamSynchronize)(s->real);
@@ -85,8 +80,7 @@ void srv_waits_init(void)
 static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
 {
     struct srv_wait *w = calloc(1, sizeof(*w));
-    if (!w)
-        return NULL;
+    if (!w) return NULL;
     w->lane = lane;
     w->reply_len = len;
     w->result = CUDA_SUCCESS;
@@ -107,13 +101,12 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
     /* A capturing stream runs nothing now; its recorded work runs when the graph does. */
     if (srv_stream_capturing(c, s) || DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
-    if (w->nev == SRV_WAIT_EVENTS)
-        return DRV(cuStreamSynchronize)(s->real);
+    if (w->nev == SRV_WAIT_EVENTS) return DRV(cuStreamSynchronize)(s->real);
     CUevent ev;
     CUresult r = srv_event_take(c, s->device, &ev);
     if (r != CUDA_SUCCESS) {
-        srv_log("Client process %d: no event to wait with on device %d: %s", (int)c->pid,
-                s->device, srv_errname(r));
+        srv_log("Client process %d: no event to wait with on device %d: %s", (int)c->pid, s->device,
+                srv_errname(r));
         return r;
     }
     if ((r = DRV(cuEventRecord)(ev, s->real)) != CUDA_SUCCESS) {
@@ -140,8 +133,9 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * report (finish() would post it). Its data, if any, is in the lane already or on its way
  * there in the same stream ahead of the store (a read-back's copy into the lane, copy.c; an
  * output the worker wrote, generic.c). The result and length are written before the store
- * is enqueued; the client reads them, and the data, only once it sees the number. The segment must be device-mapped at its own address (unified addressing), so
- * that the address is good in every device's context.
+ * is enqueued; the client reads them, and the data, only once it sees the number. The segment must
+ * be device-mapped at its own address (unified addressing), so that the address is good in every
+ * device's context.
  *
  * Not for a client that allocates from memory pools (cuMemAllocAsync): what it frees
  * stream-ordered, the driver's pool keeps reserved until a thread of the server has seen
@@ -160,9 +154,8 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
 static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
     if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
-        !c->shm_registered || c->pool_allocs ||
-        c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm || c->deferred != CUDA_SUCCESS ||
-        atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
+        !c->shm_registered || c->pool_allocs || c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm ||
+        c->deferred != CUDA_SUCCESS || atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
         srv_stream_capturing(c, s) || srv_spin_crowded())
         return 0;
     /* Nothing left to wait for: answered at once. */
@@ -171,8 +164,7 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
         return 1;
     }
     struct srv_wait *w = new_wait(c, lane, len);
-    if (!w)
-        return 0;
+    if (!w) return 0;
     CUevent ev;
     if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) {
         free(w);
@@ -232,8 +224,7 @@ void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
 static CUresult wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len,
                             int own)
 {
-    if (!own && gpu_reply(c, s, lane, len))
-        return CUDA_SUCCESS;
+    if (!own && gpu_reply(c, s, lane, len)) return CUDA_SUCCESS;
     if (may_block(c)) {
         CUresult r = block_stream(c, s);
         finish(c, lane, r, r == CUDA_SUCCESS ? len : 0, own);
@@ -277,15 +268,13 @@ struct ctx_walk {
 static void add_each(struct srv_client *c, struct srv_stream *s, void *arg)
 {
     struct ctx_walk *k = arg;
-    if (k->r == CUDA_SUCCESS)
-        k->r = add_stream(c, k->w, s);
+    if (k->r == CUDA_SUCCESS) k->r = add_stream(c, k->w, s);
 }
 
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 {
     struct srv_wait *w = new_wait(c, lane, 0);
-    if (!w)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
     struct ctx_walk k = {.w = w, .r = CUDA_SUCCESS};
     srv_streams_each(c, x->id, 1, add_each, &k);
     CUresult r = k.r;
@@ -303,13 +292,11 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
     c->nretired = j;
     /* Decided once: the events below are either all waited for here or all polled. While
      * crowded the wait is polled rather than spun in the driver (block_stream). */
-    int block = may_block(c) &&
-                !(srv.ctx_sched == CU_CTX_SCHED_AUTO && srv_spin_crowded());
+    int block = may_block(c) && !(srv.ctx_sched == CU_CTX_SCHED_AUTO && srv_spin_crowded());
     if (r == CUDA_SUCCESS && block)
         for (int i = 0; i < w->nev; i++) {
             CUresult q = DRV(cuEventSynchronize)(w->ev[i]);
-            if (q != CUDA_SUCCESS && r == CUDA_SUCCESS)
-                r = q;
+            if (q != CUDA_SUCCESS && r == CUDA_SUCCESS) r = q;
         }
     if (r != CUDA_SUCCESS || w->nev == 0 || block) {
         for (int i = 0; i < w->nev; i++)
@@ -334,8 +321,7 @@ CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane)
         return CUDA_SUCCESS;
     }
     struct srv_wait *w = new_wait(c, lane, 0);
-    if (!w)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
     w->ev[0] = ev;
     w->pooled[0] = 0;
     w->nev = 1;
@@ -351,23 +337,20 @@ int srv_waits_poll(struct srv_client *c)
         while (w->nev > 0) {
             int i = w->nev - 1;
             CUresult q = DRV(cuEventQuery)(w->ev[i]);
-            if (q == CUDA_ERROR_NOT_READY)
-                break;
+            if (q == CUDA_ERROR_NOT_READY) break;
             if (q != CUDA_SUCCESS && w->result == CUDA_SUCCESS) {
                 srv_fault_note(w->dev[i], q);
                 w->result = q;
                 srv_log("Client process %d: work waited for failed: %s", (int)c->pid,
                         srv_errname(q));
             }
-            if (w->pooled[i])
-                srv_event_give(c, w->dev[i], w->ev[i]);
+            if (w->pooled[i]) srv_event_give(c, w->dev[i], w->ev[i]);
             w->nev--;
         }
         if (w->nev == 0) {
             *pw = w->next;
             if (!w->gpu)
-                finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0,
-                       w->own);
+                finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
             else if (w->result != CUDA_SUCCESS)
                 srv_wait_fail(c, w, w->result);
             else /* the GPU posted it: a thread asleep on the lane must see it */
@@ -378,8 +361,7 @@ int srv_waits_poll(struct srv_client *c)
         }
     }
     atomic_store_explicit(&c->stats.gpu_waits, c->waits != NULL, memory_order_relaxed);
-    if (!c->waits)
-        return 0;
+    if (!c->waits) return 0;
     /* `waiting` is the client's word: it only decides how soon this client's own thread is
      * woken, within the bounds the worker polls at anyway. */
     for (struct srv_wait *w = c->waits; w; w = w->next)

@@ -10,15 +10,13 @@
 uint8_t *srv_lane_data(struct srv_client *c, int lane)
 {
     /* A record sent without a reply lane still gets its answer written somewhere. */
-    if (lane < 0 || lane >= CHAN_NLANES)
-        return c->scratch;
+    if (lane < 0 || lane >= CHAN_NLANES) return c->scratch;
     return c->ch.lanes[lane].data;
 }
 
 void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len)
 {
-    if (lane < 0 || lane >= CHAN_NLANES)
-        return;
+    if (lane < 0 || lane >= CHAN_NLANES) return;
     /* A terminated client's calls fail, even those whose work had finished. */
     if (atomic_load_explicit(&c->terminated, memory_order_relaxed)) {
         r = CUDA_ERROR_MPS_CLIENT_TERMINATED;
@@ -33,10 +31,8 @@ void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len)
 
 void srv_defer(struct srv_client *c, CUresult r, const char *what)
 {
-    if (r == CUDA_SUCCESS)
-        return;
-    if (!(c->cur && c->cur->fault))
-        srv_fault_note(c->cur ? c->cur->device : -1, r);
+    if (r == CUDA_SUCCESS) return;
+    if (!(c->cur && c->cur->fault)) srv_fault_note(c->cur ? c->cur->device : -1, r);
     if (c->deferred == CUDA_SUCCESS) {
         c->deferred = r;
         srv_client_alert(c); /* the client's next synchronisation must come and take it */
@@ -80,8 +76,7 @@ void srv_op_blob(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     c->blob_len += len;
 }
 
-void srv_op_error_string(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
-                         uint32_t len)
+void srv_op_error_string(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     int32_t code;
     const char *s = NULL;
@@ -135,7 +130,8 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
 static int runs_after_fault(uint32_t op)
 {
     return op == CHAN_OP_CTX_CREATE || op == CHAN_OP_CTX_DESTROY || op == CHAN_OP_BLOB ||
-           op == CHAN_OP_ERROR_STRING || op == CHAN_OP_PROCADDR || op == CHAN_OP_COPY || op == CHAN_OP_HOST_FREE;
+           op == CHAN_OP_ERROR_STRING || op == CHAN_OP_PROCADDR || op == CHAN_OP_COPY ||
+           op == CHAN_OP_HOST_FREE;
 }
 
 /* Replays one record. 0, or -1 when the client broke the protocol. */
@@ -143,10 +139,8 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
 {
     uint8_t *p = (uint8_t *)(r + 1);
     uint32_t len = r->size - (uint32_t)sizeof(*r);
-    if ((r->flags & CHAN_RF_REPLY) && r->lane >= CHAN_NLANES)
-        return -1;
-    if (!(r->flags & CHAN_RF_REPLY))
-        r->lane = 0xffff; /* handlers reply only to real lanes */
+    if ((r->flags & CHAN_RF_REPLY) && r->lane >= CHAN_NLANES) return -1;
+    if (!(r->flags & CHAN_RF_REPLY)) r->lane = 0xffff; /* handlers reply only to real lanes */
     /* The client's context for this call selects the device context. Unknown ids leave no
      * context: calls that need one fail with CUDA_ERROR_INVALID_CONTEXT. */
     srv_fault_sync(c);
@@ -154,7 +148,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
     /* A context a fault killed answers every call with the fault, sticky, as the driver
      * does (an asynchronous call's caller sees it at its next synchronisation); one made
      * since on a faulted device answers the fault too (srv_fault_gate). */
-    CUresult dead = !c->cur ? CUDA_SUCCESS
+    CUresult dead = !c->cur         ? CUDA_SUCCESS
                     : c->cur->fault ? c->cur->fault
                                     : srv_fault_gate(c, c->cur->device);
     if (dead != CUDA_SUCCESS && !runs_after_fault(r->op)) {
@@ -163,8 +157,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
         srv_reply(c, r->lane, dead, 0);
         return 0;
     }
-    if (c->cur)
-        srv_use_device(c->cur->device);
+    if (c->cur) srv_use_device(c->cur->device);
     atomic_fetch_add_explicit(&c->stats.calls, 1, memory_order_relaxed);
     if (!c->first_thread)
         c->first_thread = r->thread;
@@ -176,8 +169,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
         srv_busy(c, 0);
         return 0;
     }
-    if (r->op <= CHAN_OP_BASE || r->op >= CHAN_OP_END || !handlers[r->op - CHAN_OP_BASE])
-        return -1;
+    if (r->op <= CHAN_OP_BASE || r->op >= CHAN_OP_END || !handlers[r->op - CHAN_OP_BASE]) return -1;
     srv_busy(c, r->op);
     handlers[r->op - CHAN_OP_BASE](c, r, p, len);
     srv_busy(c, 0);
@@ -189,8 +181,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
 static int dispatch_settled(struct srv_client *c, struct chan_rec *r)
 {
     int rc = dispatch(c, r);
-    if (c->reserved_any)
-        srv_account_settle(c);
+    if (c->reserved_any) srv_account_settle(c);
     return rc;
 }
 
@@ -200,10 +191,8 @@ void *srv_worker_main(void *arg)
     c->rec = malloc(CHAN_REC_MAX);
     c->scratch = malloc(CHAN_LANE_DATA);
     c->out = malloc(CHAN_LANE_DATA);
-    if (!c->rec || !c->scratch || !c->out)
-        return NULL;
-    if (CHAN_PROFILING)
-        c->prof_op = calloc(2 * SRV_PROF_SLOTS, sizeof(uint64_t));
+    if (!c->rec || !c->scratch || !c->out) return NULL;
+    if (CHAN_PROFILING) c->prof_op = calloc(2 * SRV_PROF_SLOTS, sizeof(uint64_t));
     uint64_t idle_since = 0, alive_checked = 0;
     c->prof_since_ns = chan_now_ns();
     unsigned backoff_us = 0;
@@ -214,11 +203,9 @@ void *srv_worker_main(void *arg)
         for (int i = 0; i < 64 && !atomic_load_explicit(&c->dead, memory_order_relaxed); i++) {
             /* Over its bound on queued work (queue.c): its requests stay in its ring, which
              * fills, and its own calls wait; this worker goes on with its waits. */
-            if ((paused = srv_queue_paused(c)))
-                break;
+            if ((paused = srv_queue_paused(c))) break;
             enum chan_next n = chan_ring_next(&c->ch, c->rec);
-            if (n == CHAN_NEXT_NONE)
-                break;
+            if (n == CHAN_NEXT_NONE) break;
             uint64_t t0 = CHAN_PROFILING ? chan_now_ns() : 0;
             int bad = n == CHAN_NEXT_BAD || dispatch_settled(c, (struct chan_rec *)c->rec) != 0;
             if (CHAN_PROFILING) {
@@ -262,12 +249,10 @@ void *srv_worker_main(void *arg)
             }
             continue;
         }
-        if (!idle_since)
-            idle_since = now;
+        if (!idle_since) idle_since = now;
         /* A chatty client's next request is usually microseconds away; but while the
          * server is crowded (spin.c) the CPU this would spin on is another thread's. */
-        if (now - idle_since < srv_spin_worker_ns())
-            continue;
+        if (now - idle_since < srv_spin_worker_ns()) continue;
         if (waiting) {
             /* The GPU is busy for this client: poll its events less and less often, down to
              * every 50 us while CPUs are free (a finished wait is seen 25 us late on average)
@@ -291,8 +276,7 @@ void *srv_worker_main(void *arg)
         /* Wakes when c's busy spell ends too, so that it stops counting on time. */
         uint64_t nap = 50ull * 1000 * 1000;
         chan_ring_sleep(&c->ch, busy_left < nap ? busy_left + 1 : nap);
-        if (!chan_ring_pending(&c->ch) && busy_left >= nap)
-            srv_client_alive(c);
+        if (!chan_ring_pending(&c->ch) && busy_left >= nap) srv_client_alive(c);
     }
     srv_spin_gone(c);
     return NULL;

@@ -198,6 +198,9 @@ if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
 else
     record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
 fi
+# The tree is as `make format` leaves it: the files and the clang-format version are
+# tools/format.sh's, which names the files that are not (fix: make format).
+run_test format-clean 120 bash "$ROOT/tools/format.sh" check
 run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
 # A newer CUDA 13.x cuda.h (here: ours with one call more): the generator builds the call as
 # unsupported with one warning, and the shim exports it.

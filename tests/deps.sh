@@ -63,6 +63,7 @@ need=""
 have "$CC" || need="$need gcc"
 have python3 || need="$need python3"
 have clang || need="$need clang" # the fuzz targets (tests/fuzz)
+have clang-format-19 || need="$need clang-format-19" # make format, CI's format-clean (tools/format.sh)
 [ -z "$need" ] || install $need
 
 # 2. Headers and libraries, as the build sees them.

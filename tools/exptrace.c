@@ -29,8 +29,8 @@
 #define NSLOT 128
 #define DUMP_WORDS 6
 
-typedef uint64_t (*slot_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
-                            uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+typedef uint64_t (*slot_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+                            uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
 
 static struct table {
     CUuuid id;
@@ -57,8 +57,7 @@ static void hex(char *out, const CUuuid *id)
 /* Up to n words at p, if readable: the count read. */
 static int peek(uint64_t p, uint64_t *w, int n)
 {
-    if (p < 4096)
-        return 0;
+    if (p < 4096) return 0;
     struct iovec local = {w, n * sizeof(*w)}, remote = {(void *)p, n * sizeof(*w)};
     ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
     return got > 0 ? (int)(got / (ssize_t)sizeof(*w)) : 0;
@@ -69,8 +68,7 @@ static void dump(FILE *f, const char *when, const uint64_t a[6])
     for (int i = 0; i < 6; i++) {
         uint64_t w[DUMP_WORDS];
         int n = peek(a[i], w, DUMP_WORDS);
-        if (!n)
-            continue;
+        if (!n) continue;
         fprintf(f, "exptrace:   %s *a%d:", when, i);
         for (int j = 0; j < n; j++)
             fprintf(f, " %#llx", (unsigned long long)w[j]);
@@ -82,8 +80,7 @@ static void dump(FILE *f, const char *when, const uint64_t a[6])
 static const char *where(const void *pc)
 {
     Dl_info info;
-    if (!dladdr(pc, &info) || !info.dli_fname)
-        return "?";
+    if (!dladdr(pc, &info) || !info.dli_fname) return "?";
     const char *slash = strrchr(info.dli_fname, '/');
     return slash ? slash + 1 : info.dli_fname;
 }
@@ -105,8 +102,8 @@ static uint64_t call(int t, int s, const void *from, uint64_t a0, uint64_t a1, u
                 " (stack %#llx %#llx %#llx)\n",
                 id, s, n, where(from), (unsigned long long)a0, (unsigned long long)a1,
                 (unsigned long long)a2, (unsigned long long)a3, (unsigned long long)a4,
-                (unsigned long long)a5, (unsigned long long)more[0],
-                (unsigned long long)more[1], (unsigned long long)more[2]);
+                (unsigned long long)a5, (unsigned long long)more[0], (unsigned long long)more[1],
+                (unsigned long long)more[2]);
         dump(stderr, "before", a);
         funlockfile(stderr);
     }
@@ -122,14 +119,15 @@ static uint64_t call(int t, int s, const void *from, uint64_t a0, uint64_t a1, u
 }
 
 /* One wrapper per (table, slot): w_T_H_L serves slot H * 8 + L of table T. */
-#define W(t, h, l)                                                                            \
-    static uint64_t w_##t##_##h##_##l(uint64_t a, uint64_t b, uint64_t c, uint64_t d,         \
-                                      uint64_t e, uint64_t f, uint64_t g, uint64_t h_,        \
-                                      uint64_t i, uint64_t j, uint64_t k, uint64_t l_)        \
-    {                                                                                         \
-        const uint64_t more[6] = {g, h_, i, j, k, l_};                                        \
-        return call(t, h * 8 + l, __builtin_return_address(0), a, b, c, d, e, f, more);       \
+#define W(t, h, l)                                                                                 \
+    static uint64_t w_##t##_##h##_##l(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e,  \
+                                      uint64_t f, uint64_t g, uint64_t h_, uint64_t i, uint64_t j, \
+                                      uint64_t k, uint64_t l_)                                     \
+    {                                                                                              \
+        const uint64_t more[6] = {g, h_, i, j, k, l_};                                             \
+        return call(t, h * 8 + l, __builtin_return_address(0), a, b, c, d, e, f, more);            \
     }
+// clang-format off: rows of macro calls that make functions, which clang-format joins
 #define W8(t, h) W(t, h, 0) W(t, h, 1) W(t, h, 2) W(t, h, 3) W(t, h, 4) W(t, h, 5) W(t, h, 6) W(t, h, 7)
 #define R8(t, h) w_##t##_##h##_0, w_##t##_##h##_1, w_##t##_##h##_2, w_##t##_##h##_3, \
                  w_##t##_##h##_4, w_##t##_##h##_5, w_##t##_##h##_6, w_##t##_##h##_7
@@ -143,6 +141,7 @@ static const slot_fn wrappers[NTAB][NSLOT] = {R128(0),  R128(1),  R128(2),  R128
                                               R128(4),  R128(5),  R128(6),  R128(7),
                                               R128(8),  R128(9),  R128(10), R128(11),
                                               R128(12), R128(13), R128(14), R128(15)};
+// clang-format on
 
 static CUresult my_export(const void **pp, const CUuuid *id)
 {
@@ -153,8 +152,7 @@ static CUresult my_export(const void **pp, const CUuuid *id)
     fprintf(stderr, "exptrace: cuGetExportTable %s from %s -> %d, first word %#llx\n", h,
             where(__builtin_return_address(0)), (int)r, (unsigned long long)first);
     const char *pass = getenv("EXPTRACE_PASS");
-    if (pass && strstr(pass, h))
-        return r;
+    if (pass && strstr(pass, h)) return r;
     /* Tables that begin with their size in bytes (a multiple of 8 below 1 KiB), except
      * CUDART_INTERFACE and INTEGRITY_CHECK: the integrity hash covers their addresses, so
      * a copy makes cudart fail with cudaErrorSoftwareValidityNotEstablished. */
@@ -166,8 +164,7 @@ static CUresult my_export(const void **pp, const CUuuid *id)
     pthread_mutex_lock(&lock);
     struct table *tb = NULL;
     for (int i = 0; i < ntabs && !tb; i++)
-        if (!memcmp(&tabs[i].id, id, sizeof(*id)))
-            tb = &tabs[i];
+        if (!memcmp(&tabs[i].id, id, sizeof(*id))) tb = &tabs[i];
     if (!tb && ntabs < NTAB) {
         int t = ntabs++;
         tb = &tabs[t];
@@ -179,8 +176,7 @@ static CUresult my_export(const void **pp, const CUuuid *id)
             tb->copy[s] = tb->real[s] ? (const void *)wrappers[t][s] : NULL;
     }
     pthread_mutex_unlock(&lock);
-    if (tb)
-        *pp = tb->copy;
+    if (tb) *pp = tb->copy;
     return r;
 }
 
@@ -193,13 +189,11 @@ static CUresult my_proc2(const char *sym, void **pfn, int ver, cuuint64_t flags,
 static void *wrap(const char *sym, int ver, void *real)
 {
     if (!strcmp(sym, "cuGetProcAddress_v2") || (!strcmp(sym, "cuGetProcAddress") && ver >= 12000)) {
-        if (!real_proc2)
-            real_proc2 = real;
+        if (!real_proc2) real_proc2 = real;
         return (void *)my_proc2;
     }
     if (!strcmp(sym, "cuGetProcAddress")) {
-        if (!real_proc)
-            real_proc = real;
+        if (!real_proc) real_proc = real;
         return (void *)my_proc;
     }
     if (!strcmp(sym, "cuGetExportTable")) {
@@ -212,8 +206,7 @@ static void *wrap(const char *sym, int ver, void *real)
 static CUresult my_proc(const char *sym, void **pfn, int ver, cuuint64_t flags)
 {
     CUresult r = real_proc(sym, pfn, ver, flags);
-    if (r == CUDA_SUCCESS && pfn && *pfn && sym)
-        *pfn = wrap(sym, ver, *pfn);
+    if (r == CUDA_SUCCESS && pfn && *pfn && sym) *pfn = wrap(sym, ver, *pfn);
     return r;
 }
 
@@ -221,16 +214,14 @@ static CUresult my_proc2(const char *sym, void **pfn, int ver, cuuint64_t flags,
                          CUdriverProcAddressQueryResult *st)
 {
     CUresult r = real_proc2(sym, pfn, ver, flags, st);
-    if (r == CUDA_SUCCESS && pfn && *pfn && sym)
-        *pfn = wrap(sym, ver, *pfn);
+    if (r == CUDA_SUCCESS && pfn && *pfn && sym) *pfn = wrap(sym, ver, *pfn);
     return r;
 }
 
 unsigned int la_version(unsigned int v)
 {
     const char *m = getenv("EXPTRACE_MAX");
-    if (m)
-        max_logged = atol(m);
+    if (m) max_logged = atol(m);
     return v;
 }
 
@@ -249,8 +240,7 @@ uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refcook, uin
     (void)refcook;
     (void)defcook;
     (void)flags;
-    if (strncmp(name, "cuGet", 5) != 0)
-        return sym->st_value;
+    if (strncmp(name, "cuGet", 5) != 0) return sym->st_value;
     /* A bound name is the plain symbol: cuGetProcAddress is the 4-argument one. */
     return (uintptr_t)wrap(name, !strcmp(name, "cuGetProcAddress") ? 11000 : 13000,
                            (void *)sym->st_value);

@@ -40,13 +40,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        CUresult r_ = (x);                                                                    \
-        if (r_ != CUDA_SUCCESS) {                                                             \
-            fprintf(stderr, "heldwait: %s: error %d\n", #x, (int)r_);                         \
-            _exit(1);                                                                         \
-        }                                                                                     \
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        CUresult r_ = (x);                                                                         \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "heldwait: %s: error %d\n", #x, (int)r_);                              \
+            _exit(1);                                                                              \
+        }                                                                                          \
     } while (0)
 
 static CUcontext ctx;
@@ -90,9 +90,9 @@ static void *call_main(void *arg)
                       : MAP_FAILED;
         r = p != MAP_FAILED
                 ? cuMemHostRegister(p, n,
-                                    strcmp(call, "register")
-                                        ? 0
-                                        : CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP)
+                                    strcmp(call, "register") ? 0
+                                                             : CU_MEMHOSTREGISTER_PORTABLE |
+                                                                   CU_MEMHOSTREGISTER_DEVICEMAP)
                 : CUDA_ERROR_OUT_OF_MEMORY;
     } else if (!strcmp(call, "hostalloc")) {
         void *p;
@@ -115,8 +115,13 @@ static void *call_main(void *arg)
         r = cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 8192);
     else if (!strcmp(call, "graphadd")) {
         CUgraphNode n;
-        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern, .ctx = ctx, .gridDimX = 1, .gridDimY = 1,
-                                      .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1,
+        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern,
+                                      .ctx = ctx,
+                                      .gridDimX = 1,
+                                      .gridDimY = 1,
+                                      .gridDimZ = 1,
+                                      .blockDimX = 1,
+                                      .blockDimY = 1,
                                       .blockDimZ = 1};
         r = cuGraphAddKernelNode(&n, graph, NULL, 0, &kp);
     } else if (!strcmp(call, "instantiate")) {
@@ -145,12 +150,9 @@ static void *call_main(void *arg)
         CUdeviceptr va;
         size_t n = 2 << 20;
         r = cuMemCreate(&h, n, &prop, 0);
-        if (r == CUDA_SUCCESS)
-            r = cuMemAddressReserve(&va, n, n, 0, 0);
-        if (r == CUDA_SUCCESS)
-            r = cuMemMap(va, n, 0, h, 0);
-        if (r == CUDA_SUCCESS)
-            r = cuMemSetAccess(va, n, &acc, 1);
+        if (r == CUDA_SUCCESS) r = cuMemAddressReserve(&va, n, n, 0, 0);
+        if (r == CUDA_SUCCESS) r = cuMemMap(va, n, 0, h, 0);
+        if (r == CUDA_SUCCESS) r = cuMemSetAccess(va, n, &acc, 1);
     }
     atomic_store(&call_done, 1 + (int)r);
     return NULL;
@@ -170,8 +172,7 @@ static void *write_main(void *arg)
     (void)arg;
     CK(cuCtxSetCurrent(ctx));
     CUstream s = before;
-    if (create)
-        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (create) CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CK(cuStreamWriteValue32(s, word, 1, 0));
     CK(cuStreamSynchronize(s));
     atomic_store(&write_done, 1);
@@ -214,15 +215,19 @@ int main(int argc, char **argv)
     CK(cuGraphCreate(&graph, 0));
     if (!strcmp(call, "instantiate")) {
         CUgraphNode n;
-        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern, .ctx = ctx, .gridDimX = 1, .gridDimY = 1,
-                                      .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1,
+        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern,
+                                      .ctx = ctx,
+                                      .gridDimX = 1,
+                                      .gridDimY = 1,
+                                      .gridDimZ = 1,
+                                      .blockDimX = 1,
+                                      .blockDimY = 1,
                                       .blockDimZ = 1};
         CK(cuGraphCreate(&kgraph, 0));
         CK(cuGraphAddKernelNode(&n, kgraph, NULL, 0, &kp));
     }
     pages = aligned_alloc(4096, 1 << 20);
-    if (!pages)
-        return 2;
+    if (!pages) return 2;
     CK(cuMemHostRegister(pages, 1 << 20, 0));
     CK(cuMemAllocHost(&pinned, 1 << 20));
     CK(cuMemAlloc(&big, 1 << 20));

@@ -73,8 +73,8 @@ void cpudrv_ctx_fault(struct cpudrv_ctx *c, CUresult err)
 {
     int zero = 0;
     if (!cpudrv_faults_per_context)
-        __atomic_compare_exchange_n(&cpudrv_devs[c->dev].lost, &zero, (int)err, 0,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        __atomic_compare_exchange_n(&cpudrv_devs[c->dev].lost, &zero, (int)err, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
     zero = 0;
     __atomic_compare_exchange_n(&c->sticky, &zero, (int)err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     if (c->green) {

@@ -348,7 +348,7 @@ struct cpudrv_range {
     struct cpudrv_physmem *phys; // MAPPED: the memory mapped, a reference held
     // MAPPED: the CUmemAccess_flags each device was given (none until cuMemSetAccess).
     unsigned char access[CPUDRV_MAX_DEVICES];
-    struct chan_advice *adv; // MANAGED: its advice and prefetch record (managed.c)
+    struct chan_advice *adv;  // MANAGED: its advice and prefetch record (managed.c)
     struct cpudrv_gmem *gmem; // DEVICE: graph memory of an allocation node (graphmem.c)
 };
 

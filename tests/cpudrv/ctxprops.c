@@ -81,8 +81,7 @@ static CUresult wait_counted(struct cpudrv_ctx *c, unsigned *count)
     cpudrv_unlock();
     cpudrv_deps_wait_release(deps, n);
     cpudrv_lock();
-    if (--*count == 0)
-        pthread_cond_broadcast(&whole_done);
+    if (--*count == 0) pthread_cond_broadcast(&whole_done);
     return CUDA_SUCCESS;
 }
 

@@ -75,7 +75,7 @@ static const char *keep_name(const char *name)
     static struct kept {
         struct kept *next;
         char s[];
-    } * names;
+    } *names;
     if (!name) return NULL;
     for (struct kept *k = names; k; k = k->next)
         if (strcmp(k->s, name) == 0) return k->s;

@@ -8,10 +8,7 @@ struct errent {
     const char *name, *str;
 };
 
-#define E(rc, str)                                                                                 \
-    {                                                                                              \
-        rc, #rc, str                                                                               \
-    }
+#define E(rc, str) {rc, #rc, str}
 static const struct errent table[] = {
     E(CUDA_SUCCESS, "no error"),
     E(CUDA_ERROR_INVALID_VALUE, "invalid argument"),

@@ -283,8 +283,7 @@ int cpudrv_graph_capturing(const struct cpudrv_graph *g)
 }
 
 // The conditional handle h as seen from g: made for g or a graph it is nested in.
-const struct cpudrv_cond *cpudrv_cond_find(const struct cpudrv_graph *g,
-                                           CUgraphConditionalHandle h)
+const struct cpudrv_cond *cpudrv_cond_find(const struct cpudrv_graph *g, CUgraphConditionalHandle h)
 {
     for (; g; g = g->owner ? g->owner->g : NULL)
         for (size_t i = 0; i < g->nconds; i++)
@@ -315,8 +314,8 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, C
     if (!rc && !v) rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (!rc) {
         g->conds = v;
-        v[g->nconds] = (struct cpudrv_cond){cpudrv_next_id(), defaultLaunchValue, flags,
-                                            (CUcontext)c};
+        v[g->nconds] =
+            (struct cpudrv_cond){cpudrv_next_id(), defaultLaunchValue, flags, (CUcontext)c};
         *pHandle_out = v[g->nconds++].h;
     }
     cpudrv_unlock();

@@ -198,9 +198,9 @@ struct cpudrv_gmem {
     int allocated;
     unsigned long long id; // of its range
     CUmemPoolProps props;
-    const void *graph;                // the handle of the graph whose node made it
-    struct cpudrv_gmem *prev, *next;  // every graph allocation but aliases (for aliasing)
-    struct cpudrv_gmem *alias_of;     // an alias: the allocation whose address it takes
+    const void *graph;               // the handle of the graph whose node made it
+    struct cpudrv_gmem *prev, *next; // every graph allocation but aliases (for aliasing)
+    struct cpudrv_gmem *alias_of;    // an alias: the allocation whose address it takes
 };
 void cpudrv_gmem_ref(struct cpudrv_gmem *m);
 void cpudrv_gmem_put(struct cpudrv_gmem *m);

@@ -293,8 +293,8 @@ static int batch_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
     return steps_touch(b->s, b->n, lo, hi);
 }
 
-static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s,
-                     struct condvals *vals, struct step *st);
+static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s, struct condvals *vals,
+                     struct step *st);
 
 // Appends a step to a run; -1 if out of memory.
 static int steps_push(struct steps *l, const struct step *st)
@@ -313,8 +313,8 @@ static int steps_push(struct steps *l, const struct step *st)
 // cpudrv_big held: the steps of a conditional node's body g launched on s, in an order
 // that respects every edge, child graphs in their place (checked at instantiation: no
 // cycle, only node types a body may hold). -1 if out of memory.
-static int body_steps(const struct cpudrv_graph *g, struct cpudrv_stream *s,
-                      struct condvals *vals, struct steps *out)
+static int body_steps(const struct cpudrv_graph *g, struct cpudrv_stream *s, struct condvals *vals,
+                      struct steps *out)
 {
     struct cpudrv_gnode **o, *bad = NULL;
     if (cpudrv_graph_order(g, &o, &bad)) return -1;
@@ -334,8 +334,8 @@ static int body_steps(const struct cpudrv_graph *g, struct cpudrv_stream *s,
 
 // cpudrv_big held: the step for node n launched on s (0 and no step for a disabled or
 // empty node; -1 if out of memory). vals: the values of the executable graph's handles.
-static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s,
-                     struct condvals *vals, struct step *st)
+static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s, struct condvals *vals,
+                     struct step *st)
 {
     memset(st, 0, sizeof *st);
     if (n->disabled) return 0;
@@ -418,8 +418,8 @@ static int make_step(const struct cpudrv_gnode *n, struct cpudrv_stream *s,
 struct launch {
     struct cpudrv_stream *s;
     struct cpudrv_op *op;
-    uint64_t seq;           // of the latest operation queued
-    struct condvals *vals;  // the executable graph's handle values, or NULL
+    uint64_t seq;          // of the latest operation queued
+    struct condvals *vals; // the executable graph's handle values, or NULL
 };
 
 static CUresult launch_op(struct launch *l)
@@ -483,8 +483,8 @@ static CUresult launch_step(struct launch *l, const struct cpudrv_gnode *n)
 static CUresult launch(struct cpudrv_gexec *x, struct cpudrv_stream *s)
 {
     struct launch l = {s, NULL, 0, x->vals};
-    CUresult rc = cpudrv_gmem_launch_check(x->order, x->n,
-                                           !!(x->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+    CUresult rc = cpudrv_gmem_launch_check(
+        x->order, x->n, !!(x->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
     if (rc) return rc;
     rc = launch_op(&l);
     if (!rc && x->last && cpudrv_op_dep(l.op, x->last, x->last_seq)) rc = CUDA_ERROR_OUT_OF_MEMORY;

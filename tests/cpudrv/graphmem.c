@@ -40,8 +40,7 @@ static struct cpudrv_gmem *alias_of(const struct cpudrv_graph *g, size_t bytes, 
             !(o = cpudrv_graph_find((CUgraph)(uintptr_t)m->graph)))
             continue;
         for (const struct cpudrv_gnode *n = o->head; n; n = n->next)
-            if (n->type == CU_GRAPH_NODE_TYPE_MEM_FREE && n->u.fptr == m->base)
-                return m;
+            if (n->type == CU_GRAPH_NODE_TYPE_MEM_FREE && n->u.fptr == m->base) return m;
     }
     return NULL;
 }
@@ -60,8 +59,10 @@ static void gmem_end(struct cpudrv_gmem *m)
         free(m);
         return;
     }
-    if (m->prev) m->prev->next = m->next;
-    else all = m->next;
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        all = m->next;
     if (m->next) m->next->prev = m->prev;
     reserved_now -= m->size;
     cpudrv_mem_free_id(m->base, m->id);
@@ -155,8 +156,7 @@ CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS
         p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         cpudrv_dev_check(p->poolProps.location.id) || (p->accessDescCount && !p->accessDescs))
         return CUDA_ERROR_INVALID_VALUE;
-    struct cpudrv_gmem *m = alias_on() ? alias_of(g, p->bytesize, p->poolProps.location.id)
-                                       : NULL;
+    struct cpudrv_gmem *m = alias_on() ? alias_of(g, p->bytesize, p->poolProps.location.id) : NULL;
     if (m) {
         // An allocation of its own at the other's address (each has its own allocated
         // time: a free node frees its own graph's: cpudrv_gmem_launched), which keeps the other's
@@ -167,8 +167,13 @@ CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS
         // At the end of the other's (inside it when smaller, on 256-byte steps), as the
         // driver's own suballocation may place it.
         uintptr_t at = m->base + ((m->size - p->bytesize) & ~(size_t)255);
-        *a = (struct cpudrv_gmem){.base = at, .size = p->bytesize, .dev = m->dev,
-                                  .refs = 1, .props = p->poolProps, .graph = g, .alias_of = m};
+        *a = (struct cpudrv_gmem){.base = at,
+                                  .size = p->bytesize,
+                                  .dev = m->dev,
+                                  .refs = 1,
+                                  .props = p->poolProps,
+                                  .graph = g,
+                                  .alias_of = m};
         n->u.gm = a;
         p->dptr = (CUdeviceptr)a->base;
         return CUDA_SUCCESS;
@@ -218,8 +223,7 @@ CUresult cpudrv_gmem_node_set(struct cpudrv_gnode *n, CUDA_MEM_ALLOC_NODE_PARAMS
 static int allocates_at(const struct cpudrv_graph *g, CUdeviceptr dptr)
 {
     for (const struct cpudrv_gnode *o = g->head; o; o = o->next)
-        if (o->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && o->u.gm->base == (uintptr_t)dptr)
-            return 1;
+        if (o->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && o->u.gm->base == (uintptr_t)dptr) return 1;
     return 0;
 }
 
@@ -287,11 +291,20 @@ CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
     if (!value) return TR(CUDA_ERROR_INVALID_VALUE);
     cpudrv_lock();
     switch (attr) {
-    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = used_now; break;
-    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = used_high; break;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = reserved_now; break;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = reserved_high; break;
-    default: rc = CUDA_ERROR_INVALID_VALUE;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+        *(cuuint64_t *)value = used_now;
+        break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+        *(cuuint64_t *)value = used_high;
+        break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+        *(cuuint64_t *)value = reserved_now;
+        break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+        *(cuuint64_t *)value = reserved_high;
+        break;
+    default:
+        rc = CUDA_ERROR_INVALID_VALUE;
     }
     cpudrv_unlock();
     return TR(rc);

@@ -642,8 +642,8 @@ CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode,
     struct cpudrv_gnode *n;
     CUresult rc = node_of(hNode, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &n);
     if (rc) return TR(rc);
-    *nodeParams_out = (CUDA_BATCH_MEM_OP_NODE_PARAMS){n->u.b.ctx, n->u.b.count, n->u.b.ops,
-                                                      n->u.b.flags};
+    *nodeParams_out =
+        (CUDA_BATCH_MEM_OP_NODE_PARAMS){n->u.b.ctx, n->u.b.count, n->u.b.ops, n->u.b.flags};
     cpudrv_unlock();
     return TR(CUDA_SUCCESS);
 }
@@ -966,8 +966,8 @@ static CUresult from_generic(CUgraphNodeParams *p, struct add_params *a, struct 
         a->ev = p->eventRecord.event;
         return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
-        t->b = (CUDA_BATCH_MEM_OP_NODE_PARAMS){p->memOp.ctx, p->memOp.count,
-                                               p->memOp.paramArray, p->memOp.flags};
+        t->b = (CUDA_BATCH_MEM_OP_NODE_PARAMS){p->memOp.ctx, p->memOp.count, p->memOp.paramArray,
+                                               p->memOp.flags};
         a->b = &t->b;
         return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
@@ -1000,10 +1000,9 @@ CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
     CUresult rc = cpudrv_ready();
     if (!rc) rc = from_generic(nodeParams, &a, &t);
     if (rc) return TR(rc);
-    rc = add(phGraphNode, hGraph, dependencies, dependencyData, numDependencies,
-             nodeParams->type, &a);
-    if (!rc && nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
-        nodeParams->alloc.dptr = t.ma.dptr;
+    rc = add(phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams->type,
+             &a);
+    if (!rc && nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) nodeParams->alloc.dptr = t.ma.dptr;
     // A conditional node's bodies went into nodeParams->conditional.phGraph_out.
     return TR(rc);
 }

@@ -72,7 +72,8 @@ static CUresult advise(CUdeviceptr p, size_t count, CUmem_advise advice, CUmemLo
     CUresult rc = cpudrv_ready();
     if (rc) return rc;
     int named = advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION ||
-                advice == CU_MEM_ADVISE_SET_ACCESSED_BY || advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY;
+                advice == CU_MEM_ADVISE_SET_ACCESSED_BY ||
+                advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY;
     if (named && !chan_advice_loc_ok(l, cpudrv_ndev)) return CUDA_ERROR_INVALID_DEVICE;
     cpudrv_lock();
     uint64_t off;
@@ -97,8 +98,7 @@ CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
 }
 
 // Checks the stream (NULL and the special handles included) as the work would.
-static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation l, unsigned flags,
-                         CUstream hs)
+static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation l, unsigned flags, CUstream hs)
 {
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
@@ -122,10 +122,8 @@ static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation l, unsigned 
 
 // The legacy entry point (a device, not a location): cuda.h maps the name to _v2.
 #undef cuMemPrefetchAsync
-CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
-                            CUstream hStream);
-CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
-                            CUstream hStream)
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
 {
     return TR(prefetch(devPtr, count, chan_advice_loc_of_device(dstDevice), 0, hStream));
 }

@@ -29,7 +29,7 @@ static int satisfied(const struct memop *m)
     case CU_STREAM_WAIT_VALUE_AND:
         return (v & m->value) != 0;
     default: // NOR
-        return m->is64 ? ~(v | m->value) != 0 : (uint32_t) ~(v | m->value) != 0;
+        return m->is64 ? ~(v | m->value) != 0 : (uint32_t)~(v | m->value) != 0;
     }
 }
 

@@ -309,14 +309,18 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
         if (pool_strict() == 2 && p->used) {
-            fprintf(stderr, "cpudrv: cuMemPoolDestroy of a pool with %zu bytes in use "
-                    "(MPSSHIM_CPUDRV_POOL_STRICT=2)\n", (size_t)p->used);
+            fprintf(stderr,
+                    "cpudrv: cuMemPoolDestroy of a pool with %zu bytes in use "
+                    "(MPSSHIM_CPUDRV_POOL_STRICT=2)\n",
+                    (size_t)p->used);
             abort();
         }
         size_t n = pool_strict() ? cpudrv_mem_pool_outstanding(p) : 0;
         if (n) {
-            fprintf(stderr, "cpudrv: cuMemPoolDestroy with %zu allocations outstanding "
-                    "(MPSSHIM_CPUDRV_POOL_STRICT=1)\n", n);
+            fprintf(stderr,
+                    "cpudrv: cuMemPoolDestroy with %zu allocations outstanding "
+                    "(MPSSHIM_CPUDRV_POOL_STRICT=1)\n",
+                    n);
             abort();
         }
         if (current[p->dev] == p) current[p->dev] = NULL;

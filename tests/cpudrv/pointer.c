@@ -68,9 +68,9 @@ static CUresult attr(CUpointer_attribute a, const struct cpudrv_range *r, uintpt
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         // Managed memory reads as device memory, as the driver reports it on discrete GPUs.
-        *(unsigned *)data = !r ? 0
+        *(unsigned *)data = !r                                           ? 0
                             : is_dev(r) || r->type == CPUDRV_MEM_MANAGED ? CU_MEMORYTYPE_DEVICE
-                                                                          : CU_MEMORYTYPE_HOST;
+                                                                         : CU_MEMORYTYPE_HOST;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         *(CUdeviceptr *)data = r ? (CUdeviceptr)p : 0;

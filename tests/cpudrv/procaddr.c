@@ -35,8 +35,7 @@ static void *own_function(const char *name)
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         int c = strcmp(cpudrv_exports[mid].name, name);
-        if (c == 0)
-            return cpudrv_exports[mid].fn;
+        if (c == 0) return cpudrv_exports[mid].fn;
         if (c < 0)
             lo = mid + 1;
         else
@@ -48,8 +47,7 @@ static void *own_function(const char *name)
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status)
 {
-    if (!symbol || !pfn)
-        return TR(CUDA_ERROR_INVALID_VALUE);
+    if (!symbol || !pfn) return TR(CUDA_ERROR_INVALID_VALUE);
     *pfn = NULL;
     int key = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? 2
               : flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM           ? 1
@@ -74,8 +72,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
     int best_from = 0;
     for (size_t i = lo; i < shim_nprocaddr_rows; i++) {
         const struct shim_procaddr_row *r = &shim_procaddr_rows[i];
-        if (r->flags != key || strcmp(r->name, symbol) != 0)
-            break;
+        if (r->flags != key || strcmp(r->name, symbol) != 0) break;
         int from = moved && r->version == k->from ? k->to : r->version;
         if (from <= cudaVersion && (!best || from > best_from)) {
             best = r;
@@ -83,24 +80,20 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
         }
     }
     if (!best) {
-        if (status)
-            *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return TR(CUDA_ERROR_NOT_FOUND);
     }
     if (!best->symbol) {
-        if (status && best->status >= 0)
-            *status = (CUdriverProcAddressQueryResult)best->status;
+        if (status && best->status >= 0) *status = (CUdriverProcAddressQueryResult)best->status;
         return TR((CUresult)best->result);
     }
     void *fn = own_function(best->symbol);
     if (!fn) {
-        if (status)
-            *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return TR(CUDA_ERROR_NOT_FOUND);
     }
     *pfn = fn;
-    if (status)
-        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
     return TR(CUDA_SUCCESS);
 }
 

@@ -36,8 +36,7 @@ static int buf_is(unsigned v)
 }
 
 // A kernel node of fn(a0, a1) (two 8-byte arguments), one block of N threads.
-static CUgraphNode knode(CUgraph g, const CUgraphNode *dep, CUfunction fn, uint64_t a0,
-                         uint64_t a1)
+static CUgraphNode knode(CUgraph g, const CUgraphNode *dep, CUfunction fn, uint64_t a0, uint64_t a1)
 {
     void *args[] = {&a0, &a1};
     CUDA_KERNEL_NODE_PARAMS p;

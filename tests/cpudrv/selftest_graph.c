@@ -1,7 +1,7 @@
 // Self-test: stream capture and graphs. Capture of kernel and memset chains, fork and join
 // across streams, replays with new inputs; graphs built node by node with every node type,
-// queried, cloned, instantiated, updated; batch mem-op nodes; capture modes across threads; the errors. Each
-// part frees what it made.
+// queried, cloned, instantiated, updated; batch mem-op nodes; capture modes across threads; the
+// errors. Each part frees what it made.
 #include "selftest.h"
 
 #include <dlfcn.h>

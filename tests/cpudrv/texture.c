@@ -36,7 +36,6 @@ struct cpudrv_tex {
     struct cpudrv_obj *viewed; // array or mipmapped array, a reference held; or NULL
 };
 
-
 /* ---------------------------------------------------------------- mipmapped arrays */
 
 static void mipmap_release(struct cpudrv_obj *o)

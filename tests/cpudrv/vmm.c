@@ -447,11 +447,9 @@ static int reserved_unmapped(uintptr_t p, size_t n)
     int inside = 0;
     for (size_t i = 0; i < nresv && !inside; i++)
         inside = p >= resv[i].base && n <= resv[i].size && p - resv[i].base <= resv[i].size - n;
-    if (!inside || n % GRANULE || p % GRANULE)
-        return 0;
+    if (!inside || n % GRANULE || p % GRANULE) return 0;
     for (uintptr_t at = p; at - p < n; at += GRANULE)
-        if (cpudrv_mem_find(at))
-            return 0;
+        if (cpudrv_mem_find(at)) return 0;
     return 1;
 }
 

@@ -29,8 +29,7 @@ int main()
         REQUIRE(host[i] == ((3 * i) & 2047) * 3, "thread %d read %d", i, host[i]);
     size_t stack = 0;
     CHECK(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
-    REQUIRE(stack >= 8192, "stack size limit %zu after a kernel with 8 KiB of local memory",
-            stack);
+    REQUIRE(stack >= 8192, "stack size limit %zu after a kernel with 8 KiB of local memory", stack);
     t_ok("a kernel with 8 KiB of local memory per thread ran; the stack limit grew to it");
     CHECK(cudaFree(out));
     t_pass();

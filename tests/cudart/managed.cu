@@ -14,7 +14,8 @@ int main(int argc, char **argv)
     unsigned *a[ARRAYS];
     for (int i = 0; i < ARRAYS; i++) {
         CHECK(cudaMallocManaged(&a[i], LEN * sizeof(unsigned)));
-        for (int k = 0; k < LEN; k++) a[i][k] = (unsigned)k;
+        for (int k = 0; k < LEN; k++)
+            a[i][k] = (unsigned)k;
     }
     cudaPointerAttributes at;
     CHECK(cudaPointerGetAttributes(&at, a[0] + 7));
@@ -36,8 +37,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < ARRAYS; i++)
             for (int k = 0; k < LEN; k++) {
                 unsigned want = (unsigned)k + 2u * (unsigned)r + 1u;
-                REQUIRE(a[i][k] == want, "round %d array %d [%d] = %u, want %u", r, i, k,
-                        a[i][k], want);
+                REQUIRE(a[i][k] == want, "round %d array %d [%d] = %u, want %u", r, i, k, a[i][k],
+                        want);
                 a[i][k] += 1; // the CPU's turn
             }
     }
@@ -47,7 +48,8 @@ int main(int argc, char **argv)
                                    LEN * sizeof(unsigned)));
     REQUIRE(rm == 1, "read mostly %d", rm);
     t_ok("advice read back");
-    for (int i = 0; i < ARRAYS; i++) CHECK(cudaFree(a[i]));
+    for (int i = 0; i < ARRAYS; i++)
+        CHECK(cudaFree(a[i]));
     CHECK(cudaStreamDestroy(s));
     t_pass();
 }

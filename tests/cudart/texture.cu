@@ -22,7 +22,8 @@ int main()
     cudaArray_t in, out;
     CHECK(cudaMallocArray(&in, &ch, W, H));
     CHECK(cudaMallocArray(&out, &ch, W, H, cudaArraySurfaceLoadStore));
-    CHECK(cudaMemcpy2DToArray(in, 0, 0, src, sizeof src[0], sizeof src[0], H, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy2DToArray(in, 0, 0, src, sizeof src[0], sizeof src[0], H,
+                              cudaMemcpyHostToDevice));
 
     cudaResourceDesc rd;
     memset(&rd, 0, sizeof rd);
@@ -43,22 +44,26 @@ int main()
     dim3 block(16, 16), grid((W + 15) / 16, (H + 15) / 16);
     tex_stencil<<<grid, block>>>(tex, surf, W, H);
     CHECK_LAUNCH();
-    CHECK(cudaMemcpy2DFromArray(got, sizeof got[0], out, 0, 0, sizeof got[0], H, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy2DFromArray(got, sizeof got[0], out, 0, 0, sizeof got[0], H,
+                                cudaMemcpyDeviceToHost));
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++) {
             int xl = x > 0 ? x - 1 : 0, xr = x < W - 1 ? x + 1 : W - 1;
             int yu = y > 0 ? y - 1 : 0, yd = y < H - 1 ? y + 1 : H - 1;
             float want = src[y][xl] + src[y][xr] + src[yu][x] + src[yd][x] - 4.0f * src[y][x];
-            REQUIRE(got[y][x] == want, "(%d, %d) is %g, want %g", x, y, (double)got[y][x], (double)want);
+            REQUIRE(got[y][x] == want, "(%d, %d) is %g, want %g", x, y, (double)got[y][x],
+                    (double)want);
         }
     t_ok("tex2D stencil written with surf2Dwrite: all %d elements", W * H);
 
     cudaResourceDesc back;
     memset(&back, 0, sizeof back);
     CHECK(cudaGetTextureObjectResourceDesc(&back, tex));
-    REQUIRE(back.resType == cudaResourceTypeArray && back.res.array.array == in, "texture resource read back");
+    REQUIRE(back.resType == cudaResourceTypeArray && back.res.array.array == in,
+            "texture resource read back");
     CHECK(cudaGetSurfaceObjectResourceDesc(&back, surf));
-    REQUIRE(back.resType == cudaResourceTypeArray && back.res.array.array == out, "surface resource read back");
+    REQUIRE(back.resType == cudaResourceTypeArray && back.res.array.array == out,
+            "surface resource read back");
     t_ok("resource descriptors read back");
 
     float *lin, *dbl;

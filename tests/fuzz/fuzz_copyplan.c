@@ -16,8 +16,7 @@ struct tally {
 static int count(const struct chan_chunk *ch, void *arg)
 {
     struct tally *t = arg;
-    if (ch->nrows * ch->nbytes > t->cap)
-        abort();
+    if (ch->nrows * ch->nbytes > t->cap) abort();
     t->bytes += ch->nrows * ch->nbytes;
     return ++t->chunks > 4096; /* enough: the plan is proved in its first chunks */
 }
@@ -33,7 +32,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t cap = v[9] % (8u << 20) + 1;
     struct tally t = {.cap = cap};
     int stopped = chan_copy_plan(w, h, d, cap, count, &t);
-    if (!stopped && (t.bytes != w * h * d || t.chunks != chan_copy_nchunks(w, h, d, cap)))
-        abort();
+    if (!stopped && (t.bytes != w * h * d || t.chunks != chan_copy_nchunks(w, h, d, cap))) abort();
     return 0;
 }

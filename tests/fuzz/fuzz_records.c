@@ -15,17 +15,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static uint8_t out[CHAN_LANE_DATA];
-    if (size < 2)
-        return 0;
+    if (size < 2) return 0;
     const struct shim_call *d = &shim_calls[(data[0] | data[1] << 8) % SHIM_NCALLS];
-    if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC)
-        return 0;
+    if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC) return 0;
     /* The server decodes a private copy (it never reads the ring twice): so do we, in a
      * buffer of exactly the record's size, so that a read past it is caught. */
     size_t len = size - 2;
     uint8_t *payload = malloc(len ? len : 1);
-    if (!payload)
-        return 0;
+    if (!payload) return 0;
     memcpy(payload, data + 2, len);
     struct chan_args a;
     if (chan_unpack_call(d, payload, len, out, sizeof(out), &a) == CUDA_SUCCESS) {

@@ -56,8 +56,7 @@ static uint64_t take(struct src *s, unsigned bytes)
 /* A choice among n (0 when the input is spent). */
 static uint32_t pick(struct src *s, uint32_t n)
 {
-    if (n <= 1)
-        return 0;
+    if (n <= 1) return 0;
     return (uint32_t)(take(s, n > 256 ? 2 : 1) % n);
 }
 
@@ -72,29 +71,29 @@ static int one_in(struct src *s, uint32_t n)
 enum kind {
     K_CTX = 1, /* v: context id */
     K_STREAM,
-    K_EVENT,   /* a: creation flags */
-    K_DEV,     /* device memory [v, v + size) of cuMemAlloc, AllocPitch, async, global */
-    K_PINNED,  /* pinned or registered host memory, or managed memory */
-    K_ARRAY,   /* a: width in bytes, b: height (rows) */
-    K_MODULE,  /* a: image (enum image) */
-    K_FUNC,    /* a: kernel (kdefs index), or -1 */
+    K_EVENT,  /* a: creation flags */
+    K_DEV,    /* device memory [v, v + size) of cuMemAlloc, AllocPitch, async, global */
+    K_PINNED, /* pinned or registered host memory, or managed memory */
+    K_ARRAY,  /* a: width in bytes, b: height (rows) */
+    K_MODULE, /* a: image (enum image) */
+    K_FUNC,   /* a: kernel (kdefs index), or -1 */
     K_GRAPH,
-    K_NODE,    /* b: its graph (an index here), a: CUgraphNodeType */
+    K_NODE, /* b: its graph (an index here), a: CUgraphNodeType */
     K_EXEC,
-    K_COND,    /* v: the conditional handle, b: its graph, a: its default value */
-    K_VMM,     /* a CUmemGenericAllocationHandle, size */
-    K_RESV,    /* a reservation [v, v + size) */
-    K_MAP,     /* a mapping in a reservation */
-    K_OPENED,  /* IPC memory opened [v, v + size) */
-    K_REG,     /* registered host memory [v, v + size) */
-    K_WAITW,   /* device memory [v, v + size) only stream waits name (see op_stream_value) */
-    K_POOL,    /* a memory pool; a: 1 when the client made it (else its device's) */
+    K_COND,   /* v: the conditional handle, b: its graph, a: its default value */
+    K_VMM,    /* a CUmemGenericAllocationHandle, size */
+    K_RESV,   /* a reservation [v, v + size) */
+    K_MAP,    /* a mapping in a reservation */
+    K_OPENED, /* IPC memory opened [v, v + size) */
+    K_REG,    /* registered host memory [v, v + size) */
+    K_WAITW,  /* device memory [v, v + size) only stream waits name (see op_stream_value) */
+    K_POOL,   /* a memory pool; a: 1 when the client made it (else its device's) */
     K_TEX,
     K_SURF,
-    K_MVAR,    /* a __managed__ variable [v, v + size) of a module of managed.fatbin */
-    K_GMEM,    /* a graph's memory allocation [v, v + size): named by free nodes and frees
-                  only (whether it is allocated when other work runs is the client's
-                  business, as natively: a memset of it may fault) */
+    K_MVAR, /* a __managed__ variable [v, v + size) of a module of managed.fatbin */
+    K_GMEM, /* a graph's memory allocation [v, v + size): named by free nodes and frees
+               only (whether it is allocated when other work runs is the client's
+               business, as natively: a memset of it may fault) */
     K_NKINDS
 };
 
@@ -116,8 +115,8 @@ struct cl {
     uint32_t hostfn;   /* host functions sent */
     uint16_t lane;
     uint8_t stuck[CHAN_NLANES]; /* a reply that never came: the lane is not reused */
-    uint16_t threads;  /* it has sent from other threads than 1 (the server then polls) */
-    uint32_t waits;    /* words of its K_WAITW allocation used so far, one per wait */
+    uint16_t threads;           /* it has sent from other threads than 1 (the server then polls) */
+    uint32_t waits;             /* words of its K_WAITW allocation used so far, one per wait */
 };
 
 /* Handles one client exported through IPC, for the other (or itself) to open. */
@@ -154,27 +153,33 @@ static int odd(struct gen *g)
 static int known(void)
 {
     static int on = -1;
-    if (on < 0)
-        on = getenv("FUZZ_SERVER_KNOWN") && *getenv("FUZZ_SERVER_KNOWN") == '1';
+    if (on < 0) on = getenv("FUZZ_SERVER_KNOWN") && *getenv("FUZZ_SERVER_KNOWN") == '1';
     return on;
 }
 
 /* A size or count: `valid`, or (odd) one near a boundary or anything. */
 static uint64_t num(struct gen *g, uint64_t valid)
 {
+    // clang-format off: a table of values; clang-format would put one a line
     static const uint64_t edge[] = {0, 1, 2, 3, 4, 7, 8, 255, 4095, 4096, 4097, 65536,
                                     1ull << 20, (1ull << 31) - 1, 1ull << 31, 1ull << 32,
                                     (1ull << 32) - 1, 1ull << 40, 1ull << 62, 1ull << 63,
                                     UINT64_MAX, UINT64_MAX - 7, UINT64_MAX / 2 + 1};
-    if (!odd(g))
-        return valid;
+    // clang-format on
+    if (!odd(g)) return valid;
     switch (pick(&g->s, 6)) {
-    case 0: return 0;
-    case 1: return valid + 1;
-    case 2: return valid ? valid - 1 : 0;
-    case 3: return edge[pick(&g->s, sizeof(edge) / sizeof(edge[0]))];
-    case 4: return take(&g->s, 8);
-    default: return valid * 2 + pick(&g->s, 16);
+    case 0:
+        return 0;
+    case 1:
+        return valid + 1;
+    case 2:
+        return valid ? valid - 1 : 0;
+    case 3:
+        return edge[pick(&g->s, sizeof(edge) / sizeof(edge[0]))];
+    case 4:
+        return take(&g->s, 8);
+    default:
+        return valid * 2 + pick(&g->s, 16);
     }
 }
 
@@ -182,13 +187,11 @@ static struct obj *add(struct cl *k, int kind, uint64_t v, uint64_t size, int32_
 {
     int at = k->n < MAXOBJ ? k->n++ : -1;
     for (int i = 0; at < 0 && i < MAXOBJ; i++)
-        if (!k->o[i].live)
-            at = i;
-    if (at < 0)
-        at = (int)(v % MAXOBJ);
+        if (!k->o[i].live) at = i;
+    if (at < 0) at = (int)(v % MAXOBJ);
     struct obj *o = &k->o[at];
-    *o = (struct obj){.v = v, .size = size, .a = a, .b = b, .ctx = k->ctx, .kind = (uint8_t)kind,
-                      .live = 1};
+    *o = (struct obj){
+        .v = v, .size = size, .a = a, .b = b, .ctx = k->ctx, .kind = (uint8_t)kind, .live = 1};
     return o;
 }
 
@@ -198,12 +201,10 @@ static struct obj *own(struct src *s, struct cl *k, int kind)
     int n = 0;
     for (int i = 0; i < k->n; i++)
         n += k->o[i].live && k->o[i].kind == kind;
-    if (!n)
-        return NULL;
+    if (!n) return NULL;
     int want = (int)pick(s, (uint32_t)n);
     for (int i = 0; i < k->n; i++)
-        if (k->o[i].live && k->o[i].kind == kind && want-- == 0)
-            return &k->o[i];
+        if (k->o[i].live && k->o[i].kind == kind && want-- == 0) return &k->o[i];
     return NULL;
 }
 
@@ -213,12 +214,10 @@ static struct obj *stale(struct src *s, struct cl *k, int kind)
     int n = 0;
     for (int i = 0; i < k->n; i++)
         n += !k->o[i].live && k->o[i].kind == kind;
-    if (!n)
-        return NULL;
+    if (!n) return NULL;
     int want = (int)pick(s, (uint32_t)n);
     for (int i = 0; i < k->n; i++)
-        if (!k->o[i].live && k->o[i].kind == kind && want-- == 0)
-            return &k->o[i];
+        if (!k->o[i].live && k->o[i].kind == kind && want-- == 0) return &k->o[i];
     return NULL;
 }
 
@@ -234,15 +233,29 @@ static uint64_t name(struct gen *g, struct cl *k, int kind, struct obj **o)
     struct obj *x = NULL;
     uint64_t v = 0;
     switch (odd(g) ? pick(&g->s, 5) : 9) {
-    case 0: v = 0; break;
-    case 1: v = take(&g->s, 8); break;
+    case 0:
+        v = 0;
+        break;
+    case 1:
+        v = take(&g->s, 8);
+        break;
     case 2:
-    case 3: x = own(&g->s, other(g, k), kind); v = x ? x->v : 0; x = NULL; break;
-    case 4: x = stale(&g->s, k, kind); v = x ? x->v : 0; x = NULL; break;
-    default: x = own(&g->s, k, kind); v = x ? x->v : 0; break;
+    case 3:
+        x = own(&g->s, other(g, k), kind);
+        v = x ? x->v : 0;
+        x = NULL;
+        break;
+    case 4:
+        x = stale(&g->s, k, kind);
+        v = x ? x->v : 0;
+        x = NULL;
+        break;
+    default:
+        x = own(&g->s, k, kind);
+        v = x ? x->v : 0;
+        break;
     }
-    if (o)
-        *o = x;
+    if (o) *o = x;
     return v;
 }
 
@@ -265,8 +278,7 @@ static void graph_gone(struct cl *k, struct obj *gr)
     int gi = (int)(gr - k->o);
     gr->live = 0;
     for (int i = 0; i < k->n; i++)
-        if ((k->o[i].kind == K_NODE || k->o[i].kind == K_COND) && k->o[i].b == gi)
-            k->o[i].live = 0;
+        if ((k->o[i].kind == K_NODE || k->o[i].kind == K_COND) && k->o[i].b == gi) k->o[i].live = 0;
 }
 
 /* ---------------------------------------------------------------- records */
@@ -275,16 +287,17 @@ static void graph_gone(struct cl *k, struct obj *gr)
 
 static const char *op_name(unsigned op)
 {
-    static const char *const names[] = {
-        "pad", "ctx-create", "ctx-destroy", "ctx-sync", "ctx-limit", "host-alloc", "host-free",
-        "copy", "blob", "module-load", "get-function", "enum-functions", "launch",
-        "stream-create", "stream-destroy", "stream-sync", "event-sync", "error-string",
-        "host-func", "occupancy", "kernel-node", "ipc", "host-node", "host-register",
-        "procaddr", "cond-node", "mvar"};
-    if (op < SHIM_NCALLS)
-        return shim_calls[op].name;
-    if (op >= CHAN_OP_BASE && op < CHAN_OP_END)
-        return names[op - CHAN_OP_BASE];
+    static const char *const names[] = {"pad",         "ctx-create",    "ctx-destroy",
+                                        "ctx-sync",    "ctx-limit",     "host-alloc",
+                                        "host-free",   "copy",          "blob",
+                                        "module-load", "get-function",  "enum-functions",
+                                        "launch",      "stream-create", "stream-destroy",
+                                        "stream-sync", "event-sync",    "error-string",
+                                        "host-func",   "occupancy",     "kernel-node",
+                                        "ipc",         "host-node",     "host-register",
+                                        "procaddr",    "cond-node",     "mvar"};
+    if (op < SHIM_NCALLS) return shim_calls[op].name;
+    if (op >= CHAN_OP_BASE && op < CHAN_OP_END) return names[op - CHAN_OP_BASE];
     return "?";
 }
 
@@ -292,15 +305,14 @@ static const char *op_name(unsigned op)
  * framing of a well-formed request). */
 static uint32_t mangle(struct gen *g, uint8_t *p, uint32_t len, uint32_t cap)
 {
-    if (g->plain || g->keep || !odd(g))
-        return len;
+    if (g->plain || g->keep || !odd(g)) return len;
     g->mangles++;
     switch (pick(&g->s, 4)) {
-    case 0: return len ? (uint32_t)pick(&g->s, len) : 0;
+    case 0:
+        return len ? (uint32_t)pick(&g->s, len) : 0;
     case 1: {
         uint32_t more = 1 + pick(&g->s, 64);
-        if (len + more > cap)
-            return len;
+        if (len + more > cap) return len;
         memset(p + len, (int)take(&g->s, 1), more);
         return len + more;
     }
@@ -318,8 +330,7 @@ static uint32_t mangle(struct gen *g, uint8_t *p, uint32_t len, uint32_t cap)
 static CUresult send_rec(struct gen *g, struct cl *k, unsigned op, int reply, uint8_t *p,
                          uint32_t len, uint32_t cap, void *out, uint32_t outcap, uint32_t *outlen)
 {
-    if (fh_gone(k->fh))
-        return NO_REPLY;
+    if (fh_gone(k->fh)) return NO_REPLY;
     len = mangle(g, p, len, cap);
     struct chan_rec h = {.op = (uint16_t)op, .thread = 1, .ctx = k->ctx};
     if (reply) {
@@ -334,17 +345,22 @@ static CUresult send_rec(struct gen *g, struct cl *k, unsigned op, int reply, ui
         h.thread = (uint16_t)(2 + pick(&g->s, 3));
         k->threads = 1;
     }
-    if (!g->plain && one_in(&g->s, 16))
-        h.flags |= CHAN_RF_PTDS;
+    if (!g->plain && one_in(&g->s, 16)) h.flags |= CHAN_RF_PTDS;
     switch (g->plain || !odd(g) ? 9 : pick(&g->s, 3)) {
-    case 0: h.ctx = 0; break;
-    case 1: h.ctx = k->ctx + 1 + pick(&g->s, 3); break;
-    case 2: if (reply) h.lane = (uint16_t)(CHAN_NLANES + pick(&g->s, 4)); break;
-    default: break;
+    case 0:
+        h.ctx = 0;
+        break;
+    case 1:
+        h.ctx = k->ctx + 1 + pick(&g->s, 3);
+        break;
+    case 2:
+        if (reply) h.lane = (uint16_t)(CHAN_NLANES + pick(&g->s, 4));
+        break;
+    default:
+        break;
     }
     uint32_t seq0 = 0;
-    if (fh_record(k->fh, &h, p, len, &seq0) != 0)
-        return NO_REPLY;
+    if (fh_record(k->fh, &h, p, len, &seq0) != 0) return NO_REPLY;
     CUresult res = NO_REPLY;
     const uint8_t *data = NULL;
     uint32_t dlen = 0;
@@ -358,12 +374,11 @@ static CUresult send_rec(struct gen *g, struct cl *k, unsigned op, int reply, ui
     if (res != NO_REPLY && out) {
         uint32_t n = dlen < outcap ? dlen : outcap;
         memcpy(out, data, n);
-        if (outlen)
-            *outlen = n;
+        if (outlen) *outlen = n;
     }
     if (g->trace)
-        fprintf(stderr, "  #%d c%d %s(%u bytes%s) -> %s\n", g->step, (int)(k - g->cl),
-                op_name(op), len, h.flags & CHAN_RF_REPLY ? "" : ", no reply",
+        fprintf(stderr, "  #%d c%d %s(%u bytes%s) -> %s\n", g->step, (int)(k - g->cl), op_name(op),
+                len, h.flags & CHAN_RF_REPLY ? "" : ", no reply",
                 res == NO_REPLY ? "-" : srv_errname(res));
     return res;
 }
@@ -394,17 +409,14 @@ static CUresult gcall(struct gen *g, struct cl *k, int id, const void *const *ar
     size_t rlen;
     CUresult err;
     size_t n = chan_pack_call(d, argv, buf, sizeof(buf) - 256, &rlen, &err);
-    if (err != CUDA_SUCCESS)
-        return err;
+    if (err != CUDA_SUCCESS) return err;
     int reply = d->cls == SHIM_SYNC || one_in(&g->s, 8);
     uint32_t got = 0;
     CUresult r = send_rec(g, k, (unsigned)id, reply, buf, (uint32_t)n, sizeof(buf) - 16, rep,
                           sizeof(rep), &got);
-    if (r == NO_REPLY)
-        return r;
+    if (r == NO_REPLY) return r;
     static const struct chan_keep keep = {.str = keep_str, .array = keep_array};
-    if (r == CUDA_SUCCESS)
-        chan_unpack_reply(d, argv, rep, got, &keep, 0);
+    if (r == CUDA_SUCCESS) chan_unpack_reply(d, argv, rep, got, &keep, 0);
     return r;
 }
 
@@ -439,7 +451,7 @@ static const struct kdef {
     {"struct_param", IMG_KERNELS, "VP"},   {"copy_u8", IMG_KERNELS, "PPN"},
     {"write_pattern", IMG_KERNELS, "PNV"}, {"vec_add", IMG_KERNELS, "PPPN"},
     {"saxpy", IMG_KERNELS, "VPPN"},        {"set_cond", IMG_COND, "HZ"},
-    {"countdown", IMG_COND, "HZ"},          {"mv_add", IMG_MANAGED, "V"},
+    {"countdown", IMG_COND, "HZ"},         {"mv_add", IMG_MANAGED, "V"},
     {"mv_read", IMG_MANAGED, "P"},
 };
 #define NKDEFS ((int)(sizeof(kdefs) / sizeof(kdefs[0])))
@@ -464,8 +476,7 @@ static int load_images(void)
         images[i] = malloc(1 << 20);
         image_len[i] = images[i] ? fread(images[i], 1, (1 << 20) - 1, f) : 0;
         fclose(f);
-        if (!image_len[i])
-            return -1;
+        if (!image_len[i]) return -1;
         if (strstr(names[i], ".ptx"))
             images[i][image_len[i]++] = '\0'; /* PTX is text, given with its NUL */
     }
@@ -475,26 +486,32 @@ static int load_images(void)
 /* Packs kernel kd's parameters into p (room bytes) by its layout; the bytes used. */
 static uint32_t pack_params(struct gen *g, struct cl *k, int kd, uint8_t *p, uint32_t room)
 {
-    if (kd < 0 || !layout[kd].known || layout[kd].bytes > room)
-        return 0;
+    if (kd < 0 || !layout[kd].known || layout[kd].bytes > room) return 0;
     memset(p, 0, layout[kd].bytes);
     const char *spec = kdefs[kd].params;
     for (uint32_t i = 0; i < layout[kd].n && spec[i]; i++) {
         uint64_t v = 0;
         switch (spec[i]) {
-        case 'P': v = fh_sink() + 65536 + 65536 * pick(&g->s, 14) + 8 * pick(&g->s, 64); break;
-        case 'Z': v = fh_sink() + 4 * pick(&g->s, 1024); break;
-        case 'N': v = pick(&g->s, 2049); break;
+        case 'P':
+            v = fh_sink() + 65536 + 65536 * pick(&g->s, 14) + 8 * pick(&g->s, 64);
+            break;
+        case 'Z':
+            v = fh_sink() + 4 * pick(&g->s, 1024);
+            break;
+        case 'N':
+            v = pick(&g->s, 2049);
+            break;
         case 'H': {
             struct obj *c = own(&g->s, k, K_COND);
             v = c && !odd(g) ? c->v : take(&g->s, 8);
             break;
         }
-        default: v = take(&g->s, 8); break;
+        default:
+            v = take(&g->s, 8);
+            break;
         }
         uint32_t sz = layout[kd].size[i] < 8 ? layout[kd].size[i] : 8;
-        if (layout[kd].off[i] + sz <= layout[kd].bytes)
-            memcpy(p + layout[kd].off[i], &v, sz);
+        if (layout[kd].off[i] + sz <= layout[kd].bytes) memcpy(p + layout[kd].off[i], &v, sz);
         /* A struct's bytes past its first 8 are anything */
         for (uint32_t b = 8; b < layout[kd].size[i] && layout[kd].off[i] + b < layout[kd].bytes;
              b++)
@@ -538,19 +555,26 @@ static void op_ctx_create(struct gen *g, struct cl *k)
 {
     struct chan_ctx m = {.id = k->next_ctx, .device = 0, .primary = pick(&g->s, 2)};
     switch (pick(&g->s, 10)) {
-    case 0: m.id = 0; break;
-    case 1: m.id = k->ctx; break;
-    case 2: m.device = (int32_t)take(&g->s, 4); break;
-    case 3: m.device = 1; break;
-    default: break;
+    case 0:
+        m.id = 0;
+        break;
+    case 1:
+        m.id = k->ctx;
+        break;
+    case 2:
+        m.device = (int32_t)take(&g->s, 4);
+        break;
+    case 3:
+        m.device = 1;
+        break;
+    default:
+        break;
     }
-    if (send_rec(g, k, CHAN_OP_CTX_CREATE, 1, (uint8_t *)&m, sizeof(m), sizeof(m), NULL, 0,
-                 NULL) == CUDA_SUCCESS) {
+    if (send_rec(g, k, CHAN_OP_CTX_CREATE, 1, (uint8_t *)&m, sizeof(m), sizeof(m), NULL, 0, NULL) ==
+        CUDA_SUCCESS) {
         add(k, K_CTX, m.id, 0, 0, 0);
-        if (m.id == k->next_ctx)
-            k->next_ctx++;
-        if (!k->ctx || one_in(&g->s, 2))
-            k->ctx = m.id;
+        if (m.id == k->next_ctx) k->next_ctx++;
+        if (!k->ctx || one_in(&g->s, 2)) k->ctx = m.id;
     }
 }
 
@@ -562,8 +586,7 @@ static void op_ctx_destroy(struct gen *g, struct cl *k)
                  NULL) == CUDA_SUCCESS) {
         ctx_gone(k, m.id);
         for (int i = 0; i < k->n; i++)
-            if (k->o[i].kind == K_CTX && k->o[i].v == m.id)
-                k->o[i].live = 0;
+            if (k->o[i].kind == K_CTX && k->o[i].v == m.id) k->o[i].live = 0;
         if (k->ctx == m.id) {
             struct obj *c = own(&g->s, k, K_CTX);
             k->ctx = c ? (uint32_t)c->v : 0;
@@ -583,11 +606,9 @@ static void op_limit(struct gen *g, struct cl *k)
     static const uint64_t typical[] = {1024, 4096, 1u << 20, 8u << 20, 2, 2048, 64, 0};
     struct chan_limit m = {.set = pick(&g->s, 2), .limit = pick(&g->s, CU_LIMIT_MAX + 2)};
     m.value = num(g, typical[pick(&g->s, 8)]);
-    if (odd(g))
-        m.limit = (uint32_t)take(&g->s, 4);
+    if (odd(g)) m.limit = (uint32_t)take(&g->s, 4);
     uint64_t v = 0;
-    send_rec(g, k, CHAN_OP_CTX_LIMIT, 1, (uint8_t *)&m, sizeof(m), sizeof(m), &v, sizeof(v),
-             NULL);
+    send_rec(g, k, CHAN_OP_CTX_LIMIT, 1, (uint8_t *)&m, sizeof(m), sizeof(m), &v, sizeof(v), NULL);
 }
 
 /* A stream, of any priority; one within 2 of INT_MIN only with known(): the server's
@@ -596,29 +617,29 @@ static void op_stream_create(struct gen *g, struct cl *k)
 {
     struct chan_stream_create m = {.flags = pick(&g->s, 2),
                                    .priority = (int32_t)pick(&g->s, 5) - 3};
-    if (odd(g))
-        m.priority = (int32_t)take(&g->s, 4);
-    if (!known() && m.priority < INT32_MIN / 2)
-        m.priority = INT32_MIN / 2;
-    if (odd(g))
-        m.flags = (uint32_t)take(&g->s, 4);
+    if (odd(g)) m.priority = (int32_t)take(&g->s, 4);
+    if (!known() && m.priority < INT32_MIN / 2) m.priority = INT32_MIN / 2;
+    if (odd(g)) m.flags = (uint32_t)take(&g->s, 4);
     uint64_t s = 0;
     g->plain = !known(); /* a scribbled priority may be one of those */
-    CUresult r = send_rec(g, k, CHAN_OP_STREAM_CREATE, 1, (uint8_t *)&m, sizeof(m), sizeof(m),
-                          &s, sizeof(s), NULL);
+    CUresult r = send_rec(g, k, CHAN_OP_STREAM_CREATE, 1, (uint8_t *)&m, sizeof(m), sizeof(m), &s,
+                          sizeof(s), NULL);
     g->plain = 0;
-    if (r == CUDA_SUCCESS && s)
-        add(k, K_STREAM, s, 0, 0, 0);
+    if (r == CUDA_SUCCESS && s) add(k, K_STREAM, s, 0, 0, 0);
 }
 
 /* A stream: mostly the client's own or a default one. */
 static uint64_t stream(struct gen *g, struct cl *k)
 {
     switch (pick(&g->s, 8)) {
-    case 0: return 0;
-    case 1: return (uint64_t)(uintptr_t)CU_STREAM_LEGACY;
-    case 2: return (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD;
-    default: return name(g, k, K_STREAM, NULL);
+    case 0:
+        return 0;
+    case 1:
+        return (uint64_t)(uintptr_t)CU_STREAM_LEGACY;
+    case 2:
+        return (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD;
+    default:
+        return name(g, k, K_STREAM, NULL);
     }
 }
 
@@ -630,10 +651,8 @@ static void op_stream_destroy(struct gen *g, struct cl *k)
                  !fh_owns(k->fh, SHIM_HT_CUstream, s);
     CUresult r = send_rec(g, k, CHAN_OP_STREAM_DESTROY, 1, (uint8_t *)&s, sizeof(s), sizeof(s),
                           NULL, 0, NULL);
-    if (r == CUDA_SUCCESS && theirs)
-        isolation(g, "cuStreamDestroy", s);
-    if (r == CUDA_SUCCESS && x)
-        x->live = 0;
+    if (r == CUDA_SUCCESS && theirs) isolation(g, "cuStreamDestroy", s);
+    if (r == CUDA_SUCCESS && x) x->live = 0;
 }
 
 static void op_stream_sync(struct gen *g, struct cl *k)
@@ -644,13 +663,11 @@ static void op_stream_sync(struct gen *g, struct cl *k)
 
 static void op_event_create(struct gen *g, struct cl *k)
 {
-    static const uint64_t flags[] = {0, CU_EVENT_DISABLE_TIMING,
-                                     CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING,
-                                     CU_EVENT_BLOCKING_SYNC,
-                                     CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING};
+    static const uint64_t flags[] = {
+        0, CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING,
+        CU_EVENT_BLOCKING_SYNC, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING};
     uint64_t ev = 0, fl = flags[pick(&g->s, 5)];
-    if (odd(g))
-        fl = pick(&g->s, 2) ? CU_EVENT_INTERPROCESS : take(&g->s, 4);
+    if (odd(g)) fl = pick(&g->s, 2) ? CU_EVENT_INTERPROCESS : take(&g->s, 4);
     void *pev = &ev;
     const void *a[] = {&pev, &fl};
     if (gcall(g, k, SHIM_ID_cuEventCreate, a, 2) == CUDA_SUCCESS && ev)
@@ -707,10 +724,8 @@ static void op_event_destroy(struct gen *g, struct cl *k)
                  !fh_owns(k->fh, SHIM_HT_CUevent, ev);
     const void *a[] = {&ev};
     CUresult r = gcall(g, k, SHIM_ID_cuEventDestroy_v2, a, 1);
-    if (r == CUDA_SUCCESS && theirs)
-        isolation(g, "cuEventDestroy", ev);
-    if (r == CUDA_SUCCESS && x)
-        x->live = 0;
+    if (r == CUDA_SUCCESS && theirs) isolation(g, "cuEventDestroy", ev);
+    if (r == CUDA_SUCCESS && x) x->live = 0;
 }
 
 /* A device address: inside one of the client's ranges of memory (`len` more bytes fitting
@@ -741,8 +756,7 @@ static void op_mem_alloc(struct gen *g, struct cl *k)
         uint64_t pitch = 0, w = num(g, 100 + pick(&g->s, 600)), h = 1 + pick(&g->s, 8),
                  es = (uint64_t)4 << pick(&g->s, 3);
         void *pp = &pitch;
-        if (odd(g))
-            es = take(&g->s, 4);
+        if (odd(g)) es = take(&g->s, 4);
         const void *a[] = {&pd, &pp, &w, &h, &es};
         if (gcall(g, k, SHIM_ID_cuMemAllocPitch_v2, a, 5) == CUDA_SUCCESS && d)
             add(k, K_DEV, d, pitch * h, 0, 0);
@@ -768,8 +782,7 @@ static void op_mem_free(struct gen *g, struct cl *k)
 {
     struct obj *x;
     uint64_t d = name(g, k, own(&g->s, k, K_GMEM) && one_in(&g->s, 3) ? K_GMEM : K_DEV, &x);
-    if (x && odd(g))
-        d += 4 * (1 + pick(&g->s, 16)); /* inside, not its base */
+    if (x && odd(g)) d += 4 * (1 + pick(&g->s, 16)); /* inside, not its base */
     int theirs = !x && d && fh_owns_range(other(g, k)->fh, d) && !fh_owns_range(k->fh, d);
     CUresult r;
     if (one_in(&g->s, 3)) {
@@ -780,10 +793,8 @@ static void op_mem_free(struct gen *g, struct cl *k)
         const void *a[] = {&d};
         r = gcall(g, k, SHIM_ID_cuMemFree_v2, a, 1);
     }
-    if (r == CUDA_SUCCESS && theirs)
-        isolation(g, "cuMemFree", d);
-    if ((r == CUDA_SUCCESS || r == NO_REPLY) && x && x->v == d)
-        x->live = 0;
+    if (r == CUDA_SUCCESS && theirs) isolation(g, "cuMemFree", d);
+    if ((r == CUDA_SUCCESS || r == NO_REPLY) && x && x->v == d) x->live = 0;
 }
 
 static void op_memset(struct gen *g, struct cl *k)
@@ -832,17 +843,14 @@ static void op_stream_value(struct gen *g, struct cl *k)
             if (gcall(g, k, SHIM_ID_cuMemAlloc_v2, a, 2) == CUDA_SUCCESS && d)
                 w = add(k, K_WAITW, d, bytes, 0, 0);
         }
-        if (!w || w->ctx != k->ctx)
-            return;
-        if (k->waits >= 1024)
-            return;
+        if (!w || w->ctx != k->ctx) return;
+        if (k->waits >= 1024) return;
         uint64_t st = 0, d = w->v + 4 * k->waits++, v = take(&g->s, 4) & 0x7fffffffu, fl = 0;
         const void *a[] = {&st, &d, &v, &fl};
         g->plain = 1; /* in its context, on its stream, as built */
         gcall(g, k, SHIM_ID_cuStreamWriteValue32_v2, a, 4);
         fl = pick(&g->s, 2) ? CU_STREAM_WAIT_VALUE_EQ : CU_STREAM_WAIT_VALUE_GEQ;
-        if (fl == CU_STREAM_WAIT_VALUE_GEQ)
-            v = pick(&g->s, 2) ? v : 0;
+        if (fl == CU_STREAM_WAIT_VALUE_GEQ) v = pick(&g->s, 2) ? v : 0;
         gcall(g, k, SHIM_ID_cuStreamWaitValue32_v2, a, 4);
         g->plain = 0;
         return;
@@ -851,13 +859,10 @@ static void op_stream_value(struct gen *g, struct cl *k)
     uint64_t room, d = devptr(g, k, &room), st = stream(g, k), v = take(&g->s, 4), fl = 0;
     d &= ~(uint64_t)3;
     const void *a[] = {&st, &d, &v, &fl};
-    if (pick(&g->s, 2))
-        gcall(g, k, SHIM_ID_cuStreamWriteValue32_v2, a, 4);
-    if (pick(&g->s, 2))
-        return;
+    if (pick(&g->s, 2)) gcall(g, k, SHIM_ID_cuStreamWriteValue32_v2, a, 4);
+    if (pick(&g->s, 2)) return;
     fl = CU_STREAM_WAIT_VALUE_GEQ;
-    if (odd(g))
-        fl = take(&g->s, 1) & 3; /* any condition on any value */
+    if (odd(g)) fl = take(&g->s, 1) & 3; /* any condition on any value */
     gcall(g, k, SHIM_ID_cuStreamWaitValue32_v2, a, 4);
 }
 
@@ -867,11 +872,9 @@ static void op_stream_value(struct gen *g, struct cl *k)
 static void op_host_func(struct gen *g, struct cl *k)
 {
     int any = known();
-    if (one_in(&g->s, 16))
-        k->hostfn += pick(&g->s, 1000);
+    if (one_in(&g->s, 16)) k->hostfn += pick(&g->s, 1000);
     struct chan_host_func m = {.stream = stream(g, k), .seq = ++k->hostfn};
-    if (any && one_in(&g->s, 16))
-        m.seq = (uint32_t)take(&g->s, 4);
+    if (any && one_in(&g->s, 16)) m.seq = (uint32_t)take(&g->s, 4);
     g->plain = !any; /* a scribbled number is one out of order too */
     send_rec(g, k, CHAN_OP_HOST_FUNC, one_in(&g->s, 8) ? FLAG_ONLY : 0, (uint8_t *)&m, sizeof(m),
              sizeof(m), NULL, 0, NULL);
@@ -880,17 +883,16 @@ static void op_host_func(struct gen *g, struct cl *k)
 
 static void op_host_alloc(struct gen *g, struct cl *k)
 {
-    struct chan_host_alloc m = {.bytes = num(g, 4096u << pick(&g->s, 6)),
-                                .flags = pick(&g->s, 16)};
-    if (one_in(&g->s, 4))
-        m.flags = CHAN_HOST_MANAGED | (1u + pick(&g->s, 3));
+    struct chan_host_alloc m = {.bytes = num(g, 4096u << pick(&g->s, 6)), .flags = pick(&g->s, 16)};
+    if (one_in(&g->s, 4)) m.flags = CHAN_HOST_MANAGED | (1u + pick(&g->s, 3));
     if (one_in(&g->s, 16)) {
         m.attempt = 1 + pick(&g->s, 3);
         m.avoid = take(&g->s, 8);
     }
     uint64_t out[2] = {0, 0};
-    if (send_rec(g, k, CHAN_OP_HOST_ALLOC, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out,
-                 sizeof(out), NULL) == CUDA_SUCCESS && out[0])
+    if (send_rec(g, k, CHAN_OP_HOST_ALLOC, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out, sizeof(out),
+                 NULL) == CUDA_SUCCESS &&
+        out[0])
         add(k, K_PINNED, out[0], m.bytes, (int32_t)m.flags, 0);
 }
 
@@ -898,8 +900,9 @@ static void op_host_free(struct gen *g, struct cl *k)
 {
     struct obj *x;
     uint64_t a = name(g, k, K_PINNED, &x);
-    if (send_rec(g, k, CHAN_OP_HOST_FREE, 1, (uint8_t *)&a, sizeof(a), sizeof(a), NULL, 0,
-                 NULL) == CUDA_SUCCESS && x)
+    if (send_rec(g, k, CHAN_OP_HOST_FREE, 1, (uint8_t *)&a, sizeof(a), sizeof(a), NULL, 0, NULL) ==
+            CUDA_SUCCESS &&
+        x)
         x->live = 0;
 }
 
@@ -908,45 +911,45 @@ static void op_host_free(struct gen *g, struct cl *k)
 static void op_host_register(struct gen *g, struct cl *k)
 {
     struct chan_host_register m = {.what = CHAN_HR_REGISTER,
-                                   .flags = CU_MEMHOSTREGISTER_PORTABLE |
-                                            CU_MEMHOSTREGISTER_DEVICEMAP};
+                                   .flags =
+                                       CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP};
     struct obj *x = NULL;
     if (one_in(&g->s, 3)) {
         m.what = CHAN_HR_UNREGISTER;
         m.addr = name(g, k, K_REG, &x);
-        if (send_rec(g, k, CHAN_OP_HOST_REGISTER, 1, (uint8_t *)&m, sizeof(m), sizeof(m), NULL,
-                     0, NULL) == CUDA_SUCCESS && x)
+        if (send_rec(g, k, CHAN_OP_HOST_REGISTER, 1, (uint8_t *)&m, sizeof(m), sizeof(m), NULL, 0,
+                     NULL) == CUDA_SUCCESS &&
+            x)
             x->live = 0;
         return;
     }
     m.bytes = 4096u << pick(&g->s, 4);
     void *at = mmap(NULL, m.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (at == MAP_FAILED)
-        return;
+    if (at == MAP_FAILED) return;
     munmap(at, m.bytes);
     m.addr = (uint64_t)(uintptr_t)at;
-    if (odd(g))
-        m.flags = (uint32_t)take(&g->s, 4);
+    if (odd(g)) m.flags = (uint32_t)take(&g->s, 4);
     int fd = -1;
     switch (pick(&g->s, 8)) {
-    case 0: break; /* no descriptor */
-    case 1: fd = memfd_create("fuzz-unsealed", MFD_CLOEXEC); break;
-    default: fd = memfd_create("fuzz-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING); break;
+    case 0:
+        break; /* no descriptor */
+    case 1:
+        fd = memfd_create("fuzz-unsealed", MFD_CLOEXEC);
+        break;
+    default:
+        fd = memfd_create("fuzz-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        break;
     }
     if (fd >= 0 && ftruncate(fd, (off_t)m.bytes) != 0) {
         close(fd);
         return;
     }
-    if (fd >= 0 && !odd(g))
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+    if (fd >= 0 && !odd(g)) fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
     uint64_t asked = m.bytes;
-    if (odd(g))
-        m.bytes = num(g, m.bytes);
-    if (odd(g))
-        m.addr += 1 + pick(&g->s, 4095);
+    if (odd(g)) m.bytes = num(g, m.bytes);
+    if (odd(g)) m.addr += 1 + pick(&g->s, 4095);
     fh_send_fd(k->fh, fd);
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
     if (send_rec(g, k, CHAN_OP_HOST_REGISTER, 1, (uint8_t *)&m, sizeof(m), sizeof(m), NULL, 0,
                  NULL) == CUDA_SUCCESS)
         add(k, K_REG, m.addr, asked, 0, 0);
@@ -961,10 +964,8 @@ static void op_array(struct gen *g, struct cl *k)
                      !fh_owns(k->fh, SHIM_HT_CUarray, a);
         const void *av[] = {&a};
         CUresult r = gcall(g, k, SHIM_ID_cuArrayDestroy, av, 1);
-        if (r == CUDA_SUCCESS && theirs)
-            isolation(g, "cuArrayDestroy", a);
-        if (r == CUDA_SUCCESS && x)
-            x->live = 0;
+        if (r == CUDA_SUCCESS && theirs) isolation(g, "cuArrayDestroy", a);
+        if (r == CUDA_SUCCESS && x) x->live = 0;
         return;
     }
     static const CUarray_format fmts[] = {CU_AD_FORMAT_UNSIGNED_INT8, CU_AD_FORMAT_UNSIGNED_INT32,
@@ -976,16 +977,18 @@ static void op_array(struct gen *g, struct cl *k)
     CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = num(g, 1 + pick(&g->s, 64)),
                                   .Height = pick(&g->s, 3) ? 1 + pick(&g->s, 16) : 0,
                                   .Depth = pick(&g->s, 3) ? 0 : 1 + pick(&g->s, 4),
-                                  .Format = fmts[f], .NumChannels = ch};
-    if (odd(g))
-        d3.Flags = (unsigned)take(&g->s, 4);
+                                  .Format = fmts[f],
+                                  .NumChannels = ch};
+    if (odd(g)) d3.Flags = (unsigned)take(&g->s, 4);
     CUresult r;
     if (d3.Depth) {
         const CUDA_ARRAY3D_DESCRIPTOR *pd = &d3;
         const void *a[] = {&pa, &pd};
         r = gcall(g, k, SHIM_ID_cuArray3DCreate_v2, a, 2);
     } else {
-        CUDA_ARRAY_DESCRIPTOR d2 = {.Width = d3.Width, .Height = d3.Height, .Format = d3.Format,
+        CUDA_ARRAY_DESCRIPTOR d2 = {.Width = d3.Width,
+                                    .Height = d3.Height,
+                                    .Format = d3.Format,
                                     .NumChannels = d3.NumChannels};
         const CUDA_ARRAY_DESCRIPTOR *pd = &d2;
         const void *a[] = {&pa, &pd};
@@ -998,8 +1001,8 @@ static void op_array(struct gen *g, struct cl *k)
 
 /* One side of a copy: its kind and address, and the extent it holds (row bytes, rows,
  * slices) for the geometry to fit in. */
-static void side(struct gen *g, struct cl *k, struct chan_copy_side *sd, uint64_t *w,
-                 uint64_t *h, uint64_t *d)
+static void side(struct gen *g, struct cl *k, struct chan_copy_side *sd, uint64_t *w, uint64_t *h,
+                 uint64_t *d)
 {
     struct obj *x = NULL;
     memset(sd, 0, sizeof(*sd));
@@ -1025,8 +1028,7 @@ static void side(struct gen *g, struct cl *k, struct chan_copy_side *sd, uint64_
     default:
         sd->kind = CHAN_MEM_DEVICE;
         sd->addr = name(g, k, one_in(&g->s, 4) ? K_MAP : K_DEV, &x);
-        if (odd(g))
-            sd->device = (int32_t)pick(&g->s, 3) - 1;
+        if (odd(g)) sd->device = (int32_t)pick(&g->s, 3) - 1;
         break;
     }
     uint64_t size = x ? x->size : 4096;
@@ -1079,12 +1081,9 @@ static void op_copy(struct gen *g, struct cl *k)
         m.depth = num(g, m.depth);
     }
     m.flags = pick(&g->s, 2) ? CHAN_CF_ASYNC : 0;
-    if (one_in(&g->s, 8))
-        m.flags |= CHAN_CF_UNALIGNED;
-    if (one_in(&g->s, 4))
-        m.flags |= CHAN_CF_COMPLETE;
-    if (one_in(&g->s, 16))
-        m.flags |= CHAN_CF_PEER;
+    if (one_in(&g->s, 8)) m.flags |= CHAN_CF_UNALIGNED;
+    if (one_in(&g->s, 4)) m.flags |= CHAN_CF_COMPLETE;
+    if (one_in(&g->s, 16)) m.flags |= CHAN_CF_PEER;
     m.stream = m.flags & CHAN_CF_ASYNC ? stream(g, k) : 0;
     int staged = m.src.kind == CHAN_MEM_STAGED || m.dst.kind == CHAN_MEM_STAGED;
     uint64_t total;
@@ -1098,12 +1097,11 @@ static void op_copy(struct gen *g, struct cl *k)
             memset(buf + sizeof(m), (int)take(&g->s, 1), total);
             len += (uint32_t)total;
         }
-    } else if (staged && (wraps || chan_copy_nchunks(m.width, m.height, m.depth,
-                                                     CHAN_SLOT_SIZE) > CHAN_NSLOTS)) {
+    } else if (staged && (wraps || chan_copy_nchunks(m.width, m.height, m.depth, CHAN_SLOT_SIZE) >
+                                       CHAN_NSLOTS)) {
         return; /* through the slots only what this client can feed at once */
     }
-    if (odd(g))
-        m.first_chunk += 1 + pick(&g->s, 8); /* out of step: the client is dropped */
+    if (odd(g)) m.first_chunk += 1 + pick(&g->s, 8); /* out of step: the client is dropped */
     int reply = !(m.flags & CHAN_CF_ASYNC) || m.dst.kind == CHAN_MEM_STAGED || pick(&g->s, 2);
     memcpy(buf, &m, sizeof(m));
     send_rec(g, k, CHAN_OP_COPY, reply, buf, len, sizeof(buf) - 16, NULL, 0, NULL);
@@ -1116,22 +1114,19 @@ static void load_image(struct gen *g, struct cl *k, int which, uint32_t kind)
 {
     static uint8_t img[1 << 17];
     size_t n = image_len[which];
-    if (n > sizeof(img) - 64)
-        return;
+    if (n > sizeof(img) - 64) return;
     memcpy(img, images[which], n);
     int mangled = odd(g);
     if (mangled) {
         for (int i = 0, c = 1 + (int)pick(&g->s, 8); i < c; i++)
             img[pick(&g->s, (uint32_t)n)] = (uint8_t)take(&g->s, 1);
-        if (one_in(&g->s, 2))
-            n = pick(&g->s, (uint32_t)n);
+        if (one_in(&g->s, 2)) n = pick(&g->s, (uint32_t)n);
     }
     int before = g->mangles;
     /* Uploaded in records of at most what a record holds, as the shim does. */
     const size_t max = CHAN_REC_MAX - sizeof(struct chan_rec) - 64;
     size_t piece = pick(&g->s, 4) ? max : 1 + pick(&g->s, 4096);
-    if (piece < n / 16)
-        piece = n / 16; /* at most 16 records */
+    if (piece < n / 16) piece = n / 16; /* at most 16 records */
     for (size_t off = 0; off < n; off += piece) {
         size_t c = n - off < piece ? n - off : piece;
         send_rec(g, k, CHAN_OP_BLOB, 0, img + off, (uint32_t)c, (uint32_t)c, NULL, 0, NULL);
@@ -1140,8 +1135,7 @@ static void load_image(struct gen *g, struct cl *k, int which, uint32_t kind)
         struct chan_module_load m;
         struct chan_jit_opt o[2];
     } req = {.m = {.kind = kind, .image_size = num(g, n)}};
-    if (odd(g))
-        req.m.kind = (uint32_t)take(&g->s, 4);
+    if (odd(g)) req.m.kind = (uint32_t)take(&g->s, 4);
     if (one_in(&g->s, 4)) {
         req.m.njit = 1 + pick(&g->s, 2);
         for (uint32_t i = 0; i < req.m.njit; i++)
@@ -1149,8 +1143,9 @@ static void load_image(struct gen *g, struct cl *k, int which, uint32_t kind)
     }
     struct chan_module_loaded got = {0};
     if (send_rec(g, k, CHAN_OP_MODULE_LOAD, 1, (uint8_t *)&req,
-                 (uint32_t)(sizeof(req.m) + req.m.njit * sizeof(struct chan_jit_opt)),
-                 sizeof(req), &got, sizeof(got), NULL) == CUDA_SUCCESS && got.handle)
+                 (uint32_t)(sizeof(req.m) + req.m.njit * sizeof(struct chan_jit_opt)), sizeof(req),
+                 &got, sizeof(got), NULL) == CUDA_SUCCESS &&
+        got.handle)
         add(k, K_MODULE, got.handle, req.m.kind,
             mangled || req.m.image_size != n || g->mangles != before ? IMG_MANGLED : which,
             (int32_t)req.m.kind);
@@ -1168,31 +1163,27 @@ static void op_get_function(struct gen *g, struct cl *k)
     struct obj *mod;
     int kd = (int)pick(&g->s, NKDEFS);
     struct chan_lookup m = {.handle = name(g, k, K_MODULE, &mod), .kind = CHAN_H_MODULE};
-    if (mod && mod->b == CHAN_IMAGE_LIBRARY)
-        m.kind = CHAN_H_LIBRARY;
+    if (mod && mod->b == CHAN_IMAGE_LIBRARY) m.kind = CHAN_H_LIBRARY;
     const char *nm = kdefs[kd].name;
-    if (odd(g))
-        nm = "no_such_kernel";
+    if (odd(g)) nm = "no_such_kernel";
     m.name_len = (uint32_t)strlen(nm) + 1;
     memcpy(buf, &m, sizeof(m));
     memcpy(buf + sizeof(m), nm, m.name_len);
     uint32_t len = (uint32_t)sizeof(m) + m.name_len;
     if (odd(g)) {
         ((struct chan_lookup *)buf)->name_len = (uint32_t)num(g, m.name_len);
-        if (one_in(&g->s, 2))
-            buf[len - 1] = 'x';
+        if (one_in(&g->s, 2)) buf[len - 1] = 'x';
     }
     static uint8_t out[CHAN_LANE_DATA];
     uint32_t got = 0;
     int before = g->mangles;
-    CUresult r = send_rec(g, k, CHAN_OP_GET_FUNCTION, 1, buf, len, sizeof(buf), out,
-                          sizeof(out), &got);
+    CUresult r =
+        send_rec(g, k, CHAN_OP_GET_FUNCTION, 1, buf, len, sizeof(buf), out, sizeof(out), &got);
     struct chan_function f;
-    if (r != CUDA_SUCCESS || got < sizeof(f))
-        return;
+    if (r != CUDA_SUCCESS || got < sizeof(f)) return;
     memcpy(&f, out, sizeof(f));
-    int ours = mod && mod->a == kdefs[kd].image && nm == kdefs[kd].name &&
-               g->mangles == before && f.nparams == strlen(kdefs[kd].params);
+    int ours = mod && mod->a == kdefs[kd].image && nm == kdefs[kd].name && g->mangles == before &&
+               f.nparams == strlen(kdefs[kd].params);
     if (ours && !layout[kd].known && f.nparams <= 16 && got >= sizeof(f) + 8 * f.nparams) {
         layout[kd].n = f.nparams;
         layout[kd].bytes = f.param_bytes;
@@ -1203,8 +1194,7 @@ static void op_get_function(struct gen *g, struct cl *k)
         layout[kd].known = 1;
     }
     /* A function of a mangled image is never launched: who knows what its name means. */
-    if (f.handle)
-        add(k, K_FUNC, f.handle, 0, ours ? kd : -1, 0);
+    if (f.handle) add(k, K_FUNC, f.handle, 0, ours ? kd : -1, 0);
 }
 
 static void op_module_misc(struct gen *g, struct cl *k)
@@ -1216,8 +1206,8 @@ static void op_module_misc(struct gen *g, struct cl *k)
         struct {
             struct chan_handle h;
             uint32_t max;
-        } m = {.h = {.handle = mod, .kind = x && x->b == CHAN_IMAGE_LIBRARY ? CHAN_H_LIBRARY
-                                                                             : CHAN_H_MODULE},
+        } m = {.h = {.handle = mod,
+                     .kind = x && x->b == CHAN_IMAGE_LIBRARY ? CHAN_H_LIBRARY : CHAN_H_MODULE},
                .max = (uint32_t)num(g, 16)};
         static uint8_t out[CHAN_LANE_DATA];
         send_rec(g, k, CHAN_OP_ENUM_FUNCTIONS, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out,
@@ -1239,8 +1229,7 @@ static void op_module_misc(struct gen *g, struct cl *k)
                      !fh_owns(k->fh, SHIM_HT_CUmodule, mod);
         const void *a[] = {&mod};
         CUresult r = gcall(g, k, SHIM_ID_cuModuleUnload, a, 1);
-        if (r == CUDA_SUCCESS && theirs)
-            isolation(g, "cuModuleUnload", mod);
+        if (r == CUDA_SUCCESS && theirs) isolation(g, "cuModuleUnload", mod);
         if (r == CUDA_SUCCESS && x) {
             x->live = 0;
             for (int i = 0; i < k->n; i++) /* its functions and globals go with it */
@@ -1262,8 +1251,7 @@ static uint64_t function(struct gen *g, struct cl *k, int *kd)
     if (!x && f) {
         struct cl *o = other(g, k);
         for (int i = 0; i < o->n; i++)
-            if (o->o[i].kind == K_FUNC && o->o[i].v == f)
-                *kd = o->o[i].a;
+            if (o->o[i].kind == K_FUNC && o->o[i].v == f) *kd = o->o[i].a;
     }
     return f;
 }
@@ -1274,8 +1262,7 @@ static uint64_t function(struct gen *g, struct cl *k, int *kd)
  * made-up ones. */
 static uint32_t params(struct gen *g, struct cl *k, int kd, uint8_t *p, uint32_t room)
 {
-    if (kd < 0)
-        return 0;
+    if (kd < 0) return 0;
     uint32_t n = pack_params(g, k, kd, p, room);
     if (!tame(kd) && layout[kd].known && one_in(&g->s, 4))
         for (uint32_t i = 0; i < n; i++)
@@ -1287,8 +1274,7 @@ static uint32_t params(struct gen *g, struct cl *k, int kd, uint8_t *p, uint32_t
             n += more;
         }
     }
-    if (n && odd(g))
-        n = pick(&g->s, n); /* too few: the driver refuses them */
+    if (n && odd(g)) n = pick(&g->s, n); /* too few: the driver refuses them */
     return n;
 }
 
@@ -1305,11 +1291,13 @@ static void op_launch(struct gen *g, struct cl *k)
     memset(at, 0, sizeof(at));
     if (one_in(&g->s, 4)) {
         m.nattrs = 1 + pick(&g->s, 3);
-        static const CUlaunchAttributeID ids[] = {
-            CU_LAUNCH_ATTRIBUTE_PRIORITY, CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
-            CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT,
-            CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY,
-            CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN};
+        static const CUlaunchAttributeID ids[] = {CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                                                  CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+                                                  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                                                  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT,
+                                                  CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT,
+                                                  CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY,
+                                                  CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN};
         for (uint32_t i = 0; i < m.nattrs; i++) {
             at[i].id = ids[pick(&g->s, sizeof(ids) / sizeof(ids[0]))];
             at[i].value.priority = (int)pick(&g->s, 4);
@@ -1374,10 +1362,8 @@ static void op_graph_destroy(struct gen *g, struct cl *k)
                  !fh_owns(k->fh, SHIM_HT_CUgraph, gr);
     const void *a[] = {&gr};
     CUresult r = gcall(g, k, SHIM_ID_cuGraphDestroy, a, 1);
-    if (r == CUDA_SUCCESS && theirs)
-        isolation(g, "cuGraphDestroy", gr);
-    if (r == CUDA_SUCCESS && x)
-        graph_gone(k, x);
+    if (r == CUDA_SUCCESS && theirs) isolation(g, "cuGraphDestroy", gr);
+    if (r == CUDA_SUCCESS && x) graph_gone(k, x);
 }
 
 /* Up to 3 dependencies among the graph's nodes (odd: any node); their count in *n. */
@@ -1385,11 +1371,9 @@ static void deps(struct gen *g, struct cl *k, struct obj *gr, uint64_t *d, uint6
 {
     int gi = gr ? (int)(gr - k->o) : -1, cand[MAXOBJ], nc = 0;
     for (int i = 0; i < k->n; i++)
-        if (k->o[i].live && k->o[i].kind == K_NODE && k->o[i].b == gi)
-            cand[nc++] = i;
+        if (k->o[i].live && k->o[i].kind == K_NODE && k->o[i].b == gi) cand[nc++] = i;
     *n = pick(&g->s, nc < 3 ? (uint32_t)nc + 1 : 4);
-    if (odd(g))
-        *n = pick(&g->s, 4);
+    if (odd(g)) *n = pick(&g->s, 4);
     for (uint64_t i = 0; i < *n; i++)
         d[i] = nc && !odd(g) ? k->o[cand[pick(&g->s, (uint32_t)nc)]].v : name(g, k, K_NODE, NULL);
 }
@@ -1405,8 +1389,7 @@ static void memset_params(struct gen *g, struct cl *k, CUDA_MEMSET_NODE_PARAMS *
     p->width = num(g, (room / p->height) / p->elementSize / 2 + 1);
     p->pitch = num(g, p->width * p->elementSize + 16 * pick(&g->s, 3));
     p->value = (unsigned)take(&g->s, 4);
-    if (odd(g))
-        p->elementSize = (unsigned)take(&g->s, 1);
+    if (odd(g)) p->elementSize = (unsigned)take(&g->s, 1);
 }
 
 /* A 3D copy's parameters between what the client holds (device, arrays, pinned memory). */
@@ -1423,27 +1406,23 @@ static void memcpy_params(struct gen *g, struct cl *k, CUDA_MEMCPY3D *p)
             struct obj *x;
             arr = (CUarray)(uintptr_t)name(g, k, K_ARRAY, &x);
             t = CU_MEMORYTYPE_ARRAY;
-            if (x && (uint64_t)x->a < w)
-                w = (uint64_t)x->a ? (uint64_t)x->a : 1;
+            if (x && (uint64_t)x->a < w) w = (uint64_t)x->a ? (uint64_t)x->a : 1;
             break;
         }
         case 1: {
             struct obj *x;
             a = name(g, k, K_PINNED, &x);
             t = CU_MEMORYTYPE_HOST;
-            if (x && x->size < w)
-                w = x->size ? x->size : 1;
+            if (x && x->size < w) w = x->size ? x->size : 1;
             break;
         }
         default:
             a = devptr(g, k, &room);
             t = CU_MEMORYTYPE_DEVICE;
-            if (room < w)
-                w = room ? room : 1;
+            if (room < w) w = room ? room : 1;
             break;
         }
-        if (odd(g))
-            t = (CUmemorytype)take(&g->s, 1);
+        if (odd(g)) t = (CUmemorytype)take(&g->s, 1);
         if (side_ == 0) {
             p->srcMemoryType = t;
             p->srcDevice = a;
@@ -1475,13 +1454,11 @@ static void op_graph_add(struct gen *g, struct cl *k)
     void *pn = &node;
     const void *pdep = dep;
     deps(g, k, gr, dep, &nd);
-    if (odd(g))
-        ctx = pick(&g->s, 4);
+    if (odd(g)) ctx = pick(&g->s, 4);
     int type = (int)pick(&g->s, 9);
     CUresult r = NO_REPLY;
     static const int needs[9] = {0, K_DEV, K_DEV, K_EVENT, K_GRAPH, 0, K_FUNC, 0, 0};
-    if (needs[type])
-        need(g, k, needs[type]);
+    if (needs[type]) need(g, k, needs[type]);
     switch (type) {
     case 0: {
         const void *a[] = {&pn, &graph, &pdep, &nd};
@@ -1531,13 +1508,11 @@ static void op_graph_add(struct gen *g, struct cl *k)
             p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
             p.poolProps.location.id = odd(g) ? 1 : 0;
             p.bytesize = num(g, 4096u << pick(&g->s, 5));
-            if (odd(g))
-                p.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+            if (odd(g)) p.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
             void *pp = &p;
             const void *a[] = {&pn, &graph, &pdep, &nd, &pp};
             r = gcall(g, k, SHIM_ID_cuGraphAddMemAllocNode, a, 5);
-            if (r == CUDA_SUCCESS && p.dptr)
-                add(k, K_GMEM, p.dptr, p.bytesize, 0, 0);
+            if (r == CUDA_SUCCESS && p.dptr) add(k, K_GMEM, p.dptr, p.bytesize, 0, 0);
             type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
         } else {
             uint64_t room, d = pick(&g->s, 4) ? name(g, k, K_GMEM, NULL) : devptr(g, k, &room);
@@ -1553,16 +1528,15 @@ static void op_graph_add(struct gen *g, struct cl *k)
         int kd;
         m.func = function(g, k, &kd);
         config(g, kd, m.grid, m.block, &m.smem);
-        if (odd(g))
-            m.ndeps = (uint32_t)num(g, nd);
+        if (odd(g)) m.ndeps = (uint32_t)num(g, nd);
         uint32_t off = sizeof(m) + 8 * (uint32_t)nd;
         memcpy(buf + sizeof(m), dep, 8 * nd);
         m.param_bytes = params(g, k, kd, buf + off, sizeof(buf) - off - 64);
         memcpy(buf, &m, sizeof(m));
         uint64_t out = 0;
         g->keep = tame(kd);
-        r = send_rec(g, k, CHAN_OP_KERNEL_NODE, 1, buf, off + m.param_bytes, sizeof(buf) - 16,
-                     &out, sizeof(out), NULL);
+        r = send_rec(g, k, CHAN_OP_KERNEL_NODE, 1, buf, off + m.param_bytes, sizeof(buf) - 16, &out,
+                     sizeof(out), NULL);
         g->keep = 0;
         node = out;
         type = CU_GRAPH_NODE_TYPE_KERNEL;
@@ -1572,8 +1546,11 @@ static void op_graph_add(struct gen *g, struct cl *k)
         struct {
             struct chan_host_node m;
             uint64_t d[4];
-        } q = {.m = {.what = CHAN_HN_ADD, .ndeps = (uint32_t)nd, .graph = graph,
-                     .fn = take(&g->s, 8) | 1, .user = take(&g->s, 8)}};
+        } q = {.m = {.what = CHAN_HN_ADD,
+                     .ndeps = (uint32_t)nd,
+                     .graph = graph,
+                     .fn = take(&g->s, 8) | 1,
+                     .user = take(&g->s, 8)}};
         memcpy(q.d, dep, 8 * nd);
         uint64_t out = 0;
         r = send_rec(g, k, CHAN_OP_HOST_NODE, 1, (uint8_t *)&q, (uint32_t)(sizeof(q.m) + 8 * nd),
@@ -1587,8 +1564,7 @@ static void op_graph_add(struct gen *g, struct cl *k)
          * never 1: nothing in its body may be able to end the loop). */
         uint64_t h = 0, dflt = pick(&g->s, 2), fl = pick(&g->s, 2);
         uint32_t ct = pick(&g->s, 3);
-        if (ct == CU_GRAPH_COND_TYPE_WHILE)
-            dflt = 0;
+        if (ct == CU_GRAPH_COND_TYPE_WHILE) dflt = 0;
         struct obj *have = own(&g->s, k, K_COND);
         if (have && have->b == (int32_t)(gr ? gr - k->o : -1) && pick(&g->s, 2) &&
             (ct != CU_GRAPH_COND_TYPE_WHILE || !have->a)) {
@@ -1602,14 +1578,15 @@ static void op_graph_add(struct gen *g, struct cl *k)
         struct {
             struct chan_cond_node m;
             uint64_t d[4];
-        } q = {.m = {.graph = graph, .handle = h, .type = ct,
+        } q = {.m = {.graph = graph,
+                     .handle = h,
+                     .type = ct,
                      .size = ct == CU_GRAPH_COND_TYPE_SWITCH ? 1 + pick(&g->s, 4)
                                                              : 1 + one_in(&g->s, 3),
-                     .ctx = (uint32_t)ctx, .ndeps = (uint32_t)nd}};
-        if (odd(g))
-            q.m.size = (uint32_t)num(g, q.m.size);
-        if (odd(g))
-            q.m.type = (uint32_t)take(&g->s, 4);
+                     .ctx = (uint32_t)ctx,
+                     .ndeps = (uint32_t)nd}};
+        if (odd(g)) q.m.size = (uint32_t)num(g, q.m.size);
+        if (odd(g)) q.m.type = (uint32_t)take(&g->s, 4);
         memcpy(q.d, dep, 8 * nd);
         uint64_t out[2 + 8];
         uint32_t got = 0;
@@ -1624,8 +1601,7 @@ static void op_graph_add(struct gen *g, struct cl *k)
         break;
     }
     }
-    if (r == CUDA_SUCCESS && node && gr)
-        add(k, K_NODE, node, 0, type, (int32_t)(gr - k->o));
+    if (r == CUDA_SUCCESS && node && gr) add(k, K_NODE, node, 0, type, (int32_t)(gr - k->o));
 }
 
 /* Reading and changing a graph's nodes and edges. */
@@ -1634,13 +1610,11 @@ static void op_graph_node(struct gen *g, struct cl *k)
     struct obj *x;
     need(g, k, K_NODE);
     uint64_t node = name(g, k, K_NODE, &x), graph = name(g, k, K_GRAPH, NULL);
-    if (x && !odd(g))
-        graph = k->o[x->b].v;
+    if (x && !odd(g)) graph = k->o[x->b].v;
     switch (pick(&g->s, 14)) {
     case 0: {
         const void *a[] = {&node};
-        if (gcall(g, k, SHIM_ID_cuGraphDestroyNode, a, 1) == CUDA_SUCCESS && x)
-            x->live = 0;
+        if (gcall(g, k, SHIM_ID_cuGraphDestroyNode, a, 1) == CUDA_SUCCESS && x) x->live = 0;
         break;
     }
     case 1:
@@ -1652,15 +1626,15 @@ static void op_graph_node(struct gen *g, struct cl *k)
         }
         const void *pf = from, *pt = to;
         const void *a[] = {&graph, &pf, &pt, &n};
-        gcall(g, k, pick(&g->s, 2) ? SHIM_ID_cuGraphAddDependencies
-                                   : SHIM_ID_cuGraphRemoveDependencies, a, 4);
+        gcall(g, k,
+              pick(&g->s, 2) ? SHIM_ID_cuGraphAddDependencies : SHIM_ID_cuGraphRemoveDependencies,
+              a, 4);
         break;
     }
     case 3: {
         uint64_t nodes[32], num_ = num(g, 8);
         void *pn = nodes, *pc = &num_;
-        if (num_ > 32)
-            num_ = 32;
+        if (num_ > 32) num_ = 32;
         const void *a[] = {&graph, &pn, &pc};
         gcall(g, k, pick(&g->s, 2) ? SHIM_ID_cuGraphGetNodes : SHIM_ID_cuGraphGetRootNodes, a, 3);
         break;
@@ -1725,8 +1699,7 @@ static void op_graph_node(struct gen *g, struct cl *k)
         /* A kernel node's parameters: set in the graph or in an exec, or read back. */
         static uint8_t buf[4096];
         struct chan_kernel_node m = {.what = CHAN_KN_SET + pick(&g->s, 3), .node = node};
-        if (m.what == CHAN_KN_EXEC_SET)
-            m.graph = name(g, k, K_EXEC, NULL);
+        if (m.what == CHAN_KN_EXEC_SET) m.graph = name(g, k, K_EXEC, NULL);
         int kd;
         m.func = function(g, k, &kd);
         config(g, kd, m.grid, m.block, &m.smem);
@@ -1741,13 +1714,14 @@ static void op_graph_node(struct gen *g, struct cl *k)
     }
     case 12: {
         /* A host node's function: read, set in the graph or in an exec. */
-        struct chan_host_node m = {.what = CHAN_HN_GET + pick(&g->s, 3), .node = node,
-                                   .fn = take(&g->s, 8) | 1, .user = take(&g->s, 8)};
-        if (m.what == CHAN_HN_EXEC_SET)
-            m.graph = name(g, k, K_EXEC, NULL);
+        struct chan_host_node m = {.what = CHAN_HN_GET + pick(&g->s, 3),
+                                   .node = node,
+                                   .fn = take(&g->s, 8) | 1,
+                                   .user = take(&g->s, 8)};
+        if (m.what == CHAN_HN_EXEC_SET) m.graph = name(g, k, K_EXEC, NULL);
         uint64_t out[2];
-        send_rec(g, k, CHAN_OP_HOST_NODE, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out,
-                 sizeof(out), NULL);
+        send_rec(g, k, CHAN_OP_HOST_NODE, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out, sizeof(out),
+                 NULL);
         break;
     }
     default: {
@@ -1768,8 +1742,7 @@ static void op_exec(struct gen *g, struct cl *k)
 {
     struct obj *x;
     int what = (int)pick(&g->s, 8);
-    if (what >= 2)
-        need(g, k, K_EXEC);
+    if (what >= 2) need(g, k, K_EXEC);
     switch (what) {
     case 0:
     case 1: {
@@ -1777,8 +1750,8 @@ static void op_exec(struct gen *g, struct cl *k)
         need(g, k, K_NODE);
         uint64_t exec = 0, graph = name(g, k, K_GRAPH, &gr), fl = 0;
         if (one_in(&g->s, 8))
-            fl = one_in(&g->s, 2) ? CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
-                                  : take(&g->s, 8);
+            fl =
+                one_in(&g->s, 2) ? CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH : take(&g->s, 8);
         void *pe = &exec;
         const void *a[] = {&pe, &graph, &fl};
         if (gcall(g, k, SHIM_ID_cuGraphInstantiateWithFlags, a, 3) == CUDA_SUCCESS && exec)
@@ -1842,10 +1815,8 @@ static void op_exec(struct gen *g, struct cl *k)
                      !fh_owns(k->fh, SHIM_HT_CUgraphExec, exec);
         const void *a[] = {&exec};
         CUresult r = gcall(g, k, SHIM_ID_cuGraphExecDestroy, a, 1);
-        if (r == CUDA_SUCCESS && theirs)
-            isolation(g, "cuGraphExecDestroy", exec);
-        if (r == CUDA_SUCCESS && x)
-            x->live = 0;
+        if (r == CUDA_SUCCESS && theirs) isolation(g, "cuGraphExecDestroy", exec);
+        if (r == CUDA_SUCCESS && x) x->live = 0;
         break;
     }
     }
@@ -1878,8 +1849,8 @@ static void op_capture(struct gen *g, struct cl *k)
         break;
     }
     default: {
-        struct chan_host_node m = {.what = CHAN_HN_CAPTURE, .graph = st,
-                                   .fn = take(&g->s, 8) | 1, .user = take(&g->s, 8)};
+        struct chan_host_node m = {
+            .what = CHAN_HN_CAPTURE, .graph = st, .fn = take(&g->s, 8) | 1, .user = take(&g->s, 8)};
         send_rec(g, k, CHAN_OP_HOST_NODE, 1, (uint8_t *)&m, sizeof(m), sizeof(m), NULL, 0, NULL);
         break;
     }
@@ -1895,10 +1866,9 @@ static CUmemAllocationProp vmm_prop(struct gen *g)
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = odd(g) ? 1 : 0;
-    p.requestedHandleTypes = pick(&g->s, 2) ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-                                            : CU_MEM_HANDLE_TYPE_NONE;
-    if (odd(g))
-        p.type = (CUmemAllocationType)take(&g->s, 1);
+    p.requestedHandleTypes =
+        pick(&g->s, 2) ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+    if (odd(g)) p.type = (CUmemAllocationType)take(&g->s, 1);
     return p;
 }
 
@@ -1923,18 +1893,14 @@ static void op_vmm(struct gen *g, struct cl *k)
                      !fh_owns(k->fh, SHIM_HT_CUmemGenericAllocationHandle, h);
         const void *a[] = {&h};
         CUresult r = gcall(g, k, SHIM_ID_cuMemRelease, a, 1);
-        if (r == CUDA_SUCCESS && theirs)
-            isolation(g, "cuMemRelease", h);
-        if (r == CUDA_SUCCESS && x)
-            x->live = 0;
+        if (r == CUDA_SUCCESS && theirs) isolation(g, "cuMemRelease", h);
+        if (r == CUDA_SUCCESS && x) x->live = 0;
         break;
     }
     case 2: {
         uint64_t p = 0, size = num(g, gran * (1 + pick(&g->s, 4))), align = 0, addr = 0, fl = 0;
-        if (odd(g))
-            align = num(g, gran);
-        if (odd(g))
-            addr = take(&g->s, 8);
+        if (odd(g)) align = num(g, gran);
+        if (odd(g)) addr = take(&g->s, 8);
         void *pp = &p;
         const void *a[] = {&pp, &size, &align, &addr, &fl};
         if (gcall(g, k, SHIM_ID_cuMemAddressReserve, a, 5) == CUDA_SUCCESS && p)
@@ -1945,8 +1911,7 @@ static void op_vmm(struct gen *g, struct cl *k)
         uint64_t p = name(g, k, K_RESV, &x), size = x ? x->size : gran;
         size = num(g, size);
         const void *a[] = {&p, &size};
-        if (gcall(g, k, SHIM_ID_cuMemAddressFree, a, 2) == CUDA_SUCCESS && x)
-            x->live = 0;
+        if (gcall(g, k, SHIM_ID_cuMemAddressFree, a, 2) == CUDA_SUCCESS && x) x->live = 0;
         break;
     }
     case 4:
@@ -1959,17 +1924,14 @@ static void op_vmm(struct gen *g, struct cl *k)
         uint64_t size = h ? h->size : gran, off = 0, fl = 0;
         if (r && one_in(&g->s, 4) && r->size > size)
             p += gran * pick(&g->s, (uint32_t)((r->size - size) / gran + 1));
-        if (odd(g))
-            size = num(g, size);
-        if (odd(g))
-            off = num(g, 0);
+        if (odd(g)) size = num(g, size);
+        if (odd(g)) off = num(g, 0);
         const void *a[] = {&p, &size, &off, &hv, &fl};
         if (gcall(g, k, SHIM_ID_cuMemMap, a, 5) == CUDA_SUCCESS) {
             add(k, K_MAP, p, size, 0, 0);
             CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-            if (odd(g))
-                d.location.id = 1;
+            if (odd(g)) d.location.id = 1;
             const void *pd = &d;
             uint64_t cnt = 1;
             const void *b[] = {&p, &size, &pd, &cnt};
@@ -1979,11 +1941,9 @@ static void op_vmm(struct gen *g, struct cl *k)
     }
     case 6: {
         uint64_t p = name(g, k, K_MAP, &x), size = x ? x->size : gran;
-        if (odd(g))
-            size = num(g, size);
+        if (odd(g)) size = num(g, size);
         const void *a[] = {&p, &size};
-        if (gcall(g, k, SHIM_ID_cuMemUnmap, a, 2) == CUDA_SUCCESS && x)
-            x->live = 0;
+        if (gcall(g, k, SHIM_ID_cuMemUnmap, a, 2) == CUDA_SUCCESS && x) x->live = 0;
         break;
     }
     case 7: {
@@ -2034,17 +1994,21 @@ static void op_ipc(struct gen *g, struct cl *k)
         m.value = pick(&g->s, 4) ? name(g, k, K_DEV, NULL) : devptr(g, k, &room);
         break;
     }
-    case CHAN_IPC_GET_EVENT: m.value = name(g, k, K_EVENT, NULL); break;
+    case CHAN_IPC_GET_EVENT:
+        m.value = name(g, k, K_EVENT, NULL);
+        break;
     case CHAN_IPC_GET_VMM:
         m.value = name(g, k, K_VMM, NULL);
-        m.flags = odd(g) ? (uint32_t)take(&g->s, 4)
-                                   : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        m.flags = odd(g) ? (uint32_t)take(&g->s, 4) : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         break;
-    case CHAN_IPC_CLOSE_MEM: m.value = name(g, k, K_OPENED, &x); break;
+    case CHAN_IPC_CLOSE_MEM:
+        m.value = name(g, k, K_OPENED, &x);
+        break;
     default: {
         /* Opening: a handle one of the clients exported, mostly of the kind asked for. */
-        int want = what == CHAN_IPC_OPEN_MEM ? CHAN_IPC_GET_MEM
-                   : what == CHAN_IPC_OPEN_EVENT ? CHAN_IPC_GET_EVENT : CHAN_IPC_GET_VMM;
+        int want = what == CHAN_IPC_OPEN_MEM     ? CHAN_IPC_GET_MEM
+                   : what == CHAN_IPC_OPEN_EVENT ? CHAN_IPC_GET_EVENT
+                                                 : CHAN_IPC_GET_VMM;
         int have = -1;
         for (int i = 0, start = (int)pick(&g->s, 16); i < g->nsh; i++) {
             int j = (start + i) % g->nsh;
@@ -2053,20 +2017,17 @@ static void op_ipc(struct gen *g, struct cl *k)
                 break;
             }
         }
-        if (have >= 0)
-            memcpy(m.handle, g->sh[have].h, sizeof(m.handle));
+        if (have >= 0) memcpy(m.handle, g->sh[have].h, sizeof(m.handle));
         if (have < 0 || odd(g))
             for (int i = 0, n = 1 + (int)pick(&g->s, 4); i < n; i++)
                 m.handle[pick(&g->s, sizeof(m.handle))] ^= (uint8_t)take(&g->s, 1);
-        if (what == CHAN_IPC_OPEN_MEM && odd(g))
-            m.flags = (uint32_t)take(&g->s, 4);
+        if (what == CHAN_IPC_OPEN_MEM && odd(g)) m.flags = (uint32_t)take(&g->s, 4);
         break;
     }
     }
     CUresult r = send_rec(g, k, CHAN_OP_IPC, 1, (uint8_t *)&m, sizeof(m), sizeof(m), &out,
                           sizeof(out), NULL);
-    if (r != CUDA_SUCCESS)
-        return;
+    if (r != CUDA_SUCCESS) return;
     switch (what) {
     case CHAN_IPC_GET_MEM:
     case CHAN_IPC_GET_EVENT:
@@ -2076,12 +2037,17 @@ static void op_ipc(struct gen *g, struct cl *k)
         g->sh[at].what = (int)what;
         break;
     }
-    case CHAN_IPC_OPEN_MEM: add(k, K_OPENED, out.value, out.size, 0, 0); break;
-    case CHAN_IPC_OPEN_EVENT: add(k, K_EVENT, out.value, 0, 0, 0); break;
-    case CHAN_IPC_OPEN_VMM: add(k, K_VMM, out.value, 2u << 20, 0, 0); break;
+    case CHAN_IPC_OPEN_MEM:
+        add(k, K_OPENED, out.value, out.size, 0, 0);
+        break;
+    case CHAN_IPC_OPEN_EVENT:
+        add(k, K_EVENT, out.value, 0, 0, 0);
+        break;
+    case CHAN_IPC_OPEN_VMM:
+        add(k, K_VMM, out.value, 2u << 20, 0, 0);
+        break;
     case CHAN_IPC_CLOSE_MEM:
-        if (x && !out.opens)
-            x->live = 0;
+        if (x && !out.opens) x->live = 0;
         break;
     }
 }
@@ -2098,8 +2064,7 @@ static void op_pool(struct gen *g, struct cl *k)
         p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
         p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         p.location.id = odd(g) ? (int)take(&g->s, 1) : 0;
-        if (odd(g))
-            p.handleTypes = (CUmemAllocationHandleType)take(&g->s, 1);
+        if (odd(g)) p.handleTypes = (CUmemAllocationHandleType)take(&g->s, 1);
         p.maxSize = odd(g) ? num(g, 1u << 20) : 0;
         uint64_t pool = 0;
         void *pp = &pool;
@@ -2115,10 +2080,8 @@ static void op_pool(struct gen *g, struct cl *k)
                      !fh_owns(k->fh, SHIM_HT_CUmemoryPool, pool);
         const void *a[] = {&pool};
         CUresult r = gcall(g, k, SHIM_ID_cuMemPoolDestroy, a, 1);
-        if (r == CUDA_SUCCESS && theirs)
-            isolation(g, "cuMemPoolDestroy", pool);
-        if (r == CUDA_SUCCESS && x)
-            x->live = 0;
+        if (r == CUDA_SUCCESS && theirs) isolation(g, "cuMemPoolDestroy", pool);
+        if (r == CUDA_SUCCESS && x) x->live = 0;
         break;
     }
     case 2:
@@ -2135,8 +2098,8 @@ static void op_pool(struct gen *g, struct cl *k)
         uint64_t pool = name(g, k, K_POOL, NULL), attr = 1 + pick(&g->s, 8), v = num(g, 0);
         void *pv = &v;
         const void *a[] = {&pool, &attr, &pv};
-        gcall(g, k, pick(&g->s, 2) ? SHIM_ID_cuMemPoolSetAttribute
-                                   : SHIM_ID_cuMemPoolGetAttribute, a, 3);
+        gcall(g, k, pick(&g->s, 2) ? SHIM_ID_cuMemPoolSetAttribute : SHIM_ID_cuMemPoolGetAttribute,
+              a, 3);
         break;
     }
     case 5: {
@@ -2149,8 +2112,9 @@ static void op_pool(struct gen *g, struct cl *k)
         uint64_t pool = 0, dev = odd(g) ? take(&g->s, 1) : 0;
         void *pp = &pool;
         const void *a[] = {&pp, &dev};
-        if (gcall(g, k, pick(&g->s, 2) ? SHIM_ID_cuDeviceGetDefaultMemPool
-                                       : SHIM_ID_cuDeviceGetMemPool, a, 2) == CUDA_SUCCESS &&
+        if (gcall(g, k,
+                  pick(&g->s, 2) ? SHIM_ID_cuDeviceGetDefaultMemPool : SHIM_ID_cuDeviceGetMemPool,
+                  a, 2) == CUDA_SUCCESS &&
             pool)
             add(k, K_POOL, pool, 0, 0, 0); /* the device's: not the client's to destroy */
         break;
@@ -2168,15 +2132,17 @@ static void op_pool(struct gen *g, struct cl *k)
  * member is an event (the server checks it is the caller's own). */
 static void op_attr(struct gen *g, struct cl *k)
 {
-    static const CUlaunchAttributeID ids[] = {
-        CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, CU_LAUNCH_ATTRIBUTE_PRIORITY,
-        CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
-        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT, CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT,
-        CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
-        CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+    static const CUlaunchAttributeID ids[] = {CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+                                              CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                                              CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY,
+                                              CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
+                                              CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT,
+                                              CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT,
+                                              CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE,
+                                              CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+                                              CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
     uint64_t id = ids[pick(&g->s, sizeof(ids) / sizeof(ids[0]))];
-    if (odd(g))
-        id = take(&g->s, 1);
+    if (odd(g)) id = take(&g->s, 1);
     CUlaunchAttributeValue v;
     memset(&v, 0, sizeof(v));
     struct obj *ev = NULL;
@@ -2201,7 +2167,9 @@ static void op_attr(struct gen *g, struct cl *k)
     case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
         v.clusterDim.x = v.clusterDim.y = v.clusterDim.z = 1;
         break;
-    default: v.priority = (int)pick(&g->s, 4); break;
+    default:
+        v.priority = (int)pick(&g->s, 4);
+        break;
     }
     int theirs = !ev && evv && fh_owns(other(g, k)->fh, SHIM_HT_CUevent, evv) &&
                  !fh_owns(k->fh, SHIM_HT_CUevent, evv);
@@ -2210,20 +2178,27 @@ static void op_attr(struct gen *g, struct cl *k)
     if (pick(&g->s, 2)) {
         uint64_t st = stream(g, k);
         const void *a[] = {&st, &id, &pv};
-        r = gcall(g, k, pick(&g->s, 3) ? SHIM_ID_cuStreamSetAttribute
-                                       : SHIM_ID_cuStreamGetAttribute, a, 3);
+        r = gcall(g, k,
+                  pick(&g->s, 3) ? SHIM_ID_cuStreamSetAttribute : SHIM_ID_cuStreamGetAttribute, a,
+                  3);
     } else {
         uint64_t node = name(g, k, K_NODE, NULL), node2 = name(g, k, K_NODE, NULL);
         const void *a[] = {&node, &id, &pv};
         const void *b[] = {&node2, &node};
         switch (pick(&g->s, 3)) {
-        case 0: r = gcall(g, k, SHIM_ID_cuGraphKernelNodeSetAttribute, a, 3); break;
-        case 1: r = gcall(g, k, SHIM_ID_cuGraphKernelNodeGetAttribute, a, 3); theirs = 0; break;
-        default: r = gcall(g, k, SHIM_ID_cuGraphKernelNodeCopyAttributes, b, 2); theirs = 0;
+        case 0:
+            r = gcall(g, k, SHIM_ID_cuGraphKernelNodeSetAttribute, a, 3);
+            break;
+        case 1:
+            r = gcall(g, k, SHIM_ID_cuGraphKernelNodeGetAttribute, a, 3);
+            theirs = 0;
+            break;
+        default:
+            r = gcall(g, k, SHIM_ID_cuGraphKernelNodeCopyAttributes, b, 2);
+            theirs = 0;
         }
     }
-    if (r == CUDA_SUCCESS && theirs)
-        isolation(g, "a launch attribute naming an event", evv);
+    if (r == CUDA_SUCCESS && theirs) isolation(g, "a launch attribute naming an event", evv);
 }
 
 static void op_texture(struct gen *g, struct cl *k)
@@ -2234,7 +2209,8 @@ static void op_texture(struct gen *g, struct cl *k)
         uint64_t t = name(g, k, surf ? K_SURF : K_TEX, &x);
         const void *a[] = {&t};
         if (gcall(g, k, surf ? SHIM_ID_cuSurfObjectDestroy : SHIM_ID_cuTexObjectDestroy, a, 1) ==
-                CUDA_SUCCESS && x)
+                CUDA_SUCCESS &&
+            x)
             x->live = 0;
         return;
     }
@@ -2263,8 +2239,7 @@ static void op_texture(struct gen *g, struct cl *k)
         rd.res.pitch2D.pitchInBytes = num(g, 256);
         break;
     }
-    if (odd(g))
-        rd.resType = (CUresourcetype)take(&g->s, 1);
+    if (odd(g)) rd.resType = (CUresourcetype)take(&g->s, 1);
     uint64_t t = 0;
     void *pt = &t;
     const CUDA_RESOURCE_DESC *prd = &rd;
@@ -2293,8 +2268,7 @@ static void op_mvar(struct gen *g, struct cl *k)
     if (!v) {
         struct obj *m = NULL;
         for (int i = 0; i < k->n && !m; i++)
-            if (k->o[i].live && k->o[i].kind == K_MODULE && k->o[i].a == IMG_MANAGED)
-                m = &k->o[i];
+            if (k->o[i].live && k->o[i].kind == K_MODULE && k->o[i].a == IMG_MANAGED) m = &k->o[i];
         if (!m) {
             load_image(g, k, IMG_MANAGED, CHAN_IMAGE_MODULE);
             return;
@@ -2310,8 +2284,7 @@ static void op_mvar(struct gen *g, struct cl *k)
     }
     static uint8_t buf[CHAN_REC_MAX];
     struct chan_mvar h = {.what = CHAN_MVAR_INFO + pick(&g->s, 4), .n = 1 + pick(&g->s, 3)};
-    if (odd(g))
-        h.what = (uint32_t)take(&g->s, 1);
+    if (odd(g)) h.what = (uint32_t)take(&g->s, 1);
     struct chan_mvar_ent e[4];
     uint64_t data = 0;
     struct obj *pin = NULL;
@@ -2319,12 +2292,10 @@ static void op_mvar(struct gen *g, struct cl *k)
         pin = own(&g->s, k, K_PINNED);
         h.buf = pin ? pin->v : name(g, k, K_DEV, NULL);
     }
-    if (h.what == CHAN_MVAR_INFO)
-        h.n = 1;
+    if (h.what == CHAN_MVAR_INFO) h.n = 1;
     for (uint32_t i = 0; i < h.n; i++) {
         struct obj *x = pick(&g->s, 4) ? v : own(&g->s, k, K_MVAR);
-        if (!x)
-            x = v;
+        if (!x) x = v;
         e[i].dptr = x->v + (x->size > 4 ? 4 * pick(&g->s, (uint32_t)(x->size / 4)) : 0);
         e[i].len = 1 + pick(&g->s, (uint32_t)(x->v + x->size - e[i].dptr));
         e[i].off = pin && pin->size > e[i].len ? pick(&g->s, (uint32_t)(pin->size - e[i].len)) : 0;
@@ -2335,8 +2306,7 @@ static void op_mvar(struct gen *g, struct cl *k)
         }
         data += e[i].len;
     }
-    if (odd(g))
-        h.n = (uint32_t)num(g, h.n);
+    if (odd(g)) h.n = (uint32_t)num(g, h.n);
     uint32_t len = sizeof(h) + (uint32_t)(h.n < 4 ? h.n : 4) * sizeof(e[0]);
     memcpy(buf, &h, sizeof(h));
     memcpy(buf + sizeof(h), e, len - sizeof(h));
@@ -2345,8 +2315,8 @@ static void op_mvar(struct gen *g, struct cl *k)
         len += (uint32_t)data;
     }
     static uint8_t out[CHAN_LANE_DATA];
-    send_rec(g, k, CHAN_OP_MVAR, h.what == CHAN_MVAR_PUSH ? 0 : 1, buf, len, sizeof(buf) - 16,
-             out, sizeof(out), NULL);
+    send_rec(g, k, CHAN_OP_MVAR, h.what == CHAN_MVAR_PUSH ? 0 : 1, buf, len, sizeof(buf) - 16, out,
+             sizeof(out), NULL);
 }
 
 /* ---- the rest: small operations, described calls with anything in them, broken framing */
@@ -2380,8 +2350,7 @@ static void op_misc(struct gen *g, struct cl *k)
          * counts agree, then checked by the server like any other. */
         static uint8_t buf[1024];
         unsigned id = pick(&g->s, SHIM_NCALLS);
-        if (shim_calls[id].cls != SHIM_SYNC && shim_calls[id].cls != SHIM_ASYNC)
-            return;
+        if (shim_calls[id].cls != SHIM_SYNC && shim_calls[id].cls != SHIM_ASYNC) return;
         uint32_t len = pick(&g->s, 8) * 8 + (one_in(&g->s, 4) ? pick(&g->s, 200) : 0);
         for (uint32_t i = 0; i < len; i++)
             buf[i] = (uint8_t)(pick(&g->s, 2) ? take(&g->s, 1) : 0);
@@ -2396,8 +2365,7 @@ static void op_misc(struct gen *g, struct cl *k)
 static void op_broken(struct gen *g, struct cl *k)
 {
     struct chan_rec r = {.size = (uint32_t)num(g, 16), .op = (uint16_t)take(&g->s, 2)};
-    if (pick(&g->s, 2))
-        r.op = (uint16_t)(CHAN_OP_END + pick(&g->s, 8));
+    if (pick(&g->s, 2)) r.op = (uint16_t)(CHAN_OP_END + pick(&g->s, 8));
     uint64_t adv = pick(&g->s, 2) ? CHAN_REC_SPAN(r.size) : take(&g->s, 4);
     if (g->trace)
         fprintf(stderr, "  #%d c%d broken framing (size %u, op %#x, tail +%llu)\n", g->step,
@@ -2408,8 +2376,7 @@ static void op_broken(struct gen *g, struct cl *k)
 /* The client goes (terminated, now and then) in the middle of the input. */
 static void op_leave(struct gen *g, struct cl *k)
 {
-    if (g->trace)
-        fprintf(stderr, "  #%d c%d leaves\n", g->step, (int)(k - g->cl));
+    if (g->trace) fprintf(stderr, "  #%d c%d leaves\n", g->step, (int)(k - g->cl));
     fh_leave(k->fh, one_in(&g->s, 4));
     k->on = 0;
     k->left = 1;
@@ -2422,12 +2389,17 @@ static void op_leave(struct gen *g, struct cl *k)
 static struct obj *need(struct gen *g, struct cl *k, int kind)
 {
     struct obj *x = own(&g->s, k, kind);
-    if (x || !k->ctx)
-        return x;
+    if (x || !k->ctx) return x;
     switch (kind) {
-    case K_GRAPH: op_graph_create(g, k); break;
-    case K_EVENT: op_event_create(g, k); break;
-    case K_STREAM: op_stream_create(g, k); break;
+    case K_GRAPH:
+        op_graph_create(g, k);
+        break;
+    case K_EVENT:
+        op_event_create(g, k);
+        break;
+    case K_STREAM:
+        op_stream_create(g, k);
+        break;
     case K_DEV: {
         uint64_t d = 0, bytes = 4096u << pick(&g->s, 6);
         void *pd = &d;
@@ -2437,8 +2409,7 @@ static struct obj *need(struct gen *g, struct cl *k, int kind)
         break;
     }
     case K_FUNC:
-        if (!own(&g->s, k, K_MODULE))
-            op_module_load(g, k);
+        if (!own(&g->s, k, K_MODULE)) op_module_load(g, k);
         op_get_function(g, k);
         break;
     case K_NODE: {
@@ -2474,11 +2445,13 @@ static struct obj *need(struct gen *g, struct cl *k, int kind)
         const void *a[] = {&ph, &size, &pp, &zero};
         const void *b[] = {&ph, &size, &zero, &zero, &zero};
         if (gcall(g, k, kind == K_VMM ? SHIM_ID_cuMemCreate : SHIM_ID_cuMemAddressReserve,
-                  kind == K_VMM ? a : b, kind == K_VMM ? 4 : 5) == CUDA_SUCCESS && h)
+                  kind == K_VMM ? a : b, kind == K_VMM ? 4 : 5) == CUDA_SUCCESS &&
+            h)
             add(k, kind, h, size, 0, 0);
         break;
     }
-    default: break;
+    default:
+        break;
     }
     return own(&g->s, k, kind);
 }
@@ -2487,17 +2460,20 @@ static const struct {
     op_fn *fn;
     int weight;
 } ops[] = {
-    {op_ctx_create, 3},   {op_ctx_destroy, 1},   {op_ctx_sync, 2},     {op_limit, 3},
-    {op_stream_create, 4}, {op_stream_destroy, 2}, {op_stream_sync, 3}, {op_event_create, 4},
-    {op_event_record, 3}, {op_event_misc, 3},    {op_event_destroy, 2}, {op_mem_alloc, 8},
-    {op_mem_free, 3},     {op_memset, 4},        {op_stream_value, 2}, {op_host_func, 3},
-    {op_host_alloc, 3},   {op_host_free, 1},     {op_host_register, 2}, {op_array, 3},
-    {op_copy, 10},        {op_module_load, 3},   {op_get_function, 5}, {op_module_misc, 2},
-    {op_launch, 6},       {op_occupancy, 1},     {op_graph_create, 6}, {op_graph_destroy, 2},
-    {op_graph_add, 18},   {op_graph_node, 8},    {op_exec, 10},        {op_capture, 5},
-    {op_vmm, 8},          {op_ipc, 8},           {op_misc, 3},         {op_broken, 1},
-    {op_leave, 1},        {op_pool, 4},          {op_attr, 3},         {op_texture, 2},
-    {op_mvar, 4},
+    {op_ctx_create, 3},    {op_ctx_destroy, 1},   {op_ctx_sync, 2},
+    {op_limit, 3},         {op_stream_create, 4}, {op_stream_destroy, 2},
+    {op_stream_sync, 3},   {op_event_create, 4},  {op_event_record, 3},
+    {op_event_misc, 3},    {op_event_destroy, 2}, {op_mem_alloc, 8},
+    {op_mem_free, 3},      {op_memset, 4},        {op_stream_value, 2},
+    {op_host_func, 3},     {op_host_alloc, 3},    {op_host_free, 1},
+    {op_host_register, 2}, {op_array, 3},         {op_copy, 10},
+    {op_module_load, 3},   {op_get_function, 5},  {op_module_misc, 2},
+    {op_launch, 6},        {op_occupancy, 1},     {op_graph_create, 6},
+    {op_graph_destroy, 2}, {op_graph_add, 18},    {op_graph_node, 8},
+    {op_exec, 10},         {op_capture, 5},       {op_vmm, 8},
+    {op_ipc, 8},           {op_misc, 3},          {op_broken, 1},
+    {op_leave, 1},         {op_pool, 4},          {op_attr, 3},
+    {op_texture, 2},       {op_mvar, 4},
 };
 #define NOPS ((int)(sizeof(ops) / sizeof(ops[0])))
 
@@ -2535,8 +2511,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    if (fh_init() != 0 || load_images() != 0)
-        exit(1);
+    if (fh_init() != 0 || load_images() != 0) exit(1);
     for (int i = 0; i < NOPS; i++)
         total_weight += ops[i].weight;
     return 0;
@@ -2555,8 +2530,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fh_begin();
     const char *t = getenv("FUZZ_SERVER_TRACE");
     g.trace = t && *t == '1';
-    if (g.trace)
-        fprintf(stderr, "input of %zu bytes\n", size);
+    if (g.trace) fprintf(stderr, "input of %zu bytes\n", size);
     connect_client(&g, &g.cl[0]);
     for (g.step = 0; g.step < MAX_STEPS && g.s.i < g.s.n; g.step++) {
         struct cl *k = &g.cl[two && one_in(&g.s, 4)];
@@ -2570,8 +2544,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             w -= ops[i++].weight;
         ops[i].fn(&g, k);
         if (k->on && fh_gone(k->fh)) {
-            if (g.trace)
-                fprintf(stderr, "  c%d was dropped\n", (int)(k - g.cl));
+            if (g.trace) fprintf(stderr, "  c%d was dropped\n", (int)(k - g.cl));
             fh_leave(k->fh, 0);
             k->on = 0;
             k->left = 1;
@@ -2582,8 +2555,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int first = (int)pick(&g.s, 2);
     for (int j = 0; j < 2; j++) {
         struct cl *k = &g.cl[(first + j) % 2];
-        if (k->on)
-            fh_leave(k->fh, one_in(&g.s, 8));
+        if (k->on) fh_leave(k->fh, one_in(&g.s, 8));
         k->on = 0;
     }
     char why[256];

@@ -30,10 +30,10 @@ static inline struct chan_rec *put(struct session *x, unsigned op, int reply, co
                                    size_t len);
 /* A request answered on lane 0 within `secs`: its result (reply data in out), or -1. */
 static inline long request(struct session *x, unsigned op, const void *p, size_t len, unsigned secs,
-                    void *out, size_t cap);
+                           void *out, size_t cap);
 /* A described call packed as the shim packs it, answered within 10 s (outputs in out). */
 static inline long call(struct session *x, int id, const void *const *argv, int reply, void *out,
-                 size_t cap);
+                        size_t cap);
 /* A new client loads kernels.ptx from dir: 0 when it is answered within 15 s, else 1. */
 static inline int load_answered(const char *dir);
 /* Client A's session (open_session), or exit 2 saying there is none. */
@@ -55,28 +55,28 @@ static inline int open_session(struct session *x)
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir ? dir : CHAN_DEFAULT_PIPE_DIR,
              CHAN_SOCKET_NAME);
     x->sock = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (x->sock < 0 || connect(x->sock, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-        return -1;
-    struct chan_hello h = {.head = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
-                                    .minor = CHAN_PROTO_MINOR, .symbols_hash = SHIM_SYMBOLS_HASH,
-                                    .pid = getpid(), .size = sizeof(struct chan_hello)}};
+    if (x->sock < 0 || connect(x->sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) return -1;
+    struct chan_hello h = {.head = {.magic = CHAN_MAGIC,
+                                    .major = CHAN_PROTO_MAJOR,
+                                    .minor = CHAN_PROTO_MINOR,
+                                    .symbols_hash = SHIM_SYMBOLS_HASH,
+                                    .pid = getpid(),
+                                    .size = sizeof(struct chan_hello)}};
     snprintf(h.head.exe, sizeof(h.head.exe), "repro");
     struct chan_welcome w;
     char cbuf[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof(cbuf)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
     int fd = -1;
     if (send(x->sock, &h, sizeof(h), 0) != sizeof(h) ||
         recvmsg(x->sock, &m, MSG_WAITALL) != (ssize_t)sizeof(w) || w.status != CHAN_WELCOME_OK)
         return -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_type == SCM_RIGHTS)
-            memcpy(&fd, CMSG_DATA(c), sizeof(int));
-    void *base = fd < 0 ? MAP_FAILED
-                        : mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED)
-        return -1;
+        if (c->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    void *base =
+        fd < 0 ? MAP_FAILED : mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) return -1;
     close(fd);
     chan_attach(&x->c, base);
     struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
@@ -89,8 +89,7 @@ static inline struct chan_rec *put(struct session *x, unsigned op, int reply, co
     struct chan_wait wt = {.spin_ns = 1000, .alive = repro_before_deadline};
     repro_deadline = chan_now_ns() + 10000000000ull;
     struct chan_rec *r = chan_ring_reserve(&x->c, (uint32_t)(sizeof(*r) + len), &wt);
-    if (!r)
-        return NULL;
+    if (!r) return NULL;
     r->op = (uint16_t)op;
     r->flags = reply ? CHAN_RF_REPLY : 0;
     r->lane = 0;
@@ -102,31 +101,26 @@ static inline struct chan_rec *put(struct session *x, unsigned op, int reply, co
 }
 
 static inline long request(struct session *x, unsigned op, const void *p, size_t len, unsigned secs,
-                    void *out, size_t cap)
+                           void *out, size_t cap)
 {
     uint32_t seq0 = atomic_load(&x->c.lanes[0].seq);
-    if (!put(x, op, 1, p, len))
-        return -1;
+    if (!put(x, op, 1, p, len)) return -1;
     struct chan_wait wt = {.spin_ns = 1000, .alive = repro_before_deadline};
     repro_deadline = chan_now_ns() + secs * 1000000000ull;
-    if (chan_lane_wait(&x->c, 0, seq0, &wt) != 0)
-        return -1;
-    if (out)
-        memcpy(out, x->c.lanes[0].data, x->c.lanes[0].len < cap ? x->c.lanes[0].len : cap);
+    if (chan_lane_wait(&x->c, 0, seq0, &wt) != 0) return -1;
+    if (out) memcpy(out, x->c.lanes[0].data, x->c.lanes[0].len < cap ? x->c.lanes[0].len : cap);
     return x->c.lanes[0].result;
 }
 
 static inline long call(struct session *x, int id, const void *const *argv, int reply, void *out,
-                 size_t cap)
+                        size_t cap)
 {
     static uint8_t buf[4096];
     size_t rlen;
     CUresult err;
     size_t n = chan_pack_call(&shim_calls[id], argv, buf, sizeof(buf), &rlen, &err);
-    if (err != CUDA_SUCCESS)
-        return err;
-    if (!reply)
-        return put(x, (unsigned)id, 0, buf, n) ? 0 : -1;
+    if (err != CUDA_SUCCESS) return err;
+    if (!reply) return put(x, (unsigned)id, 0, buf, n) ? 0 : -1;
     return request(x, (unsigned)id, buf, n, 10, out, cap);
 }
 
@@ -137,8 +131,7 @@ static inline int load_answered(const char *dir)
     FILE *f = fopen(path, "rb");
     static uint8_t img[1 << 16];
     size_t n = f ? fread(img, 1, sizeof(img) - 1, f) : 0;
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
     struct session b;
     if (!n || open_session(&b) != 0) {
         fprintf(stderr, "no kernels.ptx in %s, or no session for client B\n", dir);

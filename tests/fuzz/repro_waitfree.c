@@ -55,7 +55,8 @@ int main(int argc, char **argv)
         struct chan_ctx c1 = {.id = 1};
         long r = request(&a, CHAN_OP_CTX_DESTROY, &c1, sizeof(c1), 10, NULL, 0);
         printf("client A waited in context 2 on its word of context 1, destroyed context 1 "
-               "(%s) and left\n", r < 0 ? "no answer" : shim_error_name((CUresult)r));
+               "(%s) and left\n",
+               r < 0 ? "no answer" : shim_error_name((CUresult)r));
     } else {
         const void *fa[] = {&d};
         call(&a, SHIM_ID_cuMemFree_v2, fa, 0, NULL, 0);

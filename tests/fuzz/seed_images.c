@@ -19,10 +19,8 @@ static int put(const char *dir, const char *name, const void *p, size_t n)
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     int ok = f && fwrite(p, 1, n, f) == n;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (!ok)
-        fprintf(stderr, "seed_images: cannot write %s\n", path);
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) fprintf(stderr, "seed_images: cannot write %s\n", path);
     return ok;
 }
 

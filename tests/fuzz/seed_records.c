@@ -20,8 +20,7 @@ int main(int argc, char **argv)
     int n = 0;
     for (int id = 0; id < SHIM_NCALLS; id++) {
         const struct shim_call *d = &shim_calls[id];
-        if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC)
-            continue;
+        if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC) continue;
         uint64_t zero[CHAN_MAX_ARGS] = {0};
         const void *argv_[CHAN_MAX_ARGS];
         for (int i = 0; i < CHAN_MAX_ARGS; i++)
@@ -30,8 +29,7 @@ int main(int argc, char **argv)
         size_t rlen;
         CUresult err;
         size_t len = chan_pack_call(d, argv_, buf + 2, sizeof(buf) - 2, &rlen, &err);
-        if (err != CUDA_SUCCESS)
-            continue;
+        if (err != CUDA_SUCCESS) continue;
         buf[0] = (uint8_t)(id & 0xff);
         buf[1] = (uint8_t)(id >> 8);
         char path[4096];

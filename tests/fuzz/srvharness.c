@@ -28,8 +28,8 @@ int srv_fuzz_server_main(int argc, char **argv);
 
 struct fh_client {
     struct srv_client *c;
-    struct chan ch; /* the client's end of the segment (its producer position) */
-    int peer;       /* the client's end of the socket */
+    struct chan ch;   /* the client's end of the segment (its producer position) */
+    int peer;         /* the client's end of the socket */
     uint32_t cb_head; /* its callback thread's place in the notifications */
     int left;
 };
@@ -41,7 +41,7 @@ struct fh_client {
  * as natively). */
 #define HUNG_NS (2ull * 1000 * 1000 * 1000)
 static pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fh_client *busy;  /* whose record the worker replays, guarded by busy_lock */
+static struct fh_client *busy; /* whose record the worker replays, guarded by busy_lock */
 static uint64_t busy_since;
 
 static void *main_loop(void *arg);
@@ -83,8 +83,7 @@ void fh_show_log(void)
     fprintf(stderr, "fuzz_server: the server's log for this input (%s):\n", p);
     while (f && fgets(line, sizeof(line), f))
         fprintf(stderr, "  %s", line);
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
 }
 static uint64_t sink;
 static int base_fds = -1;
@@ -106,8 +105,7 @@ static int count_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
     int n = 0;
-    if (!d)
-        return -1;
+    if (!d) return -1;
     while (readdir(d))
         n++;
     closedir(d);
@@ -126,16 +124,14 @@ static void list_fds(void)
         to[n > 0 ? n : 0] = '\0';
         fprintf(stderr, "  fd %s -> %s\n", e->d_name, to);
     }
-    if (d)
-        closedir(d);
+    if (d) closedir(d);
 }
 
 int fh_init(void)
 {
     char exe[512], dir[512];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
-        return -1;
+    if (n <= 0) return -1;
     exe[n] = '\0';
     snprintf(dir, sizeof(dir), "%s", dirname(exe)); /* BUILD/fuzz */
     const char *drv = getenv("MPSSHIM_DRIVER");
@@ -145,8 +141,7 @@ int fh_init(void)
         snprintf(srv.driver_path, sizeof(srv.driver_path), "%s/../cpudrv/libcuda.so.1", dir);
     const char *kd = getenv("MPSSHIM_TEST_KERNELS");
     snprintf(kernels_dir, sizeof(kernels_dir), "%s", kd ? kd : dir);
-    if (!kd)
-        snprintf(kernels_dir, sizeof(kernels_dir), "%s/../tests", dir);
+    if (!kd) snprintf(kernels_dir, sizeof(kernels_dir), "%s/../tests", dir);
     /* The CPU driver backs device memory with host memory: a small device keeps a fuzzed
      * size from taking the machine's memory (and libFuzzer's malloc limit). */
     setenv("MPSSHIM_CPUDRV_MEM_MB", "256", 0);
@@ -306,8 +301,7 @@ struct fh_client *fh_connect(void)
     c->rec = malloc(CHAN_REC_MAX);
     c->scratch = malloc(CHAN_LANE_DATA);
     c->out = malloc(CHAN_LANE_DATA);
-    if (!c->rec || !c->scratch || !c->out)
-        abort();
+    if (!c->rec || !c->scratch || !c->out) abort();
     c->prof_since_ns = chan_now_ns();
     chan_attach(&k->ch, c->shm);
     pthread_mutex_lock(&cb_lock);
@@ -342,10 +336,9 @@ static void drain(struct fh_client *k)
         char b[64];
         char cbuf[CMSG_SPACE(sizeof(int) * 4)];
         struct iovec iov = {.iov_base = b, .iov_len = sizeof(b)};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                           .msg_controllen = sizeof(cbuf)};
-        if (recvmsg(k->peer, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
-            return;
+        struct msghdr m = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+        if (recvmsg(k->peer, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0) return;
         for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
             if (h->cmsg_type == SCM_RIGHTS)
                 for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
@@ -387,15 +380,12 @@ static void serve(struct fh_client *k)
         /* Over its bound on queued work, the worker leaves records in the ring and polls
          * the GPU's progress: so does this, for as long as the GPU moves. */
         for (int i = 0; i < 20000 && srv_queue_paused(c); i++) {
-            if (c->waits)
-                srv_waits_poll(c);
+            if (c->waits) srv_waits_poll(c);
             usleep(50);
         }
-        if (srv_queue_paused(c))
-            break;
+        if (srv_queue_paused(c)) break;
         enum chan_next n = chan_ring_next(&c->ch, c->rec);
-        if (n == CHAN_NEXT_NONE)
-            break;
+        if (n == CHAN_NEXT_NONE) break;
         if (n == CHAN_NEXT_BAD || dispatch(c, (struct chan_rec *)c->rec) != 0) {
             atomic_store(&c->dead, 1);
             break;
@@ -404,21 +394,18 @@ static void serve(struct fh_client *k)
     pthread_mutex_lock(&busy_lock);
     busy = NULL;
     pthread_mutex_unlock(&busy_lock);
-    if (!srv_client_alive(c))
-        atomic_store(&c->dead, 1);
-    if (c->waits)
-        srv_waits_poll(c);
+    if (!srv_client_alive(c)) atomic_store(&c->dead, 1);
+    if (c->waits) srv_waits_poll(c);
     drain(k);
 }
 
 /* A pageable copy through the slots, as its client sees it: chunks [first, first + n),
  * from pageable memory (htod) or into it; 0 when it is not one. */
-static int staged_chunks(struct fh_client *k, const void *payload, uint32_t len,
-                         uint64_t *first, uint64_t *n, int *htod)
+static int staged_chunks(struct fh_client *k, const void *payload, uint32_t len, uint64_t *first,
+                         uint64_t *n, int *htod)
 {
     struct chan_copy m;
-    if (len < sizeof(m))
-        return 0;
+    if (len < sizeof(m)) return 0;
     memcpy(&m, payload, sizeof(m));
     int src = m.src.kind == CHAN_MEM_STAGED, dst = m.dst.kind == CHAN_MEM_STAGED;
     uint64_t t;
@@ -435,24 +422,20 @@ static int staged_chunks(struct fh_client *k, const void *payload, uint32_t len,
 int fh_record(struct fh_client *k, const struct chan_rec *h, const void *payload, uint32_t len,
               uint32_t *seq0)
 {
-    if (fh_gone(k) || len > CHAN_REC_MAX - sizeof(struct chan_rec))
-        return -1;
+    if (fh_gone(k) || len > CHAN_REC_MAX - sizeof(struct chan_rec)) return -1;
     uint64_t first = 0, nch = 0;
-    int htod = 0, staged = h->op == CHAN_OP_COPY && staged_chunks(k, payload, len, &first, &nch,
-                                                                     &htod);
+    int htod = 0,
+        staged = h->op == CHAN_OP_COPY && staged_chunks(k, payload, len, &first, &nch, &htod);
     if (staged && nch > CHAN_NSLOTS)
         return -1; /* the server would wait for chunks no one sends: the target's error */
     struct chan_wait w = {.spin_ns = 1000};
     struct chan_rec *r = chan_ring_reserve(&k->ch, (uint32_t)sizeof(*r) + len, &w);
-    if (!r)
-        return -1;
+    if (!r) return -1;
     *r = *h;
     r->size = (uint32_t)sizeof(*r) + len;
-    if (len)
-        memcpy(r + 1, payload, len);
+    if (len) memcpy(r + 1, payload, len);
     uint16_t lane = h->lane < CHAN_NLANES ? h->lane : 0;
-    if (seq0)
-        *seq0 = atomic_load(&k->ch.lanes[lane].seq);
+    if (seq0) *seq0 = atomic_load(&k->ch.lanes[lane].seq);
     struct chan_slot *sl = k->ch.shm->slots;
     if (staged && htod)
         for (uint64_t i = first; i < first + nch; i++)
@@ -468,11 +451,9 @@ int fh_record(struct fh_client *k, const struct chan_rec *h, const void *payload
 
 void fh_raw(struct fh_client *k, const void *bytes, uint32_t len, uint64_t advance)
 {
-    if (fh_gone(k))
-        return;
+    if (fh_gone(k)) return;
     uint64_t pos = k->ch.pos % CHAN_RING_SIZE;
-    if (len > CHAN_RING_SIZE - pos)
-        len = (uint32_t)(CHAN_RING_SIZE - pos);
+    if (len > CHAN_RING_SIZE - pos) len = (uint32_t)(CHAN_RING_SIZE - pos);
     memcpy(k->ch.ring + pos, bytes, len);
     k->ch.pos += advance;
     atomic_store(&k->ch.shm->tail, k->ch.pos);
@@ -482,17 +463,13 @@ void fh_raw(struct fh_client *k, const void *bytes, uint32_t len, uint64_t advan
 int fh_reply(struct fh_client *k, uint16_t lane, uint32_t seq0, uint32_t ms, CUresult *res,
              const uint8_t **data, uint32_t *len)
 {
-    if (lane >= CHAN_NLANES)
-        return -1;
+    if (lane >= CHAN_NLANES) return -1;
     struct chan_lane *l = &k->ch.lanes[lane];
     uint64_t until = chan_now_ns() + (uint64_t)ms * 1000000ull;
     while (atomic_load_explicit(&l->seq, memory_order_acquire) == seq0) {
-        if (atomic_load(&k->c->dead) || chan_now_ns() > until)
-            return -1;
-        if (k->c->waits)
-            srv_waits_poll(k->c);
-        if (atomic_load_explicit(&l->seq, memory_order_acquire) == seq0)
-            usleep(20);
+        if (atomic_load(&k->c->dead) || chan_now_ns() > until) return -1;
+        if (k->c->waits) srv_waits_poll(k->c);
+        if (atomic_load_explicit(&l->seq, memory_order_acquire) == seq0) usleep(20);
     }
     *res = (CUresult)l->result;
     *len = l->len < CHAN_LANE_DATA ? l->len : CHAN_LANE_DATA;
@@ -503,31 +480,26 @@ int fh_reply(struct fh_client *k, uint16_t lane, uint32_t seq0, uint32_t ms, CUr
 int fh_send_fd(struct fh_client *k, int fd)
 {
     uint8_t one = 1;
-    if (fd >= 0)
-        return chan_send_fd(k->peer, &one, 1, fd);
+    if (fd >= 0) return chan_send_fd(k->peer, &one, 1, fd);
     return send(k->peer, &one, 1, MSG_DONTWAIT) == 1 ? 0 : -1;
 }
 
 void fh_leave(struct fh_client *k, int terminated)
 {
-    if (k->left)
-        return;
+    if (k->left) return;
     k->left = 1;
     struct srv_client *c = k->c;
     /* The process goes: its callback thread and its socket with it. */
     pthread_mutex_lock(&cb_lock);
     for (int i = 0; i < 8; i++)
-        if (answering[i] == k)
-            answering[i] = NULL;
+        if (answering[i] == k) answering[i] = NULL;
     pthread_mutex_unlock(&cb_lock);
     close(k->peer);
     /* client_main after its worker's loop */
-    if (terminated)
-        atomic_store(&c->terminated, 1);
+    if (terminated) atomic_store(&c->terminated, 1);
     atomic_store(&c->dead, 1);
     srv_spin_gone(c);
-    if (terminated)
-        mark_terminated(c);
+    if (terminated) mark_terminated(c);
     srv_busy(c, SRV_BUSY_RELEASE);
     cleanup(c);
     srv_busy(c, 0);
@@ -569,8 +541,7 @@ int fh_owns_range(struct fh_client *k, uint64_t v)
 int fh_check_idle(char *why, size_t len)
 {
     /* What the main loop does once no client is left. */
-    if (srv.device_vmm && srv_arena_cached())
-        srv_arena_trim();
+    if (srv.device_vmm && srv_arena_cached()) srv_arena_trim();
     srv_limits_idle();
     srv_pools_tidy();
     if (srv_records_live() || srv_shares_live()) {
@@ -579,11 +550,12 @@ int fh_check_idle(char *why, size_t len)
         return -1;
     }
     CUresult r = srv_use_device(0);
-    if (r == CUDA_SUCCESS)
-        r = DRV(cuCtxSynchronize)();
+    if (r == CUDA_SUCCESS) r = DRV(cuCtxSynchronize)();
     if (r != CUDA_SUCCESS) {
-        snprintf(why, len, "the shared context answers %s with no client: a client's work "
-                 "faulted it", srv_errname(r));
+        snprintf(why, len,
+                 "the shared context answers %s with no client: a client's work "
+                 "faulted it",
+                 srv_errname(r));
         return -1;
     }
     size_t used = 0;
@@ -602,13 +574,12 @@ int fh_check_idle(char *why, size_t len)
         return 0;
     }
     if (used > base_used + (64u << 20)) {
-        snprintf(why, len, "device memory in use %zu bytes with no client, %zu at the start",
-                 used, base_used);
+        snprintf(why, len, "device memory in use %zu bytes with no client, %zu at the start", used,
+                 base_used);
         return -1;
     }
     if (fds > base_fds + 64) {
-        snprintf(why, len, "%d descriptors open with no client, %d at the start", fds,
-                 base_fds);
+        snprintf(why, len, "%d descriptors open with no client, %d at the start", fds, base_fds);
         list_fds();
         return -1;
     }

@@ -9,8 +9,7 @@
 // can take different branches without an update).
 extern "C" __global__ void set_cond(cudaGraphConditionalHandle h, const unsigned int *value)
 {
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        cudaGraphSetConditional(h, *value);
+    if (blockIdx.x == 0 && threadIdx.x == 0) cudaGraphSetConditional(h, *value);
 }
 
 // A WHILE loop's counter: takes one from *counter (while it is not 0) and sets h to whether
@@ -19,8 +18,7 @@ extern "C" __global__ void countdown(cudaGraphConditionalHandle h, unsigned int 
 {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         unsigned int c = *counter;
-        if (c)
-            c--;
+        if (c) c--;
         *counter = c;
         cudaGraphSetConditional(h, c != 0);
     }

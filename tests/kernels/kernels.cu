@@ -24,15 +24,13 @@ extern "C" __global__ void empty_kernel(void) {}
 extern "C" __global__ void vec_add(const float *a, const float *b, float *c, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        c[i] = a[i] + b[i];
+    if (i < n) c[i] = a[i] + b[i];
 }
 
 extern "C" __global__ void saxpy(float alpha, const float *x, float *y, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        y[i] = alpha * x[i] + y[i];
+    if (i < n) y[i] = alpha * x[i] + y[i];
 }
 
 extern "C" __global__ void fill_u32(unsigned int *p, unsigned int value, unsigned long long n)
@@ -92,8 +90,7 @@ extern "C" __global__ void struct_param(struct mix m, double *out)
 extern "C" __global__ void globals_read(float *out, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        out[i] = g_table[i] * 2.0f + g_offset;
+    if (i < n) out[i] = g_table[i] * 2.0f + g_offset;
 }
 
 // Every thread adds one to g_counter.
@@ -111,12 +108,10 @@ extern "C" __global__ void block_sum(const int *in, long long *out, int n)
     sdata[threadIdx.x] = i < n ? in[i] : 0;
     __syncthreads();
     for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            sdata[threadIdx.x] += sdata[threadIdx.x + s];
+        if (threadIdx.x < s) sdata[threadIdx.x] += sdata[threadIdx.x + s];
         __syncthreads();
     }
-    if (threadIdx.x == 0)
-        out[blockIdx.x] = sdata[0];
+    if (threadIdx.x == 0) out[blockIdx.x] = sdata[0];
 }
 
 // Thread 0 of block 0 waits `ns` nanoseconds (GPU global timer), then stores `value` to *flag.
@@ -155,6 +150,5 @@ extern "C" __global__ void check_pattern(const unsigned int *p, unsigned long lo
 {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
-        if (p[i] != pattern_at(seed, i))
-            atomicAdd(errors, 1u);
+        if (p[i] != pattern_at(seed, i)) atomicAdd(errors, 1u);
 }

@@ -5,6 +5,5 @@
 extern "C" __global__ void negate_i32(int *p, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        p[i] = -p[i];
+    if (i < n) p[i] = -p[i];
 }

@@ -6,12 +6,12 @@
 // 2D 5-point stencil: out(x, y) = left + right + up + down - 4 * centre, read through a
 // texture (clamped at the edges) and written through a surface. Texel centres are at
 // (x + 0.5, y + 0.5) in unnormalized coordinates.
-extern "C" __global__ void tex_stencil(cudaTextureObject_t src, cudaSurfaceObject_t dst, int w, int h)
+extern "C" __global__ void tex_stencil(cudaTextureObject_t src, cudaSurfaceObject_t dst, int w,
+                                       int h)
 {
     int x = blockIdx.x * blockDim.x + threadIdx.x;
     int y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x >= w || y >= h)
-        return;
+    if (x >= w || y >= h) return;
     float fx = x + 0.5f, fy = y + 0.5f;
     float c = tex2D<float>(src, fx, fy);
     float l = tex2D<float>(src, fx - 1.0f, fy);
@@ -25,6 +25,5 @@ extern "C" __global__ void tex_stencil(cudaTextureObject_t src, cudaSurfaceObjec
 extern "C" __global__ void tex_fetch_double(cudaTextureObject_t src, float *out, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        out[i] = 2.0f * tex1Dfetch<float>(src, i);
+    if (i < n) out[i] = 2.0f * tex1Dfetch<float>(src, i);
 }

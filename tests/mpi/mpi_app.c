@@ -23,7 +23,7 @@ static int rank;
         if (r_ != CUDA_SUCCESS) {                                                                  \
             const char *n_ = NULL;                                                                 \
             cuGetErrorName(r_, &n_);                                                               \
-            printf("FAIL mpi_app: rank %d: %s returned %s\n", rank, #call, n_ ? n_ : "?");        \
+            printf("FAIL mpi_app: rank %d: %s returned %s\n", rank, #call, n_ ? n_ : "?");         \
             MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
         }                                                                                          \
     } while (0)
@@ -75,7 +75,8 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&delay, mod, "delay_set"));
 
     /* This rank's share [lo, hi) of the vector, initialised to its indices. */
-    unsigned lo = (unsigned)((uint64_t)N * rank / size), hi = (unsigned)((uint64_t)N * (rank + 1) / size);
+    unsigned lo = (unsigned)((uint64_t)N * rank / size),
+             hi = (unsigned)((uint64_t)N * (rank + 1) / size);
     unsigned long long count = hi - lo;
     uint32_t *host = malloc(count * 4 + 4);
     for (unsigned i = lo; i < hi; i++)
@@ -108,7 +109,8 @@ int main(int argc, char **argv)
     MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         /* sum over i < N of (i + steps) */
-        unsigned long long want = (unsigned long long)N * (N - 1) / 2 + (unsigned long long)N * steps;
+        unsigned long long want =
+            (unsigned long long)N * (N - 1) / 2 + (unsigned long long)N * steps;
         printf("ranks %d, steps %d: global sum %llu, %s\n", size, steps, total,
                total == want ? "correct" : "WRONG");
         printf("gpu loop time %.4f s (slowest rank)\n", slowest);

@@ -83,8 +83,7 @@ static void ipc(void)
     fflush(stdout);
     pid_t b = fork();
     REQUIRE(b >= 0, "fork: %s", strerror(errno));
-    if (b == 0)
-        ipc_b();
+    if (b == 0) ipc_b();
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);

@@ -39,7 +39,7 @@ static size_t pick_size(void)
         return 1 + (size_t)(next() % 4096);
     case 3: {
         size_t p = (size_t)1 << (9 + next() % 12); /* 512 B .. 1 MiB */
-        return p + (size_t)(next() % 3) - 1;        /* just under, at, just over */
+        return p + (size_t)(next() % 3) - 1;       /* just under, at, just over */
     }
     case 4:
         return 1 + (size_t)(next() % (256 << 10));

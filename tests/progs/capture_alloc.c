@@ -271,21 +271,18 @@ int main(int argc, char **argv)
     t_init("capture_alloc", victim_mode ? 0 : 120);
     uint64_t lim = 0;
     for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--limit") == 0)
-            lim = strtoull(argv[i + 1], NULL, 10) * MIB;
+        if (strcmp(argv[i], "--limit") == 0) lim = strtoull(argv[i + 1], NULL, 10) * MIB;
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
     int pools = 0;
     CHECK(cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev));
-    if (!pools)
-        t_skip("device 0 has no memory pools");
+    if (!pools) t_skip("device 0 has no memory pools");
     CUmodule mod = t_load_module("kernels.ptx");
     f_inc = t_get_function(mod, "inc_u32");
     CUstream s;
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    if (victim_mode)
-        victim(s);
+    if (victim_mode) victim(s);
     if (lim) {
         limit(s, lim);
     } else {

@@ -322,8 +322,8 @@ void t_send_fd(int sock, int fd)
         char buf[CMSG_SPACE(sizeof(int))];
     } u;
     memset(&u, 0, sizeof u);
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -340,8 +340,8 @@ int t_recv_fd(int sock)
         struct cmsghdr h;
         char buf[CMSG_SPACE(sizeof(int))];
     } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     REQUIRE(recvmsg(sock, &m, 0) == 1, "recvmsg: %s", strerror(errno));
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     REQUIRE(c && c->cmsg_type == SCM_RIGHTS, "no descriptor came");

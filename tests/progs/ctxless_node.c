@@ -25,8 +25,13 @@ int main(void)
     unsigned value = 3;
     unsigned long long n = 1024;
     void *params[] = {&none, &value, &n};
-    CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern, .gridDimX = 4, .gridDimY = 1, .gridDimZ = 1,
-                                  .blockDimX = 256, .blockDimY = 1, .blockDimZ = 1,
+    CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern,
+                                  .gridDimX = 4,
+                                  .gridDimY = 1,
+                                  .gridDimZ = 1,
+                                  .blockDimX = 256,
+                                  .blockDimY = 1,
+                                  .blockDimZ = 1,
                                   .kernelParams = params};
     CUgraph g;
     CUgraphNode node;

@@ -19,8 +19,7 @@ int main(int argc, char **argv)
 {
     CUresult r = cuInit(0);
     printf("init %s\n", name_of(r));
-    if (r != CUDA_SUCCESS)
-        return 0;
+    if (r != CUDA_SUCCESS) return 0;
     int n = 0;
     if ((r = cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
         printf("cuDeviceGetCount: %s\n", name_of(r));
@@ -51,7 +50,8 @@ int main(int argc, char **argv)
         size_t bytes = (size_t)atoi(argv[2]) << 20;
         CUdeviceptr p;
         if ((r = cuDevicePrimaryCtxRetain(&c, 0)) != CUDA_SUCCESS ||
-            (r = cuCtxSetCurrent(c)) != CUDA_SUCCESS || (r = cuMemAlloc(&p, bytes)) != CUDA_SUCCESS ||
+            (r = cuCtxSetCurrent(c)) != CUDA_SUCCESS ||
+            (r = cuMemAlloc(&p, bytes)) != CUDA_SUCCESS ||
             (r = cuMemsetD8(p, 0x5a, bytes)) != CUDA_SUCCESS ||
             (r = cuCtxSynchronize()) != CUDA_SUCCESS) {
             printf("hold: %s\n", name_of(r));

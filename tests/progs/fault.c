@@ -54,12 +54,13 @@ static const char *sticky_name(CUresult r)
 
 /* One round of vec_add over N elements: CUDA_SUCCESS with every element checked, or the
  * first error. */
-static CUresult vecadd_round(CUfunction f, CUdeviceptr da, CUdeviceptr db, CUdeviceptr dc,
-                             float *a, float *b, float *c)
+static CUresult vecadd_round(CUfunction f, CUdeviceptr da, CUdeviceptr db, CUdeviceptr dc, float *a,
+                             float *b, float *c)
 {
     CUresult r;
     int n = N;
-    if ((r = cuMemcpyHtoD(da, a, N * sizeof(float))) || (r = cuMemcpyHtoD(db, b, N * sizeof(float))))
+    if ((r = cuMemcpyHtoD(da, a, N * sizeof(float))) ||
+        (r = cuMemcpyHtoD(db, b, N * sizeof(float))))
         return r;
     void *params[] = {&da, &db, &dc, &n};
     if ((r = cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL)) ||
@@ -84,8 +85,7 @@ static void check_sticky(CUresult first)
 {
     CUdeviceptr p = 0;
     CUresult again = cuMemAlloc(&p, 256);
-    REQUIRE(again == first, "after %s, cuMemAlloc returned %s", t_errname(first),
-            t_errname(again));
+    REQUIRE(again == first, "after %s, cuMemAlloc returned %s", t_errname(first), t_errname(again));
     t_ok("the error is sticky");
 }
 
@@ -105,8 +105,7 @@ static int bystander(int seconds, int other)
         int n = 0;
         CHECK(cuInit(0));
         CHECK(cuDeviceGetCount(&n));
-        if (n < 2)
-            t_skip("one device");
+        if (n < 2) t_skip("one device");
         CHECK(cuDeviceGet(&dev, n - 1));
         CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
         CHECK(cuCtxSetCurrent(ctx));
@@ -170,8 +169,7 @@ static void *touch(void *arg)
 static void wait_go(void)
 {
     const char *go = getenv("FAULT_GO");
-    if (!go)
-        return;
+    if (!go) return;
     printf("prepared\n");
     fflush(stdout);
     while (access(go, F_OK) != 0)
@@ -231,8 +229,7 @@ static int stuck(int seconds, int threads)
     } else if (r == CUDA_SUCCESS) {
         r = cuCtxSynchronize();
     }
-    REQUIRE(sticky_name(r), "the synchronisation returned %s, not a sticky error",
-            t_errname(r));
+    REQUIRE(sticky_name(r), "the synchronisation returned %s, not a sticky error", t_errname(r));
     t_ok("the wait ended with %s", t_errname(r));
     CHECK(cuDevicePrimaryCtxReset(dev));
     t_pass();
@@ -268,14 +265,12 @@ int main(int argc, char **argv)
     wait_go();
     CHECK(cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
     CUresult r = cuCtxSynchronize();
-    REQUIRE(sticky_name(r), "the synchronisation returned %s, not a sticky error",
-            t_errname(r));
+    REQUIRE(sticky_name(r), "the synchronisation returned %s, not a sticky error", t_errname(r));
     t_ok("vec_add through a wild pointer failed with %s", t_errname(r));
     check_sticky(r);
     for (int i = 1; i + 1 < argc; i++) {
         int keep = strcmp(argv[i], "--keep") == 0 ? atoi(argv[i + 1]) : 0;
-        if (keep <= 0)
-            continue;
+        if (keep <= 0) continue;
         printf("faulted\n");
         fflush(stdout);
         sleep((unsigned)keep);

@@ -21,7 +21,7 @@
 #include <time.h>
 
 #define CHUNK (32u << 10) /* the largest copy that travels inside a request */
-#define REGIONS 32         /* destination regions the copies cycle through */
+#define REGIONS 32        /* destination regions the copies cycle through */
 
 static void CUDA_CB count_fn(void *arg)
 {
@@ -135,8 +135,7 @@ int main(int argc, char **argv)
     const char *names[5] = {"copy", "launch", "memset", "event", "hostfn"};
     int nkinds = 0;
     for (int k = 0; k < 5; k++)
-        if ((want[k] = all || !strcmp(kind, names[k])))
-            nkinds++;
+        if ((want[k] = all || !strcmp(kind, names[k]))) nkinds++;
     REQUIRE(nkinds, "unknown kind %s", kind);
 
     CUstream s;
@@ -163,8 +162,8 @@ int main(int argc, char **argv)
         switch (k) {
         case 0:
             t_fill_pattern(host, CHUNK, ncopies);
-            CHECK(cuMemcpyHtoDAsync(dst + (CUdeviceptr)(ncopies % REGIONS) * CHUNK, host, CHUNK,
-                                    s));
+            CHECK(
+                cuMemcpyHtoDAsync(dst + (CUdeviceptr)(ncopies % REGIONS) * CHUNK, host, CHUNK, s));
             last[ncopies % REGIONS] = ncopies;
             ncopies++;
             break;
@@ -189,8 +188,7 @@ int main(int argc, char **argv)
         }
     }
     CHECK(cuStreamSynchronize(s));
-    if (want[0])
-        check_regions(dst, last, ncopies);
+    if (want[0]) check_regions(dst, last, ncopies);
     uint32_t got[1024];
     if (want[1]) {
         CHECK(cuMemcpyDtoH(got, fillbuf, sizeof(got)));
@@ -204,8 +202,8 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < 4; i++)
         CHECK(cuEventQuery(ev[i]));
-    REQUIRE(__atomic_load_n(&ran, __ATOMIC_RELAXED) == nfns, "%u of %u host functions ran",
-            ran, nfns);
+    REQUIRE(__atomic_load_n(&ran, __ATOMIC_RELAXED) == nfns, "%u of %u host functions ran", ran,
+            nfns);
     t_ok("%u operations of kind %s queued behind a long kernel all ran, in order", ops, kind);
     t_pass();
 }

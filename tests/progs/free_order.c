@@ -37,9 +37,9 @@
 #define SECRET 0x5ec2e75eu
 
 static int to_a[2], to_b[2]; /* pipes: B -> A, A -> B */
-static int pooled;             /* --pool */
-static int own_pool;           /* --pooldestroy */
-static int vmm;                /* --vmm */
+static int pooled;           /* --pool */
+static int own_pool;         /* --pooldestroy */
+static int vmm;              /* --vmm */
 
 /* A range of `*size` bytes (rounded up to the granularity) mapped with the virtual memory
  * calls on device 0; its handle in *h. */
@@ -132,8 +132,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     pid_t b = fork();
     REQUIRE(b >= 0, "fork: %s", strerror(errno));
-    if (b == 0)
-        b_role();
+    if (b == 0) b_role();
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
@@ -166,8 +165,7 @@ int main(int argc, char **argv)
     void *params[] = {&flag, &one, &ns};
     CHECK(cuLaunchKernel(delay, 1, 1, 1, 1, 1, 1, 0, t, params, NULL));
     CHECK(cuMemcpyDtoHAsync(h, p, BYTES, t));
-    if (capture)
-        CHECK(cuStreamBeginCapture(t, CU_STREAM_CAPTURE_MODE_RELAXED));
+    if (capture) CHECK(cuStreamBeginCapture(t, CU_STREAM_CAPTURE_MODE_RELAXED));
     if (vmm) {
         vmm_unmap(p, psize, ph);
     } else if (sync_free) {
@@ -176,8 +174,7 @@ int main(int argc, char **argv)
         CHECK(cuMemFreeAsync(p, s));
         CHECK(cuStreamSynchronize(s));
     }
-    if (apool)
-        CHECK(cuMemPoolDestroy(apool));
+    if (apool) CHECK(cuMemPoolDestroy(apool));
     char c = 'f';
     t_write_all(to_b[1], &c, 1);
     CUdeviceptr q = 0;
@@ -198,7 +195,8 @@ int main(int argc, char **argv)
     REQUIRE(bad == 0, "A: the copy queued before the free read %zu words not its own (%#x: %s)",
             bad, h[0], h[0] == SECRET ? "another process's secret" : "something else");
     t_ok("A: its copy queued before its %s%s read its own data",
-         sync_free ? "free" : "stream-ordered free", capture ? " (and a capture on its stream)" : "");
+         sync_free ? "free" : "stream-ordered free",
+         capture ? " (and a capture on its stream)" : "");
     int sb = 0;
     REQUIRE(waitpid(b, &sb, 0) == b, "waitpid: %s", strerror(errno));
     REQUIRE(WIFEXITED(sb) && WEXITSTATUS(sb) == 0, "B failed (status %d)", sb);

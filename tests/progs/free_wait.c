@@ -56,8 +56,7 @@ int main(void)
     fflush(stdout);
     pid_t b = fork();
     REQUIRE(b >= 0, "fork: %s", strerror(errno));
-    if (b == 0)
-        b_role();
+    if (b == 0) b_role();
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);

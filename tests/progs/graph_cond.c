@@ -294,8 +294,7 @@ int main(int argc, char **argv)
     CHECK(cuMemAlloc(&d_val, 8));
     CHECK(cuMemAlloc(&d_cnt, 4));
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    if (holding)
-        hold();
+    if (holding) hold();
     if_nodes();
     while_node();
     switch_node();

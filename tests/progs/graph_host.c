@@ -48,8 +48,7 @@ static void CUDA_CB host_step(void *user)
     (void)user;
     int n = atomic_fetch_add(&calls, 1) + 1;
     for (int i = 0; i < N; i++) {
-        if (p1[i] != (uint32_t)(n + i))
-            atomic_store(&bad_order, 1);
+        if (p1[i] != (uint32_t)(n + i)) atomic_store(&bad_order, 1);
         p2[i] = 10 * p1[i];
     }
     atomic_store(&last_seen, (int)p1[0]);
@@ -215,8 +214,8 @@ static void explicit_graph(CUstream s)
     CHECK(cuGraphLaunch(x, s));
     CHECK(cuGraphLaunch(x, s));
     CHECK(cuStreamSynchronize(s));
-    t_ok("cuGraphExecHostNodeSetParams: the exec runs the new one: %d %d %d",
-         atomic_load(&calls), atomic_load(&tag_c), atomic_load(&tag_b));
+    t_ok("cuGraphExecHostNodeSetParams: the exec runs the new one: %d %d %d", atomic_load(&calls),
+         atomic_load(&tag_c), atomic_load(&tag_b));
     CHECK(cuGraphHostNodeGetParams(nd[1], &hp));
     t_ok("the graph's node is unchanged by the exec's: %d", hp.fn == count_b);
     CUgraphExec x2;
@@ -303,12 +302,10 @@ static void captured(CUstream s)
     for (int i = 1; i <= LAUNCHES; i++) {
         CHECK(cuGraphLaunch(x, s));
         CHECK(cuStreamSynchronize(s));
-        REQUIRE(atomic_load(&calls) == i, "captured, launch %d: %d calls", i,
-                atomic_load(&calls));
+        REQUIRE(atomic_load(&calls) == i, "captured, launch %d: %d calls", i, atomic_load(&calls));
         check_out((uint32_t)i, "captured host function");
     }
-    t_ok("the captured host function ran once per launch, in order (%d)",
-         !atomic_load(&bad_order));
+    t_ok("the captured host function ran once per launch, in order (%d)", !atomic_load(&bad_order));
     CHECK(cuGraphExecDestroy(x));
     CHECK(cuGraphDestroy(g));
 
@@ -439,10 +436,8 @@ int main(int argc, char **argv)
     t_setup(&dev, &ctx);
     CUstream s;
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    if (victim_mode)
-        victim(s);
-    if (t_has_flag(argc, argv, "--leave-capturing"))
-        leave_capturing(s);
+    if (victim_mode) victim(s);
+    if (t_has_flag(argc, argv, "--leave-capturing")) leave_capturing(s);
     if (t_has_flag(argc, argv, "--limit")) {
         limit();
         t_pass();

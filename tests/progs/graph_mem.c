@@ -36,8 +36,7 @@ static CUcontext g_ctx;
 static int all_are(const uint32_t *w, uint32_t v)
 {
     for (int i = 0; i < N; i++)
-        if (w[i] != v)
-            return 0;
+        if (w[i] != v) return 0;
     return 1;
 }
 
@@ -53,9 +52,14 @@ static void explicit_nodes(CUstream s, uint32_t *res, CUdeviceptr other)
     CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, g_ctx));
     uint64_t n = N;
     void *args[] = {&a, &n};
-    CUDA_KERNEL_NODE_PARAMS kp = {.func = f_inc, .gridDimX = t_blocks_for(N, 256), .gridDimY = 1,
-                                  .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
-                                  .blockDimZ = 1, .kernelParams = args};
+    CUDA_KERNEL_NODE_PARAMS kp = {.func = f_inc,
+                                  .gridDimX = t_blocks_for(N, 256),
+                                  .gridDimY = 1,
+                                  .gridDimZ = 1,
+                                  .blockDimX = 256,
+                                  .blockDimY = 1,
+                                  .blockDimZ = 1,
+                                  .kernelParams = args};
     CHECK(cuGraphAddKernelNode(&nk, g, &ns, 1, &kp));
     CUDA_MEMCPY3D cp;
     memset(&cp, 0, sizeof cp);
@@ -86,8 +90,7 @@ static void explicit_nodes(CUstream s, uint32_t *res, CUdeviceptr other)
         memset(res, 0, N * 4);
         CHECK(cuGraphLaunch(x, s));
         CHECK(cuStreamSynchronize(s));
-        if (!all_are(res, 8))
-            t_fail(__FILE__, __LINE__, "launch %d: res[0]=%u", i, res[0]);
+        if (!all_are(res, 8)) t_fail(__FILE__, __LINE__, "launch %d: res[0]=%u", i, res[0]);
         t_ok("launch %d: every word 8", i);
     }
     CHECK(cuGraphExecDestroy(x));
@@ -118,12 +121,17 @@ static CUgraph alloc_free_graph(CUstream s, uint32_t *res, size_t words, unsigne
     ap.bytesize = words * 4;
     CHECK(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
     *a = ap.dptr;
-    CUDA_MEMSET_NODE_PARAMS mp = {.dst = *a, .value = v, .elementSize = 4, .width = words,
-                                  .height = 1};
+    CUDA_MEMSET_NODE_PARAMS mp = {
+        .dst = *a, .value = v, .elementSize = 4, .width = words, .height = 1};
     CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, g_ctx));
-    CUDA_KERNEL_NODE_PARAMS kp = {.func = f_inc, .gridDimX = t_blocks_for(N, 256), .gridDimY = 1,
-                                  .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
-                                  .blockDimZ = 1, .kernelParams = args};
+    CUDA_KERNEL_NODE_PARAMS kp = {.func = f_inc,
+                                  .gridDimX = t_blocks_for(N, 256),
+                                  .gridDimY = 1,
+                                  .gridDimZ = 1,
+                                  .blockDimX = 256,
+                                  .blockDimY = 1,
+                                  .blockDimZ = 1,
+                                  .kernelParams = args};
     CHECK(cuGraphAddKernelNode(&nk, g, &ns, 1, &kp));
     CUDA_MEMCPY3D cp;
     memset(&cp, 0, sizeof cp);
@@ -195,8 +203,7 @@ static void left_allocated(CUstream s, uint32_t *res)
     p.alloc.bytesize = N * 4;
     CHECK(cuGraphAddNode(&na, g, NULL, NULL, 0, &p));
     CUdeviceptr a = p.alloc.dptr;
-    if (!a)
-        t_fail(__FILE__, __LINE__, "cuGraphAddNode gave no address");
+    if (!a) t_fail(__FILE__, __LINE__, "cuGraphAddNode gave no address");
     CUDA_MEMSET_NODE_PARAMS mp = {.dst = a, .value = 5, .elementSize = 4, .width = N, .height = 1};
     CHECK(cuGraphAddMemsetNode(&ns, g, &na, 1, &mp, g_ctx));
     CUgraphExec x;
@@ -207,8 +214,7 @@ static void left_allocated(CUstream s, uint32_t *res)
     CHECK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used));
     t_ok("graph memory in use after the launch: %s", used >= N * 4 ? "at least its size" : "less");
     CHECK(cuMemcpyDtoH(res, a, N * 4));
-    if (!all_are(res, 5))
-        t_fail(__FILE__, __LINE__, "after the launch: res[0]=%u", res[0]);
+    if (!all_are(res, 5)) t_fail(__FILE__, __LINE__, "after the launch: res[0]=%u", res[0]);
     t_ok("left allocated by the graph: every word 5, copied outside it");
     CHECK(cuMemFreeAsync(a, s));
     CHECK(cuStreamSynchronize(s));
@@ -217,8 +223,7 @@ static void left_allocated(CUstream s, uint32_t *res)
     CHECK(cuGraphLaunch(x, s));
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemcpyDtoH(res, a, N * 4));
-    if (!all_are(res, 6))
-        t_fail(__FILE__, __LINE__, "second launch: res[0]=%u", res[0]);
+    if (!all_are(res, 6)) t_fail(__FILE__, __LINE__, "second launch: res[0]=%u", res[0]);
     t_ok("freed with cuMemFreeAsync, launched again: every word 6");
     CHECK(cuMemFree(a));
     CHECK(cuDeviceGraphMemTrim(0));

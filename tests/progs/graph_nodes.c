@@ -164,8 +164,8 @@ static void print_kernel_node(CUgraphNode k, const char *what)
     t_ok("%s: function %d, grid %u %u %u, block %u %u %u, smem %u, p is a %d, mul %d, add %d, "
          "n %llu",
          what, q.func == f_mul_add, q.gridDimX, q.gridDimY, q.gridDimZ, q.blockDimX, q.blockDimY,
-         q.blockDimZ, q.sharedMemBytes, *(CUdeviceptr *)kp[0] == d_a, *(int *)kp[1],
-         *(int *)kp[2], *(unsigned long long *)kp[3]);
+         q.blockDimZ, q.sharedMemBytes, *(CUdeviceptr *)kp[0] == d_a, *(int *)kp[1], *(int *)kp[2],
+         *(unsigned long long *)kp[3]);
     /* Read again: the array first returned still holds the parameters. */
     CUDA_KERNEL_NODE_PARAMS again;
     CHECK(cuGraphKernelNodeGetParams(k, &again));

@@ -5,12 +5,12 @@
  * instantiated and launched 100 times with a new input each time, copied in from pinned
  * memory outside the capture; the capture status is read during and after the capture.
  * A graph built node by node (kernel nodes from kernelParams and from `extra`, memset,
- * memcpy device to device and to pinned memory, an empty node, an event record and an event wait node, a child graph, edges added and removed)
- * is queried, cloned, instantiated and launched; its executable graph is updated from the
- * graph and node by node, uploaded, and the graph drawn as DOT. The errors both drivers
- * give are checked, without saying which. One graph and one executable graph are left
- * undestroyed at exit: through the shim the server must free them when the client goes.
- * Host nodes are in graph_host.c.
+ * memcpy device to device and to pinned memory, an empty node, an event record and an event wait
+ * node, a child graph, edges added and removed) is queried, cloned, instantiated and launched; its
+ * executable graph is updated from the graph and node by node, uploaded, and the graph drawn as
+ * DOT. The errors both drivers give are checked, without saying which. One graph and one executable
+ * graph are left undestroyed at exit: through the shim the server must free them when the client
+ * goes. Host nodes are in graph_host.c.
  *
  * Node and edge counts are printed: the capture makes one node per memset, kernel and copy
  * and none for event records and waits, as the driver's capture does. */

@@ -1,10 +1,11 @@
 /* hold [seconds] [--all]: an idle client, for counting contexts and memory. Initialises
  * CUDA, allocates 1 MiB, prints `ready`, sleeps (default an hour) and exits 0. With --all it
  * holds one of most kinds of object first (virtual memory reserved and mapped, a graph and
- * its exec, a graph whose launch left its graph memory allocated, stream-ordered memory, an exported IPC allocation and interprocess event, a
- * stream, a module, managed memory), for tests that kill it and check the server lets go of
- * everything. With --textures it holds textures over its memory, an array and a mipmapped
- * array's level and the mipmapped array itself, and a surface over the array. */
+ * its exec, a graph whose launch left its graph memory allocated, stream-ordered memory, an
+ * exported IPC allocation and interprocess event, a stream, a module, managed memory), for tests
+ * that kill it and check the server lets go of everything. With --textures it holds textures over
+ * its memory, an array and a mipmapped array's level and the mipmapped array itself, and a surface
+ * over the array. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -15,8 +16,11 @@
 /* Textures and a surface over d's first 4 KiB, an array, a mipmapped array and its level. */
 static void hold_textures(CUdeviceptr d)
 {
-    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT,
-                                  .NumChannels = 1, .Flags = CUDA_ARRAY3D_SURFACE_LDST};
+    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 64,
+                                  .Height = 64,
+                                  .Format = CU_AD_FORMAT_FLOAT,
+                                  .NumChannels = 1,
+                                  .Flags = CUDA_ARRAY3D_SURFACE_LDST};
     CUarray arr, level;
     CUmipmappedArray mip;
     CHECK(cuArray3DCreate(&arr, &ad));
@@ -65,7 +69,8 @@ int main(int argc, char **argv)
         (void)t_get_function(mod, "vec_add");
         CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                     .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
-                                    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+                                    .requestedHandleTypes =
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
         size_t g = 0;
         CHECK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
         CUmemGenericAllocationHandle h;
@@ -73,7 +78,8 @@ int main(int argc, char **argv)
         CHECK(cuMemCreate(&h, 2 * g, &prop, 0));
         CHECK(cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
         CHECK(cuMemMap(va, 2 * g, 0, h, 0));
-        CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CUmemAccessDesc acc = {.location = prop.location,
+                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
         CHECK(cuMemSetAccess(va, 2 * g, &acc, 1));
         int fd;
         CHECK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
@@ -81,8 +87,8 @@ int main(int argc, char **argv)
         CUgraphNode node;
         CUgraphExec exec;
         CHECK(cuGraphCreate(&graph, 0));
-        CUDA_MEMSET_NODE_PARAMS ms = {.dst = d, .pitch = 0, .value = 7, .elementSize = 1,
-                                      .width = 4096, .height = 1};
+        CUDA_MEMSET_NODE_PARAMS ms = {
+            .dst = d, .pitch = 0, .value = 7, .elementSize = 1, .width = 4096, .height = 1};
         CHECK(cuGraphAddMemsetNode(&node, graph, NULL, 0, &ms, ctx));
         CHECK(cuGraphInstantiate(&exec, graph, 0));
         CHECK(cuGraphLaunch(exec, s));
@@ -116,8 +122,7 @@ int main(int argc, char **argv)
         }
         CHECK(cuStreamSynchronize(s));
     }
-    if (t_has_flag(argc, argv, "--textures"))
-        hold_textures(d);
+    if (t_has_flag(argc, argv, "--textures")) hold_textures(d);
     CHECK(cuCtxSynchronize());
     printf("ready\n");
     fflush(stdout);

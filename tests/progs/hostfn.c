@@ -15,7 +15,7 @@ struct probe {
     volatile uint32_t *pinned; /* mapped pinned memory the kernels write */
     uint32_t seen;             /* what the function saw there */
     int ran;
-    pthread_t thread;          /* the thread it ran on */
+    pthread_t thread; /* the thread it ran on */
 };
 
 static void CUDA_CB look(void *arg)

@@ -23,8 +23,7 @@
 static int find_memfd(const char *name)
 {
     DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
+    if (!d) return -1;
     char want[128], path[300], got[128];
     snprintf(want, sizeof(want), "/memfd:%s", name);
     int found = -1;
@@ -32,11 +31,9 @@ static int find_memfd(const char *name)
     while (found < 0 && (e = readdir(d))) {
         snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
         ssize_t n = readlink(path, got, sizeof(got) - 1);
-        if (n <= 0)
-            continue;
+        if (n <= 0) continue;
         got[n] = '\0';
-        if (strncmp(got, want, strlen(want)) == 0)
-            found = atoi(e->d_name);
+        if (strncmp(got, want, strlen(want)) == 0) found = atoi(e->d_name);
     }
     closedir(d);
     return found;

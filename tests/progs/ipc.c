@@ -44,8 +44,7 @@ static void say(int fd, char c)
 static void hear(int fd, char want, const char *who)
 {
     char c = 0;
-    REQUIRE(t_read_all(fd, &c, 1) && c == want, "%s: expected '%c' from the other side", who,
-            want);
+    REQUIRE(t_read_all(fd, &c, 1) && c == want, "%s: expected '%c' from the other side", who, want);
 }
 
 static CUdeviceptr alloc_pattern(uint32_t seed, void *host)
@@ -108,8 +107,7 @@ static void importer(void)
             /* A changed byte the handle does not use may still open the same memory. */
             REQUIRE(r == CUDA_ERROR_INVALID_VALUE || (r == CUDA_SUCCESS && q == p),
                     "B: forged handle (byte %d) gave %s", i, t_errname(r));
-            if (r == CUDA_SUCCESS)
-                CHECK(cuIpcCloseMemHandle(q));
+            if (r == CUDA_SUCCESS) CHECK(cuIpcCloseMemHandle(q));
         }
         memset(&forged, 0, sizeof forged);
         EXPECT(cuIpcOpenMemHandle(&q, forged, 0), CUDA_ERROR_INVALID_VALUE);
@@ -285,8 +283,7 @@ int main(int argc, char **argv)
      * the parent only collects both. */
     pid_t a = fork();
     REQUIRE(a >= 0, "fork: %s", strerror(errno));
-    if (a == 0)
-        exporter(b);
+    if (a == 0) exporter(b);
     close(to_a[0]);
     close(to_b[1]);
     int sa = 0, sb = 0;

@@ -117,7 +117,8 @@ static void run_b(int from_a, int to_a)
     CUmemoryPool apool = (CUmemoryPool)(uintptr_t)h.pool, mypool;
     CUdeviceptr x;
     cuuint64_t threshold = 0;
-    REFUSED(cuMemAllocFromPoolAsync(&x, 4096, apool, NULL), "cuMemAllocFromPoolAsync from A's pool");
+    REFUSED(cuMemAllocFromPoolAsync(&x, 4096, apool, NULL),
+            "cuMemAllocFromPoolAsync from A's pool");
     REFUSED(cuMemPoolSetAttribute(apool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold),
             "cuMemPoolSetAttribute of A's pool");
     REFUSED(cuMemPoolGetAttribute(apool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &threshold),
@@ -127,8 +128,10 @@ static void run_b(int from_a, int to_a)
     REFUSED(cuMemPoolDestroy(apool), "cuMemPoolDestroy of A's pool");
     REFUSED(cuMemFreeAsync((CUdeviceptr)h.pooled, NULL), "cuMemFreeAsync of A's pool memory");
     REFUSED(cuMemFree((CUdeviceptr)h.async), "cuMemFree of A's stream-ordered memory");
-    REFUSED(cuMemsetD8Async((CUdeviceptr)h.pooled, 0, 4096, NULL), "cuMemsetD8Async on A's pool memory");
-    REFUSED(cuMemcpyDtoH(buf, (CUdeviceptr)h.async, sizeof buf), "cuMemcpyDtoH from A's stream-ordered memory");
+    REFUSED(cuMemsetD8Async((CUdeviceptr)h.pooled, 0, 4096, NULL),
+            "cuMemsetD8Async on A's pool memory");
+    REFUSED(cuMemcpyDtoH(buf, (CUdeviceptr)h.async, sizeof buf),
+            "cuMemcpyDtoH from A's stream-ordered memory");
     CHECK(cuDeviceGetDefaultMemPool(&mypool, dev));
     REQUIRE((uint64_t)(uintptr_t)mypool != h.default_pool, "B got A's default pool");
     CHECK(cuMemAllocAsync(&x, 4096, NULL));
@@ -150,7 +153,8 @@ static void run_b(int from_a, int to_a)
     REFUSED(cuMemSetAccess((CUdeviceptr)h.mapped, g, &rw, 1), "cuMemSetAccess on A's mapping");
     REFUSED(cuMemsetD8((CUdeviceptr)h.mapped, 0, g), "cuMemsetD8 on A's mapped memory");
     REFUSED(cuMemUnmap((CUdeviceptr)h.mapped, g), "cuMemUnmap of A's mapping");
-    REFUSED(cuMemAddressFree((CUdeviceptr)h.reserved, 2 * g), "cuMemAddressFree of A's reservation");
+    REFUSED(cuMemAddressFree((CUdeviceptr)h.reserved, 2 * g),
+            "cuMemAddressFree of A's reservation");
     REFUSED(cuMemRelease(ah), "cuMemRelease of A's physical memory");
     CHECK(cuMemMap(mine_va, g, 0, bh, 0));
     vmm_access(mine_va, g);
@@ -174,23 +178,31 @@ static void run_b(int from_a, int to_a)
     REFUSED(cuGraphDestroyNode(an), "cuGraphDestroyNode of A's node");
     REFUSED(cuGraphExecDestroy(ae), "cuGraphExecDestroy of A's exec");
     REFUSED(cuGraphDestroy(ag), "cuGraphDestroy of A's graph");
-    REFUSED(cuStreamBeginCapture(as, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture of A's stream");
+    REFUSED(cuStreamBeginCapture(as, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            "cuStreamBeginCapture of A's stream");
     CUdeviceptr mine2;
     CHECK(cuMemAlloc(&mine2, sizeof buf));
     CHECK(cuGraphCreate(&bg, 0));
-    CUDA_MEMSET_NODE_PARAMS ms = {.dst = adptr, .value = 0xbb, .elementSize = 1,
-                                  .width = sizeof buf, .height = 1};
+    CUDA_MEMSET_NODE_PARAMS ms = {
+        .dst = adptr, .value = 0xbb, .elementSize = 1, .width = sizeof buf, .height = 1};
     REFUSED(cuGraphAddMemsetNode(&bn, bg, NULL, 0, &ms, ctx), "cuGraphAddMemsetNode on A's memory");
-    CUDA_MEMCPY3D cp = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = adptr,
-                        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = mine2,
-                        .WidthInBytes = sizeof buf, .Height = 1, .Depth = 1};
-    REFUSED(cuGraphAddMemcpyNode(&bn, bg, NULL, 0, &cp, ctx), "cuGraphAddMemcpyNode from A's memory");
+    CUDA_MEMCPY3D cp = {.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                        .srcDevice = adptr,
+                        .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                        .dstDevice = mine2,
+                        .WidthInBytes = sizeof buf,
+                        .Height = 1,
+                        .Depth = 1};
+    REFUSED(cuGraphAddMemcpyNode(&bn, bg, NULL, 0, &cp, ctx),
+            "cuGraphAddMemcpyNode from A's memory");
     ms.dst = mine2;
     CHECK(cuGraphAddMemsetNode(&bn, bg, NULL, 0, &ms, ctx));
     REFUSED(cuGraphAddDependencies(bg, &an, &bn, NULL, 1), "cuGraphAddDependencies on A's node");
     REFUSED(cuGraphAddEmptyNode(&bn2, bg, &an, 1), "a node of B's depending on A's node");
-    REFUSED(cuGraphMemsetNodeSetParams(bn, &(CUDA_MEMSET_NODE_PARAMS){.dst = adptr, .value = 1,
-                                           .elementSize = 1, .width = 16, .height = 1}),
+    REFUSED(cuGraphMemsetNodeSetParams(
+                bn,
+                &(CUDA_MEMSET_NODE_PARAMS){
+                    .dst = adptr, .value = 1, .elementSize = 1, .width = 16, .height = 1}),
             "cuGraphMemsetNodeSetParams onto A's memory");
     CHECK(cuGraphInstantiateWithFlags(&be, bg, 0));
     CHECK(cuGraphLaunch(be, NULL));
@@ -229,11 +241,14 @@ static void run_b(int from_a, int to_a)
     REFUSED(cuTexObjectCreate(&bt, &rd, &td, NULL), "a texture over A's mipmapped array");
     REFUSED(cuMipmappedArrayGetLevel(&lvl, (CUmipmappedArray)(uintptr_t)h.mip, 0),
             "cuMipmappedArrayGetLevel of A's mipmapped array");
-    REFUSED(cuTexObjectGetResourceDesc(&back, (CUtexObject)h.tex), "cuTexObjectGetResourceDesc of A's texture");
-    REFUSED(cuSurfObjectGetResourceDesc(&back, (CUsurfObject)h.surf), "cuSurfObjectGetResourceDesc of A's surface");
+    REFUSED(cuTexObjectGetResourceDesc(&back, (CUtexObject)h.tex),
+            "cuTexObjectGetResourceDesc of A's texture");
+    REFUSED(cuSurfObjectGetResourceDesc(&back, (CUsurfObject)h.surf),
+            "cuSurfObjectGetResourceDesc of A's surface");
     REFUSED(cuTexObjectDestroy((CUtexObject)h.tex), "cuTexObjectDestroy of A's texture");
     REFUSED(cuSurfObjectDestroy((CUsurfObject)h.surf), "cuSurfObjectDestroy of A's surface");
-    REFUSED(cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h.mip), "cuMipmappedArrayDestroy of A's mipmapped array");
+    REFUSED(cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h.mip),
+            "cuMipmappedArrayDestroy of A's mipmapped array");
 
     /* The refusals left B itself working. */
     CHECK(cuLaunchKernel(mine_inc, 1, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
@@ -305,12 +320,15 @@ static void run_a(int to_b, int from_b, pid_t b)
     CHECK(cuMemAlloc(&gmem, 4096));
     CHECK(cuMemsetD8(gmem, 0, 4096));
     CHECK(cuGraphCreate(&graph, 0));
-    CUDA_MEMSET_NODE_PARAMS ms = {.dst = gmem, .value = 0x42, .elementSize = 1, .width = 4096,
-                                  .height = 1};
+    CUDA_MEMSET_NODE_PARAMS ms = {
+        .dst = gmem, .value = 0x42, .elementSize = 1, .width = 4096, .height = 1};
     CHECK(cuGraphAddMemsetNode(&node, graph, NULL, 0, &ms, ctx));
     CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
-    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 32, .Height = 32, .Format = CU_AD_FORMAT_FLOAT,
-                                  .NumChannels = 1, .Flags = CUDA_ARRAY3D_SURFACE_LDST};
+    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = 32,
+                                  .Height = 32,
+                                  .Format = CU_AD_FORMAT_FLOAT,
+                                  .NumChannels = 1,
+                                  .Flags = CUDA_ARRAY3D_SURFACE_LDST};
     CUarray arr;
     CUmipmappedArray mip;
     CHECK(cuArray3DCreate(&arr, &ad));
@@ -326,13 +344,25 @@ static void run_a(int to_b, int from_b, pid_t b)
     CHECK(cuSurfObjectCreate(&surf, &rd));
     t_ok("A: set up");
 
-    struct handles h = {(uint64_t)p, (uint64_t)(uintptr_t)s, (uint64_t)(uintptr_t)ev,
-                        (uint64_t)(uintptr_t)mod, (uint64_t)(uintptr_t)inc,
-                        (uint64_t)(uintptr_t)pool, (uint64_t)pooled, (uint64_t)(uintptr_t)dflt,
-                        (uint64_t)async, (uint64_t)va, (uint64_t)va, (uint64_t)vh,
-                        (uint64_t)(uintptr_t)graph, (uint64_t)(uintptr_t)node,
-                        (uint64_t)(uintptr_t)exec, (uint64_t)(uintptr_t)arr,
-                        (uint64_t)(uintptr_t)mip, (uint64_t)tex, (uint64_t)surf};
+    struct handles h = {(uint64_t)p,
+                        (uint64_t)(uintptr_t)s,
+                        (uint64_t)(uintptr_t)ev,
+                        (uint64_t)(uintptr_t)mod,
+                        (uint64_t)(uintptr_t)inc,
+                        (uint64_t)(uintptr_t)pool,
+                        (uint64_t)pooled,
+                        (uint64_t)(uintptr_t)dflt,
+                        (uint64_t)async,
+                        (uint64_t)va,
+                        (uint64_t)va,
+                        (uint64_t)vh,
+                        (uint64_t)(uintptr_t)graph,
+                        (uint64_t)(uintptr_t)node,
+                        (uint64_t)(uintptr_t)exec,
+                        (uint64_t)(uintptr_t)arr,
+                        (uint64_t)(uintptr_t)mip,
+                        (uint64_t)tex,
+                        (uint64_t)surf};
     t_write_all(to_b, &h, sizeof h);
     char done = 0;
     int got = t_read_all(from_b, &done, 1);
@@ -348,7 +378,8 @@ static void run_a(int to_b, int from_b, pid_t b)
     CHECK(cuMemcpyDtoH(host, pooled, BYTES));
     REQUIRE(t_bytes_mismatch(host, BYTES, 0x5a) == SIZE_MAX, "A: pool memory changed by B");
     CHECK(cuMemcpyDtoH(host, async, BYTES));
-    REQUIRE(t_bytes_mismatch(host, BYTES, 0xa5) == SIZE_MAX, "A: stream-ordered memory changed by B");
+    REQUIRE(t_bytes_mismatch(host, BYTES, 0xa5) == SIZE_MAX,
+            "A: stream-ordered memory changed by B");
     CHECK(cuMemcpyDtoH(host, va, g < BYTES ? g : BYTES));
     REQUIRE(t_bytes_mismatch(host, g < BYTES ? g : BYTES, 0x77) == SIZE_MAX,
             "A: mapped memory changed by B");

@@ -38,7 +38,7 @@
 #define REG_BASE 0x5a0000000000ull
 #define REG_BYTES (64u << 10)
 static uint64_t reg_addr; /* set before the fork */
-#define PITCH_W 256u /* A's pitched allocation: bytes per row, rows */
+#define PITCH_W 256u      /* A's pitched allocation: bytes per row, rows */
 #define PITCH_H 64u
 #define STALE_BYTES (5u << 16) /* what B frees and A allocates next, the same size */
 
@@ -1294,8 +1294,7 @@ static void a_setup(struct a_objs *a)
     a->reg = mmap((void *)(uintptr_t)reg_addr, REG_BYTES, PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     REQUIRE(a->reg == (void *)(uintptr_t)reg_addr, "A: cannot map its pages at %#llx: %s",
-            (unsigned long long)reg_addr,
-            strerror(errno));
+            (unsigned long long)reg_addr, strerror(errno));
     memset(a->reg, 0x4f, REG_BYTES);
     CHECK(cuMemHostRegister(a->reg, REG_BYTES, CU_MEMHOSTREGISTER_DEVICEMAP));
     CHECK(cuMemAllocAsync(&a->pooled, 4096, NULL));

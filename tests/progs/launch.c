@@ -295,8 +295,14 @@ static void occupancy(CUfunction f)
     attr.value.clusterDim.z = 1;
     CUstream s;
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CUlaunchConfig cfg = {.gridDimX = 64, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
-                          .blockDimY = 1, .blockDimZ = 1, .hStream = s, .attrs = &attr,
+    CUlaunchConfig cfg = {.gridDimX = 64,
+                          .gridDimY = 1,
+                          .gridDimZ = 1,
+                          .blockDimX = 128,
+                          .blockDimY = 1,
+                          .blockDimZ = 1,
+                          .hStream = s,
+                          .attrs = &attr,
                           .numAttrs = 1};
     int n = 0;
     CHECK(cuOccupancyMaxActiveClusters(&n, f, &cfg));

@@ -46,8 +46,7 @@ static void acc(CUfunction f)
             const unsigned *h = (const unsigned *)(uintptr_t)a[i];
             unsigned want = (unsigned)(r + 1) * ((unsigned)i + 1);
             for (int k = 0; k < LEN; k++)
-                REQUIRE(h[k] == want, "round %d array %d [%d] = %u, want %u", r, i, k, h[k],
-                        want);
+                REQUIRE(h[k] == want, "round %d array %d [%d] = %u, want %u", r, i, k, h[k], want);
         }
     }
     for (int i = 0; i < ARRAYS; i++)
@@ -99,7 +98,9 @@ int main(int argc, char **argv)
     CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, m + 64));
     CHECK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, m + 64));
     printf("managed: is_managed %u, memory type %s, range start %s, size %zu\n", managed,
-           type == CU_MEMORYTYPE_DEVICE ? "device" : type == CU_MEMORYTYPE_HOST ? "host" : "?",
+           type == CU_MEMORYTYPE_DEVICE ? "device"
+           : type == CU_MEMORYTYPE_HOST ? "host"
+                                        : "?",
            start == m ? "= base" : "!= base", size);
     CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
     REQUIRE(managed == 0, "device memory says managed");

@@ -269,8 +269,8 @@ static void batches(const struct vars *a, CUstream s, struct other *o)
            last_prefetch(m1, 1 << 16), last_prefetch(m2 + 4096, 8192),
            last_prefetch(a->d_arr, MV_LEN * 4), last_prefetch(m2, 4096));
     if (bad_args) bad_batches(m1, dev_mem, pinned, pageable, o->managed, s);
-    printf("managed_vars: before the discards: last prefetch %d, %d\n",
-           last_prefetch(m1, 4096), last_prefetch(m1 + 8192, 4096));
+    printf("managed_vars: before the discards: last prefetch %d, %d\n", last_prefetch(m1, 4096),
+           last_prefetch(m1 + 8192, 4096));
 
     /* Discard: the contents may be anything after it; written again, they are these. (No
      * variable: the driver may discard whole pages, and its neighbours share its page.) */

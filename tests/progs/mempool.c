@@ -281,13 +281,11 @@ static void access_not_inherited(const CUmemPoolProps *props, CUdevice dev)
 {
     int n = 0, can = 0;
     CHECK(cuDeviceGetCount(&n));
-    if (n < 2)
-        return;
+    if (n < 2) return;
     CUdevice other;
     CHECK(cuDeviceGet(&other, dev == 0 ? 1 : 0));
     CHECK(cuDeviceCanAccessPeer(&can, other, dev));
-    if (!can)
-        return;
+    if (!can) return;
     CUmemoryPool pool;
     CUmemAccessDesc d;
     memset(&d, 0, sizeof d);

@@ -320,7 +320,8 @@ static void library_before_context(void)
     CHECK(cuLibraryGetKernelCount(&count, g_early_lib));
     REQUIRE(count > 1, "cuLibraryGetKernelCount: %u", count);
     int threads = 0;
-    CHECK(cuKernelGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, g_early_kernel, 0));
+    CHECK(
+        cuKernelGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, g_early_kernel, 0));
     REQUIRE(threads > 0, "cuKernelGetAttribute: %d threads", threads);
     t_ok("cuLibraryLoadData, cuLibraryGetKernel, kernel queries with no context current");
 }

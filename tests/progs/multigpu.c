@@ -23,10 +23,8 @@ int main(void)
         CHECK(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
         fprintf(stderr, "device %d %s\n", d, bus);
     }
-    if (n < 2)
-        t_skip("needs two devices, found %d", n);
-    if (n > MAXD)
-        n = MAXD;
+    if (n < 2) t_skip("needs two devices, found %d", n);
+    if (n > MAXD) n = MAXD;
     CUcontext ctx[MAXD];
     CUdeviceptr buf[MAXD], dst[MAXD];
     CUmodule mod[MAXD];

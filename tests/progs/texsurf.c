@@ -23,15 +23,13 @@
  * made after all is destroyed again. */
 static const char *tex_answer(CUresult r, CUtexObject *t)
 {
-    if (r == CUDA_SUCCESS)
-        CHECK(cuTexObjectDestroy(*t));
+    if (r == CUDA_SUCCESS) CHECK(cuTexObjectDestroy(*t));
     return t_errname(r);
 }
 
 static const char *surf_answer(CUresult r, CUsurfObject *s)
 {
-    if (r == CUDA_SUCCESS)
-        CHECK(cuSurfObjectDestroy(*s));
+    if (r == CUDA_SUCCESS) CHECK(cuSurfObjectDestroy(*s));
     return t_errname(r);
 }
 
@@ -342,8 +340,7 @@ int main(int argc, char **argv)
     br.res.linear.format = CU_AD_FORMAT_FLOAT;
     br.res.linear.numChannels = 1;
     br.res.linear.sizeInBytes = sizeof src;
-    printf("surface over linear memory: %s\n",
-           surf_answer(cuSurfObjectCreate(&sbad, &br), &sbad));
+    printf("surface over linear memory: %s\n", surf_answer(cuSurfObjectCreate(&sbad, &br), &sbad));
     printf("texture without a texture descriptor: %s\n",
            tex_answer(cuTexObjectCreate(&bad, &br, NULL, NULL), &bad));
 

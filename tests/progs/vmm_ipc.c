@@ -24,8 +24,7 @@ static CUmemAllocationProp prop_of(int exportable)
 {
     CUmemAllocationProp p = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-    if (exportable)
-        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    if (exportable) p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     return p;
 }
 
@@ -104,8 +103,8 @@ static void exporter(int sock, pid_t b)
     CUmemGenericAllocationHandle plain, h, kept;
     int fd = -1;
     CHECK(cuMemCreate(&plain, bytes, &p, 0));
-    EXPECT_ERR(cuMemExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                            0));
+    EXPECT_ERR(
+        cuMemExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     CHECK(cuMemRelease(plain));
     t_ok("A: memory not made exportable has no descriptor");
     p = prop_of(1);

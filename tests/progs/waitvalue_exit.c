@@ -77,8 +77,7 @@ int main(int argc, char **argv)
     CHECK(cuMemsetD32Async(data, 7, (1 << 20) / 4, s));
     EXPECT(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
     t_ok("leaving with the stream waiting");
-    if (t_has_flag(argc, argv, "--kill"))
-        kill(getpid(), SIGKILL);
+    if (t_has_flag(argc, argv, "--kill")) kill(getpid(), SIGKILL);
     if (t_has_flag(argc, argv, "--hold")) {
         printf("ready\n");
         fflush(stdout);

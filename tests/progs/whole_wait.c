@@ -74,8 +74,8 @@ int main(int argc, char **argv)
         int blocks = 0;
         CUdeviceptr g;
         size_t gbytes = 0;
-        CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, kern,
-                                   dev));
+        CHECK(
+            cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, kern, dev));
         CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (CUfunction)kern, 256, 0));
         REQUIRE(blocks > 0, "occupancy of %d blocks", blocks);
         CHECK(cuLibraryGetGlobal(&g, &gbytes, lib, "g_counter"));
@@ -95,10 +95,15 @@ int main(int argc, char **argv)
         CUgraphExec x;
         unsigned nine = 9;
         void *kparams[] = {&d, &nine, &n};
-        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern, .ctx = ctx,
-                                      .gridDimX = t_blocks_for(n, 256), .gridDimY = 1,
-                                      .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
-                                      .blockDimZ = 1, .kernelParams = kparams};
+        CUDA_KERNEL_NODE_PARAMS kp = {.kern = kern,
+                                      .ctx = ctx,
+                                      .gridDimX = t_blocks_for(n, 256),
+                                      .gridDimY = 1,
+                                      .gridDimZ = 1,
+                                      .blockDimX = 256,
+                                      .blockDimY = 1,
+                                      .blockDimZ = 1,
+                                      .kernelParams = kparams};
         CHECK(cuGraphCreate(&g, 0));
         CHECK(cuGraphAddKernelNode(&node, g, NULL, 0, &kp));
         CHECK(cuGraphInstantiate(&x, g, 0));
@@ -112,8 +117,8 @@ int main(int argc, char **argv)
         CHECK(cuLibraryUnload(lib));
     } else if (launches) {
         for (int i = 0; i < 200; i++)
-            CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params,
-                                 NULL));
+            CHECK(
+                cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
         CHECK(cuCtxSynchronize());
     } else if (!strcmp(argv[1], "free"))
         CHECK(cuMemFree(d));
@@ -122,12 +127,9 @@ int main(int argc, char **argv)
     else
         CHECK(cuMemFreeHost(pinned));
     t_ok("%s returned", argv[1]);
-    if (strcmp(argv[1], "free"))
-        CHECK(cuMemFree(d));
-    if (strcmp(argv[1], "unregister"))
-        CHECK(cuMemHostUnregister(pages));
-    if (strcmp(argv[1], "freehost"))
-        CHECK(cuMemFreeHost(pinned));
+    if (strcmp(argv[1], "free")) CHECK(cuMemFree(d));
+    if (strcmp(argv[1], "unregister")) CHECK(cuMemHostUnregister(pages));
+    if (strcmp(argv[1], "freehost")) CHECK(cuMemFreeHost(pinned));
     free(pages);
     CHECK(cuModuleUnload(mod));
     t_pass();

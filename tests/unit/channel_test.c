@@ -36,8 +36,7 @@ static void test_ring_processes(void)
         for (int i = 0; i < n; i++) {
             uint32_t len = 8 + (uint32_t)((i * 7919) % 60000);
             struct chan_rec *r = chan_ring_reserve(&p, (uint32_t)sizeof(*r) + len, &spin);
-            if (!r)
-                _exit(2);
+            if (!r) _exit(2);
             r->op = (uint16_t)(i & 0x7fff);
             r->ctx = (uint32_t)i;
             uint8_t *d = (uint8_t *)(r + 1);
@@ -61,12 +60,10 @@ static void test_ring_processes(void)
         }
         struct chan_rec *rec = (struct chan_rec *)buf;
         uint32_t len = 8 + (uint32_t)((got * 7919) % 60000);
-        if (rec->ctx != (uint32_t)got || rec->size < sizeof(*rec) + len)
-            bad++;
+        if (rec->ctx != (uint32_t)got || rec->size < sizeof(*rec) + len) bad++;
         uint8_t *d = (uint8_t *)(rec + 1);
         for (uint32_t k = 0; k < len && !bad; k++)
-            if (d[k] != (uint8_t)(got + k))
-                bad++;
+            if (d[k] != (uint8_t)(got + k)) bad++;
         got++;
     }
     int st;
@@ -82,8 +79,8 @@ static void test_ring_processes(void)
 /* A fresh segment of chan_segment_size() bytes, with a producer and a consumer on it. */
 static void *segment_pair(struct chan *prod, struct chan *cons)
 {
-    void *base = mmap(NULL, chan_segment_size(), PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void *base =
+        mmap(NULL, chan_segment_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(base != MAP_FAILED);
     chan_attach(prod, base);
     chan_attach(cons, base);
@@ -132,19 +129,19 @@ static void test_coalescing(void)
     void *base = segment_pair(&prod, &cons);
     uint8_t *buf = malloc(CHAN_REC_MAX);
     atomic_store(&prod.shm->server_sleeping, 1);
-    CHECK(rang(&prod, CHAN_OP_LAUNCH, 0)); /* no hint: every record rings */
+    CHECK(rang(&prod, CHAN_OP_LAUNCH, 0));         /* no hint: every record rings */
     atomic_store(&prod.shm->coalesce_us, 1000000); /* 1 s */
     CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
     CHECK(!rang(&prod, 5, 0)); /* a generic call without a reply */
-    CHECK(rang(&prod, 5, 1)); /* one that waits rings */
+    CHECK(rang(&prod, 5, 1));  /* one that waits rings */
     CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
-    CHECK(rang(&prod, CHAN_OP_COPY, 0)); /* a copy through the slots, */
+    CHECK(rang(&prod, CHAN_OP_COPY, 0));      /* a copy through the slots, */
     CHECK(rang(&prod, CHAN_OP_HOST_FUNC, 0)); /* a host function, */
-    CHECK(rang(&prod, CHAN_OP_BLOB, 0)); /* an image's bytes ring at once */
+    CHECK(rang(&prod, CHAN_OP_BLOB, 0));      /* an image's bytes ring at once */
     unsigned n = 0;
     while (!rang(&prod, CHAN_OP_LAUNCH, 0) && n < 1000)
         n++;
-    CHECK(n == CHAN_COALESCE_MAX); /* the next past the bound rings */
+    CHECK(n == CHAN_COALESCE_MAX);              /* the next past the bound rings */
     atomic_store(&prod.shm->coalesce_us, 1000); /* 1 ms */
     CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
     usleep(3000);
@@ -180,8 +177,7 @@ static void test_coalescing(void)
         CHECK(r != NULL);
         r->op = CHAN_OP_LAUNCH;
         chan_ring_publish(&prod, r);
-        if (atomic_load(&prod.shm->head) != cons.pos)
-            break; /* the child was rung and drained */
+        if (atomic_load(&prod.shm->head) != cons.pos) break; /* the child was rung and drained */
     }
     int st;
     waitpid(pid, &st, 0);
@@ -246,7 +242,8 @@ static void test_gpu_replies(void)
             _exit(0);
         }
         nudges = 0;
-        struct chan_wait w = {.spin_ns = 1000, .extend = &l->gpu_seq,
+        struct chan_wait w = {.spin_ns = 1000,
+                              .extend = &l->gpu_seq,
                               .extend_ns = round == 1 ? 5000000ull : 1000000000ull,
                               .nudge = count_nudge};
         CHECK(chan_wait_for(&l->seq, seq0 + 1, &l->waiting, &w) == 0);
@@ -284,8 +281,7 @@ static int count_chunk(const struct chan_chunk *ch, void *arg)
     uint64_t *sum = arg;
     sum[0] += ch->nrows * ch->nbytes;
     sum[1]++;
-    if (ch->nbytes * ch->nrows > 1000)
-        sum[2]++;
+    if (ch->nbytes * ch->nrows > 1000) sum[2]++;
     return 0;
 }
 
@@ -400,8 +396,7 @@ static void test_descriptors(void)
     for (int i = 0; i < SHIM_NCALLS; i++) {
         const struct shim_call *d = &shim_calls[i];
         CHECK(d->name != NULL);
-        if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC)
-            continue;
+        if (d->cls != SHIM_SYNC && d->cls != SHIM_ASYNC) continue;
         generic++;
         for (int k = 0; k < d->nparams; k++) {
             const struct shim_param *p = &d->params[k];
@@ -412,8 +407,7 @@ static void test_descriptors(void)
         }
         /* An async call is enqueued on its stream, or (via:) as another call on the
          * caller's default stream. */
-        if (d->cls == SHIM_ASYNC)
-            CHECK(d->stream >= 0 || d->target != 0);
+        if (d->cls == SHIM_ASYNC) CHECK(d->stream >= 0 || d->target != 0);
     }
     CHECK(generic > 50);
 }

@@ -260,8 +260,7 @@ static void test_cudart(const void *const *t, const char *kdir)
         CHECK(load1(&m[0], &w) == CUDA_SUCCESS);
         CHECK(load6(&m[1], &w, NULL, NULL, 0) == CUDA_SUCCESS);
         CHECK(load8(fatbin, &m[2], NULL, NULL, 0) == CUDA_SUCCESS);
-        if (tools_module)
-            test_tools_module(m[0]);
+        if (tools_module) test_tools_module(m[0]);
         for (int i = 0; i < 3; i++) {
             CHECK(module_function(&f, m[i], "vec_add") == CUDA_SUCCESS);
             CHECK(module_unload(m[i]) == CUDA_SUCCESS);
@@ -298,7 +297,7 @@ static void test_small_tables(const void *const *hooks, const void *const *check
     const void *second = (const void *)0x1234;
     CHECK(kind(NULL, &type, &second) == CUDA_SUCCESS && type == 0 &&
           second == (const void *)0x1234);
-    CHECK(((uint32_t(*)(void))checks[3])() == 0);
+    CHECK(((uint32_t (*)(void))checks[3])() == 0);
 
     CUresult (*hash)(uint32_t, uint64_t, uint64_t *) =
         (CUresult(*)(uint32_t, uint64_t, uint64_t *))integrity[1];
@@ -415,8 +414,7 @@ int main(int argc, char **argv)
         test_tls(tls);
         test_cls(cls);
         test_small_tables(hooks, checks, integrity);
-        if (tools_context)
-            test_tools_context(tools_context);
+        if (tools_context) test_tools_context(tools_context);
         printf("tables checked against a server\n");
     }
     if (failures) printf("%d checks failed\n", failures);

@@ -26,20 +26,20 @@ typedef CUresult (*getproc_t)(const char *, void **, int, cuuint64_t,
                               CUdriverProcAddressQueryResult *);
 
 enum damage {
-    D_NONE,         /* a good table: the shim follows it */
-    D_UNKNOWN,      /* a symbol the shim lacks and a name it does not know: left out */
-    D_NAME_OFFSET,  /* a name offset past the strings */
-    D_NOT_IDENT,    /* a name that is no C identifier */
-    D_DUPLICATE,    /* one request answered twice */
-    D_FLAGS,        /* flags 7 */
-    D_HEADER,       /* a header that counts one row too many */
-    D_TOO_BIG,      /* a total past CHAN_PROCADDR_MAX */
-    D_PAGES,        /* pages that disagree on the total */
-    D_REFUSED,      /* the server answers with an error */
+    D_NONE,        /* a good table: the shim follows it */
+    D_UNKNOWN,     /* a symbol the shim lacks and a name it does not know: left out */
+    D_NAME_OFFSET, /* a name offset past the strings */
+    D_NOT_IDENT,   /* a name that is no C identifier */
+    D_DUPLICATE,   /* one request answered twice */
+    D_FLAGS,       /* flags 7 */
+    D_HEADER,      /* a header that counts one row too many */
+    D_TOO_BIG,     /* a total past CHAN_PROCADDR_MAX */
+    D_PAGES,       /* pages that disagree on the total */
+    D_REFUSED,     /* the server answers with an error */
 };
-static const char *const case_names[] = {"good",   "unknown", "name-offset", "not-identifier",
-                                         "duplicate", "flags", "header",    "too-big",
-                                         "pages",  "refused"};
+static const char *const case_names[] = {"good",      "unknown", "name-offset", "not-identifier",
+                                         "duplicate", "flags",   "header",      "too-big",
+                                         "pages",     "refused"};
 
 static uint8_t table[4096];
 static uint32_t table_len;
@@ -67,12 +67,9 @@ static void make_table(void)
         rows[n++] = (struct trow){"cuMemAlloc", 0, 6000, "cuMemAlloc_v9", 0, 0};
         rows[n++] = (struct trow){"cuNoSuchCall", 0, 2000, "cuMemAlloc_v2", 0, 0};
     }
-    if (dmg == D_NOT_IDENT)
-        rows[n++] = (struct trow){"cu;Mem", 0, 2000, "cuMemAlloc_v2", 0, 0};
-    if (dmg == D_DUPLICATE)
-        rows[n++] = rows[0];
-    if (dmg == D_FLAGS)
-        rows[n++] = (struct trow){"cuMemAlloc", 7, 2000, "cuMemAlloc", 0, 0};
+    if (dmg == D_NOT_IDENT) rows[n++] = (struct trow){"cu;Mem", 0, 2000, "cuMemAlloc_v2", 0, 0};
+    if (dmg == D_DUPLICATE) rows[n++] = rows[0];
+    if (dmg == D_FLAGS) rows[n++] = (struct trow){"cuMemAlloc", 7, 2000, "cuMemAlloc", 0, 0};
     char strings[1024];
     uint32_t ns = 0;
     struct chan_procaddr_row wire[16];
@@ -89,10 +86,8 @@ static void make_table(void)
             ns += (uint32_t)sprintf(strings + ns, "%s", rows[i].symbol) + 1;
         }
     }
-    if (dmg == D_NAME_OFFSET)
-        wire[1].name = ns + 10;
-    struct chan_procaddr_head h = {CHAN_PROCADDR_MAGIC, 13000, (uint32_t)n + (dmg == D_HEADER),
-                                   ns};
+    if (dmg == D_NAME_OFFSET) wire[1].name = ns + 10;
+    struct chan_procaddr_head h = {CHAN_PROCADDR_MAGIC, 13000, (uint32_t)n + (dmg == D_HEADER), ns};
     memcpy(table, &h, sizeof(h));
     memcpy(table + sizeof(h), wire, n * sizeof(wire[0]));
     memcpy(table + sizeof(h) + n * sizeof(wire[0]), strings, ns);
@@ -105,47 +100,43 @@ static void *serve(void *arg)
 {
     int ls = *(int *)arg, s = accept(ls, NULL, NULL);
     struct chan_hello h;
-    if (s < 0 || recv(s, &h, sizeof(h), MSG_WAITALL) != (ssize_t)sizeof(h))
-        return NULL;
+    if (s < 0 || recv(s, &h, sizeof(h), MSG_WAITALL) != (ssize_t)sizeof(h)) return NULL;
     size_t size = chan_segment_size();
     int fd = memfd_create("fake-server", MFD_CLOEXEC);
     void *base = fd >= 0 && ftruncate(fd, (off_t)size) == 0
                      ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
                      : MAP_FAILED;
-    if (base == MAP_FAILED)
-        return NULL;
+    if (base == MAP_FAILED) return NULL;
     struct chan c;
     chan_attach(&c, base);
     chan_init_header(&c);
-    struct chan_welcome w = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
-                             .minor = CHAN_PROTO_MINOR, .status = CHAN_WELCOME_OK,
-                             .server_pid = getpid(), .shm_size = size, .client_id = 1};
-    if (chan_send_fd(s, &w, sizeof(w), fd) != 0)
-        return NULL;
+    struct chan_welcome w = {.magic = CHAN_MAGIC,
+                             .major = CHAN_PROTO_MAJOR,
+                             .minor = CHAN_PROTO_MINOR,
+                             .status = CHAN_WELCOME_OK,
+                             .server_pid = getpid(),
+                             .shm_size = size,
+                             .client_id = 1};
+    if (chan_send_fd(s, &w, sizeof(w), fd) != 0) return NULL;
     static uint8_t rec[CHAN_REC_MAX];
     for (unsigned pages = 0;;) {
         enum chan_next nx = chan_ring_next(&c, rec);
-        if (nx == CHAN_NEXT_BAD)
-            return NULL;
+        if (nx == CHAN_NEXT_BAD) return NULL;
         if (nx == CHAN_NEXT_NONE) {
             chan_ring_sleep(&c, 10 * 1000 * 1000);
             continue;
         }
         const struct chan_rec *r = (const struct chan_rec *)rec;
-        if (!(r->flags & CHAN_RF_REPLY) || r->lane >= CHAN_NLANES || r->op == CHAN_OP_PAD)
-            continue;
+        if (!(r->flags & CHAN_RF_REPLY) || r->lane >= CHAN_NLANES || r->op == CHAN_OP_PAD) continue;
         uint32_t off;
-        if (r->op != CHAN_OP_PROCADDR || r->size != sizeof(*r) + sizeof(off) ||
-            dmg == D_REFUSED) {
+        if (r->op != CHAN_OP_PROCADDR || r->size != sizeof(*r) + sizeof(off) || dmg == D_REFUSED) {
             chan_lane_post(&c, r->lane, CUDA_ERROR_NOT_SUPPORTED, 0);
             continue;
         }
         memcpy(&off, r + 1, sizeof(off));
         struct chan_procaddr_page pg = {.total = table_len};
-        if (dmg == D_TOO_BIG)
-            pg.total = CHAN_PROCADDR_MAX + 1;
-        if (dmg == D_PAGES && pages++ > 0)
-            pg.total = table_len + 100;
+        if (dmg == D_TOO_BIG) pg.total = CHAN_PROCADDR_MAX + 1;
+        if (dmg == D_PAGES && pages++ > 0) pg.total = table_len + 100;
         uint32_t n = off < table_len ? table_len - off : 0;
         n = n > 100 ? 100 : n;
         memcpy(c.lanes[r->lane].data, &pg, sizeof(pg));
@@ -161,8 +152,7 @@ static int run_case(const char *shim, const char *dir)
     setenv("MPSSHIM_AUTOSTART", "0", 1);
     setenv("MPSSHIM_DRIVER", "/nonexistent", 1);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(dir) + sizeof(CHAN_SOCKET_NAME) + 1 > sizeof(sa.sun_path))
-        return 1;
+    if (strlen(dir) + sizeof(CHAN_SOCKET_NAME) + 1 > sizeof(sa.sun_path)) return 1;
     memcpy(sa.sun_path, dir, strlen(dir));
     memcpy(sa.sun_path + strlen(dir), "/" CHAN_SOCKET_NAME, sizeof(CHAN_SOCKET_NAME) + 1);
     unlink(sa.sun_path);

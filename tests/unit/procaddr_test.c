@@ -58,16 +58,14 @@ int main(int argc, char **argv)
            fscanf(f, "%127s %d %d %127s", rows[n].name, &rows[n].flags, &rows[n].version,
                   rows[n].answer) == 4) {
         versions[n] = rows[n].version;
-        if (strcmp(rows[n].name, mname) == 0 && rows[n].version == mfrom)
-            rows[n].version = mto;
+        if (strcmp(rows[n].name, mname) == 0 && rows[n].version == mfrom) rows[n].version = mto;
         n++;
     }
     fclose(f);
     qsort(versions, n, sizeof(*versions), cmp_int);
     size_t nv = 0;
     for (size_t i = 0; i < n; i++)
-        if (nv == 0 || versions[nv - 1] != versions[i])
-            versions[nv++] = versions[i];
+        if (nv == 0 || versions[nv - 1] != versions[i]) versions[nv++] = versions[i];
     static const cuuint64_t flag_of[3] = {CU_GET_PROC_ADDRESS_DEFAULT,
                                           CU_GET_PROC_ADDRESS_LEGACY_STREAM,
                                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
@@ -82,8 +80,7 @@ int main(int argc, char **argv)
             for (size_t i = g; i < e; i++)
                 if (rows[i].version <= versions[v] && (!want || rows[i].version > want->version))
                     want = &rows[i];
-            if (!want)
-                continue; /* below the first row: the table says nothing */
+            if (!want) continue; /* below the first row: the table says nothing */
             checks++;
             void *fn = (void *)1;
             CUdriverProcAddressQueryResult st = (CUdriverProcAddressQueryResult)-7;
@@ -103,8 +100,8 @@ int main(int argc, char **argv)
                     dladdr(fn, &di);
                     if (bad++ < 20)
                         printf("%s flags %d version %d: got %d, %s; driver %s\n", want->name,
-                               want->flags, versions[v], (int)r,
-                               di.dli_sname ? di.dli_sname : "?", want->answer);
+                               want->flags, versions[v], (int)r, di.dli_sname ? di.dli_sname : "?",
+                               want->answer);
                 }
             }
         }

@@ -78,14 +78,14 @@ int main(void)
     CHECK(chan_ranges_add(&c2, &p1) == 0 && chan_ranges_add(&c2, &p2) == 0 &&
           chan_ranges_add(&c2, &p3) == 0);
     f = chan_ranges_cover(&c2, 0x10800, 0x1000);
-    CHECK(f && f->tag == 1);                                   /* across p1|p2 */
-    CHECK(chan_ranges_cover(&c2, 0x10000, 0x2000) != NULL);    /* p1 and p2 whole */
-    CHECK(chan_ranges_cover(&c2, 0x10000, 0x2001) == NULL);    /* into the gap */
-    CHECK(chan_ranges_cover(&c2, 0x11800, 0x2000) == NULL);    /* across the gap */
-    CHECK(chan_ranges_cover(&c2, 0x12000, 1) == NULL);         /* in the gap */
+    CHECK(f && f->tag == 1);                                /* across p1|p2 */
+    CHECK(chan_ranges_cover(&c2, 0x10000, 0x2000) != NULL); /* p1 and p2 whole */
+    CHECK(chan_ranges_cover(&c2, 0x10000, 0x2001) == NULL); /* into the gap */
+    CHECK(chan_ranges_cover(&c2, 0x11800, 0x2000) == NULL); /* across the gap */
+    CHECK(chan_ranges_cover(&c2, 0x12000, 1) == NULL);      /* in the gap */
     CHECK(chan_ranges_cover(&c2, 0x13000, 0x1000) != NULL);
     CHECK(chan_ranges_cover(&c2, 0x10f00, UINT64_MAX) == NULL); /* wraps */
-    CHECK(chan_ranges_find(&c2, 0x10800, 0x1000) == NULL);     /* find: one range only */
+    CHECK(chan_ranges_find(&c2, 0x10800, 0x1000) == NULL);      /* find: one range only */
     chan_ranges_free(&c2);
     /* Filtering keeps the order and drops exactly the chosen ones. */
     size_t before = t.n;

@@ -79,23 +79,24 @@ static int recv_welcome(int s, struct chan_welcome *w, int *fd)
 {
     char cbuf[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {.iov_base = w, .iov_len = sizeof(*w)};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof(cbuf)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
     *fd = -1;
     ssize_t n = recvmsg(s, &m, MSG_WAITALL);
-    if (n != (ssize_t)sizeof(*w))
-        return -1;
+    if (n != (ssize_t)sizeof(*w)) return -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_type == SCM_RIGHTS)
-            memcpy(fd, CMSG_DATA(c), sizeof(int));
+        if (c->cmsg_type == SCM_RIGHTS) memcpy(fd, CMSG_DATA(c), sizeof(int));
     return 0;
 }
 
 static struct chan_hello hello(void)
 {
-    struct chan_hello h = {.head = {.magic = CHAN_MAGIC, .major = CHAN_PROTO_MAJOR,
-                                    .minor = CHAN_PROTO_MINOR, .symbols_hash = SHIM_SYMBOLS_HASH,
-                                    .pid = getpid(), .size = sizeof(struct chan_hello)}};
+    struct chan_hello h = {.head = {.magic = CHAN_MAGIC,
+                                    .major = CHAN_PROTO_MAJOR,
+                                    .minor = CHAN_PROTO_MINOR,
+                                    .symbols_hash = SHIM_SYMBOLS_HASH,
+                                    .pid = getpid(),
+                                    .size = sizeof(struct chan_hello)}};
     snprintf(h.head.exe, sizeof(h.head.exe), "rawclient");
     return h;
 }
@@ -115,8 +116,7 @@ static int version(void)
     printf("%s\n", w.message);
     char mine[32], theirs[32];
     snprintf(mine, sizeof(mine), "client protocol 99.7");
-    snprintf(theirs, sizeof(theirs), "server protocol %u.%u", CHAN_PROTO_MAJOR,
-             CHAN_PROTO_MINOR);
+    snprintf(theirs, sizeof(theirs), "server protocol %u.%u", CHAN_PROTO_MAJOR, CHAN_PROTO_MINOR);
     return w.status == CHAN_WELCOME_VERSION && fd < 0 && strstr(w.message, mine) &&
                    strstr(w.message, theirs)
                ? 0
@@ -135,8 +135,7 @@ static int garbage(void)
         return 1;
     }
     void *base = mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED)
-        return 1;
+    if (base == MAP_FAILED) return 1;
     /* The segment is sealed: the client cannot shrink it under the server. */
     if (ftruncate(fd, 4096) == 0) {
         fprintf(stderr, "segment could be shrunk\n");
@@ -178,8 +177,7 @@ static int trickle(void)
     struct chan_hello h = hello();
     const char *b = (const char *)&h;
     for (size_t i = 0; i < sizeof(h); i++) {
-        if (send(s, b + i, 1, MSG_NOSIGNAL) != 1)
-            break; /* hung up: what we want */
+        if (send(s, b + i, 1, MSG_NOSIGNAL) != 1) break; /* hung up: what we want */
         struct timeval tv = {.tv_sec = 1};
         setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         char c;
@@ -238,8 +236,7 @@ static int session_open_visible(struct session *x, const char *visible)
     x->size = w.shm_size;
     x->base = mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (x->base == MAP_FAILED)
-        return -1;
+    if (x->base == MAP_FAILED) return -1;
     chan_attach(&x->c, x->base);
     return 0;
 }
@@ -250,14 +247,13 @@ static int session_open(struct session *x)
 }
 
 /* One request on lane 0 with context 1, its reply's result (and data in out). */
-static CUresult request(struct session *x, unsigned op, const void *payload, size_t len,
-                        void *out, size_t cap)
+static CUresult request(struct session *x, unsigned op, const void *payload, size_t len, void *out,
+                        size_t cap)
 {
     struct chan_wait wt = {.spin_ns = 1000, .alive = before_deadline};
     give_up_at = chan_now_ns() + 10000000000ull;
     struct chan_rec *r = chan_ring_reserve(&x->c, (uint32_t)(sizeof(*r) + len), &wt);
-    if (!r)
-        return CUDA_ERROR_UNKNOWN;
+    if (!r) return CUDA_ERROR_UNKNOWN;
     r->op = (uint16_t)op;
     r->flags = CHAN_RF_REPLY;
     r->lane = 0;
@@ -269,8 +265,7 @@ static CUresult request(struct session *x, unsigned op, const void *payload, siz
     if (chan_lane_wait(&x->c, 0, seq0, &wt) != 0)
         return CUDA_ERROR_UNKNOWN; /* no answer in 10 s: the server is gone or stuck */
     struct chan_lane *l = &x->c.lanes[0];
-    if (out)
-        memcpy(out, l->data, l->len < cap ? l->len : cap);
+    if (out) memcpy(out, l->data, l->len < cap ? l->len : cap);
     return (CUresult)l->result;
 }
 
@@ -281,15 +276,17 @@ static CUresult call(struct session *x, int id, const void *const *argv, void *o
     size_t rlen;
     CUresult err;
     size_t n = chan_pack_call(&shim_calls[id], argv, buf, sizeof(buf), &rlen, &err);
-    if (err != CUDA_SUCCESS)
-        return err;
+    if (err != CUDA_SUCCESS) return err;
     return request(x, (unsigned)id, buf, n, out, cap);
 }
 
 static int failures;
 static void expect_refused(const char *what, CUresult r)
 {
-    printf("%-58s %s\n", what, r == CUDA_SUCCESS ? "ACCEPTED" : r == CUDA_ERROR_UNKNOWN ? "NO ANSWER" : "refused");
+    printf("%-58s %s\n", what,
+           r == CUDA_SUCCESS         ? "ACCEPTED"
+           : r == CUDA_ERROR_UNKNOWN ? "NO ANSWER"
+                                     : "refused");
     failures += r == CUDA_SUCCESS || r == CUDA_ERROR_UNKNOWN;
 }
 
@@ -431,18 +428,22 @@ static int hostile(void)
     size_t n62 = (size_t)1 << 62, one = 1, huge_pitch = 0xfffffffffffffff8ull, w = 16;
     {
         const void *a[] = {&d, &ui, &n62, &st};
-        expect_refused("cuMemsetD32Async, N = 2^62 elements", call(&x, SHIM_ID_cuMemsetD32Async, a, NULL, 0));
+        expect_refused("cuMemsetD32Async, N = 2^62 elements",
+                       call(&x, SHIM_ID_cuMemsetD32Async, a, NULL, 0));
         const void *b[] = {&d, &ui, &n62};
-        expect_refused("cuMemsetD32_v2, N = 2^62 elements", call(&x, SHIM_ID_cuMemsetD32_v2, b, NULL, 0));
+        expect_refused("cuMemsetD32_v2, N = 2^62 elements",
+                       call(&x, SHIM_ID_cuMemsetD32_v2, b, NULL, 0));
     }
     {
         size_t h = 3;
         unsigned char uc = 0;
         const void *a[] = {&d, &huge_pitch, &uc, &w, &h};
-        expect_refused("cuMemsetD2D8_v2, pitch 0xfffffffffffffff8", call(&x, SHIM_ID_cuMemsetD2D8_v2, a, NULL, 0));
+        expect_refused("cuMemsetD2D8_v2, pitch 0xfffffffffffffff8",
+                       call(&x, SHIM_ID_cuMemsetD2D8_v2, a, NULL, 0));
         size_t p2 = 4096, h2 = 1000;
         const void *b[] = {&d, &p2, &uc, &w, &h2};
-        expect_refused("cuMemsetD2D8_v2, 1000 rows of 4 KiB in 4 KiB", call(&x, SHIM_ID_cuMemsetD2D8_v2, b, NULL, 0));
+        expect_refused("cuMemsetD2D8_v2, 1000 rows of 4 KiB in 4 KiB",
+                       call(&x, SHIM_ID_cuMemsetD2D8_v2, b, NULL, 0));
         (void)one;
     }
     {
@@ -456,24 +457,31 @@ static int hostile(void)
         m.height = 3;
         m.depth = 1;
         m.src.pitch = m.dst.pitch = huge_pitch;
-        expect_refused("copy, 3 rows of pitch 0xfffffffffffffff8", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
+        expect_refused("copy, 3 rows of pitch 0xfffffffffffffff8",
+                       request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
         m.src.pitch = m.dst.pitch = 4096;
         m.height = 2;
-        expect_refused("copy, 2 rows of 4 KiB from a 4 KiB allocation", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
+        expect_refused("copy, 2 rows of 4 KiB from a 4 KiB allocation",
+                       request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
         m.height = 1;
         m.width = (uint64_t)1 << 63;
         m.depth = 4;
-        expect_refused("copy, 2^63 bytes x 4 slices", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
+        expect_refused("copy, 2^63 bytes x 4 slices",
+                       request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
         m.width = 16;
         m.depth = 1;
         m.src.x = UINT64_MAX - 8;
-        expect_refused("copy, source offset 2^64 - 9", request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
+        expect_refused("copy, source offset 2^64 - 9",
+                       request(&x, CHAN_OP_COPY, &m, sizeof(m), NULL, 0));
     }
     {
         /* An ELF whose section table's end wraps 64 bits: uploaded, then loaded. */
         uint8_t img[256];
         memset(img, 0, sizeof(img));
-        memcpy(img, "\x7f" "ELF", 4);
+        memcpy(img,
+               "\x7f"
+               "ELF",
+               4);
         img[4] = 2; /* ELFCLASS64 */
         uint64_t shoff = UINT64_MAX - 63;
         uint16_t shentsize = 64, shnum = 2;
@@ -491,8 +499,8 @@ static int hostile(void)
             memcpy(rec + 1, img, sizeof(img));
             chan_ring_publish(&x.c, rec);
         }
-        struct chan_module_load ml = {.kind = CHAN_IMAGE_MODULE, .njit = 0,
-                                      .image_size = sizeof(img)};
+        struct chan_module_load ml = {
+            .kind = CHAN_IMAGE_MODULE, .njit = 0, .image_size = sizeof(img)};
         expect_refused("module image whose section table wraps 64 bits",
                        request(&x, CHAN_OP_MODULE_LOAD, &ml, sizeof(ml), NULL, 0));
     }
@@ -507,14 +515,16 @@ static int hostile(void)
         struct chan_procaddr_page pg = {0};
         off = 0;
         r = request(&x, CHAN_OP_PROCADDR, &off, sizeof(off), &pg, sizeof(pg));
-        printf("%-58s %s\n", "procaddr table from offset 0", r == CUDA_SUCCESS && pg.total ? "ok" : "FAILED");
+        printf("%-58s %s\n", "procaddr table from offset 0",
+               r == CUDA_SUCCESS && pg.total ? "ok" : "FAILED");
         failures += r != CUDA_SUCCESS || !pg.total;
     }
     hostile_mvars(&x, d);
     /* Still serving: its own memory is still there to free. */
     const void *fa[] = {&d};
     r = call(&x, SHIM_ID_cuMemFree_v2, fa, NULL, 0);
-    printf("%-58s %s\n", "then cuMemFree_v2 of its own memory", r == CUDA_SUCCESS ? "ok" : "FAILED");
+    printf("%-58s %s\n", "then cuMemFree_v2 of its own memory",
+           r == CUDA_SUCCESS ? "ok" : "FAILED");
     failures += r != CUDA_SUCCESS;
     munmap(x.base, x.size);
     close(x.sock);
@@ -539,14 +549,13 @@ static void *scribbler(void *p)
 static int scribble(void)
 {
     struct session victim, thief;
-    if (session_open(&victim) != 0 || session_open(&thief) != 0)
-        return 1;
+    if (session_open(&victim) != 0 || session_open(&thief) != 0) return 1;
     struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
     if (request(&victim, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS ||
         request(&thief, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS)
         return 1;
-    CUDA_ARRAY_DESCRIPTOR desc = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
-                                  .NumChannels = 1};
+    CUDA_ARRAY_DESCRIPTOR desc = {
+        .Width = 64, .Height = 64, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
     CUarray theirs = NULL, mine = NULL, *pa = &theirs;
     const CUDA_ARRAY_DESCRIPTOR *pd = &desc;
     const void *ca[] = {&pa, &pd};
@@ -635,17 +644,15 @@ static long fuzz_session(long left)
     while (sent < left) {
         char b;
         ssize_t n = recv(s, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0)
-            break; /* the server dropped us */
+        if (n == 0) break; /* the server dropped us */
         uint32_t len = (uint32_t)(rnd() % 512);
-        if (rnd() % 8 == 0)
-            len = (uint32_t)(rnd() % (CHAN_REC_MAX - sizeof(*r)));
+        if (rnd() % 8 == 0) len = (uint32_t)(rnd() % (CHAN_REC_MAX - sizeof(*r)));
         r = chan_ring_reserve(&c, (uint32_t)sizeof(*r) + len, &wt);
-        if (!r)
-            break;
+        if (!r) break;
         uint64_t pick = rnd();
-        r->op = pick % 3 == 0 ? (uint16_t)(rnd() % SHIM_NCALLS)
-                              : (uint16_t)(CHAN_OP_BASE + 1 + rnd() % (CHAN_OP_END - CHAN_OP_BASE - 1));
+        r->op = pick % 3 == 0
+                    ? (uint16_t)(rnd() % SHIM_NCALLS)
+                    : (uint16_t)(CHAN_OP_BASE + 1 + rnd() % (CHAN_OP_END - CHAN_OP_BASE - 1));
         r->flags = (uint16_t)(rnd() % 4);
         r->lane = (uint16_t)(rnd() % (CHAN_NLANES + 2));
         r->thread = (uint16_t)(rnd() % 4);
@@ -692,12 +699,12 @@ static int fuzz(uint64_t seed, long n)
 static CUresult register_fd(struct session *x, int fd, uint64_t addr, uint64_t bytes)
 {
     uint8_t one = 1;
-    if (chan_send_fd(x->sock, &one, 1, fd) != 0)
-        return CUDA_ERROR_UNKNOWN;
+    if (chan_send_fd(x->sock, &one, 1, fd) != 0) return CUDA_ERROR_UNKNOWN;
     struct chan_host_register m = {.what = CHAN_HR_REGISTER,
-                                   .flags = CU_MEMHOSTREGISTER_PORTABLE |
-                                            CU_MEMHOSTREGISTER_DEVICEMAP,
-                                   .addr = addr, .bytes = bytes};
+                                   .flags =
+                                       CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP,
+                                   .addr = addr,
+                                   .bytes = bytes};
     return request(x, CHAN_OP_HOST_REGISTER, &m, sizeof(m), NULL, 0);
 }
 
@@ -709,8 +716,7 @@ static int disk_file(uint64_t bytes)
     if (fd < 0) {
         char path[4096];
         snprintf(path, sizeof(path), "%s/rawclient-XXXXXX", dir ? dir : "/tmp");
-        if ((fd = mkstemp(path)) >= 0)
-            unlink(path);
+        if ((fd = mkstemp(path)) >= 0) unlink(path);
     }
     if (fd >= 0 && ftruncate(fd, (off_t)bytes) != 0) {
         close(fd);
@@ -723,8 +729,8 @@ static int disk_file(uint64_t bytes)
 static int memfd(const char *name, uint64_t bytes, int seals)
 {
     int fd = memfd_create(name, MFD_CLOEXEC | (seals ? MFD_ALLOW_SEALING : 0));
-    if (fd >= 0 && (ftruncate(fd, (off_t)bytes) != 0 ||
-                    (seals && fcntl(fd, F_ADD_SEALS, seals) != 0))) {
+    if (fd >= 0 &&
+        (ftruncate(fd, (off_t)bytes) != 0 || (seals && fcntl(fd, F_ADD_SEALS, seals) != 0))) {
         close(fd);
         fd = -1;
     }
@@ -750,8 +756,7 @@ static CUresult acct_pinned(struct session *x, uint64_t bytes)
     if (r == CUDA_SUCCESS) { /* its memfd came on the socket first: taken, unused */
         uint8_t b;
         int fd = -1;
-        if (chan_recv_fd(x->sock, &b, 1, &fd) >= 0 && fd >= 0)
-            close(fd);
+        if (chan_recv_fd(x->sock, &b, 1, &fd) >= 0 && fd >= 0) close(fd);
     }
     return r;
 }
@@ -766,16 +771,15 @@ static int accounts(void)
         snprintf(h.pinned_mem_limit, sizeof(h.pinned_mem_limit), "0=4M");
         struct chan_welcome w;
         int fd;
-        if (send(x[i].sock, &h, sizeof(h), 0) != sizeof(h) || recv_welcome(x[i].sock, &w, &fd) != 0 ||
-            w.status != CHAN_WELCOME_OK || fd < 0) {
+        if (send(x[i].sock, &h, sizeof(h), 0) != sizeof(h) ||
+            recv_welcome(x[i].sock, &w, &fd) != 0 || w.status != CHAN_WELCOME_OK || fd < 0) {
             fprintf(stderr, "connection %d refused\n", i);
             return 1;
         }
         x[i].size = w.shm_size;
         x[i].base = mmap(NULL, w.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
-        if (x[i].base == MAP_FAILED)
-            return 1;
+        if (x[i].base == MAP_FAILED) return 1;
         chan_attach(&x[i].c, x[i].base);
         if (request(&x[i], CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS) {
             fprintf(stderr, "no context in connection %d\n", i);
@@ -789,7 +793,8 @@ static int accounts(void)
     expect("1 byte more in connection 2", acct_alloc(&x[1], 1, &d), CUDA_ERROR_OUT_OF_MEMORY);
     /* Pinned memory is mapped in 2 MiB steps. */
     expect("2 MiB pinned in connection 1 (cap 4 MiB)", acct_pinned(&x[0], 2u << 20), CUDA_SUCCESS);
-    expect("4 MiB pinned more in connection 2", acct_pinned(&x[1], 4u << 20), CUDA_ERROR_OUT_OF_MEMORY);
+    expect("4 MiB pinned more in connection 2", acct_pinned(&x[1], 4u << 20),
+           CUDA_ERROR_OUT_OF_MEMORY);
     expect("2 MiB pinned in connection 3", acct_pinned(&x[2], 2u << 20), CUDA_SUCCESS);
     expect("1 byte pinned more in connection 2", acct_pinned(&x[1], 1), CUDA_ERROR_OUT_OF_MEMORY);
     /* Records: events until the cap, from the three connections in turn. */
@@ -806,7 +811,8 @@ static int accounts(void)
             last = e;
         }
     }
-    printf("%-58s %u made, then %d\n", "events across 3 connections (cap 300 records)", made, (int)r);
+    printf("%-58s %u made, then %d\n", "events across 3 connections (cap 300 records)", made,
+           (int)r);
     failures += !(made > 200 && made < 300 && r == CUDA_ERROR_OUT_OF_MEMORY);
     {
         int who = (int)((made - 1) % 3);
@@ -815,7 +821,8 @@ static int accounts(void)
         CUevent e = NULL, *pe = &e;
         unsigned fl = 0;
         const void *b[] = {&pe, &fl};
-        expect("then one more made", call(&x[0], SHIM_ID_cuEventCreate, b, &e, sizeof(e)), CUDA_SUCCESS);
+        expect("then one more made", call(&x[0], SHIM_ID_cuEventCreate, b, &e, sizeof(e)),
+               CUDA_SUCCESS);
         expect("and no further one", call(&x[1], SHIM_ID_cuEventCreate, b, &e, sizeof(e)),
                CUDA_ERROR_OUT_OF_MEMORY);
     }
@@ -828,8 +835,7 @@ static int accounts(void)
         int fd = -1;
         int ok = send(x[i].sock, &h, sizeof(h), 0) == sizeof(h) &&
                  recv_welcome(x[i].sock, &w, &fd) == 0 && w.status == CHAN_WELCOME_OK;
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
         open_ok += ok;
     }
     printf("%-58s %d\n", "connections of one process taken (of 9)", open_ok);
@@ -875,8 +881,7 @@ static int shrink(void)
         } else {
             expect_refused(what, r);
         }
-        if (r != CUDA_SUCCESS)
-            continue;
+        if (r != CUDA_SUCCESS) continue;
         v[i].taken = 1;
         /* Its stream waits on the first word: the server ends that wait with a store when
          * this client leaves (memops.c), and the CPU test driver polls the word till then. */
@@ -891,8 +896,7 @@ static int shrink(void)
         failures += r != CUDA_SUCCESS;
     }
     for (int i = 0; i < n; i++) {
-        if (!v[i].taken)
-            continue;
+        if (!v[i].taken) continue;
         char what[96];
         snprintf(what, sizeof(what), "then shrinking %s to 0", v[i].what);
         int shrunk = ftruncate(v[i].fd, 0) == 0;
@@ -901,8 +905,8 @@ static int shrink(void)
         /* A hole is allowed (only F_SEAL_WRITE forbids it, and the client's own writes with
          * it): the server's next touch of those pages finds new zeroed ones. */
         snprintf(what, sizeof(what), "then punching a hole in %s", v[i].what);
-        int punched = fallocate(v[i].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-                                (off_t)bytes) == 0;
+        int punched =
+            fallocate(v[i].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) == 0;
         printf("%-58s %s\n", what, punched ? "punched" : strerror(errno));
     }
     /* Leaves with the waits pending: the server stores into those pages as it lets them go. */
@@ -949,8 +953,8 @@ static int devices(void)
            CUDA_ERROR_INVALID_DEVICE);
     CUmemoryPool pool = 0, *pp = &pool;
     const void *dp1[] = {&pp, &d1};
-    expect("cuDeviceGetDefaultMemPool(1)", call(&x, SHIM_ID_cuDeviceGetDefaultMemPool, dp1, NULL, 0),
-           CUDA_ERROR_INVALID_DEVICE);
+    expect("cuDeviceGetDefaultMemPool(1)",
+           call(&x, SHIM_ID_cuDeviceGetDefaultMemPool, dp1, NULL, 0), CUDA_ERROR_INVALID_DEVICE);
     size_t gran = 0, *pg = &gran;
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1}};
@@ -990,28 +994,20 @@ static int devices(void)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "devices") == 0)
-        return devices();
+    if (argc == 2 && strcmp(argv[1], "devices") == 0) return devices();
     if (argc == 4 && strcmp(argv[1], "fuzz") == 0)
         return fuzz(strtoull(argv[2], NULL, 10), atol(argv[3]));
-    if (argc == 2 && strcmp(argv[1], "version") == 0)
-        return version();
-    if (argc == 2 && strcmp(argv[1], "garbage") == 0)
-        return garbage();
-    if (argc == 2 && strcmp(argv[1], "silent") == 0)
-        return silent();
-    if (argc == 2 && strcmp(argv[1], "hostile") == 0)
-        return hostile();
-    if (argc == 2 && strcmp(argv[1], "scribble") == 0)
-        return scribble();
-    if (argc == 2 && strcmp(argv[1], "trickle") == 0)
-        return trickle();
-    if (argc == 2 && strcmp(argv[1], "accounts") == 0)
-        return accounts();
-    if (argc == 2 && strcmp(argv[1], "shrink") == 0)
-        return shrink();
-    if (argc == 4 && strcmp(argv[1], "crowd") == 0)
-        return crowd(atoi(argv[2]), atoi(argv[3]));
-    fprintf(stderr, "usage: rawclient devices|version|garbage|silent|hostile|scribble|trickle|shrink|crowd N SECS|fuzz SEED N\n");
+    if (argc == 2 && strcmp(argv[1], "version") == 0) return version();
+    if (argc == 2 && strcmp(argv[1], "garbage") == 0) return garbage();
+    if (argc == 2 && strcmp(argv[1], "silent") == 0) return silent();
+    if (argc == 2 && strcmp(argv[1], "hostile") == 0) return hostile();
+    if (argc == 2 && strcmp(argv[1], "scribble") == 0) return scribble();
+    if (argc == 2 && strcmp(argv[1], "trickle") == 0) return trickle();
+    if (argc == 2 && strcmp(argv[1], "accounts") == 0) return accounts();
+    if (argc == 2 && strcmp(argv[1], "shrink") == 0) return shrink();
+    if (argc == 4 && strcmp(argv[1], "crowd") == 0) return crowd(atoi(argv[2]), atoi(argv[3]));
+    fprintf(stderr,
+            "usage: rawclient devices|version|garbage|silent|hostile|scribble|trickle|shrink|crowd "
+            "N SECS|fuzz SEED N\n");
     return 2;
 }

@@ -39,9 +39,7 @@ static const struct srv_trace_track tracks[] = {
 static const char *const names[] = {"vec_add", "we\"ird\\name\n\xff", NULL};
 
 #define EV(k, t, s, e, d)                                                                          \
-    {                                                                                              \
-        .kind = (k), .track = (t), .start = (s)*US, .end = (e)*US, .detail = (d)                   \
-    }
+    {.kind = (k), .track = (t), .start = (s) * US, .end = (e) * US, .detail = (d)}
 static const struct srv_trace_ev evs[] = {
     EV(SRV_TRACE_KERNEL, 0, 0, 100, 0),   EV(SRV_TRACE_KERNEL, 1, 50, 150, 1),
     EV(SRV_TRACE_MEMSET, 0, 600, 600, 0), EV(SRV_TRACE_MEMCPY, 2, 100, 200, SRV_CUPTI_MEMCPY_HTOD),
