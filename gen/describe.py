@@ -213,10 +213,7 @@ def describe_call(g, d, symbols, root, out, w):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cuda-include", required=True)
-    ap.add_argument("--symbols", required=True)
-    ap.add_argument("--procaddr", required=True)
-    ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
+    gen.input_args(ap)
     ap.add_argument("name", nargs="?")
     a = ap.parse_args()
     if not a.name:

@@ -1054,12 +1054,17 @@ def write_all(g, out):
     write_map(out, g.described)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def input_args(ap):
+    """The inputs load() reads, as options of ap (gen.py's and gen/describe.py's)."""
     ap.add_argument("--cuda-include", required=True)
     ap.add_argument("--symbols", required=True)
     ap.add_argument("--procaddr", required=True)
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    input_args(ap)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     try:
