@@ -360,7 +360,7 @@ def struct_members(model, tname, sym, fail, given):
         elif what == "handle" and not in_union and t in model.handle_types:
             out.append((path, "SHIM_MK_HANDLE", model.handle_types[t].enum()))
         else:
-            fail(sym, "struct %s: member %s is a %s%s: describe it (%%struct %s %s:null|opaque)"
+            fail(sym, "struct %s: member %s is a %s%s: describe it (%%struct %s %s:null|opaque|checked)"
                  % (tname, path, what, " in a union" if in_union else "", tname, path))
     for path in described:
         fail(sym, "%%struct %s: %s is not a pointer, handle or device address member" % (tname, path))
