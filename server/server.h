@@ -799,8 +799,9 @@ void srv_capture_abandon(struct srv_client *c, struct srv_stream *s, int forget)
  * before a release walks its records. */
 void srv_captures_abandon(struct srv_client *c, uint32_t ctx);
 
-/* Waits until every stream of the client (context `ctx`, 0 = all) is idle: 0; -1 if the
- * client left first (then nothing may be freed under that work: its release sees to it). */
+/* Waits until every stream of the client (context `ctx`, 0 = all) is idle, capturing ones
+ * left out (they run nothing): 0; -1 if the client left first (then nothing may be freed
+ * under that work: its release sees to it). */
 int srv_streams_drain(struct srv_client *c, uint32_t ctx);
 /* The same, giving up at `by` (monotonic ns) instead: -1 if work was still running then. */
 int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by);

@@ -238,6 +238,20 @@ static int settle(struct srv_client *c, CUstream st, CUevent ev, uint64_t by)
     }
 }
 
+/* srv_streams_drain_by's walk: its bound, and whether a stream outlasted it. */
+struct drain_walk {
+    uint64_t by;
+    int late;
+};
+
+/* A capturing stream runs nothing now, and a query would end its capture (a created stream
+ * or the per-thread default one alike): it is left out. */
+static void drain_each(struct srv_client *c, struct srv_stream *s, void *arg)
+{
+    struct drain_walk *k = arg;
+    if (!srv_stream_capturing(c, s)) k->late |= settle(c, s->real, NULL, k->by);
+}
+
 int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by)
 {
     int late = 0;
@@ -251,21 +265,9 @@ int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by)
         srv_event_give(c, c->retired[i].dev, c->retired[i].ev);
     }
     c->nretired = j;
-    for (struct srv_obj *o = srv_objs_of(c, SHIM_HT_CUstream); o; o = o->type_next) {
-        struct srv_stream *s = o->ext;
-        if ((!ctx || s->ctx == ctx) && !srv_stream_capturing(c, s))
-            late |= settle(c, s->real, NULL, by);
-    }
-    struct srv_stream *s, *t;
-    struct srv_ctx *x, *xt;
-    HASH_ITER(hh, c->ctxs, x, xt) {
-        if (ctx && x->id != ctx) continue;
-        if (x->legacy) late |= settle(c, x->legacy->real, NULL, by);
-        HASH_ITER(hh, x->defaults, s, t)
-            late |= settle(c, s->real, NULL, by);
-        if (x->mvar) late |= settle(c, x->mvar->real, NULL, by);
-    }
-    return late ? -1 : 0;
+    struct drain_walk k = {.by = by, .late = late};
+    srv_streams_each(c, ctx, 1, drain_each, &k);
+    return k.late ? -1 : 0;
 }
 
 int srv_streams_drain(struct srv_client *c, uint32_t ctx)

@@ -478,6 +478,18 @@ static void modes(CUstream s)
     t_ok("cuMemAlloc in a relaxed thread during a global capture; mode restored %d",
          mode == CU_STREAM_CAPTURE_MODE_RELAXED);
     CHECK(cuGraphDestroy(g));
+    /* A host free waits for the client's streams (through the shim, in the server), but a
+     * capturing one has nothing to wait for, and querying it would end its capture: the
+     * per-thread default stream as much as a created one. */
+    void *h = NULL;
+    CHECK(cuMemAllocHost(&h, 4096));
+    CHECK(cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_RELAXED));
+    mul_add(CU_STREAM_PER_THREAD, d_a, 1, 1);
+    CHECK(cuMemFreeHost(h));
+    CHECK(cuStreamEndCapture(CU_STREAM_PER_THREAD, &g));
+    t_ok("cuMemFreeHost during a relaxed capture of the per-thread stream: %zu node",
+         count_nodes(g, 0, 1));
+    CHECK(cuGraphDestroy(g));
 }
 
 /* Errors both drivers give. */
