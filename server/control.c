@@ -278,189 +278,292 @@ static void quit_after(struct cmd *k, const char *secs)
     atomic_store(&srv.quitting, 1);
 }
 
+/* ---------------------------------------------------------------- commands */
+
+/* The policy's settings are read and written under its lock (policy.c reads them as each
+ * client connects). What a get_* shows: own, or dflt when own is NULL or not set (0). */
+static int policy_int(const int *own, const int *dflt)
+{
+    pthread_mutex_lock(&srv.policy.lock);
+    int v = own && *own ? *own : *dflt;
+    pthread_mutex_unlock(&srv.policy.lock);
+    return v;
+}
+
+/* The same for a memory limit. */
+static uint64_t policy_mem(const uint64_t *own, const uint64_t *dflt)
+{
+    pthread_mutex_lock(&srv.policy.lock);
+    uint64_t v = own && *own ? *own : *dflt;
+    pthread_mutex_unlock(&srv.policy.lock);
+    return v;
+}
+
+/* Stores v in a setting of the policy, under its lock. */
+static void set_int(int *to, int v)
+{
+    pthread_mutex_lock(&srv.policy.lock);
+    *to = v;
+    pthread_mutex_unlock(&srv.policy.lock);
+}
+
+/* The same for a memory limit. */
+static void set_mem(uint64_t *to, uint64_t v)
+{
+    pthread_mutex_lock(&srv.policy.lock);
+    *to = v;
+    pthread_mutex_unlock(&srv.policy.lock);
+}
+
+/* get_server_list: this server, the only one. */
+static void cmd_server_list(struct cmd *k)
+{
+    say(k, "%d\n", (int)getpid());
+}
+
+/* get_client_list <server pid>: the clients' pids. */
+static void cmd_client_list(struct cmd *k)
+{
+    if (this_server(k, k->argv[1])) each_client(0, list_pid, k);
+}
+
+/* get_device_client_list [server pid]: each client's devices. */
+static void cmd_device_client_list(struct cmd *k)
+{
+    if (k->argc == 1 || this_server(k, k->argv[1])) each_client(0, list_devices, k);
+}
+
+/* ps [-p <server pid>]: a row for each client on each device it uses. */
+static void cmd_ps(struct cmd *k)
+{
+    int ok = k->argc == 1 || (k->argc == 3 && strcmp(k->argv[1], "-p") == 0);
+    if (!ok)
+        fail(k, "Usage: ps [-p <server pid>]\n");
+    else if (k->argc == 1 || this_server(k, k->argv[2])) {
+        say(k, "PID ID SERVER DEVICE NAMESPACE COMMAND\n");
+        each_client(0, ps_row, k);
+    }
+}
+
+/* get_server_status's memory lines: what each device holds, and what the server can name. */
+static void status_devices(struct cmd *k)
+{
+    /* What the driver itself reports: memory returns to its idle level only when every
+     * client's allocations were freed (and spare pools trimmed, pools.c). */
+    srv_pools_tidy();
+    for (int d = 0; d < srv.ndev; d++) {
+        size_t used;
+        if (srv_device_used(d, &used) == 0) say(k, "Device %d memory used %zu bytes\n", d, used);
+    }
+    /* Of that, what the server itself can name: its arena's mappings (client memory and
+     * slabs kept empty for later) and the stack the context has per thread (the driver
+     * grows it for kernels that need more, context.c). What is left over is the
+     * driver's own. */
+    for (int d = 0; d < srv.ndev; d++) {
+        uint64_t mapped, kept;
+        size_t stack = 0;
+        srv_arena_usage(d, &mapped, &kept);
+        if (srv_use_device(d) != CUDA_SUCCESS ||
+            DRV(cuCtxGetLimit)(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
+            stack = 0;
+        say(k,
+            "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
+            "bytes per thread (%zu at start)\n",
+            d, (unsigned long long)mapped, (unsigned long long)kept, stack,
+            srv.limit_default[d][CU_LIMIT_STACK_SIZE]);
+    }
+}
+
+/* get_server_status [server pid]: its state, clients, objects, spinning and memory. */
+static void cmd_server_status(struct cmd *k)
+{
+    if (k->argc == 2 && !this_server(k, k->argv[1])) return;
+    say(k, "Server %d\n", (int)getpid());
+    say(k, "Status %s\n",
+        atomic_load(&srv.draining) ? "SHUTTING_DOWN"
+        : srv_fault_any()          ? "FAULT"
+                                   : "ACTIVE");
+    say(k, "Clients %u\n", srv_clients_live());
+    /* What clients hold: 0 and 0 once every client left and was released. */
+    say(k, "Objects %llu (%llu shared through IPC)\n", (unsigned long long)srv_records_live(),
+        (unsigned long long)srv_shares_live());
+    unsigned nbusy, cpus;
+    srv_spin_describe(&nbusy, &cpus);
+    say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);
+    status_devices(k);
+    /* What no call gives back goes back when idle (recycle.c). */
+    char line[200];
+    srv_recycle_describe(line, sizeof(line));
+    say(k, "%s", line);
+    /* After faults: the faulted servers still alive, and the standby (handover.c). */
+    char faults[400];
+    srv_handover_describe(faults, sizeof(faults));
+    say(k, "%s", faults);
+}
+
+/* terminate_client <server pid> <client pid>: 0 once the client's work is gone, as MPS. */
+static void cmd_terminate_client(struct cmd *k)
+{
+    if (!this_server(k, k->argv[1])) return;
+    pid_t pid = parse_pid(k->argv[2]);
+    srv_clog("Terminating client %s", k->argv[2]);
+    if (!pid || srv_client_terminate(pid) == 0)
+        fail(k, "Client %s not found\n", k->argv[2]);
+    else
+        say(k, "%d\n", CUDA_SUCCESS);
+}
+
+/* quit [-t <seconds>]: now, or once the clients finished (quit_after). */
+static void cmd_quit(struct cmd *k)
+{
+    if (k->argc == 1)
+        atomic_store(&srv.quitting, 1);
+    else if (k->argc == 3 && strcmp(k->argv[1], "-t") == 0)
+        quit_after(k, k->argv[2]);
+    else
+        fail(k, "Usage: quit [-t <seconds>]\n");
+}
+
+/* set_default_active_thread_percentage <percentage> */
+static void cmd_set_default_pct(struct cmd *k)
+{
+    int v = parse_pct(k, k->argv[1]);
+    if (v <= 0) return;
+    set_int(&srv.policy.default_pct, v);
+    put_pct(k, v);
+}
+
+/* get_default_active_thread_percentage */
+static void cmd_get_default_pct(struct cmd *k)
+{
+    put_pct(k, policy_int(NULL, &srv.policy.default_pct));
+}
+
+/* set_active_thread_percentage <server pid> <percentage> */
+static void cmd_set_pct(struct cmd *k)
+{
+    int v;
+    if (!this_server(k, k->argv[1]) || (v = parse_pct(k, k->argv[2])) <= 0) return;
+    set_int(&srv.policy.server_pct, v);
+    put_pct(k, v);
+}
+
+/* get_active_thread_percentage <server pid>: the server's, else the default. */
+static void cmd_get_pct(struct cmd *k)
+{
+    if (this_server(k, k->argv[1]))
+        put_pct(k, policy_int(&srv.policy.server_pct, &srv.policy.default_pct));
+}
+
+/* set_default_device_pinned_mem_limit <device> <value> */
+static void cmd_set_default_mem(struct cmd *k)
+{
+    int d;
+    uint64_t v;
+    if ((d = parse_dev(k, k->argv[1])) >= 0 && parse_mem(k, k->argv[2], &v) == 0)
+        set_mem(&srv.policy.default_mem[d], v);
+}
+
+/* get_default_device_pinned_mem_limit <device> */
+static void cmd_get_default_mem(struct cmd *k)
+{
+    int d = parse_dev(k, k->argv[1]);
+    if (d >= 0) put_mem(k, policy_mem(NULL, &srv.policy.default_mem[d]));
+}
+
+/* set_device_pinned_mem_limit <server pid> <device> <value> */
+static void cmd_set_mem(struct cmd *k)
+{
+    int d;
+    uint64_t v;
+    if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0 &&
+        parse_mem(k, k->argv[3], &v) == 0)
+        set_mem(&srv.policy.server_mem[d], v);
+}
+
+/* get_device_pinned_mem_limit <server pid> <device>: the server's, else the default. */
+static void cmd_get_mem(struct cmd *k)
+{
+    int d;
+    if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0)
+        put_mem(k, policy_mem(&srv.policy.server_mem[d], &srv.policy.default_mem[d]));
+}
+
+/* set_default_client_priority <0|1> */
+static void cmd_set_priority(struct cmd *k)
+{
+    if (strcmp(k->argv[1], "0") != 0 && strcmp(k->argv[1], "1") != 0) {
+        fail(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
+        return;
+    }
+    set_int(&srv.policy.default_priority, k->argv[1][0] - '0');
+}
+
+/* get_default_client_priority */
+static void cmd_get_priority(struct cmd *k)
+{
+    say(k, "%d\n", policy_int(NULL, &srv.policy.default_priority));
+}
+
+/* get_client_info [client pid]: what each client (or the one named) holds and may use. */
+static void cmd_client_info(struct cmd *k)
+{
+    pid_t pid = 0;
+    if (k->argc == 2 && !(pid = parse_pid(k->argv[1]))) {
+        fail(k, "Invalid client pid \"%s\"\n", k->argv[1]);
+        return;
+    }
+    if (each_client(pid, info_block, k) == 0 && pid) fail(k, "Client %s not found\n", k->argv[1]);
+}
+
+/* trace ...: GPU timelines (trace.c); the answer is written in place. */
+static void cmd_trace(struct cmd *k)
+{
+    k->failed = srv_trace_control(k->argc - 1, k->argv + 1, k->out + k->n, k->cap - k->n);
+    k->n += strlen(k->out + k->n);
+}
+
+/* A command's name, the arguments usage() checks before it runs (lo to hi, named in
+ * args for its usage line; lo < 0: it checks its own) and what runs it. */
+struct handler {
+    const char *name;
+    int lo, hi;
+    const char *args;
+    void (*run)(struct cmd *k);
+};
+
+static const struct handler handlers[] = {
+    {"get_server_list", 0, 0, "", cmd_server_list},
+    {"get_client_list", 1, 1, "<server pid>", cmd_client_list},
+    {"get_device_client_list", 0, 1, "[server pid]", cmd_device_client_list},
+    {"ps", -1, 0, NULL, cmd_ps},
+    {"get_server_status", 0, 1, "[server pid]", cmd_server_status},
+    {"terminate_client", 2, 2, "<server pid> <client pid>", cmd_terminate_client},
+    {"quit", -1, 0, NULL, cmd_quit},
+    {"set_default_active_thread_percentage", 1, 1, "<percentage>", cmd_set_default_pct},
+    {"get_default_active_thread_percentage", 0, 0, "", cmd_get_default_pct},
+    {"set_active_thread_percentage", 2, 2, "<server pid> <percentage>", cmd_set_pct},
+    {"get_active_thread_percentage", 1, 1, "<server pid>", cmd_get_pct},
+    {"set_default_device_pinned_mem_limit", 2, 2, "<device> <value>", cmd_set_default_mem},
+    {"get_default_device_pinned_mem_limit", 1, 1, "<device>", cmd_get_default_mem},
+    {"set_device_pinned_mem_limit", 3, 3, "<server pid> <device> <value>", cmd_set_mem},
+    {"get_device_pinned_mem_limit", 2, 2, "<server pid> <device>", cmd_get_mem},
+    {"set_default_client_priority", 1, 1, "<0|1>", cmd_set_priority},
+    {"get_default_client_priority", 0, 0, "", cmd_get_priority},
+    {"get_client_info", 0, 1, "[client pid]", cmd_client_info},
+    {"trace", -1, 0, NULL, cmd_trace},
+};
+
 /* Runs one command (its words in k->argv). */
 static void run(struct cmd *k)
 {
-    const char *c = k->argv[0];
-    struct srv_policy *p = &srv.policy;
-    if (strcmp(c, "get_server_list") == 0) {
-        if (usage(k, 0, 0, "") == 0) say(k, "%d\n", (int)getpid());
-    } else if (strcmp(c, "get_client_list") == 0) {
-        if (usage(k, 1, 1, "<server pid>") == 0 && this_server(k, k->argv[1]))
-            each_client(0, list_pid, k);
-    } else if (strcmp(c, "get_device_client_list") == 0) {
-        if (usage(k, 0, 1, "[server pid]") == 0 && (k->argc == 1 || this_server(k, k->argv[1])))
-            each_client(0, list_devices, k);
-    } else if (strcmp(c, "ps") == 0) {
-        int ok = k->argc == 1 || (k->argc == 3 && strcmp(k->argv[1], "-p") == 0);
-        if (!ok)
-            fail(k, "Usage: ps [-p <server pid>]\n");
-        else if (k->argc == 1 || this_server(k, k->argv[2])) {
-            say(k, "PID ID SERVER DEVICE NAMESPACE COMMAND\n");
-            each_client(0, ps_row, k);
-        }
-    } else if (strcmp(c, "get_server_status") == 0) {
-        if (usage(k, 0, 1, "[server pid]") != 0 || (k->argc == 2 && !this_server(k, k->argv[1])))
-            return;
-        say(k, "Server %d\n", (int)getpid());
-        say(k, "Status %s\n",
-            atomic_load(&srv.draining) ? "SHUTTING_DOWN"
-            : srv_fault_any()          ? "FAULT"
-                                       : "ACTIVE");
-        say(k, "Clients %u\n", srv_clients_live());
-        /* What clients hold: 0 and 0 once every client left and was released. */
-        say(k, "Objects %llu (%llu shared through IPC)\n", (unsigned long long)srv_records_live(),
-            (unsigned long long)srv_shares_live());
-        unsigned nbusy, cpus;
-        srv_spin_describe(&nbusy, &cpus);
-        say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);
-        /* What the driver itself reports: memory returns to its idle level only when every
-         * client's allocations were freed (and spare pools trimmed, pools.c). */
-        srv_pools_tidy();
-        for (int d = 0; d < srv.ndev; d++) {
-            size_t used;
-            if (srv_device_used(d, &used) == 0)
-                say(k, "Device %d memory used %zu bytes\n", d, used);
-        }
-        /* Of that, what the server itself can name: its arena's mappings (client memory and
-         * slabs kept empty for later) and the stack the context has per thread (the driver
-         * grows it for kernels that need more, context.c). What is left over is the
-         * driver's own. */
-        for (int d = 0; d < srv.ndev; d++) {
-            uint64_t mapped, kept;
-            size_t stack = 0;
-            srv_arena_usage(d, &mapped, &kept);
-            if (srv_use_device(d) != CUDA_SUCCESS ||
-                DRV(cuCtxGetLimit)(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
-                stack = 0;
-            say(k,
-                "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
-                "bytes per thread (%zu at start)\n",
-                d, (unsigned long long)mapped, (unsigned long long)kept, stack,
-                srv.limit_default[d][CU_LIMIT_STACK_SIZE]);
-        }
-        /* What no call gives back goes back when idle (recycle.c). */
-        char line[200];
-        srv_recycle_describe(line, sizeof(line));
-        say(k, "%s", line);
-        /* After faults: the faulted servers still alive, and the standby (handover.c). */
-        char faults[400];
-        srv_handover_describe(faults, sizeof(faults));
-        say(k, "%s", faults);
-
-    } else if (strcmp(c, "terminate_client") == 0) {
-        if (usage(k, 2, 2, "<server pid> <client pid>") != 0 || !this_server(k, k->argv[1])) return;
-        pid_t pid = parse_pid(k->argv[2]);
-        srv_clog("Terminating client %s", k->argv[2]);
-        if (!pid || srv_client_terminate(pid) == 0)
-            fail(k, "Client %s not found\n", k->argv[2]);
-        else
-            say(k, "%d\n", CUDA_SUCCESS); /* as MPS: 0 once the client's work is gone */
-    } else if (strcmp(c, "quit") == 0) {
-        if (k->argc == 1)
-            atomic_store(&srv.quitting, 1);
-        else if (k->argc == 3 && strcmp(k->argv[1], "-t") == 0)
-            quit_after(k, k->argv[2]);
-        else
-            fail(k, "Usage: quit [-t <seconds>]\n");
-    } else if (strcmp(c, "set_default_active_thread_percentage") == 0) {
-        int v;
-        if (usage(k, 1, 1, "<percentage>") == 0 && (v = parse_pct(k, k->argv[1])) > 0) {
-            pthread_mutex_lock(&p->lock);
-            p->default_pct = v;
-            pthread_mutex_unlock(&p->lock);
-            put_pct(k, v);
-        }
-    } else if (strcmp(c, "get_default_active_thread_percentage") == 0) {
-        if (usage(k, 0, 0, "") == 0) {
-            pthread_mutex_lock(&p->lock);
-            int v = p->default_pct;
-            pthread_mutex_unlock(&p->lock);
-            put_pct(k, v);
-        }
-    } else if (strcmp(c, "set_active_thread_percentage") == 0) {
-        int v;
-        if (usage(k, 2, 2, "<server pid> <percentage>") == 0 && this_server(k, k->argv[1]) &&
-            (v = parse_pct(k, k->argv[2])) > 0) {
-            pthread_mutex_lock(&p->lock);
-            p->server_pct = v;
-            pthread_mutex_unlock(&p->lock);
-            put_pct(k, v);
-        }
-    } else if (strcmp(c, "get_active_thread_percentage") == 0) {
-        if (usage(k, 1, 1, "<server pid>") == 0 && this_server(k, k->argv[1])) {
-            pthread_mutex_lock(&p->lock);
-            int v = p->server_pct ? p->server_pct : p->default_pct;
-            pthread_mutex_unlock(&p->lock);
-            put_pct(k, v);
-        }
-    } else if (strcmp(c, "set_default_device_pinned_mem_limit") == 0) {
-        int d;
-        uint64_t v;
-        if (usage(k, 2, 2, "<device> <value>") == 0 && (d = parse_dev(k, k->argv[1])) >= 0 &&
-            parse_mem(k, k->argv[2], &v) == 0) {
-            pthread_mutex_lock(&p->lock);
-            p->default_mem[d] = v;
-            pthread_mutex_unlock(&p->lock);
-        }
-    } else if (strcmp(c, "get_default_device_pinned_mem_limit") == 0) {
-        int d;
-        if (usage(k, 1, 1, "<device>") == 0 && (d = parse_dev(k, k->argv[1])) >= 0) {
-            pthread_mutex_lock(&p->lock);
-            uint64_t v = p->default_mem[d];
-            pthread_mutex_unlock(&p->lock);
-            put_mem(k, v);
-        }
-    } else if (strcmp(c, "set_device_pinned_mem_limit") == 0) {
-        int d;
-        uint64_t v;
-        if (usage(k, 3, 3, "<server pid> <device> <value>") == 0 && this_server(k, k->argv[1]) &&
-            (d = parse_dev(k, k->argv[2])) >= 0 && parse_mem(k, k->argv[3], &v) == 0) {
-            pthread_mutex_lock(&p->lock);
-            p->server_mem[d] = v;
-            pthread_mutex_unlock(&p->lock);
-        }
-    } else if (strcmp(c, "get_device_pinned_mem_limit") == 0) {
-        int d;
-        if (usage(k, 2, 2, "<server pid> <device>") == 0 && this_server(k, k->argv[1]) &&
-            (d = parse_dev(k, k->argv[2])) >= 0) {
-            pthread_mutex_lock(&p->lock);
-            uint64_t v = p->server_mem[d] ? p->server_mem[d] : p->default_mem[d];
-            pthread_mutex_unlock(&p->lock);
-            put_mem(k, v);
-        }
-    } else if (strcmp(c, "set_default_client_priority") == 0) {
-        if (usage(k, 1, 1, "<0|1>") != 0) return;
-        if (strcmp(k->argv[1], "0") != 0 && strcmp(k->argv[1], "1") != 0) {
-            fail(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
-            return;
-        }
-        pthread_mutex_lock(&p->lock);
-        p->default_priority = k->argv[1][0] - '0';
-        pthread_mutex_unlock(&p->lock);
-    } else if (strcmp(c, "get_default_client_priority") == 0) {
-        if (usage(k, 0, 0, "") == 0) {
-            pthread_mutex_lock(&p->lock);
-            int v = p->default_priority;
-            pthread_mutex_unlock(&p->lock);
-            say(k, "%d\n", v);
-        }
-    } else if (strcmp(c, "get_client_info") == 0) {
-        pid_t pid = 0;
-        if (usage(k, 0, 1, "[client pid]") != 0) return;
-        if (k->argc == 2 && !(pid = parse_pid(k->argv[1]))) {
-            fail(k, "Invalid client pid \"%s\"\n", k->argv[1]);
-            return;
-        }
-        if (each_client(pid, info_block, k) == 0 && pid)
-            fail(k, "Client %s not found\n", k->argv[1]);
-    } else if (strcmp(c, "trace") == 0) {
-        /* GPU timelines (trace.c): the answer is written in place. */
-        k->failed = srv_trace_control(k->argc - 1, k->argv + 1, k->out + k->n, k->cap - k->n);
-        k->n += strlen(k->out + k->n);
-    } else {
-        fail(k, "Unknown command \"%s\"\n", c);
+    for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
+        const struct handler *c = &handlers[i];
+        if (strcmp(k->argv[0], c->name) != 0) continue;
+        if (c->lo < 0 || usage(k, c->lo, c->hi, c->args) == 0) c->run(k);
+        return;
     }
+    fail(k, "Unknown command \"%s\"\n", k->argv[0]);
 }
 
 /* Runs one line; its answer goes to out (cap bytes, NUL-terminated). 1 if it failed. */
