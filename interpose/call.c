@@ -422,19 +422,13 @@ static const void *keep_array(int param, const void *data, size_t bytes)
 
 static const struct chan_keep keep = {.str = shim_intern, .array = keep_array};
 
-CUresult shim_forward(int id, const void *const *argv)
+/* The call's arguments as sent: their values (val), the pointers the call reads or writes
+ * (ptr) and the arguments packed from (args), with contexts by id and outputs the server
+ * needs even where the caller passed NULL in storage of the caller's (spare, spare_ptr). */
+static CUresult take_args(const struct shim_call *d, const void *const *argv, uint64_t *val,
+                          uint64_t *spare, void **ptr, void **spare_ptr, const void **args)
 {
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS) return r;
-    const struct shim_call *d = &shim_calls[id];
-    const struct shim_hook *hook = shim_hooks[id];
-    if ((d->flags & SHIM_CF_CONTEXT) && (r = shim_need_ctx()) != CUDA_SUCCESS) return r;
-    /* Outputs the server needs even when the caller passes NULL (a range's base and size)
-     * are asked for into storage of our own, so that the mirror learns them too. */
-    uint64_t val[CHAN_MAX_ARGS], spare[CHAN_MAX_ARGS];
-    void *ptr[CHAN_MAX_ARGS], *spare_ptr[CHAN_MAX_ARGS];
-    const void *args[CHAN_MAX_ARGS];
-    if (d->nparams > CHAN_MAX_ARGS) return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r;
     chan_values(d, argv, val);
     for (int i = 0; i < d->nparams; i++) {
         args[i] = argv[i];
@@ -456,17 +450,24 @@ CUresult shim_forward(int id, const void *const *argv)
             args[i] = &spare_ptr[i];
         }
     }
-    /* No context check here for the rest: device-level calls work without one, and the
-     * server refuses handles that need one. Streams and events are known here, so a bad
-     * one is refused at once, even by an async call whose server-side error would only
-     * show later; so are device addresses outside the caller's memory. */
-    int host = 0, mvar = 0;
+    return CUDA_SUCCESS;
+}
+
+/* Refuses at once what the client can check itself. No context check here for the rest:
+ * device-level calls work without one, and the server refuses handles that need one.
+ * Streams and events are known here, so a bad one is refused at once, even by an async
+ * call whose server-side error would only show later; so are device addresses outside the
+ * caller's memory. */
+static CUresult check_args(const struct shim_call *d, const uint64_t *val, void *const *ptr,
+                           int *host, int *mvar)
+{
+    CUresult r = CUDA_SUCCESS;
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
         if (p->kind == SHIM_PK_HANDLE)
             r = shim_handle_check(p->htype, val[i]);
         else if (p->kind == SHIM_PK_DPTR)
-            r = check_dptr(d, i, val, ptr, &host, &mvar);
+            r = check_dptr(d, i, val, ptr, host, mvar);
         else if (p->st && p->kind != SHIM_PK_OUT && ptr[i]) {
             uint64_t n = 1;
             if (p->ckind == SHIM_CK_ARG) n = val[p->count_arg];
@@ -474,6 +475,71 @@ CUresult shim_forward(int id, const void *const *argv)
         }
         if (r != CUDA_SUCCESS) return r;
     }
+    return CUDA_SUCCESS;
+}
+
+/* Packs the call straight into the ring (n bytes, sized before) and sends it; where it
+ * waits for the reply, the outputs go to the caller's. */
+static CUresult send_call(int id, const struct shim_call *d, const void **args, size_t n, int reply,
+                          unsigned flags, CUstream work)
+{
+    const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
+    size_t reply_len;
+    struct shim_req q;
+    CUresult r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags);
+    if (r != CUDA_SUCCESS) return r;
+    chan_pack_call(d, args, q.payload, cap, &reply_len, &r);
+    shim_req_send(&q);
+    if (d->cls == SHIM_ASYNC) shim_mvar_worked(work);
+    if (!reply) return CUDA_SUCCESS;
+    const uint8_t *data;
+    uint32_t len;
+    r = shim_req_wait(&q, &data, &len);
+    if (r != CUDA_SUCCESS) {
+        /* The driver's report of why, where the call has one (always-out:). */
+        if (len) chan_unpack_reply(d, args, data, len, &keep, SHIM_PF_ON_ERROR);
+        return r;
+    }
+    chan_unpack_reply(d, args, data, len, &keep, 0);
+    return CUDA_SUCCESS;
+}
+
+/* After a call that succeeded: the mirror learns what it made, its hook runs, and a
+ * __managed__ variable it set takes what the device now holds. */
+static CUresult finish_call(const struct shim_call *d, const struct shim_hook *hook,
+                            const uint64_t *val, void *const *ptr, const void **args, int mvar,
+                            uint64_t gen)
+{
+    record(d, val, ptr);
+    if (hook && hook->after) hook->after(args);
+    /* A synchronous memset of a __managed__ variable completed in the server: its host
+     * copy takes what the device now holds. */
+    if (mvar) {
+        CUresult r = CUDA_SUCCESS;
+        shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, gen, &r);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return hook && hook->finish ? hook->finish(args) : CUDA_SUCCESS;
+}
+
+/* The client's forwarding of a described (sync/async) call: arguments checked here where
+ * the client can, the call sent, its reply and the mirror taken in. */
+CUresult shim_forward(int id, const void *const *argv)
+{
+    CUresult r = shim_ready();
+    if (r != CUDA_SUCCESS) return r;
+    const struct shim_call *d = &shim_calls[id];
+    const struct shim_hook *hook = shim_hooks[id];
+    if ((d->flags & SHIM_CF_CONTEXT) && (r = shim_need_ctx()) != CUDA_SUCCESS) return r;
+    /* Outputs the server needs even when the caller passes NULL (a range's base and size)
+     * are asked for into storage of our own, so that the mirror learns them too. */
+    uint64_t val[CHAN_MAX_ARGS], spare[CHAN_MAX_ARGS];
+    void *ptr[CHAN_MAX_ARGS], *spare_ptr[CHAN_MAX_ARGS];
+    const void *args[CHAN_MAX_ARGS];
+    if (d->nparams > CHAN_MAX_ARGS) return CUDA_ERROR_NOT_SUPPORTED;
+    if ((r = take_args(d, argv, val, spare, ptr, spare_ptr, args)) != CUDA_SUCCESS) return r;
+    int host = 0, mvar = 0;
+    if ((r = check_args(d, val, ptr, &host, &mvar)) != CUDA_SUCCESS) return r;
     if (hook && hook->before && (r = hook->before(args)) != CUDA_SUCCESS) return r;
     if (hook && hook->known && hook->known(args)) return CUDA_SUCCESS;
     /* Device work: the host's writes to __managed__ variables go first (mvars.c). */
@@ -500,35 +566,10 @@ CUresult shim_forward(int id, const void *const *argv)
     int took = d->destroys >= 0 && take_range(d, val, &taken);
     struct shim_known taken_h;
     int took_h = d->destroys >= 0 && take_handle(d, val, &taken_h);
-    struct shim_req q;
-    if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS)
-        goto failed;
-    chan_pack_call(d, args, q.payload, cap, &reply_len, &r);
-    shim_req_send(&q);
-    if (d->cls == SHIM_ASYNC) shim_mvar_worked(work);
-    if (reply) {
-        const uint8_t *data;
-        uint32_t len;
-        r = shim_req_wait(&q, &data, &len);
-        if (r != CUDA_SUCCESS) {
-            /* The driver's report of why, where the call has one (always-out:). */
-            if (len) chan_unpack_reply(d, args, data, len, &keep, SHIM_PF_ON_ERROR);
-            goto failed;
-        }
-        chan_unpack_reply(d, args, data, len, &keep, 0);
+    if ((r = send_call(id, d, args, n, reply, flags, work)) != CUDA_SUCCESS) {
+        if (took) shim_range_add(&taken);
+        if (took_h) shim_known_add(d->params[d->destroys].htype, val[d->destroys], &taken_h);
+        return r;
     }
-    record(d, val, ptr);
-    if (hook && hook->after) hook->after(args);
-    /* A synchronous memset of a __managed__ variable completed in the server: its host
-     * copy takes what the device now holds. */
-    if (mvar) {
-        r = CUDA_SUCCESS;
-        shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, gen, &r);
-        if (r != CUDA_SUCCESS) return r;
-    }
-    return hook && hook->finish ? hook->finish(args) : CUDA_SUCCESS;
-failed:
-    if (took) shim_range_add(&taken);
-    if (took_h) shim_known_add(d->params[d->destroys].htype, val[d->destroys], &taken_h);
-    return r;
+    return finish_call(d, hook, val, ptr, args, mvar, gen);
 }

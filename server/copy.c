@@ -315,133 +315,197 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
 
 /* ---------------------------------------------------------------- the operation */
 
-void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
-{
+/* One copy record as the server decides it: the descriptor is its own copy, and nothing
+ * here is read from the ring again (the client can still write there). */
+struct op {
     struct chan_copy m;
-    int lane = (r->flags & CHAN_RF_REPLY) ? r->lane : -1;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len < sizeof(m)) {
-        atomic_store(&c->dead, 1); /* cannot even tell how to answer: protocol error */
-        return;
-    }
-    memcpy(&m, p, sizeof(m));
-    uint64_t total;
-    int wraps = __builtin_mul_overflow(m.width, m.height, &total) ||
-                __builtin_mul_overflow(total, m.depth, &total);
-    int src_staged = m.src.kind == CHAN_MEM_STAGED, dst_staged = m.dst.kind == CHAN_MEM_STAGED;
-    int is_inline = (m.flags & CHAN_CF_INLINE) != 0;
-    if (wraps && !src_staged && !dst_staged) {
+    uint8_t *data;  /* what follows the descriptor in the record: an inline source's bytes */
+    uint64_t total; /* width x height x depth, where that does not wrap */
+    int wraps;      /* width x height x depth overflows */
+    int lane;       /* the reply lane, or -1: the client waits for no reply */
+    int src_staged, dst_staged, is_inline;
+};
+
+/* Answers, or disconnects, a record no copy can follow: 0 when the copy goes on. */
+static int refuse(struct srv_client *c, const struct op *o, uint32_t len)
+{
+    const struct chan_copy *m = &o->m;
+    int src_staged = o->src_staged, dst_staged = o->dst_staged, is_inline = o->is_inline;
+    if (o->wraps && !src_staged && !dst_staged) {
         /* Sizes no memory could hold: the driver's answer; the client's protocol is fine. */
-        if (lane >= 0)
-            srv_reply(c, lane, CUDA_ERROR_INVALID_VALUE, 0);
+        if (o->lane >= 0)
+            srv_reply(c, o->lane, CUDA_ERROR_INVALID_VALUE, 0);
         else
             srv_defer(c, CUDA_ERROR_INVALID_VALUE, "copy");
-        return;
+        return -1;
     }
-    if (m.width == 0 || m.height == 0 || m.depth == 0 || (src_staged && dst_staged) || wraps ||
-        (is_inline && (!(src_staged || dst_staged) || total > CHAN_INLINE_MAX)) ||
-        (is_inline && src_staged && len != sizeof(m) + total) ||
-        (!is_inline && (src_staged || dst_staged) && m.first_chunk != c->chunk_seq)) {
+    if (m->width == 0 || m->height == 0 || m->depth == 0 || (src_staged && dst_staged) ||
+        o->wraps || (is_inline && (!(src_staged || dst_staged) || o->total > CHAN_INLINE_MAX)) ||
+        (is_inline && src_staged && len != sizeof(*m) + o->total) ||
+        (!is_inline && (src_staged || dst_staged) && m->first_chunk != c->chunk_seq)) {
         /* The staging protocol is out of step: nothing sensible can follow. */
         atomic_store(&c->dead, 1);
         srv_log("Client process %d sent an inconsistent copy; disconnecting it", (int)c->pid);
-        return;
+        return -1;
     }
-    struct side src, dst;
-    struct srv_stream *s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread);
+    return 0;
+}
+
+/* Resolves the copy's stream (*sp) and checks it and both sides (*src, *dst): the error the
+ * copy answers with, or CUDA_SUCCESS. */
+static CUresult check_copy(struct srv_client *c, const struct chan_rec *r, const struct op *o,
+                           struct srv_stream **sp, struct side *src, struct side *dst)
+{
+    const struct chan_copy *m = &o->m;
+    CUresult res;
+    struct srv_stream *s = srv_stream_resolve(c, m->stream, r->flags & CHAN_RF_PTDS, r->thread);
+    *sp = s;
     if (!c->cur)
         res = CUDA_ERROR_INVALID_CONTEXT;
     else if (c->cur->fault)
         res = c->cur->fault; /* its context died (fault.c); staged chunks still flow */
     else if (!s)
         res = CUDA_ERROR_INVALID_HANDLE;
-    else if ((res = check_side(c, &m.src, m.width, m.height, m.depth, &src)) == CUDA_SUCCESS)
-        res = check_side(c, &m.dst, m.width, m.height, m.depth, &dst);
+    else if ((res = check_side(c, &m->src, m->width, m->height, m->depth, src)) == CUDA_SUCCESS)
+        res = check_side(c, &m->dst, m->width, m->height, m->depth, dst);
     /* Pageable memory cannot be captured: the slots and lanes it travels through are
      * reused, and the driver would take them for pinned memory. */
-    if (res == CUDA_SUCCESS && (src_staged || dst_staged) && srv_stream_capturing(c, s))
+    if (res == CUDA_SUCCESS && (o->src_staged || o->dst_staged) && srv_stream_capturing(c, s))
         res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    CUstream st = res == CUDA_SUCCESS ? srv_stream_prepare(c, s) : NULL;
+    return res;
+}
 
-    if ((src_staged || dst_staged) && !is_inline) {
-        staged(c, r, &m, &src, &dst, res == CUDA_SUCCESS ? s : NULL, res);
-        return;
+/* The 2D description of an unaligned copy: a staged source is the record's inline bytes, a
+ * staged destination the reply lane, both packed by rows. */
+static CUDA_MEMCPY2D unaligned_desc(struct srv_client *c, const struct op *o,
+                                    const struct side *src, const struct side *dst)
+{
+    CUDA_MEMCPY2D q;
+    memset(&q, 0, sizeof(q));
+    q.srcXInBytes = src->x;
+    q.srcY = src->y;
+    q.srcMemoryType = src->type;
+    q.srcPitch = src->pitch;
+    q.dstXInBytes = dst->x;
+    q.dstY = dst->y;
+    q.dstMemoryType = dst->type;
+    q.dstPitch = dst->pitch;
+    q.WidthInBytes = o->m.width;
+    q.Height = o->m.height;
+    if (o->src_staged) {
+        q.srcHost = o->data;
+        q.srcPitch = o->m.width;
+        q.srcXInBytes = q.srcY = 0;
+    } else if (src->type == CU_MEMORYTYPE_ARRAY) {
+        q.srcArray = (CUarray)(uintptr_t)src->addr;
+    } else if (src->type == CU_MEMORYTYPE_HOST) {
+        q.srcHost = (const void *)(uintptr_t)src->addr;
+    } else {
+        q.srcDevice = src->addr;
     }
-    if (res == CUDA_SUCCESS && (m.flags & CHAN_CF_UNALIGNED)) {
-        /* No async form exists: wait for the stream, then copy synchronously. */
-        CUDA_MEMCPY2D q;
-        memset(&q, 0, sizeof(q));
-        q.srcXInBytes = src.x;
-        q.srcY = src.y;
-        q.srcMemoryType = src.type;
-        q.srcPitch = src.pitch;
-        q.dstXInBytes = dst.x;
-        q.dstY = dst.y;
-        q.dstMemoryType = dst.type;
-        q.dstPitch = dst.pitch;
-        q.WidthInBytes = m.width;
-        q.Height = m.height;
-        if (src_staged) {
-            q.srcHost = p + sizeof(m);
-            q.srcPitch = m.width;
-            q.srcXInBytes = q.srcY = 0;
-        } else if (src.type == CU_MEMORYTYPE_ARRAY) {
-            q.srcArray = (CUarray)(uintptr_t)src.addr;
-        } else if (src.type == CU_MEMORYTYPE_HOST) {
-            q.srcHost = (const void *)(uintptr_t)src.addr;
-        } else {
-            q.srcDevice = src.addr;
-        }
-        if (dst_staged) {
-            q.dstHost = srv_lane_data(c, lane);
-            q.dstPitch = m.width;
-            q.dstXInBytes = q.dstY = 0;
-        } else if (dst.type == CU_MEMORYTYPE_ARRAY) {
-            q.dstArray = (CUarray)(uintptr_t)dst.addr;
-        } else if (dst.type == CU_MEMORYTYPE_HOST) {
-            q.dstHost = (void *)(uintptr_t)dst.addr;
-        } else {
-            q.dstDevice = dst.addr;
-        }
-        res = DRV(cuStreamSynchronize)(st);
-        /* It runs on the real context's legacy stream, which no client stream waits for,
-         * and from pageable memory it may return before the data lands: wait for it. */
-        if (res == CUDA_SUCCESS) res = DRV(cuMemcpy2DUnaligned_v2)(&q);
-        if (res == CUDA_SUCCESS) res = DRV(cuStreamSynchronize)(NULL);
-        srv_reply(c, lane, res, res == CUDA_SUCCESS && dst_staged ? (uint32_t)total : 0);
-        return;
+    if (o->dst_staged) {
+        q.dstHost = srv_lane_data(c, o->lane);
+        q.dstPitch = o->m.width;
+        q.dstXInBytes = q.dstY = 0;
+    } else if (dst->type == CU_MEMORYTYPE_ARRAY) {
+        q.dstArray = (CUarray)(uintptr_t)dst->addr;
+    } else if (dst->type == CU_MEMORYTYPE_HOST) {
+        q.dstHost = (void *)(uintptr_t)dst->addr;
+    } else {
+        q.dstDevice = dst->addr;
     }
-    if (res == CUDA_SUCCESS) {
-        struct chan_chunk whole = {.nrows = m.height, .nbytes = m.width};
-        struct side a = src, b = dst;
-        if (src_staged) { /* inline: the data follows the descriptor, rows packed */
-            /* Given to the driver from pinned memory of the server's, never from the
-             * record: a pageable source would take the driver's staging, which is
-             * shared by every client (hostblocks.c says why that matters). */
-            uint8_t *data = p + sizeof(m), *pin = srv_hblock_take(c, s, total);
-            if (pin) {
-                memcpy(pin, data, total);
-                data = pin;
-            }
-            a = at_chunk(&src, 1, data, &whole);
+    return q;
+}
+
+/* A checked copy with no async form (CHAN_CF_UNALIGNED): run synchronously, and answered. */
+static void copy_unaligned(struct srv_client *c, const struct op *o, const struct side *src,
+                           const struct side *dst, CUstream st)
+{
+    /* No async form exists: wait for the stream, then copy synchronously. */
+    CUDA_MEMCPY2D q = unaligned_desc(c, o, src, dst);
+    CUresult res = DRV(cuStreamSynchronize)(st);
+    /* It runs on the real context's legacy stream, which no client stream waits for,
+     * and from pageable memory it may return before the data lands: wait for it. */
+    if (res == CUDA_SUCCESS) res = DRV(cuMemcpy2DUnaligned_v2)(&q);
+    if (res == CUDA_SUCCESS) res = DRV(cuStreamSynchronize)(NULL);
+    srv_reply(c, o->lane, res, res == CUDA_SUCCESS && o->dst_staged ? (uint32_t)o->total : 0);
+}
+
+/* Issues a checked copy whose data is in place or inline (in the record, or to the reply
+ * lane) on st, as one piece. */
+static CUresult issue_whole(struct srv_client *c, struct srv_stream *s, const struct op *o,
+                            const struct side *src, const struct side *dst, CUstream st)
+{
+    struct chan_chunk whole = {.nrows = o->m.height, .nbytes = o->m.width};
+    struct side a = *src, b = *dst;
+    CUresult res;
+    if (o->src_staged) { /* inline: the data follows the descriptor, rows packed */
+        /* Given to the driver from pinned memory of the server's, never from the
+         * record: a pageable source would take the driver's staging, which is
+         * shared by every client (hostblocks.c says why that matters). */
+        uint8_t *data = o->data, *pin = srv_hblock_take(c, s, o->total);
+        if (pin) {
+            memcpy(pin, data, o->total);
+            data = pin;
         }
-        if (dst_staged) b = at_chunk(&dst, 1, srv_lane_data(c, lane), &whole);
-        if (dst_staged && lane < 0)
-            res = CUDA_ERROR_INVALID_VALUE;
-        else
-            res = issue(&a, &b, m.width, m.height, m.depth, st);
-        /* The data is in the record, which the next one overwrites: the driver keeps a
-         * copy of it until the copy runs (queue.c). */
-        if (res == CUDA_SUCCESS && src_staged) srv_queue_charge(c, s, total);
+        a = at_chunk(src, 1, data, &whole);
     }
-    if (res == CUDA_SUCCESS) atomic_fetch_add(&c->stats.bytes_copied, total);
-    if (lane < 0) {
+    if (o->dst_staged) b = at_chunk(dst, 1, srv_lane_data(c, o->lane), &whole);
+    if (o->dst_staged && o->lane < 0)
+        res = CUDA_ERROR_INVALID_VALUE;
+    else
+        res = issue(&a, &b, o->m.width, o->m.height, o->m.depth, st);
+    /* The data is in the record, which the next one overwrites: the driver keeps a
+     * copy of it until the copy runs (queue.c). */
+    if (res == CUDA_SUCCESS && o->src_staged) srv_queue_charge(c, s, o->total);
+    return res;
+}
+
+/* Answers a copy issued as one piece (or refused): deferred where the client waits for no
+ * reply, after its stream where it asked for the copy complete (CHAN_CF_COMPLETE). */
+static void answer(struct srv_client *c, struct srv_stream *s, const struct op *o, CUresult res)
+{
+    if (res == CUDA_SUCCESS) atomic_fetch_add(&c->stats.bytes_copied, o->total);
+    if (o->lane < 0) {
         srv_defer(c, res, "copy");
         return;
     }
-    if (res == CUDA_SUCCESS && (m.flags & CHAN_CF_COMPLETE)) {
-        res = srv_wait_stream(c, s, lane, dst_staged ? (uint32_t)total : 0);
+    if (res == CUDA_SUCCESS && (o->m.flags & CHAN_CF_COMPLETE)) {
+        res = srv_wait_stream(c, s, o->lane, o->dst_staged ? (uint32_t)o->total : 0);
         if (res == CUDA_SUCCESS) return;
     }
-    srv_reply(c, lane, res, res == CUDA_SUCCESS && dst_staged ? (uint32_t)total : 0);
+    srv_reply(c, o->lane, res, res == CUDA_SUCCESS && o->dst_staged ? (uint32_t)o->total : 0);
+}
+
+void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct op o;
+    o.lane = (r->flags & CHAN_RF_REPLY) ? r->lane : -1;
+    if (len < sizeof(o.m)) {
+        atomic_store(&c->dead, 1); /* cannot even tell how to answer: protocol error */
+        return;
+    }
+    memcpy(&o.m, p, sizeof(o.m));
+    o.data = p + sizeof(o.m);
+    o.wraps = __builtin_mul_overflow(o.m.width, o.m.height, &o.total) ||
+              __builtin_mul_overflow(o.total, o.m.depth, &o.total);
+    o.src_staged = o.m.src.kind == CHAN_MEM_STAGED;
+    o.dst_staged = o.m.dst.kind == CHAN_MEM_STAGED;
+    o.is_inline = (o.m.flags & CHAN_CF_INLINE) != 0;
+    if (refuse(c, &o, len)) return;
+    struct side src, dst;
+    struct srv_stream *s;
+    CUresult res = check_copy(c, r, &o, &s, &src, &dst);
+    CUstream st = res == CUDA_SUCCESS ? srv_stream_prepare(c, s) : NULL;
+
+    if ((o.src_staged || o.dst_staged) && !o.is_inline) {
+        staged(c, r, &o.m, &src, &dst, res == CUDA_SUCCESS ? s : NULL, res);
+        return;
+    }
+    if (res == CUDA_SUCCESS && (o.m.flags & CHAN_CF_UNALIGNED)) {
+        copy_unaligned(c, &o, &src, &dst, st);
+        return;
+    }
+    if (res == CUDA_SUCCESS) res = issue_whole(c, s, &o, &src, &dst, st);
+    answer(c, s, &o, res);
 }

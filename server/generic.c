@@ -357,6 +357,152 @@ CUresult srv_generic_drive(struct srv_call *k)
     return (CUresult)rc;
 }
 
+/* Handle elements of an input array: the client's, checked and mapped in place (the
+ * elements are the server's private copy). */
+static CUresult check_elements(struct srv_client *c, struct srv_call *k, int i)
+{
+    const struct shim_param *pp = &k->d->params[i];
+    for (uint32_t e = 0; e < k->a.count[i]; e++) {
+        uint64_t h = 0, m;
+        CUresult res;
+        memcpy(&h, (uint8_t *)k->a.ptr[i] + (size_t)e * pp->elem, pp->elem);
+        if ((res = check_handle(c, k->r, pp->htype, h, &m)) != CUDA_SUCCESS) return res;
+        memcpy((uint8_t *)k->a.ptr[i] + (size_t)e * pp->elem, &m, pp->elem);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* A pointer parameter: NULL refused where the driver would read from it, and the handles,
+ * struct members and devices of an input checked and mapped. */
+static CUresult check_pointer(struct srv_client *c, struct srv_call *k, int i)
+{
+    const struct shim_call *d = k->d;
+    const struct shim_param *pp = &d->params[i];
+    CUresult res;
+    /* An input the driver would read from NULL: refused here, as the driver
+     * refuses it (and driver 580's cuMemPoolSetAttribute would crash on it),
+     * unless NULL means "none" there (opt-in:). */
+    if (!k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT) &&
+        !(pp->pflags & SHIM_PF_OPTIONAL) && expected_count(d, pp, &k->a) > 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT)) {
+        /* Handle elements and struct members of inputs are the client's too. */
+        if (pp->htype && (res = check_elements(c, k, i)) != CUDA_SUCCESS) return res;
+        if (pp->st &&
+            (res = check_members(c, k->r, pp->st, k->a.ptr[i], k->a.count[i])) != CUDA_SUCCESS)
+            return res;
+        if ((pp->pflags & SHIM_PF_DEVICE) && pp->elem == sizeof(CUdevice) &&
+            (res = map_devices(c, k->a.ptr[i], k->a.count[i], 1)) != CUDA_SUCCESS)
+            return res;
+    }
+    k->vals[i] = (uint64_t)(uintptr_t)k->a.ptr[i];
+    return CUDA_SUCCESS;
+}
+
+/* Checks parameter i and sets what the driver gets for it (k->vals[i]); *destroyed is the
+ * record the call destroys, *host the host memory whose work completes before the reply. */
+static CUresult check_param(struct srv_client *c, struct srv_call *k, int i,
+                            struct srv_obj **destroyed, struct srv_obj **host)
+{
+    const struct shim_call *d = k->d;
+    const struct shim_param *pp = &d->params[i];
+    struct srv_obj *o;
+    CUresult res;
+    switch (pp->kind) {
+    case SHIM_PK_HANDLE:
+        if ((res = check_handle(c, k->r, pp->htype, k->a.val[i], &k->vals[i])) != CUDA_SUCCESS)
+            return res;
+        /* Only what the client made itself: a library's module, say, is not its own. */
+        if (i == d->destroys &&
+            (!(*destroyed = srv_obj_find(c, pp->htype, k->a.val[i])) || !(*destroyed)->owned))
+            return CUDA_ERROR_INVALID_HANDLE;
+        return CUDA_SUCCESS;
+    case SHIM_PK_DPTR:
+        if ((res = check_dptr(c, d, i, &k->a, &o)) != CUDA_SUCCESS) return res;
+        if (i == d->destroys) *destroyed = o;
+        /* Managed variables too: the client's host copy is brought in afterwards. */
+        if (i == d->host_sync && o && (srv_host_type(o->key.type) || srv_managed_var(o))) *host = o;
+        k->vals[i] = k->a.val[i];
+        return CUDA_SUCCESS;
+    case SHIM_PK_VAL:
+        /* A CUdevice is the client's ordinal: the server's from here on (hooks too). */
+        if ((pp->pflags & SHIM_PF_DEVICE)) {
+            int dev = srv_dev_in(c, (int64_t)(int32_t)k->a.val[i]);
+            if (dev < 0) return CUDA_ERROR_INVALID_DEVICE;
+            k->a.val[i] = (uint64_t)dev;
+        }
+        k->vals[i] = k->a.val[i];
+        return CUDA_SUCCESS;
+    case SHIM_PK_RAW:
+        k->vals[i] = k->a.val[i];
+        return CUDA_SUCCESS;
+    case SHIM_PK_CTX: {
+        /* The client's context (by id) names a device: its real context. */
+        struct srv_ctx *x = k->a.val[i] ? srv_ctx_get(c, (uint32_t)k->a.val[i]) : NULL;
+        if (k->a.val[i] && !x) return CUDA_ERROR_INVALID_CONTEXT;
+        k->vals[i] = x ? (uint64_t)(uintptr_t)srv.ctx[x->device] : 0;
+        return CUDA_SUCCESS;
+    }
+    default:
+        return check_pointer(c, k, i);
+    }
+}
+
+/* Stream order: the call goes on the client's stream (or, via:, its default stream),
+ * after what CUDA's legacy semantics say it must follow; k->dev is that stream's device. */
+static CUresult resolve_stream(struct srv_client *c, struct srv_call *k, int via)
+{
+    const struct shim_call *d = k->d;
+    if (d->stream < 0 && !via) return CUDA_SUCCESS;
+    uint64_t h = d->stream >= 0 ? k->a.val[d->stream] : 0;
+    k->stream = srv_stream_resolve(c, h, k->r->flags & CHAN_RF_PTDS, k->r->thread);
+    if (!k->stream) return c->cur ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+    k->dev = k->stream->device;
+    return CUDA_SUCCESS;
+}
+
+/* Runs the checked call (its family's hook, or the driver through libffi) on its real
+ * stream, inside the code gate; on failure, whether its outputs say why (k->report). */
+static CUresult run_call(struct srv_client *c, struct srv_call *k, const struct srv_hook *hook,
+                         int via, struct srv_obj *destroyed)
+{
+    const struct shim_call *d = k->d;
+    CUresult res = CUDA_SUCCESS;
+    if (k->stream) {
+        CUstream st = srv_stream_prepare(c, k->stream);
+        if (via)
+            k->vals[d->nparams] = (uint64_t)(uintptr_t)st;
+        else
+            k->vals[d->stream] = (uint64_t)(uintptr_t)st;
+    }
+    int gated = srv_codegate_call_begin(c, k, &res);
+    if (res != CUDA_SUCCESS) return res;
+    /* Memory about to go: the client's stream waits on it end first (memops.c). */
+    if (destroyed && destroyed->size)
+        srv_memops_end_range(c, destroyed->key.value, destroyed->size);
+    res = hook && hook->call ? hook->call(c, k) : srv_generic_drive(k);
+    srv_codegate_call_end(gated);
+    if (res != CUDA_SUCCESS)
+        for (int i = 0; i < d->nparams; i++)
+            k->report |= (d->params[i].pflags & SHIM_PF_ON_ERROR) != 0;
+    return res;
+}
+
+/* After a successful call: what it made registered, its hook's after run, devices in its
+ * outputs mapped back, what it destroyed forgotten, output strings copied to the reply. */
+static CUresult take_results(struct srv_client *c, struct srv_call *k, const struct srv_hook *hook,
+                             struct srv_obj *destroyed)
+{
+    CUresult res;
+    if (!k->registers && (res = register_outputs(c, k)) != CUDA_SUCCESS) return res;
+    if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS) return res;
+    if ((res = map_outputs(c, k)) != CUDA_SUCCESS) return res;
+    if (destroyed && !k->keep) srv_obj_destroyed(c, destroyed);
+    copy_strings(k);
+    return CUDA_SUCCESS;
+}
+
+/* The generic replay of a described call: decoded, checked, run and its results taken. */
 static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uint32_t len,
                        struct srv_obj **destroyed, struct srv_obj **host)
 {
@@ -370,111 +516,17 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
     CUresult res = chan_unpack_call(d, p, len, c->out, CHAN_LANE_DATA, &k->a);
     if (res != CUDA_SUCCESS) return res;
     if ((d->flags & SHIM_CF_CONTEXT) && !c->cur) return CUDA_ERROR_INVALID_CONTEXT;
-    for (int i = 0; i < d->nparams; i++) {
-        const struct shim_param *pp = &d->params[i];
-        struct srv_obj *o;
-        switch (pp->kind) {
-        case SHIM_PK_HANDLE:
-            if ((res = check_handle(c, k->r, pp->htype, k->a.val[i], &k->vals[i])) != CUDA_SUCCESS)
-                return res;
-            /* Only what the client made itself: a library's module, say, is not its own. */
-            if (i == d->destroys &&
-                (!(*destroyed = srv_obj_find(c, pp->htype, k->a.val[i])) || !(*destroyed)->owned))
-                return CUDA_ERROR_INVALID_HANDLE;
-            break;
-        case SHIM_PK_DPTR:
-            if ((res = check_dptr(c, d, i, &k->a, &o)) != CUDA_SUCCESS) return res;
-            if (i == d->destroys) *destroyed = o;
-            /* Managed variables too: the client's host copy is brought in afterwards. */
-            if (i == d->host_sync && o && (srv_host_type(o->key.type) || srv_managed_var(o)))
-                *host = o;
-            k->vals[i] = k->a.val[i];
-            break;
-        case SHIM_PK_VAL:
-            /* A CUdevice is the client's ordinal: the server's from here on (hooks too). */
-            if ((pp->pflags & SHIM_PF_DEVICE)) {
-                int dev = srv_dev_in(c, (int64_t)(int32_t)k->a.val[i]);
-                if (dev < 0) return CUDA_ERROR_INVALID_DEVICE;
-                k->a.val[i] = (uint64_t)dev;
-            }
-            k->vals[i] = k->a.val[i];
-            break;
-        case SHIM_PK_RAW:
-            k->vals[i] = k->a.val[i];
-            break;
-        case SHIM_PK_CTX: {
-            /* The client's context (by id) names a device: its real context. */
-            struct srv_ctx *x = k->a.val[i] ? srv_ctx_get(c, (uint32_t)k->a.val[i]) : NULL;
-            if (k->a.val[i] && !x) return CUDA_ERROR_INVALID_CONTEXT;
-            k->vals[i] = x ? (uint64_t)(uintptr_t)srv.ctx[x->device] : 0;
-            break;
-        }
-        default:
-            /* An input the driver would read from NULL: refused here, as the driver
-             * refuses it (and driver 580's cuMemPoolSetAttribute would crash on it),
-             * unless NULL means "none" there (opt-in:). */
-            if (!k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT) &&
-                !(pp->pflags & SHIM_PF_OPTIONAL) && expected_count(d, pp, &k->a) > 0)
-                return CUDA_ERROR_INVALID_VALUE;
-            if (k->a.ptr[i] && (pp->kind == SHIM_PK_IN || pp->kind == SHIM_PK_INOUT)) {
-                /* Handle elements and struct members of inputs are the client's too. */
-                if (pp->htype)
-                    for (uint32_t e = 0; e < k->a.count[i]; e++) {
-                        uint64_t h = 0, m;
-                        memcpy(&h, (uint8_t *)k->a.ptr[i] + (size_t)e * pp->elem, pp->elem);
-                        if ((res = check_handle(c, k->r, pp->htype, h, &m)) != CUDA_SUCCESS)
-                            return res;
-                        memcpy((uint8_t *)k->a.ptr[i] + (size_t)e * pp->elem, &m, pp->elem);
-                    }
-                if (pp->st && (res = check_members(c, k->r, pp->st, k->a.ptr[i], k->a.count[i])) !=
-                                  CUDA_SUCCESS)
-                    return res;
-                if ((pp->pflags & SHIM_PF_DEVICE) && pp->elem == sizeof(CUdevice) &&
-                    (res = map_devices(c, k->a.ptr[i], k->a.count[i], 1)) != CUDA_SUCCESS)
-                    return res;
-            }
-            k->vals[i] = (uint64_t)(uintptr_t)k->a.ptr[i];
-        }
-    }
+    for (int i = 0; i < d->nparams; i++)
+        if ((res = check_param(c, k, i, destroyed, host)) != CUDA_SUCCESS) return res;
     if (d->parent >= 0) k->parent = named_obj(c, &d->params[d->parent], k->a.val[d->parent]);
-    /* Stream order: the call goes on the client's stream (or, via:, its default stream),
-     * after what CUDA's legacy semantics say it must follow. */
-    if (d->stream >= 0 || via) {
-        uint64_t h = d->stream >= 0 ? k->a.val[d->stream] : 0;
-        k->stream = srv_stream_resolve(c, h, k->r->flags & CHAN_RF_PTDS, k->r->thread);
-        if (!k->stream) return c->cur ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
-        k->dev = k->stream->device;
-    }
+    if ((res = resolve_stream(c, k, via)) != CUDA_SUCCESS) return res;
     /* Device-level calls need no client context, but the driver wants one current: one of
      * the client's devices. */
     if (!c->cur && (res = srv_use_device(srv_dev_any(c))) != CUDA_SUCCESS) return res;
     if ((res = check_limit(c, k)) != CUDA_SUCCESS) return res;
     if (hook && hook->before && (res = hook->before(c, k)) != CUDA_SUCCESS) return res;
-    if (k->stream) {
-        CUstream st = srv_stream_prepare(c, k->stream);
-        if (via)
-            k->vals[d->nparams] = (uint64_t)(uintptr_t)st;
-        else
-            k->vals[d->stream] = (uint64_t)(uintptr_t)st;
-    }
-    int gated = srv_codegate_call_begin(c, k, &res);
-    if (res != CUDA_SUCCESS) return res;
-    /* Memory about to go: the client's stream waits on it end first (memops.c). */
-    if (*destroyed && (*destroyed)->size)
-        srv_memops_end_range(c, (*destroyed)->key.value, (*destroyed)->size);
-    res = hook && hook->call ? hook->call(c, k) : srv_generic_drive(k);
-    srv_codegate_call_end(gated);
-    if (res != CUDA_SUCCESS) {
-        for (int i = 0; i < d->nparams; i++)
-            k->report |= (d->params[i].pflags & SHIM_PF_ON_ERROR) != 0;
-        return res;
-    }
-    if (!k->registers && (res = register_outputs(c, k)) != CUDA_SUCCESS) return res;
-    if (hook && hook->after && (res = hook->after(c, k)) != CUDA_SUCCESS) return res;
-    if ((res = map_outputs(c, k)) != CUDA_SUCCESS) return res;
-    if (*destroyed && !k->keep) srv_obj_destroyed(c, *destroyed);
-    copy_strings(k);
-    return CUDA_SUCCESS;
+    if ((res = run_call(c, k, hook, via, *destroyed)) != CUDA_SUCCESS) return res;
+    return take_results(c, k, hook, *destroyed);
 }
 
 void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
