@@ -255,8 +255,8 @@ int main(int argc, char **argv)
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     /* One thread per client: glibc gives threads arenas of their own (up to 8 per core) that
      * never go back, and lets its mmap threshold grow to 32 MiB, so freed client buffers
-     * stayed resident: a soak's stream of clients took the server to gigabytes resident in 64
-     * MB arenas (bench/NOTES.md, "malloc arenas"). A few arenas, a fixed threshold (bigger
+     * stayed resident: a soak's stream of clients took the server to gigabytes resident in
+     * 64 MB arenas (bench/NOTES.md, "malloc arenas"). A few arenas, a fixed threshold (bigger
      * blocks are mapped and unmapped) and a trim as each client leaves (client.c). */
     mallopt(M_ARENA_MAX, 4);
     mallopt(M_MMAP_THRESHOLD, 4 << 20);

@@ -150,8 +150,8 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * costs nothing while CPUs are free and makes a launch + synchronisation round trip 1-2 us
  * shorter than the worker's reply. With every CPU wanted the spinning threads take them from
  * the workers and from MPI ranks: a cold job of as many polling ranks as CPUs ran a fifth
- * slower than with the worker's reply (block_stream; bench/NOTES.md, "Replies from the GPU"). 1
- * when the reply is posted or on its way. */
+ * slower than with the worker's reply (block_stream; bench/NOTES.md, "Replies from the GPU").
+ * 1 when the reply is posted or on its way. */
 static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
     if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
