@@ -235,9 +235,9 @@ static const char FROM_DRIVER[1];
 /* The tables, by UUID as its bytes read in memory order. A NULL table is refused quietly:
  * f8cff951 is asked for by every cudart program, which copes without it (as it does on
  * other replacement drivers); a line on each run would only be noise. Refused with a line
- * and coped with, seen on an H100 with driver 580.159.04 (tools/exptrace): 69a28e9f,
- * asked by NVML (libnvidia-ml) in every PyTorch process; da9151d3, asked by NVRTC, which
- * compiles without it. */
+ * and coped with, seen (tools/exptrace; bench/NOTES.md, "Export tables"): 69a28e9f, asked by
+ * NVML (libnvidia-ml) in every PyTorch process; da9151d3, asked by NVRTC, which compiles
+ * without it. */
 static const struct {
     const char *uuid;
     const void *table;
@@ -261,9 +261,9 @@ static const struct {
  * library and the driver inside the process: it names no context, stream or memory. So
  * the real driver, loaded into this process by absolute path and never initialised (no
  * cuInit: no device is opened, nothing of the GPU is held), serves it, and cuBLASLt's
- * kernels then run through the server as every other call does. Checked on an H100: the
- * table was served before cuInit natively, and PyTorch's AMP training and CuPy's fp16
- * matmul gave the native results through the shim. Without a real driver here (the CI
+ * kernels then run through the server as every other call does. The table is served before
+ * cuInit natively, and PyTorch's AMP training and CuPy's fp16 matmul give the native results
+ * through the shim (bench/NOTES.md, "Export tables"). Without a real driver here (the CI
  * machine) the table is refused like an unknown one. */
 static CUresult from_driver(const void **pp, const CUuuid *id, const char *hex)
 {

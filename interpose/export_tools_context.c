@@ -1,15 +1,14 @@
 /* TOOLS_CONTEXT (UUID 21318c60-9714-3248-8ca6-41ff7324c8f2): a table of 92 slots that
  * cuBLAS, cuBLASLt and cuFFT ask for. Without it cuBLAS's GEMMs fail with
- * CUBLAS_STATUS_NOT_SUPPORTED (PyTorch's `x @ x` on an H100). Three slots were seen called
- * (tools/exptrace on an H100, driver 580.159.04, cuBLAS 13, PyTorch, CuPy and cuSOLVER):
- * 4, the context's id (what cuCtxGetId answers); 51 and 39, which cuBLAS calls in turn for
- * a handle on the NULL stream (CuPy's default): 51 resolves a stream handle to the
- * driver's stream object and 39 reads that object's id, which the real driver answered
- * with cuStreamGetId's value (7 for the NULL stream of a fresh process, both ways). With
- * 51 refused, CuPy's first matmul and cuSOLVER's solve failed with INTERNAL_ERROR. No
- * published description of the other slots exists (shared/data/export-tables.md): each
- * says so once if called and returns CUDA_ERROR_NOT_SUPPORTED, which a caller checking
- * results can handle. */
+ * CUBLAS_STATUS_NOT_SUPPORTED (PyTorch's `x @ x`). Three slots were seen called (tools/exptrace
+ * under PyTorch, CuPy and cuSOLVER; bench/NOTES.md, "Export tables"): 4, the context's id (what
+ * cuCtxGetId answers); 51 and 39, which cuBLAS calls in turn for a handle on the NULL stream
+ * (CuPy's default): 51 resolves a stream handle to the driver's stream object and 39 reads that
+ * object's id, which the real driver answered with cuStreamGetId's value (7 for the NULL stream
+ * of a fresh process, both ways). With 51 refused, CuPy's first matmul and cuSOLVER's solve
+ * failed with INTERNAL_ERROR. No published description of the other slots exists
+ * (shared/data/export-tables.md): each says so once if called and returns
+ * CUDA_ERROR_NOT_SUPPORTED, which a caller checking results can handle. */
 #include "interpose/export_tables.h"
 #include "interpose/shim.h"
 
@@ -39,8 +38,8 @@ static CUresult tools_context_stream(CUcontext ctx, CUstream stream, CUstream *o
 }
 
 /* Slot 39: (context, object from slot 51, &id): the stream's id, as cuStreamGetId answers
- * (13, 14, 15 for three streams made in turn, both ways, on an H100); the real driver
- * refused a NULL object with CUDA_ERROR_INVALID_VALUE. */
+ * (13, 14, 15 for three streams made in turn, both ways); the real driver refused a NULL object
+ * with CUDA_ERROR_INVALID_VALUE. */
 static CUresult tools_context_stream_id(CUcontext ctx, CUstream object, unsigned long long *id)
 {
     (void)ctx;

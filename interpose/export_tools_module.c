@@ -1,14 +1,13 @@
 /* TOOLS_MODULE (UUID 6e163fbe-b958-444d-835c-e182aff1991e): a table of 98 slots that cuFFT
- * asks for. The one slot seen called (tools/exptrace on an H100, driver 580.159.04,
- * cuFFT 12 through CuPy) is 7, which cuFFT uses to find the kernels of each module it
- * loads: (context, module, callback, user data, ...) calls callback(user data, function,
- * name) once per function of the module, in the module's order, and returns how many
- * there were (a probe on the real driver: 15 calls and 15 for a module of 15 kernels, the
- * second argument each time the CUfunction that cuModuleEnumerateFunctions gives, the
- * third its name). Without the table cuFFT fails with CUFFT_INTERNAL_ERROR; with this one
- * CuPy's FFTs and torch.fft gave the native results on an H100.
- * Here the same walk is made with public calls through the server. The other slots say
- * so once if called and return CUDA_ERROR_NOT_SUPPORTED. */
+ * asks for. The one slot seen called (tools/exptrace, cuFFT through CuPy; bench/NOTES.md,
+ * "Export tables") is 7, which cuFFT uses to find the kernels of each module it loads:
+ * (context, module, callback, user data, ...) calls callback(user data, function, name) once
+ * per function of the module, in the module's order, and returns how many there were (a probe
+ * on the real driver: 15 calls and 15 for a module of 15 kernels, the second argument each time
+ * the CUfunction that cuModuleEnumerateFunctions gives, the third its name). Without the table
+ * cuFFT fails with CUFFT_INTERNAL_ERROR; with this one CuPy's FFTs and torch.fft give the
+ * native results. Here the same walk is made with public calls through the server. The other
+ * slots say so once if called and return CUDA_ERROR_NOT_SUPPORTED. */
 #include "interpose/export_tables.h"
 #include "interpose/shim.h"
 

@@ -1,7 +1,7 @@
 /* Idle answers known in the client: a query or synchronisation whose answer cannot have
  * changed since the server last gave it costs no round trip (issue 12: cuStreamQuery on an
- * idle stream was a round trip, 3.50 us through the shim against 1.52 us natively on an
- * H100).
+ * idle stream was a round trip, more than twice the native call's time: bench/NOTES.md, "Idle
+ * stream query").
  *
  * Why it is right. What a stream or an event of this process will still do changes in two
  * ways only: through records this process sends (launches, copies, waits, event records,

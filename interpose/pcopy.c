@@ -1,6 +1,6 @@
 /* Large host memcpy split over a few threads. A pageable copy passes through the staging
- * slots, and one core's memcpy (about 7 GB/s measured on the H100 machine) is slower than
- * the DMA on the other side of the slot; a few cores together keep up with it. */
+ * slots, and one core's memcpy is slower than the DMA on the other side of the slot; a few
+ * cores together keep up with it (bench/NOTES.md, "Pageable copy threads"). */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
 
@@ -41,11 +41,10 @@ static void *helper(void *arg)
     return NULL;
 }
 
-/* Helpers to start: MPSSHIM_COPY_THREADS, else half the CPUs we may run on less one, at
- * most 5. On an H200 with 16 CPUs (2026-11-27, bench/copysweep, 256 MiB pageable, one run
- * each; native 8.1 GB/s to the device and 14.4 back): 3 helpers 25.1 and 22.7 GB/s (again
- * 25.2 and 22.4), 5 helpers 29.8 and 29.6, 7 helpers 39.7 and 33.1 but 26.6 and 25.9 the
- * second time. Helpers run only during a copy of at least PCOPY_MIN. */
+/* Helpers to start: MPSSHIM_COPY_THREADS, else half the CPUs we may run on less one, at most 5:
+ * 5 helpers gave steady copies twice native's pageable rate and more both ways, more helpers
+ * were faster once and slower the next time (bench/NOTES.md, "Pageable copy threads"). Helpers
+ * run only during a copy of at least PCOPY_MIN. */
 static int want_threads(void)
 {
     const char *e = getenv("MPSSHIM_COPY_THREADS");

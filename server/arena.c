@@ -3,13 +3,13 @@
  * calls: srv_arena_usable). devmem.c says how a free is ordered.
  *
  * Why not the driver's cuMemFree: it waits for every kernel of the context, and holds a lock
- * of the driver meanwhile; in the one context all clients share that is every client's work
- * (H200: 194 ms beside another client's kernels, 0.024 natively). Memory mapped with
- * cuMemCreate/cuMemMap is unmapped and released without that wait (H200, one process:
- * 0.08 ms beside 200 ms of another stream's kernels), and unlike memory of a stream-ordered
- * pool it takes stream memory operations. But its granularity is 2 MiB, and mapping costs
- * about 0.2 ms, where cuMemAlloc costs 0.02: so small allocations share slabs here, as the
- * driver's own small allocations share its pages.
+ * of the driver meanwhile; in the one context all clients share that is every client's work, so
+ * a free beside another client's kernels lasts as long as they do. Memory mapped with
+ * cuMemCreate/cuMemMap is unmapped and released without that wait, and unlike memory of a
+ * stream-ordered pool it takes stream memory operations. But its granularity is 2 MiB, and
+ * mapping costs about ten times what cuMemAlloc does: so small allocations share slabs here, as
+ * the driver's own small allocations share its pages (the figures: bench/README.md, "cuMemFree
+ * beside other clients").
  *
  * - Per device, under its lock: requests above half a slab get a mapping of their own,
  *   rounded up to the granularity; smaller ones a block of the smallest class that holds

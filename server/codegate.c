@@ -3,23 +3,23 @@
  * its memory (device or host), its host function, its graph's host node.
  *
  * Why: in one shared context, loading code waits for every stream of the context, and holds
- * the driver meanwhile. Probed on an H200 (driver 580.159.04), while one stream waited on
- * cuStreamWaitValue32 for a word of device memory: cuModuleLoadData, cuKernelGetFunction, the
- * first launch of a CUkernel and cuCtxSetLimit waited for it, and while they waited a
- * cuStreamWriteValue32 on another stream (the very write that would end the wait, whether the
- * waiting client's own or the server's release of a departed client, memops.c) waited too:
- * every client stopped for good. cuModuleGetFunction returned, but the write after it
- * waited as well (the function's code was loaded later, lazily, under the same rule). Under
- * MPS each client has a context of its own and none of this happens. Event queries went
- * through throughout.
+ * the driver meanwhile. Probed (bench/NOTES.md, "Driver calls held by a waiting stream"), while
+ * one stream waited on cuStreamWaitValue32 for a word of device memory: cuModuleLoadData,
+ * cuKernelGetFunction, the first launch of a CUkernel and cuCtxSetLimit waited for it, and
+ * while they waited a cuStreamWriteValue32 on another stream (the very write that would end the
+ * wait, whether the waiting client's own or the server's release of a departed client,
+ * memops.c) waited too: every client stopped for good. cuModuleGetFunction returned, but the
+ * write after it waited as well (the function's code was loaded later, lazily, under the same
+ * rule). Under MPS each client has a context of its own and none of this happens. Event queries
+ * went through throughout.
  *
  * Registering host memory does not stop the driver so: cuMemHostRegister (PORTABLE and
  * DEVICEMAP, of a memfd's shared pages as a client's segment is registered, and without
  * flags), cuMemHostAlloc, cuStreamCreate and cuMemCreate/cuMemMap/cuMemSetAccess neither
- * waited nor held the write up in the same probe (tools/heldwait, 2026-11-27). An earlier
- * form of this file gated registrations too, from a misread run of tests/codegate.sh: what
- * was held up there was a bystander's frees after its launches, which wait for every stream
- * in the driver as they would natively in one context.
+ * waited nor held the write up in the same probe. An earlier form of this file gated
+ * registrations too, from a misread run of tests/codegate.sh: what was held up there was a
+ * bystander's frees after its launches, which wait for every stream in the driver as they would
+ * natively in one context.
  *
  * So the server keeps the rule itself: a thread that loads code (a module or library, a
  * function's code, a kernel's function in a context) or sets a context limit first waits,
@@ -238,8 +238,8 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
 
 /* Generic calls that may load a library kernel's code, or a library's module, in a context
  * the first time they name it there: those cuda_symbols.txt marks loads-code
- * (SHIM_CF_LOADS_CODE). Probed (tools/heldwait, an H200, driver 580.159.04, 2026-11-27),
- * each naming a CUkernel or library never used in the context: cuKernelSetAttribute,
+ * (SHIM_CF_LOADS_CODE). Probed (bench/NOTES.md, "Driver calls held by a waiting stream"), each
+ * naming a CUkernel or library never used in the context: cuKernelSetAttribute,
  * cuOccupancyMaxActiveBlocksPerMultiprocessor and cuLibraryGetGlobal waited for the held
  * stream and held up the write on another stream; cuKernelGetAttribute did not. The others
  * marked take the same handles for the same kind of answer and are held to the same rule

@@ -82,9 +82,9 @@ void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
 
 /* Device memory a context limit of `value` costs on device dev beyond what the context had
  * when the server started: a stack of `value` bytes for every thread the device can hold at
- * once (on an H200 8 KiB a thread took 1.8 GiB), a heap or printf FIFO of `value` bytes.
- * The other limits hold no device memory the server can reckon (the pending launch count's
- * buffer is the driver's own size): 0. */
+ * once (8 KiB a thread costs GiBs on a large device: bench/NOTES.md, "Stack limit growth"), a
+ * heap or printf FIFO of `value` bytes. The other limits hold no device memory the server can
+ * reckon (the pending launch count's buffer is the driver's own size): 0. */
 static uint64_t limit_cost(int dev, unsigned limit, uint64_t value)
 {
     uint64_t floor = srv.limit_default[dev][limit], per = 1, cost;
@@ -204,12 +204,11 @@ void srv_limits_settle(struct srv_client *gone)
 }
 
 /* The driver raises a context's stack size limit itself when a kernel needs a bigger stack,
- * and never lowers it: on an H200 (driver 580.159.04) a kernel with 8 KiB of local memory
- * per thread took the limit from 1024 to 8192 bytes and 1.8 GiB of device memory, which came
- * back only when the limit was set back. Natively that context ends with its process; the
- * shared one kept what any departed client's kernels grew it to. Setting the limit waits
- * for the device's work, so it is done only when no client is left (nothing runs then, and
- * no client thread is in the driver to be held up) and never after a release left a
+ * and never lowers it: the device memory a kernel with a large stack took comes back only when
+ * the limit is set back (bench/NOTES.md, "Stack limit growth"). Natively that context ends with
+ * its process; the shared one kept what any departed client's kernels grew it to. Setting the
+ * limit waits for the device's work, so it is done only when no client is left (nothing runs
+ * then, and no client thread is in the driver to be held up) and never after a release left a
  * client's work running (it may run for ever). A device whose context faulted is left as it
  * is (fault.c: the server that takes over makes a new one). */
 void srv_limits_idle(void)

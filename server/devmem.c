@@ -7,14 +7,14 @@
  * mapped memory).
  *
  * Why: the driver's cuMemFree waits for all the work of the context it frees in, and holds
- * a lock of the driver while it waits (H100, driver 580.159.04: in a 32-client soak every
- * server thread stood in that lock's queue behind one client's cuMemFree, new clients'
- * registration included). Natively that context is the process's own; here it is every
- * client's, so one client's free waits for every client's kernels and stops every other
- * client's driver calls meanwhile; if the work it waits for itself waits on a client
- * whose worker stands in that queue (a host function whose application thread waits for a
- * reply), nothing moves. cuMemFreeAsync does not wait: the memory goes back to the pool
- * in stream order.
+ * a lock of the driver while it waits (in a 32-client soak every server thread stood in that
+ * lock's queue behind one client's cuMemFree, new clients' registration included:
+ * bench/NOTES.md, "cuMemFree in the shared context"). Natively that context is the process's
+ * own; here it is every client's, so one client's free waits for every client's kernels and
+ * stops every other client's driver calls meanwhile; if the work it waits for itself waits on a
+ * client whose worker stands in that queue (a host function whose application thread waits for
+ * a reply), nothing moves. cuMemFreeAsync does not wait: the memory goes back to the pool in
+ * stream order.
  *
  * How:
  * - One pool per device, made on first use, with internal dependencies off
@@ -38,10 +38,10 @@
  *   server's: no client's work is waited for (natively an exporter's free does not wait
  *   for its openers' work either: it lives in their contexts).
  *
- * The pool is not for use. Measured on an H200 (bench/README.md, "cuMemFree beside other
- * clients"): a free beside another client's queued kernels took 0.026 ms from the pool,
- * 0.042 ms from the arena and 194 ms with the driver's cuMemFree. But the driver refuses
- * stream memory operations on pool memory and memset graph nodes on it given no context
+ * The pool is not for use. A free beside another client's queued kernels is as quick from the
+ * pool as from the arena, where the driver's cuMemFree waits for those kernels
+ * (bench/README.md, "cuMemFree beside other clients"). But the driver refuses stream memory
+ * operations on pool memory and memset graph nodes on it given no context
  * (CUDA_ERROR_INVALID_VALUE; natively cuMemAlloc memory takes both), and its pointers'
  * context attribute reads NULL: three GPU-tier programs failed with it on (none with the
  * arena). Not covered for the pool either: pitched
@@ -218,8 +218,8 @@ CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o)
  * the host, as the natively non-waiting calls do not. What they are:
  * - a stream-ordered free of an arena block (a free on stream S waited for S alone, and a
  *   copy queued earlier on stream T read the next owner's data);
- * - an unmap or an address free (vmm.c: the driver does both at once, and on an H200 a
- *   client's copy still queued read another client's secret mapped there since). */
+ * - an unmap or an address free (vmm.c: the driver does both at once, and a client's copy still
+ *   queued read another client's secret mapped there since). */
 struct srv_later {
     CUevent ev; /* the client's pool's, of dev */
     int dev;

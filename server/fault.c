@@ -2,11 +2,11 @@
  * kernel, say) kills that context for every client in it, as it kills a process's own
  * context natively. The server sees it, tells every client of that device and lets go of
  * what lived in the dead context without destroying it. The device is then lost to this
- * process for good (on an H100 with driver 580 the retain after a reset returns the fault
- * again), so a new server process takes over the pipe directory at once and serves new
- * clients on fresh contexts (handover.c), while this one keeps its clients for a while:
- * those of the faulted device get the fault from every call, as natively, until they leave
- * or are ended (below); those of other devices never notice.
+ * process for good (the retain after a reset returns the fault again: handover.c), so a new
+ * server process takes over the pipe directory at once and serves new clients on fresh contexts
+ * (handover.c), while this one keeps its clients for a while: those of the faulted device get
+ * the fault from every call, as natively, until they leave or are ended (below); those of other
+ * devices never notice.
  *
  * Who does what:
  *  - Any worker whose driver call returned a sticky code notes the device (srv_fault_note);

@@ -504,13 +504,14 @@ static struct srv_obj *graphmem_at(struct srv_client *c, uint64_t a)
 
 /* Registers graph memory [dptr, dptr + bytes) of graph g (NULL: none known). The driver
  * gives one address to allocations of several graphs, mapping it for each at its own
- * launches (seen on an H100: PyTorch capturing one graph after another, an allocation of
- * the second at the address of one of the first, which the first frees in itself). Such an
- * address is one record, the union of the allocations over it, that belongs to the client
- * rather than to any graph: each graph's launches still find it, whichever graph goes
- * first, and it stays until the client leaves (a free of it outside a graph keeps the
- * record, as for the address of a graph that lives: srv_graphmem_keep). Its bytes count
- * once. NULL when out of memory, or when it overlaps memory other than graph memory. */
+ * launches (PyTorch, capturing one graph after another, had an allocation of the second at the
+ * address of one of the first, which the first frees in itself: bench/NOTES.md, "Graph memory
+ * addresses"). Such an address is one record, the union of the allocations over it, that
+ * belongs to the client rather than to any graph: each graph's launches still find it,
+ * whichever graph goes first, and it stays until the client leaves (a free of it outside a
+ * graph keeps the record, as for the address of a graph that lives: srv_graphmem_keep). Its
+ * bytes count once. NULL when out of memory, or when it overlaps memory other than graph
+ * memory. */
 static struct srv_obj *graphmem_register(struct srv_client *c, uint64_t dptr, uint64_t bytes,
                                          struct srv_obj *g)
 {

@@ -1,8 +1,8 @@
 /* SM shares: a throttled client's streams are made in a green context holding its share of
  * a device's SMs. Memory, modules and events stay in the device's shared context: a
  * function loaded there runs on a green context's stream, and events cross between them
- * (checked on an H100: a 32-SM green stream ran a kernel on exactly 32 SMs, 3.9x slower
- * than on all 132).
+ * (a green context's stream runs a kernel on exactly its partition's SMs: bench/NOTES.md,
+ * "Green contexts").
  *
  * For a share of S SMs the device is split into floor(total / S) disjoint partitions, made
  * when the first client with that share arrives; each client takes the partition with the
@@ -14,8 +14,8 @@
  * MPSSHIM_GREEN_EACH=1 (an experiment, off by default) gives every unthrottled client a
  * green context of its own over all the SMs, for its streams: whether the driver then
  * serves the clients' launches side by side rather than through the one context, whose
- * threads together launch at most about 700000 times a second on an H200 (bench/onectx,
- * bench/README.md). Not measured on a GPU yet; a bench variant compares it. */
+ * threads together launch at a ceiling however many they are (bench/onectx; bench/README.md,
+ * "One context's ceiling"). Not measured on a GPU yet; a bench variant compares it. */
 #include "server/server.h"
 
 #include <stdlib.h>

@@ -1,24 +1,22 @@
 /* Handing over to a new server process after a fault, from a standby started before it.
  *
- * A sticky error loses the device to the process that had the context: on an H100 with
- * driver 580, cuDevicePrimaryCtxReset succeeds after an illegal address, but the retain
- * after it returns the fault again, every time (measured in the server, every 100 ms for
- * minutes, and natively by `fault --restart`). No process can make that device's context
- * again, so the server does what MPS does: a new server process serves every new client on
- * fresh contexts, while the faulted one keeps the clients it had for a while (fault.c says
- * how long: MPSSHIM_FAULT_LINGER).
+ * A sticky error loses the device to the process that had the context: cuDevicePrimaryCtxReset
+ * succeeds after an illegal address, but the retain after it returns the fault again, every
+ * time, in the server and natively (bench/NOTES.md, "Retain after a fault"). No process can
+ * make that device's context again, so the server does what MPS does: a new server process
+ * serves every new client on fresh contexts, while the faulted one keeps the clients it had for
+ * a while (fault.c says how long: MPSSHIM_FAULT_LINGER).
  *
- * The standby. Starting a process and its driver takes most of a recovery (873 ms on an
- * H200 from the fault to a new shared context, against MPS's 0.19 s on an H100), so the
- * live server keeps one started in advance (MPSSHIM_STANDBY): `init` (the default) has
- * loaded the driver and run cuInit, which costs no device memory; `context` has made its
- * contexts too (a context's memory on every device, ~500 MiB each on an H200: what one
- * shared context saves is what this project is for, hence not the default); `off` starts
- * none, and the successor is started at the fault. The standby is spawned by the main
- * thread as /proc/self/exe with MPSSHIM_STANDBY_OF and a socket pair on fd 3 (nothing else
- * of ours: no listening socket, no lock, so it serves nothing and blocks nobody), dies with
- * the main thread that spawned it (PR_SET_PDEATHSIG, checked against its parent's pid
- * after it is set; the server's quit and fresh start stop it first), is named
+ * The standby. Starting a process and its driver takes most of a recovery (most of a second,
+ * several times MPS's: bench/NOTES.md, "Standby"), so the live server keeps one started in
+ * advance (MPSSHIM_STANDBY): `init` (the default) has loaded the driver and run cuInit, which
+ * costs no device memory; `context` has made its contexts too (a context's memory on every
+ * device, hundreds of MiB each: what one shared context saves is what this project is for,
+ * hence not the default); `off` starts none, and the successor is started at the fault. The
+ * standby is spawned by the main thread as /proc/self/exe with MPSSHIM_STANDBY_OF and a socket
+ * pair on fd 3 (nothing else of ours: no listening socket, no lock, so it serves nothing and
+ * blocks nobody), dies with the main thread that spawned it (PR_SET_PDEATHSIG, checked against
+ * its parent's pid after it is set; the server's quit and fresh start stop it first), is named
  * mpsshim-standby until it takes over (never counted as a server by name) and is started
  * again, later and later, whenever it dies.
  *

@@ -9,7 +9,8 @@
  * until the GPU drains it. A client whose stream waits on a later call of its own (a
  * stream wait value, a host function) with copies queued behind it then fills the pool
  * and blocks its worker inside the driver (natively it only deadlocks itself), and every
- * other client's pageable copy blocks behind it: seen on an H100, the whole server stuck.
+ * other client's pageable copy blocks behind it: the whole server stuck (bench/NOTES.md,
+ * "Driver staging pool").
  *
  * So the data is copied into memory the server pinned, and the driver is given a copy from
  * pinned memory, which it queues without staging and without ever blocking the caller.

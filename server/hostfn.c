@@ -712,8 +712,9 @@ void srv_hostfn_release(struct srv_client *c)
      * Only stores into its segment, no driver call: the main loop does this as soon as it
      * sees the client gone, while the client's own thread may be inside a driver call that
      * waits for the driver's lock, held by another client's call that waits for the whole
-     * device, which waits for these very streams (seen on an H200: a cuMemHostUnregister
-     * waited so for a killed client's graph, and every client stopped). */
+     * device, which waits for these very streams (a cuMemHostUnregister waited so for a killed
+     * client's graph, and every client stopped: bench/NOTES.md, "Driver calls held by a waiting
+     * stream"). */
     atomic_store(&c->hn_gone, 1);
     for (uint32_t i = 0; i < CHAN_HN_SLOTS; i++)
         atomic_store(&c->ch.callbacks->hn_flag[i], 1);

@@ -15,9 +15,9 @@ static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
 /* In a CUkernel's record (aux): bit d, its code was loaded in device d's context through
  * the code gate (codegate.c). A CUkernel launched as a function loads its code in the
  * launch, and that load waits in the driver for every stream of the context (a first launch
- * waited so on an H200 while a stream was held on a value in device memory, and so did every
- * other client; so did adding a graph's kernel node of it, tools/heldwait graphadd): its
- * first launch, node or lookup on a device loads it in the gate first. */
+ * waited so while a stream was held on a value in device memory, and so did every other client;
+ * so did adding a graph's kernel node of it: bench/NOTES.md, "Driver calls held by a waiting
+ * stream"): its first launch, node or lookup on a device loads it in the gate first. */
 CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev)
 {
     uint64_t bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;

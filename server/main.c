@@ -213,10 +213,10 @@ static int init_devices(void)
     DRV(cuCtxSetCurrent)(srv.ctx[0]);
     if (DRV(cuCtxGetStreamPriorityRange)(&srv.prio_least, &srv.prio_greatest) != CUDA_SUCCESS)
         srv.prio_least = srv.prio_greatest = 0;
-    /* Made now, not when a departed client's wait must be released: on an H200 (580.159.04)
-     * cuStreamCreate waited while another thread's cuMemFree, cuMemHostUnregister or
-     * cuMemFreeHost waited for the very stream the release would let go, and nothing moved;
-     * a write on a stream made before went through and all three ended (memops.c). */
+    /* Made now, not when a departed client's wait must be released: cuStreamCreate waits while
+     * another thread's cuMemFree, cuMemHostUnregister or cuMemFreeHost waits for the very
+     * stream the release would let go, and nothing moves; a write on a stream made before goes
+     * through and all three end (memops.c). */
     for (int i = 0; i < srv.ndev; i++) {
         DRV(cuCtxSetCurrent)(srv.ctx[i]);
         if ((r = DRV(cuStreamCreateWithPriority)(&srv.release_stream[i], CU_STREAM_NON_BLOCKING,
@@ -387,12 +387,12 @@ static int prepare_process(struct start *st)
     clear_mps_env();
     srv_policy_init();
     /* One context carries every client's streams. With the driver's default of 8 hardware
-     * work queues, streams beyond 8 share queues and serialise (16 clients ran 1.9x slower
-     * than under MPS on an H100). On an H200, 32 overlapping processes took 2.28x MPS's time
-     * with 16 queues and 0.97x with 32 (bench overlap_s, one run, 16 queues as a variant);
-     * a launch + synchronize cost 10.8 us with 32 against 10.1 with 16, a 4-byte read 8.92
-     * against 8.30 (stream queries, answered in the client when idle, no longer pay). No
-     * setting gives both; overlap is what this server is for. 32 is the driver's most. */
+     * work queues, streams beyond 8 share queues and serialise, and clients that overlap under
+     * MPS run one after another. 32 queues keep 32 overlapping processes at MPS's pace, where
+     * 16 do not, and make a launch + synchronize and a small read a little dearer (stream
+     * queries, answered in the client when idle, no longer pay): bench/NOTES.md, "Hardware work
+     * queues". No setting gives both; overlap is what this server is for. 32 is the driver's
+     * most. */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     return GO_ON;
 }
@@ -660,8 +660,8 @@ static void tune_process(void)
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     /* One thread per client: glibc gives threads arenas of their own (up to 8 per core) that
      * never go back, and lets its mmap threshold grow to 32 MiB, so freed client buffers
-     * stayed resident. On an H100, 1754 clients in 120 s (32 at once) took the server from
-     * 335 MB to 7.4 GB resident in 64 MB arenas. A few arenas, a fixed threshold (bigger
+     * stayed resident: a soak's stream of clients took the server to gigabytes resident in
+     * 64 MB arenas (bench/NOTES.md, "malloc arenas"). A few arenas, a fixed threshold (bigger
      * blocks are mapped and unmapped) and a trim as each client leaves (client.c). */
     mallopt(M_ARENA_MAX, 4);
     mallopt(M_MMAP_THRESHOLD, 4 << 20);

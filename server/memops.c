@@ -13,18 +13,18 @@
  *
  * The release writes with the driver, so it needs the driver's lock: when the client's own
  * thread is stuck behind that lock, held by another client's call that waits for the whole
- * device (cuMemHostUnregister does), which waits for this very stream, nothing moves (seen
- * on an H200 with host functions, hostfn.c). Words in the client's host-mapped memory
- * (pinned, registered, managed), which the server maps at the same address, are therefore
- * also written by the main loop as soon as it finds the client gone, with a plain store and
- * no driver call (srv_memops_let_go). A wait on device memory cannot be let go so: its
- * release writes with the driver, on a stream the server made at start (main.c). Probed on
- * an H200 (580.159.04): while cuMemFree, cuMemHostUnregister or cuMemFreeHost waited for a
- * stream blocked on a value in device memory, cuStreamCreate waited too, but a write on a
- * stream made before went through and all three ended (tests/waitvalue_twin.sh). While a
- * module load or cuCtxSetLimit waits so, even that write waits: those calls therefore wait
- * in the server while any such wait is pending (codegate.c, which also watches each wait
- * enqueued here). */
+ * device (cuMemHostUnregister does), which waits for this very stream, nothing moves (seen with
+ * host functions, hostfn.c). Words in the client's host-mapped memory (pinned, registered,
+ * managed), which the server maps at the same address, are therefore also written by the main
+ * loop as soon as it finds the client gone, with a plain store and no driver call
+ * (srv_memops_let_go). A wait on device memory cannot be let go so: its release writes with the
+ * driver, on a stream the server made at start (main.c). Probed (bench/NOTES.md, "Driver calls
+ * held by a waiting stream"): while cuMemFree, cuMemHostUnregister or cuMemFreeHost waited for
+ * a stream blocked on a value in device memory, cuStreamCreate waited too, but a write on a
+ * stream made before went through and all three ended (tests/waitvalue_twin.sh). While a module
+ * load or cuCtxSetLimit waits so, even that write waits: those calls therefore wait in the
+ * server while any such wait is pending (codegate.c, which also watches each wait enqueued
+ * here). */
 #include "server/server.h"
 
 #include <stdatomic.h>

@@ -302,8 +302,8 @@ void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p
  * the registration is refused, said once per client with what holds the addresses. */
 /* What of this process lies in [addr, end), for the log: the first mapping of
  * /proc/self/maps that overlaps it ("another client's registration" when that is what it
- * is), else why not known. On an H200 a client's 3 MiB malloc'd buffer once met such a
- * mapping (tests/progs/hostreg.c in the GPU tier), unexplained. */
+ * is), else why not known. A client's malloc'd buffer once met such a mapping in the GPU tier,
+ * unexplained (bench/NOTES.md, "Registration overlap"). */
 static void mapping_at(uint64_t addr, uint64_t end, char *out, size_t len)
 {
     snprintf(out, len, "no mapping of the server's found there");

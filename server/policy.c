@@ -232,8 +232,8 @@ int srv_policy_stream_priority(const struct srv_client *c, int dev, int requeste
      * normal client gets for the same request. Within each class a throttled client's
      * streams (those in a green partition) sit one step above an unthrottled one's: the
      * unthrottled may use every SM, the partition's included, and without this they take
-     * its SMs over (on an H100 a 50% client beside a 100% one ran 2.5x its time alone on
-     * the whole GPU, against 2.0x under MPS). Clamped to the device's range. */
+     * its SMs over (a 50% client beside a 100% one ran slower than under MPS: bench/NOTES.md,
+     * "Priority of throttled streams"). Clamped to the device's range. */
     int least = srv.prio_least, greatest = srv.prio_greatest;
     /* In 64 bits: the client's requested priority is any int (INT_MIN overflowed here:
      * UBSan under the structured fuzz target). */

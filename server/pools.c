@@ -163,14 +163,14 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  * driver while an allocation from them is outstanding.
  *
  * Natively each process makes and destroys its own pools; here every client's pool calls
- * meet in one process. On an H100 (driver 580.159.04) the server died twice inside
- * cuMemPoolDestroy (a NULL read in the driver) in soaks of 32 clients, some running the
- * mempool test, which destroys a pool with an allocation outstanding and frees it after.
- * A plain CUDA program does the same natively and dies too (tests/progs/poolrace.c, 8
- * threads each creating a pool, allocating from it, destroying the pool, then freeing with
- * cuMemFree or cuMemFreeAsync: killed within 10 s; with the free before the destroy,
- * 40 000 rounds ran clean, a destroy while the free is only enqueued included). So the
- * driver's deferred destruction of a pool races with other threads' pool calls.
+ * meet in one process. The server died inside cuMemPoolDestroy (a NULL read in the driver) in
+ * soaks of 32 clients (bench/NOTES.md, "Pool destroy races"), some running the mempool test,
+ * which destroys a pool with an allocation outstanding and frees it after. A plain CUDA program
+ * does the same natively and dies too (tests/progs/poolrace.c, 8 threads each creating a pool,
+ * allocating from it, destroying the pool, then freeing with cuMemFree or cuMemFreeAsync; with
+ * the free before the destroy it runs clean, a destroy while the free is only enqueued
+ * included). So the driver's deferred destruction of a pool races with other threads' pool
+ * calls.
  *
  * The client's destroy therefore does not reach the driver while the pool's allocations
  * are outstanding: the pool is "doomed". Its record goes (the client's handle is dead, as
@@ -180,39 +180,37 @@ static CUresult create_before(struct srv_client *c, struct srv_call *k)
  * and so neither is its pool: it stays with the driver until the server stops, like the
  * rest of that client's objects.
  *
- * That was not enough: on an H200 (driver 580.159.04) a 32-client soak died after 75 s
- * inside cuMemPoolDestroy again (a NULL read at 0x58), the destroy of some client's pool
- * while other clients' workers used their own pools. So no pool is destroyed when its
- * client lets go of it. It is trimmed and becomes a spare of its device, and only a spare
- * that is settled, holding nothing (nothing reserved after a trim, nothing in use, no free
- * still to run), is ever destroyed. A plain pool (pinned memory on a device, no handle
- * types, no size limit: every client's default pool and what programs almost always
- * create) is a reusable spare: the next plain pool asked for on its device is a settled
- * reusable spare made new (make_new: its attributes and other devices' access a new
- * pool's). Other spares are of no use and are destroyed as soon as they are seen settled
- * (reap). Spares cost the driver's record of a pool and no device memory once settled;
+ * That was not enough: a 32-client soak died inside cuMemPoolDestroy again, the destroy of some
+ * client's pool while other clients' workers used their own pools (bench/NOTES.md, "Pool
+ * destroy races"). So no pool is destroyed when its client lets go of it. It is trimmed and
+ * becomes a spare of its device, and only a spare that is settled, holding nothing (nothing
+ * reserved after a trim, nothing in use, no free still to run), is ever destroyed. A plain pool
+ * (pinned memory on a device, no handle types, no size limit: every client's default pool and
+ * what programs almost always create) is a reusable spare: the next plain pool asked for on its
+ * device is a settled reusable spare made new (make_new: its attributes and other devices'
+ * access a new pool's). Other spares are of no use and are destroyed as soon as they are seen
+ * settled (reap). Spares cost the driver's record of a pool and no device memory once settled;
  * they are trimmed again whenever the server's status is asked for (srv_pools_tidy, which
  * also destroys those that still reserve memory with nothing in use), so that the device
  * memory it reports is what is in use.
  *
  * A pool that memory was freed from with the driver's cuMemFree (by its client, or when its
- * client left holding it) is of no use either: on the H200 its counters then said the
- * memory was in use for good, with nothing reserved, so it is judged settled by what it
- * reserves alone. Freeing such memory stream-ordered instead, on a stream of the server's
- * that nothing waits for, kept the counters right but the memory reserved through every
- * trim.
+ * client left holding it) is of no use either: its counters then say the memory was in use for
+ * good, with nothing reserved, so it is judged settled by what it reserves alone. Freeing such
+ * memory stream-ordered instead, on a stream of the server's that nothing waits for, kept the
+ * counters right but the memory reserved through every trim.
  *
  * Their number is bounded: the driver refuses new pools (CUDA_ERROR_OUT_OF_MEMORY) somewhere
  * past a thousand of them (a soak that kept up to 1024 spares, most never settling, ran
  * into it after 2400 clients), and a spare that the host never saw its last free end (a
- * client killed with one queued) keeps its memory reserved through every trim (32 MiB a
- * pool on the H200; 8 GiB over 256 spares in one test). Past POOL_SPARES a spare is
- * destroyed to make room: the settled one retired longest ago, else the one with nothing
- * in use (what it reserves goes with it); only past POOL_SPARES_MAX, none of them idle, is
- * a retiring pool destroyed at once (after a trim), as every pool was before spares. How many went
- * which way is logged when the server stops. A spare's handle may come back to another client:
- * handles are checked against the caller's own records, and the departed client's
- * records are gone. */
+ * client killed with one queued) keeps its memory reserved through every trim (tens of MiB a
+ * pool, GiBs over hundreds of spares: bench/NOTES.md, "Pool destroy races"). Past POOL_SPARES a
+ * spare is destroyed to make room: the settled one retired longest ago, else the one with
+ * nothing in use (what it reserves goes with it); only past POOL_SPARES_MAX, none of them idle,
+ * is a retiring pool destroyed at once (after a trim), as every pool was before spares. How
+ * many went which way is logged when the server stops. A spare's handle may come back to
+ * another client: handles are checked against the caller's own records, and the departed
+ * client's records are gone. */
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 
 #define POOL_SPARES 16        /* past this, an idle spare is destroyed to make room */
@@ -395,7 +393,7 @@ CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
 }
 
 /* Under lifecycle: reusable spare x has nothing in use (what it reserves may be memory of
- * a free the host never saw end: on the H200 a trim kept that reserved for good). */
+ * a free the host never saw end, which a trim keeps reserved for good). */
 static int spare_unused(const struct spare *x)
 {
     cuuint64_t used = 1;

@@ -4,10 +4,10 @@
  * the listening sockets and the lock, as a fault's successor does (handover.c), and serves
  * on new contexts.
  *
- * Why: the driver keeps state in a long-lived context that no call gives back. On an H200
- * (580.159.04) the server's device memory went from 518 MiB at start to 840 MiB after its
- * first framework clients (PyTorch, CuPy, JAX) and stayed there round after round, with no
- * client object, arena slab or grown stack left. Only the context's end gives it back.
+ * Why: the driver keeps state in a long-lived context that no call gives back. The server's
+ * device memory grows by hundreds of MiB with its first framework clients (PyTorch, CuPy, JAX)
+ * and stays there round after round, with no client object, arena slab or grown stack left
+ * (bench/NOTES.md, "Context memory kept"). Only the context's end gives it back.
  * cuDevicePrimaryCtxReset in the running server would need every per-device resource made
  * again in place (the release streams, spare pools, arena slabs, registered staging, the
  * code gate's events, green contexts), each a place to get wrong; the start-up path makes

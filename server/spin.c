@@ -13,11 +13,10 @@
  *     (MPSSHIM_CROWDED_SPIN_US) for a reply, which covers a short synchronisation;
  *   - "off": more busy clients than CPUs: clients spin only SRV_OFF_SPIN_US, enough for a
  *     reply already on its way.
- * Measured on an H200 with 16 CPUs (bench fleetc, one run, medians of 5): 16 processes made
- * 60580 steps/s with 3 us of client spin and 66256 with 30 us; 32 processes 71830 with 3 us
- * and 66521 with 30 us; the old always-spin policy made 20301 with 16. On the CPU test driver,
- * 4 clients on 2 CPUs made 1.8x the steps per second with no spinning. A client waiting for
- * a long synchronisation stops counting as busy after SRV_BUSY_NS, as it uses no CPU then.
+ * Spinning always cost a crowded fleet two thirds of its steps, and on the CPU test driver
+ * clients on too few CPUs made nearly twice the steps with no spinning (bench/NOTES.md,
+ * "Spinning grades"). A client waiting for a long synchronisation stops counting as busy after
+ * SRV_BUSY_NS, as it uses no CPU then.
  *
  * Only the server writes the hint and the server never reads it back: a client that
  * overwrites it changes nothing but its own spinning. */
@@ -37,9 +36,10 @@
 #define SRV_OFF_SPIN_US 3u
 
 /* While crowded, a worker's spin on a synchronisation before it sleeps for the GPU's
- * interrupt, in µs (waits.c block_stream). H200, 16 CPUs, 16 fleetc processes (each step 8
- * empty launches and a 4-byte read back), steps/s: no spin 49551, 50 us 68336, 200 us 70464;
- * the driver's own spin throughout 67086. A cold MPI job's waits of ms still sleep. */
+ * interrupt, in µs (waits.c block_stream). 50 us covers a crowded fleet's short steps (without
+ * it the fleet made a quarter fewer steps; 50 us made as many as the driver's own spin
+ * throughout, 200 us little more), and a cold MPI job's waits of ms still sleep
+ * (bench/NOTES.md, "block_stream spin"). */
 #define SRV_CROWDED_SYNC_SPIN_US 50u
 
 /* The scheduler slice the server's threads ask for, in µs (channel/slice.h): the kernel's

@@ -12,14 +12,14 @@
  *
  * Unmapping and freeing address space wait for the client's work queued before them, on the
  * GPU, not on the host (srv_later, devmem.c). Why: the driver unmaps at once, and in one shared
- * context the addresses freed go to the next reservation of any client. On an H200 (driver
- * 580.159.04) a client that unmapped, released and freed a range while its copy of the range
- * was still queued read another client's secret once that client had mapped memory of its
- * own there (tests/progs/free_order --vmm; natively the copy faults, in the process's own
- * context: issue 34, S11). So the driver's unmap and free are done once an event behind all
- * the client's earlier work has completed; the client's records go at once, as natively.
- * A map into the client's own reservation first carries out the unmaps still pending there
- * (waiting for their work, which natively would have had its mapping pulled from under it). */
+ * context the addresses freed go to the next reservation of any client. A client that unmapped,
+ * released and freed a range while its copy of the range was still queued read another client's
+ * secret once that client had mapped memory of its own there (tests/progs/free_order --vmm;
+ * natively the copy faults, in the process's own context: issue 34, S11; bench/NOTES.md, "Unmap
+ * under queued work"). So the driver's unmap and free are done once an event behind all the
+ * client's earlier work has completed; the client's records go at once, as natively. A map into
+ * the client's own reservation first carries out the unmaps still pending there (waiting for
+ * their work, which natively would have had its mapping pulled from under it). */
 #include "server/server.h"
 
 #include <string.h>

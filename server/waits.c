@@ -42,8 +42,9 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
         return DRV(cuStreamSynchronize)(s->real);
     /* A short wait (a fleet's few small kernels and a read-back) is spun out first, on the
      * stream itself (srv_spin_sync_ns): a blocking event recorded for every synchronisation
-     * cost 28% of a 16-process fleet's steps (H200, bench fleetc: 49551 steps/s against
-     * 68336), even with the event only queried for 1 ms before anyone slept on it. */
+     * costs each an interrupt, which cost a crowded fleet over a quarter of its steps, even
+     * with the event only queried for 1 ms before anyone slept on it (bench/NOTES.md,
+     * "block_stream spin"). */
     uint64_t spin = srv_spin_sync_ns();
     if (spin) {
         uint64_t end = chan_now_ns() + spin;
@@ -141,16 +142,16 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * stream-ordered, the driver's pool keeps reserved until a thread of the server has seen
  * the free complete by synchronising or querying the stream itself ("not observed on the
  * host", cuMemPoolTrimTo), which a reply from the GPU skips; a query of the event behind
- * the store before its next call did not count (H200, driver 580.159.04: the GPU tier's
- * mempool, mallocasync and pools programs failed their trims either way).
+ * the store before its next call does not count (the GPU tier's mempool, mallocasync and pools
+ * programs failed their trims either way: bench/NOTES.md, "Replies from the GPU").
  *
  * Only while the server is not crowded (spin.c: busy clients at most half the CPUs): the
  * thread is told to spin for its reply (gpu_seq), as a native synchronisation does, which
  * costs nothing while CPUs are free and makes a launch + synchronisation round trip 1-2 us
- * shorter than the worker's reply (H200: 9.3 us against 10.1-11.4; native 8.6-10.0). With
- * every CPU wanted the spinning threads took them from the workers and from MPI ranks: a
- * cold job of 16 polling ranks on 16 CPUs took 0.080-0.087 s against 0.068-0.072 s with the
- * worker's reply (block_stream). 1 when the reply is posted or on its way. */
+ * shorter than the worker's reply. With every CPU wanted the spinning threads take them from
+ * the workers and from MPI ranks: a cold job of as many polling ranks as CPUs ran a fifth
+ * slower than with the worker's reply (block_stream; bench/NOTES.md, "Replies from the GPU").
+ * 1 when the reply is posted or on its way. */
 static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
     if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
