@@ -177,7 +177,7 @@ run_test profile-build 300 bash -c '
     grep "profile" $dir/log/server.log
     echo "$out" | grep -q "^PASS vecadd" && echo "$out" | grep -q "^mpsshim profile (client" &&
         grep -q "Client process [0-9]* profile: [0-9]* records" $dir/log/server.log &&
-        grep -q "Client process [0-9]* profile by operation: [a-zA-Z_-]* [0-9]* x" \
+        grep -q "Client process [0-9]* profile by operation: [a-zA-Z0-9_-]* [0-9]* x" \
             $dir/log/server.log &&
         grep -q "Server profile, all workers: waits" $dir/log/server.log'
 # libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
