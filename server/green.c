@@ -14,8 +14,9 @@
  * MPSSHIM_GREEN_EACH=1 (an experiment, off by default) gives every unthrottled client a
  * green context of its own over all the SMs, for its streams: whether the driver then
  * serves the clients' launches side by side rather than through the one context, whose
- * threads together launch at a ceiling however many they are (bench/onectx; bench/README.md,
- * "One context's ceiling"). Not measured on a GPU yet; a bench variant compares it. */
+ * threads together launch at a ceiling however many they are. Its one-process form
+ * (`onectx --green`) lifted that ceiling by 4-9% at most (bench/README.md, "One context's
+ * ceiling"), so it stays off; this server form has not itself been measured on a GPU. */
 #include "server/server.h"
 
 #include <stdlib.h>
