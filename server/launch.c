@@ -12,6 +12,23 @@ static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
     return CUDA_SUCCESS;
 }
 
+/* The driver's launch configuration of a record's grid, block and shared memory (a launch's,
+ * an occupancy question's), on stream st with n attributes. */
+static CUlaunchConfig config_of(const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
+                                CUstream st, CUlaunchAttribute *attrs, uint32_t n)
+{
+    return (CUlaunchConfig){.gridDimX = grid[0],
+                            .gridDimY = grid[1],
+                            .gridDimZ = grid[2],
+                            .blockDimX = block[0],
+                            .blockDimY = block[1],
+                            .blockDimZ = block[2],
+                            .sharedMemBytes = smem,
+                            .hStream = st,
+                            .attrs = attrs,
+                            .numAttrs = n};
+}
+
 /* In a CUkernel's record (aux): bit d, its code was loaded in device d's context through
  * the code gate (codegate.c). A CUkernel launched as a function loads its code in the
  * launch, and that load waits in the driver for every stream of the context (a first launch
@@ -73,16 +90,7 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
             memset(&attrs[m.nattrs].value, 0, sizeof(attrs[m.nattrs].value));
             attrs[m.nattrs++].value.cooperative = 1;
         }
-        CUlaunchConfig cfg = {.gridDimX = m.grid[0],
-                              .gridDimY = m.grid[1],
-                              .gridDimZ = m.grid[2],
-                              .blockDimX = m.block[0],
-                              .blockDimY = m.block[1],
-                              .blockDimZ = m.block[2],
-                              .sharedMemBytes = m.smem,
-                              .hStream = st,
-                              .attrs = attrs,
-                              .numAttrs = m.nattrs};
+        CUlaunchConfig cfg = config_of(m.grid, m.block, m.smem, st, attrs, m.nattrs);
         res = DRV(cuLaunchKernelEx)(&cfg, f, NULL, psize ? extra : NULL);
     }
     if (res == CUDA_SUCCESS) {
@@ -122,16 +130,8 @@ void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     CUlaunchAttribute attrs[64];
     memcpy(attrs, p + sizeof(m), (size_t)m.nattrs * sizeof(CUlaunchAttribute));
     if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS) goto reply;
-    CUlaunchConfig cfg = {.gridDimX = m.grid[0],
-                          .gridDimY = m.grid[1],
-                          .gridDimZ = m.grid[2],
-                          .blockDimX = m.block[0],
-                          .blockDimY = m.block[1],
-                          .blockDimZ = m.block[2],
-                          .sharedMemBytes = m.smem,
-                          .hStream = s ? s->real : NULL,
-                          .attrs = m.nattrs ? attrs : NULL,
-                          .numAttrs = m.nattrs};
+    CUlaunchConfig cfg =
+        config_of(m.grid, m.block, m.smem, s ? s->real : NULL, m.nattrs ? attrs : NULL, m.nattrs);
     CUfunction f = (CUfunction)(uintptr_t)m.func;
     int v = 0;
     res = m.what == CHAN_OCC_ACTIVE_CLUSTERS ? DRV(cuOccupancyMaxActiveClusters)(&v, f, &cfg)
