@@ -38,7 +38,14 @@ static int may_block(struct srv_client *c)
 static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
 {
     int d = s->device;
-    if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || d < 0 || d >= CHAN_MAX_DEVICES)
+    /* A client that allocates from memory pools is waited for by cuStreamSynchronize itself:
+     * what it freed stream-ordered the driver keeps reserved through cuMemPoolTrimTo until
+     * the stream has been synchronised; neither the event below nor a cuStreamQuery of the
+     * stream before the trim counts (the GPU tier's pools part: eight mempool clients beside
+     * six poolrace ones, crowded, failed their trims with either, and passed so; H200,
+     * bench/NOTES.md "Replies from the GPU"). */
+    if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || c->pool_allocs || d < 0 ||
+        d >= CHAN_MAX_DEVICES)
         return DRV(cuStreamSynchronize)(s->real);
     /* A short wait (a fleet's few small kernels and a read-back) is spun out first, on the
      * stream itself (srv_spin_sync_ns): a blocking event recorded for every synchronisation
@@ -140,10 +147,10 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  *
  * Not for a client that allocates from memory pools (cuMemAllocAsync): what it frees
  * stream-ordered, the driver's pool keeps reserved until a thread of the server has seen
- * the free complete by synchronising or querying the stream itself ("not observed on the
- * host", cuMemPoolTrimTo), which a reply from the GPU skips; a query of the event behind
- * the store before its next call does not count (the GPU tier's mempool, mallocasync and pools
- * programs failed their trims either way: bench/NOTES.md, "Replies from the GPU").
+ * the free complete by synchronising the stream itself ("not observed on the host",
+ * cuMemPoolTrimTo; block_stream), which a reply from the GPU skips; a query of the event
+ * behind the store before its next call does not count (the GPU tier's mempool, mallocasync
+ * and pools programs failed their trims either way: bench/NOTES.md, "Replies from the GPU").
  *
  * Only while the server is not crowded (spin.c: busy clients at most half the CPUs): the
  * thread is told to spin for its reply (gpu_seq), as a native synchronisation does, which
