@@ -1061,7 +1061,7 @@ def write_all(g, out):
     write_symtab(out, g.described)
     write_procaddr(out, g.rows, g.described)
     write_map(out, g.described)
-    ops.write(out, g.ops)
+    ops.write(out, g.ops, write)
 
 
 def input_args(ap):

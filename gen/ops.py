@@ -107,15 +107,6 @@ def size_check(op):
 # ---------------------------------------------------------------- write
 
 
-def write_file(path, text):
-    # Keep the old file (and its timestamp) when nothing changed: make rebuilds less.
-    if os.path.exists(path) and open(path).read() == text:
-        return
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
-
-
 def chan_ops_h(ops):
     lines = ["/* %s */" % HEADER, "#ifndef CHAN_OPS_H", "#define CHAN_OPS_H", "",
              '#include "shim_ids.h"', "",
@@ -169,7 +160,8 @@ def srv_ops_def(ops):
     return "\n".join(lines)
 
 
-def write(out, ops):
+def write(out, ops, write_file):
+    """The three files, each through write_file(path, text) (gen.py's write)."""
     write_file(os.path.join(out, "chan_ops.h"), chan_ops_h(ops))
     write_file(os.path.join(out, "srv_ops.h"), srv_ops_h(ops))
     write_file(os.path.join(out, "srv_ops.def"), srv_ops_def(ops))
