@@ -1,7 +1,7 @@
 """The protocol's hand-written operations: the %op rows of cuda_symbols.txt -> their numbers
 (chan_ops.h), the rows of the server's dispatch table (srv_ops.def) and its handlers'
-declarations (srv_ops.h). gen/gen.py calls parse() from its parse step and write() from its write step;
-the dispatch mechanics are hand-written (server/worker.c, struct srv_op in server/server.h).
+declarations (srv_ops.h). gen/gen.py calls parse() from its parse step and write() from its
+write step; the dispatch mechanics are hand-written (server/worker.c, with struct srv_op).
 
 A row: %op NAME custom:FAMILY.FN [payload:TYPE[+]] [short:ERROR|short:protocol]
                                   [after-fault] [takes-blob] [unrung]   # payload -> reply
