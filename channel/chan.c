@@ -152,15 +152,16 @@ struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct c
 
 /* 1 when the record just published may stay unrung (chan_shm.coalesce_us): the server lets
  * records wait, and neither the bound on their number nor on the first one's age is
- * reached. Only work for the GPU may wait: a launch, or a generic call that asks for no
- * reply (an asynchronous memset, copy between device addresses, event record, stream
- * wait). Whatever the client may wait on without a reply of its own is rung at once: a
- * copy through the staging slots, a host function, a module's image. */
+ * reached. Only work for the GPU may wait: an operation whose %op row says `unrung` (a
+ * launch), or a generic call that asks for no reply (an asynchronous memset, copy between
+ * device addresses, event record, stream wait). Whatever the client may wait on without a
+ * reply of its own is rung at once: a copy through the staging slots, a host function, a
+ * module's image. */
 static int may_leave_unrung(struct chan *c, const struct chan_rec *r)
 {
     uint32_t us = atomic_load_explicit(&c->shm->coalesce_us, memory_order_relaxed);
     if (!us || (r->flags & CHAN_RF_REPLY) || c->unrung >= CHAN_COALESCE_MAX ||
-        (r->op != CHAN_OP_LAUNCH && r->op >= CHAN_OP_BASE))
+        (r->op >= CHAN_OP_BASE && !CHAN_OP_UNRUNG(r->op)))
         return 0;
     uint64_t now = chan_now_ns();
     if (!c->unrung)

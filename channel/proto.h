@@ -258,39 +258,9 @@ _Static_assert(sizeof(struct chan_rec) == 16, "record header layout");
 #define CHAN_RF_REPLY 0x1u /* the sender waits on `lane` for the result */
 #define CHAN_RF_PTDS 0x2u  /* the NULL stream means the per-thread default stream */
 
-/* Hand-written operations (the `manual` families). Values sit above every call id. */
-enum chan_op {
-    CHAN_OP_BASE = 0x8000,
-    CHAN_OP_PAD = CHAN_OP_BASE, /* filler to the end of the ring */
-    CHAN_OP_CTX_CREATE,         /* chan_ctx -> - */
-    CHAN_OP_CTX_DESTROY,        /* chan_ctx -> -: frees everything made in it */
-    CHAN_OP_CTX_SYNC,           /* [u32 ctx id] -> -: the client's streams of that context
-                                   (without a payload: rec.ctx's) */
-    CHAN_OP_CTX_LIMIT,          /* chan_limit -> u64 value */
-    CHAN_OP_HOST_ALLOC,         /* chan_host_alloc -> u64 addr (+ fd on the socket) */
-    CHAN_OP_HOST_FREE,          /* u64 addr -> - */
-    CHAN_OP_COPY,               /* chan_copy [+ inline data] -> [inline data] */
-    CHAN_OP_BLOB,               /* bytes: appended to the client's upload buffer */
-    CHAN_OP_MODULE_LOAD,        /* chan_module_load -> chan_module_loaded */
-    CHAN_OP_GET_FUNCTION,       /* chan_lookup -> chan_function */
-    CHAN_OP_ENUM_FUNCTIONS,     /* chan_handle + u32 max -> u32 n, chan_function[n] */
-    CHAN_OP_LAUNCH,             /* chan_launch + attrs + params -> - */
-    CHAN_OP_STREAM_CREATE,      /* chan_stream_create -> u64 stream */
-    CHAN_OP_STREAM_DESTROY,     /* u64 stream -> - */
-    CHAN_OP_STREAM_SYNC,        /* u64 stream -> - */
-    CHAN_OP_EVENT_SYNC,         /* u64 event -> - */
-    CHAN_OP_ERROR_STRING,       /* i32 code -> string */
-    CHAN_OP_HOST_FUNC,          /* chan_host_func -> - (async) */
-    CHAN_OP_OCCUPANCY,          /* chan_occupancy + attrs -> i32 */
-    CHAN_OP_KERNEL_NODE,        /* chan_kernel_node + deps + params -> u64 node (add) */
-    CHAN_OP_IPC,                /* chan_ipc -> chan_ipc_reply */
-    CHAN_OP_HOST_NODE,          /* chan_host_node + deps -> u64 node (add) | u64 fn, user (get) */
-    CHAN_OP_HOST_REGISTER,      /* chan_host_register (+ memfd on the socket before) -> - */
-    CHAN_OP_PROCADDR,           /* u32 offset -> chan_procaddr_page + bytes of the table */
-    CHAN_OP_COND_NODE,          /* chan_cond_node + deps -> chan_cond_node_made + bodies */
-    CHAN_OP_MVAR,               /* chan_mvar + chan_mvar_ent[n] [+ bytes] -> [u32 flags] */
-    CHAN_OP_END,
-};
+/* Hand-written operations (the `manual` families): enum chan_op, CHAN_OP_*, generated from
+ * the %op rows of cuda_symbols.txt, each with its payload and reply. */
+#include "chan_ops.h"
 
 struct chan_ctx {
     uint32_t id;

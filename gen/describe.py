@@ -217,7 +217,8 @@ def main():
     ap.add_argument("name", nargs="?")
     a = ap.parse_args()
     if not a.name:
-        sys.stderr.write("usage: make describe NAME=cuFoo (one CUDA driver call)\n")
+        sys.stderr.write("usage: make describe NAME=cuFoo (one CUDA driver call, or a "
+                         "protocol operation, CHAN_OP_NAME)\n")
         return 2
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `make describe ... | head`
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -225,6 +226,12 @@ def main():
         g = gen.load(a.cuda_include, a.symbols, a.procaddr, a.cc)
         by_name = {d.sym.name: d for d in g.described}
         d = by_name.get(a.name)
+        op = gen.ops.find(g.ops, a.name)
+        if op is not None:  # a protocol operation's %op row (gen/ops.py)
+            with tempfile.TemporaryDirectory(prefix="mpsshim-describe.") as out:
+                gen.write_all(g, out)
+                gen.ops.describe(op, a.symbols, root, out, print)
+            return 0
         if d is None:
             near = difflib.get_close_matches(a.name, list(by_name), n=4, cutoff=0.75)
             sys.stderr.write("%s: not in cuda_symbols.txt, nor declared in cuda.h: the shim "

@@ -2,10 +2,11 @@
 # -> C in $(B)/gen. Everything generated lives in the build tree only.
 GEN_OUT := $(B)/gen/shim_ids.h $(B)/gen/shim_desc.c $(B)/gen/shim_stubs.c $(B)/gen/shim_impl.h \
            $(B)/gen/shim_symtab.c $(B)/gen/shim_procaddr.c $(B)/gen/shim_exports.map \
-           $(B)/gen/srv_hooks.c $(B)/gen/srv_hooks.h
+           $(B)/gen/srv_hooks.c $(B)/gen/srv_hooks.h \
+           $(B)/gen/chan_ops.h $(B)/gen/srv_ops.h $(B)/gen/srv_ops.def
 GEN_PROCADDR := gen/data/procaddress-580.159.04.tsv
 
-$(GEN_OUT) &: gen/gen.py gen/ctypes_parse.py cuda_symbols.txt $(GEN_PROCADDR) $(CUDA)/include/cuda.h
+$(GEN_OUT) &: gen/gen.py gen/ctypes_parse.py gen/ops.py cuda_symbols.txt $(GEN_PROCADDR) $(CUDA)/include/cuda.h
 	@mkdir -p $(B)/gen
 	$(PYTHON) gen/gen.py --cuda-include $(CUDA)/include --symbols cuda_symbols.txt \
 		--procaddr $(GEN_PROCADDR) --cc $(CC) --out $(B)/gen

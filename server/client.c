@@ -299,37 +299,10 @@ int srv_client_alive(void *arg)
     return 1;
 }
 
-/* The protocol's own operations by name (channel/proto.h), for the profile line. */
+/* The protocol's own operations by name (their %op rows), for the profile line. */
 static const char *proto_op_name(uint32_t op)
 {
-    static const char *const names[CHAN_OP_END - CHAN_OP_BASE] = {
-        [CHAN_OP_CTX_CREATE - CHAN_OP_BASE] = "ctx-create",
-        [CHAN_OP_CTX_DESTROY - CHAN_OP_BASE] = "ctx-destroy",
-        [CHAN_OP_CTX_SYNC - CHAN_OP_BASE] = "ctx-sync",
-        [CHAN_OP_CTX_LIMIT - CHAN_OP_BASE] = "ctx-limit",
-        [CHAN_OP_HOST_ALLOC - CHAN_OP_BASE] = "host-alloc",
-        [CHAN_OP_HOST_FREE - CHAN_OP_BASE] = "host-free",
-        [CHAN_OP_COPY - CHAN_OP_BASE] = "copy",
-        [CHAN_OP_BLOB - CHAN_OP_BASE] = "blob",
-        [CHAN_OP_MODULE_LOAD - CHAN_OP_BASE] = "module-load",
-        [CHAN_OP_GET_FUNCTION - CHAN_OP_BASE] = "get-function",
-        [CHAN_OP_ENUM_FUNCTIONS - CHAN_OP_BASE] = "enum-functions",
-        [CHAN_OP_LAUNCH - CHAN_OP_BASE] = "launch",
-        [CHAN_OP_STREAM_CREATE - CHAN_OP_BASE] = "stream-create",
-        [CHAN_OP_STREAM_DESTROY - CHAN_OP_BASE] = "stream-destroy",
-        [CHAN_OP_STREAM_SYNC - CHAN_OP_BASE] = "stream-sync",
-        [CHAN_OP_EVENT_SYNC - CHAN_OP_BASE] = "event-sync",
-        [CHAN_OP_ERROR_STRING - CHAN_OP_BASE] = "error-string",
-        [CHAN_OP_HOST_FUNC - CHAN_OP_BASE] = "host-func",
-        [CHAN_OP_OCCUPANCY - CHAN_OP_BASE] = "occupancy",
-        [CHAN_OP_KERNEL_NODE - CHAN_OP_BASE] = "kernel-node",
-        [CHAN_OP_IPC - CHAN_OP_BASE] = "ipc",
-        [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = "host-node",
-        [CHAN_OP_HOST_REGISTER - CHAN_OP_BASE] = "host-register",
-        [CHAN_OP_PROCADDR - CHAN_OP_BASE] = "procaddr",
-        [CHAN_OP_COND_NODE - CHAN_OP_BASE] = "cond-node",
-        [CHAN_OP_MVAR - CHAN_OP_BASE] = "mvar",
-    };
+    static const char *const names[CHAN_OP_END - CHAN_OP_BASE] = CHAN_OP_NAMES;
     const char *n = op >= CHAN_OP_BASE && op < CHAN_OP_END ? names[op - CHAN_OP_BASE] : NULL;
     return n ? n : "unnamed operation";
 }

@@ -17,33 +17,32 @@ struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
 
 void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    struct chan_ctx m;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len == sizeof(m)) {
-        memcpy(&m, p, sizeof(m));
-        /* The client names its own ordinal; a device it was not given is refused. */
-        m.device = srv_dev_in(c, m.device);
-        if (m.device < 0 || m.device >= srv.ndev)
-            res = CUDA_ERROR_INVALID_DEVICE;
-        else if (m.id == 0 || srv_ctx_get(c, m.id))
-            res = CUDA_ERROR_INVALID_VALUE;
-        else if (atomic_load(&srv.fault[m.device].state) != SRV_DEV_OK)
-            /* The device is lost to this server (fault.c), as it is to a process natively:
-             * a new context there returns the fault. New processes get a new server. */
-            res = (CUresult)atomic_load(&srv.fault[m.device].err);
-        else {
-            struct srv_ctx *x = calloc(1, sizeof(*x));
-            res = CUDA_ERROR_OUT_OF_MEMORY;
-            if (x) {
-                x->id = m.id;
-                x->device = m.device;
-                x->primary = (int)m.primary;
-                /* Read before any work in it: a fault seen after this kills it too. */
-                x->gen = atomic_load(&srv.fault[m.device].gen);
-                HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
-                atomic_fetch_or(&c->stats.devices, 1u << m.device);
-                res = CUDA_SUCCESS;
-            }
+    struct chan_ctx m; /* the payload is one (its %op row) */
+    CUresult res;
+    (void)len;
+    memcpy(&m, p, sizeof(m));
+    /* The client names its own ordinal; a device it was not given is refused. */
+    m.device = srv_dev_in(c, m.device);
+    if (m.device < 0 || m.device >= srv.ndev)
+        res = CUDA_ERROR_INVALID_DEVICE;
+    else if (m.id == 0 || srv_ctx_get(c, m.id))
+        res = CUDA_ERROR_INVALID_VALUE;
+    else if (atomic_load(&srv.fault[m.device].state) != SRV_DEV_OK)
+        /* The device is lost to this server (fault.c), as it is to a process natively:
+         * a new context there returns the fault. New processes get a new server. */
+        res = (CUresult)atomic_load(&srv.fault[m.device].err);
+    else {
+        struct srv_ctx *x = calloc(1, sizeof(*x));
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        if (x) {
+            x->id = m.id;
+            x->device = m.device;
+            x->primary = (int)m.primary;
+            /* Read before any work in it: a fault seen after this kills it too. */
+            x->gen = atomic_load(&srv.fault[m.device].gen);
+            HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
+            atomic_fetch_or(&c->stats.devices, 1u << m.device);
+            res = CUDA_SUCCESS;
         }
     }
     srv_reply(c, r->lane, res, 0);
@@ -51,12 +50,10 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
 
 void srv_op_ctx_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    struct chan_ctx m;
-    struct srv_ctx *x = NULL;
-    if (len == sizeof(m)) {
-        memcpy(&m, p, sizeof(m));
-        x = srv_ctx_get(c, m.id);
-    }
+    struct chan_ctx m; /* the payload is one (its %op row) */
+    (void)len;
+    memcpy(&m, p, sizeof(m));
+    struct srv_ctx *x = srv_ctx_get(c, m.id);
     if (x) {
         srv_use_device(x->device);
         srv_release(c, x->id);
@@ -129,10 +126,10 @@ static void limit_charged(struct srv_client *c, int dev, unsigned limit, uint64_
 
 void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    struct chan_limit m;
+    struct chan_limit m; /* the payload is one (its %op row) */
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out = 0;
-    if (len != sizeof(m)) goto reply;
+    (void)len;
     memcpy(&m, p, sizeof(m));
     if (!c->cur) {
         res = CUDA_ERROR_INVALID_CONTEXT;

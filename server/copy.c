@@ -481,10 +481,8 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
 {
     struct op o;
     o.lane = (r->flags & CHAN_RF_REPLY) ? r->lane : -1;
-    if (len < sizeof(o.m)) {
-        atomic_store(&c->dead, 1); /* cannot even tell how to answer: protocol error */
-        return;
-    }
+    /* At least a chan_copy (its %op row: a shorter one is a protocol error, as nothing
+     * says how to answer it). */
     memcpy(&o.m, p, sizeof(o.m));
     o.data = p + sizeof(o.m);
     o.wraps = __builtin_mul_overflow(o.m.width, o.m.height, &o.total) ||

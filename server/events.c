@@ -11,12 +11,10 @@
 
 void srv_op_event_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    uint64_t h = 0;
-    struct srv_obj *e = NULL;
-    if (len == sizeof(h)) {
-        memcpy(&h, p, sizeof(h));
-        e = srv_obj_find(c, SHIM_HT_CUevent, h);
-    }
+    uint64_t h; /* the payload is one (its %op row) */
+    (void)len;
+    memcpy(&h, p, sizeof(h));
+    struct srv_obj *e = srv_obj_find(c, SHIM_HT_CUevent, h);
     CUresult res =
         e ? srv_wait_event(c, (CUevent)(uintptr_t)h, r->lane) : CUDA_ERROR_INVALID_HANDLE;
     if (res != CUDA_SUCCESS) srv_reply(c, r->lane, res, 0);

@@ -112,8 +112,7 @@ void srv_op_cond_node(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     struct chan_cond_node m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out_len = 0;
-    if (len < sizeof(m)) goto reply;
-    memcpy(&m, p, sizeof(m));
+    memcpy(&m, p, sizeof(m)); /* len is at least that (its %op row) */
     if (m.ndeps > CHAN_MAX_DEPS || len != sizeof(m) + (uint64_t)m.ndeps * sizeof(uint64_t))
         goto reply;
     /* Within the reply (the client refuses more first; the driver refuses none). */

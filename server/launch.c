@@ -110,8 +110,7 @@ void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     struct chan_occupancy m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     int32_t out = 0;
-    if (len < sizeof(m)) goto reply;
-    memcpy(&m, p, sizeof(m));
+    memcpy(&m, p, sizeof(m)); /* len is at least that (its %op row) */
     if (m.nattrs > 64 || len != sizeof(m) + (size_t)m.nattrs * sizeof(CUlaunchAttribute) ||
         m.what > CHAN_OCC_POTENTIAL_CLUSTER_SIZE)
         goto reply;

@@ -270,22 +270,21 @@ void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
 
 void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    uint64_t addr;
+    uint64_t addr; /* the payload is one (its %op row) */
     CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len == sizeof(addr)) {
-        memcpy(&addr, p, sizeof(addr));
-        struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, addr);
-        /* Also managed memory whose address the client could not map (memory.c). */
-        if (!o) o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, addr);
-        if (o && !(o->aux & PINNED_REGISTERED)) { /* registered pages are unregistered */
-            /* Its waits there end first (memops.c); copies may still read or write it:
-             * wait for the client's work first. */
-            srv_memops_end_range(c, o->key.value, o->size);
-            res = CUDA_ERROR_NOT_READY; /* it left meanwhile: its release frees it */
-            if (srv_streams_drain(c, 0) == 0) {
-                srv_obj_release(c, o);
-                res = CUDA_SUCCESS;
-            }
+    (void)len;
+    memcpy(&addr, p, sizeof(addr));
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, addr);
+    /* Also managed memory whose address the client could not map (memory.c). */
+    if (!o) o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, addr);
+    if (o && !(o->aux & PINNED_REGISTERED)) { /* registered pages are unregistered */
+        /* Its waits there end first (memops.c); copies may still read or write it:
+         * wait for the client's work first. */
+        srv_memops_end_range(c, o->key.value, o->size);
+        res = CUDA_ERROR_NOT_READY; /* it left meanwhile: its release frees it */
+        if (srv_streams_drain(c, 0) == 0) {
+            srv_obj_release(c, o);
+            res = CUDA_SUCCESS;
         }
     }
     srv_reply(c, r->lane, res, 0);
@@ -404,10 +403,11 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
 
 void srv_op_host_register(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    struct chan_host_register m;
+    struct chan_host_register m; /* the payload is one (its %op row) */
     CUresult res = CUDA_ERROR_INVALID_VALUE;
-    if (len == sizeof(m)) memcpy(&m, p, sizeof(m));
-    if (len == sizeof(m) && m.what == CHAN_HR_UNREGISTER) {
+    (void)len;
+    memcpy(&m, p, sizeof(m));
+    if (m.what == CHAN_HR_UNREGISTER) {
         struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_PINNED, m.addr);
         res = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
         if (o && (o->aux & PINNED_REGISTERED)) {
@@ -418,7 +418,7 @@ void srv_op_host_register(struct srv_client *c, const struct chan_rec *r, uint8_
                 res = CUDA_SUCCESS;
             }
         }
-    } else if (len == sizeof(m) && m.what == CHAN_HR_REGISTER) {
+    } else if (m.what == CHAN_HR_REGISTER) {
         /* Its memfd came on the socket just before the record. Bounded wait: a client that
          * sent the record without it must not hold this worker. */
         struct pollfd pf = {.fd = c->sock, .events = POLLIN};

@@ -227,8 +227,7 @@ static CUresult add_func(struct srv_client *c, uint64_t key, int is_kernel, stru
 /* Parses a chan_lookup and its NUL-terminated name. */
 static int lookup_args(uint8_t *p, uint32_t len, struct chan_lookup *m, const char **name)
 {
-    if (len < sizeof(*m)) return -1;
-    memcpy(m, p, sizeof(*m));
+    memcpy(m, p, sizeof(*m)); /* len is at least that (its %op row) */
     if (m->name_len > len - sizeof(*m)) return -1;
     *name = NULL;
     if (m->name_len) {
@@ -307,8 +306,8 @@ void srv_op_enum_functions(struct srv_client *c, const struct chan_rec *r, uint8
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint8_t *out = srv_lane_data(c, r->lane);
     uint32_t used = 4, count = 0;
-    if (len != sizeof(m)) goto reply;
-    memcpy(&m, p, sizeof(m));
+    (void)len;
+    memcpy(&m, p, sizeof(m)); /* the payload is one (its %op row) */
     int lib = m.kind == CHAN_H_LIBRARY;
     struct srv_obj *mod = srv_obj_find(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, m.handle);
     res = CUDA_ERROR_INVALID_HANDLE;

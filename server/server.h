@@ -816,14 +816,7 @@ int srv_stream_settle_by(struct srv_client *c, CUstream st, uint64_t by);
  * A handler replies itself (now, or later through a wait) when lane >= 0. */
 typedef void srv_handler(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);
 
-srv_handler srv_op_ctx_create, srv_op_ctx_destroy, srv_op_ctx_sync, srv_op_ctx_limit;
-srv_handler srv_op_host_alloc, srv_op_host_free;
-srv_handler srv_op_copy;
-srv_handler srv_op_blob, srv_op_module_load, srv_op_get_function, srv_op_enum_functions;
-srv_handler srv_op_launch, srv_op_occupancy;
-srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_sync, srv_op_event_sync;
-srv_handler srv_op_error_string;
-srv_handler srv_op_procaddr;
+#include "srv_ops.h" /* generated: srv_op_* of every %op row of cuda_symbols.txt */
 
 /* ---------------------------------------------------------------- procaddr.c */
 
@@ -831,12 +824,6 @@ srv_handler srv_op_procaddr;
  * answers as the table CHAN_OP_PROCADDR hands to clients. Once, before serving; 0, or -1
  * (logged) when clients must answer from the shim's compiled-in table. */
 int srv_procaddr_build(void *drv);
-srv_handler srv_op_kernel_node;
-srv_handler srv_op_cond_node; /* graphcond.c */
-srv_handler srv_op_host_func, srv_op_host_node;
-srv_handler srv_op_ipc;
-srv_handler srv_op_host_register;
-srv_handler srv_op_mvar; /* managed.c */
 
 /* memops.c: writes into every word a stream of the client waits on (in context ctx, 0 =
  * all) a value that ends the wait, while the word is still the client's: before a release

@@ -78,60 +78,58 @@ void srv_op_blob(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
 
 void srv_op_error_string(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    int32_t code;
+    int32_t code; /* the payload is one (its %op row) */
     const char *s = NULL;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out = 0;
-    if (len == sizeof(code)) {
-        memcpy(&code, p, sizeof(code));
-        res = DRV(cuGetErrorString)((CUresult)code, &s);
-        if (res == CUDA_SUCCESS && s) {
-            out = (uint32_t)strnlen(s, CHAN_LANE_DATA - 1);
-            memcpy(srv_lane_data(c, r->lane), s, out);
-        }
+    (void)len;
+    memcpy(&code, p, sizeof(code));
+    CUresult res = DRV(cuGetErrorString)((CUresult)code, &s);
+    if (res == CUDA_SUCCESS && s) {
+        out = (uint32_t)strnlen(s, CHAN_LANE_DATA - 1);
+        memcpy(srv_lane_data(c, r->lane), s, out);
     }
     srv_reply(c, r->lane, res, out);
 }
 
 /* ---------------------------------------------------------------- dispatch */
 
-static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
-    [CHAN_OP_CTX_CREATE - CHAN_OP_BASE] = srv_op_ctx_create,
-    [CHAN_OP_CTX_DESTROY - CHAN_OP_BASE] = srv_op_ctx_destroy,
-    [CHAN_OP_CTX_SYNC - CHAN_OP_BASE] = srv_op_ctx_sync,
-    [CHAN_OP_CTX_LIMIT - CHAN_OP_BASE] = srv_op_ctx_limit,
-    [CHAN_OP_HOST_ALLOC - CHAN_OP_BASE] = srv_op_host_alloc,
-    [CHAN_OP_HOST_FREE - CHAN_OP_BASE] = srv_op_host_free,
-    [CHAN_OP_COPY - CHAN_OP_BASE] = srv_op_copy,
-    [CHAN_OP_BLOB - CHAN_OP_BASE] = srv_op_blob,
-    [CHAN_OP_MODULE_LOAD - CHAN_OP_BASE] = srv_op_module_load,
-    [CHAN_OP_GET_FUNCTION - CHAN_OP_BASE] = srv_op_get_function,
-    [CHAN_OP_ENUM_FUNCTIONS - CHAN_OP_BASE] = srv_op_enum_functions,
-    [CHAN_OP_LAUNCH - CHAN_OP_BASE] = srv_op_launch,
-    [CHAN_OP_OCCUPANCY - CHAN_OP_BASE] = srv_op_occupancy,
-    [CHAN_OP_STREAM_CREATE - CHAN_OP_BASE] = srv_op_stream_create,
-    [CHAN_OP_STREAM_DESTROY - CHAN_OP_BASE] = srv_op_stream_destroy,
-    [CHAN_OP_STREAM_SYNC - CHAN_OP_BASE] = srv_op_stream_sync,
-    [CHAN_OP_EVENT_SYNC - CHAN_OP_BASE] = srv_op_event_sync,
-    [CHAN_OP_ERROR_STRING - CHAN_OP_BASE] = srv_op_error_string,
-    [CHAN_OP_HOST_FUNC - CHAN_OP_BASE] = srv_op_host_func,
-    [CHAN_OP_KERNEL_NODE - CHAN_OP_BASE] = srv_op_kernel_node,
-    [CHAN_OP_IPC - CHAN_OP_BASE] = srv_op_ipc,
-    [CHAN_OP_HOST_REGISTER - CHAN_OP_BASE] = srv_op_host_register,
-    [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = srv_op_host_node,
-    [CHAN_OP_PROCADDR - CHAN_OP_BASE] = srv_op_procaddr,
-    [CHAN_OP_COND_NODE - CHAN_OP_BASE] = srv_op_cond_node,
-    [CHAN_OP_MVAR - CHAN_OP_BASE] = srv_op_mvar,
+/* One row of the dispatch table, generated from an %op row of cuda_symbols.txt. */
+struct srv_op {
+    srv_handler *fn;
+    uint32_t size; /* the payload's fixed part: at least this many bytes (0: any payload) */
+    uint32_t flags;
+    CUresult bad; /* the answer to a payload of the wrong size (unless SHORT_PROTOCOL) */
+};
+#define SRV_OP_EXACT 0x1u          /* the payload is exactly `size` bytes */
+#define SRV_OP_AFTER_FAULT 0x2u    /* runs in a context a fault killed too */
+#define SRV_OP_TAKES_BLOB 0x4u     /* consumes the uploaded image (CHAN_OP_BLOB records) */
+#define SRV_OP_SHORT_PROTOCOL 0x8u /* a payload of the wrong size is a protocol error */
+
+static const struct srv_op ops[CHAN_OP_END - CHAN_OP_BASE] = {
+#include "srv_ops.def"
 };
 
-/* Operations that still run in a context a fault killed: making and destroying contexts
- * (a client may start over on a new one, as natively), what touches no context, and
- * copies, whose staging slots must keep flowing (copy.c fails them with the fault). */
-static int runs_after_fault(uint32_t op)
+/* The row of a protocol operation; NULL for a call id, the filler or an unknown op. */
+static const struct srv_op *op_row(uint32_t op)
 {
-    return op == CHAN_OP_CTX_CREATE || op == CHAN_OP_CTX_DESTROY || op == CHAN_OP_BLOB ||
-           op == CHAN_OP_ERROR_STRING || op == CHAN_OP_PROCADDR || op == CHAN_OP_COPY ||
-           op == CHAN_OP_HOST_FREE;
+    if (op <= CHAN_OP_BASE || op >= CHAN_OP_END || !ops[op - CHAN_OP_BASE].fn) return NULL;
+    return &ops[op - CHAN_OP_BASE];
+}
+
+/* Runs an operation's handler once its payload has the size its row says: 0, or -1 when
+ * the client broke the protocol. */
+static int run_op(struct srv_client *c, const struct srv_op *o, struct chan_rec *r, uint8_t *p,
+                  uint32_t len)
+{
+    if (len < o->size || ((o->flags & SRV_OP_EXACT) && len != o->size)) {
+        if (o->flags & SRV_OP_SHORT_PROTOCOL) return -1;
+        srv_reply(c, r->lane, o->bad, 0);
+        return 0;
+    }
+    srv_busy(c, r->op);
+    o->fn(c, r, p, len);
+    srv_busy(c, 0);
+    return 0;
 }
 
 /* Replays one record. 0, or -1 when the client broke the protocol. */
@@ -151,8 +149,9 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
     CUresult dead = !c->cur         ? CUDA_SUCCESS
                     : c->cur->fault ? c->cur->fault
                                     : srv_fault_gate(c, c->cur->device);
-    if (dead != CUDA_SUCCESS && !runs_after_fault(r->op)) {
-        if (r->op == CHAN_OP_MODULE_LOAD)
+    const struct srv_op *o = op_row(r->op);
+    if (dead != CUDA_SUCCESS && !(o && (o->flags & SRV_OP_AFTER_FAULT))) {
+        if (o && (o->flags & SRV_OP_TAKES_BLOB))
             c->blob_len = 0; /* the image uploaded for it goes with it */
         srv_reply(c, r->lane, dead, 0);
         return 0;
@@ -169,11 +168,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
         srv_busy(c, 0);
         return 0;
     }
-    if (r->op <= CHAN_OP_BASE || r->op >= CHAN_OP_END || !handlers[r->op - CHAN_OP_BASE]) return -1;
-    srv_busy(c, r->op);
-    handlers[r->op - CHAN_OP_BASE](c, r, p, len);
-    srv_busy(c, 0);
-    return 0;
+    return o ? run_op(c, o, r, p, len) : -1;
 }
 
 /* A record handled: what its checks reserved of the process's memory limit is counted by

@@ -607,6 +607,7 @@ else
     run_test drop-silent-client 30 "$B/tests/unit/rawclient" silent
     run_test hostile-calls 60 "$B/tests/unit/rawclient" hostile # wrapping spans, images
     run_test scribbled-lane 60 "$B/tests/unit/rawclient" scribble # handles from private memory
+    run_test short-payloads 60 "$B/tests/unit/rawclient" payloads # the %op rows' size checks
     run_test drop-trickling-client 60 "$B/tests/unit/rawclient" trickle
     # 150 connections that never say hello (more than MPSSHIM_MAX_CLIENTS, 48, and than the
     # bound on handshakes in progress, 48 + 64): a real client is still served meanwhile.

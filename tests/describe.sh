@@ -39,6 +39,23 @@ expect cuMemcpyHtoD_v2_ptds "^== cuMemcpyHtoD_v2_ptds: twin of cuMemcpyHtoD_v2 \
     'SHIM_CALL_TWIN\(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, SHIM_CF_PTDS\)'
 expect cuCtxAttach "^== cuCtxAttach: unsupported" 'CUDA_ERROR_NOT_SUPPORTED' \
     'SHIM_UNSUPPORTED\(cuCtxAttach,'
+expect CHAN_OP_COPY "^== CHAN_OP_COPY: hand-written operation copy" '^-- cuda_symbols.txt' \
+    '^[0-9]+: %op COPY ' 'wrong size +len < sizeof\(struct chan_copy\) -> protocol error' \
+    '^srv_ops.def: \[CHAN_OP_COPY - CHAN_OP_BASE\] = \{srv_op_copy,' \
+    '^handler +server/([a-z]+/)?copy\.c:[0-9]+'
+
+# Every %op row names the file that defines its handler: custom:FAMILY.FN, FN in
+# server/FAMILY.c (or server/*/FAMILY.c).
+while read -r _ name custom _; do
+    fam=${custom#custom:}
+    fn=${fam#*.}
+    fam=${fam%%.*}
+    if grep -rlE "^void $fn\(" "$ROOT/server" | grep -qE "/server/([a-z]+/)?$fam\.c$"; then
+        echo "ok %op $name in $fam.c"
+    else
+        echo "FAIL %op $name: $fn is not defined in server/$fam.c"; fail=1
+    fi
+done < <(grep '^%op ' "$ROOT/cuda_symbols.txt")
 
 if out=$(describe cuMemAloc); then
     echo "FAIL cuMemAloc: make describe succeeded for a name the table does not list"; fail=1

@@ -287,15 +287,7 @@ static void graph_gone(struct cl *k, struct obj *gr)
 
 static const char *op_name(unsigned op)
 {
-    static const char *const names[] = {"pad",         "ctx-create",    "ctx-destroy",
-                                        "ctx-sync",    "ctx-limit",     "host-alloc",
-                                        "host-free",   "copy",          "blob",
-                                        "module-load", "get-function",  "enum-functions",
-                                        "launch",      "stream-create", "stream-destroy",
-                                        "stream-sync", "event-sync",    "error-string",
-                                        "host-func",   "occupancy",     "kernel-node",
-                                        "ipc",         "host-node",     "host-register",
-                                        "procaddr",    "cond-node",     "mvar"};
+    static const char *const names[CHAN_OP_END - CHAN_OP_BASE] = CHAN_OP_NAMES;
     if (op < SHIM_NCALLS) return shim_calls[op].name;
     if (op >= CHAN_OP_BASE && op < CHAN_OP_END) return names[op - CHAN_OP_BASE];
     return "?";

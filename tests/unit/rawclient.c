@@ -531,6 +531,49 @@ static int hostile(void)
     return failures ? 1 : 0;
 }
 
+/* Every operation with a payload row (CHAN_OP_PAYLOADS, generated from the %op rows of
+ * cuda_symbols.txt) sent one byte short, and one byte long where the row says its size
+ * exactly: each gets the answer its row names, before its handler runs, and a row whose
+ * answer is a protocol error (0) has its client disconnected. */
+static int payloads(void)
+{
+    struct session x;
+    struct chan_ctx cx = {.id = 1, .device = 0};
+    if (session_open(&x) != 0 ||
+        request(&x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS) {
+        printf("no session\n");
+        return 1;
+    }
+    static const struct {
+        const char *name;
+        unsigned op;
+        size_t size;
+        int exact;
+        CUresult answer;
+    } rows[] = {
+#define ROW(op, type, exact, answer) {#op, op, sizeof(type), exact, answer},
+        CHAN_OP_PAYLOADS(ROW)
+#undef ROW
+    };
+    static uint8_t zeros[4096];
+    int bad = 0, n = 0;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        for (int more = 0; more <= rows[i].exact; more++, n++) {
+            size_t len = more ? rows[i].size + 1 : rows[i].size - 1;
+            struct session y; /* a protocol error: on a session of its own, which goes */
+            CUresult got = rows[i].answer          ? request(&x, rows[i].op, zeros, len, NULL, 0)
+                           : session_open(&y) != 0 ? CUDA_SUCCESS
+                                                   : request(&y, rows[i].op, zeros, len, NULL, 0);
+            /* CUDA_ERROR_UNKNOWN: no answer, the server let the client go. */
+            CUresult want = rows[i].answer ? rows[i].answer : CUDA_ERROR_UNKNOWN;
+            printf("%-24s %zu bytes: %d (want %d)\n", rows[i].name, len, (int)got, (int)want);
+            bad += got != want;
+        }
+    }
+    printf("%d payloads, %d answered otherwise\n", n, bad);
+    return bad != 0 || n == 0;
+}
+
 static _Atomic int scribbling;
 struct scribble_arg {
     volatile uint8_t *lane;
@@ -1002,12 +1045,13 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "silent") == 0) return silent();
     if (argc == 2 && strcmp(argv[1], "hostile") == 0) return hostile();
     if (argc == 2 && strcmp(argv[1], "scribble") == 0) return scribble();
+    if (argc == 2 && strcmp(argv[1], "payloads") == 0) return payloads();
     if (argc == 2 && strcmp(argv[1], "trickle") == 0) return trickle();
     if (argc == 2 && strcmp(argv[1], "accounts") == 0) return accounts();
     if (argc == 2 && strcmp(argv[1], "shrink") == 0) return shrink();
     if (argc == 4 && strcmp(argv[1], "crowd") == 0) return crowd(atoi(argv[2]), atoi(argv[3]));
-    fprintf(stderr,
-            "usage: rawclient devices|version|garbage|silent|hostile|scribble|trickle|shrink|crowd "
-            "N SECS|fuzz SEED N\n");
+    fprintf(stderr, "usage: rawclient "
+                    "devices|version|garbage|silent|hostile|scribble|payloads|trickle|shrink|crowd "
+                    "N SECS|fuzz SEED N\n");
     return 2;
 }
