@@ -617,7 +617,7 @@ static int serve_clients(struct start *st)
             give_up_service(st);
         }
         accept_waiting(st, fds, n);
-        srv_recycle_poll(); /* after the accepts: none is left half-served */
+        srv_recycle_poll(srv_control_busy()); /* after the accepts: none is left half-served */
         if (srv_handover_done() && (srv_clients_live() == 0 || srv_handover_service_ended())) {
             ended = 1;
             atomic_store(&srv.quitting, 1); /* every thread's loop ends with it */

@@ -1137,7 +1137,10 @@ void srv_handover_exit(int foreground);
  * SIGTERM, SIGINT and SIGHUP on to the live server; its exit status. */
 int srv_keeper(const char *fd);
 
-/* control.c: the control socket. */
+/* control.c: runs one command line; its answer goes to out (cap bytes, NUL-terminated).
+ * 1 if it failed. */
+int srv_control_command(char *line, char *out, size_t cap);
+/* controlsock.c: the control socket. */
 int srv_control_listen(void);
 /* main loop: serves a connection just accepted; never blocks on its peer. */
 void srv_control_serve(int fd);
@@ -1168,8 +1171,10 @@ static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
 void srv_recycle_init(char **argv, int listen_fd, int control_fd, int lock_fd, int foreground);
 /* Main loop: a client connection was accepted. */
 void srv_recycle_served(void);
-/* Main loop: starts afresh (execve, no return) once idle long enough after serving. */
-void srv_recycle_poll(void);
+/* Main loop: starts afresh (execve, no return) once idle long enough after serving, and
+ * while no control connection is open (control_open: srv_control_busy, which the main loop
+ * asks, as it owns the control socket: recycle.c then needs nothing of controlsock.c). */
+void srv_recycle_poll(int control_open);
 /* Signal handler (async-signal-safe): a stop asked for while the image is being replaced is
  * passed on to the new one. */
 void srv_recycle_forward(int sig);
