@@ -1156,7 +1156,8 @@ extern _Atomic uint32_t srv_trace_gen;
 int srv_trace_control(int argc, char **argv, char *out, size_t cap);
 /* 1 while a trace runs (the server does not start afresh under it). */
 int srv_trace_active(void);
-/* c's worker names stream s for the running trace (the stream's first work in it). */
+/* trace_owners.c: c's worker names stream s for the running trace (the stream's first work
+ * in it). */
 void srv_trace_stream(struct srv_client *c, struct srv_stream *s);
 /* Before work goes on s: one relaxed load when no trace runs, or s was named already. */
 static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
