@@ -1191,6 +1191,16 @@ void srv_recycle_adopted(void);
 /* get_server_status: its line about starting afresh. */
 void srv_recycle_describe(char *out, size_t len);
 
+/* settings.c: main reads the environment into srv. The pipe and log directories, the
+ * driver's path and the workers' idle spin: */
+void srv_settings_paths(void);
+/* How the server uses the driver: synchronisation, context scheduling, green contexts and
+ * where cuMemAlloc's memory comes from; *pool_asked: MPSSHIM_DEVICE_POOL=1, *ctx_sched_bad:
+ * MPSSHIM_CTX_SCHED's value when it named no scheduling (left as it is otherwise). */
+void srv_settings_driver(int *pool_asked, const char **ctx_sched_bad);
+/* What clients may hold and how long a departed one's work is waited for. */
+void srv_settings_limits(void);
+
 #include "srv_hooks.h" /* generated: srv_hook_* and srv_release_* of every family */
 
 #endif
