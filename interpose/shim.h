@@ -8,12 +8,27 @@
 #define MPSSHIM_SHIM_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cuda.h>
 
 #include "channel/chan.h"
 #include "channel/desc.h"
 #include "shim_impl.h" /* generated: shim_impl_<name> of every hand-written entry point */
+
+/* Grows *arr (of *cap elements of size elem) to hold n+1, doubling from 8; 0, or -1 without
+ * memory (nothing changed). */
+static inline int shim_grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap) return 0;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p) return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
 
 /* ---------------------------------------------------------------- log.c */
 
@@ -307,6 +322,11 @@ void shim_mvar_owner_gone(uint64_t owner);
 /* A process-wide __managed__ variable's range holding [p, p + n), for managed.c: 0 with
  * its base and size, -1 if none. */
 int shim_mvar_find(uint64_t p, uint64_t n, uint64_t *base, uint64_t *size);
+/* mvarpages.c, under mvars.c's lock: a host copy's pages mapped at [base, base + size),
+ * or -1 (nothing changed) when an address is taken here or memory runs out; unmap: one
+ * variable less on them. */
+int shim_mvar_map(uint64_t base, uint64_t size);
+void shim_mvar_unmap(uint64_t base, uint64_t size);
 
 /* ---------------------------------------------------------------- handles.c */
 
