@@ -875,7 +875,12 @@ void srv_graphrefs_free(struct srv_obj *o);
  * host nodes go on. Stores into its segment only: also called, again and again, by the
  * main loop for a client it finds gone (srv_clients_watch), under clients_lock. */
 void srv_hostfn_release(struct srv_client *c);
-/* 1 when graph exec record x has host nodes (a launch of it waits on the client). */
+/* hostfn.c: publishes one notification (a host function's number, or CHAN_CB_NODE and a
+ * host node's slot) in the client's ring, in the order taken, and wakes its callback
+ * thread. Runs on the driver's callback thread: never waits on the client. */
+void srv_hostfn_post(struct srv_client *c, uint64_t what);
+/* hostnode.c: 1 when graph exec record x has host nodes (a launch of it waits on the
+ * client). */
 int srv_hostfn_exec_waits(const struct srv_obj *x);
 
 /* generic.c: replays a `sync`/`async` call from its descriptor. */
