@@ -26,8 +26,6 @@
 struct srv srv = {.clients_lock = PTHREAD_MUTEX_INITIALIZER,
                   .limits_lock = PTHREAD_MUTEX_INITIALIZER};
 
-extern char **environ;
-
 /* The server must never be its own client: a server started under LD_PRELOAD=libmpsshim.so
  * (inherited from an `mpirun -x` line, say) runs itself again without it. */
 static void drop_shim_preload(char **argv)
@@ -51,28 +49,6 @@ static void drop_shim_preload(char **argv)
     execv("/proc/self/exe", argv);
     fprintf(stderr, "mpsshim-server: cannot restart without the shim: %s\n", strerror(errno));
     exit(1);
-}
-
-/* Before cuInit: a server on top of native MPS would be an MPS client, which it must not
- * be unless asked. */
-static void clear_mps_env(void)
-{
-    if (getenv("MPSSHIM_ON_MPS")) return;
-    for (;;) {
-        int found = 0;
-        for (char **e = environ; *e; e++)
-            if (strncmp(*e, "CUDA_MPS_", 9) == 0) {
-                char name[128];
-                size_t n = strcspn(*e, "=");
-                if (n >= sizeof(name)) n = sizeof(name) - 1;
-                memcpy(name, *e, n);
-                name[n] = '\0';
-                unsetenv(name);
-                found = 1;
-                break;
-            }
-        if (!found) return;
-    }
 }
 
 static int listen_on(const char *name)
@@ -293,16 +269,8 @@ static int prepare_process(struct start *st)
     /* Started by nobody who waits for "ready" (systemd, a container, a shell): the pid the
      * caller knows must outlive a fault (handover.c). */
     st->foreground = getenv("MPSSHIM_READY_FD") == NULL;
-    clear_mps_env();
+    srv_settings_driver_env();
     srv_policy_init();
-    /* One context carries every client's streams. With the driver's default of 8 hardware
-     * work queues, streams beyond 8 share queues and serialise, and clients that overlap under
-     * MPS run one after another. 32 queues keep 32 overlapping processes at MPS's pace, where
-     * 16 do not, and make a launch + synchronize and a small read a little dearer (stream
-     * queries, answered in the client when idle, no longer pay): bench/NOTES.md, "Hardware work
-     * queues". No setting gives both; overlap is what this server is for. 32 is the driver's
-     * most. */
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     return GO_ON;
 }
 

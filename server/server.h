@@ -1207,6 +1207,9 @@ void srv_settings_paths(void);
 void srv_settings_driver(int *pool_asked, const char **ctx_sched_bad);
 /* What clients may hold and how long a departed one's work is waited for. */
 void srv_settings_limits(void);
+/* Before cuInit: the environment the driver will see (no MPS client settings unless
+ * MPSSHIM_ON_MPS, 32 hardware work queues). */
+void srv_settings_driver_env(void);
 
 #include "srv_hooks.h" /* generated: srv_hook_* and srv_release_* of every family */
 

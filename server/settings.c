@@ -1,5 +1,6 @@
 /* The server's settings from its environment, read once by main before any thread starts,
- * into srv: where its pipes and logs are, how it uses the driver, and what clients may hold.
+ * into srv: where its pipes and logs are, how it uses the driver, and what clients may hold;
+ * and the environment the driver will see.
  * (Settings of one part stay with it: spin.c, waits.c and coalesce.c read their own.) */
 #define _GNU_SOURCE
 #include "server/server.h"
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+extern char **environ;
 
 /* The first of two variables set and not empty (ours before MPS's); NULL if neither. */
 static const char *env2(const char *ours, const char *mps)
@@ -97,4 +100,39 @@ void srv_settings_limits(void)
     srv.eager_kernels = (unsigned)env_count("MPSSHIM_EAGER_KERNELS", 256, 1000000);
     v = getenv("MPSSHIM_MAX_CLIENTS");
     srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
+}
+
+/* A server on top of native MPS would be an MPS client, which it must not be unless
+ * asked. */
+static void clear_mps_env(void)
+{
+    if (getenv("MPSSHIM_ON_MPS")) return;
+    for (;;) {
+        int found = 0;
+        for (char **e = environ; *e; e++)
+            if (strncmp(*e, "CUDA_MPS_", 9) == 0) {
+                char name[128];
+                size_t n = strcspn(*e, "=");
+                if (n >= sizeof(name)) n = sizeof(name) - 1;
+                memcpy(name, *e, n);
+                name[n] = '\0';
+                unsetenv(name);
+                found = 1;
+                break;
+            }
+        if (!found) return;
+    }
+}
+
+void srv_settings_driver_env(void)
+{
+    clear_mps_env();
+    /* One context carries every client's streams. With the driver's default of 8 hardware
+     * work queues, streams beyond 8 share queues and serialise, and clients that overlap under
+     * MPS run one after another. 32 queues keep 32 overlapping processes at MPS's pace, where
+     * 16 do not, and make a launch + synchronize and a small read a little dearer (stream
+     * queries, answered in the client when idle, no longer pay): bench/NOTES.md, "Hardware work
+     * queues". No setting gives both; overlap is what this server is for. 32 is the driver's
+     * most. */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 }
