@@ -1072,8 +1072,10 @@ void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o); /* registry.c
 void srv_ipc_fault(int dev);                                       /* ipc.c */
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);           /* green.c */
 
-/* handover.c: a new server process, started before as a standby, takes over after a fault
- * loses a device to this one. */
+/* handover.c, standby.c, service.c: a new server process, started before as a standby,
+ * takes over after a fault loses a device to this one (handover.c hands over, standby.c is
+ * the standby's side, service.c what the servers of one service share: the life pipe, the
+ * faulted servers alive, the end and the keeper). */
 /* MPSSHIM_STANDBY: how far the standby gets before a fault (read once, logged if bad). */
 #define SRV_STANDBY_OFF 0     /* none: the successor is started at the fault */
 #define SRV_STANDBY_INIT 1    /* the driver loaded and cuInit run (the default) */
