@@ -978,7 +978,7 @@ def write_symtab(out, described):
 
 def write_procaddr(out, rows, described):
     known = set(exported(described))
-    lines = ["/* %s */" % HEADER, '#include "interpose/procaddr.h"', "",
+    lines = ["/* %s */" % HEADER, '#include "channel/procaddr.h"', "",
              "/* The real driver's answers, sorted by (name, flags, version). */",
              "const struct shim_procaddr_row shim_procaddr_rows[] = {"]
     for name, flags, version, answer in sorted(rows, key=lambda r: (r[0].encode(), r[1], r[2])):

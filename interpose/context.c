@@ -5,7 +5,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <uthash.h>
 
 #define CTX_MAGIC 0x4354584du
@@ -89,12 +88,6 @@ static struct shim_ctx *current(void)
     return c;
 }
 
-uint32_t shim_current_ctx_id(void)
-{
-    /* Read without the lock: a stale id is refused by the server, never misused. */
-    return depth ? (stack[depth - 1] ? stack[depth - 1]->id : 0) : 0;
-}
-
 CUresult shim_need_ctx(void)
 {
     return current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
@@ -156,13 +149,14 @@ static CUresult activate(struct shim_ctx *c)
     return r;
 }
 
-/* Pinned and managed memory die with the context they were made in, as with the real
- * driver. */
-static void unmap_pinned(const struct shim_range *r)
+/* What each range of a destroyed context is handed to as it leaves the mirror: memory.c's
+ * (pinned and managed memory die with the context they were made in), set as the library
+ * loads, so that this file names none of the families whose memory it is. */
+static void (*range_gone)(const struct shim_range *r);
+
+void shim_ctx_on_range_gone(void (*fn)(const struct shim_range *r))
 {
-    if (r->kind == SHIM_HT_MEM_MANAGED) shim_managed_forget(r->base);
-    if (shim_range_is_host(r->kind)) munmap((void *)(uintptr_t)r->base, r->mapped);
-    shim_mvar_range_gone(r); /* a __managed__ variable's host copy */
+    range_gone = fn;
 }
 
 /* Who wants to hear of destroyed contexts; guarded by ctx_lock. */
@@ -196,15 +190,22 @@ static CUresult deactivate(struct shim_ctx *c)
     c->cache_pref = CU_FUNC_CACHE_PREFER_NONE;
     c->smem_pref = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;
     ctx_changed();
-    shim_range_drop(c->id, 0, unmap_pinned);
+    shim_range_drop(c->id, 0, range_gone);
     shim_known_drop_ctx(c->id);
     shim_func_drop(0, c->id);
     return r;
 }
 
+/* The thread's stack changed: its requests carry the top's id from now (rpc.c). */
+static void top_changed(void)
+{
+    shim_set_current_ctx(depth && stack[depth - 1] ? &stack[depth - 1]->id : NULL);
+}
+
 static void push(struct shim_ctx *c)
 {
     if (depth < STACK_MAX) stack[depth++] = c;
+    top_changed();
 }
 
 /* ---------------------------------------------------------------- primary contexts */
@@ -379,9 +380,11 @@ CUresult SHIM_IMPL(cuCtxDestroy_v2)(CUcontext ctx)
         if (stack[i] == c) stack[i] = NULL;
     while (depth && !stack[depth - 1])
         depth--;
+    top_changed();
     pthread_mutex_unlock(&ctx_lock);
     /* Not freed: other threads' stacks may still hold the address (shim_current_ctx_id
-     * reads it without the lock). It is dead (off the live table), so never used again. */
+     * reads its id without the lock, and reads 0 from here on). It is dead (off the live table), so
+     * never used again. */
     c->magic = 0;
     c->id = 0;
     return r;
@@ -404,16 +407,19 @@ CUresult SHIM_IMPL(cuCtxSetCurrent)(CUcontext ctx)
     if (r != CUDA_SUCCESS) return r;
     if (!ctx) {
         if (depth) depth--;
+        top_changed();
         return CUDA_SUCCESS;
     }
     pthread_mutex_lock(&ctx_lock);
     struct shim_ctx *c = find_live(ctx);
     pthread_mutex_unlock(&ctx_lock);
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    if (depth)
+    if (depth) {
         stack[depth - 1] = c;
-    else
+        top_changed();
+    } else {
         push(c);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -436,6 +442,7 @@ CUresult SHIM_IMPL(cuCtxPopCurrent_v2)(CUcontext *pctx)
     if (r != CUDA_SUCCESS) return r;
     if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
     struct shim_ctx *c = stack[--depth];
+    top_changed();
     if (pctx) *pctx = (CUcontext)c;
     return CUDA_SUCCESS;
 }
@@ -562,60 +569,4 @@ CUresult SHIM_IMPL(cuCtxGetExecAffinity)(CUexecAffinityParam *pExecAffinity,
             (unsigned)shim_conn.dev.dev[c.device].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
     }
     return r;
-}
-
-/* ---------------------------------------------------------------- synchronisation, limits */
-
-/* The client's streams of context `id` (0: the current one), answered here when they are
- * known to be idle (idle.c). */
-static CUresult ctx_sync(uint32_t id)
-{
-    struct shim_idle q;
-    if (shim_idle_ctx(&q, id ? id : shim_current_ctx_id())) return CUDA_SUCCESS;
-    uint64_t gen = shim_mvar_sync_begin();
-    CUresult r = shim_ask(CHAN_OP_CTX_SYNC, &id, id ? sizeof(id) : 0);
-    /* The device's writes to __managed__ variables come back first (mvars.c). */
-    shim_mvar_synced(SHIM_MVAR_CTX, NULL, id ? id : shim_current_ctx_id(), gen, &r);
-    if (r == CUDA_SUCCESS) shim_idle_keep(&q, 1);
-    return r;
-}
-
-CUresult SHIM_IMPL(cuCtxSynchronize)(void)
-{
-    CUresult r = shim_ready();
-    if (r == CUDA_SUCCESS) r = shim_need_ctx();
-    if (r != CUDA_SUCCESS) return r;
-    return ctx_sync(0);
-}
-
-CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
-{
-    if (!ctx) return cuCtxSynchronize();
-    uint32_t id;
-    CUresult r = shim_ctx_lookup(ctx, &id, NULL);
-    if (r != CUDA_SUCCESS) return r;
-    return ctx_sync(id);
-}
-
-static CUresult limit_call(struct chan_limit *m)
-{
-    CUresult r = shim_ready();
-    if (r == CUDA_SUCCESS) r = shim_need_ctx();
-    if (r != CUDA_SUCCESS) return r;
-    return shim_rpc(CHAN_OP_CTX_LIMIT, m, sizeof(*m), &m->value, sizeof(m->value), NULL);
-}
-
-CUresult SHIM_IMPL(cuCtxGetLimit)(size_t *pvalue, CUlimit limit)
-{
-    if (!pvalue) return CUDA_ERROR_INVALID_VALUE;
-    struct chan_limit m = {.set = 0, .limit = (uint32_t)limit};
-    CUresult r = limit_call(&m);
-    if (r == CUDA_SUCCESS) *pvalue = (size_t)m.value;
-    return r;
-}
-
-CUresult SHIM_IMPL(cuCtxSetLimit)(CUlimit limit, size_t value)
-{
-    struct chan_limit m = {.set = 1, .limit = (uint32_t)limit, .value = value};
-    return limit_call(&m);
 }

@@ -27,6 +27,21 @@ CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, C
 
 /* ---------------------------------------------------------------- pinned host memory */
 
+/* Pinned and managed memory die with the context they were made in, as with the real
+ * driver: each range of a destroyed context (context.c). */
+static void unmap_pinned(const struct shim_range *r)
+{
+    if (r->kind == SHIM_HT_MEM_MANAGED) shim_managed_forget(r->base);
+    if (shim_range_is_host(r->kind)) munmap((void *)(uintptr_t)r->base, r->mapped);
+    shim_mvar_range_gone(r); /* a __managed__ variable's host copy */
+}
+
+/* As the library loads, before any context exists. */
+__attribute__((constructor)) static void hear_context_ranges(void)
+{
+    shim_ctx_on_range_gone(unmap_pinned);
+}
+
 /* Host allocations receive their fd on the socket in reply order: one at a time. */
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static int registered(uint64_t base);

@@ -78,13 +78,6 @@ struct mvar {
     uint32_t ctx;        /* the context it goes with, 0: none (a library's managed memory) */
 };
 
-/* Pages of host copies mapped here: variables on one page share it. refs: the variables
- * that overlap it; its pages go with the last. */
-struct shadow {
-    uint64_t start, end;
-    unsigned refs;
-};
-
 /* A stream with device work that no synchronisation has covered yet. */
 struct busy {
     uint32_t ctx;
@@ -93,13 +86,11 @@ struct busy {
     uint64_t gen;    /* work_gen when work was last enqueued on it */
 };
 
-/* Guarded by lock: the variables, their pages, the uncovered work. live is nvars, read
- * without it by the calls that have nothing to do while it is 0. */
+/* Guarded by lock: the variables, their pages (mvarpages.c), the uncovered work. live is nvars,
+ * read without it by the calls that have nothing to do while it is 0. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mvar *vars;
 static size_t nvars, capvars;
-static struct shadow *shadows;
-static size_t nshadows, capshadows;
 static struct busy *busy;
 static size_t nbusy, capbusy;
 static uint64_t work_gen;
@@ -119,95 +110,11 @@ static uint8_t *pull_buf;
 static size_t pull_cap;
 static uint32_t pull_ctx;
 
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-    if (n < *cap) return 0;
-    size_t ncap = *cap ? *cap * 2 : 8;
-    void *p = realloc(*arr, ncap * elem);
-    if (!p) return -1;
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
 static struct mvar *find_locked(uint64_t base)
 {
     for (size_t i = 0; i < nvars; i++)
         if (vars[i].base == base) return &vars[i];
     return NULL;
-}
-
-/* ---------------------------------------------------------------- host copies */
-
-static uint64_t page_size(void)
-{
-    static uint64_t pg;
-    if (!pg) pg = (uint64_t)sysconf(_SC_PAGESIZE);
-    return pg;
-}
-
-/* The pages [*start, *end) holding [base, base + size); -1 if they wrap. */
-static int span_pages(uint64_t base, uint64_t size, uint64_t *start, uint64_t *end)
-{
-    uint64_t pg = page_size(), stop;
-    if (__builtin_add_overflow(base, size, &stop) || __builtin_add_overflow(stop, pg - 1, &stop))
-        return -1;
-    *start = base & ~(pg - 1);
-    *end = stop & ~(pg - 1);
-    return 0;
-}
-
-static void drop_shadow(size_t i)
-{
-    munmap((void *)(uintptr_t)shadows[i].start, shadows[i].end - shadows[i].start);
-    shadows[i] = shadows[--nshadows];
-}
-
-/* Maps whatever of [start, end) no host copy maps yet and counts one more variable on all
- * of it; -1 (nothing changed) when an address is taken here or memory runs out. */
-static int map_span(uint64_t start, uint64_t end)
-{
-    size_t first_new = nshadows;
-    for (uint64_t at = start; at < end;) {
-        /* The next mapped piece at or after `at`. */
-        uint64_t next = end;
-        int inside = 0;
-        for (size_t i = 0; i < first_new; i++) {
-            if (shadows[i].start <= at && at < shadows[i].end) {
-                at = shadows[i].end;
-                inside = 1;
-                break;
-            }
-            if (shadows[i].start > at && shadows[i].start < next) next = shadows[i].start;
-        }
-        if (inside) continue;
-        void *want = (void *)(uintptr_t)at;
-        if (grow((void **)&shadows, &capshadows, nshadows, sizeof(*shadows)) != 0) goto undo;
-        void *p = mmap(want, next - at, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-        if (p != want) {
-            if (p != MAP_FAILED)
-                munmap(p, next - at); /* an old kernel took the address as a hint */
-            goto undo;
-        }
-        shadows[nshadows++] = (struct shadow){.start = at, .end = next};
-        at = next;
-    }
-    for (size_t i = 0; i < nshadows; i++)
-        if (shadows[i].start < end && start < shadows[i].end) shadows[i].refs++;
-    return 0;
-undo:
-    while (nshadows > first_new)
-        drop_shadow(nshadows - 1);
-    return -1;
-}
-
-/* One variable less on [start, end): pieces no variable overlaps any more are unmapped. */
-static void unmap_span(uint64_t start, uint64_t end)
-{
-    for (size_t i = nshadows; i-- > 0;)
-        if (shadows[i].start < end && start < shadows[i].end && --shadows[i].refs == 0)
-            drop_shadow(i);
 }
 
 /* ---------------------------------------------------------------- the server's part */
@@ -395,7 +302,7 @@ static CUresult read_first(uint64_t base, uint64_t size)
 static CUresult add(uint64_t base, uint64_t size, uint64_t owner, uint32_t ctx, int *fresh)
 {
     static int said;
-    uint64_t start, end, total = size;
+    uint64_t total = size;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&lock);
     struct mvar *v = find_locked(base);
@@ -408,12 +315,12 @@ static CUresult add(uint64_t base, uint64_t size, uint64_t owner, uint32_t ctx, 
         if (__builtin_add_overflow(total, vars[i].size, &total)) r = CUDA_ERROR_OUT_OF_MEMORY;
     uint8_t *snap = r == CUDA_SUCCESS ? calloc(1, size) : NULL;
     if (!snap || total > SIZE_MAX / 2 ||
-        grow((void **)&vars, &capvars, nvars, sizeof(*vars)) != 0) {
+        shim_grow((void **)&vars, &capvars, nvars, sizeof(*vars)) != 0) {
         pthread_mutex_unlock(&lock);
         free(snap);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (span_pages(base, size, &start, &end) != 0 || map_span(start, end) != 0) {
+    if (shim_mvar_map(base, size) != 0) {
         int first = !said++;
         pthread_mutex_unlock(&lock);
         free(snap);
@@ -435,7 +342,7 @@ static CUresult add(uint64_t base, uint64_t size, uint64_t owner, uint32_t ctx, 
             k = shim_ctx_active_ids(ids, cap); /* one made meanwhile is made after */
         }
         for (size_t i = 0; i < k && i < cap; i++)
-            if (grow((void **)&busy, &capbusy, nbusy, sizeof(*busy)) == 0)
+            if (shim_grow((void **)&busy, &capbusy, nbusy, sizeof(*busy)) == 0)
                 busy[nbusy++] =
                     (struct busy){.ctx = ids[i], .stream = ANY_STREAM, .gen = ++work_gen};
         if (ids != few) free(ids);
@@ -450,8 +357,7 @@ static void forget(uint64_t base)
     pthread_mutex_lock(&lock);
     struct mvar *v = find_locked(base);
     if (v) {
-        uint64_t start, end;
-        if (span_pages(v->base, v->size, &start, &end) == 0) unmap_span(start, end);
+        shim_mvar_unmap(v->base, v->size);
         free(v->snap);
         *v = vars[--nvars];
         atomic_store(&live, nvars);
@@ -627,7 +533,8 @@ void shim_mvar_worked(CUstream s)
     size_t i = 0;
     while (i < nbusy && !same_stream(&busy[i], &k))
         i++;
-    if (i == nbusy && grow((void **)&busy, &capbusy, nbusy, sizeof(*busy)) == 0) busy[nbusy++] = k;
+    if (i == nbusy && shim_grow((void **)&busy, &capbusy, nbusy, sizeof(*busy)) == 0)
+        busy[nbusy++] = k;
     if (i < nbusy)
         busy[i].gen = ++work_gen;
     else

@@ -10,7 +10,7 @@
  * answers from the 580 driver's table compiled in (gen/data/procaddress-*.tsv). So one
  * request never gets two different entry points. */
 #define _GNU_SOURCE
-#include "interpose/procaddr.h"
+#include "channel/procaddr.h"
 
 #include <errno.h>
 #include <stdlib.h>

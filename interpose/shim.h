@@ -8,12 +8,27 @@
 #define MPSSHIM_SHIM_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cuda.h>
 
 #include "channel/chan.h"
 #include "channel/desc.h"
 #include "shim_impl.h" /* generated: shim_impl_<name> of every hand-written entry point */
+
+/* Grows *arr (of *cap elements of size elem) to hold n+1, doubling from 8; 0, or -1 without
+ * memory (nothing changed). */
+static inline int shim_grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap) return 0;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p) return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
 
 /* ---------------------------------------------------------------- log.c */
 
@@ -93,7 +108,7 @@ int shim_recv_fd(void);
  * (unusable ones are logged once, and the compiled-in table answers). */
 void shim_procaddr_fetch(unsigned server_minor);
 
-/* ---------------------------------------------------------------- call.c */
+/* ---------------------------------------------------------------- rpc.c */
 
 /* A request under construction in the ring. */
 struct shim_req {
@@ -147,6 +162,28 @@ void shim_ptds_end(unsigned saved);
 /* 1 inside such a twin: the NULL stream is the calling thread's per-thread default one. */
 int shim_ptds_active(void);
 
+/* Waiter used for lanes and slots: spins, then sleeps, stops when the server is gone. */
+extern const struct chan_wait shim_waiter;
+
+/* The thread's number, for per-thread default streams. */
+uint16_t shim_thread_no(void);
+
+/* Uploads `len` bytes with CHAN_OP_BLOB records, ahead of an operation that uses them. */
+CUresult shim_upload(const void *data, size_t len);
+
+/* The calling thread's current context, as context.c keeps it: the id field of its record
+ * (NULL: none). shim_current_ctx_id reads it: what every request is tagged with, 0 when
+ * there is none. */
+void shim_set_current_ctx(const uint32_t *id);
+uint32_t shim_current_ctx_id(void);
+
+/* An OUTREF array the driver API returns by pointer, copied into the calling thread's room
+ * for parameter `param`: valid until its next call that returns one there; NULL when it
+ * does not fit or memory ran out. */
+const void *shim_keep_array(int param, const void *data, size_t bytes);
+
+/* ---------------------------------------------------------------- call.c */
+
 /* Generic sync/async call from its descriptor (generated stubs call this). */
 CUresult shim_forward(int id, const void *const *argv);
 
@@ -171,15 +208,6 @@ struct shim_hook {
 };
 extern const struct shim_hook *const shim_hooks[SHIM_NCALLS];
 
-/* Waiter used for lanes and slots: spins, then sleeps, stops when the server is gone. */
-extern const struct chan_wait shim_waiter;
-
-/* The thread's number, for per-thread default streams. */
-uint16_t shim_thread_no(void);
-
-/* Uploads `len` bytes with CHAN_OP_BLOB records, ahead of an operation that uses them. */
-CUresult shim_upload(const void *data, size_t len);
-
 /* ---------------------------------------------------------------- pcopy.c */
 
 /* memcpy of host memory, split over helper threads when large. One caller at a time
@@ -195,9 +223,8 @@ void shim_cond_forget(uint64_t node, uint64_t root);
 /* ---------------------------------------------------------------- context.c */
 
 struct shim_ctx;
+struct shim_range;
 
-/* Id of the calling thread's current context, 0 when none. */
-uint32_t shim_current_ctx_id(void);
 /* Device of the current context, or -1. */
 int shim_current_device(void);
 /* CUDA_SUCCESS if the thread has a live current context, else CUDA_ERROR_INVALID_CONTEXT. */
@@ -216,6 +243,9 @@ CUcontext shim_primary_ctx(CUdevice dev);
 /* Registers a function called with each context that is destroyed or reset (primary),
  * before its resources go; at most a few (context-local storage uses one). */
 void shim_ctx_on_destroy(void (*fn)(CUcontext ctx));
+/* Sets the function each range of a destroyed or reset context is handed to as it leaves
+ * the mirror (memory.c's, set as the library loads). */
+void shim_ctx_on_range_gone(void (*fn)(const struct shim_range *r));
 
 /* ---------------------------------------------------------------- device.c */
 
@@ -307,6 +337,11 @@ void shim_mvar_owner_gone(uint64_t owner);
 /* A process-wide __managed__ variable's range holding [p, p + n), for managed.c: 0 with
  * its base and size, -1 if none. */
 int shim_mvar_find(uint64_t p, uint64_t n, uint64_t *base, uint64_t *size);
+/* mvarpages.c, under mvars.c's lock: a host copy's pages mapped at [base, base + size),
+ * or -1 (nothing changed) when an address is taken here or memory runs out; unmap: one
+ * variable less on them. */
+int shim_mvar_map(uint64_t base, uint64_t size);
+void shim_mvar_unmap(uint64_t base, uint64_t size);
 
 /* ---------------------------------------------------------------- handles.c */
 

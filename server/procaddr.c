@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "interpose/procaddr.h" /* the compiled-in table (build/gen/shim_procaddr.c) */
+#include "channel/procaddr.h" /* the compiled-in table (build/gen/shim_procaddr.c) */
 
 typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t,
                                CUdriverProcAddressQueryResult *);
@@ -198,6 +198,29 @@ static const char *name_of(const struct addr_name *known, size_t nknown, const c
     return NULL;
 }
 
+/* The table clients read, laid out from what b gathered: its header, rows and strings. 0,
+ * or -1 when it is over CHAN_PROCADDR_MAX (said) or memory ran out. */
+static int lay_out(const struct builder *b, int driver)
+{
+    uint64_t len = sizeof(struct chan_procaddr_head) + b->nrows * sizeof(struct chan_procaddr_row) +
+                   b->nstrings;
+    if (len > CHAN_PROCADDR_MAX) {
+        srv_log("cuGetProcAddress table of %llu bytes is over the limit of %u: clients answer "
+                "from the 580 driver's table",
+                (unsigned long long)len, CHAN_PROCADDR_MAX);
+        return -1;
+    }
+    table = malloc(len);
+    if (!table) return -1;
+    struct chan_procaddr_head h = {CHAN_PROCADDR_MAGIC, driver, (uint32_t)b->nrows,
+                                   (uint32_t)b->nstrings};
+    memcpy(table, &h, sizeof(h));
+    memcpy(table + sizeof(h), b->rows, b->nrows * sizeof(*b->rows));
+    memcpy(table + sizeof(h) + b->nrows * sizeof(*b->rows), b->strings, b->nstrings);
+    table_len = (uint32_t)len;
+    return 0;
+}
+
 int srv_procaddr_build(void *drv)
 {
     struct timespec t0, t1;
@@ -271,23 +294,7 @@ int srv_procaddr_build(void *drv)
         /* A name the driver does not know at all answers as a name without rows does. */
         if (all_absent) b.nrows = first;
     }
-    if (b.failed) goto out;
-    uint64_t len =
-        sizeof(struct chan_procaddr_head) + b.nrows * sizeof(struct chan_procaddr_row) + b.nstrings;
-    if (len > CHAN_PROCADDR_MAX) {
-        srv_log("cuGetProcAddress table of %llu bytes is over the limit of %u: clients answer "
-                "from the 580 driver's table",
-                (unsigned long long)len, CHAN_PROCADDR_MAX);
-        goto out;
-    }
-    table = malloc(len);
-    if (!table) goto out;
-    struct chan_procaddr_head h = {CHAN_PROCADDR_MAGIC, driver, (uint32_t)b.nrows,
-                                   (uint32_t)b.nstrings};
-    memcpy(table, &h, sizeof(h));
-    memcpy(table + sizeof(h), b.rows, b.nrows * sizeof(*b.rows));
-    memcpy(table + sizeof(h) + b.nrows * sizeof(*b.rows), b.strings, b.nstrings);
-    table_len = (uint32_t)len;
+    if (b.failed || lay_out(&b, driver) != 0) goto out;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     srv_log("cuGetProcAddress: %zu names x %zu versions x 3 flags (%zu queries) asked in %.1f ms: "
             "%zu rows, %u bytes for clients",

@@ -216,10 +216,10 @@ static void start_afresh(uint64_t now)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-void srv_recycle_poll(void)
+void srv_recycle_poll(int control_open)
 {
     uint64_t now = chan_now_ns();
-    int busy = !idle_ns || !atomic_load(&served) || srv_clients_present() || srv_control_busy() ||
+    int busy = !idle_ns || !atomic_load(&served) || srv_clients_present() || control_open ||
                !srv_handover_accepting() || srv_fault_any() || atomic_load(&srv.quitting) ||
                atomic_load(&srv.draining) || srv_trace_active();
     if (busy || !idle_since) {

@@ -862,7 +862,12 @@ void srv_graphrefs_free(struct srv_obj *o);
  * host nodes go on. Stores into its segment only: also called, again and again, by the
  * main loop for a client it finds gone (srv_clients_watch), under clients_lock. */
 void srv_hostfn_release(struct srv_client *c);
-/* 1 when graph exec record x has host nodes (a launch of it waits on the client). */
+/* hostfn.c: publishes one notification (a host function's number, or CHAN_CB_NODE and a
+ * host node's slot) in the client's ring, in the order taken, and wakes its callback
+ * thread. Runs on the driver's callback thread: never waits on the client. */
+void srv_hostfn_post(struct srv_client *c, uint64_t what);
+/* hostnode.c: 1 when graph exec record x has host nodes (a launch of it waits on the
+ * client). */
 int srv_hostfn_exec_waits(const struct srv_obj *x);
 
 /* generic.c: replays a `sync`/`async` call from its descriptor. */
@@ -1013,16 +1018,18 @@ int srv_devmem_drain_by(struct srv_client *c, uint64_t by);
  * a stream of the server's, after nothing. */
 CUresult srv_devmem_free_orphan(int dev, uint64_t p);
 
-/* pools.c: every pool the server makes or lets go goes through these, one at a time. A
+/* spares.c: every pool the server makes or lets go goes through these, one at a time. A
  * pool let go becomes a spare, destroyed in the driver only once nothing in it is in use;
- * a plain one (pinned on its device, nothing else set) is made new for the next such
- * create. */
+ * a plain one (pinned on its device, nothing else set: srv_pool_props_plain) is made new
+ * for the next such create. */
 CUresult srv_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
 CUresult srv_pool_retire(CUmemoryPool pool, int dev, int plain, CUevent after);
-/* cuMemFree of memory from one of the client's pools (its record o): its pool is no spare. */
-CUresult srv_pool_mem_free(struct srv_client *c, struct srv_obj *o);
+int srv_pool_props_plain(const CUmemPoolProps *p);
 void srv_pools_report(void); /* the log's line on pools made, made new, kept, destroyed */
 void srv_pools_tidy(void);   /* spares trimmed; those a trim cannot empty and nothing uses go */
+/* pools.c: cuMemFree of memory from one of the client's pools (its record o): its pool is
+ * no spare. */
+CUresult srv_pool_mem_free(struct srv_client *c, struct srv_obj *o);
 
 /* queue.c: back-pressure on queued work. Past MPSSHIM_QUEUE_LIMIT its requests wait; when
  * its work waits on itself they are taken again up to this many times the limit. */
@@ -1052,8 +1059,10 @@ void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o); /* registry.c
 void srv_ipc_fault(int dev);                                       /* ipc.c */
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);           /* green.c */
 
-/* handover.c: a new server process, started before as a standby, takes over after a fault
- * loses a device to this one. */
+/* handover.c, standby.c, service.c: a new server process, started before as a standby,
+ * takes over after a fault loses a device to this one (handover.c hands over, standby.c is
+ * the standby's side, service.c what the servers of one service share: the life pipe, the
+ * faulted servers alive, the end and the keeper). */
 /* MPSSHIM_STANDBY: how far the standby gets before a fault (read once, logged if bad). */
 #define SRV_STANDBY_OFF 0     /* none: the successor is started at the fault */
 #define SRV_STANDBY_INIT 1    /* the driver loaded and cuInit run (the default) */
@@ -1124,7 +1133,10 @@ void srv_handover_exit(int foreground);
  * SIGTERM, SIGINT and SIGHUP on to the live server; its exit status. */
 int srv_keeper(const char *fd);
 
-/* control.c: the control socket. */
+/* control.c: runs one command line; its answer goes to out (cap bytes, NUL-terminated).
+ * 1 if it failed. */
+int srv_control_command(char *line, char *out, size_t cap);
+/* controlsock.c: the control socket. */
 int srv_control_listen(void);
 /* main loop: serves a connection just accepted; never blocks on its peer. */
 void srv_control_serve(int fd);
@@ -1140,7 +1152,8 @@ extern _Atomic uint32_t srv_trace_gen;
 int srv_trace_control(int argc, char **argv, char *out, size_t cap);
 /* 1 while a trace runs (the server does not start afresh under it). */
 int srv_trace_active(void);
-/* c's worker names stream s for the running trace (the stream's first work in it). */
+/* trace_owners.c: c's worker names stream s for the running trace (the stream's first work
+ * in it). */
 void srv_trace_stream(struct srv_client *c, struct srv_stream *s);
 /* Before work goes on s: one relaxed load when no trace runs, or s was named already. */
 static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
@@ -1155,8 +1168,10 @@ static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
 void srv_recycle_init(char **argv, int listen_fd, int control_fd, int lock_fd, int foreground);
 /* Main loop: a client connection was accepted. */
 void srv_recycle_served(void);
-/* Main loop: starts afresh (execve, no return) once idle long enough after serving. */
-void srv_recycle_poll(void);
+/* Main loop: starts afresh (execve, no return) once idle long enough after serving, and
+ * while no control connection is open (control_open: srv_control_busy, which the main loop
+ * asks, as it owns the control socket: recycle.c then needs nothing of controlsock.c). */
+void srv_recycle_poll(int control_open);
 /* Signal handler (async-signal-safe): a stop asked for while the image is being replaced is
  * passed on to the new one. */
 void srv_recycle_forward(int sig);
@@ -1171,6 +1186,19 @@ int srv_recycle_adopt(int *listen_fd, int *control_fd, int *lock_fd, int *foregr
 void srv_recycle_adopted(void);
 /* get_server_status: its line about starting afresh. */
 void srv_recycle_describe(char *out, size_t len);
+
+/* settings.c: main reads the environment into srv. The pipe and log directories, the
+ * driver's path and the workers' idle spin: */
+void srv_settings_paths(void);
+/* How the server uses the driver: synchronisation, context scheduling, green contexts and
+ * where cuMemAlloc's memory comes from; *pool_asked: MPSSHIM_DEVICE_POOL=1, *ctx_sched_bad:
+ * MPSSHIM_CTX_SCHED's value when it named no scheduling (left as it is otherwise). */
+void srv_settings_driver(int *pool_asked, const char **ctx_sched_bad);
+/* What clients may hold and how long a departed one's work is waited for. */
+void srv_settings_limits(void);
+/* Before cuInit: the environment the driver will see (no MPS client settings unless
+ * MPSSHIM_ON_MPS, 32 hardware work queues). */
+void srv_settings_driver_env(void);
 
 #include "srv_hooks.h" /* generated: srv_hook_* and srv_release_* of every family */
 

@@ -9,24 +9,19 @@
  * loads it. Once loaded it stays (CUPTI cannot be unloaded safely), with its activities off
  * between traces; the next fresh start of an idle server (recycle.c) leaves it behind.
  *
- * Whose work a record is: records name a stream by CUPTI's stream id (unique within a
- * context) and its context's id. While a trace runs, the worker of each client names each of
- * its streams the first time it puts work on it (srv_trace_note in srv_stream_prepare: one
- * relaxed load per enqueue, nothing else, when no trace runs), so only streams that had work
- * are named and none is walked from another thread. Streams no client named (the server's
- * own) are shown as the server's.
+ * Whose work a record is: trace_owners.c. CUPTI's loader: trace_cupti.c.
  *
  * Locks, never two at once except as said: ctl_lock (commands: one start, stop or status at
- * a time; held across CUPTI's flush), map_lock (the owners, tracks and stream ids; never held
- * across a driver or CUPTI call), rec_lock (the records; taken by CUPTI's threads in the
- * buffer callback, held across nothing but the walk of a buffer). ctl_lock may be held when
- * taking either of the others. */
+ * a time; held across CUPTI's flush), trace_owners.c's map_lock (the owners, tracks and
+ * stream ids; never held across a driver or CUPTI call), rec_lock (the records; taken by
+ * CUPTI's threads in the buffer callback, held across nothing but the walk of a buffer).
+ * ctl_lock may be held when taking either of the others. */
 #define _GNU_SOURCE
 #include "server/server.h"
 #include "server/trace.h"
 #include "server/trace_cupti.h"
+#include "server/trace_owners.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -50,118 +45,7 @@
 /* A `trace start SECONDS` runs for at most a day. */
 #define TRACE_MAX_SECONDS 86400
 
-_Atomic uint32_t srv_trace_gen;
-
-/* ---------------------------------------------------------------- CUPTI, loaded */
-
-/* Guarded by ctl_lock (the functions, once resolved, are called from any thread). */
-static struct {
-    void *handle;
-    char path[512];
-#define X(name, ret, args) ret(*name) args;
-    SRV_CUPTI_FUNCTIONS(X)
-#undef X
-    srv_cupti_result (*result_string)(srv_cupti_result r, const char **s); /* optional */
-    srv_cupti_result (*finalize)(void);                                    /* optional */
-    int registered; /* the buffer callbacks are registered */
-} cupti;
-
-/* Where CUPTI is looked for when MPSSHIM_CUPTI is not set. */
-static const char *const cupti_places[] = {
-    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
-    "/usr/local/cuda/lib64/libcupti.so",
-    "/usr/local/cuda/lib/libcupti.so",
-    "libcupti.so",
-    "libcupti.so.13",
-    "libcupti.so.12",
-};
-
-static const char *cupti_error(srv_cupti_result r)
-{
-    static __thread char num[32];
-    const char *s = NULL;
-    if (cupti.result_string && cupti.result_string(r, &s) == SRV_CUPTI_SUCCESS && s) return s;
-    snprintf(num, sizeof(num), "CUPTI error %d", r);
-    return num;
-}
-
-/* Resolves every function of h; 0, or -1 with the first one missing in why. */
-static int cupti_resolve(void *h, char *why, size_t len)
-{
-#define X(name, ret, args)                                                                         \
-    if (!(cupti.name = (ret(*) args)dlsym(h, #name))) {                                            \
-        snprintf(why, len, "it has no %s", #name);                                                 \
-        return -1;                                                                                 \
-    }
-    SRV_CUPTI_FUNCTIONS(X)
-#undef X
-    cupti.result_string =
-        (srv_cupti_result(*)(srv_cupti_result, const char **))dlsym(h, "cuptiGetResultString");
-    cupti.finalize = (srv_cupti_result(*)(void))dlsym(h, "cuptiFinalize");
-    return 0;
-}
-
-/* Loads CUPTI once (ctl_lock held); 0, or -1 with why (a line for the operator). */
-static int cupti_load(char *why, size_t len)
-{
-    if (cupti.handle) return 0;
-    const char *want = getenv("MPSSHIM_CUPTI");
-    const char *const *places = cupti_places;
-    size_t n = sizeof(cupti_places) / sizeof(cupti_places[0]);
-    if (want && *want) {
-        places = &want;
-        n = 1;
-    }
-    char tried[1024] = "", err[300] = "";
-    for (size_t i = 0; i < n; i++) {
-        void *h = dlopen(places[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            size_t t = strlen(tried);
-            snprintf(tried + t, sizeof(tried) - t, "%s%s", t ? ", " : "", places[i]);
-            const char *e = dlerror();
-            if (!*err && e) snprintf(err, sizeof(err), "%s", e);
-            continue;
-        }
-        char bad[128];
-        if (cupti_resolve(h, bad, sizeof(bad)) != 0) {
-            snprintf(why, len, "%s is no CUPTI library: %s", places[i], bad);
-            dlclose(h);
-            return -1;
-        }
-        cupti.handle = h;
-        snprintf(cupti.path, sizeof(cupti.path), "%s", places[i]);
-        srv_log("Trace: loaded CUPTI from %s", places[i]);
-        return 0;
-    }
-    if (want && *want)
-        snprintf(why, len, "CUPTI could not be loaded from MPSSHIM_CUPTI=%s: %s", want, err);
-    else
-        snprintf(why, len,
-                 "CUPTI was not found (tried %s); set MPSSHIM_CUPTI to the path of libcupti.so "
-                 "(the CUDA toolkit's extras/CUPTI/lib64, or pip's nvidia-cuda-cupti) when "
-                 "starting the server",
-                 tried);
-    return -1;
-}
-
 /* ---------------------------------------------------------------- one trace */
-
-/* A stream a client named (map_lock): CUPTI's ids and the track it draws on. */
-struct named {
-    uint64_t key; /* context id << 32 | stream id */
-    uint32_t track;
-    UT_hash_handle hh;
-};
-
-/* A stream id that a client's stream has (map_lock), whatever its context id: records whose
- * context id is not the one the stream was named with (it was not had, or a green context's
- * stream reports another) find the stream here, unless two named streams have that id. */
-struct by_sid {
-    uint32_t sid;
-    uint32_t track;
-    int shared;
-    UT_hash_handle hh;
-};
 
 /* A kernel name met so far (rec_lock). */
 struct name {
@@ -172,13 +56,12 @@ struct name {
 
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ended = PTHREAD_COND_INITIALIZER; /* with ctl_lock: a trace ended */
-static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The trace (gen 0: none runs). Fields say their lock. */
 static struct {
     /* ctl_lock */
-    uint32_t gen;        /* also under map_lock: what workers compare with */
+    uint32_t gen;        /* trace_owners.c has it too, for the workers */
     uint32_t last_gen;   /* the last trace's number */
     char path[1024];     /* where it is written */
     uint64_t started_ns; /* monotonic */
@@ -186,14 +69,6 @@ static struct {
     uint64_t deadline_ns; /* monotonic; 0: until `trace stop` */
     int sync_on;          /* SYNCHRONIZATION records were enabled */
     char last[4096];      /* the last trace's answer, for `trace status` */
-    /* map_lock */
-    struct srv_trace_owner *owners;
-    size_t nowners, capowners;
-    struct srv_trace_track *tracks;
-    size_t ntracks, captracks;
-    struct named *named;
-    struct by_sid *by_sid;
-    int id_failed_logged;
     /* rec_lock */
     int collecting;
     uint64_t t0; /* CUPTI's clock at the start */
@@ -204,124 +79,6 @@ static struct {
     size_t nnames, capnames;
     uint64_t dropped, incomplete;
 } tr;
-
-/* Grows *v (of *cap elements of size sz) to hold n+1; 0, or -1 without memory. */
-static int grow(void **v, size_t *cap, size_t n, size_t sz, size_t first)
-{
-    if (n < *cap) return 0;
-    size_t c = *cap ? *cap * 2 : first;
-    void *p = realloc(*v, c * sz);
-    if (!p) return -1;
-    *v = p;
-    *cap = c;
-    return 0;
-}
-
-/* A new track of owner o (map_lock); its index, or UINT32_MAX without memory. */
-static uint32_t track_new(uint32_t o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static uint32_t track_new(uint32_t o, const char *fmt, ...)
-{
-    if (grow((void **)&tr.tracks, &tr.captracks, tr.ntracks, sizeof(*tr.tracks), 64) != 0)
-        return UINT32_MAX;
-    struct srv_trace_track *t = &tr.tracks[tr.ntracks];
-    t->owner = o;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->label, sizeof(t->label), fmt, ap);
-    va_end(ap);
-    return (uint32_t)tr.ntracks++;
-}
-
-/* The owner of client process pid (map_lock), made on first use; UINT32_MAX without
- * memory. Owner 0 is the server. */
-static uint32_t owner_of(const struct srv_client *c)
-{
-    for (size_t i = 1; i < tr.nowners; i++)
-        if (tr.owners[i].pid == (int)c->pid) return (uint32_t)i;
-    if (grow((void **)&tr.owners, &tr.capowners, tr.nowners, sizeof(*tr.owners), 16) != 0)
-        return UINT32_MAX;
-    struct srv_trace_owner *w = &tr.owners[tr.nowners];
-    w->pid = (int)c->pid;
-    w->client = 1;
-    snprintf(w->exe, sizeof(w->exe), "%s", c->exe);
-    return (uint32_t)tr.nowners++;
-}
-
-/* Workers asking CUPTI for a stream's ids now, outside any lock (a driver call can wait on
- * another thread's code load: no other worker must wait behind it). A stop that detaches
- * CUPTI waits for them; they look at srv_trace_gen again after counting themselves. */
-static _Atomic unsigned asking;
-
-/* Files s under the trace gen, with CUPTI's ids (map_lock held). */
-static void name_stream(struct srv_client *c, struct srv_stream *s, uint32_t sid, uint32_t cid)
-{
-    uint32_t o = owner_of(c);
-    if (o == UINT32_MAX) return;
-    char what[48];
-    if (s->legacy)
-        snprintf(what, sizeof(what), "legacy stream");
-    else if (s->thread)
-        snprintf(what, sizeof(what), "per-thread stream of thread %u", (unsigned)s->thread);
-    else if (s->obj)
-        snprintf(what, sizeof(what), "stream 0x%" PRIx64, s->key);
-    else
-        snprintf(what, sizeof(what), "stream of __managed__ copies");
-    uint32_t t = track_new(o, "%s, device %d (id %u)", what, s->device, sid);
-    struct named *m = calloc(1, sizeof(*m));
-    if (t == UINT32_MAX || !m) {
-        free(m);
-        return;
-    }
-    m->key = (uint64_t)cid << 32 | sid;
-    m->track = t;
-    struct named *old = NULL;
-    HASH_REPLACE(hh, tr.named, key, sizeof(m->key), m, old);
-    free(old);
-    struct by_sid *b = NULL;
-    HASH_FIND(hh, tr.by_sid, &sid, sizeof(sid), b);
-    if (b) {
-        b->shared |= b->track != t;
-    } else if ((b = calloc(1, sizeof(*b)))) {
-        b->sid = sid;
-        b->track = t;
-        HASH_ADD(hh, tr.by_sid, sid, sizeof(b->sid), b);
-    }
-}
-
-void srv_trace_stream(struct srv_client *c, struct srv_stream *s)
-{
-    uint32_t gen = atomic_load(&srv_trace_gen);
-    s->trace_gen = gen; /* asked once per trace, whatever comes of it */
-    if (!gen) return;
-    uint32_t sid = 0, cid = 0;
-    srv_cupti_result r = SRV_CUPTI_ERROR_NOT_INITIALIZED;
-    atomic_fetch_add(&asking, 1);
-    if (atomic_load(&srv_trace_gen) == gen) { /* not stopped meanwhile: CUPTI is there */
-        r = cupti.cuptiGetStreamIdEx(NULL, s->real, 0, &sid);
-        unsigned long long id = 0;
-        if (r != SRV_CUPTI_SUCCESS && DRV(cuStreamGetId)(s->real, &id) == CUDA_SUCCESS) {
-            sid = (uint32_t)id; /* the driver's id, which CUPTI's records carry as well */
-            r = SRV_CUPTI_SUCCESS;
-        }
-        CUcontext ctx = NULL;
-        if (r == SRV_CUPTI_SUCCESS && (DRV(cuStreamGetCtx)(s->real, &ctx) != CUDA_SUCCESS || !ctx ||
-                                       cupti.cuptiGetContextId(ctx, &cid) != SRV_CUPTI_SUCCESS))
-            cid = 0; /* found by its stream id alone */
-    }
-    atomic_fetch_sub(&asking, 1);
-    const char *why = r == SRV_CUPTI_SUCCESS ? NULL : cupti_error(r); /* not under map_lock */
-    pthread_mutex_lock(&map_lock);
-    int say = 0;
-    if (tr.gen == gen && !why)
-        name_stream(c, s, sid, cid);
-    else if (tr.gen == gen && !tr.id_failed_logged)
-        say = tr.id_failed_logged = 1;
-    pthread_mutex_unlock(&map_lock);
-    if (say)
-        srv_log("Trace: CUPTI gave no id for a stream of client process %d (%s): its work "
-                "shows as the server's",
-                (int)c->pid, why);
-}
 
 /* ---------------------------------------------------------------- records */
 
@@ -340,7 +97,7 @@ static uint32_t name_index(const char *s)
     HASH_FIND(hh, tr.names, s, n, e);
     if (e) return e->index;
     if (tr.nnames >= TRACE_MAX_NAMES ||
-        grow((void **)&tr.name_list, &tr.capnames, tr.nnames, sizeof(char *), 64) != 0 ||
+        srv_trace_grow((void **)&tr.name_list, &tr.capnames, tr.nnames, sizeof(char *), 64) != 0 ||
         !(e = calloc(1, sizeof(*e))))
         return UINT32_MAX;
     if (!(e->s = strdup(s))) {
@@ -409,7 +166,7 @@ static void take(const struct srv_cupti_activity *a)
         return;
     }
     if (tr.nevs >= TRACE_MAX_RECORDS ||
-        grow((void **)&tr.evs, &tr.capevs, tr.nevs, sizeof(*tr.evs), 4096) != 0) {
+        srv_trace_grow((void **)&tr.evs, &tr.capevs, tr.nevs, sizeof(*tr.evs), 4096) != 0) {
         tr.dropped++;
         return;
     }
@@ -419,7 +176,7 @@ static void take(const struct srv_cupti_activity *a)
     ev.stream_id = sid;
     ev.context_id = cid;
     ev.device = dev == UINT32_MAX ? -1 : (int32_t)dev;
-    ev.track = UINT32_MAX; /* found at the stop (trace_tracks) */
+    ev.track = UINT32_MAX; /* found at the stop (srv_trace_owners_assign) */
     tr.evs[tr.nevs++] = ev;
 }
 
@@ -444,7 +201,7 @@ static void buffer_done(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, size
     pthread_mutex_lock(&rec_lock);
     /* Parsing takes none of CUPTI's locks (it walks the buffer): safe under rec_lock. */
     while (tr.collecting && buffer &&
-           cupti.cuptiActivityGetNextRecord(buffer, valid, &a) == SRV_CUPTI_SUCCESS)
+           srv_cupti.cuptiActivityGetNextRecord(buffer, valid, &a) == SRV_CUPTI_SUCCESS)
         take(a);
     pthread_mutex_unlock(&rec_lock);
     free(buffer);
@@ -500,32 +257,15 @@ static const uint32_t kinds_needed[] = {SRV_CUPTI_KIND_CONCURRENT_KERNEL, SRV_CU
 static void kinds_off(void)
 {
     for (size_t i = 0; i < sizeof(kinds_needed) / sizeof(kinds_needed[0]); i++)
-        cupti.cuptiActivityDisable(kinds_needed[i]);
-    if (tr.sync_on) cupti.cuptiActivityDisable(SRV_CUPTI_KIND_SYNCHRONIZATION);
+        srv_cupti.cuptiActivityDisable(kinds_needed[i]);
+    if (tr.sync_on) srv_cupti.cuptiActivityDisable(SRV_CUPTI_KIND_SYNCHRONIZATION);
     tr.sync_on = 0;
 }
 
 /* Frees what a trace gathered (ctl_lock; no trace running). */
 static void trace_free(void)
 {
-    pthread_mutex_lock(&map_lock);
-    struct named *m, *mt;
-    HASH_ITER(hh, tr.named, m, mt) {
-        HASH_DEL(tr.named, m);
-        free(m);
-    }
-    struct by_sid *b, *bt;
-    HASH_ITER(hh, tr.by_sid, b, bt) {
-        HASH_DEL(tr.by_sid, b);
-        free(b);
-    }
-    free(tr.owners);
-    free(tr.tracks);
-    tr.owners = NULL;
-    tr.tracks = NULL;
-    tr.nowners = tr.capowners = tr.ntracks = tr.captracks = 0;
-    tr.id_failed_logged = 0;
-    pthread_mutex_unlock(&map_lock);
+    srv_trace_owners_free();
     pthread_mutex_lock(&rec_lock);
     struct name *e, *et;
     HASH_ITER(hh, tr.names, e, et) {
@@ -551,33 +291,26 @@ static int trace_start(const char *file, double seconds, char *out, size_t cap)
         return -1;
     }
     if (trace_path(file, path, sizeof(path), out, cap) != 0) return -1;
-    if (cupti_load(why, sizeof(why)) != 0) {
+    if (srv_cupti_load(why, sizeof(why)) != 0) {
         srv_log("Trace: %s", why);
         snprintf(out, cap, "%s\n", why);
         return -1;
     }
     trace_free();
     srv_cupti_result r = SRV_CUPTI_SUCCESS;
-    if (!cupti.registered &&
-        (r = cupti.cuptiActivityRegisterCallbacks(buffer_new, buffer_done)) != SRV_CUPTI_SUCCESS) {
-        snprintf(out, cap, "CUPTI (%s) refused its buffers: %s\n", cupti.path, cupti_error(r));
+    if (!srv_cupti.registered && (r = srv_cupti.cuptiActivityRegisterCallbacks(
+                                      buffer_new, buffer_done)) != SRV_CUPTI_SUCCESS) {
+        snprintf(out, cap, "CUPTI (%s) refused its buffers: %s\n", srv_cupti.path,
+                 srv_cupti_error(r));
         return -1;
     }
-    cupti.registered = 1;
+    srv_cupti.registered = 1;
     uint64_t t0 = 0;
-    if ((r = cupti.cuptiGetTimestamp(&t0)) != SRV_CUPTI_SUCCESS) {
-        snprintf(out, cap, "CUPTI (%s) gave no time: %s\n", cupti.path, cupti_error(r));
+    if ((r = srv_cupti.cuptiGetTimestamp(&t0)) != SRV_CUPTI_SUCCESS) {
+        snprintf(out, cap, "CUPTI (%s) gave no time: %s\n", srv_cupti.path, srv_cupti_error(r));
         return -1;
     }
-    /* Owner 0: the server's own streams and any stream no client named. */
-    pthread_mutex_lock(&map_lock);
-    if (grow((void **)&tr.owners, &tr.capowners, 0, sizeof(*tr.owners), 16) == 0) {
-        tr.owners[0] = (struct srv_trace_owner){.pid = (int)getpid(), .client = 0};
-        snprintf(tr.owners[0].exe, sizeof(tr.owners[0].exe), "mpsshim-server");
-        tr.nowners = 1;
-    }
-    pthread_mutex_unlock(&map_lock);
-    if (!tr.nowners) {
+    if (srv_trace_owners_init() != 0) {
         snprintf(out, cap, "Out of memory\n");
         return -1;
     }
@@ -586,9 +319,9 @@ static int trace_start(const char *file, double seconds, char *out, size_t cap)
     tr.collecting = 1;
     pthread_mutex_unlock(&rec_lock);
     for (size_t i = 0; i < sizeof(kinds_needed) / sizeof(kinds_needed[0]); i++)
-        if ((r = cupti.cuptiActivityEnable(kinds_needed[i])) != SRV_CUPTI_SUCCESS) {
-            snprintf(out, cap, "CUPTI (%s) cannot trace activity kind %u: %s\n", cupti.path,
-                     kinds_needed[i], cupti_error(r));
+        if ((r = srv_cupti.cuptiActivityEnable(kinds_needed[i])) != SRV_CUPTI_SUCCESS) {
+            snprintf(out, cap, "CUPTI (%s) cannot trace activity kind %u: %s\n", srv_cupti.path,
+                     kinds_needed[i], srv_cupti_error(r));
             kinds_off();
             pthread_mutex_lock(&rec_lock);
             tr.collecting = 0;
@@ -597,7 +330,7 @@ static int trace_start(const char *file, double seconds, char *out, size_t cap)
             return -1;
         }
     /* The server's waits on the GPU: shown when CUPTI gives them, not needed. */
-    tr.sync_on = cupti.cuptiActivityEnable(SRV_CUPTI_KIND_SYNCHRONIZATION) == SRV_CUPTI_SUCCESS;
+    tr.sync_on = srv_cupti.cuptiActivityEnable(SRV_CUPTI_KIND_SYNCHRONIZATION) == SRV_CUPTI_SUCCESS;
     static uint32_t gens;
     uint32_t gen = ++gens ? gens : ++gens; /* never 0 */
     snprintf(tr.path, sizeof(tr.path), "%s", path);
@@ -606,44 +339,14 @@ static int trace_start(const char *file, double seconds, char *out, size_t cap)
     clock_gettime(CLOCK_REALTIME, &ts);
     tr.unix_start_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     tr.deadline_ns = seconds > 0 ? tr.started_ns + (uint64_t)(seconds * 1e9) : 0;
-    pthread_mutex_lock(&map_lock);
     tr.gen = gen;
-    atomic_store_explicit(&srv_trace_gen, gen, memory_order_release);
-    pthread_mutex_unlock(&map_lock);
+    srv_trace_owners_open(gen);
     srv_log("Trace: started, to %s%s", tr.path, seconds > 0 ? " (timed)" : "");
     if (seconds > 0)
         snprintf(out, cap, "Tracing to %s for %g s\n", tr.path, seconds);
     else
         snprintf(out, cap, "Tracing to %s until `trace stop`\n", tr.path);
     return 0;
-}
-
-/* The track of each record (map_lock): a client's stream, or one of the server's. */
-static void trace_tracks(void)
-{
-    for (size_t i = 0; i < tr.nevs; i++) {
-        struct srv_trace_ev *ev = &tr.evs[i];
-        struct named *m = NULL;
-        uint64_t key = (uint64_t)ev->context_id << 32 | ev->stream_id;
-        HASH_FIND(hh, tr.named, &key, sizeof(key), m);
-        struct by_sid *b = NULL;
-        if (!m) HASH_FIND(hh, tr.by_sid, &ev->stream_id, sizeof(ev->stream_id), b);
-        if (b && !b->shared) {
-            ev->track = b->track;
-            continue;
-        }
-        if (!m && (m = calloc(1, sizeof(*m)))) { /* no client's: the server's */
-            m->key = (uint64_t)ev->context_id << 32 | ev->stream_id;
-            m->track = track_new(0, "stream id %u, context id %u", ev->stream_id, ev->context_id);
-            if (m->track == UINT32_MAX) {
-                free(m);
-                m = NULL;
-            } else {
-                HASH_ADD(hh, tr.named, key, sizeof(m->key), m);
-            }
-        }
-        ev->track = m ? m->track : UINT32_MAX; /* none: left out of the file and summary */
-    }
 }
 
 /* Writes the file: <path>.<pid>.tmp, then renamed (a reader never sees half a file). 0, or
@@ -683,28 +386,20 @@ static int trace_file(const struct srv_trace_doc *d, const struct srv_trace_busy
  * trace running). 0, or -1 when the file could not be written. */
 static int trace_stop(char *out, size_t cap)
 {
-    pthread_mutex_lock(&map_lock);
     tr.gen = 0;
-    atomic_store_explicit(&srv_trace_gen, 0, memory_order_release);
-    pthread_mutex_unlock(&map_lock);
+    srv_trace_owners_open(0);
     uint64_t window = chan_now_ns() - tr.started_ns;
     /* Nothing new from here; what ran is handed over (first what is complete, then the
      * rest: work still running then has no end yet and counts as incomplete). */
     kinds_off();
-    cupti.cuptiActivityFlushAll(0);
-    cupti.cuptiActivityFlushAll(SRV_CUPTI_FLUSH_FORCED);
+    srv_cupti.cuptiActivityFlushAll(0);
+    srv_cupti.cuptiActivityFlushAll(SRV_CUPTI_FLUSH_FORCED);
     pthread_mutex_lock(&rec_lock);
     tr.collecting = 0;
     pthread_mutex_unlock(&rec_lock);
     /* No worker names a stream nor CUPTI adds a record now: both tables are this thread's. */
-    pthread_mutex_lock(&map_lock);
-    trace_tracks();
-    pthread_mutex_unlock(&map_lock);
+    srv_trace_owners_assign(tr.evs, tr.nevs);
     struct srv_trace_doc d = {
-        .owners = tr.owners,
-        .nowners = tr.nowners,
-        .tracks = tr.tracks,
-        .ntracks = tr.ntracks,
         .evs = tr.evs,
         .nevs = tr.nevs,
         .names = (const char *const *)tr.name_list,
@@ -715,6 +410,7 @@ static int trace_stop(char *out, size_t cap)
         .dropped = tr.dropped,
         .incomplete = tr.incomplete,
     };
+    srv_trace_owners_doc(&d);
     struct srv_trace_total all;
     struct srv_trace_busy *per = calloc(d.nowners ? d.nowners : 1, sizeof(*per));
     char why[1200] = "";
@@ -740,15 +436,16 @@ static int trace_stop(char *out, size_t cap)
      * and flushed, but CUPTI asks that calls be quiet when it detaches, and other clients'
      * calls go on: not the default. */
     const char *detach = getenv("MPSSHIM_TRACE_DETACH");
-    if (detach && strcmp(detach, "1") == 0 && cupti.finalize) {
-        for (int i = 0; i < 1000 && atomic_load(&asking); i++)
+    if (detach && strcmp(detach, "1") == 0 && srv_cupti.finalize) {
+        for (int i = 0; i < 1000 && srv_trace_owners_asking(); i++)
             usleep(1000); /* a worker inside a driver call: a second at most */
         srv_cupti_result r = SRV_CUPTI_ERROR_NOT_INITIALIZED;
-        if (!atomic_load(&asking) && (r = cupti.finalize()) == SRV_CUPTI_SUCCESS)
-            cupti.registered = 0;
+        if (!srv_trace_owners_asking() && (r = srv_cupti.finalize()) == SRV_CUPTI_SUCCESS)
+            srv_cupti.registered = 0;
         else
-            srv_log("Trace: CUPTI stays attached (%s)",
-                    atomic_load(&asking) ? "a worker was still asking it for ids" : cupti_error(r));
+            srv_log("Trace: CUPTI stays attached (%s)", srv_trace_owners_asking()
+                                                            ? "a worker was still asking it for ids"
+                                                            : srv_cupti_error(r));
     }
     pthread_cond_broadcast(&ended);
     snprintf(out, cap, "%s", tr.last);
@@ -785,7 +482,7 @@ static void trace_status(char *out, size_t cap)
     size_t n = 0;
     if (tr.gen) {
         uint64_t now = chan_now_ns();
-        cupti.cuptiActivityFlushAll(0); /* what is complete, counted now */
+        srv_cupti.cuptiActivityFlushAll(0); /* what is complete, counted now */
         pthread_mutex_lock(&rec_lock);
         size_t nevs = tr.nevs;
         uint64_t dropped = tr.dropped;
@@ -802,7 +499,8 @@ static void trace_status(char *out, size_t cap)
         if (n < cap && tr.last[0])
             n += (size_t)snprintf(out + n, cap - n, "Last trace: %s", tr.last);
     }
-    if (n < cap) snprintf(out + n, cap - n, "CUPTI %s\n", cupti.handle ? cupti.path : "not loaded");
+    if (n < cap)
+        snprintf(out + n, cap - n, "CUPTI %s\n", srv_cupti.handle ? srv_cupti.path : "not loaded");
 }
 
 int srv_trace_control(int argc, char **argv, char *out, size_t cap)

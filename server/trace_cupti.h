@@ -152,4 +152,22 @@ typedef void (*srv_cupti_buffer_complete)(CUcontext ctx, uint32_t stream_id, uin
     X(cuptiGetContextId, srv_cupti_result, (CUcontext ctx, uint32_t *context_id))
 /* clang-format on */
 
+/* CUPTI as loaded (server/trace_cupti.c; the functions, once resolved, are called from any
+ * thread). Loaded, registered and path are trace.c's, under its ctl_lock. */
+struct srv_cupti_lib {
+    void *handle;
+    char path[512];
+#define X(name, ret, args) ret(*name) args;
+    SRV_CUPTI_FUNCTIONS(X)
+#undef X
+    srv_cupti_result (*result_string)(srv_cupti_result r, const char **s); /* optional */
+    srv_cupti_result (*finalize)(void);                                    /* optional */
+    int registered; /* the buffer callbacks are registered */
+};
+extern struct srv_cupti_lib srv_cupti;
+/* Loads CUPTI once (trace.c's ctl_lock held); 0, or -1 with why (a line for the operator). */
+int srv_cupti_load(char *why, size_t len);
+/* CUPTI's words for r, or its number. */
+const char *srv_cupti_error(srv_cupti_result r);
+
 #endif

@@ -6,7 +6,7 @@
 // (every flags), so that a test can tell which driver a client's answers came from.
 #include "cpudrv.h"
 #include "cpudrv_exports.h"
-#include "interpose/procaddr.h"
+#include "channel/procaddr.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,317 @@
+/* Requests from client threads: the ring lock, per-thread reply lanes and thread numbers,
+ * and what every request carries of its thread (its current context, whether the NULL
+ * stream is its per-thread one). The generic forwarder on top of it is call.c's. */
+#include "interpose/shim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "channel/marshal.h" /* CHAN_MAX_ARGS, CHAN_OUTREF_MAX */
+
+/* Producers serialise on this lock: records must enter the ring whole and in the order the
+ * calls were made, which is the order the server replays them (any thread's later sync
+ * call sees every earlier async call submitted). Held only while a record is written. */
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Records sent that may have enqueued work: all but SHIM_RQ_QUIET ones (queries and
+ * synchronisations, which change nothing a stream or event will do). Bumped under ring_lock,
+ * in the order records enter the ring, and before the call that sent one returns, so that
+ * any thread that learns of that call (through its own synchronisation with the caller)
+ * sees the count moved: interpose/idle.c keeps an idle answer only while it stays put. */
+_Atomic uint64_t shim_work_sent;
+
+/* Lanes are owned by threads until they exit; guarded by lane_lock. */
+static pthread_mutex_t lane_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lane_freed = PTHREAD_COND_INITIALIZER;
+static uint64_t lanes_used; /* bit i: lane i owned by a thread */
+/* Thread numbers for per-thread default streams; recycled when threads exit. */
+static uint16_t *free_thread_nos;
+static unsigned nfree_thread_nos, cap_thread_nos;
+static uint16_t next_thread_no = 1;
+
+struct thread_slot {
+    int lane;           /* -1 until the thread first waits for a reply */
+    uint16_t thread_no; /* 0 until first needed */
+};
+static __thread struct thread_slot self = {.lane = -1};
+/* The id field of the thread's current context (context.c's record of it, never freed, so
+ * that one destroyed by another thread reads 0 here too), NULL when it has none. Read
+ * without a lock: a stale id is refused by the server, never misused. */
+static __thread const uint32_t *current_id;
+
+void shim_set_current_ctx(const uint32_t *id)
+{
+    current_id = id;
+}
+
+uint32_t shim_current_ctx_id(void)
+{
+    return current_id ? *current_id : 0;
+}
+/* Set while the thread runs a _ptds/_ptsz entry point: every request it sends then says
+ * that the NULL stream is its per-thread default stream (CHAN_RF_PTDS). */
+static __thread unsigned ptds;
+
+unsigned shim_ptds_begin(void)
+{
+    unsigned saved = ptds;
+    ptds = CHAN_RF_PTDS;
+    return saved;
+}
+
+void shim_ptds_end(unsigned saved)
+{
+    ptds = saved;
+}
+
+int shim_ptds_active(void)
+{
+    return ptds != 0;
+}
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+/* A client setting in µs (getenv NAME), read once into *cache (-1 until then), in ns:
+ * dflt_us when unset; 0 when negative, or past max_us (0: no bound). */
+static uint64_t env_us(_Atomic int64_t *cache, const char *name, int64_t dflt_us, int64_t max_us)
+{
+    int64_t v = atomic_load_explicit(cache, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv(name);
+        int64_t us = e ? strtoll(e, NULL, 10) : dflt_us;
+        v = us < 0 || (max_us && us > max_us) ? 0 : us * 1000;
+        atomic_store(cache, v);
+    }
+    return (uint64_t)v;
+}
+
+/* How long a thread spins for a reply before it sleeps (MPSSHIM_SPIN_US): long enough to
+ * catch the reply of a short kernel or copy without sleeping. */
+static uint64_t spin_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    return env_us(&cached, "MPSSHIM_SPIN_US", 200, 0);
+}
+
+/* The slice a thread asleep for a reply asks for (MPSSHIM_WAIT_SLICE_US, channel/slice.h):
+ * the kernel's shortest by default, as the thread only has to wake, take its reply and
+ * return; its own slice is back before it runs the program on. */
+static uint64_t wait_slice_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    return env_us(&cached, "MPSSHIM_WAIT_SLICE_US", 100, 100 * 1000);
+}
+
+/* How long a thread spins for a reply the GPU posts (proto.h), MPSSHIM_GPU_WAIT_SPIN_US:
+ * as a native synchronisation spins while its process has fewer contexts than CPUs (which
+ * spins for as long as it takes), up to 20 ms by default, after which it sleeps and the
+ * server's worker wakes it. */
+static uint64_t gpu_spin_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    return env_us(&cached, "MPSSHIM_GPU_WAIT_SPIN_US", 20 * 1000, 0);
+}
+
+const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_server_alive};
+
+/* OUTREF arrays the driver API returns by pointer: valid for the calling thread until its
+ * next call that returns one in the same parameter position (the driver's arrays live until
+ * the next call on the stream). */
+#define OUTREF_BYTES (CHAN_OUTREF_MAX * 16u)         /* the largest element is 16 bytes */
+static __thread uint8_t *outref_room[CHAN_MAX_ARGS]; /* made on first use, freed at exit */
+
+static void thread_exit(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lane_lock);
+    if (self.lane >= 0) {
+        lanes_used &= ~(1ull << self.lane);
+        pthread_cond_signal(&lane_freed);
+    }
+    if (self.thread_no) {
+        if (nfree_thread_nos == cap_thread_nos) {
+            unsigned ncap = cap_thread_nos ? cap_thread_nos * 2 : 64;
+            uint16_t *n = realloc(free_thread_nos, ncap * sizeof(*n));
+            if (n) {
+                free_thread_nos = n;
+                cap_thread_nos = ncap;
+            }
+        }
+        if (nfree_thread_nos < cap_thread_nos) free_thread_nos[nfree_thread_nos++] = self.thread_no;
+    }
+    pthread_mutex_unlock(&lane_lock);
+    self.lane = -1;
+    self.thread_no = 0;
+    for (int i = 0; i < CHAN_MAX_ARGS; i++) {
+        free(outref_room[i]);
+        outref_room[i] = NULL;
+    }
+}
+
+static void make_exit_key(void)
+{
+    pthread_key_create(&exit_key, thread_exit);
+}
+
+static void register_exit(void)
+{
+    pthread_once(&exit_key_once, make_exit_key);
+    pthread_setspecific(exit_key, (void *)1);
+}
+
+const void *shim_keep_array(int param, const void *data, size_t bytes)
+{
+    if (param < 0 || param >= CHAN_MAX_ARGS || bytes > OUTREF_BYTES) return NULL;
+    if (!outref_room[param]) {
+        register_exit();
+        if (!(outref_room[param] = malloc(OUTREF_BYTES))) return NULL;
+    }
+    memcpy(outref_room[param], data, bytes);
+    return outref_room[param];
+}
+
+uint16_t shim_thread_no(void)
+{
+    if (self.thread_no) return self.thread_no;
+    register_exit();
+    pthread_mutex_lock(&lane_lock);
+    if (nfree_thread_nos)
+        self.thread_no = free_thread_nos[--nfree_thread_nos];
+    else {
+        self.thread_no = next_thread_no;
+        /* 65535 live threads never happen; on wrap-around numbers are shared. */
+        next_thread_no = next_thread_no == UINT16_MAX ? 1 : next_thread_no + 1;
+    }
+    pthread_mutex_unlock(&lane_lock);
+    return self.thread_no;
+}
+
+static int my_lane(void)
+{
+    if (self.lane >= 0) return self.lane;
+    register_exit();
+    pthread_mutex_lock(&lane_lock);
+    /* More threads than lanes wait here for one to exit. */
+    while (lanes_used == ~0ull)
+        pthread_cond_wait(&lane_freed, &lane_lock);
+    int l = __builtin_ctzll(~lanes_used);
+    lanes_used |= 1ull << l;
+    pthread_mutex_unlock(&lane_lock);
+    self.lane = l;
+    return l;
+}
+
+CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags)
+{
+    struct chan *c = &shim_conn.ch;
+    if (len > CHAN_REC_MAX - sizeof(struct chan_rec)) return CUDA_ERROR_INVALID_VALUE;
+    q->lane = reply ? my_lane() : -1;
+    q->quiet = (flags & SHIM_RQ_QUIET) != 0;
+    flags &= ~SHIM_RQ_QUIET;
+    uint16_t tno = shim_thread_no();
+    pthread_mutex_lock(&ring_lock);
+    struct chan_wait w = shim_waiter;
+    w.spin_ns = 0;
+    q->rec = chan_ring_reserve(c, (uint32_t)sizeof(struct chan_rec) + len, &w);
+    if (!q->rec) {
+        pthread_mutex_unlock(&ring_lock);
+        return shim_dead_error();
+    }
+    q->rec->op = (uint16_t)op;
+    q->rec->flags = (uint16_t)(flags | ptds | (reply ? CHAN_RF_REPLY : 0));
+    q->rec->lane = reply ? (uint16_t)q->lane : 0;
+    q->rec->thread = tno;
+    q->rec->ctx = shim_current_ctx_id();
+    q->payload = (uint8_t *)(q->rec + 1);
+    if (reply) q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
+    return CUDA_SUCCESS;
+}
+
+void shim_req_send(struct shim_req *q)
+{
+    if (!q->quiet) atomic_fetch_add_explicit(&shim_work_sent, 1, memory_order_relaxed);
+    chan_ring_publish(&shim_conn.ch, q->rec);
+    pthread_mutex_unlock(&ring_lock);
+}
+
+CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
+{
+    struct chan *c = &shim_conn.ch;
+    struct chan_wait w = shim_waiter;
+    w.spin_ns = spin_ns();
+    w.slice_ns = wait_slice_ns();
+    w.gpu_spin_ns = gpu_spin_ns();
+    /* The server's hint (proto.h): shorter while its CPUs are all wanted. */
+    uint32_t hint = atomic_load_explicit(&c->shm->spin_hint_us, memory_order_relaxed);
+    if (hint && (uint64_t)(hint - 1) * 1000 < w.spin_ns) w.spin_ns = (uint64_t)(hint - 1) * 1000;
+    if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0) return shim_dead_error();
+    struct chan_lane *l = &c->lanes[q->lane];
+    uint32_t n = l->len;
+    if (n > CHAN_LANE_DATA) n = CHAN_LANE_DATA;
+    if (data) *data = l->data;
+    if (len) *len = n;
+    return (CUresult)l->result;
+}
+
+/* One request that waits for its reply, with the request flags given (shim_rpc, shim_ask). */
+static CUresult rpc(unsigned op, const void *payload, uint32_t len, unsigned flags, void *out,
+                    uint32_t cap, uint32_t *outlen)
+{
+    struct shim_req q;
+    CUresult r = shim_req_begin(&q, op, len, 1, flags);
+    if (r != CUDA_SUCCESS) return r;
+    if (len) memcpy(q.payload, payload, len);
+    shim_req_send(&q);
+    const uint8_t *data;
+    uint32_t n;
+    r = shim_req_wait(&q, &data, &n);
+    if (outlen) *outlen = n;
+    if (out && cap) memcpy(out, data, n < cap ? n : cap);
+    return r;
+}
+
+CUresult shim_rpc(unsigned op, const void *payload, uint32_t len, void *out, uint32_t cap,
+                  uint32_t *outlen)
+{
+    return rpc(op, payload, len, 0, out, cap, outlen);
+}
+
+CUresult shim_ask(unsigned op, const void *payload, uint32_t len)
+{
+    return rpc(op, payload, len, SHIM_RQ_QUIET, NULL, 0, NULL);
+}
+
+CUresult shim_rpc_lane(unsigned op, const void *payload, uint32_t len, const uint8_t **data,
+                       uint32_t *outlen)
+{
+    struct shim_req q;
+    CUresult r = shim_req_begin(&q, op, len, 1, 0);
+    if (r != CUDA_SUCCESS) return r;
+    if (len) memcpy(q.payload, payload, len);
+    shim_req_send(&q);
+    return shim_req_wait(&q, data, outlen);
+}
+
+CUresult shim_post(unsigned op, const void *payload, uint32_t len)
+{
+    struct shim_req q;
+    CUresult r = shim_req_begin(&q, op, len, 0, 0);
+    if (r != CUDA_SUCCESS) return r;
+    if (len) memcpy(q.payload, payload, len);
+    shim_req_send(&q);
+    return CUDA_SUCCESS;
+}
+
+CUresult shim_upload(const void *data, size_t len)
+{
+    const size_t max = CHAN_REC_MAX - sizeof(struct chan_rec);
+    const uint8_t *p = data;
+    while (len) {
+        size_t n = len < max ? len : max;
+        CUresult r = shim_post(CHAN_OP_BLOB, p, (uint32_t)n);
+        if (r != CUDA_SUCCESS) return r;
+        p += n;
+        len -= n;
+    }
+    return CUDA_SUCCESS;
+}
