@@ -390,11 +390,13 @@ def classify(call, i, p, key, count):
 
 
 def struct_members(model, tname, sym, fail, given):
-    """The member table of struct type `tname` passed by pointer: handles checked and
-    mapped, host pointers that must be NULL, members passed as they are (opaque). Refuses
-    a struct with a pointer, handle or device address nobody described. `given`: the
-    client hands the struct in (in:, inout:), so members marked checked need the call's
-    server hook; a struct the server only returns is the server's own word."""
+    """The member table of struct type `tname` passed by pointer (rows of C initialisers):
+    handles checked and mapped, host pointers that must be NULL, members passed as they are
+    (opaque), device addresses naming memory of the caller's (span[N]), and for a tagged
+    union the tag values carried with the members live in each. Refuses a struct with a
+    pointer, handle or device address nobody described. `given`: the client hands the
+    struct in (in:, inout:), so members marked checked need the call's server hook; a
+    struct the server only returns is the server's own word."""
     need_hook = given and not sym.checked_ok
     if tname in model.used_structs:
         if tname in model.checked_structs and need_hook:
@@ -403,29 +405,56 @@ def struct_members(model, tname, sym, fail, given):
         return model.used_structs[tname]
     desc = struct_desc(model, tname)
     described = dict(desc.members) if desc else {}
-    out = []
+    in_case = {path for _, live in (desc.cases if desc else ()) for path in live}
+    out, types = [], {}
     for path, what, t, in_union in model.ctypes.sensitive(tname, set(model.handles), set(DPTR_TYPES),
                                                           DEVICE_TYPES, LOCATION_TYPE):
+        types[path] = t
         note = described.pop(path, None) if path else None
+        if path in in_case and note is None:
+            continue  # its rows are its cases'
         if what in ("device", "location") and not in_union and note is None:
             # The client's device ordinals: the server maps them to its own and back.
-            out.append((path, "SHIM_MK_%s" % what.upper(), "SHIM_HT_NONE"))
+            out.append(member_row(model, tname, path, what, t))
         elif note == "checked" and need_hook:
             fail(sym, "struct %s: member %s is checked by a hook, but %s has no server: hook"
                  % (tname, path, sym.name))
-        elif note:
-            out.append((path, "SHIM_MK_NULL" if note == "null" else "SHIM_MK_OPAQUE", "SHIM_HT_NONE"))
-        elif what == "handle" and not in_union and t in model.handle_types:
-            out.append((path, "SHIM_MK_HANDLE", model.handle_types[t].enum()))
+        elif note or (what == "handle" and not in_union and t in model.handle_types):
+            out.append(member_row(model, tname, path, note or "handle", t))
         else:
             fail(sym, "struct %s: member %s is a %s%s: describe it (%%struct %s %s:null|opaque|checked)"
                  % (tname, path, what, " in a union" if in_union else "", tname, path))
     for path in described:
         fail(sym, "%%struct %s: %s is not a pointer, handle or device address member" % (tname, path))
+    for value, live in (desc.cases if desc else ()):
+        out.append("SHIM_MEMBER_CASE(%s)" % value)
+        for path, note in live.items():
+            if path not in types or (note == "handle" and types[path] not in model.handle_types):
+                fail(sym, "%%struct %s: case %s: %s is not a %s member"
+                     % (tname, value, path, "handle" if note == "handle" else "pointer, handle or device address"))
+            out.append(member_row(model, tname, path, note, types[path], value))
+    if desc and desc.tag:
+        model.struct_tags[tname] = desc.tag
     if desc and "checked" in desc.members.values():
         model.checked_structs.add(tname)
     model.used_structs[tname] = out
     return out
+
+
+def member_row(model, tname, path, note, t, when=None):
+    """One row of struct tname's member table: member path described as note (a kind of
+    the %struct line, or handle, device, location), live only where the tag is `when`."""
+    if note == "location":
+        return "SHIM_MEMBER_LOCATION(%s, %s)" % (tname, path)
+    if note.startswith("span["):
+        macro, args = "SHIM_MEMBER_SPAN", [tname, path, note[5:-1]]
+    else:
+        kind = {"null": "NULL", "checked": "OPAQUE", "opaque": "OPAQUE"}.get(note, note.upper())
+        ht = model.handle_types[t].enum() if note == "handle" else "SHIM_HT_NONE"
+        macro, args = "SHIM_MEMBER", [tname, path, "SHIM_MK_" + kind, ht]
+    if when is not None:
+        macro, args = macro + "_IF", [when] + args
+    return "%s(%s)" % (macro, ", ".join(args))
 
 
 def struct_desc(model, tname):

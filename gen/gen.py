@@ -143,10 +143,43 @@ class ObjType:
 
 
 class StructDesc:
-    def __init__(self, name, members, lineno):
+    def __init__(self, name, members, lineno, tag=None, cases=()):
         self.name = name
-        self.members = members  # path -> kind ("null", "opaque", "checked")
+        self.members = members  # path -> kind ("null", "opaque", "checked", "span[N]")
         self.lineno = lineno
+        self.tag = tag          # a tagged union's tag member (path), or None
+        self.cases = list(cases)  # [(enumerator, {path: kind})]: the tag values carried
+
+
+MEMBER_RE = re.compile(r"^([\w.]+):(null|opaque|checked|span\[\d+\])$")
+
+
+def parse_struct(words, where):
+    """A %struct line: member notes, and for a tagged union its tag=PATH and cases, each an
+    enumerator of the tag's type alone or with the members live in it (CASE=path:kind,...;
+    a bare path is a handle)."""
+    members, tag, cases = {}, None, []
+    for w in words[2:]:
+        m = MEMBER_RE.match(w)
+        if m:
+            members[m.group(1)] = m.group(2)
+        elif w.startswith("tag=") and re.match(r"^[\w.]+$", w[4:]):
+            tag = w[4:]
+        elif re.match(r"^[A-Z]\w*(=|$)", w):
+            value, _, rest = w.partition("=")
+            live = {}
+            for part in filter(None, rest.split(",")):
+                mm = MEMBER_RE.match(part) or re.match(r"^([\w.]+)()$", part)
+                if not mm:
+                    raise GenError("%s: %%struct %s: bad case member '%s'" % (where, words[1], part))
+                live[mm.group(1)] = mm.group(2) or "handle"
+            cases.append((value, live))
+        else:
+            raise GenError("%s: %%struct %s: bad member note '%s' (path:null, path:opaque, "
+                           "path:checked, path:span[N], tag=path or a case)" % (where, words[1], w))
+    if cases and not tag:
+        raise GenError("%s: %%struct %s: cases need tag=path" % (where, words[1]))
+    return StructDesc(words[1], members, 0, tag, cases)
 
 
 NOTE_RE = re.compile(r"^([a-z][a-z-]*):(\w+)(?:\[([^\]]+)\])?$")
@@ -175,14 +208,8 @@ def parse_symbols(path):
                 types.append(ObjType(words[0][1:], words[1], opts, lineno))
                 continue
             if words[0] == "%struct":
-                members = {}
-                for w in words[2:]:
-                    m = re.match(r"^([\w.]+):(null|opaque|checked)$", w)
-                    if not m:
-                        raise GenError("%s: %%struct %s: bad member note '%s' (path:null, "
-                                       "path:opaque or path:checked)" % (where, words[1], w))
-                    members[m.group(1)] = m.group(2)
-                structs.append(StructDesc(words[1], members, lineno))
+                structs.append(parse_struct(words, where))
+                structs[-1].lineno = lineno
                 continue
             if words[0].startswith("%"):
                 raise GenError("%s: unknown directive %s" % (where, words[0]))
@@ -239,7 +266,8 @@ class Model:
         self.structs = {s.name: s for s in structs}
         self.syms = {s.name: s for s in syms}
         self.size_fns = []      # names of channel/sizes.c functions used by counts
-        self.used_structs = {}  # struct name -> [(path, kind, htype enum)]
+        self.used_structs = {}  # struct name -> its member table rows (C initialisers)
+        self.struct_tags = {}   # struct name -> its tag member, for tagged unions
         self.checked_structs = set()  # structs with members only hooks check
 
 
@@ -552,12 +580,10 @@ def write_desc(out, described, model, errors):
         if not members:
             continue
         lines.append("static const struct shim_member M_%s[] = {" % name)
-        for path, kind, ht in members:
-            if kind == "SHIM_MK_LOCATION":
-                lines.append("    SHIM_MEMBER_LOCATION(%s, %s)," % (name, path))
-            else:
-                lines.append("    SHIM_MEMBER(%s, %s, %s, %s)," % (name, path, kind, ht))
-        lines += ["};", "static const struct shim_struct S_%s = SHIM_STRUCT(%s, M_%s);" % (name, name, name)]
+        lines += ["    %s," % row for row in members]
+        tag = model.struct_tags.get(name)
+        st = "SHIM_UNION(%s, %s, M_%s)" % (name, tag, name) if tag else "SHIM_STRUCT(%s, M_%s)" % (name, name)
+        lines += ["};", "static const struct shim_struct S_%s = %s;" % (name, st)]
     for d in described:
         if d.spans:
             lines.append("static const struct shim_span SPAN_%s[] = {%s};" % (d.sym.name, ", ".join(d.spans)))

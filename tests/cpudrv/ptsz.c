@@ -29,6 +29,7 @@ PLAIN(cuStreamWaitValue32, cuStreamWaitValue32_v2);
 PLAIN(cuStreamWaitValue64, cuStreamWaitValue64_v2);
 PLAIN(cuStreamWriteValue32, cuStreamWriteValue32_v2);
 PLAIN(cuStreamWriteValue64, cuStreamWriteValue64_v2);
+PLAIN(cuStreamBatchMemOp, cuStreamBatchMemOp_v2);
 PLAIN(cuMemcpyAsync, cuMemcpyAsync);
 PLAIN(cuMemPrefetchBatchAsync, cuMemPrefetchBatchAsync);
 PLAIN(cuMemDiscardBatchAsync, cuMemDiscardBatchAsync);
@@ -161,6 +162,13 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **par
     CUlaunchConfig c = *config;
     c.hStream = PT(c.hStream);
     return plain_cuLaunchKernelEx(&c, f, params, extra);
+}
+
+// cuStreamBatchMemOp_v2, stream 0 = per-thread stream.
+CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops,
+                            unsigned int flags)
+{
+    return plain_cuStreamBatchMemOp_v2(PT(s), count, ops, flags);
 }
 
 // cuStreamWaitValue32_v2, stream 0 = per-thread stream.
