@@ -103,7 +103,12 @@ enum shim_mkind {
                            word the device reads or writes whole) */
     SHIM_MK_CASE,       /* no member: a tagged union's tag value `tag` that the generic path
                            carries; a value no row names is refused */
+    SHIM_MK_ARRAY,      /* a pointer to elements of `elem` bytes, as many as the member at
+                           count_offset says: they travel after the struct (marshal.h), their
+                           members described by `st` (NULL: plain bytes) */
 };
+
+struct shim_struct;
 
 struct shim_member {
     const char *name; /* its path in the struct, for messages */
@@ -114,6 +119,11 @@ struct shim_member {
     uint8_t when;   /* 1: live only where the struct's tag is `tag` (a union member) */
     int32_t tag;    /* SHIM_MK_CASE, and members with `when` */
     uint32_t bytes; /* SHIM_MK_SPAN: how many bytes the address names */
+    /* SHIM_MK_ARRAY: where its count lies and its size, its element size and members */
+    uint32_t count_offset;
+    uint16_t count_size;
+    uint32_t elem;
+    const struct shim_struct *st;
 };
 
 struct shim_struct {
@@ -325,6 +335,16 @@ const char *shim_error_name(CUresult r);
      .size = sizeof(((T *)0)->PATH),                                                               \
      .kind = SHIM_MK_SPAN,                                                                         \
      .bytes = (BYTES)}
+/* A pointer member to COUNT (a member beside it) elements of type E, described by ST. */
+#define SHIM_MEMBER_ARRAY(T, PATH, COUNT, E, ST)                                                   \
+    {.name = #PATH,                                                                                \
+     .offset = offsetof(T, PATH),                                                                  \
+     .size = sizeof(((T *)0)->PATH),                                                               \
+     .kind = SHIM_MK_ARRAY,                                                                        \
+     .count_offset = offsetof(T, COUNT),                                                           \
+     .count_size = sizeof(((T *)0)->COUNT),                                                        \
+     .elem = sizeof(E),                                                                            \
+     .st = ST}
 /* Members of a tagged union's case: live only where its tag is V. */
 #define SHIM_MEMBER_CASE(V) {.name = #V, .kind = SHIM_MK_CASE, .tag = (V)}
 #define SHIM_MEMBER_IF(V, T, PATH, KIND, HT)                                                       \
@@ -367,6 +387,14 @@ static inline int shim_member_live(const struct shim_struct *st, const struct sh
     if (!mb->when) return 1;
     memcpy(&tag, el + st->tag_offset, sizeof(tag));
     return tag == mb->tag;
+}
+
+/* The element count of array member mb of element el (its count member's value). */
+static inline uint64_t chan_member_count(const struct shim_member *mb, const uint8_t *el)
+{
+    uint64_t n = 0;
+    memcpy(&n, el + mb->count_offset, mb->count_size < sizeof(n) ? mb->count_size : sizeof(n));
+    return n; /* little-endian: the low bytes */
 }
 
 /* Whether element el of st is one the generic path carries: any struct, or a tagged union

@@ -281,7 +281,6 @@ enum chan_op {
     CHAN_OP_EVENT_SYNC,         /* u64 event -> - */
     CHAN_OP_ERROR_STRING,       /* i32 code -> string */
     CHAN_OP_HOST_FUNC,          /* chan_host_func -> - (async) */
-    CHAN_OP_OCCUPANCY,          /* chan_occupancy + attrs -> i32 */
     CHAN_OP_KERNEL_NODE,        /* chan_kernel_node + deps + params -> u64 node (add) */
     CHAN_OP_IPC,                /* chan_ipc -> chan_ipc_reply */
     CHAN_OP_HOST_NODE,          /* chan_host_node + deps -> u64 node (add) | u64 fn, user (get) */
@@ -477,22 +476,6 @@ static inline int chan_launch_attr_unmapped(CUlaunchAttributeID id)
            id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT ||
            id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE;
 }
-
-/* Cluster occupancy of a launch configuration (cuOccupancyMaxActiveClusters,
- * cuOccupancyMaxPotentialClusterSize); CUlaunchAttribute entries follow. */
-enum chan_occupancy_what {
-    CHAN_OCC_ACTIVE_CLUSTERS = 0,
-    CHAN_OCC_POTENTIAL_CLUSTER_SIZE = 1,
-};
-struct chan_occupancy {
-    uint64_t func;
-    uint32_t grid[3], block[3];
-    uint32_t smem;
-    uint32_t nattrs;
-    uint64_t stream; /* the configuration's stream: its context decides the SMs counted */
-    uint32_t what;   /* enum chan_occupancy_what */
-    uint32_t pad;
-};
 
 /* A graph's kernel node: added, its parameters set (in the graph, or in an exec of it) or
  * read. The client packs the kernel's parameters by the function's layout, as for a launch;

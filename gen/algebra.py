@@ -392,8 +392,9 @@ def classify(call, i, p, key, count):
 def struct_members(model, tname, sym, fail, given):
     """The member table of struct type `tname` passed by pointer (rows of C initialisers):
     handles checked and mapped, host pointers that must be NULL, members passed as they are
-    (opaque), device addresses naming memory of the caller's (span[N]), and for a tagged
-    union the tag values carried with the members live in each. Refuses a struct with a
+    (opaque), device addresses naming memory of the caller's (span[N]), arrays the struct
+    points to (array[n]), and for a tagged union the tag values carried with the members
+    live in each. Refuses a struct with a
     pointer, handle or device address nobody described. `given`: the client hands the
     struct in (in:, inout:), so members marked checked need the call's server hook; a
     struct the server only returns is the server's own word."""
@@ -411,8 +412,11 @@ def struct_members(model, tname, sym, fail, given):
                                                           DEVICE_TYPES, LOCATION_TYPE):
         types[path] = t
         note = described.pop(path, None) if path else None
-        if path in in_case and note is None:
-            continue  # its rows are its cases'
+        if note is None and (path in in_case or (in_union and desc and desc.tag)):
+            continue  # its rows are its cases'; a union member in no case is never live
+        if note and note.startswith("array["):
+            out.append(array_row(model, tname, path, note[6:-1], what, t, sym, fail, given))
+            continue
         if what in ("device", "location") and not in_union and note is None:
             # The client's device ordinals: the server maps them to its own and back.
             out.append(member_row(model, tname, path, what, t))
@@ -439,6 +443,21 @@ def struct_members(model, tname, sym, fail, given):
         model.checked_structs.add(tname)
     model.used_structs[tname] = out
     return out
+
+
+def array_row(model, tname, path, count, what, t, sym, fail, given):
+    """A pointer member to `count` elements of its type (count a member beside it): the
+    elements travel after the struct, their own members described as a parameter's are."""
+    if what != "pointer" or t is None or not given:
+        fail(sym, "struct %s: array member %s must point to typed elements the caller hands in"
+             % (tname, path))
+    if "." in path or count not in [m.name for m in model.ctypes.resolve(tname)[1].members]:
+        fail(sym, "struct %s: array member %s: its count %s must be a member beside it"
+             % (tname, path, count))
+    st = "NULL"
+    if model.ctypes.is_record(t) and struct_members(model, t, sym, fail, given):
+        st = "&S_%s" % t
+    return "SHIM_MEMBER_ARRAY(%s, %s, %s, %s, %s)" % (tname, path, count, t, st)
 
 
 def member_row(model, tname, path, note, t, when=None):

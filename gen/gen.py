@@ -145,13 +145,13 @@ class ObjType:
 class StructDesc:
     def __init__(self, name, members, lineno, tag=None, cases=()):
         self.name = name
-        self.members = members  # path -> kind ("null", "opaque", "checked", "span[N]")
+        self.members = members  # path -> kind ("null", "opaque", "checked", "span[N]", "array[n]")
         self.lineno = lineno
         self.tag = tag          # a tagged union's tag member (path), or None
         self.cases = list(cases)  # [(enumerator, {path: kind})]: the tag values carried
 
 
-MEMBER_RE = re.compile(r"^([\w.]+):(null|opaque|checked|span\[\d+\])$")
+MEMBER_RE = re.compile(r"^([\w.]+):(null|opaque|checked|span\[\d+\]|array\[[\w.]+\])$")
 
 
 def parse_struct(words, where):
@@ -176,7 +176,8 @@ def parse_struct(words, where):
             cases.append((value, live))
         else:
             raise GenError("%s: %%struct %s: bad member note '%s' (path:null, path:opaque, "
-                           "path:checked, path:span[N], tag=path or a case)" % (where, words[1], w))
+                           "path:checked, path:span[N], path:array[n], tag=path or a case)"
+                           % (where, words[1], w))
     if cases and not tag:
         raise GenError("%s: %%struct %s: cases need tag=path" % (where, words[1]))
     return StructDesc(words[1], members, 0, tag, cases)

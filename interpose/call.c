@@ -331,9 +331,9 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
  * follow), and tagged unions of a kind the shim does not carry: refused at once, naming
  * the call. A device address member not aligned to its size or outside the caller's
  * memory: the driver's answer. */
-static CUresult check_members(const struct shim_call *d, int i, const void *elems, uint64_t count)
+static CUresult check_members(const struct shim_call *d, const struct shim_struct *st,
+                              const void *elems, uint64_t count)
 {
-    const struct shim_struct *st = d->params[i].st;
     char what[160];
     for (uint64_t e = 0; elems && e < count; e++) {
         const uint8_t *el = (const uint8_t *)elems + e * st->size;
@@ -358,6 +358,11 @@ static CUresult check_members(const struct shim_call *d, int i, const void *elem
             if (mb->kind == SHIM_MK_SPAN &&
                 (v % mb->bytes || shim_range_find(v, mb->bytes, &rg) != 0))
                 return CUDA_ERROR_INVALID_VALUE;
+            CUresult r;
+            if (mb->kind == SHIM_MK_ARRAY && mb->st &&
+                (r = check_members(d, mb->st, (const void *)(uintptr_t)v,
+                                   chan_member_count(mb, el))) != CUDA_SUCCESS)
+                return r;
         }
     }
     return CUDA_SUCCESS;
@@ -488,7 +493,7 @@ static CUresult check_args(const struct shim_call *d, const uint64_t *val, void 
         else if (p->st && p->kind != SHIM_PK_OUT && ptr[i]) {
             uint64_t n = 1;
             if (p->ckind == SHIM_CK_ARG) n = val[p->count_arg];
-            r = check_members(d, i, ptr[i], n);
+            r = check_members(d, p->st, ptr[i], n);
         }
         if (r != CUDA_SUCCESS) return r;
     }

@@ -321,7 +321,6 @@ static const char *proto_op_name(uint32_t op)
         [CHAN_OP_EVENT_SYNC - CHAN_OP_BASE] = "event-sync",
         [CHAN_OP_ERROR_STRING - CHAN_OP_BASE] = "error-string",
         [CHAN_OP_HOST_FUNC - CHAN_OP_BASE] = "host-func",
-        [CHAN_OP_OCCUPANCY - CHAN_OP_BASE] = "occupancy",
         [CHAN_OP_KERNEL_NODE - CHAN_OP_BASE] = "kernel-node",
         [CHAN_OP_IPC - CHAN_OP_BASE] = "ipc",
         [CHAN_OP_HOST_NODE - CHAN_OP_BASE] = "host-node",

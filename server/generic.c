@@ -198,8 +198,14 @@ static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
             if (mb->kind == SHIM_MK_NULL && v != 0) return CUDA_ERROR_NOT_SUPPORTED;
             if (mb->kind == SHIM_MK_SPAN && (v % mb->bytes || !srv_range_find(c, v, mb->bytes)))
                 return CUDA_ERROR_INVALID_VALUE;
+            CUresult res = CUDA_SUCCESS;
+            /* An array's elements: the server's copies, which the unpacking pointed it at. */
+            if (mb->kind == SHIM_MK_ARRAY && mb->st)
+                res = check_members(c, r, mb->st, (uint8_t *)(uintptr_t)v,
+                                    (uint32_t)chan_member_count(mb, el));
+            if (res != CUDA_SUCCESS) return res;
             if (mb->kind != SHIM_MK_HANDLE) continue;
-            CUresult res = check_handle(c, r, mb->htype, v, &mapped);
+            res = check_handle(c, r, mb->htype, v, &mapped);
             if (res != CUDA_SUCCESS) return res;
             memcpy(el + mb->offset, &mapped, mb->size);
         }

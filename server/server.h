@@ -820,7 +820,7 @@ srv_handler srv_op_ctx_create, srv_op_ctx_destroy, srv_op_ctx_sync, srv_op_ctx_l
 srv_handler srv_op_host_alloc, srv_op_host_free;
 srv_handler srv_op_copy;
 srv_handler srv_op_blob, srv_op_module_load, srv_op_get_function, srv_op_enum_functions;
-srv_handler srv_op_launch, srv_op_occupancy;
+srv_handler srv_op_launch;
 srv_handler srv_op_stream_create, srv_op_stream_destroy, srv_op_stream_sync, srv_op_event_sync;
 srv_handler srv_op_error_string;
 srv_handler srv_op_procaddr;

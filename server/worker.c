@@ -108,7 +108,6 @@ static srv_handler *const handlers[CHAN_OP_END - CHAN_OP_BASE] = {
     [CHAN_OP_GET_FUNCTION - CHAN_OP_BASE] = srv_op_get_function,
     [CHAN_OP_ENUM_FUNCTIONS - CHAN_OP_BASE] = srv_op_enum_functions,
     [CHAN_OP_LAUNCH - CHAN_OP_BASE] = srv_op_launch,
-    [CHAN_OP_OCCUPANCY - CHAN_OP_BASE] = srv_op_occupancy,
     [CHAN_OP_STREAM_CREATE - CHAN_OP_BASE] = srv_op_stream_create,
     [CHAN_OP_STREAM_DESTROY - CHAN_OP_BASE] = srv_op_stream_destroy,
     [CHAN_OP_STREAM_SYNC - CHAN_OP_BASE] = srv_op_stream_sync,
