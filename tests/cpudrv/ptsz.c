@@ -482,6 +482,8 @@ CUresult v1_write32(CUstream s, CUdeviceptr a, cuuint32_t v,
                     unsigned f) __asm__("cuStreamWriteValue32_ptsz");
 CUresult v1_write64(CUstream s, CUdeviceptr a, cuuint64_t v,
                     unsigned f) __asm__("cuStreamWriteValue64_ptsz");
+CUresult v1_batch(CUstream s, unsigned n, CUstreamBatchMemOpParams *ops,
+                  unsigned f) __asm__("cuStreamBatchMemOp_ptsz");
 
 // cuStreamWaitValue32_ptsz (v1): as the v2 one.
 CUresult v1_wait32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f)
@@ -505,6 +507,12 @@ CUresult v1_write32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f)
 CUresult v1_write64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned f)
 {
     return plain_cuStreamWriteValue64_v2(PT(s), a, v, f);
+}
+
+// cuStreamBatchMemOp_ptsz (v1): as the v2 one.
+CUresult v1_batch(CUstream s, unsigned n, CUstreamBatchMemOpParams *ops, unsigned f)
+{
+    return plain_cuStreamBatchMemOp_v2(PT(s), n, ops, f);
 }
 
 /* Stream capture and graph launches, stream 0 = per-thread stream. */
