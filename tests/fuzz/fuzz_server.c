@@ -1322,21 +1322,19 @@ static void op_launch(struct gen *g, struct cl *k)
 static void op_occupancy(struct gen *g, struct cl *k)
 {
     CUlaunchAttribute a[2];
-    uint32_t grid[3], block[3], smem;
+    CUlaunchConfig cfg;
+    /* grid, block and shared memory: the configuration's first seven words */
+    uint32_t dims[7];
     int kd, out;
+    _Static_assert(offsetof(CUlaunchConfig, sharedMemBytes) == 6 * sizeof(uint32_t), "layout");
     memset(a, 0, sizeof(a));
+    memset(&cfg, 0, sizeof(cfg));
     CUfunction f = (CUfunction)(uintptr_t)function(g, k, &kd);
-    config(g, -1, grid, block, &smem);
-    CUlaunchConfig cfg = {.gridDimX = grid[0],
-                          .gridDimY = grid[1],
-                          .gridDimZ = grid[2],
-                          .blockDimX = block[0],
-                          .blockDimY = block[1],
-                          .blockDimZ = block[2],
-                          .sharedMemBytes = smem,
-                          .hStream = (CUstream)(uintptr_t)stream(g, k),
-                          .attrs = a,
-                          .numAttrs = pick(&g->s, 3)};
+    config(g, -1, dims, dims + 3, &dims[6]);
+    memcpy(&cfg, dims, sizeof(dims));
+    cfg.hStream = (CUstream)(uintptr_t)stream(g, k);
+    cfg.attrs = a;
+    cfg.numAttrs = pick(&g->s, 3);
     for (uint32_t i = 0; i < cfg.numAttrs; i++) {
         a[i].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         a[i].value.clusterDim.x = 1 + pick(&g->s, 4);
