@@ -1,14 +1,14 @@
 /* waitvalue_exit [--batch] [--kill | --hold | --hold-host | --hold-hostfn | --hold-node]: leaves
  * (exits, or is killed with --kill) while a stream of its own waits for a value that nothing
  * will ever write (cuStreamWaitValue32 on its own device memory, or with --batch the same
- * waits in one cuStreamBatchMemOp), with work queued behind the wait. With --hold it prints "ready" then waits to be killed (tests/waitvalue_twin.sh,
- * tests/codegate.sh); --hold-host holds a stream the same way on a word of its pinned host
- * memory, --hold-hostfn with a host function that never returns, --hold-node with a graph
- * whose host node never returns (tests/codegate.sh: every wait only a client can end).
- * Natively the process's context dies with it; through the shim, the server must still
- * release it (the CI tier checks that the client count and the device memory go back, and
- * that quit works). Before that, a wait no value can satisfy is refused (through the shim
- * only: natively it would block for ever). */
+ * waits in one cuStreamBatchMemOp), with work queued behind the wait. With --hold it prints "ready"
+ * then waits to be killed (tests/waitvalue_twin.sh, tests/codegate.sh); --hold-host holds a stream
+ * the same way on a word of its pinned host memory, --hold-hostfn with a host function that never
+ * returns, --hold-node with a graph whose host node never returns (tests/codegate.sh: every wait
+ * only a client can end). Natively the process's context dies with it; through the shim, the server
+ * must still release it (the CI tier checks that the client count and the device memory go back,
+ * and that quit works). Before that, a wait no value can satisfy is refused (through the shim only:
+ * natively it would block for ever). */
 #include "tests/progs/common.h"
 
 #include <signal.h>
