@@ -279,6 +279,7 @@ class Described:
         self.sym = sym
         self.proto = proto
         self.params = []  # C initialiser text per parameter
+        self.kinds = []   # its kind in gen/algebra.py, per parameter
         self.destroys = -1
         self.stream = -1
         self.parent = -1
@@ -313,6 +314,7 @@ def describe(sym, proto, model, fail):
         kind = algebra.classify(call, i, p, *notes.get(p.name, (None, None)))
         kind.check()
         d.params.append(kind.pack())
+        d.kinds.append(type(kind).__name__)
         kind.replay()
     check_roles(call)
     return d
