@@ -44,7 +44,9 @@ static void writes(CUstream s, CUdeviceptr buf, int v1)
         op_plain(CU_STREAM_MEM_OP_BARRIER),
     };
     uint32_t got[4] = {0};
-    CHECK(cuMemsetD32(buf, 0, 4));
+    /* Zeroed in the batch's stream order: a non-blocking stream is unordered with the
+     * default stream a plain memset runs on. */
+    CHECK(cuMemsetD32Async(buf, 0, 4, s));
     CHECK(v1 ? batch_v1(s, 2, ops, 0) : cuStreamBatchMemOp(s, 3, ops, 0));
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemcpyDtoH(got, buf, sizeof(got)));
@@ -67,7 +69,8 @@ static void wait_then_write(CUstream waiter, CUstream writer, CUdeviceptr buf)
     ops[0].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
     ops[1] = op_write(CU_STREAM_MEM_OP_WRITE_VALUE_32, buf + 20, 9);
     uint32_t got = 0;
-    CHECK(cuMemsetD32(buf + 16, 0, 2));
+    CHECK(cuMemsetD32Async(buf + 16, 0, 2, waiter));
+    CHECK(cuStreamSynchronize(waiter)); /* zero before the writer may write */
     CHECK(cuStreamBatchMemOp(waiter, 2, ops, 0));
     CHECK(cuStreamWriteValue32(writer, buf + 16, 3, 0));
     CHECK(cuStreamSynchronize(waiter));
