@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cuda.h>
 #include <cudaProfiler.h>
 
@@ -97,7 +98,17 @@ enum shim_mkind {
     SHIM_MK_DEVICE,     /* a CUdevice: the client's ordinal, mapped to the server's and back */
     SHIM_MK_LOCATION,   /* a CUmemLocation (at the member's offset): its id, where its type
                            is DEVICE, mapped like a CUdevice */
+    SHIM_MK_SPAN,       /* a device address naming `bytes` of the caller's memory, which must
+                           lie in its ranges (the server checks it), a multiple of `bytes` (a
+                           word the device reads or writes whole) */
+    SHIM_MK_CASE,       /* no member: a tagged union's tag value `tag` that the generic path
+                           carries; a value no row names is refused */
+    SHIM_MK_ARRAY,      /* a pointer to elements of `elem` bytes, as many as the member at
+                           count_offset says: they travel after the struct (marshal.h), their
+                           members described by `st` (NULL: plain bytes) */
 };
+
+struct shim_struct;
 
 struct shim_member {
     const char *name; /* its path in the struct, for messages */
@@ -105,6 +116,14 @@ struct shim_member {
     uint16_t size;
     uint8_t kind;   /* enum shim_mkind */
     uint16_t htype; /* SHIM_MK_HANDLE: its type */
+    uint8_t when;   /* 1: live only where the struct's tag is `tag` (a union member) */
+    int32_t tag;    /* SHIM_MK_CASE, and members with `when` */
+    uint32_t bytes; /* SHIM_MK_SPAN: how many bytes the address names */
+    /* SHIM_MK_ARRAY: where its count lies and its size, its element size and members */
+    uint32_t count_offset;
+    uint16_t count_size;
+    uint32_t elem;
+    const struct shim_struct *st;
 };
 
 struct shim_struct {
@@ -112,6 +131,7 @@ struct shim_struct {
     uint32_t size; /* sizeof the struct: the element size of arrays of it */
     uint32_t nmembers;
     const struct shim_member *members;
+    int32_t tag_offset; /* a tagged union: where its tag (an enum) lies; -1: none */
 };
 
 struct shim_param {
@@ -308,8 +328,86 @@ const char *shim_error_name(CUresult r);
      .offset = offsetof(T, PATH type) - offsetof(CUmemLocation, type),                             \
      .size = sizeof(CUmemLocation),                                                                \
      .kind = SHIM_MK_LOCATION}
+/* A device address member naming BYTES of the caller's memory. */
+#define SHIM_MEMBER_SPAN(T, PATH, BYTES)                                                           \
+    {.name = #PATH,                                                                                \
+     .offset = offsetof(T, PATH),                                                                  \
+     .size = sizeof(((T *)0)->PATH),                                                               \
+     .kind = SHIM_MK_SPAN,                                                                         \
+     .bytes = (BYTES)}
+/* A pointer member to COUNT (a member beside it) elements of type E, described by ST. */
+#define SHIM_MEMBER_ARRAY(T, PATH, COUNT, E, ST)                                                   \
+    {.name = #PATH,                                                                                \
+     .offset = offsetof(T, PATH),                                                                  \
+     .size = sizeof(((T *)0)->PATH),                                                               \
+     .kind = SHIM_MK_ARRAY,                                                                        \
+     .count_offset = offsetof(T, COUNT),                                                           \
+     .count_size = sizeof(((T *)0)->COUNT),                                                        \
+     .elem = sizeof(E),                                                                            \
+     .st = ST}
+/* Members of a tagged union's case: live only where its tag is V. */
+#define SHIM_MEMBER_CASE(V) {.name = #V, .kind = SHIM_MK_CASE, .tag = (V)}
+#define SHIM_MEMBER_IF(V, T, PATH, KIND, HT)                                                       \
+    {.name = #PATH,                                                                                \
+     .offset = offsetof(T, PATH),                                                                  \
+     .size = sizeof(((T *)0)->PATH),                                                               \
+     .kind = KIND,                                                                                 \
+     .htype = HT,                                                                                  \
+     .when = 1,                                                                                    \
+     .tag = (V)}
+#define SHIM_MEMBER_SPAN_IF(V, T, PATH, BYTES)                                                     \
+    {.name = #PATH,                                                                                \
+     .offset = offsetof(T, PATH),                                                                  \
+     .size = sizeof(((T *)0)->PATH),                                                               \
+     .kind = SHIM_MK_SPAN,                                                                         \
+     .bytes = (BYTES),                                                                             \
+     .when = 1,                                                                                    \
+     .tag = (V)}
 #define SHIM_STRUCT(T, M)                                                                          \
-    {.name = #T, .size = sizeof(T), .nmembers = sizeof(M) / sizeof(M[0]), .members = M}
+    {.name = #T,                                                                                   \
+     .size = sizeof(T),                                                                            \
+     .nmembers = sizeof(M) / sizeof(M[0]),                                                         \
+     .members = M,                                                                                 \
+     .tag_offset = -1}
+/* A tagged union: TAG is the member (an enum) whose value says which members are live. */
+#define SHIM_UNION(T, TAG, M)                                                                      \
+    {.name = #T,                                                                                   \
+     .size = sizeof(T),                                                                            \
+     .nmembers = sizeof(M) / sizeof(M[0]),                                                         \
+     .members = M,                                                                                 \
+     .tag_offset = offsetof(T, TAG)}
+
+/* Whether member mb of element el is live: not a case row, and outside a union's cases or
+ * in the one el's tag selects. */
+static inline int shim_member_live(const struct shim_struct *st, const struct shim_member *mb,
+                                   const uint8_t *el)
+{
+    int32_t tag = 0;
+    if (mb->kind == SHIM_MK_CASE) return 0;
+    if (!mb->when) return 1;
+    memcpy(&tag, el + st->tag_offset, sizeof(tag));
+    return tag == mb->tag;
+}
+
+/* The element count of array member mb of element el (its count member's value). */
+static inline uint64_t chan_member_count(const struct shim_member *mb, const uint8_t *el)
+{
+    uint64_t n = 0;
+    memcpy(&n, el + mb->count_offset, mb->count_size < sizeof(n) ? mb->count_size : sizeof(n));
+    return n; /* little-endian: the low bytes */
+}
+
+/* Whether element el of st is one the generic path carries: any struct, or a tagged union
+ * whose tag a case row names. */
+static inline int shim_tag_known(const struct shim_struct *st, const uint8_t *el)
+{
+    int32_t tag = 0;
+    if (st->tag_offset < 0) return 1;
+    memcpy(&tag, el + st->tag_offset, sizeof(tag));
+    for (uint32_t m = 0; m < st->nmembers; m++)
+        if (st->members[m].kind == SHIM_MK_CASE && st->members[m].tag == tag) return 1;
+    return 0;
+}
 
 #define SHIM_CALL(NAME, CLS, PARAMS, FLAGS, DESTROYS, STREAM, PARENT, HOSTSYNC, VIA, NEEDED)       \
     [SHIM_ID_##NAME] = {.name = #NAME,                                                             \

@@ -90,6 +90,37 @@ int chan_span_eval(const struct shim_call *d, const struct shim_span *s, const u
     return 0;
 }
 
+/* The arrays the live SHIM_MK_ARRAY members of n struct elements point to, one after the
+ * other at *off (marshal.h): packed into buf (cap bytes; NULL: only sized) from the
+ * caller's pointers, or, unpacking (buf the payload, cap its length), the members pointed
+ * at their copies there. 0, or -1 for a count past CHAN_NESTED_MAX, a NULL array with
+ * elements, or no room. */
+static int nested(const struct shim_struct *st, uint8_t *elems, uint64_t n, uint8_t *buf,
+                  size_t *off, size_t cap, int unpack)
+{
+    for (uint64_t e = 0; st && e < n; e++)
+        for (uint32_t m = 0; m < st->nmembers; m++) {
+            const struct shim_member *mb = &st->members[m];
+            uint8_t *el = elems + e * st->size;
+            if (mb->kind != SHIM_MK_ARRAY || !shim_member_live(st, mb, el)) continue;
+            uint64_t cnt = read_uint(el + mb->count_offset, mb->count_size);
+            void *arr;
+            memcpy(&arr, el + mb->offset, sizeof(arr));
+            size_t bytes = (size_t)cnt * mb->elem;
+            if (cnt > CHAN_NESTED_MAX || (cnt && !arr && !unpack) || *off > cap ||
+                PAD8(bytes) > cap - *off)
+                return -1;
+            if (unpack) {
+                arr = cnt ? buf + *off : NULL;
+                memcpy(el + mb->offset, &arr, sizeof(arr));
+            } else if (buf && bytes) {
+                memcpy(buf + *off, arr, bytes);
+            }
+            *off += PAD8(bytes);
+        }
+    return 0;
+}
+
 /* Element count of pointer parameter i, computed from the caller's arguments. */
 static int count_of(const struct shim_call *d, const void *const *argv, int i, uint64_t *n)
 {
@@ -170,6 +201,8 @@ size_t chan_pack_call(const struct shim_call *d, const void *const *argv, uint8_
             if (bytes > cap || off + PAD8(bytes) > cap) goto toolarge;
             if (buf) memcpy(buf + off, ptr, bytes);
             off += PAD8(bytes);
+            if (p->kind == SHIM_PK_IN && nested(p->st, (uint8_t *)ptr, n, buf, &off, cap, 0) != 0)
+                goto toolarge;
         }
         if (ptr && is_output(p->kind)) {
             if (bytes > cap) goto toolarge;
@@ -294,6 +327,8 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
             if (bytes > len - off || PAD8(bytes) > len - off) return CUDA_ERROR_INVALID_VALUE;
             a->ptr[i] = payload + off;
             off += PAD8(bytes);
+            if (nested(p->st, a->ptr[i], hdr[1], payload, &off, len, 1) != 0)
+                return CUDA_ERROR_INVALID_VALUE;
             continue;
         }
         /* OUT / INOUT / RANGE: a zeroed buffer in the reply area. */

@@ -8,6 +8,10 @@
  *   OUTSTR                                u32 present, u32 1
  *   OUTREF                                u32 present, u32 0
  *   CTX (a value)                         the id of the client's context, 0 for NULL
+ * An IN struct parameter's elements are followed by the arrays their SHIM_MK_ARRAY members
+ * point to, element by element, member by member: count * elem bytes each (the count the
+ * element's own member gives, at most CHAN_NESTED_MAX), padded to 8; the server points the
+ * members at its copies.
  * Reply payload: the OUT, INOUT and RANGE buffers the caller passed, in parameter order,
  * each padded to 8; an OUTSTR is CHAN_OUTSTR_MAX bytes of NUL-terminated text; an OUTREF
  * a u64 element count, then CHAN_OUTREF_MAX elements' room.
@@ -24,6 +28,7 @@
 #define CHAN_MAX_ARGS 24
 #define CHAN_OUTSTR_MAX 4096u /* longest string an OUTSTR returns, NUL included */
 #define CHAN_OUTREF_MAX 512u  /* most elements an OUTREF array returns */
+#define CHAN_NESTED_MAX 256u  /* most elements of an array a struct parameter points to */
 
 /* What the client keeps of replies whose data must outlive the call: strings (for the
  * process) and OUTREF arrays (for the calling thread, until its next such call). */

@@ -448,22 +448,6 @@ static inline int chan_launch_attr_unmapped(CUlaunchAttributeID id)
            id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE;
 }
 
-/* Cluster occupancy of a launch configuration (cuOccupancyMaxActiveClusters,
- * cuOccupancyMaxPotentialClusterSize); CUlaunchAttribute entries follow. */
-enum chan_occupancy_what {
-    CHAN_OCC_ACTIVE_CLUSTERS = 0,
-    CHAN_OCC_POTENTIAL_CLUSTER_SIZE = 1,
-};
-struct chan_occupancy {
-    uint64_t func;
-    uint32_t grid[3], block[3];
-    uint32_t smem;
-    uint32_t nattrs;
-    uint64_t stream; /* the configuration's stream: its context decides the SMs counted */
-    uint32_t what;   /* enum chan_occupancy_what */
-    uint32_t pad;
-};
-
 /* A graph's kernel node: added, its parameters set (in the graph, or in an exec of it) or
  * read. The client packs the kernel's parameters by the function's layout, as for a launch;
  * the node's dependencies (u64 node handles) then the packed parameters follow. */

@@ -3,10 +3,11 @@
 
 Prints, one after another: the call's row in cuda_symbols.txt (and the rows that name it,
 and the %handle/%range/%struct lines it uses), its prototype in cuda.h, what gen/gen.py's
-describe() derives from them (each parameter's descriptor, the call's roles and flags), the
-generated code that carries it (from a fresh run of the write steps into a temporary
-folder, so it is what the table says now, whatever build/ holds), and where its hand-written
-parts live. Runs gen.py's own parse and check steps: nothing here parses the table again.
+describe() derives from them (each parameter's descriptor and its kind in gen/algebra.py,
+the call's roles and flags), the generated code that carries it (from a fresh run of the
+write steps into a temporary folder, so it is what the table says now, whatever build/
+holds), and where its hand-written parts live. Runs gen.py's own parse and check steps:
+nothing here parses the table again.
 Exits 1 for a name the table does not list (a name cuda.h declares but the table does not
 list is built as unsupported, and is described as such).
 """
@@ -175,8 +176,9 @@ def describe_call(g, d, symbols, root, out, w):
         for key, n, count in s.notes:
             notes.setdefault(n, []).append("%s:%s%s" % (key, n, "[%s]" % count if count else ""))
         for i, (p, init) in enumerate(zip(d.proto.params, d.params)):
-            w("param %d   %-40s %-28s -> %s" % (i, "%s %s" % (p.ctype, p.name),
-                                              " ".join(notes.get(p.name, [])) or "-", init))
+            w("param %d   %-40s %-28s -> %s (%s)" % (i, "%s %s" % (p.ctype, p.name),
+                                                   " ".join(notes.get(p.name, [])) or "-", init,
+                                                   d.kinds[i]))
     for label, i in (("stream", d.stream), ("destroys", d.destroys), ("parent", d.parent),
                      ("sync-if-host", d.host_sync), ("ctx-free", d.ctx_free),
                      ("loads-code", d.loads_code)):

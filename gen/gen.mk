@@ -6,7 +6,7 @@ GEN_OUT := $(B)/gen/shim_ids.h $(B)/gen/shim_desc.c $(B)/gen/shim_stubs.c $(B)/g
            $(B)/gen/chan_ops.h $(B)/gen/srv_ops.h $(B)/gen/srv_ops.def
 GEN_PROCADDR := gen/data/procaddress-580.159.04.tsv
 
-$(GEN_OUT) &: gen/gen.py gen/ctypes_parse.py gen/ops.py cuda_symbols.txt $(GEN_PROCADDR) $(CUDA)/include/cuda.h
+$(GEN_OUT) &: gen/gen.py gen/algebra.py gen/ctypes_parse.py gen/ops.py cuda_symbols.txt $(GEN_PROCADDR) $(CUDA)/include/cuda.h
 	@mkdir -p $(B)/gen
 	$(PYTHON) gen/gen.py --cuda-include $(CUDA)/include --symbols cuda_symbols.txt \
 		--procaddr $(GEN_PROCADDR) --cc $(CC) --out $(B)/gen

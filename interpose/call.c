@@ -45,21 +45,43 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
 }
 
 /* Members of structs the call reads that must be NULL (host pointers the server cannot
- * follow): refused at once, naming the call. */
-static CUresult check_members(const struct shim_call *d, int i, const void *elems, uint64_t count)
+ * follow), and tagged unions of a kind the shim does not carry: refused at once, naming
+ * the call. A device address member not aligned to its size or outside the caller's
+ * memory: the driver's answer. */
+static CUresult check_members(const struct shim_call *d, const struct shim_struct *st,
+                              const void *elems, uint64_t count)
 {
-    const struct shim_struct *st = d->params[i].st;
-    for (uint64_t e = 0; elems && e < count; e++)
+    char what[160];
+    for (uint64_t e = 0; elems && e < count; e++) {
+        const uint8_t *el = (const uint8_t *)elems + e * st->size;
+        if (!shim_tag_known(st, el)) {
+            int32_t tag;
+            memcpy(&tag, el + st->tag_offset, sizeof(tag));
+            snprintf(what, sizeof(what), "%s with a %s of tag %d", d->name, st->name, (int)tag);
+            return shim_refuse(what);
+        }
         for (uint32_t m = 0; m < st->nmembers; m++) {
             const struct shim_member *mb = &st->members[m];
             uint64_t v = 0;
-            memcpy(&v, (const uint8_t *)elems + e * st->size + mb->offset, mb->size);
+            if (!shim_member_live(st, mb, el)) continue;
+            memcpy(&v, el + mb->offset, mb->size);
             if (mb->kind == SHIM_MK_NULL && v != 0) {
-                char what[160];
                 snprintf(what, sizeof(what), "%s with %s.%s set", d->name, st->name, mb->name);
                 return shim_refuse(what);
             }
+            /* An asynchronous call's errors come later: these, the driver's, at once here,
+             * as for a device address parameter (check_dptr). */
+            struct shim_range rg;
+            if (mb->kind == SHIM_MK_SPAN &&
+                (v % mb->bytes || shim_range_find(v, mb->bytes, &rg) != 0))
+                return CUDA_ERROR_INVALID_VALUE;
+            CUresult r;
+            if (mb->kind == SHIM_MK_ARRAY && mb->st &&
+                (r = check_members(d, mb->st, (const void *)(uintptr_t)v,
+                                   chan_member_count(mb, el))) != CUDA_SUCCESS)
+                return r;
         }
+    }
     return CUDA_SUCCESS;
 }
 
@@ -177,7 +199,7 @@ static CUresult check_args(const struct shim_call *d, const uint64_t *val, void 
         else if (p->st && p->kind != SHIM_PK_OUT && ptr[i]) {
             uint64_t n = 1;
             if (p->ckind == SHIM_CK_ARG) n = val[p->count_arg];
-            r = check_members(d, i, ptr[i], n);
+            r = check_members(d, p->st, ptr[i], n);
         }
         if (r != CUDA_SUCCESS) return r;
     }

@@ -141,50 +141,6 @@ CUresult SHIM_IMPL(cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction f,
 
 /* ---------------------------------------------------------------- occupancy */
 
-/* Cluster occupancy needs the launch configuration, whose attributes are an array and
- * whose stream is the client's: asked of the server, which maps the stream. */
-static CUresult occupancy(unsigned what, int *out, CUfunction f, const CUlaunchConfig *config)
-{
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS) return r;
-    if (!out || !config || (config->numAttrs && !config->attrs) || config->numAttrs > 64)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((r = shim_need_ctx()) != CUDA_SUCCESS) return r;
-    if (!f || !shim_func_get((uint64_t)(uintptr_t)f)) return CUDA_ERROR_INVALID_HANDLE;
-    if ((r = check_attrs(config->attrs, config->numAttrs)) != CUDA_SUCCESS ||
-        (r = shim_stream_check(config->hStream, NULL)) != CUDA_SUCCESS)
-        return r;
-    uint8_t buf[sizeof(struct chan_occupancy) + 64 * sizeof(CUlaunchAttribute)];
-    struct chan_occupancy m = {
-        .func = (uint64_t)(uintptr_t)f,
-        .grid = {config->gridDimX, config->gridDimY, config->gridDimZ},
-        .block = {config->blockDimX, config->blockDimY, config->blockDimZ},
-        .smem = config->sharedMemBytes,
-        .nattrs = config->numAttrs,
-        .stream = (uint64_t)(uintptr_t)config->hStream,
-        .what = what,
-    };
-    size_t attr_bytes = (size_t)config->numAttrs * sizeof(CUlaunchAttribute);
-    memcpy(buf, &m, sizeof(m));
-    if (attr_bytes) memcpy(buf + sizeof(m), config->attrs, attr_bytes);
-    int32_t v = 0;
-    r = shim_rpc(CHAN_OP_OCCUPANCY, buf, (uint32_t)(sizeof(m) + attr_bytes), &v, sizeof(v), NULL);
-    if (r == CUDA_SUCCESS) *out = v;
-    return r;
-}
-
-CUresult SHIM_IMPL(cuOccupancyMaxActiveClusters)(int *numClusters, CUfunction func,
-                                                 const CUlaunchConfig *config)
-{
-    return occupancy(CHAN_OCC_ACTIVE_CLUSTERS, numClusters, func, config);
-}
-
-CUresult SHIM_IMPL(cuOccupancyMaxPotentialClusterSize)(int *clusterSize, CUfunction func,
-                                                       const CUlaunchConfig *config)
-{
-    return occupancy(CHAN_OCC_POTENTIAL_CLUSTER_SIZE, clusterSize, func, config);
-}
-
 /* The block size with the most resident threads per SM, tried from the largest allowed
  * down by warps (ties keep the larger), as the runtime's own occupancy calculator does.
  * The callback giving dynamic shared memory per block size is the client's, so the search

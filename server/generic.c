@@ -165,9 +165,10 @@ static CUresult map_outputs(const struct srv_client *c, struct srv_call *k)
         for (uint32_t e = 0; p->st && e < k->a.count[i]; e++)
             for (uint32_t m = 0; m < p->st->nmembers; m++) {
                 const struct shim_member *mb = &p->st->members[m];
+                uint8_t *el = (uint8_t *)k->a.ptr[i] + (size_t)e * p->st->size;
                 if ((mb->kind == SHIM_MK_DEVICE || mb->kind == SHIM_MK_LOCATION) &&
-                    map_device_member(c, mb, (uint8_t *)k->a.ptr[i] + (size_t)e * p->st->size, 0) !=
-                        CUDA_SUCCESS)
+                    shim_member_live(p->st, mb, el) &&
+                    map_device_member(c, mb, el, 0) != CUDA_SUCCESS)
                     return CUDA_ERROR_INVALID_DEVICE;
             }
     }
@@ -175,15 +176,19 @@ static CUresult map_outputs(const struct srv_client *c, struct srv_call *k)
 }
 
 /* Members of struct elements the client sent: handles checked and mapped in place (the
- * elements are the server's private copy), pointers that must be NULL refused. */
+ * elements are the server's private copy), pointers that must be NULL refused, device
+ * addresses checked against the caller's ranges; of a tagged union, the members its tag
+ * makes live, and a tag no case names refused. */
 static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
                               const struct shim_struct *st, uint8_t *buf, uint32_t count)
 {
     for (uint32_t e = 0; e < count; e++) {
         uint8_t *el = buf + (size_t)e * st->size;
+        if (!shim_tag_known(st, el)) return CUDA_ERROR_NOT_SUPPORTED;
         for (uint32_t m = 0; m < st->nmembers; m++) {
             const struct shim_member *mb = &st->members[m];
             uint64_t v = 0, mapped;
+            if (!shim_member_live(st, mb, el)) continue;
             if (mb->kind == SHIM_MK_DEVICE || mb->kind == SHIM_MK_LOCATION) {
                 CUresult res = map_device_member(c, mb, el, 1);
                 if (res != CUDA_SUCCESS) return res;
@@ -191,8 +196,16 @@ static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
             }
             memcpy(&v, el + mb->offset, mb->size);
             if (mb->kind == SHIM_MK_NULL && v != 0) return CUDA_ERROR_NOT_SUPPORTED;
+            if (mb->kind == SHIM_MK_SPAN && (v % mb->bytes || !srv_range_find(c, v, mb->bytes)))
+                return CUDA_ERROR_INVALID_VALUE;
+            CUresult res = CUDA_SUCCESS;
+            /* An array's elements: the server's copies, which the unpacking pointed it at. */
+            if (mb->kind == SHIM_MK_ARRAY && mb->st)
+                res = check_members(c, r, mb->st, (uint8_t *)(uintptr_t)v,
+                                    (uint32_t)chan_member_count(mb, el));
+            if (res != CUDA_SUCCESS) return res;
             if (mb->kind != SHIM_MK_HANDLE) continue;
-            CUresult res = check_handle(c, r, mb->htype, v, &mapped);
+            res = check_handle(c, r, mb->htype, v, &mapped);
             if (res != CUDA_SUCCESS) return res;
             memcpy(el + mb->offset, &mapped, mb->size);
         }

@@ -12,8 +12,8 @@ static CUresult plain_attrs(const CUlaunchAttribute *a, uint32_t n)
     return CUDA_SUCCESS;
 }
 
-/* The driver's launch configuration of a record's grid, block and shared memory (a launch's,
- * an occupancy question's), on stream st with n attributes. */
+/* The driver's launch configuration of a launch record's grid, block and shared memory, on
+ * stream st with n attributes. */
 static CUlaunchConfig config_of(const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
                                 CUstream st, CUlaunchAttribute *attrs, uint32_t n)
 {
@@ -100,45 +100,6 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
     }
 out:
     srv_defer(c, res, "kernel launch");
-}
-
-/* Cluster occupancy of a launch configuration, asked of the driver with the client's real
- * stream (whose context, the shared one or the client's green partition, decides which
- * SMs count). */
-void srv_op_occupancy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
-{
-    struct chan_occupancy m;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
-    int32_t out = 0;
-    memcpy(&m, p, sizeof(m)); /* len is at least that (its %op row) */
-    if (m.nattrs > 64 || len != sizeof(m) + (size_t)m.nattrs * sizeof(CUlaunchAttribute) ||
-        m.what > CHAN_OCC_POTENTIAL_CLUSTER_SIZE)
-        goto reply;
-    if (!c->cur) {
-        res = CUDA_ERROR_INVALID_CONTEXT;
-        goto reply;
-    }
-    struct srv_stream *s = NULL;
-    struct srv_obj *kern = srv_obj_find(c, SHIM_HT_CUkernel, m.func);
-    if (kern && (res = srv_kernel_loaded(c, kern, c->cur->device)) != CUDA_SUCCESS) goto reply;
-    if (!srv_func_known(c, m.func) ||
-        (m.stream && !(s = srv_stream_resolve(c, m.stream, r->flags & CHAN_RF_PTDS, r->thread)))) {
-        res = CUDA_ERROR_INVALID_HANDLE;
-        goto reply;
-    }
-    CUlaunchAttribute attrs[64];
-    memcpy(attrs, p + sizeof(m), (size_t)m.nattrs * sizeof(CUlaunchAttribute));
-    if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS) goto reply;
-    CUlaunchConfig cfg =
-        config_of(m.grid, m.block, m.smem, s ? s->real : NULL, m.nattrs ? attrs : NULL, m.nattrs);
-    CUfunction f = (CUfunction)(uintptr_t)m.func;
-    int v = 0;
-    res = m.what == CHAN_OCC_ACTIVE_CLUSTERS ? DRV(cuOccupancyMaxActiveClusters)(&v, f, &cfg)
-                                             : DRV(cuOccupancyMaxPotentialClusterSize)(&v, f, &cfg);
-    out = v;
-reply:
-    if (res == CUDA_SUCCESS) memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
-    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(out) : 0);
 }
 
 /* cuGraphKernelNodeSetAttribute, cuStreamSetAttribute: the value is a union whose event

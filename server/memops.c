@@ -1,6 +1,7 @@
-/* Stream memory operations (cuStreamWaitValue32/64, cuStreamWriteValue32/64), described in
- * cuda_symbols.txt; what no description can say is here: a client that leaves while one of
- * its streams waits for a value must not keep the server from releasing it.
+/* Stream memory operations (cuStreamWaitValue32/64, cuStreamWriteValue32/64 and their batch,
+ * cuStreamBatchMemOp_v2), described in cuda_symbols.txt; what no description can say is
+ * here: a client that leaves while one of its streams waits for a value must not keep the
+ * server from releasing it.
  *
  * A wait blocks its stream on the GPU until memory of the client's own holds a value. When
  * the client goes, nothing will ever write it, and the release (which first waits for the
@@ -96,17 +97,19 @@ static void prune(struct srv_client *c)
     free(gone);
 }
 
-static CUresult wait_before(struct srv_client *c, struct srv_call *k)
+/* Admits n waits for value (flags, wide: 64-bit): one no value can satisfy is refused, and
+ * so are waits past the client's bound. */
+static CUresult wait_admit(struct srv_client *c, uint64_t value, uint32_t flags, int wide, size_t n)
 {
     uint64_t v;
-    if (satisfying(k->a.val[2], (uint32_t)k->a.val[3], k->d->params[2].size == 8, &v) != 0) {
+    if (satisfying(value, flags, wide, &v) != 0) {
         srv_log("Client process %d: a stream wait no value can satisfy (flags %#x, value %#llx) "
                 "refused: it would block its stream for ever",
-                (int)c->pid, (unsigned)k->a.val[3], (unsigned long long)k->a.val[2]);
+                (int)c->pid, (unsigned)flags, (unsigned long long)value);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (c->nwaitvals >= SRV_MAX_WAITS) prune(c);
-    if (c->nwaitvals >= SRV_MAX_WAITS) {
+    if (c->nwaitvals + n > SRV_MAX_WAITS) prune(c);
+    if (c->nwaitvals + n > SRV_MAX_WAITS) {
         if (!c->waits_said++)
             srv_log("Client process %d: a stream wait past %d of its own still pending refused "
                     "(said once)",
@@ -114,6 +117,11 @@ static CUresult wait_before(struct srv_client *c, struct srv_call *k)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
+}
+
+static CUresult wait_before(struct srv_client *c, struct srv_call *k)
+{
+    return wait_admit(c, k->a.val[2], (uint32_t)k->a.val[3], k->d->params[2].size == 8, 1);
 }
 
 static int host_mapped(const struct srv_obj *o)
@@ -124,13 +132,14 @@ static int host_mapped(const struct srv_obj *o)
 /* Every wait is remembered, not only the latest on a word: two waits on one word for two
  * values (EQ 5, then EQ 7) are ended one after the other when the client goes (a release
  * that wrote only the latest value left the first waiting for good: found by fuzz_server). */
-static CUresult wait_after(struct srv_client *c, struct srv_call *k)
+static void wait_remember(struct srv_client *c, struct srv_call *k, uint64_t addr, uint64_t value,
+                          uint32_t flags, int wide)
 {
-    struct srv_waitval w = {.addr = k->a.val[1],
-                            .value = k->a.val[2],
-                            .flags = (uint32_t)k->a.val[3],
+    struct srv_waitval w = {.addr = addr,
+                            .value = value,
+                            .flags = flags,
                             .ctx = c->cur ? c->cur->id : 0,
-                            .wide = k->d->params[2].size == 8,
+                            .wide = wide,
                             .dev = k->dev};
     w.host = host_mapped(srv_range_find(c, w.addr, w.wide ? 8 : 4));
     CUstream st = (CUstream)(uintptr_t)k->vals[k->d->stream];
@@ -146,7 +155,7 @@ static CUresult wait_after(struct srv_client *c, struct srv_call *k)
         struct srv_waitval *n = realloc(c->waitvals, ncap * sizeof(*n));
         if (!n) {
             if (w.ev) srv_event_give(c, w.dev, w.ev);
-            return CUDA_SUCCESS; /* unremembered: the drain's bound still holds */
+            return; /* unremembered: the drain's bound still holds */
         }
         pthread_mutex_lock(&c->waitvals_lock);
         c->waitvals = n;
@@ -156,6 +165,11 @@ static CUresult wait_after(struct srv_client *c, struct srv_call *k)
     pthread_mutex_lock(&c->waitvals_lock);
     c->waitvals[c->nwaitvals++] = w;
     pthread_mutex_unlock(&c->waitvals_lock);
+}
+
+static CUresult wait_after(struct srv_client *c, struct srv_call *k)
+{
+    wait_remember(c, k, k->a.val[1], k->a.val[2], (uint32_t)k->a.val[3], k->d->params[2].size == 8);
     return CUDA_SUCCESS;
 }
 
@@ -173,6 +187,68 @@ static CUresult wait_call(struct srv_client *c, struct srv_call *k)
 
 const struct srv_hook srv_hook_stream_wait_value = {
     .before = wait_before, .call = wait_call, .after = wait_after};
+
+/* ---------------------------------------------------------------- batches */
+
+/* cuStreamBatchMemOp_v2: its description checks every operation's address (a tagged union,
+ * cuda_symbols.txt); its waits are admitted, enqueued behind the code gate and remembered
+ * as single waits are. Writes, flushes and barriers need nothing here. */
+static int is_wait(const CUstreamBatchMemOpParams *o)
+{
+    return o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_32 ||
+           o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+}
+
+static int is_wide(const CUstreamBatchMemOpParams *o)
+{
+    return o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+}
+
+static uint64_t wait_value(const CUstreamBatchMemOpParams *o)
+{
+    return is_wide(o) ? o->waitValue.value64 : o->waitValue.value;
+}
+
+/* How many of the batch's operations (*ops) are waits. */
+static size_t batch_waits(const struct srv_call *k, const CUstreamBatchMemOpParams **ops)
+{
+    size_t n = 0;
+    *ops = (const CUstreamBatchMemOpParams *)k->a.ptr[2];
+    for (uint32_t i = 0; *ops && i < k->a.count[2]; i++)
+        n += is_wait(&(*ops)[i]);
+    return n;
+}
+
+static CUresult batch_before(struct srv_client *c, struct srv_call *k)
+{
+    const CUstreamBatchMemOpParams *ops;
+    size_t n = batch_waits(k, &ops);
+    CUresult r = CUDA_SUCCESS;
+    for (uint32_t i = 0; n && i < k->a.count[2] && r == CUDA_SUCCESS; i++)
+        if (is_wait(&ops[i]))
+            r = wait_admit(c, wait_value(&ops[i]), ops[i].waitValue.flags, is_wide(&ops[i]), n);
+    return r;
+}
+
+static CUresult batch_call(struct srv_client *c, struct srv_call *k)
+{
+    const CUstreamBatchMemOpParams *ops;
+    return batch_waits(k, &ops) ? wait_call(c, k) : srv_generic_drive(k);
+}
+
+static CUresult batch_after(struct srv_client *c, struct srv_call *k)
+{
+    const CUstreamBatchMemOpParams *ops;
+    size_t n = batch_waits(k, &ops);
+    for (uint32_t i = 0; n && i < k->a.count[2]; i++)
+        if (is_wait(&ops[i]))
+            wait_remember(c, k, ops[i].waitValue.address, wait_value(&ops[i]),
+                          ops[i].waitValue.flags, is_wide(&ops[i]));
+    return CUDA_SUCCESS;
+}
+
+const struct srv_hook srv_hook_stream_batch_memop = {
+    .before = batch_before, .call = batch_call, .after = batch_after};
 
 /* Writes the value that ends wait w, while its word is still the client's (freed, it may
  * be another's now): on the server's release stream, made at start (main.c), since making

@@ -524,11 +524,13 @@ else
         "$WORK/hold-mvars.log" --released "CUlibrary.*7 global memory" managed_vars --hold
 
     # Clients that leave (exit, or are killed) while a stream of theirs waits for a value
-    # nothing will write: the server ends the waits and releases them; the checks below
-    # then find the tables empty and the memory back.
+    # nothing will write (single waits, or a batch's): the server ends the waits and releases
+    # them; the checks below then find the tables empty and the memory back.
     run_test leave-while-waiting 60 bash -c '
         env LD_PRELOAD='"$SHIM"' '"$B"'/tests/waitvalue_exit || exit 1
         env LD_PRELOAD='"$SHIM"' '"$B"'/tests/waitvalue_exit --kill; [ $? = 137 ] || exit 1
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/waitvalue_exit --batch || exit 1
+        env LD_PRELOAD='"$SHIM"' '"$B"'/tests/waitvalue_exit --batch --kill; [ $? = 137 ] || exit 1
         for i in $(seq 100); do
             printf "get_server_status\n" | '"$CTL"' | grep -q "^Clients 0$" && exit 0
             sleep 0.1

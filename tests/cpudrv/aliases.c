@@ -8,6 +8,7 @@
 #undef cuStreamWaitValue64
 #undef cuStreamWriteValue32
 #undef cuStreamWriteValue64
+#undef cuStreamBatchMemOp
 #undef cuStreamDestroy
 #undef cuEventDestroy
 #undef cuCtxDestroy
@@ -25,6 +26,8 @@ CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, uns
 CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
 CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 CUresult cuStreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops,
+                            unsigned int flags);
 CUresult cuStreamDestroy(CUstream hStream);
 CUresult cuEventDestroy(CUevent hEvent);
 CUresult cuCtxDestroy(CUcontext ctx);
@@ -50,6 +53,13 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
     return cuStreamWaitValue32_v2(s, addr, value, flags);
+}
+
+// Same as cuStreamBatchMemOp_v2.
+CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops,
+                            unsigned int flags)
+{
+    return cuStreamBatchMemOp_v2(s, count, ops, flags);
 }
 
 // Same as cuStreamWaitValue64_v2.

@@ -1,6 +1,7 @@
 // Stream memory operations (wait on / write a 32 or 64-bit value) and host functions.
 #include "cpudrv.h"
 
+#include <string.h>
 #include <time.h>
 
 struct memop {
@@ -187,6 +188,63 @@ CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t valu
                               unsigned int flags)
 {
     return TR(memop(stream, addr, value, flags, 1, 1));
+}
+
+struct batch {
+    unsigned n;
+    CUstreamBatchMemOpParams ops[];
+};
+
+static CUresult batch_run(struct cpudrv_op *op)
+{
+    const struct batch *b = (const struct batch *)op->data;
+    for (unsigned i = 0; i < b->n; i++)
+        cpudrv_memop_run(&b->ops[i], &op->stream->o.ctx->dying);
+    return CUDA_SUCCESS;
+}
+
+static int batch_touches(const struct cpudrv_op *op, uintptr_t lo, uintptr_t hi)
+{
+    const struct batch *b = (const struct batch *)op->data;
+    for (unsigned i = 0; i < b->n; i++) {
+        const CUstreamBatchMemOpParams *o = &b->ops[i];
+        int wide = o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 ||
+                   o->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        uintptr_t a = (uintptr_t)o->waitValue.address; // writeValue's is at the same place
+        if (o->operation != CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES &&
+            o->operation != CU_STREAM_MEM_OP_BARRIER && a < hi && a + (wide ? 8 : 4) > lo)
+            return 1;
+    }
+    return 0;
+}
+
+// Runs count waits, writes, flushes and barriers in order on the stream (flags must be 0;
+// at most 256 operations, the driver's limit).
+CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
+                               CUstreamBatchMemOpParams *paramArray, unsigned int flags)
+{
+    if (flags || count > 256) return TR(CUDA_ERROR_INVALID_VALUE);
+    CUresult rc = cpudrv_ready();
+    if (rc) return TR(rc);
+    cpudrv_lock();
+    cpudrv_submit_gate();
+    struct cpudrv_stream *s;
+    rc = cpudrv_stream_get(stream, cpudrv_ctx_current(), &s);
+    if (!rc) rc = cpudrv_capture_uncapturable(s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    if (!rc) rc = cpudrv_memops_check(paramArray, count);
+    size_t bytes = sizeof(struct batch) + (size_t)count * sizeof(*paramArray);
+    struct cpudrv_op *op = rc ? NULL : cpudrv_op_new(bytes);
+    if (!rc && !op) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!rc) {
+        struct batch *b = (struct batch *)op->data;
+        b->n = count;
+        memcpy(b->ops, paramArray, (size_t)count * sizeof(*paramArray));
+        op->run = batch_run;
+        op->touches = batch_touches;
+        rc = cpudrv_stream_submit(s, op) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    }
+    cpudrv_unlock();
+    return TR(rc);
 }
 
 static CUresult host_run(struct cpudrv_op *op)

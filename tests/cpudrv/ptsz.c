@@ -29,6 +29,7 @@ PLAIN(cuStreamWaitValue32, cuStreamWaitValue32_v2);
 PLAIN(cuStreamWaitValue64, cuStreamWaitValue64_v2);
 PLAIN(cuStreamWriteValue32, cuStreamWriteValue32_v2);
 PLAIN(cuStreamWriteValue64, cuStreamWriteValue64_v2);
+PLAIN(cuStreamBatchMemOp, cuStreamBatchMemOp_v2);
 PLAIN(cuMemcpyAsync, cuMemcpyAsync);
 PLAIN(cuMemPrefetchBatchAsync, cuMemPrefetchBatchAsync);
 PLAIN(cuMemDiscardBatchAsync, cuMemDiscardBatchAsync);
@@ -161,6 +162,13 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **par
     CUlaunchConfig c = *config;
     c.hStream = PT(c.hStream);
     return plain_cuLaunchKernelEx(&c, f, params, extra);
+}
+
+// cuStreamBatchMemOp_v2, stream 0 = per-thread stream.
+CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops,
+                            unsigned int flags)
+{
+    return plain_cuStreamBatchMemOp_v2(PT(s), count, ops, flags);
 }
 
 // cuStreamWaitValue32_v2, stream 0 = per-thread stream.
@@ -474,6 +482,8 @@ CUresult v1_write32(CUstream s, CUdeviceptr a, cuuint32_t v,
                     unsigned f) __asm__("cuStreamWriteValue32_ptsz");
 CUresult v1_write64(CUstream s, CUdeviceptr a, cuuint64_t v,
                     unsigned f) __asm__("cuStreamWriteValue64_ptsz");
+CUresult v1_batch(CUstream s, unsigned n, CUstreamBatchMemOpParams *ops,
+                  unsigned f) __asm__("cuStreamBatchMemOp_ptsz");
 
 // cuStreamWaitValue32_ptsz (v1): as the v2 one.
 CUresult v1_wait32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f)
@@ -497,6 +507,12 @@ CUresult v1_write32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f)
 CUresult v1_write64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned f)
 {
     return plain_cuStreamWriteValue64_v2(PT(s), a, v, f);
+}
+
+// cuStreamBatchMemOp_ptsz (v1): as the v2 one.
+CUresult v1_batch(CUstream s, unsigned n, CUstreamBatchMemOpParams *ops, unsigned f)
+{
+    return plain_cuStreamBatchMemOp_v2(PT(s), n, ops, f);
 }
 
 /* Stream capture and graph launches, stream 0 = per-thread stream. */

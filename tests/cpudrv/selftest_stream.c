@@ -316,6 +316,28 @@ void st_memops(void)
     EXPECT(cuStreamWriteValue32(s, (CUdeviceptr)&t, 1, 0), CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuStreamWaitValue32(s, hd, 1, 8), CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuStreamWriteValue32(s, hd, 1, 4), CUDA_ERROR_INVALID_VALUE);
+    // A batch: a wait released by another stream, then a 64-bit write, a barrier and a
+    // flush, in order; a batch with a bad operation or address is refused whole.
+    CUstreamBatchMemOpParams ops[4];
+    memset(ops, 0, sizeof(ops));
+    ops[0].waitValue = (struct CUstreamMemOpWaitValueParams_st){
+        .operation = CU_STREAM_MEM_OP_WAIT_VALUE_32, .address = hd + 24, .value = 3};
+    ops[1].writeValue = (struct CUstreamMemOpWriteValueParams_st){
+        .operation = CU_STREAM_MEM_OP_WRITE_VALUE_64, .address = d + 24, .value64 = 1ull << 33};
+    ops[2].operation = CU_STREAM_MEM_OP_BARRIER;
+    ops[3].operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
+    CK(cuStreamBatchMemOp(s, 4, ops, 0));
+    EXPECT(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    CK(cuStreamWriteValue32(w, hd + 24, 3, 0));
+    CK(cuStreamSynchronize(s));
+    CK(cuMemcpyDtoH(&v64, d + 24, 8));
+    CHECK(v64 == 1ull << 33);
+    EXPECT(cuStreamBatchMemOp(s, 4, ops, 1), CUDA_ERROR_INVALID_VALUE);
+    ops[3].operation = (CUstreamBatchMemOpType)99;
+    EXPECT(cuStreamBatchMemOp(s, 4, ops, 0), CUDA_ERROR_INVALID_VALUE);
+    ops[3].operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
+    ops[1].writeValue.address = d + 4;
+    EXPECT(cuStreamBatchMemOp(s, 4, ops, 0), CUDA_ERROR_INVALID_VALUE);
     // Host functions and callbacks run on the stream, in order, after prior work.
     struct order o = {0, {0}, hv + 8};
     delay(s, hd + 32, 9, 80 * MS);

@@ -1310,29 +1310,36 @@ static void op_launch(struct gen *g, struct cl *k)
     g->keep = 0;
 }
 
+/* Cluster occupancy: a described call whose configuration points to its attributes. */
 static void op_occupancy(struct gen *g, struct cl *k)
 {
-    struct {
-        struct chan_occupancy m;
-        CUlaunchAttribute a[2];
-    } q;
-    memset(&q, 0, sizeof(q));
-    int kd;
-    q.m.func = function(g, k, &kd);
-    config(g, -1, q.m.grid, q.m.block, &q.m.smem);
-    q.m.stream = stream(g, k);
-    q.m.what = pick(&g->s, 3);
-    q.m.nattrs = pick(&g->s, 3);
-    for (uint32_t i = 0; i < q.m.nattrs; i++) {
-        q.a[i].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        q.a[i].value.clusterDim.x = 1 + pick(&g->s, 4);
-        q.a[i].value.clusterDim.y = 1;
-        q.a[i].value.clusterDim.z = 1;
+    CUlaunchAttribute a[2];
+    CUlaunchConfig cfg;
+    /* grid, block and shared memory: the configuration's first seven words */
+    uint32_t dims[7];
+    int kd, out;
+    _Static_assert(offsetof(CUlaunchConfig, sharedMemBytes) == 6 * sizeof(uint32_t), "layout");
+    memset(a, 0, sizeof(a));
+    memset(&cfg, 0, sizeof(cfg));
+    CUfunction f = (CUfunction)(uintptr_t)function(g, k, &kd);
+    config(g, -1, dims, dims + 3, &dims[6]);
+    memcpy(&cfg, dims, sizeof(dims));
+    cfg.hStream = (CUstream)(uintptr_t)stream(g, k);
+    cfg.attrs = a;
+    cfg.numAttrs = pick(&g->s, 3);
+    for (uint32_t i = 0; i < cfg.numAttrs; i++) {
+        a[i].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        a[i].value.clusterDim.x = 1 + pick(&g->s, 4);
+        a[i].value.clusterDim.y = 1;
+        a[i].value.clusterDim.z = 1;
     }
-    int32_t out;
-    send_rec(g, k, CHAN_OP_OCCUPANCY, 1, (uint8_t *)&q,
-             (uint32_t)(sizeof(q.m) + q.m.nattrs * sizeof(CUlaunchAttribute)), sizeof(q), &out,
-             sizeof(out), NULL);
+    int *po = &out;
+    const CUlaunchConfig *pc = &cfg;
+    const void *argv[] = {&po, &f, &pc};
+    gcall(g, k,
+          pick(&g->s, 2) ? SHIM_ID_cuOccupancyMaxActiveClusters
+                         : SHIM_ID_cuOccupancyMaxPotentialClusterSize,
+          argv, 3);
 }
 
 /* ---- graphs */
