@@ -214,3 +214,6 @@ uint64_t srv_account_queued(const struct srv_client *c)
 {
     return c->acct ? atomic_load(&c->acct->queued) : c->queue.held;
 }
+
+/* Last of the client's release (family.c): everything it counted has been given back. */
+const struct srv_family srv_family_account = {.name = "account", .client_fini = srv_account_leave};

@@ -384,7 +384,7 @@ static void cleanup(struct srv_client *c)
                                      c->nobjs[t], shim_types[t].name);
         }
     srv_fault_sync(c); /* what died in a fault is forgotten, never destroyed */
-    srv_hostfn_release(c);
+    srv_families_client_leave(c);
     srv_release(c, 0);
     if (total)
         srv_log("Client process %d: released %u object%s (%s)", (int)c->pid, total,
@@ -403,25 +403,11 @@ static void cleanup(struct srv_client *c)
         free(w);
     }
     c->waits = NULL;
-    srv_devmem_gone(c);    /* its free streams: the frees queued there still complete */
-    srv_queue_release(c);  /* its marks' events go back to the pool, destroyed below */
-    srv_hblock_release(c); /* so do its blocks' */
+    srv_families_client_fini(c); /* in the table's order (family.c says why) */
     free(c->retired);
-    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
-        for (int i = 0; i < CHAN_NSLOTS; i++)
-            if (c->slot_ev[d][i]) DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
-        for (size_t i = 0; i < c->pool[d].n; i++)
-            DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
-        free(c->pool[d].ev);
-        if (c->block_ev[d]) DRV(cuEventDestroy_v2)(c->block_ev[d]);
-    }
-    srv_green_release(c);
-    srv_account_leave(c); /* everything it counted there has been given back */
     chan_ranges_free(&c->ranges);
     free(c->blob);
     free(c->rec);
-    if (!c->left_running)
-        free(c->hn); /* host node slots: no graph of its runs any more (hostfn.c) */
     free(c->scratch);
     free(c->out);
     if (c->shm) {
@@ -647,19 +633,8 @@ void srv_clients_watch(void)
          * (x->shm stays mapped under clients_lock until its release ends.) */
         if (atomic_load(&x->connected) && !atomic_load(&x->finished) && x->shm &&
             !srv_client_alive(x)) {
-            srv_hostfn_release(x);
-            if (!x->watch_gone && (atomic_load(&x->cb_last) || x->hn) &&
-                atomic_load_explicit(&x->busy_op, memory_order_relaxed) != SRV_BUSY_RELEASE)
-                srv_log("Client process %d: its streams' waits on its host functions were "
-                        "let go before its release (it is gone, or being stopped)",
-                        (int)x->pid);
+            srv_families_client_lost(x);
             x->watch_gone = 1;
-            if (srv_memops_let_go(x) && !x->watch_values) {
-                x->watch_values = 1;
-                srv_log("Client process %d: its streams' waits on values in its host memory "
-                        "were let go before its release (it is gone, or being stopped)",
-                        (int)x->pid);
-            }
         }
         uint32_t op = atomic_load_explicit(&x->busy_op, memory_order_relaxed);
         uint64_t seq = atomic_load_explicit(&x->busy_seq, memory_order_relaxed);

@@ -130,3 +130,19 @@ void srv_event_give(struct srv_client *c, int dev, CUevent ev)
     }
     p->ev[p->n++] = ev;
 }
+
+/* The client leaves, its marks and blocks given back (family.c): every internal event it
+ * holds is destroyed, the free ones, the staging slots' and the blocking waits'. */
+static void events_fini(struct srv_client *c)
+{
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+        for (int i = 0; i < CHAN_NSLOTS; i++)
+            if (c->slot_ev[d][i]) DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
+        for (size_t i = 0; i < c->pool[d].n; i++)
+            DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
+        free(c->pool[d].ev);
+        if (c->block_ev[d]) DRV(cuEventDestroy_v2)(c->block_ev[d]);
+    }
+}
+
+const struct srv_family srv_family_events = {.name = "events", .client_fini = events_fini};

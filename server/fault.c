@@ -187,9 +187,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
     c->nretired = j;
     /* Internal events of the dead context: only forgotten. */
     c->pool[dev].n = 0;
-    srv_copy_forget_device(c, dev);
-    srv_queue_forget_device(c, dev);
-    srv_hblock_forget_device(c, dev);
+    srv_families_ctx_died(c, dev);
     /* Its objects there, roots first (what belongs to them goes with them), collected
      * before any goes since forgetting frees records the walk would step on. */
     size_t cap = HASH_COUNT(c->objs), n = 0;
@@ -323,7 +321,7 @@ static void raise_fault(int d, CUresult err)
     atomic_store(&srv.fault[d].err, (int)err);
     atomic_store(&srv.fault[d].state, SRV_DEV_FAULT);
     atomic_store(&srv.fault[d].seen_ns, chan_now_ns());
-    srv_ipc_fault(d);
+    srv_families_dev_fault(d);
     log_fault(d, err);
     atomic_fetch_add(&srv.fault[d].gen, 1);
     atomic_fetch_add(&srv.fault_epoch, 1);

@@ -752,3 +752,12 @@ int srv_graphmem_keep(struct srv_client *c, uint64_t dptr)
     struct srv_obj *o = graphmem_at(c, dptr);
     return o && (o->parent || (o->aux & GRAPHMEM_ALIASED));
 }
+
+/* A stream that goes with a capture left going ends it (not one that died in a fault). */
+static void graph_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
+{
+    if (!dead) srv_capture_abandon(c, s, 0);
+}
+
+const struct srv_family srv_family_graph = {
+    .name = "graph", .ctx_quiesce = srv_captures_abandon, .stream_gone = graph_stream_gone};

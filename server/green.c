@@ -192,3 +192,5 @@ void srv_green_release(struct srv_client *c)
     }
     pthread_mutex_unlock(&green_lock);
 }
+
+const struct srv_family srv_family_green = {.name = "green", .client_fini = srv_green_release};

@@ -266,3 +266,8 @@ void srv_hblock_release(struct srv_client *c)
     }
     *h = (struct srv_hblocks){0};
 }
+
+const struct srv_family srv_family_hostblocks = {.name = "hostblocks",
+                                                 .client_fini = srv_hblock_release,
+                                                 .stream_gone = srv_hblock_stream_gone,
+                                                 .ctx_died = srv_hblock_forget_device};

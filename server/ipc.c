@@ -463,3 +463,5 @@ static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
 }
 
 const struct srv_hook srv_hook_mem_free_async = {.call = mem_free_async_call};
+
+const struct srv_family srv_family_ipc = {.name = "ipc", .dev_fault = srv_ipc_fault};

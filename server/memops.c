@@ -290,3 +290,18 @@ void srv_memops_unmapping(struct srv_client *c, uint64_t addr, uint64_t bytes)
 {
     srv_memops_end_range(c, addr, bytes); /* they leave the list: let_go stores no more there */
 }
+
+/* The main loop found the client gone: its waits on values in its host memory are let go
+ * (said once). */
+static void memops_lost(struct srv_client *c)
+{
+    if (srv_memops_let_go(c) && !c->watch_values) {
+        c->watch_values = 1;
+        srv_log("Client process %d: its streams' waits on values in its host memory "
+                "were let go before its release (it is gone, or being stopped)",
+                (int)c->pid);
+    }
+}
+
+const struct srv_family srv_family_memops = {
+    .name = "memops", .client_lost = memops_lost, .ctx_quiesce = srv_memops_unblock};

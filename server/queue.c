@@ -231,3 +231,8 @@ void srv_queue_release(struct srv_client *c)
     held_sub(c, q->held);
     *q = (struct srv_queue){0};
 }
+
+const struct srv_family srv_family_queue = {.name = "queue",
+                                            .client_fini = srv_queue_release,
+                                            .stream_gone = srv_queue_stream_gone,
+                                            .ctx_died = srv_queue_forget_device};

@@ -358,25 +358,16 @@ static void leave_running(struct srv_client *c, uint32_t ctx)
 
 void srv_release(struct srv_client *c, uint32_t ctx)
 {
-    /* Work first: nothing is freed under a running kernel or copy. Streams waiting for a
-     * value in the client's memory would wait for ever: their waits are ended first. */
-    srv_memops_unblock(c, ctx);
-    /* Captures left going end first: a capturing stream cannot be waited for, and its work
-     * from before the capture (a graph whose host node calls back into the client's
-     * records, say) must be drained with the rest; and before the walk, as the graphs they
-     * built may hold records of the client's that belong to no context (graph.c). */
-    srv_captures_abandon(c, ctx);
+    /* Work first: nothing is freed under a running kernel or copy. What would keep it from
+     * draining (waits on the client's memory, captures left going) is ended first. */
+    srv_families_ctx_quiesce(c, ctx);
     uint64_t by = chan_now_ns() + srv.release_ns;
-    /* Its free streams too, whose marks (srv_later) follow its streams' work: they complete
-     * just after it, and a release that did not wait for them left their blocks out of the
-     * arena for good (the fuzzer found 67 MiB so). */
-    if (srv_streams_drain_by(c, ctx, by) != 0 || (!ctx && srv_devmem_drain_by(c, by) != 0)) {
+    /* Then the families' own work (a departing client's free streams, whose frees must
+     * complete before the walk: family.c). */
+    if (srv_streams_drain_by(c, ctx, by) != 0 || srv_families_ctx_drain(c, ctx, by) != 0) {
         leave_running(c, ctx);
         return;
     }
-    /* Frees, unmaps and address frees that waited for that work are done before the walk
-     * frees the reservations they lie in (devmem.c, srv_later). */
-    if (!ctx && c->nlater) srv_later_reap(c, 1);
 
     /* The roots of what goes: objects of the context none of whose ancestors goes too
      * (those are released with their ancestor). Collected first, since a release frees

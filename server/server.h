@@ -19,6 +19,7 @@
 #include "channel/marshal.h"
 #include "channel/ranges.h"
 #include "server/driver.h"
+#include "server/family.h"
 
 /* ---------------------------------------------------------------- log.c */
 

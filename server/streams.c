@@ -66,9 +66,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
         srv_stream_forget(c, s); /* died with its context: the handle may be another's now */
         return;
     }
-    srv_queue_stream_gone(c, s, 0);
-    srv_hblock_stream_gone(c, s, 0);
-    srv_capture_abandon(c, s, 0);
+    srv_families_stream_gone(c, s, 0);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     /* Destroying a stream with work pending is allowed: the work completes. */
     DRV(cuStreamDestroy_v2)(s->real);
@@ -81,8 +79,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
 {
     if (c->mvar_last == s) c->mvar_last = NULL;
-    srv_queue_stream_gone(c, s, 1);
-    srv_hblock_stream_gone(c, s, 1);
+    srv_families_stream_gone(c, s, 1);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     free(s);
 }
