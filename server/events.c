@@ -61,7 +61,7 @@ static CUresult event_destroy_before(struct srv_client *c, struct srv_call *k)
 static CUresult event_destroy_call(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUevent, k->a.val[0]);
-    if (o && o->share) {
+    if (o && o->held) {
         srv_share_drop(c, o, 0);
         return CUDA_SUCCESS;
     }

@@ -58,8 +58,10 @@ struct srv_graphrefs {
 /* An exec whose list could not even be allocated: shared, never freed, launches refused. */
 static struct srv_graphrefs lost = {.unknown = 1, .said = 1};
 
-void srv_graphrefs_free(struct srv_obj *o)
+/* An exec's record goes, however it goes (cuda_symbols.txt: drop=graphrefs). */
+void srv_drop_graphrefs(struct srv_client *c, struct srv_obj *o)
 {
+    (void)c;
     if (o->refs != &lost) free(o->refs);
     o->refs = NULL;
 }
@@ -303,7 +305,7 @@ static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t to
 void srv_graphrefs_build(struct srv_client *c, struct srv_obj *x, CUgraph g)
 {
     if (!x) return;
-    srv_graphrefs_free(x);
+    srv_drop_graphrefs(c, x);
     walk(c, x, g, 0, 0);
 }
 

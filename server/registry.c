@@ -81,7 +81,7 @@ struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t val
 struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value)
 {
     struct srv_obj *o = srv_obj_lookup(c, type, value);
-    return o && !srv_share_revoked(o) ? o : NULL;
+    return o && !srv_obj_revoked(o) ? o : NULL;
 }
 
 static void link_child(struct srv_obj *o, struct srv_obj *parent)
@@ -155,7 +155,7 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 {
     if (!(shim_types[type].flags & SHIM_TF_RANGE)) return NULL;
     struct srv_obj *o = srv_obj_lookup(c, type, base);
-    if (o) return o->size == size && !srv_share_revoked(o) ? (o->owned |= owned, o) : NULL;
+    if (o) return o->size == size && !srv_obj_revoked(o) ? (o->owned |= owned, o) : NULL;
     if (shim_types[type].flags & SHIM_TF_UNMAPPED) {
         /* Address space only: a record, never in the address lookups. */
         if ((o = srv_obj_add(c, type, base, owned, parent))) o->size = size;
@@ -177,7 +177,7 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len)
 {
     const struct srv_range *e = chan_ranges_cover(&c->ranges, addr, len);
-    return e && !srv_share_revoked(e->obj) ? e->obj : NULL;
+    return e && !srv_obj_revoked(e->obj) ? e->obj : NULL;
 }
 
 struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x, uint64_t y,
@@ -193,9 +193,9 @@ struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x
 /* Drops the record (not the object it stands for); its children must be gone already. */
 static void forget(struct srv_client *c, struct srv_obj *o)
 {
-    srv_share_drop(c, o, 1); /* a share outlives no record of it (ipc.c) */
+    if (o->held) o->held->let_go(c, o, 1, 0); /* a share outlives no record of it */
     if (o->drop) o->drop(c, o);
-    srv_graphrefs_free(o);
+    if (srv_type_drop[o->key.type]) srv_type_drop[o->key.type](c, o);
     unlink_child(o);
     if (o->type_prev)
         o->type_prev->type_next = o->type_next;
@@ -244,9 +244,9 @@ void srv_obj_undo(struct srv_client *c, uint32_t type, uint64_t value, uint64_t 
 static void destroy(struct srv_client *c, struct srv_obj *o)
 {
     const struct shim_type *t = type_of(o);
-    if (o->share) {
-        /* Shared through IPC: the real object goes when nobody holds it any more. */
-        srv_share_drop(c, o, 1);
+    if (o->held) {
+        /* Shared (through IPC): the real object goes when nobody holds it any more. */
+        o->held->let_go(c, o, 1, 0);
         return;
     }
     if (!o->owned) return;
@@ -297,13 +297,10 @@ void srv_obj_release(struct srv_client *c, struct srv_obj *o)
 void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o)
 {
     /* Everything here died with a context (fault.c): no destroyer, no release, only the
-     * family's private state and the records go. */
+     * family's private state (its type's forget) and the records go. */
     while (o->children)
         srv_obj_forget_tree(c, o->children);
-    if (o->key.type == SHIM_HT_CUstream && o->ext) {
-        srv_stream_forget(c, o->ext);
-        o->ext = NULL;
-    }
+    if (srv_type_forget[o->key.type]) srv_type_forget[o->key.type](c, o);
     forget(c, o);
 }
 
@@ -350,8 +347,8 @@ static void leave_running(struct srv_client *c, uint32_t ctx)
             }
         if (!root) break;
         o = root;
-        o->owned = 0;                 /* forgotten, never destroyed */
-        srv_share_let_go(c, o, 1, 1); /* shared: let go of, never destroyed (ipc.c) */
+        o->owned = 0;                             /* forgotten, never destroyed */
+        if (o->held) o->held->let_go(c, o, 1, 1); /* let go of, never destroyed */
         srv_obj_destroyed(c, o);
     }
 }

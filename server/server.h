@@ -51,7 +51,6 @@ struct srv_obj_key {
     uint32_t type; /* SHIM_HT_* */
     uint32_t pad;
 };
-struct srv_share;
 struct srv_waitval;
 struct srv_obj {
     struct srv_obj_key key;
@@ -64,9 +63,9 @@ struct srv_obj {
     struct srv_obj *children;              /* objects that belong to this one */
     struct srv_obj *sib_prev, *sib_next;   /* among the parent's children */
     struct srv_obj *type_prev, *type_next; /* among the client's objects of this type */
-    void *ext;               /* the family's own state (struct srv_stream), freed by its release */
-    uint64_t aux;            /* the family's own value (pinned memory: the bytes mapped) */
-    struct srv_share *share; /* exported or opened through IPC (ipc.c), else NULL */
+    void *ext;             /* the family's own state (struct srv_stream), freed by its release */
+    uint64_t aux;          /* the family's own value (pinned memory: the bytes mapped) */
+    struct srv_held *held; /* held with other clients (ipc.c's shares), else NULL */
     /* Frees the family's state of a record that is going, however it goes (destroyed,
      * dying with its parent, released): graphs' and execs' host node slots (hostfn.c). */
     void (*drop)(struct srv_client *c, struct srv_obj *o);
@@ -75,8 +74,23 @@ struct srv_obj {
     UT_hash_handle hh;
 };
 
-struct srv_client;
-/* A family's release of an object it keeps state for (%handle ... release=NAME). */
+/* A record held with other clients (ipc.c's shares), the first member of the family's own
+ * state: the real object goes when its last holder lets go (let_go; `leaving`: its client
+ * or context goes, not the API; `leak`: its client's work may still use it, so it is never
+ * destroyed). revoked: the grant ended and the record resolves no more (any worker reads
+ * it, without a lock). */
+struct srv_held {
+    _Atomic int revoked;
+    void (*let_go)(struct srv_client *c, struct srv_obj *o, int leaving, int leak);
+};
+/* 1 if o is held with others whose grant ended (an opened record whose exporter left). */
+static inline int srv_obj_revoked(const struct srv_obj *o)
+{
+    return o->held && atomic_load_explicit(&o->held->revoked, memory_order_acquire);
+}
+
+/* A family's operation on a record of a type it keeps state for (%handle ... release=,
+ * drop=, forget=NAME: srv_type_release, srv_type_drop, srv_type_forget). */
 typedef void srv_release_fn(struct srv_client *c, struct srv_obj *o);
 
 struct srv_stream {
@@ -721,6 +735,8 @@ extern const struct srv_hook *const srv_call_hooks[SHIM_NCALLS];
  * that wraps it. */
 CUresult srv_generic_drive(struct srv_call *k);
 extern srv_release_fn *const srv_type_release[SHIM_NHTYPES];
+extern srv_release_fn *const srv_type_drop[SHIM_NHTYPES];
+extern srv_release_fn *const srv_type_forget[SHIM_NHTYPES];
 
 /* Contexts (context.c) */
 struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id);
@@ -862,8 +878,6 @@ void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving);
 /* The same; `leak`: the real object is never destroyed, even by the last to let go (its
  * client's work may still be running on it: registry.c, leave_running). */
 void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak);
-/* 1 if o is an opened record whose exporter left. */
-int srv_share_revoked(const struct srv_obj *o);
 /* graphrefs.c: what exec x's nodes name, listed anew from graph g (instantiated or
  * updated from it), or for one node set in it; freed with the record. */
 void srv_graphrefs_build(struct srv_client *c, struct srv_obj *x, CUgraph g);
@@ -871,7 +885,6 @@ void srv_graphrefs_memset(struct srv_obj *x, uint64_t node, const CUDA_MEMSET_NO
 void srv_graphrefs_memcpy(struct srv_obj *x, uint64_t node, const CUDA_MEMCPY3D *p);
 void srv_graphrefs_child(struct srv_client *c, struct srv_obj *x, uint64_t node, CUgraph child);
 void srv_graphrefs_func(struct srv_client *c, struct srv_obj *x, uint64_t node, uint64_t func);
-void srv_graphrefs_free(struct srv_obj *o);
 /* hostfn.c: lets every stream and graph waiting on a departed client's host functions and
  * host nodes go on. Stores into its segment only: also called, again and again, by the
  * main loop for a client it finds gone (srv_clients_watch), under clients_lock. */

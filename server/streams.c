@@ -55,6 +55,14 @@ void srv_release_stream(struct srv_client *c, struct srv_obj *o)
     o->ext = NULL;
 }
 
+/* A stream that died with its context (cuda_symbols.txt: forget=stream). */
+void srv_forget_stream(struct srv_client *c, struct srv_obj *o)
+{
+    if (!o->ext) return;
+    srv_stream_forget(c, o->ext);
+    o->ext = NULL;
+}
+
 /* A capture left going on a stream that goes ends first, and the graph it built goes with
  * it, unless it is a graph of the client's own (cuStreamBeginCaptureToGraph's): graph.c.
  * This may run in a release walk, so the records stay (the walk releases them). */

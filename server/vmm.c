@@ -95,7 +95,7 @@ static CUresult release_call(struct srv_client *c, struct srv_call *k)
         k->keep = 1;
         return CUDA_SUCCESS;
     }
-    if (h && h->share) {
+    if (h && h->held) {
         srv_share_drop(c, h, 0);
         return CUDA_SUCCESS;
     }
