@@ -21,6 +21,7 @@
  * releases only); their counters are atomics that every connection's worker, and the
  * control thread reading them, use without the lock. */
 #include "server/server.h"
+#include "server/account.h"
 
 #include <stdio.h>
 #include <stdlib.h>

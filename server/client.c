@@ -2,6 +2,13 @@
  * everything it owned when it leaves, however it leaves. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/account.h"
+#include "server/context.h"
+#include "server/devices.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/green.h"
+#include "server/policy.h"
 #include "channel/fdpass.h"
 #include "channel/prof.h"
 

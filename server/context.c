@@ -4,6 +4,11 @@
  * holds when the client destroys or resets it. Limits set in a context are the client's,
  * over the shared context's real ones. */
 #include "server/server.h"
+#include "server/account.h"
+#include "server/codegate.h"
+#include "server/context.h"
+#include "server/devices.h"
+#include "server/memory.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,11 @@
  * Pageable client memory arrives inline or through the staging slots; pinned memory is
  * copied in place. */
 #include "server/server.h"
+#include "server/copy.h"
+#include "server/devices.h"
+#include "server/events.h"
+#include "server/hostblocks.h"
+#include "server/queue.h"
 
 #include <string.h>
 

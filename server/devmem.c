@@ -50,6 +50,11 @@
  * when the free comes (no event can be recorded on them: their work queued before the
  * capture is not waited for). */
 #include "server/server.h"
+#include "server/arena.h"
+#include "server/devmem.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/pools.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -3,6 +3,8 @@
  * hooks below), their synchronisation, and the server's internal events, which order a
  * client's streams and mark when its replies may go. */
 #include "server/server.h"
+#include "server/events.h"
+#include "server/ipc.h"
 
 #include <stdlib.h>
 #include <string.h>

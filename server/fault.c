@@ -39,6 +39,10 @@
  *    they leave too. A newer server that finds too many faulted servers alive has this
  *    one end every client at once (handover.c). */
 #include "server/server.h"
+#include "server/context.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/handover.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,6 +6,14 @@
  * ring, and the reply is written to the lane only at the end (a client thread cannot
  * change what the server decides from). */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/context.h"
+#include "server/devices.h"
+#include "server/generic.h"
+#include "server/graph.h"
+#include "server/managed.h"
+#include "server/memops.h"
+#include "server/memory.h"
 
 #include <ffi.h>
 #include <stdlib.h>

@@ -17,6 +17,14 @@
  * memset and memcpy nodes name memory, which must be the client's. Host
  * nodes (the client's function, run on each replay) are hostfn.c's. */
 #include "server/server.h"
+#include "server/devices.h"
+#include "server/devmem.h"
+#include "server/graph.h"
+#include "server/graphrefs.h"
+#include "server/hostblocks.h"
+#include "server/launch.h"
+#include "server/memory.h"
+#include "server/module.h"
 
 #include <stdio.h>
 #include <string.h>

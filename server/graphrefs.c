@@ -23,6 +23,10 @@
  * memory that an allocation node of the exec's graph allocates (the driver keeps those
  * addresses for the exec as long as it lives). */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/generic.h"
+#include "server/graphrefs.h"
+#include "server/hostfn.h"
 #include "channel/copyplan.h"
 
 #include <stdlib.h>

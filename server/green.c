@@ -18,6 +18,9 @@
  * (`onectx --green`) lifted that ceiling by 4-9% at most (bench/README.md, "One context's
  * ceiling"), so it stays off; this server form has not itself been measured on a GPU. */
 #include "server/server.h"
+#include "server/account.h"
+#include "server/fault.h"
+#include "server/green.h"
 
 #include <stdlib.h>
 #include <string.h>

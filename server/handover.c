@@ -55,6 +55,9 @@
  * thread's own query of the device (fault.c). */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/fault.h"
+#include "server/handover.h"
+#include "server/policy.h"
 
 #include "channel/spawn.h"
 

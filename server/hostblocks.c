@@ -25,6 +25,11 @@
  *
  * Owned by the client's worker, like its streams. */
 #include "server/server.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/hostblocks.h"
+#include "server/policy.h"
+#include "server/queue.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>

@@ -16,6 +16,10 @@
  * an exec), and each exec gets slots of its own for its graph's host nodes, so that two
  * execs of one graph never release each other's waits. */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/graphrefs.h"
+#include "server/hostfn.h"
+#include "server/queue.h"
 
 #include <stdlib.h>
 #include <string.h>

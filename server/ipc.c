@@ -36,6 +36,13 @@
  * guarded by ipc_lock, except `revoked`, which the openers' workers read without it. The
  * registry records themselves stay each worker's own. */
 #include "server/server.h"
+#include "server/devmem.h"
+#include "server/graph.h"
+#include "server/ipc.h"
+#include "server/managed.h"
+#include "server/memops.h"
+#include "server/memory.h"
+#include "server/pools.h"
 
 #include <stdlib.h>
 #include <string.h>

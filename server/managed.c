@@ -19,6 +19,11 @@
  * prefetches never reach the server (interpose/managed.c says why). __managed__ variables of
  * modules are the driver's own managed memory: below. */
 #include "server/server.h"
+#include "server/devices.h"
+#include "server/hostblocks.h"
+#include "server/managed.h"
+#include "server/memops.h"
+#include "server/queue.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

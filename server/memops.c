@@ -26,6 +26,11 @@
  * server while any such wait is pending (codegate.c, which also watches each wait enqueued
  * here). */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/generic.h"
+#include "server/memops.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

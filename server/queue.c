@@ -23,6 +23,10 @@
  * the client running, stream waits on values, graph host nodes) and long (10 s) otherwise,
  * so that a flood behind a long kernel stays under the limit itself. */
 #include "server/server.h"
+#include "server/account.h"
+#include "server/events.h"
+#include "server/policy.h"
+#include "server/queue.h"
 
 #include <stdlib.h>
 

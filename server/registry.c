@@ -6,6 +6,8 @@
  * shim_types; families that keep state of their own release it themselves
  * (srv_type_release). All of it is touched by the client's worker thread only. */
 #include "server/server.h"
+#include "server/account.h"
+#include "server/fault.h"
 
 #include "channel/copyplan.h"
 

@@ -8,6 +8,13 @@
  * blocking stream it waits for new work of the legacy stream. Counters make each wait
  * happen only when the other stream actually received work since the last one. */
 #include "server/server.h"
+#include "server/context.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/graph.h"
+#include "server/green.h"
+#include "server/managed.h"
+#include "server/policy.h"
 
 #include <stdlib.h>
 #include <string.h>

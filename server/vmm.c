@@ -21,6 +21,11 @@
  * the client's own reservation first carries out the unmaps still pending there (waiting for
  * their work, which natively would have had its mapping pulled from under it). */
 #include "server/server.h"
+#include "server/devices.h"
+#include "server/devmem.h"
+#include "server/ipc.h"
+#include "server/memops.h"
+#include "server/memory.h"
 
 #include <string.h>
 

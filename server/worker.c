@@ -1,6 +1,13 @@
 /* One worker per client: takes its records from the ring in order and replays them, polls
  * the replies that wait for the GPU in between, and sleeps when there is nothing to do. */
 #include "server/server.h"
+#include "server/account.h"
+#include "server/context.h"
+#include "server/devmem.h"
+#include "server/fault.h"
+#include "server/generic.h"
+#include "server/queue.h"
+#include "server/spin.h"
 #include "channel/prof.h"
 
 #include <stdlib.h>
