@@ -4,6 +4,6 @@
 
 #include "server/server.h"
 
-void srv_copy_forget_device(struct srv_client *c, int dev);         /* copy.c */
+void srv_copy_forget_device(struct srv_client *c, int dev); /* copy.c */
 
 #endif

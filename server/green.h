@@ -11,6 +11,6 @@ void srv_green_init(void);
 int srv_green_assign(struct srv_client *c);
 /* Gives the client's partitions back (after its streams are gone). */
 void srv_green_release(struct srv_client *c);
-CUgreenCtx srv_green_ctx(struct srv_client *c, int dev);           /* green.c */
+CUgreenCtx srv_green_ctx(struct srv_client *c, int dev); /* green.c */
 
 #endif

@@ -13,6 +13,6 @@ void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving);
 /* The same; `leak`: the real object is never destroyed, even by the last to let go (its
  * client's work may still be running on it: registry.c, leave_running). */
 void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak);
-void srv_ipc_fault(int dev);                                       /* ipc.c */
+void srv_ipc_fault(int dev); /* ipc.c */
 
 #endif

@@ -241,11 +241,13 @@ struct srv_client {
     /* MPSSHIM_GREEN_EACH=1: an unthrottled client's own green context over all SMs, where
      * its streams are made instead (green.c); NULL otherwise. */
     CUgreenCtx green_own[CHAN_MAX_DEVICES];
-    _Atomic int dead;       /* the socket hung up, or the server is quitting */
-    _Atomic int finished;   /* the worker has released everything */
-    _Atomic int terminated; /* terminate_client: its calls fail with CLIENT_TERMINATED */
-    _Atomic int connected;  /* the handshake succeeded (it is listed by the control commands) */
-    int admitted;           /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
+    _Atomic int dead;     /* the socket hung up, or the server is quitting */
+    _Atomic int finished; /* the worker has released everything */
+    /* terminate_client (1) or a faulted server (SRV_ENDED_BY_FAULT): its calls fail with
+     * CLIENT_TERMINATED */
+    _Atomic int terminated;
+    _Atomic int connected; /* the handshake succeeded (it is listed by the control commands) */
+    int admitted;          /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
     /* PROFILE=1 builds (channel/prof.h): its worker's records, time replaying them, and
      * since when it serves. */
     uint64_t prof_records, prof_replay_ns, prof_since_ns;
@@ -366,6 +368,7 @@ struct srv_client {
 
     struct srv_stats stats;
 };
+#define SRV_ENDED_BY_FAULT 2           /* terminated: by srv_clients_end */
 #define SRV_BUSY_HANDSHAKE 0xfffffffeu /* busy_op: the handshake's driver calls */
 #define SRV_BUSY_RELEASE 0xffffffffu   /* busy_op: releasing what it held */
 /* A call in progress this long is logged once, with the thread that makes it. */
@@ -440,7 +443,7 @@ struct srv {
     _Atomic uint32_t fault_epoch; /* changes whenever a device faults */
 };
 extern struct srv srv;
-/* ---------------------------------------------------------------- client.c */
+/* ---------------------------------------------------------------- client.c, clients.c */
 
 /* Starts serving an accepted connection (handshake and worker run in a new thread). */
 void srv_client_start(int sock);
@@ -448,6 +451,12 @@ void srv_client_start(int sock);
  * waiting: its calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED from then on, and what it
  * held is released. How many it ended (client.c). */
 unsigned srv_clients_end(int dev);
+/* clients_lock held: clients holding a place under MPSSHIM_MAX_CLIENTS (admitted, not yet
+ * gone), and connections still in their handshake (clients.c). */
+unsigned srv_clients_admitted(void);
+unsigned srv_clients_pending(void);
+/* The protocol's own operation op by name (channel/proto.h), for the log. */
+const char *srv_proto_op_name(uint32_t op);
 /* Marks every client dead and waits for their workers to clean up. */
 void srv_clients_stop(void);
 /* Called by the poll loop when a client's socket hangs up. */
@@ -491,7 +500,8 @@ static inline void srv_busy(struct srv_client *c, uint32_t op)
                           atomic_load_explicit(&c->busy_seq, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
-/* Sets the server's context for device `dev` current on the calling thread. */
+/* Sets the server's context for device `dev` current on the calling thread (driver.c, as
+ * the three below). */
 CUresult srv_use_device(int dev);
 /* Pushes the server's context for device dev (< CHAN_MAX_DEVICES, not checked) over the
  * thread's current one, for what must be made or freed there whatever the call being
