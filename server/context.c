@@ -13,13 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
-{
-    struct srv_ctx *x = NULL;
-    HASH_FIND(hh, c->ctxs, &id, sizeof(id), x);
-    return x;
-}
-
 void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_ctx m;

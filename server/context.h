@@ -9,7 +9,5 @@ void srv_limits_settle(struct srv_client *gone);
 /* With no client left: the stack size the driver grew each device's context to for the
  * clients' kernels goes back to where it started (context.c). */
 void srv_limits_idle(void);
-/* Contexts (context.c) */
-struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id);
 
 #endif

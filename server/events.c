@@ -4,7 +4,6 @@
  * client's streams and mark when its replies may go. */
 #include "server/server.h"
 #include "server/events.h"
-#include "server/ipc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +63,7 @@ static CUresult event_destroy_call(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUevent, k->a.val[0]);
     if (o && o->held) {
-        srv_share_drop(c, o, 0);
+        o->held->let_go(c, o, 0, 0);
         return CUDA_SUCCESS;
     }
     return DRV(cuEventDestroy_v2)((CUevent)(uintptr_t)k->vals[0]);

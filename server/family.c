@@ -21,10 +21,14 @@
  *                after it (a release that did not wait for them left their blocks out of the
  *                arena for good); what waited for that work (srv_later) is done before the
  *                walk frees the reservations it lies in.
+ *  stream_make   green: a throttled client's streams live in its partition's green context.
+ *  stream_destroyed  graph: a capture the client began on the stream ends, records and all.
  *  stream_gone   queue (bytes not yet covered get their mark), hostblocks (the open block
  *                is closed behind the stream's work), graph (a capture left going ends).
  *  ctx_died      copy, queue, hostblocks: each forgets what it kept in the dead context.
  *  dev_fault     ipc: shares there are dead and revoked before any worker lets go.
+ *  dev_faulted   handover: once every client was told, a new server takes over the device.
+ *  end_all       handover: too many faulted servers are alive.
  *
  * A family appears once; its place serves every step it has a hook for. */
 #include "server/family.h"
@@ -33,12 +37,12 @@
 
 extern const struct srv_family srv_family_copy, srv_family_devmem, srv_family_queue,
     srv_family_hostblocks, srv_family_events, srv_family_green, srv_family_account,
-    srv_family_hostfn, srv_family_memops, srv_family_graph, srv_family_ipc;
+    srv_family_hostfn, srv_family_memops, srv_family_graph, srv_family_ipc, srv_family_handover;
 
 static const struct srv_family *const families[] = {
     &srv_family_copy,   &srv_family_devmem, &srv_family_queue,   &srv_family_hostblocks,
     &srv_family_events, &srv_family_green,  &srv_family_account, &srv_family_hostfn,
-    &srv_family_memops, &srv_family_graph,  &srv_family_ipc,
+    &srv_family_memops, &srv_family_graph,  &srv_family_ipc,     &srv_family_handover,
 };
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
 
@@ -89,4 +93,28 @@ void srv_families_ctx_died(struct srv_client *c, int dev)
 void srv_families_dev_fault(int dev)
 {
     EACH(dev_fault, (dev));
+}
+
+int srv_families_stream_make(struct srv_client *c, int dev, CUstream *st, int prio, CUresult *r)
+{
+    for (size_t i = 0; i < NFAMILIES; i++)
+        if (families[i]->stream_make && families[i]->stream_make(c, dev, st, prio, r)) return 1;
+    return 0;
+}
+
+void srv_families_stream_destroyed(struct srv_client *c, struct srv_stream *s)
+{
+    EACH(stream_destroyed, (c, s));
+}
+
+void srv_families_dev_faulted(int dev, CUresult err)
+{
+    EACH(dev_faulted, (dev, err));
+}
+
+int srv_families_end_all(void)
+{
+    for (size_t i = 0; i < NFAMILIES; i++)
+        if (families[i]->end_all && families[i]->end_all()) return 1;
+    return 0;
 }

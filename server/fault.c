@@ -39,10 +39,8 @@
  *    they leave too. A newer server that finds too many faulted servers alive has this
  *    one end every client at once (handover.c). */
 #include "server/server.h"
-#include "server/context.h"
 #include "server/events.h"
 #include "server/fault.h"
-#include "server/handover.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -333,7 +331,7 @@ static void raise_fault(int d, CUresult err)
      * with the fault, and every "idle" answer a client kept from before is dropped. Every
      * client's, not only the device's: a fault is rare, a needless round trip cheap. */
     srv_clients_alert();
-    srv_handover_start(d, err);
+    srv_families_dev_faulted(d, err);
 }
 
 /* After raising: waits for d's clients to let go, and says who did not in time. */
@@ -367,7 +365,7 @@ static void end_lingering(void)
                     "CUDA_ERROR_MPS_CLIENT_TERMINATED from now on",
                     d, n, (unsigned long long)(linger_ns / 1000000000ull));
     }
-    if (!ended_all && srv_handover_end_all()) {
+    if (!ended_all && srv_families_end_all()) {
         ended_all = 1;
         unsigned n = srv_clients_end(-1);
         srv_log("Too many faulted servers are alive: this one ends its %u remaining client(s) "

@@ -7,7 +7,6 @@
  * change what the server decides from). */
 #include "server/server.h"
 #include "server/codegate.h"
-#include "server/context.h"
 #include "server/devices.h"
 #include "server/generic.h"
 #include "server/graph.h"

@@ -767,5 +767,14 @@ static void graph_stream_gone(struct srv_client *c, struct srv_stream *s, int de
     if (!dead) srv_capture_abandon(c, s, 0);
 }
 
-const struct srv_family srv_family_graph = {
-    .name = "graph", .ctx_quiesce = srv_captures_abandon, .stream_gone = graph_stream_gone};
+/* The client destroys s: its capture's graph and what the client held in it go now, records
+ * included. */
+static void graph_stream_destroyed(struct srv_client *c, struct srv_stream *s)
+{
+    srv_capture_abandon(c, s, 1);
+}
+
+const struct srv_family srv_family_graph = {.name = "graph",
+                                            .ctx_quiesce = srv_captures_abandon,
+                                            .stream_destroyed = graph_stream_destroyed,
+                                            .stream_gone = graph_stream_gone};

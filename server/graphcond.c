@@ -12,7 +12,6 @@
  * with it, as the driver does; never by cuGraphDestroy, which the driver refuses), to which
  * the client adds nodes as to any graph of its own. */
 #include "server/server.h"
-#include "server/context.h"
 
 #include <string.h>
 

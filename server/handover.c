@@ -867,3 +867,8 @@ int srv_keeper(const char *arg)
         usleep(100 * 1000);
     return status < 0 ? 1 : status;
 }
+
+/* The fault thread's (family.c): once every client was told of the fault, a new server takes
+ * over; and too many faulted servers alive end their clients. */
+const struct srv_family srv_family_handover = {
+    .name = "handover", .dev_faulted = srv_handover_start, .end_all = srv_handover_end_all};

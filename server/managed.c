@@ -104,17 +104,6 @@ const struct srv_hook srv_hook_module_global = {.after = global_after};
 const struct srv_hook srv_hook_library_global = {.after = global_after};
 const struct srv_hook srv_hook_library_managed = {.after = global_after};
 
-void srv_managed_order(struct srv_client *c, struct srv_stream *s)
-{
-    struct srv_stream *last = c->mvar_last;
-    if (last && last != s) {
-        /* Its work runs when its graph is launched: that launch's stream waits then. */
-        if (srv_stream_capturing(c, s)) return;
-        (void)DRV(cuStreamWaitEvent)(s->real, last->mark, 0);
-    }
-    s->mvar_seen = c->mvar_gen;
-}
-
 /* The variable holding all of [dptr, dptr + len), or NULL. */
 static struct srv_obj *variable(struct srv_client *c, uint64_t dptr, uint64_t len)
 {

@@ -9,7 +9,5 @@ int srv_managed_flags_ok(unsigned flags);
 CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o);
 /* 1 if o is a global range the driver says is managed memory (a __managed__ variable). */
 int srv_managed_var(const struct srv_obj *o);
-/* srv_stream_prepare: s waits for the client's last push of __managed__ variables. */
-void srv_managed_order(struct srv_client *c, struct srv_stream *s);
 
 #endif

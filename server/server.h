@@ -519,10 +519,11 @@ int srv_device_used(int dev, size_t *used);
  * left while it waited); end leaves it. */
 struct srv_call;
 
-/* ---------------------------------------------------------------- worker.c */
+/* ---------------------------------------------------------------- worker.c, reply.c */
 
 void *srv_worker_main(void *arg);
-/* Answers a request on its lane; `len` bytes already in the lane's data. */
+/* Answers a request on its lane; `len` bytes already in the lane's data (reply.c, as the
+ * three below). */
 void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len);
 /* The lane's data area, where replies are written in place. */
 uint8_t *srv_lane_data(struct srv_client *c, int lane);
@@ -581,6 +582,13 @@ void srv_obj_release(struct srv_client *c, struct srv_obj *o);
 static inline struct srv_obj *srv_objs_of(struct srv_client *c, uint32_t type)
 {
     return c->by_type[type];
+}
+/* The client's context `id` (the client's own number for it), or NULL. */
+static inline struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
+{
+    struct srv_ctx *x = NULL;
+    HASH_FIND(hh, c->ctxs, &id, sizeof(id), x);
+    return x;
 }
 /* 1 if v is one of the client's functions; a CUkernel may stand for a CUfunction (CUDA
  * 12+: a kernel launches as the function of the current context). */

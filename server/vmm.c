@@ -23,7 +23,6 @@
 #include "server/server.h"
 #include "server/devices.h"
 #include "server/devmem.h"
-#include "server/ipc.h"
 #include "server/memops.h"
 #include "server/memory.h"
 
@@ -101,7 +100,7 @@ static CUresult release_call(struct srv_client *c, struct srv_call *k)
         return CUDA_SUCCESS;
     }
     if (h && h->held) {
-        srv_share_drop(c, h, 0);
+        h->held->let_go(c, h, 0, 0);
         return CUDA_SUCCESS;
     }
     return DRV(cuMemRelease)(k->vals[0]);
