@@ -351,7 +351,8 @@ static void copy_strings(struct srv_call *k)
 
 /* ---------------------------------------------------------------- replay */
 
-CUresult srv_generic_drive(struct srv_call *k)
+/* k->drive. */
+static CUresult drive(struct srv_call *k)
 {
     const struct shim_call *d = k->d;
     int via = d->target && d->cls != SHIM_TWIN ? d->target : 0;
@@ -487,7 +488,7 @@ static CUresult run_call(struct srv_client *c, struct srv_call *k, const struct 
     /* Memory about to go: the client's stream waits on it end first (memops.c). */
     if (destroyed && destroyed->size)
         srv_memops_end_range(c, destroyed->key.value, destroyed->size);
-    res = hook && hook->call ? hook->call(c, k) : srv_generic_drive(k);
+    res = hook && hook->call ? hook->call(c, k) : drive(k);
     srv_codegate_call_end(gated);
     if (res != CUDA_SUCCESS)
         for (int i = 0; i < d->nparams; i++)
@@ -543,6 +544,7 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     struct srv_call k;
     memset(&k, 0, sizeof(k));
     k.id = r->op;
+    k.drive = drive;
     k.d = d;
     k.r = r;
     k.dev = c->cur ? c->cur->device : srv_dev_any(c);

@@ -4,9 +4,6 @@
 
 #include "server/server.h"
 
-/* The driver call a described call stands for, with k->vals (generic.c): for a hook's call
- * that wraps it. */
-CUresult srv_generic_drive(struct srv_call *k);
 /* generic.c: replays a `sync`/`async` call from its descriptor. */
 void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);
 /* Prepares libffi call interfaces; 0 on success. */

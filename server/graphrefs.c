@@ -24,7 +24,6 @@
  * addresses for the exec as long as it lives). */
 #include "server/server.h"
 #include "server/codegate.h"
-#include "server/generic.h"
 #include "server/graphrefs.h"
 #include "server/hostfn.h"
 #include "channel/copyplan.h"
@@ -425,9 +424,9 @@ static CUresult launch_before(struct srv_client *c, struct srv_call *k)
 static CUresult launch_call(struct srv_client *c, struct srv_call *k)
 {
     if (!srv_hostfn_exec_waits(srv_obj_find(c, SHIM_HT_CUgraphExec, k->a.val[0])))
-        return srv_generic_drive(k);
+        return k->drive(k);
     srv_codegate_wait_begin(k->dev);
-    CUresult r = srv_generic_drive(k);
+    CUresult r = k->drive(k);
     srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream], r == CUDA_SUCCESS);
     return r;
 }

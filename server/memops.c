@@ -29,7 +29,6 @@
 #include "server/codegate.h"
 #include "server/events.h"
 #include "server/fault.h"
-#include "server/generic.h"
 #include "server/memops.h"
 
 #include <stdatomic.h>
@@ -171,7 +170,7 @@ static CUresult wait_after(struct srv_client *c, struct srv_call *k)
 static CUresult wait_call(struct srv_client *c, struct srv_call *k)
 {
     srv_codegate_wait_begin(k->dev);
-    CUresult r = srv_generic_drive(k);
+    CUresult r = k->drive(k);
     srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream], r == CUDA_SUCCESS);
     return r;
 }

@@ -86,6 +86,11 @@ struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value
     return o && !srv_obj_revoked(o) ? o : NULL;
 }
 
+int srv_func_known(struct srv_client *c, uint64_t v)
+{
+    return srv_obj_find(c, SHIM_HT_CUfunction, v) || srv_obj_find(c, SHIM_HT_CUkernel, v);
+}
+
 static void link_child(struct srv_obj *o, struct srv_obj *parent)
 {
     o->parent = parent;

@@ -592,10 +592,7 @@ static inline struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
 }
 /* 1 if v is one of the client's functions; a CUkernel may stand for a CUfunction (CUDA
  * 12+: a kernel launches as the function of the current context). */
-static inline int srv_func_known(struct srv_client *c, uint64_t v)
-{
-    return srv_obj_find(c, SHIM_HT_CUfunction, v) || srv_obj_find(c, SHIM_HT_CUkernel, v);
-}
+int srv_func_known(struct srv_client *c, uint64_t v);
 /* Frees everything made in context `ctx` (0 = everything the client has), after its work
  * in that context has finished: one walk, what belongs to an object before the object. */
 void srv_release(struct srv_client *c, uint32_t ctx);
@@ -617,6 +614,8 @@ struct srv_call {
     int report;                   /* the driver failed it and wrote outputs that say why */
     int keep;                     /* a hook says: what the call names as destroyed lives on */
     int registers;                /* a hook registers what the call made, not its description */
+    /* The driver call it stands for, with vals (generic.c): for a hook's call that wraps it. */
+    CUresult (*drive)(struct srv_call *k);
 };
 struct srv_hook {
     /* Before the driver call: refuses with an error, or may change k->vals. */
