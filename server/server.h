@@ -166,15 +166,8 @@ struct srv_queue {
     uint32_t ran_seen;    /* the client's cb_ran when last looked at */
     int logged, stall_logged;
 };
-/* Pinned blocks for inline copies' data (hostblocks.c). Owned by the worker. */
 struct srv_hblock;
-struct srv_hblocks {
-    struct srv_hblock *busy; /* closed, until their events complete */
-    struct srv_hblock *free;
-    unsigned nfree;
-    uint64_t bytes; /* pinned, all blocks */
-    int logged;
-};
+struct srv_hblocks;
 struct srv_stats {
     _Atomic uint64_t launches;
     _Atomic uint64_t bytes_copied;
@@ -328,8 +321,10 @@ struct srv_client {
      * mark every stream waits for before its next work (srv_stream_prepare). */
     uint64_t mvar_gen;
     struct srv_stream *mvar_last;
-    struct srv_hblocks hblocks; /* pinned memory its inline copies' data waits in */
-    struct {                    /* devmem.c: its allocation and free streams per device */
+    /* Pinned memory its inline copies' data waits in: hostblocks.c's own, made at the first
+     * such copy (NULL until then). */
+    struct srv_hblocks *hblocks;
+    struct { /* devmem.c: its allocation and free streams per device */
         CUstream alloc, free;
     } devmem[CHAN_MAX_DEVICES];
     /* Frees, unmaps and address frees waiting for the work it queued before them, in order
