@@ -734,6 +734,6 @@ static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
         srv_trace_stream(c, s);
 }
 
-#include "srv_hooks.h" /* generated: srv_hook_* and srv_release_* of every family */
+#include "srv_hooks.h" /* generated: srv_hook_*, srv_release_*, srv_drop_*, srv_forget_* */
 
 #endif
