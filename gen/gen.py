@@ -187,7 +187,9 @@ def parse_struct(words, where):
 
 NOTE_RE = re.compile(r"^([a-z][a-z-]*):(\w+)(?:\[([^\]]+)\])?$")
 TYPE_OPTS = {"destroy", "release", "parent", "outlives-parent", "before-parent", "counts",
-             "context-free", "client", "bad", "unmapped"}
+             "context-free", "client", "bad", "unmapped", "drop", "forget"}
+# Type options naming a family's hand-written operation srv_KIND_NAME (srv_type_KIND[]).
+TYPE_HOOKS = ("release", "drop", "forget")
 
 
 def parse_symbols(path):
@@ -539,11 +541,11 @@ def hooks_of(described, which):
     return names
 
 
-def type_hooks(model):
+def type_hooks(model, kind="release"):
     names = []
     for t in model.types:
-        if t.opts.get("release") and t.opts["release"] not in names:
-            names.append(t.opts["release"])
+        if t.opts.get(kind) and t.opts[kind] not in names:
+            names.append(t.opts[kind])
     return names
 
 
@@ -718,15 +720,16 @@ def write_srv_hooks(out, described, model):
     for d in described:
         if d.server_hook:
             lines.append("    [SHIM_ID_%s] = &srv_hook_%s," % (d.sym.name, d.server_hook))
-    lines += ["};", "", "srv_release_fn *const srv_type_release[SHIM_NHTYPES] = {"]
-    for t in model.types:
-        if t.opts.get("release"):
-            lines.append("    [%s] = srv_release_%s," % (t.enum(), t.opts["release"]))
     lines += ["};", ""]
+    for kind in TYPE_HOOKS:
+        lines += ["srv_release_fn *const srv_type_%s[SHIM_NHTYPES] = {" % kind]
+        lines += ["    [%s] = srv_%s_%s," % (t.enum(), kind, t.opts[kind])
+                  for t in model.types if t.opts.get(kind)]
+        lines += ["};", ""]
     write(os.path.join(out, "srv_hooks.c"), "\n".join(lines))
     hdr = ["/* %s */" % HEADER, "#ifndef SRV_HOOKS_H", "#define SRV_HOOKS_H", ""]
     hdr += ["extern const struct srv_hook srv_hook_%s;" % h for h in hooks_of(described, "server")]
-    hdr += ["srv_release_fn srv_release_%s;" % h for h in type_hooks(model)]
+    hdr += ["srv_release_fn srv_%s_%s;" % (k, h) for k in TYPE_HOOKS for h in type_hooks(model, k)]
     hdr += ["", "#endif", ""]
     write(os.path.join(out, "srv_hooks.h"), "\n".join(hdr))
 

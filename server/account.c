@@ -21,6 +21,7 @@
  * releases only); their counters are atomics that every connection's worker, and the
  * control thread reading them, use without the lock. */
 #include "server/server.h"
+#include "server/account.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,3 +215,6 @@ uint64_t srv_account_queued(const struct srv_client *c)
 {
     return c->acct ? atomic_load(&c->acct->queued) : c->queue.held;
 }
+
+/* Last of the client's release (family.c): everything it counted has been given back. */
+const struct srv_family srv_family_account = {.name = "account", .client_fini = srv_account_leave};

@@ -22,6 +22,7 @@
  * - Access is granted to the owning device and to every device that can reach it as a peer
  *   (access_of). */
 #include "server/server.h"
+#include "server/arena.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

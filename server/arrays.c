@@ -2,6 +2,7 @@
  * queried and destroyed through their descriptions in cuda_symbols.txt; these hooks count
  * their bytes. */
 #include "server/server.h"
+#include "server/memory.h"
 
 /* Bits one texel takes in each format; 0: unknown. */
 static unsigned texel_bits(CUarray_format f, unsigned channels)

@@ -2,6 +2,13 @@
  * everything it owned when it leaves, however it leaves. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/account.h"
+#include "server/context.h"
+#include "server/devices.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/green.h"
+#include "server/policy.h"
 #include "channel/fdpass.h"
 #include "channel/prof.h"
 
@@ -16,40 +23,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-/* The thread's current device context, to skip redundant cuCtxSetCurrent calls (a
- * device's context is made once per server: after a fault, a new server makes it). */
-static __thread int cur_dev = -1;
-
-CUresult srv_use_device(int dev)
-{
-    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
-    if (cur_dev == dev) return CUDA_SUCCESS;
-    CUresult r = DRV(cuCtxSetCurrent)(srv.ctx[dev]);
-    if (r == CUDA_SUCCESS) cur_dev = dev;
-    return r;
-}
-
-CUresult srv_push_device(int dev)
-{
-    return DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
-}
-
-/* What goes is the context srv_push_device pushed, known to the caller: not returned. */
-void srv_pop_device(void)
-{
-    CUcontext old;
-    DRV(cuCtxPopCurrent_v2)(&old);
-}
-
-int srv_device_used(int dev, size_t *used)
-{
-    size_t f = 0, t = 0;
-    if (srv_use_device(dev) != CUDA_SUCCESS || DRV(cuMemGetInfo_v2)(&f, &t) != CUDA_SUCCESS)
-        return -1;
-    *used = t - f;
-    return 0;
-}
 
 static int send_welcome(int sock, const struct chan_welcome *w, int fd)
 {
@@ -96,28 +69,6 @@ static int make_segment(struct srv_client *c)
     chan_init_header(&c->ch);
     memcpy(c->ch.devinfo, &srv.devinfo, sizeof(srv.devinfo));
     return fd;
-}
-
-/* clients_lock held: clients holding a place under the cap (admitted, not yet gone), and
- * connections still in their handshake. Only admitted ones count against
- * MPSSHIM_MAX_CLIENTS: connections that never finish a hello cannot lock real clients out;
- * they are bounded apart (SRV_MAX_PENDING, the oldest making way for a new one: a real
- * client says hello at once, a crowd of silent ones only evicts itself) and each has
- * SRV_HELLO_NS to finish. */
-static unsigned count_clients(void)
-{
-    unsigned n = 0;
-    for (struct srv_client *x = srv.clients; x; x = x->next)
-        n += x->admitted && !atomic_load(&x->finished);
-    return n;
-}
-
-static unsigned count_pending(void)
-{
-    unsigned n = 0;
-    for (struct srv_client *x = srv.clients; x; x = x->next)
-        n += !x->admitted && !atomic_load(&x->finished) && !atomic_load(&x->evicted);
-    return n;
 }
 
 /* Handshakes in progress: every client the server may take arriving at once (an MPI job
@@ -245,7 +196,7 @@ static int handshake(struct srv_client *c)
      * device is a limit on clients. `n` includes this one (and others mid-handshake, so
      * that two arriving at once cannot both take the last place). */
     pthread_mutex_lock(&srv.clients_lock);
-    unsigned n = count_clients();
+    unsigned n = srv_clients_admitted();
     c->admitted = n < srv.max_clients; /* under the lock: two cannot take the last place */
     pthread_mutex_unlock(&srv.clients_lock);
     if (!c->admitted) {
@@ -286,27 +237,6 @@ static int handshake(struct srv_client *c)
     return 0; /* from now on the socket only tells us when the client goes away */
 }
 
-int srv_client_alive(void *arg)
-{
-    struct srv_client *c = arg;
-    if (atomic_load(&c->dead)) return 0;
-    char b;
-    ssize_t n = recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        atomic_store(&c->dead, 1);
-        return 0;
-    }
-    return 1;
-}
-
-/* The protocol's own operations by name (their %op rows), for the profile line. */
-static const char *proto_op_name(uint32_t op)
-{
-    static const char *const names[CHAN_OP_END - CHAN_OP_BASE] = CHAN_OP_NAMES;
-    const char *n = op >= CHAN_OP_BASE && op < CHAN_OP_END ? names[op - CHAN_OP_BASE] : NULL;
-    return n ? n : "unnamed operation";
-}
-
 /* PROFILE=1 builds: the operations that took c's worker longest, one line. */
 static void prof_ops(const struct srv_client *c)
 {
@@ -331,7 +261,7 @@ static void prof_ops(const struct srv_client *c)
             snprintf(name, sizeof(name), "%s", shim_calls[best].name);
         else if (best < SRV_PROF_SLOTS - 1)
             snprintf(name, sizeof(name), "%s",
-                     proto_op_name(CHAN_OP_BASE + (uint32_t)(best - SHIM_NCALLS)));
+                     srv_proto_op_name(CHAN_OP_BASE + (uint32_t)(best - SHIM_NCALLS)));
         else
             snprintf(name, sizeof(name), "other");
         uint64_t cnt = c->prof_op[2 * best], ns = c->prof_op[2 * best + 1];
@@ -357,7 +287,7 @@ static void cleanup(struct srv_client *c)
                                      c->nobjs[t], shim_types[t].name);
         }
     srv_fault_sync(c); /* what died in a fault is forgotten, never destroyed */
-    srv_hostfn_release(c);
+    srv_families_client_leave(c);
     srv_release(c, 0);
     if (total)
         srv_log("Client process %d: released %u object%s (%s)", (int)c->pid, total,
@@ -376,25 +306,11 @@ static void cleanup(struct srv_client *c)
         free(w);
     }
     c->waits = NULL;
-    srv_devmem_gone(c);    /* its free streams: the frees queued there still complete */
-    srv_queue_release(c);  /* its marks' events go back to the pool, destroyed below */
-    srv_hblock_release(c); /* so do its blocks' */
+    srv_families_client_fini(c); /* in the table's order (family.c says why) */
     free(c->retired);
-    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
-        for (int i = 0; i < CHAN_NSLOTS; i++)
-            if (c->slot_ev[d][i]) DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
-        for (size_t i = 0; i < c->pool[d].n; i++)
-            DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
-        free(c->pool[d].ev);
-        if (c->block_ev[d]) DRV(cuEventDestroy_v2)(c->block_ev[d]);
-    }
-    srv_green_release(c);
-    srv_account_leave(c); /* everything it counted there has been given back */
     chan_ranges_free(&c->ranges);
     free(c->blob);
     free(c->rec);
-    if (!c->left_running)
-        free(c->hn); /* host node slots: no graph of its runs any more (hostfn.c) */
     free(c->scratch);
     free(c->out);
     if (c->shm) {
@@ -439,9 +355,6 @@ static void log_limits(const struct srv_client *c)
     srv_log("Client process %d limits: %s", (int)c->pid, line);
 }
 
-/* c->terminated: by terminate_client (1), or by a faulted server (srv_clients_end). */
-#define ENDED_BY_FAULT 2
-
 /* Tells a terminated client at once: its threads waiting for replies, ring space or
  * staging slots wake up, see the mark and return CUDA_ERROR_MPS_CLIENT_TERMINATED. Runs
  * on the client's own thread, which alone may touch its segment. */
@@ -468,7 +381,7 @@ static void *client_main(void *arg)
         srv_worker_main(c);
         if (atomic_load(&c->terminated)) {
             mark_terminated(c);
-            if (atomic_load(&c->terminated) == ENDED_BY_FAULT)
+            if (atomic_load(&c->terminated) == SRV_ENDED_BY_FAULT)
                 srv_log("Client process %d ended by this faulted server: its calls fail with "
                         "CUDA_ERROR_MPS_CLIENT_TERMINATED from now on (the process must start "
                         "again, as under MPS); releasing what it held",
@@ -537,7 +450,7 @@ void srv_client_start(int sock)
     /* Connections mid-handshake are bounded apart from clients: past the bound the oldest
      * one gives up its place (said once per burst). */
     static int said_full;
-    if (count_pending() >= SRV_MAX_PENDING) {
+    if (srv_clients_pending() >= SRV_MAX_PENDING) {
         struct srv_client *old = NULL;
         for (struct srv_client *x = srv.clients; x; x = x->next)
             if (!x->admitted && !atomic_load(&x->finished) && !atomic_load(&x->evicted) &&
@@ -563,172 +476,4 @@ void srv_client_start(int sock)
     }
     pthread_attr_destroy(&at);
     pthread_mutex_unlock(&srv.clients_lock);
-}
-
-void srv_clients_stop(void)
-{
-    pthread_mutex_lock(&srv.clients_lock);
-    /* Workers notice within one sleep slice (they never sleep longer). */
-    for (struct srv_client *x = srv.clients; x; x = x->next)
-        atomic_store(&x->dead, 1);
-    struct srv_client *list = srv.clients;
-    srv.clients = NULL;
-    pthread_mutex_unlock(&srv.clients_lock);
-    while (list) {
-        struct srv_client *n = list->next;
-        pthread_join(list->worker, NULL);
-        free(list);
-        list = n;
-    }
-}
-
-void srv_client_hangup(struct srv_client *c)
-{
-    atomic_store(&c->dead, 1);
-}
-
-unsigned srv_clients_live(void)
-{
-    unsigned n = 0;
-    pthread_mutex_lock(&srv.clients_lock);
-    for (struct srv_client *x = srv.clients; x; x = x->next)
-        n += atomic_load(&x->connected) && !atomic_load(&x->finished);
-    pthread_mutex_unlock(&srv.clients_lock);
-    return n;
-}
-
-unsigned srv_clients_present(void)
-{
-    unsigned n = 0;
-    pthread_mutex_lock(&srv.clients_lock);
-    for (struct srv_client *x = srv.clients; x; x = x->next)
-        n += !atomic_load(&x->finished);
-    pthread_mutex_unlock(&srv.clients_lock);
-    return n;
-}
-
-void srv_clients_watch(void)
-{
-    uint64_t now = chan_now_ns();
-    pthread_mutex_lock(&srv.clients_lock);
-    for (struct srv_client *x = srv.clients; x; x = x->next) {
-        /* Gone, its thread perhaps inside a driver call: its streams must not wait for the
-         * callbacks it will never run, nor for values in its host memory that it will never
-         * write (memops.c), for another client's call may be holding the
-         * driver's lock until the whole device is idle. Repeated each pass: the thread may
-         * still enqueue host functions of its queued records before it sees the death.
-         * (x->shm stays mapped under clients_lock until its release ends.) */
-        if (atomic_load(&x->connected) && !atomic_load(&x->finished) && x->shm &&
-            !srv_client_alive(x)) {
-            srv_hostfn_release(x);
-            if (!x->watch_gone && (atomic_load(&x->cb_last) || x->hn) &&
-                atomic_load_explicit(&x->busy_op, memory_order_relaxed) != SRV_BUSY_RELEASE)
-                srv_log("Client process %d: its streams' waits on its host functions were "
-                        "let go before its release (it is gone, or being stopped)",
-                        (int)x->pid);
-            x->watch_gone = 1;
-            if (srv_memops_let_go(x) && !x->watch_values) {
-                x->watch_values = 1;
-                srv_log("Client process %d: its streams' waits on values in its host memory "
-                        "were let go before its release (it is gone, or being stopped)",
-                        (int)x->pid);
-            }
-        }
-        uint32_t op = atomic_load_explicit(&x->busy_op, memory_order_relaxed);
-        uint64_t seq = atomic_load_explicit(&x->busy_seq, memory_order_relaxed);
-        if (!op || seq != x->watch_seq) {
-            x->watch_seq = seq;
-            x->watch_since_ns = now;
-            x->watch_said = 0;
-            continue;
-        }
-        if (x->watch_said || now - x->watch_since_ns < SRV_SLOW_CALL_NS) continue;
-        x->watch_said = 1;
-        char what[64];
-        if (op == SRV_BUSY_HANDSHAKE)
-            snprintf(what, sizeof(what), "its handshake");
-        else if (op == SRV_BUSY_RELEASE)
-            snprintf(what, sizeof(what), "the release of what it held");
-        else if (op < SHIM_NCALLS)
-            snprintf(what, sizeof(what), "its call %s", shim_calls[op].name);
-        else
-            snprintf(what, sizeof(what), "its operation %s (0x%x)", proto_op_name(op), op);
-        srv_log("Client process %d: %s has been going on for %llu s in server thread "
-                "\"client %d\" (a driver call that does not return holds up every client: "
-                "SIGUSR2 writes the server's stacks into this log)",
-                (int)x->pid, what, (unsigned long long)((now - x->watch_since_ns) / 1000000000ull),
-                (int)x->pid);
-    }
-    pthread_mutex_unlock(&srv.clients_lock);
-}
-
-/* 1 while a client of process `pid` is still being served or released. */
-static int pid_pending(pid_t pid)
-{
-    int any = 0;
-    pthread_mutex_lock(&srv.clients_lock);
-    for (struct srv_client *x = srv.clients; x && !any; x = x->next)
-        any = x->pid == pid && atomic_load(&x->connected) && !atomic_load(&x->finished);
-    pthread_mutex_unlock(&srv.clients_lock);
-    return any;
-}
-
-void srv_client_alert(struct srv_client *c)
-{
-    uint32_t v = atomic_fetch_add(&c->alerts, 1) + 1;
-    /* Two alerts at once may store their values in either order: each is one never stored
-     * before, so the word moves either way, which is all the client looks at. */
-    if (c->shm) atomic_store_explicit(&c->ch.shm->alert, v, memory_order_release);
-}
-
-void srv_clients_alert(void)
-{
-    pthread_mutex_lock(&srv.clients_lock);
-    for (struct srv_client *x = srv.clients; x; x = x->next)
-        if (atomic_load(&x->connected) && !atomic_load(&x->finished)) srv_client_alert(x);
-    pthread_mutex_unlock(&srv.clients_lock);
-}
-
-int srv_client_terminate(pid_t pid)
-{
-    int n = 0;
-    pthread_mutex_lock(&srv.clients_lock);
-    for (struct srv_client *x = srv.clients; x; x = x->next)
-        if (x->pid == pid && atomic_load(&x->connected) && !atomic_load(&x->finished) &&
-            !atomic_exchange(&x->terminated, 1)) {
-            /* The worker stops at its next record (never later than one sleep slice) and
-             * the client's thread releases everything as when a client exits. Kernels
-             * already on the GPU cannot be stopped: in one shared context there is no way
-             * to preempt one client's kernels without resetting everyone's, so the release
-             * waits for them to finish. */
-            atomic_store(&x->dead, 1);
-            srv_client_alert(x); /* its next query asks: answered once it is marked */
-            n++;
-        }
-    pthread_mutex_unlock(&srv.clients_lock);
-    /* Entries are freed only by srv_client_start's reaping once finished: look the client
-     * up again each time rather than keep a pointer. */
-    while (n && pid_pending(pid) && !atomic_load(&srv.quitting))
-        usleep(10 * 1000);
-    return n;
-}
-
-unsigned srv_clients_end(int dev)
-{
-    unsigned n = 0;
-    pthread_mutex_lock(&srv.clients_lock);
-    for (struct srv_client *x = srv.clients; x; x = x->next) {
-        int expected = 0;
-        if (atomic_load(&x->connected) && !atomic_load(&x->finished) &&
-            (dev < 0 || (atomic_load(&x->stats.devices) & (1u << dev))) &&
-            atomic_compare_exchange_strong(&x->terminated, &expected, ENDED_BY_FAULT)) {
-            /* As terminate_client: the worker stops at its next record and the client's
-             * thread marks it terminated and releases what it held. */
-            atomic_store(&x->dead, 1);
-            srv_client_alert(x);
-            n++;
-        }
-    }
-    pthread_mutex_unlock(&srv.clients_lock);
-    return n;
 }

@@ -20,6 +20,7 @@
  * only words the client may write (tail, server_sleeping), and only to decide whether to
  * wake a worker: a lying client earns its worker a spurious wake-up a period at most. */
 #include "server/server.h"
+#include "server/coalesce.h"
 
 #include <stdlib.h>
 #include <time.h>

@@ -52,6 +52,8 @@
  * probed and not listed below): those may still wait in the driver. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,16 +4,14 @@
  * holds when the client destroys or resets it. Limits set in a context are the client's,
  * over the shared context's real ones. */
 #include "server/server.h"
+#include "server/account.h"
+#include "server/codegate.h"
+#include "server/context.h"
+#include "server/devices.h"
+#include "server/memory.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
-{
-    struct srv_ctx *x = NULL;
-    HASH_FIND(hh, c->ctxs, &id, sizeof(id), x);
-    return x;
-}
 
 void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {

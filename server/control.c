@@ -11,6 +11,16 @@
  * line of its answer go to control.log. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/arena.h"
+#include "server/control.h"
+#include "server/devices.h"
+#include "server/fault.h"
+#include "server/handover.h"
+#include "server/ipc.h"
+#include "server/policy.h"
+#include "server/pools.h"
+#include "server/recycle.h"
+#include "server/spin.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -4,6 +4,7 @@
  * its own, with a NAK byte just before it when the command failed. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/control.h"
 
 #include <errno.h>
 #include <poll.h>

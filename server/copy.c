@@ -3,6 +3,11 @@
  * Pageable client memory arrives inline or through the staging slots; pinned memory is
  * copied in place. */
 #include "server/server.h"
+#include "server/copy.h"
+#include "server/devices.h"
+#include "server/events.h"
+#include "server/hostblocks.h"
+#include "server/queue.h"
 
 #include <string.h>
 
@@ -507,3 +512,6 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     if (res == CUDA_SUCCESS) res = issue_whole(c, s, &o, &src, &dst, st);
     answer(c, s, &o, res);
 }
+
+/* The family table's entry (family.c). */
+const struct srv_family srv_family_copy = {.name = "copy", .ctx_died = srv_copy_forget_device};

@@ -7,6 +7,7 @@
  * at the handshake, kept in the client's record (never in shared memory) and never
  * changes. */
 #include "server/server.h"
+#include "server/devices.h"
 
 #include <ctype.h>
 #include <stdio.h>

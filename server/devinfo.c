@@ -1,5 +1,6 @@
 /* What clients answer locally: every attribute of every device, read once at start. */
 #include "server/server.h"
+#include "server/devices.h"
 
 #include <stdio.h>
 #include <string.h>

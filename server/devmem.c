@@ -50,6 +50,11 @@
  * when the free comes (no event can be recorded on them: their work queued before the
  * capture is not waited for). */
 #include "server/server.h"
+#include "server/arena.h"
+#include "server/devmem.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/pools.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -378,3 +383,17 @@ static CUresult alloc_after(struct srv_client *c, struct srv_call *k)
 }
 
 const struct srv_hook srv_hook_mem_alloc = {.call = alloc_call, .after = alloc_after};
+
+/* A release, once the client's streams drained: its free streams' marks follow that work,
+ * and what waited for it (srv_later) is done before the walk frees what it lies in. Only
+ * when the client leaves: a context's release frees nothing of those. */
+static int devmem_drain(struct srv_client *c, uint32_t ctx, uint64_t by)
+{
+    if (ctx) return 0;
+    if (srv_devmem_drain_by(c, by) != 0) return -1;
+    if (c->nlater) srv_later_reap(c, 1);
+    return 0;
+}
+
+const struct srv_family srv_family_devmem = {
+    .name = "devmem", .client_fini = srv_devmem_gone, .ctx_drain = devmem_drain};

@@ -1,8 +1,8 @@
 /* Events: the client's own (real events of the shared context, registry objects of type
  * CUevent, made and destroyed through their descriptions in cuda_symbols.txt, with the
- * hooks below), their synchronisation, and the server's internal events, which order a
- * client's streams and mark when its replies may go. */
+ * hooks below) and their synchronisation. The server's internal events are evpool.c's. */
 #include "server/server.h"
+#include "server/events.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +59,8 @@ static CUresult event_destroy_before(struct srv_client *c, struct srv_call *k)
 static CUresult event_destroy_call(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUevent, k->a.val[0]);
-    if (o && o->share) {
-        srv_share_drop(c, o, 0);
+    if (o && o->held) {
+        o->held->let_go(c, o, 0, 0);
         return CUDA_SUCCESS;
     }
     return DRV(cuEventDestroy_v2)((CUevent)(uintptr_t)k->vals[0]);
@@ -88,43 +88,3 @@ static CUresult node_event_call(struct srv_client *c, struct srv_call *k)
 }
 
 const struct srv_hook srv_hook_node_event = {.call = node_event_call};
-
-/* ---------------------------------------------------------------- internal events */
-
-CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)
-{
-    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
-    struct srv_evpool *p = &c->pool[dev];
-    if (p->n) {
-        *ev = p->ev[--p->n];
-        return CUDA_SUCCESS;
-    }
-    /* Made in the device's context, pushed so that the thread's current context (the one
-     * the call being replayed runs in) is left as it was; timing off: these only order and
-     * signal, and untimed events are cheaper. */
-    CUresult r = srv_push_device(dev);
-    if (r != CUDA_SUCCESS) return r;
-    r = DRV(cuEventCreate)(ev, CU_EVENT_DISABLE_TIMING);
-    srv_pop_device();
-    return r;
-}
-
-void srv_event_give(struct srv_client *c, int dev, CUevent ev)
-{
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES) {
-        DRV(cuEventDestroy_v2)(ev);
-        return;
-    }
-    struct srv_evpool *p = &c->pool[dev];
-    if (p->n == p->cap) {
-        size_t ncap = p->cap ? p->cap * 2 : 64;
-        CUevent *n = realloc(p->ev, ncap * sizeof(*n));
-        if (!n) {
-            DRV(cuEventDestroy_v2)(ev);
-            return;
-        }
-        p->ev = n;
-        p->cap = ncap;
-    }
-    p->ev[p->n++] = ev;
-}

@@ -39,6 +39,8 @@
  *    they leave too. A newer server that finds too many faulted servers alive has this
  *    one end every client at once (handover.c). */
 #include "server/server.h"
+#include "server/events.h"
+#include "server/fault.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -187,9 +189,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
     c->nretired = j;
     /* Internal events of the dead context: only forgotten. */
     c->pool[dev].n = 0;
-    srv_copy_forget_device(c, dev);
-    srv_queue_forget_device(c, dev);
-    srv_hblock_forget_device(c, dev);
+    srv_families_ctx_died(c, dev);
     /* Its objects there, roots first (what belongs to them goes with them), collected
      * before any goes since forgetting frees records the walk would step on. */
     size_t cap = HASH_COUNT(c->objs), n = 0;
@@ -323,7 +323,7 @@ static void raise_fault(int d, CUresult err)
     atomic_store(&srv.fault[d].err, (int)err);
     atomic_store(&srv.fault[d].state, SRV_DEV_FAULT);
     atomic_store(&srv.fault[d].seen_ns, chan_now_ns());
-    srv_ipc_fault(d);
+    srv_families_dev_fault(d);
     log_fault(d, err);
     atomic_fetch_add(&srv.fault[d].gen, 1);
     atomic_fetch_add(&srv.fault_epoch, 1);
@@ -331,7 +331,7 @@ static void raise_fault(int d, CUresult err)
      * with the fault, and every "idle" answer a client kept from before is dropped. Every
      * client's, not only the device's: a fault is rare, a needless round trip cheap. */
     srv_clients_alert();
-    srv_handover_start(d, err);
+    srv_families_dev_faulted(d, err);
 }
 
 /* After raising: waits for d's clients to let go, and says who did not in time. */
@@ -365,7 +365,7 @@ static void end_lingering(void)
                     "CUDA_ERROR_MPS_CLIENT_TERMINATED from now on",
                     d, n, (unsigned long long)(linger_ns / 1000000000ull));
     }
-    if (!ended_all && srv_handover_end_all()) {
+    if (!ended_all && srv_families_end_all()) {
         ended_all = 1;
         unsigned n = srv_clients_end(-1);
         srv_log("Too many faulted servers are alive: this one ends its %u remaining client(s) "

@@ -6,6 +6,13 @@
  * ring, and the reply is written to the lane only at the end (a client thread cannot
  * change what the server decides from). */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/devices.h"
+#include "server/generic.h"
+#include "server/graph.h"
+#include "server/managed.h"
+#include "server/memops.h"
+#include "server/memory.h"
 
 #include <ffi.h>
 #include <stdlib.h>
@@ -357,7 +364,8 @@ static void copy_strings(struct srv_call *k)
 
 /* ---------------------------------------------------------------- replay */
 
-CUresult srv_generic_drive(struct srv_call *k)
+/* k->drive. */
+static CUresult drive(struct srv_call *k)
 {
     const struct shim_call *d = k->d;
     int via = d->target && d->cls != SHIM_TWIN ? d->target : 0;
@@ -493,7 +501,7 @@ static CUresult run_call(struct srv_client *c, struct srv_call *k, const struct 
     /* Memory about to go: the client's stream waits on it end first (memops.c). */
     if (destroyed && destroyed->size)
         srv_memops_end_range(c, destroyed->key.value, destroyed->size);
-    res = hook && hook->call ? hook->call(c, k) : srv_generic_drive(k);
+    res = hook && hook->call ? hook->call(c, k) : drive(k);
     srv_codegate_call_end(gated);
     if (res != CUDA_SUCCESS)
         for (int i = 0; i < d->nparams; i++)
@@ -549,6 +557,7 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     struct srv_call k;
     memset(&k, 0, sizeof(k));
     k.id = r->op;
+    k.drive = drive;
     k.d = d;
     k.r = r;
     k.dev = c->cur ? c->cur->device : srv_dev_any(c);

@@ -17,6 +17,14 @@
  * memset and memcpy nodes name memory, which must be the client's. Host
  * nodes (the client's function, run on each replay) are hostfn.c's. */
 #include "server/server.h"
+#include "server/devices.h"
+#include "server/devmem.h"
+#include "server/graph.h"
+#include "server/graphrefs.h"
+#include "server/hostblocks.h"
+#include "server/launch.h"
+#include "server/memory.h"
+#include "server/module.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -752,3 +760,21 @@ int srv_graphmem_keep(struct srv_client *c, uint64_t dptr)
     struct srv_obj *o = graphmem_at(c, dptr);
     return o && (o->parent || (o->aux & GRAPHMEM_ALIASED));
 }
+
+/* A stream that goes with a capture left going ends it (not one that died in a fault). */
+static void graph_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
+{
+    if (!dead) srv_capture_abandon(c, s, 0);
+}
+
+/* The client destroys s: its capture's graph and what the client held in it go now, records
+ * included. */
+static void graph_stream_destroyed(struct srv_client *c, struct srv_stream *s)
+{
+    srv_capture_abandon(c, s, 1);
+}
+
+const struct srv_family srv_family_graph = {.name = "graph",
+                                            .ctx_quiesce = srv_captures_abandon,
+                                            .stream_destroyed = graph_stream_destroyed,
+                                            .stream_gone = graph_stream_gone};

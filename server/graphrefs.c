@@ -23,6 +23,9 @@
  * memory that an allocation node of the exec's graph allocates (the driver keeps those
  * addresses for the exec as long as it lives). */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/graphrefs.h"
+#include "server/hostfn.h"
 #include "channel/copyplan.h"
 
 #include <stdlib.h>
@@ -58,8 +61,10 @@ struct srv_graphrefs {
 /* An exec whose list could not even be allocated: shared, never freed, launches refused. */
 static struct srv_graphrefs lost = {.unknown = 1, .said = 1};
 
-void srv_graphrefs_free(struct srv_obj *o)
+/* An exec's record goes, however it goes (cuda_symbols.txt: drop=graphrefs). */
+void srv_drop_graphrefs(struct srv_client *c, struct srv_obj *o)
 {
+    (void)c;
     if (o->refs != &lost) free(o->refs);
     o->refs = NULL;
 }
@@ -303,7 +308,7 @@ static void walk(struct srv_client *c, struct srv_obj *x, CUgraph g, uint64_t to
 void srv_graphrefs_build(struct srv_client *c, struct srv_obj *x, CUgraph g)
 {
     if (!x) return;
-    srv_graphrefs_free(x);
+    srv_drop_graphrefs(c, x);
     walk(c, x, g, 0, 0);
 }
 
@@ -419,9 +424,9 @@ static CUresult launch_before(struct srv_client *c, struct srv_call *k)
 static CUresult launch_call(struct srv_client *c, struct srv_call *k)
 {
     if (!srv_hostfn_exec_waits(srv_obj_find(c, SHIM_HT_CUgraphExec, k->a.val[0])))
-        return srv_generic_drive(k);
+        return k->drive(k);
     srv_codegate_wait_begin(k->dev);
-    CUresult r = srv_generic_drive(k);
+    CUresult r = k->drive(k);
     srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream], r == CUDA_SUCCESS);
     return r;
 }

@@ -18,6 +18,9 @@
  * (`onectx --green`) lifted that ceiling by 4-9% at most (bench/README.md, "One context's
  * ceiling"), so it stays off; this server form has not itself been measured on a GPU. */
 #include "server/server.h"
+#include "server/account.h" /* struct srv_account */
+#include "server/fault.h"
+#include "server/green.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -192,3 +195,16 @@ void srv_green_release(struct srv_client *c)
     }
     pthread_mutex_unlock(&green_lock);
 }
+
+/* Where a client's streams are made (family.c): in its partition's green context (its share of
+ * the SMs), or in its own over every SM (MPSSHIM_GREEN_EACH); else in the shared context. */
+static int green_stream_make(struct srv_client *c, int dev, CUstream *st, int prio, CUresult *r)
+{
+    CUgreenCtx g = c->green[dev] ? srv_green_ctx(c, dev) : c->green_own[dev];
+    if (!g) return 0;
+    *r = DRV(cuGreenCtxStreamCreate)(st, g, CU_STREAM_NON_BLOCKING, prio);
+    return 1;
+}
+
+const struct srv_family srv_family_green = {
+    .name = "green", .client_fini = srv_green_release, .stream_make = green_stream_make};

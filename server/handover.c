@@ -37,7 +37,9 @@
  * thread's own query of the device (fault.c). */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/fault.h"
 #include "server/handover.h"
+#include "server/policy.h"
 
 #include "channel/spawn.h"
 
@@ -416,3 +418,8 @@ void srv_handover_end(int told, int foreground)
      * faulted clients: the service is the live server too. */
     if (told) srv_handover_forward(SIGTERM, foreground);
 }
+
+/* The fault thread's (family.c): once every client was told of the fault, a new server takes
+ * over; and too many faulted servers alive end their clients. */
+const struct srv_family srv_family_handover = {
+    .name = "handover", .dev_faulted = srv_handover_start, .end_all = srv_handover_end_all};

@@ -25,6 +25,11 @@
  *
  * Owned by the client's worker, like its streams. */
 #include "server/server.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/hostblocks.h"
+#include "server/policy.h"
+#include "server/queue.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -44,6 +49,15 @@ struct srv_hblock {
     int reg_dev; /* the device whose context registered it */
 };
 
+/* A client's blocks (c->hblocks, made at its first inline copy). Owned by the worker. */
+struct srv_hblocks {
+    struct srv_hblock *busy; /* closed, until their events complete */
+    struct srv_hblock *free;
+    unsigned nfree;
+    uint64_t bytes; /* pinned, all blocks */
+    int logged;
+};
+
 /* Pinned bytes a client may hold: its hard bound on queued work and some slack, or, with
  * no bound, 256 MiB. */
 static uint64_t cap(void)
@@ -57,14 +71,14 @@ static void destroy(struct srv_client *c, struct srv_hblock *b, int registered)
 {
     if (registered) DRV(cuMemHostUnregister)(b->p);
     munmap(b->p, HB_SIZE);
-    c->hblocks.bytes -= HB_SIZE;
+    c->hblocks->bytes -= HB_SIZE;
     free(b);
 }
 
 /* A block back in the free list, or destroyed when enough are kept. */
 static void to_free(struct srv_client *c, struct srv_hblock *b)
 {
-    struct srv_hblocks *h = &c->hblocks;
+    struct srv_hblocks *h = c->hblocks;
     b->used = 0;
     b->ev = NULL;
     if (h->nfree >= HB_KEEP) {
@@ -79,7 +93,7 @@ static void to_free(struct srv_client *c, struct srv_hblock *b)
 /* Every closed block whose copies have run is free again. */
 static void reap(struct srv_client *c)
 {
-    struct srv_hblock **pp = &c->hblocks.busy;
+    struct srv_hblock **pp = &c->hblocks->busy;
     while (*pp) {
         struct srv_hblock *b = *pp;
         if (!b->ev) { /* waits for the client's release (close_block) */
@@ -118,14 +132,14 @@ static void close_block(struct srv_client *c, struct srv_stream *s)
         srv_event_give(c, b->ev_dev, b->ev);
         b->ev = NULL;
     }
-    b->next = c->hblocks.busy;
-    c->hblocks.busy = b;
+    b->next = c->hblocks->busy;
+    c->hblocks->busy = b;
 }
 
 /* A block for s: free, or new. NULL when none can be had (logged once). */
 static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
 {
-    struct srv_hblocks *h = &c->hblocks;
+    struct srv_hblocks *h = c->hblocks;
     CUevent ev;
     if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) return NULL;
     struct srv_hblock *b = h->free;
@@ -171,6 +185,7 @@ void *srv_hblock_take(struct srv_client *c, struct srv_stream *s, size_t n)
 {
     size_t need = (n + HB_ALIGN - 1) & ~(size_t)(HB_ALIGN - 1);
     if (n == 0 || n > HB_SIZE) return NULL;
+    if (!c->hblocks && !(c->hblocks = calloc(1, sizeof(*c->hblocks)))) return NULL;
     if (s->hb && HB_SIZE - s->hb->used < need) close_block(c, s);
     if (!s->hb) {
         reap(c);
@@ -198,7 +213,7 @@ void srv_hblock_stream_gone(struct srv_client *c, struct srv_stream *s, int dead
     s->hb = NULL;
     if (b->reg_dev == s->device) {
         munmap(b->p, HB_SIZE); /* its registration went with the context */
-        c->hblocks.bytes -= HB_SIZE;
+        c->hblocks->bytes -= HB_SIZE;
         free(b);
     } else {
         to_free(c, b);
@@ -207,8 +222,9 @@ void srv_hblock_stream_gone(struct srv_client *c, struct srv_stream *s, int dead
 
 void srv_hblock_forget_device(struct srv_client *c, int dev)
 {
-    struct srv_hblocks *h = &c->hblocks;
+    struct srv_hblocks *h = c->hblocks;
     struct srv_hblock *keep = NULL, *b, *n;
+    if (!h) return; /* it made no inline copy */
     /* Busy on dev: their copies will never run, their events are dead. */
     for (b = h->busy; b; b = n) {
         n = b->next;
@@ -242,7 +258,8 @@ void srv_hblock_forget_device(struct srv_client *c, int dev)
 
 void srv_hblock_release(struct srv_client *c)
 {
-    struct srv_hblocks *h = &c->hblocks;
+    struct srv_hblocks *h = c->hblocks;
+    if (!h) return; /* it made no inline copy */
     if (c->left_running) {
         /* Its work may still read them: left pinned and mapped, as its other objects are
          * left allocated (registry.c); the driver lets go of them when the server stops. */
@@ -250,7 +267,8 @@ void srv_hblock_release(struct srv_client *c)
             srv_log("Client process %d: %llu bytes of pinned copy blocks left under its "
                     "running work",
                     (int)c->pid, (unsigned long long)h->bytes);
-        *h = (struct srv_hblocks){0};
+        c->hblocks = NULL;
+        free(h);
         return;
     }
     /* Its work has drained (registry.c): every block is free. The streams' open blocks
@@ -264,5 +282,11 @@ void srv_hblock_release(struct srv_client *c)
         n = b->next;
         destroy(c, b, !srv_fault_dead(c, b->reg_dev));
     }
-    *h = (struct srv_hblocks){0};
+    c->hblocks = NULL;
+    free(h);
 }
+
+const struct srv_family srv_family_hostblocks = {.name = "hostblocks",
+                                                 .client_fini = srv_hblock_release,
+                                                 .stream_gone = srv_hblock_stream_gone,
+                                                 .ctx_died = srv_hblock_forget_device};

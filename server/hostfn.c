@@ -4,6 +4,10 @@
  * Graph host nodes are hostnode.c's; they post their runs through the same ring
  * (srv_hostfn_post). */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/graphrefs.h"
+#include "server/hostfn.h"
+#include "server/queue.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -118,3 +122,27 @@ void srv_hostfn_release(struct srv_client *c)
     for (uint32_t i = 0; i < CHAN_CB_SLOTS; i++)
         atomic_store(&c->ch.callbacks->done[i], last);
 }
+
+/* The main loop found the client gone: its host functions' waits are let go at once
+ * (said once, unless its release does it). */
+static void hostfn_lost(struct srv_client *c)
+{
+    srv_hostfn_release(c);
+    if (!c->watch_gone && (atomic_load(&c->cb_last) || c->hn) &&
+        atomic_load_explicit(&c->busy_op, memory_order_relaxed) != SRV_BUSY_RELEASE)
+        srv_log("Client process %d: its streams' waits on its host functions were "
+                "let go before its release (it is gone, or being stopped)",
+                (int)c->pid);
+}
+
+/* Its host node slots: no graph of its runs any more, unless its work was left running,
+ * which may still fire them. */
+static void hostfn_fini(struct srv_client *c)
+{
+    if (!c->left_running) free(c->hn);
+}
+
+const struct srv_family srv_family_hostfn = {.name = "hostfn",
+                                             .client_leave = srv_hostfn_release,
+                                             .client_fini = hostfn_fini,
+                                             .client_lost = hostfn_lost};

@@ -14,6 +14,7 @@
  * execs of one graph never release each other's waits. */
 #include "server/server.h"
 #include "server/hostnode.h"
+#include "server/hostfn.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,7 @@
  * execs hold as they are made, updated and destroyed (hostnode.c says what a slot is). */
 #include "server/server.h"
 #include "server/hostnode.h"
+#include "server/graphrefs.h"
 
 #include <stdlib.h>
 

@@ -36,6 +36,13 @@
  * guarded by ipc_lock, except `revoked`, which the openers' workers read without it. The
  * registry records themselves stay each worker's own. */
 #include "server/server.h"
+#include "server/devmem.h"
+#include "server/graph.h"
+#include "server/ipc.h"
+#include "server/managed.h"
+#include "server/memops.h"
+#include "server/memory.h"
+#include "server/pools.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +63,9 @@ struct srv_ipc_handle {
 _Static_assert(sizeof(struct srv_ipc_handle) <= CU_IPC_HANDLE_SIZE, "IPC handle too large");
 
 struct srv_share {
+    /* First: the records' `held` points here. held.revoked: the exporter left, and the
+     * openers' records no longer resolve. */
+    struct srv_held held;
     uint64_t id;
     uint8_t secret[16];
     uint32_t kind;        /* the type of the exporter's record (see the handle) */
@@ -63,7 +73,6 @@ struct srv_share {
     uint64_t bytes;       /* memory counted for it against limits */
     int dev;
     struct srv_client *owner;    /* the exporter, while its record lives */
-    _Atomic int revoked;         /* the exporter left: openers' records no longer resolve */
     int dead;                    /* its device's context died in a fault: nothing to destroy */
     int pooled;                  /* memory from the server's device pool (devmem.c) */
     struct srv_client **openers; /* clients holding an opened record, one entry each */
@@ -115,9 +124,10 @@ static const char *what(const struct srv_share *s)
                                                              : "IPC memory";
 }
 
-int srv_share_revoked(const struct srv_obj *o)
+/* The share a record holds, or NULL. */
+static struct srv_share *share_of(const struct srv_obj *o)
 {
-    return o->share && atomic_load_explicit(&o->share->revoked, memory_order_acquire);
+    return (struct srv_share *)o->held;
 }
 
 /* ipc_lock held: the real object goes. Called on whichever worker let go last, so the
@@ -152,15 +162,15 @@ void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving)
 
 void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak)
 {
-    struct srv_share *s = o->share;
+    struct srv_share *s = share_of(o);
     if (!s) return;
-    o->share = NULL;
+    o->held = NULL;
     pthread_mutex_lock(&ipc_lock);
     if (s->owner == c) {
         /* The exporter's own record (an exporter never opens its own handle). */
         s->owner = NULL;
         if (leaving && s->nopeners) {
-            atomic_store_explicit(&s->revoked, 1, memory_order_release);
+            atomic_store_explicit(&s->held.revoked, 1, memory_order_release);
             srv_log("Client process %d let go of the %s that %d other client(s) opened: "
                     "their grant ends%s",
                     (int)c->pid, what(s), s->nopeners,
@@ -197,7 +207,7 @@ void srv_ipc_fault(int dev)
     HASH_ITER(hh, shares, s, t)
         if (s->dev == dev) {
             s->dead = 1;
-            atomic_store_explicit(&s->revoked, 1, memory_order_release);
+            atomic_store_explicit(&s->held.revoked, 1, memory_order_release);
         }
     pthread_mutex_unlock(&ipc_lock);
 }
@@ -213,7 +223,7 @@ static CUresult export(struct srv_client *c, struct srv_obj *o, uint32_t kind,
         pthread_mutex_unlock(&ipc_lock);
         return CUDA_ERROR_OPERATING_SYSTEM;
     }
-    struct srv_share *s = o->share;
+    struct srv_share *s = share_of(o);
     if (!s) {
         if (!(s = calloc(1, sizeof(*s)))) {
             pthread_mutex_unlock(&ipc_lock);
@@ -224,6 +234,7 @@ static CUresult export(struct srv_client *c, struct srv_obj *o, uint32_t kind,
             pthread_mutex_unlock(&ipc_lock);
             return CUDA_ERROR_OPERATING_SYSTEM;
         }
+        s->held.let_go = srv_share_let_go;
         s->id = ++next_id;
         s->kind = kind;
         s->value = o->key.value;
@@ -233,7 +244,7 @@ static CUresult export(struct srv_client *c, struct srv_obj *o, uint32_t kind,
         s->pooled = srv_devmem_pooled(o);
         s->owner = c;
         HASH_ADD(hh, shares, id, sizeof(s->id), s);
-        o->share = s;
+        o->held = &s->held;
     }
     struct srv_ipc_handle h = {.nonce = nonce, .id = s->id, .kind = kind, .size = s->size};
     memcpy(h.magic, IPC_MAGIC, sizeof(h.magic));
@@ -300,7 +311,7 @@ static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint3
     uint32_t type = mem ? SHIM_HT_MEM_OPENED : kind;
     struct srv_obj *o = srv_obj_lookup(c, type, s->value);
     err = CUDA_SUCCESS;
-    if (o && o->share == s) {
+    if (o && share_of(o) == s) {
         if (kind != SHIM_HT_CUevent) o->aux++;
     } else if (o) {
         err = CUDA_ERROR_INVALID_VALUE; /* a revoked grant of an older share: cannot be */
@@ -313,7 +324,7 @@ static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint3
         srv_obj_destroyed(c, o);
         err = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        o->share = s;
+        o->held = &s->held;
         o->dev = s->dev;
         if (kind != SHIM_HT_CUevent && s->bytes)
             srv_obj_count(c, o, s->dev, s->bytes); /* uncounted when the record goes */
@@ -380,7 +391,7 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
         if (!o) {
             res = CUDA_ERROR_INVALID_HANDLE;
         } else if (o->owned && (o->aux & CU_EVENT_INTERPROCESS) &&
-                   (!o->share || o->share->owner == c)) {
+                   (!o->held || share_of(o)->owner == c)) {
             res = export(c, o, SHIM_HT_CUevent, &out);
         }
         break;
@@ -392,7 +403,7 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
          * POSIX file descriptor, as the driver requires. */
         CUmemAllocationProp prop;
         o = srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, m.value);
-        if (!o || (o->share && o->share->owner != c) ||
+        if (!o || (o->held && share_of(o)->owner != c) ||
             m.flags != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
             break;
         memset(&prop, 0, sizeof(prop));
@@ -422,7 +433,7 @@ reply:
 static struct srv_obj *exported(struct srv_client *c, uint64_t base)
 {
     struct srv_obj *o = base ? srv_range_find(c, base, 0) : NULL;
-    return o && o->key.value == base && o->share ? o : NULL;
+    return o && o->key.value == base && o->held ? o : NULL;
 }
 
 static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
@@ -462,3 +473,5 @@ static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
 }
 
 const struct srv_hook srv_hook_mem_free_async = {.call = mem_free_async_call};
+
+const struct srv_family srv_family_ipc = {.name = "ipc", .dev_fault = srv_ipc_fault};

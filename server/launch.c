@@ -1,6 +1,9 @@
 /* Kernel launches, replayed from the packed parameters the client sent (the buffer form of
  * cuLaunchKernel, so the server needs no layout of its own), on the client's stream. */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/launch.h"
+#include "server/queue.h"
 
 #include <string.h>
 

@@ -3,6 +3,23 @@
  * $PIPE_DIR/control.sock until told to quit. Normally started by `mpsshim-control -d`. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/arena.h"
+#include "server/coalesce.h"
+#include "server/codegate.h"
+#include "server/context.h"
+#include "server/control.h"
+#include "server/devices.h"
+#include "server/fault.h"
+#include "server/generic.h"
+#include "server/green.h"
+#include "server/handover.h"
+#include "server/memory.h"
+#include "server/policy.h"
+#include "server/pools.h"
+#include "server/procaddr.h"
+#include "server/recycle.h"
+#include "server/spin.h"
+#include "server/settings.h"
 #include "channel/spawn.h"
 #include "channel/version.h"
 

@@ -19,6 +19,11 @@
  * prefetches never reach the server (interpose/managed.c says why). __managed__ variables of
  * modules are the driver's own managed memory: below. */
 #include "server/server.h"
+#include "server/devices.h"
+#include "server/hostblocks.h"
+#include "server/managed.h"
+#include "server/memops.h"
+#include "server/queue.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -98,17 +103,6 @@ static CUresult global_after(struct srv_client *c, struct srv_call *k)
 const struct srv_hook srv_hook_module_global = {.after = global_after};
 const struct srv_hook srv_hook_library_global = {.after = global_after};
 const struct srv_hook srv_hook_library_managed = {.after = global_after};
-
-void srv_managed_order(struct srv_client *c, struct srv_stream *s)
-{
-    struct srv_stream *last = c->mvar_last;
-    if (last && last != s) {
-        /* Its work runs when its graph is launched: that launch's stream waits then. */
-        if (srv_stream_capturing(c, s)) return;
-        (void)DRV(cuStreamWaitEvent)(s->real, last->mark, 0);
-    }
-    s->mvar_seen = c->mvar_gen;
-}
 
 /* The variable holding all of [dptr, dptr + len), or NULL. */
 static struct srv_obj *variable(struct srv_client *c, uint64_t dptr, uint64_t len)

@@ -27,6 +27,10 @@
  * server while any such wait is pending (codegate.c, which also watches each wait enqueued
  * here). */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/memops.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -180,7 +184,7 @@ static CUresult wait_after(struct srv_client *c, struct srv_call *k)
 static CUresult wait_call(struct srv_client *c, struct srv_call *k)
 {
     srv_codegate_wait_begin(k->dev);
-    CUresult r = srv_generic_drive(k);
+    CUresult r = k->drive(k);
     srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream], r == CUDA_SUCCESS);
     return r;
 }
@@ -233,7 +237,7 @@ static CUresult batch_before(struct srv_client *c, struct srv_call *k)
 static CUresult batch_call(struct srv_client *c, struct srv_call *k)
 {
     const CUstreamBatchMemOpParams *ops;
-    return batch_waits(k, &ops) ? wait_call(c, k) : srv_generic_drive(k);
+    return batch_waits(k, &ops) ? wait_call(c, k) : k->drive(k);
 }
 
 static CUresult batch_after(struct srv_client *c, struct srv_call *k)
@@ -366,3 +370,18 @@ void srv_memops_unmapping(struct srv_client *c, uint64_t addr, uint64_t bytes)
 {
     srv_memops_end_range(c, addr, bytes); /* they leave the list: let_go stores no more there */
 }
+
+/* The main loop found the client gone: its waits on values in its host memory are let go
+ * (said once). */
+static void memops_lost(struct srv_client *c)
+{
+    if (srv_memops_let_go(c) && !c->watch_values) {
+        c->watch_values = 1;
+        srv_log("Client process %d: its streams' waits on values in its host memory "
+                "were let go before its release (it is gone, or being stopped)",
+                (int)c->pid);
+    }
+}
+
+const struct srv_family srv_family_memops = {
+    .name = "memops", .client_lost = memops_lost, .ctx_quiesce = srv_memops_unblock};

@@ -12,6 +12,11 @@
  * driver also reserves ranges); if it is taken in the client, the client asks again. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/account.h"
+#include "server/managed.h"
+#include "server/memops.h"
+#include "server/memory.h"
+#include "server/policy.h"
 #include "channel/fdpass.h"
 
 #include <errno.h>

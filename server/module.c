@@ -2,6 +2,8 @@
  * context from images the client uploaded. Each function comes back to the client with its
  * parameter layout and launch limits, so that launches are packed and checked there. */
 #include "server/server.h"
+#include "server/codegate.h"
+#include "server/module.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,7 @@
  * for (its environment), resolved once when the client connects, as MPS fixes a client's
  * limits when it starts. The lowest applicable limit wins. */
 #include "server/server.h"
+#include "server/policy.h"
 
 #include <ctype.h>
 #include <errno.h>

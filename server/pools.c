@@ -16,6 +16,9 @@
  * their free is enqueued; what a pool keeps reserved beyond that does not count. In a
  * stream capture an allocation is an allocation node: graph memory (graph.c). */
 #include "server/server.h"
+#include "server/devmem.h"
+#include "server/graph.h"
+#include "server/pools.h"
 
 #include <pthread.h>
 #include <stdlib.h>

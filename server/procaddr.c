@@ -11,6 +11,7 @@
  * way gen/data/procaddress-*.tsv keeps them: a row only where the answer changes. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/procaddr.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

@@ -23,6 +23,10 @@
  * the client running, stream waits on values, graph host nodes) and long (10 s) otherwise,
  * so that a flood behind a long kernel stays under the limit itself. */
 #include "server/server.h"
+#include "server/account.h"
+#include "server/events.h"
+#include "server/policy.h"
+#include "server/queue.h"
 
 #include <stdlib.h>
 
@@ -231,3 +235,8 @@ void srv_queue_release(struct srv_client *c)
     held_sub(c, q->held);
     *q = (struct srv_queue){0};
 }
+
+const struct srv_family srv_family_queue = {.name = "queue",
+                                            .client_fini = srv_queue_release,
+                                            .stream_gone = srv_queue_stream_gone,
+                                            .ctx_died = srv_queue_forget_device};

@@ -41,6 +41,11 @@
  * no longer be opened, which the first start required with --require-logs. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/control.h"
+#include "server/fault.h"
+#include "server/handover.h"
+#include "server/policy.h"
+#include "server/recycle.h"
 
 #include "channel/spawn.h"
 

@@ -6,6 +6,8 @@
  * shim_types; families that keep state of their own release it themselves
  * (srv_type_release). All of it is touched by the client's worker thread only. */
 #include "server/server.h"
+#include "server/account.h"
+#include "server/fault.h"
 
 #include "channel/copyplan.h"
 
@@ -81,7 +83,12 @@ struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t val
 struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value)
 {
     struct srv_obj *o = srv_obj_lookup(c, type, value);
-    return o && !srv_share_revoked(o) ? o : NULL;
+    return o && !srv_obj_revoked(o) ? o : NULL;
+}
+
+int srv_func_known(struct srv_client *c, uint64_t v)
+{
+    return srv_obj_find(c, SHIM_HT_CUfunction, v) || srv_obj_find(c, SHIM_HT_CUkernel, v);
 }
 
 static void link_child(struct srv_obj *o, struct srv_obj *parent)
@@ -155,7 +162,7 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 {
     if (!(shim_types[type].flags & SHIM_TF_RANGE)) return NULL;
     struct srv_obj *o = srv_obj_lookup(c, type, base);
-    if (o) return o->size == size && !srv_share_revoked(o) ? (o->owned |= owned, o) : NULL;
+    if (o) return o->size == size && !srv_obj_revoked(o) ? (o->owned |= owned, o) : NULL;
     if (shim_types[type].flags & SHIM_TF_UNMAPPED) {
         /* Address space only: a record, never in the address lookups. */
         if ((o = srv_obj_add(c, type, base, owned, parent))) o->size = size;
@@ -177,7 +184,7 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len)
 {
     const struct srv_range *e = chan_ranges_cover(&c->ranges, addr, len);
-    return e && !srv_share_revoked(e->obj) ? e->obj : NULL;
+    return e && !srv_obj_revoked(e->obj) ? e->obj : NULL;
 }
 
 struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x, uint64_t y,
@@ -193,9 +200,9 @@ struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x
 /* Drops the record (not the object it stands for); its children must be gone already. */
 static void forget(struct srv_client *c, struct srv_obj *o)
 {
-    srv_share_drop(c, o, 1); /* a share outlives no record of it (ipc.c) */
+    if (o->held) o->held->let_go(c, o, 1, 0); /* a share outlives no record of it */
     if (o->drop) o->drop(c, o);
-    srv_graphrefs_free(o);
+    if (srv_type_drop[o->key.type]) srv_type_drop[o->key.type](c, o);
     unlink_child(o);
     if (o->type_prev)
         o->type_prev->type_next = o->type_next;
@@ -244,9 +251,9 @@ void srv_obj_undo(struct srv_client *c, uint32_t type, uint64_t value, uint64_t 
 static void destroy(struct srv_client *c, struct srv_obj *o)
 {
     const struct shim_type *t = type_of(o);
-    if (o->share) {
-        /* Shared through IPC: the real object goes when nobody holds it any more. */
-        srv_share_drop(c, o, 1);
+    if (o->held) {
+        /* Shared (through IPC): the real object goes when nobody holds it any more. */
+        o->held->let_go(c, o, 1, 0);
         return;
     }
     if (!o->owned) return;
@@ -297,13 +304,10 @@ void srv_obj_release(struct srv_client *c, struct srv_obj *o)
 void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o)
 {
     /* Everything here died with a context (fault.c): no destroyer, no release, only the
-     * family's private state and the records go. */
+     * family's private state (its type's forget) and the records go. */
     while (o->children)
         srv_obj_forget_tree(c, o->children);
-    if (o->key.type == SHIM_HT_CUstream && o->ext) {
-        srv_stream_forget(c, o->ext);
-        o->ext = NULL;
-    }
+    if (srv_type_forget[o->key.type]) srv_type_forget[o->key.type](c, o);
     forget(c, o);
 }
 
@@ -350,33 +354,24 @@ static void leave_running(struct srv_client *c, uint32_t ctx)
             }
         if (!root) break;
         o = root;
-        o->owned = 0;                 /* forgotten, never destroyed */
-        srv_share_let_go(c, o, 1, 1); /* shared: let go of, never destroyed (ipc.c) */
+        o->owned = 0;                             /* forgotten, never destroyed */
+        if (o->held) o->held->let_go(c, o, 1, 1); /* let go of, never destroyed */
         srv_obj_destroyed(c, o);
     }
 }
 
 void srv_release(struct srv_client *c, uint32_t ctx)
 {
-    /* Work first: nothing is freed under a running kernel or copy. Streams waiting for a
-     * value in the client's memory would wait for ever: their waits are ended first. */
-    srv_memops_unblock(c, ctx);
-    /* Captures left going end first: a capturing stream cannot be waited for, and its work
-     * from before the capture (a graph whose host node calls back into the client's
-     * records, say) must be drained with the rest; and before the walk, as the graphs they
-     * built may hold records of the client's that belong to no context (graph.c). */
-    srv_captures_abandon(c, ctx);
+    /* Work first: nothing is freed under a running kernel or copy. What would keep it from
+     * draining (waits on the client's memory, captures left going) is ended first. */
+    srv_families_ctx_quiesce(c, ctx);
     uint64_t by = chan_now_ns() + srv.release_ns;
-    /* Its free streams too, whose marks (srv_later) follow its streams' work: they complete
-     * just after it, and a release that did not wait for them left their blocks out of the
-     * arena for good (the fuzzer found 67 MiB so). */
-    if (srv_streams_drain_by(c, ctx, by) != 0 || (!ctx && srv_devmem_drain_by(c, by) != 0)) {
+    /* Then the families' own work (a departing client's free streams, whose frees must
+     * complete before the walk: family.c). */
+    if (srv_streams_drain_by(c, ctx, by) != 0 || srv_families_ctx_drain(c, ctx, by) != 0) {
         leave_running(c, ctx);
         return;
     }
-    /* Frees, unmaps and address frees that waited for that work are done before the walk
-     * frees the reservations they lie in (devmem.c, srv_later). */
-    if (!ctx && c->nlater) srv_later_reap(c, 1);
 
     /* The roots of what goes: objects of the context none of whose ancestors goes too
      * (those are released with their ancestor). Collected first, since a release frees

@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include "server/server.h"
 #include "server/handover.h"
+#include "server/policy.h"
 
 #include "channel/spawn.h"
 

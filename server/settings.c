@@ -4,6 +4,8 @@
  * (Settings of one part stay with it: spin.c, waits.c and coalesce.c read their own.) */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/settings.h"
+#include "server/policy.h"
 #include "channel/spawn.h"
 
 #include <limits.h>

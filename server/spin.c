@@ -22,6 +22,8 @@
  * overwrites it changes nothing but its own spinning. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "server/coalesce.h"
+#include "server/spin.h"
 
 #include "channel/slice.h"
 

@@ -8,6 +8,9 @@
  * blocking stream it waits for new work of the legacy stream. Counters make each wait
  * happen only when the other stream actually received work since the last one. */
 #include "server/server.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/policy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +28,7 @@ static struct srv_stream *make(struct srv_client *c, struct srv_ctx *x, unsigned
     /* A throttled client's streams live in its green context (its share of the SMs); the
      * real priority follows its client priority (policy.c). */
     int prio = srv_policy_stream_priority(c, x->device, priority);
-    CUgreenCtx green = c->green[x->device] ? srv_green_ctx(c, x->device) : c->green_own[x->device];
-    if (*err == CUDA_SUCCESS && green)
-        *err = DRV(cuGreenCtxStreamCreate)(&s->real, green, CU_STREAM_NON_BLOCKING, prio);
-    else if (*err == CUDA_SUCCESS)
+    if (*err == CUDA_SUCCESS && !srv_families_stream_make(c, x->device, &s->real, prio, err))
         *err = DRV(cuStreamCreateWithPriority)(&s->real, CU_STREAM_NON_BLOCKING, prio);
     if (*err == CUDA_SUCCESS &&
         (*err = DRV(cuEventCreate)(&s->mark, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
@@ -55,6 +55,14 @@ void srv_release_stream(struct srv_client *c, struct srv_obj *o)
     o->ext = NULL;
 }
 
+/* A stream that died with its context (cuda_symbols.txt: forget=stream). */
+void srv_forget_stream(struct srv_client *c, struct srv_obj *o)
+{
+    if (!o->ext) return;
+    srv_stream_forget(c, o->ext);
+    o->ext = NULL;
+}
+
 /* A capture left going on a stream that goes ends first, and the graph it built goes with
  * it, unless it is a graph of the client's own (cuStreamBeginCaptureToGraph's): graph.c.
  * This may run in a release walk, so the records stay (the walk releases them). */
@@ -66,9 +74,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
         srv_stream_forget(c, s); /* died with its context: the handle may be another's now */
         return;
     }
-    srv_queue_stream_gone(c, s, 0);
-    srv_hblock_stream_gone(c, s, 0);
-    srv_capture_abandon(c, s, 0);
+    srv_families_stream_gone(c, s, 0);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     /* Destroying a stream with work pending is allowed: the work completes. */
     DRV(cuStreamDestroy_v2)(s->real);
@@ -81,8 +87,7 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s)
 void srv_stream_forget(struct srv_client *c, struct srv_stream *s)
 {
     if (c->mvar_last == s) c->mvar_last = NULL;
-    srv_queue_stream_gone(c, s, 1);
-    srv_hblock_stream_gone(c, s, 1);
+    srv_families_stream_gone(c, s, 1);
     atomic_fetch_sub_explicit(&c->stats.streams, 1, memory_order_relaxed);
     free(s);
 }
@@ -190,6 +195,19 @@ static void order_after(struct srv_client *c, struct srv_stream *a, struct srv_s
     DRV(cuStreamWaitEvent)(a->real, b->mark, 0);
 }
 
+/* s waits for the client's last push of __managed__ variables (managed.c sets mvar_last and
+ * mvar_gen): a copy it queued before s's new work must have landed. */
+static void mvar_order(struct srv_client *c, struct srv_stream *s)
+{
+    struct srv_stream *last = c->mvar_last;
+    if (last && last != s) {
+        /* Its work runs when its graph is launched: that launch's stream waits then. */
+        if (srv_stream_capturing(c, s)) return;
+        (void)DRV(cuStreamWaitEvent)(s->real, last->mark, 0);
+    }
+    s->mvar_seen = c->mvar_gen;
+}
+
 CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
 {
     struct srv_ctx *x = srv_ctx_get(c, s->ctx);
@@ -212,7 +230,7 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
         s->legacy_seen = x->legacy->nsubmit;
     }
     /* After a host write to a __managed__ variable, whatever stream the work is on. */
-    if (s->mvar_seen != c->mvar_gen) srv_managed_order(c, s);
+    if (s->mvar_seen != c->mvar_gen) mvar_order(c, s);
     srv_trace_note(c, s); /* a trace learns whose stream this is (trace.c) */
     s->nsubmit++;
     srv_fault_mark_work(c, s->device);
@@ -352,7 +370,7 @@ void srv_op_stream_destroy(struct srv_client *c, const struct chan_rec *r, uint8
     struct srv_stream *s = o ? o->ext : NULL;
     if (s) {
         /* Its capture's graph and what the client held in it go now, records included. */
-        srv_capture_abandon(c, s, 1);
+        srv_families_stream_destroyed(c, s);
         retire(c, s);
         srv_obj_destroyed(c, o);
         srv_stream_free(c, s);

@@ -21,6 +21,10 @@
  * the client's own reservation first carries out the unmaps still pending there (waiting for
  * their work, which natively would have had its mapping pulled from under it). */
 #include "server/server.h"
+#include "server/devices.h"
+#include "server/devmem.h"
+#include "server/memops.h"
+#include "server/memory.h"
 
 #include <string.h>
 
@@ -95,8 +99,8 @@ static CUresult release_call(struct srv_client *c, struct srv_call *k)
         k->keep = 1;
         return CUDA_SUCCESS;
     }
-    if (h && h->share) {
-        srv_share_drop(c, h, 0);
+    if (h && h->held) {
+        h->held->let_go(c, h, 0, 0);
         return CUDA_SUCCESS;
     }
     return DRV(cuMemRelease)(k->vals[0]);

@@ -3,6 +3,9 @@
  * events it polls between requests, so one client thread waiting for a long kernel does
  * not stop its other threads' calls from being served. */
 #include "server/server.h"
+#include "server/events.h"
+#include "server/fault.h"
+#include "server/spin.h"
 
 #include <stdlib.h>
 

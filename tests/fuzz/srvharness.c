@@ -17,6 +17,7 @@
 #undef main
 #include "server/client.c"
 #include "server/worker.c"
+#include "server/ipc.h" /* srv_shares_live: none left once every client is gone */
 
 #include "channel/copyplan.h"
 #include "tests/fuzz/srvharness.h"
