@@ -55,11 +55,12 @@ CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, uns
     return cuStreamWaitValue32_v2(s, addr, value, flags);
 }
 
-// Same as cuStreamBatchMemOp_v2.
+// The first version: the real driver (580.159.04, H200) refuses it; _v2 is the call.
 CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops,
                             unsigned int flags)
 {
-    return cuStreamBatchMemOp_v2(s, count, ops, flags);
+    (void)s, (void)count, (void)ops, (void)flags;
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 // Same as cuStreamWaitValue64_v2.

@@ -509,10 +509,11 @@ CUresult v1_write64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned f)
     return plain_cuStreamWriteValue64_v2(PT(s), a, v, f);
 }
 
-// cuStreamBatchMemOp_ptsz (v1): as the v2 one.
+// cuStreamBatchMemOp_ptsz (v1): refused, as the real driver refuses the first version.
 CUresult v1_batch(CUstream s, unsigned n, CUstreamBatchMemOpParams *ops, unsigned f)
 {
-    return plain_cuStreamBatchMemOp_v2(PT(s), n, ops, f);
+    (void)s, (void)n, (void)ops, (void)f;
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* Stream capture and graph launches, stream 0 = per-thread stream. */

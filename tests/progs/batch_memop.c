@@ -1,17 +1,13 @@
-/* batch_memop: cuStreamBatchMemOp (_v2, and the first version under its own name), an array
- * of tagged unions (CUstreamBatchMemOpParams: the operation says which members hold an
- * address). A batch writes 32 and 64-bit values (and a barrier); a batch waits on one
- * stream for a value another stream writes, then writes behind the wait; a misaligned
- * address is refused as the driver refuses it. With --shim (through the shim only: a driver
- * need not check where an address lies): an address outside the caller's memory is refused
- * by the server's check of the member the operation makes live. */
+/* batch_memop: cuStreamBatchMemOp (_v2: the driver refuses the first version, and so does
+ * the shim, as an unsupported call), an array of tagged unions (CUstreamBatchMemOpParams:
+ * the operation says which members hold an address). A batch writes 32 and 64-bit values (and a
+ * barrier); a batch waits on one stream for a value another stream writes, then writes behind the
+ * wait; a misaligned address is refused as the driver refuses it. With --shim (through the shim
+ * only: a driver need not check where an address lies): an address outside the caller's memory is
+ * refused by the server's check of the member the operation makes live. */
 #include "tests/progs/common.h"
 
 #include <string.h>
-
-/* The first version, which cuda.h no longer declares (the driver still exports it). */
-CUresult batch_v1(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops,
-                  unsigned int flags) __asm__("cuStreamBatchMemOp");
 
 static CUstreamBatchMemOpParams op_write(CUstreamBatchMemOpType t, CUdeviceptr a, uint64_t v)
 {
@@ -34,7 +30,7 @@ static CUstreamBatchMemOpParams op_plain(CUstreamBatchMemOpType t)
     return o;
 }
 
-static void writes(CUstream s, CUdeviceptr buf, int v1)
+static void writes(CUstream s, CUdeviceptr buf)
 {
     /* A barrier between them: the second version's (a flush of remote writes, which the
      * first also has, is not on every device). */
@@ -47,14 +43,14 @@ static void writes(CUstream s, CUdeviceptr buf, int v1)
     /* Zeroed in the batch's stream order: a non-blocking stream is unordered with the
      * default stream a plain memset runs on. */
     CHECK(cuMemsetD32Async(buf, 0, 4, s));
-    CHECK(v1 ? batch_v1(s, 2, ops, 0) : cuStreamBatchMemOp(s, 3, ops, 0));
+    CHECK(cuStreamBatchMemOp(s, 3, ops, 0));
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemcpyDtoH(got, buf, sizeof(got)));
     uint64_t wide;
     memcpy(&wide, &got[2], sizeof(wide));
     REQUIRE(got[0] == 7 && wide == 0x1122334455667788ull, "got %u and %#llx", got[0],
             (unsigned long long)wide);
-    t_ok("a batch%s writes 32 and 64-bit values", v1 ? " (v1)" : " with a barrier");
+    t_ok("a batch with a barrier writes 32 and 64-bit values");
 }
 
 /* The waiting batch's stream runs its write only once another stream has written the
@@ -104,8 +100,7 @@ int main(int argc, char **argv)
     CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
     CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
     CHECK(cuMemAlloc(&buf, 64));
-    writes(a, buf, 0);
-    writes(a, buf, 1);
+    writes(a, buf);
     wait_then_write(a, b, buf);
     refused(a, buf, t_has_flag(argc, argv, "--shim"));
     CHECK(cuMemFree(buf));
