@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "server/server.h"
 #include "server/control.h"
+#include "server/settings.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -213,20 +214,7 @@ static void read_idle(void)
 {
     static int done;
     if (done++) return;
-    const char *v = getenv("MPSSHIM_CONTROL_IDLE");
-    unsigned long long s = CONTROL_IDLE_DEFAULT_S;
-    if (v && *v) {
-        char *end;
-        errno = 0;
-        s = strtoull(v, &end, 10);
-        if (*v == '-' || errno || *end || s > 1000000) {
-            srv_log("MPSSHIM_CONTROL_IDLE=%s is not a number of seconds (0 to 1000000): %d is "
-                    "used",
-                    v, CONTROL_IDLE_DEFAULT_S);
-            s = CONTROL_IDLE_DEFAULT_S;
-        }
-    }
-    idle_ns = s * 1000000000ull;
+    idle_ns = srv_settings_seconds_ns("MPSSHIM_CONTROL_IDLE", CONTROL_IDLE_DEFAULT_S, 1000000);
 }
 
 /* A connection that can be closed to make room for one of `admin`'s: the one idle (or

@@ -41,6 +41,7 @@
 #include "server/server.h"
 #include "server/events.h"
 #include "server/fault.h"
+#include "server/settings.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -416,20 +417,7 @@ static void *fault_main(void *arg)
 
 int srv_fault_start(void)
 {
-    const char *v = getenv("MPSSHIM_FAULT_LINGER");
-    unsigned long long s = FAULT_LINGER_DEFAULT_S;
-    if (v && *v) {
-        char *end;
-        errno = 0;
-        s = strtoull(v, &end, 10);
-        if (*v == '-' || errno || *end || s > 86400) {
-            srv_log("MPSSHIM_FAULT_LINGER=%s is not a number of seconds (0 to 86400): %d is "
-                    "used",
-                    v, FAULT_LINGER_DEFAULT_S);
-            s = FAULT_LINGER_DEFAULT_S;
-        }
-    }
-    linger_ns = s * 1000000000ull;
+    linger_ns = srv_settings_seconds_ns("MPSSHIM_FAULT_LINGER", FAULT_LINGER_DEFAULT_S, 86400);
     if (pthread_create(&thread, NULL, fault_main, NULL) != 0) return -1;
     started = 1;
     return 0;

@@ -46,6 +46,7 @@
 #include "server/handover.h"
 #include "server/policy.h"
 #include "server/recycle.h"
+#include "server/settings.h"
 
 #include "channel/spawn.h"
 
@@ -82,20 +83,7 @@ void srv_recycle_init(char **argv, int listen_fd, int control_fd, int lock_fd, i
     lockfd = lock_fd;
     fg = foreground;
     main_thread = pthread_self();
-    const char *v = getenv("MPSSHIM_RECYCLE_IDLE");
-    unsigned long long s = RECYCLE_IDLE_DEFAULT_S;
-    if (v && *v) {
-        char *end;
-        errno = 0;
-        s = strtoull(v, &end, 10);
-        if (*v == '-' || errno || *end || s > 1000000) {
-            srv_log("MPSSHIM_RECYCLE_IDLE=%s is not a number of seconds (0 to 1000000): %d is "
-                    "used",
-                    v, RECYCLE_IDLE_DEFAULT_S);
-            s = RECYCLE_IDLE_DEFAULT_S;
-        }
-    }
-    idle_ns = s * 1000000000ull;
+    idle_ns = srv_settings_seconds_ns("MPSSHIM_RECYCLE_IDLE", RECYCLE_IDLE_DEFAULT_S, 1000000);
 }
 
 void srv_recycle_served(void)

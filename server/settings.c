@@ -8,6 +8,7 @@
 #include "server/policy.h"
 #include "channel/spawn.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,4 +138,20 @@ void srv_settings_driver_env(void)
      * queues". No setting gives both; overlap is what this server is for. 32 is the driver's
      * most. */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+}
+
+uint64_t srv_settings_seconds_ns(const char *name, unsigned dflt, unsigned long long max)
+{
+    const char *v = getenv(name);
+    unsigned long long s = dflt;
+    if (v && *v) {
+        char *end;
+        errno = 0;
+        s = strtoull(v, &end, 10);
+        if (*v == '-' || errno || *end || s > max) {
+            srv_log("%s=%s is not a number of seconds (0 to %llu): %u is used", name, v, max, dflt);
+            s = dflt;
+        }
+    }
+    return s * 1000000000ull;
 }

@@ -15,5 +15,9 @@ void srv_settings_limits(void);
 /* Before cuInit: the environment the driver will see (no MPS client settings unless
  * MPSSHIM_ON_MPS, 32 hardware work queues). */
 void srv_settings_driver_env(void);
+/* A setting in whole seconds, 0 to max, from variable name, in nanoseconds: dflt when unset
+ * or empty; anything else is logged and dflt used. For the parts that read their own setting
+ * when they start (fault.c, recycle.c, controlsock.c). */
+uint64_t srv_settings_seconds_ns(const char *name, unsigned dflt, unsigned long long max);
 
 #endif
