@@ -9,7 +9,7 @@
  * kernels do not concern it. In one shared context (mpsshim's server) the driver's cuMemFree
  * waits for every kernel of the context, so a free can take as long as the other process's
  * queued kernels (up to KERNELS x MS); a server that frees from a pool (MPSSHIM_DEVICE_POOL=1,
- * server/devmem.c) should not.
+ * server/memory/devmem.c) should not.
  *
  * usage: freewait --index 0|1 --barrier FILE [--repeats R] [--kernels K] [--ms MS]
  *                 [--pairs N] [--pause-ms P] [--kernel spin_ns|delay_set]

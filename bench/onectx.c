@@ -8,7 +8,7 @@
  *
  * --green gives each thread a green context of its own over all the device's SMs (its stream
  * made there; the kernel, memory and the rest stay in the primary context, as the server's
- * SM shares do, server/green.c): whether launches through separate green contexts escape
+ * SM shares do, server/limits/green.c): whether launches through separate green contexts escape
  * the one context's ceiling. --overlap-ms M then has every thread, together, launch one
  * 2-block kernel spinning M ms (bench/spin.ptx) on its stream and wait for it: the time all
  * took says whether the threads' streams (in green contexts or not) run side by side

@@ -294,7 +294,7 @@ void chan_lane_post_at(struct chan *c, uint32_t lane, CUresult result, uint32_t 
 }
 
 /* A thread that tires of spinning for a reply the GPU posts tells the worker, which polls
- * such waits slowly while their threads spin (server/worker.c), so that it wakes the thread
+ * such waits slowly while their threads spin (server/core/worker.c), so that it wakes the thread
  * promptly once the GPU has posted. */
 static void nudge(void *arg)
 {

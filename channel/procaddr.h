@@ -1,7 +1,7 @@
 /* The real driver's cuGetProcAddress answers (generated from gen/data/procaddress-*.tsv
  * into build/gen/shim_procaddr.c): for a name, flags and first CUDA version, the symbol it
  * returns, or the status it fails with. Both ends link the table: the server builds the
- * answers it sends from it (server/procaddr.c), the client answers from it when it has no
+ * answers it sends from it (server/code/procaddr.c), the client answers from it when it has no
  * server's (interpose/procaddr.c); the names are the generator's. */
 #ifndef MPSSHIM_PROCADDR_H
 #define MPSSHIM_PROCADDR_H

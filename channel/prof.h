@@ -1,7 +1,7 @@
 /* Where a process's waiting goes, to find it before changing anything (issue 12): counters
  * kept only in a build made with `make PROFILE=1` (-DMPSSHIM_PROFILE); in every other build
  * the calls compile to nothing. Process-wide: the server's are all its workers' together,
- * and each worker keeps its client's own share (server/worker.c). */
+ * and each worker keeps its client's own share (server/core/worker.c). */
 #ifndef MPSSHIM_PROF_H
 #define MPSSHIM_PROF_H
 

@@ -61,7 +61,7 @@ struct chan_hello {
     char pinned_mem_limit[512];        /* PINNED_DEVICE_MEM_LIMIT, e.g. "0=1G,1=512M" */
     char client_priority[32];          /* CLIENT_PRIORITY, "0" or "1" */
     /* The client's CUDA_VISIBLE_DEVICES, which selects and orders among the server's
-     * devices (server/devices.c parses it); visible_set 0: unset (every device), as an
+     * devices (server/core/devices.c parses it); visible_set 0: unset (every device), as an
      * empty value is not (no device). A value too long is sent as one that selects none. */
     uint32_t visible_set;
     char visible_devices[1024];
@@ -150,7 +150,7 @@ _Static_assert(sizeof(struct chan_lane) == CHAN_LANE_SIZE, "lane layout");
  * server's graph holds, for it, a host function of the server's that stores 0 in
  * hn_flag[slot] and posts CHAN_CB_NODE | slot, then a batch mem-op node waiting for
  * hn_flag[slot] == 1, which the client's callback thread stores after running
- * hn_fn[slot](hn_user[slot]). Slots are handed out by the server (server/hostfn.c); it
+ * hn_fn[slot](hn_user[slot]). Slots are handed out by the server (server/graphs/hostfn.c); it
  * writes hn_fn and hn_user from the client's requests and copies them between slots, but
  * never calls nor trusts them (they are the client's own pointers, used only in the
  * client); it only ever writes hn_flag. */
@@ -214,7 +214,7 @@ struct chan_shm {
     _Atomic uint32_t alert;
     /* Server -> client, a hint: how many µs a thread waiting for a reply should spin
      * before it sleeps, plus one; 0: no hint (the client's own MPSSHIM_SPIN_US). The server
-     * lowers it while it has more busy clients than its CPUs can spin for (server/spin.c);
+     * lowers it while it has more busy clients than its CPUs can spin for (server/core/spin.c);
      * a client never spins longer than its own setting. The server never reads it back. */
     _Atomic uint32_t spin_hint_us;
     /* Server -> client, a hint: 0, ring the doorbell for every record published while the
@@ -222,7 +222,7 @@ struct chan_shm {
      * to this many µs (and CHAN_COALESCE_MAX records), ringing with its next record that
      * waits, before it waits for anything, or once that long has passed; the server wakes a
      * worker whose ring holds records it was not rung for within about as long
-     * (server/coalesce.c). The server sets it only while its CPUs are all wanted, where each
+     * (server/core/coalesce.c). The server sets it only while its CPUs are all wanted, where each
      * wake-up costs a client's step time; it never reads it back: a client that ignores it
      * only rings more, or waits longer for its own work. */
     _Atomic uint32_t coalesce_us;
@@ -276,7 +276,7 @@ struct chan_limit {
 };
 
 /* Reply: u64 address, u64 mapped size; the memfd travels on the socket just before. */
-/* cuMemHostRegister / cuMemHostUnregister (server/memory.c). Registering: the client moved
+/* cuMemHostRegister / cuMemHostUnregister (server/memory/memory.c). Registering: the client moved
  * the pages [addr, addr + bytes) into a memfd, sent just before this record on the socket,
  * which the server maps at the same address and registers with the driver. */
 enum chan_host_register_what {
@@ -332,7 +332,7 @@ struct chan_copy {
     uint32_t first_chunk; /* staging chunk number of the first chunk (slot protocol) */
 };
 
-/* __managed__ variables (interpose/mvars.c, server/managed.c). Such a variable is the
+/* __managed__ variables (interpose/mvars.c, server/memory/managed.c). Such a variable is the
  * driver's managed memory in the server, which a client cannot map; the client keeps a host
  * copy at the same address and moves bytes between the two at the points CUDA's rules for
  * managed memory without concurrent access allow. Every entry names bytes of one variable
@@ -501,7 +501,7 @@ struct chan_cond_node_made {
     uint64_t root; /* the outermost graph of the client's the node lies in */
 };
 
-/* IPC between clients of one server (server/ipc.c). The 64 handle bytes are the server's
+/* IPC between clients of one server (server/memory/ipc.c). The 64 handle bytes are the server's
  * own (struct srv_ipc_handle there); the client only carries them. */
 enum chan_ipc_what {
     CHAN_IPC_GET_MEM = 1, /* value = device address -> handle */
@@ -552,7 +552,7 @@ struct chan_host_func {
     uint32_t pad;
 };
 
-/* The server's driver's cuGetProcAddress answers (server/procaddr.c), probed once at
+/* The server's driver's cuGetProcAddress answers (server/code/procaddr.c), probed once at
  * start; a client (of a server of minor 1 or more: protocol 5.1, once 4.3) reads them page
  * by page right after the handshake and answers cuGetProcAddress from them
  * (interpose/procaddr.c), checking everything.

@@ -1,5 +1,5 @@
 /* A sorted table of non-overlapping address ranges, for range lookup by any address inside
- * one: the server's record of each client's memory (server/registry.c) and the client's
+ * one: the server's record of each client's memory (server/core/registry.c) and the client's
  * mirror of its own (interpose/ranges.c) are both one of these. Each element starts with a
  * struct chan_range and carries its owner's fields after it (elem bytes in all). The table
  * takes no lock: each user guards it as its own rules say. */

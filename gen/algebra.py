@@ -20,7 +20,7 @@ size functions the descriptor names, whose order the generated tables keep).
 import re
 
 DPTR_TYPES = ("CUdeviceptr", "CUdeviceptr_v2")
-# A client's devices are its own ordinals (server/devices.c maps them): these types, and the
+# A client's devices are its own ordinals (server/core/devices.c maps them): these types, and the
 # id of this struct where its type is a device, are mapped wherever they travel.
 DEVICE_TYPES = ("CUdevice", "CUdevice_v1")
 LOCATION_TYPE = "CUmemLocation"

@@ -1,7 +1,7 @@
 """The protocol's hand-written operations: the %op rows of cuda_symbols.txt -> their numbers
 (chan_ops.h), the rows of the server's dispatch table (srv_ops.def) and its handlers'
 declarations (srv_ops.h). gen/gen.py calls parse() from its parse step and write() from its
-write step; the dispatch mechanics are hand-written (server/worker.c, with struct srv_op).
+write step; the dispatch mechanics are hand-written (server/core/worker.c, with struct srv_op).
 
 A row: %op NAME custom:FAMILY.FN [payload:TYPE[+]] [short:ERROR|short:protocol]
                                   [after-fault] [takes-blob] [unrung]   # payload -> reply
@@ -145,7 +145,7 @@ def srv_ops_h(ops):
 
 def srv_ops_def(ops):
     lines = ["/* %s */" % HEADER,
-             "/* The rows of server/worker.c's dispatch table (struct srv_op there). */"]
+             "/* The rows of server/core/worker.c's dispatch table (struct srv_op there). */"]
     for op in ops:
         flags = ["SRV_OP_" + f.upper().replace("-", "_") for f in sorted(op.flags - {"unrung"})]
         if op.payload and not op.more:

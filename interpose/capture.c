@@ -1,5 +1,5 @@
 /* Stream capture modes, kept in the client. The server captures in relaxed mode whatever
- * the client asked for (server/graph.c says why), so what a mode forbids is forbidden here,
+ * the client asked for (server/graphs/graph.c says why), so what a mode forbids is forbidden here,
  * per process as the driver does: a thread not in relaxed mode may make no "potentially
  * unsafe" call (allocations, frees, event queries) while it has a capture of its own that
  * is not relaxed, nor, in global mode, while another thread has a global capture. The call

@@ -4,7 +4,7 @@
  * nodes to interpose/graph.c's packed path, host nodes to hostfn.c's, the rest to their
  * described calls), so the server sees nothing new and checks what it always checks.
  * Conditional nodes, which no typed call stands for, have an operation of their own
- * (CHAN_OP_COND_NODE, server/graphcond.c); their parameters cannot be changed here. The
+ * (CHAN_OP_COND_NODE, server/graphs/graphcond.c); their parameters cannot be changed here. The
  * node types the shim does not carry (batch memory operations, external semaphores) are
  * refused with CUDA_ERROR_NOT_SUPPORTED and one line naming the type. Non-default edge
  * data is added after the node, by cuGraphAddDependencies_v2. */

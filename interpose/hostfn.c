@@ -3,7 +3,7 @@
  * chan_callbacks, says how the server holds the stream or graph until they are done).
  * Application threads never run them, so a thread blocked in a synchronisation never has
  * to. A host node's function and data live in its slot of the shared segment, where the
- * server writes them (server/hostfn.c). */
+ * server writes them (server/graphs/hostfn.c). */
 #include "interpose/shim.h"
 
 #include <string.h>

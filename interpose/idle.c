@@ -23,7 +23,7 @@
  * synchronisation; a server going away sets `dead`, which shim_ready() answers before any
  * of this. The word too is read before the question is sent, and an answer is used only
  * while it has not moved. A synchronisation reports a deferred error, a query does not (as
- * in the server, server/waits.c): so an answer a query gave is used for queries only, one a
+ * in the server, server/core/waits.c): so an answer a query gave is used for queries only, one a
  * synchronisation gave for both, since that synchronisation took every deferred error and
  * a new one needs a record (every srv_defer is in the replay of one).
  *

@@ -1,4 +1,4 @@
-/* IPC handles between clients of one server (server/ipc.c says what a handle is and how
+/* IPC handles between clients of one server (server/memory/ipc.c says what a handle is and how
  * long what it names lives). Here: one CHAN_OP_IPC round trip per call, and what the
  * client knows of what it opened: opened memory enters its ranges (so copies and pointer
  * queries see device memory), an opened event its known events. */

@@ -2,7 +2,7 @@
  *
  * The driver's managed memory lives in one process's address space and migrates on faults;
  * the server cannot hand it to a client. So a managed allocation here is shared host memory,
- * made exactly as pinned memory is (memory.c, shim_host_alloc; server/memory.c): a memfd the
+ * made exactly as pinned memory is (memory.c, shim_host_alloc; server/memory/memory.c): a memfd the
  * server maps at one address in both processes and registers with
  * cuMemHostRegister(PORTABLE|DEVICEMAP), so that the one pointer means the same bytes to the
  * program, to the server and to the GPU (unified addressing: the device pointer is the host
@@ -295,7 +295,7 @@ CUresult SHIM_IMPL(cuMemDiscardAndPrefetchBatchAsync)(CUdeviceptr *dptrs, size_t
 
 /* ---------------------------------------------------------------- cuMemFree */
 
-/* cuMemFree of managed memory: the server frees it (server/managed.c); the mapping here goes
+/* cuMemFree of managed memory: the server frees it (server/memory/managed.c); the mapping here goes
  * once it has. The range leaves the mirror before `after` runs, so `before` notes it. */
 static __thread struct shim_range freeing;
 

@@ -151,7 +151,7 @@ CUresult shim_host_free_quiet(void *p)
 
 /* cuMemHostRegister: the server cannot see this process's pages, so they move into shared
  * memory first: a memfd the server maps at the same addresses and registers (see
- * server/memory.c, host_register); once it has, the current contents go into the memfd and
+ * server/memory/memory.c, host_register); once it has, the current contents go into the memfd and
  * the memfd replaces the pages here (MAP_FIXED), so that one address names the same bytes
  * in the program, in the server and on the GPU. From then on the range is pinned memory
  * like cuMemHostAlloc's. Limits (README): whole pages move, so other data sharing those
@@ -213,7 +213,7 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
                               CUDA_ERROR_NOT_SUPPORTED);
     if ((r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
     /* Sealed against resizing: the server maps it too and stores into it (it refuses a
-     * memfd that could shrink under it, server/memory.c). */
+     * memfd that could shrink under it, server/memory/memory.c). */
     int fd = memfd_create("mpsshim-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0 || ftruncate(fd, (off_t)len) != 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {

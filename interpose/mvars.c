@@ -16,7 +16,7 @@
  *    snapshot of what D holds as far as this process knows (a client can only fool itself),
  *    and only the span from the first to the last changed byte of each variable goes. The
  *    server orders the push before every later work of the client on any stream
- *    (server/managed.c), so a push costs no round trip. With no host write there is no
+ *    (server/memory/managed.c), so a push costs no round trip. With no host write there is no
  *    push, so D is never overwritten with what the host saw before the device wrote it
  *    (a kernel writes, the next one reads, no synchronisation between: it reads the first
  *    one's value).

@@ -117,7 +117,7 @@ CUresult SHIM_IMPL(cuStreamGetFlags)(CUstream hStream, unsigned int *flags)
 
 /* The priority as the client asked for it, clamped to the device's range as the driver
  * does: the server makes the real stream a few steps apart (client priorities and SM
- * shares, server/policy.c), which the client must not see. */
+ * shares, server/limits/policy.c), which the client must not see. */
 CUresult SHIM_IMPL(cuStreamGetPriority)(CUstream hStream, int *priority)
 {
     struct shim_known k;

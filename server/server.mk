@@ -1,6 +1,6 @@
 # mpsshim-server (links the real driver at run time only, by dlopen), mpsshim-control and
 # the launcher mpsshim-run.
-SRV_SRC := $(filter-out server/ctl.c server/run.c,$(wildcard server/*.c))
+SRV_SRC := $(filter-out server/control/ctl.c server/control/run.c,$(wildcard server/*/*.c))
 SRV_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRV_SRC)) $(B)/obj/gen/srv_hooks.o \
            $(B)/obj/gen/shim_procaddr.o
 SRV_BIN := $(B)/mpsshim-server
@@ -12,8 +12,8 @@ all: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN)
 $(SRV_BIN): $(SRV_OBJ) $(CHANNEL_OBJ)
 	$(CC) -o $@ $(SRV_OBJ) $(CHANNEL_OBJ) $(LDFLAGS) -lffi -ldl
 
-$(CTL_BIN): $(B)/obj/server/ctl.o $(B)/obj/channel/spawn.o $(B)/obj/channel/version.o
+$(CTL_BIN): $(B)/obj/server/control/ctl.o $(B)/obj/channel/spawn.o $(B)/obj/channel/version.o
 	$(CC) -o $@ $^ $(LDFLAGS)
 
-$(RUN_BIN): $(B)/obj/server/run.o $(B)/obj/channel/layout.o $(B)/obj/channel/version.o
+$(RUN_BIN): $(B)/obj/server/control/run.o $(B)/obj/channel/layout.o $(B)/obj/channel/version.o
 	$(CC) -o $@ $^ $(LDFLAGS)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Limits and counts are a client process's, not a connection's (issue 34: S5, S6, S9;
-# server/account.c). Own server, with a 4 MiB pinned memory cap and 300 records a process:
+# server/limits/account.c). Own server, with a 4 MiB pinned memory cap and 300 records a process:
 #  - rawclient accounts: one process with three connections under a 4 MiB device memory
 #    limit, the pinned cap and the record cap: each holds for the three together; a ninth
 #    connection of the process is refused;

@@ -132,7 +132,7 @@ run_test unit-ranges 60 "$B/tests/unit/ranges_test"
 run_test procaddr-vs-driver 60 env MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
     MPSSHIM_PIPE_DIRECTORY="$WORK/none" "$B/tests/unit/procaddr_test" "$SHIM" \
     "$ROOT/gen/data/procaddress-580.159.04.tsv"
-# Through a server, the answers are its driver's (server/procaddr.c): the CPU test driver
+# Through a server, the answers are its driver's (server/code/procaddr.c): the CPU test driver
 # answers as the 580 driver, so every row again; its start-up cost is in its log. Own server.
 run_test procaddr-from-server 60 bash -c '
     dir='"$WORK"'/procaddr
@@ -318,7 +318,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 else
     record client-refuses-foreign-server SKIP "needs root and setpriv"
 fi
-# A server that crashes says so in its log, with its stack (server/log.c). Own server.
+# A server that crashes says so in its log, with its stack (server/core/log.c). Own server.
 run_test crash-logged 30 bash -c '
     dir='"$WORK"'/crash
     export MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log
@@ -364,7 +364,7 @@ run_test queued-work-bounded 300 bash "$ROOT/tests/flood.sh" "$B" "$WORK"
 # Graph-memory addresses of one graph in another (the driver's aliasing, seen on an H100): each
 # graph runs on after the other goes, natively and through the shim alike.
 run_test graphmem-aliased 200 bash "$ROOT/tests/graphmem_alias.sh" "$B" "$WORK"
-# The spinning policy (server/spin.c): more busy clients than half the CPUs turn spinning
+# The spinning policy (server/core/spin.c): more busy clients than half the CPUs turn spinning
 # off, and it comes back when they leave; the clients' results stay right. Own server.
 run_test spin-policy 120 bash "$ROOT/tests/spin.sh" "$B" "$WORK"
 # Idle answers the client knows (interpose/idle.c) give way to what only the server can
@@ -413,15 +413,15 @@ run_test trace 120 bash "$ROOT/tests/trace.sh" "$B" "$WORK"
 # cuMemAlloc from the server's arena (the default), its pool (off for good) and the
 # driver's own (MPSSHIM_DEVICE_VMM=0), on a CPU driver whose cuMemFree waits for the whole
 # context: the programs that allocate in many ways through each, and a free beside another
-# client's waiting work (server/devmem.c). Own servers.
+# client's waiting work (server/memory/devmem.c). Own servers.
 run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" arena
 run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
 run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
 # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
-# server/green.c, an experiment): the test programs that use streams in many ways through
+# server/limits/green.c, an experiment): the test programs that use streams in many ways through
 # such a server. Own server.
 run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
-# Doorbell coalescing (MPSSHIM_COALESCE_US, server/coalesce.c, an experiment), the server
+# Doorbell coalescing (MPSSHIM_COALESCE_US, server/core/coalesce.c, an experiment), the server
 # counting itself crowded with one busy client: the programs that launch, copy, wait and
 # call host functions in many ways, and one that waits for its kernel by polling mapped
 # memory with no call that would ring. Own server.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Doorbell coalescing (server/coalesce.c, MPSSHIM_COALESCE_US): on the CPU test driver, with
+# Doorbell coalescing (server/core/coalesce.c, MPSSHIM_COALESCE_US): on the CPU test driver, with
 # the server made to count itself crowded whenever one client is busy (MPSSHIM_SPIN_CPUS=1),
 # so that every busy client may leave its launches unrung:
 #   - programs that launch, from several threads, call host functions and poll pass

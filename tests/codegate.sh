@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A client that connects and loads code while another client's stream is held on a value in
-# its device memory (issue 11; server/codegate.c). In one shared context the driver's module
+# its device memory (issue 11; server/code/codegate.c). In one shared context the driver's module
 # load waits for that stream and holds launches and stream writes of every thread meanwhile
 # (an H200, 580.159.04): the other clients stopped, and so did the release that would have
 # ended the wait when the holding client was killed. The server now lets such calls (code

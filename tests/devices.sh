@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # visible-devices (CI tier, 2 CPU test devices): a client's CUDA_VISIBLE_DEVICES selects and
-# orders among the server's devices (server/devices.c). Indices, their order, a UUID
+# orders among the server's devices (server/core/devices.c). Indices, their order, a UUID
 # prefix, values that select nothing (cuInit: CUDA_ERROR_NO_DEVICE), work landing on the
 # server's device the client calls 0, and forged devices refused by the server itself.
 # Usage: tests/devices.sh BUILD_DIR. Exit 0 when every check passed.

@@ -2,7 +2,7 @@
 # cuMemAlloc served three ways, each on a server of its own, on the CPU test driver told to
 # make cuMemFree wait for its whole context as the real driver does
 # (MPSSHIM_CPUDRV_FREE_WAITS=1):
-#   arena   the server's arena of mapped memory (server/arena.c; the default, asked for
+#   arena   the server's arena of mapped memory (server/memory/arena.c; the default, asked for
 #           here with MPSSHIM_DEVICE_VMM=1 all the same)
 #   pool    the server's pool (MPSSHIM_DEVICE_POOL=1 with MPSSHIM_DEVICE_VMM=0; off for good)
 #   driver  the driver's own (MPSSHIM_DEVICE_VMM=0)

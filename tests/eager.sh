@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A client's first launch of a kernel of an image it loaded at start does not wait for other
-# clients' work (issue 29; server/module.c, eager_load). On the real driver where a GPU is
+# clients' work (issue 29; server/code/module.c, eager_load). On the real driver where a GPU is
 # (its lazy load waits for every stream of the one context), else on the CPU test driver
 # told to do the same (MPSSHIM_CPUDRV_LOAD_WAITS=1): first_launch late loads its library, first_launch busy then
 # queues a 4-s kernel, and late's first launch must end while busy's kernel still runs. The

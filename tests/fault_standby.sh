@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The standby (server/handover.c, MPSSHIM_STANDBY): a server process started before any
+# The standby (server/handover/handover.c, MPSSHIM_STANDBY): a server process started before any
 # fault, which takes over at one. The CPU test driver's cuInit is made to take 800 ms
 # (MPSSHIM_CPUDRV_INIT_DELAY_MS), as a GPU's start-up takes a while; each mode's recovery
 # (the new server's "shared context made again N ms after the fault") is printed, and the

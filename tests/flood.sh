@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Back-pressure on queued work (server/queue.c), on the CPU test driver: two clients flood
+# Back-pressure on queued work (server/core/queue.c), on the CPU test driver: two clients flood
 # the server with asynchronous work behind long kernels while a bystander runs; the
 # server's resident memory must stay under a bound set by MPSSHIM_QUEUE_LIMIT (without one,
 # two floods of copies took it to 806 MB), the bystander and the flooders must pass, and work

@@ -219,7 +219,7 @@ else
     record no-memory-growth FAIL "$MEM1 bytes after round 1, $MEM2 after round 2"
 fi
 # What the driver kept goes back once the server is idle: it starts afresh in the same
-# process (server/recycle.c; MPSSHIM_RECYCLE_IDLE, 10 s by default), and the device's memory
+# process (server/handover/recycle.c; MPSSHIM_RECYCLE_IDLE, 10 s by default), and the device's memory
 # is back where it was when the server first started (within 4 MiB).
 afresh_count() { grep -c "Started afresh" "$WORK/log/server.log"; }
 N_AFRESH=$(afresh_count)
@@ -240,7 +240,7 @@ fi
 
 # A kernel with 8 KiB of local memory per thread grows the shared context's stack (the
 # driver never lowers it: 1.8 GiB on an H200); once its client has left and no other is,
-# the server sets it back and the memory is back (server/context.c, srv_limits_idle).
+# the server sets it back and the memory is back (server/core/context.c, srv_limits_idle).
 # After a fresh start (the memory-back row's, just before), the fault thread's probe
 # stream is made at its first pass, 100 ms in: 2 MiB that are the server's own, not the
 # stack's (on an H200 this row failed by exactly that without the wait).
@@ -521,7 +521,7 @@ fi
 
 # ---------------------------------------------------------------- pools (issue 11)
 # Many clients making, using and destroying memory pools at once, on a server of its own:
-# the driver killed the server inside cuMemPoolDestroy in soaks (H100, H200; server/pools.c).
+# the driver killed the server inside cuMemPoolDestroy in soaks (H100, H200; server/memory/pools.c).
 # The server must survive every pattern of tests/progs/poolrace.c from six clients at once,
 # eight mempool clients and 100 pools at once, hold nothing afterwards, and have given its
 # pools' device memory back (within 64 MiB of what it used before them).

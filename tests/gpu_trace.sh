@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU timeline on a GPU (server/trace.c; issue 29, item 4): the real driver and CUPTI
+# The GPU timeline on a GPU (server/control/trace.c; issue 29, item 4): the real driver and CUPTI
 # behind a server of its own.
 #  1. `trace start`; four bench/overlap clients started together (spin_ns kernels, --barrier);
 #     `trace stop` -> overlap.json.

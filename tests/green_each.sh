@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MPSSHIM_GREEN_EACH=1 (server/green.c, an experiment): every unthrottled client's streams in
+# MPSSHIM_GREEN_EACH=1 (server/limits/green.c, an experiment): every unthrottled client's streams in
 # a green context of its own. On the CPU test driver: the programs of tests/progs/programs.txt
 # that use streams in many ways (below) through a server started so, the `both` ones against
 # their direct run; the server made a green context for clients and holds nothing of theirs

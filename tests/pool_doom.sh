@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pools destroyed with allocations outstanding (server/pools.c): the server must never pass
+# Pools destroyed with allocations outstanding (server/memory/pools.c): the server must never pass
 # such a destroy to the driver, which on an H100 killed it. The CPU test driver is told to
 # die on one (MPSSHIM_CPUDRV_POOL_STRICT=1); natively tests/mempool does exactly that and
 # dies. Nor may the server destroy a pool with memory in use, a free not yet run included

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A server idle after serving clients starts afresh in the same process (server/recycle.c):
+# A server idle after serving clients starts afresh in the same process (server/handover/recycle.c):
 # same pid, the operator's settings kept, its descriptors back to their number at start;
 # a client or a control command that arrives while the new image starts waits and is served;
 # a SIGTERM sent meanwhile still stops it; a connected client, even an idle one, and an open

@@ -24,7 +24,7 @@ fds() { ls "/proc/$S/fd" 2>/dev/null | wc -l; }
 threads() { awk '/^Threads/ {print $2}' "/proc/$S/status"; }
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$S/status"; }
 # The server as it started, before any client: after the soak, once idle, it starts afresh
-# (server/recycle.c) and must be back to this.
+# (server/handover/recycle.c) and must be back to this.
 # (After a second: its fault thread's stream, 2 MiB on an H200, is made at its first pass.)
 sleep 1
 memS=$(mem_used) fdsS=$(fds) thrS=$(threads) rssS=$(rss)
@@ -39,7 +39,7 @@ ctl_bounded() { printf '%s\n' "$1" | timeout 10 "$CTL"; }
 stall_report() {
     echo "the server's clients:"
     ctl_bounded ps
-    # The server's own watch (server/client.c): whose calls are stuck; the stacks below say
+    # The server's own watch (server/core/client.c): whose calls are stuck; the stacks below say
     # which of them holds the driver's lock (the thread in the driver not waiting on a lock).
     echo "calls in progress for 10 s or more, by the server's log (first 5):"
     grep "has been going on" "$MPSSHIM_LOG_DIRECTORY/server.log" | head -n 5

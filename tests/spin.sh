@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The spinning policy (server/spin.c): with more busy clients than half the CPUs the server
+# The spinning policy (server/core/spin.c): with more busy clients than half the CPUs the server
 # spins less ("short"), with more than the CPUs least ("off"), and says so in
 # get_server_status; once they are gone it spins again ("on"). Servers counting 3 and 2 CPUs
 # (MPSSHIM_SPIN_CPUS), bench/fleetc clients for 4 s, and the steps they made must be right

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The stack size the driver grows the shared context to for the clients' kernels goes back
-# to where it started once no client is left (server/context.c, srv_limits_idle): the CPU
+# to where it started once no client is left (server/core/context.c, srv_limits_idle): the CPU
 # test driver raises the limit to 64 KiB at every launch (MPSSHIM_CPUDRV_KERNEL_STACK, as
 # the real driver does for a kernel with that much local memory per thread, which on an
 # H200 cost 1.8 GiB at 8 KiB); tests/stack_limit, run twice one after the other, must find

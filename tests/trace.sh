@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU timelines (server/trace.c, README "GPU timeline"), the whole path on the CPU test driver,
+# GPU timelines (server/control/trace.c, README "GPU timeline"), the whole path on the CPU test driver,
 # whose stand-in for CUPTI (tests/cpudrv/cupti.c) times each kernel, copy and set its streams
 # run:
 #  - the summary and the file on records whose overlaps are known (tests/unit/trace_test);
@@ -42,7 +42,7 @@ done
 if [ -n "$hdr" ]; then
     "${CC:-cc}" -std=gnu11 -Wall -Wextra -Werror -fsyntax-only -I"$CUDA/include" -I"$hdr" \
         -I"$ROOT" "$ROOT/tests/trace_abi.c" >"$W/abi.out" 2>&1 ||
-        fail "server/trace_cupti.h does not match $hdr/cupti_activity.h: $(grep -m1 error "$W/abi.out")"
+        fail "server/control/trace_cupti.h does not match $hdr/cupti_activity.h: $(grep -m1 error "$W/abi.out")"
 else
     echo "SKIP: no cupti_activity.h under $CUDA: the record layout is not checked"
 fi

@@ -1,10 +1,10 @@
-/* The server's own declarations of CUPTI's records (server/trace_cupti.h) against the
+/* The server's own declarations of CUPTI's records (server/control/trace_cupti.h) against the
  * toolkit's cupti_activity.h: every field the server reads is where CUPTI writes it.
  * Compiled (never run) by tests/trace.sh where the header is installed. */
 #include <cupti_activity.h>
 #include <stddef.h>
 
-#include "server/trace_cupti.h"
+#include "server/control/trace_cupti.h"
 
 #define SAME(ours, theirs, a, b)                                                                   \
     _Static_assert(offsetof(ours, a) == offsetof(theirs, b) &&                                     \

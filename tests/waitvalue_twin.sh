@@ -6,7 +6,7 @@
 # context, the blocked one too, cuStreamCreate in any other thread waited for it: the
 # release, which made a stream to write the value that ends the wait, waited for those
 # calls, which waited for the release. A write on a stream made before went through: the
-# server makes its release streams at start (server/main.c, memops.c).
+# server makes its release streams at start (server/control/main.c, memops.c).
 # Here three tests/whole_wait clients set up (their code loaded, since a module load blocked
 # so holds up even that write), then tests/waitvalue_exit --hold waits on its device memory,
 # then they make their calls: the driver's cuMemFree (MPSSHIM_DEVICE_VMM=0),

@@ -2,10 +2,10 @@
  * stream of the primary context waits on cuStreamWaitValue32 for a word of device memory;
  * a second thread makes CALL; half a second later a third thread writes the word on a stream
  * made before the wait (--create: on one it makes then), the way the server ends a departed
- * client's wait (server/memops.c). Prints whether CALL waited, whether an event query and
+ * client's wait (server/memory/memops.c). Prints whether CALL waited, whether an event query and
  * the write went through, and whether CALL ended after the write. What its scratch
  * forerunners (the same steps, 2026-11-27) found on an H200 (driver 580.159.04) is why
- * server/codegate.c and the release streams exist: free, unregister, freehost waited and the
+ * server/code/codegate.c and the release streams exist: free, unregister, freehost waited and the
  * write went through, --create's did not; load, kernelgetfunc, kernellaunch and limit waited
  * and the write waited too; getfunc returned but the write waited; libload, libgetkernel
  * and loadedlaunch did not wait. This form on the same H200 the same day: register,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks a GPU timeline written by `trace stop` (server/trace.c): the file is JSON, the
+"""Checks a GPU timeline written by `trace stop` (server/control/trace.c): the file is JSON, the
 records meet the expectations given, and the summary in its metadata is what the records
 say (each owner's busy time is the union of its intervals, the part beside other clients'
 is recomputed here, and the whole adds up). Prints each thing that does not hold; exit 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Draws a GPU timeline written by `trace stop` (server/trace.c) as one self-contained HTML
+"""Draws a GPU timeline written by `trace stop` (server/control/trace.c) as one self-contained HTML
 page (an SVG and the summary table): for a browser with no way to Perfetto's web UI, such as
 a headless Chromium taking a screenshot on a machine without a network:
 

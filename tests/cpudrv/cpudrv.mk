@@ -10,7 +10,7 @@ CPUDRV_SRCS      := $(filter-out tests/cpudrv/selftest%.c,$(wildcard tests/cpudr
 CPUDRV_OBJS      := $(patsubst tests/cpudrv/%.c,$(CPUDRV_DIR)/obj/%.o,$(CPUDRV_SRCS)) \
                     $(B)/obj/gen/shim_procaddr.o
 CPUDRV_HDRS      := tests/cpudrv/cpudrv.h tests/cpudrv/graph.h tests/cpudrv/cpudrv_exports.h \
-                    server/trace_cupti.h \
+                    server/control/trace_cupti.h \
                     $(GEN_OUT)
 CPUDRV_TEST      := $(CPUDRV_DIR)/selftest
 # CUPTI's activity calls answered by the driver itself (cupti.c): a server given this path

@@ -94,7 +94,7 @@ CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c)
 // while it waits, launches and stream memory operations of other threads wait too, as on an
 // H200 (driver 580.159.04): while cuModuleLoadData waited for a stream blocked on
 // cuStreamWaitValue32, a cuStreamWriteValue32 on another stream waited as well
-// (server/codegate.c). Off by default.
+// (server/code/codegate.c). Off by default.
 static unsigned load_waits;
 static int load_waits_on(void)
 {

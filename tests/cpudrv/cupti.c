@@ -1,8 +1,8 @@
 // A stand-in for CUPTI's activity API: enough for mpsshim-server's GPU timelines
-// (server/trace.c) to run whole in the CI tier. The stream workers time each kernel, copy and
-// set they run (cpudrv_op_run) and the records go to the buffers the tracer registered,
-// as CUPTI hands them over: a full buffer at once from the worker's thread, the rest at a
-// flush. Records have CUPTI's layout (server/trace_cupti.h); stream and context ids are this
+// (server/control/trace.c) to run whole in the CI tier. The stream workers time each kernel, copy
+// and set they run (cpudrv_op_run) and the records go to the buffers the tracer registered, as
+// CUPTI hands them over: a full buffer at once from the worker's thread, the rest at a flush.
+// Records have CUPTI's layout (server/control/trace_cupti.h); stream and context ids are this
 // driver's own, as cuptiGetStreamIdEx / cuptiGetContextId give them.
 //
 // The functions live in the driver library itself, which exports every cu* name;
@@ -15,7 +15,7 @@
 // green context's streams: the tracer must fall back on the driver's stream ids alone.
 #include "cpudrv.h"
 
-#include "server/trace_cupti.h"
+#include "server/control/trace_cupti.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -290,7 +290,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 // and served natively otherwise. =2: a pool destroyed while any of its memory is in use
 // (an allocation, or a free not yet run) kills it too: the H200's driver (same version)
 // killed the server inside a destroy once in a soak; the server now destroys only pools
-// with nothing in use (server/pools.c, spares).
+// with nothing in use (server/memory/pools.c, spares).
 static int pool_strict(void)
 {
     static int on = -1;

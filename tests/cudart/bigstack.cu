@@ -1,7 +1,7 @@
 // bigstack: a kernel with 8 KiB of local memory per thread. The driver grows its context's
 // stack size limit for it (H200: 1024 -> 8192 bytes, 1.8 GiB of device memory) and never
 // lowers it; the GPU tier's stack-back row runs this through the shim and checks that the
-// server's device memory is back once it has left (server/context.c, srv_limits_idle).
+// server's device memory is back once it has left (server/core/context.c, srv_limits_idle).
 // Not in programs.txt: the CPU test driver has no such kernel.
 #include "common.h"
 

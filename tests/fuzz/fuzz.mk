@@ -40,11 +40,11 @@ $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_CHAN) $(B)/gen/shim_desc.c $(B)/gen/shim_ids.
 FUZZ_OBJ_FLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
                   -std=gnu11 -pthread -D__CUDA_API_VERSION_INTERNAL -I$(CUDA)/include -I. -I$(B)/gen \
                   -Wall -Wextra -Werror -Wno-missing-field-initializers
-FUZZ_SRV_SRC := $(filter-out server/main.c server/client.c server/worker.c server/ctl.c server/run.c,\
-                  $(wildcard server/*.c)) $(wildcard channel/*.c)
+FUZZ_SRV_SRC := $(filter-out server/control/main.c server/core/client.c server/core/worker.c server/control/ctl.c server/control/run.c,\
+                  $(wildcard server/*/*.c)) $(wildcard channel/*.c)
 FUZZ_SRV_OBJ := $(patsubst %.c,$(B)/fuzz/obj/%.o,$(FUZZ_SRV_SRC)) \
                 $(addprefix $(B)/fuzz/obj/gen/,shim_desc.o srv_hooks.o shim_procaddr.o)
-FUZZ_SRV_HDR := $(GEN_OUT) $(wildcard channel/*.h server/*.h)
+FUZZ_SRV_HDR := $(GEN_OUT) $(wildcard channel/*.h server/*/*.h)
 
 $(B)/fuzz/obj/%.o: %.c $(FUZZ_SRV_HDR)
 	@mkdir -p $(@D)
@@ -57,7 +57,7 @@ $(B)/fuzz/obj/gen/%.o: $(B)/gen/%.c $(FUZZ_SRV_HDR)
 $(B)/fuzz/obj/channel/version.o: private FUZZ_OBJ_FLAGS += -DMPSSHIM_RELEASE='"fuzz"' -DMPSSHIM_COMMIT='""'
 
 $(B)/fuzz/fuzz_server: tests/fuzz/fuzz_server.c tests/fuzz/srvharness.c tests/fuzz/srvharness.h \
-                       server/main.c server/client.c server/worker.c $(FUZZ_SRV_OBJ) \
+                       server/control/main.c server/core/client.c server/core/worker.c $(FUZZ_SRV_OBJ) \
                        | $(CPUDRV_LIB) $(KDIR)/kernels.ptx $(KDIR)/cond.ptx
 	$(FUZZ_CC) $(FUZZ_OBJ_FLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_server.c \
 		tests/fuzz/srvharness.c $(FUZZ_SRV_OBJ) -lffi -ldl

@@ -25,7 +25,7 @@
 #include "channel/desc.h"
 #include "channel/marshal.h"
 #include "channel/proto.h"
-#include "server/server.h"
+#include "server/core/server.h"
 #include "tests/fuzz/srvharness.h"
 
 #include <fcntl.h>

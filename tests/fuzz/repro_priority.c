@@ -1,7 +1,7 @@
 /* Reproducer of a finding of fuzz_server (issue 34, item 9): a stream priority from the
  * client overflows the server's arithmetic.
  *
- * srv_policy_stream_priority (server/policy.c) computes requested - 2 (- 1) in int before
+ * srv_policy_stream_priority (server/limits/policy.c) computes requested - 2 (- 1) in int before
  * clamping to the device's range; a client that asks for priority INT_MIN (cuStreamCreate-
  * WithPriority's argument, sent as is in chan_stream_create) makes that a signed overflow:
  * undefined behaviour, and under UBSan (tests/asan.sh's server, -fno-sanitize-recover) the

@@ -13,11 +13,11 @@
  * context is a finding here (fh_check_idle), since the fuzz target never launches a kernel
  * that can fault. */
 #define main srv_fuzz_server_main
-#include "server/main.c"
+#include "server/control/main.c"
 #undef main
-#include "server/client.c"
-#include "server/worker.c"
-#include "server/ipc.h" /* srv_shares_live: none left once every client is gone */
+#include "server/core/client.c"
+#include "server/core/worker.c"
+#include "server/memory/ipc.h" /* srv_shares_live: none left once every client is gone */
 
 #include "channel/copyplan.h"
 #include "tests/fuzz/srvharness.h"

@@ -1,8 +1,8 @@
 /* alloc_churn: cuMemAlloc and cuMemFree of many sizes, in a shuffled order, checking that no
  * two live allocations share a byte and that each keeps what was written into it. Whatever
  * serves the allocations (the driver natively; through the shim the driver, or the server's
- * pool or arena, server/devmem.c and server/arena.c, which place small allocations side by
- * side in shared slabs) must give the same answers.
+ * pool or arena, server/memory/devmem.c and server/memory/arena.c, which place small allocations
+ * side by side in shared slabs) must give the same answers.
  *
  * Rounds: allocate N blocks of sizes from 1 byte to 3 MiB (mostly small, some across the
  * arena's class and slab boundaries), fill each with its own number (cuMemsetD8 over the

@@ -1,7 +1,7 @@
 /* coalesce_quiet: a program that launches a kernel and then waits for it with no CUDA call
  * at all, polling a word of its pinned host memory that the kernel writes (as programs that
  * hand results through mapped memory do). Through a server that lets launches go unrung
- * (server/coalesce.c) nothing the program does rings for the launch: the server must still
+ * (server/core/coalesce.c) nothing the program does rings for the launch: the server must still
  * replay it. 300 rounds on two streams, each kernel writing its round's number; the write
  * must be seen within 10 s (a liveness bound, not a timing: natively it is microseconds).
  * Same output natively and through the shim. */

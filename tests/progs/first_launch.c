@@ -1,5 +1,5 @@
 /* first_launch busy SECONDS | late GOFILE: a client's first launch of a kernel it loaded at
- * start must not wait for another client's work (issue 29; server/module.c, eager_load).
+ * start must not wait for another client's work (issue 29; server/code/module.c, eager_load).
  *   busy   keeps its stream busy with one kernel of SECONDS (delay_set), prints "busy" once
  *          it is queued, and ends when it has run.
  *   late   loads kernels.ptx as a library at start (as cudart does), prints "loaded", waits

@@ -12,7 +12,7 @@
  *   flood --wait-host MB    a host function on the stream blocks until this thread has
  *                           queued MB MiB of pageable copies behind it.
  * Both --wait modes must finish: work that waits on a later call of the client must never
- * wait for the server's bound on queued work (server/queue.c). */
+ * wait for the server's bound on queued work (server/core/queue.c). */
 #include "tests/progs/common.h"
 
 #include <stdio.h>

@@ -21,7 +21,7 @@
  *   both with the virtual memory calls, A unmapping,
  *   releasing and freeing its range right after the copy is queued: natively the copy
  *   faults (the driver unmaps at once); through the shim the unmap waits for A's work, and
- *   A must read its own data, never B's (it read B's secret before: server/vmm.c). */
+ *   A must read its own data, never B's (it read B's secret before: server/memory/vmm.c). */
 #include "tests/progs/common.h"
 
 #include <errno.h>

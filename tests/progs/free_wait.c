@@ -7,7 +7,7 @@
  * In a server that replays both on one context, a cuMemFree that waits for the whole
  * context (the driver's does) waits for A's host function, which waits for B: A's host
  * function gives up after 15 s and A fails. Through the shim this passes when the server
- * frees without that wait (its arena, the default, or its pool: server/devmem.c);
+ * frees without that wait (its arena, the default, or its pool: server/memory/devmem.c);
  * tests/devpool.sh runs it so, on the CPU test driver told to make cuMemFree wait for its
  * whole context (MPSSHIM_CPUDRV_FREE_WAITS=1), and with the driver's cuMemAlloc
  * (MPSSHIM_DEVICE_VMM=0) too, where it must fail. */

@@ -126,7 +126,7 @@ static void attributes(CUmemoryPool pool)
 
 /* A pool just made holds nothing and has a new pool's attributes, whatever the pools made
  * and destroyed before it held or were set to (the server hands out a destroyed pool's
- * driver pool again, made new: server/pools.c). */
+ * driver pool again, made new: server/memory/pools.c). */
 static void new_pool_defaults(CUmemoryPool pool, const char *what)
 {
     for (size_t i = 0; i < sizeof reuse / sizeof reuse[0]; i++) {
@@ -275,7 +275,7 @@ static void errors(CUmemoryPool def, CUstream s)
 
 /* Another device's access to a pool does not outlive the pool: the next pool made gives
  * that device none, as a new pool does (through the shim it may be the same driver pool,
- * made new: server/pools.c). Only where a second device can reach this one; prints nothing
+ * made new: server/memory/pools.c). Only where a second device can reach this one; prints nothing
  * otherwise, natively and through the shim alike. */
 static void access_not_inherited(const CUmemPoolProps *props, CUdevice dev)
 {
@@ -309,7 +309,7 @@ static void access_not_inherited(const CUmemPoolProps *props, CUdevice dev)
 }
 
 /* --many: MANY pools at once, each used (an allocation written, freed, synchronized), then
- * all destroyed; twice. More pools than the server keeps as spares (server/pools.c: 64)
+ * all destroyed; twice. More pools than the server keeps as spares (server/memory/pools.c: 64)
  * are destroyed there, which must be the spares that hold nothing. */
 #define MANY 100
 static void many_pools(const CUmemPoolProps *props, CUstream s)

@@ -10,7 +10,7 @@
  * Prints the rounds done and PASS. Natively it shows what the driver allows many threads
  * of one process to do with pools, which is what the server does with many clients' pool
  * calls: on an H100 (driver 580.159.04) modes 0, 1 and 9 killed the process within 10 s
- * with 8 threads, 2, 3 and 4 ran clean (server/pools.c). Through the shim, one thread per
+ * with 8 threads, 2, 3 and 4 ran clean (server/memory/pools.c). Through the shim, one thread per
  * client and several clients, it shows that the server survives them. Not in
  * programs.txt: a native run may die by design. */
 #include "tests/progs/common.h"

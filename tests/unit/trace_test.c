@@ -1,4 +1,4 @@
-/* The GPU timeline's summary and file (server/trace_write.c) on records whose overlaps are
+/* The GPU timeline's summary and file (server/control/trace_write.c) on records whose overlaps are
  * known. Usage: trace_test [FILE.json]: also writes the trace of the first case to FILE, for
  * tests/trace.sh to load with a JSON parser.
  *
@@ -11,8 +11,8 @@
  * A's busy time is the union of its streams, 150; beside B [100,150): 50. B beside A 50 and
  * C 10: 60. C beside B 10. The server beside any client 10. Any work: [0,200) [300,500): 400;
  * two clients at once: 50 + 10 = 60; the clients' busy times add up to 150 + 200 + 110. */
-#include "server/trace.h"
-#include "server/trace_cupti.h"
+#include "server/control/trace.h"
+#include "server/control/trace_cupti.h"
 #include "tests/unit/check.h"
 
 #include <string.h>

@@ -48,7 +48,7 @@ $(B)/tests/unit/export_test: tests/unit/export_test.c tests/unit/check.h
 UNIT_BINS += $(B)/tests/unit/trace_test
 all: $(B)/tests/unit/trace_test
 
-# The GPU timeline's summary and file (server/trace_write.c), run by tests/trace.sh.
-$(B)/tests/unit/trace_test: $(B)/obj/tests/unit/trace_test.o $(B)/obj/server/trace_write.o
+# The GPU timeline's summary and file (server/control/trace_write.c), run by tests/trace.sh.
+$(B)/tests/unit/trace_test: $(B)/obj/tests/unit/trace_test.o $(B)/obj/server/control/trace_write.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)

@@ -1,0 +1,21 @@
+/* codegate.c: what the files that use the family need of it (server.h is the core). */
+#ifndef MPSSHIM_SERVER_CODEGATE_H
+#define MPSSHIM_SERVER_CODEGATE_H
+
+#include "server/core/server.h"
+
+/* Code loading and client-held waits (codegate.c). srv_codegate_enter: before a driver
+ * call that loads code or sets a context limit on dev (`what`, for the log), by a thread
+ * serving c; CUDA_SUCCESS once no client-held wait is pending there (pair with
+ * srv_codegate_leave), else c left while it waited. srv_codegate_wait_begin/_end: around
+ * enqueueing on stream st anything only a client can end (a wait on a value in its memory,
+ * a host function, a launch of an exec with host nodes; enqueued: the driver took it). */
+void srv_codegate_init(void);
+int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *res);
+void srv_codegate_call_end(int dev);
+CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what);
+void srv_codegate_leave(int dev);
+void srv_codegate_wait_begin(int dev);
+void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enqueued);
+
+#endif

@@ -1,0 +1,580 @@
+/* The control commands: one text command per line, as nvidia-cuda-mps-control takes them,
+ * and their answers. Each answer ends with an EOT byte on a line of its own (mpsshim-control
+ * strips it; controlsock.c adds it), and the answer to a command that failed (unknown,
+ * malformed, naming no such server or client, a value refused) has a NAK byte just before
+ * it: mpsshim-control exits 1 for it when run from a script. (An mpsshim-control older than
+ * that prints the NAK as it is, unseen.)
+ *
+ * There is no control daemon apart from the server: the server answers these itself, so
+ * "the server's pid" is this process's pid, and the "default" settings apply to clients
+ * that connect from then on (under MPS: to the next server). Every command and the first
+ * line of its answer go to control.log. */
+#define _GNU_SOURCE
+#include "server/core/server.h"
+#include "server/memory/arena.h"
+#include "server/control/control.h"
+#include "server/core/devices.h"
+#include "server/core/fault.h"
+#include "server/handover/handover.h"
+#include "server/memory/ipc.h"
+#include "server/limits/policy.h"
+#include "server/memory/pools.h"
+#include "server/handover/recycle.h"
+#include "server/core/spin.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- answers */
+
+#define MAXARGS 8
+
+/* One command being answered: its words and the answer built so far. */
+struct cmd {
+    int argc;
+    char *argv[MAXARGS];
+    char *out;
+    size_t cap, n;
+    int failed; /* the answer says why the command did nothing */
+};
+
+static void vsay(struct cmd *k, const char *fmt, va_list ap)
+{
+    int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
+    if (m > 0) k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
+}
+
+static void say(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct cmd *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(k, fmt, ap);
+    va_end(ap);
+}
+
+/* Says why the command failed (an answer of its own, marked as a failure). */
+static void fail(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct cmd *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(k, fmt, ap);
+    va_end(ap);
+    k->failed = 1;
+}
+
+/* "Usage: ..." when the command has not exactly lo..hi arguments. 0 when it has. */
+static int usage(struct cmd *k, int lo, int hi, const char *args)
+{
+    if (k->argc - 1 >= lo && k->argc - 1 <= hi) return 0;
+    fail(k, "Usage: %s%s%s\n", k->argv[0], *args ? " " : "", args);
+    return -1;
+}
+
+/* The pid argument names this server; otherwise says so. 1 when it does. */
+static int this_server(struct cmd *k, const char *arg)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (end != arg && !*end && v == (long)getpid()) return 1;
+    fail(k, "Server %s not found\n", arg);
+    return 0;
+}
+
+/* A percentage from 1 to 100 ("25" or "25.0": what get_* prints reads back). -1 if not. */
+static int parse_pct(struct cmd *k, const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 1 && v <= 100) || v != (double)(int)v) {
+        fail(k, "Invalid active thread percentage \"%s\": a whole number from 1 to 100\n", s);
+        return -1;
+    }
+    return (int)v;
+}
+
+/* A device ordinal or UUID (prefix); says so and returns -1 if there is none such. */
+static int parse_dev(struct cmd *k, const char *s)
+{
+    int d = srv_device_by_name(s);
+    if (d < 0)
+        fail(k, "Invalid device \"%s\": an ordinal from 0 to %d or a UUID (GPU-...)\n", s,
+             srv.ndev - 1);
+    return d;
+}
+
+/* A memory limit ("512M", "2G", bytes; 0 removes it); says so and returns -1 if bad. */
+static int parse_mem(struct cmd *k, const char *s, uint64_t *v)
+{
+    if (srv_parse_size(s, v) == 0) return 0;
+    fail(k, "Invalid memory limit \"%s\": a size such as 900M or 10G (0: no limit)\n", s);
+    return -1;
+}
+
+static void put_pct(struct cmd *k, int pct)
+{
+    say(k, "%.1f\n", (double)pct);
+}
+
+static void put_mem(struct cmd *k, uint64_t v)
+{
+    char sz[32];
+    srv_format_size(v, sz, sizeof(sz));
+    say(k, "%s\n", sz);
+}
+
+/* "GPU-cb1213a3-d6a4-be7f": the leading part of a device's UUID, as MPS's ps shows it. */
+static void short_uuid(int d, char *out, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)srv.devinfo.dev[d].uuid.bytes;
+    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x", u[0], u[1], u[2], u[3], u[4], u[5],
+             u[6], u[7]);
+}
+
+/* The client's command line from /proc (its executable's name if that is unreadable),
+ * escaped: the client chose its arguments, newlines and terminal escapes included. */
+static void command_line(const struct srv_client *c, char *out, size_t len)
+{
+    char path[64], raw[256];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)c->pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(raw, 1, sizeof(raw) - 1, f) : 0;
+    if (f) fclose(f);
+    for (size_t i = 0; i + 1 < n; i++)
+        if (raw[i] == '\0') raw[i] = ' ';
+    raw[n] = '\0';
+    if (n)
+        srv_log_escape(raw, out, len);
+    else
+        snprintf(out, len, "%s", c->exe); /* kept escaped (client.c) */
+}
+
+/* The pid namespace of a process, as a number ("pid:[4026531836]" -> 4026531836). */
+static unsigned long long pid_namespace(pid_t pid)
+{
+    char path[64], link[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+    ssize_t n = readlink(path, link, sizeof(link) - 1);
+    if (n <= 0) return 0;
+    link[n] = '\0';
+    const char *b = strchr(link, '[');
+    return b ? strtoull(b + 1, NULL, 10) : 0;
+}
+
+/* Calls fn for every connected client (pid 0: all), under clients_lock. How many matched. */
+static unsigned each_client(pid_t pid, void (*fn)(struct cmd *, const struct srv_client *),
+                            struct cmd *k)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (const struct srv_client *c = srv.clients; c; c = c->next)
+        if (atomic_load(&c->connected) && !atomic_load(&c->finished) && (!pid || c->pid == pid)) {
+            fn(k, c);
+            n++;
+        }
+    pthread_mutex_unlock(&srv.clients_lock);
+    return n;
+}
+
+static void list_pid(struct cmd *k, const struct srv_client *c)
+{
+    say(k, "%d\n", (int)c->pid);
+}
+
+static void list_devices(struct cmd *k, const struct srv_client *c)
+{
+    /* Only the devices its CUDA_VISIBLE_DEVICES gave it (devices.c), by the server's index. */
+    for (int d = 0; d < srv.ndev; d++)
+        if (srv_dev_out(c, d) >= 0) say(k, "GPU-%d %d\n", d, (int)c->pid);
+}
+
+static void ps_row(struct cmd *k, const struct srv_client *c)
+{
+    char cmdline[512], dev[40];
+    command_line(c, cmdline, sizeof(cmdline));
+    unsigned long long ns = pid_namespace(c->pid);
+    uint32_t mask = atomic_load(&c->stats.devices);
+    int rows = 0;
+    for (int d = 0; d < srv.ndev; d++)
+        if (mask & (1u << d)) {
+            short_uuid(d, dev, sizeof(dev));
+            say(k, "%d %u %d %s %llu %s\n", (int)c->pid, c->id, (int)getpid(), dev, ns, cmdline);
+            rows++;
+        }
+    if (!rows) /* connected, no context made yet */
+        say(k, "%d %u %d - %llu %s\n", (int)c->pid, c->id, (int)getpid(), ns, cmdline);
+}
+
+/* get_client_info: what the client holds and may use, from counters any thread may read
+ * (the tables themselves belong to its worker). */
+static void info_block(struct cmd *k, const struct srv_client *c)
+{
+    say(k, "Client %d (%s)\n", (int)c->pid, c->exe); /* kept escaped (client.c) */
+    for (int d = 0; d < srv.ndev; d++) {
+        char lim[32] = "none";
+        if (c->lim.mem[d]) srv_format_size(c->lim.mem[d], lim, sizeof(lim));
+        say(k, "  Device %d: memory used %llu bytes, memory limit %s, %u of %u SMs\n", d,
+            (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim.sms[d],
+            srv.sm[d].total);
+    }
+    say(k, "  Active thread percentage %d\n", c->lim.pct);
+    say(k, "  Priority %d (%s)\n", c->lim.priority, c->lim.priority ? "below normal" : "normal");
+    say(k, "  Streams %llu\n", (unsigned long long)atomic_load(&c->stats.streams));
+    say(k, "  Kernels launched %llu\n", (unsigned long long)atomic_load(&c->stats.launches));
+    say(k, "  Bytes copied %llu\n", (unsigned long long)atomic_load(&c->stats.bytes_copied));
+    /* Every record its worker replayed: what its calls cost the server (a query or
+     * synchronisation the client answers itself, interpose/idle.c, is not one). */
+    say(k, "  Requests served %llu\n", (unsigned long long)atomic_load(&c->stats.calls));
+    /* Of its replies, those the GPU posted (waits.c: a stream synchronisation or a
+     * synchronous copy while the server was not crowded). */
+    say(k, "  Replies from the GPU %llu\n", (unsigned long long)atomic_load(&c->stats.gpu_replies));
+}
+
+static pid_t parse_pid(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return end != s && !*end && v > 0 && v < (1L << 30) ? (pid_t)v : 0;
+}
+
+/* quit -t SECONDS: no new clients; the connected ones get up to SECONDS to finish, then
+ * the server quits as a plain quit does (their calls fail from then on). */
+static void quit_after(struct cmd *k, const char *secs)
+{
+    char *end;
+    double t = strtod(secs, &end);
+    if (end == secs || *end || !(t >= 0) || t > 1e6) {
+        fail(k, "Invalid timeout \"%s\": seconds, 0 or more\n", secs);
+        return;
+    }
+    atomic_store(&srv.draining, 1);
+    unsigned left = srv_clients_live();
+    srv_clog("Quit: waiting up to %g s for %u client(s) to finish", t, left);
+    uint64_t end_ns = chan_now_ns() + (uint64_t)(t * 1e9);
+    while ((left = srv_clients_live()) && chan_now_ns() < end_ns && !atomic_load(&srv.quitting))
+        usleep(50 * 1000);
+    if (left)
+        srv_clog("Quit: %u client(s) still connected after %g s; shutting down anyway", left, t);
+    atomic_store(&srv.quitting, 1);
+}
+
+/* ---------------------------------------------------------------- commands */
+
+/* The policy's settings are read and written under its lock (policy.c reads them as each
+ * client connects). What a get_* shows: own, or dflt when own is NULL or not set (0). */
+static int policy_int(const int *own, const int *dflt)
+{
+    pthread_mutex_lock(&srv.policy.lock);
+    int v = own && *own ? *own : *dflt;
+    pthread_mutex_unlock(&srv.policy.lock);
+    return v;
+}
+
+/* The same for a memory limit. */
+static uint64_t policy_mem(const uint64_t *own, const uint64_t *dflt)
+{
+    pthread_mutex_lock(&srv.policy.lock);
+    uint64_t v = own && *own ? *own : *dflt;
+    pthread_mutex_unlock(&srv.policy.lock);
+    return v;
+}
+
+/* Stores v in a setting of the policy, under its lock. */
+static void set_int(int *to, int v)
+{
+    pthread_mutex_lock(&srv.policy.lock);
+    *to = v;
+    pthread_mutex_unlock(&srv.policy.lock);
+}
+
+/* The same for a memory limit. */
+static void set_mem(uint64_t *to, uint64_t v)
+{
+    pthread_mutex_lock(&srv.policy.lock);
+    *to = v;
+    pthread_mutex_unlock(&srv.policy.lock);
+}
+
+/* get_server_list: this server, the only one. */
+static void cmd_server_list(struct cmd *k)
+{
+    say(k, "%d\n", (int)getpid());
+}
+
+/* get_client_list <server pid>: the clients' pids. */
+static void cmd_client_list(struct cmd *k)
+{
+    if (this_server(k, k->argv[1])) each_client(0, list_pid, k);
+}
+
+/* get_device_client_list [server pid]: each client's devices. */
+static void cmd_device_client_list(struct cmd *k)
+{
+    if (k->argc == 1 || this_server(k, k->argv[1])) each_client(0, list_devices, k);
+}
+
+/* ps [-p <server pid>]: a row for each client on each device it uses. */
+static void cmd_ps(struct cmd *k)
+{
+    int ok = k->argc == 1 || (k->argc == 3 && strcmp(k->argv[1], "-p") == 0);
+    if (!ok)
+        fail(k, "Usage: ps [-p <server pid>]\n");
+    else if (k->argc == 1 || this_server(k, k->argv[2])) {
+        say(k, "PID ID SERVER DEVICE NAMESPACE COMMAND\n");
+        each_client(0, ps_row, k);
+    }
+}
+
+/* get_server_status's memory lines: what each device holds, and what the server can name. */
+static void status_devices(struct cmd *k)
+{
+    /* What the driver itself reports: memory returns to its idle level only when every
+     * client's allocations were freed (and spare pools trimmed, pools.c). */
+    srv_pools_tidy();
+    for (int d = 0; d < srv.ndev; d++) {
+        size_t used;
+        if (srv_device_used(d, &used) == 0) say(k, "Device %d memory used %zu bytes\n", d, used);
+    }
+    /* Of that, what the server itself can name: its arena's mappings (client memory and
+     * slabs kept empty for later) and the stack the context has per thread (the driver
+     * grows it for kernels that need more, context.c). What is left over is the
+     * driver's own. */
+    for (int d = 0; d < srv.ndev; d++) {
+        uint64_t mapped, kept;
+        size_t stack = 0;
+        srv_arena_usage(d, &mapped, &kept);
+        if (srv_use_device(d) != CUDA_SUCCESS ||
+            DRV(cuCtxGetLimit)(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
+            stack = 0;
+        say(k,
+            "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
+            "bytes per thread (%zu at start)\n",
+            d, (unsigned long long)mapped, (unsigned long long)kept, stack,
+            srv.limit_default[d][CU_LIMIT_STACK_SIZE]);
+    }
+}
+
+/* get_server_status [server pid]: its state, clients, objects, spinning and memory. */
+static void cmd_server_status(struct cmd *k)
+{
+    if (k->argc == 2 && !this_server(k, k->argv[1])) return;
+    say(k, "Server %d\n", (int)getpid());
+    say(k, "Status %s\n",
+        atomic_load(&srv.draining) ? "SHUTTING_DOWN"
+        : srv_fault_any()          ? "FAULT"
+                                   : "ACTIVE");
+    say(k, "Clients %u\n", srv_clients_live());
+    /* What clients hold: 0 and 0 once every client left and was released. */
+    say(k, "Objects %llu (%llu shared through IPC)\n", (unsigned long long)srv_records_live(),
+        (unsigned long long)srv_shares_live());
+    unsigned nbusy, cpus;
+    srv_spin_describe(&nbusy, &cpus);
+    say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);
+    status_devices(k);
+    /* What no call gives back goes back when idle (recycle.c). */
+    char line[200];
+    srv_recycle_describe(line, sizeof(line));
+    say(k, "%s", line);
+    /* After faults: the faulted servers still alive, and the standby (handover.c). */
+    char faults[400];
+    srv_handover_describe(faults, sizeof(faults));
+    say(k, "%s", faults);
+}
+
+/* terminate_client <server pid> <client pid>: 0 once the client's work is gone, as MPS. */
+static void cmd_terminate_client(struct cmd *k)
+{
+    if (!this_server(k, k->argv[1])) return;
+    pid_t pid = parse_pid(k->argv[2]);
+    srv_clog("Terminating client %s", k->argv[2]);
+    if (!pid || srv_client_terminate(pid) == 0)
+        fail(k, "Client %s not found\n", k->argv[2]);
+    else
+        say(k, "%d\n", CUDA_SUCCESS);
+}
+
+/* quit [-t <seconds>]: now, or once the clients finished (quit_after). */
+static void cmd_quit(struct cmd *k)
+{
+    if (k->argc == 1)
+        atomic_store(&srv.quitting, 1);
+    else if (k->argc == 3 && strcmp(k->argv[1], "-t") == 0)
+        quit_after(k, k->argv[2]);
+    else
+        fail(k, "Usage: quit [-t <seconds>]\n");
+}
+
+/* set_default_active_thread_percentage <percentage> */
+static void cmd_set_default_pct(struct cmd *k)
+{
+    int v = parse_pct(k, k->argv[1]);
+    if (v <= 0) return;
+    set_int(&srv.policy.default_pct, v);
+    put_pct(k, v);
+}
+
+/* get_default_active_thread_percentage */
+static void cmd_get_default_pct(struct cmd *k)
+{
+    put_pct(k, policy_int(NULL, &srv.policy.default_pct));
+}
+
+/* set_active_thread_percentage <server pid> <percentage> */
+static void cmd_set_pct(struct cmd *k)
+{
+    int v;
+    if (!this_server(k, k->argv[1]) || (v = parse_pct(k, k->argv[2])) <= 0) return;
+    set_int(&srv.policy.server_pct, v);
+    put_pct(k, v);
+}
+
+/* get_active_thread_percentage <server pid>: the server's, else the default. */
+static void cmd_get_pct(struct cmd *k)
+{
+    if (this_server(k, k->argv[1]))
+        put_pct(k, policy_int(&srv.policy.server_pct, &srv.policy.default_pct));
+}
+
+/* set_default_device_pinned_mem_limit <device> <value> */
+static void cmd_set_default_mem(struct cmd *k)
+{
+    int d;
+    uint64_t v;
+    if ((d = parse_dev(k, k->argv[1])) >= 0 && parse_mem(k, k->argv[2], &v) == 0)
+        set_mem(&srv.policy.default_mem[d], v);
+}
+
+/* get_default_device_pinned_mem_limit <device> */
+static void cmd_get_default_mem(struct cmd *k)
+{
+    int d = parse_dev(k, k->argv[1]);
+    if (d >= 0) put_mem(k, policy_mem(NULL, &srv.policy.default_mem[d]));
+}
+
+/* set_device_pinned_mem_limit <server pid> <device> <value> */
+static void cmd_set_mem(struct cmd *k)
+{
+    int d;
+    uint64_t v;
+    if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0 &&
+        parse_mem(k, k->argv[3], &v) == 0)
+        set_mem(&srv.policy.server_mem[d], v);
+}
+
+/* get_device_pinned_mem_limit <server pid> <device>: the server's, else the default. */
+static void cmd_get_mem(struct cmd *k)
+{
+    int d;
+    if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0)
+        put_mem(k, policy_mem(&srv.policy.server_mem[d], &srv.policy.default_mem[d]));
+}
+
+/* set_default_client_priority <0|1> */
+static void cmd_set_priority(struct cmd *k)
+{
+    if (strcmp(k->argv[1], "0") != 0 && strcmp(k->argv[1], "1") != 0) {
+        fail(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
+        return;
+    }
+    set_int(&srv.policy.default_priority, k->argv[1][0] - '0');
+}
+
+/* get_default_client_priority */
+static void cmd_get_priority(struct cmd *k)
+{
+    say(k, "%d\n", policy_int(NULL, &srv.policy.default_priority));
+}
+
+/* get_client_info [client pid]: what each client (or the one named) holds and may use. */
+static void cmd_client_info(struct cmd *k)
+{
+    pid_t pid = 0;
+    if (k->argc == 2 && !(pid = parse_pid(k->argv[1]))) {
+        fail(k, "Invalid client pid \"%s\"\n", k->argv[1]);
+        return;
+    }
+    if (each_client(pid, info_block, k) == 0 && pid) fail(k, "Client %s not found\n", k->argv[1]);
+}
+
+/* trace ...: GPU timelines (trace.c); the answer is written in place. */
+static void cmd_trace(struct cmd *k)
+{
+    k->failed = srv_trace_control(k->argc - 1, k->argv + 1, k->out + k->n, k->cap - k->n);
+    k->n += strlen(k->out + k->n);
+}
+
+/* A command's name, the arguments usage() checks before it runs (lo to hi, named in
+ * args for its usage line; lo < 0: it checks its own) and what runs it. */
+struct handler {
+    const char *name;
+    int lo, hi;
+    const char *args;
+    void (*run)(struct cmd *k);
+};
+
+static const struct handler handlers[] = {
+    {"get_server_list", 0, 0, "", cmd_server_list},
+    {"get_client_list", 1, 1, "<server pid>", cmd_client_list},
+    {"get_device_client_list", 0, 1, "[server pid]", cmd_device_client_list},
+    {"ps", -1, 0, NULL, cmd_ps},
+    {"get_server_status", 0, 1, "[server pid]", cmd_server_status},
+    {"terminate_client", 2, 2, "<server pid> <client pid>", cmd_terminate_client},
+    {"quit", -1, 0, NULL, cmd_quit},
+    {"set_default_active_thread_percentage", 1, 1, "<percentage>", cmd_set_default_pct},
+    {"get_default_active_thread_percentage", 0, 0, "", cmd_get_default_pct},
+    {"set_active_thread_percentage", 2, 2, "<server pid> <percentage>", cmd_set_pct},
+    {"get_active_thread_percentage", 1, 1, "<server pid>", cmd_get_pct},
+    {"set_default_device_pinned_mem_limit", 2, 2, "<device> <value>", cmd_set_default_mem},
+    {"get_default_device_pinned_mem_limit", 1, 1, "<device>", cmd_get_default_mem},
+    {"set_device_pinned_mem_limit", 3, 3, "<server pid> <device> <value>", cmd_set_mem},
+    {"get_device_pinned_mem_limit", 2, 2, "<server pid> <device>", cmd_get_mem},
+    {"set_default_client_priority", 1, 1, "<0|1>", cmd_set_priority},
+    {"get_default_client_priority", 0, 0, "", cmd_get_priority},
+    {"get_client_info", 0, 1, "[client pid]", cmd_client_info},
+    {"trace", -1, 0, NULL, cmd_trace},
+};
+
+/* Runs one command (its words in k->argv). */
+static void run(struct cmd *k)
+{
+    for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
+        const struct handler *c = &handlers[i];
+        if (strcmp(k->argv[0], c->name) != 0) continue;
+        if (c->lo < 0 || usage(k, c->lo, c->hi, c->args) == 0) c->run(k);
+        return;
+    }
+    fail(k, "Unknown command \"%s\"\n", k->argv[0]);
+}
+
+int srv_control_command(char *line, char *out, size_t cap)
+{
+    struct cmd k = {.out = out, .cap = cap};
+    out[0] = '\0';
+    char *save = NULL;
+    for (char *w = strtok_r(line, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
+        if (k.argc == MAXARGS) {
+            fail(&k, "Too many arguments\n");
+            break;
+        }
+        k.argv[k.argc++] = w;
+    }
+    if (!k.argc) return 0;
+    char words[256] = "";
+    for (int i = 0, n = 0; i < k.argc && n < (int)sizeof(words); i++)
+        n += snprintf(words + n, sizeof(words) - (size_t)n, "%s%s", i ? " " : "", k.argv[i]);
+    if (k.n == 0) run(&k);
+    if (k.n == k.cap && cap > 4)
+        memcpy(out + cap - 5, "...\n", 5); /* the answer did not fit: say it was cut */
+    /* The command and the first line of its answer (MPS logs commands and results). */
+    size_t first = strcspn(out, "\n");
+    unsigned more = 0;
+    for (const char *q = out + first; *q; q++)
+        more += *q == '\n' && q[1];
+    srv_clog("Command: %s -> %.*s%s", words, first ? (int)(first > 200 ? 200 : first) : 2,
+             first ? out : "ok", more ? " (and more lines)" : "");
+    return k.failed;
+}

@@ -1,0 +1,100 @@
+/* Doorbell coalescing (MPSSHIM_COALESCE_US): while the server is crowded, a client may leave
+ * its launches unrung, so that its worker wakes once for a step's launches and the
+ * synchronisation that ends it instead of once for each.
+ *
+ * Why: with as many busy clients as CPUs (spin.c's grades "short" and "off") every CPU is
+ * wanted, by the clients' own programs and by the workers replaying their calls, and a
+ * worker sleeps as soon as its ring is empty. A PyTorch step of 12 launches, a copy and a
+ * synchronisation then costs the client a wake-up system call, and the server a sleep and a
+ * wake-up of its worker, for most of its launches (about 150000 context switches a second
+ * in the server at 16 processes on 16 CPUs, bench/README.md). The price: while coalescing,
+ * a launch may start on the GPU up to the hint later than it would, so it is off while CPUs
+ * are free.
+ *
+ * The protocol (proto.h, chan_shm.coalesce_us): the server writes the bound into the
+ * segment while crowded and 0 otherwise; the client leaves a record unrung only if it is a
+ * launch or a generic call that asks for no reply, at most CHAN_COALESCE_MAX of them and
+ * none older than the bound; its next record that waits rings for them all. A client that
+ * goes quiet with records left unrung is covered by this file's sweeper: every bound's
+ * length it wakes each worker that sleeps while its ring holds records. The sweeper reads
+ * only words the client may write (tail, server_sleeping), and only to decide whether to
+ * wake a worker: a lying client earns its worker a spurious wake-up a period at most. */
+#include "server/core/server.h"
+#include "server/core/coalesce.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+/* MPSSHIM_COALESCE_US: the bound in µs; 0 turns coalescing off. Set at start, before the
+ * log is open: a value not understood is said by srv_coalesce_start. */
+static uint32_t bound_us;
+static const char *bad_value;
+
+void srv_coalesce_init(void)
+{
+    const char *v = getenv("MPSSHIM_COALESCE_US");
+    char *end;
+    unsigned long n = v && *v ? strtoul(v, &end, 10) : 0;
+    if (v && *v && (*end || n > 10000)) {
+        bad_value = v;
+        n = 0;
+    }
+    bound_us = (uint32_t)n;
+}
+
+uint32_t srv_coalesce_hint(int crowded)
+{
+    return crowded ? bound_us : 0;
+}
+
+/* Wakes c's worker if it sleeps while its ring holds records. clients_lock held (c->shm
+ * stays mapped). */
+static void sweep_one(struct srv_client *c)
+{
+    struct chan_shm *s = c->ch.shm;
+    if (!atomic_load_explicit(&s->server_sleeping, memory_order_acquire)) return;
+    if (atomic_load_explicit(&s->tail, memory_order_acquire) ==
+        atomic_load_explicit(&s->head, memory_order_acquire))
+        return;
+    atomic_fetch_add(&s->doorbell, 1);
+    chan_futex_wake(&s->doorbell);
+}
+
+static void *sweeper(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int any = 0;
+        pthread_mutex_lock(&srv.clients_lock);
+        for (struct srv_client *x = srv.clients; x; x = x->next)
+            if (x->shm && atomic_load(&x->connected) && !atomic_load(&x->finished) &&
+                atomic_load_explicit(&x->coalescing, memory_order_relaxed)) {
+                any = 1;
+                sweep_one(x);
+            }
+        pthread_mutex_unlock(&srv.clients_lock);
+        /* Every bound's length while some client may leave records unrung (a record waits
+         * at most about twice the bound); else ten times a second, to notice the next. */
+        uint64_t ns = any ? (uint64_t)bound_us * 1000 : 100ull * 1000 * 1000;
+        struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+void srv_coalesce_start(void)
+{
+    if (bad_value)
+        srv_log("MPSSHIM_COALESCE_US=%s is not a number up to 10000: coalescing is off", bad_value);
+    if (!bound_us) return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, sweeper, NULL) != 0) {
+        srv_log("Doorbell coalescing is off: its sweeper thread could not start");
+        bound_us = 0;
+        return;
+    }
+    pthread_detach(t);
+    srv_log("Doorbell coalescing while crowded: a client's launches may wait up to %u us for "
+            "its next call that waits (MPSSHIM_COALESCE_US)",
+            (unsigned)bound_us);
+}

@@ -1,0 +1,224 @@
+/* A client's contexts in the server. They are the client's own objects (interpose/
+ * context.c): the server has one real context per device, and only learns each id, so that
+ * it can tag what is made in it, synchronise exactly its work and free exactly what it
+ * holds when the client destroys or resets it. Limits set in a context are the client's,
+ * over the shared context's real ones. */
+#include "server/core/server.h"
+#include "server/limits/account.h"
+#include "server/code/codegate.h"
+#include "server/core/context.h"
+#include "server/core/devices.h"
+#include "server/memory/memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_ctx m; /* the payload is one (its %op row) */
+    CUresult res;
+    (void)len;
+    memcpy(&m, p, sizeof(m));
+    /* The client names its own ordinal; a device it was not given is refused. */
+    m.device = srv_dev_in(c, m.device);
+    if (m.device < 0 || m.device >= srv.ndev)
+        res = CUDA_ERROR_INVALID_DEVICE;
+    else if (m.id == 0 || srv_ctx_get(c, m.id))
+        res = CUDA_ERROR_INVALID_VALUE;
+    else if (atomic_load(&srv.fault[m.device].state) != SRV_DEV_OK)
+        /* The device is lost to this server (fault.c), as it is to a process natively:
+         * a new context there returns the fault. New processes get a new server. */
+        res = (CUresult)atomic_load(&srv.fault[m.device].err);
+    else {
+        struct srv_ctx *x = calloc(1, sizeof(*x));
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        if (x) {
+            x->id = m.id;
+            x->device = m.device;
+            x->primary = (int)m.primary;
+            /* Read before any work in it: a fault seen after this kills it too. */
+            x->gen = atomic_load(&srv.fault[m.device].gen);
+            HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
+            atomic_fetch_or(&c->stats.devices, 1u << m.device);
+            res = CUDA_SUCCESS;
+        }
+    }
+    srv_reply(c, r->lane, res, 0);
+}
+
+void srv_op_ctx_destroy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_ctx m; /* the payload is one (its %op row) */
+    (void)len;
+    memcpy(&m, p, sizeof(m));
+    struct srv_ctx *x = srv_ctx_get(c, m.id);
+    if (x) {
+        srv_use_device(x->device);
+        srv_release(c, x->id);
+        if (c->cur == x) c->cur = NULL;
+        HASH_DEL(c->ctxs, x);
+        free(x);
+    }
+    srv_reply(c, r->lane, x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT, 0);
+}
+
+void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct srv_ctx *x = c->cur;
+    if (len == sizeof(uint32_t)) {
+        uint32_t id;
+        memcpy(&id, p, sizeof(id));
+        x = srv_ctx_get(c, id);
+    }
+    CUresult res = !x ? CUDA_ERROR_INVALID_CONTEXT : srv_captures_sync(c, x->id);
+    if (res == CUDA_SUCCESS) res = srv_wait_ctx(c, x, r->lane);
+    if (res != CUDA_SUCCESS) srv_reply(c, r->lane, res, 0);
+}
+
+/* Device memory a context limit of `value` costs on device dev beyond what the context had
+ * when the server started: a stack of `value` bytes for every thread the device can hold at
+ * once (8 KiB a thread costs GiBs on a large device: bench/NOTES.md, "Stack limit growth"), a
+ * heap or printf FIFO of `value` bytes. The other limits hold no device memory the server can
+ * reckon (the pending launch count's buffer is the driver's own size): 0. */
+static uint64_t limit_cost(int dev, unsigned limit, uint64_t value)
+{
+    uint64_t floor = srv.limit_default[dev][limit], per = 1, cost;
+    if (value <= floor) return 0;
+    if (limit == CU_LIMIT_STACK_SIZE) {
+        const int32_t *a = srv.devinfo.dev[dev].attr;
+        int32_t sms = a[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+        int32_t threads = a[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR];
+        per = (uint64_t)(sms > 0 ? sms : 1) * (uint64_t)(threads > 0 ? threads : 2048);
+    } else if (limit != CU_LIMIT_MALLOC_HEAP_SIZE && limit != CU_LIMIT_PRINTF_FIFO_SIZE) {
+        return 0;
+    }
+    return __builtin_mul_overflow(value - floor, per, &cost) ? UINT64_MAX : cost;
+}
+
+/* A client's limit set to `value` on device dev: its process's memory limit must hold what
+ * the setting costs (charged to its account while it stands, instead of what it charged
+ * before), else CUDA_ERROR_OUT_OF_MEMORY before the driver is asked (issue 34, S9: a client
+ * limited to 1 MiB set the shared stack to 1 MiB a thread and the heap to 8 GiB). */
+static CUresult limit_charge(struct srv_client *c, int dev, unsigned limit, uint64_t value)
+{
+    uint64_t cost = limit_cost(dev, limit, value), had = c->limit_cost[limit];
+    int same = had && c->limit_cost_dev[limit] == dev;
+    if (cost > (same ? had : 0) && !srv_mem_fits(c, dev, cost - (same ? had : 0))) {
+        srv_log("Client process %d: context limit %u set to %llu refused: it would cost %llu "
+                "bytes of device memory on device %d, past the client's limit",
+                (int)c->pid, limit, (unsigned long long)value, (unsigned long long)cost, dev);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* What the limit costs now replaces what it cost before, in the account. */
+static void limit_charged(struct srv_client *c, int dev, unsigned limit, uint64_t value)
+{
+    if (c->limit_cost[limit])
+        srv_account_mem_add(c, c->limit_cost_dev[limit], -(int64_t)c->limit_cost[limit]);
+    c->limit_cost[limit] = limit_cost(dev, limit, value);
+    c->limit_cost_dev[limit] = dev;
+    if (c->limit_cost[limit]) srv_account_mem_add(c, dev, (int64_t)c->limit_cost[limit]);
+}
+
+void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_limit m; /* the payload is one (its %op row) */
+    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    uint32_t out = 0;
+    (void)len;
+    memcpy(&m, p, sizeof(m));
+    if (!c->cur) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+        goto reply;
+    }
+    if (m.limit >= CU_LIMIT_MAX) {
+        res = CUDA_ERROR_UNSUPPORTED_LIMIT;
+        goto reply;
+    }
+    /* Raising a limit waits for every stream of the context in the driver: not while one
+     * is held on a value in device memory (codegate.c). */
+    int gdev = c->cur->device;
+    if (m.set && (res = limit_charge(c, gdev, m.limit, m.value)) != CUDA_SUCCESS) goto reply;
+    if (m.set && (res = srv_codegate_enter(c, gdev, "setting a limit")) != CUDA_SUCCESS) goto reply;
+    size_t real = 0;
+    pthread_mutex_lock(&srv.limits_lock);
+    res = DRV(cuCtxGetLimit)(&real, (CUlimit)m.limit);
+    uint64_t v = real;
+    if (res == CUDA_SUCCESS && m.set) {
+        /* The context is shared: its real limit is the largest any client asked for, so no
+         * client can take stack, heap or FIFO space from another's kernels; each client
+         * reads back what it set. */
+        if (m.value > real) res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
+        if (res == CUDA_SUCCESS) {
+            c->limits[m.limit] = m.value;
+            c->limits_set |= 1u << m.limit;
+            limit_charged(c, gdev, m.limit, m.value);
+        }
+        v = m.value;
+    } else if (res == CUDA_SUCCESS && (c->limits_set & (1u << m.limit))) {
+        v = c->limits[m.limit];
+    }
+    pthread_mutex_unlock(&srv.limits_lock);
+    if (m.set) srv_codegate_leave(gdev);
+    if (res != CUDA_SUCCESS) goto reply;
+    memcpy(srv_lane_data(c, r->lane), &v, sizeof(v));
+    out = sizeof(v);
+reply:
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? out : 0);
+}
+
+void srv_limits_settle(struct srv_client *gone)
+{
+    for (unsigned l = 0; l < CU_LIMIT_MAX; l++)
+        if (gone->limit_cost[l]) { /* its account is charged no more */
+            srv_account_mem_add(gone, gone->limit_cost_dev[l], -(int64_t)gone->limit_cost[l]);
+            gone->limit_cost[l] = 0;
+        }
+    if (!gone->limits_set) return;
+    pthread_mutex_lock(&srv.limits_lock);
+    for (int l = 0; l < CU_LIMIT_MAX; l++) {
+        if (!(gone->limits_set & (1u << l))) continue;
+        for (int d = 0; d < srv.ndev; d++) {
+            size_t want = srv.limit_default[d][l], real = 0;
+            pthread_mutex_lock(&srv.clients_lock);
+            for (struct srv_client *x = srv.clients; x; x = x->next)
+                if (x != gone && !atomic_load(&x->finished) && (x->limits_set & (1u << l)) &&
+                    x->limits[l] > want)
+                    want = x->limits[l];
+            pthread_mutex_unlock(&srv.clients_lock);
+            /* Only ever lowered here, back towards what the remaining clients need: a big
+             * stack limit costs device memory for every resident thread. */
+            if (srv_use_device(d) == CUDA_SUCCESS &&
+                DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want < real)
+                DRV(cuCtxSetLimit)((CUlimit)l, want);
+        }
+    }
+    pthread_mutex_unlock(&srv.limits_lock);
+}
+
+/* The driver raises a context's stack size limit itself when a kernel needs a bigger stack,
+ * and never lowers it: the device memory a kernel with a large stack took comes back only when
+ * the limit is set back (bench/NOTES.md, "Stack limit growth"). Natively that context ends with
+ * its process; the shared one kept what any departed client's kernels grew it to. Setting the
+ * limit waits for the device's work, so it is done only when no client is left (nothing runs
+ * then, and no client thread is in the driver to be held up) and never after a release left a
+ * client's work running (it may run for ever). A device whose context faulted is left as it
+ * is (fault.c: the server that takes over makes a new one). */
+void srv_limits_idle(void)
+{
+    if (atomic_load(&srv.left_running_any)) return;
+    pthread_mutex_lock(&srv.limits_lock);
+    for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
+        size_t want = srv.limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
+        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK || srv_use_device(d) != CUDA_SUCCESS ||
+            DRV(cuCtxGetLimit)(&real, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS || real <= want)
+            continue;
+        CUresult r = DRV(cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, want);
+        srv_log("device %d: the stack size per thread the clients' kernels grew the context "
+                "to, %zu bytes, set back to %zu now that no client is left: %s",
+                d, real, want, srv_errname(r));
+    }
+    pthread_mutex_unlock(&srv.limits_lock);
+}

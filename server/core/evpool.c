@@ -1,0 +1,60 @@
+/* The server's internal events, which order a client's streams and mark when its replies
+ * may go: recycled per client and device, below every family that uses them. */
+#include "server/core/server.h"
+#include "server/core/events.h"
+
+#include <stdlib.h>
+
+CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)
+{
+    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
+    struct srv_evpool *p = &c->pool[dev];
+    if (p->n) {
+        *ev = p->ev[--p->n];
+        return CUDA_SUCCESS;
+    }
+    /* Made in the device's context, pushed so that the thread's current context (the one
+     * the call being replayed runs in) is left as it was; timing off: these only order and
+     * signal, and untimed events are cheaper. */
+    CUresult r = srv_push_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    r = DRV(cuEventCreate)(ev, CU_EVENT_DISABLE_TIMING);
+    srv_pop_device();
+    return r;
+}
+
+void srv_event_give(struct srv_client *c, int dev, CUevent ev)
+{
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES) {
+        DRV(cuEventDestroy_v2)(ev);
+        return;
+    }
+    struct srv_evpool *p = &c->pool[dev];
+    if (p->n == p->cap) {
+        size_t ncap = p->cap ? p->cap * 2 : 64;
+        CUevent *n = realloc(p->ev, ncap * sizeof(*n));
+        if (!n) {
+            DRV(cuEventDestroy_v2)(ev);
+            return;
+        }
+        p->ev = n;
+        p->cap = ncap;
+    }
+    p->ev[p->n++] = ev;
+}
+
+/* The client leaves, its marks and blocks given back (family.c): every internal event it
+ * holds is destroyed, the free ones, the staging slots' and the blocking waits'. */
+static void events_fini(struct srv_client *c)
+{
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+        for (int i = 0; i < CHAN_NSLOTS; i++)
+            if (c->slot_ev[d][i]) DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
+        for (size_t i = 0; i < c->pool[d].n; i++)
+            DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
+        free(c->pool[d].ev);
+        if (c->block_ev[d]) DRV(cuEventDestroy_v2)(c->block_ev[d]);
+    }
+}
+
+const struct srv_family srv_family_events = {.name = "events", .client_fini = events_fini};

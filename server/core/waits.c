@@ -1,0 +1,383 @@
+/* Replies that wait for the GPU (stream, event and context synchronisation, copies whose
+ * caller must see them complete). The worker never blocks on them: each becomes a list of
+ * events it polls between requests, so one client thread waiting for a long kernel does
+ * not stop its other threads' calls from being served. */
+#include "server/core/server.h"
+#include "server/core/events.h"
+#include "server/core/fault.h"
+#include "server/core/spin.h"
+
+#include <stdlib.h>
+
+/* Posts the reply of a finished wait, with an error deferred from an async call if any
+ * (unless `own`: the reply of a transfer of the shim's own, srv_wait_stream_own). */
+static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len, int own)
+{
+    if (r == CUDA_SUCCESS && !own) r = srv_take_deferred(c);
+    srv_reply(c, lane, r, len);
+}
+
+/* A client that has only ever called from one thread is blocked in this very wait and can
+ * send nothing else: the worker may then block in the driver's own synchronisation, which
+ * wakes faster than polling. Any other client is polled, so that one of its threads
+ * waiting for the GPU never holds up the others (which might even be the ones to release
+ * the work waited for). So is one that has host functions or host nodes (hostfn.c): its
+ * work may wait on its callback thread, and should it die there, only this worker, polling
+ * and so seeing it go, releases that work. */
+static int may_block(struct srv_client *c)
+{
+    return srv.block_sync && !c->many_threads && !c->cb_last && !c->hn &&
+           !chan_ring_pending(&c->ch);
+}
+
+/* Blocks the worker until everything on `s` so far has run. The shared contexts keep the
+ * driver's default scheduling (CU_CTX_SCHED_AUTO, which spins while the process has fewer
+ * contexts than CPUs): its spin answers fastest, so it is kept while CPUs are free. While
+ * the server is crowded (spin.c: busy clients over half the CPUs) a spinning worker per
+ * waiting client takes the CPUs the clients' own threads and the other workers need — an
+ * MPI job of one polling rank per CPU ran at about 2x native MPS's time — so the worker
+ * then sleeps in an event made with CU_EVENT_BLOCKING_SYNC until the GPU's interrupt.
+ * An operator's MPSSHIM_CTX_SCHED other than auto is left to decide alone. */
+static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
+{
+    int d = s->device;
+    /* A client that allocates from memory pools is waited for by cuStreamSynchronize itself:
+     * what it freed stream-ordered the driver keeps reserved through cuMemPoolTrimTo until
+     * the stream has been synchronised; neither the event below nor a cuStreamQuery of the
+     * stream before the trim counts (the GPU tier's pools part: eight mempool clients beside
+     * six poolrace ones, crowded, failed their trims with either, and passed so; H200,
+     * bench/NOTES.md "Replies from the GPU"). */
+    if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || c->pool_allocs || d < 0 ||
+        d >= CHAN_MAX_DEVICES)
+        return DRV(cuStreamSynchronize)(s->real);
+    /* A short wait (a fleet's few small kernels and a read-back) is spun out first, on the
+     * stream itself (srv_spin_sync_ns): a blocking event recorded for every synchronisation
+     * costs each an interrupt, which cost a crowded fleet over a quarter of its steps, even
+     * with the event only queried for 1 ms before anyone slept on it (bench/NOTES.md,
+     * "block_stream spin"). */
+    uint64_t spin = srv_spin_sync_ns();
+    if (spin) {
+        uint64_t end = chan_now_ns() + spin;
+        CUresult q;
+        while ((q = DRV(cuStreamQuery)(s->real)) == CUDA_ERROR_NOT_READY && chan_now_ns() < end)
+            for (int i = 0; i < 32; i++)
+                chan_cpu_relax();
+        if (q != CUDA_ERROR_NOT_READY) return q;
+    }
+    if (!c->block_ev[d]) {
+        /* Made in the device's context; the thread's current one is left as it was. */
+        if (srv_push_device(d) != CUDA_SUCCESS) return DRV(cuStreamSynchronize)(s->real);
+        CUevent ev = NULL;
+        if (DRV(cuEventCreate)(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) ==
+            CUDA_SUCCESS)
+            c->block_ev[d] = ev;
+        srv_pop_device();
+        if (!c->block_ev[d]) return DRV(cuStreamSynchronize)(s->real);
+    }
+    if (DRV(cuEventRecord)(c->block_ev[d], s->real) != CUDA_SUCCESS)
+        return DRV(cuStreamSynchronize)(s->real);
+    return DRV(cuEventSynchronize)(c->block_ev[d]);
+}
+
+/* MPSSHIM_GPU_REPLIES: 0 turns replies from the GPU off. */
+static int gpu_replies = 1;
+
+void srv_waits_init(void)
+{
+    const char *v = getenv("MPSSHIM_GPU_REPLIES");
+    gpu_replies = !(v && *v == '0');
+}
+
+static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
+{
+    struct srv_wait *w = calloc(1, sizeof(*w));
+    if (!w) return NULL;
+    w->lane = lane;
+    w->reply_len = len;
+    w->result = CUDA_SUCCESS;
+    (void)c;
+    return w;
+}
+
+static void add(struct srv_client *c, struct srv_wait *w)
+{
+    w->next = c->waits;
+    c->waits = w;
+    atomic_store_explicit(&c->stats.gpu_waits, 1, memory_order_relaxed);
+}
+
+/* Adds "everything on `s` so far" to w; blocks instead if w is full. */
+static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_stream *s)
+{
+    /* A capturing stream runs nothing now; its recorded work runs when the graph does. */
+    if (srv_stream_capturing(c, s) || DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    if (w->nev == SRV_WAIT_EVENTS) return DRV(cuStreamSynchronize)(s->real);
+    CUevent ev;
+    CUresult r = srv_event_take(c, s->device, &ev);
+    if (r != CUDA_SUCCESS) {
+        srv_log("Client process %d: no event to wait with on device %d: %s", (int)c->pid, s->device,
+                srv_errname(r));
+        return r;
+    }
+    if ((r = DRV(cuEventRecord)(ev, s->real)) != CUDA_SUCCESS) {
+        srv_log("Client process %d: recording a wait on a stream of device %d failed: %s",
+                (int)c->pid, s->device, srv_errname(r));
+        srv_event_give(c, s->device, ev);
+        return r;
+    }
+    w->ev[w->nev] = ev;
+    w->dev[w->nev] = s->device;
+    w->pooled[w->nev++] = 1;
+    return CUDA_SUCCESS;
+}
+
+/* A stream synchronisation answered by the GPU (proto.h, chan_lane): the stream itself
+ * stores the lane's next reply number once it has run everything enqueued so far, so that
+ * the client's thread, spinning on its lane, goes on the moment its work is done, and no
+ * thread of the server has to wake for it (each such wake-up cost a scheduler slice of
+ * several ms when clients took every CPU: bench/results/issue29-2026-11-28). The worker
+ * keeps a wait with an event behind that store: to wake the thread should it sleep, to
+ * answer a fault in its stead, and to know when the lane's number is the GPU's.
+ *
+ * Only for a reply of CUDA_SUCCESS: no error deferred from the client's async work to
+ * report (finish() would post it). Its data, if any, is in the lane already or on its way
+ * there in the same stream ahead of the store (a read-back's copy into the lane, copy.c; an
+ * output the worker wrote, generic.c). The result and length are written before the store
+ * is enqueued; the client reads them, and the data, only once it sees the number. The segment must
+ * be device-mapped at its own address (unified addressing), so that the address is good in every
+ * device's context.
+ *
+ * Not for a client that allocates from memory pools (cuMemAllocAsync): what it frees
+ * stream-ordered, the driver's pool keeps reserved until a thread of the server has seen
+ * the free complete by synchronising the stream itself ("not observed on the host",
+ * cuMemPoolTrimTo; block_stream), which a reply from the GPU skips; a query of the event
+ * behind the store before its next call does not count (the GPU tier's mempool, mallocasync
+ * and pools programs failed their trims either way: bench/NOTES.md, "Replies from the GPU").
+ *
+ * Only while the server is not crowded (spin.c: busy clients at most half the CPUs): the
+ * thread is told to spin for its reply (gpu_seq), as a native synchronisation does, which
+ * costs nothing while CPUs are free and makes a launch + synchronisation round trip 1-2 us
+ * shorter than the worker's reply. With every CPU wanted the spinning threads take them from
+ * the workers and from MPI ranks: a cold job of as many polling ranks as CPUs ran a fifth
+ * slower than with the worker's reply (block_stream; bench/NOTES.md, "Replies from the GPU").
+ * 1 when the reply is posted or on its way. */
+static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
+{
+    if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
+        !c->shm_registered || c->pool_allocs || c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm ||
+        c->deferred != CUDA_SUCCESS || atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
+        srv_stream_capturing(c, s) || srv_spin_crowded())
+        return 0;
+    /* Nothing left to wait for: answered at once. */
+    if (DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS) {
+        finish(c, lane, CUDA_SUCCESS, len, 0);
+        return 1;
+    }
+    struct srv_wait *w = new_wait(c, lane, len);
+    if (!w) return 0;
+    CUevent ev;
+    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) {
+        free(w);
+        return 0;
+    }
+    struct chan_lane *l = &c->ch.lanes[lane];
+    uint32_t target = c->lane_seq[lane] + 1;
+    l->result = CUDA_SUCCESS;
+    l->len = len;
+    /* Default flags: the store follows a system-scope fence behind the stream's work. */
+    CUdeviceptr at = c->shm_dptr + (CUdeviceptr)((uint8_t *)&l->seq - (uint8_t *)c->ch.shm);
+    if (DRV(cuStreamWriteValue32_v2)(s->real, at, target, 0) != CUDA_SUCCESS) {
+        srv_event_give(c, s->device, ev);
+        free(w);
+        return 0; /* answered as any other wait: the store never ran */
+    }
+    c->lane_seq[lane] = target;
+    atomic_fetch_add_explicit(&c->stats.gpu_replies, 1, memory_order_relaxed);
+    /* The hint that makes the thread spin (MPSSHIM_GPU_WAIT_SPIN_US); a thread asleep
+     * already is woken to spin (or to find its reply, should the GPU have been quicker). */
+    atomic_store_explicit(&l->gpu_seq, target, memory_order_release);
+    chan_wake(&l->seq, &l->waiting);
+    w->gpu = 2;
+    w->target = target;
+    if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
+        /* No event to see the store by: the worker waits for the stream itself and posts
+         * the same number (a second store of it changes nothing), or the failure. */
+        srv_event_give(c, s->device, ev);
+        CUresult r = DRV(cuStreamSynchronize)(s->real);
+        if (r == CUDA_SUCCESS)
+            chan_wake(&l->seq, &l->waiting);
+        else
+            srv_wait_fail(c, w, r);
+        free(w);
+        return 1;
+    }
+    w->ev[0] = ev;
+    w->dev[0] = s->device;
+    w->pooled[0] = 1;
+    w->nev = 1;
+    add(c, w);
+    return 1;
+}
+
+void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
+{
+    if (!w->gpu) {
+        srv_reply(c, w->lane, err, 0);
+        return;
+    }
+    /* The GPU's number, posted with the failure: unless a later reply has been posted on
+     * the lane since (the thread then had this one, from the GPU, and went on). */
+    if (c->lane_seq[w->lane] == w->target)
+        chan_lane_post_at(&c->ch, (uint32_t)w->lane, err, 0, w->target);
+}
+
+static CUresult wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len,
+                            int own)
+{
+    if (!own && gpu_reply(c, s, lane, len)) return CUDA_SUCCESS;
+    if (may_block(c)) {
+        CUresult r = block_stream(c, s);
+        finish(c, lane, r, r == CUDA_SUCCESS ? len : 0, own);
+        return CUDA_SUCCESS;
+    }
+    struct srv_wait *w = new_wait(c, lane, len);
+    if (!w) {
+        /* No memory for a wait: block instead. */
+        CUresult r = DRV(cuStreamSynchronize)(s->real);
+        if (r == CUDA_SUCCESS) finish(c, lane, r, len, own);
+        return r;
+    }
+    w->own = own;
+    CUresult r = add_stream(c, w, s);
+    if (r != CUDA_SUCCESS || w->nev == 0) {
+        free(w);
+        if (r == CUDA_SUCCESS) finish(c, lane, CUDA_SUCCESS, len, own);
+        return r;
+    }
+    add(c, w);
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
+{
+    return wait_stream(c, s, lane, len, 0);
+}
+
+CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
+{
+    return wait_stream(c, s, lane, len, 1);
+}
+
+/* srv_wait_ctx's walk: the wait it fills, and the first error, after which no stream is
+ * added. */
+struct ctx_walk {
+    struct srv_wait *w;
+    CUresult r;
+};
+
+static void add_each(struct srv_client *c, struct srv_stream *s, void *arg)
+{
+    struct ctx_walk *k = arg;
+    if (k->r == CUDA_SUCCESS) k->r = add_stream(c, k->w, s);
+}
+
+CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
+{
+    struct srv_wait *w = new_wait(c, lane, 0);
+    if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct ctx_walk k = {.w = w, .r = CUDA_SUCCESS};
+    srv_streams_each(c, x->id, 1, add_each, &k);
+    CUresult r = k.r;
+    /* Destroyed streams' pending work: the wait takes their events over. */
+    size_t j = 0;
+    for (size_t i = 0; i < c->nretired; i++) {
+        if (c->retired[i].ctx == x->id && w->nev < SRV_WAIT_EVENTS) {
+            w->ev[w->nev] = c->retired[i].ev;
+            w->dev[w->nev] = c->retired[i].dev;
+            w->pooled[w->nev++] = 1;
+        } else {
+            c->retired[j++] = c->retired[i];
+        }
+    }
+    c->nretired = j;
+    /* Decided once: the events below are either all waited for here or all polled. While
+     * crowded the wait is polled rather than spun in the driver (block_stream). */
+    int block = may_block(c) && !(srv.ctx_sched == CU_CTX_SCHED_AUTO && srv_spin_crowded());
+    if (r == CUDA_SUCCESS && block)
+        for (int i = 0; i < w->nev; i++) {
+            CUresult q = DRV(cuEventSynchronize)(w->ev[i]);
+            if (q != CUDA_SUCCESS && r == CUDA_SUCCESS) r = q;
+        }
+    if (r != CUDA_SUCCESS || w->nev == 0 || block) {
+        for (int i = 0; i < w->nev; i++)
+            srv_event_give(c, w->dev[i], w->ev[i]);
+        free(w);
+        if (r == CUDA_SUCCESS) finish(c, lane, CUDA_SUCCESS, 0, 0);
+        return r;
+    }
+    add(c, w);
+    return CUDA_SUCCESS;
+}
+
+CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane)
+{
+    if (may_block(c)) {
+        finish(c, lane, DRV(cuEventSynchronize)(ev), 0, 0);
+        return CUDA_SUCCESS;
+    }
+    CUresult q = DRV(cuEventQuery)(ev);
+    if (q != CUDA_ERROR_NOT_READY) {
+        finish(c, lane, q, 0, 0);
+        return CUDA_SUCCESS;
+    }
+    struct srv_wait *w = new_wait(c, lane, 0);
+    if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
+    w->ev[0] = ev;
+    w->pooled[0] = 0;
+    w->nev = 1;
+    add(c, w);
+    return CUDA_SUCCESS;
+}
+
+int srv_waits_poll(struct srv_client *c)
+{
+    struct srv_wait **pw = &c->waits;
+    while (*pw) {
+        struct srv_wait *w = *pw;
+        while (w->nev > 0) {
+            int i = w->nev - 1;
+            CUresult q = DRV(cuEventQuery)(w->ev[i]);
+            if (q == CUDA_ERROR_NOT_READY) break;
+            if (q != CUDA_SUCCESS && w->result == CUDA_SUCCESS) {
+                srv_fault_note(w->dev[i], q);
+                w->result = q;
+                srv_log("Client process %d: work waited for failed: %s", (int)c->pid,
+                        srv_errname(q));
+            }
+            if (w->pooled[i]) srv_event_give(c, w->dev[i], w->ev[i]);
+            w->nev--;
+        }
+        if (w->nev == 0) {
+            *pw = w->next;
+            if (!w->gpu)
+                finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
+            else if (w->result != CUDA_SUCCESS)
+                srv_wait_fail(c, w, w->result);
+            else /* the GPU posted it: a thread asleep on the lane must see it */
+                chan_wake(&c->ch.lanes[w->lane].seq, &c->ch.lanes[w->lane].waiting);
+            free(w);
+        } else {
+            pw = &w->next;
+        }
+    }
+    atomic_store_explicit(&c->stats.gpu_waits, c->waits != NULL, memory_order_relaxed);
+    if (!c->waits) return 0;
+    /* `waiting` is the client's word: it only decides how soon this client's own thread is
+     * woken, within the bounds the worker polls at anyway. */
+    for (struct srv_wait *w = c->waits; w; w = w->next)
+        if (w->gpu != 2 ||
+            atomic_load_explicit(&c->ch.lanes[w->lane].waiting, memory_order_relaxed))
+            return 1;
+    return 2;
+}

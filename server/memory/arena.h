@@ -1,0 +1,20 @@
+/* arena.c: what the files that use the family need of it (server.h is the core). */
+#ifndef MPSSHIM_SERVER_ARENA_H
+#define MPSSHIM_SERVER_ARENA_H
+
+#include "server/core/server.h"
+
+/* arena.c: device memory mapped with the virtual memory calls, small requests sharing 2 MiB
+ * slabs; srv_arena_free waits for nothing. */
+CUresult srv_arena_alloc(int dev, uint64_t bytes, CUdeviceptr *p);
+/* 1 when device dev has the virtual memory calls (asked once, logged once when not). */
+int srv_arena_usable(int dev);
+CUresult srv_arena_free(int dev, CUdeviceptr p);
+/* Unmaps the slabs kept empty for later requests (the main loop, once no client is left);
+ * srv_arena_cached: whether any is kept. */
+void srv_arena_trim(void);
+int srv_arena_cached(void);
+/* Bytes the arena has mapped on dev, and of those the slabs kept empty (for the status). */
+void srv_arena_usage(int dev, uint64_t *mapped, uint64_t *kept);
+
+#endif

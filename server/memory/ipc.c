@@ -1,0 +1,477 @@
+/* IPC between clients of one server: cuIpcGetMemHandle / cuIpcOpenMemHandle /
+ * cuIpcCloseMemHandle, cuIpcGetEventHandle / cuIpcOpenEventHandle, and physical memory
+ * handles passed as POSIX file descriptors (cuMemExportToShareableHandle /
+ * cuMemImportFromShareableHandle: the descriptor is a memfd holding our handle's bytes).
+ *
+ * All clients live in one real context, so an opened handle is the exporter's own address
+ * or event: nothing is mapped and nothing is copied. What IPC adds is a grant: the opener
+ * gets a registry record (a range of kind `opened`, a CUevent or a
+ * CUmemGenericAllocationHandle record) that makes the
+ * exporter's object one of its own for every check the server makes, and a share (struct
+ * srv_share, below) that ties the records of both sides to the one real object.
+ *
+ * Decisions, and why:
+ *  - A handle is the server's 64 bytes: a random per-server nonce, the share's id and a
+ *    random 128-bit secret. A client can read any handle it is given, but cannot make one
+ *    up: ids are guessable, secrets are not. A handle of another server (or of a server
+ *    that restarted), or of a process that is not a client at all, fails as a bad handle
+ *    does natively: CUDA_ERROR_INVALID_VALUE.
+ *  - The real object is freed only when nobody can reach it any more: when the exporter
+ *    freed it (or left) AND every opener closed it (or left). Natively, freeing exported
+ *    memory before the importers closed it is undefined; here it must not let the address
+ *    go to another client while an opener can still name it (or run kernels on it).
+ *  - Every opener of memory (or of a physical handle) is charged its bytes while it holds
+ *    it, against its own limit, and an open that does not fit fails with
+ *    CUDA_ERROR_OUT_OF_MEMORY: what a client can reach is what it may hold. (Charging only
+ *    one opener once the exporter let go let a client keep 32 MiB of opened memory under a
+ *    4 MiB limit: issue 34, S5.) The exporter is charged too while it holds its own.
+ *  - The grant ends when either side leaves: an exporter that leaves revokes the openers'
+ *    records (every call naming them fails from then on: srv_obj_find and srv_range_find
+ *    skip revoked records), but the memory stays until the openers closed it or left, since
+ *    their kernels may still touch it.
+ *  - An explicit free or destroy by the exporter does not revoke (natively the openers
+ *    keep a working mapping until they close it); new opens of the handle fail.
+ *
+ * Shares are the only server state that two clients' workers touch: everything in them is
+ * guarded by ipc_lock, except `revoked`, which the openers' workers read without it. The
+ * registry records themselves stay each worker's own. */
+#include "server/core/server.h"
+#include "server/memory/devmem.h"
+#include "server/graphs/graph.h"
+#include "server/memory/ipc.h"
+#include "server/memory/managed.h"
+#include "server/memory/memops.h"
+#include "server/memory/memory.h"
+#include "server/memory/pools.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define IPC_MAGIC "mpsshIPC"
+
+/* The handle's bytes (CU_IPC_HANDLE_SIZE at most). */
+struct srv_ipc_handle {
+    char magic[8];
+    uint64_t nonce; /* this server's */
+    uint64_t id;    /* the share's */
+    uint32_t kind;  /* SHIM_HT_MEM_DEVICE, SHIM_HT_CUevent, SHIM_HT_CUmemGenericAllocationHandle */
+    uint32_t pad;
+    uint8_t secret[16];
+    uint64_t size; /* memory: the allocation's bytes (informational) */
+};
+_Static_assert(sizeof(struct srv_ipc_handle) <= CU_IPC_HANDLE_SIZE, "IPC handle too large");
+
+struct srv_share {
+    /* First: the records' `held` points here. held.revoked: the exporter left, and the
+     * openers' records no longer resolve. */
+    struct srv_held held;
+    uint64_t id;
+    uint8_t secret[16];
+    uint32_t kind;        /* the type of the exporter's record (see the handle) */
+    uint64_t value, size; /* the real address (and its bytes) or event */
+    uint64_t bytes;       /* memory counted for it against limits */
+    int dev;
+    struct srv_client *owner;    /* the exporter, while its record lives */
+    int dead;                    /* its device's context died in a fault: nothing to destroy */
+    int pooled;                  /* memory from the server's device pool (devmem.c) */
+    struct srv_client **openers; /* clients holding an opened record, one entry each */
+    int nopeners, capopeners;
+    UT_hash_handle hh;
+};
+
+static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct srv_share *shares; /* by id */
+
+uint64_t srv_shares_live(void)
+{
+    pthread_mutex_lock(&ipc_lock);
+    uint64_t n = HASH_COUNT(shares);
+    pthread_mutex_unlock(&ipc_lock);
+    return n;
+}
+
+static uint64_t next_id;
+static uint64_t nonce; /* 0 until the first handle is made */
+
+static int random_bytes(void *p, size_t n)
+{
+    uint8_t *b = p;
+    while (n) {
+        ssize_t k = getrandom(b, n, 0);
+        if (k <= 0) return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Constant-time comparison: how many leading bytes of a forged secret are right must not
+ * show in how long the refusal takes. */
+static int secret_equal(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t d = 0;
+    for (int i = 0; i < 16; i++)
+        d |= a[i] ^ b[i];
+    return d == 0;
+}
+
+static const char *what(const struct srv_share *s)
+{
+    return s->kind == SHIM_HT_CUevent                        ? "IPC event"
+           : s->kind == SHIM_HT_CUmemGenericAllocationHandle ? "physical memory handle"
+                                                             : "IPC memory";
+}
+
+/* The share a record holds, or NULL. */
+static struct srv_share *share_of(const struct srv_obj *o)
+{
+    return (struct srv_share *)o->held;
+}
+
+/* ipc_lock held: the real object goes. Called on whichever worker let go last, so the
+ * device's context is pushed for memory (the thread's current one may be another's). */
+static void destroy_real(struct srv_share *s)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (s->dead) {
+        /* It died with its context (fault.c): its address or handle may be another's now. */
+    } else if (s->kind == SHIM_HT_CUevent) {
+        r = DRV(cuEventDestroy_v2)((CUevent)(uintptr_t)s->value);
+    } else if (s->kind == SHIM_HT_CUmemGenericAllocationHandle) {
+        r = DRV(cuMemRelease)((CUmemGenericAllocationHandle)s->value);
+    } else {
+        r = srv_push_device(s->dev);
+        if (r == CUDA_SUCCESS) {
+            r = s->pooled ? srv_devmem_free_orphan(s->dev, s->value)
+                          : DRV(cuMemFree_v2)((CUdeviceptr)s->value);
+            srv_pop_device();
+        }
+    }
+    if (r != CUDA_SUCCESS) srv_log("Freeing a shared %s failed with %s", what(s), srv_errname(r));
+    HASH_DEL(shares, s);
+    free(s->openers);
+    free(s);
+}
+
+void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving)
+{
+    srv_share_let_go(c, o, leaving, 0);
+}
+
+void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak)
+{
+    struct srv_share *s = share_of(o);
+    if (!s) return;
+    o->held = NULL;
+    pthread_mutex_lock(&ipc_lock);
+    if (s->owner == c) {
+        /* The exporter's own record (an exporter never opens its own handle). */
+        s->owner = NULL;
+        if (leaving && s->nopeners) {
+            atomic_store_explicit(&s->held.revoked, 1, memory_order_release);
+            srv_log("Client process %d let go of the %s that %d other client(s) opened: "
+                    "their grant ends%s",
+                    (int)c->pid, what(s), s->nopeners,
+                    s->kind == SHIM_HT_CUevent ? "" : "; the memory goes when they let go too");
+        }
+    } else {
+        for (int i = 0; i < s->nopeners; i++)
+            if (s->openers[i] == c) {
+                memmove(&s->openers[i], &s->openers[i + 1],
+                        (size_t)(s->nopeners - i - 1) * sizeof(*s->openers));
+                s->nopeners--;
+                break;
+            }
+    }
+    if (!s->owner && !s->nopeners) {
+        if (leak) { /* work may still touch it: the share goes, the object stays */
+            HASH_DEL(shares, s);
+            free(s->openers);
+            free(s);
+        } else {
+            destroy_real(s);
+        }
+    }
+    pthread_mutex_unlock(&ipc_lock);
+}
+
+/* A fault killed dev's context: every share there is dead (destroying it later would free
+ * what the new context may have handed to someone else) and revoked, so that no opener
+ * names it any more. Called before any worker lets go of its records. */
+void srv_ipc_fault(int dev)
+{
+    pthread_mutex_lock(&ipc_lock);
+    struct srv_share *s, *t;
+    HASH_ITER(hh, shares, s, t)
+        if (s->dev == dev) {
+            s->dead = 1;
+            atomic_store_explicit(&s->held.revoked, 1, memory_order_release);
+        }
+    pthread_mutex_unlock(&ipc_lock);
+}
+
+/* ---------------------------------------------------------------- export */
+
+/* The share of the client's object o (made on first export), and its handle. */
+static CUresult export(struct srv_client *c, struct srv_obj *o, uint32_t kind,
+                       struct chan_ipc_reply *out)
+{
+    pthread_mutex_lock(&ipc_lock);
+    if (!nonce && random_bytes(&nonce, sizeof(nonce)) != 0) {
+        pthread_mutex_unlock(&ipc_lock);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    struct srv_share *s = share_of(o);
+    if (!s) {
+        if (!(s = calloc(1, sizeof(*s)))) {
+            pthread_mutex_unlock(&ipc_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (random_bytes(s->secret, sizeof(s->secret)) != 0) {
+            free(s);
+            pthread_mutex_unlock(&ipc_lock);
+            return CUDA_ERROR_OPERATING_SYSTEM;
+        }
+        s->held.let_go = srv_share_let_go;
+        s->id = ++next_id;
+        s->kind = kind;
+        s->value = o->key.value;
+        s->size = o->size;
+        s->bytes = o->bytes;
+        s->dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
+        s->pooled = srv_devmem_pooled(o);
+        s->owner = c;
+        HASH_ADD(hh, shares, id, sizeof(s->id), s);
+        o->held = &s->held;
+    }
+    struct srv_ipc_handle h = {.nonce = nonce, .id = s->id, .kind = kind, .size = s->size};
+    memcpy(h.magic, IPC_MAGIC, sizeof(h.magic));
+    memcpy(h.secret, s->secret, sizeof(h.secret));
+    pthread_mutex_unlock(&ipc_lock);
+    memset(out->handle, 0, sizeof(out->handle));
+    memcpy(out->handle, &h, sizeof(h));
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- open */
+
+/* ipc_lock held: the live share a handle names, or NULL (with the driver's error). */
+static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint32_t kind,
+                               CUresult *err)
+{
+    struct srv_ipc_handle h;
+    memcpy(&h, bytes, sizeof(h));
+    struct srv_share *s = NULL;
+    *err = CUDA_ERROR_INVALID_VALUE;
+    if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0 || !nonce || h.nonce != nonce ||
+        h.kind != kind)
+        return NULL;
+    HASH_FIND(hh, shares, &h.id, sizeof(h.id), s);
+    if (!s || s->kind != kind || !secret_equal(s->secret, h.secret) || !s->owner)
+        return NULL; /* never made, forged, or let go by its exporter */
+    if (s->owner == c) {
+        *err = CUDA_ERROR_INVALID_CONTEXT; /* the driver's answer in the exporting process */
+        return NULL;
+    }
+    return s;
+}
+
+/* ipc_lock held: c holds an opened record of s from now on. */
+static int add_opener(struct srv_share *s, struct srv_client *c)
+{
+    if (s->nopeners == s->capopeners) {
+        int ncap = s->capopeners ? s->capopeners * 2 : 4;
+        struct srv_client **n = realloc(s->openers, (size_t)ncap * sizeof(*n));
+        if (!n) return -1;
+        s->openers = n;
+        s->capopeners = ncap;
+    }
+    s->openers[s->nopeners++] = c;
+    return 0;
+}
+
+/* Opens the share a handle of `kind` names: the opener's record of it, made on the first
+ * open (a range of kind `opened` for memory, else a record of the exporter's type), or
+ * counted once more. Memory and physical handles count their opens in aux, each closed or
+ * released once, as the driver counts them (vmm.c); an event is one record however often
+ * it is opened (aux: its flags), which one destroy ends. */
+static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint32_t kind,
+                           struct chan_ipc_reply *out)
+{
+    CUresult err;
+    pthread_mutex_lock(&ipc_lock);
+    struct srv_share *s = named(c, m->handle, kind, &err);
+    if (!s) {
+        pthread_mutex_unlock(&ipc_lock);
+        return err;
+    }
+    int mem = kind == SHIM_HT_MEM_DEVICE;
+    uint32_t type = mem ? SHIM_HT_MEM_OPENED : kind;
+    struct srv_obj *o = srv_obj_lookup(c, type, s->value);
+    err = CUDA_SUCCESS;
+    if (o && share_of(o) == s) {
+        if (kind != SHIM_HT_CUevent) o->aux++;
+    } else if (o) {
+        err = CUDA_ERROR_INVALID_VALUE; /* a revoked grant of an older share: cannot be */
+    } else if (kind != SHIM_HT_CUevent && s->bytes && !srv_mem_fits(c, s->dev, s->bytes)) {
+        err = CUDA_ERROR_OUT_OF_MEMORY; /* the opener pays for what it can reach */
+    } else if (!(o = mem ? srv_range_add(c, type, s->value, s->size, 1, NULL)
+                         : srv_obj_add(c, type, s->value, 1, NULL))) {
+        err = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (add_opener(s, c) != 0) {
+        srv_obj_destroyed(c, o);
+        err = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        o->held = &s->held;
+        o->dev = s->dev;
+        if (kind != SHIM_HT_CUevent && s->bytes)
+            srv_obj_count(c, o, s->dev, s->bytes); /* uncounted when the record goes */
+        o->aux = mem                       ? 1
+                 : kind == SHIM_HT_CUevent ? CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS
+                                           : 0;
+    }
+    if (err == CUDA_SUCCESS) {
+        out->value = s->value;
+        out->size = s->size;
+        out->opens = mem ? o->aux : 1;
+    }
+    pthread_mutex_unlock(&ipc_lock);
+    return err;
+}
+
+/* ---------------------------------------------------------------- the operation */
+
+void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    struct chan_ipc m;
+    struct chan_ipc_reply out;
+    memset(&out, 0, sizeof(out));
+    CUresult res = CUDA_ERROR_INVALID_CONTEXT;
+    (void)len;
+    memcpy(&m, p, sizeof(m)); /* the payload is one (its %op row) */
+    if (!c->cur) goto reply;
+    res = CUDA_ERROR_INVALID_VALUE;
+    struct srv_obj *o;
+    switch (m.what) {
+    case CHAN_IPC_GET_MEM:
+        /* Memory of cuMemAlloc / cuMemAllocPitch only, as natively (pool, virtual and
+         * opened memory are refused); the handle names the whole allocation. */
+        o = srv_range_find(c, m.value, 1);
+        if (o && o->key.type == SHIM_HT_MEM_DEVICE) res = export(c, o, SHIM_HT_MEM_DEVICE, &out);
+        break;
+    case CHAN_IPC_OPEN_MEM:
+        /* The only flag there is asks for peer access, which one context has already. */
+        res = m.flags & ~(uint32_t)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+                  ? CUDA_ERROR_INVALID_VALUE
+                  : open_share(c, &m, SHIM_HT_MEM_DEVICE, &out);
+        break;
+    case CHAN_IPC_CLOSE_MEM:
+        /* Found by its base even when revoked: closing is how the opener lets go. */
+        o = srv_obj_lookup(c, SHIM_HT_MEM_OPENED, m.value);
+        if (!o) break;
+        out.opens = --o->aux;
+        if (!o->aux) {
+            /* Its waits there end first (memops.c); work next, as cuMemFree waits for it:
+             * the memory may go with this close. */
+            srv_memops_end_range(c, o->key.value, o->size);
+            if (srv_streams_drain(c, 0) != 0) {
+                res = CUDA_ERROR_NOT_READY; /* it left meanwhile: its release sees to it */
+                break;
+            }
+            srv_obj_release(c, o);
+        }
+        res = CUDA_SUCCESS;
+        break;
+    case CHAN_IPC_GET_EVENT:
+        /* The client's own event made with CU_EVENT_INTERPROCESS (which implies
+         * CU_EVENT_DISABLE_TIMING); an opened one is not its own to export. */
+        o = srv_obj_find(c, SHIM_HT_CUevent, m.value);
+        if (!o) {
+            res = CUDA_ERROR_INVALID_HANDLE;
+        } else if (o->owned && (o->aux & CU_EVENT_INTERPROCESS) &&
+                   (!o->held || share_of(o)->owner == c)) {
+            res = export(c, o, SHIM_HT_CUevent, &out);
+        }
+        break;
+    case CHAN_IPC_OPEN_EVENT:
+        res = open_share(c, &m, SHIM_HT_CUevent, &out);
+        break;
+    case CHAN_IPC_GET_VMM: {
+        /* The client's own handle (not one it imported), of memory made exportable as a
+         * POSIX file descriptor, as the driver requires. */
+        CUmemAllocationProp prop;
+        o = srv_obj_find(c, SHIM_HT_CUmemGenericAllocationHandle, m.value);
+        if (!o || (o->held && share_of(o)->owner != c) ||
+            m.flags != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+            break;
+        memset(&prop, 0, sizeof(prop));
+        if (DRV(cuMemGetAllocationPropertiesFromHandle)(&prop, m.value) != CUDA_SUCCESS ||
+            !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+            break;
+        res = export(c, o, SHIM_HT_CUmemGenericAllocationHandle, &out);
+        break;
+    }
+    case CHAN_IPC_OPEN_VMM:
+        res = open_share(c, &m, SHIM_HT_CUmemGenericAllocationHandle, &out);
+        break;
+    default:
+        break;
+    }
+reply:
+    if (res == CUDA_SUCCESS) memcpy(srv_lane_data(c, r->lane), &out, sizeof(out));
+    srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? (uint32_t)sizeof(out) : 0);
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+/* cuMemFree of managed memory is managed.c's (host memory, not the driver's to free); of
+ * memory from the client's pools, pools.c's (srv_pool_mem_free: the pool is no spare then).
+ * cuMemFree / cuMemFreeAsync of exported memory: the exporter's record goes, the memory
+ * stays while openers hold it (srv_share_drop). */
+static struct srv_obj *exported(struct srv_client *c, uint64_t base)
+{
+    struct srv_obj *o = base ? srv_range_find(c, base, 0) : NULL;
+    return o && o->key.value == base && o->held ? o : NULL;
+}
+
+static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, k->vals[0]);
+    if (o) return srv_managed_free(c, o);
+    o = exported(c, k->vals[0]);
+    if (o) {
+        srv_share_drop(c, o, 0);
+        return CUDA_SUCCESS;
+    }
+    o = srv_obj_find(c, SHIM_HT_MEM_POOLED, k->vals[0]);
+    if (o) return srv_pool_mem_free(c, o);
+    k->keep = srv_graphmem_keep(c, k->vals[0]);
+    o = srv_obj_find(c, SHIM_HT_MEM_DEVICE, k->vals[0]);
+    if (srv_devmem_pooled(o))
+        return srv_devmem_free(c, o); /* never waits for the context (devmem.c) */
+    return DRV(cuMemFree_v2)((CUdeviceptr)k->vals[0]);
+}
+
+const struct srv_hook srv_hook_mem_free = {.call = mem_free_call};
+
+static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
+{
+    /* Captured: a free node when the graph runs, not a free now (graph.c). */
+    if (k->stream && srv_stream_capturing(c, k->stream)) return srv_graphmem_capture_free(c, k);
+    struct srv_obj *o = exported(c, k->vals[0]);
+    if (o) {
+        srv_share_drop(c, o, 0);
+        return CUDA_SUCCESS;
+    }
+    k->keep = srv_graphmem_keep(c, k->vals[0]);
+    o = srv.device_vmm ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, k->vals[0]) : NULL;
+    if (srv_devmem_pooled(o)) /* the arena's: no stream-ordered free (devmem.c) */
+        return srv_devmem_free_after(c, o);
+    return DRV(cuMemFreeAsync)((CUdeviceptr)k->vals[0], (CUstream)(uintptr_t)k->vals[1]);
+}
+
+const struct srv_hook srv_hook_mem_free_async = {.call = mem_free_async_call};
+
+const struct srv_family srv_family_ipc = {.name = "ipc", .dev_fault = srv_ipc_fault};

@@ -1,0 +1,18 @@
+/* ipc.c: what the files that use the family need of it (server.h is the core). */
+#ifndef MPSSHIM_SERVER_IPC_H
+#define MPSSHIM_SERVER_IPC_H
+
+#include "server/core/server.h"
+
+/* Objects shared through IPC whose real object is still held (ipc.c). */
+uint64_t srv_shares_live(void);
+/* IPC (ipc.c). The record lets go of its share: the real object is destroyed once neither
+ * the exporter nor any opener holds it. `leaving`: released because its client or context
+ * goes (an exporter's departure revokes the openers' records), not through the API. */
+void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving);
+/* The same; `leak`: the real object is never destroyed, even by the last to let go (its
+ * client's work may still be running on it: registry.c, leave_running). */
+void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak);
+void srv_ipc_fault(int dev); /* ipc.c */
+
+#endif
