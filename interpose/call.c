@@ -26,7 +26,7 @@ static CUresult check_dptr(const struct shim_call *d, int i, const uint64_t *val
         if (shim_range_find(v, 0, &rg) != 0)
             return d->cls == SHIM_SYNC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
         /* Inside graph memory: an allocation of another graph at addresses of this one
-         * (server/graphs/graph.c, aliased records), which the server's table knows. */
+         * (server/graphs/graphmem.c, aliased records), which the server's table knows. */
         if (rg.base != v && rg.kind == SHIM_HT_MEM_GRAPHMEM) return CUDA_SUCCESS;
         if (rg.base != v || rg.kind >= SHIM_NHTYPES ||
             (shim_types[rg.kind].destroyer < 0 && !(shim_types[rg.kind].flags & SHIM_TF_RELEASE)))

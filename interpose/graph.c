@@ -1,6 +1,7 @@
 /* CUDA graphs: described in cuda_symbols.txt, except kernel nodes, whose parameters only the
- * client can pack (it alone knows each function's layout, server/graphs/graph.c says more): they
- * travel packed, as a launch's do, and the server gives the driver the `extra` form.
+ * client can pack (it alone knows each function's layout, server/graphs/graphnodes.c says
+ * more): they travel packed, as a launch's do, and the server gives the driver the `extra`
+ * form.
  *
  * Reading a kernel node's parameters back (cuGraphKernelNodeGetParams) asks the server,
  * which reads the node from the driver and packs its parameters by the function's layout:
@@ -276,7 +277,7 @@ static void graphmem_alloc_after(const void *const *argv)
 const struct shim_hook shim_hook_graphmem_alloc = {.after = graphmem_alloc_after};
 
 /* A stream-ordered allocation made in a stream capture is an allocation node's address
- * (server/graphs/graph.c): graph memory in the mirror too, so that it stays known after a free
+ * (server/graphs/graphmem.c): graph memory in the mirror too, so that it stays known after a free
  * outside the graph (the graph allocates it again at its next launch), as the server's
  * table keeps it. Asked of the server only while this process has a capture going. (A
  * _ptsz call's NULL stream, the thread's own, is not asked about: its range stays a pool's,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Graph memory at addresses of two graphs (server/graphs/graph.c, graphmem_register), on the CPU
+# Graph memory at addresses of two graphs (server/graphs/graphmem.c, graphmem_register), on the CPU
 # test driver told to give it out so (MPSSHIM_CPUDRV_GRAPHMEM_ALIAS=1), as the real driver
 # did on an H100 for PyTorch's captures: tests/graph_mem natively and through the shim, on
 # a server of its own started with the same setting, must print the same, aliases said.

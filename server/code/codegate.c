@@ -42,7 +42,7 @@
  *
  * Library kernels and libraries load their code in a context lazily, at the first call that
  * needs it there: besides a launch and cuKernelGetFunction, adding a graph's kernel node of
- * a CUkernel (graph.c), cuKernelSetAttribute, an occupancy query of it and
+ * a CUkernel (graphnodes.c), cuKernelSetAttribute, an occupancy query of it and
  * cuLibraryGetGlobal waited so in the same probe (cuKernelGetAttribute did not; nor did an
  * instantiation, the node's add having loaded it). Those calls go through the gate the
  * first time they name a kernel or library on a device (srv_codegate_call_begin, below;

@@ -222,7 +222,7 @@ static CUresult check_members(struct srv_client *c, const struct chan_rec *r,
 
 /* A device address parameter: the memory its span names lies in one of the caller's
  * ranges. A destroyed address must be the base of a range its type can destroy (or an
- * allocation inside an aliased graph memory record: graph.c). */
+ * allocation inside an aliased graph memory record: graphmem.c). */
 static CUresult check_dptr(struct srv_client *c, const struct shim_call *d, int i,
                            const struct chan_args *a, struct srv_obj **found)
 {

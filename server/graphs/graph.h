@@ -1,14 +1,15 @@
-/* graph.c: what the files that use the family need of it (server.h is the core). */
+/* graph.c (capture) and graphmem.c (graph memory): what the files that use the family need of
+ * it (server.h is the core). */
 #ifndef MPSSHIM_SERVER_GRAPH_H
 #define MPSSHIM_SERVER_GRAPH_H
 
 #include "server/core/server.h"
 
 /* 1 if dptr is graph memory of the client's whose graph still holds the address: a free
- * outside the graph leaves its record (graph.c). */
+ * outside the graph leaves its record (graphmem.c). */
 int srv_graphmem_keep(struct srv_client *c, uint64_t dptr);
 int srv_graphmem_aliased(const struct srv_obj *o);
-/* Stream-ordered allocation in a capture (graph.c). An allocation node the driver made for
+/* Stream-ordered allocation in a capture (graphmem.c). An allocation node the driver made for
  * a cuMemAllocAsync/cuMemAllocFromPoolAsync on capturing stream s: its address becomes graph
  * memory of the graph being captured, counted on dev; OUT_OF_MEMORY (the capture then
  * invalidated) when it cannot be registered. */

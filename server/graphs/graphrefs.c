@@ -2,7 +2,7 @@
  *
  * A memset or memcpy node names memory by its address, a memcpy node may name arrays, an
  * event record or wait node names an event. The server checks each when the node is added
- * or set (graph.c, the generic path), but the graph, and an exec made from it, keep those
+ * or set (graphnodes.c, the generic path), but the graph, and an exec made from it, keep those
  * raw values after the client freed the memory or destroyed the array or event; in the one
  * shared context the driver may by then have given the address or handle to another
  * client, and the stale node would write that client's memory or record its event

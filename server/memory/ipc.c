@@ -458,7 +458,7 @@ const struct srv_hook srv_hook_mem_free = {.call = mem_free_call};
 
 static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
 {
-    /* Captured: a free node when the graph runs, not a free now (graph.c). */
+    /* Captured: a free node when the graph runs, not a free now (graphmem.c). */
     if (k->stream && srv_stream_capturing(c, k->stream)) return srv_graphmem_capture_free(c, k);
     struct srv_obj *o = exported(c, k->vals[0]);
     if (o) {

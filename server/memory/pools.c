@@ -14,7 +14,7 @@
  * as cuMemAllocFromPoolAsync from the client's current pool for the stream's device.
  * Allocations count against the client's memory limit when made, and stop counting when
  * their free is enqueued; what a pool keeps reserved beyond that does not count. In a
- * stream capture an allocation is an allocation node: graph memory (graph.c). */
+ * stream capture an allocation is an allocation node: graph memory (graphmem.c). */
 #include "server/core/server.h"
 #include "server/memory/devmem.h"
 #include "server/graphs/graph.h"
@@ -300,7 +300,7 @@ const struct srv_hook srv_hook_pool_destroy = {.before = destroy_before, .call =
  * to the graph being captured, with the properties of the pool the call names (the
  * client's: its current pool for cuMemAllocAsync, one of its own for
  * cuMemAllocFromPoolAsync, so the node's memory is on the client's device): its address is
- * the graph's, not the pool's, and is registered as graph memory (graph.c) instead of as
+ * the graph's, not the pool's, and is registered as graph memory (graphmem.c) instead of as
  * the description says. The limit is checked before, as for any allocation. */
 static CUresult capture_before(struct srv_client *c, struct srv_call *k)
 {
