@@ -13,7 +13,7 @@ reference. classify() picks the kind; each kind then answers three questions, it
   replay()  what the server's replay learns from it about the call: its stream, what it
             destroys, which outputs it needs even when the caller passes NULL for them
 
-describe() in gen.py asks every parameter in prototype order (pack() adds the spans and
+describe() in gen/checks.py asks every parameter in prototype order (pack() adds the spans and
 size functions the descriptor names, whose order the generated tables keep).
 """
 

@@ -3,7 +3,7 @@
 Reads the preprocessed header (one long line) far enough to answer what the generator
 asks: which members of a struct passed by pointer are pointers, handles or device
 addresses, at what path (`a.b` for nested members), and whether a union lies on the way.
-Function prototypes are not parsed here (gen.py reads them with a pattern of its own).
+Function prototypes are not parsed here (gen/cuda_h.py reads them with a pattern of its own).
 """
 
 import re

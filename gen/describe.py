@@ -2,12 +2,12 @@
 """Describe one CUDA call: `make describe NAME=cuFoo`.
 
 Prints, one after another: the call's row in cuda_symbols.txt (and the rows that name it,
-and the %handle/%range/%struct lines it uses), its prototype in cuda.h, what gen/gen.py's
+and the %handle/%range/%struct lines it uses), its prototype in cuda.h, what gen/checks.py's
 describe() derives from them (each parameter's descriptor and its kind in gen/algebra.py,
 the call's roles and flags), the generated code that carries it (from a fresh run of the
 write steps into a temporary folder, so it is what the table says now, whatever build/
-holds), and where its hand-written parts live. Runs gen.py's own parse and check steps:
-nothing here parses the table again.
+holds), and where its hand-written parts live. Runs gen.py's own parse and check steps
+(load()): nothing here parses the table again.
 Exits 1 for a name the table does not list (a name cuda.h declares but the table does not
 list is built as unsupported, and is described as such).
 """
@@ -166,7 +166,7 @@ def describe_call(g, d, symbols, root, out, w):
     else:
         w("CUresult %s%s;" % (s.name, d.proto.decl()))
     w("")
-    w("-- derived by gen/gen.py (describe())")
+    w("-- derived by gen/gen.py (gen/checks.py's describe())")
     w("call id   %d" % ids[s.name])
     if s.cls == "twin":
         w("twin of   %s (%s): its description is that call's (make describe NAME=%s)"

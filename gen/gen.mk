@@ -5,8 +5,11 @@ GEN_OUT := $(B)/gen/shim_ids.h $(B)/gen/shim_desc.c $(B)/gen/shim_stubs.c $(B)/g
            $(B)/gen/srv_hooks.c $(B)/gen/srv_hooks.h \
            $(B)/gen/chan_ops.h $(B)/gen/srv_ops.h $(B)/gen/srv_ops.def
 GEN_PROCADDR := gen/data/procaddress-580.159.04.tsv
+# The generator's modules: every gen/*.py but the two tools that only read its model, so
+# that a new module is a dependency without a change here.
+GEN_PY := $(filter-out gen/describe.py gen/support.py,$(wildcard gen/*.py))
 
-$(GEN_OUT) &: gen/gen.py gen/algebra.py gen/ctypes_parse.py gen/ops.py cuda_symbols.txt $(GEN_PROCADDR) $(CUDA)/include/cuda.h
+$(GEN_OUT) &: $(GEN_PY) cuda_symbols.txt $(GEN_PROCADDR) $(CUDA)/include/cuda.h
 	@mkdir -p $(B)/gen
 	$(PYTHON) gen/gen.py --cuda-include $(CUDA)/include --symbols cuda_symbols.txt \
 		--procaddr $(GEN_PROCADDR) --cc $(CC) --out $(B)/gen

@@ -161,7 +161,7 @@ def srv_ops_def(ops):
 
 
 def write(out, ops, write_file):
-    """The three files, each through write_file(path, text) (gen.py's write)."""
+    """The three files, each through write_file(path, text) (gen/common.py's write)."""
     write_file(os.path.join(out, "chan_ops.h"), chan_ops_h(ops))
     write_file(os.path.join(out, "srv_ops.h"), srv_ops_h(ops))
     write_file(os.path.join(out, "srv_ops.def"), srv_ops_def(ops))

@@ -2,9 +2,9 @@
 """The support matrix: cuda_symbols.txt -> docs/support.md (`make doc`).
 
 Every row of the table with its class in plain words, grouped by family (the word after
-`cu`), counts per class first. Read with gen.py's parse_symbols(); the reasons of the
-unsupported rows are their `# why` comments. The file is committed, for readers on the web;
-CI regenerates it and fails when it differs (`make doc` rewrites it).
+`cu`), counts per class first. Read with gen/symbol_file.py's parse_symbols(); the reasons
+of the unsupported rows are their `# why` comments. The file is committed, for readers on
+the web; CI regenerates it and fails when it differs (`make doc` rewrites it).
 """
 
 import argparse
@@ -14,7 +14,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen  # noqa: E402
+import common  # noqa: E402
+import symbol_file  # noqa: E402
 from describe import CLASS_WORDS  # noqa: E402
 
 SHORT = {
@@ -40,7 +41,7 @@ def why(lines, sym):
 
 
 def render(symbols):
-    syms, _, _ = gen.parse_symbols(symbols)
+    syms, _, _ = symbol_file.parse_symbols(symbols)
     with open(symbols) as f:
         lines = f.read().split("\n")
     by_name = {s.name: s for s in syms}
@@ -62,7 +63,7 @@ def render(symbols):
            "",
            "| class | rows | what a call of the class does |",
            "| --- | ---: | --- |"]
-    for c in gen.CLASSES:
+    for c in symbol_file.CLASSES:
         out.append("| `%s` | %d | %s |" % (c, counts[c], CLASS_WORDS[c]))
     out.append("| all | %d | |" % len(syms))
     out += ["",
@@ -116,11 +117,11 @@ def main():
     a = ap.parse_args()
     try:
         text = render(a.symbols)
-    except gen.GenError as e:
+    except common.GenError as e:
         sys.stderr.write("gen/support.py: %s\n" % e)
         return 1
     if a.out:
-        gen.write(a.out, text)
+        common.write(a.out, text)
     else:
         sys.stdout.write(text)
     return 0
