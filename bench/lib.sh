@@ -216,7 +216,17 @@ wait_all() {
         finished=
         wait -n -p finished "${rest[@]}"
         st=$?
-        [ -n "$finished" ] || break
+        if [ -z "${finished:-}" ]; then
+            # wait -n named none (it leaves the name unset when the ones left were reaped
+            # already, which happened under load in CI): each one's own status, which bash
+            # keeps for a reaped background job.
+            for pid in "${rest[@]}"; do
+                wait "$pid"
+                st=$?
+                [ "$st" = 0 ] || [ "$rc" != 0 ] || rc=$st
+            done
+            break
+        fi
         keep=()
         for pid in "${rest[@]}"; do [ "$pid" = "$finished" ] || keep+=("$pid"); done
         rest=("${keep[@]}")
