@@ -388,6 +388,10 @@ run_test waitvalue-twin 90 bash "$ROOT/tests/waitvalue_twin.sh" "$B" "$WORK"
 # unsealed memfds and files are refused, the shim's sealed memfd cannot be shrunk, and the
 # server (whose stores end the wait) lives on and serves a bystander. Own server.
 run_test hostreg-shrink 90 bash "$ROOT/tests/hostreg_shrink.sh" "$B" "$WORK"
+# What the server maps at addresses it chooses (clients' segments, pinned and managed memory)
+# lies in its own address window, never where a client's cuMemHostRegister will want the
+# same addresses; and it is gone once the client is released. Own server.
+run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
 # Code loaded while a client's stream is held on a value in its device memory: the load
 # waits in the server, not in the driver (whose load, on the CPU test driver as on an H200,
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of

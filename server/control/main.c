@@ -13,7 +13,7 @@
 #include "server/core/generic.h"
 #include "server/limits/green.h"
 #include "server/handover/handover.h"
-#include "server/memory/memory.h"
+#include "server/core/window.h"
 #include "server/limits/policy.h"
 #include "server/memory/pools.h"
 #include "server/code/procaddr.h"
@@ -215,7 +215,7 @@ static int init_devices(void)
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]);
     srv_green_init();
-    if (srv_host_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
+    if (srv_window_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
         START_FAILED("cannot set up the server's tables");
     devices_made = 1;
     return 0;

@@ -422,7 +422,6 @@ struct srv {
     uint64_t max_pinned;    /* pinned host bytes one client process may hold */
     uint64_t max_objects;   /* registry records one client process may hold; 0: no cap */
     unsigned eager_kernels; /* kernels of a client's images loaded when loaded (module.c) */
-    uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
     /* Context limits as the server started (the floor when clients leave); the real limit
      * is the largest of this and what live clients set. Guarded by limits_lock. */
     pthread_mutex_t limits_lock;
