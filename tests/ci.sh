@@ -399,6 +399,10 @@ run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
 run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
 # A first launch of code loaded at start waits for no other client's work (issue 29).
 run_test eager-load 90 bash "$ROOT/tests/eager.sh" "$B" "$WORK"
+# A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with
+# the results of launches one by one, held launches let go by themselves; off with
+# MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
+run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
 # The stack size the clients' kernels grew the shared context to goes back once no client
 # is left (the driver never lowers it). Own server.
 run_test stack-idle 60 bash "$ROOT/tests/stack_idle.sh" "$B" "$WORK"

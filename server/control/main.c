@@ -17,6 +17,7 @@
 #include "server/limits/policy.h"
 #include "server/memory/pools.h"
 #include "server/code/procaddr.h"
+#include "server/code/seqgraph.h"
 #include "server/handover/recycle.h"
 #include "server/core/spin.h"
 #include "server/control/settings.h"
@@ -577,6 +578,7 @@ int main(int argc, char **argv)
     srv_spin_init();
     srv_codegate_init();
     srv_waits_init();
+    srv_seq_init();
     srv_coalesce_init();
     srv_settings_driver(&st.pool_asked, &ctx_sched_bad);
     srv_settings_limits();

@@ -168,6 +168,7 @@ struct srv_queue {
 };
 struct srv_hblock;
 struct srv_hblocks;
+struct srv_seqs;
 struct srv_stats {
     _Atomic uint64_t launches;
     _Atomic uint64_t bytes_copied;
@@ -324,6 +325,8 @@ struct srv_client {
     /* Pinned memory its inline copies' data waits in: hostblocks.c's own, made at the first
      * such copy (NULL until then). */
     struct srv_hblocks *hblocks;
+    /* Its launch sequences and their graphs: seqgraph.c's own, made at its first launch. */
+    struct srv_seqs *seqs;
     struct { /* devmem.c: its allocation and free streams per device */
         CUstream alloc, free;
     } devmem[CHAN_MAX_DEVICES];
