@@ -142,7 +142,8 @@ static uint32_t staging_seq;
 
 /* ---------------------------------------------------------------- the three paths */
 
-static CUresult run(struct chan_copy *c, const struct shim_copy_side *src, const struct shim_copy_side *dst)
+static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
+                    const struct shim_copy_side *dst)
 {
     uint64_t total;
     if (__builtin_mul_overflow(c->width, c->height, &total) ||
@@ -268,8 +269,8 @@ static void unify(struct shim_copy_side *s)
 }
 
 /* Entry shared by every variant. */
-static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_t w, uint64_t h, uint64_t d,
-                     CUstream stream, unsigned cflags)
+static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_t w, uint64_t h,
+                     uint64_t d, CUstream stream, unsigned cflags)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
@@ -359,8 +360,8 @@ CUresult shim_copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_
 
 /* ---------------------------------------------------------------- 2D and 3D */
 
-static struct shim_copy_side side3(int mt, const void *host, CUdeviceptr dev, CUarray arr,
-                                   size_t x, size_t y, size_t z, size_t pitch, size_t height)
+static struct shim_copy_side side3(int mt, const void *host, CUdeviceptr dev, CUarray arr, size_t x,
+                                   size_t y, size_t z, size_t pitch, size_t height)
 {
     return (struct shim_copy_side){.memtype = mt,
                                    .host = host,

@@ -64,6 +64,32 @@ while read -r _ name custom _; do
     fi
 done < <(grep '^%op ' "$ROOT/cuda_symbols.txt")
 
+# refused SED PATTERN: the generator refuses cuda_symbols.txt edited by SED, with a message
+# matching PATTERN (grep -E) that names the row: what a copy row's notes must say.
+refused() {
+    local tmp out
+    tmp=$(mktemp -d)
+    sed -E "$1" "$ROOT/cuda_symbols.txt" >"$tmp/cuda_symbols.txt"
+    if out=$(python3 "$ROOT/gen/describe.py" --cuda-include "${CUDA:-/usr/local/cuda}/include" \
+        --symbols "$tmp/cuda_symbols.txt" --procaddr "$ROOT/gen/data/procaddress-580.159.04.tsv" \
+        --cc "${CC:-cc}" cuMemcpyHtoD_v2 2>&1); then
+        echo "FAIL refused '$1': the generator took it"; fail=1
+    elif ! grep -qE -- "$2" <<<"$out"; then
+        echo "FAIL refused '$1': no message matching '$2'"; echo "$out"; fail=1
+    else
+        echo "ok refused '$1'"
+    fi
+    rm -rf "$tmp"
+}
+refused 's/(^cuMemcpyHtoD_v2 +copy +)dst:dstDevice\[device\]/\1dst:dstDevice[host]/' \
+    'cuMemcpyHtoD_v2: dst: dstDevice is CUdeviceptr, not a host pointer'
+refused 's/(^cuMemcpyHtoD_v2 +copy .*) bytes:ByteCount/\1/' \
+    'cuMemcpyHtoD_v2: parameters the row does not name: ByteCount'
+refused 's/(^cuMemcpyPeer +copy +)dst:dstDevice\[peer\+dstContext\]/\1dst:dstDevice[device] bytes:dstContext/' \
+    'cuMemcpyPeer: (bytes: dstContext is CUcontext|parameter .* named twice)'
+refused 's/(^cuMemcpy3D_v2 +copy +struct:pCopy)/\1[unaligned]/' \
+    'cuMemcpy3D_v2: struct:pCopy\[unaligned\] is for a CUDA_MEMCPY2D'
+
 # Every local or manual row that names its file (impl:FILE) has its SHIM_IMPL there.
 while read -r name _ impl _; do
     fam=${impl#impl:}
