@@ -263,6 +263,9 @@ run_test fallback-to-driver 60 bash -c '
     echo "$out"
     [ "$(echo "$out" | grep -c "running directly on the CUDA driver")" = 1 ] &&
         echo "$out" | grep -q "^PASS vecadd"'
+# A client that may not start a server waits for one for MPSSHIM_SERVER_WAIT seconds (the
+# k8s recipe's); bad values are said. Own server.
+run_test server-wait 60 bash "$ROOT/tests/server_wait.sh" "$B" "$WORK"
 # 32 clients start at once with no server: exactly one server starts, all are served.
 run_test autostart-race 120 bash -c '
     dir='"$WORK"'/race
