@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "channel/spawn.h"
 #include "channel/proto.h"
+#include "channel/settings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,9 +47,8 @@ int chan_wait_ready(pid_t pid, int fd, char *msg, size_t len)
 const char *chan_pipe_dir(void)
 {
     static char own[96];
-    const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
-    if (!d || !*d) d = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    if (d && *d) return d;
+    const char *d = chan_setting_text(CHAN_SET_PIPE_DIRECTORY, NULL);
+    if (d) return d;
     /* In a Slurm job, the job's own: a server a task starts belongs to the job (the epilog
      * stops it, ops/slurm), and is never the one another job of the same user uses on the
      * node, which that job's end would take away. A job id that is not a number is not used. */

@@ -5,9 +5,9 @@ GEN_OUT := $(B)/gen/shim_ids.h $(B)/gen/shim_desc.c $(B)/gen/shim_stubs.c $(B)/g
            $(B)/gen/srv_hooks.c $(B)/gen/srv_hooks.h \
            $(B)/gen/chan_ops.h $(B)/gen/srv_ops.h $(B)/gen/srv_ops.def
 GEN_PROCADDR := gen/data/procaddress-580.159.04.tsv
-# The generator's modules: every gen/*.py but the two tools that only read its model, so
-# that a new module is a dependency without a change here.
-GEN_PY := $(filter-out gen/describe.py gen/support.py,$(wildcard gen/*.py))
+# The generator's modules: every gen/*.py but the tools that only read its model or the
+# settings table, so that a new module is a dependency without a change here.
+GEN_PY := $(filter-out gen/describe.py gen/support.py gen/settings_doc.py,$(wildcard gen/*.py))
 
 $(GEN_OUT) &: $(GEN_PY) cuda_symbols.txt $(GEN_PROCADDR) $(CUDA)/include/cuda.h
 	@mkdir -p $(B)/gen
@@ -25,8 +25,11 @@ describe:
 		--procaddr $(GEN_PROCADDR) --cc $(CC) $(NAME)
 .PHONY: describe
 
-# `make doc`: the support matrix, docs/support.md, from cuda_symbols.txt (gen/support.py).
-# Committed, for readers on the web; CI fails when it differs from what this writes.
-doc:
+# `make doc`: the support matrix, docs/support.md, from cuda_symbols.txt (gen/support.py),
+# and the settings reference, docs/settings.md, from channel/settings.def as the server
+# prints it (gen/settings_doc.py). Committed, for readers on the web; CI fails when either
+# differs from what this writes.
+doc: $(SRV_BIN)
 	@$(PYTHON) gen/support.py --symbols cuda_symbols.txt --out docs/support.md
+	@$(SRV_BIN) --settings | $(PYTHON) gen/settings_doc.py --out docs/settings.md
 .PHONY: doc

@@ -5,6 +5,7 @@
 #include "channel/fdpass.h"
 #include "channel/prof.h"
 #include "channel/layout.h"
+#include "channel/settings.h"
 #include "channel/spawn.h"
 
 #include <dlfcn.h>
@@ -86,18 +87,16 @@ static void exe_name(char *out, size_t len)
 
 /* A limit from the environment, MPSSHIM_<name> else CUDA_MPS_<name> (as MPS users set it);
  * empty when neither is set. A value too long to send becomes one the server refuses,
- * never a cut one that might parse as something else. */
-static void limit_env(char *out, size_t len, const char *name)
+ * never a cut one that might parse as something else. A bad value (said, naming the
+ * variable as set) is sent as it is, for the server to refuse the client as MPS would;
+ * *bad is then 1. */
+static void limit_env(char *out, size_t len, enum chan_setting_id id, int *bad)
 {
-    char var[64];
-    snprintf(var, sizeof(var), "MPSSHIM_%s", name);
-    const char *v = getenv(var);
-    if (!v || !*v) {
-        snprintf(var, sizeof(var), "CUDA_MPS_%s", name);
-        v = getenv(var);
-    }
+    int mine = 0;
+    const char *v = chan_setting_text(id, &mine);
     if (v && strlen(v) >= len) v = "(value too long)";
     snprintf(out, len, "%s", v ? v : "");
+    *bad |= mine;
 }
 
 /* CUDA_VISIBLE_DEVICES as this process has it: the server applies it to its own devices
@@ -149,10 +148,12 @@ static CUresult try_connect(char *why, size_t whylen)
                                     .pid = getpid(),
                                     .size = sizeof(struct chan_hello)}};
     exe_name(h.head.exe, sizeof(h.head.exe));
+    int bad_limit = 0;
     limit_env(h.active_thread_percentage, sizeof(h.active_thread_percentage),
-              "ACTIVE_THREAD_PERCENTAGE");
-    limit_env(h.pinned_mem_limit, sizeof(h.pinned_mem_limit), "PINNED_DEVICE_MEM_LIMIT");
-    limit_env(h.client_priority, sizeof(h.client_priority), "CLIENT_PRIORITY");
+              CHAN_SET_ACTIVE_THREAD_PERCENTAGE, &bad_limit);
+    limit_env(h.pinned_mem_limit, sizeof(h.pinned_mem_limit), CHAN_SET_PINNED_DEVICE_MEM_LIMIT,
+              &bad_limit);
+    limit_env(h.client_priority, sizeof(h.client_priority), CHAN_SET_CLIENT_PRIORITY, &bad_limit);
     visible_env(&h);
     struct chan_welcome w;
     int fd = -1;
@@ -163,8 +164,9 @@ static CUresult try_connect(char *why, size_t whylen)
     }
     w.message[sizeof(w.message) - 1] = '\0';
     if (w.magic != CHAN_MAGIC || w.status != CHAN_WELCOME_OK) {
-        snprintf(why, whylen, "server refused this client: %s",
-                 w.magic == CHAN_MAGIC ? w.message : "not an mpsshim server");
+        snprintf(why, whylen, "server refused this client: %s%s",
+                 w.magic == CHAN_MAGIC ? w.message : "not an mpsshim server",
+                 bad_limit ? " (the setting said above)" : "");
         /* As an MPS client past the server's client limit, or with limits the server
          * rejects: the error, not a run without the limits the operator set. */
         if (w.magic == CHAN_MAGIC &&
@@ -213,9 +215,9 @@ fail:
  * PREFIX/lib). 0, or -1 with out naming the first place looked. */
 static int server_path(char *out, size_t len)
 {
-    const char *env = getenv("MPSSHIM_SERVER");
+    const char *env = chan_setting_text(CHAN_SET_SERVER, NULL);
     Dl_info self;
-    if (env && *env) {
+    if (env) {
         snprintf(out, len, "%s", env);
         return 0;
     }
@@ -303,22 +305,10 @@ static int start_server(char *why, size_t whylen)
 
 /* MPSSHIM_SERVER_WAIT=S (whole seconds, 0 by default, at most 3600): a client that may not
  * start a server (MPSSHIM_AUTOSTART=0) waits up to S s for one to listen, as an application
- * container beside the server's own (ops/k8s) must: they start together. A malformed value
- * is said, naming the variable as the user wrote it, and taken as 0. */
+ * container beside the server's own (ops/k8s) must: they start together. */
 static unsigned server_wait_s(void)
 {
-    const char *v = getenv("MPSSHIM_SERVER_WAIT");
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    unsigned long s = strtoul(v, &end, 10);
-    if (*v < '0' || *v > '9' || *end || errno || s > 3600) {
-        shim_log("MPSSHIM_SERVER_WAIT=%.64s is not a whole number of seconds from 0 to 3600: "
-                 "not waiting for a server",
-                 v);
-        return 0;
-    }
-    return (unsigned)s;
+    return (unsigned)chan_setting_num(CHAN_SET_SERVER_WAIT);
 }
 
 /* Tries again every 100 ms while no server listens, for MPSSHIM_SERVER_WAIT seconds. */
@@ -339,8 +329,7 @@ static CUresult wait_for_server(CUresult r, char *why, size_t whylen)
 static CUresult connect_or_start(char *why, size_t whylen)
 {
     CUresult r = try_connect(why, whylen);
-    const char *auto_env = getenv("MPSSHIM_AUTOSTART");
-    if (r != CUDA_SUCCESS && auto_env && strcmp(auto_env, "0") == 0)
+    if (r != CUDA_SUCCESS && !chan_setting_num(CHAN_SET_AUTOSTART))
         return wait_for_server(r, why, whylen);
     if (r == CUDA_SUCCESS || conn_no_fallback || conn_foreign) return r;
     char lock[PATH_MAX];
@@ -377,6 +366,8 @@ CUresult shim_connect(void)
     pthread_mutex_lock(&conn_lock);
     st = atomic_load(&conn_state);
     if (st == CONN_NONE) {
+        /* Every client setting's bad value said now, some being read late or never. */
+        chan_settings_check("client");
         pthread_atfork(NULL, NULL, on_fork_child);
         conn_error = connect_or_start(conn_why, sizeof(conn_why));
         /* Before any answer: cuGetProcAddress waits for this decision like every entry. */

@@ -1,5 +1,6 @@
 /* Client-side messages: one line each on stderr; unsupported calls reported once. */
 #include "interpose/shim.h"
+#include "channel/settings.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,17 @@ void shim_log(const char *fmt, ...)
     if (n < 0) return;
     /* One write per line so lines of concurrent threads do not interleave. */
     fprintf(stderr, "mpsshim: %s\n", line);
+}
+
+static void say_setting(const char *line)
+{
+    shim_log("%s", line);
+}
+
+/* A bad setting's value is said as every client message is (settings.c reads them). */
+__attribute__((constructor)) static void settings_to_log(void)
+{
+    chan_settings_reporter(say_setting);
 }
 
 /* One flag per call id, set by the first report. */

@@ -4,6 +4,7 @@
  * functions bind inside it and never to the shim's exported symbols. */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
+#include "channel/settings.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -32,7 +33,7 @@ void *shim_real(int id)
  * Never this library, whatever its file is called. */
 static void *open_real(char *path, size_t len)
 {
-    const char *env = getenv("MPSSHIM_DRIVER");
+    const char *env = chan_setting_text(CHAN_SET_DRIVER, NULL);
     static const char *const dirs[] = {
         "/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu",  "/usr/lib64",      "/usr/lib",
         "/lib/x86_64-linux-gnu",   "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib"};

@@ -3,6 +3,7 @@
  * cores together keep up with it (bench/NOTES.md, "Pageable copy threads"). */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
+#include "channel/settings.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -47,8 +48,8 @@ static void *helper(void *arg)
  * run only during a copy of at least PCOPY_MIN. */
 static int want_threads(void)
 {
-    const char *e = getenv("MPSSHIM_COPY_THREADS");
-    if (e) return atoi(e) < 0 ? 0 : atoi(e) > PCOPY_MAXT ? PCOPY_MAXT : atoi(e);
+    unsigned long long want; /* at most PCOPY_MAXT (channel/settings.def) */
+    if (chan_setting_get(CHAN_SET_COPY_THREADS, &want)) return (int)want;
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     int n = cpus / 2 - 1; /* helpers besides the calling thread */

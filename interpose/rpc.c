@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "channel/settings.h"
 #include "channel/marshal.h" /* CHAN_MAX_ARGS, CHAN_OUTREF_MAX */
 
 /* Producers serialise on this lock: records must enter the ring whole and in the order the
@@ -71,15 +72,13 @@ int shim_ptds_active(void)
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
-/* A client setting in µs (getenv NAME), read once into *cache (-1 until then), in ns:
- * dflt_us when unset; 0 when negative, or past max_us (0: no bound). */
-static uint64_t env_us(_Atomic int64_t *cache, const char *name, int64_t dflt_us, int64_t max_us)
+/* A client setting in µs (channel/settings.def), read once into *cache (-1 until then),
+ * in ns. */
+static uint64_t env_us(_Atomic int64_t *cache, enum chan_setting_id id)
 {
     int64_t v = atomic_load_explicit(cache, memory_order_relaxed);
     if (v < 0) {
-        const char *e = getenv(name);
-        int64_t us = e ? strtoll(e, NULL, 10) : dflt_us;
-        v = us < 0 || (max_us && us > max_us) ? 0 : us * 1000;
+        v = (int64_t)chan_setting_num(id) * 1000;
         atomic_store(cache, v);
     }
     return (uint64_t)v;
@@ -90,7 +89,7 @@ static uint64_t env_us(_Atomic int64_t *cache, const char *name, int64_t dflt_us
 static uint64_t spin_ns(void)
 {
     static _Atomic int64_t cached = -1;
-    return env_us(&cached, "MPSSHIM_SPIN_US", 200, 0);
+    return env_us(&cached, CHAN_SET_SPIN_US);
 }
 
 /* The slice a thread asleep for a reply asks for (MPSSHIM_WAIT_SLICE_US, channel/slice.h):
@@ -99,7 +98,7 @@ static uint64_t spin_ns(void)
 static uint64_t wait_slice_ns(void)
 {
     static _Atomic int64_t cached = -1;
-    return env_us(&cached, "MPSSHIM_WAIT_SLICE_US", 100, 100 * 1000);
+    return env_us(&cached, CHAN_SET_WAIT_SLICE_US);
 }
 
 /* How long a thread spins for a reply the GPU posts (proto.h), MPSSHIM_GPU_WAIT_SPIN_US:
@@ -109,7 +108,7 @@ static uint64_t wait_slice_ns(void)
 static uint64_t gpu_spin_ns(void)
 {
     static _Atomic int64_t cached = -1;
-    return env_us(&cached, "MPSSHIM_GPU_WAIT_SPIN_US", 20 * 1000, 0);
+    return env_us(&cached, CHAN_SET_GPU_WAIT_SPIN_US);
 }
 
 const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_server_alive};

@@ -12,7 +12,8 @@ all: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN)
 $(SRV_BIN): $(SRV_OBJ) $(CHANNEL_OBJ)
 	$(CC) -o $@ $(SRV_OBJ) $(CHANNEL_OBJ) $(LDFLAGS) -lffi -ldl
 
-$(CTL_BIN): $(B)/obj/server/control/ctl.o $(B)/obj/channel/spawn.o $(B)/obj/channel/version.o
+$(CTL_BIN): $(B)/obj/server/control/ctl.o $(B)/obj/channel/spawn.o $(B)/obj/channel/settings.o \
+		$(B)/obj/channel/version.o
 	$(CC) -o $@ $^ $(LDFLAGS)
 
 $(RUN_BIN): $(B)/obj/server/control/run.o $(B)/obj/channel/layout.o $(B)/obj/channel/version.o

@@ -242,6 +242,10 @@ run_test describe-calls 120 bash "$ROOT/tests/describe.sh"
 run_test support-doc-current 30 bash -c '
     cd '"$ROOT"' && python3 gen/support.py --symbols cuda_symbols.txt | diff -u docs/support.md - ||
         { echo "docs/support.md is not current: run make doc"; exit 1; }'
+# docs/settings.md likewise, from the settings table as the server prints it.
+run_test settings-doc-current 30 bash -c '
+    cd '"$ROOT"' && "'"$B"'/mpsshim-server" --settings | python3 gen/settings_doc.py |
+        diff -u docs/settings.md - || { echo "docs/settings.md is not current: run make doc"; exit 1; }'
 # tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
 # what is missing otherwise, apt-get's own words when it fails.
 run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
@@ -266,6 +270,9 @@ run_test fallback-to-driver 60 bash -c '
 # A client that may not start a server waits for one for MPSSHIM_SERVER_WAIT seconds (the
 # k8s recipe's); bad values are said. Own server.
 run_test server-wait 60 bash "$ROOT/tests/server_wait.sh" "$B" "$WORK"
+# Every setting of the table fed a bad value: said, naming the variable as set; the server
+# starts on its defaults, a client runs, or is refused for a bad limit of its own.
+run_test settings 60 bash "$ROOT/tests/settings.sh" "$B" "$WORK"
 # 32 clients start at once with no server: exactly one server starts, all are served.
 run_test autostart-race 120 bash -c '
     dir='"$WORK"'/race

@@ -43,6 +43,7 @@
 #include "server/core/family.h"
 #include "server/core/queue.h"
 #include "server/core/spin.h"
+#include "channel/settings.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -116,8 +117,7 @@ static int enabled = 1;
 
 void srv_seq_init(void)
 {
-    const char *v = getenv("MPSSHIM_LAUNCH_GRAPHS");
-    enabled = !(v && *v == '0');
+    enabled = (int)chan_setting_num(CHAN_SET_LAUNCH_GRAPHS);
 }
 
 static uint64_t mix(uint64_t h, const void *p, size_t n)

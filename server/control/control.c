@@ -20,6 +20,7 @@
 #include "server/limits/policy.h"
 #include "server/memory/pools.h"
 #include "server/handover/recycle.h"
+#include "server/control/settings.h"
 #include "server/core/spin.h"
 
 #include <stdarg.h>
@@ -383,6 +384,10 @@ static void cmd_server_status(struct cmd *k)
     char faults[400];
     srv_handover_describe(faults, sizeof(faults));
     say(k, "%s", faults);
+    /* The settings in force and where each came from (channel/settings.def). */
+    char settings[8192];
+    srv_settings_describe(settings, sizeof(settings));
+    say(k, "%s", settings);
 }
 
 /* terminate_client <server pid> <client pid>: 0 once the client's work is gone, as MPS. */

@@ -58,7 +58,6 @@ int srv_control_listen(void)
 #define SRV_MAX_CONTROL 32
 /* Places for connections told to go whose thread has not ended yet (moments). */
 #define CONTROL_SLOTS (2 * SRV_MAX_CONTROL)
-#define CONTROL_IDLE_DEFAULT_S 300
 
 enum conn_state {
     CONN_FREE,      /* the place is free */
@@ -214,7 +213,7 @@ static void read_idle(void)
 {
     static int done;
     if (done++) return;
-    idle_ns = srv_settings_seconds_ns("MPSSHIM_CONTROL_IDLE", CONTROL_IDLE_DEFAULT_S, 1000000);
+    idle_ns = srv_settings_seconds_ns(CHAN_SET_CONTROL_IDLE);
 }
 
 /* A connection that can be closed to make room for one of `admin`'s: the one idle (or

@@ -125,13 +125,16 @@ static void on_hangup(int sig)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: mpsshim-server [--driver PATH] [--log-stderr] [--require-logs]\n"
-               "       mpsshim-server --version | --help\n"
+               "       mpsshim-server --version | --settings | --help\n"
                "  Serves CUDA clients that run with LD_PRELOAD=libmpsshim.so.\n"
                "  Start it with `mpsshim-control -d` (or -f) rather than directly.\n"
                "  --driver PATH    the real CUDA driver (else MPSSHIM_DRIVER, else libcuda.so.1)\n"
                "  --log-stderr     every log line on stderr too (mpsshim-control -f)\n"
                "  --require-logs   refuse to start when the log files cannot be opened\n"
                "                   (mpsshim-control -d)\n"
+               "  --settings       every setting of server and clients, one a line: name, MPS's\n"
+               "                   name, who reads it, kind, what it accepts, default, a bad\n"
+               "                   value's fate, what it does (tab-separated; docs/settings.md)\n"
                "  SIGHUP reopens the log files (after log rotation); SIGTERM and SIGINT stop it.\n"
                "environment: MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY), "
                "MPSSHIM_LOG_DIRECTORY (CUDA_MPS_LOG_DIRECTORY), MPSSHIM_DRIVER\n");
@@ -147,9 +150,6 @@ static void usage(FILE *f)
         return -1;                                                                                 \
     } while (0)
 
-/* MPSSHIM_CTX_SCHED's value when it named no scheduling (said once the log is open). */
-static const char *ctx_sched_bad;
-
 /* The start-up's steps done so far: a standby (handover.c) takes some before a fault. */
 static int driver_loaded, devices_made;
 
@@ -162,9 +162,6 @@ static int load_driver(void)
         START_FAILED("cannot load the CUDA driver: %s", resolved);
     srv_log("Using CUDA driver %s", resolved);
     srv_spin_log_settings();
-    if (ctx_sched_bad)
-        srv_log("MPSSHIM_CTX_SCHED=%s is none of auto, spin, yield, blocking: auto is used",
-                ctx_sched_bad);
     srv_procaddr_build(srv_drv_handle); /* before cuInit: cudart asks before it too */
     CUresult r = DRV(cuInit)(0);
     if (r != CUDA_SUCCESS) START_FAILED("cuInit returned %s", srv_errname(r));
@@ -260,6 +257,9 @@ static int read_args(int argc, char **argv, struct start *st)
         } else if (strcmp(argv[i], "--version") == 0) {
             chan_print_version("mpsshim-server");
             return 0;
+        } else if (strcmp(argv[i], "--settings") == 0) {
+            srv_settings_print(stdout);
+            return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -337,6 +337,8 @@ static int open_logs(struct start *st)
             tell_starter("%s (MPSSHIM_LOG_DIRECTORY sets another directory)\n", st->why);
             return 1;
         }
+    } else {
+        srv_settings_log_open();
     }
     return GO_ON;
 }
@@ -580,7 +582,7 @@ int main(int argc, char **argv)
     srv_waits_init();
     srv_seq_init();
     srv_coalesce_init();
-    srv_settings_driver(&st.pool_asked, &ctx_sched_bad);
+    srv_settings_driver(&st.pool_asked);
     srv_settings_limits();
     if ((rc = prepare_process(&st)) != GO_ON || (rc = make_dirs(&st)) != GO_ON ||
         (rc = wait_as_standby(&st)) != GO_ON || (rc = open_logs(&st)) != GO_ON ||

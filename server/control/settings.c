@@ -1,11 +1,13 @@
 /* The server's settings from its environment, read once by main before any thread starts,
  * into srv: where its pipes and logs are, how it uses the driver, and what clients may hold;
  * and the environment the driver will see.
- * (Settings of one part stay with it: spin.c, waits.c and coalesce.c read their own.) */
+ * (Settings of one part stay with it: spin.c, waits.c and coalesce.c read their own, all
+ * through the one reader, channel/settings.c.) */
 #define _GNU_SOURCE
 #include "server/core/server.h"
 #include "server/control/settings.h"
 #include "server/limits/policy.h"
+#include "channel/settings.h"
 #include "channel/spawn.h"
 
 #include <errno.h>
@@ -17,99 +19,88 @@
 
 extern char **environ;
 
-/* The first of two variables set and not empty (ours before MPS's); NULL if neither. */
-static const char *env2(const char *ours, const char *mps)
+/* Bad values said before server.log is open: on stderr at once, and into the log once it
+ * opens (srv_settings_log_open); after that, into the log (and stderr where it echoes). */
+static char early[CHAN_SET_N][300]; /* each setting is said once at most */
+static int nearly, log_open;
+
+static void say_bad(const char *line)
 {
-    const char *v = getenv(ours);
-    if (!v || !*v) v = getenv(mps);
-    return v && *v ? v : NULL;
+    if (log_open) {
+        srv_log("%s", line);
+        return;
+    }
+    fprintf(stderr, "mpsshim-server: %s\n", line);
+    if (nearly < (int)(sizeof(early) / sizeof(early[0])))
+        snprintf(early[nearly++], sizeof(early[0]), "%s", line);
+}
+
+void srv_settings_log_open(void)
+{
+    log_open = 1;
+    for (int i = 0; i < nearly; i++)
+        srv_log("%s", early[i]);
 }
 
 void srv_settings_paths(void)
 {
+    chan_settings_reporter(say_bad);
     snprintf(srv.pipe_dir, sizeof(srv.pipe_dir), "%s", chan_pipe_dir());
-    const char *v = env2("MPSSHIM_LOG_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY");
+    const char *v = chan_setting_text(CHAN_SET_LOG_DIRECTORY, NULL);
     if (v)
         snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", v);
     else
         snprintf(srv.log_dir, sizeof(srv.log_dir), "%.240s/log", srv.pipe_dir);
-    if (!*srv.driver_path && (v = getenv("MPSSHIM_DRIVER")))
+    if (*srv.driver_path)
+        chan_setting_override(CHAN_SET_DRIVER, srv.driver_path, "--driver");
+    else if ((v = chan_setting_text(CHAN_SET_DRIVER, NULL)))
         snprintf(srv.driver_path, sizeof(srv.driver_path), "%s", v);
-    v = getenv("MPSSHIM_SERVER_SPIN_US");
-    srv.idle_spin_ns = (v ? strtoull(v, NULL, 10) : 100) * 1000;
+    srv.idle_spin_ns = chan_setting_num(CHAN_SET_SERVER_SPIN_US) * 1000;
 }
 
-void srv_settings_driver(int *pool_asked, const char **ctx_sched_bad)
+void srv_settings_driver(int *pool_asked)
 {
-    const char *v = getenv("MPSSHIM_BLOCKING_SYNC");
-    srv.block_sync = v ? atoi(v) != 0 : 1;
-    v = getenv("MPSSHIM_CTX_SCHED");
-    srv.ctx_sched = !v || !*v || !strcmp(v, "auto") ? CU_CTX_SCHED_AUTO
-                    : !strcmp(v, "spin")            ? CU_CTX_SCHED_SPIN
-                    : !strcmp(v, "yield")           ? CU_CTX_SCHED_YIELD
-                    : !strcmp(v, "blocking")        ? CU_CTX_SCHED_BLOCKING_SYNC
-                                                    : (*ctx_sched_bad = v, CU_CTX_SCHED_AUTO);
-    v = getenv("MPSSHIM_GREEN_EACH");
-    srv.green_each = v && atoi(v) != 0;
+    srv.block_sync = (int)chan_setting_num(CHAN_SET_BLOCKING_SYNC);
+    static const int sched[] = {CU_CTX_SCHED_AUTO, CU_CTX_SCHED_SPIN, CU_CTX_SCHED_YIELD,
+                                CU_CTX_SCHED_BLOCKING_SYNC};
+    srv.ctx_sched = sched[chan_setting_choice(CHAN_SET_CTX_SCHED)];
+    srv.green_each = (int)chan_setting_num(CHAN_SET_GREEN_EACH);
     /* cuMemAlloc from the arena unless MPSSHIM_DEVICE_VMM=0 (devmem.c says why); the pool
      * only when asked for with the arena off. */
-    v = getenv("MPSSHIM_DEVICE_VMM");
-    srv.device_vmm = !v || !*v || atoi(v) != 0;
-    v = getenv("MPSSHIM_DEVICE_POOL");
-    *pool_asked = v && atoi(v) != 0;
+    srv.device_vmm = (int)chan_setting_num(CHAN_SET_DEVICE_VMM);
+    *pool_asked = (int)chan_setting_num(CHAN_SET_DEVICE_POOL);
     srv.device_pool = !srv.device_vmm && *pool_asked;
-}
-
-/* A count from the environment variable `name`: dflt when it is unset or empty, and when it
- * is not a count up to max (said on stderr: the log is not open yet). */
-static unsigned long long env_count(const char *name, unsigned long long dflt,
-                                    unsigned long long max)
-{
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (!*end && *v != '-' && n <= max) return n;
-    fprintf(stderr, "mpsshim-server: %s=%s is not a count; using %llu\n", name, v, dflt);
-    return dflt;
 }
 
 void srv_settings_limits(void)
 {
     /* Half the machine's memory by default; MPSSHIM_MAX_PINNED_MB sets another cap. */
-    const char *v = getenv("MPSSHIM_MAX_PINNED_MB");
-    srv.max_pinned = v ? strtoull(v, NULL, 10) << 20
-                       : (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
+    unsigned long long mb;
+    srv.max_pinned = chan_setting_get(CHAN_SET_MAX_PINNED_MB, &mb)
+                         ? mb << 20
+                         : (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 2;
     /* A departed client's work that is still running after this long (a kernel that never
      * ends, a stream waiting on memory it freed) is left to run, and what it held is left
      * allocated rather than freed under it: the release, terminate_client and quit go on. */
-    v = getenv("MPSSHIM_RELEASE_TIMEOUT");
-    srv.release_ns = (v ? strtoull(v, NULL, 10) : 30) * 1000000000ull;
+    srv.release_ns = chan_setting_num(CHAN_SET_RELEASE_TIMEOUT) * 1000000000ull;
     /* Bytes a client's queued work may hold in the server before its requests wait for the
      * GPU (queue.c); 0: no limit. */
-    v = getenv("MPSSHIM_QUEUE_LIMIT");
-    srv.queue_limit = 64ull << 20;
-    if (v && srv_parse_size(v, &srv.queue_limit) != 0) {
-        fprintf(stderr,
-                "mpsshim-server: MPSSHIM_QUEUE_LIMIT=%s is not a size (e.g. 64M); "
-                "using 64M\n",
-                v);
-        srv.queue_limit = 64ull << 20;
-    }
+    srv.queue_limit = chan_setting_num(CHAN_SET_QUEUE_LIMIT);
     /* Registry records one client process may hold (account.c): each costs the server a few
      * hundred bytes, and a client making a million events took it from 4 to 374 MB. */
-    srv.max_objects = env_count("MPSSHIM_MAX_OBJECTS", 262144, ULLONG_MAX);
+    srv.max_objects = chan_setting_num(CHAN_SET_MAX_OBJECTS);
     /* Kernels of a client's images whose code is loaded when it loads them (module.c). */
-    srv.eager_kernels = (unsigned)env_count("MPSSHIM_EAGER_KERNELS", 256, 1000000);
-    v = getenv("MPSSHIM_MAX_CLIENTS");
-    srv.max_clients = v ? (unsigned)strtoul(v, NULL, 10) : 48;
+    srv.eager_kernels = (unsigned)chan_setting_num(CHAN_SET_EAGER_KERNELS);
+    srv.max_clients = (unsigned)chan_setting_num(CHAN_SET_MAX_CLIENTS);
+    /* The rest are read where they are used, some late (a trace's end): said now. */
+    chan_settings_check("server");
 }
 
 /* A server on top of native MPS would be an MPS client, which it must not be unless
  * asked. */
 static void clear_mps_env(void)
 {
-    if (getenv("MPSSHIM_ON_MPS")) return;
+    if (chan_setting_num(CHAN_SET_ON_MPS)) return;
     for (;;) {
         int found = 0;
         for (char **e = environ; *e; e++)
@@ -140,18 +131,38 @@ void srv_settings_driver_env(void)
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 }
 
-uint64_t srv_settings_seconds_ns(const char *name, unsigned dflt, unsigned long long max)
+uint64_t srv_settings_seconds_ns(enum chan_setting_id id)
 {
-    const char *v = getenv(name);
-    unsigned long long s = dflt;
-    if (v && *v) {
-        char *end;
-        errno = 0;
-        s = strtoull(v, &end, 10);
-        if (*v == '-' || errno || *end || s > max) {
-            srv_log("%s=%s is not a number of seconds (0 to %llu): %u is used", name, v, max, dflt);
-            s = dflt;
-        }
+    return chan_setting_num(id) * 1000000000ull;
+}
+
+void srv_settings_describe(char *out, size_t len)
+{
+    size_t n = 0;
+    *out = '\0';
+    for (int i = 0; i < CHAN_SET_N && n < len; i++) {
+        if (strcmp(chan_settings[i].side, "client") == 0) continue;
+        char value[128], from[96];
+        chan_setting_origin((enum chan_setting_id)i, value, sizeof(value), from, sizeof(from));
+        int k =
+            snprintf(out + n, len - n, "Setting %s=%s (%s)\n", chan_settings[i].name, value, from);
+        if (k < 0) break;
+        n += (size_t)k;
     }
-    return s * 1000000000ull;
+}
+
+void srv_settings_print(FILE *f)
+{
+    static const char *const kind[] = {
+        [CHAN_SET_BOOL] = "boolean",    [CHAN_SET_COUNT] = "number", [CHAN_SET_SECONDS] = "seconds",
+        [CHAN_SET_US] = "microseconds", [CHAN_SET_MB] = "MiB",       [CHAN_SET_SIZE] = "size",
+        [CHAN_SET_CHOICE] = "choice",   [CHAN_SET_PATH] = "path",    [CHAN_SET_TEXT] = "text"};
+    for (int i = 0; i < CHAN_SET_N; i++) {
+        const struct chan_setting *s = &chan_settings[i];
+        char acc[128];
+        chan_setting_accepts((enum chan_setting_id)i, acc, sizeof(acc));
+        fprintf(f, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s->name, s->mps ? s->mps : "-", s->side,
+                kind[s->kind], acc, s->dflt,
+                s->on_bad == CHAN_BAD_REFUSE ? "client refused" : "default used", s->doc);
+    }
 }

@@ -21,6 +21,7 @@
 #include "server/control/trace.h"
 #include "server/control/trace_cupti.h"
 #include "server/control/trace_owners.h"
+#include "channel/settings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -435,8 +436,7 @@ static int trace_stop(char *out, size_t cap)
      * worker asks it for ids (srv_trace_gen is 0: none starts asking). Its activity is off
      * and flushed, but CUPTI asks that calls be quiet when it detaches, and other clients'
      * calls go on: not the default. */
-    const char *detach = getenv("MPSSHIM_TRACE_DETACH");
-    if (detach && strcmp(detach, "1") == 0 && srv_cupti.finalize) {
+    if (chan_setting_num(CHAN_SET_TRACE_DETACH) && srv_cupti.finalize) {
         for (int i = 0; i < 1000 && srv_trace_owners_asking(); i++)
             usleep(1000); /* a worker inside a driver call: a second at most */
         srv_cupti_result r = SRV_CUPTI_ERROR_NOT_INITIALIZED;

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "server/core/server.h"
 #include "server/control/trace_cupti.h"
+#include "channel/settings.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -52,7 +53,7 @@ static int cupti_resolve(void *h, char *why, size_t len)
 int srv_cupti_load(char *why, size_t len)
 {
     if (srv_cupti.handle) return 0;
-    const char *want = getenv("MPSSHIM_CUPTI");
+    const char *want = chan_setting_text(CHAN_SET_CUPTI, NULL);
     const char *const *places = cupti_places;
     size_t n = sizeof(cupti_places) / sizeof(cupti_places[0]);
     if (want && *want) {

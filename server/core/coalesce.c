@@ -21,25 +21,17 @@
  * wake a worker: a lying client earns its worker a spurious wake-up a period at most. */
 #include "server/core/server.h"
 #include "server/core/coalesce.h"
+#include "channel/settings.h"
 
 #include <stdlib.h>
 #include <time.h>
 
-/* MPSSHIM_COALESCE_US: the bound in µs; 0 turns coalescing off. Set at start, before the
- * log is open: a value not understood is said by srv_coalesce_start. */
+/* MPSSHIM_COALESCE_US: the bound in µs; 0 turns coalescing off. Set at start. */
 static uint32_t bound_us;
-static const char *bad_value;
 
 void srv_coalesce_init(void)
 {
-    const char *v = getenv("MPSSHIM_COALESCE_US");
-    char *end;
-    unsigned long n = v && *v ? strtoul(v, &end, 10) : 0;
-    if (v && *v && (*end || n > 10000)) {
-        bad_value = v;
-        n = 0;
-    }
-    bound_us = (uint32_t)n;
+    bound_us = (uint32_t)chan_setting_num(CHAN_SET_COALESCE_US);
 }
 
 uint32_t srv_coalesce_hint(int crowded)
@@ -84,8 +76,6 @@ static void *sweeper(void *arg)
 
 void srv_coalesce_start(void)
 {
-    if (bad_value)
-        srv_log("MPSSHIM_COALESCE_US=%s is not a number up to 10000: coalescing is off", bad_value);
     if (!bound_us) return;
     pthread_t t;
     if (pthread_create(&t, NULL, sweeper, NULL) != 0) {

@@ -53,7 +53,6 @@
 #define FAULT_POLL_MS 100
 #define FAULT_ACK_NS (400ull * 1000 * 1000)       /* the workers' let-go, at most */
 #define FAULT_WORK_NS (2ull * 1000 * 1000 * 1000) /* "had work": enqueued this recently */
-#define FAULT_LINGER_DEFAULT_S 10
 
 /* Devices a worker's answer made suspect: checked at once. Passes over every device done
  * so far, and whether one is under way: a worker that saw a sticky error waits for the
@@ -417,7 +416,7 @@ static void *fault_main(void *arg)
 
 int srv_fault_start(void)
 {
-    linger_ns = srv_settings_seconds_ns("MPSSHIM_FAULT_LINGER", FAULT_LINGER_DEFAULT_S, 86400);
+    linger_ns = srv_settings_seconds_ns(CHAN_SET_FAULT_LINGER);
     if (pthread_create(&thread, NULL, fault_main, NULL) != 0) return -1;
     started = 1;
     return 0;

@@ -25,6 +25,7 @@
 #include "server/core/coalesce.h"
 #include "server/core/spin.h"
 
+#include "channel/settings.h"
 #include "channel/slice.h"
 
 #include <sched.h>
@@ -33,21 +34,20 @@
 
 /* A client is busy this long after its worker last replayed a record. */
 #define SRV_BUSY_NS (2ull * 1000 * 1000)
-/* What the server lets a client spin for a reply, in µs, in grades "short" and "off". */
-#define SRV_SHORT_SPIN_US 30u
+/* What the server lets a client spin for a reply, in µs, in grade "off" (grade "short":
+ * MPSSHIM_CROWDED_SPIN_US, 30 by default). */
 #define SRV_OFF_SPIN_US 3u
 
-/* While crowded, a worker's spin on a synchronisation before it sleeps for the GPU's
- * interrupt, in µs (waits.c block_stream). 50 us covers a crowded fleet's short steps (without
+/* MPSSHIM_CROWDED_SYNC_SPIN_US's default (channel/settings.def), 50: while crowded, a
+ * worker's spin on a synchronisation before it sleeps for the GPU's interrupt, in µs
+ * (waits.c block_stream). 50 us covers a crowded fleet's short steps (without
  * it the fleet made a quarter fewer steps; 50 us made as many as the driver's own spin
  * throughout, 200 us little more), and a cold MPI job's waits of ms still sleep
  * (bench/NOTES.md, "block_stream spin"). */
-#define SRV_CROWDED_SYNC_SPIN_US 50u
 
-/* The scheduler slice the server's threads ask for, in µs (channel/slice.h): the kernel's
- * shortest. A worker runs a few µs to a few hundred per wake-up; the driver's own threads
- * (its blocking synchronisation and callbacks) as little. */
-#define SRV_WORKER_SLICE_US 100u
+/* MPSSHIM_SERVER_SLICE_US's default, 100: the scheduler slice the server's threads ask for,
+ * in µs (channel/slice.h): the kernel's shortest. A worker runs a few µs to a few hundred per
+ * wake-up; the driver's own threads (its blocking synchronisation and callbacks) as little. */
 
 /* The CPUs the policy counts (MPSSHIM_SPIN_CPUS, else the server's affinity mask) and the
  * busy clients; both only ever touched atomically. */
@@ -56,33 +56,15 @@ static _Atomic unsigned busy;
 /* While crowded: the clients' spin for a reply in grade "short" (MPSSHIM_CROWDED_SPIN_US)
  * and the workers' for requests (MPSSHIM_CROWDED_WORKER_SPIN_US), set at start so that one
  * bench run can compare settings as variants (bench/run.sh --variant). */
-static unsigned short_spin_us = SRV_SHORT_SPIN_US;
+static unsigned short_spin_us;
 static uint64_t crowded_worker_ns;
 /* While crowded: how long a worker spins on a synchronisation before it sleeps for the GPU's
  * interrupt (MPSSHIM_CROWDED_SYNC_SPIN_US, waits.c block_stream). */
-static uint64_t crowded_sync_ns = SRV_CROWDED_SYNC_SPIN_US * 1000ull;
+static uint64_t crowded_sync_ns;
 /* The scheduler slice the server's threads ask for (MPSSHIM_SERVER_SLICE_US; 0: the
  * kernel's), and the kernel's answer (0: taken; chan_slice_set's error), said in the log. */
 static uint64_t worker_slice_ns;
 static int slice_err;
-
-/* The first setting not understood, said once the log is open (srv_spin_log_settings). */
-static const char *bad_name;
-static unsigned long bad_used, bad_max;
-
-/* An environment variable's number, dflt when unset or not a number up to max. */
-static unsigned long env_num(const char *name, unsigned long dflt, unsigned long max)
-{
-    const char *v = getenv(name);
-    char *end;
-    if (!v || !*v) return dflt;
-    unsigned long n = strtoul(v, &end, 10);
-    if (*end || n > max) {
-        if (!bad_name) bad_name = name, bad_used = dflt, bad_max = max;
-        return dflt;
-    }
-    return n;
-}
 
 void srv_spin_log_settings(void)
 {
@@ -91,25 +73,20 @@ void srv_spin_log_settings(void)
                 "failed (%s)",
                 (unsigned long long)(worker_slice_ns / 1000),
                 slice_err < 0 ? "not a fair-scheduled process" : strerror(slice_err));
-    if (bad_name)
-        srv_log("%s=%s is not a number up to %lu: %lu is used", bad_name, getenv(bad_name), bad_max,
-                bad_used);
 }
 
 void srv_spin_init(void)
 {
-    const char *v = getenv("MPSSHIM_SPIN_CPUS");
-    long n = v && *v ? strtol(v, NULL, 10) : 0;
+    long n = (long)chan_setting_num(CHAN_SET_SPIN_CPUS);
     if (n <= 0) {
         cpu_set_t set;
         n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     }
     ncpu = n > 0 && n < 1 << 20 ? (unsigned)n : 1;
-    short_spin_us = (unsigned)env_num("MPSSHIM_CROWDED_SPIN_US", SRV_SHORT_SPIN_US, 1000);
-    crowded_worker_ns = env_num("MPSSHIM_CROWDED_WORKER_SPIN_US", 0, 1000) * 1000;
-    crowded_sync_ns =
-        env_num("MPSSHIM_CROWDED_SYNC_SPIN_US", SRV_CROWDED_SYNC_SPIN_US, 100000) * 1000;
-    worker_slice_ns = env_num("MPSSHIM_SERVER_SLICE_US", SRV_WORKER_SLICE_US, 100000) * 1000;
+    short_spin_us = (unsigned)chan_setting_num(CHAN_SET_CROWDED_SPIN_US);
+    crowded_worker_ns = chan_setting_num(CHAN_SET_CROWDED_WORKER_SPIN_US) * 1000;
+    crowded_sync_ns = chan_setting_num(CHAN_SET_CROWDED_SYNC_SPIN_US) * 1000;
+    worker_slice_ns = chan_setting_num(CHAN_SET_SERVER_SLICE_US) * 1000;
     /* Asked for by the main thread before the driver is loaded and any thread made: every
      * thread of the process inherits it, the driver's included (their wake-ups are on the
      * clients' path too: a blocking synchronisation's interrupt, host functions). */

@@ -6,6 +6,7 @@
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/core/spin.h"
+#include "channel/settings.h"
 
 #include <stdlib.h>
 
@@ -84,8 +85,7 @@ static int gpu_replies = 1;
 
 void srv_waits_init(void)
 {
-    const char *v = getenv("MPSSHIM_GPU_REPLIES");
-    gpu_replies = !(v && *v == '0');
+    gpu_replies = (int)chan_setting_num(CHAN_SET_GPU_REPLIES);
 }
 
 static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)

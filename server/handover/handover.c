@@ -41,6 +41,7 @@
 #include "server/handover/handover.h"
 #include "server/limits/policy.h"
 
+#include "channel/settings.h"
 #include "channel/spawn.h"
 
 #include <errno.h>
@@ -85,17 +86,8 @@ static const char *const mode_names[] = {"off", "init", "context"};
 int srv_standby_mode(void)
 {
     if (mode >= 0) return mode;
-    mode = SRV_STANDBY_INIT;
-    const char *v = getenv("MPSSHIM_STANDBY");
-    if (v && *v) {
-        int m = -1;
-        for (int i = 0; i < 3; i++)
-            if (strcmp(v, mode_names[i]) == 0) m = i;
-        if (m < 0)
-            srv_log("MPSSHIM_STANDBY=%s is none of off, init, context: init is used", v);
-        else
-            mode = m;
-    }
+    /* The choices of channel/settings.def, in the order of mode_names. */
+    mode = chan_setting_choice(CHAN_SET_STANDBY);
     return mode;
 }
 

@@ -61,7 +61,6 @@
 #include <unistd.h>
 
 #define RECYCLE_ENV "MPSSHIM_RECYCLE"
-#define RECYCLE_IDLE_DEFAULT_S 10
 
 static char **argv0;
 static int lfd = -1, cfd = -1, lockfd = -1, fg;
@@ -83,7 +82,7 @@ void srv_recycle_init(char **argv, int listen_fd, int control_fd, int lock_fd, i
     lockfd = lock_fd;
     fg = foreground;
     main_thread = pthread_self();
-    idle_ns = srv_settings_seconds_ns("MPSSHIM_RECYCLE_IDLE", RECYCLE_IDLE_DEFAULT_S, 1000000);
+    idle_ns = srv_settings_seconds_ns(CHAN_SET_RECYCLE_IDLE);
 }
 
 void srv_recycle_served(void)

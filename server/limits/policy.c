@@ -3,6 +3,7 @@
  * limits when it starts. The lowest applicable limit wins. */
 #include "server/core/server.h"
 #include "server/limits/policy.h"
+#include "channel/settings.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -68,33 +69,9 @@ int srv_policy_decode(const char *s)
 
 int srv_parse_size(const char *s, uint64_t *out)
 {
-    char *end;
-    if (!s || !isdigit((unsigned char)*s)) return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno == ERANGE) return -1; /* beyond 2^64: refused, not capped */
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case '\0':
-        break;
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    case 'T':
-        shift = 40;
-        break;
-    default:
-        return -1;
-    }
-    if (*end && end[1] && !(toupper((unsigned char)end[1]) == 'B' && !end[2])) return -1;
-    if (shift && v > (UINT64_MAX >> shift)) return -1;
-    *out = (uint64_t)v << shift;
+    unsigned long long v;
+    if (chan_parse_size(s, &v) != 0) return -1; /* one rule for settings and commands */
+    *out = v;
     return 0;
 }
 
