@@ -71,6 +71,18 @@ int chan_parse_size(const char *s, unsigned long long *out)
     return 0;
 }
 
+int chan_parse_count(const char *s, unsigned long long lo, unsigned long long hi,
+                     unsigned long long *out)
+{
+    char *end;
+    if (!isdigit((unsigned char)*s)) return -1; /* strtoull takes signs and spaces */
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
 static const char *const bool_words[] = {"0", "no", "false", "off", "1", "yes", "true", "on"};
 
 /* A value of a numeric or boolean kind: 0, or -1 when it is not one. */
@@ -83,14 +95,9 @@ static int parse_num(const struct chan_setting *s, const char *v, unsigned long 
     }
     if (s->kind == CHAN_SET_SIZE) {
         if (chan_parse_size(v, out) != 0) return -1;
-    } else {
-        char *end;
-        if (!isdigit((unsigned char)*v)) return -1; /* strtoull takes signs and spaces */
-        errno = 0;
-        *out = strtoull(v, &end, 10);
-        if (errno || *end) return -1;
+        return *out < s->lo || *out > s->hi ? -1 : 0;
     }
-    return *out < s->lo || *out > s->hi ? -1 : 0;
+    return chan_parse_count(v, s->lo, s->hi, out);
 }
 
 static int choice_of(const struct chan_setting *s, const char *v)

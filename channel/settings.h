@@ -66,6 +66,9 @@ void chan_setting_override(enum chan_setting_id id, const char *value, const cha
 void chan_settings_check(const char *side);
 /* What a setting accepts, in words ("a whole number from 1 to 100"). */
 void chan_setting_accepts(enum chan_setting_id id, char *out, size_t len);
+/* A whole number from lo to hi, digits only: 0 or -1. */
+int chan_parse_count(const char *s, unsigned long long lo, unsigned long long hi,
+                     unsigned long long *out);
 /* "NN", "NNK", "NNM"... bytes, as strictly as a setting: 0 or -1. */
 int chan_parse_size(const char *s, unsigned long long *out);
 

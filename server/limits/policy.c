@@ -150,13 +150,11 @@ unsigned srv_policy_sms(int dev, int pct)
     return n > in->total ? in->total : n;
 }
 
+/* As strict as the client's reader (channel/settings.c), which says a bad value first. */
 static int parse_int(const char *s, int lo, int hi, int *out)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    while (isspace((unsigned char)*end))
-        end++;
-    if (end == s || *end || v < lo || v > hi) return -1;
+    unsigned long long v;
+    if (chan_parse_count(s, (unsigned long long)lo, (unsigned long long)hi, &v) != 0) return -1;
     *out = (int)v;
     return 0;
 }
