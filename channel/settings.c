@@ -7,7 +7,8 @@
  * CUDA_VISIBLE_DEVICES (the driver's variable, passed to the server as the client has it),
  * SLURM_JOB_ID (Slurm's, it names the job's pipe directory), MPSSHIM_READY_FD,
  * MPSSHIM_STANDBY_OF and MPSSHIM_RECYCLE (set by mpsshim itself for the server it starts,
- * never by a user), and the CUDA_MPS_* the server clears from its environment. */
+ * never by a user), the CUDA_MPS_* the server clears from its environment, and the CPU test
+ * driver's MPSSHIM_CPUDRV_* and MPSSHIM_TEST_* (tests/cpudrv: a test fixture, not mpsshim). */
 #define _GNU_SOURCE
 #include "channel/settings.h"
 
@@ -218,6 +219,15 @@ const char *chan_setting_text(enum chan_setting_id id, int *bad)
     }
     took(id, var, v);
     return v;
+}
+
+int chan_setting_default_ok(enum chan_setting_id id)
+{
+    const struct chan_setting *s = &chan_settings[id];
+    unsigned long long v;
+    if (s->dflt[0] == '(' || s->kind == CHAN_SET_PATH || s->kind == CHAN_SET_TEXT) return 1;
+    if (s->kind == CHAN_SET_CHOICE) return choice_of(s, s->dflt) >= 0;
+    return parse_num(s, s->dflt, &v) == 0;
 }
 
 void chan_setting_override(enum chan_setting_id id, const char *value, const char *from)

@@ -61,6 +61,8 @@ void chan_setting_origin(enum chan_setting_id id, char *value, size_t vlen, char
                          size_t flen);
 /* The value in force came from elsewhere (a command-line option, a control command). */
 void chan_setting_override(enum chan_setting_id id, const char *value, const char *from);
+/* Whether id's default is a value it accepts (or one worked out at start, in parentheses). */
+int chan_setting_default_ok(enum chan_setting_id id);
 /* Reads every setting of side ("server" or "client"; "both" are read by either) once, so
  * that each bad value is said as the program starts, not when the setting is first used. */
 void chan_settings_check(const char *side);

@@ -258,8 +258,7 @@ static int read_args(int argc, char **argv, struct start *st)
             chan_print_version("mpsshim-server");
             return 0;
         } else if (strcmp(argv[i], "--settings") == 0) {
-            srv_settings_print(stdout);
-            return 0;
+            return srv_settings_print(stdout);
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;

@@ -151,8 +151,9 @@ void srv_settings_describe(char *out, size_t len)
     }
 }
 
-void srv_settings_print(FILE *f)
+int srv_settings_print(FILE *f)
 {
+    int rc = 0;
     static const char *const kind[] = {
         [CHAN_SET_BOOL] = "boolean",    [CHAN_SET_COUNT] = "number", [CHAN_SET_SECONDS] = "seconds",
         [CHAN_SET_US] = "microseconds", [CHAN_SET_MB] = "MiB",       [CHAN_SET_SIZE] = "size",
@@ -164,5 +165,11 @@ void srv_settings_print(FILE *f)
         fprintf(f, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s->name, s->mps ? s->mps : "-", s->side,
                 kind[s->kind], acc, s->dflt,
                 s->on_bad == CHAN_BAD_REFUSE ? "client refused" : "default used", s->doc);
+        if (!chan_setting_default_ok((enum chan_setting_id)i)) {
+            fprintf(stderr, "channel/settings.def: %s's default, %s, is not a value it takes\n",
+                    s->name, s->dflt);
+            rc = 1;
+        }
     }
+    return rc;
 }

@@ -27,7 +27,8 @@ uint64_t srv_settings_seconds_ns(enum chan_setting_id id);
 void srv_settings_describe(char *out, size_t len);
 
 /* mpsshim-server --settings: the table, one setting a line, tab-separated (name, MPS's name
- * or -, side, kind, what it accepts, default, on a bad value, what it does). */
-void srv_settings_print(FILE *f);
+ * or -, side, kind, what it accepts, default, on a bad value, what it does); 1 when a
+ * default is not a value its setting takes (said on stderr), else 0. */
+int srv_settings_print(FILE *f);
 
 #endif
