@@ -101,6 +101,28 @@ static int parse_num(const struct chan_setting *s, const char *v, unsigned long 
     return chan_parse_count(v, s->lo, s->hi, out);
 }
 
+/* "DEVICE=SIZE,...": each size one a setting takes, from s->lo; the devices are left to the
+ * server, which alone knows them. 0 or -1. */
+static int device_sizes(const struct chan_setting *s, const char *v)
+{
+    char item[256];
+    unsigned long long n;
+    while (*v) {
+        size_t len = strcspn(v, ",");
+        if (len == 0) { /* empty items are skipped, as the server skips them */
+            v++;
+            continue;
+        }
+        if (len >= sizeof(item)) return -1;
+        memcpy(item, v, len);
+        item[len] = '\0';
+        char *eq = strchr(item, '=');
+        if (!eq || eq == item || chan_parse_size(eq + 1, &n) != 0 || n < s->lo) return -1;
+        v += len + (v[len] == ',');
+    }
+    return 0;
+}
+
 static int choice_of(const struct chan_setting *s, const char *v)
 {
     size_t n = strlen(v);
@@ -130,8 +152,10 @@ void chan_setting_accepts(enum chan_setting_id id, char *out, size_t len)
         snprintf(out, len, "one of %s", s->choices);
         break;
     case CHAN_SET_PATH:
-    case CHAN_SET_TEXT:
-        snprintf(out, len, "%s", s->kind == CHAN_SET_PATH ? "a path" : "text");
+        snprintf(out, len, "a path");
+        break;
+    case CHAN_SET_DEVICE_SIZES:
+        snprintf(out, len, "DEVICE=SIZE,... (ordinals or UUIDs, sizes such as 512M)");
         break;
     default:
         if (s->hi == ~0ull)
@@ -145,18 +169,24 @@ void chan_setting_accepts(enum chan_setting_id id, char *out, size_t len)
 static void refuse(enum chan_setting_id id, const char *var, const char *v)
 {
     const struct chan_setting *s = &chan_settings[id];
+    /* The value as set, its control characters as '?': one line, whatever it holds. */
+    char shown[65];
+    size_t n = 0;
+    for (; v[n] && n < sizeof(shown) - 1; n++)
+        shown[n] = (unsigned char)v[n] < 0x20 || v[n] == 0x7f ? '?' : v[n];
+    shown[n] = '\0';
     if (!atomic_flag_test_and_set(&noted[id])) {
         snprintf(value_of[id], sizeof(value_of[id]), "%s", s->dflt);
-        snprintf(from_of[id], sizeof(from_of[id]), "default: %s=%.40s refused", var, v);
+        snprintf(from_of[id], sizeof(from_of[id]), "default: %s=%.40s refused", var, shown);
         atomic_store(&origin[id], FROM_BAD);
     }
     if (atomic_flag_test_and_set(&said[id])) return;
     char acc[128], line[512];
     chan_setting_accepts(id, acc, sizeof(acc));
     if (s->on_bad == CHAN_BAD_REFUSE)
-        snprintf(line, sizeof(line), "%s=%.64s is not %s: this client is refused", var, v, acc);
+        snprintf(line, sizeof(line), "%s=%s is not %s: this client is refused", var, shown, acc);
     else
-        snprintf(line, sizeof(line), "%s=%.64s is not %s: the default, %s, is used", var, v, acc,
+        snprintf(line, sizeof(line), "%s=%s is not %s: the default, %s, is used", var, shown, acc,
                  s->dflt);
     if (reporter)
         reporter(line);
@@ -212,7 +242,10 @@ const char *chan_setting_text(enum chan_setting_id id, int *bad)
     unsigned long long n;
     if (bad) *bad = 0;
     if (!v) return NULL;
-    if (s->kind != CHAN_SET_PATH && s->kind != CHAN_SET_TEXT && parse_num(s, v, &n) != 0) {
+    int bad_value = s->kind == CHAN_SET_DEVICE_SIZES ? device_sizes(s, v) != 0
+                    : s->kind != CHAN_SET_PATH       ? parse_num(s, v, &n) != 0
+                                                     : 0;
+    if (bad_value) {
         refuse(id, var, v);
         if (bad) *bad = 1;
         return v;
@@ -225,7 +258,7 @@ int chan_setting_default_ok(enum chan_setting_id id)
 {
     const struct chan_setting *s = &chan_settings[id];
     unsigned long long v;
-    if (s->dflt[0] == '(' || s->kind == CHAN_SET_PATH || s->kind == CHAN_SET_TEXT) return 1;
+    if (s->dflt[0] == '(' || s->kind == CHAN_SET_PATH) return 1;
     if (s->kind == CHAN_SET_CHOICE) return choice_of(s, s->dflt) >= 0;
     return parse_num(s, s->dflt, &v) == 0;
 }
@@ -253,7 +286,7 @@ void chan_settings_check(const char *side)
         if (strcmp(s->side, side) != 0 && strcmp(s->side, "both") != 0) continue;
         if (s->kind == CHAN_SET_CHOICE)
             chan_setting_choice((enum chan_setting_id)i);
-        else if (s->kind == CHAN_SET_PATH || s->kind == CHAN_SET_TEXT ||
+        else if (s->kind == CHAN_SET_PATH || s->kind == CHAN_SET_DEVICE_SIZES ||
                  s->on_bad == CHAN_BAD_REFUSE)
             chan_setting_text((enum chan_setting_id)i, NULL);
         else

@@ -15,7 +15,7 @@ enum chan_setting_kind {
     CHAN_SET_SIZE,
     CHAN_SET_CHOICE,
     CHAN_SET_PATH,
-    CHAN_SET_TEXT,
+    CHAN_SET_DEVICE_SIZES,
 };
 
 enum chan_setting_bad { CHAN_BAD_DEFAULT, CHAN_BAD_REFUSE };
@@ -51,8 +51,8 @@ int chan_setting_get(enum chan_setting_id id, unsigned long long *v);
 unsigned long long chan_setting_num(enum chan_setting_id id);
 /* A CHAN_SET_CHOICE setting: the index of its value in the choices, else of the default. */
 int chan_setting_choice(enum chan_setting_id id);
-/* A path or text: the value, NULL when unset or empty. CHAN_BAD_REFUSE settings of other
- * kinds: the value as set, *bad 1 when it is bad (said). */
+/* A path or device sizes: the value, NULL when unset or empty. CHAN_BAD_REFUSE settings of
+ * any kind: the value as set, *bad 1 when it is bad (said). */
 const char *chan_setting_text(enum chan_setting_id id, int *bad);
 
 /* What id is in force and where it came from: "default", "VAR" (the variable as set),

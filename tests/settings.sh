@@ -15,12 +15,13 @@ LOG=$W/log/server.log
 table=$("$B/mpsshim-server" --settings) || { echo "FAIL: mpsshim-server --settings"; exit 1; }
 [ "$(wc -l <<<"$table")" -ge 30 ] || fail "only $(wc -l <<<"$table") settings in the table"
 
-# bad KIND: a value no setting of KIND accepts; none for paths and text, which take any.
+# bad KIND: a value no setting of KIND accepts; none for paths, which take any.
 bad() {
     case $1 in
     boolean) echo maybe ;;
     choice) echo bogus ;;
-    path | text) echo "" ;;
+    path) echo "" ;;
+    "device sizes") echo 0=12abc ;;
     *) echo 12abc ;;
     esac
 }
@@ -31,7 +32,7 @@ while IFS=$'\t' read -r name mps side kind _ _ on_bad _; do
     [ "$mps" = - ] || var=$mps
     v=$(bad "$kind")
     if [ "$on_bad" = "client refused" ]; then
-        refused+=("$var=${v:-bogus}")
+        refused+=("$var=$v")
     elif [ -z "$v" ]; then
         continue
     elif [ "$side" = client ]; then
@@ -62,7 +63,7 @@ for e in "${refused[@]}"; do
     if out=$(shim env "$e" "$B/tests/vecadd" 1000 2>&1); then
         fail "a client with $e was not refused"
     fi
-    grep -qF "${e#CUDA_MPS_}" <<<"$out" || fail "the refusal does not name $e: $out"
+    grep -qF "mpsshim: $e is not " <<<"$out" || fail "the refusal does not name $e: $out"
 done
 stop_server 10 || fail "the server did not quit"
 

@@ -154,10 +154,15 @@ void srv_settings_describe(char *out, size_t len)
 int srv_settings_print(FILE *f)
 {
     int rc = 0;
-    static const char *const kind[] = {
-        [CHAN_SET_BOOL] = "boolean",    [CHAN_SET_COUNT] = "number", [CHAN_SET_SECONDS] = "seconds",
-        [CHAN_SET_US] = "microseconds", [CHAN_SET_MB] = "MiB",       [CHAN_SET_SIZE] = "size",
-        [CHAN_SET_CHOICE] = "choice",   [CHAN_SET_PATH] = "path",    [CHAN_SET_TEXT] = "text"};
+    static const char *const kind[] = {[CHAN_SET_BOOL] = "boolean",
+                                       [CHAN_SET_COUNT] = "number",
+                                       [CHAN_SET_SECONDS] = "seconds",
+                                       [CHAN_SET_US] = "microseconds",
+                                       [CHAN_SET_MB] = "MiB",
+                                       [CHAN_SET_SIZE] = "size",
+                                       [CHAN_SET_CHOICE] = "choice",
+                                       [CHAN_SET_PATH] = "path",
+                                       [CHAN_SET_DEVICE_SIZES] = "device sizes"};
     for (int i = 0; i < CHAN_SET_N; i++) {
         const struct chan_setting *s = &chan_settings[i];
         char acc[128];
