@@ -11,6 +11,10 @@
  * line of its answer go to control.log. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/log.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
+#include "server/control/trace_owners.h"
 #include "server/memory/arena.h"
 #include "server/control/control.h"
 #include "server/core/devices.h"

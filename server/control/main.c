@@ -3,6 +3,10 @@
  * $PIPE_DIR/control.sock until told to quit. Normally started by `mpsshim-control -d`. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/log.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
 #include "server/memory/arena.h"
 #include "server/core/coalesce.h"
 #include "server/code/codegate.h"

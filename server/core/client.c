@@ -2,6 +2,10 @@
  * everything it owned when it leaves, however it leaves. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/log.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
 #include "server/limits/account.h"
 #include "server/core/context.h"
 #include "server/core/devices.h"

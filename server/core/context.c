@@ -4,6 +4,10 @@
  * holds when the client destroys or resets it. Limits set in a context are the client's,
  * over the shared context's real ones. */
 #include "server/core/server.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/limits/account.h"
 #include "server/code/codegate.h"
 #include "server/core/context.h"

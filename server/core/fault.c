@@ -39,6 +39,10 @@
  *    they leave too. A newer server that finds too many faulted servers alive has this
  *    one end every client at once (handover.c). */
 #include "server/core/server.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/control/settings.h"

@@ -25,23 +25,6 @@
 
 /* Appends "[date time Server pid] message" to server.log (and stderr in the foreground). */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Opens the log files in dir (to_stderr: every line on stderr too). A file that cannot be
- * opened is said once on stderr and its lines are dropped; -1 then, with the first reason in
- * why, for a caller that would rather not start (the server goes on either way). */
-int srv_log_open(const char *dir, const char *file, const char *who, int to_stderr, char *why,
-                 size_t len);
-/* Closes and opens both files again by name (SIGHUP: a rotated log starts anew). */
-void srv_log_reopen(void);
-/* Appends "[date time Control pid] message" to control.log (commands and their results). */
-void srv_clog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* A client's text (its executable's name, its command line) made safe to show in a log
- * line or a control answer: control bytes, bytes that are no shown UTF-8 character and
- * backslashes escaped (\xNN, \\), cut at cap bytes between whole escapes. Returns out. */
-const char *srv_log_escape(const char *s, char *out, size_t cap);
-/* One object a client holds (registry.c): a handle (stream, event, module, array, pool...)
- * or a memory range, of one of the types cuda_symbols.txt declares (%handle, %range). The
- * client names it by `key.value`: the real handle, or a range's base address. Owned by the
- * client's worker thread alone. */
 
 /* ---------------------------------------------------------------- per-client objects */
 
@@ -52,6 +35,10 @@ struct srv_obj_key {
     uint32_t pad;
 };
 struct srv_waitval;
+/* One object a client holds (registry.c): a handle (stream, event, module, array, pool...)
+ * or a memory range, of one of the types cuda_symbols.txt declares (%handle, %range). The
+ * client names it by `key.value`: the real handle, or a range's base address. Owned by the
+ * client's worker thread alone. */
 struct srv_obj {
     struct srv_obj_key key;
     uint64_t size;  /* ranges: bytes from key.value */
@@ -129,24 +116,7 @@ struct srv_ctx {
     struct srv_stream *mvar;     /* __managed__ variables' copies (managed.c); on first use */
     UT_hash_handle hh;
 };
-/* A reply that waits for the GPU: posted when all its events have completed. */
-#define SRV_WAIT_EVENTS 64
-struct srv_wait {
-    struct srv_wait *next;
-    int lane;
-    uint32_t reply_len;
-    CUresult result;
-    int own; /* reply with its own result only (srv_wait_stream_own) */
-    /* A reply the GPU posts (waits.c gpu_reply; 2: to a thread told to spin for it): the
-     * lane's reply number it stores. When its event completes the worker only wakes the
-     * thread if it sleeps; on a failure it posts the failure under the same number. */
-    int gpu;
-    uint32_t target;
-    int nev;
-    CUevent ev[SRV_WAIT_EVENTS];
-    int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
-    int dev[SRV_WAIT_EVENTS];    /* device of each event (events belong to one context) */
-};
+
 /* Bytes the server holds for a client's queued work (queue.c), let go as the GPU passes
  * the marks recorded after it. Owned by the worker. */
 struct srv_qmark {
@@ -368,6 +338,13 @@ struct srv_client {
 #define SRV_BUSY_RELEASE 0xffffffffu   /* busy_op: releasing what it held */
 /* A call in progress this long is logged once, with the thread that makes it. */
 #define SRV_SLOW_CALL_NS (10ull * 1000000000ull)
+/* The client's context `id` (the client's own number for it), or NULL. */
+static inline struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
+{
+    struct srv_ctx *x = NULL;
+    HASH_FIND(hh, c->ctxs, &id, sizeof(id), x);
+    return x;
+}
 
 /* ---------------------------------------------------------------- main.c: the server */
 
@@ -438,163 +415,7 @@ struct srv {
     _Atomic uint32_t fault_epoch; /* changes whenever a device faults */
 };
 extern struct srv srv;
-/* ---------------------------------------------------------------- client.c, clients.c */
 
-/* Starts serving an accepted connection (handshake and worker run in a new thread). */
-void srv_client_start(int sock);
-/* Ends every client of device dev (-1: every client) as terminate_client does, without
- * waiting: its calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED from then on, and what it
- * held is released. How many it ended (client.c). */
-unsigned srv_clients_end(int dev);
-/* clients_lock held: clients holding a place under MPSSHIM_MAX_CLIENTS (admitted, not yet
- * gone), and connections still in their handshake (clients.c). */
-unsigned srv_clients_admitted(void);
-unsigned srv_clients_pending(void);
-/* The protocol's own operation op by name (channel/proto.h), for the log. */
-const char *srv_proto_op_name(uint32_t op);
-/* Marks every client dead and waits for their workers to clean up. */
-void srv_clients_stop(void);
-/* Called by the poll loop when a client's socket hangs up. */
-void srv_client_hangup(struct srv_client *c);
-/* terminate_client: marks every live client of process `pid` terminated (its worker stops
- * replaying, its calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED) and waits until the
- * server has released everything they held. Returns how many clients it terminated. */
-int srv_client_terminate(pid_t pid);
-/* Moves the client's alert word (chan_shm.alert): an answer it keeps may have changed
- * without a record of its own. Caller: c's worker, or a thread holding srv.clients_lock
- * that found c in the list (cleanup unmaps the segment under that lock). */
-void srv_client_alert(struct srv_client *c);
-/* srv_client_alert for every connected client (takes srv.clients_lock). */
-void srv_clients_alert(void);
-/* Clients whose handshake succeeded and that have not finished yet. */
-unsigned srv_clients_live(void);
-/* Connections whose worker has not finished: clients, and ones mid-handshake or mid-release. */
-unsigned srv_clients_present(void);
-/* From the main loop, every pass: a client found gone has its host-function waits and its
- * waits on values in its host memory let go at once (srv_hostfn_release,
- * srv_memops_let_go), whatever its own thread is doing; and each client call (or
- * handshake, or release) in progress SRV_SLOW_CALL_NS is logged, once: a driver call that
- * never returns stops the server's other clients too (its lock), and the line says whose
- * and which it was. */
-void srv_clients_watch(void);
-/* PROFILE=1 builds: the slot of an operation in prof_op (generic calls first, then the
- * protocol's own operations, then one for anything else). */
-#define SRV_PROF_SLOTS (SHIM_NCALLS + (CHAN_OP_END - CHAN_OP_BASE) + 1)
-static inline int srv_prof_slot(uint32_t op)
-{
-    if (op < SHIM_NCALLS) return (int)op;
-    if (op > CHAN_OP_BASE && op < CHAN_OP_END) return SHIM_NCALLS + (int)(op - CHAN_OP_BASE);
-    return SRV_PROF_SLOTS - 1;
-}
-/* Marks what c's thread does now (busy_op). Only that thread writes busy_seq: a load and a
- * store, no locked instruction on the path of every record. */
-static inline void srv_busy(struct srv_client *c, uint32_t op)
-{
-    atomic_store_explicit(&c->busy_op, op, memory_order_relaxed);
-    atomic_store_explicit(&c->busy_seq,
-                          atomic_load_explicit(&c->busy_seq, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-/* Sets the server's context for device `dev` current on the calling thread (driver.c, as
- * the three below). */
-CUresult srv_use_device(int dev);
-/* Pushes the server's context for device dev (< CHAN_MAX_DEVICES, not checked) over the
- * thread's current one, for what must be made or freed there whatever the call being
- * replayed runs in (another device's context, a green one); srv_pop_device, after a push
- * that succeeded, makes the thread's own current again (so srv_use_device's note of it
- * stays true). */
-CUresult srv_push_device(int dev);
-void srv_pop_device(void);
-/* The whole device's memory in use as the driver counts it (other processes' included),
- * from the calling thread, made current in the device's context: 0, or -1. */
-int srv_device_used(int dev, size_t *used);
-/* Around a generic call that may load a kernel's or library's code in a context the first
- * time it names it there (codegate.c): begin loads a kernel through the gate first, or
- * enters the gate for the call itself (its device, else -1; *res: CUDA_SUCCESS unless c
- * left while it waited); end leaves it. */
-struct srv_call;
-
-/* ---------------------------------------------------------------- worker.c, reply.c */
-
-void *srv_worker_main(void *arg);
-/* Answers a request on its lane; `len` bytes already in the lane's data (reply.c, as the
- * three below). */
-void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len);
-/* The lane's data area, where replies are written in place. */
-uint8_t *srv_lane_data(struct srv_client *c, int lane);
-/* Records the first error of an asynchronous operation, reported at the next sync. */
-void srv_defer(struct srv_client *c, CUresult r, const char *what);
-/* Takes the deferred error (CUDA_SUCCESS if none). */
-CUresult srv_take_deferred(struct srv_client *c);
-/* 1 while the client is connected: waits on it give up otherwise. */
-int srv_client_alive(void *client);
-
-/* ---------------------------------------------------------------- registry.c */
-
-/* Records of all clients' objects that exist now (get_server_status's `Objects`). */
-uint64_t srv_records_live(void);
-/* An element of a client's range table: its range and the object it belongs to. */
-struct srv_range {
-    struct chan_range r;
-    struct srv_obj *obj;
-};
-/* Prepares the destroyers' call interfaces; 0 on success. */
-int srv_registry_init(void);
-/* The client's object of that type named `value`, or NULL (also when it is an opened IPC
- * record whose exporter left: see ipc.c). */
-struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value);
-/* The record itself, revoked or not: for letting go of it. */
-struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t value);
-/* Registers an object: made in the current context (unless its type is context-free) and
- * on the current device, belonging to `parent` (may be NULL). An object already there is
- * returned as it is (owned if either says so). NULL when out of memory. */
-struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value, int owned,
-                            struct srv_obj *parent);
-/* Registers a range object [base, base + size); NULL when out of memory or when it
- * overlaps one the client already has. Its bytes are counted with srv_obj_count. */
-struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base, uint64_t size,
-                              int owned, struct srv_obj *parent);
-/* The client's range object holding addr when all of [addr, addr + len) lies in its
- * ranges (one, or several that follow each other without a gap), or NULL. */
-struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len);
-/* The same for every byte one side of a pitched 3D copy touches (chan_copy_extent's
- * arguments): a copy's side, a graph node's memory. NULL also when the extent overflows. */
-struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x, uint64_t y,
-                                 uint64_t z, uint64_t pitch, uint64_t slice_rows, uint64_t width,
-                                 uint64_t height, uint64_t depth);
-/* Counts `bytes` of device memory on dev for the object (against the client's limit). */
-void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes);
-/* Destroys, as its type's release would, an object the driver just made that could not be
- * registered (out of memory): nothing the server cannot release may stay behind. */
-void srv_obj_undo(struct srv_client *c, uint32_t type, uint64_t value, uint64_t size);
-/* The client destroyed the object through the API: what dies with it is forgotten, what
- * outlives it stays the client's without a parent; then the record goes. */
-void srv_obj_destroyed(struct srv_client *c, struct srv_obj *o);
-/* Destroys the object for real if the client owns it (its type's release or destroyer),
- * with everything that belongs to it first, and forgets them all. */
-void srv_obj_release(struct srv_client *c, struct srv_obj *o);
-/* The client's objects of a type, newest first: for (o = first; o; o = o->type_next). */
-static inline struct srv_obj *srv_objs_of(struct srv_client *c, uint32_t type)
-{
-    return c->by_type[type];
-}
-/* The client's context `id` (the client's own number for it), or NULL. */
-static inline struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
-{
-    struct srv_ctx *x = NULL;
-    HASH_FIND(hh, c->ctxs, &id, sizeof(id), x);
-    return x;
-}
-/* 1 if v is one of the client's functions; a CUkernel may stand for a CUfunction (CUDA
- * 12+: a kernel launches as the function of the current context). */
-int srv_func_known(struct srv_client *c, uint64_t v);
-/* Frees everything made in context `ctx` (0 = everything the client has), after its work
- * in that context has finished: one walk, what belongs to an object before the object. */
-void srv_release(struct srv_client *c, uint32_t ctx);
-void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o); /* registry.c */
-/* Device bytes the client holds on dev: counted in stats.mem_dev[dev] and mem_in_use. */
-void srv_mem_count(struct srv_client *c, int dev, uint64_t bytes);
-void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes);
 /* Hooks of a described call (server:NAME in cuda_symbols.txt, srv_hook_NAME in the
  * family's file): what no description can say. */
 struct srv_call {
@@ -626,75 +447,6 @@ extern srv_release_fn *const srv_type_release[SHIM_NHTYPES];
 extern srv_release_fn *const srv_type_drop[SHIM_NHTYPES];
 extern srv_release_fn *const srv_type_forget[SHIM_NHTYPES];
 
-/* ---------------------------------------------------------------- streams.c, waits.c */
-
-/* Resolves the stream a client named (handles NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
- * and `ptds` per-thread semantics) in the current context. NULL if invalid. */
-struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int ptds,
-                                      uint16_t thread);
-/* Makes `s` ready to take one more operation, keeping CUDA's legacy-stream ordering
- * among this client's streams; returns the real stream to enqueue on. */
-CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s);
-/* Replies on `lane` once everything now enqueued on `s` has completed. */
-CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
-/* The same, replying with the wait's own result only: an error deferred from the client's
- * async work stays for its next synchronisation (a transfer of the shim's own). */
-CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
-/* Replies on `lane` once every stream of context `ctx` is idle. */
-CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane);
-/* Replies on `lane` once the event completes. */
-CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
-/* Polls pending waits, posting the replies of finished ones. 0 if none remain, 2 if all
- * that remain are replies the GPU posts to threads that spin for them, else 1. */
-int srv_waits_poll(struct srv_client *c);
-/* Ends wait w (taken off c->waits by the caller) with error err: the thread waiting on its
- * lane gets err, whether its reply was to come from the worker or from the GPU. */
-void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err);
-/* MPSSHIM_GPU_REPLIES (1 by default): stream synchronisations answered by the GPU. */
-void srv_waits_init(void);
-/* A context sync while streams of the client's capture in it fails and invalidates those
- * captures, as with the driver: the driver's error, or CUDA_SUCCESS when none captures. */
-CUresult srv_captures_sync(struct srv_client *c, uint32_t ctx);
-/* 1 while `s` captures work into a graph (only asked of the driver while the client has a
- * capture going): the server must then add no work of its own to it. */
-int srv_stream_capturing(struct srv_client *c, struct srv_stream *s);
-/* Destroys a stream's server objects (after synchronising it). */
-void srv_stream_free(struct srv_client *c, struct srv_stream *s);
-/* 1 for the kinds of range that are host memory the server maps (pinned, registered and
- * managed memory): the driver sees them as host memory, they outlive a context fault. */
-static inline int srv_host_type(uint32_t type)
-{
-    return type == SHIM_HT_MEM_PINNED || type == SHIM_HT_MEM_MANAGED;
-}
-/* streams.c: context x's stream for __managed__ variables' copies, made on first use
- * (non-blocking, among the context's default streams for drains and releases); NULL when
- * it cannot be made. */
-struct srv_stream *srv_stream_mvar(struct srv_client *c, struct srv_ctx *x);
-/* Waits until every stream of the client (context `ctx`, 0 = all) is idle, capturing ones
- * left out (they run nothing): 0; -1 if the client left first (then nothing may be freed
- * under that work: its release sees to it). */
-int srv_streams_drain(struct srv_client *c, uint32_t ctx);
-/* The same, giving up at `by` (monotonic ns) instead: -1 if work was still running then. */
-int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by);
-/* Waits for the server's stream st of client c: 0 once idle, -1 if c left first. */
-int srv_stream_settle(struct srv_client *c, CUstream st);
-/* The same with a bound (monotonic ns) instead of the client's presence: -1 if it came. */
-int srv_stream_settle_by(struct srv_client *c, CUstream st, uint64_t by);
-void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c */
-/* streams.c: fn on every stream of the client in context ctx (0: any): created ones, the
- * per-thread default ones, the ones of __managed__ variables' copies, and the legacy ones
- * too when with_legacy. fn must free none. arg is passed to fn as is: most walks gather or
- * aim at something (a wait, a stream to order), which travels with the call rather than in
- * a thread's variable beside it. */
-void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
-                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg), void *arg);
-/* streams.c: the streams context x holds itself go, each taken out of x and passed to gone
- * (srv_stream_free, or srv_stream_forget when they died with it): its per-thread default
- * ones, its legacy one, its __managed__ variables' one. Not srv_streams_each, whose fn may
- * free none and which passes the created streams too (they go with their objects). */
-void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
-                      void (*gone)(struct srv_client *c, struct srv_stream *s));
-
 /* ---------------------------------------------------------------- operation handlers */
 
 /* Each handler replays one operation; `p`/`len` is the payload, `lane` the reply lane or -1.
@@ -702,26 +454,6 @@ void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
 typedef void srv_handler(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);
 
 #include "srv_ops.h" /* generated: srv_op_* of every %op row of cuda_symbols.txt */
-
-/* ---------------------------------------------------------------- trace.c */
-
-/* trace.c: GPU timelines (`trace start|stop|status`). srv_trace_gen is the running trace's
- * number, 0 when none runs. */
-extern _Atomic uint32_t srv_trace_gen;
-/* Runs a `trace` command (its words after "trace"); the answer in out (cap bytes,
- * terminated). 1 when it failed. */
-int srv_trace_control(int argc, char **argv, char *out, size_t cap);
-/* 1 while a trace runs (the server does not start afresh under it). */
-int srv_trace_active(void);
-/* trace_owners.c: c's worker names stream s for the running trace (the stream's first work
- * in it). */
-void srv_trace_stream(struct srv_client *c, struct srv_stream *s);
-/* Before work goes on s: one relaxed load when no trace runs, or s was named already. */
-static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
-{
-    if (atomic_load_explicit(&srv_trace_gen, memory_order_relaxed) != s->trace_gen)
-        srv_trace_stream(c, s);
-}
 
 #include "srv_hooks.h" /* generated: srv_hook_*, srv_release_*, srv_drop_*, srv_forget_* */
 

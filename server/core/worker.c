@@ -1,6 +1,9 @@
 /* One worker per client: takes its records from the ring in order and replays them, polls
  * the replies that wait for the GPU in between, and sleeps when there is nothing to do. */
 #include "server/core/server.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/reply.h"
 #include "server/limits/account.h"
 #include "server/memory/devmem.h"
 #include "server/core/fault.h"

@@ -12,6 +12,8 @@
  * with it, as the driver does; never by cuGraphDestroy, which the driver refuses), to which
  * the client adds nodes as to any graph of its own. */
 #include "server/core/server.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 
 #include <string.h>
 

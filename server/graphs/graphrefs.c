@@ -23,6 +23,7 @@
  * memory that an allocation node of the exec's graph allocates (the driver keeps those
  * addresses for the exec as long as it lives). */
 #include "server/core/server.h"
+#include "server/core/registry.h"
 #include "server/code/codegate.h"
 #include "server/graphs/graphrefs.h"
 #include "server/graphs/hostfn.h"

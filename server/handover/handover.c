@@ -37,6 +37,7 @@
  * thread's own query of the device (fault.c). */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/clients.h"
 #include "server/core/fault.h"
 #include "server/handover/handover.h"
 #include "server/limits/policy.h"

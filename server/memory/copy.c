@@ -3,6 +3,11 @@
  * Pageable client memory arrives inline or through the staging slots; pinned memory is
  * copied in place. */
 #include "server/core/server.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/memory/copy.h"
 #include "server/core/devices.h"
 #include "server/core/events.h"

@@ -12,6 +12,9 @@
  * driver also reserves ranges); if it is taken in the client, the client asks again. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/limits/account.h"
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
