@@ -11,6 +11,8 @@
  * line of its answer go to control.log. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/context.h"
+#include "server/limits/green.h"
 #include "server/core/log.h"
 #include "server/core/clients.h"
 #include "server/core/registry.h"
@@ -223,7 +225,7 @@ static void info_block(struct cmd *k, const struct srv_client *c)
         if (c->lim.mem[d]) srv_format_size(c->lim.mem[d], lim, sizeof(lim));
         say(k, "  Device %d: memory used %llu bytes, memory limit %s, %u of %u SMs\n", d,
             (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim.sms[d],
-            srv.sm[d].total);
+            srv_sm[d].total);
     }
     say(k, "  Active thread percentage %d\n", c->lim.pct);
     say(k, "  Priority %d (%s)\n", c->lim.priority, c->lim.priority ? "below normal" : "normal");
@@ -272,35 +274,35 @@ static void quit_after(struct cmd *k, const char *secs)
  * client connects). What a get_* shows: own, or dflt when own is NULL or not set (0). */
 static int policy_int(const int *own, const int *dflt)
 {
-    pthread_mutex_lock(&srv.policy.lock);
+    pthread_mutex_lock(&srv_policy.lock);
     int v = own && *own ? *own : *dflt;
-    pthread_mutex_unlock(&srv.policy.lock);
+    pthread_mutex_unlock(&srv_policy.lock);
     return v;
 }
 
 /* The same for a memory limit. */
 static uint64_t policy_mem(const uint64_t *own, const uint64_t *dflt)
 {
-    pthread_mutex_lock(&srv.policy.lock);
+    pthread_mutex_lock(&srv_policy.lock);
     uint64_t v = own && *own ? *own : *dflt;
-    pthread_mutex_unlock(&srv.policy.lock);
+    pthread_mutex_unlock(&srv_policy.lock);
     return v;
 }
 
 /* Stores v in a setting of the policy, under its lock. */
 static void set_int(int *to, int v)
 {
-    pthread_mutex_lock(&srv.policy.lock);
+    pthread_mutex_lock(&srv_policy.lock);
     *to = v;
-    pthread_mutex_unlock(&srv.policy.lock);
+    pthread_mutex_unlock(&srv_policy.lock);
 }
 
 /* The same for a memory limit. */
 static void set_mem(uint64_t *to, uint64_t v)
 {
-    pthread_mutex_lock(&srv.policy.lock);
+    pthread_mutex_lock(&srv_policy.lock);
     *to = v;
-    pthread_mutex_unlock(&srv.policy.lock);
+    pthread_mutex_unlock(&srv_policy.lock);
 }
 
 /* get_server_list: this server, the only one. */
@@ -358,7 +360,7 @@ static void status_devices(struct cmd *k)
             "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
             "bytes per thread (%zu at start)\n",
             d, (unsigned long long)mapped, (unsigned long long)kept, stack,
-            srv.limit_default[d][CU_LIMIT_STACK_SIZE]);
+            srv_limit_default[d][CU_LIMIT_STACK_SIZE]);
     }
 }
 
@@ -417,14 +419,14 @@ static void cmd_set_default_pct(struct cmd *k)
 {
     int v = parse_pct(k, k->argv[1]);
     if (v <= 0) return;
-    set_int(&srv.policy.default_pct, v);
+    set_int(&srv_policy.default_pct, v);
     put_pct(k, v);
 }
 
 /* get_default_active_thread_percentage */
 static void cmd_get_default_pct(struct cmd *k)
 {
-    put_pct(k, policy_int(NULL, &srv.policy.default_pct));
+    put_pct(k, policy_int(NULL, &srv_policy.default_pct));
 }
 
 /* set_active_thread_percentage <server pid> <percentage> */
@@ -432,7 +434,7 @@ static void cmd_set_pct(struct cmd *k)
 {
     int v;
     if (!this_server(k, k->argv[1]) || (v = parse_pct(k, k->argv[2])) <= 0) return;
-    set_int(&srv.policy.server_pct, v);
+    set_int(&srv_policy.server_pct, v);
     put_pct(k, v);
 }
 
@@ -440,7 +442,7 @@ static void cmd_set_pct(struct cmd *k)
 static void cmd_get_pct(struct cmd *k)
 {
     if (this_server(k, k->argv[1]))
-        put_pct(k, policy_int(&srv.policy.server_pct, &srv.policy.default_pct));
+        put_pct(k, policy_int(&srv_policy.server_pct, &srv_policy.default_pct));
 }
 
 /* set_default_device_pinned_mem_limit <device> <value> */
@@ -449,14 +451,14 @@ static void cmd_set_default_mem(struct cmd *k)
     int d;
     uint64_t v;
     if ((d = parse_dev(k, k->argv[1])) >= 0 && parse_mem(k, k->argv[2], &v) == 0)
-        set_mem(&srv.policy.default_mem[d], v);
+        set_mem(&srv_policy.default_mem[d], v);
 }
 
 /* get_default_device_pinned_mem_limit <device> */
 static void cmd_get_default_mem(struct cmd *k)
 {
     int d = parse_dev(k, k->argv[1]);
-    if (d >= 0) put_mem(k, policy_mem(NULL, &srv.policy.default_mem[d]));
+    if (d >= 0) put_mem(k, policy_mem(NULL, &srv_policy.default_mem[d]));
 }
 
 /* set_device_pinned_mem_limit <server pid> <device> <value> */
@@ -466,7 +468,7 @@ static void cmd_set_mem(struct cmd *k)
     uint64_t v;
     if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0 &&
         parse_mem(k, k->argv[3], &v) == 0)
-        set_mem(&srv.policy.server_mem[d], v);
+        set_mem(&srv_policy.server_mem[d], v);
 }
 
 /* get_device_pinned_mem_limit <server pid> <device>: the server's, else the default. */
@@ -474,7 +476,7 @@ static void cmd_get_mem(struct cmd *k)
 {
     int d;
     if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0)
-        put_mem(k, policy_mem(&srv.policy.server_mem[d], &srv.policy.default_mem[d]));
+        put_mem(k, policy_mem(&srv_policy.server_mem[d], &srv_policy.default_mem[d]));
 }
 
 /* set_default_client_priority <0|1> */
@@ -484,13 +486,13 @@ static void cmd_set_priority(struct cmd *k)
         fail(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
         return;
     }
-    set_int(&srv.policy.default_priority, k->argv[1][0] - '0');
+    set_int(&srv_policy.default_priority, k->argv[1][0] - '0');
 }
 
 /* get_default_client_priority */
 static void cmd_get_priority(struct cmd *k)
 {
-    say(k, "%d\n", policy_int(NULL, &srv.policy.default_priority));
+    say(k, "%d\n", policy_int(NULL, &srv_policy.default_priority));
 }
 
 /* get_client_info [client pid]: what each client (or the one named) holds and may use. */

@@ -141,10 +141,10 @@ static int handshake(struct srv_client *c)
     snprintf(name, sizeof(name), "client %d", (int)c->pid);
     pthread_setname_np(pthread_self(), name);
     /* Faults before this client came are not its own (epoch first: see fault.c). */
-    c->fault_seen = atomic_load(&srv.fault_epoch);
+    c->fault_seen = atomic_load(&srv_fault_epoch);
     atomic_store(&c->fault_ack, c->fault_seen);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        c->gen_seen[d] = atomic_load(&srv.fault[d].gen);
+        c->gen_seen[d] = atomic_load(&srv_fault[d].gen);
     /* A client that connects and says nothing (or trickles its hello) must not hold a
      * thread for long. */
     c->hello_by = chan_now_ns() + SRV_HELLO_NS;

@@ -4,6 +4,7 @@
  * holds when the client destroys or resets it. Limits set in a context are the client's,
  * over the shared context's real ones. */
 #include "server/core/server.h"
+#include "server/core/fault.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
 #include "server/core/registry.h"
@@ -17,6 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Guards srv_limit_default and the shared contexts' real limits. */
+static pthread_mutex_t limits_lock = PTHREAD_MUTEX_INITIALIZER;
+size_t srv_limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
+
 void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_ctx m; /* the payload is one (its %op row) */
@@ -29,10 +34,10 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
         res = CUDA_ERROR_INVALID_DEVICE;
     else if (m.id == 0 || srv_ctx_get(c, m.id))
         res = CUDA_ERROR_INVALID_VALUE;
-    else if (atomic_load(&srv.fault[m.device].state) != SRV_DEV_OK)
+    else if (atomic_load(&srv_fault[m.device].state) != SRV_DEV_OK)
         /* The device is lost to this server (fault.c), as it is to a process natively:
          * a new context there returns the fault. New processes get a new server. */
-        res = (CUresult)atomic_load(&srv.fault[m.device].err);
+        res = (CUresult)atomic_load(&srv_fault[m.device].err);
     else {
         struct srv_ctx *x = calloc(1, sizeof(*x));
         res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -41,7 +46,7 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
             x->device = m.device;
             x->primary = (int)m.primary;
             /* Read before any work in it: a fault seen after this kills it too. */
-            x->gen = atomic_load(&srv.fault[m.device].gen);
+            x->gen = atomic_load(&srv_fault[m.device].gen);
             HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
             atomic_fetch_or(&c->stats.devices, 1u << m.device);
             res = CUDA_SUCCESS;
@@ -86,7 +91,7 @@ void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
  * reckon (the pending launch count's buffer is the driver's own size): 0. */
 static uint64_t limit_cost(int dev, unsigned limit, uint64_t value)
 {
-    uint64_t floor = srv.limit_default[dev][limit], per = 1, cost;
+    uint64_t floor = srv_limit_default[dev][limit], per = 1, cost;
     if (value <= floor) return 0;
     if (limit == CU_LIMIT_STACK_SIZE) {
         const int32_t *a = srv.devinfo.dev[dev].attr;
@@ -147,7 +152,7 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     if (m.set && (res = limit_charge(c, gdev, m.limit, m.value)) != CUDA_SUCCESS) goto reply;
     if (m.set && (res = srv_codegate_enter(c, gdev, "setting a limit")) != CUDA_SUCCESS) goto reply;
     size_t real = 0;
-    pthread_mutex_lock(&srv.limits_lock);
+    pthread_mutex_lock(&limits_lock);
     res = DRV(cuCtxGetLimit)(&real, (CUlimit)m.limit);
     uint64_t v = real;
     if (res == CUDA_SUCCESS && m.set) {
@@ -164,7 +169,7 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     } else if (res == CUDA_SUCCESS && (c->limits_set & (1u << m.limit))) {
         v = c->limits[m.limit];
     }
-    pthread_mutex_unlock(&srv.limits_lock);
+    pthread_mutex_unlock(&limits_lock);
     if (m.set) srv_codegate_leave(gdev);
     if (res != CUDA_SUCCESS) goto reply;
     memcpy(srv_lane_data(c, r->lane), &v, sizeof(v));
@@ -181,11 +186,11 @@ void srv_limits_settle(struct srv_client *gone)
             gone->limit_cost[l] = 0;
         }
     if (!gone->limits_set) return;
-    pthread_mutex_lock(&srv.limits_lock);
+    pthread_mutex_lock(&limits_lock);
     for (int l = 0; l < CU_LIMIT_MAX; l++) {
         if (!(gone->limits_set & (1u << l))) continue;
         for (int d = 0; d < srv.ndev; d++) {
-            size_t want = srv.limit_default[d][l], real = 0;
+            size_t want = srv_limit_default[d][l], real = 0;
             pthread_mutex_lock(&srv.clients_lock);
             for (struct srv_client *x = srv.clients; x; x = x->next)
                 if (x != gone && !atomic_load(&x->finished) && (x->limits_set & (1u << l)) &&
@@ -199,7 +204,7 @@ void srv_limits_settle(struct srv_client *gone)
                 DRV(cuCtxSetLimit)((CUlimit)l, want);
         }
     }
-    pthread_mutex_unlock(&srv.limits_lock);
+    pthread_mutex_unlock(&limits_lock);
 }
 
 /* The driver raises a context's stack size limit itself when a kernel needs a bigger stack,
@@ -213,10 +218,10 @@ void srv_limits_settle(struct srv_client *gone)
 void srv_limits_idle(void)
 {
     if (atomic_load(&srv.left_running_any)) return;
-    pthread_mutex_lock(&srv.limits_lock);
+    pthread_mutex_lock(&limits_lock);
     for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
-        size_t want = srv.limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
-        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK || srv_use_device(d) != CUDA_SUCCESS ||
+        size_t want = srv_limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
+        if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK || srv_use_device(d) != CUDA_SUCCESS ||
             DRV(cuCtxGetLimit)(&real, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS || real <= want)
             continue;
         CUresult r = DRV(cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, want);
@@ -224,5 +229,5 @@ void srv_limits_idle(void)
                 "to, %zu bytes, set back to %zu now that no client is left: %s",
                 d, real, want, srv_errname(r));
     }
-    pthread_mutex_unlock(&srv.limits_lock);
+    pthread_mutex_unlock(&limits_lock);
 }

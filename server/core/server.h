@@ -348,24 +348,8 @@ static inline struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
 
 /* ---------------------------------------------------------------- main.c: the server */
 
-/* A device's SMs as green contexts can divide them (green.c). */
-struct srv_sm_info {
-    unsigned total; /* SMs of the device */
-    unsigned align; /* partitions are multiples of this; 0: no partitions possible */
-    unsigned min;   /* smallest partition */
-};
-/* Operator settings from the control commands (policy.c); guarded by lock. */
-struct srv_policy {
-    pthread_mutex_t lock;
-    int default_pct;                        /* set_default_active_thread_percentage: 100 */
-    int server_pct;                         /* set_active_thread_percentage; 0: not set */
-    uint64_t default_mem[CHAN_MAX_DEVICES]; /* set_default_device_pinned_mem_limit; 0: none */
-    uint64_t server_mem[CHAN_MAX_DEVICES];  /* set_device_pinned_mem_limit; 0: not set */
-    int default_priority;                   /* set_default_client_priority: 0 */
-};
-/* A device's fault state (fault.c). A sticky error kills the shared context: its clients
- * are told and let go of what lived in it, and a new server serves new clients. */
-enum { SRV_DEV_OK, SRV_DEV_FAULT };
+/* The server's settings and its list of clients; what one family keeps for the whole
+ * server is that family's own (its header). */
 struct srv_devfault {
     _Atomic int state;        /* SRV_DEV_OK, or SRV_DEV_FAULT for good (the device is lost) */
     _Atomic int err;          /* the sticky CUresult */
@@ -378,10 +362,6 @@ struct srv {
     char driver_path[512];
     int ndev;
     CUcontext ctx[CHAN_MAX_DEVICES]; /* the one real context of each device */
-    /* A stream of each shared context, made at start, for writes that release a departed
-     * client's waits on values in its device memory (memops.c); NULL where it could not be
-     * made. */
-    CUstream release_stream[CHAN_MAX_DEVICES];
     struct chan_devinfo devinfo;
     pthread_mutex_t clients_lock;
     struct srv_client *clients;
@@ -399,20 +379,10 @@ struct srv {
     uint64_t max_pinned;    /* pinned host bytes one client process may hold */
     uint64_t max_objects;   /* registry records one client process may hold; 0: no cap */
     unsigned eager_kernels; /* kernels of a client's images loaded when loaded (module.c) */
-    uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
-    /* Context limits as the server started (the floor when clients leave); the real limit
-     * is the largest of this and what live clients set. Guarded by limits_lock. */
-    pthread_mutex_t limits_lock;
-    size_t limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
     /* A release left a client's work running (registry.c): the GPU may never be idle again,
      * so nothing that waits for the whole device is done when idle (srv_limits_idle). */
     _Atomic int left_running_any;
-    struct srv_sm_info sm[CHAN_MAX_DEVICES];
-    struct srv_policy policy;
-    int prio_least, prio_greatest; /* stream priority range of the shared contexts */
-    _Atomic int draining;          /* quit -t: new clients are refused while the others finish */
-    struct srv_devfault fault[CHAN_MAX_DEVICES];
-    _Atomic uint32_t fault_epoch; /* changes whenever a device faults */
+    _Atomic int draining; /* quit -t: new clients are refused while the others finish */
 };
 extern struct srv srv;
 

@@ -277,7 +277,7 @@ void srv_handover_start(int dev, CUresult err)
         !atomic_load(&srv.quitting)) {
         fault_dev = dev;
         fault_err = err;
-        fault_seen_ns = atomic_load(&srv.fault[dev].seen_ns);
+        fault_seen_ns = atomic_load(&srv_fault[dev].seen_ns);
         hand_over();
     }
     pthread_mutex_unlock(&srv_ho.lock);

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct srv_sm_info srv_sm[CHAN_MAX_DEVICES];
+
 #define GREEN_MAX_PARTS 64
 
 struct green_set {
@@ -43,7 +45,7 @@ static struct green_set *sets;
 void srv_green_init(void)
 {
     for (int d = 0; d < srv.ndev; d++) {
-        struct srv_sm_info *in = &srv.sm[d];
+        struct srv_sm_info *in = &srv_sm[d];
         CUdevResource r;
         memset(&r, 0, sizeof(r));
         in->total = (unsigned)srv.devinfo.dev[d].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
@@ -69,7 +71,7 @@ static struct green_set *make_set(int dev, unsigned sms)
     g->dev = dev;
     g->sms = sms;
     CUdevResource all, rest, parts[GREEN_MAX_PARTS];
-    unsigned n = srv.sm[dev].total / sms;
+    unsigned n = srv_sm[dev].total / sms;
     if (n > GREEN_MAX_PARTS) n = GREEN_MAX_PARTS;
     if (n == 0) n = 1;
     CUresult r = DRV(cuDeviceGetDevResource)(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
@@ -119,9 +121,9 @@ int srv_green_assign(struct srv_client *c)
         c->lim.part[d] = -1;
         c->green[d] = NULL;
         c->green_own[d] = NULL;
-        if (srv.green_each && srv.sm[d].align && c->lim.sms[d] >= srv.sm[d].total)
+        if (srv.green_each && srv_sm[d].align && c->lim.sms[d] >= srv_sm[d].total)
             c->green_own[d] = own_green(c, d);
-        if (!srv.sm[d].align || c->lim.sms[d] >= srv.sm[d].total) continue;
+        if (!srv_sm[d].align || c->lim.sms[d] >= srv_sm[d].total) continue;
         struct green_set *g = sets;
         while (g && !(g->dev == d && g->sms == c->lim.sms[d]))
             g = g->next;

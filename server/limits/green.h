@@ -13,4 +13,13 @@ int srv_green_assign(struct srv_client *c);
 void srv_green_release(struct srv_client *c);
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev); /* green.c */
 
+/* A device's SMs as green contexts can divide them (green.c). */
+struct srv_sm_info {
+    unsigned total; /* SMs of the device */
+    unsigned align; /* partitions are multiples of this; 0: no partitions possible */
+    unsigned min;   /* smallest partition */
+};
+/* Each device's, found at start (green.c). */
+extern struct srv_sm_info srv_sm[CHAN_MAX_DEVICES];
+
 #endif

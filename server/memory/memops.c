@@ -38,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+CUstream srv_memops_release_streams[CHAN_MAX_DEVICES];
+
 /* Waits remembered per client, every one until it has passed; past this many pending at
  * once a new one is refused (each must stay known until it ends, or nothing could end it
  * when the client goes). */
@@ -267,7 +269,7 @@ static void end_one(struct srv_client *c, const struct srv_waitval *w)
     if (!o || satisfying(w->value, w->flags, w->wide, &v) != 0) return;
     int dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
     if (srv_fault_dead(c, dev) || srv_push_device(dev) != CUDA_SUCCESS) return;
-    CUstream st = srv.release_stream[dev], made = NULL;
+    CUstream st = srv_memops_release_streams[dev], made = NULL;
     if (!st && DRV(cuStreamCreate)(&made, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) st = made;
     if (st) {
         CUresult r = w->wide ? DRV(cuStreamWriteValue64_v2)(st, w->addr, v, 0)

@@ -34,6 +34,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+static uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
+
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 {
     if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev]) return 1;
@@ -110,8 +112,8 @@ int srv_host_init(void)
     void *p = mmap(hint, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return -1;
     uint64_t start = ((uint64_t)(uintptr_t)p + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
-    srv.host_va_base = (uint64_t)(uintptr_t)p;
-    srv.host_va_size = size;
+    host_va_base = (uint64_t)(uintptr_t)p;
+    host_va_size = size;
     free_ext = malloc(sizeof(*free_ext));
     if (!free_ext) return -1;
     free_ext[0].start = start;

@@ -272,10 +272,10 @@ struct fh_client *fh_connect(void)
     /* handshake, with the hello of a client that sets no limits */
     c->pid = getpid();
     c->uid = getuid();
-    c->fault_seen = atomic_load(&srv.fault_epoch);
+    c->fault_seen = atomic_load(&srv_fault_epoch);
     atomic_store(&c->fault_ack, c->fault_seen);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        c->gen_seen[d] = atomic_load(&srv.fault[d].gen);
+        c->gen_seen[d] = atomic_load(&srv_fault[d].gen);
     snprintf(c->exe, sizeof(c->exe), "fuzz_server");
     struct chan_hello h;
     memset(&h, 0, sizeof(h));
