@@ -1,6 +1,7 @@
 /* Kernel launches, replayed from the packed parameters the client sent (the buffer form of
  * cuLaunchKernel, so the server needs no layout of its own), on the client's stream. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
 #include "server/core/reply.h"

@@ -2,6 +2,7 @@
  * context from images the client uploaded. Each function comes back to the client with its
  * parameter layout and launch limits, so that launches are packed and checked there. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
 #include "server/core/reply.h"

@@ -5,6 +5,7 @@
 
 #include "server/control/trace.h"
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 
 #include <stddef.h>
 #include <stdint.h>

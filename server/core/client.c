@@ -2,6 +2,7 @@
  * everything it owned when it leaves, however it leaves. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/log.h"
 #include "server/core/waits.h"
 #include "server/core/clients.h"

@@ -4,6 +4,7 @@
  * holds when the client destroys or resets it. Limits set in a context are the client's,
  * over the shared context's real ones. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/fault.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"

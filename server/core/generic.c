@@ -6,6 +6,7 @@
  * ring, and the reply is written to the lane only at the end (a client thread cannot
  * change what the server decides from). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
 #include "server/core/registry.h"

@@ -23,6 +23,7 @@
  * the client running, stream waits on values, graph host nodes) and long (10 s) otherwise,
  * so that a flood behind a long kernel stays under the limit itself. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/limits/account.h"
 #include "server/core/events.h"

@@ -1,6 +1,7 @@
 /* Answers to a client: its reply lanes, and the first error of its asynchronous work, kept
  * for its next synchronisation. Below every family, which all answer through these. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/clients.h"
 #include "server/core/reply.h"
 #include "server/core/fault.h"

@@ -8,6 +8,7 @@
  * blocking stream it waits for new work of the legacy stream. Counters make each wait
  * happen only when the other stream actually received work since the last one. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
 #include "server/core/registry.h"

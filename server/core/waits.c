@@ -3,6 +3,7 @@
  * events it polls between requests, so one client thread waiting for a long kernel does
  * not stop its other threads' calls from being served. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
 #include "server/core/reply.h"

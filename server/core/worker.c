@@ -1,6 +1,7 @@
 /* One worker per client: takes its records from the ring in order and replays them, polls
  * the replies that wait for the GPU in between, and sleeps when there is nothing to do. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/waits.h"
 #include "server/core/clients.h"
 #include "server/core/reply.h"

@@ -12,6 +12,7 @@
  * with it, as the driver does; never by cuGraphDestroy, which the driver refuses), to which
  * the client adds nodes as to any graph of its own. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/registry.h"
 #include "server/core/reply.h"
 

@@ -7,6 +7,7 @@
  * driver); memset and memcpy nodes name memory, which must be the client's. Host nodes (the
  * client's function, run on each replay) are hostfn.c's; graph memory nodes graphmem.c's. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/registry.h"
 #include "server/core/reply.h"
 #include "server/memory/devmem.h"

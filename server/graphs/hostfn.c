@@ -4,6 +4,7 @@
  * Graph host nodes are hostnode.c's; they post their runs through the same ring
  * (srv_hostfn_post). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/reply.h"
 #include "server/code/codegate.h"

@@ -13,6 +13,7 @@
  * an exec), and each exec gets slots of its own for its graph's host nodes, so that two
  * execs of one graph never release each other's waits. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
 #include "server/core/reply.h"

@@ -3,6 +3,7 @@
  * Pageable client memory arrives inline or through the staging slots; pinned memory is
  * copied in place. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
 #include "server/core/clients.h"

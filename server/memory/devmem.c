@@ -50,6 +50,7 @@
  * when the free comes (no event can be recorded on them: their work queued before the
  * capture is not waited for). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
 #include "server/memory/arena.h"

@@ -19,6 +19,7 @@
  * prefetches never reach the server (interpose/managed.c says why). __managed__ variables of
  * modules are the driver's own managed memory: below. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
 #include "server/core/registry.h"

@@ -27,6 +27,7 @@
  * server while any such wait is pending (codegate.c, which also watches each wait enqueued
  * here). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
 #include "server/code/codegate.h"

@@ -12,6 +12,7 @@
  * driver also reserves ranges); if it is taken in the client, the client asks again. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
 #include "server/core/reply.h"

@@ -21,6 +21,7 @@
  * the client's own reservation first carries out the unmaps still pending there (waiting for
  * their work, which natively would have had its mapping pulled from under it). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/core/registry.h"
 #include "server/core/devices.h"
 #include "server/memory/devmem.h"
