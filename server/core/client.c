@@ -422,23 +422,38 @@ static void *client_main(void *arg)
     return NULL;
 }
 
-void srv_client_start(int sock)
+/* The struct of a new connection on sock, with every family's state of it; NULL (sock
+ * left open) without memory. */
+static struct srv_client *client_new(int sock)
 {
     struct srv_client *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->sock = sock;
+    c->ranges.elem = sizeof(struct srv_range);
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+        c->lim.part[d] = -1; /* no green partition until the handshake gives one */
+    if (srv_families_client_init(c) != 0) {
+        srv_families_client_free(c);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The struct goes, once no other thread can find it (out of the list, or never in it). */
+static void client_free(struct srv_client *c)
+{
+    srv_families_client_free(c);
+    free(c);
+}
+
+void srv_client_start(int sock)
+{
+    struct srv_client *c = client_new(sock);
     if (!c) {
         close(sock);
         return;
     }
-    c->sock = sock;
-    pthread_mutex_init(&c->waitvals_lock, NULL);
-    c->ranges.elem = sizeof(struct srv_range);
-    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        c->lim.part[d] = -1; /* no green partition until the handshake gives one */
-    /* No slot holds a chunk yet. Left at 0, the first chunk through slot 0 would "settle"
-     * a chunk 0 that was never issued and hand the slot back early: the client then fills
-     * chunk NSLOTS into it while the DMA of chunk 0 may still be reading it. */
-    for (int i = 0; i < CHAN_NSLOTS; i++)
-        c->slot_busy[i] = -1;
     pthread_mutex_lock(&srv.clients_lock);
     /* Reap entries whose workers are done. */
     for (struct srv_client **p = &srv.clients; *p;) {
@@ -447,7 +462,8 @@ void srv_client_start(int sock)
             *p = x->next;
             pthread_join(x->worker, NULL);
             if (!x->left_running)
-                free(x); /* else its running work may still reach it: kept (a leak, logged) */
+                client_free(
+                    x); /* else its running work may still reach it: kept (a leak, logged) */
         } else {
             p = &x->next;
         }
@@ -477,7 +493,7 @@ void srv_client_start(int sock)
     if (pthread_create(&c->worker, &at, client_main, c) != 0) {
         srv.clients = c->next;
         close(sock);
-        free(c);
+        client_free(c);
     }
     pthread_attr_destroy(&at);
     pthread_mutex_unlock(&srv.clients_lock);

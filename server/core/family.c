@@ -1,6 +1,8 @@
 /* The family table (family.h): every family that keeps state of its own, once, in the
  * order the core's steps run. The order is load-bearing; per step it is:
  *
+ *  client_init, client_free  each family's own state of a client: no order (none reads
+ *                another's then).
  *  client_leave  hostfn: the streams and graphs waiting on the departing client's host
  *                functions go on, or the release would wait for work that never ends.
  *  client_fini   (after the release walk, its contexts and waits gone)
@@ -50,6 +52,19 @@ static const struct srv_family *const families[] = {
 #define EACH(H, ARGS)                                                                              \
     for (size_t i = 0; i < NFAMILIES; i++)                                                         \
         if (families[i]->H) families[i]->H ARGS;
+
+/* Stops at the first family without memory: the caller frees what the others made. */
+int srv_families_client_init(struct srv_client *c)
+{
+    for (size_t i = 0; i < NFAMILIES; i++)
+        if (families[i]->client_init && families[i]->client_init(c) != 0) return -1;
+    return 0;
+}
+
+void srv_families_client_free(struct srv_client *c)
+{
+    EACH(client_free, (c));
+}
 
 void srv_families_client_leave(struct srv_client *c)
 {

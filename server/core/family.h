@@ -16,6 +16,19 @@ struct srv_stream;
 
 struct srv_family {
     const char *name;
+    /* A new connection, before it is listed or its thread starts (client.c, on the main
+     * loop): the family allocates its own state of the client, as a pointer in struct
+     * srv_client that its own header alone defines, so that server.h names no family's
+     * fields. Made here, not at the handshake, as other threads (the main loop's watch,
+     * the driver's callback thread, the control socket) may read it as soon as the client
+     * is listed. 0, or -1 without memory: the connection is dropped (client_free runs). */
+    int (*client_init)(struct srv_client *c);
+    /* The client's struct goes (client.c: reaped after its worker finished, or dropped at
+     * its start): the state client_init made goes with it, after every other step, since
+     * the threads above may read it until then. Never run for a client whose release left
+     * its work running: that work may still reach its state, kept with the struct. Must
+     * take a state client_init never made (NULL). */
+    void (*client_free)(struct srv_client *c);
     /* The client leaves, before its records are released: what would hold its work up
      * for ever is let go (client.c). */
     void (*client_leave)(struct srv_client *c);
@@ -52,6 +65,8 @@ struct srv_family {
 };
 
 /* Each step walks the table in its order; a family without the hook is passed over. */
+int srv_families_client_init(struct srv_client *c);
+void srv_families_client_free(struct srv_client *c);
 void srv_families_client_leave(struct srv_client *c);
 void srv_families_client_fini(struct srv_client *c);
 void srv_families_client_lost(struct srv_client *c);

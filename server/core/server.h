@@ -36,7 +36,6 @@ struct srv_obj_key {
     uint32_t type; /* SHIM_HT_* */
     uint32_t pad;
 };
-struct srv_waitval;
 /* One object a client holds (registry.c): a handle (stream, event, module, array, pool...)
  * or a memory range, of one of the types cuda_symbols.txt declares (%handle, %range). The
  * client names it by `key.value`: the real handle, or a range's base address. Owned by the
@@ -79,25 +78,6 @@ static inline int srv_obj_revoked(const struct srv_obj *o)
 /* A family's operation on a record of a type it keeps state for (%handle ... release=,
  * drop=, forget=NAME: srv_type_release, srv_type_drop, srv_type_forget). */
 typedef void srv_release_fn(struct srv_client *c, struct srv_obj *o);
-/* Bytes the server holds for a client's queued work (queue.c), let go as the GPU passes
- * the marks recorded after it. Owned by the worker. */
-struct srv_qmark {
-    CUevent ev;
-    int dev;
-    uint64_t bytes;
-};
-struct srv_queue {
-    struct srv_qmark *marks;
-    size_t n, cap;
-    uint64_t held;        /* charged and not known complete, marked or not */
-    uint64_t unmarked;    /* the part of held no mark covers yet (in streams' queued) */
-    uint64_t peak;        /* the most held at once */
-    uint64_t over_since;  /* monotonic ns since held is over the limit; 0: it is not */
-    uint64_t progress_ns; /* when marks last let bytes go */
-    uint64_t pauses;      /* times it went over the limit */
-    uint32_t ran_seen;    /* the client's cb_ran when last looked at */
-    int logged, stall_logged;
-};
 struct srv_hblock;
 struct srv_hblocks;
 struct srv_stats {
@@ -191,13 +171,8 @@ struct srv_client {
      * still fire its host functions into this struct and the segment, or copy through the
      * segment's slots, so neither is ever freed or unmapped. */
     int left_running;
-    /* Stream waits it enqueued, to unblock when it goes (memops.c). Changed by its own
-     * thread only, under waitvals_lock, which the main loop takes to read them. */
-    struct srv_waitval *waitvals;
-    size_t nwaitvals, capwaitvals;
-    pthread_mutex_t waitvals_lock;
-    int watch_values;  /* the main loop let go of waits on its host memory (logged once) */
-    uint64_t hello_by; /* monotonic ns by which the whole hello must have arrived */
+    struct srv_memops *memops; /* stream waits it enqueued (memops.c) */
+    uint64_t hello_by;         /* monotonic ns by which the whole hello must have arrived */
     /* Faults (fault.c): the server's fault epoch this worker has acted on, published for
      * the recovery to wait on; the rest is the worker's own. */
     _Atomic uint32_t fault_ack;
@@ -248,7 +223,7 @@ struct srv_client {
      * client asked for); bit i of limits_set: limit i was set. */
     uint64_t limits[CU_LIMIT_MAX];
     uint32_t limits_set;
-    struct srv_queue queue; /* bytes held for its queued work (queue.c) */
+    struct srv_queue *queue; /* bytes held for its queued work (queue.c) */
     /* __managed__ variables (managed.c): pushes so far, and the stream of the last, whose
      * mark every stream waits for before its next work (srv_stream_prepare). */
     uint64_t mvar_gen;
@@ -276,7 +251,6 @@ struct srv_client {
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
     unsigned hostfn_said;  /* host functions refused for their number (hostfn.c) */
-    unsigned waits_said;   /* stream waits refused past the pending bound (memops.c) */
     uint32_t hostfn_seq;   /* the number of the last host function it sent (hostfn.c) */
     unsigned eager_left;   /* kernels its image loads may still load eagerly (module.c) */
     uint16_t first_thread; /* client thread number of the first record */

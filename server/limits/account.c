@@ -211,9 +211,9 @@ void srv_account_queued_add(struct srv_client *c, int64_t bytes)
     if (c->acct) atomic_fetch_add(&c->acct->queued, (uint64_t)bytes);
 }
 
-uint64_t srv_account_queued(const struct srv_client *c)
+uint64_t srv_account_queued(const struct srv_client *c, uint64_t own)
 {
-    return c->acct ? atomic_load(&c->acct->queued) : c->queue.held;
+    return c->acct ? atomic_load(&c->acct->queued) : own;
 }
 
 /* Last of the client's release (family.c): everything it counted has been given back. */

@@ -40,8 +40,9 @@ void srv_account_pinned_give(struct srv_client *c, uint64_t bytes);
  * one less. */
 int srv_account_record_take(struct srv_client *c);
 void srv_account_record_give(struct srv_client *c);
-/* Bytes held for the process's queued work: a change, and the total (queue.c). */
+/* Bytes held for the process's queued work: a change, and the total (queue.c); own, the
+ * connection's own, stands for it before the client has an account. */
 void srv_account_queued_add(struct srv_client *c, int64_t bytes);
-uint64_t srv_account_queued(const struct srv_client *c);
+uint64_t srv_account_queued(const struct srv_client *c, uint64_t own);
 
 #endif

@@ -247,23 +247,21 @@ static void *callback_thread(void *arg)
 struct fh_client *fh_connect(void)
 {
     struct fh_client *k = calloc(1, sizeof(*k));
-    struct srv_client *c = calloc(1, sizeof(*c));
     int sv[2];
-    if (!k || !c || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    if (!k || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         free(k);
-        free(c);
+        return NULL;
+    }
+    /* srv_client_start */
+    struct srv_client *c = client_new(sv[0]); /* client.c */
+    if (!c) {
+        close(sv[0]);
+        close(sv[1]);
+        free(k);
         return NULL;
     }
     k->c = c;
     k->peer = sv[1];
-    /* srv_client_start */
-    c->sock = sv[0];
-    pthread_mutex_init(&c->waitvals_lock, NULL);
-    c->ranges.elem = sizeof(struct srv_range);
-    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        c->lim.part[d] = -1;
-    for (int i = 0; i < CHAN_NSLOTS; i++)
-        c->slot_busy[i] = -1;
     pthread_mutex_lock(&srv.clients_lock);
     c->id = ++srv.next_client_id;
     c->next = srv.clients;
@@ -524,8 +522,7 @@ void fh_leave(struct fh_client *k, int terminated)
         fh_show_log();
         abort();
     }
-    pthread_mutex_destroy(&c->waitvals_lock);
-    free(c);
+    client_free(c); /* client.c */
     free(k);
 }
 
