@@ -44,12 +44,10 @@ void srv_event_give(struct srv_client *c, int dev, CUevent ev)
 }
 
 /* The client leaves, its marks and blocks given back (family.c): every internal event it
- * holds is destroyed, the free ones, the staging slots' and the blocking waits'. */
+ * holds is destroyed, the free ones and the blocking waits' (copy.c destroys its slots'). */
 static void events_fini(struct srv_client *c)
 {
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
-        for (int i = 0; i < CHAN_NSLOTS; i++)
-            if (c->slot_ev[d][i]) DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
         for (size_t i = 0; i < c->pool[d].n; i++)
             DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
         free(c->pool[d].ev);

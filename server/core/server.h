@@ -231,23 +231,13 @@ struct srv_client {
     /* Pinned memory its inline copies' data waits in: hostblocks.c's own, made at the first
      * such copy (NULL until then). */
     struct srv_hblocks *hblocks;
-    struct { /* devmem.c: its allocation and free streams per device */
-        CUstream alloc, free;
-    } devmem[CHAN_MAX_DEVICES];
-    /* Frees, unmaps and address frees waiting for the work it queued before them, in order
-     * (devmem.c, srv_later). */
-    struct srv_later *later;
-    size_t nlater, caplater;
-    uint8_t *blob; /* image uploaded for the next load */
+    struct srv_devmem *devmem; /* its streams and deferred frees (devmem.c) */
+    uint8_t *blob;             /* image uploaded for the next load */
     size_t blob_len, blob_cap;
-    uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
-    /* DMA of the chunk last issued from/into each slot, per device (see pool). */
-    CUevent slot_ev[CHAN_MAX_DEVICES][CHAN_NSLOTS];
-    int slot_dev[CHAN_NSLOTS];      /* device whose event marks the slot's last DMA */
-    int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
-    uint8_t *rec;                   /* the record being replayed (copied out of the ring) */
-    uint8_t *scratch;               /* stands in for the lane of a record that asked for no reply */
-    uint8_t *out; /* a described call's outputs, private until copied to its lane */
+    struct srv_copy *copy; /* its staging slots (copy.c) */
+    uint8_t *rec;          /* the record being replayed (copied out of the ring) */
+    uint8_t *scratch;      /* stands in for the lane of a record that asked for no reply */
+    uint8_t *out;          /* a described call's outputs, private until copied to its lane */
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
     unsigned hostfn_said;  /* host functions refused for their number (hostfn.c) */

@@ -189,7 +189,7 @@ void *srv_worker_main(void *arg)
             got = 1;
         }
         int waiting = c->waits ? srv_waits_poll(c) : 0;
-        if (c->nlater) /* polled as waits are: frees and unmaps soon after their work */
+        if (srv_later_pending(c)) /* polled as waits are: frees and unmaps soon after their work */
             waiting |= srv_later_reap(c, 0) != 0;
         uint64_t now = chan_now_ns();
         if (got) {
