@@ -19,6 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A client's context limits (its ctxlim): as it set them (the shared context's real limit
+ * is the largest any client asked for; bit i of set: limit i was set), and the device
+ * memory they cost and on which device, charged to its account while they stand. Its
+ * worker writes them; another client's worker reads them as it leaves (srv_limits_settle,
+ * under clients_lock). */
+struct srv_ctxlimits {
+    uint64_t limits[CU_LIMIT_MAX];
+    uint32_t limits_set;
+    uint64_t limit_cost[CU_LIMIT_MAX];
+    int limit_cost_dev[CU_LIMIT_MAX];
+};
+
 /* Guards srv_limit_default and the shared contexts' real limits. */
 static pthread_mutex_t limits_lock = PTHREAD_MUTEX_INITIALIZER;
 size_t srv_limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
@@ -111,8 +123,8 @@ static uint64_t limit_cost(int dev, unsigned limit, uint64_t value)
  * limited to 1 MiB set the shared stack to 1 MiB a thread and the heap to 8 GiB). */
 static CUresult limit_charge(struct srv_client *c, int dev, unsigned limit, uint64_t value)
 {
-    uint64_t cost = limit_cost(dev, limit, value), had = c->limit_cost[limit];
-    int same = had && c->limit_cost_dev[limit] == dev;
+    uint64_t cost = limit_cost(dev, limit, value), had = c->ctxlim->limit_cost[limit];
+    int same = had && c->ctxlim->limit_cost_dev[limit] == dev;
     if (cost > (same ? had : 0) && !srv_mem_fits(c, dev, cost - (same ? had : 0))) {
         srv_log("Client process %d: context limit %u set to %llu refused: it would cost %llu "
                 "bytes of device memory on device %d, past the client's limit",
@@ -125,11 +137,13 @@ static CUresult limit_charge(struct srv_client *c, int dev, unsigned limit, uint
 /* What the limit costs now replaces what it cost before, in the account. */
 static void limit_charged(struct srv_client *c, int dev, unsigned limit, uint64_t value)
 {
-    if (c->limit_cost[limit])
-        srv_account_mem_add(c, c->limit_cost_dev[limit], -(int64_t)c->limit_cost[limit]);
-    c->limit_cost[limit] = limit_cost(dev, limit, value);
-    c->limit_cost_dev[limit] = dev;
-    if (c->limit_cost[limit]) srv_account_mem_add(c, dev, (int64_t)c->limit_cost[limit]);
+    if (c->ctxlim->limit_cost[limit])
+        srv_account_mem_add(c, c->ctxlim->limit_cost_dev[limit],
+                            -(int64_t)c->ctxlim->limit_cost[limit]);
+    c->ctxlim->limit_cost[limit] = limit_cost(dev, limit, value);
+    c->ctxlim->limit_cost_dev[limit] = dev;
+    if (c->ctxlim->limit_cost[limit])
+        srv_account_mem_add(c, dev, (int64_t)c->ctxlim->limit_cost[limit]);
 }
 
 void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -162,13 +176,13 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
          * reads back what it set. */
         if (m.value > real) res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
         if (res == CUDA_SUCCESS) {
-            c->limits[m.limit] = m.value;
-            c->limits_set |= 1u << m.limit;
+            c->ctxlim->limits[m.limit] = m.value;
+            c->ctxlim->limits_set |= 1u << m.limit;
             limit_charged(c, gdev, m.limit, m.value);
         }
         v = m.value;
-    } else if (res == CUDA_SUCCESS && (c->limits_set & (1u << m.limit))) {
-        v = c->limits[m.limit];
+    } else if (res == CUDA_SUCCESS && (c->ctxlim->limits_set & (1u << m.limit))) {
+        v = c->ctxlim->limits[m.limit];
     }
     pthread_mutex_unlock(&limits_lock);
     if (m.set) srv_codegate_leave(gdev);
@@ -182,21 +196,22 @@ reply:
 void srv_limits_settle(struct srv_client *gone)
 {
     for (unsigned l = 0; l < CU_LIMIT_MAX; l++)
-        if (gone->limit_cost[l]) { /* its account is charged no more */
-            srv_account_mem_add(gone, gone->limit_cost_dev[l], -(int64_t)gone->limit_cost[l]);
-            gone->limit_cost[l] = 0;
+        if (gone->ctxlim->limit_cost[l]) { /* its account is charged no more */
+            srv_account_mem_add(gone, gone->ctxlim->limit_cost_dev[l],
+                                -(int64_t)gone->ctxlim->limit_cost[l]);
+            gone->ctxlim->limit_cost[l] = 0;
         }
-    if (!gone->limits_set) return;
+    if (!gone->ctxlim->limits_set) return;
     pthread_mutex_lock(&limits_lock);
     for (int l = 0; l < CU_LIMIT_MAX; l++) {
-        if (!(gone->limits_set & (1u << l))) continue;
+        if (!(gone->ctxlim->limits_set & (1u << l))) continue;
         for (int d = 0; d < srv.ndev; d++) {
             size_t want = srv_limit_default[d][l], real = 0;
             pthread_mutex_lock(&srv.clients_lock);
             for (struct srv_client *x = srv.clients; x; x = x->next)
-                if (x != gone && !atomic_load(&x->finished) && (x->limits_set & (1u << l)) &&
-                    x->limits[l] > want)
-                    want = x->limits[l];
+                if (x != gone && !atomic_load(&x->finished) &&
+                    (x->ctxlim->limits_set & (1u << l)) && x->ctxlim->limits[l] > want)
+                    want = x->ctxlim->limits[l];
             pthread_mutex_unlock(&srv.clients_lock);
             /* Only ever lowered here, back towards what the remaining clients need: a big
              * stack limit costs device memory for every resident thread. */
@@ -232,3 +247,17 @@ void srv_limits_idle(void)
     }
     pthread_mutex_unlock(&limits_lock);
 }
+
+static int ctxlim_init(struct srv_client *c)
+{
+    c->ctxlim = calloc(1, sizeof(*c->ctxlim));
+    return c->ctxlim ? 0 : -1;
+}
+
+static void ctxlim_free(struct srv_client *c)
+{
+    free(c->ctxlim);
+}
+
+const struct srv_family srv_family_context = {
+    .name = "context", .client_init = ctxlim_init, .client_free = ctxlim_free};

@@ -39,12 +39,14 @@
 
 extern const struct srv_family srv_family_copy, srv_family_devmem, srv_family_queue,
     srv_family_hostblocks, srv_family_events, srv_family_green, srv_family_account,
-    srv_family_hostfn, srv_family_memops, srv_family_graph, srv_family_ipc, srv_family_handover;
+    srv_family_hostfn, srv_family_memops, srv_family_graph, srv_family_ipc, srv_family_handover,
+    srv_family_spin, srv_family_coalesce, srv_family_context, srv_family_devices;
 
 static const struct srv_family *const families[] = {
-    &srv_family_copy,   &srv_family_devmem, &srv_family_queue,   &srv_family_hostblocks,
-    &srv_family_events, &srv_family_green,  &srv_family_account, &srv_family_hostfn,
-    &srv_family_memops, &srv_family_graph,  &srv_family_ipc,     &srv_family_handover,
+    &srv_family_copy,   &srv_family_devmem,   &srv_family_queue,   &srv_family_hostblocks,
+    &srv_family_events, &srv_family_green,    &srv_family_account, &srv_family_hostfn,
+    &srv_family_memops, &srv_family_graph,    &srv_family_ipc,     &srv_family_handover,
+    &srv_family_spin,   &srv_family_coalesce, &srv_family_context, &srv_family_devices,
 };
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
 

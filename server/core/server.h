@@ -103,13 +103,6 @@ struct srv_limits {
     uint64_t mem[CHAN_MAX_DEVICES]; /* device memory it may hold, bytes; 0: no limit */
     int priority;                   /* 0 normal, 1 below normal */
 };
-/* The devices a client sees (devices.c), fixed at the handshake: its ordinal i is the
- * server's to_srv[i]; to_cli[d] is the client's ordinal of the server's device d, or -1. */
-struct srv_devmap {
-    int n;
-    int8_t to_srv[CHAN_MAX_DEVICES];
-    int8_t to_cli[CHAN_MAX_DEVICES];
-};
 struct srv_client {
     uint32_t id;
     pid_t pid;
@@ -137,11 +130,8 @@ struct srv_client {
      * (account.c); the worker's own. */
     uint64_t reserved[CHAN_MAX_DEVICES];
     int reserved_any;
-    /* Device memory its context limits cost, and on which device (context.c); charged to
-     * its account while they stand. */
-    uint64_t limit_cost[CU_LIMIT_MAX];
-    int limit_cost_dev[CU_LIMIT_MAX];
-    struct srv_devmap devs;             /* set at the handshake, read-only after */
+    struct srv_ctxlimits *ctxlim;       /* context limits it set (context.c) */
+    struct srv_devmap *devs;            /* the devices it sees (devices.c), from the handshake on */
     CUgreenCtx green[CHAN_MAX_DEVICES]; /* where its streams are made; NULL: shared ctx */
     /* MPSSHIM_GREEN_EACH=1: an unthrottled client's own green context over all SMs, where
      * its streams are made instead (green.c); NULL otherwise. */
@@ -158,15 +148,8 @@ struct srv_client {
     uint64_t prof_records, prof_replay_ns, prof_since_ns;
     /* and per operation (srv_prof_slot): records and ns, pairs; NULL in other builds */
     uint64_t *prof_op;
-    /* The spinning policy (spin.c), the worker's own: counted busy until busy_until; the
-     * spin hint last written into the segment. */
-    int busy;
-    uint64_t busy_until;
-    uint32_t spin_hint;
-    /* The coalescing bound last written into the segment (coalesce.c); its sweeper reads
-     * `coalescing` (that bound is not 0) under clients_lock. */
-    uint32_t coalesce_hint;
-    _Atomic int coalescing;
+    struct srv_spin *spin;         /* the spinning policy's (spin.c) */
+    struct srv_coalesce *coalesce; /* doorbell coalescing's (coalesce.c) */
     /* A release gave up on work still running (registry.c, leave_running): that work may
      * still fire its host functions into this struct and the segment, or copy through the
      * segment's slots, so neither is ever freed or unmapped. */
@@ -219,10 +202,6 @@ struct srv_client {
         int dev;
     } *retired;
     size_t nretired, capretired;
-    /* Limits as this client set them (the shared context's real limit is the largest any
-     * client asked for); bit i of limits_set: limit i was set. */
-    uint64_t limits[CU_LIMIT_MAX];
-    uint32_t limits_set;
     struct srv_queue *queue; /* bytes held for its queued work (queue.c) */
     /* __managed__ variables (managed.c): pushes so far, and the stream of the last, whose
      * mark every stream waits for before its next work (srv_stream_prepare). */

@@ -530,7 +530,11 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     answer(c, s, &o, res);
 }
 
-/* The family table's entry (family.c). */
+uint32_t srv_copy_chunk_seq(const struct srv_client *c)
+{
+    return c->copy->chunk_seq;
+}
+
 /* Its staging slots: none holds a chunk yet. Left at 0, the first chunk through slot 0
  * would "settle" a chunk 0 that was never issued and hand the slot back early: the client
  * then fills chunk NSLOTS into it while the DMA of chunk 0 may still be reading it. */
@@ -556,6 +560,7 @@ static void copy_free(struct srv_client *c)
     free(c->copy);
 }
 
+/* The family table's entry (family.c). */
 const struct srv_family srv_family_copy = {.name = "copy",
                                            .client_init = copy_init,
                                            .client_fini = copy_fini,

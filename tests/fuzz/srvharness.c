@@ -17,6 +17,7 @@
 #undef main
 #include "server/core/client.c"
 #include "server/core/worker.c"
+#include "server/memory/copy.h"
 #include "server/memory/ipc.h" /* srv_shares_live: none left once every client is gone */
 
 #include "channel/copyplan.h"
@@ -320,7 +321,7 @@ struct chan *fh_chan(struct fh_client *k)
 
 uint32_t fh_chunk_seq(struct fh_client *k)
 {
-    return k->c->chunk_seq;
+    return srv_copy_chunk_seq(k->c);
 }
 
 int fh_gone(struct fh_client *k)
@@ -410,7 +411,7 @@ static int staged_chunks(struct fh_client *k, const void *payload, uint32_t len,
     uint64_t t;
     if (src == dst || (m.flags & CHAN_CF_INLINE) || !m.width || !m.height || !m.depth ||
         __builtin_mul_overflow(m.width, m.height, &t) || __builtin_mul_overflow(t, m.depth, &t) ||
-        m.first_chunk != k->c->chunk_seq)
+        m.first_chunk != srv_copy_chunk_seq(k->c))
         return 0;
     *first = m.first_chunk;
     *n = chan_copy_nchunks(m.width, m.height, m.depth, CHAN_SLOT_SIZE);
