@@ -11,6 +11,7 @@
  * line of its answer go to control.log. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/limits/account.h"
 #include "server/core/context.h"
 #include "server/limits/green.h"
 #include "server/core/log.h"
@@ -222,13 +223,13 @@ static void info_block(struct cmd *k, const struct srv_client *c)
     say(k, "Client %d (%s)\n", (int)c->pid, c->exe); /* kept escaped (client.c) */
     for (int d = 0; d < srv.ndev; d++) {
         char lim[32] = "none";
-        if (c->lim.mem[d]) srv_format_size(c->lim.mem[d], lim, sizeof(lim));
+        if (c->lim->mem[d]) srv_format_size(c->lim->mem[d], lim, sizeof(lim));
         say(k, "  Device %d: memory used %llu bytes, memory limit %s, %u of %u SMs\n", d,
-            (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim.sms[d],
+            (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim->sms[d],
             srv_sm[d].total);
     }
-    say(k, "  Active thread percentage %d\n", c->lim.pct);
-    say(k, "  Priority %d (%s)\n", c->lim.priority, c->lim.priority ? "below normal" : "normal");
+    say(k, "  Active thread percentage %d\n", c->lim->pct);
+    say(k, "  Priority %d (%s)\n", c->lim->priority, c->lim->priority ? "below normal" : "normal");
     say(k, "  Streams %llu\n", (unsigned long long)atomic_load(&c->stats.streams));
     say(k, "  Kernels launched %llu\n", (unsigned long long)atomic_load(&c->stats.launches));
     say(k, "  Bytes copied %llu\n", (unsigned long long)atomic_load(&c->stats.bytes_copied));

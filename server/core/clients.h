@@ -42,7 +42,14 @@ unsigned srv_clients_present(void);
  * never returns stops the server's other clients too (its lock), and the line says whose
  * and which it was. */
 void srv_clients_watch(void);
-/* PROFILE=1 builds: the slot of an operation in prof_op (generic calls first, then the
+/* PROFILE=1 builds (channel/prof.h): a worker's records, time replaying them, and since
+ * when it serves; and per operation (srv_prof_slot), records and ns, pairs (NULL when it
+ * could not be had). Made by the worker, freed by client.c. */
+struct srv_prof {
+    uint64_t records, replay_ns, since_ns;
+    uint64_t *op;
+};
+/* PROFILE=1 builds: the slot of an operation in prof->op (generic calls first, then the
  * protocol's own operations, then one for anything else). */
 #define SRV_PROF_SLOTS (SHIM_NCALLS + (CHAN_OP_END - CHAN_OP_BASE) + 1)
 static inline int srv_prof_slot(uint32_t op)

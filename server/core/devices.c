@@ -7,6 +7,7 @@
  * at the handshake, kept in the client's record (never in shared memory) and never
  * changes. */
 #include "server/core/server.h"
+#include "server/limits/account.h"
 #include "server/core/devices.h"
 
 #include <ctype.h>
@@ -122,7 +123,7 @@ void srv_devices_publish(struct srv_client *c)
         int d = c->devs->to_srv[i];
         to->dev[i] = srv.devinfo.dev[d];
         /* The client sees its share as the device's SM count, as under MPS. */
-        to->dev[i].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = (int32_t)c->lim.sms[d];
+        to->dev[i].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = (int32_t)c->lim->sms[d];
     }
     for (int i = c->devs->n; i < CHAN_MAX_DEVICES; i++)
         memset(&to->dev[i], 0, sizeof(to->dev[i]));

@@ -197,7 +197,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
         if (c->retired[i].dev != dev) c->retired[j++] = c->retired[i];
     c->nretired = j;
     /* Internal events of the dead context: only forgotten. */
-    c->pool[dev].n = 0;
+    srv_events_forget_device(c, dev);
     srv_families_ctx_died(c, dev);
     /* Its objects there, roots first (what belongs to them goes with them), collected
      * before any goes since forgetting frees records the walk would step on. */

@@ -95,14 +95,6 @@ struct srv_stats {
     _Atomic int gpu_waits;
     _Atomic uint64_t gpu_replies; /* replies the GPU was given to post (waits.c gpu_reply) */
 };
-/* What a client may use, fixed when it connects (policy.c). */
-struct srv_limits {
-    int pct;                        /* active thread percentage in force, 1..100 */
-    unsigned sms[CHAN_MAX_DEVICES]; /* SMs its work may use on each device */
-    int part[CHAN_MAX_DEVICES];     /* its green partition's index (green.c), -1: none */
-    uint64_t mem[CHAN_MAX_DEVICES]; /* device memory it may hold, bytes; 0: no limit */
-    int priority;                   /* 0 normal, 1 below normal */
-};
 struct srv_client {
     uint32_t id;
     pid_t pid;
@@ -124,31 +116,21 @@ struct srv_client {
     struct srv_hostnode *hn;  /* host node slots (hostfn.c), CHAN_HN_SLOTS; NULL until used */
     _Atomic int hn_gone;      /* it left: its host nodes no longer hold their graphs */
     pthread_t worker;
-    struct srv_limits lim;    /* set at the handshake, read-only after */
-    struct srv_account *acct; /* its process's account, from the handshake on */
-    /* Device memory a check allowed during the record being handled, not yet counted
-     * (account.c); the worker's own. */
-    uint64_t reserved[CHAN_MAX_DEVICES];
-    int reserved_any;
-    struct srv_ctxlimits *ctxlim;       /* context limits it set (context.c) */
-    struct srv_devmap *devs;            /* the devices it sees (devices.c), from the handshake on */
-    CUgreenCtx green[CHAN_MAX_DEVICES]; /* where its streams are made; NULL: shared ctx */
-    /* MPSSHIM_GREEN_EACH=1: an unthrottled client's own green context over all SMs, where
-     * its streams are made instead (green.c); NULL otherwise. */
-    CUgreenCtx green_own[CHAN_MAX_DEVICES];
-    _Atomic int dead;     /* the socket hung up, or the server is quitting */
-    _Atomic int finished; /* the worker has released everything */
+    struct srv_limits *lim;      /* what it may use (account.h): from the handshake on, read-only */
+    struct srv_account *acct;    /* its process's account, from the handshake on */
+    struct srv_reserve *reserve; /* memory its checks reserved, not yet counted (account.c) */
+    struct srv_ctxlimits *ctxlim; /* context limits it set (context.c) */
+    struct srv_devmap *devs;      /* the devices it sees (devices.c), from the handshake on */
+    struct srv_green *green;      /* its green contexts, where its streams are made (green.c) */
+    _Atomic int dead;             /* the socket hung up, or the server is quitting */
+    _Atomic int finished;         /* the worker has released everything */
     /* terminate_client (1) or a faulted server (SRV_ENDED_BY_FAULT): its calls fail with
      * CLIENT_TERMINATED */
     _Atomic int terminated;
     _Atomic int connected; /* the handshake succeeded (it is listed by the control commands) */
     int admitted;          /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
-    /* PROFILE=1 builds (channel/prof.h): its worker's records, time replaying them, and
-     * since when it serves. */
-    uint64_t prof_records, prof_replay_ns, prof_since_ns;
-    /* and per operation (srv_prof_slot): records and ns, pairs; NULL in other builds */
-    uint64_t *prof_op;
-    struct srv_spin *spin;         /* the spinning policy's (spin.c) */
+    struct srv_prof *prof; /* PROFILE=1 builds: its worker's profile (clients.h); else NULL */
+    struct srv_spin *spin; /* the spinning policy's (spin.c) */
     struct srv_coalesce *coalesce; /* doorbell coalescing's (coalesce.c) */
     /* A release gave up on work still running (registry.c, leave_running): that work may
      * still fire its host functions into this struct and the segment, or copy through the
@@ -184,23 +166,10 @@ struct srv_client {
     /* Replies posted on each lane so far, by the worker or the GPU: the lane's seq as the
      * server wrote it (proto.h; the segment's own word is never read back). */
     uint32_t lane_seq[CHAN_NLANES];
-    unsigned captures; /* stream captures it began and has not ended (graph.c) */
-    /* Free internal events, per device: an event can only be recorded on streams of the
-     * context it was made in. */
-    struct srv_evpool {
-        CUevent *ev;
-        size_t n, cap;
-    } pool[CHAN_MAX_DEVICES];
-    /* Per device, made when first needed: the CU_EVENT_BLOCKING_SYNC event through which
-     * the worker waits for a stream while the server is crowded (waits.c block_stream). */
-    CUevent block_ev[CHAN_MAX_DEVICES];
-    CUresult deferred; /* first failure of an async operation not yet reported */
-    /* Work of destroyed streams still running: context syncs must wait for it too. */
-    struct srv_retired {
-        CUevent ev;
-        uint32_t ctx;
-        int dev;
-    } *retired;
+    unsigned captures;           /* stream captures it began and has not ended (graph.c) */
+    struct srv_events *events;   /* its internal events (evpool.c) */
+    CUresult deferred;           /* first failure of an async operation not yet reported */
+    struct srv_retired *retired; /* destroyed streams' work still running (streamrec.h) */
     size_t nretired, capretired;
     struct srv_queue *queue; /* bytes held for its queued work (queue.c) */
     /* __managed__ variables (managed.c): pushes so far, and the stream of the last, whose

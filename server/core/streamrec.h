@@ -54,4 +54,12 @@ static inline struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
     return x;
 }
 
+/* Work of a destroyed stream still running (c->retired): context syncs must wait for it
+ * too. */
+struct srv_retired {
+    CUevent ev;
+    uint32_t ctx;
+    int dev;
+};
+
 #endif

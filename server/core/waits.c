@@ -68,19 +68,10 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
                 chan_cpu_relax();
         if (q != CUDA_ERROR_NOT_READY) return q;
     }
-    if (!c->block_ev[d]) {
-        /* Made in the device's context; the thread's current one is left as it was. */
-        if (srv_push_device(d) != CUDA_SUCCESS) return DRV(cuStreamSynchronize)(s->real);
-        CUevent ev = NULL;
-        if (DRV(cuEventCreate)(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) ==
-            CUDA_SUCCESS)
-            c->block_ev[d] = ev;
-        srv_pop_device();
-        if (!c->block_ev[d]) return DRV(cuStreamSynchronize)(s->real);
-    }
-    if (DRV(cuEventRecord)(c->block_ev[d], s->real) != CUDA_SUCCESS)
+    CUevent ev = srv_event_blocking(c, d);
+    if (!ev || DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS)
         return DRV(cuStreamSynchronize)(s->real);
-    return DRV(cuEventSynchronize)(c->block_ev[d]);
+    return DRV(cuEventSynchronize)(ev);
 }
 
 /* MPSSHIM_GPU_REPLIES: 0 turns replies from the GPU off. */

@@ -144,7 +144,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
 static int dispatch_settled(struct srv_client *c, struct chan_rec *r)
 {
     int rc = dispatch(c, r);
-    if (c->reserved_any) srv_account_settle(c);
+    srv_account_settle(c);
     return rc;
 }
 
@@ -155,9 +155,11 @@ void *srv_worker_main(void *arg)
     c->scratch = malloc(CHAN_LANE_DATA);
     c->out = malloc(CHAN_LANE_DATA);
     if (!c->rec || !c->scratch || !c->out) return NULL;
-    if (CHAN_PROFILING) c->prof_op = calloc(2 * SRV_PROF_SLOTS, sizeof(uint64_t));
+    if (CHAN_PROFILING && (c->prof = calloc(1, sizeof(*c->prof)))) {
+        c->prof->op = calloc(2 * SRV_PROF_SLOTS, sizeof(uint64_t));
+        c->prof->since_ns = chan_now_ns();
+    }
     uint64_t idle_since = 0, alive_checked = 0;
-    c->prof_since_ns = chan_now_ns();
     unsigned backoff_us = 0;
     while (!atomic_load(&c->dead)) {
         int got = 0, paused = 0;
@@ -171,14 +173,14 @@ void *srv_worker_main(void *arg)
             if (n == CHAN_NEXT_NONE) break;
             uint64_t t0 = CHAN_PROFILING ? chan_now_ns() : 0;
             int bad = n == CHAN_NEXT_BAD || dispatch_settled(c, (struct chan_rec *)c->rec) != 0;
-            if (CHAN_PROFILING) {
+            if (CHAN_PROFILING && c->prof) {
                 uint64_t ns = chan_now_ns() - t0;
-                c->prof_records++;
-                c->prof_replay_ns += ns;
-                if (c->prof_op && !bad) {
+                c->prof->records++;
+                c->prof->replay_ns += ns;
+                if (c->prof->op && !bad) {
                     int k = srv_prof_slot(((struct chan_rec *)c->rec)->op);
-                    c->prof_op[2 * k]++;
-                    c->prof_op[2 * k + 1] += ns;
+                    c->prof->op[2 * k]++;
+                    c->prof->op[2 * k + 1] += ns;
                 }
             }
             if (bad) {

@@ -5,6 +5,14 @@
 #include "server/core/server.h"
 
 /* What one client process may spend and spends, across its connections (account.c). */
+/* What a client may use, fixed when it connects (policy.c). */
+struct srv_limits {
+    int pct;                        /* active thread percentage in force, 1..100 */
+    unsigned sms[CHAN_MAX_DEVICES]; /* SMs its work may use on each device */
+    int part[CHAN_MAX_DEVICES];     /* its green partition's index (green.c), -1: none */
+    uint64_t mem[CHAN_MAX_DEVICES]; /* device memory it may hold, bytes; 0: no limit */
+    int priority;                   /* 0 normal, 1 below normal */
+};
 #define SRV_ACCOUNT_CONNS 8 /* connections of one process at once */
 struct srv_account {
     pid_t pid;

@@ -2,6 +2,7 @@
  * for (its environment), resolved once when the client connects, as MPS fixes a client's
  * limits when it starts. The lowest applicable limit wins. */
 #include "server/core/server.h"
+#include "server/limits/account.h"
 #include "server/limits/green.h"
 #include "server/limits/policy.h"
 
@@ -242,7 +243,8 @@ int srv_policy_stream_priority(const struct srv_client *c, int dev, int requeste
     int least = srv_prio_least, greatest = srv_prio_greatest;
     /* In 64 bits: the client's requested priority is any int (INT_MIN overflowed here:
      * UBSan under the structured fuzz target). */
-    int64_t p = (int64_t)requested - (c->lim.priority == 0 ? 2 : 0) - (c->green[dev] ? 1 : 0);
+    int64_t p =
+        (int64_t)requested - (c->lim->priority == 0 ? 2 : 0) - srv_green_partitioned(c, dev);
     if (p < greatest) p = greatest;
     if (p > least) p = least;
     return (int)p;

@@ -39,10 +39,10 @@ static uint64_t host_va_base, host_va_size; /* reservation for pinned host alloc
 
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 {
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev]) return 1;
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim->mem[dev]) return 1;
     /* The process's, whatever number of connections it makes (account.c). */
     if (srv_account_mem_fits(c, dev, bytes)) return 1;
-    uint64_t lim = c->lim.mem[dev], used = srv_account_mem_used(c, dev);
+    uint64_t lim = c->lim->mem[dev], used = srv_account_mem_used(c, dev);
     /* One line per episode: a program probing how much it can get is not a log flood. */
     if (!c->mem_refused[dev]) {
         char l[32], u[32], b[32];
@@ -73,9 +73,9 @@ const struct srv_hook srv_hook_mem_alloc_pitch = {.before = alloc_pitch_before};
 static CUresult mem_info_after(struct srv_client *c, struct srv_call *k)
 {
     int dev = k->dev;
-    if (!c->lim.mem[dev]) return CUDA_SUCCESS;
+    if (!c->lim->mem[dev]) return CUDA_SUCCESS;
     size_t *f = k->a.ptr[0], *t = k->a.ptr[1];
-    uint64_t lim = c->lim.mem[dev], used = srv_account_mem_used(c, dev);
+    uint64_t lim = c->lim->mem[dev], used = srv_account_mem_used(c, dev);
     uint64_t left = used < lim ? lim - used : 0;
     if (f && *f > left) *f = (size_t)left;
     if (t) *t = (size_t)lim;

@@ -286,7 +286,7 @@ struct fh_client *fh_connect(void)
      * connections of a program are, and share its limits (the pinned cap above all: without
      * it a fuzzed 4 GiB managed allocation was taken, and the CPU driver's memset over it
      * outlasted the release's bound, a finding of the harness's own making). */
-    if (srv_policy_resolve(&h, &c->lim, why, sizeof(why)) != 0 ||
+    if (srv_policy_resolve(&h, c->lim, why, sizeof(why)) != 0 ||
         srv_account_join(c, why, sizeof(why)) != 0 || (fd = make_segment(c)) < 0 ||
         srv_green_assign(c) != 0) {
         fprintf(stderr, "fuzz_server: no client: %s\n", why);
@@ -302,7 +302,6 @@ struct fh_client *fh_connect(void)
     c->scratch = malloc(CHAN_LANE_DATA);
     c->out = malloc(CHAN_LANE_DATA);
     if (!c->rec || !c->scratch || !c->out) abort();
-    c->prof_since_ns = chan_now_ns();
     chan_attach(&k->ch, c->shm);
     pthread_mutex_lock(&cb_lock);
     for (int i = 0; i < 8; i++)
@@ -503,8 +502,9 @@ void fh_leave(struct fh_client *k, int terminated)
     srv_busy(c, SRV_BUSY_RELEASE);
     cleanup(c);
     srv_busy(c, 0);
-    free(c->prof_op);
-    c->prof_op = NULL;
+    if (c->prof) free(c->prof->op);
+    free(c->prof);
+    c->prof = NULL;
     close(c->sock);
     c->sock = -1;
     atomic_store(&c->finished, 1);
