@@ -13,7 +13,6 @@
 #include "server/core/server.h"
 #include "server/limits/account.h"
 #include "server/core/context.h"
-#include "server/limits/green.h"
 #include "server/core/log.h"
 #include "server/core/clients.h"
 #include "server/core/registry.h"

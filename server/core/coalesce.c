@@ -111,16 +111,7 @@ void srv_coalesce_start(void)
             (unsigned)bound_us);
 }
 
-static int coalesce_init(struct srv_client *c)
-{
-    c->coalesce = calloc(1, sizeof(*c->coalesce));
-    return c->coalesce ? 0 : -1;
-}
+SRV_CLIENT_STATE(coalesce, coalesce)
 
-static void coalesce_free(struct srv_client *c)
-{
-    free(c->coalesce);
-}
-
-const struct srv_family srv_family_coalesce = {
-    .name = "coalesce", .client_init = coalesce_init, .client_free = coalesce_free};
+const struct srv_family srv_family_coalesce = {.name = "coalesce",
+                                               SRV_CLIENT_STATE_HOOKS(coalesce)};

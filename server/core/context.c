@@ -248,16 +248,6 @@ void srv_limits_idle(void)
     pthread_mutex_unlock(&limits_lock);
 }
 
-static int ctxlim_init(struct srv_client *c)
-{
-    c->ctxlim = calloc(1, sizeof(*c->ctxlim));
-    return c->ctxlim ? 0 : -1;
-}
+SRV_CLIENT_STATE(ctxlim, ctxlim)
 
-static void ctxlim_free(struct srv_client *c)
-{
-    free(c->ctxlim);
-}
-
-const struct srv_family srv_family_context = {
-    .name = "context", .client_init = ctxlim_init, .client_free = ctxlim_free};
+const struct srv_family srv_family_context = {.name = "context", SRV_CLIENT_STATE_HOOKS(ctxlim)};

@@ -157,16 +157,6 @@ CUresult srv_dev_location(const struct srv_client *c, uint8_t *loc, int in)
     return CUDA_SUCCESS;
 }
 
-static int devmap_init(struct srv_client *c)
-{
-    c->devs = calloc(1, sizeof(*c->devs));
-    return c->devs ? 0 : -1;
-}
+SRV_CLIENT_STATE(devmap, devs)
 
-static void devmap_free(struct srv_client *c)
-{
-    free(c->devs);
-}
-
-const struct srv_family srv_family_devices = {
-    .name = "devices", .client_init = devmap_init, .client_free = devmap_free};
+const struct srv_family srv_family_devices = {.name = "devices", SRV_CLIENT_STATE_HOOKS(devmap)};

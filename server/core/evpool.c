@@ -87,18 +87,7 @@ static void events_fini(struct srv_client *c)
     }
 }
 
-static int events_init(struct srv_client *c)
-{
-    c->events = calloc(1, sizeof(*c->events));
-    return c->events ? 0 : -1;
-}
+SRV_CLIENT_STATE(events, events)
 
-static void events_free(struct srv_client *c)
-{
-    free(c->events);
-}
-
-const struct srv_family srv_family_events = {.name = "events",
-                                             .client_init = events_init,
-                                             .client_free = events_free,
-                                             .client_fini = events_fini};
+const struct srv_family srv_family_events = {
+    .name = "events", SRV_CLIENT_STATE_HOOKS(events), .client_fini = events_fini};

@@ -13,6 +13,7 @@
  *                account: last of what it counted there, so everything was given back;
  *                hostfn: its host node slots are freed, unless its work was left running
  *                (no graph of its runs any more, and nothing above touches them).
+ *  waits_on_client  memops: any family may say so; no order.
  *  client_lost   hostfn, then memops: host functions' waits, then waits on values in its
  *                host memory (each logged once).
  *  ctx_quiesce   memops: stream waits on values in its memory are ended first, so that its
@@ -81,6 +82,13 @@ void srv_families_client_fini(struct srv_client *c)
 void srv_families_client_lost(struct srv_client *c)
 {
     EACH(client_lost, (c));
+}
+
+int srv_families_waits_on_client(struct srv_client *c)
+{
+    for (size_t i = 0; i < NFAMILIES; i++)
+        if (families[i]->waits_on_client && families[i]->waits_on_client(c)) return 1;
+    return 0;
 }
 
 void srv_families_ctx_quiesce(struct srv_client *c, uint32_t ctx)

@@ -29,7 +29,6 @@
 #include "server/core/events.h"
 #include "server/limits/policy.h"
 #include "server/core/queue.h"
-#include "server/memory/memops.h"
 
 #include <stdlib.h>
 
@@ -170,7 +169,7 @@ static int waits_on_client(struct srv_client *c)
     if (k &&
         atomic_load_explicit(&c->ch.callbacks->done[k % CHAN_CB_SLOTS], memory_order_relaxed) != k)
         return 1;
-    return srv_memops_pending(c) || c->hn != NULL;
+    return srv_families_waits_on_client(c) || c->hn != NULL;
 }
 
 /* The limit bounds what the client's process holds, across its connections (account.c);
@@ -259,20 +258,10 @@ void srv_queue_release(struct srv_client *c)
     *q = (struct srv_queue){0};
 }
 
-static int queue_init(struct srv_client *c)
-{
-    c->queue = calloc(1, sizeof(*c->queue));
-    return c->queue ? 0 : -1;
-}
-
-static void queue_free(struct srv_client *c)
-{
-    free(c->queue);
-}
+SRV_CLIENT_STATE(queue, queue)
 
 const struct srv_family srv_family_queue = {.name = "queue",
-                                            .client_init = queue_init,
-                                            .client_free = queue_free,
+                                            SRV_CLIENT_STATE_HOOKS(queue),
                                             .client_fini = srv_queue_release,
                                             .stream_gone = srv_queue_stream_gone,
                                             .ctx_died = srv_queue_forget_device};

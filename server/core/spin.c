@@ -192,16 +192,6 @@ void srv_spin_gone(struct srv_client *c)
     }
 }
 
-static int spin_init(struct srv_client *c)
-{
-    c->spin = calloc(1, sizeof(*c->spin));
-    return c->spin ? 0 : -1;
-}
+SRV_CLIENT_STATE(spin, spin)
 
-static void spin_free(struct srv_client *c)
-{
-    free(c->spin);
-}
-
-const struct srv_family srv_family_spin = {
-    .name = "spin", .client_init = spin_init, .client_free = spin_free};
+const struct srv_family srv_family_spin = {.name = "spin", SRV_CLIENT_STATE_HOOKS(spin)};

@@ -21,6 +21,7 @@
 #include "server/limits/account.h" /* struct srv_account */
 #include "server/core/fault.h"
 #include "server/limits/green.h"
+#include "server/limits/policy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,6 @@ struct srv_green {
     CUgreenCtx part[CHAN_MAX_DEVICES];
     CUgreenCtx own[CHAN_MAX_DEVICES];
 };
-
-struct srv_sm_info srv_sm[CHAN_MAX_DEVICES];
 
 #define GREEN_MAX_PARTS 64
 
@@ -216,24 +215,9 @@ static int green_stream_make(struct srv_client *c, int dev, CUstream *st, int pr
     return 1;
 }
 
-int srv_green_partitioned(const struct srv_client *c, int dev)
-{
-    return c->green->part[dev] != NULL;
-}
-
-static int green_init(struct srv_client *c)
-{
-    c->green = calloc(1, sizeof(*c->green));
-    return c->green ? 0 : -1;
-}
-
-static void green_free(struct srv_client *c)
-{
-    free(c->green);
-}
+SRV_CLIENT_STATE(green, green)
 
 const struct srv_family srv_family_green = {.name = "green",
-                                            .client_init = green_init,
-                                            .client_free = green_free,
+                                            SRV_CLIENT_STATE_HOOKS(green),
                                             .client_fini = srv_green_release,
                                             .stream_make = green_stream_make};

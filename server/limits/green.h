@@ -12,16 +12,5 @@ int srv_green_assign(struct srv_client *c);
 /* Gives the client's partitions back (after its streams are gone). */
 void srv_green_release(struct srv_client *c);
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev); /* green.c */
-/* 1 when c's streams on dev are made in its partition's green context. */
-int srv_green_partitioned(const struct srv_client *c, int dev);
-
-/* A device's SMs as green contexts can divide them (green.c). */
-struct srv_sm_info {
-    unsigned total; /* SMs of the device */
-    unsigned align; /* partitions are multiples of this; 0: no partitions possible */
-    unsigned min;   /* smallest partition */
-};
-/* Each device's, found at start (green.c). */
-extern struct srv_sm_info srv_sm[CHAN_MAX_DEVICES];
 
 #endif

@@ -3,7 +3,6 @@
  * limits when it starts. The lowest applicable limit wins. */
 #include "server/core/server.h"
 #include "server/limits/account.h"
-#include "server/limits/green.h"
 #include "server/limits/policy.h"
 
 #include <ctype.h>
@@ -14,6 +13,7 @@
 
 struct srv_policy srv_policy;
 int srv_prio_least, srv_prio_greatest;
+struct srv_sm_info srv_sm[CHAN_MAX_DEVICES];
 
 void srv_policy_init(void)
 {
@@ -244,7 +244,7 @@ int srv_policy_stream_priority(const struct srv_client *c, int dev, int requeste
     /* In 64 bits: the client's requested priority is any int (INT_MIN overflowed here:
      * UBSan under the structured fuzz target). */
     int64_t p =
-        (int64_t)requested - (c->lim->priority == 0 ? 2 : 0) - srv_green_partitioned(c, dev);
+        (int64_t)requested - (c->lim->priority == 0 ? 2 : 0) - (c->lim->part[dev] >= 0 ? 1 : 0);
     if (p < greatest) p = greatest;
     if (p > least) p = least;
     return (int)p;

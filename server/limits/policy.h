@@ -39,4 +39,14 @@ extern struct srv_policy srv_policy;
 /* The stream priority range of the shared contexts (main.c finds it at start). */
 extern int srv_prio_least, srv_prio_greatest;
 
+/* A device's SMs as green contexts can divide them (green.c). */
+struct srv_sm_info {
+    unsigned total; /* SMs of the device */
+    unsigned align; /* partitions are multiples of this; 0: no partitions possible */
+    unsigned min;   /* smallest partition */
+};
+/* Each device's, found at start (green.c, which makes the partitions; policy.c turns a
+ * percentage into SMs by it). */
+extern struct srv_sm_info srv_sm[CHAN_MAX_DEVICES];
+
 #endif

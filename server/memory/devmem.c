@@ -414,16 +414,7 @@ static int devmem_drain(struct srv_client *c, uint32_t ctx, uint64_t by)
     return 0;
 }
 
-static int devmem_state_init(struct srv_client *c)
-{
-    c->devmem = calloc(1, sizeof(*c->devmem));
-    return c->devmem ? 0 : -1;
-}
-
-static void devmem_state_free(struct srv_client *c)
-{
-    free(c->devmem);
-}
+SRV_CLIENT_STATE(devmem_state, devmem)
 
 size_t srv_later_pending(const struct srv_client *c)
 {
@@ -431,7 +422,6 @@ size_t srv_later_pending(const struct srv_client *c)
 }
 
 const struct srv_family srv_family_devmem = {.name = "devmem",
-                                             .client_init = devmem_state_init,
-                                             .client_free = devmem_state_free,
+                                             SRV_CLIENT_STATE_HOOKS(devmem_state),
                                              .client_fini = srv_devmem_gone,
                                              .ctx_drain = devmem_drain};

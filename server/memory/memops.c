@@ -414,7 +414,8 @@ static void memops_free(struct srv_client *c)
     free(c->memops);
 }
 
-int srv_memops_pending(const struct srv_client *c)
+/* Stream waits on values it enqueued may still block its work. */
+static int memops_waits_on_client(struct srv_client *c)
 {
     return c->memops->n > 0;
 }
@@ -423,4 +424,5 @@ const struct srv_family srv_family_memops = {.name = "memops",
                                              .client_init = memops_init,
                                              .client_free = memops_free,
                                              .client_lost = memops_lost,
+                                             .waits_on_client = memops_waits_on_client,
                                              .ctx_quiesce = srv_memops_unblock};

@@ -24,8 +24,4 @@ void srv_memops_end_range(struct srv_client *c, uint64_t base, uint64_t size);
  * departed client's waits on values in its device memory; NULL where it could not be made. */
 extern CUstream srv_memops_release_streams[CHAN_MAX_DEVICES];
 
-/* 1 while stream waits on values the client enqueued may still block its work (read by
- * its own thread). */
-int srv_memops_pending(const struct srv_client *c);
-
 #endif
