@@ -1,11 +1,16 @@
 /* The family table (family.h): every family that keeps state of its own, once, in the
  * order the core's steps run. The order is load-bearing; per step it is:
  *
- *  client_init, client_free  each family's own state of a client: no order (none reads
- *                another's then).
+ *  client_init, client_free  each family's own state of a client (copy, devmem, queue,
+ *                events, green, account, memops, spin, coalesce, context, devices; hostblocks
+ *                makes its own on first use): no order, none reads another's then. Freed
+ *                with the client's struct, after every other step: the main loop's watch
+ *                (client_lost), the coalescing sweeper and other workers (context limits)
+ *                may read a state until the struct leaves the list.
  *  client_leave  hostfn: the streams and graphs waiting on the departing client's host
  *                functions go on, or the release would wait for work that never ends.
  *  client_fini   (after the release walk, its contexts and waits gone)
+ *                copy: its staging slots' events are destroyed (they were never pooled);
  *                devmem: its free streams go (the frees queued there still complete);
  *                queue, hostblocks: their marks' and blocks' events go back to the pool;
  *                events: then the internal events are destroyed, the pool's included;
@@ -33,7 +38,9 @@
  *  dev_faulted   handover: once every client was told, a new server takes over the device.
  *  end_all       handover: too many faulted servers are alive.
  *
- * A family appears once; its place serves every step it has a hook for. */
+ * A family appears once; its place serves every step it has a hook for. The last four
+ * (spin, coalesce, context, devices) are the core's own rooms with state of a client, and
+ * have client_init and client_free only. */
 #include "server/core/family.h"
 
 #include <stddef.h>

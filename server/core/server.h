@@ -95,6 +95,8 @@ struct srv_stats {
     _Atomic int gpu_waits;
     _Atomic uint64_t gpu_replies; /* replies the GPU was given to post (waits.c gpu_reply) */
 };
+/* A client connection. What a family keeps of it is its own struct (family.h, client_init),
+ * named here only; the host-function ring's words stay, as the core's queue and waits read them. */
 struct srv_client {
     uint32_t id;
     pid_t pid;
