@@ -24,6 +24,7 @@ enum shim_class {
     SHIM_TWIN,        /* another name for the call `target` (version alias, _ptds/_ptsz) */
     SHIM_UNSUPPORTED, /* CUDA_ERROR_NOT_SUPPORTED, logged once */
     SHIM_ABSENT,      /* not exported at all (debugger data symbols) */
+    SHIM_COPY,        /* a copy: the client's copy engine, the sides its row names */
 };
 
 /* How a parameter travels. */

@@ -4,6 +4,7 @@ describe() from the parameter kinds of gen/algebra.py), twins, via: and parents 
 between calls, and the %handle/%range lines checked. Every failure names its line."""
 
 import algebra
+import copies
 from algebra import DPTR_TYPES
 from common import GenError
 
@@ -55,6 +56,7 @@ class Described:
         self.client_hook = None
         self.spans = []   # C initialisers of this call's span/size expressions
         self.needed = set()  # outputs the server needs even when the caller passes NULL
+        self.copy = None  # a copy row: the copy engine's call (gen/copies.py)
 
     def flag_text(self):
         return " | ".join(self.flags) if self.flags else "0"
@@ -68,6 +70,8 @@ def describe(sym, proto, model, fail):
     sym.checked_ok = any(n[0] == "server" for n in sym.notes)
     if sym.name.endswith(PTDS_SUFFIXES):
         d.flags.append("SHIM_CF_PTDS")
+    if sym.cls == "copy":
+        copies.describe(d, fail)
     if sym.cls not in ("sync", "async"):
         return d
     call = algebra.Call(d, model, fail)
@@ -149,7 +153,7 @@ def resolve_twin(d, by_name, fail):
     t = by_name.get(target)
     if t is None:
         fail(d.sym, "twin of %s, which is not listed" % target)
-    if t.sym.cls not in ("local", "manual", "sync", "async"):
+    if t.sym.cls not in ("local", "manual", "copy", "sync", "async"):
         fail(d.sym, "twin of %s, whose class is %s" % (target, t.sym.cls))
     if d.proto.types() != t.proto.types():
         fail(d.sym, "twin of %s, whose prototype differs" % target)

@@ -31,6 +31,8 @@ CLASS_WORDS = {
     "async": "served by the server from its descriptor; enqueued on its stream, the caller "
              "does not wait",
     "manual": "carried by hand-written code in interpose/ and server/ (a file named for its family)",
+    "copy": "a copy: its entry point, generated from the row, runs the copy engine "
+            "(interpose/memcpy.c) with the sides, extent and stream the row names",
     "twin": "another exported name for the call it is a twin of",
     "unsupported": "returns CUDA_ERROR_NOT_SUPPORTED (and logs its name once)",
     "absent": "not exported by the shim at all",
@@ -110,13 +112,16 @@ def hand_written(root, name, d):
     pats = []
     if d.sym.cls in ("local", "manual"):
         pats.append(("client implementation", r"SHIM_IMPL\(%s\)\(" % re.escape(name)))
+    if d.copy:
+        engine = d.copy.split("(", 1)[0]
+        pats.append(("copy engine", r"^CUresult %s\(" % engine))
     if d.server_hook:
         pats.append(("server hook", r"const struct srv_hook srv_hook_%s\b" % d.server_hook))
     if d.client_hook:
         pats.append(("client hook", r"const struct shim_hook shim_hook_%s\b" % d.client_hook))
     found = []
     files = sorted(glob.glob(os.path.join(root, "interpose", "*.c")) +
-                   glob.glob(os.path.join(root, "server", "*.c")))
+                   glob.glob(os.path.join(root, "server", "**", "*.c"), recursive=True))
     for what, pat in pats:
         rx = re.compile(pat)
         hits = []
@@ -125,6 +130,9 @@ def hand_written(root, name, d):
                 if rx.search(line):
                     hits.append("%s:%d" % (os.path.relpath(fn, root), i))
         found.append((what, hits))
+    impl = [v for k, v, _ in d.sym.notes if k == "impl"]
+    if impl:
+        found.append(("its row says", ["interpose/%s.c (impl:%s)" % (impl[0], impl[0])]))
     return found
 
 
@@ -184,6 +192,8 @@ def describe_call(g, d, symbols, root, out, w):
                      ("loads-code", d.loads_code)):
         if i >= 0:
             w("%-12s %s" % (label, pname(d, i)))
+    if d.copy:
+        w("copy      %s" % d.copy)
     if d.via:
         w("via       %s (the server runs it, with the caller's default stream appended)" % d.via)
     if d.server_hook:

@@ -16,7 +16,8 @@ def call_args(proto):
 
 def write_stubs(out, described):
     """Every exported entry point: generic calls marshalled from their descriptors,
-    hand-written ones (local/manual) wrapped around their shim_impl_ function, twins around
+    hand-written ones (local/manual) wrapped around their shim_impl_ function, copies around
+    one call of the copy engine (gen/copies.py) as theirs, twins around
     their target's, unsupported ones refused; all of them forwarded to the real driver
     instead when the process runs without a server (fallback). Then the client's hooks."""
     lines = ["/* %s */" % HEADER, '#include "interpose/stubs.h"', ""]
@@ -42,6 +43,8 @@ def write_stubs(out, described):
                 lines.append("SHIM_GENERIC(%s, %s, (%s), %s)" % (n, p.decl(), addrs, call_args(p)))
             else:
                 lines.append("SHIM_GENERIC0(%s)" % n)
+        elif c == "copy":
+            lines.append("SHIM_COPY_ENTRY(%s, %s, %s, %s)" % (n, p.decl(), call_args(p), d.copy))
         elif c == "unsupported":
             lines.append("SHIM_UNSUPPORTED(%s, %s, %s)" % (n, p.decl(), call_args(p)))
         else:
@@ -61,7 +64,7 @@ def write_impl(out, described):
     lines = ["/* %s */" % HEADER, "#ifndef SHIM_IMPL_H", "#define SHIM_IMPL_H", "",
              "#define SHIM_IMPL(NAME) shim_impl_##NAME", ""]
     for d in described:
-        if d.sym.cls in ("local", "manual"):
+        if d.sym.cls in ("local", "manual", "copy"):
             lines.append("CUresult shim_impl_%s%s;" % (d.sym.name, d.proto.decl()))
     lines += ["", "struct shim_hook;"]
     lines += ["extern const struct shim_hook shim_hook_%s;" % h for h in hooks_of(described, "client")]

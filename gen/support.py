@@ -23,6 +23,7 @@ SHORT = {
     "async": "served by the server, in stream order",
     "manual": "carried by hand-written code",
     "local": "answered in the client",
+    "copy": "the copy engine",
     "unsupported": "`CUDA_ERROR_NOT_SUPPORTED`",
     "absent": "not exported",
 }
@@ -71,7 +72,7 @@ def render(symbols):
             "",
             "| what a program gets | names |",
             "| --- | ---: |"]
-    for c in ("sync", "async", "manual", "local", "unsupported", "absent"):
+    for c in ("sync", "async", "copy", "manual", "local", "unsupported", "absent"):
         out.append("| %s | %d |" % (SHORT[c], eff[c]))
     out += ["",
             "Unsupported calls return `CUDA_ERROR_NOT_SUPPORTED` and log their name once; the "
@@ -92,7 +93,7 @@ def render(symbols):
         c = collections.Counter(effective(s) for s in v)
         out += ["", "### %s" % n, "",
                 ", ".join("%d %s" % (c[k], "unsupported" if k == "unsupported" else SHORT[k]) for k in
-                          ("sync", "async", "manual", "local", "unsupported", "absent") if c[k]),
+                          ("sync", "async", "copy", "manual", "local", "unsupported", "absent") if c[k]),
                 "", "| call | class | through the shim |", "| --- | --- | --- |"]
         for s in sorted(v, key=lambda s: s.name):
             if s.cls == "twin":

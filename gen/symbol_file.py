@@ -8,7 +8,7 @@ import re
 from common import GenError
 
 
-CLASSES = ("local", "sync", "async", "manual", "twin", "unsupported", "absent")
+CLASSES = ("local", "sync", "async", "copy", "manual", "twin", "unsupported", "absent")
 
 
 class Symbol:
@@ -124,8 +124,12 @@ def parse_symbols(path):
             if cls == "twin":
                 if len(notes) != 1 or notes[0][0] != "of":
                     raise GenError("%s: %s: a twin names its target, `twin of:NAME`" % (where, name))
-            elif notes and cls not in ("sync", "async"):
-                raise GenError("%s: %s: notes are only for sync/async symbols" % (where, name))
+            elif cls in ("local", "manual"):
+                if any(n[0] != "impl" or n[2] for n in notes) or len(notes) > 1:
+                    raise GenError("%s: %s: a %s row's one note is impl:FILE (interpose/FILE.c)"
+                                   % (where, name, cls))
+            elif notes and cls not in ("sync", "async", "copy"):
+                raise GenError("%s: %s: notes are only for sync/async/copy symbols" % (where, name))
             syms.append(Symbol(name, cls, notes, lineno))
     return syms, types, structs
 

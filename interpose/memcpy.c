@@ -1,5 +1,7 @@
-/* The memcpy family. Every variant becomes one chan_copy (a 3D extent between two sides)
- * and one of three paths:
+/* The copy engine. Every copy row of cuda_symbols.txt (class copy) is one call of it, which
+ * the generator writes from the row (build/gen/shim_stubs.c, SHIM_COPY_ENTRY; memcpy.h).
+ * Every variant becomes one chan_copy (a 3D extent between two sides) and one of three
+ * paths:
  *  - no pageable host side: the server copies between device, array and pinned memory
  *    directly (pinned memory is shared, so even host pages need no extra copy);
  *  - a pageable side of at most CHAN_INLINE_MAX bytes: the data rides in the request
@@ -8,7 +10,7 @@
  *    packing or unpacking rows while the GPU moves the previous chunk.
  * Host-to-host copies never leave the process. */
 #define _GNU_SOURCE
-#include "interpose/shim.h"
+#include "interpose/memcpy.h"
 
 #include <string.h>
 #include <sys/uio.h>
@@ -16,31 +18,21 @@
 
 #include "channel/copyplan.h"
 
-/* One side of a copy as the caller described it. */
-struct side {
-    int memtype;      /* CU_MEMORYTYPE_* as given (UNIFIED resolved by classify) */
-    const void *host; /* host pointer (HOST) */
-    CUdeviceptr dev;  /* device or unified pointer */
-    CUarray array;
-    int device; /* peer copies: the side's device, else -1 */
-    uint64_t x, y, z, pitch, height;
-};
-
 /* Byte address of element (x, y, z) of a linear side. */
-static uint64_t origin(const struct side *s, uint64_t base)
+static uint64_t origin(const struct shim_copy_side *s, uint64_t base)
 {
     return base + s->z * s->pitch * s->height + s->y * s->pitch + s->x;
 }
 
 /* Bytes spanned from the origin by a width x height x depth extent. */
-static uint64_t span(const struct side *s, uint64_t w, uint64_t h, uint64_t d)
+static uint64_t span(const struct shim_copy_side *s, uint64_t w, uint64_t h, uint64_t d)
 {
     return (d - 1) * s->pitch * s->height + (h - 1) * s->pitch + w;
 }
 
 /* Decides how a side travels and fills its wire description; *mvar is set when it lies in
  * a __managed__ variable. */
-static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t d,
+static CUresult classify(const struct shim_copy_side *s, uint64_t w, uint64_t h, uint64_t d,
                          struct chan_copy_side *out, int *mvar)
 {
     memset(out, 0, sizeof(*out));
@@ -80,7 +72,7 @@ static CUresult classify(const struct side *s, uint64_t w, uint64_t h, uint64_t 
 /* ---------------------------------------------------------------- staged data */
 
 struct pack {
-    const struct side *host; /* the pageable side */
+    const struct shim_copy_side *host; /* the pageable side */
     const struct chan_copy *c;
     uint8_t *buf;   /* where packed chunks go / come from */
     int to_wire;    /* 1: host -> buf (HtoD), 0: buf -> host (DtoH) */
@@ -88,9 +80,9 @@ struct pack {
     CUresult status;
 };
 
-static uint8_t *host_at(const struct side *s, uint64_t x, uint64_t y, uint64_t z)
+static uint8_t *host_at(const struct shim_copy_side *s, uint64_t x, uint64_t y, uint64_t z)
 {
-    const struct side t = {
+    const struct shim_copy_side t = {
         .x = s->x + x, .y = s->y + y, .z = s->z + z, .pitch = s->pitch, .height = s->height};
     return (uint8_t *)(uintptr_t)origin(&t, (uint64_t)(uintptr_t)s->host);
 }
@@ -150,7 +142,8 @@ static uint32_t staging_seq;
 
 /* ---------------------------------------------------------------- the three paths */
 
-static CUresult run(struct chan_copy *c, const struct side *src, const struct side *dst)
+static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
+                    const struct shim_copy_side *dst)
 {
     uint64_t total;
     if (__builtin_mul_overflow(c->width, c->height, &total) ||
@@ -246,8 +239,8 @@ static CUresult run(struct chan_copy *c, const struct side *src, const struct si
  * Unified addressing makes any unknown address "host": an address that is not mapped here
  * (another process's device pointer, say) must be refused, not dereferenced, so the bytes
  * move with process_vm_readv on ourselves, which reports EFAULT instead of faulting. */
-static CUresult host_to_host(const struct chan_copy *c, const struct side *src,
-                             const struct side *dst, CUstream stream)
+static CUresult host_to_host(const struct chan_copy *c, const struct shim_copy_side *src,
+                             const struct shim_copy_side *dst, CUstream stream)
 {
     /* Under a _ptds entry point the NULL stream is the thread's (shim_ptds_begin). */
     CUresult r = cuStreamSynchronize(stream);
@@ -263,7 +256,7 @@ static CUresult host_to_host(const struct chan_copy *c, const struct side *src,
 }
 
 /* Resolves a unified side into HOST or DEVICE. */
-static void unify(struct side *s)
+static void unify(struct shim_copy_side *s)
 {
     if (s->memtype != CU_MEMORYTYPE_UNIFIED) return;
     struct shim_range rg;
@@ -276,8 +269,8 @@ static void unify(struct side *s)
 }
 
 /* Entry shared by every variant. */
-static CUresult copy(struct side src, struct side dst, uint64_t w, uint64_t h, uint64_t d,
-                     CUstream stream, unsigned cflags)
+static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_t w, uint64_t h,
+                     uint64_t d, CUstream stream, unsigned cflags)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
@@ -315,156 +308,31 @@ static CUresult copy(struct side src, struct side dst, uint64_t w, uint64_t h, u
     return r;
 }
 
-static struct side host_side(const void *p)
+struct shim_copy_side shim_copy_host(const void *p)
 {
-    return (struct side){.memtype = CU_MEMORYTYPE_HOST, .host = p, .device = -1};
+    return (struct shim_copy_side){.memtype = CU_MEMORYTYPE_HOST, .host = p, .device = -1};
 }
-static struct side dev_side(CUdeviceptr p)
+struct shim_copy_side shim_copy_device(CUdeviceptr p)
 {
-    return (struct side){.memtype = CU_MEMORYTYPE_DEVICE, .dev = p, .device = -1};
+    return (struct shim_copy_side){.memtype = CU_MEMORYTYPE_DEVICE, .dev = p, .device = -1};
 }
-static struct side unified_side(CUdeviceptr p)
+struct shim_copy_side shim_copy_unified(CUdeviceptr p)
 {
-    return (struct side){.memtype = CU_MEMORYTYPE_UNIFIED, .dev = p, .device = -1};
+    return (struct shim_copy_side){.memtype = CU_MEMORYTYPE_UNIFIED, .dev = p, .device = -1};
 }
-static struct side array_side(CUarray a, size_t offset)
+struct shim_copy_side shim_copy_array(CUarray a, size_t offset)
 {
-    return (struct side){.memtype = CU_MEMORYTYPE_ARRAY, .array = a, .x = offset, .device = -1};
+    return (struct shim_copy_side){
+        .memtype = CU_MEMORYTYPE_ARRAY, .array = a, .x = offset, .device = -1};
 }
-
-#define SYNC 0u
-#define ASYNC CHAN_CF_ASYNC
-
-/* ---------------------------------------------------------------- 1D */
-
-CUresult SHIM_IMPL(cuMemcpyHtoD_v2)(CUdeviceptr dst, const void *src, size_t n)
+struct shim_copy_side shim_copy_peer(CUdeviceptr p, CUcontext ctx)
 {
-    return copy(host_side(src), dev_side(dst), n, 1, 1, NULL, SYNC);
+    return (struct shim_copy_side){
+        .memtype = CU_MEMORYTYPE_DEVICE, .dev = p, .device = -1, .ctx = ctx, .peer = 1};
 }
-CUresult SHIM_IMPL(cuMemcpyDtoH_v2)(void *dst, CUdeviceptr src, size_t n)
-{
-    return copy(dev_side(src), host_side(dst), n, 1, 1, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoD_v2)(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    return copy(dev_side(src), dev_side(dst), n, 1, 1, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void *src, size_t n, CUstream s)
-{
-    return copy(host_side(src), dev_side(dst), n, 1, 1, s, ASYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoHAsync_v2)(void *dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    return copy(dev_side(src), host_side(dst), n, 1, 1, s, ASYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    return copy(dev_side(src), dev_side(dst), n, 1, 1, s, ASYNC);
-}
-CUresult SHIM_IMPL(cuMemcpy)(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-    return copy(unified_side(src), unified_side(dst), n, 1, 1, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    return copy(unified_side(src), unified_side(dst), n, 1, 1, s, ASYNC);
-}
-
-/* ---------------------------------------------------------------- arrays, 1D */
-
-CUresult SHIM_IMPL(cuMemcpyHtoA_v2)(CUarray dst, size_t off, const void *src, size_t n)
-{
-    return copy(host_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyAtoH_v2)(void *dst, CUarray src, size_t off, size_t n)
-{
-    return copy(array_side(src, off), host_side(dst), n, 1, 1, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyHtoAAsync_v2)(CUarray dst, size_t off, const void *src, size_t n,
-                                         CUstream s)
-{
-    return copy(host_side(src), array_side(dst, off), n, 1, 1, s, ASYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyAtoHAsync_v2)(void *dst, CUarray src, size_t off, size_t n, CUstream s)
-{
-    return copy(array_side(src, off), host_side(dst), n, 1, 1, s, ASYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyAtoD_v2)(CUdeviceptr dst, CUarray src, size_t off, size_t n)
-{
-    return copy(array_side(src, off), dev_side(dst), n, 1, 1, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyDtoA_v2)(CUarray dst, size_t off, CUdeviceptr src, size_t n)
-{
-    return copy(dev_side(src), array_side(dst, off), n, 1, 1, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyAtoA_v2)(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n)
-{
-    return copy(array_side(src, soff), array_side(dst, doff), n, 1, 1, NULL, SYNC);
-}
-
-/* ---------------------------------------------------------------- 2D and 3D */
-
-static struct side side3(int mt, const void *host, CUdeviceptr dev, CUarray arr, size_t x, size_t y,
-                         size_t z, size_t pitch, size_t height)
-{
-    return (struct side){.memtype = mt,
-                         .host = host,
-                         .dev = dev,
-                         .array = arr,
-                         .device = -1,
-                         .x = x,
-                         .y = y,
-                         .z = z,
-                         .pitch = pitch,
-                         .height = height};
-}
-
-static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags)
-{
-    if (!p) return CUDA_ERROR_INVALID_VALUE;
-    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                            p->srcY, 0, p->srcPitch, p->Height);
-    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                            p->dstY, 0, p->dstPitch, p->Height);
-    return copy(src, dst, p->WidthInBytes, p->Height, 1, s, cflags);
-}
-
-CUresult SHIM_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D *p)
-{
-    return copy2d(p, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D *p)
-{
-    return copy2d(p, NULL, CHAN_CF_UNALIGNED);
-}
-CUresult SHIM_IMPL(cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D *p, CUstream s)
-{
-    return copy2d(p, s, ASYNC);
-}
-
-static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, unsigned cflags)
-{
-    if (!p || p->srcLOD || p->dstLOD) return CUDA_ERROR_INVALID_VALUE;
-    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                            p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
-    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                            p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
-    return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags);
-}
-
-CUresult SHIM_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D *p)
-{
-    return copy3d(p, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpy3DAsync_v2)(const CUDA_MEMCPY3D *p, CUstream s)
-{
-    return copy3d(p, s, ASYNC);
-}
-
-/* ---------------------------------------------------------------- peer */
 
 /* A peer side: its context names its device. */
-static CUresult peer_side(struct side *s, CUcontext ctx)
+static CUresult peer_side(struct shim_copy_side *s, CUcontext ctx)
 {
     int dev;
     CUresult r = shim_ctx_lookup(ctx, NULL, &dev);
@@ -472,49 +340,73 @@ static CUresult peer_side(struct side *s, CUcontext ctx)
     return r;
 }
 
-static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
-                     CUstream s, unsigned cflags)
+/* ---------------------------------------------------------------- 1D */
+
+CUresult shim_copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_t bytes,
+                   CUstream stream, unsigned cflags)
 {
-    struct side a = dev_side(src), b = dev_side(dst);
-    CUresult r = shim_ready();
-    if (r != CUDA_SUCCESS) return r;
-    if (!dctx || !sctx) return CUDA_ERROR_INVALID_CONTEXT;
-    if ((r = peer_side(&a, sctx)) != CUDA_SUCCESS || (r = peer_side(&b, dctx)) != CUDA_SUCCESS)
-        return r;
-    return copy(a, b, n, 1, 1, s, cflags | CHAN_CF_PEER);
+    if (src.peer || dst.peer) {
+        /* A peer copy names both contexts, each its side's device: none may be NULL. */
+        CUresult r = shim_ready();
+        if (r != CUDA_SUCCESS) return r;
+        if ((src.peer && !src.ctx) || (dst.peer && !dst.ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+        if ((src.peer && (r = peer_side(&src, src.ctx)) != CUDA_SUCCESS) ||
+            (dst.peer && (r = peer_side(&dst, dst.ctx)) != CUDA_SUCCESS))
+            return r;
+        cflags |= CHAN_CF_PEER;
+    }
+    return copy(src, dst, bytes, 1, 1, stream, cflags);
 }
 
-CUresult SHIM_IMPL(cuMemcpyPeer)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
-                                 size_t n)
+/* ---------------------------------------------------------------- 2D and 3D */
+
+static struct shim_copy_side side3(int mt, const void *host, CUdeviceptr dev, CUarray arr, size_t x,
+                                   size_t y, size_t z, size_t pitch, size_t height)
 {
-    return peer(dst, dctx, src, sctx, n, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpyPeerAsync)(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
-                                      CUcontext sctx, size_t n, CUstream s)
-{
-    return peer(dst, dctx, src, sctx, n, s, ASYNC);
+    return (struct shim_copy_side){.memtype = mt,
+                                   .host = host,
+                                   .dev = dev,
+                                   .array = arr,
+                                   .device = -1,
+                                   .x = x,
+                                   .y = y,
+                                   .z = z,
+                                   .pitch = pitch,
+                                   .height = height};
 }
 
-static CUresult copy3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, unsigned cflags)
+CUresult shim_copy_2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    struct shim_copy_side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
+                                      p->srcXInBytes, p->srcY, 0, p->srcPitch, p->Height);
+    struct shim_copy_side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+                                      p->dstXInBytes, p->dstY, 0, p->dstPitch, p->Height);
+    return copy(src, dst, p->WidthInBytes, p->Height, 1, s, cflags);
+}
+
+CUresult shim_copy_3d(const CUDA_MEMCPY3D *p, CUstream s, unsigned cflags)
 {
     if (!p || p->srcLOD || p->dstLOD) return CUDA_ERROR_INVALID_VALUE;
-    struct side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                            p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
-    struct side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                            p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
+    struct shim_copy_side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
+                                      p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
+    struct shim_copy_side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+                                      p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
+    return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags);
+}
+
+/* A 3D peer copy: a side's context, where it names one, says its device. */
+CUresult shim_copy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, unsigned cflags)
+{
+    if (!p || p->srcLOD || p->dstLOD) return CUDA_ERROR_INVALID_VALUE;
+    struct shim_copy_side src = side3(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
+                                      p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
+    struct shim_copy_side dst = side3(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+                                      p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
     if ((p->srcContext && (r = peer_side(&src, p->srcContext)) != CUDA_SUCCESS) ||
         (p->dstContext && (r = peer_side(&dst, p->dstContext)) != CUDA_SUCCESS))
         return r;
     return copy(src, dst, p->WidthInBytes, p->Height, p->Depth, s, cflags | CHAN_CF_PEER);
-}
-
-CUresult SHIM_IMPL(cuMemcpy3DPeer)(const CUDA_MEMCPY3D_PEER *p)
-{
-    return copy3d_peer(p, NULL, SYNC);
-}
-CUresult SHIM_IMPL(cuMemcpy3DPeerAsync)(const CUDA_MEMCPY3D_PEER *p, CUstream s)
-{
-    return copy3d_peer(p, s, ASYNC);
 }

@@ -6,6 +6,7 @@
 #ifndef MPSSHIM_STUBS_H
 #define MPSSHIM_STUBS_H
 
+#include "interpose/memcpy.h"
 #include "interpose/shim.h"
 
 /* Unsupported stubs ignore their arguments by design. */
@@ -40,6 +41,15 @@
         SHIM_PASS(NAME, ARGS)                                                                      \
         return shim_impl_##NAME ARGS;                                                              \
     }
+
+/* A copy (class copy): shim_impl_NAME is one call of the copy engine (interpose/memcpy.h),
+ * ENGINE, with the sides, extent and stream the row names (gen/copies.py). */
+#define SHIM_COPY_ENTRY(NAME, PARAMS, ARGS, ...)                                                   \
+    CUresult shim_impl_##NAME PARAMS                                                               \
+    {                                                                                              \
+        return __VA_ARGS__;                                                                        \
+    }                                                                                              \
+    SHIM_ENTRY(NAME, PARAMS, ARGS)
 
 /* A twin (an older version of a call, or its per-thread default stream variant) runs its
  * target's implementation; with PTDS set, the NULL stream of every request the target makes

@@ -388,6 +388,10 @@ run_test waitvalue-twin 90 bash "$ROOT/tests/waitvalue_twin.sh" "$B" "$WORK"
 # unsealed memfds and files are refused, the shim's sealed memfd cannot be shrunk, and the
 # server (whose stores end the wait) lives on and serves a bystander. Own server.
 run_test hostreg-shrink 90 bash "$ROOT/tests/hostreg_shrink.sh" "$B" "$WORK"
+# What the server maps at addresses it chooses (clients' segments, pinned and managed memory)
+# lies in its own address window, never where a client's cuMemHostRegister will want the
+# same addresses; and it is gone once the client is released. Own server.
+run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
 # Code loaded while a client's stream is held on a value in its device memory: the load
 # waits in the server, not in the driver (whose load, on the CPU test driver as on an H200,
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of
@@ -395,6 +399,10 @@ run_test hostreg-shrink 90 bash "$ROOT/tests/hostreg_shrink.sh" "$B" "$WORK"
 run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
 # A first launch of code loaded at start waits for no other client's work (issue 29).
 run_test eager-load 90 bash "$ROOT/tests/eager.sh" "$B" "$WORK"
+# A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with
+# the results of launches one by one, held launches let go by themselves; off with
+# MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
+run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
 # The stack size the clients' kernels grew the shared context to goes back once no client
 # is left (the driver never lowers it). Own server.
 run_test stack-idle 60 bash "$ROOT/tests/stack_idle.sh" "$B" "$WORK"

@@ -291,6 +291,13 @@ if run eager-load 120 bash "$ROOT/tests/eager.sh" "$B" "$WORK"; then
 else
     record eager-load FAIL "$(grep -m1 'FAIL' "$WORK/eager-load.out")"
 fi
+# Repeated launch sequences replayed as graphs on the real driver, results unchanged
+# (tests/launchseq.sh; own servers).
+if run launch-graphs 120 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"; then
+    record launch-graphs PASS "$(grep -m1 'LAUNCH_GRAPHS=1' "$WORK/launch-graphs.out")"
+else
+    record launch-graphs FAIL "$(grep -m1 'FAIL' "$WORK/launch-graphs.out")"
+fi
 
 # Limits and counts of a process across its connections: memory, pinned memory, records,
 # context limits, IPC opens (tests/accounts.sh; own server).

@@ -7,6 +7,7 @@
 #include "server/core/reply.h"
 #include "server/code/codegate.h"
 #include "server/code/launch.h"
+#include "server/code/seqgraph.h"
 #include "server/core/queue.h"
 
 #include <string.h>
@@ -55,6 +56,27 @@ CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev)
     return CUDA_SUCCESS; /* a failure is the launch's to report */
 }
 
+/* The driver keeps a launch's parameters until the kernel runs: counted as queued (queue.c). */
+static void launched(struct srv_client *c, struct srv_stream *s, size_t psize)
+{
+    atomic_fetch_add_explicit(&c->stats.launches, 1, memory_order_relaxed);
+    srv_queue_charge(c, s, psize);
+}
+
+CUresult srv_launch_plain(struct srv_client *c, struct srv_stream *s, uint64_t func,
+                          const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
+                          const uint8_t *p, size_t psize)
+{
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)p, CU_LAUNCH_PARAM_BUFFER_SIZE, &psize,
+                     CU_LAUNCH_PARAM_END};
+    CUstream st = srv_stream_prepare(c, s);
+    CUresult res =
+        DRV(cuLaunchKernel)((CUfunction)(uintptr_t)func, grid[0], grid[1], grid[2], block[0],
+                            block[1], block[2], smem, st, NULL, psize ? extra : NULL);
+    if (res == CUDA_SUCCESS) launched(c, s, psize);
+    return res;
+}
+
 void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_launch m;
@@ -84,27 +106,24 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
     if ((res = plain_attrs(attrs, m.nattrs)) != CUDA_SUCCESS) goto out;
     uint8_t *params = p + sizeof(m) + attr_bytes;
     size_t psize = m.param_bytes;
+    /* A repeated sequence's launches may be held and go as one graph (seqgraph.c). */
+    if (srv_seq_launch(c, s, &m, kern != NULL, attrs, params, m.param_bytes)) return;
+    if (m.nattrs == 0 && !m.cooperative) {
+        res = srv_launch_plain(c, s, m.func, m.grid, m.block, m.smem, params, psize);
+        if (res == CUDA_SUCCESS) srv_seq_issued(c, s, &m, kern != NULL, params, m.param_bytes);
+        goto out;
+    }
+    if (m.cooperative) {
+        attrs[m.nattrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        memset(&attrs[m.nattrs].value, 0, sizeof(attrs[m.nattrs].value));
+        attrs[m.nattrs++].value.cooperative = 1;
+    }
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &psize,
                      CU_LAUNCH_PARAM_END};
-    CUstream st = srv_stream_prepare(c, s);
-    CUfunction f = (CUfunction)(uintptr_t)m.func;
-    if (m.nattrs == 0 && !m.cooperative) {
-        res = DRV(cuLaunchKernel)(f, m.grid[0], m.grid[1], m.grid[2], m.block[0], m.block[1],
-                                  m.block[2], m.smem, st, NULL, psize ? extra : NULL);
-    } else {
-        if (m.cooperative) {
-            attrs[m.nattrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-            memset(&attrs[m.nattrs].value, 0, sizeof(attrs[m.nattrs].value));
-            attrs[m.nattrs++].value.cooperative = 1;
-        }
-        CUlaunchConfig cfg = config_of(m.grid, m.block, m.smem, st, attrs, m.nattrs);
-        res = DRV(cuLaunchKernelEx)(&cfg, f, NULL, psize ? extra : NULL);
-    }
-    if (res == CUDA_SUCCESS) {
-        atomic_fetch_add_explicit(&c->stats.launches, 1, memory_order_relaxed);
-        /* The driver keeps the parameters until the kernel runs (queue.c). */
-        srv_queue_charge(c, s, psize);
-    }
+    CUlaunchConfig cfg =
+        config_of(m.grid, m.block, m.smem, srv_stream_prepare(c, s), attrs, m.nattrs);
+    res = DRV(cuLaunchKernelEx)(&cfg, (CUfunction)(uintptr_t)m.func, NULL, psize ? extra : NULL);
+    if (res == CUDA_SUCCESS) launched(c, s, psize);
 out:
     srv_defer(c, res, "kernel launch");
 }

@@ -18,10 +18,11 @@
 #include "server/core/generic.h"
 #include "server/limits/green.h"
 #include "server/handover/handover.h"
-#include "server/memory/memory.h"
+#include "server/core/window.h"
 #include "server/limits/policy.h"
 #include "server/memory/pools.h"
 #include "server/code/procaddr.h"
+#include "server/code/seqgraph.h"
 #include "server/handover/recycle.h"
 #include "server/core/spin.h"
 #include "server/control/settings.h"
@@ -220,7 +221,7 @@ static int init_devices(void)
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]);
     srv_green_init();
-    if (srv_host_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
+    if (srv_window_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
         START_FAILED("cannot set up the server's tables");
     devices_made = 1;
     return 0;
@@ -582,6 +583,7 @@ int main(int argc, char **argv)
     srv_spin_init();
     srv_codegate_init();
     srv_waits_init();
+    srv_seq_init();
     srv_coalesce_init();
     srv_settings_driver(&st.pool_asked, &ctx_sched_bad);
     srv_settings_limits();

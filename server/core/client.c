@@ -12,6 +12,7 @@
 #include "server/core/devices.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
+#include "server/core/window.h"
 #include "server/limits/green.h"
 #include "server/limits/policy.h"
 #include "channel/fdpass.h"
@@ -63,8 +64,8 @@ static int make_segment(struct srv_client *c)
         close(fd);
         return -1;
     }
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
+    void *base = srv_window_map(size, fd); /* window.c says why there */
+    if (!base) {
         close(fd);
         return -1;
     }
@@ -328,7 +329,7 @@ static void cleanup(struct srv_client *c)
             /* Under clients_lock: srv_client_alert writes into the segments of the clients
              * it finds in the list from other threads. */
             pthread_mutex_lock(&srv.clients_lock);
-            munmap(c->shm, c->shm_size);
+            srv_window_give((uint64_t)(uintptr_t)c->shm, c->shm_size);
             c->shm = NULL;
             pthread_mutex_unlock(&srv.clients_lock);
         }

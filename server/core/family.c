@@ -10,6 +10,8 @@
  *  client_leave  hostfn: the streams and graphs waiting on the departing client's host
  *                functions go on, or the release would wait for work that never ends.
  *  client_fini   (after the release walk, its contexts and waits gone)
+ *                seqgraph: its graphs go (a graph in flight is freed by the driver once
+ *                it completes);
  *                copy: its staging slots' events are destroyed (they were never pooled);
  *                devmem: its free streams go (the frees queued there still complete);
  *                queue, hostblocks: their marks' and blocks' events go back to the pool;
@@ -31,9 +33,11 @@
  *                walk frees the reservations it lies in.
  *  stream_make   green: a throttled client's streams live in its partition's green context.
  *  stream_destroyed  graph: a capture the client began on the stream ends, records and all.
- *  stream_gone   queue (bytes not yet covered get their mark), hostblocks (the open block
- *                is closed behind the stream's work), graph (a capture left going ends).
- *  ctx_died      copy, queue, hostblocks: each forgets what it kept in the dead context.
+ *  stream_gone   seqgraph (the stream's graphs go; forgotten where it died), queue (bytes
+ *                not yet covered get their mark), hostblocks (the open block is closed behind
+ *                the stream's work), graph (a capture left going ends).
+ *  ctx_died      seqgraph, copy, queue, hostblocks: each forgets what it kept in the dead
+ *                context.
  *  dev_fault     ipc: shares there are dead and revoked before any worker lets go.
  *  dev_faulted   handover: once every client was told, a new server takes over the device.
  *  end_all       handover: too many faulted servers are alive.
@@ -45,16 +49,18 @@
 
 #include <stddef.h>
 
-extern const struct srv_family srv_family_copy, srv_family_devmem, srv_family_queue,
-    srv_family_hostblocks, srv_family_events, srv_family_green, srv_family_account,
-    srv_family_hostfn, srv_family_memops, srv_family_graph, srv_family_ipc, srv_family_handover,
-    srv_family_spin, srv_family_coalesce, srv_family_context, srv_family_devices;
+extern const struct srv_family srv_family_seqgraph, srv_family_copy, srv_family_devmem,
+    srv_family_queue, srv_family_hostblocks, srv_family_events, srv_family_green,
+    srv_family_account, srv_family_hostfn, srv_family_memops, srv_family_graph, srv_family_ipc,
+    srv_family_handover, srv_family_spin, srv_family_coalesce, srv_family_context,
+    srv_family_devices;
 
 static const struct srv_family *const families[] = {
-    &srv_family_copy,   &srv_family_devmem,   &srv_family_queue,   &srv_family_hostblocks,
-    &srv_family_events, &srv_family_green,    &srv_family_account, &srv_family_hostfn,
-    &srv_family_memops, &srv_family_graph,    &srv_family_ipc,     &srv_family_handover,
-    &srv_family_spin,   &srv_family_coalesce, &srv_family_context, &srv_family_devices,
+    &srv_family_seqgraph,   &srv_family_copy,   &srv_family_devmem,   &srv_family_queue,
+    &srv_family_hostblocks, &srv_family_events, &srv_family_green,    &srv_family_account,
+    &srv_family_hostfn,     &srv_family_memops, &srv_family_graph,    &srv_family_ipc,
+    &srv_family_handover,   &srv_family_spin,   &srv_family_coalesce, &srv_family_context,
+    &srv_family_devices,
 };
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
 

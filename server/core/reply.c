@@ -5,6 +5,7 @@
 #include "server/core/clients.h"
 #include "server/core/reply.h"
 #include "server/core/fault.h"
+#include "server/limits/account.h"
 
 uint8_t *srv_lane_data(struct srv_client *c, int lane)
 {
@@ -25,6 +26,11 @@ void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len)
      * answers need not). */
     if (r != CUDA_SUCCESS && !(c->cur && c->cur->fault))
         srv_fault_note(c->cur ? c->cur->device : -1, r);
+    /* What the record's checks reserved of the process's memory limit is settled before the
+     * answer, not after it: it is counted as memory by now, or was not taken, and the
+     * client's next call may come on another connection of the same process, whose check
+     * would otherwise still see it reserved (account.c). */
+    srv_account_settle(c);
     chan_lane_post_at(&c->ch, (uint32_t)lane, r, len, ++c->lane_seq[lane]);
 }
 

@@ -78,8 +78,6 @@ static inline int srv_obj_revoked(const struct srv_obj *o)
 /* A family's operation on a record of a type it keeps state for (%handle ... release=,
  * drop=, forget=NAME: srv_type_release, srv_type_drop, srv_type_forget). */
 typedef void srv_release_fn(struct srv_client *c, struct srv_obj *o);
-struct srv_hblock;
-struct srv_hblocks;
 struct srv_stats {
     _Atomic uint64_t launches;
     _Atomic uint64_t bytes_copied;
@@ -181,6 +179,7 @@ struct srv_client {
     /* Pinned memory its inline copies' data waits in: hostblocks.c's own, made at the first
      * such copy (NULL until then). */
     struct srv_hblocks *hblocks;
+    struct srv_seqs *seqs;     /* its launch sequences' graphs (seqgraph.c), from its first */
     struct srv_devmem *devmem; /* its streams and deferred frees (devmem.c) */
     uint8_t *blob;             /* image uploaded for the next load */
     size_t blob_len, blob_cap;

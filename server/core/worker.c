@@ -5,6 +5,7 @@
 #include "server/core/waits.h"
 #include "server/core/clients.h"
 #include "server/core/reply.h"
+#include "server/code/seqgraph.h"
 #include "server/limits/account.h"
 #include "server/memory/devmem.h"
 #include "server/core/fault.h"
@@ -130,6 +131,8 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
         c->first_thread = r->thread;
     else if (r->thread != c->first_thread)
         c->many_threads = 1;
+    /* Any other record ends a launch sequence, held launches first (seqgraph.c). */
+    if (c->seqs && r->op != CHAN_OP_LAUNCH) srv_seq_boundary(c, r->op);
     if (r->op < SHIM_NCALLS) {
         srv_busy(c, r->op);
         srv_generic(c, r, p, len);
@@ -190,6 +193,9 @@ void *srv_worker_main(void *arg)
             }
             got = 1;
         }
+        /* Launches held for a sequence wait a few microseconds for the next record, then go
+         * one by one (seqgraph.c): look again at once meanwhile. */
+        if (!got && c->seqs && srv_seq_idle(c, chan_now_ns())) continue;
         int waiting = c->waits ? srv_waits_poll(c) : 0;
         if (srv_later_pending(c)) /* polled as waits are: frees and unmaps soon after their work */
             waiting |= srv_later_reap(c, 0) != 0;

@@ -30,6 +30,7 @@
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/memory/hostblocks.h"
+#include "server/core/window.h"
 #include "server/limits/policy.h"
 #include "server/core/queue.h"
 
@@ -72,7 +73,7 @@ static uint64_t cap(void)
 static void destroy(struct srv_client *c, struct srv_hblock *b, int registered)
 {
     if (registered) DRV(cuMemHostUnregister)(b->p);
-    munmap(b->p, HB_SIZE);
+    srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
     c->hblocks->bytes -= HB_SIZE;
     free(b);
 }
@@ -149,13 +150,13 @@ static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
         h->free = b->next;
         h->nfree--;
     } else if (h->bytes + HB_SIZE <= cap() && (b = calloc(1, sizeof(*b)))) {
-        b->p = mmap(NULL, HB_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        b->p = srv_window_map(HB_SIZE, -1); /* window.c says why there */
         /* Not copied on write into a child (the server spawns its successor): the GPU
          * reads the pages it was given, the server must write those same pages. */
-        if (b->p != MAP_FAILED) (void)madvise(b->p, HB_SIZE, MADV_DONTFORK);
-        if (b->p == MAP_FAILED ||
+        if (b->p) (void)madvise(b->p, HB_SIZE, MADV_DONTFORK);
+        if (!b->p ||
             DRV(cuMemHostRegister_v2)(b->p, HB_SIZE, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
-            if (b->p != MAP_FAILED) munmap(b->p, HB_SIZE);
+            if (b->p) srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
             free(b);
             b = NULL;
         } else {
@@ -214,7 +215,8 @@ void srv_hblock_stream_gone(struct srv_client *c, struct srv_stream *s, int dead
     /* Died with its context: no copy of it runs any more; its event is only forgotten. */
     s->hb = NULL;
     if (b->reg_dev == s->device) {
-        munmap(b->p, HB_SIZE); /* its registration went with the context */
+        srv_window_give((uint64_t)(uintptr_t)b->p,
+                        HB_SIZE); /* its registration went with the context */
         c->hblocks->bytes -= HB_SIZE;
         free(b);
     } else {
@@ -236,7 +238,7 @@ void srv_hblock_forget_device(struct srv_client *c, int dev)
         } else if (b->reg_dev == dev) {
             b->next = NULL;
             h->bytes -= HB_SIZE;
-            munmap(b->p, HB_SIZE);
+            srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
             free(b);
         } else {
             to_free(c, b);
@@ -253,7 +255,7 @@ void srv_hblock_forget_device(struct srv_client *c, int dev)
         *pp = b->next;
         h->nfree--;
         h->bytes -= HB_SIZE;
-        munmap(b->p, HB_SIZE);
+        srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
         free(b);
     }
 }

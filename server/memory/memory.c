@@ -20,6 +20,7 @@
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
 #include "server/memory/memory.h"
+#include "server/core/window.h"
 #include "server/limits/policy.h"
 #include "channel/fdpass.h"
 
@@ -34,8 +35,6 @@
 #include <sys/mman.h>
 #include <sys/statfs.h>
 #include <unistd.h>
-
-static uint64_t host_va_base, host_va_size; /* reservation for pinned host allocations */
 
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 {
@@ -92,100 +91,6 @@ const struct srv_hook srv_hook_mem_info = {.before = mem_info_before, .after = m
 
 /* ---------------------------------------------------------------- pinned host memory */
 
-/* The reservation pinned allocations are carved from: guarded by host_lock (several
- * workers allocate). A simple first-fit list of free [start, end) extents. */
-static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
-struct extent {
-    uint64_t start, end;
-};
-static struct extent *free_ext;
-static size_t nfree_ext;
-
-#define HOST_ALIGN (2ull << 20)
-
-int srv_host_init(void)
-{
-    /* 1 TiB of address space, no memory: mapped over piece by piece as clients allocate.
-     * A high, fixed hint keeps it away from where both processes' libraries and the
-     * driver's own reservations usually land. */
-    uint64_t size = 1ull << 40;
-    void *hint = (void *)(uintptr_t)0x600000000000ull;
-    void *p = mmap(hint, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return -1;
-    uint64_t start = ((uint64_t)(uintptr_t)p + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
-    host_va_base = (uint64_t)(uintptr_t)p;
-    host_va_size = size;
-    free_ext = malloc(sizeof(*free_ext));
-    if (!free_ext) return -1;
-    free_ext[0].start = start;
-    free_ext[0].end = (uint64_t)(uintptr_t)p + size;
-    nfree_ext = 1;
-    return 0;
-}
-
-static uint64_t host_take(uint64_t size, uint64_t avoid)
-{
-    uint64_t got = 0;
-    pthread_mutex_lock(&host_lock);
-    for (size_t i = 0; i < nfree_ext && !got; i++) {
-        struct extent *e = &free_ext[i];
-        uint64_t s = e->start;
-        /* Skip past an address the client could not map. */
-        if (avoid >= s && avoid < e->end) s = (avoid + size + HOST_ALIGN) & ~(HOST_ALIGN - 1);
-        if (s + size <= e->end) {
-            got = s;
-            if (s == e->start)
-                e->start += size;
-            else if (s + size == e->end)
-                e->end = s;
-            else {
-                /* Split: keep the part before, add the part after. */
-                struct extent *n = realloc(free_ext, (nfree_ext + 1) * sizeof(*n));
-                if (!n) {
-                    got = 0;
-                    break;
-                }
-                free_ext = n;
-                e = &free_ext[i];
-                free_ext[nfree_ext].start = s + size;
-                free_ext[nfree_ext].end = e->end;
-                nfree_ext++;
-                e->end = s;
-            }
-        }
-    }
-    pthread_mutex_unlock(&host_lock);
-    return got;
-}
-
-static void host_give(uint64_t start, uint64_t size)
-{
-    /* Back to PROT_NONE reservation, then to the free list (merged with a neighbour). */
-    mmap((void *)(uintptr_t)start, size, PROT_NONE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    pthread_mutex_lock(&host_lock);
-    for (size_t i = 0; i < nfree_ext; i++) {
-        if (free_ext[i].end == start) {
-            free_ext[i].end += size;
-            pthread_mutex_unlock(&host_lock);
-            return;
-        }
-        if (free_ext[i].start == start + size) {
-            free_ext[i].start = start;
-            pthread_mutex_unlock(&host_lock);
-            return;
-        }
-    }
-    struct extent *n = realloc(free_ext, (nfree_ext + 1) * sizeof(*n));
-    if (n) {
-        free_ext = n;
-        free_ext[nfree_ext].start = start;
-        free_ext[nfree_ext].end = start + size;
-        nfree_ext++;
-    }
-    pthread_mutex_unlock(&host_lock);
-}
-
 void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_host_alloc m;
@@ -206,7 +111,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     uint32_t type = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED;
     int dev = c->cur->device;
     if (managed && !srv_managed_flags_ok(m.flags & ~CHAN_HOST_MANAGED)) goto out;
-    size = (m.bytes + HOST_ALIGN - 1) & ~(HOST_ALIGN - 1);
+    size = (m.bytes + SRV_WINDOW_ALIGN - 1) & ~(SRV_WINDOW_ALIGN - 1);
     res = CUDA_ERROR_OUT_OF_MEMORY;
     if (managed && !srv_mem_fits(c, dev, m.bytes)) goto out;
     /* Pinned pages cannot be reclaimed: one client must not pin the machine's memory away
@@ -214,7 +119,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (!srv_account_pinned_take(c, size)) /* the process's, across its connections */
         goto out;
     taken = 1;
-    if (!(addr = host_take(size, m.avoid))) goto fail;
+    if (!(addr = srv_window_take(size, m.avoid))) goto fail;
     fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
@@ -249,7 +154,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     goto out;
 fail:
     if (fd >= 0) close(fd);
-    if (addr) host_give(addr, size);
+    if (addr) srv_window_give(addr, size);
     if (taken) srv_account_pinned_give(c, size);
     if (res == CUDA_SUCCESS) res = CUDA_ERROR_OUT_OF_MEMORY;
 out:
@@ -276,7 +181,7 @@ void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
     if (o->aux & PINNED_REGISTERED)
         munmap((void *)(uintptr_t)o->key.value, pinned_bytes(o));
     else
-        host_give(o->key.value, pinned_bytes(o));
+        srv_window_give(o->key.value, pinned_bytes(o));
 }
 
 void srv_op_host_free(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)

@@ -7,7 +7,5 @@
 /* memory.c: 1 if `bytes` more on device dev stay within the client's limit; else 0, and
  * the refusal is logged (once until an allocation there succeeds again). */
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes);
-/* The host address reservation for pinned allocations. */
-int srv_host_init(void);
 
 #endif

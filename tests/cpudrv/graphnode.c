@@ -133,6 +133,9 @@ CUresult cpudrv_gnode_set_kernel(struct cpudrv_gnode *n, const CUDA_KERNEL_NODE_
     k.ctx = p->func ? NULL : p->ctx;
     k.f = cpudrv_func_find(k.handle);
     if (!k.f || (k.kern && !cpudrv_kernel_find(k.handle))) return CUDA_ERROR_INVALID_VALUE;
+    // A library's CUkernel must come as `kern`: the real driver refuses it as `func` (an
+    // H200, 580.159.04), though a launch takes it as a function.
+    if (!k.kern && cpudrv_kernel_find(k.handle)) return CUDA_ERROR_INVALID_HANDLE;
     k.grid[0] = p->gridDimX;
     k.grid[1] = p->gridDimY;
     k.grid[2] = p->gridDimZ;

@@ -178,7 +178,7 @@ int fh_init(void)
     srv.max_clients = 48;
     srv_policy_init();
     /* init_devices sets up the host reservation and the tables too (a second
-     * srv_host_init lost the first's extent list: LeakSanitizer in CI's fuzz-short). */
+     * srv_window_init lost the first's extent list: LeakSanitizer in CI's fuzz-short). */
     if (init_devices() != 0) {
         fprintf(stderr, "fuzz_server: the server did not start over %s\n", srv.driver_path);
         return -1;

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Launch sequences replayed as graphs (server/code/seqgraph.c): tests/progs/launchseq through
+# the shim on a server of its own, with a module's functions and with a library's kernels,
+# must pass AND have had its repeated steps replayed as
+# graphs (the server's log says how many at the client's exit), held launches included;
+# with MPSSHIM_LAUNCH_GRAPHS=0 it passes with none replayed. (Its output against native's is
+# compared by the programs' run, tests/progs/programs.txt.)
+#   tests/launchseq.sh BUILD WORKDIR
+set -u
+B=$(cd "$1" && pwd)
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+real_driver_if_gpu
+for graphs in 1 0; do
+    own_dir "$2/launchseq-$graphs"
+    MPSSHIM_LAUNCH_GRAPHS=$graphs "$CTL" -d || exit 1
+    shim "$B/tests/launchseq" >"$W/out" 2>&1 || fail "launchseq (graphs $graphs): $(tail -n 2 "$W/out")"
+    # A library's kernels (CUkernel handles, named so in the graph's nodes).
+    shim "$B/tests/launchseq" --library >"$W/lib.out" 2>&1 ||
+        fail "launchseq --library (graphs $graphs): $(tail -n 2 "$W/lib.out")"
+    wait_for 20 no_clients || fail "the client was not released"
+    stop_server 10 || fail "the server did not quit"
+    n=$(grep -ao "[0-9]* launch sequences replayed as graphs" "$W/log/server.log" | awk '{print $1}' | sort -n | head -n 1)
+    echo "MPSSHIM_LAUNCH_GRAPHS=$graphs: ${n:-0} sequences replayed as graphs"
+    if [ "$graphs" = 1 ]; then
+        [ "${n:-0}" -gt 100 ] ||
+            fail "the repeated steps were not replayed as graphs (${n:-0}, the fewer of 2 clients)"
+        grep -a "stays launched one by one" "$W/log/server.log" && fail "a sequence's graph was refused"
+    else
+        [ -z "$n" ] || fail "sequences replayed with MPSSHIM_LAUNCH_GRAPHS=0"
+    fi
+done
+[ $rc = 0 ] && echo "PASS repeated launch sequences replayed as graphs, results unchanged"
+exit $rc
