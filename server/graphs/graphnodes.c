@@ -88,19 +88,8 @@ static CUresult check_node_side(struct srv_client *c, CUmemorytype type, const v
                                 size_t height, const CUDA_MEMCPY3D *p)
 {
     uint64_t base;
-    switch (type) {
-    case CU_MEMORYTYPE_ARRAY:
-        return CUDA_SUCCESS;
-    case CU_MEMORYTYPE_HOST:
-        base = (uint64_t)(uintptr_t)host;
-        break;
-    case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED:
-        base = dev;
-        break;
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    int linear = srv_memcpy_side_base(type, host, dev, &base);
+    if (linear <= 0) return linear == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_SUCCESS;
     struct srv_obj *o =
         srv_range_extent(c, base, x, y, z, pitch, height, p->WidthInBytes, p->Height, p->Depth);
