@@ -127,7 +127,7 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
         res = DRV(cuModuleLoadDataEx)(&mod, image, n, opts, vals);
     else if (m.kind == CHAN_IMAGE_FATBIN)
         res = DRV(cuModuleLoadFatBinary)(&mod, image);
-    else if (m.kind == CHAN_IMAGE_LIBRARY)
+    else /* CHAN_IMAGE_LIBRARY: kind is one of the three (its %payload line) */
         res = DRV(cuLibraryLoadData)(&lib, image, opts, vals, n, NULL, NULL, 0);
     if (res == CUDA_SUCCESS) eager_load(c, lib, mod);
     srv_codegate_leave(gdev);
