@@ -90,7 +90,7 @@ class Ops(list):
 
 def parse(path, error_names):
     """The %op rows and %payload lines of the symbol file. error_names: cuda.h's CUDA_*."""
-    ops, seen, described, comment = [], set(), {}, []
+    ops, seen, described, comment, handles = [], set(), {}, [], set()
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             text, _, wire = line.partition("#")
@@ -100,9 +100,11 @@ def parse(path, error_names):
                 # A payload's comment: the # lines right above it.
                 comment = comment + [wire.strip()] if line.startswith("#") else []
                 continue
+            if words[0] == "%handle" and len(words) > 1:
+                handles.add(words[1])  # a payload's handle members name these types
             if words[0] == "%payload":
                 try:
-                    pl = payloads.parse_line(words, lineno, comment, described, where)
+                    pl = payloads.parse_line(words, lineno, comment, described, handles, where)
                 except payloads.PayloadError as e:
                     raise OpError(str(e))
                 described[pl.name] = pl
