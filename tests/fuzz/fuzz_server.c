@@ -1232,12 +1232,10 @@ static void op_module_misc(struct gen *g, struct cl *k)
     uint64_t mod = name(g, k, K_MODULE, &x);
     switch (pick(&g->s, 3)) {
     case 0: {
-        struct {
-            struct chan_handle h;
-            uint32_t max;
-        } m = {.h = {.handle = mod,
-                     .kind = x && x->b == CHAN_IMAGE_LIBRARY ? CHAN_H_LIBRARY : CHAN_H_MODULE},
-               .max = (uint32_t)num(g, 16)};
+        struct chan_handle m = {.handle = mod,
+                                .kind = x && x->b == CHAN_IMAGE_LIBRARY ? CHAN_H_LIBRARY
+                                                                        : CHAN_H_MODULE,
+                                .arg = (uint32_t)num(g, 16)}; /* at most this many */
         static uint8_t out[CHAN_LANE_DATA];
         send_rec(g, k, CHAN_OP_ENUM_FUNCTIONS, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out,
                  sizeof(out), NULL);
