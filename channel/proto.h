@@ -260,7 +260,8 @@ _Static_assert(sizeof(struct chan_rec) == 16, "record header layout");
 
 /* Hand-written operations (the `manual` families): enum chan_op, CHAN_OP_*, generated from
  * the %op rows of cuda_symbols.txt, and the structs of their payloads and replies, from its
- * %payload lines (which say each one's members, and what the server checks of them). */
+ * %payload lines (which say each one's members, and what the server checks of them: the
+ * enums below that a member holds are ranges there, first..last, moved when one is added). */
 #include "chan_ops.h"
 #include "chan_payloads.h"
 
