@@ -10,7 +10,8 @@
 
 /* The pipe directory every end agrees on: MPSSHIM_PIPE_DIRECTORY, else the variable MPS
  * users set (CUDA_MPS_PIPE_DIRECTORY), else CHAN_DEFAULT_PIPE_DIR-<uid>: one per user, so
- * that no user's clients find another user's server by default. */
+ * that no user's clients find another user's server by default; in a Slurm job
+ * (SLURM_JOB_ID) CHAN_DEFAULT_PIPE_DIR-<uid>-job<id>, one per job. */
 const char *chan_pipe_dir(void);
 
 /* 0 if path is a directory (not a link) of this user that no one else may write to: what

@@ -550,24 +550,26 @@ static void seq_ctx_died(struct srv_client *c, int dev)
         if (q->slot[i].q.n && q->slot[i].q.s->device == dev) drop_slot(&q->slot[i], 0);
 }
 
+/* What became of the client's sequences, at its exit (when any had a graph): how many went
+ * as graphs, and why the others did not. */
+static void log_seqs(const struct srv_client *c, const struct srv_seqs *q)
+{
+    typedef unsigned long long ull;
+    srv_log("Client process %d: %llu launch sequences replayed as graphs (%llu launches, "
+            "%llu graphs made, %llu runs new, %llu nodes updated, %llu replays that would "
+            "have updated too many, %llu sequences barred); runs unkept: %llu of one launch, "
+            "%llu too long, %llu ended by a launch with attributes (ids %#llx); held launches "
+            "let go: %llu unmatched, %llu by their grace",
+            (int)c->pid, (ull)q->replays, (ull)q->replayed, (ull)q->n_graphs, (ull)q->n_new,
+            (ull)q->n_updates, (ull)q->n_toomany, (ull)q->n_barred, (ull)q->n_short, (ull)q->n_long,
+            (ull)q->n_plainless, (ull)q->attr_ids, (ull)q->n_mismatch, (ull)q->n_grace);
+}
+
 static void seq_client_fini(struct srv_client *c)
 {
     struct srv_seqs *q = c->seqs;
     if (!q) return;
-    srv_log(
-        "Client process %d: %llu launch sequences replayed as graphs (%llu launches, %llu "
-        "graphs made, %llu runs new, %llu nodes updated, %llu replays that would have updated "
-        "too many, %llu sequences barred); runs unkept: %llu of one launch, %llu too long, %llu "
-        "ended by a "
-        "launch with attributes (ids %#llx); held launches let go: %llu unmatched, %llu by their "
-        "grace",
-        (int)c->pid, (unsigned long long)q->replays, (unsigned long long)q->replayed,
-        (unsigned long long)q->n_graphs, (unsigned long long)q->n_new,
-        (unsigned long long)q->n_updates, (unsigned long long)q->n_toomany,
-        (unsigned long long)q->n_barred, (unsigned long long)q->n_short,
-        (unsigned long long)q->n_long, (unsigned long long)q->n_plainless,
-        (unsigned long long)q->attr_ids, (unsigned long long)q->n_mismatch,
-        (unsigned long long)q->n_grace);
+    if (q->replays || q->n_graphs || q->n_barred) log_seqs(c, q);
     for (int i = 0; i < SEQ_SLOTS; i++)
         if (q->slot[i].q.n) drop_slot(&q->slot[i], 1);
     free(q->run.params);
