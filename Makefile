@@ -96,7 +96,7 @@ slurm-test: all
 # channel/layout.h), the Slurm prolog, epilog and task prolog in PREFIX/lib/mpsshim/slurm
 # (they find the programs from there), the systemd units in PREFIX/lib/systemd/{system,user}
 # (the only installed files that name PREFIX: their ExecStart), README and LICENSE in
-# PREFIX/share/doc/mpsshim. README.md, "Operations", says how each is used.
+# PREFIX/share/doc/mpsshim. docs/operations.md says how each is used.
 PREFIX     ?= /usr/local
 BINDIR     := $(PREFIX)/bin
 SHIMDIR    := $(PREFIX)/lib/mpsshim

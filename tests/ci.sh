@@ -242,6 +242,10 @@ run_test describe-calls 120 bash "$ROOT/tests/describe.sh"
 run_test support-doc-current 30 bash -c '
     cd '"$ROOT"' && python3 gen/support.py --symbols cuda_symbols.txt | diff -u docs/support.md - ||
         { echo "docs/support.md is not current: run make doc"; exit 1; }'
+# The user docs: no dead relative link, no #anchor without its heading, no named path of
+# the tree that is gone (tools/check_docs.py).
+run_test docs-links 30 bash -c 'cd '"$ROOT"' && python3 tools/check_docs.py README.md docs/*.md \
+    bench/README.md bench/results/README.md'
 # tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
 # what is missing otherwise, apt-get's own words when it fails.
 run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
