@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU timelines (server/control/trace.c, README "GPU timeline"), the whole path on the CPU test driver,
+# GPU timelines (server/control/trace.c, docs/operations.md, "GPU timeline"), the whole path on the CPU test driver,
 # whose stand-in for CUPTI (tests/cpudrv/cupti.c) times each kernel, copy and set its streams
 # run:
 #  - the summary and the file on records whose overlaps are known (tests/unit/trace_test);
