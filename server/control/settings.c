@@ -17,22 +17,12 @@
 
 extern char **environ;
 
-/* The first of two variables set and not empty (ours before MPS's); NULL if neither. */
-static const char *env2(const char *ours, const char *mps)
-{
-    const char *v = getenv(ours);
-    if (!v || !*v) v = getenv(mps);
-    return v && *v ? v : NULL;
-}
-
 void srv_settings_paths(void)
 {
     snprintf(srv.pipe_dir, sizeof(srv.pipe_dir), "%s", chan_pipe_dir());
-    const char *v = env2("MPSSHIM_LOG_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY");
-    if (v)
-        snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", v);
-    else
-        snprintf(srv.log_dir, sizeof(srv.log_dir), "%.240s/log", srv.pipe_dir);
+    char buf[256];
+    snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", chan_log_dir(buf, sizeof(buf)));
+    const char *v;
     if (!*srv.driver_path && (v = getenv("MPSSHIM_DRIVER")))
         snprintf(srv.driver_path, sizeof(srv.driver_path), "%s", v);
     v = getenv("MPSSHIM_SERVER_SPIN_US");
