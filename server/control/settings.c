@@ -119,6 +119,10 @@ static void clear_mps_env(void)
 
 void srv_settings_driver_env(void)
 {
+    /* The directories MPS's variables named stay named, in ours: the standby and a fresh
+     * image (handover.c, recycle.c) read them again from the environment. */
+    setenv("MPSSHIM_PIPE_DIRECTORY", srv.pipe_dir, 1);
+    setenv("MPSSHIM_LOG_DIRECTORY", srv.log_dir, 1);
     clear_mps_env();
     /* One context carries every client's streams. With the driver's default of 8 hardware
      * work queues, streams beyond 8 share queues and serialise, and clients that overlap under
