@@ -236,9 +236,25 @@ static void wait_exit(int s, pid_t pid)
 static const char *const leftovers[] = {CHAN_SOCKET_NAME, CHAN_CONTROL_NAME, "server.lock",
                                         "server.pid", "autostart.lock"};
 
-/* 1 when the directory open as dfd holds nothing but a stopped server's files (and its
- * log directory): a directory that mpsshim made and may hand on or take back. */
-static int only_leftovers(int dfd)
+/* A stopped server's file in its pipe directory (or the log directory there). */
+static int is_leftover(const char *name)
+{
+    int known = !strcmp(name, "log");
+    for (size_t i = 0; i < sizeof(leftovers) / sizeof(leftovers[0]); i++)
+        known |= !strcmp(name, leftovers[i]);
+    return known;
+}
+
+/* A server's file in its log directory: its two logs, its traces (trace.c). */
+static int is_log(const char *name)
+{
+    return !strcmp(name, "control.log") || !strcmp(name, "server.log") ||
+           !strncmp(name, "trace-", 6);
+}
+
+/* 1 when every name in the directory open as dfd is one that known() accepts: a
+ * directory that mpsshim made and may hand on or take back. */
+static int only_names(int dfd, int (*known)(const char *))
 {
     int fd = dup(dfd);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -248,13 +264,8 @@ static int only_leftovers(int dfd)
     }
     int ours = 1;
     struct dirent *e;
-    while (ours && (e = readdir(d))) {
-        int known =
-            !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "log");
-        for (size_t i = 0; i < sizeof(leftovers) / sizeof(leftovers[0]); i++)
-            known |= !strcmp(e->d_name, leftovers[i]);
-        ours = known;
-    }
+    while (ours && (e = readdir(d)))
+        ours = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || known(e->d_name);
     closedir(d);
     return ours;
 }
@@ -267,7 +278,7 @@ static int give_pipe_dir(const char *path, uid_t uid, gid_t gid, char *why, size
     int rc = -1;
     if (fd < 0)
         snprintf(why, len, "%s: %s", path, strerror(errno));
-    else if (!only_leftovers(fd))
+    else if (!only_names(fd, is_leftover))
         snprintf(why, len, "%s holds files that are not mpsshim's: not handing it on", path);
     else {
         for (size_t i = 0; i < sizeof(leftovers) / sizeof(leftovers[0]); i++)
@@ -281,8 +292,9 @@ static int give_pipe_dir(const char *path, uid_t uid, gid_t gid, char *why, size
 
 /* The log directory of a server about to run as uid:gid: its control.log and server.log
  * become the user's, and so does the directory itself when it is private (made for these
- * logs: mpsshim makes it 0700) rather than shared (/var/log, say: the user's server then
- * cannot write its traces there, and says so when asked for one). 0, or -1 (why). */
+ * logs: mpsshim makes it 0700) and root's or holding only a server's files, rather than
+ * shared (/var/log, say: the user's server then cannot write its traces there, and says so
+ * when asked for one) or some user's own. 0, or -1 (why). */
 static int give_log_dir(const char *path, uid_t uid, gid_t gid, char *why, size_t len)
 {
     static const char *const logs[] = {"control.log", "server.log"};
@@ -295,7 +307,9 @@ static int give_log_dir(const char *path, uid_t uid, gid_t gid, char *why, size_
         return -1;
     }
     int rc = 0;
-    if ((st.st_uid != 0 || !(st.st_mode & 077)) && fchown(fd, uid, gid) != 0) rc = -1;
+    /* Private, and root's or holding only what a server wrote (an earlier job's user's). */
+    int mine = !(st.st_mode & 077) && (st.st_uid == 0 || only_names(fd, is_log));
+    if (mine && fchown(fd, uid, gid) != 0) rc = -1;
     for (size_t i = 0; rc == 0 && i < sizeof(logs) / sizeof(logs[0]); i++) {
         int f = openat(fd, logs[i],
                        O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
