@@ -51,21 +51,26 @@ deps:
 # The test and demo builds use every CPU (CI's 2 cores built serially in about 150 s of its
 # 9 minutes), unless the caller already gave make a job count.
 # (Recursive: MAKEFLAGS holds the job count only once recipes run.)
+# A comma, for call arguments that hold one.
+, := ,
+
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 
+# $(call quiet_build,LOG,TARGETS,WHAT): builds TARGETS with every CPU, quietly: the compiler's
+# lines go to $(B)/LOG, with a line of progress every 10 s and the log's end when the build
+# fails (tools/quiet_build.sh); `make V=1 ...` shows them as they come instead. (A build of
+# the tests printed hundreds of command lines; the demo's was silent for a minute.)
+quiet_build = $(if $(V),$(MAKE) --no-print-directory $(JOBS) $(2),\
+	bash tools/quiet_build.sh $(B)/$(1) "$(3)" $(MAKE) --no-print-directory $(JOBS) $(2))
+
 test: deps
-	@$(MAKE) --no-print-directory $(JOBS) all fuzz
+	@$(call quiet_build,test-build.log,all fuzz,everything the tests run)
 	@bash tests/ci.sh $(B)
 
-# The demo builds only what it runs, quietly: the compiler's lines go to a log, shown when
-# the build fails.
+# The demo builds only what it runs.
 demo: deps
-	@mkdir -p $(B)
-	@echo "building the server, the shim, the CPU test driver and the demo client (log: $(B)/demo-build.log)"
-	@$(MAKE) --no-print-directory $(JOBS) $(SRV_BIN) $(CTL_BIN) $(SHIM_LIB) $(CPUDRV_LIB) $(DEMO_BIN) \
-		>$(B)/demo-build.log 2>&1 || { tail -n 30 $(B)/demo-build.log; \
-		echo "the build failed: $(B)/demo-build.log"; exit 1; }
+	@$(call quiet_build,demo-build.log,$(SRV_BIN) $(CTL_BIN) $(SHIM_LIB) $(CPUDRV_LIB) $(DEMO_BIN),the server$(,) the shim$(,) the CPU test driver and the demo client)
 	@bash demo/run.sh $(B)
 
 gpu-test: all

@@ -7,8 +7,8 @@
 # processes (bench/fleetc), cold MPI jobs of 8-32 ranks (a fresh job per sample, its first
 # launches timed; over 2 GPUs too where there are two); then the SM-share table
 # (bench/throttle.sh). Writes the raw samples, a table (markdown and tsv) and, where
-# matplotlib is (else installed with pip when it can be), PNG plots. bench/README.md says
-# what each figure means, how it is measured and how long a run takes.
+# matplotlib is (else installed: Debian's python3-matplotlib, or pip's), PNG plots.
+# bench/README.md says what each figure means, how it is measured and how long a run takes.
 #
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
 #                      [--families F,F...] [--points F=X,X...]... [--variant NAME:VAR=VAL[,VAR=VAL...]]...
@@ -755,13 +755,18 @@ throttle() {
     }
 }
 
-# plots: bench/plot.py into OUTDIR; matplotlib installed with pip when missing and possible.
+# plots: bench/plot.py into OUTDIR. matplotlib, when missing, from the distribution's package
+# where apt-get can (root: Debian's python3-matplotlib, which a stock Debian Python takes
+# where it refuses pip's, PEP 668), else pip's; each at most 60 s.
 plots() {
     if ! python3 -c 'import matplotlib' >/dev/null 2>&1; then
-        say "matplotlib missing: pip install matplotlib (at most 30 s)"
-        timeout 30 python3 -m pip install --quiet --retries 0 --timeout 10 matplotlib \
-            >"$WORK/pip.out" 2>&1 || {
-            say "plots: not drawn here (no matplotlib, pip failed: $(tail -n 1 "$WORK/pip.out"))."
+        say "matplotlib missing: installing it (python3-matplotlib, else pip; at most 60 s each)"
+        { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
+            timeout 60 apt-get install -y -q python3-matplotlib >"$WORK/pip.out" 2>&1 &&
+            python3 -c 'import matplotlib' >/dev/null 2>&1; } ||
+            timeout 60 python3 -m pip install --quiet --retries 0 --timeout 10 matplotlib \
+                >>"$WORK/pip.out" 2>&1 || {
+            say "plots: not drawn here (no matplotlib: $(tail -n 1 "$WORK/pip.out"))."
             say "  Copy $OUTDIR to a machine with matplotlib and run: bench/plot.py DIR"
             return
         }

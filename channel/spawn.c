@@ -53,12 +53,20 @@ int chan_mps_defaults(void)
 
 const char *chan_pipe_dir(void)
 {
-    static char own[64];
+    static char own[96];
     const char *d = getenv("MPSSHIM_PIPE_DIRECTORY");
     if (!d || !*d) d = getenv("CUDA_MPS_PIPE_DIRECTORY");
     if (d && *d) return d;
     if (chan_mps_defaults()) return CHAN_MPS_PIPE_DIR;
-    snprintf(own, sizeof(own), "%s-%u", CHAN_DEFAULT_PIPE_DIR, (unsigned)geteuid());
+    /* In a Slurm job, the job's own: a server a task starts belongs to the job (the epilog
+     * stops it, ops/slurm), and is never the one another job of the same user uses on the
+     * node, which that job's end would take away. A job id that is not a number is not used. */
+    const char *job = getenv("SLURM_JOB_ID");
+    size_t jl = job ? strspn(job, "0123456789") : 0;
+    if (jl && jl <= 20 && !job[jl])
+        snprintf(own, sizeof(own), "%s-%u-job%s", CHAN_DEFAULT_PIPE_DIR, (unsigned)geteuid(), job);
+    else
+        snprintf(own, sizeof(own), "%s-%u", CHAN_DEFAULT_PIPE_DIR, (unsigned)geteuid());
     return own;
 }
 

@@ -21,7 +21,8 @@ int chan_mps_defaults(void);
 /* The pipe directory every end agrees on: MPSSHIM_PIPE_DIRECTORY, else the variable MPS
  * users set (CUDA_MPS_PIPE_DIRECTORY), else MPS's /tmp/nvidia-mps under
  * chan_mps_defaults(), else CHAN_DEFAULT_PIPE_DIR-<uid>: one per user, so that no user's
- * clients find another user's server by default. */
+ * clients find another user's server by default; in a Slurm job (SLURM_JOB_ID)
+ * CHAN_DEFAULT_PIPE_DIR-<uid>-job<id>, one per job. */
 const char *chan_pipe_dir(void);
 
 /* The log directory: MPSSHIM_LOG_DIRECTORY, else CUDA_MPS_LOG_DIRECTORY, else MPS's

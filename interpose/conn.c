@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 struct shim_conn shim_conn = {.sock = -1};
@@ -42,6 +43,8 @@ static char conn_why[512];
 static int conn_no_fallback;
 /* The pipe directory's server is another user's: nothing to start there either. */
 static int conn_foreign;
+/* The last try found no server listening (nothing at the socket, or nobody accepting). */
+static int conn_absent;
 static _Atomic int initialized;
 
 static void on_fork_child(void)
@@ -119,7 +122,9 @@ static CUresult try_connect(char *why, size_t whylen)
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    conn_absent = 0;
     if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        conn_absent = s >= 0 && (errno == ENOENT || errno == ECONNREFUSED);
         snprintf(why, whylen, "no server at %s (%s)", sa.sun_path, strerror(errno));
         if (s >= 0) close(s);
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
@@ -296,15 +301,48 @@ static int start_server(char *why, size_t whylen)
     return -1;
 }
 
+/* MPSSHIM_SERVER_WAIT=S (whole seconds, 0 by default, at most 3600): a client that may not
+ * start a server (MPSSHIM_AUTOSTART=0) waits up to S s for one to listen, as an application
+ * container beside the server's own (ops/k8s) must: they start together. A malformed value
+ * is said, naming the variable as the user wrote it, and taken as 0. */
+static unsigned server_wait_s(void)
+{
+    const char *v = getenv("MPSSHIM_SERVER_WAIT");
+    if (!v || !*v) return 0;
+    char *end;
+    errno = 0;
+    unsigned long s = strtoul(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end || errno || s > 3600) {
+        shim_log("MPSSHIM_SERVER_WAIT=%.64s is not a whole number of seconds from 0 to 3600: "
+                 "not waiting for a server",
+                 v);
+        return 0;
+    }
+    return (unsigned)s;
+}
+
+/* Tries again every 100 ms while no server listens, for MPSSHIM_SERVER_WAIT seconds. */
+static CUresult wait_for_server(CUresult r, char *why, size_t whylen)
+{
+    uint64_t until = chan_now_ns() + (uint64_t)server_wait_s() * 1000000000ull;
+    while (r != CUDA_SUCCESS && conn_absent && chan_now_ns() < until) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        r = try_connect(why, whylen);
+    }
+    return r;
+}
+
 /* Connects, starting a server first when none answers: exactly one per pipe directory,
- * however many clients (MPI ranks) try at once, thanks to a lock file in that directory. */
+ * however many clients (MPI ranks) try at once, thanks to a lock file in that directory.
+ * Where it may not start one, it may wait for one (MPSSHIM_SERVER_WAIT). */
 static CUresult connect_or_start(char *why, size_t whylen)
 {
     CUresult r = try_connect(why, whylen);
     const char *auto_env = getenv("MPSSHIM_AUTOSTART");
-    if (r == CUDA_SUCCESS || conn_no_fallback || conn_foreign ||
-        (auto_env && strcmp(auto_env, "0") == 0))
-        return r;
+    if (r != CUDA_SUCCESS && auto_env && strcmp(auto_env, "0") == 0)
+        return wait_for_server(r, why, whylen);
+    if (r == CUDA_SUCCESS || conn_no_fallback || conn_foreign) return r;
     char lock[PATH_MAX];
     if (chan_make_dirs(chan_pipe_dir()) != 0 ||
         (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", chan_pipe_dir()) >= sizeof(lock))

@@ -2,7 +2,9 @@
 # The CI tier (`make test`): no GPU. A server runs on the CPU test driver
 # (build/cpudrv/libcuda.so.1) and real client processes run through the shim: the same
 # programs as on the GPU, plus what only makes sense to test here (crashes, bad input,
-# another user). Prints a table last; exits non-zero if anything failed.
+# another user). Prints a line per test as it ends ([n/N], its time, the time so far), then
+# the failures with the end of their logs and a summary; the table of every test goes to
+# BUILD/test.log with the same lines. Exits non-zero if anything failed.
 # The CPU test driver is a test double: nothing here is evidence about GPUs.
 set -u
 B=${1:-build}
@@ -16,16 +18,35 @@ declare -a NAMES RESULTS TIMES
 FAILED=0
 TOOK="" # seconds the test being recorded took, where run_test timed it
 
-say() { printf '%s\n' "$*"; }
+LOG=$B/test.log
+: >"$LOG"
+say() { printf '%s\n' "$*" | tee -a "$LOG"; }
+note() { printf '%s\n' "$*" >>"$LOG"; } # the log only
+
+# About how many tests run (the count is only known at the end: rows run in loops over the
+# program lists, and some only where others passed): the last complete run's count in this
+# build, else the rows the script and the lists name.
+expected_rows() {
+    if [ -s "$B/.ci-rows" ]; then
+        cat "$B/.ci-rows"
+        return
+    fi
+    local own lists
+    own=$(grep -cE '^ *(run_test|record) [a-z]' "$ROOT/tests/ci.sh")
+    lists=$(cat "$ROOT/tests/progs/programs.txt" "$ROOT/tests/cudart/programs.txt" |
+        awk '!/^ *(#|$)/ { n++; if (/\| *both/ || /\.shared/) n++ } END { print n + 0 }')
+    echo "~$((own + lists))"
+}
+EXPECT=$(expected_rows)
 
 # record NAME STATUS [detail]
 record() {
     NAMES+=("$1")
     RESULTS+=("$2${3:+ ($3)}")
     TIMES+=("$TOOK")
-    TOOK=""
     [ "$2" = PASS ] || [ "$2" = SKIP ] || FAILED=1
-    say "== $1: $2${3:+ ($3)}"
+    say "[${#NAMES[@]}/$EXPECT] $1: $2${3:+ ($3)}${TOOK:+, $TOOK s}; $SECONDS s so far"
+    TOOK=""
 }
 
 # descendants PID: the processes below PID, one per line.
@@ -242,6 +263,9 @@ run_test fallback-to-driver 60 bash -c '
     echo "$out"
     [ "$(echo "$out" | grep -c "running directly on the CUDA driver")" = 1 ] &&
         echo "$out" | grep -q "^PASS vecadd"'
+# A client that may not start a server waits for one for MPSSHIM_SERVER_WAIT seconds (the
+# k8s recipe's); bad values are said. Own server.
+run_test server-wait 60 bash "$ROOT/tests/server_wait.sh" "$B" "$WORK"
 # 32 clients start at once with no server: exactly one server starts, all are served.
 run_test autostart-race 120 bash -c '
     dir='"$WORK"'/race
@@ -676,10 +700,13 @@ else
     [ -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" ] && record socket-removed FAIL || record socket-removed PASS
 fi
 
-say ""
-say "mpsshim CI tier (CPU test driver, no GPU)"
-printf '%-44s %5s  %s\n' TEST SECS RESULT
-for i in "${!NAMES[@]}"; do printf '%-44s %5s  %s\n' "${NAMES[$i]}" "${TIMES[$i]}" "${RESULTS[$i]}"; done
+note ""
+note "mpsshim CI tier (CPU test driver, no GPU)"
+printf '%-44s %5s  %s\n' TEST SECS RESULT >>"$LOG"
+for i in "${!NAMES[@]}"; do
+    printf '%-44s %5s  %s\n' "${NAMES[$i]}" "${TIMES[$i]}" "${RESULTS[$i]}" >>"$LOG"
+done
+echo "${#NAMES[@]}" >"$B/.ci-rows"
 npass=0 nfail=0 nskip=0
 for r in "${RESULTS[@]}"; do
     case $r in PASS*) npass=$((npass + 1)) ;; SKIP*) nskip=$((nskip + 1)) ;; *) nfail=$((nfail + 1)) ;; esac
@@ -696,7 +723,7 @@ if [ "$FAILED" != 0 ]; then
         [ -s "$WORK/${NAMES[$i]}.stacks" ] &&
             grep -v "^#[0-9]* *0x[0-9a-f]* in ?? ()" "$WORK/${NAMES[$i]}.stacks" | head -n 150 | sed 's/^/    /'
     done
-    say "FAILED; logs in $WORK"
+    say "FAILED; logs in $WORK, the table of every test in $LOG"
     exit 1
 fi
-say "all passed"
+say "all passed (the table of every test: $LOG)"

@@ -16,7 +16,7 @@ FAILED=0
 # shellcheck source=tests/lib.sh
 . "$ROOT/tests/lib.sh"
 # MPS's variables are what the scripts set; ours would win over them.
-unset MPSSHIM_PIPE_DIRECTORY MPSSHIM_LOG_DIRECTORY MPSSHIM_MPS_DEFAULTS MPSSHIM_AUTOSTART
+unset MPSSHIM_PIPE_DIRECTORY MPSSHIM_LOG_DIRECTORY MPSSHIM_MPS_DEFAULTS MPSSHIM_AUTOSTART SLURM_JOB_ID
 ok() { echo "ok $1"; }
 bad() { echo "FAIL $1: $2"; FAILED=1; }
 check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got [$2], want [$3]"; fi; }

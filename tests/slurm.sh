@@ -6,7 +6,9 @@
 # directory). One job of 3 tasks, as user nobody, through mpsshim-run, asking for
 # --comment=mpsshim:pct=50; the CPU test driver stands in for GPUs (no gres). Checks that
 # ONE server (the prolog's, the job's user's) served the 3 tasks, with the percentage set,
-# and that the epilog stopped it and removed its pipe directory. Stops the daemons.
+# and that the epilog stopped it and removed its pipe directory; that a job which did not ask
+# gets none, and that a server its task started itself (mpsshim-run) is stopped by the
+# epilog too. Stops the daemons.
 # bash tests/slurm.sh BUILD_DIR; exits 77 (skip) when Slurm cannot be had, 1 on failure.
 set -u
 B=$(cd "${1:-build}" && pwd)
@@ -195,6 +197,36 @@ echo "$out"
 JOB2=$(grep -h "JobId=[0-9]*" -o "$S/slurmctld.log" | tail -n 1 | cut -d= -f2)
 [ "$out" = "pipe=none" ] && [ "$JOB2" != "$JOB" ] && [ ! -e "$LOG_ROOT/job-$JOB2" ] && ok plain-job-no-server ||
     bad plain-job-no-server "job $JOB2: $out, $(ls "$LOG_ROOT" 2>&1)"
+
+# A job that does not ask, whose task uses mpsshim-run all the same: the task starts a server
+# of its own (in the job's default pipe directory), served by it; the epilog stops it.
+# (After the last job's epilog: a job queued behind it lost its allocation's answer to srun
+# --uid, munge refusing root's credential to the dropped srun.)
+for _ in $(seq 100); do idle && break; sleep 0.1; done
+# (The CPU test driver named for the task as the site file names it for the prolog's.)
+out=$(cd /tmp && timeout 60 srun --uid=$U --gid=$U -N1 -n1 -t 1 -J own \
+    env MPSSHIM_DRIVER="$B/cpudrv/libcuda.so.1" MPSSHIM_TEST_KERNELS="$B/tests" \
+    "$I/bin/mpsshim-run" "$B/tests/vecadd" 1000 2>&1)
+echo "$out"
+JOB3=$(grep -h "JobId=[0-9]*" -o "$S/slurmctld.log" | tail -n 1 | cut -d= -f2)
+echo "$out" | grep -q '^PASS vecadd' && ! echo "$out" | grep -q 'running directly' &&
+    ok own-server-served || bad own-server-served "job $JOB3: $out"
+job3_servers() {
+    local e
+    for e in /proc/[0-9]*/environ; do
+        tr '\0' '\n' 2>/dev/null <"$e" | grep -qxF "SLURM_JOB_ID=$JOB3" &&
+            [ "$(cat "${e%/environ}/comm" 2>/dev/null)" = mpsshim-server ] && {
+            e=${e%/environ}
+            echo "${e#/proc/}"
+        }
+    done
+}
+for _ in $(seq 100); do idle && [ -z "$(job3_servers)" ] && break; sleep 0.1; done
+left=$(job3_servers)
+[ -z "$left" ] && ok own-server-stopped || {
+    bad own-server-stopped "job $JOB3's own server still runs: $left"
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
+}
 
 DONE=1
 say "$([ $FAILED = 0 ] && echo 'slurm: all passed' || echo 'slurm: FAILED')"

@@ -83,7 +83,30 @@ is_job_server() {
     ijs_exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
     # (deleted): the binary was replaced (reinstalled) while the server ran.
     [ "$ijs_exe" = "$JOB_SERVER_BIN" ] || [ "$ijs_exe" = "$JOB_SERVER_BIN (deleted)" ] || return 1
-    tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF "MPSSHIM_PIPE_DIRECTORY=$JOB_PIPE"
+    # The prolog's (its pipe directory), or one the job's tasks started themselves (a job
+    # that did not ask for a server, its tasks through mpsshim-run: the job's id in its
+    # environment; the shim's default pipe directory under Slurm is the job's own).
+    tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null |
+        grep -qxF -e "MPSSHIM_PIPE_DIRECTORY=$JOB_PIPE" -e "SLURM_JOB_ID=$SLURM_JOB_ID"
+}
+
+# signal_job_servers SIG: SIG to each of the job's servers, each pid checked again right
+# before, sent as the job's user (the kernel refuses any process of another user); then
+# waits up to $2 tenths of a second for them all to be gone. Left open: a pid that exits and
+# is reused between the check and the signal; only by a process of the job's user, then.
+signal_job_servers() {
+    sjs_left=$(job_servers)
+    for sjs_pid in $sjs_left; do
+        # shellcheck disable=SC2016 # $1, $2: the inner shell's
+        is_job_server "$sjs_pid" &&
+            as_job_user sh -c 'kill -"$1" "$2"' sh "$1" "$sjs_pid" 2>/dev/null
+    done
+    sjs_n=0
+    while [ -n "$sjs_left" ] && [ $sjs_n -lt "$2" ]; do
+        sleep 0.1
+        sjs_left=$(job_servers)
+        sjs_n=$((sjs_n + 1))
+    done
 }
 
 # job_servers: the pids of this job's servers (is_job_server), one a line; a fresh start
@@ -99,37 +122,24 @@ job_servers() {
         done
 }
 
-# stop_job_server: asks the job's server to quit (returns once it has exited), kills it if
-# it is still there, and removes the pipe directory. The log directory stays.
+# stop_job_server: asks the job's server to quit (returns once it has exited), stops what is
+# left of the job's servers (is_job_server: the prolog's, or ones its tasks started), and
+# removes the pipe directory. The log directory stays.
 # Root trusts nothing in the pipe directory, which is the user's: the server.pid there
 # may name anyone's process, the sockets may be anything. The quit goes as the job's user
-# (whatever answers on control.sock, root never speaks to it), bounded in time; the kill
-# only to processes that the kernel says are this job's server (is_job_server), itself
-# sent as the job's user, so that the kernel refuses any process of another user.
+# (whatever answers on control.sock, root never speaks to it), bounded in time; the signals
+# only to processes that the kernel says are this job's servers, sent as the job's user.
 stop_job_server() {
-    [ -d "$JOB_PIPE" ] || return 0
     JOB_SERVER_BIN=$(readlink -f "$MPSSHIM_SLURM_BINDIR/mpsshim-server")
     if [ -S "$JOB_PIPE/control.sock" ]; then
         echo quit | as_job_user -t 30 env MPSSHIM_PIPE_DIRECTORY="$JOB_PIPE" \
             "$MPSSHIM_SLURM_BINDIR/mpsshim-control" >/dev/null 2>&1
     fi
-    # What did not quit (no answer, no socket) gets a SIGKILL, each pid checked again
-    # right before. Left open: the pid exits and is reused between that check and the
-    # kill; only by a process of the job's user, then (the kill is the user's).
-    sjs_left=$(job_servers)
-    for sjs_pid in $sjs_left; do
-        # shellcheck disable=SC2016 # $1: the inner shell's
-        is_job_server "$sjs_pid" &&
-            as_job_user sh -c 'kill -KILL "$1"' sh "$sjs_pid" 2>/dev/null
-    done
-    # A killed one is gone within moments (its GPU memory with it); bounded all the same.
-    sjs_n=0
-    while [ -n "$sjs_left" ] && [ $sjs_n -lt 50 ]; do
-        sleep 0.1
-        sjs_left=$(job_servers)
-        sjs_n=$((sjs_n + 1))
-    done
+    # What did not quit: SIGTERM (a server quits as for `quit`, its clients told), then
+    # SIGKILL after 5 s; a killed one is gone within moments (its GPU memory with it).
+    signal_job_servers TERM 50
+    [ -z "$sjs_left" ] || signal_job_servers KILL 50
     # rm does not follow links, and the directory's parent is root's: the user cannot
     # swap the directory itself for a link.
-    rm -rf "$JOB_PIPE"
+    [ ! -d "$JOB_PIPE" ] || rm -rf "$JOB_PIPE"
 }

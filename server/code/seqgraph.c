@@ -48,10 +48,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEQ_MAX 32                /* launches in a sequence */
-#define SEQ_PARAMS (16u << 10)    /* parameter bytes of a sequence, all its launches */
-#define SEQ_SLOTS 8               /* sequences kept per client */
-#define SEQ_SEEN 3                /* seen whole this often, a sequence gets its graph */
+#define SEQ_MAX 32             /* launches in a sequence */
+#define SEQ_PARAMS (16u << 10) /* parameter bytes of a sequence, all its launches */
+#define SEQ_SLOTS 8            /* sequences kept per client */
+#define SEQ_SEEN 3             /* seen whole this often, a sequence gets its graph */
 /* Holding launches delays the GPU's start on them until the sequence is whole, which is
  * only worth it for a burst: a sequence gets a graph only when, in at least one of its
  * sightings, no two of its launches came more than SEQ_BURST_NS apart. Measured on an H200:
@@ -71,7 +71,7 @@
 struct seq_launch {
     uint64_t func;
     uint32_t grid[3], block[3], smem;
-    uint32_t kernel; /* func is a CUkernel (a library's), named so in a node */
+    uint32_t kernel;     /* func is a CUkernel (a library's), named so in a node */
     uint32_t poff, plen; /* its parameters in the sequence's bytes */
 };
 
@@ -86,12 +86,12 @@ struct seq {
 };
 
 struct slot {
-    struct seq q; /* q.n == 0: free; q.params: the values its graph's nodes hold now */
+    struct seq q;         /* q.n == 0: free; q.params: the values its graph's nodes hold now */
     uint32_t seen, fails; /* fails: holds in a row that ended unreplayed */
     uint32_t barred;      /* never a graph again (SEQ_BURST_NS says when) */
     uint64_t used;        /* tick of its last sighting: the least recent slot is taken */
     uint64_t gap_ns;      /* the least, over its sightings, of the longest gap in one */
-    CUgraph graph; /* kept: its nodes name what an update of the exec changes */
+    CUgraph graph;        /* kept: its nodes name what an update of the exec changes */
     CUgraphNode node[SEQ_MAX];
     CUgraphExec exec;
 };
@@ -209,8 +209,8 @@ static int same_seq(const struct seq *a, const struct seq *b)
 static void issue_one(struct srv_client *c, const struct seq *q, uint32_t i)
 {
     const struct seq_launch *l = &q->l[i];
-    CUresult r = srv_launch_plain(c, q->s, l->func, l->grid, l->block, l->smem,
-                                  q->params + l->poff, l->plen);
+    CUresult r = srv_launch_plain(c, q->s, l->func, l->grid, l->block, l->smem, q->params + l->poff,
+                                  l->plen);
     srv_defer(c, r, "kernel launch");
 }
 
@@ -546,22 +546,26 @@ static void seq_ctx_died(struct srv_client *c, int dev)
         if (q->slot[i].q.n && q->slot[i].q.s->device == dev) drop_slot(&q->slot[i], 0);
 }
 
+/* What became of the client's sequences, at its exit (when any had a graph): how many went
+ * as graphs, and why the others did not. */
+static void log_seqs(const struct srv_client *c, const struct srv_seqs *q)
+{
+    typedef unsigned long long ull;
+    srv_log("Client process %d: %llu launch sequences replayed as graphs (%llu launches, "
+            "%llu graphs made, %llu runs new, %llu nodes updated, %llu replays that would "
+            "have updated too many, %llu sequences barred); runs unkept: %llu of one launch, "
+            "%llu too long, %llu ended by a launch with attributes (ids %#llx); held launches "
+            "let go: %llu unmatched, %llu by their grace",
+            (int)c->pid, (ull)q->replays, (ull)q->replayed, (ull)q->n_graphs, (ull)q->n_new,
+            (ull)q->n_updates, (ull)q->n_toomany, (ull)q->n_barred, (ull)q->n_short, (ull)q->n_long,
+            (ull)q->n_plainless, (ull)q->attr_ids, (ull)q->n_mismatch, (ull)q->n_grace);
+}
+
 static void seq_client_fini(struct srv_client *c)
 {
     struct srv_seqs *q = c->seqs;
     if (!q) return;
-    srv_log("Client process %d: %llu launch sequences replayed as graphs (%llu launches, %llu "
-            "graphs made, %llu runs new, %llu nodes updated, %llu replays that would have updated "
-            "too many, %llu sequences barred); runs unkept: %llu of one launch, %llu too long, %llu ended by a "
-            "launch with attributes (ids %#llx); held launches let go: %llu unmatched, %llu by their "
-            "grace",
-            (int)c->pid, (unsigned long long)q->replays, (unsigned long long)q->replayed,
-            (unsigned long long)q->n_graphs, (unsigned long long)q->n_new,
-            (unsigned long long)q->n_updates, (unsigned long long)q->n_toomany,
-            (unsigned long long)q->n_barred,
-            (unsigned long long)q->n_short,
-            (unsigned long long)q->n_long, (unsigned long long)q->n_plainless,
-            (unsigned long long)q->attr_ids, (unsigned long long)q->n_mismatch, (unsigned long long)q->n_grace);
+    if (q->replays || q->n_graphs || q->n_barred) log_seqs(c, q);
     for (int i = 0; i < SEQ_SLOTS; i++)
         if (q->slot[i].q.n) drop_slot(&q->slot[i], 1);
     free(q->run.params);

@@ -6,6 +6,7 @@
 #include "server/memory/devmem.h"
 #include "server/core/fault.h"
 #include "server/core/generic.h"
+#include "server/core/payload.h"
 #include "server/core/queue.h"
 #include "server/core/spin.h"
 #include "channel/prof.h"
@@ -81,14 +82,21 @@ static const struct srv_op *op_row(uint32_t op)
     return &ops[op - CHAN_OP_BASE];
 }
 
-/* Runs an operation's handler once its payload has the size its row says: 0, or -1 when
- * the client broke the protocol. */
+/* Runs an operation's handler once its payload has the size its row says and passes what
+ * its %payload line says (payload.c): 0, or -1 when the client broke the protocol. A
+ * payload refused is answered as the row says, on its lane, or at the client's next
+ * synchronisation where it asked no reply (as the handlers answer their own errors). */
 static int run_op(struct srv_client *c, const struct srv_op *o, struct chan_rec *r, uint8_t *p,
                   uint32_t len)
 {
-    if (len < o->size || ((o->flags & SRV_OP_EXACT) && len != o->size)) {
+    if (len < o->size || ((o->flags & SRV_OP_EXACT) && len != o->size) ||
+        !srv_payload_ok(r->op, p, len)) {
         if (o->flags & SRV_OP_SHORT_PROTOCOL) return -1;
-        srv_reply(c, r->lane, o->bad, 0);
+        if (o->flags & SRV_OP_TAKES_BLOB) c->blob_len = 0; /* the image goes with it */
+        if (r->lane < CHAN_NLANES)
+            srv_reply(c, r->lane, o->bad, 0);
+        else
+            srv_defer(c, o->bad, srv_proto_op_name(r->op));
         return 0;
     }
     srv_busy(c, r->op);

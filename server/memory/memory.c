@@ -89,16 +89,16 @@ const struct srv_hook srv_hook_mem_info = {.before = mem_info_before, .after = m
 
 void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    struct chan_host_alloc m;
+    struct chan_host_alloc m; /* the payload is one (its %op row) */
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint64_t rep[2] = {0, 0};
     int fd = -1, taken = 0; /* taken: its pinned bytes are counted, not yet by a record */
     uint64_t addr = 0, size = 0;
+    (void)len;
     if (!c->cur) {
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }
-    if (len != sizeof(m)) goto out;
     memcpy(&m, p, sizeof(m));
     if (m.bytes == 0 || m.bytes > (1ull << 40)) goto out;
     /* cuMemAllocManaged's memory is made the same way (server/memory/managed.c says why); it is
@@ -330,7 +330,7 @@ void srv_op_host_register(struct srv_client *c, const struct chan_rec *r, uint8_
                 res = CUDA_SUCCESS;
             }
         }
-    } else if (m.what == CHAN_HR_REGISTER) {
+    } else { /* CHAN_HR_REGISTER: what is one of the two (its %payload line) */
         /* Its memfd came on the socket just before the record. Bounded wait: a client that
          * sent the record without it must not hold this worker. */
         struct pollfd pf = {.fd = c->sock, .events = POLLIN};

@@ -34,7 +34,7 @@ static void CUDART_CB between(void *prev)
 static cudaGraphNodeParams kernel_params(void **args)
 {
     cudaGraphNodeParams p = {};
-    memset(&p, 0, sizeof p);
+    memset(static_cast<void *>(&p), 0, sizeof p); // every byte: = {} zeroes one union member
     p.type = cudaGraphNodeTypeKernel;
     p.kernel.func = (void *)mul_add_i32;
     p.kernel.gridDim = dim3(t_blocks_for(N, 128));
@@ -59,7 +59,7 @@ static void generic(cudaStream_t s)
     CHECK(cudaGraphCreate(&g, 0));
     cudaGraphNode_t ms, k, h, cp;
     cudaGraphNodeParams p = {};
-    memset(&p, 0, sizeof p);
+    memset(static_cast<void *>(&p), 0, sizeof p); // every byte: = {} zeroes one union member
     p.type = cudaGraphNodeTypeMemset;
     p.memset.dst = d_a;
     p.memset.value = 5;
@@ -74,7 +74,7 @@ static void generic(cudaStream_t s)
     CHECK(cudaGraphAddNode(&k, g, &ms, NULL, 1, &p));
     cudaHostNodeParams hp = {count, NULL};
     CHECK(cudaGraphAddHostNode(&h, g, &k, 1, &hp));
-    memset(&p, 0, sizeof p);
+    memset(static_cast<void *>(&p), 0, sizeof p); // every byte: = {} zeroes one union member
     p.type = cudaGraphNodeTypeMemcpy;
     p.memcpy.copyParams.srcPtr = make_cudaPitchedPtr(d_a, N * sizeof(unsigned), N, 1);
     p.memcpy.copyParams.dstPtr = make_cudaPitchedPtr(g_out, N * sizeof(unsigned), N, 1);

@@ -91,8 +91,8 @@ static void two_streams(CUstream s1, CUdeviceptr p1, CUstream s2, CUdeviceptr p2
         CHECK(cuMemcpyDtoHAsync(&v2, p2, sizeof(v2), s2));
         CHECK(cuStreamSynchronize(s1));
         CHECK(cuStreamSynchronize(s2));
-        REQUIRE(v1 == x1 && v2 == x2, "two streams: step %d read %d and %d, want %d and %d", i,
-                v1, v2, x1, x2);
+        REQUIRE(v1 == x1 && v2 == x2, "two streams: step %d read %d and %d, want %d and %d", i, v1,
+                v2, x1, x2);
     }
     need_all(s1, p1, x1, "two streams (first)");
     need_all(s2, p2, x2, "two streams (second)");
