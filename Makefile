@@ -147,6 +147,36 @@ uninstall:
 	-rmdir $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(SLURMDIR) $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(DOCDIR) \
 		$(DESTDIR)$(SYSTEMDDIR)/system $(DESTDIR)$(SYSTEMDDIR)/user $(DESTDIR)$(SYSTEMDDIR) 2>/dev/null
 
+# `make install-mps-compat` (opt-in; PREFIX and DESTDIR as for install): install, then
+# nvidia-cuda-mps-control and nvidia-cuda-mps-server, links to ours, in a directory of
+# their own (MPSCOMPATDIR) that a site puts first on PATH so that MPS's scripts run
+# unchanged; under those names the programs use MPS's variables and default directories
+# (docs/mps-compat.md). Never over NVIDIA's files: a name there that is not a link to ours
+# is refused. `make uninstall` removes the links too.
+MPSCOMPATDIR ?= $(SHIMDIR)/mps-compat/bin
+MPSCOMPAT    := nvidia-cuda-mps-control:mpsshim-control nvidia-cuda-mps-server:mpsshim-server
+.PHONY: install-mps-compat uninstall-mps-compat
+install-mps-compat: install
+	install -d $(DESTDIR)$(MPSCOMPATDIR)
+	rel=$$(realpath -m --relative-to=$(MPSCOMPATDIR) $(BINDIR)) && \
+	for m in $(MPSCOMPAT); do \
+		name=$${m%%:*} ours=$$rel/$${m#*:} at=$(DESTDIR)$(MPSCOMPATDIR)/$${m%%:*}; \
+		if { [ -e "$$at" ] || [ -L "$$at" ]; } && [ "$$(readlink "$$at")" != "$$ours" ]; then \
+			echo "$$at exists and is not mpsshim's (NVIDIA's?): not replacing it;" \
+				"set MPSCOMPATDIR to a directory of mpsshim's own" >&2; exit 1; \
+		fi; \
+		ln -sfn "$$ours" "$$at" || exit 1; \
+	done
+
+uninstall: uninstall-mps-compat
+uninstall-mps-compat:
+	rel=$$(realpath -m --relative-to=$(MPSCOMPATDIR) $(BINDIR)) && \
+	for m in $(MPSCOMPAT); do \
+		at=$(DESTDIR)$(MPSCOMPATDIR)/$${m%%:*}; \
+		[ "$$(readlink "$$at")" = "$$rel/$${m#*:}" ] && rm -f "$$at"; \
+	done; true
+	-rmdir $(DESTDIR)$(MPSCOMPATDIR) $(DESTDIR)$(SHIMDIR)/mps-compat 2>/dev/null
+
 # Formats the tracked C, header and CUDA sources with clang-format 19: tools/format.sh says
 # which files and which version; CI's format-clean row checks the same with it.
 format:

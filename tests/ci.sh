@@ -477,6 +477,10 @@ run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
 # dpkg-buildpackage in a copy of the tree; the package's files, --version and the demo
 # from the unpacked .deb (tests/deb.sh). Own server.
 run_test deb-package 120 bash "$ROOT/tests/deb.sh" "$B"
+# MPS's own scripts (the guide's PBS prologue and epilogue, as root; its single-user
+# sequence, as a user) against the names make install-mps-compat installs into a temporary
+# PREFIX (docs/mps-compat.md). Own servers, in directories of its own.
+run_test mps-compat-scripts 120 bash "$ROOT/tests/mps_compat.sh" "$B"
 # The systemd units as installed, through systemd-analyze verify (nothing is started).
 run_test systemd-units 60 bash "$ROOT/tests/systemd.sh" "$B"
 # The Slurm prolog, epilog and task prolog under a real single-node Slurm (installed when

@@ -17,22 +17,12 @@
 
 extern char **environ;
 
-/* The first of two variables set and not empty (ours before MPS's); NULL if neither. */
-static const char *env2(const char *ours, const char *mps)
-{
-    const char *v = getenv(ours);
-    if (!v || !*v) v = getenv(mps);
-    return v && *v ? v : NULL;
-}
-
 void srv_settings_paths(void)
 {
     snprintf(srv.pipe_dir, sizeof(srv.pipe_dir), "%s", chan_pipe_dir());
-    const char *v = env2("MPSSHIM_LOG_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY");
-    if (v)
-        snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", v);
-    else
-        snprintf(srv.log_dir, sizeof(srv.log_dir), "%.240s/log", srv.pipe_dir);
+    char buf[256];
+    snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", chan_log_dir(buf, sizeof(buf)));
+    const char *v;
     if (!*srv.driver_path && (v = getenv("MPSSHIM_DRIVER")))
         snprintf(srv.driver_path, sizeof(srv.driver_path), "%s", v);
     v = getenv("MPSSHIM_SERVER_SPIN_US");
@@ -129,6 +119,10 @@ static void clear_mps_env(void)
 
 void srv_settings_driver_env(void)
 {
+    /* The directories MPS's variables named stay named, in ours: the standby and a fresh
+     * image (handover.c, recycle.c) read them again from the environment. */
+    setenv("MPSSHIM_PIPE_DIRECTORY", srv.pipe_dir, 1);
+    setenv("MPSSHIM_LOG_DIRECTORY", srv.log_dir, 1);
     clear_mps_env();
     /* One context carries every client's streams. With the driver's default of 8 hardware
      * work queues, streams beyond 8 share queues and serialise, and clients that overlap under
