@@ -48,9 +48,7 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
     /* A client that allocates from memory pools is waited for by cuStreamSynchronize itself:
      * what it freed stream-ordered the driver keeps reserved through cuMemPoolTrimTo until
      * the stream has been synchronised; neither the event below nor a cuStreamQuery of the
-     * stream before the trim counts (the GPU tier's pools part: eight mempool clients beside
-     * six poolrace ones, crowded, failed their trims with either, and passed so; H200,
-     * bench/NOTES.md "Replies from the GPU"). */
+     * stream before the trim counts (bench/NOTES.md, "Replies from the GPU"). */
     if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || c->pool_allocs || d < 0 ||
         d >= CHAN_MAX_DEVICES)
         return DRV(cuStreamSynchronize)(s->real);
@@ -130,8 +128,8 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
 /* A stream synchronisation answered by the GPU (proto.h, chan_lane): the stream itself
  * stores the lane's next reply number once it has run everything enqueued so far, so that
  * the client's thread, spinning on its lane, goes on the moment its work is done, and no
- * thread of the server has to wake for it (each such wake-up cost a scheduler slice of
- * several ms when clients took every CPU: bench/results/issue29-2026-11-28). The worker
+ * thread of the server has to wake for it (each such wake-up can cost a scheduler slice of
+ * milliseconds when clients take every CPU: bench/results/issue29-2026-11-28). The worker
  * keeps a wait with an event behind that store: to wake the thread should it sleep, to
  * answer a fault in its stead, and to know when the lane's number is the GPU's.
  *
