@@ -27,7 +27,7 @@ MPSSHIM_RELEASE := $(shell cat VERSION)
 MPSSHIM_COMMIT  := $(shell test -e .git && git rev-parse --short=12 HEAD 2>/dev/null)$(shell \
                    test -e .git && ! git diff --quiet HEAD -- 2>/dev/null && echo -dirty)
 
-.PHONY: all deps test demo gpu-test soak bench clean format install uninstall slurm-test
+.PHONY: all deps test demo gpu-test soak bench clean format install uninstall slurm-test programs
 all:
 
 include gen/gen.mk
@@ -46,7 +46,9 @@ include tools/tools.mk
 
 # Installs what the build needs when it is missing (Debian/Ubuntu; CI runs as root).
 deps:
-	@CC="$(CC)" sh tests/deps.sh
+	@CC="$(CC)" sh tests/deps.sh $(DEPS_FOR)
+# The test command also installs what only CI's rows use (debhelper: tests/deb.sh).
+test: DEPS_FOR := test
 
 # The test and demo builds use every CPU (CI's 2 cores built serially in about 150 s of its
 # 9 minutes), unless the caller already gave make a job count.
@@ -95,21 +97,30 @@ slurm-test: all
 # PREFIX/lib/mpsshim (where mpsshim-run, and the shim looking for the server, expect them:
 # channel/layout.h), the Slurm prolog, epilog and task prolog in PREFIX/lib/mpsshim/slurm
 # (they find the programs from there), the systemd units in PREFIX/lib/systemd/{system,user}
-# (the only installed files that name PREFIX: their ExecStart), README and LICENSE in
-# PREFIX/share/doc/mpsshim. README.md, "Operations", says how each is used.
+# (the only installed files that name PREFIX: their ExecStart and, with the man pages,
+# DOCDIR), README, LICENSE and docs/*.md in PREFIX/share/doc/mpsshim, the man pages in
+# PREFIX/share/man/man1 (rendered from docs/man/*.1.md by tools/man.py at install, since
+# they name DOCDIR). docs/operations.md says how each is used.
 PREFIX     ?= /usr/local
 BINDIR     := $(PREFIX)/bin
 SHIMDIR    := $(PREFIX)/lib/mpsshim
 SLURMDIR   := $(SHIMDIR)/slurm
 SYSTEMDDIR ?= $(PREFIX)/lib/systemd
 DOCDIR     := $(PREFIX)/share/doc/mpsshim
+MANDIR     := $(PREFIX)/share/man/man1
+INST_MAN   := $(notdir $(patsubst %.md,%,$(wildcard docs/man/*.1.md)))
+INST_DOCS  := $(notdir $(wildcard docs/*.md))
 INST_BINS  := $(notdir $(SRV_BIN) $(CTL_BIN) $(RUN_BIN))
 INST_SLURM := prolog epilog task-prolog
 INST_UNITS := system/mpsshim@.service user/mpsshim.service
 
-install: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN) $(SHIM_LIB)
+# What install installs (and debian/rules builds): the programs and the shim, nothing else.
+programs: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN) $(SHIM_LIB)
+
+install: programs
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(SLURMDIR) $(DESTDIR)$(DOCDIR) \
-		$(DESTDIR)$(SYSTEMDDIR)/system $(DESTDIR)$(SYSTEMDDIR)/user
+		$(DESTDIR)$(SYSTEMDDIR)/system $(DESTDIR)$(SYSTEMDDIR)/user $(DESTDIR)$(DOCDIR)/docs \
+		$(DESTDIR)$(MANDIR) $(B)/man
 	install -m 755 $(SRV_BIN) $(CTL_BIN) $(RUN_BIN) $(DESTDIR)$(BINDIR)/
 	install -m 755 $(SHIM_LIB) $(DESTDIR)$(SHIMDIR)/
 	install -m 755 $(addprefix ops/slurm/,$(INST_SLURM)) $(DESTDIR)$(SLURMDIR)/
@@ -121,14 +132,50 @@ install: $(SRV_BIN) $(CTL_BIN) $(RUN_BIN) $(SHIM_LIB)
 		mv $(DESTDIR)$(SYSTEMDDIR)/$$u.tmp $(DESTDIR)$(SYSTEMDDIR)/$$u || exit 1; \
 	done
 	install -m 644 README.md LICENSE $(DESTDIR)$(DOCDIR)/
+	install -m 644 $(addprefix docs/,$(INST_DOCS)) $(DESTDIR)$(DOCDIR)/docs/
+	for m in $(INST_MAN); do \
+		$(PYTHON) tools/man.py docs/man/$$m.md "$(MPSSHIM_RELEASE)" "$(DOCDIR)" >$(B)/man/$$m || exit 1; \
+	done
+	install -m 644 $(addprefix $(B)/man/,$(INST_MAN)) $(DESTDIR)$(MANDIR)/
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(INST_BINS)) $(DESTDIR)$(SHIMDIR)/libmpsshim.so \
 		$(addprefix $(DESTDIR)$(SLURMDIR)/,$(INST_SLURM) common.sh) \
 		$(addprefix $(DESTDIR)$(SYSTEMDDIR)/,$(INST_UNITS)) \
-		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE
-	-rmdir $(DESTDIR)$(SLURMDIR) $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE \
+		$(addprefix $(DESTDIR)$(DOCDIR)/docs/,$(INST_DOCS)) $(addprefix $(DESTDIR)$(MANDIR)/,$(INST_MAN))
+	-rmdir $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(SLURMDIR) $(DESTDIR)$(SHIMDIR) $(DESTDIR)$(DOCDIR) \
 		$(DESTDIR)$(SYSTEMDDIR)/system $(DESTDIR)$(SYSTEMDDIR)/user $(DESTDIR)$(SYSTEMDDIR) 2>/dev/null
+
+# `make install-mps-compat` (opt-in; PREFIX and DESTDIR as for install): install, then
+# nvidia-cuda-mps-control and nvidia-cuda-mps-server, links to ours, in a directory of
+# their own (MPSCOMPATDIR) that a site puts first on PATH so that MPS's scripts run
+# unchanged; under those names the programs use MPS's variables and default directories
+# (docs/mps-compat.md). Never over NVIDIA's files: a name there that is not a link to ours
+# is refused. `make uninstall` removes the links too.
+MPSCOMPATDIR ?= $(SHIMDIR)/mps-compat/bin
+MPSCOMPAT    := nvidia-cuda-mps-control:mpsshim-control nvidia-cuda-mps-server:mpsshim-server
+.PHONY: install-mps-compat uninstall-mps-compat
+install-mps-compat: install
+	install -d $(DESTDIR)$(MPSCOMPATDIR)
+	rel=$$(realpath -m --relative-to=$(MPSCOMPATDIR) $(BINDIR)) && \
+	for m in $(MPSCOMPAT); do \
+		name=$${m%%:*} ours=$$rel/$${m#*:} at=$(DESTDIR)$(MPSCOMPATDIR)/$${m%%:*}; \
+		if { [ -e "$$at" ] || [ -L "$$at" ]; } && [ "$$(readlink "$$at")" != "$$ours" ]; then \
+			echo "$$at exists and is not mpsshim's (NVIDIA's?): not replacing it;" \
+				"set MPSCOMPATDIR to a directory of mpsshim's own" >&2; exit 1; \
+		fi; \
+		ln -sfn "$$ours" "$$at" || exit 1; \
+	done
+
+uninstall: uninstall-mps-compat
+uninstall-mps-compat:
+	rel=$$(realpath -m --relative-to=$(MPSCOMPATDIR) $(BINDIR)) && \
+	for m in $(MPSCOMPAT); do \
+		at=$(DESTDIR)$(MPSCOMPATDIR)/$${m%%:*}; \
+		[ "$$(readlink "$$at")" = "$$rel/$${m#*:}" ] && rm -f "$$at"; \
+	done; true
+	-rmdir $(DESTDIR)$(MPSCOMPATDIR) $(DESTDIR)$(SHIMDIR)/mps-compat 2>/dev/null
 
 # Formats the tracked C, header and CUDA sources with clang-format 19: tools/format.sh says
 # which files and which version; CI's format-clean row checks the same with it.

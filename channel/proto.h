@@ -259,47 +259,20 @@ _Static_assert(sizeof(struct chan_rec) == 16, "record header layout");
 #define CHAN_RF_PTDS 0x2u  /* the NULL stream means the per-thread default stream */
 
 /* Hand-written operations (the `manual` families): enum chan_op, CHAN_OP_*, generated from
- * the %op rows of cuda_symbols.txt, each with its payload and reply. */
+ * the %op rows of cuda_symbols.txt, and the structs of their payloads and replies, from its
+ * %payload lines (which say each one's members, and what the server checks of them: the
+ * enums below that a member holds are ranges there, first..last, moved when one is added). */
 #include "chan_ops.h"
+#include "chan_payloads.h"
 
-struct chan_ctx {
-    uint32_t id;
-    int32_t device;
-    uint32_t flags;
-    uint32_t primary;
-};
-
-struct chan_limit {
-    uint32_t set;
-    uint32_t limit; /* CUlimit */
-    uint64_t value;
-};
-
-/* Reply: u64 address, u64 mapped size; the memfd travels on the socket just before. */
-/* cuMemHostRegister / cuMemHostUnregister (server/memory/memory.c). Registering: the client moved
- * the pages [addr, addr + bytes) into a memfd, sent just before this record on the socket,
- * which the server maps at the same address and registers with the driver. */
+/* chan_host_register.what: cuMemHostRegister / cuMemHostUnregister. */
 enum chan_host_register_what {
     CHAN_HR_REGISTER = 1,
     CHAN_HR_UNREGISTER,
 };
-struct chan_host_register {
-    uint32_t what;  /* enum chan_host_register_what */
-    uint32_t flags; /* CU_MEMHOSTREGISTER_* */
-    uint64_t addr;  /* page aligned */
-    uint64_t bytes; /* whole pages */
-};
-
 /* chan_host_alloc.flags: cuMemAllocManaged's memory (the other bits are then its
  * CU_MEM_ATTACH_* flags); without it, cuMemHostAlloc's CU_MEMHOSTALLOC_* flags. */
 #define CHAN_HOST_MANAGED 0x80000000u
-
-struct chan_host_alloc {
-    uint64_t bytes;
-    uint32_t flags;
-    uint32_t attempt; /* > 0: the client could not map the last address; pick another */
-    uint64_t avoid;   /* that address */
-};
 
 /* One side of a copy. */
 enum chan_mem {
@@ -309,28 +282,11 @@ enum chan_mem {
     CHAN_MEM_STAGED,     /* client pageable memory: data travels inline or through slots */
 };
 
-struct chan_copy_side {
-    uint32_t kind;    /* enum chan_mem */
-    int32_t device;   /* device of a DEVICE side (peer copies), -1 = the context's */
-    uint64_t addr;    /* address or array handle; unused for STAGED */
-    uint64_t pitch;   /* bytes per row (STAGED: ignored, rows are packed) */
-    uint64_t height;  /* rows per 2D slice, for 3D */
-    uint64_t x, y, z; /* x in bytes */
-};
-
 #define CHAN_CF_ASYNC 0x1u     /* the API call was an ...Async one (orders on `stream`) */
 #define CHAN_CF_INLINE 0x2u    /* STAGED data travels in the record (HtoD) or reply (DtoH) */
 #define CHAN_CF_UNALIGNED 0x4u /* cuMemcpy2DUnaligned semantics */
 #define CHAN_CF_COMPLETE 0x8u  /* reply only once the copy has completed (else once queued) */
 #define CHAN_CF_PEER 0x10u     /* sides name their devices (cuMemcpyPeer, cuMemcpy3DPeer) */
-
-struct chan_copy {
-    struct chan_copy_side src, dst;
-    uint64_t width, height, depth; /* width in bytes */
-    uint64_t stream;
-    uint32_t flags;       /* CHAN_CF_* */
-    uint32_t first_chunk; /* staging chunk number of the first chunk (slot protocol) */
-};
 
 /* __managed__ variables (interpose/mvars.c, server/memory/managed.c). Such a variable is the
  * driver's managed memory in the server, which a client cannot map; the client keeps a host
@@ -355,49 +311,11 @@ enum chan_mvar_what {
     CHAN_MVAR_PULL,
 };
 #define CHAN_MVAR_MANAGED 0x1u
-struct chan_mvar {
-    uint32_t what; /* enum chan_mvar_what */
-    uint32_t n;    /* entries that follow */
-    uint64_t buf;  /* PULL: the client's pinned memory the entries' off are from */
-};
-struct chan_mvar_ent {
-    uint64_t dptr, len;
-    uint64_t off; /* PULL: where in buf */
-};
 
 enum chan_image_kind {
     CHAN_IMAGE_MODULE = 1, /* cuModuleLoadDataEx */
     CHAN_IMAGE_FATBIN,     /* cuModuleLoadFatBinary */
     CHAN_IMAGE_LIBRARY,    /* cuLibraryLoadData */
-};
-
-/* The image was uploaded with CHAN_OP_BLOB records just before. JIT options follow as
- * njit pairs {u32 option, u32 pad, u64 value}; options whose value is a client pointer
- * (log buffers) are rewritten by the client to sizes and answered in the reply. */
-struct chan_module_load {
-    uint32_t kind;
-    uint32_t njit;
-    uint64_t image_size;
-};
-
-struct chan_jit_opt {
-    uint32_t option;
-    uint32_t pad;
-    uint64_t value;
-};
-
-/* Reply: the handle, then the info log and error log (NUL-terminated, possibly empty). */
-struct chan_module_loaded {
-    uint64_t handle;
-    uint32_t info_len, error_len;
-    float wall_time;
-    uint32_t pad;
-};
-
-struct chan_handle {
-    uint64_t handle;
-    uint32_t kind; /* enum chan_handle_kind */
-    uint32_t arg;
 };
 
 enum chan_handle_kind {
@@ -407,36 +325,7 @@ enum chan_handle_kind {
     CHAN_H_KERNEL,
 };
 
-/* Name lookups in a module or library; the NUL-terminated name follows. */
-struct chan_lookup {
-    uint64_t handle;
-    uint32_t kind; /* CHAN_H_MODULE, CHAN_H_LIBRARY, or CHAN_H_KERNEL (kernel -> function) */
-    uint32_t name_len;
-};
-
 #define CHAN_MAX_PARAMS 1024
-
-/* What the client caches per function or kernel to pack launches and check them at once. */
-struct chan_function {
-    uint64_t handle;
-    uint32_t nparams;
-    uint32_t param_bytes;     /* end of the last parameter */
-    int32_t max_threads;      /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
-    int32_t static_smem;      /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
-    int32_t max_dynamic_smem; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
-    uint32_t pad;
-    /* followed by nparams pairs {u32 offset, u32 size} */
-};
-
-struct chan_launch {
-    uint64_t func; /* CUfunction, or a CUkernel cast to one */
-    uint32_t grid[3], block[3];
-    uint32_t smem;
-    uint32_t nattrs; /* CUlaunchAttribute entries that follow (cuLaunchKernelEx) */
-    uint64_t stream;
-    uint32_t cooperative;
-    uint32_t param_bytes; /* packed parameters follow the attributes */
-};
 
 /* Launch attributes travel as plain values, except these, which name events or graph nodes
  * of the caller's: mapping them is not done, so both ends refuse them (the client first,
@@ -448,9 +337,9 @@ static inline int chan_launch_attr_unmapped(CUlaunchAttributeID id)
            id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE;
 }
 
-/* A graph's kernel node: added, its parameters set (in the graph, or in an exec of it) or
- * read. The client packs the kernel's parameters by the function's layout, as for a launch;
- * the node's dependencies (u64 node handles) then the packed parameters follow. */
+/* A graph's kernel node (struct chan_kernel_node): added, its parameters set (in the graph,
+ * or in an exec of it) or read. The client packs the kernel's parameters by the function's
+ * layout, as for a launch. */
 #define CHAN_MAX_DEPS 256          /* dependencies of one added node */
 #define CHAN_MAX_PARAM_BYTES 32764 /* the largest parameter buffer of a CUDA 12.1+ kernel */
 enum chan_kernel_node_what {
@@ -459,50 +348,14 @@ enum chan_kernel_node_what {
     CHAN_KN_EXEC_SET, /* cuGraphExecKernelNodeSetParams: graph = the exec, node */
     CHAN_KN_GET,      /* cuGraphKernelNodeGetParams: node -> struct chan_kernel_node_got */
 };
-struct chan_kernel_node {
-    uint32_t what; /* enum chan_kernel_node_what */
-    uint32_t ndeps;
-    uint64_t graph; /* CUgraph (add) or CUgraphExec (exec set) */
-    uint64_t node;
-    uint64_t func; /* CUfunction, or a CUkernel standing for one */
-    uint32_t grid[3], block[3];
-    uint32_t smem;
-    uint32_t param_bytes;
-};
 
-/* CHAN_KN_GET's reply: the node's launch as the driver holds it, then a chan_function with
- * its {offset, size} pairs (the function's layout, read by the server from the driver),
- * then its param_bytes of parameters, packed by that layout. */
-struct chan_kernel_node_got {
-    uint64_t func; /* the client's CUfunction, or its CUkernel when is_kernel */
-    uint64_t root; /* the outermost graph of the client's the node lies in, or 0 */
-    uint32_t is_kernel;
-    uint32_t grid[3], block[3];
-    uint32_t smem;
-};
-
-/* A graph's conditional node (cuGraphAddNode of CU_GRAPH_NODE_TYPE_CONDITIONAL: no typed
- * call stands for it). The driver makes the node's body graphs and keeps their array; the
- * reply carries them, and the client keeps an array of its own for the node
- * (interpose/graphnode.c). The node's dependencies (u64 node handles) follow. */
+/* A graph's conditional node (struct chan_cond_node: cuGraphAddNode of
+ * CU_GRAPH_NODE_TYPE_CONDITIONAL, no typed call stands for it). The driver makes the node's
+ * body graphs and keeps their array; the reply carries them, and the client keeps an array of
+ * its own for the node (interpose/graphnode.c). */
 #define CHAN_MAX_COND_BODIES 256 /* bodies of one SWITCH node the channel carries */
-struct chan_cond_node {
-    uint64_t graph;
-    uint64_t handle; /* CUgraphConditionalHandle, as the driver gave it */
-    uint32_t type;   /* CUgraphConditionalNodeType */
-    uint32_t size;   /* bodies */
-    uint32_t ctx;    /* the client's context id; 0: the current context */
-    uint32_t ndeps;
-};
 
-/* The reply: then `size` u64 body graphs. */
-struct chan_cond_node_made {
-    uint64_t node;
-    uint64_t root; /* the outermost graph of the client's the node lies in */
-};
-
-/* IPC between clients of one server (server/memory/ipc.c). The 64 handle bytes are the server's
- * own (struct srv_ipc_handle there); the client only carries them. */
+/* chan_ipc.what: IPC between clients of one server (server/memory/ipc.c). */
 enum chan_ipc_what {
     CHAN_IPC_GET_MEM = 1, /* value = device address -> handle */
     CHAN_IPC_OPEN_MEM,    /* handle, flags -> value = base, size */
@@ -513,22 +366,11 @@ enum chan_ipc_what {
                              (the client hands it on in a memfd: cuMemExportToShareableHandle) */
     CHAN_IPC_OPEN_VMM,    /* handle -> value = CUmemGenericAllocationHandle */
 };
-struct chan_ipc {
-    uint32_t what; /* enum chan_ipc_what */
-    uint32_t flags;
-    uint64_t value;
-    uint8_t handle[CU_IPC_HANDLE_SIZE];
-};
-struct chan_ipc_reply {
-    uint64_t value;
-    uint64_t size;
-    uint64_t opens;
-    uint8_t handle[CU_IPC_HANDLE_SIZE];
-};
+_Static_assert(sizeof(((struct chan_ipc *)0)->handle) == CU_IPC_HANDLE_SIZE, "IPC handle bytes");
 
-/* A graph's host node (see struct chan_callbacks): added, its function read or set (in the
- * graph, or in an exec of it), or a host function captured by a capturing stream. The
- * node's dependencies (u64 node handles) follow. */
+/* A graph's host node (struct chan_host_node; see struct chan_callbacks): added, its function
+ * read or set (in the graph, or in an exec of it), or a host function captured by a capturing
+ * stream. */
 enum chan_host_node_what {
     CHAN_HN_ADD = 1,  /* cuGraphAddHostNode: graph, fn, user, deps -> the new node */
     CHAN_HN_GET,      /* cuGraphHostNodeGetParams: node -> fn, user */
@@ -536,20 +378,6 @@ enum chan_host_node_what {
     CHAN_HN_EXEC_SET, /* cuGraphExecHostNodeSetParams: graph = the exec, node, fn, user */
     CHAN_HN_CAPTURE,  /* cuLaunchHostFunc in a capture: graph = the stream, fn, user;
                          CUDA_ERROR_NOT_READY if the stream is not capturing after all */
-};
-struct chan_host_node {
-    uint32_t what; /* enum chan_host_node_what */
-    uint32_t ndeps;
-    uint64_t graph;
-    uint64_t node;
-    uint64_t fn, user;
-};
-
-/* The n-th host function of the client, on `stream`. */
-struct chan_host_func {
-    uint64_t stream;
-    uint32_t seq;
-    uint32_t pad;
 };
 
 /* The server's driver's cuGetProcAddress answers (server/code/procaddr.c), probed once at
@@ -563,28 +391,5 @@ struct chan_host_func {
 #define CHAN_PROCADDR_MAX (2u << 20)    /* bytes of a table a client accepts */
 #define CHAN_PROCADDR_MAGIC 0x52444150u /* "PADR" */
 #define CHAN_PROCADDR_NONE 0xffffffffu
-struct chan_procaddr_page {
-    uint32_t total; /* bytes of the whole table; the page's bytes from `offset` follow */
-    uint32_t pad;
-};
-struct chan_procaddr_head {
-    uint32_t magic;
-    int32_t driver_version;
-    uint32_t nrows;
-    uint32_t strings;
-};
-struct chan_procaddr_row {
-    uint32_t name;   /* offset in the strings */
-    uint32_t symbol; /* offset in the strings, or CHAN_PROCADDR_NONE */
-    int32_t version;
-    int32_t flags;  /* 0, 1 (CU_GET_PROC_ADDRESS_LEGACY_STREAM), 2 (_PER_THREAD_DEFAULT_STREAM) */
-    int32_t result; /* CUresult without a symbol */
-    int32_t status; /* CUdriverProcAddressQueryResult without a symbol, -1 = not written */
-};
-
-struct chan_stream_create {
-    uint32_t flags;
-    int32_t priority;
-};
 
 #endif

@@ -44,11 +44,20 @@ int chan_wait_ready(pid_t pid, int fd, char *msg, size_t len)
     return -1;
 }
 
+int chan_mps_defaults(void)
+{
+    unsigned long long on; /* 0 or 1 only: mpsshim-control refuses other words (ctl.c) */
+    if (chan_setting_get(CHAN_SET_MPS_DEFAULTS, &on)) return (int)on;
+    return strncmp(program_invocation_short_name, CHAN_MPS_NAME_PREFIX,
+                   strlen(CHAN_MPS_NAME_PREFIX)) == 0;
+}
+
 const char *chan_pipe_dir(void)
 {
     static char own[96];
     const char *d = chan_setting_text(CHAN_SET_PIPE_DIRECTORY, NULL);
     if (d) return d;
+    if (chan_mps_defaults()) return CHAN_MPS_PIPE_DIR;
     /* In a Slurm job, the job's own: a server a task starts belongs to the job (the epilog
      * stops it, ops/slurm), and is never the one another job of the same user uses on the
      * node, which that job's end would take away. A job id that is not a number is not used. */
@@ -59,6 +68,15 @@ const char *chan_pipe_dir(void)
     else
         snprintf(own, sizeof(own), "%s-%u", CHAN_DEFAULT_PIPE_DIR, (unsigned)geteuid());
     return own;
+}
+
+const char *chan_log_dir(char *buf, size_t len)
+{
+    const char *d = chan_setting_text(CHAN_SET_LOG_DIRECTORY, NULL);
+    if (d) return d;
+    if (chan_mps_defaults()) return CHAN_MPS_LOG_DIR;
+    snprintf(buf, len, "%.240s/log", chan_pipe_dir());
+    return buf;
 }
 
 int chan_dir_private(const char *path, char *why, size_t len)

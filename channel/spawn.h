@@ -8,11 +8,27 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* MPS's names and default directories (docs/mps-compat.md). A program run under one of
+ * NVIDIA's names (nvidia-cuda-mps-control, from make install-mps-compat) uses MPS's
+ * default directories, as does any program with MPSSHIM_MPS_DEFAULTS=1 (a client, whose
+ * name is the application's, needs the variable); MPSSHIM_MPS_DEFAULTS=0 turns them off. */
+#define CHAN_MPS_NAME_PREFIX "nvidia-cuda-mps-"
+#define CHAN_MPS_PIPE_DIR "/tmp/nvidia-mps"
+#define CHAN_MPS_LOG_DIR "/var/log/nvidia-mps"
+/* 1 when MPS's default directories are ours (above). */
+int chan_mps_defaults(void);
+
 /* The pipe directory every end agrees on: MPSSHIM_PIPE_DIRECTORY, else the variable MPS
- * users set (CUDA_MPS_PIPE_DIRECTORY), else CHAN_DEFAULT_PIPE_DIR-<uid>: one per user, so
- * that no user's clients find another user's server by default; in a Slurm job
- * (SLURM_JOB_ID) CHAN_DEFAULT_PIPE_DIR-<uid>-job<id>, one per job. */
+ * users set (CUDA_MPS_PIPE_DIRECTORY), else MPS's /tmp/nvidia-mps under
+ * chan_mps_defaults(), else CHAN_DEFAULT_PIPE_DIR-<uid>: one per user, so that no user's
+ * clients find another user's server by default; in a Slurm job (SLURM_JOB_ID)
+ * CHAN_DEFAULT_PIPE_DIR-<uid>-job<id>, one per job. */
 const char *chan_pipe_dir(void);
+
+/* The log directory: MPSSHIM_LOG_DIRECTORY, else CUDA_MPS_LOG_DIRECTORY, else MPS's
+ * /var/log/nvidia-mps under chan_mps_defaults(), else <pipe directory>/log (written into
+ * buf, len bytes). */
+const char *chan_log_dir(char *buf, size_t len);
 
 /* 0 if path is a directory (not a link) of this user that no one else may write to: what
  * a pipe directory must be, since whoever can write there can put a socket or a link in

@@ -3,7 +3,8 @@
 GEN_OUT := $(B)/gen/shim_ids.h $(B)/gen/shim_desc.c $(B)/gen/shim_stubs.c $(B)/gen/shim_impl.h \
            $(B)/gen/shim_symtab.c $(B)/gen/shim_procaddr.c $(B)/gen/shim_exports.map \
            $(B)/gen/srv_hooks.c $(B)/gen/srv_hooks.h \
-           $(B)/gen/chan_ops.h $(B)/gen/srv_ops.h $(B)/gen/srv_ops.def
+           $(B)/gen/chan_ops.h $(B)/gen/srv_ops.h $(B)/gen/srv_ops.def \
+           $(B)/gen/chan_payloads.h $(B)/gen/srv_payloads.def
 GEN_PROCADDR := gen/data/procaddress-580.159.04.tsv
 # The generator's modules: every gen/*.py but the tools that only read its model or the
 # settings table, so that a new module is a dependency without a change here.

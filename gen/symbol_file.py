@@ -105,8 +105,8 @@ def parse_symbols(path):
                 structs.append(parse_struct(words, where))
                 structs[-1].lineno = lineno
                 continue
-            if words[0] == "%op":
-                continue  # the protocol's own operations: gen/ops.py
+            if words[0] in ("%op", "%payload"):
+                continue  # the protocol's own operations and their payloads: gen/ops.py
             if words[0].startswith("%"):
                 raise GenError("%s: unknown directive %s" % (where, words[0]))
             if len(words) < 2 or words[1] not in CLASSES:

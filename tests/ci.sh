@@ -246,6 +246,11 @@ run_test support-doc-current 30 bash -c '
 run_test settings-doc-current 30 bash -c '
     cd '"$ROOT"' && "'"$B"'/mpsshim-server" --settings | python3 gen/settings_doc.py |
         diff -u docs/settings.md - || { echo "docs/settings.md is not current: run make doc"; exit 1; }'
+# The user docs: no dead relative link, no #anchor without its heading, no named path of
+# the tree that is gone (tools/check_docs.py).
+run_test docs-links 30 bash -c 'cd '"$ROOT"' && python3 tools/check_docs.py README.md docs/*.md \
+    bench/README.md bench/results/README.md \
+    docs/man/*.md debian/README'
 # tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
 # what is missing otherwise, apt-get's own words when it fails.
 run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
@@ -474,8 +479,15 @@ run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # values from clients cannot forge log lines or control answers (issue 34). Own servers.
 run_test control-hostile 180 bash "$ROOT/tests/control_hostile.sh" "$B"
 # make install into a temporary DESTDIR; the installed programs and shim find each other
-# and serve a client; make uninstall leaves nothing. Own servers.
+# and serve a client; the man pages cover --help; make uninstall leaves nothing. Own servers.
 run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
+# dpkg-buildpackage in a copy of the tree; the package's files, --version and the demo
+# from the unpacked .deb (tests/deb.sh). Own server.
+run_test deb-package 120 bash "$ROOT/tests/deb.sh" "$B"
+# MPS's own scripts (the guide's PBS prologue and epilogue, as root; its single-user
+# sequence, as a user) against the names make install-mps-compat installs into a temporary
+# PREFIX (docs/mps-compat.md). Own servers, in directories of its own.
+run_test mps-compat-scripts 120 bash "$ROOT/tests/mps_compat.sh" "$B"
 # The systemd units as installed, through systemd-analyze verify (nothing is started).
 run_test systemd-units 60 bash "$ROOT/tests/systemd.sh" "$B"
 # The Slurm prolog, epilog and task prolog under a real single-node Slurm (installed when

@@ -136,8 +136,11 @@ until_true grep -q ready "$W/hold.log" || bad hold-ready "$(cat "$W/hold.log")"
 until_true grep -q 'ok setup' "$W/busy.log" || bad busy-ready "$(cat "$W/busy.log")"
 check get_client_list "$(ctl "get_client_list $S" | sort -n)" "$(printf '%s\n' "$H" "$V" | sort -n)"
 dl=$(ctl get_device_client_list)
-has get_device_client_list-0 "$dl" "^GPU-0 $H\$"
-has get_device_client_list-1 "$dl" "^GPU-1 $V\$"
+# Devices by UUID, as MPS prints them: each client on both devices.
+uuid_re='GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}'
+has get_device_client_list-0 "$dl" "^$uuid_re $H\$"
+has get_device_client_list-1 "$dl" "^$uuid_re $V\$"
+check get_device_client_list-devices "$(echo "$dl" | awk '{print $1}' | sort -u | wc -l)" 2
 check get_device_client_list-own "$(ctl "get_device_client_list $S")" "$dl"
 ps=$(ctl ps)
 has ps-hold "$ps" "^$H [0-9]+ $S GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4} [0-9]+ $B/tests/hold 600\$"

@@ -82,3 +82,9 @@ if [ -n "$missing" ]; then
     echo "mpsshim: still missing after installing:$missing (compiler: $CC)" >&2
     exit 1
 fi
+
+# 4. For `make test` only (`sh tests/deps.sh test`): debhelper, with which CI's deb-package
+# row builds the Debian package (debian/).
+if [ "${1:-}" = test ] && ! have dh; then
+    install debhelper
+fi

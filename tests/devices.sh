@@ -53,7 +53,7 @@ info=$(ctl "get_client_info $H")
 echo "$info"
 check hold-device-1-memory "$(echo "$info" | awk '/Device 1: memory used/ {print ($5 >= 67108864)}')" 1
 check hold-device-0-none "$(echo "$info" | awk '/Device 0: memory used/ {print $5}')" 0
-check device-client-list "$(ctl get_device_client_list | grep " $H\$")" "GPU-1 $H"
+check device-client-list "$(ctl get_device_client_list | grep " $H\$")" "$U1 $H"
 exec {HOLD_IN}>&-
 HOLD_IN=
 wait_for 20 no_clients || bad hold-gone "the holding client did not leave"

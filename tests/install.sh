@@ -4,7 +4,8 @@
 # starts the installed server and a client runs through the installed shim; a client with
 # no server starts the installed server itself (the shim finds it in ../../bin, or ../bin
 # for a shim in PREFIX/lib); the installed mpsshim-run preloads the installed shim; `make
-# uninstall` leaves nothing. Servers of its own, on the CPU test driver.
+# uninstall` leaves nothing. The man pages and the docs are installed and removed with the
+# rest. Servers of its own, on the CPU test driver.
 # Each check prints "ok NAME" or "FAIL NAME: what was seen"; exits 1 if any failed.
 set -u
 B=$(cd "${1:-build}" && pwd)
@@ -44,18 +45,41 @@ exe_of() { readlink "/proc/$1/exe"; }
 
 make -C "$ROOT" --no-print-directory B="$B" PREFIX="$P" DESTDIR="$D" install >"$W/install.log" 2>&1 &&
     ok make-install || { bad make-install "$(tail -n 20 "$W/install.log")"; exit 1; }
-check installed-files "$(cd "$D" && find . -type f | sort)" "$(printf '%s\n' \
+check installed-files "$(cd "$D" && find . -type f | sort)" "$( (printf '%s\n' \
     ./usr/local/bin/mpsshim-control ./usr/local/bin/mpsshim-run ./usr/local/bin/mpsshim-server \
     ./usr/local/lib/mpsshim/libmpsshim.so ./usr/local/lib/mpsshim/slurm/common.sh \
     ./usr/local/lib/mpsshim/slurm/epilog ./usr/local/lib/mpsshim/slurm/prolog \
     ./usr/local/lib/mpsshim/slurm/task-prolog ./usr/local/lib/systemd/system/mpsshim@.service \
     ./usr/local/lib/systemd/user/mpsshim.service ./usr/local/share/doc/mpsshim/LICENSE \
-    ./usr/local/share/doc/mpsshim/README.md)"
+    ./usr/local/share/doc/mpsshim/README.md ./usr/local/share/man/man1/mpsshim-control.1 \
+    ./usr/local/share/man/man1/mpsshim-run.1 ./usr/local/share/man/man1/mpsshim-server.1
+    cd "$ROOT" && for f in docs/*.md; do echo "./usr/local/share/doc/mpsshim/$f"; done) | sort)"
 # The units run the installed programs (the only installed files that name PREFIX).
 check units-execstart "$(grep -h '^ExecStart=' "$I"/lib/systemd/*/mpsshim*.service | sort -u)" \
     "ExecStart=$P/bin/mpsshim-control -f"
 for p in mpsshim-server mpsshim-control mpsshim-run; do
     check "$p-installed-version" "$("$I/bin/$p" --version)" "$("$B/$p" --version)"
+done
+# The man pages: `man` finds each installed page and renders it without a warning, and each
+# option and command the program's --help names is in its page (the page's source is
+# docs/man/NAME.1.md, written by hand: this is what keeps it level with the program).
+for p in mpsshim-server mpsshim-control mpsshim-run; do
+    if command -v man >/dev/null; then
+        page=$(MANPATH="$I/share/man" MANWIDTH=80 man --warnings "$p" 2>"$W/man-$p.err")
+        if printf '%s\n' "$page" | grep -q "^NAME" && [ ! -s "$W/man-$p.err" ]; then
+            ok "$p-man"
+        else
+            bad "$p-man" "$(head -n 5 "$W/man-$p.err")"
+        fi
+    fi
+    missing=""
+    # Options, command names (those with an underscore, and a word before its arguments).
+    help=$("$I/bin/$p" --help)
+    for w in $({ grep -oE '(^|[][ |(,])-{1,2}[a-z][a-z-]*|[a-z]+_[a-z_]+' <<<"$help"
+        grep -oE '^  [a-z]+ \[' <<<"$help"; } | sed 's/^[][ |(,]*//; s/ \[$//' | sort -u); do
+        grep -qE -- "(^|[^a-z_-])$w([^a-z_-]|\$)" "$ROOT/docs/man/$p.1.md" || missing="$missing $w"
+    done
+    check "$p-man-covers-help" "${missing# }" ""
 done
 
 # The installed mpsshim-control -d starts the installed server; a client through the

@@ -35,6 +35,10 @@ while IFS=$'\t' read -r name mps side kind _ _ on_bad _; do
         refused+=("$var=$v")
     elif [ -z "$v" ]; then
         continue
+    elif [ "$name" = MPSSHIM_MPS_DEFAULTS ]; then
+        # mpsshim-control refuses to run with a bad one (its rule, server/control/ctl.c).
+        out=$(env "$var=$v" "$CTL" -d 2>&1 </dev/null) && fail "mpsshim-control took $var=$v"
+        grep -qF "$var=$v" <<<"$out" || fail "mpsshim-control does not name $var=$v: $out"
     elif [ "$side" = client ]; then
         client_env+=("$var=$v")
     else

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU timelines (server/control/trace.c, README "GPU timeline"), the whole path on the CPU test driver,
+# GPU timelines (server/control/trace.c, docs/operations.md, "GPU timeline"), the whole path on the CPU test driver,
 # whose stand-in for CUPTI (tests/cpudrv/cupti.c) times each kernel, copy and set its streams
 # run:
 #  - the summary and the file on records whose overlaps are known (tests/unit/trace_test);
@@ -63,7 +63,9 @@ stop_server 20 || fail "the server without CUPTI did not quit"
 # ---------------------------------------------------------------- the whole path
 use_dir "$W/cpu"
 LOG=$MPSSHIM_LOG_DIRECTORY
-MPSSHIM_CUPTI=$B/cpudrv/libcupti.so MPSSHIM_RECYCLE_IDLE=1 "$CTL" -d || exit 1
+# A fresh start 3 s after the last client (1 s let it come, under load, before the
+# status query right after the trace stop, whose answer it forgets).
+MPSSHIM_CUPTI=$B/cpudrv/libcupti.so MPSSHIM_RECYCLE_IDLE=3 "$CTL" -d || exit 1
 shim "$B/tests/vecadd" 1000 >"$W/before.out" 2>&1 || fail "vecadd before the trace failed"
 ctl "trace status" | grep -q "^CUPTI not loaded" || fail "CUPTI was loaded before any trace"
 grep -q "Trace: loaded CUPTI" "$LOG/server.log" && fail "CUPTI was loaded before any trace"

@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# Sourced by the Slurm prolog, epilog and task prolog of mpsshim (README, "Operations"):
+# Sourced by the Slurm prolog, epilog and task prolog of mpsshim (docs/operations.md):
 # the site's settings and the job's directories. One server per job and node, started by
 # the Prolog as the job's user, found by the tasks through the TaskProlog's exports,
 # stopped by the Epilog.

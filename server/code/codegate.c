@@ -52,6 +52,8 @@
  * probed and not listed below): those may still wait in the driver. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/registry.h"
 #include "server/code/codegate.h"
 #include "server/code/launch.h"
 

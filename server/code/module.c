@@ -2,6 +2,10 @@
  * context from images the client uploaded. Each function comes back to the client with its
  * parameter layout and launch limits, so that launches are packed and checked there. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/code/codegate.h"
 #include "server/code/module.h"
 
@@ -68,15 +72,8 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     char *info = NULL, *error = NULL;
     uint8_t *out = srv_lane_data(c, r->lane);
-    if (len < sizeof(m)) {
-        c->blob_len = 0;
-        goto reply;
-    }
+    (void)len; /* its JIT options end it (its %payload line) */
     memcpy(&m, p, sizeof(m));
-    if (m.njit > 32 || len != sizeof(m) + m.njit * sizeof(struct chan_jit_opt)) {
-        c->blob_len = 0;
-        goto reply;
-    }
     uint8_t *image = take_blob(c, m.image_size, &res);
     if (!image) goto reply;
     /* Libraries belong to no context (the driver loads them into each lazily); modules
@@ -134,7 +131,7 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
         res = DRV(cuModuleLoadDataEx)(&mod, image, n, opts, vals);
     else if (m.kind == CHAN_IMAGE_FATBIN)
         res = DRV(cuModuleLoadFatBinary)(&mod, image);
-    else if (m.kind == CHAN_IMAGE_LIBRARY)
+    else /* CHAN_IMAGE_LIBRARY: kind is one of the three (its %payload line) */
         res = DRV(cuLibraryLoadData)(&lib, image, opts, vals, n, NULL, NULL, 0);
     if (res == CUDA_SUCCESS) eager_load(c, lib, mod);
     srv_codegate_leave(gdev);
@@ -226,26 +223,15 @@ static CUresult add_func(struct srv_client *c, uint64_t key, int is_kernel, stru
                : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Parses a chan_lookup and its NUL-terminated name. */
-static int lookup_args(uint8_t *p, uint32_t len, struct chan_lookup *m, const char **name)
-{
-    memcpy(m, p, sizeof(*m)); /* len is at least that (its %op row) */
-    if (m->name_len > len - sizeof(*m)) return -1;
-    *name = NULL;
-    if (m->name_len) {
-        if (p[sizeof(*m) + m->name_len - 1] != '\0') return -1;
-        *name = (const char *)p + sizeof(*m);
-    }
-    return 0;
-}
-
 void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_lookup m;
-    const char *name;
-    CUresult res = CUDA_ERROR_INVALID_VALUE;
+    CUresult res;
     uint32_t out = 0;
-    if (lookup_args(p, len, &m, &name) != 0) goto reply;
+    (void)len;
+    /* Its name, NUL-terminated, ends it; none when name_len is 0 (its %payload line). */
+    memcpy(&m, p, sizeof(m));
+    const char *name = m.name_len ? (const char *)p + sizeof(m) : NULL;
     /* A library's kernels need no context; a module's functions and a kernel's function
      * in the current context do. */
     if (!c->cur && m.kind != CHAN_H_LIBRARY) {

@@ -11,6 +11,7 @@
  * way gen/data/procaddress-*.tsv keeps them: a row only where the answer changes. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/reply.h"
 #include "server/code/procaddr.h"
 
 #include <dlfcn.h>

@@ -3,14 +3,13 @@
  * has been seen whole SEQ_SEEN times, instead of launch by launch.
  *
  * Why: in the one shared context every launch takes the driver's launch path under the
- * context's own serialisation, and at 16 busy clients each launch's replay cost 2-4 times
- * what it does alone (bench/README.md, "One context's ceiling"). The same context launching
- * the same work as graphs ran 1.8 times the steps (bench/onectx --graph). The server's CPU
- * time per step is what 16 clients on 16 cores compete for.
+ * context's own serialisation, which busy clients crowd; one graph launch stands for many
+ * (bench/README.md: "One context's ceiling", and "Launch sequences as graphs" for what this
+ * file gains). The server's CPU time per step is what clients on every core compete for.
  *
  * What is the same sequence: the same stream, and launch for launch the same function,
  * grid, block, dynamic shared memory and parameter size. The parameters' values may change
- * (PyTorch's did at every step, on an H200): a node whose values differ from the held
+ * (a framework's often do from step to step): a node whose values differ from the held
  * launch's is given them (cuGraphExecKernelNodeSetParams) before the graph goes, while they
  * are few; more, and the launches go one by one. Plain launches only: a launch with
  * attributes or a cooperative one, a launch into a capture of the client's, a launch on a
@@ -38,6 +37,10 @@
  * Errors: a graph's launch that fails issues the launches one by one, whose errors are the
  * client's as before (deferred to its next synchronisation). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/reply.h"
+#include "server/limits/account.h"
 #include "server/code/launch.h"
 #include "server/code/seqgraph.h"
 #include "server/core/family.h"
@@ -55,15 +58,14 @@
 #define SEQ_SEEN 3             /* seen whole this often, a sequence gets its graph */
 /* Holding launches delays the GPU's start on them until the sequence is whole, which is
  * only worth it for a burst: a sequence gets a graph only when, in at least one of its
- * sightings, no two of its launches came more than SEQ_BURST_NS apart. Measured on an H200:
- * a driver-API loop's launches come about 1 us apart; PyTorch's 10-40 us apart (Python
- * between them), where holding them for the graph took a third of an 8-process fleet's
- * steps. Held launches wait SEQ_GRACE_NS for the next one (the worker spins), or
- * SEQ_GRACE_CROWDED_NS while the server is crowded (spin.c), when a client is often
- * descheduled mid-burst (16 clients on 16 CPUs): the worker then gives its CPU away between
- * looks (sched_yield), perhaps to that client. A sequence whose holds end unreplayed
- * SEQ_FAILS times in a row (their grace ran out, or too many values changed) is barred: its
- * graph goes, and it is never made another while its slot lasts. */
+ * sightings, no two of its launches came more than SEQ_BURST_NS apart (a driver-API loop's
+ * come microseconds apart; an interpreter's, tens: holding those delays the GPU more than
+ * the graph saves, bench/README.md). Held launches wait SEQ_GRACE_NS for the next one (the
+ * worker spins), or SEQ_GRACE_CROWDED_NS while the server is crowded (spin.c), when a
+ * client is often descheduled mid-burst: the worker then gives its CPU away between looks
+ * (sched_yield), perhaps to that client. A sequence whose holds end unreplayed SEQ_FAILS
+ * times in a row (their grace ran out, or too many values changed) is barred: its graph
+ * goes, and it is never made another while its slot lasts. */
 #define SEQ_BURST_NS (20u * 1000)
 #define SEQ_GRACE_NS (20u * 1000)
 #define SEQ_GRACE_CROWDED_NS (200u * 1000)
@@ -242,7 +244,8 @@ static CUDA_KERNEL_NODE_PARAMS node_params(const struct seq *q, const struct seq
     extra[3] = psize;
     extra[4] = CU_LAUNCH_PARAM_END;
     /* A CUkernel is named as one (its function in the current context is the driver's
-     * to find): as a function, the node is refused (INVALID_HANDLE, on an H200). */
+     * to find): the driver refuses it as a node's function (INVALID_HANDLE), though a
+     * launch takes it so. */
     return (CUDA_KERNEL_NODE_PARAMS){.func = l->kernel ? NULL : (CUfunction)(uintptr_t)l->func,
                                      .kern = l->kernel ? (CUkernel)(uintptr_t)l->func : NULL,
                                      .gridDimX = l->grid[0],
@@ -437,7 +440,7 @@ int srv_seq_launch(struct srv_client *c, struct srv_stream *s, const struct chan
     if (!enabled) return 0;
     struct srv_seqs *q = seqs_of(c);
     if (!q) return 0;
-    if (m->nattrs || m->cooperative || c->green[s->device] || srv_stream_capturing(c, s)) {
+    if (m->nattrs || m->cooperative || c->lim->part[s->device] >= 0 || srv_stream_capturing(c, s)) {
         q->n_plainless++;
         for (uint32_t i = 0; i < m->nattrs; i++)
             if (a[i].id < 64) q->attr_ids |= 1ull << a[i].id;

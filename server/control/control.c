@@ -11,6 +11,12 @@
  * line of its answer go to control.log. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/limits/account.h"
+#include "server/core/context.h"
+#include "server/core/log.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
+#include "server/control/trace_owners.h"
 #include "server/memory/arena.h"
 #include "server/control/control.h"
 #include "server/core/devices.h"
@@ -136,6 +142,15 @@ static void short_uuid(int d, char *out, size_t len)
              u[6], u[7]);
 }
 
+/* "GPU-cb1213a3-d6a4-be7f-...": a device's whole UUID, as nvidia-smi -L and MPS print it. */
+static void full_uuid(int d, char *out, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)srv.devinfo.dev[d].uuid.bytes;
+    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
+}
+
 /* The client's command line from /proc (its executable's name if that is unreadable),
  * escaped: the client chose its arguments, newlines and terminal escapes included. */
 static void command_line(const struct srv_client *c, char *out, size_t len)
@@ -188,9 +203,14 @@ static void list_pid(struct cmd *k, const struct srv_client *c)
 
 static void list_devices(struct cmd *k, const struct srv_client *c)
 {
-    /* Only the devices its CUDA_VISIBLE_DEVICES gave it (devices.c), by the server's index. */
+    /* Only the devices its CUDA_VISIBLE_DEVICES gave it (devices.c), by UUID as MPS names
+     * them (an index would be the server's, not the client's). */
+    char uuid[48];
     for (int d = 0; d < srv.ndev; d++)
-        if (srv_dev_out(c, d) >= 0) say(k, "GPU-%d %d\n", d, (int)c->pid);
+        if (srv_dev_out(c, d) >= 0) {
+            full_uuid(d, uuid, sizeof(uuid));
+            say(k, "%s %d\n", uuid, (int)c->pid);
+        }
 }
 
 static void ps_row(struct cmd *k, const struct srv_client *c)
@@ -217,13 +237,13 @@ static void info_block(struct cmd *k, const struct srv_client *c)
     say(k, "Client %d (%s)\n", (int)c->pid, c->exe); /* kept escaped (client.c) */
     for (int d = 0; d < srv.ndev; d++) {
         char lim[32] = "none";
-        if (c->lim.mem[d]) srv_format_size(c->lim.mem[d], lim, sizeof(lim));
+        if (c->lim->mem[d]) srv_format_size(c->lim->mem[d], lim, sizeof(lim));
         say(k, "  Device %d: memory used %llu bytes, memory limit %s, %u of %u SMs\n", d,
-            (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim.sms[d],
-            srv.sm[d].total);
+            (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim->sms[d],
+            srv_sm[d].total);
     }
-    say(k, "  Active thread percentage %d\n", c->lim.pct);
-    say(k, "  Priority %d (%s)\n", c->lim.priority, c->lim.priority ? "below normal" : "normal");
+    say(k, "  Active thread percentage %d\n", c->lim->pct);
+    say(k, "  Priority %d (%s)\n", c->lim->priority, c->lim->priority ? "below normal" : "normal");
     say(k, "  Streams %llu\n", (unsigned long long)atomic_load(&c->stats.streams));
     say(k, "  Kernels launched %llu\n", (unsigned long long)atomic_load(&c->stats.launches));
     say(k, "  Bytes copied %llu\n", (unsigned long long)atomic_load(&c->stats.bytes_copied));
@@ -269,35 +289,35 @@ static void quit_after(struct cmd *k, const char *secs)
  * client connects). What a get_* shows: own, or dflt when own is NULL or not set (0). */
 static int policy_int(const int *own, const int *dflt)
 {
-    pthread_mutex_lock(&srv.policy.lock);
+    pthread_mutex_lock(&srv_policy.lock);
     int v = own && *own ? *own : *dflt;
-    pthread_mutex_unlock(&srv.policy.lock);
+    pthread_mutex_unlock(&srv_policy.lock);
     return v;
 }
 
 /* The same for a memory limit. */
 static uint64_t policy_mem(const uint64_t *own, const uint64_t *dflt)
 {
-    pthread_mutex_lock(&srv.policy.lock);
+    pthread_mutex_lock(&srv_policy.lock);
     uint64_t v = own && *own ? *own : *dflt;
-    pthread_mutex_unlock(&srv.policy.lock);
+    pthread_mutex_unlock(&srv_policy.lock);
     return v;
 }
 
 /* Stores v in a setting of the policy, under its lock. */
 static void set_int(int *to, int v)
 {
-    pthread_mutex_lock(&srv.policy.lock);
+    pthread_mutex_lock(&srv_policy.lock);
     *to = v;
-    pthread_mutex_unlock(&srv.policy.lock);
+    pthread_mutex_unlock(&srv_policy.lock);
 }
 
 /* The same for a memory limit. */
 static void set_mem(uint64_t *to, uint64_t v)
 {
-    pthread_mutex_lock(&srv.policy.lock);
+    pthread_mutex_lock(&srv_policy.lock);
     *to = v;
-    pthread_mutex_unlock(&srv.policy.lock);
+    pthread_mutex_unlock(&srv_policy.lock);
 }
 
 /* get_server_list: this server, the only one. */
@@ -355,7 +375,7 @@ static void status_devices(struct cmd *k)
             "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
             "bytes per thread (%zu at start)\n",
             d, (unsigned long long)mapped, (unsigned long long)kept, stack,
-            srv.limit_default[d][CU_LIMIT_STACK_SIZE]);
+            srv_limit_default[d][CU_LIMIT_STACK_SIZE]);
     }
 }
 
@@ -390,6 +410,102 @@ static void cmd_server_status(struct cmd *k)
     say(k, "%s", settings);
 }
 
+/* start_server -uid <user id>: under MPS the daemon starts a server for that user. Here
+ * the server is its own control daemon and serves its own user only: for that user it is
+ * already running (nothing to say, as MPS says nothing); for another, mpsshim-control run
+ * by root stops an idle root server and starts the user's in its place (ctl.c), and
+ * anything else is refused with the reason. */
+static void cmd_start_server(struct cmd *k)
+{
+    char *end;
+    unsigned long uid = strtoul(k->argv[2], &end, 10);
+    if (strcmp(k->argv[1], "-uid") != 0 || end == k->argv[2] || *end || *k->argv[2] == '-' ||
+        uid > 0x7fffffffUL) {
+        fail(k, "Usage: start_server -uid <user id>\n");
+        return;
+    }
+    if (uid == (unsigned long)geteuid()) {
+        srv_clog("Server %d already serves user %lu", (int)getpid(), uid);
+        return;
+    }
+    fail(k,
+         "Cannot start a server for user %lu: mpsshim's server is its own control daemon and "
+         "serves only its own user (this one, pid %d, runs as user %u); a daemon started by "
+         "root hands over to user %lu when idle (docs/mps-compat.md)\n",
+         uid, (int)getpid(), (unsigned)geteuid(), uid);
+}
+
+/* shutdown_server's wait: no new clients until the connected ones have gone; then the
+ * server serves again, as MPS's daemon starts a new server for the next client. */
+static void *shutdown_wait(void *arg)
+{
+    (void)arg;
+    while (srv_clients_live() && !atomic_load(&srv.quitting))
+        usleep(50 * 1000);
+    if (!atomic_load(&srv.quitting)) {
+        atomic_store(&srv.draining, 0);
+        srv_clog("Server %d shut down: its clients have gone; it serves new ones", (int)getpid());
+    }
+    return NULL;
+}
+
+/* Up to max pids of connected clients, into pids. How many. */
+static unsigned client_pids(pid_t *pids, unsigned max)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (const struct srv_client *c = srv.clients; c && n < max; c = c->next)
+        if (atomic_load(&c->connected) && !atomic_load(&c->finished)) pids[n++] = c->pid;
+    pthread_mutex_unlock(&srv.clients_lock);
+    return n;
+}
+
+/* Ends every client's work (terminate_client for each), in rounds of a bounded size, each
+ * taking a snapshot of the list (the lock is not held while a client is released). */
+static unsigned terminate_all(void)
+{
+    pid_t pids[256];
+    unsigned total = 0, n;
+    for (int round = 0; round < 64 && (n = client_pids(pids, 256)); round++)
+        for (unsigned i = 0; i < n; i++)
+            total += (unsigned)srv_client_terminate(pids[i]);
+    return total;
+}
+
+/* shutdown_server <server pid> [-f]: MPS's server takes no new client and exits once its
+ * clients have gone (-f: at once, their work ended). This server is the control daemon
+ * too, so it stays: it refuses new clients until the connected ones are gone, or with -f
+ * ends every client's work now (as terminate_client), then serves new clients, as MPS's
+ * daemon would with a new server (same pid here: docs/mps-compat.md). */
+static void cmd_shutdown_server(struct cmd *k)
+{
+    if (k->argc == 3 && strcmp(k->argv[2], "-f") != 0) {
+        fail(k, "Usage: shutdown_server <server pid> [-f]\n");
+        return;
+    }
+    if (!this_server(k, k->argv[1])) return;
+    if (k->argc == 3) {
+        srv_clog("Server %d shutting down (forced)", (int)getpid());
+        unsigned n = terminate_all();
+        srv_clog("Server %d shut down (forced): %u client(s) terminated", (int)getpid(), n);
+        return;
+    }
+    atomic_store(&srv.draining, 1);
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int e = pthread_create(&t, &a, shutdown_wait, NULL);
+    pthread_attr_destroy(&a);
+    if (e) {
+        atomic_store(&srv.draining, 0);
+        fail(k, "Cannot shut the server down: %s\n", strerror(e));
+        return;
+    }
+    srv_clog("Server %d shutting down: no new clients until its %u client(s) have gone",
+             (int)getpid(), srv_clients_live());
+}
+
 /* terminate_client <server pid> <client pid>: 0 once the client's work is gone, as MPS. */
 static void cmd_terminate_client(struct cmd *k)
 {
@@ -418,14 +534,14 @@ static void cmd_set_default_pct(struct cmd *k)
 {
     int v = parse_pct(k, k->argv[1]);
     if (v <= 0) return;
-    set_int(&srv.policy.default_pct, v);
+    set_int(&srv_policy.default_pct, v);
     put_pct(k, v);
 }
 
 /* get_default_active_thread_percentage */
 static void cmd_get_default_pct(struct cmd *k)
 {
-    put_pct(k, policy_int(NULL, &srv.policy.default_pct));
+    put_pct(k, policy_int(NULL, &srv_policy.default_pct));
 }
 
 /* set_active_thread_percentage <server pid> <percentage> */
@@ -433,7 +549,7 @@ static void cmd_set_pct(struct cmd *k)
 {
     int v;
     if (!this_server(k, k->argv[1]) || (v = parse_pct(k, k->argv[2])) <= 0) return;
-    set_int(&srv.policy.server_pct, v);
+    set_int(&srv_policy.server_pct, v);
     put_pct(k, v);
 }
 
@@ -441,7 +557,7 @@ static void cmd_set_pct(struct cmd *k)
 static void cmd_get_pct(struct cmd *k)
 {
     if (this_server(k, k->argv[1]))
-        put_pct(k, policy_int(&srv.policy.server_pct, &srv.policy.default_pct));
+        put_pct(k, policy_int(&srv_policy.server_pct, &srv_policy.default_pct));
 }
 
 /* set_default_device_pinned_mem_limit <device> <value> */
@@ -450,14 +566,14 @@ static void cmd_set_default_mem(struct cmd *k)
     int d;
     uint64_t v;
     if ((d = parse_dev(k, k->argv[1])) >= 0 && parse_mem(k, k->argv[2], &v) == 0)
-        set_mem(&srv.policy.default_mem[d], v);
+        set_mem(&srv_policy.default_mem[d], v);
 }
 
 /* get_default_device_pinned_mem_limit <device> */
 static void cmd_get_default_mem(struct cmd *k)
 {
     int d = parse_dev(k, k->argv[1]);
-    if (d >= 0) put_mem(k, policy_mem(NULL, &srv.policy.default_mem[d]));
+    if (d >= 0) put_mem(k, policy_mem(NULL, &srv_policy.default_mem[d]));
 }
 
 /* set_device_pinned_mem_limit <server pid> <device> <value> */
@@ -467,7 +583,7 @@ static void cmd_set_mem(struct cmd *k)
     uint64_t v;
     if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0 &&
         parse_mem(k, k->argv[3], &v) == 0)
-        set_mem(&srv.policy.server_mem[d], v);
+        set_mem(&srv_policy.server_mem[d], v);
 }
 
 /* get_device_pinned_mem_limit <server pid> <device>: the server's, else the default. */
@@ -475,7 +591,7 @@ static void cmd_get_mem(struct cmd *k)
 {
     int d;
     if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0)
-        put_mem(k, policy_mem(&srv.policy.server_mem[d], &srv.policy.default_mem[d]));
+        put_mem(k, policy_mem(&srv_policy.server_mem[d], &srv_policy.default_mem[d]));
 }
 
 /* set_default_client_priority <0|1> */
@@ -485,13 +601,13 @@ static void cmd_set_priority(struct cmd *k)
         fail(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
         return;
     }
-    set_int(&srv.policy.default_priority, k->argv[1][0] - '0');
+    set_int(&srv_policy.default_priority, k->argv[1][0] - '0');
 }
 
 /* get_default_client_priority */
 static void cmd_get_priority(struct cmd *k)
 {
-    say(k, "%d\n", policy_int(NULL, &srv.policy.default_priority));
+    say(k, "%d\n", policy_int(NULL, &srv_policy.default_priority));
 }
 
 /* get_client_info [client pid]: what each client (or the one named) holds and may use. */
@@ -527,6 +643,8 @@ static const struct handler handlers[] = {
     {"get_device_client_list", 0, 1, "[server pid]", cmd_device_client_list},
     {"ps", -1, 0, NULL, cmd_ps},
     {"get_server_status", 0, 1, "[server pid]", cmd_server_status},
+    {"start_server", 2, 2, "-uid <user id>", cmd_start_server},
+    {"shutdown_server", 1, 2, "<server pid> [-f]", cmd_shutdown_server},
     {"terminate_client", 2, 2, "<server pid> <client pid>", cmd_terminate_client},
     {"quit", -1, 0, NULL, cmd_quit},
     {"set_default_active_thread_percentage", 1, 1, "<percentage>", cmd_set_default_pct},

@@ -4,6 +4,7 @@
  * its own, with a NAK byte just before it when the command failed. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/log.h"
 #include "server/control/control.h"
 #include "server/control/settings.h"
 

@@ -3,6 +3,11 @@
  * $PIPE_DIR/control.sock until told to quit. Normally started by `mpsshim-control -d`. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/memory/memops.h"
+#include "server/core/log.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
 #include "server/memory/arena.h"
 #include "server/core/coalesce.h"
 #include "server/code/codegate.h"
@@ -41,8 +46,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-struct srv srv = {.clients_lock = PTHREAD_MUTEX_INITIALIZER,
-                  .limits_lock = PTHREAD_MUTEX_INITIALIZER};
+struct srv srv = {.clients_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The server must never be its own client: a server started under LD_PRELOAD=libmpsshim.so
  * (inherited from an `mpirun -x` line, say) runs itself again without it. */
@@ -192,20 +196,21 @@ static int init_devices(void)
         srv_log("Device %d: %s, one shared context", i, srv.devinfo.dev[i].name);
         DRV(cuCtxSetCurrent)(srv.ctx[i]);
         for (int l = 0; l < CU_LIMIT_MAX; l++)
-            DRV(cuCtxGetLimit)(&srv.limit_default[i][l], (CUlimit)l);
+            DRV(cuCtxGetLimit)(&srv_limit_default[i][l], (CUlimit)l);
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]);
-    if (DRV(cuCtxGetStreamPriorityRange)(&srv.prio_least, &srv.prio_greatest) != CUDA_SUCCESS)
-        srv.prio_least = srv.prio_greatest = 0;
+    if (DRV(cuCtxGetStreamPriorityRange)(&srv_prio_least, &srv_prio_greatest) != CUDA_SUCCESS)
+        srv_prio_least = srv_prio_greatest = 0;
     /* Made now, not when a departed client's wait must be released: cuStreamCreate waits while
      * another thread's cuMemFree, cuMemHostUnregister or cuMemFreeHost waits for the very
      * stream the release would let go, and nothing moves; a write on a stream made before goes
      * through and all three end (memops.c). */
     for (int i = 0; i < srv.ndev; i++) {
         DRV(cuCtxSetCurrent)(srv.ctx[i]);
-        if ((r = DRV(cuStreamCreateWithPriority)(&srv.release_stream[i], CU_STREAM_NON_BLOCKING,
-                                                 srv.prio_greatest)) != CUDA_SUCCESS) {
-            srv.release_stream[i] = NULL;
+        if ((r = DRV(cuStreamCreateWithPriority)(&srv_memops_release_streams[i],
+                                                 CU_STREAM_NON_BLOCKING, srv_prio_greatest)) !=
+            CUDA_SUCCESS) {
+            srv_memops_release_streams[i] = NULL;
             srv_log("device %d: no stream for releasing departed clients' waits (%s): each "
                     "release makes one",
                     i, srv_errname(r));

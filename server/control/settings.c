@@ -46,11 +46,9 @@ void srv_settings_paths(void)
 {
     chan_settings_reporter(say_bad);
     snprintf(srv.pipe_dir, sizeof(srv.pipe_dir), "%s", chan_pipe_dir());
-    const char *v = chan_setting_text(CHAN_SET_LOG_DIRECTORY, NULL);
-    if (v)
-        snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", v);
-    else
-        snprintf(srv.log_dir, sizeof(srv.log_dir), "%.240s/log", srv.pipe_dir);
+    char buf[256];
+    snprintf(srv.log_dir, sizeof(srv.log_dir), "%s", chan_log_dir(buf, sizeof(buf)));
+    const char *v;
     if (*srv.driver_path)
         chan_setting_override(CHAN_SET_DRIVER, srv.driver_path, "--driver");
     else if ((v = chan_setting_text(CHAN_SET_DRIVER, NULL)))
@@ -120,6 +118,10 @@ static void clear_mps_env(void)
 
 void srv_settings_driver_env(void)
 {
+    /* The directories MPS's variables named stay named, in ours: the standby and a fresh
+     * image (handover.c, recycle.c) read them again from the environment. */
+    setenv("MPSSHIM_PIPE_DIRECTORY", srv.pipe_dir, 1);
+    setenv("MPSSHIM_LOG_DIRECTORY", srv.log_dir, 1);
     clear_mps_env();
     /* One context carries every client's streams. With the driver's default of 8 hardware
      * work queues, streams beyond 8 share queues and serialise, and clients that overlap under

@@ -10,6 +10,7 @@
  * in here with its ctl_lock held. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
 #include "server/control/trace.h"
 #include "server/control/trace_cupti.h"
 #include "server/control/trace_owners.h"

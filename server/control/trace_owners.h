@@ -4,6 +4,8 @@
 #define MPSSHIM_TRACE_OWNERS_H
 
 #include "server/control/trace.h"
+#include "server/core/server.h"
+#include "server/core/streamrec.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,5 +26,23 @@ void srv_trace_owners_assign(struct srv_trace_ev *evs, size_t nevs);
 void srv_trace_owners_doc(struct srv_trace_doc *d);
 /* Frees the owners, tracks and named streams (no trace running). */
 void srv_trace_owners_free(void);
+
+/* trace.c: GPU timelines (`trace start|stop|status`). srv_trace_gen is the running trace's
+ * number, 0 when none runs. */
+extern _Atomic uint32_t srv_trace_gen;
+/* Runs a `trace` command (its words after "trace"); the answer in out (cap bytes,
+ * terminated). 1 when it failed. */
+int srv_trace_control(int argc, char **argv, char *out, size_t cap);
+/* 1 while a trace runs (the server does not start afresh under it). */
+int srv_trace_active(void);
+/* trace_owners.c: c's worker names stream s for the running trace (the stream's first work
+ * in it). */
+void srv_trace_stream(struct srv_client *c, struct srv_stream *s);
+/* Before work goes on s: one relaxed load when no trace runs, or s was named already. */
+static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
+{
+    if (atomic_load_explicit(&srv_trace_gen, memory_order_relaxed) != s->trace_gen)
+        srv_trace_stream(c, s);
+}
 
 #endif

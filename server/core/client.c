@@ -2,6 +2,11 @@
  * everything it owned when it leaves, however it leaves. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/log.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
 #include "server/limits/account.h"
 #include "server/core/context.h"
 #include "server/core/devices.h"
@@ -138,10 +143,10 @@ static int handshake(struct srv_client *c)
     snprintf(name, sizeof(name), "client %d", (int)c->pid);
     pthread_setname_np(pthread_self(), name);
     /* Faults before this client came are not its own (epoch first: see fault.c). */
-    c->fault_seen = atomic_load(&srv.fault_epoch);
+    c->fault_seen = atomic_load(&srv_fault_epoch);
     atomic_store(&c->fault_ack, c->fault_seen);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        c->gen_seen[d] = atomic_load(&srv.fault[d].gen);
+        c->gen_seen[d] = atomic_load(&srv_fault[d].gen);
     /* A client that connects and says nothing (or trickles its hello) must not hold a
      * thread for long. */
     c->hello_by = chan_now_ns() + SRV_HELLO_NS;
@@ -179,7 +184,7 @@ static int handshake(struct srv_client *c)
     h.visible_devices[sizeof(h.visible_devices) - 1] = '\0';
     srv_devices_select(c, &h);
     char why[sizeof(((struct chan_welcome *)0)->message)];
-    if (srv_policy_resolve(&h, &c->lim, why, sizeof(why)) != 0) {
+    if (srv_policy_resolve(&h, c->lim, why, sizeof(why)) != 0) {
         refuse(c->sock, CHAN_WELCOME_LIMITS, "client process %d: %s", (int)c->pid, why);
         return -1;
     }
@@ -218,7 +223,7 @@ static int handshake(struct srv_client *c)
         refuse(c->sock, CHAN_WELCOME_ERROR,
                "server cannot give client process %d its share of the SMs (%d%%); see the "
                "server log",
-               (int)c->pid, c->lim.pct);
+               (int)c->pid, c->lim->pct);
         return -1;
     }
     srv_devices_publish(c);
@@ -241,7 +246,7 @@ static int handshake(struct srv_client *c)
 /* PROFILE=1 builds: the operations that took c's worker longest, one line. */
 static void prof_ops(const struct srv_client *c)
 {
-    if (!c->prof_op) return;
+    if (!c->prof || !c->prof->op) return;
     char line[512];
     size_t n = 0;
     int said[6];
@@ -251,8 +256,8 @@ static void prof_ops(const struct srv_client *c)
             int taken = 0;
             for (int j = 0; j < k; j++)
                 taken |= said[j] == i;
-            if (!taken && c->prof_op[2 * i] &&
-                (best < 0 || c->prof_op[2 * i + 1] > c->prof_op[2 * best + 1]))
+            if (!taken && c->prof->op[2 * i] &&
+                (best < 0 || c->prof->op[2 * i + 1] > c->prof->op[2 * best + 1]))
                 best = i;
         }
         if (best < 0) break;
@@ -265,7 +270,7 @@ static void prof_ops(const struct srv_client *c)
                      srv_proto_op_name(CHAN_OP_BASE + (uint32_t)(best - SHIM_NCALLS)));
         else
             snprintf(name, sizeof(name), "other");
-        uint64_t cnt = c->prof_op[2 * best], ns = c->prof_op[2 * best + 1];
+        uint64_t cnt = c->prof->op[2 * best], ns = c->prof->op[2 * best + 1];
         int w = snprintf(line + n, sizeof(line) - n, "%s%s %llu x %.2f us", k ? ", " : "", name,
                          (unsigned long long)cnt, ns / 1e3 / (double)cnt);
         if (w < 0 || (size_t)w >= sizeof(line) - n) break;
@@ -336,23 +341,23 @@ static void cleanup(struct srv_client *c)
 static void log_limits(const struct srv_client *c)
 {
     char line[900];
-    size_t n = (size_t)snprintf(line, sizeof(line), "active thread percentage %d (", c->lim.pct);
+    size_t n = (size_t)snprintf(line, sizeof(line), "active thread percentage %d (", c->lim->pct);
     for (int d = 0; d < srv.ndev && n < sizeof(line); d++)
         n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%u SMs on device %d", d ? ", " : "",
-                              c->lim.sms[d], d);
+                              c->lim->sms[d], d);
     if (n < sizeof(line))
         n += (size_t)snprintf(line + n, sizeof(line) - n, "), device memory limit ");
     int any = 0;
     for (int d = 0; d < srv.ndev && n < sizeof(line); d++)
-        if (c->lim.mem[d]) {
+        if (c->lim->mem[d]) {
             char sz[32];
-            srv_format_size(c->lim.mem[d], sz, sizeof(sz));
+            srv_format_size(c->lim->mem[d], sz, sizeof(sz));
             n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s on device %d",
                                   any++ ? ", " : "", sz, d);
         }
     if (n < sizeof(line))
         snprintf(line + n, sizeof(line) - n, "%s, priority %s", any ? "" : "none",
-                 c->lim.priority ? "below normal" : "normal");
+                 c->lim->priority ? "below normal" : "normal");
     srv_log("Client process %d limits: %s", (int)c->pid, line);
 }
 
@@ -397,19 +402,20 @@ static void *client_main(void *arg)
         cleanup(c);
         srv_busy(c, 0);
         srv_log("Client process %d disconnected", (int)c->pid);
-        if (CHAN_PROFILING) {
-            uint64_t wall = chan_now_ns() - c->prof_since_ns;
+        if (CHAN_PROFILING && c->prof) {
+            uint64_t wall = chan_now_ns() - c->prof->since_ns;
             srv_log("Client process %d profile: %llu records, replaying them %.1f ms of its "
                     "worker's %.1f ms",
-                    (int)c->pid, (unsigned long long)c->prof_records, c->prof_replay_ns / 1e6,
+                    (int)c->pid, (unsigned long long)c->prof->records, c->prof->replay_ns / 1e6,
                     wall / 1e6);
             prof_ops(c);
         }
     } else {
         cleanup(c);
     }
-    free(c->prof_op);
-    c->prof_op = NULL;
+    if (c->prof) free(c->prof->op);
+    free(c->prof);
+    c->prof = NULL;
     close(c->sock);
     c->sock = -1;
     /* What it held on the heap goes back to the system, not only to the allocator. */
@@ -418,23 +424,36 @@ static void *client_main(void *arg)
     return NULL;
 }
 
-void srv_client_start(int sock)
+/* The struct of a new connection on sock, with every family's state of it; NULL (sock
+ * left open) without memory. */
+static struct srv_client *client_new(int sock)
 {
     struct srv_client *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->sock = sock;
+    c->ranges.elem = sizeof(struct srv_range);
+    if (srv_families_client_init(c) != 0) {
+        srv_families_client_free(c);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The struct goes, once no other thread can find it (out of the list, or never in it). */
+static void client_free(struct srv_client *c)
+{
+    srv_families_client_free(c);
+    free(c);
+}
+
+void srv_client_start(int sock)
+{
+    struct srv_client *c = client_new(sock);
     if (!c) {
         close(sock);
         return;
     }
-    c->sock = sock;
-    pthread_mutex_init(&c->waitvals_lock, NULL);
-    c->ranges.elem = sizeof(struct srv_range);
-    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        c->lim.part[d] = -1; /* no green partition until the handshake gives one */
-    /* No slot holds a chunk yet. Left at 0, the first chunk through slot 0 would "settle"
-     * a chunk 0 that was never issued and hand the slot back early: the client then fills
-     * chunk NSLOTS into it while the DMA of chunk 0 may still be reading it. */
-    for (int i = 0; i < CHAN_NSLOTS; i++)
-        c->slot_busy[i] = -1;
     pthread_mutex_lock(&srv.clients_lock);
     /* Reap entries whose workers are done. */
     for (struct srv_client **p = &srv.clients; *p;) {
@@ -443,7 +462,8 @@ void srv_client_start(int sock)
             *p = x->next;
             pthread_join(x->worker, NULL);
             if (!x->left_running)
-                free(x); /* else its running work may still reach it: kept (a leak, logged) */
+                client_free(
+                    x); /* else its running work may still reach it: kept (a leak, logged) */
         } else {
             p = &x->next;
         }
@@ -473,7 +493,7 @@ void srv_client_start(int sock)
     if (pthread_create(&c->worker, &at, client_main, c) != 0) {
         srv.clients = c->next;
         close(sock);
-        free(c);
+        client_free(c);
     }
     pthread_attr_destroy(&at);
     pthread_mutex_unlock(&srv.clients_lock);

@@ -3,6 +3,7 @@
  * them (alert, terminate, end). One client's own life is client.c's. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/clients.h"
 
 #include <errno.h>
 #include <stdio.h>

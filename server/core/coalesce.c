@@ -34,9 +34,21 @@ void srv_coalesce_init(void)
     bound_us = (uint32_t)chan_setting_num(CHAN_SET_COALESCE_US);
 }
 
-uint32_t srv_coalesce_hint(int crowded)
+/* A client's (its coalesce): the bound last written into its segment, the worker's own;
+ * the sweeper reads `on` (that bound is not 0) under clients_lock. */
+struct srv_coalesce {
+    uint32_t hint;
+    _Atomic int on;
+};
+
+void srv_coalesce_publish(struct srv_client *c, int crowded)
 {
-    return crowded ? bound_us : 0;
+    uint32_t co = crowded ? bound_us : 0;
+    if (co != c->coalesce->hint) {
+        c->coalesce->hint = co;
+        atomic_store_explicit(&c->ch.shm->coalesce_us, co, memory_order_relaxed);
+        atomic_store_explicit(&c->coalesce->on, co != 0, memory_order_relaxed);
+    }
 }
 
 /* Wakes c's worker if it sleeps while its ring holds records. clients_lock held (c->shm
@@ -60,7 +72,7 @@ static void *sweeper(void *arg)
         pthread_mutex_lock(&srv.clients_lock);
         for (struct srv_client *x = srv.clients; x; x = x->next)
             if (x->shm && atomic_load(&x->connected) && !atomic_load(&x->finished) &&
-                atomic_load_explicit(&x->coalescing, memory_order_relaxed)) {
+                atomic_load_explicit(&x->coalesce->on, memory_order_relaxed)) {
                 any = 1;
                 sweep_one(x);
             }
@@ -88,3 +100,8 @@ void srv_coalesce_start(void)
             "its next call that waits (MPSSHIM_COALESCE_US)",
             (unsigned)bound_us);
 }
+
+SRV_CLIENT_STATE(coalesce, coalesce)
+
+const struct srv_family srv_family_coalesce = {.name = "coalesce",
+                                               SRV_CLIENT_STATE_HOOKS(coalesce)};

@@ -5,9 +5,10 @@
 #include "server/core/server.h"
 
 /* Doorbell coalescing while crowded (coalesce.c): MPSSHIM_COALESCE_US read at start; the
- * bound a client's segment gets; the sweeper thread, started when the bound is not 0. */
+ * bound written into c's segment when it changed (c's worker); the sweeper thread, started
+ * when the bound is not 0. */
 void srv_coalesce_init(void);
-uint32_t srv_coalesce_hint(int crowded);
+void srv_coalesce_publish(struct srv_client *c, int crowded);
 void srv_coalesce_start(void);
 
 #endif

@@ -4,6 +4,12 @@
  * holds when the client destroys or resets it. Limits set in a context are the client's,
  * over the shared context's real ones. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/fault.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/limits/account.h"
 #include "server/code/codegate.h"
 #include "server/core/context.h"
@@ -12,6 +18,22 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* A client's context limits (its ctxlim): as it set them (the shared context's real limit
+ * is the largest any client asked for; bit i of set: limit i was set), and the device
+ * memory they cost and on which device, charged to its account while they stand. Its
+ * worker writes them; another client's worker reads them as it leaves (srv_limits_settle,
+ * under clients_lock). */
+struct srv_ctxlimits {
+    uint64_t limits[CU_LIMIT_MAX];
+    uint32_t limits_set;
+    uint64_t limit_cost[CU_LIMIT_MAX];
+    int limit_cost_dev[CU_LIMIT_MAX];
+};
+
+/* Guards srv_limit_default and the shared contexts' real limits. */
+static pthread_mutex_t limits_lock = PTHREAD_MUTEX_INITIALIZER;
+size_t srv_limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
 
 void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
@@ -25,10 +47,10 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
         res = CUDA_ERROR_INVALID_DEVICE;
     else if (m.id == 0 || srv_ctx_get(c, m.id))
         res = CUDA_ERROR_INVALID_VALUE;
-    else if (atomic_load(&srv.fault[m.device].state) != SRV_DEV_OK)
+    else if (atomic_load(&srv_fault[m.device].state) != SRV_DEV_OK)
         /* The device is lost to this server (fault.c), as it is to a process natively:
          * a new context there returns the fault. New processes get a new server. */
-        res = (CUresult)atomic_load(&srv.fault[m.device].err);
+        res = (CUresult)atomic_load(&srv_fault[m.device].err);
     else {
         struct srv_ctx *x = calloc(1, sizeof(*x));
         res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -37,7 +59,7 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
             x->device = m.device;
             x->primary = (int)m.primary;
             /* Read before any work in it: a fault seen after this kills it too. */
-            x->gen = atomic_load(&srv.fault[m.device].gen);
+            x->gen = atomic_load(&srv_fault[m.device].gen);
             HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
             atomic_fetch_or(&c->stats.devices, 1u << m.device);
             res = CUDA_SUCCESS;
@@ -82,7 +104,7 @@ void srv_op_ctx_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *p,
  * reckon (the pending launch count's buffer is the driver's own size): 0. */
 static uint64_t limit_cost(int dev, unsigned limit, uint64_t value)
 {
-    uint64_t floor = srv.limit_default[dev][limit], per = 1, cost;
+    uint64_t floor = srv_limit_default[dev][limit], per = 1, cost;
     if (value <= floor) return 0;
     if (limit == CU_LIMIT_STACK_SIZE) {
         const int32_t *a = srv.devinfo.dev[dev].attr;
@@ -101,8 +123,8 @@ static uint64_t limit_cost(int dev, unsigned limit, uint64_t value)
  * limited to 1 MiB set the shared stack to 1 MiB a thread and the heap to 8 GiB). */
 static CUresult limit_charge(struct srv_client *c, int dev, unsigned limit, uint64_t value)
 {
-    uint64_t cost = limit_cost(dev, limit, value), had = c->limit_cost[limit];
-    int same = had && c->limit_cost_dev[limit] == dev;
+    uint64_t cost = limit_cost(dev, limit, value), had = c->ctxlim->limit_cost[limit];
+    int same = had && c->ctxlim->limit_cost_dev[limit] == dev;
     if (cost > (same ? had : 0) && !srv_mem_fits(c, dev, cost - (same ? had : 0))) {
         srv_log("Client process %d: context limit %u set to %llu refused: it would cost %llu "
                 "bytes of device memory on device %d, past the client's limit",
@@ -115,11 +137,13 @@ static CUresult limit_charge(struct srv_client *c, int dev, unsigned limit, uint
 /* What the limit costs now replaces what it cost before, in the account. */
 static void limit_charged(struct srv_client *c, int dev, unsigned limit, uint64_t value)
 {
-    if (c->limit_cost[limit])
-        srv_account_mem_add(c, c->limit_cost_dev[limit], -(int64_t)c->limit_cost[limit]);
-    c->limit_cost[limit] = limit_cost(dev, limit, value);
-    c->limit_cost_dev[limit] = dev;
-    if (c->limit_cost[limit]) srv_account_mem_add(c, dev, (int64_t)c->limit_cost[limit]);
+    if (c->ctxlim->limit_cost[limit])
+        srv_account_mem_add(c, c->ctxlim->limit_cost_dev[limit],
+                            -(int64_t)c->ctxlim->limit_cost[limit]);
+    c->ctxlim->limit_cost[limit] = limit_cost(dev, limit, value);
+    c->ctxlim->limit_cost_dev[limit] = dev;
+    if (c->ctxlim->limit_cost[limit])
+        srv_account_mem_add(c, dev, (int64_t)c->ctxlim->limit_cost[limit]);
 }
 
 void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -143,7 +167,7 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     if (m.set && (res = limit_charge(c, gdev, m.limit, m.value)) != CUDA_SUCCESS) goto reply;
     if (m.set && (res = srv_codegate_enter(c, gdev, "setting a limit")) != CUDA_SUCCESS) goto reply;
     size_t real = 0;
-    pthread_mutex_lock(&srv.limits_lock);
+    pthread_mutex_lock(&limits_lock);
     res = DRV(cuCtxGetLimit)(&real, (CUlimit)m.limit);
     uint64_t v = real;
     if (res == CUDA_SUCCESS && m.set) {
@@ -152,15 +176,15 @@ void srv_op_ctx_limit(struct srv_client *c, const struct chan_rec *r, uint8_t *p
          * reads back what it set. */
         if (m.value > real) res = DRV(cuCtxSetLimit)((CUlimit)m.limit, (size_t)m.value);
         if (res == CUDA_SUCCESS) {
-            c->limits[m.limit] = m.value;
-            c->limits_set |= 1u << m.limit;
+            c->ctxlim->limits[m.limit] = m.value;
+            c->ctxlim->limits_set |= 1u << m.limit;
             limit_charged(c, gdev, m.limit, m.value);
         }
         v = m.value;
-    } else if (res == CUDA_SUCCESS && (c->limits_set & (1u << m.limit))) {
-        v = c->limits[m.limit];
+    } else if (res == CUDA_SUCCESS && (c->ctxlim->limits_set & (1u << m.limit))) {
+        v = c->ctxlim->limits[m.limit];
     }
-    pthread_mutex_unlock(&srv.limits_lock);
+    pthread_mutex_unlock(&limits_lock);
     if (m.set) srv_codegate_leave(gdev);
     if (res != CUDA_SUCCESS) goto reply;
     memcpy(srv_lane_data(c, r->lane), &v, sizeof(v));
@@ -172,21 +196,22 @@ reply:
 void srv_limits_settle(struct srv_client *gone)
 {
     for (unsigned l = 0; l < CU_LIMIT_MAX; l++)
-        if (gone->limit_cost[l]) { /* its account is charged no more */
-            srv_account_mem_add(gone, gone->limit_cost_dev[l], -(int64_t)gone->limit_cost[l]);
-            gone->limit_cost[l] = 0;
+        if (gone->ctxlim->limit_cost[l]) { /* its account is charged no more */
+            srv_account_mem_add(gone, gone->ctxlim->limit_cost_dev[l],
+                                -(int64_t)gone->ctxlim->limit_cost[l]);
+            gone->ctxlim->limit_cost[l] = 0;
         }
-    if (!gone->limits_set) return;
-    pthread_mutex_lock(&srv.limits_lock);
+    if (!gone->ctxlim->limits_set) return;
+    pthread_mutex_lock(&limits_lock);
     for (int l = 0; l < CU_LIMIT_MAX; l++) {
-        if (!(gone->limits_set & (1u << l))) continue;
+        if (!(gone->ctxlim->limits_set & (1u << l))) continue;
         for (int d = 0; d < srv.ndev; d++) {
-            size_t want = srv.limit_default[d][l], real = 0;
+            size_t want = srv_limit_default[d][l], real = 0;
             pthread_mutex_lock(&srv.clients_lock);
             for (struct srv_client *x = srv.clients; x; x = x->next)
-                if (x != gone && !atomic_load(&x->finished) && (x->limits_set & (1u << l)) &&
-                    x->limits[l] > want)
-                    want = x->limits[l];
+                if (x != gone && !atomic_load(&x->finished) &&
+                    (x->ctxlim->limits_set & (1u << l)) && x->ctxlim->limits[l] > want)
+                    want = x->ctxlim->limits[l];
             pthread_mutex_unlock(&srv.clients_lock);
             /* Only ever lowered here, back towards what the remaining clients need: a big
              * stack limit costs device memory for every resident thread. */
@@ -195,7 +220,7 @@ void srv_limits_settle(struct srv_client *gone)
                 DRV(cuCtxSetLimit)((CUlimit)l, want);
         }
     }
-    pthread_mutex_unlock(&srv.limits_lock);
+    pthread_mutex_unlock(&limits_lock);
 }
 
 /* The driver raises a context's stack size limit itself when a kernel needs a bigger stack,
@@ -209,10 +234,10 @@ void srv_limits_settle(struct srv_client *gone)
 void srv_limits_idle(void)
 {
     if (atomic_load(&srv.left_running_any)) return;
-    pthread_mutex_lock(&srv.limits_lock);
+    pthread_mutex_lock(&limits_lock);
     for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
-        size_t want = srv.limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
-        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK || srv_use_device(d) != CUDA_SUCCESS ||
+        size_t want = srv_limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
+        if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK || srv_use_device(d) != CUDA_SUCCESS ||
             DRV(cuCtxGetLimit)(&real, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS || real <= want)
             continue;
         CUresult r = DRV(cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, want);
@@ -220,5 +245,9 @@ void srv_limits_idle(void)
                 "to, %zu bytes, set back to %zu now that no client is left: %s",
                 d, real, want, srv_errname(r));
     }
-    pthread_mutex_unlock(&srv.limits_lock);
+    pthread_mutex_unlock(&limits_lock);
 }
+
+SRV_CLIENT_STATE(ctxlim, ctxlim)
+
+const struct srv_family srv_family_context = {.name = "context", SRV_CLIENT_STATE_HOOKS(ctxlim)};

@@ -10,4 +10,8 @@ void srv_limits_settle(struct srv_client *gone);
  * clients' kernels goes back to where it started (context.c). */
 void srv_limits_idle(void);
 
+/* Context limits as the server started (main.c; the floor when clients leave): the real
+ * limit is the largest of this and what live clients set. */
+extern size_t srv_limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
+
 #endif

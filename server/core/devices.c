@@ -7,12 +7,22 @@
  * at the handshake, kept in the client's record (never in shared memory) and never
  * changes. */
 #include "server/core/server.h"
+#include "server/limits/account.h"
 #include "server/core/devices.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+/* The devices a client sees (devices.c), fixed at the handshake (read-only after): its ordinal i is
+ * the server's to_srv[i]; to_cli[d] is the client's ordinal of the server's device d, or -1. */
+struct srv_devmap {
+    int n;
+    int8_t to_srv[CHAN_MAX_DEVICES];
+    int8_t to_cli[CHAN_MAX_DEVICES];
+};
 
 /* Device d's UUID as nvidia-smi prints it, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
 static void uuid_name(int d, char *out, size_t len)
@@ -87,7 +97,7 @@ static int parse_visible(const char *spec, int8_t *to_srv, pid_t pid)
 
 void srv_devices_select(struct srv_client *c, const struct chan_hello *h)
 {
-    struct srv_devmap *m = &c->devs;
+    struct srv_devmap *m = c->devs;
     memset(m->to_cli, -1, sizeof(m->to_cli));
     memset(m->to_srv, -1, sizeof(m->to_srv));
     if (!h->visible_set) {
@@ -108,30 +118,30 @@ void srv_devices_publish(struct srv_client *c)
 {
     struct chan_devinfo *to = c->ch.devinfo;
     to->driver_version = srv.devinfo.driver_version;
-    to->ndev = c->devs.n;
-    for (int i = 0; i < c->devs.n; i++) {
-        int d = c->devs.to_srv[i];
+    to->ndev = c->devs->n;
+    for (int i = 0; i < c->devs->n; i++) {
+        int d = c->devs->to_srv[i];
         to->dev[i] = srv.devinfo.dev[d];
         /* The client sees its share as the device's SM count, as under MPS. */
-        to->dev[i].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = (int32_t)c->lim.sms[d];
+        to->dev[i].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = (int32_t)c->lim->sms[d];
     }
-    for (int i = c->devs.n; i < CHAN_MAX_DEVICES; i++)
+    for (int i = c->devs->n; i < CHAN_MAX_DEVICES; i++)
         memset(&to->dev[i], 0, sizeof(to->dev[i]));
 }
 
 int srv_dev_in(const struct srv_client *c, int64_t dev)
 {
-    return dev >= 0 && dev < c->devs.n ? c->devs.to_srv[dev] : -1;
+    return dev >= 0 && dev < c->devs->n ? c->devs->to_srv[dev] : -1;
 }
 
 int srv_dev_out(const struct srv_client *c, int64_t dev)
 {
-    return dev >= 0 && dev < CHAN_MAX_DEVICES ? c->devs.to_cli[dev] : -1;
+    return dev >= 0 && dev < CHAN_MAX_DEVICES ? c->devs->to_cli[dev] : -1;
 }
 
 int srv_dev_any(const struct srv_client *c)
 {
-    return c->devs.n > 0 ? c->devs.to_srv[0] : 0;
+    return c->devs->n > 0 ? c->devs->to_srv[0] : 0;
 }
 
 CUresult srv_dev_location(const struct srv_client *c, uint8_t *loc, int in)
@@ -146,3 +156,7 @@ CUresult srv_dev_location(const struct srv_client *c, uint8_t *loc, int in)
     memcpy(loc, &l, sizeof(l));
     return CUDA_SUCCESS;
 }
+
+SRV_CLIENT_STATE(devmap, devs)
+
+const struct srv_family srv_family_devices = {.name = "devices", SRV_CLIENT_STATE_HOOKS(devmap)};

@@ -2,6 +2,9 @@
  * CUevent, made and destroyed through their descriptions in cuda_symbols.txt, with the
  * hooks below) and their synchronisation. The server's internal events are evpool.c's. */
 #include "server/core/server.h"
+#include "server/core/waits.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/core/events.h"
 
 #include <stdlib.h>

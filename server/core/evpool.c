@@ -5,10 +5,22 @@
 
 #include <stdlib.h>
 
+/* A client's (its events), the worker's own: its free internal events, per device (an
+ * event can only be recorded on streams of the context it was made in), and per device,
+ * made when first needed, the CU_EVENT_BLOCKING_SYNC event through which the worker waits
+ * for a stream while the server is crowded (waits.c block_stream). */
+struct srv_events {
+    struct srv_evpool {
+        CUevent *ev;
+        size_t n, cap;
+    } pool[CHAN_MAX_DEVICES];
+    CUevent block_ev[CHAN_MAX_DEVICES];
+};
+
 CUresult srv_event_take(struct srv_client *c, int dev, CUevent *ev)
 {
     if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
-    struct srv_evpool *p = &c->pool[dev];
+    struct srv_evpool *p = &c->events->pool[dev];
     if (p->n) {
         *ev = p->ev[--p->n];
         return CUDA_SUCCESS;
@@ -29,7 +41,7 @@ void srv_event_give(struct srv_client *c, int dev, CUevent ev)
         DRV(cuEventDestroy_v2)(ev);
         return;
     }
-    struct srv_evpool *p = &c->pool[dev];
+    struct srv_evpool *p = &c->events->pool[dev];
     if (p->n == p->cap) {
         size_t ncap = p->cap ? p->cap * 2 : 64;
         CUevent *n = realloc(p->ev, ncap * sizeof(*n));
@@ -43,18 +55,39 @@ void srv_event_give(struct srv_client *c, int dev, CUevent ev)
     p->ev[p->n++] = ev;
 }
 
+void srv_events_forget_device(struct srv_client *c, int dev)
+{
+    c->events->pool[dev].n = 0;
+}
+
+CUevent srv_event_blocking(struct srv_client *c, int dev)
+{
+    CUevent *b = &c->events->block_ev[dev];
+    if (!*b) {
+        /* Made in the device's context; the thread's current one is left as it was. */
+        if (srv_push_device(dev) != CUDA_SUCCESS) return NULL;
+        CUevent ev = NULL;
+        if (DRV(cuEventCreate)(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) ==
+            CUDA_SUCCESS)
+            *b = ev;
+        srv_pop_device();
+    }
+    return *b;
+}
+
 /* The client leaves, its marks and blocks given back (family.c): every internal event it
- * holds is destroyed, the free ones, the staging slots' and the blocking waits'. */
+ * holds is destroyed, the free ones and the blocking waits' (copy.c destroys its slots'). */
 static void events_fini(struct srv_client *c)
 {
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
-        for (int i = 0; i < CHAN_NSLOTS; i++)
-            if (c->slot_ev[d][i]) DRV(cuEventDestroy_v2)(c->slot_ev[d][i]);
-        for (size_t i = 0; i < c->pool[d].n; i++)
-            DRV(cuEventDestroy_v2)(c->pool[d].ev[i]);
-        free(c->pool[d].ev);
-        if (c->block_ev[d]) DRV(cuEventDestroy_v2)(c->block_ev[d]);
+        for (size_t i = 0; i < c->events->pool[d].n; i++)
+            DRV(cuEventDestroy_v2)(c->events->pool[d].ev[i]);
+        free(c->events->pool[d].ev);
+        if (c->events->block_ev[d]) DRV(cuEventDestroy_v2)(c->events->block_ev[d]);
     }
 }
 
-const struct srv_family srv_family_events = {.name = "events", .client_fini = events_fini};
+SRV_CLIENT_STATE(events, events)
+
+const struct srv_family srv_family_events = {
+    .name = "events", SRV_CLIENT_STATE_HOOKS(events), .client_fini = events_fini};

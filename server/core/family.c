@@ -1,11 +1,18 @@
 /* The family table (family.h): every family that keeps state of its own, once, in the
  * order the core's steps run. The order is load-bearing; per step it is:
  *
+ *  client_init, client_free  each family's own state of a client (copy, devmem, queue,
+ *                events, green, account, memops, spin, coalesce, context, devices; hostblocks
+ *                makes its own on first use): no order, none reads another's then. Freed
+ *                with the client's struct, after every other step: the main loop's watch
+ *                (client_lost), the coalescing sweeper and other workers (context limits)
+ *                may read a state until the struct leaves the list.
  *  client_leave  hostfn: the streams and graphs waiting on the departing client's host
  *                functions go on, or the release would wait for work that never ends.
  *  client_fini   (after the release walk, its contexts and waits gone)
  *                seqgraph: its graphs go (a graph in flight is freed by the driver once
  *                it completes);
+ *                copy: its staging slots' events are destroyed (they were never pooled);
  *                devmem: its free streams go (the frees queued there still complete);
  *                queue, hostblocks: their marks' and blocks' events go back to the pool;
  *                events: then the internal events are destroyed, the pool's included;
@@ -13,6 +20,7 @@
  *                account: last of what it counted there, so everything was given back;
  *                hostfn: its host node slots are freed, unless its work was left running
  *                (no graph of its runs any more, and nothing above touches them).
+ *  waits_on_client  memops: any family may say so; no order.
  *  client_lost   hostfn, then memops: host functions' waits, then waits on values in its
  *                host memory (each logged once).
  *  ctx_quiesce   memops: stream waits on values in its memory are ended first, so that its
@@ -25,14 +33,18 @@
  *                walk frees the reservations it lies in.
  *  stream_make   green: a throttled client's streams live in its partition's green context.
  *  stream_destroyed  graph: a capture the client began on the stream ends, records and all.
- *  stream_gone   seqgraph (the stream's graphs go; forgotten where it died), queue (bytes not yet
- * covered get their mark), hostblocks (the open block is closed behind the stream's work), graph (a
- * capture left going ends). ctx_died      seqgraph, copy, queue, hostblocks: each forgets what it
- * kept in the dead context. dev_fault     ipc: shares there are dead and revoked before any worker
- * lets go. dev_faulted   handover: once every client was told, a new server takes over the device.
+ *  stream_gone   seqgraph (the stream's graphs go; forgotten where it died), queue (bytes
+ *                not yet covered get their mark), hostblocks (the open block is closed behind
+ *                the stream's work), graph (a capture left going ends).
+ *  ctx_died      seqgraph, copy, queue, hostblocks: each forgets what it kept in the dead
+ *                context.
+ *  dev_fault     ipc: shares there are dead and revoked before any worker lets go.
+ *  dev_faulted   handover: once every client was told, a new server takes over the device.
  *  end_all       handover: too many faulted servers are alive.
  *
- * A family appears once; its place serves every step it has a hook for. */
+ * A family appears once; its place serves every step it has a hook for. The last four
+ * (spin, coalesce, context, devices) are the core's own rooms with state of a client, and
+ * have client_init and client_free only. */
 #include "server/core/family.h"
 
 #include <stddef.h>
@@ -40,13 +52,15 @@
 extern const struct srv_family srv_family_seqgraph, srv_family_copy, srv_family_devmem,
     srv_family_queue, srv_family_hostblocks, srv_family_events, srv_family_green,
     srv_family_account, srv_family_hostfn, srv_family_memops, srv_family_graph, srv_family_ipc,
-    srv_family_handover;
+    srv_family_handover, srv_family_spin, srv_family_coalesce, srv_family_context,
+    srv_family_devices;
 
 static const struct srv_family *const families[] = {
-    &srv_family_seqgraph,   &srv_family_copy,   &srv_family_devmem, &srv_family_queue,
-    &srv_family_hostblocks, &srv_family_events, &srv_family_green,  &srv_family_account,
-    &srv_family_hostfn,     &srv_family_memops, &srv_family_graph,  &srv_family_ipc,
-    &srv_family_handover,
+    &srv_family_seqgraph,   &srv_family_copy,   &srv_family_devmem,   &srv_family_queue,
+    &srv_family_hostblocks, &srv_family_events, &srv_family_green,    &srv_family_account,
+    &srv_family_hostfn,     &srv_family_memops, &srv_family_graph,    &srv_family_ipc,
+    &srv_family_handover,   &srv_family_spin,   &srv_family_coalesce, &srv_family_context,
+    &srv_family_devices,
 };
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
 
@@ -54,6 +68,19 @@ static const struct srv_family *const families[] = {
 #define EACH(H, ARGS)                                                                              \
     for (size_t i = 0; i < NFAMILIES; i++)                                                         \
         if (families[i]->H) families[i]->H ARGS;
+
+/* Stops at the first family without memory: the caller frees what the others made. */
+int srv_families_client_init(struct srv_client *c)
+{
+    for (size_t i = 0; i < NFAMILIES; i++)
+        if (families[i]->client_init && families[i]->client_init(c) != 0) return -1;
+    return 0;
+}
+
+void srv_families_client_free(struct srv_client *c)
+{
+    EACH(client_free, (c));
+}
 
 void srv_families_client_leave(struct srv_client *c)
 {
@@ -68,6 +95,13 @@ void srv_families_client_fini(struct srv_client *c)
 void srv_families_client_lost(struct srv_client *c)
 {
     EACH(client_lost, (c));
+}
+
+int srv_families_waits_on_client(struct srv_client *c)
+{
+    for (size_t i = 0; i < NFAMILIES; i++)
+        if (families[i]->waits_on_client && families[i]->waits_on_client(c)) return 1;
+    return 0;
 }
 
 void srv_families_ctx_quiesce(struct srv_client *c, uint32_t ctx)

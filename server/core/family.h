@@ -9,6 +9,7 @@
 #define MPSSHIM_FAMILY_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <cuda.h>
 
 struct srv_client;
@@ -16,6 +17,19 @@ struct srv_stream;
 
 struct srv_family {
     const char *name;
+    /* A new connection, before it is listed or its thread starts (client.c, on the main
+     * loop): the family allocates its own state of the client, as a pointer in struct
+     * srv_client that its own header alone defines, so that server.h names no family's
+     * fields. Made here, not at the handshake, as other threads (the main loop's watch,
+     * the driver's callback thread, the control socket) may read it as soon as the client
+     * is listed. 0, or -1 without memory: the connection is dropped (client_free runs). */
+    int (*client_init)(struct srv_client *c);
+    /* The client's struct goes (client.c: reaped after its worker finished, or dropped at
+     * its start): the state client_init made goes with it, after every other step, since
+     * the threads above may read it until then. Never run for a client whose release left
+     * its work running: that work may still reach its state, kept with the struct. Must
+     * take a state client_init never made (NULL). */
+    void (*client_free)(struct srv_client *c);
     /* The client leaves, before its records are released: what would hold its work up
      * for ever is let go (client.c). */
     void (*client_leave)(struct srv_client *c);
@@ -25,6 +39,10 @@ struct srv_family {
     /* The main loop found the client gone, whatever its own thread is doing: stores into
      * its segment and host memory only, under srv.clients_lock (srv_clients_watch). */
     void (*client_lost)(struct srv_client *c);
+    /* 1 when the client's queued work may be waiting on the client itself through the
+     * family (a stream wait on a value in its memory): queue.c then waits longer before it
+     * takes the client's requests again (read by its worker). */
+    int (*waits_on_client)(struct srv_client *c);
     /* A release of context ctx (0: everything) begins: what would keep the client's work
      * there from draining is ended (registry.c, srv_release). */
     void (*ctx_quiesce)(struct srv_client *c, uint32_t ctx);
@@ -51,10 +69,30 @@ struct srv_family {
     int (*end_all)(void);
 };
 
+/* client_init and client_free of a family whose state of a client is one struct, zeroed,
+ * at c->FIELD: static NAME_init and NAME_free (in a file where struct srv_client and the
+ * state's type are defined). */
+#define SRV_CLIENT_STATE(NAME, FIELD)                                                              \
+    static int NAME##_init(struct srv_client *c)                                                   \
+    {                                                                                              \
+        c->FIELD = calloc(1, sizeof(*c->FIELD));                                                   \
+        return c->FIELD ? 0 : -1;                                                                  \
+    }                                                                                              \
+    static void NAME##_free(struct srv_client *c)                                                  \
+    {                                                                                              \
+        free(c->FIELD);                                                                            \
+    }
+
+/* Their entries in the family's table, after its name. */
+#define SRV_CLIENT_STATE_HOOKS(NAME) .client_init = NAME##_init, .client_free = NAME##_free
+
 /* Each step walks the table in its order; a family without the hook is passed over. */
+int srv_families_client_init(struct srv_client *c);
+void srv_families_client_free(struct srv_client *c);
 void srv_families_client_leave(struct srv_client *c);
 void srv_families_client_fini(struct srv_client *c);
 void srv_families_client_lost(struct srv_client *c);
+int srv_families_waits_on_client(struct srv_client *c);
 void srv_families_ctx_quiesce(struct srv_client *c, uint32_t ctx);
 int srv_families_ctx_drain(struct srv_client *c, uint32_t ctx, uint64_t by);
 int srv_families_stream_make(struct srv_client *c, int dev, CUstream *st, int prio, CUresult *r);

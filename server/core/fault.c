@@ -39,6 +39,11 @@
  *    they leave too. A newer server that finds too many faulted servers alive has this
  *    one end every client at once (handover.c). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/control/settings.h"
@@ -49,6 +54,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+struct srv_devfault srv_fault[CHAN_MAX_DEVICES];
+_Atomic uint32_t srv_fault_epoch;
 
 #define FAULT_POLL_MS 100
 #define FAULT_ACK_NS (400ull * 1000 * 1000)       /* the workers' let-go, at most */
@@ -105,7 +113,7 @@ void srv_fault_note(int dev, CUresult r)
     if (!sticky(r) || !started || telling) return;
     /* A fault already known needs no pass, nor may a worker telling its waits about it
      * (let_go) wait for one: the fault thread is waiting for that very worker. */
-    if (dev >= 0 && dev < srv.ndev ? atomic_load(&srv.fault[dev].state) != SRV_DEV_OK
+    if (dev >= 0 && dev < srv.ndev ? atomic_load(&srv_fault[dev].state) != SRV_DEV_OK
                                    : srv_fault_any())
         return;
     pthread_mutex_lock(&lock);
@@ -125,13 +133,13 @@ void srv_fault_note(int dev, CUresult r)
 int srv_fault_any(void)
 {
     for (int d = 0; d < srv.ndev; d++)
-        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK) return 1;
+        if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK) return 1;
     return 0;
 }
 
 int srv_fault_dead(const struct srv_client *c, int dev)
 {
-    return dev >= 0 && dev < srv.ndev && atomic_load(&srv.fault[dev].gen) != c->gen_seen[dev];
+    return dev >= 0 && dev < srv.ndev && atomic_load(&srv_fault[dev].gen) != c->gen_seen[dev];
 }
 
 /* ---------------------------------------------------------------- the workers' side */
@@ -188,7 +196,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
         if (c->retired[i].dev != dev) c->retired[j++] = c->retired[i];
     c->nretired = j;
     /* Internal events of the dead context: only forgotten. */
-    c->pool[dev].n = 0;
+    srv_events_forget_device(c, dev);
     srv_families_ctx_died(c, dev);
     /* Its objects there, roots first (what belongs to them goes with them), collected
      * before any goes since forgetting frees records the walk would step on. */
@@ -227,14 +235,14 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
 
 void srv_fault_sync(struct srv_client *c)
 {
-    uint32_t e = atomic_load_explicit(&srv.fault_epoch, memory_order_acquire);
+    uint32_t e = atomic_load_explicit(&srv_fault_epoch, memory_order_acquire);
     if (e == c->fault_seen) return;
     /* The epoch is read before the generations (the fault thread moves them the other way
      * round), so what is acked below covers every fault up to e. */
     for (int d = 0; d < srv.ndev; d++) {
-        uint32_t g = atomic_load(&srv.fault[d].gen);
+        uint32_t g = atomic_load(&srv_fault[d].gen);
         if (g != c->gen_seen[d]) {
-            let_go(c, d, g, (CUresult)atomic_load(&srv.fault[d].err));
+            let_go(c, d, g, (CUresult)atomic_load(&srv_fault[d].err));
             c->gen_seen[d] = g;
         }
     }
@@ -244,10 +252,10 @@ void srv_fault_sync(struct srv_client *c)
 
 CUresult srv_fault_gate(struct srv_client *c, int dev)
 {
-    if (dev < 0 || dev >= srv.ndev || atomic_load(&srv.fault[dev].state) == SRV_DEV_OK)
+    if (dev < 0 || dev >= srv.ndev || atomic_load(&srv_fault[dev].state) == SRV_DEV_OK)
         return CUDA_SUCCESS;
     srv_fault_sync(c); /* what died goes before the answer */
-    return (CUresult)atomic_load(&srv.fault[dev].err);
+    return (CUresult)atomic_load(&srv_fault[dev].err);
 }
 
 /* ---------------------------------------------------------------- the fault thread */
@@ -320,13 +328,13 @@ static unsigned wait_acks(int d, uint32_t e)
  * server is started to serve new clients. */
 static void raise_fault(int d, CUresult err)
 {
-    atomic_store(&srv.fault[d].err, (int)err);
-    atomic_store(&srv.fault[d].state, SRV_DEV_FAULT);
-    atomic_store(&srv.fault[d].seen_ns, chan_now_ns());
+    atomic_store(&srv_fault[d].err, (int)err);
+    atomic_store(&srv_fault[d].state, SRV_DEV_FAULT);
+    atomic_store(&srv_fault[d].seen_ns, chan_now_ns());
     srv_families_dev_fault(d);
     log_fault(d, err);
-    atomic_fetch_add(&srv.fault[d].gen, 1);
-    atomic_fetch_add(&srv.fault_epoch, 1);
+    atomic_fetch_add(&srv_fault[d].gen, 1);
+    atomic_fetch_add(&srv_fault_epoch, 1);
     /* After the epoch: a client's query that reaches its worker from now on is answered
      * with the fault, and every "idle" answer a client kept from before is dropped. Every
      * client's, not only the device's: a fault is rare, a needless round trip cheap. */
@@ -337,7 +345,7 @@ static void raise_fault(int d, CUresult err)
 /* After raising: waits for d's clients to let go, and says who did not in time. */
 static void settle(int d)
 {
-    uint32_t e = atomic_load(&srv.fault_epoch);
+    uint32_t e = atomic_load(&srv_fault_epoch);
     unsigned late = wait_acks(d, e);
     if (late)
         srv_log("Device %d: %u client(s) did not let go of the dead context within %llu ms "
@@ -354,8 +362,8 @@ static void end_lingering(void)
 {
     uint64_t now = chan_now_ns();
     for (int d = 0; d < srv.ndev; d++) {
-        if (atomic_load(&srv.fault[d].state) == SRV_DEV_OK || ended[d] ||
-            now - atomic_load(&srv.fault[d].seen_ns) < linger_ns)
+        if (atomic_load(&srv_fault[d].state) == SRV_DEV_OK || ended[d] ||
+            now - atomic_load(&srv_fault[d].seen_ns) < linger_ns)
             continue;
         ended[d] = 1;
         unsigned n = srv_clients_end(d);
@@ -395,7 +403,7 @@ static void *fault_main(void *arg)
         /* First every device is looked at and each fault raised, so that the workers
          * waiting in srv_fault_note go on (and let go); then the recoveries. */
         for (int d = 0; d < srv.ndev && !atomic_load(&srv.quitting); d++) {
-            if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK) continue;
+            if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK) continue;
             CUresult err = query(d);
             if (err != CUDA_SUCCESS) raise_fault(d, err);
         }
@@ -405,7 +413,7 @@ static void *fault_main(void *arg)
         pthread_cond_broadcast(&passed);
         pthread_mutex_unlock(&lock);
         for (int d = 0; d < srv.ndev && !atomic_load(&srv.quitting); d++)
-            if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK && !settled[d]) {
+            if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK && !settled[d]) {
                 settle(d);
                 settled[d] = 1;
             }

@@ -30,4 +30,10 @@ static inline void srv_fault_mark_work(struct srv_client *c, int dev)
         atomic_store_explicit(&c->stats.enqueued_ns[dev], chan_now_ns(), memory_order_relaxed);
 }
 
+/* A device's fault state (fault.c). A sticky error kills the shared context: its clients
+ * are told and let go of what lived in it, and a new server serves new clients. */
+enum { SRV_DEV_OK, SRV_DEV_FAULT };
+extern struct srv_devfault srv_fault[CHAN_MAX_DEVICES];
+extern _Atomic uint32_t srv_fault_epoch; /* changes whenever a device faults */
+
 #endif

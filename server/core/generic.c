@@ -6,6 +6,11 @@
  * ring, and the reply is written to the lane only at the end (a client thread cannot
  * change what the server decides from). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/code/codegate.h"
 #include "server/core/devices.h"
 #include "server/core/generic.h"

@@ -10,6 +10,7 @@
  * a server that vanishes under load says where (on_crash). */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/log.h"
 #include "channel/prof.h"
 
 #include <dirent.h>

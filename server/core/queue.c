@@ -23,12 +23,34 @@
  * the client running, stream waits on values, graph host nodes) and long (10 s) otherwise,
  * so that a flood behind a long kernel stays under the limit itself. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
 #include "server/limits/account.h"
 #include "server/core/events.h"
 #include "server/limits/policy.h"
 #include "server/core/queue.h"
 
 #include <stdlib.h>
+
+/* Bytes the server holds for a client's queued work (queue.c), let go as the GPU passes
+ * the marks recorded after it. Owned by the worker. */
+struct srv_qmark {
+    CUevent ev;
+    int dev;
+    uint64_t bytes;
+};
+struct srv_queue {
+    struct srv_qmark *marks;
+    size_t n, cap;
+    uint64_t held;        /* charged and not known complete, marked or not */
+    uint64_t unmarked;    /* the part of held no mark covers yet (in streams' queued) */
+    uint64_t peak;        /* the most held at once */
+    uint64_t over_since;  /* monotonic ns since held is over the limit; 0: it is not */
+    uint64_t progress_ns; /* when marks last let bytes go */
+    uint64_t pauses;      /* times it went over the limit */
+    uint32_t ran_seen;    /* the client's cb_ran when last looked at */
+    int logged, stall_logged;
+};
 
 #define STALL_SEEN_NS (100ull * 1000 * 1000)      /* a wait on the client is visible */
 #define STALL_ANY_NS (10ull * 1000 * 1000 * 1000) /* anything else */
@@ -44,21 +66,21 @@ static uint64_t mark_step(void)
  * limit is the process's), change together. */
 static void held_add(struct srv_client *c, uint64_t n)
 {
-    c->queue.held += n;
+    c->queue->held += n;
     srv_account_queued_add(c, (int64_t)n);
 }
 
 static void held_sub(struct srv_client *c, uint64_t n)
 {
-    if (n > c->queue.held) n = c->queue.held;
-    c->queue.held -= n;
+    if (n > c->queue->held) n = c->queue->held;
+    c->queue->held -= n;
     srv_account_queued_add(c, -(int64_t)n);
 }
 
 /* Lets go of the bytes of mark i (its work is done, failed or gone). */
 static void drop(struct srv_client *c, size_t i, int pool)
 {
-    struct srv_queue *q = &c->queue;
+    struct srv_queue *q = c->queue;
     if (pool) srv_event_give(c, q->marks[i].dev, q->marks[i].ev);
     held_sub(c, q->marks[i].bytes);
     q->marks[i] = q->marks[--q->n];
@@ -68,7 +90,7 @@ static void drop(struct srv_client *c, size_t i, int pool)
 /* Lets go of every mark the GPU has passed. */
 static void poll_marks(struct srv_client *c)
 {
-    struct srv_queue *q = &c->queue;
+    struct srv_queue *q = c->queue;
     for (size_t i = 0; i < q->n;) {
         CUresult r = DRV(cuEventQuery)(q->marks[i].ev);
         if (r == CUDA_ERROR_NOT_READY) {
@@ -84,7 +106,7 @@ static void poll_marks(struct srv_client *c)
  * they are let go at once: the bound may then undercount, never wait for nothing. */
 static void mark(struct srv_client *c, struct srv_stream *s)
 {
-    struct srv_queue *q = &c->queue;
+    struct srv_queue *q = c->queue;
     uint64_t bytes = s->queued;
     /* In a capture an internal event would be recorded into the client's graph: its bytes
      * are marked after the capture (or let go if the stream goes first). */
@@ -117,7 +139,7 @@ void srv_queue_charge(struct srv_client *c, struct srv_stream *s, uint64_t bytes
 {
     /* No limit, nothing to count; a capture runs nothing now (its graph is the client's). */
     if (!srv.queue_limit || !bytes || srv_stream_capturing(c, s)) return;
-    struct srv_queue *q = &c->queue;
+    struct srv_queue *q = c->queue;
     s->queued += bytes;
     q->unmarked += bytes;
     held_add(c, bytes);
@@ -147,21 +169,21 @@ static int waits_on_client(struct srv_client *c)
     if (k &&
         atomic_load_explicit(&c->ch.callbacks->done[k % CHAN_CB_SLOTS], memory_order_relaxed) != k)
         return 1;
-    return c->nwaitvals > 0 || c->hn != NULL;
+    return srv_families_waits_on_client(c) || c->hn != NULL;
 }
 
 /* The limit bounds what the client's process holds, across its connections (account.c);
  * each connection over it waits for its own work, which is what it can make progress on. */
 int srv_queue_paused(struct srv_client *c)
 {
-    struct srv_queue *q = &c->queue;
+    struct srv_queue *q = c->queue;
     uint64_t limit = srv.queue_limit;
-    if (!limit || srv_account_queued(c) <= limit) {
+    if (!limit || srv_account_queued(c, q->held) <= limit) {
         q->over_since = 0;
         return 0;
     }
     poll_marks(c);
-    if (srv_account_queued(c) <= limit) {
+    if (srv_account_queued(c, q->held) <= limit) {
         q->over_since = 0;
         return 0;
     }
@@ -187,7 +209,7 @@ int srv_queue_paused(struct srv_client *c)
     }
     /* Bytes not covered by a mark would never be let go. */
     if (q->unmarked) mark_all(c);
-    if (srv_account_queued(c) > SRV_QUEUE_HARD_FACTOR * limit) return 1;
+    if (srv_account_queued(c, q->held) > SRV_QUEUE_HARD_FACTOR * limit) return 1;
     uint64_t since = q->progress_ns > q->over_since ? q->progress_ns : q->over_since;
     if (now - since < (waits_on_client(c) ? STALL_SEEN_NS : STALL_ANY_NS)) return 1;
     if (!q->stall_logged) {
@@ -207,15 +229,15 @@ void srv_queue_stream_gone(struct srv_client *c, struct srv_stream *s, int dead)
         mark(c, s); /* recorded before the stream goes: its work still completes */
         return;
     }
-    c->queue.unmarked -= s->queued;
+    c->queue->unmarked -= s->queued;
     held_sub(c, s->queued);
     s->queued = 0;
 }
 
 void srv_queue_forget_device(struct srv_client *c, int dev)
 {
-    for (size_t i = 0; i < c->queue.n;)
-        if (c->queue.marks[i].dev == dev)
+    for (size_t i = 0; i < c->queue->n;)
+        if (c->queue->marks[i].dev == dev)
             drop(c, i, 0); /* an event of the dead context: only forgotten */
         else
             i++;
@@ -223,7 +245,7 @@ void srv_queue_forget_device(struct srv_client *c, int dev)
 
 void srv_queue_release(struct srv_client *c)
 {
-    struct srv_queue *q = &c->queue;
+    struct srv_queue *q = c->queue;
     for (size_t i = 0; i < q->n; i++)
         srv_event_give(c, q->marks[i].dev, q->marks[i].ev);
     free(q->marks);
@@ -236,7 +258,10 @@ void srv_queue_release(struct srv_client *c)
     *q = (struct srv_queue){0};
 }
 
+SRV_CLIENT_STATE(queue, queue)
+
 const struct srv_family srv_family_queue = {.name = "queue",
+                                            SRV_CLIENT_STATE_HOOKS(queue),
                                             .client_fini = srv_queue_release,
                                             .stream_gone = srv_queue_stream_gone,
                                             .ctx_died = srv_queue_forget_device};

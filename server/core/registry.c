@@ -6,6 +6,9 @@
  * shim_types; families that keep state of their own release it themselves
  * (srv_type_release). All of it is touched by the client's worker thread only. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
 #include "server/limits/account.h"
 #include "server/core/fault.h"
 

@@ -1,6 +1,9 @@
 /* Answers to a client: its reply lanes, and the first error of its asynchronous work, kept
  * for its next synchronisation. Below every family, which all answer through these. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/clients.h"
+#include "server/core/reply.h"
 #include "server/core/fault.h"
 #include "server/limits/account.h"
 
@@ -27,7 +30,7 @@ void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len)
      * answer, not after it: it is counted as memory by now, or was not taken, and the
      * client's next call may come on another connection of the same process, whose check
      * would otherwise still see it reserved (account.c). */
-    if (c->reserved_any) srv_account_settle(c);
+    srv_account_settle(c);
     chan_lane_post_at(&c->ch, (uint32_t)lane, r, len, ++c->lane_seq[lane]);
 }
 

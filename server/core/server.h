@@ -25,33 +25,21 @@
 
 /* Appends "[date time Server pid] message" to server.log (and stderr in the foreground). */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Opens the log files in dir (to_stderr: every line on stderr too). A file that cannot be
- * opened is said once on stderr and its lines are dropped; -1 then, with the first reason in
- * why, for a caller that would rather not start (the server goes on either way). */
-int srv_log_open(const char *dir, const char *file, const char *who, int to_stderr, char *why,
-                 size_t len);
-/* Closes and opens both files again by name (SIGHUP: a rotated log starts anew). */
-void srv_log_reopen(void);
-/* Appends "[date time Control pid] message" to control.log (commands and their results). */
-void srv_clog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* A client's text (its executable's name, its command line) made safe to show in a log
- * line or a control answer: control bytes, bytes that are no shown UTF-8 character and
- * backslashes escaped (\xNN, \\), cut at cap bytes between whole escapes. Returns out. */
-const char *srv_log_escape(const char *s, char *out, size_t cap);
-/* One object a client holds (registry.c): a handle (stream, event, module, array, pool...)
- * or a memory range, of one of the types cuda_symbols.txt declares (%handle, %range). The
- * client names it by `key.value`: the real handle, or a range's base address. Owned by the
- * client's worker thread alone. */
 
 /* ---------------------------------------------------------------- per-client objects */
 
 struct srv_client;
+struct srv_stream;
+struct srv_ctx;
 struct srv_obj_key {
     uint64_t value;
     uint32_t type; /* SHIM_HT_* */
     uint32_t pad;
 };
-struct srv_waitval;
+/* One object a client holds (registry.c): a handle (stream, event, module, array, pool...)
+ * or a memory range, of one of the types cuda_symbols.txt declares (%handle, %range). The
+ * client names it by `key.value`: the real handle, or a range's base address. Owned by the
+ * client's worker thread alone. */
 struct srv_obj {
     struct srv_obj_key key;
     uint64_t size;  /* ranges: bytes from key.value */
@@ -90,85 +78,6 @@ static inline int srv_obj_revoked(const struct srv_obj *o)
 /* A family's operation on a record of a type it keeps state for (%handle ... release=,
  * drop=, forget=NAME: srv_type_release, srv_type_drop, srv_type_forget). */
 typedef void srv_release_fn(struct srv_client *c, struct srv_obj *o);
-struct srv_stream {
-    uint64_t key; /* what the client names it by: the real handle, or 0 for defaults */
-    CUstream real;
-    struct srv_obj *obj; /* its registry record (created streams; NULL for defaults) */
-    uint32_t ctx;
-    int device;
-    unsigned flags; /* as the client asked (the real stream is always non-blocking) */
-    int priority;
-    int blocking;            /* synchronises with its context's legacy stream */
-    int legacy;              /* this is the context's legacy default stream */
-    uint16_t thread;         /* per-thread default stream of this client thread, else 0 */
-    uint64_t nsubmit;        /* operations enqueued so far */
-    uint64_t seen_by_legacy; /* our nsubmit when the legacy stream last waited for us */
-    uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
-    CUevent mark;            /* internal event recorded for those waits */
-    /* Recorded on it just before its latest capture began (graph.c): what it held then, for
-     * a free that must come after the client's work (devmem.c); NULL: never captured. */
-    CUevent cap_mark;
-    uint64_t queued;       /* bytes charged here not yet covered by a mark (queue.c) */
-    struct srv_hblock *hb; /* the pinned block its inline copies fill now (hostblocks.c) */
-    /* The graph a capture begun on it builds (graph.c), NULL: none. Kept from the begin, as
-     * the driver names it only while the capture is active, and the end of an invalidated
-     * capture must still find what the client held in it. */
-    CUgraph capture_graph;
-    uint64_t mvar_seen; /* the client's mvar_gen it is ordered after (managed.c) */
-    uint32_t trace_gen; /* the trace it was named for (trace.c); the worker's own */
-    UT_hash_handle hh;  /* in ctx->defaults (per-thread default streams) */
-};
-struct srv_ctx {
-    uint32_t id;
-    int device;
-    int primary;
-    uint32_t gen;                /* the device's fault generation when it was made (fault.c) */
-    CUresult fault;              /* a fault killed it: every call in it returns this (sticky) */
-    struct srv_stream *legacy;   /* created on first use */
-    struct srv_stream *defaults; /* per-thread default streams, keyed by thread number */
-    struct srv_stream *mvar;     /* __managed__ variables' copies (managed.c); on first use */
-    UT_hash_handle hh;
-};
-/* A reply that waits for the GPU: posted when all its events have completed. */
-#define SRV_WAIT_EVENTS 64
-struct srv_wait {
-    struct srv_wait *next;
-    int lane;
-    uint32_t reply_len;
-    CUresult result;
-    int own; /* reply with its own result only (srv_wait_stream_own) */
-    /* A reply the GPU posts (waits.c gpu_reply; 2: to a thread told to spin for it): the
-     * lane's reply number it stores. When its event completes the worker only wakes the
-     * thread if it sleeps; on a failure it posts the failure under the same number. */
-    int gpu;
-    uint32_t target;
-    int nev;
-    CUevent ev[SRV_WAIT_EVENTS];
-    int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
-    int dev[SRV_WAIT_EVENTS];    /* device of each event (events belong to one context) */
-};
-/* Bytes the server holds for a client's queued work (queue.c), let go as the GPU passes
- * the marks recorded after it. Owned by the worker. */
-struct srv_qmark {
-    CUevent ev;
-    int dev;
-    uint64_t bytes;
-};
-struct srv_queue {
-    struct srv_qmark *marks;
-    size_t n, cap;
-    uint64_t held;        /* charged and not known complete, marked or not */
-    uint64_t unmarked;    /* the part of held no mark covers yet (in streams' queued) */
-    uint64_t peak;        /* the most held at once */
-    uint64_t over_since;  /* monotonic ns since held is over the limit; 0: it is not */
-    uint64_t progress_ns; /* when marks last let bytes go */
-    uint64_t pauses;      /* times it went over the limit */
-    uint32_t ran_seen;    /* the client's cb_ran when last looked at */
-    int logged, stall_logged;
-};
-struct srv_hblock;
-struct srv_hblocks;
-struct srv_seqs;
 struct srv_stats {
     _Atomic uint64_t launches;
     _Atomic uint64_t bytes_copied;
@@ -184,21 +93,8 @@ struct srv_stats {
     _Atomic int gpu_waits;
     _Atomic uint64_t gpu_replies; /* replies the GPU was given to post (waits.c gpu_reply) */
 };
-/* What a client may use, fixed when it connects (policy.c). */
-struct srv_limits {
-    int pct;                        /* active thread percentage in force, 1..100 */
-    unsigned sms[CHAN_MAX_DEVICES]; /* SMs its work may use on each device */
-    int part[CHAN_MAX_DEVICES];     /* its green partition's index (green.c), -1: none */
-    uint64_t mem[CHAN_MAX_DEVICES]; /* device memory it may hold, bytes; 0: no limit */
-    int priority;                   /* 0 normal, 1 below normal */
-};
-/* The devices a client sees (devices.c), fixed at the handshake: its ordinal i is the
- * server's to_srv[i]; to_cli[d] is the client's ordinal of the server's device d, or -1. */
-struct srv_devmap {
-    int n;
-    int8_t to_srv[CHAN_MAX_DEVICES];
-    int8_t to_cli[CHAN_MAX_DEVICES];
-};
+/* A client connection. What a family keeps of it is its own struct (family.h, client_init),
+ * named here only; the host-function ring's words stay, as the core's queue and waits read them. */
 struct srv_client {
     uint32_t id;
     pid_t pid;
@@ -220,53 +116,28 @@ struct srv_client {
     struct srv_hostnode *hn;  /* host node slots (hostfn.c), CHAN_HN_SLOTS; NULL until used */
     _Atomic int hn_gone;      /* it left: its host nodes no longer hold their graphs */
     pthread_t worker;
-    struct srv_limits lim;    /* set at the handshake, read-only after */
-    struct srv_account *acct; /* its process's account, from the handshake on */
-    /* Device memory a check allowed during the record being handled, not yet counted
-     * (account.c); the worker's own. */
-    uint64_t reserved[CHAN_MAX_DEVICES];
-    int reserved_any;
-    /* Device memory its context limits cost, and on which device (context.c); charged to
-     * its account while they stand. */
-    uint64_t limit_cost[CU_LIMIT_MAX];
-    int limit_cost_dev[CU_LIMIT_MAX];
-    struct srv_devmap devs;             /* set at the handshake, read-only after */
-    CUgreenCtx green[CHAN_MAX_DEVICES]; /* where its streams are made; NULL: shared ctx */
-    /* MPSSHIM_GREEN_EACH=1: an unthrottled client's own green context over all SMs, where
-     * its streams are made instead (green.c); NULL otherwise. */
-    CUgreenCtx green_own[CHAN_MAX_DEVICES];
-    _Atomic int dead;     /* the socket hung up, or the server is quitting */
-    _Atomic int finished; /* the worker has released everything */
+    struct srv_limits *lim;      /* what it may use (account.h): from the handshake on, read-only */
+    struct srv_account *acct;    /* its process's account, from the handshake on */
+    struct srv_reserve *reserve; /* memory its checks reserved, not yet counted (account.c) */
+    struct srv_ctxlimits *ctxlim; /* context limits it set (context.c) */
+    struct srv_devmap *devs;      /* the devices it sees (devices.c), from the handshake on */
+    struct srv_green *green;      /* its green contexts, where its streams are made (green.c) */
+    _Atomic int dead;             /* the socket hung up, or the server is quitting */
+    _Atomic int finished;         /* the worker has released everything */
     /* terminate_client (1) or a faulted server (SRV_ENDED_BY_FAULT): its calls fail with
      * CLIENT_TERMINATED */
     _Atomic int terminated;
     _Atomic int connected; /* the handshake succeeded (it is listed by the control commands) */
     int admitted;          /* holds a place under MPSSHIM_MAX_CLIENTS; guarded by clients_lock */
-    /* PROFILE=1 builds (channel/prof.h): its worker's records, time replaying them, and
-     * since when it serves. */
-    uint64_t prof_records, prof_replay_ns, prof_since_ns;
-    /* and per operation (srv_prof_slot): records and ns, pairs; NULL in other builds */
-    uint64_t *prof_op;
-    /* The spinning policy (spin.c), the worker's own: counted busy until busy_until; the
-     * spin hint last written into the segment. */
-    int busy;
-    uint64_t busy_until;
-    uint32_t spin_hint;
-    /* The coalescing bound last written into the segment (coalesce.c); its sweeper reads
-     * `coalescing` (that bound is not 0) under clients_lock. */
-    uint32_t coalesce_hint;
-    _Atomic int coalescing;
+    struct srv_prof *prof; /* PROFILE=1 builds: its worker's profile (clients.h); else NULL */
+    struct srv_spin *spin; /* the spinning policy's (spin.c) */
+    struct srv_coalesce *coalesce; /* doorbell coalescing's (coalesce.c) */
     /* A release gave up on work still running (registry.c, leave_running): that work may
      * still fire its host functions into this struct and the segment, or copy through the
      * segment's slots, so neither is ever freed or unmapped. */
     int left_running;
-    /* Stream waits it enqueued, to unblock when it goes (memops.c). Changed by its own
-     * thread only, under waitvals_lock, which the main loop takes to read them. */
-    struct srv_waitval *waitvals;
-    size_t nwaitvals, capwaitvals;
-    pthread_mutex_t waitvals_lock;
-    int watch_values;  /* the main loop let go of waits on its host memory (logged once) */
-    uint64_t hello_by; /* monotonic ns by which the whole hello must have arrived */
+    struct srv_memops *memops; /* stream waits it enqueued (memops.c) */
+    uint64_t hello_by;         /* monotonic ns by which the whole hello must have arrived */
     /* Faults (fault.c): the server's fault epoch this worker has acted on, published for
      * the recovery to wait on; the rest is the worker's own. */
     _Atomic uint32_t fault_ack;
@@ -295,29 +166,12 @@ struct srv_client {
     /* Replies posted on each lane so far, by the worker or the GPU: the lane's seq as the
      * server wrote it (proto.h; the segment's own word is never read back). */
     uint32_t lane_seq[CHAN_NLANES];
-    unsigned captures; /* stream captures it began and has not ended (graph.c) */
-    /* Free internal events, per device: an event can only be recorded on streams of the
-     * context it was made in. */
-    struct srv_evpool {
-        CUevent *ev;
-        size_t n, cap;
-    } pool[CHAN_MAX_DEVICES];
-    /* Per device, made when first needed: the CU_EVENT_BLOCKING_SYNC event through which
-     * the worker waits for a stream while the server is crowded (waits.c block_stream). */
-    CUevent block_ev[CHAN_MAX_DEVICES];
-    CUresult deferred; /* first failure of an async operation not yet reported */
-    /* Work of destroyed streams still running: context syncs must wait for it too. */
-    struct srv_retired {
-        CUevent ev;
-        uint32_t ctx;
-        int dev;
-    } *retired;
+    unsigned captures;           /* stream captures it began and has not ended (graph.c) */
+    struct srv_events *events;   /* its internal events (evpool.c) */
+    CUresult deferred;           /* first failure of an async operation not yet reported */
+    struct srv_retired *retired; /* destroyed streams' work still running (streamrec.h) */
     size_t nretired, capretired;
-    /* Limits as this client set them (the shared context's real limit is the largest any
-     * client asked for); bit i of limits_set: limit i was set. */
-    uint64_t limits[CU_LIMIT_MAX];
-    uint32_t limits_set;
-    struct srv_queue queue; /* bytes held for its queued work (queue.c) */
+    struct srv_queue *queue; /* bytes held for its queued work (queue.c) */
     /* __managed__ variables (managed.c): pushes so far, and the stream of the last, whose
      * mark every stream waits for before its next work (srv_stream_prepare). */
     uint64_t mvar_gen;
@@ -325,29 +179,17 @@ struct srv_client {
     /* Pinned memory its inline copies' data waits in: hostblocks.c's own, made at the first
      * such copy (NULL until then). */
     struct srv_hblocks *hblocks;
-    /* Its launch sequences and their graphs: seqgraph.c's own, made at its first launch. */
-    struct srv_seqs *seqs;
-    struct { /* devmem.c: its allocation and free streams per device */
-        CUstream alloc, free;
-    } devmem[CHAN_MAX_DEVICES];
-    /* Frees, unmaps and address frees waiting for the work it queued before them, in order
-     * (devmem.c, srv_later). */
-    struct srv_later *later;
-    size_t nlater, caplater;
-    uint8_t *blob; /* image uploaded for the next load */
+    struct srv_seqs *seqs;     /* its launch sequences' graphs (seqgraph.c), from its first */
+    struct srv_devmem *devmem; /* its streams and deferred frees (devmem.c) */
+    uint8_t *blob;             /* image uploaded for the next load */
     size_t blob_len, blob_cap;
-    uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
-    /* DMA of the chunk last issued from/into each slot, per device (see pool). */
-    CUevent slot_ev[CHAN_MAX_DEVICES][CHAN_NSLOTS];
-    int slot_dev[CHAN_NSLOTS];      /* device whose event marks the slot's last DMA */
-    int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
-    uint8_t *rec;                   /* the record being replayed (copied out of the ring) */
-    uint8_t *scratch;               /* stands in for the lane of a record that asked for no reply */
-    uint8_t *out; /* a described call's outputs, private until copied to its lane */
+    struct srv_copy *copy; /* its staging slots (copy.c) */
+    uint8_t *rec;          /* the record being replayed (copied out of the ring) */
+    uint8_t *scratch;      /* stands in for the lane of a record that asked for no reply */
+    uint8_t *out;          /* a described call's outputs, private until copied to its lane */
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
     unsigned hostfn_said;  /* host functions refused for their number (hostfn.c) */
-    unsigned waits_said;   /* stream waits refused past the pending bound (memops.c) */
     uint32_t hostfn_seq;   /* the number of the last host function it sent (hostfn.c) */
     unsigned eager_left;   /* kernels its image loads may still load eagerly (module.c) */
     uint16_t first_thread; /* client thread number of the first record */
@@ -374,24 +216,8 @@ struct srv_client {
 
 /* ---------------------------------------------------------------- main.c: the server */
 
-/* A device's SMs as green contexts can divide them (green.c). */
-struct srv_sm_info {
-    unsigned total; /* SMs of the device */
-    unsigned align; /* partitions are multiples of this; 0: no partitions possible */
-    unsigned min;   /* smallest partition */
-};
-/* Operator settings from the control commands (policy.c); guarded by lock. */
-struct srv_policy {
-    pthread_mutex_t lock;
-    int default_pct;                        /* set_default_active_thread_percentage: 100 */
-    int server_pct;                         /* set_active_thread_percentage; 0: not set */
-    uint64_t default_mem[CHAN_MAX_DEVICES]; /* set_default_device_pinned_mem_limit; 0: none */
-    uint64_t server_mem[CHAN_MAX_DEVICES];  /* set_device_pinned_mem_limit; 0: not set */
-    int default_priority;                   /* set_default_client_priority: 0 */
-};
-/* A device's fault state (fault.c). A sticky error kills the shared context: its clients
- * are told and let go of what lived in it, and a new server serves new clients. */
-enum { SRV_DEV_OK, SRV_DEV_FAULT };
+/* The server's settings and its list of clients; what one family keeps for the whole
+ * server is that family's own (its header). */
 struct srv_devfault {
     _Atomic int state;        /* SRV_DEV_OK, or SRV_DEV_FAULT for good (the device is lost) */
     _Atomic int err;          /* the sticky CUresult */
@@ -404,10 +230,6 @@ struct srv {
     char driver_path[512];
     int ndev;
     CUcontext ctx[CHAN_MAX_DEVICES]; /* the one real context of each device */
-    /* A stream of each shared context, made at start, for writes that release a departed
-     * client's waits on values in its device memory (memops.c); NULL where it could not be
-     * made. */
-    CUstream release_stream[CHAN_MAX_DEVICES];
     struct chan_devinfo devinfo;
     pthread_mutex_t clients_lock;
     struct srv_client *clients;
@@ -425,178 +247,13 @@ struct srv {
     uint64_t max_pinned;    /* pinned host bytes one client process may hold */
     uint64_t max_objects;   /* registry records one client process may hold; 0: no cap */
     unsigned eager_kernels; /* kernels of a client's images loaded when loaded (module.c) */
-    /* Context limits as the server started (the floor when clients leave); the real limit
-     * is the largest of this and what live clients set. Guarded by limits_lock. */
-    pthread_mutex_t limits_lock;
-    size_t limit_default[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
     /* A release left a client's work running (registry.c): the GPU may never be idle again,
      * so nothing that waits for the whole device is done when idle (srv_limits_idle). */
     _Atomic int left_running_any;
-    struct srv_sm_info sm[CHAN_MAX_DEVICES];
-    struct srv_policy policy;
-    int prio_least, prio_greatest; /* stream priority range of the shared contexts */
-    _Atomic int draining;          /* quit -t: new clients are refused while the others finish */
-    struct srv_devfault fault[CHAN_MAX_DEVICES];
-    _Atomic uint32_t fault_epoch; /* changes whenever a device faults */
+    _Atomic int draining; /* quit -t: new clients are refused while the others finish */
 };
 extern struct srv srv;
-/* ---------------------------------------------------------------- client.c, clients.c */
 
-/* Starts serving an accepted connection (handshake and worker run in a new thread). */
-void srv_client_start(int sock);
-/* Ends every client of device dev (-1: every client) as terminate_client does, without
- * waiting: its calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED from then on, and what it
- * held is released. How many it ended (client.c). */
-unsigned srv_clients_end(int dev);
-/* clients_lock held: clients holding a place under MPSSHIM_MAX_CLIENTS (admitted, not yet
- * gone), and connections still in their handshake (clients.c). */
-unsigned srv_clients_admitted(void);
-unsigned srv_clients_pending(void);
-/* The protocol's own operation op by name (channel/proto.h), for the log. */
-const char *srv_proto_op_name(uint32_t op);
-/* Marks every client dead and waits for their workers to clean up. */
-void srv_clients_stop(void);
-/* Called by the poll loop when a client's socket hangs up. */
-void srv_client_hangup(struct srv_client *c);
-/* terminate_client: marks every live client of process `pid` terminated (its worker stops
- * replaying, its calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED) and waits until the
- * server has released everything they held. Returns how many clients it terminated. */
-int srv_client_terminate(pid_t pid);
-/* Moves the client's alert word (chan_shm.alert): an answer it keeps may have changed
- * without a record of its own. Caller: c's worker, or a thread holding srv.clients_lock
- * that found c in the list (cleanup unmaps the segment under that lock). */
-void srv_client_alert(struct srv_client *c);
-/* srv_client_alert for every connected client (takes srv.clients_lock). */
-void srv_clients_alert(void);
-/* Clients whose handshake succeeded and that have not finished yet. */
-unsigned srv_clients_live(void);
-/* Connections whose worker has not finished: clients, and ones mid-handshake or mid-release. */
-unsigned srv_clients_present(void);
-/* From the main loop, every pass: a client found gone has its host-function waits and its
- * waits on values in its host memory let go at once (srv_hostfn_release,
- * srv_memops_let_go), whatever its own thread is doing; and each client call (or
- * handshake, or release) in progress SRV_SLOW_CALL_NS is logged, once: a driver call that
- * never returns stops the server's other clients too (its lock), and the line says whose
- * and which it was. */
-void srv_clients_watch(void);
-/* PROFILE=1 builds: the slot of an operation in prof_op (generic calls first, then the
- * protocol's own operations, then one for anything else). */
-#define SRV_PROF_SLOTS (SHIM_NCALLS + (CHAN_OP_END - CHAN_OP_BASE) + 1)
-static inline int srv_prof_slot(uint32_t op)
-{
-    if (op < SHIM_NCALLS) return (int)op;
-    if (op > CHAN_OP_BASE && op < CHAN_OP_END) return SHIM_NCALLS + (int)(op - CHAN_OP_BASE);
-    return SRV_PROF_SLOTS - 1;
-}
-/* Marks what c's thread does now (busy_op). Only that thread writes busy_seq: a load and a
- * store, no locked instruction on the path of every record. */
-static inline void srv_busy(struct srv_client *c, uint32_t op)
-{
-    atomic_store_explicit(&c->busy_op, op, memory_order_relaxed);
-    atomic_store_explicit(&c->busy_seq,
-                          atomic_load_explicit(&c->busy_seq, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-/* Sets the server's context for device `dev` current on the calling thread (driver.c, as
- * the three below). */
-CUresult srv_use_device(int dev);
-/* Pushes the server's context for device dev (< CHAN_MAX_DEVICES, not checked) over the
- * thread's current one, for what must be made or freed there whatever the call being
- * replayed runs in (another device's context, a green one); srv_pop_device, after a push
- * that succeeded, makes the thread's own current again (so srv_use_device's note of it
- * stays true). */
-CUresult srv_push_device(int dev);
-void srv_pop_device(void);
-/* The whole device's memory in use as the driver counts it (other processes' included),
- * from the calling thread, made current in the device's context: 0, or -1. */
-int srv_device_used(int dev, size_t *used);
-/* Around a generic call that may load a kernel's or library's code in a context the first
- * time it names it there (codegate.c): begin loads a kernel through the gate first, or
- * enters the gate for the call itself (its device, else -1; *res: CUDA_SUCCESS unless c
- * left while it waited); end leaves it. */
-struct srv_call;
-
-/* ---------------------------------------------------------------- worker.c, reply.c */
-
-void *srv_worker_main(void *arg);
-/* Answers a request on its lane; `len` bytes already in the lane's data (reply.c, as the
- * three below). */
-void srv_reply(struct srv_client *c, int lane, CUresult r, uint32_t len);
-/* The lane's data area, where replies are written in place. */
-uint8_t *srv_lane_data(struct srv_client *c, int lane);
-/* Records the first error of an asynchronous operation, reported at the next sync. */
-void srv_defer(struct srv_client *c, CUresult r, const char *what);
-/* Takes the deferred error (CUDA_SUCCESS if none). */
-CUresult srv_take_deferred(struct srv_client *c);
-/* 1 while the client is connected: waits on it give up otherwise. */
-int srv_client_alive(void *client);
-
-/* ---------------------------------------------------------------- registry.c */
-
-/* Records of all clients' objects that exist now (get_server_status's `Objects`). */
-uint64_t srv_records_live(void);
-/* An element of a client's range table: its range and the object it belongs to. */
-struct srv_range {
-    struct chan_range r;
-    struct srv_obj *obj;
-};
-/* Prepares the destroyers' call interfaces; 0 on success. */
-int srv_registry_init(void);
-/* The client's object of that type named `value`, or NULL (also when it is an opened IPC
- * record whose exporter left: see ipc.c). */
-struct srv_obj *srv_obj_find(struct srv_client *c, uint32_t type, uint64_t value);
-/* The record itself, revoked or not: for letting go of it. */
-struct srv_obj *srv_obj_lookup(struct srv_client *c, uint32_t type, uint64_t value);
-/* Registers an object: made in the current context (unless its type is context-free) and
- * on the current device, belonging to `parent` (may be NULL). An object already there is
- * returned as it is (owned if either says so). NULL when out of memory. */
-struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value, int owned,
-                            struct srv_obj *parent);
-/* Registers a range object [base, base + size); NULL when out of memory or when it
- * overlaps one the client already has. Its bytes are counted with srv_obj_count. */
-struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base, uint64_t size,
-                              int owned, struct srv_obj *parent);
-/* The client's range object holding addr when all of [addr, addr + len) lies in its
- * ranges (one, or several that follow each other without a gap), or NULL. */
-struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len);
-/* The same for every byte one side of a pitched 3D copy touches (chan_copy_extent's
- * arguments): a copy's side, a graph node's memory. NULL also when the extent overflows. */
-struct srv_obj *srv_range_extent(struct srv_client *c, uint64_t base, uint64_t x, uint64_t y,
-                                 uint64_t z, uint64_t pitch, uint64_t slice_rows, uint64_t width,
-                                 uint64_t height, uint64_t depth);
-/* Counts `bytes` of device memory on dev for the object (against the client's limit). */
-void srv_obj_count(struct srv_client *c, struct srv_obj *o, int dev, uint64_t bytes);
-/* Destroys, as its type's release would, an object the driver just made that could not be
- * registered (out of memory): nothing the server cannot release may stay behind. */
-void srv_obj_undo(struct srv_client *c, uint32_t type, uint64_t value, uint64_t size);
-/* The client destroyed the object through the API: what dies with it is forgotten, what
- * outlives it stays the client's without a parent; then the record goes. */
-void srv_obj_destroyed(struct srv_client *c, struct srv_obj *o);
-/* Destroys the object for real if the client owns it (its type's release or destroyer),
- * with everything that belongs to it first, and forgets them all. */
-void srv_obj_release(struct srv_client *c, struct srv_obj *o);
-/* The client's objects of a type, newest first: for (o = first; o; o = o->type_next). */
-static inline struct srv_obj *srv_objs_of(struct srv_client *c, uint32_t type)
-{
-    return c->by_type[type];
-}
-/* The client's context `id` (the client's own number for it), or NULL. */
-static inline struct srv_ctx *srv_ctx_get(struct srv_client *c, uint32_t id)
-{
-    struct srv_ctx *x = NULL;
-    HASH_FIND(hh, c->ctxs, &id, sizeof(id), x);
-    return x;
-}
-/* 1 if v is one of the client's functions; a CUkernel may stand for a CUfunction (CUDA
- * 12+: a kernel launches as the function of the current context). */
-int srv_func_known(struct srv_client *c, uint64_t v);
-/* Frees everything made in context `ctx` (0 = everything the client has), after its work
- * in that context has finished: one walk, what belongs to an object before the object. */
-void srv_release(struct srv_client *c, uint32_t ctx);
-void srv_obj_forget_tree(struct srv_client *c, struct srv_obj *o); /* registry.c */
-/* Device bytes the client holds on dev: counted in stats.mem_dev[dev] and mem_in_use. */
-void srv_mem_count(struct srv_client *c, int dev, uint64_t bytes);
-void srv_mem_uncount(struct srv_client *c, int dev, uint64_t bytes);
 /* Hooks of a described call (server:NAME in cuda_symbols.txt, srv_hook_NAME in the
  * family's file): what no description can say. */
 struct srv_call {
@@ -628,75 +285,6 @@ extern srv_release_fn *const srv_type_release[SHIM_NHTYPES];
 extern srv_release_fn *const srv_type_drop[SHIM_NHTYPES];
 extern srv_release_fn *const srv_type_forget[SHIM_NHTYPES];
 
-/* ---------------------------------------------------------------- streams.c, waits.c */
-
-/* Resolves the stream a client named (handles NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
- * and `ptds` per-thread semantics) in the current context. NULL if invalid. */
-struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int ptds,
-                                      uint16_t thread);
-/* Makes `s` ready to take one more operation, keeping CUDA's legacy-stream ordering
- * among this client's streams; returns the real stream to enqueue on. */
-CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s);
-/* Replies on `lane` once everything now enqueued on `s` has completed. */
-CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
-/* The same, replying with the wait's own result only: an error deferred from the client's
- * async work stays for its next synchronisation (a transfer of the shim's own). */
-CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
-/* Replies on `lane` once every stream of context `ctx` is idle. */
-CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane);
-/* Replies on `lane` once the event completes. */
-CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
-/* Polls pending waits, posting the replies of finished ones. 0 if none remain, 2 if all
- * that remain are replies the GPU posts to threads that spin for them, else 1. */
-int srv_waits_poll(struct srv_client *c);
-/* Ends wait w (taken off c->waits by the caller) with error err: the thread waiting on its
- * lane gets err, whether its reply was to come from the worker or from the GPU. */
-void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err);
-/* MPSSHIM_GPU_REPLIES (1 by default): stream synchronisations answered by the GPU. */
-void srv_waits_init(void);
-/* A context sync while streams of the client's capture in it fails and invalidates those
- * captures, as with the driver: the driver's error, or CUDA_SUCCESS when none captures. */
-CUresult srv_captures_sync(struct srv_client *c, uint32_t ctx);
-/* 1 while `s` captures work into a graph (only asked of the driver while the client has a
- * capture going): the server must then add no work of its own to it. */
-int srv_stream_capturing(struct srv_client *c, struct srv_stream *s);
-/* Destroys a stream's server objects (after synchronising it). */
-void srv_stream_free(struct srv_client *c, struct srv_stream *s);
-/* 1 for the kinds of range that are host memory the server maps (pinned, registered and
- * managed memory): the driver sees them as host memory, they outlive a context fault. */
-static inline int srv_host_type(uint32_t type)
-{
-    return type == SHIM_HT_MEM_PINNED || type == SHIM_HT_MEM_MANAGED;
-}
-/* streams.c: context x's stream for __managed__ variables' copies, made on first use
- * (non-blocking, among the context's default streams for drains and releases); NULL when
- * it cannot be made. */
-struct srv_stream *srv_stream_mvar(struct srv_client *c, struct srv_ctx *x);
-/* Waits until every stream of the client (context `ctx`, 0 = all) is idle, capturing ones
- * left out (they run nothing): 0; -1 if the client left first (then nothing may be freed
- * under that work: its release sees to it). */
-int srv_streams_drain(struct srv_client *c, uint32_t ctx);
-/* The same, giving up at `by` (monotonic ns) instead: -1 if work was still running then. */
-int srv_streams_drain_by(struct srv_client *c, uint32_t ctx, uint64_t by);
-/* Waits for the server's stream st of client c: 0 once idle, -1 if c left first. */
-int srv_stream_settle(struct srv_client *c, CUstream st);
-/* The same with a bound (monotonic ns) instead of the client's presence: -1 if it came. */
-int srv_stream_settle_by(struct srv_client *c, CUstream st, uint64_t by);
-void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c */
-/* streams.c: fn on every stream of the client in context ctx (0: any): created ones, the
- * per-thread default ones, the ones of __managed__ variables' copies, and the legacy ones
- * too when with_legacy. fn must free none. arg is passed to fn as is: most walks gather or
- * aim at something (a wait, a stream to order), which travels with the call rather than in
- * a thread's variable beside it. */
-void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
-                      void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg), void *arg);
-/* streams.c: the streams context x holds itself go, each taken out of x and passed to gone
- * (srv_stream_free, or srv_stream_forget when they died with it): its per-thread default
- * ones, its legacy one, its __managed__ variables' one. Not srv_streams_each, whose fn may
- * free none and which passes the created streams too (they go with their objects). */
-void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
-                      void (*gone)(struct srv_client *c, struct srv_stream *s));
-
 /* ---------------------------------------------------------------- operation handlers */
 
 /* Each handler replays one operation; `p`/`len` is the payload, `lane` the reply lane or -1.
@@ -704,26 +292,6 @@ void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
 typedef void srv_handler(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len);
 
 #include "srv_ops.h" /* generated: srv_op_* of every %op row of cuda_symbols.txt */
-
-/* ---------------------------------------------------------------- trace.c */
-
-/* trace.c: GPU timelines (`trace start|stop|status`). srv_trace_gen is the running trace's
- * number, 0 when none runs. */
-extern _Atomic uint32_t srv_trace_gen;
-/* Runs a `trace` command (its words after "trace"); the answer in out (cap bytes,
- * terminated). 1 when it failed. */
-int srv_trace_control(int argc, char **argv, char *out, size_t cap);
-/* 1 while a trace runs (the server does not start afresh under it). */
-int srv_trace_active(void);
-/* trace_owners.c: c's worker names stream s for the running trace (the stream's first work
- * in it). */
-void srv_trace_stream(struct srv_client *c, struct srv_stream *s);
-/* Before work goes on s: one relaxed load when no trace runs, or s was named already. */
-static inline void srv_trace_note(struct srv_client *c, struct srv_stream *s)
-{
-    if (atomic_load_explicit(&srv_trace_gen, memory_order_relaxed) != s->trace_gen)
-        srv_trace_stream(c, s);
-}
 
 #include "srv_hooks.h" /* generated: srv_hook_*, srv_release_*, srv_drop_*, srv_forget_* */
 

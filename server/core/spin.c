@@ -32,6 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A client's (its spin), the worker's own: counted busy until busy_until; the spin hint
+ * last written into its segment. */
+struct srv_spin {
+    int busy;
+    uint64_t busy_until;
+    uint32_t spin_hint;
+};
+
 /* A client is busy this long after its worker last replayed a record. */
 #define SRV_BUSY_NS (2ull * 1000 * 1000)
 /* What the server lets a client spin for a reply, in µs, in grade "off" (grade "short":
@@ -126,23 +134,18 @@ static void publish(struct srv_client *c)
 {
     unsigned b = atomic_load_explicit(&busy, memory_order_relaxed);
     uint32_t hint = 2 * b <= ncpu ? 0 : b <= ncpu ? short_spin_us + 1 : SRV_OFF_SPIN_US + 1;
-    if (hint != c->spin_hint) {
-        c->spin_hint = hint;
+    if (hint != c->spin->spin_hint) {
+        c->spin->spin_hint = hint;
         atomic_store_explicit(&c->ch.shm->spin_hint_us, hint, memory_order_relaxed);
     }
-    uint32_t co = srv_coalesce_hint(2 * b > ncpu);
-    if (co != c->coalesce_hint) {
-        c->coalesce_hint = co;
-        atomic_store_explicit(&c->ch.shm->coalesce_us, co, memory_order_relaxed);
-        atomic_store_explicit(&c->coalescing, co != 0, memory_order_relaxed);
-    }
+    srv_coalesce_publish(c, 2 * b > ncpu);
 }
 
 void srv_spin_worked(struct srv_client *c, uint64_t now)
 {
-    c->busy_until = now + SRV_BUSY_NS;
-    if (!c->busy) {
-        c->busy = 1;
+    c->spin->busy_until = now + SRV_BUSY_NS;
+    if (!c->spin->busy) {
+        c->spin->busy = 1;
         atomic_fetch_add_explicit(&busy, 1, memory_order_relaxed);
     }
     publish(c);
@@ -150,18 +153,22 @@ void srv_spin_worked(struct srv_client *c, uint64_t now)
 
 uint64_t srv_spin_idle(struct srv_client *c, uint64_t now)
 {
-    if (c->busy && now >= c->busy_until) {
-        c->busy = 0;
+    if (c->spin->busy && now >= c->spin->busy_until) {
+        c->spin->busy = 0;
         atomic_fetch_sub_explicit(&busy, 1, memory_order_relaxed);
     }
     publish(c);
-    return c->busy ? c->busy_until - now : UINT64_MAX;
+    return c->spin->busy ? c->spin->busy_until - now : UINT64_MAX;
 }
 
 void srv_spin_gone(struct srv_client *c)
 {
-    if (c->busy) {
-        c->busy = 0;
+    if (c->spin->busy) {
+        c->spin->busy = 0;
         atomic_fetch_sub_explicit(&busy, 1, memory_order_relaxed);
     }
 }
+
+SRV_CLIENT_STATE(spin, spin)
+
+const struct srv_family srv_family_spin = {.name = "spin", SRV_CLIENT_STATE_HOOKS(spin)};

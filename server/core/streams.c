@@ -8,6 +8,12 @@
  * blocking stream it waits for new work of the legacy stream. Counters make each wait
  * happen only when the other stream actually received work since the last one. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
+#include "server/control/trace_owners.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/limits/policy.h"
@@ -310,7 +316,8 @@ void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_
     struct chan_stream_create m;
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t out = 0;
-    if (len == sizeof(m) && c->cur) {
+    (void)len; /* the payload is one (its %op row) */
+    if (c->cur) {
         memcpy(&m, p, sizeof(m));
         struct srv_stream *s = make(c, c->cur, m.flags & CU_STREAM_NON_BLOCKING, m.priority, &res);
         if (s && !(s->obj = srv_obj_add(c, SHIM_HT_CUstream, s->key, 1, NULL))) {
@@ -323,7 +330,7 @@ void srv_op_stream_create(struct srv_client *c, const struct chan_rec *r, uint8_
             memcpy(srv_lane_data(c, r->lane), &s->key, sizeof(s->key));
             out = sizeof(s->key);
         }
-    } else if (!c->cur) {
+    } else {
         res = CUDA_ERROR_INVALID_CONTEXT;
     }
     srv_reply(c, r->lane, res, out);

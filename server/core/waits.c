@@ -3,6 +3,10 @@
  * events it polls between requests, so one client thread waiting for a long kernel does
  * not stop its other threads' calls from being served. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/reply.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/core/spin.h"
@@ -45,9 +49,7 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
     /* A client that allocates from memory pools is waited for by cuStreamSynchronize itself:
      * what it freed stream-ordered the driver keeps reserved through cuMemPoolTrimTo until
      * the stream has been synchronised; neither the event below nor a cuStreamQuery of the
-     * stream before the trim counts (the GPU tier's pools part: eight mempool clients beside
-     * six poolrace ones, crowded, failed their trims with either, and passed so; H200,
-     * bench/NOTES.md "Replies from the GPU"). */
+     * stream before the trim counts (bench/NOTES.md, "Replies from the GPU"). */
     if (srv.ctx_sched != CU_CTX_SCHED_AUTO || !srv_spin_crowded() || c->pool_allocs || d < 0 ||
         d >= CHAN_MAX_DEVICES)
         return DRV(cuStreamSynchronize)(s->real);
@@ -65,19 +67,10 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
                 chan_cpu_relax();
         if (q != CUDA_ERROR_NOT_READY) return q;
     }
-    if (!c->block_ev[d]) {
-        /* Made in the device's context; the thread's current one is left as it was. */
-        if (srv_push_device(d) != CUDA_SUCCESS) return DRV(cuStreamSynchronize)(s->real);
-        CUevent ev = NULL;
-        if (DRV(cuEventCreate)(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) ==
-            CUDA_SUCCESS)
-            c->block_ev[d] = ev;
-        srv_pop_device();
-        if (!c->block_ev[d]) return DRV(cuStreamSynchronize)(s->real);
-    }
-    if (DRV(cuEventRecord)(c->block_ev[d], s->real) != CUDA_SUCCESS)
+    CUevent ev = srv_event_blocking(c, d);
+    if (!ev || DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS)
         return DRV(cuStreamSynchronize)(s->real);
-    return DRV(cuEventSynchronize)(c->block_ev[d]);
+    return DRV(cuEventSynchronize)(ev);
 }
 
 /* MPSSHIM_GPU_REPLIES: 0 turns replies from the GPU off. */
@@ -135,8 +128,8 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
 /* A stream synchronisation answered by the GPU (proto.h, chan_lane): the stream itself
  * stores the lane's next reply number once it has run everything enqueued so far, so that
  * the client's thread, spinning on its lane, goes on the moment its work is done, and no
- * thread of the server has to wake for it (each such wake-up cost a scheduler slice of
- * several ms when clients took every CPU: bench/results/issue29-2026-11-28). The worker
+ * thread of the server has to wake for it (each such wake-up can cost a scheduler slice of
+ * milliseconds when clients take every CPU: bench/results/issue29-2026-11-28). The worker
  * keeps a wait with an event behind that store: to wake the thread should it sleep, to
  * answer a fault in its stead, and to know when the lane's number is the GPU's.
  *

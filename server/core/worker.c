@@ -1,11 +1,16 @@
 /* One worker per client: takes its records from the ring in order and replays them, polls
  * the replies that wait for the GPU in between, and sleeps when there is nothing to do. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/reply.h"
 #include "server/code/seqgraph.h"
 #include "server/limits/account.h"
 #include "server/memory/devmem.h"
 #include "server/core/fault.h"
 #include "server/core/generic.h"
+#include "server/core/payload.h"
 #include "server/core/queue.h"
 #include "server/core/spin.h"
 #include "channel/prof.h"
@@ -81,14 +86,21 @@ static const struct srv_op *op_row(uint32_t op)
     return &ops[op - CHAN_OP_BASE];
 }
 
-/* Runs an operation's handler once its payload has the size its row says: 0, or -1 when
- * the client broke the protocol. */
+/* Runs an operation's handler once its payload has the size its row says and passes what
+ * its %payload line says (payload.c): 0, or -1 when the client broke the protocol. A
+ * payload refused is answered as the row says, on its lane, or at the client's next
+ * synchronisation where it asked no reply (as the handlers answer their own errors). */
 static int run_op(struct srv_client *c, const struct srv_op *o, struct chan_rec *r, uint8_t *p,
                   uint32_t len)
 {
-    if (len < o->size || ((o->flags & SRV_OP_EXACT) && len != o->size)) {
+    if (len < o->size || ((o->flags & SRV_OP_EXACT) && len != o->size) ||
+        !srv_payload_ok(r->op, p, len)) {
         if (o->flags & SRV_OP_SHORT_PROTOCOL) return -1;
-        srv_reply(c, r->lane, o->bad, 0);
+        if (o->flags & SRV_OP_TAKES_BLOB) c->blob_len = 0; /* the image goes with it */
+        if (r->lane < CHAN_NLANES)
+            srv_reply(c, r->lane, o->bad, 0);
+        else
+            srv_defer(c, o->bad, srv_proto_op_name(r->op));
         return 0;
     }
     srv_busy(c, r->op);
@@ -143,7 +155,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
 static int dispatch_settled(struct srv_client *c, struct chan_rec *r)
 {
     int rc = dispatch(c, r);
-    if (c->reserved_any) srv_account_settle(c);
+    srv_account_settle(c);
     return rc;
 }
 
@@ -154,9 +166,11 @@ void *srv_worker_main(void *arg)
     c->scratch = malloc(CHAN_LANE_DATA);
     c->out = malloc(CHAN_LANE_DATA);
     if (!c->rec || !c->scratch || !c->out) return NULL;
-    if (CHAN_PROFILING) c->prof_op = calloc(2 * SRV_PROF_SLOTS, sizeof(uint64_t));
+    if (CHAN_PROFILING && (c->prof = calloc(1, sizeof(*c->prof)))) {
+        c->prof->op = calloc(2 * SRV_PROF_SLOTS, sizeof(uint64_t));
+        c->prof->since_ns = chan_now_ns();
+    }
     uint64_t idle_since = 0, alive_checked = 0;
-    c->prof_since_ns = chan_now_ns();
     unsigned backoff_us = 0;
     while (!atomic_load(&c->dead)) {
         int got = 0, paused = 0;
@@ -170,14 +184,14 @@ void *srv_worker_main(void *arg)
             if (n == CHAN_NEXT_NONE) break;
             uint64_t t0 = CHAN_PROFILING ? chan_now_ns() : 0;
             int bad = n == CHAN_NEXT_BAD || dispatch_settled(c, (struct chan_rec *)c->rec) != 0;
-            if (CHAN_PROFILING) {
+            if (CHAN_PROFILING && c->prof) {
                 uint64_t ns = chan_now_ns() - t0;
-                c->prof_records++;
-                c->prof_replay_ns += ns;
-                if (c->prof_op && !bad) {
+                c->prof->records++;
+                c->prof->replay_ns += ns;
+                if (c->prof->op && !bad) {
                     int k = srv_prof_slot(((struct chan_rec *)c->rec)->op);
-                    c->prof_op[2 * k]++;
-                    c->prof_op[2 * k + 1] += ns;
+                    c->prof->op[2 * k]++;
+                    c->prof->op[2 * k + 1] += ns;
                 }
             }
             if (bad) {
@@ -191,7 +205,7 @@ void *srv_worker_main(void *arg)
          * one by one (seqgraph.c): look again at once meanwhile. */
         if (!got && c->seqs && srv_seq_idle(c, chan_now_ns())) continue;
         int waiting = c->waits ? srv_waits_poll(c) : 0;
-        if (c->nlater) /* polled as waits are: frees and unmaps soon after their work */
+        if (srv_later_pending(c)) /* polled as waits are: frees and unmaps soon after their work */
             waiting |= srv_later_reap(c, 0) != 0;
         uint64_t now = chan_now_ns();
         if (got) {

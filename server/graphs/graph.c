@@ -11,6 +11,9 @@
  * become host nodes (hostfn.c); stream-ordered allocations and frees become graph memory
  * nodes (graphmem.c). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
 #include "server/graphs/graph.h"
 #include "server/memory/hostblocks.h"
 

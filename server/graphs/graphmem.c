@@ -14,6 +14,9 @@
  * launched: its graph memory was never allocated, and its records go with the graph's
  * (capture_graph_gone, graph.c). A captured cuMemFreeAsync is a free node, of graph memory only. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
 #include "server/core/devices.h"
 #include "server/graphs/graph.h"
 #include "server/memory/memory.h"

@@ -7,6 +7,9 @@
  * driver); memset and memcpy nodes name memory, which must be the client's. Host nodes (the
  * client's function, run on each replay) are hostfn.c's; graph memory nodes graphmem.c's. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/memory/devmem.h"
 #include "server/graphs/graphrefs.h"
 #include "server/code/launch.h"
@@ -88,19 +91,8 @@ static CUresult check_node_side(struct srv_client *c, CUmemorytype type, const v
                                 size_t height, const CUDA_MEMCPY3D *p)
 {
     uint64_t base;
-    switch (type) {
-    case CU_MEMORYTYPE_ARRAY:
-        return CUDA_SUCCESS;
-    case CU_MEMORYTYPE_HOST:
-        base = (uint64_t)(uintptr_t)host;
-        break;
-    case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED:
-        base = dev;
-        break;
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    int linear = srv_memcpy_side_base(type, host, dev, &base);
+    if (linear <= 0) return linear == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_SUCCESS;
     struct srv_obj *o =
         srv_range_extent(c, base, x, y, z, pitch, height, p->WidthInBytes, p->Height, p->Depth);
@@ -234,12 +226,9 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint64_t node = 0;
     struct srv_obj *graph = NULL;
-    memcpy(&m, p, sizeof(m)); /* len is at least that (its %op row) */
-    uint64_t deps_bytes;
-    if (m.ndeps > CHAN_MAX_DEPS || m.param_bytes > CHAN_MAX_PARAM_BYTES ||
-        __builtin_mul_overflow((uint64_t)m.ndeps, 8u, &deps_bytes) ||
-        len != sizeof(m) + deps_bytes + m.param_bytes)
-        goto reply;
+    (void)len; /* its dependencies and parameters end it (its %payload line) */
+    memcpy(&m, p, sizeof(m));
+    size_t deps_bytes = (size_t)m.ndeps * sizeof(uint64_t);
     if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS) goto reply;
     if (m.what == CHAN_KN_GET) {
         uint32_t out_len = 0;
@@ -300,8 +289,6 @@ void srv_op_kernel_node(struct srv_client *c, const struct chan_rec *r, uint8_t 
         if (res == CUDA_SUCCESS) /* its launches check the new function (graphrefs.c) */
             srv_graphrefs_func(c, srv_obj_find(c, SHIM_HT_CUgraphExec, m.graph), m.node, m.func);
         break;
-    default:
-        res = CUDA_ERROR_INVALID_VALUE;
     }
 reply:
     if (res == CUDA_SUCCESS) memcpy(srv_lane_data(c, r->lane), &node, sizeof(node));

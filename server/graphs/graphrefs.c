@@ -23,6 +23,7 @@
  * memory that an allocation node of the exec's graph allocates (the driver keeps those
  * addresses for the exec as long as it lives). */
 #include "server/core/server.h"
+#include "server/core/registry.h"
 #include "server/code/codegate.h"
 #include "server/graphs/graphrefs.h"
 #include "server/graphs/hostfn.h"
@@ -140,24 +141,35 @@ static void add_memset(struct srv_obj *x, uint64_t node, const CUDA_MEMSET_NODE_
     add(x, node, REF_MEM, first, span);
 }
 
+int srv_memcpy_side_base(CUmemorytype type, const void *host, CUdeviceptr dev, uint64_t *base)
+{
+    switch (type) {
+    case CU_MEMORYTYPE_ARRAY:
+        return 0;
+    case CU_MEMORYTYPE_HOST:
+        *base = (uint64_t)(uintptr_t)host;
+        return 1;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:
+        *base = dev;
+        return 1;
+    default:
+        return -1;
+    }
+}
+
 /* One side of a 3D copy. */
 static void add_side(struct srv_obj *x, uint64_t node, CUmemorytype type, const void *host,
                      CUdeviceptr dev, CUarray arr, size_t px, size_t py, size_t pz, size_t pitch,
                      size_t height, const CUDA_MEMCPY3D *p)
 {
     uint64_t base, first, span;
-    switch (type) {
-    case CU_MEMORYTYPE_ARRAY:
+    int linear = srv_memcpy_side_base(type, host, dev, &base);
+    if (linear == 0) {
         add(x, node, REF_ARRAY, (uint64_t)(uintptr_t)arr, 0);
         return;
-    case CU_MEMORYTYPE_HOST:
-        base = (uint64_t)(uintptr_t)host;
-        break;
-    case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED:
-        base = dev;
-        break;
-    default:
+    }
+    if (linear < 0) {
         set_unknown(x);
         return;
     }

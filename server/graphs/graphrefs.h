@@ -11,5 +11,8 @@ void srv_graphrefs_memset(struct srv_obj *x, uint64_t node, const CUDA_MEMSET_NO
 void srv_graphrefs_memcpy(struct srv_obj *x, uint64_t node, const CUDA_MEMCPY3D *p);
 void srv_graphrefs_child(struct srv_client *c, struct srv_obj *x, uint64_t node, CUgraph child);
 void srv_graphrefs_func(struct srv_client *c, struct srv_obj *x, uint64_t node, uint64_t func);
+/* The address one side of a memcpy node starts at (its host or device field, by type): 1
+ * with *base set for linear memory, 0 for an array, -1 for a type that is none of these. */
+int srv_memcpy_side_base(CUmemorytype type, const void *host, CUdeviceptr dev, uint64_t *base);
 
 #endif

@@ -2,6 +2,7 @@
  * server:hostnode_*): its type, no child graph node, and the slots that graphs, clones and
  * execs hold as they are made, updated and destroyed (hostnode.c says what a slot is). */
 #include "server/core/server.h"
+#include "server/core/registry.h"
 #include "server/graphs/hostnode.h"
 #include "server/graphs/graphrefs.h"
 

@@ -37,6 +37,7 @@
  * thread's own query of the device (fault.c). */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/clients.h"
 #include "server/core/fault.h"
 #include "server/handover/handover.h"
 #include "server/limits/policy.h"
@@ -268,7 +269,7 @@ void srv_handover_start(int dev, CUresult err)
         !atomic_load(&srv.quitting)) {
         fault_dev = dev;
         fault_err = err;
-        fault_seen_ns = atomic_load(&srv.fault[dev].seen_ns);
+        fault_seen_ns = atomic_load(&srv_fault[dev].seen_ns);
         hand_over();
     }
     pthread_mutex_unlock(&srv_ho.lock);

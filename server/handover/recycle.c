@@ -41,6 +41,8 @@
  * no longer be opened, which the first start required with --require-logs. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/clients.h"
+#include "server/control/trace_owners.h"
 #include "server/control/control.h"
 #include "server/core/fault.h"
 #include "server/handover/handover.h"

@@ -27,6 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Device memory a check allowed a client during the record being handled, not yet
+ * counted (its reserve); the worker's own. */
+struct srv_reserve {
+    uint64_t dev[CHAN_MAX_DEVICES];
+    int any;
+};
+
 static pthread_mutex_t accounts_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct srv_account *accounts;
 
@@ -75,17 +82,17 @@ int srv_account_join(struct srv_client *c, char *why, size_t len)
         }
         a->pid = c->pid;
         a->start = st;
-        a->lim = c->lim;
+        a->lim = *c->lim;
         for (int d = 0; d < CHAN_MAX_DEVICES; d++)
             a->part[d] = -1;
         a->next = accounts;
         accounts = a;
-    } else if (memcmp(&a->lim, &c->lim, sizeof(c->lim)) != 0) {
+    } else if (memcmp(&a->lim, c->lim, sizeof(*c->lim)) != 0) {
         srv_log("Client process %d: a further connection asked for other limits than its "
                 "first; the first's hold for the whole process",
                 (int)c->pid);
     }
-    c->lim = a->lim; /* the process's limits, whichever connection asked */
+    *c->lim = a->lim; /* the process's limits, whichever connection asked */
     a->conns++;
     c->acct = a;
     pthread_mutex_unlock(&accounts_lock);
@@ -121,8 +128,8 @@ void srv_account_leave(struct srv_client *c)
 int srv_account_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 {
     struct srv_account *a = c->acct;
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev]) return 1;
-    uint64_t lim = c->lim.mem[dev];
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim->mem[dev]) return 1;
+    uint64_t lim = c->lim->mem[dev];
     if (!a) /* a client that never joined holds nothing it could count */
         return bytes <= lim;
     uint64_t r = atomic_load(&a->reserved[dev]);
@@ -131,18 +138,19 @@ int srv_account_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
         if (__builtin_add_overflow(used, r, &sum) || sum > lim || bytes > lim - sum) return 0;
         if (atomic_compare_exchange_weak(&a->reserved[dev], &r, r + bytes)) break;
     }
-    c->reserved[dev] += bytes;
-    c->reserved_any = 1;
+    c->reserve->dev[dev] += bytes;
+    c->reserve->any = 1;
     return 1;
 }
 
 void srv_account_settle(struct srv_client *c)
 {
-    c->reserved_any = 0;
+    if (!c->reserve->any) return;
+    c->reserve->any = 0;
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        if (c->reserved[d]) {
-            if (c->acct) atomic_fetch_sub(&c->acct->reserved[d], c->reserved[d]);
-            c->reserved[d] = 0;
+        if (c->reserve->dev[d]) {
+            if (c->acct) atomic_fetch_sub(&c->acct->reserved[d], c->reserve->dev[d]);
+            c->reserve->dev[d] = 0;
         }
 }
 
@@ -211,10 +219,30 @@ void srv_account_queued_add(struct srv_client *c, int64_t bytes)
     if (c->acct) atomic_fetch_add(&c->acct->queued, (uint64_t)bytes);
 }
 
-uint64_t srv_account_queued(const struct srv_client *c)
+uint64_t srv_account_queued(const struct srv_client *c, uint64_t own)
 {
-    return c->acct ? atomic_load(&c->acct->queued) : c->queue.held;
+    return c->acct ? atomic_load(&c->acct->queued) : own;
 }
 
 /* Last of the client's release (family.c): everything it counted has been given back. */
-const struct srv_family srv_family_account = {.name = "account", .client_fini = srv_account_leave};
+/* Its limits (no green partition until the handshake gives one) and its reserve. */
+static int account_init(struct srv_client *c)
+{
+    c->lim = calloc(1, sizeof(*c->lim));
+    c->reserve = calloc(1, sizeof(*c->reserve));
+    if (!c->lim || !c->reserve) return -1;
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+        c->lim->part[d] = -1;
+    return 0;
+}
+
+static void account_free(struct srv_client *c)
+{
+    free(c->lim);
+    free(c->reserve);
+}
+
+const struct srv_family srv_family_account = {.name = "account",
+                                              .client_init = account_init,
+                                              .client_free = account_free,
+                                              .client_fini = srv_account_leave};

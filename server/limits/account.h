@@ -5,6 +5,14 @@
 #include "server/core/server.h"
 
 /* What one client process may spend and spends, across its connections (account.c). */
+/* What a client may use, fixed when it connects (policy.c). */
+struct srv_limits {
+    int pct;                        /* active thread percentage in force, 1..100 */
+    unsigned sms[CHAN_MAX_DEVICES]; /* SMs its work may use on each device */
+    int part[CHAN_MAX_DEVICES];     /* its green partition's index (green.c), -1: none */
+    uint64_t mem[CHAN_MAX_DEVICES]; /* device memory it may hold, bytes; 0: no limit */
+    int priority;                   /* 0 normal, 1 below normal */
+};
 #define SRV_ACCOUNT_CONNS 8 /* connections of one process at once */
 struct srv_account {
     pid_t pid;
@@ -40,8 +48,9 @@ void srv_account_pinned_give(struct srv_client *c, uint64_t bytes);
  * one less. */
 int srv_account_record_take(struct srv_client *c);
 void srv_account_record_give(struct srv_client *c);
-/* Bytes held for the process's queued work: a change, and the total (queue.c). */
+/* Bytes held for the process's queued work: a change, and the total (queue.c); own, the
+ * connection's own, stands for it before the client has an account. */
 void srv_account_queued_add(struct srv_client *c, int64_t bytes);
-uint64_t srv_account_queued(const struct srv_client *c);
+uint64_t srv_account_queued(const struct srv_client *c, uint64_t own);
 
 #endif

@@ -21,9 +21,18 @@
 #include "server/limits/account.h" /* struct srv_account */
 #include "server/core/fault.h"
 #include "server/limits/green.h"
+#include "server/limits/policy.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* A client's green contexts (its green), per device: its partition's, where its streams
+ * are made (NULL: the shared context); with MPSSHIM_GREEN_EACH=1, an unthrottled client's
+ * own over all SMs, where its streams are made instead (NULL otherwise). */
+struct srv_green {
+    CUgreenCtx part[CHAN_MAX_DEVICES];
+    CUgreenCtx own[CHAN_MAX_DEVICES];
+};
 
 #define GREEN_MAX_PARTS 64
 
@@ -43,7 +52,7 @@ static struct green_set *sets;
 void srv_green_init(void)
 {
     for (int d = 0; d < srv.ndev; d++) {
-        struct srv_sm_info *in = &srv.sm[d];
+        struct srv_sm_info *in = &srv_sm[d];
         CUdevResource r;
         memset(&r, 0, sizeof(r));
         in->total = (unsigned)srv.devinfo.dev[d].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
@@ -69,7 +78,7 @@ static struct green_set *make_set(int dev, unsigned sms)
     g->dev = dev;
     g->sms = sms;
     CUdevResource all, rest, parts[GREEN_MAX_PARTS];
-    unsigned n = srv.sm[dev].total / sms;
+    unsigned n = srv_sm[dev].total / sms;
     if (n > GREEN_MAX_PARTS) n = GREEN_MAX_PARTS;
     if (n == 0) n = 1;
     CUresult r = DRV(cuDeviceGetDevResource)(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
@@ -116,16 +125,16 @@ int srv_green_assign(struct srv_client *c)
     int rc = 0;
     pthread_mutex_lock(&green_lock);
     for (int d = 0; d < srv.ndev; d++) {
-        c->lim.part[d] = -1;
-        c->green[d] = NULL;
-        c->green_own[d] = NULL;
-        if (srv.green_each && srv.sm[d].align && c->lim.sms[d] >= srv.sm[d].total)
-            c->green_own[d] = own_green(c, d);
-        if (!srv.sm[d].align || c->lim.sms[d] >= srv.sm[d].total) continue;
+        c->lim->part[d] = -1;
+        c->green->part[d] = NULL;
+        c->green->own[d] = NULL;
+        if (srv.green_each && srv_sm[d].align && c->lim->sms[d] >= srv_sm[d].total)
+            c->green->own[d] = own_green(c, d);
+        if (!srv_sm[d].align || c->lim->sms[d] >= srv_sm[d].total) continue;
         struct green_set *g = sets;
-        while (g && !(g->dev == d && g->sms == c->lim.sms[d]))
+        while (g && !(g->dev == d && g->sms == c->lim->sms[d]))
             g = g->next;
-        if (!g && (g = make_set(d, c->lim.sms[d]))) {
+        if (!g && (g = make_set(d, c->lim->sms[d]))) {
             g->next = sets;
             sets = g;
         }
@@ -145,8 +154,8 @@ int srv_green_assign(struct srv_client *c)
             if (c->acct) c->acct->part[d] = (int)best;
         }
         g->users[best]++;
-        c->lim.part[d] = (int)best;
-        c->green[d] = g->ctx[best];
+        c->lim->part[d] = (int)best;
+        c->green->part[d] = g->ctx[best];
     }
     pthread_mutex_unlock(&green_lock);
     if (rc != 0) srv_green_release(c);
@@ -159,9 +168,9 @@ CUgreenCtx srv_green_ctx(struct srv_client *c, int dev)
     CUgreenCtx g = NULL;
     pthread_mutex_lock(&green_lock);
     for (struct green_set *s = sets; s && !g; s = s->next)
-        if (s->dev == dev && s->sms == c->lim.sms[dev] && c->lim.part[dev] >= 0 &&
-            (unsigned)c->lim.part[dev] < s->nparts)
-            g = s->ctx[c->lim.part[dev]];
+        if (s->dev == dev && s->sms == c->lim->sms[dev] && c->lim->part[dev] >= 0 &&
+            (unsigned)c->lim->part[dev] < s->nparts)
+            g = s->ctx[c->lim->part[dev]];
     pthread_mutex_unlock(&green_lock);
     return g;
 }
@@ -172,16 +181,16 @@ void srv_green_release(struct srv_client *c)
     for (int d = 0; d < srv.ndev; d++) {
         /* The client's streams were destroyed before this: nothing runs there any more. A
          * context a fault killed is not the driver's to destroy now (fault.c). */
-        if (c->green_own[d] && !srv_fault_dead(c, d)) DRV(cuGreenCtxDestroy)(c->green_own[d]);
-        c->green_own[d] = NULL;
-        if (c->lim.part[d] < 0) continue;
+        if (c->green->own[d] && !srv_fault_dead(c, d)) DRV(cuGreenCtxDestroy)(c->green->own[d]);
+        c->green->own[d] = NULL;
+        if (c->lim->part[d] < 0) continue;
         struct green_set **pg = &sets;
-        while (*pg && !((*pg)->dev == d && (*pg)->sms == c->lim.sms[d]))
+        while (*pg && !((*pg)->dev == d && (*pg)->sms == c->lim->sms[d]))
             pg = &(*pg)->next;
         struct green_set *g = *pg;
-        if (g && g->users[c->lim.part[d]] > 0) g->users[c->lim.part[d]]--;
-        c->lim.part[d] = -1;
-        c->green[d] = NULL;
+        if (g && g->users[c->lim->part[d]] > 0) g->users[c->lim->part[d]]--;
+        c->lim->part[d] = -1;
+        c->green->part[d] = NULL;
         unsigned left = 0;
         for (unsigned i = 0; g && i < g->nparts; i++)
             left += g->users[i];
@@ -200,11 +209,15 @@ void srv_green_release(struct srv_client *c)
  * the SMs), or in its own over every SM (MPSSHIM_GREEN_EACH); else in the shared context. */
 static int green_stream_make(struct srv_client *c, int dev, CUstream *st, int prio, CUresult *r)
 {
-    CUgreenCtx g = c->green[dev] ? srv_green_ctx(c, dev) : c->green_own[dev];
+    CUgreenCtx g = c->green->part[dev] ? srv_green_ctx(c, dev) : c->green->own[dev];
     if (!g) return 0;
     *r = DRV(cuGreenCtxStreamCreate)(st, g, CU_STREAM_NON_BLOCKING, prio);
     return 1;
 }
 
-const struct srv_family srv_family_green = {
-    .name = "green", .client_fini = srv_green_release, .stream_make = green_stream_make};
+SRV_CLIENT_STATE(green, green)
+
+const struct srv_family srv_family_green = {.name = "green",
+                                            SRV_CLIENT_STATE_HOOKS(green),
+                                            .client_fini = srv_green_release,
+                                            .stream_make = green_stream_make};

@@ -2,6 +2,7 @@
  * for (its environment), resolved once when the client connects, as MPS fixes a client's
  * limits when it starts. The lowest applicable limit wins. */
 #include "server/core/server.h"
+#include "server/limits/account.h"
 #include "server/limits/policy.h"
 #include "channel/settings.h"
 
@@ -11,19 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct srv_policy srv_policy;
+int srv_prio_least, srv_prio_greatest;
+struct srv_sm_info srv_sm[CHAN_MAX_DEVICES];
+
 void srv_policy_init(void)
 {
-    pthread_mutex_init(&srv.policy.lock, NULL);
-    srv.policy.default_pct = 100;
-    srv.policy.server_pct = 0;
-    srv.policy.default_priority = 0;
+    pthread_mutex_init(&srv_policy.lock, NULL);
+    srv_policy.default_pct = 100;
+    srv_policy.server_pct = 0;
+    srv_policy.default_priority = 0;
 }
 
 /* The settings a control user made, as numbers for a server that carries on from this one
  * (handover.c after a fault, recycle.c when idle): " pct spct prio mem0 smem0 mem1 ...". */
 int srv_policy_encode(char *b, size_t n)
 {
-    struct srv_policy *p = &srv.policy;
+    struct srv_policy *p = &srv_policy;
     pthread_mutex_lock(&p->lock);
     int k = snprintf(b, n, " %d %d %d", p->default_pct, p->server_pct, p->default_priority);
     for (int d = 0; d < CHAN_MAX_DEVICES && k > 0 && (size_t)k < n; d++)
@@ -54,7 +59,7 @@ int srv_policy_decode(const char *s)
     unsigned long long v[3 + 2 * CHAN_MAX_DEVICES];
     if (srv_parse_nums(&s, v, (int)(sizeof(v) / sizeof(v[0]))) != 0 || *s) return -1;
     if (v[0] < 1 || v[0] > 100 || v[1] > 100 || v[2] > 1) return -1;
-    struct srv_policy *p = &srv.policy;
+    struct srv_policy *p = &srv_policy;
     pthread_mutex_lock(&p->lock);
     p->default_pct = (int)v[0];
     p->server_pct = (int)v[1];
@@ -140,7 +145,7 @@ static int parse_mem_limits(const char *s, uint64_t *mem, char *why, size_t len)
 
 unsigned srv_policy_sms(int dev, int pct)
 {
-    const struct srv_sm_info *in = &srv.sm[dev];
+    const struct srv_sm_info *in = &srv_sm[dev];
     if (pct >= 100 || !in->align) return in->total;
     /* Nearest multiple of the partition granularity: 25% of 132 SMs is 33, which gives 32
      * as MPS does; never below the smallest partition, never above the device. */
@@ -162,13 +167,13 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 int srv_policy_resolve(const struct chan_hello *h, struct srv_limits *out, char *why, size_t len)
 {
     memset(out, 0, sizeof(*out));
-    pthread_mutex_lock(&srv.policy.lock);
-    int pct = srv.policy.server_pct ? srv.policy.server_pct : srv.policy.default_pct;
-    out->priority = srv.policy.default_priority;
+    pthread_mutex_lock(&srv_policy.lock);
+    int pct = srv_policy.server_pct ? srv_policy.server_pct : srv_policy.default_pct;
+    out->priority = srv_policy.default_priority;
     for (int d = 0; d < srv.ndev; d++)
         out->mem[d] =
-            srv.policy.server_mem[d] ? srv.policy.server_mem[d] : srv.policy.default_mem[d];
-    pthread_mutex_unlock(&srv.policy.lock);
+            srv_policy.server_mem[d] ? srv_policy.server_mem[d] : srv_policy.default_mem[d];
+    pthread_mutex_unlock(&srv_policy.lock);
 
     int want;
     if (*h->active_thread_percentage) {
@@ -210,10 +215,11 @@ int srv_policy_stream_priority(const struct srv_client *c, int dev, int requeste
      * unthrottled may use every SM, the partition's included, and without this they take
      * its SMs over (a 50% client beside a 100% one ran slower than under MPS: bench/NOTES.md,
      * "Priority of throttled streams"). Clamped to the device's range. */
-    int least = srv.prio_least, greatest = srv.prio_greatest;
+    int least = srv_prio_least, greatest = srv_prio_greatest;
     /* In 64 bits: the client's requested priority is any int (INT_MIN overflowed here:
      * UBSan under the structured fuzz target). */
-    int64_t p = (int64_t)requested - (c->lim.priority == 0 ? 2 : 0) - (c->green[dev] ? 1 : 0);
+    int64_t p =
+        (int64_t)requested - (c->lim->priority == 0 ? 2 : 0) - (c->lim->part[dev] >= 0 ? 1 : 0);
     if (p < greatest) p = greatest;
     if (p > least) p = least;
     return (int)p;

@@ -26,4 +26,27 @@ void srv_format_size(uint64_t v, char *out, size_t len);
 /* The device an ordinal or a UUID (or its prefix, "GPU-8e2b...") names; -1 if none. */
 int srv_device_by_name(const char *s);
 
+/* Operator settings from the control commands (policy.c); guarded by lock. */
+struct srv_policy {
+    pthread_mutex_t lock;
+    int default_pct;                        /* set_default_active_thread_percentage: 100 */
+    int server_pct;                         /* set_active_thread_percentage; 0: not set */
+    uint64_t default_mem[CHAN_MAX_DEVICES]; /* set_default_device_pinned_mem_limit; 0: none */
+    uint64_t server_mem[CHAN_MAX_DEVICES];  /* set_device_pinned_mem_limit; 0: not set */
+    int default_priority;                   /* set_default_client_priority: 0 */
+};
+extern struct srv_policy srv_policy;
+/* The stream priority range of the shared contexts (main.c finds it at start). */
+extern int srv_prio_least, srv_prio_greatest;
+
+/* A device's SMs as green contexts can divide them (green.c). */
+struct srv_sm_info {
+    unsigned total; /* SMs of the device */
+    unsigned align; /* partitions are multiples of this; 0: no partitions possible */
+    unsigned min;   /* smallest partition */
+};
+/* Each device's, found at start (green.c, which makes the partitions; policy.c turns a
+ * percentage into SMs by it). */
+extern struct srv_sm_info srv_sm[CHAN_MAX_DEVICES];
+
 #endif

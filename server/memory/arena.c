@@ -22,6 +22,7 @@
  * - Access is granted to the owning device and to every device that can reach it as a peer
  *   (access_of). */
 #include "server/core/server.h"
+#include "server/core/fault.h"
 #include "server/memory/arena.h"
 
 #include <pthread.h>
@@ -301,7 +302,7 @@ void srv_arena_trim(void)
     atomic_store(&cached, 0); /* a slab kept after this is seen by the next trim */
     for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
         struct arena *a = &arenas[d];
-        if (atomic_load(&srv.fault[d].state) != SRV_DEV_OK)
+        if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK)
             continue; /* lost with its context (fault.c): nothing there is unmapped */
         pthread_mutex_lock(&a->lock);
         for (int cls = 0; cls < ARENA_CLASSES; cls++)

@@ -2,6 +2,7 @@
  * queried and destroyed through their descriptions in cuda_symbols.txt; these hooks count
  * their bytes. */
 #include "server/core/server.h"
+#include "server/core/registry.h"
 #include "server/memory/memory.h"
 
 /* Bits one texel takes in each format; 0: unknown. */

@@ -3,6 +3,12 @@
  * Pageable client memory arrives inline or through the staging slots; pinned memory is
  * copied in place. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/clients.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/memory/copy.h"
 #include "server/core/devices.h"
 #include "server/core/events.h"
@@ -12,6 +18,15 @@
 #include <string.h>
 
 #include "channel/copyplan.h"
+
+/* A client's staging slots (its copy), the worker's own. */
+struct srv_copy {
+    uint32_t chunk_seq; /* staging chunk number (channel/copyplan.h) */
+    /* DMA of the chunk last issued from/into each slot, per device (see the events' pool). */
+    CUevent slot_ev[CHAN_MAX_DEVICES][CHAN_NSLOTS];
+    int slot_dev[CHAN_NSLOTS];      /* device whose event marks the slot's last DMA */
+    int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
+};
 
 /* A checked side, ready for the driver. */
 struct side {
@@ -197,12 +212,12 @@ static struct chan_wait waiter(struct srv_client *c)
  * the slot is handed back to the client. */
 static void settle_slot(struct srv_client *c, uint32_t s)
 {
-    if (c->slot_busy[s] < 0) return;
+    if (c->copy->slot_busy[s] < 0) return;
     struct chan_slot *sl = &c->ch.shm->slots[s];
-    DRV(cuEventSynchronize)(c->slot_ev[c->slot_dev[s]][s]);
-    atomic_store_explicit(&sl->freed, (uint32_t)c->slot_busy[s] + 1, memory_order_release);
+    DRV(cuEventSynchronize)(c->copy->slot_ev[c->copy->slot_dev[s]][s]);
+    atomic_store_explicit(&sl->freed, (uint32_t)c->copy->slot_busy[s] + 1, memory_order_release);
     chan_wake(&sl->freed, &sl->waiters);
-    c->slot_busy[s] = -1;
+    c->copy->slot_busy[s] = -1;
 }
 
 void srv_copy_forget_device(struct srv_client *c, int dev)
@@ -211,13 +226,14 @@ void srv_copy_forget_device(struct srv_client *c, int dev)
      * last DMA was there is the client's again at once, and its events (dead) are only
      * forgotten. */
     for (int s = 0; s < CHAN_NSLOTS; s++) {
-        if (c->slot_busy[s] >= 0 && c->slot_dev[s] == dev) {
+        if (c->copy->slot_busy[s] >= 0 && c->copy->slot_dev[s] == dev) {
             struct chan_slot *sl = &c->ch.shm->slots[s];
-            atomic_store_explicit(&sl->freed, (uint32_t)c->slot_busy[s] + 1, memory_order_release);
+            atomic_store_explicit(&sl->freed, (uint32_t)c->copy->slot_busy[s] + 1,
+                                  memory_order_release);
             chan_wake(&sl->freed, &sl->waiters);
-            c->slot_busy[s] = -1;
+            c->copy->slot_busy[s] = -1;
         }
-        c->slot_ev[dev][s] = NULL;
+        c->copy->slot_ev[dev][s] = NULL;
     }
 }
 
@@ -227,7 +243,8 @@ static void publish(struct pipe *p, uint32_t n)
     struct srv_client *c = p->c;
     uint32_t s = n % CHAN_NSLOTS;
     struct chan_slot *sl = &c->ch.shm->slots[s];
-    CUresult r = p->bad ? p->bad : DRV(cuEventSynchronize)(c->slot_ev[c->slot_dev[s]][s]);
+    CUresult r =
+        p->bad ? p->bad : DRV(cuEventSynchronize)(c->copy->slot_ev[c->copy->slot_dev[s]][s]);
     if (r != CUDA_SUCCESS && !p->bad) p->bad = r;
     atomic_store(&sl->status, (int32_t)r);
     atomic_store_explicit(&sl->filled, n + 1, memory_order_release);
@@ -238,8 +255,8 @@ static void publish(struct pipe *p, uint32_t n)
 static CUresult record_slot(struct pipe *p, uint32_t s)
 {
     struct srv_client *c = p->c;
-    CUresult r = DRV(cuEventRecord)(c->slot_ev[p->dev][s], p->st);
-    if (r == CUDA_SUCCESS) c->slot_dev[s] = p->dev;
+    CUresult r = DRV(cuEventRecord)(c->copy->slot_ev[p->dev][s], p->st);
+    if (r == CUDA_SUCCESS) c->copy->slot_dev[s] = p->dev;
     return r;
 }
 
@@ -259,7 +276,7 @@ static int chunk(const struct chan_chunk *ch, void *arg)
         CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
         if (r == CUDA_SUCCESS) r = record_slot(p, s);
         if (r == CUDA_SUCCESS) {
-            c->slot_busy[s] = n;
+            c->copy->slot_busy[s] = n;
         } else {
             if (!p->bad) p->bad = r;
             atomic_store_explicit(&sl->freed, n + 1, memory_order_release);
@@ -299,12 +316,12 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
     /* The slot events of the stream's device, made on first use. Slots whose last DMA was
      * on another device keep that device's event in slot_dev until they are settled. */
     for (int i = 0; i < CHAN_NSLOTS && !p.bad; i++)
-        if (!c->slot_ev[p.dev][i] &&
-            srv_event_take(c, p.dev, &c->slot_ev[p.dev][i]) != CUDA_SUCCESS)
+        if (!c->copy->slot_ev[p.dev][i] &&
+            srv_event_take(c, p.dev, &c->copy->slot_ev[p.dev][i]) != CUDA_SUCCESS)
             p.bad = CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t n = chan_copy_nchunks(m->width, m->height, m->depth, CHAN_SLOT_SIZE);
     int aborted = chan_copy_plan(m->width, m->height, m->depth, CHAN_SLOT_SIZE, chunk, &p);
-    c->chunk_seq += (uint32_t)n;
+    c->copy->chunk_seq += (uint32_t)n;
     if (aborted) return; /* the client is gone */
     if (!p.htod) {
         while (p.pending >= 0 && p.pending <= p.issued)
@@ -347,7 +364,7 @@ static int refuse(struct srv_client *c, const struct op *o, uint32_t len)
     if (m->width == 0 || m->height == 0 || m->depth == 0 || (src_staged && dst_staged) ||
         o->wraps || (is_inline && (!(src_staged || dst_staged) || o->total > CHAN_INLINE_MAX)) ||
         (is_inline && src_staged && len != sizeof(*m) + o->total) ||
-        (!is_inline && (src_staged || dst_staged) && m->first_chunk != c->chunk_seq)) {
+        (!is_inline && (src_staged || dst_staged) && m->first_chunk != c->copy->chunk_seq)) {
         /* The staging protocol is out of step: nothing sensible can follow. */
         atomic_store(&c->dead, 1);
         srv_log("Client process %d sent an inconsistent copy; disconnecting it", (int)c->pid);
@@ -513,5 +530,39 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     answer(c, s, &o, res);
 }
 
+uint32_t srv_copy_chunk_seq(const struct srv_client *c)
+{
+    return c->copy->chunk_seq;
+}
+
+/* Its staging slots: none holds a chunk yet. Left at 0, the first chunk through slot 0
+ * would "settle" a chunk 0 that was never issued and hand the slot back early: the client
+ * then fills chunk NSLOTS into it while the DMA of chunk 0 may still be reading it. */
+static int copy_init(struct srv_client *c)
+{
+    if (!(c->copy = calloc(1, sizeof(*c->copy)))) return -1;
+    for (int i = 0; i < CHAN_NSLOTS; i++)
+        c->copy->slot_busy[i] = -1;
+    return 0;
+}
+
+/* The client leaves: its slots' events are destroyed (their last DMA may still run: the
+ * driver frees an event once its work is done). */
+static void copy_fini(struct srv_client *c)
+{
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
+        for (int i = 0; i < CHAN_NSLOTS; i++)
+            if (c->copy->slot_ev[d][i]) DRV(cuEventDestroy_v2)(c->copy->slot_ev[d][i]);
+}
+
+static void copy_free(struct srv_client *c)
+{
+    free(c->copy);
+}
+
 /* The family table's entry (family.c). */
-const struct srv_family srv_family_copy = {.name = "copy", .ctx_died = srv_copy_forget_device};
+const struct srv_family srv_family_copy = {.name = "copy",
+                                           .client_init = copy_init,
+                                           .client_fini = copy_fini,
+                                           .client_free = copy_free,
+                                           .ctx_died = srv_copy_forget_device};

@@ -6,4 +6,7 @@
 
 void srv_copy_forget_device(struct srv_client *c, int dev); /* copy.c */
 
+/* The staging chunk number c's next staged copy must start at (channel/copyplan.h). */
+uint32_t srv_copy_chunk_seq(const struct srv_client *c);
+
 #endif

@@ -50,6 +50,9 @@
  * when the free comes (no event can be recorded on them: their work queued before the
  * capture is not waited for). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
 #include "server/memory/arena.h"
 #include "server/memory/devmem.h"
 #include "server/core/events.h"
@@ -60,6 +63,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* Actions the server takes once all the work a client queued before asking for them has
+ * run, on whatever stream (issue 34, S11): its memory must not reach another client while
+ * that work may still touch it. The client's free stream of the device waits for all of it,
+ * an event behind that marks the end, and the worker carries the actions out in order once
+ * their events have completed (srv_later_reap: polled as its waits are). Nothing waits on
+ * the host, as the natively non-waiting calls do not. What they are:
+ * - a stream-ordered free of an arena block (a free on stream S waited for S alone, and a
+ *   copy queued earlier on stream T read the next owner's data);
+ * - an unmap or an address free (vmm.c: the driver does both at once, and a client's copy still
+ *   queued read another client's secret mapped there since). */
+struct srv_later {
+    CUevent ev; /* the client's pool's, of dev */
+    int dev;
+    enum srv_later_kind kind;
+    uint64_t base, size;
+};
+
+/* A client's own (its devmem), the worker's: its allocation and free streams per device,
+ * and the frees, unmaps and address frees waiting for the work it queued before them, in
+ * order (srv_later). */
+struct srv_devmem {
+    struct {
+        CUstream alloc, free;
+    } dev[CHAN_MAX_DEVICES];
+    struct srv_later *later;
+    size_t nlater, caplater;
+};
 
 #define DEVMEM_POOLED (1ull << 62) /* in a device range's aux: it came from the pool */
 
@@ -104,17 +135,18 @@ static CUresult stream_of(int dev, CUstream *s)
 CUresult srv_devmem_alloc(struct srv_client *c, int dev, CUdeviceptr *p, size_t bytes)
 {
     if (srv.device_vmm) {
-        if (c->nlater) /* its own blocks freed since, first */
+        if (c->devmem->nlater) /* its own blocks freed since, first */
             srv_later_reap(c, 0);
         return srv_arena_alloc(dev, bytes, p);
     }
     CUresult r;
     CUmemoryPool pool = pool_of(dev, &r);
     if (!pool) return r;
-    if ((r = stream_of(dev, &c->devmem[dev].alloc)) != CUDA_SUCCESS) return r;
-    if ((r = DRV(cuMemAllocFromPoolAsync)(p, bytes, pool, c->devmem[dev].alloc)) != CUDA_SUCCESS)
+    if ((r = stream_of(dev, &c->devmem->dev[dev].alloc)) != CUDA_SUCCESS) return r;
+    if ((r = DRV(cuMemAllocFromPoolAsync)(p, bytes, pool, c->devmem->dev[dev].alloc)) !=
+        CUDA_SUCCESS)
         return r;
-    return DRV(cuStreamSynchronize)(c->devmem[dev].alloc);
+    return DRV(cuStreamSynchronize)(c->devmem->dev[dev].alloc);
 }
 
 /* The free stream (arg) waits for what each of the client's streams holds now, on any
@@ -163,7 +195,7 @@ static int client_busy(struct srv_client *c)
  * destroyed streams' included. */
 static void order_free_stream(struct srv_client *c, int dev)
 {
-    CUstream fs = c->devmem[dev].free;
+    CUstream fs = c->devmem->dev[dev].free;
     srv_streams_each(c, 0, 1, order_after, fs);
     for (size_t i = 0; i < c->nretired; i++)
         (void)DRV(cuStreamWaitEvent)(fs, c->retired[i].ev, 0);
@@ -172,24 +204,25 @@ static void order_free_stream(struct srv_client *c, int dev)
 static CUresult devmem_free(struct srv_client *c, int dev, uint64_t p, int after_work)
 {
     if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = stream_of(dev, &c->devmem[dev].free);
+    CUresult r = stream_of(dev, &c->devmem->dev[dev].free);
     if (r != CUDA_SUCCESS) return r;
     if (after_work) order_free_stream(c, dev);
     if (srv.device_vmm) {
         /* The arena has no stream-ordered free: the block goes back once the client's
          * earlier work is done, waited for here (as cuMemFree waits natively), unless the
          * client leaves first (its release then frees it, after its work). */
-        if (after_work && srv_stream_settle(c, c->devmem[dev].free) != 0)
+        if (after_work && srv_stream_settle(c, c->devmem->dev[dev].free) != 0)
             return CUDA_ERROR_NOT_READY;
         return srv_arena_free(dev, (CUdeviceptr)p);
     }
-    if ((r = DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem[dev].free)) != CUDA_SUCCESS ||
+    if ((r = DRV(cuMemFreeAsync)((CUdeviceptr)p, c->devmem->dev[dev].free)) != CUDA_SUCCESS ||
         !after_work)
         return r;
     /* As natively, cuMemFree returns once the work the client queued before it is done (a
      * program may read that work's results after it without synchronising); other clients'
      * work is not waited for, and no lock of the driver is held meanwhile. */
-    return srv_stream_settle(c, c->devmem[dev].free) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return srv_stream_settle(c, c->devmem->dev[dev].free) == 0 ? CUDA_SUCCESS
+                                                               : CUDA_ERROR_NOT_READY;
 }
 
 /* Per device, a stream of the server's for memory no client holds any more. */
@@ -215,23 +248,6 @@ CUresult srv_devmem_free(struct srv_client *c, struct srv_obj *o)
     return devmem_free(c, o->dev, o->key.value, 1);
 }
 
-/* Actions the server takes once all the work a client queued before asking for them has
- * run, on whatever stream (issue 34, S11): its memory must not reach another client while
- * that work may still touch it. The client's free stream of the device waits for all of it,
- * an event behind that marks the end, and the worker carries the actions out in order once
- * their events have completed (srv_later_reap: polled as its waits are). Nothing waits on
- * the host, as the natively non-waiting calls do not. What they are:
- * - a stream-ordered free of an arena block (a free on stream S waited for S alone, and a
- *   copy queued earlier on stream T read the next owner's data);
- * - an unmap or an address free (vmm.c: the driver does both at once, and a client's copy still
- *   queued read another client's secret mapped there since). */
-struct srv_later {
-    CUevent ev; /* the client's pool's, of dev */
-    int dev;
-    enum srv_later_kind kind;
-    uint64_t base, size;
-};
-
 static void later_do(struct srv_client *c, const struct srv_later *x)
 {
     CUresult r = x->kind == SRV_LATER_ARENA_FREE ? srv_arena_free(x->dev, x->base)
@@ -254,22 +270,22 @@ CUresult srv_later(struct srv_client *c, int dev, enum srv_later_kind kind, uint
         later_do(c, &x);
         return CUDA_SUCCESS;
     }
-    CUresult r = stream_of(dev, &c->devmem[dev].free);
+    CUresult r = stream_of(dev, &c->devmem->dev[dev].free);
     if (r != CUDA_SUCCESS) return r;
-    if (c->nlater == c->caplater) {
-        size_t ncap = c->caplater ? c->caplater * 2 : 8;
-        struct srv_later *n = realloc(c->later, ncap * sizeof(*n));
+    if (c->devmem->nlater == c->devmem->caplater) {
+        size_t ncap = c->devmem->caplater ? c->devmem->caplater * 2 : 8;
+        struct srv_later *n = realloc(c->devmem->later, ncap * sizeof(*n));
         if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
-        c->later = n;
-        c->caplater = ncap;
+        c->devmem->later = n;
+        c->devmem->caplater = ncap;
     }
     if ((r = srv_event_take(c, dev, &x.ev)) != CUDA_SUCCESS) return r;
     order_free_stream(c, dev);
-    if ((r = DRV(cuEventRecord)(x.ev, c->devmem[dev].free)) != CUDA_SUCCESS) {
+    if ((r = DRV(cuEventRecord)(x.ev, c->devmem->dev[dev].free)) != CUDA_SUCCESS) {
         srv_event_give(c, dev, x.ev);
         return r;
     }
-    c->later[c->nlater++] = x;
+    c->devmem->later[c->devmem->nlater++] = x;
     return CUDA_SUCCESS;
 }
 
@@ -283,13 +299,13 @@ CUevent srv_devmem_work_event(struct srv_client *c, int dev)
     CUevent ev = NULL;
     if (!client_busy(c)) /* nothing to wait for: what follows need not */
         return NULL;
-    if (dev < 0 || dev >= srv.ndev || stream_of(dev, &c->devmem[dev].free) != CUDA_SUCCESS)
+    if (dev < 0 || dev >= srv.ndev || stream_of(dev, &c->devmem->dev[dev].free) != CUDA_SUCCESS)
         return NULL;
     order_free_stream(c, dev);
     if (DRV(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
-        DRV(cuEventRecord)(ev, c->devmem[dev].free) != CUDA_SUCCESS) {
+        DRV(cuEventRecord)(ev, c->devmem->dev[dev].free) != CUDA_SUCCESS) {
         if (ev) DRV(cuEventDestroy_v2)(ev);
-        (void)DRV(cuStreamSynchronize)(c->devmem[dev].free); /* the work is done by now */
+        (void)DRV(cuStreamSynchronize)(c->devmem->dev[dev].free); /* the work is done by now */
         return NULL;
     }
     return ev;
@@ -299,8 +315,8 @@ size_t srv_later_reap(struct srv_client *c, int wait)
 {
     size_t i = 0;
     /* In order: an address free comes after the unmaps of its range queued before it. */
-    for (; i < c->nlater; i++) {
-        struct srv_later *x = &c->later[i];
+    for (; i < c->devmem->nlater; i++) {
+        struct srv_later *x = &c->devmem->later[i];
         if (srv_fault_dead(c, x->dev))
             continue; /* lost with its context there, the memory too (arena.c, fault.c) */
         CUresult q = DRV(cuEventQuery)(x->ev);
@@ -318,17 +334,19 @@ size_t srv_later_reap(struct srv_client *c, int wait)
         if (q == CUDA_SUCCESS) later_do(c, x);
         srv_event_give(c, x->dev, x->ev);
     }
-    if (i && i < c->nlater) memmove(c->later, c->later + i, (c->nlater - i) * sizeof(*c->later));
-    c->nlater -= i;
-    return c->nlater;
+    if (i && i < c->devmem->nlater)
+        memmove(c->devmem->later, c->devmem->later + i,
+                (c->devmem->nlater - i) * sizeof(*c->devmem->later));
+    c->devmem->nlater -= i;
+    return c->devmem->nlater;
 }
 
 int srv_devmem_drain_by(struct srv_client *c, uint64_t by)
 {
     int late = 0;
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        if (c->devmem[d].free && !srv_fault_dead(c, d))
-            late |= srv_stream_settle_by(c, c->devmem[d].free, by) != 0;
+        if (c->devmem->dev[d].free && !srv_fault_dead(c, d))
+            late |= srv_stream_settle_by(c, c->devmem->dev[d].free, by) != 0;
     return late ? -1 : 0;
 }
 
@@ -348,14 +366,15 @@ void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
 void srv_devmem_gone(struct srv_client *c)
 {
     if (!c->left_running) srv_later_reap(c, 0);
-    free(c->later); /* what is left waits on work left running: kept out for good */
-    c->later = NULL;
-    c->nlater = c->caplater = 0;
+    free(c->devmem->later); /* what is left waits on work left running: kept out for good */
+    c->devmem->later = NULL;
+    c->devmem->nlater = c->devmem->caplater = 0;
     for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
-        if (c->devmem[d].alloc && !srv_fault_dead(c, d))
-            DRV(cuStreamDestroy_v2)(c->devmem[d].alloc);
-        if (c->devmem[d].free && !srv_fault_dead(c, d)) DRV(cuStreamDestroy_v2)(c->devmem[d].free);
-        c->devmem[d].alloc = c->devmem[d].free = NULL;
+        if (c->devmem->dev[d].alloc && !srv_fault_dead(c, d))
+            DRV(cuStreamDestroy_v2)(c->devmem->dev[d].alloc);
+        if (c->devmem->dev[d].free && !srv_fault_dead(c, d))
+            DRV(cuStreamDestroy_v2)(c->devmem->dev[d].free);
+        c->devmem->dev[d].alloc = c->devmem->dev[d].free = NULL;
     }
 }
 
@@ -391,9 +410,18 @@ static int devmem_drain(struct srv_client *c, uint32_t ctx, uint64_t by)
 {
     if (ctx) return 0;
     if (srv_devmem_drain_by(c, by) != 0) return -1;
-    if (c->nlater) srv_later_reap(c, 1);
+    if (c->devmem->nlater) srv_later_reap(c, 1);
     return 0;
 }
 
-const struct srv_family srv_family_devmem = {
-    .name = "devmem", .client_fini = srv_devmem_gone, .ctx_drain = devmem_drain};
+SRV_CLIENT_STATE(devmem_state, devmem)
+
+size_t srv_later_pending(const struct srv_client *c)
+{
+    return c->devmem->nlater;
+}
+
+const struct srv_family srv_family_devmem = {.name = "devmem",
+                                             SRV_CLIENT_STATE_HOOKS(devmem_state),
+                                             .client_fini = srv_devmem_gone,
+                                             .ctx_drain = devmem_drain};

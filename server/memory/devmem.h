@@ -34,4 +34,7 @@ int srv_devmem_drain_by(struct srv_client *c, uint64_t by);
  * a stream of the server's, after nothing. */
 CUresult srv_devmem_free_orphan(int dev, uint64_t p);
 
+/* Frees and unmaps still waiting for the client's work (its worker polls them). */
+size_t srv_later_pending(const struct srv_client *c);
+
 #endif

@@ -25,6 +25,8 @@
  *
  * Owned by the client's worker, like its streams. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/memory/hostblocks.h"

@@ -36,6 +36,10 @@
  * guarded by ipc_lock, except `revoked`, which the openers' workers read without it. The
  * registry records themselves stay each worker's own. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/memory/devmem.h"
 #include "server/graphs/graph.h"
 #include "server/memory/ipc.h"

@@ -19,6 +19,11 @@
  * prefetches never reach the server (interpose/managed.c says why). __managed__ variables of
  * modules are the driver's own managed memory: below. */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/waits.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/core/devices.h"
 #include "server/memory/hostblocks.h"
 #include "server/memory/managed.h"
@@ -203,12 +208,8 @@ void srv_op_mvar(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     struct chan_mvar h = {0};
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint32_t reply = 0;
-    if (len < sizeof(h)) goto out;
+    /* At least one entry, whole, in the record; what is one of the four (its %payload line). */
     memcpy(&h, p, sizeof(h));
-    /* The entries, whole, in the record: n at most what the record holds (no product of
-     * the client's numbers is computed before that bound). */
-    uint64_t room = (len - sizeof(h)) / sizeof(struct chan_mvar_ent);
-    if (h.n == 0 || h.n > room) goto out;
     struct chan_mvar_ent *e = malloc((size_t)h.n * sizeof(*e));
     if (!e) {
         res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -229,8 +230,6 @@ void srv_op_mvar(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
             reply = srv_managed_var(o) ? CHAN_MVAR_MANAGED : 0;
             res = CUDA_SUCCESS;
         }
-    } else if (h.what != CHAN_MVAR_PUSH && h.what != CHAN_MVAR_PULL) {
-        res = CUDA_ERROR_INVALID_VALUE;
     } else if (!c->cur) {
         res = CUDA_ERROR_INVALID_CONTEXT;
     } else if (c->cur->fault) {

@@ -27,6 +27,9 @@
  * server while any such wait is pending (codegate.c, which also watches each wait enqueued
  * here). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
 #include "server/code/codegate.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
@@ -35,6 +38,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+CUstream srv_memops_release_streams[CHAN_MAX_DEVICES];
 
 /* Waits remembered per client, every one until it has passed; past this many pending at
  * once a new one is refused (each must stay known until it ends, or nothing could end it
@@ -54,6 +59,16 @@ struct srv_waitval {
     /* Recorded right behind the wait (the client's pool of dev): complete once the wait has
      * passed; NULL when none could be had (the wait counts as pending until the release). */
     CUevent ev;
+};
+
+/* The stream waits a client enqueued, to unblock when it goes (its memops). Changed by its
+ * own thread only, under lock, which the main loop takes to read them (memops_lost). */
+struct srv_memops {
+    struct srv_waitval *v;
+    size_t n, cap;
+    pthread_mutex_t lock;
+    int lost_said;         /* the main loop let go of waits on its host memory (logged once) */
+    unsigned refused_said; /* stream waits refused past the pending bound */
 };
 
 /* The value that makes the wait condition true, or -1 when none does. */
@@ -84,20 +99,20 @@ static int passed(struct srv_client *c, const struct srv_waitval *w)
  * main loop, which reads it, and is never held across a driver call). */
 static void prune(struct srv_client *c)
 {
-    size_t n = c->nwaitvals, j = 0;
+    size_t n = c->memops->n, j = 0;
     uint8_t *gone = n ? calloc(n, 1) : NULL;
     if (!gone) return;
     for (size_t i = 0; i < n; i++)
-        gone[i] = passed(c, &c->waitvals[i]);
-    pthread_mutex_lock(&c->waitvals_lock);
+        gone[i] = passed(c, &c->memops->v[i]);
+    pthread_mutex_lock(&c->memops->lock);
     for (size_t i = 0; i < n; i++) {
         if (!gone[i])
-            c->waitvals[j++] = c->waitvals[i];
-        else if (!srv_fault_dead(c, c->waitvals[i].dev))
-            srv_event_give(c, c->waitvals[i].dev, c->waitvals[i].ev);
+            c->memops->v[j++] = c->memops->v[i];
+        else if (!srv_fault_dead(c, c->memops->v[i].dev))
+            srv_event_give(c, c->memops->v[i].dev, c->memops->v[i].ev);
     }
-    c->nwaitvals = j;
-    pthread_mutex_unlock(&c->waitvals_lock);
+    c->memops->n = j;
+    pthread_mutex_unlock(&c->memops->lock);
     free(gone);
 }
 
@@ -112,9 +127,9 @@ static CUresult wait_admit(struct srv_client *c, uint64_t value, uint32_t flags,
                 (int)c->pid, (unsigned)flags, (unsigned long long)value);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (c->nwaitvals + n > SRV_MAX_WAITS) prune(c);
-    if (c->nwaitvals + n > SRV_MAX_WAITS) {
-        if (!c->waits_said++)
+    if (c->memops->n + n > SRV_MAX_WAITS) prune(c);
+    if (c->memops->n + n > SRV_MAX_WAITS) {
+        if (!c->memops->refused_said++)
             srv_log("Client process %d: a stream wait past %d of its own still pending refused "
                     "(said once)",
                     (int)c->pid, SRV_MAX_WAITS);
@@ -154,21 +169,21 @@ static void wait_remember(struct srv_client *c, struct srv_call *k, uint64_t add
         srv_event_give(c, w.dev, w.ev);
         w.ev = NULL;
     }
-    if (c->nwaitvals == c->capwaitvals) {
-        size_t ncap = c->capwaitvals ? c->capwaitvals * 2 : 16;
-        struct srv_waitval *n = realloc(c->waitvals, ncap * sizeof(*n));
+    if (c->memops->n == c->memops->cap) {
+        size_t ncap = c->memops->cap ? c->memops->cap * 2 : 16;
+        struct srv_waitval *n = realloc(c->memops->v, ncap * sizeof(*n));
         if (!n) {
             if (w.ev) srv_event_give(c, w.dev, w.ev);
             return; /* unremembered: the drain's bound still holds */
         }
-        pthread_mutex_lock(&c->waitvals_lock);
-        c->waitvals = n;
-        c->capwaitvals = ncap;
-        pthread_mutex_unlock(&c->waitvals_lock);
+        pthread_mutex_lock(&c->memops->lock);
+        c->memops->v = n;
+        c->memops->cap = ncap;
+        pthread_mutex_unlock(&c->memops->lock);
     }
-    pthread_mutex_lock(&c->waitvals_lock);
-    c->waitvals[c->nwaitvals++] = w;
-    pthread_mutex_unlock(&c->waitvals_lock);
+    pthread_mutex_lock(&c->memops->lock);
+    c->memops->v[c->memops->n++] = w;
+    pthread_mutex_unlock(&c->memops->lock);
 }
 
 static CUresult wait_after(struct srv_client *c, struct srv_call *k)
@@ -265,7 +280,7 @@ static void end_one(struct srv_client *c, const struct srv_waitval *w)
     if (!o || satisfying(w->value, w->flags, w->wide, &v) != 0) return;
     int dev = o->dev >= 0 && o->dev < srv.ndev ? o->dev : 0;
     if (srv_fault_dead(c, dev) || srv_push_device(dev) != CUDA_SUCCESS) return;
-    CUstream st = srv.release_stream[dev], made = NULL;
+    CUstream st = srv_memops_release_streams[dev], made = NULL;
     if (!st && DRV(cuStreamCreate)(&made, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) st = made;
     if (st) {
         CUresult r = w->wide ? DRV(cuStreamWriteValue64_v2)(st, w->addr, v, 0)
@@ -301,17 +316,17 @@ static int picked(struct srv_client *c, const struct srv_waitval *w, const struc
  * must never wait behind a driver call. */
 static void end_waits(struct srv_client *c, const struct pick *p)
 {
-    pthread_mutex_lock(&c->waitvals_lock);
-    struct srv_waitval *ends = c->nwaitvals ? malloc(c->nwaitvals * sizeof(*ends)) : NULL;
+    pthread_mutex_lock(&c->memops->lock);
+    struct srv_waitval *ends = c->memops->n ? malloc(c->memops->n * sizeof(*ends)) : NULL;
     size_t n = 0, j = 0;
-    for (size_t i = 0; i < c->nwaitvals; i++) {
-        if (ends && picked(c, &c->waitvals[i], p))
-            ends[n++] = c->waitvals[i];
+    for (size_t i = 0; i < c->memops->n; i++) {
+        if (ends && picked(c, &c->memops->v[i], p))
+            ends[n++] = c->memops->v[i];
         else
-            c->waitvals[j++] = c->waitvals[i];
+            c->memops->v[j++] = c->memops->v[i];
     }
-    c->nwaitvals = j;
-    pthread_mutex_unlock(&c->waitvals_lock);
+    c->memops->n = j;
+    pthread_mutex_unlock(&c->memops->lock);
     uint64_t by = chan_now_ns() + SRV_WAIT_PASS_NS;
     for (size_t i = 0; i < n; i++) {
         struct srv_waitval *w = &ends[i];
@@ -331,25 +346,25 @@ void srv_memops_unblock(struct srv_client *c, uint32_t ctx)
 {
     end_waits(c, &(struct pick){.ctx = ctx});
     if (!ctx) {
-        pthread_mutex_lock(&c->waitvals_lock);
-        free(c->waitvals);
-        c->waitvals = NULL;
-        c->nwaitvals = c->capwaitvals = 0;
-        pthread_mutex_unlock(&c->waitvals_lock);
+        pthread_mutex_lock(&c->memops->lock);
+        free(c->memops->v);
+        c->memops->v = NULL;
+        c->memops->n = c->memops->cap = 0;
+        pthread_mutex_unlock(&c->memops->lock);
     }
 }
 
 void srv_memops_end_range(struct srv_client *c, uint64_t base, uint64_t size)
 {
-    if (c->nwaitvals && size) end_waits(c, &(struct pick){.base = base, .size = size});
+    if (c->memops->n && size) end_waits(c, &(struct pick){.base = base, .size = size});
 }
 
 size_t srv_memops_let_go(struct srv_client *c)
 {
     size_t n = 0;
-    pthread_mutex_lock(&c->waitvals_lock);
-    for (size_t i = 0; i < c->nwaitvals; i++) {
-        const struct srv_waitval *w = &c->waitvals[i];
+    pthread_mutex_lock(&c->memops->lock);
+    for (size_t i = 0; i < c->memops->n; i++) {
+        const struct srv_waitval *w = &c->memops->v[i];
         uint64_t v;
         /* host: checked to be the client's host range when enqueued, and cleared under
          * this lock before that range is unmapped (srv_memops_unmapping). */
@@ -362,7 +377,7 @@ size_t srv_memops_let_go(struct srv_client *c)
             atomic_store((_Atomic uint32_t *)(uintptr_t)w->addr, (uint32_t)v);
         n++;
     }
-    pthread_mutex_unlock(&c->waitvals_lock);
+    pthread_mutex_unlock(&c->memops->lock);
     return n;
 }
 
@@ -375,13 +390,39 @@ void srv_memops_unmapping(struct srv_client *c, uint64_t addr, uint64_t bytes)
  * (said once). */
 static void memops_lost(struct srv_client *c)
 {
-    if (srv_memops_let_go(c) && !c->watch_values) {
-        c->watch_values = 1;
+    if (srv_memops_let_go(c) && !c->memops->lost_said) {
+        c->memops->lost_said = 1;
         srv_log("Client process %d: its streams' waits on values in its host memory "
                 "were let go before its release (it is gone, or being stopped)",
                 (int)c->pid);
     }
 }
 
-const struct srv_family srv_family_memops = {
-    .name = "memops", .client_lost = memops_lost, .ctx_quiesce = srv_memops_unblock};
+static int memops_init(struct srv_client *c)
+{
+    c->memops = calloc(1, sizeof(*c->memops));
+    if (!c->memops) return -1;
+    pthread_mutex_init(&c->memops->lock, NULL);
+    return 0;
+}
+
+static void memops_free(struct srv_client *c)
+{
+    if (!c->memops) return;
+    pthread_mutex_destroy(&c->memops->lock);
+    free(c->memops->v);
+    free(c->memops);
+}
+
+/* Stream waits on values it enqueued may still block its work. */
+static int memops_waits_on_client(struct srv_client *c)
+{
+    return c->memops->n > 0;
+}
+
+const struct srv_family srv_family_memops = {.name = "memops",
+                                             .client_init = memops_init,
+                                             .client_free = memops_free,
+                                             .client_lost = memops_lost,
+                                             .waits_on_client = memops_waits_on_client,
+                                             .ctx_quiesce = srv_memops_unblock};

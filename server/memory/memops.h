@@ -20,4 +20,8 @@ void srv_memops_unmapping(struct srv_client *c, uint64_t addr, uint64_t bytes);
  * stream waiting for ever holds every client's code loads: found by fuzz_server). */
 void srv_memops_end_range(struct srv_client *c, uint64_t base, uint64_t size);
 
+/* A stream of each shared context, made at start (main.c), for writes that release a
+ * departed client's waits on values in its device memory; NULL where it could not be made. */
+extern CUstream srv_memops_release_streams[CHAN_MAX_DEVICES];
+
 #endif

@@ -12,6 +12,10 @@
  * driver also reserves ranges); if it is taken in the client, the client asks again. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
+#include "server/core/reply.h"
 #include "server/limits/account.h"
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
@@ -34,10 +38,10 @@
 
 int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
 {
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim.mem[dev]) return 1;
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim->mem[dev]) return 1;
     /* The process's, whatever number of connections it makes (account.c). */
     if (srv_account_mem_fits(c, dev, bytes)) return 1;
-    uint64_t lim = c->lim.mem[dev], used = srv_account_mem_used(c, dev);
+    uint64_t lim = c->lim->mem[dev], used = srv_account_mem_used(c, dev);
     /* One line per episode: a program probing how much it can get is not a log flood. */
     if (!c->mem_refused[dev]) {
         char l[32], u[32], b[32];
@@ -68,9 +72,9 @@ const struct srv_hook srv_hook_mem_alloc_pitch = {.before = alloc_pitch_before};
 static CUresult mem_info_after(struct srv_client *c, struct srv_call *k)
 {
     int dev = k->dev;
-    if (!c->lim.mem[dev]) return CUDA_SUCCESS;
+    if (!c->lim->mem[dev]) return CUDA_SUCCESS;
     size_t *f = k->a.ptr[0], *t = k->a.ptr[1];
-    uint64_t lim = c->lim.mem[dev], used = srv_account_mem_used(c, dev);
+    uint64_t lim = c->lim->mem[dev], used = srv_account_mem_used(c, dev);
     uint64_t left = used < lim ? lim - used : 0;
     if (f && *f > left) *f = (size_t)left;
     if (t) *t = (size_t)lim;
@@ -89,16 +93,16 @@ const struct srv_hook srv_hook_mem_info = {.before = mem_info_before, .after = m
 
 void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
-    struct chan_host_alloc m;
+    struct chan_host_alloc m; /* the payload is one (its %op row) */
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     uint64_t rep[2] = {0, 0};
     int fd = -1, taken = 0; /* taken: its pinned bytes are counted, not yet by a record */
     uint64_t addr = 0, size = 0;
+    (void)len;
     if (!c->cur) {
         res = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }
-    if (len != sizeof(m)) goto out;
     memcpy(&m, p, sizeof(m));
     if (m.bytes == 0 || m.bytes > (1ull << 40)) goto out;
     /* cuMemAllocManaged's memory is made the same way (server/memory/managed.c says why); it is
@@ -330,7 +334,7 @@ void srv_op_host_register(struct srv_client *c, const struct chan_rec *r, uint8_
                 res = CUDA_SUCCESS;
             }
         }
-    } else if (m.what == CHAN_HR_REGISTER) {
+    } else { /* CHAN_HR_REGISTER: what is one of the two (its %payload line) */
         /* Its memfd came on the socket just before the record. Bounded wait: a client that
          * sent the record without it must not hold this worker. */
         struct pollfd pf = {.fd = c->sock, .events = POLLIN};

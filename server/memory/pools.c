@@ -16,6 +16,8 @@
  * their free is enqueued; what a pool keeps reserved beyond that does not count. In a
  * stream capture an allocation is an allocation node: graph memory (graphmem.c). */
 #include "server/core/server.h"
+#include "server/core/streams.h"
+#include "server/core/registry.h"
 #include "server/memory/devmem.h"
 #include "server/graphs/graph.h"
 #include "server/memory/pools.h"

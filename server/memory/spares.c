@@ -3,6 +3,7 @@
  * clients' pool calls and comes here to make a pool and to let one go. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +98,7 @@ int srv_pool_props_plain(const CUmemPoolProps *p)
 
 static int dev_ok(int dev)
 {
-    return dev >= 0 && dev < srv.ndev && atomic_load(&srv.fault[dev].state) == SRV_DEV_OK;
+    return dev >= 0 && dev < srv.ndev && atomic_load(&srv_fault[dev].state) == SRV_DEV_OK;
 }
 
 /* Under lifecycle: spare x trimmed; 1 if it holds nothing now: nothing reserved and, for a

@@ -5,6 +5,7 @@
  * copy), and names what the object views as its parent, so that a departing client's
  * objects go before the memory they view. */
 #include "server/core/server.h"
+#include "server/core/registry.h"
 
 /* Bytes of one element of linear texture memory; 0 for a format the server cannot size
  * (the block-compressed and video formats, which linear textures do not take). */

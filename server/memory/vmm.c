@@ -21,6 +21,8 @@
  * the client's own reservation first carries out the unmaps still pending there (waiting for
  * their work, which natively would have had its mapping pulled from under it). */
 #include "server/core/server.h"
+#include "server/core/streamrec.h"
+#include "server/core/registry.h"
 #include "server/core/devices.h"
 #include "server/memory/devmem.h"
 #include "server/memory/memops.h"
@@ -144,7 +146,7 @@ static CUresult map_before(struct srv_client *c, struct srv_call *k)
     uint64_t base = k->a.val[0], size = k->a.val[1], end;
     if (__builtin_add_overflow(base, size, &end)) return CUDA_ERROR_INVALID_VALUE;
     /* Its unmaps still waiting for its work first, or the driver would find it mapped. */
-    if (c->nlater && k->id != SHIM_ID_cuMemUnmap) srv_later_reap(c, 1);
+    if (srv_later_pending(c) && k->id != SHIM_ID_cuMemUnmap) srv_later_reap(c, 1);
     for (struct srv_obj *r = srv_objs_of(c, SHIM_HT_MEM_RESERVED); r; r = r->type_next)
         if (base >= r->key.value && end <= r->key.value + r->size) {
             k->parent = r;

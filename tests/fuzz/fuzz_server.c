@@ -29,6 +29,7 @@
 #include "tests/fuzz/srvharness.h"
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,13 +294,49 @@ static const char *op_name(unsigned op)
     return "?";
 }
 
-/* A record's payload, now and then cut short, grown or scribbled on (a hostile client's
- * framing of a well-formed request). */
-static uint32_t mangle(struct gen *g, uint8_t *p, uint32_t len, uint32_t cap)
+/* The members the server checks of each operation's payload before its handler runs
+ * (CHAN_OP_CHECKED, from its %payload line): ranges, and the counts of trailing parts. */
+static const struct {
+    unsigned op;
+    size_t off, width;
+} checked[] = {
+#define X(op, type, m, l, h) {op, offsetof(type, m), sizeof(((type *)0)->m)},
+#define Y(op, type, m, size) {op, offsetof(type, m), sizeof(((type *)0)->m)},
+    CHAN_OP_CHECKED(X, Y)
+#undef X
+#undef Y
+};
+
+/* One member the server checks of op's payload made a lie (one more, one less, or any
+ * value: a count that says more or less than the record holds): 1, or 0 when op has none. */
+static int lie(struct gen *g, unsigned op, uint8_t *p, uint32_t len)
+{
+    uint32_t n = 0, which;
+    for (size_t i = 0; i < sizeof(checked) / sizeof(checked[0]); i++)
+        n += checked[i].op == op;
+    which = pick(&g->s, n);
+    for (size_t i = 0; n && i < sizeof(checked) / sizeof(checked[0]); i++) {
+        if (checked[i].op != op || which--) continue;
+        uint64_t v = 0;
+        if (checked[i].off + checked[i].width > len) return 0;
+        memcpy(&v, p + checked[i].off, checked[i].width);
+        uint32_t how = pick(&g->s, 3);
+        v = how == 0 ? v + 1 : how == 1 ? v - 1 : take(&g->s, 4);
+        memcpy(p + checked[i].off, &v, checked[i].width); /* little-endian: the low bytes */
+        return 1;
+    }
+    return 0;
+}
+
+/* A record's payload, now and then cut short, grown, scribbled on, or with a member the
+ * server checks made a lie (a hostile client's framing of a well-formed request). */
+static uint32_t mangle(struct gen *g, unsigned op, uint8_t *p, uint32_t len, uint32_t cap)
 {
     if (g->plain || g->keep || !odd(g)) return len;
     g->mangles++;
-    switch (pick(&g->s, 4)) {
+    uint32_t how = pick(&g->s, 5);
+    if (how == 4 && lie(g, op, p, len)) return len;
+    switch (how) {
     case 0:
         return len ? (uint32_t)pick(&g->s, len) : 0;
     case 1: {
@@ -323,7 +360,7 @@ static CUresult send_rec(struct gen *g, struct cl *k, unsigned op, int reply, ui
                          uint32_t len, uint32_t cap, void *out, uint32_t outcap, uint32_t *outlen)
 {
     if (fh_gone(k->fh)) return NO_REPLY;
-    len = mangle(g, p, len, cap);
+    len = mangle(g, op, p, len, cap);
     struct chan_rec h = {.op = (uint16_t)op, .thread = 1, .ctx = k->ctx};
     if (reply) {
         h.flags = CHAN_RF_REPLY;
@@ -1195,12 +1232,10 @@ static void op_module_misc(struct gen *g, struct cl *k)
     uint64_t mod = name(g, k, K_MODULE, &x);
     switch (pick(&g->s, 3)) {
     case 0: {
-        struct {
-            struct chan_handle h;
-            uint32_t max;
-        } m = {.h = {.handle = mod,
-                     .kind = x && x->b == CHAN_IMAGE_LIBRARY ? CHAN_H_LIBRARY : CHAN_H_MODULE},
-               .max = (uint32_t)num(g, 16)};
+        struct chan_handle m = {.handle = mod,
+                                .kind = x && x->b == CHAN_IMAGE_LIBRARY ? CHAN_H_LIBRARY
+                                                                        : CHAN_H_MODULE,
+                                .arg = (uint32_t)num(g, 16)}; /* at most this many */
         static uint8_t out[CHAN_LANE_DATA];
         send_rec(g, k, CHAN_OP_ENUM_FUNCTIONS, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out,
                  sizeof(out), NULL);

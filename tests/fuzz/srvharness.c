@@ -17,6 +17,7 @@
 #undef main
 #include "server/core/client.c"
 #include "server/core/worker.c"
+#include "server/memory/copy.h"
 #include "server/memory/ipc.h" /* srv_shares_live: none left once every client is gone */
 
 #include "channel/copyplan.h"
@@ -247,23 +248,21 @@ static void *callback_thread(void *arg)
 struct fh_client *fh_connect(void)
 {
     struct fh_client *k = calloc(1, sizeof(*k));
-    struct srv_client *c = calloc(1, sizeof(*c));
     int sv[2];
-    if (!k || !c || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    if (!k || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         free(k);
-        free(c);
+        return NULL;
+    }
+    /* srv_client_start */
+    struct srv_client *c = client_new(sv[0]); /* client.c */
+    if (!c) {
+        close(sv[0]);
+        close(sv[1]);
+        free(k);
         return NULL;
     }
     k->c = c;
     k->peer = sv[1];
-    /* srv_client_start */
-    c->sock = sv[0];
-    pthread_mutex_init(&c->waitvals_lock, NULL);
-    c->ranges.elem = sizeof(struct srv_range);
-    for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        c->lim.part[d] = -1;
-    for (int i = 0; i < CHAN_NSLOTS; i++)
-        c->slot_busy[i] = -1;
     pthread_mutex_lock(&srv.clients_lock);
     c->id = ++srv.next_client_id;
     c->next = srv.clients;
@@ -272,10 +271,10 @@ struct fh_client *fh_connect(void)
     /* handshake, with the hello of a client that sets no limits */
     c->pid = getpid();
     c->uid = getuid();
-    c->fault_seen = atomic_load(&srv.fault_epoch);
+    c->fault_seen = atomic_load(&srv_fault_epoch);
     atomic_store(&c->fault_ack, c->fault_seen);
     for (int d = 0; d < CHAN_MAX_DEVICES; d++)
-        c->gen_seen[d] = atomic_load(&srv.fault[d].gen);
+        c->gen_seen[d] = atomic_load(&srv_fault[d].gen);
     snprintf(c->exe, sizeof(c->exe), "fuzz_server");
     struct chan_hello h;
     memset(&h, 0, sizeof(h));
@@ -287,7 +286,7 @@ struct fh_client *fh_connect(void)
      * connections of a program are, and share its limits (the pinned cap above all: without
      * it a fuzzed 4 GiB managed allocation was taken, and the CPU driver's memset over it
      * outlasted the release's bound, a finding of the harness's own making). */
-    if (srv_policy_resolve(&h, &c->lim, why, sizeof(why)) != 0 ||
+    if (srv_policy_resolve(&h, c->lim, why, sizeof(why)) != 0 ||
         srv_account_join(c, why, sizeof(why)) != 0 || (fd = make_segment(c)) < 0 ||
         srv_green_assign(c) != 0) {
         fprintf(stderr, "fuzz_server: no client: %s\n", why);
@@ -303,7 +302,6 @@ struct fh_client *fh_connect(void)
     c->scratch = malloc(CHAN_LANE_DATA);
     c->out = malloc(CHAN_LANE_DATA);
     if (!c->rec || !c->scratch || !c->out) abort();
-    c->prof_since_ns = chan_now_ns();
     chan_attach(&k->ch, c->shm);
     pthread_mutex_lock(&cb_lock);
     for (int i = 0; i < 8; i++)
@@ -322,7 +320,7 @@ struct chan *fh_chan(struct fh_client *k)
 
 uint32_t fh_chunk_seq(struct fh_client *k)
 {
-    return k->c->chunk_seq;
+    return srv_copy_chunk_seq(k->c);
 }
 
 int fh_gone(struct fh_client *k)
@@ -412,7 +410,7 @@ static int staged_chunks(struct fh_client *k, const void *payload, uint32_t len,
     uint64_t t;
     if (src == dst || (m.flags & CHAN_CF_INLINE) || !m.width || !m.height || !m.depth ||
         __builtin_mul_overflow(m.width, m.height, &t) || __builtin_mul_overflow(t, m.depth, &t) ||
-        m.first_chunk != k->c->chunk_seq)
+        m.first_chunk != srv_copy_chunk_seq(k->c))
         return 0;
     *first = m.first_chunk;
     *n = chan_copy_nchunks(m.width, m.height, m.depth, CHAN_SLOT_SIZE);
@@ -504,8 +502,9 @@ void fh_leave(struct fh_client *k, int terminated)
     srv_busy(c, SRV_BUSY_RELEASE);
     cleanup(c);
     srv_busy(c, 0);
-    free(c->prof_op);
-    c->prof_op = NULL;
+    if (c->prof) free(c->prof->op);
+    free(c->prof);
+    c->prof = NULL;
     close(c->sock);
     c->sock = -1;
     atomic_store(&c->finished, 1);
@@ -524,8 +523,7 @@ void fh_leave(struct fh_client *k, int terminated)
         fh_show_log();
         abort();
     }
-    pthread_mutex_destroy(&c->waitvals_lock);
-    free(c);
+    client_free(c); /* client.c */
     free(k);
 }
 

@@ -1,0 +1,43 @@
+/* Replies that wait for the GPU (waits.c): a stream's, a context's or an event's work. */
+#ifndef MPSSHIM_SERVER_WAITS_H
+#define MPSSHIM_SERVER_WAITS_H
+
+#include "server/core/server.h"
+
+/* A reply that waits for the GPU: posted when all its events have completed. */
+#define SRV_WAIT_EVENTS 64
+struct srv_wait {
+    struct srv_wait *next;
+    int lane;
+    uint32_t reply_len;
+    CUresult result;
+    int own; /* reply with its own result only (srv_wait_stream_own) */
+    /* A reply the GPU posts (waits.c gpu_reply; 2: to a thread told to spin for it): the
+     * lane's reply number it stores. When its event completes the worker only wakes the
+     * thread if it sleeps; on a failure it posts the failure under the same number. */
+    int gpu;
+    uint32_t target;
+    int nev;
+    CUevent ev[SRV_WAIT_EVENTS];
+    int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
+    int dev[SRV_WAIT_EVENTS];    /* device of each event (events belong to one context) */
+};
+/* Replies on `lane` once everything now enqueued on `s` has completed. */
+CUresult srv_wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
+/* The same, replying with the wait's own result only: an error deferred from the client's
+ * async work stays for its next synchronisation (a transfer of the shim's own). */
+CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len);
+/* Replies on `lane` once every stream of context `ctx` is idle. */
+CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane);
+/* Replies on `lane` once the event completes. */
+CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
+/* Polls pending waits, posting the replies of finished ones. 0 if none remain, 2 if all
+ * that remain are replies the GPU posts to threads that spin for them, else 1. */
+int srv_waits_poll(struct srv_client *c);
+/* Ends wait w (taken off c->waits by the caller) with error err: the thread waiting on its
+ * lane gets err, whether its reply was to come from the worker or from the GPU. */
+void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err);
+/* MPSSHIM_GPU_REPLIES (1 by default): stream synchronisations answered by the GPU. */
+void srv_waits_init(void);
+
+#endif
