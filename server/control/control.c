@@ -19,6 +19,7 @@
 #include "server/control/trace_owners.h"
 #include "server/memory/arena.h"
 #include "server/control/control.h"
+#include "server/control/cmd.h"
 #include "server/core/devices.h"
 #include "server/core/fault.h"
 #include "server/handover/handover.h"
@@ -37,25 +38,13 @@
 
 /* ---------------------------------------------------------------- answers */
 
-#define MAXARGS 8
-
-/* One command being answered: its words and the answer built so far. */
-struct cmd {
-    int argc;
-    char *argv[MAXARGS];
-    char *out;
-    size_t cap, n;
-    int failed; /* the answer says why the command did nothing */
-};
-
 static void vsay(struct cmd *k, const char *fmt, va_list ap)
 {
     int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
     if (m > 0) k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
 }
 
-static void say(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(struct cmd *k, const char *fmt, ...)
+void ctl_say(struct cmd *k, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -64,8 +53,7 @@ static void say(struct cmd *k, const char *fmt, ...)
 }
 
 /* Says why the command failed (an answer of its own, marked as a failure). */
-static void fail(struct cmd *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(struct cmd *k, const char *fmt, ...)
+void ctl_fail(struct cmd *k, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -75,63 +63,21 @@ static void fail(struct cmd *k, const char *fmt, ...)
 }
 
 /* "Usage: ..." when the command has not exactly lo..hi arguments. 0 when it has. */
-static int usage(struct cmd *k, int lo, int hi, const char *args)
+int ctl_usage(struct cmd *k, int lo, int hi, const char *args)
 {
     if (k->argc - 1 >= lo && k->argc - 1 <= hi) return 0;
-    fail(k, "Usage: %s%s%s\n", k->argv[0], *args ? " " : "", args);
+    ctl_fail(k, "Usage: %s%s%s\n", k->argv[0], *args ? " " : "", args);
     return -1;
 }
 
 /* The pid argument names this server; otherwise says so. 1 when it does. */
-static int this_server(struct cmd *k, const char *arg)
+int ctl_this_server(struct cmd *k, const char *arg)
 {
     char *end;
     long v = strtol(arg, &end, 10);
     if (end != arg && !*end && v == (long)getpid()) return 1;
-    fail(k, "Server %s not found\n", arg);
+    ctl_fail(k, "Server %s not found\n", arg);
     return 0;
-}
-
-/* A percentage from 1 to 100 ("25" or "25.0": what get_* prints reads back). -1 if not. */
-static int parse_pct(struct cmd *k, const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !(v >= 1 && v <= 100) || v != (double)(int)v) {
-        fail(k, "Invalid active thread percentage \"%s\": a whole number from 1 to 100\n", s);
-        return -1;
-    }
-    return (int)v;
-}
-
-/* A device ordinal or UUID (prefix); says so and returns -1 if there is none such. */
-static int parse_dev(struct cmd *k, const char *s)
-{
-    int d = srv_device_by_name(s);
-    if (d < 0)
-        fail(k, "Invalid device \"%s\": an ordinal from 0 to %d or a UUID (GPU-...)\n", s,
-             srv.ndev - 1);
-    return d;
-}
-
-/* A memory limit ("512M", "2G", bytes; 0 removes it); says so and returns -1 if bad. */
-static int parse_mem(struct cmd *k, const char *s, uint64_t *v)
-{
-    if (srv_parse_size(s, v) == 0) return 0;
-    fail(k, "Invalid memory limit \"%s\": a size such as 900M or 10G (0: no limit)\n", s);
-    return -1;
-}
-
-static void put_pct(struct cmd *k, int pct)
-{
-    say(k, "%.1f\n", (double)pct);
-}
-
-static void put_mem(struct cmd *k, uint64_t v)
-{
-    char sz[32];
-    srv_format_size(v, sz, sizeof(sz));
-    say(k, "%s\n", sz);
 }
 
 /* "GPU-cb1213a3-d6a4-be7f": the leading part of a device's UUID, as MPS's ps shows it. */
@@ -198,7 +144,7 @@ static unsigned each_client(pid_t pid, void (*fn)(struct cmd *, const struct srv
 
 static void list_pid(struct cmd *k, const struct srv_client *c)
 {
-    say(k, "%d\n", (int)c->pid);
+    ctl_say(k, "%d\n", (int)c->pid);
 }
 
 static void list_devices(struct cmd *k, const struct srv_client *c)
@@ -209,7 +155,7 @@ static void list_devices(struct cmd *k, const struct srv_client *c)
     for (int d = 0; d < srv.ndev; d++)
         if (srv_dev_out(c, d) >= 0) {
             full_uuid(d, uuid, sizeof(uuid));
-            say(k, "%s %d\n", uuid, (int)c->pid);
+            ctl_say(k, "%s %d\n", uuid, (int)c->pid);
         }
 }
 
@@ -223,36 +169,39 @@ static void ps_row(struct cmd *k, const struct srv_client *c)
     for (int d = 0; d < srv.ndev; d++)
         if (mask & (1u << d)) {
             short_uuid(d, dev, sizeof(dev));
-            say(k, "%d %u %d %s %llu %s\n", (int)c->pid, c->id, (int)getpid(), dev, ns, cmdline);
+            ctl_say(k, "%d %u %d %s %llu %s\n", (int)c->pid, c->id, (int)getpid(), dev, ns,
+                    cmdline);
             rows++;
         }
     if (!rows) /* connected, no context made yet */
-        say(k, "%d %u %d - %llu %s\n", (int)c->pid, c->id, (int)getpid(), ns, cmdline);
+        ctl_say(k, "%d %u %d - %llu %s\n", (int)c->pid, c->id, (int)getpid(), ns, cmdline);
 }
 
 /* get_client_info: what the client holds and may use, from counters any thread may read
  * (the tables themselves belong to its worker). */
 static void info_block(struct cmd *k, const struct srv_client *c)
 {
-    say(k, "Client %d (%s)\n", (int)c->pid, c->exe); /* kept escaped (client.c) */
+    ctl_say(k, "Client %d (%s)\n", (int)c->pid, c->exe); /* kept escaped (client.c) */
     for (int d = 0; d < srv.ndev; d++) {
         char lim[32] = "none";
         if (c->lim->mem[d]) srv_format_size(c->lim->mem[d], lim, sizeof(lim));
-        say(k, "  Device %d: memory used %llu bytes, memory limit %s, %u of %u SMs\n", d,
-            (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim->sms[d],
-            srv_sm[d].total);
+        ctl_say(k, "  Device %d: memory used %llu bytes, memory limit %s, %u of %u SMs\n", d,
+                (unsigned long long)atomic_load(&c->stats.mem_dev[d]), lim, c->lim->sms[d],
+                srv_sm[d].total);
     }
-    say(k, "  Active thread percentage %d\n", c->lim->pct);
-    say(k, "  Priority %d (%s)\n", c->lim->priority, c->lim->priority ? "below normal" : "normal");
-    say(k, "  Streams %llu\n", (unsigned long long)atomic_load(&c->stats.streams));
-    say(k, "  Kernels launched %llu\n", (unsigned long long)atomic_load(&c->stats.launches));
-    say(k, "  Bytes copied %llu\n", (unsigned long long)atomic_load(&c->stats.bytes_copied));
+    ctl_say(k, "  Active thread percentage %d\n", c->lim->pct);
+    ctl_say(k, "  Priority %d (%s)\n", c->lim->priority,
+            c->lim->priority ? "below normal" : "normal");
+    ctl_say(k, "  Streams %llu\n", (unsigned long long)atomic_load(&c->stats.streams));
+    ctl_say(k, "  Kernels launched %llu\n", (unsigned long long)atomic_load(&c->stats.launches));
+    ctl_say(k, "  Bytes copied %llu\n", (unsigned long long)atomic_load(&c->stats.bytes_copied));
     /* Every record its worker replayed: what its calls cost the server (a query or
      * synchronisation the client answers itself, interpose/idle.c, is not one). */
-    say(k, "  Requests served %llu\n", (unsigned long long)atomic_load(&c->stats.calls));
+    ctl_say(k, "  Requests served %llu\n", (unsigned long long)atomic_load(&c->stats.calls));
     /* Of its replies, those the GPU posted (waits.c: a stream synchronisation or a
      * synchronous copy while the server was not crowded). */
-    say(k, "  Replies from the GPU %llu\n", (unsigned long long)atomic_load(&c->stats.gpu_replies));
+    ctl_say(k, "  Replies from the GPU %llu\n",
+            (unsigned long long)atomic_load(&c->stats.gpu_replies));
 }
 
 static pid_t parse_pid(const char *s)
@@ -269,7 +218,7 @@ static void quit_after(struct cmd *k, const char *secs)
     char *end;
     double t = strtod(secs, &end);
     if (end == secs || *end || !(t >= 0) || t > 1e6) {
-        fail(k, "Invalid timeout \"%s\": seconds, 0 or more\n", secs);
+        ctl_fail(k, "Invalid timeout \"%s\": seconds, 0 or more\n", secs);
         return;
     }
     atomic_store(&srv.draining, 1);
@@ -285,57 +234,22 @@ static void quit_after(struct cmd *k, const char *secs)
 
 /* ---------------------------------------------------------------- commands */
 
-/* The policy's settings are read and written under its lock (policy.c reads them as each
- * client connects). What a get_* shows: own, or dflt when own is NULL or not set (0). */
-static int policy_int(const int *own, const int *dflt)
-{
-    pthread_mutex_lock(&srv_policy.lock);
-    int v = own && *own ? *own : *dflt;
-    pthread_mutex_unlock(&srv_policy.lock);
-    return v;
-}
-
-/* The same for a memory limit. */
-static uint64_t policy_mem(const uint64_t *own, const uint64_t *dflt)
-{
-    pthread_mutex_lock(&srv_policy.lock);
-    uint64_t v = own && *own ? *own : *dflt;
-    pthread_mutex_unlock(&srv_policy.lock);
-    return v;
-}
-
-/* Stores v in a setting of the policy, under its lock. */
-static void set_int(int *to, int v)
-{
-    pthread_mutex_lock(&srv_policy.lock);
-    *to = v;
-    pthread_mutex_unlock(&srv_policy.lock);
-}
-
-/* The same for a memory limit. */
-static void set_mem(uint64_t *to, uint64_t v)
-{
-    pthread_mutex_lock(&srv_policy.lock);
-    *to = v;
-    pthread_mutex_unlock(&srv_policy.lock);
-}
-
 /* get_server_list: this server, the only one. */
 static void cmd_server_list(struct cmd *k)
 {
-    say(k, "%d\n", (int)getpid());
+    ctl_say(k, "%d\n", (int)getpid());
 }
 
 /* get_client_list <server pid>: the clients' pids. */
 static void cmd_client_list(struct cmd *k)
 {
-    if (this_server(k, k->argv[1])) each_client(0, list_pid, k);
+    if (ctl_this_server(k, k->argv[1])) each_client(0, list_pid, k);
 }
 
 /* get_device_client_list [server pid]: each client's devices. */
 static void cmd_device_client_list(struct cmd *k)
 {
-    if (k->argc == 1 || this_server(k, k->argv[1])) each_client(0, list_devices, k);
+    if (k->argc == 1 || ctl_this_server(k, k->argv[1])) each_client(0, list_devices, k);
 }
 
 /* ps [-p <server pid>]: a row for each client on each device it uses. */
@@ -343,9 +257,9 @@ static void cmd_ps(struct cmd *k)
 {
     int ok = k->argc == 1 || (k->argc == 3 && strcmp(k->argv[1], "-p") == 0);
     if (!ok)
-        fail(k, "Usage: ps [-p <server pid>]\n");
-    else if (k->argc == 1 || this_server(k, k->argv[2])) {
-        say(k, "PID ID SERVER DEVICE NAMESPACE COMMAND\n");
+        ctl_fail(k, "Usage: ps [-p <server pid>]\n");
+    else if (k->argc == 1 || ctl_this_server(k, k->argv[2])) {
+        ctl_say(k, "PID ID SERVER DEVICE NAMESPACE COMMAND\n");
         each_client(0, ps_row, k);
     }
 }
@@ -358,7 +272,8 @@ static void status_devices(struct cmd *k)
     srv_pools_tidy();
     for (int d = 0; d < srv.ndev; d++) {
         size_t used;
-        if (srv_device_used(d, &used) == 0) say(k, "Device %d memory used %zu bytes\n", d, used);
+        if (srv_device_used(d, &used) == 0)
+            ctl_say(k, "Device %d memory used %zu bytes\n", d, used);
     }
     /* Of that, what the server itself can name: its arena's mappings (client memory and
      * slabs kept empty for later) and the stack the context has per thread (the driver
@@ -371,43 +286,43 @@ static void status_devices(struct cmd *k)
         if (srv_use_device(d) != CUDA_SUCCESS ||
             DRV(cuCtxGetLimit)(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
             stack = 0;
-        say(k,
-            "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
-            "bytes per thread (%zu at start)\n",
-            d, (unsigned long long)mapped, (unsigned long long)kept, stack,
-            srv_limit_default[d][CU_LIMIT_STACK_SIZE]);
+        ctl_say(k,
+                "Device %d arena %llu bytes mapped (%llu in empty slabs kept), stack %zu "
+                "bytes per thread (%zu at start)\n",
+                d, (unsigned long long)mapped, (unsigned long long)kept, stack,
+                srv_limit_default[d][CU_LIMIT_STACK_SIZE]);
     }
 }
 
 /* get_server_status [server pid]: its state, clients, objects, spinning and memory. */
 static void cmd_server_status(struct cmd *k)
 {
-    if (k->argc == 2 && !this_server(k, k->argv[1])) return;
-    say(k, "Server %d\n", (int)getpid());
-    say(k, "Status %s\n",
-        atomic_load(&srv.draining) ? "SHUTTING_DOWN"
-        : srv_fault_any()          ? "FAULT"
-                                   : "ACTIVE");
-    say(k, "Clients %u\n", srv_clients_live());
+    if (k->argc == 2 && !ctl_this_server(k, k->argv[1])) return;
+    ctl_say(k, "Server %d\n", (int)getpid());
+    ctl_say(k, "Status %s\n",
+            atomic_load(&srv.draining) ? "SHUTTING_DOWN"
+            : srv_fault_any()          ? "FAULT"
+                                       : "ACTIVE");
+    ctl_say(k, "Clients %u\n", srv_clients_live());
     /* What clients hold: 0 and 0 once every client left and was released. */
-    say(k, "Objects %llu (%llu shared through IPC)\n", (unsigned long long)srv_records_live(),
-        (unsigned long long)srv_shares_live());
+    ctl_say(k, "Objects %llu (%llu shared through IPC)\n", (unsigned long long)srv_records_live(),
+            (unsigned long long)srv_shares_live());
     unsigned nbusy, cpus;
     srv_spin_describe(&nbusy, &cpus);
-    say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);
+    ctl_say(k, "Spinning %s (%u busy clients, %u CPUs)\n", srv_spin_grade(), nbusy, cpus);
     status_devices(k);
     /* What no call gives back goes back when idle (recycle.c). */
     char line[200];
     srv_recycle_describe(line, sizeof(line));
-    say(k, "%s", line);
+    ctl_say(k, "%s", line);
     /* After faults: the faulted servers still alive, and the standby (handover.c). */
     char faults[400];
     srv_handover_describe(faults, sizeof(faults));
-    say(k, "%s", faults);
+    ctl_say(k, "%s", faults);
     /* The settings in force and where each came from (channel/settings.def). */
     char settings[8192];
     srv_settings_describe(settings, sizeof(settings));
-    say(k, "%s", settings);
+    ctl_say(k, "%s", settings);
 }
 
 /* start_server -uid <user id>: under MPS the daemon starts a server for that user. Here
@@ -421,18 +336,18 @@ static void cmd_start_server(struct cmd *k)
     unsigned long uid = strtoul(k->argv[2], &end, 10);
     if (strcmp(k->argv[1], "-uid") != 0 || end == k->argv[2] || *end || *k->argv[2] == '-' ||
         uid > 0x7fffffffUL) {
-        fail(k, "Usage: start_server -uid <user id>\n");
+        ctl_fail(k, "Usage: start_server -uid <user id>\n");
         return;
     }
     if (uid == (unsigned long)geteuid()) {
         srv_clog("Server %d already serves user %lu", (int)getpid(), uid);
         return;
     }
-    fail(k,
-         "Cannot start a server for user %lu: mpsshim's server is its own control daemon and "
-         "serves only its own user (this one, pid %d, runs as user %u); a daemon started by "
-         "root hands over to user %lu when idle (docs/mps-compat.md)\n",
-         uid, (int)getpid(), (unsigned)geteuid(), uid);
+    ctl_fail(k,
+             "Cannot start a server for user %lu: mpsshim's server is its own control daemon and "
+             "serves only its own user (this one, pid %d, runs as user %u); a daemon started by "
+             "root hands over to user %lu when idle (docs/mps-compat.md)\n",
+             uid, (int)getpid(), (unsigned)geteuid(), uid);
 }
 
 /* shutdown_server's wait: no new clients until the connected ones have gone; then the
@@ -480,10 +395,10 @@ static unsigned terminate_all(void)
 static void cmd_shutdown_server(struct cmd *k)
 {
     if (k->argc == 3 && strcmp(k->argv[2], "-f") != 0) {
-        fail(k, "Usage: shutdown_server <server pid> [-f]\n");
+        ctl_fail(k, "Usage: shutdown_server <server pid> [-f]\n");
         return;
     }
-    if (!this_server(k, k->argv[1])) return;
+    if (!ctl_this_server(k, k->argv[1])) return;
     if (k->argc == 3) {
         srv_clog("Server %d shutting down (forced)", (int)getpid());
         unsigned n = terminate_all();
@@ -499,7 +414,7 @@ static void cmd_shutdown_server(struct cmd *k)
     pthread_attr_destroy(&a);
     if (e) {
         atomic_store(&srv.draining, 0);
-        fail(k, "Cannot shut the server down: %s\n", strerror(e));
+        ctl_fail(k, "Cannot shut the server down: %s\n", strerror(e));
         return;
     }
     srv_clog("Server %d shutting down: no new clients until its %u client(s) have gone",
@@ -509,13 +424,13 @@ static void cmd_shutdown_server(struct cmd *k)
 /* terminate_client <server pid> <client pid>: 0 once the client's work is gone, as MPS. */
 static void cmd_terminate_client(struct cmd *k)
 {
-    if (!this_server(k, k->argv[1])) return;
+    if (!ctl_this_server(k, k->argv[1])) return;
     pid_t pid = parse_pid(k->argv[2]);
     srv_clog("Terminating client %s", k->argv[2]);
     if (!pid || srv_client_terminate(pid) == 0)
-        fail(k, "Client %s not found\n", k->argv[2]);
+        ctl_fail(k, "Client %s not found\n", k->argv[2]);
     else
-        say(k, "%d\n", CUDA_SUCCESS);
+        ctl_say(k, "%d\n", CUDA_SUCCESS);
 }
 
 /* quit [-t <seconds>]: now, or once the clients finished (quit_after). */
@@ -526,88 +441,7 @@ static void cmd_quit(struct cmd *k)
     else if (k->argc == 3 && strcmp(k->argv[1], "-t") == 0)
         quit_after(k, k->argv[2]);
     else
-        fail(k, "Usage: quit [-t <seconds>]\n");
-}
-
-/* set_default_active_thread_percentage <percentage> */
-static void cmd_set_default_pct(struct cmd *k)
-{
-    int v = parse_pct(k, k->argv[1]);
-    if (v <= 0) return;
-    set_int(&srv_policy.default_pct, v);
-    put_pct(k, v);
-}
-
-/* get_default_active_thread_percentage */
-static void cmd_get_default_pct(struct cmd *k)
-{
-    put_pct(k, policy_int(NULL, &srv_policy.default_pct));
-}
-
-/* set_active_thread_percentage <server pid> <percentage> */
-static void cmd_set_pct(struct cmd *k)
-{
-    int v;
-    if (!this_server(k, k->argv[1]) || (v = parse_pct(k, k->argv[2])) <= 0) return;
-    set_int(&srv_policy.server_pct, v);
-    put_pct(k, v);
-}
-
-/* get_active_thread_percentage <server pid>: the server's, else the default. */
-static void cmd_get_pct(struct cmd *k)
-{
-    if (this_server(k, k->argv[1]))
-        put_pct(k, policy_int(&srv_policy.server_pct, &srv_policy.default_pct));
-}
-
-/* set_default_device_pinned_mem_limit <device> <value> */
-static void cmd_set_default_mem(struct cmd *k)
-{
-    int d;
-    uint64_t v;
-    if ((d = parse_dev(k, k->argv[1])) >= 0 && parse_mem(k, k->argv[2], &v) == 0)
-        set_mem(&srv_policy.default_mem[d], v);
-}
-
-/* get_default_device_pinned_mem_limit <device> */
-static void cmd_get_default_mem(struct cmd *k)
-{
-    int d = parse_dev(k, k->argv[1]);
-    if (d >= 0) put_mem(k, policy_mem(NULL, &srv_policy.default_mem[d]));
-}
-
-/* set_device_pinned_mem_limit <server pid> <device> <value> */
-static void cmd_set_mem(struct cmd *k)
-{
-    int d;
-    uint64_t v;
-    if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0 &&
-        parse_mem(k, k->argv[3], &v) == 0)
-        set_mem(&srv_policy.server_mem[d], v);
-}
-
-/* get_device_pinned_mem_limit <server pid> <device>: the server's, else the default. */
-static void cmd_get_mem(struct cmd *k)
-{
-    int d;
-    if (this_server(k, k->argv[1]) && (d = parse_dev(k, k->argv[2])) >= 0)
-        put_mem(k, policy_mem(&srv_policy.server_mem[d], &srv_policy.default_mem[d]));
-}
-
-/* set_default_client_priority <0|1> */
-static void cmd_set_priority(struct cmd *k)
-{
-    if (strcmp(k->argv[1], "0") != 0 && strcmp(k->argv[1], "1") != 0) {
-        fail(k, "Invalid priority \"%s\": 0 (normal) or 1 (below normal)\n", k->argv[1]);
-        return;
-    }
-    set_int(&srv_policy.default_priority, k->argv[1][0] - '0');
-}
-
-/* get_default_client_priority */
-static void cmd_get_priority(struct cmd *k)
-{
-    say(k, "%d\n", policy_int(NULL, &srv_policy.default_priority));
+        ctl_fail(k, "Usage: quit [-t <seconds>]\n");
 }
 
 /* get_client_info [client pid]: what each client (or the one named) holds and may use. */
@@ -615,10 +449,11 @@ static void cmd_client_info(struct cmd *k)
 {
     pid_t pid = 0;
     if (k->argc == 2 && !(pid = parse_pid(k->argv[1]))) {
-        fail(k, "Invalid client pid \"%s\"\n", k->argv[1]);
+        ctl_fail(k, "Invalid client pid \"%s\"\n", k->argv[1]);
         return;
     }
-    if (each_client(pid, info_block, k) == 0 && pid) fail(k, "Client %s not found\n", k->argv[1]);
+    if (each_client(pid, info_block, k) == 0 && pid)
+        ctl_fail(k, "Client %s not found\n", k->argv[1]);
 }
 
 /* trace ...: GPU timelines (trace.c); the answer is written in place. */
@@ -628,7 +463,7 @@ static void cmd_trace(struct cmd *k)
     k->n += strlen(k->out + k->n);
 }
 
-/* A command's name, the arguments usage() checks before it runs (lo to hi, named in
+/* A command's name, the arguments ctl_usage() checks before it runs (lo to hi, named in
  * args for its usage line; lo < 0: it checks its own) and what runs it. */
 struct handler {
     const char *name;
@@ -667,10 +502,10 @@ static void run(struct cmd *k)
     for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
         const struct handler *c = &handlers[i];
         if (strcmp(k->argv[0], c->name) != 0) continue;
-        if (c->lo < 0 || usage(k, c->lo, c->hi, c->args) == 0) c->run(k);
+        if (c->lo < 0 || ctl_usage(k, c->lo, c->hi, c->args) == 0) c->run(k);
         return;
     }
-    fail(k, "Unknown command \"%s\"\n", k->argv[0]);
+    ctl_fail(k, "Unknown command \"%s\"\n", k->argv[0]);
 }
 
 int srv_control_command(char *line, char *out, size_t cap)
@@ -680,7 +515,7 @@ int srv_control_command(char *line, char *out, size_t cap)
     char *save = NULL;
     for (char *w = strtok_r(line, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
         if (k.argc == MAXARGS) {
-            fail(&k, "Too many arguments\n");
+            ctl_fail(&k, "Too many arguments\n");
             break;
         }
         k.argv[k.argc++] = w;
