@@ -15,10 +15,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-own_dir "$2/hostreg-shrink"
-"$CTL" -d || exit 1
-wait_for 10 test -n "$(server_pid)" || { echo "FAIL: no server"; exit 1; }
-S=$(server_pid)
+own_server "$2/hostreg-shrink"
 
 # still_serving WHAT: the server $S lives, has let every client go, and serves vecadd; a
 # dead server ends the test (nothing later would run against it).

@@ -37,6 +37,17 @@ fail() {
     echo "FAIL: $*"
     rc=1
 }
+# own_server DIR: own_dir DIR and a server of its own started there (S: its pid); the test
+# ends if none starts (-d returns once it serves, its pid file written).
+own_server() {
+    own_dir "$1"
+    "$CTL" -d || exit 1
+    S=$(server_pid)
+    [ -n "$S" ] || {
+        echo "FAIL: no server"
+        exit 1
+    }
+}
 
 # ctl LINE...: sends each LINE to the control daemon; prints its answers.
 ctl() { printf '%s\n' "$@" | "$CTL"; }

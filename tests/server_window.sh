@@ -12,10 +12,7 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-own_dir "$2/server-window"
-"$CTL" -d || exit 1
-wait_for 10 test -n "$(server_pid)" || { echo "FAIL: no server"; exit 1; }
-S=$(server_pid)
+own_server "$2/server-window"
 pids=()
 for i in 1 2 3; do
     env LD_PRELOAD="$SHIM" "$B/tests/hold" 60 --all >"$W/hold$i.out" 2>&1 &
