@@ -26,7 +26,7 @@ static int parse_dev(struct cmd *k, const char *s)
     int d = srv_device_by_name(s);
     if (d < 0)
         ctl_fail(k, "Invalid device \"%s\": an ordinal from 0 to %d or a UUID (GPU-...)\n", s,
-             srv.ndev - 1);
+                 srv.ndev - 1);
     return d;
 }
 
@@ -165,4 +165,3 @@ void cmd_get_priority(struct cmd *k)
 {
     ctl_say(k, "%d\n", policy_int(NULL, &srv_policy.default_priority));
 }
-
