@@ -18,7 +18,10 @@ if ! command -v "$CLANG_FORMAT" >/dev/null 2>&1; then
     exit 1
 fi
 version=$("$CLANG_FORMAT" --version | head -n 1)
-if ! files=$(git ls-files '*.c' '*.h' '*.cu' 2>/dev/null) || [ -z "$files" ]; then
+# Tracked files and new ones not yet added (but not ignored ones: build outputs): a new
+# file is checked before its first commit, not after.
+if ! files=$(git ls-files --cached --others --exclude-standard '*.c' '*.h' '*.cu' 2>/dev/null) ||
+    [ -z "$files" ]; then
     echo "format: no files from git ls-files: run it in a git checkout of mpsshim" >&2
     exit 1
 fi
