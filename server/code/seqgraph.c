@@ -440,7 +440,9 @@ int srv_seq_launch(struct srv_client *c, struct srv_stream *s, const struct chan
     if (!enabled) return 0;
     struct srv_seqs *q = seqs_of(c);
     if (!q) return 0;
-    if (m->nattrs || m->cooperative || c->lim->part[s->device] >= 0 || srv_stream_capturing(c, s)) {
+    /* (srv.green_each: every client's streams may be in a green context of its own.) */
+    if (m->nattrs || m->cooperative || c->lim->part[s->device] >= 0 || srv.green_each ||
+        srv_stream_capturing(c, s)) {
         q->n_plainless++;
         for (uint32_t i = 0; i < m->nattrs; i++)
             if (a[i].id < 64) q->attr_ids |= 1ull << a[i].id;
