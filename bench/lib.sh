@@ -209,31 +209,31 @@ stop_daemon() {
 # ---------------------------------------------------------------- runs
 
 # wait_all PID...: waits for background runs; when one fails, ends the others (they would
-# wait for it at the barrier). Returns 0 when every one exited 0.
+# wait for it at the barrier). Returns 0 when every one exited 0, else the first failure's
+# status. Polls bash's own table of running jobs rather than `wait -n`: in CI a `wait -n`
+# given jobs already reaped once named none, and once (bench-scripts, 180 s) a run stayed in it
+# to the end; `wait PID` of a job bash reaped still gives its status. (The table, not kill -0:
+# a pid reaped and reused would look alive.)
 wait_all() {
-    local rc=0 st finished pid rest=("$@") keep
+    local rc=0 st pid rest=("$@") keep ended=0 running
     while [ "${#rest[@]}" -gt 0 ]; do
-        finished=
-        wait -n -p finished "${rest[@]}"
-        st=$?
-        if [ -z "${finished:-}" ]; then
-            # wait -n named none (it leaves the name unset when the ones left were reaped
-            # already, which happened under load in CI): each one's own status, which bash
-            # keeps for a reaped background job.
-            for pid in "${rest[@]}"; do
-                wait "$pid"
-                st=$?
-                [ "$st" = 0 ] || [ "$rc" != 0 ] || rc=$st
-            done
-            break
-        fi
         keep=()
-        for pid in "${rest[@]}"; do [ "$pid" = "$finished" ] || keep+=("$pid"); done
+        running=" $(jobs -rp | tr '\n' ' ') "
+        for pid in "${rest[@]}"; do
+            if [[ $running == *" $pid "* ]]; then
+                keep+=("$pid")
+                continue
+            fi
+            wait "$pid"
+            st=$?
+            [ "$st" = 0 ] || [ "$rc" != 0 ] || rc=$st
+        done
         rest=("${keep[@]}")
-        if [ "$st" != 0 ] && [ "$rc" = 0 ]; then
-            rc=$st
-            [ "${#rest[@]}" = 0 ] || kill "${rest[@]}" 2>/dev/null
+        if [ "$rc" != 0 ] && [ "$ended" = 0 ] && [ "${#rest[@]}" -gt 0 ]; then
+            kill "${rest[@]}" 2>/dev/null
+            ended=1
         fi
+        [ "${#rest[@]}" = 0 ] || sleep 0.05
     done
     BG_PIDS=()
     return "$rc"

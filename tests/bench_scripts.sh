@@ -24,7 +24,12 @@ fail() {
     echo "FAIL: $*"
     exit 1
 }
-bench() { env MPSSHIM_BENCH_CPU=1 bash "$ROOT/bench/run.sh" "$B" --quick --no-plots --no-throttle "$@"; }
+# Each run bounded well inside the CI row's time, so that a run that stays (as one did in CI,
+# once) fails here with the end of its log, whose last lines name the run it was in.
+bench() {
+    timeout -k 5 120 env MPSSHIM_BENCH_CPU=1 bash "$ROOT/bench/run.sh" "$B" --quick --no-plots \
+        --no-throttle "$@"
+}
 
 out=$W/quick
 # (mpicold has a run of its own, below)

@@ -39,14 +39,41 @@ expected_rows() {
 }
 EXPECT=$(expected_rows)
 
-# record NAME STATUS [detail]
+# record NAME STATUS [detail]: in the table; a line saying so, numbered in the order tests
+# end in either lane (a test of the second lane goes to the table at lane_join).
 record() {
     NAMES+=("$1")
     RESULTS+=("$2${3:+ ($3)}")
     TIMES+=("$TOOK")
     [ "$2" = PASS ] || [ "$2" = SKIP ] || FAILED=1
-    say "[${#NAMES[@]}/$EXPECT] $1: $2${3:+ ($3)}${TOOK:+, $TOOK s}; $SECONDS s so far"
+    [ -z "${LANE:-}" ] || printf '%s\t%s\t%s\n' "$1" "$2${3:+ ($3)}" "$TOOK" >>"$WORK/lane.tsv"
+    echo "$1" >>"$WORK/ended"
+    say "[$(wc -l <"$WORK/ended")/$EXPECT] ${LANE:+(lane 2) }$1: $2${3:+ ($3)}${TOOK:+, $TOOK s}; $SECONDS s so far"
     TOOK=""
+}
+
+# lane_start FUNCTION: runs FUNCTION's tests in a second lane beside the rest (a subshell,
+# which the EXIT trap's cleanup does not reach: the tests' own timeouts bound it);
+# lane_join waits for it and adds its results to the table.
+lane_start() {
+    : >"$WORK/lane.tsv"
+    (
+        LANE=1
+        "$1"
+    ) &
+    LANE_PID=$!
+}
+lane_join() {
+    [ -n "${LANE_PID:-}" ] || return 0
+    local name result took
+    wait "$LANE_PID"
+    LANE_PID=
+    while IFS=$'\t' read -r name result took; do
+        NAMES+=("$name")
+        RESULTS+=("$result")
+        TIMES+=("$took")
+        case $result in PASS* | SKIP*) ;; *) FAILED=1 ;; esac
+    done <"$WORK/lane.tsv"
 }
 
 # descendants PID: the processes below PID, one per line.
@@ -140,6 +167,7 @@ start_server() {
 }
 
 cleanup() {
+    [ -z "${LANE_PID:-}" ] || kill "$LANE_PID" 2>/dev/null # interrupted: its tests time out
     stop_server 10 >/dev/null 2>&1
     if [ "$FAILED" = 0 ]; then rm -rf "$WORK"; fi
 }
@@ -179,85 +207,115 @@ run_test procaddr-follows-server-driver 60 bash -c '
 # follows a good one and answers from its compiled-in table when one is malformed.
 run_test procaddr-bad-server 60 "$B/tests/unit/procaddr_badserver" "$SHIM" "$WORK/badserver"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
-# The unit tests, the raw protocol tests and a few programs once more against a server built
-# with ASan and UBSan (own build in BUILD-asan, own server).
-run_test asan-protocol 600 bash "$ROOT/tests/asan.sh" "$B"
-# A PROFILE=1 build (own build directory, own server): the client and the server report
-# where their waits went (channel/prof.h).
-run_test profile-build 300 bash -c '
-    P='"$B"'-prof
-    mkdir -p $P
-    make -C '"$ROOT"' --no-print-directory B=$P PROFILE=1 -j"$(nproc)" $P/mpsshim-server \
-        $P/mpsshim-control $P/libmpsshim.so >$P/make.log 2>&1 || { tail -n 20 $P/make.log; exit 1; }
-    dir='"$WORK"'/prof
-    out=$(env MPSSHIM_SERVER=$P/mpsshim-server MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log \
-          LD_PRELOAD=$P/libmpsshim.so '"$B"'/tests/vecadd 100000 2>&1)
-    echo "$out"
-    printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir $P/mpsshim-control >/dev/null
-    for i in $(seq 50); do grep -q "Server profile" $dir/log/server.log && break; sleep 0.1; done
-    grep "profile" $dir/log/server.log
-    echo "$out" | grep -q "^PASS vecadd" && echo "$out" | grep -q "^mpsshim profile (client" &&
-        grep -q "Client process [0-9]* profile: [0-9]* records" $dir/log/server.log &&
-        grep -q "Client process [0-9]* profile by operation: [a-zA-Z0-9_-]* [0-9]* x" \
-            $dir/log/server.log &&
-        grep -q "Server profile, all workers: waits" $dir/log/server.log'
-# libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
-# notes report long ones): the call decoder, the image parsers, the copy planner, and the
-# server's own operations as sequences of records of two clients (fuzz_server: 15000 inputs
-# at most, 15 s at most, of the CI's time).
-if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
-    run_test fuzz-short 360 env FUZZ_SERVER_RUNS=15000 FUZZ_SERVER_SECONDS=15 \
-        bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
-    # What fuzz_server found (issue 34), each as the raw client that did it: a departed
-    # client's waits (host functions numbered out of order, two values on one word, a word
-    # freed under its wait) must not outlive it and hold another client's module load; a
-    # stream priority of INT_MIN must not overflow the server's arithmetic.
-    run_test fuzz-findings 120 bash -c '
-        for f in hostfn_seq waitvalue "waitfree ctx" "waitfree free" priority; do
-            bash '"$ROOT"'/tests/fuzz/repro.sh '"$B"' $f || { echo "FAIL $f"; exit 1; }
-        done'
-else
-    record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
-fi
-# The tree is as `make format` leaves it: the files and the clang-format version are
-# tools/format.sh's, which names the files that are not (fix: make format).
-run_test format-clean 120 bash "$ROOT/tools/format.sh" check
-run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
-# A newer CUDA 13.x cuda.h (here: ours with one call more): the generator builds the call as
-# unsupported with one warning, and the shim exports it.
-run_test generator-newer-header 60 bash -c '
-    inc='"$WORK"'/newer-include; mkdir -p $inc; cp '"${CUDA:-/usr/local/cuda}"'/include/*.h $inc/
-    echo "CUresult CUDAAPI cuCallFromANewerToolkit(CUdevice dev, int *value);" >>$inc/cuda.h
-    out=$(python3 '"$ROOT"'/gen/gen.py --cuda-include $inc --symbols '"$ROOT"'/cuda_symbols.txt \
-          --procaddr '"$ROOT"'/gen/data/procaddress-580.159.04.tsv --cc cc --out '"$WORK"'/newer-gen 2>&1)
-    echo "$out"
-    echo "$out" | grep -q "warning: cuCallFromANewerToolkit is declared in cuda.h but not listed" &&
-        grep -q "SHIM_UNSUPPORTED(cuCallFromANewerToolkit" '"$WORK"'/newer-gen/shim_stubs.c &&
-        grep -q "cuCallFromANewerToolkit;" '"$WORK"'/newer-gen/shim_exports.map'
-# `make describe` for a sync, an async, a manual, a twin, an unsupported and an unknown call:
-# each output has its parts (tests/describe.sh).
-run_test describe-calls 120 bash "$ROOT/tests/describe.sh"
-# docs/support.md, committed for readers on the web, is what `make doc` writes from
-# cuda_symbols.txt today.
-run_test support-doc-current 30 bash -c '
-    cd '"$ROOT"' && python3 gen/support.py --symbols cuda_symbols.txt | diff -u docs/support.md - ||
-        { echo "docs/support.md is not current: run make doc"; exit 1; }'
-# docs/settings.md likewise, from the settings table as the server prints it.
-run_test settings-doc-current 30 bash -c '
-    cd '"$ROOT"' && "'"$B"'/mpsshim-server" --settings | python3 gen/settings_doc.py |
-        diff -u docs/settings.md - || { echo "docs/settings.md is not current: run make doc"; exit 1; }'
-# The user docs: no dead relative link, no #anchor without its heading, no named path of
-# the tree that is gone (tools/check_docs.py).
-run_test docs-links 30 bash -c 'cd '"$ROOT"' && python3 tools/check_docs.py README.md docs/*.md \
-    bench/README.md bench/results/README.md \
-    docs/man/*.md debian/README'
-# tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
-# what is missing otherwise, apt-get's own words when it fails.
-run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
-# The benchmark scripts' plumbing, not their numbers: bench/run.sh --quick on the CPU test
-# driver with a variant of mpsshim, then with one run failed on purpose, then the cold MPI job
-# (bench/fakempi where no MPI is) on two devices (tests/bench_scripts.sh).
-run_test bench-scripts 180 bash "$ROOT/tests/bench_scripts.sh" "$B" "$WORK"
+# ---------------------------------------------------------------- the second lane
+# Builds, checks of the tree and packaging, fuzzing and the benchmark scripts: each works in
+# directories of its own and none measures time, so they run in a second lane beside the
+# tests below (which have servers of their own or the shared one, and timeouts of their
+# own): on two cores the CI tier takes about 40% less time. Their results join the table
+# at the end (lane_join); a line per test as it ends, as for the others.
+cpu_lane() {
+    # The unit tests, the raw protocol tests and a few programs once more against a server built
+    # with ASan and UBSan (own build in BUILD-asan, own server).
+    run_test asan-protocol 600 bash "$ROOT/tests/asan.sh" "$B"
+    # A PROFILE=1 build (own build directory, own server): the client and the server report
+    # where their waits went (channel/prof.h).
+    run_test profile-build 300 bash -c '
+        P='"$B"'-prof
+        mkdir -p $P
+        make -C '"$ROOT"' --no-print-directory B=$P PROFILE=1 -j"$(nproc)" $P/mpsshim-server \
+            $P/mpsshim-control $P/libmpsshim.so >$P/make.log 2>&1 || { tail -n 20 $P/make.log; exit 1; }
+        dir='"$WORK"'/prof
+        out=$(env MPSSHIM_SERVER=$P/mpsshim-server MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log \
+              LD_PRELOAD=$P/libmpsshim.so '"$B"'/tests/vecadd 100000 2>&1)
+        echo "$out"
+        printf "quit\n" | MPSSHIM_PIPE_DIRECTORY=$dir $P/mpsshim-control >/dev/null
+        for i in $(seq 50); do grep -q "Server profile" $dir/log/server.log && break; sleep 0.1; done
+        grep "profile" $dir/log/server.log
+        echo "$out" | grep -q "^PASS vecadd" && echo "$out" | grep -q "^mpsshim profile (client" &&
+            grep -q "Client process [0-9]* profile: [0-9]* records" $dir/log/server.log &&
+            grep -q "Client process [0-9]* profile by operation: [a-zA-Z0-9_-]* [0-9]* x" \
+                $dir/log/server.log &&
+            grep -q "Server profile, all workers: waits" $dir/log/server.log'
+    # libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
+    # notes report long ones): the call decoder, the image parsers, the copy planner, and the
+    # server's own operations as sequences of records of two clients (fuzz_server: 15000 inputs
+    # at most, 15 s at most, of the CI's time).
+    if ls "$B"/fuzz/fuzz_* >/dev/null 2>&1; then
+        run_test fuzz-short 360 env FUZZ_SERVER_RUNS=15000 FUZZ_SERVER_SECONDS=15 \
+            bash "$ROOT/tests/fuzz/run.sh" "$B" 100000
+        # What fuzz_server found (issue 34), each as the raw client that did it: a departed
+        # client's waits (host functions numbered out of order, two values on one word, a word
+        # freed under its wait) must not outlive it and hold another client's module load; a
+        # stream priority of INT_MIN must not overflow the server's arithmetic.
+        run_test fuzz-findings 120 bash -c '
+            for f in hostfn_seq waitvalue "waitfree ctx" "waitfree free" priority; do
+                bash '"$ROOT"'/tests/fuzz/repro.sh '"$B"' $f || { echo "FAIL $f"; exit 1; }
+            done'
+    else
+        record fuzz-short FAIL "no fuzz targets in $B/fuzz: make B=... fuzz (needs clang)"
+    fi
+    # The tree is as `make format` leaves it: the files and the clang-format version are
+    # tools/format.sh's, which names the files that are not (fix: make format).
+    run_test format-clean 120 bash "$ROOT/tools/format.sh" check
+    run_test exported-symbols 30 bash "$ROOT/tests/symbols.sh" "$SHIM" "$ROOT/cuda_symbols.txt"
+    # A newer CUDA 13.x cuda.h (here: ours with one call more): the generator builds the call as
+    # unsupported with one warning, and the shim exports it.
+    run_test generator-newer-header 60 bash -c '
+        inc='"$WORK"'/newer-include; mkdir -p $inc; cp '"${CUDA:-/usr/local/cuda}"'/include/*.h $inc/
+        echo "CUresult CUDAAPI cuCallFromANewerToolkit(CUdevice dev, int *value);" >>$inc/cuda.h
+        out=$(python3 '"$ROOT"'/gen/gen.py --cuda-include $inc --symbols '"$ROOT"'/cuda_symbols.txt \
+              --procaddr '"$ROOT"'/gen/data/procaddress-580.159.04.tsv --cc cc --out '"$WORK"'/newer-gen 2>&1)
+        echo "$out"
+        echo "$out" | grep -q "warning: cuCallFromANewerToolkit is declared in cuda.h but not listed" &&
+            grep -q "SHIM_UNSUPPORTED(cuCallFromANewerToolkit" '"$WORK"'/newer-gen/shim_stubs.c &&
+            grep -q "cuCallFromANewerToolkit;" '"$WORK"'/newer-gen/shim_exports.map'
+    # `make describe` for a sync, an async, a manual, a twin, an unsupported and an unknown call:
+    # each output has its parts (tests/describe.sh).
+    run_test describe-calls 120 bash "$ROOT/tests/describe.sh"
+    # docs/support.md, committed for readers on the web, is what `make doc` writes from
+    # cuda_symbols.txt today.
+    run_test support-doc-current 30 bash -c '
+        cd '"$ROOT"' && python3 gen/support.py --symbols cuda_symbols.txt | diff -u docs/support.md - ||
+            { echo "docs/support.md is not current: run make doc"; exit 1; }'
+    # docs/settings.md likewise, from the settings table as the server prints it.
+    run_test settings-doc-current 30 bash -c '
+        cd '"$ROOT"' && "'"$B"'/mpsshim-server" --settings | python3 gen/settings_doc.py |
+            diff -u docs/settings.md - || { echo "docs/settings.md is not current: run make doc"; exit 1; }'
+    # The user docs: no dead relative link, no #anchor without its heading, no named path of
+    # the tree that is gone (tools/check_docs.py).
+    run_test docs-links 30 bash -c 'cd '"$ROOT"' && python3 tools/check_docs.py README.md docs/*.md \
+        bench/README.md bench/results/README.md \
+        docs/man/*.md debian/README'
+    # tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
+    # what is missing otherwise, apt-get's own words when it fails.
+    run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
+    # The benchmark scripts' plumbing, not their numbers: bench/run.sh --quick on the CPU test
+    # driver with a variant of mpsshim, then with one run failed on purpose, then the cold MPI job
+    # (bench/fakempi where no MPI is) on two devices (tests/bench_scripts.sh).
+    run_test bench-scripts 540 bash "$ROOT/tests/bench_scripts.sh" "$B" "$WORK"
+    # make install into a temporary DESTDIR; the installed programs and shim find each other
+    # and serve a client; the man pages cover --help; make uninstall leaves nothing. Own servers.
+    run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
+    # dpkg-buildpackage in a copy of the tree; the package's files, --version and the demo
+    # from the unpacked .deb (tests/deb.sh). Own server.
+    run_test deb-package 120 bash "$ROOT/tests/deb.sh" "$B"
+    # MPS's own scripts (the guide's PBS prologue and epilogue, as root; its single-user
+    # sequence, as a user) against the names make install-mps-compat installs into a temporary
+    # PREFIX (docs/mps-compat.md). Own servers, in directories of its own.
+    run_test mps-compat-scripts 120 bash "$ROOT/tests/mps_compat.sh" "$B"
+    # The systemd units as installed, through systemd-analyze verify (nothing is started).
+    run_test systemd-units 60 bash "$ROOT/tests/systemd.sh" "$B"
+    # The Slurm prolog, epilog and task prolog under a real single-node Slurm (installed when
+    # missing; SKIP when it cannot be): one job of 3 tasks served by one per-job server, which
+    # the epilog stops. Own daemons, ports and directories.
+    run_test slurm-job 240 bash "$ROOT/tests/slurm.sh" "$B"
+    # The Slurm prolog and epilog against a hostile job user (issue 34): a server.pid naming
+    # another user's server, a link where the prolog writes its log. Run as Slurm runs them,
+    # as root, for two users made for the test (SKIP when not root). Own servers, directories.
+    run_test slurm-hostile 120 bash "$ROOT/tests/slurm_hostile.sh" "$B"
+}
+lane_start cpu_lane
+
 run_test no-server-no-driver 30 bash -c '
     out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
           MPSSHIM_PIPE_DIRECTORY='"$WORK"'/none '"$B"'/tests/vecadd 2>&1)
@@ -478,26 +536,6 @@ run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # 40 idle control connections do not lock operators out, idle ones time out, and names and
 # values from clients cannot forge log lines or control answers (issue 34). Own servers.
 run_test control-hostile 180 bash "$ROOT/tests/control_hostile.sh" "$B"
-# make install into a temporary DESTDIR; the installed programs and shim find each other
-# and serve a client; the man pages cover --help; make uninstall leaves nothing. Own servers.
-run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
-# dpkg-buildpackage in a copy of the tree; the package's files, --version and the demo
-# from the unpacked .deb (tests/deb.sh). Own server.
-run_test deb-package 120 bash "$ROOT/tests/deb.sh" "$B"
-# MPS's own scripts (the guide's PBS prologue and epilogue, as root; its single-user
-# sequence, as a user) against the names make install-mps-compat installs into a temporary
-# PREFIX (docs/mps-compat.md). Own servers, in directories of its own.
-run_test mps-compat-scripts 120 bash "$ROOT/tests/mps_compat.sh" "$B"
-# The systemd units as installed, through systemd-analyze verify (nothing is started).
-run_test systemd-units 60 bash "$ROOT/tests/systemd.sh" "$B"
-# The Slurm prolog, epilog and task prolog under a real single-node Slurm (installed when
-# missing; SKIP when it cannot be): one job of 3 tasks served by one per-job server, which
-# the epilog stops. Own daemons, ports and directories.
-run_test slurm-job 240 bash "$ROOT/tests/slurm.sh" "$B"
-# The Slurm prolog and epilog against a hostile job user (issue 34): a server.pid naming
-# another user's server, a link where the prolog writes its log. Run as Slurm runs them,
-# as root, for two users made for the test (SKIP when not root). Own servers, directories.
-run_test slurm-hostile 120 bash "$ROOT/tests/slurm_hostile.sh" "$B"
 
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then
@@ -715,6 +753,7 @@ else
     [ -S "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" ] && record socket-removed FAIL || record socket-removed PASS
 fi
 
+lane_join
 note ""
 note "mpsshim CI tier (CPU test driver, no GPU)"
 printf '%-44s %5s  %s\n' TEST SECS RESULT >>"$LOG"
