@@ -208,10 +208,10 @@ run_test procaddr-follows-server-driver 60 bash -c '
 run_test procaddr-bad-server 60 "$B/tests/unit/procaddr_badserver" "$SHIM" "$WORK/badserver"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 # ---------------------------------------------------------------- the second lane
-# Builds, checks of the tree and packaging, fuzzing and the benchmark scripts: each works in
-# directories of its own and none measures time, so they run in a second lane beside the
-# tests below (which have servers of their own or the shared one, and timeouts of their
-# own): on two cores the CI tier takes about 40% less time. Their results join the table
+# Builds, checks of the tree and packaging, fuzzing, the benchmark scripts and two runs of the
+# programs through other allocators: each works in directories of its own and none depends
+# on timing, so they run in a second lane beside the tests below (which have servers of
+# their own or the shared one): on two cores the CI tier takes about a third less time. Their results join the table
 # at the end (lane_join); a line per test as it ends, as for the others.
 cpu_lane() {
     # The unit tests, the raw protocol tests and a few programs once more against a server built
@@ -293,6 +293,10 @@ cpu_lane() {
     # driver with a variant of mpsshim, then with one run failed on purpose, then the cold MPI job
     # (bench/fakempi where no MPI is) on two devices (tests/bench_scripts.sh).
     run_test bench-scripts 540 bash "$ROOT/tests/bench_scripts.sh" "$B" "$WORK"
+    # The programs through the two other ways of serving cuMemAlloc (device-arena-programs,
+    # below, says what they do): own servers; free_wait's bound is 15 s, not a timing.
+    run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
+    run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
     # make install into a temporary DESTDIR; the installed programs and shim find each other
     # and serve a client; the man pages cover --help; make uninstall leaves nothing. Own servers.
     run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
@@ -515,10 +519,9 @@ run_test trace 120 bash "$ROOT/tests/trace.sh" "$B" "$WORK"
 # cuMemAlloc from the server's arena (the default), its pool (off for good) and the
 # driver's own (MPSSHIM_DEVICE_VMM=0), on a CPU driver whose cuMemFree waits for the whole
 # context: the programs that allocate in many ways through each, and a free beside another
-# client's waiting work (server/memory/devmem.c). Own servers.
+# client's waiting work (server/memory/devmem.c). Own servers (the pool's and the driver's
+# run in the second lane).
 run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" arena
-run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
-run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
 # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
 # server/limits/green.c, an experiment): the test programs that use streams in many ways through
 # such a server. Own server.
