@@ -21,8 +21,9 @@
  *               shim: the script checks the server saw no request), prints "queried", waits
  *               for GO2 (meanwhile the script faults the shared context or terminates this
  *               client) and prints what each call answers then.
- * NOT_READY right after a 200 ms kernel was queued assumes the queueing takes less than
- * that, as tests/progs/streams_events does. */
+ * NOT_READY right after a long kernel was queued assumes the queueing takes less than its
+ * 500 ms (200 ms, as tests/progs/streams_events has, was once not enough on a loaded CI
+ * machine under ASan). */
 #include "tests/progs/common.h"
 
 #include <errno.h>
@@ -35,7 +36,7 @@
 #include <unistd.h>
 
 #define MS 1000000ull /* nanoseconds */
-#define LONG_NS (200 * MS)
+#define LONG_NS (500 * MS)
 #define NTHREADS 4
 
 /* The per-thread default stream variants: cuda.h declares them only in per-thread mode. */
