@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #define CPUDRV_MAX_DEVICES 8
+// Peer contexts one context may enable (CUDA_ERROR_TOO_MANY_PEERS past them).
+#define CPUDRV_MAX_PEERS 16
 #define CPUDRV_SM_COUNT 132
 #define CPUDRV_SM_GRANULE 8
 #define CPUDRV_SHMEM_DEFAULT 49152
@@ -161,6 +163,11 @@ struct cpudrv_ctx {
     struct cpudrv_stream *legacy;
     struct cpudrv_stream *streams; // every stream of this context, via ctx_next
     struct cpudrv_green *green;    // set when this is a green context's context
+    // Peer access (peer.c): this life's number (new at each activation, so that a reset
+    // context is a new peer), and the lives of the peer contexts it enabled.
+    unsigned long long life;
+    unsigned long long peers[CPUDRV_MAX_PEERS];
+    unsigned npeers;
 };
 
 // Checks init and the calling thread's current context (live, not faulted). On success
