@@ -22,7 +22,7 @@
 #define TMAP_KEEP 256
 
 struct tmap_known {
-    CUtensorMap map;
+    uint8_t map[sizeof(CUtensorMap)]; /* bytes: CUtensorMap's alignment would pad each entry */
     uint64_t extent;
 };
 
@@ -90,7 +90,7 @@ static struct tmap_known *tmap_lookup(struct srv_client *c, const void *map)
 {
     struct srv_tmaps *t = c->tmaps;
     for (unsigned i = 0; t && i < t->n; i++)
-        if (!memcmp(&t->e[i].map, map, sizeof(CUtensorMap))) return &t->e[i];
+        if (!memcmp(t->e[i].map, map, sizeof(CUtensorMap))) return &t->e[i];
     return NULL;
 }
 
@@ -105,7 +105,7 @@ static void tmap_keep(struct srv_client *c, const void *map, uint64_t extent)
         e = &t->e[t->next];
         t->next = (t->next + 1) % TMAP_KEEP;
         if (t->n < TMAP_KEEP) t->n++;
-        memcpy(&e->map, map, sizeof(CUtensorMap));
+        memcpy(e->map, map, sizeof(CUtensorMap));
     }
     e->extent = extent;
 }
