@@ -159,8 +159,6 @@ fi
 
 run_list "$B/tests" "" "$ROOT/tests/progs/programs.txt"
 run_list "$B/tests/cudart" cudart- "$ROOT/tests/cudart/programs.txt"
-# Programs whose kernels only a GPU runs (a TMA kernel over a tensor map).
-run_list "$B/tests/cudart" cudart- "$ROOT/tests/cudart/gpu_programs.txt"
 
 # One round: eight clients at once (the GPU must show one compute process, the server),
 # then a client killed mid-copy while two others finish correctly.

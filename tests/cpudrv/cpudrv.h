@@ -489,6 +489,18 @@ CUresult cpudrv_array_new(const CUDA_ARRAY3D_DESCRIPTOR *d, struct cpudrv_ctx *c
 // Bytes of one channel of an element of format f; 0 for formats this driver does not model.
 size_t cpudrv_format_size(CUarray_format f);
 
+/* ---------------------------------------------------------------- tensormap.c */
+
+// A tiled tensor map as this driver encoded it, for a kernel twin that loads through it.
+struct cpudrv_tmap {
+    uint64_t addr;
+    unsigned dt, rank, esize; // esize: bytes of an element (0 for the packed types)
+    uint64_t dims[5], strides[4];
+    unsigned box[5];
+};
+// Reads map m: 0, or -1 when it is no tiled map of this driver's.
+int cpudrv_tmap_read(const void *m, struct cpudrv_tmap *out);
+
 /* ---------------------------------------------------------------- texture.c */
 
 // Kernel access to texture and surface objects (twins.c), each taking cpudrv_big itself.

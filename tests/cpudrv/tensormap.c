@@ -259,3 +259,21 @@ CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
     tensorMap->opaque[0] = addr;
     return TR(CUDA_SUCCESS);
 }
+
+int cpudrv_tmap_read(const void *m, struct cpudrv_tmap *out)
+{
+    uint64_t q[CU_TENSOR_MAP_NUM_QWORDS];
+    memcpy(q, m, sizeof(q));
+    if (q[1] >> 32 != MAGIC || ((q[1] >> 28) & 0xf) != TILED) return -1;
+    out->addr = q[0];
+    out->dt = (q[1] >> 20) & 0xff;
+    out->rank = (q[1] >> 16) & 0xf;
+    out->esize =
+        out->dt <= CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ ? (unsigned)bytes_of(out->dt, 1) : 0;
+    for (unsigned d = 0; d < out->rank && d < 5; d++) {
+        out->dims[d] = q[2 + d];
+        out->box[d] = (q[13 + d / 4] >> (16 * (d % 4))) & 0xffff;
+        if (d + 1 < out->rank) out->strides[d] = q[7 + d];
+    }
+    return 0;
+}

@@ -5,8 +5,8 @@
 // tensor's edge comes back zero-filled. Then cuTensorMapReplaceAddress points the same map at
 // a second tensor. Every element is checked against the host's own tiles.
 //
-// GPU tier only (tests/cudart/gpu_programs.txt): compute capability 9.0 or higher; the CPU
-// test driver runs no TMA kernel. Skips (77) on an older device.
+// Compute capability 9.0 or higher (skips, 77, on an older device). In CI the CPU test driver
+// runs the kernel's twin (tests/cpudrv/twins.c), which reads the map it encoded.
 #include "common.h"
 
 #include <cuda.h>
@@ -24,7 +24,8 @@ __device__ static inline uint32_t smem(const void *p)
 
 // One block per tile (x0, y0) of the list: thread 0 starts the copy, every thread waits on the
 // barrier's phase 0, then the block writes its tile to out[tile].
-__global__ void tma_tiles(const __grid_constant__ CUtensorMap map, const int2 *origins, float *out)
+extern "C" __global__ void tma_tiles(const __grid_constant__ CUtensorMap map, const int2 *origins,
+                                     float *out)
 {
     __shared__ alignas(128) float tile[BOX_H][BOX_W];
     __shared__ alignas(8) uint64_t bar;
