@@ -24,3 +24,23 @@ uint64_t shim_size_mempool_attr(uint64_t attr)
         return 0;
     }
 }
+
+/* Tensor maps (cuTensorMapEncode*): how many elements each array of a tensor of rank `rank`
+ * holds (the counts of the pointers' elements): 0 for a rank the driver refuses (1..5), so
+ * that no byte of the caller's is read for it. One per dimension: */
+uint64_t shim_size_tmap_dims(uint64_t rank)
+{
+    return rank >= 1 && rank <= 5 ? rank : 0;
+}
+
+/* the strides of every dimension but the first: */
+uint64_t shim_size_tmap_strides(uint64_t rank)
+{
+    return rank >= 1 && rank <= 5 ? rank - 1 : 0;
+}
+
+/* an im2col box corner's offsets, one per spatial dimension (rank 3..5: {W}, {H, W}, {D, H, W}). */
+uint64_t shim_size_tmap_corners(uint64_t rank)
+{
+    return rank >= 3 && rank <= 5 ? rank - 2 : 0;
+}

@@ -42,6 +42,9 @@
  *  dev_faulted   handover: once every client was told, a new server takes over the device.
  *  end_all       handover: too many faulted servers are alive.
  *
+ * tensormap, peer: the extents of the maps a client was handed, the peer access it enabled
+ * (client_free; peer's ctx_quiesce forgets what a context's release ends): no order.
+ *
  * A family appears once; its place serves every step it has a hook for. The last four
  * (spin, coalesce, context, devices) are the core's own rooms with state of a client, and
  * have client_init and client_free only. */
@@ -53,14 +56,14 @@ extern const struct srv_family srv_family_seqgraph, srv_family_copy, srv_family_
     srv_family_queue, srv_family_hostblocks, srv_family_events, srv_family_green,
     srv_family_account, srv_family_hostfn, srv_family_memops, srv_family_graph, srv_family_ipc,
     srv_family_handover, srv_family_spin, srv_family_coalesce, srv_family_context,
-    srv_family_devices;
+    srv_family_devices, srv_family_tensormap, srv_family_peer;
 
 static const struct srv_family *const families[] = {
-    &srv_family_seqgraph,   &srv_family_copy,   &srv_family_devmem,   &srv_family_queue,
-    &srv_family_hostblocks, &srv_family_events, &srv_family_green,    &srv_family_account,
-    &srv_family_hostfn,     &srv_family_memops, &srv_family_graph,    &srv_family_ipc,
-    &srv_family_handover,   &srv_family_spin,   &srv_family_coalesce, &srv_family_context,
-    &srv_family_devices,
+    &srv_family_seqgraph,   &srv_family_copy,      &srv_family_devmem,   &srv_family_queue,
+    &srv_family_hostblocks, &srv_family_events,    &srv_family_green,    &srv_family_account,
+    &srv_family_hostfn,     &srv_family_memops,    &srv_family_graph,    &srv_family_ipc,
+    &srv_family_handover,   &srv_family_spin,      &srv_family_coalesce, &srv_family_context,
+    &srv_family_devices,    &srv_family_tensormap, &srv_family_peer,
 };
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
 

@@ -137,6 +137,8 @@ struct srv_client {
      * segment's slots, so neither is ever freed or unmapped. */
     int left_running;
     struct srv_memops *memops; /* stream waits it enqueued (memops.c) */
+    struct srv_tmaps *tmaps;   /* tensor maps it was handed (tensormap.c); NULL until one */
+    struct srv_peers *peers;   /* peer access it enabled (peer.c); NULL until one */
     uint64_t hello_by;         /* monotonic ns by which the whole hello must have arrived */
     /* Faults (fault.c): the server's fault epoch this worker has acted on, published for
      * the recovery to wait on; the rest is the worker's own. */

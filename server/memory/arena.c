@@ -72,8 +72,9 @@ static void init_locks(void)
 }
 
 /* Who may reach device dev's mappings: dev, and every device of the server's that can
- * reach it as a peer (copies between devices may go straight between them; mpsshim has no
- * cuCtxEnablePeerAccess, so no kernel is given a peer's memory that way). */
+ * reach it as a peer (copies between devices may go straight between them, and a kernel may
+ * read them as it could natively once its context enabled peer access: a client's peer
+ * access is its own state, peer.c, while the mappings serve every client). */
 static size_t access_of(int dev, CUmemAccessDesc *out)
 {
     size_t n = 0;

@@ -122,6 +122,8 @@ CUresult cpudrv_ctx_activate(struct cpudrv_ctx *c)
     default_limits(c);
     c->cache = CU_FUNC_CACHE_PREFER_NONE;
     c->sticky = 0;
+    c->life = cpudrv_next_id();
+    c->npeers = 0;
     return cpudrv_stream_new(c, 0, 0, 1, &c->legacy);
 }
 

@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #define CPUDRV_MAX_DEVICES 8
+// Peer contexts one context may enable (CUDA_ERROR_TOO_MANY_PEERS past them).
+#define CPUDRV_MAX_PEERS 16
 #define CPUDRV_SM_COUNT 132
 #define CPUDRV_SM_GRANULE 8
 #define CPUDRV_SHMEM_DEFAULT 49152
@@ -161,6 +163,11 @@ struct cpudrv_ctx {
     struct cpudrv_stream *legacy;
     struct cpudrv_stream *streams; // every stream of this context, via ctx_next
     struct cpudrv_green *green;    // set when this is a green context's context
+    // Peer access (peer.c): this life's number (new at each activation, so that a reset
+    // context is a new peer), and the lives of the peer contexts it enabled.
+    unsigned long long life;
+    unsigned long long peers[CPUDRV_MAX_PEERS];
+    unsigned npeers;
 };
 
 // Checks init and the calling thread's current context (live, not faulted). On success
@@ -481,6 +488,18 @@ CUresult cpudrv_array_new(const CUDA_ARRAY3D_DESCRIPTOR *d, struct cpudrv_ctx *c
                           struct cpudrv_array **out);
 // Bytes of one channel of an element of format f; 0 for formats this driver does not model.
 size_t cpudrv_format_size(CUarray_format f);
+
+/* ---------------------------------------------------------------- tensormap.c */
+
+// A tiled tensor map as this driver encoded it, for a kernel twin that loads through it.
+struct cpudrv_tmap {
+    uint64_t addr;
+    unsigned dt, rank, esize; // esize: bytes of an element (0 for the packed types)
+    uint64_t dims[5], strides[4];
+    unsigned box[5];
+};
+// Reads map m: 0, or -1 when it is no tiled map of this driver's.
+int cpudrv_tmap_read(const void *m, struct cpudrv_tmap *out);
 
 /* ---------------------------------------------------------------- texture.c */
 

@@ -445,6 +445,33 @@ static CUresult tex_fetch_double(const struct cpudrv_launch *L)
     return rc;
 }
 
+// tests/cudart/tma.cu's kernel: block b loads the 2D box at origins[b] of the tiled map (a
+// TMA load: elements past the tensor's edge are zero) and writes it to out[b].
+static CUresult tma_tiles(const struct cpudrv_launch *L)
+{
+    struct cpudrv_tmap t;
+    const int32_t *org = (const int32_t *)(uintptr_t)a64(L, 1);
+    unsigned char *out = (unsigned char *)(uintptr_t)a64(L, 2);
+    if (cpudrv_tmap_read(L->args + L->f->params[0].off, &t) || t.rank != 2 || !t.esize)
+        return CUDA_ERROR_ILLEGAL_INSTRUCTION;
+    uint64_t tile = (uint64_t)t.box[0] * t.box[1] * t.esize;
+    CUresult rc = kmem((uintptr_t)org, 2ull * L->grid[0], 4);
+    if (!rc) rc = kmem((uintptr_t)out, L->grid[0], tile);
+    for (unsigned b = 0; !rc && b < L->grid[0]; b++)
+        for (unsigned y = 0; !rc && y < t.box[1]; y++)
+            for (unsigned x = 0; !rc && x < t.box[0]; x++) {
+                int64_t gx = (int64_t)org[2 * b] + x, gy = (int64_t)org[2 * b + 1] + y;
+                unsigned char *dst = out + b * tile + ((uint64_t)y * t.box[0] + x) * t.esize;
+                memset(dst, 0, t.esize);
+                if (gx < 0 || gy < 0 || (uint64_t)gx >= t.dims[0] || (uint64_t)gy >= t.dims[1])
+                    continue;
+                uint64_t src = t.addr + (uint64_t)gy * t.strides[0] + (uint64_t)gx * t.esize;
+                if (!(rc = kmem(src, 1, t.esize)))
+                    memcpy(dst, (const void *)(uintptr_t)src, t.esize);
+            }
+    return rc;
+}
+
 // Parameter sizes and alignments as the PTX declares them (used for cubins whose layout
 // cannot be read, and to reject a kernel that has the name but not the signature).
 #define P(...) __VA_ARGS__
@@ -472,6 +499,7 @@ static const struct cpudrv_twin twins[] = {
     {"mv_add", 1, {P(4)}, {P(4)}, mv_add},
     {"mv_read", 1, {P(8)}, {P(8)}, mv_read},
     {"mv2_accumulate", 2, {P(8, 4)}, {P(8, 4)}, mv2_accumulate},
+    {"tma_tiles", 3, {P(128, 8, 8)}, {P(128, 8, 8)}, tma_tiles},
 };
 #undef P
 
