@@ -1,0 +1,375 @@
+/* ncclish: the driver calls of a two-process, two-GPU NCCL run from init to its first
+ * collective, without NCCL (the list of calls and where NCCL makes them: issue 30).
+ *
+ * The process forks before any CUDA call; rank r runs on device r. Each rank asks the device
+ * attributes NCCL asks, makes exportable physical memory on its device (cuMemCreate with
+ * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), maps it with access for both devices, and sends
+ * its descriptor to the other from another thread (NCCL's proxy) over a Unix socket
+ * (SCM_RIGHTS); the other imports it and maps it with access for its OWN device, although the
+ * memory lies on the peer's (p2p.cc's import). Also
+ * a legacy IPC handle of cuMemAlloc memory opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+ * host-pinned mapped memory reached by a kernel (NCCL's work FIFO), and a kernel taken as
+ * cudart takes it (library, kernel, cuKernelSetAttribute of its dynamic shared memory,
+ * cuKernelGetFunction) launched with cuLaunchKernelEx, NCCL's attributes (cluster, cluster
+ * scheduling, memory synchronisation domain), more dynamic shared memory than the default
+ * and its parameters in an `extra` buffer, writing into the peer's memory. A rank then copies
+ * into the peer's memory and tells it with cuStreamWriteValue32 on a flag there, on which the
+ * peer's stream waits (cuStreamWaitValue32) before it reads what it was sent. Every element is
+ * checked; both tear down in NCCL's order.
+ *
+ * --vmm-only leaves out the legacy IPC handle: the CPU test driver keeps a process's
+ * cuMemAlloc memory to itself, so that part runs natively only on a GPU (programs.txt).
+ * Rank 1's lines are printed after rank 0's (they run at once: the order of their lines
+ * would depend on timing). Skips (77) with fewer than two devices. */
+#include "tests/progs/common.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SEED_KERNEL 0x4b000u /* + rank: its kernel into the peer's physical memory */
+#define SEED_LOCAL 0x4c000u  /* + rank: its own cuMemAlloc memory, copied to the peer */
+#define SEED_IPC 0x4d000u    /* + rank: its kernel into the peer's IPC-opened memory */
+#define SEED_FIFO 0x4e000u   /* + rank: its kernel into its host-pinned FIFO */
+#define FIFO_BYTES 65536u
+#define SMEM (64u << 10) /* beyond the 48 KiB a kernel gets without asking */
+#define CLUSTER 2u
+#define GRID 4u /* a multiple of CLUSTER, as NCCL makes its grid */
+#define BLOCK 256u
+
+struct rank {
+    int r, sock, legacy;
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream st;
+    size_t g, vbytes, part; /* granularity, physical allocation, one part of it */
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va, peer_va, local, ipc_peer, fifo_d;
+    void *fifo, *host;
+    CUlibrary lib;
+    CUfunction fn;
+};
+
+/* The flag word, in the last 256 bytes of a rank's physical memory. */
+static CUdeviceptr flag_in(const struct rank *k, CUdeviceptr base)
+{
+    return base + k->vbytes - 256;
+}
+
+static void attributes(struct rank *k)
+{
+    /* What NCCL asks before it picks its transport and allocator (init.c, cudawrap.cc,
+     * nvls.cc, p2p.cc): the values themselves are the machine's, not printed. */
+    static const CUdevice_attribute asked[] = {
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+        CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
+    };
+    int v[sizeof(asked) / sizeof(asked[0])];
+    for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++)
+        CHECK(cuDeviceGetAttribute(&v[i], asked[i], k->dev));
+    REQUIRE(v[2] == 1 && v[3] == 1, "rank %d: no VMM or no POSIX descriptors (%d %d)", k->r, v[2],
+            v[3]);
+    CUdevice peer;
+    int can = -1, perf = -1;
+    CHECK(cuDeviceGet(&peer, 1 - k->r));
+    CHECK(cuDeviceCanAccessPeer(&can, k->dev, peer));
+    CHECK(cuDeviceGetP2PAttribute(&perf, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, k->dev, peer));
+    t_ok("rank %d: the device attributes NCCL asks", k->r);
+}
+
+static CUmemAllocationProp prop_of(int dev)
+{
+    return (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                                 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+}
+
+static void grant(const struct rank *k, CUdeviceptr va, int dev)
+{
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemSetAccess(va, k->vbytes, &d, 1));
+}
+
+/* Reserves addresses for h and maps it there, read-write for this rank's device. */
+static CUdeviceptr map_for_me(const struct rank *k, CUmemGenericAllocationHandle h)
+{
+    CUdeviceptr va;
+    CHECK(cuMemAddressReserve(&va, k->vbytes, k->g, 0, 0));
+    CHECK(cuMemMap(va, k->vbytes, 0, h, 0));
+    grant(k, va, k->r);
+    return va;
+}
+
+/* ncclCuMemAlloc: the rank's own physical memory, zeroed. */
+static void own_memory(struct rank *k)
+{
+    CUmemAllocationProp p = prop_of(k->r);
+    CHECK(cuMemGetAllocationGranularity(&k->g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    k->vbytes = 2 * k->g;
+    k->part = k->g / 2;
+    CHECK(cuMemCreate(&k->h, k->vbytes, &p, 0));
+    k->va = map_for_me(k, k->h);
+    /* ncclCuMemAlloc grants every device that can reach this one access to its mapping. */
+    CUdevice peer;
+    int can = 0;
+    CHECK(cuDeviceGet(&peer, 1 - k->r));
+    CHECK(cuDeviceCanAccessPeer(&can, peer, k->dev));
+    if (can) grant(k, k->va, 1 - k->r);
+    CHECK(cuMemsetD32Async(k->va, 0, k->vbytes / 4, k->st));
+    CHECK(cuMemAlloc(&k->local, 2 * k->part));
+    CHECK(cuMemsetD32Async(k->local, 0, 2 * k->part / 4, k->st));
+    CHECK(cuStreamSynchronize(k->st));
+    t_ok("rank %d: exportable physical memory made and mapped", k->r);
+}
+
+/* NCCL's proxy thread exports the descriptor its peer asks for (proxy.cc, proxyGetFd) and
+ * sends it over its Unix socket (ipcsocket.cc): another thread of the owning process. */
+static void *proxy_export(void *arg)
+{
+    const struct rank *k = arg;
+    int fd = -1;
+    CHECK(cuCtxSetCurrent(k->ctx));
+    CHECK(cuMemExportToShareableHandle(&fd, k->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    t_send_fd(k->sock, fd);
+    close(fd);
+    return NULL;
+}
+
+/* p2p.cc's import: the peer's descriptor, mapped for this rank's device. */
+static void import_peer(struct rank *k)
+{
+    pthread_t proxy;
+    REQUIRE(pthread_create(&proxy, NULL, proxy_export, k) == 0, "pthread_create");
+    REQUIRE(pthread_join(proxy, NULL) == 0, "pthread_join");
+    int pfd = t_recv_fd(k->sock);
+    CUmemGenericAllocationHandle ph;
+    CHECK(cuMemImportFromShareableHandle(&ph, (void *)(intptr_t)pfd,
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    close(pfd);
+    CUmemAllocationProp got;
+    memset(&got, 0, sizeof(got));
+    CHECK(cuMemGetAllocationPropertiesFromHandle(&got, ph));
+    REQUIRE(got.location.type == CU_MEM_LOCATION_TYPE_DEVICE && got.location.id == 1 - k->r,
+            "rank %d: the peer's memory says device %d", k->r, got.location.id);
+    k->peer_va = map_for_me(k, ph);
+    CHECK(cuMemRelease(ph)); /* lives on with its mapping, as NCCL leaves it */
+    CUmemLocation where = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = k->r};
+    unsigned long long flags = 0;
+    CHECK(cuMemGetAccess(&flags, &where, k->peer_va));
+    REQUIRE(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "rank %d: access %llu", k->r, flags);
+    unsigned type = 0;
+    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, k->peer_va));
+    REQUIRE(type == CU_MEMORYTYPE_DEVICE, "rank %d: the peer's memory has type %u", k->r, type);
+    t_ok("rank %d: the peer's memory imported and mapped for its own device", k->r);
+}
+
+/* Legacy IPC (p2p.cc without cuMem): cuMemAlloc memory by its 64-byte handle. */
+static void open_legacy(struct rank *k)
+{
+    CUipcMemHandle mine, theirs;
+    CHECK(cuIpcGetMemHandle(&mine, k->local));
+    t_write_all(k->sock, &mine, sizeof(mine));
+    REQUIRE(t_read_all(k->sock, &theirs, sizeof(theirs)), "rank %d: no IPC handle", k->r);
+    CHECK(cuIpcOpenMemHandle(&k->ipc_peer, theirs, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    t_ok("rank %d: the peer's cuMemAlloc memory opened by its IPC handle", k->r);
+}
+
+/* cudart's way to a kernel (CUDA 12 loads through libraries), and NCCL's shared memory. */
+static void kernel(struct rank *k)
+{
+    size_t len;
+    void *image = t_read_kernel_file("kernels.ptx", &len);
+    CUkernel kern;
+    CHECK(cuLibraryLoadData(&k->lib, image, NULL, NULL, 0, NULL, NULL, 0));
+    free(image);
+    CHECK(cuLibraryGetKernel(&kern, k->lib, "write_pattern"));
+    /* cudaFuncGetAttributes (ncclInitKernelsForDevice) meets the function first and cudart
+     * keeps it: the attribute set afterwards on the kernel for this device is the function's
+     * too, and the launch goes to the function met first. */
+    int stat = -1;
+    CHECK(cuKernelGetFunction(&k->fn, kern));
+    CHECK(cuFuncGetAttribute(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn));
+    CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)SMEM, kern,
+                               k->dev));
+    int smem = 0;
+    CHECK(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn));
+    REQUIRE(smem == (int)SMEM, "rank %d: the function allows %d bytes", k->r, smem);
+    t_ok("rank %d: the kernel's function with its dynamic shared memory raised", k->r);
+}
+
+/* write_pattern(p, n, seed) as ncclLaunchKernel launches: cuLaunchKernelEx, parameters in
+ * an `extra` buffer, NCCL's attributes. */
+static void launch(const struct rank *k, CUdeviceptr p, size_t bytes, unsigned seed)
+{
+    struct {
+        CUdeviceptr p;
+        unsigned long long n;
+        unsigned seed;
+    } args = {p, bytes / 4, seed};
+    size_t size = sizeof(args);
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     CU_LAUNCH_PARAM_END};
+    CUlaunchAttribute a[3];
+    memset(a, 0, sizeof(a));
+    a[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a[0].value.clusterDim.x = CLUSTER;
+    a[0].value.clusterDim.y = 1;
+    a[0].value.clusterDim.z = 1;
+    a[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    a[1].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+    a[2].id = CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN;
+    a[2].value.memSyncDomain = CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE;
+    CUlaunchConfig cfg = {.gridDimX = GRID,
+                          .gridDimY = 1,
+                          .gridDimZ = 1,
+                          .blockDimX = BLOCK,
+                          .blockDimY = 1,
+                          .blockDimZ = 1,
+                          .sharedMemBytes = SMEM,
+                          .hStream = k->st,
+                          .attrs = a,
+                          .numAttrs = 3};
+    CHECK(cuLaunchKernelEx(&cfg, k->fn, NULL, extra));
+}
+
+/* The collective: kernels and a copy into the peer's memory, then its flag raised. */
+static void send_to_peer(struct rank *k)
+{
+    unsigned me = (unsigned)k->r;
+    CHECK(
+        cuMemHostAlloc(&k->fifo, FIFO_BYTES, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    CHECK(cuMemHostGetDevicePointer(&k->fifo_d, k->fifo, 0));
+    launch(k, k->fifo_d, FIFO_BYTES, SEED_FIFO + me);
+    launch(k, k->local, k->part, SEED_LOCAL + me);
+    launch(k, k->peer_va, k->part, SEED_KERNEL + me);
+    if (k->legacy) launch(k, k->ipc_peer + k->part, k->part, SEED_IPC + me);
+    CHECK(cuMemcpyDtoDAsync(k->peer_va + k->g, k->local, k->part, k->st));
+    /* The write's default barrier orders the work before it ahead of the flag. */
+    CHECK(cuStreamWriteValue32(k->st, flag_in(k, k->peer_va), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+    t_ok("rank %d: kernels and a copy into the peer's memory, its flag raised", k->r);
+}
+
+static void expect_pattern(const struct rank *k, CUdeviceptr p, size_t bytes, unsigned seed,
+                           const char *what)
+{
+    CHECK(cuMemcpyDtoHAsync(k->host, p, bytes, k->st));
+    CHECK(cuStreamSynchronize(k->st));
+    size_t bad = t_pattern_mismatch(k->host, bytes, seed);
+    REQUIRE(bad == SIZE_MAX, "rank %d: %s, byte %zu differs", k->r, what, bad);
+}
+
+/* Waits (on the stream) for the peer's flag, then checks every element it was sent. */
+static void receive(struct rank *k)
+{
+    unsigned peer = 1u - (unsigned)k->r;
+    CHECK(cuStreamWaitValue32(k->st, flag_in(k, k->va), 1, CU_STREAM_WAIT_VALUE_GEQ));
+    REQUIRE((k->host = malloc(k->part)), "out of host memory");
+    expect_pattern(k, k->va, k->part, SEED_KERNEL + peer, "the peer's kernel");
+    expect_pattern(k, k->va + k->g, k->part, SEED_LOCAL + peer, "the peer's copy");
+    if (k->legacy)
+        expect_pattern(k, k->local + k->part, k->part, SEED_IPC + peer, "the peer's IPC kernel");
+    size_t bad = t_pattern_mismatch(k->fifo, FIFO_BYTES, SEED_FIFO + (unsigned)k->r);
+    REQUIRE(bad == SIZE_MAX, "rank %d: the FIFO's byte %zu differs", k->r, bad);
+    t_ok("rank %d: everything the peer sent, element by element, and its own FIFO", k->r);
+}
+
+/* Both ranks done with each other's memory before either lets go of its own. */
+static void barrier(const struct rank *k)
+{
+    char c = 'b';
+    t_write_all(k->sock, &c, 1);
+    REQUIRE(t_read_all(k->sock, &c, 1) && c == 'b', "rank %d: the peer is gone", k->r);
+}
+
+static void teardown(struct rank *k)
+{
+    CHECK(cuCtxSynchronize());
+    barrier(k);
+    if (k->legacy) CHECK(cuIpcCloseMemHandle(k->ipc_peer));
+    CHECK(cuMemUnmap(k->peer_va, k->vbytes));
+    CHECK(cuMemAddressFree(k->peer_va, k->vbytes));
+    barrier(k);
+    /* ncclCuMemFree: the mapping, its addresses, then the handle. */
+    CHECK(cuMemUnmap(k->va, k->vbytes));
+    CHECK(cuMemAddressFree(k->va, k->vbytes));
+    CHECK(cuMemRelease(k->h));
+    /* The rest as a communicator's destruction and the process's exit leave it. */
+    CHECK(cuMemFree(k->local));
+    CHECK(cuMemFreeHost(k->fifo));
+    free(k->host);
+    CHECK(cuLibraryUnload(k->lib));
+    CHECK(cuStreamDestroy(k->st));
+    CHECK(cuDevicePrimaryCtxRelease(k->dev));
+    t_ok("rank %d: torn down", k->r);
+}
+
+static void rank_main(int r, int sock, int legacy)
+{
+    struct rank k = {.r = r, .sock = sock, .legacy = legacy};
+    CHECK(cuInit(0));
+    int n = 0;
+    CHECK(cuDeviceGetCount(&n));
+    if (n < 2) t_skip("needs two devices, found %d", n);
+    CHECK(cuDeviceGet(&k.dev, r));
+    CHECK(cuDevicePrimaryCtxRetain(&k.ctx, k.dev));
+    CHECK(cuCtxSetCurrent(k.ctx));
+    CHECK(cuStreamCreate(&k.st, CU_STREAM_NON_BLOCKING));
+    attributes(&k);
+    own_memory(&k);
+    import_peer(&k);
+    if (legacy) open_legacy(&k);
+    kernel(&k);
+    send_to_peer(&k);
+    receive(&k);
+    teardown(&k);
+}
+
+/* Rank 1, in the child: its lines go to `out` for rank 0 to print after its own. */
+static void child(const int sv[2], const int out[2], int legacy)
+{
+    close(sv[0]);
+    close(out[0]);
+    REQUIRE(dup2(out[1], STDOUT_FILENO) >= 0, "dup2: %s", strerror(errno));
+    close(out[1]);
+    t_init("ncclish", 120); /* a child has no alarm of its parent's */
+    rank_main(1, sv[1], legacy);
+    fflush(stdout);
+    _exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    t_init("ncclish", 120);
+    int legacy = !t_has_flag(argc, argv, "--vmm-only");
+    int sv[2], out[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0 && pipe(out) == 0,
+            "socketpair or pipe: %s", strerror(errno));
+    fflush(stdout);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) child(sv, out, legacy);
+    close(sv[1]);
+    close(out[1]);
+    rank_main(0, sv[0], legacy);
+    char buf[4096];
+    ssize_t got;
+    while ((got = read(out[0], buf, sizeof(buf))) > 0)
+        fwrite(buf, 1, (size_t)got, stdout);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+    REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 1 failed (status %d)", status);
+    t_pass();
+}
