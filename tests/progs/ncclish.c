@@ -36,7 +36,9 @@
 #define SEED_LOCAL 0x4c000u  /* + rank: its own cuMemAlloc memory, copied to the peer */
 #define SEED_IPC 0x4d000u    /* + rank: its kernel into the peer's IPC-opened memory */
 #define SEED_FIFO 0x4e000u   /* + rank: its kernel into its host-pinned FIFO */
-#define FIFO_BYTES 65536u
+#define SEED_WORK 0x4f000u   /* + rank: the host into its FIFO, for its kernel to read */
+#define FIFO_BYTES 65536u    /* a half the device writes, a half it reads, an error count */
+#define FIFO_HALF (FIFO_BYTES / 2)
 #define SMEM (64u << 10) /* beyond the 48 KiB a kernel gets without asking */
 #define CLUSTER 2u
 #define GRID 4u /* a multiple of CLUSTER, as NCCL makes its grid */
@@ -49,10 +51,10 @@ struct rank {
     CUstream st;
     size_t g, vbytes, part; /* granularity, physical allocation, one part of it */
     CUmemGenericAllocationHandle h;
-    CUdeviceptr va, peer_va, local, ipc_peer, fifo_d;
+    CUdeviceptr va, peer_va, local, ipc_peer;
     void *fifo, *host;
     CUlibrary lib;
-    CUfunction fn;
+    CUfunction fn, check;
 };
 
 /* The flag word, in the last 256 bytes of a rank's physical memory. */
@@ -206,6 +208,8 @@ static void kernel(struct rank *k)
                                k->dev));
     int smem = 0;
     CHECK(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn));
+    CHECK(cuLibraryGetKernel(&kern, k->lib, "check_pattern"));
+    CHECK(cuKernelGetFunction(&k->check, kern));
     REQUIRE(smem == (int)SMEM, "rank %d: the function allows %d bytes", k->r, smem);
     t_ok("rank %d: the kernel's function with its dynamic shared memory raised", k->r);
 }
@@ -249,10 +253,22 @@ static void launch(const struct rank *k, CUdeviceptr p, size_t bytes, unsigned s
 static void send_to_peer(struct rank *k)
 {
     unsigned me = (unsigned)k->r;
-    CHECK(
-        cuMemHostAlloc(&k->fifo, FIFO_BYTES, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-    CHECK(cuMemHostGetDevicePointer(&k->fifo_d, k->fifo, 0));
-    launch(k, k->fifo_d, FIFO_BYTES, SEED_FIFO + me);
+    /* ncclCudaHostCalloc's work FIFO: the device reaches it at its host address (unified
+     * addressing, init.cc: workFifoBufDev = workFifoBuf), and reads what the host wrote. */
+    CUdeviceptr fifo_d = 0;
+    CHECK(cuMemHostAlloc(&k->fifo, FIFO_BYTES, CU_MEMHOSTALLOC_DEVICEMAP));
+    CHECK(cuMemHostGetDevicePointer(&fifo_d, k->fifo, 0));
+    REQUIRE(fifo_d == (CUdeviceptr)(uintptr_t)k->fifo, "rank %d: the FIFO's device address differs",
+            k->r);
+    t_fill_pattern((char *)k->fifo + FIFO_HALF, FIFO_HALF - 64, SEED_WORK + me);
+    unsigned *errors = (unsigned *)((char *)k->fifo + FIFO_BYTES - 4);
+    *errors = 0;
+    CUdeviceptr work = fifo_d + FIFO_HALF, count = (CUdeviceptr)(uintptr_t)errors;
+    unsigned long long words = (FIFO_HALF - 64) / 4;
+    unsigned seed = SEED_WORK + me;
+    void *params[] = {&work, &words, &seed, &count};
+    CHECK(cuLaunchKernel(k->check, GRID, 1, 1, BLOCK, 1, 1, 0, k->st, params, NULL));
+    launch(k, fifo_d, FIFO_HALF, SEED_FIFO + me);
     launch(k, k->local, k->part, SEED_LOCAL + me);
     launch(k, k->peer_va, k->part, SEED_KERNEL + me);
     if (k->legacy) launch(k, k->ipc_peer + k->part, k->part, SEED_IPC + me);
@@ -281,8 +297,10 @@ static void receive(struct rank *k)
     expect_pattern(k, k->va + k->g, k->part, SEED_LOCAL + peer, "the peer's copy");
     if (k->legacy)
         expect_pattern(k, k->local + k->part, k->part, SEED_IPC + peer, "the peer's IPC kernel");
-    size_t bad = t_pattern_mismatch(k->fifo, FIFO_BYTES, SEED_FIFO + (unsigned)k->r);
+    size_t bad = t_pattern_mismatch(k->fifo, FIFO_HALF, SEED_FIFO + (unsigned)k->r);
     REQUIRE(bad == SIZE_MAX, "rank %d: the FIFO's byte %zu differs", k->r, bad);
+    unsigned errors = *(volatile unsigned *)((char *)k->fifo + FIFO_BYTES - 4);
+    REQUIRE(errors == 0, "rank %d: the kernel read %u words of the FIFO wrong", k->r, errors);
     t_ok("rank %d: everything the peer sent, element by element, and its own FIFO", k->r);
 }
 
