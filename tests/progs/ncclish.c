@@ -175,6 +175,18 @@ static void import_peer(struct rank *k)
     unsigned type = 0;
     CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, k->peer_va));
     REQUIRE(type == CU_MEMORYTYPE_DEVICE, "rank %d: the peer's memory has type %u", k->r, type);
+    /* Buffer registration (ncclIpcLocalRegisterBuffer) finds a pointer's allocation first. */
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CHECK(cuMemGetAddressRange(&base, &size, k->peer_va + k->g + 4096));
+    REQUIRE(base == k->peer_va && size == k->vbytes,
+            "rank %d: the peer mapping's range is %zu bytes", k->r, size);
+    CHECK(cuMemGetAddressRange(&base, &size, k->va + 100));
+    REQUIRE(base == k->va && size == k->vbytes, "rank %d: its own mapping's range is %zu bytes",
+            k->r, size);
+    int ordinal = -1;
+    CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, k->va));
+    REQUIRE(ordinal == k->r, "rank %d: its memory says device %d", k->r, ordinal);
     t_ok("rank %d: the peer's memory imported and mapped for its own device", k->r);
 }
 
