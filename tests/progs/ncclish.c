@@ -83,6 +83,13 @@ static void attributes(struct rank *k)
         CHECK(cuDeviceGetAttribute(&v[i], asked[i], k->dev));
     REQUIRE(v[2] == 1 && v[3] == 1, "rank %d: no VMM or no POSIX descriptors (%d %d)", k->r, v[2],
             v[3]);
+    if (v[5]) { /* multicast said to be there: NCCL's first multicast call must be served */
+        CUmulticastObjectProp mp = {.numDevices = 2,
+                                    .size = 2u << 20,
+                                    .handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+        size_t gran = 0;
+        CHECK(cuMulticastGetGranularity(&gran, &mp, CU_MULTICAST_GRANULARITY_RECOMMENDED));
+    }
     CUdevice peer;
     int can = -1, perf = -1;
     CHECK(cuDeviceGet(&peer, 1 - k->r));
