@@ -19,12 +19,14 @@
  *
  * --vmm-only leaves out the legacy IPC handle: the CPU test driver keeps a process's
  * cuMemAlloc memory to itself, so that part runs natively only on a GPU (programs.txt).
+ * --kill: rank 1 dies once both imported (survive, below).
  * Rank 1's lines are printed after rank 0's (they run at once: the order of their lines
  * would depend on timing). Skips (77) with fewer than two devices. */
 #include "tests/progs/common.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +47,7 @@
 #define BLOCK 256u
 
 struct rank {
-    int r, sock, legacy;
+    int r, sock, legacy, kill;
     CUdevice dev;
     CUcontext ctx;
     CUstream st;
@@ -327,6 +329,7 @@ static void receive(struct rank *k)
 static void barrier(const struct rank *k)
 {
     char c = 'b';
+    if (k->kill) return; /* no peer to wait for */
     t_write_all(k->sock, &c, 1);
     REQUIRE(t_read_all(k->sock, &c, 1) && c == 'b', "rank %d: the peer is gone", k->r);
 }
@@ -345,7 +348,7 @@ static void teardown(struct rank *k)
     CHECK(cuMemRelease(k->h));
     /* The rest as a communicator's destruction and the process's exit leave it. */
     CHECK(cuMemFree(k->local));
-    CHECK(cuMemFreeHost(k->fifo));
+    if (k->fifo) CHECK(cuMemFreeHost(k->fifo));
     free(k->host);
     CHECK(cuLibraryUnload(k->lib));
     CHECK(cuStreamDestroy(k->st));
@@ -353,9 +356,35 @@ static void teardown(struct rank *k)
     t_ok("rank %d: torn down", k->r);
 }
 
-static void rank_main(int r, int sock, int legacy)
+/* --kill: rank 1 dies holding its mapping of rank 0's memory, its own memory exported and
+ * mapped by rank 0 (and the IPC handles of both); rank 0's memory must stay its own, working,
+ * and everything must still be let go cleanly. */
+static void survive(struct rank *k)
 {
-    struct rank k = {.r = r, .sock = sock, .legacy = legacy};
+    char c = 'i'; /* rank 0 imported too: rank 1 may die */
+    if (k->r == 1) {
+        REQUIRE(t_read_all(k->sock, &c, 1) && c == 'i', "rank 1: rank 0 is gone");
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    t_write_all(k->sock, &c, 1);
+    REQUIRE(!t_read_all(k->sock, &c, 1), "rank 0: rank 1 did not die");
+    t_ok("rank 0: the peer died holding its mapping of this rank's memory");
+    kernel(k);
+    REQUIRE((k->host = malloc(k->part)), "out of host memory");
+    launch(k, k->va, k->part, SEED_KERNEL);
+    expect_pattern(k, k->va, k->part, SEED_KERNEL, "its own memory after the peer died");
+    /* The peer's physical memory lives on with this rank's mapping of it, as the driver
+     * keeps memory while it is mapped. */
+    launch(k, k->peer_va, k->part, SEED_LOCAL);
+    expect_pattern(k, k->peer_va, k->part, SEED_LOCAL, "the dead peer's memory");
+    t_ok("rank 0: its memory and its mapping of the dead peer's written and read");
+    teardown(k);
+}
+
+static void rank_main(int r, int sock, int legacy, int kill)
+{
+    struct rank k = {.r = r, .sock = sock, .legacy = legacy, .kill = kill};
     CHECK(cuInit(0));
     int n = 0;
     CHECK(cuDeviceGetCount(&n));
@@ -368,6 +397,10 @@ static void rank_main(int r, int sock, int legacy)
     own_memory(&k);
     import_peer(&k);
     if (legacy) open_legacy(&k);
+    if (kill) {
+        survive(&k);
+        return;
+    }
     kernel(&k);
     send_to_peer(&k);
     receive(&k);
@@ -375,14 +408,14 @@ static void rank_main(int r, int sock, int legacy)
 }
 
 /* Rank 1, in the child: its lines go to `out` for rank 0 to print after its own. */
-static void child(const int sv[2], const int out[2], int legacy)
+static void child(const int sv[2], const int out[2], int legacy, int kill)
 {
     close(sv[0]);
     close(out[0]);
     REQUIRE(dup2(out[1], STDOUT_FILENO) >= 0, "dup2: %s", strerror(errno));
     close(out[1]);
     t_init("ncclish", 120); /* a child has no alarm of its parent's */
-    rank_main(1, sv[1], legacy);
+    rank_main(1, sv[1], legacy, kill);
     fflush(stdout);
     _exit(0);
 }
@@ -390,23 +423,27 @@ static void child(const int sv[2], const int out[2], int legacy)
 int main(int argc, char **argv)
 {
     t_init("ncclish", 120);
-    int legacy = !t_has_flag(argc, argv, "--vmm-only");
+    int legacy = !t_has_flag(argc, argv, "--vmm-only"), kill = t_has_flag(argc, argv, "--kill");
     int sv[2], out[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0 && pipe(out) == 0,
             "socketpair or pipe: %s", strerror(errno));
     fflush(stdout);
     pid_t pid = fork();
     REQUIRE(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) child(sv, out, legacy);
+    if (pid == 0) child(sv, out, legacy, kill);
     close(sv[1]);
     close(out[1]);
-    rank_main(0, sv[0], legacy);
+    rank_main(0, sv[0], legacy, kill);
     char buf[4096];
     ssize_t got;
     while ((got = read(out[0], buf, sizeof(buf))) > 0)
         fwrite(buf, 1, (size_t)got, stdout);
     int status = 0;
     REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
-    REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 1 failed (status %d)", status);
+    if (kill)
+        REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "rank 1 lived (status %d)",
+                status);
+    else
+        REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 1 failed (status %d)", status);
     t_pass();
 }
