@@ -25,6 +25,7 @@
 #include "tests/progs/common.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -96,6 +97,8 @@ static void attributes(struct rank *k)
     int can = -1, perf = -1;
     CHECK(cuDeviceGet(&peer, 1 - k->r));
     CHECK(cuDeviceCanAccessPeer(&can, k->dev, peer));
+    if (!can)
+        t_skip("device %d cannot reach device %d (NCCL would use host memory)", k->r, 1 - k->r);
     CHECK(cuDeviceGetP2PAttribute(&perf, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, k->dev, peer));
     t_ok("rank %d: the device attributes NCCL asks", k->r);
 }
@@ -239,12 +242,12 @@ static void kernel(struct rank *k)
  * an `extra` buffer, NCCL's attributes. */
 static void launch(const struct rank *k, CUdeviceptr p, size_t bytes, unsigned seed)
 {
-    struct {
+    struct args {
         CUdeviceptr p;
         unsigned long long n;
         unsigned seed;
     } args = {p, bytes / 4, seed};
-    size_t size = sizeof(args);
+    size_t size = offsetof(struct args, seed) + sizeof(args.seed); /* the kernel's 20 bytes */
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
     CUlaunchAttribute a[3];
