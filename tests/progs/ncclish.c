@@ -14,8 +14,9 @@
  * scheduling, memory synchronisation domain), more dynamic shared memory than the default
  * and its parameters in an `extra` buffer, writing into the peer's memory. A rank then copies
  * into the peer's memory and tells it with cuStreamWriteValue32 on a flag there, on which the
- * peer's stream waits (cuStreamWaitValue32) before it reads what it was sent. Every element is
- * checked; both tear down in NCCL's order.
+ * peer's stream waits (cuStreamWaitValue32) before it reads what it was sent; and the CE
+ * collectives' sync: a copy into the peer's flag, waited for by cuStreamBatchMemOp. Every
+ * element is checked; both tear down in NCCL's order.
  *
  * --vmm-only leaves out the legacy IPC handle: the CPU test driver keeps a process's
  * cuMemAlloc memory to itself, so that part runs natively only on a GPU (programs.txt).
@@ -60,10 +61,12 @@ struct rank {
     CUfunction fn, check;
 };
 
-/* The flag word, in the last 256 bytes of a rank's physical memory. */
-static CUdeviceptr flag_in(const struct rank *k, CUdeviceptr base)
+/* Flag words, in the last 256 bytes of a rank's physical memory: the kernels' flag, the CE
+ * collectives' flag and the sequence number copied into the peer's. */
+enum { FLAG, CE_FLAG, CE_SEQ };
+static CUdeviceptr word_in(const struct rank *k, CUdeviceptr base, int which)
 {
-    return base + k->vbytes - 256;
+    return base + k->vbytes - 256 + 4 * (CUdeviceptr)which;
 }
 
 static void attributes(struct rank *k)
@@ -298,8 +301,13 @@ static void send_to_peer(struct rank *k)
     if (k->legacy) launch(k, k->ipc_peer + k->part, k->part, SEED_IPC + me);
     CHECK(cuMemcpyDtoDAsync(k->peer_va + k->g, k->local, k->part, k->st));
     /* The write's default barrier orders the work before it ahead of the flag. */
-    CHECK(cuStreamWriteValue32(k->st, flag_in(k, k->peer_va), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
-    t_ok("rank %d: kernels and a copy into the peer's memory, its flag raised", k->r);
+    CHECK(cuStreamWriteValue32(k->st, word_in(k, k->peer_va, FLAG), 1,
+                               CU_STREAM_WRITE_VALUE_DEFAULT));
+    /* The CE collectives' sync (ce_coll.cc, ncclPrepUCSync): a sequence number written to
+     * its own memory, then copied into the peer's flag. */
+    CHECK(cuStreamWriteValue32(k->st, word_in(k, k->va, CE_SEQ), 2, CU_STREAM_WRITE_VALUE_DEFAULT));
+    CHECK(cuMemcpyDtoDAsync(word_in(k, k->peer_va, CE_FLAG), word_in(k, k->va, CE_SEQ), 4, k->st));
+    t_ok("rank %d: kernels and a copy into the peer's memory, its flags raised", k->r);
 }
 
 static void expect_pattern(const struct rank *k, CUdeviceptr p, size_t bytes, unsigned seed,
@@ -315,7 +323,15 @@ static void expect_pattern(const struct rank *k, CUdeviceptr p, size_t bytes, un
 static void receive(struct rank *k)
 {
     unsigned peer = 1u - (unsigned)k->r;
-    CHECK(cuStreamWaitValue32(k->st, flag_in(k, k->va), 1, CU_STREAM_WAIT_VALUE_GEQ));
+    CHECK(cuStreamWaitValue32(k->st, word_in(k, k->va, FLAG), 1, CU_STREAM_WAIT_VALUE_GEQ));
+    /* ncclMemOpSync waits for its peers' flags in one batch of memory operations. */
+    CUstreamBatchMemOpParams op;
+    memset(&op, 0, sizeof(op));
+    op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    op.waitValue.address = word_in(k, k->va, CE_FLAG);
+    op.waitValue.value = 2;
+    op.waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+    CHECK(cuStreamBatchMemOp(k->st, 1, &op, 0));
     REQUIRE((k->host = malloc(k->part)), "out of host memory");
     expect_pattern(k, k->va, k->part, SEED_KERNEL + peer, "the peer's kernel");
     expect_pattern(k, k->va + k->g, k->part, SEED_LOCAL + peer, "the peer's copy");
