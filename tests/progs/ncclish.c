@@ -24,6 +24,7 @@
  * Rank 1's lines are printed after rank 0's (they run at once: the order of their lines
  * would depend on timing). Skips (77) with fewer than two devices. */
 #include "tests/progs/common.h"
+#include "tests/progs/nccl_attrs.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -254,15 +255,7 @@ static void launch(const struct rank *k, CUdeviceptr p, size_t bytes, unsigned s
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
     CUlaunchAttribute a[3];
-    memset(a, 0, sizeof(a));
-    a[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    a[0].value.clusterDim.x = CLUSTER;
-    a[0].value.clusterDim.y = 1;
-    a[0].value.clusterDim.z = 1;
-    a[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
-    a[1].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
-    a[2].id = CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN;
-    a[2].value.memSyncDomain = CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE;
+    unsigned nattrs = nccl_launch_attrs(a, CLUSTER);
     CUlaunchConfig cfg = {.gridDimX = GRID,
                           .gridDimY = 1,
                           .gridDimZ = 1,
@@ -272,7 +265,7 @@ static void launch(const struct rank *k, CUdeviceptr p, size_t bytes, unsigned s
                           .sharedMemBytes = SMEM,
                           .hStream = k->st,
                           .attrs = a,
-                          .numAttrs = 3};
+                          .numAttrs = nattrs};
     CHECK(cuLaunchKernelEx(&cfg, k->fn, NULL, extra));
 }
 

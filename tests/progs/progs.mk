@@ -21,3 +21,6 @@ $(PROGS_COMMON): tests/progs/common.c $(PROGS_HDR)
 $(PROGS_BIN): $(B)/tests/%: tests/progs/%.c $(PROGS_COMMON) $(PROGS_HDR) | $(KERNELS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(PROGS_COMMON) $(LDFLAGS) $(CUDA_STUB)
+
+# NCCL's launch attributes, shared with tests/cudart/ncclsmem.cu.
+$(B)/tests/ncclish: tests/progs/nccl_attrs.h
