@@ -60,7 +60,10 @@ CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32
     pthread_rwlock_wrlock(&funcs_lock);
     HASH_FIND(hh, funcs, &h.handle, sizeof(uint64_t), old);
     if (old && same_shape(old, f)) {
-        /* The same function asked for again: the record a launch may be reading stays. */
+        /* The same function asked for again: the record a launch may be reading stays, with
+         * the driver's limit as it is now (cuKernelSetAttribute on its kernel, say, raised it
+         * since: cudart meets NCCL's kernels before NCCL raises their shared memory). */
+        atomic_store(&old->max_dynamic_smem, f->max_dynamic_smem);
         pthread_rwlock_unlock(&funcs_lock);
         free(f->layout);
         free(f);
@@ -139,8 +142,18 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
     /* More threads than this function's registers allow. */
     if (f->max_threads > 0 && threads > (uint64_t)f->max_threads)
         return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-    if (f->max_dynamic_smem >= 0 && smem > (unsigned)f->max_dynamic_smem)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (f->max_dynamic_smem >= 0 && smem > (unsigned)f->max_dynamic_smem) {
+        /* The limit known here may be stale: a function's limit is also its kernel's on that
+         * device (cuKernelSetAttribute) and another handle's of the same kernel. Refused
+         * only by the driver's own value, asked once; a wrong refusal here failed NCCL's first
+         * collective with CUDA_ERROR_INVALID_VALUE (issue 30). */
+        int now = -1;
+        if (cuFuncGetAttribute(&now, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                               (CUfunction)(uintptr_t)f->handle) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_VALUE;
+        shim_func_set_attr(f->handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, now);
+        if (now < 0 || smem > (unsigned)now) return CUDA_ERROR_INVALID_VALUE;
+    }
     return CUDA_SUCCESS;
 }
 

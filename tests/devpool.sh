@@ -37,7 +37,7 @@ before=$(mem)
 rc=0
 PROGRAMS_MATCH='vecadd|memcpy_all|mempool|vmm|vmm_ipc|graph_mem|graph_nodes|capture_alloc'
 PROGRAMS_MATCH="$PROGRAMS_MATCH|alloc_churn|multigpu|ipc|isolation|isolation2|streams_events"
-export PROGRAMS_MATCH="$PROGRAMS_MATCH|flood|managed"
+export PROGRAMS_MATCH="$PROGRAMS_MATCH|flood|managed|ncclish"
 programs_through_server "the $MODE server" "$W" || rc=1
 unset PROGRAMS_MATCH
 n=$PROGRAMS_RUN

@@ -383,18 +383,24 @@ fi
 # ---------------------------------------------------------------- frameworks
 # Programs written against PyTorch, CuPy, JAX (tests/frameworks): natively and through the
 # shim, the same printed values required. One row each; a framework not installed is SKIP.
-mkdir -p "$LOGDIR/frameworks"
-skipped frameworks && record frameworks SKIP "MPSSHIM_GPU_SKIP"
-skipped frameworks || while read -r line; do
-    case $line in
-    "== framework-"*)
+# record_rows: a row for each "== NAME: VERDICT (note)" line of stdin (run.sh's, gpu_multi.sh's).
+record_rows() {
+    local line name verdict
+    while read -r line; do
+        [[ $line == "== "*": "* ]] || continue
         name=${line#== }
         name=${name%%:*}
         verdict=${line#*: }
         record "$name" "${verdict%% *}" "$(echo "$verdict" | sed -n 's/^[A-Z]* (\(.*\))$/\1/p')"
-        ;;
-    esac
-done < <(bash "$ROOT/tests/frameworks/run.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
+    done
+}
+mkdir -p "$LOGDIR/frameworks"
+skipped frameworks && record frameworks SKIP "MPSSHIM_GPU_SKIP"
+skipped frameworks || record_rows < <(bash "$ROOT/tests/frameworks/run.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
+# Several GPUs (issue 30): NCCL between two processes, natively and through the shim; on one
+# GPU a SKIP row naming what would run (tests/gpu_multi.sh). ncclish runs with programs.txt.
+skipped multigpu && record multigpu SKIP "MPSSHIM_GPU_SKIP"
+skipped multigpu || record_rows < <(bash "$ROOT/tests/gpu_multi.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
 # One file for all of them (a device run brings back only a few files).
 tar -C "$LOGDIR" -czf "$LOGDIR/frameworks.tgz" frameworks 2>/dev/null && rm -rf "$LOGDIR/frameworks"
 

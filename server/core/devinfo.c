@@ -35,6 +35,12 @@ int srv_devinfo_fill(struct chan_devinfo *d)
         x->attr[CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS] = 0;
         x->attr[CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS] = 0;
         x->attr[CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES] = 0;
+        /* Nor what clients cannot have here: multicast objects (cuMulticast* are refused)
+         * and fabric handles (export and import take POSIX descriptors only). NCCL asks both
+         * and, told yes, builds NVLS and fabric-shared memory on calls that would fail;
+         * told no, it uses what is served (issue 30). */
+        x->attr[CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED] = 0;
+        x->attr[CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED] = 0;
     }
     return 0;
 }

@@ -5,14 +5,14 @@
 # Fat binaries are left uncompressed, with PTX beside the sm_90 cubin: the CPU test driver
 # reads kernels from the PTX (by `.entry` name, see tests/cudart/common.h).
 CUDART_NAMES  := vecadd streams pinned multikernel ptds hostfn mallocasync graphs graphnodes managed texture \
-                 capturealloc graph_cond managed_vars bigstack peer tma
+                 capturealloc graph_cond managed_vars bigstack peer tma ncclsmem
 CUDART_DIR    := $(B)/tests/cudart
 CUDART_STATIC := $(addprefix $(CUDART_DIR)/,$(CUDART_NAMES))
 CUDART_SHARED := $(addsuffix .shared,$(CUDART_STATIC))
 CUDART_FLAGS  := -O2 --no-compress -gencode 'arch=compute_90,code=[sm_90,compute_90]' \
                  -Xcompiler -Wall
 CUDART_DEPS   := tests/cudart/common.h tests/kernels/kernels.cu tests/kernels/texture.cu \
-                 tests/kernels/cond.cu tests/kernels/managed.cu
+                 tests/kernels/cond.cu tests/kernels/managed.cu tests/progs/nccl_attrs.h
 
 # Per program: extra sources (another translation unit is another module) and flags.
 CUDART_SRCS_multikernel := tests/kernels/kernels2.cu

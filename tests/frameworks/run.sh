@@ -2,12 +2,15 @@
 # Frameworks natively and through the shim (GPU tier): each script of this folder, or the
 # ones named, runs twice; the two outputs (the shim's own "mpsshim:" lines aside) must be
 # identical. Prints one "== framework-NAME: PASS|FAIL|SKIP" line each; logs in $LOGDIR.
-# Usage: tests/frameworks/run.sh BUILD_DIR LOGDIR [NAME...]
+# A script that exits 77 natively is SKIP (what it needs is not here: its last line says
+# what); lines starting with "# " are notes (a time, say): logged, not compared.
+# Usage: [FW_DIR=DIR] tests/frameworks/run.sh BUILD_DIR LOGDIR [NAME...]
+# FW_DIR: the scripts' folder (tests/gpu_multi's run the same way), this one by default.
 set -u
 B=$(cd "${1:-build}" && pwd)
 LOGDIR=${2:-/tmp}
 shift 2
-HERE=$(cd "$(dirname "$0")" && pwd)
+HERE=${FW_DIR:-$(cd "$(dirname "$0")" && pwd)}
 names=("$@")
 [ ${#names[@]} = 0 ] && for f in "$HERE"/*.py; do names+=("$(basename "$f" .py)"); done
 rc=0
@@ -19,15 +22,19 @@ for n in "${names[@]}"; do
         echo "== framework-$n: SKIP (not installed)"
         continue
     fi
+    if [ $nrc = 77 ]; then
+        echo "== framework-$n: SKIP ($(tail -n 1 "$LOGDIR/$n-native.out"))"
+        continue
+    fi
     timeout -k 5 "${FW_TIMEOUT:-300}" env LD_PRELOAD="$B/libmpsshim.so" python3 "$py" >"$LOGDIR/$n-shim.out" 2>&1
     src=$?
     # PyTorch's C++ warnings carry the time ("[W1125 18:11:51.161646785 file:line]"), and
     # some a device address ("uncaptured free of a captured allocation with address
     # 0x48ea000400"), which differs between any two runs, native or not.
     warn='s/^\[W[0-9]\{4\} [0-9:.]* /[W /; /^\[W/s/0x[0-9a-f]\{6,\}/0x.../g'
-    grep -v '^mpsshim: ' "$LOGDIR/$n-shim.out" | grep -v "^WARNING\|^I0000\|^W0000" |
+    grep -v '^mpsshim: ' "$LOGDIR/$n-shim.out" | grep -v "^WARNING\|^I0000\|^W0000\|^# " |
         sed "$warn" >"$LOGDIR/$n-shim.values"
-    grep -v "^WARNING\|^I0000\|^W0000" "$LOGDIR/$n-native.out" | sed "$warn" >"$LOGDIR/$n-native.values"
+    grep -v "^WARNING\|^I0000\|^W0000\|^# " "$LOGDIR/$n-native.out" | sed "$warn" >"$LOGDIR/$n-native.values"
     if [ $nrc = 0 ] && [ $src = 0 ] && diff -q "$LOGDIR/$n-native.values" "$LOGDIR/$n-shim.values" >/dev/null; then
         echo "== framework-$n: PASS"
     else

@@ -7,7 +7,7 @@ PROGS_NAMES  := vecadd memcpy_all streams_events modules launch contexts multith
                 capture_alloc graph_cond isolation2 poolrace free_wait idle_answers managed_vars \
                 hostfn_stuck alloc_churn stack_limit coalesce_quiet whole_wait ctxless_node \
                 hostreg_shrink free_order acct_limits first_launch batch_memop launchseq tensormap \
-                peer
+                peer ncclish
 PROGS_BIN    := $(addprefix $(B)/tests/,$(PROGS_NAMES))
 PROGS_COMMON := $(B)/progs/common.o
 PROGS_HDR    := tests/progs/common.h
@@ -22,3 +22,6 @@ $(PROGS_COMMON): tests/progs/common.c $(PROGS_HDR)
 $(PROGS_BIN): $(B)/tests/%: tests/progs/%.c $(PROGS_COMMON) $(PROGS_HDR) | $(KERNELS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(PROGS_COMMON) $(LDFLAGS) $(CUDA_STUB)
+
+# NCCL's launch attributes, shared with tests/cudart/ncclsmem.cu.
+$(B)/tests/ncclish: tests/progs/nccl_attrs.h
