@@ -499,6 +499,9 @@ run_test slurm-job 240 bash "$ROOT/tests/slurm.sh" "$B"
 # as root, for two users made for the test (SKIP when not root). Own servers, directories.
 run_test slurm-hostile 120 bash "$ROOT/tests/slurm_hostile.sh" "$B"
 
+# A batch of 1000 copies is one request to the server (tests/copybatch.sh).
+run_test copybatch-one-request 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"
+
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then
     record server-start FAIL "see $WORK/server-start.log"

@@ -1,0 +1,240 @@
+/* copybatch: batched copies (cuMemcpyBatchAsync: _v2, the first version with failIdx, and a
+ * _ptsz twin). Batches of one and of 1000 copies; a batch mixing directions and memory kinds
+ * (pageable, pinned and device memory; host to host; pageable copies small enough to travel
+ * in the request and larger ones) under attributes with three index ranges; results checked
+ * element by element. Refused: count 0, attrsIdxs not starting at 0 or not increasing,
+ * numAttrs above count, an invalid source access order or flag, the legacy NULL stream, and a
+ * copy outside the caller's memory (failIdx says which; nothing of the batch moved).
+ * With --pause (tests/copybatch.sh): stops, printing "pause", reading a line from stdin,
+ * before and after one batch of 1000 device copies, so that a script reads the server's
+ * count of requests around it. */
+#include "tests/progs/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The first version and a twin, which cuda.h declares only for the driver's own build. */
+CUresult batch_v1(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                  CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                  CUstream hStream) __asm__("cuMemcpyBatchAsync");
+CUresult batch_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                       CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                       CUstream hStream) __asm__("cuMemcpyBatchAsync_v2_ptsz");
+
+#define MANY 1000
+#define SMALL 4096         /* travels in the request */
+#define LARGE (300u << 10) /* larger than a request holds: the staging slots */
+#define DEV_BYTES (4u << 20)
+
+static CUmemcpyAttributes attr(CUmemcpySrcAccessOrder order, unsigned flags)
+{
+    CUmemcpyAttributes a;
+    memset(&a, 0, sizeof(a));
+    a.srcAccessOrder = order;
+    a.flags = flags;
+    return a;
+}
+
+static CUdeviceptr P(const void *p)
+{
+    return (CUdeviceptr)(uintptr_t)p;
+}
+
+static void pause_here(int on)
+{
+    char line[16];
+    if (!on) return;
+    printf("pause\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin)) t_fail(__FILE__, __LINE__, "no line on stdin");
+}
+
+/* One copy from pageable memory to the device, and back. */
+static void one(CUstream s, CUdeviceptr d)
+{
+    uint8_t *h = malloc(SMALL), *back = malloc(SMALL);
+    t_fill_pattern(h, SMALL, 11);
+    memset(back, 0, SMALL);
+    CUdeviceptr dst = d, src = P(h);
+    size_t size = SMALL, idx = 0;
+    CUmemcpyAttributes a = attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0);
+    CHECK(cuMemcpyBatchAsync(&dst, &src, &size, 1, &a, &idx, 1, s));
+    dst = P(back);
+    src = d;
+    CHECK(cuMemcpyBatchAsync(&dst, &src, &size, 1, &a, &idx, 1, s));
+    CHECK(cuStreamSynchronize(s));
+    REQUIRE(t_pattern_mismatch(back, SMALL, 11) == SIZE_MAX, "one copy: byte %zu differs",
+            t_pattern_mismatch(back, SMALL, 11));
+    t_ok("batch of one");
+    free(h);
+    free(back);
+}
+
+/* Every direction and kind in one batch, under three attribute ranges. */
+static void mixed(CUstream s, CUdeviceptr d)
+{
+    uint8_t *pin;
+    CHECK(cuMemAllocHost((void **)&pin, 4 * SMALL));
+    uint8_t *h = malloc(2 * SMALL + 2 * LARGE), *out = calloc(1, 3 * SMALL + LARGE);
+    t_fill_pattern(h, SMALL, 21);             /* pageable -> device */
+    t_fill_pattern(pin, SMALL, 22);           /* pinned -> device */
+    t_fill_pattern(h + SMALL, SMALL, 23);     /* pageable -> pageable */
+    t_fill_pattern(h + 2 * SMALL, LARGE, 24); /* pageable -> device, large */
+    CUdeviceptr dsts[9], srcs[9];
+    size_t sizes[9];
+    int n = 0;
+#define ADD(D, S, N) (dsts[n] = (D), srcs[n] = (S), sizes[n++] = (N))
+    ADD(d, P(h), SMALL);                         /* 0 HtoD pageable */
+    ADD(d + SMALL, P(pin), SMALL);               /* 1 HtoD pinned */
+    ADD(P(out), P(h + SMALL), SMALL);            /* 2 HtoH pageable */
+    ADD(d + 2 * SMALL, P(h + 2 * SMALL), LARGE); /* 3 HtoD pageable, large */
+    ADD(d + 2 * SMALL + LARGE, P(h), 0);         /* 4 nothing */
+    CHECK(cuStreamSynchronize(s));
+    size_t idxs[3] = {0, 2, 4};
+    CUmemcpyAttributes at[3] = {attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0),
+                                attr(CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL,
+                                     CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE),
+                                attr(CU_MEMCPY_SRC_ACCESS_ORDER_ANY, 0)};
+    CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, (size_t)n, at, idxs, 3, s));
+    /* Then back: device -> pageable (small and large), device -> pinned, device -> device. */
+    n = 0;
+    ADD(P(out + SMALL), d, SMALL);                     /* DtoH pageable */
+    ADD(P(pin + SMALL), d + SMALL, SMALL);             /* DtoH pinned */
+    ADD(d + DEV_BYTES - SMALL, d + SMALL, SMALL);      /* DtoD */
+    ADD(P(out + 2 * SMALL), d + 2 * SMALL, LARGE);     /* DtoH pageable, large */
+    ADD(P(pin + 2 * SMALL), d + DEV_BYTES - SMALL, 0); /* nothing */
+#undef ADD
+    CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, (size_t)n, at, idxs, 2, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(out + 2 * SMALL + LARGE, d + DEV_BYTES - SMALL, SMALL));
+    REQUIRE(t_pattern_mismatch(out + SMALL, SMALL, 21) == SIZE_MAX, "pageable round trip");
+    REQUIRE(t_pattern_mismatch(pin + SMALL, SMALL, 22) == SIZE_MAX, "pinned round trip");
+    REQUIRE(t_pattern_mismatch(out, SMALL, 23) == SIZE_MAX, "host to host");
+    REQUIRE(t_pattern_mismatch(out + 2 * SMALL, LARGE, 24) == SIZE_MAX, "large round trip");
+    REQUIRE(t_pattern_mismatch(out + 2 * SMALL + LARGE, SMALL, 22) == SIZE_MAX, "device copy");
+    t_ok("mixed batch: 3 attribute ranges, every direction and kind");
+    CHECK(cuMemFreeHost(pin));
+    free(h);
+    free(out);
+}
+
+/* MANY copies: device to device in a permuted order, then pageable to device (more than
+ * one request holds). */
+static void many(CUstream s, CUdeviceptr d, int pause)
+{
+    enum { W = 64 };
+    uint8_t *h = malloc(MANY * W), *back = malloc(MANY * W);
+    CUdeviceptr *dsts = calloc(MANY, sizeof(*dsts)), *srcs = calloc(MANY, sizeof(*srcs));
+    size_t *sizes = calloc(MANY, sizeof(*sizes)), idxs[4] = {0, 10, 500, 999};
+    CUmemcpyAttributes at[4] = {
+        attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0), attr(CU_MEMCPY_SRC_ACCESS_ORDER_ANY, 0),
+        attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE),
+        attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0)};
+    t_fill_pattern(h, MANY * W, 31);
+    CHECK(cuMemcpyHtoD(d, h, MANY * W));
+    for (int i = 0; i < MANY; i++) {
+        int j = (i * 7 + 3) % MANY; /* 7 and 1000 coprime: a permutation */
+        dsts[i] = d + DEV_BYTES / 2 + (CUdeviceptr)j * W;
+        srcs[i] = d + (CUdeviceptr)i * W;
+        sizes[i] = W;
+    }
+    CHECK(cuStreamSynchronize(s));
+    pause_here(pause);
+    CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, MANY, at, idxs, 4, s));
+    pause_here(pause);
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(back, d + DEV_BYTES / 2, MANY * W));
+    for (int i = 0; i < MANY; i++) {
+        int j = (i * 7 + 3) % MANY;
+        REQUIRE(memcmp(back + j * W, h + i * W, W) == 0, "copy %d of %d", i, MANY);
+    }
+    t_ok("batch of %d device copies", MANY);
+    /* Pageable to device, each copy its own 64 bytes. */
+    t_fill_pattern(h, MANY * W, 32);
+    for (int i = 0; i < MANY; i++) {
+        srcs[i] = P(h + i * W);
+        dsts[i] = d + (CUdeviceptr)(MANY - 1 - i) * W;
+    }
+    CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, MANY, at, idxs, 4, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(back, d, MANY * W));
+    for (int i = 0; i < MANY; i++)
+        REQUIRE(memcmp(back + (MANY - 1 - i) * W, h + i * W, W) == 0, "pageable copy %d", i);
+    t_ok("batch of %d pageable copies", MANY);
+    free(h);
+    free(back);
+    free(dsts);
+    free(srcs);
+    free(sizes);
+}
+
+/* Refused batches; the last one's good copies did not move either. */
+static void refused(CUstream s, CUdeviceptr d)
+{
+    uint8_t h[256];
+    memset(h, 7, sizeof(h));
+    CHECK(cuMemsetD8Async(d, 0, 1024, s));
+    CHECK(cuStreamSynchronize(s));
+    CUdeviceptr dsts[3] = {d, d + 256, d + DEV_BYTES - 64}, srcs[3] = {P(h), P(h), P(h)};
+    size_t sizes[3] = {256, 256, 256}, idxs[3] = {0, 1, 2}, fail = 0;
+    CUmemcpyAttributes at[3] = {attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0),
+                                attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0),
+                                attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0)};
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 0, at, idxs, 1, s), CUDA_ERROR_INVALID_VALUE);
+    size_t bad0[2] = {1, 2}, down[2] = {0, 0};
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, at, bad0, 1, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, at, down, 2, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 1, at, idxs, 2, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, at, idxs, 0, s), CUDA_ERROR_INVALID_VALUE);
+    CUmemcpyAttributes bad[2] = {attr(CU_MEMCPY_SRC_ACCESS_ORDER_INVALID, 0),
+                                 attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0x80)};
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 1, bad, idxs, 1, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 1, bad + 1, idxs, 1, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 1, at, idxs, 1, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 1, at, idxs, 1, CU_STREAM_LEGACY),
+           CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyBatchAsync(NULL, srcs, sizes, 1, at, idxs, 1, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(batch_v1(dsts, srcs, sizes, 0, at, idxs, 1, &fail, s), CUDA_ERROR_INVALID_VALUE);
+    REQUIRE(fail == SIZE_MAX, "failIdx %zu for a batch of none", fail);
+    t_ok("bad arguments refused");
+    /* Copy 2 runs past the end of the allocation. */
+    EXPECT(batch_v1(dsts, srcs, sizes, 3, at, idxs, 3, &fail, s), CUDA_ERROR_INVALID_VALUE);
+    REQUIRE(fail == 2, "failIdx %zu, not 2", fail);
+    uint8_t back[512];
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(back, d, sizeof(back)));
+    REQUIRE(t_bytes_mismatch(back, sizeof(back), 0) == SIZE_MAX, "a refused batch moved data");
+    t_ok("copy outside the caller's memory refused, failIdx 2, nothing moved");
+    /* The first version's good batch, and the per-thread stream's twin, NULL stream. */
+    fail = 0;
+    CHECK(batch_v1(dsts, srcs, sizes, 2, at, idxs, 2, &fail, s));
+    CHECK(batch_v2_ptsz(dsts, srcs, sizes, 1, at, idxs, 1, NULL));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+    CHECK(cuMemcpyDtoH(back, d, sizeof(back)));
+    REQUIRE(t_bytes_mismatch(back, sizeof(back), 7) == SIZE_MAX, "first version's batch");
+    t_ok("first version and per-thread twin");
+}
+
+int main(int argc, char **argv)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    int pause = t_has_flag(argc, argv, "--pause");
+    t_init("copybatch", 120);
+    t_setup(&dev, &ctx);
+    CUstream s;
+    CUdeviceptr d;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemAlloc(&d, DEV_BYTES));
+    if (!pause) {
+        one(s, d);
+        mixed(s, d);
+    }
+    many(s, d, pause);
+    if (!pause) refused(s, d);
+    CHECK(cuMemFree(d));
+    CHECK(cuStreamDestroy(s));
+    t_pass();
+}
