@@ -446,8 +446,7 @@ static void hostile_batches(struct session *x, CUdeviceptr d)
     expect_refused("batch, 200 bytes at 4000 of 4 KiB", batch_request(x, st, 1, a, 1, m, 0));
     m[0] = (struct chan_batch_copy){d, 0, UINT64_MAX, D, S, 0, 0};
     m[1] = (struct chan_batch_copy){d + 16, 0, 17, D, S, 0, 0};
-    expect_refused("batch, staged 2^64 - 1 + 17 bytes in 16",
-                   batch_request(x, st, 1, a, 2, m, 16));
+    expect_refused("batch, staged 2^64 - 1 + 17 bytes in 16", batch_request(x, st, 1, a, 2, m, 16));
     m[0].bytes = 8;
     expect_refused("batch, staged 8 + 17 bytes in 32", batch_request(x, st, 1, a, 2, m, 32));
     m[0] = (struct chan_batch_copy){0, d, 4096, S, D, 0, 0};
