@@ -5,9 +5,13 @@
  * element by element. Refused: count 0, attrsIdxs not starting at 0 or not increasing,
  * numAttrs above count, an invalid source access order or flag, the legacy NULL stream, and a
  * copy outside the caller's memory (failIdx says which; nothing of the batch moved).
+ * The 3D batch (cuMemcpy3DBatchAsync): pageable, pinned and pitched device pointers to and
+ * from arrays at offsets, array to array, pointer to pointer in 3D; refused: no operations,
+ * flags, a zero extent, a row shorter than the extent, arrays of different element sizes,
+ * and an operation outside the caller's memory (failIdx; nothing moved).
  * With --pause (tests/copybatch.sh): stops, printing "pause", reading a line from stdin,
- * before and after one batch of 1000 device copies, so that a script reads the server's
- * count of requests around it. */
+ * before and after one batch of 1000 device copies, and one 3D batch of 300, so that a
+ * script reads the server's count of requests around each. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -21,6 +25,8 @@ CUresult batch_v1(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t co
 CUresult batch_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                        CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                        CUstream hStream) __asm__("cuMemcpyBatchAsync_v2_ptsz");
+CUresult batch3d_v1(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+                    unsigned long long flags, CUstream hStream) __asm__("cuMemcpy3DBatchAsync");
 
 #define MANY 1000
 #define SMALL 4096         /* travels in the request */
@@ -217,6 +223,151 @@ static void refused(CUstream s, CUdeviceptr d)
     t_ok("first version and per-thread twin");
 }
 
+/* ---------------------------------------------------------------- 3D */
+
+enum { AW = 64, AH = 32 };
+
+static CUmemcpy3DOperand optr(CUdeviceptr p, size_t row, size_t layer)
+{
+    CUmemcpy3DOperand o;
+    memset(&o, 0, sizeof(o));
+    o.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+    o.op.ptr.ptr = p;
+    o.op.ptr.rowLength = row;
+    o.op.ptr.layerHeight = layer;
+    return o;
+}
+
+static CUmemcpy3DOperand oarr(CUarray a, size_t x, size_t y)
+{
+    CUmemcpy3DOperand o;
+    memset(&o, 0, sizeof(o));
+    o.type = CU_MEMCPY_OPERAND_TYPE_ARRAY;
+    o.op.array.array = a;
+    o.op.array.offset.x = x;
+    o.op.array.offset.y = y;
+    return o;
+}
+
+static CUDA_MEMCPY3D_BATCH_OP op3(CUmemcpy3DOperand src, CUmemcpy3DOperand dst, size_t w, size_t h,
+                                  size_t d)
+{
+    CUDA_MEMCPY3D_BATCH_OP o;
+    memset(&o, 0, sizeof(o));
+    o.src = src;
+    o.dst = dst;
+    o.extent.width = w;
+    o.extent.height = h;
+    o.extent.depth = d;
+    o.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    return o;
+}
+
+static CUarray array2d(CUarray_format f)
+{
+    CUDA_ARRAY3D_DESCRIPTOR ad;
+    memset(&ad, 0, sizeof(ad));
+    ad.Width = AW;
+    ad.Height = AH;
+    ad.Format = f;
+    ad.NumChannels = 1;
+    CUarray a;
+    CHECK(cuArray3DCreate(&a, &ad));
+    return a;
+}
+
+/* Arrays filled from pageable and pinned memory, a pitched 3D device copy, arrays read back
+ * at an offset into pinned and whole into pageable memory, array to array. */
+static void batch3d(CUstream s, CUdeviceptr d)
+{
+    CUarray a = array2d(CU_AD_FORMAT_FLOAT), b = array2d(CU_AD_FORMAT_FLOAT),
+            c = array2d(CU_AD_FORMAT_FLOAT);
+    const size_t n = AW * AH * sizeof(float);
+    uint8_t *h = malloc(n), *out2 = malloc(n), *pin, *dev = malloc(128 * 12 * 3);
+    CHECK(cuMemAllocHost((void **)&pin, 3 * n));
+    t_fill_pattern(h, n, 41);
+    t_fill_pattern(pin, n, 42);
+    t_fill_pattern(dev, 128 * 12 * 3, 43);
+    CHECK(cuMemcpyHtoD(d, dev, 128 * 12 * 3));
+    CUdeviceptr d2 = d + (1u << 20);
+    CUDA_MEMCPY3D_BATCH_OP ops[3] = {
+        op3(optr(P(h), 0, 0), oarr(a, 0, 0), AW, AH, 1),
+        op3(optr(P(pin), 0, 0), oarr(b, 0, 0), AW, AH, 1),
+        op3(optr(d, 128, 12), optr(d2, 0, 0), 100, 10, 3), /* bytes: no array */
+    };
+    CHECK(cuMemcpy3DBatchAsync(3, ops, 0, s));
+    ops[0] = op3(oarr(a, 8, 4), optr(P(pin + n), 0, 0), 32, 16, 1);
+    ops[1] = op3(oarr(b, 0, 0), optr(P(out2), 0, 0), AW, AH, 1);
+    ops[2] = op3(oarr(a, 0, 0), oarr(c, 0, 0), AW, AH, 1);
+    CHECK(cuMemcpy3DBatchAsync(3, ops, 0, s));
+    ops[0] = op3(oarr(c, 0, 0), optr(P(pin + 2 * n), AW, 0), AW, AH, 1);
+    CHECK(cuMemcpy3DBatchAsync(1, ops, 0, s));
+    CHECK(cuStreamSynchronize(s));
+    const float *src = (const float *)h, *off = (const float *)(pin + n);
+    for (int y = 0; y < 16; y++)
+        for (int x = 0; x < 32; x++)
+            REQUIRE(memcmp(&off[y * 32 + x], &src[(y + 4) * AW + x + 8], sizeof(float)) == 0,
+                    "array at (8, 4): (%d, %d)", x, y); /* bytes: a pattern may be a NaN */
+    REQUIRE(t_pattern_mismatch(out2, n, 42) == SIZE_MAX, "pinned to array to pageable");
+    REQUIRE(t_pattern_mismatch(pin + 2 * n, n, 41) == SIZE_MAX, "array to array");
+    uint8_t *got = malloc(100 * 10 * 3);
+    CHECK(cuMemcpyDtoH(got, d2, 100 * 10 * 3));
+    for (int z = 0; z < 3; z++)
+        for (int y = 0; y < 10; y++)
+            REQUIRE(memcmp(got + (z * 10 + y) * 100, dev + (z * 12 + y) * 128, 100) == 0,
+                    "pitched 3D copy: row %d of slice %d", y, z);
+    t_ok("3D batches: arrays at offsets, pageable, pinned, pitched 3D, array to array");
+
+    CUarray u = array2d(CU_AD_FORMAT_UNSIGNED_INT8);
+    size_t fail = 0;
+    ops[0] = op3(optr(P(pin), 0, 0), optr(d2, 0, 0), 64, 1, 1);
+    EXPECT(cuMemcpy3DBatchAsync(0, ops, 0, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpy3DBatchAsync(1, ops, 1, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpy3DBatchAsync(1, NULL, 0, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpy3DBatchAsync(1, ops, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    ops[1] = op3(oarr(a, 0, 0), oarr(u, 0, 0), 4, 1, 1);
+    EXPECT(cuMemcpy3DBatchAsync(2, ops, 0, s), CUDA_ERROR_INVALID_VALUE);
+    ops[1] = op3(optr(d, 50, 0), optr(d2, 0, 0), 64, 2, 1);
+    EXPECT(cuMemcpy3DBatchAsync(2, ops, 0, s), CUDA_ERROR_INVALID_VALUE);
+    ops[1] = op3(optr(d, 0, 0), optr(d2, 0, 0), 64, 0, 1);
+    EXPECT(cuMemcpy3DBatchAsync(2, ops, 0, s), CUDA_ERROR_INVALID_VALUE);
+    ops[1] = op3(optr(d, 0, 0), optr(d2, 0, 0), 64, 1, 1);
+    ops[1].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_INVALID;
+    EXPECT(cuMemcpy3DBatchAsync(2, ops, 0, s), CUDA_ERROR_INVALID_VALUE);
+    t_ok("3D: bad arguments refused");
+    CHECK(cuMemsetD8Async(d2, 0, 64, s));
+    ops[1] = op3(optr(d, 0, 0), optr(d + DEV_BYTES - 32, 0, 0), 64, 1, 1);
+    EXPECT(batch3d_v1(2, ops, &fail, 0, s), CUDA_ERROR_INVALID_VALUE);
+    REQUIRE(fail == 1, "failIdx %zu, not 1", fail);
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(got, d2, 64));
+    REQUIRE(t_bytes_mismatch(got, 64, 0) == SIZE_MAX, "a refused 3D batch moved data");
+    t_ok("3D: an operation outside the caller's memory refused, failIdx 1, nothing moved");
+    CHECK(cuMemFreeHost(pin));
+    for (CUarray *x = (CUarray[]){a, b, c, u}, *e = x + 4; x < e; x++)
+        CHECK(cuArrayDestroy(*x));
+    free(h);
+    free(out2);
+    free(dev);
+    free(got);
+}
+
+/* --pause: one 3D batch of 300 pitched device copies between two stops. */
+static void paused_3d(CUstream s, CUdeviceptr d)
+{
+    enum { N = 300 };
+    static CUDA_MEMCPY3D_BATCH_OP ops[N];
+    for (int i = 0; i < N; i++)
+        ops[i] = op3(optr(d + (CUdeviceptr)i * 64, 32, 0),
+                     optr(d + DEV_BYTES / 2 + (CUdeviceptr)i * 64, 32, 0), 16, 2, 1);
+    CHECK(cuStreamSynchronize(s));
+    pause_here(1);
+    CHECK(cuMemcpy3DBatchAsync(N, ops, 0, s));
+    pause_here(1);
+    CHECK(cuStreamSynchronize(s));
+    t_ok("3D batch of %d pitched device copies", N);
+}
+
 int main(int argc, char **argv)
 {
     CUdevice dev;
@@ -233,7 +384,12 @@ int main(int argc, char **argv)
         mixed(s, d);
     }
     many(s, d, pause);
-    if (!pause) refused(s, d);
+    if (!pause) {
+        refused(s, d);
+        batch3d(s, d);
+    } else {
+        paused_3d(s, d);
+    }
     CHECK(cuMemFree(d));
     CHECK(cuStreamDestroy(s));
     t_pass();

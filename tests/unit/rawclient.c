@@ -463,6 +463,32 @@ static void hostile_batches(struct session *x, CUdeviceptr d)
     CUresult r = batch_request(x, st, 1, a, 1, m, 0);
     printf("%-58s %s\n", "then a good batch", r == CUDA_SUCCESS ? "ok" : "FAILED");
     failures += r != CUDA_SUCCESS;
+    /* 3D: each operation's sides as a single copy's. */
+    struct {
+        struct chan_copy_batch3d h;
+        struct chan_batch_copy3d m;
+    } b = {{.stream = st, .count = 1}, {.width = 16, .height = 3, .depth = 1, .order = 1}};
+    b.m.src = b.m.dst = (struct chan_copy_side){.kind = D, .device = -1, .addr = d, .pitch = 16};
+    b.m.src.pitch = 0xfffffffffffffff8ull;
+    expect_refused("3D batch, 3 rows of pitch 0xfffffffffffffff8",
+                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    b.m.src.pitch = 16;
+    b.m.dst.kind = CHAN_MEM_ARRAY;
+    b.m.dst.addr = 0x1234;
+    expect_refused("3D batch, an array not its own",
+                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    b.m.dst.kind = S;
+    expect_refused("3D batch, a staged side",
+                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    b.m.dst.kind = D;
+    b.m.order = 0;
+    expect_refused("3D batch, source access order INVALID",
+                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    b.m.order = 1;
+    b.m.dst.addr = d + 1024;
+    r = request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0);
+    printf("%-58s %s\n", "then a good 3D batch", r == CUDA_SUCCESS ? "ok" : "FAILED");
+    failures += r != CUDA_SUCCESS;
 }
 
 static int hostile(void)
