@@ -95,9 +95,8 @@ static void mixed(CUstream s, CUdeviceptr d)
     ADD(d + SMALL, P(pin), SMALL);               /* 1 HtoD pinned */
     ADD(P(out), P(h + SMALL), SMALL);            /* 2 HtoH pageable */
     ADD(d + 2 * SMALL, P(h + 2 * SMALL), LARGE); /* 3 HtoD pageable, large */
-    ADD(d + 2 * SMALL + LARGE, P(h), 0);         /* 4 nothing */
     CHECK(cuStreamSynchronize(s));
-    size_t idxs[3] = {0, 2, 4};
+    size_t idxs[3] = {0, 2, 3};
     CUmemcpyAttributes at[3] = {attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0),
                                 attr(CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL,
                                      CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE),
@@ -105,11 +104,10 @@ static void mixed(CUstream s, CUdeviceptr d)
     CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, (size_t)n, at, idxs, 3, s));
     /* Then back: device -> pageable (small and large), device -> pinned, device -> device. */
     n = 0;
-    ADD(P(out + SMALL), d, SMALL);                     /* DtoH pageable */
-    ADD(P(pin + SMALL), d + SMALL, SMALL);             /* DtoH pinned */
-    ADD(d + DEV_BYTES - SMALL, d + SMALL, SMALL);      /* DtoD */
-    ADD(P(out + 2 * SMALL), d + 2 * SMALL, LARGE);     /* DtoH pageable, large */
-    ADD(P(pin + 2 * SMALL), d + DEV_BYTES - SMALL, 0); /* nothing */
+    ADD(P(out + SMALL), d, SMALL);                 /* DtoH pageable */
+    ADD(P(pin + SMALL), d + SMALL, SMALL);         /* DtoH pinned */
+    ADD(d + DEV_BYTES - SMALL, d + SMALL, SMALL);  /* DtoD */
+    ADD(P(out + 2 * SMALL), d + 2 * SMALL, LARGE); /* DtoH pageable, large */
 #undef ADD
     CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, (size_t)n, at, idxs, 2, s));
     CHECK(cuStreamSynchronize(s));
