@@ -499,7 +499,7 @@ run_test slurm-job 240 bash "$ROOT/tests/slurm.sh" "$B"
 # as root, for two users made for the test (SKIP when not root). Own servers, directories.
 run_test slurm-hostile 120 bash "$ROOT/tests/slurm_hostile.sh" "$B"
 
-# A batch of 1000 copies is one request to the server (tests/copybatch.sh).
+# A batch of 1000 copies, and a 3D batch of 300, are one request each (tests/copybatch.sh).
 run_test copybatch-one-request 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"
 
 # ---------------------------------------------------------------- server up
