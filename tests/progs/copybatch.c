@@ -27,6 +27,8 @@ CUresult batch_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size
                        CUstream hStream) __asm__("cuMemcpyBatchAsync_v2_ptsz");
 CUresult batch3d_v1(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
                     unsigned long long flags, CUstream hStream) __asm__("cuMemcpy3DBatchAsync");
+CUresult batch3d_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,
+                         CUstream hStream) __asm__("cuMemcpy3DBatchAsync_v2_ptsz");
 
 #define MANY 1000
 #define SMALL 4096         /* travels in the request */
@@ -341,6 +343,11 @@ static void batch3d(CUstream s, CUdeviceptr d)
     CHECK(cuMemcpyDtoH(got, d2, 64));
     REQUIRE(t_bytes_mismatch(got, 64, 0) == SIZE_MAX, "a refused 3D batch moved data");
     t_ok("3D: an operation outside the caller's memory refused, failIdx 1, nothing moved");
+    CHECK(batch3d_v2_ptsz(1, ops, 0, NULL)); /* the per-thread stream: 64 bytes of pin */
+    CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+    CHECK(cuMemcpyDtoH(got, d2, 64));
+    REQUIRE(t_pattern_mismatch(got, 64, 42) == SIZE_MAX, "3D per-thread twin");
+    t_ok("3D: per-thread twin");
     CHECK(cuMemFreeHost(pin));
     for (CUarray *x = (CUarray[]){a, b, c, u}, *e = x + 4; x < e; x++)
         CHECK(cuArrayDestroy(*x));
