@@ -268,6 +268,13 @@ static void unify(struct shim_copy_side *s)
     }
 }
 
+CUresult shim_copy_wire_side(struct shim_copy_side *s, uint64_t w, uint64_t h, uint64_t d,
+                             struct chan_copy_side *out, int *mvar)
+{
+    unify(s);
+    return classify(s, w, h, d, out, mvar);
+}
+
 /* Entry shared by every variant. */
 static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_t w, uint64_t h,
                      uint64_t d, CUstream stream, unsigned cflags)
@@ -373,6 +380,12 @@ static struct shim_copy_side side3(int mt, const void *host, CUdeviceptr dev, CU
                                    .z = z,
                                    .pitch = pitch,
                                    .height = height};
+}
+
+struct shim_copy_side shim_copy_side3(int mt, const void *host, CUdeviceptr dev, CUarray arr,
+                                      size_t x, size_t y, size_t z, size_t pitch, size_t height)
+{
+    return side3(mt, host, dev, arr, x, y, z, pitch, height);
 }
 
 CUresult shim_copy_2d(const CUDA_MEMCPY2D *p, CUstream s, unsigned cflags)

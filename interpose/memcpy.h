@@ -27,6 +27,11 @@ struct shim_copy_side shim_copy_unified(CUdeviceptr p);
 struct shim_copy_side shim_copy_array(CUarray a, size_t offset);
 struct shim_copy_side shim_copy_peer(CUdeviceptr p, CUcontext ctx);
 
+/* A side of a struct-described copy: memory type, pointers, offsets (x in bytes), pitch and
+ * rows per slice. */
+struct shim_copy_side shim_copy_side3(int mt, const void *host, CUdeviceptr dev, CUarray arr,
+                                      size_t x, size_t y, size_t z, size_t pitch, size_t height);
+
 /* bytes from src to dst, on stream (NULL: the caller's default stream). */
 CUresult shim_copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_t bytes,
                    CUstream stream, unsigned cflags);
@@ -34,5 +39,11 @@ CUresult shim_copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_
 CUresult shim_copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, unsigned cflags);
 CUresult shim_copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, unsigned cflags);
 CUresult shim_copy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream stream, unsigned cflags);
+
+/* A side of a w x h x d copy (w in bytes) resolved (a unified address becomes HOST or
+ * DEVICE) and described as the engine sends it: CUDA_ERROR_INVALID_VALUE where a single
+ * copy refuses it; *mvar set when it lies in a __managed__ variable (memcpybatch3d.c). */
+CUresult shim_copy_wire_side(struct shim_copy_side *s, uint64_t w, uint64_t h, uint64_t d,
+                             struct chan_copy_side *out, int *mvar);
 
 #endif

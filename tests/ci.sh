@@ -540,6 +540,9 @@ run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # values from clients cannot forge log lines or control answers (issue 34). Own servers.
 run_test control-hostile 180 bash "$ROOT/tests/control_hostile.sh" "$B"
 
+# A batch of 1000 copies, and a 3D batch of 300, are one request each (tests/copybatch.sh).
+run_test copybatch-one-request 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"
+
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then
     record server-start FAIL "see $WORK/server-start.log"

@@ -307,6 +307,14 @@ else
     record accounts FAIL "$(grep -m1 'FAIL' "$WORK/accounts.out")"
 fi
 
+# A batch of 1000 copies and a 3D batch of 300 are one request each to the server, the
+# driver's own batch call behind the first (tests/copybatch.sh; own server).
+if run copybatch 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"; then
+    record copybatch PASS "$(grep -m1 'requests served across one batch' "$WORK/copybatch.out")"
+else
+    record copybatch FAIL "$(grep -m1 'FAIL' "$WORK/copybatch.out")"
+fi
+
 # ---------------------------------------------------------------- limits (issue 5)
 # A memory limit refuses the limited client beyond it while an unlimited one allocates
 # more at the same time; a 25% client sees and uses a quarter of the SMs (the full

@@ -5,77 +5,7 @@
 #include "server/core/registry.h"
 #include "server/memory/memory.h"
 
-/* Bits one texel takes in each format; 0: unknown. */
-static unsigned texel_bits(CUarray_format f, unsigned channels)
-{
-    switch ((int)f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-        return 8 * channels;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-        return 16 * channels;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-        return 32 * channels;
-    case CU_AD_FORMAT_UNORM_INT8X1:
-    case CU_AD_FORMAT_SNORM_INT8X1:
-        return 8;
-    case CU_AD_FORMAT_UNORM_INT8X2:
-    case CU_AD_FORMAT_SNORM_INT8X2:
-    case CU_AD_FORMAT_UNORM_INT16X1:
-    case CU_AD_FORMAT_SNORM_INT16X1:
-    case CU_AD_FORMAT_NV16:
-    case CU_AD_FORMAT_YUY2:
-        return 16;
-    case CU_AD_FORMAT_UNORM_INT8X4:
-    case CU_AD_FORMAT_SNORM_INT8X4:
-    case CU_AD_FORMAT_UNORM_INT16X2:
-    case CU_AD_FORMAT_SNORM_INT16X2:
-    case CU_AD_FORMAT_UNORM_INT_101010_2:
-    case CU_AD_FORMAT_P210:
-    case CU_AD_FORMAT_P216:
-    case CU_AD_FORMAT_Y210:
-    case CU_AD_FORMAT_Y216:
-    case CU_AD_FORMAT_AYUV:
-    case CU_AD_FORMAT_Y410:
-        return 32;
-    case CU_AD_FORMAT_UNORM_INT16X4:
-    case CU_AD_FORMAT_SNORM_INT16X4:
-    case CU_AD_FORMAT_Y416:
-        return 64;
-    case CU_AD_FORMAT_BC1_UNORM:
-    case CU_AD_FORMAT_BC1_UNORM_SRGB:
-    case CU_AD_FORMAT_BC4_UNORM:
-    case CU_AD_FORMAT_BC4_SNORM:
-        return 4;
-    case CU_AD_FORMAT_BC2_UNORM:
-    case CU_AD_FORMAT_BC2_UNORM_SRGB:
-    case CU_AD_FORMAT_BC3_UNORM:
-    case CU_AD_FORMAT_BC3_UNORM_SRGB:
-    case CU_AD_FORMAT_BC5_UNORM:
-    case CU_AD_FORMAT_BC5_SNORM:
-    case CU_AD_FORMAT_BC6H_UF16:
-    case CU_AD_FORMAT_BC6H_SF16:
-    case CU_AD_FORMAT_BC7_UNORM:
-    case CU_AD_FORMAT_BC7_UNORM_SRGB:
-        return 8;
-    case CU_AD_FORMAT_NV12:
-        return 12;
-    case CU_AD_FORMAT_P010:
-    case CU_AD_FORMAT_P016:
-    case CU_AD_FORMAT_Y444_PLANAR8:
-    case CU_AD_FORMAT_YUV444_8bit_SemiPlanar:
-        return 24;
-    case CU_AD_FORMAT_Y444_PLANAR10:
-    case CU_AD_FORMAT_YUV444_16bit_SemiPlanar:
-        return 48;
-    default:
-        return 0;
-    }
-}
+#include "channel/texel.h"
 
 /* Texels of one array (or mipmap level) at `bits` each, in bytes; UINT64_MAX on overflow. */
 static uint64_t texel_bytes(uint64_t w, uint64_t h, uint64_t dp, uint64_t bits)
@@ -97,7 +27,7 @@ static uint64_t array_bytes(int id, const struct chan_args *a)
 {
     if (id == SHIM_ID_cuArrayCreate_v2 && a->ptr[1]) {
         const CUDA_ARRAY_DESCRIPTOR *d = a->ptr[1];
-        uint64_t bits = texel_bits(d->Format, d->NumChannels);
+        uint64_t bits = chan_texel_bits(d->Format, d->NumChannels);
         return texel_bytes(d->Width, d->Height, 1, bits ? bits : 128);
     }
     if ((id != SHIM_ID_cuArray3DCreate_v2 && id != SHIM_ID_cuMipmappedArrayCreate) || !a->ptr[1])
@@ -105,7 +35,7 @@ static uint64_t array_bytes(int id, const struct chan_args *a)
     const CUDA_ARRAY3D_DESCRIPTOR *d = a->ptr[1];
     if (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)) return 0;
     /* An unknown format: as much as the widest known texel. */
-    uint64_t bits = texel_bits(d->Format, d->NumChannels), total = 0;
+    uint64_t bits = chan_texel_bits(d->Format, d->NumChannels), total = 0;
     bits = bits ? bits : 128;
     /* Levels beyond 64 would all be 1x1x1; the driver refuses more than the largest
      * dimension allows anyway. */

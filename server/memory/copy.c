@@ -28,17 +28,9 @@ struct srv_copy {
     int64_t slot_busy[CHAN_NSLOTS]; /* HtoD chunk whose DMA may still read the slot, or -1 */
 };
 
-/* A checked side, ready for the driver. */
-struct side {
-    CUmemorytype type;
-    uint64_t addr; /* device address, host address or array handle */
-    uint64_t pitch, height, x, y, z;
-    int device;
-};
-
-/* Checks one side against the client's tables. */
-static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s, uint64_t w,
-                           uint64_t h, uint64_t d, struct side *out)
+/* Checks one side against the client's tables (copy.h). */
+CUresult srv_copy_check_side(struct srv_client *c, const struct chan_copy_side *s, uint64_t w,
+                             uint64_t h, uint64_t d, struct srv_copy_side *out)
 {
     memset(out, 0, sizeof(*out));
     out->pitch = s->pitch;
@@ -73,8 +65,9 @@ static CUresult check_side(struct srv_client *c, const struct chan_copy_side *s,
 }
 
 /* Fills one side of a 3D copy description. */
-static void fill3(const struct side *s, CUmemorytype *type, const void **host, CUdeviceptr *dev,
-                  CUarray *arr, size_t *x, size_t *y, size_t *z, size_t *pitch, size_t *height)
+static void fill3(const struct srv_copy_side *s, CUmemorytype *type, const void **host,
+                  CUdeviceptr *dev, CUarray *arr, size_t *x, size_t *y, size_t *z, size_t *pitch,
+                  size_t *height)
 {
     *type = s->type;
     if (s->type == CU_MEMORYTYPE_ARRAY)
@@ -91,8 +84,8 @@ static void fill3(const struct side *s, CUmemorytype *type, const void **host, C
 }
 
 /* One driver copy of a w x h x d extent between two checked sides, on stream `st`. */
-static CUresult issue(const struct side *src, const struct side *dst, uint64_t w, uint64_t h,
-                      uint64_t d, CUstream st)
+CUresult srv_copy_issue(const struct srv_copy_side *src, const struct srv_copy_side *dst,
+                        uint64_t w, uint64_t h, uint64_t d, CUstream st)
 {
     int arrays = src->type == CU_MEMORYTYPE_ARRAY || dst->type == CU_MEMORYTYPE_ARRAY;
     int cross = src->device != dst->device && src->type == CU_MEMORYTYPE_DEVICE &&
@@ -170,10 +163,10 @@ static CUresult issue(const struct side *src, const struct side *dst, uint64_t w
 }
 
 /* A side moved by a chunk's offsets; staged sides point at `host` packed by rows. */
-static struct side at_chunk(const struct side *s, int staged, void *host,
-                            const struct chan_chunk *ch)
+static struct srv_copy_side at_chunk(const struct srv_copy_side *s, int staged, void *host,
+                                     const struct chan_chunk *ch)
 {
-    struct side t = *s;
+    struct srv_copy_side t = *s;
     if (staged) {
         t.type = CU_MEMORYTYPE_HOST;
         t.addr = (uint64_t)(uintptr_t)host;
@@ -193,7 +186,7 @@ static struct side at_chunk(const struct side *s, int staged, void *host,
 struct pipe {
     struct srv_client *c;
     const struct chan_copy *m;
-    struct side src, dst;
+    struct srv_copy_side src, dst;
     CUstream st;
     int dev;      /* device of st: the slot events recorded on it are made in its context */
     int htod;     /* pageable source (client fills slots) */
@@ -272,8 +265,9 @@ static int chunk(const struct chan_chunk *ch, void *arg)
     settle_slot(c, s);
     if (p->htod) {
         if (chan_wait_for(&sl->filled, n + 1, &sl->waiters, &w) != 0) return -1;
-        struct side src = at_chunk(&p->src, 1, data, ch), dst = at_chunk(&p->dst, 0, NULL, ch);
-        CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
+        struct srv_copy_side src = at_chunk(&p->src, 1, data, ch),
+                             dst = at_chunk(&p->dst, 0, NULL, ch);
+        CUresult r = p->bad ? p->bad : srv_copy_issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
         if (r == CUDA_SUCCESS) r = record_slot(p, s);
         if (r == CUDA_SUCCESS) {
             c->copy->slot_busy[s] = n;
@@ -289,8 +283,8 @@ static int chunk(const struct chan_chunk *ch, void *arg)
         publish(p, (uint32_t)p->pending++);
     if (n >= CHAN_NSLOTS && chan_wait_for(&sl->freed, n - CHAN_NSLOTS + 1, &sl->waiters, &w) != 0)
         return -1;
-    struct side src = at_chunk(&p->src, 0, NULL, ch), dst = at_chunk(&p->dst, 1, data, ch);
-    CUresult r = p->bad ? p->bad : issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
+    struct srv_copy_side src = at_chunk(&p->src, 0, NULL, ch), dst = at_chunk(&p->dst, 1, data, ch);
+    CUresult r = p->bad ? p->bad : srv_copy_issue(&src, &dst, ch->nbytes, ch->nrows, 1, p->st);
     if (r == CUDA_SUCCESS) r = record_slot(p, s);
     if (r != CUDA_SUCCESS && !p->bad) p->bad = r;
     if (p->pending < 0) p->pending = n;
@@ -299,8 +293,8 @@ static int chunk(const struct chan_chunk *ch, void *arg)
 }
 
 static void staged(struct srv_client *c, const struct chan_rec *r, const struct chan_copy *m,
-                   const struct side *src, const struct side *dst, struct srv_stream *s,
-                   CUresult bad)
+                   const struct srv_copy_side *src, const struct srv_copy_side *dst,
+                   struct srv_stream *s, CUresult bad)
 {
     struct pipe p = {.c = c,
                      .m = m,
@@ -376,7 +370,8 @@ static int refuse(struct srv_client *c, const struct op *o, uint32_t len)
 /* Resolves the copy's stream (*sp) and checks it and both sides (*src, *dst): the error the
  * copy answers with, or CUDA_SUCCESS. */
 static CUresult check_copy(struct srv_client *c, const struct chan_rec *r, const struct op *o,
-                           struct srv_stream **sp, struct side *src, struct side *dst)
+                           struct srv_stream **sp, struct srv_copy_side *src,
+                           struct srv_copy_side *dst)
 {
     const struct chan_copy *m = &o->m;
     CUresult res;
@@ -388,8 +383,9 @@ static CUresult check_copy(struct srv_client *c, const struct chan_rec *r, const
         res = c->cur->fault; /* its context died (fault.c); staged chunks still flow */
     else if (!s)
         res = CUDA_ERROR_INVALID_HANDLE;
-    else if ((res = check_side(c, &m->src, m->width, m->height, m->depth, src)) == CUDA_SUCCESS)
-        res = check_side(c, &m->dst, m->width, m->height, m->depth, dst);
+    else if ((res = srv_copy_check_side(c, &m->src, m->width, m->height, m->depth, src)) ==
+             CUDA_SUCCESS)
+        res = srv_copy_check_side(c, &m->dst, m->width, m->height, m->depth, dst);
     /* Pageable memory cannot be captured: the slots and lanes it travels through are
      * reused, and the driver would take them for pinned memory. */
     if (res == CUDA_SUCCESS && (o->src_staged || o->dst_staged) && srv_stream_capturing(c, s))
@@ -400,7 +396,8 @@ static CUresult check_copy(struct srv_client *c, const struct chan_rec *r, const
 /* The 2D description of an unaligned copy: a staged source is the record's inline bytes, a
  * staged destination the reply lane, both packed by rows. */
 static CUDA_MEMCPY2D unaligned_desc(struct srv_client *c, const struct op *o,
-                                    const struct side *src, const struct side *dst)
+                                    const struct srv_copy_side *src,
+                                    const struct srv_copy_side *dst)
 {
     CUDA_MEMCPY2D q;
     memset(&q, 0, sizeof(q));
@@ -440,8 +437,9 @@ static CUDA_MEMCPY2D unaligned_desc(struct srv_client *c, const struct op *o,
 }
 
 /* A checked copy with no async form (CHAN_CF_UNALIGNED): run synchronously, and answered. */
-static void copy_unaligned(struct srv_client *c, const struct op *o, const struct side *src,
-                           const struct side *dst, CUstream st)
+static void copy_unaligned(struct srv_client *c, const struct op *o,
+                           const struct srv_copy_side *src, const struct srv_copy_side *dst,
+                           CUstream st)
 {
     /* No async form exists: wait for the stream, then copy synchronously. */
     CUDA_MEMCPY2D q = unaligned_desc(c, o, src, dst);
@@ -456,10 +454,11 @@ static void copy_unaligned(struct srv_client *c, const struct op *o, const struc
 /* Issues a checked copy whose data is in place or inline (in the record, or to the reply
  * lane) on st, as one piece. */
 static CUresult issue_whole(struct srv_client *c, struct srv_stream *s, const struct op *o,
-                            const struct side *src, const struct side *dst, CUstream st)
+                            const struct srv_copy_side *src, const struct srv_copy_side *dst,
+                            CUstream st)
 {
     struct chan_chunk whole = {.nrows = o->m.height, .nbytes = o->m.width};
-    struct side a = *src, b = *dst;
+    struct srv_copy_side a = *src, b = *dst;
     CUresult res;
     if (o->src_staged) { /* inline: the data follows the descriptor, rows packed */
         /* Given to the driver from pinned memory of the server's, never from the
@@ -476,7 +475,7 @@ static CUresult issue_whole(struct srv_client *c, struct srv_stream *s, const st
     if (o->dst_staged && o->lane < 0)
         res = CUDA_ERROR_INVALID_VALUE;
     else
-        res = issue(&a, &b, o->m.width, o->m.height, o->m.depth, st);
+        res = srv_copy_issue(&a, &b, o->m.width, o->m.height, o->m.depth, st);
     /* The data is in the record, which the next one overwrites: the driver keeps a
      * copy of it until the copy runs (queue.c). */
     if (res == CUDA_SUCCESS && o->src_staged) srv_queue_charge(c, s, o->total);
@@ -513,7 +512,7 @@ void srv_op_copy(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     o.dst_staged = o.m.dst.kind == CHAN_MEM_STAGED;
     o.is_inline = (o.m.flags & CHAN_CF_INLINE) != 0;
     if (refuse(c, &o, len)) return;
-    struct side src, dst;
+    struct srv_copy_side src, dst;
     struct srv_stream *s;
     CUresult res = check_copy(c, r, &o, &s, &src, &dst);
     CUstream st = res == CUDA_SUCCESS ? srv_stream_prepare(c, s) : NULL;

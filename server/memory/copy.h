@@ -4,6 +4,22 @@
 
 #include "server/core/server.h"
 
+/* A checked side of a copy, ready for the driver. */
+struct srv_copy_side {
+    CUmemorytype type;
+    uint64_t addr; /* device address, host address or array handle */
+    uint64_t pitch, height, x, y, z;
+    int device;
+};
+
+/* Checks one side of a w x h x d copy (w in bytes) against c's tables into *out: the error
+ * the copy answers with, or CUDA_SUCCESS (a STAGED side's address is the caller's to fill). */
+CUresult srv_copy_check_side(struct srv_client *c, const struct chan_copy_side *s, uint64_t w,
+                             uint64_t h, uint64_t d, struct srv_copy_side *out);
+/* One driver copy of a w x h x d extent between two checked sides, on stream st. */
+CUresult srv_copy_issue(const struct srv_copy_side *src, const struct srv_copy_side *dst,
+                        uint64_t w, uint64_t h, uint64_t d, CUstream st);
+
 void srv_copy_forget_device(struct srv_client *c, int dev); /* copy.c */
 
 /* The staging chunk number c's next staged copy must start at (channel/copyplan.h). */

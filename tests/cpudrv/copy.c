@@ -137,7 +137,7 @@ CUresult cpudrv_copy_submit(struct cpudrv_stream *s, const struct cpudrv_xfer *x
 }
 
 // cpudrv_big held: classifies a unified address (device range or host memory).
-static CUresult unified(uintptr_t p, size_t n, int *side)
+CUresult cpudrv_unified_side(uintptr_t p, size_t n, int *side)
 {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     if (cpudrv_mem_is_device(p)) {
@@ -174,8 +174,8 @@ static CUresult copy1d(enum dir d, uintptr_t dst, uintptr_t src, size_t n, int a
             if (!rc) rc = cpudrv_mem_check(src, n);
             break;
         case ANY:
-            rc = unified(dst, n, &dside);
-            if (!rc) rc = unified(src, n, &sside);
+            rc = cpudrv_unified_side(dst, n, &dside);
+            if (!rc) rc = cpudrv_unified_side(src, n, &sside);
             break;
         }
     }

@@ -453,6 +453,9 @@ struct cpudrv_xfer {
 
 // How a side of a copy was classified.
 enum cpudrv_side { CPUDRV_SIDE_DEVICE = 1, CPUDRV_SIDE_PINNED, CPUDRV_SIDE_PAGEABLE };
+// cpudrv_big held: classifies a unified address, device range (checked) or host memory
+// (copy.c; copybatch.c).
+CUresult cpudrv_unified_side(uintptr_t p, size_t n, int *side);
 
 // cpudrv_big held: copies x on stream s. async == 0: the call completes the copy
 // before returning (legacy-stream ordering); async == 1: stream-ordered with the real

@@ -16,7 +16,8 @@
  *                       beyond its allocation, images whose headers wrap, __managed__
  *                       variable transfers naming memory that is not such a variable of its
  *                       own (another client's, device memory, past or wrapping the end, more
- *                       entries or bytes than the record holds); each must be refused by the
+ *                       entries or bytes than the record holds), batched copies whose members,
+ *                       attributes or staged bytes do not add up; each must be refused by the
  *                       server with an error, and the server must go on
  *   rawclient devices   given the server's device 1 alone, forges device 1 in contexts,
  *                       CUdevice parameters, CUmemLocation ids and peer copies: each must
@@ -403,6 +404,93 @@ static void hostile_mvars(struct session *x, CUdeviceptr dev)
     close(y.sock);
 }
 
+/* COPY_BATCH records the shim would never send (server/memory/copybatch.c): each refused,
+ * then a good one served. The batch: attrs, then copies, then `extra` staged bytes. */
+static CUresult batch_request(struct session *x, uint64_t stream, uint32_t nattrs,
+                              const CUmemcpyAttributes *a, uint32_t n,
+                              const struct chan_batch_copy *m, size_t extra)
+{
+    static uint8_t buf[CHAN_REC_MAX];
+    struct chan_copy_batch h = {.stream = stream, .count = n, .nattrs = nattrs};
+    size_t len = sizeof(h), at = nattrs * sizeof(*a), cp = n * sizeof(*m);
+    memcpy(buf, &h, len);
+    memcpy(buf + len, a, at);
+    memcpy(buf + len + at, m, cp);
+    memset(buf + len + at + cp, 0, extra);
+    return request(x, CHAN_OP_COPY_BATCH, buf, len + at + cp + extra, NULL, 0);
+}
+
+static void hostile_batches(struct session *x, CUdeviceptr d)
+{
+    struct chan_stream_create sc = {0};
+    uint64_t st = 0;
+    if (request(x, CHAN_OP_STREAM_CREATE, &sc, sizeof(sc), &st, sizeof(st)) != CUDA_SUCCESS) {
+        printf("no stream\n");
+        failures++;
+        return;
+    }
+    CUmemcpyAttributes a[2];
+    memset(a, 0, sizeof(a));
+    a[0].srcAccessOrder = a[1].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    const uint32_t D = CHAN_MEM_DEVICE, S = CHAN_MEM_STAGED;
+    struct chan_batch_copy m[2] = {{d + 2048, d, 16, D, D, 0, 0}, {d, d + 1024, 16, D, D, 0, 0}};
+    expect_refused("batch, 2 attributes for 1 copy", batch_request(x, st, 2, a, 1, m, 0));
+    m[0].attr = 1;
+    expect_refused("batch, attribute 1 of 1", batch_request(x, st, 1, a, 1, m, 0));
+    m[0].attr = 0;
+    m[0].dst_kind = 7;
+    expect_refused("batch, a side of kind 7", batch_request(x, st, 1, a, 1, m, 0));
+    m[0].src_kind = m[0].dst_kind = S;
+    expect_refused("batch, both sides staged", batch_request(x, st, 1, a, 1, m, 16));
+    m[0] = (struct chan_batch_copy){d + 4000, d, 200, D, D, 0, 0};
+    expect_refused("batch, 200 bytes at 4000 of 4 KiB", batch_request(x, st, 1, a, 1, m, 0));
+    m[0] = (struct chan_batch_copy){d, 0, UINT64_MAX, D, S, 0, 0};
+    m[1] = (struct chan_batch_copy){d + 16, 0, 17, D, S, 0, 0};
+    expect_refused("batch, staged 2^64 - 1 + 17 bytes in 16", batch_request(x, st, 1, a, 2, m, 16));
+    m[0].bytes = 8;
+    expect_refused("batch, staged 8 + 17 bytes in 32", batch_request(x, st, 1, a, 2, m, 32));
+    m[0] = (struct chan_batch_copy){0, d, 4096, S, D, 0, 0};
+    m[1] = (struct chan_batch_copy){0, d, CHAN_LANE_DATA, S, D, 0, 0};
+    expect_refused("batch, staged destinations beyond the reply",
+                   batch_request(x, st, 1, a, 2, m, 0));
+    m[0] = (struct chan_batch_copy){d + 2048, d, 0, D, D, 0, 0};
+    expect_refused("batch, a copy of 0 bytes", batch_request(x, st, 1, a, 1, m, 0));
+    m[0].bytes = 16;
+    a[0].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_INVALID;
+    expect_refused("batch, source access order INVALID", batch_request(x, st, 1, a, 1, m, 0));
+    a[0].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    expect_refused("batch, on the legacy NULL stream", batch_request(x, 0, 1, a, 1, m, 0));
+    CUresult r = batch_request(x, st, 1, a, 1, m, 0);
+    printf("%-58s %s\n", "then a good batch", r == CUDA_SUCCESS ? "ok" : "FAILED");
+    failures += r != CUDA_SUCCESS;
+    /* 3D: each operation's sides as a single copy's. */
+    struct {
+        struct chan_copy_batch3d h;
+        struct chan_batch_copy3d m;
+    } b = {{.stream = st, .count = 1}, {.width = 16, .height = 3, .depth = 1, .order = 1}};
+    b.m.src = b.m.dst = (struct chan_copy_side){.kind = D, .device = -1, .addr = d, .pitch = 16};
+    b.m.src.pitch = 0xfffffffffffffff8ull;
+    expect_refused("3D batch, 3 rows of pitch 0xfffffffffffffff8",
+                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    b.m.src.pitch = 16;
+    b.m.dst.kind = CHAN_MEM_ARRAY;
+    b.m.dst.addr = 0x1234;
+    expect_refused("3D batch, an array not its own",
+                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    b.m.dst.kind = S;
+    expect_refused("3D batch, a staged side",
+                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    b.m.dst.kind = D;
+    b.m.order = 0;
+    expect_refused("3D batch, source access order INVALID",
+                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    b.m.order = 1;
+    b.m.dst.addr = d + 1024;
+    r = request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0);
+    printf("%-58s %s\n", "then a good 3D batch", r == CUDA_SUCCESS ? "ok" : "FAILED");
+    failures += r != CUDA_SUCCESS;
+}
+
 static int hostile(void)
 {
     struct session x;
@@ -521,6 +609,7 @@ static int hostile(void)
         failures += r != CUDA_SUCCESS || !pg.total;
     }
     hostile_mvars(&x, d);
+    hostile_batches(&x, d);
     /* Still serving: its own memory is still there to free. */
     const void *fa[] = {&d};
     r = call(&x, SHIM_ID_cuMemFree_v2, fa, NULL, 0);
