@@ -208,9 +208,9 @@ run_test procaddr-follows-server-driver 60 bash -c '
 run_test procaddr-bad-server 60 "$B/tests/unit/procaddr_badserver" "$SHIM" "$WORK/badserver"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 # ---------------------------------------------------------------- the second lane
-# Builds, checks of the tree and packaging, fuzzing, the benchmark scripts and two runs of the
-# programs through other allocators: each works in directories of its own and none depends
-# on timing, so they run in a second lane beside the tests below (which have servers of
+# Builds, checks of the tree and packaging, fuzzing, the benchmark scripts, the programs
+# through other allocators and green contexts, traces and control commands: each works in
+# directories of its own and none depends on timing, so they run in a second lane beside the tests below (which have servers of
 # their own or the shared one): on two cores the CI tier takes about a third less time. Their results join the table
 # at the end (lane_join); a line per test as it ends, as for the others.
 cpu_lane() {
@@ -297,6 +297,17 @@ cpu_lane() {
     # below, says what they do): own servers; free_wait's bound is 15 s, not a timing.
     run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
     run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
+    # GPU timelines (`trace start|stop|status`): the summary and file on known records, then the
+    # whole path on the CPU test driver's stand-in for CUPTI with four clients at once; no CUPTI:
+    # said, and the server serves on. Own servers.
+    run_test trace 120 bash "$ROOT/tests/trace.sh" "$B" "$WORK"
+    # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
+    # server/limits/green.c, an experiment): the test programs that use streams in many ways through
+    # such a server. Own server.
+    run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
+    # Control commands, logs, the client cap and terminate_client (tests/control.sh): own
+    # servers; its waits poll for a state, nothing asserts a duration.
+    run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
     # make install into a temporary DESTDIR; the installed programs and shim find each other
     # and serve a client; the man pages cover --help; make uninstall leaves nothing. Own servers.
     run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
@@ -512,20 +523,12 @@ run_test recycle 90 bash "$ROOT/tests/recycle.sh" "$B" "$WORK"
 # A driver call that never returns is named in the log (whose, which, its thread) and the
 # stacks SIGUSR2 asks for come one thread after another. Own server.
 run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
-# GPU timelines (`trace start|stop|status`): the summary and file on known records, then the
-# whole path on the CPU test driver's stand-in for CUPTI with four clients at once; no CUPTI:
-# said, and the server serves on. Own servers.
-run_test trace 120 bash "$ROOT/tests/trace.sh" "$B" "$WORK"
 # cuMemAlloc from the server's arena (the default), its pool (off for good) and the
 # driver's own (MPSSHIM_DEVICE_VMM=0), on a CPU driver whose cuMemFree waits for the whole
 # context: the programs that allocate in many ways through each, and a free beside another
 # client's waiting work (server/memory/devmem.c). Own servers (the pool's and the driver's
 # run in the second lane).
 run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" arena
-# Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
-# server/limits/green.c, an experiment): the test programs that use streams in many ways through
-# such a server. Own server.
-run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
 # Doorbell coalescing (MPSSHIM_COALESCE_US, server/core/coalesce.c, an experiment), the server
 # counting itself crowded with one busy client: the programs that launch, copy, wait and
 # call host functions in many ways, and one that waits for its kernel by polling mapped
@@ -535,7 +538,6 @@ run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority:
 # Limits and counts of a process across its connections (issue 34: S5, S6, S9): own server.
 run_test accounts 120 bash "$ROOT/tests/accounts.sh" "$B" "$WORK"
 run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_DEVICES: own server
-run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
 # 40 idle control connections do not lock operators out, idle ones time out, and names and
 # values from clients cannot forge log lines or control answers (issue 34). Own servers.
 run_test control-hostile 180 bash "$ROOT/tests/control_hostile.sh" "$B"
