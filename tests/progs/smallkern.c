@@ -2,12 +2,14 @@
  * test. Many short launches (inc_u32 on 1024 elements, 2 blocks) with a synchronize every
  * 100, then every element checked and a checksum printed. --pool: the elements come from
  * the stream-ordered allocator (cuMemAllocAsync, cuMemFreeAsync), as a program on
- * cudaMallocAsync's do. */
+ * cudaMallocAsync's do. MPSSHIM_TEST_GO=PATH: the launches wait, once set up, until PATH
+ * exists. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ELEMS 1024
 
@@ -34,6 +36,12 @@ int main(int argc, char **argv)
         CHECK(cuMemAlloc(&p, ELEMS * 4));
     CHECK(cuMemsetD32Async(p, 7, ELEMS, s));
     t_ok("setup");
+    /* MPSSHIM_TEST_GO=PATH (bench/clients.sh): once set up, wait until PATH exists, so that
+     * many clients work at once however long their start took. */
+    const char *go = getenv("MPSSHIM_TEST_GO");
+    fflush(stdout); /* "ok setup" seen by whoever waits for it */
+    while (go && access(go, F_OK) != 0)
+        usleep(10000);
 
     void *args[] = {&p, &n};
     for (long i = 1; i <= iters; i++) {
