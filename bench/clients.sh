@@ -77,6 +77,7 @@ for n in "${COUNTS[@]}"; do
         dir=$WORK/$kind-$n
         use_dir "$dir"
         mkdir -p "$dir/out"
+        mkfifo "$dir/go"
         "$CTL" -d || { echo "FAIL: no server for $n $kind clients"; exit 1; }
         S=$(server_pid)
         read -r rss0 thr0 fds0 shm0 < <(sample "$S")
@@ -103,10 +104,11 @@ for n in "${COUNTS[@]}"; do
         else
             watch "$dir/out" "ok setup" "$n"
             t1=$(date +%s.%N)
-            touch "$dir/go"
+            exec 3<>"$dir/go" # kept open: one that opens it late goes too
             watch "$dir/out" PASS "$n"
             t2=$(date +%s.%N)
             for p in "${PIDS[@]}"; do wait "$p"; done
+            exec 3>&-
         fi
         passed=$(served "$dir/out" "$([ "$kind" = idle ] && echo ready || echo PASS)")
         read -r a b c d <<<"$PEAK"
