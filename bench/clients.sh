@@ -32,6 +32,7 @@ export MPSSHIM_AUTOSTART=0
 FAILED=0
 declare -a PIDS=()
 
+# shellcheck disable=SC2317 # the EXIT trap's
 finish() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     ctl quit >/dev/null 2>&1

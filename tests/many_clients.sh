@@ -27,14 +27,15 @@ fail() {
     ctl quit >/dev/null 2>&1
     exit 1
 }
-# ready DIR: how many of DIR's outputs say "ready".
+# ready DIR: how many of DIR's outputs say "ready"; all_ready DIR N: at least N do.
 ready() { grep -l '^ready' "$1"/*.out 2>/dev/null | wc -l; }
+all_ready() { [ "$(ready "$1")" -ge "$2" ]; }
 clients() { ctl get_server_status | awk '/^Clients/ {print $2}'; }
 
 # ---------------------------------------------------------------- 1. default limit
 own_server "$BASE/default" # W is that directory from here on
 limit=$(ctl get_server_status | awk '/^Client limit/ {print $3}')
-echo "$(ctl get_server_status | grep '^Client limit')"
+ctl get_server_status | grep '^Client limit'
 [ -n "$limit" ] || fail "get_server_status shows no client limit"
 grep -q "Up to $limit clients at once" "$W/log/server.log" || fail "the log does not say the limit"
 if [ "$limit" -lt $((IDLE + WORKING)) ]; then
@@ -47,7 +48,7 @@ for i in $(seq "$IDLE"); do
     env LD_PRELOAD="$SHIM" "$B/tests/hold" 600 >"$W/idle/$i.out" 2>&1 &
     PIDS+=($!)
 done
-wait_for 120 eval '[ "$(ready "$W/idle")" -ge "$IDLE" ]' ||
+wait_for 120 all_ready "$W/idle" "$IDLE" ||
     fail "$(ready "$W/idle") of $IDLE idle clients ready after 120 s: $(grep -hv '^ready' "$W"/idle/*.out | sort | uniq -c | head -n 3)"
 echo "$IDLE idle clients served in $((SECONDS - t0)) s"
 work=()
@@ -79,12 +80,13 @@ for i in 1 2 3; do
     env LD_PRELOAD="$SHIM" "$B/tests/hold" 600 >"$W/out/$i.out" 2>&1 &
     PIDS+=($!)
 done
-wait_for 60 eval '[ "$(ready "$W/out")" -ge 3 ]' || fail "3 clients not served under a limit of 3"
+wait_for 60 all_ready "$W/out" 3 || fail "3 clients not served under a limit of 3"
 out=$(shim "$B/tests/vecadd" 1000 2>&1) && fail "the fourth client ran: $out"
 grep -q 'CUDA_ERROR_MPS_MAX_CLIENTS_REACHED' <<<"$out" || fail "the fourth client's error: $out"
 msg=$(grep '^mpsshim: server refused this client: ' <<<"$out")
-[ "$(wc -l <<<"$msg")" = 1 ] && grep -q 'MPSSHIM_MAX_CLIENTS=3' <<<"$msg" &&
-    grep -q 'already has 3 clients' <<<"$msg" || fail "the refusal's message: $out"
+if [ "$(wc -l <<<"$msg")" != 1 ] || ! grep -q 'already has 3 clients.*MPSSHIM_MAX_CLIENTS=3' <<<"$msg"; then
+    fail "the refusal's message: $out"
+fi
 grep -q "running directly" <<<"$out" && fail "the refused client fell back to the driver: $out"
 [ "$(grep -c 'Refused a client: .*already has 3 clients' "$W/log/server.log")" = 1 ] ||
     fail "the refusal is not logged once: $(grep Refused "$W/log/server.log")"
