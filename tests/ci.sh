@@ -545,6 +545,11 @@ run_test control-hostile 180 bash "$ROOT/tests/control_hostile.sh" "$B"
 # A batch of 1000 copies, and a 3D batch of 300, are one request each (tests/copybatch.sh).
 run_test copybatch-one-request 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"
 
+# 256 clients at once under the default client limit (worked out at start), a few working
+# among them, all served; past a small MPSSHIM_MAX_CLIENTS the next client refused with
+# CUDA_ERROR_MPS_MAX_CLIENTS_REACHED (tests/many_clients.sh). Own servers.
+run_test many-clients 180 bash "$ROOT/tests/many_clients.sh" "$B" "$WORK"
+
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then
     record server-start FAIL "see $WORK/server-start.log"
@@ -708,10 +713,12 @@ else
     run_test scribbled-lane 60 "$B/tests/unit/rawclient" scribble # handles from private memory
     run_test short-payloads 60 "$B/tests/unit/rawclient" payloads # the %op rows' size checks
     run_test drop-trickling-client 60 "$B/tests/unit/rawclient" trickle
-    # 150 connections that never say hello (more than MPSSHIM_MAX_CLIENTS, 48, and than the
-    # bound on handshakes in progress, 48 + 64): a real client is still served meanwhile.
+    # Connections that never say hello, more than the client limit (worked out at start)
+    # and than the bound on handshakes in progress, that + 64: a real client is still served
+    # meanwhile.
     run_test served-past-silent-crowd 60 bash -c '
-        '"$B"'/tests/unit/rawclient crowd 150 8 & crowd=$!
+        n=$(printf "get_server_status\n" | '"$CTL"' | awk "/^Client limit/ {print \$3 + 64 + 40}")
+        '"$B"'/tests/unit/rawclient crowd "${n:-150}" 8 & crowd=$!
         sleep 1
         out=$(env LD_PRELOAD='"$SHIM"' '"$B"'/tests/vecadd 1000 2>&1)
         echo "$out"

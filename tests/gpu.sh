@@ -540,6 +540,21 @@ else
     record mpi SKIP "no mpicc/mpirun"
 fi
 
+# ---------------------------------------------------------------- many clients (issue 30)
+# 128 and 256 clients at once under the default client limit (worked out at start), idle
+# (tests/progs/hold) then working (smallkern, all let go at once), on servers of their own
+# (bench/clients.sh): every one served and passing, nothing held after; the server's memory,
+# threads and descriptors and the GPU memory in use at each count go in the row and in
+# $LOGDIR/clients/clients.txt (the CPU test driver's figures are in docs/operations.md).
+many_clients_tier() {
+    if run many-clients 500 env OUT="$LOGDIR/clients" bash "$ROOT/bench/clients.sh" "$B" 128 256; then
+        record many-clients PASS "$(awk 'NR > 1 {printf "%s %s: server +%s MiB, GPU +%s MiB; ", $1, $2, $6, $10}' "$LOGDIR/clients/clients.txt")"
+    else
+        record many-clients FAIL "$(grep -m1 FAIL "$WORK/many-clients.out" || tail -n 1 "$WORK/many-clients.out")"
+    fi
+}
+skipped many-clients && record many-clients SKIP "MPSSHIM_GPU_SKIP" || many_clients_tier
+
 # ---------------------------------------------------------------- pools (issue 11)
 # Many clients making, using and destroying memory pools at once, on a server of its own:
 # the driver killed the server inside cuMemPoolDestroy in soaks (H100, H200; server/memory/pools.c).

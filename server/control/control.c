@@ -28,6 +28,7 @@
 #include "server/memory/pools.h"
 #include "server/handover/recycle.h"
 #include "server/control/settings.h"
+#include "server/control/capacity.h"
 #include "server/core/spin.h"
 
 #include <stdarg.h>
@@ -304,6 +305,9 @@ static void cmd_server_status(struct cmd *k)
             : srv_fault_any()          ? "FAULT"
                                        : "ACTIVE");
     ctl_say(k, "Clients %u\n", srv_clients_live());
+    char limit[400];
+    srv_capacity_describe(limit, sizeof(limit));
+    ctl_say(k, "%s", limit);
     /* What clients hold: 0 and 0 once every client left and was released. */
     ctl_say(k, "Objects %llu (%llu shared through IPC)\n", (unsigned long long)srv_records_live(),
             (unsigned long long)srv_shares_live());

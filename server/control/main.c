@@ -26,6 +26,7 @@
 #include "server/handover/recycle.h"
 #include "server/core/spin.h"
 #include "server/control/settings.h"
+#include "server/control/capacity.h"
 #include "channel/spawn.h"
 #include "channel/version.h"
 
@@ -474,7 +475,7 @@ static void accept_waiting(struct start *st, const struct pollfd *fds, int n)
 {
     /* Asked again: a successor may have begun starting during the poll. */
     if (n > 0 && (fds[0].revents & POLLIN) && srv_handover_accepting()) {
-        int s = accept4(st->lfd, NULL, NULL, SOCK_CLOEXEC);
+        int s = srv_capacity_accept(st->lfd);
         if (s >= 0) {
             srv_recycle_served();
             srv_client_start(s);

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "server/core/server.h"
 #include "server/control/settings.h"
+#include "server/control/capacity.h"
 #include "server/limits/policy.h"
 #include "channel/settings.h"
 #include "channel/spawn.h"
@@ -40,6 +41,7 @@ void srv_settings_log_open(void)
     log_open = 1;
     for (int i = 0; i < nearly; i++)
         srv_log("%s", early[i]);
+    srv_capacity_log();
 }
 
 void srv_settings_paths(void)
@@ -89,7 +91,7 @@ void srv_settings_limits(void)
     srv.max_objects = chan_setting_num(CHAN_SET_MAX_OBJECTS);
     /* Kernels of a client's images whose code is loaded when it loads them (module.c). */
     srv.eager_kernels = (unsigned)chan_setting_num(CHAN_SET_EAGER_KERNELS);
-    srv.max_clients = (unsigned)chan_setting_num(CHAN_SET_MAX_CLIENTS);
+    srv_capacity_init(); /* srv.max_clients (capacity.c) */
     /* The rest are read where they are used, some late (a trace's end): said now. */
     chan_settings_check("server");
 }

@@ -13,6 +13,7 @@
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/core/window.h"
+#include "server/control/capacity.h"
 #include "server/limits/green.h"
 #include "server/limits/policy.h"
 #include "channel/fdpass.h"
@@ -208,8 +209,8 @@ static int handshake(struct srv_client *c)
     if (!c->admitted) {
         refuse(c->sock, CHAN_WELCOME_FULL,
                "client process %d: the server already has %u clients, its limit per device "
-               "(MPSSHIM_MAX_CLIENTS=%u)",
-               (int)c->pid, n, srv.max_clients);
+               "(MPSSHIM_MAX_CLIENTS=%u%s)",
+               (int)c->pid, n, srv.max_clients, srv_capacity_note());
         return -1;
     }
     int fd = make_segment(c);

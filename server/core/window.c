@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define WINDOW_SIZE (1ull << 40) /* 1 TiB of address space, no memory until mapped */
 #define WINDOW_HINT 0x600000000000ull
 
 static pthread_mutex_t window_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -35,14 +34,14 @@ static size_t nfree_ext;
 
 int srv_window_init(void)
 {
-    void *p = mmap((void *)(uintptr_t)WINDOW_HINT, WINDOW_SIZE, PROT_NONE,
+    void *p = mmap((void *)(uintptr_t)WINDOW_HINT, SRV_WINDOW_SIZE, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return -1;
     free_ext = malloc(sizeof(*free_ext));
     if (!free_ext) return -1;
     uint64_t base = (uint64_t)(uintptr_t)p;
     free_ext[0].start = (base + SRV_WINDOW_ALIGN - 1) & ~(SRV_WINDOW_ALIGN - 1);
-    free_ext[0].end = base + WINDOW_SIZE;
+    free_ext[0].end = base + SRV_WINDOW_SIZE;
     nfree_ext = 1;
     return 0;
 }
@@ -74,7 +73,7 @@ uint64_t srv_window_take(uint64_t size, uint64_t avoid)
 {
     uint64_t got = 0;
     size = (size + SRV_WINDOW_ALIGN - 1) & ~(SRV_WINDOW_ALIGN - 1);
-    if (!size || size > WINDOW_SIZE) return 0;
+    if (!size || size > SRV_WINDOW_SIZE) return 0;
     pthread_mutex_lock(&window_lock);
     for (size_t i = 0; i < nfree_ext && !got; i++) {
         uint64_t s = free_ext[i].start;

@@ -6,6 +6,8 @@
 
 /* Pieces are whole multiples of this (2 MiB: huge-page friendly for pinned memory). */
 #define SRV_WINDOW_ALIGN (2ull << 20)
+/* 1 TiB of address space, no memory until mapped (the client limit counts on it: capacity.c). */
+#define SRV_WINDOW_SIZE (1ull << 40)
 
 /* Reserves the window; -1 when the address space cannot be had. */
 int srv_window_init(void);

@@ -2,12 +2,15 @@
  * test. Many short launches (inc_u32 on 1024 elements, 2 blocks) with a synchronize every
  * 100, then every element checked and a checksum printed. --pool: the elements come from
  * the stream-ordered allocator (cuMemAllocAsync, cuMemFreeAsync), as a program on
- * cudaMallocAsync's do. */
+ * cudaMallocAsync's do. MPSSHIM_TEST_GO=FIFO: the launches wait, once set up, until FIFO
+ * is opened for writing. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #define ELEMS 1024
 
@@ -34,6 +37,13 @@ int main(int argc, char **argv)
         CHECK(cuMemAlloc(&p, ELEMS * 4));
     CHECK(cuMemsetD32Async(p, 7, ELEMS, s));
     t_ok("setup");
+    /* MPSSHIM_TEST_GO=FIFO (bench/clients.sh): once set up, wait until FIFO is opened for
+     * writing, so that many clients work at once however long their start took (opening
+     * blocks: thousands of clients polling for a file took the CPUs from the others' start). */
+    const char *go = getenv("MPSSHIM_TEST_GO");
+    fflush(stdout); /* "ok setup" seen by whoever waits for it */
+    int gofd = go ? open(go, O_RDONLY) : -1;
+    if (gofd >= 0) close(gofd);
 
     void *args[] = {&p, &n};
     for (long i = 1; i <= iters; i++) {
