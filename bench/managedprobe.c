@@ -92,7 +92,8 @@ static void probe_segv(char *mem, size_t len)
         return;
     }
     uint64_t t0 = bench_now_ns();
-    for (size_t i = 0; i < n; i++) mem[i * PAGE] += 1;
+    for (size_t i = 0; i < n; i++)
+        mem[i * PAGE] += 1;
     double s = secs_since(t0);
     printf("metric segv_fault_us %.3f us\n", s * 1e6 / (double)n);
     signal(SIGSEGV, SIG_DFL);
@@ -158,7 +159,8 @@ static void probe_uffd(int fd, size_t len)
     size_t n = len / PAGE;
     volatile char sink = 0;
     uint64_t t0 = bench_now_ns();
-    for (size_t i = 0; i < n; i++) sink += m[i * PAGE];
+    for (size_t i = 0; i < n; i++)
+        sink += m[i * PAGE];
     double s = secs_since(t0);
     (void)sink;
     printf("probe uffd: minor faults served: %zu of %zu pages\n", a.served, n);
@@ -196,7 +198,8 @@ static void probe_attributes(CUdevice dev)
         {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, "pageable_memory_access"},
         {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
          "pageable_access_uses_host_page_tables"},
-        {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, "direct_managed_access_from_host"},
+        {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+         "direct_managed_access_from_host"},
         {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "vmm"},
         {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, "unified_addressing"},
     };
@@ -209,7 +212,8 @@ static void probe_attributes(CUdevice dev)
 
 /* Device memory of `size` bytes mapped at exactly `want` if the driver gives that address:
  * 1 (mapped there), 0 (it gave another, freed again), -1 (refused). */
-static int map_device_at(CUdevice dev, CUdeviceptr want, size_t size, CUmemGenericAllocationHandle *h)
+static int map_device_at(CUdevice dev, CUdeviceptr want, size_t size,
+                         CUmemGenericAllocationHandle *h)
 {
     CUdeviceptr got = 0;
     if (cuMemAddressReserve(&got, size, 0, want, 0) != CUDA_SUCCESS) return -1;
@@ -240,8 +244,8 @@ static double time_saxpy(CUfunction saxpy, CUdeviceptr x, CUdeviceptr y, int n, 
     CK(cuStreamSynchronize(s));
     uint64_t t0 = bench_now_ns();
     for (unsigned i = 0; i < steps; i++)
-        CK(cuLaunchKernel(saxpy, (unsigned)((n + BLOCK - 1) / BLOCK), 1, 1, BLOCK, 1, 1, 0, s,
-                          args, NULL));
+        CK(cuLaunchKernel(saxpy, (unsigned)((n + BLOCK - 1) / BLOCK), 1, 1, BLOCK, 1, 1, 0, s, args,
+                          NULL));
     CK(cuStreamSynchronize(s));
     return secs_since(t0);
 }
@@ -262,7 +266,8 @@ static void probe_page_copies(CUdeviceptr a, char *h, CUstream s)
     }
     CK(cuStreamSynchronize(s));
     uint64_t t0 = bench_now_ns();
-    for (unsigned i = 0; i < k; i++) CK(cuMemcpyAsync(dst[i], src[i], PAGE, s));
+    for (unsigned i = 0; i < k; i++)
+        CK(cuMemcpyAsync(dst[i], src[i], PAGE, s));
     CK(cuStreamSynchronize(s));
     printf("metric page_copy_each_us %.3f us\n", secs_since(t0) * 1e6 / k);
     CUmemcpyAttributes at = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
@@ -299,12 +304,16 @@ static void probe_gpu(void)
     CUmemGenericAllocationHandle h;
     int in = map_device_at(dev, in_resv, bytes, &h);
     printf("probe fixed: an address inside a PROT_NONE reservation of ours: %s\n",
-           in == 1 ? "given" : in == 0 ? "another given" : "refused");
+           in == 1   ? "given"
+           : in == 0 ? "another given"
+                     : "refused");
     if (in == 1) unmap_device(in_resv, bytes, h);
     munmap(probe, bytes + gran);
     int fr = map_device_at(dev, in_resv, bytes, &h);
-    printf("probe fixed: the same address once free in the CPU's space: %s\n",
-           fr == 1 ? "given" : fr == 0 ? "another given" : "refused");
+    printf("probe fixed: the same address once free in the CPU's space: %s\n", fr == 1 ? "given"
+                                                                               : fr == 0
+                                                                                   ? "another given"
+                                                                                   : "refused");
     if (fr != 1) {
         printf("probe: no device memory at a chosen address; the kernels and copies are not run\n");
         return;
@@ -345,7 +354,8 @@ static void probe_gpu(void)
     /* y: STEPS over the host, STEPS over the device, all of it back: 2 * STEPS everywhere. */
     const float *yv = (const float *)hv;
     int bad = 0;
-    for (int i = 0; i < n && !bad; i++) bad = yv[i] != (float)(2 * steps);
+    for (int i = 0; i < n && !bad; i++)
+        bad = yv[i] != (float)(2 * steps);
     printf("probe result: %s\n", bad ? "WRONG values after the round trip" : "right");
     probe_page_copies(a, hv, s);
 
