@@ -167,17 +167,16 @@ static CUresult send_record(const struct op3 *o, size_t a, size_t b, uint32_t n,
             data += o[i].in;
         }
     shim_req_send(&q);
-    if (!reply) return CUDA_SUCCESS;
-    const uint8_t *back;
-    uint32_t got;
-    if ((r = shim_req_wait(&q, &back, &got)) != CUDA_SUCCESS) return r;
-    if (got < out) return CUDA_ERROR_UNKNOWN;
-    for (size_t i = a; i < b; i++)
+    const uint8_t *back = NULL;
+    uint32_t got = 0;
+    if (reply && (r = shim_req_wait(&q, &back, &got)) == CUDA_SUCCESS && got < out)
+        r = CUDA_ERROR_UNKNOWN; /* the server answers every staged byte or an error */
+    for (size_t i = a; i < b && r == CUDA_SUCCESS && out; i++)
         if (!o[i].engine && o[i].back) {
-            pack(&o[i], &o[i].w.dst, (uint8_t *)back, 0);
+            pack(&o[i], &o[i].w.dst, (void *)back, 0);
             back += o[i].back;
         }
-    return CUDA_SUCCESS;
+    return r;
 }
 
 static CUresult carry(const struct op3 *o, size_t count, CUstream stream)
