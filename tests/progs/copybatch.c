@@ -9,7 +9,8 @@
  * from arrays at offsets, array to array, pointer to pointer in 3D; refused: no operations,
  * flags, a zero extent, a row shorter than the extent, arrays of different element sizes,
  * and an operation outside the caller's memory (failIdx; nothing moved). 3D batches whose
- * operations have pageable sides both ways (pitched 3D rows, arrays, small and large),
+ * operations have pageable sides both ways (pitched 3D rows, arrays, small and large, more
+ * than one request holds),
  * checked byte by byte, padding included.
  * With --pause (tests/copybatch.sh): stops, printing "pause", reading a line from stdin,
  * before and after one batch of 1000 device copies, one 3D batch of 300, and one 3D batch
@@ -387,6 +388,28 @@ static void check_box(struct box got, struct box want, size_t w, size_t h, size_
             }
 }
 
+/* Four pageable sources of 30000 bytes each, then four such destinations, into and out of
+ * device memory at dv: more than one request or reply holds (the batch splits). */
+static void split3d(CUstream s, CUdeviceptr dv)
+{
+    enum { N = 4, W = 100, H = 300, B = W * H };
+    uint8_t *in = malloc(N * B), *out = malloc(N * B);
+    t_fill_pattern(in, N * B, 54);
+    memset(out, 0, N * B);
+    CUDA_MEMCPY3D_BATCH_OP ops[N];
+    for (int i = 0; i < N; i++)
+        ops[i] = op3(optr(P(in + i * B), 0, 0), optr(dv + (CUdeviceptr)i * B, 0, 0), W, H, 1);
+    CHECK(cuMemcpy3DBatchAsync(N, ops, 0, s));
+    for (int i = 0; i < N; i++)
+        ops[i] = op3(optr(dv + (CUdeviceptr)i * B, 0, 0), optr(P(out + i * B), 0, 0), W, H, 1);
+    CHECK(cuMemcpy3DBatchAsync(N, ops, 0, s));
+    CHECK(cuStreamSynchronize(s));
+    REQUIRE(t_pattern_mismatch(out, N * B, 54) == SIZE_MAX, "pageable sides over several requests");
+    t_ok("3D batches whose pageable bytes fill more than one request or reply");
+    free(in);
+    free(out);
+}
+
 /* 3D batches whose operations have pageable sides both ways: pitched 3D pageable rows to
  * and from device memory, to and from an array at an offset, and one operation too large to
  * ride in the request (through the staging slots), among the small ones. */
@@ -424,6 +447,7 @@ static void pageable3d(CUstream s, CUdeviceptr d)
     CHECK(cuArrayDestroy(fa));
     for (uint8_t **x = (uint8_t *[]){hs, hd, hf, hg, hl, hl2}, **e = x + 6; x < e; x++)
         free(*x);
+    split3d(s, d3 + (64u << 10));
 }
 
 /* --pause: one 3D batch of 300 pitched device copies, then one of 16 operations with
