@@ -10,8 +10,7 @@
  * flags, a zero extent, a row shorter than the extent, arrays of different element sizes,
  * and an operation outside the caller's memory (failIdx; nothing moved). 3D batches whose
  * operations have pageable sides both ways (pitched 3D rows, arrays, small and large, more
- * than one request holds),
- * checked byte by byte, padding included.
+ * than one request holds), checked byte by byte, padding included.
  * With --pause (tests/copybatch.sh): stops, printing "pause", reading a line from stdin,
  * before and after one batch of 1000 device copies, one 3D batch of 300, and one 3D batch
  * of 16 operations with pageable sides, so that a script reads the server's count of
