@@ -120,8 +120,9 @@ static void pack(const struct op3 *o, const struct chan_copy_side *s, uint8_t *b
 
 #define REC_ROOM (CHAN_REC_MAX - sizeof(struct chan_rec) - sizeof(struct chan_copy_batch3d))
 
-/* The operations [a, *b) of one record: as many record operations from a on as its room,
- * and the reply's for staged destinations, hold (one at least: each fits alone). */
+/* The end b of the operations [a, b) of one record: as many record operations from a on as
+ * its room, and the reply's for staged destinations, hold (one at least: each fits alone);
+ * n of them, in and out bytes staged each way. */
 static size_t take(const struct op3 *o, size_t count, size_t a, uint32_t *n, uint64_t *in,
                    uint64_t *out)
 {
