@@ -3,12 +3,16 @@
  * (channel/copybatch.h: element sizes from the operands' arrays, which this process asks
  * the server for with cuArray3DGetDescriptor, once per array and call), then its sides are
  * classified as the copy engine classifies a single copy's (memcpy.c): a device address
- * that is not the caller's refuses the batch before anything moves. The operations between
- * device, pinned and array memory travel as ONE COPY_BATCH3D record (several, in order on
- * the same stream, past what one holds: about 450), executed in stream order on the
- * caller's stream (server/memory/copybatch3d.c); an operation with a pageable operand goes
- * after them as one async copy of the engine on the same stream (its staging and its
- * host-to-host path are the engine's). */
+ * that is not the caller's refuses the batch before anything moves. The batch travels as
+ * ONE COPY_BATCH3D record (several, in order on the same stream, past what one holds),
+ * executed in stream order on the caller's stream (server/memory/copybatch3d.c), with:
+ *  - the operations between device, pinned and array memory;
+ *  - those with one pageable operand of at most CHAN_INLINE_MAX bytes of extent, as the 1D
+ *    batch carries small ones (memcpybatch.c): a pageable source's rows packed in the
+ *    record, a pageable destination's coming back packed in the reply (the call then
+ *    returns once they landed, as a pageable destination does in the copy engine).
+ * Larger pageable operations, and host to host ones, go after the records as one async
+ * copy of the engine each, on the same stream (its staging and its host-to-host path). */
 #define _GNU_SOURCE
 #include "interpose/memcpy.h"
 
@@ -21,7 +25,9 @@
 struct op3 {
     CUDA_MEMCPY3D p;
     struct chan_batch_copy3d w;
-    int engine; /* a pageable operand: a single copy of the engine */
+    int engine;    /* a large pageable operand, or two: a single copy of the engine */
+    uint64_t in;   /* staged source bytes in the record (the extent's, packed) */
+    uint64_t back; /* staged destination bytes in the reply */
 };
 
 /* Element sizes of the arrays one call names, asked once each. */
@@ -83,47 +89,105 @@ static CUresult plan(const CUDA_MEMCPY3D_BATCH_OP *op, struct elems *cache, stru
         (r = shim_copy_wire_side(&dst, p->WidthInBytes, p->Height, p->Depth, &o->w.dst, &mvar)) !=
             CUDA_SUCCESS)
         return r;
-    o->engine = o->w.src.kind == CHAN_MEM_STAGED || o->w.dst.kind == CHAN_MEM_STAGED;
+    int ss = o->w.src.kind == CHAN_MEM_STAGED, ds = o->w.dst.kind == CHAN_MEM_STAGED;
+    uint64_t n;
+    if (!ss && !ds) return CUDA_SUCCESS;
+    /* A pageable side's extent: no memory is larger than its product can count. */
+    if (__builtin_mul_overflow(p->WidthInBytes, p->Height, &n) ||
+        __builtin_mul_overflow(n, p->Depth, &n))
+        return CUDA_ERROR_INVALID_VALUE;
+    o->engine = (ss && ds) || n > CHAN_INLINE_MAX;
+    o->in = !o->engine && ss ? n : 0;
+    o->back = !o->engine && ds ? n : 0;
     return CUDA_SUCCESS;
 }
 
-#define PER_REC                                                                                    \
-    ((CHAN_REC_MAX - sizeof(struct chan_rec) - sizeof(struct chan_copy_batch3d)) /                 \
-     sizeof(struct chan_batch_copy3d))
-
-/* Sends the record operations [a, b) (their non-engine ones, at most PER_REC) on stream;
- * waits for the answer where one asks its sources read before the call returns. */
-static CUresult send_record(const struct op3 *o, size_t a, size_t b, uint32_t n, CUstream stream)
+/* Moves an operation's extent between its pageable side s (its rows as the caller laid
+ * them out) and buf (packed): to_wire, from s into buf. */
+static void pack(const struct op3 *o, const struct chan_copy_side *s, uint8_t *buf, int to_wire)
 {
-    int reply = 0;
+    uint64_t w = o->w.width;
+    for (uint64_t z = 0; z < o->w.depth; z++)
+        for (uint64_t y = 0; y < o->w.height; y++, buf += w) {
+            uint8_t *h = (uint8_t *)(uintptr_t)(s->addr + s->x + (s->y + y) * s->pitch +
+                                                (s->z + z) * s->pitch * s->height);
+            if (to_wire)
+                memcpy(buf, h, w);
+            else
+                memcpy(h, buf, w);
+        }
+}
+
+#define REC_ROOM (CHAN_REC_MAX - sizeof(struct chan_rec) - sizeof(struct chan_copy_batch3d))
+
+/* The end b of the operations [a, b) of one record: as many record operations from a on as
+ * its room, and the reply's for staged destinations, hold (one at least: each fits alone);
+ * n of them, in and out bytes staged each way. */
+static size_t take(const struct op3 *o, size_t count, size_t a, uint32_t *n, uint64_t *in,
+                   uint64_t *out)
+{
+    uint64_t used = 0;
+    *n = 0;
+    *in = *out = 0;
+    size_t b;
+    for (b = a; b < count; b++) {
+        if (o[b].engine) continue;
+        uint64_t add = sizeof(struct chan_batch_copy3d) + o[b].in;
+        if (*n && (used + add > REC_ROOM || *out + o[b].back > CHAN_LANE_DATA)) break;
+        used += add;
+        *in += o[b].in;
+        *out += o[b].back;
+        (*n)++;
+    }
+    return b;
+}
+
+/* Sends the record operations [a, b) (n of them, in staged source bytes) on stream; waits
+ * for the answer where a destination is staged (out bytes back) or one asks its sources
+ * read before the call returns. */
+static CUresult send_record(const struct op3 *o, size_t a, size_t b, uint32_t n, uint64_t in,
+                            uint64_t out, CUstream stream)
+{
+    int reply = out > 0;
     for (size_t i = a; i < b; i++)
         reply |= !o[i].engine && o[i].w.order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
     struct shim_req q;
     CUresult r = shim_req_begin(
         &q, CHAN_OP_COPY_BATCH3D,
-        (uint32_t)(sizeof(struct chan_copy_batch3d) + n * sizeof(struct chan_batch_copy3d)), reply,
-        0);
+        (uint32_t)(sizeof(struct chan_copy_batch3d) + n * sizeof(struct chan_batch_copy3d) + in),
+        reply, 0);
     if (r != CUDA_SUCCESS) return r;
     struct chan_copy_batch3d h = {.stream = (uint64_t)(uintptr_t)stream, .count = n};
     memcpy(q.payload, &h, sizeof(h));
-    uint8_t *at = q.payload + sizeof(h);
+    uint8_t *at = q.payload + sizeof(h), *data = at + n * sizeof(struct chan_batch_copy3d);
     for (size_t i = a; i < b; i++)
         if (!o[i].engine) {
             memcpy(at, &o[i].w, sizeof(o[i].w));
             at += sizeof(o[i].w);
+            if (o[i].in) pack(&o[i], &o[i].w.src, data, 1);
+            data += o[i].in;
         }
     shim_req_send(&q);
-    return reply ? shim_req_wait(&q, NULL, NULL) : CUDA_SUCCESS;
+    const uint8_t *back = NULL;
+    uint32_t got = 0;
+    if (reply && (r = shim_req_wait(&q, &back, &got)) == CUDA_SUCCESS && got < out)
+        r = CUDA_ERROR_UNKNOWN; /* the server answers every staged byte or an error */
+    for (size_t i = a; i < b && r == CUDA_SUCCESS && out; i++)
+        if (!o[i].engine && o[i].back) {
+            pack(&o[i], &o[i].w.dst, (void *)back, 0);
+            back += o[i].back;
+        }
+    return r;
 }
 
 static CUresult carry(const struct op3 *o, size_t count, CUstream stream)
 {
     CUresult r = CUDA_SUCCESS;
     for (size_t a = 0, b; a < count && r == CUDA_SUCCESS; a = b) {
-        uint32_t n = 0;
-        for (b = a; b < count && n < PER_REC; b++)
-            n += !o[b].engine;
-        if (n) r = send_record(o, a, b, n, stream);
+        uint32_t n;
+        uint64_t in, out;
+        b = take(o, count, a, &n, &in, &out);
+        if (n) r = send_record(o, a, b, n, in, out, stream);
     }
     for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++)
         if (o[i].engine) r = shim_copy_3d(&o[i].p, stream, CHAN_CF_ASYNC);
@@ -148,7 +212,7 @@ static CUresult batch3d(size_t n, CUDA_MEMCPY3D_BATCH_OP *list, size_t *fail,
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
         r = plan(&list[i], &cache, &o[i]);
         if (r != CUDA_SUCCESS && fail) *fail = i;
-        staged |= o[i].engine;
+        staged |= o[i].w.src.kind == CHAN_MEM_STAGED || o[i].w.dst.kind == CHAN_MEM_STAGED;
     }
     /* Pageable memory cannot be captured (memcpy.c). */
     if (r == CUDA_SUCCESS && staged) r = shim_capture_refuse(stream);

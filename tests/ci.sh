@@ -542,7 +542,8 @@ run_test visible-devices 120 bash "$ROOT/tests/devices.sh" "$B" # CUDA_VISIBLE_D
 # values from clients cannot forge log lines or control answers (issue 34). Own servers.
 run_test control-hostile 180 bash "$ROOT/tests/control_hostile.sh" "$B"
 
-# A batch of 1000 copies, and a 3D batch of 300, are one request each (tests/copybatch.sh).
+# Batches of copies (1000; 3D: 300, and 16 with pageable sides) are one request each
+# (tests/copybatch.sh).
 run_test copybatch-one-request 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"
 
 # 256 clients at once under the default client limit (worked out at start), a few working

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Batched copies travel as one request per batch (interpose/memcpybatch.c): the server's
 # count of requests served for a client (get_client_info, "Requests served") grows by one
-# across one cuMemcpyBatchAsync of 1000 device copies, and across one cuMemcpy3DBatchAsync
-# of 300 (tests/progs/copybatch --pause stops before and after each), where single copies
-# would be as many requests as copies. Then the whole program runs
+# across one cuMemcpyBatchAsync of 1000 device copies, across one cuMemcpy3DBatchAsync of
+# 300, and across one of 16 operations with pageable sides both ways (their bytes ride in
+# the request and the reply) (tests/progs/copybatch --pause stops before and after each),
+# where single copies would be as many requests as copies. Then the whole program runs
 # through this server, and the server holds nothing of it once it left.
 #   tests/copybatch.sh BUILD WORKDIR
 set -u
@@ -34,6 +35,7 @@ requests_across "one batch of 1000 copies" 1
 echo go >&3
 wait_for 30 paused 3 || fail "no third pause: $(tail -2 "$W/pause.out")"
 requests_across "one 3D batch of 300 copies" 3
+requests_across "one 3D batch of 16 copies with pageable sides" 4
 echo go >&3
 exec 3>&-
 wait "$P" || fail "copybatch --pause: $(tail -2 "$W/pause.out")"

@@ -8,10 +8,13 @@
  * The 3D batch (cuMemcpy3DBatchAsync): pageable, pinned and pitched device pointers to and
  * from arrays at offsets, array to array, pointer to pointer in 3D; refused: no operations,
  * flags, a zero extent, a row shorter than the extent, arrays of different element sizes,
- * and an operation outside the caller's memory (failIdx; nothing moved).
+ * and an operation outside the caller's memory (failIdx; nothing moved). 3D batches whose
+ * operations have pageable sides both ways (pitched 3D rows, arrays, small and large, more
+ * than one request holds), checked byte by byte, padding included.
  * With --pause (tests/copybatch.sh): stops, printing "pause", reading a line from stdin,
- * before and after one batch of 1000 device copies, and one 3D batch of 300, so that a
- * script reads the server's count of requests around each. */
+ * before and after one batch of 1000 device copies, one 3D batch of 300, and one 3D batch
+ * of 16 operations with pageable sides, so that a script reads the server's count of
+ * requests around each. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -357,20 +360,131 @@ static void batch3d(CUstream s, CUdeviceptr d)
     free(got);
 }
 
-/* --pause: one 3D batch of 300 pitched device copies between two stops. */
+/* ---------------------------------------------------------------- 3D, pageable sides */
+
+/* One box of a 3D layout: its first byte, bytes per row and rows per slice. */
+struct box {
+    const uint8_t *p;
+    size_t row, layer;
+};
+
+/* Checks a w x h x d byte extent of got against want, byte by byte; a pageable
+ * destination's bytes outside the extent (its rows' and slices' padding) must still be
+ * PAD. */
+#define PAD 0xEE
+static void check_box(struct box got, struct box want, size_t w, size_t h, size_t d, int padded,
+                      const char *what)
+{
+    for (size_t z = 0; z < d; z++)
+        for (size_t y = 0; y < (padded ? got.layer : h); y++)
+            for (size_t x = 0; x < (padded ? got.row : w); x++) {
+                uint8_t g = got.p[(z * got.layer + y) * got.row + x];
+                if (x < w && y < h)
+                    REQUIRE(g == want.p[(z * want.layer + y) * want.row + x],
+                            "%s: byte (%zu, %zu, %zu)", what, x, y, z);
+                else
+                    REQUIRE(g == PAD, "%s: padding (%zu, %zu, %zu) written", what, x, y, z);
+            }
+}
+
+/* Four pageable sources of 30000 bytes each, then four such destinations, into and out of
+ * device memory at dv: more than one request or reply holds (the batch splits). */
+static void split3d(CUstream s, CUdeviceptr dv)
+{
+    enum { N = 4, W = 100, H = 300, B = W * H };
+    uint8_t *in = malloc(N * B), *out = malloc(N * B);
+    t_fill_pattern(in, N * B, 54);
+    memset(out, 0, N * B);
+    CUDA_MEMCPY3D_BATCH_OP ops[N];
+    for (int i = 0; i < N; i++)
+        ops[i] = op3(optr(P(in + i * B), 0, 0), optr(dv + (CUdeviceptr)i * B, 0, 0), W, H, 1);
+    CHECK(cuMemcpy3DBatchAsync(N, ops, 0, s));
+    for (int i = 0; i < N; i++)
+        ops[i] = op3(optr(dv + (CUdeviceptr)i * B, 0, 0), optr(P(out + i * B), 0, 0), W, H, 1);
+    CHECK(cuMemcpy3DBatchAsync(N, ops, 0, s));
+    CHECK(cuStreamSynchronize(s));
+    REQUIRE(t_pattern_mismatch(out, N * B, 54) == SIZE_MAX, "pageable sides over several requests");
+    t_ok("3D batches whose pageable bytes fill more than one request or reply");
+    free(in);
+    free(out);
+}
+
+/* 3D batches whose operations have pageable sides both ways: pitched 3D pageable rows to
+ * and from device memory, to and from an array at an offset, and one operation too large to
+ * ride in the request (through the staging slots), among the small ones. */
+static void pageable3d(CUstream s, CUdeviceptr d)
+{
+    CUdeviceptr d3 = d + (3u << 20), dl = d3 + 4096;
+    CUarray fa = array2d(CU_AD_FORMAT_FLOAT);
+    enum { LW = 200, LH = 200 }; /* 40000 bytes: over what a request carries */
+    uint8_t *hs = malloc(40 * 6 * 3), *hd = malloc(48 * 5 * 3), *hf = malloc(20 * 8 * 4),
+            *hg = malloc(24 * 8 * 4), *hl = malloc(LW * LH), *hl2 = malloc(LW * LH);
+    t_fill_pattern(hs, 40 * 6 * 3, 51);
+    t_fill_pattern(hf, 20 * 8 * 4, 52);
+    t_fill_pattern(hl, LW * LH, 53);
+    memset(hd, PAD, 48 * 5 * 3);
+    memset(hg, PAD, 24 * 8 * 4);
+    memset(hl2, 0, LW * LH);
+    CUDA_MEMCPY3D_BATCH_OP ops[3] = {
+        op3(optr(P(hs), 40, 6), optr(d3, 0, 0), 32, 4, 3), /* pitched 3D pageable source */
+        op3(optr(P(hf), 20, 0), oarr(fa, 4, 2), 16, 8, 1), /* float rows 20 apart */
+        op3(optr(P(hl), 0, 0), optr(dl, 0, 0), LW, LH, 1),
+    };
+    CHECK(cuMemcpy3DBatchAsync(3, ops, 0, s));
+    ops[0] = op3(optr(d3, 0, 0), optr(P(hd), 48, 5), 32, 4, 3);
+    ops[1] = op3(oarr(fa, 4, 2), optr(P(hg), 24, 0), 16, 8, 1);
+    ops[2] = op3(optr(dl, 0, 0), optr(P(hl2), 0, 0), LW, LH, 1);
+    size_t fail = 0;
+    CHECK(batch3d_v1(3, ops, &fail, 0, s));
+    CHECK(cuStreamSynchronize(s));
+    check_box((struct box){hd, 48, 5}, (struct box){hs, 40, 6}, 32, 4, 3, 1,
+              "pageable to device to pageable, pitched 3D");
+    check_box((struct box){hg, 24 * 4, 8}, (struct box){hf, 20 * 4, 8}, 16 * 4, 8, 1, 1,
+              "pageable to array at (4, 2) to pageable");
+    REQUIRE(t_pattern_mismatch(hl2, LW * LH, 53) == SIZE_MAX, "large pageable operations");
+    t_ok("3D batches with pageable sides both ways: pitched 3D, arrays, small and large");
+    CHECK(cuArrayDestroy(fa));
+    for (uint8_t **x = (uint8_t *[]){hs, hd, hf, hg, hl, hl2}, **e = x + 6; x < e; x++)
+        free(*x);
+    split3d(s, d3 + (64u << 10));
+}
+
+/* --pause: one 3D batch of 300 pitched device copies, then one of 16 operations with
+ * pageable sides (8 pitched 3D sources to device memory, 8 device sources to pitched 3D
+ * destinations), each between two stops. */
 static void paused_3d(CUstream s, CUdeviceptr d)
 {
-    enum { N = 300 };
+    enum { N = 300, NP = 16, HB = 10 * 5 * 2, DB = 8 * 4 * 2 };
     static CUDA_MEMCPY3D_BATCH_OP ops[N];
     for (int i = 0; i < N; i++)
         ops[i] = op3(optr(d + (CUdeviceptr)i * 64, 32, 0),
                      optr(d + DEV_BYTES / 2 + (CUdeviceptr)i * 64, 32, 0), 16, 2, 1);
+    CUdeviceptr dq = d + (3u << 20), dp = dq + 4096;
+    static uint8_t hp[NP / 2 * HB], ho[NP / 2 * HB], q[NP / 2 * DB], got[NP / 2 * DB];
+    t_fill_pattern(hp, sizeof(hp), 61);
+    t_fill_pattern(q, sizeof(q), 62);
+    memset(ho, PAD, sizeof(ho));
+    CHECK(cuMemcpyHtoD(dq, q, sizeof(q)));
     CHECK(cuStreamSynchronize(s));
     pause_here(1);
     CHECK(cuMemcpy3DBatchAsync(N, ops, 0, s));
     pause_here(1);
+    for (int i = 0; i < NP / 2; i++) {
+        ops[i] = op3(optr(P(hp + i * HB), 10, 5), optr(dp + (CUdeviceptr)i * DB, 0, 0), 8, 4, 2);
+        ops[NP / 2 + i] =
+            op3(optr(dq + (CUdeviceptr)i * DB, 0, 0), optr(P(ho + i * HB), 10, 5), 8, 4, 2);
+    }
+    CHECK(cuMemcpy3DBatchAsync(NP, ops, 0, s));
+    pause_here(1);
     CHECK(cuStreamSynchronize(s));
-    t_ok("3D batch of %d pitched device copies", N);
+    CHECK(cuMemcpyDtoH(got, dp, sizeof(got)));
+    for (int i = 0; i < NP / 2; i++) {
+        check_box((struct box){got + i * DB, 8, 4}, (struct box){hp + i * HB, 10, 5}, 8, 4, 2, 0,
+                  "paused batch: pageable source");
+        check_box((struct box){ho + i * HB, 10, 5}, (struct box){q + i * DB, 8, 4}, 8, 4, 2, 1,
+                  "paused batch: pageable destination");
+    }
+    t_ok("3D batch of %d pitched device copies, and one of %d with pageable sides", N, NP);
 }
 
 int main(int argc, char **argv)
@@ -392,6 +506,7 @@ int main(int argc, char **argv)
     if (!pause) {
         refused(s, d);
         batch3d(s, d);
+        pageable3d(s, d);
     } else {
         paused_3d(s, d);
     }

@@ -420,6 +420,60 @@ static CUresult batch_request(struct session *x, uint64_t stream, uint32_t nattr
     return request(x, CHAN_OP_COPY_BATCH, buf, len + at + cp + extra, NULL, 0);
 }
 
+/* A COPY_BATCH3D record of n operations m on stream st, `extra` staged bytes of 0x5a
+ * after them; the reply's first cap bytes into out. */
+static CUresult batch3d_request(struct session *x, uint64_t st, const struct chan_batch_copy3d *m,
+                                uint32_t n, size_t extra, void *out, size_t cap)
+{
+    static uint8_t buf[CHAN_REC_MAX];
+    struct chan_copy_batch3d h = {.stream = st, .count = n};
+    memcpy(buf, &h, sizeof(h));
+    memcpy(buf + sizeof(h), m, n * sizeof(*m));
+    memset(buf + sizeof(h) + n * sizeof(*m), 0x5a, extra);
+    return request(x, CHAN_OP_COPY_BATCH3D, buf, sizeof(h) + n * sizeof(*m) + extra, out, cap);
+}
+
+/* 3D operations with staged (pageable) sides: their packed extents against the record's
+ * bytes and the reply lane, overflow checked; then good ones both ways. m: a 16 x 3
+ * operation between device sides at d (4 KiB). */
+static void hostile_staged3d(struct session *x, struct chan_batch_copy3d m, uint64_t st,
+                             CUdeviceptr d)
+{
+    struct chan_batch_copy3d many[17];
+    uint8_t back[48];
+    m.src.kind = m.dst.kind = CHAN_MEM_STAGED;
+    expect_refused("3D batch, both sides staged", batch3d_request(x, st, &m, 1, 48, NULL, 0));
+    m.dst.kind = CHAN_MEM_DEVICE;
+    expect_refused("3D batch, staged 48 bytes in 16", batch3d_request(x, st, &m, 1, 16, NULL, 0));
+    expect_refused("3D batch, staged 48 bytes in 64", batch3d_request(x, st, &m, 1, 64, NULL, 0));
+    m.width = m.height = 1ull << 32;
+    expect_refused("3D batch, staged 2^64 bytes", batch3d_request(x, st, &m, 1, 16, NULL, 0));
+    m.width = 16;
+    m.height = 3;
+    m.src.kind = CHAN_MEM_DEVICE;
+    expect_refused("3D batch, 16 staged bytes for no side",
+                   batch3d_request(x, st, &m, 1, 16, NULL, 0));
+    for (int i = 0; i < 17; i++) {
+        many[i] = m;
+        many[i].width = 4096;
+        many[i].height = 1;
+        many[i].dst.kind = CHAN_MEM_STAGED;
+    }
+    expect_refused("3D batch, staged destinations beyond the reply",
+                   batch3d_request(x, st, many, 17, 0, NULL, 0));
+    m.src.kind = CHAN_MEM_STAGED;
+    m.dst.addr = d + 2048;
+    CUresult r = batch3d_request(x, st, &m, 1, 48, NULL, 0);
+    m.src = m.dst;
+    m.dst.kind = CHAN_MEM_STAGED;
+    memset(back, 0, sizeof(back));
+    if (r == CUDA_SUCCESS) r = batch3d_request(x, st, &m, 1, 0, back, sizeof(back));
+    for (size_t i = 0; r == CUDA_SUCCESS && i < sizeof(back); i++)
+        if (back[i] != 0x5a) r = CUDA_ERROR_UNKNOWN;
+    printf("%-58s %s\n", "then staged 3D sides both ways", r == CUDA_SUCCESS ? "ok" : "FAILED");
+    failures += r != CUDA_SUCCESS;
+}
+
 static void hostile_batches(struct session *x, CUdeviceptr d)
 {
     struct chan_stream_create sc = {0};
@@ -477,9 +531,7 @@ static void hostile_batches(struct session *x, CUdeviceptr d)
     b.m.dst.addr = 0x1234;
     expect_refused("3D batch, an array not its own",
                    request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
-    b.m.dst.kind = S;
-    expect_refused("3D batch, a staged side",
-                   request(x, CHAN_OP_COPY_BATCH3D, &b, sizeof(b), NULL, 0));
+    hostile_staged3d(x, b.m, st, d);
     b.m.dst.kind = D;
     b.m.order = 0;
     expect_refused("3D batch, source access order INVALID",
