@@ -3,6 +3,7 @@
 #define MPSSHIM_SERVER_CAPACITY_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Before any thread starts: raises the soft RLIMIT_NOFILE to the hard one and sets
  * srv.max_clients: MPSSHIM_MAX_CLIENTS where set, else the least of what descriptors,
@@ -15,9 +16,13 @@ void srv_capacity_log(void);
 const char *srv_capacity_note(void);
 /* accept4 of a client's connection (CLOEXEC). Out of descriptors (EMFILE, ENFILE), the
  * connection waiting would keep poll answering and the main loop spinning: it is taken with
- * a spare descriptor kept for that and closed unserved (the client sees the server hang up),
- * said once per run of them. -1 when none was accepted. */
+ * a spare descriptor kept for that and refused as a client past the limit is, its message
+ * naming descriptors (said in the log once per run of them). -1 when none was accepted. */
 int srv_capacity_accept(int lfd);
+/* A client refused for want of descriptors (err EMFILE: the server's, ENFILE: the
+ * machine's), as one past MPSSHIM_MAX_CLIENTS is: its message, "client process P: the
+ * server has no descriptors left (RLIMIT_NOFILE N)". */
+void srv_capacity_no_fds(char *out, size_t len, pid_t pid, int err);
 /* get_server_status's line: "Client limit N (sustains M, bounded by ...)". */
 void srv_capacity_describe(char *out, size_t len);
 
