@@ -551,6 +551,10 @@ run_test copybatch-one-request 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"
 # holds (tests/many_clients.sh). Own servers.
 run_test many-clients 180 bash "$ROOT/tests/many_clients.sh" "$B" "$WORK"
 
+# A control command's answer grows past the old fixed 256 KiB, as ps's does for thousands of
+# clients, and is cut only at its ceiling, sized from the client limit (tests/unit/answer_test.c).
+run_test unit-answer 60 "$B/tests/unit/answer_test"
+
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then
     record server-start FAIL "see $WORK/server-start.log"

@@ -4,9 +4,10 @@
 
 #include "server/core/server.h"
 
-/* control.c: runs one command line; its answer goes to out (cap bytes, NUL-terminated).
- * 1 if it failed. */
-int srv_control_command(char *line, char *out, size_t cap);
+struct srv_answer;
+/* control.c: runs one command line; its answer goes to out (emptied first, grown as needed:
+ * answer.c). 1 if it failed. */
+int srv_control_command(char *line, struct srv_answer *out);
 /* controlsock.c: the control socket. */
 int srv_control_listen(void);
 /* main loop: serves a connection just accepted; never blocks on its peer. */
