@@ -8,8 +8,8 @@
 #    CUDA_ERROR_MPS_MAX_CLIENTS_REACHED and a one-line message naming the limit and the
 #    setting, logged once, and the client does not fall back to the driver;
 # 3. a server out of descriptors (a small RLIMIT_NOFILE, MPSSHIM_MAX_CLIENTS above it)
-#    refuses the next clients the same way, the message naming descriptors, and serves
-#    again once clients leave.
+#    refuses the next clients the same way, the message naming descriptors, turns control
+#    connections away saying so, and serves again once clients leave.
 # Where this machine sustains fewer than 256 (+ the working ones) by default, part 1 runs as
 # many as it does and says so. bench/clients.sh measures the same at other counts.
 # usage: many_clients.sh BUILD_DIR WORK_DIR
@@ -105,7 +105,7 @@ stop_server 30 || fail "the server did not quit"
 # client limit: clients one by one until one is refused (its segment's memfd, client.c);
 # then, while a connection that says nothing holds the last descriptor in its handshake, a
 # burst at once (the accept itself, capacity.c): each refused as past the client limit, its
-# message naming descriptors, none run on the driver.
+# message naming descriptors, none run on the driver; and a control command turned away.
 own_dir "$BASE/nofile"
 (ulimit -n 40 && MPSSHIM_MAX_CLIENTS=1000 "$CTL" -d) || fail "no server with RLIMIT_NOFILE 40"
 mkdir -p "$W/out"
@@ -128,9 +128,18 @@ refused "$W/out/$((held + 1)).out" || fail "client $((held + 1)), past $held: $(
 python3 -c 'import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
-time.sleep(2)' "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" &
+time.sleep(60)' "$MPSSHIM_PIPE_DIRECTORY/mpsshim.sock" &
 silent=$!
-sleep 0.5
+PIDS+=("$silent")
+# Taken once the server has all 40 open (it gives up on it 5 s after, client.c SRV_HELLO_NS).
+S=$(server_pid)
+fds() { find "/proc/$S/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+fds_full() { [ "$(fds)" -ge 40 ]; }
+wait_for 5 fds_full || fail "the server has $(fds) descriptors open, not 40"
+# A control connection then is turned away with the reason, not left waiting.
+out=$(ctl get_server_status 2>&1) && fail "a control command was served out of descriptors: $out"
+grep -q '^Not served: the server has no descriptors left (RLIMIT_NOFILE 40)' <<<"$out" ||
+    fail "the control command's answer out of descriptors: $out"
 burst=()
 for i in 1 2 3 4; do
     env LD_PRELOAD="$SHIM" "$B/tests/vecadd" 1000 >"$W/out/burst$i.out" 2>&1 &
@@ -140,7 +149,8 @@ for i in 1 2 3 4; do
     wait "${burst[$((i - 1))]}" && fail "burst client $i ran: $(cat "$W/out/burst$i.out")"
     refused "$W/out/burst$i.out" || fail "burst client $i: $(cat "$W/out/burst$i.out")"
 done
-wait "$silent"
+kill "$silent"
+wait "$silent" 2>/dev/null
 [ "$(grep -c 'Out of file descriptors with .* clients (RLIMIT_NOFILE 40): new clients are refused' "$W/log/server.log")" = 1 ] ||
     fail "the full accept is not logged once: $(grep 'Out of file' "$W/log/server.log")"
 echo "past $held clients under RLIMIT_NOFILE 40, refused: $(grep -h -m1 -o 'the server has no.*)' "$W/out/burst1.out")"

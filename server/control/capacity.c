@@ -15,6 +15,7 @@
  * shown by get_server_status. */
 #define _GNU_SOURCE
 #include "server/control/capacity.h"
+#include "server/control/control.h"
 #include "server/core/server.h"
 #include "server/core/clients.h"
 #include "server/core/window.h"
@@ -169,17 +170,12 @@ const char *srv_capacity_note(void)
                       : "";
 }
 
-void srv_capacity_no_fds(char *out, size_t len, pid_t pid, int err)
+void srv_capacity_no_fds(char *out, size_t len, int err)
 {
     if (err == ENFILE)
-        snprintf(out, len,
-                 "client process %d: the machine has no descriptors left (its open-file table "
-                 "is full)",
-                 (int)pid);
+        snprintf(out, len, "the machine has no descriptors left (its open-file table is full)");
     else
-        snprintf(out, len,
-                 "client process %d: the server has no descriptors left (RLIMIT_NOFILE %llu)",
-                 (int)pid, nofile_now());
+        snprintf(out, len, "the server has no descriptors left (RLIMIT_NOFILE %llu)", nofile_now());
 }
 
 /* Answers the connection s, taken with the spare descriptor, as a client past
@@ -202,13 +198,15 @@ static void refuse_unserved(int s, int machine)
                              .minor = CHAN_PROTO_MINOR,
                              .status = CHAN_WELCOME_FULL,
                              .server_pid = getpid()};
-    srv_capacity_no_fds(w.message, sizeof(w.message), cr.pid, machine ? ENFILE : EMFILE);
+    char left[160];
+    srv_capacity_no_fds(left, sizeof(left), machine ? ENFILE : EMFILE);
+    snprintf(w.message, sizeof(w.message), "client process %d: %s", (int)cr.pid, left);
     if (send(s, &w, sizeof(w), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
         /* a peer already gone: closing is all that is left */
     }
 }
 
-int srv_capacity_accept(int lfd)
+int srv_capacity_accept(int lfd, int control)
 {
     static int spare = -1, said;
     /* Taken again (after a refusal, or at the first call) while a descriptor is free. */
@@ -218,19 +216,30 @@ int srv_capacity_accept(int lfd)
         said = 0;
         return s;
     }
-    if ((errno != EMFILE && errno != ENFILE) || spare < 0) return -1;
+    if (errno != EMFILE && errno != ENFILE) return -1;
+    if (spare < 0) {
+        /* Another thread took the descriptor freed for it: the connection waits, and the
+         * main loop must not spin on it meanwhile. */
+        usleep(10 * 1000);
+        return -1;
+    }
     int machine = errno == ENFILE;
     close(spare);
     s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (s >= 0) {
+    if (s >= 0 && control) {
+        char left[160], line[220];
+        srv_capacity_no_fds(left, sizeof(left), machine ? ENFILE : EMFILE);
+        snprintf(line, sizeof(line), "Not served: %s; try again once clients leave", left);
+        srv_control_turn_away(s, line);
+    } else if (s >= 0) {
         refuse_unserved(s, machine);
         close(s);
     }
     spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (!said++)
         srv_log("Out of file descriptors with %u clients (RLIMIT_NOFILE %llu): new clients are "
-                "refused (CUDA_ERROR_MPS_MAX_CLIENTS_REACHED) until some leave; raise the hard "
-                "limit or lower MPSSHIM_MAX_CLIENTS",
+                "refused (CUDA_ERROR_MPS_MAX_CLIENTS_REACHED) and control connections turned "
+                "away until some leave; raise the hard limit or lower MPSSHIM_MAX_CLIENTS",
                 srv_clients_live(), nofile_now());
     return -1;
 }

@@ -250,8 +250,7 @@ static struct conn *victim(int admin)
     return best;
 }
 
-/* Answers a connection that cannot be served, without blocking, and closes it. */
-static void turn_away(int fd, const char *why)
+void srv_control_turn_away(int fd, const char *why)
 {
     /* Its command first, if it is there: closing with it unread would reset the peer
      * (bounded: a peer that keeps writing must not hold the main loop). */
@@ -273,7 +272,7 @@ void srv_control_serve(int fd)
     socklen_t cl = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 ||
         (cr.uid != getuid() && cr.uid != 0)) {
-        turn_away(fd, "This server serves its own user only");
+        srv_control_turn_away(fd, "This server serves its own user only");
         return;
     }
     int admin = cr.uid == 0 && getuid() != 0;
@@ -303,7 +302,7 @@ void srv_control_serve(int fd)
     }
     if (!slot || full) {
         pthread_mutex_unlock(&conns_lock);
-        turn_away(fd, "Too many control connections; try again");
+        srv_control_turn_away(fd, "Too many control connections; try again");
         return;
     }
     *slot = (struct conn){

@@ -217,8 +217,8 @@ static int handshake(struct srv_client *c)
     if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
         /* Out of descriptors is a limit of the server's, refused as the client limit is:
          * run on the driver, the client would be outside the operator's limits. */
-        srv_capacity_no_fds(why, sizeof(why), c->pid, errno);
-        refuse(c->sock, CHAN_WELCOME_FULL, "%s", why);
+        srv_capacity_no_fds(why, sizeof(why), errno);
+        refuse(c->sock, CHAN_WELCOME_FULL, "client process %d: %s", (int)c->pid, why);
         return -1;
     }
     if (fd < 0) {
