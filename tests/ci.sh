@@ -548,8 +548,13 @@ run_test copybatch-one-request 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"
 
 # 256 clients at once under the default client limit (worked out at start), a few working
 # among them, all served; past a small MPSSHIM_MAX_CLIENTS the next client refused with
-# CUDA_ERROR_MPS_MAX_CLIENTS_REACHED (tests/many_clients.sh). Own servers.
+# CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, and so are clients past what a small RLIMIT_NOFILE
+# holds (tests/many_clients.sh). Own servers.
 run_test many-clients 180 bash "$ROOT/tests/many_clients.sh" "$B" "$WORK"
+
+# A control command's answer grows past the old fixed 256 KiB, as ps's does for thousands of
+# clients, and is cut only at its ceiling, sized from the client limit (tests/unit/answer_test.c).
+run_test unit-answer 60 "$B/tests/unit/answer_test"
 
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then

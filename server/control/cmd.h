@@ -4,6 +4,7 @@
 #define MPSSHIM_SERVER_CMD_H
 
 #include "server/core/server.h"
+#include "server/control/answer.h"
 
 #define MAXARGS 8
 
@@ -11,8 +12,7 @@
 struct cmd {
     int argc;
     char *argv[MAXARGS];
-    char *out;
-    size_t cap, n;
+    struct srv_answer *out;
     int failed; /* the answer says why the command did nothing */
 };
 

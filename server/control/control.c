@@ -41,8 +41,7 @@
 
 static void vsay(struct cmd *k, const char *fmt, va_list ap)
 {
-    int m = vsnprintf(k->out + k->n, k->n < k->cap ? k->cap - k->n : 0, fmt, ap);
-    if (m > 0) k->n = k->n + (size_t)m < k->cap ? k->n + (size_t)m : k->cap;
+    srv_answer_vsay(k->out, fmt, ap);
 }
 
 void ctl_say(struct cmd *k, const char *fmt, ...)
@@ -463,8 +462,10 @@ static void cmd_client_info(struct cmd *k)
 /* trace ...: GPU timelines (trace.c); the answer is written in place. */
 static void cmd_trace(struct cmd *k)
 {
-    k->failed = srv_trace_control(k->argc - 1, k->argv + 1, k->out + k->n, k->cap - k->n);
-    k->n += strlen(k->out + k->n);
+    struct srv_answer *a = k->out;
+    size_t room = srv_answer_room(a, 64u << 10); /* its answers are a few lines */
+    k->failed = srv_trace_control(k->argc - 1, k->argv + 1, a->buf + a->n, room);
+    a->n += strlen(a->buf + a->n);
 }
 
 /* A command's name, the arguments ctl_usage() checks before it runs (lo to hi, named in
@@ -512,10 +513,10 @@ static void run(struct cmd *k)
     ctl_fail(k, "Unknown command \"%s\"\n", k->argv[0]);
 }
 
-int srv_control_command(char *line, char *out, size_t cap)
+int srv_control_command(char *line, struct srv_answer *out)
 {
-    struct cmd k = {.out = out, .cap = cap};
-    out[0] = '\0';
+    struct cmd k = {.out = out};
+    srv_answer_reset(out);
     char *save = NULL;
     for (char *w = strtok_r(line, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
         if (k.argc == MAXARGS) {
@@ -528,15 +529,18 @@ int srv_control_command(char *line, char *out, size_t cap)
     char words[256] = "";
     for (int i = 0, n = 0; i < k.argc && n < (int)sizeof(words); i++)
         n += snprintf(words + n, sizeof(words) - (size_t)n, "%s%s", i ? " " : "", k.argv[i]);
-    if (k.n == 0) run(&k);
-    if (k.n == k.cap && cap > 4)
-        memcpy(out + cap - 5, "...\n", 5); /* the answer did not fit: say it was cut */
+    if (out->n == 0) run(&k);
+    if (out->cut && out->n >= 4) {
+        memcpy(out->buf + out->n - 4, "...\n", 5); /* the answer did not fit: say it was cut */
+        srv_log("Command %s: its answer was cut at %zu bytes", words, out->n);
+    }
     /* The command and the first line of its answer (MPS logs commands and results). */
-    size_t first = strcspn(out, "\n");
+    const char *text = out->buf;
+    size_t first = strcspn(text, "\n");
     unsigned more = 0;
-    for (const char *q = out + first; *q; q++)
+    for (const char *q = text + first; *q; q++)
         more += *q == '\n' && q[1];
     srv_clog("Command: %s -> %.*s%s", words, first ? (int)(first > 200 ? 200 : first) : 2,
-             first ? out : "ok", more ? " (and more lines)" : "");
+             first ? text : "ok", more ? " (and more lines)" : "");
     return k.failed;
 }

@@ -6,6 +6,7 @@
 #include "server/core/server.h"
 #include "server/core/log.h"
 #include "server/control/control.h"
+#include "server/control/answer.h"
 #include "server/control/settings.h"
 
 #include <errno.h>
@@ -152,14 +153,22 @@ static int send_answer(struct conn *k, const char *buf, size_t len)
     return 0;
 }
 
+/* An answer's first size, and its ceiling: that, and for each client the server may have
+ * its longest block, get_client_info's or ps's (a row per device, each with a command line
+ * of up to 511 bytes, escaped), generously. */
+#define ANSWER_FIRST (256u << 10)
+#define ANSWER_PER_CLIENT 1024u
+#define ANSWER_PER_DEVICE 1024u
+
 static void control_main(struct conn *k)
 {
     char in[1024];
     size_t have = 0;
-    /* Answers can be long (ps, get_client_info of 48 clients): on the heap. */
-    size_t cap = 256u << 10;
-    char *out = malloc(cap);
-    if (!out) return;
+    struct srv_answer out;
+    size_t per = ANSWER_PER_CLIENT + (size_t)srv.ndev * ANSWER_PER_DEVICE;
+    if (srv_answer_init(&out, ANSWER_FIRST,
+                        srv_answer_ceiling(ANSWER_FIRST, srv.max_clients, per)) != 0)
+        return;
     for (;;) {
         wait_input(k);
         ssize_t r = read(k->fd, in + have, sizeof(in) - 1 - have);
@@ -173,10 +182,10 @@ static void control_main(struct conn *k)
             /* Taken only while it was not told to go: a connection told so never had
              * its command run, and mpsshim-control may send it again elsewhere. */
             if (conn_step(k, CONN_RUNNING) != 0) goto done;
-            int failed = srv_control_command(in, out, cap - 4);
-            strcat(out, failed ? "\x15\x04\n" : "\x04\n");
-            if (conn_step(k, CONN_ANSWERING) != 0 || send_answer(k, out, strlen(out)) != 0 ||
-                conn_step(k, CONN_WAITING) != 0)
+            int failed = srv_control_command(in, &out);
+            const char *end = failed ? "\x15\x04\n" : "\x04\n";
+            if (conn_step(k, CONN_ANSWERING) != 0 || send_answer(k, out.buf, out.n) != 0 ||
+                send_answer(k, end, strlen(end)) != 0 || conn_step(k, CONN_WAITING) != 0)
                 goto done;
             have -= (size_t)(nl + 1 - in);
             memmove(in, nl + 1, have);
@@ -184,7 +193,7 @@ static void control_main(struct conn *k)
         if (have == sizeof(in) - 1) have = 0; /* an absurdly long line: dropped */
     }
 done:
-    free(out);
+    srv_answer_free(&out);
 }
 
 static void *control_thread(void *arg)
@@ -241,8 +250,7 @@ static struct conn *victim(int admin)
     return best;
 }
 
-/* Answers a connection that cannot be served, without blocking, and closes it. */
-static void turn_away(int fd, const char *why)
+void srv_control_turn_away(int fd, const char *why)
 {
     /* Its command first, if it is there: closing with it unread would reset the peer
      * (bounded: a peer that keeps writing must not hold the main loop). */
@@ -264,7 +272,7 @@ void srv_control_serve(int fd)
     socklen_t cl = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 ||
         (cr.uid != getuid() && cr.uid != 0)) {
-        turn_away(fd, "This server serves its own user only");
+        srv_control_turn_away(fd, "This server serves its own user only");
         return;
     }
     int admin = cr.uid == 0 && getuid() != 0;
@@ -294,7 +302,7 @@ void srv_control_serve(int fd)
     }
     if (!slot || full) {
         pthread_mutex_unlock(&conns_lock);
-        turn_away(fd, "Too many control connections; try again");
+        srv_control_turn_away(fd, "Too many control connections; try again");
         return;
     }
     *slot = (struct conn){

@@ -475,14 +475,14 @@ static void accept_waiting(struct start *st, const struct pollfd *fds, int n)
 {
     /* Asked again: a successor may have begun starting during the poll. */
     if (n > 0 && (fds[0].revents & POLLIN) && srv_handover_accepting()) {
-        int s = srv_capacity_accept(st->lfd);
+        int s = srv_capacity_accept(st->lfd, 0);
         if (s >= 0) {
             srv_recycle_served();
             srv_client_start(s);
         }
     }
     if (n > 0 && (fds[1].revents & POLLIN)) {
-        int s = accept4(st->cfd, NULL, NULL, SOCK_CLOEXEC);
+        int s = srv_capacity_accept(st->cfd, 1);
         if (s >= 0) srv_control_serve(s);
     }
 }

@@ -214,6 +214,13 @@ static int handshake(struct srv_client *c)
         return -1;
     }
     int fd = make_segment(c);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        /* Out of descriptors is a limit of the server's, refused as the client limit is:
+         * run on the driver, the client would be outside the operator's limits. */
+        srv_capacity_no_fds(why, sizeof(why), errno);
+        refuse(c->sock, CHAN_WELCOME_FULL, "client process %d: %s", (int)c->pid, why);
+        return -1;
+    }
     if (fd < 0) {
         refuse(c->sock, CHAN_WELCOME_ERROR, "server failed to create the shared segment: %s",
                strerror(errno));

@@ -43,7 +43,8 @@
  *  end_all       handover: too many faulted servers are alive.
  *
  * tensormap, peer: the extents of the maps a client was handed, the peer access it enabled
- * (client_free; peer's ctx_quiesce forgets what a context's release ends): no order.
+ * (client_free; peer's ctx_quiesce and ctx_died forget what a context's release or death
+ * ends): no order.
  *
  * A family appears once; its place serves every step it has a hook for. The last four
  * (spin, coalesce, context, devices) are the core's own rooms with state of a client, and

@@ -6,9 +6,15 @@
  * not enabled, unsupported) come from that state alone, so one client's enable or disable never
  * changes what another sees.
  *
+ * A fault (fault.c) kills a device's shared context for this server for good: a client's
+ * pairs with a context that died go with it, and an enable or disable naming such a context
+ * answers the fault, as every call in it does (the real driver's answer for a dead peer is
+ * to be confirmed on a GPU; the CPU test driver keeps the pair).
+ *
  * The shared context's own peer access is enabled in the driver at a client's first enable
- * of a pair of devices and left so for the server's life (a context recreated after a fault
- * starts without it, and the next enable asks again; the driver's ALREADY_ENABLED is a
+ * of a pair of devices and left so for the server's life. No flag says it was: the context
+ * that replaces a dead one is the successor server's (handover.c), which starts without it,
+ * and each client's first enable of a pair asks the driver again (its ALREADY_ENABLED is a
  * success here). It is never disabled when no client holds it any more: the driver's disable
  * unmaps every allocation of the peer from the context, and its enable maps them again, a
  * cost that grows with all clients' allocations and that a client coming and going would
@@ -53,7 +59,7 @@ static CUresult pair_of(struct srv_client *c, struct srv_call *k, struct srv_ctx
 {
     *peer = k->a.val[0] ? srv_ctx_get(c, (uint32_t)k->a.val[0]) : NULL;
     if (!c->cur || !*peer || *peer == c->cur) return CUDA_ERROR_INVALID_CONTEXT;
-    return CUDA_SUCCESS;
+    return (*peer)->fault; /* a peer context a fault killed: its error (above) */
 }
 
 /* The driver's own checks, in its order (flags, contexts, devices, already enabled), then
@@ -108,11 +114,27 @@ static void peers_ctx_quiesce(struct srv_client *c, uint32_t ctx)
             i++;
 }
 
+/* The client's contexts on dev died in a fault (marked already): the pairs they are in go. */
+static void peers_ctx_died(struct srv_client *c, int dev)
+{
+    (void)dev;
+    for (unsigned i = 0; c->peers && i < c->peers->n;) {
+        struct srv_ctx *x = srv_ctx_get(c, c->peers->pair[i].ctx);
+        struct srv_ctx *y = srv_ctx_get(c, c->peers->pair[i].peer);
+        if (!x || !y || x->fault || y->fault)
+            drop(c, i);
+        else
+            i++;
+    }
+}
+
 static void peers_free(struct srv_client *c)
 {
     free(c->peers);
     c->peers = NULL;
 }
 
-const struct srv_family srv_family_peer = {
-    .name = "peer", .client_free = peers_free, .ctx_quiesce = peers_ctx_quiesce};
+const struct srv_family srv_family_peer = {.name = "peer",
+                                           .client_free = peers_free,
+                                           .ctx_quiesce = peers_ctx_quiesce,
+                                           .ctx_died = peers_ctx_died};

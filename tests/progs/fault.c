@@ -9,6 +9,10 @@
  *                says "faulted", keeps its connection that long without a call, and then
  *                its calls must fail (with the fault natively; through the shim, once its
  *                faulted server has ended it, CUDA_ERROR_MPS_CLIENT_TERMINATED), not hang.
+ *                With --peer (through the shim only: two devices) device 1's context has
+ *                peer access to device 0's before the fault; after it, enabling or disabling
+ *                that access again answers the fault, never the pair's stale state
+ *                (ALREADY_ENABLED, a success): server/memory/peer.c.
  *   --bystander  runs vec_add in a loop, checking every element, until a call fails (the
  *                fault of another client sharing its context, through the shim), for at
  *                most SECONDS; the error must be sticky; then it leaves cleanly. Prints
@@ -235,6 +239,35 @@ static int stuck(int seconds, int threads)
     t_pass();
 }
 
+/* --peer: device 1's primary context, with peer access to ctx (device 0's) enabled, or
+ * after the fault (fault: its error) that access enabled or disabled again. */
+static void peer_access(CUcontext ctx, CUresult fault)
+{
+    static CUcontext other;
+    CUdevice d1;
+    int n = 0;
+    CHECK(cuDeviceGetCount(&n));
+    if (n < 2) t_skip("--peer needs two devices, found %d", n);
+    if (!fault) {
+        CHECK(cuDeviceGet(&d1, 1));
+        CHECK(cuDevicePrimaryCtxRetain(&other, d1));
+        CHECK(cuCtxSetCurrent(other));
+        CHECK(cuCtxEnablePeerAccess(ctx, 0));
+        CHECK(cuCtxSetCurrent(ctx));
+        return;
+    }
+    CHECK(cuCtxSetCurrent(other));
+    CUresult e = cuCtxEnablePeerAccess(ctx, 0), d = cuCtxDisablePeerAccess(ctx);
+    REQUIRE(e == fault && d == fault,
+            "peer access to the dead context enabled again: %s, disabled: %s (not %s)",
+            t_errname(e), t_errname(d), t_errname(fault));
+    t_ok("peer access to the dead context, enabled or disabled again, answers %s",
+         t_errname(fault));
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuDeviceGet(&d1, 1));
+    CHECK(cuDevicePrimaryCtxRelease(d1));
+}
+
 int main(int argc, char **argv)
 {
     t_init("fault", 120);
@@ -262,12 +295,15 @@ int main(int argc, char **argv)
     CHECK(cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, NULL, warm, NULL)); /* code loaded */
     CHECK(cuCtxSynchronize());
     void *params[] = {&da, &db, &wild, &n};
+    int peer = t_has_flag(argc, argv, "--peer");
+    if (peer) peer_access(ctx, CUDA_SUCCESS);
     wait_go();
     CHECK(cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
     CUresult r = cuCtxSynchronize();
     REQUIRE(sticky_name(r), "the synchronisation returned %s, not a sticky error", t_errname(r));
     t_ok("vec_add through a wild pointer failed with %s", t_errname(r));
     check_sticky(r);
+    if (peer) peer_access(ctx, r);
     for (int i = 1; i + 1 < argc; i++) {
         int keep = strcmp(argv[i], "--keep") == 0 ? atoi(argv[i + 1]) : 0;
         if (keep <= 0) continue;

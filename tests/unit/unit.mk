@@ -52,3 +52,11 @@ all: $(B)/tests/unit/trace_test
 $(B)/tests/unit/trace_test: $(B)/obj/tests/unit/trace_test.o $(B)/obj/server/control/trace_write.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
+
+UNIT_BINS += $(B)/tests/unit/answer_test
+all: $(B)/tests/unit/answer_test
+
+# A control command's answer, growing past the old fixed 256 KiB (server/control/answer.c).
+$(B)/tests/unit/answer_test: $(B)/obj/tests/unit/answer_test.o $(B)/obj/server/control/answer.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS)
