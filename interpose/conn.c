@@ -158,7 +158,7 @@ static CUresult try_connect(char *why, size_t whylen)
     struct chan_welcome w;
     int fd = -1;
     /* The answer is read even when the hello could not be sent: a server out of
-     * descriptors refuses at once and closes (server/control/capacity.c), maybe before it. */
+     * descriptors refuses at once and closes (server/control/admit.c), maybe before it. */
     int sent = send(s, &h, sizeof(h), MSG_NOSIGNAL) == (ssize_t)sizeof(h);
     if (chan_recv_fd(s, &w, sizeof(w), &fd) != 0 || (!sent && w.status == CHAN_WELCOME_OK)) {
         snprintf(why, whylen, "server at %s hung up during the handshake", sa.sun_path);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Many clients at once (issue 30; CI tier, CPU test driver, servers of its own):
-# 1. a server with the default client limit (worked out at start: server/control/capacity.c)
+# 1. a server with the default client limit (worked out at start: server/core/capacity.c)
 #    says it in get_server_status, and serves 256 idle clients (tests/progs/hold) at once,
 #    with a few working ones (tests/progs/smallkern) beside them: every one served and
 #    correct, and nothing held once they are gone;

@@ -28,7 +28,7 @@
 #include "server/memory/pools.h"
 #include "server/handover/recycle.h"
 #include "server/control/settings.h"
-#include "server/control/capacity.h"
+#include "server/core/capacity.h"
 #include "server/core/spin.h"
 
 #include <stdarg.h>

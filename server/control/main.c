@@ -26,7 +26,7 @@
 #include "server/handover/recycle.h"
 #include "server/core/spin.h"
 #include "server/control/settings.h"
-#include "server/control/capacity.h"
+#include "server/control/admit.h"
 #include "channel/spawn.h"
 #include "channel/version.h"
 
@@ -475,14 +475,14 @@ static void accept_waiting(struct start *st, const struct pollfd *fds, int n)
 {
     /* Asked again: a successor may have begun starting during the poll. */
     if (n > 0 && (fds[0].revents & POLLIN) && srv_handover_accepting()) {
-        int s = srv_capacity_accept(st->lfd, 0);
+        int s = srv_admit_accept(st->lfd, 0);
         if (s >= 0) {
             srv_recycle_served();
             srv_client_start(s);
         }
     }
     if (n > 0 && (fds[1].revents & POLLIN)) {
-        int s = srv_capacity_accept(st->cfd, 1);
+        int s = srv_admit_accept(st->cfd, 1);
         if (s >= 0) srv_control_serve(s);
     }
 }

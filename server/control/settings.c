@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include "server/core/server.h"
 #include "server/control/settings.h"
-#include "server/control/capacity.h"
+#include "server/core/capacity.h"
 #include "server/limits/policy.h"
 #include "channel/settings.h"
 #include "channel/spawn.h"

@@ -13,7 +13,7 @@
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/core/window.h"
-#include "server/control/capacity.h"
+#include "server/core/capacity.h"
 #include "server/limits/green.h"
 #include "server/limits/policy.h"
 #include "channel/fdpass.h"

@@ -14,21 +14,17 @@
  * (spin.c). The limit is the least of the bounds below; the one that decides is logged and
  * shown by get_server_status. */
 #define _GNU_SOURCE
-#include "server/control/capacity.h"
-#include "server/control/control.h"
+#include "server/core/capacity.h"
 #include "server/core/server.h"
-#include "server/core/clients.h"
 #include "server/core/window.h"
 #include "channel/chan.h"
 #include "channel/settings.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 /* Per client: its socket, a newcomer's socket in its handshake, that one's segment memfd. */
@@ -76,7 +72,7 @@ static rlim_t raise_nofile(void)
     return r.rlim_cur;
 }
 
-static unsigned long long nofile_now(void)
+unsigned long long srv_capacity_nofile(void)
 {
     struct rlimit r;
     return getrlimit(RLIMIT_NOFILE, &r) == 0 ? (unsigned long long)r.rlim_cur : 0;
@@ -175,73 +171,8 @@ void srv_capacity_no_fds(char *out, size_t len, int err)
     if (err == ENFILE)
         snprintf(out, len, "the machine has no descriptors left (its open-file table is full)");
     else
-        snprintf(out, len, "the server has no descriptors left (RLIMIT_NOFILE %llu)", nofile_now());
-}
-
-/* Answers the connection s, taken with the spare descriptor, as a client past
- * MPSSHIM_MAX_CLIENTS is answered (client.c), without blocking: the shim then reports
- * CUDA_ERROR_MPS_MAX_CLIENTS_REACHED and does not run the process on the driver, where it
- * would be outside the limits the operator set. machine: ENFILE, not EMFILE. */
-static void refuse_unserved(int s, int machine)
-{
-    /* The hello first, as far as it is there: closing with it unread would reset the peer
-     * (bounded: a peer that keeps writing must not hold the main loop). A hello still to
-     * come fails to send, and the shim reads this answer all the same (interpose/conn.c). */
-    char sink[4096];
-    for (int i = 0; i < 4 && recv(s, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++) {
-    }
-    struct ucred cr = {0};
-    socklen_t cl = sizeof(cr);
-    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) cr.pid = 0;
-    struct chan_welcome w = {.magic = CHAN_MAGIC,
-                             .major = CHAN_PROTO_MAJOR,
-                             .minor = CHAN_PROTO_MINOR,
-                             .status = CHAN_WELCOME_FULL,
-                             .server_pid = getpid()};
-    char left[160];
-    srv_capacity_no_fds(left, sizeof(left), machine ? ENFILE : EMFILE);
-    snprintf(w.message, sizeof(w.message), "client process %d: %s", (int)cr.pid, left);
-    if (send(s, &w, sizeof(w), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-        /* a peer already gone: closing is all that is left */
-    }
-}
-
-int srv_capacity_accept(int lfd, int control)
-{
-    static int spare = -1, said;
-    /* Taken again (after a refusal, or at the first call) while a descriptor is free. */
-    if (spare < 0) spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (s >= 0) {
-        said = 0;
-        return s;
-    }
-    if (errno != EMFILE && errno != ENFILE) return -1;
-    if (spare < 0) {
-        /* Another thread took the descriptor freed for it: the connection waits, and the
-         * main loop must not spin on it meanwhile. */
-        usleep(10 * 1000);
-        return -1;
-    }
-    int machine = errno == ENFILE;
-    close(spare);
-    s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (s >= 0 && control) {
-        char left[160], line[220];
-        srv_capacity_no_fds(left, sizeof(left), machine ? ENFILE : EMFILE);
-        snprintf(line, sizeof(line), "Not served: %s; try again once clients leave", left);
-        srv_control_turn_away(s, line);
-    } else if (s >= 0) {
-        refuse_unserved(s, machine);
-        close(s);
-    }
-    spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (!said++)
-        srv_log("Out of file descriptors with %u clients (RLIMIT_NOFILE %llu): new clients are "
-                "refused (CUDA_ERROR_MPS_MAX_CLIENTS_REACHED) and control connections turned "
-                "away until some leave; raise the hard limit or lower MPSSHIM_MAX_CLIENTS",
-                srv_clients_live(), nofile_now());
-    return -1;
+        snprintf(out, len, "the server has no descriptors left (RLIMIT_NOFILE %llu)",
+                 srv_capacity_nofile());
 }
 
 void srv_capacity_describe(char *out, size_t len)
