@@ -104,10 +104,14 @@ stop_server 30 || fail "the server did not quit"
 # A server whose RLIMIT_NOFILE (soft and hard: it raises the soft one) runs out before its
 # client limit: clients one by one until one is refused (its segment's memfd, client.c);
 # then, while a connection that says nothing holds the last descriptor in its handshake, a
-# burst at once (the accept itself, capacity.c): each refused as past the client limit, its
+# burst at once (the accept itself, server/control/admit.c): each refused as past the client limit, its
 # message naming descriptors, none run on the driver; and a control command turned away.
 own_dir "$BASE/nofile"
 (ulimit -n 40 && MPSSHIM_MAX_CLIENTS=1000 "$CTL" -d) || fail "no server with RLIMIT_NOFILE 40"
+# Its standby starts there too (its socket was once dup'ed above 64, past such a limit: EINVAL).
+standby_ready() { grep -q "Standby server [0-9]* ready to take over" "$W/log/server.log"; }
+wait_for 20 standby_ready ||
+    fail "no standby under RLIMIT_NOFILE 40: $(grep -i standby "$W/log/server.log" | tail -n 2)"
 mkdir -p "$W/out"
 settled() { grep -q '^ready' "$1" 2>/dev/null || gone "$2"; }
 held=0

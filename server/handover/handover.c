@@ -146,8 +146,11 @@ static int spawn(void)
     snprintf(of, sizeof(of), SRV_STANDBY_ENV "=1 %d", (int)getpid());
     envp[m++] = ready;
     envp[m++] = of;
-    /* Above the target first: dup2 onto another number clears close-on-exec there only. */
-    if ((hi = fcntl(sv[1], F_DUPFD_CLOEXEC, 64)) < 0 || posix_spawn_file_actions_init(&fa) != 0)
+    /* Above the target first: dup2 onto another number clears close-on-exec there only.
+     * (Any number above it: one fixed higher, 64, was past a small RLIMIT_NOFILE, where
+     * fcntl answers EINVAL and no standby ever started.) */
+    if ((hi = fcntl(sv[1], F_DUPFD_CLOEXEC, CHAN_READY_FD + 1)) < 0 ||
+        posix_spawn_file_actions_init(&fa) != 0)
         goto out;
     fa_ok = 1;
     /* Nothing else of ours: clients' sockets and segments must not outlive their release. */
@@ -307,10 +310,14 @@ static void standby_failed(const char *why)
     standby_backoff_ns = !standby_backoff_ns                             ? STANDBY_RETRY_NS
                          : standby_backoff_ns * 2 > STANDBY_RETRY_MAX_NS ? STANDBY_RETRY_MAX_NS
                                                                          : standby_backoff_ns * 2;
-    if (!standby_failing)
+    if (!standby_failing && kid)
         srv_log("Standby server %d failed: %s; another in %llu s (later ones that fail are "
                 "not logged until one is ready)",
                 (int)kid, why, (unsigned long long)(standby_backoff_ns / 1000000000ull));
+    else if (!standby_failing)
+        srv_log("A standby server could not be started: %s; another try in %llu s (later "
+                "ones that fail are not logged until one is ready)",
+                why, (unsigned long long)(standby_backoff_ns / 1000000000ull));
     standby_failing = 1;
     drop_kid();
     standby_retry_ns = chan_now_ns() + standby_backoff_ns;
