@@ -43,10 +43,18 @@ static void refuse_unserved(int s, int machine)
     }
 }
 
+/* The descriptor kept to take a connection with when none is left (-1: not had again yet). */
+static int spare = -1;
+
+void srv_admit_init(void)
+{
+    if (spare < 0) spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 int srv_admit_accept(int lfd, int control)
 {
-    static int spare = -1, said;
-    /* Taken again (after a refusal, or at the first call) while a descriptor is free. */
+    static int said;
+    /* Taken again (after a refusal) while a descriptor is free. */
     if (spare < 0) spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (s >= 0) {

@@ -9,5 +9,8 @@
  * descriptors, a control connection with that message as a failed command's answer (said
  * in the log once per run of them). -1 when none was accepted. */
 int srv_admit_accept(int lfd, int control);
+/* At start, before "ready": the spare descriptor taken, so that it counts among those the
+ * server has open at start (a fresh start, recycle.c, must come back to that number). */
+void srv_admit_init(void);
 
 #endif

@@ -92,8 +92,7 @@ static int listen_on(const char *name)
     return s;
 }
 
-/* Tells whoever started us (mpsshim-control -d, through MPSSHIM_READY_FD) that we are
- * serving, or why we are not. */
+/* Tells whoever started us (mpsshim-control -d: MPSSHIM_READY_FD) that we serve, or why not. */
 static void tell_starter(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void tell_starter(const char *fmt, ...)
 {
@@ -433,8 +432,8 @@ static void write_pid_file(struct start *st)
     }
 }
 
-/* The pipe of a fault's handover and a fresh start's state, then "ready" in the log and to
- * the starter. GO_ON or 1. */
+/* The pipe of a fault's handover, a fresh start's state and admit.c's spare descriptor (among
+ * those open at start), then "ready" in the log and to the starter. GO_ON or 1. */
 static int announce_ready(struct start *st, char **argv)
 {
     if (srv_handover_init(argv, st->lfd, st->cfd, st->lockfd) != 0) {
@@ -443,6 +442,7 @@ static int announce_ready(struct start *st, char **argv)
         return 1;
     }
     srv_recycle_init(argv, st->lfd, st->cfd, st->lockfd, st->foreground);
+    srv_admit_init();
     if (srv.device_vmm)
         srv_log("cuMemAlloc is served from the server's arena of mapped memory "
                 "(MPSSHIM_DEVICE_VMM=1, the default)%s",
@@ -487,8 +487,7 @@ static void accept_waiting(struct start *st, const struct pollfd *fds, int n)
     }
 }
 
-/* Serves until told to quit. 1 when it ended handed over, with no client (or no live
- * server) left. */
+/* Serves until told to quit. 1 when it ended handed over, no client or live server left. */
 static int serve_clients(struct start *st)
 {
     int ended = 0;
