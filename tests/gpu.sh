@@ -461,7 +461,8 @@ printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY="$dir" "$CTL" >/dev/null 2>&1
 
 # ---------------------------------------------------------------- an MPI job
 # Built here with the machine's mpicc. No server runs for its pipe directory beforehand:
-# the first rank starts one, and every rank's kernels must run in that one server.
+# the first rank starts one, and every rank's kernels must run in that one server. Rank r
+# uses device r % devices (tests/mpi/mpi_app.c): on a machine of several GPUs, all of them.
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     MPI_APP=$WORK/mpi_app
     if mpicc -O2 -I/usr/local/cuda/include "$ROOT/tests/mpi/mpi_app.c" \
@@ -496,7 +497,7 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
                 started=$(grep -c "Server ready" "$dir/log/server.log" 2>/dev/null)
                 clients=$(grep -c "New client" "$dir/log/server.log" 2>/dev/null)
                 if [ "$servers" = 1 ] && [ "$started" = 1 ] && [ "$clients" = "$np" ]; then
-                    record "mpi-mpsshim-$np" PASS "no server before; 1 started, $clients ranks served; $(grep 'gpu loop' "$WORK/mpi-shim$np.out"), wall ${MPI_WALL[shim$np]} s"
+                    record "mpi-mpsshim-$np" PASS "no server before; 1 started, $clients ranks served over $NGPU GPU(s); $(grep 'gpu loop' "$WORK/mpi-shim$np.out"), wall ${MPI_WALL[shim$np]} s"
                 else
                     record "mpi-mpsshim-$np" FAIL "$servers server(s) running, $started started, $clients clients"
                 fi
