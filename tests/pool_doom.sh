@@ -66,15 +66,16 @@ if grep -E "CUmemoryPool.*failed|died" "$W/log/server.log"; then
 fi
 ctl quit >/dev/null
 # Its last line on pools: spares made new; pools that cuMemFree freed from (poolrace)
-# destroyed once settled; idle ones destroyed past the 16 kept; none destroyed at once on
-# retiring (past 64 spares).
+# destroyed once settled; idle ones destroyed past the 16 kept; few destroyed at once on
+# retiring (past 64 spares none idle: a spare settles when its client's last work has run,
+# which a loaded machine delays; once, beside the CI's second lane, 1 of 2907 kept).
 wait_for 10 grep -q "CUmemoryPools: " "$W/log/server.log" || fail "no line on pools at exit"
 line=$(grep "CUmemoryPools: " "$W/log/server.log" | tail -n 1)
 echo "${line#*] }"
-re='([0-9]+) spares made new.* ([0-9]+) of no use destroyed.* ([0-9]+) idle ones destroyed'
-re+='.* ([0-9]+) retiring ones destroyed'
-[[ $line =~ $re ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[2]}" -gt 0 ] &&
-    [ "${BASH_REMATCH[3]}" -gt 0 ] && [ "${BASH_REMATCH[4]}" = 0 ] ||
-    fail "spares: none made new, none of no use or idle destroyed, or a retiring pool destroyed"
+re='([0-9]+) spares made new.* ([0-9]+) pools kept as spares.* ([0-9]+) of no use destroyed'
+re+='.* ([0-9]+) idle ones destroyed.* ([0-9]+) retiring ones destroyed'
+[[ $line =~ $re ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[3]}" -gt 0 ] &&
+    [ "${BASH_REMATCH[4]}" -gt 0 ] && [ $((BASH_REMATCH[5] * 100)) -le "${BASH_REMATCH[2]}" ] ||
+    fail "spares: none made new, none of no use or idle destroyed, or retiring pools destroyed in more than one of 100 kept"
 [ $rc = 0 ] && echo "PASS pool-doom"
 exit $rc
