@@ -22,6 +22,15 @@ CUresult srv_copy_issue(const struct srv_copy_side *src, const struct srv_copy_s
 
 void srv_copy_forget_device(struct srv_client *c, int dev); /* copy.c */
 
+/* copybatch.c, for both batch operations. A batch's stream (r's, PTDS as it says), checked:
+ * the error the batch answers with, or CUDA_SUCCESS. */
+CUresult srv_batch_stream(struct srv_client *c, const struct chan_rec *r, uint64_t stream,
+                          struct srv_stream **sp);
+/* Answers a batch: deferred when r asks no reply, else at once or, with staged destinations
+ * (out bytes in r's reply lane), once s has run them. */
+void srv_batch_answer(struct srv_client *c, const struct chan_rec *r, struct srv_stream *s,
+                      CUresult res, uint64_t out, const char *what);
+
 /* The staging chunk number c's next staged copy must start at (channel/copyplan.h). */
 uint32_t srv_copy_chunk_seq(const struct srv_client *c);
 

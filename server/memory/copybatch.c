@@ -16,6 +16,7 @@
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
+#include "server/memory/copy.h"
 #include "server/memory/hostblocks.h"
 
 #include <stdlib.h>
@@ -123,18 +124,29 @@ static CUresult issue(const struct batch *b, int whole, CUstream st)
     return r;
 }
 
-/* The batch's stream, checked: the error the batch answers with, or CUDA_SUCCESS. */
-static CUresult check_stream(struct srv_client *c, const struct chan_rec *r, uint64_t stream,
-                             uint64_t in, uint64_t out, struct srv_stream **sp)
+CUresult srv_batch_stream(struct srv_client *c, const struct chan_rec *r, uint64_t stream,
+                          struct srv_stream **sp)
 {
     struct srv_stream *s = srv_stream_resolve(c, stream, r->flags & CHAN_RF_PTDS, r->thread);
     *sp = s;
     if (!c->cur) return CUDA_ERROR_INVALID_CONTEXT;
     if (c->cur->fault) return c->cur->fault; /* its context died (fault.c) */
     if (!s || s->legacy) return s ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
-    /* Pageable memory cannot be captured (copy.c says why). */
-    if ((in || out) && srv_stream_capturing(c, s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return CUDA_SUCCESS;
+}
+
+void srv_batch_answer(struct srv_client *c, const struct chan_rec *r, struct srv_stream *s,
+                      CUresult res, uint64_t out, const char *what)
+{
+    if (!(r->flags & CHAN_RF_REPLY)) {
+        srv_defer(c, res, what);
+        return;
+    }
+    /* Staged destinations: answered with their bytes once the stream has run them. */
+    if (res == CUDA_SUCCESS && out &&
+        (res = srv_wait_stream(c, s, r->lane, (uint32_t)out)) == CUDA_SUCCESS)
+        return;
+    srv_reply(c, r->lane, res, 0);
 }
 
 void srv_op_copy_batch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -152,13 +164,15 @@ void srv_op_copy_batch(struct srv_client *c, const struct chan_rec *r, uint8_t *
     memset(&b, 0, sizeof(b));
     struct srv_stream *s;
     /* The stream before the members, as the staged bytes go to its pinned block. */
-    CUresult res = check_stream(c, r, h.stream, have, 0, &s);
+    CUresult res = srv_batch_stream(c, r, h.stream, &s);
     uint8_t *pin = res == CUDA_SUCCESS && have ? srv_hblock_take(c, s, have) : NULL;
     if (pin) memcpy(pin, data, have);
     if (res == CUDA_SUCCESS)
         res = check(c, &h, attrs, copies, pin ? pin : data, have,
                     lane >= 0 ? srv_lane_data(c, lane) : NULL, &b);
-    if (res == CUDA_SUCCESS && b.out) res = check_stream(c, r, h.stream, have, b.out, &s);
+    /* Pageable memory cannot be captured (copy.c says why). */
+    if (res == CUDA_SUCCESS && (have || b.out) && srv_stream_capturing(c, s))
+        res = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (res == CUDA_SUCCESS) {
         CUstream st = srv_stream_prepare(c, s);
         res = issue(&b, pin || !have, st);
@@ -172,13 +186,5 @@ void srv_op_copy_batch(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (res == CUDA_SUCCESS) atomic_fetch_add(&c->stats.bytes_copied, total);
     uint64_t out = b.out;
     batch_free(&b);
-    if (lane < 0) {
-        srv_defer(c, res, "batched copy");
-        return;
-    }
-    /* Staged destinations: answered with their bytes once the stream has run them. */
-    if (res == CUDA_SUCCESS && out &&
-        (res = srv_wait_stream(c, s, lane, (uint32_t)out)) == CUDA_SUCCESS)
-        return;
-    srv_reply(c, lane, res, 0);
+    srv_batch_answer(c, r, s, res, out, "batched copy");
 }

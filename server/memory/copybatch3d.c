@@ -159,18 +159,6 @@ static CUresult issue(const uint8_t *copies, uint32_t n, const struct srv_copy_s
     return res;
 }
 
-/* The batch's stream, checked: the error the batch answers with, or CUDA_SUCCESS. */
-static CUresult check_stream(struct srv_client *c, const struct chan_rec *r, uint64_t stream,
-                             struct srv_stream **sp)
-{
-    struct srv_stream *s = srv_stream_resolve(c, stream, r->flags & CHAN_RF_PTDS, r->thread);
-    *sp = s;
-    if (!c->cur) return CUDA_ERROR_INVALID_CONTEXT;
-    if (c->cur->fault) return c->cur->fault; /* its context died (fault.c) */
-    if (!s || s->legacy) return s ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
-    return CUDA_SUCCESS;
-}
-
 void srv_op_copy_batch3d(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     /* The %payload line's checks ran: count at least 1, the operations in the record; what
@@ -184,7 +172,7 @@ void srv_op_copy_batch3d(struct srv_client *c, const struct chan_rec *r, uint8_t
                         .out = lane >= 0 ? srv_lane_data(c, lane) : NULL};
     struct srv_stream *s;
     struct srv_copy_side *sides = NULL;
-    CUresult res = check_stream(c, r, h.stream, &s);
+    CUresult res = srv_batch_stream(c, r, h.stream, &s);
     /* The stream before the operations, as the staged bytes go to its pinned block. */
     uint8_t *pin = res == CUDA_SUCCESS && st.have ? srv_hblock_take(c, s, st.have) : NULL;
     if (pin) memcpy(pin, data, st.have);
@@ -212,13 +200,5 @@ void srv_op_copy_batch3d(struct srv_client *c, const struct chan_rec *r, uint8_t
     }
     free(sides);
     if (res == CUDA_SUCCESS) atomic_fetch_add(&c->stats.bytes_copied, total);
-    if (lane < 0) {
-        srv_defer(c, res, "batched 3D copy");
-        return;
-    }
-    /* Staged destinations: answered with their bytes once the stream has run them. */
-    if (res == CUDA_SUCCESS && st.nout &&
-        (res = srv_wait_stream(c, s, lane, (uint32_t)st.nout)) == CUDA_SUCCESS)
-        return;
-    srv_reply(c, lane, res, 0);
+    srv_batch_answer(c, r, s, res, st.nout, "batched 3D copy");
 }
