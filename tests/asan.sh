@@ -24,7 +24,7 @@ step() { # step NAME CMD...: runs CMD, notes its failure
 }
 step channel_test "$A/tests/unit/channel_test"
 step ranges_test "$A/tests/unit/ranges_test"
-export MPSSHIM_PIPE_DIRECTORY=$W/pipe MPSSHIM_LOG_DIRECTORY=$W/log MPSSHIM_AUTOSTART=0 \
+export MPSSHIM_PIPE_DIRECTORY=$W/pipe MPSSHIM_LOG_DIRECTORY=$W/log MPSSHIM_AUTOSTART=0 MPSSHIM_CPUDRV_DEVICES=2 \
     MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1 MPSSHIM_TEST_KERNELS=$B/tests
 mkdir -p "$W/pipe" && chmod 700 "$W/pipe"
 "$A/mpsshim-server" 2>"$W/server.err" &

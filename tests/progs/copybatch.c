@@ -61,6 +61,15 @@ static void pause_here(int on)
     if (!fgets(line, sizeof(line), stdin)) t_fail(__FILE__, __LINE__, "no line on stdin");
 }
 
+/* A pageable copy to the device, landed: cuMemcpyHtoD may return once the bytes are staged,
+ * before the DMA ends, and the tests' stream (NON_BLOCKING) does not wait for the legacy
+ * stream it ran on. */
+static void htod_done(CUdeviceptr d, const void *h, size_t n)
+{
+    CHECK(cuMemcpyHtoD(d, h, n));
+    CHECK(cuCtxSynchronize());
+}
+
 /* One copy from pageable memory to the device, and back. */
 static void one(CUstream s, CUdeviceptr d)
 {
@@ -141,7 +150,7 @@ static void many(CUstream s, CUdeviceptr d, int pause)
         attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE),
         attr(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0)};
     t_fill_pattern(h, MANY * W, 31);
-    CHECK(cuMemcpyHtoD(d, h, MANY * W));
+    htod_done(d, h, MANY * W);
     for (int i = 0; i < MANY; i++) {
         int j = (i * 7 + 3) % MANY; /* 7 and 1000 coprime: a permutation */
         dsts[i] = d + DEV_BYTES / 2 + (CUdeviceptr)j * W;
@@ -291,7 +300,7 @@ static void batch3d(CUstream s, CUdeviceptr d)
     t_fill_pattern(h, n, 41);
     t_fill_pattern(pin, n, 42);
     t_fill_pattern(dev, 128 * 12 * 3, 43);
-    CHECK(cuMemcpyHtoD(d, dev, 128 * 12 * 3));
+    htod_done(d, dev, 128 * 12 * 3);
     CUdeviceptr d2 = d + (1u << 20);
     CUDA_MEMCPY3D_BATCH_OP ops[3] = {
         op3(optr(P(h), 0, 0), oarr(a, 0, 0), AW, AH, 1),
@@ -464,7 +473,7 @@ static void paused_3d(CUstream s, CUdeviceptr d)
     t_fill_pattern(hp, sizeof(hp), 61);
     t_fill_pattern(q, sizeof(q), 62);
     memset(ho, PAD, sizeof(ho));
-    CHECK(cuMemcpyHtoD(dq, q, sizeof(q)));
+    htod_done(dq, q, sizeof(q));
     CHECK(cuStreamSynchronize(s));
     pause_here(1);
     CHECK(cuMemcpy3DBatchAsync(N, ops, 0, s));
