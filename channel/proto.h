@@ -30,8 +30,10 @@
  * never moves it, and chan_shm.spin_hint_us, whose 0 means no hint; 4: chan_shm.coalesce_us,
  * in what was padding, whose 0, all an older server ever leaves there, means "ring for every
  * record"; 5: replies from the GPU, chan_lane.gpu_seq in what was padding, which an older
- * server leaves 0: never the number a thread waits for but after 2^32 replies). */
-#define CHAN_PROTO_MINOR 5
+ * server leaves 0: never the number a thread waits for but after 2^32 replies; 6:
+ * CHAN_HOST_MIGRATE and CHAN_MVAR_MPUSH/MPULL, which an older server refuses as invalid: the
+ * client then makes managed memory as before). */
+#define CHAN_PROTO_MINOR 6
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -273,6 +275,11 @@ enum chan_host_register_what {
 /* chan_host_alloc.flags: cuMemAllocManaged's memory (the other bits are then its
  * CU_MEM_ATTACH_* flags); without it, cuMemHostAlloc's CU_MEMHOSTALLOC_* flags. */
 #define CHAN_HOST_MANAGED 0x80000000u
+/* With CHAN_HOST_MANAGED: migrating managed memory (interpose/migrate.c,
+ * server/memory/migrate.c). The reply's address is device memory of the server's, the fd's
+ * pages are its host view, which the client maps at that same address and the server
+ * elsewhere; bytes move between the two only when the client asks (MPUSH, MPULL). */
+#define CHAN_HOST_MIGRATE 0x40000000u
 
 /* One side of a copy. */
 enum chan_mem {
@@ -302,6 +309,13 @@ enum chan_mem {
  *    before any work the client enqueues afterwards, on any of its streams.
  *  - PULL (sync): each variable's bytes are copied into the client's pinned memory at buf +
  *    off, after every push; the reply comes once they are there.
+ *  - MPUSH (async, or sync when a reply is asked: it comes once the bytes are there): the
+ *    entries name bytes of migrating managed allocations of the client's (CHAN_HOST_MIGRATE);
+ *    each goes from the host view to the device memory, ordered as PUSH is. No bytes follow.
+ *  - MPULL (sync): the same ranges the other way, after every push; with
+ *    CHAN_MPULL_AFTER_WORK in buf, also after all the client's work queued so far on any of
+ *    its streams (a host thread's touch; a host function's does not wait: its own stream
+ *    waits for it). The reply comes once the bytes are there.
  * A sync one replies with its own result only: an error of the client's async work waits
  * for its own synchronisation. */
 enum chan_mvar_what {
@@ -309,7 +323,10 @@ enum chan_mvar_what {
     CHAN_MVAR_READ,
     CHAN_MVAR_PUSH,
     CHAN_MVAR_PULL,
+    CHAN_MVAR_MPUSH,
+    CHAN_MVAR_MPULL,
 };
+#define CHAN_MPULL_AFTER_WORK 0x1u
 #define CHAN_MVAR_MANAGED 0x1u
 
 enum chan_image_kind {

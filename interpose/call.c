@@ -275,6 +275,8 @@ CUresult shim_forward(int id, const void *const *argv)
     CUstream work =
         d->cls == SHIM_ASYNC && d->stream >= 0 ? *(const CUstream *)argv[d->stream] : NULL;
     if (d->cls == SHIM_ASYNC && (r = shim_mvar_work(work)) != CUDA_SUCCESS) return r;
+    /* A synchronous memset of host memory is device work on managed memory (migrate.c). */
+    if (d->cls != SHIM_ASYNC && host && (r = shim_mig_work()) != CUDA_SUCCESS) return r;
     /* Size first (the record is reserved whole), then pack straight into the ring. */
     const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
     size_t reply_len;

@@ -30,6 +30,7 @@ static void *callback_thread(void *arg)
     uint32_t head = atomic_load(&cb->fired_head);
     struct chan_wait w = shim_waiter;
     w.spin_ns = 20 * 1000;
+    shim_mig_hostfn_thread();
     for (;;) {
         if (chan_wait_for(&cb->fired_tail, head + 1, &cb->fired_waiters, &w) != 0)
             return NULL; /* the server is gone */
@@ -41,6 +42,7 @@ static void *callback_thread(void *arg)
             if (slot >= CHAN_HN_SLOTS) continue;
             CUhostFn fn = (CUhostFn)(uintptr_t)cb->hn_fn[slot];
             if (fn) fn((void *)(uintptr_t)cb->hn_user[slot]);
+            shim_mig_hostfn_done(); /* its writes to managed memory first (migrate.c) */
             /* Release: what the function wrote is visible before the graph goes on. */
             atomic_store_explicit(&cb->hn_flag[slot], 1, memory_order_release);
             continue;
@@ -53,6 +55,7 @@ static void *callback_thread(void *arg)
             p.fn(p.user);
         else if (p.kind == 2 && p.cb)
             p.cb(p.stream, CUDA_SUCCESS, p.user);
+        shim_mig_hostfn_done(); /* its writes to managed memory first (migrate.c) */
         /* Release: whatever the function wrote is visible before the stream goes on. */
         atomic_store_explicit(&cb->done[seq % CHAN_CB_SLOTS], seq, memory_order_release);
     }

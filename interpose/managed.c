@@ -1,25 +1,24 @@
 /* Managed memory (cuMemAllocManaged and its family).
  *
  * The driver's managed memory lives in one process's address space and migrates on faults;
- * the server cannot hand it to a client. So a managed allocation here is shared host memory,
- * made exactly as pinned memory is (memory.c, shim_host_alloc; server/memory/memory.c): a memfd the
- * server maps at one address in both processes and registers with
- * cuMemHostRegister(PORTABLE|DEVICEMAP), so that the one pointer means the same bytes to the
- * program, to the server and to the GPU (unified addressing: the device pointer is the host
- * pointer). The GPU reads and writes it over the bus: correct and coherent, not fast.
- * Migrating pages to device memory is a later performance step.
+ * the server cannot hand it to a client. So an allocation here is the server's device memory
+ * at an address A with a host view this process maps at A, and its bytes migrate between the
+ * two by this process's page protection (migrate.c). Where the server cannot make that
+ * (no device virtual memory) or MPSSHIM_MANAGED_MIGRATE=0, it is shared host memory made as
+ * pinned memory is (memory.c, shim_host_alloc), registered in the server, which the GPU
+ * reads and writes over the bus: coherent at all times, at pinned-memory speed.
  *
  * What follows from that:
- *  - advice (cuMemAdvise) and prefetch locations change nothing but what
- *    cuMemRangeGetAttribute(s) answer, so they are kept here, per allocation
- *    (channel/advice.h), and never reach the server;
- *  - a prefetch moves nothing: it is checked (the caller's managed memory, a valid location
- *    and stream) and recorded, and adds no work to the stream, which keeps the stream's order
- *    as it was (work after it still follows work before it);
+ *  - advice (cuMemAdvise) changes nothing but what cuMemRangeGetAttribute(s) answer, so it
+ *    is kept here, per allocation (channel/advice.h), and never reaches the server;
+ *  - a prefetch is checked (the caller's managed memory, a valid location and stream) and
+ *    recorded; of migrating memory it also moves the range (migrate.c): to a device, the
+ *    host's writes go at once; to the host, the bytes come back at once;
  *  - cuStreamAttachMemAsync is checked the same way and changes nothing: the memory is
- *    visible to every stream and to the host at all times (a program that respects the
- *    attach rules sees no difference);
- *  - cuMemFree frees it (the server unregisters and unmaps it; here it is unmapped after).
+ *    treated as attached globally (a program that respects the attach rules sees no
+ *    difference);
+ *  - cuMemFree frees it (the server releases it; here it leaves migrate.c's table and is
+ *    unmapped after).
  *
  * __managed__ variables of modules (mvars.c) take advice, prefetches and stream attachment
  * the same way, each variable its own range; so do the batch prefetch and discard calls,
@@ -70,6 +69,7 @@ int shim_managed_track(uint64_t base, uint64_t size)
 
 void shim_managed_forget(uint64_t base)
 {
+    shim_mig_forget(base);
     pthread_mutex_lock(&lock);
     struct managed *m = find_locked(base);
     if (m) {
@@ -98,7 +98,14 @@ CUresult SHIM_IMPL(cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsign
     }
     pthread_mutex_unlock(&lock);
     void *p = NULL;
-    if ((r = shim_host_alloc(&p, bytesize, CHAN_HOST_MANAGED | flags)) != CUDA_SUCCESS) return r;
+    /* Migrating (migrate.c), unless unwanted or refused: then host memory the GPU reads over
+     * the bus, as below. */
+    if (!shim_mig_wanted() ||
+        shim_host_alloc(&p, bytesize, CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE | flags) !=
+            CUDA_SUCCESS) {
+        if ((r = shim_host_alloc(&p, bytesize, CHAN_HOST_MANAGED | flags)) != CUDA_SUCCESS)
+            return r;
+    }
     pthread_mutex_lock(&lock);
     tab[ntab++] = (struct managed){.base = (uint64_t)(uintptr_t)p, .adv = {.size = bytesize}};
     pthread_mutex_unlock(&lock);
@@ -158,6 +165,20 @@ CUresult SHIM_IMPL(cuMemAdvise_v2)(CUdeviceptr devPtr, size_t count, CUmem_advis
     return advise(devPtr, count, advice, location);
 }
 
+/* A prefetch of migrating memory moves it (migrate.c): to the host now, after the client's
+ * queued work; to a device, the host's writes go before any later work. Captured, it is
+ * only recorded: the graph's launch is work that moves it then. */
+static CUresult move(CUdeviceptr p, size_t count, CUmemLocation l, CUstream s)
+{
+    if (!shim_mig_live() ||
+        (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && shim_capture_active(s)))
+        return CUDA_SUCCESS;
+    if (l.type == CU_MEM_LOCATION_TYPE_HOST || l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+        l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+        return shim_mig_prefetch_host(p, count);
+    return shim_mig_work();
+}
+
 static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation l, unsigned flags, CUstream s)
 {
     CUresult r = shim_ready_ctx();
@@ -170,7 +191,7 @@ static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation l, unsigned 
     if (!m) return CUDA_ERROR_INVALID_VALUE;
     r = chan_advice_prefetch(&m->adv, off, count, l);
     pthread_mutex_unlock(&lock);
-    return r;
+    return r == CUDA_SUCCESS ? move(p, count, l, s) : r;
 }
 
 CUresult SHIM_IMPL(cuMemPrefetchAsync)(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
@@ -261,9 +282,10 @@ static CUresult batch(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLoca
     for (size_t i = 0; prefetch && i < count && r == CUDA_SUCCESS; i++) {
         struct managed *m = hold(dptrs[i], sizes[i], &off);
         if (!m) return CUDA_ERROR_INVALID_VALUE; /* freed meanwhile by another thread */
-        r = chan_advice_prefetch(&m->adv, off, sizes[i],
-                                 chan_advice_batch_loc(locs, idxs, nlocs, i));
+        CUmemLocation l = chan_advice_batch_loc(locs, idxs, nlocs, i);
+        r = chan_advice_prefetch(&m->adv, off, sizes[i], l);
         pthread_mutex_unlock(&lock);
+        if (r == CUDA_SUCCESS) r = move(dptrs[i], sizes[i], l, s);
     }
     return r;
 }

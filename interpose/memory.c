@@ -74,13 +74,15 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         void *p =
             mmap(want, rep[1], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
         close(fd);
-        if (p == want) {
-            int managed = (flags & CHAN_HOST_MANAGED) != 0;
+        int managed = (flags & CHAN_HOST_MANAGED) != 0;
+        /* A migrating allocation's pages follow its table (migrate.c) from here on. */
+        if (p == want && (!(flags & CHAN_HOST_MIGRATE) ||
+                          shim_mig_track(rep[0], bytesize, shim_current_ctx_id()) == 0)) {
             struct shim_range rg = {.base = rep[0],
                                     .size = bytesize,
                                     .kind = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED,
                                     .ctx = shim_current_ctx_id(),
-                                    .flags = flags & ~CHAN_HOST_MANAGED,
+                                    .flags = flags & ~(CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE),
                                     .mapped = rep[1]};
             shim_range_add(&rg);
             *pp = p;
@@ -91,6 +93,8 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         shim_rpc(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
         m.avoid = rep[0];
         r = CUDA_ERROR_OUT_OF_MEMORY;
+        /* A migrating allocation's address is the device's: no other to ask for. */
+        if (flags & CHAN_HOST_MIGRATE) break;
     }
     pthread_mutex_unlock(&host_lock);
     return r;

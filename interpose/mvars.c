@@ -486,13 +486,16 @@ static int changed(const uint8_t *h, const uint8_t *snap, uint64_t n, uint64_t *
 
 CUresult shim_mvar_work(CUstream s)
 {
+    /* Migrating managed memory's writes go at the same points (migrate.c). */
+    int mig = shim_mig_live();
     /* The pushes name the calling thread's context: without one, the next work pushes. */
-    if (!atomic_load_explicit(&live, memory_order_relaxed) || !shim_current_ctx_id())
+    if ((!atomic_load_explicit(&live, memory_order_relaxed) && !mig) || !shim_current_ctx_id())
         return CUDA_SUCCESS;
     /* Captured work runs later, as a graph: its launch pushes then. */
     if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && shim_capture_active(s))
         return CUDA_SUCCESS;
-    CUresult r = CUDA_SUCCESS;
+    CUresult r = mig ? shim_mig_work() : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS || !atomic_load_explicit(&live, memory_order_relaxed)) return r;
     pthread_mutex_lock(&lock);
     struct chan_mvar_ent *e = NULL;
     const uint8_t **src = NULL;

@@ -303,6 +303,27 @@ void shim_managed_forget(uint64_t base);
  * out of memory. */
 int shim_managed_track(uint64_t base, uint64_t size);
 
+/* ---------------------------------------------------------------- migrate.c */
+
+/* Managed memory migrates (MPSSHIM_MANAGED_MIGRATE, default on). */
+int shim_mig_wanted(void);
+/* A migrating allocation mapped at [base, base + size), made in context ctx, enters the
+ * table (its pages become read-only): 0, or -1 when out of memory or no pager. Forget: it
+ * leaves (its pages readable and writable again), before it is unmapped. */
+int shim_mig_track(uint64_t base, uint64_t size, uint32_t ctx);
+void shim_mig_forget(uint64_t base);
+/* Any migrating allocation was made. */
+int shim_mig_live(void);
+/* Device work is about to be enqueued: the host's writes go first and nothing stays
+ * host-reachable (under shim_mvar_work). An error only when they could not be sent. */
+CUresult shim_mig_work(void);
+/* Prefetches of [p, p + n) of a migrating allocation: to the host, brought now (after the
+ * client's queued work); to a device, the host's writes pushed (shim_mig_work). */
+CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n);
+/* hostfn.c: its thread starts; a host function returned (what it wrote is pushed first). */
+void shim_mig_hostfn_thread(void);
+void shim_mig_hostfn_done(void);
+
 /* ---------------------------------------------------------------- mvars.c */
 
 /* A global range's flags (struct shim_range.flags, unused otherwise for globals): the

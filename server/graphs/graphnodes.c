@@ -11,6 +11,7 @@
 #include "server/core/registry.h"
 #include "server/core/reply.h"
 #include "server/memory/devmem.h"
+#include "server/memory/managed.h"
 #include "server/graphs/graphrefs.h"
 #include "server/code/launch.h"
 #include "server/code/module.h"
@@ -101,16 +102,32 @@ static CUresult check_node_side(struct srv_client *c, CUmemorytype type, const v
     return CUDA_SUCCESS;
 }
 
+/* A checked host side naming migrating managed memory names device memory here (migrate.c):
+ * the driver is told so. */
+static void host_to_device(struct srv_client *c, CUmemorytype *type, const void *host,
+                           CUdeviceptr *dev)
+{
+    if (*type != CU_MEMORYTYPE_HOST) return;
+    if (srv_migrating(srv_range_find(c, (uint64_t)(uintptr_t)host, 1))) {
+        *type = CU_MEMORYTYPE_DEVICE;
+        *dev = (CUdeviceptr)(uintptr_t)host;
+    }
+}
+
 static CUresult memcpy_before(struct srv_client *c, struct srv_call *k)
 {
     const CUDA_MEMCPY3D *p = struct_param(k, "CUDA_MEMCPY3D");
     CUresult r;
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     if ((r = check_node_side(c, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY,
-                             p->srcZ, p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS)
+                             p->srcZ, p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS ||
+        (r = check_node_side(c, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY,
+                             p->dstZ, p->dstPitch, p->dstHeight, p)) != CUDA_SUCCESS)
         return r;
-    return check_node_side(c, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY,
-                           p->dstZ, p->dstPitch, p->dstHeight, p);
+    CUDA_MEMCPY3D *w = (CUDA_MEMCPY3D *)p; /* the record's private copy, which the driver gets */
+    host_to_device(c, &w->srcMemoryType, w->srcHost, &w->srcDevice);
+    host_to_device(c, &w->dstMemoryType, w->dstHost, &w->dstDevice);
+    return CUDA_SUCCESS;
 }
 
 /* An exec's memcpy node set anew: its launches check the new sides (graphrefs.c). */

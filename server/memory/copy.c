@@ -13,6 +13,7 @@
 #include "server/core/devices.h"
 #include "server/core/events.h"
 #include "server/memory/hostblocks.h"
+#include "server/memory/managed.h"
 #include "server/core/queue.h"
 
 #include <string.h>
@@ -53,7 +54,9 @@ CUresult srv_copy_check_side(struct srv_client *c, const struct chan_copy_side *
         struct srv_obj *a =
             srv_range_extent(c, s->addr, s->x, s->y, s->z, s->pitch, s->height, w, h, d);
         if (!a) return CUDA_ERROR_INVALID_VALUE;
-        out->type = srv_host_type(a->key.type) ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        /* Migrating managed memory is device memory here (migrate.c). */
+        out->type = srv_host_type(a->key.type) && !srv_migrating(a) ? CU_MEMORYTYPE_HOST
+                                                                    : CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
     }
     case CHAN_MEM_STAGED:

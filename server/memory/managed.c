@@ -2,22 +2,22 @@
  *
  * The driver's managed memory belongs to the process that allocated it and migrates on
  * page faults there; this server's could not be mapped by a client. So a client's managed
- * allocation is made exactly as pinned memory is (memory.c, srv_op_host_alloc): a sealed
- * memfd mapped at one address here and in the client and registered with
+ * allocation is migrating memory (migrate.c: device memory with a host view the client maps,
+ * bytes moved when the client asks), or, where that cannot be made or the client does not
+ * ask for it, made exactly as pinned memory is (memory.c, srv_op_host_alloc): a sealed memfd
+ * mapped at one address here and in the client and registered with
  * cuMemHostRegister(PORTABLE|DEVICEMAP), so that the device pointer is the host pointer and
- * the CPU and the GPU see one coherent buffer (the GPU over the bus; migration to device
- * memory would be a later performance step). It is its own kind of range
- * (%range managed), so that pointer queries say IS_MANAGED and cuMemFree, not
+ * the CPU and the GPU see one coherent buffer (the GPU over the bus). Either is its own kind
+ * of range (%range managed), so that pointer queries say IS_MANAGED and cuMemFree, not
  * cuMemFreeHost, frees it.
  *
  * Memory limits: it counts against the client's device memory limit on the device it was
- * allocated for (the pinned device memory limit), although it holds no device memory here:
- * a limit set to contain a client must contain a program that allocates everything managed
- * (OpenACC, unified-memory codes), and the memory is on the device's books the day it
- * migrates. It also counts against the server's pinned host memory cap
- * (MPSSHIM_MAX_PINNED_MB), as pinned memory does, since its pages are pinned. Advice and
- * prefetches never reach the server (interpose/managed.c says why). __managed__ variables of
- * modules are the driver's own managed memory: below. */
+ * allocated for (the pinned device memory limit): a limit set to contain a client must
+ * contain a program that allocates everything managed (OpenACC, unified-memory codes). It also
+ * counts against the server's pinned host memory cap (MPSSHIM_MAX_PINNED_MB), as pinned
+ * memory does, since its host pages are pinned. Advice never reaches the server
+ * (interpose/managed.c says why). __managed__ variables of modules are the driver's own
+ * managed memory: below. */
 #include "server/core/server.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
@@ -40,10 +40,14 @@ int srv_managed_flags_ok(unsigned flags)
 }
 
 /* The end of a managed allocation, however it goes (cuMemFree, its context, its client):
- * the same as a pinned one's; its device bytes are uncounted with its record. */
+ * a migrating one's is migrate.c's, another's the same as a pinned one's; its device bytes are
+ * uncounted with its record. */
 void srv_release_managed(struct srv_client *c, struct srv_obj *o)
 {
-    srv_release_pinned(c, o);
+    if (srv_migrating(o))
+        srv_migrate_release(c, o);
+    else
+        srv_release_pinned(c, o);
 }
 
 /* cuMemFree of managed memory: the caller's kernels and copies may still use it, so its
@@ -127,6 +131,16 @@ static int pinned_room(struct srv_client *c, uint64_t p, uint64_t len)
     return o && o->key.type == SHIM_HT_MEM_PINNED && end - o->key.value <= o->size;
 }
 
+CUresult srv_mvar_ordered(struct srv_client *c, struct srv_stream *m, CUstream st, CUresult r)
+{
+    if (r == CUDA_SUCCESS) r = DRV(cuEventRecord)(m->mark, st);
+    /* Even after a failure: what was queued must come before later work too. */
+    c->mvar_gen++;
+    c->mvar_last = m;
+    m->mvar_seen = c->mvar_gen;
+    return r;
+}
+
 /* PUSH: the entries' bytes, packed after them, to their variables. */
 static CUresult push(struct srv_client *c, struct srv_stream *m, const struct chan_mvar_ent *e,
                      uint32_t n, const uint8_t *data, uint64_t data_len)
@@ -149,12 +163,7 @@ static CUresult push(struct srv_client *c, struct srv_stream *m, const struct ch
         r = DRV(cuMemcpyHtoDAsync_v2)(e[i].dptr, src, e[i].len, st);
         data += e[i].len;
     }
-    if (r == CUDA_SUCCESS) r = DRV(cuEventRecord)(m->mark, st);
-    if (r == CUDA_SUCCESS) srv_queue_charge(c, m, total);
-    /* Even after a failure: what was queued must come before later work too. */
-    c->mvar_gen++;
-    c->mvar_last = m;
-    m->mvar_seen = c->mvar_gen;
+    if ((r = srv_mvar_ordered(c, m, st, r)) == CUDA_SUCCESS) srv_queue_charge(c, m, total);
     atomic_fetch_add(&c->stats.bytes_copied, total);
     return r;
 }
@@ -238,8 +247,12 @@ void srv_op_mvar(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
         res = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (h.what == CHAN_MVAR_PUSH) {
         res = push(c, m, e, h.n, data, data_len);
-    } else if (data_len || lane < 0) {
+    } else if (data_len || (lane < 0 && h.what != CHAN_MVAR_MPUSH)) {
         res = CUDA_ERROR_INVALID_VALUE;
+    } else if (h.what == CHAN_MVAR_MPUSH || h.what == CHAN_MVAR_MPULL) {
+        srv_migrate_move(c, m, &h, e, lane); /* replies itself (migrate.c) */
+        free(e);
+        return;
     } else {
         pull(c, m, &h, e, h.n, lane);
         free(e);

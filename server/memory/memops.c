@@ -33,6 +33,7 @@
 #include "server/code/codegate.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
+#include "server/memory/managed.h"
 #include "server/memory/memops.h"
 
 #include <stdatomic.h>
@@ -145,7 +146,8 @@ static CUresult wait_before(struct srv_client *c, struct srv_call *k)
 
 static int host_mapped(const struct srv_obj *o)
 {
-    return o && (o->key.type == SHIM_HT_MEM_PINNED || o->key.type == SHIM_HT_MEM_MANAGED);
+    /* Migrating managed memory is device memory here (migrate.c). */
+    return o && srv_host_type(o->key.type) && !srv_migrating(o);
 }
 
 /* Every wait is remembered, not only the latest on a word: two waits on one word for two

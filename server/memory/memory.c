@@ -91,6 +91,25 @@ const struct srv_hook srv_hook_mem_info = {.before = mem_info_before, .after = m
 
 /* ---------------------------------------------------------------- pinned host memory */
 
+int srv_host_share(uint64_t size, uint64_t avoid, uint64_t *addr)
+{
+    int fd = -1;
+    if (!(*addr = srv_window_take(size, avoid))) return -1;
+    fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0 &&
+        mmap((void *)(uintptr_t)*addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+             0) != MAP_FAILED &&
+        DRV(cuMemHostRegister_v2)((void *)(uintptr_t)*addr, size,
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+            CUDA_SUCCESS)
+        return fd;
+    if (fd >= 0) close(fd);
+    srv_window_give(*addr, size);
+    *addr = 0;
+    return -1;
+}
+
 void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_host_alloc m; /* the payload is one (its %op row) */
@@ -105,6 +124,12 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     }
     memcpy(&m, p, sizeof(m));
     if (m.bytes == 0 || m.bytes > (1ull << 40)) goto out;
+    /* Migrating managed memory is made by migrate.c. */
+    if ((m.flags & (CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE)) ==
+        (CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE)) {
+        srv_migrate_alloc(c, r, &m);
+        return;
+    }
     /* cuMemAllocManaged's memory is made the same way (server/memory/managed.c says why); it is
      * its own kind of range, and counts against the device memory limit too. */
     int managed = (m.flags & CHAN_HOST_MANAGED) != 0;
@@ -119,21 +144,10 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (!srv_account_pinned_take(c, size)) /* the process's, across its connections */
         goto out;
     taken = 1;
-    if (!(addr = srv_window_take(size, m.avoid))) goto fail;
-    fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-        goto fail;
-    if (mmap((void *)(uintptr_t)addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-             0) == MAP_FAILED)
-        goto fail;
-    res = DRV(cuMemHostRegister_v2)((void *)(uintptr_t)addr, size,
-                                    CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-    if (res != CUDA_SUCCESS) goto fail;
+    if ((fd = srv_host_share(size, m.avoid, &addr)) < 0) goto fail;
     struct srv_obj *o = srv_range_add(c, type, addr, m.bytes, 1, NULL);
     if (!o) {
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
-        res = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail;
     }
     o->aux = size;
@@ -151,12 +165,12 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     close(fd);
     rep[0] = addr;
     rep[1] = size;
+    res = CUDA_SUCCESS;
     goto out;
 fail:
     if (fd >= 0) close(fd);
     if (addr) srv_window_give(addr, size);
     if (taken) srv_account_pinned_give(c, size);
-    if (res == CUDA_SUCCESS) res = CUDA_ERROR_OUT_OF_MEMORY;
 out:
     memcpy(srv_lane_data(c, r->lane), rep, sizeof(rep));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);

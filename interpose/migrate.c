@@ -1,0 +1,549 @@
+/* Migrating managed memory: cuMemAllocManaged's bytes in device memory while the GPU works
+ * on them and in host memory while the host does (server/memory/migrate.c has the server's
+ * half: device memory at A, and a host view this process maps at A).
+ *
+ * The rules are CUDA's for a device without concurrent managed access (which the device
+ * reports): the host may touch managed memory only while no device work that may use it runs.
+ * So this process keeps a state per 64 KiB chunk of each allocation, with the protection of
+ * its pages following it:
+ *
+ *   DEV    the device's bytes may be newer; no access (PROT_NONE)
+ *   CLEAN  the host view holds what the device holds; read-only
+ *   DIRTY  the host wrote since; read-write
+ *
+ *  - Before device work is enqueued (a launch, a graph launch, a copy, a memset, any
+ *    asynchronous call: shim_mig_work, beside the __managed__ variables' push), the DIRTY
+ *    chunks go to the device (MPUSH, ordered before every later work of the client on any
+ *    stream, no round trip), and every chunk the host could reach becomes DEV: any kernel may
+ *    write any managed memory. In a steady loop of launches nothing is host-reachable and
+ *    this costs one atomic increment.
+ *  - The host's first touch of a DEV chunk faults; the handler hands the fault to the pager,
+ *    a thread of the shim's own (a signal handler must not send requests: the faulting
+ *    thread may be inside one, holding its lane), and waits. The pager asks the server for
+ *    the chunk (MPULL, after every push and after all the client's queued work, so that a
+ *    touch CUDA forbids, while a kernel runs, waits for it and sees its writes instead of
+ *    losing them), then makes it CLEAN, or DIRTY for a write. Sequential faults bring
+ *    doubling runs of chunks, up to 2 MiB, as read-ahead does. A write to a CLEAN chunk
+ *    faults once more and makes it DIRTY without a transfer.
+ *  - A host function's (or stream callback's, or host node's) touches do not wait for the
+ *    client's work (its own stream waits for it), and what it wrote goes to the device before
+ *    its stream goes on (shim_mig_hostfn_done: a push answered once done).
+ *  - Attachment (CU_MEM_ATTACH_HOST or SINGLE, at allocation or by cuStreamAttachMemAsync)
+ *    changes nothing: all managed memory is treated as attached globally, which is correct
+ *    for every program that keeps the attach rules (kernels may still use host-attached
+ *    memory, as they can natively on this device), at the cost of faults and waits a
+ *    host-attached allocation would not need.
+ *  - Synchronisations change nothing here: what the host touches afterwards is fetched then,
+ *    only what it touches.
+ *
+ * Every decision is this process's own, from its own table: the server copies what it is
+ * asked between a client's host view and its device memory, and a client can only fool
+ * itself. Faults that are not ours (another address, or no pager) go to the handler that was
+ * installed before ours, or end the process as they would have; a program that installs its
+ * own SIGSEGV handler over ours gets it chained behind ours at the next work (checked where
+ * chunks become DEV). MPSSHIM_MANAGED_MIGRATE=0 keeps managed memory in host memory, read by
+ * the GPU over the bus, as before (interpose/managed.c).
+ *
+ * Limits (README, "Managed memory"): a host thread touching managed memory at the very moment
+ * another thread enqueues device work is a race CUDA forbids; the touch sees the bytes from
+ * before or after that work, and a chunk it made readable stays so until the next work. A
+ * forked child touching a chunk that is not host-reachable dies of the fault. */
+#define _GNU_SOURCE
+#include "interpose/shim.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define CHUNK (64ull << 10)
+#define RUN_MAX 32u /* chunks one fault brings at most: 2 MiB */
+
+enum { ST_DEV = 0, ST_CLEAN, ST_DIRTY };
+
+struct mig {
+    uint64_t base, size; /* the allocation: A and its bytes */
+    uint32_t nchunks;
+    uint32_t nhost;    /* chunks not DEV */
+    uint32_t ctx;      /* the context it was made in: its pulls name it */
+    uint32_t pins;     /* pulls in flight on it: its end waits for them */
+    uint32_t next_seq; /* the chunk after the last run pulled, and that run's length */
+    uint32_t run;
+    uint8_t *st;
+};
+
+/* Guarded by lock: the allocations, and how many have a chunk that is not DEV. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t unpinned = PTHREAD_COND_INITIALIZER;
+static struct mig **migs;
+static size_t nmigs, capmigs, nreachable;
+/* Device work begun (shim_mig_work): a pull that saw it change was maybe overtaken. */
+static atomic_ulong begun;
+static atomic_int live; /* any migrating allocation made: the hooks have work */
+
+/* ---------------------------------------------------------------- the fault handler */
+
+struct fault {
+    uint64_t addr;
+    int write;        /* 1 a write, 0 a read, -1 not known */
+    int hostfn;       /* the thread runs host functions */
+    atomic_uint done; /* futex word: 0 pending, 1 served, 2 not ours */
+    struct fault *next;
+};
+static _Atomic(struct fault *) queue;
+static atomic_uint queue_word; /* futex word the pager sleeps on */
+static atomic_int pager_up;
+static atomic_ulong lo_addr = ULONG_MAX, hi_addr; /* every allocation is within */
+static struct sigaction prev;                     /* the handler before ours */
+static atomic_int cb_tid;                         /* the host functions' thread (hostfn.c) */
+
+static void futex_wait(atomic_uint *w, unsigned v)
+{
+    syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+
+static void futex_wake(atomic_uint *w)
+{
+    syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static int fault_write(const void *ucv)
+{
+#if defined(__x86_64__)
+    const ucontext_t *uc = ucv;
+    return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0; /* the page fault's W bit */
+#else
+    (void)ucv;
+    return -1;
+#endif
+}
+
+static void on_segv(int sig, siginfo_t *si, void *ucv);
+
+/* Not ours: as if our handler were not there. */
+static void chain(int sig, siginfo_t *si, void *ucv)
+{
+    if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction && prev.sa_sigaction != on_segv) {
+        prev.sa_sigaction(sig, si, ucv);
+        return;
+    }
+    if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+        prev.sa_handler(sig);
+        return;
+    }
+    /* The default: the access runs again and the process dies of it, as it would have. */
+    signal(sig, SIG_DFL);
+    if (si->si_code <= 0) raise(sig); /* sent, not a fault: it would not come again */
+}
+
+static void on_segv(int sig, siginfo_t *si, void *ucv)
+{
+    int saved = errno;
+    uint64_t a = (uint64_t)(uintptr_t)si->si_addr;
+    if (si->si_code == SEGV_ACCERR && atomic_load(&pager_up) && a >= atomic_load(&lo_addr) &&
+        a < atomic_load(&hi_addr)) {
+        struct fault f = {.addr = a,
+                          .write = fault_write(ucv),
+                          .hostfn = (int)syscall(SYS_gettid) == atomic_load(&cb_tid)};
+        atomic_init(&f.done, 0);
+        f.next = atomic_load(&queue);
+        while (!atomic_compare_exchange_weak(&queue, &f.next, &f))
+            ;
+        atomic_fetch_add(&queue_word, 1);
+        futex_wake(&queue_word);
+        unsigned d;
+        while ((d = atomic_load(&f.done)) == 0)
+            futex_wait(&f.done, 0);
+        if (d == 1) {
+            errno = saved;
+            return; /* the access runs again, now allowed */
+        }
+    }
+    errno = saved;
+    chain(sig, si, ucv);
+}
+
+/* Ours is SIGSEGV's handler (called under lock, where chunks become DEV): a program's own,
+ * installed over ours, is chained behind it. */
+static void handler_check(void)
+{
+    struct sigaction cur, ours;
+    if (sigaction(SIGSEGV, NULL, &cur) != 0 ||
+        ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_segv))
+        return;
+    memset(&ours, 0, sizeof(ours));
+    ours.sa_sigaction = on_segv;
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&ours.sa_mask);
+    if (sigaction(SIGSEGV, &ours, &prev) != 0) shim_log("managed memory: SIGSEGV handler not set");
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static struct mig *find_locked(uint64_t a)
+{
+    for (size_t i = 0; i < nmigs; i++)
+        if (a >= migs[i]->base && a - migs[i]->base < (uint64_t)migs[i]->nchunks * CHUNK)
+            return migs[i];
+    return NULL;
+}
+
+/* Chunks [a, b) of m get protection prot. */
+static void protect(const struct mig *m, uint32_t a, uint32_t b, int prot)
+{
+    if (mprotect((void *)(uintptr_t)(m->base + a * CHUNK), (size_t)(b - a) * CHUNK, prot) != 0)
+        shim_log("managed memory: mprotect failed (%s)", strerror(errno));
+}
+
+/* A range's bytes within the allocation (the last chunk may end past it). */
+static uint64_t span(const struct mig *m, uint32_t a, uint32_t b)
+{
+    uint64_t end = (uint64_t)b * CHUNK;
+    return (end < m->size ? end : m->size) - (uint64_t)a * CHUNK;
+}
+
+/* The chunks of [a, b) still DEV become CLEAN: the host view now holds the device's bytes. */
+static void reach_locked(struct mig *m, uint32_t a, uint32_t b)
+{
+    while (a < b) {
+        if (m->st[a] != ST_DEV) {
+            a++;
+            continue;
+        }
+        uint32_t e = a;
+        while (e < b && m->st[e] == ST_DEV)
+            e++;
+        if (!m->nhost) nreachable++;
+        m->nhost += e - a;
+        memset(m->st + a, ST_CLEAN, e - a);
+        protect(m, a, e, PROT_READ);
+        a = e;
+    }
+}
+
+/* ---------------------------------------------------------------- transfers */
+
+/* MPUSH or MPULL of n entries, in records that fit; reply: wait for each. */
+static CUresult move(unsigned what, const struct chan_mvar_ent *e, size_t n, uint64_t flags,
+                     int reply)
+{
+    const size_t per =
+        (CHAN_REC_MAX - sizeof(struct chan_rec) - sizeof(struct chan_mvar)) / sizeof(*e);
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i += per) {
+        size_t k = n - i < per ? n - i : per;
+        struct chan_mvar h = {.what = what, .n = (uint32_t)k, .buf = flags};
+        struct shim_req q;
+        if ((r = shim_req_begin(&q, CHAN_OP_MVAR, (uint32_t)(sizeof(h) + k * sizeof(*e)), reply,
+                                0)) != CUDA_SUCCESS)
+            break;
+        memcpy(q.payload, &h, sizeof(h));
+        memcpy(q.payload + sizeof(h), e + i, k * sizeof(*e));
+        shim_req_send(&q);
+        if (reply) r = shim_req_wait(&q, NULL, NULL);
+    }
+    return r;
+}
+
+/* The pager's context for its requests: the allocation's (context.c keeps ids by pointer). */
+static uint32_t pager_ctx;
+
+static uint32_t serve(const struct fault *f)
+{
+    static int said;
+    int tries = 0;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        struct mig *m = find_locked(f->addr);
+        if (!m) break;
+        uint32_t i = (uint32_t)((f->addr - m->base) / CHUNK);
+        if (m->st[i] == ST_DIRTY || (m->st[i] == ST_CLEAN && f->write == 0)) {
+            pthread_mutex_unlock(&lock);
+            return 1; /* served meanwhile */
+        }
+        if (m->st[i] == ST_CLEAN) { /* a write: no transfer */
+            protect(m, i, i + 1, PROT_READ | PROT_WRITE);
+            m->st[i] = ST_DIRTY;
+            pthread_mutex_unlock(&lock);
+            return 1;
+        }
+        uint32_t want = i == m->next_seq && m->run ? m->run * 2 : 1, n = 1;
+        if (want > RUN_MAX) want = RUN_MAX;
+        while (n < want && i + n < m->nchunks && m->st[i + n] == ST_DEV)
+            n++;
+        struct chan_mvar_ent e = {.dptr = m->base + i * CHUNK, .len = span(m, i, i + n)};
+        unsigned long b0 = atomic_load(&begun);
+        m->pins++;
+        tries++;
+        pager_ctx = m->ctx;
+        pthread_mutex_unlock(&lock);
+        CUresult r = move(CHAN_MVAR_MPULL, &e, 1, f->hostfn ? 0 : CHAN_MPULL_AFTER_WORK, 1);
+        pthread_mutex_lock(&lock);
+        m->pins--;
+        pthread_cond_broadcast(&unpinned);
+        /* Work begun meanwhile may have overtaken the pull: again, a few times (a thread
+         * that launches without end must not starve the touch). */
+        if (r == CUDA_SUCCESS && atomic_load(&begun) != b0 && tries < 4) continue;
+        if (r != CUDA_SUCCESS && !said++)
+            shim_log("managed memory at %#llx could not be brought from the device (%s): the "
+                     "host sees its own last copy (said once)",
+                     (unsigned long long)e.dptr, shim_error_name(r));
+        reach_locked(m, i, i + n);
+        if (f->write == 1) {
+            protect(m, i, i + 1, PROT_READ | PROT_WRITE);
+            m->st[i] = ST_DIRTY;
+        }
+        m->next_seq = i + n;
+        m->run = n;
+        pthread_mutex_unlock(&lock);
+        return 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return 2;
+}
+
+static void *pager(void *arg)
+{
+    (void)arg;
+    shim_set_current_ctx(&pager_ctx);
+    for (;;) {
+        unsigned w = atomic_load(&queue_word);
+        struct fault *f = atomic_exchange(&queue, NULL);
+        if (!f) {
+            futex_wait(&queue_word, w);
+            continue;
+        }
+        while (f) {
+            struct fault *next = f->next; /* f is the faulting thread's, gone once done */
+            atomic_store(&f->done, serve(f));
+            futex_wake(&f->done);
+            f = next;
+        }
+    }
+    return NULL;
+}
+
+/* A forked child has no pager: its faults are not served. */
+static void forked(void)
+{
+    atomic_store(&pager_up, 0);
+}
+
+/* The pager and the handler, once (under lock). */
+static int start_locked(void)
+{
+    if (atomic_load(&pager_up)) return 0;
+    pthread_t t;
+    pthread_attr_t at;
+    sigset_t all, old;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the pager takes no signals */
+    int rc = pthread_create(&t, &at, pager, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&at);
+    if (rc != 0) return -1;
+    static int atfork;
+    if (!atfork++) pthread_atfork(NULL, NULL, forked);
+    handler_check();
+    atomic_store(&pager_up, 1);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the shim's hooks */
+
+int shim_mig_wanted(void)
+{
+    const char *v = getenv("MPSSHIM_MANAGED_MIGRATE");
+    return !v || strcmp(v, "0") != 0;
+}
+
+int shim_mig_track(uint64_t base, uint64_t size, uint32_t ctx)
+{
+    struct mig *m = calloc(1, sizeof(*m));
+    uint32_t n = (uint32_t)((size + CHUNK - 1) / CHUNK);
+    if (!m || !(m->st = calloc(n, 1))) {
+        free(m);
+        return -1;
+    }
+    *m = (struct mig){.base = base, .size = size, .nchunks = n, .ctx = ctx, .st = m->st};
+    pthread_mutex_lock(&lock);
+    int rc = start_locked();
+    if (rc == 0 && shim_grow((void **)&migs, &capmigs, nmigs, sizeof(*migs)) == 0) {
+        migs[nmigs++] = m;
+        /* Both sides start zeroed: CLEAN, read-only, so that the host reads without a
+         * transfer and its first write per chunk is seen. */
+        memset(m->st, ST_CLEAN, n);
+        m->nhost = n;
+        nreachable++;
+        protect(m, 0, n, PROT_READ);
+        unsigned long lo = atomic_load(&lo_addr), hi = atomic_load(&hi_addr);
+        if (base < lo) atomic_store(&lo_addr, base);
+        if (base + (uint64_t)n * CHUNK > hi) atomic_store(&hi_addr, base + (uint64_t)n * CHUNK);
+        atomic_store(&live, 1);
+    } else {
+        rc = -1;
+    }
+    pthread_mutex_unlock(&lock);
+    if (rc != 0) {
+        free(m->st);
+        free(m);
+    }
+    return rc;
+}
+
+void shim_mig_forget(uint64_t base)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nmigs; i++) {
+        struct mig *m = migs[i];
+        if (m->base != base) continue;
+        while (m->pins)
+            pthread_cond_wait(&unpinned, &lock);
+        if (m->nhost) nreachable--;
+        migs[i] = migs[--nmigs];
+        /* Reachable again, for whoever unmaps it: nothing faults into a table without it. */
+        protect(m, 0, m->nchunks, PROT_READ | PROT_WRITE);
+        free(m->st);
+        free(m);
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* Pushes the DIRTY chunks and makes every chunk DEV (under lock); reply: wait for the push. */
+static CUresult to_device_locked(int reply)
+{
+    struct chan_mvar_ent *e = NULL;
+    size_t n = 0, cap = 0;
+    CUresult r = CUDA_SUCCESS;
+    handler_check();
+    for (size_t i = 0; i < nmigs; i++) {
+        struct mig *m = migs[i];
+        if (!m->nhost) continue;
+        for (uint32_t a = 0; a < m->nchunks;) {
+            if (m->st[a] == ST_DEV) {
+                a++;
+                continue;
+            }
+            uint32_t b = a;
+            while (b < m->nchunks && m->st[b] != ST_DEV)
+                b++;
+            protect(m, a, b, PROT_NONE); /* first: no write slips past the push */
+            for (uint32_t x = a; x < b;) {
+                if (m->st[x] != ST_DIRTY) {
+                    x++;
+                    continue;
+                }
+                uint32_t y = x;
+                while (y < b && m->st[y] == ST_DIRTY)
+                    y++;
+                if (shim_grow((void **)&e, &cap, n, sizeof(*e)) == 0)
+                    e[n++] =
+                        (struct chan_mvar_ent){.dptr = m->base + x * CHUNK, .len = span(m, x, y)};
+                else
+                    r = CUDA_ERROR_OUT_OF_MEMORY;
+                x = y;
+            }
+            memset(m->st + a, ST_DEV, b - a);
+            a = b;
+        }
+        m->nhost = 0;
+        nreachable--;
+    }
+    if (r == CUDA_SUCCESS && n) r = move(CHAN_MVAR_MPUSH, e, n, 0, reply);
+    free(e);
+    return r;
+}
+
+CUresult shim_mig_work(void)
+{
+    if (!atomic_load_explicit(&live, memory_order_relaxed)) return CUDA_SUCCESS;
+    atomic_fetch_add(&begun, 1);
+    pthread_mutex_lock(&lock);
+    CUresult r = nreachable ? to_device_locked(0) : CUDA_SUCCESS;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+int shim_mig_live(void)
+{
+    return atomic_load_explicit(&live, memory_order_relaxed);
+}
+
+void shim_mig_hostfn_thread(void)
+{
+    atomic_store(&cb_tid, (int)syscall(SYS_gettid));
+}
+
+/* The host functions' thread names no context of its own: its pushes name an allocation's. */
+static uint32_t hostfn_ctx;
+
+void shim_mig_hostfn_done(void)
+{
+    if (!atomic_load_explicit(&live, memory_order_relaxed)) return;
+    pthread_mutex_lock(&lock);
+    /* What it wrote reaches the device before its stream goes on: waited for. */
+    CUresult r = CUDA_SUCCESS;
+    if (nreachable) {
+        hostfn_ctx = nmigs ? migs[0]->ctx : 0;
+        shim_set_current_ctx(&hostfn_ctx);
+        r = to_device_locked(1);
+    }
+    pthread_mutex_unlock(&lock);
+    if (r != CUDA_SUCCESS)
+        shim_log("managed memory a host function wrote could not reach the device (%s)",
+                 shim_error_name(r));
+}
+
+CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n)
+{
+    pthread_mutex_lock(&lock);
+    struct mig *m = find_locked(p);
+    uint64_t end;
+    if (!m || n == 0 || __builtin_add_overflow(p, n, &end) || end - m->base > m->size) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_SUCCESS; /* not migrating memory: nothing moves */
+    }
+    uint32_t a = (uint32_t)((p - m->base) / CHUNK),
+             b = (uint32_t)((end - m->base + CHUNK - 1) / CHUNK);
+    struct chan_mvar_ent *e = NULL;
+    size_t k = 0, cap = 0;
+    CUresult r = CUDA_SUCCESS;
+    for (uint32_t x = a; x < b && r == CUDA_SUCCESS;) {
+        if (m->st[x] != ST_DEV) {
+            x++;
+            continue;
+        }
+        uint32_t y = x;
+        while (y < b && m->st[y] == ST_DEV)
+            y++;
+        if (shim_grow((void **)&e, &cap, k, sizeof(*e)) == 0)
+            e[k++] = (struct chan_mvar_ent){.dptr = m->base + x * CHUNK, .len = span(m, x, y)};
+        else
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        x = y;
+    }
+    if (r == CUDA_SUCCESS && k) {
+        unsigned long b0 = atomic_load(&begun);
+        m->pins++;
+        pthread_mutex_unlock(&lock);
+        r = move(CHAN_MVAR_MPULL, e, k, CHAN_MPULL_AFTER_WORK, 1);
+        pthread_mutex_lock(&lock);
+        m->pins--;
+        pthread_cond_broadcast(&unpinned);
+        /* Work begun meanwhile may have overtaken it: the chunks stay DEV, fetched on touch. */
+        if (r == CUDA_SUCCESS && atomic_load(&begun) == b0) reach_locked(m, a, b);
+    }
+    pthread_mutex_unlock(&lock);
+    free(e);
+    return r;
+}
