@@ -103,12 +103,9 @@ int main(int argc, char **argv)
     }
     t_ok("every element of every array verified by the host");
     printf("uvm_phases: %d MiB, %u steps, checksum %016llx\n", mib, steps, sum);
-    CHECK(cudaFree(a.x));
-    CHECK(cudaFree(a.y));
-    CHECK(cudaFree(a.z));
-    CHECK(cudaFree(a.w));
-    CHECK(cudaFree(a.p));
-    CHECK(cudaFree(a.c));
+    void *all[] = {a.x, a.y, a.z, a.w, a.p, a.c};
+    for (void *p : all)
+        CHECK(cudaFree(p));
     if (timed) printf("metric uvm_total_s %.3f s\n", now_s() - t0);
     t_pass();
 }

@@ -17,14 +17,13 @@ int main(int argc, char **argv)
     size_t mib = argc > 2 ? (size_t)atoi(argv[2]) : 32;
     unsigned rounds = argc > 3 ? (unsigned)atoi(argv[3]) : 0;
     REQUIRE(arrays >= 2 && arrays <= 16 && mib >= 1 && mib <= 1024, "bad arguments");
+    unsigned long long n = (mib << 20) / 4;
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
-    CUmodule mod = t_load_module("kernels.ptx");
-    CUfunction inc = t_get_function(mod, "inc_u32");
     CUstream s;
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    unsigned long long n = (mib << 20) / 4;
+    CUfunction inc = t_get_function(t_load_module("kernels.ptx"), "inc_u32");
     CUdeviceptr a[16];
     unsigned *want = calloc(arrays, sizeof(*want));
     REQUIRE(want, "calloc");
