@@ -1,12 +1,11 @@
 /* managed_migrate: the rules of managed memory that pages moving between the host and the
- * device (issue 31) must keep, through the public API: the host's writes reach the next
- * device work and the device's reach the host after every kind of synchronisation; one
- * granule written by both sides; small neighbouring allocations; copies and memsets; 32 MiB
- * touched sparsely; prefetches, advice, stream attachment; two host threads; a host function
- * between kernels; frees. Every access is one CUDA allows without concurrent managed access:
- * the same output natively and through the shim. --forbidden (through the shim only): the
- * host reads, unsynchronised, what a running kernel writes at its end; mpsshim defines that
- * the read waits for the client's queued work, then sees the device's data. */
+ * device (issue 31) must keep: the host's writes reach the next device work, the device's
+ * reach the host after every kind of synchronisation; granules both sides write; small
+ * neighbours; copies, memsets; 32 MiB touched sparsely; prefetches, advice, attachment; two
+ * host threads; a host function between kernels; frees. Every access is one CUDA allows
+ * without concurrent managed access: the same output natively and through the shim.
+ * --forbidden (through the shim only): the host reads, unsynchronised, what a running kernel
+ * writes last; mpsshim defines that the read waits for the client's queued work. */
 #include "tests/progs/common.h"
 
 #include <pthread.h>
@@ -66,8 +65,7 @@ static void hcheck(CUdeviceptr p, size_t n, unsigned seed, unsigned add, const c
                 t_pattern_at(seed, i) + add);
 }
 
-/* Managed memory's host view: the same address. */
-#define host(p) ((unsigned *)(uintptr_t)(p))
+#define host(p) ((unsigned *)(uintptr_t)(p)) /* managed memory's host view: the same address */
 
 /* ---------------------------------------------------------------- 1: synchronisations */
 
@@ -126,8 +124,9 @@ static void one_granule(CUstream s)
     for (unsigned r = 0; r < ROUNDS; r++) {
         unsigned g = r % GRANULES, a = g * PER + (r * 37) % PER, b = g * PER + (r * 101 + 7) % PER;
         if (a == b) b ^= 1;
-        REQUIRE(h[a] == want[a] && h[b] == want[b], "round %u: [%u] = %u, [%u] = %u, want %u %u", r,
-                a, h[a], b, h[b], want[a], want[b]);
+        /* Odd rounds: the host's first touch of the granule since the kernel is a write. */
+        REQUIRE(r % 2 || (h[a] == want[a] && h[b] == want[b]), "round %u: [%u] %u, [%u] %u", r, a,
+                h[a], b, h[b]);
         h[a] = 1000 + r; /* the host's element, which the kernel then increments */
         inc(m + 4ull * a, 1, s);
         fill(m + 4ull * b, 5000 + r, 1, s); /* the device's element of the same granule */
@@ -426,7 +425,7 @@ static unsigned *t_arr;
 static pthread_barrier_t t_bar;
 static unsigned t_round;
 
-/* Thread t (0 or 1) checks the elements i % 3 == t and 2 and writes those i % 3 == t. */
+/* Thread t (0 or 1) reads the elements i % 3 == 2 and writes those i % 3 == t. */
 static void *toucher(void *arg)
 {
     unsigned t = (unsigned)(uintptr_t)arg;
@@ -435,7 +434,8 @@ static void *toucher(void *arg)
         unsigned want = t_pattern_at(t_round, i) + 1;
         if (i % 3 == 2) REQUIRE(t_arr[i] == want, "thread %u read [%u] = %u", t, i, t_arr[i]);
         if (i % 3 != t) continue;
-        REQUIRE(t_arr[i] == want, "thread %u: [%u] = %u before its write", t, i, t_arr[i]);
+        /* Thread 0 reads its elements before writing them, thread 1 writes blind. */
+        REQUIRE(t || t_arr[i] == want, "thread 0: [%u] = %u before its write", i, t_arr[i]);
         t_arr[i] = want ^ (0x100u << t);
     }
     return NULL;
