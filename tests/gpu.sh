@@ -331,6 +331,14 @@ else
     record copybatch FAIL "$(grep -m1 'FAIL' "$WORK/copybatch.out")"
 fi
 
+# Clients killed while their managed memory moves, a managed_migrate bystander passing, the
+# server holding nothing of them after (tests/managed_kill.sh; own server).
+if run managed-kill 120 bash "$ROOT/tests/managed_kill.sh" "$B" "$WORK"; then
+    record managed-kill PASS "$(grep -m1 'bystander: ' "$WORK/managed-kill.out")"
+else
+    record managed-kill FAIL "$(grep -m1 'FAIL' "$WORK/managed-kill.out")"
+fi
+
 # ---------------------------------------------------------------- limits (issue 5)
 # A memory limit refuses the limited client beyond it while an unlimited one allocates
 # more at the same time; a 25% client sees and uses a quarter of the SMs (the full

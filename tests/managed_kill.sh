@@ -6,13 +6,15 @@
 # tests/progs/managed_migrate again and again and must pass every time. Afterwards the
 # server has no client and holds nothing, its log says nothing of objects left, counters not
 # zero, tables not empty or a failed release for any killed client, it still serves (a
-# program, and a churn client that runs to its end), and it quits cleanly. Own server.
+# program, and a churn client that runs to its end), and it quits cleanly. Own server; on the
+# real driver where a GPU is (tests/gpu.sh runs it too).
 #   tests/managed_kill.sh BUILD WORKDIR [KILLS]
 set -u
 B=$(cd "$1" && pwd)
 KILLS=${3:-10}
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
+real_driver_if_gpu # the GPU tier runs it too
 own_server "$2/managed-kill"
 LOG=$MPSSHIM_LOG_DIRECTORY/server.log
 
