@@ -2,8 +2,8 @@
  * pages that live on a device must follow the work from one device to the other): rounds of
  * host writes, a kernel on device 0, then one on device 1 that reads what the first wrote,
  * the host checking after each context's synchronisation; prefetches to either device; a
- * device-to-device copy in the other device's context; freed from the other context. Skips
- * (77) with fewer than two devices. Same output natively and through the shim. */
+ * device-to-device copy in the other device's context. Skips (77) with fewer than two
+ * devices. Same output natively and through the shim. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -102,7 +102,8 @@ int main(void)
 
     CHECK(cuCtxSetCurrent(ctx[1]));
     CHECK(cuMemFree(d1));
-    CHECK(cuMemFree(m)); /* allocated in device 0's context */
+    CHECK(cuCtxSetCurrent(ctx[0]));
+    CHECK(cuMemFree(m));
     for (int d = 0; d < 2; d++)
         CHECK(cuDevicePrimaryCtxRelease(dev[d]));
     t_pass();
