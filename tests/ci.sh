@@ -556,6 +556,11 @@ run_test many-clients 180 bash "$ROOT/tests/many_clients.sh" "$B" "$WORK"
 # clients, and is cut only at its ceiling, sized from the client limit (tests/unit/answer_test.c).
 run_test unit-answer 60 "$B/tests/unit/answer_test"
 
+# Clients killed while their managed memory moves (issue 31), ten times at varied points, with
+# a bystander's managed_migrate runs passing meanwhile; the server then holds nothing of them,
+# serves on and quits cleanly (tests/managed_kill.sh). Own server.
+run_test managed-kill-mid-move 120 bash "$ROOT/tests/managed_kill.sh" "$B" "$WORK"
+
 # ---------------------------------------------------------------- server up
 if ! start_server >"$WORK/server-start.log" 2>&1; then
     record server-start FAIL "see $WORK/server-start.log"

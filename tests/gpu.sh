@@ -160,6 +160,22 @@ fi
 run_list "$B/tests" "" "$ROOT/tests/progs/programs.txt"
 run_list "$B/tests/cudart" cudart- "$ROOT/tests/cudart/programs.txt"
 
+# The OpenACC/Kokkos-UVM-style program at its default size (16 MiB arrays; CI runs it at 1 MiB
+# from programs.txt), timed (--time): the same checksum natively and through the shim, and the
+# two times in the row (issue 31's aim: the shim within 1.5x of native; said, not enforced).
+run uvm-phases-native 300 "$B/tests/cudart/uvm_phases" 16 --time
+nrc=$?
+run uvm-phases-shim 300 env LD_PRELOAD="$SHIM" "$B/tests/cudart/uvm_phases" 16 --time
+src=$?
+nt=$(awk '$2 == "uvm_total_s" {print $3}' "$WORK/uvm-phases-native.out")
+st=$(awk '$2 == "uvm_total_s" {print $3}' "$WORK/uvm-phases-shim.out")
+if [ $nrc = 0 ] && [ $src = 0 ] && [ -n "$nt" ] && [ -n "$st" ] &&
+    diff -q <(grep checksum "$WORK/uvm-phases-native.out") <(grep checksum "$WORK/uvm-phases-shim.out") >/dev/null; then
+    record uvm-phases-16M PASS "same checksum; native $nt s, shim $st s ($(awk -v a="$st" -v b="$nt" 'BEGIN {printf "%.2f", a / b}')x; aim <= 1.5x)"
+else
+    record uvm-phases-16M FAIL "native exit $nrc, shim exit $src: $(grep -m1 FAIL "$WORK"/uvm-phases-*.out)"
+fi
+
 # One round: eight clients at once (the GPU must show one compute process, the server),
 # then a client killed mid-copy while two others finish correctly.
 round() {
@@ -313,6 +329,14 @@ if run copybatch 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"; then
     record copybatch PASS "$(grep -m1 'requests served across one batch' "$WORK/copybatch.out")"
 else
     record copybatch FAIL "$(grep -m1 'FAIL' "$WORK/copybatch.out")"
+fi
+
+# Clients killed while their managed memory moves, a managed_migrate bystander passing, the
+# server holding nothing of them after (tests/managed_kill.sh; own server).
+if run managed-kill 120 bash "$ROOT/tests/managed_kill.sh" "$B" "$WORK"; then
+    record managed-kill PASS "$(grep -m1 'bystander: ' "$WORK/managed-kill.out")"
+else
+    record managed-kill FAIL "$(grep -m1 'FAIL' "$WORK/managed-kill.out")"
 fi
 
 # ---------------------------------------------------------------- limits (issue 5)
