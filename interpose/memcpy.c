@@ -255,6 +255,15 @@ static CUresult host_to_host(const struct chan_copy *c, const struct shim_copy_s
     return CUDA_SUCCESS;
 }
 
+/* A host side in managed memory: the server copies it (its bytes may be on the device, and
+ * its pages protected here: migrate.c), never this process. */
+static int managed_side(const struct shim_copy_side *s)
+{
+    struct shim_range rg;
+    return shim_range_find((uint64_t)(uintptr_t)s->host, 1, &rg) == 0 &&
+           rg.kind == SHIM_HT_MEM_MANAGED;
+}
+
 /* Resolves a unified side into HOST or DEVICE. */
 static void unify(struct shim_copy_side *s)
 {
@@ -295,7 +304,8 @@ static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint6
     if ((r = classify(&src, w, h, d, &c.src, &mvar)) != CUDA_SUCCESS ||
         (r = classify(&dst, w, h, d, &c.dst, &mvar)) != CUDA_SUCCESS)
         return r;
-    if (src.memtype == CU_MEMORYTYPE_HOST && dst.memtype == CU_MEMORYTYPE_HOST)
+    if (src.memtype == CU_MEMORYTYPE_HOST && dst.memtype == CU_MEMORYTYPE_HOST &&
+        !managed_side(&src) && !managed_side(&dst))
         return host_to_host(&c, &src, &dst, stream);
     if ((r = shim_mvar_work(stream)) != CUDA_SUCCESS) return r;
     int sync = !(cflags & CHAN_CF_ASYNC);
