@@ -5,13 +5,14 @@
  *
  *   gpu       STEPS launches of saxpy (y = x + y) back to back, one synchronize: the GPU
  *             working on memory the CPU wrote. Natively the pages move to the GPU on their
- *             first touch and stay there; through mpsshim the GPU reads and writes them in
- *             host memory over the bus (interpose/managed.c says why).
+ *             first touch and stay there; through mpsshim what the host wrote goes to the
+ *             device before the first launch and stays there (interpose/migrate.c).
  *   pingpong  ROUNDS rounds of one saxpy, a synchronize, then a CPU pass that reads and
  *             updates every element of y: natively the pages move back and forth each round.
  *   prefetch  the pingpong rounds with cuMemPrefetchAsync of both arrays to the device
  *             before each launch and to the host before each CPU pass (the advice a tuned
- *             program gives; through mpsshim prefetches are recorded and move nothing).
+ *             program gives; through mpsshim a prefetch to the host brings the range back
+ *             at once, one to the device sends what the host wrote).
  *
  * Then y is checked: every step adds 1 (x is all ones, y starts at 0; small integers are
  * exact in floats). The same binary runs natively, under native MPS and under mpsshim.

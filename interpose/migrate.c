@@ -24,7 +24,8 @@
  *    touch CUDA forbids, while a kernel runs, waits for it and sees its writes instead of
  *    losing them), then makes it CLEAN, or DIRTY for a write. Sequential faults bring
  *    doubling runs of chunks, up to 2 MiB, as read-ahead does. A write to a CLEAN chunk
- *    faults once more and makes it DIRTY without a transfer.
+ *    faults once more and makes it DIRTY without a transfer; once the host has written a
+ *    chunk it had just read, that allocation's later runs come DIRTY at once.
  *  - A host function's (or stream callback's, or host node's) touches do not wait for the
  *    client's work (its own stream waits for it), and what it wrote goes to the device before
  *    its stream goes on (shim_mig_hostfn_done: a push answered once done).
@@ -76,6 +77,7 @@ struct mig {
     uint32_t pins;     /* pulls in flight on it: its end waits for them */
     uint32_t next_seq; /* the chunk after the last run pulled, and that run's length */
     uint32_t run;
+    int rw; /* the host writes what it reads here: pulls come writable */
     uint8_t *st;
 };
 
@@ -209,8 +211,9 @@ static uint64_t span(const struct mig *m, uint32_t a, uint32_t b)
     return (end < m->size ? end : m->size) - (uint64_t)a * CHUNK;
 }
 
-/* The chunks of [a, b) still DEV become CLEAN: the host view now holds the device's bytes. */
-static void reach_locked(struct mig *m, uint32_t a, uint32_t b)
+/* The chunks of [a, b) still DEV become CLEAN, or DIRTY (writable) when `write`: the host
+ * view now holds the device's bytes. */
+static void reach_locked(struct mig *m, uint32_t a, uint32_t b, int write)
 {
     while (a < b) {
         if (m->st[a] != ST_DEV) {
@@ -222,8 +225,8 @@ static void reach_locked(struct mig *m, uint32_t a, uint32_t b)
             e++;
         if (!m->nhost) nreachable++;
         m->nhost += e - a;
-        memset(m->st + a, ST_CLEAN, e - a);
-        protect(m, a, e, PROT_READ);
+        memset(m->st + a, write ? ST_DIRTY : ST_CLEAN, e - a);
+        protect(m, a, e, write ? PROT_READ | PROT_WRITE : PROT_READ);
         a = e;
     }
 }
@@ -271,6 +274,9 @@ static uint32_t serve(const struct fault *f)
         if (m->st[i] == ST_CLEAN) { /* a write: no transfer */
             protect(m, i, i + 1, PROT_READ | PROT_WRITE);
             m->st[i] = ST_DIRTY;
+            /* Read, then written (x[i] += ...): later pulls come writable, one fault a
+             * chunk instead of two, at the cost of pushing back what may not change. */
+            if (i < m->next_seq && i + m->run >= m->next_seq) m->rw = 1;
             pthread_mutex_unlock(&lock);
             return 1;
         }
@@ -295,8 +301,8 @@ static uint32_t serve(const struct fault *f)
             shim_log("managed memory at %#llx could not be brought from the device (%s): the "
                      "host sees its own last copy (said once)",
                      (unsigned long long)e.dptr, shim_error_name(r));
-        reach_locked(m, i, i + n);
-        if (f->write == 1) {
+        reach_locked(m, i, i + n, m->rw);
+        if (f->write == 1 && !m->rw) {
             protect(m, i, i + 1, PROT_READ | PROT_WRITE);
             m->st[i] = ST_DIRTY;
         }
@@ -541,7 +547,7 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n)
         m->pins--;
         pthread_cond_broadcast(&unpinned);
         /* Work begun meanwhile may have overtaken it: the chunks stay DEV, fetched on touch. */
-        if (r == CUDA_SUCCESS && atomic_load(&begun) == b0) reach_locked(m, a, b);
+        if (r == CUDA_SUCCESS && atomic_load(&begun) == b0) reach_locked(m, a, b, 0);
     }
     pthread_mutex_unlock(&lock);
     free(e);

@@ -582,6 +582,10 @@ else
                 "shim and direct runs differ"
         fi
     done <"$ROOT/tests/progs/programs.txt"
+    # Managed memory the older way too (MPSSHIM_MANAGED_MIGRATE=0: host memory the GPU reads
+    # over the bus), which a server without device virtual memory gives every client.
+    run_test managed-bus-design 120 env MPSSHIM_MANAGED_MIGRATE=0 LD_PRELOAD="$SHIM" \
+        "$B/tests/managed_migrate"
 
     # The hidden export tables, asked for by UUID as cudart does (tests/unit/export_test.c).
     run_test export-tables 60 "$B/tests/unit/export_test" "$SHIM" "$B/tests"

@@ -3,10 +3,12 @@
  * it, pointer attributes, prefetches and advice answered by cuMemRangeGetAttribute(s),
  * stream attachment, cuMemFree, and the errors of memory that is not managed. With --acc,
  * an OpenACC-style loop: every array managed, touched from both sides many times. Same
- * output natively and through the shim. */
+ * output natively and through the shim. With --migrating (through the shim only), the
+ * pages' protection follows the migration (interpose/migrate.c). */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BYTES (1u << 20)
@@ -54,6 +56,52 @@ static void acc(CUfunction f)
     t_ok("%d managed arrays, %d rounds of CPU and GPU updates, all coherent", ARRAYS, ROUNDS);
 }
 
+/* The protection of the page at p in this process: "rw", "r-" or "--" (/proc/self/maps). */
+static const char *perms_at(CUdeviceptr p)
+{
+    static char out[3];
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    snprintf(out, sizeof(out), "??");
+    while (f && fgets(line, sizeof(line), f)) {
+        unsigned long long lo, hi;
+        char perms[5];
+        if (sscanf(line, "%llx-%llx %4s", &lo, &hi, perms) == 3 && p >= lo && p < hi) {
+            snprintf(out, sizeof(out), "%.2s", perms);
+            break;
+        }
+    }
+    if (f) fclose(f);
+    return out;
+}
+
+/* --migrating (through the shim only): the pages follow the chunks' owner
+ * (interpose/migrate.c): read-only when allocated, writable once written, no access while the
+ * device owns them (after any work), read-only once read again, writable once written. */
+static void migrating(CUfunction f)
+{
+    CUdeviceptr m;
+    CHECK(cuMemAllocManaged(&m, BYTES, CU_MEM_ATTACH_GLOBAL));
+    volatile unsigned *h = (volatile unsigned *)(uintptr_t)m;
+    const char *want[5] = {"r-", "rw", "--", "r-", "rw"}, *got[5];
+    got[0] = strdup(perms_at(m));
+    h[0] = 5;
+    got[1] = strdup(perms_at(m));
+    inc(f, m, N, NULL);
+    got[2] = strdup(perms_at(m));
+    CHECK(cuCtxSynchronize());
+    REQUIRE(h[0] == 6, "the kernel's write: %u", h[0]);
+    got[3] = strdup(perms_at(m));
+    h[0] = 7;
+    got[4] = strdup(perms_at(m));
+    for (int i = 0; i < 5; i++)
+        REQUIRE(strcmp(got[i], want[i]) == 0, "step %d: pages %s, want %s", i, got[i], want[i]);
+    for (int i = 0; i < 5; i++)
+        free((void *)got[i]);
+    CHECK(cuMemFree(m));
+    t_ok("managed pages migrate: read-only, written, the device's, read, written");
+}
+
 int main(int argc, char **argv)
 {
     t_init("managed", 120);
@@ -64,6 +112,10 @@ int main(int argc, char **argv)
     CUfunction incf = t_get_function(mod, "inc_u32");
     if (t_has_flag(argc, argv, "--acc")) {
         acc(incf);
+        t_pass();
+    }
+    if (t_has_flag(argc, argv, "--migrating")) {
+        migrating(incf);
         t_pass();
     }
 
