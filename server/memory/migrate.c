@@ -78,26 +78,28 @@ void srv_migrate_alloc(struct srv_client *c, const struct chan_rec *r,
         (res = srv_devmem_alloc(c, dev, &dptr, size)) != CUDA_SUCCESS)
         goto fail;
     res = CUDA_ERROR_OUT_OF_MEMORY;
-    if (dptr & (SRV_WINDOW_ALIGN - 1)) goto fail; /* not the arena's own mapping */
-    /* Zeroed, as the host view is, before any transfer or work of the client's. */
     struct srv_stream *t = srv_stream_mvar(c, c->cur);
-    if (!t) goto fail;
-    CUstream st = srv_stream_prepare(c, t);
-    if ((res = srv_mvar_ordered(c, t, st, DRV(cuMemsetD8Async)(dptr, 0, size, st))) != CUDA_SUCCESS)
+    struct srv_obj *o;
+    /* Not the arena's own mapping: not aligned for the client's. */
+    if ((dptr & (SRV_WINDOW_ALIGN - 1)) || !t ||
+        !(o = srv_range_add(c, SHIM_HT_MEM_MANAGED, dptr, m->bytes, 1, NULL)))
         goto fail;
-    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_MANAGED, dptr, m->bytes, 1, NULL);
-    res = CUDA_ERROR_OUT_OF_MEMORY;
-    if (!o) goto fail;
     g->host = host;
     g->mapped = size;
     o->ext = g;
     o->aux = size;
     taken = 0; /* the record's now: given back at its release */
     srv_obj_count(c, o, dev, m->bytes);
+    /* Zeroed, as the host view is, before any transfer or work of the client's. */
+    CUstream st = srv_stream_prepare(c, t);
+    res = srv_mvar_ordered(c, t, st, DRV(cuMemsetD8Async)(dptr, 0, size, st));
     uint8_t one = 0;
-    if (chan_send_fd(c->sock, &one, 1, fd) != 0) {
-        srv_obj_release(c, o);
+    if (res == CUDA_SUCCESS && chan_send_fd(c->sock, &one, 1, fd) != 0)
         res = CUDA_ERROR_OPERATING_SYSTEM;
+    if (res != CUDA_SUCCESS) {
+        /* Its memset done before the memory can be anyone's; if the client left first,
+         * its release frees it after its work. */
+        if (srv_stream_settle(c, st) == 0) srv_obj_release(c, o);
         close(fd);
         goto out;
     }
@@ -175,7 +177,7 @@ void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct c
     for (uint32_t i = 0; i < h->n && r == CUDA_SUCCESS; i++)
         if (!migrating(c, e[i].dptr, e[i].len) || __builtin_add_overflow(total, e[i].len, &total))
             r = CUDA_ERROR_INVALID_VALUE;
-    if (!push && (h->buf & ~(uint64_t)CHAN_MPULL_AFTER_WORK)) r = CUDA_ERROR_INVALID_VALUE;
+    if (h->buf & ~(uint64_t)(push ? 0 : CHAN_MPULL_AFTER_WORK)) r = CUDA_ERROR_INVALID_VALUE;
     CUstream st = r == CUDA_SUCCESS ? srv_stream_prepare(c, t) : NULL;
     if (r == CUDA_SUCCESS && !push && (h->buf & CHAN_MPULL_AFTER_WORK)) {
         struct after a = {.t = t, .st = st, .r = CUDA_SUCCESS};
