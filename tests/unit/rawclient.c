@@ -393,6 +393,41 @@ static void hostile_mvars(struct session *x, CUdeviceptr dev)
         many[i] = (struct chan_mvar_ent){.dptr = v, .len = 1024};
     expect_refused("read of more than a reply lane holds",
                    mvar_request(x, CHAN_MVAR_READ, 80, many, 80, 0, 0));
+    /* Migrating managed memory's transfers (server/memory/migrate.c) name only that: one of
+     * its own moves both ways; another client naming it, or past its end, is refused. */
+    struct chan_host_alloc ha = {
+        .bytes = 1u << 20, .flags = CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE | CU_MEM_ATTACH_GLOBAL};
+    uint64_t rep[2] = {0, 0};
+    r = request(x, CHAN_OP_HOST_ALLOC, &ha, sizeof(ha), rep, sizeof(rep));
+    if (r == CUDA_SUCCESS) {
+        uint8_t b;
+        int fd = -1;
+        if (chan_recv_fd(x->sock, &b, 1, &fd) >= 0 && fd >= 0) close(fd);
+        e = (struct chan_mvar_ent){.dptr = rep[0] + 4096, .len = 65536};
+        r = mvar_request(x, CHAN_MVAR_MPUSH, 1, &e, 1, 0, 0);
+        if (r == CUDA_SUCCESS)
+            r = mvar_request(x, CHAN_MVAR_MPULL, 1, &e, 1, 0, CHAN_MPULL_AFTER_WORK);
+    }
+    printf("%-58s %s\n", "migrating managed memory of its own, pushed and pulled",
+           r == CUDA_SUCCESS ? "ok" : "FAILED");
+    failures += r != CUDA_SUCCESS;
+    expect_refused("migrating pull of another client's allocation",
+                   mvar_request(&y, CHAN_MVAR_MPULL, 1, &e, 1, 0, 0));
+    e = (struct chan_mvar_ent){.dptr = rep[0] + (1u << 20) - 8, .len = 16};
+    expect_refused("migrating push past its allocation's end",
+                   mvar_request(x, CHAN_MVAR_MPUSH, 1, &e, 1, 0, 0));
+    e = (struct chan_mvar_ent){.dptr = dev, .len = 16};
+    expect_refused("migrating push into device memory",
+                   mvar_request(x, CHAN_MVAR_MPUSH, 1, &e, 1, 0, 0));
+    expect_refused("migrating pull from device memory",
+                   mvar_request(x, CHAN_MVAR_MPULL, 1, &e, 1, 0, CHAN_MPULL_AFTER_WORK));
+    e.dptr = theirs;
+    expect_refused("migrating pull from another client's variable",
+                   mvar_request(x, CHAN_MVAR_MPULL, 1, &e, 1, 0, 0));
+    expect_refused("migrating pull with unknown flags",
+                   mvar_request(x, CHAN_MVAR_MPULL, 1, &e, 1, 0, 0x80));
+    expect_refused("migrating push with bytes after it",
+                   mvar_request(x, CHAN_MVAR_MPUSH, 1, &e, 1, 16, 0));
     e = (struct chan_mvar_ent){.dptr = dev, .len = 16};
     expect_refused("info on device memory", mvar_request(x, CHAN_MVAR_INFO, 1, &e, 1, 0, 0));
     expect_refused("an unknown transfer", mvar_request(x, 99, 1, &e, 1, 0, 0));
