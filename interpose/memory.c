@@ -94,7 +94,16 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         m.avoid = rep[0];
         r = CUDA_ERROR_OUT_OF_MEMORY;
         /* A migrating allocation's address is the device's: no other to ask for. */
-        if (flags & CHAN_HOST_MIGRATE) break;
+        if (flags & CHAN_HOST_MIGRATE) {
+            static int said;
+            if (!said++)
+                shim_log("managed memory at %#llx: %s; it is made in host memory instead "
+                         "(said once)",
+                         (unsigned long long)rep[0],
+                         p == want ? "no room to track its pages"
+                                   : "the address is taken in this process");
+            break;
+        }
     }
     pthread_mutex_unlock(&host_lock);
     return r;
