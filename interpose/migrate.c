@@ -51,6 +51,7 @@
  * forked child touching a chunk that is not host-reachable dies of the fault. */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
+#include "channel/settings.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -368,8 +369,7 @@ static int start_locked(void)
 
 int shim_mig_wanted(void)
 {
-    const char *v = getenv("MPSSHIM_MANAGED_MIGRATE");
-    return !v || strcmp(v, "0") != 0;
+    return chan_setting_num(CHAN_SET_MANAGED_MIGRATE) != 0;
 }
 
 int shim_mig_track(uint64_t base, uint64_t size, uint32_t ctx)
