@@ -8,7 +8,7 @@ CHANNEL_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(CHANNEL_SRC)) $(B)/obj/gen/shim_des
 # point declared under its own name (no #define renaming cuMemAlloc to cuMemAlloc_v2).
 MPSSHIM_CFLAGS := $(CFLAGS) -D__CUDA_API_VERSION_INTERNAL
 
-$(B)/obj/%.o: %.c $(GEN_OUT) $(wildcard channel/*.h interpose/*.h server/*/*.h tests/unit/*.h)
+$(B)/obj/%.o: %.c $(GEN_OUT) $(wildcard channel/*.h channel/*.def interpose/*.h server/*/*.h tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(MPSSHIM_CFLAGS) -c -o $@ $<
 
