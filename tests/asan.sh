@@ -40,7 +40,7 @@ step raw-fuzz "$A/tests/unit/rawclient" fuzz 7 20000
 for p in "vecadd 100000" "memcpy_all --quick" isolation isolation2 "ipc --shim" graph_host \
     "graph_host --leave-capturing" graphs \
     vmm_ipc capture_alloc idle_answers "idle_answers --ipc" managed_vars tensormap "tensormap --shim" \
-    peer copybatch; do
+    peer copybatch managed_migrate "managed --acc"; do
     read -r -a argv <<<"$p"
     step "prog-${p// /_}" env LD_PRELOAD="$B/libmpsshim.so" "$B/tests/${argv[0]}" "${argv[@]:1}"
 done
