@@ -78,15 +78,18 @@ struct mig {
     uint32_t pins;     /* pulls in flight on it: its end waits for them */
     uint32_t next_seq; /* the chunk after the last run pulled, and that run's length */
     uint32_t run;
-    int rw; /* the host writes what it reads here: pulls come writable */
+    int rw;     /* the host writes what it reads here: pulls come writable */
+    int listed; /* in reach */
     uint8_t *st;
 };
 
-/* Guarded by lock: the allocations, and how many have a chunk that is not DEV. */
+/* Guarded by lock: the allocations, by base; those with a chunk that is not DEV (reach: what
+ * the next work must see to; when it could not grow, every allocation is looked at). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t unpinned = PTHREAD_COND_INITIALIZER;
-static struct mig **migs;
-static size_t nmigs, capmigs, nreachable;
+static struct mig **migs, **reach;
+static size_t nmigs, capmigs, nreach, capreach;
+static int reach_all;
 /* Device work begun (shim_mig_work): a pull that saw it change was maybe overtaken. */
 static atomic_ulong begun;
 static atomic_int live; /* any migrating allocation made: the hooks have work */
@@ -190,12 +193,38 @@ static void handler_check(void)
 
 /* ---------------------------------------------------------------- the table */
 
+/* The index of the first allocation whose base is above a. */
+static size_t above_locked(uint64_t a)
+{
+    size_t lo = 0, hi = nmigs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (migs[mid]->base <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static struct mig *find_locked(uint64_t a)
 {
-    for (size_t i = 0; i < nmigs; i++)
-        if (a >= migs[i]->base && a - migs[i]->base < (uint64_t)migs[i]->nchunks * CHUNK)
-            return migs[i];
-    return NULL;
+    size_t i = above_locked(a);
+    if (i == 0) return NULL;
+    struct mig *m = migs[i - 1];
+    return a - m->base < (uint64_t)m->nchunks * CHUNK ? m : NULL;
+}
+
+/* m has chunks the host can reach: the next work sees to them. */
+static void reachable_locked(struct mig *m)
+{
+    if (m->listed) return;
+    if (shim_grow((void **)&reach, &capreach, nreach, sizeof(*reach)) != 0) {
+        reach_all = 1;
+        return;
+    }
+    reach[nreach++] = m;
+    m->listed = 1;
 }
 
 /* Chunks [a, b) of m get protection prot. */
@@ -224,7 +253,7 @@ static void reach_locked(struct mig *m, uint32_t a, uint32_t b, int write)
         uint32_t e = a;
         while (e < b && m->st[e] == ST_DEV)
             e++;
-        if (!m->nhost) nreachable++;
+        reachable_locked(m);
         m->nhost += e - a;
         memset(m->st + a, write ? ST_DIRTY : ST_CLEAN, e - a);
         protect(m, a, e, write ? PROT_READ | PROT_WRITE : PROT_READ);
@@ -384,12 +413,15 @@ int shim_mig_track(uint64_t base, uint64_t size, uint32_t ctx)
     pthread_mutex_lock(&lock);
     int rc = start_locked();
     if (rc == 0 && shim_grow((void **)&migs, &capmigs, nmigs, sizeof(*migs)) == 0) {
-        migs[nmigs++] = m;
+        size_t at = above_locked(base);
+        memmove(migs + at + 1, migs + at, (nmigs - at) * sizeof(*migs));
+        migs[at] = m;
+        nmigs++;
         /* Both sides start zeroed: CLEAN, read-only, so that the host reads without a
          * transfer and its first write per chunk is seen. */
         memset(m->st, ST_CLEAN, n);
         m->nhost = n;
-        nreachable++;
+        reachable_locked(m);
         protect(m, 0, n, PROT_READ);
         unsigned long lo = atomic_load(&lo_addr), hi = atomic_load(&hi_addr);
         if (base < lo) atomic_store(&lo_addr, base);
@@ -414,8 +446,12 @@ void shim_mig_forget(uint64_t base)
         if (m->base != base) continue;
         while (m->pins)
             pthread_cond_wait(&unpinned, &lock);
-        if (m->nhost) nreachable--;
-        migs[i] = migs[--nmigs];
+        for (size_t k = 0; m->listed && k < nreach; k++)
+            if (reach[k] == m) {
+                reach[k] = reach[--nreach];
+                break;
+            }
+        memmove(migs + i, migs + i + 1, (--nmigs - i) * sizeof(*migs));
         /* Reachable again, for whoever unmaps it: nothing faults into a table without it. */
         protect(m, 0, m->nchunks, PROT_READ | PROT_WRITE);
         free(m->st);
@@ -425,6 +461,42 @@ void shim_mig_forget(uint64_t base)
     pthread_mutex_unlock(&lock);
 }
 
+/* m's chunks the host can reach become DEV, what it wrote added to e. */
+static CUresult own_locked(struct mig *m, struct chan_mvar_ent **e, size_t *n, size_t *cap)
+{
+    CUresult r = CUDA_SUCCESS;
+    for (uint32_t a = 0; m->nhost && a < m->nchunks;) {
+        if (m->st[a] == ST_DEV) {
+            a++;
+            continue;
+        }
+        uint32_t b = a;
+        while (b < m->nchunks && m->st[b] != ST_DEV)
+            b++;
+        protect(m, a, b, PROT_NONE); /* first: no write slips past the push */
+        for (uint32_t x = a; x < b;) {
+            if (m->st[x] != ST_DIRTY) {
+                x++;
+                continue;
+            }
+            uint32_t y = x;
+            while (y < b && m->st[y] == ST_DIRTY)
+                y++;
+            if (shim_grow((void **)e, cap, *n, sizeof(**e)) == 0)
+                (*e)[(*n)++] =
+                    (struct chan_mvar_ent){.dptr = m->base + x * CHUNK, .len = span(m, x, y)};
+            else
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            x = y;
+        }
+        memset(m->st + a, ST_DEV, b - a);
+        a = b;
+    }
+    m->nhost = 0;
+    m->listed = 0;
+    return r;
+}
+
 /* Pushes the DIRTY chunks and makes every chunk DEV (under lock); reply: wait for the push. */
 static CUresult to_device_locked(int reply)
 {
@@ -432,39 +504,12 @@ static CUresult to_device_locked(int reply)
     size_t n = 0, cap = 0;
     CUresult r = CUDA_SUCCESS;
     handler_check();
-    for (size_t i = 0; i < nmigs; i++) {
-        struct mig *m = migs[i];
-        if (!m->nhost) continue;
-        for (uint32_t a = 0; a < m->nchunks;) {
-            if (m->st[a] == ST_DEV) {
-                a++;
-                continue;
-            }
-            uint32_t b = a;
-            while (b < m->nchunks && m->st[b] != ST_DEV)
-                b++;
-            protect(m, a, b, PROT_NONE); /* first: no write slips past the push */
-            for (uint32_t x = a; x < b;) {
-                if (m->st[x] != ST_DIRTY) {
-                    x++;
-                    continue;
-                }
-                uint32_t y = x;
-                while (y < b && m->st[y] == ST_DIRTY)
-                    y++;
-                if (shim_grow((void **)&e, &cap, n, sizeof(*e)) == 0)
-                    e[n++] =
-                        (struct chan_mvar_ent){.dptr = m->base + x * CHUNK, .len = span(m, x, y)};
-                else
-                    r = CUDA_ERROR_OUT_OF_MEMORY;
-                x = y;
-            }
-            memset(m->st + a, ST_DEV, b - a);
-            a = b;
-        }
-        m->nhost = 0;
-        nreachable--;
-    }
+    for (size_t i = 0; i < nreach; i++)
+        if (own_locked(reach[i], &e, &n, &cap) != CUDA_SUCCESS) r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; reach_all && i < nmigs; i++)
+        if (own_locked(migs[i], &e, &n, &cap) != CUDA_SUCCESS) r = CUDA_ERROR_OUT_OF_MEMORY;
+    nreach = 0;
+    reach_all = 0;
     if (r == CUDA_SUCCESS && n) r = move(CHAN_MVAR_MPUSH, e, n, 0, reply);
     free(e);
     return r;
@@ -475,7 +520,7 @@ CUresult shim_mig_work(void)
     if (!atomic_load_explicit(&live, memory_order_relaxed)) return CUDA_SUCCESS;
     atomic_fetch_add(&begun, 1);
     pthread_mutex_lock(&lock);
-    CUresult r = nreachable ? to_device_locked(0) : CUDA_SUCCESS;
+    CUresult r = nreach || reach_all ? to_device_locked(0) : CUDA_SUCCESS;
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -499,8 +544,8 @@ void shim_mig_hostfn_done(void)
     pthread_mutex_lock(&lock);
     /* What it wrote reaches the device before its stream goes on: waited for. */
     CUresult r = CUDA_SUCCESS;
-    if (nreachable) {
-        hostfn_ctx = nmigs ? migs[0]->ctx : 0;
+    if (nreach || reach_all) {
+        hostfn_ctx = nreach ? reach[0]->ctx : nmigs ? migs[0]->ctx : 0;
         shim_set_current_ctx(&hostfn_ctx);
         r = to_device_locked(1);
     }
