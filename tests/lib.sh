@@ -92,7 +92,8 @@ no_clients() { [ "$(ctl get_server_status | awk '/^Clients/ {print $2}')" = 0 ];
 # of MPSSHIM_PIPE_DIRECTORY (WHAT names it in failures), the `both` ones against their direct
 # run on the CPU test driver, exactly as the CI tier runs them on its default server; outputs
 # in DIR. PROGRAMS_RUN: how many ran. Non-zero when any failed. PROGRAMS_MATCH, when set: only
-# the runs whose program name matches that extended regular expression.
+# the runs whose program name matches that extended regular expression; PROGRAMS_EXCLUDE,
+# when set: not the runs whose command line matches that one.
 programs_through_server() {
     local what=$1 dir=$2 cmd mode name prog bad=0
     local -a argv
@@ -104,6 +105,7 @@ programs_through_server() {
         name=$(echo "$cmd" | xargs | tr ' ' '_')
         prog=$B/tests/${argv[0]}
         [ -z "${PROGRAMS_MATCH:-}" ] || [[ ${argv[0]} =~ ^($PROGRAMS_MATCH)$ ]] || continue
+        [ -z "${PROGRAMS_EXCLUDE:-}" ] || ! [[ $cmd =~ $PROGRAMS_EXCLUDE ]] || continue
         PROGRAMS_RUN=$((PROGRAMS_RUN + 1))
         if ! timeout 150 env LD_PRELOAD="$SHIM" "$prog" "${argv[@]:1}" >"$dir/$name.shim" 2>&1; then
             echo "FAIL: $name through $what: $(tail -n 1 "$dir/$name.shim")"
