@@ -67,9 +67,9 @@ int shim_managed_track(uint64_t base, uint64_t size)
     return r;
 }
 
-void shim_managed_forget(uint64_t base)
+int shim_managed_forget(uint64_t base)
 {
-    shim_mig_forget(base);
+    int unmapped = shim_mig_forget(base);
     pthread_mutex_lock(&lock);
     struct managed *m = find_locked(base);
     if (m) {
@@ -77,6 +77,7 @@ void shim_managed_forget(uint64_t base)
         *m = tab[--ntab];
     }
     pthread_mutex_unlock(&lock);
+    return unmapped;
 }
 
 CUresult SHIM_IMPL(cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -335,8 +336,8 @@ static void mem_free_after(const void *const *argv)
 {
     CUdeviceptr p = *(const CUdeviceptr *)argv[0];
     if (!freeing.base || freeing.base != p) return;
-    shim_managed_forget(freeing.base);
-    munmap((void *)(uintptr_t)freeing.base, freeing.mapped);
+    if (!shim_managed_forget(freeing.base)) /* migrate.c unmaps its own */
+        munmap((void *)(uintptr_t)freeing.base, freeing.mapped);
     freeing.base = 0;
 }
 

@@ -31,8 +31,9 @@ CUresult SHIM_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr *pbase, size_t *psize, C
  * driver: each range of a destroyed context (context.c). */
 static void unmap_pinned(const struct shim_range *r)
 {
-    if (r->kind == SHIM_HT_MEM_MANAGED) shim_managed_forget(r->base);
-    if (shim_range_is_host(r->kind)) munmap((void *)(uintptr_t)r->base, r->mapped);
+    /* Migrating managed memory is unmapped by migrate.c, block by block. */
+    int gone = r->kind == SHIM_HT_MEM_MANAGED && shim_managed_forget(r->base);
+    if (shim_range_is_host(r->kind) && !gone) munmap((void *)(uintptr_t)r->base, r->mapped);
     shim_mvar_range_gone(r); /* a __managed__ variable's host copy */
 }
 
@@ -46,6 +47,40 @@ __attribute__((constructor)) static void hear_context_ranges(void)
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static int registered(uint64_t base);
 
+/* A migrating managed allocation (CHAN_HOST_MIGRATE, migrate.c), under host_lock: the reply
+ * names its address and bytes, its block's address, and the block's bytes when the block is
+ * new (its fd came first, to be mapped here at the block's address). */
+static CUresult migrating_alloc(void **pp, const struct chan_host_alloc *m)
+{
+    uint64_t rep[4];
+    uint32_t n = 0;
+    CUresult r = shim_rpc(CHAN_OP_HOST_ALLOC, m, sizeof(*m), rep, sizeof(rep), &n);
+    if (r != CUDA_SUCCESS) return r;
+    int fd = n == sizeof(rep) && rep[3] ? shim_recv_fd() : -1;
+    if (n != sizeof(rep) || (rep[3] && fd < 0)) return shim_dead_error();
+    int placed = shim_mig_place(rep[0], m->bytes, rep[2], rep[3], fd, shim_current_ctx_id());
+    if (fd >= 0) close(fd);
+    if (placed != 0) {
+        static int said;
+        if (!said++)
+            shim_log("managed memory at %#llx: %s; it is made in host memory instead (said once)",
+                     (unsigned long long)rep[0],
+                     placed > 0 ? "the address is taken in this process"
+                                : "no room to track its pages");
+        shim_rpc(CHAN_OP_HOST_FREE, &rep[0], sizeof(rep[0]), NULL, 0, NULL);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct shim_range rg = {.base = rep[0],
+                            .size = m->bytes,
+                            .kind = SHIM_HT_MEM_MANAGED,
+                            .ctx = shim_current_ctx_id(),
+                            .flags = m->flags & ~(CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE),
+                            .mapped = rep[1]};
+    shim_range_add(&rg);
+    *pp = (void *)(uintptr_t)rep[0];
+    return CUDA_SUCCESS;
+}
+
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet)
 {
     CUresult r = shim_ready_ctx();
@@ -58,6 +93,11 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
     if (!quiet && (r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
     struct chan_host_alloc m = {.bytes = bytesize, .flags = flags};
     pthread_mutex_lock(&host_lock);
+    if (flags & CHAN_HOST_MIGRATE) {
+        r = migrating_alloc(pp, &m);
+        pthread_mutex_unlock(&host_lock);
+        return r;
+    }
     /* The server picks an address free in its own address space; if it is taken in ours,
      * it picks another. */
     for (m.attempt = 0; m.attempt < 8; m.attempt++) {
@@ -74,15 +114,13 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         void *p =
             mmap(want, rep[1], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
         close(fd);
-        int managed = (flags & CHAN_HOST_MANAGED) != 0;
-        /* A migrating allocation's pages follow its table (migrate.c) from here on. */
-        if (p == want && (!(flags & CHAN_HOST_MIGRATE) ||
-                          shim_mig_track(rep[0], bytesize, shim_current_ctx_id()) == 0)) {
+        if (p == want) {
+            int managed = (flags & CHAN_HOST_MANAGED) != 0;
             struct shim_range rg = {.base = rep[0],
                                     .size = bytesize,
                                     .kind = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED,
                                     .ctx = shim_current_ctx_id(),
-                                    .flags = flags & ~(CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE),
+                                    .flags = flags & ~CHAN_HOST_MANAGED,
                                     .mapped = rep[1]};
             shim_range_add(&rg);
             *pp = p;
@@ -93,17 +131,6 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         shim_rpc(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
         m.avoid = rep[0];
         r = CUDA_ERROR_OUT_OF_MEMORY;
-        /* A migrating allocation's address is the device's: no other to ask for. */
-        if (flags & CHAN_HOST_MIGRATE) {
-            static int said;
-            if (!said++)
-                shim_log("managed memory at %#llx: %s; it is made in host memory instead "
-                         "(said once)",
-                         (unsigned long long)rep[0],
-                         p == want ? "no room to track its pages"
-                                   : "the address is taken in this process");
-            break;
-        }
     }
     pthread_mutex_unlock(&host_lock);
     return r;

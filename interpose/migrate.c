@@ -401,64 +401,116 @@ int shim_mig_wanted(void)
     return chan_setting_num(CHAN_SET_MANAGED_MIGRATE) != 0;
 }
 
-int shim_mig_track(uint64_t base, uint64_t size, uint32_t ctx)
+/* The blocks mapped here (the server's, shared by small allocations: server/memory/migrate.c),
+ * under lock; each is unmapped with its last allocation. */
+struct block {
+    uint64_t base, bytes;
+    int refs;
+};
+static struct block *blocks;
+static size_t nblocks, capblocks;
+
+static struct block *block_of_locked(uint64_t base, uint64_t size)
+{
+    for (size_t i = 0; i < nblocks; i++)
+        if (base >= blocks[i].base && base - blocks[i].base < blocks[i].bytes &&
+            size <= blocks[i].bytes - (base - blocks[i].base))
+            return &blocks[i];
+    return NULL;
+}
+
+static void block_drop_locked(struct block *b)
+{
+    munmap((void *)(uintptr_t)b->base, b->bytes);
+    *b = blocks[--nblocks];
+}
+
+/* A new allocation's table entry: 0, or -1 when out of memory or no pager. */
+static int track_locked(uint64_t base, uint64_t size, uint32_t ctx)
 {
     struct mig *m = calloc(1, sizeof(*m));
     uint32_t n = (uint32_t)((size + CHUNK - 1) / CHUNK);
-    if (!m || !(m->st = calloc(n, 1))) {
+    if (!m || !(m->st = calloc(n, 1)) || start_locked() != 0 ||
+        shim_grow((void **)&migs, &capmigs, nmigs, sizeof(*migs)) != 0) {
+        if (m) free(m->st);
         free(m);
         return -1;
     }
     *m = (struct mig){.base = base, .size = size, .nchunks = n, .ctx = ctx, .st = m->st};
+    size_t at = above_locked(base);
+    memmove(migs + at + 1, migs + at, (nmigs - at) * sizeof(*migs));
+    migs[at] = m;
+    nmigs++;
+    /* Both sides start zeroed: CLEAN, read-only, so that the host reads without a transfer
+     * and its first write per chunk is seen. */
+    memset(m->st, ST_CLEAN, n);
+    m->nhost = n;
+    reachable_locked(m);
+    protect(m, 0, n, PROT_READ);
+    unsigned long lo = atomic_load(&lo_addr), hi = atomic_load(&hi_addr);
+    if (base < lo) atomic_store(&lo_addr, base);
+    if (base + (uint64_t)n * CHUNK > hi) atomic_store(&hi_addr, base + (uint64_t)n * CHUNK);
+    atomic_store(&live, 1);
+    return 0;
+}
+
+int shim_mig_place(uint64_t base, uint64_t size, uint64_t block, uint64_t block_bytes, int fd,
+                   uint32_t ctx)
+{
+    int rc = -1;
     pthread_mutex_lock(&lock);
-    int rc = start_locked();
-    if (rc == 0 && shim_grow((void **)&migs, &capmigs, nmigs, sizeof(*migs)) == 0) {
-        size_t at = above_locked(base);
-        memmove(migs + at + 1, migs + at, (nmigs - at) * sizeof(*migs));
-        migs[at] = m;
-        nmigs++;
-        /* Both sides start zeroed: CLEAN, read-only, so that the host reads without a
-         * transfer and its first write per chunk is seen. */
-        memset(m->st, ST_CLEAN, n);
-        m->nhost = n;
-        reachable_locked(m);
-        protect(m, 0, n, PROT_READ);
-        unsigned long lo = atomic_load(&lo_addr), hi = atomic_load(&hi_addr);
-        if (base < lo) atomic_store(&lo_addr, base);
-        if (base + (uint64_t)n * CHUNK > hi) atomic_store(&hi_addr, base + (uint64_t)n * CHUNK);
-        atomic_store(&live, 1);
-    } else {
-        rc = -1;
+    if (block_bytes) {
+        void *want = (void *)(uintptr_t)block;
+        void *p = mmap(want, block_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
+                       fd, 0);
+        if (p != want) {
+            if (p != MAP_FAILED) munmap(p, block_bytes); /* an old kernel ignored the hint */
+            pthread_mutex_unlock(&lock);
+            return 1;
+        }
+        if (shim_grow((void **)&blocks, &capblocks, nblocks, sizeof(*blocks)) != 0) {
+            munmap(p, block_bytes);
+            pthread_mutex_unlock(&lock);
+            return -1;
+        }
+        blocks[nblocks++] = (struct block){.base = block, .bytes = block_bytes};
     }
+    /* The allocation lies in a block mapped here (a server naming another is refused). */
+    struct block *b = block_of_locked(base, size);
+    if (b && !(base & (CHUNK - 1)) && (rc = track_locked(base, size, ctx)) == 0) b->refs++;
+    if (b && !b->refs) block_drop_locked(b);
     pthread_mutex_unlock(&lock);
-    if (rc != 0) {
-        free(m->st);
-        free(m);
-    }
     return rc;
 }
 
-void shim_mig_forget(uint64_t base)
+int shim_mig_forget(uint64_t base)
 {
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nmigs; i++) {
-        struct mig *m = migs[i];
-        if (m->base != base) continue;
-        while (m->pins)
-            pthread_cond_wait(&unpinned, &lock);
-        for (size_t k = 0; m->listed && k < nreach; k++)
-            if (reach[k] == m) {
-                reach[k] = reach[--nreach];
-                break;
-            }
-        memmove(migs + i, migs + i + 1, (--nmigs - i) * sizeof(*migs));
-        /* Reachable again, for whoever unmaps it: nothing faults into a table without it. */
-        protect(m, 0, m->nchunks, PROT_READ | PROT_WRITE);
-        free(m->st);
-        free(m);
-        break;
+    struct mig *m = find_locked(base);
+    while (m && m->base == base && m->pins) {
+        pthread_cond_wait(&unpinned, &lock);
+        m = find_locked(base); /* the table may have moved meanwhile */
     }
+    if (!m || m->base != base) {
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
+    for (size_t k = 0; m->listed && k < nreach; k++)
+        if (reach[k] == m) {
+            reach[k] = reach[--nreach];
+            break;
+        }
+    size_t i = above_locked(base) - 1;
+    nmigs--;
+    memmove(migs + i, migs + i + 1, (nmigs - i) * sizeof(*migs));
+    /* Reachable again: a block's freed units are ordinary memory until they are reused. */
+    protect(m, 0, m->nchunks, PROT_READ | PROT_WRITE);
+    struct block *b = block_of_locked(base, m->size);
+    if (b && !--b->refs) block_drop_locked(b);
+    free(m->st);
+    free(m);
     pthread_mutex_unlock(&lock);
+    return 1;
 }
 
 /* m's chunks the host can reach become DEV, what it wrote added to e. */

@@ -297,8 +297,10 @@ CUresult shim_host_alloc(void **pp, size_t bytesize, unsigned flags);
  * refuses them, as no program call of the thread's makes them. */
 CUresult shim_host_alloc_quiet(void **pp, size_t bytesize);
 CUresult shim_host_free_quiet(void *p);
-/* A managed range went with its context: its advice goes too (managed.c). */
-void shim_managed_forget(uint64_t base);
+/* A managed range goes (freed, or with its context): its advice goes too (managed.c), and a
+ * migrating one leaves migrate.c's table: 1 when migrate.c unmapped it (or keeps its block
+ * for others), 0 when the caller unmaps it. */
+int shim_managed_forget(uint64_t base);
 /* A __managed__ variable's advice, kept as an allocation's is (managed.c): 0, or -1 when
  * out of memory. */
 int shim_managed_track(uint64_t base, uint64_t size);
@@ -307,11 +309,14 @@ int shim_managed_track(uint64_t base, uint64_t size);
 
 /* Managed memory migrates (MPSSHIM_MANAGED_MIGRATE, default on). */
 int shim_mig_wanted(void);
-/* A migrating allocation mapped at [base, base + size), made in context ctx, enters the
- * table (its pages become read-only): 0, or -1 when out of memory or no pager. Forget: it
- * leaves (its pages readable and writable again), before it is unmapped. */
-int shim_mig_track(uint64_t base, uint64_t size, uint32_t ctx);
-void shim_mig_forget(uint64_t base);
+/* A migrating allocation [base, base + size) in the block at `block`, made in context ctx,
+ * enters the table (its pages become read-only); a new block (block_bytes, else 0) is mapped
+ * here first from fd. 0; 1 when the block's addresses are taken here; -1 when out of memory
+ * or no pager. Forget: it leaves, and its block is unmapped when it was the block's last: 1;
+ * 0 when base is no migrating allocation. */
+int shim_mig_place(uint64_t base, uint64_t size, uint64_t block, uint64_t block_bytes, int fd,
+                   uint32_t ctx);
+int shim_mig_forget(uint64_t base);
 /* Any migrating allocation was made. */
 int shim_mig_live(void);
 /* Device work is about to be enqueued: the host's writes go first and nothing stays

@@ -138,6 +138,9 @@ struct srv_client {
     int left_running;
     struct srv_memops *memops; /* stream waits it enqueued (memops.c) */
     struct srv_tmaps *tmaps;   /* tensor maps it was handed (tensormap.c); NULL until one */
+    /* Blocks its small migrating managed allocations share (migrate.c); each goes with its
+     * last allocation. */
+    struct srv_mblock *mblocks;
     struct srv_peers *peers;   /* peer access it enabled (peer.c); NULL until one */
     uint64_t hello_by;         /* monotonic ns by which the whole hello must have arrived */
     /* Faults (fault.c): the server's fault epoch this worker has acted on, published for

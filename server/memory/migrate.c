@@ -44,10 +44,29 @@
 #include <string.h>
 #include <unistd.h>
 
+#define UNIT (64ull << 10)     /* small allocations take whole units of a block */
+#define BLOCK SRV_WINDOW_ALIGN /* a shared block: 32 units */
+#define UNITS ((uint32_t)(BLOCK / UNIT))
+#define SMALL_MAX (BLOCK / 2) /* larger ones get a block of their own */
+
+/* A block of migrating memory: device memory at dev (the arena's own mapping, aligned) and
+ * its host view at host here, which the client maps at dev. Small allocations of one client
+ * on one device share a block, unit by unit; a larger one has its own. It goes with its last
+ * allocation (their release runs after their work: managed.c, registry.c). */
+struct srv_mblock {
+    CUdeviceptr dev;
+    uint64_t host, bytes;
+    int device;
+    uint32_t used; /* shared blocks: bit u, unit u taken */
+    int shared, refs;
+    struct srv_mblock *next; /* the client's shared blocks */
+};
+
 /* A migrating allocation's record's ext. */
 struct migrating {
-    uint64_t host;   /* H: the host view's mapping here */
-    uint64_t mapped; /* bytes of the host view and of the device memory */
+    struct srv_mblock *b;
+    uint64_t host;     /* its host view here: within its block's */
+    uint32_t first, n; /* shared blocks: its units */
 };
 
 int srv_migrating(const struct srv_obj *o)
@@ -55,68 +74,139 @@ int srv_migrating(const struct srv_obj *o)
     return o && o->key.type == SHIM_HT_MEM_MANAGED && o->ext != NULL;
 }
 
+static void block_free(struct srv_client *c, struct srv_mblock *b)
+{
+    for (struct srv_mblock **p = &c->mblocks; *p; p = &(*p)->next)
+        if (*p == b) {
+            *p = b->next;
+            break;
+        }
+    srv_account_pinned_give(c, b->bytes);
+    DRV(cuMemHostUnregister)((void *)(uintptr_t)b->host);
+    srv_window_give(b->host, b->bytes);
+    /* Device memory of a context a fault killed died with it (fault.c). */
+    if (!srv_fault_dead(c, b->device)) {
+        CUresult r = srv_devmem_free_orphan(b->device, b->dev);
+        if (r != CUDA_SUCCESS)
+            srv_log("Client process %d: releasing migrating managed memory failed with %s",
+                    (int)c->pid, srv_errname(r));
+    }
+    free(b);
+}
+
+/* A new block of `bytes` on dev: its fd in *fd (for the client), or NULL with the error. */
+static struct srv_mblock *block_new(struct srv_client *c, int dev, uint64_t bytes, int *fd,
+                                    CUresult *res)
+{
+    struct srv_mblock *b = calloc(1, sizeof(*b));
+    *res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!b || !srv_account_pinned_take(c, bytes)) {
+        free(b);
+        return NULL;
+    }
+    b->bytes = bytes;
+    b->device = dev;
+    if ((*fd = srv_host_share(bytes, 0, &b->host)) >= 0 &&
+        (*res = srv_use_device(dev)) == CUDA_SUCCESS &&
+        (*res = srv_devmem_alloc(c, dev, &b->dev, bytes)) == CUDA_SUCCESS) {
+        if (!(b->dev & (BLOCK - 1))) return b;
+        *res = CUDA_ERROR_OUT_OF_MEMORY; /* not the arena's own mapping: unaligned */
+        srv_devmem_free_orphan(dev, b->dev);
+    }
+    if (*fd >= 0) {
+        close(*fd);
+        DRV(cuMemHostUnregister)((void *)(uintptr_t)b->host);
+        srv_window_give(b->host, bytes);
+    }
+    srv_account_pinned_give(c, bytes);
+    free(b);
+    return NULL;
+}
+
+/* n free units in a row of shared block b: the first, or -1. */
+static int units_free(const struct srv_mblock *b, uint32_t n)
+{
+    for (uint32_t u = 0; u + n <= UNITS; u++) {
+        uint32_t run = n == 32 ? ~0u : ((1u << n) - 1) << u;
+        if (!(b->used & run)) return (int)u;
+    }
+    return -1;
+}
+
 void srv_migrate_alloc(struct srv_client *c, const struct chan_rec *r,
                        const struct chan_host_alloc *m)
 {
     CUresult res = CUDA_ERROR_INVALID_VALUE;
-    uint64_t rep[2] = {0, 0}, host = 0, size = 0;
-    CUdeviceptr dptr = 0;
-    int fd = -1, dev = c->cur->device, taken = 0;
+    /* The reply: the allocation's address and bytes, its block's address, and the block's
+     * bytes when it is new (its fd then came first), else 0. */
+    uint64_t rep[4] = {0, 0, 0, 0};
+    int fd = -1, dev = c->cur->device, u = 0;
     struct migrating *g = NULL;
+    struct srv_mblock *b = NULL;
     if (!srv_managed_flags_ok(m->flags & ~(CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE)) ||
         m->attempt != 0)
         goto out;
     /* Only the arena's memory is known to be aligned for the client's mapping. */
     res = CUDA_ERROR_NOT_SUPPORTED;
     if (!srv.device_vmm) goto out;
-    size = (m->bytes + SRV_WINDOW_ALIGN - 1) & ~(SRV_WINDOW_ALIGN - 1);
-    res = CUDA_ERROR_OUT_OF_MEMORY;
-    if (!srv_mem_fits(c, dev, m->bytes) || !srv_account_pinned_take(c, size)) goto out;
-    taken = 1;
-    if (!(g = calloc(1, sizeof(*g))) || (fd = srv_host_share(size, 0, &host)) < 0) goto fail;
-    if ((res = srv_use_device(dev)) != CUDA_SUCCESS ||
-        (res = srv_devmem_alloc(c, dev, &dptr, size)) != CUDA_SUCCESS)
-        goto fail;
     res = CUDA_ERROR_OUT_OF_MEMORY;
     struct srv_stream *t = srv_stream_mvar(c, c->cur);
-    struct srv_obj *o;
-    /* Not the arena's own mapping: not aligned for the client's. */
-    if ((dptr & (SRV_WINDOW_ALIGN - 1)) || !t ||
-        !(o = srv_range_add(c, SHIM_HT_MEM_MANAGED, dptr, m->bytes, 1, NULL)))
-        goto fail;
-    g->host = host;
-    g->mapped = size;
+    if (!t || !srv_mem_fits(c, dev, m->bytes) || !(g = calloc(1, sizeof(*g)))) goto fail;
+    uint64_t size = (m->bytes + UNIT - 1) & ~(UNIT - 1);
+    if (size <= SMALL_MAX) {
+        g->n = (uint32_t)(size / UNIT);
+        for (b = c->mblocks; b; b = b->next)
+            if (b->device == dev && (u = units_free(b, g->n)) >= 0) break;
+    } else {
+        size = (m->bytes + BLOCK - 1) & ~(BLOCK - 1);
+    }
+    if (!b) {
+        if (!(b = block_new(c, dev, g->n ? BLOCK : size, &fd, &res))) goto fail;
+        if (g->n) {
+            b->shared = 1;
+            b->next = c->mblocks;
+            c->mblocks = b;
+        }
+        u = 0;
+    }
+    g->b = b;
+    g->first = (uint32_t)u;
+    uint64_t off = (uint64_t)u * UNIT, addr = b->dev + off;
+    g->host = b->host + off;
+    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_MANAGED, addr, m->bytes, 1, NULL);
+    res = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!o) goto fail;
+    if (g->n) b->used |= (g->n == 32 ? ~0u : ((1u << g->n) - 1) << u);
+    b->refs++;
     o->ext = g;
     o->aux = size;
-    taken = 0; /* the record's now: given back at its release */
     srv_obj_count(c, o, dev, m->bytes);
-    /* Zeroed, as the host view is, before any transfer or work of the client's. */
+    /* Both sides zeroed, equal before any transfer or work of the client's (a unit may have
+     * held an earlier allocation; nothing moves to or from a free one). */
+    memset((void *)(uintptr_t)g->host, 0, size);
     CUstream st = srv_stream_prepare(c, t);
-    res = srv_mvar_ordered(c, t, st, DRV(cuMemsetD8Async)(dptr, 0, size, st));
+    res = srv_mvar_ordered(c, t, st, DRV(cuMemsetD8Async)(addr, 0, size, st));
     uint8_t one = 0;
-    if (res == CUDA_SUCCESS && chan_send_fd(c->sock, &one, 1, fd) != 0)
+    if (res == CUDA_SUCCESS && fd >= 0 && chan_send_fd(c->sock, &one, 1, fd) != 0)
         res = CUDA_ERROR_OPERATING_SYSTEM;
+    if (fd >= 0) close(fd);
     if (res != CUDA_SUCCESS) {
         /* Its memset done before the memory can be anyone's; if the client left first,
          * its release frees it after its work. */
         if (srv_stream_settle(c, st) == 0) srv_obj_release(c, o);
-        close(fd);
         goto out;
     }
-    close(fd);
-    rep[0] = dptr;
+    rep[0] = addr;
     rep[1] = size;
-    res = CUDA_SUCCESS;
+    rep[2] = b->dev;
+    rep[3] = fd >= 0 ? b->bytes : 0;
     goto out;
 fail:
-    if (dptr) srv_devmem_free_orphan(dev, dptr);
-    if (fd >= 0) {
-        close(fd);
-        DRV(cuMemHostUnregister)((void *)(uintptr_t)host);
-        srv_window_give(host, size);
+    if (b && !b->refs) { /* new, holding nothing */
+        if (fd >= 0) close(fd);
+        block_free(c, b);
     }
     free(g);
-    if (taken) srv_account_pinned_give(c, size);
 out:
     memcpy(srv_lane_data(c, r->lane), rep, sizeof(rep));
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
@@ -125,16 +215,9 @@ out:
 void srv_migrate_release(struct srv_client *c, struct srv_obj *o)
 {
     struct migrating *g = o->ext;
-    srv_account_pinned_give(c, g->mapped);
-    DRV(cuMemHostUnregister)((void *)(uintptr_t)g->host);
-    srv_window_give(g->host, g->mapped);
-    /* Device memory of a context a fault killed died with it (fault.c). */
-    if (!srv_fault_dead(c, o->dev)) {
-        CUresult r = srv_devmem_free_orphan(o->dev, o->key.value);
-        if (r != CUDA_SUCCESS)
-            srv_log("Client process %d: releasing migrating managed memory failed with %s",
-                    (int)c->pid, srv_errname(r));
-    }
+    struct srv_mblock *b = g->b;
+    if (g->n) b->used &= ~(g->n == 32 ? ~0u : ((1u << g->n) - 1) << g->first);
+    if (!--b->refs) block_free(c, b);
     free(g);
     o->ext = NULL;
 }

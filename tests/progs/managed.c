@@ -100,6 +100,34 @@ static void migrating(CUfunction f)
         free((void *)got[i]);
     CHECK(cuMemFree(m));
     t_ok("managed pages migrate: read-only, written, the device's, read, written");
+    /* Small allocations share 2 MiB blocks by 64 KiB units (server/memory/migrate.c); a
+     * freed unit is taken again, zeroed on both sides. */
+    enum { SMALL = 5 };
+    CUdeviceptr a[SMALL];
+    for (int i = 0; i < SMALL; i++) {
+        CHECK(cuMemAllocManaged(&a[i], 1000 + 20000 * i, CU_MEM_ATTACH_GLOBAL));
+        memset((void *)(uintptr_t)a[i], 0x5a, 1000);
+    }
+    inc(f, a[2], 250, NULL);
+    CHECK(cuCtxSynchronize());
+    for (int i = 1; i < SMALL; i++)
+        REQUIRE((a[i] & ~((2ull << 20) - 1)) == (a[0] & ~((2ull << 20) - 1)) &&
+                    a[i] % (64 << 10) == 0,
+                "allocation %d at %llx, the first at %llx", i, (unsigned long long)a[i],
+                (unsigned long long)a[0]);
+    CUdeviceptr was = a[1];
+    CHECK(cuMemFree(a[1]));
+    CHECK(cuMemAllocManaged(&a[1], 1000, CU_MEM_ATTACH_GLOBAL));
+    const unsigned char *z = (const unsigned char *)(uintptr_t)a[1];
+    REQUIRE(a[1] == was && z[0] == 0 && z[999] == 0, "reused unit at %llx (was %llx): %u %u",
+            (unsigned long long)a[1], (unsigned long long)was, z[0], z[999]);
+    inc(f, a[1], 250, NULL);
+    CHECK(cuCtxSynchronize());
+    REQUIRE(z[0] == 1 && ((const unsigned *)(uintptr_t)a[2])[0] == 0x5a5a5a5b,
+            "after kernels: %u %x", z[0], ((const unsigned *)(uintptr_t)a[2])[0]);
+    for (int i = 0; i < SMALL; i++)
+        CHECK(cuMemFree(a[i]));
+    t_ok("small managed allocations share a block; a freed unit is reused, zeroed");
 }
 
 int main(int argc, char **argv)
