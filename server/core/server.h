@@ -141,8 +141,8 @@ struct srv_client {
     /* Blocks its small migrating managed allocations share (migrate.c); each goes with its
      * last allocation. */
     struct srv_mblock *mblocks;
-    struct srv_peers *peers;   /* peer access it enabled (peer.c); NULL until one */
-    uint64_t hello_by;         /* monotonic ns by which the whole hello must have arrived */
+    struct srv_peers *peers; /* peer access it enabled (peer.c); NULL until one */
+    uint64_t hello_by;       /* monotonic ns by which the whole hello must have arrived */
     /* Faults (fault.c): the server's fault epoch this worker has acted on, published for
      * the recovery to wait on; the rest is the worker's own. */
     _Atomic uint32_t fault_ack;
