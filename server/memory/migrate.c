@@ -1,11 +1,14 @@
 /* Migrating managed memory (CHAN_HOST_MIGRATE): cuMemAllocManaged's memory whose bytes live
  * in device memory while the GPU works on them and in host memory while the host does.
  *
- * An allocation is two things of the server's: device memory at address A (the arena's, at
- * least 2 MiB and aligned to its granularity, so that A is page-aligned), which is what the
- * client's kernels, copies and memsets reach at A; and a host view, a sealed memfd mapped at
- * H in the window and registered, which the client maps at A in its own address space (where
- * its host code dereferences A). Nothing here decides from the host view: the server only
+ * An allocation is two things of the server's: device memory at address A, which is what the
+ * client's kernels, copies and memsets reach at A; and a host view, part of a sealed memfd
+ * mapped at H in the window and registered, which the client maps at A in its own address
+ * space (where its host code dereferences A). Both are parts of a block (struct srv_mblock,
+ * below): the arena's own mapping of 2 MiB or more, aligned to its granularity so that every
+ * 64 KiB unit of it is page-aligned for the client, and the memfd of as many bytes. Small
+ * allocations of a client on a device share blocks unit by unit (a unit is zeroed on both
+ * sides when taken); a larger one has a block of its own. Nothing here decides from the host view: the server only
  * copies between the two when the client asks (interpose/migrate.c decides when, from its own
  * page states; a client can only fool itself), on the stream of transfers of its current
  * context, in order with __managed__ variables' transfers (managed.c):
@@ -18,8 +21,8 @@
  *    the server never blocks on them); answered once the bytes are there.
  *
  * Every entry must lie wholly in one migrating allocation of the client's own, checked from
- * the record's private copy with overflow-safe arithmetic. The device memory counts against
- * the client's device memory limit and the host view against the pinned cap, as before
+ * the record's private copy with overflow-safe arithmetic. An allocation's bytes count against
+ * the client's device memory limit, and a block's host view against the pinned cap, as before
  * (managed.c). A device without the virtual memory calls (the arena) refuses the flag with
  * CUDA_ERROR_NOT_SUPPORTED and the client makes its managed memory the older way. */
 #include "server/core/server.h"
