@@ -241,23 +241,40 @@ static uint64_t span(const struct mig *m, uint32_t a, uint32_t b)
     return (end < m->size ? end : m->size) - (uint64_t)a * CHUNK;
 }
 
+/* The next run of chunks from *at, below end, whose state is st (is 1) or is not (is 0):
+ * 1 with the run in [*at, *to); 0 when none is left. */
+static int run_of(const struct mig *m, uint32_t *at, uint32_t end, uint8_t st, int is, uint32_t *to)
+{
+    uint32_t a = *at;
+    while (a < end && (m->st[a] == st) != is)
+        a++;
+    uint32_t b = a;
+    while (b < end && (m->st[b] == st) == is)
+        b++;
+    *at = a;
+    *to = b;
+    return a < end;
+}
+
+/* A push or pull entry for chunks [a, b) of m, appended to *e: 0, or -1 out of memory. */
+static int entry(const struct mig *m, uint32_t a, uint32_t b, struct chan_mvar_ent **e, size_t *n,
+                 size_t *cap)
+{
+    if (shim_grow((void **)e, cap, *n, sizeof(**e)) != 0) return -1;
+    (*e)[(*n)++] = (struct chan_mvar_ent){.dptr = m->base + a * CHUNK, .len = span(m, a, b)};
+    return 0;
+}
+
 /* The chunks of [a, b) still DEV become CLEAN, or DIRTY (writable) when `write`: the host
  * view now holds the device's bytes. */
 static void reach_locked(struct mig *m, uint32_t a, uint32_t b, int write)
 {
-    while (a < b) {
-        if (m->st[a] != ST_DEV) {
-            a++;
-            continue;
-        }
-        uint32_t e = a;
-        while (e < b && m->st[e] == ST_DEV)
-            e++;
+    uint32_t e;
+    for (; run_of(m, &a, b, ST_DEV, 1, &e); a = e) {
         reachable_locked(m);
         m->nhost += e - a;
         memset(m->st + a, write ? ST_DIRTY : ST_CLEAN, e - a);
         protect(m, a, e, write ? PROT_READ | PROT_WRITE : PROT_READ);
-        a = e;
     }
 }
 
@@ -517,32 +534,12 @@ int shim_mig_forget(uint64_t base)
 static CUresult own_locked(struct mig *m, struct chan_mvar_ent **e, size_t *n, size_t *cap)
 {
     CUresult r = CUDA_SUCCESS;
-    for (uint32_t a = 0; m->nhost && a < m->nchunks;) {
-        if (m->st[a] == ST_DEV) {
-            a++;
-            continue;
-        }
-        uint32_t b = a;
-        while (b < m->nchunks && m->st[b] != ST_DEV)
-            b++;
+    uint32_t b, y;
+    for (uint32_t a = 0; m->nhost && run_of(m, &a, m->nchunks, ST_DEV, 0, &b); a = b) {
         protect(m, a, b, PROT_NONE); /* first: no write slips past the push */
-        for (uint32_t x = a; x < b;) {
-            if (m->st[x] != ST_DIRTY) {
-                x++;
-                continue;
-            }
-            uint32_t y = x;
-            while (y < b && m->st[y] == ST_DIRTY)
-                y++;
-            if (shim_grow((void **)e, cap, *n, sizeof(**e)) == 0)
-                (*e)[(*n)++] =
-                    (struct chan_mvar_ent){.dptr = m->base + x * CHUNK, .len = span(m, x, y)};
-            else
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-            x = y;
-        }
+        for (uint32_t x = a; run_of(m, &x, b, ST_DIRTY, 1, &y); x = y)
+            if (entry(m, x, y, e, n, cap) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
         memset(m->st + a, ST_DEV, b - a);
-        a = b;
     }
     m->nhost = 0;
     m->listed = 0;
@@ -621,20 +618,9 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n)
     struct chan_mvar_ent *e = NULL;
     size_t k = 0, cap = 0;
     CUresult r = CUDA_SUCCESS;
-    for (uint32_t x = a; x < b && r == CUDA_SUCCESS;) {
-        if (m->st[x] != ST_DEV) {
-            x++;
-            continue;
-        }
-        uint32_t y = x;
-        while (y < b && m->st[y] == ST_DEV)
-            y++;
-        if (shim_grow((void **)&e, &cap, k, sizeof(*e)) == 0)
-            e[k++] = (struct chan_mvar_ent){.dptr = m->base + x * CHUNK, .len = span(m, x, y)};
-        else
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        x = y;
-    }
+    uint32_t y;
+    for (uint32_t x = a; r == CUDA_SUCCESS && run_of(m, &x, b, ST_DEV, 1, &y); x = y)
+        if (entry(m, x, y, &e, &k, &cap) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && k) {
         unsigned long b0 = atomic_load(&begun);
         m->pins++;
