@@ -275,6 +275,11 @@ enum chan_host_register_what {
 /* chan_host_alloc.flags: cuMemAllocManaged's memory (the other bits are then its
  * CU_MEM_ATTACH_* flags); without it, cuMemHostAlloc's CU_MEMHOSTALLOC_* flags. */
 #define CHAN_HOST_MANAGED 0x80000000u
+/* cuMemAllocManaged's flags: one of the two it takes. */
+static inline int chan_managed_flags_ok(unsigned flags)
+{
+    return flags == CU_MEM_ATTACH_GLOBAL || flags == CU_MEM_ATTACH_HOST;
+}
 /* With CHAN_HOST_MANAGED: migrating managed memory (interpose/migrate.c,
  * server/memory/migrate.c). The reply's address is device memory of the server's, the fd's
  * pages are its host view, which the client maps at that same address and the server

@@ -84,8 +84,7 @@ CUresult SHIM_IMPL(cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsign
 {
     CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS) return r;
-    if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!dptr || bytesize == 0 || !chan_managed_flags_ok(flags)) return CUDA_ERROR_INVALID_VALUE;
     /* Room for its advice first: nothing to undo in the server if there is none. */
     pthread_mutex_lock(&lock);
     if (ntab == captab) {

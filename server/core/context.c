@@ -14,7 +14,6 @@
 #include "server/code/codegate.h"
 #include "server/core/context.h"
 #include "server/core/devices.h"
-#include "server/memory/memory.h"
 
 #include <stdlib.h>
 #include <string.h>

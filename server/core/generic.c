@@ -17,7 +17,7 @@
 #include "server/graphs/graph.h"
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
-#include "server/memory/memory.h"
+#include "server/limits/account.h"
 
 #include <ffi.h>
 #include <stdlib.h>

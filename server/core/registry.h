@@ -68,5 +68,11 @@ static inline int srv_host_type(uint32_t type)
 {
     return type == SHIM_HT_MEM_PINNED || type == SHIM_HT_MEM_MANAGED;
 }
+/* 1 if o is migrating managed memory (server/memory/migrate.c keeps its block in o->ext):
+ * device memory here, whose host view only the client maps at its address. */
+static inline int srv_migrating(const struct srv_obj *o)
+{
+    return o && o->key.type == SHIM_HT_MEM_MANAGED && o->ext != NULL;
+}
 
 #endif

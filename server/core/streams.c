@@ -412,3 +412,13 @@ void srv_op_stream_sync(struct srv_client *c, const struct chan_rec *r, uint8_t 
     CUresult res = srv_wait_stream(c, s, r->lane, 0);
     if (res != CUDA_SUCCESS) srv_reply(c, r->lane, res, 0);
 }
+
+CUresult srv_stream_order_all(struct srv_client *c, struct srv_stream *m, CUstream st, CUresult r)
+{
+    if (r == CUDA_SUCCESS) r = DRV(cuEventRecord)(m->mark, st);
+    /* Even after a failure: what was queued must come before later work too. */
+    c->mvar_gen++;
+    c->mvar_last = m;
+    m->mvar_seen = c->mvar_gen;
+    return r;
+}

@@ -48,4 +48,11 @@ void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
 void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
                       void (*gone)(struct srv_client *c, struct srv_stream *s));
 
+/* streams.c: the work just queued on m's real stream st (the stream of transfers of the
+ * client's current context, srv_stream_mvar) comes before every later work of the client,
+ * on any of its streams: its mark recorded, the client's count of such transfers bumped
+ * (srv_stream_prepare makes each stream wait once). r is the queueing's result so far;
+ * returns the final one. */
+CUresult srv_stream_order_all(struct srv_client *c, struct srv_stream *m, CUstream st, CUresult r);
+
 #endif

@@ -15,13 +15,17 @@
  * Pieces are taken first-fit from a list of free extents, guarded by window_lock (workers
  * and the main loop map concurrently). Given back, a piece becomes PROT_NONE reservation
  * again (mmap over it, so no other thread's mmap can land there in between) and merges
- * with a neighbour. */
+ * with a neighbour. Shared pieces (srv_window_share: pinned and managed memory's host pages)
+ * are memfds mapped here and registered with the driver. */
 #define _GNU_SOURCE
 #include "server/core/window.h"
+#include "server/core/driver.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define WINDOW_HINT 0x600000000000ull
 
@@ -125,4 +129,23 @@ void *srv_window_map(uint64_t size, int fd)
         return NULL;
     }
     return p;
+}
+
+int srv_window_share(uint64_t size, uint64_t avoid, uint64_t *addr)
+{
+    int fd = -1;
+    if (!(*addr = srv_window_take(size, avoid))) return -1;
+    fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0 &&
+        mmap((void *)(uintptr_t)*addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+             0) != MAP_FAILED &&
+        DRV(cuMemHostRegister_v2)((void *)(uintptr_t)*addr, size,
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+            CUDA_SUCCESS)
+        return fd;
+    if (fd >= 0) close(fd);
+    srv_window_give(*addr, size);
+    *addr = 0;
+    return -1;
 }

@@ -21,4 +21,9 @@ void srv_window_give(uint64_t start, uint64_t size);
  * memory (fd < 0); NULL on failure. Unmapped with srv_window_give. */
 void *srv_window_map(uint64_t size, int fd);
 
+/* A sealed memfd of `size` bytes (a multiple of SRV_WINDOW_ALIGN) mapped in the window, not
+ * at `avoid`, and registered with the driver: the fd, with *addr; -1 (nothing held) when any
+ * step fails. Given back by unregistering and srv_window_give. */
+int srv_window_share(uint64_t size, uint64_t avoid, uint64_t *addr);
+
 #endif

@@ -19,7 +19,7 @@
 #include "server/core/registry.h"
 #include "server/core/devices.h"
 #include "server/graphs/graph.h"
-#include "server/memory/memory.h"
+#include "server/limits/account.h"
 
 #include <stdio.h>
 /* The record of the graph a capture on st is building, made (not owned) if the client did

@@ -11,7 +11,6 @@
 #include "server/core/registry.h"
 #include "server/core/reply.h"
 #include "server/memory/devmem.h"
-#include "server/memory/managed.h"
 #include "server/graphs/graphrefs.h"
 #include "server/code/launch.h"
 #include "server/code/module.h"

@@ -22,6 +22,7 @@
  * control thread reading them, use without the lock. */
 #include "server/core/server.h"
 #include "server/limits/account.h"
+#include "server/limits/policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,3 +247,23 @@ const struct srv_family srv_family_account = {.name = "account",
                                               .client_init = account_init,
                                               .client_free = account_free,
                                               .client_fini = srv_account_leave};
+
+int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
+{
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim->mem[dev]) return 1;
+    /* The process's, whatever number of connections it makes (account.c). */
+    if (srv_account_mem_fits(c, dev, bytes)) return 1;
+    uint64_t lim = c->lim->mem[dev], used = srv_account_mem_used(c, dev);
+    /* One line per episode: a program probing how much it can get is not a log flood. */
+    if (!c->mem_refused[dev]) {
+        char l[32], u[32], b[32];
+        srv_format_size(lim, l, sizeof(l));
+        srv_format_size(used, u, sizeof(u));
+        srv_format_size(bytes, b, sizeof(b));
+        srv_log("Client process %d: device memory limit %s on device %d reached (holds %s, "
+                "asked for %s more)",
+                (int)c->pid, l, dev, u, b);
+        c->mem_refused[dev] = 1;
+    }
+    return 0;
+}

@@ -53,4 +53,8 @@ void srv_account_record_give(struct srv_client *c);
 void srv_account_queued_add(struct srv_client *c, int64_t bytes);
 uint64_t srv_account_queued(const struct srv_client *c, uint64_t own);
 
+/* account.c: 1 if `bytes` more on device dev stay within the client's limit; else 0, and
+ * the refusal is logged (once until an allocation there succeeds again). */
+int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes);
+
 #endif

@@ -3,7 +3,7 @@
  * their bytes. */
 #include "server/core/server.h"
 #include "server/core/registry.h"
-#include "server/memory/memory.h"
+#include "server/limits/account.h"
 
 #include "channel/texel.h"
 

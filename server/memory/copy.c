@@ -13,7 +13,6 @@
 #include "server/core/devices.h"
 #include "server/core/events.h"
 #include "server/memory/hostblocks.h"
-#include "server/memory/managed.h"
 #include "server/core/queue.h"
 
 #include <string.h>

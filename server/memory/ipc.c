@@ -45,7 +45,7 @@
 #include "server/memory/ipc.h"
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
-#include "server/memory/memory.h"
+#include "server/limits/account.h"
 #include "server/memory/pools.h"
 
 #include <stdlib.h>

@@ -27,17 +27,13 @@
 #include "server/core/devices.h"
 #include "server/memory/hostblocks.h"
 #include "server/memory/managed.h"
+#include "server/memory/migrate.h"
 #include "server/memory/memops.h"
 #include "server/core/queue.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-int srv_managed_flags_ok(unsigned flags)
-{
-    return flags == CU_MEM_ATTACH_GLOBAL || flags == CU_MEM_ATTACH_HOST;
-}
 
 /* The end of a managed allocation, however it goes (cuMemFree, its context, its client):
  * a migrating one's is migrate.c's, another's the same as a pinned one's; its device bytes are
@@ -131,16 +127,6 @@ static int pinned_room(struct srv_client *c, uint64_t p, uint64_t len)
     return o && o->key.type == SHIM_HT_MEM_PINNED && end - o->key.value <= o->size;
 }
 
-CUresult srv_mvar_ordered(struct srv_client *c, struct srv_stream *m, CUstream st, CUresult r)
-{
-    if (r == CUDA_SUCCESS) r = DRV(cuEventRecord)(m->mark, st);
-    /* Even after a failure: what was queued must come before later work too. */
-    c->mvar_gen++;
-    c->mvar_last = m;
-    m->mvar_seen = c->mvar_gen;
-    return r;
-}
-
 /* PUSH: the entries' bytes, packed after them, to their variables. */
 static CUresult push(struct srv_client *c, struct srv_stream *m, const struct chan_mvar_ent *e,
                      uint32_t n, const uint8_t *data, uint64_t data_len)
@@ -163,7 +149,7 @@ static CUresult push(struct srv_client *c, struct srv_stream *m, const struct ch
         r = DRV(cuMemcpyHtoDAsync_v2)(e[i].dptr, src, e[i].len, st);
         data += e[i].len;
     }
-    if ((r = srv_mvar_ordered(c, m, st, r)) == CUDA_SUCCESS) srv_queue_charge(c, m, total);
+    if ((r = srv_stream_order_all(c, m, st, r)) == CUDA_SUCCESS) srv_queue_charge(c, m, total);
     atomic_fetch_add(&c->stats.bytes_copied, total);
     return r;
 }

@@ -33,7 +33,6 @@
 #include "server/code/codegate.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
-#include "server/memory/managed.h"
 #include "server/memory/memops.h"
 
 #include <stdatomic.h>

@@ -19,7 +19,7 @@
 #include "server/limits/account.h"
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
-#include "server/memory/memory.h"
+#include "server/memory/migrate.h"
 #include "server/core/window.h"
 #include "server/limits/policy.h"
 #include "channel/fdpass.h"
@@ -35,26 +35,6 @@
 #include <sys/mman.h>
 #include <sys/statfs.h>
 #include <unistd.h>
-
-int srv_mem_fits(struct srv_client *c, int dev, uint64_t bytes)
-{
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES || !c->lim->mem[dev]) return 1;
-    /* The process's, whatever number of connections it makes (account.c). */
-    if (srv_account_mem_fits(c, dev, bytes)) return 1;
-    uint64_t lim = c->lim->mem[dev], used = srv_account_mem_used(c, dev);
-    /* One line per episode: a program probing how much it can get is not a log flood. */
-    if (!c->mem_refused[dev]) {
-        char l[32], u[32], b[32];
-        srv_format_size(lim, l, sizeof(l));
-        srv_format_size(used, u, sizeof(u));
-        srv_format_size(bytes, b, sizeof(b));
-        srv_log("Client process %d: device memory limit %s on device %d reached (holds %s, "
-                "asked for %s more)",
-                (int)c->pid, l, dev, u, b);
-        c->mem_refused[dev] = 1;
-    }
-    return 0;
-}
 
 /* Pitched allocations: the description registers pitch x height once the driver picked
  * the pitch; before that, width x height must fit. */
@@ -91,25 +71,6 @@ const struct srv_hook srv_hook_mem_info = {.before = mem_info_before, .after = m
 
 /* ---------------------------------------------------------------- pinned host memory */
 
-int srv_host_share(uint64_t size, uint64_t avoid, uint64_t *addr)
-{
-    int fd = -1;
-    if (!(*addr = srv_window_take(size, avoid))) return -1;
-    fd = memfd_create("mpsshim-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0 &&
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0 &&
-        mmap((void *)(uintptr_t)*addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-             0) != MAP_FAILED &&
-        DRV(cuMemHostRegister_v2)((void *)(uintptr_t)*addr, size,
-                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
-            CUDA_SUCCESS)
-        return fd;
-    if (fd >= 0) close(fd);
-    srv_window_give(*addr, size);
-    *addr = 0;
-    return -1;
-}
-
 void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
 {
     struct chan_host_alloc m; /* the payload is one (its %op row) */
@@ -135,7 +96,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     int managed = (m.flags & CHAN_HOST_MANAGED) != 0;
     uint32_t type = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED;
     int dev = c->cur->device;
-    if (managed && !srv_managed_flags_ok(m.flags & ~CHAN_HOST_MANAGED)) goto out;
+    if (managed && !chan_managed_flags_ok(m.flags & ~CHAN_HOST_MANAGED)) goto out;
     size = (m.bytes + SRV_WINDOW_ALIGN - 1) & ~(SRV_WINDOW_ALIGN - 1);
     res = CUDA_ERROR_OUT_OF_MEMORY;
     if (managed && !srv_mem_fits(c, dev, m.bytes)) goto out;
@@ -144,7 +105,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (!srv_account_pinned_take(c, size)) /* the process's, across its connections */
         goto out;
     taken = 1;
-    if ((fd = srv_host_share(size, m.avoid, &addr)) < 0) goto fail;
+    if ((fd = srv_window_share(size, m.avoid, &addr)) < 0) goto fail;
     struct srv_obj *o = srv_range_add(c, type, addr, m.bytes, 1, NULL);
     if (!o) {
         DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);

@@ -8,13 +8,13 @@
  * below): the arena's own mapping of 2 MiB or more, aligned to its granularity so that every
  * 64 KiB unit of it is page-aligned for the client, and the memfd of as many bytes. Small
  * allocations of a client on a device share blocks unit by unit (a unit is zeroed on both
- * sides when taken); a larger one has a block of its own. Nothing here decides from the host view: the server only
- * copies between the two when the client asks (interpose/migrate.c decides when, from its own
- * page states; a client can only fool itself), on the stream of transfers of its current
- * context, in order with __managed__ variables' transfers (managed.c):
+ * sides when taken); a larger one has a block of its own. Nothing here decides from the host view:
+ * the server only copies between the two when the client asks (interpose/migrate.c decides when,
+ * from its own page states; a client can only fool itself), on the stream of transfers of its
+ * current context, in order with __managed__ variables' transfers (managed.c):
  *
  *  - MPUSH: host view -> device, before any later work of the client on any stream
- *    (srv_mvar_ordered); with a reply, answered once the bytes are there (a host function's
+ *    (srv_stream_order_all); with a reply, answered once the bytes are there (a host function's
  *    writes, which work already queued behind it must see).
  *  - MPULL: device -> host view, after every push and, with CHAN_MPULL_AFTER_WORK, after all
  *    the client's work queued so far (its streams' marks waited for on the transfers' stream:
@@ -38,8 +38,7 @@
 #include "server/core/window.h"
 #include "server/limits/account.h"
 #include "server/memory/devmem.h"
-#include "server/memory/managed.h"
-#include "server/memory/memory.h"
+#include "server/memory/migrate.h"
 #include "channel/fdpass.h"
 
 #include <stdatomic.h>
@@ -71,11 +70,6 @@ struct migrating {
     uint64_t host;     /* its host view here: within its block's */
     uint32_t first, n; /* shared blocks: its units */
 };
-
-int srv_migrating(const struct srv_obj *o)
-{
-    return o && o->key.type == SHIM_HT_MEM_MANAGED && o->ext != NULL;
-}
 
 static void block_free(struct srv_client *c, struct srv_mblock *b)
 {
@@ -109,7 +103,7 @@ static struct srv_mblock *block_new(struct srv_client *c, int dev, uint64_t byte
     }
     b->bytes = bytes;
     b->device = dev;
-    if ((*fd = srv_host_share(bytes, 0, &b->host)) >= 0 &&
+    if ((*fd = srv_window_share(bytes, 0, &b->host)) >= 0 &&
         (*res = srv_use_device(dev)) == CUDA_SUCCESS &&
         (*res = srv_devmem_alloc(c, dev, &b->dev, bytes)) == CUDA_SUCCESS) {
         if (!(b->dev & (BLOCK - 1))) return b;
@@ -146,7 +140,7 @@ void srv_migrate_alloc(struct srv_client *c, const struct chan_rec *r,
     int fd = -1, dev = c->cur->device, u = 0;
     struct migrating *g = NULL;
     struct srv_mblock *b = NULL;
-    if (!srv_managed_flags_ok(m->flags & ~(CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE)) ||
+    if (!chan_managed_flags_ok(m->flags & ~(CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE)) ||
         m->attempt != 0)
         goto out;
     /* Only the arena's memory is known to be aligned for the client's mapping. */
@@ -188,7 +182,7 @@ void srv_migrate_alloc(struct srv_client *c, const struct chan_rec *r,
      * held an earlier allocation; nothing moves to or from a free one). */
     memset((void *)(uintptr_t)g->host, 0, size);
     CUstream st = srv_stream_prepare(c, t);
-    res = srv_mvar_ordered(c, t, st, DRV(cuMemsetD8Async)(addr, 0, size, st));
+    res = srv_stream_order_all(c, t, st, DRV(cuMemsetD8Async)(addr, 0, size, st));
     uint8_t one = 0;
     if (res == CUDA_SUCCESS && fd >= 0 && chan_send_fd(c->sock, &one, 1, fd) != 0)
         res = CUDA_ERROR_OPERATING_SYSTEM;
@@ -277,7 +271,7 @@ void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct c
         r = push ? DRV(cuMemcpyHtoDAsync_v2)(e[i].dptr, host, e[i].len, st)
                  : DRV(cuMemcpyDtoHAsync_v2)(host, e[i].dptr, e[i].len, st);
     }
-    if (push && st) r = srv_mvar_ordered(c, t, st, r);
+    if (push && st) r = srv_stream_order_all(c, t, st, r);
     if (r == CUDA_SUCCESS) atomic_fetch_add(&c->stats.bytes_copied, total);
     if (lane < 0) {
         srv_defer(c, r, "push of migrating managed memory");

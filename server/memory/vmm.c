@@ -26,7 +26,7 @@
 #include "server/core/devices.h"
 #include "server/memory/devmem.h"
 #include "server/memory/memops.h"
-#include "server/memory/memory.h"
+#include "server/limits/account.h"
 
 #include <string.h>
 
