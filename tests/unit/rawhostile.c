@@ -96,7 +96,7 @@ int raw_hostile(void)
         memcpy(img + 0x28, &shoff, 8);
         memcpy(img + 0x3a, &shentsize, 2);
         memcpy(img + 0x3c, &shnum, 2);
-        (void)raw_blob(&x, img, sizeof(img)); /* without it, the load is refused too */
+        (void)raw_blob(&x, img, sizeof(img)); /* unsent, the load is refused all the same */
         struct chan_module_load ml = {
             .kind = CHAN_IMAGE_MODULE, .njit = 0, .image_size = sizeof(img)};
         raw_expect_refused("module image whose section table wraps 64 bits",
