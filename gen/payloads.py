@@ -209,7 +209,7 @@ def chan_payloads_h(payloads, ops):
              "#include <stdint.h>", ""]
     for pl in payloads.values():
         lines += struct_lines(pl) + [""]
-    # For tests/unit/rawclient.c payloads: each checked member, to feed it a lie.
+    # For tests/unit/rawpayloads.c: each checked member, to feed it a lie.
     checked = [(op, op.described) for op in ops if op.described]
     lines += ["/* The members the server checks before an operation's handler runs:",
               " * X(op, type, member, low, high) for a range, Y(op, type, count member, element",

@@ -10,7 +10,13 @@ $(B)/tests/unit/channel_test: $(B)/obj/tests/unit/channel_test.o $(CHANNEL_OBJ)
 UNIT_BINS += $(B)/tests/unit/rawclient
 all: $(B)/tests/unit/rawclient
 
-$(B)/tests/unit/rawclient: $(B)/obj/tests/unit/rawclient.o $(CHANNEL_OBJ)
+# The raw protocol client: main() in rawclient.c, the helpers every mode uses in
+# rawsession.c, one file a group of modes (tests/unit/rawclient.h lists them).
+RAWCLIENT_SRC := $(addprefix tests/unit/,rawclient.c rawsession.c rawconnect.c rawhostile.c \
+                   rawmvars.c rawbatches.c rawpayloads.c rawscribble.c rawfuzz.c rawshrink.c \
+                   rawaccounts.c rawdevices.c)
+
+$(B)/tests/unit/rawclient: $(patsubst %.c,$(B)/obj/%.o,$(RAWCLIENT_SRC)) $(CHANNEL_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
 
