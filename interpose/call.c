@@ -4,6 +4,7 @@
 #include "interpose/shim.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "channel/marshal.h"
@@ -214,9 +215,23 @@ static CUresult send_call(int id, const struct shim_call *d, const void **args, 
     const size_t cap = CHAN_REC_MAX - sizeof(struct chan_rec);
     size_t reply_len;
     struct shim_req q;
-    CUresult r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags);
-    if (r != CUDA_SUCCESS) return r;
-    chan_pack_call(d, args, q.payload, cap, &reply_len, &r);
+    /* Arguments that lie in migrating managed memory fault in here, outside the request: a
+     * fault while the ring is held could not be served (migrate.c). */
+    uint8_t *staged = NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (n && shim_mig_live()) {
+        if (!(staged = malloc(n))) return CUDA_ERROR_OUT_OF_MEMORY;
+        chan_pack_call(d, args, staged, n, &reply_len, &r);
+    }
+    if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS) {
+        free(staged);
+        return r;
+    }
+    if (staged)
+        memcpy(q.payload, staged, n);
+    else
+        chan_pack_call(d, args, q.payload, cap, &reply_len, &r);
+    free(staged);
     shim_req_send(&q);
     if (d->cls == SHIM_ASYNC) shim_mvar_worked(work);
     if (!reply) return CUDA_SUCCESS;

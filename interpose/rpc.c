@@ -200,6 +200,10 @@ static int my_lane(void)
     return l;
 }
 
+/* Set while this thread holds ring_lock (between shim_req_begin and shim_req_send): a fault
+ * then could not be served (migrate.c reads it in its signal handler, hence initial-exec). */
+__thread int shim_ring_held __attribute__((tls_model("initial-exec")));
+
 CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags)
 {
     struct chan *c = &shim_conn.ch;
@@ -216,6 +220,7 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
         pthread_mutex_unlock(&ring_lock);
         return shim_dead_error();
     }
+    shim_ring_held = 1;
     q->rec->op = (uint16_t)op;
     q->rec->flags = (uint16_t)(flags | ptds | (reply ? CHAN_RF_REPLY : 0));
     q->rec->lane = reply ? (uint16_t)q->lane : 0;
@@ -230,6 +235,7 @@ void shim_req_send(struct shim_req *q)
 {
     if (!q->quiet) atomic_fetch_add_explicit(&shim_work_sent, 1, memory_order_relaxed);
     chan_ring_publish(&shim_conn.ch, q->rec);
+    shim_ring_held = 0;
     pthread_mutex_unlock(&ring_lock);
 }
 

@@ -125,9 +125,26 @@ static void migrating(CUfunction f)
     CHECK(cuCtxSynchronize());
     REQUIRE(z[0] == 1 && ((const unsigned *)(uintptr_t)a[2])[0] == 0x5a5a5a5b,
             "after kernels: %u %x", z[0], ((const unsigned *)(uintptr_t)a[2])[0]);
+    /* A launch whose parameter values lie in managed memory the device owns (after a
+     * launch): they are read, brought to the host first, before the request is built. */
+    CUdeviceptr args;
+    CHECK(cuMemAllocManaged(&args, 64, CU_MEM_ATTACH_GLOBAL));
+    CUdeviceptr *arg_ptr = (CUdeviceptr *)(uintptr_t)args;
+    unsigned long long *arg_n = (unsigned long long *)(uintptr_t)(args + 8);
+    *arg_ptr = a[3];
+    *arg_n = 250;
+    inc(f, a[0], 250, NULL);
+    void *params[] = {arg_ptr, arg_n};
+    CHECK(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+    CHECK(cuCtxSynchronize());
+    REQUIRE(((const unsigned *)(uintptr_t)a[3])[249] == 0x5a5a5a5b,
+            "the launch with parameters in managed memory: %x",
+            ((const unsigned *)(uintptr_t)a[3])[249]);
+    CHECK(cuMemFree(args));
     for (int i = 0; i < SMALL; i++)
         CHECK(cuMemFree(a[i]));
-    t_ok("small managed allocations share a block; a freed unit is reused, zeroed");
+    t_ok("small managed allocations share a block; a freed unit is reused, zeroed; a launch's "
+         "parameters in managed memory");
 }
 
 int main(int argc, char **argv)
