@@ -220,8 +220,9 @@ static CUresult send_call(int id, const struct shim_call *d, const void **args, 
     uint8_t *staged = NULL;
     CUresult r = CUDA_SUCCESS;
     if (n && shim_mig_live()) {
-        if (!(staged = malloc(n))) return CUDA_ERROR_OUT_OF_MEMORY;
-        chan_pack_call(d, args, staged, n, &reply_len, &r);
+        /* Room for what packing may write (cap, as in the ring), of which n is the call. */
+        if (!(staged = malloc(cap))) return CUDA_ERROR_OUT_OF_MEMORY;
+        chan_pack_call(d, args, staged, cap, &reply_len, &r);
     }
     if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS) {
         free(staged);
