@@ -67,17 +67,20 @@
 
 #define CHUNK (64ull << 10)
 #define RUN_MAX 32u /* chunks one fault brings at most: 2 MiB */
+#define SEQS 8      /* sequences of faults followed per allocation */
+#define BATCH 64    /* faults served by one pull at most */
 
 enum { ST_DEV = 0, ST_CLEAN, ST_DIRTY };
 
 struct mig {
     uint64_t base, size; /* the allocation: A and its bytes */
     uint32_t nchunks;
-    uint32_t nhost;    /* chunks not DEV */
-    uint32_t ctx;      /* the context it was made in: its pulls name it */
-    uint32_t pins;     /* pulls in flight on it: its end waits for them */
-    uint32_t next_seq; /* the chunk after the last run pulled, and that run's length */
-    uint32_t run;
+    uint32_t nhost; /* chunks not DEV */
+    uint32_t ctx;   /* the context it was made in: its pulls name it */
+    uint32_t pins;  /* pulls in flight on it: its end waits for them */
+    /* Sequences of faults followed (a thread's walk each, as in a parallel loop): the chunk
+     * after the last run pulled, and that run's length; the slot a new sequence takes. */
+    uint32_t seq_next[SEQS], seq_run[SEQS], seq_victim;
     int rw;     /* the host writes what it reads here: pulls come writable */
     int listed; /* in reach */
     uint8_t *st;
@@ -101,6 +104,7 @@ struct fault {
     int write;        /* 1 a write, 0 a read, -1 not known */
     int hostfn;       /* the thread runs host functions */
     atomic_uint done; /* futex word: 0 pending, 1 served, 2 not ours */
+    unsigned result;  /* the pager's: 0 not yet, 1 served, 2 not ours, 3 in this pull */
     struct fault *next;
 };
 static _Atomic(struct fault *) queue;
@@ -315,61 +319,112 @@ static CUresult move(unsigned what, const struct chan_mvar_ent *e, size_t n, uin
 /* The pager's context for its requests: the allocation's (context.c keeps ids by pointer). */
 static uint32_t pager_ctx;
 
-static uint32_t serve(const struct fault *f)
+/* The run of chunks a fault at chunk i of m brings: doubling along a sequence of faults
+ * (one of SEQS followed), up to RUN_MAX, never past a chunk the host already reaches. */
+static uint32_t run_for(struct mig *m, uint32_t i)
+{
+    uint32_t slot = SEQS, want = 1, n = 1;
+    for (uint32_t k = 0; k < SEQS && slot == SEQS; k++)
+        if (m->seq_run[k] && m->seq_next[k] == i) {
+            slot = k;
+            want = m->seq_run[k] * 2 > RUN_MAX ? RUN_MAX : m->seq_run[k] * 2;
+        }
+    if (slot == SEQS) slot = m->seq_victim++ % SEQS;
+    while (n < want && i + n < m->nchunks && m->st[i + n] == ST_DEV)
+        n++;
+    m->seq_next[slot] = i + n;
+    m->seq_run[slot] = n;
+    return n;
+}
+
+/* Chunk i of m was in a run pulled last (for the read-then-write hint). */
+static int just_pulled(const struct mig *m, uint32_t i)
+{
+    for (uint32_t k = 0; k < SEQS; k++)
+        if (m->seq_run[k] && i < m->seq_next[k] && i + m->seq_run[k] >= m->seq_next[k]) return 1;
+    return 0;
+}
+
+/* What the pager brings in one pull: chunks [a, b) of m. */
+struct pull {
+    struct mig *m;
+    uint32_t a, b;
+};
+
+/* The queued faults of the host functions' thread (hostfn 1: their pulls do not wait for
+ * the client's work, which waits for them) or of the others, that are not served yet: those
+ * served without a transfer are; the rest share one pull (at most BATCH runs; more wait for
+ * the next), after which their chunks become CLEAN, or DIRTY for writes. */
+static void serve(struct fault *list, int hostfn)
 {
     static int said;
-    int tries = 0;
+    struct pull p[BATCH];
+    struct chan_mvar_ent e[BATCH];
+    size_t k = 0;
     pthread_mutex_lock(&lock);
-    for (;;) {
+    for (struct fault *f = list; f; f = f->next) {
+        if (f->result || f->hostfn != hostfn) continue;
         struct mig *m = find_locked(f->addr);
-        if (!m) break;
+        if (!m) {
+            f->result = 2;
+            continue;
+        }
         uint32_t i = (uint32_t)((f->addr - m->base) / CHUNK);
         if (m->st[i] == ST_DIRTY || (m->st[i] == ST_CLEAN && f->write == 0)) {
-            pthread_mutex_unlock(&lock);
-            return 1; /* served meanwhile */
-        }
-        if (m->st[i] == ST_CLEAN) { /* a write: no transfer */
+            f->result = 1;                 /* served meanwhile */
+        } else if (m->st[i] == ST_CLEAN) { /* a write: no transfer */
             protect(m, i, i + 1, PROT_READ | PROT_WRITE);
             m->st[i] = ST_DIRTY;
             /* Read, then written (x[i] += ...): later pulls come writable, one fault a
              * chunk instead of two, at the cost of pushing back what may not change. */
-            if (i < m->next_seq && i + m->run >= m->next_seq) m->rw = 1;
-            pthread_mutex_unlock(&lock);
-            return 1;
+            if (just_pulled(m, i)) m->rw = 1;
+            f->result = 1;
+        } else {
+            size_t x = 0;
+            while (x < k && !(p[x].m == m && i >= p[x].a && i < p[x].b))
+                x++;
+            if (x == k && k < BATCH) {
+                uint32_t n = run_for(m, i);
+                p[k] = (struct pull){.m = m, .a = i, .b = i + n};
+                e[k] =
+                    (struct chan_mvar_ent){.dptr = m->base + i * CHUNK, .len = span(m, i, i + n)};
+                m->pins++;
+                pager_ctx = m->ctx;
+                k++;
+            }
+            if (x < k) f->result = 3;
         }
-        uint32_t want = i == m->next_seq && m->run ? m->run * 2 : 1, n = 1;
-        if (want > RUN_MAX) want = RUN_MAX;
-        while (n < want && i + n < m->nchunks && m->st[i + n] == ST_DEV)
-            n++;
-        struct chan_mvar_ent e = {.dptr = m->base + i * CHUNK, .len = span(m, i, i + n)};
+    }
+    CUresult r = CUDA_SUCCESS;
+    /* Work begun meanwhile may have overtaken the pull: again, a few times (a thread that
+     * launches without end must not starve the touch). */
+    for (int tries = 0; k && tries < 4; tries++) {
         unsigned long b0 = atomic_load(&begun);
-        m->pins++;
-        tries++;
-        pager_ctx = m->ctx;
         pthread_mutex_unlock(&lock);
-        CUresult r = move(CHAN_MVAR_MPULL, &e, 1, f->hostfn ? 0 : CHAN_MPULL_AFTER_WORK, 1);
+        r = move(CHAN_MVAR_MPULL, e, k, hostfn ? 0 : CHAN_MPULL_AFTER_WORK, 1);
         pthread_mutex_lock(&lock);
-        m->pins--;
-        pthread_cond_broadcast(&unpinned);
-        /* Work begun meanwhile may have overtaken the pull: again, a few times (a thread
-         * that launches without end must not starve the touch). */
-        if (r == CUDA_SUCCESS && atomic_load(&begun) != b0 && tries < 4) continue;
-        if (r != CUDA_SUCCESS && !said++)
-            shim_log("managed memory at %#llx could not be brought from the device (%s): the "
-                     "host sees its own last copy (said once)",
-                     (unsigned long long)e.dptr, shim_error_name(r));
-        reach_locked(m, i, i + n, m->rw);
-        if (f->write == 1 && !m->rw) {
+        if (r != CUDA_SUCCESS || atomic_load(&begun) == b0) break;
+    }
+    if (r != CUDA_SUCCESS && !said++)
+        shim_log("managed memory at %#llx could not be brought from the device (%s): the host "
+                 "sees its own last copy (said once)",
+                 (unsigned long long)e[0].dptr, shim_error_name(r));
+    for (size_t x = 0; x < k; x++) {
+        reach_locked(p[x].m, p[x].a, p[x].b, p[x].m->rw);
+        p[x].m->pins--;
+    }
+    if (k) pthread_cond_broadcast(&unpinned);
+    for (struct fault *f = list; f; f = f->next) {
+        if (f->result != 3) continue;
+        struct mig *m = find_locked(f->addr); /* held by its pin until just now */
+        uint32_t i = m ? (uint32_t)((f->addr - m->base) / CHUNK) : 0;
+        if (m && f->write == 1 && m->st[i] == ST_CLEAN) {
             protect(m, i, i + 1, PROT_READ | PROT_WRITE);
             m->st[i] = ST_DIRTY;
         }
-        m->next_seq = i + n;
-        m->run = n;
-        pthread_mutex_unlock(&lock);
-        return 1;
+        f->result = 1;
     }
     pthread_mutex_unlock(&lock);
-    return 2;
 }
 
 static void *pager(void *arg)
@@ -378,16 +433,24 @@ static void *pager(void *arg)
     shim_set_current_ctx(&pager_ctx);
     for (;;) {
         unsigned w = atomic_load(&queue_word);
-        struct fault *f = atomic_exchange(&queue, NULL);
-        if (!f) {
+        struct fault *list = atomic_exchange(&queue, NULL), *f;
+        if (!list) {
             futex_wait(&queue_word, w);
             continue;
         }
-        while (f) {
-            struct fault *next = f->next; /* f is the faulting thread's, gone once done */
-            atomic_store(&f->done, serve(f));
+        int left;
+        do {
+            serve(list, 0);
+            serve(list, 1);
+            left = 0;
+            for (f = list; f; f = f->next)
+                left |= f->result == 0;
+        } while (left);
+        while (list) {
+            f = list;
+            list = f->next; /* f is the faulting thread's, gone once done */
+            atomic_store(&f->done, f->result);
             futex_wake(&f->done);
-            f = next;
         }
     }
     return NULL;

@@ -3,10 +3,12 @@
  * it, pointer attributes, prefetches and advice answered by cuMemRangeGetAttribute(s),
  * stream attachment, cuMemFree, and the errors of memory that is not managed. With --acc,
  * an OpenACC-style loop: every array managed, touched from both sides many times. Same
- * output natively and through the shim. With --migrating (through the shim only), the
+ * output natively and through the shim; so with --threads, eight host threads walking their
+ * slices of one array after each kernel. With --migrating (through the shim only), the
  * pages' protection follows the migration (interpose/migrate.c). */
 #include "tests/progs/common.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +149,52 @@ static void migrating(CUfunction f)
          "parameters in managed memory");
 }
 
+/* --threads: after each kernel, THREADS host threads walk their own slices of one managed
+ * array at once, reading and updating every element (an OpenMP-style host pass): their
+ * faults come together (interpose/migrate.c serves them in shared pulls). */
+enum { THREADS = 8, TROUNDS = 6 };
+#define TLEN (4u << 20) /* elements: 16 MiB */
+struct slice {
+    unsigned *h;
+    unsigned round, lo, hi, bad;
+};
+
+static void *walk(void *arg)
+{
+    struct slice *w = arg;
+    for (unsigned k = w->lo; k < w->hi; k++) {
+        if (w->h[k] != 2 * w->round + 1) w->bad++;
+        w->h[k]++;
+    }
+    return NULL;
+}
+
+static void threads(CUfunction f)
+{
+    CUdeviceptr m;
+    CHECK(cuMemAllocManaged(&m, TLEN * 4ull, CU_MEM_ATTACH_GLOBAL));
+    unsigned *h = (unsigned *)(uintptr_t)m;
+    memset(h, 0, TLEN * 4ull);
+    for (unsigned r = 0; r < TROUNDS; r++) {
+        inc(f, m, TLEN, NULL); /* every element 2r -> 2r + 1 */
+        CHECK(cuCtxSynchronize());
+        pthread_t t[THREADS];
+        struct slice w[THREADS];
+        for (unsigned i = 0; i < THREADS; i++) {
+            w[i] = (struct slice){.h = h, .round = r, .lo = i * (TLEN / THREADS)};
+            w[i].hi = w[i].lo + TLEN / THREADS;
+            REQUIRE(pthread_create(&t[i], NULL, walk, &w[i]) == 0, "thread %u", i);
+        }
+        for (unsigned i = 0; i < THREADS; i++) {
+            pthread_join(t[i], NULL);
+            REQUIRE(w[i].bad == 0, "round %u: thread %u saw %u elements wrong", r, i, w[i].bad);
+        }
+    }
+    CHECK(cuMemFree(m));
+    t_ok("%d host threads over their slices of one managed array, %d rounds with a kernel", THREADS,
+         TROUNDS);
+}
+
 int main(int argc, char **argv)
 {
     t_init("managed", 120);
@@ -157,6 +205,10 @@ int main(int argc, char **argv)
     CUfunction incf = t_get_function(mod, "inc_u32");
     if (t_has_flag(argc, argv, "--acc")) {
         acc(incf);
+        t_pass();
+    }
+    if (t_has_flag(argc, argv, "--threads")) {
+        threads(incf);
         t_pass();
     }
     if (t_has_flag(argc, argv, "--migrating")) {
