@@ -23,7 +23,11 @@
  *    the chunk (MPULL, after every push and after all the client's queued work, so that a
  *    touch CUDA forbids, while a kernel runs, waits for it and sees its writes instead of
  *    losing them), then makes it CLEAN, or DIRTY for a write. Sequential faults bring
- *    doubling runs of chunks, up to 2 MiB, as read-ahead does. A write to a CLEAN chunk
+ *    doubling runs of chunks, up to 2 MiB, as read-ahead does (eight sequences followed per
+ *    allocation: threads walking their own slices); faults queued together share one pull.
+ *    The shim reads a call's arguments and a launch's parameters before it takes the ring
+ *    (call.c, launch.c), so that one in managed memory faults where the pager can serve it;
+ *    a fault while the ring is held is said and stands. A write to a CLEAN chunk
  *    faults once more and makes it DIRTY without a transfer; once the host has written a
  *    chunk it had just read, that allocation's later runs come DIRTY at once.
  *  - A host function's (or stream callback's, or host node's) touches do not wait for the
@@ -45,7 +49,7 @@
  * chunks become DEV). MPSSHIM_MANAGED_MIGRATE=0 keeps managed memory in host memory, read by
  * the GPU over the bus, as before (interpose/managed.c).
  *
- * Limits (README, "Managed memory"): a host thread touching managed memory at the very moment
+ * Limits (docs/apis.md, "Managed memory"): a host thread touching managed memory at the very moment
  * another thread enqueues device work is a race CUDA forbids; the touch sees the bytes from
  * before or after that work, and a chunk it made readable stays so until the next work. A
  * forked child touching a chunk that is not host-reachable dies of the fault. */
