@@ -914,11 +914,13 @@ static void op_host_alloc(struct gen *g, struct cl *k)
 {
     struct chan_host_alloc m = {.bytes = num(g, 4096u << pick(&g->s, 6)), .flags = pick(&g->s, 16)};
     if (one_in(&g->s, 4)) m.flags = CHAN_HOST_MANAGED | (1u + pick(&g->s, 3));
+    /* Migrating managed memory (server/memory/migrate.c) half the time: its reply is longer. */
+    if ((m.flags & CHAN_HOST_MANAGED) && pick(&g->s, 2)) m.flags |= CHAN_HOST_MIGRATE;
     if (one_in(&g->s, 16)) {
         m.attempt = 1 + pick(&g->s, 3);
         m.avoid = take(&g->s, 8);
     }
-    uint64_t out[2] = {0, 0};
+    uint64_t out[4] = {0, 0, 0, 0};
     if (send_rec(g, k, CHAN_OP_HOST_ALLOC, 1, (uint8_t *)&m, sizeof(m), sizeof(m), out, sizeof(out),
                  NULL) == CUDA_SUCCESS &&
         out[0])
@@ -2295,7 +2297,8 @@ static void op_texture(struct gen *g, struct cl *k)
 }
 
 /* __managed__ variables (CHAN_OP_MVAR): a module of managed.fatbin's, its mv_arr looked up,
- * then transfers naming it (or, odd, other memory, past its end, more bytes than sent). */
+ * then transfers naming it (or, odd, other memory, past its end, more bytes than sent); the
+ * migrating transfers (MPUSH, MPULL) name managed memory of its own where it has some. */
 static void op_mvar(struct gen *g, struct cl *k)
 {
     struct obj *v = own(&g->s, k, K_MVAR);
@@ -2317,8 +2320,11 @@ static void op_mvar(struct gen *g, struct cl *k)
         return;
     }
     static uint8_t buf[CHAN_REC_MAX];
-    struct chan_mvar h = {.what = CHAN_MVAR_INFO + pick(&g->s, 4), .n = 1 + pick(&g->s, 3)};
+    struct chan_mvar h = {.what = CHAN_MVAR_INFO + pick(&g->s, 6), .n = 1 + pick(&g->s, 3)};
     if (odd(g)) h.what = (uint32_t)take(&g->s, 1);
+    int migrating = h.what == CHAN_MVAR_MPUSH || h.what == CHAN_MVAR_MPULL;
+    struct obj *own_managed = migrating ? own(&g->s, k, K_PINNED) : NULL;
+    if (h.what == CHAN_MVAR_MPULL) h.buf = pick(&g->s, 2) ? CHAN_MPULL_AFTER_WORK : 0;
     struct chan_mvar_ent e[4];
     uint64_t data = 0;
     struct obj *pin = NULL;
@@ -2328,7 +2334,7 @@ static void op_mvar(struct gen *g, struct cl *k)
     }
     if (h.what == CHAN_MVAR_INFO) h.n = 1;
     for (uint32_t i = 0; i < h.n; i++) {
-        struct obj *x = pick(&g->s, 4) ? v : own(&g->s, k, K_MVAR);
+        struct obj *x = own_managed ? own_managed : pick(&g->s, 4) ? v : own(&g->s, k, K_MVAR);
         if (!x) x = v;
         e[i].dptr = x->v + (x->size > 4 ? 4 * pick(&g->s, (uint32_t)(x->size / 4)) : 0);
         e[i].len = 1 + pick(&g->s, (uint32_t)(x->v + x->size - e[i].dptr));
@@ -2349,8 +2355,8 @@ static void op_mvar(struct gen *g, struct cl *k)
         len += (uint32_t)data;
     }
     static uint8_t out[CHAN_LANE_DATA];
-    send_rec(g, k, CHAN_OP_MVAR, h.what == CHAN_MVAR_PUSH ? 0 : 1, buf, len, sizeof(buf) - 16, out,
-             sizeof(out), NULL);
+    int async = h.what == CHAN_MVAR_PUSH || (h.what == CHAN_MVAR_MPUSH && pick(&g->s, 2));
+    send_rec(g, k, CHAN_OP_MVAR, async ? 0 : 1, buf, len, sizeof(buf) - 16, out, sizeof(out), NULL);
 }
 
 /* ---- the rest: small operations, described calls with anything in them, broken framing */
