@@ -221,18 +221,14 @@ static CUresult send_call(int id, const struct shim_call *d, const void **args, 
     CUresult r = CUDA_SUCCESS;
     if (n && shim_mig_live()) {
         /* Room for what packing may write (cap, as in the ring), of which n is the call. */
-        if (!(staged = malloc(cap))) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (!(staged = shim_stage())) return CUDA_ERROR_OUT_OF_MEMORY;
         chan_pack_call(d, args, staged, cap, &reply_len, &r);
     }
-    if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS) {
-        free(staged);
-        return r;
-    }
+    if ((r = shim_req_begin(&q, (unsigned)id, (uint32_t)n, reply, flags)) != CUDA_SUCCESS) return r;
     if (staged)
         memcpy(q.payload, staged, n);
     else
         chan_pack_call(d, args, q.payload, cap, &reply_len, &r);
-    free(staged);
     shim_req_send(&q);
     if (d->cls == SHIM_ASYNC) shim_mvar_worked(work);
     if (!reply) return CUDA_SUCCESS;

@@ -3,7 +3,6 @@
  * the launch itself is asynchronous. */
 #include "interpose/shim.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* Extracts the packed buffer of the `extra` form (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE). */
@@ -73,19 +72,16 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     if ((r = shim_mvar_work(stream)) != CUDA_SUCCESS) return r;
     /* Parameters that lie in migrating managed memory fault in here, outside the request: a
      * fault while the ring is held could not be served (migrate.c). */
-    uint8_t *staged = NULL;
     if (bytes && shim_mig_live()) {
-        if (!(staged = malloc(bytes))) return CUDA_ERROR_OUT_OF_MEMORY;
+        uint8_t *staged = shim_stage(); /* bytes <= CHAN_MAX_PARAM_BYTES: it holds them */
+        if (!staged) return CUDA_ERROR_OUT_OF_MEMORY;
         shim_kernel_params_write(&kp, staged);
         kp.extra = staged;
     }
     struct shim_req q;
     r = shim_req_begin(&q, CHAN_OP_LAUNCH,
                        (uint32_t)(sizeof(struct chan_launch) + attr_bytes + bytes), 0, 0);
-    if (r != CUDA_SUCCESS) {
-        free(staged);
-        return r;
-    }
+    if (r != CUDA_SUCCESS) return r;
     struct chan_launch *m = (struct chan_launch *)q.payload;
     m->func = (uint64_t)(uintptr_t)f;
     memcpy(m->grid, grid, sizeof(m->grid));
@@ -100,7 +96,6 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     p += attr_bytes;
     shim_kernel_params_write(&kp, p);
     shim_req_send(&q);
-    free(staged);
     shim_mvar_worked(stream);
     return CUDA_SUCCESS;
 }

@@ -118,6 +118,9 @@ const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_serve
  * the next call on the stream). */
 #define OUTREF_BYTES (CHAN_OUTREF_MAX * 16u)         /* the largest element is 16 bytes */
 static __thread uint8_t *outref_room[CHAN_MAX_ARGS]; /* made on first use, freed at exit */
+/* A request's bytes packed before the ring is taken (shim_stage): made on first use, freed at
+ * exit. */
+static __thread uint8_t *stage_room;
 
 static void thread_exit(void *arg)
 {
@@ -145,6 +148,8 @@ static void thread_exit(void *arg)
         free(outref_room[i]);
         outref_room[i] = NULL;
     }
+    free(stage_room);
+    stage_room = NULL;
 }
 
 static void make_exit_key(void)
@@ -167,6 +172,15 @@ const void *shim_keep_array(int param, const void *data, size_t bytes)
     }
     memcpy(outref_room[param], data, bytes);
     return outref_room[param];
+}
+
+uint8_t *shim_stage(void)
+{
+    if (!stage_room) {
+        register_exit();
+        stage_room = malloc(CHAN_REC_MAX);
+    }
+    return stage_room;
 }
 
 uint16_t shim_thread_no(void)

@@ -325,6 +325,9 @@ CUresult shim_mig_work(void);
 /* Prefetches of [p, p + n) of a migrating allocation: to the host, brought now (after the
  * client's queued work); to a device, the host's writes pushed (shim_mig_work). */
 CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n);
+/* rpc.c: this thread's room of CHAN_REC_MAX bytes for a request packed before the ring is
+ * taken (NULL when out of memory); valid until its next use on the thread. */
+uint8_t *shim_stage(void);
 /* rpc.c: this thread holds the ring (between shim_req_begin and shim_req_send). */
 extern __thread int shim_ring_held __attribute__((tls_model("initial-exec")));
 /* hostfn.c: its thread starts; a host function returned (what it wrote is pushed first). */
