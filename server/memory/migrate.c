@@ -178,9 +178,10 @@ void srv_migrate_alloc(struct srv_client *c, const struct chan_rec *r,
     o->ext = g;
     o->aux = size;
     srv_obj_count(c, o, dev, m->bytes);
-    /* Both sides zeroed, equal before any transfer or work of the client's (a unit may have
-     * held an earlier allocation; nothing moves to or from a free one). */
-    memset((void *)(uintptr_t)g->host, 0, size);
+    /* Both sides zeroed, equal before any transfer or work of the client's: a new block's
+     * memfd is zero, a unit of an old one may have held an earlier allocation (nothing moves
+     * to or from a free one); device memory may have held anyone's. */
+    if (fd < 0) memset((void *)(uintptr_t)g->host, 0, size);
     CUstream st = srv_stream_prepare(c, t);
     res = srv_stream_order_all(c, t, st, DRV(cuMemsetD8Async)(addr, 0, size, st));
     uint8_t one = 0;
