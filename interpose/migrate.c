@@ -17,9 +17,9 @@
  *    stream, no round trip), and every chunk the host could reach becomes DEV: any kernel may
  *    write any managed memory. In a steady loop of launches nothing is host-reachable and
  *    this costs one atomic increment.
- *  - The host's first touch of a DEV chunk faults; the handler hands the fault to the pager,
- *    a thread of the shim's own (a signal handler must not send requests: the faulting
- *    thread may be inside one, holding its lane), and waits. The pager asks the server for
+ *  - The host's first touch of a DEV chunk faults; the handler (pager.c) hands the fault to
+ *    the pager, a thread of the shim's own (a signal handler must not send requests: the
+ *    faulting thread may be inside one, holding its lane), and waits. The pager asks the server for
  *    the chunk (MPULL, after every push and after all the client's queued work, so that a
  *    touch CUDA forbids, while a kernel runs, waits for it and sees its writes instead of
  *    losing them), then makes it CLEAN, or DIRTY for a write. Sequential faults bring
@@ -54,160 +54,32 @@
  * before or after that work, and a chunk it made readable stays so until the next work. A
  * forked child touching a chunk that is not host-reachable dies of the fault. */
 #define _GNU_SOURCE
-#include "interpose/shim.h"
+#include "interpose/migrate.h"
 #include "channel/settings.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <ucontext.h>
-#include <unistd.h>
 
-#define CHUNK (64ull << 10)
-#define RUN_MAX 32u /* chunks one fault brings at most: 2 MiB */
-#define SEQS 8      /* sequences of faults followed per allocation */
-#define BATCH 64    /* faults served by one pull at most */
+pthread_mutex_t shim_mig_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t shim_mig_unpinned = PTHREAD_COND_INITIALIZER;
+atomic_ulong shim_mig_begun;
+atomic_ulong shim_mig_lo = ULONG_MAX, shim_mig_hi;
+static const struct shim_mig_pager *pager;
 
-enum { ST_DEV = 0, ST_CLEAN, ST_DIRTY };
-
-struct mig {
-    uint64_t base, size; /* the allocation: A and its bytes */
-    uint32_t nchunks;
-    uint32_t nhost; /* chunks not DEV */
-    uint32_t ctx;   /* the context it was made in: its pulls name it */
-    uint32_t pins;  /* pulls in flight on it: its end waits for them */
-    /* Sequences of faults followed (a thread's walk each, as in a parallel loop): the chunk
-     * after the last run pulled, and that run's length; the slot a new sequence takes. */
-    uint32_t seq_next[SEQS], seq_run[SEQS], seq_victim;
-    int rw;     /* the host writes what it reads here: pulls come writable */
-    int listed; /* in reach */
-    uint8_t *st;
-};
-
-/* Guarded by lock: the allocations, by base; those with a chunk that is not DEV (reach: what
- * the next work must see to; when it could not grow, every allocation is looked at). */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t unpinned = PTHREAD_COND_INITIALIZER;
+void shim_mig_set_pager(const struct shim_mig_pager *p)
+{
+    pager = p;
+}
+/* Guarded by shim_mig_lock: the allocations, by base; those with a chunk that is not DEV
+ * (reach: what the next work must see to; when it could not grow, every allocation is looked
+ * at). */
 static struct mig **migs, **reach;
 static size_t nmigs, capmigs, nreach, capreach;
 static int reach_all;
-/* Device work begun (shim_mig_work): a pull that saw it change was maybe overtaken. */
-static atomic_ulong begun;
 static atomic_int live; /* any migrating allocation made: the hooks have work */
-
-/* ---------------------------------------------------------------- the fault handler */
-
-struct fault {
-    uint64_t addr;
-    int write;        /* 1 a write, 0 a read, -1 not known */
-    int hostfn;       /* the thread runs host functions */
-    atomic_uint done; /* futex word: 0 pending, 1 served, 2 not ours */
-    unsigned result;  /* the pager's: 0 not yet, 1 served, 2 not ours, 3 in this pull */
-    struct fault *next;
-};
-static _Atomic(struct fault *) queue;
-static atomic_uint queue_word; /* futex word the pager sleeps on */
-static atomic_int pager_up;
-static atomic_ulong lo_addr = ULONG_MAX, hi_addr; /* every allocation is within */
-static struct sigaction prev;                     /* the handler before ours */
-static atomic_int cb_tid;                         /* the host functions' thread (hostfn.c) */
-
-static void futex_wait(atomic_uint *w, unsigned v)
-{
-    syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
-}
-
-static void futex_wake(atomic_uint *w)
-{
-    syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
-
-static int fault_write(const void *ucv)
-{
-#if defined(__x86_64__)
-    const ucontext_t *uc = ucv;
-    return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0; /* the page fault's W bit */
-#else
-    (void)ucv;
-    return -1;
-#endif
-}
-
-static void on_segv(int sig, siginfo_t *si, void *ucv);
-
-/* Not ours: as if our handler were not there. */
-static void chain(int sig, siginfo_t *si, void *ucv)
-{
-    if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction && prev.sa_sigaction != on_segv) {
-        prev.sa_sigaction(sig, si, ucv);
-        return;
-    }
-    if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
-        prev.sa_handler(sig);
-        return;
-    }
-    /* The default: the access runs again and the process dies of it, as it would have. */
-    signal(sig, SIG_DFL);
-    if (si->si_code <= 0) raise(sig); /* sent, not a fault: it would not come again */
-}
-
-static void on_segv(int sig, siginfo_t *si, void *ucv)
-{
-    int saved = errno;
-    uint64_t a = (uint64_t)(uintptr_t)si->si_addr;
-    int ours = si->si_code == SEGV_ACCERR && atomic_load(&pager_up) && a >= atomic_load(&lo_addr) &&
-               a < atomic_load(&hi_addr);
-    if (ours && shim_ring_held) {
-        /* The shim itself read managed memory while it held the ring (a request's bytes):
-         * the pager could not send, so this would never end. Said, then the fault stands. */
-        static const char msg[] = "mpsshim: managed memory read while a request was being "
-                                  "built (an argument in managed memory?): not supported\n";
-        ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-        (void)ignored;
-        ours = 0;
-    }
-    if (ours) {
-        struct fault f = {.addr = a,
-                          .write = fault_write(ucv),
-                          .hostfn = (int)syscall(SYS_gettid) == atomic_load(&cb_tid)};
-        atomic_init(&f.done, 0);
-        f.next = atomic_load(&queue);
-        while (!atomic_compare_exchange_weak(&queue, &f.next, &f))
-            ;
-        atomic_fetch_add(&queue_word, 1);
-        futex_wake(&queue_word);
-        unsigned d;
-        while ((d = atomic_load(&f.done)) == 0)
-            futex_wait(&f.done, 0);
-        if (d == 1) {
-            errno = saved;
-            return; /* the access runs again, now allowed */
-        }
-    }
-    errno = saved;
-    chain(sig, si, ucv);
-}
-
-/* Ours is SIGSEGV's handler (called under lock, where chunks become DEV): a program's own,
- * installed over ours, is chained behind it. */
-static void handler_check(void)
-{
-    struct sigaction cur, ours;
-    if (sigaction(SIGSEGV, NULL, &cur) != 0 ||
-        ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_segv))
-        return;
-    memset(&ours, 0, sizeof(ours));
-    ours.sa_sigaction = on_segv;
-    ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&ours.sa_mask);
-    if (sigaction(SIGSEGV, &ours, &prev) != 0) shim_log("managed memory: SIGSEGV handler not set");
-}
 
 /* ---------------------------------------------------------------- the table */
 
@@ -225,7 +97,7 @@ static size_t above_locked(uint64_t a)
     return lo;
 }
 
-static struct mig *find_locked(uint64_t a)
+struct mig *shim_mig_find_locked(uint64_t a)
 {
     size_t i = above_locked(a);
     if (i == 0) return NULL;
@@ -246,14 +118,14 @@ static void reachable_locked(struct mig *m)
 }
 
 /* Chunks [a, b) of m get protection prot. */
-static void protect(const struct mig *m, uint32_t a, uint32_t b, int prot)
+void shim_mig_protect(const struct mig *m, uint32_t a, uint32_t b, int prot)
 {
     if (mprotect((void *)(uintptr_t)(m->base + a * CHUNK), (size_t)(b - a) * CHUNK, prot) != 0)
         shim_log("managed memory: mprotect failed (%s)", strerror(errno));
 }
 
 /* A range's bytes within the allocation (the last chunk may end past it). */
-static uint64_t span(const struct mig *m, uint32_t a, uint32_t b)
+uint64_t shim_mig_span(const struct mig *m, uint32_t a, uint32_t b)
 {
     uint64_t end = (uint64_t)b * CHUNK;
     return (end < m->size ? end : m->size) - (uint64_t)a * CHUNK;
@@ -279,28 +151,29 @@ static int entry(const struct mig *m, uint32_t a, uint32_t b, struct chan_mvar_e
                  size_t *cap)
 {
     if (shim_grow((void **)e, cap, *n, sizeof(**e)) != 0) return -1;
-    (*e)[(*n)++] = (struct chan_mvar_ent){.dptr = m->base + a * CHUNK, .len = span(m, a, b)};
+    (*e)[(*n)++] =
+        (struct chan_mvar_ent){.dptr = m->base + a * CHUNK, .len = shim_mig_span(m, a, b)};
     return 0;
 }
 
 /* The chunks of [a, b) still DEV become CLEAN, or DIRTY (writable) when `write`: the host
  * view now holds the device's bytes. */
-static void reach_locked(struct mig *m, uint32_t a, uint32_t b, int write)
+void shim_mig_reach_locked(struct mig *m, uint32_t a, uint32_t b, int write)
 {
     uint32_t e;
     for (; run_of(m, &a, b, ST_DEV, 1, &e); a = e) {
         reachable_locked(m);
         m->nhost += e - a;
         memset(m->st + a, write ? ST_DIRTY : ST_CLEAN, e - a);
-        protect(m, a, e, write ? PROT_READ | PROT_WRITE : PROT_READ);
+        shim_mig_protect(m, a, e, write ? PROT_READ | PROT_WRITE : PROT_READ);
     }
 }
 
 /* ---------------------------------------------------------------- transfers */
 
 /* MPUSH or MPULL of n entries, in records that fit; reply: wait for each. */
-static CUresult move(unsigned what, const struct chan_mvar_ent *e, size_t n, uint64_t flags,
-                     int reply)
+CUresult shim_mig_move(unsigned what, const struct chan_mvar_ent *e, size_t n, uint64_t flags,
+                       int reply)
 {
     const size_t per =
         (CHAN_REC_MAX - sizeof(struct chan_rec) - sizeof(struct chan_mvar)) / sizeof(*e);
@@ -318,174 +191,6 @@ static CUresult move(unsigned what, const struct chan_mvar_ent *e, size_t n, uin
         if (reply) r = shim_req_wait(&q, NULL, NULL);
     }
     return r;
-}
-
-/* The pager's context for its requests: the allocation's (context.c keeps ids by pointer). */
-static uint32_t pager_ctx;
-
-/* The run of chunks a fault at chunk i of m brings: doubling along a sequence of faults
- * (one of SEQS followed), up to RUN_MAX, never past a chunk the host already reaches. */
-static uint32_t run_for(struct mig *m, uint32_t i)
-{
-    uint32_t slot = SEQS, want = 1, n = 1;
-    for (uint32_t k = 0; k < SEQS && slot == SEQS; k++)
-        if (m->seq_run[k] && m->seq_next[k] == i) {
-            slot = k;
-            want = m->seq_run[k] * 2 > RUN_MAX ? RUN_MAX : m->seq_run[k] * 2;
-        }
-    if (slot == SEQS) slot = m->seq_victim++ % SEQS;
-    while (n < want && i + n < m->nchunks && m->st[i + n] == ST_DEV)
-        n++;
-    m->seq_next[slot] = i + n;
-    m->seq_run[slot] = n;
-    return n;
-}
-
-/* Chunk i of m was in a run pulled last (for the read-then-write hint). */
-static int just_pulled(const struct mig *m, uint32_t i)
-{
-    for (uint32_t k = 0; k < SEQS; k++)
-        if (m->seq_run[k] && i < m->seq_next[k] && i + m->seq_run[k] >= m->seq_next[k]) return 1;
-    return 0;
-}
-
-/* What the pager brings in one pull: chunks [a, b) of m. */
-struct pull {
-    struct mig *m;
-    uint32_t a, b;
-};
-
-/* The queued faults of the host functions' thread (hostfn 1: their pulls do not wait for
- * the client's work, which waits for them) or of the others, that are not served yet: those
- * served without a transfer are; the rest share one pull (at most BATCH runs; more wait for
- * the next), after which their chunks become CLEAN, or DIRTY for writes. */
-static void serve(struct fault *list, int hostfn)
-{
-    static int said;
-    struct pull p[BATCH];
-    struct chan_mvar_ent e[BATCH];
-    size_t k = 0;
-    pthread_mutex_lock(&lock);
-    for (struct fault *f = list; f; f = f->next) {
-        if (f->result || f->hostfn != hostfn) continue;
-        struct mig *m = find_locked(f->addr);
-        if (!m) {
-            f->result = 2;
-            continue;
-        }
-        uint32_t i = (uint32_t)((f->addr - m->base) / CHUNK);
-        if (m->st[i] == ST_DIRTY || (m->st[i] == ST_CLEAN && f->write == 0)) {
-            f->result = 1;                 /* served meanwhile */
-        } else if (m->st[i] == ST_CLEAN) { /* a write: no transfer */
-            protect(m, i, i + 1, PROT_READ | PROT_WRITE);
-            m->st[i] = ST_DIRTY;
-            /* Read, then written (x[i] += ...): later pulls come writable, one fault a
-             * chunk instead of two, at the cost of pushing back what may not change. */
-            if (just_pulled(m, i)) m->rw = 1;
-            f->result = 1;
-        } else {
-            size_t x = 0;
-            while (x < k && !(p[x].m == m && i >= p[x].a && i < p[x].b))
-                x++;
-            if (x == k && k < BATCH) {
-                uint32_t n = run_for(m, i);
-                p[k] = (struct pull){.m = m, .a = i, .b = i + n};
-                e[k] =
-                    (struct chan_mvar_ent){.dptr = m->base + i * CHUNK, .len = span(m, i, i + n)};
-                m->pins++;
-                pager_ctx = m->ctx;
-                k++;
-            }
-            if (x < k) f->result = 3;
-        }
-    }
-    CUresult r = CUDA_SUCCESS;
-    /* Work begun meanwhile may have overtaken the pull: again, a few times (a thread that
-     * launches without end must not starve the touch). */
-    for (int tries = 0; k && tries < 4; tries++) {
-        unsigned long b0 = atomic_load(&begun);
-        pthread_mutex_unlock(&lock);
-        r = move(CHAN_MVAR_MPULL, e, k, hostfn ? 0 : CHAN_MPULL_AFTER_WORK, 1);
-        pthread_mutex_lock(&lock);
-        if (r != CUDA_SUCCESS || atomic_load(&begun) == b0) break;
-    }
-    if (r != CUDA_SUCCESS && !said++)
-        shim_log("managed memory at %#llx could not be brought from the device (%s): the host "
-                 "sees its own last copy (said once)",
-                 (unsigned long long)e[0].dptr, shim_error_name(r));
-    for (size_t x = 0; x < k; x++) {
-        reach_locked(p[x].m, p[x].a, p[x].b, p[x].m->rw);
-        p[x].m->pins--;
-    }
-    if (k) pthread_cond_broadcast(&unpinned);
-    for (struct fault *f = list; f; f = f->next) {
-        if (f->result != 3) continue;
-        struct mig *m = find_locked(f->addr); /* held by its pin until just now */
-        uint32_t i = m ? (uint32_t)((f->addr - m->base) / CHUNK) : 0;
-        if (m && f->write == 1 && m->st[i] == ST_CLEAN) {
-            protect(m, i, i + 1, PROT_READ | PROT_WRITE);
-            m->st[i] = ST_DIRTY;
-        }
-        f->result = 1;
-    }
-    pthread_mutex_unlock(&lock);
-}
-
-static void *pager(void *arg)
-{
-    (void)arg;
-    shim_set_current_ctx(&pager_ctx);
-    for (;;) {
-        unsigned w = atomic_load(&queue_word);
-        struct fault *list = atomic_exchange(&queue, NULL), *f;
-        if (!list) {
-            futex_wait(&queue_word, w);
-            continue;
-        }
-        int left;
-        do {
-            serve(list, 0);
-            serve(list, 1);
-            left = 0;
-            for (f = list; f; f = f->next)
-                left |= f->result == 0;
-        } while (left);
-        while (list) {
-            f = list;
-            list = f->next; /* f is the faulting thread's, gone once done */
-            atomic_store(&f->done, f->result);
-            futex_wake(&f->done);
-        }
-    }
-    return NULL;
-}
-
-/* A forked child has no pager: its faults are not served. */
-static void forked(void)
-{
-    atomic_store(&pager_up, 0);
-}
-
-/* The pager and the handler, once (under lock). */
-static int start_locked(void)
-{
-    if (atomic_load(&pager_up)) return 0;
-    pthread_t t;
-    pthread_attr_t at;
-    sigset_t all, old;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the pager takes no signals */
-    int rc = pthread_create(&t, &at, pager, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&at);
-    if (rc != 0) return -1;
-    static int atfork;
-    if (!atfork++) pthread_atfork(NULL, NULL, forked);
-    handler_check();
-    atomic_store(&pager_up, 1);
-    return 0;
 }
 
 /* ---------------------------------------------------------------- the shim's hooks */
@@ -524,7 +229,7 @@ static int track_locked(uint64_t base, uint64_t size, uint32_t ctx)
 {
     struct mig *m = calloc(1, sizeof(*m));
     uint32_t n = (uint32_t)((size + CHUNK - 1) / CHUNK);
-    if (!m || !(m->st = calloc(n, 1)) || start_locked() != 0 ||
+    if (!m || !(m->st = calloc(n, 1)) || !pager || pager->start() != 0 ||
         shim_grow((void **)&migs, &capmigs, nmigs, sizeof(*migs)) != 0) {
         if (m) free(m->st);
         free(m);
@@ -540,10 +245,10 @@ static int track_locked(uint64_t base, uint64_t size, uint32_t ctx)
     memset(m->st, ST_CLEAN, n);
     m->nhost = n;
     reachable_locked(m);
-    protect(m, 0, n, PROT_READ);
-    unsigned long lo = atomic_load(&lo_addr), hi = atomic_load(&hi_addr);
-    if (base < lo) atomic_store(&lo_addr, base);
-    if (base + (uint64_t)n * CHUNK > hi) atomic_store(&hi_addr, base + (uint64_t)n * CHUNK);
+    shim_mig_protect(m, 0, n, PROT_READ);
+    if (base < atomic_load(&shim_mig_lo)) atomic_store(&shim_mig_lo, base);
+    if (base + (uint64_t)n * CHUNK > atomic_load(&shim_mig_hi))
+        atomic_store(&shim_mig_hi, base + (uint64_t)n * CHUNK);
     atomic_store(&live, 1);
     return 0;
 }
@@ -552,19 +257,19 @@ int shim_mig_place(uint64_t base, uint64_t size, uint64_t block, uint64_t block_
                    uint32_t ctx)
 {
     int rc = -1;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&shim_mig_lock);
     if (block_bytes) {
         void *want = (void *)(uintptr_t)block;
         void *p = mmap(want, block_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
                        fd, 0);
         if (p != want) {
             if (p != MAP_FAILED) munmap(p, block_bytes); /* an old kernel ignored the hint */
-            pthread_mutex_unlock(&lock);
+            pthread_mutex_unlock(&shim_mig_lock);
             return 1;
         }
         if (shim_grow((void **)&blocks, &capblocks, nblocks, sizeof(*blocks)) != 0) {
             munmap(p, block_bytes);
-            pthread_mutex_unlock(&lock);
+            pthread_mutex_unlock(&shim_mig_lock);
             return -1;
         }
         blocks[nblocks++] = (struct block){.base = block, .bytes = block_bytes};
@@ -573,20 +278,20 @@ int shim_mig_place(uint64_t base, uint64_t size, uint64_t block, uint64_t block_
     struct block *b = block_of_locked(base, size);
     if (b && !(base & (CHUNK - 1)) && (rc = track_locked(base, size, ctx)) == 0) b->refs++;
     if (b && !b->refs) block_drop_locked(b);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&shim_mig_lock);
     return rc;
 }
 
 int shim_mig_forget(uint64_t base)
 {
-    pthread_mutex_lock(&lock);
-    struct mig *m = find_locked(base);
+    pthread_mutex_lock(&shim_mig_lock);
+    struct mig *m = shim_mig_find_locked(base);
     while (m && m->base == base && m->pins) {
-        pthread_cond_wait(&unpinned, &lock);
-        m = find_locked(base); /* the table may have moved meanwhile */
+        pthread_cond_wait(&shim_mig_unpinned, &shim_mig_lock);
+        m = shim_mig_find_locked(base); /* the table may have moved meanwhile */
     }
     if (!m || m->base != base) {
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&shim_mig_lock);
         return 0;
     }
     for (size_t k = 0; m->listed && k < nreach; k++)
@@ -598,12 +303,12 @@ int shim_mig_forget(uint64_t base)
     nmigs--;
     memmove(migs + i, migs + i + 1, (nmigs - i) * sizeof(*migs));
     /* Reachable again: a block's freed units are ordinary memory until they are reused. */
-    protect(m, 0, m->nchunks, PROT_READ | PROT_WRITE);
+    shim_mig_protect(m, 0, m->nchunks, PROT_READ | PROT_WRITE);
     struct block *b = block_of_locked(base, m->size);
     if (b && !--b->refs) block_drop_locked(b);
     free(m->st);
     free(m);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&shim_mig_lock);
     return 1;
 }
 
@@ -613,7 +318,7 @@ static CUresult own_locked(struct mig *m, struct chan_mvar_ent **e, size_t *n, s
     CUresult r = CUDA_SUCCESS;
     uint32_t b, y;
     for (uint32_t a = 0; m->nhost && run_of(m, &a, m->nchunks, ST_DEV, 0, &b); a = b) {
-        protect(m, a, b, PROT_NONE); /* first: no write slips past the push */
+        shim_mig_protect(m, a, b, PROT_NONE); /* first: no write slips past the push */
         for (uint32_t x = a; run_of(m, &x, b, ST_DIRTY, 1, &y); x = y)
             if (entry(m, x, y, e, n, cap) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
         memset(m->st + a, ST_DEV, b - a);
@@ -629,14 +334,14 @@ static CUresult to_device_locked(int reply)
     struct chan_mvar_ent *e = NULL;
     size_t n = 0, cap = 0;
     CUresult r = CUDA_SUCCESS;
-    handler_check();
+    pager->check();
     for (size_t i = 0; i < nreach; i++)
         if (own_locked(reach[i], &e, &n, &cap) != CUDA_SUCCESS) r = CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; reach_all && i < nmigs; i++)
         if (own_locked(migs[i], &e, &n, &cap) != CUDA_SUCCESS) r = CUDA_ERROR_OUT_OF_MEMORY;
     nreach = 0;
     reach_all = 0;
-    if (r == CUDA_SUCCESS && n) r = move(CHAN_MVAR_MPUSH, e, n, 0, reply);
+    if (r == CUDA_SUCCESS && n) r = shim_mig_move(CHAN_MVAR_MPUSH, e, n, 0, reply);
     free(e);
     return r;
 }
@@ -644,10 +349,10 @@ static CUresult to_device_locked(int reply)
 CUresult shim_mig_work(void)
 {
     if (!atomic_load_explicit(&live, memory_order_relaxed)) return CUDA_SUCCESS;
-    atomic_fetch_add(&begun, 1);
-    pthread_mutex_lock(&lock);
+    atomic_fetch_add(&shim_mig_begun, 1);
+    pthread_mutex_lock(&shim_mig_lock);
     CUresult r = nreach || reach_all ? to_device_locked(0) : CUDA_SUCCESS;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&shim_mig_lock);
     return r;
 }
 
@@ -656,18 +361,13 @@ int shim_mig_live(void)
     return atomic_load_explicit(&live, memory_order_relaxed);
 }
 
-void shim_mig_hostfn_thread(void)
-{
-    atomic_store(&cb_tid, (int)syscall(SYS_gettid));
-}
-
 /* The host functions' thread names no context of its own: its pushes name an allocation's. */
 static uint32_t hostfn_ctx;
 
 void shim_mig_hostfn_done(void)
 {
     if (!atomic_load_explicit(&live, memory_order_relaxed)) return;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&shim_mig_lock);
     /* What it wrote reaches the device before its stream goes on: waited for. */
     CUresult r = CUDA_SUCCESS;
     if (nreach || reach_all) {
@@ -675,7 +375,7 @@ void shim_mig_hostfn_done(void)
         shim_set_current_ctx(&hostfn_ctx);
         r = to_device_locked(1);
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&shim_mig_lock);
     if (r != CUDA_SUCCESS)
         shim_log("managed memory a host function wrote could not reach the device (%s)",
                  shim_error_name(r));
@@ -683,11 +383,11 @@ void shim_mig_hostfn_done(void)
 
 CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n)
 {
-    pthread_mutex_lock(&lock);
-    struct mig *m = find_locked(p);
+    pthread_mutex_lock(&shim_mig_lock);
+    struct mig *m = shim_mig_find_locked(p);
     uint64_t end;
     if (!m || n == 0 || __builtin_add_overflow(p, n, &end) || end - m->base > m->size) {
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&shim_mig_lock);
         return CUDA_SUCCESS; /* not migrating memory: nothing moves */
     }
     uint32_t a = (uint32_t)((p - m->base) / CHUNK),
@@ -699,17 +399,18 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n)
     for (uint32_t x = a; r == CUDA_SUCCESS && run_of(m, &x, b, ST_DEV, 1, &y); x = y)
         if (entry(m, x, y, &e, &k, &cap) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && k) {
-        unsigned long b0 = atomic_load(&begun);
+        unsigned long b0 = atomic_load(&shim_mig_begun);
         m->pins++;
-        pthread_mutex_unlock(&lock);
-        r = move(CHAN_MVAR_MPULL, e, k, CHAN_MPULL_AFTER_WORK, 1);
-        pthread_mutex_lock(&lock);
+        pthread_mutex_unlock(&shim_mig_lock);
+        r = shim_mig_move(CHAN_MVAR_MPULL, e, k, CHAN_MPULL_AFTER_WORK, 1);
+        pthread_mutex_lock(&shim_mig_lock);
         m->pins--;
-        pthread_cond_broadcast(&unpinned);
+        pthread_cond_broadcast(&shim_mig_unpinned);
         /* Work begun meanwhile may have overtaken it: the chunks stay DEV, fetched on touch. */
-        if (r == CUDA_SUCCESS && atomic_load(&begun) == b0) reach_locked(m, a, b, 0);
+        if (r == CUDA_SUCCESS && atomic_load(&shim_mig_begun) == b0)
+            shim_mig_reach_locked(m, a, b, 0);
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&shim_mig_lock);
     free(e);
     return r;
 }
