@@ -69,6 +69,19 @@ struct chan_hello {
     char visible_devices[1024];
 };
 
+/* A hello of this protocol, from process pid of the symbol set symbols_hash
+ * (SHIM_SYMBOLS_HASH), its limits and devices empty and its exe to be filled in. */
+static inline struct chan_hello chan_hello_make(uint64_t symbols_hash, int32_t pid)
+{
+    struct chan_hello h = {.head = {.magic = CHAN_MAGIC,
+                                    .major = CHAN_PROTO_MAJOR,
+                                    .minor = CHAN_PROTO_MINOR,
+                                    .symbols_hash = symbols_hash,
+                                    .pid = pid,
+                                    .size = sizeof(struct chan_hello)}};
+    return h;
+}
+
 enum chan_welcome_status {
     CHAN_WELCOME_OK = 0,
     CHAN_WELCOME_VERSION = 1, /* protocol or symbol set differs: message names both */

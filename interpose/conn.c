@@ -141,12 +141,7 @@ static CUresult try_connect(char *why, size_t whylen)
         close(s);
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
-    struct chan_hello h = {.head = {.magic = CHAN_MAGIC,
-                                    .major = CHAN_PROTO_MAJOR,
-                                    .minor = CHAN_PROTO_MINOR,
-                                    .symbols_hash = SHIM_SYMBOLS_HASH,
-                                    .pid = getpid(),
-                                    .size = sizeof(struct chan_hello)}};
+    struct chan_hello h = chan_hello_make(SHIM_SYMBOLS_HASH, getpid());
     exe_name(h.head.exe, sizeof(h.head.exe));
     int bad_limit = 0;
     limit_env(h.active_thread_percentage, sizeof(h.active_thread_percentage),

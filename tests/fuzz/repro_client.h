@@ -56,12 +56,7 @@ static inline int open_session(struct session *x)
              CHAN_SOCKET_NAME);
     x->sock = socket(AF_UNIX, SOCK_STREAM, 0);
     if (x->sock < 0 || connect(x->sock, (struct sockaddr *)&sa, sizeof(sa)) != 0) return -1;
-    struct chan_hello h = {.head = {.magic = CHAN_MAGIC,
-                                    .major = CHAN_PROTO_MAJOR,
-                                    .minor = CHAN_PROTO_MINOR,
-                                    .symbols_hash = SHIM_SYMBOLS_HASH,
-                                    .pid = getpid(),
-                                    .size = sizeof(struct chan_hello)}};
+    struct chan_hello h = chan_hello_make(SHIM_SYMBOLS_HASH, getpid());
     snprintf(h.head.exe, sizeof(h.head.exe), "repro");
     struct chan_welcome w;
     char cbuf[CMSG_SPACE(sizeof(int))];

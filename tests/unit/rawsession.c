@@ -58,12 +58,7 @@ int raw_recv_welcome(int s, struct chan_welcome *w, int *fd)
 
 struct chan_hello raw_hello(void)
 {
-    struct chan_hello h = {.head = {.magic = CHAN_MAGIC,
-                                    .major = CHAN_PROTO_MAJOR,
-                                    .minor = CHAN_PROTO_MINOR,
-                                    .symbols_hash = SHIM_SYMBOLS_HASH,
-                                    .pid = getpid(),
-                                    .size = sizeof(struct chan_hello)}};
+    struct chan_hello h = chan_hello_make(SHIM_SYMBOLS_HASH, getpid());
     snprintf(h.head.exe, sizeof(h.head.exe), "rawclient");
     return h;
 }
