@@ -334,7 +334,7 @@ static CUresult to_device_locked(int reply)
     struct chan_mvar_ent *e = NULL;
     size_t n = 0, cap = 0;
     CUresult r = CUDA_SUCCESS;
-    pager->check();
+    if (pager) pager->check();
     for (size_t i = 0; i < nreach; i++)
         if (own_locked(reach[i], &e, &n, &cap) != CUDA_SUCCESS) r = CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; reach_all && i < nmigs; i++)
