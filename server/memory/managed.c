@@ -80,7 +80,9 @@ CUresult srv_managed_free(struct srv_client *c, struct srv_obj *o)
  * client's push count and records the stream's mark, and srv_stream_prepare makes each of the
  * client's streams wait for that mark once before its next work (a capturing stream does not
  * wait: its work runs later, as a graph, whose launch waits). So a push costs the client no
- * round trip. A pull is a synchronous request whose reply comes when its copies are done. */
+ * round trip. A pull is a synchronous request whose reply comes when its copies are done.
+ * Migrating managed memory's transfers (MPUSH, MPULL) come through the same request and the
+ * same stream, and are migrate.c's. */
 
 /* A global range's aux: the driver says it is managed memory (a __managed__ variable). */
 #define GLOBAL_MANAGED 1ull
