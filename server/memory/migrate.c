@@ -50,6 +50,7 @@
 #define BLOCK SRV_WINDOW_ALIGN /* a shared block: 32 units */
 #define UNITS ((uint32_t)(BLOCK / UNIT))
 #define SMALL_MAX (BLOCK / 2) /* larger ones get a block of their own */
+_Static_assert(SMALL_MAX / UNIT < 32, "a small allocation's units fit a shift of a u32");
 
 /* A block of migrating memory: device memory at dev (the arena's own mapping, aligned) and
  * its host view at host here, which the client maps at dev. Small allocations of one client
@@ -60,7 +61,7 @@ struct srv_mblock {
     uint64_t host, bytes;
     int device;
     uint32_t used; /* shared blocks: bit u, unit u taken */
-    int shared, refs;
+    int refs;
     struct srv_mblock *next; /* the client's shared blocks */
 };
 
@@ -120,13 +121,18 @@ static struct srv_mblock *block_new(struct srv_client *c, int dev, uint64_t byte
     return NULL;
 }
 
+/* Units [first, first + n) of a shared block as bits of its `used` (n is at most
+ * SMALL_MAX / UNIT, 16: the shift stays within the word). */
+static uint32_t units(uint32_t n, uint32_t first)
+{
+    return ((1u << n) - 1) << first;
+}
+
 /* n free units in a row of shared block b: the first, or -1. */
 static int units_free(const struct srv_mblock *b, uint32_t n)
 {
-    for (uint32_t u = 0; u + n <= UNITS; u++) {
-        uint32_t run = n == 32 ? ~0u : ((1u << n) - 1) << u;
-        if (!(b->used & run)) return (int)u;
-    }
+    for (uint32_t u = 0; u + n <= UNITS; u++)
+        if (!(b->used & units(n, u))) return (int)u;
     return -1;
 }
 
@@ -160,7 +166,6 @@ void srv_migrate_alloc(struct srv_client *c, const struct chan_rec *r,
     if (!b) {
         if (!(b = block_new(c, dev, g->n ? BLOCK : size, &fd, &res))) goto fail;
         if (g->n) {
-            b->shared = 1;
             b->next = c->mblocks;
             c->mblocks = b;
         }
@@ -173,7 +178,7 @@ void srv_migrate_alloc(struct srv_client *c, const struct chan_rec *r,
     struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_MANAGED, addr, m->bytes, 1, NULL);
     res = CUDA_ERROR_OUT_OF_MEMORY;
     if (!o) goto fail;
-    if (g->n) b->used |= (g->n == 32 ? ~0u : ((1u << g->n) - 1) << u);
+    if (g->n) b->used |= units(g->n, (uint32_t)u);
     b->refs++;
     o->ext = g;
     o->aux = size;
@@ -214,7 +219,7 @@ void srv_migrate_release(struct srv_client *c, struct srv_obj *o)
 {
     struct migrating *g = o->ext;
     struct srv_mblock *b = g->b;
-    if (g->n) b->used &= ~(g->n == 32 ? ~0u : ((1u << g->n) - 1) << g->first);
+    if (g->n) b->used &= ~units(g->n, g->first);
     if (!--b->refs) block_free(c, b);
     free(g);
     o->ext = NULL;
