@@ -84,6 +84,11 @@ int shim_capture_active(CUstream s)
            cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+int shim_work_captured(CUstream s)
+{
+    return s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && shim_capture_active(s);
+}
+
 /* The capture `s` began, unlinked; NULL if none. */
 static struct capture *take(CUstream s)
 {

@@ -170,9 +170,7 @@ CUresult SHIM_IMPL(cuMemAdvise_v2)(CUdeviceptr devPtr, size_t count, CUmem_advis
  * only recorded: the graph's launch is work that moves it then. */
 static CUresult move(CUdeviceptr p, size_t count, CUmemLocation l, CUstream s)
 {
-    if (!shim_mig_live() ||
-        (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && shim_capture_active(s)))
-        return CUDA_SUCCESS;
+    if (!shim_mig_live() || shim_work_captured(s)) return CUDA_SUCCESS;
     if (l.type == CU_MEM_LOCATION_TYPE_HOST || l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
         l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
         return shim_mig_prefetch_host(p, count);

@@ -492,8 +492,7 @@ CUresult shim_mvar_work(CUstream s)
     if ((!atomic_load_explicit(&live, memory_order_relaxed) && !mig) || !shim_current_ctx_id())
         return CUDA_SUCCESS;
     /* Captured work runs later, as a graph: its launch pushes then. */
-    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && shim_capture_active(s))
-        return CUDA_SUCCESS;
+    if (shim_work_captured(s)) return CUDA_SUCCESS;
     CUresult r = mig ? shim_mig_work() : CUDA_SUCCESS;
     if (r != CUDA_SUCCESS || !atomic_load_explicit(&live, memory_order_relaxed)) return r;
     pthread_mutex_lock(&lock);
@@ -529,7 +528,7 @@ void shim_mvar_worked(CUstream s)
             atomic_store_explicit(&untracked, 1, memory_order_relaxed);
         return;
     }
-    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && shim_capture_active(s)) return;
+    if (shim_work_captured(s)) return;
     /* Counted once it is sent: a synchronisation begun before could not cover it. */
     struct busy k = key_of(s);
     pthread_mutex_lock(&lock);

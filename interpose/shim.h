@@ -444,6 +444,9 @@ CUresult shim_capture_refuse(CUstream s);
 int shim_capture_any(void);
 /* 1 if stream `s` captures (costs nothing while this process has no capture going). */
 int shim_capture_active(CUstream s);
+/* 1 if work enqueued on `s` is captured, to run later as a graph: a created stream that
+ * captures (the default streams are taken as never capturing here). */
+int shim_work_captured(CUstream s);
 /* Stream s is destroyed: a capture it began is over (the server ends it), so its mode no
  * longer restricts this process's calls. */
 void shim_capture_stream_gone(CUstream s);
