@@ -8,8 +8,9 @@
  *   server keeps the extent of every map it handed the client (the last TMAP_KEEP distinct
  *   ones, by their bytes), checks the new address over it, and refuses a map it never made or
  *   has forgotten (INVALID_VALUE, the driver's answer for a bad map).
- * - The driver wants the map 64-byte aligned (the client's is checked by its hook,
- *   interpose/tensormap.c): the server's copy is made in an aligned buffer of its own. */
+ * - cuda.h asks for a 64-byte aligned map, but the driver takes one at any address
+ *   (580.159.04 on an H200, tests/progs/tensormap.c prints it), and so does the shim; the
+ *   server encodes into an aligned buffer of its own all the same. */
 #include "server/core/server.h"
 #include "server/core/family.h"
 #include "server/core/registry.h"

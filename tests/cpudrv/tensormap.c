@@ -71,7 +71,8 @@ struct common {
 
 static int common_ok(const struct common *a)
 {
-    if (!a->map || (uintptr_t)a->map % 64 || !bytes_of(a->dt, 1)) return 0;
+    // cuda.h asks for a 64-byte aligned map; the real driver takes any address (580.159.04).
+    if (!a->map || !bytes_of(a->dt, 1)) return 0;
     if (a->rank < a->rank_min || a->rank > 5) return 0;
     if (a->interleave > CU_TENSOR_MAP_INTERLEAVE_32B ||
         a->swizzle > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B ||
@@ -118,8 +119,7 @@ static int inner_ok(const struct common *a, uint64_t inner)
 static void encode(const struct common *a, enum kind k, unsigned mode, uint64_t w13, uint64_t w14,
                    uint64_t w15)
 {
-    uint64_t *q = a->map->opaque;
-    memset(q, 0, sizeof(*a->map));
+    uint64_t q[CU_TENSOR_MAP_NUM_QWORDS] = {0}; // copied whole: the map may be unaligned
     q[0] = a->addr;
     q[1] = MAGIC << 32 | (uint64_t)k << 28 | (uint64_t)a->dt << 20 | (uint64_t)a->rank << 16 |
            (uint64_t)a->interleave << 12 | (uint64_t)a->swizzle << 8 | (uint64_t)a->l2 << 4 |
@@ -132,6 +132,7 @@ static void encode(const struct common *a, enum kind k, unsigned mode, uint64_t 
     q[13] = w13;
     q[14] = w14;
     q[15] = w15;
+    memcpy(a->map, q, sizeof(q));
 }
 
 static CUresult finish(const struct common *a, int ok)
@@ -251,12 +252,12 @@ CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
 {
     CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
-    if (!tensorMap || (uintptr_t)tensorMap % 64 || tensorMap->opaque[1] >> 32 != MAGIC)
-        return TR(CUDA_ERROR_INVALID_VALUE);
-    uint64_t w = tensorMap->opaque[1], addr = (uintptr_t)globalAddress;
+    uint64_t w, addr = (uintptr_t)globalAddress;
+    if (tensorMap) memcpy(&w, (char *)tensorMap + 8, sizeof(w)); // the map may be unaligned
+    if (!tensorMap || w >> 32 != MAGIC) return TR(CUDA_ERROR_INVALID_VALUE);
     if (!addr || addr % align_of((w >> 20) & 0xff, (w >> 12) & 0xf))
         return TR(CUDA_ERROR_INVALID_VALUE);
-    tensorMap->opaque[0] = addr;
+    memcpy(tensorMap, &addr, sizeof(addr));
     return TR(CUDA_SUCCESS);
 }
 
