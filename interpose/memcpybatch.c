@@ -2,8 +2,9 @@
  * twins. A batch is planned here as the copy engine plans one copy (memcpy.c): each member's
  * sides are classified by this process's ranges (device or pinned memory the server uses in
  * place, pageable memory staged) and a device side that is not the caller's refuses the
- * batch before anything moves. Then the whole batch travels as ONE COPY_BATCH record
- * (server/memory/copybatch.c), executed in stream order on the caller's stream, with:
+ * batch at that member, failIdx naming it, the members before it copied (the driver's
+ * way). Then the batch travels as ONE COPY_BATCH record (server/memory/copybatch.c),
+ * executed in stream order on the caller's stream, with:
  *  - the bytes of small pageable sources in the record and those of small pageable
  *    destinations in the reply (the call then returns once they landed, as a pageable
  *    destination does in the copy engine);
@@ -199,31 +200,39 @@ static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_
     CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS) return r;
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
-    /* Documented: never the legacy NULL stream (a _ptsz twin's NULL is the thread's). */
-    if (stream == CU_STREAM_LEGACY || (stream == NULL && !shim_ptds_active()))
-        return CUDA_ERROR_INVALID_VALUE;
+    /* Documented: never the legacy NULL stream; the driver refuses NULL under a _ptsz twin
+     * as well (580.159.04). */
+    if (stream == CU_STREAM_LEGACY || stream == NULL) return CUDA_ERROR_INVALID_VALUE;
     if ((r = chan_copy_batch_check(dsts, srcs, sizes, count, attrs, idxs, nattrs)) != CUDA_SUCCESS)
         return r;
     struct member *m = calloc(count, sizeof(*m));
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
     int staged = 0;
     size_t k = 0;
-    for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++) {
+    /* A member refused ends the batch there: the members before it are copied all the same
+     * and failIdx names it, as the driver does (580.159.04 moved a refused batch's first
+     * members; tests/progs/copybatch.c prints what moved). */
+    CUresult refused = CUDA_SUCCESS;
+    size_t ok = count;
+    for (size_t i = 0; i < count; i++) {
         while (k + 1 < nattrs && idxs[k + 1] <= i)
             k++;
-        r = plan(dsts[i], srcs[i], sizes[i], k, &m[i]);
-        if (r != CUDA_SUCCESS && fail) *fail = i;
+        if ((refused = plan(dsts[i], srcs[i], sizes[i], k, &m[i])) != CUDA_SUCCESS) {
+            if (fail) *fail = i;
+            ok = i;
+            break;
+        }
         staged |= m[i].route != R_SKIP &&
                   (m[i].w.src_kind == CHAN_MEM_STAGED || m[i].w.dst_kind == CHAN_MEM_STAGED);
     }
     /* Pageable memory cannot be captured (memcpy.c). */
-    if (r == CUDA_SUCCESS && staged) r = shim_capture_refuse(stream);
-    if (r == CUDA_SUCCESS && (r = shim_mvar_work(stream)) == CUDA_SUCCESS) {
-        r = carry(m, count, attrs, stream);
+    if (ok && staged) r = shim_capture_refuse(stream);
+    if (ok && r == CUDA_SUCCESS && (r = shim_mvar_work(stream)) == CUDA_SUCCESS) {
+        r = carry(m, ok, attrs, stream);
         shim_mvar_worked(stream);
     }
     free(m);
-    return r;
+    return r != CUDA_SUCCESS ? r : refused;
 }
 
 CUresult SHIM_IMPL(cuMemcpyBatchAsync)(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,

@@ -3,7 +3,8 @@
  * (channel/copybatch.h: element sizes from the operands' arrays, which this process asks
  * the server for with cuArray3DGetDescriptor, once per array and call), then its sides are
  * classified as the copy engine classifies a single copy's (memcpy.c): a device address
- * that is not the caller's refuses the batch before anything moves. The batch travels as
+ * that is not the caller's refuses the batch at that operation, the ones before it copied
+ * and failIdx naming none (the driver's way). The batch travels as
  * ONE COPY_BATCH3D record (several, in order on the same stream, past what one holds),
  * executed in stream order on the caller's stream (server/memory/copybatch3d.c), with:
  *  - the operations between device, pinned and array memory;
@@ -201,27 +202,35 @@ static CUresult batch3d(size_t n, CUDA_MEMCPY3D_BATCH_OP *list, size_t *fail,
     CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS) return r;
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
-    /* Documented: never the legacy NULL stream (a _ptsz twin's NULL is the thread's). */
-    if (stream == CU_STREAM_LEGACY || (stream == NULL && !shim_ptds_active()) || !list || n == 0 ||
+    /* Documented: never the legacy NULL stream; the driver refuses NULL under a _ptsz twin
+     * as well (580.159.04, the 1D batch). */
+    if (stream == CU_STREAM_LEGACY || stream == NULL || !list || n == 0 ||
         n > CHAN_COPY_BATCH_MAX || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     struct op3 *o = calloc(n, sizeof(*o));
     if (!o) return CUDA_ERROR_OUT_OF_MEMORY;
     struct elems cache = {.n = 0};
     int staged = 0;
-    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
-        r = plan(&list[i], &cache, &o[i]);
-        if (r != CUDA_SUCCESS && fail) *fail = i;
+    /* An operation refused ends the batch there, the ones before it copied (as the 1D
+     * batch, memcpybatch.c), and failIdx names none: the driver's way (580.159.04 on an
+     * H200, an operation past the end of its memory; tests/progs/copybatch.c prints it). */
+    CUresult refused = CUDA_SUCCESS;
+    size_t ok = n;
+    for (size_t i = 0; i < n; i++) {
+        if ((refused = plan(&list[i], &cache, &o[i])) != CUDA_SUCCESS) {
+            ok = i;
+            break;
+        }
         staged |= o[i].w.src.kind == CHAN_MEM_STAGED || o[i].w.dst.kind == CHAN_MEM_STAGED;
     }
     /* Pageable memory cannot be captured (memcpy.c). */
-    if (r == CUDA_SUCCESS && staged) r = shim_capture_refuse(stream);
-    if (r == CUDA_SUCCESS && (r = shim_mvar_work(stream)) == CUDA_SUCCESS) {
-        r = carry(o, n, stream);
+    if (ok && staged) r = shim_capture_refuse(stream);
+    if (ok && r == CUDA_SUCCESS && (r = shim_mvar_work(stream)) == CUDA_SUCCESS) {
+        r = carry(o, ok, stream);
         shim_mvar_worked(stream);
     }
     free(o);
-    return r;
+    return r != CUDA_SUCCESS ? r : refused;
 }
 
 CUresult SHIM_IMPL(cuMemcpy3DBatchAsync)(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,

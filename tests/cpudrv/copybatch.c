@@ -2,11 +2,12 @@
 // failIdx), _v2 and their _ptsz twins (cuda.h declares the first versions and the twins only
 // for the driver's own build, so they are declared here). The batch's shape is checked by
 // channel/copybatch.h as the client library checks it (a 3D operation becomes the
-// CUDA_MEMCPY3D it amounts to there); then every copy's sides, before any moves (a bad one
-// refuses the batch, failIdx its index); then each copy goes on the stream as cuMemcpyAsync
-// or cuMemcpy3DAsync would. A batch takes no stream but a real or per-thread one: the
-// legacy NULL stream is refused, as documented. Zero-byte copies move nothing. An attribute
-// asking its sources read during the call (CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL)
+// CUDA_MEMCPY3D it amounts to there); then every copy's sides in order, each going on the
+// stream as cuMemcpyAsync or cuMemcpy3DAsync would; a bad one refuses the batch there, failIdx
+// its index, the copies before it made (the real driver's way, 580.159.04). A batch takes no
+// stream but a real or per-thread one: the legacy NULL stream is refused, as documented, and
+// so is NULL under a _ptsz twin (the real driver's way too). Zero-byte copies move nothing. An
+// attribute asking its sources read during the call (CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL)
 // returns once the stream ran the batch, which holds that and more. What the real driver
 // answers for zero-byte copies and for location hints is to be confirmed on a GPU.
 #include "cpudrv.h"
@@ -36,14 +37,17 @@ struct bop {
 // cpudrv_big held (taken by the caller with cpudrv_enter): submits the n checked copies on s
 // in order, then lets go of the lock and ops; waits for the stream where `during` (a
 // source to be read during the call).
+// rc: the batch's answer (its first n copies are submitted all the same).
 static CUresult submit(struct cpudrv_stream *s, struct bop *ops, size_t n, CUresult rc, int during,
                        CUstream hs)
 {
-    for (size_t i = 0; !rc && i < n; i++)
-        rc = cpudrv_copy_submit(s, &ops[i].x, 1, ops[i].scls, ops[i].dcls,
+    CUresult sr = CUDA_SUCCESS;
+    for (size_t i = 0; !sr && i < n; i++)
+        sr = cpudrv_copy_submit(s, &ops[i].x, 1, ops[i].scls, ops[i].dcls,
                                 ops[i].sa ? &ops[i].sa->o : NULL, ops[i].da ? &ops[i].da->o : NULL);
     cpudrv_unlock();
     free(ops);
+    if (sr) return sr;
     return !rc && during ? cuStreamSynchronize(hs) : rc;
 }
 
@@ -59,11 +63,11 @@ static CUresult batch_begin(CUstream hs, size_t *fail, struct cpudrv_stream **s,
     return rc ? rc : !hs || hs == CU_STREAM_LEGACY ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
-// cpudrv_big held: every copy's sides, before any is submitted.
+// cpudrv_big held: every copy's sides; *ok: how many come before a bad one.
 static CUresult classify(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
-                         struct bop *ops, size_t *fail)
+                         struct bop *ops, size_t *fail, size_t *ok)
 {
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = 0; i < count; *ok = ++i) {
         if (!sizes[i]) continue;
         CUresult rc = cpudrv_unified_side(srcs[i], sizes[i], &ops[i].scls);
         if (!rc) rc = cpudrv_unified_side(dsts[i], sizes[i], &ops[i].dcls);
@@ -87,16 +91,18 @@ static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_
     struct cpudrv_stream *s = NULL;
     struct bop *ops = NULL;
     int entered;
+    size_t ok = 0;
     CUresult rc = batch_begin(hs, fail, &s, &entered);
     if (!entered) return rc;
     if (!rc &&
         (rc = chan_copy_batch_check(dsts, srcs, sizes, count, attrs, idxs, nattrs)) == CUDA_SUCCESS)
-        rc = !(ops = calloc(count, sizeof(*ops))) ? CUDA_ERROR_OUT_OF_MEMORY
-                                                  : classify(dsts, srcs, sizes, count, ops, fail);
+        rc = !(ops = calloc(count, sizeof(*ops)))
+                 ? CUDA_ERROR_OUT_OF_MEMORY
+                 : classify(dsts, srcs, sizes, count, ops, fail, &ok);
     int during = 0;
     for (size_t k = 0; !rc && k < nattrs; k++)
         during |= attrs[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
-    return submit(s, ops, rc ? 0 : count, rc, during, hs);
+    return submit(s, ops, ok, rc, during, hs);
 }
 
 CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
@@ -113,21 +119,19 @@ CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
     return TR(batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
 }
 
-// The _ptsz twins: stream 0 is the per-thread stream.
+// The _ptsz twins: a batch takes no NULL stream there either.
 CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
                                     size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
                                     size_t numAttrs, CUstream hStream)
 {
-    return TR(batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL,
-                    hStream ? hStream : CU_STREAM_PER_THREAD));
+    return TR(batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream));
 }
 
 CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                  CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                  size_t *failIdx, CUstream hStream)
 {
-    return TR(batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx,
-                    hStream ? hStream : CU_STREAM_PER_THREAD));
+    return TR(batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
 }
 
 /* ---------------------------------------------------------------- 3D batches */
@@ -149,21 +153,17 @@ static size_t elsize(const CUmemcpy3DOperand *o)
     return a ? a->elsize : 1;
 }
 
-// cpudrv_big held: every operation resolved into ops, before any is submitted.
-static CUresult resolve3d(const CUDA_MEMCPY3D_BATCH_OP *list, size_t n, struct bop *ops,
-                          size_t *fail)
+// cpudrv_big held: every operation resolved into ops; *ok: how many before a bad one.
+static CUresult resolve3d(const CUDA_MEMCPY3D_BATCH_OP *list, size_t n, struct bop *ops, size_t *ok)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; *ok = ++i) {
         CUDA_MEMCPY3D p;
         CUresult rc =
             chan_copy3d_batch_op(&list[i], elsize(&list[i].src), elsize(&list[i].dst), &p);
         if (!rc)
             rc = cpudrv_copy3d_resolve(&p, &ops[i].x, &ops[i].scls, &ops[i].dcls, &ops[i].sa,
                                        &ops[i].da);
-        if (rc) {
-            if (fail) *fail = i;
-            return rc;
-        }
+        if (rc) return rc; // failIdx names none (the real driver's way, 580.159.04)
     }
     return CUDA_SUCCESS;
 }
@@ -174,16 +174,17 @@ static CUresult batch3d(size_t n, CUDA_MEMCPY3D_BATCH_OP *list, size_t *fail,
     struct cpudrv_stream *s = NULL;
     struct bop *ops = NULL;
     int entered;
+    size_t ok = 0;
     CUresult rc = batch_begin(hs, fail, &s, &entered);
     if (!entered) return rc;
     if (!rc && (!list || !n || n > CHAN_COPY_BATCH_MAX || flags)) rc = CUDA_ERROR_INVALID_VALUE;
     if (!rc)
         rc = !(ops = calloc(n, sizeof(*ops))) ? CUDA_ERROR_OUT_OF_MEMORY
-                                              : resolve3d(list, n, ops, fail);
+                                              : resolve3d(list, n, ops, &ok);
     int during = 0;
     for (size_t i = 0; !rc && i < n; i++)
         during |= list[i].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
-    return submit(s, ops, rc ? 0 : n, rc, during, hs);
+    return submit(s, ops, ok, rc, during, hs);
 }
 
 CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
@@ -201,11 +202,11 @@ CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, siz
 CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
                                       unsigned long long flags, CUstream hStream)
 {
-    return TR(batch3d(numOps, opList, NULL, flags, hStream ? hStream : CU_STREAM_PER_THREAD));
+    return TR(batch3d(numOps, opList, NULL, flags, hStream));
 }
 
 CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
                                    unsigned long long flags, CUstream hStream)
 {
-    return TR(batch3d(numOps, opList, failIdx, flags, hStream ? hStream : CU_STREAM_PER_THREAD));
+    return TR(batch3d(numOps, opList, failIdx, flags, hStream));
 }

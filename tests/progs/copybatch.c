@@ -222,12 +222,18 @@ static void refused(CUstream s, CUdeviceptr d)
     uint8_t back[512];
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemcpyDtoH(back, d, sizeof(back)));
-    REQUIRE(t_bytes_mismatch(back, sizeof(back), 0) == SIZE_MAX, "a refused batch moved data");
-    t_ok("copy outside the caller's memory refused, failIdx 2, nothing moved");
-    /* The first version's good batch, and the per-thread stream's twin, NULL stream. */
+    /* What a refused batch's good copies do is the driver's to say (580.159.04 moved some):
+     * printed, so that the shim's output must match native's. */
+    printf("refused batch: copy 0 %s, copy 1 %s\n",
+           t_bytes_mismatch(back, 256, 7) == SIZE_MAX ? "moved" : "did not move",
+           t_bytes_mismatch(back + 256, 256, 7) == SIZE_MAX ? "moved" : "did not move");
+    t_ok("copy outside the caller's memory refused, failIdx 2");
+    /* The first version's good batch, and the per-thread stream's twin (on NULL refused by
+     * the driver too, 580.159.04). */
     fail = 0;
     CHECK(batch_v1(dsts, srcs, sizes, 2, at, idxs, 2, &fail, s));
-    CHECK(batch_v2_ptsz(dsts, srcs, sizes, 1, at, idxs, 1, NULL));
+    EXPECT(batch_v2_ptsz(dsts, srcs, sizes, 1, at, idxs, 1, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK(batch_v2_ptsz(dsts, srcs, sizes, 1, at, idxs, 1, CU_STREAM_PER_THREAD));
     CHECK(cuStreamSynchronize(s));
     CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
     CHECK(cuMemcpyDtoH(back, d, sizeof(back)));
@@ -350,12 +356,17 @@ static void batch3d(CUstream s, CUdeviceptr d)
     CHECK(cuMemsetD8Async(d2, 0, 64, s));
     ops[1] = op3(optr(d, 0, 0), optr(d + DEV_BYTES - 32, 0, 0), 64, 1, 1);
     EXPECT(batch3d_v1(2, ops, &fail, 0, s), CUDA_ERROR_INVALID_VALUE);
-    REQUIRE(fail == 1, "failIdx %zu, not 1", fail);
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemcpyDtoH(got, d2, 64));
-    REQUIRE(t_bytes_mismatch(got, 64, 0) == SIZE_MAX, "a refused 3D batch moved data");
-    t_ok("3D: an operation outside the caller's memory refused, failIdx 1, nothing moved");
-    CHECK(batch3d_v2_ptsz(1, ops, 0, NULL)); /* the per-thread stream: 64 bytes of pin */
+    /* The driver's failIdx and what moved, printed (580.159.04 named no operation). */
+    printf("refused 3D batch: failIdx %s, operation 0 %s\n",
+           fail == SIZE_MAX ? "none"
+           : fail == 1      ? "1"
+                            : "other",
+           t_bytes_mismatch(got, 64, 0) == SIZE_MAX ? "did not move" : "moved");
+    t_ok("3D: an operation outside the caller's memory refused");
+    EXPECT(batch3d_v2_ptsz(1, ops, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK(batch3d_v2_ptsz(1, ops, 0, CU_STREAM_PER_THREAD)); /* 64 bytes of pin */
     CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
     CHECK(cuMemcpyDtoH(got, d2, 64));
     REQUIRE(t_pattern_mismatch(got, 64, 42) == SIZE_MAX, "3D per-thread twin");
