@@ -406,9 +406,10 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n)
         pthread_mutex_lock(&shim_mig_lock);
         m->pins--;
         pthread_cond_broadcast(&shim_mig_unpinned);
-        /* Work begun meanwhile may have overtaken it: the chunks stay DEV, fetched on touch. */
+        /* Work begun meanwhile may have overtaken it: the chunks stay DEV, fetched on touch.
+         * Writable at once where the host was seen writing what it read (the pager's hint). */
         if (r == CUDA_SUCCESS && atomic_load(&shim_mig_begun) == b0)
-            shim_mig_reach_locked(m, a, b, 0);
+            shim_mig_reach_locked(m, a, b, m->rw);
     }
     pthread_mutex_unlock(&shim_mig_lock);
     free(e);

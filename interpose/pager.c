@@ -127,9 +127,10 @@ static void handler_check(void)
 /* The pager's context for its requests: the allocation's (context.c keeps ids by pointer). */
 static uint32_t pager_ctx;
 
-/* The run of chunks a fault at chunk i of m brings: doubling along a sequence of faults
- * (one of SEQS followed), up to RUN_MAX, never past a chunk the host already reaches. */
-static uint32_t run_for(struct mig *m, uint32_t i)
+/* The run of chunks a fault at chunk i of m serves: doubling along a sequence of faults
+ * (one of SEQS followed), up to RUN_MAX, never past a chunk not in state st (DEV for a pull,
+ * CLEAN for a write that needs none). */
+static uint32_t run_for(struct mig *m, uint32_t i, uint8_t st)
 {
     uint32_t slot = SEQS, want = 1, n = 1;
     for (uint32_t k = 0; k < SEQS && slot == SEQS; k++)
@@ -138,7 +139,7 @@ static uint32_t run_for(struct mig *m, uint32_t i)
             want = m->seq_run[k] * 2 > RUN_MAX ? RUN_MAX : m->seq_run[k] * 2;
         }
     if (slot == SEQS) slot = m->seq_victim++ % SEQS;
-    while (n < want && i + n < m->nchunks && m->st[i + n] == ST_DEV)
+    while (n < want && i + n < m->nchunks && m->st[i + n] == st)
         n++;
     m->seq_next[slot] = i + n;
     m->seq_run[slot] = n;
@@ -181,18 +182,21 @@ static void serve(struct fault *list, int hostfn)
         if (m->st[i] == ST_DIRTY || (m->st[i] == ST_CLEAN && f->write == 0)) {
             f->result = 1;                 /* served meanwhile */
         } else if (m->st[i] == ST_CLEAN) { /* a write: no transfer */
-            shim_mig_protect(m, i, i + 1, PROT_READ | PROT_WRITE);
-            m->st[i] = ST_DIRTY;
             /* Read, then written (x[i] += ...): later pulls come writable, one fault a
              * chunk instead of two, at the cost of pushing back what may not change. */
             if (just_pulled(m, i)) m->rw = 1;
+            /* A host pass writing what a prefetch brought: runs doubling as pulls do (a
+             * fault and an mprotect per 2 MiB, not per chunk); a lone write, one chunk. */
+            uint32_t n = run_for(m, i, ST_CLEAN);
+            shim_mig_protect(m, i, i + n, PROT_READ | PROT_WRITE);
+            memset(m->st + i, ST_DIRTY, n);
             f->result = 1;
         } else {
             size_t x = 0;
             while (x < k && !(p[x].m == m && i >= p[x].a && i < p[x].b))
                 x++;
             if (x == k && k < BATCH) {
-                uint32_t n = run_for(m, i);
+                uint32_t n = run_for(m, i, ST_DEV);
                 p[k] = (struct pull){.m = m, .a = i, .b = i + n};
                 e[k] = (struct chan_mvar_ent){.dptr = m->base + i * CHUNK,
                                               .len = shim_mig_span(m, i, i + n)};

@@ -101,7 +101,28 @@ static void migrating(CUfunction f)
     for (int i = 0; i < 5; i++)
         free((void *)got[i]);
     CHECK(cuMemFree(m));
-    t_ok("managed pages migrate: read-only, written, the device's, read, written");
+    /* Brought to the host by a prefetch, then written in order: the writes are granted in
+     * runs doubling as faults follow each other (1 chunk of 64 KiB, then 2: the third chunk
+     * is writable before it is written, the fourth not yet). A fresh allocation: the one
+     * above was read, then written, so its pulls come writable at once. */
+    CHECK(cuMemAllocManaged(&m, BYTES, CU_MEM_ATTACH_GLOBAL));
+    h = (volatile unsigned *)(uintptr_t)m;
+    inc(f, m, N, NULL);
+    CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST};
+    CHECK(cuMemPrefetchAsync_v2(m, BYTES, host, 0, NULL));
+    CHECK(cuCtxSynchronize());
+    const unsigned chunk = (64u << 10) / sizeof(unsigned);
+    REQUIRE(strcmp(perms_at(m), "r-") == 0, "after the prefetch to the host: %s", perms_at(m));
+    h[0] = 8;
+    h[chunk] = 9;
+    REQUIRE(strcmp(perms_at(m + 2 * 64 * 1024), "rw") == 0 &&
+                strcmp(perms_at(m + 3 * 64 * 1024), "r-") == 0,
+            "after writes to chunks 0 and 1: chunk 2 %s, chunk 3 %s",
+            strdup(perms_at(m + 2 * 64 * 1024)), perms_at(m + 3 * 64 * 1024));
+    REQUIRE(h[1] == 1 && h[chunk + 1] == 1, "the prefetched bytes: %u %u", h[1], h[chunk + 1]);
+    CHECK(cuMemFree(m));
+    t_ok("managed pages migrate: read-only, written, the device's, read, written; written in "
+         "runs after a prefetch");
     /* Small allocations share 2 MiB blocks by 64 KiB units (server/memory/migrate.c); a
      * freed unit is taken again, zeroed on both sides. */
     enum { SMALL = 5 };
