@@ -54,6 +54,7 @@ gpu_mib() {
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0
 }
 # served DIR WORD: how many of DIR's outputs have a line starting with WORD.
+calc() { awk "BEGIN { print $1 }"; }
 served() { grep -l "^$2" "$1"/*.out 2>/dev/null | wc -l; }
 # watch DIR WORD N: samples the server into PEAK (and GPU1) until N of DIR's outputs say WORD
 # or any says FAIL, for at most 600 s.
@@ -113,10 +114,11 @@ for n in "${COUNTS[@]}"; do
         fi
         passed=$(served "$dir/out" "$([ "$kind" = idle ] && echo ready || echo PASS)")
         read -r a b c d <<<"$PEAK"
+        # awk, not bc: the GPU machines have no bc (its absence printed 0.0 in every column).
         printf '%-8s %-8s %-9.1f %-6.1f %-8s %-8.1f %-8s %-6s %-9.1f %s\n' "$n" "$kind" \
-            "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$passed/$n" \
-            "$(echo "($a - $rss0) / 1024" | bc -l)" "$((b - thr0))" "$((c - fds0))" \
-            "$(echo "($d - $shm0) / 1024" | bc -l)" \
+            "$(calc "$t1 - $t0")" "$(calc "$t2 - $t1")" "$passed/$n" \
+            "$(calc "($a - $rss0) / 1024")" "$((b - thr0))" "$((c - fds0))" \
+            "$(calc "($d - $shm0) / 1024")" \
             "$([ "$GPU" = 1 ] && echo "$((GPU1 - gpu0))" || echo -)" | tee -a "$OUTDIR/clients.txt"
         [ "$passed" = "$n" ] || {
             FAILED=1
