@@ -13,6 +13,16 @@ shift 2
 HERE=${FW_DIR:-$(cd "$(dirname "$0")" && pwd)}
 names=("$@")
 [ ${#names[@]} = 0 ] && for f in "$HERE"/*.py; do names+=("$(basename "$f" .py)"); done
+# Run alone (not from tests/gpu.sh, which names its server's directory), the first shim run
+# would start a server in the default pipe directory and leave it running: a later GPU
+# tier on the same machine then saw a second server on the GPU. A server of its own instead,
+# quit at the end.
+if [ -z "${MPSSHIM_PIPE_DIRECTORY:-}" ]; then
+    FW_OWN=$(mktemp -d /tmp/mpsshim-fw.XXXXXX)
+    export MPSSHIM_PIPE_DIRECTORY=$FW_OWN/pipe MPSSHIM_LOG_DIRECTORY=$FW_OWN/log
+    mkdir -p "$MPSSHIM_PIPE_DIRECTORY" "$MPSSHIM_LOG_DIRECTORY"
+    trap 'echo quit | timeout 30 "$B/mpsshim-control" >/dev/null 2>&1; rm -rf "$FW_OWN"' EXIT
+fi
 rc=0
 for n in "${names[@]}"; do
     py=$HERE/$n.py
