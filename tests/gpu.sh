@@ -59,6 +59,11 @@ trap 'exit 143' TERM
 {
     echo "mpsshim GPU tier"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    # Rows that count the GPU's processes or its memory (one-gpu-process, memory-back,
+    # mpi-one-gpu-process) fail behind a process left from before (a server started by
+    # hand in the default directory, once): said first, so that a failure names its cause.
+    BUSY=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader)
+    [ -z "$BUSY" ] || echo "WARNING: the GPU is in use before the tier starts: $(echo "$BUSY" | tr '\n' ';')"
 } | tee -a "$LOG"
 
 "$CTL" -d >>"$LOG" 2>&1 || { record server-start FAIL; cat "$WORK/log/server.log"; exit 1; }
