@@ -32,8 +32,9 @@
  * record"; 5: replies from the GPU, chan_lane.gpu_seq in what was padding, which an older
  * server leaves 0: never the number a thread waits for but after 2^32 replies; 6:
  * CHAN_HOST_MIGRATE and CHAN_MVAR_MPUSH/MPULL, which an older server refuses as invalid: the
- * client then makes managed memory as before). */
-#define CHAN_PROTO_MINOR 6
+ * client then makes managed memory as before; 7: CHAN_MPULL_ON_STREAM, which an older
+ * server refuses: the client then prefetches to the host with a pull it waits for). */
+#define CHAN_PROTO_MINOR 7
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -333,7 +334,10 @@ enum chan_mem {
  *  - MPULL (sync): the same ranges the other way, after every push; with
  *    CHAN_MPULL_AFTER_WORK in buf, also after all the client's work queued so far on any of
  *    its streams (a host thread's touch; a host function's does not wait: its own stream
- *    waits for it). The reply comes once the bytes are there.
+ *    waits for it). The reply comes once the bytes are there. With CHAN_MPULL_ON_STREAM too
+ *    (protocol 5.7; a prefetch to the host), it may be async: each entry's off names the
+ *    same stream of the client's (a handle, the NULL stream under CHAN_RF_PTDS the thread's),
+ *    which waits for the pull; an error waits for the client's next synchronisation.
  * A sync one replies with its own result only: an error of the client's async work waits
  * for its own synchronisation. */
 enum chan_mvar_what {
@@ -345,6 +349,7 @@ enum chan_mvar_what {
     CHAN_MVAR_MPULL,
 };
 #define CHAN_MPULL_AFTER_WORK 0x1u
+#define CHAN_MPULL_ON_STREAM 0x2u
 #define CHAN_MVAR_MANAGED 0x1u
 
 enum chan_image_kind {

@@ -165,15 +165,15 @@ CUresult SHIM_IMPL(cuMemAdvise_v2)(CUdeviceptr devPtr, size_t count, CUmem_advis
     return advise(devPtr, count, advice, location);
 }
 
-/* A prefetch of migrating memory moves it (migrate.c): to the host now, after the client's
- * queued work; to a device, the host's writes go before any later work. Captured, it is
- * only recorded: the graph's launch is work that moves it then. */
+/* A prefetch of migrating memory moves it (migrate.c): to the host after the client's queued
+ * work, s waiting for it; to a device, the host's writes go before any later work. Captured,
+ * it is only recorded: the graph's launch is work that moves it then. */
 static CUresult move(CUdeviceptr p, size_t count, CUmemLocation l, CUstream s)
 {
     if (!shim_mig_live() || shim_work_captured(s)) return CUDA_SUCCESS;
     if (l.type == CU_MEM_LOCATION_TYPE_HOST || l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
         l.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
-        return shim_mig_prefetch_host(p, count);
+        return shim_mig_prefetch_host(p, count, s);
     return shim_mig_work();
 }
 

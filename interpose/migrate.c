@@ -39,7 +39,12 @@
  *    memory, as they can natively on this device), at the cost of faults and waits a
  *    host-attached allocation would not need.
  *  - Synchronisations change nothing here: what the host touches afterwards is fetched then,
- *    only what it touches.
+ *    only what it touches. But for a prefetch to the host on a stream of the program's own:
+ *    the pull is queued (on the transfers' stream after all the client's work, and the
+ *    stream waits for it) and the call returns; a later synchronisation that covers it (that
+ *    stream's, or its context's) makes the chunks CLEAN without a fault, unless device work
+ *    began in between (then they stay DEV, fetched on touch). A prefetch on the NULL or
+ *    per-thread stream, in capture, or to an older server pulls at once and waits.
  *
  * Every decision is this process's own, from its own table: the server copies what it is
  * asked between a client's host view and its device memory, and a client can only fool
@@ -82,6 +87,36 @@ static int reach_all;
 static atomic_int live; /* any migrating allocation made: the hooks have work */
 
 /* ---------------------------------------------------------------- the table */
+
+/* Prefetches to the host queued on a stream (guarded by shim_mig_lock): chunks [a, b) of m,
+ * pulled behind stream s of context ctx when the count of device work begun was `begun`. At
+ * most PEND_MAX: past them a prefetch waits as on the NULL stream. */
+#define PEND_MAX 64
+struct pend {
+    struct mig *m;
+    uint32_t a, b, ctx;
+    CUstream s;
+    unsigned long begun;
+};
+static struct pend pend[PEND_MAX];
+static size_t npend;
+
+/* Forgets the queued prefetches that `gone` says (under lock). */
+static void pend_drop_locked(int (*gone)(const struct pend *, const void *), const void *arg)
+{
+    for (size_t i = npend; i-- > 0;)
+        if (gone(&pend[i], arg)) pend[i] = pend[--npend];
+}
+
+static int pend_of_mig(const struct pend *q, const void *m)
+{
+    return q->m == m;
+}
+
+static int pend_of_stream(const struct pend *q, const void *s)
+{
+    return q->s == s;
+}
 
 /* The index of the first allocation whose base is above a. */
 static size_t above_locked(uint64_t a)
@@ -156,11 +191,13 @@ static int entry(const struct mig *m, uint32_t a, uint32_t b, struct chan_mvar_e
     return 0;
 }
 
-/* The chunks of [a, b) still DEV become CLEAN, or DIRTY (writable) when `write`: the host
- * view now holds the device's bytes. */
+/* The chunks of [a, b) still DEV become CLEAN, or DIRTY (writable) when `write` and no pull
+ * is in flight on m (its bytes could land over the host's writes): the host view now holds
+ * the device's bytes. */
 void shim_mig_reach_locked(struct mig *m, uint32_t a, uint32_t b, int write)
 {
     uint32_t e;
+    write = write && !m->pins;
     for (; run_of(m, &a, b, ST_DEV, 1, &e); a = e) {
         reachable_locked(m);
         m->nhost += e - a;
@@ -299,6 +336,7 @@ int shim_mig_forget(uint64_t base)
             reach[k] = reach[--nreach];
             break;
         }
+    pend_drop_locked(pend_of_mig, m);
     size_t i = above_locked(base) - 1;
     nmigs--;
     memmove(migs + i, migs + i + 1, (nmigs - i) * sizeof(*migs));
@@ -381,7 +419,45 @@ void shim_mig_hostfn_done(void)
                  shim_error_name(r));
 }
 
-CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n)
+/* A stream goes: its queued prefetches are never made CLEAN (a stream made later may get
+ * its handle; the chunks stay DEV, fetched on touch). */
+void shim_mig_stream_gone(CUstream s)
+{
+    if (!atomic_load_explicit(&live, memory_order_relaxed)) return;
+    pthread_mutex_lock(&shim_mig_lock);
+    pend_drop_locked(pend_of_stream, s);
+    pthread_mutex_unlock(&shim_mig_lock);
+}
+
+/* A synchronisation returned: the queued prefetches it covers (what: enum shim_mvar_sync,
+ * stream s or context ctx) are done, and their chunks still DEV become CLEAN if no device work
+ * began since they were queued (it may have changed the device's bytes after the pull). */
+void shim_mig_synced(int what, CUstream s, uint32_t ctx, CUresult r)
+{
+    if (r != CUDA_SUCCESS || !atomic_load_explicit(&live, memory_order_relaxed)) return;
+    pthread_mutex_lock(&shim_mig_lock);
+    unsigned long now = atomic_load(&shim_mig_begun);
+    for (size_t i = npend; i-- > 0;) {
+        struct pend *q = &pend[i];
+        int covered =
+            (what == SHIM_MVAR_STREAM && q->s == s) || (what == SHIM_MVAR_CTX && q->ctx == ctx);
+        if (covered && q->begun == now) shim_mig_reach_locked(q->m, q->a, q->b, q->m->rw);
+        if (covered || q->begun != now) *q = pend[--npend];
+    }
+    pthread_mutex_unlock(&shim_mig_lock);
+}
+
+/* Whether a prefetch to the host on s may be queued rather than waited for: a stream of the
+ * program's own (the NULL and per-thread streams name a different stream per thread, which
+ * a synchronisation elsewhere could be taken for), a server that knows CHAN_MPULL_ON_STREAM
+ * (protocol 5.7), room to keep it. Capture was ruled out by the caller. */
+static int queueable_locked(CUstream s)
+{
+    return s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && shim_conn.server_minor >= 7 &&
+           npend < PEND_MAX;
+}
+
+CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s)
 {
     pthread_mutex_lock(&shim_mig_lock);
     struct mig *m = shim_mig_find_locked(p);
@@ -400,16 +476,27 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n)
         if (entry(m, x, y, &e, &k, &cap) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && k) {
         unsigned long b0 = atomic_load(&shim_mig_begun);
+        int queued = queueable_locked(s);
+        for (size_t i = 0; queued && i < k; i++)
+            e[i].off = (uint64_t)(uintptr_t)s; /* the stream that waits for the pull */
         m->pins++;
+        m->prefetching += !queued; /* a queued one lands before its chunks are the host's */
         pthread_mutex_unlock(&shim_mig_lock);
-        r = shim_mig_move(CHAN_MVAR_MPULL, e, k, CHAN_MPULL_AFTER_WORK, 1);
+        r = shim_mig_move(CHAN_MVAR_MPULL, e, k,
+                          CHAN_MPULL_AFTER_WORK | (queued ? CHAN_MPULL_ON_STREAM : 0), !queued);
         pthread_mutex_lock(&shim_mig_lock);
         m->pins--;
+        m->prefetching -= !queued;
         pthread_cond_broadcast(&shim_mig_unpinned);
         /* Work begun meanwhile may have overtaken it: the chunks stay DEV, fetched on touch.
          * Writable at once where the host was seen writing what it read (the pager's hint). */
-        if (r == CUDA_SUCCESS && atomic_load(&shim_mig_begun) == b0)
-            shim_mig_reach_locked(m, a, b, m->rw);
+        if (r == CUDA_SUCCESS && atomic_load(&shim_mig_begun) == b0) {
+            if (!queued)
+                shim_mig_reach_locked(m, a, b, m->rw);
+            else if (npend < PEND_MAX) /* else fetched on touch */
+                pend[npend++] = (struct pend){
+                    .m = m, .a = a, .b = b, .ctx = shim_current_ctx_id(), .s = s, .begun = b0};
+        }
     }
     pthread_mutex_unlock(&shim_mig_lock);
     free(e);

@@ -20,6 +20,9 @@ struct mig {
     uint32_t nhost; /* chunks not DEV */
     uint32_t ctx;   /* the context it was made in: its pulls name it */
     uint32_t pins;  /* pulls in flight on it: its end waits for them */
+    /* Pulls of prefetches to the host in flight on it, waited for (pager.c waits for them
+     * before it lets the host write: their bytes would land over the write). */
+    uint32_t prefetching;
     /* Sequences of faults followed (a thread's walk each, as in a parallel loop): the chunk
      * after the last run pulled, and that run's length; the slot a new sequence takes. */
     uint32_t seq_next[SEQS], seq_run[SEQS], seq_victim;
@@ -35,8 +38,9 @@ extern pthread_cond_t shim_mig_unpinned;
 extern atomic_ulong shim_mig_begun;
 
 /* migrate.c, under shim_mig_lock: the allocation holding address a, or NULL; chunks [a, b)
- * of m still DEV become CLEAN, or DIRTY when write; chunks [a, b) get protection prot; the
- * bytes of chunks [a, b) within the allocation. */
+ * of m still DEV become CLEAN, or DIRTY when write and no pull is in flight on m (a chunk is
+ * made writable only when no transfer can land over what the host writes); chunks [a, b) get
+ * protection prot; the bytes of chunks [a, b) within the allocation. */
 struct mig *shim_mig_find_locked(uint64_t a);
 void shim_mig_reach_locked(struct mig *m, uint32_t a, uint32_t b, int write);
 void shim_mig_protect(const struct mig *m, uint32_t a, uint32_t b, int prot);

@@ -555,6 +555,7 @@ uint64_t shim_mvar_sync_begin(void)
 
 void shim_mvar_synced(enum shim_mvar_sync what, CUstream s, uint32_t ctx, uint64_t gen, CUresult *r)
 {
+    shim_mig_synced((int)what, s, ctx, *r); /* migrating memory's queued prefetches */
     if (*r != CUDA_SUCCESS || !atomic_load_explicit(&live, memory_order_relaxed)) return;
     /* The pull's requests name the calling thread's context: without one, the next
      * synchronisation pulls. */

@@ -174,6 +174,13 @@ static void serve(struct fault *list, int hostfn)
     for (struct fault *f = list; f; f = f->next) {
         if (f->result || f->hostfn != hostfn) continue;
         struct mig *m = shim_mig_find_locked(f->addr);
+        /* A write must not race another thread's prefetch pull in flight on the allocation
+         * (its bytes would land over the write): it waits for the pull, which does not wait
+         * for the pager; the allocation may go meanwhile. */
+        while (m && f->write != 0 && m->prefetching) {
+            pthread_cond_wait(&shim_mig_unpinned, &shim_mig_lock);
+            m = shim_mig_find_locked(f->addr);
+        }
         if (!m) {
             f->result = 2;
             continue;
@@ -221,16 +228,16 @@ static void serve(struct fault *list, int hostfn)
         shim_log("managed memory at %#llx could not be brought from the device (%s): the host "
                  "sees its own last copy (said once)",
                  (unsigned long long)e[0].dptr, shim_error_name(r));
-    for (size_t x = 0; x < k; x++) {
-        shim_mig_reach_locked(p[x].m, p[x].a, p[x].b, p[x].m->rw);
+    for (size_t x = 0; x < k; x++) /* first: a chunk is made writable with no pull in flight */
         p[x].m->pins--;
-    }
+    for (size_t x = 0; x < k; x++)
+        shim_mig_reach_locked(p[x].m, p[x].a, p[x].b, p[x].m->rw);
     if (k) pthread_cond_broadcast(&shim_mig_unpinned);
     for (struct fault *f = list; f; f = f->next) {
         if (f->result != 3) continue;
         struct mig *m = shim_mig_find_locked(f->addr); /* held by its pin until just now */
         uint32_t i = m ? (uint32_t)((f->addr - m->base) / CHUNK) : 0;
-        if (m && f->write == 1 && m->st[i] == ST_CLEAN) {
+        if (m && f->write == 1 && m->st[i] == ST_CLEAN && !m->pins) { /* else faults again */
             shim_mig_protect(m, i, i + 1, PROT_READ | PROT_WRITE);
             m->st[i] = ST_DIRTY;
         }

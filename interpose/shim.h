@@ -322,9 +322,16 @@ int shim_mig_live(void);
 /* Device work is about to be enqueued: the host's writes go first and nothing stays
  * host-reachable (under shim_mvar_work). An error only when they could not be sent. */
 CUresult shim_mig_work(void);
-/* Prefetches of [p, p + n) of a migrating allocation: to the host, brought now (after the
- * client's queued work); to a device, the host's writes pushed (shim_mig_work). */
-CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n);
+/* Prefetches of [p, p + n) of a migrating allocation: to the host on stream s, queued after
+ * the client's queued work with s waiting for it, and host-reachable from the synchronisation
+ * that covers it (shim_mig_synced; brought now, waited for, on the NULL or per-thread stream);
+ * to a device, the host's writes pushed (shim_mig_work). */
+CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s);
+/* A synchronisation returned r (what: enum shim_mvar_sync, of stream s or context ctx): the
+ * prefetches to the host it covers are done (from shim_mvar_synced). */
+void shim_mig_synced(int what, CUstream s, uint32_t ctx, CUresult r);
+/* Stream s is destroyed: its queued prefetches are forgotten (their chunks fetched on touch). */
+void shim_mig_stream_gone(CUstream s);
 /* rpc.c: this thread's room of CHAN_REC_MAX bytes for a request packed before the ring is
  * taken (NULL when out of memory); valid until its next use on the thread. */
 uint8_t *shim_stage(void);

@@ -72,6 +72,7 @@ CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
     if (special(hStream) || shim_known_remove(SHIM_HT_CUstream, h) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
     shim_capture_stream_gone(hStream);
+    shim_mig_stream_gone(hStream);
     return shim_rpc(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
 }
 

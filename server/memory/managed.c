@@ -235,10 +235,11 @@ void srv_op_mvar(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
         res = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (h.what == CHAN_MVAR_PUSH) {
         res = push(c, m, e, h.n, data, data_len);
-    } else if (data_len || (lane < 0 && h.what != CHAN_MVAR_MPUSH)) {
+    } else if (data_len || (lane < 0 && h.what != CHAN_MVAR_MPUSH &&
+                            !(h.what == CHAN_MVAR_MPULL && (h.buf & CHAN_MPULL_ON_STREAM)))) {
         res = CUDA_ERROR_INVALID_VALUE;
     } else if (h.what == CHAN_MVAR_MPUSH || h.what == CHAN_MVAR_MPULL) {
-        srv_migrate_move(c, m, &h, e, lane); /* replies itself (migrate.c) */
+        srv_migrate_move(c, m, r, &h, e, lane); /* replies itself (migrate.c) */
         free(e);
         return;
     } else {

@@ -18,7 +18,13 @@
  *    writes, which work already queued behind it must see).
  *  - MPULL: device -> host view, after every push and, with CHAN_MPULL_AFTER_WORK, after all
  *    the client's work queued so far (its streams' marks waited for on the transfers' stream:
- *    the server never blocks on them); answered once the bytes are there.
+ *    the server never blocks on them); answered once the bytes are there. With
+ *    CHAN_MPULL_ON_STREAM (a prefetch to the host), the client's stream that the entries name
+ *    waits for the pull (an event of the transfers' stream), and the pull may be async: the
+ *    client makes the chunks its host's at a synchronisation of that stream. The host view
+ *    may be written after the call returns, but only over chunks the client keeps
+ *    inaccessible until then, and a free of the allocation waits for the client's work
+ *    (managed.c), the transfers' stream with it, before a unit can be taken again.
  *
  * Every entry must lie wholly in one migrating allocation of the client's own, checked from
  * the record's private copy with overflow-safe arithmetic. An allocation's bytes count against
@@ -254,8 +260,19 @@ static void wait_for(struct srv_client *c, struct srv_stream *s, void *arg)
     srv_event_give(c, s->device, ev); /* the wait holds what was recorded */
 }
 
-void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct chan_mvar *h,
-                      const struct chan_mvar_ent *e, int lane)
+/* The client's stream an ON_STREAM pull's entries name (all the same one; not capturing,
+ * where a wait would become part of a graph), or NULL. */
+static struct srv_stream *waiting_stream(struct srv_client *c, const struct chan_rec *rec,
+                                         const struct chan_mvar *h, const struct chan_mvar_ent *e)
+{
+    for (uint32_t i = 1; i < h->n; i++)
+        if (e[i].off != e[0].off) return NULL;
+    struct srv_stream *s = srv_stream_resolve(c, e[0].off, rec->flags & CHAN_RF_PTDS, rec->thread);
+    return s && !srv_stream_capturing(c, s) ? s : NULL;
+}
+
+void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct chan_rec *rec,
+                      const struct chan_mvar *h, const struct chan_mvar_ent *e, int lane)
 {
     int push = h->what == CHAN_MVAR_MPUSH;
     uint64_t total = 0;
@@ -263,7 +280,14 @@ void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct c
     for (uint32_t i = 0; i < h->n && r == CUDA_SUCCESS; i++)
         if (!migrating(c, e[i].dptr, e[i].len) || __builtin_add_overflow(total, e[i].len, &total))
             r = CUDA_ERROR_INVALID_VALUE;
-    if (h->buf & ~(uint64_t)(push ? 0 : CHAN_MPULL_AFTER_WORK)) r = CUDA_ERROR_INVALID_VALUE;
+    if (h->buf & ~(uint64_t)(push ? 0 : CHAN_MPULL_AFTER_WORK | CHAN_MPULL_ON_STREAM))
+        r = CUDA_ERROR_INVALID_VALUE;
+    /* A stream waits for the pull: only one after all the work (what the client's chunks
+     * rely on), named by a stream of the client's own. */
+    struct srv_stream *on = NULL;
+    if (r == CUDA_SUCCESS && !push && (h->buf & CHAN_MPULL_ON_STREAM) &&
+        (!(h->buf & CHAN_MPULL_AFTER_WORK) || !(on = waiting_stream(c, rec, h, e))))
+        r = CUDA_ERROR_INVALID_VALUE;
     CUstream st = r == CUDA_SUCCESS ? srv_stream_prepare(c, t) : NULL;
     if (r == CUDA_SUCCESS && !push && (h->buf & CHAN_MPULL_AFTER_WORK)) {
         struct after a = {.t = t, .st = st, .r = CUDA_SUCCESS};
@@ -278,9 +302,20 @@ void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct c
                  : DRV(cuMemcpyDtoHAsync_v2)(host, e[i].dptr, e[i].len, st);
     }
     if (push && st) r = srv_stream_order_all(c, t, st, r);
+    if (on && r == CUDA_SUCCESS && on != t) {
+        CUevent ev;
+        CUstream os = srv_stream_prepare(c, on);
+        if ((r = srv_event_take(c, t->device, &ev)) == CUDA_SUCCESS) {
+            if ((r = DRV(cuEventRecord)(ev, st)) == CUDA_SUCCESS)
+                r = DRV(cuStreamWaitEvent)(os, ev, 0);
+            srv_event_give(c, t->device, ev); /* the wait holds what was recorded */
+        }
+    }
     if (r == CUDA_SUCCESS) atomic_fetch_add(&c->stats.bytes_copied, total);
     if (lane < 0) {
-        srv_defer(c, r, "push of migrating managed memory");
+        srv_defer(c, r,
+                  push ? "push of migrating managed memory"
+                       : "prefetch of migrating managed memory to the host");
         return;
     }
     if (r == CUDA_SUCCESS && (r = srv_wait_stream_own(c, t, lane, 0)) == CUDA_SUCCESS)

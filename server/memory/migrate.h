@@ -10,12 +10,12 @@
 struct chan_host_alloc;
 void srv_migrate_alloc(struct srv_client *c, const struct chan_rec *r,
                        const struct chan_host_alloc *m);
-/* MPUSH or MPULL (channel/proto.h) on t, the transfers' stream; replies itself (lane < 0:
- * an async push, whose error is deferred). */
+/* MPUSH or MPULL (channel/proto.h) on t, the transfers' stream, for record r; replies
+ * itself (lane < 0: an async push or pull, whose error is deferred). */
 struct chan_mvar;
 struct chan_mvar_ent;
-void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct chan_mvar *h,
-                      const struct chan_mvar_ent *e, int lane);
+void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct chan_rec *r,
+                      const struct chan_mvar *h, const struct chan_mvar_ent *e, int lane);
 /* The end of a migrating allocation, however it goes. */
 void srv_migrate_release(struct srv_client *c, struct srv_obj *o);
 

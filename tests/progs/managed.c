@@ -9,9 +9,11 @@
 #include "tests/progs/common.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BYTES (1u << 20)
 #define N (BYTES / 4)
@@ -77,6 +79,19 @@ static const char *perms_at(CUdeviceptr p)
     return out;
 }
 
+/* A host function that holds its stream until the gate opens (10 s at most). */
+struct gate {
+    atomic_int open, timed_out;
+};
+
+static void CUDA_CB gate_wait(void *arg)
+{
+    struct gate *g = arg;
+    for (int i = 0; i < 10000 && !atomic_load(&g->open); i++)
+        usleep(1000);
+    if (!atomic_load(&g->open)) atomic_store(&g->timed_out, 1);
+}
+
 /* --migrating (through the shim only): the pages follow the chunks' owner
  * (interpose/migrate.c): read-only when allocated, writable once written, no access while the
  * device owns them (after any work), read-only once read again, writable once written. */
@@ -123,6 +138,27 @@ static void migrating(CUfunction f)
     CHECK(cuMemFree(m));
     t_ok("managed pages migrate: read-only, written, the device's, read, written; written in "
          "runs after a prefetch");
+    /* A prefetch to the host on a stream is queued, not waited for: it returns while a host
+     * function still holds the stream, and the stream's synchronisation makes the pages
+     * readable without a fault (read-only at once, the kernel's bytes there). */
+    CUstream st;
+    CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemAllocManaged(&m, BYTES, CU_MEM_ATTACH_GLOBAL));
+    h = (volatile unsigned *)(uintptr_t)m;
+    inc(f, m, N, st);
+    struct gate g = {0};
+    CHECK(cuLaunchHostFunc(st, gate_wait, &g));
+    CHECK(cuMemPrefetchAsync_v2(m, BYTES, host, 0, st));
+    atomic_store(&g.open, 1);
+    CHECK(cuStreamSynchronize(st));
+    REQUIRE(!atomic_load(&g.timed_out), "the prefetch to the host waited for the host function");
+    REQUIRE(strcmp(perms_at(m), "r-") == 0 && strcmp(perms_at(m + BYTES - 4096), "r-") == 0,
+            "after the stream's synchronisation: %s", perms_at(m));
+    REQUIRE(h[0] == 1 && h[N - 1] == 1, "the prefetched bytes: %u %u", h[0], h[N - 1]);
+    CHECK(cuMemFree(m));
+    CHECK(cuStreamDestroy(st));
+    t_ok("a prefetch to the host on a stream returns at once; the stream's synchronisation "
+         "makes the pages the host's");
     /* Small allocations share 2 MiB blocks by 64 KiB units (server/memory/migrate.c); a
      * freed unit is taken again, zeroed on both sides. */
     enum { SMALL = 5 };

@@ -117,6 +117,26 @@ void raw_hostile_mvars(struct raw_session *x, CUdeviceptr dev)
     printf("%-58s %s\n", "migrating managed memory of its own, pushed and pulled",
            r == CUDA_SUCCESS ? "ok" : "FAILED");
     raw_failures += r != CUDA_SUCCESS;
+    /* A pull a stream waits for (a prefetch to the host): on a stream of its own (the legacy
+     * NULL stream, off 0), after all its work; refused without that, on a stream that is not
+     * its own, or with entries naming two streams. */
+    struct chan_mvar_ent two[2] = {{.dptr = rep[0], .len = 4096, .off = 0},
+                                   {.dptr = rep[0] + 65536, .len = 4096, .off = 0}};
+    r = mvar_request(x, CHAN_MVAR_MPULL, 2, two, 2, 0,
+                     CHAN_MPULL_AFTER_WORK | CHAN_MPULL_ON_STREAM);
+    printf("%-58s %s\n", "migrating pull its NULL stream waits for",
+           r == CUDA_SUCCESS ? "ok" : "FAILED");
+    raw_failures += r != CUDA_SUCCESS;
+    raw_expect_refused("migrating pull on a stream, not after all work",
+                       mvar_request(x, CHAN_MVAR_MPULL, 2, two, 2, 0, CHAN_MPULL_ON_STREAM));
+    two[1].off = 0x7f00dead0000ull;
+    raw_expect_refused("migrating pull whose entries name two streams",
+                       mvar_request(x, CHAN_MVAR_MPULL, 2, two, 2, 0,
+                                    CHAN_MPULL_AFTER_WORK | CHAN_MPULL_ON_STREAM));
+    two[0].off = two[1].off;
+    raw_expect_refused("migrating pull a stream not its own waits for",
+                       mvar_request(x, CHAN_MVAR_MPULL, 2, two, 2, 0,
+                                    CHAN_MPULL_AFTER_WORK | CHAN_MPULL_ON_STREAM));
     raw_expect_refused("migrating pull of another client's allocation",
                        mvar_request(&y, CHAN_MVAR_MPULL, 1, &e, 1, 0, 0));
     e = (struct chan_mvar_ent){.dptr = rep[0] + (1u << 20) - 8, .len = 16};
