@@ -97,9 +97,18 @@ struct pend {
     uint32_t a, b, ctx;
     CUstream s;
     unsigned long begun;
+    uint64_t seq; /* its number in pend_seq: a synchronisation covers it only if sent after */
 };
 static struct pend pend[PEND_MAX];
 static size_t npend;
+/* Queued pulls sent so far, counted after each is in the ring; a synchronisation reads it
+ * before it is sent (sync_seq, this thread's): a pull counted by then is ahead of it in the
+ * ring, so the server's worker, which serves a client's records in order, queued the
+ * stream's wait for the pull before it waits for the stream. One sent by another thread
+ * while the synchronisation was on its way is not covered by it (the server may have
+ * answered before it saw the pull). */
+static atomic_ulong pend_seq;
+static __thread uint64_t sync_seq;
 
 /* Forgets the queued prefetches that `gone` says (under lock). */
 static void pend_drop_locked(int (*gone)(const struct pend *, const void *), const void *arg)
@@ -429,9 +438,15 @@ void shim_mig_stream_gone(CUstream s)
     pthread_mutex_unlock(&shim_mig_lock);
 }
 
+void shim_mig_sync_begin(void)
+{
+    sync_seq = atomic_load(&pend_seq);
+}
+
 /* A synchronisation returned: the queued prefetches it covers (what: enum shim_mvar_sync,
- * stream s or context ctx) are done, and their chunks still DEV become CLEAN if no device work
- * began since they were queued (it may have changed the device's bytes after the pull). */
+ * stream s or context ctx, and sent before it began) are done, and their chunks still DEV
+ * become CLEAN if no device work began since they were queued (it may have changed the
+ * device's bytes after the pull). */
 void shim_mig_synced(int what, CUstream s, uint32_t ctx, CUresult r)
 {
     if (r != CUDA_SUCCESS || !atomic_load_explicit(&live, memory_order_relaxed)) return;
@@ -439,8 +454,8 @@ void shim_mig_synced(int what, CUstream s, uint32_t ctx, CUresult r)
     unsigned long now = atomic_load(&shim_mig_begun);
     for (size_t i = npend; i-- > 0;) {
         struct pend *q = &pend[i];
-        int covered =
-            (what == SHIM_MVAR_STREAM && q->s == s) || (what == SHIM_MVAR_CTX && q->ctx == ctx);
+        int covered = q->seq <= sync_seq && ((what == SHIM_MVAR_STREAM && q->s == s) ||
+                                             (what == SHIM_MVAR_CTX && q->ctx == ctx));
         if (covered && q->begun == now) shim_mig_reach_locked(q->m, q->a, q->b, q->m->rw);
         if (covered || q->begun != now) *q = pend[--npend];
     }
@@ -484,6 +499,7 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s)
         pthread_mutex_unlock(&shim_mig_lock);
         r = shim_mig_move(CHAN_MVAR_MPULL, e, k,
                           CHAN_MPULL_AFTER_WORK | (queued ? CHAN_MPULL_ON_STREAM : 0), !queued);
+        uint64_t seq = queued ? atomic_fetch_add(&pend_seq, 1) + 1 : 0; /* it is in the ring */
         pthread_mutex_lock(&shim_mig_lock);
         m->pins--;
         m->prefetching -= !queued;
@@ -494,8 +510,13 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s)
             if (!queued)
                 shim_mig_reach_locked(m, a, b, m->rw);
             else if (npend < PEND_MAX) /* else fetched on touch */
-                pend[npend++] = (struct pend){
-                    .m = m, .a = a, .b = b, .ctx = shim_current_ctx_id(), .s = s, .begun = b0};
+                pend[npend++] = (struct pend){.m = m,
+                                              .a = a,
+                                              .b = b,
+                                              .ctx = shim_current_ctx_id(),
+                                              .s = s,
+                                              .begun = b0,
+                                              .seq = seq};
         }
     }
     pthread_mutex_unlock(&shim_mig_lock);

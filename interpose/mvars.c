@@ -546,6 +546,7 @@ void shim_mvar_worked(CUstream s)
 
 uint64_t shim_mvar_sync_begin(void)
 {
+    shim_mig_sync_begin(); /* migrating memory's queued prefetches */
     if (!atomic_load_explicit(&live, memory_order_relaxed)) return 0;
     pthread_mutex_lock(&lock);
     uint64_t g = work_gen;

@@ -327,8 +327,10 @@ CUresult shim_mig_work(void);
  * that covers it (shim_mig_synced; brought now, waited for, on the NULL or per-thread stream);
  * to a device, the host's writes pushed (shim_mig_work). */
 CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s);
-/* A synchronisation returned r (what: enum shim_mvar_sync, of stream s or context ctx): the
- * prefetches to the host it covers are done (from shim_mvar_synced). */
+/* A synchronisation is about to be sent (from shim_mvar_sync_begin), and returned r (what:
+ * enum shim_mvar_sync, of stream s or context ctx): the prefetches to the host it covers are
+ * done (from shim_mvar_synced). Both on the synchronising thread. */
+void shim_mig_sync_begin(void);
 void shim_mig_synced(int what, CUstream s, uint32_t ctx, CUresult r);
 /* Stream s is destroyed: its queued prefetches are forgotten (their chunks fetched on touch). */
 void shim_mig_stream_gone(CUstream s);
