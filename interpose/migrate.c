@@ -44,7 +44,12 @@
  *    stream waits for it) and the call returns; a later synchronisation that covers it (that
  *    stream's, or its context's) makes the chunks CLEAN without a fault, unless device work
  *    began in between (then they stay DEV, fetched on touch). A prefetch on the NULL or
- *    per-thread stream, in capture, or to an older server pulls at once and waits.
+ *    per-thread stream, to an older server, or while another pull is in flight on the
+ *    allocation pulls at once and waits.
+ *  - No pull's bytes may land on a chunk the host can write: a chunk becomes DIRTY only while
+ *    no pull is in flight on its allocation, and a host write to a CLEAN chunk waits while
+ *    another thread's prefetch pull is landing on the allocation (pager.c; a host
+ *    function's does not wait, since the prefetch may be waiting for it).
  *
  * Every decision is this process's own, from its own table: the server copies what it is
  * asked between a client's host view and its device memory, and a client can only fool
@@ -462,14 +467,17 @@ void shim_mig_synced(int what, CUstream s, uint32_t ctx, CUresult r)
     pthread_mutex_unlock(&shim_mig_lock);
 }
 
-/* Whether a prefetch to the host on s may be queued rather than waited for: a stream of the
- * program's own (the NULL and per-thread streams name a different stream per thread, which
- * a synchronisation elsewhere could be taken for), a server that knows CHAN_MPULL_ON_STREAM
- * (protocol 5.7), room to keep it. Capture was ruled out by the caller. */
-static int queueable_locked(CUstream s)
+/* Whether a prefetch to the host of m on s may be queued rather than waited for: a stream of
+ * the program's own (the NULL and per-thread streams name a different stream per thread,
+ * which a synchronisation elsewhere could be taken for), a server that knows
+ * CHAN_MPULL_ON_STREAM (protocol 5.7), room to keep it, and no pull in flight on m (one
+ * queued before it could make a chunk the host's, and the host write it, before the queued
+ * pull lands over it; pulls queued after it land after it, in the server's order).
+ * Capture was ruled out by the caller. */
+static int queueable_locked(const struct mig *m, CUstream s)
 {
     return s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && shim_conn.server_minor >= 7 &&
-           npend < PEND_MAX;
+           npend < PEND_MAX && !m->pins;
 }
 
 CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s)
@@ -491,11 +499,11 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s)
         if (entry(m, x, y, &e, &k, &cap) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS && k) {
         unsigned long b0 = atomic_load(&shim_mig_begun);
-        int queued = queueable_locked(s);
+        int queued = queueable_locked(m, s);
         for (size_t i = 0; queued && i < k; i++)
             e[i].off = (uint64_t)(uintptr_t)s; /* the stream that waits for the pull */
         m->pins++;
-        m->prefetching += !queued; /* a queued one lands before its chunks are the host's */
+        m->prefetching += !queued; /* a host write waits for it (pager.c) */
         pthread_mutex_unlock(&shim_mig_lock);
         r = shim_mig_move(CHAN_MVAR_MPULL, e, k,
                           CHAN_MPULL_AFTER_WORK | (queued ? CHAN_MPULL_ON_STREAM : 0), !queued);
@@ -504,6 +512,7 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s)
         m->pins--;
         m->prefetching -= !queued;
         pthread_cond_broadcast(&shim_mig_unpinned);
+        if (!queued && pager) pager->kick();
         /* Work begun meanwhile may have overtaken it: the chunks stay DEV, fetched on touch.
          * Writable at once where the host was seen writing what it read (the pager's hint). */
         if (r == CUDA_SUCCESS && atomic_load(&shim_mig_begun) == b0) {

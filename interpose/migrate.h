@@ -20,8 +20,8 @@ struct mig {
     uint32_t nhost; /* chunks not DEV */
     uint32_t ctx;   /* the context it was made in: its pulls name it */
     uint32_t pins;  /* pulls in flight on it: its end waits for them */
-    /* Pulls of prefetches to the host in flight on it, waited for (pager.c waits for them
-     * before it lets the host write: their bytes would land over the write). */
+    /* Pulls of prefetches to the host in flight on it that their threads wait for: a host
+     * write to one of its chunks waits for them (pager.c), as their bytes could land over it. */
     uint32_t prefetching;
     /* Sequences of faults followed (a thread's walk each, as in a parallel loop): the chunk
      * after the last run pulled, and that run's length; the slot a new sequence takes. */
@@ -56,10 +56,11 @@ extern atomic_ulong shim_mig_lo, shim_mig_hi;
 /* What pager.c gives the table, set as the library loads (the table calls it, never the
  * other way: pager.c uses the table). Both under shim_mig_lock. start: the pager and the
  * handler, once (0, or -1 when the pager cannot start); check: ours is SIGSEGV's handler
- * again if a program's replaced it (where chunks become DEV). */
+ * again if a program's replaced it (where chunks become DEV); kick: see above. */
 struct shim_mig_pager {
     int (*start)(void);
     void (*check)(void);
+    void (*kick)(void); /* a prefetch's pull landed: faults that waited for it go on */
 };
 void shim_mig_set_pager(const struct shim_mig_pager *p);
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -174,20 +175,19 @@ static void serve(struct fault *list, int hostfn)
     for (struct fault *f = list; f; f = f->next) {
         if (f->result || f->hostfn != hostfn) continue;
         struct mig *m = shim_mig_find_locked(f->addr);
-        /* A write must not race another thread's prefetch pull in flight on the allocation
-         * (its bytes would land over the write): it waits for the pull, which does not wait
-         * for the pager; the allocation may go meanwhile. */
-        while (m && f->write != 0 && m->prefetching) {
-            pthread_cond_wait(&shim_mig_unpinned, &shim_mig_lock);
-            m = shim_mig_find_locked(f->addr);
-        }
         if (!m) {
             f->result = 2;
             continue;
         }
         uint32_t i = (uint32_t)((f->addr - m->base) / CHUNK);
         if (m->st[i] == ST_DIRTY || (m->st[i] == ST_CLEAN && f->write == 0)) {
-            f->result = 1;                 /* served meanwhile */
+            f->result = 1; /* served meanwhile */
+        } else if (m->st[i] == ST_CLEAN && m->prefetching && !hostfn) {
+            /* A write while another thread's prefetch pull is landing on the allocation: its
+             * bytes could land over the write. It waits (the fault stays queued; the pager
+             * serves others meanwhile and is kicked when the pull is done). Not a host
+             * function's: a prefetch may be waiting for it. */
+            continue;
         } else if (m->st[i] == ST_CLEAN) { /* a write: no transfer */
             /* Read, then written (x[i] += ...): later pulls come writable, one fault a
              * chunk instead of two, at the cost of pushing back what may not change. */
@@ -246,33 +246,59 @@ static void serve(struct fault *list, int hostfn)
     pthread_mutex_unlock(&shim_mig_lock);
 }
 
+/* Faults taken from the queue, appended to *list. */
+static void take(struct fault **list)
+{
+    struct fault *f = atomic_exchange(&queue, NULL);
+    while (f) {
+        struct fault *n = f->next;
+        f->next = *list;
+        *list = f;
+        f = n;
+    }
+}
+
 static void *pager(void *arg)
 {
     (void)arg;
     shim_set_current_ctx(&pager_ctx);
+    struct fault *list = NULL; /* taken, not answered yet */
     for (;;) {
         unsigned w = atomic_load(&queue_word);
-        struct fault *list = atomic_exchange(&queue, NULL), *f;
+        take(&list);
         if (!list) {
             futex_wait(&queue_word, w);
             continue;
         }
-        int left;
-        do {
-            serve(list, 0);
-            serve(list, 1);
-            left = 0;
-            for (f = list; f; f = f->next)
-                left |= f->result == 0;
-        } while (left);
-        while (list) {
-            f = list;
-            list = f->next; /* f is the faulting thread's, gone once done */
+        serve(list, 0);
+        serve(list, 1);
+        /* The answered ones go back to their threads; those left wait (a batch's overflow,
+         * or a write waiting for a prefetch's pull): served again at once if some were
+         * answered, else when a fault comes or a pull lands (kick), or 1 ms on. */
+        int answered = 0;
+        for (struct fault **pp = &list; *pp;) {
+            struct fault *f = *pp;
+            if (!f->result) {
+                pp = &f->next;
+                continue;
+            }
+            *pp = f->next; /* f is the faulting thread's, gone once done */
             atomic_store(&f->done, f->result);
             futex_wake(&f->done);
+            answered = 1;
+        }
+        if (list && !answered) {
+            struct timespec ms = {0, 1000000};
+            syscall(SYS_futex, &queue_word, FUTEX_WAIT_PRIVATE, w, &ms, NULL, 0);
         }
     }
     return NULL;
+}
+
+static void kick(void)
+{
+    atomic_fetch_add(&queue_word, 1);
+    futex_wake(&queue_word);
 }
 
 /* A forked child has no pager: its faults are not served. */
@@ -309,7 +335,8 @@ void shim_mig_hostfn_thread(void)
 }
 
 /* The table starts the pager and checks the handler through these (migrate.h says why). */
-static const struct shim_mig_pager hooks = {.start = start_locked, .check = handler_check};
+static const struct shim_mig_pager hooks = {
+    .start = start_locked, .check = handler_check, .kick = kick};
 
 __attribute__((constructor)) static void give_table(void)
 {

@@ -43,6 +43,7 @@ struct srv_ctx {
     struct srv_stream *legacy;   /* created on first use */
     struct srv_stream *defaults; /* per-thread default streams, keyed by thread number */
     struct srv_stream *mvar;     /* __managed__ variables' copies (managed.c); on first use */
+    struct srv_stream *pulls;    /* migrating memory's pulls after all work (migrate.c); same */
     UT_hash_handle hh;
 };
 

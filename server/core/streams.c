@@ -113,6 +113,7 @@ void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
         HASH_ITER(hh, x->defaults, d, dt)
             fn(c, d, arg);
         if (x->mvar) fn(c, x->mvar, arg);
+        if (x->pulls) fn(c, x->pulls, arg);
     }
 }
 
@@ -128,6 +129,8 @@ void srv_streams_drop(struct srv_client *c, struct srv_ctx *x,
     x->legacy = NULL;
     if (x->mvar) gone(c, x->mvar);
     x->mvar = NULL;
+    if (x->pulls) gone(c, x->pulls);
+    x->pulls = NULL;
 }
 
 static struct srv_stream *legacy(struct srv_client *c, struct srv_ctx *x)
@@ -157,6 +160,13 @@ struct srv_stream *srv_stream_mvar(struct srv_client *c, struct srv_ctx *x)
     CUresult r;
     if (!x->mvar) x->mvar = make(c, x, CU_STREAM_NON_BLOCKING, 0, &r);
     return x->mvar;
+}
+
+struct srv_stream *srv_stream_pulls(struct srv_client *c, struct srv_ctx *x)
+{
+    CUresult r;
+    if (!x->pulls) x->pulls = make(c, x, CU_STREAM_NON_BLOCKING, 0, &r);
+    return x->pulls;
 }
 
 struct srv_stream *srv_stream_resolve(struct srv_client *c, uint64_t handle, int ptds,

@@ -23,6 +23,10 @@ void srv_stream_free(struct srv_client *c, struct srv_stream *s);
  * (non-blocking, among the context's default streams for drains and releases); NULL when
  * it cannot be made. */
 struct srv_stream *srv_stream_mvar(struct srv_client *c, struct srv_ctx *x);
+/* The same for migrating memory's pulls that wait for all the client's work
+ * (server/memory/migrate.c): apart from the copies' stream, which the host functions' own
+ * pulls and pushes must find unblocked while such a pull waits for them. */
+struct srv_stream *srv_stream_pulls(struct srv_client *c, struct srv_ctx *x);
 /* Waits until every stream of the client (context `ctx`, 0 = all) is idle, capturing ones
  * left out (they run nothing): 0; -1 if the client left first (then nothing may be freed
  * under that work: its release sees to it). */

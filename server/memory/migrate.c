@@ -17,8 +17,10 @@
  *    (srv_stream_order_all); with a reply, answered once the bytes are there (a host function's
  *    writes, which work already queued behind it must see).
  *  - MPULL: device -> host view, after every push and, with CHAN_MPULL_AFTER_WORK, after all
- *    the client's work queued so far (its streams' marks waited for on the transfers' stream:
- *    the server never blocks on them); answered once the bytes are there. With
+ *    the client's work queued so far (its streams' marks, the transfers' stream's with them,
+ *    waited for on a stream of pulls of their own, srv_stream_pulls: the server never blocks
+ *    on them, and the transfers' stream stays free for a host function's pulls and pushes,
+ *    which such a pull may be waiting for); answered once the bytes are there. With
  *    CHAN_MPULL_ON_STREAM (a prefetch to the host), the client's stream that the entries name
  *    waits for the pull (an event of the transfers' stream), and the pull may be async: the
  *    client makes the chunks its host's at a synchronisation of that stream. The host view
@@ -240,7 +242,7 @@ static struct srv_obj *migrating(struct srv_client *c, uint64_t p, uint64_t len)
     return srv_migrating(o) && end - o->key.value <= o->size ? o : NULL;
 }
 
-/* After-work pulls: the transfers' stream waits for every other stream of the client. */
+/* After-work pulls: their stream (t) waits for every other stream of the client. */
 struct after {
     struct srv_stream *t;
     CUstream st;
@@ -288,8 +290,13 @@ void srv_migrate_move(struct srv_client *c, struct srv_stream *t, const struct c
     if (r == CUDA_SUCCESS && !push && (h->buf & CHAN_MPULL_ON_STREAM) &&
         (!(h->buf & CHAN_MPULL_AFTER_WORK) || !(on = waiting_stream(c, rec, h, e))))
         r = CUDA_ERROR_INVALID_VALUE;
+    /* A pull after all work goes on the context's stream of such pulls: the transfers' stream
+     * is one of those it waits for (every push before it), and stays free meanwhile. */
+    int after = r == CUDA_SUCCESS && !push && (h->buf & CHAN_MPULL_AFTER_WORK);
+    struct srv_ctx *x = after ? srv_ctx_get(c, t->ctx) : NULL;
+    if (after && !(x && (t = srv_stream_pulls(c, x)))) r = CUDA_ERROR_OUT_OF_MEMORY;
     CUstream st = r == CUDA_SUCCESS ? srv_stream_prepare(c, t) : NULL;
-    if (r == CUDA_SUCCESS && !push && (h->buf & CHAN_MPULL_AFTER_WORK)) {
+    if (r == CUDA_SUCCESS && after) {
         struct after a = {.t = t, .st = st, .r = CUDA_SUCCESS};
         srv_streams_each(c, 0, 1, wait_for, &a);
         r = a.r;

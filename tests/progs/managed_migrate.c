@@ -508,6 +508,39 @@ static void host_function(CUstream s)
     t_ok("a host function reads a kernel's write and writes what the next kernel reads");
 }
 
+/* A prefetch to the host while a host function that touches the range is queued ahead of
+ * it: on the NULL stream (through the shim it waits for all the client's work, the host
+ * function's with it) and on another stream (queued there). The host function's touches are
+ * served meanwhile, and everyone sees everyone's writes after. */
+static void prefetch_beside_host_function(CUstream s, CUstream s2)
+{
+    CUmemLocation to_host = {.type = CU_MEM_LOCATION_TYPE_HOST};
+    for (int on_s2 = 0; on_s2 < 2; on_s2++) {
+        CUdeviceptr m;
+        CHECK(cuMemAllocManaged(&m, GRANULE, CU_MEM_ATTACH_GLOBAL));
+        CHECK(cuStreamAttachMemAsync(s, m, 0, CU_MEM_ATTACH_SINGLE));
+        CHECK(cuStreamSynchronize(s));
+        host(m)[0] = 40;
+        host(m)[1] = 1;
+        struct seen sn = {host(m), 0};
+        /* 41 into m[0] after 200 ms: the prefetch is queued before the host function runs. */
+        unsigned v = 41;
+        unsigned long long ns = 200000000ull;
+        void *params[] = {&m, &v, &ns};
+        CHECK(cuLaunchKernel(k_delay, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+        CHECK(cuLaunchHostFunc(s, between, &sn));
+        CHECK(cuMemPrefetchAsync_v2(m, GRANULE, to_host, 0, on_s2 ? s2 : NULL));
+        CHECK(cuStreamSynchronize(s));
+        CHECK(cuStreamSynchronize(on_s2 ? s2 : NULL));
+        REQUIRE(sn.got == 41 && host(m)[0] == 41 && host(m)[1] == 777,
+                "prefetch on %s beside a host function: it saw %u; then %u %u",
+                on_s2 ? "a stream" : "the NULL stream", sn.got, host(m)[0], host(m)[1]);
+        CHECK(cuMemFree(m));
+    }
+    t_ok("a prefetch to the host behind a host function touching the range, on the NULL stream "
+         "and on another");
+}
+
 /* ---------------------------------------------------------------- 9: --forbidden */
 
 static void forbidden(CUstream s)
@@ -592,6 +625,7 @@ int main(int argc, char **argv)
     attach(s, s2);
     threads(s);
     host_function(s);
+    prefetch_beside_host_function(s, s2);
     free_on_device(s);
     CHECK(cuStreamDestroy(s));
     CHECK(cuStreamDestroy(s2));
