@@ -411,6 +411,10 @@ void cpudrv_submit_gate(void);
 void cpudrv_mem_free_id(uintptr_t base, unsigned long long id);
 // Maps anonymous, not-yet-committed memory for device storage; NULL on failure.
 void *cpudrv_mem_map(size_t n, size_t *maplen);
+// farmap.c: a mapping of len bytes aligned to align (at least a page) in this driver's own
+// region, far from processes' own mappings (mmap's prot, flags and fd); NULL when the region
+// has no room or the kernel refuses: the caller then maps where the kernel likes.
+void *cpudrv_far_map(size_t len, size_t align, int prot, int flags, int fd);
 // Unmaps storage once every stream on the machine passed its current point.
 void cpudrv_mem_unmap_later(void *map, size_t maplen);
 // Returns device bytes to the accounting / reserves them (OUT_OF_MEMORY if over).

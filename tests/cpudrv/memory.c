@@ -169,9 +169,9 @@ void *cpudrv_mem_map(size_t n, size_t *maplen)
     if (n > SIZE_MAX - page) return NULL;
     size_t len = (n + page - 1) / page * page;
     reap();
-    void *p =
-        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return NULL;
+    int fl = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    void *p = cpudrv_far_map(len, 0, PROT_READ | PROT_WRITE, fl, -1);
+    if (!p && (p = mmap(NULL, len, PROT_READ | PROT_WRITE, fl, -1, 0)) == MAP_FAILED) return NULL;
     *maplen = len;
     return p;
 }

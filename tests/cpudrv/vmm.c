@@ -98,7 +98,9 @@ static CUresult physmem_new(int fd, size_t size, int dev, const CUmemAllocationP
                             int keep_fd, struct cpudrv_physmem **out)
 {
     struct cpudrv_physmem *m = calloc(1, sizeof *m);
-    void *pages = m ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    void *pages = m ? cpudrv_far_map(size, 0, PROT_READ | PROT_WRITE, MAP_SHARED, fd) : NULL;
+    if (m && !pages) pages = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!m) pages = MAP_FAILED;
     if (pages == MAP_FAILED) {
         free(m);
         close(fd);
@@ -311,6 +313,8 @@ static void *reserve_va(size_t size, size_t align, uintptr_t hint)
         if (p == (void *)hint) return p;
         if (p != MAP_FAILED) munmap(p, size); // a kernel that took it as a mere hint
     }
+    void *far = cpudrv_far_map(size, align, PROT_NONE, fl, -1);
+    if (far) return far;
     if (size > SIZE_MAX - align) return NULL;
     unsigned char *p = mmap(NULL, size + align, PROT_NONE, fl, -1, 0);
     if (p == MAP_FAILED) return NULL;
