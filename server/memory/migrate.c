@@ -22,11 +22,11 @@
  *    on them, and the transfers' stream stays free for a host function's pulls and pushes,
  *    which such a pull may be waiting for); answered once the bytes are there. With
  *    CHAN_MPULL_ON_STREAM (a prefetch to the host), the client's stream that the entries name
- *    waits for the pull (an event of the transfers' stream), and the pull may be async: the
+ *    waits for the pull (an event of the pulls' stream), and the pull may be async: the
  *    client makes the chunks its host's at a synchronisation of that stream. The host view
  *    may be written after the call returns, but only over chunks the client keeps
  *    inaccessible until then, and a free of the allocation waits for the client's work
- *    (managed.c), the transfers' stream with it, before a unit can be taken again.
+ *    (managed.c), the pulls' stream with it, before a unit can be taken again.
  *
  * Every entry must lie wholly in one migrating allocation of the client's own, checked from
  * the record's private copy with overflow-safe arithmetic. An allocation's bytes count against
