@@ -314,7 +314,8 @@ def write(d):
                "nothing about GPUs.**", ""]
     md += ["# mpsshim benchmarks: native / native MPS / mpsshim%s" % (
         "".join(" / " + v for v in var)), ""]
-    for k in ("gpu", "driver", "date", "commit", "cpus", "run", "repeats", "took_s"):
+    for k in ("gpu", "driver", "date", "commit", "built_from", "cpus", "run", "repeats",
+              "took_s"):
         if k in info:
             md.append("- %s: %s" % (k, info[k]))
     for v in var:

@@ -812,6 +812,9 @@ main() {
     # The commit measured: git's word for the checkout, unless MPSSHIM_BENCH_COMMIT names it
     # (a tree copied onto the GPU machine may carry an older .git than its files).
     COMMIT=${MPSSHIM_BENCH_COMMIT:-$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')}
+    # What the binaries say they were built from (channel/version.c): the check on a tree
+    # whose .git is older than its files, as the GPU machines' copies are.
+    BUILT=$("$B/mpsshim-control" --version 2>/dev/null | sed -n 's/.*git \([^)]*\)).*/\1/p')
     printf 'figure\tx\tmode\trepeat\tvalue\tunit\n' >"$SAMPLES"
     say "mpsshim benchmarks: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs," \
         "commit $COMMIT$(
@@ -838,6 +841,7 @@ main() {
     {
         printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
         printf 'commit\t%s\n' "$COMMIT"
+        printf 'built_from\t%s\n' "${BUILT:-?}"
         printf 'gpu\t%s\n' "${gpu:-?}"
         printf 'driver\t%s\n' "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader \
             2>/dev/null | head -n 1)"
