@@ -172,7 +172,7 @@ static CUresult carry(const struct member *m, size_t count, const CUmemcpyAttrib
     int synced = 0;
     for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++)
         if (m[i].route == R_LOCAL) {
-            /* Under a _ptsz entry point the NULL stream is the thread's (shim_ptds_begin). */
+            /* After the stream's earlier work (never NULL here: batch() refused it). */
             if (!synced++ && (r = cuStreamSynchronize(stream)) != CUDA_SUCCESS) return r;
             r = local_copy(&m[i]);
         }
