@@ -497,36 +497,37 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s)
     uint32_t y;
     for (uint32_t x = a; r == CUDA_SUCCESS && run_of(m, &x, b, ST_DEV, 1, &y); x = y)
         if (entry(m, x, y, &e, &k, &cap) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (r == CUDA_SUCCESS && k) {
-        unsigned long b0 = atomic_load(&shim_mig_begun);
-        int queued = queueable_locked(m, s);
-        for (size_t i = 0; queued && i < k; i++)
+    unsigned long b0 = atomic_load(&shim_mig_begun);
+    if (r == CUDA_SUCCESS && k && queueable_locked(m, s)) {
+        /* Sent under the lock: no pull of the pager's can come between the scan and this
+         * one in the ring (none is in flight: queueable), so every later pull lands after
+         * it, in the server's order on the pulls' stream. */
+        for (size_t i = 0; i < k; i++)
             e[i].off = (uint64_t)(uintptr_t)s; /* the stream that waits for the pull */
+        r = shim_mig_move(CHAN_MVAR_MPULL, e, k, CHAN_MPULL_AFTER_WORK | CHAN_MPULL_ON_STREAM, 0);
+        uint64_t seq = atomic_fetch_add(&pend_seq, 1) + 1; /* it is in the ring */
+        if (r == CUDA_SUCCESS && npend < PEND_MAX)
+            pend[npend++] = (struct pend){.m = m,
+                                          .a = a,
+                                          .b = b,
+                                          .ctx = shim_current_ctx_id(),
+                                          .s = s,
+                                          .begun = b0,
+                                          .seq = seq};
+    } else if (r == CUDA_SUCCESS && k) {
         m->pins++;
-        m->prefetching += !queued; /* a host write waits for it (pager.c) */
+        m->prefetching++; /* a host write waits for it (pager.c) */
         pthread_mutex_unlock(&shim_mig_lock);
-        r = shim_mig_move(CHAN_MVAR_MPULL, e, k,
-                          CHAN_MPULL_AFTER_WORK | (queued ? CHAN_MPULL_ON_STREAM : 0), !queued);
-        uint64_t seq = queued ? atomic_fetch_add(&pend_seq, 1) + 1 : 0; /* it is in the ring */
+        r = shim_mig_move(CHAN_MVAR_MPULL, e, k, CHAN_MPULL_AFTER_WORK, 1);
         pthread_mutex_lock(&shim_mig_lock);
         m->pins--;
-        m->prefetching -= !queued;
+        m->prefetching--;
         pthread_cond_broadcast(&shim_mig_unpinned);
-        if (!queued && pager) pager->kick();
+        if (pager) pager->kick();
         /* Work begun meanwhile may have overtaken it: the chunks stay DEV, fetched on touch.
          * Writable at once where the host was seen writing what it read (the pager's hint). */
-        if (r == CUDA_SUCCESS && atomic_load(&shim_mig_begun) == b0) {
-            if (!queued)
-                shim_mig_reach_locked(m, a, b, m->rw);
-            else if (npend < PEND_MAX) /* else fetched on touch */
-                pend[npend++] = (struct pend){.m = m,
-                                              .a = a,
-                                              .b = b,
-                                              .ctx = shim_current_ctx_id(),
-                                              .s = s,
-                                              .begun = b0,
-                                              .seq = seq};
-        }
+        if (r == CUDA_SUCCESS && atomic_load(&shim_mig_begun) == b0)
+            shim_mig_reach_locked(m, a, b, m->rw);
     }
     pthread_mutex_unlock(&shim_mig_lock);
     free(e);
