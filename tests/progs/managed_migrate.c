@@ -541,6 +541,57 @@ static void prefetch_beside_host_function(CUstream s, CUstream s2)
          "and on another");
 }
 
+/* One thread prefetches an allocation to the host (on the NULL stream: it waits) while
+ * another writes into it, after each round's kernel: the writes are never overwritten by the
+ * prefetched bytes, and the kernel's writes are seen. */
+enum { PW_ROUNDS = 60, PW_STRIDE = 4096 };
+#define PW_BYTES (4u << 20)
+static CUdeviceptr pw_arr;
+static CUcontext pw_ctx;
+static pthread_barrier_t pw_bar;
+
+static void *pw_prefetcher(void *arg)
+{
+    (void)arg;
+    CUmemLocation to_host = {.type = CU_MEM_LOCATION_TYPE_HOST};
+    CHECK(cuCtxSetCurrent(pw_ctx));
+    for (int r = 0; r < PW_ROUNDS; r++) {
+        pthread_barrier_wait(&pw_bar);
+        CHECK(cuMemPrefetchAsync_v2(pw_arr, PW_BYTES, to_host, 0, NULL));
+        pthread_barrier_wait(&pw_bar);
+    }
+    return NULL;
+}
+
+static void prefetch_beside_writer(CUstream s)
+{
+    CHECK(cuMemAllocManaged(&pw_arr, PW_BYTES, CU_MEM_ATTACH_GLOBAL));
+    CHECK(cuCtxGetCurrent(&pw_ctx));
+    REQUIRE(pthread_barrier_init(&pw_bar, NULL, 2) == 0, "barrier");
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, pw_prefetcher, NULL) == 0, "thread");
+    unsigned *h = host(pw_arr);
+    const unsigned n = PW_BYTES / 4;
+    for (int r = 0; r < PW_ROUNDS; r++) {
+        inc(pw_arr, n, s);
+        CHECK(cuStreamSynchronize(s));
+        pthread_barrier_wait(&pw_bar); /* the prefetch and the writes, at once */
+        for (unsigned i = (unsigned)r % PW_STRIDE; i < n; i += PW_STRIDE)
+            h[i] = 1000000u + (unsigned)r;
+        pthread_barrier_wait(&pw_bar);
+        for (unsigned i = (unsigned)r % PW_STRIDE; i < n; i += PW_STRIDE)
+            REQUIRE(h[i] == 1000000u + (unsigned)r, "round %d: element %u is %u, written %u", r, i,
+                    h[i], 1000000u + (unsigned)r);
+        unsigned j = ((unsigned)r + PW_STRIDE / 2) % PW_STRIDE; /* never written */
+        REQUIRE(h[j] == (unsigned)r + 1, "round %d: element %u is %u, want %d", r, j, h[j], r + 1);
+    }
+    REQUIRE(pthread_join(t, NULL) == 0, "join");
+    pthread_barrier_destroy(&pw_bar);
+    CHECK(cuMemFree(pw_arr));
+    t_ok("%d rounds of a thread prefetching to the host while another writes: no write lost",
+         PW_ROUNDS);
+}
+
 /* ---------------------------------------------------------------- 9: --forbidden */
 
 static void forbidden(CUstream s)
@@ -626,6 +677,7 @@ int main(int argc, char **argv)
     threads(s);
     host_function(s);
     prefetch_beside_host_function(s, s2);
+    prefetch_beside_writer(s);
     free_on_device(s);
     CHECK(cuStreamDestroy(s));
     CHECK(cuStreamDestroy(s2));
