@@ -105,7 +105,7 @@ struct pend {
     uint64_t seq; /* its number in pend_seq: a synchronisation covers it only if sent after */
 };
 static struct pend pend[PEND_MAX];
-static size_t npend;
+static _Atomic size_t npend; /* changed under lock; read without it to skip the lock at 0 */
 /* Queued pulls sent so far, counted after each is in the ring; a synchronisation reads it
  * before it is sent (sync_seq, this thread's): a pull counted by then is ahead of it in the
  * ring, so the server's worker, which serves a client's records in order, queued the
@@ -115,21 +115,11 @@ static size_t npend;
 static atomic_ulong pend_seq;
 static __thread uint64_t sync_seq;
 
-/* Forgets the queued prefetches that `gone` says (under lock). */
-static void pend_drop_locked(int (*gone)(const struct pend *, const void *), const void *arg)
+/* Forgets the queued prefetches of allocation m, or (m NULL) of stream s (under lock). */
+static void pend_drop_locked(const struct mig *m, CUstream s)
 {
     for (size_t i = npend; i-- > 0;)
-        if (gone(&pend[i], arg)) pend[i] = pend[--npend];
-}
-
-static int pend_of_mig(const struct pend *q, const void *m)
-{
-    return q->m == m;
-}
-
-static int pend_of_stream(const struct pend *q, const void *s)
-{
-    return q->s == s;
+        if (m ? pend[i].m == m : pend[i].s == s) pend[i] = pend[--npend];
 }
 
 /* The index of the first allocation whose base is above a. */
@@ -350,7 +340,7 @@ int shim_mig_forget(uint64_t base)
             reach[k] = reach[--nreach];
             break;
         }
-    pend_drop_locked(pend_of_mig, m);
+    pend_drop_locked(m, NULL);
     size_t i = above_locked(base) - 1;
     nmigs--;
     memmove(migs + i, migs + i + 1, (nmigs - i) * sizeof(*migs));
@@ -437,15 +427,15 @@ void shim_mig_hostfn_done(void)
  * its handle; the chunks stay DEV, fetched on touch). */
 void shim_mig_stream_gone(CUstream s)
 {
-    if (!atomic_load_explicit(&live, memory_order_relaxed)) return;
+    if (!atomic_load_explicit(&npend, memory_order_relaxed)) return;
     pthread_mutex_lock(&shim_mig_lock);
-    pend_drop_locked(pend_of_stream, s);
+    pend_drop_locked(NULL, s);
     pthread_mutex_unlock(&shim_mig_lock);
 }
 
 void shim_mig_sync_begin(void)
 {
-    sync_seq = atomic_load(&pend_seq);
+    if (atomic_load_explicit(&live, memory_order_relaxed)) sync_seq = atomic_load(&pend_seq);
 }
 
 /* A synchronisation returned: the queued prefetches it covers (what: enum shim_mvar_sync,
@@ -454,7 +444,9 @@ void shim_mig_sync_begin(void)
  * device's bytes after the pull). */
 void shim_mig_synced(int what, CUstream s, uint32_t ctx, CUresult r)
 {
-    if (r != CUDA_SUCCESS || !atomic_load_explicit(&live, memory_order_relaxed)) return;
+    /* Nothing queued (read without the lock): a prefetch queued meanwhile is not one this
+     * synchronisation covers for sure; it waits for the next that does. */
+    if (r != CUDA_SUCCESS || !atomic_load_explicit(&npend, memory_order_relaxed)) return;
     pthread_mutex_lock(&shim_mig_lock);
     unsigned long now = atomic_load(&shim_mig_begun);
     for (size_t i = npend; i-- > 0;) {
