@@ -506,6 +506,10 @@ run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of
 # the holding client lets it through. Own server.
 run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
+# A client's unregistration (a call that waits for every stream) while another client's
+# stream is held on a host function whose page fault that client's own worker serves: the
+# call waits in the server, both go on (found on an H200 by managed-kill). Own server.
+run_test hostfn-gate 90 bash "$ROOT/tests/hostfn_gate.sh" "$B" "$WORK"
 # A first launch of code loaded at start waits for no other client's work (issue 29).
 run_test eager-load 90 bash "$ROOT/tests/eager.sh" "$B" "$WORK"
 # A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with

@@ -305,6 +305,15 @@ else
     record codegate FAIL "$(grep -m1 '^FAIL' "$WORK/codegate.out")"
 fi
 
+# A client's cuMemHostUnregister while another's stream is held on a host function whose
+# page fault that client's worker must serve: the call waits in the server and both go on
+# (tests/hostfn_gate.sh; own server).
+if run hostfn-gate 120 bash "$ROOT/tests/hostfn_gate.sh" "$B" "$WORK"; then
+    record hostfn-gate PASS "$(grep -m1 '^PASS' "$WORK/hostfn-gate.out")"
+else
+    record hostfn-gate FAIL "$(grep -m1 '^FAIL' "$WORK/hostfn-gate.out")"
+fi
+
 # A first launch of code loaded at start does not wait for another client's 4-s kernel, and
 # with eager loading off it does (tests/eager.sh; own server).
 if run eager-load 120 bash "$ROOT/tests/eager.sh" "$B" "$WORK"; then

@@ -10,7 +10,7 @@
 # Here three tests/whole_wait clients set up (their code loaded, since a module load blocked
 # so holds up even that write), then tests/waitvalue_exit --hold waits on its device memory,
 # then they make their calls: the driver's cuMemFree (MPSSHIM_DEVICE_VMM=0),
-# cuMemHostUnregister and cuMemFreeHost. On the CPU test driver only the free waits for the
+# cuMemHostUnregister and cuMemFreeHost. On the CPU test driver the three wait for the
 # whole context (MPSSHIM_CPUDRV_FREE_WAITS=1), and stream creation waits meanwhile
 # (MPSSHIM_CPUDRV_CREATE_WAITS=1), as the H200's did; on a GPU the real driver stands behind
 # the server. The free must be held up while the client waits (else nothing is tested), and

@@ -150,28 +150,41 @@ static void holders(int dev, char *buf, size_t len)
     if (!n) snprintf(buf, len, "none left");
 }
 
-CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
+/* Waits, holding nothing, until no client-held wait is pending on dev, then read-locks its
+ * gate: 0 (until srv_codegate_leave). A loader (`by` NULL) gives up, -1, when its client
+ * leaves: nobody waits for the answer. A call that waits for every stream gives up, -1,
+ * once *by (monotonic ns; 0: while c is there, then MPSSHIM_RELEASE_TIMEOUT from its going)
+ * has passed. The wait is said in the log: a loader's at once, another after 100 ms (a
+ * client's host function every step keeps waits pending for microseconds at a time). */
+static int gate_wait(struct srv_client *c, int dev, const char *what, uint64_t *by)
 {
-    if (dev < 0 || dev >= CHAN_MAX_DEVICES) return CUDA_SUCCESS;
     unsigned us = 0;
-    int said = 0;
+    int counted = 0, said = 0;
+    uint64_t start = chan_now_ns();
     for (;;) {
         if (atomic_load(&npending[dev]) == 0 || settle(dev) == 0) {
             pthread_rwlock_rdlock(&gate[dev]);
-            if (atomic_load(&npending[dev]) == 0) {
-                if (said) atomic_fetch_sub(&loaders[dev], 1);
-                return CUDA_SUCCESS; /* read-locked until srv_codegate_leave */
-            }
+            if (atomic_load(&npending[dev]) == 0) break;
             pthread_rwlock_unlock(&gate[dev]);
         }
-        /* It left, was made way for mid-handshake, or the server is going: nobody waits
-         * for the answer. */
-        if (atomic_load(&c->dead) || atomic_load(&c->evicted) || atomic_load(&srv.quitting)) {
-            if (said) atomic_fetch_sub(&loaders[dev], 1);
-            return CUDA_ERROR_NOT_READY;
+        uint64_t now = chan_now_ns();
+        int gone = atomic_load(&c->dead) || atomic_load(&c->evicted) || atomic_load(&srv.quitting);
+        if (by && !*by && gone) *by = now + srv.release_ns;
+        if (by ? *by && now >= *by : gone) {
+            if (by && !c->gate_said++) {
+                char who[96];
+                holders(dev, who, sizeof(who));
+                srv_log("Client process %d: %s on device %d goes on after %llu ms although a "
+                        "client's stream still waits on a value or a host function (pending "
+                        "waits of: %s): the driver may stop every client until that wait ends",
+                        (int)c->pid, what, dev, (unsigned long long)((now - start) / 1000000), who);
+            }
+            if (counted) atomic_fetch_sub(&loaders[dev], 1);
+            return -1;
         }
-        if (!said++) {
-            atomic_fetch_add(&loaders[dev], 1);
+        if (!counted++) atomic_fetch_add(&loaders[dev], 1);
+        if (!said && (!by || (now - start > 100ull * 1000 * 1000 && !c->gate_said))) {
+            said = 1;
             char who[96];
             holders(dev, who, sizeof(who));
             srv_log("Client process %d: %s on device %d waits until no client's stream waits "
@@ -183,6 +196,61 @@ CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
         struct timespec ts = {0, (long)us * 1000};
         nanosleep(&ts, NULL);
     }
+    if (counted) atomic_fetch_sub(&loaders[dev], 1);
+    return 0;
+}
+
+CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what)
+{
+    if (dev < 0 || dev >= CHAN_MAX_DEVICES) return CUDA_SUCCESS;
+    return gate_wait(c, dev, what, NULL) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+/* ---------------------------------------------------------------- calls that wait for
+ * every stream */
+
+/* Freeing and unregistering memory wait in the driver for every stream of the context, as
+ * loading code does (bench/NOTES.md, "Driver calls held by a waiting stream": cuMemFree,
+ * cuMemHostUnregister and cuMemFreeHost waited for a stream held on a value, and
+ * cuStreamCreate in another thread waited behind them). Ungated, a killed client's release
+ * unregistering its managed memory's host view waited so for a bystander's stream held on
+ * the bystander's host function; that function's page fault asked the bystander's worker
+ * for a pull, and the worker was held in the driver behind the release: both stopped for
+ * good (tests/managed_kill.sh on an H200; tests/hostfn_gate.sh). So these calls keep the
+ * loaders' rule, on every device (a host registration is every context's), except that a
+ * departed client's release waits for the gate at most MPSSHIM_RELEASE_TIMEOUT, then makes
+ * its call anyway, as it did before (said once). */
+
+uint64_t srv_codegate_whole_begin(struct srv_client *c, const char *what)
+{
+    uint64_t entered = 0;
+    /* In device order, as every holder of several takes them. One bound for all of a
+     * departed client's calls: a release of many registrations waits once, not each. */
+    for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES && d < 64; d++)
+        if (gate_wait(c, d, what, &c->gate_by) == 0) entered |= 1ull << d;
+    return entered;
+}
+
+void srv_codegate_whole_end(uint64_t entered)
+{
+    for (int d = 0; d < CHAN_MAX_DEVICES && d < 64; d++)
+        if (entered & (1ull << d)) pthread_rwlock_unlock(&gate[d]);
+}
+
+CUresult srv_gated_unregister(struct srv_client *c, void *p)
+{
+    uint64_t g = srv_codegate_whole_begin(c, "unregistering host memory");
+    CUresult r = DRV(cuMemHostUnregister)(p);
+    srv_codegate_whole_end(g);
+    return r;
+}
+
+CUresult srv_gated_free(struct srv_client *c, CUdeviceptr p)
+{
+    uint64_t g = srv_codegate_whole_begin(c, "freeing device memory");
+    CUresult r = DRV(cuMemFree_v2)(p);
+    srv_codegate_whole_end(g);
+    return r;
 }
 
 void srv_codegate_leave(int dev)

@@ -17,5 +17,15 @@ CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what);
 void srv_codegate_leave(int dev);
 void srv_codegate_wait_begin(int dev);
 void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enqueued);
+/* Around a driver call that waits for every stream of the context (freeing or unregistering
+ * memory), by a thread serving c (or releasing it): waits, outside the driver, until no
+ * client-held wait is pending on any device; the devices whose gates it holds, for
+ * srv_codegate_whole_end. A departed client's release waits at most MPSSHIM_RELEASE_TIMEOUT,
+ * then goes on without the gates it could not take. */
+uint64_t srv_codegate_whole_begin(struct srv_client *c, const char *what);
+void srv_codegate_whole_end(uint64_t entered);
+/* cuMemHostUnregister and cuMemFree_v2 between those two. */
+CUresult srv_gated_unregister(struct srv_client *c, void *p);
+CUresult srv_gated_free(struct srv_client *c, CUdeviceptr p);
 
 #endif

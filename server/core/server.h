@@ -195,6 +195,10 @@ struct srv_client {
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
     unsigned hostfn_said;  /* host functions refused for their number (hostfn.c) */
+    /* Once it is gone: until when its calls that wait for every stream wait for the gate,
+     * all of them together, and whether going on past it was said (codegate.c). */
+    uint64_t gate_by;
+    int gate_said;
     uint32_t hostfn_seq;   /* the number of the last host function it sent (hostfn.c) */
     unsigned eager_left;   /* kernels its image loads may still load eagerly (module.c) */
     uint16_t first_thread; /* client thread number of the first record */

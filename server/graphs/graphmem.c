@@ -14,6 +14,7 @@
  * launched: its graph memory was never allocated, and its records go with the graph's
  * (capture_graph_gone, graph.c). A captured cuMemFreeAsync is a free node, of graph memory only. */
 #include "server/core/server.h"
+#include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/clients.h"
 #include "server/core/registry.h"
@@ -296,8 +297,7 @@ const struct srv_hook srv_hook_graphmem_set_attr = {.before = graphmem_set_attr_
  * and its stream's release may already have destroyed it (the address may be another's). */
 void srv_release_graphmem(struct srv_client *c, struct srv_obj *o)
 {
-    (void)c;
-    if (o->parent && o->parent->owned) (void)DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
+    if (o->parent && o->parent->owned) (void)srv_gated_free(c, (CUdeviceptr)o->key.value);
 }
 
 /* 1 if o is an aliased graph memory record: allocations of several graphs over one

@@ -50,6 +50,7 @@
  * when the free comes (no event can be recorded on them: their work queued before the
  * capture is not waited for). */
 #include "server/core/server.h"
+#include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
@@ -354,7 +355,7 @@ int srv_devmem_drain_by(struct srv_client *c, uint64_t by)
 void srv_release_devmem(struct srv_client *c, struct srv_obj *o)
 {
     CUresult r = srv_devmem_pooled(o) ? devmem_free(c, o->dev, o->key.value, 0)
-                                      : DRV(cuMemFree_v2)((CUdeviceptr)o->key.value);
+                                      : srv_gated_free(c, (CUdeviceptr)o->key.value);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: releasing device memory failed with %s", (int)c->pid,
                 srv_errname(r));

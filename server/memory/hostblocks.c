@@ -25,6 +25,7 @@
  *
  * Owned by the client's worker, like its streams. */
 #include "server/core/server.h"
+#include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/events.h"
@@ -72,7 +73,7 @@ static uint64_t cap(void)
 /* Unpins and unmaps b (its registration's context still alive when `registered`). */
 static void destroy(struct srv_client *c, struct srv_hblock *b, int registered)
 {
-    if (registered) DRV(cuMemHostUnregister)(b->p);
+    if (registered) srv_gated_unregister(c, b->p);
     srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
     c->hblocks->bytes -= HB_SIZE;
     free(b);

@@ -36,6 +36,7 @@
  * guarded by ipc_lock, except `revoked`, which the openers' workers read without it. The
  * registry records themselves stay each worker's own. */
 #include "server/core/server.h"
+#include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
@@ -454,8 +455,8 @@ static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
     k->keep = srv_graphmem_keep(c, k->vals[0]);
     o = srv_obj_find(c, SHIM_HT_MEM_DEVICE, k->vals[0]);
     if (srv_devmem_pooled(o))
-        return srv_devmem_free(c, o); /* never waits for the context (devmem.c) */
-    return DRV(cuMemFree_v2)((CUdeviceptr)k->vals[0]);
+        return srv_devmem_free(c, o);                  /* never waits for the context (devmem.c) */
+    return srv_gated_free(c, (CUdeviceptr)k->vals[0]); /* waits for it: codegate.c */
 }
 
 const struct srv_hook srv_hook_mem_free = {.call = mem_free_call};

@@ -12,6 +12,7 @@
  * driver also reserves ranges); if it is taken in the client, the client asks again. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
@@ -108,7 +109,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if ((fd = srv_window_share(size, m.avoid, &addr)) < 0) goto fail;
     struct srv_obj *o = srv_range_add(c, type, addr, m.bytes, 1, NULL);
     if (!o) {
-        DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
+        srv_gated_unregister(c, (void *)(uintptr_t)addr);
         goto fail;
     }
     o->aux = size;
@@ -119,7 +120,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (chan_send_fd(c->sock, &one, 1, fd) != 0) {
         srv_obj_destroyed(c, o);
         taken = 1;
-        DRV(cuMemHostUnregister)((void *)(uintptr_t)addr);
+        srv_gated_unregister(c, (void *)(uintptr_t)addr);
         res = CUDA_ERROR_OPERATING_SYSTEM;
         goto fail;
     }
@@ -152,7 +153,7 @@ void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
 {
     srv_account_pinned_give(c, pinned_bytes(o));
     srv_memops_unmapping(c, o->key.value, pinned_bytes(o));
-    DRV(cuMemHostUnregister)((void *)(uintptr_t)o->key.value);
+    srv_gated_unregister(c, (void *)(uintptr_t)o->key.value);
     if (o->aux & PINNED_REGISTERED)
         munmap((void *)(uintptr_t)o->key.value, pinned_bytes(o));
     else
@@ -283,7 +284,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     }
     struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_PINNED, m->addr, m->bytes, 1, NULL);
     if (!o) {
-        DRV(cuMemHostUnregister)(want);
+        srv_gated_unregister(c, want);
         munmap(want, m->bytes);
         srv_account_pinned_give(c, m->bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -357,9 +357,11 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
     return TR(rc);
 }
 
-// MPSSHIM_CPUDRV_FREE_WAITS=1: cuMemFree first waits for all work of the context, as the
-// real driver's does (an H100 with driver 580.159.04: a free waited for every kernel of the
-// context). Off by default, where the storage only outlives the queued work.
+// MPSSHIM_CPUDRV_FREE_WAITS=1: cuMemFree, cuMemFreeHost and cuMemHostUnregister first wait
+// for all work of the context, as the real driver's do (an H100 with driver 580.159.04: a
+// free waited for every kernel of the context; an H200 with the same driver: all three waited
+// for a stream blocked on cuStreamWaitValue32, bench/NOTES.md "Driver calls held by a waiting
+// stream"). Off by default, where the storage only outlives the queued work.
 static int free_waits(void)
 {
     static int on = -1;
@@ -480,6 +482,11 @@ CUresult cuMemFreeHost(void *p)
         cpudrv_unlock();
         return TR(rc);
     }
+    struct cpudrv_ctx *c = free_waits() ? cpudrv_ctx_current() : NULL;
+    if (c && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
+        cpudrv_unlock();
+        return TR(rc);
+    }
     long i = floor_index((uintptr_t)p);
     if (!p || i < 0 || ranges[i].base != (uintptr_t)p || ranges[i].type != CPUDRV_MEM_HOST)
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -556,6 +563,10 @@ CUresult cuMemHostUnregister(void *p)
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
     if (rc) return TR(rc);
+    if (free_waits() && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
+        cpudrv_unlock();
+        return TR(rc);
+    }
     long i = floor_index((uintptr_t)p);
     if (!p || i < 0 || ranges[i].base != (uintptr_t)p || ranges[i].type != CPUDRV_MEM_REGISTERED) {
         cpudrv_unlock();

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# A call that waits for every stream of the shared context (here a client's
+# cuMemHostUnregister) while another client's stream is held on a host function whose page
+# fault only that client's own worker can serve (server/code/codegate.c, "calls that wait for
+# every stream"). On an H200 (580.159.04) a killed client's release unregistering its managed
+# memory waited in the driver for a bystander's stream held so, while the bystander's worker
+# was held in the driver behind it: both stopped for good (tests/managed_kill.sh). The server
+# now lets such calls wait outside the driver until no client-held wait is pending.
+# Here tests/whole_wait unregister sets up; tests/hostfn_fault queues a 2 s kernel and a host
+# function behind it that touches the managed memory the kernel writes, then prefetches the
+# memory on the NULL stream (the server makes a stream for it); meanwhile whole_wait
+# unregisters its pages. Both must pass, the unregistration must have waited in the server
+# (else nothing is tested), and the server must hold nothing of them after. On the CPU test
+# driver the unregistration waits for the whole context (MPSSHIM_CPUDRV_FREE_WAITS=1) and
+# stream creation waits meanwhile (MPSSHIM_CPUDRV_CREATE_WAITS=1), as the H200's did; on a
+# GPU the real driver stands behind the server.
+# Then (CPU test driver only) the bound: with MPSSHIM_RELEASE_TIMEOUT=1, a client killed
+# while a tests/hostfn_stuck client's host function never returns is released all the same:
+# its release's unregistrations wait 1 s for the gate, then go on, said in the log (on a GPU
+# the driver itself would then wait for that stream, as it did before the gate).
+#   tests/hostfn_gate.sh BUILD WORKDIR
+set -u
+B=$(cd "$1" && pwd)
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+GPU=0
+real_driver_if_gpu && GPU=1
+own_dir "$2/hostfn-gate"
+rm -f "$W/go"
+MPSSHIM_CPUDRV_FREE_WAITS=1 MPSSHIM_CPUDRV_CREATE_WAITS=1 "$CTL" -d || exit 1
+S=$(server_pid)
+LOG=$MPSSHIM_LOG_DIRECTORY/server.log
+env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" unregister "$W/go" >"$W/unregister.out" 2>&1 &
+U=$!
+wait_for 30 grep -q ready "$W/unregister.out" || fail "whole_wait did not get ready: $(tail -1 "$W/unregister.out")"
+env LD_PRELOAD="$SHIM" "$B/tests/hostfn_fault" 2000 >"$W/hostfn.out" 2>&1 &
+H=$!
+wait_for 30 grep -q held "$W/hostfn.out" || fail "hostfn_fault did not get its host function queued: $(tail -1 "$W/hostfn.out")"
+touch "$W/go"
+wait "$H" || fail "hostfn_fault: $(grep -m1 FAIL "$W/hostfn.out")"
+wait "$U" || fail "whole_wait unregister: $(grep -m1 FAIL "$W/unregister.out")"
+grep -q "Client process $U: unregistering host memory on device 0 waits until no client's stream waits" "$LOG" ||
+    fail "the unregistration did not wait in the server (nothing tested)"
+wait_for 30 no_clients || fail "clients left: $(ctl get_server_status | grep '^Clients')"
+objs=$(server_objects)
+[ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
+if ! stop_server 10; then
+    fail "the server did not quit"
+    kill -9 "$S" 2>/dev/null
+fi
+[ $rc = 0 ] && echo "ok a host function's page fault served while another client's unregistration waited for every stream"
+
+if [ "$GPU" = 0 ]; then
+    own_dir "$2/hostfn-gate-bound"
+    rm -f "$W/go"
+    MPSSHIM_RELEASE_TIMEOUT=1 "$CTL" -d || exit 1
+    S=$(server_pid)
+    LOG=$MPSSHIM_LOG_DIRECTORY/server.log
+    # whole_wait first: its code load would wait for the stuck host function.
+    env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" unregister "$W/go" >"$W/unregister.out" 2>&1 &
+    U=$!
+    wait_for 30 grep -q ready "$W/unregister.out" || fail "whole_wait did not get ready: $(tail -1 "$W/unregister.out")"
+    env LD_PRELOAD="$SHIM" "$B/tests/hostfn_stuck" >"$W/stuck.out" 2>&1 &
+    P=$!
+    wait_for 20 grep -q ready "$W/stuck.out" || fail "hostfn_stuck did not get ready: $(tail -2 "$W/stuck.out")"
+    kill -9 "$U"
+    wait "$U" 2>/dev/null
+    released() { grep -q "Client process $U disconnected" "$LOG"; }
+    wait_for 20 released || fail "a killed client was not released while another's host function hung"
+    grep -q "Client process $U: unregistering host memory on device 0 goes on after" "$LOG" ||
+        fail "the release did not say it went on past the gate: $(grep "Client process $U" "$LOG" | tail -1)"
+    kill -0 "$P" 2>/dev/null || fail "hostfn_stuck ended (nothing tested)"
+    kill -9 "$P"
+    wait "$P" 2>/dev/null
+    wait_for 30 no_clients || fail "clients left: $(ctl get_server_status | grep '^Clients')"
+    objs=$(server_objects)
+    [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
+    if ! stop_server 10; then
+        fail "the server did not quit"
+        kill -9 "$S" 2>/dev/null
+    fi
+    [ $rc = 0 ] && echo "ok a departed client's release went on past the gate after MPSSHIM_RELEASE_TIMEOUT"
+fi
+[ $rc = 0 ] && echo "PASS calls that wait for every stream wait in the server, and a release only for so long"
+exit $rc
