@@ -18,6 +18,9 @@
  *   relay_store   the worker launches and has the GPU store the reply (cuStreamWriteValue32)
  *   relay_server  the worker as the server does it: launch, cuStreamQuery, store, and a
  *                 cuEventRecord behind the store
+ *   relay_poll    the same, the worker querying that event at every turn while it spins
+ *                 for the next request, as the server's worker polls its waits (a server
+ *                 that polled less often was slower: bench/results/issue29-2026-11-28)
  * Copies of 4 KiB, 64 KiB and 1 MiB each way between device memory and host memory:
  *   copy_sync     cuMemcpyHtoD / DtoH from cuMemHostAlloc'd memory (copysweep's pinned)
  *   copy_reg      the same from shared memory (a memfd mapping) that cuMemHostRegister made
@@ -71,6 +74,7 @@ enum way {
     W_RELAY_SYNC,
     W_RELAY_STORE,
     W_RELAY_SERVER,
+    W_RELAY_POLL,
     W_COPY_SYNC,
     W_COPY_REG,
     W_COPY_ASYNC,
@@ -79,8 +83,8 @@ enum way {
     NWAYS
 };
 static const char *const way_name[NWAYS] = {
-    "sync",      "query_sync", "store",      "relay_sync", "relay_store", "relay_server",
-    "copy_sync", "copy_reg",   "copy_async", "copy_store", "copy_relay"};
+    "sync",       "query_sync", "store",    "relay_sync", "relay_store", "relay_server",
+    "relay_poll", "copy_sync",  "copy_reg", "copy_async", "copy_store",  "copy_relay"};
 
 struct probe {
     CUcontext ctx;
@@ -139,8 +143,9 @@ static void serve(struct probe *p, int way)
         store(p);
         break;
     case W_RELAY_SERVER:
+    case W_RELAY_POLL:
     case W_COPY_RELAY:
-        if (way == W_RELAY_SERVER)
+        if (way != W_COPY_RELAY)
             launch(p);
         else
             copy_async(p, p->reg);
@@ -160,8 +165,11 @@ static void *worker(void *arg)
     uint32_t seen = 0;
     for (;;) {
         uint32_t r;
-        while ((r = atomic_load_explicit(&sh->req, memory_order_acquire)) == seen)
+        while ((r = atomic_load_explicit(&sh->req, memory_order_acquire)) == seen) {
+            if (atomic_load_explicit(&sh->way, memory_order_relaxed) == W_RELAY_POLL)
+                (void)cuEventQuery(p->ev);
             relax();
+        }
         seen = r;
         int way = atomic_load_explicit(&sh->way, memory_order_relaxed);
         if (way < 0) return NULL;
