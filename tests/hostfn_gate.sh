@@ -25,6 +25,17 @@ B=$(cd "$1" && pwd)
 . "$(dirname "$0")/lib.sh"
 GPU=0
 real_driver_if_gpu && GPU=1
+# done_server: the server (pid S) holds no client and nothing of them, and quits.
+done_server() {
+    wait_for 30 no_clients || fail "clients left: $(ctl get_server_status | grep '^Clients')"
+    local objs
+    objs=$(server_objects)
+    [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
+    if ! stop_server 10; then
+        fail "the server did not quit"
+        kill -9 "$S" 2>/dev/null
+    fi
+}
 own_dir "$2/hostfn-gate"
 rm -f "$W/go"
 MPSSHIM_CPUDRV_FREE_WAITS=1 MPSSHIM_CPUDRV_CREATE_WAITS=1 "$CTL" -d || exit 1
@@ -41,13 +52,7 @@ wait "$H" || fail "hostfn_fault: $(grep -m1 FAIL "$W/hostfn.out")"
 wait "$U" || fail "whole_wait unregister: $(grep -m1 FAIL "$W/unregister.out")"
 grep -q "Client process $U: unregistering host memory on device 0 waits until no client's stream waits" "$LOG" ||
     fail "the unregistration did not wait in the server (nothing tested)"
-wait_for 30 no_clients || fail "clients left: $(ctl get_server_status | grep '^Clients')"
-objs=$(server_objects)
-[ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
-if ! stop_server 10; then
-    fail "the server did not quit"
-    kill -9 "$S" 2>/dev/null
-fi
+done_server
 [ $rc = 0 ] && echo "ok a host function's page fault served while another client's unregistration waited for every stream"
 
 if [ "$GPU" = 0 ]; then
@@ -72,13 +77,7 @@ if [ "$GPU" = 0 ]; then
     kill -0 "$P" 2>/dev/null || fail "hostfn_stuck ended (nothing tested)"
     kill -9 "$P"
     wait "$P" 2>/dev/null
-    wait_for 30 no_clients || fail "clients left: $(ctl get_server_status | grep '^Clients')"
-    objs=$(server_objects)
-    [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
-    if ! stop_server 10; then
-        fail "the server did not quit"
-        kill -9 "$S" 2>/dev/null
-    fi
+    done_server
     [ $rc = 0 ] && echo "ok a departed client's release went on past the gate after MPSSHIM_RELEASE_TIMEOUT"
 fi
 [ $rc = 0 ] && echo "PASS calls that wait for every stream wait in the server, and a release only for so long"
