@@ -31,13 +31,27 @@ record() {
     printf '== %s: %s%s\n' "$1" "$2" "${3:+ ($3)}" | tee -a "$LOG"
 }
 
-# run NAME TIMEOUT CMD...: output appended to the log and kept in $WORK/NAME.out
+# run NAME TIMEOUT CMD...: output appended to the log and kept in $WORK/NAME.out. A script
+# ended by its timeout leaves the server it started in a directory of its own under $WORK
+# running (a daemon, out of the timeout's reach): ended here, said, so that the rows after it
+# do not fail behind a second server on the GPU (a managed-kill that timed out failed
+# mpi-one-gpu-process and server-restart so).
 run() {
     local name=$1 secs=$2
     shift 2
     timeout -k 5 "$secs" "$@" >"$WORK/$name.out" 2>&1
     local rc=$?
     { echo "---- $name: $*"; cat "$WORK/$name.out"; } >>"$LOG"
+    if [ $rc = 124 ] || [ $rc = 137 ]; then
+        local f pid
+        for f in "$WORK"/*/pipe/server.pid "$WORK"/*/*/pipe/server.pid; do
+            [ -f "$f" ] || continue
+            pid=$(cat "$f" 2>/dev/null)
+            [ -n "$pid" ] && [ "$pid" != "${SERVER:-}" ] && kill -0 "$pid" 2>/dev/null || continue
+            echo "$name timed out: ending the server $pid it left ($f)" | tee -a "$LOG"
+            kill -9 "$pid" 2>/dev/null
+        done
+    fi
     return $rc
 }
 
