@@ -171,7 +171,8 @@ static int gate_wait(struct srv_client *c, int dev, const char *what, uint64_t *
         int gone = atomic_load(&c->dead) || atomic_load(&c->evicted) || atomic_load(&srv.quitting);
         if (by && !*by && gone) *by = now + srv.release_ns;
         if (by ? *by && now >= *by : gone) {
-            if (by && !c->gate_said++) {
+            if (by && !c->gate_said) {
+                c->gate_said = 1;
                 char who[96];
                 holders(dev, who, sizeof(who));
                 srv_log("Client process %d: %s on device %d goes on after %llu ms although a "
