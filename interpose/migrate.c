@@ -498,7 +498,7 @@ CUresult shim_mig_prefetch_host(uint64_t p, uint64_t n, CUstream s)
             e[i].off = (uint64_t)(uintptr_t)s; /* the stream that waits for the pull */
         r = shim_mig_move(CHAN_MVAR_MPULL, e, k, CHAN_MPULL_AFTER_WORK | CHAN_MPULL_ON_STREAM, 0);
         uint64_t seq = atomic_fetch_add(&pend_seq, 1) + 1; /* it is in the ring */
-        if (r == CUDA_SUCCESS && npend < PEND_MAX)
+        if (r == CUDA_SUCCESS) /* room: queueable_locked, under the same lock */
             pend[npend++] = (struct pend){.m = m,
                                           .a = a,
                                           .b = b,
