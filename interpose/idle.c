@@ -27,6 +27,15 @@
  * synchronisation gave for both, since that synchronisation took every deferred error and
  * a new one needs a record (every srv_defer is in the replay of one).
  *
+ * A copy that returns complete answers for its stream as a synchronisation does (memcpy.c):
+ * the server replies to it once the stream has run everything up to it, with any deferred
+ * error, as it answers a cuStreamSynchronize (server/memory/copy.c answer(), waits.c).
+ * PyTorch's `.item()` is such a copy into pageable memory followed by cuStreamSynchronize
+ * of the same stream, which then costs no second round trip. Its mark is the count with
+ * the copy's own record in it, so that it holds only while the copy is the last record sent
+ * (shim_idle_stream_after). Not the pipelined copies of large pageable buffers, nor
+ * cuMemcpy2DUnaligned: the server answers those without the deferred errors.
+ *
  * What is never answered here: interprocess events (their owner, or an opener, may record
  * them from another process); anything while this process has a capture going that
  * capture.c keeps (the modes' rules and the server's answers for capturing streams stay as
@@ -143,6 +152,18 @@ int shim_idle_stream(struct shim_idle *q, CUstream s, int sync)
     if (!ctx && shim_stream_check(s, &ctx) != CUDA_SUCCESS) return 0;
     struct shim_idle_key ck = {.ctx = ctx, .what = IDLE_CTX};
     return ctx && known(&ck, 1, q->mark, q->alert);
+}
+
+void shim_idle_stream_after(struct shim_idle *q, CUstream s)
+{
+    uint32_t ctx;
+    stream_key(s, &q->key, &ctx);
+    q->usable = usable();
+    if (!q->usable) return;
+    q->alert = alert_now();
+    /* The count once the caller's own record is sent: the answer is kept only if that
+     * record is the one sent since, so the stream's work it covers is the caller's to know. */
+    q->mark = atomic_load_explicit(&shim_work_sent, memory_order_relaxed) + 1;
 }
 
 int shim_idle_event(struct shim_idle *q, CUevent e, int sync)

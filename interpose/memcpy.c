@@ -309,10 +309,27 @@ static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint6
         return host_to_host(&c, &src, &dst, stream);
     if ((r = shim_mvar_work(stream)) != CUDA_SUCCESS) return r;
     int sync = !(cflags & CHAN_CF_ASYNC);
-    uint64_t gen = sync ? shim_mvar_sync_begin() : 0;
+    /* Any copy may return complete (an asynchronous one into pageable memory too), and so
+     * be its stream's synchronisation: begun as one. */
+    uint64_t gen = shim_mvar_sync_begin();
+    struct shim_idle idle;
+    shim_idle_stream_after(&idle, stream);
     r = run(&c, &src, &dst);
     shim_mvar_worked(stream);
-    if (r != CUDA_SUCCESS || !sync) return r;
+    if (r != CUDA_SUCCESS) return r;
+    /* A copy answered complete as a synchronisation is answered leaves its stream known
+     * idle (idle.c): one inline or in place, not the pipeline's nor an unaligned one. */
+    int staged = c.src.kind == CHAN_MEM_STAGED || c.dst.kind == CHAN_MEM_STAGED;
+    int settles = (c.flags & CHAN_CF_COMPLETE) && !(c.flags & CHAN_CF_UNALIGNED) &&
+                  (!staged || (c.flags & CHAN_CF_INLINE));
+    if (!sync) {
+        /* An asynchronous one only once its synchronisation's bookkeeping is done, as the
+         * stream's own synchronisation would do it (answered idle, that does nothing). */
+        CUresult q = CUDA_SUCCESS;
+        if (settles) shim_mvar_synced(SHIM_MVAR_STREAM, stream, 0, gen, &q);
+        if (settles && q == CUDA_SUCCESS) shim_idle_keep(&idle, 1);
+        return r;
+    }
     /* A synchronous copy that returned complete synchronised its stream: the device's
      * writes to __managed__ variables come into their host copies (mvars.c). One naming a
      * variable returns complete whatever its kind, as on managed memory natively (the
@@ -322,6 +339,7 @@ static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint6
         shim_mvar_synced(SHIM_MVAR_STREAM, stream, 0, gen, &r);
     else if (mvar)
         r = SHIM_IMPL(cuStreamSynchronize)(stream);
+    if (settles && r == CUDA_SUCCESS) shim_idle_keep(&idle, 1);
     return r;
 }
 

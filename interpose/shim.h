@@ -435,6 +435,12 @@ struct shim_idle {
 /* Stream s as the calling thread names it (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD:
  * its default streams of its current context); sync: for a synchronisation. */
 int shim_idle_stream(struct shim_idle *q, CUstream s, int sync);
+/* A question answered by the caller's next record (one that may enqueue work, sent right
+ * after this): a copy that returns complete, whose reply comes once stream s has run
+ * everything up to it and carries any error deferred to a synchronisation, as a
+ * synchronisation's does. Kept with shim_idle_keep(q, 1) if the reply was CUDA_SUCCESS:
+ * the answer then holds only while that record is the last one this process sent. */
+void shim_idle_stream_after(struct shim_idle *q, CUstream s);
 int shim_idle_event(struct shim_idle *q, CUevent e, int sync);
 /* Every stream of the context with id ctx (a context synchronisation). */
 int shim_idle_ctx(struct shim_idle *q, uint32_t ctx);

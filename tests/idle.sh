@@ -10,6 +10,8 @@
 #   quit       the server quits;
 # and each of its five calls must answer the error (the fault's, sticky;
 # CUDA_ERROR_MPS_CLIENT_TERMINATED; CUDA_ERROR_MPS_SERVER_NOT_READY), not the idle answer.
+# Last, a copy into pageable memory makes its stream's answers known in the same way
+# (idle_answers --copy: what PyTorch's `.item()` does before it synchronises).
 # usage: idle.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -72,7 +74,30 @@ one() {
     echo "ok $name"
 }
 
+# copy: a copy into pageable memory answers for its stream as a synchronisation does
+# (idle_answers --copy): the 2000 questions after it must not reach the server either.
+copy_case() {
+    local dir=$W/copy client before after
+    mkdir -p "$dir"
+    use_dir "$dir"
+    "$CTL" -d >"$dir/start.log" 2>&1 || { cat "$dir/start.log"; fail "copy: no server"; }
+    env LD_PRELOAD="$SHIM" "$B/tests/idle_answers" --copy "$dir/go1" "$dir/go2" >"$dir/client.log" 2>&1 &
+    client=$!
+    wait_for 30 grep -q "^ready" "$dir/client.log" || { cat "$dir/client.log"; fail "copy: the client never got ready"; }
+    before=$(served $client)
+    touch "$dir/go1"
+    wait_for 60 grep -q "^queried" "$dir/client.log" || { cat "$dir/client.log"; fail "copy: the client never queried"; }
+    after=$(served $client)
+    touch "$dir/go2"
+    wait "$client" || { cat "$dir/client.log"; fail "copy: the client failed"; }
+    echo "copy: requests served before 2000 questions after a copy into pageable memory: $before, after: $after"
+    [ -n "$before" ] && [ "$before" = "$after" ] || fail "copy: the server was asked"
+    stop_server 10 >/dev/null 2>&1
+    echo "ok copy"
+}
+
 one fault
 one terminate
 one quit
+copy_case
 echo "all checks passed"

@@ -1,13 +1,14 @@
-/* idle_answers [--ipc | --deferred | --hold GO1 GO2]: queries and synchronisations of what is
- * already idle, and what must make them answer otherwise. Through the shim such answers are
- * given in the client without a round trip (interpose/idle.c) as long as nothing could have
+/* idle_answers [--ipc | --deferred | --hold GO1 GO2 | --copy GO1 GO2]: queries and synchronisations
+ * of what is already idle, and what must make them answer otherwise. Through the shim such answers
+ * are given in the client without a round trip (interpose/idle.c) as long as nothing could have
  * changed them; every answer here must be the driver's.
  *
  *   (no flag)   a stream's query and synchronisation after its synchronisation, again and
  *               again; a long kernel launched after that (NOT_READY, and the synchronisation
  *               waits for it); cuCtxSynchronize likewise; an event recorded again behind a
- *               long kernel; work on another stream; the legacy and the per-thread default
- *               streams, from two threads; destroyed streams and events and new ones; four
+ *               long kernel; work on another stream; copies that return complete (into
+ *               pageable memory, synchronous ones) and one that does not; the legacy and the
+ * per-thread default streams, from two threads; destroyed streams and events and new ones; four
  *               threads polling streams of their own at once.
  *   --ipc       an interprocess event recorded again by the other process (the owner, then
  *               the opener) behind a long kernel: NOT_READY in the process that had found it
@@ -16,6 +17,9 @@
  *               another device's context: natively refused at once, through the shim
  *               refused by the server and reported at the next synchronisation, which must
  *               report it even when a query had found the stream idle just before.
+ *   --copy GO1 GO2  for tests/idle.sh: a copy into pageable memory makes its stream's
+ *               answers known; after the file GO1 they are asked 1000 times (no round trip);
+ *               it exits after GO2.
  *   --hold      for tests/idle.sh: makes every kind of idle answer known, prints "ready",
  *               waits for the file GO1, asks them all 1000 times (no round trip through the
  *               shim: the script checks the server saw no request), prints "queried", waits
@@ -181,6 +185,66 @@ static void other_stream(CUstream s, CUstream s2, CUdeviceptr flag, CUdeviceptr 
     REQUIRE(read_u32(flag) == 7, "the synchronisation returned before the long kernel ended");
     t_ok("an idle stream's synchronisation: a busy one still NOT_READY");
     CHECK(cuEventDestroy(e));
+}
+
+/* A copy that returns complete (into pageable memory, or a synchronous one) is its stream's
+ * synchronisation; through the shim it leaves the stream known idle, and work sent after it,
+ * on that stream or another, is not. */
+static void after_copy(CUstream s, CUstream s2, CUdeviceptr flag, CUdeviceptr flag2)
+{
+    uint32_t v = 0;
+    set_u32(flag, 0);
+    delay_set(s, flag, 30, LONG_NS);
+    CHECK(cuMemcpyDtoHAsync(&v, flag, 4, s));
+    REQUIRE(v == 30, "a copy into pageable memory returned before the kernel ahead of it ended");
+    for (int i = 0; i < 100; i++) {
+        EXPECT(cuStreamQuery(s), CUDA_SUCCESS);
+        EXPECT(cuStreamSynchronize(s), CUDA_SUCCESS);
+    }
+    delay_set(s, flag, 31, LONG_NS);
+    EXPECT(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    CHECK(cuStreamSynchronize(s));
+    REQUIRE(read_u32(flag) == 31, "the synchronisation returned before the long kernel ended");
+    t_ok("after a copy into pageable memory: its stream idle; a kernel after it NOT_READY");
+
+    set_u32(flag2, 0);
+    delay_set(s2, flag2, 32, LONG_NS);
+    CHECK(cuMemcpyDtoHAsync(&v, flag, 4, s));
+    EXPECT(cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT(cuStreamQuery(s2), CUDA_ERROR_NOT_READY);
+    CHECK(cuStreamSynchronize(s2));
+    REQUIRE(read_u32(flag2) == 32, "the synchronisation returned before the long kernel ended");
+    t_ok("a copy on one stream: another stream's long kernel still NOT_READY");
+
+    /* The legacy stream, by a synchronous copy, into pageable and into pinned memory. */
+    uint32_t *pinned;
+    CHECK(cuMemAllocHost((void **)&pinned, 4));
+    CUdeviceptr flags[2] = {flag, flag2};
+    for (int k = 0; k < 2; k++) {
+        uint32_t *to = k ? pinned : &v;
+        set_u32(flags[k], 0);
+        delay_set(NULL, flags[k], 33 + k, LONG_NS);
+        CHECK(cuMemcpyDtoH(to, flags[k], 4));
+        REQUIRE(*to == 33u + k, "a synchronous copy returned before the kernel ahead of it ended");
+        EXPECT(cuStreamQuery(NULL), CUDA_SUCCESS);
+        EXPECT(cuStreamSynchronize(CU_STREAM_LEGACY), CUDA_SUCCESS);
+        delay_set(NULL, flags[k], 35 + k, LONG_NS);
+        EXPECT(cuStreamQuery(CU_STREAM_LEGACY), CUDA_ERROR_NOT_READY);
+        CHECK(cuStreamSynchronize(NULL));
+        REQUIRE(read_u32(flags[k]) == 35u + k,
+                "the synchronisation returned before the kernel ended");
+    }
+    CHECK(cuMemFreeHost(pinned));
+    t_ok("after a synchronous copy on the legacy stream (pageable, pinned): idle, then "
+         "NOT_READY behind a new kernel");
+
+    /* A copy from device to device completes nothing the caller waits for. */
+    delay_set(s, flag, 37, LONG_NS);
+    CHECK(cuMemcpyDtoDAsync(flag2, flag, 4, s));
+    EXPECT(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    CHECK(cuStreamSynchronize(s));
+    REQUIRE(read_u32(flag2) == 37, "the device copy did not follow the kernel");
+    t_ok("an asynchronous device copy behind a long kernel: NOT_READY");
 }
 
 /* ------------------------------------------------------------ default streams */
@@ -568,6 +632,22 @@ static void deferred_mode(void)
     EXPECT(cuCtxSynchronize(), CUDA_SUCCESS);
     t_ok("an error deferred after an idle synchronisation: reported by the next one");
 
+    /* After a copy into pageable memory found the stream idle; and by such a copy. */
+    CUdeviceptr m;
+    uint32_t v = 0;
+    CHECK(cuMemAlloc(&m, 4));
+    CHECK(cuMemcpyDtoHAsync(&v, m, 4, s0));
+    EXPECT(cuStreamSynchronize(s0), CUDA_SUCCESS);
+    EXPECT(cuEventRecord(e0, s1), CUDA_SUCCESS);
+    EXPECT_ERR(cuStreamSynchronize(s0));
+    EXPECT(cuStreamSynchronize(s0), CUDA_SUCCESS);
+    EXPECT(cuEventRecord(e0, s1), CUDA_SUCCESS);
+    EXPECT_ERR(cuMemcpyDtoHAsync(&v, m, 4, s0));
+    EXPECT(cuStreamSynchronize(s0), CUDA_SUCCESS);
+    CHECK(cuMemFree(m));
+    t_ok("an error deferred after a copy into pageable memory: reported by the next "
+         "synchronisation, or by such a copy");
+
     CHECK(cuEventDestroy(e0));
     CHECK(cuStreamDestroy(s0));
     CHECK(cuCtxSetCurrent(c1));
@@ -625,12 +705,40 @@ static void hold_mode(const char *go1, const char *go2)
     exit(0);
 }
 
+/* --copy GO1 GO2: a copy into pageable memory makes its stream's answers known; after GO1
+ * they are asked 1000 times each (tests/idle.sh: the server must see none of them); the
+ * process stays until GO2, for the script to count. */
+static void copy_hold_mode(const char *go1, const char *go2)
+{
+    setup();
+    CUstream s;
+    CUdeviceptr flag;
+    uint32_t v = 0;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemAlloc(&flag, 4));
+    delay_set(s, flag, 1, 1 * MS);
+    CHECK(cuMemcpyDtoHAsync(&v, flag, 4, s));
+    REQUIRE(v == 1, "the copy returned before the kernel ahead of it ended");
+    printf("ready\n");
+    fflush(stdout);
+    wait_file(go1);
+    for (int i = 0; i < 1000; i++) {
+        CHECK(cuStreamSynchronize(s));
+        CHECK(cuStreamQuery(s));
+    }
+    printf("queried\n");
+    fflush(stdout);
+    wait_file(go2);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     t_init("idle_answers", 120);
     if (t_has_flag(argc, argv, "--ipc")) ipc_mode();
     if (t_has_flag(argc, argv, "--deferred")) deferred_mode();
     if (argc == 4 && strcmp(argv[1], "--hold") == 0) hold_mode(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "--copy") == 0) copy_hold_mode(argv[2], argv[3]);
     setup();
     CUstream s, s2;
     CUdeviceptr flag, flag2;
@@ -645,6 +753,7 @@ int main(int argc, char **argv)
     ctx_sync(s, flag);
     events(s, s2, flag, flag2);
     other_stream(s, s2, flag, flag2);
+    after_copy(s, s2, flag, flag2);
     default_streams(flag);
     destroyed(s, flag);
     threads_at_once();
