@@ -2,6 +2,14 @@
 #include "channel/prof.h"
 
 #include <stdio.h>
+#include <time.h>
+
+uint64_t chan_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #ifdef MPSSHIM_PROFILE
 _Atomic uint64_t chan_prof[CHAN_PROF_N];

@@ -40,4 +40,7 @@ static inline void chan_prof_add(enum chan_prof_counter k, uint64_t v)
  * 3 (120.0 ms)"); "" in a build without profiling. */
 void chan_prof_format(char *buf, size_t len);
 
+/* The calling thread's CPU time, ns (profiles only: a system call on some kernels). */
+uint64_t chan_thread_cpu_ns(void);
+
 #endif

@@ -9,6 +9,8 @@
 #include "server/code/launch.h"
 #include "server/code/seqgraph.h"
 #include "server/core/queue.h"
+#include "server/core/clients.h"
+#include "channel/prof.h"
 
 #include <string.h>
 
@@ -70,9 +72,19 @@ CUresult srv_launch_plain(struct srv_client *c, struct srv_stream *s, uint64_t f
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)p, CU_LAUNCH_PARAM_BUFFER_SIZE, &psize,
                      CU_LAUNCH_PARAM_END};
     CUstream st = srv_stream_prepare(c, s);
+    uint64_t t0 = 0, c0 = 0;
+    if (CHAN_PROFILING && c->prof) {
+        t0 = chan_now_ns();
+        c0 = chan_thread_cpu_ns();
+    }
     CUresult res =
         DRV(cuLaunchKernel)((CUfunction)(uintptr_t)func, grid[0], grid[1], grid[2], block[0],
                             block[1], block[2], smem, st, NULL, psize ? extra : NULL);
+    if (CHAN_PROFILING && c->prof) {
+        c->prof->launch_cpu_ns += chan_thread_cpu_ns() - c0;
+        c->prof->launch_ns += chan_now_ns() - t0;
+        c->prof->launches++;
+    }
     if (res == CUDA_SUCCESS) launched(c, s, psize);
     return res;
 }

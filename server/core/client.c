@@ -413,10 +413,15 @@ static void *client_main(void *arg)
         srv_log("Client process %d disconnected", (int)c->pid);
         if (CHAN_PROFILING && c->prof) {
             uint64_t wall = chan_now_ns() - c->prof->since_ns;
-            srv_log("Client process %d profile: %llu records, replaying them %.1f ms of its "
-                    "worker's %.1f ms",
+            srv_log("Client process %d profile: %llu records, replaying them %.1f ms (%.1f ms on "
+                    "a CPU) of its worker's %.1f ms (%.1f ms on a CPU); %llu plain launches, "
+                    "%.2f us each in the driver (%.2f us on a CPU)",
                     (int)c->pid, (unsigned long long)c->prof->records, c->prof->replay_ns / 1e6,
-                    wall / 1e6);
+                    c->prof->replay_cpu_ns / 1e6, wall / 1e6, c->prof->cpu_ns / 1e6,
+                    (unsigned long long)c->prof->launches,
+                    c->prof->launches ? c->prof->launch_ns / 1e3 / (double)c->prof->launches : 0,
+                    c->prof->launches ? c->prof->launch_cpu_ns / 1e3 / (double)c->prof->launches
+                                      : 0);
             prof_ops(c);
         }
     } else {

@@ -48,6 +48,12 @@ void srv_clients_watch(void);
 struct srv_prof {
     uint64_t records, replay_ns, since_ns;
     uint64_t *op;
+    /* The worker's CPU time: replaying records, and all told (at its end); its plain
+     * launches' driver calls, wall and CPU time: what the one context's launch path costs
+     * against the time the worker was not on a CPU (bench/README.md, "Where a 16-process
+     * fleet's time goes"). */
+    uint64_t replay_cpu_ns, cpu_ns;
+    uint64_t launches, launch_ns, launch_cpu_ns;
 };
 /* PROFILE=1 builds: the slot of an operation in prof->op (generic calls first, then the
  * protocol's own operations, then one for anything else). */

@@ -183,11 +183,13 @@ void *srv_worker_main(void *arg)
             enum chan_next n = chan_ring_next(&c->ch, c->rec);
             if (n == CHAN_NEXT_NONE) break;
             uint64_t t0 = CHAN_PROFILING ? chan_now_ns() : 0;
+            uint64_t c0 = CHAN_PROFILING && c->prof ? chan_thread_cpu_ns() : 0;
             int bad = n == CHAN_NEXT_BAD || dispatch_settled(c, (struct chan_rec *)c->rec) != 0;
             if (CHAN_PROFILING && c->prof) {
                 uint64_t ns = chan_now_ns() - t0;
                 c->prof->records++;
                 c->prof->replay_ns += ns;
+                c->prof->replay_cpu_ns += chan_thread_cpu_ns() - c0;
                 if (c->prof->op && !bad) {
                     int k = srv_prof_slot(((struct chan_rec *)c->rec)->op);
                     c->prof->op[2 * k]++;
@@ -258,5 +260,6 @@ void *srv_worker_main(void *arg)
         if (!chan_ring_pending(&c->ch) && busy_left >= nap) srv_client_alive(c);
     }
     srv_spin_gone(c);
+    if (CHAN_PROFILING && c->prof) c->prof->cpu_ns = chan_thread_cpu_ns();
     return NULL;
 }
