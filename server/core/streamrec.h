@@ -18,6 +18,7 @@ struct srv_stream {
     int legacy;              /* this is the context's legacy default stream */
     uint16_t thread;         /* per-thread default stream of this client thread, else 0 */
     uint64_t nsubmit;        /* operations enqueued so far */
+    uint64_t submit_ns;      /* when the last one was (chan_now_ns), for waits.c */
     uint64_t seen_by_legacy; /* our nsubmit when the legacy stream last waited for us */
     uint64_t legacy_seen;    /* the legacy stream's nsubmit when we last waited for it */
     CUevent mark;            /* internal event recorded for those waits */

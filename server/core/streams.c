@@ -249,6 +249,7 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
     if (s->mvar_seen != c->mvar_gen) mvar_order(c, s);
     srv_trace_note(c, s); /* a trace learns whose stream this is (trace.c) */
     s->nsubmit++;
+    s->submit_ns = chan_now_ns();
     srv_fault_mark_work(c, s->device);
     return s->real;
 }
@@ -417,8 +418,12 @@ void srv_op_stream_sync(struct srv_client *c, const struct chan_rec *r, uint8_t 
         srv_reply(c, r->lane, DRV(cuStreamSynchronize)(s->real), 0);
         return;
     }
-    /* A sync on the legacy stream covers the blocking streams' earlier work too. */
+    /* A sync on the legacy stream covers the blocking streams' earlier work too. That
+     * ordering is no work of the client's on it: the stream stays as fresh as it was (a
+     * fresh one is not asked whether it is idle, waits.c gpu_reply). */
+    uint64_t fresh = s->submit_ns;
     if (s->legacy) srv_stream_prepare(c, s);
+    s->submit_ns = fresh;
     CUresult res = srv_wait_stream(c, s, r->lane, 0);
     if (res != CUDA_SUCCESS) srv_reply(c, r->lane, res, 0);
 }

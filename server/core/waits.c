@@ -75,10 +75,14 @@ static CUresult block_stream(struct srv_client *c, struct srv_stream *s)
 
 /* MPSSHIM_GPU_REPLIES: 0 turns replies from the GPU off. */
 static int gpu_replies = 1;
+/* MPSSHIM_GPU_REPLY_FRESH_US, in ns: a stream given work this recently is not asked whether
+ * it is idle before a reply from the GPU is queued on it (gpu_reply). */
+static uint64_t fresh_ns;
 
 void srv_waits_init(void)
 {
     gpu_replies = (int)chan_setting_num(CHAN_SET_GPU_REPLIES);
+    fresh_ns = chan_setting_num(CHAN_SET_GPU_REPLY_FRESH_US) * 1000;
 }
 
 static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
@@ -162,8 +166,13 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
         c->deferred != CUDA_SUCCESS || atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
         srv_stream_capturing(c, s) || srv_spin_crowded())
         return 0;
-    /* Nothing left to wait for: answered at once. */
-    if (DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS) {
+    /* Nothing left to wait for: answered at once. Not asked of a stream given work a few
+     * microseconds ago (the launch or copy a round trip waits for; srv_stream_prepare stamps
+     * it), which is still running it: the query (about 0.5 us) would only delay the store
+     * the client spins for (bench/latprobe's relay_server against relay_store; bench/NOTES.md,
+     * "Fresh streams"). Should it be idle after all, the store lands at once anyway. */
+    if ((!fresh_ns || chan_now_ns() - s->submit_ns >= fresh_ns) &&
+        DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS) {
         finish(c, lane, CUDA_SUCCESS, len, 0);
         return 1;
     }
