@@ -24,9 +24,15 @@
  * synchronises itself): whether few threads, each launching for many as a server worker
  * replaying several clients' rings would, launch more than every thread for itself.
  *
+ * --library kernel|function loads the empty kernel with cuLibraryLoadData, as cudart 12+
+ * loads a program's kernels, and launches its CUkernel handle (what mpsshim's server passes
+ * to cuLaunchKernel for such clients) or the CUfunction cuKernelGetFunction gives for the
+ * context: whether the driver's resolution of a CUkernel at each launch costs the one
+ * process's launch path.
+ *
  * usage: onectx THREADS [--work-us W] [--launches K] [--seconds S]
  *               [--sched auto|spin|yield|blocking] [--green] [--overlap-ms M] [--launchers L]
- *               [--graph]
+ *               [--graph] [--library kernel|function]
  * Defaults: 100 us, 8 launches, 1 s, the driver's own scheduling (auto), the primary
  * context's streams, no overlap check. Not part of bench/run.sh: a diagnosis
  * (bench/README.md, "One context's ceiling"). */
@@ -35,6 +41,7 @@
 
 #include "bench/common.h"
 
+#include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -51,6 +58,7 @@ static CUfunction empty, spin;
 static unsigned long long work_us = 100, launches = 8, overlap_ms;
 static uint64_t window_ns = 1000000000ull;
 static int green, graph;
+static const char *library; /* --library: "kernel" or "function"; NULL: a module's function */
 static unsigned long long nlaunchers;
 static _Atomic int stop_launchers;
 static pthread_barrier_t start, again;
@@ -106,7 +114,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: onectx THREADS [--work-us W] [--launches K] [--seconds S] "
                     "[--sched auto|spin|yield|blocking] [--green] [--overlap-ms M] "
-                    "[--launchers L] [--graph]\n");
+                    "[--launchers L] [--graph] [--library kernel|function]\n");
     exit(2);
 }
 
@@ -212,6 +220,10 @@ int main(int argc, char **argv)
             overlap_ms = bench_num_arg(argc, argv, i++, 1, 10000, usage);
         else if (strcmp(argv[i], "--launchers") == 0)
             nlaunchers = bench_num_arg(argc, argv, i++, 1, 64, usage);
+        else if (strcmp(argv[i], "--library") == 0 && i + 1 < argc)
+            library = !strcmp(argv[++i], "kernel")   ? "kernel"
+                      : !strcmp(argv[i], "function") ? "function"
+                                                     : (usage(), NULL);
         else
             usage();
     }
@@ -220,9 +232,24 @@ int main(int argc, char **argv)
     CK(cuDeviceGet(&dev, 0));
     CK(cuDevicePrimaryCtxSetFlags(dev, flags));
     ctx = bench_use_device(0, &dev);
-    CUmodule mod;
-    empty = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", "empty_kernel",
-                                &mod);
+    CUmodule mod = NULL;
+    CUlibrary lib = NULL;
+    if (library) {
+        char path[PATH_MAX + 32];
+        bench_image_path("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", path, sizeof path);
+        char *image = bench_read_file(path);
+        CK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+        free(image);
+        CUkernel k;
+        CK(cuLibraryGetKernel(&k, lib, "empty_kernel"));
+        if (!strcmp(library, "kernel"))
+            empty = (CUfunction)k;
+        else
+            CK(cuKernelGetFunction(&empty, k));
+    } else {
+        empty = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
+                                    "empty_kernel", &mod);
+    }
     CUmodule smod = NULL;
     if (overlap_ms)
         spin = bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", "spin_ns", &smod);
@@ -253,13 +280,14 @@ int main(int argc, char **argv)
         pthread_join(lt[i], NULL);
     const char *where = green ? "green" : "primary";
     printf("metric steps_per_s %.1f steps/s threads=%llu work_us=%llu launches=%llu sched=%s "
-           "streams=%s launchers=%llu graph=%d\n",
+           "streams=%s launchers=%llu graph=%d library=%s\n",
            (double)total * 1e9 / (double)window_ns, threads, work_us, launches, sched, where,
-           nlaunchers, graph);
+           nlaunchers, graph, library ? library : "no");
     if (overlap_ms)
         printf("metric overlap_ms %.2f ms threads=%llu kernel_ms=%llu streams=%s\n",
                (double)(last - overlap_t0) / 1e6, threads, overlap_ms, where);
-    CK(cuModuleUnload(mod));
+    if (mod) CK(cuModuleUnload(mod));
+    if (lib) CK(cuLibraryUnload(lib));
     if (smod) CK(cuModuleUnload(smod));
     return 0;
 }
