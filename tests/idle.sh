@@ -45,53 +45,51 @@ do_quit() {
     WANT=CUDA_ERROR_MPS_SERVER_NOT_READY
 }
 
-# one NAME: the case NAME, on a server of its own.
-one() {
-    local name=$1 dir=$W/$1 client before after old
-    mkdir -p "$dir"
-    use_dir "$dir"
-    "$CTL" -d >"$dir/start.log" 2>&1 || { cat "$dir/start.log"; fail "$name: no server"; }
-    old=$(server_pid)
-    env LD_PRELOAD="$SHIM" "$B/tests/idle_answers" --hold "$dir/go1" "$dir/go2" >"$dir/client.log" 2>&1 &
-    client=$!
-    wait_for 30 grep -q "^ready" "$dir/client.log" || { cat "$dir/client.log"; fail "$name: the client never got ready"; }
-    before=$(served $client)
-    touch "$dir/go1"
-    wait_for 60 grep -q "^queried" "$dir/client.log" || { cat "$dir/client.log"; fail "$name: the client never queried"; }
-    after=$(served $client)
-    echo "$name: requests served before 5000 idle queries and synchronisations: $before, after: $after"
+# asked NAME MODE WHAT: on a server of its own in $W/NAME, an `idle_answers MODE GO1 GO2`
+# client makes its answers known, then asks them (WHAT, for the log); the server must have
+# served no request meanwhile. Sets DIR, CLIENT (still running, waiting for GO2) and OLD (the
+# server's pid).
+asked() {
+    local name=$1 mode=$2 what=$3 before after
+    DIR=$W/$name
+    mkdir -p "$DIR"
+    use_dir "$DIR"
+    "$CTL" -d >"$DIR/start.log" 2>&1 || { cat "$DIR/start.log"; fail "$name: no server"; }
+    OLD=$(server_pid)
+    env LD_PRELOAD="$SHIM" "$B/tests/idle_answers" "$mode" "$DIR/go1" "$DIR/go2" >"$DIR/client.log" 2>&1 &
+    CLIENT=$!
+    wait_for 30 grep -q "^ready" "$DIR/client.log" || { cat "$DIR/client.log"; fail "$name: the client never got ready"; }
+    before=$(served $CLIENT)
+    touch "$DIR/go1"
+    wait_for 60 grep -q "^queried" "$DIR/client.log" || { cat "$DIR/client.log"; fail "$name: the client never queried"; }
+    after=$(served $CLIENT)
+    echo "$name: requests served before $what: $before, after: $after"
     [ -n "$before" ] && [ "$before" = "$after" ] || fail "$name: the server was asked"
-    "do_$name" "$dir" "$client"
-    touch "$dir/go2"
-    wait "$client" || { cat "$dir/client.log"; fail "$name: the client failed"; }
-    grep "^after:" "$dir/client.log"
-    [ "$(grep -c "^after: cu[A-Za-z]* $WANT$" "$dir/client.log")" = 5 ] ||
+}
+
+# one NAME: the case NAME.
+one() {
+    local name=$1
+    asked "$name" --hold "5000 idle queries and synchronisations"
+    "do_$name" "$DIR" "$CLIENT"
+    touch "$DIR/go2"
+    wait "$CLIENT" || { cat "$DIR/client.log"; fail "$name: the client failed"; }
+    grep "^after:" "$DIR/client.log"
+    [ "$(grep -c "^after: cu[A-Za-z]* $WANT$" "$DIR/client.log")" = 5 ] ||
         fail "$name: not every call answered $WANT"
     # After a fault a successor serves the directory, and the faulted server leaves with its
     # last client.
     stop_server 10 >/dev/null 2>&1
-    wait_for 30 gone "$old" || fail "$name: server $old still runs"
+    wait_for 30 gone "$OLD" || fail "$name: server $OLD still runs"
     echo "ok $name"
 }
 
 # copy: a copy into pageable memory answers for its stream as a synchronisation does
 # (idle_answers --copy): the 2000 questions after it must not reach the server either.
 copy_case() {
-    local dir=$W/copy client before after
-    mkdir -p "$dir"
-    use_dir "$dir"
-    "$CTL" -d >"$dir/start.log" 2>&1 || { cat "$dir/start.log"; fail "copy: no server"; }
-    env LD_PRELOAD="$SHIM" "$B/tests/idle_answers" --copy "$dir/go1" "$dir/go2" >"$dir/client.log" 2>&1 &
-    client=$!
-    wait_for 30 grep -q "^ready" "$dir/client.log" || { cat "$dir/client.log"; fail "copy: the client never got ready"; }
-    before=$(served $client)
-    touch "$dir/go1"
-    wait_for 60 grep -q "^queried" "$dir/client.log" || { cat "$dir/client.log"; fail "copy: the client never queried"; }
-    after=$(served $client)
-    touch "$dir/go2"
-    wait "$client" || { cat "$dir/client.log"; fail "copy: the client failed"; }
-    echo "copy: requests served before 2000 questions after a copy into pageable memory: $before, after: $after"
-    [ -n "$before" ] && [ "$before" = "$after" ] || fail "copy: the server was asked"
+    asked copy --copy "2000 questions after a copy into pageable memory"
+    touch "$DIR/go2"
+    wait "$CLIENT" || { cat "$DIR/client.log"; fail "copy: the client failed"; }
     stop_server 10 >/dev/null 2>&1
     echo "ok copy"
 }
