@@ -32,7 +32,12 @@
  * Run it with and without CUDA_DEVICE_MAX_CONNECTIONS=32 (the server's setting) to see what
  * the hardware queues cost. Not a test: it passes or fails nothing.
  *
- * usage: latprobe [--rounds N] [--batches B]   (2000, 5) */
+ * --mib M makes the host buffers M MiB (the copies stay at the start of them): a program's
+ * pinned buffer is often far larger than one copy, and through mpsshim it is a registered
+ * memfd mapping as large as the allocation. --thp asks transparent huge pages for the memfd
+ * mapping (madvise; the kernel's shmem_enabled setting decides).
+ *
+ * usage: latprobe [--rounds N] [--batches B] [--mib M] [--thp]   (2000, 5, 1) */
 #define _GNU_SOURCE
 #include <cuda.h>
 
@@ -49,7 +54,7 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: latprobe [--rounds N] [--batches B]\n");
+    fprintf(stderr, "usage: latprobe [--rounds N] [--batches B] [--mib M] [--thp]\n");
     exit(2);
 }
 
@@ -281,11 +286,17 @@ int main(int argc, char **argv)
 {
     bench_prog = "latprobe";
     unsigned rounds = 2000, batches = 5;
+    size_t mib = 1u << 20;
+    int thp = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--rounds") == 0)
             rounds = (unsigned)bench_num_arg(argc, argv, i++, 20, 1000000, usage);
         else if (strcmp(argv[i], "--batches") == 0)
             batches = (unsigned)bench_num_arg(argc, argv, i++, 1, 99, usage);
+        else if (strcmp(argv[i], "--mib") == 0)
+            mib = (size_t)bench_num_arg(argc, argv, i++, 1, 4096, usage) << 20;
+        else if (strcmp(argv[i], "--thp") == 0)
+            thp = 1;
         else
             usage();
     }
@@ -295,8 +306,10 @@ int main(int argc, char **argv)
     bench_step = "setup";
     p.ctx = bench_use_device(0, &dev);
     const char *conns = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    printf("# latprobe: pid %d, CUDA_DEVICE_MAX_CONNECTIONS=%s, %u rounds x %u batches\n",
-           (int)getpid(), conns ? conns : "(unset)", rounds, batches);
+    printf("# latprobe: pid %d, CUDA_DEVICE_MAX_CONNECTIONS=%s, %u rounds x %u batches, host "
+           "buffers of %zu MiB%s\n",
+           (int)getpid(), conns ? conns : "(unset)", rounds, batches, mib >> 20,
+           thp ? ", huge pages asked for the memfd" : "");
     CUmodule mod;
     p.empty = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
                                   "empty_kernel", &mod);
@@ -305,13 +318,13 @@ int main(int argc, char **argv)
     CK(cuStreamCreateWithPriority(&p.st, CU_STREAM_NON_BLOCKING, lo));
     CK(cuEventCreate(&p.ev, CU_EVENT_DISABLE_TIMING));
 
-    const size_t mib = 1u << 20;
     long page = sysconf(_SC_PAGESIZE);
     int fd = memfd_create("latprobe", 0);
     if (fd < 0 || ftruncate(fd, (off_t)(mib + (size_t)page)) != 0)
         bench_die("no shared memory (%s)", "memfd");
     uint8_t *shm = mmap(NULL, mib + (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (shm == MAP_FAILED) bench_die("no shared memory (%s)", "mmap");
+    if (thp && madvise(shm, mib, MADV_HUGEPAGE) != 0) printf("# madvise(MADV_HUGEPAGE) refused\n");
     memset(shm, 0, mib + (size_t)page);
     CK(cuMemHostRegister(shm, mib + (size_t)page,
                          CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE));
