@@ -328,6 +328,15 @@ else
     record hostfn-gate FAIL "$(grep -m1 '^FAIL' "$WORK/hostfn-gate.out")"
 fi
 
+# Idle answers known in the client (a synchronisation's, and since 2026-11-29 a copy's that
+# returned complete) reach no server, and a fault, terminate_client or a quitting server
+# still changes them (tests/idle.sh, the CI tier's test, on the real driver; own servers).
+if run idle-answers 150 bash "$ROOT/tests/idle.sh" "$B" "$WORK"; then
+    record idle-answers PASS "$(grep -m1 '^copy: requests served' "$WORK/idle-answers.out")"
+else
+    record idle-answers FAIL "$(grep -m1 '^FAIL' "$WORK/idle-answers.out")"
+fi
+
 # A first launch of code loaded at start does not wait for another client's 4-s kernel, and
 # with eager loading off it does (tests/eager.sh; own server).
 if run eager-load 120 bash "$ROOT/tests/eager.sh" "$B" "$WORK"; then
