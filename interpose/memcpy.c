@@ -309,9 +309,9 @@ static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint6
         return host_to_host(&c, &src, &dst, stream);
     if ((r = shim_mvar_work(stream)) != CUDA_SUCCESS) return r;
     int sync = !(cflags & CHAN_CF_ASYNC);
-    /* Any copy may return complete (an asynchronous one into pageable memory too), and so
-     * be its stream's synchronisation: begun as one. */
-    uint64_t gen = shim_mvar_sync_begin();
+    /* A copy that may return complete (a synchronous one, and an asynchronous one into
+     * pageable memory) may be its stream's synchronisation: begun as one. */
+    uint64_t gen = sync || c.dst.kind == CHAN_MEM_STAGED ? shim_mvar_sync_begin() : 0;
     struct shim_idle idle;
     shim_idle_stream_after(&idle, stream);
     r = run(&c, &src, &dst);
