@@ -30,9 +30,11 @@
  * A copy that returns complete answers for its stream as a synchronisation does (memcpy.c):
  * the server replies to it once the stream has run everything up to it, with any deferred
  * error, as it answers a cuStreamSynchronize (server/memory/copy.c answer(), waits.c).
- * PyTorch's `.item()` is such a copy into pageable memory followed by cuStreamSynchronize
- * of the same stream, which then costs no second round trip. Its mark is the count with
- * the copy's own record in it, so that it holds only while the copy is the last record sent
+ * cudaMemcpyAsync into pageable memory followed by a synchronisation of the same stream
+ * (CuPy's get(stream=...), older PyTorch's `.item()`) then costs one round trip, not two.
+ * (PyTorch 2's `.item()` copies into pinned memory: that copy returns at once, and the
+ * synchronisation after it is its one round trip.) Its mark is the count with the copy's
+ * own record in it, so that it holds only while the copy is the last record sent
  * (shim_idle_stream_after). Not the pipelined copies of large pageable buffers, nor
  * cuMemcpy2DUnaligned: the server answers those without the deferred errors.
  *

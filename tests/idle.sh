@@ -11,7 +11,7 @@
 # and each of its five calls must answer the error (the fault's, sticky;
 # CUDA_ERROR_MPS_CLIENT_TERMINATED; CUDA_ERROR_MPS_SERVER_NOT_READY), not the idle answer.
 # Last, a copy into pageable memory makes its stream's answers known in the same way
-# (idle_answers --copy: what PyTorch's `.item()` does before it synchronises).
+# (idle_answers --copy: what CuPy's get(stream=...) does before it synchronises).
 # usage: idle.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
