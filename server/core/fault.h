@@ -23,11 +23,12 @@ CUresult srv_fault_gate(struct srv_client *c, int dev);
 int srv_fault_dead(const struct srv_client *c, int dev);
 /* 1 once any device faulted in this server (get_server_status says FAULT). */
 int srv_fault_any(void);
-/* Marks the client's work on dev (srv_stream_prepare): who had work when a fault came. */
-static inline void srv_fault_mark_work(struct srv_client *c, int dev)
+/* Marks the client's work on dev at now (chan_now_ns; srv_stream_prepare): who had work
+ * when a fault came. */
+static inline void srv_fault_mark_work(struct srv_client *c, int dev, uint64_t now)
 {
     if (dev >= 0 && dev < CHAN_MAX_DEVICES)
-        atomic_store_explicit(&c->stats.enqueued_ns[dev], chan_now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&c->stats.enqueued_ns[dev], now, memory_order_relaxed);
 }
 
 /* A device's fault state (fault.c). A sticky error kills the shared context: its clients

@@ -249,8 +249,8 @@ CUstream srv_stream_prepare(struct srv_client *c, struct srv_stream *s)
     if (s->mvar_seen != c->mvar_gen) mvar_order(c, s);
     srv_trace_note(c, s); /* a trace learns whose stream this is (trace.c) */
     s->nsubmit++;
-    s->submit_ns = chan_now_ns();
-    srv_fault_mark_work(c, s->device);
+    s->submit_ns = chan_now_ns(); /* one clock read for both (every launch comes here) */
+    srv_fault_mark_work(c, s->device, s->submit_ns);
     return s->real;
 }
 
