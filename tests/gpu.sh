@@ -55,6 +55,15 @@ run() {
     return $rc
 }
 
+# script_row NAME SECS SCRIPT PATTERN: tests/SCRIPT BUILD WORKDIR (a test of its own) as the
+# row NAME: its first line matching PATTERN when it passed, its first FAIL line when not.
+script_row() {
+    if run "$1" "$2" bash "$ROOT/tests/$3" "$B" "$WORK"; then
+        record "$1" PASS "$(grep -m1 -- "$4" "$WORK/$1.out")"
+    else
+        record "$1" FAIL "$(grep -m1 FAIL "$WORK/$1.out")"
+    fi
+}
 ctl() { printf '%s\n' "$@" | "$CTL"; }
 mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
 
@@ -304,38 +313,22 @@ fi
 # A client killed while its stream waits on a value in its device memory, while other
 # clients' cuMemFree (the driver's), cuMemHostUnregister and cuMemFreeHost wait for the
 # whole device: all end, the killed one is released (tests/waitvalue_twin.sh; own server).
-if run waitvalue-twin 150 bash "$ROOT/tests/waitvalue_twin.sh" "$B" "$WORK"; then
-    record waitvalue-twin PASS "$(grep -m1 'ended .* after the kill' "$WORK/waitvalue-twin.out")"
-else
-    record waitvalue-twin FAIL "$(grep -m1 '^FAIL' "$WORK/waitvalue-twin.out")"
-fi
+script_row waitvalue-twin 150 waitvalue_twin.sh 'ended .* after the kill'
 
 # A client's module load while another client's stream is held on a value in its device
 # memory waits in the server, the other clients' launches go on, and the holder's kill lets
 # the load through (tests/codegate.sh; own server).
-if run codegate 150 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"; then
-    record codegate PASS "$(grep -m1 'went on .* after the kill' "$WORK/codegate.out")"
-else
-    record codegate FAIL "$(grep -m1 '^FAIL' "$WORK/codegate.out")"
-fi
+script_row codegate 150 codegate.sh 'went on .* after the kill'
 
 # A client's cuMemHostUnregister while another's stream is held on a host function whose
 # page fault that client's worker must serve: the call waits in the server and both go on
 # (tests/hostfn_gate.sh; own server).
-if run hostfn-gate 120 bash "$ROOT/tests/hostfn_gate.sh" "$B" "$WORK"; then
-    record hostfn-gate PASS "$(grep -m1 '^PASS' "$WORK/hostfn-gate.out")"
-else
-    record hostfn-gate FAIL "$(grep -m1 '^FAIL' "$WORK/hostfn-gate.out")"
-fi
+script_row hostfn-gate 120 hostfn_gate.sh '^PASS'
 
 # Idle answers known in the client (a synchronisation's, and since 2026-11-29 a copy's that
 # returned complete) reach no server, and a fault, terminate_client or a quitting server
 # still changes them (tests/idle.sh, the CI tier's test, on the real driver; own servers).
-if run idle-answers 150 bash "$ROOT/tests/idle.sh" "$B" "$WORK"; then
-    record idle-answers PASS "$(grep -m1 '^copy: requests served' "$WORK/idle-answers.out")"
-else
-    record idle-answers FAIL "$(grep -m1 '^FAIL' "$WORK/idle-answers.out")"
-fi
+script_row idle-answers 150 idle.sh '^copy: requests served'
 
 # A first launch of code loaded at start does not wait for another client's 4-s kernel, and
 # with eager loading off it does (tests/eager.sh; own server).
@@ -346,11 +339,7 @@ else
 fi
 # Repeated launch sequences replayed as graphs on the real driver, results unchanged
 # (tests/launchseq.sh; own servers).
-if run launch-graphs 120 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"; then
-    record launch-graphs PASS "$(grep -m1 'LAUNCH_GRAPHS=1' "$WORK/launch-graphs.out")"
-else
-    record launch-graphs FAIL "$(grep -m1 'FAIL' "$WORK/launch-graphs.out")"
-fi
+script_row launch-graphs 120 launchseq.sh 'LAUNCH_GRAPHS=1'
 
 # Limits and counts of a process across its connections: memory, pinned memory, records,
 # context limits, IPC opens (tests/accounts.sh; own server).
@@ -362,19 +351,11 @@ fi
 
 # A batch of 1000 copies and a 3D batch of 300 are one request each to the server, the
 # driver's own batch call behind the first (tests/copybatch.sh; own server).
-if run copybatch 60 bash "$ROOT/tests/copybatch.sh" "$B" "$WORK"; then
-    record copybatch PASS "$(grep -m1 'requests served across one batch' "$WORK/copybatch.out")"
-else
-    record copybatch FAIL "$(grep -m1 'FAIL' "$WORK/copybatch.out")"
-fi
+script_row copybatch 60 copybatch.sh 'requests served across one batch'
 
 # Clients killed while their managed memory moves, a managed_migrate bystander passing, the
 # server holding nothing of them after (tests/managed_kill.sh; own server).
-if run managed-kill 120 bash "$ROOT/tests/managed_kill.sh" "$B" "$WORK"; then
-    record managed-kill PASS "$(grep -m1 'bystander: ' "$WORK/managed-kill.out")"
-else
-    record managed-kill FAIL "$(grep -m1 'FAIL' "$WORK/managed-kill.out")"
-fi
+script_row managed-kill 120 managed_kill.sh 'bystander: '
 
 # ---------------------------------------------------------------- limits (issue 5)
 # A memory limit refuses the limited client beyond it while an unlimited one allocates
