@@ -18,16 +18,30 @@ for graphs in 1 0; do
     # A library's kernels (CUkernel handles, named so in the graph's nodes).
     shim "$B/tests/launchseq" --library >"$W/lib.out" 2>&1 ||
         fail "launchseq --library (graphs $graphs): $(tail -n 2 "$W/lib.out")"
+    # Steps longer than a sequence held whole, alone in a client of their own: their parts.
+    LD_PRELOAD="$SHIM" "$B/tests/launchseq" --long >"$W/long.out" 2>&1 &
+    long=$!
+    wait "$long" || fail "launchseq --long (graphs $graphs): $(tail -n 2 "$W/long.out")"
     wait_for 20 no_clients || fail "the client was not released"
     stop_server 10 || fail "the server did not quit"
-    n=$(grep -ao "[0-9]* launch sequences replayed as graphs" "$W/log/server.log" | awk '{print $1}' | sort -n | head -n 1)
+    n=$(grep -a "Client process [0-9]*: [0-9]* launch sequences" "$W/log/server.log" |
+        grep -v "process $long:" | grep -ao "[0-9]* launch sequences replayed as graphs" |
+        awk '{print $1}' | sort -n | head -n 1)
+    # The long steps: 60 of 3 parts each, every part a graph from the fourth step on.
+    nl=$(grep -a "Client process $long: " "$W/log/server.log" |
+        grep -ao "[0-9]* launch sequences replayed as graphs" | awk '{print $1}')
+    cut=$(grep -a "Client process $long: " "$W/log/server.log" |
+        grep -ao "[0-9]* runs cut into parts" | awk '{print $1}')
+    echo "MPSSHIM_LAUNCH_GRAPHS=$graphs, long steps: ${nl:-0} parts replayed as graphs, ${cut:-0} runs cut"
     echo "MPSSHIM_LAUNCH_GRAPHS=$graphs: ${n:-0} sequences replayed as graphs"
     if [ "$graphs" = 1 ]; then
         [ "${n:-0}" -gt 100 ] ||
             fail "the repeated steps were not replayed as graphs (${n:-0}, the fewer of 2 clients)"
         grep -a "stays launched one by one" "$W/log/server.log" && fail "a sequence's graph was refused"
+        [ "${nl:-0}" -ge 30 ] ||
+            fail "the long steps' parts were not replayed as graphs (${nl:-0} of about 170)"
     else
-        [ -z "$n" ] || fail "sequences replayed with MPSSHIM_LAUNCH_GRAPHS=0"
+        [ -z "$n$nl" ] || fail "sequences replayed with MPSSHIM_LAUNCH_GRAPHS=0"
     fi
 done
 [ $rc = 0 ] && echo "PASS repeated launch sequences replayed as graphs, results unchanged"

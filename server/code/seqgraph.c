@@ -34,6 +34,14 @@
  *    kernel attributes, cache and shared-memory configuration, context limits, unloads)
  *    drop every slot of the client; a stream's slots go with it, a device's with its
  *    context in a fault (forgotten there: the context is gone).
+ *  - long runs in parts: a run is kept in parts of at most SEQ_MAX launches (and SEQ_PARAMS
+ *    bytes), cut where a part is full, each part a sequence of its own. Why: a solver's or an
+ *    MPI rank's iteration is often a hundred launches or more between two synchronisations
+ *    (bench/mpi_steps: 100), too many to hold whole before the GPU may start on them; in
+ *    parts, the GPU waits for at most SEQ_MAX launches' arrival, and the parts of a long run
+ *    repeated become graphs as short runs do. A hold that ends before its slot is whole (the
+ *    run's last, shorter part was held as the start of a full one) goes as the graph of the
+ *    slot that is exactly the held launches, where there is one.
  * Errors: a graph's launch that fails issues the launches one by one, whose errors are the
  * client's as before (deferred to its next synchronisation). */
 #include "server/core/server.h"
@@ -109,6 +117,7 @@ struct srv_seqs {
      * go unmatched or by their grace. */
     uint64_t n_short, n_long, n_plainless, n_mismatch, n_grace, n_graphs, n_new;
     uint64_t n_updates, n_toomany; /* nodes given new values; replays with too many to give */
+    uint64_t n_cut;                /* runs cut where a part was full (long runs in parts) */
     uint64_t n_barred;
     uint64_t attr_ids; /* bit i: a launch had attribute i */
     uint32_t said;     /* a graph could not be made: logged once */
@@ -183,12 +192,6 @@ static void arrived(struct seq *q, uint64_t now)
 {
     if (q->last_ns && now - q->last_ns > q->gap_ns) q->gap_ns = now - q->last_ns;
     q->last_ns = now;
-}
-
-/* Appends launch i of sequence from to q. */
-static void append_from(struct seq *q, const struct seq *from, uint32_t i)
-{
-    append(q, from->s, from->l[i], from->params + from->l[i].poff);
 }
 
 /* 1 when launch l has the shape of launch i of sequence q: function, grid, block, dynamic
@@ -341,6 +344,26 @@ static void end_run(struct srv_client *c, struct srv_seqs *q)
     run->n = 0;
 }
 
+/* Launch l (parameters p) on s joins the client's run; a run that is full (SEQ_MAX launches
+ * or SEQ_PARAMS bytes), or followed only to its end, ends there first: long runs are kept in
+ * parts (above). */
+static void run_add(struct srv_client *c, struct srv_seqs *q, struct srv_stream *s,
+                    struct seq_launch l, const uint8_t *p)
+{
+    struct seq *run = &q->run;
+    if (run->n && (run->off || run->n >= SEQ_MAX || l.plen > SEQ_PARAMS - run->pbytes)) {
+        q->n_cut += !run->off;
+        end_run(c, q);
+    }
+    append(run, s, l, p);
+}
+
+/* Launch i of held sequence h joins the run (issued one by one, or replayed). */
+static void run_add_held(struct srv_client *c, struct srv_seqs *q, const struct seq *h, uint32_t i)
+{
+    run_add(c, q, h->s, h->l[i], h->params + h->l[i].poff);
+}
+
 /* A hold of slot t ended unreplayed: SEQ_FAILS in a row bar it. */
 static void failed(struct srv_seqs *q, struct slot *t)
 {
@@ -357,7 +380,7 @@ static void release_held(struct srv_client *c, struct srv_seqs *q)
     struct seq *h = &q->held;
     for (uint32_t i = 0; i < h->n; i++) {
         issue_one(c, h, i);
-        append_from(&q->run, h, i);
+        run_add_held(c, q, h, i);
     }
     if (q->match >= 0) failed(q, &q->slot[q->match]);
     h->n = 0;
@@ -416,9 +439,29 @@ static void replay(struct srv_client *c, struct srv_seqs *q, struct slot *t)
     q->replays++;
     q->replayed += h->n;
     for (uint32_t i = 0; i < h->n; i++) /* the run goes on as if issued one by one */
-        append_from(&q->run, h, i);
+        run_add_held(c, q, h, i);
     h->n = 0;
     q->match = -1;
+}
+
+/* The hold ends before slot[match] is whole (a launch of another shape, another record, its
+ * grace): the held launches go as the graph of a slot that is exactly them (a long run's last
+ * part, held as the start of a full part), else one by one. */
+static void let_go(struct srv_client *c, struct srv_seqs *q)
+{
+    const struct seq *h = &q->held;
+    for (int i = 0; i < SEQ_SLOTS; i++) {
+        struct slot *t = &q->slot[i];
+        if (i == q->match || !t->exec || t->q.s != h->s || t->q.n != h->n) continue;
+        uint32_t k = 0;
+        while (k < h->n && same_shape(&t->q, k, &h->l[k]))
+            k++;
+        if (k == h->n) {
+            replay(c, q, t);
+            return;
+        }
+    }
+    release_held(c, q);
 }
 
 /* The slot with a graph on s whose first launch is m, the most recently seen; -1 if none. */
@@ -459,7 +502,7 @@ int srv_seq_launch(struct srv_client *c, struct srv_stream *s, const struct chan
             return 1;
         }
         q->n_mismatch++;
-        release_held(c, q);
+        let_go(c, q);
     }
     if (q->run.n && q->run.s != s) end_run(c, q); /* a run is of one stream */
     int k = starting_with(q, s, &l);
@@ -474,7 +517,7 @@ void srv_seq_issued(struct srv_client *c, struct srv_stream *s, const struct cha
                     int kernel, const uint8_t *p, uint32_t psize)
 {
     if (!c->seqs) return;
-    append(&c->seqs->run, s, key_of(m, kernel, psize), p);
+    run_add(c, c->seqs, s, key_of(m, kernel, psize), p);
     arrived(&c->seqs->run, chan_now_ns());
 }
 
@@ -504,7 +547,7 @@ void srv_seq_boundary(struct srv_client *c, uint32_t op)
 {
     struct srv_seqs *q = c->seqs;
     if (!q) return;
-    if (q->held.n) release_held(c, q);
+    if (q->held.n) let_go(c, q);
     end_run(c, q);
     if (changes_kernels(op))
         for (int i = 0; i < SEQ_SLOTS; i++)
@@ -521,7 +564,7 @@ int srv_seq_idle(struct srv_client *c, uint64_t now)
         return 1;
     }
     q->n_grace++;
-    release_held(c, q);
+    let_go(c, q);
     return 0;
 }
 
@@ -558,12 +601,13 @@ static void log_seqs(const struct srv_client *c, const struct srv_seqs *q)
     typedef unsigned long long ull;
     srv_log("Client process %d: %llu launch sequences replayed as graphs (%llu launches, "
             "%llu graphs made, %llu runs new, %llu nodes updated, %llu replays that would "
-            "have updated too many, %llu sequences barred); runs unkept: %llu of one launch, "
-            "%llu too long, %llu ended by a launch with attributes (ids %#llx); held launches "
-            "let go: %llu unmatched, %llu by their grace",
+            "have updated too many, %llu sequences barred, %llu runs cut into parts); runs "
+            "unkept: %llu of one launch, %llu too long, %llu ended by a launch with attributes "
+            "(ids %#llx); held launches let go: %llu unmatched, %llu by their grace",
             (int)c->pid, (ull)q->replays, (ull)q->replayed, (ull)q->n_graphs, (ull)q->n_new,
-            (ull)q->n_updates, (ull)q->n_toomany, (ull)q->n_barred, (ull)q->n_short, (ull)q->n_long,
-            (ull)q->n_plainless, (ull)q->attr_ids, (ull)q->n_mismatch, (ull)q->n_grace);
+            (ull)q->n_updates, (ull)q->n_toomany, (ull)q->n_barred, (ull)q->n_cut, (ull)q->n_short,
+            (ull)q->n_long, (ull)q->n_plainless, (ull)q->attr_ids, (ull)q->n_mismatch,
+            (ull)q->n_grace);
 }
 
 static void seq_client_fini(struct srv_client *c)

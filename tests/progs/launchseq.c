@@ -5,7 +5,8 @@
  * waits for without any call. Through mpsshim the repeats are replayed as graphs
  * (server/code/seqgraph.c), held launches included; the output must be native's.
  * launchseq --library: the same with the kernels of a library (CUkernel handles launched as
- * functions, as cudart launches PyTorch's). */
+ * functions, as cudart launches PyTorch's). launchseq --long [--library]: only the steps
+ * longer than a sequence the server holds whole. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -74,6 +75,34 @@ static int loop(CUstream s, CUdeviceptr p, int x, int vary, const char *what)
     need_all(s, p, x, what);
     t_ok("%s: %d steps, every result right", what, STEPS);
     return x;
+}
+
+/* A long step: LONG_PAIRS x (x+1, 3x+k), 90 launches between two synchronisations (an MPI
+ * rank's iteration), more than the server holds whole: it keeps such a run in parts
+ * (seqgraph.c), whose first two have the same shape and other values (a graph's nodes
+ * updated at every replay), the last a shorter shape of its own (a hold let go at the
+ * read-back, as that part's graph). Affine steps of different k do not commute: parts run
+ * out of order, or with another part's values, give another x. */
+#define LONG_PAIRS 45
+#define LONG_STEPS 60
+static void long_steps(CUstream s, CUdeviceptr p)
+{
+    unsigned x = 0;
+    CHECK(cuMemsetD32(p, 0, N));
+    CHECK(cuCtxSynchronize());
+    for (int i = 0; i < LONG_STEPS; i++) {
+        for (int k = 0; k < LONG_PAIRS; k++) {
+            launch_inc(s, p);
+            launch_muladd(s, p, 3, k);
+            x = (x + 1) * 3u + (unsigned)k;
+        }
+        unsigned v;
+        CHECK(cuMemcpyDtoHAsync(&v, p, sizeof(v), s));
+        CHECK(cuStreamSynchronize(s));
+        REQUIRE(v == x, "long steps: step %d read %u, want %u", i, v, x);
+    }
+    need_all(s, p, (int)x, "long steps");
+    t_ok("long steps: %d steps of %d launches, every result right", LONG_STEPS, 2 * LONG_PAIRS);
 }
 
 /* Two streams each repeating their step, interleaved: the sequences are one stream's each. */
@@ -187,11 +216,16 @@ int main(int argc, char **argv)
     CHECK(cuMemsetD32(p1, 0, N));
     CHECK(cuCtxSynchronize());
 
-    int x = loop(s1, p1, 0, 0, "the same step");
-    x = loop(s1, p1, x, 1, "a step that changes every 7th time");
-    x = attribute_between(s1, p1, x);
-    two_streams(s1, p1, s2, p2);
-    host_waits(s1, p1);
+    if (t_has_flag(argc, argv, "--long")) {
+        long_steps(s1, p1); /* alone: the server's log then counts its parts' replays */
+    } else {
+        int x = loop(s1, p1, 0, 0, "the same step");
+        x = loop(s1, p1, x, 1, "a step that changes every 7th time");
+        x = attribute_between(s1, p1, x);
+        long_steps(s1, p1);
+        two_streams(s1, p1, s2, p2);
+        host_waits(s1, p1);
+    }
 
     CHECK(cuMemFree(p1));
     CHECK(cuMemFree(p2));
