@@ -23,15 +23,16 @@ server_objects() { ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr 
 # use_dir DIR: DIR/pipe and DIR/log are the pipe and log directories from here on.
 use_dir() { export MPSSHIM_PIPE_DIRECTORY=$1/pipe MPSSHIM_LOG_DIRECTORY=$1/log; }
 
-# own_dir DIR: a test script's own server lives in DIR (made; use_dir); W is DIR, rc is 0.
+# own_dir DIR: a test script's own server lives in DIR (made; use_dir); W is DIR. rc, the
+# script's status, is 0 until a fail: a script of several own_dir sections keeps the failure
+# of an earlier one (own_dir once set rc to 0 again, and a later section's pass hid it).
 # fail MSG...: prints "FAIL: MSG" and sets rc to 1 (a script that stops at its first failure
 # defines its own after sourcing this file).
+rc=${rc:-0}
 own_dir() {
     W=$1
     mkdir -p "$W"
     use_dir "$W"
-    # shellcheck disable=SC2034 # the sourcing script's
-    rc=0
 }
 fail() {
     echo "FAIL: $*"
