@@ -54,5 +54,6 @@ CUresult SHIM_IMPL(cuCtxGetLimit)(size_t *pvalue, CUlimit limit)
 CUresult SHIM_IMPL(cuCtxSetLimit)(CUlimit limit, size_t value)
 {
     struct chan_limit m = {.set = 1, .limit = (uint32_t)limit, .value = value};
+    shim_hostfn_settle(); /* setting a limit waits for every stream (hostfn.c) */
     return limit_call(&m);
 }

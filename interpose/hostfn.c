@@ -7,6 +7,7 @@
 #include "interpose/shim.h"
 
 #include <string.h>
+#include <time.h>
 
 struct pending {
     int kind; /* 1: host function, 2: stream callback */
@@ -22,6 +23,11 @@ static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pending pending[CHAN_CB_SLOTS];
 static uint32_t last_seq;
 static int thread_started;
+/* Host functions and callbacks sent and not yet returned (changed under cb_lock when sent,
+ * by the callback thread when one returns): the common case, none, costs
+ * shim_hostfn_settle one load. */
+static _Atomic uint32_t outstanding;
+static __thread int on_callback_thread; /* a call made in a host function waits for none */
 
 static void *callback_thread(void *arg)
 {
@@ -30,6 +36,7 @@ static void *callback_thread(void *arg)
     uint32_t head = atomic_load(&cb->fired_head);
     struct chan_wait w = shim_waiter;
     w.spin_ns = 20 * 1000;
+    on_callback_thread = 1;
     shim_mig_hostfn_thread();
     for (;;) {
         if (chan_wait_for(&cb->fired_tail, head + 1, &cb->fired_waiters, &w) != 0)
@@ -58,6 +65,7 @@ static void *callback_thread(void *arg)
         shim_mig_hostfn_done(); /* its writes to managed memory first (migrate.c) */
         /* Release: whatever the function wrote is visible before the stream goes on. */
         atomic_store_explicit(&cb->done[seq % CHAN_CB_SLOTS], seq, memory_order_release);
+        if (p.kind) atomic_fetch_sub(&outstanding, 1);
     }
 }
 
@@ -142,10 +150,65 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
     r = shim_req_begin(&q, CHAN_OP_HOST_FUNC, sizeof(m), 0, 0);
     if (r == CUDA_SUCCESS) {
         memcpy(q.payload, &m, sizeof(m));
+        atomic_fetch_add(&outstanding, 1); /* before it can return */
         shim_req_send(&q);
+    } else {
+        /* Never sent: never to run. Its slot says so, for shim_hostfn_settle (and for the
+         * reuse check above, 65536 host functions on). */
+        pending[seq % CHAN_CB_SLOTS].kind = 0;
+        atomic_store(&shim_conn.ch.callbacks->done[seq % CHAN_CB_SLOTS], seq);
     }
     pthread_mutex_unlock(&cb_lock);
     return r;
+}
+
+/* Calls that wait for every stream of the context (unregistering or freeing host memory,
+ * loading code, setting a context limit) first wait here, in the calling thread, for this
+ * process's host functions and stream callbacks sent before them.
+ *
+ * Why: such a call waits in the server, outside the driver, until no client's stream is held
+ * on something only a client can end, this process's host functions included
+ * (server/code/codegate.c); and it waits there in this process's own server worker. A host
+ * function that touches managed memory has its page fault served by that worker
+ * (interpose/pager.c), queued behind the call: neither would ever end (docs/apis.md). Natively
+ * the call waits for the host function too, so waiting for it here first changes no result,
+ * and meanwhile the worker is free to serve its touches.
+ *
+ * Bounded: it stops waiting when the server is gone or has marked this client dead (a host
+ * function of a context that died is never run), and the call then answers as it would. A
+ * call made inside a host function (CUDA forbids it) does not wait: it would wait for itself.
+ * Not covered: graph host nodes (a graph's launch may run them any number of times, none
+ * counted here), which may still meet the hang documented in docs/apis.md. */
+void shim_hostfn_settle(void)
+{
+    if (!atomic_load(&outstanding) || on_callback_thread) return;
+    struct chan_callbacks *cb = shim_conn.ch.callbacks;
+    pthread_mutex_lock(&cb_lock);
+    uint32_t last = last_seq;
+    pthread_mutex_unlock(&cb_lock);
+    /* The oldest one still to return among the last CHAN_CB_SLOTS handed out (every seq
+     * handed out is sent, or marked done when it could not be; a slot is reused only once its
+     * host function returned: enqueue's check); 0 when none. */
+    uint32_t oldest = 0;
+    for (uint32_t k = 0; k < CHAN_CB_SLOTS && k < last; k++) {
+        uint32_t seq = last - k;
+        if (seq &&
+            atomic_load_explicit(&cb->done[seq % CHAN_CB_SLOTS], memory_order_acquire) != seq)
+            oldest = seq;
+    }
+    if (!oldest) return;
+    unsigned us = 20;
+    for (uint32_t seq = oldest;
+         (int32_t)(last - seq) >= 0 && shim_conn_up() && shim_server_alive(NULL);) {
+        if (!seq ||
+            atomic_load_explicit(&cb->done[seq % CHAN_CB_SLOTS], memory_order_acquire) == seq) {
+            seq++;
+            continue;
+        }
+        struct timespec ts = {0, (long)us * 1000};
+        nanosleep(&ts, NULL);
+        us = us * 2 > 1000 ? 1000 : us * 2;
+    }
 }
 
 CUresult SHIM_IMPL(cuLaunchHostFunc)(CUstream hStream, CUhostFn fn, void *userData)

@@ -324,8 +324,10 @@ static CUresult mem_free_before(const void *const *argv)
     CUdeviceptr p = *(const CUdeviceptr *)argv[0];
     struct shim_range rg;
     freeing.base = 0;
-    if (p && shim_range_find(p, 1, &rg) == 0 && rg.base == p && rg.kind == SHIM_HT_MEM_MANAGED)
+    if (p && shim_range_find(p, 1, &rg) == 0 && rg.base == p && rg.kind == SHIM_HT_MEM_MANAGED) {
         freeing = rg;
+        shim_hostfn_settle(); /* its host view's unregistration waits for every stream */
+    }
     return shim_capture_unsafe();
 }
 

@@ -124,6 +124,7 @@ static CUresult load(unsigned kind, const void *image, struct jit *j, void **val
         j->opt[j->n].option = CU_JIT_WALL_TIME;
         j->opt[j->n++].value = 0;
     }
+    shim_hostfn_settle(); /* loading code waits for every stream (hostfn.c says why first) */
     /* The blob and the load request must be consecutive: another thread's load would
      * otherwise interleave its blob. */
     static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -342,6 +342,9 @@ extern __thread int shim_ring_held __attribute__((tls_model("initial-exec")));
 /* hostfn.c: its thread starts; a host function returned (what it wrote is pushed first). */
 void shim_mig_hostfn_thread(void);
 void shim_mig_hostfn_done(void);
+/* hostfn.c: waits until this process's host functions and stream callbacks sent so far have
+ * returned (or the server is gone): before a call that waits for every stream. */
+void shim_hostfn_settle(void);
 
 /* ---------------------------------------------------------------- mvars.c */
 

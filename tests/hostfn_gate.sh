@@ -14,6 +14,8 @@
 # driver the unregistration waits for the whole context (MPSSHIM_CPUDRV_FREE_WAITS=1) and
 # stream creation waits meanwhile (MPSSHIM_CPUDRV_CREATE_WAITS=1), as the H200's did; on a
 # GPU the real driver stands behind the server.
+# Then the same process's own unregistration and module load while its host function is
+# still to run (hostfn_fault --own): each waits for the host function, which goes on.
 # Then (CPU test driver only) the bound: with MPSSHIM_RELEASE_TIMEOUT=1, a client killed
 # while a tests/hostfn_stuck client's host function never returns is released all the same:
 # its release's unregistrations wait 1 s for the gate, then go on, said in the log (on a GPU
@@ -54,6 +56,23 @@ grep -q "Client process $U: unregistering host memory on device 0 waits until no
     fail "the unregistration did not wait in the server (nothing tested)"
 done_server
 [ $rc = 0 ] && echo "ok a host function's page fault served while another client's unregistration waited for every stream"
+
+# The same process's own call that waits for every stream, made while its host function is
+# still to run: an unregistration, a module load. The call must wait for the host function
+# (as natively) without holding the worker its touch needs (interpose/hostfn.c,
+# shim_hostfn_settle): before, both stopped for good.
+own_dir "$2/hostfn-gate-own"
+MPSSHIM_CPUDRV_FREE_WAITS=1 MPSSHIM_CPUDRV_CREATE_WAITS=1 "$CTL" -d || exit 1
+S=$(server_pid)
+for call in unregister load; do
+    timeout -k 5 30 env LD_PRELOAD="$SHIM" "$B/tests/hostfn_fault" 1000 --own "$call" \
+        >"$W/own-$call.out" 2>&1
+    st=$?
+    [ "$st" = 0 ] || fail "hostfn_fault --own $call (status $st; 124: it never ended):" \
+        "$(grep -m1 FAIL "$W/own-$call.out" || tail -n 1 "$W/own-$call.out")"
+done
+done_server
+[ $rc = 0 ] && echo "ok a host function's page fault served while its own process's unregistration and module load waited for it"
 
 if [ "$GPU" = 0 ]; then
     own_dir "$2/hostfn-gate-bound"

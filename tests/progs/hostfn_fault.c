@@ -1,21 +1,28 @@
-/* hostfn_fault [DELAY_MS]: a host function whose touch of managed memory needs this client's
- * own server worker, while another client's call waits for every stream of the shared
- * context (tests/hostfn_gate.sh). A kernel writes 41 into a managed allocation after
- * DELAY_MS (default 2000); a host function queued behind it on the same stream reads that
- * and writes 777 beside it; once both are queued it prints "held", waits 300 ms, prefetches
- * the allocation to the host on the NULL stream (through the shim: a pull after all of the
- * client's work, the first, for which the server makes a stream of its own), synchronises
- * and checks what everyone saw.
+/* hostfn_fault [DELAY_MS] [--own unregister|load]: a host function whose touch of managed
+ * memory needs this client's own server worker, while another client's call waits for every
+ * stream of the shared context (tests/hostfn_gate.sh). A kernel writes 41 into a managed allocation
+ * after DELAY_MS (default 2000); a host function queued behind it on the same stream reads that and
+ * writes 777 beside it; once both are queued it prints "held", waits 300 ms, prefetches the
+ * allocation to the host on the NULL stream (through the shim: a pull after all of the client's
+ * work, the first, for which the server makes a stream of its own), synchronises and checks what
+ * everyone saw.
  *
  * Through mpsshim, the host function's page fault is served by the client's worker: were the
  * other client's call (unregistering host memory, say) let into the driver while this
  * client's stream is held on its host function, it would wait there for that stream, the
  * worker would be held behind it making the stream, and neither would ever go on (found by
- * tests/managed_kill.sh on an H200). */
+ * tests/managed_kill.sh on an H200).
+ *
+ * --own: the call that waits for every stream is this process's own, made while its host
+ * function is still to run: cuMemHostUnregister of a buffer it registered at start, or a
+ * module load (`load`) in place of the prefetch. Natively the call waits for the host
+ * function, which goes on; through mpsshim the call must not take the worker the host
+ * function's touch needs (interpose/hostfn.c, shim_hostfn_settle). */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define host(p) ((unsigned *)(uintptr_t)(p)) /* managed memory's host view: the same address */
@@ -36,7 +43,10 @@ int main(int argc, char **argv)
 {
     t_init("hostfn_fault", 60);
     unsigned long long delay_ms = argc > 1 ? strtoull(argv[1], NULL, 10) : 2000;
-    REQUIRE(delay_ms >= 1 && delay_ms <= 20000, "usage: hostfn_fault [DELAY_MS]");
+    const char *own = argc > 3 && strcmp(argv[2], "--own") == 0 ? argv[3] : NULL;
+    REQUIRE(delay_ms >= 1 && delay_ms <= 20000 && (argc <= 2 || own) &&
+                (!own || !strcmp(own, "unregister") || !strcmp(own, "load")),
+            "usage: hostfn_fault [DELAY_MS] [--own unregister|load]");
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
@@ -47,6 +57,10 @@ int main(int argc, char **argv)
     CHECK(cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL));
     CHECK(cuStreamAttachMemAsync(s, m, 0, CU_MEM_ATTACH_SINGLE));
     CHECK(cuStreamSynchronize(s));
+    static unsigned char reg[65536] __attribute__((aligned(4096)));
+    if (own && !strcmp(own, "unregister")) CHECK(cuMemHostRegister(reg, sizeof(reg), 0));
+    size_t ptx_len = 0;
+    void *ptx = own && !strcmp(own, "load") ? t_read_kernel_file("kernels.ptx", &ptx_len) : NULL;
     host(m)[0] = 40;
     host(m)[1] = 1;
     struct seen sn = {host(m), 0};
@@ -58,14 +72,26 @@ int main(int argc, char **argv)
     printf("held\n");
     fflush(stdout);
     usleep(300 * 1000);
-    CUmemLocation to_host = {.type = CU_MEM_LOCATION_TYPE_HOST};
-    CHECK(cuMemPrefetchAsync_v2(m, 4096, to_host, 0, NULL));
+    if (own && !strcmp(own, "unregister")) {
+        CHECK(cuMemHostUnregister(reg));
+    } else if (own) {
+        CUmodule again;
+        CHECK(cuModuleLoadData(&again, ptx));
+        CHECK(cuModuleUnload(again));
+        free(ptx);
+    } else {
+        CUmemLocation to_host = {.type = CU_MEM_LOCATION_TYPE_HOST};
+        CHECK(cuMemPrefetchAsync_v2(m, 4096, to_host, 0, NULL));
+    }
     CHECK(cuStreamSynchronize(s));
     CHECK(cuStreamSynchronize(NULL));
     REQUIRE(sn.got == 41 && host(m)[0] == 41 && host(m)[1] == 777,
             "the host function saw %u; then %u %u", sn.got, host(m)[0], host(m)[1]);
-    t_ok("a host function's page fault was served while another client's call waited for "
-         "every stream");
+    if (own)
+        t_ok("a host function's page fault was served while this process's %s waited for it", own);
+    else
+        t_ok("a host function's page fault was served while another client's call waited for "
+             "every stream");
     CHECK(cuMemFree(m));
     CHECK(cuStreamDestroy(s));
     t_pass();
