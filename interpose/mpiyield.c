@@ -13,13 +13,28 @@
  *
  * How: before main (and so before MPI_Init reads its parameters), a process that Open MPI's
  * launcher or a PMIx/PMI launcher started as a rank gets OMPI_MCA_mpi_yield_when_idle=1 in
- * its environment, unless the variable is set already (the user's choice wins) or
- * MPSSHIM_MPI_YIELD=0. A rank's yield costs a system call per idle poll when nothing else
- * wants the CPU. Other MPIs do not read the variable; nothing else is changed. */
+ * its environment, unless the variable is set already (the user's choice wins),
+ * MPSSHIM_MPI_YIELD=0, or the shim was loaded after the process started threads. A rank's
+ * yield costs a system call per idle poll when nothing else wants the CPU. Other MPIs do not
+ * read the variable; nothing else is changed. */
 #include "interpose/shim.h"
 #include "channel/settings.h"
 
+#include <dirent.h>
 #include <stdlib.h>
+
+/* 1 when this process has one thread: setenv is then safe (another thread's getenv may read
+ * the environment while setenv changes it). */
+static int one_thread(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && n < 2;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n == 1;
+}
 
 __attribute__((constructor)) static void mpi_ranks_yield(void)
 {
@@ -28,6 +43,10 @@ __attribute__((constructor)) static void mpi_ranks_yield(void)
     int on = (int)chan_setting_num(CHAN_SET_MPI_YIELD); /* read always: a bad value is said */
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK")) return;
     if (!on || getenv("OMPI_MCA_mpi_yield_when_idle")) return;
-    /* Before main: no other thread of the program reads the environment yet. */
+    /* Preloaded, this runs before main, on the only thread. Loaded later (found as
+     * libcuda.so.1 and opened by the CUDA runtime, perhaps after MPI_Init has started MPI's
+     * own threads), it changes nothing: the variable would come too late, and setenv beside
+     * another thread's getenv is not safe. */
+    if (!one_thread()) return;
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
 }

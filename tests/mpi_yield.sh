@@ -28,6 +28,22 @@ case_is 1 PMI_RANK=3
 case_is 0 OMPI_COMM_WORLD_SIZE=4 OMPI_MCA_mpi_yield_when_idle=0
 case_is "" OMPI_COMM_WORLD_SIZE=4 MPSSHIM_MPI_YIELD=0
 case_is ""
+# Loaded late, into a process with threads running (as the CUDA runtime may open the shim as
+# libcuda.so.1 after MPI_Init started MPI's threads): nothing set (setenv beside another
+# thread's getenv is not safe, and the variable would come too late anyway).
+late=$(env -u OMPI_MCA_mpi_yield_when_idle OMPI_COMM_WORLD_SIZE=4 python3 -c '
+import ctypes, sys, threading, time
+t = threading.Thread(target=time.sleep, args=(2,)); t.start()
+ctypes.CDLL(sys.argv[1])
+libc = ctypes.CDLL(None); libc.getenv.restype = ctypes.c_char_p
+v = libc.getenv(b"OMPI_MCA_mpi_yield_when_idle"); print(v.decode() if v else "")
+t.join()' "$SHIM" 2>&1)
+if [ -z "$late" ]; then
+    echo "ok: loaded after a thread started -> ''"
+else
+    echo "FAIL: loaded after a thread started: '$late'"
+    rc=1
+fi
 # Without the shim nothing is set (the variable comes from the shim, not from the test).
 got=$(env -u OMPI_MCA_mpi_yield_when_idle OMPI_COMM_WORLD_SIZE=4 printenv OMPI_MCA_mpi_yield_when_idle)
 [ -z "$got" ] || { echo "FAIL: set without the shim: '$got'"; rc=1; }
