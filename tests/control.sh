@@ -11,15 +11,8 @@ W=$(mktemp -d /tmp/mpsshim-control.XXXXXX)
 export MPSSHIM_AUTOSTART=0
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY MPSSHIM_ACTIVE_THREAD_PERCENTAGE \
     MPSSHIM_PINNED_DEVICE_MEM_LIMIT MPSSHIM_CLIENT_PRIORITY MPSSHIM_MAX_CLIENTS
-FAILED=0
-PIDS=()
-
-ok() { echo "ok $1"; }
-bad() { echo "FAIL $1: $2"; FAILED=1; }
-# check NAME GOT WANT: exact comparison of a command's answer
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got [$2], want [$3]"; fi; }
-# has NAME TEXT EREGEX: some line of TEXT matches
-has() { if printf '%s\n' "$2" | grep -Eq -- "$3"; then ok "$1"; else bad "$1" "no line matching /$3/ in [$2]"; fi; }
+# shellcheck source=tests/checks.sh
+. "$(dirname "$0")/checks.sh"
 # exits NAME WANT CMD...: CMD's exit status is WANT (its output is not looked at)
 exits() {
     local name=$1 want=$2 rc
@@ -28,25 +21,6 @@ exits() {
     rc=$?
     if [ "$rc" = "$want" ]; then ok "$name"; else bad "$name" "exit $rc, want $want"; fi
 }
-# until_true CMD...: polls CMD for up to 30 s
-until_true() { wait_for 30 "$@"; }
-# spawn VAR LOG [NAME=VALUE...] CMD...: CMD through the shim, in the background with the
-# variables given, its output in LOG; VAR is its pid (the client's own: env execs it), which
-# cleanup ends.
-spawn() {
-    local var=$1 log=$2
-    shift 2
-    env LD_PRELOAD="$SHIM" "$@" >"$log" 2>&1 &
-    printf -v "$var" %s "$!"
-    PIDS+=("$!")
-}
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for d in "$W"/*/pipe; do MPSSHIM_PIPE_DIRECTORY=$d "$CTL" >/dev/null 2>&1 <<<quit; done
-    [ "$FAILED" = 0 ] && rm -rf "$W"
-}
-trap cleanup EXIT
 
 LOGRE='^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} '
 

@@ -21,29 +21,8 @@ export MPSSHIM_AUTOSTART=0
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY MPSSHIM_ACTIVE_THREAD_PERCENTAGE \
     MPSSHIM_PINNED_DEVICE_MEM_LIMIT MPSSHIM_CLIENT_PRIORITY MPSSHIM_MAX_CLIENTS \
     MPSSHIM_CONTROL_IDLE MPSSHIM_RECYCLE_IDLE
-FAILED=0
-PIDS=()
-
-ok() { echo "ok $1"; }
-bad() { echo "FAIL $1: $2"; FAILED=1; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1" "got [$2], want [$3]"; fi; }
-has() { if printf '%s\n' "$2" | grep -Eq -- "$3"; then ok "$1"; else bad "$1" "no line matching /$3/ in [$2]"; fi; }
-until_true() { wait_for 30 "$@"; }
-# spawn VAR LOG [NAME=VALUE...] CMD...: CMD through the shim, in the background; VAR is its
-# pid, which cleanup ends.
-spawn() {
-    local var=$1 log=$2
-    shift 2
-    env LD_PRELOAD="$SHIM" "$@" >"$log" 2>&1 &
-    printf -v "$var" %s "$!"
-    PIDS+=("$!")
-}
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for d in "$W"/*/pipe; do MPSSHIM_PIPE_DIRECTORY=$d "$CTL" >/dev/null 2>&1 <<<quit; done
-    [ "$FAILED" = 0 ] && rm -rf "$W"
-}
-trap cleanup EXIT
+# shellcheck source=tests/checks.sh
+. "$(dirname "$0")/checks.sh"
 
 # hold_control SOCKET READY STOP N [COMMAND]: opens N control connections (sending COMMAND
 # on each first, and reading its answer, when given), touches READY, and holds them silent
