@@ -66,17 +66,17 @@
 #define SEQ_SEEN 3             /* seen whole this often, a sequence gets its graph */
 /* Holding launches delays the GPU's start on them until the sequence is whole, which is
  * only worth it for a burst: a sequence gets a graph only when, in at least one of its
- * sightings, no two of its launches came more than SEQ_BURST_NS apart (a driver-API loop's
+ * sightings, no two of its launches came more than burst_ns apart (a driver-API loop's
  * come microseconds apart; an interpreter's, tens: holding those delays the GPU more than
- * the graph saves, bench/README.md). Held launches wait SEQ_GRACE_NS for the next one (the
- * worker spins), or SEQ_GRACE_CROWDED_NS while the server is crowded (spin.c), when a
+ * the graph saves, bench/README.md). Held launches wait burst_ns for the next one (the
+ * worker spins), or SEQ_CROWDED times that while the server is crowded (spin.c), when a
  * client is often descheduled mid-burst: the worker then gives its CPU away between looks
- * (sched_yield), perhaps to that client. A sequence whose holds end unreplayed SEQ_FAILS
+ * (sched_yield), perhaps to that client. burst_ns is MPSSHIM_LAUNCH_GRAPH_GAP_US (20 us by
+ * default); the tests raise it, so that a client descheduled on a loaded machine of two
+ * CPUs still counts as a burst and the rest of the mechanism is what they check. A sequence whose holds end unreplayed SEQ_FAILS
  * times in a row (their grace ran out, or too many values changed) is barred: its graph
  * goes, and it is never made another while its slot lasts. */
-#define SEQ_BURST_NS (20u * 1000)
-#define SEQ_GRACE_NS (20u * 1000)
-#define SEQ_GRACE_CROWDED_NS (200u * 1000)
+#define SEQ_CROWDED 10
 #define SEQ_FAILS 4
 
 struct seq_launch {
@@ -99,7 +99,7 @@ struct seq {
 struct slot {
     struct seq q;         /* q.n == 0: free; q.params: the values its graph's nodes hold now */
     uint32_t seen, fails; /* fails: holds in a row that ended unreplayed */
-    uint32_t barred;      /* never a graph again (SEQ_BURST_NS says when) */
+    uint32_t barred;      /* never a graph again (burst_ns says when) */
     uint64_t used;        /* tick of its last sighting: the least recent slot is taken */
     uint64_t gap_ns;      /* the least, over its sightings, of the longest gap in one */
     CUgraph graph;        /* kept: its nodes name what an update of the exec changes */
@@ -125,10 +125,12 @@ struct srv_seqs {
 };
 
 static int enabled = 1;
+static uint64_t burst_ns = 20u * 1000;
 
 void srv_seq_init(void)
 {
     enabled = (int)chan_setting_num(CHAN_SET_LAUNCH_GRAPHS);
+    burst_ns = chan_setting_num(CHAN_SET_LAUNCH_GRAPH_GAP_US) * 1000;
 }
 
 static uint64_t mix(uint64_t h, const void *p, size_t n)
@@ -327,7 +329,7 @@ static void end_run(struct srv_client *c, struct srv_seqs *q)
     if (!t->exec) /* the graph is made with the latest values */
         memcpy(t->q.params, run->params, run->pbytes);
     if (run->gap_ns < t->gap_ns) t->gap_ns = run->gap_ns;
-    if (++t->seen >= SEQ_SEEN && !t->exec && !t->barred && t->gap_ns > SEQ_BURST_NS) {
+    if (++t->seen >= SEQ_SEEN && !t->exec && !t->barred && t->gap_ns > burst_ns) {
         t->barred = 1; /* not a burst: holding it would delay the GPU */
         q->n_barred++;
     }
@@ -559,7 +561,7 @@ int srv_seq_idle(struct srv_client *c, uint64_t now)
     struct srv_seqs *q = c->seqs;
     if (!q || !q->held.n) return 0;
     int crowded = srv_spin_crowded();
-    if (now - q->held.last_ns < (crowded ? SEQ_GRACE_CROWDED_NS : SEQ_GRACE_NS)) {
+    if (now - q->held.last_ns < (crowded ? SEQ_CROWDED * burst_ns : burst_ns)) {
         if (crowded) sched_yield();
         return 1;
     }
