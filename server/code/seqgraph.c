@@ -73,9 +73,9 @@
  * client is often descheduled mid-burst: the worker then gives its CPU away between looks
  * (sched_yield), perhaps to that client. burst_ns is MPSSHIM_LAUNCH_GRAPH_GAP_US (20 us by
  * default); the tests raise it, so that a client descheduled on a loaded machine of two
- * CPUs still counts as a burst and the rest of the mechanism is what they check. A sequence whose holds end unreplayed SEQ_FAILS
- * times in a row (their grace ran out, or too many values changed) is barred: its graph
- * goes, and it is never made another while its slot lasts. */
+ * CPUs still counts as a burst and the rest of the mechanism is what they check. A sequence whose
+ * holds end unreplayed SEQ_FAILS times in a row (their grace ran out, or too many values changed)
+ * is barred: its graph goes, and it is never made another while its slot lasts. */
 #define SEQ_CROWDED 10
 #define SEQ_FAILS 4
 
