@@ -19,6 +19,14 @@
  * of kernels as a graph (one driver call in place of K) gets past the one process's
  * launch ceiling.
  *
+ * --param launches fill_u32 (a pointer, a value, a count: one thread writes the step's number
+ * into 4 bytes of the thread's own) instead of the empty kernel, so that each step's launches
+ * carry values that change; with --graph, --update U gives U of a step's K nodes their new
+ * values (cuGraphExecKernelNodeSetParams) before each cuGraphLaunch: whether a graph whose
+ * nodes must be updated at every replay (server/code/seqgraph.c refuses a replay when more
+ * than half its nodes differ, on the assumption that an update costs what a launch does)
+ * still gets past the ceiling.
+ *
  * --launchers L hands each thread's launches and read-back to one of L launcher threads
  * (thread i to launcher i % L, through a word; the thread sleeps until they are issued, then
  * synchronises itself): whether few threads, each launching for many as a server worker
@@ -32,7 +40,7 @@
  *
  * usage: onectx THREADS [--work-us W] [--launches K] [--seconds S]
  *               [--sched auto|spin|yield|blocking] [--green] [--overlap-ms M] [--launchers L]
- *               [--graph] [--library kernel|function]
+ *               [--graph [--update U]] [--param] [--library kernel|function]
  * Defaults: 100 us, 8 launches, 1 s, the driver's own scheduling (auto), the primary
  * context's streams, no overlap check. Not part of bench/run.sh: a diagnosis
  * (bench/README.md, "One context's ceiling"). */
@@ -54,10 +62,11 @@
 
 static CUcontext ctx;
 static CUdevice dev;
-static CUfunction empty, spin;
+static CUfunction empty, fill, spin;
 static unsigned long long work_us = 100, launches = 8, overlap_ms;
 static uint64_t window_ns = 1000000000ull;
-static int green, graph;
+static int green, graph, param;
+static unsigned long long nupdate; /* --update: nodes given new values before each replay */
 static const char *library; /* --library: "kernel" or "function"; NULL: a module's function */
 static unsigned long long nlaunchers;
 static _Atomic int stop_launchers;
@@ -74,19 +83,55 @@ struct thread {
     CUdeviceptr d;
     uint32_t v;
     CUgraphExec exec; /* --graph: the step's launches */
+    CUgraph g;        /* its graph and nodes, which --update names */
+    CUgraphNode *node;
+    unsigned value; /* --param: the value the step's launches write */
     _Atomic int job;
 };
 static struct thread *ts;
 static unsigned long long nthreads;
 
+/* Launch k of a step on t's stream: the empty kernel, or (--param) fill_u32 writing the
+ * step's value into the thread's 4 bytes. */
+static void launch_one(struct thread *t)
+{
+    if (!param) {
+        CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, t->s, NULL, NULL));
+        return;
+    }
+    unsigned long long n = 1;
+    void *args[] = {&t->d, &t->value, &n};
+    CK(cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, t->s, args, NULL));
+}
+
+/* --update: the first U nodes of t's graph given the step's value. */
+static void update_nodes(struct thread *t)
+{
+    unsigned long long n = 1;
+    void *args[] = {&t->d, &t->value, &n};
+    CUDA_KERNEL_NODE_PARAMS k = {.func = fill,
+                                 .gridDimX = 1,
+                                 .gridDimY = 1,
+                                 .gridDimZ = 1,
+                                 .blockDimX = 32,
+                                 .blockDimY = 1,
+                                 .blockDimZ = 1,
+                                 .kernelParams = args};
+    for (unsigned long long i = 0; i < nupdate; i++)
+        CK(cuGraphExecKernelNodeSetParams(t->exec, t->node[i], &k));
+}
+
 /* A step's launches and its 4-byte read-back on t's stream. */
 static void issue(struct thread *t)
 {
-    if (t->exec)
+    t->value++;
+    if (t->exec) {
+        update_nodes(t);
         CK(cuGraphLaunch(t->exec, t->s));
-    else
+    } else {
         for (unsigned long long k = 0; k < launches; k++)
-            CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, t->s, NULL, NULL));
+            launch_one(t);
+    }
     CK(cuMemcpyDtoHAsync(&t->v, t->d, sizeof(t->v), t->s));
 }
 
@@ -114,7 +159,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: onectx THREADS [--work-us W] [--launches K] [--seconds S] "
                     "[--sched auto|spin|yield|blocking] [--green] [--overlap-ms M] "
-                    "[--launchers L] [--graph] [--library kernel|function]\n");
+                    "[--launchers L] [--graph [--update U]] [--param] "
+                    "[--library kernel|function]\n");
     exit(2);
 }
 
@@ -145,16 +191,23 @@ static void *run(void *arg)
     t->s = s;
     CK(cuMemAlloc(&t->d, 4));
     if (graph && launches) {
-        CUgraph steps;
         CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
         for (unsigned long long k = 0; k < launches; k++)
-            CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
-        CK(cuStreamEndCapture(s, &steps));
-        CK(cuGraphInstantiateWithFlags(&t->exec, steps, 0));
-        CK(cuGraphDestroy(steps));
+            launch_one(t);
+        CK(cuStreamEndCapture(s, &t->g));
+        CK(cuGraphInstantiateWithFlags(&t->exec, t->g, 0));
+        size_t n = (size_t)launches;
+        t->node = calloc(n, sizeof(*t->node));
+        if (!t->node) bench_die("%s", "out of memory");
+        CK(cuGraphGetNodes(t->g, t->node, &n));
+        if (n != launches) bench_die("%s", "the captured graph has not one node per launch");
     }
     issue(t);
     CK(cuStreamSynchronize(s));
+    /* --param: the read-back is the step's value where every launch was given it (one by
+     * one, or all nodes updated); a graph's stale nodes write the value captured. */
+    int known = param && launches && (!t->exec || nupdate == launches);
+    if (known && t->v != t->value) bench_die("%s", "fill_u32 wrote a wrong value");
     pthread_barrier_wait(&start);
     uint64_t end = bench_now_ns() + window_ns, n = 0;
     while (bench_now_ns() < end) {
@@ -172,6 +225,7 @@ static void *run(void *arg)
             atomic_store_explicit(&t->job, 0, memory_order_relaxed);
         }
         CK(cuStreamSynchronize(s));
+        if (known && t->v != t->value) bench_die("%s", "an updated graph wrote a stale value");
         n++;
     }
     t->steps = n;
@@ -185,6 +239,8 @@ static void *run(void *arg)
         t->overlap_end = bench_now_ns();
     }
     if (t->exec) CK(cuGraphExecDestroy(t->exec));
+    if (t->g) CK(cuGraphDestroy(t->g));
+    free(t->node);
     CK(cuMemFree(t->d));
     CK(cuStreamDestroy(s));
     if (g) CK(cuGreenCtxDestroy(g));
@@ -216,6 +272,10 @@ int main(int argc, char **argv)
             green = 1;
         else if (strcmp(argv[i], "--graph") == 0)
             graph = 1;
+        else if (strcmp(argv[i], "--param") == 0)
+            param = 1;
+        else if (strcmp(argv[i], "--update") == 0)
+            nupdate = bench_num_arg(argc, argv, i++, 0, 100000, usage);
         else if (strcmp(argv[i], "--overlap-ms") == 0)
             overlap_ms = bench_num_arg(argc, argv, i++, 1, 10000, usage);
         else if (strcmp(argv[i], "--launchers") == 0)
@@ -227,6 +287,7 @@ int main(int argc, char **argv)
         else
             usage();
     }
+    if (nupdate && (!graph || !param || nupdate > launches)) usage();
     bench_step = "setup";
     CK(cuInit(0));
     CK(cuDeviceGet(&dev, 0));
@@ -250,6 +311,10 @@ int main(int argc, char **argv)
         empty = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx",
                                     "empty_kernel", &mod);
     }
+    CUmodule fmod = NULL;
+    if (param)
+        fill = bench_load_function("MPSSHIM_TEST_KERNELS", "../tests/", "kernels.ptx", "fill_u32",
+                                   &fmod);
     CUmodule smod = NULL;
     if (overlap_ms)
         spin = bench_load_function("MPSSHIM_BENCH_KERNELS", "", "spin.ptx", "spin_ns", &smod);
@@ -280,14 +345,15 @@ int main(int argc, char **argv)
         pthread_join(lt[i], NULL);
     const char *where = green ? "green" : "primary";
     printf("metric steps_per_s %.1f steps/s threads=%llu work_us=%llu launches=%llu sched=%s "
-           "streams=%s launchers=%llu graph=%d library=%s\n",
+           "streams=%s launchers=%llu graph=%d library=%s param=%d update=%llu\n",
            (double)total * 1e9 / (double)window_ns, threads, work_us, launches, sched, where,
-           nlaunchers, graph, library ? library : "no");
+           nlaunchers, graph, library ? library : "no", param, nupdate);
     if (overlap_ms)
         printf("metric overlap_ms %.2f ms threads=%llu kernel_ms=%llu streams=%s\n",
                (double)(last - overlap_t0) / 1e6, threads, overlap_ms, where);
     if (mod) CK(cuModuleUnload(mod));
     if (lib) CK(cuLibraryUnload(lib));
     if (smod) CK(cuModuleUnload(smod));
+    if (fmod) CK(cuModuleUnload(fmod));
     return 0;
 }

@@ -516,6 +516,9 @@ run_test eager-load 90 bash "$ROOT/tests/eager.sh" "$B" "$WORK"
 # the results of launches one by one, held launches let go by themselves; off with
 # MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
 run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
+# bench/onectx's modes (a diagnosis for the GPU, run by nothing else) still run and write what
+# they should, directly and through the shim (graph nodes updated at every step). Own server.
+run_test onectx-modes 90 bash "$ROOT/tests/onectx.sh" "$B" "$WORK"
 # An MPI rank through the shim gets OMPI_MCA_mpi_yield_when_idle=1 unless set or turned off
 # (interpose/mpiyield.c); other processes are left alone. No server.
 run_test mpi-yield 30 bash "$ROOT/tests/mpi_yield.sh" "$B"
