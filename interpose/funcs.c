@@ -16,7 +16,8 @@ struct shim_func {
     int32_t max_threads;
     int32_t static_smem;
     _Atomic int32_t max_dynamic_smem;
-    uint32_t (*layout)[2]; /* {offset, size} per parameter */
+    _Atomic uint64_t used_on; /* bit d: launched or made a node on device d (first_use) */
+    uint32_t (*layout)[2];    /* {offset, size} per parameter */
     UT_hash_handle hh;
 };
 
@@ -155,6 +156,19 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
         if (now < 0 || smem > (unsigned)now) return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
+}
+
+/* Once per device, settled only while host functions are outstanding: the bit is set after
+ * the wait, so a racing second first use waits as well (it may be the one the server loads
+ * for). A device past 63 settles every time. */
+void shim_func_first_use(const struct shim_func *f)
+{
+    struct shim_func *m = (struct shim_func *)f; /* used_on is the one field written */
+    int dev = shim_current_device();
+    uint64_t bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (bit && (atomic_load_explicit(&m->used_on, memory_order_relaxed) & bit)) return;
+    shim_hostfn_settle();
+    if (bit) atomic_fetch_or_explicit(&m->used_on, bit, memory_order_relaxed);
 }
 
 void shim_func_set_attr(uint64_t handle, int attr, int value)

@@ -324,10 +324,12 @@ static CUresult mem_free_before(const void *const *argv)
     CUdeviceptr p = *(const CUdeviceptr *)argv[0];
     struct shim_range rg;
     freeing.base = 0;
-    if (p && shim_range_find(p, 1, &rg) == 0 && rg.base == p && rg.kind == SHIM_HT_MEM_MANAGED) {
+    if (p && shim_range_find(p, 1, &rg) == 0 && rg.base == p && rg.kind == SHIM_HT_MEM_MANAGED)
         freeing = rg;
-        shim_hostfn_settle(); /* its host view's unregistration waits for every stream */
-    }
+    /* Any free may wait for every stream in the server: managed memory's host view is
+     * unregistered, device memory with the arena off (MPSSHIM_DEVICE_VMM=0) freed by the
+     * driver, as a native cuMemFree waits (hostfn.c). */
+    shim_hostfn_settle();
     return shim_capture_unsafe();
 }
 

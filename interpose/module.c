@@ -354,6 +354,7 @@ static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64
         return kind == CHAN_H_KERNEL || !h ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     size_t nlen = name ? strlen(name) + 1 : 0;
     if (nlen > 4096) return CUDA_ERROR_INVALID_VALUE;
+    shim_hostfn_settle(); /* the server loads the function's code, waiting for every stream */
     uint8_t req[sizeof(struct chan_lookup) + 4096];
     struct chan_lookup *m = (struct chan_lookup *)req;
     m->handle = h;

@@ -492,6 +492,10 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
                                 const unsigned block[3], unsigned smem);
 /* Updates cached attributes after cuFuncSetAttribute. */
 void shim_func_set_attr(uint64_t handle, int attr, int value);
+/* Before f is first launched, or made a graph's node, on the current device: the server may
+ * load its code then, which waits for every stream, so this process's host functions go
+ * first (shim_hostfn_settle). Costs one load once done, or while none is outstanding. */
+void shim_func_first_use(const struct shim_func *f);
 
 /* ---------------------------------------------------------------- launch.c */
 

@@ -14,8 +14,9 @@
 # driver the unregistration waits for the whole context (MPSSHIM_CPUDRV_FREE_WAITS=1) and
 # stream creation waits meanwhile (MPSSHIM_CPUDRV_CREATE_WAITS=1), as the H200's did; on a
 # GPU the real driver stands behind the server.
-# Then the same process's own unregistration and module load while its host function is
-# still to run (hostfn_fault --own): each waits for the host function, which goes on.
+# Then the same process's own unregistration, module load, function lookup, library kernel's
+# first launch and free while its host function is still to run (hostfn_fault --own): each
+# waits for the host function, which goes on.
 # Then (CPU test driver only) the bound: with MPSSHIM_RELEASE_TIMEOUT=1, a client killed
 # while a tests/hostfn_stuck client's host function never returns is released all the same:
 # its release's unregistrations wait 1 s for the gate, then go on, said in the log (on a GPU
@@ -58,13 +59,15 @@ done_server
 [ $rc = 0 ] && echo "ok a host function's page fault served while another client's unregistration waited for every stream"
 
 # The same process's own call that waits for every stream, made while its host function is
-# still to run: an unregistration, a module load. The call must wait for the host function
-# (as natively) without holding the worker its touch needs (interpose/hostfn.c,
-# shim_hostfn_settle): before, both stopped for good.
+# still to run: an unregistration, a module load, a function got (its code loaded then), a
+# library kernel's first launch (its code loaded in the context then), a cuMemFree of device
+# memory. The call must wait for the host function (as natively) without holding the worker
+# its touch needs (interpose/hostfn.c, shim_hostfn_settle): before, both stopped for good
+# (the last three until 2026-11-29).
 own_dir "$2/hostfn-gate-own"
 MPSSHIM_CPUDRV_FREE_WAITS=1 MPSSHIM_CPUDRV_CREATE_WAITS=1 "$CTL" -d || exit 1
 S=$(server_pid)
-for call in unregister load; do
+for call in unregister load getfunc launch free; do
     timeout -k 5 30 env LD_PRELOAD="$SHIM" "$B/tests/hostfn_fault" 1000 --own "$call" \
         >"$W/own-$call.out" 2>&1
     st=$?
@@ -72,7 +75,7 @@ for call in unregister load; do
         "$(grep -m1 FAIL "$W/own-$call.out" || tail -n 1 "$W/own-$call.out")"
 done
 done_server
-[ $rc = 0 ] && echo "ok a host function's page fault served while its own process's unregistration and module load waited for it"
+[ $rc = 0 ] && echo "ok a host function's page fault served while its own process's unregistration, module load, function lookup, first launch and free waited for it"
 
 if [ "$GPU" = 0 ]; then
     own_dir "$2/hostfn-gate-bound"

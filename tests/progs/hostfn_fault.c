@@ -1,11 +1,11 @@
-/* hostfn_fault [DELAY_MS] [--own unregister|load]: a host function whose touch of managed
- * memory needs this client's own server worker, while another client's call waits for every
- * stream of the shared context (tests/hostfn_gate.sh). A kernel writes 41 into a managed allocation
- * after DELAY_MS (default 2000); a host function queued behind it on the same stream reads that and
- * writes 777 beside it; once both are queued it prints "held", waits 300 ms, prefetches the
- * allocation to the host on the NULL stream (through the shim: a pull after all of the client's
- * work, the first, for which the server makes a stream of its own), synchronises and checks what
- * everyone saw.
+/* hostfn_fault [DELAY_MS] [--own unregister|load|getfunc|launch|free]: a host function whose touch
+ * of managed memory needs this client's own server worker, while another client's call waits for
+ * every stream of the shared context (tests/hostfn_gate.sh). A kernel writes 41 into a managed
+ * allocation after DELAY_MS (default 2000); a host function queued behind it on the same stream
+ * reads that and writes 777 beside it; once both are queued it prints "held", waits 300 ms,
+ * prefetches the allocation to the host on the NULL stream (through the shim: a pull after all of
+ * the client's work, the first, for which the server makes a stream of its own), synchronises and
+ * checks what everyone saw.
  *
  * Through mpsshim, the host function's page fault is served by the client's worker: were the
  * other client's call (unregistering host memory, say) let into the driver while this
@@ -15,9 +15,13 @@
  *
  * --own: the call that waits for every stream is this process's own, made while its host
  * function is still to run: cuMemHostUnregister of a buffer it registered at start, or a
- * module load (`load`) in place of the prefetch. Natively the call waits for the host
- * function, which goes on; through mpsshim the call must not take the worker the host
- * function's touch needs (interpose/hostfn.c, shim_hostfn_settle). */
+ * module load (`load`) in place of the prefetch; or one the server may load code for: a
+ * function got from a module loaded at start (`getfunc`), the first launch of a library's
+ * kernel got at start (`launch`: its code loads in the context then, server/code/launch.c);
+ * or cuMemFree of device memory allocated at start (`free`: with the server's arena off, the
+ * driver's free waits for every stream). Natively the call waits for the host function,
+ * which goes on; through mpsshim the call must not take the worker the host function's touch
+ * needs (interpose/hostfn.c, shim_hostfn_settle). */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -44,9 +48,13 @@ int main(int argc, char **argv)
     t_init("hostfn_fault", 60);
     unsigned long long delay_ms = argc > 1 ? strtoull(argv[1], NULL, 10) : 2000;
     const char *own = argc > 3 && strcmp(argv[2], "--own") == 0 ? argv[3] : NULL;
-    REQUIRE(delay_ms >= 1 && delay_ms <= 20000 && (argc <= 2 || own) &&
-                (!own || !strcmp(own, "unregister") || !strcmp(own, "load")),
-            "usage: hostfn_fault [DELAY_MS] [--own unregister|load]");
+    static const char *const owns[] = {"unregister", "load", "getfunc", "launch", "free"};
+    int known = !own;
+    for (size_t i = 0; own && i < sizeof(owns) / sizeof(owns[0]); i++)
+        known |= !strcmp(own, owns[i]);
+    REQUIRE(delay_ms >= 1 && delay_ms <= 20000 && (argc <= 2 || own) && known,
+            "usage: hostfn_fault [DELAY_MS] [--own unregister|load|getfunc|launch|free]");
+#define OWN(name) (own && !strcmp(own, name))
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
@@ -58,9 +66,18 @@ int main(int argc, char **argv)
     CHECK(cuStreamAttachMemAsync(s, m, 0, CU_MEM_ATTACH_SINGLE));
     CHECK(cuStreamSynchronize(s));
     static unsigned char reg[65536] __attribute__((aligned(4096)));
-    if (own && !strcmp(own, "unregister")) CHECK(cuMemHostRegister(reg, sizeof(reg), 0));
+    if (OWN("unregister")) CHECK(cuMemHostRegister(reg, sizeof(reg), 0));
     size_t ptx_len = 0;
-    void *ptx = own && !strcmp(own, "load") ? t_read_kernel_file("kernels.ptx", &ptx_len) : NULL;
+    void *ptx = OWN("load") || OWN("launch") ? t_read_kernel_file("kernels.ptx", &ptx_len) : NULL;
+    CUmodule mod2 = OWN("getfunc") ? t_load_module("kernels.ptx") : NULL;
+    CUlibrary lib = NULL;
+    CUkernel kern = NULL;
+    if (OWN("launch")) {
+        CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+        CHECK(cuLibraryGetKernel(&kern, lib, "empty_kernel"));
+    }
+    CUdeviceptr dm = 0;
+    if (OWN("free")) CHECK(cuMemAlloc(&dm, 1 << 20));
     host(m)[0] = 40;
     host(m)[1] = 1;
     struct seen sn = {host(m), 0};
@@ -72,13 +89,23 @@ int main(int argc, char **argv)
     printf("held\n");
     fflush(stdout);
     usleep(300 * 1000);
-    if (own && !strcmp(own, "unregister")) {
+    if (OWN("unregister")) {
         CHECK(cuMemHostUnregister(reg));
-    } else if (own) {
+    } else if (OWN("load")) {
         CUmodule again;
         CHECK(cuModuleLoadData(&again, ptx));
         CHECK(cuModuleUnload(again));
-        free(ptx);
+    } else if (OWN("getfunc")) {
+        CUfunction f;
+        CHECK(cuModuleGetFunction(&f, mod2, "inc_u32"));
+    } else if (OWN("launch")) {
+        CUstream other; /* not behind the host function: only the load may wait for it */
+        CHECK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+        CHECK(cuLaunchKernel((CUfunction)kern, 1, 1, 1, 32, 1, 1, 0, other, NULL, NULL));
+        CHECK(cuStreamSynchronize(other));
+        CHECK(cuStreamDestroy(other));
+    } else if (OWN("free")) {
+        CHECK(cuMemFree(dm));
     } else {
         CUmemLocation to_host = {.type = CU_MEM_LOCATION_TYPE_HOST};
         CHECK(cuMemPrefetchAsync_v2(m, 4096, to_host, 0, NULL));
@@ -94,5 +121,8 @@ int main(int argc, char **argv)
              "every stream");
     CHECK(cuMemFree(m));
     CHECK(cuStreamDestroy(s));
+    if (mod2) CHECK(cuModuleUnload(mod2));
+    if (lib) CHECK(cuLibraryUnload(lib));
+    free(ptx);
     t_pass();
 }
