@@ -5,9 +5,9 @@
  * to. A host node's function and data live in its slot of the shared segment, where the
  * server writes them (server/graphs/hostfn.c). */
 #include "interpose/shim.h"
+#include "channel/wait.h"
 
 #include <string.h>
-#include <time.h>
 
 struct pending {
     int kind; /* 1: host function, 2: stream callback */
@@ -27,6 +27,10 @@ static int thread_started;
  * by the callback thread when one returns): the common case, none, costs
  * shim_hostfn_settle one load. */
 static _Atomic uint32_t outstanding;
+/* Host functions returned so far, a word settling threads sleep on (while settlers says any
+ * does, the callback thread wakes them at each return): a settled call goes on microseconds
+ * after the host function it waited for, not at a poll's next tick. */
+static _Atomic uint32_t returned, settlers;
 static __thread int on_callback_thread; /* a call made in a host function waits for none */
 
 static void *callback_thread(void *arg)
@@ -66,6 +70,8 @@ static void *callback_thread(void *arg)
         /* Release: whatever the function wrote is visible before the stream goes on. */
         atomic_store_explicit(&cb->done[seq % CHAN_CB_SLOTS], seq, memory_order_release);
         if (p.kind) atomic_fetch_sub(&outstanding, 1);
+        atomic_fetch_add(&returned, 1); /* seq_cst, as settlers' load: no wake-up is lost */
+        if (atomic_load(&settlers)) chan_futex_wake(&returned);
     }
 }
 
@@ -200,18 +206,19 @@ void shim_hostfn_settle(void)
             oldest = seq;
     }
     if (!oldest) return;
-    unsigned us = 20;
+    atomic_fetch_add(&settlers, 1);
     for (uint32_t seq = oldest;
          (int32_t)(last - seq) >= 0 && shim_conn_up() && shim_server_alive(NULL);) {
+        uint32_t seen = atomic_load(&returned); /* before the look: a return after it wakes */
         if (!seq ||
             atomic_load_explicit(&cb->done[seq % CHAN_CB_SLOTS], memory_order_acquire) == seq) {
             seq++;
             continue;
         }
-        struct timespec ts = {0, (long)us * 1000};
-        nanosleep(&ts, NULL);
-        us = us * 2 > 1000 ? 1000 : us * 2;
+        /* At most 1 ms asleep: the server's and the connection's life are looked at again. */
+        chan_futex_wait(&returned, seen, 1000 * 1000);
     }
+    atomic_fetch_sub(&settlers, 1);
 }
 
 CUresult SHIM_IMPL(cuLaunchHostFunc)(CUstream hStream, CUhostFn fn, void *userData)
