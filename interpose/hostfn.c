@@ -184,10 +184,11 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
  * function of a context that died is never run), and the call then answers as it would. A
  * call made inside a host function (CUDA forbids it) does not wait: it would wait for itself.
  * Callers: every call that waits for every stream natively or may load code in the server
- * (module.c, memory.c, managed.c's cuMemFree, ctxsync.c, ipc.c, call.c for the calls marked
- * loads-code, and funcs.c's first use of a function on a device, for launches and nodes).
- * Not covered: graph host nodes (a graph's launch may run them any number of times, none
- * counted here), which may still meet the hang documented in docs/apis.md. */
+ * (module.c's loads, lookups and unloads, memory.c, managed.c's cuMemFree, ctxsync.c, ipc.c,
+ * call.c for the calls marked loads-code, and funcs.c's first use of a function on a device,
+ * for launches and nodes). Not covered: graph host nodes (a graph's launch may run them any
+ * number of times, none counted here) and a synchronous cuMemcpy2DUnaligned on the host
+ * function's stream, which may still meet the hang documented in docs/apis.md. */
 void shim_hostfn_settle(void)
 {
     if (!atomic_load(&outstanding) || on_callback_thread) return;

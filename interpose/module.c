@@ -327,10 +327,13 @@ static void unload_after(const void *const *argv)
 }
 
 /* Before the unload is sent: the host copies of its __managed__ variables (and of its
- * library module's) go first, so that no transfer sent after it names them (mvars.c). */
+ * library module's) go first, so that no transfer sent after it names them (mvars.c); and
+ * this process's host functions, since the server waits for its streams' work before it
+ * unloads (hostfn.c). */
 static CUresult unload_before(const void *const *argv)
 {
     uint64_t h = *(const uint64_t *)argv[0];
+    shim_hostfn_settle();
     shim_mvar_owner_gone(h);
     pthread_mutex_lock(&lib_lock);
     for (size_t i = 0; i < nlib_mods; i++)

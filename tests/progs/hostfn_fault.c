@@ -1,6 +1,6 @@
-/* hostfn_fault [DELAY_MS] [--own unregister|load|getfunc|launch|free]: a host function whose touch
- * of managed memory needs this client's own server worker, while another client's call waits for
- * every stream of the shared context (tests/hostfn_gate.sh). A kernel writes 41 into a managed
+/* hostfn_fault [DELAY_MS] [--own unregister|load|getfunc|launch|free|unload]: a host function whose
+ * touch of managed memory needs this client's own server worker, while another client's call waits
+ * for every stream of the shared context (tests/hostfn_gate.sh). A kernel writes 41 into a managed
  * allocation after DELAY_MS (default 2000); a host function queued behind it on the same stream
  * reads that and writes 777 beside it; once both are queued it prints "held", waits 300 ms,
  * prefetches the allocation to the host on the NULL stream (through the shim: a pull after all of
@@ -18,10 +18,10 @@
  * module load (`load`) in place of the prefetch; or one the server may load code for: a
  * function got from a module loaded at start (`getfunc`), the first launch of a library's
  * kernel got at start (`launch`: its code loads in the context then, server/code/launch.c);
- * or cuMemFree of device memory allocated at start (`free`: with the server's arena off, the
- * driver's free waits for every stream). Natively the call waits for the host function,
- * which goes on; through mpsshim the call must not take the worker the host function's touch
- * needs (interpose/hostfn.c, shim_hostfn_settle). */
+ * or cuMemFree of device memory allocated at start (`free`), or the unload of a module
+ * loaded at start (`unload`): the server waits for the client's streams before either. Natively the
+ * call waits for the host function, which goes on; through mpsshim the call must not take the
+ * worker the host function's touch needs (interpose/hostfn.c, shim_hostfn_settle). */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -48,12 +48,12 @@ int main(int argc, char **argv)
     t_init("hostfn_fault", 60);
     unsigned long long delay_ms = argc > 1 ? strtoull(argv[1], NULL, 10) : 2000;
     const char *own = argc > 3 && strcmp(argv[2], "--own") == 0 ? argv[3] : NULL;
-    static const char *const owns[] = {"unregister", "load", "getfunc", "launch", "free"};
+    static const char *const owns[] = {"unregister", "load", "getfunc", "launch", "free", "unload"};
     int known = !own;
     for (size_t i = 0; own && i < sizeof(owns) / sizeof(owns[0]); i++)
         known |= !strcmp(own, owns[i]);
     REQUIRE(delay_ms >= 1 && delay_ms <= 20000 && (argc <= 2 || own) && known,
-            "usage: hostfn_fault [DELAY_MS] [--own unregister|load|getfunc|launch|free]");
+            "usage: hostfn_fault [DELAY_MS] [--own unregister|load|getfunc|launch|free|unload]");
 #define OWN(name) (own && !strcmp(own, name))
     CUdevice dev;
     CUcontext ctx;
@@ -69,7 +69,7 @@ int main(int argc, char **argv)
     if (OWN("unregister")) CHECK(cuMemHostRegister(reg, sizeof(reg), 0));
     size_t ptx_len = 0;
     void *ptx = OWN("load") || OWN("launch") ? t_read_kernel_file("kernels.ptx", &ptx_len) : NULL;
-    CUmodule mod2 = OWN("getfunc") ? t_load_module("kernels.ptx") : NULL;
+    CUmodule mod2 = OWN("getfunc") || OWN("unload") ? t_load_module("kernels.ptx") : NULL;
     CUlibrary lib = NULL;
     CUkernel kern = NULL;
     if (OWN("launch")) {
@@ -106,6 +106,9 @@ int main(int argc, char **argv)
         CHECK(cuStreamDestroy(other));
     } else if (OWN("free")) {
         CHECK(cuMemFree(dm));
+    } else if (OWN("unload")) {
+        CHECK(cuModuleUnload(mod2));
+        mod2 = NULL;
     } else {
         CUmemLocation to_host = {.type = CU_MEM_LOCATION_TYPE_HOST};
         CHECK(cuMemPrefetchAsync_v2(m, 4096, to_host, 0, NULL));
