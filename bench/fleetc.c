@@ -8,11 +8,16 @@
  * the processes share (spinning threads take them from the ones with work), which is where
  * mpsshim fell behind MPS.
  *
- * usage: fleetc [--seconds S] [--work-us W] [--launches K] [--barrier FILE --procs P]
- *               [--repeats R]
+ * usage: fleetc [--seconds S] [--work-us W] [--launches K] [--spread]
+ *               [--barrier FILE --procs P] [--repeats R]
  * Defaults: 1 s (a decimal), 100 us of host work, 8 launches of tests/kernels' empty_kernel per
- * step, 1 repeat. --barrier: the P processes given the same (new) FILE start each of the R
- * repeats together (one metric line each); the process is set up once, as a server is. */
+ * step, 1 repeat. --spread: the host work comes in K equal parts, one before each launch, as
+ * an interpreter's launches come tens of microseconds apart (PyTorch's: 10-40 us), in place of
+ * all before the step's burst of launches; what the server's rule for replaying a client's
+ * repeated launches as a graph (server/code/seqgraph.c, MPSSHIM_LAUNCH_GRAPH_GAP_US) meets
+ * with a PyTorch fleet, without PyTorch. --barrier: the P processes given the same (new) FILE start
+ * each of the R repeats together (one metric line each); the process is set up once, as a server
+ * is. */
 #define _GNU_SOURCE
 #include <cuda.h>
 
@@ -27,7 +32,7 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: fleetc [--seconds S] [--work-us W] [--launches K] "
+    fprintf(stderr, "usage: fleetc [--seconds S] [--work-us W] [--launches K] [--spread] "
                     "[--barrier FILE --procs P] [--repeats R]\n");
     exit(2);
 }
@@ -67,6 +72,7 @@ int main(int argc, char **argv)
     unsigned long long work_us = 100, launches = 8, procs = 1, repeats = 1;
     uint64_t window_ns = 1000000000ull;
     const char *barrier = NULL;
+    int spread = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0)
             window_ns = window_arg(argc, argv, i++);
@@ -78,6 +84,8 @@ int main(int argc, char **argv)
             launches = bench_num_arg(argc, argv, i++, 0, 100000, usage);
         else if (strcmp(argv[i], "--procs") == 0)
             procs = bench_num_arg(argc, argv, i++, 1, 4096, usage);
+        else if (strcmp(argv[i], "--spread") == 0)
+            spread = 1;
         else if (strcmp(argv[i], "--barrier") == 0 && i + 1 < argc)
             barrier = argv[++i];
         else
@@ -97,18 +105,24 @@ int main(int argc, char **argv)
     CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
     CK(cuMemcpyDtoH(&v, d, sizeof(v)));
     if (v != 7) bench_die("read back %s instead of 7", "another value");
-    printf("# fleetc: pid %d, %llu processes, %llu us of host work and %llu launches per step, "
+    printf("# fleetc: pid %d, %llu processes, %llu us of host work%s and %llu launches per step, "
            "%.3f s x %llu repeats\n",
-           (int)getpid(), procs, work_us, launches, (double)window_ns / 1e9, repeats);
+           (int)getpid(), procs, work_us, spread && launches ? " spread between" : "", launches,
+           (double)window_ns / 1e9, repeats);
+    /* --spread: each launch's share of the host work, and what is left for the step's start */
+    uint64_t part_ns = spread && launches ? work_us * 1000 / launches : 0;
+    uint64_t first_ns = work_us * 1000 - part_ns * launches;
     bench_step = "steps";
     for (unsigned long long r = 1; r <= repeats; r++) {
         /* Repeat r starts when all P processes have arrived r times. */
         if (barrier) bench_barrier(barrier, (unsigned)(procs * r));
         uint64_t c0 = cpu_ns(), t0 = bench_now_ns(), end = t0 + window_ns, steps = 0, now;
         do {
-            host_work(work_us * 1000);
-            for (unsigned long long k = 0; k < launches; k++)
+            host_work(first_ns);
+            for (unsigned long long k = 0; k < launches; k++) {
+                if (part_ns) host_work(part_ns);
                 CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+            }
             CK(cuMemcpyDtoH(&v, d, sizeof(v)));
             steps++;
         } while ((now = bench_now_ns()) < end);

@@ -12,7 +12,7 @@
 #
 # usage: bench/run.sh [BUILD_DIR] [--quick] [--repeats N] [--no-plots] [--no-throttle]
 #                      [--families F,F...] [--points F=X,X...]... [--variant NAME:VAR=VAL[,VAR=VAL...]]...
-#                      [--pack]
+#                      [--pack] [--fleetc-spread]
 #   --quick              smoke run: fewer points and iterations, 2 repeats; not the figures
 #   --families F,...     only these of idle calls copy overlap mpi fleet managed free fleetc
 #                        mpicold (in that order), for a short GPU session; the SM-share table
@@ -29,6 +29,8 @@
 #   --no-plots           table only (bench/plot.py DIR draws the plots later, elsewhere)
 #   --pack               the logs and plots into one bench-logs.tgz at the end, so that the
 #                        results folder is 8 files (what a GPU session's $OUT brings back)
+#   --fleetc-spread      fleetc's host work comes between its launches (fleetc --spread), as
+#                        an interpreter's does, in place of before them; the figure says so
 #   OUT=DIR              results go there, else to a new temp dir
 #   MPSSHIM_BENCH_BUDGET=S  no measurement starts, nor runs on, after S s (default 420)
 #   MPSSHIM_BENCH_COMMIT=C  the commit the results name (else git describe of the checkout)
@@ -42,7 +44,7 @@ set -u
 
 B=${1:-build}
 [ $# -gt 0 ] && shift
-QUICK=0 PLOTS=1 THROTTLE=1 REPEATS='' ONLY='' PACK=0 VARIANTS=()
+QUICK=0 PLOTS=1 THROTTLE=1 REPEATS='' ONLY='' PACK=0 FLEETC_SPREAD=0 VARIANTS=()
 declare -A POINTS=()
 usage() {
     [ -z "${1:-}" ] || echo "bench/run.sh: $1" >&2
@@ -77,6 +79,7 @@ while [ $# -gt 0 ]; do
     --no-plots) PLOTS=0 ;;
     --pack) PACK=1 ;;
     --no-throttle) THROTTLE=0 ;;
+    --fleetc-spread) FLEETC_SPREAD=1 ;;
     --families)
         [[ ${2:-} =~ ^[a-z]+(,[a-z]+)*$ ]] || usage
         ONLY=${2//,/ }
@@ -152,6 +155,7 @@ fi
 IDLE_PROCS=8
 # A driver-API fleet step (bench/fleetc): host work, empty launches, a 4-byte read back.
 FLEETC_ARGS=(--work-us 100 --launches 8)
+[ "$FLEETC_SPREAD" = 0 ] || FLEETC_ARGS+=(--spread)
 # mpsshim first: a run cut by its budget loses native's last figures, not mpsshim's. Its
 # variants next (lib.sh's MODE_VARS: their variables), before the modes they are compared with.
 MODES=mpsshim
@@ -215,7 +219,7 @@ figures() {
         printf 'mpi_gpu_loop_s\ts\tlower\tranks\t%s\n' "an MPI job of x ranks (mpirun, one node), each $MPI_STEPS steps of a 4-block kernel spinning 75 us plus an increment of its share, one cuStreamSynchronize at the end; ranks start at MPI_Barrier; the slowest rank's GPU loop (mpi_steps)"
         printf 'fleet_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x PyTorch processes at once, each running a small conv net on batches of 8 with one .item() per step for $FLEET_SECONDS s from a common barrier: the sum of their steps/s (fleet.py)"
         printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "x PyTorch processes started together (x = 1: one alone): from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step), the slowest process's; once per mode and x"
-        printf 'fleetc_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x processes at once (bench/fleetc, driver API), each step ${FLEETC_ARGS[1]} us of host work, ${FLEETC_ARGS[3]} launches of an empty kernel and a 4-byte cuMemcpyDtoH, for $FLEET_SECONDS s from a common barrier: the sum of their steps/s"
+        printf 'fleetc_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x processes at once (bench/fleetc, driver API), each step ${FLEETC_ARGS[1]} us of host work${FLEETC_ARGS[4]:+ spread between}, ${FLEETC_ARGS[3]} launches of an empty kernel and a 4-byte cuMemcpyDtoH, for $FLEET_SECONDS s from a common barrier: the sum of their steps/s"
         local shape us n
         for shape in $MPICOLD_SHAPES; do
             us=${shape%%:*} n=${shape#*:}

@@ -69,13 +69,14 @@
  * sightings, no two of its launches came more than burst_ns apart (a driver-API loop's
  * come microseconds apart; an interpreter's, tens: holding those delays the GPU more than
  * the graph saves, bench/README.md). Held launches wait burst_ns for the next one (the
- * worker spins), or SEQ_CROWDED times that while the server is crowded (spin.c), when a
- * client is often descheduled mid-burst: the worker then gives its CPU away between looks
- * (sched_yield), perhaps to that client. burst_ns is MPSSHIM_LAUNCH_GRAPH_GAP_US (20 us by
- * default); the tests raise it, so that a client descheduled on a loaded machine of two
- * CPUs still counts as a burst and the rest of the mechanism is what they check. A sequence whose
- * holds end unreplayed SEQ_FAILS times in a row (their grace ran out, or too many values changed)
- * is barred: its graph goes, and it is never made another while its slot lasts. */
+ * worker spins), or twice the sequence's own gap where longer, or SEQ_CROWDED times burst_ns while
+ * the server is crowded (spin.c), when a client is often descheduled mid-burst: the worker then
+ * gives its CPU away between looks (sched_yield), perhaps to that client. burst_ns is
+ * MPSSHIM_LAUNCH_GRAPH_GAP_US (20 us by default); the tests raise it, so that a client descheduled
+ * on a loaded machine of two CPUs still counts as a burst and the rest of the mechanism is what
+ * they check. A sequence whose holds end unreplayed SEQ_FAILS times in a row (their grace ran out,
+ * or too many values changed) is barred: its graph goes, and it is never made another while its
+ * slot lasts. */
 #define SEQ_CROWDED 10
 #define SEQ_FAILS 4
 
@@ -561,7 +562,13 @@ int srv_seq_idle(struct srv_client *c, uint64_t now)
     struct srv_seqs *q = c->seqs;
     if (!q || !q->held.n) return 0;
     int crowded = srv_spin_crowded();
-    if (now - q->held.last_ns < (crowded ? SEQ_CROWDED * burst_ns : burst_ns)) {
+    /* Twice the gap its sequence showed when it qualified, at least burst_ns: with the gap
+     * raised (launches tens of microseconds apart) a grace of the gap itself ran out on their
+     * jitter, and four holds let go so barred the sequence. */
+    uint64_t gap = q->match >= 0 ? q->slot[q->match].gap_ns : 0;
+    uint64_t gap2 = 2 * (gap < burst_ns ? gap : burst_ns); /* a slot's graph: gap <= burst */
+    uint64_t grace = crowded ? SEQ_CROWDED * burst_ns : burst_ns;
+    if (now - q->held.last_ns < (gap2 > grace ? gap2 : grace)) {
         if (crowded) sched_yield();
         return 1;
     }
