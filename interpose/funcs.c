@@ -158,17 +158,17 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
     return CUDA_SUCCESS;
 }
 
-/* Once per device, settled only while host functions are outstanding: the bit is set after
- * the wait, so a racing second first use waits as well (it may be the one the server loads
- * for). A device past 63 settles every time. */
-void shim_func_first_use(const struct shim_func *f)
+int shim_func_used_on(const struct shim_func *f, int dev)
+{
+    return dev >= 0 && dev < 64 &&
+           (atomic_load_explicit(&f->used_on, memory_order_relaxed) & (1ull << dev));
+}
+
+void shim_func_mark_used(const struct shim_func *f, int dev)
 {
     struct shim_func *m = (struct shim_func *)f; /* used_on is the one field written */
-    int dev = shim_current_device();
-    uint64_t bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
-    if (bit && (atomic_load_explicit(&m->used_on, memory_order_relaxed) & bit)) return;
-    shim_hostfn_settle();
-    if (bit) atomic_fetch_or_explicit(&m->used_on, bit, memory_order_relaxed);
+    if (dev >= 0 && dev < 64)
+        atomic_fetch_or_explicit(&m->used_on, 1ull << dev, memory_order_relaxed);
 }
 
 void shim_func_set_attr(uint64_t handle, int attr, int value)

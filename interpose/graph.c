@@ -28,7 +28,7 @@ static CUresult kernel_node(unsigned what, CUgraphNode *out, uint64_t graph, CUg
     CUfunction f = p->func ? p->func : (CUfunction)p->kern;
     const struct shim_func *fn = shim_func_get((uint64_t)(uintptr_t)f);
     if (!f || !fn) return CUDA_ERROR_INVALID_VALUE;
-    shim_func_first_use(fn); /* a node's kernel may load its code now (hostfn.c) */
+    shim_hostfn_settle_first(fn); /* a node's kernel may load its code now */
     struct shim_params kp;
     if ((r = shim_kernel_params(fn, p->kernelParams, p->extra, &kp)) != CUDA_SUCCESS) return r;
     size_t deps_bytes = ndeps * sizeof(uint64_t);

@@ -185,8 +185,8 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
  * call made inside a host function (CUDA forbids it) does not wait: it would wait for itself.
  * Callers: every call that waits for every stream natively or may load code in the server
  * (module.c's loads, lookups and unloads, memory.c, managed.c's cuMemFree, ctxsync.c, ipc.c,
- * call.c for the calls marked loads-code, and funcs.c's first use of a function on a device,
- * for launches and nodes). Not covered: graph host nodes (a graph's launch may run them any
+ * call.c for the calls marked loads-code, and shim_hostfn_settle_first, for a function's first
+ * launch or node on a device). Not covered: graph host nodes (a graph's launch may run them any
  * number of times, none counted here) and a synchronous cuMemcpy2DUnaligned on the host
  * function's stream, which may still meet the hang documented in docs/apis.md. */
 void shim_hostfn_settle(void)
@@ -220,6 +220,16 @@ void shim_hostfn_settle(void)
         chan_futex_wait(&returned, seen, 1000 * 1000);
     }
     atomic_fetch_sub(&settlers, 1);
+}
+
+/* Marked used after the wait, so a racing second first use waits as well (it may be the one
+ * the server loads for); a device past 63 is never marked and waits every time. */
+void shim_hostfn_settle_first(const struct shim_func *f)
+{
+    int dev = shim_current_device();
+    if (shim_func_used_on(f, dev)) return;
+    shim_hostfn_settle();
+    shim_func_mark_used(f, dev);
 }
 
 CUresult SHIM_IMPL(cuLaunchHostFunc)(CUstream hStream, CUhostFn fn, void *userData)

@@ -63,7 +63,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     if (!f || !fn) return CUDA_ERROR_INVALID_HANDLE;
     if ((r = shim_func_check_launch(fn, grid, block, smem)) != CUDA_SUCCESS) return r;
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
-    shim_func_first_use(fn); /* its code may load now, waiting for every stream (hostfn.c) */
+    shim_hostfn_settle_first(fn); /* its code may load now, waiting for every stream */
     struct shim_params kp;
     if ((r = shim_kernel_params(fn, kernelParams, extra, &kp)) != CUDA_SUCCESS) return r;
     size_t bytes = kp.bytes;

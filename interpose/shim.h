@@ -345,6 +345,10 @@ void shim_mig_hostfn_done(void);
 /* hostfn.c: waits until this process's host functions and stream callbacks sent so far have
  * returned (or the server is gone): before a call that waits for every stream. */
 void shim_hostfn_settle(void);
+struct shim_func;
+/* The same before f's first launch or node on the current device: the server may load its
+ * code then, which waits for every stream. One load once done, or while none is outstanding. */
+void shim_hostfn_settle_first(const struct shim_func *f);
 
 /* ---------------------------------------------------------------- mvars.c */
 
@@ -492,10 +496,10 @@ CUresult shim_func_check_launch(const struct shim_func *f, const unsigned grid[3
                                 const unsigned block[3], unsigned smem);
 /* Updates cached attributes after cuFuncSetAttribute. */
 void shim_func_set_attr(uint64_t handle, int attr, int value);
-/* Before f is first launched, or made a graph's node, on the current device: the server may
- * load its code then, which waits for every stream, so this process's host functions go
- * first (shim_hostfn_settle). Costs one load once done, or while none is outstanding. */
-void shim_func_first_use(const struct shim_func *f);
+/* Whether f was launched, or made a graph's node, on device dev (0..63) before; marks it so.
+ * hostfn.c's shim_hostfn_settle_first asks, before a launch or node. */
+int shim_func_used_on(const struct shim_func *f, int dev);
+void shim_func_mark_used(const struct shim_func *f, int dev);
 
 /* ---------------------------------------------------------------- launch.c */
 
