@@ -120,8 +120,12 @@ struct srv_seqs {
     uint64_t n_updates, n_toomany; /* nodes given new values; replays with too many to give */
     uint64_t n_cut;                /* runs cut where a part was full (long runs in parts) */
     uint64_t n_barred;
-    uint64_t attr_ids; /* bit i: a launch had attribute i */
-    uint32_t said;     /* a graph could not be made: logged once */
+    /* Barred by the gap rule: how many, and the least and most of their gaps (the least,
+     * over a sequence's sightings, of its longest gap), for choosing the setting. */
+    uint64_t n_gap_barred, gap_lo_ns, gap_hi_ns;
+    uint64_t n_boundary; /* holds let go by a record that is no launch */
+    uint64_t attr_ids;   /* bit i: a launch had attribute i */
+    uint32_t said;       /* a graph could not be made: logged once */
     struct slot slot[SEQ_SLOTS];
 };
 
@@ -333,6 +337,8 @@ static void end_run(struct srv_client *c, struct srv_seqs *q)
     if (++t->seen >= SEQ_SEEN && !t->exec && !t->barred && t->gap_ns > burst_ns) {
         t->barred = 1; /* not a burst: holding it would delay the GPU */
         q->n_barred++;
+        if (!q->n_gap_barred++ || t->gap_ns < q->gap_lo_ns) q->gap_lo_ns = t->gap_ns;
+        if (t->gap_ns > q->gap_hi_ns) q->gap_hi_ns = t->gap_ns;
     }
     if (t->seen >= SEQ_SEEN && !t->exec && !t->barred) {
         int dev = t->q.s->device;
@@ -550,7 +556,10 @@ void srv_seq_boundary(struct srv_client *c, uint32_t op)
 {
     struct srv_seqs *q = c->seqs;
     if (!q) return;
-    if (q->held.n) let_go(c, q);
+    if (q->held.n) {
+        q->n_boundary++;
+        let_go(c, q);
+    }
     end_run(c, q);
     if (changes_kernels(op))
         for (int i = 0; i < SEQ_SLOTS; i++)
@@ -608,15 +617,18 @@ static void seq_ctx_died(struct srv_client *c, int dev)
 static void log_seqs(const struct srv_client *c, const struct srv_seqs *q)
 {
     typedef unsigned long long ull;
-    srv_log("Client process %d: %llu launch sequences replayed as graphs (%llu launches, "
-            "%llu graphs made, %llu runs new, %llu nodes updated, %llu replays that would "
-            "have updated too many, %llu sequences barred, %llu runs cut into parts); runs "
-            "unkept: %llu of one launch, %llu too long, %llu ended by a launch with attributes "
-            "(ids %#llx); held launches let go: %llu unmatched, %llu by their grace",
-            (int)c->pid, (ull)q->replays, (ull)q->replayed, (ull)q->n_graphs, (ull)q->n_new,
-            (ull)q->n_updates, (ull)q->n_toomany, (ull)q->n_barred, (ull)q->n_cut, (ull)q->n_short,
-            (ull)q->n_long, (ull)q->n_plainless, (ull)q->attr_ids, (ull)q->n_mismatch,
-            (ull)q->n_grace);
+    srv_log(
+        "Client process %d: %llu launch sequences replayed as graphs (%llu launches, "
+        "%llu graphs made, %llu runs new, %llu nodes updated, %llu replays that would "
+        "have updated too many, %llu sequences barred, %llu runs cut into parts); runs "
+        "unkept: %llu of one launch, %llu too long, %llu ended by a launch with attributes "
+        "(ids %#llx); held launches let go: %llu unmatched, %llu by their grace, %llu by "
+        "another record; %llu barred by the gap rule (their gaps %.1f-%.1f us, the rule's %.1f)",
+        (int)c->pid, (ull)q->replays, (ull)q->replayed, (ull)q->n_graphs, (ull)q->n_new,
+        (ull)q->n_updates, (ull)q->n_toomany, (ull)q->n_barred, (ull)q->n_cut, (ull)q->n_short,
+        (ull)q->n_long, (ull)q->n_plainless, (ull)q->attr_ids, (ull)q->n_mismatch, (ull)q->n_grace,
+        (ull)q->n_boundary, (ull)q->n_gap_barred, (double)q->gap_lo_ns / 1e3,
+        (double)q->gap_hi_ns / 1e3, (double)burst_ns / 1e3);
 }
 
 static void seq_client_fini(struct srv_client *c)
