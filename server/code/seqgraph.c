@@ -356,11 +356,20 @@ static void end_run(struct srv_client *c, struct srv_seqs *q)
 /* Launch l (parameters p) on s joins the client's run; a run that is full (SEQ_MAX launches
  * or SEQ_PARAMS bytes), or followed only to its end, ends there first: long runs are kept in
  * parts (above). */
+/* Whether launch l, added to the run, would start a part of it: the run's first, or the
+ * first after a cut (the run full, or followed only to its end). Only there can a kept
+ * sequence start: a hold begun elsewhere (in a loop of one kernel, the launch after a hold
+ * let go mid-step) would only be let go at the step's end, one more failure. */
+static int part_starts(const struct seq *run, const struct seq_launch *l)
+{
+    return !run->n || run->off || run->n >= SEQ_MAX || l->plen > SEQ_PARAMS - run->pbytes;
+}
+
 static void run_add(struct srv_client *c, struct srv_seqs *q, struct srv_stream *s,
                     struct seq_launch l, const uint8_t *p)
 {
     struct seq *run = &q->run;
-    if (run->n && (run->off || run->n >= SEQ_MAX || l.plen > SEQ_PARAMS - run->pbytes)) {
+    if (run->n && part_starts(run, &l)) {
         q->n_cut += !run->off;
         end_run(c, q);
     }
@@ -514,7 +523,7 @@ int srv_seq_launch(struct srv_client *c, struct srv_stream *s, const struct chan
         let_go(c, q);
     }
     if (q->run.n && q->run.s != s) end_run(c, q); /* a run is of one stream */
-    int k = starting_with(q, s, &l);
+    int k = part_starts(&q->run, &l) ? starting_with(q, s, &l) : -1;
     if (k < 0) return 0;
     q->match = k;
     append(&q->held, s, l, p);
