@@ -54,8 +54,8 @@ CUresult SHIM_IMPL(cuIpcOpenMemHandle_v2)(CUdeviceptr *pdptr, CUipcMemHandle han
 CUresult SHIM_IMPL(cuIpcCloseMemHandle)(CUdeviceptr dptr)
 {
     struct chan_ipc_reply out;
-    shim_hostfn_settle(); /* the last close waits for this process's streams in the server
-                             (hostfn.c) */
+    /* The last close waits for this process's streams in the server (hostfn.c). */
+    shim_hostfn_settle();
     CUresult r = ipc(CHAN_IPC_CLOSE_MEM, 0, dptr, NULL, &out);
     if (r == CUDA_SUCCESS && out.opens == 0) shim_range_remove(dptr, NULL);
     return r;

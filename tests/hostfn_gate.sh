@@ -15,7 +15,7 @@
 # stream creation waits meanwhile (MPSSHIM_CPUDRV_CREATE_WAITS=1), as the H200's did; on a
 # GPU the real driver stands behind the server.
 # Then the same process's own unregistration, module load, function lookup, library kernel's
-# first launch, free and module unload while its host function is still to run (hostfn_fault --own): each
+# first launch, free, module unload and IPC close while its host function is still to run (hostfn_fault --own): each
 # waits for the host function, which goes on.
 # Then (CPU test driver only) the bound: with MPSSHIM_RELEASE_TIMEOUT=1, a client killed
 # while a tests/hostfn_stuck client's host function never returns is released all the same:
@@ -61,13 +61,13 @@ done_server
 # The same process's own call that waits for every stream, made while its host function is
 # still to run: an unregistration, a module load, a function got (its code loaded then), a
 # library kernel's first launch (its code loaded in the context then), a cuMemFree of device
-# memory, a module's unload. The call must wait for the host function (as natively) without holding the worker
+# memory, a module's unload, the close of another process's exported memory. The call must wait for the host function (as natively) without holding the worker
 # its touch needs (interpose/hostfn.c, shim_hostfn_settle): before, both stopped for good
-# (the last four until 2026-11-29).
+# (the last five until 2026-11-29).
 own_dir "$2/hostfn-gate-own"
 MPSSHIM_CPUDRV_FREE_WAITS=1 MPSSHIM_CPUDRV_CREATE_WAITS=1 "$CTL" -d || exit 1
 S=$(server_pid)
-for call in unregister load getfunc launch free unload; do
+for call in unregister load getfunc launch free unload ipcclose; do
     timeout -k 5 30 env LD_PRELOAD="$SHIM" "$B/tests/hostfn_fault" 1000 --own "$call" \
         >"$W/own-$call.out" 2>&1
     st=$?
@@ -75,7 +75,7 @@ for call in unregister load getfunc launch free unload; do
         "$(grep -m1 FAIL "$W/own-$call.out" || tail -n 1 "$W/own-$call.out")"
 done
 done_server
-[ $rc = 0 ] && echo "ok a host function's page fault served while its own process's unregistration, module load, function lookup, first launch, free and unload waited for it"
+[ $rc = 0 ] && echo "ok a host function's page fault served while its own process's unregistration, module load, function lookup, first launch, free, unload and IPC close waited for it"
 
 if [ "$GPU" = 0 ]; then
     own_dir "$2/hostfn-gate-bound"
