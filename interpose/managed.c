@@ -326,9 +326,9 @@ static CUresult mem_free_before(const void *const *argv)
     freeing.base = 0;
     if (p && shim_range_find(p, 1, &rg) == 0 && rg.base == p && rg.kind == SHIM_HT_MEM_MANAGED)
         freeing = rg;
-    /* Any free may wait for every stream in the server: managed memory's host view is
-     * unregistered, device memory with the arena off (MPSSHIM_DEVICE_VMM=0) freed by the
-     * driver, as a native cuMemFree waits (hostfn.c). */
+    /* Any free waits in the server for the client's work that may still use the memory (a
+     * device free through the arena or the driver, managed memory's host view unregistered),
+     * as a native cuMemFree waits (hostfn.c; hostfn_fault --own free hung without this). */
     shim_hostfn_settle();
     return shim_capture_unsafe();
 }

@@ -69,14 +69,14 @@
  * sightings, no two of its launches came more than burst_ns apart (a driver-API loop's
  * come microseconds apart; an interpreter's, tens: holding those delays the GPU more than
  * the graph saves, bench/README.md). Held launches wait burst_ns for the next one (the
- * worker spins), or twice the sequence's own gap where longer, or SEQ_CROWDED times burst_ns while
- * the server is crowded (spin.c), when a client is often descheduled mid-burst: the worker then
- * gives its CPU away between looks (sched_yield), perhaps to that client. burst_ns is
- * MPSSHIM_LAUNCH_GRAPH_GAP_US (20 us by default); the tests raise it, so that a client descheduled
- * on a loaded machine of two CPUs still counts as a burst and the rest of the mechanism is what
- * they check. A sequence whose holds end unreplayed SEQ_FAILS times in a row (their grace ran out,
- * or too many values changed) is barred: its graph goes, and it is never made another while its
- * slot lasts. */
+ * worker spins), or twice the sequence's own gap where that is longer, or SEQ_CROWDED times
+ * burst_ns while the server is crowded (spin.c), when a client is often descheduled
+ * mid-burst: the worker then gives its CPU away between looks (sched_yield), perhaps to that
+ * client. burst_ns is MPSSHIM_LAUNCH_GRAPH_GAP_US (20 us by default); the tests raise it, so
+ * that a client descheduled on a loaded machine of two CPUs still counts as a burst and the
+ * rest of the mechanism is what they check. A sequence whose holds end unreplayed SEQ_FAILS
+ * times in a row (their grace ran out, or too many values changed) is barred: its graph
+ * goes, and it is never made another while its slot lasts. */
 #define SEQ_CROWDED 10
 #define SEQ_FAILS 4
 
@@ -353,9 +353,6 @@ static void end_run(struct srv_client *c, struct srv_seqs *q)
     run->n = 0;
 }
 
-/* Launch l (parameters p) on s joins the client's run; a run that is full (SEQ_MAX launches
- * or SEQ_PARAMS bytes), or followed only to its end, ends there first: long runs are kept in
- * parts (above). */
 /* Whether launch l, added to the run, would start a part of it: the run's first, or the
  * first after a cut (the run full, or followed only to its end). Only there can a kept
  * sequence start: a hold begun elsewhere (in a loop of one kernel, the launch after a hold
@@ -365,6 +362,9 @@ static int part_starts(const struct seq *run, const struct seq_launch *l)
     return !run->n || run->off || run->n >= SEQ_MAX || l->plen > SEQ_PARAMS - run->pbytes;
 }
 
+/* Launch l (parameters p) on s joins the client's run; a run that is full (SEQ_MAX launches
+ * or SEQ_PARAMS bytes), or followed only to its end, ends there first: long runs are kept in
+ * parts (above). */
 static void run_add(struct srv_client *c, struct srv_seqs *q, struct srv_stream *s,
                     struct seq_launch l, const uint8_t *p)
 {
