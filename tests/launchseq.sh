@@ -9,6 +9,8 @@
 # default): on a loaded machine of two CPUs the client is descheduled mid-step, its sequences
 # would be taken for an interpreter's and never replayed. What is checked is the mechanism
 # (steps found, held, replayed with new values, results right), not the machine's timing.
+# Last, the gap rule: a sequence whose launches come further apart than it allows is never a
+# graph.
 #   tests/launchseq.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -48,5 +50,17 @@ for graphs in 1 0; do
         [ -z "$n$nl" ] || fail "sequences replayed with MPSSHIM_LAUNCH_GRAPHS=0"
     fi
 done
+# The gap rule itself: launches 1 ms apart (fleetc --spread, its host work between them) on a
+# server whose rule is 1 us are never held (MPSSHIM_LAUNCH_GRAPH_GAP_US): the sequence is
+# barred by the gap rule, and none is replayed.
+own_dir "$2/launchseq-gap"
+MPSSHIM_LAUNCH_GRAPH_GAP_US=1 "$CTL" -d || exit 1
+shim "$B/bench/fleetc" --spread --work-us 8000 --launches 8 --seconds 0.3 >"$W/gap.out" 2>&1 ||
+    fail "fleetc --spread: $(tail -n 2 "$W/gap.out")"
+stop_server 10 || fail "the server did not quit"
+line=$(grep -a "launch sequences replayed as graphs" "$W/log/server.log")
+echo "gap rule 1 us, launches 1 ms apart: ${line#*: }" | cut -c 1-200
+grep -q "[1-9][0-9]* barred by the gap rule" <<<"$line" || fail "not barred by the gap rule: $line"
+grep -q ": 0 launch sequences replayed" <<<"$line" || fail "replayed though barred: $line"
 [ $rc = 0 ] && echo "PASS repeated launch sequences replayed as graphs, results unchanged"
 exit $rc
