@@ -340,6 +340,17 @@ fi
 # Repeated launch sequences replayed as graphs on the real driver, results unchanged
 # (tests/launchseq.sh; own servers).
 script_row launch-graphs 120 launchseq.sh 'LAUNCH_GRAPHS=1'
+# bench/onectx's modes on the real driver, 16 threads of 12 launches a step, and through the
+# shim (tests/onectx.sh; own server): each mode's steps/s in the log, the row showing whether
+# graphs whose 12 nodes all get new values at every replay still beat launching one by one
+# (seqgraph's "more than half" rule rests on it; bench/README.md, "One context's ceiling").
+if ONECTX_THREADS=16 ONECTX_LAUNCHES=12 run onectx-modes 150 bash "$ROOT/tests/onectx.sh" "$B" \
+    "$WORK"; then
+    record onectx-modes PASS "$(grep -h -e '^ok: --param:' -e '^ok: --param --graph --update 12:' \
+        "$WORK/onectx-modes.out" | sed 's/^ok: //' | tr '\n' ' ')"
+else
+    record onectx-modes FAIL "$(grep -m1 FAIL "$WORK/onectx-modes.out")"
+fi
 
 # Limits and counts of a process across its connections: memory, pinned memory, records,
 # context limits, IPC opens (tests/accounts.sh; own server).

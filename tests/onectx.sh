@@ -4,7 +4,9 @@
 # (--library as cudart loads code, --launchers, --graph, --param with its graph's nodes
 # updated at every step) and through the shim on a server of its own (the graph's node
 # updates replayed by the server). onectx checks what its --param launches wrote itself; its
-# figures here mean nothing.
+# figures here mean nothing. The GPU tier runs it with ONECTX_THREADS=16 ONECTX_LAUNCHES=12
+# (defaults 2 and 8): its log then has what every mode makes on the real driver, the update
+# cost of graphs (bench/README.md, "One context's ceiling") among them.
 #   tests/onectx.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -27,18 +29,27 @@ mode() {
 }
 direct() { timeout 60 env ${lib:+LD_LIBRARY_PATH="$lib"} "$P" "$@"; }
 shimmed() { timeout 60 env LD_PRELOAD="$SHIM" "$P" "$@"; }
-mode "plain" direct 2 --work-us 0
-mode "--library kernel" direct 2 --work-us 0 --library kernel
-mode "--launchers 1" direct 2 --work-us 0 --launchers 1
-mode "--graph" direct 2 --work-us 0 --graph
-mode "--param" direct 2 --work-us 0 --param
-mode "--param --graph --update 3" direct 2 --work-us 0 --param --graph --update 3
-mode "--param --graph --update 8" direct 2 --work-us 0 --param --graph --update 8
+T=${ONECTX_THREADS:-2} K=${ONECTX_LAUNCHES:-8}
+[[ $T =~ ^[1-9][0-9]*$ && $K =~ ^[1-9][0-9]*$ ]] && [ "$K" -ge 2 ] || {
+    echo "FAIL: ONECTX_THREADS ($T) and ONECTX_LAUNCHES ($K, at least 2) are counts"
+    exit 1
+}
+echo "$T threads, $K launches a step, no host work"
+# run LABEL direct|shimmed OPTION...: onectx T --work-us 0 --launches K OPTION...
+run() { mode "$1" "$2" "$T" --work-us 0 --launches "$K" "${@:3}"; }
+run "plain" direct
+run "--library kernel" direct --library kernel
+run "--launchers 1" direct --launchers 1
+run "--graph" direct --graph
+run "--param" direct --param
+run "--param --graph --update 0" direct --param --graph --update 0
+run "--param --graph --update $((K / 2))" direct --param --graph --update $((K / 2))
+run "--param --graph --update $K" direct --param --graph --update "$K"
 if out=$(direct 2 --update 3 2>&1); then fail "--update without --graph --param ran: $out"; fi
 own_dir "$2/onectx"
 "$CTL" -d || exit 1
-mode "shim --param" shimmed 2 --work-us 0 --param
-mode "shim --param --graph --update 8" shimmed 2 --work-us 0 --param --graph --update 8
+run "shim --param" shimmed --param
+run "shim --param --graph --update $K" shimmed --param --graph --update "$K"
 stop_server 10 || fail "the server did not quit"
 [ $rc = 0 ] && echo "PASS bench/onectx's modes"
 exit $rc
