@@ -345,6 +345,7 @@ void shim_mig_hostfn_done(void);
 /* hostfn.c: waits until this process's host functions and stream callbacks sent so far have
  * returned (or the server is gone): before a call that waits for every stream. */
 void shim_hostfn_settle(void);
+/* Launch-time knowledge of a function or kernel (funcs.c). */
 struct shim_func;
 /* The same before f's first launch or node on the current device: the server may load its
  * code then, which waits for every stream. One load once done, or while none is outstanding. */
@@ -479,8 +480,6 @@ CUresult shim_handle_check(unsigned htype, uint64_t h);
 
 /* ---------------------------------------------------------------- funcs.c */
 
-/* Launch-time knowledge of a function or kernel. */
-struct shim_func;
 /* Records what the server returned for a function/kernel (chan_function + layout). */
 CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32_t ctx,
                        uint64_t *handle);

@@ -586,7 +586,8 @@ int srv_seq_idle(struct srv_client *c, uint64_t now)
     uint64_t gap = q->match >= 0 ? q->slot[q->match].gap_ns : 0;
     uint64_t gap2 = 2 * (gap < burst_ns ? gap : burst_ns); /* a slot's graph: gap <= burst */
     uint64_t grace = crowded ? SEQ_CROWDED * burst_ns : burst_ns;
-    if (now - q->held.last_ns < (gap2 > grace ? gap2 : grace)) {
+    if (gap2 > grace) grace = gap2;
+    if (now - q->held.last_ns < grace) {
         if (crowded) sched_yield();
         return 1;
     }
