@@ -54,11 +54,12 @@ static void drop(struct srv_client *c, unsigned i)
 }
 
 /* The client's current context and the peer context the call names (the generic path has
- * refused an id the client does not have): INVALID_CONTEXT where the driver says it. */
+ * refused an id the client does not have): INVALID_CONTEXT where the driver says it. The
+ * current context as its own peer is no error here: the device checks answer it (below). */
 static CUresult pair_of(struct srv_client *c, struct srv_call *k, struct srv_ctx **peer)
 {
     *peer = k->a.val[0] ? srv_ctx_get(c, (uint32_t)k->a.val[0]) : NULL;
-    if (!c->cur || !*peer || *peer == c->cur) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!c->cur || !*peer) return CUDA_ERROR_INVALID_CONTEXT;
     return (*peer)->fault; /* a peer context a fault killed: its error (above) */
 }
 
@@ -71,8 +72,10 @@ static CUresult peer_enable(struct srv_client *c, struct srv_call *k)
     CUresult r = pair_of(c, k, &peer);
     if (r != CUDA_SUCCESS) return r;
     int dev = c->cur->device, pdev = peer->device, can = 0;
-    /* Two contexts of one device (the client made several): no device is its own peer. */
-    if (dev == pdev) return CUDA_ERROR_INVALID_DEVICE;
+    /* The current context, or another of its device (the client made several): no device
+     * is its own peer. Driver 580 on two H200s answers PEER_ACCESS_UNSUPPORTED for both
+     * (tests/progs/peer.c, natively). */
+    if (dev == pdev) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
     if ((r = DRV(cuDeviceCanAccessPeer)(&can, dev, pdev)) != CUDA_SUCCESS) return r;
     if (!can) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
     if (find(c, c->cur->id, peer->id) >= 0) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;

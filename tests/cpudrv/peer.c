@@ -4,13 +4,13 @@
 #include "cpudrv.h"
 
 // The current context and the peer context, checked (cpudrv_big held on success): the
-// errors cuda.h gives for no current context, an invalid peer or the current one itself.
+// errors for no current context or an invalid peer (the current one itself is the device
+// check's: below).
 static CUresult pair(CUcontext peerContext, struct cpudrv_ctx **cur, struct cpudrv_ctx **peer)
 {
     CUresult rc = cpudrv_enter_any(cur);
     if (rc) return rc;
-    if ((rc = cpudrv_ctx_find(peerContext, peer)) == CUDA_SUCCESS &&
-        (*peer == *cur || !(*peer)->active))
+    if ((rc = cpudrv_ctx_find(peerContext, peer)) == CUDA_SUCCESS && !(*peer)->active)
         rc = CUDA_ERROR_INVALID_CONTEXT;
     if (rc) cpudrv_unlock();
     return rc;
@@ -23,8 +23,8 @@ static int find(const struct cpudrv_ctx *cur, const struct cpudrv_ctx *peer)
     return -1;
 }
 
-// Two contexts of one device: no device is its own peer (INVALID_DEVICE, cudart's answer for
-// it; the real driver's is to be confirmed on a GPU).
+// The current context, or another of its device: no device is its own peer. Driver 580 on
+// two H200s answers PEER_ACCESS_UNSUPPORTED for both (tests/progs/peer.c, natively).
 CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
     struct cpudrv_ctx *cur, *peer;
@@ -33,7 +33,7 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
     if (!rc) rc = pair(peerContext, &cur, &peer);
     if (rc) return TR(rc);
     if (cur->dev == peer->dev)
-        rc = CUDA_ERROR_INVALID_DEVICE;
+        rc = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
     else if (find(cur, peer) >= 0)
         rc = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
     else if (cur->npeers == CPUDRV_MAX_PEERS)

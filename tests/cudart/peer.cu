@@ -25,6 +25,8 @@ int main()
     cudaGetLastError(); // the runtime keeps the last error: it is this check's
     printf("device 0 with itself: %s\n", cudaGetErrorName(cudaDeviceEnablePeerAccess(0, 0)));
     cudaGetLastError();
+    printf("device 0 disabled with itself: %s\n", cudaGetErrorName(cudaDeviceDisablePeerAccess(0)));
+    cudaGetLastError();
     t_ok("0 -> 1 enabled, and the errors");
 
     unsigned char *src, *dst, *host = (unsigned char *)malloc(BYTES);
