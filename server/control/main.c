@@ -346,6 +346,24 @@ static int open_logs(struct start *st)
     return GO_ON;
 }
 
+/* The lock taken: at once, or once a server that is going has gone. A quitting server
+ * unlinks its sockets first and holds the lock while it releases its contexts (0.7 s with
+ * two H200s), so `quit` then `-d` at once found the lock held and refused (the GPU tier's
+ * server-restart row, 2 GPUs). A holder without its service socket is quitting, or still
+ * starting (the socket comes after its devices): waited for, at most LOCK_WAIT_MS, and a
+ * socket that appears meanwhile means a server runs. 1 when taken. */
+#define LOCK_WAIT_MS 10000
+static int lock_after_quit(int fd)
+{
+    char sock[600];
+    snprintf(sock, sizeof(sock), "%s/%s", srv.pipe_dir, CHAN_SOCKET_NAME);
+    for (int ms = 0;; ms += 20) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 1;
+        if (errno != EWOULDBLOCK || ms >= LOCK_WAIT_MS || access(sock, F_OK) == 0) return 0;
+        usleep(20 * 1000);
+    }
+}
+
 /* The service's sockets and lock adopted, or the lock taken. GO_ON or 1. */
 static int take_lock(struct start *st)
 {
@@ -363,7 +381,7 @@ static int take_lock(struct start *st)
     char lock[600];
     snprintf(lock, sizeof(lock), "%s/server.lock", srv.pipe_dir);
     if (!st->adopted) st->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (st->lockfd < 0 || (!st->adopted && flock(st->lockfd, LOCK_EX | LOCK_NB) != 0)) {
+    if (st->lockfd < 0 || (!st->adopted && !lock_after_quit(st->lockfd))) {
         fprintf(stderr, "mpsshim-server: a server already runs in %s\n", srv.pipe_dir);
         tell_starter("a server already runs in %s\n", srv.pipe_dir);
         return 1;
