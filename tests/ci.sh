@@ -718,6 +718,9 @@ else
     # MPSSHIM_STANDBY under a slow cuInit, and no standby left after quit, a fresh start or
     # SIGKILL of its server.
     run_test fault-standby 120 bash "$ROOT/tests/fault_standby.sh" "$B" "$WORK"
+    # Two servers: one's fault never reaches the other's clients (tests/fault_servers.sh; on
+    # a GPU machine, a server per GPU, the answer to a fault being the process's).
+    run_test fault-servers 90 bash "$ROOT/tests/fault_servers.sh" "$B" "$WORK"
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break

@@ -5,8 +5,16 @@
  * process for good (the retain after a reset returns the fault again: handover.c), so a new
  * server process takes over the pipe directory at once and serves new clients on fresh contexts
  * (handover.c), while this one keeps its clients for a while: those of the faulted device get
- * the fault from every call, as natively, until they leave or are ended (below); those of other
- * devices never notice.
+ * the fault from every call, as natively, until they leave or are ended (below).
+ *
+ * Other devices: the driver's fault is the process's, not the context's. After device 0's
+ * fault, device 1's context in the same process answers it too, and so does a context made
+ * there anew (driver 580, two H200s: tests/progs/fault.c --device1, natively). So the fault
+ * thread's query finds every device of this server dead, and their clients get the fault as
+ * well. MPS keeps a fault to its device; that needs each device's shared context in a
+ * process of its own, which this server does not have (issue 30). What is written below
+ * about "other devices" holds where the driver keeps a fault to its context (the CPU test
+ * driver with MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT=1).
  *
  * Who does what:
  *  - Any worker whose driver call returned a sticky code notes the device (srv_fault_note);

@@ -31,7 +31,7 @@ struct cpudrv_ctx *cpudrv_ctx_current(void)
 CUresult cpudrv_ctx_usable(struct cpudrv_ctx *c)
 {
     if (!usable(c)) return CUDA_ERROR_INVALID_CONTEXT;
-    return (CUresult)__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE);
+    return cpudrv_ctx_sticky(c);
 }
 
 static CUresult enter(struct cpudrv_ctx **out, int any)
@@ -43,7 +43,7 @@ static CUresult enter(struct cpudrv_ctx **out, int any)
     if (!c)
         rc = CUDA_ERROR_INVALID_CONTEXT;
     else if (!any)
-        rc = (CUresult)__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE);
+        rc = cpudrv_ctx_sticky(c);
     if (rc) {
         cpudrv_unlock();
         return rc;
@@ -65,15 +65,17 @@ CUresult cpudrv_enter_any(struct cpudrv_ctx **out)
     return enter(out, 1);
 }
 
-// Records a fault raised by a kernel (sticky for the context, as on a GPU). A green
+// Records a fault raised by a kernel (sticky for the context, as on a GPU; for every
+// context of the process unless MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT=1: cpudrv_lost). A green
 // context's kernel faults its device's primary context too: they share one address space
 // (its memory and modules are the primary's), so the model takes the fault as the device
 // context's, which is what the mpsshim server recovers from.
+int cpudrv_lost;
 void cpudrv_ctx_fault(struct cpudrv_ctx *c, CUresult err)
 {
     int zero = 0;
     if (!cpudrv_faults_per_context)
-        __atomic_compare_exchange_n(&cpudrv_devs[c->dev].lost, &zero, (int)err, 0, __ATOMIC_ACQ_REL,
+        __atomic_compare_exchange_n(&cpudrv_lost, &zero, (int)err, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE);
     zero = 0;
     __atomic_compare_exchange_n(&c->sticky, &zero, (int)err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -117,7 +119,7 @@ static void default_limits(struct cpudrv_ctx *c)
 // that lost the device to the process, if one did.
 CUresult cpudrv_ctx_activate(struct cpudrv_ctx *c)
 {
-    CUresult lost = (CUresult)__atomic_load_n(&cpudrv_devs[c->dev].lost, __ATOMIC_ACQUIRE);
+    CUresult lost = (CUresult)__atomic_load_n(&cpudrv_lost, __ATOMIC_ACQUIRE);
     if (lost) return lost;
     default_limits(c);
     c->cache = CU_FUNC_CACHE_PREFER_NONE;

@@ -46,13 +46,15 @@ extern long cpudrv_copy_delay_us;
 struct cpudrv_device {
     size_t used;
     struct cpudrv_ctx *primary;
-    // A sticky fault in any context on the device loses the device to this process, as
-    // with driver 580 on an H100: cuDevicePrimaryCtxReset succeeds, but the retain after it
-    // (and any new context there) returns the fault. 0 while none, and never 0 again.
-    // MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT=1 (cpudrv_faults_per_context) keeps faults to their
-    // context, which a reset or destroy clears: the self-test goes on after its faults.
-    int lost;
 };
+// A sticky fault in any context loses every device to this process, as with driver 580:
+// every context of the process answers it from then on, on every device (an H200 pair:
+// tests/progs/fault.c --device1), and cuDevicePrimaryCtxReset succeeds but the retain
+// after it (and any new context anywhere) returns the fault (an H100). 0 while none, and
+// never 0 again. MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT=1 (cpudrv_faults_per_context) keeps
+// faults to their context, which a reset or destroy clears: the self-test goes on after
+// its faults.
+extern int cpudrv_lost;
 extern int cpudrv_faults_per_context;
 extern struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
 
@@ -181,6 +183,13 @@ struct cpudrv_ctx *cpudrv_ctx_current(void);
 CUresult cpudrv_ctx_usable(struct cpudrv_ctx *c);
 // Records a fault raised by a kernel (sticky for the context, as on a GPU).
 void cpudrv_ctx_fault(struct cpudrv_ctx *c, CUresult err);
+// The context's sticky error: its own fault, or the one that lost the process its devices
+// (cpudrv_lost); CUDA_SUCCESS while neither. Read without the lock (stream workers).
+static inline CUresult cpudrv_ctx_sticky(const struct cpudrv_ctx *c)
+{
+    int own = __atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE);
+    return (CUresult)(own ? own : __atomic_load_n(&cpudrv_lost, __ATOMIC_ACQUIRE));
+}
 // The context that owns memory and modules created while c is current (a green
 // context's resources belong to its device's primary context).
 struct cpudrv_ctx *cpudrv_ctx_owner(struct cpudrv_ctx *c);

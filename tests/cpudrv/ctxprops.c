@@ -60,7 +60,7 @@ static CUresult sync_ctx(struct cpudrv_ctx *c)
     cpudrv_unlock();
     cpudrv_deps_wait_release(deps, n);
     cpudrv_lock();
-    return (CUresult)__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE);
+    return cpudrv_ctx_sticky(c);
 }
 
 // Whole-context waits going on (cpudrv_ctx_wait_all), and their end; under cpudrv_big.

@@ -159,7 +159,7 @@ CUresult cuEventQuery(CUevent hEvent)
     if (!rc && !done(e))
         rc = CUDA_ERROR_NOT_READY;
     else if (!rc && e->s)
-        rc = (CUresult)__atomic_load_n(&e->s->o.ctx->sticky, __ATOMIC_ACQUIRE);
+        rc = cpudrv_ctx_sticky(e->s->o.ctx);
     cpudrv_unlock();
     return TR(rc);
 }
@@ -185,7 +185,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
         cpudrv_unlock();
         cpudrv_stream_wait(s, seq);
         cpudrv_lock();
-        rc = (CUresult)__atomic_load_n(&s->o.ctx->sticky, __ATOMIC_ACQUIRE);
+        rc = cpudrv_ctx_sticky(s->o.ctx);
         cpudrv_obj_put(&s->o);
     }
     cpudrv_unlock();

@@ -169,7 +169,7 @@ static void *worker(void *arg)
         wait_deps(s, op);
         struct cpudrv_ctx *c = s->o.ctx;
         // After a fault the context is dead, as on a GPU: queued work is dropped.
-        if (op->run && !__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE)) {
+        if (op->run && !cpudrv_ctx_sticky(c)) {
             CUresult rc = cpudrv_op_run(op);
             if (rc) cpudrv_ctx_fault(c, rc);
         }
@@ -277,7 +277,7 @@ CUresult cpudrv_stream_run_sync(struct cpudrv_stream *s, struct cpudrv_op *op)
     cpudrv_unlock();
     cpudrv_stream_wait(s, seq);
     cpudrv_lock();
-    CUresult rc = (CUresult)__atomic_load_n(&s->o.ctx->sticky, __ATOMIC_ACQUIRE);
+    CUresult rc = cpudrv_ctx_sticky(s->o.ctx);
     cpudrv_obj_put(&s->o);
     return rc;
 }

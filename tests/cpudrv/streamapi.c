@@ -125,7 +125,7 @@ CUresult cuStreamSynchronize(CUstream hStream)
             cpudrv_unlock();
             cpudrv_deps_wait_release(deps, n);
             cpudrv_lock();
-            rc = (CUresult)__atomic_load_n(&c->sticky, __ATOMIC_ACQUIRE);
+            rc = cpudrv_ctx_sticky(c);
         }
     }
     cpudrv_unlock();

@@ -1,5 +1,5 @@
-/* fault [--restart | --bystander SECONDS | --stuck SECONDS | --waiter SECONDS |
- *        --other SECONDS]: a sticky error in a context.
+/* fault [--restart | --device1 | --bystander SECONDS | --stuck SECONDS | --waiter SECONDS |
+ *        --other SECONDS | --steady SECONDS]: a sticky error in a context.
  *
  *   (no flag)    launches vec_add writing through a wild pointer: the synchronisation fails
  *                with a sticky error (an illegal address on a GPU), and so does every later
@@ -9,6 +9,13 @@
  *                says "faulted", keeps its connection that long without a call, and then
  *                its calls must fail (with the fault natively; through the shim, once its
  *                faulted server has ended it, CUDA_ERROR_MPS_CLIENT_TERMINATED), not hang.
+ *                With --device1 (two devices, else it skips) the process also has device 1's
+ *                primary context, with memory, code and a round of vec_add done there before
+ *                the fault; after it, it prints what device 1 answers: a round of vec_add
+ *                in that context, and a context made there anew. Natively that says whether
+ *                the driver keeps a fault to its device within a process (the server holds
+ *                every device's shared context in one process); through the shim it must
+ *                print the same.
  *                With --peer (through the shim only: two devices) device 1's context has
  *                peer access to device 0's before the fault; after it, enabling or disabling
  *                that access again answers the fault, never the pair's stale state
@@ -25,7 +32,12 @@
  *                server then polls its wait instead of blocking in the driver: the fault
  *                must end that wait).
  *   --other      runs vec_add in a loop on the last device for SECONDS: every round must
- *                pass (a fault on device 0 is none of its business). Skips with one device.
+ *                pass, as under MPS (a fault on device 0 is none of its business), or fail
+ *                with a sticky error, said on a line "other device: ...", status 3: the
+ *                server's devices share its process, and a fault is the process's (see
+ *                --device1). Skips with one device.
+ *   --steady     runs vec_add in a loop on device 0 for SECONDS: every round must pass (a
+ *                client of another server, while this one's server sees no fault).
  * Through the shim the bystanders' failures are the point; natively only the first form
  * makes sense (and prints the same as through the shim). */
 #include "tests/progs/common.h"
@@ -100,12 +112,14 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* other: on the last device, where no fault happens. */
+/* other: 1 on the last device, where no fault happens; 2 (--steady) on device 0 of a server
+ * where no fault happens (another server's fault is none of its business): every round
+ * must pass. */
 static int bystander(int seconds, int other)
 {
     CUdevice dev;
     CUcontext ctx;
-    if (other) {
+    if (other == 1) {
         int n = 0;
         CHECK(cuInit(0));
         CHECK(cuDeviceGetCount(&n));
@@ -132,9 +146,19 @@ static int bystander(int seconds, int other)
     CUresult r = CUDA_SUCCESS;
     for (double end = now_s() + seconds; r == CUDA_SUCCESS && now_s() < end;)
         r = vecadd_round(f, da, db, dc, a, b, c);
+    if (other == 2) CHECK(r);
+    if (other && r != CUDA_SUCCESS) {
+        /* The server holds every device's shared context in one process, and the driver's
+         * fault is the process's (--device1): device 0's fault reaches this one too. Said
+         * with its own status, for fault.sh to tell from a failure of this program. */
+        REQUIRE(sticky_name(r), "the other device's loop failed with %s, not a sticky error",
+                t_errname(r));
+        printf("other device: a round failed with %s\n", t_errname(r));
+        CHECK(cuDevicePrimaryCtxReset(dev));
+        return 3;
+    }
     if (other) {
-        CHECK(r);
-        t_ok("every round on the other device passed");
+        t_ok(other == 1 ? "every round on the other device passed" : "every round passed");
         CHECK(cuMemFree(da));
         CHECK(cuMemFree(db));
         CHECK(cuMemFree(dc));
@@ -268,13 +292,58 @@ static void peer_access(CUcontext ctx, CUresult fault)
     CHECK(cuDevicePrimaryCtxRelease(d1));
 }
 
+/* --device1: device 1's primary context, its memory and code, and a round of vec_add there
+ * (before: all must pass); after the fault, what device 1 answers, printed. */
+static void device1(CUcontext ctx0, int after)
+{
+    static CUdevice d1;
+    static CUcontext c1;
+    static CUfunction f1;
+    static CUdeviceptr da, db, dc;
+    static float a[N], b[N], c[N];
+    if (!after) {
+        int n = 0;
+        CHECK(cuDeviceGetCount(&n));
+        if (n < 2) t_skip("--device1 needs two devices, found %d", n);
+        CHECK(cuDeviceGet(&d1, 1));
+        CHECK(cuDevicePrimaryCtxRetain(&c1, d1));
+        CHECK(cuCtxSetCurrent(c1));
+        f1 = t_get_function(t_load_module("kernels.ptx"), "vec_add");
+        CHECK(cuMemAlloc(&da, sizeof(a)));
+        CHECK(cuMemAlloc(&db, sizeof(b)));
+        CHECK(cuMemAlloc(&dc, sizeof(c)));
+        fill(a, b);
+        CHECK(vecadd_round(f1, da, db, dc, a, b, c));
+        CHECK(cuCtxSetCurrent(ctx0));
+        t_ok("device 1: a round of vec_add passed before the fault");
+        return;
+    }
+    CUresult cur = cuCtxSetCurrent(c1);
+    CUresult round = cur ? cur : vecadd_round(f1, da, db, dc, a, b, c);
+    printf("device 1's context after device 0's fault: made current %s, a round of vec_add %s\n",
+           t_errname(cur), t_errname(round));
+    CUcontext fresh = NULL;
+    CUdeviceptr p = 0;
+    CUresult made = cuCtxCreate(&fresh, NULL, 0, d1);
+    CUresult alloc = made ? made : cuMemAlloc(&p, 256);
+    printf("a context made on device 1 after it: %s, cuMemAlloc there %s\n", t_errname(made),
+           t_errname(alloc));
+    if (!alloc) cuMemFree(p);
+    if (!made) cuCtxDestroy(fresh);
+    cuDevicePrimaryCtxRelease(d1);
+    cuCtxSetCurrent(ctx0);
+}
+
 int main(int argc, char **argv)
 {
     t_init("fault", 120);
     late_ok = t_has_flag(argc, argv, "--late-ok");
     for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--bystander") == 0 || strcmp(argv[i], "--other") == 0)
-            return bystander(atoi(argv[i + 1]), strcmp(argv[i], "--other") == 0);
+        if (strcmp(argv[i], "--bystander") == 0 || strcmp(argv[i], "--other") == 0 ||
+            strcmp(argv[i], "--steady") == 0)
+            return bystander(atoi(argv[i + 1]), strcmp(argv[i], "--other") == 0    ? 1
+                                                : strcmp(argv[i], "--steady") == 0 ? 2
+                                                                                   : 0);
         if (strcmp(argv[i], "--stuck") == 0 || strcmp(argv[i], "--waiter") == 0)
             return stuck(atoi(argv[i + 1]), strcmp(argv[i], "--waiter") == 0);
     }
@@ -295,8 +364,9 @@ int main(int argc, char **argv)
     CHECK(cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, NULL, warm, NULL)); /* code loaded */
     CHECK(cuCtxSynchronize());
     void *params[] = {&da, &db, &wild, &n};
-    int peer = t_has_flag(argc, argv, "--peer");
+    int peer = t_has_flag(argc, argv, "--peer"), dev1 = t_has_flag(argc, argv, "--device1");
     if (peer) peer_access(ctx, CUDA_SUCCESS);
+    if (dev1) device1(ctx, 0);
     wait_go();
     CHECK(cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL));
     CUresult r = cuCtxSynchronize();
@@ -304,6 +374,7 @@ int main(int argc, char **argv)
     t_ok("vec_add through a wild pointer failed with %s", t_errname(r));
     check_sticky(r);
     if (peer) peer_access(ctx, r);
+    if (dev1) device1(ctx, 1);
     for (int i = 1; i + 1 < argc; i++) {
         int keep = strcmp(argv[i], "--keep") == 0 ? atoi(argv[i + 1]) : 0;
         if (keep <= 0) continue;
