@@ -172,6 +172,42 @@ static int load_driver(void)
     return 0;
 }
 
+/* A device's shared context retained (a thread of its own per device: retain_all). */
+struct retain {
+    int dev;
+    CUresult r;
+    double ms;
+};
+static void *retain_one(void *arg)
+{
+    struct retain *t = arg;
+    uint64_t t0 = chan_now_ns();
+    CUdevice dev;
+    t->r = DRV(cuDeviceGet)(&dev, t->dev);
+    if (t->r == CUDA_SUCCESS) t->r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[t->dev], dev);
+    t->ms = (double)(chan_now_ns() - t0) / 1e6;
+    return NULL;
+}
+
+/* Every device's shared context retained, the devices' at once. Why: a retain takes 0.5-0.9 s
+ * on an H200 (32 hardware queues), and a successor after a fault makes every device's anew
+ * (the fault is the process's: fault.c), so on two H200s one after the other took recovery
+ * to 2.2-3.1 s against 0.74-0.78 s on one (the GPU tier's fault-containment row, 2026-11-29).
+ * Whether the driver makes two devices' contexts side by side is to be measured: the log
+ * gives each retain's time. A thread that cannot start retains in this one. */
+static void retain_all(struct retain *t)
+{
+    pthread_t th[CHAN_MAX_DEVICES];
+    int started[CHAN_MAX_DEVICES] = {0};
+    for (int i = 0; i < srv.ndev; i++) {
+        t[i].dev = i;
+        started[i] = srv.ndev > 1 && pthread_create(&th[i], NULL, retain_one, &t[i]) == 0;
+        if (!started[i]) retain_one(&t[i]);
+    }
+    for (int i = 0; i < srv.ndev; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+}
+
 /* One shared context per device, and what the server keeps in each; the server's tables. */
 static int init_devices(void)
 {
@@ -190,9 +226,22 @@ static int init_devices(void)
         if (srv.ctx_sched &&
             (r = DRV(cuDevicePrimaryCtxSetFlags_v2)(dev, srv.ctx_sched)) != CUDA_SUCCESS)
             srv_log("device %d: MPSSHIM_CTX_SCHED not taken: %s", i, srv_errname(r));
-        if ((r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[i], dev)) != CUDA_SUCCESS)
-            START_FAILED("device %d: %s", i, srv_errname(r));
-        srv_log("Device %d: %s, one shared context", i, srv.devinfo.dev[i].name);
+    }
+    struct retain made[CHAN_MAX_DEVICES];
+    retain_all(made);
+    for (int i = 0; i < srv.ndev; i++) {
+        if (made[i].r != CUDA_SUCCESS) {
+            /* The others' retains are undone: this start ends here. */
+            for (int j = 0; j < srv.ndev; j++)
+                if (made[j].r == CUDA_SUCCESS) {
+                    CUdevice dj;
+                    if (DRV(cuDeviceGet)(&dj, j) == CUDA_SUCCESS)
+                        DRV(cuDevicePrimaryCtxRelease_v2)(dj);
+                }
+            START_FAILED("device %d: %s", i, srv_errname(made[i].r));
+        }
+        srv_log("Device %d: %s, one shared context (made in %.0f ms)", i, srv.devinfo.dev[i].name,
+                made[i].ms);
         DRV(cuCtxSetCurrent)(srv.ctx[i]);
         for (int l = 0; l < CU_LIMIT_MAX; l++)
             DRV(cuCtxGetLimit)(&srv_limit_default[i][l], (CUlimit)l);
