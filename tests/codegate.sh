@@ -137,4 +137,7 @@ if ! stop_server 10 || ! wait_for 10 gone "$S"; then
     kill -9 "$S" 2>/dev/null # a stuck server must not outlive the test
 fi
 [ $rc = 0 ] && echo "PASS code loads wait outside the driver for a held stream; the others go on"
+# A failure keeps what the server refused (its log lives in the work directory, which the
+# GPU tier deletes): once on two H200s a whole_wait's cuMemHostRegister was refused there.
+[ $rc = 0 ] || grep -h "refused\|failed" "$LOG" | tail -n 5
 exit $rc
