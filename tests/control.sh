@@ -230,6 +230,28 @@ printf '%s\n' "$sl" | grep -q 'tables not empty' && bad tables-empty "$sl" || ok
 has terminate-control-log "$(cat "$MPSSHIM_LOG_DIRECTORY/control.log")" "Terminating client $V\$"
 stop_server 30 && ok quit || bad quit "server still running"
 
+# ---------------------------------------------------------------- a start right after quit
+# A quitting server releases its contexts (0.7 s with two H200s; here 0.5 s a device,
+# MPSSHIM_CPUDRV_RELEASE_DELAY_MS) and `quit` returns once it has exited and its lock is free.
+# On a GPU the lock was still held for moments after the pid looked gone (its descriptors
+# still closing): a process that holds the lock with the server's socket gone (flock(1), 1.5
+# s) stands for that. `-d` must wait for it and start, not say that a server runs; while one
+# serves, -d still refuses at once.
+use_dir "$W/restart"
+MPSSHIM_CPUDRV_RELEASE_DELAY_MS=500 "$CTL" -d || bad restart-first "mpsshim-control -d failed"
+S=$(server_pid)
+ctl quit >/dev/null
+flock -x "$MPSSHIM_PIPE_DIRECTORY/server.lock" sleep 1.5 &
+holder=$!
+until_true pgrep -P "$holder" -x sleep >/dev/null || bad restart-holder "flock did not take the lock"
+if "$CTL" -d 2>"$W/restart.err"; then ok restart-after-quit; else bad restart-after-quit "$(cat "$W/restart.err")"; fi
+wait "$holder"
+S2=$(server_pid)
+[ -n "$S2" ] && [ "$S2" != "$S" ] && ok restart-new-pid || bad restart-new-pid "pid $S2 (was $S)"
+has restart-serves "$(shim "$B/tests/vecadd" 1000 2>&1)" '^PASS vecadd'
+exits restart-refused-while-serving 1 "$CTL" -d
+stop_server 30 && ok restart-quit || bad restart-quit "server still running"
+
 # (A crowd of control connections, idle ones timed out, hostile names: control_hostile.sh.)
 
 # ---------------------------------------------------------------- logs that cannot be written

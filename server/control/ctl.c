@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -217,7 +218,12 @@ static int exited(pid_t pid)
 
 /* After a plain quit: returns once the server process has exited, so that a new server may
  * start at once (the server closes its connections only as it exits; then its pid leaves
- * the running state within moments: that wait is bounded, in case the pid was reused). */
+ * the running state within moments: that wait is bounded, in case the pid was reused), and
+ * its lock is free. The pid's state is not enough: a process's first thread shows as a
+ * zombie while its last one still closes the descriptors, and with a GPU's contexts that
+ * took long enough for a `-d` right after quit to find the lock held (two H200s). Both
+ * waits are bounded (10 s each); a server that serves again meanwhile (its socket is there:
+ * a client started it) ends the second. */
 static void wait_exit(int s, pid_t pid)
 {
     char b[256];
@@ -227,6 +233,15 @@ static void wait_exit(int s, pid_t pid)
     }
     for (int i = 0; pid > 0 && i < 1000 && !exited(pid); i++)
         usleep(10 * 1000);
+    char lock[PATH_MAX], sock[PATH_MAX];
+    snprintf(lock, sizeof(lock), "%s/server.lock", chan_pipe_dir());
+    snprintf(sock, sizeof(sock), "%s/%s", chan_pipe_dir(), CHAN_SOCKET_NAME);
+    int fd = open(lock, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    for (int i = 0; fd >= 0 && i < 1000 && flock(fd, LOCK_EX | LOCK_NB) != 0; i++) {
+        if (access(sock, F_OK) == 0) break; /* a new server serves: the lock is its own */
+        usleep(10 * 1000);
+    }
+    if (fd >= 0) close(fd); /* the lock, if taken, goes with it */
 }
 
 /* ------------------------------------------- start_server -uid for another user (root) */

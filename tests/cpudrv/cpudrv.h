@@ -41,6 +41,10 @@ extern size_t cpudrv_mem_bytes;
 // MPSSHIM_CPUDRV_COPY_DELAY_US: every copy a stream runs first waits this long, a slow
 // DMA engine, so that tests can catch a host buffer reused before its copy ran.
 extern long cpudrv_copy_delay_us;
+// MPSSHIM_CPUDRV_RELEASE_DELAY_MS: the last release of a primary context takes this long, as
+// a GPU's does (0.7 s for a server's two H200s): a slow shutdown, which quit waits for
+// (tests/control.sh).
+extern long cpudrv_release_delay_ms;
 
 // Per-device accounting; protected by cpudrv_big.
 struct cpudrv_device {

@@ -16,6 +16,7 @@ pthread_mutex_t cpudrv_big = PTHREAD_MUTEX_INITIALIZER;
 int cpudrv_ndev;
 size_t cpudrv_mem_bytes;
 long cpudrv_copy_delay_us;
+long cpudrv_release_delay_ms;
 int cpudrv_faults_per_context;
 // Protected by cpudrv_big.
 struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
@@ -187,6 +188,7 @@ CUresult cuInit(unsigned int Flags)
         cpudrv_ndev = (int)env_long("MPSSHIM_CPUDRV_DEVICES", 1, 1, CPUDRV_MAX_DEVICES);
         cpudrv_mem_bytes = (size_t)env_long("MPSSHIM_CPUDRV_MEM_MB", 16384, 1, 1L << 24) << 20;
         cpudrv_copy_delay_us = env_long("MPSSHIM_CPUDRV_COPY_DELAY_US", 0, 0, 10 * 1000 * 1000);
+        cpudrv_release_delay_ms = env_long("MPSSHIM_CPUDRV_RELEASE_DELAY_MS", 0, 0, 60 * 1000);
         cpudrv_faults_per_context = (int)env_long("MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT", 0, 0, 1);
         // A real cuInit takes a while (hundreds of ms on an H200): tests that need clients
         // to arrive while a server starts (tests/recycle.sh) ask for as long.

@@ -3,6 +3,7 @@
 #include "cpudrv.h"
 
 #include <time.h>
+#include <unistd.h>
 
 // cpudrv_big held (dropped while waiting): returns dev's primary context once no teardown
 // of it is in progress, so that a retain or release never interleaves with one.
@@ -66,11 +67,15 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
     CUresult rc = cpudrv_dev_check(dev);
     if (rc) return TR(rc);
     cpudrv_lock();
-    if (settled(dev)->prim_refs == 0)
+    int last = 0;
+    if (settled(dev)->prim_refs == 0) {
         rc = CUDA_ERROR_INVALID_CONTEXT;
-    else
+    } else {
+        last = settled(dev)->prim_refs == 1;
         cpudrv_primary_release(dev);
+    }
     cpudrv_unlock();
+    if (last && cpudrv_release_delay_ms) usleep((useconds_t)cpudrv_release_delay_ms * 1000);
     return TR(rc);
 }
 
