@@ -219,9 +219,9 @@ static int exited(pid_t pid)
 /* After a plain quit: returns once the server process has exited, so that a new server may
  * start at once (the server closes its connections only as it exits; then its pid leaves
  * the running state within moments: that wait is bounded, in case the pid was reused), and
- * its lock is free. The pid's state is not enough: a process's first thread shows as a
- * zombie while its last one still closes the descriptors, and with a GPU's contexts that
- * took long enough for a `-d` right after quit to find the lock held (two H200s). Both
+ * its lock is free. The pid's state was not enough: with two H200s a `-d` right after quit
+ * found the lock held (most likely the first thread shows as a zombie while the last one
+ * still closes the GPU's descriptors, which takes a while). Both
  * waits are bounded (10 s each); a server that serves again meanwhile (its socket is there:
  * a client started it) ends the second. */
 static void wait_exit(int s, pid_t pid)
