@@ -235,7 +235,7 @@ round() {
     fi
     # One process on the GPU(s): the server (listed once per GPU it has a context on).
     if [ "$(cut -d, -f1 "$WORK/apps.out" | sort -u)" = "$SERVER" ]; then
-        record "one-gpu-process-$tag" PASS "$(cat "$WORK/apps.out")"
+        record "one-gpu-process-$tag" PASS "$(tr '\n' ';' <"$WORK/apps.out")"
     else
         record "one-gpu-process-$tag" FAIL "nvidia-smi listed: $(tr '\n' ';' <"$WORK/apps.out")"
     fi
@@ -578,7 +578,7 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
                 srv=$(mpi_servers "$dir" | head -n 1)
                 # The tier's own server ($SERVER, idle, still up) is the one other process.
                 if [ -n "$srv" ] && [ "$(cut -d, -f1 "$WORK/mpi-apps.out" | sort -u | grep -vx "$SERVER")" = "$srv" ]; then
-                    record mpi-one-gpu-process PASS "$(cat "$WORK/mpi-apps.out") while 16 ranks ran"
+                    record mpi-one-gpu-process PASS "$(tr '\n' ';' <"$WORK/mpi-apps.out") while 16 ranks ran"
                 else
                     record mpi-one-gpu-process FAIL "nvidia-smi listed: $(tr '\n' ';' <"$WORK/mpi-apps.out")"
                 fi
