@@ -221,9 +221,9 @@ static int exited(pid_t pid)
  * the running state within moments: that wait is bounded, in case the pid was reused), and
  * its lock is free. The pid's state was not enough: with two H200s a `-d` right after quit
  * found the lock held (most likely the first thread shows as a zombie while the last one
- * still closes the GPU's descriptors, which takes a while). Both
- * waits are bounded (10 s each); a server that serves again meanwhile (its socket is there:
- * a client started it) ends the second. */
+ * still closes the GPU's descriptors, which takes a while). Both waits are bounded (10 s
+ * each); a server that serves again meanwhile (its socket is there: a client started it)
+ * ends the second. */
 static void wait_exit(int s, pid_t pid)
 {
     char b[256];

@@ -399,9 +399,9 @@ static int open_logs(struct start *st)
  * unlinks its sockets first and holds the lock until its process is gone, which on two
  * H200s outlasted quit's wait for its pid: `quit` then `-d` at once found the lock held and
  * refused (the GPU tier's server-restart row; quit now waits for the lock too, ctl.c, but
- * a script may stop a server otherwise). A holder without its service socket is quitting, or still
- * starting (the socket comes after its devices): waited for, at most LOCK_WAIT_MS, and a
- * socket that appears meanwhile means a server runs. 1 when taken. */
+ * a script may stop a server otherwise). A holder without its service socket is quitting,
+ * or still starting (the socket comes after its devices): waited for, at most LOCK_WAIT_MS,
+ * and a socket that appears meanwhile means a server runs. 1 when taken. */
 #define LOCK_WAIT_MS 10000
 static int lock_after_quit(int fd)
 {
