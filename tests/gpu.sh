@@ -153,6 +153,16 @@ fault_tier() {
     # A server per GPU (a pipe directory each) keeps faults apart: one's fault never reaches
     # the other's client (tests/fault_servers.sh; one GPU: both servers on it).
     script_row fault-servers 120 "fault_servers.sh" "^server A"
+    # A probe, not a test (tools/faultns.c): whether a fault reaches a second instance of the
+    # driver in the same process. The row passes once the probe ran; its note is the answer
+    # (which decides how a fault could be kept to its GPU: issue 30).
+    if [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
+        if run faultns 60 "$B/tools/faultns"; then
+            record faultns PASS "$(grep "^B's round on device 1 after" "$WORK/faultns.out")"
+        else
+            record faultns FAIL "$(tail -n 1 "$WORK/faultns.out")"
+        fi
+    fi
     # With two GPUs, what device 0's fault did to a client of device 1 (issue 30 asks,
     # as MPS gives, that it never notices): its own row, so that the limit stays in view.
     if grep -q '^KNOWN LIMIT' "$WORK/fault-containment.out"; then
