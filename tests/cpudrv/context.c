@@ -116,7 +116,7 @@ static void default_limits(struct cpudrv_ctx *c)
 }
 
 // cpudrv_big held: resets a context's settings and gives it a legacy stream; the fault
-// that lost the device to the process, if one did.
+// that lost the process its devices, if one did.
 CUresult cpudrv_ctx_activate(struct cpudrv_ctx *c)
 {
     CUresult lost = (CUresult)__atomic_load_n(&cpudrv_lost, __ATOMIC_ACQUIRE);

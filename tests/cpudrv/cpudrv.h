@@ -185,7 +185,8 @@ CUresult cpudrv_enter_any(struct cpudrv_ctx **out);
 struct cpudrv_ctx *cpudrv_ctx_current(void);
 // cpudrv_big held: CUDA_SUCCESS, the context's sticky error, or INVALID_CONTEXT if dead.
 CUresult cpudrv_ctx_usable(struct cpudrv_ctx *c);
-// Records a fault raised by a kernel (sticky for the context, as on a GPU).
+// Records a fault raised by a kernel: sticky for the context, and for every context of the
+// process (cpudrv_lost) unless MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT=1, as on a GPU.
 void cpudrv_ctx_fault(struct cpudrv_ctx *c, CUresult err);
 // The context's sticky error: its own fault, or the one that lost the process its devices
 // (cpudrv_lost); CUDA_SUCCESS while neither. Read without the lock (stream workers).
