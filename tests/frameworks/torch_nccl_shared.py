@@ -40,12 +40,12 @@ def rank_main(rank, port, q):
         line = "rank %d: all_reduce sum %d" % (rank, int(x.double().sum().item()))
     except Exception as e:  # NCCL's refusal is the expected answer natively
         line = "rank %d: %s" % (rank, kind_of(e))
+    q.put((rank, line))  # before the teardown, which a refused communicator may not survive
     try:
         if dist.is_initialized():
             dist.destroy_process_group()
     except Exception:
         pass
-    q.put((rank, line))
 
 
 if __name__ == "__main__":
