@@ -293,6 +293,9 @@ cpu_lane() {
     # driver with a variant of mpsshim, then with one run failed on purpose, then the cold MPI job
     # (bench/fakempi where no MPI is) on two devices (tests/bench_scripts.sh).
     run_test bench-scripts 540 bash "$ROOT/tests/bench_scripts.sh" "$B" "$WORK"
+    # The GPU machine's CPU-time tools: the sampler and its summary on a program of known
+    # shape, then bench/cpusplit.py's plumbing (tests/profsample.sh).
+    run_test profsample 120 bash "$ROOT/tests/profsample.sh" "$B" "$WORK"
     # The programs through the two other ways of serving cuMemAlloc (device-arena-programs,
     # below, says what they do): own servers; free_wait's bound is 15 s, not a timing.
     run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
