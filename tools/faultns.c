@@ -12,6 +12,13 @@
  * reads it back; A's fill_u32 writes through a wild pointer (the fault); then B's round runs
  * again, and A is asked on device 1 as well. Each answer is printed; nothing is asserted.
  *
+ * The answer, H200, driver 580.159.04 (2026-11-29, `faultns same`): there is no second
+ * instance. B's cuInit, after A's, returns CUDA_ERROR_OPERATING_SYSTEM: what refuses it is the
+ * process's, not the library's. Most likely (not shown) UVM's: that machine's nvidia_uvm has
+ * uvm_enable_va_space_mm=1, which ties a UVM address space to the process's memory map. So one
+ * server process cannot keep faults to a GPU; a process per GPU can (docs/operations.md, "A
+ * server per GPU").
+ *
  * The driver: MPSSHIM_DRIVER, else libcuda.so.1; the kernel: kernels.ptx of
  * MPSSHIM_TEST_KERNELS (the build's tests/ folder). On the CPU test driver it only shows that
  * the probe runs (that driver is a plain library: its state is per instance anyway). */
@@ -150,8 +157,19 @@ int main(int argc, char **argv)
     open_drv(&b, "B", path);
     int n = 0;
     CUresult r;
-    if ((r = a.init(0)) || (r = b.init(0)) || (r = a.count(&n))) {
-        printf("cuInit or cuDeviceGetCount: %s\n", name_of(&a, r));
+    /* Each instance's answer on its own line: with driver 580 on an H200 the second cuInit
+     * answered CUDA_ERROR_OPERATING_SYSTEM, which says a resource of the process (not of the
+     * library) refused a second user. */
+    if ((r = a.init(0))) {
+        printf("A's cuInit: %s\n", name_of(&a, r));
+        return 2;
+    }
+    if ((r = b.init(0))) {
+        printf("B's cuInit, after A's: %s\n", name_of(&b, r));
+        return 2;
+    }
+    if ((r = a.count(&n))) {
+        printf("A's cuDeviceGetCount: %s\n", name_of(&a, r));
         return 2;
     }
     int bdev = same ? 0 : 1;
