@@ -9,17 +9,22 @@
 # default): on a loaded machine of two CPUs the client is descheduled mid-step, its sequences
 # would be taken for an interpreter's and never replayed. What is checked is the mechanism
 # (steps found, held, replayed with new values, results right), not the machine's timing.
-# Last, the gap rule: a sequence whose launches come further apart than it allows is never a
-# graph.
+# Again with MPSSHIM_LAUNCH_GRAPH_HOLD_SLEEP=1 (`1s`): the holding worker sleeps on its ring
+# between the held launches, which must wake it as they come. Last, the gap rule: a sequence
+# whose launches come further apart than it allows is never a graph.
 #   tests/launchseq.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 real_driver_if_gpu
-for graphs in 1 0; do
-    own_dir "$2/launchseq-$graphs"
-    MPSSHIM_LAUNCH_GRAPHS=$graphs MPSSHIM_LAUNCH_GRAPH_GAP_US=100000 "$CTL" -d || exit 1
+for mode in 1 0 1s; do
+    graphs=${mode%s}
+    sleep_hold=0
+    [ "$mode" = 1s ] && sleep_hold=1
+    own_dir "$2/launchseq-$mode"
+    MPSSHIM_LAUNCH_GRAPHS=$graphs MPSSHIM_LAUNCH_GRAPH_GAP_US=100000 \
+        MPSSHIM_LAUNCH_GRAPH_HOLD_SLEEP=$sleep_hold "$CTL" -d || exit 1
     shim "$B/tests/launchseq" >"$W/out" 2>&1 || fail "launchseq (graphs $graphs): $(tail -n 2 "$W/out")"
     # A library's kernels (CUkernel handles, named so in the graph's nodes).
     shim "$B/tests/launchseq" --library >"$W/lib.out" 2>&1 ||
@@ -38,8 +43,8 @@ for graphs in 1 0; do
         grep -ao "[0-9]* launch sequences replayed as graphs" | awk '{print $1}')
     cut=$(grep -a "Client process $long: " "$W/log/server.log" |
         grep -ao "[0-9]* runs cut into parts" | awk '{print $1}')
-    echo "MPSSHIM_LAUNCH_GRAPHS=$graphs, long steps: ${nl:-0} parts replayed as graphs, ${cut:-0} runs cut"
-    echo "MPSSHIM_LAUNCH_GRAPHS=$graphs: ${n:-0} sequences replayed as graphs"
+    echo "MPSSHIM_LAUNCH_GRAPHS=$graphs (holds sleep: $sleep_hold), long steps: ${nl:-0} parts replayed as graphs, ${cut:-0} runs cut"
+    echo "MPSSHIM_LAUNCH_GRAPHS=$graphs (holds sleep: $sleep_hold): ${n:-0} sequences replayed as graphs"
     if [ "$graphs" = 1 ]; then
         [ "${n:-0}" -gt 100 ] ||
             fail "the repeated steps were not replayed as graphs (${n:-0}, the fewer of 2 clients)"

@@ -133,11 +133,19 @@ struct srv_seqs {
 static int enabled = 1;
 static uint64_t burst_ns = 20u * 1000;
 static uint32_t update_pct = 100;
+/* MPSSHIM_LAUNCH_GRAPH_HOLD_SLEEP: a holding worker sleeps on its ring for the rest of the
+ * hold's grace instead of looking again. Why it is a setting: on 16 CPUs, 16 PyTorch
+ * processes whose steps all went as graphs cost their workers as much CPU as launching one by
+ * one (bench/results/issue29-2026-11-28, "Where a crowded fleet's CPU goes"), the yield loop
+ * of the holds being the suspect; whether a wake-up per launch costs less is a bench variant's
+ * question, not yet answered on a GPU. */
+static int hold_sleep;
 
 void srv_seq_init(void)
 {
     enabled = (int)chan_setting_num(CHAN_SET_LAUNCH_GRAPHS);
     burst_ns = chan_setting_num(CHAN_SET_LAUNCH_GRAPH_GAP_US) * 1000;
+    hold_sleep = (int)chan_setting_num(CHAN_SET_LAUNCH_GRAPH_HOLD_SLEEP);
     update_pct = (uint32_t)chan_setting_num(CHAN_SET_LAUNCH_GRAPH_UPDATE_PCT);
 }
 
@@ -582,9 +590,10 @@ void srv_seq_boundary(struct srv_client *c, uint32_t op)
             if (q->slot[i].q.n) drop_slot(&q->slot[i], 1);
 }
 
-int srv_seq_idle(struct srv_client *c, uint64_t now)
+int srv_seq_idle(struct srv_client *c, uint64_t now, uint64_t *nap_ns)
 {
     struct srv_seqs *q = c->seqs;
+    *nap_ns = 0;
     if (!q || !q->held.n) return 0;
     int crowded = srv_spin_crowded();
     /* Twice the gap its sequence showed when it qualified, at least burst_ns: with the gap
@@ -595,7 +604,10 @@ int srv_seq_idle(struct srv_client *c, uint64_t now)
     uint64_t grace = crowded ? SEQ_CROWDED * burst_ns : burst_ns;
     if (gap2 > grace) grace = gap2;
     if (now - q->held.last_ns < grace) {
-        if (crowded) sched_yield();
+        if (hold_sleep)
+            *nap_ns = grace - (now - q->held.last_ns);
+        else if (crowded)
+            sched_yield();
         return 1;
     }
     q->n_grace++;

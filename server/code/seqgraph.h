@@ -18,7 +18,8 @@ void srv_seq_issued(struct srv_client *c, struct srv_stream *s, const struct cha
  * issued, the run ends, and a call that changes what kernels do drops the client's graphs. */
 void srv_seq_boundary(struct srv_client *c, uint32_t op);
 /* The ring was empty at `now`: 1 while launches are held and their grace lasts (the worker
- * looks again at once), 0 once none are (issued now if their grace ran out). */
-int srv_seq_idle(struct srv_client *c, uint64_t now);
+ * looks again at once, or first sleeps on its ring for *nap_ns where that is not 0:
+ * MPSSHIM_LAUNCH_GRAPH_HOLD_SLEEP), 0 once none are (issued now if their grace ran out). */
+int srv_seq_idle(struct srv_client *c, uint64_t now, uint64_t *nap_ns);
 
 #endif

@@ -204,8 +204,13 @@ void *srv_worker_main(void *arg)
             got = 1;
         }
         /* Launches held for a sequence wait a few microseconds for the next record, then go
-         * one by one (seqgraph.c): look again at once meanwhile. */
-        if (!got && c->seqs && srv_seq_idle(c, chan_now_ns())) continue;
+         * one by one (seqgraph.c): look again at once meanwhile, or sleep on the ring till the
+         * next request or the hold's end where the setting asks. */
+        uint64_t hold_nap = 0;
+        if (!got && c->seqs && srv_seq_idle(c, chan_now_ns(), &hold_nap)) {
+            if (hold_nap) chan_ring_sleep(&c->ch, hold_nap);
+            continue;
+        }
         int waiting = c->waits ? srv_waits_poll(c) : 0;
         if (srv_later_pending(c)) /* polled as waits are: frees and unmaps soon after their work */
             waiting |= srv_later_reap(c, 0) != 0;
