@@ -11,6 +11,14 @@ figure is the sum over its processes of one repeat's steps/s: every process runs
 seconds, all at once. It also prints `metric start_s`: from its start (before PyTorch is
 imported) to the result of its first step.
 
+What the steps cost in CPU, per repeat: `metric cpu_us_per_step` (this process's CPU time
+over its window, all its threads, per step), and from process 0 only `metric machine_cpus`
+(the CPUs the whole machine kept busy on average over its window, from /proc/stat: the
+clients, a server's threads, anything else). Through a server a step's work is split between
+the client and the server's worker, so only the machine's CPU per step (bench/run.sh's
+fleet_cpu_us: machine_cpus over the fleet's steps/s) compares with native or MPS, whose
+clients do it all.
+
 usage: fleet.py --procs P --barrier DIR [--repeats R] [--seconds T] [--warmup W] [--batch B]
                 [--fake]
 --fake: no PyTorch; each "step" sleeps 0.2 ms. Tests bench/run.sh's plumbing on a machine
@@ -35,6 +43,17 @@ def barrier(directory, round_no, procs, index, timeout):
             print("FAIL fleet: barrier %d: timed out after %d s" % (round_no, timeout), flush=True)
             sys.exit(1)
         time.sleep(0.0005)
+
+
+def machine_busy_s():
+    """CPU-seconds the machine's CPUs have spent busy since boot (/proc/stat), or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal: idle and iowait are not busy
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def make_step(batch, fake):
@@ -88,6 +107,8 @@ def main():
         # The first meeting waits for the slowest start-up (16 PyTorch processes at once).
         if a.barrier:
             barrier(a.barrier, r, a.procs, a.index, 300 if r == 1 else 60)
+        busy0 = machine_busy_s() if a.index == 0 else None
+        c0 = time.process_time()
         t0 = time.monotonic()
         end = t0 + a.seconds
         n = 0
@@ -97,8 +118,14 @@ def main():
             t1 = time.monotonic()
             if t1 >= end:
                 break
+        c1 = time.process_time()
+        busy1 = machine_busy_s() if busy0 is not None else None
         print("# window_s %.6f %.6f %d steps %d" % (t0, t1, r, n))
-        print("metric steps_per_s %.1f steps/s %d" % (n / (t1 - t0), r), flush=True)
+        print("metric steps_per_s %.1f steps/s %d" % (n / (t1 - t0), r))
+        print("metric cpu_us_per_step %.2f us %d" % ((c1 - c0) * 1e6 / n, r))
+        if busy1 is not None:
+            print("metric machine_cpus %.3f cpus %d" % ((busy1 - busy0) / (t1 - t0), r))
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -218,6 +218,8 @@ figures() {
         printf 'overlap_s\ts\tlower\tprocesses\t%s\n' "x processes at once, each $o launches of $ob blocks x $ous us spinning on a stream of its own, then a synchronize; started together at a barrier; the slowest process's time (overlap). Kernels that really overlap stay near $((o * ous / 1000)) ms; time-sliced contexts take about x times it"
         printf 'mpi_gpu_loop_s\ts\tlower\tranks\t%s\n' "an MPI job of x ranks (mpirun, one node), each $MPI_STEPS steps of a 4-block kernel spinning 75 us plus an increment of its share, one cuStreamSynchronize at the end; ranks start at MPI_Barrier; the slowest rank's GPU loop (mpi_steps)"
         printf 'fleet_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x PyTorch processes at once, each running a small conv net on batches of 8 with one .item() per step for $FLEET_SECONDS s from a common barrier: the sum of their steps/s (fleet.py)"
+        printf 'fleet_cpu_us\tus\tlower\tprocesses\t%s\n' "the PyTorch fleet of x processes: the CPU time the whole machine spent per step of the fleet over the window (busy CPUs from /proc/stat over the fleet's steps/s): clients, server threads and all; where CPUs are all busy it sets the fleet's pace (fleet.py)"
+        printf 'fleet_client_cpu_us\tus\tlower\tprocesses\t%s\n' "the PyTorch fleet of x processes: one process's own CPU time per step over the window, all its threads, the mean over the processes (through mpsshim the rest of a step's work is its server worker's: fleet_cpu_us has both) (fleet.py)"
         printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "x PyTorch processes started together (x = 1: one alone): from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step), the slowest process's; once per mode and x"
         printf 'fleetc_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x processes at once (bench/fleetc, driver API), each step ${FLEETC_ARGS[1]} us of host work${FLEETC_ARGS[4]:+ spread between}, ${FLEETC_ARGS[3]} launches of an empty kernel and a 4-byte cuMemcpyDtoH, for $FLEET_SECONDS s from a common barrier: the sum of their steps/s"
         local shape us n
@@ -618,6 +620,7 @@ fam_fleet() {
             --seconds "$FLEET_SECONDS"
         rc=$RC
         repeats_to_samples "$mode" "fleet$p" fleet_steps_per_s "$p" steps/s "$rc" sum steps_per_s
+        fleet_cpu "$mode" "$p" "$rc"
         # Start-up as users meet it: the P processes started together, the slowest one's.
         v=$(cat "$WORK/$mode.fleet$p".*.out 2>/dev/null | awk -v n="$p" '
             $1 == "metric" && $2 == "start_s" { c++; if (c == 1 || $3 + 0 > m) m = $3 + 0 }
@@ -625,6 +628,24 @@ fam_fleet() {
         [ "$rc" = 0 ] || v=
         sample fleet_start_s "$p" "$mode" 1 "${v:-FAIL}" s
     done
+}
+
+# fleet_cpu MODE P RC: the fleet's CPU figures of each repeat from its outputs (fleet.py):
+# the machine's busy CPUs (process 0's machine_cpus) over the sum of the steps/s, and the
+# processes' mean cpu_us_per_step. FAIL where a repeat lacks them (a run that failed: RC).
+fleet_cpu() {
+    local mode=$1 p=$2 rc=$3 r all client
+    while read -r r all client; do
+        [ "$rc" = 0 ] || all=FAIL client=FAIL
+        sample fleet_cpu_us "$p" "$mode" "$r" "$all" us
+        sample fleet_client_cpu_us "$p" "$mode" "$r" "$client" us
+    done < <(cat "$WORK/$mode.fleet$p".*.out 2>/dev/null | awk -v n="$p" -v R="$REPEATS" '
+        $1 == "metric" && $2 == "steps_per_s" { s[$5] += $3 }
+        $1 == "metric" && $2 == "machine_cpus" { m[$5] = $3; hm[$5] = 1 }
+        $1 == "metric" && $2 == "cpu_us_per_step" { c[$5] += $3; k[$5]++ }
+        END { for (r = 1; r <= R; r++)
+            printf "%d %s %s\n", r, (hm[r] && s[r] > 0 ? sprintf("%.1f", m[r] / s[r] * 1e6) : "FAIL"),
+                (k[r] == n ? sprintf("%.1f", c[r] / n) : "FAIL") }')
 }
 
 # fam_free MODE: two freewait processes at once, REPEATS rounds: process 0 runs kernels,
@@ -679,6 +700,8 @@ na_family() {
     fleet)
         for x in $FLEET_PROCS; do
             sample fleet_steps_per_s "$x" "$2" 1 n/a steps/s
+            sample fleet_cpu_us "$x" "$2" 1 n/a us
+            sample fleet_client_cpu_us "$x" "$2" 1 n/a us
             sample fleet_start_s "$x" "$2" 1 n/a s
         done
         ;;
