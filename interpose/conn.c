@@ -99,13 +99,62 @@ static void limit_env(char *out, size_t len, enum chan_setting_id id, int *bad)
     *bad |= mine;
 }
 
+/* ------------------------------------------------------- a server of this client's GPU */
+
+/* MPSSHIM_SERVER_PER_GPU: a client whose CUDA_VISIBLE_DEVICES names one GPU (one index,
+ * UUID or MIG name: no comma) is served in the pipe directory's folder gpu-<that value>, by
+ * a server started there with that CUDA_VISIBLE_DEVICES, which holds that GPU alone.
+ *
+ * Why: the driver's fault is the process's (docs/differences.md): a server holding every
+ * GPU's shared context loses all of its clients to one GPU's fault, and one process cannot
+ * hold a second instance of the driver to keep a device apart (tools/faultns.c). A process
+ * per GPU keeps it to that GPU's clients, as MPS does; sites bind a process to its GPU with
+ * CUDA_VISIBLE_DEVICES (Slurm, Kubernetes' device plugins, MPI launch wrappers), so that is
+ * what picks the server. A client that sees several GPUs, or all, is the pipe directory's own
+ * server's, as without the setting.
+ *
+ * The value becomes part of a path, so only letters, digits, '-', '_' and '.' (not leading)
+ * are taken, at most GPU_VALUE_MAX of them; any other value is served as without the setting
+ * (the pipe directory's server applies it as the driver would). Decided once, at the first
+ * connection (conn_lock held); gpu_dir is empty when the setting does not apply. */
+#define GPU_VALUE_MAX 96
+static char gpu_dir[PATH_MAX];
+static char gpu_value[GPU_VALUE_MAX + 1];
+
+static void pick_gpu_server(void)
+{
+    static int picked;
+    if (picked) return;
+    picked = 1;
+    if (!chan_setting_num(CHAN_SET_SERVER_PER_GPU)) return;
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    size_t n = v ? strlen(v) : 0;
+    if (!n || n > GPU_VALUE_MAX || v[0] == '.' || v[0] == '-' ||
+        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") != n)
+        return;
+    if ((size_t)snprintf(gpu_dir, sizeof(gpu_dir), "%s/gpu-%s", chan_pipe_dir(), v) >=
+        sizeof(gpu_dir) - sizeof(CHAN_SOCKET_NAME) - 1) {
+        gpu_dir[0] = '\0';
+        return;
+    }
+    memcpy(gpu_value, v, n + 1);
+}
+
+/* The directory this client's server is in: its GPU's folder, else the pipe directory. */
+static const char *server_dir(void)
+{
+    return gpu_dir[0] ? gpu_dir : chan_pipe_dir();
+}
+
 /* CUDA_VISIBLE_DEVICES as this process has it: the server applies it to its own devices
  * (their indices and UUIDs), as the driver would to the machine's. "-1" (no device, as
- * the driver parses it) stands in for a value too long to send whole. */
+ * the driver parses it) stands in for a value too long to send whole. Not sent to a server
+ * of this client's GPU, which the value picked: its one device is that GPU (applied again,
+ * an index other than 0 would name a device it does not have). */
 static void visible_env(struct chan_hello *h)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    if (!v) return;
+    if (!v || gpu_dir[0]) return;
     h->visible_set = 1;
     snprintf(h->visible_devices, sizeof(h->visible_devices), "%s",
              strlen(v) < sizeof(h->visible_devices) ? v : "-1");
@@ -115,7 +164,7 @@ static void visible_env(struct chan_hello *h)
 static CUresult try_connect(char *why, size_t whylen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", chan_pipe_dir(),
+    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", server_dir(),
                          CHAN_SOCKET_NAME) >= sizeof(sa.sun_path)) {
         snprintf(why, whylen, "pipe directory path too long");
         return CUDA_ERROR_MPS_CONNECTION_FAILED;
@@ -226,28 +275,51 @@ static int server_path(char *out, size_t len)
     return -1;
 }
 
+/* Whether environment entry e sets variable name (given with its '='). */
+static int sets(const char *e, const char *name)
+{
+    return strncmp(e, name, strlen(name)) == 0;
+}
+
 /* The environment for the server: ours, without the shim in LD_PRELOAD (the server must
- * never be its own client), plus the fd it reports readiness on. Built before fork: only
- * async-signal-safe calls may follow it in a multi-threaded process. */
+ * never be its own client), plus the fd it reports readiness on. A server of this client's
+ * GPU gets its folder as pipe directory, gpu-VALUE in the pipe directory's log directory as
+ * its own, and the CUDA_VISIBLE_DEVICES that picked it. Built before fork:
+ * only async-signal-safe calls may follow it in a multi-threaded process. */
 static char **server_env(int ready_fd)
 {
+    static char fdvar[32], pipevar[PATH_MAX + 32], logvar[PATH_MAX + 32];
     size_t n = 0;
     while (environ[n])
         n++;
-    char **env = calloc(n + 2, sizeof(*env));
+    char **env = calloc(n + 4, sizeof(*env));
     if (!env) return NULL;
     size_t k = 0;
+    if (gpu_dir[0]) {
+        /* Its log in the pipe directory's log directory (the one set, else the default),
+         * folder gpu-VALUE: never the same files as another server's. */
+        char buf[256];
+        snprintf(pipevar, sizeof(pipevar), "MPSSHIM_PIPE_DIRECTORY=%s", gpu_dir);
+        snprintf(logvar, sizeof(logvar), "MPSSHIM_LOG_DIRECTORY=%s/gpu-%s",
+                 chan_log_dir(buf, sizeof(buf)), gpu_value);
+        env[k++] = pipevar;
+        env[k++] = logvar;
+    }
     for (size_t i = 0; i < n; i++) {
-        if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0 && strstr(environ[i], "libmpsshim"))
-            continue;
-        if (strncmp(environ[i], "MPSSHIM_READY_FD=", 17) == 0) continue;
+        if (sets(environ[i], "LD_PRELOAD=") && strstr(environ[i], "libmpsshim")) continue;
+        if (sets(environ[i], "MPSSHIM_READY_FD=")) continue;
         /* The server sees every device; this client's own CUDA_VISIBLE_DEVICES selects
          * among them (sent in the hello), as any later client's does. Passed on, it would
-         * apply twice (the server's device 0 would be what this client calls 1). */
-        if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
+         * apply twice (the server's device 0 would be what this client calls 1). A server of
+         * this client's GPU is the exception: the value is what makes it that GPU's. */
+        if (sets(environ[i], "CUDA_VISIBLE_DEVICES=") && !gpu_dir[0]) continue;
+        if (gpu_dir[0] && (sets(environ[i], "MPSSHIM_PIPE_DIRECTORY=") ||
+                           sets(environ[i], "CUDA_MPS_PIPE_DIRECTORY=") ||
+                           sets(environ[i], "MPSSHIM_LOG_DIRECTORY=") ||
+                           sets(environ[i], "CUDA_MPS_LOG_DIRECTORY=")))
+            continue;
         env[k++] = environ[i];
     }
-    static char fdvar[32];
     snprintf(fdvar, sizeof(fdvar), "MPSSHIM_READY_FD=%d", ready_fd);
     env[k++] = fdvar;
     env[k] = NULL;
@@ -330,8 +402,8 @@ static CUresult connect_or_start(char *why, size_t whylen)
         return wait_for_server(r, why, whylen);
     if (r == CUDA_SUCCESS || conn_no_fallback || conn_foreign) return r;
     char lock[PATH_MAX];
-    if (chan_make_dirs(chan_pipe_dir()) != 0 ||
-        (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", chan_pipe_dir()) >= sizeof(lock))
+    if (chan_make_dirs(server_dir()) != 0 ||
+        (size_t)snprintf(lock, sizeof(lock), "%s/autostart.lock", server_dir()) >= sizeof(lock))
         return r;
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return r;
@@ -366,6 +438,7 @@ CUresult shim_connect(void)
         /* Every client setting's bad value said now, some being read late or never. */
         chan_settings_check("client");
         pthread_atfork(NULL, NULL, on_fork_child);
+        pick_gpu_server();
         conn_error = connect_or_start(conn_why, sizeof(conn_why));
         /* Before any answer: cuGetProcAddress waits for this decision like every entry. */
         if (conn_error == CUDA_SUCCESS) shim_procaddr_fetch(shim_conn.server_minor);

@@ -724,6 +724,9 @@ else
     # Two servers: one's fault never reaches the other's clients (tests/fault_servers.sh; on
     # a GPU machine, a server per GPU, the answer to a fault being the process's).
     run_test fault-servers 90 bash "$ROOT/tests/fault_servers.sh" "$B" "$WORK"
+    # The same from one pipe directory: a client that sees one GPU is served by that GPU's own
+    # server, which it starts (MPSSHIM_SERVER_PER_GPU; tests/server_per_gpu.sh).
+    run_test server-per-gpu 90 bash "$ROOT/tests/server_per_gpu.sh" "$B" "$WORK"
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break

@@ -158,6 +158,9 @@ fault_tier() {
     # (which decides how a fault could be kept to its GPU: issue 30). With driver 580 it
     # fails: the second instance's cuInit is refused (tools/faultns.c says what that means).
     if [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
+        # One pipe directory, a server per GPU started by its clients (MPSSHIM_SERVER_PER_GPU):
+        # GPU 0's fault ends none of GPU 1's clients (tests/server_per_gpu.sh).
+        script_row server-per-gpu 120 "server_per_gpu.sh" "^ok: GPU 1's client ran on"
         if run faultns 60 "$B/tools/faultns"; then
             record faultns PASS "$(grep "^B's round on device 1 after" "$WORK/faultns.out")"
         else

@@ -124,7 +124,8 @@ static void usage(FILE *f)
         "  get_client_info [CLIENT_PID]           memory, limits, SMs, streams, launches, copies,\n"
         "                                         requests served, replies from the GPU\n"
         "  terminate_client PID CLIENT_PID        fail the client's calls, free what it holds\n"
-        "  quit [-t SECONDS]                      stop the server (-t: let clients finish first)\n"
+        "  quit [-t SECONDS]                      stop the server, and its GPUs' own servers\n"
+        "                                         (-t: let clients finish first)\n"
         "  start_server -uid UID                  the server for user UID: this one if it is\n"
         "                                         that user's; root's idle one hands over to it\n"
         "  shutdown_server PID [-f]               refuse new clients until the connected ones\n"
@@ -242,6 +243,70 @@ static void wait_exit(int s, pid_t pid)
         usleep(10 * 1000);
     }
     if (fd >= 0) close(fd); /* the lock, if taken, goes with it */
+}
+
+/* ------------------------------------------------------------- the GPUs' own servers */
+
+/* Calls fn on each folder gpu-* of the pipe directory in which a server answers on the
+ * control socket, with MPSSHIM_PIPE_DIRECTORY pointing there meanwhile (every path of this
+ * program follows it), and s connected to that server. The number of such servers. Such
+ * servers are the ones clients with MPSSHIM_SERVER_PER_GPU started (interpose/conn.c). */
+static int each_gpu_server(void (*fn)(int s, const char *line), const char *line)
+{
+    char base[PATH_MAX];
+    snprintf(base, sizeof(base), "%s", chan_pipe_dir());
+    DIR *d = opendir(base);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char sub[PATH_MAX];
+        struct stat st;
+        if (strncmp(e->d_name, "gpu-", 4) != 0 ||
+            (size_t)snprintf(sub, sizeof(sub), "%s/%s", base, e->d_name) >= sizeof(sub) ||
+            lstat(sub, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        setenv("MPSSHIM_PIPE_DIRECTORY", sub, 1);
+        int s = connect_control();
+        if (s >= 0) {
+            n++;
+            if (fn) fn(s, line);
+            close(s);
+        }
+        setenv("MPSSHIM_PIPE_DIRECTORY", base, 1);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The quit the pipe directory's server was given, given to a GPU's server too; a plain one
+ * returns once that server has exited, as for the pipe directory's. */
+static void quit_one(int s, const char *line)
+{
+    pid_t pid = peer_pid(s, NULL);
+    if (run(s, line, stdout) == 0 && !line[4 + strspn(line + 4, " \t")]) wait_exit(s, pid);
+}
+
+/* With no server in the pipe directory itself but some in its GPUs' folders: `quit` stops
+ * those; any other command is refused, saying where they are. */
+static int gpu_servers_only(void)
+{
+    char line[1024];
+    int rc = 0;
+    while (fgets(line, sizeof(line), stdin)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!*line) continue;
+        if (is_quit(line)) {
+            each_gpu_server(quit_one, line);
+            break;
+        }
+        fprintf(stderr,
+                "No server in %s itself, only in its GPUs' folders (%s/gpu-*: "
+                "MPSSHIM_PIPE_DIRECTORY names one); here only quit, which stops them all\n",
+                chan_pipe_dir(), chan_pipe_dir());
+        rc = 1;
+    }
+    return rc;
 }
 
 /* ------------------------------------------- start_server -uid for another user (root) */
@@ -486,8 +551,10 @@ int main(int argc, char **argv)
     }
     int s = connect_control();
     if (s < 0) {
+        int e = errno;
+        if (each_gpu_server(NULL, NULL) > 0) return gpu_servers_only();
         fprintf(stderr, "Cannot connect to an mpsshim server in %s: %s\n", chan_pipe_dir(),
-                strerror(errno));
+                strerror(e));
         return 1;
     }
     uid_t server_uid;
@@ -536,7 +603,10 @@ int main(int argc, char **argv)
             rc = 1; /* a script learns that a command failed; a person reads the answer */
         if (r == 0 && is_quit(line) && !line[4 + strspn(line + 4, " \t")])
             wait_exit(s, server); /* quit -t returns once it is answered, as before */
-        if (r == 0 && is_quit(line)) break;
+        if (r == 0 && is_quit(line)) {
+            each_gpu_server(quit_one, line); /* and the GPUs' own servers (interpose/conn.c) */
+            break;
+        }
     }
     close(s);
     return rc;

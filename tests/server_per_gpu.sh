@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# MPSSHIM_SERVER_PER_GPU=1 (interpose/conn.c): one pipe directory, and a client whose
+# CUDA_VISIBLE_DEVICES names one GPU is served by that GPU's own server, in the folder
+# gpu-VALUE, which the client starts there; a client that sees several GPUs (or all) by the
+# pipe directory's own server. The checks:
+# 1. a client of GPU 1 loops vec_add (every round checked) while a client of GPU 0 faults:
+#    each started its GPU's server; GPU 0's server saw the fault, GPU 1's client passed every
+#    round and its server saw none (the driver's fault is the process's: tests/fault.sh);
+# 2. those servers have their own pipe folders and logs (gpu-0, gpu-1 in the log directory),
+#    and no server was started in the pipe directory itself;
+# 3. the client's CUDA_VISIBLE_DEVICES is not applied again by its GPU's server (where a GPU
+#    is, it sees one device; on the CPU test driver, which ignores CUDA_VISIBLE_DEVICES, all
+#    the server's);
+# 4. clients that see two devices, or none named, go to the pipe directory's own server; so
+#    does a value that cannot name a folder (".."), which that server applies as the driver
+#    would (no device);
+# 5. one `quit` to the pipe directory stops every server there; with only GPUs' servers
+#    running, `quit` stops them and any other command is refused, saying where they are.
+# usage: server_per_gpu.sh BUILD_DIR WORK_DIR
+set -u
+B=$(cd "$1" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tests/lib.sh
+. "$ROOT/tests/lib.sh"
+GPU=""
+real_driver_if_gpu && GPU=1
+if [ -n "$GPU" ] && [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
+    echo "SKIP server_per_gpu: needs two GPUs (or the CPU test driver)"
+    exit 0
+fi
+W=$2/server_per_gpu
+rm -rf "$W"
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+P=$W/pipe
+mkdir -p "$P"
+chmod 700 "$P"
+export MPSSHIM_PIPE_DIRECTORY=$P MPSSHIM_SERVER_PER_GPU=1
+unset MPSSHIM_LOG_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+LOG=$P/log
+# on VISIBLE CMD...: CMD through the shim with CUDA_VISIBLE_DEVICES=VISIBLE ("-": unset).
+on() {
+    local v=$1
+    shift
+    if [ "$v" = - ]; then
+        env -u CUDA_VISIBLE_DEVICES LD_PRELOAD="$SHIM" "$@"
+    else
+        env CUDA_VISIBLE_DEVICES="$v" LD_PRELOAD="$SHIM" "$@"
+    fi
+}
+pids() { cat "$P"/server.pid "$P"/gpu-*/server.pid 2>/dev/null; }
+all_gone() {
+    local p
+    for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done
+    return 0
+}
+trap 'printf "quit\n" | "$CTL" >/dev/null 2>&1' EXIT
+
+# 1. Two GPUs' servers, started by their clients; a fault on one.
+on 1 "$B/tests/fault" --steady 4 >"$W/steady.log" 2>&1 &
+steady=$!
+wait_for 30 grep -q "^ready" "$W/steady.log" || { cat "$W/steady.log"; fail "GPU 1's client never got ready"; }
+on 0 "$B/tests/fault" >"$W/faulter.log" 2>&1 || { cat "$W/faulter.log"; fail "GPU 0's faulting client"; }
+wait "$steady" || { cat "$W/steady.log"; fail "GPU 1's client did not pass every round through GPU 0's fault"; }
+grep -q "Device 0: .* in the shared context" "$LOG/gpu-0/server.log" 2>/dev/null ||
+    fail "GPU 0's server did not see its fault (log: $(ls "$LOG" 2>&1))"
+! grep -q "in the shared context" "$LOG/gpu-1/server.log" || fail "GPU 1's server saw a fault"
+echo "ok: GPU 1's client ran on through GPU 0's fault ($(grep -c . "$W/steady.log") lines), each GPU its own server"
+
+# 2. Their folders; none in the pipe directory itself.
+for g in 0 1; do
+    [ -S "$P/gpu-$g/server.sock" ] || [ -n "$(ls "$P/gpu-$g" 2>/dev/null)" ] || fail "no folder gpu-$g"
+    [ -s "$LOG/gpu-$g/server.log" ] || fail "no log of GPU $g's server"
+done
+[ -e "$P/server.pid" ] && fail "a server was started in the pipe directory itself"
+on 0 "$B/tests/vecadd" 1000 >"$W/after.log" 2>&1 || { cat "$W/after.log"; fail "a new client of GPU 0 after its fault"; }
+echo "ok: gpu-0 and gpu-1 folders and logs; none in the pipe directory; GPU 0's server serves again"
+
+# 3. The value is not applied again by the GPU's server.
+on 1 "$B/tests/devices" >"$W/devices1.log" 2>&1 || { cat "$W/devices1.log"; fail "devices on GPU 1's server"; }
+want=2
+[ -n "$GPU" ] && want=1
+grep -q "^count $want$" "$W/devices1.log" || { cat "$W/devices1.log"; fail "GPU 1's client saw not $want device(s)"; }
+echo "ok: GPU 1's server showed its client $want device(s)"
+
+# 4. The pipe directory's own server: several devices, none named, or no folder name.
+for v in 0,1 -; do
+    on "$v" "$B/tests/vecadd" 1000 >"$W/own.log" 2>&1 || { cat "$W/own.log"; fail "CUDA_VISIBLE_DEVICES=$v"; }
+done
+[ -s "$P/server.pid" ] || fail "no server in the pipe directory itself for clients of several GPUs"
+[ -e "$P/gpu-0,1" ] && fail "a folder for several GPUs"
+on .. "$B/tests/devices" >"$W/dots.log" 2>&1
+grep -q "^init CUDA_ERROR_NO_DEVICE" "$W/dots.log" || { cat "$W/dots.log"; fail "CUDA_VISIBLE_DEVICES=.. gave a device"; }
+[ -e "$P/gpu-.." ] && fail "a folder for '..'"
+echo "ok: clients of several GPUs and of none named served by the pipe directory's own server; '..' no device, no folder"
+
+# 5. One quit for all; then with only the GPUs' servers.
+PIDS=$(pids)
+[ "$(echo "$PIDS" | wc -w)" = 3 ] || fail "not 3 servers: $PIDS"
+printf 'quit\n' | "$CTL" >"$W/quit.log" 2>&1 || { cat "$W/quit.log"; fail "quit"; }
+wait_for 15 all_gone || fail "quit left servers running: $PIDS"
+on 0 "$B/tests/vecadd" 1000 >/dev/null 2>&1 || fail "GPU 0's server again"
+on 1 "$B/tests/vecadd" 1000 >/dev/null 2>&1 || fail "GPU 1's server again"
+PIDS=$(pids)
+printf 'get_server_list\n' | "$CTL" >"$W/refused.log" 2>&1 && fail "a command other than quit with only GPUs' servers"
+grep -q "only in its GPUs' folders" "$W/refused.log" || { cat "$W/refused.log"; fail "no word of where the servers are"; }
+printf 'quit\n' | "$CTL" >"$W/quit2.log" 2>&1 || { cat "$W/quit2.log"; fail "quit with only GPUs' servers"; }
+wait_for 15 all_gone || fail "quit left GPUs' servers running: $PIDS"
+trap - EXIT
+echo "ok: one quit stopped the 3 servers; with only GPUs' servers, quit stops them and nothing else is taken"
+echo "PASS a server per GPU from one pipe directory (MPSSHIM_SERVER_PER_GPU)"
