@@ -106,7 +106,7 @@ if [ $orc = 3 ]; then
     grep -q "Server $old\] Device 1: .* in the shared context" "$log" ||
         fail "the device-1 client got the fault, but the server did not see device 1's"
     echo "KNOWN LIMIT: device 1's client got device 0's fault ($(grep -o 'failed with [A-Z_]*' \
-        "$W/other.log")): the server's devices share its process, and the driver's fault is the process's"
+        "$W/other.log")): the server's devices share its process, and the driver's fault is the process's (a server per GPU keeps it apart: row server-per-gpu)"
 fi
 ms=$(grep -o "Server $new\] Device 0: shared context made again [0-9]* ms" "$log" | awk '{print $9}')
 [ -n "$ms" ] && [ "$ms" -lt 1000 ] || fail "context made again after ${ms:-never} ms"
