@@ -14,8 +14,9 @@
 # 4. clients that see two devices, or none named, go to the pipe directory's own server; so
 #    does a value that cannot name a folder (".."), which that server applies as the driver
 #    would (no device);
-# 5. one `quit` to the pipe directory stops every server there; with only GPUs' servers
-#    running, `quit` stops them and any other command is refused, saying where they are.
+# 5. one `get_server_list` to the pipe directory lists every server there, one `quit` stops
+#    them all; with only GPUs' servers running, both do the same and any other command is
+#    refused, saying where they are.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -96,18 +97,22 @@ grep -q "^init CUDA_ERROR_NO_DEVICE" "$W/dots.log" || { cat "$W/dots.log"; fail 
 [ -e "$P/gpu-.." ] && fail "a folder for '..'"
 echo "ok: clients of several GPUs and of none named served by the pipe directory's own server; '..' no device, no folder"
 
-# 5. One quit for all; then with only the GPUs' servers.
+# 5. One list and one quit for all; then with only the GPUs' servers.
 PIDS=$(pids)
 [ "$(echo "$PIDS" | wc -w)" = 3 ] || fail "not 3 servers: $PIDS"
+listed=$(printf 'get_server_list\n' | "$CTL" | sort -n | tr '\n' ' ')
+[ "$listed" = "$(echo "$PIDS" | sort -n | tr '\n' ' ')" ] || fail "get_server_list: $listed, not $PIDS"
 printf 'quit\n' | "$CTL" >"$W/quit.log" 2>&1 || { cat "$W/quit.log"; fail "quit"; }
 wait_for 15 all_gone || fail "quit left servers running: $PIDS"
 on 0 "$B/tests/vecadd" 1000 >/dev/null 2>&1 || fail "GPU 0's server again"
 on 1 "$B/tests/vecadd" 1000 >/dev/null 2>&1 || fail "GPU 1's server again"
 PIDS=$(pids)
-printf 'get_server_list\n' | "$CTL" >"$W/refused.log" 2>&1 && fail "a command other than quit with only GPUs' servers"
+listed=$(printf 'get_server_list\n' | "$CTL" | sort -n | tr '\n' ' ')
+[ "$listed" = "$(echo "$PIDS" | sort -n | tr '\n' ' ')" ] || fail "get_server_list (GPUs' servers only): $listed, not $PIDS"
+printf 'get_server_status\n' | "$CTL" >"$W/refused.log" 2>&1 && fail "a command other than quit and the list with only GPUs' servers"
 grep -q "only in its GPUs' folders" "$W/refused.log" || { cat "$W/refused.log"; fail "no word of where the servers are"; }
 printf 'quit\n' | "$CTL" >"$W/quit2.log" 2>&1 || { cat "$W/quit2.log"; fail "quit with only GPUs' servers"; }
 wait_for 15 all_gone || fail "quit left GPUs' servers running: $PIDS"
 trap - EXIT
-echo "ok: one quit stopped the 3 servers; with only GPUs' servers, quit stops them and nothing else is taken"
+echo "ok: one list and one quit for the 3 servers; with only GPUs' servers, the same and nothing else"
 echo "PASS a server per GPU from one pipe directory (MPSSHIM_SERVER_PER_GPU)"

@@ -116,7 +116,7 @@ static void usage(FILE *f)
         "  -h, --help  this text; --version  the version\n"
         "Otherwise commands are read from stdin (one per line; a prompt when it is a\n"
         "terminal) and sent to the server of MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY):\n"
-        "  get_server_list                        the server's pid\n"
+        "  get_server_list                        the server's pid, then its GPUs' servers'\n"
         "  get_server_status [PID]                status, clients, device memory in use\n"
         "  get_client_list PID                    pids of the connected clients\n"
         "  get_device_client_list [PID]           <UUID> <client pid> per device and client\n"
@@ -287,8 +287,21 @@ static void quit_one(int s, const char *line)
     if (run(s, line, stdout) == 0 && !line[4 + strspn(line + 4, " \t")]) wait_exit(s, pid);
 }
 
+/* get_server_list given to a GPU's server: its pid, after the pipe directory's own (MPS
+ * lists every server it runs). */
+static void list_one(int s, const char *line)
+{
+    run(s, line, stdout);
+}
+
+static int is_server_list(const char *line)
+{
+    return strcmp(line, "get_server_list") == 0;
+}
+
 /* With no server in the pipe directory itself but some in its GPUs' folders: `quit` stops
- * those; any other command is refused, saying where they are. */
+ * those and get_server_list lists them; any other command is refused, saying where they
+ * are. */
 static int gpu_servers_only(void)
 {
     char line[1024];
@@ -300,9 +313,14 @@ static int gpu_servers_only(void)
             each_gpu_server(quit_one, line);
             break;
         }
+        if (is_server_list(line)) {
+            each_gpu_server(list_one, line);
+            continue;
+        }
         fprintf(stderr,
                 "No server in %s itself, only in its GPUs' folders (%s/gpu-*: "
-                "MPSSHIM_PIPE_DIRECTORY names one); here only quit, which stops them all\n",
+                "MPSSHIM_PIPE_DIRECTORY names one); here only get_server_list, and quit, which "
+                "stops them all\n",
                 chan_pipe_dir(), chan_pipe_dir());
         rc = 1;
     }
@@ -603,6 +621,7 @@ int main(int argc, char **argv)
             rc = 1; /* a script learns that a command failed; a person reads the answer */
         if (r == 0 && is_quit(line) && !line[4 + strspn(line + 4, " \t")])
             wait_exit(s, server); /* quit -t returns once it is answered, as before */
+        if (r == 0 && is_server_list(line)) each_gpu_server(list_one, line);
         if (r == 0 && is_quit(line)) {
             each_gpu_server(quit_one, line); /* and the GPUs' own servers (interpose/conn.c) */
             break;
