@@ -113,8 +113,9 @@ static void limit_env(char *out, size_t len, enum chan_setting_id id, int *bad)
  * what picks the server. A client that sees several GPUs, or all, is the pipe directory's own
  * server's, as without the setting.
  *
- * The value becomes part of a path, so only letters, digits, '-', '_' and '.' (not leading)
- * are taken, at most GPU_VALUE_MAX of them; any other value is served as without the setting
+ * The value becomes part of a path, so only letters, digits, '_', '-' and '.' are taken (the
+ * last two not first: "..", and "-1", which names no device), at most GPU_VALUE_MAX of them;
+ * any other value is served as without the setting
  * (the pipe directory's server applies it as the driver would). Decided once, at the first
  * connection (conn_lock held); gpu_dir is empty when the setting does not apply. */
 #define GPU_VALUE_MAX 96
