@@ -15,8 +15,8 @@
 #    does a value that cannot name a folder (".."), which that server applies as the driver
 #    would (no device);
 # 5. one `get_server_list` to the pipe directory lists every server there, one `quit` stops
-#    them all; with only GPUs' servers running, both do the same and any other command is
-#    refused, saying where they are.
+#    them all (never through a link named like a GPU's folder); with only GPUs' servers
+#    running, both do the same and any other command is refused, saying where they are.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -51,7 +51,14 @@ on() {
         env CUDA_VISIBLE_DEVICES="$v" LD_PRELOAD="$SHIM" "$@"
     fi
 }
-pids() { cat "$P"/server.pid "$P"/gpu-*/server.pid 2>/dev/null; }
+# pids: the servers' pids of the pipe directory and of its GPUs' folders (not of links).
+pids() {
+    local d
+    cat "$P/server.pid" 2>/dev/null
+    for d in "$P"/gpu-*; do
+        [ -d "$d" ] && [ ! -L "$d" ] && cat "$d/server.pid" 2>/dev/null
+    done
+}
 all_gone() {
     local p
     for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done
@@ -97,7 +104,14 @@ grep -q "^init CUDA_ERROR_NO_DEVICE" "$W/dots.log" || { cat "$W/dots.log"; fail 
 [ -e "$P/gpu-.." ] && fail "a folder for '..'"
 echo "ok: clients of several GPUs and of none named served by the pipe directory's own server; '..' no device, no folder"
 
-# 5. One list and one quit for all; then with only the GPUs' servers.
+# 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
+# like a GPU's folder are passed over (the link to another pipe directory with a server).
+touch "$P/gpu-file"
+mkdir -p "$W/elsewhere"
+chmod 700 "$W/elsewhere"
+MPSSHIM_PIPE_DIRECTORY=$W/elsewhere "$CTL" -d || fail "a server elsewhere"
+OTHER=$(cat "$W/elsewhere/server.pid")
+ln -s "$W/elsewhere" "$P/gpu-link"
 PIDS=$(pids)
 [ "$(echo "$PIDS" | wc -w)" = 3 ] || fail "not 3 servers: $PIDS"
 listed=$(printf 'get_server_list\n' | "$CTL" | sort -n | tr '\n' ' ')
@@ -113,6 +127,8 @@ printf 'get_server_status\n' | "$CTL" >"$W/refused.log" 2>&1 && fail "a command 
 grep -q "only in its GPUs' folders" "$W/refused.log" || { cat "$W/refused.log"; fail "no word of where the servers are"; }
 printf 'quit\n' | "$CTL" >"$W/quit2.log" 2>&1 || { cat "$W/quit2.log"; fail "quit with only GPUs' servers"; }
 wait_for 15 all_gone || fail "quit left GPUs' servers running: $PIDS"
+kill -0 "$OTHER" 2>/dev/null || fail "quit followed a link named like a GPU's folder"
+printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$W/elsewhere "$CTL" >/dev/null 2>&1
 trap - EXIT
 echo "ok: one list and one quit for the 3 servers; with only GPUs' servers, the same and nothing else"
 echo "PASS a server per GPU from one pipe directory (MPSSHIM_SERVER_PER_GPU)"
