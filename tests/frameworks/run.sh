@@ -10,6 +10,7 @@ set -u
 B=$(cd "${1:-build}" && pwd)
 LOGDIR=${2:-/tmp}
 shift 2
+mkdir -p "$LOGDIR" || exit 1
 HERE=${FW_DIR:-$(cd "$(dirname "$0")" && pwd)}
 names=("$@")
 [ ${#names[@]} = 0 ] && for f in "$HERE"/*.py; do names+=("$(basename "$f" .py)"); done
