@@ -2,8 +2,11 @@
 """cpusplit.py: where a fleet's CPU goes, per step.
 
 usage: bench/cpusplit.py BUILD MODE P [VAR=VAL...] [--seconds T] [--prof DIR] [--fake]
+                        [--program fleet|fleetc] [--fleetc-args "ARGS"]
 
-P bench/fleet.py processes at once under MODE (native, mps: NVIDIA's MPS, mpsshim: BUILD's
+P bench/fleet.py processes (or, with --program fleetc, P bench/fleetc processes, the same
+fleet without Python: BUILD/bench/fleetc with --fleetc-args, by default bench/run.sh's
+"--work-us 100 --launches 8") at once under MODE (native, mps: NVIDIA's MPS, mpsshim: BUILD's
 server and shim), each with a private pipe and log directory; VAR=VAL... in every process's
 environment (the server's too). Over 2 s in the middle of their common window it reads
 /proc: the machine's CPU time (busy, idle, user, system), each thread's CPU time and context
@@ -89,6 +92,15 @@ def snapshot(clients, daemon):
     return cpu, irq, groups
 
 
+def started(name):
+    """Whether the process writing `name` has begun its first window."""
+    try:
+        with open(name, errors='replace') as f:
+            return any(line.startswith('# window_start_s ') for line in f)
+    except OSError:
+        return False
+
+
 def daemon_pids(stop):
     """The server's pid(s), as its control daemon's get_server_list gives them (ours: the
     private pipe directory names it); none in native mode."""
@@ -108,6 +120,8 @@ def main():
     ap.add_argument('--seconds', type=float, default=4.0, help="fleet.py's window")
     ap.add_argument('--prof', help='profile into this directory (tools/libprofsample.so)')
     ap.add_argument('--fake', action='store_true')
+    ap.add_argument('--program', choices=('fleet', 'fleetc'), default='fleet')
+    ap.add_argument('--fleetc-args', default='--work-us 100 --launches 8')
     a = ap.parse_intermixed_args()
     build = os.path.abspath(a.build)
     if a.seconds < 3:
@@ -160,14 +174,20 @@ def main():
         for i in range(a.procs):
             out = open(os.path.join(work, 'out.%d' % i), 'w')
             outs.append(out.name)
-            cmd = [sys.executable, os.path.join(ROOT, 'bench', 'fleet.py'), '--procs',
-                   str(a.procs), '--index', str(i), '--barrier', barrier, '--seconds',
-                   str(a.seconds)] + (['--fake'] if a.fake else [])
+            if a.program == 'fleetc':
+                cmd = [os.path.join(build, 'bench', 'fleetc'), '--procs', str(a.procs),
+                       '--barrier', os.path.join(barrier, 'file'), '--seconds',
+                       str(a.seconds)] + a.fleetc_args.split()
+            else:
+                cmd = [sys.executable, os.path.join(ROOT, 'bench', 'fleet.py'), '--procs',
+                       str(a.procs), '--index', str(i), '--barrier', barrier, '--seconds',
+                       str(a.seconds)] + (['--fake'] if a.fake else [])
             clients.append(subprocess.Popen(cmd, env=client_env, stdout=out,
                                             stderr=subprocess.STDOUT))
             out.close()
+        # Every process's window has started (each says so: `# window_start_s T 1`).
         give_up = time.monotonic() + 300
-        while sum(1 for n in os.listdir(barrier) if n.startswith('arrive.1.')) < a.procs:
+        while sum(1 for name in outs if started(name)) < a.procs:
             if time.monotonic() > give_up or any(c.poll() not in (None, 0) for c in clients):
                 sys.exit('cpusplit: the fleet did not reach its window (see %s)' % work)
             time.sleep(0.01)
@@ -189,6 +209,13 @@ def main():
         if stop:
             subprocess.run(stop[0], input=b'quit\n', env=stop[1])
             time.sleep(0.5)
+    # The 2 s read must lie inside every process's window (`# window_s T0 T1`).
+    for name in outs:
+        with open(name, errors='replace') as f:
+            for line in f:
+                w = line.split()
+                if len(w) >= 4 and w[:2] == ['#', 'window_s'] and float(w[3]) < t0 + dt:
+                    print('cpusplit: warning: a window ended before the read did (%s)' % name)
     rate = 0.0
     for name in outs:
         with open(name, errors='replace') as f:
@@ -206,7 +233,8 @@ def main():
     cpu = [y - x for x, y in zip(before[0], after[0])]
     busy_all = sum(cpu[:8])
     idle = cpu[3] + cpu[4]
-    label = ' '.join([a.mode, 'P=%d' % a.procs] + a.vars)
+    label = ' '.join([a.mode, ('P=%d' if a.program == 'fleet' else 'fleetc P=%d') % a.procs] +
+                     a.vars)
     print('%s: %.0f steps/s; per step: CPUs busy %.0f us (user %.0f, system %.0f), idle %.0f us;'
           ' the machine %.0f%% busy' % (label, rate, us(busy_all - idle), us(cpu[0] + cpu[1]),
                                          us(cpu[2] + cpu[5] + cpu[6]), us(idle),

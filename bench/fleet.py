@@ -110,6 +110,8 @@ def main():
         busy0 = machine_busy_s() if a.index == 0 else None
         c0 = time.process_time()
         t0 = time.monotonic()
+        # When the window starts, for a tool reading the machine meanwhile (cpusplit.py).
+        print("# window_start_s %.6f %d" % (t0, r), flush=True)
         end = t0 + a.seconds
         n = 0
         while True:

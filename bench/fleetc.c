@@ -2,7 +2,8 @@
  * PyTorch clients without Python: each step spends some CPU time of its own (a framework's
  * host work), launches a few small kernels on the legacy stream, and reads 4 bytes back
  * with a synchronous copy (what `.item()` does). It counts the steps it finishes in a fixed
- * time from a common start and prints `metric steps_per_s <n> steps/s <repeat>`. bench/run.sh
+ * time from a common start and prints `metric steps_per_s <n> steps/s <repeat>` (and, as
+ * notes, when each window starts and ends: `# window_start_s`, `# window_s`). bench/run.sh
  * starts P copies at once; the sum over them of one repeat is the fleet's throughput. With
  * many processes on few cores it measures what every wait for a reply costs the CPUs that
  * the processes share (spinning threads take them from the ones with work), which is where
@@ -117,6 +118,10 @@ int main(int argc, char **argv)
         /* Repeat r starts when all P processes have arrived r times. */
         if (barrier) bench_barrier(barrier, (unsigned)(procs * r));
         uint64_t c0 = cpu_ns(), t0 = bench_now_ns(), end = t0 + window_ns, steps = 0, now;
+        /* When the window starts (CLOCK_MONOTONIC), for a tool reading the machine meanwhile
+         * (bench/cpusplit.py). */
+        printf("# window_start_s %.6f %llu\n", (double)t0 / 1e9, r);
+        fflush(stdout);
         do {
             host_work(first_ns);
             for (unsigned long long k = 0; k < launches; k++) {
@@ -127,6 +132,8 @@ int main(int argc, char **argv)
             steps++;
         } while ((now = bench_now_ns()) < end);
         if (v != 7) bench_die("read back %s instead of 7", "another value");
+        printf("# window_s %.6f %.6f %llu steps %llu\n", (double)t0 / 1e9, (double)now / 1e9, r,
+               (unsigned long long)steps);
         printf("metric steps_per_s %.1f steps/s %llu\n", (double)steps * 1e9 / (double)(now - t0),
                r);
         /* Where a fleet's CPUs go: this process's CPU per step (the host work's included). */

@@ -8,7 +8,8 @@
 #    at burn's caller, outer).
 # 2. bench/cpusplit.py, fleet.py --fake (no PyTorch, no GPU): natively and through a server
 #    on the CPU test driver with --prof: it reports the machine's and the clients' CPU per
-#    step, and profsum's summary of the clients' samples.
+#    step, and profsum's summary of the clients' samples; then bench/fleetc's fleet through
+#    a server, whose workers it reports too.
 # usage: profsample.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -86,4 +87,14 @@ grep -q "^mpsshim P=2: [0-9]* steps/s" "$out" && grep -q "^client: 2 processes" 
     cat "$out"
     fail "bench/cpusplit.py mpsshim --prof: not its report and the clients' profile"
 }
-echo "ok cpusplit: natively and through a server, with the clients' profile"
+out=$W/fleetc.txt
+timeout 120 env MPSSHIM_DRIVER="$B/cpudrv/libcuda.so.1" MPSSHIM_TEST_KERNELS="$B/tests" \
+    python3 "$ROOT/bench/cpusplit.py" "$B" mpsshim 2 --program fleetc --seconds 3 >"$out" 2>&1 || {
+    cat "$out"
+    fail "bench/cpusplit.py mpsshim --program fleetc"
+}
+grep -q "^mpsshim fleetc P=2: [0-9]* steps/s" "$out" && grep -q "^  daemon worker " "$out" || {
+    cat "$out"
+    fail "bench/cpusplit.py --program fleetc: not its report with the server's workers"
+}
+echo "ok cpusplit: natively and through a server, with the clients' profile; fleetc's fleet"
