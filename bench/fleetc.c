@@ -57,6 +57,21 @@ static uint64_t cpu_ns(void)
            (uint64_t)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1000ull;
 }
 
+/* CPU-seconds the machine's CPUs have spent busy since boot (/proc/stat: all but idle and
+ * iowait), or a negative number where it cannot be read. */
+static double machine_busy_s(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[8] = {0};
+    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                       &v[4], &v[5], &v[6], &v[7])
+              : 0;
+    if (f) fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n != 8 || hz <= 0) return -1;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
+}
+
 /* The window of one repeat in ns: --seconds' decimal, 1 ms to 1 h. */
 static uint64_t window_arg(int argc, char **argv, int i)
 {
@@ -117,6 +132,7 @@ int main(int argc, char **argv)
     for (unsigned long long r = 1; r <= repeats; r++) {
         /* Repeat r starts when all P processes have arrived r times. */
         if (barrier) bench_barrier(barrier, (unsigned)(procs * r));
+        double busy0 = machine_busy_s();
         uint64_t c0 = cpu_ns(), t0 = bench_now_ns(), end = t0 + window_ns, steps = 0, now;
         /* When the window starts (CLOCK_MONOTONIC), for a tool reading the machine meanwhile
          * (bench/cpusplit.py). */
@@ -136,9 +152,15 @@ int main(int argc, char **argv)
                (unsigned long long)steps);
         printf("metric steps_per_s %.1f steps/s %llu\n", (double)steps * 1e9 / (double)(now - t0),
                r);
-        /* Where a fleet's CPUs go: this process's CPU per step (the host work's included). */
-        printf("# fleetc: %.1f us of CPU per step, repeat %llu\n",
+        /* Where a fleet's CPUs go: this process's CPU per step (the host work's included), and
+         * the CPUs the whole machine kept busy over the window (bench/run.sh's fleetc_cpu_us:
+         * that over the fleet's steps/s; through a server its workers' share is in it). */
+        double busy1 = machine_busy_s();
+        printf("metric cpu_us_per_step %.2f us %llu\n",
                (double)(cpu_ns() - c0) / 1e3 / (double)steps, r);
+        if (busy0 >= 0 && busy1 >= 0)
+            printf("metric machine_cpus %.3f cpus %llu\n",
+                   (busy1 - busy0) / ((double)(now - t0) / 1e9), r);
         fflush(stdout);
     }
     CK(cuMemFree(d));

@@ -221,6 +221,8 @@ figures() {
         printf 'fleet_cpu_us\tus\tlower\tprocesses\t%s\n' "the PyTorch fleet of x processes: the CPU time the whole machine spent per step of the fleet over the window (busy CPUs from /proc/stat over the fleet's steps/s): clients, server threads and all; where CPUs are all busy it sets the fleet's pace (fleet.py)"
         printf 'fleet_client_cpu_us\tus\tlower\tprocesses\t%s\n' "the PyTorch fleet of x processes: one process's own CPU time per step over the window, all its threads, the mean over the processes (through mpsshim the rest of a step's work is its server worker's: fleet_cpu_us has both) (fleet.py)"
         printf 'fleet_start_s\ts\tlower\tprocesses\t%s\n' "x PyTorch processes started together (x = 1: one alone): from the script's start to the result of its first step (import torch, CUDA init, net to GPU, first step), the slowest process's; once per mode and x"
+        printf 'fleetc_cpu_us\tus\tlower\tprocesses\t%s\n' "the driver-API fleet of x processes (fleetc, above): the CPU time the whole machine spent per step of the fleet over the window (busy CPUs from /proc/stat, the mean of the processes' readings, over the fleet's steps/s): clients, server threads and all"
+        printf 'fleetc_client_cpu_us\tus\tlower\tprocesses\t%s\n' "the driver-API fleet of x processes: one process's own CPU time per step over the window, its host work and all its threads, the mean over the processes (fleetc)"
         printf 'fleetc_steps_per_s\tsteps/s\thigher\tprocesses\t%s\n' "x processes at once (bench/fleetc, driver API), each step ${FLEETC_ARGS[1]} us of host work${FLEETC_ARGS[4]:+ spread between}, ${FLEETC_ARGS[3]} launches of an empty kernel and a 4-byte cuMemcpyDtoH, for $FLEET_SECONDS s from a common barrier: the sum of their steps/s"
         local shape us n
         for shape in $MPICOLD_SHAPES; do
@@ -620,7 +622,7 @@ fam_fleet() {
             --seconds "$FLEET_SECONDS"
         rc=$RC
         repeats_to_samples "$mode" "fleet$p" fleet_steps_per_s "$p" steps/s "$rc" sum steps_per_s
-        fleet_cpu "$mode" "$p" "$rc"
+        fleet_cpu "$mode" "$p" "$rc" fleet
         # Start-up as users meet it: the P processes started together, the slowest one's.
         v=$(cat "$WORK/$mode.fleet$p".*.out 2>/dev/null | awk -v n="$p" '
             $1 == "metric" && $2 == "start_s" { c++; if (c == 1 || $3 + 0 > m) m = $3 + 0 }
@@ -630,21 +632,24 @@ fam_fleet() {
     done
 }
 
-# fleet_cpu MODE P RC: the fleet's CPU figures of each repeat from its outputs (fleet.py):
-# the machine's busy CPUs (process 0's machine_cpus) over the sum of the steps/s, and the
-# processes' mean cpu_us_per_step. FAIL where a repeat lacks them (a run that failed: RC).
+# fleet_cpu MODE P RC FAMILY: a fleet's CPU figures (FAMILY_cpu_us, FAMILY_client_cpu_us)
+# of each repeat from its outputs (fleet.py, fleetc): the machine's busy CPUs (machine_cpus,
+# the mean of the processes that read it: fleet.py's process 0, every fleetc) over the sum of
+# the steps/s, and the processes' mean cpu_us_per_step. FAIL where a repeat lacks them (a run
+# that failed: RC).
 fleet_cpu() {
-    local mode=$1 p=$2 rc=$3 r all client
+    local mode=$1 p=$2 rc=$3 fam=$4 r all client
     while read -r r all client; do
         [ "$rc" = 0 ] || all=FAIL client=FAIL
-        sample fleet_cpu_us "$p" "$mode" "$r" "$all" us
-        sample fleet_client_cpu_us "$p" "$mode" "$r" "$client" us
-    done < <(cat "$WORK/$mode.fleet$p".*.out 2>/dev/null | awk -v n="$p" -v R="$REPEATS" '
+        sample "${fam}_cpu_us" "$p" "$mode" "$r" "$all" us
+        sample "${fam}_client_cpu_us" "$p" "$mode" "$r" "$client" us
+    done < <(cat "$WORK/$mode.$fam$p".*.out 2>/dev/null | awk -v n="$p" -v R="$REPEATS" '
         $1 == "metric" && $2 == "steps_per_s" { s[$5] += $3 }
-        $1 == "metric" && $2 == "machine_cpus" { m[$5] = $3; hm[$5] = 1 }
+        $1 == "metric" && $2 == "machine_cpus" { m[$5] += $3; hm[$5]++ }
         $1 == "metric" && $2 == "cpu_us_per_step" { c[$5] += $3; k[$5]++ }
         END { for (r = 1; r <= R; r++)
-            printf "%d %s %s\n", r, (hm[r] && s[r] > 0 ? sprintf("%.1f", m[r] / s[r] * 1e6) : "FAIL"),
+            printf "%d %s %s\n", r,
+                (hm[r] && s[r] > 0 ? sprintf("%.1f", m[r] / hm[r] / s[r] * 1e6) : "FAIL"),
                 (k[r] == n ? sprintf("%.1f", c[r] / n) : "FAIL") }')
 }
 
@@ -673,6 +678,7 @@ fam_fleetc() {
         measure "$mode" "fleetc$p" "$secs" "$B/bench/fleetc" "${FLEETC_ARGS[@]}" \
             --seconds "$FLEET_SECONDS" --barrier "$WORK/barrier" --procs "$p" --repeats "$REPEATS"
         repeats_to_samples "$mode" "fleetc$p" fleetc_steps_per_s "$p" steps/s "$RC" sum steps_per_s
+        fleet_cpu "$mode" "$p" "$RC" fleetc
     done
 }
 
@@ -707,7 +713,13 @@ na_family() {
         ;;
     managed) for x in $MANAGED_METRICS; do sample "$x" - "$2" 1 n/a s; done ;;
     free) for x in $FREE_METRICS; do sample "$x" - "$2" 1 n/a ms; done ;;
-    fleetc) for x in $FLEETC_PROCS; do sample fleetc_steps_per_s "$x" "$2" 1 n/a steps/s; done ;;
+    fleetc)
+        for x in $FLEETC_PROCS; do
+            sample fleetc_steps_per_s "$x" "$2" 1 n/a steps/s
+            sample fleetc_cpu_us "$x" "$2" 1 n/a us
+            sample fleetc_client_cpu_us "$x" "$2" 1 n/a us
+        done
+        ;;
     esac
 }
 

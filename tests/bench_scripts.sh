@@ -2,8 +2,8 @@
 # The benchmark scripts' plumbing, not their numbers (bench/run.sh on the CPU test driver):
 # 1. --quick with a variant of mpsshim: every family's rows (fleetc's too), a column and a
 #    log of the variant, its server started with its variable, its would-be verdicts; where
-#    matplotlib is, bench/plot.py draws from those results. The fleet's CPU per step, the
-#    machine's and its processes' own, has numbers.
+#    matplotlib is, bench/plot.py draws from those results. The fleets' CPU per step, the
+#    machine's and their processes' own, has numbers.
 # 2. one run failed on purpose (MPSSHIM_BENCH_FAIL) among the calls runs: the script exits
 #    non-zero, the cell keeps the other run's median with "1 FAIL", the goal says how many
 #    failed and is not met, and the failed run's whole output is in the packed log.
@@ -47,7 +47,8 @@ done
 # The MPI job ran (bench/fakempi where no mpirun is), the fleet's start at each count, and
 # its CPU per step (fleet.py's own and the machine's).
 for row in "mpi_gpu_loop_s ranks=2" "fleet_start_s processes=2" "fleet_cpu_us processes=2" \
-    "fleet_client_cpu_us processes=2"; do
+    "fleet_client_cpu_us processes=2" "fleetc_cpu_us processes=2" \
+    "fleetc_client_cpu_us processes=2"; do
     grep -E "^\| $row \|" "$md" | grep -qE '\| [0-9.]+( \([0-9.]+-[0-9.]+\))? \| n/a \| [0-9.]+' ||
         fail "no numbers in $row: $(grep "^| $row |" "$md")"
 done
