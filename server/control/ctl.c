@@ -150,6 +150,12 @@ static int is_quit(const char *line)
     return strncmp(line, "quit", 4) == 0 && (line[4] == '\0' || line[4] == ' ' || line[4] == '\t');
 }
 
+/* A quit without -t: answered once the server has exited (wait_exit). */
+static int is_plain_quit(const char *line)
+{
+    return is_quit(line) && !line[4 + strspn(line + 4, " \t")];
+}
+
 /* Sends one command and prints its answer (up to the EOT byte; a NAK just before it marks a
  * failed command and is not printed). 0, 1 if the command failed, -1 if the connection
  * closed first, -2 if the server closed it without taking the command (the answer then
@@ -284,7 +290,7 @@ static int each_gpu_server(void (*fn)(int s, const char *line), const char *line
 static void quit_one(int s, const char *line)
 {
     pid_t pid = peer_pid(s, NULL);
-    if (run(s, line, stdout) == 0 && !line[4 + strspn(line + 4, " \t")]) wait_exit(s, pid);
+    if (run(s, line, stdout) == 0 && is_plain_quit(line)) wait_exit(s, pid);
 }
 
 /* get_server_list given to a GPU's server: its pid, after the pipe directory's own (MPS
@@ -619,7 +625,7 @@ int main(int argc, char **argv)
         }
         if (r > 0 && !tty)
             rc = 1; /* a script learns that a command failed; a person reads the answer */
-        if (r == 0 && is_quit(line) && !line[4 + strspn(line + 4, " \t")])
+        if (r == 0 && is_plain_quit(line))
             wait_exit(s, server); /* quit -t returns once it is answered, as before */
         if (r == 0 && is_server_list(line)) each_gpu_server(list_one, line);
         if (r == 0 && is_quit(line)) {
