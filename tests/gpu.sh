@@ -13,6 +13,7 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     exit 77
 fi
 LOGDIR=${OUT:-$(mktemp -d /tmp/mpsshim-gpu.XXXXXX)}
+mkdir -p "$LOGDIR"
 LOG=$LOGDIR/gpu-test.log
 WORK=$(mktemp -d /tmp/mpsshim-gpu-work.XXXXXX)
 export MPSSHIM_PIPE_DIRECTORY=$WORK/pipe MPSSHIM_LOG_DIRECTORY=$WORK/log
