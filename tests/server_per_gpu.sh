@@ -16,7 +16,10 @@
 #    would (no device);
 # 5. one `get_server_list` to the pipe directory lists every server there, one `quit` stops
 #    them all (never through a link named like a GPU's folder); with only GPUs' servers
-#    running, both do the same and any other command is refused, saying where they are.
+#    running, both do the same and any other command is refused, saying where they are;
+# 6. (run before 5) an IPC handle does not cross from one GPU's server to another's: the open
+#    answers CUDA_ERROR_INVALID_VALUE and the server's log says why; through one server the
+#    same two processes share the memory (and natively, on a GPU machine).
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -103,6 +106,24 @@ on .. "$B/tests/devices" >"$W/dots.log" 2>&1
 grep -q "^init CUDA_ERROR_NO_DEVICE" "$W/dots.log" || { cat "$W/dots.log"; fail "CUDA_VISIBLE_DEVICES=.. gave a device"; }
 [ -e "$P/gpu-.." ] && fail "a folder for '..'"
 echo "ok: clients of several GPUs and of none named served by the pipe directory's own server; '..' no device, no folder"
+
+# 6. IPC between GPUs' servers is not carried (NCCL between ranks bound to their GPUs needs it:
+# docs/operations.md): a handle made through GPU 0's server, opened by a client of GPU 1's,
+# answers CUDA_ERROR_INVALID_VALUE, and GPU 1's server says why once. Through one server the
+# same pair opens it, as natively.
+env -u CUDA_VISIBLE_DEVICES LD_PRELOAD="$SHIM" "$B/tests/ipc_across" 0 1 >"$W/across.log" 2>&1 ||
+    { cat "$W/across.log"; fail "ipc_across through GPUs' servers"; }
+grep -q "^B: open: CUDA_ERROR_INVALID_VALUE" "$W/across.log" || { cat "$W/across.log"; fail "a handle of GPU 0's server opened through GPU 1's"; }
+grep -q "an IPC handle made by another mpsshim server" "$LOG/gpu-1/server.log" ||
+    fail "GPU 1's server did not say why it refused the handle"
+env -u CUDA_VISIBLE_DEVICES MPSSHIM_SERVER_PER_GPU=0 LD_PRELOAD="$SHIM" "$B/tests/ipc_across" 0 1 \
+    >"$W/across1.log" 2>&1 || { cat "$W/across1.log"; fail "ipc_across through one server"; }
+grep -q "^B: A's bytes read back" "$W/across1.log" || { cat "$W/across1.log"; fail "IPC through one server"; }
+if [ -n "$GPU" ]; then
+    "$B/tests/ipc_across" 0 1 >"$W/across-native.log" 2>&1 && grep -q "^B: A's bytes read back" "$W/across-native.log" ||
+        { cat "$W/across-native.log"; fail "ipc_across natively"; }
+fi
+echo "ok: IPC between GPUs' servers refused (CUDA_ERROR_INVALID_VALUE, said in the log); through one server it works"
 
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
 # like a GPU's folder are passed over (the link to another pipe directory with a server).

@@ -270,9 +270,20 @@ static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint3
     memcpy(&h, bytes, sizeof(h));
     struct srv_share *s = NULL;
     *err = CUDA_ERROR_INVALID_VALUE;
-    if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0 || !nonce || h.nonce != nonce ||
-        h.kind != kind)
+    if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0) return NULL;
+    if (!nonce || h.nonce != nonce) {
+        /* Well made, by another server: one of another pipe directory, or another GPU's
+         * (MPSSHIM_SERVER_PER_GPU), whose memory this process cannot reach. Said once, so
+         * that a client cannot fill the log with them. */
+        static _Atomic int said;
+        if (!atomic_exchange(&said, 1))
+            srv_log("Client process %d: an IPC handle made by another mpsshim server (another "
+                    "pipe directory's, or another GPU's under MPSSHIM_SERVER_PER_GPU): IPC "
+                    "between servers is not carried, CUDA_ERROR_INVALID_VALUE (said once)",
+                    (int)c->pid);
         return NULL;
+    }
+    if (h.kind != kind) return NULL;
     HASH_FIND(hh, shares, &h.id, sizeof(h.id), s);
     if (!s || s->kind != kind || !secret_equal(s->secret, h.secret) || !s->owner)
         return NULL; /* never made, forged, or let go by its exporter */

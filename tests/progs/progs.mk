@@ -7,7 +7,8 @@ PROGS_NAMES  := vecadd memcpy_all streams_events modules launch contexts multith
                 capture_alloc graph_cond isolation2 poolrace free_wait idle_answers managed_vars \
                 hostfn_stuck alloc_churn stack_limit coalesce_quiet whole_wait ctxless_node \
                 hostreg_shrink free_order acct_limits first_launch batch_memop launchseq tensormap \
-                peer ncclish copybatch managed_migrate managed_churn managed_devices hostfn_fault
+                peer ncclish copybatch managed_migrate managed_churn managed_devices hostfn_fault \
+                ipc_across
 PROGS_BIN    := $(addprefix $(B)/tests/,$(PROGS_NAMES))
 PROGS_COMMON := $(B)/progs/common.o
 PROGS_HDR    := tests/progs/common.h
