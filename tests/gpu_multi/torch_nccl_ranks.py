@@ -2,7 +2,9 @@
 # all_reduce and broadcast on tensors of several sizes and types, every element checked
 # against the values the ranks must hold, a 256 MiB all_reduce, then three DDP training steps.
 # The parent prints every rank's lines, rank by rank. The 256 MiB all_reduce's time is a note
-# ("# " line: logged, not compared). Exit 77 with fewer than two GPUs.
+# ("# " line: logged, not compared). Exit 77 with fewer than two GPUs. With
+# TORCH_NCCL_RANKS_BIND=1 each rank sees only its own GPU (CUDA_VISIBLE_DEVICES=rank, set
+# before its first CUDA call, as Slurm's GPU binding does), its device 0.
 import os
 import socket
 import sys
@@ -48,11 +50,11 @@ def collectives(rank, world):
     return lines, bad, ms
 
 
-def ddp_steps(rank):
+def ddp_steps(rank, dev):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 8)).cuda()
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev])
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     g = torch.Generator(device="cuda").manual_seed(100 + rank)
     for _ in range(3):
@@ -68,19 +70,23 @@ def ddp_steps(rank):
 def rank_main(rank, world, port, q):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    torch.cuda.set_device(rank)
+    dev = rank
+    if os.environ.get("TORCH_NCCL_RANKS_BIND") == "1":
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
+        dev = 0
+    torch.cuda.set_device(dev)
     dist.init_process_group("nccl", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+                            device_id=torch.device("cuda", dev))
     lines, bad, ms = collectives(rank, world)
-    lines.append(ddp_steps(rank))
+    lines.append(ddp_steps(rank, dev))
     dist.destroy_process_group()
     q.put((rank, lines, bad, ms))
 
 
-if __name__ == "__main__":
+def main(name):
     world = min(torch.cuda.device_count(), 8)
     if world < 2:
-        print("SKIP torch_nccl_ranks: needs two GPUs, found %d" % world)
+        print("SKIP %s: needs two GPUs, found %d" % (name, world))
         sys.exit(77)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -100,4 +106,8 @@ if __name__ == "__main__":
     print("# time all_reduce 256MiB ms %.3f" % got[0][2])
     if any(p.exitcode != 0 for p in procs) or any(got[r][1] for r in range(world)):
         sys.exit(1)
-    print("PASS torch_nccl_ranks")
+    print("PASS %s" % name)
+
+
+if __name__ == "__main__":
+    main("torch_nccl_ranks")
