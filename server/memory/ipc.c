@@ -272,14 +272,16 @@ static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint3
     *err = CUDA_ERROR_INVALID_VALUE;
     if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0) return NULL;
     if (!nonce || h.nonce != nonce) {
-        /* Well made, by another server: one of another pipe directory, or another GPU's
-         * (MPSSHIM_SERVER_PER_GPU), whose memory this process cannot reach. Said once, so
-         * that a client cannot fill the log with them. */
+        /* Shaped as ours, not made here: most likely by another server (another pipe
+         * directory's, or another GPU's under MPSSHIM_SERVER_PER_GPU), whose memory this
+         * process cannot reach; else forged, which looks the same. Said once, so that a
+         * client cannot fill the log with them. */
         static _Atomic int said;
         if (!atomic_exchange(&said, 1))
-            srv_log("Client process %d: an IPC handle made by another mpsshim server (another "
-                    "pipe directory's, or another GPU's under MPSSHIM_SERVER_PER_GPU): IPC "
-                    "between servers is not carried, CUDA_ERROR_INVALID_VALUE (said once)",
+            srv_log("Client process %d: an IPC handle not made by this server (another mpsshim "
+                    "server's: another pipe directory's, or another GPU's under "
+                    "MPSSHIM_SERVER_PER_GPU; or forged): IPC between servers is not carried, "
+                    "CUDA_ERROR_INVALID_VALUE (said once)",
                     (int)c->pid);
         return NULL;
     }
