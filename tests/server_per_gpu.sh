@@ -17,9 +17,10 @@
 # 5. one `get_server_list` to the pipe directory lists every server there, one `quit` stops
 #    them all (never through a link named like a GPU's folder); with only GPUs' servers
 #    running, both do the same and any other command is refused, saying where they are;
-# 6. (run before 5) an IPC handle does not cross from one GPU's server to another's: the open
-#    answers CUDA_ERROR_INVALID_VALUE and the server's log says why; through one server the
-#    same two processes share the memory (and natively, on a GPU machine).
+# 6. (run before 5) physical memory exported as a POSIX descriptor through GPU 0's server is
+#    imported through GPU 1's, and reads back (GPU 0's server was asked, its log keeps no
+#    secret); a legacy IPC handle does not cross: its open answers CUDA_ERROR_INVALID_VALUE
+#    and the server's log says why; through one server both open (and natively, on a GPU).
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -107,23 +108,36 @@ grep -q "^init CUDA_ERROR_NO_DEVICE" "$W/dots.log" || { cat "$W/dots.log"; fail 
 [ -e "$P/gpu-.." ] && fail "a folder for '..'"
 echo "ok: clients of several GPUs and of none named served by the pipe directory's own server; '..' no device, no folder"
 
-# 6. IPC between GPUs' servers is not carried (NCCL between ranks bound to their GPUs needs it:
-# docs/operations.md): a handle made through GPU 0's server, opened by a client of GPU 1's,
-# answers CUDA_ERROR_INVALID_VALUE, and GPU 1's server says why once. Through one server the
-# same pair opens it, as natively.
-env -u CUDA_VISIBLE_DEVICES LD_PRELOAD="$SHIM" "$B/tests/ipc_across" 0 1 >"$W/across.log" 2>&1 ||
-    { cat "$W/across.log"; fail "ipc_across through GPUs' servers"; }
-grep -q "^B: open: CUDA_ERROR_INVALID_VALUE" "$W/across.log" || { cat "$W/across.log"; fail "a handle of GPU 0's server opened through GPU 1's"; }
+# 6. Between GPUs' servers: physical memory by its POSIX descriptor is carried (NCCL's ranks
+# share their buffers so: the importer's server fetches the driver's own descriptor from the
+# exporter's, server/memory/ipcpeer.c); a legacy IPC handle is not, and answers
+# CUDA_ERROR_INVALID_VALUE, GPU 1's server saying why once. Through one server both open, as
+# natively.
+across() { # across NAME PER_GPU ARGS...: ipc_across through the shim, its output in $W/NAME.log
+    local name=$1 per=$2
+    shift 2
+    env -u CUDA_VISIBLE_DEVICES MPSSHIM_SERVER_PER_GPU="$per" LD_PRELOAD="$SHIM" \
+        "$B/tests/ipc_across" "$@" >"$W/$name.log" 2>&1 || { cat "$W/$name.log"; fail "ipc_across $name"; }
+}
+across vmm 1 --vmm 0 1
+grep -q "^B: import: CUDA_SUCCESS" "$W/vmm.log" && grep -q "^B: A's bytes read back" "$W/vmm.log" ||
+    { cat "$W/vmm.log"; fail "physical memory of GPU 0's server imported through GPU 1's"; }
+grep -q "Command: ipc_peer_export -> size" "$LOG/gpu-0/control.log" ||
+    fail "GPU 0's server was not asked for the descriptor (control.log: $(tail -3 "$LOG/gpu-0/control.log" 2>&1))"
+grep -q "ipc_peer_export [0-9a-f]" "$LOG"/gpu-*/control.log && fail "a handle's secret in a control log"
+across legacy 1 0 1
+grep -q "^B: open: CUDA_ERROR_INVALID_VALUE" "$W/legacy.log" || { cat "$W/legacy.log"; fail "a legacy handle of GPU 0's server opened through GPU 1's"; }
 grep -q "an IPC handle not made by this server" "$LOG/gpu-1/server.log" ||
     fail "GPU 1's server did not say why it refused the handle"
-env -u CUDA_VISIBLE_DEVICES MPSSHIM_SERVER_PER_GPU=0 LD_PRELOAD="$SHIM" "$B/tests/ipc_across" 0 1 \
-    >"$W/across1.log" 2>&1 || { cat "$W/across1.log"; fail "ipc_across through one server"; }
-grep -q "^B: A's bytes read back" "$W/across1.log" || { cat "$W/across1.log"; fail "IPC through one server"; }
-if [ -n "$GPU" ]; then
-    "$B/tests/ipc_across" 0 1 >"$W/across-native.log" 2>&1 && grep -q "^B: A's bytes read back" "$W/across-native.log" ||
-        { cat "$W/across-native.log"; fail "ipc_across natively"; }
-fi
-echo "ok: IPC between GPUs' servers refused (CUDA_ERROR_INVALID_VALUE, said in the log); through one server it works"
+for mode in "" --vmm; do
+    across one 0 $mode 0 1
+    grep -q "^B: A's bytes read back" "$W/one.log" || { cat "$W/one.log"; fail "IPC$mode through one server"; }
+    if [ -n "$GPU" ]; then
+        "$B/tests/ipc_across" $mode 0 1 >"$W/native.log" 2>&1 && grep -q "^B: A's bytes read back" "$W/native.log" ||
+            { cat "$W/native.log"; fail "ipc_across$mode natively"; }
+    fi
+done
+echo "ok: between GPUs' servers a descriptor of physical memory carried, a legacy IPC handle refused (said in the log); through one server both"
 
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
 # like a GPU's folder are passed over (the link to another pipe directory with a server).

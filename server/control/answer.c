@@ -8,10 +8,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 int srv_answer_init(struct srv_answer *a, size_t first, size_t max)
 {
-    *a = (struct srv_answer){.first = first < 1 ? 1 : first, .max = max};
+    *a = (struct srv_answer){.first = first < 1 ? 1 : first, .max = max, .fd = -1};
     if (a->max < a->first) a->max = a->first;
     a->buf = malloc(a->first);
     if (!a->buf) return -1;
@@ -73,12 +74,16 @@ void srv_answer_reset(struct srv_answer *a)
     a->n = 0;
     a->cut = 0;
     a->buf[0] = '\0';
+    if (a->fd >= 0) close(a->fd);
+    a->fd = -1;
 }
 
 void srv_answer_free(struct srv_answer *a)
 {
     free(a->buf);
     a->buf = NULL;
+    if (a->fd >= 0) close(a->fd);
+    a->fd = -1;
     a->n = a->cap = 0;
 }
 

@@ -12,6 +12,7 @@ struct srv_answer {
     size_t first; /* what is allocated between commands */
     size_t max;   /* the most ever allocated: buf holds max - 1 bytes of text at most */
     int cut;      /* something did not fit under max (or memory ran out) */
+    int fd;       /* a descriptor sent with the answer's end (ipc_peer_export), else -1 */
 };
 
 /* An empty answer of `first` bytes, growing to `max` at most (first <= max). 0, or -1. */
@@ -22,7 +23,8 @@ void srv_answer_vsay(struct srv_answer *a, const char *fmt, va_list ap);
 /* Room to write into in place at buf + n: at least want bytes where max (and memory)
  * allows. How many bytes there are. */
 size_t srv_answer_room(struct srv_answer *a, size_t want);
-/* Empty again, back to `first` bytes if it grew (a long answer holds no memory after it). */
+/* Empty again, back to `first` bytes if it grew (a long answer holds no memory after it);
+ * a descriptor not sent is closed. */
 void srv_answer_reset(struct srv_answer *a);
 void srv_answer_free(struct srv_answer *a);
 /* The ceiling for answers that list clients: base, and per_client for each of `clients`

@@ -468,6 +468,38 @@ static void cmd_trace(struct cmd *k)
     a->n += strlen(a->buf + a->n);
 }
 
+/* 32 hex digits into 16 bytes; 0, or -1 when s is not exactly that. */
+static int hex16(const char *s, uint8_t out[16])
+{
+    if (strlen(s) != 32 || strspn(s, "0123456789abcdef") != 32) return -1;
+    for (int i = 0; i < 16; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
+        out[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+/* ipc_peer_export <nonce> <id> <secret>: asked by a sibling server of this pipe directory
+ * (server/memory/ipcpeer.c) for the driver's descriptor of the physical allocation one of
+ * this server's handles names: "size N", the descriptor sent with the answer's end. Not for
+ * people: the arguments are the handle's secret, which the log never shows. */
+static void cmd_ipc_peer_export(struct cmd *k)
+{
+    uint8_t secret[16];
+    char *end1 = NULL, *end2 = NULL;
+    unsigned long long nonce = strtoull(k->argv[1], &end1, 16);
+    unsigned long long id = strtoull(k->argv[2], &end2, 10);
+    uint64_t size = 0;
+    if (!*k->argv[1] || *end1 || !*k->argv[2] || *end2 || hex16(k->argv[3], secret) != 0 ||
+        srv_ipc_peer_export(nonce, id, secret, &k->out->fd, &size) != CUDA_SUCCESS) {
+        k->out->fd = -1;
+        ctl_fail(k, "No such handle\n");
+        return;
+    }
+    ctl_say(k, "size %llu\n", (unsigned long long)size);
+}
+
 /* A command's name, the arguments ctl_usage() checks before it runs (lo to hi, named in
  * args for its usage line; lo < 0: it checks its own) and what runs it. */
 struct handler {
@@ -499,6 +531,7 @@ static const struct handler handlers[] = {
     {"get_default_client_priority", 0, 0, "", cmd_get_priority},
     {"get_client_info", 0, 1, "[client pid]", cmd_client_info},
     {"trace", -1, 0, NULL, cmd_trace},
+    {"ipc_peer_export", 3, 3, "<nonce> <id> <secret>", cmd_ipc_peer_export},
 };
 
 /* Runs one command (its words in k->argv). */
@@ -527,7 +560,9 @@ int srv_control_command(char *line, struct srv_answer *out)
     }
     if (!k.argc) return 0;
     char words[256] = "";
-    for (int i = 0, n = 0; i < k.argc && n < (int)sizeof(words); i++)
+    /* A handle's secret is never logged: of ipc_peer_export, only the name. */
+    int shown = strcmp(k.argv[0], "ipc_peer_export") == 0 ? 1 : k.argc;
+    for (int i = 0, n = 0; i < shown && n < (int)sizeof(words); i++)
         n += snprintf(words + n, sizeof(words) - (size_t)n, "%s%s", i ? " " : "", k.argv[i]);
     if (out->n == 0) run(&k);
     if (out->cut && out->n >= 4) {

@@ -8,6 +8,7 @@
 #include "server/control/control.h"
 #include "server/control/answer.h"
 #include "server/control/settings.h"
+#include "channel/fdpass.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -184,9 +185,14 @@ static void control_main(struct conn *k)
             if (conn_step(k, CONN_RUNNING) != 0) goto done;
             int failed = srv_control_command(in, &out);
             const char *end = failed ? "\x15\x04\n" : "\x04\n";
+            /* A descriptor (ipc_peer_export's) travels with the end line, which a reader
+             * takes a byte at a time (server/memory/ipcpeer.c). */
             if (conn_step(k, CONN_ANSWERING) != 0 || send_answer(k, out.buf, out.n) != 0 ||
-                send_answer(k, end, strlen(end)) != 0 || conn_step(k, CONN_WAITING) != 0)
+                (out.fd >= 0 ? chan_send_fd(k->fd, end, strlen(end), out.fd)
+                             : send_answer(k, end, strlen(end))) != 0 ||
+                conn_step(k, CONN_WAITING) != 0)
                 goto done;
+            srv_answer_reset(&out); /* the descriptor sent is closed here */
             have -= (size_t)(nl + 1 - in);
             memmove(in, nl + 1, have);
         }

@@ -44,6 +44,7 @@
 #include "server/memory/devmem.h"
 #include "server/graphs/graph.h"
 #include "server/memory/ipc.h"
+#include "server/memory/ipcpeer.h"
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
 #include "server/limits/account.h"
@@ -52,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #define IPC_MAGIC "mpsshIPC"
 
@@ -359,6 +361,74 @@ static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint3
     return err;
 }
 
+/* ---------------------------------------------------------------- between servers */
+
+/* A handle shaped as ours whose nonce is not this server's: most likely another server's
+ * (ipcpeer.c), else forged. *h gets its bytes. */
+static int foreign(const uint8_t *bytes, struct srv_ipc_handle *h)
+{
+    memcpy(h, bytes, sizeof(*h));
+    pthread_mutex_lock(&ipc_lock);
+    int yes = memcmp(h->magic, IPC_MAGIC, sizeof(h->magic)) == 0 && (!nonce || h->nonce != nonce);
+    pthread_mutex_unlock(&ipc_lock);
+    return yes;
+}
+
+CUresult srv_ipc_peer_export(uint64_t their_nonce, uint64_t id, const uint8_t secret[16], int *fd,
+                             uint64_t *size)
+{
+    struct srv_share *s = NULL;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ipc_lock);
+    if (nonce && their_nonce == nonce) HASH_FIND(hh, shares, &id, sizeof(id), s);
+    /* A physical handle its exporter still holds: what it let go, no new open may take. */
+    if (s && s->kind == SHIM_HT_CUmemGenericAllocationHandle && secret_equal(s->secret, secret) &&
+        s->owner && !s->dead) {
+        r = DRV(cuMemExportToShareableHandle)(fd, (CUmemGenericAllocationHandle)s->value,
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        *size = s->size ? s->size : s->bytes; /* a physical handle's: its counted bytes */
+    }
+    pthread_mutex_unlock(&ipc_lock);
+    return r;
+}
+
+/* cuMemImportFromShareableHandle of a sibling server's handle: the driver's descriptor of
+ * the memory, fetched from that server (ipcpeer.c) and imported here; the client's record
+ * is then a physical handle of its own, released (cuMemRelease) as one it made. */
+static CUresult open_peer(struct srv_client *c, const struct srv_ipc_handle *h,
+                          struct chan_ipc_reply *out)
+{
+    int fd = -1;
+    uint64_t size = 0;
+    if (h->kind != SHIM_HT_CUmemGenericAllocationHandle ||
+        srv_ipc_peer_fetch(h->nonce, h->id, h->secret, &fd, &size) != 0) {
+        static _Atomic int said;
+        if (!atomic_exchange(&said, 1))
+            srv_log("Client process %d: a physical memory handle no server of this pipe "
+                    "directory knows (another pipe directory's server's, one its exporter let "
+                    "go, or forged): CUDA_ERROR_INVALID_VALUE (said once)",
+                    (int)c->pid);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUmemGenericAllocationHandle real = 0;
+    CUresult r = DRV(cuMemImportFromShareableHandle)(&real, (void *)(intptr_t)fd,
+                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    if (r != CUDA_SUCCESS) return r;
+    struct srv_obj *o = srv_obj_lookup(c, SHIM_HT_CUmemGenericAllocationHandle, real);
+    if (o && !o->held) {
+        /* Imported before: the driver gave the same handle, one more reference of it. */
+        o->aux++;
+    } else if (o || !(o = srv_obj_add(c, SHIM_HT_CUmemGenericAllocationHandle, real, 1, NULL))) {
+        DRV(cuMemRelease)(real);
+        return o ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    out->value = real;
+    out->size = size;
+    out->opens = 1;
+    return CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- the operation */
 
 void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -431,9 +501,12 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
         res = export(c, o, SHIM_HT_CUmemGenericAllocationHandle, &out);
         break;
     }
-    case CHAN_IPC_OPEN_VMM:
-        res = open_share(c, &m, SHIM_HT_CUmemGenericAllocationHandle, &out);
+    case CHAN_IPC_OPEN_VMM: {
+        struct srv_ipc_handle h;
+        res = foreign(m.handle, &h) ? open_peer(c, &h, &out)
+                                    : open_share(c, &m, SHIM_HT_CUmemGenericAllocationHandle, &out);
         break;
+    }
     default:
         break;
     }

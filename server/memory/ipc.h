@@ -14,5 +14,10 @@ void srv_share_drop(struct srv_client *c, struct srv_obj *o, int leaving);
  * client's work may still be running on it: registry.c, leave_running). */
 void srv_share_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak);
 void srv_ipc_fault(int dev); /* ipc.c */
+/* For a sibling server (ipcpeer.c, control.c's ipc_peer_export): the driver's POSIX
+ * descriptor (*fd) of the physical allocation this server's handle (nonce, id, secret) names,
+ * and its *size, while its exporter holds it. CUDA_ERROR_INVALID_VALUE for any other. */
+CUresult srv_ipc_peer_export(uint64_t nonce, uint64_t id, const uint8_t secret[16], int *fd,
+                             uint64_t *size);
 
 #endif

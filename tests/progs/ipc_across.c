@@ -1,87 +1,166 @@
-/* ipc_across A B: memory shared through an IPC handle between two processes that each see
- * one GPU of their own, as ranks bound by CUDA_VISIBLE_DEVICES do (Slurm's GPU binding):
- * the parent sets CUDA_VISIBLE_DEVICES=A, the child B, before any CUDA call. The parent
- * exports 1 MiB it filled; the child opens the handle and prints what the open answered,
- * and on success whether A's bytes read back through it.
+/* ipc_across [--vmm] A B: memory shared between two processes that each see one GPU of their
+ * own, as ranks bound by CUDA_VISIBLE_DEVICES do (Slurm's GPU binding): the parent sets
+ * CUDA_VISIBLE_DEVICES=A, the child B, before any CUDA call. The parent exports memory it
+ * filled; the child opens it, prints what the open answered and, on success, whether the
+ * parent's bytes read back through it.
  *
- * Natively, and through one server, the open succeeds (the driver maps the other GPU's
- * memory over NVLink or PCIe; one server aliases it). Through a server per GPU
- * (MPSSHIM_SERVER_PER_GPU=1) the two processes have different servers, and IPC between
- * servers is not carried: the open answers CUDA_ERROR_INVALID_VALUE, as a handle of no
- * process does (tests/server_per_gpu.sh checks both, and the server's log line). */
+ *   (default)  1 MiB of cuMemAlloc by its legacy IPC handle (cuIpcGetMemHandle /
+ *              cuIpcOpenMemHandle).
+ *   --vmm      physical memory of cuMemCreate by a POSIX descriptor
+ *              (cuMemExportToShareableHandle, SCM_RIGHTS, cuMemImportFromShareableHandle),
+ *              mapped in the child for its own device, as NCCL's ranks share their buffers.
+ *
+ * Natively, and through one server, both open (the driver maps the other GPU's memory over
+ * NVLink or PCIe; one server aliases it). Through a server per GPU (MPSSHIM_SERVER_PER_GPU=1)
+ * the two processes have different servers: the descriptor is carried between them (the
+ * child's server fetches the driver's own from the parent's: server/memory/ipcpeer.c), the
+ * legacy handle is not, and its open answers CUDA_ERROR_INVALID_VALUE
+ * (tests/server_per_gpu.sh checks all of these). */
 #include "tests/progs/common.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define BYTES (1 << 20)
 #define SEED 0xacc055
 
-static void importer(const char *visible, int from_a, int to_a)
+static int vmm;
+
+/* Reads the shared bytes at p and says whether they are the parent's. */
+static void read_back(CUdeviceptr p)
+{
+    void *host = malloc(BYTES);
+    REQUIRE(host, "out of host memory");
+    CHECK(cuMemcpyDtoH(host, p, BYTES));
+    size_t bad = t_pattern_mismatch(host, BYTES, SEED);
+    printf("B: A's bytes %s\n", bad == SIZE_MAX ? "read back" : "differ");
+    free(host);
+}
+
+static CUmemAllocationProp prop(void)
+{
+    return (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                                 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+}
+
+/* The mapping of h at new addresses, read-write for this process's device 0. */
+static CUdeviceptr map(CUmemGenericAllocationHandle h, size_t size)
+{
+    CUdeviceptr va;
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemAddressReserve(&va, size, 0, 0, 0));
+    CHECK(cuMemMap(va, size, 0, h, 0));
+    CHECK(cuMemSetAccess(va, size, &d, 1));
+    return va;
+}
+
+static void importer(const char *visible, int sock)
 {
     setenv("CUDA_VISIBLE_DEVICES", visible, 1);
-    CUipcMemHandle h;
-    REQUIRE(t_read_all(from_a, &h, sizeof h), "B: A sent no handle");
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
-    CUdeviceptr p = 0;
-    CUresult r = cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    printf("B: open: %s\n", t_errname(r));
-    if (r == CUDA_SUCCESS) {
-        void *host = malloc(BYTES);
-        REQUIRE(host, "out of host memory");
-        CHECK(cuMemcpyDtoH(host, p, BYTES));
-        size_t bad = t_pattern_mismatch(host, BYTES, SEED);
-        printf("B: A's bytes %s\n", bad == SIZE_MAX ? "read back" : "differ");
-        CHECK(cuIpcCloseMemHandle(p));
-        free(host);
+    CUresult r;
+    if (vmm) {
+        size_t size = 0;
+        REQUIRE(t_read_all(sock, &size, sizeof size), "B: A sent no size");
+        int fd = t_recv_fd(sock);
+        CUmemGenericAllocationHandle h = 0;
+        r = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        close(fd);
+        printf("B: import: %s\n", t_errname(r));
+        if (r == CUDA_SUCCESS) {
+            CUdeviceptr va = map(h, size);
+            read_back(va);
+            CHECK(cuMemUnmap(va, size));
+            CHECK(cuMemAddressFree(va, size));
+            CHECK(cuMemRelease(h));
+        }
+    } else {
+        CUipcMemHandle h;
+        REQUIRE(t_read_all(sock, &h, sizeof h), "B: A sent no handle");
+        CUdeviceptr p = 0;
+        r = cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        printf("B: open: %s\n", t_errname(r));
+        if (r == CUDA_SUCCESS) {
+            read_back(p);
+            CHECK(cuIpcCloseMemHandle(p));
+        }
     }
     fflush(stdout);
     char done = 'd';
-    t_write_all(to_a, &done, 1);
+    t_write_all(sock, &done, 1);
     _exit(0);
 }
 
 int main(int argc, char **argv)
 {
     t_init("ipc_across", 120);
-    REQUIRE(argc == 3, "usage: ipc_across VISIBLE_A VISIBLE_B");
-    int to_b[2], to_a[2];
-    REQUIRE(pipe(to_b) == 0 && pipe(to_a) == 0, "pipe: %s", strerror(errno));
+    vmm = t_has_flag(argc, argv, "--vmm");
+    REQUIRE(argc == 3 + vmm, "usage: ipc_across [--vmm] VISIBLE_A VISIBLE_B");
+    const char *va = argv[1 + vmm], *vb = argv[2 + vmm];
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair: %s", strerror(errno));
     fflush(stdout);
     pid_t b = fork();
     REQUIRE(b >= 0, "fork: %s", strerror(errno));
     if (b == 0) {
-        close(to_b[1]);
-        close(to_a[0]);
-        importer(argv[2], to_b[0], to_a[1]);
+        close(sv[0]);
+        importer(vb, sv[1]);
     }
-    close(to_b[0]);
-    close(to_a[1]);
-    setenv("CUDA_VISIBLE_DEVICES", argv[1], 1);
+    close(sv[1]);
+    setenv("CUDA_VISIBLE_DEVICES", va, 1);
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
     void *host = malloc(BYTES);
     REQUIRE(host, "out of host memory");
-    CUdeviceptr d;
-    CHECK(cuMemAlloc(&d, BYTES));
     t_fill_pattern(host, BYTES, SEED);
+    CUdeviceptr d = 0;
+    CUmemGenericAllocationHandle h = 0;
+    size_t size = 0;
+    if (vmm) {
+        CUmemAllocationProp p = prop();
+        size_t g = 0;
+        CHECK(cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        size = (BYTES + g - 1) / g * g;
+        CHECK(cuMemCreate(&h, size, &p, 0));
+        d = map(h, size);
+    } else {
+        CHECK(cuMemAlloc(&d, BYTES));
+    }
     CHECK(cuMemcpyHtoD(d, host, BYTES));
     CHECK(cuCtxSynchronize());
-    CUipcMemHandle h;
-    CHECK(cuIpcGetMemHandle(&h, d));
-    t_write_all(to_b[1], &h, sizeof h);
+    if (vmm) {
+        int fd = -1;
+        CHECK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        t_write_all(sv[0], &size, sizeof size);
+        t_send_fd(sv[0], fd);
+        close(fd);
+    } else {
+        CUipcMemHandle ih;
+        CHECK(cuIpcGetMemHandle(&ih, d));
+        t_write_all(sv[0], &ih, sizeof ih);
+    }
     char done = 0;
-    REQUIRE(t_read_all(to_a[0], &done, 1) && done == 'd', "A: B never finished");
+    REQUIRE(t_read_all(sv[0], &done, 1) && done == 'd', "A: B never finished");
     int st = 0;
     REQUIRE(waitpid(b, &st, 0) == b && WIFEXITED(st) && WEXITSTATUS(st) == 0, "B failed (%d)", st);
-    CHECK(cuMemFree(d));
+    if (vmm) {
+        CHECK(cuMemUnmap(d, size));
+        CHECK(cuMemAddressFree(d, size));
+        CHECK(cuMemRelease(h));
+    } else {
+        CHECK(cuMemFree(d));
+    }
     free(host);
     t_pass();
 }

@@ -1,0 +1,13 @@
+/* ipcpeer.c: physical memory shared between the servers of one pipe directory. */
+#ifndef MPSSHIM_SERVER_IPCPEER_H
+#define MPSSHIM_SERVER_IPCPEER_H
+
+#include <stdint.h>
+
+/* Asks the sibling servers (the pipe directory's, its GPUs' folders') for the driver's own
+ * descriptor of the physical allocation their handle (nonce, id, secret) names. 0 with *fd
+ * (close-on-exec, the caller's to close) and the allocation's *size, else -1. */
+int srv_ipc_peer_fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], int *fd,
+                       uint64_t *size);
+
+#endif
