@@ -20,8 +20,9 @@
  *    another socket; the handle's secret is what proves it was given the memory.
  *  - Only a peer of this server's user is talked to (SO_PEERCRED), as the control socket
  *    admits only that user.
- *  - Every wait is bounded (PEER_TIMEOUT_S on each socket operation): a sibling that hangs
- *    holds this client's worker that long, never the server.
+ *  - Every wait is bounded: PEER_TIMEOUT_S for each sibling's whole answer, and at most
+ *    PEER_MAX_ASKED siblings asked. A sibling that hangs, or trickles its answer, holds only
+ *    the importing client's worker, and only that long; no lock is held meanwhile.
  *  - The memory is not counted against the importer's limit here: it lies on another
  *    server's GPU, where its exporter is charged for it. */
 #define _GNU_SOURCE
@@ -41,6 +42,8 @@
 #include <unistd.h>
 
 #define PEER_TIMEOUT_S 5
+/* Siblings asked at most for one handle: the GPUs a machine has, and the directory's own. */
+#define PEER_MAX_ASKED (CHAN_MAX_DEVICES + 1)
 
 /* Reads the answer a byte at a time up to its end line (EOT), taking the descriptor that
  * came with the end line's first byte. 0 when it ended without a NAK and gave "size N" and a
@@ -50,8 +53,9 @@ static int read_answer(int s, int *fd, uint64_t *size)
     char text[256];
     size_t n = 0;
     int nak = 0;
+    uint64_t until = chan_now_ns() + PEER_TIMEOUT_S * 1000000000ull;
     *fd = -1;
-    for (;;) {
+    while (chan_now_ns() < until) {
         char b;
         union {
             struct cmsghdr h;
@@ -141,14 +145,15 @@ int srv_ipc_peer_fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], in
     }
     DIR *d = opendir(top);
     if (!d) return -1;
-    int rc = -1;
+    int rc = -1, asked = gpu_server;
     struct dirent *e;
-    while (rc != 0 && (e = readdir(d))) {
+    while (rc != 0 && asked < PEER_MAX_ASKED && (e = readdir(d))) {
         char sub[PATH_MAX];
         if (strncmp(e->d_name, "gpu-", 4) != 0 ||
             (size_t)snprintf(sub, sizeof(sub), "%s/%s", top, e->d_name) >= sizeof(sub) ||
             !sibling_dir(sub))
             continue;
+        asked++;
         rc = ask(sub, line, fd, size);
     }
     closedir(d);
