@@ -37,6 +37,8 @@ void cpudrv_unlock(void);
 
 // Fixed by cuInit, read-only afterwards.
 extern int cpudrv_ndev;
+// The first device this process sees (CUDA_VISIBLE_DEVICES naming one index; else 0): init.c.
+extern int cpudrv_first;
 extern size_t cpudrv_mem_bytes;
 // MPSSHIM_CPUDRV_COPY_DELAY_US: every copy a stream runs first waits this long, a slow
 // DMA engine, so that tests can catch a host buffer reused before its copy ran.

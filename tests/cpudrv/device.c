@@ -153,9 +153,9 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
                                   '-', 'c', 'p', 'u', 'd', 'r', 'v'};
     memcpy(uuid->bytes, stem, sizeof stem);
     uuid->bytes[14] = 0;
-    uuid->bytes[15] = (char)dev;
+    uuid->bytes[15] = (char)(dev + cpudrv_first);
     // Distinct early too, so that a short prefix names one device (CUDA_VISIBLE_DEVICES).
-    uuid->bytes[3] = (char)(uuid->bytes[3] + dev);
+    uuid->bytes[3] = (char)(uuid->bytes[3] + dev + cpudrv_first);
     return TR(CUDA_SUCCESS);
 }
 
@@ -187,10 +187,10 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
         return TR(CUDA_ERROR_INVALID_VALUE);
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-        *pi = pci_bus[dev];
+        *pi = pci_bus[dev + cpudrv_first];
         break;
     case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
-        *pi = dev;
+        *pi = dev + cpudrv_first;
         break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
         *pi = !cpudrv_no_vmm();
@@ -239,7 +239,7 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
     CUresult rc = cpudrv_dev_check(dev);
     if (rc) return TR(rc);
     if (!pciBusId || len <= 0) return TR(CUDA_ERROR_INVALID_VALUE);
-    snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", 0, pci_bus[dev], 0);
+    snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", 0, pci_bus[dev + cpudrv_first], 0);
     return TR(CUDA_SUCCESS);
 }
 
@@ -257,7 +257,7 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
             return TR(CUDA_ERROR_INVALID_VALUE);
     }
     for (int i = 0; i < cpudrv_ndev; i++)
-        if (dom == 0 && bus == (unsigned)pci_bus[i] && d == 0 && fn == 0) {
+        if (dom == 0 && bus == (unsigned)pci_bus[i + cpudrv_first] && d == 0 && fn == 0) {
             *dev = i;
             return TR(CUDA_SUCCESS);
         }

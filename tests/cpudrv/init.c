@@ -14,6 +14,7 @@ pthread_mutex_t cpudrv_big = PTHREAD_MUTEX_INITIALIZER;
 
 // Written once by the first successful cuInit (under cpudrv_big), read-only afterwards.
 int cpudrv_ndev;
+int cpudrv_first;
 size_t cpudrv_mem_bytes;
 long cpudrv_copy_delay_us;
 long cpudrv_release_delay_ms;
@@ -186,6 +187,15 @@ CUresult cuInit(unsigned int Flags)
     cpudrv_lock();
     if (!initialized) {
         cpudrv_ndev = (int)env_long("MPSSHIM_CPUDRV_DEVICES", 1, 1, CPUDRV_MAX_DEVICES);
+        // CUDA_VISIBLE_DEVICES naming one device by its index (as a server of one GPU is
+        // started: MPSSHIM_SERVER_PER_GPU): that device alone, as device 0 with its own
+        // identity (UUID, PCI bus). Any other value is not applied here.
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        if (vis && *vis && strspn(vis, "0123456789") == strlen(vis) && strlen(vis) < 3 &&
+            atoi(vis) < cpudrv_ndev) {
+            cpudrv_first = atoi(vis);
+            cpudrv_ndev = 1;
+        }
         cpudrv_mem_bytes = (size_t)env_long("MPSSHIM_CPUDRV_MEM_MB", 16384, 1, 1L << 24) << 20;
         cpudrv_copy_delay_us = env_long("MPSSHIM_CPUDRV_COPY_DELAY_US", 0, 0, 10 * 1000 * 1000);
         cpudrv_release_delay_ms = env_long("MPSSHIM_CPUDRV_RELEASE_DELAY_MS", 0, 0, 60 * 1000);
