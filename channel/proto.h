@@ -24,7 +24,9 @@
 #include <cuda.h>
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
-#define CHAN_PROTO_MAJOR 5     /* incompatible changes (5: visible_devices in the hello) */
+#define CHAN_PROTO_MAJOR                                                                           \
+    6 /* incompatible changes (5: visible_devices in the hello; 6: gpu_of and                      \
+       gpu_ordinal in it) */
 /* Compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE, 3: CHAN_OP_MVAR,
  * chan_shm.alert, which a client reads only from a server of minor 3 or more: an older one
  * never moves it, and chan_shm.spin_hint_us, whose 0 means no hint; 4: chan_shm.coalesce_us,
@@ -68,6 +70,12 @@ struct chan_hello {
      * empty value is not (no device). A value too long is sent as one that selects none. */
     uint32_t visible_set;
     char visible_devices[1024];
+    /* A client that moved to its GPU's own server at its first context
+     * (MPSSHIM_SERVER_PER_GPU, interpose/conn.c): it sees gpu_of devices, as the pipe
+     * directory's server described them (it keeps that description), and its ordinal
+     * gpu_ordinal is this server's device 0; its other ordinals name no device here.
+     * visible_set is then 0. gpu_of 0: not such a client. */
+    int32_t gpu_of, gpu_ordinal;
 };
 
 /* A hello of this protocol, from process pid of the symbol set symbols_hash

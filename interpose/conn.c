@@ -122,6 +122,23 @@ static void limit_env(char *out, size_t len, enum chan_setting_id id, int *bad)
 static char gpu_dir[PATH_MAX];
 static char gpu_value[GPU_VALUE_MAX + 1];
 
+/* Takes the GPU's folder for value v (n bytes, not NUL-terminated): 0, or -1 when v cannot
+ * name one (gpu_dir stays empty). */
+static int take_gpu_value(const char *v, size_t n)
+{
+    if (!n || n > GPU_VALUE_MAX || v[0] == '.' || v[0] == '-' ||
+        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") < n)
+        return -1;
+    if ((size_t)snprintf(gpu_dir, sizeof(gpu_dir), "%s/gpu-%.*s", chan_pipe_dir(), (int)n, v) >=
+        sizeof(gpu_dir) - sizeof(CHAN_SOCKET_NAME) - 1) {
+        gpu_dir[0] = '\0';
+        return -1;
+    }
+    memcpy(gpu_value, v, n);
+    gpu_value[n] = '\0';
+    return 0;
+}
+
 static void pick_gpu_server(void)
 {
     static int picked;
@@ -129,16 +146,7 @@ static void pick_gpu_server(void)
     picked = 1;
     if (!chan_setting_num(CHAN_SET_SERVER_PER_GPU)) return;
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    size_t n = v ? strlen(v) : 0;
-    if (!n || n > GPU_VALUE_MAX || v[0] == '.' || v[0] == '-' ||
-        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") != n)
-        return;
-    if ((size_t)snprintf(gpu_dir, sizeof(gpu_dir), "%s/gpu-%s", chan_pipe_dir(), v) >=
-        sizeof(gpu_dir) - sizeof(CHAN_SOCKET_NAME) - 1) {
-        gpu_dir[0] = '\0';
-        return;
-    }
-    memcpy(gpu_value, v, n + 1);
+    if (v && !strchr(v, ',')) take_gpu_value(v, strlen(v));
 }
 
 /* The directory this client's server is in: its GPU's folder, else the pipe directory. */
@@ -152,9 +160,15 @@ static const char *server_dir(void)
  * the driver parses it) stands in for a value too long to send whole. Not sent to a server
  * of this client's GPU, which the value picked: its one device is that GPU (applied again,
  * an index other than 0 would name a device it does not have). */
+/* A client moving to its GPU's server (below): it sees moved_of devices, its ordinal
+ * moved_ordinal that server's device 0. moved_of 0: none. */
+static int moved_of, moved_ordinal;
+
 static void visible_env(struct chan_hello *h)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    h->gpu_of = moved_of;
+    h->gpu_ordinal = moved_ordinal;
     if (!v || gpu_dir[0]) return;
     h->visible_set = 1;
     snprintf(h->visible_devices, sizeof(h->visible_devices), "%s",
@@ -293,10 +307,13 @@ static char **server_env(int ready_fd)
     size_t n = 0;
     while (environ[n])
         n++;
-    char **env = calloc(n + 4, sizeof(*env));
+    static char visvar[GPU_VALUE_MAX + 32];
+    char **env = calloc(n + 5, sizeof(*env));
     if (!env) return NULL;
     size_t k = 0;
     if (gpu_dir[0]) {
+        snprintf(visvar, sizeof(visvar), "CUDA_VISIBLE_DEVICES=%s", gpu_value);
+        env[k++] = visvar;
         /* Its log in the pipe directory's log directory (the one set, else the default),
          * folder gpu-VALUE: never the same files as another server's. */
         char buf[256];
@@ -312,8 +329,8 @@ static char **server_env(int ready_fd)
         /* The server sees every device; this client's own CUDA_VISIBLE_DEVICES selects
          * among them (sent in the hello), as any later client's does. Passed on, it would
          * apply twice (the server's device 0 would be what this client calls 1). A server of
-         * this client's GPU is the exception: the value is what makes it that GPU's. */
-        if (sets(environ[i], "CUDA_VISIBLE_DEVICES=") && !gpu_dir[0]) continue;
+         * this client's GPU gets the value that names that GPU (above) instead. */
+        if (sets(environ[i], "CUDA_VISIBLE_DEVICES=")) continue;
         if (gpu_dir[0] && (sets(environ[i], "MPSSHIM_PIPE_DIRECTORY=") ||
                            sets(environ[i], "CUDA_MPS_PIPE_DIRECTORY=") ||
                            sets(environ[i], "MPSSHIM_LOG_DIRECTORY=") ||
@@ -419,6 +436,112 @@ static CUresult connect_or_start(char *why, size_t whylen)
 }
 
 void shim_fall_back(const char *why);
+
+/* ------------------------------------------------ moving to a GPU's server at first use */
+
+/* MPSSHIM_SERVER_PER_GPU for a client that sees several GPUs (torchrun's ranks, MPI ranks
+ * that pick their GPU with cudaSetDevice): it connects to the pipe directory's server (its
+ * device queries need every device), and before its first context, on device d, it moves to
+ * d's own server, in the folder gpu-<d's CUDA_VISIBLE_DEVICES entry, or d>, as a client bound
+ * to that GPU by CUDA_VISIBLE_DEVICES would (the same folder, so one server per GPU). From
+ * then on it is that server's client alone: a fault on another GPU does not reach it, and
+ * physical memory passed between GPUs' servers is carried (server/memory/ipcpeer.c).
+ *
+ * Why at the first context: nothing of the client's is in the first server yet but its
+ * connection, so the move loses nothing. It moves only when no other thread has a reply lane
+ * and no request with effects was sent (shim_rpc_alone), so that no request is on its way
+ * to the old server; else it stays there, said once. It keeps the first server's
+ * description of its devices (the new server publishes only its one device). The new
+ * server must hold the same GPU (UUIDs compared): a pipe directory's server started with a
+ * CUDA_VISIBLE_DEVICES of its own numbers devices otherwise, and the client then stays. */
+static int moved_tried;
+static struct shim_conn moved_old; /* the first connection, while the move is decided */
+
+/* d's CUDA_VISIBLE_DEVICES entry (or its number), as the folder's name. 0, or -1. */
+static int gpu_value_of(int d)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) {
+        char num[16];
+        snprintf(num, sizeof(num), "%d", d);
+        return take_gpu_value(num, strlen(num));
+    }
+    for (int i = 0; i < d && v; i++) {
+        v = strchr(v, ',');
+        if (v) v++;
+    }
+    return v ? take_gpu_value(v, strcspn(v, ",")) : -1;
+}
+
+/* Under shim_rpc_alone: connects to the GPU's server and, if it holds the same GPU, drops
+ * the first connection. 0, or -1 with the first connection kept and gpu_dir empty. */
+static int move_now(void *arg)
+{
+    int d = *(int *)arg;
+    moved_old = shim_conn;
+    int no_fallback = conn_no_fallback, foreign = conn_foreign;
+    moved_of = moved_old.dev.ndev;
+    moved_ordinal = d;
+    char why[512];
+    CUresult r = connect_or_start(why, sizeof(why));
+    if (r == CUDA_SUCCESS && memcmp(&shim_conn.dev.dev[d].uuid, &moved_old.dev.dev[d].uuid,
+                                    sizeof(moved_old.dev.dev[d].uuid)) != 0) {
+        snprintf(why, sizeof(why),
+                 "the server in %.300s holds another GPU than this process's "
+                 "device %d",
+                 gpu_dir, d);
+        close(shim_conn.sock); /* its segment stays mapped: see below */
+        r = CUDA_ERROR_INVALID_DEVICE;
+    }
+    conn_no_fallback = no_fallback;
+    conn_foreign = foreign;
+    if (r != CUDA_SUCCESS) {
+        shim_log("MPSSHIM_SERVER_PER_GPU: staying with the pipe directory's server (%s)", why);
+        shim_conn = moved_old;
+        moved_of = 0;
+        gpu_dir[0] = '\0';
+        return -1;
+    }
+    shim_conn.dev = moved_old.dev;
+    /* The old segment stays mapped for the process's life: a thread outside any call's
+     * locks (shim_ready's check of the segment's `dead`, a device query on another thread)
+     * may have read its address just before the move. Its cost is the few pages it
+     * touched. */
+    close(moved_old.sock);
+    return 0;
+}
+
+CUresult shim_gpu_server_for(int dev)
+{
+    if (moved_of) {
+        if (dev == moved_ordinal) return CUDA_SUCCESS;
+        static _Atomic int said;
+        if (!atomic_exchange(&said, 1))
+            shim_log("device %d: this process is served by device %d's own server "
+                     "(MPSSHIM_SERVER_PER_GPU), which holds that GPU alone; a process using "
+                     "several GPUs needs MPSSHIM_SERVER_PER_GPU=0: CUDA_ERROR_INVALID_DEVICE",
+                     dev, moved_ordinal);
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if (moved_tried) return CUDA_SUCCESS;
+    moved_tried = 1;
+    if (!chan_setting_num(CHAN_SET_SERVER_PER_GPU) || gpu_dir[0] ||
+        atomic_load(&conn_state) != CONN_UP || shim_conn.dev.ndev < 2 || dev < 0 ||
+        dev >= shim_conn.dev.ndev)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&conn_lock);
+    int rc = gpu_value_of(dev) != 0 ? -3 : shim_rpc_alone(move_now, &dev);
+    pthread_mutex_unlock(&conn_lock);
+    if (rc == -1 || rc == -2 || rc == -3) {
+        gpu_dir[0] = '\0';
+        shim_log("MPSSHIM_SERVER_PER_GPU: staying with the pipe directory's server, which "
+                 "serves every GPU (%s)",
+                 rc == -1   ? "other threads had called CUDA before the first context"
+                 : rc == -2 ? "work was sent before the first context"
+                            : "device's CUDA_VISIBLE_DEVICES entry cannot name a folder");
+    }
+    return CUDA_SUCCESS;
+}
 
 /* PROFILE=1 builds: where this process's waits went, on stderr when it exits. */
 static void profile_at_exit(void)

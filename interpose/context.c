@@ -142,9 +142,12 @@ size_t shim_ctx_active_ids(uint32_t *out, size_t cap)
 /* Tells the server about a context; caller holds ctx_lock. */
 static CUresult activate(struct shim_ctx *c)
 {
+    /* The first context may move this client to its GPU's own server (conn.c). */
+    CUresult r = shim_gpu_server_for(c->device);
+    if (r != CUDA_SUCCESS) return r;
     struct chan_ctx m = {
         .id = c->id, .device = c->device, .flags = c->flags, .primary = (uint32_t)c->primary};
-    CUresult r = shim_rpc(CHAN_OP_CTX_CREATE, &m, sizeof(m), NULL, 0, NULL);
+    r = shim_rpc(CHAN_OP_CTX_CREATE, &m, sizeof(m), NULL, 0, NULL);
     if (r == CUDA_SUCCESS) c->active = 1;
     return r;
 }

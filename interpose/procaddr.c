@@ -135,7 +135,7 @@ static uint8_t *fetch_all(uint32_t *total, const char **why)
     *total = 0;
     do {
         struct shim_req q;
-        if (shim_req_begin(&q, CHAN_OP_PROCADDR, sizeof(off), 1, 0) != CUDA_SUCCESS) {
+        if (shim_req_begin(&q, CHAN_OP_PROCADDR, sizeof(off), 1, SHIM_RQ_QUIET) != CUDA_SUCCESS) {
             *why = "the server went away";
             goto fail;
         }

@@ -214,6 +214,23 @@ static int my_lane(void)
     return l;
 }
 
+int shim_rpc_alone(int (*fn)(void *), void *arg)
+{
+    /* No other thread may take a lane (lane_lock) or write a record (ring_lock) meanwhile:
+     * with no other lane owned and nothing with effects sent, no request of another thread
+     * is on its way or awaits a reply, and none can start before fn returns. */
+    pthread_mutex_lock(&lane_lock);
+    uint64_t mine = self.lane >= 0 ? 1ull << self.lane : 0;
+    int rc = -1;
+    if ((lanes_used & ~mine) == 0) {
+        pthread_mutex_lock(&ring_lock);
+        rc = atomic_load(&shim_work_sent) ? -2 : fn(arg);
+        pthread_mutex_unlock(&ring_lock);
+    }
+    pthread_mutex_unlock(&lane_lock);
+    return rc;
+}
+
 /* Set while this thread holds ring_lock (between shim_req_begin and shim_req_send): a fault
  * then could not be served (migrate.c reads it in its signal handler, hence initial-exec). */
 __thread int shim_ring_held __attribute__((tls_model("initial-exec")));

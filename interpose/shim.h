@@ -76,6 +76,17 @@ struct shim_conn {
 
 extern struct shim_conn shim_conn;
 
+/* Runs fn(arg) while no other thread can send a request, provided none owns a reply lane
+ * and no request with effects was ever sent (only queries and synchronisations): fn may then
+ * replace the connection (conn.c's move to a GPU's server). fn's result, or -1 (another
+ * thread has a lane), or -2 (requests with effects were sent). rpc.c. */
+int shim_rpc_alone(int (*fn)(void *), void *arg);
+/* MPSSHIM_SERVER_PER_GPU: called before the first context on dev is made (context.c, under
+ * its lock); a client that sees several GPUs moves to dev's own server then, if it can.
+ * CUDA_SUCCESS, or CUDA_ERROR_INVALID_DEVICE for a device other than the one it moved for
+ * (said once). conn.c. */
+CUresult shim_gpu_server_for(int dev);
+
 /* Connects to the server if not yet done (starting one when none answers, unless
  * MPSSHIM_AUTOSTART=0). CUDA_SUCCESS, or the error every call gets; shim_connect_error()
  * says what went wrong. */

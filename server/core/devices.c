@@ -5,7 +5,8 @@
  * to its own ordinal, refusing a device the client was not given with
  * CUDA_ERROR_INVALID_DEVICE, and maps every one it returns back. The map is decided here
  * at the handshake, kept in the client's record (never in shared memory) and never
- * changes. */
+ * changes. A client moved here from the pipe directory's server (MPSSHIM_SERVER_PER_GPU)
+ * keeps its ordinals, of which one is this server's device: its map has holes. */
 #include "server/core/server.h"
 #include "server/limits/account.h"
 #include "server/core/devices.h"
@@ -100,7 +101,19 @@ void srv_devices_select(struct srv_client *c, const struct chan_hello *h)
     struct srv_devmap *m = c->devs;
     memset(m->to_cli, -1, sizeof(m->to_cli));
     memset(m->to_srv, -1, sizeof(m->to_srv));
-    if (!h->visible_set) {
+    if (h->gpu_of > 0) {
+        /* Moved here at its first context (interpose/conn.c): its ordinal gpu_ordinal is our
+         * device 0, its others none of ours (holes, refused as devices it was not given). A
+         * pair out of range gives it no device. */
+        int ok = h->gpu_of <= CHAN_MAX_DEVICES && h->gpu_ordinal >= 0 &&
+                 h->gpu_ordinal < h->gpu_of && srv.ndev > 0;
+        m->n = ok ? h->gpu_of : 0;
+        if (ok) m->to_srv[h->gpu_ordinal] = 0;
+        srv_log("Client process %d: served here for its device %d of %d, moved from the pipe "
+                "directory's server at its first context (MPSSHIM_SERVER_PER_GPU)%s",
+                (int)c->pid, (int)h->gpu_ordinal, (int)h->gpu_of,
+                ok ? "" : ": out of range, no device given");
+    } else if (!h->visible_set) {
         m->n = srv.ndev;
         for (int d = 0; d < srv.ndev; d++)
             m->to_srv[d] = (int8_t)d;
@@ -108,7 +121,7 @@ void srv_devices_select(struct srv_client *c, const struct chan_hello *h)
         m->n = parse_visible(h->visible_devices, m->to_srv, c->pid);
     }
     for (int i = 0; i < m->n; i++)
-        m->to_cli[m->to_srv[i]] = (int8_t)i;
+        if (m->to_srv[i] >= 0) m->to_cli[m->to_srv[i]] = (int8_t)i;
     if (h->visible_set)
         srv_log("Client process %d: CUDA_VISIBLE_DEVICES=%.64s gives it %d of %d devices",
                 (int)c->pid, h->visible_devices, m->n, srv.ndev);
@@ -121,6 +134,10 @@ void srv_devices_publish(struct srv_client *c)
     to->ndev = c->devs->n;
     for (int i = 0; i < c->devs->n; i++) {
         int d = c->devs->to_srv[i];
+        if (d < 0) { /* a hole: the client keeps the other server's description */
+            memset(&to->dev[i], 0, sizeof(to->dev[i]));
+            continue;
+        }
         to->dev[i] = srv.devinfo.dev[d];
         /* The client sees its share as the device's SM count, as under MPS. */
         to->dev[i].attr[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = (int32_t)c->lim->sms[d];
@@ -141,7 +158,9 @@ int srv_dev_out(const struct srv_client *c, int64_t dev)
 
 int srv_dev_any(const struct srv_client *c)
 {
-    return c->devs->n > 0 ? c->devs->to_srv[0] : 0;
+    for (int i = 0; i < c->devs->n; i++)
+        if (c->devs->to_srv[i] >= 0) return c->devs->to_srv[i];
+    return 0;
 }
 
 CUresult srv_dev_location(const struct srv_client *c, uint8_t *loc, int in)
