@@ -439,20 +439,23 @@ void shim_fall_back(const char *why);
 
 /* ------------------------------------------------ moving to a GPU's server at first use */
 
-/* MPSSHIM_SERVER_PER_GPU for a client that sees several GPUs (torchrun's ranks, MPI ranks
- * that pick their GPU with cudaSetDevice): it connects to the pipe directory's server (its
+/* MPSSHIM_SERVER_PER_GPU_MOVE=1 (with MPSSHIM_SERVER_PER_GPU=1), for a client that sees
+ * several GPUs (a process that picks its GPU with cudaSetDevice: an inference worker, an MPI
+ * rank, torchrun's ranks): it connects to the pipe directory's server (its
  * device queries need every device), and before its first context, on device d, it moves to
  * d's own server, in the folder gpu-<d's CUDA_VISIBLE_DEVICES entry, or d>, as a client bound
  * to that GPU by CUDA_VISIBLE_DEVICES would (the same folder, so one server per GPU). From
  * then on it is that server's client alone: a fault on another GPU does not reach it, and
  * physical memory passed between GPUs' servers is carried (server/memory/ipcpeer.c).
  *
- * Why at the first context: nothing of the client's is in the first server yet but its
- * connection, so the move loses nothing. It moves only when no other thread has a reply lane
- * and no request with effects was sent (shim_rpc_alone), so that no request is on its way
- * to the old server; else it stays there, said once. It keeps the first server's
- * description of its devices (the new server publishes only its one device). The new
- * server must hold the same GPU (UUIDs compared): a pipe directory's server started with a
+ * Why at the first context: nothing of the client's need be in the first server yet but its
+ * connection, so the move can lose nothing. It moves only when that server says it holds no
+ * record of the client's (CHAN_OP_HOLDS, answered after everything sent before it), no
+ * other thread has a reply lane, and nothing with effects was sent since that answer
+ * (shim_rpc_alone), so that nothing is on its way to the old server; else it stays there,
+ * said once (what cudart loads before the context, libraries for one, is such a record). It keeps
+ * the first server's description of its devices (the new server publishes only its one device). The
+ * new server must hold the same GPU (UUIDs compared): a pipe directory's server started with a
  * CUDA_VISIBLE_DEVICES of its own numbers devices otherwise, and the client then stays. */
 static int moved_tried;
 static struct shim_conn moved_old; /* the first connection, while the move is decided */
@@ -511,6 +514,20 @@ static int move_now(void *arg)
     return 0;
 }
 
+/* Whether the server holds no record of this client's, asked after all it was sent. */
+static int holds_nothing(void)
+{
+    struct shim_req q;
+    const uint8_t *data = NULL;
+    uint32_t n = 0;
+    uint64_t held = 1;
+    if (shim_req_begin(&q, CHAN_OP_HOLDS, 0, 1, SHIM_RQ_QUIET) != CUDA_SUCCESS) return 0;
+    shim_req_send(&q);
+    if (shim_req_wait(&q, &data, &n) != CUDA_SUCCESS || n != sizeof(held)) return 0;
+    memcpy(&held, data, sizeof(held));
+    return held == 0;
+}
+
 CUresult shim_gpu_server_for(int dev)
 {
     if (moved_of) {
@@ -525,20 +542,26 @@ CUresult shim_gpu_server_for(int dev)
     }
     if (moved_tried) return CUDA_SUCCESS;
     moved_tried = 1;
-    if (!chan_setting_num(CHAN_SET_SERVER_PER_GPU) || gpu_dir[0] ||
+    if (!chan_setting_num(CHAN_SET_SERVER_PER_GPU) ||
+        !chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) || gpu_dir[0] ||
         atomic_load(&conn_state) != CONN_UP || shim_conn.dev.ndev < 2 || dev < 0 ||
         dev >= shim_conn.dev.ndev)
         return CUDA_SUCCESS;
-    pthread_mutex_lock(&conn_lock);
-    int rc = gpu_value_of(dev) != 0 ? -3 : shim_rpc_alone(move_now, &dev);
-    pthread_mutex_unlock(&conn_lock);
-    if (rc == -1 || rc == -2 || rc == -3) {
+    uint64_t seen = atomic_load(&shim_work_sent);
+    int rc = gpu_value_of(dev) != 0 ? -3 : !holds_nothing() ? -4 : 0;
+    if (!rc) {
+        pthread_mutex_lock(&conn_lock);
+        rc = shim_rpc_alone(move_now, &dev, seen);
+        pthread_mutex_unlock(&conn_lock);
+    }
+    if (rc == -1 || rc == -2 || rc == -3 || rc == -4) {
         gpu_dir[0] = '\0';
         shim_log("MPSSHIM_SERVER_PER_GPU: staying with the pipe directory's server, which "
                  "serves every GPU (%s)",
-                 rc == -1   ? "other threads had called CUDA before the first context"
-                 : rc == -2 ? "work was sent before the first context"
-                            : "device's CUDA_VISIBLE_DEVICES entry cannot name a folder");
+                 rc == -1   ? "other threads were in CUDA calls at the first context"
+                 : rc == -2 ? "another thread sent work at the first context"
+                 : rc == -3 ? "the device's CUDA_VISIBLE_DEVICES entry cannot name a folder"
+                            : "it holds objects there made before its first context");
     }
     return CUDA_SUCCESS;
 }

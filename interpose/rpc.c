@@ -214,17 +214,18 @@ static int my_lane(void)
     return l;
 }
 
-int shim_rpc_alone(int (*fn)(void *), void *arg)
+int shim_rpc_alone(int (*fn)(void *), void *arg, uint64_t work_seen)
 {
     /* No other thread may take a lane (lane_lock) or write a record (ring_lock) meanwhile:
-     * with no other lane owned and nothing with effects sent, no request of another thread
-     * is on its way or awaits a reply, and none can start before fn returns. */
+     * with no other lane owned and nothing with effects sent since the caller's look, no
+     * request of another thread is on its way or awaits a reply, and none can start before
+     * fn returns. */
     pthread_mutex_lock(&lane_lock);
     uint64_t mine = self.lane >= 0 ? 1ull << self.lane : 0;
     int rc = -1;
     if ((lanes_used & ~mine) == 0) {
         pthread_mutex_lock(&ring_lock);
-        rc = atomic_load(&shim_work_sent) ? -2 : fn(arg);
+        rc = atomic_load(&shim_work_sent) != work_seen ? -2 : fn(arg);
         pthread_mutex_unlock(&ring_lock);
     }
     pthread_mutex_unlock(&lane_lock);

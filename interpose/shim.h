@@ -77,10 +77,10 @@ struct shim_conn {
 extern struct shim_conn shim_conn;
 
 /* Runs fn(arg) while no other thread can send a request, provided none owns a reply lane
- * and no request with effects was ever sent (only queries and synchronisations): fn may then
- * replace the connection (conn.c's move to a GPU's server). fn's result, or -1 (another
- * thread has a lane), or -2 (requests with effects were sent). rpc.c. */
-int shim_rpc_alone(int (*fn)(void *), void *arg);
+ * and shim_work_sent is still work_seen (no request with effects since the caller looked):
+ * fn may then replace the connection (conn.c's move to a GPU's server). fn's result, or -1
+ * (another thread has a lane), or -2 (requests with effects were sent meanwhile). rpc.c. */
+int shim_rpc_alone(int (*fn)(void *), void *arg, uint64_t work_seen);
 /* MPSSHIM_SERVER_PER_GPU: called before the first context on dev is made (context.c, under
  * its lock); a client that sees several GPUs moves to dev's own server then, if it can.
  * CUDA_SUCCESS, or CUDA_ERROR_INVALID_DEVICE for a device other than the one it moved for

@@ -21,9 +21,10 @@
 #    imported through GPU 1's, and reads back (GPU 0's server was asked, its log keeps no
 #    secret); a legacy IPC handle does not cross: its open answers CUDA_ERROR_INVALID_VALUE
 #    and the server's log says why; through one server both open (and natively, on a GPU);
-# 7. (run before 5) a client that sees both GPUs moves to its GPU's server at its first
-#    context: device 1's runs on through device 0's fault, the process still sees both, and a
-#    context on a second device is refused (CUDA_ERROR_INVALID_DEVICE, said on its stderr).
+# 7. (run before 5) with MPSSHIM_SERVER_PER_GPU_MOVE=1, a client that sees both GPUs moves to
+#    its GPU's server at its first context: device 1's runs on through device 0's fault, the
+#    process still sees both, and a context on a second device is refused
+#    (CUDA_ERROR_INVALID_DEVICE, said on its stderr).
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -142,10 +143,12 @@ for mode in "" --vmm; do
 done
 echo "ok: between GPUs' servers a descriptor of physical memory carried, a legacy IPC handle refused (said in the log); through one server both"
 
-# 7. Clients that see both GPUs move to their GPU's server at their first context: a client
-# of device 1 runs on through a fault of a client of device 0, both seeing every device; they
-# went to the folders gpu-1 and gpu-0 (those of clients bound by CUDA_VISIBLE_DEVICES); such a
-# process still sees both devices, and a context on a second device is refused, said once.
+# 7. With MPSSHIM_SERVER_PER_GPU_MOVE=1 clients that see both GPUs move to their GPU's server
+# at their first context: a client of device 1 runs on through a fault of a client of device
+# 0, both seeing every device; they went to the folders gpu-1 and gpu-0 (those of clients
+# bound by CUDA_VISIBLE_DEVICES); such a process still sees both devices, and a context on a
+# second device is refused, said once. (Without it they stay: step 4.)
+export MPSSHIM_SERVER_PER_GPU_MOVE=1
 on - "$B/tests/fault" --other 4 >"$W/moved-other.log" 2>&1 &
 other=$!
 wait_for 30 grep -q "^ready" "$W/moved-other.log" || { cat "$W/moved-other.log"; fail "device 1's client (every device seen) never got ready"; }
@@ -161,7 +164,8 @@ on - "$B/tests/fault" --device1 >"$W/moved-two.log" 2>&1 && fail "a moved client
 grep -q "^FAIL fault: .*cuDevicePrimaryCtxRetain(&c1, d1) returned CUDA_ERROR_INVALID_DEVICE" "$W/moved-two.log" &&
     grep -q "served by device 0's own server (MPSSHIM_SERVER_PER_GPU)" "$W/moved-two.log" ||
     { cat "$W/moved-two.log"; fail "a second device: not refused with its reason"; }
-echo "ok: clients that see both GPUs served by their GPU's server from their first context: device 1's ran on through device 0's fault"
+unset MPSSHIM_SERVER_PER_GPU_MOVE
+echo "ok: clients that see both GPUs served by their GPU's server from their first context (MPSSHIM_SERVER_PER_GPU_MOVE): device 1's ran on through device 0's fault"
 
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
 # like a GPU's folder are passed over (the link to another pipe directory with a server).

@@ -61,6 +61,20 @@ void srv_op_error_string(struct srv_client *c, const struct chan_rec *r, uint8_t
     srv_reply(c, r->lane, res, out);
 }
 
+/* CHAN_OP_HOLDS: how many records the client holds, once every record it sent before this
+ * one was served (the ring is served in order): none, and it may move to another server with
+ * nothing of its own left here (interpose/conn.c, MPSSHIM_SERVER_PER_GPU). */
+void srv_op_holds(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
+{
+    (void)p;
+    (void)len;
+    uint64_t n = 0;
+    for (int t = 0; t < SHIM_NHTYPES; t++)
+        n += c->nobjs[t];
+    memcpy(srv_lane_data(c, r->lane), &n, sizeof(n));
+    srv_reply(c, r->lane, CUDA_SUCCESS, sizeof(n));
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 /* One row of the dispatch table, generated from an %op row of cuda_symbols.txt. */
