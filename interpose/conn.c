@@ -514,6 +514,44 @@ static int move_now(void *arg)
     return 0;
 }
 
+/* A moved client's devices other than its own are no device of its server's: it reaches
+ * none of them, as a process that sees one GPU reaches no other (it may make no context
+ * there either). Peer queries naming one answer so here (0: no access, no P2P attribute),
+ * where its server could only refuse them as devices it does not have. */
+static int moved_other(CUdevice d)
+{
+    return moved_of && d != moved_ordinal && d >= 0 && d < moved_of;
+}
+
+static int moved_peer_known(const void *const *argv)
+{
+    int *can = *(int *const *)argv[0];
+    CUdevice dev = *(const CUdevice *)argv[1], peer = *(const CUdevice *)argv[2];
+    if (!can || dev == peer || !(moved_other(dev) || moved_other(peer)) || dev < 0 || peer < 0 ||
+        dev >= moved_of || peer >= moved_of)
+        return 0;
+    *can = 0;
+    return 1;
+}
+
+const struct shim_hook shim_hook_moved_peer = {.known = moved_peer_known};
+
+static int moved_p2p_known(const void *const *argv)
+{
+    int *value = *(int *const *)argv[0];
+    CUdevice_P2PAttribute a = *(const CUdevice_P2PAttribute *)argv[1];
+    CUdevice src = *(const CUdevice *)argv[2], dst = *(const CUdevice *)argv[3];
+    if (!value || src == dst || a < CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ||
+        a > CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED ||
+        !(moved_other(src) || moved_other(dst)) || src < 0 || dst < 0 || src >= moved_of ||
+        dst >= moved_of)
+        return 0;
+    *value = 0;
+    return 1;
+}
+
+const struct shim_hook shim_hook_moved_p2p = {.known = moved_p2p_known};
+
 /* Whether the server holds no record of this client's, asked after all it was sent. */
 static int holds_nothing(void)
 {
