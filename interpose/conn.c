@@ -155,15 +155,15 @@ static const char *server_dir(void)
     return gpu_dir[0] ? gpu_dir : chan_pipe_dir();
 }
 
+/* A client moving to its GPU's server (below): it sees moved_of devices, its ordinal
+ * moved_ordinal that server's device 0. moved_of 0: none. */
+static int moved_of, moved_ordinal;
+
 /* CUDA_VISIBLE_DEVICES as this process has it: the server applies it to its own devices
  * (their indices and UUIDs), as the driver would to the machine's. "-1" (no device, as
  * the driver parses it) stands in for a value too long to send whole. Not sent to a server
  * of this client's GPU, which the value picked: its one device is that GPU (applied again,
  * an index other than 0 would name a device it does not have). */
-/* A client moving to its GPU's server (below): it sees moved_of devices, its ordinal
- * moved_ordinal that server's device 0. moved_of 0: none. */
-static int moved_of, moved_ordinal;
-
 static void visible_env(struct chan_hello *h)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
@@ -574,7 +574,7 @@ CUresult shim_gpu_server_for(int dev)
         if (!atomic_exchange(&said, 1))
             shim_log("device %d: this process is served by device %d's own server "
                      "(MPSSHIM_SERVER_PER_GPU), which holds that GPU alone; a process using "
-                     "several GPUs needs MPSSHIM_SERVER_PER_GPU=0: CUDA_ERROR_INVALID_DEVICE",
+                     "several GPUs needs MPSSHIM_SERVER_PER_GPU_MOVE=0: CUDA_ERROR_INVALID_DEVICE",
                      dev, moved_ordinal);
         return CUDA_ERROR_INVALID_DEVICE;
     }
@@ -596,7 +596,7 @@ CUresult shim_gpu_server_for(int dev)
         gpu_dir[0] = '\0';
         shim_log("MPSSHIM_SERVER_PER_GPU: staying with the pipe directory's server, which "
                  "serves every GPU (%s)",
-                 rc == -1   ? "other threads were in CUDA calls at the first context"
+                 rc == -1   ? "other threads of it had called CUDA before its first context"
                  : rc == -2 ? "another thread sent work at the first context"
                  : rc == -3 ? "the device's CUDA_VISIBLE_DEVICES entry cannot name a folder"
                             : "it holds objects there made before its first context");
