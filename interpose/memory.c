@@ -198,15 +198,28 @@ CUresult shim_host_free_quiet(void *p)
  * like cuMemHostAlloc's. Limits (README): whole pages move, so other data sharing those
  * pages becomes shared memory too (a fork() shares them instead of copying); writes other
  * threads make to the range during the move may be lost; only private anonymous memory
- * (heap, anonymous mappings, stacks) can move: file mappings are refused. After
- * cuMemHostUnregister the pages move back to private memory, with their contents. */
+ * (heap, anonymous mappings, stacks) can move. After cuMemHostUnregister the pages move back
+ * to private memory, with their contents. A shared mapping of shared memory (/dev/shm, a
+ * memfd: NCCL's shared-memory transport) needs no move: the server maps the same file at the
+ * same address (register_shared). Other file mappings are refused. */
 struct registration {
     uint64_t user;      /* the pointer the program registered */
     uint64_t base, len; /* the pages that moved */
-    int fd;             /* the memfd now under them */
+    int fd;             /* the memfd now under them; -1: a shared mapping, which stayed */
 };
 static struct registration *regs; /* guarded by host_lock */
 static size_t nregs, capregs;
+
+/* Room for one more registration; host_lock held. 0, or -1 when out of memory. */
+static int regs_room(void)
+{
+    if (nregs < capregs) return 0;
+    struct registration *n = realloc(regs, (capregs * 2 + 8) * sizeof(*n));
+    if (!n) return -1;
+    regs = n;
+    capregs = capregs * 2 + 8;
+    return 0;
+}
 
 /* 1 if [base, base + len) lies in private anonymous mappings of this process, read-write. */
 static int movable(uint64_t base, uint64_t len)
@@ -231,6 +244,71 @@ static int movable(uint64_t base, uint64_t len)
     return covered >= end;
 }
 
+/* A shared file mapping of tmpfs (/dev/shm, a memfd) covering [base, base + len) in one
+ * mapping, read-write: its file (opened through /proc/self/map_files) and the offset of
+ * base in it, which the server maps too (its pages are already shared: nothing moves). 0, or
+ * -1. The server decides whether it may map the file (server/memory/memory.c). */
+static int shared_file(uint64_t base, uint64_t len, int *fd, uint64_t *offset)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return -1;
+    char line[512];
+    int rc = -1;
+    while (rc != 0 && fgets(line, sizeof(line), f)) {
+        unsigned long long lo, hi, off, inode;
+        char perms[5];
+        if (sscanf(line, "%llx-%llx %4s %llx %*s %llu", &lo, &hi, perms, &off, &inode) < 5 ||
+            lo > base || hi < base + len)
+            continue;
+        if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 's' || !inode) break;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/map_files/%llx-%llx", lo, hi);
+        if ((*fd = open(path, O_RDWR | O_CLOEXEC)) < 0) break;
+        *offset = off + (base - lo);
+        rc = 0;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* The pinned range of a registration that succeeded. */
+static void add_range(uint64_t base, uint64_t len, unsigned flags)
+{
+    struct shim_range nr = {.base = base,
+                            .size = len,
+                            .kind = SHIM_HT_MEM_PINNED,
+                            .ctx = shim_current_ctx_id(),
+                            .flags = flags &
+                                     (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+                            .mapped = len};
+    shim_range_add(&nr);
+}
+
+/* A shared mapping's pages are already shared: the server maps the same file at the same
+ * address (guarded there against a truncation: server/memory/shmguard.c) and registers it;
+ * nothing moves here, nor back when it is unregistered. Takes fd. */
+static CUresult register_shared(uint64_t user, uint64_t base, uint64_t len, unsigned flags, int fd,
+                                uint64_t offset)
+{
+    CUresult r;
+    pthread_mutex_lock(&host_lock);
+    struct chan_host_register m = {
+        .what = CHAN_HR_REGISTER, .flags = flags, .addr = base, .bytes = len, .offset = offset};
+    uint8_t one = 1;
+    if (regs_room() != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (chan_send_fd(shim_conn.sock, &one, 1, fd) != 0) {
+        r = shim_dead_error();
+    } else if ((r = shim_rpc(CHAN_OP_HOST_REGISTER, &m, sizeof(m), NULL, 0, NULL)) ==
+               CUDA_SUCCESS) {
+        add_range(base, len, flags);
+        regs[nregs++] = (struct registration){.user = user, .base = base, .len = len, .fd = -1};
+    }
+    pthread_mutex_unlock(&host_lock);
+    close(fd);
+    return r;
+}
+
 static CUresult host_register(void *p, size_t bytesize, unsigned flags)
 {
     CUresult r = shim_ready_ctx();
@@ -248,11 +326,17 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
     struct shim_range rg;
     for (uint64_t a = base; a < base + len; a += page)
         if (shim_range_find(a, 1, &rg) == 0) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    if (!movable(base, len))
-        return shim_refuse_as("cuMemHostRegister of memory that is not private anonymous "
-                              "memory (a file mapping, shared or read-only memory)",
-                              CUDA_ERROR_NOT_SUPPORTED);
     if ((r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
+    int sfd = -1;
+    uint64_t offset = 0;
+    if (!movable(base, len)) {
+        if (shared_file(base, len, &sfd, &offset) != 0)
+            return shim_refuse_as("cuMemHostRegister of memory that is neither private "
+                                  "anonymous memory nor a shared mapping of shared memory "
+                                  "(a file on disk, read-only memory)",
+                                  CUDA_ERROR_NOT_SUPPORTED);
+        return register_shared(user, base, len, flags, sfd, offset);
+    }
     /* Sealed against resizing: the server maps it too and stores into it (it refuses a
      * memfd that could shrink under it, server/memory/memory.c). */
     int fd = memfd_create("mpsshim-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -262,15 +346,11 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_lock(&host_lock);
-    struct registration *n =
-        nregs == capregs ? realloc(regs, (capregs * 2 + 8) * sizeof(*n)) : regs;
-    if (!n) {
+    if (regs_room() != 0) {
         pthread_mutex_unlock(&host_lock);
         close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (nregs == capregs) capregs = capregs * 2 + 8;
-    regs = n;
     /* The descriptor goes on the socket first, then the record that uses it (the server
      * takes it when it replays the record). The socket is this process's: one at a time. */
     struct chan_host_register m = {
@@ -294,14 +374,7 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
             shim_rpc(CHAN_OP_HOST_REGISTER, &u, sizeof(u), NULL, 0, NULL);
             r = CUDA_ERROR_OPERATING_SYSTEM;
         } else {
-            struct shim_range nr = {
-                .base = base,
-                .size = len,
-                .kind = SHIM_HT_MEM_PINNED,
-                .ctx = shim_current_ctx_id(),
-                .flags = flags & (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
-                .mapped = len};
-            shim_range_add(&nr);
+            add_range(base, len, flags);
             regs[nregs++] = (struct registration){.user = user, .base = base, .len = len, .fd = fd};
             fd = -1; /* kept: unregistering moves the pages back from it */
         }
@@ -336,15 +409,15 @@ CUresult SHIM_IMPL(cuMemHostUnregister)(void *p)
          * memfd (the same window for other threads' writes as when they moved). */
         struct registration g = regs[i];
         void *at = (void *)(uintptr_t)g.base;
-        if (mmap(at, g.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-                 0) == at) {
+        if (g.fd >= 0 && mmap(at, g.len, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == at) {
             for (uint64_t off = 0; off < g.len;) {
                 ssize_t k = pread(g.fd, (char *)at + off, g.len - off, (off_t)off);
                 if (k <= 0) break;
                 off += (uint64_t)k;
             }
         }
-        close(g.fd);
+        if (g.fd >= 0) close(g.fd); /* a shared mapping stays as it is */
         shim_range_remove(g.base, NULL);
         regs[i] = regs[--nregs];
     }

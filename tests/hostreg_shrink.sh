@@ -4,9 +4,11 @@
 # on them is ended, when the client leaves, by a store of the server's into those pages (the
 # CPU test driver also polls the word from the server's process). Had the client shrunk the
 # memfd to 0 first, that load or store is SIGBUS: the server and every client gone.
-# Here, on a server of its own: tests/unit/rawclient shrink (raw protocol: an unsealed memfd,
-# a file and a memfd sealed against growing only are refused; a memfd sealed against
-# shrinking is taken, cannot be shrunk, gets a hole punched, and is left with a wait on it),
+# Here, on a server of its own: tests/unit/rawclient shrink (raw protocol: shared memory that
+# can shrink, an unsealed memfd, one sealed against growing only, a file on tmpfs, is taken
+# and guarded, and is shrunk to nothing under a wait; a file on disk is refused; a memfd
+# sealed against shrinking is taken and cannot be shrunk; each taken one gets a hole punched
+# and is left with a wait on it: the server's store ending the wait must not kill it),
 # then tests/progs/hostreg_shrink through the shim (its memfd cannot be shrunk; a hole, then
 # SIGKILL with the wait pending). After each, the same server process must have released the
 # client and serve a bystander (tests/vecadd).

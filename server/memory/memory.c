@@ -12,6 +12,7 @@
  * driver also reserves ranges); if it is taken in the client, the client asks again. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/memory/shmguard.h"
 #include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
@@ -138,13 +139,16 @@ out:
     srv_reply(c, r->lane, res, res == CUDA_SUCCESS ? sizeof(rep) : 0);
 }
 
-/* A pinned range's aux: the bytes the server mapped, and this bit when the client's own
- * pages were registered (cuMemHostRegister) rather than allocated here (cuMemHostAlloc). */
+/* A pinned range's aux: the bytes the server mapped (below 2^48), this bit when the client's
+ * own pages were registered (cuMemHostRegister) rather than allocated here (cuMemHostAlloc),
+ * and for a registered shared file, its guard's slot + 1 (shmguard.c) in PINNED_GUARD. */
 #define PINNED_REGISTERED (1ull << 63)
+#define PINNED_GUARD_SHIFT 48
+#define PINNED_GUARD (0x7fffull << PINNED_GUARD_SHIFT)
 
 static uint64_t pinned_bytes(const struct srv_obj *o)
 {
-    return o->aux & ~PINNED_REGISTERED;
+    return o->aux & ~(PINNED_REGISTERED | PINNED_GUARD);
 }
 
 /* The end of a pinned (or managed) allocation: unregistered and its addresses back in the
@@ -154,6 +158,12 @@ void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
     srv_account_pinned_give(c, pinned_bytes(o));
     srv_memops_unmapping(c, o->key.value, pinned_bytes(o));
     srv_gated_unregister(c, (void *)(uintptr_t)o->key.value);
+    int guard = (int)((o->aux & PINNED_GUARD) >> PINNED_GUARD_SHIFT) - 1;
+    if (guard >= 0 && srv_shmguard_drop(guard))
+        srv_log("Client process %d: the shared file it registered at %#llx (%llu bytes) was "
+                "truncated under the server; the server's view of it was anonymous memory "
+                "from then on",
+                (int)c->pid, (unsigned long long)o->key.value, (unsigned long long)pinned_bytes(o));
     if (o->aux & PINNED_REGISTERED)
         munmap((void *)(uintptr_t)o->key.value, pinned_bytes(o));
     else
@@ -214,22 +224,24 @@ static void mapping_at(uint64_t addr, uint64_t end, char *out, size_t len)
     fclose(f);
 }
 
-/* Why the server must not map fd's pages, or NULL when it may: they must be a memfd of
- * shared memory sealed against shrinking. The server loads and stores there (srv_memops_let_go
- * ends a departed client's stream waits with a store; the driver's copies may be the CPU's),
- * and a load or store past the end of a file the client shrank is SIGBUS, for the whole
- * server. Seals are the proof, since they are never removed: a file on disk or on tmpfs can be
- * truncated through another descriptor or its path. Not hugetlbfs either: there a page
- * refaulted after a hole the client punched may find the pool empty, SIGBUS again (on shared
- * memory it is a new zeroed page). */
-static const char *unsafe_backing(int fd)
+/* Why the server must not map fd's pages, or NULL when it may: they must be shared memory
+ * (tmpfs: a memfd, /dev/shm). The server loads and stores there (srv_memops_let_go ends a
+ * departed client's stream waits with a store; the driver's copies may be the CPU's), and a
+ * load or store past the end of a file the client shrank is SIGBUS, for the whole server.
+ * A memfd sealed against shrinking is proof that cannot happen, since seals are never
+ * removed; any other file on tmpfs (*guard set) can be truncated through another descriptor
+ * or its path, so its mapping is guarded (shmguard.c). Not a file on disk (its pages come
+ * and go with the disk, and a write-back error is SIGBUS too), nor hugetlbfs: there a page
+ * refaulted after a hole the client punched may find the pool empty, SIGBUS again (on
+ * shared memory it is a new zeroed page). */
+static const char *unsafe_backing(int fd, int *guard)
 {
     int seals = fcntl(fd, F_GET_SEALS);
     struct statfs fs;
-    if (seals < 0) return "a file that is not a memfd";
-    if (!(seals & F_SEAL_SHRINK)) return "a memfd not sealed against shrinking (F_SEAL_SHRINK)";
+    *guard = seals < 0 || !(seals & F_SEAL_SHRINK);
     if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
-        return "a memfd of huge pages (hugetlbfs)";
+        return seals < 0 ? "a file that is not shared memory (tmpfs, a memfd)"
+                         : "a memfd of huge pages (hugetlbfs)";
     return NULL;
 }
 
@@ -238,18 +250,21 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     static const uint64_t page = 4096;
     struct stat st;
     uint64_t end;
-    if (fd < 0 || !m->addr || !m->bytes || m->addr % page || m->bytes % page ||
-        m->bytes > (1ull << 40) || __builtin_add_overflow(m->addr, m->bytes, &end))
+    uint64_t file_end;
+    if (fd < 0 || !m->addr || !m->bytes || m->addr % page || m->bytes % page || m->offset % page ||
+        m->bytes > (1ull << 40) || __builtin_add_overflow(m->addr, m->bytes, &end) ||
+        __builtin_add_overflow(m->offset, m->bytes, &file_end) || file_end > INT64_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     /* The seals before the size: a size read first could have shrunk before the seal. */
-    const char *why = unsafe_backing(fd);
+    int guarded = 0;
+    const char *why = unsafe_backing(fd, &guarded);
     if (why) {
         srv_log("Client process %d: cuMemHostRegister of %#llx (%llu bytes) refused: its pages "
                 "came in %s, which the client could take from under the server",
                 (int)c->pid, (unsigned long long)m->addr, (unsigned long long)m->bytes, why);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < m->bytes)
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < file_end)
         return CUDA_ERROR_INVALID_VALUE;
     if (m->flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                                CU_MEMHOSTREGISTER_READ_ONLY))
@@ -258,8 +273,8 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     if (!srv_account_pinned_take(c, m->bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
     void *want = (void *)(uintptr_t)m->addr;
-    void *got =
-        mmap(want, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    void *got = mmap(want, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd,
+                     (off_t)m->offset);
     if (got != want) {
         int err = errno;
         if (got != MAP_FAILED) munmap(got, m->bytes); /* an old kernel took the address as a hint */
@@ -274,10 +289,21 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
         srv_account_pinned_give(c, m->bytes);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
+    /* Guarded before anything touches it (the driver's registration does). */
+    int slot = guarded ? srv_shmguard_add(m->addr, m->bytes) : -1;
+    if (guarded && slot < 0) {
+        munmap(want, m->bytes);
+        srv_account_pinned_give(c, m->bytes);
+        srv_log("Client process %d: cuMemHostRegister of a shared file refused: the server "
+                "guards %d such registrations at most",
+                (int)c->pid, SRV_SHMGUARDS);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     unsigned fl = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                   (m->flags & CU_MEMHOSTREGISTER_READ_ONLY);
     CUresult r = DRV(cuMemHostRegister_v2)(want, m->bytes, fl);
     if (r != CUDA_SUCCESS) {
+        srv_shmguard_drop(slot);
         munmap(want, m->bytes);
         srv_account_pinned_give(c, m->bytes);
         return r;
@@ -285,11 +311,13 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_PINNED, m->addr, m->bytes, 1, NULL);
     if (!o) {
         srv_gated_unregister(c, want);
+        srv_shmguard_drop(slot);
         munmap(want, m->bytes);
         srv_account_pinned_give(c, m->bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    o->aux = m->bytes | PINNED_REGISTERED; /* its pinned bytes: given back at its release */
+    /* Its pinned bytes, given back at its release, and its guard, dropped then. */
+    o->aux = m->bytes | PINNED_REGISTERED | ((uint64_t)(slot + 1) << PINNED_GUARD_SHIFT);
     return CUDA_SUCCESS;
 }
 
