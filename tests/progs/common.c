@@ -313,6 +313,17 @@ int t_read_all(int fd, void *p, size_t n)
     return 1;
 }
 
+void t_say(int fd, char c)
+{
+    t_write_all(fd, &c, 1);
+}
+
+void t_hear(int fd, char want, const char *who)
+{
+    char c = 0;
+    REQUIRE(t_read_all(fd, &c, 1) && c == want, "%s: expected '%c' from the other side", who, want);
+}
+
 void t_send_fd(int sock, int fd)
 {
     char byte = 'f';

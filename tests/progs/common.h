@@ -48,6 +48,10 @@ void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn)
  * t_read_all returns 1 when n bytes were read, 0 at end of file. */
 void t_write_all(int fd, const void *p, size_t n);
 int t_read_all(int fd, void *p, size_t n);
+/* One byte of a test's step protocol between its processes: t_hear fails the program
+ * (naming `who`) unless the next byte is `want`. */
+void t_say(int fd, char c);
+void t_hear(int fd, char want, const char *who);
 
 /* A file descriptor over a Unix socket (SCM_RIGHTS), failing the program on error. */
 void t_send_fd(int sock, int fd);

@@ -484,17 +484,6 @@ static void threads_at_once(void)
 
 static int to_a[2], to_b[2]; /* pipes: B -> A, A -> B */
 
-static void say(int fd, char c)
-{
-    t_write_all(fd, &c, 1);
-}
-
-static void hear(int fd, char want, const char *who)
-{
-    char c = 0;
-    REQUIRE(t_read_all(fd, &c, 1) && c == want, "%s: expected '%c' from the other side", who, want);
-}
-
 /* B: opens A's event; A records it behind a long kernel, then B does. */
 static void ipc_opener(void)
 {
@@ -511,17 +500,17 @@ static void ipc_opener(void)
     CHECK(cuEventSynchronize(ev));
     for (int i = 0; i < 100; i++)
         EXPECT(cuEventQuery(ev), CUDA_SUCCESS);
-    say(to_a[1], 'q');
-    hear(to_b[0], 'r', "B"); /* A recorded it behind a long kernel; B sent nothing since */
+    t_say(to_a[1], 'q');
+    t_hear(to_b[0], 'r', "B"); /* A recorded it behind a long kernel; B sent nothing since */
     EXPECT(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
     CHECK(cuEventSynchronize(ev));
     EXPECT(cuEventQuery(ev), CUDA_SUCCESS);
-    say(to_a[1], 'o');
-    hear(to_b[0], 'q', "B"); /* A found it complete again */
+    t_say(to_a[1], 'o');
+    t_hear(to_b[0], 'q', "B"); /* A found it complete again */
     delay_set(s, flag, 21, LONG_NS);
     CHECK(cuEventRecord(ev, s));
-    say(to_a[1], 'r');
-    hear(to_b[0], 'd', "B");
+    t_say(to_a[1], 'r');
+    t_hear(to_b[0], 'd', "B");
     CHECK(cuStreamSynchronize(s));
     CHECK(cuEventDestroy(ev));
     CHECK(cuStreamDestroy(s));
@@ -544,22 +533,22 @@ static void ipc_owner(pid_t b)
     CUipcEventHandle h;
     CHECK(cuIpcGetEventHandle(&h, ev));
     t_write_all(to_b[1], &h, sizeof h);
-    hear(to_a[0], 'q', "A");
+    t_hear(to_a[0], 'q', "A");
     delay_set(s, flag, 20, LONG_NS);
     CHECK(cuEventRecord(ev, s));
-    say(to_b[1], 'r');
-    hear(to_a[0], 'o', "A");
+    t_say(to_b[1], 'r');
+    t_hear(to_a[0], 'o', "A");
     t_ok("the owner records an interprocess event again: NOT_READY for the opener");
     CHECK(cuEventSynchronize(ev));
     for (int i = 0; i < 100; i++)
         EXPECT(cuEventQuery(ev), CUDA_SUCCESS);
-    say(to_b[1], 'q');
-    hear(to_a[0], 'r', "A"); /* B recorded it behind a long kernel; A sent nothing since */
+    t_say(to_b[1], 'q');
+    t_hear(to_a[0], 'r', "A"); /* B recorded it behind a long kernel; A sent nothing since */
     EXPECT(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
     CHECK(cuEventSynchronize(ev));
     EXPECT(cuEventQuery(ev), CUDA_SUCCESS);
     t_ok("the opener records it again: NOT_READY for the owner");
-    say(to_b[1], 'd');
+    t_say(to_b[1], 'd');
     int st = 0;
     REQUIRE(waitpid(b, &st, 0) == b, "waitpid: %s", strerror(errno));
     REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "B failed (status %d)", st);

@@ -36,17 +36,6 @@ struct msg {
 static int shim_mode, kill_mode;
 static int to_a[2], to_b[2]; /* pipes: B -> A, A -> B */
 
-static void say(int fd, char c)
-{
-    t_write_all(fd, &c, 1);
-}
-
-static void hear(int fd, char want, const char *who)
-{
-    char c = 0;
-    REQUIRE(t_read_all(fd, &c, 1) && c == want, "%s: expected '%c' from the other side", who, want);
-}
-
 static CUdeviceptr alloc_pattern(uint32_t seed, void *host)
 {
     CUdeviceptr d;
@@ -121,16 +110,16 @@ static void importer(void)
     CHECK(cuMemcpyHtoDAsync(p, host, BYTES, s));
     CHECK(cuEventRecord(ev, s));
     t_ok("B: wrote its data and recorded the interprocess event");
-    say(to_a[1], 'w');
+    t_say(to_a[1], 'w');
     if (kill_mode) {
-        hear(to_b[0], 'k', "B");
+        t_hear(to_b[0], 'k', "B");
         kill(getpid(), SIGKILL);
     }
 
     if (shim_mode) {
         CUdeviceptr p2;
         CHECK(cuIpcOpenMemHandle(&p2, m.mem2, 0));
-        hear(to_b[0], 'f', "B");
+        t_hear(to_b[0], 'f', "B");
         /* A freed its allocation and destroyed its event: B's opens still hold them. */
         check_pattern(p, SEED_B, host, "B: memory A freed, still open here");
         CHECK(cuEventRecord(ev, s));
@@ -141,7 +130,7 @@ static void importer(void)
         CHECK(cuIpcCloseMemHandle(p));
         CHECK(cuIpcCloseMemHandle(p));
         EXPECT_ERR(cuIpcCloseMemHandle(p));
-        say(to_a[1], 'c');
+        t_say(to_a[1], 'c');
         /* A leaves with its second allocation still open here: the grant ends. */
         char c;
         REQUIRE(!t_read_all(to_b[0], &c, 1), "B: A said more than expected");
@@ -159,7 +148,7 @@ static void importer(void)
         CHECK(cuEventDestroy(ev));
         t_ok("B: the grant ended when A left; closing it still works");
     } else {
-        hear(to_b[0], 'r', "B");
+        t_hear(to_b[0], 'r', "B");
         CHECK(cuIpcCloseMemHandle(p));
         check_pattern(p, SEED_B, host, "B: still open once");
         CHECK(cuIpcCloseMemHandle(p));
@@ -217,7 +206,7 @@ static void exporter(pid_t b)
     }
     t_write_all(to_b[1], &m, sizeof m);
 
-    hear(to_a[0], 'w', "A");
+    t_hear(to_a[0], 'w', "A");
     CHECK(cuStreamWaitEvent(s, ev, 0));
     CHECK(cuMemcpyDtoHAsync(host, d, BYTES, s));
     CHECK(cuStreamSynchronize(s));
@@ -233,15 +222,15 @@ static void exporter(pid_t b)
         REQUIRE(d3 != d, "A: the address B still holds was handed out again");
         CHECK(cuMemFree(d3));
         t_ok("A: freed what B holds; its address is not reused meanwhile");
-        say(to_b[1], 'f');
-        hear(to_a[0], 'c', "A");
+        t_say(to_b[1], 'f');
+        t_hear(to_a[0], 'c', "A");
         /* Leaves with d2 exported and open in B. */
         close(to_b[1]);
         exit(0);
     }
     int status = 0;
     if (kill_mode) {
-        say(to_b[1], 'k');
+        t_say(to_b[1], 'k');
         REQUIRE(waitpid(b, &status, 0) == b, "waitpid: %s", strerror(errno));
         REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "B was not killed");
         check_pattern(d, SEED_B, host, "A: its memory after B was killed");
@@ -249,7 +238,7 @@ static void exporter(pid_t b)
         CHECK(cuEventSynchronize(ev));
         t_ok("A: its memory and event work after B was killed holding them");
     } else {
-        say(to_b[1], 'r');
+        t_say(to_b[1], 'r');
         REQUIRE(waitpid(b, &status, 0) == b, "waitpid: %s", strerror(errno));
         REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "B failed (status %d)", status);
     }

@@ -32,17 +32,6 @@
 
 static int to_a[2], to_b[2];
 
-static void say(int fd, char c)
-{
-    t_write_all(fd, &c, 1);
-}
-
-static void hear(int fd, char want, const char *who)
-{
-    char c = 0;
-    REQUIRE(t_read_all(fd, &c, 1) && c == want, "%s: expected '%c'", who, want);
-}
-
 static void setup(void)
 {
     CUdevice dev;
@@ -68,11 +57,11 @@ static void b_side(int fd, unsigned char *inherited)
     unsigned char *p = mmap(NULL, BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     REQUIRE(p != MAP_FAILED, "B: mmap: %s", strerror(errno));
     munmap(inherited, BYTES);
-    hear(to_b[0], 'r', "B");
+    t_hear(to_b[0], 'r', "B");
     setup();
     reg(p, "B");
-    say(to_a[1], 'r');
-    hear(to_b[0], 'w', "B");
+    t_say(to_a[1], 'r');
+    t_hear(to_b[0], 'w', "B");
     size_t bad = t_pattern_mismatch(p, BYTES, SEED);
     REQUIRE(bad == SIZE_MAX, "B: byte %zu of what A's device wrote differs", bad);
     t_ok("B: what the device wrote through A's registration read in its own mapping");
@@ -89,7 +78,7 @@ static void b_side(int fd, unsigned char *inherited)
     CHECK(cuMemFree(d));
     free(back);
     munmap(p, BYTES);
-    say(to_a[1], 'd');
+    t_say(to_a[1], 'd');
     fflush(stdout);
     _exit(0);
 }
@@ -141,8 +130,8 @@ int main(int argc, char **argv)
     close(to_b[0]);
     setup();
     reg(p, "A");
-    say(to_b[1], 'r');
-    hear(to_a[0], 'r', "A");
+    t_say(to_b[1], 'r');
+    t_hear(to_a[0], 'r', "A");
     void *pattern = malloc(BYTES);
     REQUIRE(pattern, "out of host memory");
     t_fill_pattern(pattern, BYTES, SEED);
@@ -151,8 +140,8 @@ int main(int argc, char **argv)
     CHECK(cuMemcpyHtoD(d, pattern, BYTES));
     CHECK(cuMemcpyDtoH(p, d, BYTES));
     t_ok("A: the device's bytes copied into the shared registration");
-    say(to_b[1], 'w');
-    hear(to_a[0], 'd', "A");
+    t_say(to_b[1], 'w');
+    t_hear(to_a[0], 'd', "A");
     int st = 0;
     REQUIRE(waitpid(b, &st, 0) == b && WIFEXITED(st) && WEXITSTATUS(st) == 0, "B failed (%d)", st);
     REQUIRE(p[0] == MARK, "A: B's mark not seen");
