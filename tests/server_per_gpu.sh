@@ -128,7 +128,14 @@ grep -q "^B: import: CUDA_SUCCESS" "$W/vmm.log" && grep -q "^B: A's bytes read b
     { cat "$W/vmm.log"; fail "physical memory of GPU 0's server imported through GPU 1's"; }
 grep -q "Command: ipc_peer_export -> size" "$LOG/gpu-0/control.log" ||
     fail "GPU 0's server was not asked for the descriptor (control.log: $(tail -3 "$LOG/gpu-0/control.log" 2>&1))"
-grep -q "ipc_peer_export [0-9a-f]" "$LOG"/gpu-*/control.log && fail "a handle's secret in a control log"
+# Asked with a handle GPU 0's server never made (a guessed secret, a malformed one): refused,
+# and still no argument in its log.
+for args in "0123456789abcdef 1 00000000000000000000000000000000" "zz 1 00" "1 2"; do
+    printf 'ipc_peer_export %s\n' "$args" | MPSSHIM_PIPE_DIRECTORY=$P/gpu-0 "$CTL" >"$W/peer.log" 2>&1 &&
+        fail "ipc_peer_export $args: answered"
+    grep -q "No such handle\|Usage" "$W/peer.log" || { cat "$W/peer.log"; fail "ipc_peer_export $args: not refused"; }
+done
+grep -q "ipc_peer_export [0-9a-z]" "$LOG"/gpu-*/control.log && fail "a handle's secret in a control log"
 across legacy 1 0 1
 grep -q "^B: open: CUDA_ERROR_INVALID_VALUE" "$W/legacy.log" || { cat "$W/legacy.log"; fail "a legacy handle of GPU 0's server opened through GPU 1's"; }
 grep -q "an IPC handle not made by this server" "$LOG/gpu-1/server.log" ||
