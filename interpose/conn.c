@@ -523,13 +523,17 @@ static int moved_other(CUdevice d)
     return moved_of && d != moved_ordinal && d >= 0 && d < moved_of;
 }
 
+/* Whether the pair (both of the client's devices, not one twice) names another device. */
+static int moved_pair(CUdevice a, CUdevice b)
+{
+    return a != b && a >= 0 && b >= 0 && a < moved_of && b < moved_of &&
+           (moved_other(a) || moved_other(b));
+}
+
 static int moved_peer_known(const void *const *argv)
 {
     int *can = *(int *const *)argv[0];
-    CUdevice dev = *(const CUdevice *)argv[1], peer = *(const CUdevice *)argv[2];
-    if (!can || dev == peer || !(moved_other(dev) || moved_other(peer)) || dev < 0 || peer < 0 ||
-        dev >= moved_of || peer >= moved_of)
-        return 0;
+    if (!can || !moved_pair(*(const CUdevice *)argv[1], *(const CUdevice *)argv[2])) return 0;
     *can = 0;
     return 1;
 }
@@ -540,11 +544,9 @@ static int moved_p2p_known(const void *const *argv)
 {
     int *value = *(int *const *)argv[0];
     CUdevice_P2PAttribute a = *(const CUdevice_P2PAttribute *)argv[1];
-    CUdevice src = *(const CUdevice *)argv[2], dst = *(const CUdevice *)argv[3];
-    if (!value || src == dst || a < CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ||
+    if (!value || a < CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ||
         a > CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED ||
-        !(moved_other(src) || moved_other(dst)) || src < 0 || dst < 0 || src >= moved_of ||
-        dst >= moved_of)
+        !moved_pair(*(const CUdevice *)argv[2], *(const CUdevice *)argv[3]))
         return 0;
     *value = 0;
     return 1;

@@ -271,6 +271,15 @@ static int shared_file(uint64_t base, uint64_t len, int *fd, uint64_t *offset)
     return rc;
 }
 
+/* The descriptor on the socket first, then the record that uses it (the server takes it when
+ * it replays the record). The socket is this process's: host_lock held, one at a time. */
+static CUresult send_register(int fd, const struct chan_host_register *m)
+{
+    uint8_t one = 1;
+    if (chan_send_fd(shim_conn.sock, &one, 1, fd) != 0) return shim_dead_error();
+    return shim_rpc(CHAN_OP_HOST_REGISTER, m, sizeof(*m), NULL, 0, NULL);
+}
+
 /* The pinned range of a registration that succeeded. */
 static void add_range(uint64_t base, uint64_t len, unsigned flags)
 {
@@ -294,13 +303,9 @@ static CUresult register_shared(uint64_t user, uint64_t base, uint64_t len, unsi
     pthread_mutex_lock(&host_lock);
     struct chan_host_register m = {
         .what = CHAN_HR_REGISTER, .flags = flags, .addr = base, .bytes = len, .offset = offset};
-    uint8_t one = 1;
     if (regs_room() != 0) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else if (chan_send_fd(shim_conn.sock, &one, 1, fd) != 0) {
-        r = shim_dead_error();
-    } else if ((r = shim_rpc(CHAN_OP_HOST_REGISTER, &m, sizeof(m), NULL, 0, NULL)) ==
-               CUDA_SUCCESS) {
+    } else if ((r = send_register(fd, &m)) == CUDA_SUCCESS) {
         add_range(base, len, flags);
         regs[nregs++] = (struct registration){.user = user, .base = base, .len = len, .fd = -1};
     }
@@ -351,17 +356,9 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
         close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    /* The descriptor goes on the socket first, then the record that uses it (the server
-     * takes it when it replays the record). The socket is this process's: one at a time. */
     struct chan_host_register m = {
         .what = CHAN_HR_REGISTER, .flags = flags, .addr = base, .bytes = len};
-    uint8_t one = 1;
-    if (chan_send_fd(shim_conn.sock, &one, 1, fd) != 0) {
-        pthread_mutex_unlock(&host_lock);
-        close(fd);
-        return shim_dead_error();
-    }
-    r = shim_rpc(CHAN_OP_HOST_REGISTER, &m, sizeof(m), NULL, 0, NULL);
+    r = send_register(fd, &m);
     if (r == CUDA_SUCCESS) {
         /* The contents now, then the memfd in the pages' place: writes between the two
          * by other threads would be lost (the only window, microseconds). */

@@ -264,6 +264,14 @@ static CUresult export(struct srv_client *c, struct srv_obj *o, uint32_t kind,
 
 /* ---------------------------------------------------------------- open */
 
+/* ipc_lock held: shaped as ours, not made here. Most likely another server's (another pipe
+ * directory's, or another GPU's under MPSSHIM_SERVER_PER_GPU: ipcpeer.c); else forged, which
+ * looks the same. */
+static int not_ours(const struct srv_ipc_handle *h)
+{
+    return memcmp(h->magic, IPC_MAGIC, sizeof(h->magic)) == 0 && (!nonce || h->nonce != nonce);
+}
+
 /* ipc_lock held: the live share a handle names, or NULL (with the driver's error). */
 static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint32_t kind,
                                CUresult *err)
@@ -272,12 +280,10 @@ static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint3
     memcpy(&h, bytes, sizeof(h));
     struct srv_share *s = NULL;
     *err = CUDA_ERROR_INVALID_VALUE;
-    if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0) return NULL;
-    if (!nonce || h.nonce != nonce) {
-        /* Shaped as ours, not made here: most likely by another server (another pipe
-         * directory's, or another GPU's under MPSSHIM_SERVER_PER_GPU), whose memory this
-         * process cannot reach; else forged, which looks the same. Said once, so that a
-         * client cannot fill the log with them. */
+    if (not_ours(&h)) {
+        /* Another server's memory this process cannot reach (legacy handles, events: only
+         * physical memory crosses, ipcpeer.c). Said once, so that a client cannot fill the
+         * log with them. */
         static _Atomic int said;
         if (!atomic_exchange(&said, 1))
             srv_log("Client process %d: an IPC handle not made by this server (another mpsshim "
@@ -287,7 +293,7 @@ static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint3
                     (int)c->pid);
         return NULL;
     }
-    if (h.kind != kind) return NULL;
+    if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0 || h.kind != kind) return NULL;
     HASH_FIND(hh, shares, &h.id, sizeof(h.id), s);
     if (!s || s->kind != kind || !secret_equal(s->secret, h.secret) || !s->owner)
         return NULL; /* never made, forged, or let go by its exporter */
@@ -363,13 +369,12 @@ static CUresult open_share(struct srv_client *c, const struct chan_ipc *m, uint3
 
 /* ---------------------------------------------------------------- between servers */
 
-/* A handle shaped as ours whose nonce is not this server's: most likely another server's
- * (ipcpeer.c), else forged. *h gets its bytes. */
+/* not_ours, taking ipc_lock; *h gets the handle's bytes (copied before they are looked at). */
 static int foreign(const uint8_t *bytes, struct srv_ipc_handle *h)
 {
     memcpy(h, bytes, sizeof(*h));
     pthread_mutex_lock(&ipc_lock);
-    int yes = memcmp(h->magic, IPC_MAGIC, sizeof(h->magic)) == 0 && (!nonce || h->nonce != nonce);
+    int yes = not_ours(h);
     pthread_mutex_unlock(&ipc_lock);
     return yes;
 }
