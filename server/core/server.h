@@ -194,6 +194,7 @@ struct srv_client {
     uint8_t *out;          /* a described call's outputs, private until copied to its lane */
     uint8_t mem_refused[CHAN_MAX_DEVICES]; /* limit refusal logged; cleared by an allocation */
     unsigned hostreg_said; /* host registrations refused for want of the address (memory.c) */
+    unsigned shm_guards;   /* its registrations of shared files, guarded (memory.c, shmguard.c) */
     unsigned hostfn_said;  /* host functions refused for their number (hostfn.c) */
     /* Once it is gone: until when its calls that wait for every stream wait for the gate,
      * all of them together, and whether going on past it was said (codegate.c). */

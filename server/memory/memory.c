@@ -159,6 +159,7 @@ void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
     srv_memops_unmapping(c, o->key.value, pinned_bytes(o));
     srv_gated_unregister(c, (void *)(uintptr_t)o->key.value);
     int guard = (int)((o->aux & PINNED_GUARD) >> PINNED_GUARD_SHIFT) - 1;
+    if (guard >= 0) c->shm_guards--;
     if (guard >= 0 && srv_shmguard_drop(guard))
         srv_log("Client process %d: the shared file it registered at %#llx (%llu bytes) was "
                 "truncated under the server; the server's view of it was anonymous memory "
@@ -290,13 +291,15 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     /* Guarded before anything touches it (the driver's registration does). */
-    int slot = guarded ? srv_shmguard_add(m->addr, m->bytes) : -1;
+    int slot = guarded && c->shm_guards < SRV_SHMGUARDS_PER_CLIENT
+                   ? srv_shmguard_add(m->addr, m->bytes)
+                   : -1;
     if (guarded && slot < 0) {
         munmap(want, m->bytes);
         srv_account_pinned_give(c, m->bytes);
         srv_log("Client process %d: cuMemHostRegister of a shared file refused: the server "
-                "guards %d such registrations at most",
-                (int)c->pid, SRV_SHMGUARDS);
+                "guards %d such registrations at most, %d of one client",
+                (int)c->pid, SRV_SHMGUARDS, SRV_SHMGUARDS_PER_CLIENT);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     unsigned fl = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
@@ -318,6 +321,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     }
     /* Its pinned bytes, given back at its release, and its guard, dropped then. */
     o->aux = m->bytes | PINNED_REGISTERED | ((uint64_t)(slot + 1) << PINNED_GUARD_SHIFT);
+    if (slot >= 0) c->shm_guards++; /* counted down at its release */
     return CUDA_SUCCESS;
 }
 

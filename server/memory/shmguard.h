@@ -7,6 +7,8 @@
 
 /* Shared-file registrations the server guards at once (a registration past them is refused). */
 #define SRV_SHMGUARDS 1024
+/* Of them, one client's at most: no client can take every guard from the others. */
+#define SRV_SHMGUARDS_PER_CLIENT 64
 
 /* Guards the server's mapping [addr, addr + bytes) of a client's shared file: a SIGBUS there
  * replaces it with anonymous pages. The guard's slot, or -1 when none is free (or the handler

@@ -14,7 +14,11 @@
  * A alone registers the file, truncates it to nothing, and copies from the device into the
  * registered range, which the server's view of the file no longer covers. The copy may
  * succeed or fail; the server must live on: A's later calls are answered, and its
- * registration ends (server/memory/shmguard.c). */
+ * registration ends (server/memory/shmguard.c).
+ *
+ * --cap N (through the shim): N + 1 mappings of the file, a page each, registered one by one:
+ * the first N are taken and the last is refused (CUDA_ERROR_NOT_SUPPORTED), a client's share
+ * of the server's guards being N; once one is unregistered, the last is taken. */
 #include "tests/progs/common.h"
 
 #include <errno.h>
@@ -109,6 +113,30 @@ static void truncate_mode(int fd, unsigned char *p)
     t_pass();
 }
 
+static void cap_mode(int fd, int n)
+{
+    setup();
+    const size_t page = 4096;
+    unsigned char **m = calloc((size_t)n + 1, sizeof(*m));
+    REQUIRE(m, "out of host memory");
+    for (int i = 0; i <= n; i++) {
+        m[i] = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(i % 16) * 4096);
+        REQUIRE(m[i] != MAP_FAILED, "mmap: %s", strerror(errno));
+    }
+    for (int i = 0; i < n; i++)
+        CHECK(cuMemHostRegister(m[i], page, 0));
+    t_ok("%d mappings of the shared file registered", n);
+    EXPECT(cuMemHostRegister(m[n], page, 0), CUDA_ERROR_NOT_SUPPORTED);
+    t_ok("one more refused: a client's share of the server's guards is %d", n);
+    CHECK(cuMemHostUnregister(m[0]));
+    CHECK(cuMemHostRegister(m[n], page, 0));
+    t_ok("taken once one of them was unregistered");
+    for (int i = 1; i <= n; i++)
+        CHECK(cuMemHostUnregister(m[i]));
+    free(m);
+    t_pass();
+}
+
 int main(int argc, char **argv)
 {
     t_init("shmreg", 120);
@@ -121,6 +149,8 @@ int main(int argc, char **argv)
     unsigned char *p = mmap(NULL, BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     REQUIRE(p != MAP_FAILED, "mmap: %s", strerror(errno));
     if (t_has_flag(argc, argv, "--truncate")) truncate_mode(fd, p);
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--cap") == 0) cap_mode(fd, atoi(argv[i + 1]));
     REQUIRE(pipe(to_a) == 0 && pipe(to_b) == 0, "pipe: %s", strerror(errno));
     fflush(stdout);
     pid_t b = fork();
