@@ -265,7 +265,10 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
                 (int)c->pid, (unsigned long long)m->addr, (unsigned long long)m->bytes, why);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < file_end)
+    /* The file may end inside the last page, as a mapping of it may (NCCL registers its
+     * /dev/shm file of shmSize + 4 bytes whole): those bytes read as zeros, no SIGBUS. A
+     * page wholly past the end would be SIGBUS at the driver's registration. */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size + page <= file_end)
         return CUDA_ERROR_INVALID_VALUE;
     if (m->flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                                CU_MEMHOSTREGISTER_READ_ONLY))

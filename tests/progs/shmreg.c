@@ -31,6 +31,9 @@
 #include <unistd.h>
 
 #define BYTES (4u << 20)
+/* The file and what is mapped and registered: 4 bytes more, ending inside a page, as NCCL's
+ * shmSize + sizeof(int) does (its reference count lies there). */
+#define FILE_BYTES (BYTES + 4u)
 #define SEED 0x5e9a
 #define MARK 0x6b
 
@@ -45,7 +48,8 @@ static void setup(void)
 
 static void reg(void *p, const char *who)
 {
-    CHECK(cuMemHostRegister(p, BYTES, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+    CHECK(cuMemHostRegister(p, FILE_BYTES,
+                            CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
     CUdeviceptr dp = 0;
     CHECK(cuMemHostGetDevicePointer(&dp, p, 0));
     REQUIRE(dp, "%s: no device pointer", who);
@@ -58,9 +62,9 @@ static void b_side(int fd, unsigned char *inherited)
     close(to_b[1]);
     /* A mapping of its own, elsewhere (made while the inherited one still holds A's
      * address): two processes rarely map a file at one address. */
-    unsigned char *p = mmap(NULL, BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    unsigned char *p = mmap(NULL, FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     REQUIRE(p != MAP_FAILED, "B: mmap: %s", strerror(errno));
-    munmap(inherited, BYTES);
+    munmap(inherited, FILE_BYTES);
     t_hear(to_b[0], 'r', "B");
     setup();
     reg(p, "B");
@@ -81,7 +85,7 @@ static void b_side(int fd, unsigned char *inherited)
     CHECK(cuMemHostUnregister(p));
     CHECK(cuMemFree(d));
     free(back);
-    munmap(p, BYTES);
+    munmap(p, FILE_BYTES);
     t_say(to_a[1], 'd');
     fflush(stdout);
     _exit(0);
@@ -145,8 +149,8 @@ int main(int argc, char **argv)
     int fd = open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     REQUIRE(fd >= 0, "%s: %s", name, strerror(errno));
     unlink(name);
-    REQUIRE(ftruncate(fd, BYTES) == 0, "ftruncate: %s", strerror(errno));
-    unsigned char *p = mmap(NULL, BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    REQUIRE(ftruncate(fd, FILE_BYTES) == 0, "ftruncate: %s", strerror(errno));
+    unsigned char *p = mmap(NULL, FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     REQUIRE(p != MAP_FAILED, "mmap: %s", strerror(errno));
     if (t_has_flag(argc, argv, "--truncate")) truncate_mode(fd, p);
     for (int i = 1; i + 1 < argc; i++)
