@@ -282,6 +282,7 @@ CUresult shim_forward(int id, const void *const *argv)
     if ((r = check_args(d, val, ptr, &host, &mvar)) != CUDA_SUCCESS) return r;
     if (hook && hook->before && (r = hook->before(args)) != CUDA_SUCCESS) return r;
     if (hook && hook->known && hook->known(args)) return CUDA_SUCCESS;
+    if (hook && hook->rewrite && hook->rewrite(args)) return CUDA_SUCCESS;
     /* The server may load code for it, which waits for every stream (hostfn.c). */
     if (d->flags & SHIM_CF_LOADS_CODE) shim_hostfn_settle();
     /* Device work: the host's writes to __managed__ variables go first (mvars.c). */

@@ -514,45 +514,11 @@ static int move_now(void *arg)
     return 0;
 }
 
-/* A moved client's devices other than its own are no device of its server's: it reaches
- * none of them, as a process that sees one GPU reaches no other (it may make no context
- * there either). Peer queries naming one answer so here (0: no access, no P2P attribute),
- * where its server could only refuse them as devices it does not have. */
-static int moved_other(CUdevice d)
+int shim_moved_ordinal(int *of)
 {
-    return moved_of && d != moved_ordinal && d >= 0 && d < moved_of;
+    *of = moved_of;
+    return moved_of ? moved_ordinal : -1;
 }
-
-/* Whether the pair (both of the client's devices, not one twice) names another device. */
-static int moved_pair(CUdevice a, CUdevice b)
-{
-    return a != b && a >= 0 && b >= 0 && a < moved_of && b < moved_of &&
-           (moved_other(a) || moved_other(b));
-}
-
-static int moved_peer_known(const void *const *argv)
-{
-    int *can = *(int *const *)argv[0];
-    if (!can || !moved_pair(*(const CUdevice *)argv[1], *(const CUdevice *)argv[2])) return 0;
-    *can = 0;
-    return 1;
-}
-
-const struct shim_hook shim_hook_moved_peer = {.known = moved_peer_known};
-
-static int moved_p2p_known(const void *const *argv)
-{
-    int *value = *(int *const *)argv[0];
-    CUdevice_P2PAttribute a = *(const CUdevice_P2PAttribute *)argv[1];
-    if (!value || a < CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ||
-        a > CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED ||
-        !moved_pair(*(const CUdevice *)argv[2], *(const CUdevice *)argv[3]))
-        return 0;
-    *value = 0;
-    return 1;
-}
-
-const struct shim_hook shim_hook_moved_p2p = {.known = moved_p2p_known};
 
 /* Whether the server holds no record of this client's, asked after all it was sent. */
 static int holds_nothing(void)
@@ -590,6 +556,7 @@ CUresult shim_gpu_server_for(int dev)
     uint64_t seen = atomic_load(&shim_work_sent);
     int rc = gpu_value_of(dev) != 0 ? -3 : !holds_nothing() ? -4 : 0;
     if (!rc) {
+        shim_moved_ask_peers(shim_conn.dev.ndev); /* queries: they leave `seen` as it is */
         pthread_mutex_lock(&conn_lock);
         rc = shim_rpc_alone(move_now, &dev, seen);
         pthread_mutex_unlock(&conn_lock);

@@ -86,6 +86,15 @@ int shim_rpc_alone(int (*fn)(void *), void *arg, uint64_t work_seen);
  * CUDA_SUCCESS, or CUDA_ERROR_INVALID_DEVICE for a device other than the one it moved for
  * (said once). conn.c. */
 CUresult shim_gpu_server_for(int dev);
+/* The ordinal of the device a moved client's server holds, its device count in *of; -1 (and
+ * *of 0) when it did not move. conn.c. */
+int shim_moved_ordinal(int *of);
+
+/* ---------------------------------------------------------------- moved.c */
+
+/* Asks the (first) server, which holds every device, the peer answers between the process's
+ * ndev devices, which a moved client then gives itself (its new server holds one device). */
+void shim_moved_ask_peers(int ndev);
 
 /* Connects to the server if not yet done (starting one when none answers, unless
  * MPSSHIM_AUTOSTART=0). CUDA_SUCCESS, or the error every call gets; shim_connect_error()
@@ -216,6 +225,10 @@ struct shim_hook {
      * client may know: 1 when it knows it is CUDA_SUCCESS (after `before`); the call is
      * then not sent. */
     int (*known)(const void *const *argv);
+    /* After `before`: may point arguments at values of its own (alive until the call returns
+     * on the calling thread), which are what is sent; 1 when nothing is left to send, the
+     * call then succeeding unsent. */
+    int (*rewrite)(const void **args);
 };
 extern const struct shim_hook *const shim_hooks[SHIM_NCALLS];
 

@@ -23,8 +23,9 @@
 #    and the server's log says why; through one server both open (and natively, on a GPU);
 # 7. (run before 5) with MPSSHIM_SERVER_PER_GPU_MOVE=1, a client that sees both GPUs moves to
 #    its GPU's server at its first context: device 1's runs on through device 0's fault, the
-#    process still sees both, and a context on a second device is refused
-#    (CUDA_ERROR_INVALID_DEVICE, said on its stderr).
+#    process still sees both and answers peer queries as the pipe directory's server does,
+#    NCCL's calls (ncclish) pass between two such ranks, and a context on a second device is
+#    refused (CUDA_ERROR_INVALID_DEVICE, said on its stderr).
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -153,8 +154,10 @@ echo "ok: between GPUs' servers a descriptor of physical memory carried, a legac
 # 7. With MPSSHIM_SERVER_PER_GPU_MOVE=1 clients that see both GPUs move to their GPU's server
 # at their first context: a client of device 1 runs on through a fault of a client of device
 # 0, both seeing every device; they went to the folders gpu-1 and gpu-0 (those of clients
-# bound by CUDA_VISIBLE_DEVICES); such a process still sees both devices, and a context on a
-# second device is refused, said once. (Without it they stay: step 4.)
+# bound by CUDA_VISIBLE_DEVICES); such a process still sees both devices, answers peer
+# queries as the pipe directory's server does, and NCCL's calls (ncclish) pass between two
+# such ranks; a context on a second device is refused, said once. (Without it they stay:
+# step 4.)
 export MPSSHIM_SERVER_PER_GPU_MOVE=1
 on - "$B/tests/fault" --other 4 >"$W/moved-other.log" 2>&1 &
 other=$!
@@ -167,6 +170,19 @@ for g in 0 1; do
 done
 on - "$B/tests/devices" >"$W/moved-devices.log" 2>&1 && grep -q "^count 2$" "$W/moved-devices.log" ||
     { cat "$W/moved-devices.log"; fail "a moved client saw not both devices"; }
+# Its peer queries answer what the pipe directory's server answers (interpose/moved.c), so
+# NCCL's ranks (ncclish) take P2P between the GPUs' servers, their memory passed as
+# descriptors (server/memory/ipcpeer.c); their grants of access to the other device dropped.
+on - "$B/tests/devices" peers >"$W/moved-peers.log" 2>&1 || { cat "$W/moved-peers.log"; fail "a moved client's peer queries"; }
+MPSSHIM_SERVER_PER_GPU_MOVE=0 on - "$B/tests/devices" peers >"$W/stayed-peers.log" 2>&1 || { cat "$W/stayed-peers.log"; fail "peer queries through the pipe directory's server"; }
+grep -q "^peer 0 1: CUDA_SUCCESS 1" "$W/stayed-peers.log" || { cat "$W/stayed-peers.log"; fail "the pipe directory's server: no peer access between the devices"; }
+diff "$W/stayed-peers.log" "$W/moved-peers.log" || fail "a moved client's peer answers differ from the pipe directory's server's"
+grep -q "served here for its device 0 of 2, moved" "$LOG/gpu-0/server.log" || fail "the peer queries' client did not move"
+moves() { grep -c "served here for its device $1 of 2, moved" "$LOG/gpu-$1/server.log"; }
+before="$(moves 0) $(moves 1)"
+on - "$B/tests/ncclish" --vmm-only --moved >"$W/moved-ncclish.log" 2>&1 && grep -q "^PASS ncclish" "$W/moved-ncclish.log" ||
+    { cat "$W/moved-ncclish.log"; fail "NCCL's calls (ncclish) between moved ranks"; }
+[ "$(moves 0) $(moves 1)" = "$(echo "$before" | awk '{print $1 + 1, $2 + 1}')" ] || fail "ncclish's ranks did not move, one to each GPU's server"
 on - "$B/tests/fault" --device1 >"$W/moved-two.log" 2>&1 && fail "a moved client made a context on a second device"
 grep -q "^FAIL fault: .*cuDevicePrimaryCtxRetain(&c1, d1) returned CUDA_ERROR_INVALID_DEVICE" "$W/moved-two.log" &&
     grep -q "served by device 0's own server (MPSSHIM_SERVER_PER_GPU)" "$W/moved-two.log" ||

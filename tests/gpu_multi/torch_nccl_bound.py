@@ -2,7 +2,8 @@
 # rank before its first CUDA call, as Slurm's GPU binding and MPI launch wrappers do: every
 # rank sees one device, its device 0, and NCCL still joins the ranks' GPUs (natively through
 # IPC over NVLink or PCIe). Through one server the same; through a server per GPU
-# (MPSSHIM_SERVER_PER_GPU=1) IPC between the GPUs' servers is not carried (docs/operations.md).
+# (MPSSHIM_SERVER_PER_GPU=1) too: the physical memory NCCL passes as POSIX descriptors crosses
+# between the GPUs' servers (server/memory/ipcpeer.c).
 import os
 import sys
 

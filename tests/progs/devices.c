@@ -3,7 +3,10 @@
  * that a device past the count is refused (cuDeviceGet, cuDevicePrimaryCtxRetain with a
  * forged CUdevice); then, with `hold MB`, allocates MB MiB on its device 0, writes them,
  * prints "ready" and waits for its stdin to close (a test reads the server's accounting
- * meanwhile). Exit 0 whatever the count, 1 when a call fails that must not. */
+ * meanwhile); with `peers`, makes its context on device 0 and prints, for every pair of
+ * devices, cuDeviceCanAccessPeer's answer and the P2P attributes (a client moved to its GPU's
+ * server at that context answers them itself: interpose/moved.c). Exit 0 whatever the
+ * count, 1 when a call fails that must not. */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +49,26 @@ int main(int argc, char **argv)
     CUcontext c = NULL;
     printf("cuDeviceGet(%d) %s\n", n, name_of(cuDeviceGet(&forged, n)));
     printf("cuDevicePrimaryCtxRetain(%d) %s\n", n, name_of(cuDevicePrimaryCtxRetain(&c, n)));
+    if (argc == 2 && strcmp(argv[1], "peers") == 0 && n > 0) {
+        if ((r = cuDevicePrimaryCtxRetain(&c, 0)) != CUDA_SUCCESS) {
+            printf("peers: %s\n", name_of(r));
+            return 1;
+        }
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < n; b++) {
+                int can = -1, v[5];
+                if (a == b) continue;
+                r = cuDeviceCanAccessPeer(&can, a, b);
+                printf("peer %d %d: %s %d", a, b, name_of(r), can);
+                for (int k = 0; k < 5; k++) {
+                    v[k] = -1;
+                    r = cuDeviceGetP2PAttribute(&v[k], (CUdevice_P2PAttribute)(k + 1), a, b);
+                    printf(" %s %d", name_of(r), v[k]);
+                }
+                printf("\n");
+            }
+        cuDevicePrimaryCtxRelease(0);
+    }
     if (argc == 3 && strcmp(argv[1], "hold") == 0 && n > 0) {
         size_t bytes = (size_t)atoi(argv[2]) << 20;
         CUdeviceptr p;

@@ -1,0 +1,121 @@
+/* A client moved to its GPU's server (MPSSHIM_SERVER_PER_GPU_MOVE, conn.c): what it says
+ * about its other devices. It still sees every device (the first server's description), but
+ * its server holds one of them, its own, and could only refuse the others as devices it was
+ * not given. So:
+ *
+ * - Peer queries (cuDeviceCanAccessPeer, cuDeviceGetP2PAttribute) get the answers the
+ *   pipe directory's server, which holds every device, gave just before the move: the
+ *   truth about the links. NCCL decides its transport from them: told "no access", two
+ *   ranks on NVLinked GPUs took the shared-memory transport (11x slower than P2P for a
+ *   256 MiB all_reduce on two H200s); told the truth, it shares memory by POSIX descriptors,
+ *   which cross servers (server/memory/ipcpeer.c), at P2P's speed.
+ * - cuMemSetAccess descriptors naming another device are dropped, and the call succeeds
+ *   when none is left. Access is a process's own: natively, this process granting device 1
+ *   access to memory of device 0 changes only what its own contexts on device 1 may touch,
+ *   and a moved client has none (a context there is refused: conn.c). The process that uses
+ *   device 1 is another one, which maps the memory from a descriptor in its own server and
+ *   grants its own access there, as NCCL's ranks do.
+ *
+ * What a pair's answer cannot be asked (the first server refused it) is forwarded, and the
+ * new server refuses it as a device it does not have. */
+#include "interpose/shim.h"
+
+#include <string.h>
+
+#define P2P_ATTRS                                                                                  \
+    5 /* CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK .. _ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED */
+
+/* Written once, before the move (the first context's lock held: context.c), read after it:
+ * the move itself is the order (conn.c, shim_rpc_alone's locks). */
+static struct {
+    uint8_t can_ok[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES];
+    int can[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES];
+    uint8_t attr_ok[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES][P2P_ATTRS];
+    int attr[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES][P2P_ATTRS];
+} peers;
+
+void shim_moved_ask_peers(int ndev)
+{
+    memset(&peers, 0, sizeof(peers));
+    if (ndev > CHAN_MAX_DEVICES) ndev = CHAN_MAX_DEVICES;
+    for (CUdevice a = 0; a < ndev; a++)
+        for (CUdevice b = 0; b < ndev; b++) {
+            if (a == b) continue;
+            int *out = &peers.can[a][b];
+            const void *argv[] = {&out, &a, &b};
+            peers.can_ok[a][b] = shim_forward(SHIM_ID_cuDeviceCanAccessPeer, argv) == CUDA_SUCCESS;
+            for (int k = 0; k < P2P_ATTRS; k++) {
+                CUdevice_P2PAttribute attr = (CUdevice_P2PAttribute)(k + 1);
+                int *val = &peers.attr[a][b][k];
+                const void *pargv[] = {&val, &attr, &a, &b};
+                peers.attr_ok[a][b][k] =
+                    shim_forward(SHIM_ID_cuDeviceGetP2PAttribute, pargv) == CUDA_SUCCESS;
+            }
+        }
+}
+
+/* Whether d is one of the process's devices other than its server's (0 when not moved). */
+static int other(CUdevice d)
+{
+    int of, own = shim_moved_ordinal(&of);
+    return own >= 0 && d != own && d >= 0 && d < of && d < CHAN_MAX_DEVICES;
+}
+
+/* A pair of two of the process's devices, one of them another than its server's. */
+static int pair(CUdevice a, CUdevice b)
+{
+    int of;
+    shim_moved_ordinal(&of);
+    return a != b && a >= 0 && b >= 0 && a < of && b < of && a < CHAN_MAX_DEVICES &&
+           b < CHAN_MAX_DEVICES && (other(a) || other(b));
+}
+
+static int peer_known(const void *const *argv)
+{
+    int *can = *(int *const *)argv[0];
+    CUdevice a = *(const CUdevice *)argv[1], b = *(const CUdevice *)argv[2];
+    if (!can || !pair(a, b) || !peers.can_ok[a][b]) return 0;
+    *can = peers.can[a][b];
+    return 1;
+}
+
+const struct shim_hook shim_hook_moved_peer = {.known = peer_known};
+
+static int p2p_known(const void *const *argv)
+{
+    int *value = *(int *const *)argv[0];
+    CUdevice_P2PAttribute at = *(const CUdevice_P2PAttribute *)argv[1];
+    CUdevice a = *(const CUdevice *)argv[2], b = *(const CUdevice *)argv[3];
+    if (!value || at < 1 || at > P2P_ATTRS || !pair(a, b) || !peers.attr_ok[a][b][at - 1]) return 0;
+    *value = peers.attr[a][b][at - 1];
+    return 1;
+}
+
+const struct shim_hook shim_hook_moved_p2p = {.known = p2p_known};
+
+/* cuMemSetAccess(ptr, size, desc, count) without the descriptors naming another device.
+ * The kept ones live here until the call returns on this thread. More descriptors than a
+ * process has devices (repeats) are sent as they are, and refused there. */
+static _Thread_local CUmemAccessDesc kept[CHAN_MAX_DEVICES];
+static _Thread_local const CUmemAccessDesc *kept_at;
+static _Thread_local size_t kept_n;
+
+static int access_rewrite(const void **args)
+{
+    const CUmemAccessDesc *desc = *(const CUmemAccessDesc *const *)args[2];
+    size_t count = *(const size_t *)args[3], n = 0;
+    int of;
+    if (shim_moved_ordinal(&of) < 0 || !desc || count == 0 || count > CHAN_MAX_DEVICES) return 0;
+    for (size_t i = 0; i < count; i++)
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !other(desc[i].location.id))
+            kept[n++] = desc[i];
+    if (n == count) return 0;
+    if (n == 0) return 1; /* nothing of this process's server's to grant */
+    kept_at = kept;
+    kept_n = n;
+    args[2] = &kept_at;
+    args[3] = &kept_n;
+    return 0;
+}
+
+const struct shim_hook shim_hook_moved_access = {.rewrite = access_rewrite};
