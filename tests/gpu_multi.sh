@@ -19,6 +19,12 @@ echo "multigpu: $NGPU GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 
 nvidia-smi topo -m 2>/dev/null | head -n $((NGPU + 1))
 FW_DIR=$ROOT/tests/gpu_multi bash "$ROOT/tests/frameworks/run.sh" "$B" "$LOGDIR"
 rc=$?
+# torch_nccl_moved's ranks started their GPUs' servers in the pipe directory's gpu-* folders;
+# the tier's later rows count the servers on the GPUs (mpi-one-gpu-process): stopped here,
+# the pipe directory's own server left serving.
+for d in "${MPSSHIM_PIPE_DIRECTORY:-/nonexistent}"/gpu-*; do
+    [ -d "$d" ] && echo quit | MPSSHIM_PIPE_DIRECTORY=$d timeout 30 "$B/mpsshim-control" >/dev/null 2>&1
+done
 # NCCL's 256 MiB all_reduce through the shim against native (issue 30 asks within 10%), for
 # ranks that see both GPUs (one server), ranks bound to theirs (a server per GPU when the
 # tier asks it), and ranks moved to their GPU's server (torch_nccl_moved.py).
