@@ -190,6 +190,45 @@ grep -q "^FAIL fault: .*cuDevicePrimaryCtxRetain(&c1, d1) returned CUDA_ERROR_IN
 unset MPSSHIM_SERVER_PER_GPU_MOVE
 echo "ok: clients that see both GPUs served by their GPU's server from their first context (MPSSHIM_SERVER_PER_GPU_MOVE): device 1's ran on through device 0's fault"
 
+# 8. (run before 5) Commands reach the GPUs' servers through the pipe directory
+# (server/control/ctlgpus.c): one naming a GPU's server by its pid goes there, ps lists every
+# server's clients under one header, get_client_info finds the client's server, the defaults
+# reach every running server (a device by ordinal the folder gpu-<ordinal>'s), and a GPU's
+# server started later takes them from the pipe directory's own (server/control/siblings.c).
+# (Steps 4 and 7 left the pipe directory's server and both GPUs' running.)
+on 1 "$B/tests/hold" 600 >"$W/hold1.log" 2>&1 &
+held=$!
+wait_for 30 grep -q "^ready" "$W/hold1.log" || { cat "$W/hold1.log"; fail "GPU 1's holding client"; }
+G1=$(cat "$P/gpu-1/server.pid")
+ctl1() { MPSSHIM_PIPE_DIRECTORY=$P/gpu-1 "$CTL"; }
+H=$(printf 'get_client_list %s\n' "$G1" | "$CTL")
+grep -q "tests/hold" "/proc/$H/cmdline" 2>/dev/null || fail "get_client_list of GPU 1's server through the pipe directory: '$H'"
+printf 'ps\n' | "$CTL" >"$W/ps.log" || { cat "$W/ps.log"; fail "ps"; }
+[ "$(grep -c '^PID ID SERVER' "$W/ps.log")" = 1 ] && grep -q "^$H [0-9]* $G1 " "$W/ps.log" ||
+    { cat "$W/ps.log"; fail "ps: one header and GPU 1's server's client"; }
+printf 'get_client_info %s\n' "$H" | "$CTL" >"$W/info.log" && grep -q "$H" "$W/info.log" ||
+    { cat "$W/info.log"; fail "get_client_info of a GPU's server's client"; }
+printf 'set_active_thread_percentage %s 30\n' "$G1" | "$CTL" | grep -qx "30.0" &&
+    printf 'get_active_thread_percentage %s\n' "$G1" | ctl1 | grep -qx "30.0" ||
+    fail "set_active_thread_percentage of GPU 1's server through the pipe directory"
+printf 'set_default_active_thread_percentage 60\nset_default_device_pinned_mem_limit 1 256M\n' | "$CTL" >"$W/defaults.log" ||
+    { cat "$W/defaults.log"; fail "the defaults through the pipe directory"; }
+[ "$(printf 'get_default_active_thread_percentage\nget_default_device_pinned_mem_limit 0\n' | ctl1 | tr '\n' ' ')" = "60.0 256M " ] ||
+    fail "GPU 1's server did not take the defaults"
+[ "$(printf 'get_default_device_pinned_mem_limit 0\n' | MPSSHIM_PIPE_DIRECTORY=$P/gpu-0 "$CTL")" = 0 ] ||
+    fail "GPU 0's server took GPU 1's memory limit"
+printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$P/gpu-0 "$CTL" >/dev/null 2>&1
+on 0 "$B/tests/vecadd" 1000 >/dev/null 2>&1 || fail "GPU 0's server started again"
+[ "$(printf 'get_default_active_thread_percentage\n' | MPSSHIM_PIPE_DIRECTORY=$P/gpu-0 "$CTL")" = 60.0 ] &&
+    grep -q "Took set_default_active_thread_percentage 60.0 from the pipe directory's server" "$LOG/gpu-0/server.log" ||
+    fail "a GPU's server started later did not take the pipe directory's defaults"
+printf 'terminate_client %s %s\n' "$G1" "$H" | "$CTL" >"$W/terminate.log" 2>&1 || { cat "$W/terminate.log"; fail "terminate_client through the pipe directory"; }
+[ -z "$(printf 'get_client_list %s\n' "$G1" | "$CTL")" ] || fail "terminate_client: GPU 1's server still lists its client"
+kill "$H" 2>/dev/null
+wait "$held" 2>/dev/null
+printf 'set_default_active_thread_percentage 100\nset_default_device_pinned_mem_limit 1 0\n' | "$CTL" >/dev/null
+echo "ok: commands naming GPU 1's server by pid, ps, get_client_info and the defaults reach the GPUs' servers; a GPU's server started later takes the defaults"
+
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
 # like a GPU's folder are passed over (the link to another pipe directory with a server).
 touch "$P/gpu-file"
@@ -209,12 +248,16 @@ on 1 "$B/tests/vecadd" 1000 >/dev/null 2>&1 || fail "GPU 1's server again"
 PIDS=$(pids)
 listed=$(printf 'get_server_list\n' | "$CTL" | sort -n | tr '\n' ' ')
 [ "$listed" = "$(echo "$PIDS" | sort -n | tr '\n' ' ')" ] || fail "get_server_list (GPUs' servers only): $listed, not $PIDS"
-printf 'get_server_status\n' | "$CTL" >"$W/refused.log" 2>&1 && fail "a command other than quit and the list with only GPUs' servers"
+printf 'get_default_active_thread_percentage\n' | "$CTL" >"$W/refused.log" 2>&1 && fail "a command that names no server, with only GPUs' servers"
 grep -q "only in its GPUs' folders" "$W/refused.log" || { cat "$W/refused.log"; fail "no word of where the servers are"; }
+printf 'get_server_status\nps\n' | "$CTL" >"$W/status.log" 2>&1 && [ "$(grep -c '^Server ' "$W/status.log")" = 2 ] &&
+    [ "$(grep -c '^PID ID SERVER' "$W/status.log")" = 1 ] || { cat "$W/status.log"; fail "every GPU's server's status and one ps, with only GPUs' servers"; }
+printf 'get_client_list 1\n' | "$CTL" >"$W/nosuch.log" 2>&1 && fail "a server pid of none of them"
+grep -q "Server 1 not found" "$W/nosuch.log" || { cat "$W/nosuch.log"; fail "a server pid of none: not said"; }
 printf 'quit\n' | "$CTL" >"$W/quit2.log" 2>&1 || { cat "$W/quit2.log"; fail "quit with only GPUs' servers"; }
 wait_for 15 all_gone || fail "quit left GPUs' servers running: $PIDS"
 kill -0 "$OTHER" 2>/dev/null || fail "quit followed a link named like a GPU's folder"
 printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$W/elsewhere "$CTL" >/dev/null 2>&1
 trap - EXIT
-echo "ok: one list and one quit for the 3 servers; with only GPUs' servers, the same and nothing else"
+echo "ok: one list and one quit for the 3 servers; with only GPUs' servers, the same, the commands that list every server's or name one, and nothing else"
 echo "PASS a server per GPU from one pipe directory (MPSSHIM_SERVER_PER_GPU)"

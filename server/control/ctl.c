@@ -25,6 +25,7 @@
 #include "channel/proto.h"
 #include "channel/spawn.h"
 #include "channel/version.h"
+#include "server/control/ctl.h"
 
 /* The name the server runs under: MPS's control daemon's when this program was run as
  * nvidia-cuda-mps-control (make install-mps-compat), so that the scripts that look for it
@@ -45,7 +46,7 @@ static void server_path(char *out, size_t len)
     snprintf(out, len, "%s/mpsshim-server", dirname(self));
 }
 
-static int connect_control(void)
+int mctl_connect(void)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", chan_pipe_dir(), CHAN_CONTROL_NAME);
@@ -62,7 +63,7 @@ static int daemonize(void)
 {
     char path[PATH_MAX];
     server_path(path, sizeof(path));
-    int s = connect_control();
+    int s = mctl_connect();
     if (s >= 0) {
         close(s);
         fprintf(stderr, "An mpsshim server is already running in %s\n", chan_pipe_dir());
@@ -117,6 +118,8 @@ static void usage(FILE *f)
         "Otherwise commands are read from stdin (one per line; a prompt when it is a\n"
         "terminal) and sent to the server of MPSSHIM_PIPE_DIRECTORY (CUDA_MPS_PIPE_DIRECTORY):\n"
         "  get_server_list                        the server's pid, then its GPUs' servers'\n"
+        "                                         (those are reached through it too: by pid,\n"
+        "                                         in listings, and by the set_default_* ones)\n"
         "  get_server_status [PID]                status, clients, device memory in use\n"
         "  get_client_list PID                    pids of the connected clients\n"
         "  get_device_client_list [PID]           <UUID> <client pid> per device and client\n"
@@ -145,22 +148,22 @@ static void usage(FILE *f)
 }
 
 /* "quit" or "quit -t N": the server goes away after answering. */
-static int is_quit(const char *line)
+int mctl_is_quit(const char *line)
 {
     return strncmp(line, "quit", 4) == 0 && (line[4] == '\0' || line[4] == ' ' || line[4] == '\t');
 }
 
 /* A quit without -t: answered once the server has exited (wait_exit). */
-static int is_plain_quit(const char *line)
+int mctl_is_plain_quit(const char *line)
 {
-    return is_quit(line) && !line[4 + strspn(line + 4, " \t")];
+    return mctl_is_quit(line) && !line[4 + strspn(line + 4, " \t")];
 }
 
 /* Sends one command and prints its answer (up to the EOT byte; a NAK just before it marks a
  * failed command and is not printed). 0, 1 if the command failed, -1 if the connection
  * closed first, -2 if the server closed it without taking the command (the answer then
  * starts with a CAN byte: it is not printed, and the command may be sent again). */
-static int run(int s, const char *line, FILE *out)
+int mctl_run(int s, const char *line, FILE *out)
 {
     char msg[1100];
     snprintf(msg, sizeof(msg), "%s\n", line);
@@ -173,7 +176,7 @@ static int run(int s, const char *line, FILE *out)
     int first = 1;
     for (;;) {
         ssize_t n = read(s, buf, sizeof(buf));
-        if (n <= 0) return is_quit(line) ? 0 : -1;
+        if (n <= 0) return mctl_is_quit(line) ? 0 : -1;
         if (first && buf[0] == '\x18') return -2;
         first = 0;
         char *eot = memchr(buf, '\x04', (size_t)n);
@@ -198,7 +201,7 @@ static int closed_meanwhile(int s)
 
 /* The pid of the server at the other end of s (0 if unknown: another pid namespace), and
  * its user (-1 if unknown). */
-static pid_t peer_pid(int s, uid_t *uid)
+pid_t mctl_peer_pid(int s, uid_t *uid)
 {
     struct ucred cr;
     socklen_t len = sizeof(cr);
@@ -231,7 +234,7 @@ static int exited(pid_t pid)
  * still closes the GPU's descriptors, which takes a while). Both waits are bounded (10 s
  * each); a server that serves again meanwhile (its socket is there: a client started it)
  * ends the second. */
-static void wait_exit(int s, pid_t pid)
+void mctl_wait_exit(int s, pid_t pid)
 {
     char b[256];
     for (;;) {
@@ -249,88 +252,6 @@ static void wait_exit(int s, pid_t pid)
         usleep(10 * 1000);
     }
     if (fd >= 0) close(fd); /* the lock, if taken, goes with it */
-}
-
-/* ------------------------------------------------------------- the GPUs' own servers */
-
-/* Calls fn on each folder gpu-* of the pipe directory in which a server answers on the
- * control socket, with MPSSHIM_PIPE_DIRECTORY pointing there meanwhile (every path of this
- * program follows it), and s connected to that server. The number of such servers. Such
- * servers are the ones clients with MPSSHIM_SERVER_PER_GPU started (interpose/conn.c). */
-static int each_gpu_server(void (*fn)(int s, const char *line), const char *line)
-{
-    char base[PATH_MAX];
-    snprintf(base, sizeof(base), "%s", chan_pipe_dir());
-    DIR *d = opendir(base);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char sub[PATH_MAX];
-        struct stat st;
-        if (strncmp(e->d_name, "gpu-", 4) != 0 ||
-            (size_t)snprintf(sub, sizeof(sub), "%s/%s", base, e->d_name) >= sizeof(sub) ||
-            lstat(sub, &st) != 0 || !S_ISDIR(st.st_mode))
-            continue;
-        setenv("MPSSHIM_PIPE_DIRECTORY", sub, 1);
-        int s = connect_control();
-        if (s >= 0) {
-            n++;
-            if (fn) fn(s, line);
-            close(s);
-        }
-        setenv("MPSSHIM_PIPE_DIRECTORY", base, 1);
-    }
-    closedir(d);
-    return n;
-}
-
-/* The quit the pipe directory's server was given, given to a GPU's server too; a plain one
- * returns once that server has exited, as for the pipe directory's. */
-static void quit_one(int s, const char *line)
-{
-    pid_t pid = peer_pid(s, NULL);
-    if (run(s, line, stdout) == 0 && is_plain_quit(line)) wait_exit(s, pid);
-}
-
-/* get_server_list given to a GPU's server: its pid, after the pipe directory's own (MPS
- * lists every server it runs). */
-static void list_one(int s, const char *line)
-{
-    run(s, line, stdout);
-}
-
-static int is_server_list(const char *line)
-{
-    return strcmp(line, "get_server_list") == 0;
-}
-
-/* With no server in the pipe directory itself but some in its GPUs' folders: `quit` stops
- * those and get_server_list lists them; any other command is refused, saying where they
- * are. */
-static int gpu_servers_only(void)
-{
-    char line[1024];
-    int rc = 0;
-    while (fgets(line, sizeof(line), stdin)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (!*line) continue;
-        if (is_quit(line)) {
-            each_gpu_server(quit_one, line);
-            break;
-        }
-        if (is_server_list(line)) {
-            each_gpu_server(list_one, line);
-            continue;
-        }
-        fprintf(stderr,
-                "No server in %s itself, only in its GPUs' folders (%s/gpu-*: "
-                "MPSSHIM_PIPE_DIRECTORY names one); here only get_server_list, and quit, which "
-                "stops them all\n",
-                chan_pipe_dir(), chan_pipe_dir());
-        rc = 1;
-    }
-    return rc;
 }
 
 /* ------------------------------------------- start_server -uid for another user (root) */
@@ -505,7 +426,7 @@ static int hand_over(int *s, pid_t *server, uid_t *server_uid, uid_t uid)
     size_t n = 0;
     FILE *mem = open_memstream(&clients, &n);
     snprintf(ask, sizeof(ask), "get_client_list %d", (int)*server);
-    int r = mem ? run(*s, ask, mem) : -1;
+    int r = mem ? mctl_run(*s, ask, mem) : -1;
     if (mem) fclose(mem);
     int busy = r != 0 || n > 0;
     free(clients);
@@ -517,13 +438,13 @@ static int hand_over(int *s, pid_t *server, uid_t *server_uid, uid_t uid)
     }
     /* Stop root's server, then start the user's in its place. */
     FILE *null = fopen("/dev/null", "w");
-    r = null ? run(*s, "quit", null) : -1;
+    r = null ? mctl_run(*s, "quit", null) : -1;
     if (null) fclose(null);
     if (r != 0) {
         printf("Cannot start a server for user %u: the server did not quit\n", (unsigned)uid);
         return 1;
     }
-    wait_exit(*s, *server);
+    mctl_wait_exit(*s, *server);
     close(*s);
     *s = -1;
     char logbuf[256];
@@ -536,12 +457,12 @@ static int hand_over(int *s, pid_t *server, uid_t *server_uid, uid_t uid)
         fflush(stdout);
         return -1;
     }
-    if ((*s = connect_control()) < 0) {
+    if ((*s = mctl_connect()) < 0) {
         fprintf(stderr, "Cannot connect to the server of user %u in %s: %s\n", (unsigned)uid, dir,
                 strerror(errno));
         return -1;
     }
-    *server = peer_pid(*s, server_uid);
+    *server = mctl_peer_pid(*s, server_uid);
     return 0;
 }
 
@@ -573,16 +494,16 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    int s = connect_control();
+    int s = mctl_connect();
     if (s < 0) {
         int e = errno;
-        if (each_gpu_server(NULL, NULL) > 0) return gpu_servers_only();
+        if (mctl_gpus_count() > 0) return mctl_gpus_only();
         fprintf(stderr, "Cannot connect to an mpsshim server in %s: %s\n", chan_pipe_dir(),
                 strerror(e));
         return 1;
     }
     uid_t server_uid;
-    pid_t server = peer_pid(s, &server_uid);
+    pid_t server = mctl_peer_pid(s, &server_uid);
     char line[1024];
     int rc = 0;
     int tty = isatty(0);
@@ -606,17 +527,37 @@ int main(int argc, char **argv)
         if (start_for_other(line, server_uid, &uid) &&
             (r = hand_over(&s, &server, &server_uid, uid)) < 0)
             return 1;
+        /* A GPU's own server named by its pid takes the command itself (ctlgpus.c). */
+        if (r == -2 && mctl_gpus_route(line, &r)) {
+            if (r > 0 && !tty) rc = 1;
+            continue;
+        }
+        /* get_client_info CLIENT_PID: held, in case the client is a GPU's server's. */
+        char *held = NULL;
+        size_t held_len = 0;
+        FILE *to = stdout;
+        if (r == -2 && mctl_gpus_is_client_info(line) && mctl_gpus_count() > 0 &&
+            !(to = open_memstream(&held, &held_len)))
+            to = stdout;
         for (int tries = 0; r == -2 && tries < 5; tries++) {
             if (tries || closed_meanwhile(s)) {
                 close(s);
-                if ((s = connect_control()) < 0) {
+                if ((s = mctl_connect()) < 0) {
                     fprintf(stderr, "Cannot connect to an mpsshim server in %s: %s\n",
                             chan_pipe_dir(), strerror(errno));
                     return 1;
                 }
-                server = peer_pid(s, &server_uid);
+                server = mctl_peer_pid(s, &server_uid);
             }
-            r = run(s, line, stdout);
+            r = mctl_run(s, line, to);
+        }
+        if (to != stdout) {
+            fclose(to);
+            if (r == 1)
+                r = mctl_gpus_client_info(line, held, held_len);
+            else
+                fwrite(held, 1, held_len, stdout);
+            free(held);
         }
         if (r < 0) {
             fprintf(stderr, "The server closed the connection\n");
@@ -625,13 +566,12 @@ int main(int argc, char **argv)
         }
         if (r > 0 && !tty)
             rc = 1; /* a script learns that a command failed; a person reads the answer */
-        if (r == 0 && is_plain_quit(line))
-            wait_exit(s, server); /* quit -t returns once it is answered, as before */
-        if (r == 0 && is_server_list(line)) each_gpu_server(list_one, line);
-        if (r == 0 && is_quit(line)) {
-            each_gpu_server(quit_one, line); /* and the GPUs' own servers (interpose/conn.c) */
-            break;
-        }
+        if (r == 0 && mctl_is_plain_quit(line))
+            mctl_wait_exit(s, server); /* quit -t returns once it is answered, as before */
+        /* What the GPUs' own servers take too (ctlgpus.c): quit stops them as well. */
+        mctl_gpus_after(line, &r);
+        if (r > 0 && !tty) rc = 1;
+        if (r == 0 && mctl_is_quit(line)) break;
     }
     close(s);
     return rc;

@@ -3,6 +3,7 @@
  * $PIPE_DIR/control.sock until told to quit. Normally started by `mpsshim-control -d`. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/control/siblings.h"
 #include "server/memory/memops.h"
 #include "server/core/log.h"
 #include "server/core/waits.h"
@@ -520,6 +521,8 @@ static int announce_ready(struct start *st, char **argv)
     else
         srv_log("cuMemAlloc is the driver's (MPSSHIM_DEVICE_VMM=0): a client's cuMemFree "
                 "waits for every client's work on its device");
+    /* A GPU's server, fresh: the defaults set in its pipe directory's own server. */
+    if (!st->adopted) srv_siblings_inherit();
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
     if (st->successor) srv_handover_adopted();
     if (st->afresh) srv_recycle_adopted();

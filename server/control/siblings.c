@@ -1,0 +1,152 @@
+/* The other servers of this server's pipe directory. With MPSSHIM_SERVER_PER_GPU a pipe
+ * directory holds a family: its own server (for clients that see several GPUs) and one per
+ * GPU in its folders gpu-<value> (interpose/conn.c). They talk over their control sockets,
+ * as mpsshim-control does: for memory passed between them (server/memory/ipcpeer.c) and for
+ * the defaults a GPU's server takes when it starts (below).
+ *
+ * Decisions, and why:
+ *  - Which sockets are talked to is decided here, from this server's own pipe directory,
+ *    never from anything a client sends.
+ *  - Only a peer of this server's user is talked to (SO_PEERCRED), as a control socket
+ *    admits only that user.
+ *  - Every wait is bounded (ASK_TIMEOUT_S for a whole answer): a sibling that hangs, or
+ *    trickles its answer, holds the asking thread that long and no lock. */
+#define _GNU_SOURCE
+#include "server/core/server.h"
+#include "server/control/control.h"
+#include "server/control/siblings.h"
+#include "server/control/answer.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define ASK_TIMEOUT_S 5
+
+int srv_siblings_top(char *top, size_t len)
+{
+    snprintf(top, len, "%s", srv.pipe_dir);
+    char *slash = strrchr(top, '/');
+    if (!slash || strncmp(slash + 1, "gpu-", 4) != 0) return 0;
+    *slash = '\0';
+    return 1;
+}
+
+int srv_siblings_is_dir(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && strcmp(path, srv.pipe_dir) != 0;
+}
+
+/* Reads the answer a byte at a time up to its end (EOT), taking a descriptor that came with
+ * a byte (the end line's first). 0, 1 (a NAK: the command failed) or -1. */
+static int read_answer(int s, char *text, size_t len, int *fd)
+{
+    size_t n = 0;
+    int nak = 0;
+    uint64_t until = chan_now_ns() + ASK_TIMEOUT_S * 1000000000ull;
+    *fd = -1;
+    while (chan_now_ns() < until) {
+        char b;
+        union {
+            struct cmsghdr h;
+            char room[CMSG_SPACE(sizeof(int))];
+        } ctl;
+        struct iovec io = {.iov_base = &b, .iov_len = 1};
+        struct msghdr m = {.msg_iov = &io,
+                           .msg_iovlen = 1,
+                           .msg_control = ctl.room,
+                           .msg_controllen = sizeof(ctl)};
+        ssize_t r = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+        if (r < 0 && errno == EINTR) continue;
+        if (r != 1) break;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+            int got;
+            memcpy(&got, CMSG_DATA(c), sizeof(got));
+            if (*fd >= 0) close(*fd); /* one is all an answer has */
+            *fd = got;
+        }
+        if (b == '\x15') nak = 1;
+        if (b == '\x04') {
+            if (len) text[n] = '\0';
+            return nak;
+        }
+        if (b != '\x15' && n + 1 < len) text[n++] = b;
+    }
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    if (len) text[0] = '\0';
+    return -1;
+}
+
+int srv_siblings_ask(const char *dir, const char *line, char *text, size_t len, int *fd)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int got = -1, rc = -1;
+    if (len) text[0] = '\0';
+    if (fd) *fd = -1;
+    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, CHAN_CONTROL_NAME) >=
+        sizeof(sa.sun_path))
+        return -1;
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -1;
+    struct timeval tv = {.tv_sec = ASK_TIMEOUT_S};
+    struct ucred cr;
+    socklen_t cl = sizeof(cr);
+    if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0 &&
+        connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cr.uid == getuid() &&
+        send(s, line, strlen(line), MSG_NOSIGNAL) == (ssize_t)strlen(line))
+        rc = read_answer(s, text, len, &got);
+    close(s);
+    if (fd)
+        *fd = got;
+    else if (got >= 0)
+        close(got);
+    return rc;
+}
+
+/* Asks the pipe directory's own server `get` and, when it answers a value other than
+ * `none`, runs `set <value>` here (logged as any command is). */
+static void take(const char *top, const char *get, const char *set, const char *none)
+{
+    char q[200], value[64], cmd[300];
+    struct srv_answer out;
+    snprintf(q, sizeof(q), "%s\n", get);
+    if (srv_siblings_ask(top, q, value, sizeof(value), NULL) != 0) return;
+    value[strcspn(value, "\n")] = '\0';
+    if (!value[0] || strchr(value, ' ') || strcmp(value, none) == 0) return;
+    snprintf(cmd, sizeof(cmd), "%s %s", set, value);
+    char said[300];
+    snprintf(said, sizeof(said), "%s", cmd); /* the command's words are cut up in place */
+    if (srv_answer_init(&out, 256, 4096) != 0) return;
+    if (srv_control_command(cmd, &out) == 0)
+        srv_log("Took %s from the pipe directory's server (%s)", said, top);
+    srv_answer_free(&out);
+}
+
+void srv_siblings_inherit(void)
+{
+    char top[PATH_MAX];
+    if (!srv_siblings_top(top, sizeof(top)) || srv.ndev != 1) return;
+    take(top, "get_default_active_thread_percentage", "set_default_active_thread_percentage",
+         "100.0");
+    take(top, "get_default_client_priority", "set_default_client_priority", "0");
+    /* Its one device, by UUID: the pipe directory's server numbers the GPUs its own way. */
+    const unsigned char *u = (const unsigned char *)srv.devinfo.dev[0].uuid.bytes;
+    char get[128];
+    snprintf(get, sizeof(get),
+             "get_default_device_pinned_mem_limit "
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
+    take(top, get, "set_default_device_pinned_mem_limit 0", "0");
+}
