@@ -25,8 +25,8 @@
 
 #define CHAN_MAGIC 0x5353504du /* "MPSS" */
 #define CHAN_PROTO_MAJOR                                                                           \
-    6 /* incompatible changes (5: visible_devices in the hello; 6: gpu_of and                      \
-       gpu_ordinal in it) */
+    7 /* incompatible changes (5: visible_devices in the hello; 6: gpu_of and                      \
+       gpu_ordinal in it; 7: the peer answers in chan_devinfo) */
 /* Compatible additions (1: CHAN_OP_PROCADDR, 2: CHAN_OP_COND_NODE, 3: CHAN_OP_MVAR,
  * chan_shm.alert, which a client reads only from a server of minor 3 or more: an older one
  * never moves it, and chan_shm.spin_hint_us, whose 0 means no hint; 4: chan_shm.coalesce_us,
@@ -199,10 +199,22 @@ struct chan_devinfo_dev {
     int32_t attr_result[CU_DEVICE_ATTRIBUTE_MAX]; /* CUresult of each query */
 };
 
+#define CHAN_P2P_ATTRS 5 /* CUdevice_P2PAttribute 1 .. 5 */
+
+/* What the driver answers about two devices: cuDeviceCanAccessPeer and each P2P attribute,
+ * with whether it answered (ok 1) or refused. */
+struct chan_devinfo_peer {
+    int32_t can, can_ok;
+    int32_t p2p[CHAN_P2P_ATTRS], p2p_ok[CHAN_P2P_ATTRS];
+};
+
 struct chan_devinfo {
     int32_t driver_version;
     int32_t ndev;
     struct chan_devinfo_dev dev[CHAN_MAX_DEVICES];
+    /* peer[i][j], i != j, in the client's ordinals: read at start. A client moved to its
+     * GPU's server keeps its first server's (interpose/moved.c answers from it). */
+    struct chan_devinfo_peer peer[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES];
 };
 
 struct chan_shm {

@@ -556,7 +556,6 @@ CUresult shim_gpu_server_for(int dev)
     uint64_t seen = atomic_load(&shim_work_sent);
     int rc = gpu_value_of(dev) != 0 ? -3 : !holds_nothing() ? -4 : 0;
     if (!rc) {
-        shim_moved_ask_peers(shim_conn.dev.ndev); /* queries: they leave `seen` as it is */
         pthread_mutex_lock(&conn_lock);
         rc = shim_rpc_alone(move_now, &dev, seen);
         pthread_mutex_unlock(&conn_lock);

@@ -4,8 +4,9 @@
  * not given. So:
  *
  * - Peer queries (cuDeviceCanAccessPeer, cuDeviceGetP2PAttribute) get the answers the
- *   pipe directory's server, which holds every device, gave just before the move: the
- *   truth about the links. NCCL decides its transport from them: told "no access", two
+ *   pipe directory's server, which holds every device, published with its devices at the
+ *   handshake (chan_devinfo.peer, kept with its description of them): the truth about the
+ *   links. NCCL decides its transport from them: told "no access", two
  *   ranks on NVLinked GPUs took the shared-memory transport (11x slower than P2P for a
  *   256 MiB all_reduce on two H200s); told the truth, it shares memory by POSIX descriptors,
  *   which cross servers (server/memory/ipcpeer.c), at P2P's speed.
@@ -16,43 +17,9 @@
  *   device 1 is another one, which maps the memory from a descriptor in its own server and
  *   grants its own access there, as NCCL's ranks do.
  *
- * What a pair's answer cannot be asked (the first server refused it) is forwarded, and the
- * new server refuses it as a device it does not have. */
+ * A pair the first server's driver did not answer is forwarded, and the new server refuses
+ * it as a device it does not have. */
 #include "interpose/shim.h"
-
-#include <string.h>
-
-#define P2P_ATTRS                                                                                  \
-    5 /* CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK .. _ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED */
-
-/* Written once, before the move (the first context's lock held: context.c), read after it:
- * the move itself is the order (conn.c, shim_rpc_alone's locks). */
-static struct {
-    uint8_t can_ok[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES];
-    int can[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES];
-    uint8_t attr_ok[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES][P2P_ATTRS];
-    int attr[CHAN_MAX_DEVICES][CHAN_MAX_DEVICES][P2P_ATTRS];
-} peers;
-
-void shim_moved_ask_peers(int ndev)
-{
-    memset(&peers, 0, sizeof(peers));
-    if (ndev > CHAN_MAX_DEVICES) ndev = CHAN_MAX_DEVICES;
-    for (CUdevice a = 0; a < ndev; a++)
-        for (CUdevice b = 0; b < ndev; b++) {
-            if (a == b) continue;
-            int *out = &peers.can[a][b];
-            const void *argv[] = {&out, &a, &b};
-            peers.can_ok[a][b] = shim_forward(SHIM_ID_cuDeviceCanAccessPeer, argv) == CUDA_SUCCESS;
-            for (int k = 0; k < P2P_ATTRS; k++) {
-                CUdevice_P2PAttribute attr = (CUdevice_P2PAttribute)(k + 1);
-                int *val = &peers.attr[a][b][k];
-                const void *pargv[] = {&val, &attr, &a, &b};
-                peers.attr_ok[a][b][k] =
-                    shim_forward(SHIM_ID_cuDeviceGetP2PAttribute, pargv) == CUDA_SUCCESS;
-            }
-        }
-}
 
 /* Whether d is one of the process's devices other than its server's (0 when not moved). */
 static int other(CUdevice d)
@@ -74,8 +41,8 @@ static int peer_known(const void *const *argv)
 {
     int *can = *(int *const *)argv[0];
     CUdevice a = *(const CUdevice *)argv[1], b = *(const CUdevice *)argv[2];
-    if (!can || !pair(a, b) || !peers.can_ok[a][b]) return 0;
-    *can = peers.can[a][b];
+    if (!can || !pair(a, b) || !shim_conn.dev.peer[a][b].can_ok) return 0;
+    *can = shim_conn.dev.peer[a][b].can;
     return 1;
 }
 
@@ -86,8 +53,10 @@ static int p2p_known(const void *const *argv)
     int *value = *(int *const *)argv[0];
     CUdevice_P2PAttribute at = *(const CUdevice_P2PAttribute *)argv[1];
     CUdevice a = *(const CUdevice *)argv[2], b = *(const CUdevice *)argv[3];
-    if (!value || at < 1 || at > P2P_ATTRS || !pair(a, b) || !peers.attr_ok[a][b][at - 1]) return 0;
-    *value = peers.attr[a][b][at - 1];
+    if (!value || at < 1 || at > CHAN_P2P_ATTRS || !pair(a, b) ||
+        !shim_conn.dev.peer[a][b].p2p_ok[at - 1])
+        return 0;
+    *value = shim_conn.dev.peer[a][b].p2p[at - 1];
     return 1;
 }
 

@@ -90,12 +90,6 @@ CUresult shim_gpu_server_for(int dev);
  * *of 0) when it did not move. conn.c. */
 int shim_moved_ordinal(int *of);
 
-/* ---------------------------------------------------------------- moved.c */
-
-/* Asks the (first) server, which holds every device, the peer answers between the process's
- * ndev devices, which a moved client then gives itself (its new server holds one device). */
-void shim_moved_ask_peers(int ndev);
-
 /* Connects to the server if not yet done (starting one when none answers, unless
  * MPSSHIM_AUTOSTART=0). CUDA_SUCCESS, or the error every call gets; shim_connect_error()
  * says what went wrong. */

@@ -220,7 +220,7 @@ printf 'set_default_active_thread_percentage 60\nset_default_device_pinned_mem_l
 printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$P/gpu-0 "$CTL" >/dev/null 2>&1
 on 0 "$B/tests/vecadd" 1000 >/dev/null 2>&1 || fail "GPU 0's server started again"
 [ "$(printf 'get_default_active_thread_percentage\n' | MPSSHIM_PIPE_DIRECTORY=$P/gpu-0 "$CTL")" = 60.0 ] &&
-    grep -q "Took set_default_active_thread_percentage 60.0 from the pipe directory's server" "$LOG/gpu-0/server.log" ||
+    grep -q "Took the default active thread percentage 60.0 from the pipe directory's server" "$LOG/gpu-0/server.log" ||
     fail "a GPU's server started later did not take the pipe directory's defaults"
 printf 'terminate_client %s %s\n' "$G1" "$H" | "$CTL" >"$W/terminate.log" 2>&1 || { cat "$W/terminate.log"; fail "terminate_client through the pipe directory"; }
 [ -z "$(printf 'get_client_list %s\n' "$G1" | "$CTL")" ] || fail "terminate_client: GPU 1's server still lists its client"

@@ -1,11 +1,13 @@
-/* mpsshim-control (ctl.c), and what its part for the GPUs' own servers (ctlgpus.c) uses. */
+/* mpsshim-control (ctl.c): its talk with a server's control socket (ctlio.c), and its part
+ * for the GPUs' own servers (ctlgpus.c). */
 #ifndef MPSSHIM_SERVER_CTL_H
 #define MPSSHIM_SERVER_CTL_H
 
 #include <stdio.h>
 #include <sys/types.h>
 
-/* A connection to the control socket of MPSSHIM_PIPE_DIRECTORY's server; -1 if none. */
+/* ctlio.c. A connection to the control socket of MPSSHIM_PIPE_DIRECTORY's server; -1 if
+ * none. */
 int mctl_connect(void);
 /* "quit" or "quit -t N"; and a quit without -t (answered once the server has exited). */
 int mctl_is_quit(const char *line);

@@ -291,7 +291,7 @@ int mctl_gpus_only(void)
         } else if (share_of(line, &t)) {
             each(after_one, &t);
             r = t.failed || ((t.how == DEV_UUID || t.how == DEV_ORDINAL) && !t.took);
-            if (r && !t.failed) printf("No GPU's server holds device %s\n", line);
+            if (r && !t.failed) printf("No GPU's server here holds that device\n");
         } else {
             fprintf(stderr,
                     "No server in %s itself, only in its GPUs' folders (%s/gpu-*: "

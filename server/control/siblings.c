@@ -13,13 +13,13 @@
  *    trickles its answer, holds the asking thread that long and no lock. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
-#include "server/control/control.h"
+#include "server/limits/policy.h"
 #include "server/control/siblings.h"
-#include "server/control/answer.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -114,39 +114,50 @@ int srv_siblings_ask(const char *dir, const char *line, char *text, size_t len, 
     return rc;
 }
 
-/* Asks the pipe directory's own server `get` and, when it answers a value other than
- * `none`, runs `set <value>` here (logged as any command is). */
-static void take(const char *top, const char *get, const char *set, const char *none)
+/* Asks the pipe directory's own server `get`: its one-word answer in value, 0; else -1. */
+static int ask_top(const char *top, const char *get, char *value, size_t len)
 {
-    char q[200], value[64], cmd[300];
-    struct srv_answer out;
+    char q[200];
     snprintf(q, sizeof(q), "%s\n", get);
-    if (srv_siblings_ask(top, q, value, sizeof(value), NULL) != 0) return;
+    if (srv_siblings_ask(top, q, value, len, NULL) != 0) return -1;
     value[strcspn(value, "\n")] = '\0';
-    if (!value[0] || strchr(value, ' ') || strcmp(value, none) == 0) return;
-    snprintf(cmd, sizeof(cmd), "%s %s", set, value);
-    char said[300];
-    snprintf(said, sizeof(said), "%s", cmd); /* the command's words are cut up in place */
-    if (srv_answer_init(&out, 256, 4096) != 0) return;
-    if (srv_control_command(cmd, &out) == 0)
-        srv_log("Took %s from the pipe directory's server (%s)", said, top);
-    srv_answer_free(&out);
+    return value[0] && !strchr(value, ' ') ? 0 : -1;
+}
+
+/* Stores what was taken, under the policy's lock (policy.c reads it as each client
+ * connects), and says so. */
+static void took(int *to_int, uint64_t *to_mem, uint64_t v, const char *what, const char *value,
+                 const char *top)
+{
+    pthread_mutex_lock(&srv_policy.lock);
+    if (to_int) *to_int = (int)v;
+    if (to_mem) *to_mem = v;
+    pthread_mutex_unlock(&srv_policy.lock);
+    srv_log("Took the default %s %s from the pipe directory's server (%s)", what, value, top);
 }
 
 void srv_siblings_inherit(void)
 {
-    char top[PATH_MAX];
+    char top[PATH_MAX], value[64];
     if (!srv_siblings_top(top, sizeof(top)) || srv.ndev != 1) return;
-    take(top, "get_default_active_thread_percentage", "set_default_active_thread_percentage",
-         "100.0");
-    take(top, "get_default_client_priority", "set_default_client_priority", "0");
+    char *end;
+    double pct;
+    if (ask_top(top, "get_default_active_thread_percentage", value, sizeof(value)) == 0 &&
+        (pct = strtod(value, &end), *end == '\0') && pct >= 1 && pct < 100 &&
+        pct == (double)(int)pct)
+        took(&srv_policy.default_pct, NULL, (uint64_t)pct, "active thread percentage", value, top);
+    if (ask_top(top, "get_default_client_priority", value, sizeof(value)) == 0 &&
+        strcmp(value, "1") == 0)
+        took(&srv_policy.default_priority, NULL, 1, "client priority", value, top);
     /* Its one device, by UUID: the pipe directory's server numbers the GPUs its own way. */
     const unsigned char *u = (const unsigned char *)srv.devinfo.dev[0].uuid.bytes;
     char get[128];
+    uint64_t mem;
     snprintf(get, sizeof(get),
              "get_default_device_pinned_mem_limit "
              "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
              u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
              u[14], u[15]);
-    take(top, get, "set_default_device_pinned_mem_limit 0", "0");
+    if (ask_top(top, get, value, sizeof(value)) == 0 && srv_parse_size(value, &mem) == 0 && mem)
+        took(NULL, &srv_policy.default_mem[0], mem, "device memory limit", value, top);
 }

@@ -144,6 +144,12 @@ void srv_devices_publish(struct srv_client *c)
     }
     for (int i = c->devs->n; i < CHAN_MAX_DEVICES; i++)
         memset(&to->dev[i], 0, sizeof(to->dev[i]));
+    /* Between two of its devices that are ours; a hole's pairs not answered here. */
+    memset(to->peer, 0, sizeof(to->peer));
+    for (int i = 0; i < c->devs->n; i++)
+        for (int j = 0; j < c->devs->n; j++)
+            if (i != j && c->devs->to_srv[i] >= 0 && c->devs->to_srv[j] >= 0)
+                to->peer[i][j] = srv.devinfo.peer[c->devs->to_srv[i]][c->devs->to_srv[j]];
 }
 
 int srv_dev_in(const struct srv_client *c, int64_t dev)

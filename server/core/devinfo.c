@@ -42,5 +42,15 @@ int srv_devinfo_fill(struct chan_devinfo *d)
         x->attr[CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED] = 0;
         x->attr[CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED] = 0;
     }
+    for (CUdevice a = 0; a < n; a++)
+        for (CUdevice b = 0; b < n; b++) {
+            struct chan_devinfo_peer *p = &d->peer[a][b];
+            if (a == b) continue;
+            p->can_ok = DRV(cuDeviceCanAccessPeer)(&p->can, a, b) == CUDA_SUCCESS;
+            for (int k = 0; k < CHAN_P2P_ATTRS; k++)
+                p->p2p_ok[k] =
+                    DRV(cuDeviceGetP2PAttribute)(&p->p2p[k], (CUdevice_P2PAttribute)(k + 1), a,
+                                                 b) == CUDA_SUCCESS;
+        }
     return 0;
 }

@@ -40,7 +40,7 @@ $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_CHAN) $(B)/gen/shim_desc.c $(B)/gen/shim_ids.
 FUZZ_OBJ_FLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
                   -std=gnu11 -pthread -D__CUDA_API_VERSION_INTERNAL -I$(CUDA)/include -I. -I$(B)/gen \
                   -Wall -Wextra -Werror -Wno-missing-field-initializers
-FUZZ_SRV_SRC := $(filter-out server/control/main.c server/core/client.c server/core/worker.c server/control/ctl.c server/control/run.c,\
+FUZZ_SRV_SRC := $(filter-out server/control/main.c server/core/client.c server/core/worker.c server/control/ctl.c server/control/ctlgpus.c server/control/ctlio.c server/control/run.c,\
                   $(wildcard server/*/*.c)) $(wildcard channel/*.c)
 FUZZ_SRV_OBJ := $(patsubst %.c,$(B)/fuzz/obj/%.o,$(FUZZ_SRV_SRC)) \
                 $(addprefix $(B)/fuzz/obj/gen/,shim_desc.o srv_hooks.o shim_procaddr.o)
