@@ -203,9 +203,8 @@ static int after_one(int s, const char *name, void *arg)
         break;
     case PS:
         if (held_run(s, t->line, &text, &len) == 0 && text) {
-            const char *body = text;
-            if (t->header_shown)
-                body = memchr(text, '\n', len) ? strchr(text, '\n') + 1 : text + len;
+            const char *body = text, *nl = memchr(text, '\n', len);
+            if (t->header_shown) body = nl ? nl + 1 : text + len; /* one header in all */
             fwrite(body, 1, len - (size_t)(body - text), stdout);
             t->header_shown = 1;
         }
@@ -229,7 +228,7 @@ static int after_one(int s, const char *name, void *arg)
     return 0;
 }
 
-/* What the GPUs' servers do with line; 0 when nothing. header_shown: ps's header printed. */
+/* What the GPUs' servers do with line (into t); 0 when nothing. */
 static int share_of(const char *line, struct after *t)
 {
     char w[4][64];
