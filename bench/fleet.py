@@ -19,8 +19,10 @@ the client and the server's worker, so only the machine's CPU per step (bench/ru
 fleet_cpu_us: machine_cpus over the fleet's steps/s) compares with native or MPS, whose
 clients do it all.
 
-usage: fleet.py --procs P --barrier DIR [--repeats R] [--seconds T] [--warmup W] [--batch B]
-                [--fake]
+usage: fleet.py --procs P --index I --barrier DIR [--repeats R] [--seconds T] [--warmup W]
+                [--batch B] [--fake]
+--index: this process's number, 0..P-1, each a different one (the barrier counts them: P
+processes all given 0 wait for each other until the barrier times out).
 --fake: no PyTorch; each "step" sleeps 0.2 ms. Tests bench/run.sh's plumbing on a machine
 without PyTorch and a GPU (MPSSHIM_BENCH_CPU=1); its numbers mean nothing.
 """
