@@ -38,6 +38,7 @@ struct mapping {
     uint64_t va, bytes;
     CUmemGenericAllocationHandle h;
     int dev;
+    int exportable; /* made with a POSIX descriptor's handle type: srv_arena_export */
 };
 
 struct slab {
@@ -89,14 +90,22 @@ static size_t access_of(int dev, CUmemAccessDesc *out)
     return n;
 }
 
-static CUresult map_in_ctx(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
+static CUresult map_in_ctx(int dev, uint64_t bytes, uint64_t align, int exportable,
+                           struct mapping *m)
 {
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
     CUmemAccessDesc access[CHAN_MAX_DEVICES];
     size_t naccess = access_of(dev, access);
     CUdeviceptr va = 0;
-    CUresult r = DRV(cuMemCreate)(&m->h, bytes, &prop, 0);
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    if (exportable) {
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        r = DRV(cuMemCreate)(&m->h, bytes, &prop, 0);
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    }
+    m->exportable = r == CUDA_SUCCESS;
+    if (!m->exportable) r = DRV(cuMemCreate)(&m->h, bytes, &prop, 0); /* as before */
     if (r != CUDA_SUCCESS) return r;
     if ((r = DRV(cuMemAddressReserve)(&va, bytes, align, 0, 0)) != CUDA_SUCCESS) goto release;
     if ((r = DRV(cuMemMap)(va, bytes, 0, m->h, 0)) != CUDA_SUCCESS) goto unreserve;
@@ -117,11 +126,11 @@ release:
 /* One mapping of `bytes` on device dev at an address aligned to `align`, readable and
  * writable from that device (and its peers: access_of). The device's shared context is
  * current meanwhile, here and in map_free (the worker's may be another device's). */
-static CUresult map_new(int dev, uint64_t bytes, uint64_t align, struct mapping *m)
+static CUresult map_new(int dev, uint64_t bytes, uint64_t align, int exportable, struct mapping *m)
 {
     CUresult r = srv_push_device(dev);
     if (r != CUDA_SUCCESS) return r;
-    r = map_in_ctx(dev, bytes, align, m);
+    r = map_in_ctx(dev, bytes, align, exportable, m);
     srv_pop_device();
     return r;
 }
@@ -161,7 +170,9 @@ static CUresult alloc_big(struct arena *a, int dev, uint64_t bytes, CUdeviceptr 
     size &= ~(a->gran - 1);
     struct big *b = calloc(1, sizeof(*b));
     if (!b) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = map_new(dev, size, a->gran, &b->m);
+    /* Exportable: its descriptor may go to a sibling server for a legacy IPC handle's
+     * opener there (srv_arena_export); it holds this allocation's bytes alone. */
+    CUresult r = map_new(dev, size, a->gran, 1, &b->m);
     if (r != CUDA_SUCCESS) {
         free(b);
         return r;
@@ -178,7 +189,7 @@ static CUresult alloc_small(struct arena *a, int dev, int cls, CUdeviceptr *p)
         s = s->next;
     if (!s) {
         if (!(s = calloc(1, sizeof(*s)))) return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = map_new(dev, ARENA_SLAB, ARENA_SLAB, &s->m);
+        CUresult r = map_new(dev, ARENA_SLAB, ARENA_SLAB, 0, &s->m);
         if (r != CUDA_SUCCESS) {
             free(s);
             return r;
@@ -341,6 +352,25 @@ CUresult srv_arena_free(int dev, CUdeviceptr p)
             if (!--s->used) slab_emptied(a, s);
             r = CUDA_SUCCESS;
         }
+    }
+    pthread_mutex_unlock(&a->lock);
+    return r;
+}
+
+CUresult srv_arena_export(int dev, CUdeviceptr p, uint64_t *bytes, int *fd)
+{
+    pthread_once(&once, init_locks);
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES) return CUDA_ERROR_INVALID_VALUE;
+    struct arena *a = &arenas[dev];
+    uint64_t va = p;
+    struct big *b;
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&a->lock);
+    HASH_FIND(hh, a->bigs, &va, sizeof(va), b);
+    if (b && b->m.exportable) {
+        r = DRV(cuMemExportToShareableHandle)(fd, b->m.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                              0);
+        *bytes = b->m.bytes;
     }
     pthread_mutex_unlock(&a->lock);
     return r;

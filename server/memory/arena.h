@@ -14,6 +14,11 @@ CUresult srv_arena_free(int dev, CUdeviceptr p);
  * srv_arena_cached: whether any is kept. */
 void srv_arena_trim(void);
 int srv_arena_cached(void);
+/* The driver's POSIX descriptor of the physical memory of the allocation at p, when it has
+ * a mapping of its own (more than half a slab) made exportable, and that mapping's bytes:
+ * for a sibling server opening a legacy IPC handle of it (ipc.c). CUDA_ERROR_NOT_SUPPORTED
+ * for a block of a slab, which other clients' blocks share. */
+CUresult srv_arena_export(int dev, CUdeviceptr p, uint64_t *bytes, int *fd);
 /* Bytes the arena has mapped on dev, and of those the slabs kept empty (for the status). */
 void srv_arena_usage(int dev, uint64_t *mapped, uint64_t *kept);
 

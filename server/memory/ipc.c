@@ -13,9 +13,12 @@
  * Decisions, and why:
  *  - A handle is the server's 64 bytes: a random per-server nonce, the share's id and a
  *    random 128-bit secret. A client can read any handle it is given, but cannot make one
- *    up: ids are guessable, secrets are not. A handle of another server (or of a server
- *    that restarted), or of a process that is not a client at all, fails as a bad handle
- *    does natively: CUDA_ERROR_INVALID_VALUE.
+ *    up: ids are guessable, secrets are not. A handle of a sibling server of this pipe
+ *    directory (MPSSHIM_SERVER_PER_GPU) is asked of the siblings (ipcpeer.c): a physical
+ *    handle, and memory with an arena mapping of its own, cross ("between servers", below).
+ *    Any other handle of another server (or of a server that restarted), or of a process
+ *    that is not a client at all, fails as a bad handle does natively:
+ *    CUDA_ERROR_INVALID_VALUE.
  *  - The real object is freed only when nobody can reach it any more: when the exporter
  *    freed it (or left) AND every opener closed it (or left). Natively, freeing exported
  *    memory before the importers closed it is undefined; here it must not let the address
@@ -45,6 +48,7 @@
 #include "server/graphs/graph.h"
 #include "server/memory/ipc.h"
 #include "server/memory/ipcpeer.h"
+#include "server/memory/arena.h"
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
 #include "server/limits/account.h"
@@ -281,15 +285,15 @@ static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint3
     struct srv_share *s = NULL;
     *err = CUDA_ERROR_INVALID_VALUE;
     if (not_ours(&h)) {
-        /* Another server's memory this process cannot reach (legacy handles, events: only
-         * physical memory crosses, ipcpeer.c). Said once, so that a client cannot fill the
-         * log with them. */
+        /* Another server's event (memory of another server is opened before this, by
+         * open_peer and open_peer_mem): events do not cross. Said once, so that a client
+         * cannot fill the log with them. */
         static _Atomic int said;
         if (!atomic_exchange(&said, 1))
-            srv_log("Client process %d: an IPC handle not made by this server (another mpsshim "
-                    "server's: another pipe directory's, or another GPU's under "
-                    "MPSSHIM_SERVER_PER_GPU; or forged): IPC between servers is not carried, "
-                    "CUDA_ERROR_INVALID_VALUE (said once)",
+            srv_log("Client process %d: an IPC event handle not made by this server (another "
+                    "mpsshim server's: another pipe directory's, or another GPU's under "
+                    "MPSSHIM_SERVER_PER_GPU; or forged): IPC events between servers are not "
+                    "carried, CUDA_ERROR_INVALID_VALUE (said once)",
                     (int)c->pid);
         return NULL;
     }
@@ -386,12 +390,17 @@ CUresult srv_ipc_peer_export(uint64_t their_nonce, uint64_t id, const uint8_t se
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&ipc_lock);
     if (nonce && their_nonce == nonce) HASH_FIND(hh, shares, &id, sizeof(id), s);
-    /* A physical handle its exporter still holds: what it let go, no new open may take. */
-    if (s && s->kind == SHIM_HT_CUmemGenericAllocationHandle && secret_equal(s->secret, secret) &&
-        s->owner && !s->dead) {
+    /* What its exporter still holds: what it let go, no new open may take. */
+    int live = s && secret_equal(s->secret, secret) && s->owner && !s->dead;
+    if (live && s->kind == SHIM_HT_CUmemGenericAllocationHandle) {
         r = DRV(cuMemExportToShareableHandle)(fd, (CUmemGenericAllocationHandle)s->value,
                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
         *size = s->size ? s->size : s->bytes; /* a physical handle's: its counted bytes */
+    } else if (live && s->kind == SHIM_HT_MEM_DEVICE && s->pooled) {
+        /* cuMemAlloc memory the server served, with an arena mapping of its own: that
+         * mapping's bytes, so the descriptor gives the opener nothing of another client's
+         * (arena.c; memory of the device pool, MPSSHIM_DEVICE_VMM=0, has none). */
+        r = srv_arena_export(s->dev, s->value, size, fd);
     }
     pthread_mutex_unlock(&ipc_lock);
     return r;
@@ -434,6 +443,102 @@ static CUresult open_peer(struct srv_client *c, const struct srv_ipc_handle *h,
     return CUDA_SUCCESS;
 }
 
+/* A legacy IPC handle of a sibling server's memory, opened here: this server maps the
+ * driver's descriptor of it (fetched as open_peer's) at an address of its own, readable and
+ * writable from the opener's device. The opener's record (an `opened` range) holds the
+ * mapping: closing it, or the opener leaving, unmaps it (the memory itself stays while the
+ * exporter, or another opener, maps it: the driver counts the mappings). Each open maps
+ * anew, at an address of its own; natively a second open of one handle in one context gives
+ * the first address back. Not counted against the opener's limit: the memory lies on the
+ * exporter's GPU, where the exporter is charged for it (as for open_peer). */
+struct peer_map {
+    struct srv_held held; /* first: the record's `held` */
+    uint64_t va, bytes;
+    int dev;
+};
+
+static void peer_map_let_go(struct srv_client *c, struct srv_obj *o, int leaving, int leak)
+{
+    struct peer_map *m = (struct peer_map *)o->held;
+    (void)c;
+    (void)leaving;
+    o->held = NULL;
+    /* leak: its context died in a fault, and the mapping with it. */
+    if (!leak && srv_push_device(m->dev) == CUDA_SUCCESS) {
+        if (DRV(cuMemUnmap)(m->va, m->bytes) == CUDA_SUCCESS)
+            DRV(cuMemAddressFree)(m->va, m->bytes);
+        srv_pop_device();
+    }
+    free(m);
+}
+
+/* Maps the descriptor fd (bytes long) on dev: 0 with *va, else the driver's error. */
+static CUresult map_peer(int fd, uint64_t bytes, int dev, uint64_t *va)
+{
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr at = 0;
+    CUresult r = DRV(cuMemImportFromShareableHandle)(&h, (void *)(intptr_t)fd,
+                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS) return r;
+    CUmemAccessDesc rw = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if ((r = srv_push_device(dev)) == CUDA_SUCCESS) {
+        if ((r = DRV(cuMemAddressReserve)(&at, bytes, 0, 0, 0)) == CUDA_SUCCESS) {
+            if ((r = DRV(cuMemMap)(at, bytes, 0, h, 0)) == CUDA_SUCCESS &&
+                (r = DRV(cuMemSetAccess)(at, bytes, &rw, 1)) != CUDA_SUCCESS)
+                DRV(cuMemUnmap)(at, bytes);
+            if (r != CUDA_SUCCESS) DRV(cuMemAddressFree)(at, bytes);
+        }
+        srv_pop_device();
+    }
+    DRV(cuMemRelease)(h); /* the mapping holds the memory from here on */
+    *va = at;
+    return r;
+}
+
+static CUresult open_peer_mem(struct srv_client *c, const struct srv_ipc_handle *h,
+                              struct chan_ipc_reply *out)
+{
+    int fd = -1, dev = c->cur ? c->cur->device : 0;
+    uint64_t bytes = 0, va = 0;
+    if (h->kind != SHIM_HT_MEM_DEVICE ||
+        srv_ipc_peer_fetch(h->nonce, h->id, h->secret, &fd, &bytes) != 0 || !bytes) {
+        if (fd >= 0) close(fd);
+        static _Atomic int said;
+        if (!atomic_exchange(&said, 1))
+            srv_log("Client process %d: an IPC handle of memory no server of this pipe "
+                    "directory can pass (another pipe directory's server's, one of 1 MiB or "
+                    "less, which shares its mapping with other clients' memory, one its "
+                    "exporter freed, or forged): CUDA_ERROR_INVALID_VALUE (said once)",
+                    (int)c->pid);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct peer_map *m = calloc(1, sizeof(*m));
+    CUresult r = m ? map_peer(fd, bytes, dev, &va) : CUDA_ERROR_OUT_OF_MEMORY;
+    close(fd);
+    if (r != CUDA_SUCCESS) {
+        free(m);
+        return r;
+    }
+    *m = (struct peer_map){
+        .held = {.let_go = peer_map_let_go}, .va = va, .bytes = bytes, .dev = dev};
+    /* The handle's size is the client's word: no more than what was mapped. */
+    uint64_t size = h->size && h->size <= bytes ? h->size : bytes;
+    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_OPENED, va, size, 1, NULL);
+    if (!o) {
+        struct srv_obj tmp = {.held = &m->held};
+        peer_map_let_go(c, &tmp, 0, 0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    o->held = &m->held;
+    o->dev = dev;
+    o->aux = 1;
+    out->value = va;
+    out->size = size;
+    out->opens = 1;
+    return CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- the operation */
 
 void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -454,12 +559,14 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
         o = srv_range_find(c, m.value, 1);
         if (o && o->key.type == SHIM_HT_MEM_DEVICE) res = export(c, o, SHIM_HT_MEM_DEVICE, &out);
         break;
-    case CHAN_IPC_OPEN_MEM:
+    case CHAN_IPC_OPEN_MEM: {
         /* The only flag there is asks for peer access, which one context has already. */
-        res = m.flags & ~(uint32_t)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
-                  ? CUDA_ERROR_INVALID_VALUE
-                  : open_share(c, &m, SHIM_HT_MEM_DEVICE, &out);
+        struct srv_ipc_handle h;
+        res = m.flags & ~(uint32_t)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS ? CUDA_ERROR_INVALID_VALUE
+              : foreign(m.handle, &h)                                 ? open_peer_mem(c, &h, &out)
+                                      : open_share(c, &m, SHIM_HT_MEM_DEVICE, &out);
         break;
+    }
     case CHAN_IPC_CLOSE_MEM:
         /* Found by its base even when revoked: closing is how the opener lets go. */
         o = srv_obj_lookup(c, SHIM_HT_MEM_OPENED, m.value);

@@ -1,11 +1,14 @@
-/* ipc_across [--vmm] A B: memory shared between two processes that each see one GPU of their
- * own, as ranks bound by CUDA_VISIBLE_DEVICES do (Slurm's GPU binding): the parent sets
- * CUDA_VISIBLE_DEVICES=A, the child B, before any CUDA call. The parent exports memory it
+/* ipc_across [--vmm | --big] [--leave] A B: memory shared between two processes that each see one
+ * GPU of their own, as ranks bound by CUDA_VISIBLE_DEVICES do (Slurm's GPU binding): the parent
+ * sets CUDA_VISIBLE_DEVICES=A, the child B, before any CUDA call. The parent exports memory it
  * filled; the child opens it, prints what the open answered and, on success, whether the
- * parent's bytes read back through it.
+ * parent's bytes read back through it; with a legacy handle it then writes a mark there,
+ * which the parent looks for once the child closed it.
  *
  *   (default)  1 MiB of cuMemAlloc by its legacy IPC handle (cuIpcGetMemHandle /
  *              cuIpcOpenMemHandle).
+ *   --big      the same with 4 MiB.
+ *   --leave    the child exits with the legacy handle still open (its server lets go).
  *   --vmm      physical memory of cuMemCreate by a POSIX descriptor
  *              (cuMemExportToShareableHandle, SCM_RIGHTS, cuMemImportFromShareableHandle),
  *              mapped in the child for its own device, as NCCL's ranks share their buffers.
@@ -13,9 +16,11 @@
  * Natively, and through one server, both open (the driver maps the other GPU's memory over
  * NVLink or PCIe; one server aliases it). Through a server per GPU (MPSSHIM_SERVER_PER_GPU=1)
  * the two processes have different servers: the descriptor is carried between them (the
- * child's server fetches the driver's own from the parent's: server/memory/ipcpeer.c), the
- * legacy handle is not, and its open answers CUDA_ERROR_INVALID_VALUE
- * (tests/server_per_gpu.sh checks all of these). */
+ * child's server fetches the driver's own from the parent's: server/memory/ipcpeer.c), and so
+ * is the legacy handle of 4 MiB (the parent's server maps more than 1 MiB on its own, and
+ * passes that mapping's descriptor: server/memory/arena.c, ipc.c); the legacy handle of
+ * 1 MiB is not, since its mapping holds other clients' memory, and its open answers
+ * CUDA_ERROR_INVALID_VALUE (tests/server_per_gpu.sh checks all of these). */
 #include "tests/progs/common.h"
 
 #include <errno.h>
@@ -26,18 +31,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BYTES (1 << 20)
 #define SEED 0xacc055
+#define MARK 0x5a    /* what B writes into the memory it opened, */
+#define MARKED 4096u /* this many bytes, for A to read back */
 
-static int vmm;
+static int vmm, leave;
+static size_t bytes = 1 << 20; /* --big: 4 MiB */
 
 /* Reads the shared bytes at p and says whether they are the parent's. */
 static void read_back(CUdeviceptr p)
 {
-    void *host = malloc(BYTES);
+    void *host = malloc(bytes);
     REQUIRE(host, "out of host memory");
-    CHECK(cuMemcpyDtoH(host, p, BYTES));
-    size_t bad = t_pattern_mismatch(host, BYTES, SEED);
+    CHECK(cuMemcpyDtoH(host, p, bytes));
+    size_t bad = t_pattern_mismatch(host, bytes, SEED);
     printf("B: A's bytes %s\n", bad == SIZE_MAX ? "read back" : "differ");
     free(host);
 }
@@ -92,7 +99,9 @@ static void importer(const char *visible, int sock)
         printf("B: open: %s\n", t_errname(r));
         if (r == CUDA_SUCCESS) {
             read_back(p);
-            CHECK(cuIpcCloseMemHandle(p));
+            CHECK(cuMemsetD8(p, MARK, MARKED)); /* for A to see */
+            CHECK(cuCtxSynchronize());
+            if (!leave) CHECK(cuIpcCloseMemHandle(p)); /* --leave: its server lets go */
         }
     }
     fflush(stdout);
@@ -105,8 +114,13 @@ int main(int argc, char **argv)
 {
     t_init("ipc_across", 120);
     vmm = t_has_flag(argc, argv, "--vmm");
-    REQUIRE(argc == 3 + vmm, "usage: ipc_across [--vmm] VISIBLE_A VISIBLE_B");
-    const char *va = argv[1 + vmm], *vb = argv[2 + vmm];
+    int big = t_has_flag(argc, argv, "--big");
+    leave = t_has_flag(argc, argv, "--leave");
+    if (big) bytes = 4 << 20;
+    int flags = vmm + big + leave;
+    REQUIRE(argc == 3 + flags && !(vmm && (big || leave)),
+            "usage: ipc_across [--vmm | --big] [--leave] VISIBLE_A VISIBLE_B");
+    const char *va = argv[1 + flags], *vb = argv[2 + flags];
     int sv[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair: %s", strerror(errno));
     fflush(stdout);
@@ -121,9 +135,9 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
-    void *host = malloc(BYTES);
+    void *host = malloc(bytes);
     REQUIRE(host, "out of host memory");
-    t_fill_pattern(host, BYTES, SEED);
+    t_fill_pattern(host, bytes, SEED);
     CUdeviceptr d = 0;
     CUmemGenericAllocationHandle h = 0;
     size_t size = 0;
@@ -131,13 +145,13 @@ int main(int argc, char **argv)
         CUmemAllocationProp p = prop();
         size_t g = 0;
         CHECK(cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-        size = (BYTES + g - 1) / g * g;
+        size = (bytes + g - 1) / g * g;
         CHECK(cuMemCreate(&h, size, &p, 0));
         d = map(h, size);
     } else {
-        CHECK(cuMemAlloc(&d, BYTES));
+        CHECK(cuMemAlloc(&d, bytes));
     }
-    CHECK(cuMemcpyHtoD(d, host, BYTES));
+    CHECK(cuMemcpyHtoD(d, host, bytes));
     CHECK(cuCtxSynchronize());
     if (vmm) {
         int fd = -1;
@@ -159,6 +173,12 @@ int main(int argc, char **argv)
         CHECK(cuMemAddressFree(d, size));
         CHECK(cuMemRelease(h));
     } else {
+        unsigned char seen[MARKED];
+        CHECK(cuMemcpyDtoH(seen, d, MARKED));
+        size_t i = 0;
+        while (i < MARKED && seen[i] == MARK)
+            i++;
+        printf("A: B's writes %s\n", i == MARKED ? "seen" : "not seen");
         CHECK(cuMemFree(d));
     }
     free(host);
