@@ -28,13 +28,13 @@ static int other(CUdevice d)
     return own >= 0 && d != own && d >= 0 && d < of && d < CHAN_MAX_DEVICES;
 }
 
-/* A pair of two of the process's devices, one of them another than its server's. */
+/* Two different devices of a moved process's (so one at least is another than its
+ * server's). */
 static int pair(CUdevice a, CUdevice b)
 {
     int of;
-    shim_moved_ordinal(&of);
-    return a != b && a >= 0 && b >= 0 && a < of && b < of && a < CHAN_MAX_DEVICES &&
-           b < CHAN_MAX_DEVICES && (other(a) || other(b));
+    return shim_moved_ordinal(&of) >= 0 && a != b && a >= 0 && b >= 0 && a < of && b < of &&
+           a < CHAN_MAX_DEVICES && b < CHAN_MAX_DEVICES;
 }
 
 static int peer_known(const void *const *argv)

@@ -88,15 +88,6 @@ static void short_uuid(int d, char *out, size_t len)
              u[6], u[7]);
 }
 
-/* "GPU-cb1213a3-d6a4-be7f-...": a device's whole UUID, as nvidia-smi -L and MPS print it. */
-static void full_uuid(int d, char *out, size_t len)
-{
-    const unsigned char *u = (const unsigned char *)srv.devinfo.dev[d].uuid.bytes;
-    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-             u[14], u[15]);
-}
-
 /* The client's command line from /proc (its executable's name if that is unreadable),
  * escaped: the client chose its arguments, newlines and terminal escapes included. */
 static void command_line(const struct srv_client *c, char *out, size_t len)
@@ -154,7 +145,7 @@ static void list_devices(struct cmd *k, const struct srv_client *c)
     char uuid[48];
     for (int d = 0; d < srv.ndev; d++)
         if (srv_dev_out(c, d) >= 0) {
-            full_uuid(d, uuid, sizeof(uuid));
+            srv_dev_uuid(d, uuid, sizeof(uuid));
             ctl_say(k, "%s %d\n", uuid, (int)c->pid);
         }
 }

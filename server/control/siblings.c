@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "server/core/server.h"
 #include "server/limits/policy.h"
+#include "server/core/devices.h"
 #include "server/control/siblings.h"
 
 #include <errno.h>
@@ -150,14 +151,10 @@ void srv_siblings_inherit(void)
         strcmp(value, "1") == 0)
         took(&srv_policy.default_priority, NULL, 1, "client priority", value, top);
     /* Its one device, by UUID: the pipe directory's server numbers the GPUs its own way. */
-    const unsigned char *u = (const unsigned char *)srv.devinfo.dev[0].uuid.bytes;
-    char get[128];
+    char uuid[64], get[128];
     uint64_t mem;
-    snprintf(get, sizeof(get),
-             "get_default_device_pinned_mem_limit "
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-             u[14], u[15]);
+    srv_dev_uuid(0, uuid, sizeof(uuid));
+    snprintf(get, sizeof(get), "get_default_device_pinned_mem_limit %s", uuid);
     if (ask_top(top, get, value, sizeof(value)) == 0 && srv_parse_size(value, &mem) == 0 && mem)
         took(NULL, &srv_policy.default_mem[0], mem, "device memory limit", value, top);
 }

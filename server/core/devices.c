@@ -25,8 +25,7 @@ struct srv_devmap {
     int8_t to_cli[CHAN_MAX_DEVICES];
 };
 
-/* Device d's UUID as nvidia-smi prints it, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
-static void uuid_name(int d, char *out, size_t len)
+void srv_dev_uuid(int d, char *out, size_t len)
 {
     const unsigned char *u = (const unsigned char *)srv.devinfo.dev[d].uuid.bytes;
     snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
@@ -42,7 +41,7 @@ static int by_uuid(const char *item)
     size_t n = strlen(item);
     for (int d = 0; d < srv.ndev; d++) {
         char name[64];
-        uuid_name(d, name, sizeof(name));
+        srv_dev_uuid(d, name, sizeof(name));
         if (n > 4 && n <= strlen(name) && strncasecmp(name, item, n) == 0) {
             if (found >= 0) return -1; /* ambiguous: the driver takes it as invalid */
             found = d;

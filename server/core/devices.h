@@ -4,6 +4,8 @@
 
 #include "server/core/server.h"
 
+/* Device d's UUID as nvidia-smi -L and MPS print it, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
+void srv_dev_uuid(int d, char *out, size_t len);
 /* devinfo.c */
 int srv_devinfo_fill(struct chan_devinfo *d);
 /* The client's devices from its hello's CUDA_VISIBLE_DEVICES (all when unset). */

@@ -4,6 +4,7 @@
 #include "server/core/server.h"
 #include "server/limits/account.h"
 #include "server/limits/policy.h"
+#include "server/core/devices.h"
 #include "channel/settings.h"
 
 #include <ctype.h>
@@ -103,12 +104,8 @@ int srv_device_by_name(const char *s)
     }
     /* A UUID as nvidia-smi prints it, "GPU-xxxxxxxx-xxxx-...", or a prefix of one. */
     for (int d = 0; d < srv.ndev; d++) {
-        const unsigned char *u = (const unsigned char *)srv.devinfo.dev[d].uuid.bytes;
         char name[64];
-        snprintf(name, sizeof(name),
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                 u[14], u[15]);
+        srv_dev_uuid(d, name, sizeof(name));
         size_t n = strlen(s);
         if (n > 4 && strncasecmp(name, s, n) == 0) return d;
     }
