@@ -111,6 +111,30 @@ def daemon_pids(stop):
     return [int(w) for w in r.stdout.split() if w.isdigit()]
 
 
+# The counters of seqgraph.c's line at a client's exit, in its order: the whole run of each
+# client (warm-up included), summed over the clients.
+SEQ_COUNTS = ('replays', 'launches replayed', 'graphs made', 'runs new', 'nodes updated',
+              'replays with too many updates', 'barred', 'runs cut', 'runs of one launch',
+              'runs too long', 'runs ended by attributes', None, 'holds let go unmatched',
+              'by their grace', 'by another record', 'held back by the gap rule')
+
+
+def seq_totals(lines):
+    """One line: seqgraph's counters summed over its clients' exit lines, and nodes updated
+    per replay (whether a replay costs the driver about one launch or twelve)."""
+    tot = collections.Counter()
+    for line in lines:
+        words = [w.strip(',;()') for w in line.split(':', 1)[1].split()]
+        nums = [int(w, 0) if w.startswith('0x') else int(w) for w in words
+                if w.isdigit() or (w.startswith('0x') and len(w) > 2)]  # ids: %#llx
+        for k, v in zip(SEQ_COUNTS, nums):
+            if k:
+                tot[k] += v
+    per = tot['nodes updated'] / tot['replays'] if tot['replays'] else 0.0
+    return 'totals: ' + ', '.join('%s %d' % (k, tot[k]) for k in SEQ_COUNTS if k) + (
+        '; nodes updated per replay %.2f' % per)
+
+
 def main():
     ap = argparse.ArgumentParser(description='where a fleet\'s CPU goes, per step')
     ap.add_argument('build')
@@ -255,6 +279,7 @@ def main():
             if seqs:
                 print('  launch sequences: %d clients said; replayed as graphs by %d' % (
                     len(seqs), sum(1 for s in seqs if ': 0 launch sequences' not in s)))
+                print('  ' + seq_totals(seqs))
     if a.prof:
         for name in outs:
             shutil.copy(name, a.prof)

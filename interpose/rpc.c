@@ -111,6 +111,14 @@ static uint64_t gpu_spin_ns(void)
     return env_us(&cached, CHAN_SET_GPU_WAIT_SPIN_US);
 }
 
+/* While the server is crowded (its spin hint set): a reply the GPU posts is spun for this
+ * long at most (MPSSHIM_CROWDED_GPU_SPIN_US), the CPU being another thread's after that. */
+static uint64_t crowded_gpu_spin_ns(void)
+{
+    static _Atomic int64_t cached = -1;
+    return env_us(&cached, CHAN_SET_CROWDED_GPU_SPIN_US);
+}
+
 const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_server_alive};
 
 /* OUTREF arrays the driver API returns by pointer: valid for the calling thread until its
@@ -281,6 +289,7 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
     /* The server's hint (proto.h): shorter while its CPUs are all wanted. */
     uint32_t hint = atomic_load_explicit(&c->shm->spin_hint_us, memory_order_relaxed);
     if (hint && (uint64_t)(hint - 1) * 1000 < w.spin_ns) w.spin_ns = (uint64_t)(hint - 1) * 1000;
+    if (hint && crowded_gpu_spin_ns() < w.gpu_spin_ns) w.gpu_spin_ns = crowded_gpu_spin_ns();
     if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0) return shim_dead_error();
     struct chan_lane *l = &c->lanes[q->lane];
     uint32_t n = l->len;

@@ -11,7 +11,8 @@
 # (steps found, held, replayed with new values, results right), not the machine's timing.
 # Again with MPSSHIM_LAUNCH_GRAPH_HOLD_SLEEP=1 (`1s`): the holding worker sleeps on its ring
 # between the held launches, which must wake it as they come. Last, the gap rule: a sequence
-# whose launches come further apart than it allows is never a graph.
+# whose launches come further apart than it allows is never a graph, unless the server is
+# crowded and coalescing doorbells, when the coalescing bound is the rule's.
 #   tests/launchseq.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -57,7 +58,7 @@ for mode in 1 0 1s; do
 done
 # The gap rule itself: launches 1 ms apart (fleetc --spread, its host work between them) on a
 # server whose rule is 1 us are never held (MPSSHIM_LAUNCH_GRAPH_GAP_US): the sequence is
-# barred by the gap rule, and none is replayed.
+# held back by the gap rule, and none is replayed.
 own_dir "$2/launchseq-gap"
 MPSSHIM_LAUNCH_GRAPH_GAP_US=1 "$CTL" -d || exit 1
 shim "$B/bench/fleetc" --spread --work-us 8000 --launches 8 --seconds 0.3 >"$W/gap.out" 2>&1 ||
@@ -65,7 +66,20 @@ shim "$B/bench/fleetc" --spread --work-us 8000 --launches 8 --seconds 0.3 >"$W/g
 stop_server 10 || fail "the server did not quit"
 line=$(grep -a "launch sequences replayed as graphs" "$W/log/server.log")
 echo "gap rule 1 us, launches 1 ms apart: ${line#*: }" | cut -c 1-200
-grep -q "[1-9][0-9]* barred by the gap rule" <<<"$line" || fail "not barred by the gap rule: $line"
-grep -q ": 0 launch sequences replayed" <<<"$line" || fail "replayed though barred: $line"
+grep -q "[1-9][0-9]* held back by the gap rule" <<<"$line" || fail "not held back by the gap rule: $line"
+grep -q ": 0 launch sequences replayed" <<<"$line" || fail "replayed though held back: $line"
+# The same launches while the server is crowded (MPSSHIM_SPIN_CPUS=1: one busy client is
+# more than half its CPUs) and coalesces doorbells for up to 10 ms: the client leaves its
+# step's launches unrung, the worker finds them together, and the gap rule takes the bound
+# as a burst's: the step is replayed as a graph (seqgraph.c, qualify_ns).
+own_dir "$2/launchseq-crowded"
+MPSSHIM_LAUNCH_GRAPH_GAP_US=1 MPSSHIM_SPIN_CPUS=1 MPSSHIM_COALESCE_US=10000 "$CTL" -d || exit 1
+shim "$B/bench/fleetc" --spread --work-us 8000 --launches 8 --seconds 0.5 >"$W/gap.out" 2>&1 ||
+    fail "fleetc --spread, crowded: $(tail -n 2 "$W/gap.out")"
+stop_server 10 || fail "the server did not quit"
+line=$(grep -a "launch sequences replayed as graphs" "$W/log/server.log")
+echo "gap rule 1 us, launches 1 ms apart, crowded and coalescing 10 ms: ${line#*: }" | cut -c 1-200
+n=$(grep -ao ": [0-9]* launch sequences replayed" <<<"$line" | grep -o "[0-9]*")
+[ "${n:-0}" -ge 10 ] || fail "crowded and coalescing, the steps were not replayed as graphs: $line"
 [ $rc = 0 ] && echo "PASS repeated launch sequences replayed as graphs, results unchanged"
 exit $rc

@@ -55,6 +55,7 @@
 #include "server/core/family.h"
 #include "server/core/queue.h"
 #include "server/core/spin.h"
+#include "server/core/coalesce.h"
 #include "channel/settings.h"
 
 #include <sched.h>
@@ -69,7 +70,8 @@
  * only worth it for a burst: a sequence gets a graph only when, in at least one of its
  * sightings, no two of its launches came more than burst_ns apart (a driver-API loop's
  * come microseconds apart; an interpreter's, tens: holding those delays the GPU more than
- * the graph saves, bench/README.md). Held launches wait burst_ns for the next one (the
+ * the graph saves, bench/README.md; while crowded the coalescing bound stands for burst_ns
+ * there: qualify_ns). Held launches wait burst_ns for the next one (the
  * worker spins), or twice the sequence's own gap where that is longer, or SEQ_CROWDED times
  * burst_ns while the server is crowded (spin.c), when a client is often descheduled
  * mid-burst: the worker then gives its CPU away between looks (sched_yield), perhaps to that
@@ -101,7 +103,8 @@ struct seq {
 struct slot {
     struct seq q;         /* q.n == 0: free; q.params: the values its graph's nodes hold now */
     uint32_t seen, fails; /* fails: holds in a row that ended unreplayed */
-    uint32_t barred;      /* never a graph again (burst_ns says when) */
+    uint32_t barred;      /* never a graph again (its holds failed, or no graph could be made) */
+    uint32_t gap_said;    /* counted once as held back by the gap rule (n_gap_barred) */
     uint64_t used;        /* tick of its last sighting: the least recent slot is taken */
     uint64_t gap_ns;      /* the least, over its sightings, of the longest gap in one */
     CUgraph graph;        /* kept: its nodes name what an update of the exec changes */
@@ -147,6 +150,21 @@ void srv_seq_init(void)
     burst_ns = chan_setting_num(CHAN_SET_LAUNCH_GRAPH_GAP_US) * 1000;
     hold_sleep = (int)chan_setting_num(CHAN_SET_LAUNCH_GRAPH_HOLD_SLEEP);
     update_pct = (uint32_t)chan_setting_num(CHAN_SET_LAUNCH_GRAPH_UPDATE_PCT);
+}
+
+/* The longest gap (ns) a sequence's launches may show, in its best sighting, to get a graph:
+ * burst_ns; while c's doorbells are coalesced (coalesce.c: the server crowded), the
+ * coalescing bound where that is longer. Why: a worker woken once for a step's launches
+ * finds them all in its ring, and a sighting made while it was awake (or before the server
+ * was crowded) is no reason to keep a crowded step's launches one by one. What holding then
+ * costs the GPU, the coalescing costs already. Measured on an H200 of 16 CPUs with 16 PyTorch
+ * processes (bench/results/issue29-2026-11-28, "Coalesced steps as graphs"). The rule is
+ * asked at every sighting, never settled for good: a sequence not a burst while CPUs were
+ * free may become one while crowded. */
+static uint64_t qualify_ns(const struct srv_client *c)
+{
+    uint64_t co = (uint64_t)srv_coalesce_now_us(c) * 1000;
+    return co > burst_ns ? co : burst_ns;
 }
 
 static uint64_t mix(uint64_t h, const void *p, size_t n)
@@ -345,13 +363,16 @@ static void end_run(struct srv_client *c, struct srv_seqs *q)
     if (!t->exec) /* the graph is made with the latest values */
         memcpy(t->q.params, run->params, run->pbytes);
     if (run->gap_ns < t->gap_ns) t->gap_ns = run->gap_ns;
-    if (++t->seen >= SEQ_SEEN && !t->exec && !t->barred && t->gap_ns > burst_ns) {
-        t->barred = 1; /* not a burst: holding it would delay the GPU */
-        q->n_barred++;
-        if (!q->n_gap_barred++ || t->gap_ns < q->gap_lo_ns) q->gap_lo_ns = t->gap_ns;
-        if (t->gap_ns > q->gap_hi_ns) q->gap_hi_ns = t->gap_ns;
+    int slow = 0; /* not a burst (yet): holding it would delay the GPU */
+    if (++t->seen >= SEQ_SEEN && !t->exec && !t->barred && t->gap_ns > qualify_ns(c)) {
+        slow = 1;
+        if (!t->gap_said) { /* counted once a slot, for the log */
+            t->gap_said = 1;
+            if (!q->n_gap_barred++ || t->gap_ns < q->gap_lo_ns) q->gap_lo_ns = t->gap_ns;
+            if (t->gap_ns > q->gap_hi_ns) q->gap_hi_ns = t->gap_ns;
+        }
     }
-    if (t->seen >= SEQ_SEEN && !t->exec && !t->barred) {
+    if (t->seen >= SEQ_SEEN && !t->exec && !t->barred && !slow) {
         int dev = t->q.s->device;
         if (srv_push_device(dev) == CUDA_SUCCESS) {
             if (build(c, t) == CUDA_SUCCESS)
@@ -603,8 +624,15 @@ int srv_seq_idle(struct srv_client *c, uint64_t now, uint64_t *nap_ns)
     uint64_t gap2 = 2 * (gap < burst_ns ? gap : burst_ns); /* a slot's graph: gap <= burst */
     uint64_t grace = crowded ? SEQ_CROWDED * burst_ns : burst_ns;
     if (gap2 > grace) grace = gap2;
+    /* While its doorbells are coalesced the client does not ring for its launches: the rest
+     * of the step comes in the ring unannounced, or with the record that ends it (which
+     * rings). The worker sleeps for as long as the client may leave records unrung,
+     * instead of giving its CPU away in turns (its sched_yield loop was a twentieth of a
+     * crowded server's samples). */
+    uint64_t co = (uint64_t)srv_coalesce_now_us(c) * 1000;
+    if (co > grace) grace = co;
     if (now - q->held.last_ns < grace) {
-        if (hold_sleep)
+        if (hold_sleep || co)
             *nap_ns = grace - (now - q->held.last_ns);
         else if (crowded)
             sched_yield();
@@ -652,7 +680,7 @@ static void log_seqs(const struct srv_client *c, const struct srv_seqs *q)
         "have updated too many, %llu sequences barred, %llu runs cut into parts); runs "
         "unkept: %llu of one launch, %llu too long, %llu ended by a launch with attributes "
         "(ids %#llx); held launches let go: %llu unmatched, %llu by their grace, %llu by "
-        "another record; %llu barred by the gap rule (their gaps %.1f-%.1f us, the rule's %.1f)",
+        "another record; %llu held back by the gap rule (their gaps %.1f-%.1f us, the rule's %.1f)",
         (int)c->pid, (ull)q->replays, (ull)q->replayed, (ull)q->n_graphs, (ull)q->n_new,
         (ull)q->n_updates, (ull)q->n_toomany, (ull)q->n_barred, (ull)q->n_cut, (ull)q->n_short,
         (ull)q->n_long, (ull)q->n_plainless, (ull)q->attr_ids, (ull)q->n_mismatch, (ull)q->n_grace,
@@ -664,7 +692,7 @@ static void seq_client_fini(struct srv_client *c)
 {
     struct srv_seqs *q = c->seqs;
     if (!q) return;
-    if (q->replays || q->n_graphs || q->n_barred) log_seqs(c, q);
+    if (q->replays || q->n_graphs || q->n_barred || q->n_gap_barred) log_seqs(c, q);
     for (int i = 0; i < SEQ_SLOTS; i++)
         if (q->slot[i].q.n) drop_slot(&q->slot[i], 1);
     free(q->run.params);

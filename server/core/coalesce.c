@@ -11,6 +11,15 @@
  * a launch may start on the GPU up to the hint later than it would, so it is off while CPUs
  * are free.
  *
+ * Alone it saved little (bench/README.md, "Fewer wake-ups"): the worker still launched a
+ * step's kernels one by one and then spun on the synchronisation. With a step's launches
+ * arriving together, seqgraph.c replays them as one graph (its gap rule takes the bound as
+ * a burst's while coalescing), and the GPU posts the step's reply (waits.c gpu_reply): on an
+ * H200 of 16 CPUs 16 PyTorch processes made 22% more steps with a bound of 1000 us (the
+ * machine's CPU a step 453 us against 573; native MPS's 339), and the cold MPI jobs kept their
+ * times (bench/results/issue29-2026-11-28, "Coalesced steps as graphs"). Hence the default,
+ * 1000 us.
+ *
  * The protocol (proto.h, chan_shm.coalesce_us): the server writes the bound into the
  * segment while crowded and 0 otherwise; the client leaves a record unrung only if it is a
  * launch or a generic call that asks for no reply, at most CHAN_COALESCE_MAX of them and
@@ -49,6 +58,11 @@ void srv_coalesce_publish(struct srv_client *c, int crowded)
         atomic_store_explicit(&c->ch.shm->coalesce_us, co, memory_order_relaxed);
         atomic_store_explicit(&c->coalesce->on, co != 0, memory_order_relaxed);
     }
+}
+
+uint32_t srv_coalesce_now_us(const struct srv_client *c)
+{
+    return c->coalesce ? c->coalesce->hint : 0;
 }
 
 /* Wakes c's worker if it sleeps while its ring holds records. clients_lock held (c->shm

@@ -10,5 +10,7 @@
 void srv_coalesce_init(void);
 void srv_coalesce_publish(struct srv_client *c, int crowded);
 void srv_coalesce_start(void);
+/* The bound in c's segment now, in µs (0: c's doorbells all rung; c's worker only). */
+uint32_t srv_coalesce_now_us(const struct srv_client *c);
 
 #endif

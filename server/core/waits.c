@@ -78,11 +78,14 @@ static int gpu_replies = 1;
 /* MPSSHIM_GPU_REPLY_FRESH_US, in ns: a stream given work this recently is not asked whether
  * it is idle before a reply from the GPU is queued on it (gpu_reply). */
 static uint64_t fresh_ns;
+/* MPSSHIM_CROWDED_GPU_REPLIES (1): replies from the GPU while crowded too (gpu_reply). */
+static int crowded_replies;
 
 void srv_waits_init(void)
 {
     gpu_replies = (int)chan_setting_num(CHAN_SET_GPU_REPLIES);
     fresh_ns = chan_setting_num(CHAN_SET_GPU_REPLY_FRESH_US) * 1000;
+    crowded_replies = (int)chan_setting_num(CHAN_SET_CROWDED_GPU_REPLIES);
 }
 
 static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
@@ -152,19 +155,24 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * behind the store before its next call does not count (the GPU tier's mempool, mallocasync
  * and pools programs failed their trims either way: bench/NOTES.md, "Replies from the GPU").
  *
- * Only while the server is not crowded (spin.c: busy clients at most half the CPUs): the
- * thread is told to spin for its reply (gpu_seq), as a native synchronisation does, which
+ * The thread is told to spin for its reply (gpu_seq), as a native synchronisation does, which
  * costs nothing while CPUs are free and makes a launch + synchronisation round trip 1-2 us
- * shorter than the worker's reply. With every CPU wanted the spinning threads take them from
- * the workers and from MPI ranks: a cold job of as many polling ranks as CPUs ran a fifth
- * slower than with the worker's reply (block_stream; bench/NOTES.md, "Replies from the GPU").
- * 1 when the reply is posted or on its way. */
+ * shorter than the worker's reply. While the server is crowded (spin.c: busy clients over
+ * half the CPUs) it spins at most MPSSHIM_CROWDED_GPU_SPIN_US (200 us; interpose/rpc.c) and
+ * then sleeps, ringing for the worker. Such replies used to be off while crowded: with the
+ * thread spinning up to MPSSHIM_GPU_WAIT_SPIN_US (20 ms) a cold job of as many polling ranks
+ * as CPUs ran a fifth slower than with the worker's reply (bench/NOTES.md, "Replies from the
+ * GPU"). With the bounded spin, and with coalesced doorbells, the worker of a crowded fleet
+ * neither spins on the stream nor sleeps on an event for its step: on an H200 of 16 CPUs 16
+ * PyTorch processes made 22% more steps and the cold MPI jobs of 16 and 32 ranks kept their
+ * times (bench/results/issue29-2026-11-28, "Coalesced steps as graphs";
+ * MPSSHIM_CROWDED_GPU_REPLIES=0 is the old way). 1 when the reply is posted or on its way. */
 static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
     if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
         !c->shm_registered || c->pool_allocs || c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm ||
         c->deferred != CUDA_SUCCESS || atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
-        srv_stream_capturing(c, s) || srv_spin_crowded())
+        srv_stream_capturing(c, s) || (srv_spin_crowded() && !crowded_replies))
         return 0;
     /* Nothing left to wait for: answered at once. Not asked of a stream given work a few
      * microseconds ago (the launch or copy a round trip waits for; srv_stream_prepare stamps

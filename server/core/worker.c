@@ -266,6 +266,9 @@ void *srv_worker_main(void *arg)
              * till then polled every 2 ms at most, to take back their events. */
             unsigned cap = waiting == 2 ? 2000 : srv_spin_crowded() ? 200 : 50;
             backoff_us = backoff_us ? (backoff_us * 2 > cap ? cap : backoff_us * 2) : 5;
+            /* While crowded, not even the first polls: each is a wake-up of this worker, a
+             * CPU taken from a client, and the thread rings should it tire. */
+            if (waiting == 2 && srv_spin_crowded()) backoff_us = cap;
             chan_ring_sleep(&c->ch, (uint64_t)backoff_us * 1000);
             if (now - alive_checked > 50ull * 1000 * 1000) {
                 alive_checked = now;
