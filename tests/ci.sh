@@ -542,10 +542,10 @@ run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
 # client's waiting work (server/memory/devmem.c). Own servers (the pool's and the driver's
 # run in the second lane).
 run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" arena
-# Doorbell coalescing (MPSSHIM_COALESCE_US, server/core/coalesce.c, an experiment), the server
-# counting itself crowded with one busy client: the programs that launch, copy, wait and
-# call host functions in many ways, and one that waits for its kernel by polling mapped
-# memory with no call that would ring. Own server.
+# A crowded server's defaults (coalesced doorbells, replies from the GPU, steps as graphs),
+# the server counting itself crowded with one busy client: every program, one of them
+# waiting for its kernel by polling mapped memory with no call that would ring; the GPU's
+# replies while crowded, and the worker's with MPSSHIM_CROWDED_GPU_REPLIES=0. Own servers.
 run_test coalesce-programs 200 bash "$ROOT/tests/coalesce.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 # Limits and counts of a process across its connections (issue 34: S5, S6, S9): own server.

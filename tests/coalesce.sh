@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Doorbell coalescing (server/core/coalesce.c, MPSSHIM_COALESCE_US): on the CPU test driver, with
-# the server made to count itself crowded whenever one client is busy (MPSSHIM_SPIN_CPUS=1),
-# so that every busy client may leave its launches unrung:
-#   - programs that launch, from several threads, call host functions and poll pass
-#     through it, the `both` ones against their direct run;
+# A crowded server's defaults (server/core/coalesce.c, MPSSHIM_COALESCE_US, 1000 us; replies
+# from the GPU while crowded, MPSSHIM_CROWDED_GPU_REPLIES; steps replayed as graphs,
+# server/code/seqgraph.c): on the CPU test driver, with the server made to count itself
+# crowded whenever one client is busy (MPSSHIM_SPIN_CPUS=1), so that every busy client may
+# leave its launches unrung and gets its synchronisations' replies from the GPU:
+#   - every program of tests/progs/programs.txt passes through it, the `both` ones against
+#     their direct run (among them: launches from several threads, host functions, polls,
+#     faults, managed memory, graphs);
 #   - a client that launches and then only waits for the kernel's write in its own pinned
 #     memory, with no call that would ring, sees the write (the sweeper wakes its worker):
-#     tests/progs/coalesce_quiet;
+#     tests/progs/coalesce_quiet, one of those programs;
+#   - a busy client's synchronisations are answered by the GPU while crowded
+#     (get_client_info's "Replies from the GPU"), and with MPSSHIM_CROWDED_GPU_REPLIES=0 by
+#     its worker;
 #   - the server says it coalesces, and holds nothing of the clients' afterwards.
 #   tests/coalesce.sh BUILD WORKDIR
 set -u
@@ -14,17 +20,37 @@ B=$(cd "$1" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tests/lib.sh
 . "$ROOT/tests/lib.sh"
+export MPSSHIM_SPIN_CPUS=1
+# crowded_replies EXPECT: a busy smallkern's replies from the GPU, read while it runs on the
+# crowded server, match EXPECT (an extended regular expression for the count).
+crowded_replies() {
+    local expect=$1 pid info
+    env LD_PRELOAD="$SHIM" "$B/tests/smallkern" 100000000 >"$W/busy.log" 2>&1 &
+    pid=$!
+    busy() { ctl "get_client_info $pid" | grep -q '^  Kernels launched [1-9]'; }
+    wait_for 30 busy || fail "the busy client did not start: $(tail -n 2 "$W/busy.log")"
+    sleep 1 # some hundreds of its synchronisations
+    info=$(ctl "get_client_info $pid")
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    echo "crowded, MPSSHIM_CROWDED_GPU_REPLIES=${MPSSHIM_CROWDED_GPU_REPLIES:-1}:" \
+        "$(grep -E 'Requests served|Replies from the GPU' <<<"$info" | xargs)"
+    grep -Eq "^  Replies from the GPU ($expect)\$" <<<"$info" ||
+        fail "replies from the GPU while crowded: want $expect: $info"
+}
 own_dir "$2/coalesce"
-export MPSSHIM_COALESCE_US=200 MPSSHIM_SPIN_CPUS=1
 "$CTL" -d || exit 1
-export PROGRAMS_MATCH='launch|hostfn|multithread|coalesce_quiet'
-programs_through_server "a coalescing server" "$W" || rc=1
-unset PROGRAMS_MATCH
+programs_through_server "a crowded server" "$W" || rc=1
 grep -q "Doorbell coalescing while crowded" "$W/log/server.log" ||
     fail "the server's log does not say it coalesces"
+crowded_replies '[1-9][0-9]*'
 wait_for 10 no_clients || fail "clients still listed"
 objs=$(server_objects)
 [ "$objs" = "0 0" ] || fail "the server still holds client objects: $objs"
-ctl quit >/dev/null
-[ $rc = 0 ] && echo "PASS coalesce: $PROGRAMS_RUN runs through a coalescing server"
+stop_server 10 || fail "the server did not quit"
+own_dir "$2/coalesce-worker-replies"
+MPSSHIM_CROWDED_GPU_REPLIES=0 "$CTL" -d || exit 1
+MPSSHIM_CROWDED_GPU_REPLIES=0 crowded_replies 0
+stop_server 10 || fail "the second server did not quit"
+[ $rc = 0 ] && echo "PASS coalesce: $PROGRAMS_RUN runs through a crowded server"
 exit $rc

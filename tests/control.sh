@@ -132,10 +132,9 @@ has client_info-launches "$info" '^  Kernels launched 0$'
 has client_info-copies "$info" '^  Bytes copied [0-9]+$'
 has client_info-requests "$info" '^  Requests served [1-9][0-9]*$'
 has client_info-busy "$(ctl get_client_info)" '^  Kernels launched [1-9][0-9]*$'
-# The busy client synchronises every 100 launches, alone on a server that is not crowded:
-# the GPU posts those replies (waits.c). Looked at until they come (30 s): on a loaded CI
-# machine the other client's start may keep the server crowded (spin.c) for a while, and
-# replies from the GPU are off while it is (CI saw all of the first 18 answered so once).
+# The busy client synchronises every 100 launches: the GPU posts those replies (waits.c).
+# Looked at until they come (30 s): CI once saw all of the first 18 answered by the worker,
+# when replies from the GPU were off while the server was crowded (spin.c).
 gpu_replies() { ctl "get_client_info $V" | grep -Eq '^  Replies from the GPU [1-9][0-9]*$'; }
 if until_true gpu_replies; then
     ok client_info-gpu-replies

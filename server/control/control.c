@@ -190,7 +190,7 @@ static void info_block(struct cmd *k, const struct srv_client *c)
      * synchronisation the client answers itself, interpose/idle.c, is not one). */
     ctl_say(k, "  Requests served %llu\n", (unsigned long long)atomic_load(&c->stats.calls));
     /* Of its replies, those the GPU posted (waits.c: a stream synchronisation or a
-     * synchronous copy while the server was not crowded). */
+     * synchronous copy; while crowded only with MPSSHIM_CROWDED_GPU_REPLIES). */
     ctl_say(k, "  Replies from the GPU %llu\n",
             (unsigned long long)atomic_load(&c->stats.gpu_replies));
 }
