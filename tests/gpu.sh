@@ -3,6 +3,7 @@
 # natively and through the shim and must print the same; then eight clients at once, which
 # the GPU must see as ONE process (the server); a client killed mid-copy; the server's
 # memory back to idle afterwards; memory pools made and destroyed by many clients at once;
+# the driver-API programs again through a server that counts itself crowded (`crowded-*`);
 # fault recovery. Full logs in $OUT (or a temp dir); a table last.
 # Exit 77 when there is no GPU.
 set -u
@@ -681,6 +682,20 @@ pools_tier() {
     return 0
 }
 skipped pools && record pools SKIP "MPSSHIM_GPU_SKIP" || pools_tier
+
+# ---------------------------------------------------------------- crowded (issue 29)
+# The driver-API programs again, natively and through a server that counts itself crowded
+# whenever one client is busy (MPSSHIM_SPIN_CPUS=1): what a server does with clients on every
+# CPU by default (launches left unrung and replayed together as graphs, replies from the
+# GPU: server/core/coalesce.c), with every program's own output required. The fault tier
+# after it starts its own server.
+crowded_tier() {
+    ctl quit >/dev/null 2>&1
+    sleep 0.5
+    MPSSHIM_SPIN_CPUS=1 "$CTL" -d >>"$LOG" 2>&1 || record crowded-server-start FAIL
+    run_list "$B/tests" crowded- "$ROOT/tests/progs/programs.txt"
+}
+skipped crowded && record crowded SKIP "MPSSHIM_GPU_SKIP" || crowded_tier
 
 # ---------------------------------------------------------------- faults (issue 11)
 fault_tier
