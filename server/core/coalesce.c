@@ -24,8 +24,9 @@
  * segment while crowded and 0 otherwise; the client leaves a record unrung only if it is a
  * launch or a generic call that asks for no reply, at most CHAN_COALESCE_MAX of them and
  * none older than the bound; its next record that waits rings for them all. A client that
- * goes quiet with records left unrung is covered by this file's sweeper: every bound's
- * length it wakes each worker that sleeps while its ring holds records. The sweeper reads
+ * goes quiet with records left unrung is covered by this file's sweeper: every half bound
+ * it wakes each worker that sleeps while its ring holds a record it held at the sweeper's
+ * last look. The sweeper reads
  * only words the client may write (tail, server_sleeping), and only to decide whether to
  * wake a worker: a lying client earns its worker a spurious wake-up a period at most. */
 #include "server/core/server.h"
@@ -44,10 +45,12 @@ void srv_coalesce_init(void)
 }
 
 /* A client's (its coalesce): the bound last written into its segment, the worker's own;
- * the sweeper reads `on` (that bound is not 0) under clients_lock. */
+ * the sweeper reads `on` (that bound is not 0) under clients_lock, and keeps `swept_tail`,
+ * its own: the ring's tail at its last look. */
 struct srv_coalesce {
     uint32_t hint;
     _Atomic int on;
+    uint64_t swept_tail;
 };
 
 void srv_coalesce_publish(struct srv_client *c, int crowded)
@@ -65,15 +68,28 @@ uint32_t srv_coalesce_now_us(const struct srv_client *c)
     return c->coalesce ? c->coalesce->hint : 0;
 }
 
-/* Wakes c's worker if it sleeps while its ring holds records. clients_lock held (c->shm
- * stays mapped). */
+/* Wakes c's worker if it sleeps while its ring holds a record that was there at the last
+ * look, half a bound ago (positions only grow: the head still short of the tail then seen).
+ * Why not any record: a client in the middle of a step leaves its launches unrung by design,
+ * and waking its worker for them costs a wake-up and a sleep more a step, and the worker,
+ * holding them for the rest of the step (seqgraph.c), launches nothing sooner. On the CPU
+ * test driver, two crowded fleetc processes of 12 launches spread over 600 us a step
+ * (about 9000 steps in 3 s): the sweeper woke their workers 9558 times when it woke for any
+ * record, 938 times with this rule. (A crowded PyTorch fleet's workers on an H200 slept
+ * 1.9-2.0 times a step where the step needs one, with the old rule:
+ * bench/results/issue29-2026-11-28, "Coalesced steps as graphs"; this rule is not yet
+ * measured on a GPU.) A record the client leaves unrung waits at most about its bound: the
+ * client rings once its oldest is that old (chan.c), and a client gone quiet is swept
+ * within half a bound to a bound. clients_lock held (c->shm stays mapped). */
 static void sweep_one(struct srv_client *c)
 {
     struct chan_shm *s = c->ch.shm;
+    uint64_t seen = c->coalesce->swept_tail;
+    uint64_t tail = atomic_load_explicit(&s->tail, memory_order_acquire);
+    c->coalesce->swept_tail = tail;
     if (!atomic_load_explicit(&s->server_sleeping, memory_order_acquire)) return;
-    if (atomic_load_explicit(&s->tail, memory_order_acquire) ==
-        atomic_load_explicit(&s->head, memory_order_acquire))
-        return;
+    uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
+    if (head == tail || head >= seen) return; /* nothing, or nothing older than the last look */
     atomic_fetch_add(&s->doorbell, 1);
     chan_futex_wake(&s->doorbell);
 }
@@ -91,9 +107,9 @@ static void *sweeper(void *arg)
                 sweep_one(x);
             }
         pthread_mutex_unlock(&srv.clients_lock);
-        /* Every bound's length while some client may leave records unrung (a record waits
-         * at most about twice the bound); else ten times a second, to notice the next. */
-        uint64_t ns = any ? (uint64_t)bound_us * 1000 : 100ull * 1000 * 1000;
+        /* Every half bound while some client may leave records unrung (sweep_one says how
+         * long a record waits); else ten times a second, to notice the next. */
+        uint64_t ns = any ? (uint64_t)bound_us * 500 : 100ull * 1000 * 1000;
         struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
         nanosleep(&ts, NULL);
     }
