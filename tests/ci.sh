@@ -504,6 +504,9 @@ run_test hostreg-shrink 90 bash "$ROOT/tests/hostreg_shrink.sh" "$B" "$WORK"
 # lies in its own address window, never where a client's cuMemHostRegister will want the
 # same addresses; and it is gone once the client is released. Own server.
 run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
+# Registrations where the server's own mappings would be, address randomisation off
+# (server/core/clientspace.c, interpose/spread.c). Own servers.
+run_test client-space 120 bash "$ROOT/tests/clientspace.sh" "$B" "$WORK"
 # Code loaded while a client's stream is held on a value in its device memory: the load
 # waits in the server, not in the driver (whose load, on the CPU test driver as on an H200,
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of

@@ -367,6 +367,10 @@ fi
 # Repeated launch sequences replayed as graphs on the real driver, results unchanged
 # (tests/launchseq.sh; own servers).
 script_row launch-graphs 120 launchseq.sh 'LAUNCH_GRAPHS=1'
+# Registrations where the server's own mappings (the driver's) would be: a server with
+# MPSSHIM_KEEP_CLIENT_SPACE=1, clients without address randomisation (tests/clientspace.sh;
+# own servers).
+script_row client-space 120 clientspace.sh 'PASS clientspace'
 # bench/onectx's modes on the real driver, 16 threads of 12 launches a step, and through the
 # shim (tests/onectx.sh; own server): each mode's steps/s in the log, the row showing whether
 # graphs whose 12 nodes all get new values at every replay still beat launching one by one

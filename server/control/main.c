@@ -2,6 +2,7 @@
  * context per device, and serves clients on $PIPE_DIR/mpsshim.sock and commands on
  * $PIPE_DIR/control.sock until told to quit. Normally started by `mpsshim-control -d`. */
 #define _GNU_SOURCE
+#include "server/core/clientspace.h"
 #include "server/core/server.h"
 #include "server/control/siblings.h"
 #include "server/memory/memops.h"
@@ -166,6 +167,7 @@ static int load_driver(void)
         START_FAILED("cannot load the CUDA driver: %s", resolved);
     srv_log("Using CUDA driver %s", resolved);
     srv_spin_log_settings();
+    srv_clientspace_log();
     srv_procaddr_build(srv_drv_handle); /* before cuInit: cudart asks before it too */
     CUresult r = DRV(cuInit)(0);
     if (r != CUDA_SUCCESS) START_FAILED("cuInit returned %s", srv_errname(r));
@@ -651,6 +653,7 @@ int main(int argc, char **argv)
     int rc = read_args(argc, argv, &st);
     if (rc != GO_ON) return rc;
     srv_settings_paths();
+    srv_clientspace_init(); /* before the driver and any thread: clientspace.c */
     srv_spin_init();
     srv_codegate_init();
     srv_waits_init();

@@ -11,6 +11,7 @@
  * addressing, on the device. The server picks the address (it must be free here, where the
  * driver also reserves ranges); if it is taken in the client, the client asks again. */
 #define _GNU_SOURCE
+#include "server/core/clientspace.h"
 #include "server/core/server.h"
 #include "server/memory/shmguard.h"
 #include "server/code/codegate.h"
@@ -166,7 +167,7 @@ void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
                 "from then on",
                 (int)c->pid, (unsigned long long)o->key.value, (unsigned long long)pinned_bytes(o));
     if (o->aux & PINNED_REGISTERED)
-        munmap((void *)(uintptr_t)o->key.value, pinned_bytes(o));
+        srv_clientspace_unmap(o->key.value, pinned_bytes(o));
     else
         srv_window_give(o->key.value, pinned_bytes(o));
 }
@@ -277,18 +278,15 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     if (!srv_account_pinned_take(c, m->bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
     void *want = (void *)(uintptr_t)m->addr;
-    void *got = mmap(want, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd,
-                     (off_t)m->offset);
-    if (got != want) {
-        int err = errno;
-        if (got != MAP_FAILED) munmap(got, m->bytes); /* an old kernel took the address as a hint */
+    int err = srv_clientspace_map(m->addr, m->bytes, PROT_READ | PROT_WRITE, fd, (off_t)m->offset);
+    if (err) {
         if (!c->hostreg_said++) {
             char who[160];
             mapping_at(m->addr, end, who, sizeof(who));
             srv_log("Client process %d: cuMemHostRegister of %#llx (%llu bytes) refused: the "
                     "server cannot map those addresses (%s; %s); said once for this client",
                     (int)c->pid, (unsigned long long)m->addr, (unsigned long long)m->bytes,
-                    got == MAP_FAILED ? strerror(err) : "the kernel placed it elsewhere", who);
+                    strerror(err), who);
         }
         srv_account_pinned_give(c, m->bytes);
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -298,7 +296,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
                    ? srv_shmguard_add(m->addr, m->bytes)
                    : -1;
     if (guarded && slot < 0) {
-        munmap(want, m->bytes);
+        srv_clientspace_unmap(m->addr, m->bytes);
         srv_account_pinned_give(c, m->bytes);
         srv_log("Client process %d: cuMemHostRegister of a shared file refused: the server "
                 "guards %d such registrations at most, %d of one client",
@@ -310,7 +308,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     CUresult r = DRV(cuMemHostRegister_v2)(want, m->bytes, fl);
     if (r != CUDA_SUCCESS) {
         srv_shmguard_drop(slot);
-        munmap(want, m->bytes);
+        srv_clientspace_unmap(m->addr, m->bytes);
         srv_account_pinned_give(c, m->bytes);
         return r;
     }
@@ -318,7 +316,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     if (!o) {
         srv_gated_unregister(c, want);
         srv_shmguard_drop(slot);
-        munmap(want, m->bytes);
+        srv_clientspace_unmap(m->addr, m->bytes);
         srv_account_pinned_give(c, m->bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
