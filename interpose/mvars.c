@@ -240,11 +240,27 @@ static CUresult pull(void)
         (CHAN_REC_MAX - sizeof(struct chan_rec) - sizeof(struct chan_mvar)) / sizeof(*e);
     for (size_t i = 0; r == CUDA_SUCCESS && i < n; i += per) {
         size_t k = n - i < per ? n - i : per;
-        struct chan_mvar h = {
-            .what = CHAN_MVAR_PULL, .n = (uint32_t)k, .buf = (uint64_t)(uintptr_t)pull_buf};
         struct shim_req q;
         /* Sent under the lock: the pushes before it are the ones its copies come after. */
         pthread_mutex_lock(&lock);
+        /* Only the variables still known. Another thread's cuModuleUnload may have forgotten
+         * some since the list was taken (its forget takes this lock, and its unload is sent
+         * after it): the server, which has unloaded them, would refuse the whole pull
+         * (CUDA_ERROR_INVALID_VALUE; seen in CI with managed_vars --threads through a crowded
+         * server, whose threads each unload a module of their own). The list keeps their
+         * offsets into pull_buf. */
+        size_t known = 0;
+        for (size_t j = i; j < i + k; j++) {
+            const struct mvar *v = find_locked(e[j].dptr);
+            if (v && v->size == e[j].len) e[i + known++] = e[j];
+        }
+        k = known;
+        if (!k) {
+            pthread_mutex_unlock(&lock);
+            continue;
+        }
+        struct chan_mvar h = {
+            .what = CHAN_MVAR_PULL, .n = (uint32_t)k, .buf = (uint64_t)(uintptr_t)pull_buf};
         uint64_t seq = push_seq;
         r = shim_req_begin(&q, CHAN_OP_MVAR, (uint32_t)(sizeof(h) + k * sizeof(*e)), 1, 0);
         if (r == CUDA_SUCCESS) {
