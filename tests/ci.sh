@@ -331,6 +331,16 @@ cpu_lane() {
     # another user's server, a link where the prolog writes its log. Run as Slurm runs them,
     # as root, for two users made for the test (SKIP when not root). Own servers, directories.
     run_test slurm-hostile 120 bash "$ROOT/tests/slurm_hostile.sh" "$B"
+    # A crowded server's defaults (coalesced doorbells, replies from the GPU, steps as
+    # graphs), the server counting itself crowded with one busy client: every program, one of
+    # them waiting for its kernel by polling mapped memory with no call that would ring; the
+    # GPU's replies while crowded, and the worker's with MPSSHIM_CROWDED_GPU_REPLIES=0. Own
+    # servers, in directories of its own. (Beside the other lane's load it found a race of
+    # managed variables' pulls: interpose/mvars.c.)
+    run_test coalesce-programs 200 bash "$ROOT/tests/coalesce.sh" "$B" "$WORK"
+    # Registrations where the server's own mappings would be, address randomisation off
+    # (server/core/clientspace.c, interpose/spread.c). Own servers, directories of its own.
+    run_test client-space 120 bash "$ROOT/tests/clientspace.sh" "$B" "$WORK"
 }
 lane_start cpu_lane
 
@@ -504,9 +514,6 @@ run_test hostreg-shrink 90 bash "$ROOT/tests/hostreg_shrink.sh" "$B" "$WORK"
 # lies in its own address window, never where a client's cuMemHostRegister will want the
 # same addresses; and it is gone once the client is released. Own server.
 run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
-# Registrations where the server's own mappings would be, address randomisation off
-# (server/core/clientspace.c, interpose/spread.c). Own servers.
-run_test client-space 120 bash "$ROOT/tests/clientspace.sh" "$B" "$WORK"
 # Code loaded while a client's stream is held on a value in its device memory: the load
 # waits in the server, not in the driver (whose load, on the CPU test driver as on an H200,
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of
@@ -545,11 +552,6 @@ run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
 # client's waiting work (server/memory/devmem.c). Own servers (the pool's and the driver's
 # run in the second lane).
 run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" arena
-# A crowded server's defaults (coalesced doorbells, replies from the GPU, steps as graphs),
-# the server counting itself crowded with one busy client: every program, one of them
-# waiting for its kernel by polling mapped memory with no call that would ring; the GPU's
-# replies while crowded, and the worker's with MPSSHIM_CROWDED_GPU_REPLIES=0. Own servers.
-run_test coalesce-programs 200 bash "$ROOT/tests/coalesce.sh" "$B" "$WORK"
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 # Limits and counts of a process across its connections (issue 34: S5, S6, S9): own server.
 run_test accounts 120 bash "$ROOT/tests/accounts.sh" "$B" "$WORK"
