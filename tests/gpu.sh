@@ -694,6 +694,10 @@ skipped pools && record pools SKIP "MPSSHIM_GPU_SKIP" || pools_tier
 # GPU: server/core/coalesce.c), with every program's own output required. The fault tier
 # after it starts its own server.
 crowded_tier() {
+    # The tier's server's address space after every row it served (server-maps.txt): where
+    # the driver's mappings lie against clients' (server/core/clientspace.c).
+    cp "/proc/$(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid" 2>/dev/null)/maps" \
+        "$LOGDIR/server-maps.txt" 2>/dev/null
     ctl quit >/dev/null 2>&1
     sleep 0.5
     MPSSHIM_SPIN_CPUS=1 "$CTL" -d >>"$LOG" 2>&1 || record crowded-server-start FAIL
