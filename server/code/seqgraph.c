@@ -71,7 +71,7 @@
  * sightings, no two of its launches came more than burst_ns apart (a driver-API loop's
  * come microseconds apart; an interpreter's, tens: holding those delays the GPU more than
  * the graph saves, bench/README.md; while crowded the coalescing bound stands for burst_ns
- * there: qualify_ns). Held launches wait burst_ns for the next one (the
+ * there: gap_rule_bars). Held launches wait burst_ns for the next one (the
  * worker spins), or twice the sequence's own gap where that is longer, or SEQ_CROWDED times
  * burst_ns while the server is crowded (spin.c), when a client is often descheduled
  * mid-burst: the worker then gives its CPU away between looks (sched_yield), perhaps to that
@@ -104,6 +104,7 @@ struct slot {
     struct seq q;         /* q.n == 0: free; q.params: the values its graph's nodes hold now */
     uint32_t seen, fails; /* fails: holds in a row that ended unreplayed */
     uint32_t barred;      /* never a graph again (its holds failed, or no graph could be made) */
+    uint32_t gap_barred;  /* the gap rule settled it while doorbells rang: gap_rule_bars */
     uint32_t gap_said;    /* counted once as held back by the gap rule (n_gap_barred) */
     uint64_t used;        /* tick of its last sighting: the least recent slot is taken */
     uint64_t gap_ns;      /* the least, over its sightings, of the longest gap in one */
@@ -152,19 +153,24 @@ void srv_seq_init(void)
     update_pct = (uint32_t)chan_setting_num(CHAN_SET_LAUNCH_GRAPH_UPDATE_PCT);
 }
 
-/* The longest gap (ns) a sequence's launches may show, in its best sighting, to get a graph:
- * burst_ns; while c's doorbells are coalesced (coalesce.c: the server crowded), the
- * coalescing bound where that is longer. Why: a worker woken once for a step's launches
- * finds them all in its ring, and a sighting made while it was awake (or before the server
- * was crowded) is no reason to keep a crowded step's launches one by one. What holding then
- * costs the GPU, the coalescing costs already. Measured on an H200 of 16 CPUs with 16 PyTorch
- * processes (bench/results/issue29-2026-11-28, "Coalesced steps as graphs"). The rule is
- * asked at every sighting, never settled for good: a sequence not a burst while CPUs were
- * free may become one while crowded. */
-static uint64_t qualify_ns(const struct srv_client *c)
+/* Whether slot t's sequence is no burst (yet), asked once it has been seen SEQ_SEEN times:
+ * its launches came more than burst_ns apart in every sighting (t->gap_ns, the least of its
+ * sightings' longest gaps). Settled then while the client's doorbells ring (t->gap_barred):
+ * the arrival times are the worker's, and a worker that fell behind its client takes a
+ * backlog of launches microseconds apart, which a later sighting would count as a burst
+ * (tests/launchseq.sh's gap rule, on a loaded machine of two CPUs). While its doorbells are
+ * coalesced (coalesce.c: the server crowded), the coalescing bound stands for burst_ns where
+ * longer, asked at every sighting and whatever was settled before: a worker woken once for a
+ * step's launches finds them all in its ring, what holding them costs the GPU the coalescing
+ * costs already, and a sequence settled while CPUs were free, or while the worker took its
+ * launches one by one, would stay launched one by one (measured on an H200 of 16 CPUs with 16
+ * PyTorch processes: bench/results/issue29-2026-11-28, "Coalesced steps as graphs"). */
+static int gap_rule_bars(const struct srv_client *c, struct slot *t)
 {
     uint64_t co = (uint64_t)srv_coalesce_now_us(c) * 1000;
-    return co > burst_ns ? co : burst_ns;
+    if (co) return t->gap_ns > (co > burst_ns ? co : burst_ns);
+    if (t->gap_ns > burst_ns) t->gap_barred = 1;
+    return t->gap_barred;
 }
 
 static uint64_t mix(uint64_t h, const void *p, size_t n)
@@ -364,7 +370,7 @@ static void end_run(struct srv_client *c, struct srv_seqs *q)
         memcpy(t->q.params, run->params, run->pbytes);
     if (run->gap_ns < t->gap_ns) t->gap_ns = run->gap_ns;
     int slow = 0; /* not a burst (yet): holding it would delay the GPU */
-    if (++t->seen >= SEQ_SEEN && !t->exec && !t->barred && t->gap_ns > qualify_ns(c)) {
+    if (++t->seen >= SEQ_SEEN && !t->exec && !t->barred && gap_rule_bars(c, t)) {
         slow = 1;
         if (!t->gap_said) { /* counted once a slot, for the log */
             t->gap_said = 1;
