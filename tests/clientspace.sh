@@ -8,7 +8,9 @@
 #     registration lands where, without the reservation, the server's own mapping of a
 #     thread lay (said, not asserted: that layout is the test driver's);
 #   - two tests/whole_wait clients, identical processes registering 1 MiB of malloc's at
-#     once, both pass (MPSSHIM_SPREAD_MAPPINGS, the clients' own offsets);
+#     once, both pass (MPSSHIM_SPREAD_MAPPINGS, the clients' own offsets); without the
+#     offsets, at one address, the second is refused and the first passes (the reservation's
+#     MAP_FIXED never replaces another client's registration);
 #   - on the CPU test driver, the programs that use host memory pass through a server with
 #     the reservation, with randomisation on (on a GPU the tier runs them);
 #   - the server holds nothing of the clients afterwards.
@@ -52,6 +54,27 @@ for i in 0 1; do
     wait "${pids[$i]}" || fail "whole_wait $i, not randomised: $(tail -qn 1 "$W/free.out" "$W/unregister.out")"
 done
 grep -a "cannot map" "$W/log/server.log" && fail "a registration was refused"
+# The same two without their offsets: one address for both. Inside the reservation the
+# server maps with MAP_FIXED, which would replace the first client's pages with the second's;
+# the second must be refused instead (its cuMemHostRegister fails, said in the log), and the
+# first, holding its registration meanwhile, must pass.
+rm -f "$W/go"
+for call in free unregister; do
+    MPSSHIM_SPREAD_MAPPINGS=0 norand "$B/tests/whole_wait" $call "$W/go" >"$W/same-$call.out" 2>&1 &
+    pids[$([ $call = free ] && echo 0 || echo 1)]=$!
+done
+one_settled() {
+    grep -q ready "$W/same-free.out" && grep -q ready "$W/same-unregister.out" && return 0
+    grep -q "cuMemHostRegister.*NOT_SUPPORTED" "$W/same-free.out" "$W/same-unregister.out"
+}
+wait_for 30 one_settled || fail "whole_wait at one address: $(tail -qn 1 "$W"/same-*.out)"
+touch "$W/go"
+passed=0
+for i in 0 1; do wait "${pids[$i]}" && passed=$((passed + 1)); done
+refused=$(grep -l "cuMemHostRegister.*NOT_SUPPORTED" "$W"/same-*.out | wc -l)
+echo "two clients registering one address: $passed passed, $refused refused"
+[ "$passed" = 1 ] && [ "$refused" = 1 ] ||
+    fail "one address twice: want one pass and one refusal: $(tail -qn 1 "$W"/same-*.out)"
 PROGRAMS_RUN=0
 if [ $gpu = 0 ]; then
     PROGRAMS_MATCH='hostreg|shmreg|memcpy_all|managed|managed_vars|ipc|vecadd|graph_host|hostfn|free_order'

@@ -33,12 +33,11 @@
 #define _GNU_SOURCE
 #include "server/core/clientspace.h"
 #include "server/core/server.h"
+#include "channel/ranges.h"
 #include "channel/settings.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -52,13 +51,10 @@
 static uint64_t lo, hi;     /* the reservation; both 0 when there is none */
 static const char *why_not; /* no reservation, though asked: why (said once the log is open) */
 
-/* Registrations inside the reservation, [start, end): a small array, under space_lock. */
-struct span {
-    uint64_t start, end;
-};
+/* Registrations inside the reservation: a range table (channel/ranges.h, which refuses an
+ * overlapping range), under space_lock. */
 static pthread_mutex_t space_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct span *taken;
-static size_t ntaken, cap;
+static struct chan_ranges taken = {.elem = sizeof(struct chan_range)};
 
 void srv_clientspace_init(void)
 {
@@ -102,13 +98,6 @@ void srv_clientspace_log(void)
         srv_log("MPSSHIM_KEEP_CLIENT_SPACE: no reservation, %s", why_not);
 }
 
-static int overlaps_taken(uint64_t start, uint64_t end)
-{
-    for (size_t i = 0; i < ntaken; i++)
-        if (start < taken[i].end && taken[i].start < end) return 1;
-    return 0;
-}
-
 int srv_clientspace_map(uint64_t addr, uint64_t len, int prot, int fd, off_t off)
 {
     uint64_t end = addr + len; /* the caller checked it does not wrap */
@@ -121,22 +110,13 @@ int srv_clientspace_map(uint64_t addr, uint64_t len, int prot, int fd, off_t off
         return err;
     }
     if (addr < lo || end > hi) return EEXIST; /* across the edge: partly the server's */
+    struct chan_range r = {.base = addr, .size = len};
     pthread_mutex_lock(&space_lock);
-    int err = 0;
-    if (overlaps_taken(addr, end)) {
-        err = EEXIST;
-    } else if (ntaken == cap) {
-        size_t n = cap ? 2 * cap : 64;
-        struct span *t = realloc(taken, n * sizeof(*t));
-        if (!t)
-            err = ENOMEM;
-        else {
-            taken = t;
-            cap = n;
-        }
+    int err = chan_ranges_add(&taken, &r) == 0 ? 0 : EEXIST; /* overlap (or no memory) */
+    if (!err && mmap(want, len, prot, MAP_SHARED | MAP_FIXED, fd, off) != want) {
+        err = errno;
+        chan_ranges_remove(&taken, addr, NULL);
     }
-    if (!err && mmap(want, len, prot, MAP_SHARED | MAP_FIXED, fd, off) != want) err = errno;
-    if (!err) taken[ntaken++] = (struct span){addr, end};
     pthread_mutex_unlock(&space_lock);
     return err;
 }
@@ -152,10 +132,6 @@ void srv_clientspace_unmap(uint64_t addr, uint64_t len)
     pthread_mutex_lock(&space_lock);
     /* Reservation again in one step: no other mapping of the server can land in between. */
     mmap(at, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    for (size_t i = 0; i < ntaken; i++)
-        if (taken[i].start == addr && taken[i].end == end) {
-            taken[i] = taken[--ntaken];
-            break;
-        }
+    chan_ranges_remove(&taken, addr, NULL);
     pthread_mutex_unlock(&space_lock);
 }

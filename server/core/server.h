@@ -25,6 +25,13 @@
 
 /* Appends "[date time Server pid] message" to server.log (and stderr in the foreground). */
 void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* srv_log the first time this place is reached, never again (in any thread): for what a
+ * client could otherwise repeat into the log without end. */
+#define SRV_LOG_ONCE(...)                                                                          \
+    do {                                                                                           \
+        static _Atomic int said_once_;                                                             \
+        if (!atomic_exchange(&said_once_, 1)) srv_log(__VA_ARGS__);                                \
+    } while (0)
 
 /* ---------------------------------------------------------------- per-client objects */
 

@@ -288,13 +288,11 @@ static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint3
         /* Another server's event (memory of another server is opened before this, by
          * open_peer and open_peer_mem): events do not cross. Said once, so that a client
          * cannot fill the log with them. */
-        static _Atomic int said;
-        if (!atomic_exchange(&said, 1))
-            srv_log("Client process %d: an IPC event handle not made by this server (another "
-                    "mpsshim server's: another pipe directory's, or another GPU's under "
-                    "MPSSHIM_SERVER_PER_GPU; or forged): IPC events between servers are not "
-                    "carried, CUDA_ERROR_INVALID_VALUE (said once)",
-                    (int)c->pid);
+        SRV_LOG_ONCE("Client process %d: an IPC event handle not made by this server (another "
+                     "mpsshim server's: another pipe directory's, or another GPU's under "
+                     "MPSSHIM_SERVER_PER_GPU; or forged): IPC events between servers are not "
+                     "carried, CUDA_ERROR_INVALID_VALUE (said once)",
+                     (int)c->pid);
         return NULL;
     }
     if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0 || h.kind != kind) return NULL;
@@ -416,12 +414,10 @@ static CUresult open_peer(struct srv_client *c, const struct srv_ipc_handle *h,
     uint64_t size = 0;
     if (h->kind != SHIM_HT_CUmemGenericAllocationHandle ||
         srv_ipc_peer_fetch(h->nonce, h->id, h->secret, &fd, &size) != 0) {
-        static _Atomic int said;
-        if (!atomic_exchange(&said, 1))
-            srv_log("Client process %d: a physical memory handle no server of this pipe "
-                    "directory knows (another pipe directory's server's, one its exporter let "
-                    "go, or forged): CUDA_ERROR_INVALID_VALUE (said once)",
-                    (int)c->pid);
+        SRV_LOG_ONCE("Client process %d: a physical memory handle no server of this pipe "
+                     "directory knows (another pipe directory's server's, one its exporter let "
+                     "go, or forged): CUDA_ERROR_INVALID_VALUE (said once)",
+                     (int)c->pid);
         return CUDA_ERROR_INVALID_VALUE;
     }
     CUmemGenericAllocationHandle real = 0;
@@ -504,13 +500,11 @@ static CUresult open_peer_mem(struct srv_client *c, const struct srv_ipc_handle 
     if (h->kind != SHIM_HT_MEM_DEVICE ||
         srv_ipc_peer_fetch(h->nonce, h->id, h->secret, &fd, &bytes) != 0 || !bytes) {
         if (fd >= 0) close(fd);
-        static _Atomic int said;
-        if (!atomic_exchange(&said, 1))
-            srv_log("Client process %d: an IPC handle of memory no server of this pipe "
-                    "directory can pass (another pipe directory's server's, one of 1 MiB or "
-                    "less, which shares its mapping with other clients' memory, one its "
-                    "exporter freed, or forged): CUDA_ERROR_INVALID_VALUE (said once)",
-                    (int)c->pid);
+        SRV_LOG_ONCE("Client process %d: an IPC handle of memory no server of this pipe "
+                     "directory can pass (another pipe directory's server's, one of 1 MiB or "
+                     "less, which shares its mapping with other clients' memory, one its "
+                     "exporter freed, or forged): CUDA_ERROR_INVALID_VALUE (said once)",
+                     (int)c->pid);
         return CUDA_ERROR_INVALID_VALUE;
     }
     struct peer_map *m = calloc(1, sizeof(*m));
