@@ -13,6 +13,11 @@
  * process at an offset of its own. Large allocations (malloc's above 128 KiB, files mapped,
  * NCCL's shared segments) move; what lies above it does not: the libraries, the brk heap
  * (small malloc blocks) and the main thread's stack stay where every such process has them.
+ * Holes among the mappings above it (between libraries: seen on Ubuntu 24.04, where a
+ * client's 1 MiB of malloc went between its libraries, at one address in both of two
+ * identical processes) would still take the mappings that fit them: they are filled with
+ * reservations too (plug_holes), except the gap below the main stack, which the stack grows
+ * into.
  * Nothing happens where addresses are randomised, where the address space is limited
  * (RLIMIT_AS would count the reservation), or with MPSSHIM_SPREAD_MAPPINGS=0. The server's
  * own mappings are kept out of the clients' way by MPSSHIM_KEEP_CLIENT_SPACE
@@ -21,6 +26,7 @@
 #include "channel/settings.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/random.h>
@@ -43,6 +49,34 @@ static int not_randomised(void)
     return v == 0;
 }
 
+/* Reserves every hole between two mappings that lie at or above LOW, up to the main
+ * stack's gap (left: the stack grows into it), so that later mappings, which the kernel
+ * puts in the highest hole that fits, go below LOW. Read from /proc/self/maps; a line it
+ * cannot read ends the filling (the holes left are what there was before). */
+static void plug_holes(uint64_t low)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return;
+    char line[512];
+    uint64_t prev_end = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long a, b;
+        if (sscanf(line, "%llx-%llx", &a, &b) != 2) break;
+        if (strstr(line, "[stack]")) break; /* the hole below it is the stack's */
+        if (a < low) continue;
+        if (prev_end && a > prev_end) {
+            void *want = (void *)(uintptr_t)prev_end;
+            void *got =
+                mmap(want, a - prev_end, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+            /* A kernel before 4.17 takes the flag for a hint and may map elsewhere. */
+            if (got != MAP_FAILED && got != want) munmap(got, a - prev_end);
+        }
+        prev_end = b;
+    }
+    fclose(f);
+}
+
 __attribute__((constructor)) static void spread_mappings(void)
 {
     int on = (int)chan_setting_num(CHAN_SET_SPREAD_MAPPINGS); /* read always: a bad value is said */
@@ -54,5 +88,6 @@ __attribute__((constructor)) static void spread_mappings(void)
     uint64_t size = SPREAD_MIN + (r % SPREAD_RANGE & ~(SPREAD_ALIGN - 1));
     /* Where the kernel puts it: the highest gap that fits, below the libraries. Kept for
      * the life of the process. */
-    (void)mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *kept = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (kept != MAP_FAILED) plug_holes((uint64_t)(uintptr_t)kept);
 }

@@ -2,7 +2,7 @@
 # Clients' registrations at addresses the server's own mappings would take
 # (server/core/clientspace.c, interpose/spread.c), on a machine whose address randomisation
 # is off for the processes concerned (setarch -R; SKIP where setarch cannot):
-#   - a server with MPSSHIM_KEEP_CLIENT_SPACE=1 says it reserved the clients' range;
+#   - a server with MPSSHIM_KEEP_CLIENT_SPACE=1 (the default) says it reserved the clients' range;
 #   - tests/shmreg (a /dev/shm file mapped before any CUDA call, registered by two
 #     processes), with the clients' own offsets off (MPSSHIM_SPREAD_MAPPINGS=0), passes: its
 #     registration lands where, without the reservation, the server's own mapping of a
@@ -10,7 +10,8 @@
 #   - two tests/whole_wait clients, identical processes registering 1 MiB of malloc's at
 #     once, both pass (MPSSHIM_SPREAD_MAPPINGS, the clients' own offsets); without the
 #     offsets, at one address, the second is refused and the first passes (the reservation's
-#     MAP_FIXED never replaces another client's registration);
+#     MAP_FIXED never replaces another client's registration); with a hole between their
+#     libraries at start (tests/progs/holes.c), both pass, the hole filled by the shim;
 #   - on the CPU test driver, the programs that use host memory pass through a server with
 #     the reservation, with randomisation on (on a GPU the tier runs them);
 #   - the server holds nothing of the clients afterwards.
@@ -29,7 +30,7 @@ setarch -R true 2>/dev/null || {
 norand() { setarch -R env LD_PRELOAD="$SHIM" "$@"; }
 
 own_dir "$2/clientspace-off"
-setarch -R "$CTL" -d || exit 1
+MPSSHIM_KEEP_CLIENT_SPACE=0 setarch -R "$CTL" -d || exit 1
 MPSSHIM_SPREAD_MAPPINGS=0 norand "$B/tests/shmreg" >"$W/shmreg.out" 2>&1
 echo "without the reservation, not randomised: shmreg $(tail -n 1 "$W/shmreg.out");" \
     "$(grep -ao 'refused: the server cannot map.*' "$W/log/server.log" | head -n 1 | cut -c 1-160)"
@@ -54,6 +55,24 @@ for i in 0 1; do
     wait "${pids[$i]}" || fail "whole_wait $i, not randomised: $(tail -qn 1 "$W/free.out" "$W/unregister.out")"
 done
 grep -a "cannot map" "$W/log/server.log" && fail "a registration was refused"
+# The same two with a hole between their libraries at start (tests/progs/holes.c), where
+# both 1 MiB mallocs would otherwise go, at one address: the shim fills it (spread.c), and
+# both pass. Seen on Ubuntu 24.04 without the filling: one refused.
+rm -f "$W/go"
+for call in free unregister; do
+    setarch -R env LD_PRELOAD="$SHIM $B/tests/libholes.so" "$B/tests/whole_wait" $call "$W/go" \
+        >"$W/holes-$call.out" 2>&1 &
+    pids[$([ $call = free ] && echo 0 || echo 1)]=$!
+done
+holes_ready() { grep -q ready "$W/holes-free.out" && grep -q ready "$W/holes-unregister.out"; }
+wait_for 30 holes_ready || fail "whole_wait with a hole did not get ready: $(tail -qn 1 "$W"/holes-*.out)"
+touch "$W/go"
+for i in 0 1; do
+    wait "${pids[$i]}" || fail "whole_wait $i with a hole: $(grep -h FAIL "$W"/holes-*.out)"
+done
+[ "$(grep -l '^holes: filled' "$W"/holes-*.out | wc -l)" = 2 ] ||
+    fail "the hole between the libraries was left open: $(grep -h '^holes:' "$W"/holes-*.out)"
+grep -a "cannot map" "$W/log/server.log" && fail "a registration with a hole was refused"
 # The same two without their offsets: one address for both. Inside the reservation the
 # server maps with MAP_FIXED, which would replace the first client's pages with the second's;
 # the second must be refused instead (its cuMemHostRegister fails, said in the log), and the

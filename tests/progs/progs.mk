@@ -13,7 +13,7 @@ PROGS_BIN    := $(addprefix $(B)/tests/,$(PROGS_NAMES))
 PROGS_COMMON := $(B)/progs/common.o
 PROGS_HDR    := tests/progs/common.h
 
-all: $(PROGS_BIN)
+all: $(PROGS_BIN) $(B)/tests/libholes.so
 
 $(PROGS_COMMON): tests/progs/common.c $(PROGS_HDR)
 	@mkdir -p $(@D)
@@ -23,6 +23,11 @@ $(PROGS_COMMON): tests/progs/common.c $(PROGS_HDR)
 $(PROGS_BIN): $(B)/tests/%: tests/progs/%.c $(PROGS_COMMON) $(PROGS_HDR) | $(KERNELS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(PROGS_COMMON) $(LDFLAGS) $(CUDA_STUB)
+
+# A hole between a process's libraries (tests/clientspace.sh); no CUDA in it.
+$(B)/tests/libholes.so: tests/progs/holes.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -fPIC -o $@ $<
 
 # NCCL's launch attributes, shared with tests/cudart/ncclsmem.cu.
 $(B)/tests/ncclish: tests/progs/nccl_attrs.h
