@@ -41,9 +41,11 @@ record() {
 run() {
     local name=$1 secs=$2
     shift 2
+    touch "$WORK/.run-start"
     timeout -k 5 "$secs" "$@" >"$WORK/$name.out" 2>&1
     local rc=$?
     { echo "---- $name: $*"; cat "$WORK/$name.out"; } >>"$LOG"
+    [ $rc = 0 ] || [ $rc = 77 ] || keep_files "$name"
     if [ $rc = 124 ] || [ $rc = 137 ]; then
         local f pid
         for f in "$WORK"/*/pipe/server.pid "$WORK"/*/*/pipe/server.pid; do
@@ -55,6 +57,19 @@ run() {
         done
     fi
     return $rc
+}
+
+# keep_files NAME: a failed row's own files, which $WORK's removal would take: those a test
+# script wrote in its folders under $WORK during the row (its clients' outputs, its servers'
+# logs), each file's last 1 MiB, under $LOGDIR/failed/NAME.
+keep_files() {
+    local f to
+    while IFS= read -r f; do
+        to=$LOGDIR/failed/$1/${f#"$WORK"/}
+        mkdir -p "$(dirname "$to")"
+        tail -c 1048576 "$f" >"$to" 2>/dev/null
+    done < <(find "$WORK" -mindepth 2 -type f -newer "$WORK/.run-start" \
+        \( -name '*.out' -o -name '*.log' -o -name '*.result' \) -not -path "$WORK/log/*" 2>/dev/null)
 }
 
 # script_row NAME SECS SCRIPT PATTERN: tests/SCRIPT BUILD WORKDIR (a test of its own) as the
@@ -194,9 +209,50 @@ FROM=${MPSSHIM_GPU_FROM:-}
 # MPSSHIM_GPU_SKIP="frameworks ...": parts left out (a run that must fit a time limit).
 skipped() { [[ " ${MPSSHIM_GPU_SKIP:-} " == *" $1 "* ]]; }
 
-# MPSSHIM_GPU_ONLY=faults: only the fault tier (a quick check of fault recovery).
-if [ "${MPSSHIM_GPU_ONLY:-}" = faults ]; then
-    fault_tier
+# Several GPUs (issue 30): NCCL between two processes, natively and through the shim; on one
+# GPU a SKIP row naming what would run (tests/gpu_multi.sh). ncclish runs with programs.txt.
+multigpu_tier() {
+    mkdir -p "$LOGDIR/frameworks"
+    record_rows < <(bash "$ROOT/tests/gpu_multi.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
+}
+
+# record_rows: a row for each "== NAME: VERDICT (note)" line of stdin (run.sh's, gpu_multi.sh's).
+record_rows() {
+    local line name verdict
+    while read -r line; do
+        [[ $line == "== "*": "* ]] || continue
+        name=${line#== }
+        name=${name%%:*}
+        verdict=${line#*: }
+        record "$name" "${verdict%% *}" "$(echo "$verdict" | sed -n 's/^[A-Z]* (\(.*\))$/\1/p')"
+    done
+}
+
+# ---------------------------------------------------------------- crowded (issue 29)
+# The driver-API programs again, natively and through a server that counts itself crowded
+# whenever one client is busy (MPSSHIM_SPIN_CPUS=1): what a server does with clients on every
+# CPU by default (launches left unrung and replayed together as graphs, replies from the
+# GPU: server/core/coalesce.c), with every program's own output required. The fault tier
+# after it starts its own server.
+crowded_tier() {
+    # The tier's server's address space after every row it served (server-maps.txt): where
+    # the driver's mappings lie against clients' (server/core/clientspace.c).
+    cp "/proc/$(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid" 2>/dev/null)/maps" \
+        "$LOGDIR/server-maps.txt" 2>/dev/null
+    ctl quit >/dev/null 2>&1
+    sleep 0.5
+    MPSSHIM_SPIN_CPUS=1 "$CTL" -d >>"$LOG" 2>&1 || record crowded-server-start FAIL
+    run_list "$B/tests" crowded- "$ROOT/tests/progs/programs.txt"
+}
+# MPSSHIM_GPU_ONLY="PART...": only those parts, in this order: multigpu, crowded, faults (a
+# run that must fit a call's time: on two GPUs the whole tier takes more than 600 s), the
+# tier's server started above.
+if [ -n "${MPSSHIM_GPU_ONLY:-}" ]; then
+    only() { [[ " $MPSSHIM_GPU_ONLY " == *" $1 "* ]]; }
+    only multigpu && multigpu_tier
+    only crowded && crowded_tier
+    only faults && fault_tier
+    tar -C "$LOGDIR" -czf "$LOGDIR/frameworks.tgz" frameworks 2>/dev/null && rm -rf "$LOGDIR/frameworks"
     print_table
     exit $FAILED
 fi
@@ -475,24 +531,11 @@ fi
 # ---------------------------------------------------------------- frameworks
 # Programs written against PyTorch, CuPy, JAX (tests/frameworks): natively and through the
 # shim, the same printed values required. One row each; a framework not installed is SKIP.
-# record_rows: a row for each "== NAME: VERDICT (note)" line of stdin (run.sh's, gpu_multi.sh's).
-record_rows() {
-    local line name verdict
-    while read -r line; do
-        [[ $line == "== "*": "* ]] || continue
-        name=${line#== }
-        name=${name%%:*}
-        verdict=${line#*: }
-        record "$name" "${verdict%% *}" "$(echo "$verdict" | sed -n 's/^[A-Z]* (\(.*\))$/\1/p')"
-    done
-}
 mkdir -p "$LOGDIR/frameworks"
 skipped frameworks && record frameworks SKIP "MPSSHIM_GPU_SKIP"
 skipped frameworks || record_rows < <(bash "$ROOT/tests/frameworks/run.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
-# Several GPUs (issue 30): NCCL between two processes, natively and through the shim; on one
-# GPU a SKIP row naming what would run (tests/gpu_multi.sh). ncclish runs with programs.txt.
 skipped multigpu && record multigpu SKIP "MPSSHIM_GPU_SKIP"
-skipped multigpu || record_rows < <(bash "$ROOT/tests/gpu_multi.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
+skipped multigpu || multigpu_tier
 # One file for all of them (a device run brings back only a few files).
 tar -C "$LOGDIR" -czf "$LOGDIR/frameworks.tgz" frameworks 2>/dev/null && rm -rf "$LOGDIR/frameworks"
 
@@ -688,21 +731,7 @@ pools_tier() {
 skipped pools && record pools SKIP "MPSSHIM_GPU_SKIP" || pools_tier
 
 # ---------------------------------------------------------------- crowded (issue 29)
-# The driver-API programs again, natively and through a server that counts itself crowded
-# whenever one client is busy (MPSSHIM_SPIN_CPUS=1): what a server does with clients on every
-# CPU by default (launches left unrung and replayed together as graphs, replies from the
-# GPU: server/core/coalesce.c), with every program's own output required. The fault tier
-# after it starts its own server.
-crowded_tier() {
-    # The tier's server's address space after every row it served (server-maps.txt): where
-    # the driver's mappings lie against clients' (server/core/clientspace.c).
-    cp "/proc/$(cat "$MPSSHIM_PIPE_DIRECTORY/server.pid" 2>/dev/null)/maps" \
-        "$LOGDIR/server-maps.txt" 2>/dev/null
-    ctl quit >/dev/null 2>&1
-    sleep 0.5
-    MPSSHIM_SPIN_CPUS=1 "$CTL" -d >>"$LOG" 2>&1 || record crowded-server-start FAIL
-    run_list "$B/tests" crowded- "$ROOT/tests/progs/programs.txt"
-}
+# crowded_tier, above.
 skipped crowded && record crowded SKIP "MPSSHIM_GPU_SKIP" || crowded_tier
 
 # ---------------------------------------------------------------- faults (issue 11)
