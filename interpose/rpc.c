@@ -112,7 +112,16 @@ static uint64_t gpu_spin_ns(void)
 }
 
 /* While the server is crowded (its spin hint set): a reply the GPU posts is spun for this
- * long at most (MPSSHIM_CROWDED_GPU_SPIN_US), the CPU being another thread's after that. */
+ * long at most (MPSSHIM_CROWDED_GPU_SPIN_US), the CPU being another thread's after that.
+ * Its default, 1000 us, outlasts a latency-bound step's GPU work: a thread that gives up
+ * first rings its worker, which then wakes and replies, and that costs the CPUs more than
+ * the spin saved. 16 PyTorch processes on 16 CPUs of an H200 (bench/cpusplit.py): 200 us
+ * made 31150-35822 steps/s (five runs), 1000 us 35917-38887 (four), 30 us 20928.
+ * A thread whose waits outlast it (an MPI rank synchronising after 50 kernels: milliseconds)
+ * would spin it away each time on a CPU that ranks and workers want: a 20 ms spin made a
+ * cold job of 16 ranks 20% slower (bench/NOTES.md). So a thread whose previous such wait
+ * outlasted the bound spins a fifth of it (200 us, what those jobs were measured with), until
+ * a wait ends within the bound again (gpu_waits_long). */
 static uint64_t crowded_gpu_spin_ns(void)
 {
     static _Atomic int64_t cached = -1;
@@ -279,6 +288,11 @@ void shim_req_send(struct shim_req *q)
     pthread_mutex_unlock(&ring_lock);
 }
 
+/* This thread's last wait that outlasted its spin, while the server was crowded, outlasted
+ * MPSSHIM_CROWDED_GPU_SPIN_US too (crowded_gpu_spin_ns). Waits answered within the spin
+ * (most requests) leave it. */
+static __thread int gpu_waits_long;
+
 CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
 {
     struct chan *c = &shim_conn.ch;
@@ -289,8 +303,17 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
     /* The server's hint (proto.h): shorter while its CPUs are all wanted. */
     uint32_t hint = atomic_load_explicit(&c->shm->spin_hint_us, memory_order_relaxed);
     if (hint && (uint64_t)(hint - 1) * 1000 < w.spin_ns) w.spin_ns = (uint64_t)(hint - 1) * 1000;
-    if (hint && crowded_gpu_spin_ns() < w.gpu_spin_ns) w.gpu_spin_ns = crowded_gpu_spin_ns();
+    uint64_t t0 = 0;
+    if (hint) {
+        uint64_t bound = crowded_gpu_spin_ns() / (gpu_waits_long ? 5 : 1);
+        if (bound < w.gpu_spin_ns) w.gpu_spin_ns = bound;
+        t0 = chan_now_ns();
+    }
     if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0) return shim_dead_error();
+    if (t0) {
+        uint64_t took = chan_now_ns() - t0;
+        if (took > w.spin_ns) gpu_waits_long = took > crowded_gpu_spin_ns();
+    }
     struct chan_lane *l = &c->lanes[q->lane];
     uint32_t n = l->len;
     if (n > CHAN_LANE_DATA) n = CHAN_LANE_DATA;

@@ -158,7 +158,7 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * The thread is told to spin for its reply (gpu_seq), as a native synchronisation does, which
  * costs nothing while CPUs are free and makes a launch + synchronisation round trip 1-2 us
  * shorter than the worker's reply. While the server is crowded (spin.c: busy clients over
- * half the CPUs) it spins at most MPSSHIM_CROWDED_GPU_SPIN_US (200 us; interpose/rpc.c) and
+ * half the CPUs) it spins at most MPSSHIM_CROWDED_GPU_SPIN_US (1000 us; interpose/rpc.c) and
  * then sleeps, ringing for the worker. Such replies used to be off while crowded: with the
  * thread spinning up to MPSSHIM_GPU_WAIT_SPIN_US (20 ms) a cold job of as many polling ranks
  * as CPUs ran a fifth slower than with the worker's reply (bench/NOTES.md, "Replies from the
