@@ -57,7 +57,7 @@ static void plug_holes(uint64_t low)
 {
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f) return;
-    char line[512];
+    char line[4352]; /* a mapped file's path: PATH_MAX at most */
     uint64_t prev_end = 0;
     while (fgets(line, sizeof line, f)) {
         unsigned long long a, b;

@@ -222,6 +222,14 @@ void *srv_worker_main(void *arg)
          * next request or the hold's end where the setting asks. */
         uint64_t hold_nap = 0;
         if (!got && c->seqs && srv_seq_idle(c, chan_now_ns(), &hold_nap)) {
+            /* The nap lasts up to the coalescing bound (1 ms) while the client's doorbells
+             * are coalesced. Its other threads' waits the worker polls (an event another
+             * thread synchronises on) would wait that long too: they are polled first, and
+             * the nap cut to the crowded poll period (200 us) while one remains. Those whose
+             * replies the GPU posts (2) need no polls; shorter naps and the spin between
+             * launches keep their own pace. A wait never depends on the held launches: any
+             * record after them but a launch lets them go first. */
+            if (hold_nap > 200 * 1000 && c->waits && srv_waits_poll(c) == 1) hold_nap = 200 * 1000;
             if (hold_nap) chan_ring_sleep(&c->ch, hold_nap);
             continue;
         }
