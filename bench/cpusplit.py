@@ -9,7 +9,8 @@ fleet without Python: BUILD/bench/fleetc with --fleetc-args, by default bench/ru
 "--work-us 100 --launches 8") at once under MODE (native, mps: NVIDIA's MPS, mpsshim: BUILD's
 server and shim), each with a private pipe and log directory; VAR=VAL... in every process's
 environment (the server's too). Over 2 s in the middle of their common window it reads
-/proc: the machine's CPU time (busy, idle, user, system), each thread's CPU time and context
+/proc: the CPU time of the CPUs it may run on (busy, idle, user, system; the machine's
+unless taskset held it to fewer), each thread's CPU time and context
 switches (clients' main threads and other threads; the daemon's threads grouped by name, a
 worker of the server being `worker`), the interrupts that cost CPUs (RES, CAL, TLB, LOC); and
 prints each per step of the fleet (its steps/s times the 2 s). Under MPS the clients' CPU is
@@ -81,8 +82,14 @@ def snapshot(clients, daemon):
             r = thread_stat(t)
             if r:
                 add('daemon ' + ('worker' if r[0].startswith('client ') else r[0]), r)
+    # The CPUs this process may run on (taskset): the fleet's, when the machine has more.
+    mine = {'cpu%d' % c for c in os.sched_getaffinity(0)}
+    cpu = [0] * 10
     with open('/proc/stat') as f:
-        cpu = [int(v) for v in f.readline().split()[1:]]
+        for line in f:
+            w = line.split()
+            if w and w[0] in mine:
+                cpu = [x + int(v) for x, v in zip(cpu, w[1:11] + ['0'] * 10)]
     irq = collections.Counter()
     with open('/proc/interrupts') as f:
         for line in f:
@@ -260,7 +267,7 @@ def main():
     label = ' '.join([a.mode, ('P=%d' if a.program == 'fleet' else 'fleetc P=%d') % a.procs] +
                      a.vars)
     print('%s: %.0f steps/s; per step: CPUs busy %.0f us (user %.0f, system %.0f), idle %.0f us;'
-          ' the machine %.0f%% busy' % (label, rate, us(busy_all - idle), us(cpu[0] + cpu[1]),
+          ' its CPUs %.0f%% busy' % (label, rate, us(busy_all - idle), us(cpu[0] + cpu[1]),
                                          us(cpu[2] + cpu[5] + cpu[6]), us(idle),
                                          100.0 * (busy_all - idle) / max(busy_all, 1)))
     print('  interrupts per step: ' + ', '.join(
