@@ -473,22 +473,32 @@ static int hex16(const char *s, uint8_t out[16])
 
 /* ipc_peer_export <nonce> <id> <secret>: asked by a sibling server of this pipe directory
  * (server/memory/ipcpeer.c) for the driver's descriptor of the physical allocation one of
- * this server's handles names: "size N", the descriptor sent with the answer's end. Not for
- * people: the arguments are the handle's secret, which the log never shows. */
+ * this server's handles names: "size N", the descriptor sent with the answer's end; or, for
+ * an event, "event" and the driver's own handle of it in hex. Not for people: the arguments
+ * are the handle's secret, which the log never shows. */
 static void cmd_ipc_peer_export(struct cmd *k)
 {
-    uint8_t secret[16];
+    uint8_t secret[16], event[CU_IPC_HANDLE_SIZE];
     char *end1 = NULL, *end2 = NULL;
     unsigned long long nonce = strtoull(k->argv[1], &end1, 16);
     unsigned long long id = strtoull(k->argv[2], &end2, 10);
     uint64_t size = 0;
-    if (!*k->argv[1] || *end1 || !*k->argv[2] || *end2 || hex16(k->argv[3], secret) != 0 ||
-        srv_ipc_peer_export(nonce, id, secret, &k->out->fd, &size) != CUDA_SUCCESS) {
-        k->out->fd = -1;
+    k->out->fd = -1;
+    if (!*k->argv[1] || *end1 || !*k->argv[2] || *end2 || hex16(k->argv[3], secret) != 0) {
         ctl_fail(k, "No such handle\n");
-        return;
+    } else if (srv_ipc_peer_export(nonce, id, secret, &k->out->fd, &size) == CUDA_SUCCESS) {
+        ctl_say(k, "size %llu\n", (unsigned long long)size);
+    } else {
+        k->out->fd = -1; /* not memory: no descriptor goes */
+        if (srv_ipc_peer_export_event(nonce, id, secret, event) == CUDA_SUCCESS) {
+            char hex[2 * CU_IPC_HANDLE_SIZE + 1];
+            for (int i = 0; i < CU_IPC_HANDLE_SIZE; i++)
+                snprintf(hex + 2 * i, 3, "%02x", event[i]);
+            ctl_say(k, "event %s\n", hex);
+        } else {
+            ctl_fail(k, "No such handle\n");
+        }
     }
-    ctl_say(k, "size %llu\n", (unsigned long long)size);
 }
 
 /* A command's name, the arguments ctl_usage() checks before it runs (lo to hi, named in
@@ -551,8 +561,10 @@ int srv_control_command(char *line, struct srv_answer *out)
     }
     if (!k.argc) return 0;
     char words[256] = "";
-    /* A handle's secret is never logged: of ipc_peer_export, only the name. */
-    int shown = strcmp(k.argv[0], "ipc_peer_export") == 0 ? 1 : k.argc;
+    /* A handle's secret is never logged: of ipc_peer_export, only the name; of its answer
+     * for an event, only "event" (the rest is the driver's own handle of it). */
+    int peer = strcmp(k.argv[0], "ipc_peer_export") == 0;
+    int shown = peer ? 1 : k.argc;
     for (int i = 0, n = 0; i < shown && n < (int)sizeof(words); i++)
         n += snprintf(words + n, sizeof(words) - (size_t)n, "%s%s", i ? " " : "", k.argv[i]);
     if (out->n == 0) run(&k);
@@ -562,7 +574,7 @@ int srv_control_command(char *line, struct srv_answer *out)
     }
     /* The command and the first line of its answer (MPS logs commands and results). */
     const char *text = out->buf;
-    size_t first = strcspn(text, "\n");
+    size_t first = peer && strncmp(text, "event ", 6) == 0 ? 5 : strcspn(text, "\n");
     unsigned more = 0;
     for (const char *q = text + first; *q; q++)
         more += *q == '\n' && q[1];

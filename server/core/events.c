@@ -6,7 +6,9 @@
 #include "server/core/registry.h"
 #include "server/core/reply.h"
 #include "server/core/events.h"
+#include "server/control/siblings.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,14 +27,18 @@ void srv_op_event_sync(struct srv_client *c, const struct chan_rec *r, uint8_t *
 
 /* Interprocess events are shared between clients of this server by the server itself
  * (ipc.c), all in one process: the real event needs no interprocess resources, so the flag
- * is kept in the record (aux) and not passed on. The driver's rule stays: it needs
+ * is kept in the record (aux) and not passed on. Except in a GPU's server
+ * (MPSSHIM_SERVER_PER_GPU): a client of a sibling server may open the event, which its server
+ * does with the driver's own handle of it (ipc.c, "between servers"), and the driver gives
+ * one only of an event made interprocess. The driver's rule stays: it needs
  * CU_EVENT_DISABLE_TIMING. */
 static CUresult event_create_before(struct srv_client *c, struct srv_call *k)
 {
     (void)c;
     if (!(k->vals[1] & CU_EVENT_INTERPROCESS)) return CUDA_SUCCESS;
     if (!(k->vals[1] & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
-    k->vals[1] &= ~(uint64_t)CU_EVENT_INTERPROCESS;
+    char top[PATH_MAX];
+    if (!srv_siblings_top(top, sizeof(top))) k->vals[1] &= ~(uint64_t)CU_EVENT_INTERPROCESS;
     return CUDA_SUCCESS;
 }
 

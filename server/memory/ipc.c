@@ -284,17 +284,7 @@ static struct srv_share *named(struct srv_client *c, const uint8_t *bytes, uint3
     memcpy(&h, bytes, sizeof(h));
     struct srv_share *s = NULL;
     *err = CUDA_ERROR_INVALID_VALUE;
-    if (not_ours(&h)) {
-        /* Another server's event (memory of another server is opened before this, by
-         * open_peer and open_peer_mem): events do not cross. Said once, so that a client
-         * cannot fill the log with them. */
-        SRV_LOG_ONCE("Client process %d: an IPC event handle not made by this server (another "
-                     "mpsshim server's: another pipe directory's, or another GPU's under "
-                     "MPSSHIM_SERVER_PER_GPU; or forged): IPC events between servers are not "
-                     "carried, CUDA_ERROR_INVALID_VALUE (said once)",
-                     (int)c->pid);
-        return NULL;
-    }
+    if (not_ours(&h)) return NULL; /* another server's: open_peer* came first (said there) */
     if (memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0 || h.kind != kind) return NULL;
     HASH_FIND(hh, shares, &h.id, sizeof(h.id), s);
     if (!s || s->kind != kind || !secret_equal(s->secret, h.secret) || !s->owner)
@@ -402,6 +392,63 @@ CUresult srv_ipc_peer_export(uint64_t their_nonce, uint64_t id, const uint8_t se
     }
     pthread_mutex_unlock(&ipc_lock);
     return r;
+}
+
+CUresult srv_ipc_peer_export_event(uint64_t their_nonce, uint64_t id, const uint8_t secret[16],
+                                   uint8_t event[CU_IPC_HANDLE_SIZE])
+{
+    struct srv_share *s = NULL;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ipc_lock);
+    if (nonce && their_nonce == nonce) HASH_FIND(hh, shares, &id, sizeof(id), s);
+    if (s && secret_equal(s->secret, secret) && s->owner && !s->dead &&
+        s->kind == SHIM_HT_CUevent && srv_push_device(s->dev) == CUDA_SUCCESS) {
+        /* The real event is interprocess in a GPU's server (events.c); elsewhere the driver
+         * refuses, and so does this. */
+        CUipcEventHandle h;
+        r = DRV(cuIpcGetEventHandle)(&h, (CUevent)(uintptr_t)s->value);
+        if (r == CUDA_SUCCESS) memcpy(event, h.reserved, CU_IPC_HANDLE_SIZE);
+        srv_pop_device();
+    }
+    pthread_mutex_unlock(&ipc_lock);
+    return r;
+}
+
+/* cuIpcOpenEventHandle of a sibling server's handle (a GPU's server under
+ * MPSSHIM_SERVER_PER_GPU): the driver's own handle of that server's event, fetched as
+ * open_peer's descriptor is (ipcpeer.c) and opened here in the client's context. The
+ * client's record is then an event of its own, destroyed (cuEventDestroy) as one it made, as
+ * natively the opener destroys what it opened; it cannot be exported again. */
+static CUresult open_peer_event(struct srv_client *c, const struct srv_ipc_handle *h,
+                                struct chan_ipc_reply *out)
+{
+    uint8_t bytes[CU_IPC_HANDLE_SIZE];
+    if (!c->cur) return CUDA_ERROR_INVALID_CONTEXT;
+    if (h->kind != SHIM_HT_CUevent ||
+        srv_ipc_peer_fetch_event(h->nonce, h->id, h->secret, bytes) != 0) {
+        SRV_LOG_ONCE("Client process %d: an IPC event handle no server of this pipe directory "
+                     "can pass (another pipe directory's server's, one its exporter let go, one "
+                     "of a server that is no GPU's, or forged): CUDA_ERROR_INVALID_VALUE (said "
+                     "once)",
+                     (int)c->pid);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUipcEventHandle ih;
+    memcpy(ih.reserved, bytes, sizeof(ih.reserved));
+    CUevent ev = NULL;
+    CUresult r = DRV(cuIpcOpenEventHandle)(&ev, ih);
+    if (r != CUDA_SUCCESS) return r;
+    struct srv_obj *o = srv_obj_add(c, SHIM_HT_CUevent, (uint64_t)(uintptr_t)ev, 1, NULL);
+    if (!o) {
+        DRV(cuEventDestroy_v2)(ev);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    o->dev = c->cur->device;
+    o->aux = CU_EVENT_DISABLE_TIMING; /* not CU_EVENT_INTERPROCESS: not exported again */
+    out->value = (uint64_t)(uintptr_t)ev;
+    out->size = 0;
+    out->opens = 1;
+    return CUDA_SUCCESS;
 }
 
 /* cuMemImportFromShareableHandle of a sibling server's handle: the driver's descriptor of
@@ -589,9 +636,12 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
             res = export(c, o, SHIM_HT_CUevent, &out);
         }
         break;
-    case CHAN_IPC_OPEN_EVENT:
-        res = open_share(c, &m, SHIM_HT_CUevent, &out);
+    case CHAN_IPC_OPEN_EVENT: {
+        struct srv_ipc_handle h;
+        res = foreign(m.handle, &h) ? open_peer_event(c, &h, &out)
+                                    : open_share(c, &m, SHIM_HT_CUevent, &out);
         break;
+    }
     case CHAN_IPC_GET_VMM: {
         /* The client's own handle (not one it imported), of memory made exportable as a
          * POSIX file descriptor, as the driver requires. */

@@ -19,5 +19,9 @@ void srv_ipc_fault(int dev); /* ipc.c */
  * and its *size, while its exporter holds it. CUDA_ERROR_INVALID_VALUE for any other. */
 CUresult srv_ipc_peer_export(uint64_t nonce, uint64_t id, const uint8_t secret[16], int *fd,
                              uint64_t *size);
+/* The same for an event of this server's handle: the driver's own handle of it (made
+ * interprocess in a GPU's server only: events.c). */
+CUresult srv_ipc_peer_export_event(uint64_t nonce, uint64_t id, const uint8_t secret[16],
+                                   uint8_t event[CU_IPC_HANDLE_SIZE]);
 
 #endif

@@ -1,8 +1,10 @@
-/* Physical memory shared between the servers of one pipe directory (MPSSHIM_SERVER_PER_GPU
- * gives each GPU its own server, in the pipe directory's folder gpu-<value>): a client of
- * this server imports a descriptor that a client of a sibling server exported, as NCCL's
- * ranks of different GPUs do (cuMemExportToShareableHandle / cuMemImportFromShareableHandle
- * with POSIX file descriptors).
+/* Physical memory and events shared between the servers of one pipe directory
+ * (MPSSHIM_SERVER_PER_GPU gives each GPU its own server, in the pipe directory's folder
+ * gpu-<value>): a client of this server imports a descriptor that a client of a sibling
+ * server exported, as NCCL's ranks of different GPUs do (cuMemExportToShareableHandle /
+ * cuMemImportFromShareableHandle with POSIX file descriptors), or opens an IPC event handle
+ * a client of a sibling made (cuIpcOpenEventHandle, as torch.multiprocessing does for the
+ * CUDA tensors it passes): the sibling answers with the driver's own handle of its event.
  *
  * The descriptor a client holds is a memfd of the exporting server's handle bytes
  * (interpose/ipc.c), which name a share of that server's only (ipc.c). This server asks the
@@ -30,6 +32,7 @@
 #include "server/memory/ipcpeer.h"
 #include "server/control/siblings.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
@@ -40,24 +43,49 @@
 /* Siblings asked at most for one handle: the GPUs a machine has, and the directory's own. */
 #define PEER_MAX_ASKED (CHAN_MAX_DEVICES + 1)
 
-/* Asks the server whose control socket is in dir. 0 with *fd and *size, else -1. */
-static int ask(const char *dir, const char *line, int *fd, uint64_t *size)
+/* What a handle is asked for: memory ("size N" and a descriptor) or an event ("event" and
+ * the driver's handle in hex, no descriptor). */
+struct want {
+    uint8_t *event; /* CU_IPC_HANDLE_SIZE bytes: an event wanted; NULL: memory */
+    int *fd;
+    uint64_t *size;
+};
+
+/* 0 when text is "event " and CU_IPC_HANDLE_SIZE bytes in hex, ending the line; out gets them. */
+static int event_text(const char *text, uint8_t *out)
+{
+    if (strncmp(text, "event ", 6) != 0) return -1;
+    const char *p = text + 6;
+    for (int i = 0; i < CU_IPC_HANDLE_SIZE; i++) {
+        unsigned v;
+        if (!isxdigit((unsigned char)p[0]) || !isxdigit((unsigned char)p[1]) ||
+            sscanf(p, "%2x", &v) != 1)
+            return -1;
+        out[i] = (uint8_t)v;
+        p += 2;
+    }
+    return strcmp(p, "\n") == 0 ? 0 : -1;
+}
+
+/* Asks the server whose control socket is in dir. 0 with what w wants, else -1. */
+static int ask(const char *dir, const char *line, const struct want *w)
 {
     char text[256];
     unsigned long long v;
     char tail;
-    if (srv_siblings_ask(dir, line, text, sizeof(text), fd) == 0 && *fd >= 0 &&
-        sscanf(text, "size %llu%c", &v, &tail) == 2 && tail == '\n') {
-        *size = v;
+    int fd = -1;
+    int answered = srv_siblings_ask(dir, line, text, sizeof(text), &fd) == 0;
+    if (answered && !w->event && fd >= 0 && sscanf(text, "size %llu%c", &v, &tail) == 2 &&
+        tail == '\n') {
+        *w->fd = fd;
+        *w->size = v;
         return 0;
     }
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-    return -1;
+    if (fd >= 0) close(fd);
+    return answered && w->event && event_text(text, w->event) == 0 ? 0 : -1;
 }
 
-int srv_ipc_peer_fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], int *fd,
-                       uint64_t *size)
+static int fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], const struct want *w)
 {
     char line[160];
     int n = snprintf(line, sizeof(line), "ipc_peer_export %016llx %llu ", (unsigned long long)nonce,
@@ -69,7 +97,7 @@ int srv_ipc_peer_fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], in
     /* The family's top: this server's pipe directory, or its parent when this is a GPU's. */
     char top[PATH_MAX];
     int gpu_server = srv_siblings_top(top, sizeof(top));
-    if (gpu_server && ask(top, line, fd, size) == 0) return 0;
+    if (gpu_server && ask(top, line, w) == 0) return 0;
     DIR *d = opendir(top);
     if (!d) return -1;
     int rc = -1, asked = gpu_server;
@@ -81,8 +109,23 @@ int srv_ipc_peer_fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], in
             !srv_siblings_is_dir(sub))
             continue;
         asked++;
-        rc = ask(sub, line, fd, size);
+        rc = ask(sub, line, w);
     }
     closedir(d);
     return rc;
+}
+
+int srv_ipc_peer_fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], int *fd,
+                       uint64_t *size)
+{
+    *fd = -1;
+    struct want w = {.fd = fd, .size = size};
+    return fetch(nonce, id, secret, &w);
+}
+
+int srv_ipc_peer_fetch_event(uint64_t nonce, uint64_t id, const uint8_t secret[16],
+                             uint8_t event[CU_IPC_HANDLE_SIZE])
+{
+    struct want w = {.event = event};
+    return fetch(nonce, id, secret, &w);
 }

@@ -1,7 +1,8 @@
-/* ipcpeer.c: physical memory shared between the servers of one pipe directory. */
+/* ipcpeer.c: physical memory and events shared between the servers of one pipe directory. */
 #ifndef MPSSHIM_SERVER_IPCPEER_H
 #define MPSSHIM_SERVER_IPCPEER_H
 
+#include <cuda.h>
 #include <stdint.h>
 
 /* Asks the sibling servers (the pipe directory's, its GPUs' folders') for the driver's own
@@ -9,5 +10,8 @@
  * (close-on-exec, the caller's to close) and the allocation's *size, else -1. */
 int srv_ipc_peer_fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], int *fd,
                        uint64_t *size);
+/* The same for an IPC event: the driver's own handle of the sibling's event, 0, else -1. */
+int srv_ipc_peer_fetch_event(uint64_t nonce, uint64_t id, const uint8_t secret[16],
+                             uint8_t event[CU_IPC_HANDLE_SIZE]);
 
 #endif

@@ -768,7 +768,25 @@ struct cpudrv_event {
     // The latest record was captured: the capture (reference held) and what it recorded.
     struct cpudrv_capture *cap;
     struct cpudrv_nodeset capnodes;
+    // Interprocess (ipcevent.c): the shared page of an exported or opened event, or NULL;
+    // the exporter's descriptor of it (-1 otherwise); 1 for an event opened from a handle.
+    struct cpudrv_ipcev *ipc;
+    int ipc_fd;
+    int imported;
 };
+
+// cpudrv_big held: a new event of ctx with flags, not yet published.
+struct cpudrv_event *cpudrv_event_new(struct cpudrv_ctx *ctx, unsigned flags);
+// Interprocess events (ipcevent.c), cpudrv_big held for the first three: the page of an
+// exported event follows its records and their execution; its release unmaps it.
+void cpudrv_ipcev_recorded(struct cpudrv_event *e);
+void cpudrv_ipcev_executed(struct cpudrv_event *e, unsigned long long gen);
+void cpudrv_ipcev_release(struct cpudrv_event *e);
+// Of an opened event: the generation recorded now; whether it has executed; a wait until it
+// has (or *dying, when given, is set).
+uint64_t cpudrv_ipcev_target(const struct cpudrv_event *e);
+int cpudrv_ipcev_reached(const struct cpudrv_event *e, uint64_t target);
+void cpudrv_ipcev_wait(const struct cpudrv_event *e, uint64_t target, const int *dying);
 
 // cpudrv_big held: the live event whose handle is h, or NULL.
 struct cpudrv_event *cpudrv_event_find(CUevent h);

@@ -15,6 +15,7 @@ static void event_release(struct cpudrv_obj *o)
     struct cpudrv_event *e = (struct cpudrv_event *)o;
     if (e->s) cpudrv_obj_put(&e->s->o);
     cpudrv_capture_event_clear(e);
+    cpudrv_ipcev_release(e);
     free(e);
 }
 
@@ -29,6 +30,17 @@ struct cpudrv_event *cpudrv_event_find(CUevent h)
     return find(h);
 }
 
+// cpudrv_big held: a new event of ctx with flags, not yet published.
+struct cpudrv_event *cpudrv_event_new(struct cpudrv_ctx *ctx, unsigned flags)
+{
+    struct cpudrv_event *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    cpudrv_obj_init(&e->o, CPUDRV_K_EVENT, ctx, event_release);
+    e->flags = flags;
+    e->ipc_fd = -1;
+    return e;
+}
+
 // Creates an event (flags: BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS with DISABLE_TIMING).
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
@@ -39,13 +51,11 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
     if (rc) return TR(rc);
-    struct cpudrv_event *e = calloc(1, sizeof *e);
+    struct cpudrv_event *e = cpudrv_event_new(c, Flags);
     if (!e) {
         cpudrv_unlock();
         return TR(CUDA_ERROR_OUT_OF_MEMORY);
     }
-    cpudrv_obj_init(&e->o, CPUDRV_K_EVENT, c, event_release);
-    e->flags = Flags;
     cpudrv_obj_publish(&e->o);
     cpudrv_unlock();
     *phEvent = (CUevent)e;
@@ -73,6 +83,7 @@ static CUresult record_run(struct cpudrv_op *op)
         r->e->t_gen = r->gen;
         r->e->t_ns = t;
     }
+    cpudrv_ipcev_executed(r->e, r->gen);
     cpudrv_unlock();
     return CUDA_SUCCESS;
 }
@@ -97,6 +108,7 @@ CUresult cpudrv_event_record_on(struct cpudrv_event *e, struct cpudrv_stream *s)
     uint64_t seq = cpudrv_stream_submit(s, op);
     if (!seq) return CUDA_ERROR_INVALID_HANDLE;
     e->gen++;
+    cpudrv_ipcev_recorded(e);
     cpudrv_obj_ref(&s->o);
     if (e->s) cpudrv_obj_put(&e->s->o);
     e->s = s;
@@ -116,6 +128,8 @@ static CUresult record(CUevent hEvent, CUstream hStream, unsigned flags)
     int capturing = 0;
     if (!e)
         rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (e->imported)
+        rc = CUDA_ERROR_NOT_SUPPORTED; /* this driver's limit (ipcevent.c) */
     else
         rc = cpudrv_stream_get(hStream, cpudrv_ctx_current(), &s);
     // As on a GPU: an event is recorded only on a stream of the context it was made in.
@@ -142,6 +156,7 @@ CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int f
 // cpudrv_big held: has the latest record of e completed (or was e never recorded)?
 static int done(struct cpudrv_event *e)
 {
+    if (e->imported) return cpudrv_ipcev_reached(e, cpudrv_ipcev_target(e));
     return !e->s || cpudrv_stream_reached(e->s, e->seq);
 }
 
@@ -177,6 +192,16 @@ CUresult cuEventSynchronize(CUevent hEvent)
     if (rc) {
         cpudrv_unlock();
         return TR(rc);
+    }
+    if (e->imported) { /* the exporter's page: polled (ipcevent.c) */
+        uint64_t target = cpudrv_ipcev_target(e);
+        cpudrv_obj_ref(&e->o);
+        cpudrv_unlock();
+        cpudrv_ipcev_wait(e, target, NULL);
+        cpudrv_lock();
+        cpudrv_obj_put(&e->o);
+        cpudrv_unlock();
+        return TR(CUDA_SUCCESS);
     }
     struct cpudrv_stream *s = e->s;
     if (s) {
@@ -216,6 +241,38 @@ int cpudrv_event_dep(const struct cpudrv_event *e, struct cpudrv_op *op)
     return e->s ? cpudrv_op_dep(op, e->s, e->seq) : 0;
 }
 
+struct opened_wait {
+    struct cpudrv_event *e; /* reference held */
+    uint64_t target;
+};
+
+static CUresult opened_wait_run(struct cpudrv_op *op)
+{
+    struct opened_wait *w = (struct opened_wait *)op->data;
+    cpudrv_ipcev_wait(w->e, w->target, &op->stream->o.ctx->dying);
+    return CUDA_SUCCESS;
+}
+
+static void opened_wait_fini(struct cpudrv_op *op)
+{
+    cpudrv_obj_put(&((struct opened_wait *)op->data)->e->o);
+}
+
+// cpudrv_big held: s's later work waits until the opened event's record of now has executed
+// in its exporting process.
+static CUresult wait_opened(struct cpudrv_stream *s, struct cpudrv_event *e)
+{
+    struct cpudrv_op *op = cpudrv_op_new(sizeof(struct opened_wait));
+    if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct opened_wait *w = (struct opened_wait *)op->data;
+    w->e = e;
+    w->target = cpudrv_ipcev_target(e);
+    cpudrv_obj_ref(&e->o);
+    op->run = opened_wait_run;
+    op->fini = opened_wait_fini;
+    return cpudrv_stream_submit(s, op) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 // Makes all later work of the stream wait for the event's latest record.
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
@@ -230,7 +287,12 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
         rc = CUDA_ERROR_INVALID_HANDLE;
     else
         rc = cpudrv_stream_get(hStream, cpudrv_ctx_current(), &s);
-    if (!rc) rc = cpudrv_capture_wait(s, e, Flags, &handled);
+    if (!rc && e->imported) {
+        rc = cpudrv_capture_uncapturable(s, CUDA_ERROR_NOT_SUPPORTED);
+        if (!rc) rc = wait_opened(s, e);
+        handled = 1;
+    }
+    if (!rc && !handled) rc = cpudrv_capture_wait(s, e, Flags, &handled);
     if (!rc && !handled) {
         struct cpudrv_op *op = cpudrv_op_new(0); // runs nothing: only its dependency
         if (!op || cpudrv_event_dep(e, op)) {

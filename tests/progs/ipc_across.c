@@ -1,7 +1,7 @@
-/* ipc_across [--vmm | --big] [--leave] A B: memory shared between two processes that each see one
- * GPU of their own, as ranks bound by CUDA_VISIBLE_DEVICES do (Slurm's GPU binding): the parent
- * sets CUDA_VISIBLE_DEVICES=A, the child B, before any CUDA call. The parent exports memory it
- * filled; the child opens it, prints what the open answered and, on success, whether the
+/* ipc_across [--vmm | --big | --event] [--leave] A B: memory shared between two processes that each
+ * see one GPU of their own, as ranks bound by CUDA_VISIBLE_DEVICES do (Slurm's GPU binding): the
+ * parent sets CUDA_VISIBLE_DEVICES=A, the child B, before any CUDA call. The parent exports memory
+ * it filled; the child opens it, prints what the open answered and, on success, whether the
  * parent's bytes read back through it; with a legacy handle it then writes a mark there,
  * which the parent looks for once the child closed it.
  *
@@ -12,6 +12,11 @@
  *   --vmm      physical memory of cuMemCreate by a POSIX descriptor
  *              (cuMemExportToShareableHandle, SCM_RIGHTS, cuMemImportFromShareableHandle),
  *              mapped in the child for its own device, as NCCL's ranks share their buffers.
+ *   --event    an interprocess event (cuIpcGetEventHandle / cuIpcOpenEventHandle), as
+ *              torch.multiprocessing passes with a CUDA tensor: the parent records it behind a
+ *              stream wait it releases later; the child opens it and prints its query before
+ *              the release (not ready), then after a stream's wait on it and its
+ *              synchronisation (success).
  *
  * Natively, and through one server, both open (the driver maps the other GPU's memory over
  * NVLink or PCIe; one server aliases it). Through a server per GPU (MPSSHIM_SERVER_PER_GPU=1)
@@ -20,7 +25,9 @@
  * is the legacy handle of 4 MiB (the parent's server maps more than 1 MiB on its own, and
  * passes that mapping's descriptor: server/memory/arena.c, ipc.c); the legacy handle of
  * 1 MiB is not, since its mapping holds other clients' memory, and its open answers
- * CUDA_ERROR_INVALID_VALUE (tests/server_per_gpu.sh checks all of these). */
+ * CUDA_ERROR_INVALID_VALUE; so is the event (the parent's server, a GPU's, made it
+ * interprocess and passes the driver's own handle of it: server/core/events.c, ipc.c)
+ * (tests/server_per_gpu.sh checks all of these). */
 #include "tests/progs/common.h"
 
 #include <errno.h>
@@ -35,7 +42,7 @@
 #define MARK 0x5a    /* what B writes into the memory it opened, */
 #define MARKED 4096u /* this many bytes, for A to read back */
 
-static int vmm, leave;
+static int vmm, leave, event;
 static size_t bytes = 1 << 20; /* --big: 4 MiB */
 
 /* Reads the shared bytes at p and says whether they are the parent's. */
@@ -68,6 +75,30 @@ static CUdeviceptr map(CUmemGenericAllocationHandle h, size_t size)
     return va;
 }
 
+/* The child's side of --event: opens the parent's event, queries it, lets the parent release
+ * its record ('q'), then waits for it on a stream of its own and synchronises with it. */
+static void open_event(int sock)
+{
+    CUipcEventHandle h;
+    REQUIRE(t_read_all(sock, &h, sizeof h), "B: A sent no event handle");
+    CUevent e = NULL;
+    CUresult r = cuIpcOpenEventHandle(&e, h);
+    printf("B: open event: %s\n", t_errname(r));
+    CUresult before = r == CUDA_SUCCESS ? cuEventQuery(e) : r;
+    char go = 'q';
+    t_write_all(sock, &go, 1);
+    if (r != CUDA_SUCCESS) return;
+    printf("B: before its release: %s\n", t_errname(before));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamWaitEvent(s, e, 0));
+    printf("B: a stream's wait: %s\n", t_errname(cuStreamSynchronize(s)));
+    CUresult sync = cuEventSynchronize(e);
+    printf("B: after: %s, %s\n", t_errname(sync), t_errname(cuEventQuery(e)));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuEventDestroy(e));
+}
+
 static void importer(const char *visible, int sock)
 {
     setenv("CUDA_VISIBLE_DEVICES", visible, 1);
@@ -75,7 +106,9 @@ static void importer(const char *visible, int sock)
     CUcontext ctx;
     t_setup(&dev, &ctx);
     CUresult r;
-    if (vmm) {
+    if (event) {
+        open_event(sock);
+    } else if (vmm) {
         size_t size = 0;
         REQUIRE(t_read_all(sock, &size, sizeof size), "B: A sent no size");
         int fd = t_recv_fd(sock);
@@ -110,16 +143,49 @@ static void importer(const char *visible, int sock)
     _exit(0);
 }
 
+/* The parent's side of --event: an interprocess event recorded on a stream held by a wait on
+ * a device word, released once the child has queried it. */
+static void export_event(int sock, pid_t b)
+{
+    CUstream s, other;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr word;
+    CHECK(cuMemAlloc(&word, 4));
+    CHECK(cuMemsetD32(word, 0, 1));
+    CHECK(cuCtxSynchronize());
+    CUevent e;
+    CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS));
+    CHECK(cuStreamWaitValue32(s, word, 1, CU_STREAM_WAIT_VALUE_GEQ));
+    CHECK(cuEventRecord(e, s));
+    CUipcEventHandle h;
+    CHECK(cuIpcGetEventHandle(&h, e));
+    t_write_all(sock, &h, sizeof h);
+    char go = 0;
+    REQUIRE(t_read_all(sock, &go, 1) && go == 'q', "A: B never queried the event");
+    CHECK(cuMemsetD32Async(word, 1, 1, other)); /* releases the record */
+    char done = 0;
+    REQUIRE(t_read_all(sock, &done, 1) && done == 'd', "A: B never finished");
+    int st = 0;
+    REQUIRE(waitpid(b, &st, 0) == b && WIFEXITED(st) && WEXITSTATUS(st) == 0, "B failed (%d)", st);
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuEventDestroy(e));
+    CHECK(cuMemFree(word));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuStreamDestroy(other));
+}
+
 int main(int argc, char **argv)
 {
     t_init("ipc_across", 120);
     vmm = t_has_flag(argc, argv, "--vmm");
     int big = t_has_flag(argc, argv, "--big");
     leave = t_has_flag(argc, argv, "--leave");
+    event = t_has_flag(argc, argv, "--event");
     if (big) bytes = 4 << 20;
-    int flags = vmm + big + leave;
-    REQUIRE(argc == 3 + flags && !(vmm && (big || leave)),
-            "usage: ipc_across [--vmm | --big] [--leave] VISIBLE_A VISIBLE_B");
+    int flags = vmm + big + leave + event;
+    REQUIRE(argc == 3 + flags && vmm + big + event <= 1 && !(leave && (vmm || event)),
+            "usage: ipc_across [--vmm | --big | --event] [--leave] VISIBLE_A VISIBLE_B");
     const char *va = argv[1 + flags], *vb = argv[2 + flags];
     int sv[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair: %s", strerror(errno));
@@ -138,6 +204,11 @@ int main(int argc, char **argv)
     void *host = malloc(bytes);
     REQUIRE(host, "out of host memory");
     t_fill_pattern(host, bytes, SEED);
+    if (event) {
+        export_event(sv[0], b);
+        free(host);
+        t_pass();
+    }
     CUdeviceptr d = 0;
     CUmemGenericAllocationHandle h = 0;
     size_t size = 0;
