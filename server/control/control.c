@@ -14,6 +14,7 @@
 #include "server/limits/account.h"
 #include "server/core/context.h"
 #include "server/core/log.h"
+#include "server/core/hex.h"
 #include "server/core/clients.h"
 #include "server/core/registry.h"
 #include "server/control/trace_owners.h"
@@ -462,13 +463,8 @@ static void cmd_trace(struct cmd *k)
 /* 32 hex digits into 16 bytes; 0, or -1 when s is not exactly that. */
 static int hex16(const char *s, uint8_t out[16])
 {
-    if (strlen(s) != 32 || strspn(s, "0123456789abcdef") != 32) return -1;
-    for (int i = 0; i < 16; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
-        out[i] = (uint8_t)v;
-    }
-    return 0;
+    const char *end;
+    return srv_hex_get(s, out, 16, &end) == 0 && !*end ? 0 : -1;
 }
 
 /* ipc_peer_export <nonce> <id> <secret>: asked by a sibling server of this pipe directory
@@ -492,8 +488,7 @@ static void cmd_ipc_peer_export(struct cmd *k)
         k->out->fd = -1; /* not memory: no descriptor goes */
         if (srv_ipc_peer_export_event(nonce, id, secret, event) == CUDA_SUCCESS) {
             char hex[2 * CU_IPC_HANDLE_SIZE + 1];
-            for (int i = 0; i < CU_IPC_HANDLE_SIZE; i++)
-                snprintf(hex + 2 * i, 3, "%02x", event[i]);
+            srv_hex_put(hex, event, CU_IPC_HANDLE_SIZE);
             ctl_say(k, "event %s\n", hex);
         } else {
             ctl_fail(k, "No such handle\n");

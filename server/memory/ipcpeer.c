@@ -31,8 +31,8 @@
 #include "server/core/server.h"
 #include "server/memory/ipcpeer.h"
 #include "server/control/siblings.h"
+#include "server/core/hex.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
@@ -54,17 +54,11 @@ struct want {
 /* 0 when text is "event " and CU_IPC_HANDLE_SIZE bytes in hex, ending the line; out gets them. */
 static int event_text(const char *text, uint8_t *out)
 {
-    if (strncmp(text, "event ", 6) != 0) return -1;
-    const char *p = text + 6;
-    for (int i = 0; i < CU_IPC_HANDLE_SIZE; i++) {
-        unsigned v;
-        if (!isxdigit((unsigned char)p[0]) || !isxdigit((unsigned char)p[1]) ||
-            sscanf(p, "%2x", &v) != 1)
-            return -1;
-        out[i] = (uint8_t)v;
-        p += 2;
-    }
-    return strcmp(p, "\n") == 0 ? 0 : -1;
+    const char *end;
+    return strncmp(text, "event ", 6) == 0 &&
+                   srv_hex_get(text + 6, out, CU_IPC_HANDLE_SIZE, &end) == 0 && !strcmp(end, "\n")
+               ? 0
+               : -1;
 }
 
 /* Asks the server whose control socket is in dir. 0 with what w wants, else -1. */
@@ -87,12 +81,10 @@ static int ask(const char *dir, const char *line, const struct want *w)
 
 static int fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], const struct want *w)
 {
-    char line[160];
-    int n = snprintf(line, sizeof(line), "ipc_peer_export %016llx %llu ", (unsigned long long)nonce,
-                     (unsigned long long)id);
-    for (int i = 0; i < 16; i++)
-        n += snprintf(line + n, sizeof(line) - (size_t)n, "%02x", secret[i]);
-    snprintf(line + n, sizeof(line) - (size_t)n, "\n");
+    char line[160], hex[33];
+    srv_hex_put(hex, secret, 16);
+    snprintf(line, sizeof(line), "ipc_peer_export %016llx %llu %s\n", (unsigned long long)nonce,
+             (unsigned long long)id, hex);
 
     /* The family's top: this server's pipe directory, or its parent when this is a GPU's. */
     char top[PATH_MAX];

@@ -775,6 +775,10 @@ struct cpudrv_event {
     int imported;
 };
 
+// Sleeps before the next look of a poll (memop.c): 20 us the first time (*ns 0), doubling up
+// to 1 ms.
+void cpudrv_poll_pause(long *ns);
+
 // cpudrv_big held: a new event of ctx with flags, not yet published.
 struct cpudrv_event *cpudrv_event_new(struct cpudrv_ctx *ctx, unsigned flags);
 // Interprocess events (ipcevent.c), cpudrv_big held for the first three: the page of an

@@ -21,7 +21,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #define IPCEV_MAGIC 0x7665637069726463ull /* "cdripcev" */
@@ -74,12 +73,10 @@ int cpudrv_ipcev_reached(const struct cpudrv_event *e, uint64_t target)
 // Polls, backing off to 1 ms, until e's page says target executed, or *dying is set.
 void cpudrv_ipcev_wait(const struct cpudrv_event *e, uint64_t target, const int *dying)
 {
-    long ns = 20000;
+    long ns = 0;
     while (!cpudrv_ipcev_reached(e, target)) {
         if (dying && __atomic_load_n(dying, __ATOMIC_ACQUIRE)) return;
-        struct timespec ts = {0, ns};
-        nanosleep(&ts, NULL);
-        if (ns < 1000000) ns *= 2;
+        cpudrv_poll_pause(&ns);
     }
 }
 

@@ -39,12 +39,10 @@ static CUresult wait_run(struct cpudrv_op *op)
     const struct memop *m = (const struct memop *)op->data;
     // The value is written by other threads or processes without any notification: poll,
     // backing off to 1 ms, and give up only when the context is being torn down.
-    long ns = 20000;
+    long ns = 0;
     while (!satisfied(m)) {
         if (__atomic_load_n(&op->stream->o.ctx->dying, __ATOMIC_ACQUIRE)) break;
-        struct timespec ts = {0, ns};
-        nanosleep(&ts, NULL);
-        if (ns < 1000000) ns *= 2;
+        cpudrv_poll_pause(&ns);
     }
     return CUDA_SUCCESS;
 }
@@ -92,12 +90,10 @@ void cpudrv_memop_run(const CUstreamBatchMemOpParams *o, const int *dying)
         m.is64 = o->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
         m.value = m.is64 ? o->waitValue.value64 : o->waitValue.value;
         m.flags = o->waitValue.flags;
-        long ns = 20000;
+        long ns = 0;
         while (!satisfied(&m)) {
             if (__atomic_load_n(dying, __ATOMIC_ACQUIRE)) break;
-            struct timespec ts = {0, ns};
-            nanosleep(&ts, NULL);
-            if (ns < 1000000) ns *= 2;
+            cpudrv_poll_pause(&ns);
         }
         break;
     }
@@ -160,6 +156,14 @@ static CUresult memop(CUstream hs, CUdeviceptr addr, uint64_t value, unsigned fl
     }
     cpudrv_unlock();
     return rc;
+}
+
+// Sleeps before the next look of a poll: 20 us the first time (*ns 0), doubling up to 1 ms.
+void cpudrv_poll_pause(long *ns)
+{
+    *ns = *ns ? (*ns < 1000000 ? *ns * 2 : *ns) : 20000;
+    struct timespec ts = {0, *ns};
+    nanosleep(&ts, NULL);
 }
 
 // Makes the stream wait until a 32-bit value satisfies GEQ/EQ/AND/NOR.
