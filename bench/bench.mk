@@ -6,7 +6,7 @@
 # found (else the MPI figures say they were skipped), and always with bench/fakempi, a
 # stand-in of MPI that lets the CPU test driver run bench/run.sh's MPI families where no MPI is
 # installed (MPSSHIM_BENCH_CPU=1, to test the script); bench/fleet.py needs no build.
-BENCH_NAMES := callbench copysweep fleetc freewait latprobe managed managedprobe onectx overlap throttle
+BENCH_NAMES := callbench copysweep fleetc freewait hostmem latprobe launchcost managed managedprobe onectx overlap throttle
 BENCH_BIN   := $(addprefix $(B)/bench/,$(BENCH_NAMES))
 BENCH_PTX   := $(B)/bench/spin.ptx
 # The cold MPI job's image (mpi_steps --cold): sm_90 code and PTX, uncompressed (the CPU test

@@ -177,9 +177,15 @@ fi
 SAMPLES=$OUTDIR/bench-samples.tsv
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_BIN=$B/bench/mpi_steps
-# GPUs of the machine (the CPU test driver's: MPSSHIM_CPUDRV_DEVICES), for the 2-GPU figures.
+# GPUs the run may use (the CPU test driver's: MPSSHIM_CPUDRV_DEVICES), for the 2-GPU figures:
+# the machine's, or as many as CUDA_VISIBLE_DEVICES names where it is set (a run held to one
+# GPU of two would otherwise ask its jobs for a second they cannot see).
 if [ "$CPU" = 1 ]; then NGPUS=${MPSSHIM_CPUDRV_DEVICES:-1}; else
     NGPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+        named=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)
+        [ "$named" -ge "$NGPUS" ] || NGPUS=$named
+    fi
 fi
 MPI_WHY='' FLEET_WHY=''
 FAILED=0
@@ -882,6 +888,7 @@ main() {
         printf 'commit\t%s\n' "$COMMIT"
         printf 'built_from\t%s\n' "${BUILT:-?}"
         printf 'gpu\t%s\n' "${gpu:-?}"
+        [ -z "${CUDA_VISIBLE_DEVICES+set}" ] || printf 'visible\t%s (CUDA_VISIBLE_DEVICES=%s)\n' "$NGPUS" "$CUDA_VISIBLE_DEVICES"
         printf 'driver\t%s\n' "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader \
             2>/dev/null | head -n 1)"
         printf 'cpus\t%s\n' "$(nproc)"

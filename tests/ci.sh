@@ -532,6 +532,9 @@ run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
 # bench/onectx's modes (a diagnosis for the GPU, run by nothing else) still run and write what
 # they should, directly and through the shim (graph nodes updated at every step). Own server.
 run_test onectx-modes 90 bash "$ROOT/tests/onectx.sh" "$B" "$WORK"
+# bench/launchcost and bench/hostmem (native probes, run by hand on a GPU) still run and print
+# every figure, directly and through the shim. Own server.
+run_test bench-probes 90 bash "$ROOT/tests/probes.sh" "$B" "$WORK"
 # An MPI rank through the shim gets OMPI_MCA_mpi_yield_when_idle=1 unless set or turned off
 # (interpose/mpiyield.c); other processes are left alone. No server.
 run_test mpi-yield 30 bash "$ROOT/tests/mpi_yield.sh" "$B"
