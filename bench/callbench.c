@@ -19,18 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Median of n samples in nanoseconds (sorts them), in microseconds. */
 static double median_us(uint64_t *ns, size_t n)
 {
-    qsort(ns, n, sizeof *ns, cmp_u64);
-    double m = n % 2 ? (double)ns[n / 2] : ((double)ns[n / 2 - 1] + (double)ns[n / 2]) / 2;
-    return m / 1e3;
+    return bench_median_ns(ns, n) / 1e3;
 }
 
 static uint64_t *samples(size_t n)

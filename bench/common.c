@@ -43,6 +43,18 @@ uint64_t bench_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bench_median_ns(uint64_t *ns, size_t n)
+{
+    qsort(ns, n, sizeof *ns, cmp_u64);
+    return n % 2 ? (double)ns[n / 2] : ((double)ns[n / 2 - 1] + (double)ns[n / 2]) / 2;
+}
+
 void bench_image_path(const char *env, const char *rel, const char *file, char *out, size_t cap)
 {
     const char *dir = getenv(env);

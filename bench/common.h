@@ -17,6 +17,9 @@ void bench_check(CUresult r, const char *call, int line);
 void bench_die(const char *fmt, const char *arg) __attribute__((noreturn));
 
 uint64_t bench_now_ns(void);
+/* The median of n > 0 samples (sorts them in place); of an even count, the mean of the
+ * middle two. */
+double bench_median_ns(uint64_t *ns, size_t n);
 
 /* <$env>/<file> when $env is set, else <directory of this executable>/<rel><file>. */
 void bench_image_path(const char *env, const char *rel, const char *file, char *out, size_t cap);

@@ -29,12 +29,6 @@ static void usage(void)
     exit(2);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The median bandwidth, GB/s, of n timed copies of `bytes` (after one warm-up). */
 static double median_gbps(void *host, CUdeviceptr dev, size_t bytes, int htod, unsigned n)
 {
@@ -47,8 +41,7 @@ static double median_gbps(void *host, CUdeviceptr dev, size_t bytes, int htod, u
             CK(cuMemcpyDtoH(host, dev, bytes));
         if (i > 0) t[i - 1] = bench_now_ns() - t0;
     }
-    qsort(t, n, sizeof *t, cmp_u64);
-    double ns = n % 2 ? (double)t[n / 2] : ((double)t[n / 2 - 1] + (double)t[n / 2]) / 2;
+    double ns = bench_median_ns(t, n);
     return (double)bytes / ns; /* bytes per ns = GB/s */
 }
 

@@ -33,12 +33,6 @@ enum kind { K_HOSTALLOC, K_ANON, K_ANONHUGE, K_MEMFD, K_MEMFDHUGE, NKINDS };
 static const char *const kind_names[NKINDS] = {"hostalloc", "anon", "anonhuge", "memfd",
                                                "memfdhuge"};
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* A 2 MiB aligned buffer of MAX_BYTES of the kind, registered or allocated by the driver;
  * *region: the mapping to release. */
 static void *host_buffer(enum kind k, void **region)
@@ -160,10 +154,9 @@ int main(int argc, char **argv)
                         copy(async, htod, dev, host, sizes[z], st);
                         s[i] = bench_now_ns() - t0;
                     }
-                    qsort(s, (size_t)reps, sizeof *s, cmp_u64);
                     printf("metric %s_%s_%s_%s_us %.3f us\n", kind_names[k],
                            async ? "async" : "sync", htod ? "htod" : "dtoh", size_names[z],
-                           (double)s[reps / 2] / 1e3);
+                           bench_median_ns(s, (size_t)reps) / 1e3);
                 }
         fflush(stdout);
         host_free((enum kind)k, host, region);

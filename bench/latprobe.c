@@ -242,16 +242,9 @@ static void round_trip(struct probe *p, int way)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median_us(uint64_t *ns, size_t n)
 {
-    qsort(ns, n, sizeof *ns, cmp_u64);
-    return (n % 2 ? (double)ns[n / 2] : ((double)ns[n / 2 - 1] + (double)ns[n / 2]) / 2) / 1e3;
+    return bench_median_ns(ns, n) / 1e3;
 }
 
 /* The median round trip of one batch, us. */

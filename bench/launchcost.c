@@ -63,16 +63,9 @@ static void launch(struct kit *k, enum form f)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median_us(uint64_t *s, int n)
 {
-    qsort(s, (size_t)n, sizeof *s, cmp_u64);
-    return (n % 2 ? (double)s[n / 2] : ((double)s[n / 2 - 1] + (double)s[n / 2]) / 2) / 1e3;
+    return bench_median_ns(s, (size_t)n) / 1e3;
 }
 
 static void measure(struct kit *k, enum form f, int batches)
