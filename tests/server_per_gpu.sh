@@ -218,12 +218,17 @@ echo "ok: clients that see both GPUs served by their GPU's server from their fir
 # server's clients under one header, get_client_info finds the client's server, the defaults
 # reach every running server (a device by ordinal the folder gpu-<ordinal>'s), and a GPU's
 # server started later takes them from the pipe directory's own (server/control/siblings.c).
-# (Steps 4 and 7 left the pipe directory's server and both GPUs' running.)
+# (Steps 4 and 7 left the pipe directory's server and both GPUs' running.) Step 7's clients
+# of GPU 1's server are gone, but their release may still be under way: its list must hold
+# the holding client alone (once seen with a departed client still on it, CI, 2026-11-30).
+ctl1() { MPSSHIM_PIPE_DIRECTORY=$P/gpu-1 "$CTL"; }
+gpu1_clients() { printf 'get_client_list %s\n' "$(cat "$P/gpu-1/server.pid")" | ctl1; }
+gpu1_idle() { [ -z "$(gpu1_clients)" ]; }
+wait_for 30 gpu1_idle || fail "GPU 1's server still lists step 7's clients: $(gpu1_clients | xargs)"
 on 1 "$B/tests/hold" 600 >"$W/hold1.log" 2>&1 &
 held=$!
 wait_for 30 grep -q "^ready" "$W/hold1.log" || { cat "$W/hold1.log"; fail "GPU 1's holding client"; }
 G1=$(cat "$P/gpu-1/server.pid")
-ctl1() { MPSSHIM_PIPE_DIRECTORY=$P/gpu-1 "$CTL"; }
 H=$(printf 'get_client_list %s\n' "$G1" | "$CTL")
 grep -q "tests/hold" "/proc/$H/cmdline" 2>/dev/null || fail "get_client_list of GPU 1's server through the pipe directory: '$H'"
 printf 'ps\n' | "$CTL" >"$W/ps.log" || { cat "$W/ps.log"; fail "ps"; }
