@@ -74,7 +74,7 @@ static void host_free(enum kind k, void *p, void *region)
     munmap(region, REGION);
 }
 
-/* AnonHugePages / ShmemHugePages of this process's mapping that holds p, in kB, from
+/* AnonHugePages and ShmemPmdMapped of this process's mapping that holds p, in kB, from
  * /proc/self/smaps: how the kernel backed it. */
 static long huge_kb(const void *p)
 {

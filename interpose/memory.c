@@ -1,6 +1,7 @@
 /* Pinned host memory (a sealed memfd the server maps at one address in both processes and
- * registers with the driver, so that the GPU copies straight from/to the client's pages),
- * and pointer queries answered from the client's own ranges. Device memory is described in
+ * registers with the driver, so that the GPU copies straight from/to the client's pages, as
+ * fast as from cuMemHostAlloc's memory: bench/NOTES.md, "Host memory kinds"), and pointer
+ * queries answered from the client's own ranges. Device memory is described in
  * cuda_symbols.txt (its ranges enter the mirror from the description). */
 #define _GNU_SOURCE
 #include "interpose/shim.h"

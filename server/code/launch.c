@@ -1,5 +1,6 @@
 /* Kernel launches, replayed from the packed parameters the client sent (the buffer form of
- * cuLaunchKernel, so the server needs no layout of its own), on the client's stream. */
+ * cuLaunchKernel, so the server needs no layout of its own), on the client's stream. The
+ * buffer form costs the driver no more than kernelParams (bench/NOTES.md, "Launch forms"). */
 #include "server/core/server.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
