@@ -365,9 +365,15 @@ CUresult chan_unpack_call(const struct shim_call *d, uint8_t *payload, size_t le
             want = shim_size_fns[p->count_fixed](a->val[p->count_arg]);
             break;
         default: {
+            /* The count is the first element of another pointer argument, which must carry
+             * one: a client that sent it with none would have it read past its buffer (the
+             * last in the reply area: fuzz_records found it, 2026-11-30). */
             const void *cp = a->ptr[p->count_arg];
-            if (!cp || a->absent[p->count_arg]) return CUDA_ERROR_INVALID_VALUE;
-            want = read_uint(cp, d->params[p->count_arg].elem);
+            uint32_t elem = d->params[p->count_arg].elem;
+            if (!cp || a->absent[p->count_arg] || a->count[p->count_arg] < 1 ||
+                (elem != 1 && elem != 2 && elem != 4 && elem != 8))
+                return CUDA_ERROR_INVALID_VALUE;
+            want = read_uint(cp, elem);
         }
         }
         if (want != a->count[i]) return CUDA_ERROR_INVALID_VALUE;

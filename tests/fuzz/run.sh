@@ -5,9 +5,12 @@
 # fuzz_server (the server's own operations in the fuzzer's process) is far slower per input
 # than the parsers: FUZZ_SERVER_RUNS sets its count apart (default RUNS), and
 # FUZZ_SERVER_SECONDS a bound on its time (default none), which CI's short run sets.
+# Inputs a run found once (tests/fuzz/found/TARGET/, named for what they broke) are read
+# first, as a second corpus, so that what they broke stays mended.
 # Usage: bash tests/fuzz/run.sh BUILD_DIR [RUNS]
 set -u
 B=$(cd "${1:-build}" && pwd)
+FOUND=$(cd "$(dirname "$0")" && pwd)/found
 RUNS=${2:-200000}
 W=$(mktemp -d /tmp/mpsshim-fuzz.XXXXXX)
 rc=0
@@ -31,7 +34,9 @@ for f in "$B"/fuzz/fuzz_*; do
         [ -n "${FUZZ_SERVER_SECONDS:-}" ] && extra+=(-max_total_time="$FUZZ_SERVER_SECONDS")
     fi
     start=$(date +%s)
-    if (cd "$W" && "$f" -runs="$runs" -max_len=4096 -seed=1 "${extra[@]}" "$W/$name" \
+    corpora=("$W/$name")
+    [ -d "$FOUND/$name" ] && corpora+=("$FOUND/$name")
+    if (cd "$W" && "$f" -runs="$runs" -max_len=4096 -seed=1 "${extra[@]}" "${corpora[@]}" \
         >"$W/$name.log" 2>&1); then
         echo "$name: $(grep -o 'Done [0-9]* runs.*' "$W/$name.log") ($(( $(date +%s) - start )) s)"
     else

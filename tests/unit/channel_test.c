@@ -387,6 +387,26 @@ static void test_marshal(void)
     CHECK(chan_unpack_call(d, buf, n, out, sizeof(out), &a) != CUDA_SUCCESS);
     /* Truncated requests are refused. */
     CHECK(chan_unpack_call(d, buf, 12, out, sizeof(out), &a) != CUDA_SUCCESS);
+
+    /* A count read from another argument's pointee (out:dependentNodes[*numDependentNodes]):
+     * that argument sent with no element is refused before anything is read from it (it was
+     * read past the reply area: fuzz_records, 2026-11-30); with one, the count must match. */
+    d = &shim_calls[SHIM_ID_cuGraphNodeGetDependentNodes];
+    CHECK(d->nparams == 3);
+    uint8_t req[48];
+    uint64_t node = 0x1234, two = 2;
+    uint32_t nodes_hdr[2] = {1, 2}, none_hdr[2] = {1, 0}, one_hdr[2] = {1, 1};
+    memcpy(req, &node, 8);
+    memcpy(req + 8, nodes_hdr, 8);
+    memcpy(req + 16, none_hdr, 8);
+    CHECK(chan_unpack_call(d, req, 24, out, sizeof(out), &a) != CUDA_SUCCESS);
+    memcpy(req + 16, one_hdr, 8);
+    memcpy(req + 24, &two, 8);
+    CHECK(chan_unpack_call(d, req, 32, out, sizeof(out), &a) == CUDA_SUCCESS);
+    CHECK(a.count[1] == 2 && *(const uint64_t *)a.ptr[2] == 2);
+    two = 3; /* a count the nodes' buffer does not have */
+    memcpy(req + 24, &two, 8);
+    CHECK(chan_unpack_call(d, req, 32, out, sizeof(out), &a) != CUDA_SUCCESS);
 }
 
 /* Every generic call can be replayed: no struct passed by value, pointer notes complete. */
