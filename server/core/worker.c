@@ -19,6 +19,10 @@
 #include <string.h>
 #include <time.h>
 
+/* How often a worker polls its client's waits on the GPU while the server is crowded, in us:
+ * each poll is a wake-up of this worker, a CPU taken from a client. */
+#define CROWDED_POLL_US 200u
+
 /* ---------------------------------------------------------------- small operations */
 
 void srv_op_blob(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -229,7 +233,8 @@ void *srv_worker_main(void *arg)
              * replies the GPU posts (2) need no polls; shorter naps and the spin between
              * launches keep their own pace. A wait never depends on the held launches: any
              * record after them but a launch lets them go first. */
-            if (hold_nap > 200 * 1000 && c->waits && srv_waits_poll(c) == 1) hold_nap = 200 * 1000;
+            if (hold_nap > CROWDED_POLL_US * 1000ull && c->waits && srv_waits_poll(c) == 1)
+                hold_nap = CROWDED_POLL_US * 1000ull;
             if (hold_nap) chan_ring_sleep(&c->ch, hold_nap);
             continue;
         }
@@ -272,7 +277,7 @@ void *srv_worker_main(void *arg)
              * only should a thread tire of spinning (MPSSHIM_GPU_WAIT_SPIN_US, 20 ms by
              * default) and sleep, which it tells the worker by ringing (chan_lane_wait):
              * till then polled every 2 ms at most, to take back their events. */
-            unsigned cap = waiting == 2 ? 2000 : srv_spin_crowded() ? 200 : 50;
+            unsigned cap = waiting == 2 ? 2000 : srv_spin_crowded() ? CROWDED_POLL_US : 50;
             backoff_us = backoff_us ? (backoff_us * 2 > cap ? cap : backoff_us * 2) : 5;
             /* While crowded, not even the first polls: each is a wake-up of this worker, a
              * CPU taken from a client, and the thread rings should it tire. */

@@ -412,7 +412,7 @@ static void test_marshal(void)
 /* Every generic call can be replayed: no struct passed by value, pointer notes complete. */
 static void test_descriptors(void)
 {
-    int generic = 0;
+    int generic = 0, derefs = 0;
     for (int i = 0; i < SHIM_NCALLS; i++) {
         const struct shim_call *d = &shim_calls[i];
         CHECK(d->name != NULL);
@@ -424,12 +424,27 @@ static void test_descriptors(void)
                 fprintf(stderr, "%s passes a struct by value\n", d->name);
                 failures++;
             }
+            /* A count read from another argument's pointee (chan_unpack_call refuses any
+             * other element size): an integer the client always sends one of. */
+            if (p->ckind == SHIM_CK_DEREF) {
+                derefs++;
+                const struct shim_param *cp = &d->params[p->count_arg];
+                uint32_t e = cp->elem;
+                int ptr =
+                    cp->kind == SHIM_PK_IN || cp->kind == SHIM_PK_OUT || cp->kind == SHIM_PK_INOUT;
+                if (!ptr || (e != 1 && e != 2 && e != 4 && e != 8)) {
+                    fprintf(stderr,
+                            "%s: parameter %d counted by parameter %d (kind %d, %u bytes)\n",
+                            d->name, k, p->count_arg, cp->kind, e);
+                    failures++;
+                }
+            }
         }
         /* An async call is enqueued on its stream, or (via:) as another call on the
          * caller's default stream. */
         if (d->cls == SHIM_ASYNC) CHECK(d->stream >= 0 || d->target != 0);
     }
-    CHECK(generic > 50);
+    CHECK(generic > 50 && derefs > 0);
 }
 
 int main(void)
