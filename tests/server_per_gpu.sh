@@ -28,6 +28,8 @@
 #    process still sees both and answers peer queries as the pipe directory's server does,
 #    NCCL's calls (ncclish) pass between two such ranks, and a context on a second device is
 #    refused (CUDA_ERROR_INVALID_DEVICE, said on its stderr).
+# 8. (run before 5) control commands reach the GPUs' servers through the pipe directory;
+# 9. (run before 5) each GPU's server gives addresses in an address zone of its own.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -256,6 +258,30 @@ kill "$H" 2>/dev/null
 wait "$held" 2>/dev/null
 printf 'set_default_active_thread_percentage 100\nset_default_device_pinned_mem_limit 1 0\n' | "$CTL" >/dev/null
 echo "ok: commands naming GPU 1's server by pid, ps, get_client_info and the defaults reach the GPUs' servers; a GPU's server started later takes the defaults"
+
+# 9. (run before 5) Each GPU's server places what it gives addresses to in an address zone of
+# its own (server/core/zone.c), so that a process holding addresses of both never finds one
+# twice: its arena's device memory (256 MiB and 1 MiB), pinned host memory and a reservation
+# that names no address lie in the zone its log names, a different one for each GPU's server
+# (left to the driver, two servers' first reservations coincide: on an H200 both at
+# 0x302000000).
+zone_of() { grep -o "Address zone [0-9]* of the pipe directory's servers: device addresses from 0x[0-9a-f]*, host window at 0x[0-9a-f]*" "$LOG/gpu-$1/server.log" | tail -n 1; }
+for g in 0 1; do
+    on "$g" "$B/tests/devices" addrs >"$W/addrs-$g.log" 2>&1 && grep -q "^addrs " "$W/addrs-$g.log" ||
+        { cat "$W/addrs-$g.log"; fail "GPU $g's client: its addresses"; }
+    z=$(zone_of "$g")
+    [ -n "$z" ] || fail "GPU $g's server logged no address zone"
+    read -r n dev win < <(echo "$z" | awk '{print $3, $12, $16}' | tr -d ',')
+    read -r big small host resv < <(awk '/^addrs / {print $3, $5, $7, $9}' "$W/addrs-$g.log")
+    for a in "$big" "$small" "$resv"; do
+        (( a >= dev && a < dev + (2 << 40) )) || fail "GPU $g's server (zone $n) gave device address $a outside $dev + 2 TiB"
+    done
+    (( host >= win && host < win + (1 << 40) )) || fail "GPU $g's server (zone $n) gave host address $host outside $win + 1 TiB"
+    eval "zone$g=$n"
+done
+# shellcheck disable=SC2154 # zone0 and zone1 are set by eval above
+[ "$zone0" != "$zone1" ] || fail "GPU 0's and GPU 1's servers share address zone $zone0"
+echo "ok: GPU 0's and GPU 1's servers give addresses in zones $zone0 and $zone1: device memory, pinned host memory and reservations"
 
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
 # like a GPU's folder are passed over (the link to another pipe directory with a server).

@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "server/core/window.h"
 #include "server/core/driver.h"
+#include "server/core/zone.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -27,7 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define WINDOW_HINT 0x600000000000ull
+#define WINDOW_HINT 0x600000000000ull /* a GPU's server's is its zone's (zone.c) */
 
 static pthread_mutex_t window_lock = PTHREAD_MUTEX_INITIALIZER;
 struct extent {
@@ -38,7 +39,7 @@ static size_t nfree_ext;
 
 int srv_window_init(void)
 {
-    void *p = mmap((void *)(uintptr_t)WINDOW_HINT, SRV_WINDOW_SIZE, PROT_NONE,
+    void *p = mmap((void *)(uintptr_t)srv_zone_window_hint(WINDOW_HINT), SRV_WINDOW_SIZE, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return -1;
     free_ext = malloc(sizeof(*free_ext));

@@ -24,6 +24,7 @@
 #include "server/core/server.h"
 #include "server/core/fault.h"
 #include "server/memory/arena.h"
+#include "server/core/zone.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -107,7 +108,7 @@ static CUresult map_in_ctx(int dev, uint64_t bytes, uint64_t align, int exportab
     m->exportable = r == CUDA_SUCCESS;
     if (!m->exportable) r = DRV(cuMemCreate)(&m->h, bytes, &prop, 0); /* as before */
     if (r != CUDA_SUCCESS) return r;
-    if ((r = DRV(cuMemAddressReserve)(&va, bytes, align, 0, 0)) != CUDA_SUCCESS) goto release;
+    if ((r = srv_zone_reserve(&va, bytes, align)) != CUDA_SUCCESS) goto release;
     if ((r = DRV(cuMemMap)(va, bytes, 0, m->h, 0)) != CUDA_SUCCESS) goto unreserve;
     if ((r = DRV(cuMemSetAccess)(va, bytes, access, naccess)) != CUDA_SUCCESS) goto unmap;
     m->va = va;

@@ -49,6 +49,7 @@
 #include "server/memory/ipc.h"
 #include "server/memory/ipcpeer.h"
 #include "server/memory/arena.h"
+#include "server/core/zone.h"
 #include "server/memory/managed.h"
 #include "server/memory/memops.h"
 #include "server/limits/account.h"
@@ -526,7 +527,7 @@ static CUresult map_peer(int fd, uint64_t bytes, int dev, uint64_t *va)
     CUmemAccessDesc rw = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     if ((r = srv_push_device(dev)) == CUDA_SUCCESS) {
-        if ((r = DRV(cuMemAddressReserve)(&at, bytes, 0, 0, 0)) == CUDA_SUCCESS) {
+        if ((r = srv_zone_reserve(&at, bytes, 0)) == CUDA_SUCCESS) {
             if ((r = DRV(cuMemMap)(at, bytes, 0, h, 0)) == CUDA_SUCCESS &&
                 (r = DRV(cuMemSetAccess)(at, bytes, &rw, 1)) != CUDA_SUCCESS)
                 DRV(cuMemUnmap)(at, bytes);

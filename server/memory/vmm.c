@@ -27,6 +27,7 @@
 #include "server/memory/devmem.h"
 #include "server/memory/memops.h"
 #include "server/limits/account.h"
+#include "server/core/zone.h"
 
 #include <string.h>
 
@@ -36,6 +37,19 @@ static int later_dev(struct srv_client *c)
     int dev = c->cur ? c->cur->device : srv_dev_any(c);
     return dev >= 0 ? dev : 0;
 }
+
+/* A reservation that names no address is placed in this server's address zone (zone.c), so
+ * that the servers of the GPUs a process uses never hand it one address twice; one that names
+ * an address is the driver's to grant, as natively. */
+static CUresult reserve_call(struct srv_client *c, struct srv_call *k)
+{
+    (void)c;
+    CUdeviceptr *out = (CUdeviceptr *)(uintptr_t)k->vals[0];
+    if (k->vals[3] || k->vals[4] || !out || !srv_zone_no()) return k->drive(k);
+    return srv_zone_reserve(out, k->vals[1], k->vals[2]);
+}
+
+const struct srv_hook srv_hook_vmm_reserve = {.call = reserve_call};
 
 /* Physical memory lives on the device its properties name: pinned device memory only
  * (host and managed locations would be memory the client cannot see). */

@@ -5,9 +5,13 @@
  * prints "ready" and waits for its stdin to close (a test reads the server's accounting
  * meanwhile); with `peers`, makes its context on device 0 and prints, for every pair of
  * devices, cuDeviceCanAccessPeer's answer and the P2P attributes (a client moved to its GPU's
- * server at that context answers them itself: interpose/moved.c). Exit 0 whatever the
+ * server at that context answers them itself: interpose/moved.c); with `addrs`, makes its
+ * context on device 0 and prints the addresses it is given: device memory of 256 MiB and of
+ * 1 MiB, pinned host memory, and a reservation of 1 GiB that names no address (the servers of
+ * a pipe directory's GPUs give different ones: server/core/zone.c). Exit 0 whatever the
  * count, 1 when a call fails that must not. */
 #include <cuda.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +71,27 @@ int main(int argc, char **argv)
                 }
                 printf("\n");
             }
+        cuDevicePrimaryCtxRelease(0);
+    }
+    if (argc == 2 && strcmp(argv[1], "addrs") == 0 && n > 0) {
+        CUdeviceptr big = 0, small = 0, va = 0;
+        void *host = NULL;
+        if ((r = cuDevicePrimaryCtxRetain(&c, 0)) != CUDA_SUCCESS ||
+            (r = cuCtxSetCurrent(c)) != CUDA_SUCCESS ||
+            (r = cuMemAlloc(&big, (size_t)256 << 20)) != CUDA_SUCCESS ||
+            (r = cuMemAlloc(&small, (size_t)1 << 20)) != CUDA_SUCCESS ||
+            (r = cuMemHostAlloc(&host, (size_t)1 << 20, 0)) != CUDA_SUCCESS ||
+            (r = cuMemAddressReserve(&va, (size_t)1 << 30, 0, 0, 0)) != CUDA_SUCCESS) {
+            printf("addrs: %s\n", name_of(r));
+            return 1;
+        }
+        printf("addrs big %#llx small %#llx host %#llx reserved %#llx\n", (unsigned long long)big,
+               (unsigned long long)small, (unsigned long long)(uintptr_t)host,
+               (unsigned long long)va);
+        cuMemAddressFree(va, (size_t)1 << 30);
+        cuMemFreeHost(host);
+        cuMemFree(small);
+        cuMemFree(big);
         cuDevicePrimaryCtxRelease(0);
     }
     if (argc == 3 && strcmp(argv[1], "hold") == 0 && n > 0) {

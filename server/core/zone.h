@@ -1,0 +1,25 @@
+/* zone.c: this server's share of the address space, so that the addresses the servers of
+ * one pipe directory choose never coincide. */
+#ifndef MPSSHIM_SERVER_ZONE_H
+#define MPSSHIM_SERVER_ZONE_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+/* GPUs' servers of one pipe directory that get a zone of their own (the rest share zone 0,
+ * said in their logs). */
+#define SRV_ZONES 16
+
+/* This server's zone: 0 for a pipe directory's own server, 1..SRV_ZONES for a GPU's server
+ * (MPSSHIM_SERVER_PER_GPU's folders gpu-VALUE), claimed on first use for the process's life. */
+int srv_zone_no(void);
+/* Where the server's address window goes (window.c): `usual` in zone 0. */
+uint64_t srv_zone_window_hint(uint64_t usual);
+/* Reserves `bytes` of device address space aligned to `align`, inside the zone where the
+ * driver lets it be (cuMemAddressReserve with a hint; in zone 0 with none, the driver's own
+ * choice). The driver's error, or CUDA_SUCCESS with *va. */
+CUresult srv_zone_reserve(CUdeviceptr *va, uint64_t bytes, uint64_t align);
+/* The hint for a client's reservation that named no address (0 in zone 0). */
+uint64_t srv_zone_hint(uint64_t bytes, uint64_t align);
+
+#endif
