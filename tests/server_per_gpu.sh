@@ -261,10 +261,11 @@ echo "ok: commands naming GPU 1's server by pid, ps, get_client_info and the def
 
 # 9. (run before 5) Each GPU's server places what it gives addresses to in an address zone of
 # its own (server/core/zone.c), so that a process holding addresses of both never finds one
-# twice: its arena's device memory (256 MiB and 1 MiB), pinned host memory and a reservation
-# that names no address lie in the zone its log names, a different one for each GPU's server
-# (left to the driver, two servers' first reservations coincide: on an H200 both at
-# 0x302000000).
+# twice: its arena's 256 MiB, pinned host memory and a reservation of 1 GiB that names no
+# address lie in the zone its log names, a different one for each GPU's server (left to the
+# driver, two servers' first reservations coincide: on an H200 both at 0x302000000). A block
+# of 1 MiB lies in a slab of 2 MiB, which the real driver places among the server's own
+# mappings whatever the hint (randomised per process): the two servers' differ.
 zone_of() { grep -o "Address zone [0-9]* of the pipe directory's servers: device addresses from 0x[0-9a-f]*, host window at 0x[0-9a-f]*" "$LOG/gpu-$1/server.log" | tail -n 1; }
 for g in 0 1; do
     on "$g" "$B/tests/devices" addrs >"$W/addrs-$g.log" 2>&1 && grep -q "^addrs " "$W/addrs-$g.log" ||
@@ -273,14 +274,16 @@ for g in 0 1; do
     [ -n "$z" ] || fail "GPU $g's server logged no address zone"
     read -r n dev win < <(echo "$z" | awk '{print $3, $12, $16}' | tr -d ',')
     read -r big small host resv < <(awk '/^addrs / {print $3, $5, $7, $9}' "$W/addrs-$g.log")
-    for a in "$big" "$small" "$resv"; do
+    for a in "$big" "$resv"; do
         (( a >= dev && a < dev + (2 << 40) )) || fail "GPU $g's server (zone $n) gave device address $a outside $dev + 2 TiB"
     done
     (( host >= win && host < win + (1 << 40) )) || fail "GPU $g's server (zone $n) gave host address $host outside $win + 1 TiB"
-    eval "zone$g=$n"
+    eval "zone$g=$n small$g=$small"
 done
-# shellcheck disable=SC2154 # zone0 and zone1 are set by eval above
+# shellcheck disable=SC2154 # zone0, zone1, small0 and small1 are set by eval above
 [ "$zone0" != "$zone1" ] || fail "GPU 0's and GPU 1's servers share address zone $zone0"
+# shellcheck disable=SC2154
+[ "$small0" != "$small1" ] || fail "GPU 0's and GPU 1's servers gave the same block of 1 MiB, $small0"
 echo "ok: GPU 0's and GPU 1's servers give addresses in zones $zone0 and $zone1: device memory, pinned host memory and reservations"
 
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named

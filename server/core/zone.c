@@ -21,10 +21,14 @@
  * 0x610000000000 on that machine, programs and their heaps near 0x550000000000, shared
  * libraries and mmap below 0x800000000000.
  *
- * Reservations in the zone are made with a hint that walks through it (the driver may move
- * a hint up to the next free place, measured: it did so once of nine); one that lands outside
- * is given back and tried further on, and after TRIES misses the driver's own choice is taken
- * and logged once: an address two servers may then share. */
+ * Reservations in the zone are made with a hint that walks through it. The driver takes it
+ * for large ones (from 32 MiB on, measured: it may move it up to the next free place) and
+ * not for small ones (2 and 4 MiB, the arena's slabs: placed among the process's own
+ * mappings, as its cuMemAlloc's are, where randomisation moves them per process). So a
+ * reservation the driver placed at or above the lowest address the process's own mappings
+ * could have (`own_floor`) is kept; one placed elsewhere (its fixed low region) is given back
+ * and tried further on, and after TRIES misses the driver's own choice is taken and logged
+ * once: an address two servers may then share. */
 #define _GNU_SOURCE
 #include "server/core/zone.h"
 #include "server/core/server.h"
@@ -36,6 +40,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -48,6 +53,10 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int zone;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t cursor; /* the next hint (zone >= 1), under lock */
+/* Below the process's own mappings (those the kernel places top-down, randomised per
+ * process) by more than they could take: an address above it is one of those. */
+static uint64_t own_floor = UINT64_MAX;
+#define OWN_SPAN (16ull << 40)
 
 static void claim(void)
 {
@@ -59,6 +68,14 @@ static void claim(void)
         if (fd < 0) continue;
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             zone = n; /* fd stays open: the lock is this process's until it ends */
+            void *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p != MAP_FAILED) {
+                uint64_t at = (uint64_t)(uintptr_t)p;
+                own_floor = at > OWN_SPAN ? at - OWN_SPAN : 0;
+                munmap(p, 4096);
+            }
+            if (own_floor < WIN_BASE + SRV_ZONES * SRV_WINDOW_SIZE)
+                own_floor = UINT64_MAX; /* mappings low in the address space: keep none */
             cursor = DEV_BASE + (uint64_t)(n - 1) * DEV_SPAN;
             srv_log("Address zone %d of the pipe directory's servers: device addresses from "
                     "%#llx, host window at %#llx",
@@ -125,7 +142,7 @@ CUresult srv_zone_reserve(CUdeviceptr *va, uint64_t bytes, uint64_t align)
         CUdeviceptr got = 0;
         CUresult r = DRV(cuMemAddressReserve)(&got, bytes, align, hint, 0);
         if (r != CUDA_SUCCESS) return r;
-        if (got >= lo && got <= hi - bytes) {
+        if ((got >= lo && got <= hi - bytes) || got >= own_floor) {
             *va = got;
             return CUDA_SUCCESS;
         }
