@@ -63,7 +63,7 @@ static void claim(void)
     char top[PATH_MAX], path[PATH_MAX + 16];
     if (!srv_siblings_top(top, sizeof(top))) return; /* the pipe directory's own: zone 0 */
     for (int n = 1; n <= SRV_ZONES; n++) {
-        snprintf(path, sizeof(path), "%s/.zone-%d", top, n);
+        if ((size_t)snprintf(path, sizeof(path), "%s/.zone-%d", top, n) >= sizeof(path)) break;
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) continue;
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
