@@ -202,7 +202,8 @@ static CUresult deactivate(struct shim_ctx *c)
 /* The thread's stack changed: its requests carry the top's id from now (rpc.c). */
 static void top_changed(void)
 {
-    shim_set_current_ctx(depth && stack[depth - 1] ? &stack[depth - 1]->id : NULL);
+    struct shim_ctx *t = depth ? stack[depth - 1] : NULL;
+    shim_set_current_ctx(t ? &t->id : NULL, t ? t->device : -1);
 }
 
 static void push(struct shim_ctx *c)

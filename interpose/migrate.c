@@ -414,7 +414,7 @@ void shim_mig_hostfn_done(void)
     CUresult r = CUDA_SUCCESS;
     if (nreach || reach_all) {
         hostfn_ctx = nreach ? reach[0]->ctx : nmigs ? migs[0]->ctx : 0;
-        shim_set_current_ctx(&hostfn_ctx);
+        shim_set_current_ctx(&hostfn_ctx, -1);
         r = to_device_locked(1);
     }
     pthread_mutex_unlock(&shim_mig_lock);

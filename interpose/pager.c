@@ -261,7 +261,7 @@ static void take(struct fault **list)
 static void *pager(void *arg)
 {
     (void)arg;
-    shim_set_current_ctx(&pager_ctx);
+    shim_set_current_ctx(&pager_ctx, -1);
     struct fault *list = NULL; /* taken, not answered yet */
     for (;;) {
         unsigned w = atomic_load(&queue_word);

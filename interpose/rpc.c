@@ -9,10 +9,31 @@
 #include "channel/settings.h"
 #include "channel/marshal.h" /* CHAN_MAX_ARGS, CHAN_OUTREF_MAX */
 
-/* Producers serialise on this lock: records must enter the ring whole and in the order the
- * calls were made, which is the order the server replays them (any thread's later sync
- * call sees every earlier async call submitted). Held only while a record is written. */
-static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Each connection's locks, by its slot (shim_conn's is 0):
+ *  - ring: producers serialise on it, since records must enter the ring whole and in the
+ *    order the calls were made, which is the order the server replays them (any thread's
+ *    later sync call sees every earlier async call submitted). Held only while a record is
+ *    written.
+ *  - lanes: lanes are owned by threads until they exit (`used`, bit i: lane i owned).
+ * A slot's connection never changes while it has requests (a move to a GPU's server,
+ * conn.c, replaces shim_conn under shim_rpc_alone, which holds slot 0's locks). */
+static struct link {
+    pthread_mutex_t ring, lanes;
+    pthread_cond_t freed;
+    uint64_t used;
+} links[SHIM_CONNS] = {[0 ... SHIM_CONNS - 1] = {PTHREAD_MUTEX_INITIALIZER,
+                                                 PTHREAD_MUTEX_INITIALIZER,
+                                                 PTHREAD_COND_INITIALIZER, 0}};
+
+struct shim_conn *_Atomic shim_dev_conns[CHAN_MAX_DEVICES];
+
+struct shim_conn *shim_conn_of_device(int d)
+{
+    struct shim_conn *c = d >= 0 && d < CHAN_MAX_DEVICES
+                              ? atomic_load_explicit(&shim_dev_conns[d], memory_order_acquire)
+                              : NULL;
+    return c ? c : &shim_conn;
+}
 
 /* Records sent that may have enqueued work: all but SHIM_RQ_QUIET ones (queries and
  * synchronisations, which change nothing a stream or event will do). Bumped under ring_lock,
@@ -21,28 +42,30 @@ static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
  * sees the count moved: interpose/idle.c keeps an idle answer only while it stays put. */
 _Atomic uint64_t shim_work_sent;
 
-/* Lanes are owned by threads until they exit; guarded by lane_lock. */
-static pthread_mutex_t lane_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t lane_freed = PTHREAD_COND_INITIALIZER;
-static uint64_t lanes_used; /* bit i: lane i owned by a thread */
-/* Thread numbers for per-thread default streams; recycled when threads exit. */
+/* Thread numbers for per-thread default streams, the process's (a number only has to be
+ * unique among a connection's threads); recycled when threads exit, under no_lock. */
+static pthread_mutex_t no_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint16_t *free_thread_nos;
 static unsigned nfree_thread_nos, cap_thread_nos;
 static uint16_t next_thread_no = 1;
 
 struct thread_slot {
-    int lane;           /* -1 until the thread first waits for a reply */
-    uint16_t thread_no; /* 0 until first needed */
+    int8_t lane[SHIM_CONNS]; /* per connection slot: its lane + 1, 0 until the thread first
+                                waits for a reply there */
+    uint16_t thread_no;      /* 0 until first needed */
 };
-static __thread struct thread_slot self = {.lane = -1};
+static __thread struct thread_slot self;
 /* The id field of the thread's current context (context.c's record of it, never freed, so
  * that one destroyed by another thread reads 0 here too), NULL when it has none. Read
- * without a lock: a stale id is refused by the server, never misused. */
+ * without a lock: a stale id is refused by the server, never misused. Its device picks the
+ * connection (-1: shim_conn). */
 static __thread const uint32_t *current_id;
+static __thread int current_dev = -1;
 
-void shim_set_current_ctx(const uint32_t *id)
+void shim_set_current_ctx(const uint32_t *id, int device)
 {
     current_id = id;
+    current_dev = device;
 }
 
 uint32_t shim_current_ctx_id(void)
@@ -142,11 +165,15 @@ static __thread uint8_t *stage_room;
 static void thread_exit(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&lane_lock);
-    if (self.lane >= 0) {
-        lanes_used &= ~(1ull << self.lane);
-        pthread_cond_signal(&lane_freed);
+    for (int s = 0; s < SHIM_CONNS; s++) {
+        if (!self.lane[s]) continue;
+        pthread_mutex_lock(&links[s].lanes);
+        links[s].used &= ~(1ull << (self.lane[s] - 1));
+        pthread_cond_signal(&links[s].freed);
+        pthread_mutex_unlock(&links[s].lanes);
+        self.lane[s] = 0;
     }
+    pthread_mutex_lock(&no_lock);
     if (self.thread_no) {
         if (nfree_thread_nos == cap_thread_nos) {
             unsigned ncap = cap_thread_nos ? cap_thread_nos * 2 : 64;
@@ -158,8 +185,7 @@ static void thread_exit(void *arg)
         }
         if (nfree_thread_nos < cap_thread_nos) free_thread_nos[nfree_thread_nos++] = self.thread_no;
     }
-    pthread_mutex_unlock(&lane_lock);
-    self.lane = -1;
+    pthread_mutex_unlock(&no_lock);
     self.thread_no = 0;
     for (int i = 0; i < CHAN_MAX_ARGS; i++) {
         free(outref_room[i]);
@@ -204,7 +230,7 @@ uint16_t shim_thread_no(void)
 {
     if (self.thread_no) return self.thread_no;
     register_exit();
-    pthread_mutex_lock(&lane_lock);
+    pthread_mutex_lock(&no_lock);
     if (nfree_thread_nos)
         self.thread_no = free_thread_nos[--nfree_thread_nos];
     else {
@@ -212,22 +238,24 @@ uint16_t shim_thread_no(void)
         /* 65535 live threads never happen; on wrap-around numbers are shared. */
         next_thread_no = next_thread_no == UINT16_MAX ? 1 : next_thread_no + 1;
     }
-    pthread_mutex_unlock(&lane_lock);
+    pthread_mutex_unlock(&no_lock);
     return self.thread_no;
 }
 
-static int my_lane(void)
+/* The thread's lane on the connection of slot s, taken now if need be. */
+static int my_lane(int s)
 {
-    if (self.lane >= 0) return self.lane;
+    if (self.lane[s]) return self.lane[s] - 1;
     register_exit();
-    pthread_mutex_lock(&lane_lock);
+    struct link *k = &links[s];
+    pthread_mutex_lock(&k->lanes);
     /* More threads than lanes wait here for one to exit. */
-    while (lanes_used == ~0ull)
-        pthread_cond_wait(&lane_freed, &lane_lock);
-    int l = __builtin_ctzll(~lanes_used);
-    lanes_used |= 1ull << l;
-    pthread_mutex_unlock(&lane_lock);
-    self.lane = l;
+    while (k->used == ~0ull)
+        pthread_cond_wait(&k->freed, &k->lanes);
+    int l = __builtin_ctzll(~k->used);
+    k->used |= 1ull << l;
+    pthread_mutex_unlock(&k->lanes);
+    self.lane[s] = (int8_t)(l + 1);
     return l;
 }
 
@@ -237,15 +265,16 @@ int shim_rpc_alone(int (*fn)(void *), void *arg, uint64_t work_seen)
      * with no other lane owned and nothing with effects sent since the caller's look, no
      * request of another thread is on its way or awaits a reply, and none can start before
      * fn returns. */
-    pthread_mutex_lock(&lane_lock);
-    uint64_t mine = self.lane >= 0 ? 1ull << self.lane : 0;
+    struct link *k = &links[0];
+    pthread_mutex_lock(&k->lanes);
+    uint64_t mine = self.lane[0] ? 1ull << (self.lane[0] - 1) : 0;
     int rc = -1;
-    if ((lanes_used & ~mine) == 0) {
-        pthread_mutex_lock(&ring_lock);
+    if ((k->used & ~mine) == 0) {
+        pthread_mutex_lock(&k->ring);
         rc = atomic_load(&shim_work_sent) != work_seen ? -2 : fn(arg);
-        pthread_mutex_unlock(&ring_lock);
+        pthread_mutex_unlock(&k->ring);
     }
-    pthread_mutex_unlock(&lane_lock);
+    pthread_mutex_unlock(&k->lanes);
     return rc;
 }
 
@@ -255,18 +284,20 @@ __thread int shim_ring_held __attribute__((tls_model("initial-exec")));
 
 CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags)
 {
-    struct chan *c = &shim_conn.ch;
     if (len > CHAN_REC_MAX - sizeof(struct chan_rec)) return CUDA_ERROR_INVALID_VALUE;
-    q->lane = reply ? my_lane() : -1;
+    q->conn = shim_conn_of_device(current_dev);
+    struct chan *c = &q->conn->ch;
+    struct link *k = &links[q->conn->slot];
+    q->lane = reply ? my_lane(q->conn->slot) : -1;
     q->quiet = (flags & SHIM_RQ_QUIET) != 0;
     flags &= ~SHIM_RQ_QUIET;
     uint16_t tno = shim_thread_no();
-    pthread_mutex_lock(&ring_lock);
+    pthread_mutex_lock(&k->ring);
     struct chan_wait w = shim_waiter;
     w.spin_ns = 0;
     q->rec = chan_ring_reserve(c, (uint32_t)sizeof(struct chan_rec) + len, &w);
     if (!q->rec) {
-        pthread_mutex_unlock(&ring_lock);
+        pthread_mutex_unlock(&k->ring);
         return shim_dead_error();
     }
     shim_ring_held = 1;
@@ -283,9 +314,9 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
 void shim_req_send(struct shim_req *q)
 {
     if (!q->quiet) atomic_fetch_add_explicit(&shim_work_sent, 1, memory_order_relaxed);
-    chan_ring_publish(&shim_conn.ch, q->rec);
+    chan_ring_publish(&q->conn->ch, q->rec);
     shim_ring_held = 0;
-    pthread_mutex_unlock(&ring_lock);
+    pthread_mutex_unlock(&links[q->conn->slot].ring);
 }
 
 /* This thread's last wait that outlasted its spin, while the server was crowded, outlasted
@@ -295,7 +326,7 @@ static __thread int gpu_waits_long;
 
 CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
 {
-    struct chan *c = &shim_conn.ch;
+    struct chan *c = &q->conn->ch;
     struct chan_wait w = shim_waiter;
     w.spin_ns = spin_ns();
     w.slice_ns = wait_slice_ns();

@@ -66,6 +66,7 @@ void *shim_real_driver(void);
 
 /* Connection state; one per process. */
 struct shim_conn {
+    int slot; /* its ring and lanes' locks in rpc.c: 0 for shim_conn, the first connection */
     int sock;
     struct chan ch;
     int server_pid;
@@ -75,6 +76,14 @@ struct shim_conn {
 };
 
 extern struct shim_conn shim_conn;
+
+/* Connections a process holds besides shim_conn, at most one per device (issue 30: each
+ * GPU's own server for the devices it uses); slots 1.. of rpc.c's locks. */
+#define SHIM_CONNS (1 + CHAN_MAX_DEVICES)
+/* The connection that serves device d: shim_dev_conns[d], or shim_conn where that is NULL
+ * (every device of a process that holds one connection). */
+extern struct shim_conn *_Atomic shim_dev_conns[CHAN_MAX_DEVICES];
+struct shim_conn *shim_conn_of_device(int d);
 
 /* Runs fn(arg) while no other thread can send a request, provided none owns a reply lane
  * and shim_work_sent is still work_seen (no request with effects since the caller looked):
@@ -126,6 +135,7 @@ void shim_procaddr_fetch(unsigned server_minor);
 
 /* A request under construction in the ring. */
 struct shim_req {
+    struct shim_conn *conn; /* where it goes (shim_req_begin's route) */
     struct chan_rec *rec;
     uint8_t *payload; /* right after the header */
     int lane;         /* -1 for requests without a reply */
@@ -186,9 +196,10 @@ uint16_t shim_thread_no(void);
 CUresult shim_upload(const void *data, size_t len);
 
 /* The calling thread's current context, as context.c keeps it: the id field of its record
- * (NULL: none). shim_current_ctx_id reads it: what every request is tagged with, 0 when
- * there is none. */
-void shim_set_current_ctx(const uint32_t *id);
+ * (NULL: none), and its device (-1: none known). shim_current_ctx_id reads the id: what every
+ * request is tagged with, 0 when there is none; the device picks the connection the request
+ * goes to (shim_conn_of_device; -1: shim_conn). */
+void shim_set_current_ctx(const uint32_t *id, int device);
 uint32_t shim_current_ctx_id(void);
 
 /* An OUTREF array the driver API returns by pointer, copied into the calling thread's room
