@@ -116,7 +116,7 @@ static int take_handle(const struct shim_call *d, const uint64_t *val, struct sh
  * pointer queries know them) and the handles the client knows itself. */
 static void record(const struct shim_call *d, const uint64_t *val, void *const *ptr)
 {
-    uint32_t ctx = shim_current_ctx_id();
+    uint32_t ctx = shim_route_ctx();
     for (int i = 0; i < d->nparams; i++) {
         const struct shim_param *p = &d->params[i];
         if (i == d->destroys)
@@ -262,6 +262,10 @@ static CUresult finish_call(const struct shim_call *d, const struct shim_hook *h
     return hook && hook->finish ? hook->finish(args) : CUDA_SUCCESS;
 }
 
+static CUresult forward_checked(int id, const struct shim_call *d, const struct shim_hook *hook,
+                                const void *const *argv, uint64_t *val, void **ptr,
+                                const void **args, int host, int mvar);
+
 /* The client's forwarding of a described (sync/async) call: arguments checked here where
  * the client can, the call sent, its reply and the mirror taken in. */
 CUresult shim_forward(int id, const void *const *argv)
@@ -280,6 +284,21 @@ CUresult shim_forward(int id, const void *const *argv)
     if ((r = take_args(d, argv, val, spare, ptr, spare_ptr, args)) != CUDA_SUCCESS) return r;
     int host = 0, mvar = 0;
     if ((r = check_args(d, val, ptr, &host, &mvar)) != CUDA_SUCCESS) return r;
+    /* To the server of what it names, where the process holds one per device (route.c). */
+    struct shim_route saved;
+    int routed = shim_route_call(d, val, &saved, &r);
+    if (r != CUDA_SUCCESS) return r;
+    r = forward_checked(id, d, hook, argv, val, ptr, args, host, mvar);
+    if (routed) shim_route_end(&saved);
+    return r;
+}
+
+/* The rest of shim_forward, once the arguments are taken, checked and routed. */
+static CUresult forward_checked(int id, const struct shim_call *d, const struct shim_hook *hook,
+                                const void *const *argv, uint64_t *val, void **ptr,
+                                const void **args, int host, int mvar)
+{
+    CUresult r;
     if (hook && hook->before && (r = hook->before(args)) != CUDA_SUCCESS) return r;
     if (hook && hook->known && hook->known(args)) return CUDA_SUCCESS;
     if (hook && hook->rewrite && hook->rewrite(args)) return CUDA_SUCCESS;

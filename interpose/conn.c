@@ -55,17 +55,27 @@ static void on_fork_child(void)
     if (atomic_load(&conn_state) == CONN_UP) {
         if (shim_conn.sock >= 0) close(shim_conn.sock);
         shim_conn.sock = -1;
+        for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+            struct shim_conn *x = atomic_load(&shim_dev_conns[d]);
+            if (x && x->sock >= 0) close(x->sock);
+            if (x) x->sock = -1;
+        }
         atomic_store(&conn_state, CONN_FORKED);
     }
     pthread_mutex_init(&conn_lock, NULL);
 }
 
-int shim_recv_fd(void)
+int shim_recv_fd_from(const struct shim_conn *c)
 {
     uint8_t b;
     int fd;
-    if (chan_recv_fd(shim_conn.sock, &b, 1, &fd) != 0) return -1;
+    if (chan_recv_fd(c->sock, &b, 1, &fd) != 0) return -1;
     return fd;
+}
+
+int shim_recv_fd(void)
+{
+    return shim_recv_fd_from(&shim_conn);
 }
 
 static void exe_name(char *out, size_t len)
@@ -164,19 +174,21 @@ static int moved_of, moved_ordinal;
  * the driver parses it) stands in for a value too long to send whole. Not sent to a server
  * of this client's GPU, which the value picked: its one device is that GPU (applied again,
  * an index other than 0 would name a device it does not have). */
-static void visible_env(struct chan_hello *h)
+static void visible_env(struct chan_hello *h, int of, int ordinal)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    h->gpu_of = moved_of;
-    h->gpu_ordinal = moved_ordinal;
+    h->gpu_of = of;
+    h->gpu_ordinal = ordinal;
     if (!v || gpu_dir[0]) return;
     h->visible_set = 1;
     snprintf(h->visible_devices, sizeof(h->visible_devices), "%s",
              strlen(v) < sizeof(h->visible_devices) ? v : "-1");
 }
 
-/* One attempt; on failure *why says why and the return value is the error to report. */
-static CUresult try_connect(char *why, size_t whylen)
+/* One attempt to connect `out` to the server in server_dir(), for a client that sees `of`
+ * devices and is that server's for its device `ordinal` (0 0: every device it sees); on
+ * failure *why says why and the return value is the error to report. */
+static CUresult try_connect_to(struct shim_conn *out, int of, int ordinal, char *why, size_t whylen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", server_dir(),
@@ -213,7 +225,7 @@ static CUresult try_connect(char *why, size_t whylen)
     limit_env(h.pinned_mem_limit, sizeof(h.pinned_mem_limit), CHAN_SET_PINNED_DEVICE_MEM_LIMIT,
               &bad_limit);
     limit_env(h.client_priority, sizeof(h.client_priority), CHAN_SET_CLIENT_PRIORITY, &bad_limit);
-    visible_env(&h);
+    visible_env(&h, of, ordinal);
     struct chan_welcome w;
     int fd = -1;
     /* The answer is read even when the hello could not be sent: a server out of
@@ -251,17 +263,17 @@ static CUresult try_connect(char *why, size_t whylen)
         snprintf(why, whylen, "cannot map the shared segment: %s", strerror(errno));
         goto fail;
     }
-    chan_attach(&shim_conn.ch, base);
-    if (chan_check_header(&shim_conn.ch, why, whylen) != 0) {
+    chan_attach(&out->ch, base);
+    if (chan_check_header(&out->ch, why, whylen) != 0) {
         munmap(base, w.shm_size);
         goto fail;
     }
-    memcpy(&shim_conn.dev, shim_conn.ch.devinfo, sizeof(shim_conn.dev));
-    if (shim_conn.dev.ndev < 0 || shim_conn.dev.ndev > CHAN_MAX_DEVICES) shim_conn.dev.ndev = 0;
-    shim_conn.sock = s;
-    shim_conn.server_pid = w.server_pid;
-    shim_conn.client_id = w.client_id;
-    shim_conn.server_minor = w.minor;
+    memcpy(&out->dev, out->ch.devinfo, sizeof(out->dev));
+    if (out->dev.ndev < 0 || out->dev.ndev > CHAN_MAX_DEVICES) out->dev.ndev = 0;
+    out->sock = s;
+    out->server_pid = w.server_pid;
+    out->client_id = w.client_id;
+    out->server_minor = w.minor;
     return CUDA_SUCCESS;
 fail:
     if (fd >= 0) close(fd);
@@ -399,25 +411,27 @@ static unsigned server_wait_s(void)
 }
 
 /* Tries again every 100 ms while no server listens, for MPSSHIM_SERVER_WAIT seconds. */
-static CUresult wait_for_server(CUresult r, char *why, size_t whylen)
+static CUresult wait_for_server(struct shim_conn *out, int of, int ordinal, CUresult r, char *why,
+                                size_t whylen)
 {
     uint64_t until = chan_now_ns() + (uint64_t)server_wait_s() * 1000000000ull;
     while (r != CUDA_SUCCESS && conn_absent && chan_now_ns() < until) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        r = try_connect(why, whylen);
+        r = try_connect_to(out, of, ordinal, why, whylen);
     }
     return r;
 }
 
-/* Connects, starting a server first when none answers: exactly one per pipe directory,
- * however many clients (MPI ranks) try at once, thanks to a lock file in that directory.
- * Where it may not start one, it may wait for one (MPSSHIM_SERVER_WAIT). */
-static CUresult connect_or_start(char *why, size_t whylen)
+/* Connects `out` (try_connect_to), starting a server first when none answers: exactly one
+ * per pipe directory, however many clients (MPI ranks) try at once, thanks to a lock file in
+ * that directory. Where it may not start one, it may wait for one (MPSSHIM_SERVER_WAIT). */
+static CUresult connect_or_start_to(struct shim_conn *out, int of, int ordinal, char *why,
+                                    size_t whylen)
 {
-    CUresult r = try_connect(why, whylen);
+    CUresult r = try_connect_to(out, of, ordinal, why, whylen);
     if (r != CUDA_SUCCESS && !chan_setting_num(CHAN_SET_AUTOSTART))
-        return wait_for_server(r, why, whylen);
+        return wait_for_server(out, of, ordinal, r, why, whylen);
     if (r == CUDA_SUCCESS || conn_no_fallback || conn_foreign) return r;
     char lock[PATH_MAX];
     if (chan_make_dirs(server_dir()) != 0 ||
@@ -427,12 +441,19 @@ static CUresult connect_or_start(char *why, size_t whylen)
     if (fd < 0) return r;
     flock(fd, LOCK_EX);
     /* Whoever held the lock before us may have started it. */
-    if ((r = try_connect(why, whylen)) != CUDA_SUCCESS && !conn_no_fallback &&
+    if ((r = try_connect_to(out, of, ordinal, why, whylen)) != CUDA_SUCCESS && !conn_no_fallback &&
         start_server(why, whylen) == 0)
-        r = try_connect(why, whylen);
+        r = try_connect_to(out, of, ordinal, why, whylen);
     flock(fd, LOCK_UN);
     close(fd);
     return r;
+}
+
+/* The process's first connection (shim_conn), or its move (moved_of devices, its ordinal
+ * moved_ordinal that server's). */
+static CUresult connect_or_start(char *why, size_t whylen)
+{
+    return connect_or_start_to(&shim_conn, moved_of, moved_ordinal, why, whylen);
 }
 
 void shim_fall_back(const char *why);
@@ -534,17 +555,74 @@ static int holds_nothing(void)
     return held == 0;
 }
 
+/* ------------------------------------------ a moved client's other devices (issue 30) */
+
+/* A moved client that makes a context on another device d connects to d's own server too,
+ * as it connected to its first device's (the folder and hello a client bound to d, or moved
+ * to d, would use), and its requests for d go there (rpc.c: by their context's device, or the
+ * stream, event or context they name: call.c). So each GPU it uses is served by that GPU's
+ * server alone, and a fault on one leaves its work on the others running, as MPS keeps a
+ * fault to its GPU. The new server must hold the same GPU (UUIDs compared, as for the move).
+ * Connections are never closed before the process ends (a request of another thread may
+ * still hold one); slots 1.. of rpc.c's locks, one per device at most. Under conn_lock. */
+static int next_slot = 1;
+
+static CUresult open_device(int dev)
+{
+    if (atomic_load(&shim_dev_conns[dev])) return CUDA_SUCCESS;
+    char why[512] = "";
+    char saved_dir[sizeof(gpu_dir)], saved_value[sizeof(gpu_value)];
+    memcpy(saved_dir, gpu_dir, sizeof(gpu_dir));
+    memcpy(saved_value, gpu_value, sizeof(gpu_value));
+    struct shim_conn *n = NULL;
+    CUresult r = CUDA_ERROR_INVALID_DEVICE;
+    if (next_slot >= SHIM_CONNS)
+        snprintf(why, sizeof(why), "no connection left (%d)", SHIM_CONNS);
+    else if (shim_mvar_live() || shim_mig_live())
+        /* Their pushes, pulls and faults go through one connection (mvars.c, migrate.c). */
+        snprintf(why, sizeof(why), "it has managed memory or __managed__ variables");
+    else if (gpu_value_of(dev) != 0)
+        snprintf(why, sizeof(why), "its CUDA_VISIBLE_DEVICES entry cannot name a folder");
+    else if (!(n = calloc(1, sizeof(*n))))
+        snprintf(why, sizeof(why), "out of host memory");
+    else {
+        int no_fallback = conn_no_fallback, foreign = conn_foreign;
+        n->sock = -1;
+        r = connect_or_start_to(n, moved_of, dev, why, sizeof(why));
+        conn_no_fallback = no_fallback;
+        conn_foreign = foreign;
+        if (r == CUDA_SUCCESS && memcmp(&n->dev.dev[dev].uuid, &shim_conn.dev.dev[dev].uuid,
+                                        sizeof(n->dev.dev[dev].uuid)) != 0) {
+            snprintf(why, sizeof(why), "the server in %.300s holds another GPU", gpu_dir);
+            close(n->sock); /* its segment stays mapped, as a move's old one does */
+            r = CUDA_ERROR_INVALID_DEVICE;
+        }
+    }
+    memcpy(gpu_dir, saved_dir, sizeof(gpu_dir));
+    memcpy(gpu_value, saved_value, sizeof(gpu_value));
+    if (r != CUDA_SUCCESS) {
+        free(n);
+        shim_log("device %d: its GPU's own server could not serve this process (%s): "
+                 "CUDA_ERROR_INVALID_DEVICE",
+                 dev, why);
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    n->dev = shim_conn.dev; /* the description of every device, as the move keeps it */
+    n->slot = next_slot++;
+    atomic_store_explicit(&shim_dev_conns[dev], n, memory_order_release);
+    atomic_store_explicit(&shim_conns_extra, 1, memory_order_release);
+    return CUDA_SUCCESS;
+}
+
 CUresult shim_gpu_server_for(int dev)
 {
     if (moved_of) {
-        if (dev == moved_ordinal) return CUDA_SUCCESS;
-        static _Atomic int said;
-        if (!atomic_exchange(&said, 1))
-            shim_log("device %d: this process is served by device %d's own server "
-                     "(MPSSHIM_SERVER_PER_GPU), which holds that GPU alone; a process using "
-                     "several GPUs needs MPSSHIM_SERVER_PER_GPU_MOVE=0: CUDA_ERROR_INVALID_DEVICE",
-                     dev, moved_ordinal);
-        return CUDA_ERROR_INVALID_DEVICE;
+        if (dev == moved_ordinal || dev < 0 || dev >= moved_of || dev >= CHAN_MAX_DEVICES)
+            return CUDA_SUCCESS;
+        pthread_mutex_lock(&conn_lock);
+        CUresult r = open_device(dev);
+        pthread_mutex_unlock(&conn_lock);
+        return r;
     }
     if (moved_tried) return CUDA_SUCCESS;
     moved_tried = 1;
@@ -625,12 +703,16 @@ void shim_set_initialized(void)
     atomic_store(&initialized, 1);
 }
 
-CUresult shim_dead_error(void)
+CUresult shim_conn_dead_error(const struct shim_conn *c)
 {
     if (atomic_load(&conn_state) != CONN_UP) return CUDA_ERROR_MPS_SERVER_NOT_READY;
-    return atomic_load(&shim_conn.ch.shm->dead) == CHAN_DEAD_TERMINATED
-               ? CUDA_ERROR_MPS_CLIENT_TERMINATED
-               : CUDA_ERROR_MPS_SERVER_NOT_READY;
+    return atomic_load(&c->ch.shm->dead) == CHAN_DEAD_TERMINATED ? CUDA_ERROR_MPS_CLIENT_TERMINATED
+                                                                 : CUDA_ERROR_MPS_SERVER_NOT_READY;
+}
+
+CUresult shim_dead_error(void)
+{
+    return shim_conn_dead_error(&shim_conn);
 }
 
 CUresult shim_ready(void)
@@ -655,15 +737,15 @@ int shim_conn_up(void)
            !atomic_load_explicit(&shim_conn.ch.shm->dead, memory_order_relaxed);
 }
 
-int shim_server_alive(void *unused)
+int shim_server_alive(void *conn)
 {
-    (void)unused;
-    if (atomic_load(&conn_state) != CONN_UP || atomic_load(&shim_conn.ch.shm->dead)) return 0;
+    struct shim_conn *c = conn ? conn : &shim_conn;
+    if (atomic_load(&conn_state) != CONN_UP || atomic_load(&c->ch.shm->dead)) return 0;
     /* The server never sends unprompted data, so readable means hung up. */
     char b;
-    ssize_t n = recv(shim_conn.sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        atomic_store(&shim_conn.ch.shm->dead, 1);
+        atomic_store(&c->ch.shm->dead, 1);
         return 0;
     }
     return 1;

@@ -99,6 +99,20 @@ CUresult shim_ready_ctx(void)
     return r != CUDA_SUCCESS ? r : shim_need_ctx();
 }
 
+int shim_ctx_id_device(uint32_t id)
+{
+    if (id >= 1 && id <= CHAN_MAX_DEVICES) return (int)id - 1; /* a primary context's */
+    int dev = -1;
+    pthread_mutex_lock(&ctx_lock);
+    for (struct shim_ctx *c = live; c; c = c->hh.next)
+        if (c->id == id) {
+            dev = c->device;
+            break;
+        }
+    pthread_mutex_unlock(&ctx_lock);
+    return dev;
+}
+
 int shim_current_device(void)
 {
     struct shim_ctx *c = current(); /* a context's device never changes */
@@ -147,7 +161,11 @@ static CUresult activate(struct shim_ctx *c)
     if (r != CUDA_SUCCESS) return r;
     struct chan_ctx m = {
         .id = c->id, .device = c->device, .flags = c->flags, .primary = (uint32_t)c->primary};
+    /* Through the device's own connection where the process holds one per device. */
+    struct shim_route saved;
+    shim_route_begin(&saved, c->device, 0);
     r = shim_rpc(CHAN_OP_CTX_CREATE, &m, sizeof(m), NULL, 0, NULL);
+    shim_route_end(&saved);
     if (r == CUDA_SUCCESS) c->active = 1;
     return r;
 }
@@ -186,7 +204,10 @@ static CUresult deactivate(struct shim_ctx *c)
         fns[i]((CUcontext)c);
     pthread_mutex_lock(&ctx_lock);
     struct chan_ctx m = {.id = c->id, .device = c->device};
+    struct shim_route saved;
+    shim_route_begin(&saved, c->device, 0);
     CUresult r = shim_rpc(CHAN_OP_CTX_DESTROY, &m, sizeof(m), NULL, 0, NULL);
+    shim_route_end(&saved);
     c->active = 0;
     /* The preferences die with the context: a primary context retained again after a reset
      * or its last release starts from the defaults, as a new one does. */

@@ -88,6 +88,14 @@ static CUresult start_thread(void)
     return thread_started ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
 }
 
+/* The callback thread serves shim_conn's segment alone: host functions and host nodes of a
+ * process's second GPU's server (route.c) are refused. */
+static CUresult refuse_extra(void)
+{
+    return shim_refuse("host functions and host nodes through a second GPU's own server "
+                       "(MPSSHIM_SERVER_PER_GPU_MOVE)");
+}
+
 /* A host node request (see struct chan_host_node); `out` takes the reply. */
 static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const CUgraphNode *deps,
                           size_t ndeps, const CUDA_HOST_NODE_PARAMS *p, void *out, uint32_t cap)
@@ -95,6 +103,7 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
     if (ndeps > CHAN_MAX_DEPS) return shim_refuse("graph nodes with more than 256 dependencies");
+    if (shim_route_is_extra()) return refuse_extra();
     /* The node may run before anything else of this process's needs the thread. */
     pthread_mutex_lock(&cb_lock);
     r = start_thread();
@@ -123,6 +132,11 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
+    struct shim_route saved;
+    int routed = shim_route_stream(stream, &saved);
+    int extra = shim_route_is_extra();
+    if (routed) shim_route_end(&saved);
+    if (extra) return refuse_extra();
     /* A host function in a capture becomes a host node of the capture's graph (a graph
      * would replay a plain one's notification and wait with their first values); a stream
      * callback cannot be captured, as with the driver. */

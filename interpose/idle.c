@@ -83,9 +83,12 @@ static struct idle_entry set[IDLE_MAX];
  * when there are none (a stale read costs only that lookup, or a miss). */
 static _Atomic unsigned set_nctx;
 
+/* Not in a process of several connections (route.c): the alert word below is shim_conn's
+ * server's alone. */
 static int usable(void)
 {
-    return shim_conn_up() && shim_conn.server_minor >= 3 && !shim_capture_any();
+    return shim_conn_up() && shim_conn.server_minor >= 3 && !shim_capture_any() &&
+           !atomic_load_explicit(&shim_conns_extra, memory_order_acquire);
 }
 
 static uint32_t alert_now(void)

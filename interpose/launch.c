@@ -80,8 +80,12 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
         kp.extra = staged;
     }
     struct shim_req q;
+    /* To the server of the stream's context, where the process holds one per device. */
+    struct shim_route saved;
+    int routed = shim_route_stream(stream, &saved);
     r = shim_req_begin(&q, CHAN_OP_LAUNCH,
                        (uint32_t)(sizeof(struct chan_launch) + attr_bytes + bytes), 0, 0);
+    if (routed) shim_route_end(&saved);
     if (r != CUDA_SUCCESS) return r;
     struct chan_launch *m = (struct chan_launch *)q.payload;
     m->func = (uint64_t)(uintptr_t)f;

@@ -57,7 +57,14 @@ static CUresult classify(const struct shim_copy_side *s, uint64_t w, uint64_t h,
     /* Device addresses must be the caller's own (pinned host memory counts: under unified
      * addressing it is device memory too); unknown host memory is pageable. */
     if (s->memtype == CU_MEMORYTYPE_DEVICE && !known) return CUDA_ERROR_INVALID_VALUE;
-    if (!known)
+    /* Memory made through another GPU's server of this process (route.c) is none of this
+     * copy's server's: its host memory travels as pageable memory does, and its device
+     * memory cannot be reached from here. */
+    int apart = known && shim_route_apart(rg.ctx);
+    if (apart && !shim_range_is_host(rg.kind))
+        return shim_refuse("a copy between memory of two GPUs whose servers differ "
+                           "(MPSSHIM_SERVER_PER_GPU_MOVE)");
+    if (!known || apart)
         out->kind = CHAN_MEM_STAGED;
     else
         /* Managed memory is host memory the server maps too: taken in place, like pinned. */
@@ -72,6 +79,7 @@ static CUresult classify(const struct shim_copy_side *s, uint64_t w, uint64_t h,
 /* ---------------------------------------------------------------- staged data */
 
 struct pack {
+    struct shim_conn *conn;            /* whose staging slots (staged) */
     const struct shim_copy_side *host; /* the pageable side */
     const struct chan_copy *c;
     uint8_t *buf;   /* where packed chunks go / come from */
@@ -112,7 +120,7 @@ static int inline_chunk(const struct chan_chunk *ch, void *arg)
 static int staged_chunk(const struct chan_chunk *ch, void *arg)
 {
     struct pack *p = arg;
-    struct chan *c = &shim_conn.ch;
+    struct chan *c = &p->conn->ch;
     uint32_t n = (uint32_t)(p->first + ch->index);
     struct chan_slot *s = &c->shm->slots[n % CHAN_NSLOTS];
     uint8_t *data = chan_slot_data(c, n % CHAN_NSLOTS);
@@ -135,10 +143,12 @@ static int staged_chunk(const struct chan_chunk *ch, void *arg)
     return 0;
 }
 
-/* One staged copy at a time per process: the slots are one pipeline. Guarded by it too:
- * the chunk sequence number. */
-static pthread_mutex_t staging_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint32_t staging_seq;
+/* One staged copy at a time per connection: its slots are one pipeline. Guarded by it too:
+ * the chunk sequence number. By the connection's slot (rpc.c). */
+static struct staging {
+    pthread_mutex_t lock;
+    uint32_t seq;
+} staging[SHIM_CONNS] = {[0 ... SHIM_CONNS - 1] = {PTHREAD_MUTEX_INITIALIZER, 0}};
 
 /* ---------------------------------------------------------------- the three paths */
 
@@ -208,26 +218,29 @@ static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
 
     /* Large pageable copies: the pipeline. The request goes first so that the server
      * starts on it while we fill (HtoD) or wait (DtoH). */
-    pthread_mutex_lock(&staging_lock);
-    c->first_chunk = staging_seq;
+    struct shim_conn *cn = shim_conn_of_device(shim_route_device()); /* where q goes */
+    struct staging *sg = &staging[cn->slot];
+    pthread_mutex_lock(&sg->lock);
+    c->first_chunk = sg->seq;
     c->flags |= src_staged ? 0 : CHAN_CF_COMPLETE;
     int reply = dst_staged || arrays;
     r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, 0);
     if (r != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&staging_lock);
+        pthread_mutex_unlock(&sg->lock);
         return r;
     }
     memcpy(q.payload, c, sizeof(*c));
     shim_req_send(&q);
-    struct pack p = {.host = src_staged ? src : dst,
+    struct pack p = {.conn = q.conn,
+                     .host = src_staged ? src : dst,
                      .c = c,
                      .to_wire = src_staged,
-                     .first = staging_seq,
+                     .first = sg->seq,
                      .status = CUDA_SUCCESS};
     int failed = chan_copy_plan(c->width, c->height, c->depth, CHAN_SLOT_SIZE, staged_chunk, &p);
-    staging_seq += (uint32_t)chan_copy_nchunks(c->width, c->height, c->depth, CHAN_SLOT_SIZE);
-    pthread_mutex_unlock(&staging_lock);
-    if (failed) return shim_dead_error();
+    sg->seq += (uint32_t)chan_copy_nchunks(c->width, c->height, c->depth, CHAN_SLOT_SIZE);
+    pthread_mutex_unlock(&sg->lock);
+    if (failed) return shim_conn_dead_error(q.conn);
     if (reply) {
         r = shim_req_wait(&q, NULL, NULL);
         return r != CUDA_SUCCESS ? r : p.status;
@@ -284,9 +297,23 @@ CUresult shim_copy_wire_side(struct shim_copy_side *s, uint64_t w, uint64_t h, u
     return classify(s, w, h, d, out, mvar);
 }
 
-/* Entry shared by every variant. */
+static CUresult copy_routed(struct shim_copy_side src, struct shim_copy_side dst, uint64_t w,
+                            uint64_t h, uint64_t d, CUstream stream, unsigned cflags);
+
+/* Entry shared by every variant: to the server of its stream's context, where the process
+ * holds one per device (route.c), else of its thread's. */
 static CUresult copy(struct shim_copy_side src, struct shim_copy_side dst, uint64_t w, uint64_t h,
                      uint64_t d, CUstream stream, unsigned cflags)
+{
+    struct shim_route saved;
+    int routed = shim_route_stream(stream, &saved);
+    CUresult r = copy_routed(src, dst, w, h, d, stream, cflags);
+    if (routed) shim_route_end(&saved);
+    return r;
+}
+
+static CUresult copy_routed(struct shim_copy_side src, struct shim_copy_side dst, uint64_t w,
+                            uint64_t h, uint64_t d, CUstream stream, unsigned cflags)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;

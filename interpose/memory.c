@@ -93,6 +93,13 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         return CUDA_ERROR_INVALID_VALUE;
     if (!quiet && (r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
     struct chan_host_alloc m = {.bytes = bytesize, .flags = flags};
+    /* Managed memory's pushes and faults go through the thread's connection, which in a
+     * process of one connection per device (route.c) may be another than its server's. */
+    if ((flags & CHAN_HOST_MANAGED) && atomic_load(&shim_conns_extra))
+        return shim_refuse("managed memory in a process served by several GPUs' own servers "
+                           "(MPSSHIM_SERVER_PER_GPU_MOVE)");
+    /* Its descriptor comes on the socket of the connection the request goes to. */
+    const struct shim_conn *cn = shim_conn_of_device(shim_route_device());
     pthread_mutex_lock(&host_lock);
     if (flags & CHAN_HOST_MIGRATE) {
         r = migrating_alloc(pp, &m);
@@ -106,7 +113,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         uint32_t n = 0;
         r = shim_rpc(CHAN_OP_HOST_ALLOC, &m, sizeof(m), rep, sizeof(rep), &n);
         if (r != CUDA_SUCCESS) break;
-        int fd = shim_recv_fd();
+        int fd = shim_recv_fd_from(cn);
         if (fd < 0 || n != sizeof(rep)) {
             r = shim_dead_error();
             break;
@@ -171,7 +178,10 @@ static CUresult host_free(void *p, int quiet)
     /* Out of the mirror before the server frees it (as in shim_forward): another thread
      * may be given the address as soon as it is free. */
     shim_range_remove(a, NULL);
+    struct shim_route saved;
+    int routed = shim_route_to_ctx(rg.ctx, &saved); /* to the server that made it */
     r = shim_rpc(CHAN_OP_HOST_FREE, &a, sizeof(a), NULL, 0, NULL);
+    if (routed) shim_route_end(&saved);
     if (r == CUDA_SUCCESS)
         munmap(p, rg.mapped);
     else
@@ -277,7 +287,8 @@ static int shared_file(uint64_t base, uint64_t len, int *fd, uint64_t *offset)
 static CUresult send_register(int fd, const struct chan_host_register *m)
 {
     uint8_t one = 1;
-    if (chan_send_fd(shim_conn.sock, &one, 1, fd) != 0) return shim_dead_error();
+    const struct shim_conn *cn = shim_conn_of_device(shim_route_device());
+    if (chan_send_fd(cn->sock, &one, 1, fd) != 0) return shim_conn_dead_error(cn);
     return shim_rpc(CHAN_OP_HOST_REGISTER, m, sizeof(*m), NULL, 0, NULL);
 }
 
@@ -401,7 +412,11 @@ CUresult SHIM_IMPL(cuMemHostUnregister)(void *p)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     }
     struct chan_host_register m = {.what = CHAN_HR_UNREGISTER, .addr = regs[i].base};
+    struct shim_range rg;
+    struct shim_route saved; /* to the server it was registered with */
+    int routed = shim_range_find(regs[i].base, 1, &rg) == 0 && shim_route_to_ctx(rg.ctx, &saved);
     r = shim_rpc(CHAN_OP_HOST_REGISTER, &m, sizeof(m), NULL, 0, NULL);
+    if (routed) shim_route_end(&saved);
     if (r == CUDA_SUCCESS) {
         /* The pages go back to private anonymous memory, their contents read from the
          * memfd (the same window for other threads' writes as when they moved). */

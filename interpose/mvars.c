@@ -320,6 +320,11 @@ static CUresult add(uint64_t base, uint64_t size, uint64_t owner, uint32_t ctx, 
     static int said;
     uint64_t total = size;
     CUresult r = CUDA_SUCCESS;
+    /* Pushes and pulls go through the thread's connection, which in a process of one
+     * connection per device (route.c) may be another than the variable's server's. */
+    if (atomic_load(&shim_conns_extra))
+        return shim_refuse("__managed__ variables in a process served by several GPUs' own "
+                           "servers (MPSSHIM_SERVER_PER_GPU_MOVE)");
     pthread_mutex_lock(&lock);
     struct mvar *v = find_locked(base);
     *fresh = !v;
@@ -404,6 +409,11 @@ void shim_mvar_owner_gone(uint64_t owner)
 void shim_mvar_range_gone(const struct shim_range *r)
 {
     if (r->kind == SHIM_HT_MEM_GLOBAL && (r->flags & SHIM_RANGE_MVAR)) forget(r->base);
+}
+
+int shim_mvar_live(void)
+{
+    return atomic_load(&live) != 0;
 }
 
 int shim_mvar_find(uint64_t p, uint64_t n, uint64_t *base, uint64_t *size)

@@ -12,7 +12,9 @@
 #define PCOPY_MIN (1u << 20) /* below this, one memcpy is cheaper than waking helpers */
 #define PCOPY_MAXT 8
 
-/* One job at a time (callers hold the staging lock); guarded by pool_lock. */
+/* One job at a time (job_lock: staged copies of a process's several connections may come
+ * at once, memcpy.c); guarded by pool_lock. */
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_work = PTHREAD_COND_INITIALIZER, pool_done = PTHREAD_COND_INITIALIZER;
 static int nthreads = -1; /* helpers running; -1 until first use */
@@ -75,6 +77,7 @@ static void start_pool(void)
 static void pool_after_fork(void)
 {
     pthread_mutex_init(&pool_lock, NULL);
+    pthread_mutex_init(&job_lock, NULL);
     pthread_cond_init(&pool_work, NULL);
     pthread_cond_init(&pool_done, NULL);
     nthreads = -1;
@@ -87,6 +90,7 @@ void shim_pcopy(void *dst, const void *src, size_t n)
         memcpy(dst, src, n);
         return;
     }
+    pthread_mutex_lock(&job_lock);
     pthread_mutex_lock(&pool_lock);
     if (nthreads < 0) {
         static int atfork_done;
@@ -96,6 +100,7 @@ void shim_pcopy(void *dst, const void *src, size_t n)
     int k = nthreads;
     if (k == 0) {
         pthread_mutex_unlock(&pool_lock);
+        pthread_mutex_unlock(&job_lock);
         memcpy(dst, src, n);
         return;
     }
@@ -116,4 +121,5 @@ void shim_pcopy(void *dst, const void *src, size_t n)
     while (pending)
         pthread_cond_wait(&pool_done, &pool_lock);
     pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_unlock(&job_lock);
 }

@@ -61,11 +61,34 @@ static __thread struct thread_slot self;
  * connection (-1: shim_conn). */
 static __thread const uint32_t *current_id;
 static __thread int current_dev = -1;
+/* Where the thread's requests go instead, between shim_route_begin and shim_route_end. */
+static __thread struct shim_route route;
 
 void shim_set_current_ctx(const uint32_t *id, int device)
 {
     current_id = id;
     current_dev = device;
+}
+
+void shim_route_begin(struct shim_route *saved, int device, uint32_t ctx)
+{
+    *saved = route;
+    route = (struct shim_route){.set = 1, .device = device, .ctx = ctx};
+}
+
+void shim_route_end(const struct shim_route *saved)
+{
+    route = *saved;
+}
+
+int shim_route_device(void)
+{
+    return route.set ? route.device : current_dev;
+}
+
+uint32_t shim_route_ctx(void)
+{
+    return route.set ? route.ctx : shim_current_ctx_id();
 }
 
 uint32_t shim_current_ctx_id(void)
@@ -285,7 +308,7 @@ __thread int shim_ring_held __attribute__((tls_model("initial-exec")));
 CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags)
 {
     if (len > CHAN_REC_MAX - sizeof(struct chan_rec)) return CUDA_ERROR_INVALID_VALUE;
-    q->conn = shim_conn_of_device(current_dev);
+    q->conn = shim_conn_of_device(shim_route_device());
     struct chan *c = &q->conn->ch;
     struct link *k = &links[q->conn->slot];
     q->lane = reply ? my_lane(q->conn->slot) : -1;
@@ -295,17 +318,18 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
     pthread_mutex_lock(&k->ring);
     struct chan_wait w = shim_waiter;
     w.spin_ns = 0;
+    w.arg = q->conn;
     q->rec = chan_ring_reserve(c, (uint32_t)sizeof(struct chan_rec) + len, &w);
     if (!q->rec) {
         pthread_mutex_unlock(&k->ring);
-        return shim_dead_error();
+        return shim_conn_dead_error(q->conn);
     }
     shim_ring_held = 1;
     q->rec->op = (uint16_t)op;
     q->rec->flags = (uint16_t)(flags | ptds | (reply ? CHAN_RF_REPLY : 0));
     q->rec->lane = reply ? (uint16_t)q->lane : 0;
     q->rec->thread = tno;
-    q->rec->ctx = shim_current_ctx_id();
+    q->rec->ctx = shim_route_ctx();
     q->payload = (uint8_t *)(q->rec + 1);
     if (reply) q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
     return CUDA_SUCCESS;
@@ -328,6 +352,7 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
 {
     struct chan *c = &q->conn->ch;
     struct chan_wait w = shim_waiter;
+    w.arg = q->conn;
     w.spin_ns = spin_ns();
     w.slice_ns = wait_slice_ns();
     w.gpu_spin_ns = gpu_spin_ns();
@@ -340,7 +365,8 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
         if (bound < w.gpu_spin_ns) w.gpu_spin_ns = bound;
         t0 = chan_now_ns();
     }
-    if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0) return shim_dead_error();
+    if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0)
+        return shim_conn_dead_error(q->conn);
     if (t0) {
         uint64_t took = chan_now_ns() - t0;
         if (took > w.spin_ns) gpu_waits_long = took > crowded_gpu_spin_ns();

@@ -111,6 +111,8 @@ CUresult shim_ready(void);
 /* What a call returns once the server marked this client dead: CUDA_ERROR_MPS_CLIENT_TERMINATED
  * after terminate_client, else CUDA_ERROR_MPS_SERVER_NOT_READY. */
 CUresult shim_dead_error(void);
+/* The same for connection c's server. */
+CUresult shim_conn_dead_error(const struct shim_conn *c);
 
 /* Marks the driver initialised (cuInit). */
 void shim_set_initialized(void);
@@ -123,6 +125,8 @@ int shim_server_alive(void *unused);
 
 /* Receives one file descriptor the server sent on the socket (host allocations). */
 int shim_recv_fd(void);
+/* The same from connection c's socket (what a request sent there answers with). */
+int shim_recv_fd_from(const struct shim_conn *c);
 
 /* ---------------------------------------------------------------- procaddr.c */
 
@@ -202,6 +206,44 @@ CUresult shim_upload(const void *data, size_t len);
 void shim_set_current_ctx(const uint32_t *id, int device);
 uint32_t shim_current_ctx_id(void);
 
+/* A route: the calling thread's requests between shim_route_begin and shim_route_end go to
+ * the connection of `device` (-1: shim_conn), tagged with context id `ctx`, whatever its
+ * current context: a call that names a stream or event of another device's context goes
+ * where that lives, and a context is made and destroyed through its device's server. Routes
+ * nest: end restores what begin saved. */
+struct shim_route {
+    int set, device;
+    uint32_t ctx;
+};
+void shim_route_begin(struct shim_route *saved, int device, uint32_t ctx);
+void shim_route_end(const struct shim_route *saved);
+/* The device the calling thread's requests go to now (its route's, else its context's; -1:
+ * shim_conn), and their context id. */
+int shim_route_device(void);
+uint32_t shim_route_ctx(void);
+
+/* route.c: where a call goes in a process of several connections. Set (nonzero) once the
+ * process holds a connection besides shim_conn. */
+extern _Atomic int shim_conns_extra;
+/* Begins the route of described call d (its arguments' values val) when it names something of
+ * another connection's than the thread's requests go to: 1, and the caller ends it
+ * (shim_route_end). 0 otherwise; *err is CUDA_ERROR_NOT_SUPPORTED (said once) when it names
+ * objects of two connections. */
+int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_route *saved,
+                    CUresult *err);
+/* The same for a call enqueued on stream s (hand-written entry points), and for one about
+ * something of context id ctx. */
+int shim_route_stream(CUstream s, struct shim_route *saved);
+int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved);
+/* Whether the thread's requests go to a connection besides shim_conn now (features that live
+ * in shim_conn's segment alone refuse there). */
+int shim_route_is_extra(void);
+/* Whether the process has __managed__ variables (mvars.c). */
+int shim_mvar_live(void);
+/* Whether what was made in context id ctx lives in another server than the one the thread's
+ * requests go to now (0 in a process of one connection, and for ctx 0). */
+int shim_route_apart(uint32_t ctx);
+
 /* An OUTREF array the driver API returns by pointer, copied into the calling thread's room
  * for parameter `param`: valid until its next call that returns one there; NULL when it
  * does not fit or memory ran out. */
@@ -239,8 +281,7 @@ extern const struct shim_hook *const shim_hooks[SHIM_NCALLS];
 
 /* ---------------------------------------------------------------- pcopy.c */
 
-/* memcpy of host memory, split over helper threads when large. One caller at a time
- * (the staging lock serialises the callers). */
+/* memcpy of host memory, split over helper threads when large; callers take turns. */
 void shim_pcopy(void *dst, const void *src, size_t n);
 
 /* ---------------------------------------------------------------- graphnode.c */
@@ -256,6 +297,8 @@ struct shim_range;
 
 /* Device of the current context, or -1. */
 int shim_current_device(void);
+/* Device of the context with this id (a live one, or a primary context's), or -1. */
+int shim_ctx_id_device(uint32_t id);
 /* CUDA_SUCCESS if the thread has a live current context, else CUDA_ERROR_INVALID_CONTEXT. */
 CUresult shim_need_ctx(void);
 /* For entry points that need an initialised, connected process and a current context. */

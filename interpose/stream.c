@@ -69,11 +69,17 @@ CUresult SHIM_IMPL(cuStreamDestroy_v2)(CUstream hStream)
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
     uint64_t h = (uint64_t)(uintptr_t)hStream;
-    if (special(hStream) || shim_known_remove(SHIM_HT_CUstream, h) != 0)
+    struct shim_route saved; /* to its context's server: asked before it is forgotten */
+    int routed = !special(hStream) && shim_route_stream(hStream, &saved);
+    if (special(hStream) || shim_known_remove(SHIM_HT_CUstream, h) != 0) {
+        if (routed) shim_route_end(&saved);
         return CUDA_ERROR_INVALID_HANDLE;
+    }
     shim_capture_stream_gone(hStream);
     shim_mig_stream_gone(hStream);
-    return shim_rpc(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
+    r = shim_rpc(CHAN_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0, NULL);
+    if (routed) shim_route_end(&saved);
+    return r;
 }
 
 /* Answered here when the stream is known to be idle (idle.c). */
@@ -86,7 +92,10 @@ CUresult SHIM_IMPL(cuStreamSynchronize)(CUstream hStream)
     if (shim_idle_stream(&q, hStream, 1)) return CUDA_SUCCESS;
     uint64_t gen = shim_mvar_sync_begin();
     uint64_t h = (uint64_t)(uintptr_t)hStream;
+    struct shim_route saved;
+    int routed = shim_route_stream(hStream, &saved);
     r = shim_ask(CHAN_OP_STREAM_SYNC, &h, sizeof(h));
+    if (routed) shim_route_end(&saved);
     /* The device's writes to __managed__ variables come back first (mvars.c). */
     shim_mvar_synced(SHIM_MVAR_STREAM, hStream, 0, gen, &r);
     if (r == CUDA_SUCCESS) shim_idle_keep(&q, 1);
@@ -171,7 +180,11 @@ CUresult SHIM_IMPL(cuEventSynchronize)(CUevent hEvent)
     struct shim_idle q;
     if (shim_idle_event(&q, hEvent, 1)) return CUDA_SUCCESS;
     uint64_t gen = shim_mvar_sync_begin();
+    struct shim_known k;
+    struct shim_route saved;
+    int routed = shim_known_find(SHIM_HT_CUevent, h, &k) == 0 && shim_route_to_ctx(k.ctx, &saved);
     r = shim_ask(CHAN_OP_EVENT_SYNC, &h, sizeof(h));
+    if (routed) shim_route_end(&saved);
     shim_mvar_synced(SHIM_MVAR_OTHER, NULL, 0, gen, &r);
     if (r == CUDA_SUCCESS) shim_idle_keep(&q, 1);
     return r;

@@ -26,8 +26,9 @@
 # 7. (run before 5) with MPSSHIM_SERVER_PER_GPU_MOVE=1, a client that sees both GPUs moves to
 #    its GPU's server at its first context: device 1's runs on through device 0's fault, the
 #    process still sees both and answers peer queries as the pipe directory's server does,
-#    NCCL's calls (ncclish) pass between two such ranks, and a context on a second device is
-#    refused (CUDA_ERROR_INVALID_DEVICE, said on its stderr).
+#    NCCL's calls (ncclish) pass between two such ranks; a process that uses both devices is
+#    served by both GPUs' servers (twogpus gives one server's output), and its own fault on
+#    device 0 leaves its device 1 working;
 # 8. (run before 5) control commands reach the GPUs' servers through the pipe directory;
 # 9. (run before 5) each GPU's server gives addresses in an address zone of its own.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
@@ -181,8 +182,8 @@ echo "ok: between GPUs' servers a descriptor of physical memory, a legacy IPC ha
 # 0, both seeing every device; they went to the folders gpu-1 and gpu-0 (those of clients
 # bound by CUDA_VISIBLE_DEVICES); such a process still sees both devices, answers peer
 # queries as the pipe directory's server does, and NCCL's calls (ncclish) pass between two
-# such ranks; a context on a second device is refused, said once. (Without it they stay:
-# step 4.)
+# such ranks; a context on a second device is served by that device's server, below.
+# (Without it they stay: step 4.)
 export MPSSHIM_SERVER_PER_GPU_MOVE=1
 on - "$B/tests/fault" --other 4 >"$W/moved-other.log" 2>&1 &
 other=$!
@@ -208,12 +209,25 @@ before="$(moves 0) $(moves 1)"
 on - "$B/tests/ncclish" --vmm-only --moved >"$W/moved-ncclish.log" 2>&1 && grep -q "^PASS ncclish" "$W/moved-ncclish.log" ||
     { cat "$W/moved-ncclish.log"; fail "NCCL's calls (ncclish) between moved ranks"; }
 [ "$(moves 0) $(moves 1)" = "$(echo "$before" | awk '{print $1 + 1, $2 + 1}')" ] || fail "ncclish's ranks did not move, one to each GPU's server"
-on - "$B/tests/fault" --device1 >"$W/moved-two.log" 2>&1 && fail "a moved client made a context on a second device"
-grep -q "^FAIL fault: .*cuDevicePrimaryCtxRetain(&c1, d1) returned CUDA_ERROR_INVALID_DEVICE" "$W/moved-two.log" &&
-    grep -q "served by device 0's own server (MPSSHIM_SERVER_PER_GPU)" "$W/moved-two.log" ||
-    { cat "$W/moved-two.log"; fail "a second device: not refused with its reason"; }
+# A moved process that uses both devices is served by both GPUs' servers, one connection
+# each (interpose/route.c): each device's work goes to its own (twogpus: streams, events and
+# memory of one device named with the other's context current; pinned memory made through
+# device 0's server copied on device 1's), with the output of one server; and its own fault
+# on device 0 leaves its device 1 working, where natively, and through one server, the
+# process's fault reaches every device (tests/fault.sh).
+MPSSHIM_SERVER_PER_GPU_MOVE=0 on - "$B/tests/twogpus" >"$W/one-twogpus.log" 2>&1 ||
+    { cat "$W/one-twogpus.log"; fail "twogpus through the pipe directory's server"; }
+before="$(moves 0) $(moves 1)"
+on - "$B/tests/twogpus" >"$W/moved-twogpus.log" 2>&1 || { cat "$W/moved-twogpus.log"; fail "twogpus through both GPUs' servers"; }
+diff "$W/one-twogpus.log" "$W/moved-twogpus.log" || fail "twogpus through both GPUs' servers: not the output of one server"
+[ "$(moves 0) $(moves 1)" = "$(echo "$before" | awk '{print $1 + 1, $2 + 1}')" ] || fail "twogpus was not served by both GPUs' servers"
+on - "$B/tests/fault" --device1 >"$W/moved-two.log" 2>&1 ||
+    { cat "$W/moved-two.log"; fail "a moved client's fault on device 0 with device 1 in use"; }
+grep -q "^device 1's context after device 0's fault: made current CUDA_SUCCESS, a round of vec_add CUDA_SUCCESS" "$W/moved-two.log" &&
+    grep -q "^a context made on device 1 after it: CUDA_SUCCESS, cuMemAlloc there CUDA_SUCCESS" "$W/moved-two.log" ||
+    { cat "$W/moved-two.log"; fail "a moved client's own fault on device 0 reached its device 1"; }
 unset MPSSHIM_SERVER_PER_GPU_MOVE
-echo "ok: clients that see both GPUs served by their GPU's server from their first context (MPSSHIM_SERVER_PER_GPU_MOVE): device 1's ran on through device 0's fault"
+echo "ok: clients that see both GPUs served by their GPUs' servers (MPSSHIM_SERVER_PER_GPU_MOVE): device 1's ran on through device 0's fault, one process's work on both went to both, and its own fault stayed on device 0"
 
 # 8. (run before 5) Commands reach the GPUs' servers through the pipe directory
 # (server/control/ctlgpus.c): one naming a GPU's server by its pid goes there, ps lists every

@@ -1,0 +1,115 @@
+/* Which connection a call goes to, in a process that holds one per device (a client moved to
+ * its GPU's server that uses several GPUs: conn.c, issue 30). Each GPU's server knows only
+ * what was made through it, so a call goes to the server of what it names: the stream it is
+ * enqueued on, a stream, event or graph exec the client knows, a context, a device, a device
+ * address; else to its thread's context's (rpc.c). A call that names objects of two of them
+ * (an event of one GPU's server waited for on another's stream, a copy between their
+ * memory) is refused with CUDA_ERROR_NOT_SUPPORTED, said once: nothing carries it between
+ * the servers yet. In a process of one connection nothing here runs. */
+#include "interpose/shim.h"
+
+_Atomic int shim_conns_extra;
+
+/* The route of an object of context id `ctx`: 1 with *r set, 0 when the context is unknown. */
+static int of_ctx(uint32_t ctx, struct shim_route *r)
+{
+    int dev = shim_ctx_id_device(ctx);
+    if (dev < 0) return 0;
+    *r = (struct shim_route){.set = 1, .device = dev, .ctx = ctx};
+    return 1;
+}
+
+/* The route of parameter i of call d, if it names something of a context or device. */
+static int of_param(const struct shim_call *d, int i, const uint64_t *val, struct shim_route *r)
+{
+    const struct shim_param *p = &d->params[i];
+    struct shim_known k;
+    struct shim_range rg;
+    if (!val[i]) return 0;
+    if (p->kind == SHIM_PK_HANDLE && (shim_types[p->htype].flags & SHIM_TF_CLIENT))
+        return shim_known_find(p->htype, val[i], &k) == 0 && of_ctx(k.ctx, r);
+    if (p->kind == SHIM_PK_CTX) return of_ctx((uint32_t)val[i], r);
+    if (p->kind == SHIM_PK_DPTR)
+        return shim_range_find(val[i], 1, &rg) == 0 && rg.ctx && of_ctx(rg.ctx, r);
+    if (p->kind == SHIM_PK_VAL && (p->pflags & SHIM_PF_DEVICE)) {
+        int dev = (int)val[i];
+        /* Named by its device alone: the thread's context goes with it if it is that
+         * device's, else none (the call needs none, or the server says it has none). */
+        *r = (struct shim_route){.set = 1,
+                                 .device = dev,
+                                 .ctx = shim_current_device() == dev ? shim_current_ctx_id() : 0};
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether two routes reach different connections. */
+static int apart(const struct shim_route *a, const struct shim_route *b)
+{
+    return shim_conn_of_device(a->device) != shim_conn_of_device(b->device);
+}
+
+static void refuse_across(const char *name)
+{
+    static _Atomic int said;
+    if (!atomic_exchange(&said, 1))
+        shim_log("%s names objects of two GPUs whose servers differ (MPSSHIM_SERVER_PER_GPU_MOVE); "
+                 "nothing carries it between them: CUDA_ERROR_NOT_SUPPORTED (said once)",
+                 name);
+}
+
+int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_route *saved,
+                    CUresult *err)
+{
+    *err = CUDA_SUCCESS;
+    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire)) return 0;
+    struct shim_route to = {0}, other;
+    if (d->stream >= 0) of_param(d, d->stream, val, &to);
+    for (int i = 0; i < d->nparams; i++) {
+        if (!of_param(d, i, val, &other)) continue;
+        if (!to.set)
+            to = other;
+        else if (apart(&to, &other)) {
+            refuse_across(d->name);
+            *err = CUDA_ERROR_NOT_SUPPORTED;
+            return 0;
+        }
+    }
+    /* Where the thread's own requests go already: nothing to change (its context stays the
+     * one the call runs in, as natively). */
+    if (!to.set || !apart(&to, &(struct shim_route){.device = shim_route_device()})) return 0;
+    shim_route_begin(saved, to.device, to.ctx);
+    return 1;
+}
+
+int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved)
+{
+    struct shim_route to;
+    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire) || !ctx ||
+        !of_ctx(ctx, &to) || !apart(&to, &(struct shim_route){.device = shim_route_device()}))
+        return 0;
+    shim_route_begin(saved, to.device, to.ctx);
+    return 1;
+}
+
+int shim_route_stream(CUstream s, struct shim_route *saved)
+{
+    struct shim_known k;
+    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire) || !s ||
+        shim_known_find(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s, &k) != 0)
+        return 0;
+    return shim_route_to_ctx(k.ctx, saved);
+}
+
+int shim_route_apart(uint32_t ctx)
+{
+    struct shim_route to;
+    return atomic_load_explicit(&shim_conns_extra, memory_order_acquire) && ctx &&
+           of_ctx(ctx, &to) && apart(&to, &(struct shim_route){.device = shim_route_device()});
+}
+
+int shim_route_is_extra(void)
+{
+    return atomic_load_explicit(&shim_conns_extra, memory_order_acquire) &&
+           shim_conn_of_device(shim_route_device()) != &shim_conn;
+}

@@ -1,0 +1,128 @@
+/* twogpus: one process using two devices, each on its own (no peer access, no event of one
+ * waited for on the other): the way a process serves a model per GPU. On each device, with
+ * its primary context current: a module's vec_add over memory copied in from pageable memory
+ * and from pinned memory made while device 0 was current (usable by every context, as
+ * natively), on a stream of its own; an event recorded behind it. Then, with device 0's
+ * context current, device 1's stream is synchronised, its event queried and its results
+ * copied out on its stream (a call goes where the stream lives), and the other way round;
+ * each device's memory freed with the other's context current. Prints one checksum per
+ * device. Skips (77) with fewer than two devices.
+ *
+ * Through mpsshim with MPSSHIM_SERVER_PER_GPU_MOVE=1 each device is served by its own GPU's
+ * server (interpose/route.c): tests/server_per_gpu.sh. */
+#include "tests/progs/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N (1 << 18)
+
+struct dev {
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction add;
+    CUstream s;
+    CUevent done;
+    CUdeviceptr a, b, c;
+    float *out;
+};
+
+static void start(struct dev *g, int d, const float *pageable, const float *pinned)
+{
+    CHECK(cuDeviceGet(&g->dev, d));
+    CHECK(cuDevicePrimaryCtxRetain(&g->ctx, g->dev));
+    CHECK(cuCtxSetCurrent(g->ctx));
+    g->mod = t_load_module("kernels.ptx");
+    g->add = t_get_function(g->mod, "vec_add");
+    CHECK(cuStreamCreate(&g->s, CU_STREAM_DEFAULT)); /* after the legacy stream's copy */
+    CHECK(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING));
+    size_t bytes = N * sizeof(float);
+    CHECK(cuMemAlloc(&g->a, bytes));
+    CHECK(cuMemAlloc(&g->b, bytes));
+    CHECK(cuMemAlloc(&g->c, bytes));
+    CHECK(cuMemcpyHtoD(g->a, pageable, bytes));
+    CHECK(cuMemcpyHtoDAsync(g->b, pinned, bytes, g->s));
+    int n = N;
+    void *params[] = {&g->a, &g->b, &g->c, &n};
+    CHECK(cuLaunchKernel(g->add, N / 256, 1, 1, 256, 1, 1, 0, g->s, params, NULL));
+    CHECK(cuEventRecord(g->done, g->s));
+    g->out = malloc(bytes);
+    REQUIRE(g->out != NULL, "out of host memory");
+}
+
+/* With another device's context current: everything here names g's stream or memory. */
+static double finish(struct dev *g, const float *pageable, const float *pinned, int d)
+{
+    CHECK(cuStreamSynchronize(g->s));
+    CHECK(cuEventQuery(g->done));
+    CHECK(cuMemcpyDtoHAsync(g->out, g->c, N * sizeof(float), g->s));
+    CHECK(cuStreamSynchronize(g->s));
+    double sum = 0;
+    for (int i = 0; i < N; i++) {
+        float want = pageable[i] + pinned[i];
+        REQUIRE(g->out[i] == want, "device %d: c[%d] = %g, expected %g", d, i, (double)g->out[i],
+                (double)want);
+        sum += g->out[i];
+    }
+    return sum;
+}
+
+static void stop(struct dev *g)
+{
+    CHECK(cuMemFree(g->a));
+    CHECK(cuMemFree(g->b));
+    CHECK(cuMemFree(g->c));
+    CHECK(cuEventDestroy(g->done));
+    CHECK(cuStreamDestroy(g->s));
+    free(g->out);
+}
+
+int main(void)
+{
+    t_init("twogpus", 120);
+    CHECK(cuInit(0));
+    int n = 0;
+    CHECK(cuDeviceGetCount(&n));
+    if (n < 2) t_skip("needs two devices, found %d", n);
+    struct dev g[2];
+    memset(g, 0, sizeof(g));
+    float *pageable = malloc(N * sizeof(float)), *pinned = NULL;
+    REQUIRE(pageable != NULL, "out of host memory");
+    /* Device 0's context current for the pinned allocation: every context may use it. */
+    CUdevice d0;
+    CUcontext c0;
+    CHECK(cuDeviceGet(&d0, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&c0, d0));
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemHostAlloc((void **)&pinned, N * sizeof(float), CU_MEMHOSTALLOC_PORTABLE));
+    for (int i = 0; i < N; i++) {
+        pageable[i] = (float)(i % 1000);
+        pinned[i] = (float)(i % 7) * 0.25f;
+    }
+    for (int d = 0; d < 2; d++)
+        start(&g[d], d, pageable, pinned);
+    t_ok("both devices started");
+    for (int d = 0; d < 2; d++) {
+        CHECK(cuCtxSetCurrent(g[1 - d].ctx)); /* the other device's context current */
+        printf("device %d checksum %.2f\n", d, finish(&g[d], pageable, pinned, d));
+    }
+    t_ok("both devices' results, each read with the other's context current");
+    for (int d = 0; d < 2; d++) {
+        CHECK(cuCtxSetCurrent(g[1 - d].ctx));
+        stop(&g[d]);
+    }
+    CHECK(cuCtxSetCurrent(c0));
+    CHECK(cuMemFreeHost(pinned));
+    for (int d = 0; d < 2; d++) {
+        CHECK(cuCtxSetCurrent(g[d].ctx)); /* a module is its context's */
+        CHECK(cuModuleUnload(g[d].mod));
+    }
+    CHECK(cuCtxSetCurrent(NULL));
+    for (int d = 0; d < 2; d++)
+        CHECK(cuDevicePrimaryCtxRelease(g[d].dev));
+    CHECK(cuDevicePrimaryCtxRelease(d0));
+    free(pageable);
+    t_pass();
+}
