@@ -105,12 +105,22 @@ static CUresult ready_for(int library)
     return library ? shim_ready() : shim_ready_ctx();
 }
 
+/* Set once the process has loaded a library (context-free: what cudart 12 and cuBLAS load
+ * their kernels as). Its handle, and its kernels', are the server's it was loaded through;
+ * another GPU's server knows none of them, so a process of one connection per GPU
+ * (route.c) loads none and one that has loaded one gets no second connection (conn.c). */
+_Atomic int shim_libraries_loaded;
+
 /* Uploads an image and loads it as `kind`; the handle comes back in *handle. */
 static CUresult load(unsigned kind, const void *image, struct jit *j, void **vals, uint64_t *handle)
 {
     CUresult r = ready_for(kind == CHAN_IMAGE_LIBRARY);
     if (r != CUDA_SUCCESS) return r;
     if (!image || !handle) return CUDA_ERROR_INVALID_VALUE;
+    if (kind == CHAN_IMAGE_LIBRARY && atomic_load(&shim_conns_extra))
+        return shim_refuse("cuLibraryLoad in a process served by several GPUs' own servers "
+                           "(MPSSHIM_SERVER_PER_GPU_MOVE): a library is one server's");
+    if (kind == CHAN_IMAGE_LIBRARY) atomic_store(&shim_libraries_loaded, 1);
     size_t size = image_size(image);
     if (j->info_buf && j->info_size) {
         j->opt[j->n].option = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;

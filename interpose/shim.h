@@ -240,6 +240,8 @@ int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved);
 int shim_route_is_extra(void);
 /* Whether the process has __managed__ variables (mvars.c). */
 int shim_mvar_live(void);
+/* Set once the process has loaded a library (module.c). */
+extern _Atomic int shim_libraries_loaded;
 /* Whether what was made in context id ctx lives in another server than the one the thread's
  * requests go to now (0 in a process of one connection, and for ctx 0). */
 int shim_route_apart(uint32_t ctx);

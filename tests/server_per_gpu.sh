@@ -27,8 +27,9 @@
 #    its GPU's server at its first context: device 1's runs on through device 0's fault, the
 #    process still sees both and answers peer queries as the pipe directory's server does,
 #    NCCL's calls (ncclish) pass between two such ranks; a process that uses both devices is
-#    served by both GPUs' servers (twogpus gives one server's output), and its own fault on
-#    device 0 leaves its device 1 working;
+#    served by both GPUs' servers (twogpus gives one server's output; one that loaded a
+#    library is refused its second device), and its own fault on device 0 leaves its device 1
+#    working;
 # 8. (run before 5) control commands reach the GPUs' servers through the pipe directory;
 # 9. (run before 5) each GPU's server gives addresses in an address zone of its own.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
@@ -221,6 +222,12 @@ before="$(moves 0) $(moves 1)"
 on - "$B/tests/twogpus" >"$W/moved-twogpus.log" 2>&1 || { cat "$W/moved-twogpus.log"; fail "twogpus through both GPUs' servers"; }
 diff "$W/one-twogpus.log" "$W/moved-twogpus.log" || fail "twogpus through both GPUs' servers: not the output of one server"
 [ "$(moves 0) $(moves 1)" = "$(echo "$before" | awk '{print $1 + 1, $2 + 1}')" ] || fail "twogpus was not served by both GPUs' servers"
+# A library (what the CUDA runtime loads a program's kernels as) is one server's: a process
+# that loaded one after its move is refused its second device, saying why.
+on - "$B/tests/twogpus" --library >"$W/moved-library.log" 2>&1 && fail "a moved client with a library got a second GPU's server"
+grep -q "cuDevicePrimaryCtxRetain(&g->ctx, g->dev) returned CUDA_ERROR_INVALID_DEVICE" "$W/moved-library.log" &&
+    grep -q "device 1: its GPU's own server could not serve this process (it has loaded libraries" "$W/moved-library.log" ||
+    { cat "$W/moved-library.log"; fail "a moved client with a library: its second device not refused with its reason"; }
 on - "$B/tests/fault" --device1 >"$W/moved-two.log" 2>&1 ||
     { cat "$W/moved-two.log"; fail "a moved client's fault on device 0 with device 1 in use"; }
 grep -q "^device 1's context after device 0's fault: made current CUDA_SUCCESS, a round of vec_add CUDA_SUCCESS" "$W/moved-two.log" &&

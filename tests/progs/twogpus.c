@@ -8,8 +8,13 @@
  * each device's memory freed with the other's context current. Prints one checksum per
  * device. Skips (77) with fewer than two devices.
  *
+ * With --library the kernels come from a library loaded once device 0's context is current
+ * (cuLibraryLoadData: as the CUDA runtime loads a program's kernels), each device launching
+ * the same CUkernel.
+ *
  * Through mpsshim with MPSSHIM_SERVER_PER_GPU_MOVE=1 each device is served by its own GPU's
- * server (interpose/route.c): tests/server_per_gpu.sh. */
+ * server (interpose/route.c): tests/server_per_gpu.sh; with --library the second device is
+ * refused there (a library is its first server's), so it fails at device 1's context. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -29,13 +34,19 @@ struct dev {
     float *out;
 };
 
+static CUkernel lib_add; /* --library: vec_add of the library, for every device */
+
 static void start(struct dev *g, int d, const float *pageable, const float *pinned)
 {
     CHECK(cuDeviceGet(&g->dev, d));
     CHECK(cuDevicePrimaryCtxRetain(&g->ctx, g->dev));
     CHECK(cuCtxSetCurrent(g->ctx));
-    g->mod = t_load_module("kernels.ptx");
-    g->add = t_get_function(g->mod, "vec_add");
+    if (lib_add) {
+        g->add = (CUfunction)lib_add;
+    } else {
+        g->mod = t_load_module("kernels.ptx");
+        g->add = t_get_function(g->mod, "vec_add");
+    }
     CHECK(cuStreamCreate(&g->s, CU_STREAM_DEFAULT)); /* after the legacy stream's copy */
     CHECK(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING));
     size_t bytes = N * sizeof(float);
@@ -79,13 +90,14 @@ static void stop(struct dev *g)
     free(g->out);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     t_init("twogpus", 120);
     CHECK(cuInit(0));
     int n = 0;
     CHECK(cuDeviceGetCount(&n));
     if (n < 2) t_skip("needs two devices, found %d", n);
+    CUlibrary lib = NULL;
     struct dev g[2];
     memset(g, 0, sizeof(g));
     float *pageable = malloc(N * sizeof(float)), *pinned = NULL;
@@ -97,6 +109,12 @@ int main(void)
     CHECK(cuDevicePrimaryCtxRetain(&c0, d0));
     CHECK(cuCtxSetCurrent(c0));
     CHECK(cuMemHostAlloc((void **)&pinned, N * sizeof(float), CU_MEMHOSTALLOC_PORTABLE));
+    if (t_has_flag(argc, argv, "--library")) {
+        void *image = t_read_kernel_file("kernels.ptx", NULL);
+        CHECK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+        CHECK(cuLibraryGetKernel(&lib_add, lib, "vec_add"));
+        free(image);
+    }
     for (int i = 0; i < N; i++) {
         pageable[i] = (float)(i % 1000);
         pinned[i] = (float)(i % 7) * 0.25f;
@@ -117,12 +135,13 @@ int main(void)
     CHECK(cuMemFreeHost(pinned));
     for (int d = 0; d < 2; d++) {
         CHECK(cuCtxSetCurrent(g[d].ctx)); /* a module is its context's */
-        CHECK(cuModuleUnload(g[d].mod));
+        if (g[d].mod) CHECK(cuModuleUnload(g[d].mod));
     }
     CHECK(cuCtxSetCurrent(NULL));
     for (int d = 0; d < 2; d++)
         CHECK(cuDevicePrimaryCtxRelease(g[d].dev));
     CHECK(cuDevicePrimaryCtxRelease(d0));
+    if (lib) CHECK(cuLibraryUnload(lib));
     free(pageable);
     t_pass();
 }
