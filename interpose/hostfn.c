@@ -127,6 +127,10 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
                     cap, NULL);
 }
 
+static CUresult enqueue_routed(CUstream stream, const struct pending *p);
+
+/* To the server of the stream's context, where the process holds one per device (route.c):
+ * shim_conn's, else refused. */
 static CUresult enqueue(CUstream stream, const struct pending *p)
 {
     CUresult r = shim_ready();
@@ -134,9 +138,14 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
     struct shim_route saved;
     int routed = shim_route_stream(stream, &saved);
-    int extra = shim_route_is_extra();
+    r = shim_route_is_extra() ? refuse_extra() : enqueue_routed(stream, p);
     if (routed) shim_route_end(&saved);
-    if (extra) return refuse_extra();
+    return r;
+}
+
+static CUresult enqueue_routed(CUstream stream, const struct pending *p)
+{
+    CUresult r;
     /* A host function in a capture becomes a host node of the capture's graph (a graph
      * would replay a plain one's notification and wait with their first values); a stream
      * callback cannot be captured, as with the driver. */

@@ -222,6 +222,12 @@ before="$(moves 0) $(moves 1)"
 on - "$B/tests/twogpus" >"$W/moved-twogpus.log" 2>&1 || { cat "$W/moved-twogpus.log"; fail "twogpus through both GPUs' servers"; }
 diff "$W/one-twogpus.log" "$W/moved-twogpus.log" || fail "twogpus through both GPUs' servers: not the output of one server"
 [ "$(moves 0) $(moves 1)" = "$(echo "$before" | awk '{print $1 + 1, $2 + 1}')" ] || fail "twogpus was not served by both GPUs' servers"
+# Host functions run on shim_conn's callback thread alone: device 0's (the first server's)
+# run, device 1's are refused, each launched with the other's context current.
+on - "$B/tests/twogpus" --hostfn >"$W/moved-hostfn.log" 2>&1 || { cat "$W/moved-hostfn.log"; fail "twogpus --hostfn through both GPUs' servers"; }
+grep -q "^device 0 host function ran 1" "$W/moved-hostfn.log" &&
+    grep -q "^device 1 host function CUDA_ERROR_NOT_SUPPORTED" "$W/moved-hostfn.log" ||
+    { cat "$W/moved-hostfn.log"; fail "host functions through both GPUs' servers: device 0's not run or device 1's not refused"; }
 # A library (what the CUDA runtime loads a program's kernels as) is one server's: a process
 # that loaded one after its move is refused its second device, saying why.
 on - "$B/tests/twogpus" --library >"$W/moved-library.log" 2>&1 && fail "a moved client with a library got a second GPU's server"

@@ -10,7 +10,9 @@
  *
  * With --library the kernels come from a library loaded once device 0's context is current
  * (cuLibraryLoadData: as the CUDA runtime loads a program's kernels), each device launching
- * the same CUkernel.
+ * the same CUkernel. With --hostfn each device's stream also runs a host function, launched
+ * with the other device's context current, whose answer is printed (through both GPUs'
+ * servers device 1's is refused: route.c).
  *
  * Through mpsshim with MPSSHIM_SERVER_PER_GPU_MOVE=1 each device is served by its own GPU's
  * server (interpose/route.c): tests/server_per_gpu.sh; with --library the second device is
@@ -35,6 +37,11 @@ struct dev {
 };
 
 static CUkernel lib_add; /* --library: vec_add of the library, for every device */
+
+static void host_fn(void *arg)
+{
+    *(volatile int *)arg = 1;
+}
 
 static void start(struct dev *g, int d, const float *pageable, const float *pinned)
 {
@@ -122,9 +129,16 @@ int main(int argc, char **argv)
     for (int d = 0; d < 2; d++)
         start(&g[d], d, pageable, pinned);
     t_ok("both devices started");
+    int hostfn = t_has_flag(argc, argv, "--hostfn");
+    static int ran[2];
     for (int d = 0; d < 2; d++) {
         CHECK(cuCtxSetCurrent(g[1 - d].ctx)); /* the other device's context current */
+        if (hostfn) {
+            CUresult h = cuLaunchHostFunc(g[d].s, host_fn, &ran[d]);
+            printf("device %d host function %s\n", d, t_errname(h));
+        }
         printf("device %d checksum %.2f\n", d, finish(&g[d], pageable, pinned, d));
+        if (hostfn) printf("device %d host function ran %d\n", d, ran[d]);
     }
     t_ok("both devices' results, each read with the other's context current");
     for (int d = 0; d < 2; d++) {
