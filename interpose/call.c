@@ -140,7 +140,7 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
                 .owner = d->parent >= 0 ? val[d->parent] : 0,
             };
             struct shim_range old;
-            if (shim_range_find(rg.base, rg.size, &old) != 0) shim_range_add(&rg);
+            if (shim_range_find_here(rg.base, rg.size, &old) != 0) shim_range_add(&rg);
         } else if (p->kind == SHIM_PK_OUT && p->creates && p->htype &&
                    (shim_types[p->htype].flags & SHIM_TF_CLIENT)) {
             struct shim_known k = {.ctx = ctx};
@@ -288,7 +288,21 @@ CUresult shim_forward(int id, const void *const *argv)
     struct shim_route saved;
     int routed = shim_route_call(d, val, &saved, &r);
     if (r != CUDA_SUCCESS) return r;
-    r = forward_checked(id, d, hook, argv, val, ptr, args, host, mvar);
+    /* Libraries and kernels as that server names them (replicas.c). */
+    for (int i = 0; i < d->nparams && r == CUDA_SUCCESS && atomic_load(&shim_conns_extra); i++) {
+        const struct shim_param *p = &d->params[i];
+        if (p->kind != SHIM_PK_HANDLE ||
+            (p->htype != SHIM_HT_CUlibrary && p->htype != SHIM_HT_CUkernel &&
+             p->htype != SHIM_HT_CUfunction)) /* a kernel stands for a function too */
+            continue;
+        uint64_t there;
+        if ((r = shim_replica_for(val[i], shim_route_device(), &there)) == CUDA_SUCCESS &&
+            there != val[i]) {
+            val[i] = spare[i] = there;
+            args[i] = &spare[i];
+        }
+    }
+    if (r == CUDA_SUCCESS) r = forward_checked(id, d, hook, argv, val, ptr, args, host, mvar);
     if (routed) shim_route_end(&saved);
     return r;
 }

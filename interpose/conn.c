@@ -581,12 +581,12 @@ static CUresult open_device(int dev)
     else if (shim_mvar_live() || shim_mig_live())
         /* Their pushes, pulls and faults go through one connection (mvars.c, migrate.c). */
         snprintf(why, sizeof(why), "it has managed memory or __managed__ variables");
-    else if (atomic_load(&shim_libraries_loaded))
-        /* A library and its kernels are the server's they were loaded through (module.c):
-         * cudart 12 loads a program's kernels so, and cuBLAS its own. */
+    else if (!shim_replicas_complete())
+        /* A library and its kernels are the server's they were loaded through; one loaded
+         * with JIT options is not kept for the others (replicas.c). */
         snprintf(why, sizeof(why),
-                 "it has loaded libraries (cuLibraryLoad: the CUDA runtime's kernels), which "
-                 "are its first server's");
+                 "it has loaded a library with JIT options (cuLibraryLoad), which is its first "
+                 "server's");
     else if (gpu_value_of(dev) != 0)
         snprintf(why, sizeof(why), "its CUDA_VISIBLE_DEVICES entry cannot name a folder");
     else if (!(n = calloc(1, sizeof(*n))))

@@ -83,12 +83,17 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     /* To the server of the stream's context, where the process holds one per device. */
     struct shim_route saved;
     int routed = shim_route_stream(stream, &saved);
-    r = shim_req_begin(&q, CHAN_OP_LAUNCH,
-                       (uint32_t)(sizeof(struct chan_launch) + attr_bytes + bytes), 0, 0);
+    /* A library's kernel as that server names it (replicas.c), found before the ring is
+     * taken (finding it may load the library there). */
+    uint64_t func = (uint64_t)(uintptr_t)f;
+    r = shim_replica_for(func, shim_route_device(), &func);
+    if (r == CUDA_SUCCESS)
+        r = shim_req_begin(&q, CHAN_OP_LAUNCH,
+                           (uint32_t)(sizeof(struct chan_launch) + attr_bytes + bytes), 0, 0);
     if (routed) shim_route_end(&saved);
     if (r != CUDA_SUCCESS) return r;
     struct chan_launch *m = (struct chan_launch *)q.payload;
-    m->func = (uint64_t)(uintptr_t)f;
+    m->func = func;
     memcpy(m->grid, grid, sizeof(m->grid));
     memcpy(m->block, block, sizeof(m->block));
     m->smem = smem;

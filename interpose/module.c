@@ -105,22 +105,12 @@ static CUresult ready_for(int library)
     return library ? shim_ready() : shim_ready_ctx();
 }
 
-/* Set once the process has loaded a library (context-free: what cudart 12 and cuBLAS load
- * their kernels as). Its handle, and its kernels', are the server's it was loaded through;
- * another GPU's server knows none of them, so a process of one connection per GPU
- * (route.c) loads none and one that has loaded one gets no second connection (conn.c). */
-_Atomic int shim_libraries_loaded;
-
 /* Uploads an image and loads it as `kind`; the handle comes back in *handle. */
 static CUresult load(unsigned kind, const void *image, struct jit *j, void **vals, uint64_t *handle)
 {
     CUresult r = ready_for(kind == CHAN_IMAGE_LIBRARY);
     if (r != CUDA_SUCCESS) return r;
     if (!image || !handle) return CUDA_ERROR_INVALID_VALUE;
-    if (kind == CHAN_IMAGE_LIBRARY && atomic_load(&shim_conns_extra))
-        return shim_refuse("cuLibraryLoad in a process served by several GPUs' own servers "
-                           "(MPSSHIM_SERVER_PER_GPU_MOVE): a library is one server's");
-    if (kind == CHAN_IMAGE_LIBRARY) atomic_store(&shim_libraries_loaded, 1);
     size_t size = image_size(image);
     if (j->info_buf && j->info_size) {
         j->opt[j->n].option = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
@@ -256,10 +246,21 @@ CUresult SHIM_IMPL(cuLibraryLoadData)(CUlibrary *library, const void *code,
     CUresult r = library_options(numLibraryOptions, libraryOptions);
     if (r == CUDA_SUCCESS) r = jit_parse(&j, numJitOptions, jitOptions, jitOptionsValues);
     uint64_t h;
+    const void *image = unwrap(code);
     if (r == CUDA_SUCCESS &&
-        (r = load(CHAN_IMAGE_LIBRARY, unwrap(code), &j, jitOptionsValues, &h)) == CUDA_SUCCESS)
+        (r = load(CHAN_IMAGE_LIBRARY, image, &j, jitOptionsValues, &h)) == CUDA_SUCCESS) {
         *library = (CUlibrary)(uintptr_t)h;
+        /* Kept for the process's other GPUs' servers (replicas.c). */
+        shim_replica_library(h, image, image_size(image), numJitOptions == 0);
+    }
     return r;
+}
+
+CUresult shim_library_load_image(const void *image, uint64_t *out)
+{
+    struct jit j;
+    CUresult r = jit_parse(&j, 0, NULL, NULL);
+    return r == CUDA_SUCCESS ? load(CHAN_IMAGE_LIBRARY, image, &j, NULL, out) : r;
 }
 
 CUresult SHIM_IMPL(cuLibraryLoadFromFile)(CUlibrary *library, const char *fileName,
@@ -343,6 +344,7 @@ static void unload_after(const void *const *argv)
 static CUresult unload_before(const void *const *argv)
 {
     uint64_t h = *(const uint64_t *)argv[0];
+    shim_replica_forget(h);
     shim_hostfn_settle();
     shim_mvar_owner_gone(h);
     pthread_mutex_lock(&lib_lock);
@@ -391,23 +393,34 @@ CUresult SHIM_IMPL(cuModuleGetFunction)(CUfunction *hfunc, CUmodule hmod, const 
     return r;
 }
 
+CUresult shim_kernel_lookup(uint64_t lib, const char *name, uint64_t owner, uint64_t *out)
+{
+    return get_function(lib, CHAN_H_LIBRARY, name, owner, out);
+}
+
+/* The library, and the kernel, named on the server the call goes to (replicas.c). */
 CUresult SHIM_IMPL(cuLibraryGetKernel)(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-    uint64_t h = (uint64_t)(uintptr_t)library, k;
+    uint64_t h = (uint64_t)(uintptr_t)library, there, k;
     if (!pKernel) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = get_function(h, CHAN_H_LIBRARY, name, h, &k);
-    if (r == CUDA_SUCCESS) *pKernel = (CUkernel)(uintptr_t)k;
+    CUresult r = shim_replica_for(h, shim_route_device(), &there);
+    if (r == CUDA_SUCCESS) r = get_function(there, CHAN_H_LIBRARY, name, h, &k);
+    if (r != CUDA_SUCCESS) return r;
+    *pKernel = (CUkernel)(uintptr_t)k;
+    shim_replica_kernel(k, h, name);
     return r;
 }
 
 CUresult SHIM_IMPL(cuKernelGetFunction)(CUfunction *pFunc, CUkernel kernel)
 {
-    uint64_t k = (uint64_t)(uintptr_t)kernel, f;
+    uint64_t k = (uint64_t)(uintptr_t)kernel, there, f;
     if (!pFunc) return CUDA_ERROR_INVALID_VALUE;
     if (!shim_func_get(k)) return CUDA_ERROR_INVALID_HANDLE;
     CUlibrary lib = NULL;
     CUresult r = cuKernelGetLibrary(&lib, kernel);
-    if (r == CUDA_SUCCESS) r = get_function(k, CHAN_H_KERNEL, NULL, (uint64_t)(uintptr_t)lib, &f);
+    if (r == CUDA_SUCCESS) r = shim_replica_for(k, shim_route_device(), &there);
+    if (r == CUDA_SUCCESS)
+        r = get_function(there, CHAN_H_KERNEL, NULL, (uint64_t)(uintptr_t)lib, &f);
     if (r == CUDA_SUCCESS) *pFunc = (CUfunction)(uintptr_t)f;
     return r;
 }

@@ -240,8 +240,21 @@ int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved);
 int shim_route_is_extra(void);
 /* Whether the process has __managed__ variables (mvars.c). */
 int shim_mvar_live(void);
-/* Set once the process has loaded a library (module.c). */
-extern _Atomic int shim_libraries_loaded;
+/* replicas.c: libraries and kernels on each of the process's GPUs' servers. Whether they are
+ * kept (MPSSHIM_SERVER_PER_GPU_MOVE); whether every library loaded was; what a library load
+ * and a kernel lookup leave there; forgetting a library at its unload; and h (a library or
+ * kernel of the program's, or anything else) as the server of device dev names it, made
+ * there if need be. */
+int shim_replicas_on(void);
+int shim_replicas_complete(void);
+void shim_replica_library(uint64_t h, const void *image, size_t size, int keep);
+void shim_replica_kernel(uint64_t k, uint64_t lib, const char *name);
+void shim_replica_forget(uint64_t lib);
+CUresult shim_replica_for(uint64_t h, int dev, uint64_t *out);
+/* module.c, for replicas.c: a library loaded from an image without options, and a kernel of
+ * a library looked up by name (recorded as `owner`'s), through the thread's route. */
+CUresult shim_library_load_image(const void *image, uint64_t *out);
+CUresult shim_kernel_lookup(uint64_t lib, const char *name, uint64_t owner, uint64_t *out);
 /* Whether what was made in context id ctx lives in another server than the one the thread's
  * requests go to now (0 in a process of one connection, and for ctx 0). */
 int shim_route_apart(uint32_t ctx);
@@ -355,6 +368,8 @@ int shim_range_remove(uint64_t base, struct shim_range *removed);
 /* Finds the range holding addr when all of [addr, addr+len) lies in the process's ranges
  * (one, or several that follow each other without a gap); 0 if found. */
 int shim_range_find(uint64_t addr, uint64_t len, struct shim_range *out);
+/* The same among the ranges of the server the thread's requests go to alone (route.c). */
+int shim_range_find_here(uint64_t addr, uint64_t len, struct shim_range *out);
 /* Removes every range that starts in [base, base + size). */
 void shim_range_drop_within(uint64_t base, uint64_t size);
 /* Removes every range made in context `ctx` (0 = any) or owned by `owner` (0 = any); calls

@@ -27,9 +27,8 @@
 #    its GPU's server at its first context: device 1's runs on through device 0's fault, the
 #    process still sees both and answers peer queries as the pipe directory's server does,
 #    NCCL's calls (ncclish) pass between two such ranks; a process that uses both devices is
-#    served by both GPUs' servers (twogpus gives one server's output; one that loaded a
-#    library is refused its second device), and its own fault on device 0 leaves its device 1
-#    working;
+#    served by both GPUs' servers (twogpus, with a library too, and a CUDA runtime program,
+#    give one server's output), and its own fault on device 0 leaves its device 1 working;
 # 8. (run before 5) control commands reach the GPUs' servers through the pipe directory;
 # 9. (run before 5) each GPU's server gives addresses in an address zone of its own.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
@@ -228,12 +227,21 @@ on - "$B/tests/twogpus" --hostfn >"$W/moved-hostfn.log" 2>&1 || { cat "$W/moved-
 grep -q "^device 0 host function ran 1" "$W/moved-hostfn.log" &&
     grep -q "^device 1 host function CUDA_ERROR_NOT_SUPPORTED" "$W/moved-hostfn.log" ||
     { cat "$W/moved-hostfn.log"; fail "host functions through both GPUs' servers: device 0's not run or device 1's not refused"; }
-# A library (what the CUDA runtime loads a program's kernels as) is one server's: a process
-# that loaded one after its move is refused its second device, saying why.
-on - "$B/tests/twogpus" --library >"$W/moved-library.log" 2>&1 && fail "a moved client with a library got a second GPU's server"
-grep -q "cuDevicePrimaryCtxRetain(&g->ctx, g->dev) returned CUDA_ERROR_INVALID_DEVICE" "$W/moved-library.log" &&
-    grep -q "device 1: its GPU's own server could not serve this process (it has loaded libraries" "$W/moved-library.log" ||
-    { cat "$W/moved-library.log"; fail "a moved client with a library: its second device not refused with its reason"; }
+# A library (what the CUDA runtime loads a program's kernels as) and its kernels are loaded
+# again by the second GPU's server from the image the shim kept (interpose/replicas.c): the
+# driver-API program with a library, and a CUDA runtime program using both devices apart
+# (tests/cudart/twogpus: kernels, each device's own __device__ table), give one server's
+# output through both GPUs' servers.
+for prog in "twogpus --library" "cudart/twogpus"; do
+    f=$W/moved-${prog//[ \/]/_}
+    # shellcheck disable=SC2086 # the program and its flags
+    MPSSHIM_SERVER_PER_GPU_MOVE=0 on - $B/tests/$prog >"$f.one" 2>&1 || { cat "$f.one"; fail "$prog through the pipe directory's server"; }
+    before="$(moves 0) $(moves 1)"
+    # shellcheck disable=SC2086
+    on - $B/tests/$prog >"$f.two" 2>&1 || { cat "$f.two"; fail "$prog through both GPUs' servers"; }
+    diff "$f.one" "$f.two" || fail "$prog through both GPUs' servers: not the output of one server"
+    [ "$(moves 0) $(moves 1)" = "$(echo "$before" | awk '{print $1 + 1, $2 + 1}')" ] || fail "$prog was not served by both GPUs' servers"
+done
 on - "$B/tests/fault" --device1 >"$W/moved-two.log" 2>&1 ||
     { cat "$W/moved-two.log"; fail "a moved client's fault on device 0 with device 1 in use"; }
 grep -q "^device 1's context after device 0's fault: made current CUDA_SUCCESS, a round of vec_add CUDA_SUCCESS" "$W/moved-two.log" &&

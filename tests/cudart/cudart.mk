@@ -5,7 +5,7 @@
 # Fat binaries are left uncompressed, with PTX beside the sm_90 cubin: the CPU test driver
 # reads kernels from the PTX (by `.entry` name, see tests/cudart/common.h).
 CUDART_NAMES  := vecadd streams pinned multikernel ptds hostfn mallocasync graphs graphnodes managed texture \
-                 capturealloc graph_cond managed_vars bigstack peer tma ncclsmem uvm_phases
+                 capturealloc graph_cond managed_vars bigstack peer tma ncclsmem uvm_phases twogpus
 CUDART_DIR    := $(B)/tests/cudart
 CUDART_STATIC := $(addprefix $(CUDART_DIR)/,$(CUDART_NAMES))
 CUDART_SHARED := $(addsuffix .shared,$(CUDART_STATIC))

@@ -1,0 +1,194 @@
+/* A process's libraries and their kernels on each GPU's server it uses (route.c, issue 30).
+ *
+ * A library (cuLibraryLoad*: what the CUDA runtime loads a program's kernels as, and cuBLAS
+ * its own) belongs to no context, and natively one handle serves every device. Here it is
+ * loaded through one server, whose handle the program holds; another GPU's server knows
+ * neither it nor its kernels. So where processes may hold a connection per GPU
+ * (MPSSHIM_SERVER_PER_GPU_MOVE), each library's image is kept here (a copy: the program may
+ * free its own), each kernel's library and name too, and a call that names them on another
+ * GPU's server names that server's own: the library loaded there from the kept image, the
+ * kernel looked up there by name, each once, when first needed (a call's handle arguments,
+ * call.c; a launch, launch.c; a kernel or function lookup, module.c). The program keeps its
+ * handles; values that come back from the other server (cuKernelGetLibrary there) are that
+ * server's.
+ *
+ * A library loaded with JIT options is not kept (its replica could differ): a process that
+ * has one gets no second GPU's server (conn.c). The copies live as long as the library: its
+ * unload forgets them, and its replicas go with the process (each server unloads what a
+ * departed client loaded). Guarded by lock, which is held while a replica is made (a load
+ * through another server). */
+#include "interpose/shim.h"
+#include "channel/settings.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct lib {
+    uint64_t h; /* the program's handle */
+    int slot;   /* the connection it was loaded through */
+    void *image;
+    size_t size;
+    uint64_t on[SHIM_CONNS]; /* its handle on each connection's server, 0 until made */
+};
+
+struct kern {
+    uint64_t k, lib; /* the program's handles */
+    int slot;
+    char *name;
+    uint64_t on[SHIM_CONNS];
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lib *libs;
+static size_t nlibs, caplibs;
+static struct kern *kerns;
+static size_t nkerns, capkerns;
+static _Atomic int unkept; /* a library was loaded that is not kept here */
+static _Atomic int any;    /* something is kept (read without the lock) */
+
+int shim_replicas_on(void)
+{
+    static int on = -1;
+    if (on < 0)
+        on = chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
+             chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE);
+    return on;
+}
+
+int shim_replicas_complete(void)
+{
+    return !atomic_load(&unkept);
+}
+
+static int grow(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap) return 0;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *p = realloc(*v, ncap * elem);
+    if (!p) return -1;
+    *v = p;
+    *cap = ncap;
+    return 0;
+}
+
+void shim_replica_library(uint64_t h, const void *image, size_t size, int keep)
+{
+    if (!shim_replicas_on()) return;
+    void *copy = keep ? malloc(size ? size : 1) : NULL;
+    pthread_mutex_lock(&lock);
+    if (!copy || grow((void **)&libs, &caplibs, nlibs, sizeof(*libs)) != 0) {
+        atomic_store(&unkept, 1);
+        pthread_mutex_unlock(&lock);
+        free(copy);
+        return;
+    }
+    memcpy(copy, image, size);
+    struct lib *l = &libs[nlibs++];
+    memset(l, 0, sizeof(*l));
+    l->h = h;
+    l->slot = shim_conn_of_device(shim_route_device())->slot;
+    l->image = copy;
+    l->size = size;
+    l->on[l->slot] = h;
+    atomic_store(&any, 1);
+    pthread_mutex_unlock(&lock);
+}
+
+void shim_replica_kernel(uint64_t k, uint64_t lib, const char *name)
+{
+    if (!shim_replicas_on() || !name) return;
+    char *n = strdup(name);
+    pthread_mutex_lock(&lock);
+    if (!n || grow((void **)&kerns, &capkerns, nkerns, sizeof(*kerns)) != 0) {
+        pthread_mutex_unlock(&lock);
+        free(n);
+        return; /* not kept: the kernel stays its first server's */
+    }
+    struct kern *x = &kerns[nkerns++];
+    memset(x, 0, sizeof(*x));
+    x->k = k;
+    x->lib = lib;
+    x->slot = shim_conn_of_device(shim_route_device())->slot;
+    x->name = n;
+    x->on[x->slot] = k;
+    pthread_mutex_unlock(&lock);
+}
+
+void shim_replica_forget(uint64_t lib)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nkerns;) {
+        if (kerns[i].lib == lib) {
+            free(kerns[i].name);
+            kerns[i] = kerns[--nkerns];
+        } else {
+            i++;
+        }
+    }
+    for (size_t i = 0; i < nlibs; i++)
+        if (libs[i].h == lib) {
+            free(libs[i].image);
+            libs[i] = libs[--nlibs];
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+}
+
+static struct lib *find_lib(uint64_t h)
+{
+    for (size_t i = 0; i < nlibs; i++)
+        if (libs[i].h == h) return &libs[i];
+    return NULL;
+}
+
+static struct kern *find_kern(uint64_t k)
+{
+    for (size_t i = 0; i < nkerns; i++)
+        if (kerns[i].k == k) return &kerns[i];
+    return NULL;
+}
+
+/* Library l on the server of device dev (slot s), loaded there now if need be; lock held. */
+static CUresult lib_on(struct lib *l, int dev, int s, uint64_t *out)
+{
+    if (!l->on[s]) {
+        struct shim_route saved;
+        shim_route_begin(&saved, dev, 0);
+        CUresult r = shim_library_load_image(l->image, &l->on[s]);
+        shim_route_end(&saved);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    *out = l->on[s];
+    return CUDA_SUCCESS;
+}
+
+CUresult shim_replica_for(uint64_t h, int dev, uint64_t *out)
+{
+    *out = h;
+    if (!h || !atomic_load_explicit(&any, memory_order_acquire) ||
+        !atomic_load_explicit(&shim_conns_extra, memory_order_acquire))
+        return CUDA_SUCCESS;
+    int s = shim_conn_of_device(dev)->slot;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    struct lib *l = find_lib(h);
+    struct kern *x = l ? NULL : find_kern(h);
+    if (l && l->slot != s) {
+        r = lib_on(l, dev, s, out);
+    } else if (x && x->slot != s) {
+        if (!x->on[s]) {
+            struct lib *xl = find_lib(x->lib);
+            uint64_t lib_there = 0;
+            r = xl ? lib_on(xl, dev, s, &lib_there) : CUDA_ERROR_INVALID_HANDLE;
+            if (r == CUDA_SUCCESS) {
+                struct shim_route saved;
+                shim_route_begin(&saved, dev, 0);
+                r = shim_kernel_lookup(lib_there, x->name, x->lib, &x->on[s]);
+                shim_route_end(&saved);
+            }
+        }
+        if (r == CUDA_SUCCESS) *out = x->on[s];
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
