@@ -22,27 +22,29 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 struct lib {
-    uint64_t h; /* the program's handle */
+    uint64_t h; /* the program's handle: the key */
     int slot;   /* the connection it was loaded through */
     void *image;
     size_t size;
     uint64_t on[SHIM_CONNS]; /* its handle on each connection's server, 0 until made */
+    UT_hash_handle hh;
 };
 
 struct kern {
-    uint64_t k, lib; /* the program's handles */
+    uint64_t k, lib; /* the program's handles; k the key */
     int slot;
     char *name;
     uint64_t on[SHIM_CONNS];
+    UT_hash_handle hh;
 };
 
+/* Hashed: every launch of such a process asks (a framework has thousands of kernels). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lib *libs;
-static size_t nlibs, caplibs;
 static struct kern *kerns;
-static size_t nkerns, capkerns;
 static _Atomic int unkept; /* a library was loaded that is not kept here */
 static _Atomic int any;    /* something is kept (read without the lock) */
 
@@ -60,92 +62,92 @@ int shim_replicas_complete(void)
     return !atomic_load(&unkept);
 }
 
-static int grow(void **v, size_t *cap, size_t n, size_t elem)
-{
-    if (n < *cap) return 0;
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *p = realloc(*v, ncap * elem);
-    if (!p) return -1;
-    *v = p;
-    *cap = ncap;
-    return 0;
-}
-
 void shim_replica_library(uint64_t h, const void *image, size_t size, int keep)
 {
     if (!shim_replicas_on()) return;
     void *copy = keep ? malloc(size ? size : 1) : NULL;
-    pthread_mutex_lock(&lock);
-    if (!copy || grow((void **)&libs, &caplibs, nlibs, sizeof(*libs)) != 0) {
+    struct lib *l = copy ? calloc(1, sizeof(*l)) : NULL;
+    if (!l) {
         atomic_store(&unkept, 1);
-        pthread_mutex_unlock(&lock);
         free(copy);
         return;
     }
     memcpy(copy, image, size);
-    struct lib *l = &libs[nlibs++];
-    memset(l, 0, sizeof(*l));
     l->h = h;
     l->slot = shim_conn_of_device(shim_route_device())->slot;
     l->image = copy;
     l->size = size;
     l->on[l->slot] = h;
+    struct lib *old = NULL;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, libs, &h, sizeof(h), old); /* an earlier library's handle, given again */
+    if (old) HASH_DEL(libs, old);
+    HASH_ADD(hh, libs, h, sizeof(l->h), l);
     atomic_store(&any, 1);
     pthread_mutex_unlock(&lock);
+    if (old) {
+        free(old->image);
+        free(old);
+    }
 }
 
 void shim_replica_kernel(uint64_t k, uint64_t lib, const char *name)
 {
     if (!shim_replicas_on() || !name) return;
     char *n = strdup(name);
-    pthread_mutex_lock(&lock);
-    if (!n || grow((void **)&kerns, &capkerns, nkerns, sizeof(*kerns)) != 0) {
-        pthread_mutex_unlock(&lock);
+    struct kern *x = n ? calloc(1, sizeof(*x)) : NULL, *old = NULL;
+    if (!x) {
         free(n);
         return; /* not kept: the kernel stays its first server's */
     }
-    struct kern *x = &kerns[nkerns++];
-    memset(x, 0, sizeof(*x));
     x->k = k;
     x->lib = lib;
     x->slot = shim_conn_of_device(shim_route_device())->slot;
     x->name = n;
     x->on[x->slot] = k;
+    pthread_mutex_lock(&lock);
+    HASH_FIND(hh, kerns, &k, sizeof(k), old); /* asked again: the driver gives it back */
+    if (!old) HASH_ADD(hh, kerns, k, sizeof(x->k), x);
     pthread_mutex_unlock(&lock);
+    if (old) {
+        free(n);
+        free(x);
+    }
 }
 
 void shim_replica_forget(uint64_t lib)
 {
+    if (!atomic_load_explicit(&any, memory_order_acquire)) return;
     pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nkerns;) {
-        if (kerns[i].lib == lib) {
-            free(kerns[i].name);
-            kerns[i] = kerns[--nkerns];
-        } else {
-            i++;
-        }
+    struct kern *x, *tmp;
+    HASH_ITER(hh, kerns, x, tmp) {
+        if (x->lib != lib) continue;
+        HASH_DEL(kerns, x);
+        free(x->name);
+        free(x);
     }
-    for (size_t i = 0; i < nlibs; i++)
-        if (libs[i].h == lib) {
-            free(libs[i].image);
-            libs[i] = libs[--nlibs];
-            break;
-        }
+    struct lib *l = NULL;
+    HASH_FIND(hh, libs, &lib, sizeof(lib), l);
+    if (l) {
+        HASH_DEL(libs, l);
+        free(l->image);
+        free(l);
+    }
     pthread_mutex_unlock(&lock);
 }
 
 static struct lib *find_lib(uint64_t h)
 {
-    for (size_t i = 0; i < nlibs; i++)
-        if (libs[i].h == h) return &libs[i];
-    return NULL;
+    struct lib *l = NULL;
+    HASH_FIND(hh, libs, &h, sizeof(h), l);
+    return l;
 }
 
 static struct kern *find_kern(uint64_t k)
 {
-    for (size_t i = 0; i < nkerns; i++)
-        if (kerns[i].k == k) return &kerns[i];
-    return NULL;
+    struct kern *x = NULL;
+    HASH_FIND(hh, kerns, &k, sizeof(k), x);
+    return x;
 }
 
 /* Library l on the server of device dev (slot s), loaded there now if need be; lock held. */
