@@ -566,6 +566,15 @@ static int holds_nothing(void)
  * Connections are never closed before the process ends (a request of another thread may
  * still hold one); slots 1.. of rpc.c's locks, one per device at most. Under conn_lock. */
 static int next_slot = 1;
+/* Why this process may not hold a second connection now, or NULL: the families whose state
+ * lives in one server say (replicas.c registers it as the library loads; conn.c, which every
+ * family uses, names none of them). */
+static const char *(*split_refusal)(void);
+
+void shim_conn_on_split(const char *(*why_not)(void))
+{
+    split_refusal = why_not;
+}
 
 static CUresult open_device(int dev)
 {
@@ -578,15 +587,8 @@ static CUresult open_device(int dev)
     CUresult r = CUDA_ERROR_INVALID_DEVICE;
     if (next_slot >= SHIM_CONNS)
         snprintf(why, sizeof(why), "no connection left (%d)", SHIM_CONNS);
-    else if (shim_mvar_live() || shim_mig_live())
-        /* Their pushes, pulls and faults go through one connection (mvars.c, migrate.c). */
-        snprintf(why, sizeof(why), "it has managed memory or __managed__ variables");
-    else if (!shim_replicas_complete())
-        /* A library and its kernels are the server's they were loaded through; one loaded
-         * with JIT options is not kept for the others (replicas.c). */
-        snprintf(why, sizeof(why),
-                 "it has loaded a library with JIT options (cuLibraryLoad), which is its first "
-                 "server's");
+    else if (split_refusal && split_refusal())
+        snprintf(why, sizeof(why), "%s", split_refusal());
     else if (gpu_value_of(dev) != 0)
         snprintf(why, sizeof(why), "its CUDA_VISIBLE_DEVICES entry cannot name a folder");
     else if (!(n = calloc(1, sizeof(*n))))

@@ -256,7 +256,7 @@ CUresult SHIM_IMPL(cuLibraryLoadData)(CUlibrary *library, const void *code,
     return r;
 }
 
-CUresult shim_library_load_image(const void *image, uint64_t *out)
+static CUresult load_image(const void *image, uint64_t *out)
 {
     struct jit j;
     CUresult r = jit_parse(&j, 0, NULL, NULL);
@@ -393,9 +393,15 @@ CUresult SHIM_IMPL(cuModuleGetFunction)(CUfunction *hfunc, CUmodule hmod, const 
     return r;
 }
 
-CUresult shim_kernel_lookup(uint64_t lib, const char *name, uint64_t owner, uint64_t *out)
+static CUresult kernel_lookup(uint64_t lib, const char *name, uint64_t owner, uint64_t *out)
 {
     return get_function(lib, CHAN_H_LIBRARY, name, owner, out);
+}
+
+/* As the library loads: replicas.c loads libraries and finds kernels on other servers so. */
+__attribute__((constructor)) static void give_replicas_loaders(void)
+{
+    shim_replicas_use(load_image, kernel_lookup);
 }
 
 /* The library, and the kernel, named on the server the call goes to (replicas.c). */

@@ -18,13 +18,22 @@ static pthread_rwlock_t ranges_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct chan_ranges tables[SHIM_CONNS] = {
     [0 ... SHIM_CONNS - 1] = {.elem = sizeof(struct shim_range)}};
 
-/* The slot of the connection a range of context id ctx came from (0 for every range of a
- * process of one connection; ctx 0: the thread's route's). Asked before ranges_lock is taken
- * (it may take context.c's lock). */
+/* The slot of the connection a range of context id ctx came from (ctx 0: the thread's
+ * route's), as route.c tells (registered as the library loads; the mirror, which every family
+ * uses, knows no context); 0 for every range of a process of one connection. Asked before
+ * ranges_lock is taken (it may take context.c's lock). */
+static int (*ctx_slot)(uint32_t ctx);
+
+void shim_ranges_on_slot(int (*slot_of_ctx)(uint32_t ctx))
+{
+    ctx_slot = slot_of_ctx;
+}
+
 static int slot_of(uint32_t ctx)
 {
-    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire)) return 0;
-    return shim_conn_of_device(ctx ? shim_ctx_id_device(ctx) : shim_route_device())->slot;
+    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire) || !ctx_slot) return 0;
+    int s = ctx_slot(ctx);
+    return s >= 0 && s < SHIM_CONNS ? s : 0;
 }
 
 /* The slots in the order a lookup asks them, the thread's route's first; how many (1 in a

@@ -47,6 +47,35 @@ static struct lib *libs;
 static struct kern *kerns;
 static _Atomic int unkept; /* a library was loaded that is not kept here */
 static _Atomic int any;    /* something is kept (read without the lock) */
+/* module.c's: a library loaded from an image without options, and a library's kernel looked
+ * up by name (recorded as `owner`'s), through the thread's route. */
+static CUresult (*load_image)(const void *image, uint64_t *out);
+static CUresult (*lookup)(uint64_t lib, const char *name, uint64_t owner, uint64_t *out);
+
+void shim_replicas_use(CUresult (*load)(const void *, uint64_t *),
+                       CUresult (*find)(uint64_t, const char *, uint64_t, uint64_t *))
+{
+    load_image = load;
+    lookup = find;
+}
+
+/* Why the process may not hold a second connection (conn.c asks): what lives in one server
+ * alone. Managed memory's and __managed__ variables' pushes, pulls and faults go through one
+ * connection (migrate.c, mvars.c); a library loaded with JIT options is not kept here. */
+static const char *split_refusal(void)
+{
+    if (shim_mvar_live() || shim_mig_live())
+        return "it has managed memory or __managed__ variables";
+    if (atomic_load(&unkept))
+        return "it has loaded a library that is not kept for other servers (with JIT options, "
+               "or out of host memory)";
+    return NULL;
+}
+
+__attribute__((constructor)) static void hear_splits(void)
+{
+    shim_conn_on_split(split_refusal);
+}
 
 int shim_replicas_on(void)
 {
@@ -55,11 +84,6 @@ int shim_replicas_on(void)
         on = chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
              chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE);
     return on;
-}
-
-int shim_replicas_complete(void)
-{
-    return !atomic_load(&unkept);
 }
 
 void shim_replica_library(uint64_t h, const void *image, size_t size, int keep)
@@ -156,7 +180,7 @@ static CUresult lib_on(struct lib *l, int dev, int s, uint64_t *out)
     if (!l->on[s]) {
         struct shim_route saved;
         shim_route_begin(&saved, dev, 0);
-        CUresult r = shim_library_load_image(l->image, &l->on[s]);
+        CUresult r = load_image ? load_image(l->image, &l->on[s]) : CUDA_ERROR_NOT_SUPPORTED;
         shim_route_end(&saved);
         if (r != CUDA_SUCCESS) return r;
     }
@@ -185,7 +209,8 @@ CUresult shim_replica_for(uint64_t h, int dev, uint64_t *out)
             if (r == CUDA_SUCCESS) {
                 struct shim_route saved;
                 shim_route_begin(&saved, dev, 0);
-                r = shim_kernel_lookup(lib_there, x->name, x->lib, &x->on[s]);
+                r = lookup ? lookup(lib_there, x->name, x->lib, &x->on[s])
+                           : CUDA_ERROR_NOT_SUPPORTED;
                 shim_route_end(&saved);
             }
         }

@@ -8,8 +8,6 @@
  * the servers yet. In a process of one connection nothing here runs. */
 #include "interpose/shim.h"
 
-_Atomic int shim_conns_extra;
-
 /* The route of an object of context id `ctx`: 1 with *r set, 0 when the context is unknown. */
 static int of_ctx(uint32_t ctx, struct shim_route *r)
 {
@@ -106,6 +104,17 @@ int shim_route_apart(uint32_t ctx)
     struct shim_route to;
     return atomic_load_explicit(&shim_conns_extra, memory_order_acquire) && ctx &&
            of_ctx(ctx, &to) && apart(&to, &(struct shim_route){.device = shim_route_device()});
+}
+
+/* The mirror's slot for a range of context id ctx (ranges.c): its server's connection's. */
+static int range_slot(uint32_t ctx)
+{
+    return shim_conn_of_device(ctx ? shim_ctx_id_device(ctx) : shim_route_device())->slot;
+}
+
+__attribute__((constructor)) static void tell_ranges(void)
+{
+    shim_ranges_on_slot(range_slot);
 }
 
 int shim_route_is_extra(void)

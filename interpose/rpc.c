@@ -26,6 +26,7 @@ static struct link {
                                                  PTHREAD_COND_INITIALIZER, 0}};
 
 struct shim_conn *_Atomic shim_dev_conns[CHAN_MAX_DEVICES];
+_Atomic int shim_conns_extra;
 
 struct shim_conn *shim_conn_of_device(int d)
 {

@@ -95,6 +95,9 @@ int shim_rpc_alone(int (*fn)(void *), void *arg, uint64_t work_seen);
  * CUDA_SUCCESS, or CUDA_ERROR_INVALID_DEVICE for a device other than the one it moved for
  * (said once). conn.c. */
 CUresult shim_gpu_server_for(int dev);
+/* Registers why a process may not hold a second connection (NULL: it may): asked before
+ * each one is made. conn.c. */
+void shim_conn_on_split(const char *(*why_not)(void));
 /* The ordinal of the device a moved client's server holds, its device count in *of; -1 (and
  * *of 0) when it did not move. conn.c. */
 int shim_moved_ordinal(int *of);
@@ -222,9 +225,9 @@ void shim_route_end(const struct shim_route *saved);
 int shim_route_device(void);
 uint32_t shim_route_ctx(void);
 
-/* route.c: where a call goes in a process of several connections. Set (nonzero) once the
- * process holds a connection besides shim_conn. */
+/* Set (nonzero) once the process holds a connection besides shim_conn (rpc.c). */
 extern _Atomic int shim_conns_extra;
+/* route.c: where a call goes in a process of several connections. */
 /* Begins the route of described call d (its arguments' values val) when it names something of
  * another connection's than the thread's requests go to: 1, and the caller ends it
  * (shim_route_end). 0 otherwise; *err is CUDA_ERROR_NOT_SUPPORTED (said once) when it names
@@ -246,15 +249,15 @@ int shim_mvar_live(void);
  * kernel of the program's, or anything else) as the server of device dev names it, made
  * there if need be. */
 int shim_replicas_on(void);
-int shim_replicas_complete(void);
 void shim_replica_library(uint64_t h, const void *image, size_t size, int keep);
 void shim_replica_kernel(uint64_t k, uint64_t lib, const char *name);
 void shim_replica_forget(uint64_t lib);
 CUresult shim_replica_for(uint64_t h, int dev, uint64_t *out);
-/* module.c, for replicas.c: a library loaded from an image without options, and a kernel of
- * a library looked up by name (recorded as `owner`'s), through the thread's route. */
-CUresult shim_library_load_image(const void *image, uint64_t *out);
-CUresult shim_kernel_lookup(uint64_t lib, const char *name, uint64_t owner, uint64_t *out);
+/* module.c gives replicas.c its loaders as the library loads: a library loaded from an
+ * image without options, and a library's kernel looked up by name (recorded as `owner`'s),
+ * through the thread's route. */
+void shim_replicas_use(CUresult (*load)(const void *, uint64_t *),
+                       CUresult (*find)(uint64_t, const char *, uint64_t, uint64_t *));
 /* Whether what was made in context id ctx lives in another server than the one the thread's
  * requests go to now (0 in a process of one connection, and for ctx 0). */
 int shim_route_apart(uint32_t ctx);
@@ -370,6 +373,9 @@ int shim_range_remove(uint64_t base, struct shim_range *removed);
 int shim_range_find(uint64_t addr, uint64_t len, struct shim_range *out);
 /* The same among the ranges of the server the thread's requests go to alone (route.c). */
 int shim_range_find_here(uint64_t addr, uint64_t len, struct shim_range *out);
+/* Registers which connection slot a range of context id ctx (0: the thread's route's) is
+ * kept under (route.c). */
+void shim_ranges_on_slot(int (*slot_of_ctx)(uint32_t ctx));
 /* Removes every range that starts in [base, base + size). */
 void shim_range_drop_within(uint64_t base, uint64_t size);
 /* Removes every range made in context `ctx` (0 = any) or owned by `owner` (0 = any); calls

@@ -52,6 +52,10 @@ int main()
         globals_read<<<1, 256, 0, g[d].s>>>(g[d].g, 256);
         CHECK_LAUNCH();
         CHECK(cudaEventRecord(g[d].done, g[d].s));
+        // Done before the next device writes its table: the CPU test driver keeps one
+        // instance of a library's __device__ variables for every context (the real driver
+        // one per context), so the next write would reach this device's kernel there.
+        CHECK(cudaEventSynchronize(g[d].done));
     }
     t_ok("both devices started");
     for (int d = 0; d < 2; d++) {
