@@ -231,8 +231,9 @@ grep -q "^device 0 host function ran 1" "$W/moved-hostfn.log" &&
 # again by the second GPU's server from the image the shim kept (interpose/replicas.c): the
 # driver-API program with a library, and a CUDA runtime program using both devices apart
 # (tests/cudart/twogpus: kernels, each device's own __device__ table), give one server's
-# output through both GPUs' servers.
-for prog in "twogpus --library" "cudart/twogpus"; do
+# output through both GPUs' servers; so do a thread per device at once (each connection's
+# lanes, ring and staging slots: twogpus --threads).
+for prog in "twogpus --library" "cudart/twogpus" "twogpus --threads 30"; do
     f=$W/moved-${prog//[ \/]/_}
     # shellcheck disable=SC2086 # the program and its flags
     MPSSHIM_SERVER_PER_GPU_MOVE=0 on - $B/tests/$prog >"$f.one" 2>&1 || { cat "$f.one"; fail "$prog through the pipe directory's server"; }

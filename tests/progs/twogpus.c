@@ -12,13 +12,16 @@
  * (cuLibraryLoadData: as the CUDA runtime loads a program's kernels), each device launching
  * the same CUkernel. With --hostfn each device's stream also runs a host function, launched
  * with the other device's context current, whose answer is printed (through both GPUs'
- * servers device 1's is refused: route.c).
+ * servers device 1's is refused: route.c). With --threads ROUNDS, a thread per device then
+ * runs ROUNDS rounds at once with the other's: pageable memory copied in (through the staging
+ * slots: 1 MiB), vec_add, the result copied back on the device's stream and checked.
  *
  * Through mpsshim with MPSSHIM_SERVER_PER_GPU_MOVE=1 each device is served by its own GPU's
  * server (interpose/route.c): tests/server_per_gpu.sh; with --library the second device is
  * refused there (a library is its first server's), so it fails at device 1's context. */
 #include "tests/progs/common.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +100,35 @@ static void stop(struct dev *g)
     free(g->out);
 }
 
+/* --threads: one device's rounds on a thread of its own. */
+struct rounds {
+    struct dev *g;
+    const float *pageable, *pinned;
+    int n, passed;
+};
+
+static void *rounds(void *arg)
+{
+    struct rounds *w = arg;
+    struct dev *g = w->g;
+    CHECK(cuCtxSetCurrent(g->ctx));
+    size_t bytes = N * sizeof(float);
+    int n = N;
+    void *params[] = {&g->a, &g->b, &g->c, &n};
+    for (int i = 0; i < w->n; i++) {
+        CHECK(cuMemsetD32Async(g->c, 0xffffffffu, N, g->s));
+        CHECK(cuMemcpyHtoDAsync(g->a, w->pageable, bytes, g->s));
+        CHECK(cuLaunchKernel(g->add, N / 256, 1, 1, 256, 1, 1, 0, g->s, params, NULL));
+        CHECK(cuMemcpyDtoHAsync(g->out, g->c, bytes, g->s));
+        CHECK(cuStreamSynchronize(g->s));
+        for (int k = 0; k < N; k++)
+            REQUIRE(g->out[k] == w->pageable[k] + w->pinned[k], "round %d: c[%d] = %g", i, k,
+                    (double)g->out[k]);
+        w->passed++;
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     t_init("twogpus", 120);
@@ -141,6 +173,23 @@ int main(int argc, char **argv)
         if (hostfn) printf("device %d host function ran %d\n", d, ran[d]);
     }
     t_ok("both devices' results, each read with the other's context current");
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--threads") != 0) continue;
+        struct rounds w[2];
+        pthread_t t[2];
+        for (int d = 0; d < 2; d++) {
+            w[d] = (struct rounds){.g = &g[d],
+                                   .pageable = pageable,
+                                   .pinned = pinned,
+                                   .n = atoi(argv[i + 1]),
+                                   .passed = 0};
+            REQUIRE(pthread_create(&t[d], NULL, rounds, &w[d]) == 0, "no thread");
+        }
+        for (int d = 0; d < 2; d++) {
+            pthread_join(t[d], NULL);
+            printf("device %d: %d rounds passed on a thread of its own\n", d, w[d].passed);
+        }
+    }
     for (int d = 0; d < 2; d++) {
         CHECK(cuCtxSetCurrent(g[1 - d].ctx));
         stop(&g[d]);
