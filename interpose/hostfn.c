@@ -7,6 +7,7 @@
 #include "interpose/shim.h"
 #include "channel/wait.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct pending {
@@ -17,12 +18,19 @@ struct pending {
     CUstream stream;
 };
 
-/* Guarded by cb_lock: the records of outstanding host functions, by seq % slots, and the
- * last seq handed out. */
+/* Per connection (its slot, rpc.c; a process of one connection has slot 0 alone): the records
+ * of outstanding host functions, by seq % slots, the last seq handed out, and the callback
+ * thread serving that connection's segment (each server fires its own clients' callbacks
+ * there, with seqs of that connection's). Guarded by cb_lock. Slot 0's records are static;
+ * another's are made with its thread (a process of several GPUs' servers, route.c). */
 static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pending pending[CHAN_CB_SLOTS];
-static uint32_t last_seq;
-static int thread_started;
+static struct pending pending0[CHAN_CB_SLOTS];
+static struct cbconn {
+    struct shim_conn *conn; /* set with its thread */
+    struct pending *pending;
+    uint32_t last_seq;
+    int thread_started;
+} cbs[SHIM_CONNS] = {[0] = {.pending = pending0}};
 /* Host functions and callbacks sent and not yet returned (changed under cb_lock when sent,
  * by the callback thread when one returns): the common case, none, costs
  * shim_hostfn_settle one load. */
@@ -35,10 +43,11 @@ static __thread int on_callback_thread; /* a call made in a host function waits 
 
 static void *callback_thread(void *arg)
 {
-    (void)arg;
-    struct chan_callbacks *cb = shim_conn.ch.callbacks;
+    struct cbconn *x = arg;
+    struct chan_callbacks *cb = x->conn->ch.callbacks;
     uint32_t head = atomic_load(&cb->fired_head);
     struct chan_wait w = shim_waiter;
+    w.arg = x->conn;
     w.spin_ns = 20 * 1000;
     on_callback_thread = 1;
     shim_mig_hostfn_thread();
@@ -60,7 +69,7 @@ static void *callback_thread(void *arg)
         }
         uint32_t seq = (uint32_t)what;
         pthread_mutex_lock(&cb_lock);
-        struct pending p = pending[seq % CHAN_CB_SLOTS];
+        struct pending p = x->pending[seq % CHAN_CB_SLOTS];
         pthread_mutex_unlock(&cb_lock);
         if (p.kind == 1 && p.fn)
             p.fn(p.user);
@@ -75,24 +84,27 @@ static void *callback_thread(void *arg)
     }
 }
 
-/* Starts the callback thread once; cb_lock held. */
-static CUresult start_thread(void)
+/* Starts connection c's callback thread once; cb_lock held. Its entry, or NULL. */
+static struct cbconn *start_thread(struct shim_conn *c)
 {
-    if (thread_started) return CUDA_SUCCESS;
+    struct cbconn *x = &cbs[c->slot];
+    if (x->thread_started) return x;
+    if (!x->pending && !(x->pending = calloc(CHAN_CB_SLOTS, sizeof(*x->pending)))) return NULL;
+    x->conn = c;
     pthread_t t;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, callback_thread, NULL) == 0) thread_started = 1;
+    if (pthread_create(&t, &at, callback_thread, x) == 0) x->thread_started = 1;
     pthread_attr_destroy(&at);
-    return thread_started ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+    return x->thread_started ? x : NULL;
 }
 
-/* The callback thread serves shim_conn's segment alone: host functions and host nodes of a
- * process's second GPU's server (route.c) are refused. */
+/* Host nodes run from shim_conn's segment alone: those of a process's second GPU's server
+ * (route.c) are refused. */
 static CUresult refuse_extra(void)
 {
-    return shim_refuse("host functions and host nodes through a second GPU's own server "
+    return shim_refuse("graph host nodes through a second GPU's own server "
                        "(MPSSHIM_SERVER_PER_GPU_MOVE)");
 }
 
@@ -106,7 +118,7 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
     if (shim_route_is_extra()) return refuse_extra();
     /* The node may run before anything else of this process's needs the thread. */
     pthread_mutex_lock(&cb_lock);
-    r = start_thread();
+    r = start_thread(&shim_conn) ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
     pthread_mutex_unlock(&cb_lock);
     if (r != CUDA_SUCCESS) return r;
     uint8_t buf[sizeof(struct chan_host_node) + CHAN_MAX_DEPS * sizeof(uint64_t)];
@@ -129,8 +141,8 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
 
 static CUresult enqueue_routed(CUstream stream, const struct pending *p);
 
-/* To the server of the stream's context, where the process holds one per device (route.c):
- * shim_conn's, else refused. */
+/* To the server of the stream's context, where the process holds one per device (route.c);
+ * that connection's callback thread runs it. */
 static CUresult enqueue(CUstream stream, const struct pending *p)
 {
     CUresult r = shim_ready();
@@ -138,7 +150,7 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
     if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
     struct shim_route saved;
     int routed = shim_route_stream(stream, &saved);
-    r = shim_route_is_extra() ? refuse_extra() : enqueue_routed(stream, p);
+    r = enqueue_routed(stream, p);
     if (routed) shim_route_end(&saved);
     return r;
 }
@@ -157,22 +169,24 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
     } else if (p->kind == 2 && (r = shim_capture_refuse(stream)) != CUDA_SUCCESS) {
         return r;
     }
+    struct shim_conn *c = shim_conn_of_device(shim_route_device()); /* where it is sent */
     pthread_mutex_lock(&cb_lock);
-    if ((r = start_thread()) != CUDA_SUCCESS) {
+    struct cbconn *x = start_thread(c);
+    if (!x) {
         pthread_mutex_unlock(&cb_lock);
-        return r;
+        return CUDA_ERROR_OPERATING_SYSTEM;
     }
-    uint32_t seq = ++last_seq;
-    if (seq == 0) seq = ++last_seq; /* 0 means "never" in a fresh slot */
+    uint32_t seq = ++x->last_seq;
+    if (seq == 0) seq = ++x->last_seq; /* 0 means "never" in a fresh slot */
     /* A slot is reused only 65536 host functions later; one still pending then would
      * have its wait released early, so refuse rather than risk it. */
-    uint32_t prev = atomic_load(&shim_conn.ch.callbacks->done[seq % CHAN_CB_SLOTS]);
-    if (pending[seq % CHAN_CB_SLOTS].kind && prev != seq - CHAN_CB_SLOTS) {
-        last_seq--;
+    uint32_t prev = atomic_load(&c->ch.callbacks->done[seq % CHAN_CB_SLOTS]);
+    if (x->pending[seq % CHAN_CB_SLOTS].kind && prev != seq - CHAN_CB_SLOTS) {
+        x->last_seq--;
         pthread_mutex_unlock(&cb_lock);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    pending[seq % CHAN_CB_SLOTS] = *p;
+    x->pending[seq % CHAN_CB_SLOTS] = *p;
     /* Sent under the lock: host functions reach the server in seq order. */
     struct chan_host_func m = {.stream = (uint64_t)(uintptr_t)stream, .seq = seq};
     struct shim_req q;
@@ -184,8 +198,8 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
     } else {
         /* Never sent: never to run. Its slot says so, for shim_hostfn_settle (and for the
          * reuse check above, 65536 host functions on). */
-        pending[seq % CHAN_CB_SLOTS].kind = 0;
-        atomic_store(&shim_conn.ch.callbacks->done[seq % CHAN_CB_SLOTS], seq);
+        x->pending[seq % CHAN_CB_SLOTS].kind = 0;
+        atomic_store(&c->ch.callbacks->done[seq % CHAN_CB_SLOTS], seq);
     }
     pthread_mutex_unlock(&cb_lock);
     return r;
@@ -212,13 +226,10 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
  * launch or node on a device). Not covered: graph host nodes (a graph's launch may run them any
  * number of times, none counted here) and a synchronous cuMemcpy2DUnaligned on the host
  * function's stream, which may still meet the hang documented in docs/apis.md. */
-void shim_hostfn_settle(void)
+/* The wait of shim_hostfn_settle for one connection's host functions sent up to now. */
+static void settle_conn(struct shim_conn *c, uint32_t last)
 {
-    if (!atomic_load(&outstanding) || on_callback_thread) return;
-    struct chan_callbacks *cb = shim_conn.ch.callbacks;
-    pthread_mutex_lock(&cb_lock);
-    uint32_t last = last_seq;
-    pthread_mutex_unlock(&cb_lock);
+    struct chan_callbacks *cb = c->ch.callbacks;
     /* The oldest one still to return among the last CHAN_CB_SLOTS handed out (every seq
      * handed out is sent, or marked done when it could not be; a slot is reused only once its
      * host function returned: enqueue's check); 0 when none. */
@@ -232,7 +243,7 @@ void shim_hostfn_settle(void)
     if (!oldest) return;
     atomic_fetch_add(&settlers, 1);
     for (uint32_t seq = oldest;
-         (int32_t)(last - seq) >= 0 && shim_conn_up() && shim_server_alive(NULL);) {
+         (int32_t)(last - seq) >= 0 && shim_conn_up() && shim_server_alive(c);) {
         uint32_t seen = atomic_load(&returned); /* before the look: a return after it wakes */
         if (!seq ||
             atomic_load_explicit(&cb->done[seq % CHAN_CB_SLOTS], memory_order_acquire) == seq) {
@@ -243,6 +254,23 @@ void shim_hostfn_settle(void)
         chan_futex_wait(&returned, seen, 1000 * 1000);
     }
     atomic_fetch_sub(&settlers, 1);
+}
+
+void shim_hostfn_settle(void)
+{
+    if (!atomic_load(&outstanding) || on_callback_thread) return;
+    struct shim_conn *conns[SHIM_CONNS];
+    uint32_t last[SHIM_CONNS];
+    int n = 0;
+    pthread_mutex_lock(&cb_lock);
+    for (int s = 0; s < SHIM_CONNS; s++)
+        if (cbs[s].thread_started) {
+            conns[n] = cbs[s].conn;
+            last[n++] = cbs[s].last_seq;
+        }
+    pthread_mutex_unlock(&cb_lock);
+    for (int i = 0; i < n; i++)
+        settle_conn(conns[i], last[i]);
 }
 
 /* Marked used after the wait, so a racing second first use waits as well (it may be the one

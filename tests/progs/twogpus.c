@@ -11,10 +11,11 @@
  * With --library the kernels come from a library loaded once device 0's context is current
  * (cuLibraryLoadData: as the CUDA runtime loads a program's kernels), each device launching
  * the same CUkernel. With --hostfn each device's stream also runs a host function, launched
- * with the other device's context current, whose answer is printed (through both GPUs'
- * servers device 1's is refused: route.c). With --threads ROUNDS, a thread per device then
- * runs ROUNDS rounds at once with the other's: pageable memory copied in (through the staging
- * slots: 1 MiB), vec_add, the result copied back on the device's stream and checked.
+ * with the other device's context current, whose answer and run are printed (through both
+ * GPUs' servers each runs on its connection's callback thread: interpose/hostfn.c). With --threads
+ * ROUNDS, a thread per device then runs ROUNDS rounds at once with the other's: pageable memory
+ * copied in (through the staging slots: 1 MiB), vec_add, the result copied back on the device's
+ * stream and checked.
  *
  * Through mpsshim with MPSSHIM_SERVER_PER_GPU_MOVE=1 each device is served by its own GPU's
  * server (interpose/route.c): tests/server_per_gpu.sh; with --library the second device is
