@@ -287,6 +287,9 @@ CUresult shim_forward(int id, const void *const *argv)
     /* To the server of what it names, where the process holds one per device (route.c). */
     struct shim_route saved;
     int routed = shim_route_call(d, val, &saved, &r);
+    if (routed < 0)
+        return shim_across_wait_event(*(const CUstream *)argv[0], *(const CUevent *)argv[1],
+                                      *(const unsigned *)argv[2]);
     if (r != CUDA_SUCCESS) return r;
     /* Libraries and kernels as that server names them (replicas.c). */
     for (int i = 0; i < d->nparams && r == CUDA_SUCCESS && atomic_load(&shim_conns_extra); i++) {

@@ -44,7 +44,7 @@ CUresult SHIM_IMPL(cuIpcOpenMemHandle_v2)(CUdeviceptr *pdptr, CUipcMemHandle han
         struct shim_range rg = {.base = out.value,
                                 .size = out.size,
                                 .kind = SHIM_HT_MEM_OPENED,
-                                .ctx = shim_current_ctx_id()};
+                                .ctx = shim_route_ctx()};
         shim_range_add(&rg);
     }
     *pdptr = (CUdeviceptr)out.value;
@@ -78,7 +78,7 @@ CUresult SHIM_IMPL(cuIpcOpenEventHandle)(CUevent *phEvent, CUipcEventHandle hand
     if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = ipc(CHAN_IPC_OPEN_EVENT, 0, 0, handle.reserved, &out);
     if (r != CUDA_SUCCESS) return r;
-    struct shim_known k = {.ctx = shim_current_ctx_id(),
+    struct shim_known k = {.ctx = shim_route_ctx(),
                            .flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS};
     shim_known_add(SHIM_HT_CUevent, out.value, &k);
     *phEvent = (CUevent)(uintptr_t)out.value;

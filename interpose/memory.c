@@ -74,7 +74,7 @@ static CUresult migrating_alloc(void **pp, const struct chan_host_alloc *m)
     struct shim_range rg = {.base = rep[0],
                             .size = m->bytes,
                             .kind = SHIM_HT_MEM_MANAGED,
-                            .ctx = shim_current_ctx_id(),
+                            .ctx = shim_route_ctx(),
                             .flags = m->flags & ~(CHAN_HOST_MANAGED | CHAN_HOST_MIGRATE),
                             .mapped = rep[1]};
     shim_range_add(&rg);
@@ -127,7 +127,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
             struct shim_range rg = {.base = rep[0],
                                     .size = bytesize,
                                     .kind = managed ? SHIM_HT_MEM_MANAGED : SHIM_HT_MEM_PINNED,
-                                    .ctx = shim_current_ctx_id(),
+                                    .ctx = shim_route_ctx(),
                                     .flags = flags & ~CHAN_HOST_MANAGED,
                                     .mapped = rep[1]};
             shim_range_add(&rg);
@@ -298,7 +298,7 @@ static void add_range(uint64_t base, uint64_t len, unsigned flags)
     struct shim_range nr = {.base = base,
                             .size = len,
                             .kind = SHIM_HT_MEM_PINNED,
-                            .ctx = shim_current_ctx_id(),
+                            .ctx = shim_route_ctx(),
                             .flags = flags &
                                      (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
                             .mapped = len};

@@ -61,6 +61,8 @@ int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_
 {
     *err = CUDA_SUCCESS;
     if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire)) return 0;
+    /* A stream waiting for another GPU's server's event: carried by across.c. */
+    if (shim_across_wait(d, val)) return -1;
     struct shim_route to = {0}, other;
     if (d->stream >= 0) of_param(d, d->stream, val, &to);
     for (int i = 0; i < d->nparams; i++) {

@@ -231,13 +231,19 @@ extern _Atomic int shim_conns_extra;
 /* Begins the route of described call d (its arguments' values val) when it names something of
  * another connection's than the thread's requests go to: 1, and the caller ends it
  * (shim_route_end). 0 otherwise; *err is CUDA_ERROR_NOT_SUPPORTED (said once) when it names
- * objects of two connections. */
+ * objects of two connections; -1 for a stream's wait for another server's event
+ * (shim_across_wait_event carries it). */
 int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_route *saved,
                     CUresult *err);
 /* The same for a call enqueued on stream s (hand-written entry points), and for one about
  * something of context id ctx. */
 int shim_route_stream(CUstream s, struct shim_route *saved);
 int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved);
+/* across.c: whether described call d (its arguments' values val) is a stream's wait for an
+ * event of another connection's server (shim_route_call then answers -1), and that wait,
+ * carried by an interprocess twin of the event. */
+int shim_across_wait(const struct shim_call *d, const uint64_t *val);
+CUresult shim_across_wait_event(CUstream stream, CUevent event, unsigned flags);
 /* Whether the thread's requests go to a connection besides shim_conn now (features that live
  * in shim_conn's segment alone refuse there). */
 int shim_route_is_extra(void);

@@ -48,7 +48,7 @@ static CUresult create(CUstream *ph, unsigned flags, int priority)
     uint64_t h = 0;
     r = shim_rpc(CHAN_OP_STREAM_CREATE, &m, sizeof(m), &h, sizeof(h), NULL);
     if (r != CUDA_SUCCESS) return r;
-    struct shim_known k = {.ctx = shim_current_ctx_id(), .flags = flags, .priority = priority};
+    struct shim_known k = {.ctx = shim_route_ctx(), .flags = flags, .priority = priority};
     shim_known_add(SHIM_HT_CUstream, h, &k);
     *ph = (CUstream)(uintptr_t)h;
     return CUDA_SUCCESS;
@@ -164,7 +164,7 @@ CUresult SHIM_IMPL(cuStreamGetCtx_v2)(CUstream hStream, CUcontext *pCtx, CUgreen
 static void event_create_after(const void *const *argv)
 {
     CUevent e = **(CUevent *const *)argv[0];
-    struct shim_known k = {.ctx = shim_current_ctx_id(), .flags = *(const unsigned *)argv[1]};
+    struct shim_known k = {.ctx = shim_route_ctx(), .flags = *(const unsigned *)argv[1]};
     shim_known_add(SHIM_HT_CUevent, (uint64_t)(uintptr_t)e, &k);
 }
 

@@ -1,25 +1,31 @@
-/* twogpus: one process using two devices, each on its own (no peer access, no event of one
- * waited for on the other): the way a process serves a model per GPU. On each device, with
- * its primary context current: a module's vec_add over memory copied in from pageable memory
- * and from pinned memory made while device 0 was current (usable by every context, as
- * natively), on a stream of its own; an event recorded behind it. Then, with device 0's
- * context current, device 1's stream is synchronised, its event queried and its results
- * copied out on its stream (a call goes where the stream lives), and the other way round;
- * each device's memory freed with the other's context current. Prints one checksum per
- * device. Skips (77) with fewer than two devices.
+/* twogpus: one process using two devices, each on its own (no peer access): the way a
+ * process serves a model per GPU. On each device, with its primary context current: a
+ * module's vec_add over memory copied in from pageable memory and from pinned memory made
+ * while device 0 was current (usable by every context, as natively), on a stream of its own;
+ * an event recorded behind it. Then, with device 0's context current, device 1's stream is
+ * synchronised, its event queried and its results copied out on its stream (a call goes
+ * where the stream lives), and the other way round; each device's memory freed with the
+ * other's context current. Prints one checksum per device. Skips (77) with fewer than two
+ * devices.
  *
- * With --library the kernels come from a library loaded once device 0's context is current
- * (cuLibraryLoadData: as the CUDA runtime loads a program's kernels), each device launching
- * the same CUkernel. With --hostfn each device's stream also runs a host function, launched
- * with the other device's context current, whose answer and run are printed (through both
- * GPUs' servers each runs on its connection's callback thread: interpose/hostfn.c). With --threads
- * ROUNDS, a thread per device then runs ROUNDS rounds at once with the other's: pageable memory
- * copied in (through the staging slots: 1 MiB), vec_add, the result copied back on the device's
- * stream and checked.
+ * Options:
+ *   --library      the kernels come from a library loaded once device 0's context is
+ *                  current (cuLibraryLoadData: as the CUDA runtime loads a program's
+ *                  kernels), each device launching the same CUkernel;
+ *   --hostfn       each device's stream also runs a host function, launched with the other
+ *                  device's context current; its answer and its run are printed;
+ *   --events       device 1's stream waits for an event of device 0's recorded behind a
+ *                  kernel of 200 ms, then records its own: once that one is synchronised,
+ *                  device 0's must be complete (printed), which without the wait it would
+ *                  not be;
+ *   --threads N    a thread per device then runs N rounds at once with the other's:
+ *                  pageable memory copied in (through the staging slots: 1 MiB), vec_add,
+ *                  the result copied back on the device's stream and checked.
  *
  * Through mpsshim with MPSSHIM_SERVER_PER_GPU_MOVE=1 each device is served by its own GPU's
- * server (interpose/route.c): tests/server_per_gpu.sh; with --library the second device is
- * refused there (a library is its first server's), so it fails at device 1's context. */
+ * server (interpose/route.c; host functions on each connection's callback thread, hostfn.c;
+ * the library loaded again there, replicas.c; the event carried by an interprocess twin,
+ * across.c), with the output of one server: tests/server_per_gpu.sh. */
 #include "tests/progs/common.h"
 
 #include <pthread.h>
@@ -174,6 +180,33 @@ int main(int argc, char **argv)
         if (hostfn) printf("device %d host function ran %d\n", d, ran[d]);
     }
     t_ok("both devices' results, each read with the other's context current");
+    if (t_has_flag(argc, argv, "--events")) {
+        CHECK(cuCtxSetCurrent(g[0].ctx));
+        CUmodule m = t_load_module("kernels.ptx");
+        CUfunction delay = t_get_function(m, "delay_set");
+        CUevent e0, e1;
+        CUdeviceptr flag;
+        CHECK(cuMemAlloc(&flag, sizeof(unsigned)));
+        CHECK(cuEventCreate(&e0, CU_EVENT_DISABLE_TIMING));
+        unsigned value = 1;
+        unsigned long long ns = 200ull * 1000 * 1000;
+        void *params[] = {&flag, &value, &ns};
+        CHECK(cuLaunchKernel(delay, 1, 1, 1, 1, 1, 1, 0, g[0].s, params, NULL));
+        CHECK(cuEventRecord(e0, g[0].s));
+        CHECK(cuCtxSetCurrent(g[1].ctx));
+        CHECK(cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
+        CHECK(cuStreamWaitEvent(g[1].s, e0, 0));
+        CHECK(cuEventRecord(e1, g[1].s));
+        CHECK(cuEventSynchronize(e1));
+        printf("device 1's event after waiting for device 0's: device 0's %s\n",
+               t_errname(cuEventQuery(e0)));
+        CHECK(cuEventDestroy(e1));
+        CHECK(cuCtxSetCurrent(g[0].ctx));
+        CHECK(cuEventSynchronize(e0));
+        CHECK(cuEventDestroy(e0));
+        CHECK(cuMemFree(flag));
+        CHECK(cuModuleUnload(m));
+    }
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--threads") != 0) continue;
         struct rounds w[2];
