@@ -20,9 +20,10 @@ struct pending {
 
 /* Per connection (its slot, rpc.c; a process of one connection has slot 0 alone): the records
  * of outstanding host functions, by seq % slots, the last seq handed out, and the callback
- * thread serving that connection's segment (each server fires its own clients' callbacks
- * there, with seqs of that connection's). Guarded by cb_lock. Slot 0's records are static;
- * another's are made with its thread (a process of several GPUs' servers, route.c). */
+ * thread serving that connection's segment (each server fires its own clients' callbacks and
+ * host nodes there, with seqs of that connection's). Guarded by cb_lock. Slot 0's records
+ * are static; another's are made with its thread (a process of several GPUs' servers,
+ * route.c). */
 static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pending pending0[CHAN_CB_SLOTS];
 static struct cbconn {
@@ -100,14 +101,6 @@ static struct cbconn *start_thread(struct shim_conn *c)
     return x->thread_started ? x : NULL;
 }
 
-/* Host nodes run from shim_conn's segment alone: those of a process's second GPU's server
- * (route.c) are refused. */
-static CUresult refuse_extra(void)
-{
-    return shim_refuse("graph host nodes through a second GPU's own server "
-                       "(MPSSHIM_SERVER_PER_GPU_MOVE)");
-}
-
 /* A host node request (see struct chan_host_node); `out` takes the reply. */
 static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const CUgraphNode *deps,
                           size_t ndeps, const CUDA_HOST_NODE_PARAMS *p, void *out, uint32_t cap)
@@ -115,10 +108,11 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
     if (ndeps > CHAN_MAX_DEPS) return shim_refuse("graph nodes with more than 256 dependencies");
-    if (shim_route_is_extra()) return refuse_extra();
-    /* The node may run before anything else of this process's needs the thread. */
+    /* The node may run before anything else of this process's needs the thread: the one of
+     * the connection the request goes to, whose server fires it (route.c). */
     pthread_mutex_lock(&cb_lock);
-    r = start_thread(&shim_conn) ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+    r = start_thread(shim_conn_of_device(shim_route_device())) ? CUDA_SUCCESS
+                                                               : CUDA_ERROR_OPERATING_SYSTEM;
     pthread_mutex_unlock(&cb_lock);
     if (r != CUDA_SUCCESS) return r;
     uint8_t buf[sizeof(struct chan_host_node) + CHAN_MAX_DEPS * sizeof(uint64_t)];

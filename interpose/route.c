@@ -118,9 +118,3 @@ __attribute__((constructor)) static void tell_ranges(void)
 {
     shim_ranges_on_slot(range_slot);
 }
-
-int shim_route_is_extra(void)
-{
-    return atomic_load_explicit(&shim_conns_extra, memory_order_acquire) &&
-           shim_conn_of_device(shim_route_device()) != &shim_conn;
-}

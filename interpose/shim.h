@@ -244,9 +244,6 @@ int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved);
  * carried by an interprocess twin of the event. */
 int shim_across_wait(const struct shim_call *d, const uint64_t *val);
 CUresult shim_across_wait_event(CUstream stream, CUevent event, unsigned flags);
-/* Whether the thread's requests go to a connection besides shim_conn now (features that live
- * in shim_conn's segment alone refuse there). */
-int shim_route_is_extra(void);
 /* Whether the process has __managed__ variables (mvars.c). */
 int shim_mvar_live(void);
 /* replicas.c: libraries and kernels on each of the process's GPUs' servers. Whether they are

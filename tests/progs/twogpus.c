@@ -13,7 +13,9 @@
  *                  current (cuLibraryLoadData: as the CUDA runtime loads a program's
  *                  kernels), each device launching the same CUkernel;
  *   --hostfn       each device's stream also runs a host function, launched with the other
- *                  device's context current; its answer and its run are printed;
+ *                  device's context current; its answer and its run are printed; then a
+ *                  host function captured on each device's stream (a graph's host node) runs
+ *                  when the graph is launched there, the other device's context current;
  *   --events       device 1's stream waits for an event of device 0's recorded behind a
  *                  kernel of 200 ms, then records its own: once that one is synchronised,
  *                  device 0's must be complete (printed), which without the wait it would
@@ -180,6 +182,23 @@ int main(int argc, char **argv)
         if (hostfn) printf("device %d host function ran %d\n", d, ran[d]);
     }
     t_ok("both devices' results, each read with the other's context current");
+    for (int d = 0; d < 2 && hostfn; d++) {
+        static int node_ran[2];
+        CUgraph graph;
+        CUgraphExec exec;
+        CHECK(cuCtxSetCurrent(g[d].ctx)); /* a graph is made through its device's server */
+        CHECK(cuStreamBeginCapture(g[d].s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        CHECK(cuLaunchHostFunc(g[d].s, host_fn, &node_ran[d]));
+        CHECK(cuStreamEndCapture(g[d].s, &graph));
+        CHECK(cuGraphInstantiate(&exec, graph, 0));
+        CHECK(cuCtxSetCurrent(g[1 - d].ctx));
+        CHECK(cuGraphLaunch(exec, g[d].s));
+        CHECK(cuStreamSynchronize(g[d].s));
+        printf("device %d host node ran %d\n", d, node_ran[d]);
+        CHECK(cuCtxSetCurrent(g[d].ctx));
+        CHECK(cuGraphExecDestroy(exec));
+        CHECK(cuGraphDestroy(graph));
+    }
     if (t_has_flag(argc, argv, "--events")) {
         CHECK(cuCtxSetCurrent(g[0].ctx));
         CUmodule m = t_load_module("kernels.ptx");
