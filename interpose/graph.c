@@ -29,6 +29,9 @@ static CUresult kernel_node(unsigned what, CUgraphNode *out, uint64_t graph, CUg
     const struct shim_func *fn = shim_func_get((uint64_t)(uintptr_t)f);
     if (!f || !fn) return CUDA_ERROR_INVALID_VALUE;
     shim_hostfn_settle_first(fn); /* a node's kernel may load its code now */
+    /* A library's kernel as the server the request goes to names it (replicas.c). */
+    uint64_t func = (uint64_t)(uintptr_t)f;
+    if ((r = shim_replica_for(func, shim_route_device(), &func)) != CUDA_SUCCESS) return r;
     struct shim_params kp;
     if ((r = shim_kernel_params(fn, p->kernelParams, p->extra, &kp)) != CUDA_SUCCESS) return r;
     size_t deps_bytes = ndeps * sizeof(uint64_t);
@@ -40,7 +43,7 @@ static CUresult kernel_node(unsigned what, CUgraphNode *out, uint64_t graph, CUg
         .ndeps = (uint32_t)ndeps,
         .graph = graph,
         .node = (uint64_t)(uintptr_t)node,
-        .func = (uint64_t)(uintptr_t)f,
+        .func = func,
         .grid = {p->gridDimX, p->gridDimY, p->gridDimZ},
         .block = {p->blockDimX, p->blockDimY, p->blockDimZ},
         .smem = p->sharedMemBytes,

@@ -11,7 +11,8 @@
  * Options:
  *   --library      the kernels come from a library loaded once device 0's context is
  *                  current (cuLibraryLoadData: as the CUDA runtime loads a program's
- *                  kernels), each device launching the same CUkernel;
+ *                  kernels), each device launching the same CUkernel, and then running it
+ *                  again as a graph's kernel node;
  *   --hostfn       each device's stream also runs a host function, launched with the other
  *                  device's context current; its answer and its run are printed; then a
  *                  host function captured on each device's stream (a graph's host node) runs
@@ -182,6 +183,31 @@ int main(int argc, char **argv)
         if (hostfn) printf("device %d host function ran %d\n", d, ran[d]);
     }
     t_ok("both devices' results, each read with the other's context current");
+    for (int d = 0; d < 2 && lib_add; d++) {
+        CUgraph graph;
+        CUgraphExec exec;
+        CUgraphNode node;
+        int elems = N;
+        void *params[] = {&g[d].a, &g[d].b, &g[d].c, &elems};
+        CUDA_KERNEL_NODE_PARAMS kp = {.kern = lib_add,
+                                      .gridDimX = N / 256,
+                                      .gridDimY = 1,
+                                      .gridDimZ = 1,
+                                      .blockDimX = 256,
+                                      .blockDimY = 1,
+                                      .blockDimZ = 1,
+                                      .kernelParams = params};
+        CHECK(cuCtxSetCurrent(g[d].ctx)); /* a graph is made through its device's server */
+        CHECK(cuGraphCreate(&graph, 0));
+        CHECK(cuGraphAddKernelNode(&node, graph, NULL, 0, &kp));
+        CHECK(cuGraphInstantiate(&exec, graph, 0));
+        CHECK(cuMemsetD32Async(g[d].c, 0xffffffffu, N, g[d].s));
+        CHECK(cuGraphLaunch(exec, g[d].s));
+        printf("device %d checksum %.2f as a graph's kernel node\n", d,
+               finish(&g[d], pageable, pinned, d));
+        CHECK(cuGraphExecDestroy(exec));
+        CHECK(cuGraphDestroy(graph));
+    }
     for (int d = 0; d < 2 && hostfn; d++) {
         static int node_ran[2];
         CUgraph graph;
