@@ -28,7 +28,8 @@
 #    process still sees both and answers peer queries as the pipe directory's server does,
 #    NCCL's calls (ncclish) pass between two such ranks; a process that uses both devices is
 #    served by both GPUs' servers (twogpus, with a library too, and a CUDA runtime program,
-#    give one server's output), and its own fault on device 0 leaves its device 1 working;
+#    give one server's output), its own fault on device 0 leaves its device 1 working, and
+#    device 1's server's end its device 0 working;
 # 8. (run before 5) control commands reach the GPUs' servers through the pipe directory;
 # 9. (run before 5) each GPU's server gives addresses in an address zone of its own.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
@@ -244,6 +245,22 @@ on - "$B/tests/fault" --device1 >"$W/moved-two.log" 2>&1 ||
 grep -q "^device 1's context after device 0's fault: made current CUDA_SUCCESS, a round of vec_add CUDA_SUCCESS" "$W/moved-two.log" &&
     grep -q "^a context made on device 1 after it: CUDA_SUCCESS, cuMemAlloc there CUDA_SUCCESS" "$W/moved-two.log" ||
     { cat "$W/moved-two.log"; fail "a moved client's own fault on device 0 reached its device 1"; }
+# Device 1's server ends (SIGKILL) under such a process: its next call there answers
+# CUDA_ERROR_MPS_SERVER_NOT_READY at once (that connection's liveness), and its device 0 work
+# goes on through device 0's server.
+rm -f "$W/lose1.in"
+mkfifo "$W/lose1.in"
+on - "$B/tests/twogpus" --lose1 <"$W/lose1.in" >"$W/lose1.log" 2>&1 &
+lost=$!
+exec 7>"$W/lose1.in"
+wait_for 30 grep -q "^started" "$W/lose1.log" || { cat "$W/lose1.log"; fail "twogpus --lose1 never started"; }
+kill -9 "$(cat "$P/gpu-1/server.pid")"
+echo go >&7
+exec 7>&-
+wait "$lost" || { cat "$W/lose1.log"; fail "twogpus --lose1 after device 1's server ended"; }
+grep -q "^device 1's stream synchronised: CUDA_ERROR_MPS_SERVER_NOT_READY" "$W/lose1.log" &&
+    grep -q "^device 0 checksum" "$W/lose1.log" ||
+    { cat "$W/lose1.log"; fail "device 1's server's end: device 1 not refused, or device 0 stopped"; }
 unset MPSSHIM_SERVER_PER_GPU_MOVE
 echo "ok: clients that see both GPUs served by their GPUs' servers (MPSSHIM_SERVER_PER_GPU_MOVE): device 1's ran on through device 0's fault, one process's work on both went to both, and its own fault stayed on device 0"
 

@@ -21,6 +21,11 @@
  *                  kernel of 200 ms, then records its own: once that one is synchronised,
  *                  device 0's must be complete (printed), which without the wait it would
  *                  not be;
+ *   --lose1        once both devices started, prints "started" and waits for a line on
+ *                  stdin (a test ends device 1's server meanwhile); then prints what a
+ *                  synchronisation of device 1's stream answers, and reads device 0's results
+ *                  as usual, and stops (through both GPUs' servers: device 1's call fails,
+ *                  device 0's work goes on);
  *   --threads N    a thread per device then runs N rounds at once with the other's:
  *                  pageable memory copied in (through the staging slots: 1 MiB), vec_add,
  *                  the result copied back on the device's stream and checked.
@@ -171,6 +176,16 @@ int main(int argc, char **argv)
     for (int d = 0; d < 2; d++)
         start(&g[d], d, pageable, pinned);
     t_ok("both devices started");
+    if (t_has_flag(argc, argv, "--lose1")) {
+        printf("started\n");
+        fflush(stdout);
+        char line[16];
+        if (!fgets(line, sizeof(line), stdin)) line[0] = '\0';
+        CHECK(cuCtxSetCurrent(g[0].ctx));
+        printf("device 1's stream synchronised: %s\n", t_errname(cuStreamSynchronize(g[1].s)));
+        printf("device 0 checksum %.2f\n", finish(&g[0], pageable, pinned, 0));
+        t_pass();
+    }
     int hostfn = t_has_flag(argc, argv, "--hostfn");
     static int ran[2];
     for (int d = 0; d < 2; d++) {
