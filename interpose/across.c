@@ -81,9 +81,12 @@ CUresult shim_across_wait_event(CUstream stream, CUevent event, unsigned flags)
     /* On the event's server: the twin, behind a wait for the event on the shim's stream. */
     shim_route_begin(&saved, b, ke.ctx);
     r = CUDA_SUCCESS;
-    if (!waiters[b] || waiter_ctx[b] != ke.ctx) {
-        /* Made in the event's context (a stream of a destroyed context would be stale). */
-        if (waiters[b]) cuStreamDestroy_v2(waiters[b]);
+    /* Made in the event's context; one the shim no longer knows went with its context (a
+     * primary context reset keeps its id). */
+    int known =
+        waiters[b] && shim_known_find(SHIM_HT_CUstream, (uint64_t)(uintptr_t)waiters[b], NULL) == 0;
+    if (!known || waiter_ctx[b] != ke.ctx) {
+        if (known) cuStreamDestroy_v2(waiters[b]);
         waiters[b] = NULL;
         if ((r = cuStreamCreate(&waiters[b], CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS)
             waiter_ctx[b] = ke.ctx;

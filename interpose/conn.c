@@ -585,10 +585,11 @@ static CUresult open_device(int dev)
     memcpy(saved_value, gpu_value, sizeof(gpu_value));
     struct shim_conn *n = NULL;
     CUresult r = CUDA_ERROR_INVALID_DEVICE;
+    const char *refused = split_refusal ? split_refusal() : NULL;
     if (next_slot >= SHIM_CONNS)
         snprintf(why, sizeof(why), "no connection left (%d)", SHIM_CONNS);
-    else if (split_refusal && split_refusal())
-        snprintf(why, sizeof(why), "%s", split_refusal());
+    else if (refused)
+        snprintf(why, sizeof(why), "%s", refused);
     else if (gpu_value_of(dev) != 0)
         snprintf(why, sizeof(why), "its CUDA_VISIBLE_DEVICES entry cannot name a folder");
     else if (!(n = calloc(1, sizeof(*n))))

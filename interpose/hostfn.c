@@ -111,8 +111,7 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
     /* The node may run before anything else of this process's needs the thread: the one of
      * the connection the request goes to, whose server fires it (route.c). */
     pthread_mutex_lock(&cb_lock);
-    r = start_thread(shim_conn_of_device(shim_route_device())) ? CUDA_SUCCESS
-                                                               : CUDA_ERROR_OPERATING_SYSTEM;
+    r = start_thread(shim_route_conn()) ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
     pthread_mutex_unlock(&cb_lock);
     if (r != CUDA_SUCCESS) return r;
     uint8_t buf[sizeof(struct chan_host_node) + CHAN_MAX_DEPS * sizeof(uint64_t)];
@@ -163,7 +162,7 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
     } else if (p->kind == 2 && (r = shim_capture_refuse(stream)) != CUDA_SUCCESS) {
         return r;
     }
-    struct shim_conn *c = shim_conn_of_device(shim_route_device()); /* where it is sent */
+    struct shim_conn *c = shim_route_conn(); /* where it is sent */
     pthread_mutex_lock(&cb_lock);
     struct cbconn *x = start_thread(c);
     if (!x) {

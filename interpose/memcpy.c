@@ -218,7 +218,7 @@ static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
 
     /* Large pageable copies: the pipeline. The request goes first so that the server
      * starts on it while we fill (HtoD) or wait (DtoH). */
-    struct shim_conn *cn = shim_conn_of_device(shim_route_device()); /* where q goes */
+    struct shim_conn *cn = shim_route_conn(); /* where q goes */
     struct staging *sg = &staging[cn->slot];
     pthread_mutex_lock(&sg->lock);
     c->first_chunk = sg->seq;

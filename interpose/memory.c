@@ -99,7 +99,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
         return shim_refuse("managed memory in a process served by several GPUs' own servers "
                            "(MPSSHIM_SERVER_PER_GPU_MOVE)");
     /* Its descriptor comes on the socket of the connection the request goes to. */
-    const struct shim_conn *cn = shim_conn_of_device(shim_route_device());
+    const struct shim_conn *cn = shim_route_conn();
     pthread_mutex_lock(&host_lock);
     if (flags & CHAN_HOST_MIGRATE) {
         r = migrating_alloc(pp, &m);
@@ -287,7 +287,7 @@ static int shared_file(uint64_t base, uint64_t len, int *fd, uint64_t *offset)
 static CUresult send_register(int fd, const struct chan_host_register *m)
 {
     uint8_t one = 1;
-    const struct shim_conn *cn = shim_conn_of_device(shim_route_device());
+    const struct shim_conn *cn = shim_route_conn();
     if (chan_send_fd(cn->sock, &one, 1, fd) != 0) return shim_conn_dead_error(cn);
     return shim_rpc(CHAN_OP_HOST_REGISTER, m, sizeof(*m), NULL, 0, NULL);
 }

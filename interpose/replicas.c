@@ -98,7 +98,7 @@ void shim_replica_library(uint64_t h, const void *image, size_t size, int keep)
     }
     memcpy(copy, image, size);
     l->h = h;
-    l->slot = shim_conn_of_device(shim_route_device())->slot;
+    l->slot = shim_route_conn()->slot;
     l->image = copy;
     l->size = size;
     l->on[l->slot] = h;
@@ -126,7 +126,7 @@ void shim_replica_kernel(uint64_t k, uint64_t lib, const char *name)
     }
     x->k = k;
     x->lib = lib;
-    x->slot = shim_conn_of_device(shim_route_device())->slot;
+    x->slot = shim_route_conn()->slot;
     x->name = n;
     x->on[x->slot] = k;
     pthread_mutex_lock(&lock);

@@ -2,10 +2,10 @@
  * its GPU's server that uses several GPUs: conn.c, issue 30). Each GPU's server knows only
  * what was made through it, so a call goes to the server of what it names: the stream it is
  * enqueued on, a stream, event or graph exec the client knows, a context, a device, a device
- * address; else to its thread's context's (rpc.c). A call that names objects of two of them
- * (an event of one GPU's server waited for on another's stream, a copy between their
- * memory) is refused with CUDA_ERROR_NOT_SUPPORTED, said once: nothing carries it between
- * the servers yet. In a process of one connection nothing here runs. */
+ * address; else to its thread's context's (rpc.c). A stream's wait for another server's event
+ * is carried by across.c; any other call that names objects of two of them (a copy between
+ * their memory, peer access) is refused with CUDA_ERROR_NOT_SUPPORTED, said once: nothing
+ * carries it between the servers yet. In a process of one connection nothing here runs. */
 #include "interpose/shim.h"
 
 /* The route of an object of context id `ctx`: 1 with *r set, 0 when the context is unknown. */
@@ -47,6 +47,20 @@ static int apart(const struct shim_route *a, const struct shim_route *b)
     return shim_conn_of_device(a->device) != shim_conn_of_device(b->device);
 }
 
+/* Whether a route reaches another connection than the thread's requests go to now. */
+static int elsewhere(const struct shim_route *to)
+{
+    return shim_conn_of_device(to->device) != shim_route_conn();
+}
+
+/* The route of context id ctx (*to) when it reaches another connection than the thread's
+ * requests go to now: 1; 0 in a process of one connection, for ctx 0 and an unknown one. */
+static int ctx_elsewhere(uint32_t ctx, struct shim_route *to)
+{
+    return atomic_load_explicit(&shim_conns_extra, memory_order_acquire) && ctx &&
+           of_ctx(ctx, to) && elsewhere(to);
+}
+
 static void refuse_across(const char *name)
 {
     static _Atomic int said;
@@ -77,7 +91,7 @@ int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_
     }
     /* Where the thread's own requests go already: nothing to change (its context stays the
      * one the call runs in, as natively). */
-    if (!to.set || !apart(&to, &(struct shim_route){.device = shim_route_device()})) return 0;
+    if (!to.set || !elsewhere(&to)) return 0;
     shim_route_begin(saved, to.device, to.ctx);
     return 1;
 }
@@ -85,9 +99,7 @@ int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_
 int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved)
 {
     struct shim_route to;
-    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire) || !ctx ||
-        !of_ctx(ctx, &to) || !apart(&to, &(struct shim_route){.device = shim_route_device()}))
-        return 0;
+    if (!ctx_elsewhere(ctx, &to)) return 0;
     shim_route_begin(saved, to.device, to.ctx);
     return 1;
 }
@@ -104,14 +116,13 @@ int shim_route_stream(CUstream s, struct shim_route *saved)
 int shim_route_apart(uint32_t ctx)
 {
     struct shim_route to;
-    return atomic_load_explicit(&shim_conns_extra, memory_order_acquire) && ctx &&
-           of_ctx(ctx, &to) && apart(&to, &(struct shim_route){.device = shim_route_device()});
+    return ctx_elsewhere(ctx, &to);
 }
 
 /* The mirror's slot for a range of context id ctx (ranges.c): its server's connection's. */
 static int range_slot(uint32_t ctx)
 {
-    return shim_conn_of_device(ctx ? shim_ctx_id_device(ctx) : shim_route_device())->slot;
+    return (ctx ? shim_conn_of_device(shim_ctx_id_device(ctx)) : shim_route_conn())->slot;
 }
 
 __attribute__((constructor)) static void tell_ranges(void)

@@ -92,6 +92,11 @@ uint32_t shim_route_ctx(void)
     return route.set ? route.ctx : shim_current_ctx_id();
 }
 
+struct shim_conn *shim_route_conn(void)
+{
+    return shim_conn_of_device(shim_route_device());
+}
+
 uint32_t shim_current_ctx_id(void)
 {
     return current_id ? *current_id : 0;
@@ -309,7 +314,7 @@ __thread int shim_ring_held __attribute__((tls_model("initial-exec")));
 CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags)
 {
     if (len > CHAN_REC_MAX - sizeof(struct chan_rec)) return CUDA_ERROR_INVALID_VALUE;
-    q->conn = shim_conn_of_device(shim_route_device());
+    q->conn = shim_route_conn();
     struct chan *c = &q->conn->ch;
     struct link *k = &links[q->conn->slot];
     q->lane = reply ? my_lane(q->conn->slot) : -1;

@@ -224,6 +224,9 @@ void shim_route_end(const struct shim_route *saved);
  * shim_conn), and their context id. */
 int shim_route_device(void);
 uint32_t shim_route_ctx(void);
+/* The connection the calling thread's requests go to now (shim_conn_of_device of the
+ * route's device). */
+struct shim_conn *shim_route_conn(void);
 
 /* Set (nonzero) once the process holds a connection besides shim_conn (rpc.c). */
 extern _Atomic int shim_conns_extra;

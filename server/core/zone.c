@@ -58,6 +58,12 @@ static uint64_t cursor; /* the next hint (zone >= 1), under lock */
 static uint64_t own_floor = UINT64_MAX;
 #define OWN_SPAN (16ull << 40)
 
+/* The start of the zone's device addresses (zone >= 1). */
+static uint64_t dev_lo(void)
+{
+    return DEV_BASE + (uint64_t)(zone - 1) * DEV_SPAN;
+}
+
 static void claim(void)
 {
     char top[PATH_MAX], path[PATH_MAX + 16];
@@ -68,6 +74,7 @@ static void claim(void)
         if (fd < 0) continue;
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             zone = n; /* fd stays open: the lock is this process's until it ends */
+            cursor = dev_lo();
             void *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (p != MAP_FAILED) {
                 uint64_t at = (uint64_t)(uintptr_t)p;
@@ -76,10 +83,9 @@ static void claim(void)
             }
             if (own_floor < WIN_BASE + SRV_ZONES * SRV_WINDOW_SIZE)
                 own_floor = UINT64_MAX; /* mappings low in the address space: keep none */
-            cursor = DEV_BASE + (uint64_t)(n - 1) * DEV_SPAN;
             srv_log("Address zone %d of the pipe directory's servers: device addresses from "
                     "%#llx, host window at %#llx",
-                    n, (unsigned long long)cursor,
+                    n, (unsigned long long)dev_lo(),
                     (unsigned long long)(WIN_BASE + (uint64_t)(n - 1) * SRV_WINDOW_SIZE));
             return;
         }
@@ -111,23 +117,18 @@ static uint64_t round_up(uint64_t v, uint64_t align)
 }
 
 /* The next hint for `bytes` at `align`, moving the cursor past it; wraps to the zone's start
- * (where what was given back is free again). Under lock. */
+ * (where what was given back is free again); 0 when it cannot fit. */
 static uint64_t next_hint(uint64_t bytes, uint64_t align)
 {
-    uint64_t lo = DEV_BASE + (uint64_t)(zone - 1) * DEV_SPAN, hi = lo + DEV_SPAN;
+    uint64_t lo = dev_lo(), hi = lo + DEV_SPAN;
     if (bytes > DEV_SPAN) return 0;
+    pthread_mutex_lock(&lock);
     uint64_t at = round_up(cursor, align);
     if (at < cursor || at > hi - bytes) at = round_up(lo, align);
-    if (at > hi - bytes) return 0;
-    cursor = at + bytes;
-    return at;
-}
-
-uint64_t srv_zone_hint(uint64_t bytes, uint64_t align)
-{
-    if (!srv_zone_no()) return 0;
-    pthread_mutex_lock(&lock);
-    uint64_t at = next_hint(bytes, align);
+    if (at > hi - bytes)
+        at = 0;
+    else
+        cursor = at + bytes;
     pthread_mutex_unlock(&lock);
     return at;
 }
@@ -135,9 +136,9 @@ uint64_t srv_zone_hint(uint64_t bytes, uint64_t align)
 CUresult srv_zone_reserve(CUdeviceptr *va, uint64_t bytes, uint64_t align)
 {
     if (!srv_zone_no()) return DRV(cuMemAddressReserve)(va, bytes, align, 0, 0);
-    uint64_t lo = DEV_BASE + (uint64_t)(zone - 1) * DEV_SPAN, hi = lo + DEV_SPAN;
+    uint64_t lo = dev_lo(), hi = lo + DEV_SPAN;
     for (int i = 0; i < TRIES; i++) {
-        uint64_t hint = srv_zone_hint(bytes, align);
+        uint64_t hint = next_hint(bytes, align);
         if (!hint) break;
         CUdeviceptr got = 0;
         CUresult r = DRV(cuMemAddressReserve)(&got, bytes, align, hint, 0);

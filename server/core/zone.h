@@ -19,7 +19,5 @@ uint64_t srv_zone_window_hint(uint64_t usual);
  * driver lets it be (cuMemAddressReserve with a hint; in zone 0 with none, the driver's own
  * choice). The driver's error, or CUDA_SUCCESS with *va. */
 CUresult srv_zone_reserve(CUdeviceptr *va, uint64_t bytes, uint64_t align);
-/* The hint for a client's reservation that named no address (0 in zone 0). */
-uint64_t srv_zone_hint(uint64_t bytes, uint64_t align);
 
 #endif
