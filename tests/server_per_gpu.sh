@@ -254,7 +254,8 @@ on - "$B/tests/twogpus" --lose1 <"$W/lose1.in" >"$W/lose1.log" 2>&1 &
 lost=$!
 exec 7>"$W/lose1.in"
 wait_for 30 grep -q "^started" "$W/lose1.log" || { cat "$W/lose1.log"; fail "twogpus --lose1 never started"; }
-kill -9 "$(cat "$P/gpu-1/server.pid")"
+lost1=$(cat "$P/gpu-1/server.pid")
+kill -9 "$lost1"
 echo go >&7
 exec 7>&-
 wait "$lost" || { cat "$W/lose1.log"; fail "twogpus --lose1 after device 1's server ended"; }
@@ -262,6 +263,10 @@ grep -q "^device 1's stream synchronised: CUDA_ERROR_MPS_SERVER_NOT_READY" "$W/l
     grep -q "^device 0 checksum" "$W/lose1.log" ||
     { cat "$W/lose1.log"; fail "device 1's server's end: device 1 not refused, or device 0 stopped"; }
 unset MPSSHIM_SERVER_PER_GPU_MOVE
+# Step 8 starts GPU 1's server afresh: the killed one must have ended first (on a GPU its
+# context's teardown takes a while after SIGKILL).
+gone() { [ ! -e "/proc/$1" ] || grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+wait_for 60 gone "$lost1" || fail "GPU 1's server $lost1 still there 60 s after SIGKILL"
 echo "ok: clients that see both GPUs served by their GPUs' servers (MPSSHIM_SERVER_PER_GPU_MOVE): device 1's ran on through device 0's fault, one process's work on both went to both, and its own fault stayed on device 0"
 
 # 8. (run before 5) Commands reach the GPUs' servers through the pipe directory
@@ -281,7 +286,11 @@ held=$!
 wait_for 30 grep -q "^ready" "$W/hold1.log" || { cat "$W/hold1.log"; fail "GPU 1's holding client"; }
 G1=$(cat "$P/gpu-1/server.pid")
 H=$(printf 'get_client_list %s\n' "$G1" | "$CTL")
-grep -q "tests/hold" "/proc/$H/cmdline" 2>/dev/null || fail "get_client_list of GPU 1's server through the pipe directory: '$H'"
+grep -q "tests/hold" "/proc/$H/cmdline" 2>/dev/null || {
+    cat "$W/hold1.log"
+    tail -n 5 "$LOG/gpu-1/control.log" "$LOG/gpu-1/server.log"
+    fail "get_client_list of GPU 1's server $G1 through the pipe directory: '$H'"
+}
 printf 'ps\n' | "$CTL" >"$W/ps.log" || { cat "$W/ps.log"; fail "ps"; }
 [ "$(grep -c '^PID ID SERVER' "$W/ps.log")" = 1 ] && grep -q "^$H [0-9]* $G1 " "$W/ps.log" ||
     { cat "$W/ps.log"; fail "ps: one header and GPU 1's server's client"; }
