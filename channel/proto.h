@@ -35,8 +35,10 @@
  * server leaves 0: never the number a thread waits for but after 2^32 replies; 6:
  * CHAN_HOST_MIGRATE and CHAN_MVAR_MPUSH/MPULL, which an older server refuses as invalid: the
  * client then makes managed memory as before; 7: CHAN_MPULL_ON_STREAM, which an older
- * server refuses: the client then prefetches to the host with a pull it waits for). */
-#define CHAN_PROTO_MINOR 7
+ * server refuses: the client then prefetches to the host with a pull it waits for; 8:
+ * CHAN_IPC_OPEN_MIRROR, which an older server refuses as invalid: the client's peer access
+ * between its GPUs' servers then fails). */
+#define CHAN_PROTO_MINOR 8
 
 #define CHAN_SOCKET_NAME "mpsshim.sock"
 #define CHAN_CONTROL_NAME "control.sock"
@@ -425,6 +427,10 @@ enum chan_ipc_what {
     CHAN_IPC_GET_VMM,     /* value = CUmemGenericAllocationHandle, flags = handle type -> handle
                              (the client hands it on in a memfd: cuMemExportToShareableHandle) */
     CHAN_IPC_OPEN_VMM,    /* handle -> value = CUmemGenericAllocationHandle */
+    /* another GPU's server's CHAN_IPC_GET_MEM handle of this process's memory -> value = base,
+       size, opens: mapped at its own address (server/memory/mirror.c); closed as opened
+       memory is (CHAN_IPC_CLOSE_MEM) */
+    CHAN_IPC_OPEN_MIRROR,
 };
 _Static_assert(sizeof(((struct chan_ipc *)0)->handle) == CU_IPC_HANDLE_SIZE, "IPC handle bytes");
 

@@ -140,7 +140,10 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
                 .owner = d->parent >= 0 ? val[d->parent] : 0,
             };
             struct shim_range old;
-            if (shim_range_find_here(rg.base, rg.size, &old) != 0) shim_range_add(&rg);
+            if (shim_range_find_here(rg.base, rg.size, &old) != 0) {
+                shim_range_add(&rg);
+                shim_mirror_made(&rg); /* where another server's context has peer access */
+            }
         } else if (p->kind == SHIM_PK_OUT && p->creates && p->htype &&
                    (shim_types[p->htype].flags & SHIM_TF_CLIENT)) {
             struct shim_known k = {.ctx = ctx};
@@ -287,6 +290,7 @@ CUresult shim_forward(int id, const void *const *argv)
     /* To the server of what it names, where the process holds one per device (route.c). */
     struct shim_route saved;
     int routed = shim_route_call(d, val, &saved, &r);
+    if (routed == -2) return r; /* answered there (mirror.c) */
     if (routed < 0)
         return shim_across_wait_event(*(const CUstream *)argv[0], *(const CUevent *)argv[1],
                                       *(const unsigned *)argv[2]);
@@ -345,6 +349,7 @@ static CUresult forward_checked(int id, const struct shim_call *d, const struct 
      * range would then be missing: copies to it refused). Put back if the call fails. */
     struct shim_range taken;
     int took = d->destroys >= 0 && take_range(d, val, &taken);
+    if (took) shim_mirror_freeing(taken.base); /* its mirrors in other servers first */
     struct shim_known taken_h;
     int took_h = d->destroys >= 0 && take_handle(d, val, &taken_h);
     if ((r = send_call(id, d, args, n, reply, flags, work)) != CUDA_SUCCESS) {

@@ -180,3 +180,19 @@ void shim_func_set_attr(uint64_t handle, int attr, int value)
     if (f) f->max_dynamic_smem = value;
     pthread_rwlock_unlock(&funcs_lock);
 }
+
+uint32_t shim_func_ctx(uint64_t handle, int module)
+{
+    uint32_t ctx = 0;
+    pthread_rwlock_rdlock(&funcs_lock);
+    if (!module) {
+        struct shim_func *f;
+        HASH_FIND(hh, funcs, &handle, sizeof(handle), f);
+        if (f) ctx = f->ctx;
+    } else {
+        for (struct shim_func *f = funcs; f && !ctx; f = f->hh.next)
+            if (f->owner == handle) ctx = f->ctx;
+    }
+    pthread_rwlock_unlock(&funcs_lock);
+    return ctx;
+}

@@ -150,3 +150,17 @@ CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle 
     if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)out.value;
     return r;
 }
+
+CUresult shim_ipc_mirror_open(const CUipcMemHandle *h, uint64_t *value)
+{
+    struct chan_ipc_reply out;
+    CUresult r = ipc(CHAN_IPC_OPEN_MIRROR, 0, 0, h->reserved, &out);
+    if (r == CUDA_SUCCESS) *value = out.value;
+    return r;
+}
+
+CUresult shim_ipc_mirror_close(uint64_t base)
+{
+    struct chan_ipc_reply out;
+    return ipc(CHAN_IPC_CLOSE_MEM, 0, base, NULL, &out);
+}

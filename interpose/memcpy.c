@@ -59,11 +59,15 @@ static CUresult classify(const struct shim_copy_side *s, uint64_t w, uint64_t h,
     if (s->memtype == CU_MEMORYTYPE_DEVICE && !known) return CUDA_ERROR_INVALID_VALUE;
     /* Memory made through another GPU's server of this process (route.c) is none of this
      * copy's server's: its host memory travels as pageable memory does, and its device
-     * memory cannot be reached from here. */
+     * memory is mirrored in this copy's server first (mirror.c), then taken in place there,
+     * through the copy's context (not as its own device's). */
     int apart = known && shim_route_apart(rg.ctx);
-    if (apart && !shim_range_is_host(rg.kind))
-        return shim_refuse("a copy between memory of two GPUs whose servers differ "
-                           "(MPSSHIM_SERVER_PER_GPU_MOVE)");
+    if (apart && !shim_range_is_host(rg.kind)) {
+        CUresult r = shim_mirror_here(&rg);
+        if (r != CUDA_SUCCESS) return r;
+        apart = 0;
+        out->device = -1;
+    }
     if (!known || apart)
         out->kind = CHAN_MEM_STAGED;
     else

@@ -162,3 +162,21 @@ void shim_range_drop_within(uint64_t base, uint64_t size)
         chan_ranges_filter(&tables[s], inside, &a);
     pthread_rwlock_unlock(&ranges_lock);
 }
+
+int shim_range_list(int slot, uint32_t kind, struct shim_range **out)
+{
+    *out = NULL;
+    if (slot < 0 || slot >= SHIM_CONNS) return 0;
+    const struct chan_ranges *t = &tables[slot];
+    pthread_rwlock_rdlock(&ranges_lock);
+    int n = 0;
+    struct shim_range *list = t->n ? malloc(t->n * sizeof(*list)) : NULL;
+    for (size_t i = 0; list && i < t->n; i++) {
+        const struct shim_range *r = (const struct shim_range *)(t->v + i * t->elem);
+        if (r->kind == kind) list[n++] = *r;
+    }
+    pthread_rwlock_unlock(&ranges_lock);
+    if (!n) free(list);
+    *out = n ? list : NULL;
+    return n;
+}

@@ -1,11 +1,12 @@
 /* Which connection a call goes to, in a process that holds one per device (a client moved to
  * its GPU's server that uses several GPUs: conn.c, issue 30). Each GPU's server knows only
  * what was made through it, so a call goes to the server of what it names: the stream it is
- * enqueued on, a stream, event or graph exec the client knows, a context, a device, a device
- * address; else to its thread's context's (rpc.c). A stream's wait for another server's event
- * is carried by across.c; any other call that names objects of two of them (a copy between
- * their memory, peer access) is refused with CUDA_ERROR_NOT_SUPPORTED, said once: nothing
- * carries it between the servers yet. In a process of one connection nothing here runs. */
+ * enqueued on, a stream, event or graph exec the client knows, a module or function of a
+ * context, a context, a device, a device address; else to its thread's context's (rpc.c). A
+ * stream's wait for another server's event is carried by across.c, peer access between two
+ * servers' contexts by mirror.c (and copies between their memory by memcpy.c, through
+ * mirror.c); any other call that names objects of two of them is refused with
+ * CUDA_ERROR_NOT_SUPPORTED, said once. In a process of one connection nothing here runs. */
 #include "interpose/shim.h"
 
 /* The route of an object of context id `ctx`: 1 with *r set, 0 when the context is unknown. */
@@ -26,6 +27,10 @@ static int of_param(const struct shim_call *d, int i, const uint64_t *val, struc
     if (!val[i]) return 0;
     if (p->kind == SHIM_PK_HANDLE && (shim_types[p->htype].flags & SHIM_TF_CLIENT))
         return shim_known_find(p->htype, val[i], &k) == 0 && of_ctx(k.ctx, r);
+    /* A module or function of a context: that context's server's (funcs.c knows them). */
+    if (p->kind == SHIM_PK_HANDLE &&
+        (p->htype == SHIM_HT_CUmodule || p->htype == SHIM_HT_CUfunction))
+        return of_ctx(shim_func_ctx(val[i], p->htype == SHIM_HT_CUmodule), r);
     if (p->kind == SHIM_PK_CTX) return of_ctx((uint32_t)val[i], r);
     if (p->kind == SHIM_PK_DPTR)
         return shim_range_find(val[i], 1, &rg) == 0 && rg.ctx && of_ctx(rg.ctx, r);
@@ -77,6 +82,8 @@ int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_
     if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire)) return 0;
     /* A stream waiting for another GPU's server's event: carried by across.c. */
     if (shim_across_wait(d, val)) return -1;
+    /* Peer access between two servers' contexts: mirror.c's. */
+    if (shim_mirror_peer_call(d, val, err)) return -2;
     struct shim_route to = {0}, other;
     if (d->stream >= 0) of_param(d, d->stream, val, &to);
     for (int i = 0; i < d->nparams; i++) {

@@ -247,6 +247,20 @@ int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved);
  * carried by an interprocess twin of the event. */
 int shim_across_wait(const struct shim_call *d, const uint64_t *val);
 CUresult shim_across_wait_event(CUstream stream, CUevent event, unsigned flags);
+/* mirror.c: device memory of one of the process's GPUs' servers mapped in another's. The
+ * range rg (another server's) mirrored in the server the thread's requests go to; a range
+ * just made, mirrored where peer access asks it; one about to be freed, its mirrors closed;
+ * peer access between two servers' contexts (described call d, values val): 1 with *err
+ * when it is that, else 0. */
+struct shim_range;
+CUresult shim_mirror_here(const struct shim_range *rg);
+void shim_mirror_made(const struct shim_range *rg);
+void shim_mirror_freeing(uint64_t base);
+int shim_mirror_peer_call(const struct shim_call *d, const uint64_t *val, CUresult *err);
+/* ipc.c: a mirror opened (the allocation's address in *value) and closed, through the
+ * connection the thread's requests go to. */
+CUresult shim_ipc_mirror_open(const CUipcMemHandle *h, uint64_t *value);
+CUresult shim_ipc_mirror_close(uint64_t base);
 /* Whether the process has __managed__ variables (mvars.c). */
 int shim_mvar_live(void);
 /* replicas.c: libraries and kernels on each of the process's GPUs' servers. Whether they are
@@ -384,6 +398,9 @@ int shim_range_find_here(uint64_t addr, uint64_t len, struct shim_range *out);
 void shim_ranges_on_slot(int (*slot_of_ctx)(uint32_t ctx));
 /* Removes every range that starts in [base, base + size). */
 void shim_range_drop_within(uint64_t base, uint64_t size);
+/* A copy of the ranges of kind `kind` in connection slot's table: how many, *out malloc'd
+ * (the caller's to free; NULL when none or out of memory). */
+int shim_range_list(int slot, uint32_t kind, struct shim_range **out);
 /* Removes every range made in context `ctx` (0 = any) or owned by `owner` (0 = any); calls
  * fn on each first (may be NULL). */
 void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_range *));
@@ -588,6 +605,9 @@ CUresult shim_func_add(const uint8_t *data, uint32_t len, uint64_t owner, uint32
 const struct shim_func *shim_func_get(uint64_t handle);
 /* Forgets the functions of a module/library (owner) or of a context. */
 void shim_func_drop(uint64_t owner, uint32_t ctx);
+/* The context id a function (module 0) or a module (1, through any function of it the
+ * process got) was made in; 0 when unknown or of a library (context-free). */
+uint32_t shim_func_ctx(uint64_t handle, int module);
 /* Packs kernelParams into `buf` by the function's layout; returns bytes used. */
 uint32_t shim_func_pack(const struct shim_func *f, void **params, uint8_t *buf);
 uint32_t shim_func_param_bytes(const struct shim_func *f);

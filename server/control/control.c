@@ -34,6 +34,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -496,6 +497,32 @@ static void cmd_ipc_peer_export(struct cmd *k)
     }
 }
 
+/* ipc_peer_mirror <nonce> <id> <secret> <pid>: asked by a sibling server for a mirror of
+ * memory of this server's handle in its own context (server/memory/mirror.c): "mirror BASE
+ * BYTES VALUE SIZE SERIAL" (the mapping's address and bytes in hex and decimal, the
+ * allocation's likewise, which mapping it is), the mapping's descriptor sent with the answer's end,
+ * when the handle's exporter is process pid. Not for people, as ipc_peer_export. */
+static void cmd_ipc_peer_mirror(struct cmd *k)
+{
+    uint8_t secret[16];
+    char *end1 = NULL, *end2 = NULL, *end3 = NULL;
+    unsigned long long nonce = strtoull(k->argv[1], &end1, 16);
+    unsigned long long id = strtoull(k->argv[2], &end2, 10);
+    long pid = strtol(k->argv[4], &end3, 10);
+    struct srv_mirror_of of;
+    k->out->fd = -1;
+    if (!*k->argv[1] || *end1 || !*k->argv[2] || *end2 || hex16(k->argv[3], secret) != 0 ||
+        !*k->argv[4] || *end3 || pid <= 0 || pid > INT_MAX ||
+        srv_ipc_peer_mirror(nonce, id, secret, (pid_t)pid, &k->out->fd, &of) != CUDA_SUCCESS) {
+        k->out->fd = -1;
+        ctl_fail(k, "No such handle\n");
+        return;
+    }
+    ctl_say(k, "mirror %llx %llu %llx %llu %llu\n", (unsigned long long)of.base,
+            (unsigned long long)of.bytes, (unsigned long long)of.value, (unsigned long long)of.size,
+            (unsigned long long)of.serial);
+}
+
 /* A command's name, the arguments ctl_usage() checks before it runs (lo to hi, named in
  * args for its usage line; lo < 0: it checks its own) and what runs it. */
 struct handler {
@@ -528,6 +555,7 @@ static const struct handler handlers[] = {
     {"get_client_info", 0, 1, "[client pid]", cmd_client_info},
     {"trace", -1, 0, NULL, cmd_trace},
     {"ipc_peer_export", 3, 3, "<nonce> <id> <secret>", cmd_ipc_peer_export},
+    {"ipc_peer_mirror", 4, 4, "<nonce> <id> <secret> <pid>", cmd_ipc_peer_mirror},
 };
 
 /* Runs one command (its words in k->argv). */
@@ -556,9 +584,11 @@ int srv_control_command(char *line, struct srv_answer *out)
     }
     if (!k.argc) return 0;
     char words[256] = "";
-    /* A handle's secret is never logged: of ipc_peer_export, only the name; of its answer
+    /* A handle's secret is never logged: of ipc_peer_export and _mirror, only the name; of
+     * the first's answer
      * for an event, only "event" (the rest is the driver's own handle of it). */
-    int peer = strcmp(k.argv[0], "ipc_peer_export") == 0;
+    int peer =
+        strcmp(k.argv[0], "ipc_peer_export") == 0 || strcmp(k.argv[0], "ipc_peer_mirror") == 0;
     int shown = peer ? 1 : k.argc;
     for (int i = 0, n = 0; i < shown && n < (int)sizeof(words); i++)
         n += snprintf(words + n, sizeof(words) - (size_t)n, "%s%s", i ? " " : "", k.argv[i]);

@@ -21,14 +21,24 @@
  * 0x610000000000 on that machine, programs and their heaps near 0x550000000000, shared
  * libraries and mmap below 0x800000000000.
  *
- * Reservations in the zone are made with a hint that walks through it. The driver takes it
- * for large ones (from 32 MiB on, measured: it may move it up to the next free place) and
- * not for small ones (2 and 4 MiB, the arena's slabs: placed among the process's own
- * mappings, as its cuMemAlloc's are, where randomisation moves them per process). So a
- * reservation the driver placed at or above the lowest address the process's own mappings
- * could have (`own_floor`) is kept; one placed elsewhere (its fixed low region) is given back
- * and tried further on, and after TRIES misses the driver's own choice is taken and logged
- * once: an address two servers may then share. */
+ * The zone's device addresses are one reservation of HEAP bytes, made at the first request
+ * (cuMemAddressReserve at the zone's start: the driver honours the hint), and this server
+ * hands out pieces of it itself: cuMemMap maps into any part of a reservation. Why not a
+ * reservation of the driver's for each request at a hint that walks through the zone (the
+ * first version): measured on an H200 (2026-11-30), the driver takes no hint for 2, 4 or 16
+ * MiB unless aligned to 1 GiB (it places them among the process's own mappings, randomised
+ * per process), and once the server had loaded PyTorch's libraries it took none for 64 MiB
+ * either, at eight places a GiB apart in the zone: what the driver keeps for itself grows
+ * where it likes. Reserved whole at once, the zone is the server's alone.
+ *
+ * Why everything in the zone: another GPU's server of a process that uses both must map this
+ * one's memory at the very address this server gave it (peer access, copies between them:
+ * server/memory/mirror.c), and can only reserve there what the driver honours: whole pieces
+ * of CHUNK bytes at addresses aligned to it (srv_zone_reserve_foreign). So a request of at
+ * most CHUNK bytes lies within one chunk (chunks carved in UNIT pieces: `small`), and a larger
+ * one takes whole chunks of its own (`whole`). The second half of each zone's span is left
+ * unreserved, where the driver may put what it places beside the heap without reaching the
+ * next zone. */
 #define _GNU_SOURCE
 #include "server/core/zone.h"
 #include "server/core/server.h"
@@ -40,23 +50,33 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <sys/mman.h>
+#include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #define DEV_BASE 0x100000000000ull /* 16 TiB */
 #define DEV_SPAN (2ull << 40)      /* 2 TiB a zone: zones 1-16 end at 48 TiB */
 #define WIN_BASE 0x400000000000ull /* 64 TiB: windows of zones 1-16 end at 80 TiB */
-#define TRIES 8
+#define UNIT (2ull << 20)          /* the pieces of a chunk: the granularity of reservations */
+#define CHUNK (1ull << 30)         /* what another server reserves of this one's zone at once */
+#define CHUNK_UNITS (CHUNK / UNIT)
+#define HEAP (1ull << 40) /* reserved of the zone's DEV_SPAN */
+#define NCHUNKS (HEAP / CHUNK)
+
+/* Under lock: the heap's chunks, each free, carved in pieces, or part of a request of its own
+ * (the first chunk of it says how many). */
+enum { FREE, SMALL, WHOLE, WHOLE_TAIL };
+static struct chunk {
+    uint8_t state;
+    uint32_t nwhole;                 /* WHOLE: the request's chunks */
+    uint64_t used[CHUNK_UNITS / 64]; /* SMALL: pieces in use */
+} chunks[NCHUNKS];
+static uint64_t heap;   /* its address: 0 until reserved */
+static int heap_failed; /* the reservation was refused: the driver places (said once) */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int zone;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t cursor; /* the next hint (zone >= 1), under lock */
-/* Below the process's own mappings (those the kernel places top-down, randomised per
- * process) by more than they could take: an address above it is one of those. */
-static uint64_t own_floor = UINT64_MAX;
-#define OWN_SPAN (16ull << 40)
 
 /* The start of the zone's device addresses (zone >= 1). */
 static uint64_t dev_lo(void)
@@ -74,15 +94,6 @@ static void claim(void)
         if (fd < 0) continue;
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             zone = n; /* fd stays open: the lock is this process's until it ends */
-            cursor = dev_lo();
-            void *p = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p != MAP_FAILED) {
-                uint64_t at = (uint64_t)(uintptr_t)p;
-                own_floor = at > OWN_SPAN ? at - OWN_SPAN : 0;
-                munmap(p, 4096);
-            }
-            if (own_floor < WIN_BASE + SRV_ZONES * SRV_WINDOW_SIZE)
-                own_floor = UINT64_MAX; /* mappings low in the address space: keep none */
             srv_log("Address zone %d of the pipe directory's servers: device addresses from "
                     "%#llx, host window at %#llx",
                     n, (unsigned long long)dev_lo(),
@@ -108,51 +119,201 @@ uint64_t srv_zone_window_hint(uint64_t usual)
     return n ? WIN_BASE + (uint64_t)(n - 1) * SRV_WINDOW_SIZE : usual;
 }
 
-/* Up to a multiple of align, at least of SRV_WINDOW_ALIGN (the driver's granularity of
- * reservations, whose sizes are its multiples). */
-static uint64_t round_up(uint64_t v, uint64_t align)
+/* lock held: the heap reserved (once), or 0 when it cannot be. */
+static int heap_ready(void)
 {
-    if (align < SRV_WINDOW_ALIGN) align = SRV_WINDOW_ALIGN;
-    return (v + align - 1) / align * align;
+    if (heap || heap_failed) return heap != 0;
+    CUdeviceptr got = 0;
+    CUresult r = DRV(cuMemAddressReserve)(&got, HEAP, CHUNK, dev_lo(), 0);
+    if (r == CUDA_SUCCESS && got == dev_lo()) {
+        heap = got;
+        return 1;
+    }
+    if (r == CUDA_SUCCESS) DRV(cuMemAddressFree)(got, HEAP);
+    heap_failed = 1;
+    srv_log("The address zone %d's %llu GiB could not be reserved at %#llx (%s): the driver "
+            "places this server's memory, where another GPU's server cannot map it for a "
+            "process using both",
+            zone, (unsigned long long)(HEAP >> 30), (unsigned long long)dev_lo(),
+            r == CUDA_SUCCESS ? "placed elsewhere" : srv_errname(r));
+    return 0;
 }
 
-/* The next hint for `bytes` at `align`, moving the cursor past it; wraps to the zone's start
- * (where what was given back is free again); 0 when it cannot fit. */
-static uint64_t next_hint(uint64_t bytes, uint64_t align)
+/* lock held: n pieces in use (or free) from piece i of chunk c. */
+static void mark(struct chunk *c, uint64_t i, uint64_t n, int used)
 {
-    uint64_t lo = dev_lo(), hi = lo + DEV_SPAN;
-    if (bytes > DEV_SPAN) return 0;
+    for (uint64_t k = i; k < i + n; k++)
+        if (used)
+            c->used[k / 64] |= 1ull << (k % 64);
+        else
+            c->used[k / 64] &= ~(1ull << (k % 64));
+}
+
+/* lock held: the first of n free pieces of c at a multiple of `step` pieces, or -1. */
+static int64_t run_in(const struct chunk *c, uint64_t n, uint64_t step)
+{
+    for (uint64_t i = 0; i + n <= CHUNK_UNITS; i += step) {
+        uint64_t k = 0;
+        while (k < n && !(c->used[(i + k) / 64] & (1ull << ((i + k) % 64))))
+            k++;
+        if (k == n) return (int64_t)i;
+        i += k / step * step; /* piece i + k is taken: no run starts before it */
+    }
+    return -1;
+}
+
+/* lock held: a piece of the heap (bytes a multiple of UNIT, align a power of two), or 0. */
+static uint64_t carve(uint64_t bytes, uint64_t align)
+{
+    if (bytes <= CHUNK && align <= CHUNK) {
+        uint64_t n = bytes / UNIT, step = align > UNIT ? align / UNIT : 1;
+        for (int pass = 0; pass < 2; pass++) /* chunks carved already, then a free one */
+            for (uint64_t i = 0; i < NCHUNKS; i++) {
+                struct chunk *c = &chunks[i];
+                if (c->state != (pass ? FREE : SMALL)) continue;
+                int64_t at = run_in(c, n, step);
+                if (at < 0) continue;
+                c->state = SMALL;
+                mark(c, (uint64_t)at, n, 1);
+                return heap + i * CHUNK + (uint64_t)at * UNIT;
+            }
+        return 0;
+    }
+    uint64_t k = (bytes + CHUNK - 1) / CHUNK, step = align > CHUNK ? align / CHUNK : 1;
+    for (uint64_t i = 0; i + k <= NCHUNKS; i += step) {
+        uint64_t j = 0;
+        while (j < k && chunks[i + j].state == FREE)
+            j++;
+        if (j < k) continue;
+        for (j = 0; j < k; j++)
+            chunks[i + j].state = j ? WHOLE_TAIL : WHOLE;
+        chunks[i].nwhole = (uint32_t)k;
+        return heap + i * CHUNK;
+    }
+    return 0;
+}
+
+/* lock held: [va, va + bytes) back to the heap; 0, or -1 when it is none of the heap's. */
+static int uncarve(uint64_t va, uint64_t bytes)
+{
+    if (!heap || va < heap || va - heap >= HEAP || !bytes || bytes % UNIT || (va - heap) % UNIT)
+        return -1;
+    uint64_t i = (va - heap) / CHUNK, off = (va - heap) % CHUNK;
+    struct chunk *c = &chunks[i];
+    if (c->state == SMALL && bytes <= CHUNK - off) {
+        mark(c, off / UNIT, bytes / UNIT, 0);
+        for (uint64_t w = 0; w < CHUNK_UNITS / 64; w++)
+            if (c->used[w]) return 0;
+        c->state = FREE; /* all given back: free for any request */
+        return 0;
+    }
+    if (c->state == WHOLE && !off && (bytes + CHUNK - 1) / CHUNK == c->nwhole) {
+        for (uint64_t j = 0; j < c->nwhole; j++)
+            chunks[i + j].state = FREE;
+        c->nwhole = 0;
+        return 0;
+    }
+    return -1;
+}
+
+CUresult srv_zone_free(CUdeviceptr va, uint64_t bytes)
+{
     pthread_mutex_lock(&lock);
-    uint64_t at = round_up(cursor, align);
-    if (at < cursor || at > hi - bytes) at = round_up(lo, align);
-    if (at > hi - bytes)
-        at = 0;
-    else
-        cursor = at + bytes;
+    int mine = uncarve(va, bytes) == 0;
     pthread_mutex_unlock(&lock);
-    return at;
+    return mine ? CUDA_SUCCESS : DRV(cuMemAddressFree)(va, bytes);
 }
 
 CUresult srv_zone_reserve(CUdeviceptr *va, uint64_t bytes, uint64_t align)
 {
     if (!srv_zone_no()) return DRV(cuMemAddressReserve)(va, bytes, align, 0, 0);
-    uint64_t lo = dev_lo(), hi = lo + DEV_SPAN;
-    for (int i = 0; i < TRIES; i++) {
-        uint64_t hint = next_hint(bytes, align);
-        if (!hint) break;
-        CUdeviceptr got = 0;
-        CUresult r = DRV(cuMemAddressReserve)(&got, bytes, align, hint, 0);
-        if (r != CUDA_SUCCESS) return r;
-        if ((got >= lo && got <= hi - bytes) || got >= own_floor) {
-            *va = got;
-            return CUDA_SUCCESS;
-        }
-        DRV(cuMemAddressFree)(got, bytes);
+    uint64_t at = 0;
+    /* The driver's rules for what it reserves itself: sizes of whole pieces, alignments of
+     * powers of two (0: its own). Anything else is the driver's to answer. */
+    int ours = bytes && bytes % UNIT == 0 && !(align & (align - 1));
+    pthread_mutex_lock(&lock);
+    if (ours && heap_ready()) at = carve(bytes, align);
+    pthread_mutex_unlock(&lock);
+    if (at) {
+        *va = at;
+        return CUDA_SUCCESS;
     }
     static _Atomic int said;
-    if (!atomic_exchange(&said, 1))
+    if (ours && !atomic_exchange(&said, 1))
         srv_log("A reservation of %llu bytes found no room in address zone %d: the driver "
-                "placed it (said once)",
+                "placed it, where another GPU's server cannot map it for a process using both "
+                "(said once)",
                 (unsigned long long)bytes, zone);
     return DRV(cuMemAddressReserve)(va, bytes, align, 0, 0);
+}
+
+/* ---------------------------------------------------------------- another zone's addresses */
+
+/* Regions of other servers' zones reserved here, for their memory mapped at its own address
+ * (mirror.c), under lock: each a chunk of theirs or the chunks of one request of theirs,
+ * counted by the mappings in it. */
+#define MAX_FOREIGN 1024
+static struct foreign {
+    uint64_t base, bytes;
+    unsigned refs;
+} foreign[MAX_FOREIGN];
+static int nforeign;
+
+/* The region of another zone that [va, va + bytes) lies in, as its server carves its heap:
+ * the chunk it lies in, or the whole chunks of a request of more than one. 0 with *base and
+ * *len; -1 when it is no other zone's heap's (this one's, zone 0's, or out of any). */
+static int region_of(uint64_t va, uint64_t bytes, uint64_t *base, uint64_t *len)
+{
+    if (va < DEV_BASE || !bytes) return -1;
+    uint64_t z = (va - DEV_BASE) / DEV_SPAN + 1, zlo = DEV_BASE + (z - 1) * DEV_SPAN;
+    if (z > SRV_ZONES || (int)z == srv_zone_no() || va - zlo >= HEAP || bytes > zlo + HEAP - va)
+        return -1;
+    *base = va & ~(CHUNK - 1);
+    *len = (va + bytes - *base + CHUNK - 1) & ~(CHUNK - 1);
+    return 0;
+}
+
+CUresult srv_zone_reserve_foreign(uint64_t va, uint64_t bytes)
+{
+    uint64_t base, len;
+    if (region_of(va, bytes, &base, &len) != 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    int i = 0;
+    while (i < nforeign && foreign[i].base != base)
+        i++;
+    if (i < nforeign) {
+        if (foreign[i].bytes != len)
+            r = CUDA_ERROR_INVALID_VALUE; /* a region of theirs overlapping another: cannot be */
+        else
+            foreign[i].refs++;
+    } else if (nforeign == MAX_FOREIGN) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        CUdeviceptr got = 0;
+        r = DRV(cuMemAddressReserve)(&got, len, CHUNK, base, 0);
+        if (r == CUDA_SUCCESS && got != base) {
+            DRV(cuMemAddressFree)(got, len);
+            r = CUDA_ERROR_ALREADY_MAPPED; /* taken here by something else */
+        }
+        if (r == CUDA_SUCCESS) foreign[nforeign++] = (struct foreign){base, len, 1};
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+void srv_zone_release_foreign(uint64_t va, uint64_t bytes)
+{
+    uint64_t base, len;
+    if (region_of(va, bytes, &base, &len) != 0) return;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nforeign; i++)
+        if (foreign[i].base == base) {
+            if (!--foreign[i].refs) {
+                DRV(cuMemAddressFree)(base, len);
+                foreign[i] = foreign[--nforeign];
+            }
+            break;
+        }
+    pthread_mutex_unlock(&lock);
 }

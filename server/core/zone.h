@@ -19,5 +19,14 @@ uint64_t srv_zone_window_hint(uint64_t usual);
  * driver lets it be (cuMemAddressReserve with a hint; in zone 0 with none, the driver's own
  * choice). The driver's error, or CUDA_SUCCESS with *va. */
 CUresult srv_zone_reserve(CUdeviceptr *va, uint64_t bytes, uint64_t align);
+/* Gives back what srv_zone_reserve (or the driver) reserved: the same va and bytes. */
+CUresult srv_zone_free(CUdeviceptr va, uint64_t bytes);
+/* Reserves, here, the region of another GPU's server's zone that [va, va + bytes) lies in (a
+ * mapping of that server's, about to be mapped here at its own address), or counts it once
+ * more: CUDA_SUCCESS, or the error (CUDA_ERROR_INVALID_VALUE: no other zone's;
+ * CUDA_ERROR_ALREADY_MAPPED: something of this server's is there). */
+CUresult srv_zone_reserve_foreign(uint64_t va, uint64_t bytes);
+/* Counts one mapping less in that region; the last one gives it back. */
+void srv_zone_release_foreign(uint64_t va, uint64_t bytes);
 
 #endif

@@ -39,7 +39,8 @@ struct mapping {
     uint64_t va, bytes;
     CUmemGenericAllocationHandle h;
     int dev;
-    int exportable; /* made with a POSIX descriptor's handle type: srv_arena_export */
+    int exportable;  /* made with a POSIX descriptor's handle type: srv_arena_export */
+    uint64_t serial; /* which mapping this is, never reused (a mirror's identity: mirror.c) */
 };
 
 struct slab {
@@ -111,14 +112,16 @@ static CUresult map_in_ctx(int dev, uint64_t bytes, uint64_t align, int exportab
     if ((r = srv_zone_reserve(&va, bytes, align)) != CUDA_SUCCESS) goto release;
     if ((r = DRV(cuMemMap)(va, bytes, 0, m->h, 0)) != CUDA_SUCCESS) goto unreserve;
     if ((r = DRV(cuMemSetAccess)(va, bytes, access, naccess)) != CUDA_SUCCESS) goto unmap;
+    static _Atomic uint64_t serials;
     m->va = va;
     m->bytes = bytes;
     m->dev = dev;
+    m->serial = atomic_fetch_add(&serials, 1) + 1;
     return CUDA_SUCCESS;
 unmap:
     DRV(cuMemUnmap)(va, bytes);
 unreserve:
-    DRV(cuMemAddressFree)(va, bytes);
+    srv_zone_free(va, bytes);
 release:
     DRV(cuMemRelease)(m->h);
     return r;
@@ -142,7 +145,7 @@ static void map_free(const struct mapping *m)
     if (r == CUDA_SUCCESS) {
         r = DRV(cuMemUnmap)(m->va, m->bytes);
         if (r == CUDA_SUCCESS) r = DRV(cuMemRelease)(m->h);
-        if (r == CUDA_SUCCESS) r = DRV(cuMemAddressFree)(m->va, m->bytes);
+        if (r == CUDA_SUCCESS) r = srv_zone_free(m->va, m->bytes);
         srv_pop_device();
     }
     if (r != CUDA_SUCCESS)
@@ -190,7 +193,9 @@ static CUresult alloc_small(struct arena *a, int dev, int cls, CUdeviceptr *p)
         s = s->next;
     if (!s) {
         if (!(s = calloc(1, sizeof(*s)))) return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = map_new(dev, ARENA_SLAB, ARENA_SLAB, 0, &s->m);
+        /* Exportable in a GPU's server: another GPU's server of a process using both maps
+         * it at its own address for that process's peer access (srv_arena_mirror_export). */
+        CUresult r = map_new(dev, ARENA_SLAB, ARENA_SLAB, srv_zone_no() != 0, &s->m);
         if (r != CUDA_SUCCESS) {
             free(s);
             return r;
@@ -372,6 +377,38 @@ CUresult srv_arena_export(int dev, CUdeviceptr p, uint64_t *bytes, int *fd)
         r = DRV(cuMemExportToShareableHandle)(fd, b->m.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                               0);
         *bytes = b->m.bytes;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return r;
+}
+
+CUresult srv_arena_mirror_export(int dev, uint64_t value, uint64_t size, uint64_t *base,
+                                 uint64_t *bytes, uint64_t *serial, int *fd)
+{
+    pthread_once(&once, init_locks);
+    if (dev < 0 || dev >= srv.ndev || dev >= CHAN_MAX_DEVICES || !size)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct arena *a = &arenas[dev];
+    uint64_t va = value, slab = value & ~(ARENA_SLAB - 1);
+    struct big *b;
+    struct slab *s;
+    const struct mapping *m = NULL;
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&a->lock);
+    HASH_FIND(hh, a->bigs, &va, sizeof(va), b);
+    if (b) {
+        m = &b->m;
+    } else {
+        HASH_FIND(hh, a->slabs, &slab, sizeof(slab), s);
+        if (s) m = &s->m;
+    }
+    /* The allocation lies in the mapping whole (its record's bounds, the server's). */
+    if (m && m->exportable && value - m->va <= m->bytes && size <= m->bytes - (value - m->va)) {
+        r = DRV(cuMemExportToShareableHandle)(fd, m->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                              0);
+        *base = m->va;
+        *bytes = m->bytes;
+        *serial = m->serial;
     }
     pthread_mutex_unlock(&a->lock);
     return r;

@@ -22,4 +22,12 @@ CUresult srv_arena_export(int dev, CUdeviceptr p, uint64_t *bytes, int *fd);
 /* Bytes the arena has mapped on dev, and of those the slabs kept empty (for the status). */
 void srv_arena_usage(int dev, uint64_t *mapped, uint64_t *kept);
 
+/* The descriptor of the whole mapping that the allocation [value, value + size) of dev's
+ * arena lies in (a slab, shared with other allocations, or its own), with the mapping's
+ * address, bytes and serial (which mapping it is: none other has it): for another GPU's
+ * server to map at that same address (mirror.c). CUDA_ERROR_NOT_SUPPORTED where the mapping
+ * was not made exportable (not a GPU's server). */
+CUresult srv_arena_mirror_export(int dev, uint64_t value, uint64_t size, uint64_t *base,
+                                 uint64_t *bytes, uint64_t *serial, int *fd);
+
 #endif

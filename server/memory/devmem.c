@@ -59,6 +59,7 @@
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/memory/pools.h"
+#include "server/core/zone.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -253,7 +254,7 @@ static void later_do(struct srv_client *c, const struct srv_later *x)
 {
     CUresult r = x->kind == SRV_LATER_ARENA_FREE ? srv_arena_free(x->dev, x->base)
                  : x->kind == SRV_LATER_UNMAP    ? DRV(cuMemUnmap)(x->base, x->size)
-                                                 : DRV(cuMemAddressFree)(x->base, x->size);
+                                                 : srv_zone_free(x->base, x->size);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: %s of %#llx after its work failed with %s", (int)c->pid,
                 x->kind == SRV_LATER_ARENA_FREE ? "freeing device memory"

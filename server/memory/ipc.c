@@ -48,6 +48,7 @@
 #include "server/graphs/graph.h"
 #include "server/memory/ipc.h"
 #include "server/memory/ipcpeer.h"
+#include "server/memory/mirror.h"
 #include "server/memory/arena.h"
 #include "server/core/zone.h"
 #include "server/memory/managed.h"
@@ -395,6 +396,26 @@ CUresult srv_ipc_peer_export(uint64_t their_nonce, uint64_t id, const uint8_t se
     return r;
 }
 
+CUresult srv_ipc_peer_mirror(uint64_t their_nonce, uint64_t id, const uint8_t secret[16], pid_t pid,
+                             int *fd, struct srv_mirror_of *out)
+{
+    struct srv_share *s = NULL;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&ipc_lock);
+    if (nonce && their_nonce == nonce) HASH_FIND(hh, shares, &id, sizeof(id), s);
+    /* Memory its exporter still holds, of the arena, for the exporter's own process alone:
+     * the mapping that goes may hold other clients' blocks (arena.c's slabs). */
+    if (s && secret_equal(s->secret, secret) && s->owner && !s->dead &&
+        s->kind == SHIM_HT_MEM_DEVICE && s->pooled && s->owner->pid == pid) {
+        r = srv_arena_mirror_export(s->dev, s->value, s->size, &out->base, &out->bytes,
+                                    &out->serial, fd);
+        out->value = s->value;
+        out->size = s->size;
+    }
+    pthread_mutex_unlock(&ipc_lock);
+    return r;
+}
+
 CUresult srv_ipc_peer_export_event(uint64_t their_nonce, uint64_t id, const uint8_t secret[16],
                                    uint8_t event[CU_IPC_HANDLE_SIZE])
 {
@@ -509,8 +530,7 @@ static void peer_map_let_go(struct srv_client *c, struct srv_obj *o, int leaving
     o->held = NULL;
     /* leak: its context died in a fault, and the mapping with it. */
     if (!leak && srv_push_device(m->dev) == CUDA_SUCCESS) {
-        if (DRV(cuMemUnmap)(m->va, m->bytes) == CUDA_SUCCESS)
-            DRV(cuMemAddressFree)(m->va, m->bytes);
+        if (DRV(cuMemUnmap)(m->va, m->bytes) == CUDA_SUCCESS) srv_zone_free(m->va, m->bytes);
         srv_pop_device();
     }
     free(m);
@@ -531,7 +551,7 @@ static CUresult map_peer(int fd, uint64_t bytes, int dev, uint64_t *va)
             if ((r = DRV(cuMemMap)(at, bytes, 0, h, 0)) == CUDA_SUCCESS &&
                 (r = DRV(cuMemSetAccess)(at, bytes, &rw, 1)) != CUDA_SUCCESS)
                 DRV(cuMemUnmap)(at, bytes);
-            if (r != CUDA_SUCCESS) DRV(cuMemAddressFree)(at, bytes);
+            if (r != CUDA_SUCCESS) srv_zone_free(at, bytes);
         }
         srv_pop_device();
     }
@@ -656,6 +676,14 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
             !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
             break;
         res = export(c, o, SHIM_HT_CUmemGenericAllocationHandle, &out);
+        break;
+    }
+    case CHAN_IPC_OPEN_MIRROR: {
+        /* Only another GPU's server's handle: this server's memory is at its address here. */
+        struct srv_ipc_handle h;
+        res = foreign(m.handle, &h) && h.kind == SHIM_HT_MEM_DEVICE
+                  ? srv_mirror_open(c, h.nonce, h.id, h.secret, &out.value, &out.size, &out.opens)
+                  : CUDA_ERROR_INVALID_VALUE;
         break;
     }
     case CHAN_IPC_OPEN_VMM: {

@@ -3,6 +3,7 @@
 #define MPSSHIM_SERVER_IPC_H
 
 #include "server/core/server.h"
+#include "server/memory/mirror.h"
 
 /* Objects shared through IPC whose real object is still held (ipc.c). */
 uint64_t srv_shares_live(void);
@@ -19,6 +20,11 @@ void srv_ipc_fault(int dev); /* ipc.c */
  * and its *size, while its exporter holds it. CUDA_ERROR_INVALID_VALUE for any other. */
 CUresult srv_ipc_peer_export(uint64_t nonce, uint64_t id, const uint8_t secret[16], int *fd,
                              uint64_t *size);
+/* The same for a GPU's server's mirror of one of its client's allocations in another
+ * GPU's server of that process (mirror.c): the descriptor of the whole arena mapping the
+ * allocation lies in, with *out, when the handle's exporter is process `pid`. */
+CUresult srv_ipc_peer_mirror(uint64_t nonce, uint64_t id, const uint8_t secret[16], pid_t pid,
+                             int *fd, struct srv_mirror_of *out);
 /* The same for an event of this server's handle: the driver's own handle of it (made
  * interprocess in a GPU's server only: events.c). */
 CUresult srv_ipc_peer_export_event(uint64_t nonce, uint64_t id, const uint8_t secret[16],

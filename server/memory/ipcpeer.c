@@ -49,6 +49,7 @@ struct want {
     uint8_t *event; /* CU_IPC_HANDLE_SIZE bytes: an event wanted; NULL: memory */
     int *fd;
     uint64_t *size;
+    struct srv_mirror_of *mirror; /* a mirror's mapping wanted ("mirror ..."), with *fd */
 };
 
 /* 0 when text is "event " and CU_IPC_HANDLE_SIZE bytes in hex, ending the line; out gets them. */
@@ -69,8 +70,18 @@ static int ask(const char *dir, const char *line, const struct want *w)
     char tail;
     int fd = -1;
     int answered = srv_siblings_ask(dir, line, text, sizeof(text), &fd) == 0;
-    if (answered && !w->event && fd >= 0 && sscanf(text, "size %llu%c", &v, &tail) == 2 &&
+    unsigned long long m[5];
+    if (answered && w->mirror && fd >= 0 &&
+        sscanf(text, "mirror %llx %llu %llx %llu %llu%c", &m[0], &m[1], &m[2], &m[3], &m[4],
+               &tail) == 6 &&
         tail == '\n') {
+        *w->fd = fd;
+        *w->mirror = (struct srv_mirror_of){
+            .base = m[0], .bytes = m[1], .value = m[2], .size = m[3], .serial = m[4]};
+        return 0;
+    }
+    if (answered && !w->event && !w->mirror && fd >= 0 &&
+        sscanf(text, "size %llu%c", &v, &tail) == 2 && tail == '\n') {
         *w->fd = fd;
         *w->size = v;
         return 0;
@@ -79,12 +90,18 @@ static int ask(const char *dir, const char *line, const struct want *w)
     return answered && w->event && event_text(text, w->event) == 0 ? 0 : -1;
 }
 
-static int fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], const struct want *w)
+/* pid: the mirror's process (w->mirror), else unused. */
+static int fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], long pid,
+                 const struct want *w)
 {
-    char line[160], hex[33];
+    char line[180], hex[33];
     srv_hex_put(hex, secret, 16);
-    snprintf(line, sizeof(line), "ipc_peer_export %016llx %llu %s\n", (unsigned long long)nonce,
-             (unsigned long long)id, hex);
+    if (w->mirror)
+        snprintf(line, sizeof(line), "ipc_peer_mirror %016llx %llu %s %ld\n",
+                 (unsigned long long)nonce, (unsigned long long)id, hex, pid);
+    else
+        snprintf(line, sizeof(line), "ipc_peer_export %016llx %llu %s\n", (unsigned long long)nonce,
+                 (unsigned long long)id, hex);
 
     /* The family's top: this server's pipe directory, or its parent when this is a GPU's. */
     char top[PATH_MAX];
@@ -112,12 +129,20 @@ int srv_ipc_peer_fetch(uint64_t nonce, uint64_t id, const uint8_t secret[16], in
 {
     *fd = -1;
     struct want w = {.fd = fd, .size = size};
-    return fetch(nonce, id, secret, &w);
+    return fetch(nonce, id, secret, 0, &w);
 }
 
 int srv_ipc_peer_fetch_event(uint64_t nonce, uint64_t id, const uint8_t secret[16],
                              uint8_t event[CU_IPC_HANDLE_SIZE])
 {
     struct want w = {.event = event};
-    return fetch(nonce, id, secret, &w);
+    return fetch(nonce, id, secret, 0, &w);
+}
+
+int srv_ipc_peer_fetch_mirror(uint64_t nonce, uint64_t id, const uint8_t secret[16], pid_t pid,
+                              int *fd, struct srv_mirror_of *of)
+{
+    *fd = -1;
+    struct want w = {.fd = fd, .mirror = of};
+    return fetch(nonce, id, secret, (long)pid, &w);
 }

@@ -264,7 +264,7 @@ void srv_release_vmm_mapping(struct srv_client *c, struct srv_obj *o)
 
 void srv_release_vmm_reservation(struct srv_client *c, struct srv_obj *o)
 {
-    CUresult r = DRV(cuMemAddressFree)(o->key.value, o->size);
+    CUresult r = srv_zone_free(o->key.value, o->size);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: freeing its reserved addresses failed with %s", (int)c->pid,
                 srv_errname(r));
