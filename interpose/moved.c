@@ -21,7 +21,8 @@
  * it as a device it does not have. */
 #include "interpose/shim.h"
 
-/* Whether d is one of the process's devices other than its server's (0 when not moved). */
+/* Whether d is one of the process's devices other than its first server's (0 when not
+ * moved). */
 static int other(CUdevice d)
 {
     int of, own = shim_moved_ordinal(&of);
@@ -62,7 +63,21 @@ static int p2p_known(const void *const *argv)
 
 const struct shim_hook shim_hook_moved_p2p = {.known = p2p_known};
 
-/* cuMemSetAccess(ptr, size, desc, count) without the descriptors naming another device.
+/* The connection whose server holds device d: a second GPU's server's own (route.c), the
+ * moved one's for its device, else NULL. */
+static struct shim_conn *serving(int d)
+{
+    int of, own = shim_moved_ordinal(&of);
+    struct shim_conn *c = d >= 0 && d < CHAN_MAX_DEVICES
+                              ? atomic_load_explicit(&shim_dev_conns[d], memory_order_acquire)
+                              : NULL;
+    return c ? c : d == own ? &shim_conn : NULL;
+}
+
+/* cuMemSetAccess(ptr, size, desc, count) without the descriptors naming a device that the
+ * memory's server does not hold: in a process using two GPUs' servers, a grant of device 1 on
+ * memory of device 1's server is kept (it goes there), one on device 0's memory dropped (said
+ * once: the process's own cuMemCreate memory is not mirrored in another server, mirror.c).
  * The kept ones live here until the call returns on this thread. More descriptors than a
  * process has devices (repeats) are sent as they are, and refused there. */
 static _Thread_local CUmemAccessDesc kept[CHAN_MAX_DEVICES];
@@ -75,9 +90,25 @@ static int access_rewrite(const void **args)
     size_t count = *(const size_t *)args[3], n = 0;
     int of;
     if (shim_moved_ordinal(&of) < 0 || !desc || count == 0 || count > CHAN_MAX_DEVICES) return 0;
-    for (size_t i = 0; i < count; i++)
-        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !other(desc[i].location.id))
+    /* The memory's server: where the call goes (route.c routes it by the address). */
+    struct shim_range rg;
+    int dev = shim_range_find(*(const CUdeviceptr *)args[0], 1, &rg) == 0 && rg.ctx
+                  ? shim_ctx_id_device(rg.ctx)
+                  : shim_route_device();
+    struct shim_conn *to = shim_conn_of_device(dev);
+    for (size_t i = 0; i < count; i++) {
+        int d = desc[i].location.id;
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !other(d) || serving(d) == to) {
             kept[n++] = desc[i];
+        } else if (serving(d)) {
+            static _Atomic int said;
+            if (!atomic_exchange(&said, 1))
+                shim_log("cuMemSetAccess: device %d's access to memory of another GPU's server "
+                         "of this process is not granted (its own cuMemCreate memory is not "
+                         "mapped between its GPUs' servers; cuMemAlloc's is) (said once)",
+                         d);
+        }
+    }
     if (n == count) return 0;
     if (n == 0) return 1; /* nothing of this process's server's to grant */
     kept_at = kept;

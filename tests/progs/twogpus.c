@@ -26,6 +26,9 @@
  *                  synchronisation of device 1's stream answers, and reads device 0's results
  *                  as usual, and stops (through both GPUs' servers: device 1's call fails,
  *                  device 0's work goes on);
+ *   --vmm          on each device, with its context current, physical memory of its own
+ *                  (cuMemCreate) mapped with access for that device (as NCCL's buffers are),
+ *                  set and read back;
  *   --threads N    a thread per device then runs N rounds at once with the other's:
  *                  pageable memory copied in (through the staging slots: 1 MiB), vec_add,
  *                  the result copied back on the device's stream and checked.
@@ -266,6 +269,28 @@ int main(int argc, char **argv)
         CHECK(cuEventDestroy(e0));
         CHECK(cuMemFree(flag));
         CHECK(cuModuleUnload(m));
+    }
+    for (int d = 0; d < 2 && t_has_flag(argc, argv, "--vmm"); d++) {
+        CHECK(cuCtxSetCurrent(g[d].ctx));
+        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d}};
+        size_t gran = 0;
+        CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va;
+        CUmemAccessDesc rw = {.location = prop.location,
+                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CHECK(cuMemCreate(&h, gran, &prop, 0));
+        CHECK(cuMemAddressReserve(&va, gran, 0, 0, 0));
+        CHECK(cuMemMap(va, gran, 0, h, 0));
+        CHECK(cuMemSetAccess(va, gran, &rw, 1));
+        CHECK(cuMemsetD32(va, 0x1000u + (unsigned)d, gran / 4));
+        unsigned back[4];
+        CHECK(cuMemcpyDtoH(back, va + gran - sizeof(back), sizeof(back)));
+        printf("device %d: its own physical memory mapped, set and read back: %#x\n", d, back[3]);
+        CHECK(cuMemUnmap(va, gran));
+        CHECK(cuMemAddressFree(va, gran));
+        CHECK(cuMemRelease(h));
     }
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--threads") != 0) continue;
