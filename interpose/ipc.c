@@ -151,11 +151,20 @@ CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle 
     return r;
 }
 
-CUresult shim_ipc_mirror_open(const CUipcMemHandle *h, uint64_t *value)
+CUresult shim_ipc_mirror_open(const uint8_t handle[CU_IPC_HANDLE_SIZE], uint64_t at,
+                              uint64_t *value)
 {
     struct chan_ipc_reply out;
-    CUresult r = ipc(CHAN_IPC_OPEN_MIRROR, 0, 0, h->reserved, &out);
+    CUresult r = ipc(CHAN_IPC_OPEN_MIRROR, 0, at, handle, &out);
     if (r == CUDA_SUCCESS) *value = out.value;
+    return r;
+}
+
+CUresult shim_ipc_vmm_handle(CUmemGenericAllocationHandle h, uint8_t out[CU_IPC_HANDLE_SIZE])
+{
+    struct chan_ipc_reply rep;
+    CUresult r = ipc(CHAN_IPC_GET_VMM, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, h, NULL, &rep);
+    if (r == CUDA_SUCCESS) memcpy(out, rep.handle, CU_IPC_HANDLE_SIZE);
     return r;
 }
 

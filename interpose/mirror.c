@@ -19,9 +19,12 @@
  *    devices needs none.
  *  - Before the memory is freed on its server, each mirror of it is closed (which waits for
  *    the process's work in that server, as a free waits for the work that may use it).
- * Only memory of a GPU's server's arena mirrors (cuMemAlloc's, the default): other memory
- * (stream-ordered pools, the client's own virtual memory mappings) answers the server's
- * refusal, said once here.
+ *  - The process's own physical memory (cuMemCreate, mapped with cuMemMap) granted to a
+ *    device of another server (cuMemSetAccess, as NCCL's ranks in one process grant each
+ *    other's GPU): the whole physical allocation mirrored there at the mapping's address
+ *    (shim_mirror_vmm, from moved.c), when it was made exportable as a POSIX descriptor.
+ * Memory of a GPU's server's arena (cuMemAlloc's, the default) and exportable physical memory
+ * mirror: other memory (stream-ordered pools) answers the server's refusal, said once here.
  *
  * Mirrors are made one at a time (mirror_lock, held over their round trips) so that a
  * mirror is made once however many threads ask. */
@@ -75,7 +78,7 @@ static CUresult mirror_into(uint32_t xctx, const struct shim_range *rg)
     shim_route_end(&saved);
     if (r == CUDA_SUCCESS) {
         shim_route_begin(&saved, xdev, xctx);
-        r = shim_ipc_mirror_open(&h, &value);
+        r = shim_ipc_mirror_open((const uint8_t *)h.reserved, 0, &value);
         shim_route_end(&saved);
     }
     if (r != CUDA_SUCCESS || value != rg->base) {
@@ -117,13 +120,14 @@ void shim_mirror_made(const struct shim_range *rg)
     pthread_mutex_unlock(&mirror_lock);
 }
 
-/* mirror_lock held: the mirrors of memory at base (0: any) made in context yctx (0: any),
- * closed; those made through context xctx (its records went with it there), forgotten. */
-static void forget(uint64_t base, uint32_t yctx, uint32_t xctx)
+/* mirror_lock held: the mirrors of memory at [base, base + len) (len 0: none) or made in
+ * context yctx (0: none), closed; those made through context xctx (its records went with it
+ * there), forgotten. */
+static void forget(uint64_t base, uint64_t len, uint32_t yctx, uint32_t xctx)
 {
     for (struct mirrored **q = &mirrored; *q;) {
         struct mirrored *m = *q;
-        int close = (base && m->base == base) || (yctx && m->yctx == yctx);
+        int close = (len && m->base >= base && m->base - base < len) || (yctx && m->yctx == yctx);
         if (!close && !(xctx && m->ctx == xctx)) {
             q = &m->next;
             continue;
@@ -144,7 +148,15 @@ void shim_mirror_freeing(uint64_t base)
 {
     if (!atomic_load(&nmirrored)) return;
     pthread_mutex_lock(&mirror_lock);
-    forget(base, 0, 0);
+    forget(base, 1, 0, 0);
+    pthread_mutex_unlock(&mirror_lock);
+}
+
+void shim_mirror_unmapped(uint64_t base, uint64_t len)
+{
+    if (!atomic_load(&nmirrored)) return;
+    pthread_mutex_lock(&mirror_lock);
+    forget(base, len, 0, 0);
     pthread_mutex_unlock(&mirror_lock);
 }
 
@@ -166,13 +178,69 @@ static void ctx_gone(CUcontext c)
             i++;
         }
     }
-    forget(0, id, id);
+    forget(0, 0, id, id);
     pthread_mutex_unlock(&mirror_lock);
 }
 
 __attribute__((constructor)) static void on_ctx_gone(void)
 {
     shim_ctx_on_destroy(ctx_gone);
+}
+
+CUresult shim_mirror_vmm(uint64_t ptr, int xdev)
+{
+    struct shim_range rg;
+    int slot = shim_range_slot(ptr, &rg);
+    if (slot < 0 || rg.base != ptr || rg.kind != SHIM_HT_MEM_MAPPED)
+        return CUDA_ERROR_INVALID_VALUE; /* the start of a mapping of the process's, only */
+    /* Mappings are no context's (context-free ranges): their server is the table's, and the
+     * calls go through the primary contexts of the two devices (ids 1.. are theirs): what a
+     * runtime program, NCCL's in-process ranks, has current there. */
+    int ydev = -1;
+    for (int d = 0; d < CHAN_MAX_DEVICES && ydev < 0; d++)
+        if (shim_conn_of_device(d)->slot == slot) ydev = d;
+    uint32_t xctx = (uint32_t)xdev + 1;
+    struct shim_conn *x = shim_conn_of_device(xdev);
+    if (ydev < 0 || shim_conn_of_device(ydev) == x) return CUDA_ERROR_INVALID_VALUE;
+    rg.ctx = (uint32_t)ydev + 1;
+    pthread_mutex_lock(&mirror_lock);
+    CUresult r = CUDA_SUCCESS;
+    for (struct mirrored *m = mirrored; m; m = m->next)
+        if (m->base == ptr && m->in == x) goto out;
+    struct mirrored *m = calloc(1, sizeof(*m));
+    if (!m) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    /* On its server: the physical memory mapped there, as a handle another server can ask
+     * for (its creator must have asked for POSIX descriptors, as NCCL does). */
+    struct shim_route saved;
+    CUmemGenericAllocationHandle h = 0;
+    uint8_t bytes[CU_IPC_HANDLE_SIZE];
+    uint64_t value = 0;
+    shim_route_begin(&saved, ydev, rg.ctx);
+    r = cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)ptr);
+    if (r == CUDA_SUCCESS) {
+        r = shim_ipc_vmm_handle(h, bytes);
+        cuMemRelease(h);
+    }
+    shim_route_end(&saved);
+    if (r == CUDA_SUCCESS) {
+        shim_route_begin(&saved, xdev, xctx);
+        r = shim_ipc_mirror_open(bytes, ptr, &value);
+        shim_route_end(&saved);
+    }
+    if (r != CUDA_SUCCESS) {
+        free(m);
+        goto out;
+    }
+    *m = (struct mirrored){
+        .base = ptr, .in = x, .dev = xdev, .ctx = xctx, .yctx = rg.ctx, .next = mirrored};
+    mirrored = m;
+    atomic_fetch_add(&nmirrored, 1);
+out:
+    pthread_mutex_unlock(&mirror_lock);
+    return r;
 }
 
 /* mirror_lock held: the index of pair (ctx, peer), or -1. */

@@ -76,8 +76,8 @@ static struct shim_conn *serving(int d)
 
 /* cuMemSetAccess(ptr, size, desc, count) without the descriptors naming a device that the
  * memory's server does not hold: in a process using two GPUs' servers, a grant of device 1 on
- * memory of device 1's server is kept (it goes there), one on device 0's memory dropped (said
- * once: the process's own cuMemCreate memory is not mirrored in another server, mirror.c).
+ * memory of device 1's server is kept (it goes there); one on device 0's memory is carried by
+ * mapping that memory in device 1's server (mirror.c), said once where it cannot be.
  * The kept ones live here until the call returns on this thread. More descriptors than a
  * process has devices (repeats) are sent as they are, and refused there. */
 static _Thread_local CUmemAccessDesc kept[CHAN_MAX_DEVICES];
@@ -100,12 +100,14 @@ static int access_rewrite(const void **args)
         int d = desc[i].location.id;
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !other(d) || serving(d) == to) {
             kept[n++] = desc[i];
-        } else if (serving(d)) {
+        } else if (serving(d) &&
+                   shim_mirror_vmm(*(const CUdeviceptr *)args[0], d) != CUDA_SUCCESS) {
             static _Atomic int said;
             if (!atomic_exchange(&said, 1))
                 shim_log("cuMemSetAccess: device %d's access to memory of another GPU's server "
-                         "of this process is not granted (its own cuMemCreate memory is not "
-                         "mapped between its GPUs' servers; cuMemAlloc's is) (said once)",
+                         "of this process could not be granted: that memory could not be mapped "
+                         "there (not made exportable as a POSIX descriptor, or not a mapping's "
+                         "start) (said once)",
                          d);
         }
     }

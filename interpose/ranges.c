@@ -180,3 +180,18 @@ int shim_range_list(int slot, uint32_t kind, struct shim_range **out)
     *out = n ? list : NULL;
     return n;
 }
+
+int shim_range_slot(uint64_t addr, struct shim_range *out)
+{
+    int slots[SHIM_CONNS], n = order(slots), found = -1;
+    pthread_rwlock_rdlock(&ranges_lock);
+    for (int i = 0; i < n && found < 0; i++) {
+        const struct shim_range *r = chan_ranges_cover(&tables[slots[i]], addr, 1);
+        if (r) {
+            *out = *r;
+            found = slots[i];
+        }
+    }
+    pthread_rwlock_unlock(&ranges_lock);
+    return found;
+}

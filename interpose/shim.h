@@ -256,11 +256,18 @@ struct shim_range;
 CUresult shim_mirror_here(const struct shim_range *rg);
 void shim_mirror_made(const struct shim_range *rg);
 void shim_mirror_freeing(uint64_t base);
+/* The physical memory mapped at ptr (a mapping's start) mirrored in device xdev's server;
+ * the mirrors of mappings in [base, base + len) closed (an unmap, vmm.c). */
+CUresult shim_mirror_vmm(uint64_t ptr, int xdev);
+void shim_mirror_unmapped(uint64_t base, uint64_t len);
 int shim_mirror_peer_call(const struct shim_call *d, const uint64_t *val, CUresult *err);
-/* ipc.c: a mirror opened (the allocation's address in *value) and closed, through the
- * connection the thread's requests go to. */
-CUresult shim_ipc_mirror_open(const CUipcMemHandle *h, uint64_t *value);
+/* ipc.c, through the connection the thread's requests go to: a mirror opened from another
+ * server's handle (of memory: its allocation's address in *value; of physical memory: mapped
+ * at `at`, *value = at) and closed; the handle of physical memory h of this server's. */
+CUresult shim_ipc_mirror_open(const uint8_t handle[CU_IPC_HANDLE_SIZE], uint64_t at,
+                              uint64_t *value);
 CUresult shim_ipc_mirror_close(uint64_t base);
+CUresult shim_ipc_vmm_handle(CUmemGenericAllocationHandle h, uint8_t out[CU_IPC_HANDLE_SIZE]);
 /* Whether the process has __managed__ variables (mvars.c). */
 int shim_mvar_live(void);
 /* replicas.c: libraries and kernels on each of the process's GPUs' servers. Whether they are
@@ -401,6 +408,8 @@ void shim_range_drop_within(uint64_t base, uint64_t size);
 /* A copy of the ranges of kind `kind` in connection slot's table: how many, *out malloc'd
  * (the caller's to free; NULL when none or out of memory). */
 int shim_range_list(int slot, uint32_t kind, struct shim_range **out);
+/* The connection slot whose table holds addr, with its range in *out; -1 when none. */
+int shim_range_slot(uint64_t addr, struct shim_range *out);
 /* Removes every range made in context `ctx` (0 = any) or owned by `owner` (0 = any); calls
  * fn on each first (may be NULL). */
 void shim_range_drop(uint32_t ctx, uint64_t owner, void (*fn)(const struct shim_range *));

@@ -230,9 +230,10 @@ diff "$W/one-twogpus.log" "$W/moved-twogpus.log" || fail "twogpus through both G
 # lanes, ring and staging slots: twogpus --threads), a host function on each device's
 # stream launched with the other's context current (each connection's callback thread), and
 # device 1's stream waiting for device 0's event (an interprocess twin: interpose/across.c),
-# and each device's own physical memory mapped with access for it (its grant goes to its own
-# server: interpose/moved.c).
-for prog in "twogpus --library" "cudart/twogpus" "twogpus --threads 30" "twogpus --hostfn" "twogpus --events" "twogpus --vmm"; do
+# each device's own physical memory mapped with access for it (its grant goes to its own
+# server: interpose/moved.c), and device 0's granted to device 1 too, read by device 1's
+# kernel and copied on its stream (mapped in device 1's server: interpose/mirror.c).
+for prog in "twogpus --library" "cudart/twogpus" "twogpus --threads 30" "twogpus --hostfn" "twogpus --events" "twogpus --vmm" "twogpus --vmmpeer"; do
     f=$W/moved-${prog//[ \/]/_}
     # shellcheck disable=SC2086 # the program and its flags
     MPSSHIM_SERVER_PER_GPU_MOVE=0 on - $B/tests/$prog >"$f.one" 2>&1 || { cat "$f.one"; fail "$prog through the pipe directory's server"; }

@@ -681,9 +681,14 @@ void srv_op_ipc(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint
     case CHAN_IPC_OPEN_MIRROR: {
         /* Only another GPU's server's handle: this server's memory is at its address here. */
         struct srv_ipc_handle h;
-        res = foreign(m.handle, &h) && h.kind == SHIM_HT_MEM_DEVICE
-                  ? srv_mirror_open(c, h.nonce, h.id, h.secret, &out.value, &out.size, &out.opens)
-                  : CUDA_ERROR_INVALID_VALUE;
+        if (!foreign(m.handle, &h))
+            res = CUDA_ERROR_INVALID_VALUE;
+        else if (h.kind == SHIM_HT_MEM_DEVICE)
+            res = srv_mirror_open(c, h.nonce, h.id, h.secret, &out.value, &out.size, &out.opens);
+        else if (h.kind == SHIM_HT_CUmemGenericAllocationHandle)
+            res = srv_mirror_open_vmm(c, h.nonce, h.id, h.secret, m.value, &out.size, &out.opens);
+        if (res == CUDA_SUCCESS && h.kind == SHIM_HT_CUmemGenericAllocationHandle)
+            out.value = m.value;
         break;
     }
     case CHAN_IPC_OPEN_VMM: {

@@ -142,6 +142,50 @@ fail:
     return r;
 }
 
+/* The client's record of the mirror of `of` (fd, closed here, its descriptor), made or
+ * counted once more. */
+static CUresult record(struct srv_client *c, int fd, const struct srv_mirror_of *of, int dev,
+                       uint64_t *size, uint64_t *opens)
+{
+    struct srv_obj *o = srv_obj_lookup(c, SHIM_HT_MEM_OPENED, of->value);
+    if (o && o->held && o->held->let_go == ref_let_go) {
+        close(fd); /* mirrored for it already: one open more, closed once more */
+        o->aux++;
+        *size = o->size;
+        *opens = o->aux;
+        return CUDA_SUCCESS;
+    }
+    if (o) {
+        close(fd);
+        return CUDA_ERROR_ALREADY_MAPPED; /* an opened range of another kind there */
+    }
+    struct ref *x = calloc(1, sizeof(*x));
+    struct map *m = NULL;
+    pthread_mutex_lock(&map_lock);
+    CUresult r = x ? map_at(fd, of, dev, &m) : CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&map_lock);
+    close(fd);
+    if (r != CUDA_SUCCESS) {
+        SRV_LOG_ONCE("Client process %d: mapping another GPU's server's memory at its address "
+                     "%#llx failed with %s (said once)",
+                     (int)c->pid, (unsigned long long)of->base, srv_errname(r));
+        free(x);
+        return r;
+    }
+    *x = (struct ref){.held = {.let_go = ref_let_go}, .m = m};
+    if (!(o = srv_range_add(c, SHIM_HT_MEM_OPENED, of->value, of->size, 1, NULL))) {
+        struct srv_obj tmp = {.held = &x->held};
+        ref_let_go(c, &tmp, 0, 0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    o->held = &x->held;
+    o->dev = dev;
+    o->aux = 1;
+    *size = of->size;
+    *opens = 1;
+    return CUDA_SUCCESS;
+}
+
 CUresult srv_mirror_open(struct srv_client *c, uint64_t nonce, uint64_t id,
                          const uint8_t secret[16], uint64_t *value, uint64_t *size, uint64_t *opens)
 {
@@ -160,43 +204,28 @@ CUresult srv_mirror_open(struct srv_client *c, uint64_t nonce, uint64_t id,
         close(fd);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    struct srv_obj *o = srv_obj_lookup(c, SHIM_HT_MEM_OPENED, of.value);
-    if (o && o->held && o->held->let_go == ref_let_go) {
-        close(fd); /* mirrored for it already: one open more, closed once more */
-        o->aux++;
-        *value = of.value;
-        *size = o->size;
-        *opens = o->aux;
-        return CUDA_SUCCESS;
-    }
-    if (o) {
-        close(fd);
-        return CUDA_ERROR_ALREADY_MAPPED; /* an opened range of another kind there */
-    }
-    struct ref *x = calloc(1, sizeof(*x));
-    struct map *m = NULL;
-    pthread_mutex_lock(&map_lock);
-    CUresult r = x ? map_at(fd, &of, dev, &m) : CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_unlock(&map_lock);
-    close(fd);
-    if (r != CUDA_SUCCESS) {
-        SRV_LOG_ONCE("Client process %d: mapping another GPU's server's memory at its address "
-                     "%#llx failed with %s (said once)",
-                     (int)c->pid, (unsigned long long)of.base, srv_errname(r));
-        free(x);
-        return r;
-    }
-    *x = (struct ref){.held = {.let_go = ref_let_go}, .m = m};
-    if (!(o = srv_range_add(c, SHIM_HT_MEM_OPENED, of.value, of.size, 1, NULL))) {
-        struct srv_obj tmp = {.held = &x->held};
-        ref_let_go(c, &tmp, 0, 0);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    o->held = &x->held;
-    o->dev = dev;
-    o->aux = 1;
     *value = of.value;
-    *size = of.size;
-    *opens = 1;
-    return CUDA_SUCCESS;
+    return record(c, fd, &of, dev, size, opens);
+}
+
+CUresult srv_mirror_open_vmm(struct srv_client *c, uint64_t nonce, uint64_t id,
+                             const uint8_t secret[16], uint64_t at, uint64_t *size, uint64_t *opens)
+{
+    int fd = -1, dev = c->cur ? c->cur->device : 0;
+    uint64_t bytes = 0;
+    if (srv_ipc_peer_fetch(nonce, id, secret, &fd, &bytes) != 0 || !bytes) {
+        if (fd >= 0) close(fd);
+        SRV_LOG_ONCE("Client process %d: physical memory no GPU's server of this pipe directory "
+                     "exported (freed, or forged): CUDA_ERROR_INVALID_VALUE (said once)",
+                     (int)c->pid);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* The whole of it, at the client's address (in the other server's zone: zone.c checks);
+     * its identity the handle's (nonce, id), which its server never gives another. */
+    struct srv_mirror_of of = {.base = at,
+                               .bytes = bytes,
+                               .value = at,
+                               .size = bytes,
+                               .serial = nonce ^ (id * 0x9e3779b97f4a7c15ull)};
+    return record(c, fd, &of, dev, size, opens);
 }

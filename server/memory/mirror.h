@@ -24,4 +24,11 @@ CUresult srv_mirror_open(struct srv_client *c, uint64_t nonce, uint64_t id,
                          const uint8_t secret[16], uint64_t *value, uint64_t *size,
                          uint64_t *opens);
 
+/* The same for a sibling's handle of physical memory (the process's own cuMemCreate memory,
+ * exported there): the whole of it mapped here at `at`, which must lie in that server's zone
+ * (where the process mapped it there), for the client's device; closed as above. */
+CUresult srv_mirror_open_vmm(struct srv_client *c, uint64_t nonce, uint64_t id,
+                             const uint8_t secret[16], uint64_t at, uint64_t *size,
+                             uint64_t *opens);
+
 #endif

@@ -29,6 +29,9 @@
  *   --vmm          on each device, with its context current, physical memory of its own
  *                  (cuMemCreate) mapped with access for that device (as NCCL's buffers are),
  *                  set and read back;
+ *   --vmmpeer      device 0's physical memory (exportable as a POSIX descriptor, as NCCL
+ *                  makes its buffers) mapped with access for both devices, read by a kernel
+ *                  of device 1 and copied on device 1's stream (NCCL's ranks in one process);
  *   --threads N    a thread per device then runs N rounds at once with the other's:
  *                  pageable memory copied in (through the staging slots: 1 MiB), vec_add,
  *                  the result copied back on the device's stream and checked.
@@ -290,6 +293,44 @@ int main(int argc, char **argv)
         printf("device %d: its own physical memory mapped, set and read back: %#x\n", d, back[3]);
         CHECK(cuMemUnmap(va, gran));
         CHECK(cuMemAddressFree(va, gran));
+        CHECK(cuMemRelease(h));
+    }
+    if (t_has_flag(argc, argv, "--vmmpeer")) {
+        CHECK(cuCtxSetCurrent(g[0].ctx));
+        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .requestedHandleTypes =
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+        size_t gran = 0, bytes = N * sizeof(float);
+        CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        size_t size = (bytes + gran - 1) / gran * gran;
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va;
+        CUmemAccessDesc rw[2] = {{.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE},
+                                 {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1},
+                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
+        CHECK(cuMemCreate(&h, size, &prop, 0));
+        CHECK(cuMemAddressReserve(&va, size, 0, 0, 0));
+        CHECK(cuMemMap(va, size, 0, h, 0));
+        CHECK(cuMemSetAccess(va, size, rw, 2));
+        CHECK(cuMemsetD32(va, 0x40000000u, N)); /* 2.0f */
+        CHECK(cuCtxSynchronize());
+        CHECK(cuCtxSetCurrent(g[1].ctx));
+        int elems = N;
+        void *params[] = {&va, &va, &g[1].c, &elems};
+        CHECK(cuLaunchKernel(g[1].add, N / 256, 1, 1, 256, 1, 1, 0, g[1].s, params, NULL));
+        CHECK(cuMemcpyDtoHAsync(g[1].out, g[1].c, bytes, g[1].s));
+        CHECK(cuStreamSynchronize(g[1].s));
+        printf("device 1's kernel read device 0's physical memory: %.1f %.1f\n", g[1].out[0],
+               g[1].out[N - 1]);
+        CHECK(cuMemcpyDtoDAsync(g[1].a, va, bytes, g[1].s));
+        CHECK(cuMemcpyDtoHAsync(g[1].out, g[1].a, bytes, g[1].s));
+        CHECK(cuStreamSynchronize(g[1].s));
+        printf("copied from it on device 1's stream: %.1f\n", g[1].out[N / 2]);
+        CHECK(cuCtxSetCurrent(g[0].ctx));
+        CHECK(cuMemUnmap(va, size));
+        CHECK(cuMemAddressFree(va, size));
         CHECK(cuMemRelease(h));
     }
     for (int i = 1; i + 1 < argc; i++) {
