@@ -723,6 +723,10 @@ static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
     if (o) return srv_managed_free(c, o);
     o = exported(c, k->vals[0]);
     if (o) {
+        /* Its own queued work first, as any cuMemFree of its waits for it (devmem.c): with no
+         * opener left, the memory goes back to the arena at once, for any client to be given
+         * (every allocation a process of two GPUs' servers mirrored is exported: mirror.c). */
+        if (srv_streams_drain(c, 0) != 0) return CUDA_ERROR_NOT_READY;
         srv_share_drop(c, o, 0);
         return CUDA_SUCCESS;
     }
@@ -743,6 +747,9 @@ static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
     if (k->stream && srv_stream_capturing(c, k->stream)) return srv_graphmem_capture_free(c, k);
     struct srv_obj *o = exported(c, k->vals[0]);
     if (o) {
+        /* After the work queued before it: all of the client's, waited for here (an exported
+         * allocation's free is no stream-ordered one; see mem_free_call). */
+        if (srv_streams_drain(c, 0) != 0) return CUDA_ERROR_NOT_READY;
         srv_share_drop(c, o, 0);
         return CUDA_SUCCESS;
     }
