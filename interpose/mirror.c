@@ -301,7 +301,7 @@ static CUresult disable(uint32_t ctx, uint32_t peer)
     return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
 }
 
-int shim_mirror_peer_call(const struct shim_call *d, const uint64_t *val, CUresult *err)
+static int peer_call(const struct shim_call *d, const uint64_t *val, CUresult *err)
 {
     int en = d == &shim_calls[SHIM_ID_cuCtxEnablePeerAccess];
     if (!en && d != &shim_calls[SHIM_ID_cuCtxDisablePeerAccess]) return 0;
@@ -310,4 +310,9 @@ int shim_mirror_peer_call(const struct shim_call *d, const uint64_t *val, CUresu
     if (!ctx || !peer || !a || !b || a == b) return 0; /* one server's: it answers */
     *err = en ? enable(ctx, peer, (unsigned)val[1]) : disable(ctx, peer);
     return 1;
+}
+
+__attribute__((constructor)) static void tell_route(void)
+{
+    shim_route_on_peer_call(peer_call);
 }

@@ -249,9 +249,9 @@ int shim_across_wait(const struct shim_call *d, const uint64_t *val);
 CUresult shim_across_wait_event(CUstream stream, CUevent event, unsigned flags);
 /* mirror.c: device memory of one of the process's GPUs' servers mapped in another's. The
  * range rg (another server's) mirrored in the server the thread's requests go to; a range
- * just made, mirrored where peer access asks it; one about to be freed, its mirrors closed;
- * peer access between two servers' contexts (described call d, values val): 1 with *err
- * when it is that, else 0. */
+ * just made, mirrored where peer access asks it; one about to be freed, its mirrors closed.
+ * Peer access between two servers' contexts is answered by the function registered with
+ * route.c (described call d, values val: 1 with *err when it is that, else 0). */
 struct shim_range;
 CUresult shim_mirror_here(const struct shim_range *rg);
 void shim_mirror_made(const struct shim_range *rg);
@@ -260,7 +260,8 @@ void shim_mirror_freeing(uint64_t base);
  * the mirrors of mappings in [base, base + len) closed (an unmap, vmm.c). */
 CUresult shim_mirror_vmm(uint64_t ptr, int xdev);
 void shim_mirror_unmapped(uint64_t base, uint64_t len);
-int shim_mirror_peer_call(const struct shim_call *d, const uint64_t *val, CUresult *err);
+void shim_route_on_peer_call(int (*fn)(const struct shim_call *d, const uint64_t *val,
+                                       CUresult *err));
 /* ipc.c, through the connection the thread's requests go to: a mirror opened from another
  * server's handle (of memory: its allocation's address in *value; of physical memory: mapped
  * at `at`, *value = at) and closed; the handle of physical memory h of this server's. */
