@@ -154,6 +154,24 @@ grep -q "^B: A's bytes read back" "$W/legacybig.log" && grep -q "^A: B's writes 
     { cat "$W/legacybig.log"; fail "a legacy handle of 4 MiB of GPU 0's server, through GPU 1's"; }
 across legacyleave 1 --big --leave 0 1
 grep -q "^A: B's writes seen" "$W/legacyleave.log" || { cat "$W/legacyleave.log"; fail "a legacy handle left open"; }
+# A mirror of a block's whole 2 MiB slab (server/memory/mirror.c) goes to a sibling server
+# only: a client asking GPU 0's server itself, with the handle's own secret and its exporter's
+# pid, is refused (the slab holds other clients' blocks).
+rm -f "$W/holder.in"
+mkfifo "$W/holder.in"
+on 0 "$B/tests/ipc_across" --handle 0 <"$W/holder.in" >"$W/holder.log" 2>&1 &
+holder=$!
+exec 8>"$W/holder.in"
+wait_for 30 grep -q "^pid " "$W/holder.log" || { cat "$W/holder.log"; fail "the handle's holder"; }
+read -r nonce id secret < <(sed -n 's/^handle //p' "$W/holder.log" | python3 -c '
+import sys; b = bytes.fromhex(sys.stdin.read().strip())
+print(b[8:16][::-1].hex(), int.from_bytes(b[16:24], "little"), b[32:48].hex())')
+hpid=$(sed -n 's/^pid //p' "$W/holder.log")
+asked=$(printf 'ipc_peer_mirror %s %s %s %s\n' "$nonce" "$id" "$secret" "$hpid" | MPSSHIM_PIPE_DIRECTORY=$P/gpu-0 "$CTL" 2>&1)
+echo go >&8
+exec 8>&-
+wait "$holder" || { cat "$W/holder.log"; fail "the handle's holder"; }
+[ "$asked" = "No such handle" ] || fail "a client asking for a mirror itself was answered: '$asked'"
 # An interprocess event crosses (GPU 0's server made it interprocess and passes the driver's
 # own handle of it; the log shows only "event" of that answer): not ready before its record
 # is released, then waited for by a stream and synchronised with, through GPU 1's server.

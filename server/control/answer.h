@@ -13,6 +13,7 @@ struct srv_answer {
     size_t max;   /* the most ever allocated: buf holds max - 1 bytes of text at most */
     int cut;      /* something did not fit under max (or memory ran out) */
     int fd;       /* a descriptor sent with the answer's end (ipc_peer_export), else -1 */
+    int server;   /* the peer runs this server's program (a sibling server, not a client) */
 };
 
 /* An empty answer of `first` bytes, growing to `max` at most (first <= max). 0, or -1. */

@@ -501,7 +501,9 @@ static void cmd_ipc_peer_export(struct cmd *k)
  * memory of this server's handle in its own context (server/memory/mirror.c): "mirror BASE
  * BYTES VALUE SIZE SERIAL" (the mapping's address and bytes in hex and decimal, the
  * allocation's likewise, which mapping it is), the mapping's descriptor sent with the answer's end,
- * when the handle's exporter is process pid. Not for people, as ipc_peer_export. */
+ * when the handle's exporter is process pid. Only to a sibling server (a peer running this
+ * program): the pid is the asker's word, and the mapping (an arena slab) may hold other
+ * clients' blocks, so a client asking itself, with any pid, is refused. Not for people. */
 static void cmd_ipc_peer_mirror(struct cmd *k)
 {
     uint8_t secret[16];
@@ -511,8 +513,8 @@ static void cmd_ipc_peer_mirror(struct cmd *k)
     long pid = strtol(k->argv[4], &end3, 10);
     struct srv_mirror_of of;
     k->out->fd = -1;
-    if (!*k->argv[1] || *end1 || !*k->argv[2] || *end2 || hex16(k->argv[3], secret) != 0 ||
-        !*k->argv[4] || *end3 || pid <= 0 || pid > INT_MAX ||
+    if (!k->out->server || !*k->argv[1] || *end1 || !*k->argv[2] || *end2 ||
+        hex16(k->argv[3], secret) != 0 || !*k->argv[4] || *end3 || pid <= 0 || pid > INT_MAX ||
         srv_ipc_peer_mirror(nonce, id, secret, (pid_t)pid, &k->out->fd, &of) != CUDA_SUCCESS) {
         k->out->fd = -1;
         ctl_fail(k, "No such handle\n");

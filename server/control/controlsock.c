@@ -161,6 +161,17 @@ static int send_answer(struct conn *k, const char *buf, size_t len)
 #define ANSWER_PER_CLIENT 1024u
 #define ANSWER_PER_DEVICE 1024u
 
+/* Whether process pid runs this very program (the file of /proc/self/exe): a sibling server,
+ * which ipc_peer_mirror answers alone (control.c). */
+static int same_program(pid_t pid)
+{
+    char path[64];
+    struct stat a, b;
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    return pid > 0 && stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static void control_main(struct conn *k)
 {
     char in[1024];
@@ -170,6 +181,7 @@ static void control_main(struct conn *k)
     if (srv_answer_init(&out, ANSWER_FIRST,
                         srv_answer_ceiling(ANSWER_FIRST, srv.max_clients, per)) != 0)
         return;
+    out.server = same_program(k->pid);
     for (;;) {
         wait_input(k);
         ssize_t r = read(k->fd, in + have, sizeof(in) - 1 - have);

@@ -17,9 +17,11 @@
  *    this server places nothing of its own (server/core/zone.c reserves the region here).
  *  - The whole mapping: an arena's slab of 2 MiB holds other clients' blocks too, which this
  *    server's context can then reach; kernels of a shared context reach any address of it
- *    anyway (DESIGN.md, as on pre-Volta MPS). The descriptor itself never leaves the servers,
- *    and the memory's server gives it for its client's process alone (the pid both servers
- *    see: srv_ipc_peer_mirror), so no client gets at a slab's other blocks any other way.
+ *    anyway (DESIGN.md, as on pre-Volta MPS). The descriptor itself never leaves the servers:
+ *    the memory's server gives it to a sibling server alone (a peer running its own program:
+ *    controlsock.c), for its client's process alone (the pid both servers see:
+ *    srv_ipc_peer_mirror), so no client gets at a slab's other blocks any other way (a client
+ *    asking with its own handle's secret and pid is refused: tests/server_per_gpu.sh).
  *  - One mapping for every client and allocation in it, counted (struct map), under
  *    map_lock: two allocations of one slab, or two processes' blocks of it, share it. A
  *    mapping found at the address is the same memory only when the other server names it by

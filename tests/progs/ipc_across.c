@@ -12,6 +12,9 @@
  *   --vmm      physical memory of cuMemCreate by a POSIX descriptor
  *              (cuMemExportToShareableHandle, SCM_RIGHTS, cuMemImportFromShareableHandle),
  *              mapped in the child for its own device, as NCCL's ranks share their buffers.
+ *   --handle A alone, no child: 1 MiB of cuMemAlloc on A, its legacy IPC handle printed in hex
+ *              with this process's pid, held until a line arrives on stdin (for a test that
+ *              asks the server with it itself: tests/server_per_gpu.sh).
  *   --event    an interprocess event (cuIpcGetEventHandle / cuIpcOpenEventHandle), as
  *              torch.multiprocessing passes with a CUDA tensor: the parent records it behind a
  *              stream wait it releases later; the child opens it and prints its query before
@@ -178,6 +181,25 @@ static void export_event(int sock, pid_t b)
 int main(int argc, char **argv)
 {
     t_init("ipc_across", 120);
+    if (argc == 3 && strcmp(argv[1], "--handle") == 0) {
+        setenv("CUDA_VISIBLE_DEVICES", argv[2], 1);
+        CUdevice dev;
+        CUcontext ctx;
+        CUdeviceptr d = 0;
+        CUipcMemHandle ih;
+        t_setup(&dev, &ctx);
+        CHECK(cuMemAlloc(&d, bytes));
+        CHECK(cuIpcGetMemHandle(&ih, d));
+        printf("handle ");
+        for (size_t i = 0; i < sizeof(ih.reserved); i++)
+            printf("%02x", (unsigned char)ih.reserved[i]);
+        printf("\npid %d\n", (int)getpid());
+        fflush(stdout);
+        char line[16];
+        if (!fgets(line, sizeof(line), stdin)) line[0] = '\0';
+        CHECK(cuMemFree(d));
+        t_pass();
+    }
     vmm = t_has_flag(argc, argv, "--vmm");
     int big = t_has_flag(argc, argv, "--big");
     leave = t_has_flag(argc, argv, "--leave");
