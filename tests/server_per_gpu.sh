@@ -156,7 +156,8 @@ across legacyleave 1 --big --leave 0 1
 grep -q "^A: B's writes seen" "$W/legacyleave.log" || { cat "$W/legacyleave.log"; fail "a legacy handle left open"; }
 # A mirror of a block's whole 2 MiB slab (server/memory/mirror.c) goes to a sibling server
 # only: a client asking GPU 0's server itself, with the handle's own secret and its exporter's
-# pid, is refused (the slab holds other clients' blocks).
+# pid, is refused (the slab holds other clients' blocks); and only for its exporter's process
+# (tests/unit/rawmirror.c).
 rm -f "$W/holder.in"
 mkfifo "$W/holder.in"
 on 0 "$B/tests/ipc_across" --handle 0 <"$W/holder.in" >"$W/holder.log" 2>&1 &
@@ -168,6 +169,10 @@ import sys; b = bytes.fromhex(sys.stdin.read().strip())
 print(b[8:16][::-1].hex(), int.from_bytes(b[16:24], "little"), b[32:48].hex())')
 hpid=$(sed -n 's/^pid //p' "$W/holder.log")
 asked=$(printf 'ipc_peer_mirror %s %s %s %s\n' "$nonce" "$id" "$secret" "$hpid" | MPSSHIM_PIPE_DIRECTORY=$P/gpu-0 "$CTL" 2>&1)
+# ... and a client of GPU 1's server asking it for a mirror of that process's memory, with the
+# handle as it is and forged, is refused (the sibling gives a mirror for its exporter alone).
+MPSSHIM_PIPE_DIRECTORY=$P/gpu-1 "$B/tests/unit/rawclient" mirror "$(sed -n 's/^handle //p' "$W/holder.log")" \
+    >"$W/rawmirror.log" 2>&1 || { cat "$W/rawmirror.log"; fail "a mirror of another process's memory, asked by hand"; }
 echo go >&8
 exec 8>&-
 wait "$holder" || { cat "$W/holder.log"; fail "the handle's holder"; }

@@ -39,6 +39,9 @@
  *                       made across connections stop at the cap with
  *                       CUDA_ERROR_OUT_OF_MEMORY, and one destroyed makes room for one; a
  *                       ninth connection of the process is refused
+ *   rawclient mirror H  (a GPU's server's client) asks a mirror of another process's memory
+ *                       by its legacy IPC handle H (hex) made through a sibling GPU's server,
+ *                       then the same forged: each must be refused (tests/unit/rawmirror.c)
  *   rawclient fuzz S N  N records of random operations and payloads (seed S), over as many
  *                       sessions as it takes (the server hangs up on protocol errors); the
  *                       server must survive (the CI tier then checks it still serves)
@@ -54,6 +57,7 @@
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "devices") == 0) return raw_devices();
+    if (argc == 3 && strcmp(argv[1], "mirror") == 0) return raw_mirror(argv[2]);
     if (argc == 4 && strcmp(argv[1], "fuzz") == 0)
         return raw_fuzz(strtoull(argv[2], NULL, 10), atol(argv[3]));
     if (argc == 2 && strcmp(argv[1], "version") == 0) return raw_version();

@@ -72,5 +72,6 @@ int raw_fuzz(uint64_t seed, long n); /* rawfuzz.c */
 int raw_shrink(void);                /* rawshrink.c */
 int raw_accounts(void);              /* rawaccounts.c */
 int raw_devices(void);               /* rawdevices.c */
+int raw_mirror(const char *hex);     /* rawmirror.c */
 
 #endif

@@ -14,7 +14,7 @@ all: $(B)/tests/unit/rawclient
 # rawsession.c, one file a group of modes (tests/unit/rawclient.h lists them).
 RAWCLIENT_SRC := $(addprefix tests/unit/,rawclient.c rawsession.c rawconnect.c rawhostile.c \
                    rawmvars.c rawbatches.c rawpayloads.c rawscribble.c rawfuzz.c rawshrink.c \
-                   rawaccounts.c rawdevices.c)
+                   rawaccounts.c rawdevices.c rawmirror.c)
 
 $(B)/tests/unit/rawclient: $(patsubst %.c,$(B)/obj/%.o,$(RAWCLIENT_SRC)) $(CHANNEL_OBJ)
 	@mkdir -p $(@D)
