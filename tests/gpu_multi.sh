@@ -14,7 +14,7 @@ if [ "$NGPU" -lt 2 ]; then
     echo "== multigpu: SKIP (needs 2 GPUs, found $NGPU; would run tests/gpu_multi/*.py natively and" \
         "through the shim: PyTorch NCCL ranks (all_reduce, broadcast, DDP) seeing both GPUs, bound" \
         "to one and moved to their GPU's server; PyTorch DataParallel in one process; JAX pmap and sharding;" \
-        "CuPy peer access)"
+        "CuPy peer access; PyTorch with a model per GPU through both GPUs' servers)"
     exit 0
 fi
 echo "multigpu: $NGPU GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
