@@ -41,6 +41,8 @@ int raw_session_open_hello(struct raw_session *x, const struct chan_hello *h);
 int raw_session_open_visible(struct raw_session *x, const char *visible);
 /* The same with the shim's hello. */
 int raw_session_open(struct raw_session *x);
+/* The same, and context 1 made on device 0 (its primary): 0, or -1 (said on stderr). */
+int raw_session_with_ctx(struct raw_session *x);
 
 /* One request on lane 0 with context 1, its reply's result (and data in out);
  * CUDA_ERROR_UNKNOWN when no answer came in 10 s. */

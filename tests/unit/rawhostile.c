@@ -13,15 +13,7 @@
 int raw_hostile(void)
 {
     struct raw_session x;
-    if (raw_session_open(&x) != 0) {
-        fprintf(stderr, "no session\n");
-        return 1;
-    }
-    struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
-    if (raw_request(&x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS) {
-        fprintf(stderr, "no context\n");
-        return 1;
-    }
+    if (raw_session_with_ctx(&x) != 0) return 1;
     /* 4 KiB of its own. */
     CUdeviceptr d = 0, *pd = &d;
     size_t bytes = 4096;

@@ -36,15 +36,7 @@ int raw_mirror(const char *hex)
         return 1;
     }
     struct raw_session x;
-    if (raw_session_open(&x) != 0) {
-        fprintf(stderr, "no session\n");
-        return 1;
-    }
-    struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
-    if (raw_request(&x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS) {
-        fprintf(stderr, "no context\n");
-        return 1;
-    }
+    if (raw_session_with_ctx(&x) != 0) return 1;
     raw_expect("another process's memory, mirrored here", open_mirror(&x, h, 0),
                CUDA_ERROR_INVALID_VALUE);
     uint8_t forged[sizeof(h)];

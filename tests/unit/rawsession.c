@@ -158,3 +158,17 @@ void raw_expect(const char *what, CUresult got, CUresult want)
     printf("%-58s %s\n", what, got == want ? "as expected" : shim_error_name(got));
     raw_failures += got != want;
 }
+
+int raw_session_with_ctx(struct raw_session *x)
+{
+    if (raw_session_open(x) != 0) {
+        fprintf(stderr, "no session\n");
+        return -1;
+    }
+    struct chan_ctx cx = {.id = 1, .device = 0, .primary = 1};
+    if (raw_request(x, CHAN_OP_CTX_CREATE, &cx, sizeof(cx), NULL, 0) != CUDA_SUCCESS) {
+        fprintf(stderr, "no context\n");
+        return -1;
+    }
+    return 0;
+}
