@@ -31,6 +31,11 @@
  *    mapping): what the server's checks let the client copy to or from. Closing it
  *    (CHAN_IPC_CLOSE_MEM, which waits for the client's work here first) or the client leaving
  *    counts the mapping once less; the last one unmaps it.
+ *  - The process's own physical memory (cuMemCreate's, granted to this server's device:
+ *    srv_mirror_open_vmm) comes by a handle of the other server's, whose secret is the proof,
+ *    as for any import (ipcpeer.c): mapped whole at the address the client names, which must
+ *    lie in another server's zone (zone.c refuses any other, this server's own included); its
+ *    identity is the handle's (nonce, id).
  *  - Not counted against the client's memory limit: the memory lies on the other GPU, where
  *    the other server charges its owner. */
 #include "server/core/server.h"
