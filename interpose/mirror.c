@@ -58,6 +58,20 @@ static struct shim_conn *conn_of_ctx(uint32_t ctx)
     return dev >= 0 ? shim_conn_of_device(dev) : NULL;
 }
 
+/* mirror_lock held: m (allocated) records the mirror of memory at base, made in context
+ * yctx, through context xctx of device xdev's server. */
+static void remember(struct mirrored *m, uint64_t base, int xdev, uint32_t xctx, uint32_t yctx)
+{
+    *m = (struct mirrored){.base = base,
+                           .in = shim_conn_of_device(xdev),
+                           .dev = xdev,
+                           .ctx = xctx,
+                           .yctx = yctx,
+                           .next = mirrored};
+    mirrored = m;
+    atomic_fetch_add(&nmirrored, 1);
+}
+
 /* mirror_lock held: rg (a device allocation of another server's) mirrored through context xctx
  * of its server, or already. */
 static CUresult mirror_into(uint32_t xctx, const struct shim_range *rg)
@@ -94,10 +108,7 @@ static CUresult mirror_into(uint32_t xctx, const struct shim_range *rg)
         free(m);
         return r;
     }
-    *m = (struct mirrored){
-        .base = rg->base, .in = x, .dev = xdev, .ctx = xctx, .yctx = rg->ctx, .next = mirrored};
-    mirrored = m;
-    atomic_fetch_add(&nmirrored, 1);
+    remember(m, rg->base, xdev, xctx, rg->ctx);
     return CUDA_SUCCESS;
 }
 
@@ -236,10 +247,7 @@ CUresult shim_mirror_vmm(uint64_t ptr, int xdev)
         free(m);
         goto out;
     }
-    *m = (struct mirrored){
-        .base = ptr, .in = x, .dev = xdev, .ctx = xctx, .yctx = rg.ctx, .next = mirrored};
-    mirrored = m;
-    atomic_fetch_add(&nmirrored, 1);
+    remember(m, ptr, xdev, xctx, rg.ctx);
 out:
     pthread_mutex_unlock(&mirror_lock);
     return r;

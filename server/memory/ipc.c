@@ -717,19 +717,23 @@ static struct srv_obj *exported(struct srv_client *c, uint64_t base)
     return o && o->key.value == base && o->held ? o : NULL;
 }
 
+/* The client's free of exported memory: its own queued work first, as any cuMemFree of its
+ * waits for it (devmem.c), since with no opener left the memory goes back to the arena at
+ * once, for any client to be given (every allocation a process of two GPUs' servers
+ * mirrored is exported: mirror.c); then its record lets go of the share. */
+static CUresult exported_free(struct srv_client *c, struct srv_obj *o)
+{
+    if (srv_streams_drain(c, 0) != 0) return CUDA_ERROR_NOT_READY;
+    srv_share_drop(c, o, 0);
+    return CUDA_SUCCESS;
+}
+
 static CUresult mem_free_call(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_MEM_MANAGED, k->vals[0]);
     if (o) return srv_managed_free(c, o);
     o = exported(c, k->vals[0]);
-    if (o) {
-        /* Its own queued work first, as any cuMemFree of its waits for it (devmem.c): with no
-         * opener left, the memory goes back to the arena at once, for any client to be given
-         * (every allocation a process of two GPUs' servers mirrored is exported: mirror.c). */
-        if (srv_streams_drain(c, 0) != 0) return CUDA_ERROR_NOT_READY;
-        srv_share_drop(c, o, 0);
-        return CUDA_SUCCESS;
-    }
+    if (o) return exported_free(c, o);
     o = srv_obj_find(c, SHIM_HT_MEM_POOLED, k->vals[0]);
     if (o) return srv_pool_mem_free(c, o);
     k->keep = srv_graphmem_keep(c, k->vals[0]);
@@ -746,13 +750,7 @@ static CUresult mem_free_async_call(struct srv_client *c, struct srv_call *k)
     /* Captured: a free node when the graph runs, not a free now (graphmem.c). */
     if (k->stream && srv_stream_capturing(c, k->stream)) return srv_graphmem_capture_free(c, k);
     struct srv_obj *o = exported(c, k->vals[0]);
-    if (o) {
-        /* After the work queued before it: all of the client's, waited for here (an exported
-         * allocation's free is no stream-ordered one; see mem_free_call). */
-        if (srv_streams_drain(c, 0) != 0) return CUDA_ERROR_NOT_READY;
-        srv_share_drop(c, o, 0);
-        return CUDA_SUCCESS;
-    }
+    if (o) return exported_free(c, o); /* no stream-ordered free: after all of its work */
     k->keep = srv_graphmem_keep(c, k->vals[0]);
     o = srv.device_vmm ? srv_obj_find(c, SHIM_HT_MEM_DEVICE, k->vals[0]) : NULL;
     if (srv_devmem_pooled(o)) /* the arena's: no stream-ordered free (devmem.c) */
