@@ -144,6 +144,9 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
                 shim_range_add(&rg);
                 shim_mirror_made(&rg); /* where another server's context has peer access */
             }
+        } else if (p->kind == SHIM_PK_OUT && p->creates &&
+                   p->htype == SHIM_HT_CUmemGenericAllocationHandle) {
+            shim_phys_made((uint64_t *)ptr[i]); /* the process's value of it (physical.c) */
         } else if (p->kind == SHIM_PK_OUT && p->creates && p->htype &&
                    (shim_types[p->htype].flags & SHIM_TF_CLIENT)) {
             struct shim_known k = {.ctx = ctx};
@@ -289,7 +292,7 @@ CUresult shim_forward(int id, const void *const *argv)
     if ((r = check_args(d, val, ptr, &host, &mvar)) != CUDA_SUCCESS) return r;
     /* To the server of what it names, where the process holds one per device (route.c). */
     struct shim_route saved;
-    int routed = shim_route_call(d, val, &saved, &r);
+    int routed = shim_route_call(d, val, ptr, &saved, &r);
     if (routed == -2) return r; /* answered there (mirror.c) */
     if (routed < 0)
         return shim_across_wait_event(*(const CUstream *)argv[0], *(const CUevent *)argv[1],
@@ -309,7 +312,14 @@ CUresult shim_forward(int id, const void *const *argv)
             args[i] = &spare[i];
         }
     }
+    /* Physical memory handles as that server names them (physical.c). */
+    uint64_t imported = 0;
+    if (r == CUDA_SUCCESS) r = shim_phys_args(d, val, spare, args, &imported);
     if (r == CUDA_SUCCESS) r = forward_checked(id, d, hook, argv, val, ptr, args, host, mvar);
+    if (imported) cuMemRelease((CUmemGenericAllocationHandle)imported); /* the mapping holds it */
+    if (r == CUDA_SUCCESS && d->destroys >= 0 &&
+        d->params[d->destroys].htype == SHIM_HT_CUmemGenericAllocationHandle)
+        shim_phys_released(*(const uint64_t *)argv[d->destroys]);
     if (routed) shim_route_end(&saved);
     return r;
 }

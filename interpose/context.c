@@ -113,6 +113,21 @@ int shim_ctx_id_device(uint32_t id)
     return dev;
 }
 
+uint32_t shim_ctx_of_device(int dev)
+{
+    struct shim_ctx *c = current();
+    if (c && c->device == dev) return c->id;
+    uint32_t id = 0;
+    pthread_mutex_lock(&ctx_lock);
+    if (dev >= 0 && dev < CHAN_MAX_DEVICES && primaries[dev].magic == CTX_MAGIC &&
+        primaries[dev].active)
+        id = primaries[dev].id;
+    for (struct shim_ctx *x = live; x && !id; x = x->hh.next)
+        if (x->device == dev && x->active) id = x->id;
+    pthread_mutex_unlock(&ctx_lock);
+    return id;
+}
+
 int shim_current_device(void)
 {
     struct shim_ctx *c = current(); /* a context's device never changes */

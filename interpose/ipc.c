@@ -117,7 +117,13 @@ CUresult SHIM_IMPL(cuMemExportToShareableHandle)(void *shareableHandle,
         return shim_refuse_as("cuMemExportToShareableHandle of a handle type other than "
                               "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
                               CUDA_ERROR_NOT_SUPPORTED);
-    CUresult r = ipc(CHAN_IPC_GET_VMM, (uint32_t)handleType, handle, NULL, &out);
+    /* At the server that holds it, as it names it (physical.c). */
+    struct shim_route saved;
+    int routed = shim_phys_route(handle, &saved);
+    uint64_t there;
+    CUresult r = shim_phys_server(handle, &there);
+    if (r == CUDA_SUCCESS) r = ipc(CHAN_IPC_GET_VMM, (uint32_t)handleType, there, NULL, &out);
+    if (routed) shim_route_end(&saved);
     if (r != CUDA_SUCCESS) return r;
     int fd = memfd_create(VMM_FD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -134,7 +140,6 @@ CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle 
                                                    void *osHandle,
                                                    CUmemAllocationHandleType shHandleType)
 {
-    struct chan_ipc_reply out;
     uint8_t bytes[CU_IPC_HANDLE_SIZE];
     if (!handle) return CUDA_ERROR_INVALID_VALUE;
     if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
@@ -146,9 +151,20 @@ CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle 
     int fd = (int)(intptr_t)osHandle;
     if (pread(fd, bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = ipc(CHAN_IPC_OPEN_VMM, 0, 0, bytes, &out);
-    if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)out.value;
+    uint64_t value = 0;
+    CUresult r = shim_ipc_vmm_import(bytes, &value);
+    if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)value;
     return r;
+}
+
+CUresult shim_ipc_vmm_import(const uint8_t bytes[CU_IPC_HANDLE_SIZE], uint64_t *handle)
+{
+    struct chan_ipc_reply out;
+    CUresult r = ipc(CHAN_IPC_OPEN_VMM, 0, 0, bytes, &out);
+    if (r != CUDA_SUCCESS) return r;
+    *handle = out.value;
+    shim_phys_made(handle); /* the process's value of it (physical.c) */
+    return CUDA_SUCCESS;
 }
 
 CUresult shim_ipc_mirror_open(const uint8_t handle[CU_IPC_HANDLE_SIZE], uint64_t at,
@@ -163,7 +179,10 @@ CUresult shim_ipc_mirror_open(const uint8_t handle[CU_IPC_HANDLE_SIZE], uint64_t
 CUresult shim_ipc_vmm_handle(CUmemGenericAllocationHandle h, uint8_t out[CU_IPC_HANDLE_SIZE])
 {
     struct chan_ipc_reply rep;
-    CUresult r = ipc(CHAN_IPC_GET_VMM, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, h, NULL, &rep);
+    uint64_t there;
+    CUresult r = shim_phys_server(h, &there);
+    if (r != CUDA_SUCCESS) return r;
+    r = ipc(CHAN_IPC_GET_VMM, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, there, NULL, &rep);
     if (r == CUDA_SUCCESS) memcpy(out, rep.handle, CU_IPC_HANDLE_SIZE);
     return r;
 }

@@ -207,11 +207,7 @@ CUresult shim_mirror_vmm(uint64_t ptr, int xdev)
     /* Mappings are no context's (context-free ranges): their server is the table's, and the
      * calls go through the primary contexts of the two devices (ids 1.. are theirs): what a
      * runtime program, NCCL's in-process ranks, has current there. */
-    int of, ydev = slot == shim_conn.slot ? shim_moved_ordinal(&of) : -1;
-    for (int d = 0; d < CHAN_MAX_DEVICES && ydev < 0; d++) {
-        struct shim_conn *c = atomic_load_explicit(&shim_dev_conns[d], memory_order_acquire);
-        if (c && c->slot == slot) ydev = d;
-    }
+    int ydev = shim_slot_device(slot);
     uint32_t xctx = (uint32_t)xdev + 1;
     struct shim_conn *x = shim_conn_of_device(xdev);
     if (ydev < 0 || shim_conn_of_device(ydev) == x) return CUDA_ERROR_INVALID_VALUE;

@@ -2,12 +2,15 @@
  * its GPU's server that uses several GPUs: conn.c, issue 30). Each GPU's server knows only
  * what was made through it, so a call goes to the server of what it names: the stream it is
  * enqueued on, a stream, event or graph exec the client knows, a module or function of a
- * context, a context, a device, a device address; else to its thread's context's (rpc.c). A
+ * context, a context, a device, a device address or mapping, a physical memory handle
+ * (physical.c) or properties naming a device; else to its thread's context's (rpc.c). A
  * stream's wait for another server's event is carried by across.c, peer access between two
  * servers' contexts by mirror.c (and copies between their memory by memcpy.c, through
  * mirror.c); any other call that names objects of two of them is refused with
  * CUDA_ERROR_NOT_SUPPORTED, said once. In a process of one connection nothing here runs. */
 #include "interpose/shim.h"
+
+#include <string.h>
 
 /* The route of an object of context id `ctx`: 1 with *r set, 0 when the context is unknown. */
 static int of_ctx(uint32_t ctx, struct shim_route *r)
@@ -18,13 +21,59 @@ static int of_ctx(uint32_t ctx, struct shim_route *r)
     return 1;
 }
 
+/* The route to device dev's server, tagged with a context of the process's there. */
+static int of_device(int dev, struct shim_route *r)
+{
+    *r = (struct shim_route){.set = 1, .device = dev, .ctx = shim_ctx_of_device(dev)};
+    return 1;
+}
+
+int shim_slot_device(int slot)
+{
+    int of;
+    if (slot == shim_conn.slot) return shim_moved_ordinal(&of);
+    for (int d = 0; d < CHAN_MAX_DEVICES; d++) {
+        struct shim_conn *c = atomic_load_explicit(&shim_dev_conns[d], memory_order_acquire);
+        if (c && c->slot == slot) return d;
+    }
+    return -1;
+}
+
+/* The route of a mapping's address (cuMemMap's, which is no context's): the server it was
+ * mapped in, which holds its reservation too. */
+static int of_mapped(uint64_t addr, struct shim_route *r)
+{
+    struct shim_range rg;
+    int slot = shim_range_slot(addr, &rg), dev;
+    return slot >= 0 && rg.kind == SHIM_HT_MEM_MAPPED && (dev = shim_slot_device(slot)) >= 0 &&
+           of_device(dev, r);
+}
+
+/* The device of physical memory's properties (cuMemCreate, cuMemGetAllocationGranularity):
+ * that device's server makes it and knows its granularity. */
+static int of_prop(const struct shim_param *p, const void *prop, struct shim_route *r)
+{
+    if (!prop || !p->st || strcmp(p->st->name, "CUmemAllocationProp") != 0) return 0;
+    const CUmemLocation *l = &((const CUmemAllocationProp *)prop)->location;
+    return l->type == CU_MEM_LOCATION_TYPE_DEVICE && l->id >= 0 && l->id < CHAN_MAX_DEVICES &&
+           of_device(l->id, r);
+}
+
 /* The route of parameter i of call d, if it names something of a context or device. */
-static int of_param(const struct shim_call *d, int i, const uint64_t *val, struct shim_route *r)
+static int of_param(const struct shim_call *d, int i, const uint64_t *val, void *const *ptr,
+                    struct shim_route *r)
 {
     const struct shim_param *p = &d->params[i];
     struct shim_known k;
     struct shim_range rg;
+    int dev;
+    if (p->kind == SHIM_PK_IN) return of_prop(p, ptr[i], r);
     if (!val[i]) return 0;
+    /* Physical memory goes to its server (physical.c); a mapping is made where its address
+     * was reserved (the thread's), of an import of it there. */
+    if (p->kind == SHIM_PK_HANDLE && p->htype == SHIM_HT_CUmemGenericAllocationHandle)
+        return d != &shim_calls[SHIM_ID_cuMemMap] && shim_phys_device(val[i], &dev) &&
+               of_device(dev, r);
     if (p->kind == SHIM_PK_HANDLE && (shim_types[p->htype].flags & SHIM_TF_CLIENT))
         return shim_known_find(p->htype, val[i], &k) == 0 && of_ctx(k.ctx, r);
     /* A module or function of a context: that context's server's (funcs.c knows them). */
@@ -32,10 +81,11 @@ static int of_param(const struct shim_call *d, int i, const uint64_t *val, struc
         (p->htype == SHIM_HT_CUmodule || p->htype == SHIM_HT_CUfunction))
         return of_ctx(shim_func_ctx(val[i], p->htype == SHIM_HT_CUmodule), r);
     if (p->kind == SHIM_PK_CTX) return of_ctx((uint32_t)val[i], r);
-    if (p->kind == SHIM_PK_DPTR)
-        return shim_range_find(val[i], 1, &rg) == 0 && rg.ctx && of_ctx(rg.ctx, r);
+    if (p->kind == SHIM_PK_DPTR && shim_range_find(val[i], 1, &rg) == 0 && rg.ctx)
+        return of_ctx(rg.ctx, r);
+    if (p->kind == SHIM_PK_DPTR || p->kind == SHIM_PK_RAW) return of_mapped(val[i], r);
     if (p->kind == SHIM_PK_VAL && (p->pflags & SHIM_PF_DEVICE)) {
-        int dev = (int)val[i];
+        dev = (int)val[i];
         /* Named by its device alone: the thread's context goes with it if it is that
          * device's, else none (the call needs none, or the server says it has none). */
         *r = (struct shim_route){.set = 1,
@@ -85,8 +135,8 @@ void shim_route_on_peer_call(int (*fn)(const struct shim_call *d, const uint64_t
     peer_call = fn;
 }
 
-int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_route *saved,
-                    CUresult *err)
+int shim_route_call(const struct shim_call *d, const uint64_t *val, void *const *ptr,
+                    struct shim_route *saved, CUresult *err)
 {
     *err = CUDA_SUCCESS;
     if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire)) return 0;
@@ -95,9 +145,9 @@ int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_
     /* Peer access between two servers' contexts: mirror.c's. */
     if (peer_call && peer_call(d, val, err)) return -2;
     struct shim_route to = {0}, other;
-    if (d->stream >= 0) of_param(d, d->stream, val, &to);
+    if (d->stream >= 0) of_param(d, d->stream, val, ptr, &to);
     for (int i = 0; i < d->nparams; i++) {
-        if (!of_param(d, i, val, &other)) continue;
+        if (!of_param(d, i, val, ptr, &other)) continue;
         if (!to.set)
             to = other;
         else if (apart(&to, &other)) {

@@ -236,8 +236,10 @@ extern _Atomic int shim_conns_extra;
  * (shim_route_end). 0 otherwise; *err is CUDA_ERROR_NOT_SUPPORTED (said once) when it names
  * objects of two connections; -1 for a stream's wait for another server's event
  * (shim_across_wait_event carries it). */
-int shim_route_call(const struct shim_call *d, const uint64_t *val, struct shim_route *saved,
-                    CUresult *err);
+int shim_route_call(const struct shim_call *d, const uint64_t *val, void *const *ptr,
+                    struct shim_route *saved, CUresult *err);
+/* The device whose server connection slot `slot` reaches (route.c), or -1. */
+int shim_slot_device(int slot);
 /* The same for a call enqueued on stream s (hand-written entry points), and for one about
  * something of context id ctx. */
 int shim_route_stream(CUstream s, struct shim_route *saved);
@@ -256,6 +258,26 @@ struct shim_range;
 CUresult shim_mirror_here(const struct shim_range *rg);
 void shim_mirror_made(const struct shim_range *rg);
 void shim_mirror_freeing(uint64_t base);
+/* physical.c: physical memory handles in a process moved to its GPUs' servers, kept with the
+ * connection that made each (all nothing in a process that did not move). Whether it keeps
+ * them; the device whose server holds the process's handle `client` (1), or 0 when it holds
+ * no such handle; a handle a call just returned from the server the thread's requests go to,
+ * taken in (*value becomes the process's value for it); one cuMemRelease of it, counted. */
+int shim_phys_live(void);
+int shim_phys_device(uint64_t client, int *dev);
+void shim_phys_made(uint64_t *value);
+void shim_phys_released(uint64_t client);
+/* Described call d's handles (values val, arguments args) as the server the thread's requests
+ * go to names them (spare holds the new values). A cuMemMap of another server's handle maps
+ * an import of it here, *imported (the process's value), which the caller releases after
+ * the call; 0 when none. */
+CUresult shim_phys_args(const struct shim_call *d, uint64_t *val, uint64_t *spare,
+                        const void **args, uint64_t *imported);
+/* Begins a route to the server of handle `client` when that is not where the thread's
+ * requests go: 1, and the caller ends it. Then that server's value of it (*server);
+ * CUDA_ERROR_INVALID_VALUE when another server holds it. */
+int shim_phys_route(uint64_t client, struct shim_route *saved);
+CUresult shim_phys_server(uint64_t client, uint64_t *server);
 /* The physical memory mapped at ptr (a mapping's start) mirrored in device xdev's server;
  * the mirrors of mappings in [base, base + len) closed (an unmap, vmm.c). */
 CUresult shim_mirror_vmm(uint64_t ptr, int xdev);
@@ -264,11 +286,13 @@ void shim_route_on_peer_call(int (*fn)(const struct shim_call *d, const uint64_t
                                        CUresult *err));
 /* ipc.c, through the connection the thread's requests go to: a mirror opened from another
  * server's handle (of memory: its allocation's address in *value; of physical memory: mapped
- * at `at`, *value = at) and closed; the handle of physical memory h of this server's. */
+ * at `at`, *value = at) and closed; the handle of physical memory h of this server's (the
+ * process's value of it); such a handle imported here (*handle: the process's value). */
 CUresult shim_ipc_mirror_open(const uint8_t handle[CU_IPC_HANDLE_SIZE], uint64_t at,
                               uint64_t *value);
 CUresult shim_ipc_mirror_close(uint64_t base);
 CUresult shim_ipc_vmm_handle(CUmemGenericAllocationHandle h, uint8_t out[CU_IPC_HANDLE_SIZE]);
+CUresult shim_ipc_vmm_import(const uint8_t bytes[CU_IPC_HANDLE_SIZE], uint64_t *handle);
 /* Whether the process has __managed__ variables (mvars.c). */
 int shim_mvar_live(void);
 /* replicas.c: libraries and kernels on each of the process's GPUs' servers. Whether they are
@@ -345,6 +369,10 @@ struct shim_range;
 int shim_current_device(void);
 /* Device of the context with this id (a live one, or a primary context's), or -1. */
 int shim_ctx_id_device(uint32_t id);
+/* A context id of the process's on device dev, to tag a request sent there that needs one:
+ * the thread's current context if it is dev's, else dev's primary context if active, else
+ * any active one of dev's; 0 when there is none. */
+uint32_t shim_ctx_of_device(int dev);
 /* CUDA_SUCCESS if the thread has a live current context, else CUDA_ERROR_INVALID_CONTEXT. */
 CUresult shim_need_ctx(void);
 /* For entry points that need an initialised, connected process and a current context. */

@@ -255,8 +255,10 @@ diff "$W/one-twogpus.log" "$W/moved-twogpus.log" || fail "twogpus through both G
 # device 1's stream waiting for device 0's event (an interprocess twin: interpose/across.c),
 # each device's own physical memory mapped with access for it (its grant goes to its own
 # server: interpose/moved.c), and device 0's granted to device 1 too, read by device 1's
-# kernel and copied on its stream (mapped in device 1's server: interpose/mirror.c).
-for prog in "twogpus --library" "cudart/twogpus" "twogpus --threads 30" "twogpus --hostfn" "twogpus --events" "twogpus --vmm" "twogpus --vmmpeer"; do
+# kernel and copied on its stream (mapped in device 1's server: interpose/mirror.c), and
+# device 0's physical memory handed to device 1 as a handle that device 1 maps itself (NCCL's
+# ranks in one process: an import of it in device 1's server, interpose/physical.c).
+for prog in "twogpus --library" "cudart/twogpus" "twogpus --threads 30" "twogpus --hostfn" "twogpus --events" "twogpus --vmm" "twogpus --vmmpeer" "twogpus --p2pmap"; do
     f=$W/moved-${prog//[ \/]/_}
     # shellcheck disable=SC2086 # the program and its flags
     MPSSHIM_SERVER_PER_GPU_MOVE=0 on - $B/tests/$prog >"$f.one" 2>&1 || { cat "$f.one"; fail "$prog through the pipe directory's server"; }

@@ -32,6 +32,9 @@
  *   --vmmpeer      device 0's physical memory (exportable as a POSIX descriptor, as NCCL
  *                  makes its buffers) mapped with access for both devices, read by a kernel
  *                  of device 1 and copied on device 1's stream (NCCL's ranks in one process);
+ *   --p2pmap       device 0's physical memory handed to device 1 as a handle, which device
+ *                  1 maps at an address of its own (NCCL's p2pMap for ranks in one process):
+ *                  read by device 1's kernel, written by device 1 and read back on device 0;
  *   --threads N    a thread per device then runs N rounds at once with the other's:
  *                  pageable memory copied in (through the staging slots: 1 MiB), vec_add,
  *                  the result copied back on the device's stream and checked.
@@ -148,6 +151,70 @@ static void *rounds(void *arg)
         w->passed++;
     }
     return NULL;
+}
+
+/* --p2pmap: what NCCL's ranks in one process do (p2pMap with cuMem): device 0's rank makes
+ * its buffer and hands its handle on; device 1's maps that handle at an address of its own
+ * and grants device 1 access, with its own context current, then releases the handle. */
+static void p2pmap(struct dev *g)
+{
+    CHECK(cuCtxSetCurrent(g[0].ctx));
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    size_t gran = 0, bytes = N * sizeof(float);
+    CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t size = (bytes + gran - 1) / gran * gran;
+    CUmemGenericAllocationHandle h, held;
+    CUdeviceptr va0, va1;
+    CUmemAccessDesc rw = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemCreate(&h, size, &prop, 0));
+    CHECK(cuMemAddressReserve(&va0, size, gran, 0, 0));
+    CHECK(cuMemMap(va0, size, 0, h, 0));
+    CHECK(cuMemSetAccess(va0, size, &rw, 1));
+    CHECK(cuMemsetD32(va0, 0x40000000u, N)); /* 2.0f */
+    CHECK(cuCtxSynchronize());
+    CHECK(cuMemRetainAllocationHandle(&held, (void *)(uintptr_t)va0)); /* the peer's reference */
+    printf("device 0's buffer: the handle retained from its mapping is the one made: %d\n",
+           held == h);
+
+    CHECK(cuCtxSetCurrent(g[1].ctx));
+    CUmemAllocationProp got;
+    memset(&got, 0, sizeof(got));
+    CHECK(cuMemGetAllocationPropertiesFromHandle(&got, held));
+    printf("device 1 reads its properties: device %d, exportable as a descriptor %d\n",
+           got.location.id,
+           !!(got.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    size_t gran1 = 0;
+    CHECK(cuMemGetAllocationGranularity(&gran1, &got, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CHECK(cuMemAddressReserve(&va1, size, gran1, 0, 0));
+    CHECK(cuMemMap(va1, size, 0, held, 0));
+    rw.location.id = 1;
+    CHECK(cuMemSetAccess(va1, size, &rw, 1));
+    CHECK(cuMemRelease(held));
+    int elems = N;
+    void *params[] = {&va1, &va1, &g[1].c, &elems};
+    CHECK(cuLaunchKernel(g[1].add, N / 256, 1, 1, 256, 1, 1, 0, g[1].s, params, NULL));
+    CHECK(cuMemcpyDtoHAsync(g[1].out, g[1].c, bytes, g[1].s));
+    CHECK(cuStreamSynchronize(g[1].s));
+    printf("device 1's kernel read device 0's buffer through its own mapping: %.1f %.1f\n",
+           g[1].out[0], g[1].out[N - 1]);
+    CHECK(cuMemsetD32Async(va1, 0x40400000u, N, g[1].s)); /* 3.0f */
+    CHECK(cuStreamSynchronize(g[1].s));
+
+    CHECK(cuCtxSetCurrent(g[0].ctx));
+    float back[2];
+    CHECK(cuMemcpyDtoH(&back[0], va0, sizeof(float)));
+    CHECK(cuMemcpyDtoH(&back[1], va0 + bytes - sizeof(float), sizeof(float)));
+    printf("device 0 reads what device 1 wrote there: %.1f %.1f\n", back[0], back[1]);
+    CHECK(cuCtxSetCurrent(g[1].ctx)); /* each rank frees its own mapping */
+    CHECK(cuMemUnmap(va1, size));
+    CHECK(cuMemAddressFree(va1, size));
+    CHECK(cuCtxSetCurrent(g[0].ctx));
+    CHECK(cuMemUnmap(va0, size));
+    CHECK(cuMemAddressFree(va0, size));
+    CHECK(cuMemRelease(h));
+    printf("both mappings gone, the handle released\n");
 }
 
 int main(int argc, char **argv)
@@ -333,6 +400,7 @@ int main(int argc, char **argv)
         CHECK(cuMemAddressFree(va, size));
         CHECK(cuMemRelease(h));
     }
+    if (t_has_flag(argc, argv, "--p2pmap")) p2pmap(g);
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--threads") != 0) continue;
         struct rounds w[2];

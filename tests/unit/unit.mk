@@ -66,3 +66,12 @@ all: $(B)/tests/unit/answer_test
 $(B)/tests/unit/answer_test: $(B)/obj/tests/unit/answer_test.o $(B)/obj/server/control/answer.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
+
+UNIT_BINS += $(B)/tests/unit/physical_test
+all: $(B)/tests/unit/physical_test
+
+# The shim's physical memory handles per connection (interpose/physical.c), its neighbours
+# stood in for by the test.
+$(B)/tests/unit/physical_test: $(B)/obj/tests/unit/physical_test.o $(B)/obj/interpose/physical.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS)

@@ -1,0 +1,195 @@
+/* Physical memory handles (CUmemGenericAllocationHandle) in a process moved to its GPUs'
+ * servers (MPSSHIM_SERVER_PER_GPU_MOVE, conn.c; issue 30). A handle is its server's driver
+ * value, known to that server alone, and two servers' drivers may give the same value. So here
+ * every handle the process holds is kept with the connection that made it: calls naming it go
+ * there (route.c), with that server's value; a value a second server gives that the process
+ * already holds from another is handed out as one of our own (SYNTH), unique in the process.
+ *
+ * A mapping is made where its address space was reserved: the thread's server. NCCL's ranks
+ * in one process map each other's buffers that way (p2pMap: the rank of device 1 reserves,
+ * maps device 0's handle and grants device 1 access). A cuMemMap naming a handle of another
+ * server maps an import of it instead: the handle exported by its server (CHAN_IPC_GET_VMM:
+ * its creator must have asked for POSIX descriptors, as NCCL does), imported here
+ * (CHAN_IPC_OPEN_VMM, which the two servers carry between them, server/memory/ipcpeer.c), and
+ * released once mapped: the mapping holds the memory, as natively.
+ *
+ * Counts: the driver's reference count of a handle is the number of cuMemCreate, import and
+ * retain answers less the releases; an entry lives while that is above 0 here (a retain
+ * answers the value held). In a process of one connection nothing here runs. */
+#include "interpose/shim.h"
+
+#include <stdlib.h>
+#include <uthash.h>
+
+/* Values handed out for a second server's handle whose value the process already holds:
+ * a counter under a tag no driver handle was seen to carry; one found held is skipped. */
+#define SYNTH 0x4d50530000000000ull
+
+struct at {
+    uint64_t slot, server; /* the connection's slot (rpc.c) and its server's value */
+};
+
+struct phys {
+    uint64_t client; /* the value the process knows */
+    struct at at;
+    int dev;       /* a device that connection serves: where a route goes (-1: shim_conn) */
+    uint32_t refs; /* the driver's references the process holds */
+    UT_hash_handle hc, hs;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct phys *by_client, *by_server; /* under lock */
+static uint64_t next_synth;                /* under lock */
+
+int shim_phys_live(void)
+{
+    int of;
+    return shim_moved_ordinal(&of) >= 0;
+}
+
+/* lock held: the entry of the process's value v, or NULL. */
+static struct phys *find(uint64_t v)
+{
+    struct phys *e = NULL;
+    HASH_FIND(hc, by_client, &v, sizeof(v), e);
+    return e;
+}
+
+int shim_phys_device(uint64_t client, int *dev)
+{
+    if (!shim_phys_live()) return 0;
+    pthread_mutex_lock(&lock);
+    struct phys *e = find(client);
+    if (e) *dev = e->dev;
+    pthread_mutex_unlock(&lock);
+    return e != NULL;
+}
+
+/* The server's value of client's handle on connection `to` (*server), or what it is when
+ * the process does not hold it (the server refuses it as the driver would): 0. -1 when it is
+ * another connection's (*dev: a device of that one). */
+static int server_value(uint64_t client, const struct shim_conn *to, uint64_t *server, int *dev)
+{
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    struct phys *e = find(client);
+    *server = client;
+    if (e && e->at.slot == (uint64_t)to->slot) {
+        *server = e->at.server;
+    } else if (e) {
+        *dev = e->dev;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+void shim_phys_made(uint64_t *value)
+{
+    if (!shim_phys_live() || !*value) return;
+    struct shim_conn *c = shim_route_conn();
+    struct at at = {.slot = (uint64_t)c->slot, .server = *value};
+    pthread_mutex_lock(&lock);
+    struct phys *e = NULL;
+    HASH_FIND(hs, by_server, &at, sizeof(at), e);
+    if (e) { /* a retain, or an import the driver answered with a handle held already */
+        e->refs++;
+        *value = e->client;
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    if (!(e = calloc(1, sizeof(*e)))) {
+        /* Not kept: its calls go to the thread's server, as in a process of one. */
+        pthread_mutex_unlock(&lock);
+        shim_log("physical memory handle %#llx: no memory to keep it (said each time)",
+                 (unsigned long long)*value);
+        return;
+    }
+    uint64_t client = *value;
+    int of, dev = shim_route_device();
+    if (dev < 0) dev = shim_moved_ordinal(&of); /* shim_conn's device */
+    while (find(client))
+        client = SYNTH | (++next_synth & 0xffffffffffull);
+    *e = (struct phys){.client = client, .at = at, .dev = dev, .refs = 1};
+    HASH_ADD(hc, by_client, client, sizeof(e->client), e);
+    HASH_ADD(hs, by_server, at, sizeof(e->at), e);
+    *value = client;
+    pthread_mutex_unlock(&lock);
+}
+
+void shim_phys_released(uint64_t client)
+{
+    if (!shim_phys_live()) return;
+    pthread_mutex_lock(&lock);
+    struct phys *e = find(client);
+    if (e && --e->refs == 0) {
+        HASH_DELETE(hc, by_client, e);
+        HASH_DELETE(hs, by_server, e);
+        free(e);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* client's handle, of device dev's server, imported in the server the thread's requests go to
+ * (*here: the process's value of the import, which the caller releases). */
+static CUresult import(uint64_t client, int dev, uint64_t *here)
+{
+    uint8_t bytes[CU_IPC_HANDLE_SIZE];
+    struct shim_route saved;
+    shim_route_begin(&saved, dev, shim_ctx_of_device(dev));
+    CUresult r = shim_ipc_vmm_handle(client, bytes);
+    shim_route_end(&saved);
+    if (r != CUDA_SUCCESS) {
+        static _Atomic int said;
+        if (!atomic_exchange(&said, 1))
+            shim_log("cuMemMap of physical memory another GPU's server of this process holds: "
+                     "it cannot be carried there (not made exportable as a POSIX descriptor)"
+                     ": the driver's error (said once)");
+        return r;
+    }
+    return shim_ipc_vmm_import(bytes, here);
+}
+
+CUresult shim_phys_args(const struct shim_call *d, uint64_t *val, uint64_t *spare,
+                        const void **args, uint64_t *imported)
+{
+    *imported = 0;
+    if (!shim_phys_live()) return CUDA_SUCCESS;
+    struct shim_conn *to = shim_route_conn();
+    for (int i = 0; i < d->nparams; i++) {
+        const struct shim_param *p = &d->params[i];
+        if (p->kind != SHIM_PK_HANDLE || p->htype != SHIM_HT_CUmemGenericAllocationHandle) continue;
+        uint64_t there;
+        int dev = -1;
+        if (server_value(val[i], to, &there, &dev) != 0) {
+            /* Another server's: only a mapping comes here with it (route.c sends the rest
+             * to its server). */
+            if (d != &shim_calls[SHIM_ID_cuMemMap]) return CUDA_ERROR_INVALID_VALUE;
+            CUresult r = import(val[i], dev, imported);
+            if (r != CUDA_SUCCESS) return r;
+            if (server_value(*imported, to, &there, &dev) != 0) return CUDA_ERROR_UNKNOWN;
+        }
+        val[i] = spare[i] = there;
+        args[i] = &spare[i];
+    }
+    return CUDA_SUCCESS;
+}
+
+int shim_phys_route(uint64_t client, struct shim_route *saved)
+{
+    int dev;
+    if (!shim_phys_device(client, &dev) || shim_conn_of_device(dev) == shim_route_conn()) return 0;
+    shim_route_begin(saved, dev, shim_ctx_of_device(dev));
+    return 1;
+}
+
+CUresult shim_phys_server(uint64_t client, uint64_t *server)
+{
+    int dev = -1;
+    if (!shim_phys_live()) {
+        *server = client;
+        return CUDA_SUCCESS;
+    }
+    return server_value(client, shim_route_conn(), server, &dev) == 0 ? CUDA_SUCCESS
+                                                                      : CUDA_ERROR_INVALID_VALUE;
+}
