@@ -125,12 +125,16 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
         if (!ptr[i] && !makes) continue;
         if (p->kind == SHIM_PK_RANGE || makes) {
             uint64_t size;
-            /* Reserved address space is no memory a copy or pointer query may name. */
-            if ((shim_types[p->htype].flags & SHIM_TF_UNMAPPED) ||
-                chan_size_eval(d, &p->span->width, val, ptr, &size) != 0)
+            uint64_t base = makes ? val[i] : *(const uint64_t *)ptr[i];
+            if (chan_size_eval(d, &p->span->width, val, ptr, &size) != 0) continue;
+            /* Reserved address space is no memory a copy or pointer query may name; which
+             * server holds it is kept apart (reserved.c). */
+            if (shim_types[p->htype].flags & SHIM_TF_UNMAPPED) {
+                shim_reserved_made(base, size);
                 continue;
+            }
             struct shim_range rg = {
-                .base = makes ? val[i] : *(const uint64_t *)ptr[i],
+                .base = base,
                 .size = size,
                 .kind = p->htype,
                 .ctx = (shim_types[p->htype].flags & SHIM_TF_CONTEXT_FREE) ||
@@ -320,6 +324,8 @@ CUresult shim_forward(int id, const void *const *argv)
     if (r == CUDA_SUCCESS && d->destroys >= 0 &&
         d->params[d->destroys].htype == SHIM_HT_CUmemGenericAllocationHandle)
         shim_phys_released(*(const uint64_t *)argv[d->destroys]);
+    if (r == CUDA_SUCCESS && d == &shim_calls[SHIM_ID_cuMemAddressFree])
+        shim_reserved_freed(*(const CUdeviceptr *)argv[0]);
     if (routed) shim_route_end(&saved);
     return r;
 }

@@ -472,7 +472,7 @@ void shim_fall_back(const char *why);
  * Why at the first context: nothing of the client's need be in the first server yet but its
  * connection, so the move can lose nothing. It moves only when that server says it holds no
  * record of the client's (CHAN_OP_HOLDS, answered after everything sent before it), no
- * other thread has a reply lane, and nothing with effects was sent since that answer
+ * other thread awaits a reply, and nothing with effects was sent since that answer
  * (shim_rpc_alone), so that nothing is on its way to the old server; else it stays there,
  * said once (what cudart loads before the context, libraries for one, is such a record). It keeps
  * the first server's description of its devices (the new server publishes only its one device). The
@@ -651,7 +651,7 @@ CUresult shim_gpu_server_for(int dev)
         gpu_dir[0] = '\0';
         shim_log("MPSSHIM_SERVER_PER_GPU: staying with the pipe directory's server, which "
                  "serves every GPU (%s)",
-                 rc == -1   ? "other threads of it had called CUDA before its first context"
+                 rc == -1   ? "another thread of it awaited a reply at its first context"
                  : rc == -2 ? "another thread sent work at the first context"
                  : rc == -3 ? "the device's CUDA_VISIBLE_DEVICES entry cannot name a folder"
                             : "it holds objects there made before its first context");

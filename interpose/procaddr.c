@@ -141,7 +141,9 @@ static uint8_t *fetch_all(uint32_t *total, const char **why)
         }
         memcpy(q.payload, &off, sizeof(off));
         shim_req_send(&q);
-        if (chan_lane_wait(&shim_conn.ch, (uint32_t)q.lane, q.seq0, &w) != 0) {
+        int gone = chan_lane_wait(&shim_conn.ch, (uint32_t)q.lane, q.seq0, &w) != 0;
+        shim_req_done(&q);
+        if (gone) {
             *why = "the server went away";
             goto fail;
         }

@@ -2,11 +2,11 @@
  * its GPU's server that uses several GPUs: conn.c, issue 30). Each GPU's server knows only
  * what was made through it, so a call goes to the server of what it names: the stream it is
  * enqueued on, a stream, event or graph exec the client knows, a module or function of a
- * context, a context, a device, a device address or mapping, a physical memory handle
- * (physical.c) or properties naming a device; else to its thread's context's (rpc.c). A
- * stream's wait for another server's event is carried by across.c, peer access between two
- * servers' contexts by mirror.c (and copies between their memory by memcpy.c, through
- * mirror.c); any other call that names objects of two of them is refused with
+ * context, a context, a device, a device address, mapping or reserved address space
+ * (reserved.c), a physical memory handle (physical.c) or properties naming a device; else to its
+ * thread's context's (rpc.c). A stream's wait for another server's event is carried by across.c,
+ * peer access between two servers' contexts by mirror.c (and copies between their memory by
+ * memcpy.c, through mirror.c); any other call that names objects of two of them is refused with
  * CUDA_ERROR_NOT_SUPPORTED, said once. In a process of one connection nothing here runs. */
 #include "interpose/shim.h"
 
@@ -83,7 +83,9 @@ static int of_param(const struct shim_call *d, int i, const uint64_t *val, void 
     if (p->kind == SHIM_PK_CTX) return of_ctx((uint32_t)val[i], r);
     if (p->kind == SHIM_PK_DPTR && shim_range_find(val[i], 1, &rg) == 0 && rg.ctx)
         return of_ctx(rg.ctx, r);
-    if (p->kind == SHIM_PK_DPTR || p->kind == SHIM_PK_RAW) return of_mapped(val[i], r);
+    /* A mapping, or address space: where it was mapped or reserved (reserved.c). */
+    if (p->kind == SHIM_PK_DPTR || p->kind == SHIM_PK_RAW)
+        return of_mapped(val[i], r) || (shim_reserved_device(val[i], &dev) && of_device(dev, r));
     if (p->kind == SHIM_PK_VAL && (p->pflags & SHIM_PF_DEVICE)) {
         dev = (int)val[i];
         /* Named by its device alone: the thread's context goes with it if it is that

@@ -15,15 +15,21 @@
  *    later sync call sees every earlier async call submitted). Held only while a record is
  *    written.
  *  - lanes: lanes are owned by threads until they exit (`used`, bit i: lane i owned).
+ *  - waiting: requests sent whose reply their thread has not taken yet (counted under the
+ *    ring lock as they are begun, down as their wait returns): each waits on its lane of the
+ *    connection's segment as it was when the request was sent.
  * A slot's connection never changes while it has requests (a move to a GPU's server,
- * conn.c, replaces shim_conn under shim_rpc_alone, which holds slot 0's locks). */
+ * conn.c, replaces shim_conn under shim_rpc_alone, which holds slot 0's locks, and only
+ * while none is waiting). A thread keeps its lane's number across a move: the new segment's
+ * lanes are all free, and the old segment stays mapped (conn.c). */
 static struct link {
     pthread_mutex_t ring, lanes;
     pthread_cond_t freed;
     uint64_t used;
+    _Atomic int waiting;
 } links[SHIM_CONNS] = {[0 ... SHIM_CONNS - 1] = {PTHREAD_MUTEX_INITIALIZER,
                                                  PTHREAD_MUTEX_INITIALIZER,
-                                                 PTHREAD_COND_INITIALIZER, 0}};
+                                                 PTHREAD_COND_INITIALIZER, 0, 0}};
 
 struct shim_conn *_Atomic shim_dev_conns[CHAN_MAX_DEVICES];
 _Atomic int shim_conns_extra;
@@ -291,18 +297,18 @@ static int my_lane(int s)
 int shim_rpc_alone(int (*fn)(void *), void *arg, uint64_t work_seen)
 {
     /* No other thread may take a lane (lane_lock) or write a record (ring_lock) meanwhile:
-     * with no other lane owned and nothing with effects sent since the caller's look, no
-     * request of another thread is on its way or awaits a reply, and none can start before
-     * fn returns. */
+     * with no reply awaited (waiting: the calling thread awaits none either) and nothing
+     * with effects sent since the caller's look, no request of another thread is on its way
+     * or awaits a reply, and none can start before fn returns. Threads that own a lane but
+     * wait for nothing (a runtime's threads that asked about devices before the first
+     * context, as JAX's do) send their next requests to the new connection. */
     struct link *k = &links[0];
     pthread_mutex_lock(&k->lanes);
-    uint64_t mine = self.lane[0] ? 1ull << (self.lane[0] - 1) : 0;
-    int rc = -1;
-    if ((k->used & ~mine) == 0) {
-        pthread_mutex_lock(&k->ring);
-        rc = atomic_load(&shim_work_sent) != work_seen ? -2 : fn(arg);
-        pthread_mutex_unlock(&k->ring);
-    }
+    pthread_mutex_lock(&k->ring);
+    int rc = atomic_load(&k->waiting) != 0               ? -1
+             : atomic_load(&shim_work_sent) != work_seen ? -2
+                                                         : fn(arg);
+    pthread_mutex_unlock(&k->ring);
     pthread_mutex_unlock(&k->lanes);
     return rc;
 }
@@ -337,8 +343,17 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
     q->rec->thread = tno;
     q->rec->ctx = shim_route_ctx();
     q->payload = (uint8_t *)(q->rec + 1);
-    if (reply) q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
+    if (reply) {
+        q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
+        atomic_fetch_add_explicit(&k->waiting, 1, memory_order_relaxed);
+    }
     return CUDA_SUCCESS;
+}
+
+void shim_req_done(struct shim_req *q)
+{
+    if (q->lane >= 0)
+        atomic_fetch_sub_explicit(&links[q->conn->slot].waiting, 1, memory_order_release);
 }
 
 void shim_req_send(struct shim_req *q)
@@ -371,8 +386,9 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
         if (bound < w.gpu_spin_ns) w.gpu_spin_ns = bound;
         t0 = chan_now_ns();
     }
-    if (chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0)
-        return shim_conn_dead_error(q->conn);
+    int gone = chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0;
+    shim_req_done(q); /* its reply stays readable: the segment stays mapped */
+    if (gone) return shim_conn_dead_error(q->conn);
     if (t0) {
         uint64_t took = chan_now_ns() - t0;
         if (took > w.spin_ns) gpu_waits_long = took > crowded_gpu_spin_ns();

@@ -169,6 +169,9 @@ void shim_req_send(struct shim_req *q);
 /* Waits for the reply of a sent request. Returns the server's result; *data and *len point
  * into the lane (valid until this thread's next request). */
 CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len);
+/* The reply of request q (begun with one) taken by a wait of the caller's own instead of
+ * shim_req_wait, which does this itself: it no longer holds up a move (shim_rpc_alone). */
+void shim_req_done(struct shim_req *q);
 
 /* One round trip: payload in, up to `cap` reply bytes copied to `out` (*outlen gets the
  * server's length; NULL when none is wanted). */
@@ -278,6 +281,12 @@ CUresult shim_phys_args(const struct shim_call *d, uint64_t *val, uint64_t *spar
  * CUDA_ERROR_INVALID_VALUE when another server holds it. */
 int shim_phys_route(uint64_t client, struct shim_route *saved);
 CUresult shim_phys_server(uint64_t client, uint64_t *server);
+/* reserved.c: address space reserved by a process moved to its GPUs' servers, kept with the
+ * device whose server reserved it: one just reserved through the server the thread's
+ * requests go to, one freed, and the device of the reservation that holds addr (1), or 0. */
+void shim_reserved_made(uint64_t base, uint64_t size);
+void shim_reserved_freed(uint64_t base);
+int shim_reserved_device(uint64_t addr, int *dev);
 /* The physical memory mapped at ptr (a mapping's start) mirrored in device xdev's server;
  * the mirrors of mappings in [base, base + len) closed (an unmap, vmm.c). */
 CUresult shim_mirror_vmm(uint64_t ptr, int xdev);

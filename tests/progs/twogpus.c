@@ -35,6 +35,10 @@
  *   --p2pmap       device 0's physical memory handed to device 1 as a handle, which device
  *                  1 maps at an address of its own (NCCL's p2pMap for ranks in one process):
  *                  read by device 1's kernel, written by device 1 and read back on device 0;
+ *   --early-thread a second thread asks whether device 0 reaches device 1 before the first
+ *                  context, and keeps its reply lane, idle, while the main thread makes it
+ *                  (a moved process moves all the same: interpose/rpc.c); it then uses
+ *                  device 1's memory;
  *   --threads N    a thread per device then runs N rounds at once with the other's:
  *                  pageable memory copied in (through the staging slots: 1 MiB), vec_add,
  *                  the result copied back on the device's stream and checked.
@@ -207,14 +211,46 @@ static void p2pmap(struct dev *g)
     CHECK(cuMemcpyDtoH(&back[0], va0, sizeof(float)));
     CHECK(cuMemcpyDtoH(&back[1], va0 + bytes - sizeof(float), sizeof(float)));
     printf("device 0 reads what device 1 wrote there: %.1f %.1f\n", back[0], back[1]);
-    CHECK(cuCtxSetCurrent(g[1].ctx)); /* each rank frees its own mapping */
+    /* Device 1's mapping and reservation freed with device 0's context current (the
+     * process's address space, whichever device is current). */
     CHECK(cuMemUnmap(va1, size));
     CHECK(cuMemAddressFree(va1, size));
-    CHECK(cuCtxSetCurrent(g[0].ctx));
     CHECK(cuMemUnmap(va0, size));
     CHECK(cuMemAddressFree(va0, size));
     CHECK(cuMemRelease(h));
     printf("both mappings gone, the handle released\n");
+}
+
+/* --early-thread: a thread that asks about the devices before the first context (as a
+ * runtime's threads do: JAX's), then waits, idle, while the main thread makes it; then uses
+ * device 1 itself. */
+static pthread_mutex_t early_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t early_cond = PTHREAD_COND_INITIALIZER;
+static int early_stage; /* 1: it asked; 2: go on */
+static struct dev *early_g;
+
+static void *early_thread(void *arg)
+{
+    (void)arg;
+    int can = -1;
+    CHECK(cuDeviceCanAccessPeer(&can, 0, 1));
+    pthread_mutex_lock(&early_lock);
+    early_stage = 1;
+    pthread_cond_broadcast(&early_cond);
+    while (early_stage != 2)
+        pthread_cond_wait(&early_cond, &early_lock);
+    pthread_mutex_unlock(&early_lock);
+    CHECK(cuCtxSetCurrent(early_g[1].ctx));
+    CUdeviceptr p;
+    unsigned back = 0;
+    CHECK(cuMemAlloc(&p, 4096));
+    CHECK(cuMemsetD32(p, 0x5a5a5a5au, 1024));
+    CHECK(cuMemcpyDtoH(&back, p + 4092, sizeof(back)));
+    CHECK(cuMemFree(p));
+    printf("a thread that asked before the first context: peer access %d, then device 1's "
+           "memory set and read back: %#x\n",
+           can, back);
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -224,6 +260,15 @@ int main(int argc, char **argv)
     int n = 0;
     CHECK(cuDeviceGetCount(&n));
     if (n < 2) t_skip("needs two devices, found %d", n);
+    pthread_t early;
+    int early_on = t_has_flag(argc, argv, "--early-thread");
+    if (early_on) {
+        REQUIRE(pthread_create(&early, NULL, early_thread, NULL) == 0, "no thread");
+        pthread_mutex_lock(&early_lock);
+        while (early_stage != 1)
+            pthread_cond_wait(&early_cond, &early_lock);
+        pthread_mutex_unlock(&early_lock);
+    }
     CUlibrary lib = NULL;
     struct dev g[2];
     memset(g, 0, sizeof(g));
@@ -249,6 +294,14 @@ int main(int argc, char **argv)
     for (int d = 0; d < 2; d++)
         start(&g[d], d, pageable, pinned);
     t_ok("both devices started");
+    if (early_on) {
+        early_g = g;
+        pthread_mutex_lock(&early_lock);
+        early_stage = 2;
+        pthread_cond_broadcast(&early_cond);
+        pthread_mutex_unlock(&early_lock);
+        pthread_join(early, NULL);
+    }
     if (t_has_flag(argc, argv, "--lose1")) {
         printf("started\n");
         fflush(stdout);
