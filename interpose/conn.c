@@ -623,6 +623,8 @@ static CUresult open_device(int dev)
     return CUDA_SUCCESS;
 }
 
+static CUresult move_at_first(int dev);
+
 CUresult shim_gpu_server_for(int dev)
 {
     if (moved_of) {
@@ -635,6 +637,14 @@ CUresult shim_gpu_server_for(int dev)
     }
     if (moved_tried) return CUDA_SUCCESS;
     moved_tried = 1;
+    CUresult r = move_at_first(dev);
+    shim_rpc_count_waits(0); /* decided: no move comes any more */
+    return r;
+}
+
+/* shim_gpu_server_for's first call in a process that did not move yet: the move, or not. */
+static CUresult move_at_first(int dev)
+{
     if (!chan_setting_num(CHAN_SET_SERVER_PER_GPU) ||
         !chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) || gpu_dir[0] ||
         atomic_load(&conn_state) != CONN_UP || shim_conn.dev.ndev < 2 || dev < 0 ||
@@ -680,6 +690,11 @@ CUresult shim_connect(void)
         pthread_atfork(NULL, NULL, on_fork_child);
         pick_gpu_server();
         conn_error = connect_or_start(conn_why, sizeof(conn_why));
+        /* A move to a GPU's server may come: it needs to know that no reply is awaited. */
+        if (conn_error == CUDA_SUCCESS && !gpu_dir[0] &&
+            chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
+            chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE))
+            shim_rpc_count_waits(1);
         /* Before any answer: cuGetProcAddress waits for this decision like every entry. */
         if (conn_error == CUDA_SUCCESS) shim_procaddr_fetch(shim_conn.server_minor);
         if (conn_error == CUDA_SUCCESS && CHAN_PROFILING) atexit(profile_at_exit);

@@ -10,24 +10,17 @@
  *   ranks on NVLinked GPUs took the shared-memory transport (11x slower than P2P for a
  *   256 MiB all_reduce on two H200s); told the truth, it shares memory by POSIX descriptors,
  *   which cross servers (server/memory/ipcpeer.c), at P2P's speed.
- * - cuMemSetAccess descriptors naming another device are dropped, and the call succeeds
- *   when none is left. Access is a process's own: natively, this process granting device 1
- *   access to memory of device 0 changes only what its own contexts on device 1 may touch,
- *   and a moved client has none (a context there is refused: conn.c). The process that uses
- *   device 1 is another one, which maps the memory from a descriptor in its own server and
- *   grants its own access there, as NCCL's ranks do.
+ * - cuMemSetAccess descriptors naming a device the memory's server does not hold are taken
+ *   out, and the call succeeds when none is left. Access is a process's own: natively, this
+ *   process granting device 1 access to memory of device 0 changes only what its own
+ *   contexts on device 1 may touch. Where it has one, through device 1's own server (route.c),
+ *   the memory is mapped there (mirror.c); where it has none, nothing of its is there to
+ *   touch it (another process that uses device 1 maps the memory from a descriptor in its
+ *   own server and grants its own access there, as NCCL's ranks do).
  *
  * A pair the first server's driver did not answer is forwarded, and the new server refuses
  * it as a device it does not have. */
 #include "interpose/shim.h"
-
-/* Whether d is one of the process's devices other than its first server's (0 when not
- * moved). */
-static int other(CUdevice d)
-{
-    int of, own = shim_moved_ordinal(&of);
-    return own >= 0 && d != own && d >= 0 && d < of && d < CHAN_MAX_DEVICES;
-}
 
 /* Two different devices of a moved process's (so one at least is another than its
  * server's). */
@@ -77,7 +70,8 @@ static struct shim_conn *serving(int d)
 /* cuMemSetAccess(ptr, size, desc, count) without the descriptors naming a device that the
  * memory's server does not hold: in a process using two GPUs' servers, a grant of device 1 on
  * memory of device 1's server is kept (it goes there); one on device 0's memory is carried by
- * mapping that memory in device 1's server (mirror.c), said once where it cannot be.
+ * mapping that memory in device 1's server (mirror.c), said once where it cannot be (no
+ * context on device 1 yet, or memory that cannot be exported).
  * The kept ones live here until the call returns on this thread. More descriptors than a
  * process has devices (repeats) are sent as they are, and refused there. */
 static _Thread_local CUmemAccessDesc kept[CHAN_MAX_DEVICES];
@@ -98,17 +92,26 @@ static int access_rewrite(const void **args)
     struct shim_conn *to = shim_conn_of_device(dev);
     for (size_t i = 0; i < count; i++) {
         int d = desc[i].location.id;
-        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !other(d) || serving(d) == to) {
+        /* Not a device of the process's (the server refuses it as the driver would), or
+         * one the memory's server holds: the grant goes there. The first server's device is
+         * not always that one: a process whose first context was device 1's grants device 1
+         * access to device 0's memory (XLA grants every peer). */
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || d < 0 || d >= of ||
+            d >= CHAN_MAX_DEVICES || serving(d) == to) {
             kept[n++] = desc[i];
-        } else if (serving(d) &&
+        } else if (!serving(d) ||
                    shim_mirror_vmm(*(const CUdeviceptr *)args[0], d) != CUDA_SUCCESS) {
+            /* No server of d's yet (no context there) holds anything to map it into; or it
+             * could not be mapped there. */
             static _Atomic int said;
             if (!atomic_exchange(&said, 1))
                 shim_log("cuMemSetAccess: device %d's access to memory of another GPU's server "
-                         "of this process could not be granted: that memory could not be mapped "
-                         "there (not made exportable as a POSIX descriptor, or not a mapping's "
-                         "start) (said once)",
-                         d);
+                         "of this process could not be granted: %s (said once)",
+                         d,
+                         !serving(d) ? "the process has no context on that device yet"
+                                     : "that memory could not be mapped there (not made "
+                                       "exportable as a POSIX descriptor, or not a mapping's "
+                                       "start)");
         }
     }
     if (n == count) return 0;

@@ -294,6 +294,10 @@ static int my_lane(int s)
     return l;
 }
 
+/* Whether slot 0's requests are counted in `waiting`: only while a move may still come
+ * (conn.c), so that other processes pay nothing for it. A request remembers whether it was. */
+static _Atomic int count_waits;
+
 int shim_rpc_alone(int (*fn)(void *), void *arg, uint64_t work_seen)
 {
     /* No other thread may take a lane (lane_lock) or write a record (ring_lock) meanwhile:
@@ -343,17 +347,21 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
     q->rec->thread = tno;
     q->rec->ctx = shim_route_ctx();
     q->payload = (uint8_t *)(q->rec + 1);
-    if (reply) {
-        q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
-        atomic_fetch_add_explicit(&k->waiting, 1, memory_order_relaxed);
-    }
+    q->counted =
+        reply && k == &links[0] && atomic_load_explicit(&count_waits, memory_order_relaxed);
+    if (reply) q->seq0 = atomic_load_explicit(&c->lanes[q->lane].seq, memory_order_acquire);
+    if (q->counted) atomic_fetch_add_explicit(&k->waiting, 1, memory_order_relaxed);
     return CUDA_SUCCESS;
 }
 
 void shim_req_done(struct shim_req *q)
 {
-    if (q->lane >= 0)
-        atomic_fetch_sub_explicit(&links[q->conn->slot].waiting, 1, memory_order_release);
+    if (q->counted) atomic_fetch_sub_explicit(&links[0].waiting, 1, memory_order_release);
+}
+
+void shim_rpc_count_waits(int on)
+{
+    atomic_store(&count_waits, on);
 }
 
 void shim_req_send(struct shim_req *q)

@@ -147,6 +147,7 @@ struct shim_req {
     uint8_t *payload; /* right after the header */
     int lane;         /* -1 for requests without a reply */
     int quiet;        /* SHIM_RQ_QUIET */
+    int counted;      /* counted as awaiting its reply (rpc.c: a move waits for none) */
     uint32_t seq0;
 };
 
@@ -172,6 +173,10 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len);
 /* The reply of request q (begun with one) taken by a wait of the caller's own instead of
  * shim_req_wait, which does this itself: it no longer holds up a move (shim_rpc_alone). */
 void shim_req_done(struct shim_req *q);
+/* Whether requests to shim_conn are counted while their replies are awaited, which a move to
+ * a GPU's server needs (shim_rpc_alone): on from the first connection while one may come,
+ * off once it is decided (conn.c). */
+void shim_rpc_count_waits(int on);
 
 /* One round trip: payload in, up to `cap` reply bytes copied to `out` (*outlen gets the
  * server's length; NULL when none is wanted). */

@@ -35,6 +35,9 @@
  *   --p2pmap       device 0's physical memory handed to device 1 as a handle, which device
  *                  1 maps at an address of its own (NCCL's p2pMap for ranks in one process):
  *                  read by device 1's kernel, written by device 1 and read back on device 0;
+ *   --device1-first device 1's primary context is retained before device 0's (with
+ *                  --vmmpeer: the grant of device 1 goes to device 1's server, the process's
+ *                  first, while the memory lies in device 0's);
  *   --early-thread a second thread asks whether device 0 reaches device 1 before the first
  *                  context, and keeps its reply lane, idle, while the main thread makes it
  *                  (a moved process moves all the same: interpose/rpc.c); it then uses
@@ -274,6 +277,14 @@ int main(int argc, char **argv)
     memset(g, 0, sizeof(g));
     float *pageable = malloc(N * sizeof(float)), *pinned = NULL;
     REQUIRE(pageable != NULL, "out of host memory");
+    /* --device1-first: device 1's context is the process's first (a runtime's threads may
+     * make them in any order: XLA's do), so its moved process's first server is device 1's. */
+    CUcontext first1 = NULL;
+    if (t_has_flag(argc, argv, "--device1-first")) {
+        CUdevice d1;
+        CHECK(cuDeviceGet(&d1, 1));
+        CHECK(cuDevicePrimaryCtxRetain(&first1, d1));
+    }
     /* Device 0's context current for the pinned allocation: every context may use it. */
     CUdevice d0;
     CUcontext c0;
@@ -485,6 +496,7 @@ int main(int argc, char **argv)
     for (int d = 0; d < 2; d++)
         CHECK(cuDevicePrimaryCtxRelease(g[d].dev));
     CHECK(cuDevicePrimaryCtxRelease(d0));
+    if (first1) CHECK(cuDevicePrimaryCtxRelease(g[1].dev));
     if (lib) CHECK(cuLibraryUnload(lib));
     free(pageable);
     t_pass();
