@@ -222,6 +222,10 @@ skipped() { [[ " ${MPSSHIM_GPU_SKIP:-} " == *" $1 "* ]]; }
 multigpu_tier() {
     mkdir -p "$LOGDIR/frameworks"
     record_rows < <(bash "$ROOT/tests/gpu_multi.sh" "$B" "$LOGDIR/frameworks" 2>&1 | tee -a "$LOG")
+    # Every driver-API program through a process's GPUs' own servers, as if that were the
+    # default (tests/moved_programs.sh): one server's output, or the documented refusal.
+    [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ] &&
+        script_row moved-programs 500 "moved_programs.sh" "^moved programs:"
 }
 
 # record_rows: a row for each "== NAME: VERDICT (note)" line of stdin (run.sh's, gpu_multi.sh's).
