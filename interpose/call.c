@@ -151,6 +151,9 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
         } else if (p->kind == SHIM_PK_OUT && p->creates &&
                    p->htype == SHIM_HT_CUmemGenericAllocationHandle) {
             shim_phys_made((uint64_t *)ptr[i]); /* the process's value of it (physical.c) */
+        } else if (p->kind == SHIM_PK_OUT && shim_owned_kind(p->htype)) {
+            /* A graph or pool, made or named: where it lives (owned.c). */
+            shim_owned_made(p->htype, *(const uint64_t *)ptr[i]);
         } else if (p->kind == SHIM_PK_OUT && p->creates && p->htype &&
                    (shim_types[p->htype].flags & SHIM_TF_CLIENT)) {
             struct shim_known k = {.ctx = ctx};
@@ -326,6 +329,8 @@ CUresult shim_forward(int id, const void *const *argv)
         shim_phys_released(*(const uint64_t *)argv[d->destroys]);
     if (r == CUDA_SUCCESS && d == &shim_calls[SHIM_ID_cuMemAddressFree])
         shim_reserved_freed(*(const CUdeviceptr *)argv[0]);
+    if (r == CUDA_SUCCESS && d->destroys >= 0 && shim_owned_kind(d->params[d->destroys].htype))
+        shim_owned_gone(d->params[d->destroys].htype, *(const uint64_t *)argv[d->destroys]);
     if (routed) shim_route_end(&saved);
     return r;
 }

@@ -3,7 +3,8 @@
  * what was made through it, so a call goes to the server of what it names: the stream it is
  * enqueued on, a stream, event or graph exec the client knows, a module or function of a
  * context, a context, a device, a device address, mapping or reserved address space
- * (reserved.c), a physical memory handle (physical.c) or properties naming a device; else to its
+ * (reserved.c), a physical memory handle (physical.c), a graph or pool (owned.c) or
+ * properties naming a device; else to its
  * thread's context's (rpc.c). A stream's wait for another server's event is carried by across.c,
  * peer access between two servers' contexts by mirror.c (and copies between their memory by
  * memcpy.c, through mirror.c); any other call that names objects of two of them is refused with
@@ -49,12 +50,19 @@ static int of_mapped(uint64_t addr, struct shim_route *r)
            of_device(dev, r);
 }
 
-/* The device of physical memory's properties (cuMemCreate, cuMemGetAllocationGranularity):
- * that device's server makes it and knows its granularity. */
+/* The device of physical memory's or a pool's properties (cuMemCreate,
+ * cuMemGetAllocationGranularity, cuMemPoolCreate): that device's server makes it and knows
+ * its granularity. */
 static int of_prop(const struct shim_param *p, const void *prop, struct shim_route *r)
 {
-    if (!prop || !p->st || strcmp(p->st->name, "CUmemAllocationProp") != 0) return 0;
-    const CUmemLocation *l = &((const CUmemAllocationProp *)prop)->location;
+    const CUmemLocation *l;
+    if (!prop || !p->st) return 0;
+    if (strcmp(p->st->name, "CUmemAllocationProp") == 0)
+        l = &((const CUmemAllocationProp *)prop)->location;
+    else if (strcmp(p->st->name, "CUmemPoolProps") == 0)
+        l = &((const CUmemPoolProps *)prop)->location;
+    else
+        return 0;
     return l->type == CU_MEM_LOCATION_TYPE_DEVICE && l->id >= 0 && l->id < CHAN_MAX_DEVICES &&
            of_device(l->id, r);
 }
@@ -74,6 +82,9 @@ static int of_param(const struct shim_call *d, int i, const uint64_t *val, void 
     if (p->kind == SHIM_PK_HANDLE && p->htype == SHIM_HT_CUmemGenericAllocationHandle)
         return d != &shim_calls[SHIM_ID_cuMemMap] && shim_phys_device(val[i], &dev) &&
                of_device(dev, r);
+    /* A graph or a pool: the server that made it (owned.c). */
+    if (p->kind == SHIM_PK_HANDLE && shim_owned_kind(p->htype))
+        return shim_owned_device(p->htype, val[i], &dev) && of_device(dev, r);
     if (p->kind == SHIM_PK_HANDLE && (shim_types[p->htype].flags & SHIM_TF_CLIENT))
         return shim_known_find(p->htype, val[i], &k) == 0 && of_ctx(k.ctx, r);
     /* A module or function of a context: that context's server's (funcs.c knows them). */

@@ -286,6 +286,14 @@ CUresult shim_phys_args(const struct shim_call *d, uint64_t *val, uint64_t *spar
  * CUDA_ERROR_INVALID_VALUE when another server holds it. */
 int shim_phys_route(uint64_t client, struct shim_route *saved);
 CUresult shim_phys_server(uint64_t client, uint64_t *server);
+/* owned.c: graphs and memory pools of a process moved to its GPUs' servers, kept with the
+ * device whose server made (or named) each. Whether a handle type is one of those; one just
+ * returned through the server the thread's requests go to; one destroyed; the device of one
+ * (1), or 0 when not kept. */
+int shim_owned_kind(uint32_t type);
+void shim_owned_made(uint32_t type, uint64_t value);
+void shim_owned_gone(uint32_t type, uint64_t value);
+int shim_owned_device(uint32_t type, uint64_t value, int *dev);
 /* reserved.c: address space reserved by a process moved to its GPUs' servers, kept with the
  * device whose server reserved it: one just reserved through the server the thread's
  * requests go to, one freed, and the device of the reservation that holds addr (1), or 0. */

@@ -261,8 +261,9 @@ diff "$W/one-twogpus.log" "$W/moved-twogpus.log" || fail "twogpus through both G
 # process whose second thread asked about the devices before the first context, and waits
 # for nothing when it is made (JAX's threads do so: the process moves all the same), and one
 # whose first context is device 1's granting device 1 access to device 0's physical memory
-# (XLA grants every peer: the grant goes to device 1's server, interpose/moved.c).
-for prog in "twogpus --library" "cudart/twogpus" "twogpus --threads 30" "twogpus --hostfn" "twogpus --events" "twogpus --vmm" "twogpus --vmmpeer" "twogpus --p2pmap" "twogpus --early-thread" "twogpus --device1-first --vmmpeer"; do
+# (XLA grants every peer: the grant goes to device 1's server, interpose/moved.c), and
+# graphs captured on each device handled with the other's context current (interpose/owned.c).
+for prog in "twogpus --library" "cudart/twogpus" "twogpus --threads 30" "twogpus --hostfn" "twogpus --events" "twogpus --vmm" "twogpus --vmmpeer" "twogpus --p2pmap" "twogpus --early-thread" "twogpus --device1-first --vmmpeer" "twogpus --graphs"; do
     f=$W/moved-${prog//[ \/]/_}
     # shellcheck disable=SC2086 # the program and its flags
     MPSSHIM_SERVER_PER_GPU_MOVE=0 on - $B/tests/$prog >"$f.one" 2>&1 || { cat "$f.one"; fail "$prog through the pipe directory's server"; }

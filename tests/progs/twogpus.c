@@ -17,6 +17,8 @@
  *                  device's context current; its answer and its run are printed; then a
  *                  host function captured on each device's stream (a graph's host node) runs
  *                  when the graph is launched there, the other device's context current;
+ *   --graphs       a graph captured on each device's stream is counted, cloned, instantiated,
+ *                  launched there and destroyed with the other device's context current;
  *   --events       device 1's stream waits for an event of device 0's recorded behind a
  *                  kernel of 200 ms, then records its own: once that one is synchronised,
  *                  device 0's must be complete (printed), which without the wait it would
@@ -358,6 +360,33 @@ int main(int argc, char **argv)
         printf("device %d checksum %.2f as a graph's kernel node\n", d,
                finish(&g[d], pageable, pinned, d));
         CHECK(cuGraphExecDestroy(exec));
+        CHECK(cuGraphDestroy(graph));
+    }
+    /* --graphs: a graph captured on each device's stream, then, with the other device's
+     * context current, its nodes counted, cloned, instantiated, launched on the device's
+     * stream and destroyed (a graph is no context's: natively any may be current). */
+    for (int d = 0; d < 2 && t_has_flag(argc, argv, "--graphs"); d++) {
+        CUgraph graph, clone;
+        CUgraphExec exec;
+        int elems = N;
+        void *params[] = {&g[d].a, &g[d].b, &g[d].c, &elems};
+        CHECK(cuCtxSetCurrent(g[d].ctx));
+        CHECK(cuMemsetD32Async(g[d].c, 0xffffffffu, N, g[d].s));
+        CHECK(cuStreamBeginCapture(g[d].s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        CHECK(cuLaunchKernel(g[d].add, N / 256, 1, 1, 256, 1, 1, 0, g[d].s, params, NULL));
+        CHECK(cuStreamEndCapture(g[d].s, &graph));
+        CHECK(cuCtxSetCurrent(g[1 - d].ctx));
+        size_t nodes = 0;
+        CHECK(cuGraphGetNodes(graph, NULL, &nodes));
+        CHECK(cuGraphClone(&clone, graph));
+        CHECK(cuGraphInstantiate(&exec, clone, 0));
+        CHECK(cuGraphLaunch(exec, g[d].s));
+        printf("device %d: a graph of %zu node(s) handled with the other device current: "
+               "checksum %.2f\n",
+               d, nodes, finish(&g[d], pageable, pinned, d));
+        CHECK(cuCtxSetCurrent(g[1 - d].ctx));
+        CHECK(cuGraphExecDestroy(exec));
+        CHECK(cuGraphDestroy(clone));
         CHECK(cuGraphDestroy(graph));
     }
     for (int d = 0; d < 2 && hostfn; d++) {
