@@ -4,7 +4,10 @@
 # at its second (interpose/route.c), so each device's work runs in its own GPU's server and a
 # fault on one would end its work there alone. cuBLAS and cuDNN are loaded by each server from
 # the images the shim keeps (interpose/replicas.c). Natively the settings mean nothing.
-# Every value is computed on each GPU from CPU inputs and brought back to the CPU.
+# Every value is computed on each GPU from CPU inputs and brought back to the CPU. Then a
+# CUDA graph per GPU (torch.cuda.graph), replayed, and destroyed with the other GPU current:
+# each graph lives in its GPU's server (interpose/owned.c).
+import gc
 import os
 import sys
 
@@ -81,3 +84,44 @@ print("threads agree:", both == out)
 torch.cuda.synchronize(0)
 torch.cuda.synchronize(1)
 print("memory on each device:", [torch.cuda.memory_allocated(d) > 0 for d in (0, 1)])
+
+
+def graphed(dev):
+    """A small model's forward captured as a CUDA graph on dev, replayed on three inputs."""
+    torch.cuda.set_device(dev)
+    torch.manual_seed(3)
+    lin = torch.nn.Linear(64, 64).to(dev)
+    static_in = torch.zeros(16, 64, device=dev)
+    side = torch.cuda.Stream(device=dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            lin(static_in)
+    torch.cuda.current_stream(dev).wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    # Its own stream: torch.cuda.graph's default capture stream is made once, on the first
+    # device it was used with.
+    with torch.cuda.graph(g, stream=side):
+        static_out = lin(static_in).relu().sum(dim=1)
+    outs = []
+    for k in range(3):
+        static_in.copy_(torch.full((16, 64), float(k + 1)).to(dev))
+        g.replay()
+        outs.append(round(static_out.sum().item(), 3))
+    return g, outs
+
+
+graphs = []
+for dev in DEVS:
+    g, outs = graphed(dev)
+    graphs.append(g)
+    print(dev, "graph replays", outs)
+torch.cuda.set_device(1)  # device 0's graph goes with device 1 current, and the other way round
+del graphs[0]
+gc.collect()
+torch.cuda.set_device(0)
+del graphs[0]
+gc.collect()
+torch.cuda.synchronize(0)
+torch.cuda.synchronize(1)
+print("graphs destroyed with the other device current")
