@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static CUresult ipc(uint32_t what, uint32_t flags, uint64_t value, const void *handle,
-                    struct chan_ipc_reply *out)
+CUresult shim_ipc_op(uint32_t what, uint32_t flags, uint64_t value, const void *handle,
+                     struct chan_ipc_reply *out)
 {
     CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS) return r;
@@ -28,7 +28,7 @@ CUresult SHIM_IMPL(cuIpcGetMemHandle)(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     struct chan_ipc_reply out;
     if (!pHandle) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = ipc(CHAN_IPC_GET_MEM, 0, dptr, NULL, &out);
+    CUresult r = shim_ipc_op(CHAN_IPC_GET_MEM, 0, dptr, NULL, &out);
     if (r == CUDA_SUCCESS) memcpy(pHandle->reserved, out.handle, sizeof(pHandle->reserved));
     return r;
 }
@@ -38,7 +38,7 @@ CUresult SHIM_IMPL(cuIpcOpenMemHandle_v2)(CUdeviceptr *pdptr, CUipcMemHandle han
 {
     struct chan_ipc_reply out;
     if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = ipc(CHAN_IPC_OPEN_MEM, Flags, 0, handle.reserved, &out);
+    CUresult r = shim_ipc_op(CHAN_IPC_OPEN_MEM, Flags, 0, handle.reserved, &out);
     if (r != CUDA_SUCCESS) return r;
     if (out.opens == 1) {
         struct shim_range rg = {.base = out.value,
@@ -56,7 +56,7 @@ CUresult SHIM_IMPL(cuIpcCloseMemHandle)(CUdeviceptr dptr)
     struct chan_ipc_reply out;
     /* The last close waits for this process's streams in the server (hostfn.c). */
     shim_hostfn_settle();
-    CUresult r = ipc(CHAN_IPC_CLOSE_MEM, 0, dptr, NULL, &out);
+    CUresult r = shim_ipc_op(CHAN_IPC_CLOSE_MEM, 0, dptr, NULL, &out);
     if (r == CUDA_SUCCESS && out.opens == 0) shim_range_remove(dptr, NULL);
     return r;
 }
@@ -67,7 +67,7 @@ CUresult SHIM_IMPL(cuIpcGetEventHandle)(CUipcEventHandle *pHandle, CUevent event
     if (!pHandle) return CUDA_ERROR_INVALID_VALUE;
     uint64_t h = (uint64_t)(uintptr_t)event;
     if (!event || shim_known_find(SHIM_HT_CUevent, h, NULL) != 0) return CUDA_ERROR_INVALID_HANDLE;
-    CUresult r = ipc(CHAN_IPC_GET_EVENT, 0, h, NULL, &out);
+    CUresult r = shim_ipc_op(CHAN_IPC_GET_EVENT, 0, h, NULL, &out);
     if (r == CUDA_SUCCESS) memcpy(pHandle->reserved, out.handle, sizeof(pHandle->reserved));
     return r;
 }
@@ -76,7 +76,7 @@ CUresult SHIM_IMPL(cuIpcOpenEventHandle)(CUevent *phEvent, CUipcEventHandle hand
 {
     struct chan_ipc_reply out;
     if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = ipc(CHAN_IPC_OPEN_EVENT, 0, 0, handle.reserved, &out);
+    CUresult r = shim_ipc_op(CHAN_IPC_OPEN_EVENT, 0, 0, handle.reserved, &out);
     if (r != CUDA_SUCCESS) return r;
     struct shim_known k = {.ctx = shim_route_ctx(),
                            .flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS};
@@ -99,96 +99,17 @@ static int event_record_wait(const void *const *argv)
 
 const struct shim_hook shim_hook_event_record = {.wait = event_record_wait};
 
-/* ---------------------------------------------------------------- physical memory handles */
-
-/* The descriptor of an exported physical allocation is a sealed memfd holding the server's
- * handle bytes: any process may receive it (SCM_RIGHTS, pidfd_getfd) and import it, and
- * what it names is decided by the server from those bytes alone. */
-#define VMM_FD_NAME "mpsshim-vmm-handle"
-
-CUresult SHIM_IMPL(cuMemExportToShareableHandle)(void *shareableHandle,
-                                                 CUmemGenericAllocationHandle handle,
-                                                 CUmemAllocationHandleType handleType,
-                                                 unsigned long long flags)
-{
-    struct chan_ipc_reply out;
-    if (!shareableHandle || flags) return CUDA_ERROR_INVALID_VALUE;
-    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return shim_refuse_as("cuMemExportToShareableHandle of a handle type other than "
-                              "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
-                              CUDA_ERROR_NOT_SUPPORTED);
-    /* At the server that holds it, as it names it (physical.c). */
-    struct shim_route saved;
-    int routed = shim_phys_route(handle, &saved);
-    uint64_t there;
-    CUresult r = shim_phys_server(handle, &there);
-    if (r == CUDA_SUCCESS) r = ipc(CHAN_IPC_GET_VMM, (uint32_t)handleType, there, NULL, &out);
-    if (routed) shim_route_end(&saved);
-    if (r != CUDA_SUCCESS) return r;
-    int fd = memfd_create(VMM_FD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (pwrite(fd, out.handle, sizeof(out.handle), 0) != (ssize_t)sizeof(out.handle) ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-        close(fd);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *(int *)shareableHandle = fd;
-    return CUDA_SUCCESS;
-}
-
-CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle,
-                                                   void *osHandle,
-                                                   CUmemAllocationHandleType shHandleType)
-{
-    uint8_t bytes[CU_IPC_HANDLE_SIZE];
-    if (!handle) return CUDA_ERROR_INVALID_VALUE;
-    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return shim_refuse_as("cuMemImportFromShareableHandle of a handle type other than "
-                              "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
-                              CUDA_ERROR_NOT_SUPPORTED);
-    /* A descriptor that is not one of ours (another server's clients export the same way;
-     * a process running on the driver itself exports its own kind) reads as a bad one. */
-    int fd = (int)(intptr_t)osHandle;
-    if (pread(fd, bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t value = 0;
-    CUresult r = shim_ipc_vmm_import(bytes, &value);
-    if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)value;
-    return r;
-}
-
-CUresult shim_ipc_vmm_import(const uint8_t bytes[CU_IPC_HANDLE_SIZE], uint64_t *handle)
-{
-    struct chan_ipc_reply out;
-    CUresult r = ipc(CHAN_IPC_OPEN_VMM, 0, 0, bytes, &out);
-    if (r != CUDA_SUCCESS) return r;
-    *handle = out.value;
-    shim_phys_made(handle); /* the process's value of it (physical.c) */
-    return CUDA_SUCCESS;
-}
-
 CUresult shim_ipc_mirror_open(const uint8_t handle[CU_IPC_HANDLE_SIZE], uint64_t at,
                               uint64_t *value)
 {
     struct chan_ipc_reply out;
-    CUresult r = ipc(CHAN_IPC_OPEN_MIRROR, 0, at, handle, &out);
+    CUresult r = shim_ipc_op(CHAN_IPC_OPEN_MIRROR, 0, at, handle, &out);
     if (r == CUDA_SUCCESS) *value = out.value;
-    return r;
-}
-
-CUresult shim_ipc_vmm_handle(CUmemGenericAllocationHandle h, uint8_t out[CU_IPC_HANDLE_SIZE])
-{
-    struct chan_ipc_reply rep;
-    uint64_t there;
-    CUresult r = shim_phys_server(h, &there);
-    if (r != CUDA_SUCCESS) return r;
-    r = ipc(CHAN_IPC_GET_VMM, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, there, NULL, &rep);
-    if (r == CUDA_SUCCESS) memcpy(out, rep.handle, CU_IPC_HANDLE_SIZE);
     return r;
 }
 
 CUresult shim_ipc_mirror_close(uint64_t base)
 {
     struct chan_ipc_reply out;
-    return ipc(CHAN_IPC_CLOSE_MEM, 0, base, NULL, &out);
+    return shim_ipc_op(CHAN_IPC_CLOSE_MEM, 0, base, NULL, &out);
 }

@@ -230,7 +230,7 @@ CUresult shim_mirror_vmm(uint64_t ptr, int xdev)
     shim_route_begin(&saved, ydev, rg.ctx);
     r = cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)ptr);
     if (r == CUDA_SUCCESS) {
-        r = shim_ipc_vmm_handle(h, bytes);
+        r = shim_phys_handle_bytes(h, bytes);
         cuMemRelease(h);
     }
     shim_route_end(&saved);

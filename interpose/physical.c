@@ -15,10 +15,19 @@
  *
  * Counts: the driver's reference count of a handle is the number of cuMemCreate, import and
  * retain answers less the releases; an entry lives while that is above 0 here (a retain
- * answers the value held). In a process of one connection nothing here runs. */
+ * answers the value held). In a process that did not move no handle is kept.
+ *
+ * Handles exported as POSIX descriptors and imported from them (cuMemExportToShareableHandle,
+ * cuMemImportFromShareableHandle: NCCL's ranks pass them) are this file's too, in any
+ * process: the descriptor carries the server's handle bytes (below). */
+#define _GNU_SOURCE
 #include "interpose/shim.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <uthash.h>
 
 /* Values handed out for a second server's handle whose value the process already holds:
@@ -130,6 +139,13 @@ void shim_phys_released(uint64_t client)
     pthread_mutex_unlock(&lock);
 }
 
+static CUresult import_bytes(const uint8_t bytes[CU_IPC_HANDLE_SIZE], uint64_t *handle);
+
+__attribute__((constructor)) static void tell_route(void)
+{
+    shim_route_on_phys(shim_phys_device);
+}
+
 /* client's handle, of device dev's server, imported in the server the thread's requests go to
  * (*here: the process's value of the import, which the caller releases). */
 static CUresult import(uint64_t client, int dev, uint64_t *here)
@@ -137,7 +153,7 @@ static CUresult import(uint64_t client, int dev, uint64_t *here)
     uint8_t bytes[CU_IPC_HANDLE_SIZE];
     struct shim_route saved;
     shim_route_begin(&saved, dev, shim_ctx_of_device(dev));
-    CUresult r = shim_ipc_vmm_handle(client, bytes);
+    CUresult r = shim_phys_handle_bytes(client, bytes);
     shim_route_end(&saved);
     if (r != CUDA_SUCCESS) {
         static _Atomic int said;
@@ -147,7 +163,7 @@ static CUresult import(uint64_t client, int dev, uint64_t *here)
                      ": the driver's error (said once)");
         return r;
     }
-    return shim_ipc_vmm_import(bytes, here);
+    return import_bytes(bytes, here);
 }
 
 CUresult shim_phys_args(const struct shim_call *d, uint64_t *val, uint64_t *spare,
@@ -192,4 +208,83 @@ CUresult shim_phys_server(uint64_t client, uint64_t *server)
     }
     return server_value(client, shim_route_conn(), server, &dev) == 0 ? CUDA_SUCCESS
                                                                       : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---------------------------------------------------------------- as POSIX descriptors */
+
+/* The descriptor of an exported physical allocation is a sealed memfd holding the server's
+ * handle bytes: any process may receive it (SCM_RIGHTS, pidfd_getfd) and import it, and
+ * what it names is decided by the server from those bytes alone. */
+#define VMM_FD_NAME "mpsshim-vmm-handle"
+
+CUresult shim_phys_handle_bytes(uint64_t client, uint8_t out[CU_IPC_HANDLE_SIZE])
+{
+    struct chan_ipc_reply rep;
+    uint64_t there;
+    CUresult r = shim_phys_server(client, &there);
+    if (r != CUDA_SUCCESS) return r;
+    r = shim_ipc_op(CHAN_IPC_GET_VMM, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, there, NULL, &rep);
+    if (r == CUDA_SUCCESS) memcpy(out, rep.handle, CU_IPC_HANDLE_SIZE);
+    return r;
+}
+
+/* Handle bytes imported through the server the thread's requests go to: *handle, the
+ * process's value of the import. */
+static CUresult import_bytes(const uint8_t bytes[CU_IPC_HANDLE_SIZE], uint64_t *handle)
+{
+    struct chan_ipc_reply out;
+    CUresult r = shim_ipc_op(CHAN_IPC_OPEN_VMM, 0, 0, bytes, &out);
+    if (r != CUDA_SUCCESS) return r;
+    *handle = out.value;
+    shim_phys_made(handle);
+    return CUDA_SUCCESS;
+}
+
+CUresult SHIM_IMPL(cuMemExportToShareableHandle)(void *shareableHandle,
+                                                 CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags)
+{
+    if (!shareableHandle || flags) return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return shim_refuse_as("cuMemExportToShareableHandle of a handle type other than "
+                              "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
+                              CUDA_ERROR_NOT_SUPPORTED);
+    /* At the server that holds it, as it names it. */
+    struct shim_route saved;
+    uint8_t bytes[CU_IPC_HANDLE_SIZE];
+    int routed = shim_phys_route(handle, &saved);
+    CUresult r = shim_phys_handle_bytes(handle, bytes);
+    if (routed) shim_route_end(&saved);
+    if (r != CUDA_SUCCESS) return r;
+    int fd = memfd_create(VMM_FD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (pwrite(fd, bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes) ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *(int *)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle,
+                                                   void *osHandle,
+                                                   CUmemAllocationHandleType shHandleType)
+{
+    uint8_t bytes[CU_IPC_HANDLE_SIZE];
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return shim_refuse_as("cuMemImportFromShareableHandle of a handle type other than "
+                              "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
+                              CUDA_ERROR_NOT_SUPPORTED);
+    /* A descriptor that is not one of ours (another server's clients export the same way;
+     * a process running on the driver itself exports its own kind) reads as a bad one. */
+    int fd = (int)(intptr_t)osHandle;
+    if (pread(fd, bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t value = 0;
+    CUresult r = import_bytes(bytes, &value);
+    if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)value;
+    return r;
 }

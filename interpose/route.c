@@ -22,6 +22,15 @@ static int of_ctx(uint32_t ctx, struct shim_route *r)
     return 1;
 }
 
+/* physical.c's device of a physical memory handle, registered as the library loads (it
+ * reaches this file's callers, not the other way round: one circle less). */
+static int (*phys_device)(uint64_t client, int *dev);
+
+void shim_route_on_phys(int (*fn)(uint64_t client, int *dev))
+{
+    phys_device = fn;
+}
+
 /* The route to device dev's server, tagged with a context of the process's there. */
 static int of_device(int dev, struct shim_route *r)
 {
@@ -80,7 +89,7 @@ static int of_param(const struct shim_call *d, int i, const uint64_t *val, void 
     /* Physical memory goes to its server (physical.c); a mapping is made where its address
      * was reserved (the thread's), of an import of it there. */
     if (p->kind == SHIM_PK_HANDLE && p->htype == SHIM_HT_CUmemGenericAllocationHandle)
-        return d != &shim_calls[SHIM_ID_cuMemMap] && shim_phys_device(val[i], &dev) &&
+        return d != &shim_calls[SHIM_ID_cuMemMap] && phys_device && phys_device(val[i], &dev) &&
                of_device(dev, r);
     /* A graph or a pool: the server that made it (owned.c). */
     if (p->kind == SHIM_PK_HANDLE && shim_owned_kind(p->htype))

@@ -248,6 +248,8 @@ int shim_route_call(const struct shim_call *d, const uint64_t *val, void *const 
                     struct shim_route *saved, CUresult *err);
 /* The device whose server connection slot `slot` reaches (route.c), or -1. */
 int shim_slot_device(int slot);
+/* Registers physical.c's shim_phys_device with route.c. */
+void shim_route_on_phys(int (*fn)(uint64_t client, int *dev));
 /* The same for a call enqueued on stream s (hand-written entry points), and for one about
  * something of context id ctx. */
 int shim_route_stream(CUstream s, struct shim_route *saved);
@@ -306,15 +308,18 @@ CUresult shim_mirror_vmm(uint64_t ptr, int xdev);
 void shim_mirror_unmapped(uint64_t base, uint64_t len);
 void shim_route_on_peer_call(int (*fn)(const struct shim_call *d, const uint64_t *val,
                                        CUresult *err));
-/* ipc.c, through the connection the thread's requests go to: a mirror opened from another
- * server's handle (of memory: its allocation's address in *value; of physical memory: mapped
- * at `at`, *value = at) and closed; the handle of physical memory h of this server's (the
- * process's value of it); such a handle imported here (*handle: the process's value). */
+/* ipc.c, through the connection the thread's requests go to: one CHAN_OP_IPC round trip
+ * (struct chan_ipc's fields; *out the reply); a mirror opened from another server's handle
+ * (of memory: its allocation's address in *value; of physical memory: mapped at `at`,
+ * *value = at) and closed. */
+CUresult shim_ipc_op(uint32_t what, uint32_t flags, uint64_t value, const void *handle,
+                     struct chan_ipc_reply *out);
 CUresult shim_ipc_mirror_open(const uint8_t handle[CU_IPC_HANDLE_SIZE], uint64_t at,
                               uint64_t *value);
 CUresult shim_ipc_mirror_close(uint64_t base);
-CUresult shim_ipc_vmm_handle(CUmemGenericAllocationHandle h, uint8_t out[CU_IPC_HANDLE_SIZE]);
-CUresult shim_ipc_vmm_import(const uint8_t bytes[CU_IPC_HANDLE_SIZE], uint64_t *handle);
+/* physical.c: the handle bytes of the process's physical memory handle `client` (its
+ * server's, which the thread's requests must go to), as another server can import them. */
+CUresult shim_phys_handle_bytes(uint64_t client, uint8_t out[CU_IPC_HANDLE_SIZE]);
 /* Whether the process has __managed__ variables (mvars.c). */
 int shim_mvar_live(void);
 /* replicas.c: libraries and kernels on each of the process's GPUs' servers. Whether they are
