@@ -17,6 +17,17 @@ real_driver_if_gpu() {
     unset MPSSHIM_DRIVER MPSSHIM_CPUDRV_DEVICES
 }
 
+# needs_two_devices NAME: GPU=1 where a GPU is there (real_driver_if_gpu), else empty; a
+# machine of one GPU ends the calling script with "SKIP NAME: ..." (the CPU test driver has two).
+needs_two_devices() {
+    GPU=""
+    real_driver_if_gpu && GPU=1
+    if [ -n "$GPU" ] && [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
+        echo "SKIP $1: needs two GPUs (or the CPU test driver)"
+        exit 0
+    fi
+}
+
 # server_objects: the client records and IPC shares the server still holds ("0 0": none).
 server_objects() { ctl get_server_status | awk '/^Objects/ {print $2, $3}' | tr -d '('; }
 

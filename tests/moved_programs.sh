@@ -14,12 +14,7 @@ B=$(cd "$1" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tests/lib.sh
 . "$ROOT/tests/lib.sh"
-GPU=""
-real_driver_if_gpu && GPU=1
-if [ -n "$GPU" ] && [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
-    echo "SKIP moved_programs: needs two GPUs (or the CPU test driver)"
-    exit 0
-fi
+needs_two_devices moved_programs
 W=$2/moved_programs
 rm -rf "$W"
 mkdir -p "$W/out" "$W/pipe"

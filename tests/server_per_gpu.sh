@@ -38,12 +38,7 @@ B=$(cd "$1" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tests/lib.sh
 . "$ROOT/tests/lib.sh"
-GPU=""
-real_driver_if_gpu && GPU=1
-if [ -n "$GPU" ] && [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
-    echo "SKIP server_per_gpu: needs two GPUs (or the CPU test driver)"
-    exit 0
-fi
+needs_two_devices server_per_gpu
 W=$2/server_per_gpu
 rm -rf "$W"
 fail() {
