@@ -395,13 +395,16 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
         t0 = chan_now_ns();
     }
     int gone = chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0;
-    shim_req_done(q); /* its reply stays readable: the segment stays mapped */
+    /* The lane is found before the request counts as answered: from then on a move may
+     * replace shim_conn's segment (c is &shim_conn.ch), and the reply is read where it came,
+     * in the old one, which stays mapped. */
+    struct chan_lane *l = &c->lanes[q->lane];
+    shim_req_done(q);
     if (gone) return shim_conn_dead_error(q->conn);
     if (t0) {
         uint64_t took = chan_now_ns() - t0;
         if (took > w.spin_ns) gpu_waits_long = took > crowded_gpu_spin_ns();
     }
-    struct chan_lane *l = &c->lanes[q->lane];
     uint32_t n = l->len;
     if (n > CHAN_LANE_DATA) n = CHAN_LANE_DATA;
     if (data) *data = l->data;
