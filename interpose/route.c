@@ -4,11 +4,11 @@
  * enqueued on, a stream, event or graph exec the client knows, a module or function of a
  * context, a context, a device, a device address, mapping or reserved address space
  * (reserved.c), a physical memory handle (physical.c), a graph or pool (owned.c) or
- * properties naming a device; else to its
- * thread's context's (rpc.c). A stream's wait for another server's event is carried by across.c,
- * peer access between two servers' contexts by mirror.c (and copies between their memory by
- * memcpy.c, through mirror.c); any other call that names objects of two of them is refused with
- * CUDA_ERROR_NOT_SUPPORTED, said once. In a process of one connection nothing here runs. */
+ * properties naming a device; else to its thread's context's (rpc.c). A stream's wait for
+ * another server's event is carried by across.c, peer access between two servers' contexts
+ * by mirror.c (and copies between their memory by memcpy.c, through mirror.c); any other
+ * call that names objects of two of them is refused with CUDA_ERROR_NOT_SUPPORTED, said
+ * once. In a process of one connection nothing here runs. */
 #include "interpose/shim.h"
 
 #include <string.h>
