@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every test program through a process's GPUs' own servers (MPSSHIM_SERVER_PER_GPU=1
 # MPSSHIM_SERVER_PER_GPU_MOVE=1, issue 30), as if that were the default: each program of
-# tests/progs/programs.txt that runs through the shim on this tier (both, shim; gpu-both too
-# on a GPU) runs through one server (the pipe directory's, MPSSHIM_SERVER_PER_GPU_MOVE=0) and
-# moved (to its first GPU's server at its first context, each further GPU's for contexts
-# there), and the two outputs must be identical (the shim's own "mpsshim:" lines aside). A
+# tests/progs/programs.txt and tests/cudart/programs.txt (CUDA runtime programs) runs
+# through one server (the pipe directory's, MPSSHIM_SERVER_PER_GPU_MOVE=0) and moved (to its
+# first GPU's server at its first context, each further GPU's for contexts there), and the
+# two outputs must be identical (the shim's own "mpsshim:" lines aside). A
 # program that uses what a process of several servers cannot do yet (KNOWN below) must fail
 # moved with the refusal the documentation names, said on stderr, and pass through one
 # server. Prints one line per program and a summary; exits 1 on any other difference.
@@ -36,26 +36,20 @@ declare -A KNOWN=(
 moved_args() { [ "$1" = ncclish ] && echo "--moved"; }
 
 pass=0 known=0 failed=0 skipped=0
-while IFS='|' read -r cmd mode; do
-    [[ $cmd =~ ^[[:space:]]*# ]] && continue
-    cmd=$(echo "$cmd" | xargs)
-    mode=$(echo "$mode" | xargs)
-    [ -z "$cmd" ] && continue
-    [ "$mode" = gpu-both ] && [ -z "$GPU" ] && mode=shim # the CPU test driver's own rule
-    [ "$mode" = gpu-both ] && mode=both
-    read -r -a argv <<<"$cmd"
+# one_program DIR PREFIX CMD: CMD (a program built in DIR and its arguments) through one
+# server and moved, at once (their servers differ: the CI tier's time), and its verdict.
+one_program() {
+    local argv prog name extra one orc mrc
+    read -r -a argv <<<"$3"
     prog=${argv[0]}
-    # Faults end the server (their own tests run them); these drive servers of their own.
-    case $prog in fault | copy_victim | hold | memlimit | ipc_across) continue ;; esac
-    name=$(echo "$cmd" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
+    name=$2$(echo "$3" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
     extra=$(moved_args "$prog")
-    # The two runs at once (their servers differ): the CI tier's time.
     # shellcheck disable=SC2086 # extra: zero or one flag
-    MPSSHIM_SERVER_PER_GPU_MOVE=0 timeout 150 env LD_PRELOAD="$SHIM" "$B/tests/$prog" "${argv[@]:1}" $extra \
+    MPSSHIM_SERVER_PER_GPU_MOVE=0 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" $extra \
         >"$W/out/$name.one" 2>&1 &
     one=$!
     # shellcheck disable=SC2086
-    MPSSHIM_SERVER_PER_GPU_MOVE=1 timeout 150 env LD_PRELOAD="$SHIM" "$B/tests/$prog" "${argv[@]:1}" $extra \
+    MPSSHIM_SERVER_PER_GPU_MOVE=1 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" $extra \
         >"$W/out/$name.two" 2>&1
     mrc=$?
     wait "$one"
@@ -85,7 +79,19 @@ while IFS='|' read -r cmd mode; do
         echo "$name: PASS"
         pass=$((pass + 1))
     fi
-done <"$ROOT/tests/progs/programs.txt"
+}
+# Every program of a list (its commands before the '|'). Faults end the server (their own
+# tests run them); the others named drive servers of their own.
+for list in progs cudart; do
+    dir=$B/tests prefix=""
+    [ "$list" = cudart ] && dir=$B/tests/cudart prefix=cudart-
+    while IFS='|' read -r cmd _; do
+        [[ $cmd =~ ^[[:space:]]*# ]] && continue
+        cmd=$(echo "$cmd" | xargs)
+        case ${cmd%% *} in "" | fault | copy_victim | hold | memlimit | ipc_across) continue ;; esac
+        one_program "$dir" "$prefix" "$cmd"
+    done <"$ROOT/tests/$list/programs.txt"
+done
 printf 'quit\n' | "$CTL" >/dev/null 2>&1
 moved=$(cat "$W"/log/gpu-*/server.log 2>/dev/null | grep -c "moved from the pipe directory's server")
 echo "moved programs: $pass with one server's output, $known refused as documented, $failed failed," \
