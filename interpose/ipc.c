@@ -1,14 +1,11 @@
 /* IPC handles between clients of one server (server/memory/ipc.c says what a handle is and how
  * long what it names lives). Here: one CHAN_OP_IPC round trip per call, and what the
  * client knows of what it opened: opened memory enters its ranges (so copies and pointer
- * queries see device memory), an opened event its known events. */
-#define _GNU_SOURCE
+ * queries see device memory), an opened event its known events. Physical memory passed as
+ * POSIX descriptors is physical.c's, through the same round trip (shim_ipc_op). */
 #include "interpose/shim.h"
 
-#include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 CUresult shim_ipc_op(uint32_t what, uint32_t flags, uint64_t value, const void *handle,
                      struct chan_ipc_reply *out)
