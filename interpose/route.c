@@ -157,10 +157,39 @@ void shim_route_on_peer_call(int (*fn)(const struct shim_call *d, const uint64_t
     peer_call = fn;
 }
 
+/* A call of a moved process naming, by its ordinal or its properties, a device whose server
+ * the process has no connection to yet (no context there: a device-level query, a pool or
+ * physical memory's properties): that server is connected to first, as a context there
+ * would (conn.c), so that the call reaches the one server that holds the device. Not for a
+ * call answered here (a hook that knows the answer: peer queries, moved.c). */
+static void connect_named(const struct shim_call *d, const uint64_t *val, void *const *ptr)
+{
+    static _Atomic uint64_t failed; /* bit d: device d's server could not serve (said once) */
+    int of, own = shim_moved_ordinal(&of);
+    if (own < 0) return;
+    const struct shim_hook *hook = shim_hooks[d - shim_calls];
+    if (hook && hook->known) return;
+    for (int i = 0; i < d->nparams; i++) {
+        const struct shim_param *p = &d->params[i];
+        struct shim_route r;
+        int dev = -1;
+        if (p->kind == SHIM_PK_VAL && (p->pflags & SHIM_PF_DEVICE))
+            dev = (int)val[i];
+        else if (p->kind == SHIM_PK_IN && of_prop(p, ptr[i], &r))
+            dev = r.device;
+        /* On failure the first server refuses the device, as it did before. */
+        if (dev >= 0 && dev < of && dev < CHAN_MAX_DEVICES && dev != own &&
+            !atomic_load_explicit(&shim_dev_conns[dev], memory_order_acquire) &&
+            !(atomic_load(&failed) & (1ull << dev)) && shim_gpu_server_for(dev) != CUDA_SUCCESS)
+            atomic_fetch_or(&failed, 1ull << dev);
+    }
+}
+
 int shim_route_call(const struct shim_call *d, const uint64_t *val, void *const *ptr,
                     struct shim_route *saved, CUresult *err)
 {
     *err = CUDA_SUCCESS;
+    connect_named(d, val, ptr);
     if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire)) return 0;
     /* A stream waiting for another GPU's server's event: carried by across.c. */
     if (shim_across_wait(d, val)) return -1;

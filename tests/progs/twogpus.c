@@ -40,6 +40,8 @@
  *   --device1-first device 1's primary context is retained before device 0's (with
  *                  --vmmpeer: the grant of device 1 goes to device 1's server, the process's
  *                  first, while the memory lies in device 0's);
+ *   --named-first  device 1's default pool and granularity asked with only device 0's
+ *                  context made (a moved process connects to device 1's server for them);
  *   --early-thread a second thread asks whether device 0 reaches device 1 before the first
  *                  context, and keeps its reply lane, idle, while the main thread makes it
  *                  (a moved process moves all the same: interpose/rpc.c); it then uses
@@ -294,6 +296,21 @@ int main(int argc, char **argv)
     CHECK(cuDevicePrimaryCtxRetain(&c0, d0));
     CHECK(cuCtxSetCurrent(c0));
     CHECK(cuMemHostAlloc((void **)&pinned, N * sizeof(float), CU_MEMHOSTALLOC_PORTABLE));
+    if (t_has_flag(argc, argv, "--named-first")) {
+        /* Device 1 named before it has a context: its default pool and its physical
+         * memory's granularity, asked with device 0's context current. */
+        CUmemoryPool pool1;
+        cuuint64_t threshold = 1;
+        size_t gran1 = 0;
+        CUmemAllocationProp p1 = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                  .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1}};
+        CHECK(cuDeviceGetDefaultMemPool(&pool1, 1));
+        CHECK(cuMemPoolGetAttribute(pool1, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+        CHECK(cuMemGetAllocationGranularity(&gran1, &p1, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        printf("device 1 before its context: default pool's release threshold %llu, "
+               "granularity %zu\n",
+               (unsigned long long)threshold, gran1);
+    }
     if (t_has_flag(argc, argv, "--library")) {
         void *image = t_read_kernel_file("kernels.ptx", NULL);
         CHECK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
