@@ -184,6 +184,21 @@ struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base
     return o;
 }
 
+struct srv_obj *srv_range_add_held(struct srv_client *c, uint32_t type, uint64_t base,
+                                   uint64_t size, int dev, struct srv_held *held)
+{
+    struct srv_obj *o = srv_range_add(c, type, base, size, 1, NULL);
+    if (!o) {
+        struct srv_obj tmp = {.held = held};
+        held->let_go(c, &tmp, 0, 0);
+        return NULL;
+    }
+    o->held = held;
+    o->dev = dev;
+    o->aux = 1;
+    return o;
+}
+
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len)
 {
     const struct srv_range *e = chan_ranges_cover(&c->ranges, addr, len);

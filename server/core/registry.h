@@ -28,6 +28,11 @@ struct srv_obj *srv_obj_add(struct srv_client *c, uint32_t type, uint64_t value,
  * overlaps one the client already has. Its bytes are counted with srv_obj_count. */
 struct srv_obj *srv_range_add(struct srv_client *c, uint32_t type, uint64_t base, uint64_t size,
                               int owned, struct srv_obj *parent);
+/* An opened range [base, base + size) of `type` that the client holds through `held` (its
+ * first open, on device dev): the record, or NULL when none can be made, the hold then let go
+ * (held->let_go). */
+struct srv_obj *srv_range_add_held(struct srv_client *c, uint32_t type, uint64_t base,
+                                   uint64_t size, int dev, struct srv_held *held);
 /* The client's range object holding addr when all of [addr, addr + len) lies in its
  * ranges (one, or several that follow each other without a gap), or NULL. */
 struct srv_obj *srv_range_find(struct srv_client *c, uint64_t addr, uint64_t len);

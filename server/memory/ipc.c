@@ -586,15 +586,8 @@ static CUresult open_peer_mem(struct srv_client *c, const struct srv_ipc_handle 
         .held = {.let_go = peer_map_let_go}, .va = va, .bytes = bytes, .dev = dev};
     /* The handle's size is the client's word: no more than what was mapped. */
     uint64_t size = h->size && h->size <= bytes ? h->size : bytes;
-    struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_OPENED, va, size, 1, NULL);
-    if (!o) {
-        struct srv_obj tmp = {.held = &m->held};
-        peer_map_let_go(c, &tmp, 0, 0);
+    if (!srv_range_add_held(c, SHIM_HT_MEM_OPENED, va, size, dev, &m->held))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    o->held = &m->held;
-    o->dev = dev;
-    o->aux = 1;
     out->value = va;
     out->size = size;
     out->opens = 1;

@@ -180,14 +180,8 @@ static CUresult record(struct srv_client *c, int fd, const struct srv_mirror_of 
         return r;
     }
     *x = (struct ref){.held = {.let_go = ref_let_go}, .m = m};
-    if (!(o = srv_range_add(c, SHIM_HT_MEM_OPENED, of->value, of->size, 1, NULL))) {
-        struct srv_obj tmp = {.held = &x->held};
-        ref_let_go(c, &tmp, 0, 0);
+    if (!(o = srv_range_add_held(c, SHIM_HT_MEM_OPENED, of->value, of->size, dev, &x->held)))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    o->held = &x->held;
-    o->dev = dev;
-    o->aux = 1;
     *size = of->size;
     *opens = 1;
     return CUDA_SUCCESS;
