@@ -35,6 +35,13 @@ declare -A KNOWN=(
 # importing GPU's server cannot say: its --moved form leaves the question out.
 moved_args() { [ "$1" = ncclish ] && echo "--moved"; }
 
+# The pipe directory's server, started as a moving client would start it: its contexts are
+# made at first use (MPSSHIM_SERVER_CONTEXTS's auto: server/core/devctx.c), so the one-server
+# form below runs every program through a server of that kind too.
+MPSSHIM_SERVER_PER_GPU_MOVE=1 "$CTL" -d || { echo "FAIL: the pipe directory's server did not start"; exit 1; }
+grep -q "its shared context made at first use" "$W/log/server.log" ||
+    { echo "FAIL: the pipe directory's server of moving clients made its contexts at start"; exit 1; }
+
 pass=0 known=0 failed=0 skipped=0
 # one_program DIR PREFIX CMD: CMD (a program built in DIR and its arguments) through one
 # server and moved, at once (their servers differ: the CI tier's time), and its verdict.

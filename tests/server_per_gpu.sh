@@ -31,7 +31,9 @@
 #    give one server's output), its own fault on device 0 leaves its device 1 working, and
 #    device 1's server's end its device 0 working;
 # 8. (run before 5) control commands reach the GPUs' servers through the pipe directory;
-# 9. (run before 5) each GPU's server gives addresses in an address zone of its own.
+# 9. (run before 5) each GPU's server gives addresses in an address zone of its own;
+# 10. (run before 5) the pipe directory's own server of moving clients makes contexts at
+#     first use only.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -394,6 +396,34 @@ done
 # shellcheck disable=SC2154
 [ "$small0" != "$small1" ] || fail "GPU 0's and GPU 1's servers gave the same block of 1 MiB, $small0"
 echo "ok: GPU 0's and GPU 1's servers give addresses in zones $zone0 and $zone1: device memory, pinned host memory and reservations"
+
+# 10. (run before 5) The pipe directory's own server, started by a client that moves
+# (MPSSHIM_SERVER_PER_GPU_MOVE=1 in its environment), makes no context at start
+# (MPSSHIM_SERVER_CONTEXTS's auto: server/core/devctx.c): moved processes that use both GPUs
+# leave it with none, so each GPU holds its own server's context alone; a process that stays
+# (ctxless_node loads a library before its first context) has its device's made at first
+# use, that device's only; the GPUs' servers make theirs at start.
+L=$W/lazy
+mkdir -p "$L"
+chmod 700 "$L"
+lazy() { MPSSHIM_PIPE_DIRECTORY=$L MPSSHIM_SERVER_PER_GPU_MOVE=1 on - "$@"; }
+lazy "$B/tests/twogpus" >"$W/lazy-twogpus.log" 2>&1 || { cat "$W/lazy-twogpus.log"; fail "twogpus moved, the pipe directory's server started by it"; }
+lazy "$B/tests/twogpus" --vmmpeer >>"$W/lazy-twogpus.log" 2>&1 || { cat "$W/lazy-twogpus.log"; fail "twogpus --vmmpeer moved"; }
+[ "$(grep -c "its shared context made at first use" "$L/log/server.log")" = 2 ] ||
+    fail "the pipe directory's server of moving clients made contexts at start: $(grep 'Device' "$L/log/server.log")"
+grep -q "made at its first use" "$L/log/server.log" && fail "moved processes made a context in the pipe directory's server: $(grep 'first use' "$L/log/server.log")"
+for g in 0 1; do
+    grep -q "one shared context (made in" "$L/log/gpu-$g/server.log" || fail "GPU $g's server made no context at start"
+done
+printf 'get_server_status %s\n' "$(cat "$L/server.pid")" | MPSSHIM_PIPE_DIRECTORY=$L "$CTL" >"$W/lazy-status.log" 2>&1
+[ "$(grep -c "no shared context made yet" "$W/lazy-status.log")" = 2 ] || { cat "$W/lazy-status.log"; fail "status: the pipe directory's server's contexts"; }
+lazy "$B/tests/ctxless_node" >"$W/lazy-stays.log" 2>&1 || { cat "$W/lazy-stays.log"; fail "a process that stays, its context made at first use"; }
+grep -q "staying with the pipe directory's server" "$W/lazy-stays.log" || fail "ctxless_node did not stay"
+[ "$(grep -c "Device 0: one shared context, made at its first use" "$L/log/server.log")" = 1 ] &&
+    ! grep -q "Device 1: one shared context, made" "$L/log/server.log" ||
+    fail "the process that stayed: not device 0's context alone made at first use: $(grep 'first use' "$L/log/server.log")"
+printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$L "$CTL" >/dev/null 2>&1
+echo "ok: the pipe directory's server of moving clients made no context for them, device 0's at first use for one that stayed"
 
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
 # like a GPU's folder are passed over (the link to another pipe directory with a server).

@@ -11,6 +11,7 @@
  * line of its answer go to control.log. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/devctx.h"
 #include "server/limits/account.h"
 #include "server/core/context.h"
 #include "server/core/log.h"
@@ -276,6 +277,10 @@ static void status_devices(struct cmd *k)
         uint64_t mapped, kept;
         size_t stack = 0;
         srv_arena_usage(d, &mapped, &kept);
+        if (!srv_device_made(d)) {
+            ctl_say(k, "Device %d: no shared context made yet (made at first use)\n", d);
+            continue;
+        }
         if (srv_use_device(d) != CUDA_SUCCESS ||
             DRV(cuCtxGetLimit)(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
             stack = 0;

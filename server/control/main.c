@@ -16,6 +16,7 @@
 #include "server/core/context.h"
 #include "server/control/control.h"
 #include "server/core/devices.h"
+#include "server/core/devctx.h"
 #include "server/core/fault.h"
 #include "server/core/generic.h"
 #include "server/limits/green.h"
@@ -34,6 +35,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -175,43 +177,23 @@ static int load_driver(void)
     return 0;
 }
 
-/* A device's shared context retained (a thread of its own per device: retain_all). */
-struct retain {
-    int dev;
-    CUresult r;
-    double ms;
-};
-static void *retain_one(void *arg)
+/* Whether the devices' contexts wait for their first use (devctx.c says why):
+ * MPSSHIM_SERVER_CONTEXTS, whose "auto" is first-use in a pipe directory's own server of
+ * several devices whose clients move to their GPUs' servers (MPSSHIM_SERVER_PER_GPU=1 and
+ * MPSSHIM_SERVER_PER_GPU_MOVE=1 in its environment, which a client that starts it passes
+ * on), else at start. */
+static int contexts_at_first_use(void)
 {
-    struct retain *t = arg;
-    uint64_t t0 = chan_now_ns();
-    CUdevice dev;
-    t->r = DRV(cuDeviceGet)(&dev, t->dev);
-    if (t->r == CUDA_SUCCESS) t->r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[t->dev], dev);
-    t->ms = (double)(chan_now_ns() - t0) / 1e6;
-    return NULL;
+    int choice = chan_setting_choice(CHAN_SET_SERVER_CONTEXTS);
+    if (choice == 1) return 0; /* start */
+    if (choice == 2) return 1; /* first-use */
+    char top[PATH_MAX];
+    return srv.ndev > 1 && chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
+           chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) && !srv_siblings_top(top, sizeof(top));
 }
 
-/* Every device's shared context retained, the devices' at once. Why: a retain takes 0.5-0.9 s
- * on an H200 (32 hardware queues), and a successor after a fault makes every device's anew
- * (the fault is the process's: fault.c), so on two H200s one after the other took recovery
- * to 2.2-3.1 s against 0.74-0.78 s on one (the GPU tier's fault-containment row, 2026-11-29).
- * Whether the driver makes two devices' contexts side by side is to be measured: the log
- * gives each retain's time. A thread that cannot start retains in this one. */
-static void retain_all(struct retain *t)
-{
-    pthread_t th[CHAN_MAX_DEVICES];
-    int started[CHAN_MAX_DEVICES] = {0};
-    for (int i = 0; i < srv.ndev; i++) {
-        t[i].dev = i;
-        started[i] = srv.ndev > 1 && pthread_create(&th[i], NULL, retain_one, &t[i]) == 0;
-        if (!started[i]) retain_one(&t[i]);
-    }
-    for (int i = 0; i < srv.ndev; i++)
-        if (started[i]) pthread_join(th[i], NULL);
-}
-
-/* One shared context per device, and what the server keeps in each; the server's tables. */
+/* One shared context per device (devctx.c), and what the server keeps in each; the server's
+ * tables. */
 static int init_devices(void)
 {
     if (devices_made) return 0;
@@ -230,44 +212,8 @@ static int init_devices(void)
             (r = DRV(cuDevicePrimaryCtxSetFlags_v2)(dev, srv.ctx_sched)) != CUDA_SUCCESS)
             srv_log("device %d: MPSSHIM_CTX_SCHED not taken: %s", i, srv_errname(r));
     }
-    struct retain made[CHAN_MAX_DEVICES];
-    retain_all(made);
-    for (int i = 0; i < srv.ndev; i++) {
-        if (made[i].r != CUDA_SUCCESS) {
-            /* The others' retains are undone: this start ends here. */
-            for (int j = 0; j < srv.ndev; j++)
-                if (made[j].r == CUDA_SUCCESS) {
-                    CUdevice dj;
-                    if (DRV(cuDeviceGet)(&dj, j) == CUDA_SUCCESS)
-                        DRV(cuDevicePrimaryCtxRelease_v2)(dj);
-                }
-            START_FAILED("device %d: %s", i, srv_errname(made[i].r));
-        }
-        srv_log("Device %d: %s, one shared context (made in %.0f ms)", i, srv.devinfo.dev[i].name,
-                made[i].ms);
-        DRV(cuCtxSetCurrent)(srv.ctx[i]);
-        for (int l = 0; l < CU_LIMIT_MAX; l++)
-            DRV(cuCtxGetLimit)(&srv_limit_default[i][l], (CUlimit)l);
-    }
-    DRV(cuCtxSetCurrent)(srv.ctx[0]);
-    if (DRV(cuCtxGetStreamPriorityRange)(&srv_prio_least, &srv_prio_greatest) != CUDA_SUCCESS)
-        srv_prio_least = srv_prio_greatest = 0;
-    /* Made now, not when a departed client's wait must be released: cuStreamCreate waits while
-     * another thread's cuMemFree, cuMemHostUnregister or cuMemFreeHost waits for the very
-     * stream the release would let go, and nothing moves; a write on a stream made before goes
-     * through and all three end (memops.c). */
-    for (int i = 0; i < srv.ndev; i++) {
-        DRV(cuCtxSetCurrent)(srv.ctx[i]);
-        if ((r = DRV(cuStreamCreateWithPriority)(&srv_memops_release_streams[i],
-                                                 CU_STREAM_NON_BLOCKING, srv_prio_greatest)) !=
-            CUDA_SUCCESS) {
-            srv_memops_release_streams[i] = NULL;
-            srv_log("device %d: no stream for releasing departed clients' waits (%s): each "
-                    "release makes one",
-                    i, srv_errname(r));
-        }
-    }
-    DRV(cuCtxSetCurrent)(srv.ctx[0]);
+    char why[200];
+    if (srv_devctx_start(contexts_at_first_use(), why, sizeof(why)) != 0) START_FAILED("%s", why);
     srv_green_init();
     if (srv_window_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
         START_FAILED("cannot set up the server's tables");
@@ -618,8 +564,7 @@ static void shut_down(struct start *st, int ended)
     srv_fault_stop();
     srv_clients_stop();
     srv_pools_report();
-    for (int i = 0; i < srv.ndev; i++)
-        DRV(cuDevicePrimaryCtxRelease_v2)(i);
+    srv_devctx_release_all();
     srv_log("Server exited");
     srv_handover_exit(st->foreground);
 }

@@ -2,6 +2,7 @@
  * everything it owned when it leaves, however it leaves. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
+#include "server/core/devctx.h"
 #include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/log.h"
@@ -117,11 +118,14 @@ static int recv_all(struct srv_client *c, void *buf, size_t len)
  * slots and into reply lanes are direct DMA, and device-mapped: streams wait on the
  * host-function "done" words in it and store replies from the GPU into its lanes (waits.c).
  * Failure is not fatal: the driver then stages those copies itself, and no reply comes
- * from the GPU. Not in a server whose device 0 faulted (fault.c): its context there is
- * dead. */
-static void register_segment(struct srv_client *c)
+ * from the GPU. Not where device dev faulted (fault.c): its context there is dead. Portable,
+ * so one device's context registers it for all. At the handshake with device 0's context
+ * where it is made; where contexts are made at first use (devctx.c) and none is yet, by the
+ * client's first context (context.c), not before: no context is made for it. */
+void srv_client_register_segment(struct srv_client *c, int dev)
 {
-    if (srv_fault_gate(c, 0) == CUDA_SUCCESS && srv_use_device(0) == CUDA_SUCCESS &&
+    if (!c->shm_registered && srv_device_made(dev) && srv_fault_gate(c, dev) == CUDA_SUCCESS &&
+        srv_use_device(dev) == CUDA_SUCCESS &&
         DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
                                   CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
             CUDA_SUCCESS) {
@@ -237,7 +241,7 @@ static int handshake(struct srv_client *c)
     }
     srv_devices_publish(c);
     srv_busy(c, SRV_BUSY_HANDSHAKE); /* its driver calls, watched (not its reads) */
-    register_segment(c);
+    srv_client_register_segment(c, 0);
     srv_busy(c, 0);
     struct chan_welcome w = {.magic = CHAN_MAGIC,
                              .major = CHAN_PROTO_MAJOR,

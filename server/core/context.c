@@ -13,6 +13,9 @@
 #include "server/limits/account.h"
 #include "server/code/codegate.h"
 #include "server/core/context.h"
+#include "server/core/devctx.h"
+#include "server/limits/green.h"
+#include "server/core/clients.h"
 #include "server/core/devices.h"
 
 #include <stdlib.h>
@@ -50,6 +53,9 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
         /* The device is lost to this server (fault.c), as it is to a process natively:
          * a new context there returns the fault. New processes get a new server. */
         res = (CUresult)atomic_load(&srv_fault[m.device].err);
+    else if ((res = srv_device_make(m.device)) != CUDA_SUCCESS ||
+             (res = srv_green_assign_device(c, m.device)) != CUDA_SUCCESS)
+        ; /* the shared context, or the client's share of it, could not be made (logged) */
     else {
         struct srv_ctx *x = calloc(1, sizeof(*x));
         res = CUDA_ERROR_OUT_OF_MEMORY;
@@ -61,6 +67,7 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
             x->gen = atomic_load(&srv_fault[m.device].gen);
             HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
             atomic_fetch_or(&c->stats.devices, 1u << m.device);
+            srv_client_register_segment(c, m.device); /* if no context was made before */
             res = CUDA_SUCCESS;
         }
     }
@@ -214,7 +221,7 @@ void srv_limits_settle(struct srv_client *gone)
             pthread_mutex_unlock(&srv.clients_lock);
             /* Only ever lowered here, back towards what the remaining clients need: a big
              * stack limit costs device memory for every resident thread. */
-            if (srv_use_device(d) == CUDA_SUCCESS &&
+            if (srv_device_made(d) && srv_use_device(d) == CUDA_SUCCESS &&
                 DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want < real)
                 DRV(cuCtxSetLimit)((CUlimit)l, want);
         }
@@ -236,7 +243,8 @@ void srv_limits_idle(void)
     pthread_mutex_lock(&limits_lock);
     for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
         size_t want = srv_limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
-        if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK || srv_use_device(d) != CUDA_SUCCESS ||
+        if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK || !srv_device_made(d) ||
+            srv_use_device(d) != CUDA_SUCCESS ||
             DRV(cuCtxGetLimit)(&real, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS || real <= want)
             continue;
         CUresult r = DRV(cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, want);

@@ -57,39 +57,3 @@ const char *srv_errname(CUresult r)
     const char *n = shim_error_name(r);
     return n ? n : "CUDA_ERROR_?";
 }
-
-/* ---------------------------------------------------------------- the server's contexts */
-
-/* The thread's current device context, to skip redundant cuCtxSetCurrent calls (a
- * device's context is made once per server: after a fault, a new server makes it). */
-static __thread int cur_dev = -1;
-
-CUresult srv_use_device(int dev)
-{
-    if (dev < 0 || dev >= srv.ndev) return CUDA_ERROR_INVALID_DEVICE;
-    if (cur_dev == dev) return CUDA_SUCCESS;
-    CUresult r = DRV(cuCtxSetCurrent)(srv.ctx[dev]);
-    if (r == CUDA_SUCCESS) cur_dev = dev;
-    return r;
-}
-
-CUresult srv_push_device(int dev)
-{
-    return DRV(cuCtxPushCurrent_v2)(srv.ctx[dev]);
-}
-
-/* What goes is the context srv_push_device pushed, known to the caller: not returned. */
-void srv_pop_device(void)
-{
-    CUcontext old;
-    DRV(cuCtxPopCurrent_v2)(&old);
-}
-
-int srv_device_used(int dev, size_t *used)
-{
-    size_t f = 0, t = 0;
-    if (srv_use_device(dev) != CUDA_SUCCESS || DRV(cuMemGetInfo_v2)(&f, &t) != CUDA_SUCCESS)
-        return -1;
-    *used = t - f;
-    return 0;
-}

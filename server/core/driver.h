@@ -28,8 +28,8 @@ int srv_drv_load(const char *path, char *resolved, size_t len);
 /* Name of an error for logs. */
 const char *srv_errname(CUresult r);
 
-/* Sets the server's context for device `dev` current on the calling thread (driver.c, as
- * the three below). */
+/* Sets the server's context for device `dev` current on the calling thread, made first if
+ * it is not yet (devctx.c, as the three below). */
 CUresult srv_use_device(int dev);
 /* Pushes the server's context for device dev (< CHAN_MAX_DEVICES, not checked) over the
  * thread's current one, for what must be made or freed there whatever the call being
@@ -39,7 +39,8 @@ CUresult srv_use_device(int dev);
 CUresult srv_push_device(int dev);
 void srv_pop_device(void);
 /* The whole device's memory in use as the driver counts it (other processes' included),
- * from the calling thread, made current in the device's context: 0, or -1. */
+ * from the calling thread, made current in the device's context: 0, or -1 (also when that
+ * context is not made yet: it is not made for this). */
 int srv_device_used(int dev, size_t *used);
 
 #endif

@@ -47,6 +47,7 @@
  *    they leave too. A newer server that finds too many faulted servers alive has this
  *    one end every client at once (handover.c). */
 #include "server/core/server.h"
+#include "server/core/devctx.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
@@ -411,7 +412,8 @@ static void *fault_main(void *arg)
         /* First every device is looked at and each fault raised, so that the workers
          * waiting in srv_fault_note go on (and let go); then the recoveries. */
         for (int d = 0; d < srv.ndev && !atomic_load(&srv.quitting); d++) {
-            if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK) continue;
+            /* A context not made yet (devctx.c) has nothing to lose. */
+            if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK || !srv_device_made(d)) continue;
             CUresult err = query(d);
             if (err != CUDA_SUCCESS) raise_fault(d, err);
         }

@@ -6,6 +6,7 @@
  * ring, and the reply is written to the lane only at the end (a client thread cannot
  * change what the server decides from). */
 #include "server/core/server.h"
+#include "server/core/devctx.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
@@ -28,6 +29,11 @@
 static ffi_cif cifs[SHIM_NCALLS];
 static ffi_type *argtypes[SHIM_NCALLS][CHAN_MAX_ARGS];
 static int cif_ok[SHIM_NCALLS];
+/* A question about a device that the driver answers with no context current (cuDeviceGet*,
+ * cuDeviceCanAccessPeer, cuDeviceTotalMem), not about its pools or graph memory, which live
+ * in its primary context: where contexts are made at first use (devctx.c), one is not made
+ * for such a question. */
+static int device_query[SHIM_NCALLS];
 
 static ffi_type *type_of(const struct shim_param *p)
 {
@@ -70,6 +76,10 @@ int srv_generic_init(void)
             srv_log("%s: too many parameters to replay", d->name);
             continue;
         }
+        device_query[id] = (strncmp(d->name, "cuDeviceGet", 11) == 0 ||
+                            strncmp(d->name, "cuDeviceCanAccessPeer", 21) == 0 ||
+                            strncmp(d->name, "cuDeviceTotalMem", 16) == 0) &&
+                           !strstr(d->name, "MemPool") && !strstr(d->name, "GraphMem");
         int ok = 1;
         for (int i = 0; i < d->nparams; i++)
             if (!(argtypes[id][i] = type_of(&d->params[i]))) {
@@ -547,8 +557,10 @@ static CUresult replay(struct srv_client *c, struct srv_call *k, uint8_t *p, uin
     if (d->parent >= 0) k->parent = named_obj(c, &d->params[d->parent], k->a.val[d->parent]);
     if ((res = resolve_stream(c, k, via)) != CUDA_SUCCESS) return res;
     /* Device-level calls need no client context, but the driver wants one current: one of
-     * the client's devices. */
-    if (!c->cur && (res = srv_use_device(srv_dev_any(c))) != CUDA_SUCCESS) return res;
+     * the client's devices (a device query, none where that one is not made yet). */
+    if (!c->cur && (srv_device_made(srv_dev_any(c)) || !device_query[id]) &&
+        (res = srv_use_device(srv_dev_any(c))) != CUDA_SUCCESS)
+        return res;
     if ((res = check_limit(c, k)) != CUDA_SUCCESS) return res;
     if (hook && hook->before && (res = hook->before(c, k)) != CUDA_SUCCESS) return res;
     if ((res = run_call(c, k, hook, via, *destroyed)) != CUDA_SUCCESS) return res;

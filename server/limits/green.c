@@ -20,6 +20,7 @@
 #include "server/core/server.h"
 #include "server/limits/account.h" /* struct srv_account */
 #include "server/core/fault.h"
+#include "server/core/devctx.h"
 #include "server/limits/green.h"
 #include "server/limits/policy.h"
 
@@ -32,6 +33,7 @@
 struct srv_green {
     CUgreenCtx part[CHAN_MAX_DEVICES];
     CUgreenCtx own[CHAN_MAX_DEVICES];
+    uint64_t given; /* bit d: device d was assigned (its context made: devctx.c) */
 };
 
 #define GREEN_MAX_PARTS 64
@@ -120,6 +122,39 @@ static CUgreenCtx own_green(struct srv_client *c, int dev)
     return r == CUDA_SUCCESS ? g : NULL;
 }
 
+/* Under green_lock: c's partition of device d where its share is below the whole (and its
+ * own green context there with MPSSHIM_GREEN_EACH). 0, or -1 if partitions cannot be made. */
+static int assign_one(struct srv_client *c, int d)
+{
+    c->green->given |= 1ull << d;
+    if (srv.green_each && srv_sm[d].align && c->lim->sms[d] >= srv_sm[d].total)
+        c->green->own[d] = own_green(c, d);
+    if (!srv_sm[d].align || c->lim->sms[d] >= srv_sm[d].total) return 0;
+    struct green_set *g = sets;
+    while (g && !(g->dev == d && g->sms == c->lim->sms[d]))
+        g = g->next;
+    if (!g && (g = make_set(d, c->lim->sms[d]))) {
+        g->next = sets;
+        sets = g;
+    }
+    if (!g) return -1;
+    /* One partition per process: its further connections take its first's, so that
+     * connections do not add up to more than its share (account.c). */
+    unsigned best = 0;
+    int mine = c->acct ? c->acct->part[d] : -1;
+    if (mine >= 0 && (unsigned)mine < g->nparts) {
+        best = (unsigned)mine;
+    } else {
+        for (unsigned i = 1; i < g->nparts; i++)
+            if (g->users[i] < g->users[best]) best = i;
+        if (c->acct) c->acct->part[d] = (int)best;
+    }
+    g->users[best]++;
+    c->lim->part[d] = (int)best;
+    c->green->part[d] = g->ctx[best];
+    return 0;
+}
+
 int srv_green_assign(struct srv_client *c)
 {
     int rc = 0;
@@ -128,38 +163,29 @@ int srv_green_assign(struct srv_client *c)
         c->lim->part[d] = -1;
         c->green->part[d] = NULL;
         c->green->own[d] = NULL;
-        if (srv.green_each && srv_sm[d].align && c->lim->sms[d] >= srv_sm[d].total)
-            c->green->own[d] = own_green(c, d);
-        if (!srv_sm[d].align || c->lim->sms[d] >= srv_sm[d].total) continue;
-        struct green_set *g = sets;
-        while (g && !(g->dev == d && g->sms == c->lim->sms[d]))
-            g = g->next;
-        if (!g && (g = make_set(d, c->lim->sms[d]))) {
-            g->next = sets;
-            sets = g;
-        }
-        if (!g) {
-            rc = -1;
-            break;
-        }
-        /* One partition per process: its further connections take its first's, so that
-         * connections do not add up to more than its share (account.c). */
-        unsigned best = 0;
-        int mine = c->acct ? c->acct->part[d] : -1;
-        if (mine >= 0 && (unsigned)mine < g->nparts) {
-            best = (unsigned)mine;
-        } else {
-            for (unsigned i = 1; i < g->nparts; i++)
-                if (g->users[i] < g->users[best]) best = i;
-            if (c->acct) c->acct->part[d] = (int)best;
-        }
-        g->users[best]++;
-        c->lim->part[d] = (int)best;
-        c->green->part[d] = g->ctx[best];
     }
+    c->green->given = 0;
+    /* A device whose shared context is made at first use (devctx.c) and not yet: given with
+     * the client's first context there (srv_green_assign_device), so that green contexts
+     * are not made on a GPU this server may never use. */
+    for (int d = 0; d < srv.ndev && !rc; d++)
+        if (srv_device_made(d)) rc = assign_one(c, d);
     pthread_mutex_unlock(&green_lock);
     if (rc != 0) srv_green_release(c);
     return rc;
+}
+
+CUresult srv_green_assign_device(struct srv_client *c, int dev)
+{
+    int rc = 0;
+    pthread_mutex_lock(&green_lock);
+    if (dev >= 0 && dev < srv.ndev && !(c->green->given & (1ull << dev))) rc = assign_one(c, dev);
+    pthread_mutex_unlock(&green_lock);
+    if (rc != 0)
+        srv_log("Client process %d: no green partition of %u SMs on device %d for its first "
+                "context there",
+                (int)c->pid, c->lim->sms[dev], dev);
+    return rc ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 CUgreenCtx srv_green_ctx(struct srv_client *c, int dev)

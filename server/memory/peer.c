@@ -82,6 +82,7 @@ static CUresult peer_enable(struct srv_client *c, struct srv_call *k)
     if (!c->peers && !(c->peers = calloc(1, sizeof(*c->peers)))) return CUDA_ERROR_OUT_OF_MEMORY;
     if (c->peers->n == PEER_MAX) return CUDA_ERROR_TOO_MANY_PEERS;
     /* In the device's shared context, whatever context (a green one) the worker has current. */
+    /* The peer's shared context exists: the client's context there was made (context.c). */
     if ((r = srv_push_device(dev)) != CUDA_SUCCESS) return r;
     r = DRV(cuCtxEnablePeerAccess)(srv.ctx[pdev], 0);
     srv_pop_device();
