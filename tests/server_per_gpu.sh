@@ -399,8 +399,8 @@ echo "ok: GPU 0's and GPU 1's servers give addresses in zones $zone0 and $zone1:
 
 # 10. (run before 5) The pipe directory's own server, started by a client that moves
 # (MPSSHIM_SERVER_PER_GPU_MOVE=1 in its environment), makes no context at start
-# (MPSSHIM_SERVER_CONTEXTS's auto: server/core/devctx.c): moved processes that use both GPUs
-# leave it with none, so each GPU holds its own server's context alone; a process that stays
+# (MPSSHIM_SERVER_CONTEXTS's auto: server/core/devctx.c): moved processes that use both GPUs,
+# or ask device queries and the module loading mode before their first context, leave it with none, so each GPU holds its own server's context alone; a process that stays
 # (ctxless_node loads a library before its first context) has its device's made at first
 # use, that device's only; the GPUs' servers make theirs at start.
 L=$W/lazy
@@ -409,6 +409,7 @@ chmod 700 "$L"
 lazy() { MPSSHIM_PIPE_DIRECTORY=$L MPSSHIM_SERVER_PER_GPU_MOVE=1 on - "$@"; }
 lazy "$B/tests/twogpus" >"$W/lazy-twogpus.log" 2>&1 || { cat "$W/lazy-twogpus.log"; fail "twogpus moved, the pipe directory's server started by it"; }
 lazy "$B/tests/twogpus" --vmmpeer >>"$W/lazy-twogpus.log" 2>&1 || { cat "$W/lazy-twogpus.log"; fail "twogpus --vmmpeer moved"; }
+lazy "$B/tests/devices" peers >>"$W/lazy-twogpus.log" 2>&1 || { cat "$W/lazy-twogpus.log"; fail "devices peers moved"; }
 [ "$(grep -c "its shared context made at first use" "$L/log/server.log")" = 2 ] ||
     fail "the pipe directory's server of moving clients made contexts at start: $(grep 'Device' "$L/log/server.log")"
 grep -q "made at its first use" "$L/log/server.log" && fail "moved processes made a context in the pipe directory's server: $(grep 'first use' "$L/log/server.log")"

@@ -21,6 +21,7 @@
  * beside it, so a reader that sees it made sees that state. */
 #define _GNU_SOURCE
 #include "server/core/devctx.h"
+#include "server/core/clients.h"
 #include "server/core/context.h"
 #include "server/core/log.h"
 #include "server/limits/policy.h"
@@ -37,6 +38,15 @@ static pthread_once_t locks_once = PTHREAD_ONCE_INIT;
 /* The stream priority range, the same on every device: taken from the first context made. */
 static pthread_mutex_t prio_lock = PTHREAD_MUTEX_INITIALIZER;
 static int prio_taken;
+
+static __thread int serving_pid;
+static __thread uint32_t serving_op;
+
+void srv_devctx_serving(int pid, uint32_t op)
+{
+    serving_pid = pid;
+    serving_op = op;
+}
 
 static void init_locks(void)
 {
@@ -160,7 +170,12 @@ CUresult srv_device_make(int dev)
         if (t.r == CUDA_SUCCESS) {
             take_state(dev);
             atomic_store_explicit(&made[dev], 1, memory_order_release);
-            srv_log("Device %d: one shared context, made at its first use (in %.0f ms)", dev, t.ms);
+            srv_log("Device %d: one shared context, made at its first use (in %.0f ms), for "
+                    "%s of client process %d",
+                    dev, t.ms,
+                    serving_op < SHIM_NCALLS ? shim_calls[serving_op].name
+                                             : srv_proto_op_name(serving_op),
+                    serving_pid);
         } else {
             srv_log("Device %d: its shared context could not be made: %s", dev, srv_errname(t.r));
         }

@@ -19,6 +19,9 @@ int srv_device_made(int dev);
 /* dev's shared context made if it is not yet: CUDA_SUCCESS, or what its making returned
  * (logged; a later call tries again). */
 CUresult srv_device_make(int dev);
+/* What the calling worker serves (worker.c sets them before each record), for the log line
+ * of a context made at first use: which call of which client process made it. */
+void srv_devctx_serving(int pid, uint32_t op);
 /* Releases every shared context made (the server's exit). */
 void srv_devctx_release_all(void);
 

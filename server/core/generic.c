@@ -29,10 +29,11 @@
 static ffi_cif cifs[SHIM_NCALLS];
 static ffi_type *argtypes[SHIM_NCALLS][CHAN_MAX_ARGS];
 static int cif_ok[SHIM_NCALLS];
-/* A question about a device that the driver answers with no context current (cuDeviceGet*,
+/* A question the driver answers with no context current: about a device (cuDeviceGet*,
  * cuDeviceCanAccessPeer, cuDeviceTotalMem), not about its pools or graph memory, which live
- * in its primary context: where contexts are made at first use (devctx.c), one is not made
- * for such a question. */
+ * in its primary context; and the module loading mode (PyTorch asks it before its first
+ * context: on two H200s it made device 0's context in the pipe directory's server of moving
+ * clients). Where contexts are made at first use (devctx.c), none is made for one. */
 static int device_query[SHIM_NCALLS];
 
 static ffi_type *type_of(const struct shim_param *p)
@@ -78,7 +79,8 @@ int srv_generic_init(void)
         }
         device_query[id] = (strncmp(d->name, "cuDeviceGet", 11) == 0 ||
                             strncmp(d->name, "cuDeviceCanAccessPeer", 21) == 0 ||
-                            strncmp(d->name, "cuDeviceTotalMem", 16) == 0) &&
+                            strncmp(d->name, "cuDeviceTotalMem", 16) == 0 ||
+                            strcmp(d->name, "cuModuleGetLoadingMode") == 0) &&
                            !strstr(d->name, "MemPool") && !strstr(d->name, "GraphMem");
         int ok = 1;
         for (int i = 0; i < d->nparams; i++)

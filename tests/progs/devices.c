@@ -3,7 +3,8 @@
  * that a device past the count is refused (cuDeviceGet, cuDevicePrimaryCtxRetain with a
  * forged CUdevice); then, with `hold MB`, allocates MB MiB on its device 0, writes them,
  * prints "ready" and waits for its stdin to close (a test reads the server's accounting
- * meanwhile); with `peers`, makes its context on device 0 and prints, for every pair of
+ * meanwhile); with `peers`, prints the module loading mode (asked before any context, as
+ * PyTorch asks it), makes its context on device 0 and prints, for every pair of
  * devices, cuDeviceCanAccessPeer's answer and the P2P attributes (a client moved to its GPU's
  * server at that context answers them itself: interpose/moved.c); with `addrs`, makes its
  * context on device 0 and prints the addresses it is given: device memory of 256 MiB and of
@@ -54,6 +55,10 @@ int main(int argc, char **argv)
     printf("cuDeviceGet(%d) %s\n", n, name_of(cuDeviceGet(&forged, n)));
     printf("cuDevicePrimaryCtxRetain(%d) %s\n", n, name_of(cuDevicePrimaryCtxRetain(&c, n)));
     if (argc == 2 && strcmp(argv[1], "peers") == 0 && n > 0) {
+        /* Asked before any context, as PyTorch asks it (it needs none). */
+        CUmoduleLoadingMode mode = 0;
+        r = cuModuleGetLoadingMode(&mode);
+        printf("loading mode %s %d\n", name_of(r), r == CUDA_SUCCESS ? (int)mode : -1);
         if ((r = cuDevicePrimaryCtxRetain(&c, 0)) != CUDA_SUCCESS) {
             printf("peers: %s\n", name_of(r));
             return 1;
