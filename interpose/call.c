@@ -112,6 +112,29 @@ static int take_handle(const struct shim_call *d, const uint64_t *val, struct sh
     return p->kind != SHIM_PK_DPTR && shim_known_take(p->htype, val[d->destroys], out) == 0;
 }
 
+/* How many handles OUT parameter i of a call that returned holds: one, or as many as its
+ * count says (a count the caller passes, or one the call wrote back: cuGraphGetNodes returns
+ * how many it wrote, never more than the room it was given). At most OWNED_MAX, so that a
+ * count the caller got wrong reads no further than a sane array. */
+#define OWNED_MAX 65536
+static uint64_t owned_count(const struct shim_call *d, int i, const uint64_t *val, void *const *ptr)
+{
+    const struct shim_param *p = &d->params[i];
+    uint64_t n = 0;
+    if (p->ckind == SHIM_CK_ONE) return 1;
+    if (p->ckind == SHIM_CK_ARG) n = val[p->count_arg];
+    if (p->ckind == SHIM_CK_DEREF && ptr[p->count_arg]) {
+        uint32_t n32 = 0;
+        if (d->params[p->count_arg].elem == sizeof(n)) {
+            memcpy(&n, ptr[p->count_arg], sizeof(n));
+        } else if (d->params[p->count_arg].elem == sizeof(n32)) {
+            memcpy(&n32, ptr[p->count_arg], sizeof(n32));
+            n = n32;
+        }
+    }
+    return n < OWNED_MAX ? n : OWNED_MAX;
+}
+
 /* What a call made or destroyed, in the client's own mirror: ranges (so that copies and
  * pointer queries know them) and the handles the client knows itself. */
 static void record(const struct shim_call *d, const uint64_t *val, void *const *ptr)
@@ -152,8 +175,15 @@ static void record(const struct shim_call *d, const uint64_t *val, void *const *
                    p->htype == SHIM_HT_CUmemGenericAllocationHandle) {
             shim_phys_made((uint64_t *)ptr[i]); /* the process's value of it (physical.c) */
         } else if (p->kind == SHIM_PK_OUT && shim_owned_kind(p->htype)) {
-            /* A graph or pool, made or named: where it lives (owned.c). */
-            shim_owned_made(p->htype, *(const uint64_t *)ptr[i]);
+            /* A graph, node or pool, made or named, alone or in an array (cuGraphGetNodes):
+             * where it lives (owned.c), a node with the graph the call named. */
+            uint64_t n = owned_count(d, i, val, ptr);
+            uint64_t graph = d->parent >= 0 && d->params[d->parent].kind == SHIM_PK_HANDLE &&
+                                     d->params[d->parent].htype == SHIM_HT_CUgraph
+                                 ? val[d->parent]
+                                 : 0;
+            for (uint64_t e = 0; e < n; e++)
+                shim_owned_made(p->htype, ((const uint64_t *)ptr[i])[e], graph);
         } else if (p->kind == SHIM_PK_OUT && p->creates && p->htype &&
                    (shim_types[p->htype].flags & SHIM_TF_CLIENT)) {
             struct shim_known k = {.ctx = ctx};

@@ -17,8 +17,30 @@
 #include <uthash.h>
 
 /* Adds a kernel node (what CHAN_KN_ADD), or sets one's parameters in a graph or an exec. */
+static CUresult kernel_node_here(unsigned what, CUgraphNode *out, uint64_t graph, CUgraphNode node,
+                                 const CUgraphNode *deps, size_t ndeps,
+                                 const CUDA_KERNEL_NODE_PARAMS *p);
+
+/* In a process of several GPUs' servers, the request goes to the server of the graph, node
+ * or exec it names (route.c), and a node added is kept with it (owned.c). */
 static CUresult kernel_node(unsigned what, CUgraphNode *out, uint64_t graph, CUgraphNode node,
                             const CUgraphNode *deps, size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    struct shim_route saved;
+    int routed = what == CHAN_KN_ADD ? shim_route_owned(SHIM_HT_CUgraph, graph, &saved)
+                 : what == CHAN_KN_SET
+                     ? shim_route_owned(SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)node, &saved)
+                     : shim_route_known(SHIM_HT_CUgraphExec, graph, &saved);
+    CUresult r = kernel_node_here(what, out, graph, node, deps, ndeps, p);
+    if (r == CUDA_SUCCESS && what == CHAN_KN_ADD)
+        shim_owned_made(SHIM_HT_CUgraphNode, (uint64_t)(uintptr_t)*out, graph);
+    if (routed) shim_route_end(&saved);
+    return r;
+}
+
+static CUresult kernel_node_here(unsigned what, CUgraphNode *out, uint64_t graph, CUgraphNode node,
+                                 const CUgraphNode *deps, size_t ndeps,
+                                 const CUDA_KERNEL_NODE_PARAMS *p)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
@@ -164,8 +186,11 @@ static CUresult kernel_node_read(CUgraphNode node, struct kn_read *out)
     struct chan_kernel_node m = {.what = CHAN_KN_GET, .node = (uint64_t)(uintptr_t)node};
     const uint8_t *data;
     uint32_t len = 0;
-    if ((r = shim_rpc_lane(CHAN_OP_KERNEL_NODE, &m, sizeof(m), &data, &len)) != CUDA_SUCCESS)
-        return r;
+    struct shim_route saved;
+    int routed = shim_route_owned(SHIM_HT_CUgraphNode, m.node, &saved); /* its graph's server */
+    r = shim_rpc_lane(CHAN_OP_KERNEL_NODE, &m, sizeof(m), &data, &len);
+    if (routed) shim_route_end(&saved);
+    if (r != CUDA_SUCCESS) return r;
     struct kn_read *k = kn_parse(m.node, data, len);
     if (!k) return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&kn_lock);

@@ -222,6 +222,26 @@ int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved)
     return 1;
 }
 
+int shim_route_owned(uint32_t type, uint64_t value, struct shim_route *saved)
+{
+    struct shim_route to;
+    int dev;
+    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire) || !value ||
+        !shim_owned_device(type, value, &dev) || !of_device(dev, &to) || !elsewhere(&to))
+        return 0;
+    shim_route_begin(saved, to.device, to.ctx);
+    return 1;
+}
+
+int shim_route_known(uint32_t type, uint64_t value, struct shim_route *saved)
+{
+    struct shim_known k;
+    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire) || !value ||
+        shim_known_find(type, value, &k) != 0)
+        return 0;
+    return shim_route_to_ctx(k.ctx, saved);
+}
+
 int shim_route_stream(CUstream s, struct shim_route *saved)
 {
     struct shim_known k;

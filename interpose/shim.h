@@ -253,6 +253,10 @@ void shim_route_on_phys(int (*fn)(uint64_t client, int *dev));
 /* The same for a call enqueued on stream s (hand-written entry points), and for one about
  * something of context id ctx. */
 int shim_route_stream(CUstream s, struct shim_route *saved);
+/* The same for a graph, node or pool (owned.c), and for a handle the client knows (a graph
+ * exec). */
+int shim_route_owned(uint32_t type, uint64_t value, struct shim_route *saved);
+int shim_route_known(uint32_t type, uint64_t value, struct shim_route *saved);
 int shim_route_to_ctx(uint32_t ctx, struct shim_route *saved);
 /* across.c: whether described call d (its arguments' values val) is a stream's wait for an
  * event of another connection's server (shim_route_call then answers -1), and that wait,
@@ -288,12 +292,13 @@ CUresult shim_phys_args(const struct shim_call *d, uint64_t *val, uint64_t *spar
  * CUDA_ERROR_INVALID_VALUE when another server holds it. */
 int shim_phys_route(uint64_t client, struct shim_route *saved);
 CUresult shim_phys_server(uint64_t client, uint64_t *server);
-/* owned.c: graphs and memory pools of a process moved to its GPUs' servers, kept with the
- * device whose server made (or named) each. Whether a handle type is one of those; one just
- * returned through the server the thread's requests go to; one destroyed; the device of one
- * (1), or 0 when not kept. */
+/* owned.c: graphs, their nodes and memory pools of a process moved to its GPUs' servers,
+ * kept with the device whose server made (or named) each. Whether a handle type is one of
+ * those; one just returned through the server the thread's requests go to (a node with its
+ * graph, `owner`, where the call named it; else 0); one destroyed (a graph's nodes with it);
+ * the device of one (1), or 0 when not kept. */
 int shim_owned_kind(uint32_t type);
-void shim_owned_made(uint32_t type, uint64_t value);
+void shim_owned_made(uint32_t type, uint64_t value, uint64_t owner);
 void shim_owned_gone(uint32_t type, uint64_t value);
 int shim_owned_device(uint32_t type, uint64_t value, int *dev);
 /* reserved.c: address space reserved by a process moved to its GPUs' servers, kept with the

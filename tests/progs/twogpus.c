@@ -18,7 +18,8 @@
  *                  host function captured on each device's stream (a graph's host node) runs
  *                  when the graph is launched there, the other device's context current;
  *   --graphs       a graph captured on each device's stream is counted, cloned, instantiated,
- *                  launched there and destroyed with the other device's context current;
+ *                  launched there and destroyed with the other device's context current, and
+ *                  its nodes (one got from it, one added to it) named alone so;
  *   --events       device 1's stream waits for an event of device 0's recorded behind a
  *                  kernel of 200 ms, then records its own: once that one is synchronised,
  *                  device 0's must be complete (printed), which without the wait it would
@@ -395,6 +396,20 @@ int main(int argc, char **argv)
         CHECK(cuCtxSetCurrent(g[1 - d].ctx));
         size_t nodes = 0;
         CHECK(cuGraphGetNodes(graph, NULL, &nodes));
+        /* Its nodes named alone: one got from the graph, one added to it, the second destroyed. */
+        CUgraphNode got[4] = {0}, empty;
+        size_t room = 4;
+        CUgraphNodeType type, etype;
+        CUDA_KERNEL_NODE_PARAMS kp;
+        CHECK(cuGraphGetNodes(graph, got, &room));
+        CHECK(cuGraphNodeGetType(got[0], &type));
+        CHECK(cuGraphKernelNodeGetParams(got[0], &kp));
+        CHECK(cuGraphAddEmptyNode(&empty, graph, got, 1));
+        CHECK(cuGraphNodeGetType(empty, &etype));
+        CHECK(cuGraphDestroyNode(empty));
+        printf("device %d: node types %d and %d, the kernel's grid %u x %u threads, named with "
+               "the other device current\n",
+               d, (int)type, (int)etype, kp.gridDimX, kp.blockDimX);
         CHECK(cuGraphClone(&clone, graph));
         CHECK(cuGraphInstantiate(&exec, clone, 0));
         CHECK(cuGraphLaunch(exec, g[d].s));
