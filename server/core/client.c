@@ -2,7 +2,7 @@
  * everything it owned when it leaves, however it leaves. */
 #define _GNU_SOURCE
 #include "server/core/server.h"
-#include "server/core/devctx.h"
+#include "server/core/segment.h"
 #include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/log.h"
@@ -114,27 +114,6 @@ static int recv_all(struct srv_client *c, void *buf, size_t len)
     return 0;
 }
 
-/* The client's segment registered with the driver once, so that copies through staging
- * slots and into reply lanes are direct DMA, and device-mapped: streams wait on the
- * host-function "done" words in it and store replies from the GPU into its lanes (waits.c).
- * Failure is not fatal: the driver then stages those copies itself, and no reply comes
- * from the GPU. Not where device dev faulted (fault.c): its context there is dead. Portable,
- * so one device's context registers it for all. At the handshake with device 0's context
- * where it is made; where contexts are made at first use (devctx.c) and none is yet, by the
- * client's first context (context.c), not before: no context is made for it. */
-void srv_client_register_segment(struct srv_client *c, int dev)
-{
-    if (!c->shm_registered && srv_device_made(dev) && srv_fault_gate(c, dev) == CUDA_SUCCESS &&
-        srv_use_device(dev) == CUDA_SUCCESS &&
-        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
-                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
-            CUDA_SUCCESS) {
-        c->shm_registered = 1;
-        if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
-            c->shm_dptr = 0;
-    }
-}
-
 /* Handshake; returns the segment fd sent, or -1 when the client was refused. */
 static int handshake(struct srv_client *c)
 {
@@ -241,7 +220,7 @@ static int handshake(struct srv_client *c)
     }
     srv_devices_publish(c);
     srv_busy(c, SRV_BUSY_HANDSHAKE); /* its driver calls, watched (not its reads) */
-    srv_client_register_segment(c, 0);
+    srv_segment_register(c, 0);
     srv_busy(c, 0);
     struct chan_welcome w = {.magic = CHAN_MAGIC,
                              .major = CHAN_PROTO_MAJOR,

@@ -19,9 +19,6 @@ unsigned srv_clients_pending(void);
 const char *srv_proto_op_name(uint32_t op);
 /* Marks every client dead and waits for their workers to clean up. */
 void srv_clients_stop(void);
-/* Registers the client's segment with the driver through dev's context, once, if that
- * context is made and alive (client.c). */
-void srv_client_register_segment(struct srv_client *c, int dev);
 /* Called by the poll loop when a client's socket hangs up. */
 void srv_client_hangup(struct srv_client *c);
 /* terminate_client: marks every live client of process `pid` terminated (its worker stops

@@ -15,7 +15,7 @@
 #include "server/core/context.h"
 #include "server/core/devctx.h"
 #include "server/limits/green.h"
-#include "server/core/clients.h"
+#include "server/core/segment.h"
 #include "server/core/devices.h"
 
 #include <stdlib.h>
@@ -67,7 +67,7 @@ void srv_op_ctx_create(struct srv_client *c, const struct chan_rec *r, uint8_t *
             x->gen = atomic_load(&srv_fault[m.device].gen);
             HASH_ADD(hh, c->ctxs, id, sizeof(x->id), x);
             atomic_fetch_or(&c->stats.devices, 1u << m.device);
-            srv_client_register_segment(c, m.device); /* if no context was made before */
+            srv_segment_register(c, m.device); /* if no context was made before */
             res = CUDA_SUCCESS;
         }
     }

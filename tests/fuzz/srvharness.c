@@ -295,7 +295,7 @@ struct fh_client *fh_connect(void)
     close(fd);
     c->admitted = 1;
     srv_devices_publish(c);
-    srv_client_register_segment(c, 0); /* client.c */
+    srv_segment_register(c, 0); /* segment.c */
     atomic_store(&c->connected, 1);
     /* srv_worker_main's start */
     c->rec = malloc(CHAN_REC_MAX);

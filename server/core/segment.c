@@ -1,0 +1,25 @@
+/* The client's segment registered with the driver once, so that copies through staging
+ * slots and into reply lanes are direct DMA, and device-mapped: streams wait on the
+ * host-function "done" words in it and store replies from the GPU into its lanes (waits.c).
+ * Failure is not fatal: the driver then stages those copies itself, and no reply comes
+ * from the GPU. Not where device dev faulted (fault.c): its context there is dead. Portable,
+ * so one device's context registers it for all. At the handshake with device 0's context
+ * where it is made (client.c); where contexts are made at first use (devctx.c) and none is
+ * yet, by the client's first context (context.c), not before: no context is made for it.
+ * Unregistered when the client goes (client.c). */
+#include "server/core/segment.h"
+#include "server/core/devctx.h"
+#include "server/core/fault.h"
+
+void srv_segment_register(struct srv_client *c, int dev)
+{
+    if (!c->shm_registered && srv_device_made(dev) && srv_fault_gate(c, dev) == CUDA_SUCCESS &&
+        srv_use_device(dev) == CUDA_SUCCESS &&
+        DRV(cuMemHostRegister_v2)(c->shm, c->shm_size,
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+            CUDA_SUCCESS) {
+        c->shm_registered = 1;
+        if (DRV(cuMemHostGetDevicePointer_v2)(&c->shm_dptr, c->shm, 0) != CUDA_SUCCESS)
+            c->shm_dptr = 0;
+    }
+}
