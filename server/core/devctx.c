@@ -31,8 +31,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-static int first_use;
 static _Atomic int made[CHAN_MAX_DEVICES];
+static _Atomic int failure_said[CHAN_MAX_DEVICES]; /* a device whose making failed: said once */
 static pthread_mutex_t make_lock[CHAN_MAX_DEVICES];
 static pthread_once_t locks_once = PTHREAD_ONCE_INIT;
 /* The stream priority range, the same on every device: taken from the first context made. */
@@ -108,10 +108,9 @@ static void take_state(int d)
     DRV(cuCtxPopCurrent_v2)(&old);
 }
 
-int srv_devctx_start(int lazy, char *why, size_t len)
+int srv_devctx_start(int first_use, char *why, size_t len)
 {
     pthread_once(&locks_once, init_locks);
-    first_use = lazy;
     if (first_use) {
         for (int i = 0; i < srv.ndev; i++)
             srv_log("Device %d: %s, its shared context made at first use "
@@ -147,11 +146,6 @@ int srv_devctx_start(int lazy, char *why, size_t len)
     return 0;
 }
 
-int srv_devctx_first_use(void)
-{
-    return first_use;
-}
-
 int srv_device_made(int dev)
 {
     return dev >= 0 && dev < srv.ndev && dev < CHAN_MAX_DEVICES &&
@@ -176,8 +170,10 @@ CUresult srv_device_make(int dev)
                     serving_op < SHIM_NCALLS ? shim_calls[serving_op].name
                                              : srv_proto_op_name(serving_op),
                     serving_pid);
-        } else {
-            srv_log("Device %d: its shared context could not be made: %s", dev, srv_errname(t.r));
+        } else if (!atomic_exchange(&failure_said[dev], 1)) {
+            srv_log("Device %d: its shared context could not be made: %s (each request that "
+                    "needs it tries again; said once)",
+                    dev, srv_errname(t.r));
         }
     }
     pthread_mutex_unlock(&make_lock[dev]);

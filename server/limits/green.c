@@ -33,7 +33,7 @@
 struct srv_green {
     CUgreenCtx part[CHAN_MAX_DEVICES];
     CUgreenCtx own[CHAN_MAX_DEVICES];
-    uint64_t given; /* bit d: device d was assigned (its context made: devctx.c) */
+    uint64_t given; /* bit d: device d's share was given (its context made: devctx.c) */
 };
 
 #define GREEN_MAX_PARTS 64
@@ -126,10 +126,12 @@ static CUgreenCtx own_green(struct srv_client *c, int dev)
  * own green context there with MPSSHIM_GREEN_EACH). 0, or -1 if partitions cannot be made. */
 static int assign_one(struct srv_client *c, int d)
 {
-    c->green->given |= 1ull << d;
     if (srv.green_each && srv_sm[d].align && c->lim->sms[d] >= srv_sm[d].total)
         c->green->own[d] = own_green(c, d);
-    if (!srv_sm[d].align || c->lim->sms[d] >= srv_sm[d].total) return 0;
+    if (!srv_sm[d].align || c->lim->sms[d] >= srv_sm[d].total) {
+        c->green->given |= 1ull << d;
+        return 0;
+    }
     struct green_set *g = sets;
     while (g && !(g->dev == d && g->sms == c->lim->sms[d]))
         g = g->next;
@@ -152,6 +154,7 @@ static int assign_one(struct srv_client *c, int d)
     g->users[best]++;
     c->lim->part[d] = (int)best;
     c->green->part[d] = g->ctx[best];
+    c->green->given |= 1ull << d; /* not before: a partition not had is tried again */
     return 0;
 }
 
