@@ -38,6 +38,8 @@
  *   --p2pmap       device 0's physical memory handed to device 1 as a handle, which device
  *                  1 maps at an address of its own (NCCL's p2pMap for ranks in one process):
  *                  read by device 1's kernel, written by device 1 and read back on device 0;
+ *   --peer3d       device 0's results copied into device 1's memory as 3D boxes between
+ *                  the contexts (cuMemcpy3DPeer, and its async form on device 1's stream);
  *   --device1-first device 1's primary context is retained before device 0's (with
  *                  --vmmpeer: the grant of device 1 goes to device 1's server, the process's
  *                  first, while the memory lies in device 0's);
@@ -163,6 +165,48 @@ static void *rounds(void *arg)
         w->passed++;
     }
     return NULL;
+}
+
+/* --peer3d: device 0's results copied into device 1's memory as boxes between the two
+ * contexts (cuMemcpy3DPeer with device 0's context current, its async form on device 1's
+ * stream with device 1's), each read back and compared with the source. */
+static void peer3d(struct dev *g)
+{
+    enum { W = 1024, H = 64, D = 2, FLOATS = W / 4 * H * D };
+    float *want = malloc(FLOATS * sizeof(float)), *got = malloc(FLOATS * sizeof(float));
+    REQUIRE(want && got, "out of host memory");
+    CHECK(cuCtxSetCurrent(g[0].ctx));
+    CHECK(cuStreamSynchronize(g[0].s));
+    CHECK(cuMemcpyDtoH(want, g[0].c, FLOATS * sizeof(float)));
+    for (int async = 0; async < 2; async++) {
+        CUDA_MEMCPY3D_PEER p = {.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                                .srcDevice = g[0].c,
+                                .srcContext = g[0].ctx,
+                                .srcPitch = W,
+                                .srcHeight = H,
+                                .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                                .dstDevice = async ? g[1].b : g[1].a,
+                                .dstContext = g[1].ctx,
+                                .dstPitch = W,
+                                .dstHeight = H,
+                                .WidthInBytes = W,
+                                .Height = H,
+                                .Depth = D};
+        CHECK(cuCtxSetCurrent(g[async].ctx));
+        if (async) {
+            CHECK(cuMemcpy3DPeerAsync(&p, g[1].s));
+            CHECK(cuStreamSynchronize(g[1].s));
+        } else {
+            CHECK(cuMemcpy3DPeer(&p));
+        }
+        CHECK(cuCtxSetCurrent(g[1].ctx));
+        CHECK(cuMemcpyDtoH(got, p.dstDevice, FLOATS * sizeof(float)));
+        printf("cuMemcpy3DPeer%s from device 0 to device 1: %s (%.2f)\n", async ? "Async" : "",
+               memcmp(want, got, FLOATS * sizeof(float)) == 0 ? "same" : "DIFFERENT",
+               got[FLOATS - 1]);
+    }
+    free(want);
+    free(got);
 }
 
 /* --p2pmap: what NCCL's ranks in one process do (p2pMap with cuMem): device 0's rank makes
@@ -526,6 +570,7 @@ int main(int argc, char **argv)
         CHECK(cuMemRelease(h));
     }
     if (t_has_flag(argc, argv, "--p2pmap")) p2pmap(g);
+    if (t_has_flag(argc, argv, "--peer3d")) peer3d(g);
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--threads") != 0) continue;
         struct rounds w[2];
