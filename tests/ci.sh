@@ -179,6 +179,7 @@ say "mpsshim CI tier: CPU test driver behind the server (no GPU; nothing here me
 run_test unit-channel 60 "$B/tests/unit/channel_test"
 run_test unit-ranges 60 "$B/tests/unit/ranges_test"
 run_test unit-physical 60 "$B/tests/unit/physical_test"
+run_test unit-owned 60 "$B/tests/unit/owned_test"
 run_test procaddr-vs-driver 60 env MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
     MPSSHIM_PIPE_DIRECTORY="$WORK/none" "$B/tests/unit/procaddr_test" "$SHIM" \
     "$ROOT/gen/data/procaddress-580.159.04.tsv"

@@ -75,3 +75,12 @@ all: $(B)/tests/unit/physical_test
 $(B)/tests/unit/physical_test: $(B)/obj/tests/unit/physical_test.o $(B)/obj/interpose/physical.o
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS)
+
+UNIT_BINS += $(B)/tests/unit/owned_test
+all: $(B)/tests/unit/owned_test
+
+# The graphs, nodes and pools a moved process keeps with their servers (interpose/owned.c),
+# its neighbours stood in for by the test.
+$(B)/tests/unit/owned_test: $(B)/obj/tests/unit/owned_test.o $(B)/obj/interpose/owned.o
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS)
