@@ -456,6 +456,7 @@ struct cpudrv_physmem {
     int fd;           // for export (POSIX file descriptor handles requested), else -1
     void *pages;      // a shared mapping of all of it: every cuMemMap duplicates it
     CUmemAllocationProp prop;
+    int unseen; // imported from a device this process does not see (CUDA_VISIBLE_DEVICES)
 };
 
 // cpudrv_big held: 1 and the reservation (cuMemAddressReserve) containing p, else 0.

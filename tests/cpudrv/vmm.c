@@ -141,7 +141,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     rc = check_prop(prop, CUDA_ERROR_INVALID_DEVICE, &dev);
     if (rc) return TR(rc);
     char name[32];
-    snprintf(name, sizeof name, MEMFD_PREFIX "%d", dev);
+    snprintf(name, sizeof name, MEMFD_PREFIX "%d", dev + cpudrv_first); /* the machine's */
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0) return TR(CUDA_ERROR_OUT_OF_MEMORY);
     if (size > (size_t)LLONG_MAX || ftruncate(fd, (off_t)size)) {
@@ -211,10 +211,12 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
     if (!prop) return TR(CUDA_ERROR_INVALID_VALUE);
     cpudrv_lock();
     const struct cpudrv_physmem *m = physmem_find(handle);
-    if (m)
-        *prop = m->prop;
-    else
+    if (!m)
         rc = CUDA_ERROR_INVALID_VALUE;
+    else if (m->unseen)
+        rc = CUDA_ERROR_INVALID_DEVICE; /* driver 580, two H200s: no ordinal names it here */
+    else
+        *prop = m->prop;
     cpudrv_unlock();
     return TR(rc);
 }
@@ -240,8 +242,8 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
     return TR(rc);
 }
 
-// The device an exported memfd names ("/memfd:cpudrv-vmm-devN (deleted)"), or -1 for a
-// descriptor that is not one.
+// The machine's index of the device an exported memfd names ("/memfd:cpudrv-vmm-devN
+// (deleted)"), or -1 for a descriptor that is not one.
 static int memfd_device(int fd)
 {
     char path[64], target[128];
@@ -258,7 +260,11 @@ static int memfd_device(int fd)
 
 // A handle for memory exported by cuMemExportToShareableHandle (in this process or
 // another); osHandle is the file descriptor itself, which stays the caller's. The memory
-// counts against the exporter's device, not again here.
+// counts against the exporter's device, not again here. The descriptor's name carries the
+// machine's index of that device: memory of a device this process does not see (another
+// GPU's server, started with CUDA_VISIBLE_DEVICES) is imported and mapped as its own device
+// 0's would be, the peer mapping NCCL makes, but no ordinal here names where it lies: its
+// properties answer CUDA_ERROR_INVALID_DEVICE, as driver 580 answers on two H200s.
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                         CUmemAllocationHandleType shHandleType)
 {
@@ -266,11 +272,14 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     if (rc) return TR(rc);
     if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return TR(CUDA_ERROR_INVALID_VALUE);
-    int fd = (int)(intptr_t)osHandle, dev = memfd_device(fd);
+    int fd = (int)(intptr_t)osHandle, dev = memfd_device(fd) - cpudrv_first, unseen = 0;
     struct stat st;
-    if (dev < 0 || dev >= cpudrv_ndev || fstat(fd, &st) || st.st_size <= 0 ||
-        (size_t)st.st_size % GRANULE)
+    if (dev + cpudrv_first < 0 || fstat(fd, &st) || st.st_size <= 0 || (size_t)st.st_size % GRANULE)
         return TR(CUDA_ERROR_INVALID_VALUE);
+    if (dev < 0 || dev >= cpudrv_ndev) {
+        unseen = 1;
+        dev = 0;
+    }
     int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0) return TR(CUDA_ERROR_OUT_OF_MEMORY);
     CUmemAllocationProp prop = {0};
@@ -282,6 +291,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     cpudrv_lock();
     rc = physmem_new(own, (size_t)st.st_size, dev, &prop, 1, &m);
     if (!rc) {
+        m->unseen = unseen;
         cpudrv_obj_publish(&m->o);
         *handle = (CUmemGenericAllocationHandle)(uintptr_t)m;
     }
