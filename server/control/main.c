@@ -159,6 +159,7 @@ static void usage(FILE *f)
 
 /* The start-up's steps done so far: a standby (handover.c) takes some before a fault. */
 static int driver_loaded, devices_made;
+static int first_use; /* the devices' contexts are made at first use (devctx.c) */
 
 /* The driver loaded and initialised. */
 static int load_driver(void)
@@ -213,7 +214,8 @@ static int init_devices(void)
             srv_log("device %d: MPSSHIM_CTX_SCHED not taken: %s", i, srv_errname(r));
     }
     char why[200];
-    if (srv_devctx_start(contexts_at_first_use(), why, sizeof(why)) != 0) START_FAILED("%s", why);
+    first_use = contexts_at_first_use();
+    if (srv_devctx_start(first_use, why, sizeof(why)) != 0) START_FAILED("%s", why);
     srv_green_init();
     if (srv_window_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
         START_FAILED("cannot set up the server's tables");
@@ -472,7 +474,7 @@ static int announce_ready(struct start *st, char **argv)
     /* A GPU's server, fresh: the defaults set in its pipe directory's own server. */
     if (!st->adopted) srv_siblings_inherit();
     srv_log("Server ready, pipe directory %s", srv.pipe_dir);
-    if (st->successor) srv_handover_adopted();
+    if (st->successor) srv_handover_adopted(!first_use);
     if (st->afresh) srv_recycle_adopted();
     srv_handover_poll(); /* its standby, started before "ready" */
     tell_starter("ready\n");

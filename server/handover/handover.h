@@ -62,9 +62,11 @@ int srv_handover_decode(const char **s, char *why, size_t len);
 int srv_handover_inherit(int fd);
 /* Stops the standby (before a fresh image replaces this one: the new one starts its own). */
 void srv_handover_standby_stop(void);
-/* Successor, once serving: logs the recovery time and whether a standby was used; tells
- * the oldest faulted servers beyond the bound to end their clients. */
-void srv_handover_adopted(void);
+/* Successor, once serving: logs the recovery time and whether a standby was used (the
+ * time its contexts were made again, or, where they are made at first use, the time it
+ * serves again: contexts_made 0); tells the oldest faulted servers beyond the bound to end
+ * their clients. */
+void srv_handover_adopted(int contexts_made);
 /* get_server_status: the faulted servers alive and the standby, a line each. */
 void srv_handover_describe(char *out, size_t len);
 /* A faulted server in the foreground (the service's main process) passes sig (a stop, a

@@ -156,7 +156,7 @@ int srv_handover_check_fds(int listen_fd, int control_fd, int lock_fd, char *why
     return 0;
 }
 
-void srv_handover_adopted(void)
+void srv_handover_adopted(int contexts_made)
 {
     uint64_t now = chan_now_ns();
     char how[200];
@@ -165,10 +165,15 @@ void srv_handover_adopted(void)
                  (double)(fault_seen_ns - sb_ready_ns) / 1e9, srv_standby_mode_name());
     else
         snprintf(how, sizeof(how), "started at the fault or just before, not waiting yet");
-    srv_log("Device %d: shared context made again %.0f ms after the fault was seen (%s in "
-            "server %d), in this new server, %s; serving. Server %d keeps its clients for now",
-            fault_dev, (double)(now - fault_seen_ns) / 1e6, srv_errname(fault_err), (int)pred_pid,
-            how, (int)pred_pid);
+    /* Where contexts are made at first use (devctx.c) none was made yet: the time said is
+     * the time it serves again, never as a context's. */
+    srv_log("Device %d: %s %.0f ms after the fault was seen (%s in server %d), in this new "
+            "server, %s; serving. Server %d keeps its clients for now",
+            fault_dev,
+            contexts_made ? "shared context made again"
+                          : "serving again, its shared context to be made at first use,",
+            (double)(now - fault_seen_ns) / 1e6, srv_errname(fault_err), (int)pred_pid, how,
+            (int)pred_pid);
     /* More faulted servers alive than a service keeps: the oldest end their clients now. */
     pthread_mutex_lock(&srv_ho.lock);
     srv_handover_prune();
