@@ -410,7 +410,7 @@ lazy() { MPSSHIM_PIPE_DIRECTORY=$L MPSSHIM_SERVER_PER_GPU_MOVE=1 on - "$@"; }
 lazy "$B/tests/twogpus" >"$W/lazy-twogpus.log" 2>&1 || { cat "$W/lazy-twogpus.log"; fail "twogpus moved, the pipe directory's server started by it"; }
 lazy "$B/tests/twogpus" --vmmpeer >>"$W/lazy-twogpus.log" 2>&1 || { cat "$W/lazy-twogpus.log"; fail "twogpus --vmmpeer moved"; }
 lazy "$B/tests/devices" peers >>"$W/lazy-twogpus.log" 2>&1 || { cat "$W/lazy-twogpus.log"; fail "devices peers moved"; }
-[ "$(grep -c "its shared context made at first use" "$L/log/server.log")" = 2 ] ||
+[ "$(grep -c "its shared context made at first use" "$L/log/server.log")" -ge 2 ] ||
     fail "the pipe directory's server of moving clients made contexts at start: $(grep 'Device' "$L/log/server.log")"
 grep -q "made at its first use" "$L/log/server.log" && fail "moved processes made a context in the pipe directory's server: $(grep 'first use' "$L/log/server.log")"
 for g in 0 1; do
