@@ -141,7 +141,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     rc = check_prop(prop, CUDA_ERROR_INVALID_DEVICE, &dev);
     if (rc) return TR(rc);
     char name[32];
-    snprintf(name, sizeof name, MEMFD_PREFIX "%d", dev + cpudrv_first); /* the machine's */
+    snprintf(name, sizeof name, MEMFD_PREFIX "%d", dev + cpudrv_first); // the machine's
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0) return TR(CUDA_ERROR_OUT_OF_MEMORY);
     if (size > (size_t)LLONG_MAX || ftruncate(fd, (off_t)size)) {
@@ -214,7 +214,7 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
     if (!m)
         rc = CUDA_ERROR_INVALID_VALUE;
     else if (m->unseen)
-        rc = CUDA_ERROR_INVALID_DEVICE; /* driver 580, two H200s: no ordinal names it here */
+        rc = CUDA_ERROR_INVALID_DEVICE; // driver 580, two H200s: no ordinal names it here
     else
         *prop = m->prop;
     cpudrv_unlock();
