@@ -19,7 +19,10 @@
  *
  * Handles exported as POSIX descriptors and imported from them (cuMemExportToShareableHandle,
  * cuMemImportFromShareableHandle: NCCL's ranks pass them) are this file's too, in any
- * process: the descriptor carries the server's handle bytes (below). */
+ * process: the descriptor carries the server's handle bytes (below), and the allocation's
+ * properties with its GPU's UUID, so that a moved process answers which of its devices
+ * memory it imported from another GPU's server lies on: that server's driver cannot name a
+ * GPU it does not hold (driver 580 answers CUDA_ERROR_INVALID_DEVICE on two H200s). */
 #define _GNU_SOURCE
 #include "interpose/shim.h"
 
@@ -43,6 +46,10 @@ struct phys {
     struct at at;
     int dev;       /* a device that connection serves: where a route goes (-1: shim_conn) */
     uint32_t refs; /* the driver's references the process holds */
+    /* An import whose descriptor carried its allocation's properties (below), the location
+     * named by this process's ordinal of its GPU: answered here (carried 1). */
+    int carried;
+    CUmemAllocationProp prop;
     UT_hash_handle hc, hs;
 };
 
@@ -217,6 +224,85 @@ CUresult shim_phys_server(uint64_t client, uint64_t *server)
  * what it names is decided by the server from those bytes alone. */
 #define VMM_FD_NAME "mpsshim-vmm-handle"
 
+/* What follows the handle bytes in the descriptor: the allocation's properties as its
+ * exporter saw them, its location's device named by UUID (the exporter's ordinals are its
+ * own). Read by the importer as untrusted bytes: only the importer's own answers about the
+ * memory depend on them (a forged one misleads only a process that took the descriptor from
+ * its forger); a descriptor without them (an older shim's) is imported as before. */
+#define CARRIED_MAGIC 0x31504f5250535050ull /* "PPSPROP1" */
+struct carried {
+    uint64_t magic;
+    uint32_t size;      /* sizeof(struct carried) */
+    uint32_t on_device; /* 1: prop's location is a device, the one of `uuid` */
+    CUuuid uuid;
+    CUmemAllocationProp prop; /* its win32HandleMetaData NULL */
+};
+
+/* The properties of client's handle to carry, as the process's entry point answers them
+ * (routed to its server): 0, or -1 when they cannot be had (nothing is carried). */
+static int carry_of(CUmemGenericAllocationHandle client, struct carried *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (cuMemGetAllocationPropertiesFromHandle(&out->prop, client) != CUDA_SUCCESS) return -1;
+    out->prop.win32HandleMetaData = NULL;
+    out->magic = CARRIED_MAGIC;
+    out->size = sizeof(*out);
+    const CUmemLocation *l = &out->prop.location;
+    if (l->type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        if (l->id < 0 || l->id >= shim_conn.dev.ndev || l->id >= CHAN_MAX_DEVICES) return -1;
+        out->on_device = 1;
+        out->uuid = shim_conn.dev.dev[l->id].uuid;
+    }
+    return 0;
+}
+
+/* lock not held: client's import keeps the carried properties c, read from its descriptor,
+ * its device named by this process's ordinal of the UUID; none when this process does not
+ * see that GPU (its server's answer, the driver's refusal, stands). */
+static void carried_keep(uint64_t client, const struct carried *c)
+{
+    CUmemAllocationProp prop = c->prop;
+    prop.win32HandleMetaData = NULL;
+    if (c->on_device) {
+        int k = 0;
+        while (k < shim_conn.dev.ndev && k < CHAN_MAX_DEVICES &&
+               memcmp(&shim_conn.dev.dev[k].uuid, &c->uuid, sizeof(c->uuid)) != 0)
+            k++;
+        if (k >= shim_conn.dev.ndev || k >= CHAN_MAX_DEVICES) return;
+        prop.location.id = k;
+    }
+    pthread_mutex_lock(&lock);
+    struct phys *e = find(client);
+    if (e) {
+        e->prop = prop;
+        e->carried = 1;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* cuMemGetAllocationPropertiesFromHandle (its `client:` hook): the carried properties of an
+ * import, where its descriptor had them; else the server answers. args name the server's
+ * value of the handle on the connection the call goes to (shim_phys_args). */
+static int props_known(const void *const *args)
+{
+    CUmemAllocationProp *prop = *(CUmemAllocationProp *const *)args[0];
+    uint64_t there = (uint64_t)*(const CUmemGenericAllocationHandle *)args[1];
+    if (!prop || !shim_phys_live()) return 0;
+    struct at at = {.slot = (uint64_t)shim_route_conn()->slot, .server = there};
+    int known = 0;
+    pthread_mutex_lock(&lock);
+    struct phys *e = NULL;
+    HASH_FIND(hs, by_server, &at, sizeof(at), e);
+    if (e && e->carried) {
+        *prop = e->prop;
+        known = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return known;
+}
+
+const struct shim_hook shim_hook_phys_props = {.known = props_known};
+
 CUresult shim_phys_handle_bytes(uint64_t client, uint8_t out[CU_IPC_HANDLE_SIZE])
 {
     struct chan_ipc_reply rep;
@@ -257,9 +343,12 @@ CUresult SHIM_IMPL(cuMemExportToShareableHandle)(void *shareableHandle,
     CUresult r = shim_phys_handle_bytes(handle, bytes);
     if (routed) shim_route_end(&saved);
     if (r != CUDA_SUCCESS) return r;
+    struct carried c;
+    int carry = carry_of(handle, &c) == 0;
     int fd = memfd_create(VMM_FD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     if (pwrite(fd, bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes) ||
+        (carry && pwrite(fd, &c, sizeof(c), sizeof(bytes)) != (ssize_t)sizeof(c)) ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
         close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -285,6 +374,11 @@ CUresult SHIM_IMPL(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle 
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t value = 0;
     CUresult r = import_bytes(bytes, &value);
-    if (r == CUDA_SUCCESS) *handle = (CUmemGenericAllocationHandle)value;
-    return r;
+    if (r != CUDA_SUCCESS) return r;
+    *handle = (CUmemGenericAllocationHandle)value;
+    struct carried c;
+    if (shim_phys_live() && pread(fd, &c, sizeof(c), sizeof(bytes)) == (ssize_t)sizeof(c) &&
+        c.magic == CARRIED_MAGIC && c.size == sizeof(c))
+        carried_keep(value, &c);
+    return CUDA_SUCCESS;
 }

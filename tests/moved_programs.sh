@@ -31,9 +31,6 @@ declare -A KNOWN=(
     # managed memory once a process uses two servers
     [managed_devices]="managed memory in a process served by several GPUs' own servers"
 )
-# ncclish asks which device memory imported from another process lies on, which the
-# importing GPU's server cannot say: its --moved form leaves the question out.
-moved_args() { [ "$1" = ncclish ] && echo "--moved"; }
 
 # The pipe directory's server, started as a moving client would start it: its contexts are
 # made at first use (MPSSHIM_SERVER_CONTEXTS's auto: server/core/devctx.c), so the one-server
@@ -46,17 +43,14 @@ pass=0 known=0 failed=0 skipped=0
 # one_program DIR PREFIX CMD: CMD (a program built in DIR and its arguments) through one
 # server and moved, at once (their servers differ: the CI tier's time), and its verdict.
 one_program() {
-    local argv prog name extra one orc mrc
+    local argv prog name one orc mrc
     read -r -a argv <<<"$3"
     prog=${argv[0]}
     name=$2$(echo "$3" | tr ' ' '_' | tr -cd 'A-Za-z0-9_.-')
-    extra=$(moved_args "$prog")
-    # shellcheck disable=SC2086 # extra: zero or one flag
-    MPSSHIM_SERVER_PER_GPU_MOVE=0 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" $extra \
+    MPSSHIM_SERVER_PER_GPU_MOVE=0 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" \
         >"$W/out/$name.one" 2>&1 &
     one=$!
-    # shellcheck disable=SC2086
-    MPSSHIM_SERVER_PER_GPU_MOVE=1 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" $extra \
+    MPSSHIM_SERVER_PER_GPU_MOVE=1 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" \
         >"$W/out/$name.two" 2>&1
     mrc=$?
     wait "$one"

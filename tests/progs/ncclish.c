@@ -21,8 +21,6 @@
  * --vmm-only leaves out the legacy IPC handle: the CPU test driver keeps a process's
  * cuMemAlloc memory to itself, so that part runs natively only on a GPU (programs.txt).
  * --kill: rank 1 dies once both imported (survive, below).
- * --moved: the ranks are moved to their GPUs' own servers (MPSSHIM_SERVER_PER_GPU_MOVE): the
- * imported memory's device is not asked (below).
  * Rank 1's lines are printed after rank 0's (they run at once: the order of their lines
  * would depend on timing). Skips (77) with fewer than two devices. */
 #include "tests/progs/common.h"
@@ -50,8 +48,6 @@
 #define CLUSTER 2u
 #define GRID 4u /* a multiple of CLUSTER, as NCCL makes its grid */
 #define BLOCK 256u
-
-static int moved; /* --moved */
 
 struct rank {
     int r, sock, legacy, kill;
@@ -181,16 +177,14 @@ static void import_peer(struct rank *k)
     CHECK(cuMemImportFromShareableHandle(&ph, (void *)(intptr_t)pfd,
                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
     close(pfd);
-    /* --moved: ranks served by their GPUs' own servers (MPSSHIM_SERVER_PER_GPU_MOVE): the
-     * importing server cannot say which of the process's devices another server's memory
-     * lies on, and refuses the question (CUDA_ERROR_INVALID_DEVICE; NCCL does not ask it). */
-    if (!moved) {
-        CUmemAllocationProp got;
-        memset(&got, 0, sizeof(got));
-        CHECK(cuMemGetAllocationPropertiesFromHandle(&got, ph));
-        REQUIRE(got.location.type == CU_MEM_LOCATION_TYPE_DEVICE && got.location.id == 1 - k->r,
-                "rank %d: the peer's memory says device %d", k->r, got.location.id);
-    }
+    /* Ranks moved to their GPUs' own servers (MPSSHIM_SERVER_PER_GPU_MOVE) too: the importing
+     * server's driver cannot name another server's GPU, so the shim answers from the
+     * properties the descriptor carried (interpose/physical.c). */
+    CUmemAllocationProp got;
+    memset(&got, 0, sizeof(got));
+    CHECK(cuMemGetAllocationPropertiesFromHandle(&got, ph));
+    REQUIRE(got.location.type == CU_MEM_LOCATION_TYPE_DEVICE && got.location.id == 1 - k->r,
+            "rank %d: the peer's memory says device %d", k->r, got.location.id);
     k->peer_va = map_for_me(k, ph);
     CHECK(cuMemRelease(ph)); /* lives on with its mapping, as NCCL leaves it */
     CUmemLocation where = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = k->r};
@@ -445,7 +439,6 @@ int main(int argc, char **argv)
 {
     t_init("ncclish", 120);
     int legacy = !t_has_flag(argc, argv, "--vmm-only"), kill = t_has_flag(argc, argv, "--kill");
-    moved = t_has_flag(argc, argv, "--moved");
     int sv[2], out[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0 && pipe(out) == 0,
             "socketpair or pipe: %s", strerror(errno));

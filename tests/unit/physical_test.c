@@ -7,6 +7,7 @@
 #include "interpose/shim.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/unit/check.h"
 
@@ -85,6 +86,23 @@ CUresult shim_ipc_op(uint32_t what, uint32_t flags, uint64_t value, const void *
         return CUDA_SUCCESS;
     }
     return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* The process's devices (two, told apart by their UUIDs' first byte), and what a handle's
+ * properties say through the shim's entry point: a device of prop_dev's. */
+struct shim_conn shim_conn = {
+    .dev = {.ndev = 2, .dev = {[0] = {.uuid = {.bytes = {10}}}, [1] = {.uuid = {.bytes = {11}}}}}};
+static int prop_dev;
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                CUmemGenericAllocationHandle handle)
+{
+    (void)handle;
+    memset(prop, 0, sizeof(*prop));
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop->location = (CUmemLocation){.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = prop_dev};
+    return CUDA_SUCCESS;
 }
 
 void shim_route_on_phys(int (*fn)(uint64_t client, int *dev))
@@ -166,6 +184,53 @@ int main(void)
     route_dev = 1;
     val[0] = a;
     CHECK(shim_phys_args(&release_call, val, spare, args, &imported) == CUDA_ERROR_INVALID_VALUE);
+
+    /* A descriptor carries its allocation's properties, its device by UUID: device 1's
+     * memory, imported through device 0's server, is said to lie on device 1 without asking
+     * that server (whose driver cannot name it); an import without them asks. */
+    route_dev = 1;
+    prop_dev = 1;
+    uint64_t own1 = made_on(1, 0x4000);
+    int fd = -1;
+    CHECK(SHIM_IMPL(cuMemExportToShareableHandle)(&fd, (CUmemGenericAllocationHandle)own1,
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                                  0) == CUDA_SUCCESS &&
+          fd >= 0);
+    route_dev = 0;
+    prop_dev = 0; /* what device 0's server would say, were it asked */
+    import_answer = 0x5000;
+    CUmemGenericAllocationHandle imp = 0;
+    CHECK(SHIM_IMPL(cuMemImportFromShareableHandle)(&imp, (void *)(intptr_t)fd,
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ==
+          CUDA_SUCCESS);
+    CUmemAllocationProp got;
+    CUmemGenericAllocationHandle asked = (CUmemGenericAllocationHandle)0x5000;
+    CUmemAllocationProp *gotp = &got;
+    const void *pargs[2] = {&gotp, &asked};
+    memset(&got, 0, sizeof(got));
+    CHECK(shim_hook_phys_props.known(pargs) && got.location.id == 1 &&
+          got.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+          got.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    /* A handle not imported so (this process's own) is asked of its server. */
+    asked = (CUmemGenericAllocationHandle)0x2000;
+    CHECK(!shim_hook_phys_props.known(pargs));
+    /* A GPU the process does not see: nothing carried, its server answers. */
+    close(fd);
+    route_dev = 1;
+    prop_dev = 1;
+    shim_conn.dev.dev[1].uuid.bytes[0] = 12; /* the exporter's device 1 is another GPU */
+    CHECK(SHIM_IMPL(cuMemExportToShareableHandle)(&fd, (CUmemGenericAllocationHandle)own1,
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                                  0) == CUDA_SUCCESS);
+    shim_conn.dev.dev[1].uuid.bytes[0] = 11;
+    route_dev = 0;
+    import_answer = 0x6000;
+    CHECK(SHIM_IMPL(cuMemImportFromShareableHandle)(&imp, (void *)(intptr_t)fd,
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ==
+          CUDA_SUCCESS);
+    asked = (CUmemGenericAllocationHandle)0x6000;
+    CHECK(!shim_hook_phys_props.known(pargs));
+    close(fd);
 
     /* A process that did not move keeps nothing. */
     moved = 0;
