@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "server/core/server.h"
 #include "server/core/segment.h"
+#include "server/core/devctx.h"
 #include "server/code/codegate.h"
 #include "server/core/streamrec.h"
 #include "server/core/log.h"
@@ -220,7 +221,7 @@ static int handshake(struct srv_client *c)
     }
     srv_devices_publish(c);
     srv_busy(c, SRV_BUSY_HANDSHAKE); /* its driver calls, watched (not its reads) */
-    srv_segment_register(c, 0);
+    if (!srv_devctx_first_use()) srv_segment_register(c, 0); /* else at its first context */
     srv_busy(c, 0);
     struct chan_welcome w = {.magic = CHAN_MAGIC,
                              .major = CHAN_PROTO_MAJOR,

@@ -31,6 +31,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+static int first_use; /* set before any client comes */
 static _Atomic int made[CHAN_MAX_DEVICES];
 static _Atomic int failure_said[CHAN_MAX_DEVICES]; /* a device whose making failed: said once */
 static pthread_mutex_t make_lock[CHAN_MAX_DEVICES];
@@ -108,9 +109,10 @@ static void take_state(int d)
     DRV(cuCtxPopCurrent_v2)(&old);
 }
 
-int srv_devctx_start(int first_use, char *why, size_t len)
+int srv_devctx_start(int at_first_use, char *why, size_t len)
 {
     pthread_once(&locks_once, init_locks);
+    first_use = at_first_use;
     if (first_use) {
         for (int i = 0; i < srv.ndev; i++)
             srv_log("Device %d: %s, its shared context made at first use "
@@ -144,6 +146,11 @@ int srv_devctx_start(int first_use, char *why, size_t len)
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]); /* the starting thread's, as every server had it */
     return 0;
+}
+
+int srv_devctx_first_use(void)
+{
+    return first_use;
 }
 
 int srv_device_made(int dev)

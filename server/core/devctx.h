@@ -12,6 +12,8 @@
  * departed clients' waits, the priority range) is taken as each is made. 0, or -1 with why
  * (the contexts made before the failure released). */
 int srv_devctx_start(int first_use, char *why, size_t len);
+/* 1 when the devices' contexts are made at first use. */
+int srv_devctx_first_use(void);
 /* 1 when dev's shared context is made (srv.ctx[dev] may be read). */
 int srv_device_made(int dev);
 /* dev's shared context made if it is not yet: CUDA_SUCCESS, or what its making returned

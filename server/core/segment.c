@@ -4,8 +4,10 @@
  * Failure is not fatal: the driver then stages those copies itself, and no reply comes
  * from the GPU. Not where device dev faulted (fault.c): its context there is dead. Portable,
  * so one device's context registers it for all. At the handshake with device 0's context
- * where it is made (client.c); where contexts are made at first use (devctx.c) and none is
- * yet, by the client's first context (context.c), not before: no context is made for it.
+ * (client.c); where contexts are made at first use (devctx.c), at the client's first context
+ * instead (context.c), never before: no context is made for it, and a client that moves to
+ * its GPU's server before its first context (the pipe directory's server's clients there)
+ * leaves none to unregister, which waits for the work of every client of that context.
  * Unregistered when the client goes (client.c). */
 #include "server/core/segment.h"
 #include "server/core/devctx.h"
