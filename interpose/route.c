@@ -244,11 +244,7 @@ int shim_route_known(uint32_t type, uint64_t value, struct shim_route *saved)
 
 int shim_route_stream(CUstream s, struct shim_route *saved)
 {
-    struct shim_known k;
-    if (!atomic_load_explicit(&shim_conns_extra, memory_order_acquire) || !s ||
-        shim_known_find(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s, &k) != 0)
-        return 0;
-    return shim_route_to_ctx(k.ctx, saved);
+    return shim_route_known(SHIM_HT_CUstream, (uint64_t)(uintptr_t)s, saved);
 }
 
 int shim_route_apart(uint32_t ctx)
