@@ -110,9 +110,18 @@ struct chan_welcome {
     int32_t server_pid;
     uint64_t shm_size;
     uint32_t client_id;
-    uint32_t reserved;
+    uint32_t flags;    /* CHAN_WELCOME_*: what this server asks of its clients (0 before) */
     char message[256]; /* why a client was refused, printed by the client */
 };
+
+/* The server is a pipe directory's own server of several GPUs whose clients move to their
+ * GPUs' own servers at their first context (MPSSHIM_SERVER_PER_GPU's "auto": it made no
+ * context yet, server/core/devctx.c); the client decides with its own settings
+ * (interpose/conn.c). Why the server's word: it alone knows how many GPUs it holds and whether
+ * it made their contexts already (a client moving away from a server that holds its GPU's
+ * context would put a second context on that GPU). A server older than the flag sends 0:
+ * no client moves unless its own settings say 1. */
+#define CHAN_WELCOME_MOVES 1u
 
 /* ---------------------------------------------------------------- shared segment */
 

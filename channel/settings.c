@@ -86,12 +86,16 @@ int chan_parse_count(const char *s, unsigned long long lo, unsigned long long hi
 
 static const char *const bool_words[] = {"0", "no", "false", "off", "1", "yes", "true", "on"};
 
-/* A value of a numeric or boolean kind: 0, or -1 when it is not one. */
+/* A value of a numeric or boolean kind: 0, or -1 when it is not one. A boolean whose
+ * default is "auto" (decided where it is used: its reader says how) takes "auto" too, as
+ * CHAN_SETTING_AUTO. */
 static int parse_num(const struct chan_setting *s, const char *v, unsigned long long *out)
 {
     if (s->kind == CHAN_SET_BOOL) {
         for (int i = 0; i < 8; i++)
             if (strcasecmp(v, bool_words[i]) == 0) return *out = i >= 4, 0;
+        if (strcmp(s->dflt, "auto") == 0 && strcasecmp(v, "auto") == 0)
+            return *out = CHAN_SETTING_AUTO, 0;
         return -1;
     }
     if (s->kind == CHAN_SET_SIZE) {
@@ -146,7 +150,8 @@ void chan_setting_accepts(enum chan_setting_id id, char *out, size_t len)
                                            "a size in bytes (K, M, G, T: 2^10, 2^20...)"};
     switch (s->kind) {
     case CHAN_SET_BOOL:
-        snprintf(out, len, "0 or 1 (no/yes, false/true, off/on)");
+        snprintf(out, len, "%s0 or 1 (no/yes, false/true, off/on)",
+                 strcmp(s->dflt, "auto") == 0 ? "auto, " : "");
         break;
     case CHAN_SET_CHOICE:
         snprintf(out, len, "one of %s", s->choices);

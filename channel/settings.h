@@ -49,6 +49,8 @@ void chan_settings_reporter(void (*say)(const char *line));
 int chan_setting_get(enum chan_setting_id id, unsigned long long *v);
 /* The setting's value, or its default (which must be a number: not one in parentheses). */
 unsigned long long chan_setting_num(enum chan_setting_id id);
+/* What chan_setting_num gives for "auto", the value of a boolean whose default is "auto". */
+#define CHAN_SETTING_AUTO 2ull
 /* A CHAN_SET_CHOICE setting: the index of its value in the choices, else of the default. */
 int chan_setting_choice(enum chan_setting_id id);
 /* A path or device sizes: the value, NULL when unset or empty. CHAN_BAD_REFUSE settings of

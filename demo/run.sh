@@ -28,18 +28,24 @@ for i in 1 2 3 4; do
 done
 sleep 2
 echo
-echo "clients connected to server $server (mpsshim-control get_client_list):"
-printf 'get_client_list %s\n' "$server" | "$B/mpsshim-control" | sed 's/^/  /'
+# On a machine of several GPUs the clients move to their GPU's own server at their first
+# context (MPSSHIM_SERVER_PER_GPU's default: docs/operations.md, "A server per GPU"), so the
+# list is every server's (ps), and the logs below are every server's.
+echo "clients connected (mpsshim-control ps: every server of the pipe directory):"
+printf 'ps\n' | "$B/mpsshim-control" | sed 's/^/  /'
 if [ "$gpu" = 1 ]; then
-    echo "processes using the GPU (nvidia-smi): one context, the server's"
+    echo "processes using the GPU (nvidia-smi): one context per GPU used, its server's"
     nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv | sed 's/^/  /'
 fi
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 sleep 0.5 # the server notices the clients' exits asynchronously
 echo
-echo "server log:"
-sed 's/^/  /' "$WORK/log/server.log"
+for f in "$WORK/log/server.log" "$WORK"/log/gpu-*/server.log; do
+    [ -f "$f" ] || continue
+    echo "server log (${f#"$WORK/log/"}):"
+    sed 's/^/  /' "$f"
+done
 [ "$rc" = 0 ] && echo "demo: 4 clients shared one server context, all results correct" ||
     echo "demo: FAILED"
 exit $rc

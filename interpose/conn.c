@@ -154,7 +154,9 @@ static void pick_gpu_server(void)
     static int picked;
     if (picked) return;
     picked = 1;
-    if (!chan_setting_num(CHAN_SET_SERVER_PER_GPU)) return;
+    /* Only when set to 1: "auto" (the default) moves such a client at its first context
+     * instead, where the pipe directory's server says so (below). */
+    if (chan_setting_num(CHAN_SET_SERVER_PER_GPU) != 1) return;
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
     if (v && !strchr(v, ',')) take_gpu_value(v, strlen(v));
 }
@@ -274,6 +276,7 @@ static CUresult try_connect_to(struct shim_conn *out, int of, int ordinal, char 
     out->server_pid = w.server_pid;
     out->client_id = w.client_id;
     out->server_minor = w.minor;
+    out->server_flags = w.flags;
     return CUDA_SUCCESS;
 fail:
     if (fd >= 0) close(fd);
@@ -481,6 +484,36 @@ void shim_fall_back(const char *why);
 static int moved_tried;
 static struct shim_conn moved_old; /* the first connection, while the move is decided */
 
+/* Whether this process moves at its first context: decided once it is connected to the pipe
+ * directory's server (not to its GPU's: gpu_dir still empty), under conn_lock, and kept (the
+ * connection it was decided on is replaced by the move). Both settings 1: it moves when it
+ * sees several GPUs, as before "auto" existed. Otherwise, neither 0 (both "auto" by
+ * default): it moves when that server says its clients do (CHAN_WELCOME_MOVES: a server of
+ * several GPUs that made no context yet), whether it sees several GPUs or one
+ * (CUDA_VISIBLE_DEVICES naming one: with MPSSHIM_SERVER_PER_GPU=1 it would have gone to that
+ * GPU's server at once; "auto" asks the pipe directory's server first, so that one holding
+ * one GPU, or started with a CUDA_VISIBLE_DEVICES of its own, keeps its clients). */
+static int move_wanted;
+
+static void decide_move(void)
+{
+    unsigned long long per = chan_setting_num(CHAN_SET_SERVER_PER_GPU),
+                       move = chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE);
+    int ndev = shim_conn.dev.ndev;
+    if (!per || !move || gpu_dir[0] || ndev < 1)
+        move_wanted = 0;
+    else if (per == 1 && move == 1)
+        move_wanted = ndev >= 2;
+    else
+        move_wanted = (shim_conn.server_flags & CHAN_WELCOME_MOVES) != 0;
+}
+
+int shim_may_use_servers(void)
+{
+    return atomic_load(&conn_state) == CONN_UP && move_wanted &&
+           (moved_of ? moved_of : shim_conn.dev.ndev) >= 2;
+}
+
 /* d's CUDA_VISIBLE_DEVICES entry (or its number), as the folder's name. 0, or -1. */
 static int gpu_value_of(int d)
 {
@@ -645,10 +678,7 @@ CUresult shim_gpu_server_for(int dev)
 /* shim_gpu_server_for's first call in a process that did not move yet: the move, or not. */
 static CUresult move_at_first(int dev)
 {
-    if (!chan_setting_num(CHAN_SET_SERVER_PER_GPU) ||
-        !chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) || gpu_dir[0] ||
-        atomic_load(&conn_state) != CONN_UP || shim_conn.dev.ndev < 2 || dev < 0 ||
-        dev >= shim_conn.dev.ndev)
+    if (atomic_load(&conn_state) != CONN_UP || !move_wanted || dev < 0 || dev >= shim_conn.dev.ndev)
         return CUDA_SUCCESS;
     uint64_t seen = atomic_load(&shim_work_sent);
     int rc = gpu_value_of(dev) != 0 ? -3 : !holds_nothing() ? -4 : 0;
@@ -691,10 +721,8 @@ CUresult shim_connect(void)
         pick_gpu_server();
         conn_error = connect_or_start(conn_why, sizeof(conn_why));
         /* A move to a GPU's server may come: it needs to know that no reply is awaited. */
-        if (conn_error == CUDA_SUCCESS && !gpu_dir[0] &&
-            chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
-            chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE))
-            shim_rpc_count_waits(1);
+        if (conn_error == CUDA_SUCCESS) decide_move();
+        if (conn_error == CUDA_SUCCESS && move_wanted) shim_rpc_count_waits(1);
         /* Before any answer: cuGetProcAddress waits for this decision like every entry. */
         if (conn_error == CUDA_SUCCESS) shim_procaddr_fetch(shim_conn.server_minor);
         if (conn_error == CUDA_SUCCESS && CHAN_PROFILING) atexit(profile_at_exit);

@@ -12,14 +12,24 @@
  * handles; values that come back from the other server (cuKernelGetLibrary there) are that
  * server's.
  *
+ * An image that lies in a read-only segment of a loaded shared object or the executable (the
+ * CUDA runtime's fatbins, in their libraries' .nv_fatbin: hundreds of MiB for PyTorch's) is
+ * not copied: the image is kept by its address, and the object held open (dlopen with
+ * RTLD_NOLOAD, closed when the library is forgotten) so that it cannot be unmapped under it.
+ * Copied, every moving process of a framework would hold its own copy of them.
+ *
  * A library loaded with JIT options is not kept (its replica could differ): a process that
  * has one gets no second GPU's server (conn.c). The copies live as long as the library: its
  * unload forgets them, and its replicas go with the process (each server unloads what a
  * departed client loaded). Guarded by lock, which is held while a replica is made (a load
  * through another server). */
+#define _GNU_SOURCE
 #include "interpose/shim.h"
 #include "channel/settings.h"
 
+#include <dlfcn.h>
+#include <link.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -29,6 +39,7 @@ struct lib {
     int slot;   /* the connection it was loaded through */
     void *image;
     size_t size;
+    void *held; /* the object image lies in, held open; NULL: image is a copy of ours */
     uint64_t on[SHIM_CONNS]; /* its handle on each connection's server, 0 until made */
     UT_hash_handle hh;
 };
@@ -79,27 +90,69 @@ __attribute__((constructor)) static void hear_splits(void)
 
 int shim_replicas_on(void)
 {
-    static int on = -1;
-    if (on < 0)
-        on = chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
-             chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE);
-    return on;
+    return shim_may_use_servers();
+}
+
+/* Whether [at, at + size) lies in one read-only loaded segment of an object: dl_iterate_phdr's
+ * callback, the range in arg, the object's name out. */
+struct seg_find {
+    uintptr_t at, end;
+    const char *name;
+    int found;
+};
+
+static int find_segment(struct dl_phdr_info *info, size_t len, void *arg)
+{
+    (void)len;
+    struct seg_find *f = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+        if (p->p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + p->p_vaddr, hi = lo + p->p_memsz;
+        if (f->at < lo || f->end > hi) continue;
+        f->found = !(p->p_flags & PF_W);
+        f->name = info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+
+/* The object that holds image (size bytes) in a read-only segment, held open; NULL when it
+ * lies elsewhere (the heap, a writable segment) or cannot be held. */
+static void *hold_object(const void *image, size_t size)
+{
+    struct seg_find f = {.at = (uintptr_t)image, .end = (uintptr_t)image + size};
+    if (!size || f.end < f.at || !dl_iterate_phdr(find_segment, &f) || !f.found) return NULL;
+    /* "" names the executable, which dlopen(NULL) holds. */
+    return dlopen(f.name && *f.name ? f.name : NULL, RTLD_NOW | RTLD_NOLOAD);
+}
+
+static void lib_free(struct lib *l)
+{
+    if (l->held)
+        dlclose(l->held);
+    else
+        free(l->image);
+    free(l);
 }
 
 void shim_replica_library(uint64_t h, const void *image, size_t size, int keep)
 {
     if (!shim_replicas_on()) return;
-    void *copy = keep ? malloc(size ? size : 1) : NULL;
-    struct lib *l = copy ? calloc(1, sizeof(*l)) : NULL;
+    void *held = keep ? hold_object(image, size) : NULL;
+    void *copy = keep && !held ? malloc(size ? size : 1) : NULL;
+    struct lib *l = held || copy ? calloc(1, sizeof(*l)) : NULL;
     if (!l) {
         atomic_store(&unkept, 1);
         free(copy);
+        if (held) dlclose(held);
         return;
     }
-    memcpy(copy, image, size);
+    if (copy) memcpy(copy, image, size);
     l->h = h;
     l->slot = shim_route_conn()->slot;
-    l->image = copy;
+    l->image = held ? (void *)image : copy;
+    l->held = held;
     l->size = size;
     l->on[l->slot] = h;
     struct lib *old = NULL;
@@ -109,10 +162,7 @@ void shim_replica_library(uint64_t h, const void *image, size_t size, int keep)
     HASH_ADD(hh, libs, h, sizeof(l->h), l);
     atomic_store(&any, 1);
     pthread_mutex_unlock(&lock);
-    if (old) {
-        free(old->image);
-        free(old);
-    }
+    if (old) lib_free(old);
 }
 
 void shim_replica_kernel(uint64_t k, uint64_t lib, const char *name)
@@ -152,12 +202,11 @@ void shim_replica_forget(uint64_t lib)
     }
     struct lib *l = NULL;
     HASH_FIND(hh, libs, &lib, sizeof(lib), l);
-    if (l) {
-        HASH_DEL(libs, l);
-        free(l->image);
-        free(l);
-    }
+    if (l) HASH_DEL(libs, l);
     pthread_mutex_unlock(&lock);
+    /* After the lock: a dlclose that unloads the object runs its destructors, which may
+     * unload libraries (the CUDA runtime's do), and so come here. */
+    if (l) lib_free(l);
 }
 
 static struct lib *find_lib(uint64_t h)

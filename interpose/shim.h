@@ -72,6 +72,7 @@ struct shim_conn {
     int server_pid;
     uint32_t client_id;
     uint16_t server_minor;   /* the server's protocol minor (what it can answer) */
+    uint32_t server_flags;   /* its welcome's CHAN_WELCOME_* */
     struct chan_devinfo dev; /* private copy of what the server published */
 };
 
@@ -95,6 +96,10 @@ int shim_rpc_alone(int (*fn)(void *), void *arg, uint64_t work_seen);
  * CUDA_SUCCESS, or CUDA_ERROR_INVALID_DEVICE for a device other than the one it moved for
  * (said once). conn.c. */
 CUresult shim_gpu_server_for(int dev);
+/* 1 when this process may come to be served by several GPUs' own servers: it moves at its
+ * first context (MPSSHIM_SERVER_PER_GPU_MOVE, decided at its connection) and sees several
+ * GPUs (replicas.c keeps its libraries for the others). 0 before it is connected. */
+int shim_may_use_servers(void);
 /* Registers why a process may not hold a second connection (NULL: it may): asked before
  * each one is made. conn.c. */
 void shim_conn_on_split(const char *(*why_not)(void));

@@ -302,8 +302,8 @@ cpu_lane() {
     # below, says what they do): own servers; free_wait's bound is 15 s, not a timing.
     run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
     run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
-    # The programs through a process's GPUs' own servers (MPSSHIM_SERVER_PER_GPU_MOVE=1) as
-    # if that were the default: one server's output, or the documented refusal
+    # The programs through a process's GPUs' own servers, the default where a pipe directory's
+    # server holds several GPUs: one server's output, or the documented refusal
     # (tests/moved_programs.sh; own servers).
     run_test moved-programs 300 bash "$ROOT/tests/moved_programs.sh" "$B" "$WORK"
     # GPU timelines (`trace start|stop|status`): the summary and file on known records, then the

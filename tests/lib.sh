@@ -9,6 +9,11 @@ export MPSSHIM_DRIVER=$B/cpudrv/libcuda.so.1
 export MPSSHIM_TEST_KERNELS=$B/tests
 # Two CPU test devices: multi-device clients (tests/progs/multigpu) run here too.
 export MPSSHIM_CPUDRV_DEVICES=2
+# One server for both: the scripts here test a server of several devices and its clients.
+# A server per GPU, the default where a pipe directory's server holds several GPUs
+# (MPSSHIM_SERVER_PER_GPU's auto), has scripts of its own that set both settings
+# (server_per_gpu.sh, moved_programs.sh, fault_servers.sh).
+export MPSSHIM_SERVER_PER_GPU=0
 
 # real_driver_if_gpu: where a GPU is there, the real driver stands behind the servers
 # started from here on (the CPU test driver's settings above are dropped); 0 if so.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Every test program through a process's GPUs' own servers (MPSSHIM_SERVER_PER_GPU=1
-# MPSSHIM_SERVER_PER_GPU_MOVE=1, issue 30), as if that were the default: each program of
-# tests/progs/programs.txt and tests/cudart/programs.txt (CUDA runtime programs) runs
-# through one server (the pipe directory's, MPSSHIM_SERVER_PER_GPU_MOVE=0) and moved (to its
-# first GPU's server at its first context, each further GPU's for contexts there), and the
+# Every test program through a process's GPUs' own servers (issue 30), as the default has
+# it where a pipe directory's server holds several GPUs (both MPSSHIM_SERVER_PER_GPU
+# settings unset, "auto"): each program of tests/progs/programs.txt and
+# tests/cudart/programs.txt (CUDA runtime programs) runs through one server (the pipe
+# directory's, MPSSHIM_SERVER_PER_GPU_MOVE=0) and moved (to its first GPU's server at its
+# first context, each further GPU's for contexts there), and the
 # two outputs must be identical (the shim's own "mpsshim:" lines aside). A
 # program that uses what a process of several servers cannot do yet (KNOWN below) must fail
 # moved with the refusal the documentation names, said on stderr, and pass through one
@@ -19,8 +20,8 @@ W=$2/moved_programs
 rm -rf "$W"
 mkdir -p "$W/out" "$W/pipe"
 chmod 700 "$W/pipe"
-export MPSSHIM_PIPE_DIRECTORY=$W/pipe MPSSHIM_LOG_DIRECTORY=$W/log MPSSHIM_SERVER_PER_GPU=1
-unset CUDA_VISIBLE_DEVICES
+export MPSSHIM_PIPE_DIRECTORY=$W/pipe MPSSHIM_LOG_DIRECTORY=$W/log
+unset CUDA_VISIBLE_DEVICES MPSSHIM_SERVER_PER_GPU MPSSHIM_SERVER_PER_GPU_MOVE
 
 # What a moved process refuses today, by program: the line its stderr must carry. Each is
 # written in docs/operations.md ("A moved process that uses several GPUs").
@@ -32,12 +33,14 @@ declare -A KNOWN=(
     [managed_devices]="managed memory in a process served by several GPUs' own servers"
 )
 
-# The pipe directory's server, started as a moving client would start it: its contexts are
-# made at first use (MPSSHIM_SERVER_CONTEXTS's auto: server/core/devctx.c), so the one-server
-# form below runs every program through a server of that kind too.
-MPSSHIM_SERVER_PER_GPU_MOVE=1 "$CTL" -d || { echo "FAIL: the pipe directory's server did not start"; exit 1; }
-grep -q "its shared context made at first use" "$W/log/server.log" ||
-    { echo "FAIL: the pipe directory's server of moving clients made its contexts at start"; exit 1; }
+# The pipe directory's server, with the defaults: its contexts are made at first use
+# (MPSSHIM_SERVER_CONTEXTS's auto: server/core/devctx.c) and it tells its clients to move,
+# so the one-server form below (clients told MPSSHIM_SERVER_PER_GPU_MOVE=0, which stay)
+# runs every program through a server of that kind too.
+"$CTL" -d || { echo "FAIL: the pipe directory's server did not start"; exit 1; }
+grep -q "its shared context made at first use" "$W/log/server.log" &&
+    grep -q "Clients move to their GPUs' own servers" "$W/log/server.log" ||
+    { echo "FAIL: the pipe directory's server of two GPUs did not make its contexts at first use and have its clients move, by default"; exit 1; }
 
 pass=0 known=0 failed=0 skipped=0
 # one_program DIR PREFIX CMD: CMD (a program built in DIR and its arguments) through one
@@ -50,7 +53,7 @@ one_program() {
     MPSSHIM_SERVER_PER_GPU_MOVE=0 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" \
         >"$W/out/$name.one" 2>&1 &
     one=$!
-    MPSSHIM_SERVER_PER_GPU_MOVE=1 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" \
+    timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" \
         >"$W/out/$name.two" 2>&1
     mrc=$?
     wait "$one"

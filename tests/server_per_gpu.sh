@@ -33,7 +33,11 @@
 # 8. (run before 5) control commands reach the GPUs' servers through the pipe directory;
 # 9. (run before 5) each GPU's server gives addresses in an address zone of its own;
 # 10. (run before 5) the pipe directory's own server of moving clients makes contexts at
-#     first use only.
+#     first use only;
+# 11. (run before 5) the default, neither setting set: a pipe directory's server of both GPUs
+#     has its clients move, those that see both and those bound to one by
+#     CUDA_VISIBLE_DEVICES, and device 1's runs on through device 0's fault; a pipe
+#     directory's server of one GPU, or one told MPSSHIM_SERVER_PER_GPU=0, keeps its clients.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
 B=$(cd "$1" && pwd)
@@ -50,7 +54,9 @@ fail() {
 P=$W/pipe
 mkdir -p "$P"
 chmod 700 "$P"
-export MPSSHIM_PIPE_DIRECTORY=$P MPSSHIM_SERVER_PER_GPU=1
+# Steps 1-6 as a pipe directory with MPSSHIM_SERVER_PER_GPU=1 alone always was: clients that
+# see several GPUs stay (MOVE 0; step 7 sets it, step 11 leaves both to their defaults).
+export MPSSHIM_PIPE_DIRECTORY=$P MPSSHIM_SERVER_PER_GPU=1 MPSSHIM_SERVER_PER_GPU_MOVE=0
 unset MPSSHIM_LOG_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 LOG=$P/log
 # on VISIBLE CMD...: CMD through the shim with CUDA_VISIBLE_DEVICES=VISIBLE ("-": unset).
@@ -307,7 +313,7 @@ wait "$lost" || { cat "$W/lose1.log"; fail "twogpus --lose1 after device 1's ser
 grep -q "^device 1's stream synchronised: CUDA_ERROR_MPS_SERVER_NOT_READY" "$W/lose1.log" &&
     grep -q "^device 0 checksum" "$W/lose1.log" ||
     { cat "$W/lose1.log"; fail "device 1's server's end: device 1 not refused, or device 0 stopped"; }
-unset MPSSHIM_SERVER_PER_GPU_MOVE
+export MPSSHIM_SERVER_PER_GPU_MOVE=0
 # Step 8 starts GPU 1's server afresh: the killed one must have ended first (on a GPU its
 # context's teardown takes a while after SIGKILL).
 gone() { [ ! -e "/proc/$1" ] || grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
@@ -427,6 +433,47 @@ grep -q "staying with the pipe directory's server" "$W/lazy-stays.log" || fail "
     fail "the process that stayed: not device 0's context alone made at first use: $(grep 'first use' "$L/log/server.log")"
 printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$L "$CTL" >/dev/null 2>&1
 echo "ok: the pipe directory's server of moving clients made no context for them, device 0's at first use for one that stayed"
+
+# 11. (run before 5) The default: neither setting set (both "auto"). The pipe directory's own
+# server, of both GPUs, makes no context at start and tells its clients to move
+# (CHAN_WELCOME_MOVES: server/core/devctx.c, interpose/conn.c): a client that sees both GPUs
+# and one bound to GPU 1 by CUDA_VISIBLE_DEVICES move to their GPU's server, so device 1's
+# runs on through device 0's fault, as under MPS. A pipe directory's server of one GPU
+# (started with CUDA_VISIBLE_DEVICES=0) keeps its clients, its context made at start, and so
+# does one started with MPSSHIM_SERVER_PER_GPU=0 (what every other script sets: tests/lib.sh).
+dflt() { # dflt PIPE_DIR VISIBLE CMD...: CMD as `on` runs it, both settings unset
+    (
+        unset MPSSHIM_SERVER_PER_GPU MPSSHIM_SERVER_PER_GPU_MOVE
+        export MPSSHIM_PIPE_DIRECTORY=$1
+        shift
+        on "$@"
+    )
+}
+D=$W/default
+mkdir -p "$D" "$W/default1" "$W/default0"
+chmod 700 "$D" "$W/default1" "$W/default0"
+dflt "$D" - "$B/tests/fault" --other 4 >"$W/default-other.log" 2>&1 &
+other=$!
+wait_for 30 grep -q "^ready" "$W/default-other.log" || { cat "$W/default-other.log"; fail "by default: device 1's client never got ready"; }
+dflt "$D" - "$B/tests/fault" >"$W/default-faulter.log" 2>&1 || { cat "$W/default-faulter.log"; fail "by default: device 0's faulting client"; }
+wait "$other" || { cat "$W/default-other.log"; fail "by default: device 1's client (both devices seen) did not pass every round through device 0's fault"; }
+dflt "$D" 1 "$B/tests/vecadd" 1000 >"$W/default-bound.log" 2>&1 || { cat "$W/default-bound.log"; fail "by default: a client bound to GPU 1"; }
+grep -q "Clients move to their GPUs' own servers" "$D/log/server.log" || fail "by default: the pipe directory's server of both GPUs did not say its clients move"
+grep -q "made at its first use" "$D/log/server.log" && fail "by default: a context made in the pipe directory's server: $(grep 'first use' "$D/log/server.log")"
+grep -q "served here for its device 0 of 1, moved" "$D/log/gpu-1/server.log" || fail "by default: the client bound to GPU 1 did not move to gpu-1's server"
+grep -q "served here for its device 1 of 2, moved" "$D/log/gpu-1/server.log" && grep -q "served here for its device 0 of 2, moved" "$D/log/gpu-0/server.log" ||
+    fail "by default: the clients that see both GPUs did not move to their GPUs' servers"
+printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$D "$CTL" >/dev/null 2>&1
+(unset MPSSHIM_SERVER_PER_GPU MPSSHIM_SERVER_PER_GPU_MOVE; MPSSHIM_PIPE_DIRECTORY=$W/default1 CUDA_VISIBLE_DEVICES=0 "$CTL" -d) || fail "a pipe directory's server of one GPU"
+(export MPSSHIM_PIPE_DIRECTORY=$W/default0; unset MPSSHIM_SERVER_PER_GPU_MOVE; MPSSHIM_SERVER_PER_GPU=0 "$CTL" -d) || fail "a pipe directory's server told MPSSHIM_SERVER_PER_GPU=0"
+for d in default1 default0; do
+    dflt "$W/$d" - "$B/tests/vecadd" 1000 >"$W/$d-client.log" 2>&1 || { cat "$W/$d-client.log"; fail "$d: a client"; }
+    grep -q "one shared context (made in" "$W/$d/log/server.log" || fail "$d: its server made no context at start"
+    grep -q "Clients move" "$W/$d/log/server.log" && fail "$d: its server told its clients to move"
+    ls -d "$W/$d"/gpu-* >/dev/null 2>&1 && fail "$d: a GPU's server started: $(ls -d "$W/$d"/gpu-*)"
+    printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$W/$d "$CTL" >/dev/null 2>&1
+done
+echo "ok: by default a pipe directory's server of both GPUs had its clients move (both devices seen, or one by CUDA_VISIBLE_DEVICES): device 1's client ran on through device 0's fault; one of one GPU, or told MPSSHIM_SERVER_PER_GPU=0, kept its clients"
 
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
 # like a GPU's folder are passed over (the link to another pipe directory with a server).

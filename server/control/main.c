@@ -178,19 +178,25 @@ static int load_driver(void)
     return 0;
 }
 
+/* Whether this is a pipe directory's own server of several devices whose clients may move
+ * to their GPUs' servers: MPSSHIM_SERVER_PER_GPU and MPSSHIM_SERVER_PER_GPU_MOVE not 0 in
+ * its environment (both "auto" by default; a client that starts it passes its own on). */
+static int clients_may_move(void)
+{
+    char top[PATH_MAX];
+    return srv.ndev > 1 && chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
+           chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) && !srv_siblings_top(top, sizeof(top));
+}
+
 /* Whether the devices' contexts wait for their first use (devctx.c says why):
- * MPSSHIM_SERVER_CONTEXTS, whose "auto" is first-use in a pipe directory's own server of
- * several devices whose clients move to their GPUs' servers (MPSSHIM_SERVER_PER_GPU=1 and
- * MPSSHIM_SERVER_PER_GPU_MOVE=1 in its environment, which a client that starts it passes
- * on), else at start. */
+ * MPSSHIM_SERVER_CONTEXTS, whose "auto" is first-use where clients may move (above), else at
+ * start. */
 static int contexts_at_first_use(void)
 {
     int choice = chan_setting_choice(CHAN_SET_SERVER_CONTEXTS);
     if (choice == 1) return 0; /* start */
     if (choice == 2) return 1; /* first-use */
-    char top[PATH_MAX];
-    return srv.ndev > 1 && chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
-           chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) && !srv_siblings_top(top, sizeof(top));
+    return clients_may_move();
 }
 
 /* One shared context per device (devctx.c), and what the server keeps in each; the server's
@@ -215,7 +221,10 @@ static int init_devices(void)
     }
     char why[200];
     first_use = contexts_at_first_use();
-    if (srv_devctx_start(first_use, why, sizeof(why)) != 0) START_FAILED("%s", why);
+    /* Clients are told to move (CHAN_WELCOME_MOVES) only by a server that made no context
+     * yet: moving away from one that holds their GPU's would leave two on it. */
+    if (srv_devctx_start(first_use, first_use && clients_may_move(), why, sizeof(why)) != 0)
+        START_FAILED("%s", why);
     srv_green_init();
     if (srv_window_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
         START_FAILED("cannot set up the server's tables");

@@ -229,7 +229,8 @@ static int handshake(struct srv_client *c)
                              .status = CHAN_WELCOME_OK,
                              .server_pid = getpid(),
                              .shm_size = c->shm_size,
-                             .client_id = c->id};
+                             .client_id = c->id,
+                             .flags = srv_devctx_clients_move() ? CHAN_WELCOME_MOVES : 0};
     int ok = send_welcome(c->sock, &w, fd) == 0;
     close(fd);
     if (!ok) return -1;

@@ -31,7 +31,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-static int first_use; /* set before any client comes */
+static int first_use;    /* set before any client comes */
+static int clients_move; /* the same */
 static _Atomic int made[CHAN_MAX_DEVICES];
 static _Atomic int failure_said[CHAN_MAX_DEVICES]; /* a device whose making failed: said once */
 static pthread_mutex_t make_lock[CHAN_MAX_DEVICES];
@@ -109,15 +110,20 @@ static void take_state(int d)
     DRV(cuCtxPopCurrent_v2)(&old);
 }
 
-int srv_devctx_start(int at_first_use, char *why, size_t len)
+int srv_devctx_start(int at_first_use, int move, char *why, size_t len)
 {
     pthread_once(&locks_once, init_locks);
     first_use = at_first_use;
+    clients_move = at_first_use && move;
     if (first_use) {
         for (int i = 0; i < srv.ndev; i++)
             srv_log("Device %d: %s, its shared context made at first use "
                     "(MPSSHIM_SERVER_CONTEXTS)",
                     i, srv.devinfo.dev[i].name);
+        if (clients_move)
+            srv_log("Clients move to their GPUs' own servers at their first context, unless "
+                    "their MPSSHIM_SERVER_PER_GPU or MPSSHIM_SERVER_PER_GPU_MOVE is 0 "
+                    "(a fault then ends only its GPU's clients)");
         return 0;
     }
     struct retain t[CHAN_MAX_DEVICES];
@@ -151,6 +157,11 @@ int srv_devctx_start(int at_first_use, char *why, size_t len)
 int srv_devctx_first_use(void)
 {
     return first_use;
+}
+
+int srv_devctx_clients_move(void)
+{
+    return clients_move;
 }
 
 int srv_device_made(int dev)
