@@ -547,6 +547,7 @@ run_test mpi-yield 30 bash "$ROOT/tests/mpi_yield.sh" "$B"
 # The stack size the clients' kernels grew the shared context to goes back once no client
 # is left (the driver never lowers it). Own server.
 run_test stack-idle 60 bash "$ROOT/tests/stack_idle.sh" "$B" "$WORK"
+run_test limits-load 120 bash "$ROOT/tests/limits_load.sh" "$B" "$WORK"
 # What the driver keeps in a long-lived context goes back when idle: the server starts
 # afresh in the same process (pid, settings and descriptors as at start), clients and a
 # SIGTERM that arrive meanwhile are not lost, and a connected client or an open control

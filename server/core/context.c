@@ -207,50 +207,49 @@ void srv_limits_settle(struct srv_client *gone)
                                 -(int64_t)gone->ctxlim->limit_cost[l]);
             gone->ctxlim->limit_cost[l] = 0;
         }
-    if (!gone->ctxlim->limits_set) return;
-    pthread_mutex_lock(&limits_lock);
-    for (int l = 0; l < CU_LIMIT_MAX; l++) {
-        if (!(gone->ctxlim->limits_set & (1u << l))) continue;
-        for (int d = 0; d < srv.ndev; d++) {
-            size_t want = srv_limit_default[d][l], real = 0;
-            pthread_mutex_lock(&srv.clients_lock);
-            for (struct srv_client *x = srv.clients; x; x = x->next)
-                if (x != gone && !atomic_load(&x->finished) &&
-                    (x->ctxlim->limits_set & (1u << l)) && x->ctxlim->limits[l] > want)
-                    want = x->ctxlim->limits[l];
-            pthread_mutex_unlock(&srv.clients_lock);
-            /* Only ever lowered here, back towards what the remaining clients need: a big
-             * stack limit costs device memory for every resident thread. */
-            if (srv_device_made(d) && srv_use_device(d) == CUDA_SUCCESS &&
-                DRV(cuCtxGetLimit)(&real, (CUlimit)l) == CUDA_SUCCESS && want < real)
-                DRV(cuCtxSetLimit)((CUlimit)l, want);
-        }
-    }
-    pthread_mutex_unlock(&limits_lock);
+    /* The limits it raised stay as they are while other clients run: setting a limit waits
+     * for every stream of the context in the driver, and lowering one under other clients'
+     * work faulted the shared context on two H200s (`contexts`, which raises the stack
+     * limit, leaving while `multithread` ran: CUDA_ERROR_LAUNCH_FAILED in that context
+     * 6-7 s later, its release held until then, twice, 2026-11-30). srv_limits_idle sets
+     * them back once no client is left. */
 }
 
 /* The driver raises a context's stack size limit itself when a kernel needs a bigger stack,
  * and never lowers it: the device memory a kernel with a large stack took comes back only when
  * the limit is set back (bench/NOTES.md, "Stack limit growth"). Natively that context ends with
- * its process; the shared one kept what any departed client's kernels grew it to. Setting the
+ * its process; the shared one kept what any departed client's kernels grew it to, and what
+ * departed clients raised with cuCtxSetLimit (the heap, the printf FIFO, ...). Setting a
  * limit waits for the device's work, so it is done only when no client is left (nothing runs
  * then, and no client thread is in the driver to be held up) and never after a release left a
  * client's work running (it may run for ever). A device whose context faulted is left as it
- * is (fault.c: the server that takes over makes a new one). */
+ * is (fault.c: the server that takes over makes a new one). A limit the driver will not lower
+ * (the heap, once a kernel used it) is said once at that value. */
 void srv_limits_idle(void)
 {
+    static size_t refused_at[CHAN_MAX_DEVICES][CU_LIMIT_MAX];
     if (atomic_load(&srv.left_running_any)) return;
     pthread_mutex_lock(&limits_lock);
     for (int d = 0; d < srv.ndev && d < CHAN_MAX_DEVICES; d++) {
-        size_t want = srv_limit_default[d][CU_LIMIT_STACK_SIZE], real = 0;
         if (atomic_load(&srv_fault[d].state) != SRV_DEV_OK || !srv_device_made(d) ||
-            srv_use_device(d) != CUDA_SUCCESS ||
-            DRV(cuCtxGetLimit)(&real, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS || real <= want)
+            srv_use_device(d) != CUDA_SUCCESS)
             continue;
-        CUresult r = DRV(cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, want);
-        srv_log("device %d: the stack size per thread the clients' kernels grew the context "
-                "to, %zu bytes, set back to %zu now that no client is left: %s",
-                d, real, want, srv_errname(r));
+        for (int l = 0; l < CU_LIMIT_MAX; l++) {
+            size_t want = srv_limit_default[d][l], real = 0;
+            if (DRV(cuCtxGetLimit)(&real, (CUlimit)l) != CUDA_SUCCESS || real <= want ||
+                refused_at[d][l] == real)
+                continue;
+            CUresult r = DRV(cuCtxSetLimit)((CUlimit)l, want);
+            if (r != CUDA_SUCCESS) refused_at[d][l] = real;
+            if (l == CU_LIMIT_STACK_SIZE)
+                srv_log("device %d: the stack size per thread the clients' kernels grew the "
+                        "context to, %zu bytes, set back to %zu now that no client is left: %s",
+                        d, real, want, srv_errname(r));
+            else
+                srv_log("device %d: limit %d the clients raised to %zu set back to %zu now that "
+                        "no client is left: %s",
+                        d, l, real, want, srv_errname(r));
+        }
     }
     pthread_mutex_unlock(&limits_lock);
 }

@@ -4,10 +4,11 @@
 
 #include "server/core/server.h"
 
-/* After client `gone` has left: lowers each limit it raised back to what the others need. */
+/* After client `gone` has left: its account is no longer charged for the limits it raised;
+ * the limits themselves stay until no client is left (srv_limits_idle). */
 void srv_limits_settle(struct srv_client *gone);
-/* With no client left: the stack size the driver grew each device's context to for the
- * clients' kernels goes back to where it started (context.c). */
+/* With no client left: every limit of each device's context the clients raised, and the
+ * stack size the driver grew it to for their kernels, go back to where they started. */
 void srv_limits_idle(void);
 
 /* Context limits as the server started (main.c; the floor when clients leave): the real
