@@ -645,7 +645,8 @@ static CUresult open_device(int dev)
     if (r != CUDA_SUCCESS) {
         free(n);
         shim_log("device %d: its GPU's own server could not serve this process (%s): "
-                 "CUDA_ERROR_INVALID_DEVICE",
+                 "CUDA_ERROR_INVALID_DEVICE (MPSSHIM_SERVER_PER_GPU=0 serves it, one server for "
+                 "every GPU)",
                  dev, why);
         return CUDA_ERROR_INVALID_DEVICE;
     }

@@ -97,7 +97,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags, int quiet
      * process of one connection per device (route.c) may be another than its server's. */
     if ((flags & CHAN_HOST_MANAGED) && atomic_load(&shim_conns_extra))
         return shim_refuse("managed memory in a process served by several GPUs' own servers "
-                           "(MPSSHIM_SERVER_PER_GPU_MOVE)");
+                           "(MPSSHIM_SERVER_PER_GPU=0 serves it, one server for every GPU)");
     /* Its descriptor comes on the socket of the connection the request goes to. */
     const struct shim_conn *cn = shim_route_conn();
     pthread_mutex_lock(&host_lock);

@@ -142,8 +142,9 @@ static void refuse_across(const char *name)
 {
     static _Atomic int said;
     if (!atomic_exchange(&said, 1))
-        shim_log("%s names objects of two GPUs whose servers differ (MPSSHIM_SERVER_PER_GPU_MOVE); "
-                 "nothing carries it between them: CUDA_ERROR_NOT_SUPPORTED (said once)",
+        shim_log("%s names objects of two GPUs whose servers differ; nothing carries it "
+                 "between them: CUDA_ERROR_NOT_SUPPORTED (said once; MPSSHIM_SERVER_PER_GPU=0 "
+                 "serves it, one server for every GPU)",
                  name);
 }
 

@@ -12,6 +12,7 @@
 #include "server/core/devices.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,8 @@ struct srv_devmap {
     int n;
     int8_t to_srv[CHAN_MAX_DEVICES];
     int8_t to_cli[CHAN_MAX_DEVICES];
+    int moved;             /* a client moved here (gpu_of): its other ordinals are holes */
+    _Atomic int hole_said; /* a call naming a hole was refused and said (once per client) */
 };
 
 void srv_dev_uuid(int d, char *out, size_t len)
@@ -108,6 +111,7 @@ void srv_devices_select(struct srv_client *c, const struct chan_hello *h)
                  h->gpu_ordinal < h->gpu_of && srv.ndev > 0;
         m->n = ok ? h->gpu_of : 0;
         if (ok) m->to_srv[h->gpu_ordinal] = 0;
+        m->moved = 1;
         srv_log("Client process %d: served here for its device %d of %d, moved from the pipe "
                 "directory's server at its first context (MPSSHIM_SERVER_PER_GPU)%s",
                 (int)c->pid, (int)h->gpu_ordinal, (int)h->gpu_of,
@@ -153,7 +157,17 @@ void srv_devices_publish(struct srv_client *c)
 
 int srv_dev_in(const struct srv_client *c, int64_t dev)
 {
-    return dev >= 0 && dev < c->devs->n ? c->devs->to_srv[dev] : -1;
+    int d = dev >= 0 && dev < c->devs->n ? c->devs->to_srv[dev] : -1;
+    /* A moved client's other GPU is another server's: what names it here (a pool's access
+     * for it, say) is refused as a device not given, and said, once. */
+    if (d < 0 && c->devs->moved && dev >= 0 && dev < c->devs->n &&
+        !atomic_exchange(&c->devs->hole_said, 1))
+        srv_log("Client process %d: a call named its device %d, which is another GPU's "
+                "server's: CUDA_ERROR_INVALID_DEVICE (what lives in one server is not carried "
+                "to another: MPSSHIM_SERVER_PER_GPU=0 serves it, one server for every GPU; "
+                "said once)",
+                (int)c->pid, (int)dev);
+    return d;
 }
 
 int srv_dev_out(const struct srv_client *c, int64_t dev)
