@@ -531,7 +531,9 @@ static int gpu_value_of(int d)
 }
 
 /* Under shim_rpc_alone: connects to the GPU's server and, if it holds the same GPU, drops
- * the first connection. 0, or -1 with the first connection kept and gpu_dir empty. */
+ * the first connection. 0, or MOVE_FAILED (said here, unless quiet) with the first
+ * connection kept and gpu_dir empty: not -1 or -2, which are shim_rpc_alone's own. */
+#define MOVE_FAILED (-5)
 static int move_now(void *arg)
 {
     int d = *(int *)arg;
@@ -540,7 +542,13 @@ static int move_now(void *arg)
     moved_of = moved_old.dev.ndev;
     moved_ordinal = d;
     char why[512];
-    CUresult r = connect_or_start(why, sizeof(why));
+    /* A client that may not start servers (MPSSHIM_AUTOSTART=0: a site that starts them
+     * itself) moves only to a GPU's server already listening, at once, and otherwise stays
+     * without a word: it must not wait MPSSHIM_SERVER_WAIT for a server no one starts. */
+    int autostart = (int)chan_setting_num(CHAN_SET_AUTOSTART);
+    CUresult r = autostart ? connect_or_start(why, sizeof(why))
+                           : try_connect_to(&shim_conn, moved_of, moved_ordinal, why, sizeof(why));
+    int quiet = r != CUDA_SUCCESS && !autostart && conn_absent;
     if (r == CUDA_SUCCESS && memcmp(&shim_conn.dev.dev[d].uuid, &moved_old.dev.dev[d].uuid,
                                     sizeof(moved_old.dev.dev[d].uuid)) != 0) {
         snprintf(why, sizeof(why),
@@ -553,11 +561,12 @@ static int move_now(void *arg)
     conn_no_fallback = no_fallback;
     conn_foreign = foreign;
     if (r != CUDA_SUCCESS) {
-        shim_log("MPSSHIM_SERVER_PER_GPU: staying with the pipe directory's server (%s)", why);
+        if (!quiet)
+            shim_log("MPSSHIM_SERVER_PER_GPU: staying with the pipe directory's server (%s)", why);
         shim_conn = moved_old;
         moved_of = 0;
         gpu_dir[0] = '\0';
-        return -1;
+        return MOVE_FAILED;
     }
     shim_conn.dev = moved_old.dev;
     /* The old segment stays mapped for the process's life: a thread outside any call's

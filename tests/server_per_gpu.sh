@@ -440,7 +440,8 @@ echo "ok: the pipe directory's server of moving clients made no context for them
 # and one bound to GPU 1 by CUDA_VISIBLE_DEVICES move to their GPU's server, so device 1's
 # runs on through device 0's fault, as under MPS. A pipe directory's server of one GPU
 # (started with CUDA_VISIBLE_DEVICES=0) keeps its clients, its context made at start, and so
-# does one started with MPSSHIM_SERVER_PER_GPU=0 (what every other script sets: tests/lib.sh).
+# does one started with MPSSHIM_SERVER_PER_GPU=0 (what every other script sets: tests/lib.sh),
+# or with a CUDA_VISIBLE_DEVICES of its own.
 dflt() { # dflt PIPE_DIR VISIBLE CMD...: CMD as `on` runs it, both settings unset
     (
         unset MPSSHIM_SERVER_PER_GPU MPSSHIM_SERVER_PER_GPU_MOVE
@@ -464,16 +465,33 @@ grep -q "served here for its device 0 of 1, moved" "$D/log/gpu-1/server.log" || 
 grep -q "served here for its device 1 of 2, moved" "$D/log/gpu-1/server.log" && grep -q "served here for its device 0 of 2, moved" "$D/log/gpu-0/server.log" ||
     fail "by default: the clients that see both GPUs did not move to their GPUs' servers"
 printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$D "$CTL" >/dev/null 2>&1
+# A client that may not start servers (MPSSHIM_AUTOSTART=0) moves only to a GPU's server
+# already there: none is (quit above), so it stays, at once and without a word, however long
+# it would wait for a server (MPSSHIM_SERVER_WAIT).
+(unset MPSSHIM_SERVER_PER_GPU MPSSHIM_SERVER_PER_GPU_MOVE; MPSSHIM_PIPE_DIRECTORY=$D "$CTL" -d) || fail "the default pipe directory's server again"
+t0=$SECONDS
+MPSSHIM_AUTOSTART=0 MPSSHIM_SERVER_WAIT=30 dflt "$D" - "$B/tests/vecadd" 1000 >"$W/default-noauto.log" 2>&1 || { cat "$W/default-noauto.log"; fail "by default, MPSSHIM_AUTOSTART=0: a client"; }
+[ $((SECONDS - t0)) -lt 20 ] || fail "by default, MPSSHIM_AUTOSTART=0: the client waited $((SECONDS - t0)) s for a GPU's server"
+grep -q "staying" "$W/default-noauto.log" && fail "by default, MPSSHIM_AUTOSTART=0: the client said it stayed: $(grep staying "$W/default-noauto.log")"
+ls -d "$D"/gpu-* >/dev/null 2>&1 && [ -e "$D/gpu-0/server.pid" ] && kill -0 "$(cat "$D/gpu-0/server.pid")" 2>/dev/null &&
+    fail "by default, MPSSHIM_AUTOSTART=0: a GPU's server was started"
+printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$D "$CTL" >/dev/null 2>&1
+mkdir -p "$W/defaultv"
+chmod 700 "$W/defaultv"
 (unset MPSSHIM_SERVER_PER_GPU MPSSHIM_SERVER_PER_GPU_MOVE; MPSSHIM_PIPE_DIRECTORY=$W/default1 CUDA_VISIBLE_DEVICES=0 "$CTL" -d) || fail "a pipe directory's server of one GPU"
 (export MPSSHIM_PIPE_DIRECTORY=$W/default0; unset MPSSHIM_SERVER_PER_GPU_MOVE; MPSSHIM_SERVER_PER_GPU=0 "$CTL" -d) || fail "a pipe directory's server told MPSSHIM_SERVER_PER_GPU=0"
-for d in default1 default0; do
+# Started with a CUDA_VISIBLE_DEVICES of its own (as a Slurm prolog starts a job's), a
+# server of both GPUs numbers them otherwise than the machine may: its clients stay.
+(unset MPSSHIM_SERVER_PER_GPU MPSSHIM_SERVER_PER_GPU_MOVE; MPSSHIM_PIPE_DIRECTORY=$W/defaultv CUDA_VISIBLE_DEVICES=0,1 "$CTL" -d) || fail "a pipe directory's server of CUDA_VISIBLE_DEVICES=0,1"
+grep -q "Clients stay with this server of 2 GPUs" "$W/defaultv/log/server.log" || fail "defaultv: its server did not say its clients stay"
+for d in default1 default0 defaultv; do
     dflt "$W/$d" - "$B/tests/vecadd" 1000 >"$W/$d-client.log" 2>&1 || { cat "$W/$d-client.log"; fail "$d: a client"; }
     grep -q "one shared context (made in" "$W/$d/log/server.log" || fail "$d: its server made no context at start"
     grep -q "Clients move" "$W/$d/log/server.log" && fail "$d: its server told its clients to move"
     ls -d "$W/$d"/gpu-* >/dev/null 2>&1 && fail "$d: a GPU's server started: $(ls -d "$W/$d"/gpu-*)"
     printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$W/$d "$CTL" >/dev/null 2>&1
 done
-echo "ok: by default a pipe directory's server of both GPUs had its clients move (both devices seen, or one by CUDA_VISIBLE_DEVICES): device 1's client ran on through device 0's fault; one of one GPU, or told MPSSHIM_SERVER_PER_GPU=0, kept its clients"
+echo "ok: by default a pipe directory's server of both GPUs had its clients move (both devices seen, or one by CUDA_VISIBLE_DEVICES): device 1's client ran on through device 0's fault; with MPSSHIM_AUTOSTART=0 and no GPU's server, one stayed at once; one of one GPU, told MPSSHIM_SERVER_PER_GPU=0 or started with CUDA_VISIBLE_DEVICES=0,1 kept its clients"
 
 # 5. One list and one quit for all; then with only the GPUs' servers. A file and a link named
 # like a GPU's folder are passed over (the link to another pipe directory with a server).

@@ -180,12 +180,28 @@ static int load_driver(void)
 
 /* Whether this is a pipe directory's own server of several devices whose clients may move
  * to their GPUs' servers: MPSSHIM_SERVER_PER_GPU and MPSSHIM_SERVER_PER_GPU_MOVE not 0 in
- * its environment (both "auto" by default; a client that starts it passes its own on). */
+ * its environment (both "auto" by default; a client that starts it passes its own on), and
+ * its devices numbered as the machine's: no CUDA_VISIBLE_DEVICES of its own. Why the last: a
+ * client names its GPU's folder and server by its ordinal or its own CUDA_VISIBLE_DEVICES
+ * entry, which the server started there applies to the machine's GPUs; under a server
+ * started with "2,3", as a Slurm prolog starts a job's, clients would start servers of GPUs 0
+ * and 1, which are not the job's (they would find the GPU differs and stay, and the servers
+ * would be left on GPUs not theirs). A server started by a client never has one. Said once. */
 static int clients_may_move(void)
 {
+    static int said;
     char top[PATH_MAX];
-    return srv.ndev > 1 && chan_setting_num(CHAN_SET_SERVER_PER_GPU) &&
-           chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) && !srv_siblings_top(top, sizeof(top));
+    if (srv.ndev < 2 || !chan_setting_num(CHAN_SET_SERVER_PER_GPU) ||
+        !chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) || srv_siblings_top(top, sizeof(top)))
+        return 0;
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (cvd && !said++)
+        srv_log("Clients stay with this server of %d GPUs: CUDA_VISIBLE_DEVICES=%.64s in its "
+                "environment numbers its devices otherwise than the machine, so they cannot "
+                "name their GPUs' own servers; a fault on one GPU ends every client "
+                "(MPSSHIM_SERVER_PER_GPU)",
+                srv.ndev, cvd);
+    return !cvd;
 }
 
 /* Whether the devices' contexts wait for their first use (devctx.c says why):
@@ -223,8 +239,8 @@ static int init_devices(void)
     first_use = contexts_at_first_use();
     /* Clients are told to move (CHAN_WELCOME_MOVES) only by a server that made no context
      * yet: moving away from one that holds their GPU's would leave two on it. */
-    if (srv_devctx_start(first_use, first_use && clients_may_move(), why, sizeof(why)) != 0)
-        START_FAILED("%s", why);
+    int move = first_use && clients_may_move();
+    if (srv_devctx_start(first_use, move, why, sizeof(why)) != 0) START_FAILED("%s", why);
     srv_green_init();
     if (srv_window_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
         START_FAILED("cannot set up the server's tables");
