@@ -493,19 +493,35 @@ static struct shim_conn moved_old; /* the first connection, while the move is de
  * (CUDA_VISIBLE_DEVICES naming one: with MPSSHIM_SERVER_PER_GPU=1 it would have gone to that
  * GPU's server at once; "auto" asks the pipe directory's server first, so that one holding
  * one GPU, or started with a CUDA_VISIBLE_DEVICES of its own, keeps its clients). */
-static int move_wanted;
+static int move_wanted, move_asked; /* move_asked: both settings 1 */
 
 static void decide_move(void)
 {
     unsigned long long per = chan_setting_num(CHAN_SET_SERVER_PER_GPU),
                        move = chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE);
     int ndev = shim_conn.dev.ndev;
+    move_asked = per == 1 && move == 1;
     if (!per || !move || gpu_dir[0] || ndev < 1)
         move_wanted = 0;
-    else if (per == 1 && move == 1)
+    else if (move_asked)
         move_wanted = ndev >= 2;
     else
         move_wanted = (shim_conn.server_flags & CHAN_WELCOME_MOVES) != 0;
+}
+
+/* A process that asks whether two of its GPUs reach each other before its first context
+ * (cuDeviceCanAccessPeer, cuDeviceGetP2PAttribute: moved.c tells) means to use them together,
+ * as CUDA's multi-GPU programs check first: by default it stays with the pipe directory's
+ * server, which serves every GPU and everything a process does across them (managed memory,
+ * pools' peer access, graphs of both GPUs), where its GPUs' own servers would refuse some of
+ * it (docs/operations.md). A process that uses one GPU (an MPI rank, a DDP rank, an inference
+ * worker) asks nothing of the kind before its context, and moves. Both settings 1: it moves
+ * all the same. Set before the move is decided; read once, by the thread that decides. */
+static _Atomic int peer_asked;
+
+void shim_conn_peer_asked(void)
+{
+    if (!atomic_load_explicit(&peer_asked, memory_order_relaxed)) atomic_store(&peer_asked, 1);
 }
 
 int shim_may_use_servers(void)
@@ -611,11 +627,23 @@ static int next_slot = 1;
 /* Why this process may not hold a second connection now, or NULL: the families whose state
  * lives in one server say (replicas.c registers it as the library loads; conn.c, which every
  * family uses, names none of them). */
-static const char *(*split_refusal)(void);
+static const char *(*split_refusals[4])(void);
 
 void shim_conn_on_split(const char *(*why_not)(void))
 {
-    split_refusal = why_not;
+    for (size_t i = 0; i < sizeof(split_refusals) / sizeof(split_refusals[0]); i++)
+        if (!split_refusals[i]) {
+            split_refusals[i] = why_not;
+            return;
+        }
+}
+
+static const char *split_refusal(void)
+{
+    const char *why = NULL;
+    for (size_t i = 0; !why && i < sizeof(split_refusals) / sizeof(split_refusals[0]); i++)
+        if (split_refusals[i]) why = split_refusals[i]();
+    return why;
 }
 
 static CUresult open_device(int dev)
@@ -627,7 +655,7 @@ static CUresult open_device(int dev)
     memcpy(saved_value, gpu_value, sizeof(gpu_value));
     struct shim_conn *n = NULL;
     CUresult r = CUDA_ERROR_INVALID_DEVICE;
-    const char *refused = split_refusal ? split_refusal() : NULL;
+    const char *refused = split_refusal();
     if (next_slot >= SHIM_CONNS)
         snprintf(why, sizeof(why), "no connection left (%d)", SHIM_CONNS);
     else if (refused)
@@ -690,6 +718,7 @@ static CUresult move_at_first(int dev)
 {
     if (atomic_load(&conn_state) != CONN_UP || !move_wanted || dev < 0 || dev >= shim_conn.dev.ndev)
         return CUDA_SUCCESS;
+    if (!move_asked && atomic_load(&peer_asked)) return CUDA_SUCCESS; /* stays, quietly */
     uint64_t seen = atomic_load(&shim_work_sent);
     int rc = gpu_value_of(dev) != 0 ? -3 : !holds_nothing() ? -4 : 0;
     if (!rc) {

@@ -100,8 +100,11 @@ CUresult shim_gpu_server_for(int dev);
  * first context (MPSSHIM_SERVER_PER_GPU_MOVE, decided at its connection) and sees several
  * GPUs (replicas.c keeps its libraries for the others). 0 before it is connected. */
 int shim_may_use_servers(void);
+/* A peer query between two of the process's devices (moved.c): before its first context, a
+ * process that asks one stays with the pipe directory's server by default. conn.c. */
+void shim_conn_peer_asked(void);
 /* Registers why a process may not hold a second connection (NULL: it may): asked before
- * each one is made. conn.c. */
+ * each one is made; up to 4 such (the first answer that is not NULL counts). conn.c. */
 void shim_conn_on_split(const char *(*why_not)(void));
 /* The ordinal of the device a moved client's server holds, its device count in *of; -1 (and
  * *of 0) when it did not move. conn.c. */
@@ -305,6 +308,8 @@ CUresult shim_phys_server(uint64_t client, uint64_t *server);
 int shim_owned_kind(uint32_t type);
 void shim_owned_made(uint32_t type, uint64_t value, uint64_t owner);
 void shim_owned_gone(uint32_t type, uint64_t value);
+/* moved.c: a pool of a moved process destroyed: the access it gave other GPUs is forgotten. */
+void shim_moved_pool_gone(uint64_t pool);
 int shim_owned_device(uint32_t type, uint64_t value, int *dev);
 /* reserved.c: address space reserved by a process moved to its GPUs' servers, kept with the
  * device whose server reserved it: one just reserved through the server the thread's

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every test program through a process's GPUs' own servers (issue 30), as the default has
-# it where a pipe directory's server holds several GPUs (both MPSSHIM_SERVER_PER_GPU
-# settings unset, "auto"): each program of tests/progs/programs.txt and
-# tests/cudart/programs.txt (CUDA runtime programs) runs through one server (the pipe
-# directory's, MPSSHIM_SERVER_PER_GPU_MOVE=0) and moved (to its first GPU's server at its
-# first context, each further GPU's for contexts there), and the
+# it where a pipe directory's server holds several GPUs: each program of
+# tests/progs/programs.txt and tests/cudart/programs.txt (CUDA runtime programs) runs through
+# one server (the pipe directory's, MPSSHIM_SERVER_PER_GPU_MOVE=0) and moved (to its first
+# GPU's server at its first context, each further GPU's for contexts there: both settings 1,
+# so that the programs that ask about peer access before their first context, which by
+# default stay with the pipe directory's server, move too), and the
 # two outputs must be identical (the shim's own "mpsshim:" lines aside). A
 # program that uses what a process of several servers cannot do yet (KNOWN below) must fail
 # moved with the refusal the documentation names, said on stderr, and pass through one
@@ -26,8 +27,9 @@ unset CUDA_VISIBLE_DEVICES MPSSHIM_SERVER_PER_GPU MPSSHIM_SERVER_PER_GPU_MOVE
 # What a moved process refuses today, by program: the line its stderr must carry. Each is
 # written in docs/operations.md ("A moved process that uses several GPUs").
 declare -A KNOWN=(
-    # a pool's access for a device its server does not hold (pool memory does not mirror)
-    [mempool]="CUDA_ERROR_INVALID_DEVICE"
+    # a pool's access for a device whose server, a server of the process's, is not the pool's
+    # (pool memory does not mirror); by default this program stays (it asks about peer
+    # access first: tests/server_per_gpu.sh, step 11)
     [pool_peer]="CUDA_ERROR_INVALID_DEVICE"
     # managed memory once a process uses two servers
     [managed_devices]="managed memory in a process served by several GPUs' own servers"
@@ -53,7 +55,7 @@ one_program() {
     MPSSHIM_SERVER_PER_GPU_MOVE=0 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" \
         >"$W/out/$name.one" 2>&1 &
     one=$!
-    timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" \
+    MPSSHIM_SERVER_PER_GPU=1 MPSSHIM_SERVER_PER_GPU_MOVE=1 timeout 150 env LD_PRELOAD="$SHIM" "$1/$prog" "${argv[@]:1}" \
         >"$W/out/$name.two" 2>&1
     mrc=$?
     wait "$one"

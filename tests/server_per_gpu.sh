@@ -36,7 +36,8 @@
 #     first use only;
 # 11. (run before 5) the default, neither setting set: a pipe directory's server of both GPUs
 #     has its clients move, those that see both and those bound to one by
-#     CUDA_VISIBLE_DEVICES, and device 1's runs on through device 0's fault; a pipe
+#     CUDA_VISIBLE_DEVICES, and device 1's runs on through device 0's fault; one that asks
+#     about peer access before its first context stays; a pipe
 #     directory's server of one GPU, or one told MPSSHIM_SERVER_PER_GPU=0, keeps its clients.
 # usage: server_per_gpu.sh BUILD_DIR WORK_DIR
 set -u
@@ -464,6 +465,16 @@ grep -q "made at its first use" "$D/log/server.log" && fail "by default: a conte
 grep -q "served here for its device 0 of 1, moved" "$D/log/gpu-1/server.log" || fail "by default: the client bound to GPU 1 did not move to gpu-1's server"
 grep -q "served here for its device 1 of 2, moved" "$D/log/gpu-1/server.log" && grep -q "served here for its device 0 of 2, moved" "$D/log/gpu-0/server.log" ||
     fail "by default: the clients that see both GPUs did not move to their GPUs' servers"
+# A process that asks about peer access before its first context (pool_peer: device 1's
+# kernels write device 0's pool memory) stays, served whole by the pipe directory's server,
+# its context made there at first use; its child, which uses device 0 alone, moves and reads
+# its own pool's access for device 1 (none). One that uses device 0 and gives device 1 access
+# to its pools (mempool) moves, the access kept by its shim (interpose/moved.c).
+dflt "$D" - "$B/tests/pool_peer" >"$W/default-poolpeer.log" 2>&1 || { cat "$W/default-poolpeer.log"; fail "by default: pool_peer"; }
+grep -q "made at its first use" "$D/log/server.log" ||
+    fail "by default: pool_peer, which asks about peer access first, did not stay with the pipe directory's server"
+dflt "$D" - "$B/tests/mempool" >"$W/default-mempool.log" 2>&1 || { cat "$W/default-mempool.log"; fail "by default: mempool"; }
+grep -q "mpsshim:" "$W/default-poolpeer.log" "$W/default-mempool.log" && fail "by default: a word of the shim's: $(grep -h 'mpsshim:' "$W/default-poolpeer.log" "$W/default-mempool.log")"
 printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$D "$CTL" >/dev/null 2>&1
 # A client that may not start servers (MPSSHIM_AUTOSTART=0) moves only to a GPU's server
 # already there: none is (quit above), so it stays, at once and without a word, however long
