@@ -361,6 +361,10 @@ CUresult shim_forward(int id, const void *const *argv)
         shim_reserved_freed(*(const CUdeviceptr *)argv[0]);
     if (r == CUDA_SUCCESS && d->destroys >= 0 && shim_owned_kind(d->params[d->destroys].htype))
         shim_owned_gone(d->params[d->destroys].htype, *(const uint64_t *)argv[d->destroys]);
+    /* The access a moved process's pool gave other GPUs goes with it (moved.c). */
+    if (r == CUDA_SUCCESS && d->destroys >= 0 &&
+        d->params[d->destroys].htype == SHIM_HT_CUmemoryPool)
+        shim_moved_pool_gone(*(const uint64_t *)argv[d->destroys]);
     if (routed) shim_route_end(&saved);
     return r;
 }

@@ -526,8 +526,10 @@ void shim_conn_peer_asked(void)
 
 int shim_may_use_servers(void)
 {
+    /* Before the move is decided, a process that may move; after, one that did (a process
+     * that stayed has one server for all its GPUs). */
     return atomic_load(&conn_state) == CONN_UP && move_wanted &&
-           (moved_of ? moved_of : shim_conn.dev.ndev) >= 2;
+           (moved_of ? moved_of >= 2 : !moved_tried && shim_conn.dev.ndev >= 2);
 }
 
 /* d's CUDA_VISIBLE_DEVICES entry (or its number), as the folder's name. 0, or -1. */

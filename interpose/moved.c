@@ -84,6 +84,19 @@ static _Thread_local CUmemAccessDesc kept[CHAN_MAX_DEVICES];
 static _Thread_local const CUmemAccessDesc *kept_at;
 static _Thread_local size_t kept_n;
 
+/* The call's descriptors (arguments desc_arg and desc_arg + 1: the array and its count) made
+ * the n of `kept`, of count: a rewrite hook's answer. */
+static int send_kept(const void **args, int desc_arg, size_t n, size_t count)
+{
+    if (n == count) return 0;
+    if (n == 0) return 1; /* nothing left for the server */
+    kept_at = kept;
+    kept_n = n;
+    args[desc_arg] = &kept_at;
+    args[desc_arg + 1] = &kept_n;
+    return 0;
+}
+
 static int access_rewrite(const void **args)
 {
     const CUmemAccessDesc *desc = *(const CUmemAccessDesc *const *)args[2];
@@ -120,13 +133,7 @@ static int access_rewrite(const void **args)
                                        "start)");
         }
     }
-    if (n == count) return 0;
-    if (n == 0) return 1; /* nothing of this process's server's to grant */
-    kept_at = kept;
-    kept_n = n;
-    args[2] = &kept_at;
-    args[3] = &kept_n;
-    return 0;
+    return send_kept(args, 2, n, count);
 }
 
 const struct shim_hook shim_hook_moved_access = {.rewrite = access_rewrite};
@@ -229,10 +236,6 @@ static int pool_access_known(const void *const *argv)
 
 const struct shim_hook shim_hook_moved_pool_access = {.known = pool_access_known};
 
-static _Thread_local CUmemAccessDesc pool_kept[CHAN_MAX_DEVICES];
-static _Thread_local const CUmemAccessDesc *pool_kept_at;
-static _Thread_local size_t pool_kept_n;
-
 static int pool_set_rewrite(const void **args)
 {
     CUmemoryPool pool = *(const CUmemoryPool *)args[0];
@@ -251,16 +254,10 @@ static int pool_set_rewrite(const void **args)
         else if (where == 2 && f == CU_MEM_ACCESS_FLAGS_PROT_NONE)
             ; /* taken away where none was given */
         else if (where != 1 || f != CU_MEM_ACCESS_FLAGS_PROT_NONE)
-            pool_kept[n++] = desc[i]; /* the pool's server's own, or a grant it refuses */
+            kept[n++] = desc[i]; /* the pool's server's own, or a grant it refuses */
     }
     pthread_mutex_unlock(&grants_lock);
-    if (n == count) return 0;
-    if (n == 0) return 1;
-    pool_kept_at = pool_kept;
-    pool_kept_n = n;
-    args[1] = &pool_kept_at;
-    args[2] = &pool_kept_n;
-    return 0;
+    return send_kept(args, 1, n, count);
 }
 
 const struct shim_hook shim_hook_moved_pool_set = {.rewrite = pool_set_rewrite};

@@ -69,7 +69,6 @@ void shim_owned_made(uint32_t type, uint64_t value, uint64_t owner)
 void shim_owned_gone(uint32_t type, uint64_t value)
 {
     if (!moved()) return;
-    if (type == SHIM_HT_CUmemoryPool) shim_moved_pool_gone(value);
     struct key k = {.type = type, .value = value};
     pthread_mutex_lock(&lock);
     struct owned *e = NULL;

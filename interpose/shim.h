@@ -308,7 +308,7 @@ CUresult shim_phys_server(uint64_t client, uint64_t *server);
 int shim_owned_kind(uint32_t type);
 void shim_owned_made(uint32_t type, uint64_t value, uint64_t owner);
 void shim_owned_gone(uint32_t type, uint64_t value);
-/* moved.c: a pool of a moved process destroyed: the access it gave other GPUs is forgotten. */
+/* moved.c: a pool destroyed (call.c): the access it gave other GPUs, kept there, forgotten. */
 void shim_moved_pool_gone(uint64_t pool);
 int shim_owned_device(uint32_t type, uint64_t value, int *dev);
 /* reserved.c: address space reserved by a process moved to its GPUs' servers, kept with the

@@ -474,6 +474,14 @@ dflt "$D" - "$B/tests/pool_peer" >"$W/default-poolpeer.log" 2>&1 || { cat "$W/de
 grep -q "made at its first use" "$D/log/server.log" ||
     fail "by default: pool_peer, which asks about peer access first, did not stay with the pipe directory's server"
 dflt "$D" - "$B/tests/mempool" >"$W/default-mempool.log" 2>&1 || { cat "$W/default-mempool.log"; fail "by default: mempool"; }
+# ... and it is then refused a context on device 1, where its pool's memory is not, until
+# the pool is destroyed (natively both succeed).
+dflt "$D" - "$B/tests/mempool" --then-other >"$W/default-then.log" 2>&1 || { cat "$W/default-then.log"; fail "by default: mempool --then-other"; }
+grep -q "^device 1's access to the pool: 3$" "$W/default-then.log" &&
+    grep -q "^a context on device 1 with the pool's access given: CUDA_ERROR_INVALID_DEVICE$" "$W/default-then.log" &&
+    grep -q "^a context on device 1 once the pool is destroyed: CUDA_SUCCESS$" "$W/default-then.log" &&
+    grep -q "it gave a memory pool's access to another GPU" "$W/default-then.log" ||
+    { cat "$W/default-then.log"; fail "by default: a context on the GPU a pool gave access to, before and after the pool's end"; }
 grep -q "mpsshim:" "$W/default-poolpeer.log" "$W/default-mempool.log" && fail "by default: a word of the shim's: $(grep -h 'mpsshim:' "$W/default-poolpeer.log" "$W/default-mempool.log")"
 printf 'quit\n' | MPSSHIM_PIPE_DIRECTORY=$D "$CTL" >/dev/null 2>&1
 # A client that may not start servers (MPSSHIM_AUTOSTART=0) moves only to a GPU's server

@@ -240,7 +240,13 @@ void srv_limits_idle(void)
                 refused_at[d][l] == real)
                 continue;
             CUresult r = DRV(cuCtxSetLimit)((CUlimit)l, want);
-            if (r != CUDA_SUCCESS) refused_at[d][l] = real;
+            size_t now = real;
+            /* Refused, or taken at another value than asked (rounded up): not tried again
+             * at that value, so that an idle server does not ask every poll. */
+            if (r != CUDA_SUCCESS)
+                refused_at[d][l] = real;
+            else if (DRV(cuCtxGetLimit)(&now, (CUlimit)l) == CUDA_SUCCESS && now > want)
+                refused_at[d][l] = now;
             if (l == CU_LIMIT_STACK_SIZE)
                 srv_log("device %d: the stack size per thread the clients' kernels grew the "
                         "context to, %zu bytes, set back to %zu now that no client is left: %s",

@@ -333,12 +333,44 @@ static void many_pools(const CUmemPoolProps *props, CUstream s)
     t_ok("%d pools at once, each used and destroyed, twice", MANY);
 }
 
-/* mempool [--leave-destroyed | --many]: the second exits holding memory of a pool it
- * destroyed; the third makes and destroys many pools at once (many_pools) and stops. */
+/* --then-other: a pool of device 0 gives device 1 access, then the process asks for a
+ * context on device 1, before and after the pool is destroyed: each answer printed (natively
+ * both CUDA_SUCCESS; a process moved to its GPU's server is refused the first, the pool's
+ * memory not being carried to device 1's: tests/server_per_gpu.sh, step 11). */
+static void then_other(const CUmemPoolProps *props)
+{
+    int n = 0;
+    CHECK(cuDeviceGetCount(&n));
+    if (n < 2) t_skip("one device");
+    CUmemoryPool pool;
+    CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1},
+                         .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemLocation at = d.location;
+    CUmemAccess_flags f = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CHECK(cuMemPoolCreate(&pool, props));
+    CHECK(cuMemPoolSetAccess(pool, &d, 1));
+    CHECK(cuMemPoolGetAccess(&f, pool, &at));
+    printf("device 1's access to the pool: %d\n", (int)f);
+    CUdevice d1;
+    CUcontext c1 = NULL;
+    CHECK(cuDeviceGet(&d1, 1));
+    CUresult r = cuDevicePrimaryCtxRetain(&c1, d1);
+    printf("a context on device 1 with the pool's access given: %s\n", t_errname(r));
+    if (r == CUDA_SUCCESS) CHECK(cuDevicePrimaryCtxRelease(d1));
+    CHECK(cuMemPoolDestroy(pool));
+    r = cuDevicePrimaryCtxRetain(&c1, d1);
+    printf("a context on device 1 once the pool is destroyed: %s\n", t_errname(r));
+    if (r == CUDA_SUCCESS) CHECK(cuDevicePrimaryCtxRelease(d1));
+}
+
+/* mempool [--leave-destroyed | --many | --then-other]: the second exits holding memory of a
+ * pool it destroyed; the third makes and destroys many pools at once (many_pools) and stops;
+ * the fourth is then_other's, and stops. */
 int main(int argc, char **argv)
 {
     int leave = argc > 1 && strcmp(argv[1], "--leave-destroyed") == 0;
     int many = argc > 1 && strcmp(argv[1], "--many") == 0;
+    int other = argc > 1 && strcmp(argv[1], "--then-other") == 0;
     t_init("mempool", 120);
     CUdevice dev;
     CUcontext ctx;
@@ -361,6 +393,10 @@ int main(int argc, char **argv)
     props.location.id = dev;
     if (many) {
         many_pools(&props, s);
+        t_pass();
+    }
+    if (other) {
+        then_other(&props);
         t_pass();
     }
 
