@@ -397,15 +397,6 @@ else
     record memory-back FAIL "no fresh start $((SECONDS - back_start)) s after the clients left"
 fi
 
-# Limits a departed client raised stay while others run, and go back once none is left:
-# lowering the stack limit under another client's work faulted the shared context
-# (tests/limits_load.sh: `contexts` beside `multithread`, 10 rounds).
-if run limits-load 180 bash "$ROOT/tests/limits_load.sh" "$B" "$WORK" gpu 10; then
-    record limits-load PASS "$(grep -m1 '^PASS' "$WORK/limits-load.out")"
-else
-    record limits-load FAIL "$(grep -m1 '^FAIL' "$WORK/limits-load.out")"
-fi
-
 # A kernel with 8 KiB of local memory per thread grows the shared context's stack (the
 # driver never lowers it: 1.8 GiB on an H200); once its client has left and no other is,
 # the server sets it back and the memory is back (server/core/context.c, srv_limits_idle).
@@ -432,6 +423,16 @@ elif stack_back; then
 else
     record stack-back FAIL \
         "device memory $STACK_BEFORE -> $(mem_used) bytes 5 s after the client left"
+fi
+
+# Limits a departed client raised stay while others run, and go back once none is left:
+# lowering the stack limit under another client's work faulted the shared context
+# (tests/limits_load.sh: `contexts` beside `multithread`, 10 rounds; a server of its own,
+# after stack-back, which counts the tier's server's memory right after its fresh start).
+if run limits-load 180 bash "$ROOT/tests/limits_load.sh" "$B" "$WORK" gpu 10; then
+    record limits-load PASS "$(grep -m1 '^PASS' "$WORK/limits-load.out")"
+else
+    record limits-load FAIL "$(grep -m1 '^FAIL' "$WORK/limits-load.out")"
 fi
 
 # A client killed while its stream waits on a value in its device memory, while other
