@@ -302,10 +302,6 @@ cpu_lane() {
     # below, says what they do): own servers; free_wait's bound is 15 s, not a timing.
     run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
     run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
-    # The programs through a process's GPUs' own servers, the default where a pipe directory's
-    # server holds several GPUs: one server's output, or the documented refusal
-    # (tests/moved_programs.sh; own servers).
-    run_test moved-programs 300 bash "$ROOT/tests/moved_programs.sh" "$B" "$WORK"
     # GPU timelines (`trace start|stop|status`): the summary and file on known records, then the
     # whole path on the CPU test driver's stand-in for CUPTI with four clients at once; no CUPTI:
     # said, and the server serves on. Own servers.
@@ -742,6 +738,11 @@ else
     # The same from one pipe directory: a client that sees one GPU is served by that GPU's own
     # server, which it starts (MPSSHIM_SERVER_PER_GPU; tests/server_per_gpu.sh).
     run_test server-per-gpu 90 bash "$ROOT/tests/server_per_gpu.sh" "$B" "$WORK"
+    # The programs through a process's GPUs' own servers, the default where a pipe directory's
+    # server holds several GPUs: one server's output, or the documented refusal
+    # (tests/moved_programs.sh; own servers). In this lane: the second ran past this one's end
+    # by a minute with it.
+    run_test moved-programs 300 bash "$ROOT/tests/moved_programs.sh" "$B" "$WORK"
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break
