@@ -159,7 +159,8 @@ static struct {
 } grants[POOL_GRANTS];
 static pthread_mutex_t grants_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The pool's row, made if `make` (NULL when full: the call is then sent, and refused). */
+/* The pool's row, made if `make`; -1 when it has none (or the table is full: the call is then
+ * sent, and refused). */
 static int grant_row(uint64_t pool, int make)
 {
     int free_row = -1;
@@ -248,12 +249,14 @@ static int pool_set_rewrite(const void **args)
     for (size_t i = 0; i < count; i++) {
         int where = elsewhere(&desc[i].location, pool), row;
         CUmemAccess_flags f = desc[i].flags;
-        if (where == 1 && f <= CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
-            (row = grant_row(key, f != CU_MEM_ACCESS_FLAGS_PROT_NONE)) >= 0)
+        /* Only what a pool takes (none, read and write) is kept: another value is sent, and
+         * refused there. */
+        int valid = f == CU_MEM_ACCESS_FLAGS_PROT_NONE || f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        if (where == 1 && valid && (row = grant_row(key, f != CU_MEM_ACCESS_FLAGS_PROT_NONE)) >= 0)
             grants[row].flags[desc[i].location.id] = f; /* kept here (above) */
         else if (where == 2 && f == CU_MEM_ACCESS_FLAGS_PROT_NONE)
             ; /* taken away where none was given */
-        else if (where != 1 || f != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+        else if (where != 1 || !valid || f != CU_MEM_ACCESS_FLAGS_PROT_NONE)
             kept[n++] = desc[i]; /* the pool's server's own, or a grant it refuses */
     }
     pthread_mutex_unlock(&grants_lock);
