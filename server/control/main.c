@@ -186,16 +186,16 @@ static int load_driver(void)
  * entry, which the server started there applies to the machine's GPUs; under a server
  * started with "2,3", as a Slurm prolog starts a job's, clients would start servers of GPUs 0
  * and 1, which are not the job's (they would find the GPU differs and stay, and the servers
- * would be left on GPUs not theirs). A server started by a client never has one. Said once. */
+ * would be left on GPUs not theirs). A server started by a client never has one. Asked once,
+ * at the devices' start. */
 static int clients_may_move(void)
 {
-    static int said;
     char top[PATH_MAX];
     if (srv.ndev < 2 || !chan_setting_num(CHAN_SET_SERVER_PER_GPU) ||
         !chan_setting_num(CHAN_SET_SERVER_PER_GPU_MOVE) || srv_siblings_top(top, sizeof(top)))
         return 0;
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    if (cvd && !said++)
+    if (cvd)
         srv_log("Clients stay with this server of %d GPUs: CUDA_VISIBLE_DEVICES=%.64s in its "
                 "environment numbers its devices otherwise than the machine, so they cannot "
                 "name their GPUs' own servers; a fault on one GPU ends every client "
@@ -205,14 +205,14 @@ static int clients_may_move(void)
 }
 
 /* Whether the devices' contexts wait for their first use (devctx.c says why):
- * MPSSHIM_SERVER_CONTEXTS, whose "auto" is first-use where clients may move (above), else at
- * start. */
-static int contexts_at_first_use(void)
+ * MPSSHIM_SERVER_CONTEXTS, whose "auto" is first-use where clients may move (may_move:
+ * clients_may_move's answer), else at start. */
+static int contexts_at_first_use(int may_move)
 {
     int choice = chan_setting_choice(CHAN_SET_SERVER_CONTEXTS);
     if (choice == 1) return 0; /* start */
     if (choice == 2) return 1; /* first-use */
-    return clients_may_move();
+    return may_move;
 }
 
 /* One shared context per device (devctx.c), and what the server keeps in each; the server's
@@ -236,10 +236,11 @@ static int init_devices(void)
             srv_log("device %d: MPSSHIM_CTX_SCHED not taken: %s", i, srv_errname(r));
     }
     char why[200];
-    first_use = contexts_at_first_use();
+    int may_move = clients_may_move();
+    first_use = contexts_at_first_use(may_move);
     /* Clients are told to move (CHAN_WELCOME_MOVES) only by a server that made no context
      * yet: moving away from one that holds their GPU's would leave two on it. */
-    int move = first_use && clients_may_move();
+    int move = first_use && may_move;
     if (srv_devctx_start(first_use, move, why, sizeof(why)) != 0) START_FAILED("%s", why);
     srv_green_init();
     if (srv_window_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
