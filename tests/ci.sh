@@ -453,7 +453,8 @@ run_test crash-logged 30 bash -c '
     grep -A3 "^\[crash Server $pid\] the server died: signal 11 (SEGV)" $dir/log/server.log |
         grep -q "mpsshim-server("'
 # A client that leaves with a kernel that runs for ten minutes: the server gives up waiting
-# after MPSSHIM_RELEASE_TIMEOUT (2 s here), logs what it leaves allocated, serves the next
+# after MPSSHIM_RELEASE_TIMEOUT (2 s here), logs what it leaves allocated and which stream
+# still runs with its last kernel's name, serves the next
 # client; once idle (MPSSHIM_RECYCLE_IDLE, 2 s here) it starts afresh, which ends that work
 # and gives back what it held (device memory back to the start's), and quits. Own server.
 run_test release-bounded 60 bash -c '
@@ -476,6 +477,7 @@ run_test release-bounded 60 bash -c '
     printf "quit\n" | '"$CTL"' >/dev/null
     [ "$m1" -gt "$m0" ] && [ "$m2" = "$m0" ] &&
     grep "still running" $dir/log/server.log &&
+    grep "its legacy default stream still runs; the last kernel launched there: delay_set" $dir/log/server.log &&
         echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
 # A short soak (tests/soak.sh; the GPU one is make soak SECONDS=600 CLIENTS=32): 8 clients
 # at once for 20 s, one in a few killed, every other one passing, the server back where it

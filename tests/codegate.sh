@@ -51,7 +51,7 @@ wait_for 20 gated || fail "vecadd's connection or module load did not wait in th
 touch "$W/go"
 loading() { grep -q "Client process $M: loading code on device 0 waits until no client's stream waits" "$LOG"; }
 wait_for 20 loading || fail "a connected client's module load did not wait in the server (nothing tested)"
-grep -q "Client process $M: loading code on device 0 waits .*; pending waits of: client process $H\$" "$LOG" ||
+grep -q "Client process $M: loading code on device 0 waits .*; pending waits of: client process $H ([0-9]* waits\? on \(a \)\?values\?)\$" "$LOG" ||
     fail "the log does not name the client whose wait holds the load up: $(grep "Client process $M: loading" "$LOG" | tail -1)"
 noding() { grep -q "Client process $G: loading code on device 0 waits until no client's stream waits" "$LOG"; }
 wait_for 20 noding || fail "a graph's kernel node of a kernel not loaded did not wait in the server (nothing tested)"
@@ -87,7 +87,7 @@ wait_for 20 grep -q ready "$W/held2.out" ||
     fail "the second waitvalue_exit did not get ready: $(tail -2 "$W/held2.out")"
 env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" load "$W/go" >"$W/load2.out" 2>&1 &
 M2=$!
-loading2() { grep -q "Client process $M2: loading code on device 0 waits .*; pending waits of: client process $H2\$" "$LOG"; }
+loading2() { grep -q "Client process $M2: loading code on device 0 waits .*; pending waits of: client process $H2 (.*)\$" "$LOG"; }
 wait_for 20 loading2 || fail "a module load did not wait for the second holder (nothing tested)"
 ctl "terminate_client $S $H2" >/dev/null
 if ! wait_for 30 gone "$M2"; then
@@ -101,6 +101,8 @@ wait "$H2" 2>/dev/null
 # a wait on its pinned host memory, a host function that does not return, a graph's host
 # node that does not return. Each is gated: the load waits in the server, naming the holder,
 # while a bystander's launches go on; the holder's kill lets both finish.
+# What the log names each hold as (codegate.c, say_kinds).
+declare -A said=([host]="waits\? on \(a \)\?values\?" [hostfn]="1 host function" [node]="1 graph host node")
 for kind in host hostfn node; do
     go=$W/go-$kind
     rm -f "$go"
@@ -115,7 +117,7 @@ for kind in host hostfn node; do
     wait_for 20 grep -q ready "$W/held-$kind.out" ||
         fail "$kind: waitvalue_exit --hold-$kind did not get ready: $(tail -2 "$W/held-$kind.out")"
     touch "$go"
-    held_by() { grep -q "Client process $Mk: loading code on device 0 waits .*; pending waits of: client process $Hk\$" "$LOG"; }
+    held_by() { grep -q "Client process $Mk: loading code on device 0 waits .*; pending waits of: client process $Hk ([0-9 ]*${said[$kind]})\$" "$LOG"; }
     wait_for 20 held_by ||
         fail "$kind: a module load did not wait in the server naming the holder (the driver held it, and the others with it)"
     launched_k() { grep -q "ok launches returned" "$W/launches-$kind.out"; }

@@ -90,17 +90,50 @@ if [ "$GPU" = 0 ]; then
     env LD_PRELOAD="$SHIM" "$B/tests/hostfn_stuck" >"$W/stuck.out" 2>&1 &
     P=$!
     wait_for 20 grep -q ready "$W/stuck.out" || fail "hostfn_stuck did not get ready: $(tail -2 "$W/stuck.out")"
+    # Where the stuck client is held, as get_client_info tells an operator: its host function
+    # reached and not returned, a wait only it can end that the GPU has not passed.
+    info=$(ctl "get_client_info $P")
+    echo "$info" | grep -q "Host functions: the last enqueued number 1, the last reached by its stream number 1 (not returned yet)" &&
+        echo "$info" | grep -q "Waits only it can end, not yet passed by the GPU: device 0: 1 host function" ||
+        fail "get_client_info did not say where hostfn_stuck is held: $info"
     kill -9 "$U"
     wait "$U" 2>/dev/null
     released() { grep -q "Client process $U disconnected" "$LOG"; }
     wait_for 20 released || fail "a killed client was not released while another's host function hung"
-    grep -q "Client process $U: unregistering host memory on device 0 goes on after" "$LOG" ||
+    grep -q "Client process $U: unregistering host memory on device 0 goes on after .*pending waits of: client process $P (1 host function)" "$LOG" ||
         fail "the release did not say it went on past the gate: $(grep "Client process $U" "$LOG" | tail -1)"
     kill -0 "$P" 2>/dev/null || fail "hostfn_stuck ended (nothing tested)"
     kill -9 "$P"
     wait "$P" 2>/dev/null
     done_server
     [ $rc = 0 ] && echo "ok a departed client's release went on past the gate after MPSSHIM_RELEASE_TIMEOUT"
+
+    # Work a departed client left running (runaway --hostfn on device 1: a 60 s kernel, a host
+    # function behind it), its release given up after 1 s: the host function's wait, pending
+    # behind the kernel, no longer holds another client's unregistration (whole_wait on device
+    # 0, which waits for every device's gate), and the log names the stream still running and
+    # its last kernel. Before, the unregistration waited for the kernel.
+    own_dir "$2/hostfn-gate-abandoned"
+    rm -f "$W/go"
+    MPSSHIM_RELEASE_TIMEOUT=1 "$CTL" -d || exit 1
+    S=$(server_pid)
+    LOG=$MPSSHIM_LOG_DIRECTORY/server.log
+    CUDA_VISIBLE_DEVICES=1 env LD_PRELOAD="$SHIM" "$B/tests/runaway" 60 --hostfn >"$W/runaway.out" 2>&1 ||
+        fail "runaway: $(tail -1 "$W/runaway.out")"
+    abandoned() { grep -q "1 of its waits are still pending behind its work left running" "$LOG"; }
+    wait_for 20 abandoned || fail "the release did not say its wait was left: $(tail -2 "$LOG")"
+    grep -q "device 1, its legacy default stream still runs; the last kernel launched there: delay_set" "$LOG" ||
+        fail "the release did not name the stream still running: $(grep "still run" "$LOG")"
+    env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" unregister "$W/go" >"$W/unregister2.out" 2>&1 &
+    U=$!
+    wait_for 30 grep -q ready "$W/unregister2.out" || fail "whole_wait did not get ready: $(tail -1 "$W/unregister2.out")"
+    touch "$W/go"
+    wait_for 20 gone "$U" || fail "an unregistration waited for work a departed client left running"
+    wait "$U" 2>/dev/null
+    grep -q "^PASS" "$W/unregister2.out" || fail "whole_wait: $(tail -1 "$W/unregister2.out")"
+    ctl quit >/dev/null 2>&1
+    wait_for 20 gone "$S" || kill -9 "$S" 2>/dev/null
+    [ $rc = 0 ] && echo "ok a wait left behind a departed client's running work holds no other client's unregistration"
 fi
 [ $rc = 0 ] && echo "PASS calls that wait for every stream wait in the server, and a release only for so long"
 exit $rc

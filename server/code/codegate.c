@@ -64,7 +64,9 @@
 struct pending {
     CUevent ev;
     int dev;
-    pid_t pid; /* the waiting client's, for the log */
+    pid_t pid;               /* the waiting client's, for the log */
+    enum srv_wait_kind kind; /* the same */
+    int abandoned;           /* its client left it running (srv_codegate_abandon) */
 };
 
 /* The client-held waits whose end was not yet seen, under list_lock (never held across a
@@ -74,6 +76,8 @@ static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pending *list;
 static size_t nlist, caplist;
 static _Atomic unsigned npending[CHAN_MAX_DEVICES];
+/* Of those, the ones srv_codegate_abandon let go of: they hold loaders, not frees. */
+static _Atomic unsigned nabandoned[CHAN_MAX_DEVICES];
 /* Loaders read-lock, wait enqueuers write-lock (writers first, so that loaders cannot keep
  * a wait out for long). */
 static pthread_rwlock_t gate[CHAN_MAX_DEVICES];
@@ -100,8 +104,9 @@ void srv_codegate_init(void)
 #define WATCH_PRUNE 64
 
 /* list_lock held: drops the waits of dev (-1: of every device) whose events completed (or
- * failed: nothing more will run); how many of dev's remain pending. */
-static unsigned prune(int dev)
+ * failed: nothing more will run); how many of dev's remain pending (for a call that waits
+ * for every stream, `whole`, not counting the abandoned). */
+static unsigned prune(int dev, int whole)
 {
     unsigned left = 0;
     size_t j = 0;
@@ -110,25 +115,45 @@ static unsigned prune(int dev)
             DRV(cuEventQuery)(list[i].ev) != CUDA_ERROR_NOT_READY) {
             DRV(cuEventDestroy_v2)(list[i].ev);
             atomic_fetch_sub(&npending[list[i].dev], 1);
+            if (list[i].abandoned) atomic_fetch_sub(&nabandoned[list[i].dev], 1);
             continue;
         }
-        left += list[i].dev == dev;
+        left += list[i].dev == dev && !(whole && list[i].abandoned);
         list[j++] = list[i];
     }
     nlist = j;
     return left;
 }
 
-static unsigned settle(int dev)
+static unsigned settle(int dev, int whole)
 {
     pthread_mutex_lock(&list_lock);
-    unsigned left = prune(dev);
+    unsigned left = prune(dev, whole);
     pthread_mutex_unlock(&list_lock);
     return left;
 }
 
-/* The client processes whose device-memory waits on dev are pending, for the log: an
- * operator can end a wait that lasts for ever by ending its client (terminate_client). */
+/* What waits of the kinds counted in n are ("2 host functions, 1 wait on a value"), into
+ * buf at *used (advanced; stops short of len). */
+static void say_kinds(const unsigned n[SRV_WAIT_KINDS], char *buf, size_t len, size_t *used)
+{
+    static const char *const one[SRV_WAIT_KINDS] = {"wait on a value", "host function",
+                                                    "graph host node"};
+    static const char *const many[SRV_WAIT_KINDS] = {"waits on values", "host functions",
+                                                     "graph host nodes"};
+    int first = 1;
+    for (int k = 0; k < SRV_WAIT_KINDS; k++) {
+        if (!n[k] || *used >= len) continue;
+        int w = snprintf(buf + *used, len - *used, "%s%u %s", first ? "" : ", ", n[k],
+                         n[k] == 1 ? one[k] : many[k]);
+        first = 0;
+        *used = w < 0 ? len : *used + (size_t)w;
+    }
+}
+
+/* The client processes whose waits on dev are pending, each with what they are, for the
+ * log: an operator can end a wait that lasts for ever by ending its client
+ * (terminate_client). */
 static void holders(int dev, char *buf, size_t len)
 {
     size_t used = 0;
@@ -141,13 +166,83 @@ static void holders(int dev, char *buf, size_t len)
         for (size_t j = 0; j < i && !dup; j++)
             dup = list[j].dev == dev && list[j].pid == list[i].pid;
         if (dup) continue;
-        int w = snprintf(buf + used, len - used, "%s%d", n++ ? ", " : "client process ",
+        unsigned kinds[SRV_WAIT_KINDS] = {0};
+        for (size_t j = i; j < nlist; j++)
+            if (list[j].dev == dev && list[j].pid == list[i].pid) kinds[list[j].kind]++;
+        int w = snprintf(buf + used, len - used, "%s%d (", n++ ? ", " : "client process ",
                          (int)list[i].pid);
-        if (w < 0 || (size_t)w >= len - used) break;
-        used += (size_t)w;
+        used = w < 0 ? len : used + (size_t)w;
+        say_kinds(kinds, buf, len, &used);
+        if (used + 1 < len) {
+            buf[used++] = ')';
+            buf[used] = '\0';
+        }
     }
     pthread_mutex_unlock(&list_lock);
     if (!n) snprintf(buf, len, "none left");
+}
+
+void srv_codegate_pending_of(pid_t pid, char *buf, size_t len)
+{
+    unsigned n[CHAN_MAX_DEVICES][SRV_WAIT_KINDS] = {{0}};
+    int any = 0;
+    pthread_mutex_lock(&list_lock);
+    prune(-1, 0); /* event queries return at once (above) */
+    for (size_t i = 0; i < nlist; i++)
+        if (list[i].pid == pid) {
+            n[list[i].dev][list[i].kind]++;
+            any = 1;
+        }
+    pthread_mutex_unlock(&list_lock);
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < CHAN_MAX_DEVICES && any && used < len; d++) {
+        unsigned sum = 0;
+        for (int k = 0; k < SRV_WAIT_KINDS; k++)
+            sum += n[d][k];
+        if (!sum) continue;
+        int w = snprintf(buf + used, len - used, "%sdevice %d: ", used ? "; " : "", d);
+        used = w < 0 ? len : used + (size_t)w;
+        say_kinds(n[d], buf, len, &used);
+    }
+    if (!any) snprintf(buf, len, "none");
+}
+
+/* The waits pending on dev that hold a loader (whole: a call that waits for every stream),
+ * from the counts alone. */
+static unsigned holding(int dev, int whole)
+{
+    unsigned n = atomic_load(&npending[dev]), a = whole ? atomic_load(&nabandoned[dev]) : 0;
+    return n > a ? n - a : 0;
+}
+
+/* A departed client's release could not wait for its work (registry.c, leave_running): every
+ * value it waited on was stored and every host function of its ended first, so a wait of it
+ * still pending is behind work of its own that does not end (a kernel waiting for a peer that
+ * never came, seen on two H200s). Waiting for it, a call that waits for every stream (another
+ * client's free or unregistration) would wait for ever, which the driver did not (on the
+ * H200s, such frees and unregistrations returned at once once past the gate): those calls no
+ * longer wait for it. Loaders still do: whether the driver's code load would wait for that
+ * work, holding every client meanwhile, is not known, and the gate keeps it to the loader.
+ * Said once, with what is left. */
+void srv_codegate_abandon(struct srv_client *c)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&list_lock);
+    prune(-1, 0);
+    for (size_t i = 0; i < nlist; i++)
+        if (list[i].pid == c->pid && !list[i].abandoned) {
+            list[i].abandoned = 1;
+            atomic_fetch_add(&nabandoned[list[i].dev], 1);
+            n++;
+        }
+    pthread_mutex_unlock(&list_lock);
+    if (n)
+        srv_log("Client process %d: %u of its waits are still pending behind its work left "
+                "running; other clients' frees and unregistrations no longer wait for them, "
+                "code loads on their devices still do (until the server starts afresh with no "
+                "client, MPSSHIM_RECYCLE_IDLE)",
+                (int)c->pid, n);
 }
 
 /* Waits, holding nothing, until no client-held wait is pending on dev, then read-locks its
@@ -162,9 +257,9 @@ static int gate_wait(struct srv_client *c, int dev, const char *what, uint64_t *
     int counted = 0, said = 0;
     uint64_t start = chan_now_ns();
     for (;;) {
-        if (atomic_load(&npending[dev]) == 0 || settle(dev) == 0) {
+        if (holding(dev, by != NULL) == 0 || settle(dev, by != NULL) == 0) {
             pthread_rwlock_rdlock(&gate[dev]);
-            if (atomic_load(&npending[dev]) == 0) break;
+            if (holding(dev, by != NULL) == 0) break;
             pthread_rwlock_unlock(&gate[dev]);
         }
         uint64_t now = chan_now_ns();
@@ -173,7 +268,7 @@ static int gate_wait(struct srv_client *c, int dev, const char *what, uint64_t *
         if (by ? *by && now >= *by : gone) {
             if (by && !c->gate_said) {
                 c->gate_said = 1;
-                char who[96];
+                char who[256];
                 holders(dev, who, sizeof(who));
                 srv_log("Client process %d: %s on device %d goes on after %llu ms although a "
                         "client's stream still waits on a value or a host function (pending "
@@ -186,7 +281,7 @@ static int gate_wait(struct srv_client *c, int dev, const char *what, uint64_t *
         if (!counted++) atomic_fetch_add(&loaders[dev], 1);
         if (!said && (!by || (now - start > 100ull * 1000 * 1000 && !c->gate_said))) {
             said = 1;
-            char who[96];
+            char who[256];
             holders(dev, who, sizeof(who));
             srv_log("Client process %d: %s on device %d waits until no client's stream waits "
                     "on a value or a host function that only a client can end (the driver "
@@ -270,7 +365,8 @@ void srv_codegate_wait_begin(int dev)
     pthread_rwlock_wrlock(&gate[dev]);
 }
 
-void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enqueued)
+void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enqueued,
+                           enum srv_wait_kind kind)
 {
     if (enqueued) {
         /* An event right behind the wait: its completion is the wait's end. Without one the
@@ -280,7 +376,7 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
         if (r == CUDA_SUCCESS && (r = DRV(cuEventRecord)(ev, st)) != CUDA_SUCCESS)
             DRV(cuEventDestroy_v2)(ev);
         pthread_mutex_lock(&list_lock);
-        if (nlist >= WATCH_PRUNE && nlist == caplist) prune(-1);
+        if (nlist >= WATCH_PRUNE && nlist == caplist) prune(-1, 0);
         if (r == CUDA_SUCCESS && nlist == caplist && caplist < WATCH_MAX) {
             size_t ncap = caplist ? caplist * 2 : 16;
             struct pending *n = realloc(list, ncap * sizeof(*n));
@@ -291,7 +387,7 @@ void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enque
         }
         static int said; /* once until a wait is watched again */
         if (r == CUDA_SUCCESS && nlist < caplist) {
-            list[nlist++] = (struct pending){ev, dev, c->pid};
+            list[nlist++] = (struct pending){ev, dev, c->pid, kind, 0};
             atomic_fetch_add(&npending[dev], 1);
             said = 0;
         } else {

@@ -16,7 +16,16 @@ void srv_codegate_call_end(int dev);
 CUresult srv_codegate_enter(struct srv_client *c, int dev, const char *what);
 void srv_codegate_leave(int dev);
 void srv_codegate_wait_begin(int dev);
-void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enqueued);
+/* What a watched wait is, for the log and get_client_info. */
+enum srv_wait_kind { SRV_WAIT_VALUE, SRV_WAIT_HOSTFN, SRV_WAIT_HOSTNODE, SRV_WAIT_KINDS };
+void srv_codegate_wait_end(struct srv_client *c, int dev, CUstream st, int enqueued,
+                           enum srv_wait_kind kind);
+/* Into buf: the waits of client process pid still pending on the GPU, by device and kind
+ * ("device 1: 1 host function"), or "none". Any thread. */
+void srv_codegate_pending_of(pid_t pid, char *buf, size_t len);
+/* c left with its work running (its release gave up): its waits still pending no longer hold
+ * other clients' frees and unregistrations, only code loads (codegate.c). */
+void srv_codegate_abandon(struct srv_client *c);
 /* Around a driver call that waits for every stream of the context (freeing or unregistering
  * memory), by a thread serving c (or releasing it): waits, outside the driver, until no
  * client-held wait is pending on any device; the devices whose gates it holds, for

@@ -59,14 +59,18 @@ CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev)
     return CUDA_SUCCESS; /* a failure is the launch's to report */
 }
 
-/* The driver keeps a launch's parameters until the kernel runs: counted as queued (queue.c). */
-static void launched(struct srv_client *c, struct srv_stream *s, size_t psize)
+/* The driver keeps a launch's parameters until the kernel runs: counted as queued (queue.c).
+ * The kernel is the stream's last (streamrec.h). */
+static void launched(struct srv_client *c, struct srv_stream *s, size_t psize, uint64_t func,
+                     int is_kernel)
 {
     atomic_fetch_add_explicit(&c->stats.launches, 1, memory_order_relaxed);
     srv_queue_charge(c, s, psize);
+    s->last_func = func;
+    s->last_is_kernel = is_kernel;
 }
 
-CUresult srv_launch_plain(struct srv_client *c, struct srv_stream *s, uint64_t func,
+CUresult srv_launch_plain(struct srv_client *c, struct srv_stream *s, uint64_t func, int is_kernel,
                           const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
                           const uint8_t *p, size_t psize)
 {
@@ -86,7 +90,7 @@ CUresult srv_launch_plain(struct srv_client *c, struct srv_stream *s, uint64_t f
         c->prof->launch_ns += chan_now_ns() - t0;
         c->prof->launches++;
     }
-    if (res == CUDA_SUCCESS) launched(c, s, psize);
+    if (res == CUDA_SUCCESS) launched(c, s, psize, func, is_kernel);
     return res;
 }
 
@@ -121,7 +125,7 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
     /* A repeated sequence's launches may be held and go as one graph (seqgraph.c). */
     if (srv_seq_launch(c, s, &m, kern != NULL, attrs, params, m.param_bytes)) return;
     if (m.nattrs == 0 && !m.cooperative) {
-        res = srv_launch_plain(c, s, m.func, m.grid, m.block, m.smem, params, psize);
+        res = srv_launch_plain(c, s, m.func, kern != NULL, m.grid, m.block, m.smem, params, psize);
         if (res == CUDA_SUCCESS) srv_seq_issued(c, s, &m, kern != NULL, params, m.param_bytes);
         goto out;
     }
@@ -135,7 +139,7 @@ void srv_op_launch(struct srv_client *c, const struct chan_rec *r, uint8_t *p, u
     CUlaunchConfig cfg =
         config_of(m.grid, m.block, m.smem, srv_stream_prepare(c, s), attrs, m.nattrs);
     res = DRV(cuLaunchKernelEx)(&cfg, (CUfunction)(uintptr_t)m.func, NULL, psize ? extra : NULL);
-    if (res == CUDA_SUCCESS) launched(c, s, psize);
+    if (res == CUDA_SUCCESS) launched(c, s, psize, m.func, kern != NULL);
 out:
     srv_defer(c, res, "kernel launch");
 }

@@ -256,8 +256,8 @@ static int same_seq(const struct seq *a, const struct seq *b)
 static void issue_one(struct srv_client *c, const struct seq *q, uint32_t i)
 {
     const struct seq_launch *l = &q->l[i];
-    CUresult r = srv_launch_plain(c, q->s, l->func, l->grid, l->block, l->smem, q->params + l->poff,
-                                  l->plen);
+    CUresult r = srv_launch_plain(c, q->s, l->func, (int)l->kernel, l->grid, l->block, l->smem,
+                                  q->params + l->poff, l->plen);
     srv_defer(c, r, "kernel launch");
 }
 
@@ -494,6 +494,8 @@ static void replay(struct srv_client *c, struct srv_seqs *q, struct slot *t)
         return;
     }
     atomic_fetch_add_explicit(&c->stats.launches, h->n, memory_order_relaxed);
+    h->s->last_func = h->l[h->n - 1].func; /* the stream's last kernel (streamrec.h) */
+    h->s->last_is_kernel = (int)h->l[h->n - 1].kernel;
     t->fails = 0;
     srv_queue_charge(c, h->s, h->pbytes); /* the exec holds its own copy; counted alike */
     q->replays++;

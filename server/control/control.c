@@ -22,6 +22,7 @@
 #include "server/memory/arena.h"
 #include "server/control/control.h"
 #include "server/control/cmd.h"
+#include "server/code/codegate.h"
 #include "server/core/devices.h"
 #include "server/core/fault.h"
 #include "server/handover/handover.h"
@@ -196,6 +197,24 @@ static void info_block(struct cmd *k, const struct srv_client *c)
      * synchronous copy; while crowded only with MPSSHIM_CROWDED_GPU_REPLIES). */
     ctl_say(k, "  Replies from the GPU %llu\n",
             (unsigned long long)atomic_load(&c->stats.gpu_replies));
+    /* Where a client that does not go on is held (a stream behind a host function the client
+     * has not run, a wait on a value nobody writes): its host functions, numbered in the order
+     * it sent them, and its waits that the GPU has not passed. The done word is the client's
+     * to write: read for this answer only. */
+    uint32_t sent = atomic_load(&c->cb_last), reached = atomic_load(&c->cb_ran);
+    int returned = reached && c->ch.callbacks &&
+                   atomic_load(&c->ch.callbacks->done[reached % CHAN_CB_SLOTS]) == reached;
+    if (sent)
+        ctl_say(k,
+                "  Host functions: the last enqueued number %u, the last reached by its stream "
+                "number %u (%s)\n",
+                (unsigned)sent, (unsigned)reached,
+                !reached   ? "none reached yet"
+                : returned ? "returned"
+                           : "not returned yet");
+    char pending[256];
+    srv_codegate_pending_of(c->pid, pending, sizeof(pending));
+    ctl_say(k, "  Waits only it can end, not yet passed by the GPU: %s\n", pending);
 }
 
 static pid_t parse_pid(const char *s)

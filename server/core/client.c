@@ -289,6 +289,9 @@ static void cleanup(struct srv_client *c)
     srv_fault_sync(c); /* what died in a fault is forgotten, never destroyed */
     srv_families_client_leave(c);
     srv_release(c, 0);
+    /* Its work outlived the release: its waits still pending stop holding other clients'
+     * frees (codegate.c). */
+    if (c->left_running) srv_codegate_abandon(c);
     if (total)
         srv_log("Client process %d: released %u object%s (%s)", (int)c->pid, total,
                 total == 1 ? "" : "s", what);

@@ -363,6 +363,15 @@ static void leave_running(struct srv_client *c, uint32_t ctx)
             "(%llu bytes of device memory) are left allocated, not freed under it",
             (int)c->pid, (unsigned long long)(srv.release_ns / 1000000000ull),
             ctx ? "destroyed the context" : "left", n, (unsigned long long)bytes);
+    /* What still runs, for whoever must find out why (a kernel waiting for a peer that never
+     * came, a stream held behind a host function): each stream's last kernel, and how far its
+     * streams got through its host functions (numbered in the order it sent them). */
+    srv_streams_say_running(c, ctx);
+    uint32_t sent = atomic_load(&c->cb_last), reached = atomic_load(&c->cb_ran);
+    if (sent != reached)
+        srv_log("Client process %d: the last host function it enqueued is number %u; the last "
+                "its streams reached, number %u",
+                (int)c->pid, (unsigned)sent, (unsigned)reached);
     for (;;) {
         struct srv_obj *root = NULL;
         HASH_ITER(hh, c->objs, o, t)

@@ -33,7 +33,13 @@ struct srv_stream {
     CUgraph capture_graph;
     uint64_t mvar_seen; /* the client's mvar_gen it is ordered after (managed.c) */
     uint32_t trace_gen; /* the trace it was named for (trace.c); the worker's own */
-    UT_hash_handle hh;  /* in ctx->defaults (per-thread default streams) */
+    /* The kernel last launched on it (launch.c; a graph of held launches names its last),
+     * a CUkernel when last_is_kernel, else a CUfunction; 0: none. Only for the log of work
+     * that outlives its client (streams.c), whose name the driver gives then: one store a
+     * launch, no driver call. */
+    uint64_t last_func;
+    int last_is_kernel;
+    UT_hash_handle hh; /* in ctx->defaults (per-thread default streams) */
 };
 struct srv_ctx {
     uint32_t id;

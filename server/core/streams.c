@@ -18,6 +18,7 @@
 #include "server/core/fault.h"
 #include "server/limits/policy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -436,4 +437,68 @@ CUresult srv_stream_order_all(struct srv_client *c, struct srv_stream *m, CUstre
     c->mvar_last = m;
     m->mvar_seen = c->mvar_gen;
     return r;
+}
+
+/* ---------------------------------------------------------------- work that outlives it */
+
+/* Into buf: the name of the kernel last launched on s (streamrec.h), or why there is none. */
+static void launched_name(struct srv_client *c, const struct srv_stream *s, char *buf, size_t len)
+{
+    const char *name = NULL;
+    CUresult r = CUDA_ERROR_INVALID_HANDLE;
+    /* Asked of the driver only while the handle is still the client's: an unloaded
+     * function's handle is not the driver's to read any more. */
+    if (!s->last_func)
+        name = "none launched there directly (its work is copies, waits or graphs)";
+    else if (!srv_obj_find(c, s->last_is_kernel ? SHIM_HT_CUkernel : SHIM_HT_CUfunction,
+                           s->last_func))
+        name = "one since unloaded";
+    else if ((r = s->last_is_kernel
+                      ? DRV(cuKernelGetName)(&name, (CUkernel)(uintptr_t)s->last_func)
+                      : DRV(cuFuncGetName)(&name, (CUfunction)(uintptr_t)s->last_func)) !=
+                 CUDA_SUCCESS ||
+             !name)
+        name = NULL;
+    if (name)
+        snprintf(buf, len, "%s", name);
+    else
+        snprintf(buf, len, "a kernel whose name the driver did not give (%s)", srv_errname(r));
+}
+
+/* srv_streams_say_running's walk: lines said, streams left unsaid. */
+struct say_walk {
+    unsigned said, more;
+};
+
+#define SAY_MAX 8 /* streams named in the log, at most; the rest counted */
+
+static void say_each(struct srv_client *c, struct srv_stream *s, void *arg)
+{
+    struct say_walk *w = arg;
+    /* A capturing stream runs nothing (and a query would end its capture). */
+    if (srv_stream_capturing(c, s) || DRV(cuStreamQuery)(s->real) != CUDA_ERROR_NOT_READY) return;
+    if (w->said >= SAY_MAX) {
+        w->more++;
+        return;
+    }
+    w->said++;
+    char which[48], name[160];
+    if (s->legacy)
+        snprintf(which, sizeof(which), "legacy default stream");
+    else if (s->thread)
+        snprintf(which, sizeof(which), "per-thread default stream (thread %u)",
+                 (unsigned)s->thread);
+    else
+        snprintf(which, sizeof(which), "stream %#llx", (unsigned long long)s->key);
+    launched_name(c, s, name, sizeof(name));
+    srv_log("Client process %d: device %d, its %s still runs; the last kernel launched there: %s",
+            (int)c->pid, s->device, which, name);
+}
+
+void srv_streams_say_running(struct srv_client *c, uint32_t ctx)
+{
+    struct say_walk w = {0, 0};
+    srv_streams_each(c, ctx, 1, say_each, &w);
+    if (w.more)
+        srv_log("Client process %d: and %u more of its streams still run", (int)c->pid, w.more);
 }

@@ -45,6 +45,10 @@ void srv_stream_forget(struct srv_client *c, struct srv_stream *s); /* streams.c
  * a thread's variable beside it. */
 void srv_streams_each(struct srv_client *c, uint32_t ctx, int with_legacy,
                       void (*fn)(struct srv_client *c, struct srv_stream *s, void *arg), void *arg);
+/* streams.c: says in the log each of the client's streams in context ctx (0: any) whose work
+ * has not ended, with the kernel last launched there (the first few; the rest counted): what
+ * a release that cannot wait any longer leaves running. By the thread serving c. */
+void srv_streams_say_running(struct srv_client *c, uint32_t ctx);
 /* streams.c: the streams context x holds itself go, each taken out of x and passed to gone
  * (srv_stream_free, or srv_stream_forget when they died with it): its per-thread default
  * ones, its legacy one, its __managed__ variables' one. Not srv_streams_each, whose fn may

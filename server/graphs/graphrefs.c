@@ -439,7 +439,8 @@ static CUresult launch_call(struct srv_client *c, struct srv_call *k)
         return k->drive(k);
     srv_codegate_wait_begin(k->dev);
     CUresult r = k->drive(k);
-    srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream], r == CUDA_SUCCESS);
+    srv_codegate_wait_end(c, k->dev, (CUstream)(uintptr_t)k->vals[k->d->stream], r == CUDA_SUCCESS,
+                          SRV_WAIT_HOSTNODE);
     return r;
 }
 

@@ -88,7 +88,7 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     srv_codegate_wait_begin(s->device);
     res = DRV(cuLaunchHostFunc)(st, fire, f);
     if (res != CUDA_SUCCESS) {
-        srv_codegate_wait_end(c, s->device, st, 0);
+        srv_codegate_wait_end(c, s->device, st, 0, SRV_WAIT_HOSTFN);
         free(f);
         goto out;
     }
@@ -97,7 +97,7 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
         c->shm_dptr +
         (CUdeviceptr)((uint8_t *)&c->ch.callbacks->done[m.seq % CHAN_CB_SLOTS] - (uint8_t *)c->shm);
     res = DRV(cuStreamWaitValue32_v2)(st, done, m.seq, CU_STREAM_WAIT_VALUE_GEQ);
-    srv_codegate_wait_end(c, s->device, st, 1); /* the host function is enqueued either way */
+    srv_codegate_wait_end(c, s->device, st, 1, SRV_WAIT_HOSTFN); /* enqueued either way */
     atomic_store(&c->cb_last, m.seq);
     srv_queue_charge(c, s, sizeof(*f)); /* freed when it fires (queue.c) */
 out:
