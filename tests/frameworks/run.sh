@@ -25,9 +25,35 @@ if [ -z "${MPSSHIM_PIPE_DIRECTORY:-}" ]; then
     trap 'echo quit | timeout 30 "$B/mpsshim-control" >/dev/null 2>&1; rm -rf "$FW_OWN"' EXIT
 fi
 rc=0
+# A program still running at FW_TIMEOUT gets SIGABRT, on which Python's faulthandler writes
+# every thread's Python stack into its output (where a hang is, for the log), then SIGKILL
+# 5 s later; timeout's status is 124 either way.
+fw_run() { timeout -s ABRT -k 5 "${FW_TIMEOUT:-300}" "$@"; }
+# shim_run OUT CMD...: CMD (a client of the shim) into OUT, as fw_run; before its SIGABRT, what
+# the server says of the client (get_client_info: its host functions and the waits it holds)
+# goes into OUT.hang. 124 when it ran out of time, else CMD's status.
+shim_run() {
+    local out=$1 pid ticks=$((${FW_TIMEOUT:-300} * 10))
+    shift
+    "$@" >"$out" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null && [ "$ticks" -gt 0 ]; do
+        sleep 0.1
+        ticks=$((ticks - 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        printf 'get_client_info %s\n' "$pid" | timeout 20 "$B/mpsshim-control" >"$out.hang" 2>&1
+        kill -ABRT "$pid" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null && sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        return 124
+    fi
+    wait "$pid"
+}
 for n in "${names[@]}"; do
     py=$HERE/$n.py
-    timeout -k 5 "${FW_TIMEOUT:-300}" python3 "$py" >"$LOGDIR/$n-native.out" 2>&1
+    fw_run python3 -X faulthandler "$py" >"$LOGDIR/$n-native.out" 2>&1
     nrc=$?
     if [ $nrc != 0 ] && grep -q "ModuleNotFoundError" "$LOGDIR/$n-native.out"; then
         echo "== framework-$n: SKIP (not installed)"
@@ -37,7 +63,7 @@ for n in "${names[@]}"; do
         echo "== framework-$n: SKIP ($(tail -n 1 "$LOGDIR/$n-native.out"))"
         continue
     fi
-    timeout -k 5 "${FW_TIMEOUT:-300}" env LD_PRELOAD="$B/libmpsshim.so" python3 "$py" >"$LOGDIR/$n-shim.out" 2>&1
+    shim_run "$LOGDIR/$n-shim.out" env LD_PRELOAD="$B/libmpsshim.so" python3 -X faulthandler "$py"
     src=$?
     # PyTorch's C++ warnings carry the time ("[W1125 18:11:51.161646785 file:line]"), and
     # some a device address ("uncaptured free of a captured allocation with address
