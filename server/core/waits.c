@@ -12,7 +12,11 @@
 #include "server/core/spin.h"
 #include "channel/settings.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 /* Posts the reply of a finished wait, with an error deferred from an async call if any
  * (unless `own`: the reply of a transfer of the shim's own, srv_wait_stream_own). */
@@ -22,17 +26,44 @@ static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len, int
     srv_reply(c, lane, r, len);
 }
 
-/* A client that has only ever called from one thread is blocked in this very wait and can
- * send nothing else: the worker may then block in the driver's own synchronisation, which
- * wakes faster than polling. Any other client is polled, so that one of its threads
- * waiting for the GPU never holds up the others (which might even be the ones to release
- * the work waited for). So is one that has host functions or host nodes (hostfn.c): its
+/* 1 when the client's process has one thread now, by its /proc/PID/stat (kept open: a
+ * read, no open, per question); 0 when it has more, or when that cannot be read. */
+static int one_thread(struct srv_client *c)
+{
+    if (!c->stat_fd1) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)c->pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return 0;
+        c->stat_fd1 = fd + 1;
+    }
+    char buf[1024];
+    ssize_t n = pread(c->stat_fd1 - 1, buf, sizeof(buf) - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    /* The fields after the command's name, which may hold anything up to its last ')':
+     * num_threads is the 20th field, the 18th after it. */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return p && strtol(p + 1, NULL, 10) == 1;
+}
+
+/* A client whose process has one thread is blocked in this very wait and can send nothing
+ * else: the worker may then block in the driver's own synchronisation, which wakes faster
+ * than polling. Any other client is polled, so that one of its threads waiting for the GPU
+ * never holds up the others (which might even be the ones to release the work waited for:
+ * a collective's half on another GPU, launched by another thread, tests/progs/thread_peer).
+ * Not "has only called from one thread so far", as this was: a thread that had not yet sent
+ * a record, or made only calls the shim answers itself, then found its launch unread behind
+ * the blocked worker, for as long as the wait lasted, for ever where the wait was for that
+ * launch. So is one that has host functions or host nodes (hostfn.c): its
  * work may wait on its callback thread, and should it die there, only this worker, polling
  * and so seeing it go, releases that work. */
 static int may_block(struct srv_client *c)
 {
     return srv.block_sync && !c->many_threads && !c->cb_last && !c->hn &&
-           !chan_ring_pending(&c->ch);
+           !chan_ring_pending(&c->ch) && one_thread(c);
 }
 
 /* Blocks the worker until everything on `s` so far has run. The shared contexts keep the

@@ -330,6 +330,27 @@ static CUresult delay_set(const struct cpudrv_launch *L)
     return CUDA_SUCCESS;
 }
 
+static CUresult await_u32(const struct cpudrv_launch *L)
+{
+    const uint32_t *flag = (const uint32_t *)(uintptr_t)a64(L, 0);
+    uint32_t v = a32(L, 1), *out = (uint32_t *)(uintptr_t)a64(L, 3);
+    uint64_t ns = a64(L, 2);
+    CUresult rc = kmem((uintptr_t)flag, 1, 4);
+    if (!rc) rc = kmem((uintptr_t)out, 1, 4);
+    if (rc) return rc;
+    // Polls in 100 us slices (another stream's work stores the flag on its own thread).
+    uint64_t end = cpudrv_now_ns() + ns;
+    uint32_t seen = 0;
+    for (;;) {
+        seen = __atomic_load_n(flag, __ATOMIC_ACQUIRE) == v;
+        if (seen || cpudrv_now_ns() >= end || __atomic_load_n(L->dying, __ATOMIC_ACQUIRE)) break;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    __atomic_store_n(out, seen ? 1u : 2u, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
 static CUresult copy_u8(const struct cpudrv_launch *L)
 {
     const unsigned char *src = (const unsigned char *)(uintptr_t)a64(L, 0);
@@ -488,6 +509,7 @@ static const struct cpudrv_twin twins[] = {
     {"global_counter_bump", 0, {0}, {0}, global_counter_bump},
     {"block_sum", 3, {P(8, 8, 4)}, {P(8, 8, 4)}, block_sum},
     {"delay_set", 3, {P(8, 4, 8)}, {P(8, 4, 8)}, delay_set},
+    {"await_u32", 4, {P(8, 4, 8, 8)}, {P(8, 4, 8, 8)}, await_u32},
     {"copy_u8", 3, {P(8, 8, 8)}, {P(8, 8, 8)}, copy_u8},
     {"write_pattern", 3, {P(8, 8, 4)}, {P(8, 8, 4)}, write_pattern},
     {"check_pattern", 4, {P(8, 8, 4, 8)}, {P(8, 8, 4, 8)}, check_pattern},

@@ -128,6 +128,25 @@ extern "C" __global__ void delay_set(unsigned int *flag, unsigned int value, uns
     }
 }
 
+// Thread 0 of block 0 waits until *flag == value (another stream's or another thread's work
+// stores it: a collective's peer, say), for at most `ns` nanoseconds; then *out = 1 if it saw
+// the value, 2 if it gave up. Used to test that work another thread launches meanwhile is not
+// held up behind this one's wait (tests/progs/thread_peer).
+extern "C" __global__ void await_u32(const unsigned int *flag, unsigned int value,
+                                     unsigned long long ns, unsigned int *out)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        unsigned long long start, now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+        unsigned int seen = 0;
+        do {
+            seen = *(const volatile unsigned int *)flag == value;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        } while (!seen && now - start < ns);
+        *(volatile unsigned int *)out = seen ? 1u : 2u;
+    }
+}
+
 extern "C" __global__ void copy_u8(const unsigned char *src, unsigned char *dst,
                                    unsigned long long n)
 {

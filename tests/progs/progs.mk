@@ -8,7 +8,7 @@ PROGS_NAMES  := vecadd memcpy_all streams_events modules launch contexts multith
                 hostfn_stuck alloc_churn stack_limit coalesce_quiet whole_wait ctxless_node \
                 hostreg_shrink free_order acct_limits first_launch batch_memop launchseq tensormap \
                 peer ncclish copybatch managed_migrate managed_churn managed_devices hostfn_fault \
-                ipc_across shmreg peer_events pool_peer twogpus
+                ipc_across shmreg peer_events pool_peer twogpus thread_peer
 PROGS_BIN    := $(addprefix $(B)/tests/,$(PROGS_NAMES))
 PROGS_COMMON := $(B)/progs/common.o
 PROGS_HDR    := tests/progs/common.h

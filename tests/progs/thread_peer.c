@@ -1,0 +1,111 @@
+/* thread_peer [sync|copy|event ...]: two threads of one process, as a framework runs one per
+ * GPU around a collective (XLA's pmap, NCCL in one process): thread A queues a kernel that
+ * waits for a flag (a collective's half waiting for its peer), then waits for it: a stream
+ * synchronisation (sync), a copy into pageable memory behind it (copy), or an event recorded
+ * behind it (event). Thread B, 200 ms after A began to wait, launches on another stream the
+ * kernel that stores the flag. Natively B's launch goes on while A waits, and A's wait ends
+ * at once after; the kernel gives up after 5 s otherwise, and A's work then says so. Through
+ * the shim both threads' calls go to the one server thread of the process: A's wait there must
+ * not keep B's launch from the GPU. Each form takes a fresh flag; all three by default. */
+#include "tests/progs/common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BIG (8u << 20) /* the copy's bytes: staged, not inline, through the shim */
+
+static CUcontext ctx;
+static CUfunction fill;
+static CUdeviceptr flag;
+static CUstream s2;
+static atomic_int waiting; /* A is about to wait: B's 200 ms start */
+
+static void *peer(void *arg)
+{
+    (void)arg;
+    CHECK(cuCtxSetCurrent(ctx));
+    while (!atomic_load(&waiting))
+        usleep(1000);
+    usleep(200 * 1000);
+    unsigned one = 1;
+    unsigned long long n = 1;
+    void *params[] = {&flag, &one, &n};
+    CHECK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s2, params, NULL));
+    CHECK(cuStreamSynchronize(s2));
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    t_init("thread_peer", 120);
+    CUdevice dev;
+    t_setup(&dev, &ctx);
+    CUmodule mod = t_load_module("kernels.ptx");
+    CUfunction await = t_get_function(mod, "await_u32");
+    fill = t_get_function(mod, "fill_u32");
+    CUdeviceptr out, big;
+    CHECK(cuMemAlloc(&flag, 4));
+    CHECK(cuMemAlloc(&out, 4));
+    CHECK(cuMemAlloc(&big, BIG));
+    CHECK(cuMemsetD8(big, 7, BIG));
+    CUstream s1;
+    CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    unsigned char *host = malloc(BIG);
+    REQUIRE(host, "no memory");
+    const char *all[] = {"sync", "copy", "event"};
+    int nforms = argc > 1 ? argc - 1 : 3;
+    for (int i = 0; i < nforms; i++) {
+        const char *form = argc > 1 ? argv[i + 1] : all[i];
+        REQUIRE(!strcmp(form, "sync") || !strcmp(form, "copy") || !strcmp(form, "event"),
+                "usage: thread_peer [sync|copy|event ...]");
+        CHECK(cuMemsetD32(flag, 0, 1));
+        CHECK(cuMemsetD32(out, 0, 1));
+        CHECK(cuCtxSynchronize());
+        atomic_store(&waiting, 0);
+        pthread_t b;
+        REQUIRE(pthread_create(&b, NULL, peer, NULL) == 0, "no thread");
+        unsigned one = 1;
+        unsigned long long ns = 5000000000ull;
+        void *params[] = {&flag, &one, &ns, &out};
+        CHECK(cuLaunchKernel(await, 1, 1, 1, 1, 1, 1, 0, s1, params, NULL));
+        double t0 = now_s();
+        atomic_store(&waiting, 1);
+        if (!strcmp(form, "sync")) {
+            CHECK(cuStreamSynchronize(s1));
+        } else if (!strcmp(form, "copy")) {
+            memset(host, 0, BIG);
+            CHECK(cuMemcpyDtoHAsync(host, big, BIG, s1)); /* pageable: returns once done */
+            CHECK(cuStreamSynchronize(s1));
+            REQUIRE(host[0] == 7 && host[BIG - 1] == 7, "%s: the copy's bytes are wrong", form);
+        } else {
+            CUevent e;
+            CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+            CHECK(cuEventRecord(e, s1));
+            CHECK(cuEventSynchronize(e));
+            CHECK(cuEventDestroy(e));
+        }
+        double waited = now_s() - t0;
+        REQUIRE(pthread_join(b, NULL) == 0, "join");
+        unsigned got = 0;
+        CHECK(cuMemcpyDtoH(&got, out, 4));
+        REQUIRE(got == 1,
+                "%s: the waiting kernel gave up after %.1f s: the other thread's launch was "
+                "held up behind this thread's wait",
+                form, waited);
+        t_ok("%s: the other thread's launch ended this thread's wait", form);
+    }
+    free(host);
+    t_pass();
+}
