@@ -344,6 +344,14 @@ enum chan_mem {
 #define CHAN_CF_UNALIGNED 0x4u /* cuMemcpy2DUnaligned semantics */
 #define CHAN_CF_COMPLETE 0x8u  /* reply only once the copy has completed (else once queued) */
 #define CHAN_CF_PEER 0x10u     /* sides name their devices (cuMemcpyPeer, cuMemcpy3DPeer) */
+/* A staged copy into pageable memory that the server may refuse with CHAN_COPY_SETTLE when its
+ * stream still has work queued and the client's process has other threads: the server's
+ * thread would wait for that work in the copy, and the other threads' requests, which the
+ * work may wait for, unread behind it (server/memory/copy.c). The client then waits for the
+ * stream's work as a synchronisation does and asks again without the flag (at most once). */
+#define CHAN_CF_MAY_SETTLE 0x20u
+/* The answer of such a refused copy (never the driver's: CUresult's values stay far below). */
+#define CHAN_COPY_SETTLE ((CUresult)0x7ffff001)
 
 /* __managed__ variables (interpose/mvars.c, server/memory/managed.c). Such a variable is the
  * driver's managed memory in the server, which a client cannot map; the client keeps a host

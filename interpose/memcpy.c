@@ -140,7 +140,7 @@ static int staged_chunk(const struct chan_chunk *ch, void *arg)
         if (chan_wait_for(&s->filled, n + 1, &s->waiters, &shim_waiter) != 0) return -1;
         int32_t st = atomic_load(&s->status);
         if (st != CUDA_SUCCESS && p->status == CUDA_SUCCESS) p->status = (CUresult)st;
-        move_rows(p, ch, data);
+        if (st == CUDA_SUCCESS) move_rows(p, ch, data); /* a failed chunk's slot holds nothing */
         atomic_store_explicit(&s->freed, n + 1, memory_order_release);
         chan_wake(&s->freed, &s->waiters);
     }
@@ -155,6 +155,20 @@ static struct staging {
 } staging[SHIM_CONNS] = {[0 ... SHIM_CONNS - 1] = {PTHREAD_MUTEX_INITIALIZER, 0}};
 
 /* ---------------------------------------------------------------- the three paths */
+
+/* Waits for the work queued on `stream` so far as a synchronisation does, on an event
+ * recorded there (which orders after what a copy enqueued there would: on the legacy stream,
+ * the blocking streams' work too). Under a _ptds entry point NULL is the thread's stream. */
+static CUresult settle_stream(CUstream stream)
+{
+    CUevent ev;
+    CUresult r = cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) return r;
+    r = cuEventRecord(ev, stream);
+    if (r == CUDA_SUCCESS) r = cuEventSynchronize(ev);
+    CUresult d = cuEventDestroy_v2(ev);
+    return r != CUDA_SUCCESS ? r : d;
+}
 
 static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
                     const struct shim_copy_side *dst)
@@ -221,7 +235,11 @@ static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
     }
 
     /* Large pageable copies: the pipeline. The request goes first so that the server
-     * starts on it while we fill (HtoD) or wait (DtoH). */
+     * starts on it while we fill (HtoD) or wait (DtoH). Into pageable memory the server may
+     * answer CHAN_COPY_SETTLE first (proto.h): the copy then waits for its stream's work
+     * (settle_stream) and goes again, once. */
+    if (dst_staged) c->flags |= CHAN_CF_MAY_SETTLE;
+again:;
     struct shim_conn *cn = shim_route_conn(); /* where q goes */
     struct staging *sg = &staging[cn->slot];
     pthread_mutex_lock(&sg->lock);
@@ -247,6 +265,12 @@ static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
     if (failed) return shim_conn_dead_error(q.conn);
     if (reply) {
         r = shim_req_wait(&q, NULL, NULL);
+        if (r == CHAN_COPY_SETTLE && (c->flags & CHAN_CF_MAY_SETTLE)) {
+            c->flags &= ~CHAN_CF_MAY_SETTLE;
+            if ((r = settle_stream((CUstream)(uintptr_t)c->stream)) != CUDA_SUCCESS) return r;
+            goto again;
+        }
+        if (r == CHAN_COPY_SETTLE) r = CUDA_ERROR_UNKNOWN; /* refused again: a server's error */
         return r != CUDA_SUCCESS ? r : p.status;
     }
     return CUDA_SUCCESS;

@@ -26,9 +26,9 @@ static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len, int
     srv_reply(c, lane, r, len);
 }
 
-/* 1 when the client's process has one thread now, by its /proc/PID/stat (kept open: a
- * read, no open, per question); 0 when it has more, or when that cannot be read. */
-static int one_thread(struct srv_client *c)
+/* srv_client_one_thread: by its /proc/PID/stat (kept open: a read, no open, per question);
+ * 0 when it has more threads, or when that cannot be read. */
+int srv_client_one_thread(struct srv_client *c)
 {
     if (!c->stat_fd1) {
         char path[64];
@@ -63,7 +63,7 @@ static int one_thread(struct srv_client *c)
 static int may_block(struct srv_client *c)
 {
     return srv.block_sync && !c->many_threads && !c->cb_last && !c->hn &&
-           !chan_ring_pending(&c->ch) && one_thread(c);
+           !chan_ring_pending(&c->ch) && srv_client_one_thread(c);
 }
 
 /* Blocks the worker until everything on `s` so far has run. The shared contexts keep the

@@ -31,6 +31,9 @@ CUresult srv_wait_stream_own(struct srv_client *c, struct srv_stream *s, int lan
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane);
 /* Replies on `lane` once the event completes. */
 CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
+/* 1 when the client's process has one thread now (waits.c): none other can send a request
+ * while it waits. */
+int srv_client_one_thread(struct srv_client *c);
 /* Polls pending waits, posting the replies of finished ones. 0 if none remain, 2 if all
  * that remain are replies the GPU posts to threads that spin for them, else 1. */
 int srv_waits_poll(struct srv_client *c);

@@ -315,6 +315,17 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
         if (!c->copy->slot_ev[p.dev][i] &&
             srv_event_take(c, p.dev, &c->copy->slot_ev[p.dev][i]) != CUDA_SUCCESS)
             p.bad = CUDA_ERROR_OUT_OF_MEMORY;
+    /* Into pageable memory, this thread waits for each chunk's DMA (publish), and so for the
+     * work queued on the stream before it, while the process's other threads' requests wait
+     * unread: where that work waits for one of them (a collective's half on another GPU,
+     * launched by another thread: tests/progs/thread_peer), both would wait for ever. So
+     * with other threads there and that work not done, the copy is refused for the client to
+     * wait for the work as a synchronisation does (polled: waits.c) and ask again. Every
+     * chunk is then published with the refusal, as a failed copy's are. */
+    int settle = !p.htod && !p.bad && p.st && (m->flags & CHAN_CF_MAY_SETTLE) &&
+                 !srv_stream_capturing(c, s) && DRV(cuStreamQuery)(p.st) == CUDA_ERROR_NOT_READY &&
+                 !srv_client_one_thread(c);
+    if (settle) p.bad = CHAN_COPY_SETTLE;
     uint64_t n = chan_copy_nchunks(m->width, m->height, m->depth, CHAN_SLOT_SIZE);
     int aborted = chan_copy_plan(m->width, m->height, m->depth, CHAN_SLOT_SIZE, chunk, &p);
     c->copy->chunk_seq += (uint32_t)n;
@@ -328,7 +339,7 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
     } else if (p.bad) {
         srv_defer(c, p.bad, "copy from pageable memory");
     }
-    atomic_fetch_add(&c->stats.bytes_copied, m->width * m->height * m->depth);
+    if (!settle) atomic_fetch_add(&c->stats.bytes_copied, m->width * m->height * m->depth);
 }
 
 /* ---------------------------------------------------------------- the operation */
