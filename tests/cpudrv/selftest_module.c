@@ -62,12 +62,12 @@ void st_modules(void)
     if (!st_mod) st_load();
     unsigned n = 0;
     CK(cuModuleGetFunctionCount(&n, st_mod));
-    CHECK(n == 15);
+    CHECK(n == 16);
     CK(cuModuleGetFunctionCount(&n, st_mod2));
     CHECK(n == 1);
     CUfunction fs[20] = {0};
     CK(cuModuleEnumerateFunctions(fs, 20, st_mod));
-    CHECK(fs[14] && !fs[15]);
+    CHECK(fs[15] && !fs[16]);
     CUfunction f;
     EXPECT(cuModuleGetFunction(&f, st_mod, "nope"), CUDA_ERROR_NOT_FOUND);
     EXPECT(cuModuleGetFunction(&f, st_mod2, "vec_add"), CUDA_ERROR_NOT_FOUND);
@@ -166,7 +166,7 @@ void st_modules(void)
     CK(cuModuleLoadDataEx(&m2, ptx, 6, opts, vals));
     float wall = -1;
     memcpy(&wall, &vals[4], sizeof wall);
-    CHECK(wall == 0.0f && strstr(info, "15 kernels") && err[0] == 0);
+    CHECK(wall == 0.0f && strstr(info, "16 kernels") && err[0] == 0);
     CHECK((size_t)(uintptr_t)vals[1] == strlen(info) + 1);
     CK(cuModuleUnload(m2));
     static const char missing[] = ".version 9.0\n.target sm_90\n.address_size 64\n"
@@ -197,7 +197,7 @@ void st_modules(void)
     CUlibrary lib;
     CK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
     CK(cuLibraryGetKernelCount(&n, lib));
-    CHECK(n == 15);
+    CHECK(n == 16);
     CUkernel ks[15], k;
     CK(cuLibraryEnumerateKernels(ks, 15, lib));
     CK(cuLibraryGetKernel(&k, lib, "param_mix"));
@@ -266,7 +266,7 @@ void st_images(void)
     CK(cuModuleLoadData(&m, cubin));
     unsigned n = 0;
     CK(cuModuleGetFunctionCount(&n, m));
-    CHECK(n == 15);
+    CHECK(n == 16);
     check_layouts(m);
     size_t gs = 0;
     CK(cuModuleGetGlobal(NULL, &gs, m, "g_table"));

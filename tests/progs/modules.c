@@ -285,7 +285,7 @@ static void two_modules(void)
                 "module globals mixed up at %d: %g %g", i, (double)out1[i], (double)out2[i]);
     t_ok("each module has its own globals");
 
-    list_functions(ma, 15, "kernels.ptx");
+    list_functions(ma, 16, "kernels.ptx");
     list_functions(mb, 1, "kernels2.ptx");
 
     EXPECT(cuModuleGetFunction(&f, ma, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
