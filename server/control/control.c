@@ -202,7 +202,7 @@ static void info_block(struct cmd *k, const struct srv_client *c)
      * it sent them, and its waits that the GPU has not passed. The done word is the client's
      * to write: read for this answer only. */
     uint32_t sent = atomic_load(&c->cb_last), reached = atomic_load(&c->cb_ran);
-    int returned = reached && c->ch.callbacks &&
+    int returned = reached && c->shm && c->ch.callbacks && /* shm: NULL once released */
                    atomic_load(&c->ch.callbacks->done[reached % CHAN_CB_SLOTS]) == reached;
     if (sent)
         ctl_say(k,
