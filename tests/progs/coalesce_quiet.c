@@ -12,13 +12,6 @@
 
 #define ROUNDS 300
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 int main(void)
 {
     t_init("coalesce_quiet", 120);
@@ -43,9 +36,9 @@ int main(void)
         void *params[] = {&where, &value, &ns};
         CHECK(cuLaunchKernel(set, 1, 1, 1, 1, 1, 1, 0, s[k], params, NULL));
         /* No CUDA call until the write is seen. */
-        double give_up = now_s() + 10.0;
+        double give_up = t_now_s() + 10.0;
         while (flag[k] != round)
-            REQUIRE(now_s() < give_up, "round %u: the kernel's write not seen in 10 s", round);
+            REQUIRE(t_now_s() < give_up, "round %u: the kernel's write not seen in 10 s", round);
     }
     t_ok("%d launches, each waited for by polling mapped memory only", ROUNDS);
     CHECK(cuStreamSynchronize(s[0]));

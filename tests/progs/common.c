@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <time.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -359,4 +360,11 @@ int t_recv_fd(int sock)
     int fd;
     memcpy(&fd, CMSG_DATA(c), sizeof(int));
     return fd;
+}
+
+double t_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }

@@ -57,6 +57,8 @@ void t_hear(int fd, char want, const char *who);
 void t_send_fd(int sock, int fd);
 int t_recv_fd(int sock);
 
+/* Seconds on the monotonic clock, for a program's own timings. */
+double t_now_s(void);
 /* The name of a CUresult, "?" when the driver does not know it. */
 const char *t_errname(CUresult r);
 

@@ -105,13 +105,6 @@ static void check_sticky(CUresult first)
     t_ok("the error is sticky");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* other: 1 on the last device, where no fault happens; 2 (--steady) on device 0 of a server
  * where no fault happens (another server's fault is none of its business): every round
  * must pass. */
@@ -144,7 +137,7 @@ static int bystander(int seconds, int other)
     printf("ready\n");
     fflush(stdout);
     CUresult r = CUDA_SUCCESS;
-    for (double end = now_s() + seconds; r == CUDA_SUCCESS && now_s() < end;)
+    for (double end = t_now_s() + seconds; r == CUDA_SUCCESS && t_now_s() < end;)
         r = vecadd_round(f, da, db, dc, a, b, c);
     if (other == 2) CHECK(r);
     if (other && r != CUDA_SUCCESS) {
@@ -208,7 +201,7 @@ static void wait_go(void)
  * never got ready while another client's long kernel ran). */
 static void step(const char *what, double t0)
 {
-    fprintf(stderr, "step: %s at %.3f s\n", what, now_s() - t0);
+    fprintf(stderr, "step: %s at %.3f s\n", what, t_now_s() - t0);
 }
 
 static int late_ok; /* --late-ok: see stuck() */
@@ -217,7 +210,7 @@ static int stuck(int seconds, int threads)
 {
     CUdevice dev;
     CUcontext ctx;
-    double t0 = now_s();
+    double t0 = t_now_s();
     t_setup(&dev, &ctx);
     step("context", t0);
     if (threads) {
@@ -252,7 +245,7 @@ static int stuck(int seconds, int threads)
     CUresult r = cuCtxSynchronize();
     if (r == CUDA_SUCCESS && late_ok) {
         t_ok("the wait ended before the fault: its kernel finished first");
-        for (double end = now_s() + 30; r == CUDA_SUCCESS && now_s() < end; usleep(10000))
+        for (double end = t_now_s() + 30; r == CUDA_SUCCESS && t_now_s() < end; usleep(10000))
             r = cuCtxSynchronize();
     } else if (r == CUDA_SUCCESS) {
         r = cuCtxSynchronize();

@@ -24,13 +24,6 @@ static CUcontext g_ctx;
 static int g_mode;
 static double g_secs;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void round_of(int mode, CUstream s)
 {
     CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -77,7 +70,7 @@ static void *worker(void *arg)
     CUstream s;
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     long n = 0;
-    for (double end = now_s() + g_secs; now_s() < end; n++)
+    for (double end = t_now_s() + g_secs; t_now_s() < end; n++)
         round_of(g_mode == 9 ? (int)(rand_r(&seed) % 5) : g_mode, s);
     CHECK(cuStreamDestroy(s));
     return (void *)n;

@@ -39,13 +39,6 @@ static void *peer(void *arg)
     return NULL;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
     t_init("thread_peer", 120);
@@ -80,7 +73,7 @@ int main(int argc, char **argv)
         unsigned long long ns = 5000000000ull;
         void *params[] = {&flag, &one, &ns, &out};
         CHECK(cuLaunchKernel(await, 1, 1, 1, 1, 1, 1, 0, s1, params, NULL));
-        double t0 = now_s();
+        double t0 = t_now_s();
         atomic_store(&waiting, 1);
         if (!strcmp(form, "sync")) {
             CHECK(cuStreamSynchronize(s1));
@@ -96,7 +89,7 @@ int main(int argc, char **argv)
             CHECK(cuEventSynchronize(e));
             CHECK(cuEventDestroy(e));
         }
-        double waited = now_s() - t0;
+        double waited = t_now_s() - t0;
         REQUIRE(pthread_join(b, NULL) == 0, "join");
         unsigned got = 0;
         CHECK(cuMemcpyDtoH(&got, out, 4));
