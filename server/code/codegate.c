@@ -147,7 +147,7 @@ static void say_kinds(const unsigned n[SRV_WAIT_KINDS], char *buf, size_t len, s
         int w = snprintf(buf + *used, len - *used, "%s%u %s", first ? "" : ", ", n[k],
                          n[k] == 1 ? one[k] : many[k]);
         first = 0;
-        *used = w < 0 ? len : *used + (size_t)w;
+        *used = w < 0 || (size_t)w >= len - *used ? len : *used + (size_t)w; /* full: stop */
     }
 }
 
@@ -171,7 +171,7 @@ static void holders(int dev, char *buf, size_t len)
             if (list[j].dev == dev && list[j].pid == list[i].pid) kinds[list[j].kind]++;
         int w = snprintf(buf + used, len - used, "%s%d (", n++ ? ", " : "client process ",
                          (int)list[i].pid);
-        used = w < 0 ? len : used + (size_t)w;
+        used = w < 0 || (size_t)w >= len - used ? len : used + (size_t)w;
         say_kinds(kinds, buf, len, &used);
         if (used + 1 < len) {
             buf[used++] = ')';
@@ -202,7 +202,7 @@ void srv_codegate_pending_of(pid_t pid, char *buf, size_t len)
             sum += n[d][k];
         if (!sum) continue;
         int w = snprintf(buf + used, len - used, "%sdevice %d: ", used ? "; " : "", d);
-        used = w < 0 ? len : used + (size_t)w;
+        used = w < 0 || (size_t)w >= len - used ? len : used + (size_t)w;
         say_kinds(n[d], buf, len, &used);
     }
     if (!any) snprintf(buf, len, "none");

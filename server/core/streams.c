@@ -10,6 +10,7 @@
 #include "server/core/server.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
+#include "server/core/log.h"
 #include "server/core/waits.h"
 #include "server/core/registry.h"
 #include "server/core/reply.h"
@@ -460,7 +461,7 @@ static void launched_name(struct srv_client *c, const struct srv_stream *s, char
              !name)
         name = NULL;
     if (name)
-        snprintf(buf, len, "%s", name);
+        srv_log_escape(name, buf, len); /* the client's image names it: never raw in the log */
     else
         snprintf(buf, len, "a kernel whose name the driver did not give (%s)", srv_errname(r));
 }
