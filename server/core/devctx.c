@@ -2,11 +2,11 @@
  *
  * When each is made (MPSSHIM_SERVER_CONTEXTS):
  *  - At start (the default, but for a pipe directory's own server of several GPUs: below):
- *    every device's, the devices' at once, so that no client pays for one. A retain takes 0.5-0.9 s
- * on an H200 (32 hardware queues), and a successor after a fault makes every device's anew (the
- * fault is the process's: fault.c); on two H200s one after the other took recovery to 2.2-3.1 s
- * against 0.74-0.78 s on one (the GPU tier's fault-containment row, 2026-11-29). A thread that
- * cannot start retains in this one.
+ *    every device's, the devices' at once, so that no client pays for one. A retain takes
+ *    0.5-0.9 s on an H200 (32 hardware queues), and a successor after a fault makes every
+ *    device's anew (the fault is the process's: fault.c); on two H200s one after the other
+ *    took recovery to 2.2-3.1 s against 0.74-0.78 s on one (the GPU tier's fault-containment
+ *    row, 2026-11-29). A thread that cannot start retains in this one.
  *  - At first use: the first request that needs a device (srv_use_device, srv_push_device)
  *    makes its context, under that device's lock; the others' requests go on. Why: with a
  *    server per GPU (MPSSHIM_SERVER_PER_GPU, the default where the pipe directory's own

@@ -6,6 +6,7 @@
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/waits.h"
+#include "server/core/clients.h"
 #include "server/core/reply.h"
 #include "server/core/events.h"
 #include "server/core/fault.h"
@@ -27,26 +28,22 @@ static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len, int
 }
 
 /* srv_client_one_thread: by its /proc/PID/stat (kept open: a read, no open, per question);
- * 0 when it has more threads, or when that cannot be read. */
+ * 0 when it has more threads, or when that cannot be read (a client in a PID namespace the
+ * server cannot see into, pid 0: not asked again). */
 int srv_client_one_thread(struct srv_client *c)
 {
     if (!c->stat_fd1) {
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/stat", (int)c->pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return 0;
-        c->stat_fd1 = fd + 1;
+        int fd = c->pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        c->stat_fd1 = fd + 1 > 0 ? fd + 1 : -1;
     }
     char buf[1024];
-    ssize_t n = pread(c->stat_fd1 - 1, buf, sizeof(buf) - 1, 0);
+    ssize_t n = c->stat_fd1 > 0 ? pread(c->stat_fd1 - 1, buf, sizeof(buf) - 1, 0) : -1;
     if (n <= 0) return 0;
     buf[n] = '\0';
-    /* The fields after the command's name, which may hold anything up to its last ')':
-     * num_threads is the 20th field, the 18th after it. */
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 20; field++)
-        p = strchr(p + 1, ' ');
-    return p && strtol(p + 1, NULL, 10) == 1;
+    const char *threads = srv_stat_field(buf, 20);
+    return threads && strtol(threads, NULL, 10) == 1;
 }
 
 /* A client whose process has one thread is blocked in this very wait and can send nothing

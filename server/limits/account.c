@@ -21,6 +21,7 @@
  * releases only); their counters are atomics that every connection's worker, and the
  * control thread reading them, use without the lock. */
 #include "server/core/server.h"
+#include "server/core/clients.h"
 #include "server/limits/account.h"
 #include "server/limits/policy.h"
 
@@ -39,8 +40,7 @@ static pthread_mutex_t accounts_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct srv_account *accounts;
 
 /* The process's start time (clock ticks after boot, /proc/PID/stat field 22), 0 when it
- * cannot be read: a pid the kernel reused belongs to another process. The command name may
- * hold spaces and parentheses: the fields are counted after its last ')'. */
+ * cannot be read: a pid the kernel reused belongs to another process. */
 static unsigned long long start_time(pid_t pid)
 {
     char path[64], buf[1024];
@@ -50,14 +50,8 @@ static unsigned long long start_time(pid_t pid)
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (!p) return 0;
-    unsigned long long v = 0;
-    /* After ") ": state is field 3; the start time is field 22, 19 fields on. */
-    int field = 2;
-    for (char *t = p + 1; *t && field < 22; t++)
-        if (*t == ' ' && ++field == 22) v = strtoull(t + 1, NULL, 10);
-    return v;
+    const char *v = srv_stat_field(buf, 22);
+    return v ? strtoull(v, NULL, 10) : 0;
 }
 
 int srv_account_join(struct srv_client *c, char *why, size_t len)

@@ -324,7 +324,7 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
      * chunk is then published with the refusal, as a failed copy's are. */
     int settle = !p.htod && !p.bad && p.st && (m->flags & CHAN_CF_MAY_SETTLE) &&
                  !srv_stream_capturing(c, s) && DRV(cuStreamQuery)(p.st) == CUDA_ERROR_NOT_READY &&
-                 !srv_client_one_thread(c);
+                 (c->many_threads || !srv_client_one_thread(c));
     if (settle) p.bad = CHAN_COPY_SETTLE;
     uint64_t n = chan_copy_nchunks(m->width, m->height, m->depth, CHAN_SLOT_SIZE);
     int aborted = chan_copy_plan(m->width, m->height, m->depth, CHAN_SLOT_SIZE, chunk, &p);
