@@ -156,20 +156,6 @@ static struct staging {
 
 /* ---------------------------------------------------------------- the three paths */
 
-/* Waits for the work queued on `stream` so far as a synchronisation does, on an event
- * recorded there (which orders after what a copy enqueued there would: on the legacy stream,
- * the blocking streams' work too). Under a _ptds entry point NULL is the thread's stream. */
-static CUresult settle_stream(CUstream stream)
-{
-    CUevent ev;
-    CUresult r = cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
-    if (r != CUDA_SUCCESS) return r;
-    r = cuEventRecord(ev, stream);
-    if (r == CUDA_SUCCESS) r = cuEventSynchronize(ev);
-    CUresult d = cuEventDestroy_v2(ev);
-    return r != CUDA_SUCCESS ? r : d;
-}
-
 static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
                     const struct shim_copy_side *dst)
 {
@@ -237,7 +223,7 @@ static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
     /* Large pageable copies: the pipeline. The request goes first so that the server
      * starts on it while we fill (HtoD) or wait (DtoH). Into pageable memory the server may
      * answer CHAN_COPY_SETTLE first (proto.h): the copy then waits for its stream's work
-     * (settle_stream) and goes again, once. */
+     * and goes again, once. */
     if (dst_staged) c->flags |= CHAN_CF_MAY_SETTLE;
 again:;
     struct shim_conn *cn = shim_route_conn(); /* where q goes */
@@ -267,7 +253,13 @@ again:;
         r = shim_req_wait(&q, NULL, NULL);
         if (r == CHAN_COPY_SETTLE && (c->flags & CHAN_CF_MAY_SETTLE)) {
             c->flags &= ~CHAN_CF_MAY_SETTLE;
-            if ((r = settle_stream((CUstream)(uintptr_t)c->stream)) != CUDA_SUCCESS) return r;
+            /* The stream's own synchronisation, which the server polls, covers what the copy
+             * would have waited for: taking the copy, before refusing it, the server ordered
+             * the stream after the legacy stream's work (or the legacy one after the blocking
+             * streams'). Not an event of this thread's: made in its current context, it could
+             * not be recorded on another device's stream (twogpus --early-thread). Under a
+             * _ptds entry point NULL is the thread's stream. */
+            if ((r = cuStreamSynchronize((CUstream)(uintptr_t)c->stream)) != CUDA_SUCCESS) return r;
             goto again;
         }
         if (r == CHAN_COPY_SETTLE) r = CUDA_ERROR_UNKNOWN; /* refused again: a server's error */
