@@ -369,6 +369,16 @@ CUresult shim_forward(int id, const void *const *argv)
     return r;
 }
 
+/* The device a call marked loads-code loads on, as the server gates it (codegate.c): the
+ * device it names, else the current context's. */
+static int loads_on(const struct shim_call *d, const uint64_t *val)
+{
+    for (int i = 0; i < d->nparams; i++)
+        if (d->params[i].kind == SHIM_PK_VAL && (d->params[i].pflags & SHIM_PF_DEVICE))
+            return (int)val[i];
+    return shim_current_device();
+}
+
 /* The rest of shim_forward, once the arguments are taken, checked and routed. */
 static CUresult forward_checked(int id, const struct shim_call *d, const struct shim_hook *hook,
                                 const void *const *argv, uint64_t *val, void **ptr,
@@ -379,7 +389,7 @@ static CUresult forward_checked(int id, const struct shim_call *d, const struct 
     if (hook && hook->known && hook->known(args)) return CUDA_SUCCESS;
     if (hook && hook->rewrite && hook->rewrite(args)) return CUDA_SUCCESS;
     /* The server may load code for it, which waits for every stream (hostfn.c). */
-    if (d->flags & SHIM_CF_LOADS_CODE) shim_hostfn_settle();
+    if (d->flags & SHIM_CF_LOADS_CODE) shim_hostfn_settle(loads_on(d, val));
     /* Device work: the host's writes to __managed__ variables go first (mvars.c). */
     uint64_t gen = mvar ? shim_mvar_sync_begin() : 0;
     CUstream work =

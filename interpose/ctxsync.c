@@ -54,6 +54,7 @@ CUresult SHIM_IMPL(cuCtxGetLimit)(size_t *pvalue, CUlimit limit)
 CUresult SHIM_IMPL(cuCtxSetLimit)(CUlimit limit, size_t value)
 {
     struct chan_limit m = {.set = 1, .limit = (uint32_t)limit, .value = value};
-    shim_hostfn_settle(); /* setting a limit waits for every stream (hostfn.c) */
+    /* Setting a limit waits for every stream of the context (hostfn.c). */
+    shim_hostfn_settle(shim_current_device());
     return limit_call(&m);
 }

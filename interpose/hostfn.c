@@ -12,6 +12,7 @@
 
 struct pending {
     int kind; /* 1: host function, 2: stream callback */
+    int dev;  /* the device of its stream's context (-1: not known) */
     CUhostFn fn;
     CUstreamCallback cb;
     void *user;
@@ -26,12 +27,18 @@ struct pending {
  * route.c). */
 static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pending pending0[CHAN_CB_SLOTS];
+static _Atomic int8_t devs0[CHAN_CB_SLOTS];
 static struct cbconn {
     struct shim_conn *conn; /* set with its thread */
     struct pending *pending;
+    /* By seq % slots, the device of a host function's stream (-1: not known), stored under
+     * cb_lock before it is sent and read by shim_hostfn_settle without the lock: a seq still
+     * outstanding keeps its slot (enqueue's reuse check), so what settle reads of one it waits
+     * for is that one's. */
+    _Atomic int8_t *dev_of;
     uint32_t last_seq;
     int thread_started;
-} cbs[SHIM_CONNS] = {[0] = {.pending = pending0}};
+} cbs[SHIM_CONNS] = {[0] = {.pending = pending0, .dev_of = devs0}};
 /* Host functions and callbacks sent and not yet returned (changed under cb_lock when sent,
  * by the callback thread when one returns): the common case, none, costs
  * shim_hostfn_settle one load. */
@@ -91,6 +98,7 @@ static struct cbconn *start_thread(struct shim_conn *c)
     struct cbconn *x = &cbs[c->slot];
     if (x->thread_started) return x;
     if (!x->pending && !(x->pending = calloc(CHAN_CB_SLOTS, sizeof(*x->pending)))) return NULL;
+    if (!x->dev_of && !(x->dev_of = calloc(CHAN_CB_SLOTS, sizeof(*x->dev_of)))) return NULL;
     x->conn = c;
     pthread_t t;
     pthread_attr_t at;
@@ -140,10 +148,13 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
 {
     CUresult r = shim_ready();
     if (r != CUDA_SUCCESS) return r;
-    if ((r = shim_stream_check(stream, NULL)) != CUDA_SUCCESS) return r;
+    uint32_t ctx = 0;
+    if ((r = shim_stream_check(stream, &ctx)) != CUDA_SUCCESS) return r;
+    struct pending q = *p;
+    q.dev = shim_ctx_id_device(ctx);
     struct shim_route saved;
     int routed = shim_route_stream(stream, &saved);
-    r = enqueue_routed(stream, p);
+    r = enqueue_routed(stream, &q);
     if (routed) shim_route_end(&saved);
     return r;
 }
@@ -180,6 +191,9 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     x->pending[seq % CHAN_CB_SLOTS] = *p;
+    atomic_store_explicit(&x->dev_of[seq % CHAN_CB_SLOTS],
+                          (int8_t)(p->dev >= 0 && p->dev < 128 ? p->dev : -1),
+                          memory_order_relaxed);
     /* Sent under the lock: host functions reach the server in seq order. */
     struct chan_host_func m = {.stream = (uint64_t)(uintptr_t)stream, .seq = seq};
     struct shim_req q;
@@ -200,7 +214,8 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
 
 /* Calls that wait for every stream of the context (unregistering or freeing host memory,
  * loading code, setting a context limit) first wait here, in the calling thread, for this
- * process's host functions and stream callbacks sent before them.
+ * process's host functions and stream callbacks sent before them: those on the device the
+ * call loads code on, or all of them (dev < 0) for a call that waits on every device.
  *
  * Why: such a call waits in the server, outside the driver, until no client's stream is held
  * on something only a client can end, this process's host functions included
@@ -209,6 +224,15 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
  * (interpose/pager.c), queued behind the call: neither would ever end (docs/apis.md). Natively
  * the call waits for the host function too, so waiting for it here first changes no result,
  * and meanwhile the worker is free to serve its touches.
+ *
+ * Why by device: the server holds a load on device d only for waits on device d, as the
+ * driver holds it only for the streams of d's context. A process with a thread per GPU (XLA's
+ * pmap) has one thread's collective kernel on GPU 0 waiting for its peer's on GPU 1, and a
+ * host function queued behind it on GPU 0; when the thread of GPU 1 then launches a function
+ * for the first time there (a load), waiting for GPU 0's host function would wait for the
+ * peer kernel it is about to launch: both GPUs stopped for good (tests/gpu_multi/jax_pmap.py
+ * on two H200s, about half the runs; tests/progs/thread_peer's devices form). Natively that load
+ * waits for neither.
  *
  * Bounded: it stops waiting when the server is gone or has marked this client dead (a host
  * function of a context that died is never run), and the call then answers as it would. A
@@ -219,8 +243,17 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
  * launch or node on a device). Not covered: graph host nodes (a graph's launch may run them any
  * number of times, none counted here) and a synchronous cuMemcpy2DUnaligned on the host
  * function's stream, which may still meet the hang documented in docs/apis.md. */
+
+/* Whether settling for device dev waits for host function seq of x. */
+static int settles_for(const struct cbconn *x, uint32_t seq, int dev)
+{
+    if (dev < 0) return 1;
+    int d = atomic_load_explicit(&x->dev_of[seq % CHAN_CB_SLOTS], memory_order_relaxed);
+    return d < 0 || d == dev;
+}
+
 /* The wait of shim_hostfn_settle for one connection's host functions sent up to now. */
-static void settle_conn(struct shim_conn *c, uint32_t last)
+static void settle_conn(const struct cbconn *x, struct shim_conn *c, uint32_t last, int dev)
 {
     struct chan_callbacks *cb = c->ch.callbacks;
     /* The oldest one still to return among the last CHAN_CB_SLOTS handed out (every seq
@@ -230,7 +263,8 @@ static void settle_conn(struct shim_conn *c, uint32_t last)
     for (uint32_t k = 0; k < CHAN_CB_SLOTS && k < last; k++) {
         uint32_t seq = last - k;
         if (seq &&
-            atomic_load_explicit(&cb->done[seq % CHAN_CB_SLOTS], memory_order_acquire) != seq)
+            atomic_load_explicit(&cb->done[seq % CHAN_CB_SLOTS], memory_order_acquire) != seq &&
+            settles_for(x, seq, dev))
             oldest = seq;
     }
     if (!oldest) return;
@@ -239,7 +273,8 @@ static void settle_conn(struct shim_conn *c, uint32_t last)
          (int32_t)(last - seq) >= 0 && shim_conn_up() && shim_server_alive(c);) {
         uint32_t seen = atomic_load(&returned); /* before the look: a return after it wakes */
         if (!seq ||
-            atomic_load_explicit(&cb->done[seq % CHAN_CB_SLOTS], memory_order_acquire) == seq) {
+            atomic_load_explicit(&cb->done[seq % CHAN_CB_SLOTS], memory_order_acquire) == seq ||
+            !settles_for(x, seq, dev)) {
             seq++;
             continue;
         }
@@ -249,21 +284,23 @@ static void settle_conn(struct shim_conn *c, uint32_t last)
     atomic_fetch_sub(&settlers, 1);
 }
 
-void shim_hostfn_settle(void)
+void shim_hostfn_settle(int dev)
 {
     if (!atomic_load(&outstanding) || on_callback_thread) return;
+    struct cbconn *xs[SHIM_CONNS];
     struct shim_conn *conns[SHIM_CONNS];
     uint32_t last[SHIM_CONNS];
     int n = 0;
     pthread_mutex_lock(&cb_lock);
     for (int s = 0; s < SHIM_CONNS; s++)
         if (cbs[s].thread_started) {
+            xs[n] = &cbs[s];
             conns[n] = cbs[s].conn;
             last[n++] = cbs[s].last_seq;
         }
     pthread_mutex_unlock(&cb_lock);
     for (int i = 0; i < n; i++)
-        settle_conn(conns[i], last[i]);
+        settle_conn(xs[i], conns[i], last[i], dev);
 }
 
 /* Marked used after the wait, so a racing second first use waits as well (it may be the one
@@ -272,7 +309,7 @@ void shim_hostfn_settle_first(const struct shim_func *f)
 {
     int dev = shim_current_device();
     if (shim_func_used_on(f, dev)) return;
-    shim_hostfn_settle();
+    shim_hostfn_settle(dev);
     shim_func_mark_used(f, dev);
 }
 

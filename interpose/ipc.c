@@ -52,7 +52,7 @@ CUresult SHIM_IMPL(cuIpcCloseMemHandle)(CUdeviceptr dptr)
 {
     struct chan_ipc_reply out;
     /* The last close waits for this process's streams in the server (hostfn.c). */
-    shim_hostfn_settle();
+    shim_hostfn_settle(SHIM_SETTLE_ALL);
     CUresult r = shim_ipc_op(CHAN_IPC_CLOSE_MEM, 0, dptr, NULL, &out);
     if (r == CUDA_SUCCESS && out.opens == 0) shim_range_remove(dptr, NULL);
     return r;

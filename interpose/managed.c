@@ -329,7 +329,7 @@ static CUresult mem_free_before(const void *const *argv)
     /* Any free waits in the server for the client's work that may still use the memory (a
      * device free through the arena or the driver, managed memory's host view unregistered),
      * as a native cuMemFree waits (hostfn.c; hostfn_fault --own free hung without this). */
-    shim_hostfn_settle();
+    shim_hostfn_settle(SHIM_SETTLE_ALL);
     return shim_capture_unsafe();
 }
 

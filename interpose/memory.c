@@ -174,7 +174,8 @@ static CUresult host_free(void *p, int quiet)
         registered(a))
         return CUDA_ERROR_INVALID_VALUE;
     if (!quiet && (r = shim_capture_unsafe()) != CUDA_SUCCESS) return r;
-    if (!quiet) shim_hostfn_settle(); /* freeing pinned memory waits for every stream */
+    /* Freeing pinned memory waits for every stream, of every context. */
+    if (!quiet) shim_hostfn_settle(SHIM_SETTLE_ALL);
     /* Out of the mirror before the server frees it (as in shim_forward): another thread
      * may be given the address as soon as it is free. */
     shim_range_remove(a, NULL);
@@ -402,7 +403,7 @@ CUresult SHIM_IMPL(cuMemHostUnregister)(void *p)
 {
     CUresult r = shim_ready_ctx();
     if (r != CUDA_SUCCESS) return r;
-    shim_hostfn_settle(); /* unregistering waits for every stream (hostfn.c) */
+    shim_hostfn_settle(SHIM_SETTLE_ALL); /* unregistering waits for every stream (hostfn.c) */
     pthread_mutex_lock(&host_lock);
     size_t i = 0;
     while (i < nregs && regs[i].user != (uint64_t)(uintptr_t)p)

@@ -124,7 +124,8 @@ static CUresult load(unsigned kind, const void *image, struct jit *j, void **val
         j->opt[j->n].option = CU_JIT_WALL_TIME;
         j->opt[j->n++].value = 0;
     }
-    shim_hostfn_settle(); /* loading code waits for every stream (hostfn.c says why first) */
+    /* Loading code waits for every stream of the context (hostfn.c says why first). */
+    shim_hostfn_settle(shim_current_device());
     /* The blob and the load request must be consecutive: another thread's load would
      * otherwise interleave its blob. */
     static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -345,7 +346,7 @@ static CUresult unload_before(const void *const *argv)
 {
     uint64_t h = *(const uint64_t *)argv[0];
     shim_replica_forget(h);
-    shim_hostfn_settle();
+    shim_hostfn_settle(SHIM_SETTLE_ALL);
     shim_mvar_owner_gone(h);
     pthread_mutex_lock(&lib_lock);
     for (size_t i = 0; i < nlib_mods; i++)
@@ -369,7 +370,7 @@ static CUresult get_function(uint64_t h, unsigned kind, const char *name, uint64
         return kind == CHAN_H_KERNEL || !h ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     size_t nlen = name ? strlen(name) + 1 : 0;
     if (nlen > 4096) return CUDA_ERROR_INVALID_VALUE;
-    shim_hostfn_settle(); /* the server loads the function's code, waiting for every stream */
+    shim_hostfn_settle(shim_current_device()); /* the server loads its code, in the context */
     uint8_t req[sizeof(struct chan_lookup) + 4096];
     struct chan_lookup *m = (struct chan_lookup *)req;
     m->handle = h;

@@ -541,8 +541,11 @@ extern __thread int shim_ring_held __attribute__((tls_model("initial-exec")));
 void shim_mig_hostfn_thread(void);
 void shim_mig_hostfn_done(void);
 /* hostfn.c: waits until this process's host functions and stream callbacks sent so far have
- * returned (or the server is gone): before a call that waits for every stream. */
-void shim_hostfn_settle(void);
+ * returned (or the server is gone): before a call that waits for every stream. Those on streams
+ * of device `dev` only (the device whose context the call loads code in), or all of them for
+ * SHIM_SETTLE_ALL (a call that waits on every device: frees, unregistrations, unloads). */
+#define SHIM_SETTLE_ALL (-1)
+void shim_hostfn_settle(int dev);
 /* Launch-time knowledge of a function or kernel (funcs.c). */
 struct shim_func;
 /* The same before f's first launch or node on the current device: the server may load its

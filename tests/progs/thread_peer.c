@@ -1,12 +1,20 @@
-/* thread_peer [sync|copy|event ...]: two threads of one process, as a framework runs one per
- * GPU around a collective (XLA's pmap, NCCL in one process): thread A queues a kernel that
- * waits for a flag (a collective's half waiting for its peer), then waits for it: a stream
- * synchronisation (sync), a copy into pageable memory behind it (copy), or an event recorded
- * behind it (event). Thread B, 200 ms after A began to wait, launches on another stream the
- * kernel that stores the flag. Natively B's launch goes on while A waits, and A's wait ends
- * at once after; the kernel gives up after 5 s otherwise, and A's work then says so. Through
- * the shim both threads' calls go to the one server thread of the process: A's wait there must
- * not keep B's launch from the GPU. Each form takes a fresh flag; all three by default. */
+/* thread_peer [sync|copy|event|devices ...]: two threads of one process, as a framework runs
+ * one per GPU around a collective (XLA's pmap, NCCL in one process): thread A queues a kernel
+ * that waits for a flag (a collective's half waiting for its peer), then waits for it: a
+ * stream synchronisation (sync), a copy into pageable memory behind it (copy), or an event
+ * recorded behind it (event). Thread B, 200 ms after A began to wait, launches on another
+ * stream the kernel that stores the flag. Natively B's launch goes on while A waits, and A's
+ * wait ends at once after; the kernel gives up after 5 s otherwise, and A's work then says so.
+ * Through the shim both threads' calls go to the one server thread of the process: A's wait
+ * there must not keep B's launch from the GPU.
+ *
+ * devices: A's kernel is on GPU 0 with a host function queued behind it (XLA queues one to
+ * learn its work is done); B is the thread of GPU 1 and loads its code there before its
+ * launch (a module load, as XLA's first run of a computation does), its kernel storing into
+ * GPU 0's memory through peer access. Natively a load on GPU 1 waits for no stream of GPU 0.
+ * Skipped without two GPUs that reach each other.
+ *
+ * Each form takes a fresh flag; all four by default. */
 #include "tests/progs/common.h"
 
 #include <pthread.h>
@@ -18,7 +26,7 @@
 
 #define BIG (8u << 20) /* the copy's bytes: staged, not inline, through the shim */
 
-static CUcontext ctx;
+static CUcontext ctx, ctx1;
 static CUfunction fill;
 static CUdeviceptr flag;
 static CUstream s2;
@@ -39,6 +47,52 @@ static void *peer(void *arg)
     return NULL;
 }
 
+/* The devices form's thread B: GPU 1's thread, loading its code before its launch. */
+static void *peer_device(void *arg)
+{
+    (void)arg;
+    CHECK(cuCtxSetCurrent(ctx1));
+    CUstream s3;
+    CHECK(cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
+    while (!atomic_load(&waiting))
+        usleep(1000);
+    usleep(200 * 1000);
+    CUmodule mod1 = t_load_module("kernels.ptx");
+    CUfunction fill1 = t_get_function(mod1, "fill_u32");
+    unsigned one = 1;
+    unsigned long long n = 1;
+    void *params[] = {&flag, &one, &n};
+    CHECK(cuLaunchKernel(fill1, 1, 1, 1, 1, 1, 1, 0, s3, params, NULL));
+    CHECK(cuStreamSynchronize(s3));
+    CHECK(cuModuleUnload(mod1));
+    CHECK(cuStreamDestroy(s3));
+    return NULL;
+}
+
+static void noop(void *arg)
+{
+    (void)arg;
+}
+
+/* Whether the devices form can run: a second GPU that reaches the first's memory. */
+static int two_devices(void)
+{
+    int n = 0, can = 0;
+    CHECK(cuDeviceGetCount(&n));
+    if (n < 2) return 0;
+    CHECK(cuDeviceCanAccessPeer(&can, 1, 0));
+    if (!can) return 0;
+    if (!ctx1) {
+        CUdevice d1;
+        CHECK(cuDeviceGet(&d1, 1));
+        CHECK(cuDevicePrimaryCtxRetain(&ctx1, d1));
+        CHECK(cuCtxSetCurrent(ctx1));
+        CHECK(cuCtxEnablePeerAccess(ctx, 0));
+        CHECK(cuCtxSetCurrent(ctx));
+    }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     t_init("thread_peer", 120);
@@ -57,25 +111,32 @@ int main(int argc, char **argv)
     CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     unsigned char *host = malloc(BIG);
     REQUIRE(host, "no memory");
-    const char *all[] = {"sync", "copy", "event"};
-    int nforms = argc > 1 ? argc - 1 : 3;
+    const char *all[] = {"sync", "copy", "event", "devices"};
+    int nforms = argc > 1 ? argc - 1 : 4;
     for (int i = 0; i < nforms; i++) {
         const char *form = argc > 1 ? argv[i + 1] : all[i];
-        REQUIRE(!strcmp(form, "sync") || !strcmp(form, "copy") || !strcmp(form, "event"),
-                "usage: thread_peer [sync|copy|event ...]");
+        REQUIRE(!strcmp(form, "sync") || !strcmp(form, "copy") || !strcmp(form, "event") ||
+                    !strcmp(form, "devices"),
+                "usage: thread_peer [sync|copy|event|devices ...]");
+        int devices = !strcmp(form, "devices");
+        if (devices && !two_devices()) {
+            t_ok("devices: skipped (no second GPU that reaches the first)");
+            continue;
+        }
         CHECK(cuMemsetD32(flag, 0, 1));
         CHECK(cuMemsetD32(out, 0, 1));
         CHECK(cuCtxSynchronize());
         atomic_store(&waiting, 0);
         pthread_t b;
-        REQUIRE(pthread_create(&b, NULL, peer, NULL) == 0, "no thread");
+        REQUIRE(pthread_create(&b, NULL, devices ? peer_device : peer, NULL) == 0, "no thread");
         unsigned one = 1;
         unsigned long long ns = 5000000000ull;
         void *params[] = {&flag, &one, &ns, &out};
         CHECK(cuLaunchKernel(await, 1, 1, 1, 1, 1, 1, 0, s1, params, NULL));
+        if (devices) CHECK(cuLaunchHostFunc(s1, noop, NULL));
         double t0 = t_now_s();
         atomic_store(&waiting, 1);
-        if (!strcmp(form, "sync")) {
+        if (!strcmp(form, "sync") || devices) {
             CHECK(cuStreamSynchronize(s1));
         } else if (!strcmp(form, "copy")) {
             memset(host, 0, BIG);
