@@ -269,6 +269,8 @@ static void settle_conn(const struct cbconn *x, struct shim_conn *c, uint32_t la
     }
     if (!oldest) return;
     atomic_fetch_add(&settlers, 1);
+    uint64_t start = chan_now_ns();
+    int said = 0;
     for (uint32_t seq = oldest;
          (int32_t)(last - seq) >= 0 && shim_conn_up() && shim_server_alive(c);) {
         uint32_t seen = atomic_load(&returned); /* before the look: a return after it wakes */
@@ -277,6 +279,17 @@ static void settle_conn(const struct cbconn *x, struct shim_conn *c, uint32_t la
             !settles_for(x, seq, dev)) {
             seq++;
             continue;
+        }
+        /* A wait this long is as the driver's would be, or a hang: the work before that host
+         * function may wait for something this thread was about to do. Said once per wait. */
+        if (!said && chan_now_ns() - start > 10ull * 1000 * 1000 * 1000) {
+            said = 1;
+            int d = atomic_load_explicit(&x->dev_of[seq % CHAN_CB_SLOTS], memory_order_relaxed);
+            shim_log("a call that waits for every stream (loading code, a first launch, a "
+                     "free) has waited 10 s for this process's host function %u (device %d), "
+                     "queued before it, to return; that runs once the work before it on its "
+                     "stream has ended",
+                     (unsigned)seq, d);
         }
         /* At most 1 ms asleep: the server's and the connection's life are looked at again. */
         chan_futex_wait(&returned, seen, 1000 * 1000);

@@ -21,6 +21,7 @@
 # while a tests/hostfn_stuck client's host function never returns is released all the same:
 # its release's unregistrations wait 1 s for the gate, then go on, said in the log (on a GPU
 # the driver itself would then wait for that stream, as it did before the gate).
+# Then (CPU test driver only) a client's own load held by its own stuck host function says so.
 #   tests/hostfn_gate.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -134,6 +135,21 @@ if [ "$GPU" = 0 ]; then
     ctl quit >/dev/null 2>&1
     wait_for 20 gone "$S" || kill -9 "$S" 2>/dev/null
     [ $rc = 0 ] && echo "ok a wait left behind a departed client's running work holds no other client's unregistration"
+
+    # A client's own code load while its own host function never returns waits for it in the
+    # shim (interpose/hostfn.c), for ever as natively, and says so on its stderr after 10 s:
+    # the line that points at such a hang.
+    own_dir "$2/hostfn-gate-said"
+    "$CTL" -d || exit 1
+    S=$(server_pid)
+    env LD_PRELOAD="$SHIM" "$B/tests/hostfn_stuck" --load >"$W/load.out" 2>&1 &
+    P=$!
+    said() { grep -q "has waited 10 s for this process's host function 1 (device 0), queued before it, to return" "$W/load.out"; }
+    wait_for 30 said || fail "a load waiting for the process's own host function did not say so: $(tail -2 "$W/load.out")"
+    kill -9 "$P"
+    wait "$P" 2>/dev/null
+    done_server
+    [ $rc = 0 ] && echo "ok a load held by the process's own host function says so after 10 s"
 fi
 [ $rc = 0 ] && echo "PASS calls that wait for every stream wait in the server, and a release only for so long"
 exit $rc

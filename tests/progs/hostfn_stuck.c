@@ -1,9 +1,11 @@
-/* hostfn_stuck [--value]: a client to be killed while a stream of its own waits on the
+/* hostfn_stuck [--value] [--load]: a client to be killed while a stream of its own waits on the
  * client itself, and while the server's thread for it is inside a driver call that takes
  * long: a 1 MiB cuMemAlloc, which MPSSHIM_CPUDRV_SLOW_ALLOC slows down on the CPU test
  * driver. The wait is on a host function of its own that never returns, or with --value on
  * a value in its own pinned host memory that nothing writes (cuStreamWaitValue32). Prints
- * "ready" once the stream waits, then allocates, then waits to be killed.
+ * "ready" once the stream waits, then allocates, then waits to be killed; with --load it
+ * first loads a module, which through the shim waits for the host function first, for ever
+ * (tests/hostfn_gate.sh looks for the shim's line saying so).
  * tests/hostfn_death.sh checks that another client's call that waits for the whole device
  * is not held up until that slow call ends (on a GPU such a wait holds the driver's lock,
  * and the killed client's thread could never get to its release). Never ends by itself,
@@ -52,6 +54,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, 1 << 20));
+    if (t_has_flag(argc, argv, "--load")) (void)t_load_module("kernels.ptx");
     for (;;)
         pause();
 }
