@@ -1,6 +1,9 @@
-# JAX over every GPU of one process: a pmap'ed psum (XLA's collectives, NCCL inside the
-# process), arrays sharded over the GPUs and gathered back, a jit step whose inputs lie on
-# different GPUs, and a transfer between GPUs. Skips (77) with fewer than two GPUs. XLA's
+# JAX over every GPU of one process: a pmap'ed psum (XLA's collectives: its own one-shot
+# all-reduce kernel for these small sums, GPU 0's and GPU 1's halves meeting through peer
+# memory, and NCCL's all-gather), arrays sharded over the GPUs and gathered back, a jit step
+# whose inputs lie on different GPUs, and a transfer between GPUs. Each GPU's work comes from
+# a thread of its own: a call of one that waited for the other GPU's host functions hung here
+# (interpose/hostfn.c). Skips (77) with fewer than two GPUs. XLA's
 # deterministic reductions: its default ones add in the order the GPU's atomics come, which
 # differs between two native runs (60426.5 and 60426.58 for the sharded sum, 2xH200).
 import os
