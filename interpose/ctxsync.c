@@ -3,6 +3,11 @@
  * the calls it answers from that table, are context.c's. */
 #include "interpose/shim.h"
 
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 /* The client's streams of context `id` (0: the current one), answered here when they are
  * known to be idle (idle.c). */
 static CUresult ctx_sync(uint32_t id)
@@ -32,6 +37,56 @@ CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
     CUresult r = shim_ctx_lookup(ctx, &id, NULL);
     if (r != CUDA_SUCCESS) return r;
     return ctx_sync(id);
+}
+
+/* This process's threads (field 20 of /proc/self/stat); 0 when that cannot be read. */
+static long process_threads(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtol(p + 1, NULL, 10) : 0;
+}
+
+/* cuMemFree waits, in the server, for this process's work there before it frees, as a
+ * native one waits for the context's work; and the server thread that waits serves every
+ * thread of the process. Where the process has other threads, one of them may be the one to
+ * end that work (a kernel waiting for a flag another thread's launch stores: a collective's
+ * half, tests/progs/thread_peer free), whose launch would then stay unread behind the free
+ * for as long as the kernel waits: for ever in a collective. So the contexts whose work the
+ * free waits for (those of the server it goes to) are synchronised here first, a
+ * synchronisation the server polls between the other threads' calls (waits.c); the free then
+ * finds only work queued since. A process of one thread skips it: nothing else can be sent
+ * meanwhile, and the server's own wait costs no round trip. Not while a capture is going (a
+ * synchronisation would end it). An error the synchronisation returns (a fault, an error of
+ * earlier asynchronous work) is the free's, as a native cuMemFree may return one; the memory
+ * stays allocated then. Still waited in the server: work on another context of the same
+ * server that waits on this thread (a kernel on GPU 0 waiting for this thread's launch on
+ * GPU 1 after the free), which a native free on GPU 1 would not wait for
+ * (docs/differences.md). */
+CUresult shim_ctx_settle_before_free(void)
+{
+    if (shim_capture_any() || process_threads() == 1) return CUDA_SUCCESS;
+    struct shim_conn *conn = shim_route_conn();
+    uint32_t ids[64];
+    size_t n = shim_ctx_active_ids(ids, 64); /* past 64, the server's own wait covers them */
+    for (size_t i = 0; i < n && i < 64; i++) {
+        int dev = shim_ctx_id_device(ids[i]);
+        if (shim_conn_of_device(dev) != conn) continue;
+        struct shim_route saved;
+        shim_route_begin(&saved, dev, ids[i]);
+        CUresult r = ctx_sync(ids[i]);
+        shim_route_end(&saved);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
 }
 
 static CUresult limit_call(struct chan_limit *m)

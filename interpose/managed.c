@@ -330,7 +330,9 @@ static CUresult mem_free_before(const void *const *argv)
      * device free through the arena or the driver, managed memory's host view unregistered),
      * as a native cuMemFree waits (hostfn.c; hostfn_fault --own free hung without this). */
     shim_hostfn_settle(SHIM_SETTLE_ALL);
-    return shim_capture_unsafe();
+    CUresult r = shim_capture_unsafe();
+    /* That wait in the server must not hold the process's other threads (ctxsync.c). */
+    return r == CUDA_SUCCESS && p ? shim_ctx_settle_before_free() : r;
 }
 
 static void mem_free_after(const void *const *argv)

@@ -551,6 +551,10 @@ struct shim_func;
 /* The same before f's first launch or node on the current device: the server may load its
  * code then, which waits for every stream. One load once done, or while none is outstanding. */
 void shim_hostfn_settle_first(const struct shim_func *f);
+/* ctxsync.c: before a cuMemFree in a process of several threads, this process's contexts on
+ * the server the free goes to are synchronised (polled by the server), so that the free's
+ * own wait in the server does not hold the other threads' calls; their error, if any. */
+CUresult shim_ctx_settle_before_free(void);
 
 /* ---------------------------------------------------------------- mvars.c */
 

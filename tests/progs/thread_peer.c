@@ -1,8 +1,9 @@
-/* thread_peer [sync|copy|event|devices ...]: two threads of one process, as a framework runs
+/* thread_peer [sync|copy|event|free|devices ...]: two threads of one process, as a framework runs
  * one per GPU around a collective (XLA's pmap, NCCL in one process): thread A queues a kernel
  * that waits for a flag (a collective's half waiting for its peer), then waits for it: a
- * stream synchronisation (sync), a copy into pageable memory behind it (copy), or an event
- * recorded behind it (event). Thread B, 200 ms after A began to wait, launches on another
+ * stream synchronisation (sync), a copy into pageable memory behind it (copy), an event
+ * recorded behind it (event), or a cuMemFree, which natively waits for the context's work
+ * (free). Thread B, 200 ms after A began to wait, launches on another
  * stream the kernel that stores the flag. Natively B's launch goes on while A waits, and A's
  * wait ends at once after; the kernel gives up after 5 s otherwise, and A's work then says so.
  * Through the shim both threads' calls go to the one server thread of the process: A's wait
@@ -14,7 +15,7 @@
  * GPU 0's memory through peer access. Natively a load on GPU 1 waits for no stream of GPU 0.
  * Skipped without two GPUs that reach each other.
  *
- * Each form takes a fresh flag; all four by default. */
+ * Each form takes a fresh flag; all five by default. */
 #include "tests/progs/common.h"
 
 #include <pthread.h>
@@ -111,18 +112,20 @@ int main(int argc, char **argv)
     CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     unsigned char *host = malloc(BIG);
     REQUIRE(host, "no memory");
-    const char *all[] = {"sync", "copy", "event", "devices"};
-    int nforms = argc > 1 ? argc - 1 : 4;
+    const char *all[] = {"sync", "copy", "event", "free", "devices"};
+    int nforms = argc > 1 ? argc - 1 : 5;
     for (int i = 0; i < nforms; i++) {
         const char *form = argc > 1 ? argv[i + 1] : all[i];
         REQUIRE(!strcmp(form, "sync") || !strcmp(form, "copy") || !strcmp(form, "event") ||
-                    !strcmp(form, "devices"),
-                "usage: thread_peer [sync|copy|event|devices ...]");
+                    !strcmp(form, "free") || !strcmp(form, "devices"),
+                "usage: thread_peer [sync|copy|event|free|devices ...]");
         int devices = !strcmp(form, "devices");
         if (devices && !two_devices()) {
             t_ok("devices: skipped (no second GPU that reaches the first)");
             continue;
         }
+        CUdeviceptr spare = 0;
+        if (!strcmp(form, "free")) CHECK(cuMemAlloc(&spare, 1 << 20));
         CHECK(cuMemsetD32(flag, 0, 1));
         CHECK(cuMemsetD32(out, 0, 1));
         CHECK(cuCtxSynchronize());
@@ -143,6 +146,9 @@ int main(int argc, char **argv)
             CHECK(cuMemcpyDtoHAsync(host, big, BIG, s1)); /* pageable: returns once done */
             CHECK(cuStreamSynchronize(s1));
             REQUIRE(host[0] == 7 && host[BIG - 1] == 7, "%s: the copy's bytes are wrong", form);
+        } else if (!strcmp(form, "free")) {
+            CHECK(cuMemFree(spare)); /* waits for the kernel natively (the CPU test driver: not) */
+            CHECK(cuStreamSynchronize(s1));
         } else {
             CUevent e;
             CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
