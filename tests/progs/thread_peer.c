@@ -1,13 +1,13 @@
-/* thread_peer [sync|copy|event|free|devices ...]: two threads of one process, as a framework runs
- * one per GPU around a collective (XLA's pmap, NCCL in one process): thread A queues a kernel
- * that waits for a flag (a collective's half waiting for its peer), then waits for it: a
- * stream synchronisation (sync), a copy into pageable memory behind it (copy), an event
+/* thread_peer [sync|copy|event|free|devices ...]: two threads of one process, as a framework
+ * runs one per GPU around a collective (XLA's pmap, NCCL in one process): thread A queues a
+ * kernel that waits for a flag (a collective's half waiting for its peer), then waits for it:
+ * a stream synchronisation (sync), a copy into pageable memory behind it (copy), an event
  * recorded behind it (event), or a cuMemFree, which natively waits for the context's work
- * (free). Thread B, 200 ms after A began to wait, launches on another
- * stream the kernel that stores the flag. Natively B's launch goes on while A waits, and A's
- * wait ends at once after; the kernel gives up after 5 s otherwise, and A's work then says so.
- * Through the shim both threads' calls go to the one server thread of the process: A's wait
- * there must not keep B's launch from the GPU.
+ * (free). Thread B, 200 ms after A began to wait, launches on another stream the kernel that
+ * stores the flag. Natively B's launch goes on while A waits, and A's wait ends at once
+ * after; the kernel gives up after 5 s otherwise, and A's work then says so. Through the shim
+ * both threads' calls go to the one server thread of the process: A's wait there must not
+ * keep B's launch from the GPU.
  *
  * devices: A's kernel is on GPU 0 with a host function queued behind it (XLA queues one to
  * learn its work is done); B is the thread of GPU 1 and loads its code there before its
