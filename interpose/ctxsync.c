@@ -2,10 +2,10 @@
  * (cuCtxSynchronize, cuCtxGetLimit, cuCtxSetLimit). The client's table of contexts, and
  * the calls it answers from that table, are context.c's. */
 #include "interpose/shim.h"
+#include "channel/procstat.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 /* The client's streams of context `id` (0: the current one), answered here when they are
@@ -49,10 +49,8 @@ static long process_threads(void)
     close(fd);
     if (n <= 0) return 0;
     buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    for (int field = 2; p && field < 20; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtol(p + 1, NULL, 10) : 0;
+    const char *threads = chan_stat_field(buf, 20);
+    return threads ? strtol(threads, NULL, 10) : 0;
 }
 
 /* cuMemFree waits, in the server, for this process's work there before it frees, as a

@@ -12,7 +12,6 @@
 
 struct pending {
     int kind; /* 1: host function, 2: stream callback */
-    int dev;  /* the device of its stream's context (-1: not known) */
     CUhostFn fn;
     CUstreamCallback cb;
     void *user;
@@ -140,7 +139,7 @@ static CUresult host_node(unsigned what, uint64_t graph, CUgraphNode node, const
                     cap, NULL);
 }
 
-static CUresult enqueue_routed(CUstream stream, const struct pending *p);
+static CUresult enqueue_routed(CUstream stream, const struct pending *p, int dev);
 
 /* To the server of the stream's context, where the process holds one per device (route.c);
  * that connection's callback thread runs it. */
@@ -150,16 +149,15 @@ static CUresult enqueue(CUstream stream, const struct pending *p)
     if (r != CUDA_SUCCESS) return r;
     uint32_t ctx = 0;
     if ((r = shim_stream_check(stream, &ctx)) != CUDA_SUCCESS) return r;
-    struct pending q = *p;
-    q.dev = shim_ctx_id_device(ctx);
     struct shim_route saved;
     int routed = shim_route_stream(stream, &saved);
-    r = enqueue_routed(stream, &q);
+    r = enqueue_routed(stream, p, shim_ctx_id_device(ctx));
     if (routed) shim_route_end(&saved);
     return r;
 }
 
-static CUresult enqueue_routed(CUstream stream, const struct pending *p)
+/* dev: the device of the stream's context (-1: not known), for shim_hostfn_settle. */
+static CUresult enqueue_routed(CUstream stream, const struct pending *p, int dev)
 {
     CUresult r;
     /* A host function in a capture becomes a host node of the capture's graph (a graph
@@ -192,8 +190,7 @@ static CUresult enqueue_routed(CUstream stream, const struct pending *p)
     }
     x->pending[seq % CHAN_CB_SLOTS] = *p;
     atomic_store_explicit(&x->dev_of[seq % CHAN_CB_SLOTS],
-                          (int8_t)(p->dev >= 0 && p->dev < 128 ? p->dev : -1),
-                          memory_order_relaxed);
+                          (int8_t)(dev >= 0 && dev < 128 ? dev : -1), memory_order_relaxed);
     /* Sent under the lock: host functions reach the server in seq order. */
     struct chan_host_func m = {.stream = (uint64_t)(uintptr_t)stream, .seq = seq};
     struct shim_req q;

@@ -210,11 +210,3 @@ unsigned srv_clients_end(int dev)
     pthread_mutex_unlock(&srv.clients_lock);
     return n;
 }
-
-const char *srv_stat_field(const char *stat, int field)
-{
-    const char *p = strrchr(stat, ')');
-    for (int f = 2; p && f < field; f++)
-        p = strchr(p + 1, ' ');
-    return p && field > 2 ? p + 1 : NULL;
-}

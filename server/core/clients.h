@@ -73,10 +73,6 @@ static inline void srv_busy(struct srv_client *c, uint32_t op)
                           atomic_load_explicit(&c->busy_seq, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
-/* Field `field` of a /proc/PID/stat text (3: the state; 20: the thread count; 22: the start
- * time), counted after the command name, which may hold spaces and parentheses (its last
- * ')'): the field's text, NULL when stat has fewer (clients.c). */
-const char *srv_stat_field(const char *stat, int field);
 /* 1 while the client is connected: waits on it give up otherwise. */
 int srv_client_alive(void *client);
 /* The worker thread of client arg (client.c starts it after the handshake). */

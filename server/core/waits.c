@@ -12,6 +12,7 @@
 #include "server/core/fault.h"
 #include "server/core/spin.h"
 #include "channel/settings.h"
+#include "channel/procstat.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ int srv_client_one_thread(struct srv_client *c)
     ssize_t n = c->stat_fd1 > 0 ? pread(c->stat_fd1 - 1, buf, sizeof(buf) - 1, 0) : -1;
     if (n <= 0) return 0;
     buf[n] = '\0';
-    const char *threads = srv_stat_field(buf, 20);
+    const char *threads = chan_stat_field(buf, 20);
     return threads && strtol(threads, NULL, 10) == 1;
 }
 

@@ -24,6 +24,7 @@
 #include "server/core/clients.h"
 #include "server/limits/account.h"
 #include "server/limits/policy.h"
+#include "channel/procstat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static unsigned long long start_time(pid_t pid)
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
-    const char *v = srv_stat_field(buf, 22);
+    const char *v = chan_stat_field(buf, 22);
     return v ? strtoull(v, NULL, 10) : 0;
 }
 
