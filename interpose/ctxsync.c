@@ -53,22 +53,24 @@ static long process_threads(void)
     return threads ? strtol(threads, NULL, 10) : 0;
 }
 
-/* cuMemFree waits, in the server, for this process's work there before it frees, as a
- * native one waits for the context's work; and the server thread that waits serves every
- * thread of the process. Where the process has other threads, one of them may be the one to
- * end that work (a kernel waiting for a flag another thread's launch stores: a collective's
- * half, tests/progs/thread_peer free), whose launch would then stay unread behind the free
- * for as long as the kernel waits: for ever in a collective. So the contexts whose work the
- * free waits for (those of the server it goes to) are synchronised here first, a
- * synchronisation the server polls between the other threads' calls (waits.c); the free then
- * finds only work queued since. A process of one thread skips it: nothing else can be sent
- * meanwhile, and the server's own wait costs no round trip. Not while a capture is going (a
- * synchronisation would end it). An error the synchronisation returns (a fault, an error of
- * earlier asynchronous work) is the free's, as a native cuMemFree may return one; the memory
- * stays allocated then. Still waited in the server: work on another context of the same
- * server that waits on this thread (a kernel on GPU 0 waiting for this thread's launch on
- * GPU 1 after the free), which a native free on GPU 1 would not wait for
- * (docs/differences.md). */
+/* cuMemFree waits, in the server, for this process's work there before it frees, as a native one
+ * waits for the context's work; and the server thread that waits serves every thread of the
+ * process. Where the process has other threads, one of them may be the one to end that work (a
+ * kernel waiting for a flag another thread's launch stores: a collective's half,
+ * tests/progs/thread_peer free), whose launch would then stay unread behind the free for as long
+ * as the kernel waits: for ever in a collective. So the contexts whose work the free waits for
+ * (those of the server it goes to) are synchronised here first, a synchronisation the server polls
+ * between the other threads' calls (waits.c); the free then finds only work queued since. A
+ * process of one thread skips it: nothing else can be sent meanwhile, and the server's own wait
+ * costs no round trip. Not while a capture is going (a synchronisation would end it). An error the
+ * synchronisation returns (a fault, an error of earlier asynchronous work) is the free's, as a
+ * native cuMemFree may return one; the memory stays allocated then. Natively a GPU's driver holds
+ * the other thread's launch behind the free too (H200, driver 580.159.04: thread_peer free gives
+ * up after 5 s without the shim); what this costs is one round trip where the free would have
+ * waited for work anyway, since a context known idle (idle.c) is not asked. Still waited in the
+ * server: work on another context of the same server that waits on this thread (a kernel on GPU 0
+ * waiting for this thread's launch on GPU 1 after the free), which a native free on GPU 1 would
+ * not wait for (docs/differences.md). */
 CUresult shim_ctx_settle_before_free(void)
 {
     if (shim_capture_any() || process_threads() == 1) return CUDA_SUCCESS;

@@ -34,7 +34,7 @@ expected_rows() {
     local own lists
     own=$(grep -cE '^ *(run_test|record) [a-z]' "$ROOT/tests/ci.sh")
     lists=$(cat "$ROOT/tests/progs/programs.txt" "$ROOT/tests/cudart/programs.txt" |
-        awk '!/^ *(#|$)/ { n++; if (/\| *both/ || /\.shared/) n++ } END { print n + 0 }')
+        awk '!/^ *(#|$)/ { n++; if (/\| *(cpu-)?both/ || /\.shared/) n++ } END { print n + 0 }')
     echo "~$((own + lists))"
 }
 EXPECT=$(expected_rows)
@@ -595,13 +595,13 @@ else
     record server-start PASS
     BASE_MEM=$(mem_used)
 
-    # Every program of programs.txt through the shim; `both` ones also straight on the CPU
-    # driver, and the two outputs must be identical.
+    # Every program of programs.txt through the shim; `both` and `cpu-both` ones also straight
+    # on the CPU driver, and the two outputs must be identical.
     while IFS='|' read -r cmd mode; do
         program_line prog- "$cmd" "$mode" || continue
         prog=$B/tests/${ARGV[0]}
         run_test "$NAME" 150 env LD_PRELOAD="$SHIM" "$prog" "${ARGV[@]:1}"
-        if [ "$MODE" = both ] && [ "${RESULTS[-1]}" = PASS ]; then
+        if [[ $MODE =~ ^(cpu-)?both$ ]] && [ "${RESULTS[-1]}" = PASS ]; then
             timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$prog" "${ARGV[@]:1}" \
                 >"$WORK/$NAME.direct.log" 2>&1
             same_output "$NAME-same-output" "$WORK/$NAME.direct.log" "$WORK/$NAME.log" \

@@ -5,7 +5,9 @@
  * recorded behind it (event), or a cuMemFree, which natively waits for the context's work
  * (free). Thread B, 200 ms after A began to wait, launches on another stream the kernel that
  * stores the flag. Natively B's launch goes on while A waits, and A's wait ends at once
- * after; the kernel gives up after 5 s otherwise, and A's work then says so. Through the shim
+ * after; the kernel gives up after 5 s otherwise, and A's work then says so. Not so natively
+ * for free on a GPU: the driver holds B's launch behind the free (H200, driver 580.159.04),
+ * so that form is compared with native on the CPU test driver only (programs.txt). Through the shim
  * both threads' calls go to the one server thread of the process: A's wait there must not
  * keep B's launch from the GPU.
  *
