@@ -446,6 +446,12 @@ script_row waitvalue-twin 150 waitvalue_twin.sh 'ended .* after the kill'
 # the load through (tests/codegate.sh; own server).
 script_row codegate 150 codegate.sh 'went on .* after the kill'
 
+# A client that leaves while another's kernel waits for that other's next launch: the
+# leaving client's unregistrations, in the server's quiet context, hold up nothing; in the
+# shared context (MPSSHIM_QUIET_CONTEXT=0) they held the launch until the kernel gave up
+# (tests/leave_beside.sh; own servers).
+script_row leave-beside 150 leave_beside.sh 'holds up no other'
+
 # A client's cuMemHostUnregister while another's stream is held on a host function whose
 # page fault that client's worker must serve: the call waits in the server and both go on
 # (tests/hostfn_gate.sh; own server).

@@ -1,9 +1,14 @@
-/* heldwait CALL [--create] [PTX]: a developer's probe for the GPU machine (issue 11). One
- * stream of the primary context waits on cuStreamWaitValue32 for a word of device memory;
- * a second thread makes CALL; half a second later a third thread writes the word on a stream
- * made before the wait (--create: on one it makes then), the way the server ends a departed
- * client's wait (server/memory/memops.c). Prints whether CALL waited, whether an event query and
- * the write went through, and whether CALL ended after the write. What its scratch
+/* heldwait CALL [--create] [--spin] [--launch] [--other] [PTX]: a developer's probe for the GPU
+ * machine (issue 11). One stream of the primary context waits on cuStreamWaitValue32 for a word of
+ * device memory (--spin: a kernel spins on it, for 5 s at most, as a collective's half waits
+ * for its peer); a second thread makes CALL; half a second later a third thread writes the
+ * word on a stream made before the wait (--create: on one it makes then), the way the server
+ * ends a departed client's wait (server/memory/memops.c), or launches a kernel loaded before
+ * that stores it (--launch: a peer's half, tests/progs/thread_peer); --other: CALL's object
+ * made, and CALL made, in a second context of the device (cuCtxCreate: free, unregister,
+ * freehost and load only), as a helper context of the server's would. Prints whether CALL
+ * waited, whether an event query, a stream query and the write went through, and whether CALL
+ * ended after the write. What its scratch
  * forerunners (the same steps, 2026-11-27) found on an H200 (driver 580.159.04) is why
  * server/code/codegate.c and the release streams exist: free, unregister, freehost waited and the
  * write went through, --create's did not; load, kernelgetfunc, kernellaunch and limit waited
@@ -49,14 +54,14 @@
         }                                                                                          \
     } while (0)
 
-static CUcontext ctx;
+static CUcontext ctx, ctx2; /* ctx2: CALL's context, the primary's or --other's */
 static const char *call;
-static int create;
+static int create, spin, launch, other;
 static char *ptx;
 static CUdeviceptr word, big;
-static CUstream before;
+static CUstream before, held;
 static CUmodule mod;
-static CUfunction loaded;
+static CUfunction loaded, fill, await;
 static CUlibrary lib;
 static CUkernel kern;
 static CUevent behind;
@@ -68,7 +73,7 @@ static _Atomic int call_done, write_done, query_done;
 static void *call_main(void *arg)
 {
     (void)arg;
-    CK(cuCtxSetCurrent(ctx));
+    CK(cuCtxSetCurrent(ctx2));
     CUresult r = CUDA_SUCCESS;
     CUmodule m;
     CUfunction f;
@@ -163,6 +168,7 @@ static void *query_main(void *arg)
     (void)arg;
     CK(cuCtxSetCurrent(ctx));
     (void)cuEventQuery(behind);
+    (void)cuStreamQuery(held);
     atomic_store(&query_done, 1);
     return NULL;
 }
@@ -173,7 +179,14 @@ static void *write_main(void *arg)
     CK(cuCtxSetCurrent(ctx));
     CUstream s = before;
     if (create) CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CK(cuStreamWriteValue32(s, word, 1, 0));
+    if (launch) {
+        unsigned one = 1;
+        unsigned long long n = 1;
+        void *params[] = {&word, &one, &n};
+        CK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+    } else {
+        CK(cuStreamWriteValue32(s, word, 1, 0));
+    }
     CK(cuStreamSynchronize(s));
     atomic_store(&write_done, 1);
     return NULL;
@@ -185,13 +198,19 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--create"))
             create = 1;
+        else if (!strcmp(argv[i], "--spin"))
+            spin = 1;
+        else if (!strcmp(argv[i], "--launch"))
+            launch = 1;
+        else if (!strcmp(argv[i], "--other"))
+            other = 1;
         else if (!call)
             call = argv[i];
         else
             file = argv[i];
     }
     if (!call) {
-        fprintf(stderr, "usage: heldwait CALL [--create] [PTX]\n");
+        fprintf(stderr, "usage: heldwait CALL [--create] [--spin] [--launch] [--other] [PTX]\n");
         return 2;
     }
     FILE *f = fopen(file, "r");
@@ -210,6 +229,10 @@ int main(int argc, char **argv)
     CK(cuModuleLoadData(&mod, ptx));
     CK(cuModuleGetFunction(&loaded, mod, "empty_kernel"));
     CK(cuFuncLoad(loaded));
+    CK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+    CK(cuFuncLoad(fill));
+    CK(cuModuleGetFunction(&await, mod, "await_u32"));
+    CK(cuFuncLoad(await));
     CK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
     CK(cuLibraryGetKernel(&kern, lib, "empty_kernel"));
     CK(cuGraphCreate(&graph, 0));
@@ -226,19 +249,34 @@ int main(int argc, char **argv)
         CK(cuGraphCreate(&kgraph, 0));
         CK(cuGraphAddKernelNode(&n, kgraph, NULL, 0, &kp));
     }
+    ctx2 = ctx;
+    if (other) {
+        CK(cuCtxCreate(&ctx2, NULL, 0, dev));
+        CK(cuCtxSetCurrent(ctx2));
+    }
     pages = aligned_alloc(4096, 1 << 20);
     if (!pages) return 2;
-    CK(cuMemHostRegister(pages, 1 << 20, 0));
+    CK(cuMemHostRegister(pages, 1 << 20, other ? CU_MEMHOSTREGISTER_PORTABLE : 0));
     CK(cuMemAllocHost(&pinned, 1 << 20));
     CK(cuMemAlloc(&big, 1 << 20));
+    if (other) CK(cuCtxSynchronize());
+    CK(cuCtxSetCurrent(ctx));
     CK(cuMemAlloc(&word, 4));
     CK(cuMemsetD32(word, 0, 1));
     CK(cuStreamCreate(&before, CU_STREAM_NON_BLOCKING));
     CK(cuEventCreate(&behind, CU_EVENT_DISABLE_TIMING));
     CK(cuCtxSynchronize());
-    CUstream held;
+    CUdeviceptr out;
+    CK(cuMemAlloc(&out, 4));
     CK(cuStreamCreate(&held, CU_STREAM_NON_BLOCKING));
-    CK(cuStreamWaitValue32(held, word, 1, CU_STREAM_WAIT_VALUE_EQ));
+    if (spin) {
+        unsigned one = 1;
+        unsigned long long ns = 5000000000ull;
+        void *params[] = {&word, &one, &ns, &out};
+        CK(cuLaunchKernel(await, 1, 1, 1, 1, 1, 1, 0, held, params, NULL));
+    } else {
+        CK(cuStreamWaitValue32(held, word, 1, CU_STREAM_WAIT_VALUE_EQ));
+    }
     CK(cuEventRecord(behind, held));
     usleep(100000);
     pthread_t t;
@@ -255,9 +293,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < 10 && !atomic_load(&call_done); i++)
         usleep(100000);
     int done = atomic_load(&call_done);
-    printf("%-14s %-8s: it %s; an event query %s; the write %s; it %s (error %d)\n", call,
-           create ? "--create" : "", waited ? "WAITED" : "did not wait",
-           atomic_load(&query_done) ? "went through" : "WAITED",
+    printf("%-14s %-8s%s%s%s: it %s; an event and a stream query %s; the %s %s; it %s (error %d)\n",
+           call, create ? "--create" : "", spin ? " --spin" : "", launch ? " --launch" : "",
+           other ? " --other" : "", waited ? "WAITED" : "did not wait",
+           atomic_load(&query_done) ? "went through" : "WAITED", launch ? "launch" : "write",
            atomic_load(&write_done) ? "went through" : "WAITED",
            done ? "returned" : "never returned", done ? done - 1 : -1);
     fflush(stdout);

@@ -56,6 +56,8 @@
 #include "server/core/registry.h"
 #include "server/code/codegate.h"
 #include "server/code/launch.h"
+#include "server/core/clients.h"
+#include "server/memory/quietctx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,8 +337,12 @@ void srv_codegate_whole_end(uint64_t entered)
 
 CUresult srv_gated_unregister(struct srv_client *c, void *p)
 {
+    /* A departed client's range, all its work drained, no other connection of its process
+     * served: unregistered where no other client's work is waited for (quietctx.c). */
+    CUresult r;
+    if (c && c->drained && !srv_client_pid_shared(c) && srv_quiet_unregister(p, &r)) return r;
     uint64_t g = srv_codegate_whole_begin(c, "unregistering host memory");
-    CUresult r = DRV(cuMemHostUnregister)(p);
+    r = DRV(cuMemHostUnregister)(p);
     srv_codegate_whole_end(g);
     return r;
 }

@@ -24,6 +24,7 @@
 #include "server/core/window.h"
 #include "server/limits/policy.h"
 #include "server/memory/pools.h"
+#include "server/memory/quietctx.h"
 #include "server/code/procaddr.h"
 #include "server/code/seqgraph.h"
 #include "server/handover/recycle.h"
@@ -553,10 +554,12 @@ static int serve_clients(struct start *st)
         /* With no client left, the arena's kept slabs go back (arena.c), and so does the
          * stack the clients' kernels grew the contexts to (context.c): no client thread is
          * in a driver call then that this one could wait behind. */
-        if (!srv_clients_live()) {
+        int idle = !srv_clients_live();
+        if (idle) {
             if (srv.device_vmm && srv_arena_cached()) srv_arena_trim();
             srv_limits_idle();
         }
+        srv_quiet_idle(idle); /* quietctx.c */
         /* Before accepting anything: a successor that is ready serves what arrives from now
          * on (a control command must not reach this faulted server once it has said so). */
         if (srv_handover_poll()) {
@@ -592,6 +595,7 @@ static void shut_down(struct start *st, int ended)
     srv_fault_stop();
     srv_clients_stop();
     srv_pools_report();
+    srv_quiet_release();
     srv_devctx_release_all();
     srv_log("Server exited");
     srv_handover_exit(st->foreground);

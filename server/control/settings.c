@@ -70,6 +70,7 @@ void srv_settings_driver(int *pool_asked)
     srv.device_vmm = (int)chan_setting_num(CHAN_SET_DEVICE_VMM);
     *pool_asked = (int)chan_setting_num(CHAN_SET_DEVICE_POOL);
     srv.device_pool = !srv.device_vmm && *pool_asked;
+    srv.quiet_context = (int)chan_setting_num(CHAN_SET_QUIET_CONTEXT);
 }
 
 void srv_settings_limits(void)

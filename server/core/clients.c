@@ -140,6 +140,17 @@ void srv_clients_watch(void)
     pthread_mutex_unlock(&srv.clients_lock);
 }
 
+int srv_client_pid_shared(const struct srv_client *c)
+{
+    int any = 0;
+    pthread_mutex_lock(&srv.clients_lock);
+    for (struct srv_client *x = srv.clients; x && !any; x = x->next)
+        any =
+            x != c && x->pid == c->pid && atomic_load(&x->connected) && !atomic_load(&x->finished);
+    pthread_mutex_unlock(&srv.clients_lock);
+    return any;
+}
+
 /* 1 while a client of process `pid` is still being served or released. */
 static int pid_pending(pid_t pid)
 {

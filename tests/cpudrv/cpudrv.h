@@ -419,9 +419,13 @@ CUresult cpudrv_ctx_wait_all(struct cpudrv_ctx *c);
 void cpudrv_stream_create_gate(void);
 // cpudrv_big held: under MPSSHIM_CPUDRV_LOAD_WAITS=1, a module load's wait for every stream
 // of c (releasing the lock meanwhile), during which cpudrv_submit_gate holds launches and
-// stream memory operations back, as a real driver does.
+// stream memory operations back, as a real driver does; under MPSSHIM_CPUDRV_FREE_WAITS=2,
+// launches (`launch` 1) are held back during a free's or unregistration's wait too.
 CUresult cpudrv_ctx_wait_for_load(struct cpudrv_ctx *c);
-void cpudrv_submit_gate(void);
+void cpudrv_submit_gate(int launch);
+// MPSSHIM_CPUDRV_FREE_WAITS's level (memory.c): 0, 1 (frees wait for the context's work) or
+// 2 (and hold launches meanwhile).
+int cpudrv_free_waits(void);
 // Frees the range starting at base if it is still allocation id (a stream-ordered free
 // that the stream reached).
 void cpudrv_mem_free_id(uintptr_t base, unsigned long long id);

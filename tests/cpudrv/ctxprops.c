@@ -148,9 +148,13 @@ CUresult cpudrv_node_load_wait(const CUDA_KERNEL_NODE_PARAMS *p)
              : CUDA_SUCCESS;
 }
 
-void cpudrv_submit_gate(void)
+// MPSSHIM_CPUDRV_FREE_WAITS=2 holds launches during a free's wait as well, as on an H200
+// (driver 580.159.04, tools/heldwait unregister|free|freehost --spin --launch: a launch of a
+// function loaded before, on another stream, waited for as long as the free did); stream
+// memory operations went through there (heldwait unregister).
+void cpudrv_submit_gate(int launch)
 {
-    while (load_waits_on() && load_waits)
+    while ((load_waits_on() && load_waits) || (launch && cpudrv_free_waits() >= 2 && whole_waits))
         pthread_cond_wait(&whole_done, &cpudrv_big);
 }
 

@@ -105,7 +105,7 @@ static CUresult launch(CUfunction fh, const unsigned g[3], const unsigned b[3], 
     if (rc) return rc;
     rc = cpudrv_enter(&c);
     if (rc) return rc;
-    cpudrv_submit_gate(); // held back while a module load waits (MPSSHIM_CPUDRV_LOAD_WAITS)
+    cpudrv_submit_gate(1); // held back while a module load (or a free) waits
     struct cpudrv_func *f = cpudrv_func_find(fh);
     struct cpudrv_stream *s = NULL;
     struct cpudrv_op *op = NULL;

@@ -136,7 +136,7 @@ static CUresult memop(CUstream hs, CUdeviceptr addr, uint64_t value, unsigned fl
     CUresult rc = cpudrv_ready();
     if (rc) return rc;
     cpudrv_lock();
-    cpudrv_submit_gate();
+    cpudrv_submit_gate(0);
     struct cpudrv_stream *s;
     rc = cpudrv_stream_get(hs, cpudrv_ctx_current(), &s);
     // The driver captures these as batch mem-op nodes; this driver does not capture them.
@@ -231,7 +231,7 @@ CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
     CUresult rc = cpudrv_ready();
     if (rc) return TR(rc);
     cpudrv_lock();
-    cpudrv_submit_gate();
+    cpudrv_submit_gate(0);
     struct cpudrv_stream *s;
     rc = cpudrv_stream_get(stream, cpudrv_ctx_current(), &s);
     if (!rc) rc = cpudrv_capture_uncapturable(s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);

@@ -358,14 +358,16 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 }
 
 // MPSSHIM_CPUDRV_FREE_WAITS=1: cuMemFree, cuMemFreeHost and cuMemHostUnregister first wait
-// for all work of the context, as the real driver's do (an H100 with driver 580.159.04: a
-// free waited for every kernel of the context; an H200 with the same driver: all three waited
-// for a stream blocked on cuStreamWaitValue32, bench/NOTES.md "Driver calls held by a waiting
-// stream"). Off by default, where the storage only outlives the queued work.
-static int free_waits(void)
+// for all work of the current context, as the real driver's do (an H100 with driver
+// 580.159.04: a free waited for every kernel of the context; an H200 with the same driver: all
+// three waited for a stream blocked on cuStreamWaitValue32, bench/NOTES.md "Driver calls held
+// by a waiting stream"; made in another context of the device, none waited, tools/heldwait
+// --other). 2: and launches wait meanwhile (ctxprops.c). Off by default, where the storage
+// only outlives the queued work.
+int cpudrv_free_waits(void)
 {
     static int on = -1;
-    return cpudrv_env_level("MPSSHIM_CPUDRV_FREE_WAITS", 1, &on);
+    return cpudrv_env_level("MPSSHIM_CPUDRV_FREE_WAITS", 2, &on);
 }
 
 // Frees device memory; the storage itself goes once queued work that may use it ran. A
@@ -376,7 +378,7 @@ CUresult cuMemFree(CUdeviceptr dptr)
     struct cpudrv_ctx *c;
     CUresult rc = enter_unsafe(&c);
     if (rc) return TR(rc);
-    if (free_waits() && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
+    if (cpudrv_free_waits() && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
         cpudrv_unlock();
         return TR(rc);
     }
@@ -482,7 +484,7 @@ CUresult cuMemFreeHost(void *p)
         cpudrv_unlock();
         return TR(rc);
     }
-    struct cpudrv_ctx *c = free_waits() ? cpudrv_ctx_current() : NULL;
+    struct cpudrv_ctx *c = cpudrv_free_waits() ? cpudrv_ctx_current() : NULL;
     if (c && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
         cpudrv_unlock();
         return TR(rc);
@@ -563,7 +565,7 @@ CUresult cuMemHostUnregister(void *p)
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
     if (rc) return TR(rc);
-    if (free_waits() && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
+    if (cpudrv_free_waits() && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
         cpudrv_unlock();
         return TR(rc);
     }

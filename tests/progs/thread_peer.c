@@ -17,11 +17,14 @@
  * GPU 0's memory through peer access. Natively a load on GPU 1 waits for no stream of GPU 0.
  * Skipped without two GPUs that reach each other.
  *
- * Each form takes a fresh flag; all five by default. */
+ * Each form takes a fresh flag; all five by default. THREAD_PEER_DELAY_MS: B's delay instead of
+ * 200 ms, and A says "waiting: FORM" on stdout as it begins to wait (tests/leave_beside.sh
+ * has another client leave meanwhile). */
 #include "tests/progs/common.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +37,7 @@ static CUfunction fill;
 static CUdeviceptr flag;
 static CUstream s2;
 static atomic_int waiting; /* A is about to wait: B's 200 ms start */
+static unsigned delay_ms = 200;
 
 static void *peer(void *arg)
 {
@@ -41,7 +45,7 @@ static void *peer(void *arg)
     CHECK(cuCtxSetCurrent(ctx));
     while (!atomic_load(&waiting))
         usleep(1000);
-    usleep(200 * 1000);
+    usleep(delay_ms * 1000);
     unsigned one = 1;
     unsigned long long n = 1;
     void *params[] = {&flag, &one, &n};
@@ -59,7 +63,7 @@ static void *peer_device(void *arg)
     CHECK(cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
     while (!atomic_load(&waiting))
         usleep(1000);
-    usleep(200 * 1000);
+    usleep(delay_ms * 1000);
     CUmodule mod1 = t_load_module("kernels.ptx");
     CUfunction fill1 = t_get_function(mod1, "fill_u32");
     unsigned one = 1;
@@ -99,6 +103,8 @@ static int two_devices(void)
 int main(int argc, char **argv)
 {
     t_init("thread_peer", 120);
+    const char *d = getenv("THREAD_PEER_DELAY_MS");
+    if (d && atoi(d) > 0 && atoi(d) < 4000) delay_ms = (unsigned)atoi(d);
     CUdevice dev;
     t_setup(&dev, &ctx);
     CUmodule mod = t_load_module("kernels.ptx");
@@ -140,6 +146,10 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(await, 1, 1, 1, 1, 1, 1, 0, s1, params, NULL));
         if (devices) CHECK(cuLaunchHostFunc(s1, noop, NULL));
         double t0 = t_now_s();
+        if (getenv("THREAD_PEER_DELAY_MS")) {
+            printf("waiting: %s\n", form);
+            fflush(stdout);
+        }
         atomic_store(&waiting, 1);
         if (!strcmp(form, "sync") || devices) {
             CHECK(cuStreamSynchronize(s1));
