@@ -8,11 +8,14 @@
 # kernel gave up: thread_peer failed in the GPU tier whenever the program before it was still
 # being released. The server now unregisters a departed client's host memory in a context of
 # its own, where nothing is waited for.
-# Here: thread_peer sync (tests/progs/thread_peer.c), its peer launch 2.5 s after its wait
-# began; meanwhile vecadd runs and leaves. Through a server with the quiet context (the
-# default) thread_peer passes and the log says the quiet context was made; through one with
-# MPSSHIM_QUIET_CONTEXT=0 thread_peer's kernel gives up (the hold this test is about, shown to
-# be there). On the CPU test driver frees and unregistrations wait for their context's work
+# Here: whole_wait nocode sets up (device memory, registered pages, pinned memory; no code:
+# a client's load or unload of code still waits for the whole device, server/code/codegate.c)
+# and waits; thread_peer sync (tests/progs/thread_peer.c) begins to wait, its peer launch
+# 2.5 s later; meanwhile whole_wait is killed, and its release frees and unregisters all it
+# held, its segment too.
+# Through a server with the quiet context (the default) thread_peer passes and the log says
+# the quiet context was made; through one with MPSSHIM_QUIET_CONTEXT=0 thread_peer's kernel
+# gives up (the hold this test is about, shown to be there). On the CPU test driver frees and unregistrations wait for their context's work
 # and hold launches meanwhile as the real driver's do (MPSSHIM_CPUDRV_FREE_WAITS=2); on a GPU
 # the real driver stands behind the server.
 #   tests/leave_beside.sh BUILD WORKDIR
@@ -28,11 +31,16 @@ rc=0
 one_round() {
     own_dir "$2/leave_beside/$1"
     MPSSHIM_QUIET_CONTEXT=$3 MPSSHIM_CPUDRV_FREE_WAITS=2 "$CTL" -d || { fail "$1: no server"; return 1; }
+    rm -f "$W/go"
+    env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" nocode "$W/go" >"$W/leaver.out" 2>&1 &
+    local X=$! P prc
+    wait_for 30 grep -q ready "$W/leaver.out" || fail "$1: whole_wait did not get ready"
     THREAD_PEER_DELAY_MS=2500 env LD_PRELOAD="$SHIM" "$B/tests/thread_peer" sync \
         >"$W/peer.out" 2>&1 &
-    local P=$! prc
+    P=$!
     wait_for 30 grep -q "waiting: sync" "$W/peer.out" || fail "$1: thread_peer did not begin to wait"
-    shim "$B/tests/vecadd" >"$W/vecadd.out" 2>&1 || fail "$1: vecadd: $(tail -1 "$W/vecadd.out")"
+    kill -9 "$X"
+    wait "$X" 2>/dev/null
     wait "$P"
     prc=$?
     cp "$W/peer.out" "$2/leave_beside/peer-$1.out"

@@ -1,14 +1,15 @@
-/* heldwait CALL [--create] [--spin] [--launch] [--other] [PTX]: a developer's probe for the GPU
- * machine (issue 11). One stream of the primary context waits on cuStreamWaitValue32 for a word of
- * device memory (--spin: a kernel spins on it, for 5 s at most, as a collective's half waits
- * for its peer); a second thread makes CALL; half a second later a third thread writes the
- * word on a stream made before the wait (--create: on one it makes then), the way the server
- * ends a departed client's wait (server/memory/memops.c), or launches a kernel loaded before
- * that stores it (--launch: a peer's half, tests/progs/thread_peer); --other: CALL's object
- * made, and CALL made, in a second context of the device (cuCtxCreate: free, unregister,
- * freehost and load only), as a helper context of the server's would. Prints whether CALL
- * waited, whether an event query, a stream query and the write went through, and whether CALL
- * ended after the write. What its scratch
+/* heldwait CALL [--create] [--spin] [--launch] [--other|--cross] [PTX]: a developer's probe for the
+ * GPU machine (issue 11). One stream of the primary context waits on cuStreamWaitValue32 for a word
+ * of device memory (--spin: a kernel spins on it, for 5 s at most, as a collective's half waits for
+ * its peer); a second thread makes CALL; half a second later a third thread writes the word on a
+ * stream made before the wait (--create: on one it makes then), the way the server ends a departed
+ * client's wait (server/memory/memops.c), or launches a kernel loaded before that stores it
+ * (--launch: a peer's half, tests/progs/thread_peer); --other: CALL's object made, and CALL made,
+ * in a second context of the device (cuCtxCreate: free, unregister, freehost and load only), as a
+ * helper context of the server's would; --cross: CALL's object made in the primary context
+ * (registered PORTABLE), CALL made in the second context, as server/memory/quietctx.c does (unload
+ * and libunload: always so with --other). Prints whether CALL waited, whether an event query, a
+ * stream query and the write went through, and whether CALL ended after the write. What its scratch
  * forerunners (the same steps, 2026-11-27) found on an H200 (driver 580.159.04) is why
  * server/code/codegate.c and the release streams exist: free, unregister, freehost waited and the
  * write went through, --create's did not; load, kernelgetfunc, kernellaunch and limit waited
@@ -32,7 +33,9 @@
  * before with such a node), kernelattr (cuKernelGetAttribute of a CUkernel never loaded),
  * kernelsetattr (cuKernelSetAttribute of its dynamic shared memory on device 0), occupancy
  * (cuOccupancyMaxActiveBlocksPerMultiprocessor of it), libglobal (cuLibraryGetGlobal of a
- * library never used in the context).
+ * library never used in the context), unload (cuModuleUnload of a module loaded, and its
+ * function's code loaded, before the hold), libunload (cuLibraryUnload of a library whose
+ * kernel's function was got, so loaded in the context, before the hold).
  * PTX: the kernels to load (default build/tests/kernels.ptx). Never leaves the word unwritten
  * for good: it exits once it has said what it saw (a call still waiting dies with it). */
 #define _GNU_SOURCE
@@ -56,11 +59,12 @@
 
 static CUcontext ctx, ctx2; /* ctx2: CALL's context, the primary's or --other's */
 static const char *call;
-static int create, spin, launch, other;
+static int create, spin, launch, other, cross;
 static char *ptx;
 static CUdeviceptr word, big;
 static CUstream before, held;
-static CUmodule mod;
+static CUmodule mod, mod2;
+static CUlibrary lib2;
 static CUfunction loaded, fill, await;
 static CUlibrary lib;
 static CUkernel kern;
@@ -114,6 +118,10 @@ static void *call_main(void *arg)
         r = cuKernelGetFunction(&f, kern);
     else if (!strcmp(call, "kernellaunch"))
         r = cuLaunchKernel((CUfunction)kern, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    else if (!strcmp(call, "unload"))
+        r = cuModuleUnload(mod2);
+    else if (!strcmp(call, "libunload"))
+        r = cuLibraryUnload(lib2);
     else if (!strcmp(call, "loadedlaunch"))
         r = cuLaunchKernel(loaded, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
     else if (!strcmp(call, "limit"))
@@ -204,13 +212,16 @@ int main(int argc, char **argv)
             launch = 1;
         else if (!strcmp(argv[i], "--other"))
             other = 1;
+        else if (!strcmp(argv[i], "--cross"))
+            other = cross = 1;
         else if (!call)
             call = argv[i];
         else
             file = argv[i];
     }
     if (!call) {
-        fprintf(stderr, "usage: heldwait CALL [--create] [--spin] [--launch] [--other] [PTX]\n");
+        fprintf(stderr,
+                "usage: heldwait CALL [--create] [--spin] [--launch] [--other|--cross] [PTX]\n");
         return 2;
     }
     FILE *f = fopen(file, "r");
@@ -234,6 +245,19 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&await, mod, "await_u32"));
     CK(cuFuncLoad(await));
     CK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    if (!strcmp(call, "unload")) {
+        CUfunction f2;
+        CK(cuModuleLoadData(&mod2, ptx));
+        CK(cuModuleGetFunction(&f2, mod2, "empty_kernel"));
+        CK(cuFuncLoad(f2));
+    }
+    if (!strcmp(call, "libunload")) {
+        CUkernel k2;
+        CUfunction f2;
+        CK(cuLibraryLoadData(&lib2, ptx, NULL, NULL, 0, NULL, NULL, 0));
+        CK(cuLibraryGetKernel(&k2, lib2, "empty_kernel"));
+        CK(cuKernelGetFunction(&f2, k2));
+    }
     CK(cuLibraryGetKernel(&kern, lib, "empty_kernel"));
     CK(cuGraphCreate(&graph, 0));
     if (!strcmp(call, "instantiate")) {
@@ -252,7 +276,7 @@ int main(int argc, char **argv)
     ctx2 = ctx;
     if (other) {
         CK(cuCtxCreate(&ctx2, NULL, 0, dev));
-        CK(cuCtxSetCurrent(ctx2));
+        CK(cuCtxSetCurrent(cross ? ctx : ctx2));
     }
     pages = aligned_alloc(4096, 1 << 20);
     if (!pages) return 2;
@@ -295,9 +319,11 @@ int main(int argc, char **argv)
     int done = atomic_load(&call_done);
     printf("%-14s %-8s%s%s%s: it %s; an event and a stream query %s; the %s %s; it %s (error %d)\n",
            call, create ? "--create" : "", spin ? " --spin" : "", launch ? " --launch" : "",
-           other ? " --other" : "", waited ? "WAITED" : "did not wait",
-           atomic_load(&query_done) ? "went through" : "WAITED", launch ? "launch" : "write",
-           atomic_load(&write_done) ? "went through" : "WAITED",
+           cross   ? " --cross"
+           : other ? " --other"
+                   : "",
+           waited ? "WAITED" : "did not wait", atomic_load(&query_done) ? "went through" : "WAITED",
+           launch ? "launch" : "write", atomic_load(&write_done) ? "went through" : "WAITED",
            done ? "returned" : "never returned", done ? done - 1 : -1);
     fflush(stdout);
     _exit(0);

@@ -337,12 +337,15 @@ void srv_codegate_whole_end(uint64_t entered)
 
 CUresult srv_gated_unregister(struct srv_client *c, void *p)
 {
-    /* A departed client's range, all its work drained, no other connection of its process
-     * served: unregistered where no other client's work is waited for (quietctx.c). */
-    CUresult r;
-    if (c && c->drained && !srv_client_pid_shared(c) && srv_quiet_unregister(p, &r)) return r;
     uint64_t g = srv_codegate_whole_begin(c, "unregistering host memory");
-    r = DRV(cuMemHostUnregister)(p);
+    /* A departed client's range, all its work drained, no other connection of its process
+     * served: unregistered where no other client's GPU work is waited for (quietctx.c). Gated
+     * all the same: made there while another client's host function waited for that client's
+     * worker, the unregistration never returned, nor did the host function (an H200:
+     * tests/hostfn_gate.sh's `--own getfunc`, with the gate passed by). */
+    CUresult r;
+    if (!(c && c->drained && !srv_client_pid_shared(c) && srv_quiet_unregister(p, &r)))
+        r = DRV(cuMemHostUnregister)(p);
     srv_codegate_whole_end(g);
     return r;
 }

@@ -1,4 +1,4 @@
-/* whole_wait free|unregister|freehost|launches|load|graphadd|attrs GOFILE: makes one call
+/* whole_wait free|unregister|freehost|launches|load|graphadd|attrs|nocode GOFILE: makes one call
  * that waits for the whole device on a real driver, at a moment a test chooses
  * (tests/waitvalue_twin.sh, tests/codegate.sh). First it sets up
  * (1 MiB of device memory, 1 MiB of its own pages registered, 1 MiB of pinned memory), runs a
@@ -14,7 +14,10 @@
  * its setup, then adds a graph's kernel node of it (which loads its code in the context),
  * launches the graph and synchronises; `attrs` likewise sets the kernel's dynamic shared
  * memory (cuKernelSetAttribute), asks its occupancy and reads a global of the library (each
- * of which loads code in the context the first time), then launches the kernel. */
+ * of which loads code in the context the first time), then launches the kernel; `nocode`
+ * loads no code at all (a memset in place of the kernel) and frees everything after GOFILE:
+ * a client whose release, when it is killed while it waits, has only memory to give back
+ * (tests/leave_beside.sh). */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -27,16 +30,18 @@
 int main(int argc, char **argv)
 {
     t_init("whole_wait", 120);
-    REQUIRE(argc == 3 && (!strcmp(argv[1], "free") || !strcmp(argv[1], "unregister") ||
-                          !strcmp(argv[1], "freehost") || !strcmp(argv[1], "launches") ||
-                          !strcmp(argv[1], "load") || !strcmp(argv[1], "graphadd") ||
-                          !strcmp(argv[1], "attrs")),
-            "usage: whole_wait free|unregister|freehost|launches|load|graphadd|attrs GOFILE");
+    REQUIRE(
+        argc == 3 && (!strcmp(argv[1], "free") || !strcmp(argv[1], "unregister") ||
+                      !strcmp(argv[1], "freehost") || !strcmp(argv[1], "launches") ||
+                      !strcmp(argv[1], "load") || !strcmp(argv[1], "graphadd") ||
+                      !strcmp(argv[1], "attrs") || !strcmp(argv[1], "nocode")),
+        "usage: whole_wait free|unregister|freehost|launches|load|graphadd|attrs|nocode GOFILE");
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
-    CUmodule mod = t_load_module("kernels.ptx");
-    CUfunction fill = t_get_function(mod, "fill_u32");
+    int nocode = !strcmp(argv[1], "nocode");
+    CUmodule mod = nocode ? NULL : t_load_module("kernels.ptx");
+    CUfunction fill = nocode ? NULL : t_get_function(mod, "fill_u32");
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, BYTES));
     void *pages = aligned_alloc(4096, BYTES);
@@ -47,7 +52,10 @@ int main(int argc, char **argv)
     unsigned value = 7;
     unsigned long long n = BYTES / 4;
     void *params[] = {&d, &value, &n};
-    CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+    if (nocode)
+        CHECK(cuMemsetD32(d, value, n));
+    else
+        CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
     CHECK(cuCtxSynchronize());
     CUlibrary lib = NULL;
     CUkernel kern = NULL;
@@ -120,17 +128,18 @@ int main(int argc, char **argv)
             CHECK(
                 cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
         CHECK(cuCtxSynchronize());
-    } else if (!strcmp(argv[1], "free"))
+    } else if (nocode || !strcmp(argv[1], "free")) {
         CHECK(cuMemFree(d));
-    else if (!strcmp(argv[1], "unregister"))
+    } else if (!strcmp(argv[1], "unregister")) {
         CHECK(cuMemHostUnregister(pages));
-    else
+    } else {
         CHECK(cuMemFreeHost(pinned));
+    }
     t_ok("%s returned", argv[1]);
-    if (strcmp(argv[1], "free")) CHECK(cuMemFree(d));
+    if (strcmp(argv[1], "free") && !nocode) CHECK(cuMemFree(d));
     if (strcmp(argv[1], "unregister")) CHECK(cuMemHostUnregister(pages));
     if (strcmp(argv[1], "freehost")) CHECK(cuMemFreeHost(pinned));
     free(pages);
-    CHECK(cuModuleUnload(mod));
+    if (mod) CHECK(cuModuleUnload(mod));
     t_pass();
 }
