@@ -554,12 +554,11 @@ static int serve_clients(struct start *st)
         /* With no client left, the arena's kept slabs go back (arena.c), and so does the
          * stack the clients' kernels grew the contexts to (context.c): no client thread is
          * in a driver call then that this one could wait behind. */
-        int idle = !srv_clients_live();
-        if (idle) {
+        if (!srv_clients_live()) {
             if (srv.device_vmm && srv_arena_cached()) srv_arena_trim();
             srv_limits_idle();
+            srv_quiet_idle(); /* quietctx.c */
         }
-        srv_quiet_idle(idle); /* quietctx.c */
         /* Before accepting anything: a successor that is ready serves what arrives from now
          * on (a control command must not reach this faulted server once it has said so). */
         if (srv_handover_poll()) {

@@ -25,23 +25,23 @@
  * registration is every context's, and the quiet context never registers anything, so it can
  * be destroyed at any time without taking memory with it.
  *
- * Cost: a context's device memory, 264 MiB on an H200 with its limits set to their least
- * here (524 MiB as made; bench/NOTES.md, "The quiet context"), and 0.1-0.5 s to make. So it
- * is made at the first such unregistration, and destroyed once none has come for
- * QUIET_IDLE_NS or no client is left (the GPU tier's rows that watch the device's memory come
- * back see it gone); a departing client's release pays the making. MPSSHIM_QUIET_CONTEXT=0: never
- * made (the unregistrations stay in the shared context, as before). */
+ * Cost: a context's device memory (bench/NOTES.md, "The quiet context": 264 MiB in a probe
+ * of its own on an H200, its limits set to their least; the device's memory in use rose by
+ * 37 MB in the server with it made) and up to a second to make. So it is made at the first
+ * such unregistration, which the departing client's release waits for, and destroyed once
+ * no client is left (the GPU tier's rows that watch the device's memory come back see it
+ * gone). Not sooner: whether cuCtxDestroy waits for the device's work, which other clients'
+ * running kernels would then make the main loop do, was not probed; nor while work a release
+ * left running may still run (srv.left_running_any). MPSSHIM_QUIET_CONTEXT=0: never made (the
+ * unregistrations stay in the shared context, as before). */
 #include "server/memory/quietctx.h"
 #include "server/core/devctx.h"
 #include "server/core/log.h"
 
 #include <pthread.h>
 
-#define QUIET_IDLE_NS (10ull * 1000000000ull)
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext quiet;
-static uint64_t last_ns;
 static int said; /* its making failed once (logged; tried again at the next need) */
 
 /* The context made on the first device whose shared context is (a registration is every
@@ -70,8 +70,7 @@ static CUresult make(void)
     (void)DRV(cuCtxSetLimit)(CU_LIMIT_MALLOC_HEAP_SIZE, 4096);
     CUcontext popped;
     (void)DRV(cuCtxPopCurrent_v2)(&popped);
-    srv_log("Quiet context made for departed clients' host memory (goes after %llu s unused)",
-            (unsigned long long)(QUIET_IDLE_NS / 1000000000ull));
+    srv_log("Quiet context made for departed clients' host memory (goes when no client is left)");
     return CUDA_SUCCESS;
 }
 
@@ -84,7 +83,6 @@ int srv_quiet_unregister(void *p, CUresult *res)
         *res = DRV(cuMemHostUnregister)(p);
         CUcontext popped;
         (void)DRV(cuCtxPopCurrent_v2)(&popped);
-        last_ns = chan_now_ns();
         done = 1;
     }
     pthread_mutex_unlock(&lock);
@@ -97,11 +95,12 @@ static void destroy(void)
     quiet = NULL;
 }
 
-void srv_quiet_idle(int no_clients)
+void srv_quiet_idle(void)
 {
-    if (!quiet) return; /* read without the lock: only this thread destroys it */
+    if (!quiet || atomic_load(&srv.left_running_any))
+        return; /* read without the lock: only this thread destroys it */
     pthread_mutex_lock(&lock);
-    if (quiet && (no_clients || chan_now_ns() - last_ns >= QUIET_IDLE_NS)) destroy();
+    if (quiet) destroy();
     pthread_mutex_unlock(&lock);
 }
 

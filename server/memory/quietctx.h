@@ -9,9 +9,8 @@
  * (made now if need be): 1, with the driver's answer in *res; 0 where there is none (off, or
  * its making failed): the caller unregisters as before. */
 int srv_quiet_unregister(void *p, CUresult *res);
-/* The main loop's tick: the quiet context goes once unused for a while, or at once when
- * no_clients. */
-void srv_quiet_idle(int no_clients);
+/* The main loop's tick with no client left: the quiet context goes. */
+void srv_quiet_idle(void);
 /* The server's exit. */
 void srv_quiet_release(void);
 
