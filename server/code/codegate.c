@@ -340,9 +340,10 @@ CUresult srv_gated_unregister(struct srv_client *c, void *p)
     uint64_t g = srv_codegate_whole_begin(c, "unregistering host memory");
     /* A departed client's range, all its work drained, no other connection of its process
      * served: unregistered where no other client's GPU work is waited for (quietctx.c). Gated
-     * all the same: made there while another client's host function waited for that client's
-     * worker, the unregistration never returned, nor did the host function (an H200:
-     * tests/hostfn_gate.sh's `--own getfunc`, with the gate passed by). */
+     * all the same: with the gate passed by, a release that came there while another client's
+     * host function waited for that client's worker went no further than the quiet context's
+     * making, and the host function never returned (an H200: tests/hostfn_gate.sh's `--own
+     * getfunc`; which driver call held them was not caught). */
     CUresult r;
     if (!(c && c->drained && !srv_client_pid_shared(c) && srv_quiet_unregister(p, &r)))
         r = DRV(cuMemHostUnregister)(p);
