@@ -26,8 +26,9 @@ B=$(cd "$1" && pwd)
 real_driver_if_gpu
 export MPSSHIM_SERVER_PER_GPU=0 # one server: the one whose release is tested
 rc=0
-# one_round NAME QUIET: a server of its own (MPSSHIM_QUIET_CONTEXT=QUIET), thread_peer beside a
-# client that leaves; thread_peer's exit status, its output in $W/peer-NAME.out.
+# one_round NAME WORKDIR QUIET: a server of its own (MPSSHIM_QUIET_CONTEXT=QUIET), thread_peer
+# beside a client that leaves; thread_peer's exit status, its output in
+# WORKDIR/leave_beside/peer-NAME.out.
 one_round() {
     own_dir "$2/leave_beside/$1"
     MPSSHIM_QUIET_CONTEXT=$3 MPSSHIM_CPUDRV_FREE_WAITS=2 "$CTL" -d || { fail "$1: no server"; return 1; }

@@ -1,4 +1,4 @@
-/* The quiet context: a context of the server's own, on the first device, in which a departed
+/* The quiet context: a context of the server's own, on one of its devices, in which a departed
  * client's host memory is unregistered (its segment, its pinned allocations and registrations,
  * its staging blocks, its managed memory's host views), so that its leaving neither waits for
  * the other clients' work nor holds their launches.
@@ -10,9 +10,10 @@
  * module load held it so too). In the one shared context that was every client's work: a
  * client that left while another's kernel waited for that other's next launch (a collective's
  * half waiting for its peer; `tests/progs/thread_peer`) held that launch until the kernel
- * gave up, and any client that left held every other's launches until their queued work had
- * run (`tests/leave_beside.sh`). Made with another context current, the same unregistration
- * of a portable registration neither waited nor held the launch (`heldwait unregister --spin
+ * gave up (`tests/leave_beside.sh`), and by the same probe any client that left held every
+ * other's launches until the work queued before its unregistration had run. Made with another
+ * context current, the same unregistration of a portable registration neither waited nor held the
+ * launch (`heldwait unregister --spin
  * --launch --other`, same H200): the driver waits for the current context's streams only, and
  * this one never has any.
  *
@@ -42,7 +43,7 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext quiet;
-static int said; /* its making failed once (logged; tried again at the next need) */
+static int said; /* its making failed (logged once; tried again at the next need) */
 
 /* The context made on the first device whose shared context is (a registration is every
  * context's: any device will do, and one the server uses anyway costs no device more), its
@@ -58,10 +59,12 @@ static CUresult make(void)
     if (r == CUDA_SUCCESS) r = DRV(cuCtxCreate_v4)(&quiet, NULL, 0, dev);
     if (r != CUDA_SUCCESS) {
         quiet = NULL;
-        if (!said++)
+        if (!said) {
+            said = 1;
             srv_log("The quiet context for departed clients' host memory could not be made (%s): "
                     "their unregistrations wait in the shared context (server/memory/quietctx.c)",
                     srv_errname(r));
+        }
         return r;
     }
     /* Made current by its making: the stack reservation is most of its memory. */
@@ -97,10 +100,9 @@ static void destroy(void)
 
 void srv_quiet_idle(void)
 {
-    if (!quiet || atomic_load(&srv.left_running_any))
-        return; /* read without the lock: only this thread destroys it */
+    if (atomic_load(&srv.left_running_any)) return;
     pthread_mutex_lock(&lock);
-    if (quiet) destroy();
+    destroy();
     pthread_mutex_unlock(&lock);
 }
 
