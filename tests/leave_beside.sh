@@ -8,16 +8,16 @@
 # kernel gave up: thread_peer failed in the GPU tier whenever the program before it was still
 # being released. The server now unregisters a departed client's host memory in a context of
 # its own, where nothing is waited for.
-# Here: whole_wait nocode sets up (device memory, registered pages, pinned memory; no code:
-# a client's load or unload of code still waits for the whole device, server/code/codegate.c)
-# and waits; thread_peer sync (tests/progs/thread_peer.c) begins to wait, its peer launch
+# Here: whole_wait nocode sets up (device memory, registered pages, pinned memory; no code: a
+# client's load of code still waits for the whole device and holds launches, codegate.c, and
+# its unload was not probed) and waits; thread_peer sync (tests/progs/thread_peer.c) begins to wait, its peer launch
 # 2.5 s later; meanwhile whole_wait is killed, and its release frees and unregisters all it
 # held, its segment too.
-# Through a server with the quiet context (the default) thread_peer passes and the log says
-# the quiet context was made; through one with MPSSHIM_QUIET_CONTEXT=0 thread_peer's kernel
-# gives up (the hold this test is about, shown to be there). On the CPU test driver frees and unregistrations wait for their context's work
-# and hold launches meanwhile as the real driver's do (MPSSHIM_CPUDRV_FREE_WAITS=2); on a GPU
-# the real driver stands behind the server.
+# Through a server with the quiet context (the default) thread_peer passes and the log says the
+# quiet context was made; through one with MPSSHIM_QUIET_CONTEXT=0 thread_peer's kernel gives up
+# (the hold this test is about, shown to be there). On the CPU test driver frees and
+# unregistrations wait for their context's work and hold launches meanwhile as the real driver's
+# do (MPSSHIM_CPUDRV_FREE_WAITS=2); on a GPU the real driver stands behind the server.
 #   tests/leave_beside.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
