@@ -8,7 +8,9 @@
  * in a second context of the device (cuCtxCreate: free, unregister, freehost and load only), as a
  * helper context of the server's would; --cross: CALL's object made in the primary context
  * (registered PORTABLE), CALL made in the second context, as server/memory/quietctx.c does (unload
- * and libunload: always so with --other). Prints whether CALL waited, whether an event query, a
+ * and libunload: always so with --other); --owned: CALL's object made in the second context
+ * (PORTABLE, DEVICEMAP), used by the primary context's copies, CALL made in the second context.
+ * Prints whether CALL waited, whether an event query, a
  * stream query and the write went through, and whether CALL ended after the write. What its scratch
  * forerunners (the same steps, 2026-11-27) found on an H200 (driver 580.159.04) is why
  * server/code/codegate.c and the release streams exist: free, unregister, freehost waited and the
@@ -35,7 +37,10 @@
  * (cuOccupancyMaxActiveBlocksPerMultiprocessor of it), libglobal (cuLibraryGetGlobal of a
  * library never used in the context), unload (cuModuleUnload of a module loaded, and its
  * function's code loaded, before the hold), libunload (cuLibraryUnload of a library whose
- * kernel's function was got, so loaded in the context, before the hold).
+ * kernel's function was got, so loaded in the context, before the hold), libunload-cold (the
+ * same, its kernel got but never loaded in a context), ctxcreate (cuCtxCreate
+ * of a second context and its limits set at their least, as server/memory/quietctx.c does),
+ * ctxdestroy (cuCtxDestroy of a second context made before the hold, nothing run in it).
  * PTX: the kernels to load (default build/tests/kernels.ptx). Never leaves the word unwritten
  * for good: it exits once it has said what it saw (a call still waiting dies with it). */
 #define _GNU_SOURCE
@@ -46,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CK(x)                                                                                      \
@@ -58,8 +64,9 @@
     } while (0)
 
 static CUcontext ctx, ctx2; /* ctx2: CALL's context, the primary's or --other's */
+static CUcontext spare;     /* ctxdestroy's: made before the hold, nothing run in it */
 static const char *call;
-static int create, spin, launch, other, cross;
+static int create, spin, launch, other, cross, owned;
 static char *ptx;
 static CUdeviceptr word, big;
 static CUstream before, held;
@@ -120,7 +127,7 @@ static void *call_main(void *arg)
         r = cuLaunchKernel((CUfunction)kern, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
     else if (!strcmp(call, "unload"))
         r = cuModuleUnload(mod2);
-    else if (!strcmp(call, "libunload"))
+    else if (!strcmp(call, "libunload") || !strcmp(call, "libunload-cold"))
         r = cuLibraryUnload(lib2);
     else if (!strcmp(call, "loadedlaunch"))
         r = cuLaunchKernel(loaded, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
@@ -154,6 +161,20 @@ static void *call_main(void *arg)
         r = cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, kern, 0);
     } else if (!strcmp(call, "streamcreate"))
         r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    else if (!strcmp(call, "ctxcreate")) {
+        /* As server/memory/quietctx.c makes its context: limits at their least. */
+        CUcontext c, popped;
+        CUdevice d;
+        r = cuDeviceGet(&d, 0);
+        if (r == CUDA_SUCCESS) r = cuCtxCreate(&c, NULL, 0, d);
+        if (r == CUDA_SUCCESS) {
+            (void)cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 16);
+            (void)cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 4096);
+            (void)cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 4096);
+            (void)cuCtxPopCurrent(&popped);
+        }
+    } else if (!strcmp(call, "ctxdestroy"))
+        r = cuCtxDestroy(spare);
     else if (!strcmp(call, "vmm")) {
         CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                     .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
@@ -214,14 +235,16 @@ int main(int argc, char **argv)
             other = 1;
         else if (!strcmp(argv[i], "--cross"))
             other = cross = 1;
+        else if (!strcmp(argv[i], "--owned"))
+            other = owned = 1;
         else if (!call)
             call = argv[i];
         else
             file = argv[i];
     }
     if (!call) {
-        fprintf(stderr,
-                "usage: heldwait CALL [--create] [--spin] [--launch] [--other|--cross] [PTX]\n");
+        fprintf(stderr, "usage: heldwait CALL [--create] [--spin] [--launch] "
+                        "[--other|--cross|--owned] [PTX]\n");
         return 2;
     }
     FILE *f = fopen(file, "r");
@@ -251,12 +274,12 @@ int main(int argc, char **argv)
         CK(cuModuleGetFunction(&f2, mod2, "empty_kernel"));
         CK(cuFuncLoad(f2));
     }
-    if (!strcmp(call, "libunload")) {
+    if (!strcmp(call, "libunload") || !strcmp(call, "libunload-cold")) {
         CUkernel k2;
         CUfunction f2;
         CK(cuLibraryLoadData(&lib2, ptx, NULL, NULL, 0, NULL, NULL, 0));
         CK(cuLibraryGetKernel(&k2, lib2, "empty_kernel"));
-        CK(cuKernelGetFunction(&f2, k2));
+        if (!strcmp(call, "libunload")) CK(cuKernelGetFunction(&f2, k2));
     }
     CK(cuLibraryGetKernel(&kern, lib, "empty_kernel"));
     CK(cuGraphCreate(&graph, 0));
@@ -273,6 +296,11 @@ int main(int argc, char **argv)
         CK(cuGraphCreate(&kgraph, 0));
         CK(cuGraphAddKernelNode(&n, kgraph, NULL, 0, &kp));
     }
+    if (!strcmp(call, "ctxdestroy")) {
+        CUcontext popped;
+        CK(cuCtxCreate(&spare, NULL, 0, dev));
+        CK(cuCtxPopCurrent(&popped));
+    }
     ctx2 = ctx;
     if (other) {
         CK(cuCtxCreate(&ctx2, NULL, 0, dev));
@@ -280,11 +308,32 @@ int main(int argc, char **argv)
     }
     pages = aligned_alloc(4096, 1 << 20);
     if (!pages) return 2;
-    CK(cuMemHostRegister(pages, 1 << 20, other ? CU_MEMHOSTREGISTER_PORTABLE : 0));
-    CK(cuMemAllocHost(&pinned, 1 << 20));
+    CK(cuMemHostRegister(pages, 1 << 20,
+                         other ? CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP : 0));
+    if (owned)
+        CK(cuMemHostAlloc(&pinned, 1 << 20, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    else
+        CK(cuMemAllocHost(&pinned, 1 << 20));
     CK(cuMemAlloc(&big, 1 << 20));
     if (other) CK(cuCtxSynchronize());
     CK(cuCtxSetCurrent(ctx));
+    if (owned || cross) {
+        /* The pages and the pinned block used by the primary context's copies, as the
+         * server's copies use a client's segment; how fast (pinned speed, or staged). */
+        CUdeviceptr dst;
+        CK(cuMemAlloc(&dst, 1 << 20));
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (int i = 0; i < 64; i++) {
+            CK(cuMemcpyHtoDAsync(dst, i & 1 ? pinned : pages, 1 << 20, NULL));
+            CK(cuMemcpyDtoHAsync(i & 1 ? pages : pinned, dst, 1 << 20, NULL));
+        }
+        CK(cuCtxSynchronize());
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+        printf("copies in the primary context of memory made in the %s one: %.1f GB/s\n",
+               owned ? "second" : "primary", 128.0 * (1 << 20) / s / 1e9);
+    }
     CK(cuMemAlloc(&word, 4));
     CK(cuMemsetD32(word, 0, 1));
     CK(cuStreamCreate(&before, CU_STREAM_NON_BLOCKING));
@@ -320,6 +369,7 @@ int main(int argc, char **argv)
     printf("%-14s %-8s%s%s%s: it %s; an event and a stream query %s; the %s %s; it %s (error %d)\n",
            call, create ? "--create" : "", spin ? " --spin" : "", launch ? " --launch" : "",
            cross   ? " --cross"
+           : owned ? " --owned"
            : other ? " --other"
                    : "",
            waited ? "WAITED" : "did not wait", atomic_load(&query_done) ? "went through" : "WAITED",
