@@ -6,7 +6,8 @@
 # memory waited in the driver for a bystander's stream held so, while the bystander's worker
 # was held in the driver behind it: both stopped for good (tests/managed_kill.sh). The server
 # now lets such calls wait outside the driver until no client-held wait is pending.
-# Here tests/whole_wait unregister sets up; tests/hostfn_fault queues a 2 s kernel and a host
+# Here (in the shared context: MPSSHIM_QUIET_CONTEXT=0; in the quiet context, the default,
+# an unregistration waits for nothing) tests/whole_wait unregister sets up; tests/hostfn_fault queues a 2 s kernel and a host
 # function behind it that touches the managed memory the kernel writes, then prefetches the
 # memory on the NULL stream (the server makes a stream for it); meanwhile whole_wait
 # unregisters its pages. Both must pass, the unregistration must have waited in the server
@@ -40,24 +41,38 @@ done_server() {
         kill -9 "$S" 2>/dev/null
     fi
 }
-own_dir "$2/hostfn-gate"
-rm -f "$W/go"
-MPSSHIM_CPUDRV_FREE_WAITS=1 MPSSHIM_CPUDRV_CREATE_WAITS=1 "$CTL" -d || exit 1
-S=$(server_pid)
-LOG=$MPSSHIM_LOG_DIRECTORY/server.log
-env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" unregister "$W/go" >"$W/unregister.out" 2>&1 &
-U=$!
-wait_for 30 grep -q ready "$W/unregister.out" || fail "whole_wait did not get ready: $(tail -1 "$W/unregister.out")"
-env LD_PRELOAD="$SHIM" "$B/tests/hostfn_fault" 2000 >"$W/hostfn.out" 2>&1 &
-H=$!
-wait_for 30 grep -q held "$W/hostfn.out" || fail "hostfn_fault did not get its host function queued: $(tail -1 "$W/hostfn.out")"
-touch "$W/go"
-wait "$H" || fail "hostfn_fault: $(grep -m1 FAIL "$W/hostfn.out")"
-wait "$U" || fail "whole_wait unregister: $(grep -m1 FAIL "$W/unregister.out")"
+# one_round QUIET: the scenario above through a server with MPSSHIM_QUIET_CONTEXT=QUIET.
+one_round() {
+    own_dir "$2/hostfn-gate-quiet$1"
+    rm -f "$W/go"
+    MPSSHIM_QUIET_CONTEXT=$1 MPSSHIM_CPUDRV_FREE_WAITS=1 MPSSHIM_CPUDRV_CREATE_WAITS=1 "$CTL" -d || exit 1
+    S=$(server_pid)
+    LOG=$MPSSHIM_LOG_DIRECTORY/server.log
+    env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" unregister "$W/go" >"$W/unregister.out" 2>&1 &
+    U=$!
+    wait_for 30 grep -q ready "$W/unregister.out" || fail "whole_wait did not get ready: $(tail -1 "$W/unregister.out")"
+    env LD_PRELOAD="$SHIM" "$B/tests/hostfn_fault" 2000 >"$W/hostfn.out" 2>&1 &
+    H=$!
+    wait_for 30 grep -q held "$W/hostfn.out" || fail "hostfn_fault did not get its host function queued: $(tail -1 "$W/hostfn.out")"
+    touch "$W/go"
+    wait "$H" || fail "hostfn_fault: $(grep -m1 FAIL "$W/hostfn.out")"
+    wait "$U" || fail "whole_wait unregister: $(grep -m1 FAIL "$W/unregister.out")"
+}
+# In the shared context (MPSSHIM_QUIET_CONTEXT=0, or where the quiet context cannot be made)
+# the unregistration waits for every stream there: it must have waited in the server, at the
+# gate (else nothing is tested).
+one_round 0 "$2"
 grep -q "Client process $U: unregistering host memory on device 0 waits until no client's stream waits" "$LOG" ||
     fail "the unregistration did not wait in the server (nothing tested)"
 done_server
 [ $rc = 0 ] && echo "ok a host function's page fault served while another client's unregistration waited for every stream"
+# Registered and unregistered in the quiet context (server/memory/quietctx.c) it waits for
+# nothing, so not at the gate either.
+one_round 1 "$2"
+grep -q "Client process $U: unregistering host memory" "$LOG" &&
+    fail "an unregistration in the quiet context waited at the gate: $(grep "Client process $U: unregistering" "$LOG" | head -1)"
+done_server
+[ $rc = 0 ] && echo "ok an unregistration in the quiet context waits for no other client's stream"
 
 # The same process's own call that waits for every stream, made while its host function is
 # still to run: an unregistration, a module load, a function got (its code loaded then), a
@@ -81,7 +96,9 @@ done_server
 if [ "$GPU" = 0 ]; then
     own_dir "$2/hostfn-gate-bound"
     rm -f "$W/go"
-    MPSSHIM_RELEASE_TIMEOUT=1 "$CTL" -d || exit 1
+    # The gate's bound is for unregistrations in the shared context (quietctx.c: where the
+    # quiet context cannot be made).
+    MPSSHIM_QUIET_CONTEXT=0 MPSSHIM_RELEASE_TIMEOUT=1 "$CTL" -d || exit 1
     S=$(server_pid)
     LOG=$MPSSHIM_LOG_DIRECTORY/server.log
     # whole_wait first: its code load would wait for the stuck host function.
@@ -116,7 +133,7 @@ if [ "$GPU" = 0 ]; then
     # its last kernel. Before, the unregistration waited for the kernel.
     own_dir "$2/hostfn-gate-abandoned"
     rm -f "$W/go"
-    MPSSHIM_RELEASE_TIMEOUT=1 "$CTL" -d || exit 1
+    MPSSHIM_QUIET_CONTEXT=0 MPSSHIM_RELEASE_TIMEOUT=1 "$CTL" -d || exit 1
     S=$(server_pid)
     LOG=$MPSSHIM_LOG_DIRECTORY/server.log
     CUDA_VISIBLE_DEVICES=1 env LD_PRELOAD="$SHIM" "$B/tests/runaway" 60 --hostfn >"$W/runaway.out" 2>&1 ||

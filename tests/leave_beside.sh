@@ -6,18 +6,21 @@
 # holds launches into the context while it waits (an H200, driver 580.159.04: tools/heldwait
 # unregister --spin --launch), so the waiting kernel's peer launch stayed held until the
 # kernel gave up: thread_peer failed in the GPU tier whenever the program before it was still
-# being released. The server now unregisters a departed client's host memory in a context of
-# its own, where nothing is waited for.
-# Here: whole_wait nocode sets up (device memory, registered pages, pinned memory; no code: a
-# client's load of code still waits for the whole device and holds launches, codegate.c, and
-# its unload was not probed) and waits; thread_peer sync (tests/progs/thread_peer.c) begins to wait, its peer launch
-# 2.5 s later; meanwhile whole_wait is killed, and its release frees and unregisters all it
-# held, its segment too.
-# Through a server with the quiet context (the default) thread_peer passes and the log says the
-# quiet context was made; through one with MPSSHIM_QUIET_CONTEXT=0 thread_peer's kernel gives up
-# (the hold this test is about, shown to be there). On the CPU test driver frees and
-# unregistrations wait for their context's work and hold launches meanwhile as the real driver's
-# do (MPSSHIM_CPUDRV_FREE_WAITS=2); on a GPU the real driver stands behind the server.
+# being released. The server now registers all host memory in a context of its own and unregisters it there,
+# where nothing is waited for (server/memory/quietctx.c).
+# Here: whole_wait nocode sets up (device memory, registered pages and pinned memory; no code)
+# and waits; thread_peer sync (tests/progs/thread_peer.c) begins to wait, its peer launch 2.5 s
+# later; meanwhile whole_wait is killed, and its release frees and unregisters all it held, its
+# segment too. Through a server with the quiet context (the default) thread_peer passes and the
+# log says the quiet context was made; through one with MPSSHIM_QUIET_CONTEXT=0 thread_peer's
+# kernel gives up (the hold this test is about, shown to be there).
+# Then whole_wait libcode, whose library's kernel ran: a library's unload whose code was loaded
+# in the context holds launches so too (heldwait libunload --spin --launch), and the server
+# keeps such libraries until no client is left (server/code/unloads.c). Its own unload and its
+# release's must let thread_peer pass; with MPSSHIM_KEEP_LIBRARIES=0 its own unload must not.
+# On the CPU test driver frees, unregistrations and such unloads wait for their context's work
+# and hold launches meanwhile as the real driver's do (MPSSHIM_CPUDRV_FREE_WAITS=2); on a GPU
+# the real driver stands behind the server.
 #   tests/leave_beside.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
@@ -26,42 +29,73 @@ B=$(cd "$1" && pwd)
 real_driver_if_gpu
 export MPSSHIM_SERVER_PER_GPU=0 # one server: the one whose release is tested
 rc=0
-# one_round NAME WORKDIR QUIET: a server of its own (MPSSHIM_QUIET_CONTEXT=QUIET), thread_peer
-# beside a client that leaves; thread_peer's exit status, its output in
-# WORKDIR/leave_beside/peer-NAME.out.
+# one_round NAME WORKDIR MODE HOW SETTING...: a server of its own (with the settings given:
+# VAR=VALUE), thread_peer beside a client (whole_wait MODE) that leaves (HOW: kill, or go: it
+# makes its last call, then exits); thread_peer's exit status, its output in
+# WORKDIR/leave_beside/peer-NAME.out, the server's log in LOG1.
 one_round() {
-    own_dir "$2/leave_beside/$1"
-    MPSSHIM_QUIET_CONTEXT=$3 MPSSHIM_CPUDRV_FREE_WAITS=2 "$CTL" -d || { fail "$1: no server"; return 1; }
+    local name=$1 dir=$2 mode=$3 how=$4
+    shift 4
+    own_dir "$dir/leave_beside/$name"
+    env "$@" MPSSHIM_CPUDRV_FREE_WAITS=2 "$CTL" -d || { fail "$name: no server"; return 1; }
     rm -f "$W/go"
-    env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" nocode "$W/go" >"$W/leaver.out" 2>&1 &
+    env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" "$mode" "$W/go" >"$W/leaver.out" 2>&1 &
     local X=$! P prc
-    wait_for 30 grep -q ready "$W/leaver.out" || fail "$1: whole_wait did not get ready"
+    wait_for 30 grep -q ready "$W/leaver.out" || fail "$name: whole_wait did not get ready"
     THREAD_PEER_DELAY_MS=2500 env LD_PRELOAD="$SHIM" "$B/tests/thread_peer" sync \
         >"$W/peer.out" 2>&1 &
     P=$!
-    wait_for 30 grep -q "waiting: sync" "$W/peer.out" || fail "$1: thread_peer did not begin to wait"
-    kill -9 "$X"
-    wait "$X" 2>/dev/null
+    wait_for 30 grep -q "waiting: sync" "$W/peer.out" || fail "$name: thread_peer did not begin to wait"
+    if [ "$how" = kill ]; then
+        kill -9 "$X"
+        wait "$X" 2>/dev/null
+    else
+        touch "$W/go"
+    fi
     wait "$P"
     prc=$?
-    cp "$W/peer.out" "$2/leave_beside/peer-$1.out"
+    [ "$how" = kill ] || wait "$X" || fail "$name: whole_wait $mode: $(grep -m1 FAIL "$W/leaver.out")"
+    cp "$W/peer.out" "$dir/leave_beside/peer-$name.out"
     LOG1=$MPSSHIM_LOG_DIRECTORY/server.log
-    stop_server 20 || fail "$1: the server did not quit"
+    wait_for 30 no_clients || fail "$name: clients left"
+    if [ "$mode" = libcode ] && [ "$how" = kill ]; then
+        # The library its release kept goes once no client is left (unloads.c).
+        wait_for 10 grep -q "Unloaded 1 libraries kept" "$LOG1" ||
+            fail "$name: the library kept was not unloaded once no client was left"
+    fi
+    stop_server 20 || fail "$name: the server did not quit"
     return $prc
 }
-if one_round quiet "$2" 1; then
+if one_round quiet "$2" nocode kill MPSSHIM_QUIET_CONTEXT=1; then
     grep -q "Quiet context made" "$LOG1" ||
-        fail "quiet: the server did not unregister the departed client's memory in its quiet context"
+        fail "quiet: the server did not register the client's memory in its quiet context"
     echo "quiet: thread_peer's peer launch went on while another client left"
 else
     fail "quiet: thread_peer: $(grep -m1 FAIL "$2/leave_beside/peer-quiet.out")"
 fi
-if one_round shared "$2" 0; then
+if one_round shared "$2" nocode kill MPSSHIM_QUIET_CONTEXT=0; then
     fail "shared: thread_peer passed with the unregistrations in the shared context: the hold is not there to test"
 else
     grep -q "gave up" "$2/leave_beside/peer-shared.out" ||
         fail "shared: thread_peer failed otherwise: $(grep -m1 FAIL "$2/leave_beside/peer-shared.out")"
     echo "shared: as before, the leaving client's unregistration held the peer launch until the kernel gave up"
+fi
+# A client whose library's code ran: its own unload (cudart's at a program's exit), and its
+# release's when it is killed, kept until no client is left (server/code/unloads.c); with
+# MPSSHIM_KEEP_LIBRARIES=0 its own unload holds the peer launch as before.
+for how in go kill; do
+    if one_round "library-$how" "$2" libcode "$how" MPSSHIM_KEEP_LIBRARIES=1; then
+        echo "library-$how: thread_peer's peer launch went on while another client's library was let go of"
+    else
+        fail "library-$how: thread_peer: $(grep -m1 FAIL "$2/leave_beside/peer-library-$how.out")"
+    fi
+done
+if one_round library-at-once "$2" libcode go MPSSHIM_KEEP_LIBRARIES=0; then
+    fail "library-at-once: thread_peer passed with the library unloaded at once: the hold is not there to test"
+else
+    grep -q "gave up" "$2/leave_beside/peer-library-at-once.out" ||
+        fail "library-at-once: thread_peer failed otherwise: $(grep -m1 FAIL "$2/leave_beside/peer-library-at-once.out")"
+    echo "library-at-once: as before, the library's unload held the peer launch until the kernel gave up"
 fi
 [ $rc = 0 ] && echo "PASS a client that leaves holds up no other client's launches"
 exit $rc

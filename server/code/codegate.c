@@ -55,9 +55,9 @@
 #include "server/core/streamrec.h"
 #include "server/core/registry.h"
 #include "server/code/codegate.h"
+#include "server/code/unloads.h"
 #include "server/code/launch.h"
 #include "server/core/clients.h"
-#include "server/memory/quietctx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,15 +338,7 @@ void srv_codegate_whole_end(uint64_t entered)
 CUresult srv_gated_unregister(struct srv_client *c, void *p)
 {
     uint64_t g = srv_codegate_whole_begin(c, "unregistering host memory");
-    /* A departed client's range, all its work drained, no other connection of its process
-     * served: unregistered where no other client's GPU work is waited for (quietctx.c). Gated
-     * all the same: with the gate passed by, a release that came there while another client's
-     * host function waited for that client's worker went no further than the quiet context's
-     * making, and the host function never returned (an H200: tests/hostfn_gate.sh's `--own
-     * getfunc`; which driver call held them was not caught). */
-    CUresult r;
-    if (!(c && c->drained && !srv_client_pid_shared(c) && srv_quiet_unregister(p, &r)))
-        r = DRV(cuMemHostUnregister)(p);
+    CUresult r = DRV(cuMemHostUnregister)(p);
     srv_codegate_whole_end(g);
     return r;
 }
@@ -458,6 +450,7 @@ int srv_codegate_call_begin(struct srv_client *c, struct srv_call *k, CUresult *
     for (int i = 0; i < k->d->nparams; i++) {
         int lib;
         struct srv_obj *o = code_obj(c, k, i, &lib);
+        srv_library_hot(o); /* the call may load its code (unloads.c) */
         if (!o || (!lib && (o->aux & (1ull << dev)))) continue;
         if (lib || !c->cur || c->cur->device != dev)
             whole = 1;

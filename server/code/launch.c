@@ -8,6 +8,7 @@
 #include "server/core/reply.h"
 #include "server/code/codegate.h"
 #include "server/code/launch.h"
+#include "server/code/unloads.h"
 #include "server/code/seqgraph.h"
 #include "server/core/queue.h"
 #include "server/core/clients.h"
@@ -56,6 +57,7 @@ CUresult srv_kernel_loaded(struct srv_client *c, struct srv_obj *k, int dev)
     res = DRV(cuKernelGetFunction)(&f, (CUkernel)(uintptr_t)k->key.value);
     srv_codegate_leave(dev);
     if (res == CUDA_SUCCESS) k->aux |= bit;
+    srv_library_hot(k);  /* its library's unload may wait now (unloads.c) */
     return CUDA_SUCCESS; /* a failure is the launch's to report */
 }
 

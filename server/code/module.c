@@ -8,6 +8,7 @@
 #include "server/core/reply.h"
 #include "server/code/codegate.h"
 #include "server/code/module.h"
+#include "server/code/unloads.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,14 +46,14 @@ static uint8_t *take_blob(struct srv_client *c, uint64_t size, CUresult *err)
  * and the server 400 MiB more. So an image is loaded whole only while the client's budget
  * (MPSSHIM_EAGER_KERNELS kernels, 256 by default; 0: none) covers it; a larger one, and
  * everything past the budget, stays lazy. */
-static void eager_load(struct srv_client *c, CUlibrary lib, CUmodule mod)
+static int eager_load(struct srv_client *c, CUlibrary lib, CUmodule mod)
 {
     unsigned n = 0;
     CUresult r =
         lib ? DRV(cuLibraryGetKernelCount)(&n, lib) : DRV(cuModuleGetFunctionCount)(&n, mod);
-    if (r != CUDA_SUCCESS || n == 0 || n > c->eager_left) return;
+    if (r != CUDA_SUCCESS || n == 0 || n > c->eager_left) return 0;
     void **h = calloc(n, sizeof(*h));
-    if (!h) return;
+    if (!h) return 0;
     r = lib ? DRV(cuLibraryEnumerateKernels)((CUkernel *)h, n, lib)
             : DRV(cuModuleEnumerateFunctions)((CUfunction *)h, n, mod);
     for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++) {
@@ -63,6 +64,7 @@ static void eager_load(struct srv_client *c, CUlibrary lib, CUmodule mod)
     }
     if (r == CUDA_SUCCESS) c->eager_left -= n;
     free(h);
+    return 1; /* some of its code may be loaded (unloads.c) */
 }
 
 void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -133,11 +135,13 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
         res = DRV(cuModuleLoadFatBinary)(&mod, image);
     else /* CHAN_IMAGE_LIBRARY: kind is one of the three (its %payload line) */
         res = DRV(cuLibraryLoadData)(&lib, image, opts, vals, n, NULL, NULL, 0);
-    if (res == CUDA_SUCCESS) eager_load(c, lib, mod);
+    int loaded = res == CUDA_SUCCESS && eager_load(c, lib, mod);
     srv_codegate_leave(gdev);
     if (res == CUDA_SUCCESS) {
         uint64_t h = lib ? (uint64_t)(uintptr_t)lib : (uint64_t)(uintptr_t)mod;
-        if (srv_obj_add(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, h, 1, NULL)) {
+        struct srv_obj *o = srv_obj_add(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, h, 1, NULL);
+        if (o) {
+            if (loaded) srv_library_hot(o);
             rep.handle = h;
         } else {
             lib ? DRV(cuLibraryUnload)(lib) : DRV(cuModuleUnload)(mod);
@@ -168,7 +172,24 @@ static CUresult unload_before(struct srv_client *c, struct srv_call *k)
     return srv_streams_drain(c, 0) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-const struct srv_hook srv_hook_module_unload = {.before = unload_before};
+/* A library whose code ran may be kept loaded (unloads.c); a module is unloaded. */
+static CUresult unload_call(struct srv_client *c, struct srv_call *k)
+{
+    struct srv_obj *o =
+        k->id == SHIM_ID_cuLibraryUnload ? srv_obj_find(c, SHIM_HT_CUlibrary, k->a.val[0]) : NULL;
+    return o ? srv_library_unload(o) : k->drive(k);
+}
+
+const struct srv_hook srv_hook_module_unload = {.before = unload_before, .call = unload_call};
+
+/* A departed client's library (cuda_symbols.txt: release=library). */
+void srv_release_library(struct srv_client *c, struct srv_obj *o)
+{
+    CUresult r = srv_library_unload(o);
+    if (r != CUDA_SUCCESS)
+        srv_log("Client process %d: releasing a CUlibrary failed with %s", (int)c->pid,
+                srv_errname(r));
+}
 
 uint32_t srv_func_describe(struct srv_client *c, uint64_t h, int is_kernel, uint8_t *out,
                            uint32_t room, CUresult *err)
@@ -257,6 +278,7 @@ void srv_op_get_function(struct srv_client *c, const struct chan_rec *r, uint8_t
         key = (uint64_t)(uintptr_t)f;
         if (res == CUDA_SUCCESS && gdev >= 0 && gdev < 64) /* loaded there (launch.c) */
             owner->aux |= 1ull << gdev;
+        srv_library_hot(owner);
     } else {
         int lib = m.kind == CHAN_H_LIBRARY;
         owner = srv_obj_find(c, lib ? SHIM_HT_CUlibrary : SHIM_HT_CUmodule, m.handle);

@@ -27,6 +27,7 @@
 #include "server/memory/quietctx.h"
 #include "server/code/procaddr.h"
 #include "server/code/seqgraph.h"
+#include "server/code/unloads.h"
 #include "server/handover/recycle.h"
 #include "server/core/spin.h"
 #include "server/control/settings.h"
@@ -557,7 +558,7 @@ static int serve_clients(struct start *st)
         if (!srv_clients_live()) {
             if (srv.device_vmm && srv_arena_cached()) srv_arena_trim();
             srv_limits_idle();
-            srv_quiet_idle(); /* quietctx.c */
+            srv_unloads_idle(); /* libraries kept (unloads.c) */
         }
         /* Before accepting anything: a successor that is ready serves what arrives from now
          * on (a control command must not reach this faulted server once it has said so). */

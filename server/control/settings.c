@@ -71,6 +71,7 @@ void srv_settings_driver(int *pool_asked)
     *pool_asked = (int)chan_setting_num(CHAN_SET_DEVICE_POOL);
     srv.device_pool = !srv.device_vmm && *pool_asked;
     srv.quiet_context = (int)chan_setting_num(CHAN_SET_QUIET_CONTEXT);
+    srv.keep_libraries = (int)chan_setting_num(CHAN_SET_KEEP_LIBRARIES);
 }
 
 void srv_settings_limits(void)

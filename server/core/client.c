@@ -5,6 +5,7 @@
 #include "server/core/segment.h"
 #include "server/core/devctx.h"
 #include "server/code/codegate.h"
+#include "server/memory/quietctx.h"
 #include "server/core/streamrec.h"
 #include "server/core/log.h"
 #include "server/core/waits.h"
@@ -324,7 +325,7 @@ static void cleanup(struct srv_client *c)
         uint32_t alive = 0;
         atomic_compare_exchange_strong(&c->ch.shm->dead, &alive, CHAN_DEAD_GONE);
         if (!c->left_running) {
-            if (c->shm_registered) srv_gated_unregister(c, c->shm);
+            if (c->shm_registered) srv_host_unregister(c, c->shm);
             /* Under clients_lock: srv_client_alert writes into the segments of the clients
              * it finds in the list from other threads. */
             pthread_mutex_lock(&srv.clients_lock);

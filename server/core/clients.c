@@ -140,22 +140,15 @@ void srv_clients_watch(void)
     pthread_mutex_unlock(&srv.clients_lock);
 }
 
-/* 1 while a client of process `pid` other than `except` (NULL: none) is still being served or
- * released. */
-static int pid_served(pid_t pid, const struct srv_client *except)
+/* 1 while a client of process `pid` is still being served or released. */
+static int pid_pending(pid_t pid)
 {
     int any = 0;
     pthread_mutex_lock(&srv.clients_lock);
     for (struct srv_client *x = srv.clients; x && !any; x = x->next)
-        any = x != except && x->pid == pid && atomic_load(&x->connected) &&
-              !atomic_load(&x->finished);
+        any = x->pid == pid && atomic_load(&x->connected) && !atomic_load(&x->finished);
     pthread_mutex_unlock(&srv.clients_lock);
     return any;
-}
-
-int srv_client_pid_shared(const struct srv_client *c)
-{
-    return pid_served(c->pid, c);
 }
 
 void srv_client_alert(struct srv_client *c)
@@ -193,7 +186,7 @@ int srv_client_terminate(pid_t pid)
     pthread_mutex_unlock(&srv.clients_lock);
     /* Entries are freed only by srv_client_start's reaping once finished: look the client
      * up again each time rather than keep a pointer. */
-    while (n && pid_served(pid, NULL) && !atomic_load(&srv.quitting))
+    while (n && pid_pending(pid) && !atomic_load(&srv.quitting))
         usleep(10 * 1000);
     return n;
 }

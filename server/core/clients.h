@@ -25,9 +25,6 @@ void srv_client_hangup(struct srv_client *c);
  * replaying, its calls fail with CUDA_ERROR_MPS_CLIENT_TERMINATED) and waits until the
  * server has released everything they held. Returns how many clients it terminated. */
 int srv_client_terminate(pid_t pid);
-/* 1 while another connection of c's process is served or released here (its work may
- * touch what c's process allocated through c). */
-int srv_client_pid_shared(const struct srv_client *c);
 /* Moves the client's alert word (chan_shm.alert): an answer it keeps may have changed
  * without a record of its own. Caller: c's worker, or a thread holding srv.clients_lock
  * that found c in the list (cleanup unmaps the segment under that lock). */

@@ -399,7 +399,6 @@ void srv_release(struct srv_client *c, uint32_t ctx)
         leave_running(c, ctx);
         return;
     }
-    if (!ctx) c->drained = 1; /* nothing of its runs: quietctx.c */
 
     /* The roots of what goes: objects of the context none of whose ancestors goes too
      * (those are released with their ancestor). Collected first, since a release frees

@@ -143,9 +143,6 @@ struct srv_client {
      * still fire its host functions into this struct and the segment, or copy through the
      * segment's slots, so neither is ever freed or unmapped. */
     int left_running;
-    /* Its release drained all its work (registry.c): nothing of its runs, so its host memory
-     * may be unregistered where the driver does not check that (quietctx.c). */
-    int drained;
     struct srv_memops *memops; /* stream waits it enqueued (memops.c) */
     struct srv_tmaps *tmaps;   /* tensor maps it was handed (tensormap.c); NULL until one */
     /* Blocks its small migrating managed allocations share (migrate.c); each goes with its
@@ -272,7 +269,8 @@ struct srv {
      * so nothing that waits for the whole device is done when idle (srv_limits_idle). */
     _Atomic int left_running_any;
     _Atomic int draining; /* quit -t: new clients are refused while the others finish */
-    int quiet_context;    /* MPSSHIM_QUIET_CONTEXT: departed clients' host memory (quietctx.c) */
+    int quiet_context;    /* MPSSHIM_QUIET_CONTEXT: host memory's own context (quietctx.c) */
+    int keep_libraries;   /* MPSSHIM_KEEP_LIBRARIES: unloads that wait, put off (unloads.c) */
 };
 extern struct srv srv;
 

@@ -21,6 +21,7 @@
 #include "server/core/window.h"
 #include "server/core/driver.h"
 #include "server/core/zone.h"
+#include "server/memory/quietctx.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -141,8 +142,8 @@ int srv_window_share(uint64_t size, uint64_t avoid, uint64_t *addr)
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0 &&
         mmap((void *)(uintptr_t)*addr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
              0) != MAP_FAILED &&
-        DRV(cuMemHostRegister_v2)((void *)(uintptr_t)*addr, size,
-                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+        srv_host_register((void *)(uintptr_t)*addr, size,
+                          CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
             CUDA_SUCCESS)
         return fd;
     if (fd >= 0) close(fd);

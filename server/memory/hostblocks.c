@@ -25,7 +25,7 @@
  *
  * Owned by the client's worker, like its streams. */
 #include "server/core/server.h"
-#include "server/code/codegate.h"
+#include "server/memory/quietctx.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/events.h"
@@ -50,7 +50,8 @@ struct srv_hblock {
     size_t used;
     CUevent ev; /* taken at open, on ev_dev; recorded at close */
     int ev_dev;
-    int reg_dev; /* the device whose context registered it */
+    int reg_dev; /* the device whose context registered it; -1: the quiet context's, which no
+                  * fault kills (quietctx.c) */
 };
 
 /* A client's blocks (c->hblocks, made at its first inline copy). Owned by the worker. */
@@ -73,7 +74,7 @@ static uint64_t cap(void)
 /* Unpins and unmaps b (its registration's context still alive when `registered`). */
 static void destroy(struct srv_client *c, struct srv_hblock *b, int registered)
 {
-    if (registered) srv_gated_unregister(c, b->p);
+    if (registered) srv_host_unregister(c, b->p);
     srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
     c->hblocks->bytes -= HB_SIZE;
     free(b);
@@ -156,12 +157,12 @@ static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
          * reads the pages it was given, the server must write those same pages. */
         if (b->p) (void)madvise(b->p, HB_SIZE, MADV_DONTFORK);
         if (!b->p ||
-            DRV(cuMemHostRegister_v2)(b->p, HB_SIZE, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
+            srv_host_register(b->p, HB_SIZE, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
             if (b->p) srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
             free(b);
             b = NULL;
         } else {
-            b->reg_dev = s->device;
+            b->reg_dev = srv_host_reg_device(s->device); /* -1: dies with no context */
             h->bytes += HB_SIZE;
         }
     }

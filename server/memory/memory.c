@@ -14,7 +14,7 @@
 #include "server/core/clientspace.h"
 #include "server/core/server.h"
 #include "server/memory/shmguard.h"
-#include "server/code/codegate.h"
+#include "server/memory/quietctx.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
@@ -111,7 +111,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if ((fd = srv_window_share(size, m.avoid, &addr)) < 0) goto fail;
     struct srv_obj *o = srv_range_add(c, type, addr, m.bytes, 1, NULL);
     if (!o) {
-        srv_gated_unregister(c, (void *)(uintptr_t)addr);
+        srv_host_unregister(c, (void *)(uintptr_t)addr);
         goto fail;
     }
     o->aux = size;
@@ -122,7 +122,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (chan_send_fd(c->sock, &one, 1, fd) != 0) {
         srv_obj_destroyed(c, o);
         taken = 1;
-        srv_gated_unregister(c, (void *)(uintptr_t)addr);
+        srv_host_unregister(c, (void *)(uintptr_t)addr);
         res = CUDA_ERROR_OPERATING_SYSTEM;
         goto fail;
     }
@@ -158,7 +158,7 @@ void srv_release_pinned(struct srv_client *c, struct srv_obj *o)
 {
     srv_account_pinned_give(c, pinned_bytes(o));
     srv_memops_unmapping(c, o->key.value, pinned_bytes(o));
-    srv_gated_unregister(c, (void *)(uintptr_t)o->key.value);
+    srv_host_unregister(c, (void *)(uintptr_t)o->key.value);
     int guard = (int)((o->aux & PINNED_GUARD) >> PINNED_GUARD_SHIFT) - 1;
     if (guard >= 0) c->shm_guards--;
     if (guard >= 0 && srv_shmguard_drop(guard))
@@ -305,7 +305,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     }
     unsigned fl = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                   (m->flags & CU_MEMHOSTREGISTER_READ_ONLY);
-    CUresult r = DRV(cuMemHostRegister_v2)(want, m->bytes, fl);
+    CUresult r = srv_host_register(want, m->bytes, fl);
     if (r != CUDA_SUCCESS) {
         srv_shmguard_drop(slot);
         srv_clientspace_unmap(m->addr, m->bytes);
@@ -314,7 +314,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     }
     struct srv_obj *o = srv_range_add(c, SHIM_HT_MEM_PINNED, m->addr, m->bytes, 1, NULL);
     if (!o) {
-        srv_gated_unregister(c, want);
+        srv_host_unregister(c, want);
         srv_shmguard_drop(slot);
         srv_clientspace_unmap(m->addr, m->bytes);
         srv_account_pinned_give(c, m->bytes);

@@ -34,7 +34,7 @@
  * (managed.c). A device without the virtual memory calls (the arena) refuses the flag with
  * CUDA_ERROR_NOT_SUPPORTED and the client makes its managed memory the older way. */
 #include "server/core/server.h"
-#include "server/code/codegate.h"
+#include "server/memory/quietctx.h"
 #include "server/core/devices.h"
 #include "server/core/driver.h"
 #include "server/core/events.h"
@@ -89,7 +89,7 @@ static void block_free(struct srv_client *c, struct srv_mblock *b)
             break;
         }
     srv_account_pinned_give(c, b->bytes);
-    srv_gated_unregister(c, (void *)(uintptr_t)b->host);
+    srv_host_unregister(c, (void *)(uintptr_t)b->host);
     srv_window_give(b->host, b->bytes);
     /* Device memory of a context a fault killed died with it (fault.c). */
     if (!srv_fault_dead(c, b->device)) {
@@ -122,7 +122,7 @@ static struct srv_mblock *block_new(struct srv_client *c, int dev, uint64_t byte
     }
     if (*fd >= 0) {
         close(*fd);
-        srv_gated_unregister(c, (void *)(uintptr_t)b->host);
+        srv_host_unregister(c, (void *)(uintptr_t)b->host);
         srv_window_give(b->host, bytes);
     }
     srv_account_pinned_give(c, bytes);

@@ -1,114 +1,142 @@
-/* The quiet context: a context of the server's own, on one of its devices, in which a departed
- * client's host memory is unregistered (its segment, its pinned allocations and registrations,
- * its staging blocks, its managed memory's host views), so that its leaving neither waits for
- * the other clients' work nor holds their launches.
+/* The quiet context: a context of the server's own, with nothing ever run in it, in which all
+ * host memory the server pins is registered and unregistered: every client's segment, its
+ * pinned allocations and registrations, its staging blocks and its managed memory's host
+ * views. So a client's unregistration, its leaving's above all, neither waits for the other
+ * clients' work nor holds their launches.
  *
- * Why: cuMemHostUnregister waits for every stream of the context current on the calling thread,
- * and while it waits the driver holds launches into that context on any other stream (H200,
- * driver 580.159.04, `tools/heldwait unregister --spin --launch`: a launch of a function loaded
- * before waited for as long as another stream's kernel ran; cuMemFree, cuMemFreeHost and a
- * module load held it so too). In the one shared context that was every client's work: a
- * client that left while another's kernel waited for that other's next launch (a collective's
- * half waiting for its peer; `tests/progs/thread_peer`) held that launch until the kernel
- * gave up (`tests/leave_beside.sh`), and by the same probe any client that left held every
- * other's launches until the work queued before its unregistration had run. Made with another
- * context current, the same unregistration of a portable registration neither waited nor held the
- * launch (`heldwait unregister --spin
- * --launch --other`, same H200): the driver waits for the current context's streams only, and
- * this one never has any.
+ * Why: cuMemHostUnregister waits for the work of the context that registered the range, and
+ * while it waits the driver holds launches into that context on any other stream (an H200,
+ * driver 580.159.04, `tools/heldwait unregister --spin --launch`: a launch of a function
+ * loaded before waited for as long as another stream's kernel ran; cuMemFreeHost alike). In
+ * the one shared context that was every client's work: a client that left while another's
+ * kernel waited for that other's next launch (a collective's half waiting for its peer;
+ * tests/progs/thread_peer) held that launch until the kernel gave up (tests/leave_beside.sh),
+ * and any client that left held every other's launches until the work queued before its
+ * unregistration had run. Where the range was registered matters, not where it is
+ * unregistered (same H200, 2026-11-30): registered in the primary context and unregistered
+ * with a second one current, the call still waited and held the launch (`--cross`);
+ * registered (PORTABLE, DEVICEMAP) in the second context, used by the primary context's
+ * copies at the same speed (42 GB/s both ways, 1 MiB copies), and unregistered there, it
+ * waited for nothing and held nothing (`unregister --owned`; `freehost --owned` of
+ * cuMemHostAlloc's memory too). A portable registration is every context's, those made later
+ * too, and its device pointer is the host pointer in each: the shared contexts use these
+ * ranges as their own.
  *
  * What the driver then no longer checks, the server must: that no work still touches the
- * range. A departed client's release has drained all its work first (registry.c: its streams,
- * its families' streams), so only ranges of a client whose release drained (c->drained) come
- * here, and only while no other connection of the same process is served (it could have work
- * reading the range: srv_client_pid_shared). Everything else is unregistered as before, in
- * the shared context, gated (codegate.c). Registrations stay where they are made: a portable
- * registration is every context's, and the quiet context never registers anything, so it can
- * be destroyed at any time without taking memory with it.
+ * range when it is unregistered. Natively cuMemHostUnregister waits for its own context's
+ * work, a process's under MPS; here every caller drains the client's own work first: a
+ * release its streams and its families' (registry.c), cuMemFreeHost and cuMemHostUnregister
+ * its streams (memory.c), a staging block is unregistered only when its copies are done
+ * (hostblocks.c). Another client's kernel that reads a client's device-mapped memory through
+ * a pointer it was never given is not waited for, as no client's kernel is kept from any
+ * address of the shared context (docs/differences.md).
  *
- * Cost: a context's device memory (bench/NOTES.md, "The quiet context": 264 MiB in a probe
- * of its own on an H200, its limits set to their least; the device's memory in use rose by
- * 37 MB in the server with it made) and up to a second to make. So it is made at the first
- * such unregistration, which the departing client's release waits for, and destroyed once
- * no client is left (the GPU tier's rows that watch the device's memory come back see it
- * gone). Not sooner: whether cuCtxDestroy waits for the device's work, which other clients'
- * running kernels would then make the main loop do, was not probed; nor while work a release
- * left running may still run (srv.left_running_any). MPSSHIM_QUIET_CONTEXT=0: never made (the
- * unregistrations stay in the shared context, as before). */
+ * One rule keeps the two places apart: while a quiet context exists every registration is in
+ * it. It is made at the first registration, which waits for it, and kept until the server's
+ * image ends (its exit, or its fresh start when idle: server/handover/recycle.c, which is
+ * what gives back a device's memory after its clients left). Where it cannot be made, or
+ * MPSSHIM_QUIET_CONTEXT=0, none ever is in this image: every registration is made in the
+ * caller's context and unregistered there, gated (codegate.c), as before. Registrations made
+ * here survive a fault of a shared context (nothing runs in this one), which the server's
+ * fault paths ask through srv_host_reg_device.
+ *
+ * Cost: a context's device memory (bench/NOTES.md, "The quiet context": 264 MiB in a probe of
+ * its own on an H200, its limits set to their least; the device's memory in use rose by 37 MB
+ * in the server with it made), and its making once, logged with how long it took. Making a
+ * context beside another client's running kernel holds nothing up (`heldwait ctxcreate
+ * --spin --launch`). */
 #include "server/memory/quietctx.h"
+#include "server/code/codegate.h"
 #include "server/core/devctx.h"
 #include "server/core/log.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static CUcontext quiet;
-static int said; /* its making failed (logged once; tried again at the next need) */
+static _Atomic(CUcontext) quiet; /* once made, the same until the image ends */
+static int failed;               /* its making failed: none in this image (under lock) */
 
-/* The context made on the first device whose shared context is (a registration is every
- * context's: any device will do, and one the server uses anyway costs no device more), its
- * limits at their least (nothing ever runs in it). */
-static CUresult make(void)
+/* The context made on the first device whose shared context is (the one the server uses
+ * anyway), device 0 where none is, its limits at their least (nothing ever runs in it). */
+static CUcontext make(void)
 {
-    CUdevice dev;
     int d = 0;
     while (d < srv.ndev && d < CHAN_MAX_DEVICES && !srv_device_made(d))
         d++;
-    if (d >= srv.ndev || d >= CHAN_MAX_DEVICES) return CUDA_ERROR_INVALID_CONTEXT;
+    if (d >= srv.ndev || d >= CHAN_MAX_DEVICES) d = 0;
+    uint64_t t0 = chan_now_ns();
+    CUdevice dev;
+    CUcontext q = NULL, popped;
     CUresult r = DRV(cuDeviceGet)(&dev, d);
-    if (r == CUDA_SUCCESS) r = DRV(cuCtxCreate_v4)(&quiet, NULL, 0, dev);
+    if (r == CUDA_SUCCESS) r = DRV(cuCtxCreate_v4)(&q, NULL, 0, dev);
     if (r != CUDA_SUCCESS) {
-        quiet = NULL;
-        if (!said) {
-            said = 1;
-            srv_log("The quiet context for departed clients' host memory could not be made (%s): "
-                    "their unregistrations wait in the shared context (server/memory/quietctx.c)",
-                    srv_errname(r));
-        }
-        return r;
+        srv_log("The quiet context for host memory could not be made (%s): host memory is "
+                "registered in the shared contexts, where its unregistration waits for every "
+                "client's work (server/memory/quietctx.c)",
+                srv_errname(r));
+        return NULL;
     }
     /* Made current by its making: the stack reservation is most of its memory. */
     (void)DRV(cuCtxSetLimit)(CU_LIMIT_STACK_SIZE, 16);
     (void)DRV(cuCtxSetLimit)(CU_LIMIT_PRINTF_FIFO_SIZE, 4096);
     (void)DRV(cuCtxSetLimit)(CU_LIMIT_MALLOC_HEAP_SIZE, 4096);
-    CUcontext popped;
     (void)DRV(cuCtxPopCurrent_v2)(&popped);
-    srv_log("Quiet context made for departed clients' host memory (goes when no client is left)");
-    return CUDA_SUCCESS;
+    srv_log("Quiet context made for host memory on device %d in %.0f ms", d,
+            (double)(chan_now_ns() - t0) / 1e6);
+    return q;
 }
 
-int srv_quiet_unregister(void *p, CUresult *res)
+/* The quiet context, made now if need be; NULL where there is none in this image. */
+static CUcontext ensure(void)
 {
-    if (!srv.quiet_context) return 0;
+    CUcontext q = atomic_load_explicit(&quiet, memory_order_acquire);
+    if (q || !srv.quiet_context) return q;
     pthread_mutex_lock(&lock);
-    int done = 0;
-    if ((quiet || make() == CUDA_SUCCESS) && DRV(cuCtxPushCurrent_v2)(quiet) == CUDA_SUCCESS) {
-        *res = DRV(cuMemHostUnregister)(p);
-        CUcontext popped;
-        (void)DRV(cuCtxPopCurrent_v2)(&popped);
-        done = 1;
+    if (!(q = atomic_load_explicit(&quiet, memory_order_relaxed)) && !failed) {
+        if ((q = make()))
+            atomic_store_explicit(&quiet, q, memory_order_release);
+        else
+            failed = 1;
     }
     pthread_mutex_unlock(&lock);
-    return done;
+    return q;
 }
 
-static void destroy(void)
+CUresult srv_host_register(void *p, size_t n, unsigned flags)
 {
-    if (quiet) (void)DRV(cuCtxDestroy_v2)(quiet);
-    quiet = NULL;
+    CUcontext q = ensure(), popped;
+    if (!q) return DRV(cuMemHostRegister_v2)(p, n, flags);
+    /* Never in the caller's context instead: one registration there and the rule above is
+     * broken. */
+    CUresult r = DRV(cuCtxPushCurrent_v2)(q);
+    if (r != CUDA_SUCCESS) return r;
+    r = DRV(cuMemHostRegister_v2)(p, n, flags | CU_MEMHOSTREGISTER_PORTABLE);
+    (void)DRV(cuCtxPopCurrent_v2)(&popped);
+    return r;
 }
 
-void srv_quiet_idle(void)
+CUresult srv_host_unregister(struct srv_client *c, void *p)
 {
-    if (atomic_load(&srv.left_running_any)) return;
-    pthread_mutex_lock(&lock);
-    destroy();
-    pthread_mutex_unlock(&lock);
+    CUcontext q = atomic_load_explicit(&quiet, memory_order_acquire), popped;
+    if (!q) return srv_gated_unregister(c, p);
+    CUresult r = DRV(cuCtxPushCurrent_v2)(q);
+    if (r != CUDA_SUCCESS) return r;
+    r = DRV(cuMemHostUnregister)(p);
+    (void)DRV(cuCtxPopCurrent_v2)(&popped);
+    return r;
+}
+
+int srv_host_reg_device(int current)
+{
+    return atomic_load_explicit(&quiet, memory_order_acquire) ? -1 : current;
 }
 
 void srv_quiet_release(void)
 {
     pthread_mutex_lock(&lock);
-    destroy();
+    CUcontext q = atomic_exchange(&quiet, NULL);
+    if (q) (void)DRV(cuCtxDestroy_v2)(q);
+    failed = 1; /* none made again on the way out */
     pthread_mutex_unlock(&lock);
 }

@@ -1,16 +1,22 @@
-/* quietctx.c: the context of the server's own where departed clients' host memory is
- * unregistered, waiting for and holding up no other client's work. */
+/* quietctx.c: the context of the server's own in which all host memory is registered and
+ * unregistered, so that an unregistration waits for and holds up no client's work. */
 #ifndef MPSSHIM_SERVER_QUIETCTX_H
 #define MPSSHIM_SERVER_QUIETCTX_H
 
 #include "server/core/server.h"
 
-/* Unregisters p, a portable registration no work can touch any more, in the quiet context
- * (made now if need be): 1, with the driver's answer in *res; 0 where there is none (off, or
- * its making failed): the caller unregisters as before. */
-int srv_quiet_unregister(void *p, CUresult *res);
-/* The main loop's tick with no client left: the quiet context goes. */
-void srv_quiet_idle(void);
+/* cuMemHostRegister of [p, p + n) with flags (and PORTABLE: every context's), in the quiet
+ * context (made now if need be); where there is none (off, or its making failed), in the
+ * context current on the calling thread. The driver's answer. */
+CUresult srv_host_register(void *p, size_t n, unsigned flags);
+/* cuMemHostUnregister of p, registered by srv_host_register. The caller has seen to it that
+ * no work of the client that held it still touches the range (its streams drained): in the
+ * quiet context the driver waits for nothing. Without one, in the current context, gated
+ * (codegate.c), waiting there as before. */
+CUresult srv_host_unregister(struct srv_client *c, void *p);
+/* The quiet context's device where one is made, else -1: a registration made now dies with
+ * no shared context (hostblocks.c). */
+int srv_host_reg_device(int current);
 /* The server's exit. */
 void srv_quiet_release(void);
 

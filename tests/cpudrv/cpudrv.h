@@ -579,7 +579,8 @@ struct cpudrv_global {
 struct cpudrv_kernel {
     struct cpudrv_obj o;
     struct cpudrv_func *f;
-    // Contexts its code was loaded in (MPSSHIM_CPUDRV_LOAD_WAITS; past 8, every one).
+    // Contexts its code was loaded in (MPSSHIM_CPUDRV_LOAD_WAITS or FREE_WAITS=2; past 8,
+    // every one).
     struct cpudrv_ctx *loaded[8];
     unsigned nloaded;
 };
@@ -604,7 +605,8 @@ struct cpudrv_module {
 struct cpudrv_library {
     struct cpudrv_obj o;
     struct cpudrv_module *mod;
-    // Contexts its module was loaded in (MPSSHIM_CPUDRV_LOAD_WAITS; past 8, every one).
+    // Contexts its module was loaded in (MPSSHIM_CPUDRV_LOAD_WAITS or FREE_WAITS=2; past 8,
+    // every one).
     struct cpudrv_ctx *loaded[8];
     unsigned nloaded;
 };
@@ -671,6 +673,8 @@ struct cpudrv_kernel *cpudrv_kernel_find(const void *h);
 // a CUkernel, and cuLibraryGetGlobal of a library, did. cpudrv_big NOT held. Else, or for
 // any other handle: CUDA_SUCCESS at once (the call's own checks report a bad handle).
 CUresult cpudrv_code_load_wait(const void *h);
+// cuLibraryUnload's wait where its code was loaded (MPSSHIM_CPUDRV_FREE_WAITS=2; ctxprops.c).
+CUresult cpudrv_library_unload_wait(struct cpudrv_library *l);
 // The same for the function a kernel node's parameters name (p may be NULL).
 CUresult cpudrv_node_load_wait(const CUDA_KERNEL_NODE_PARAMS *p);
 // Reads a whole file; CUDA_ERROR_FILE_NOT_FOUND if it cannot.

@@ -124,7 +124,8 @@ static int loaded_set(const void *h, struct cpudrv_ctx ***loaded, unsigned **n)
 
 CUresult cpudrv_code_load_wait(const void *h)
 {
-    if (!load_waits_on() || !h) return CUDA_SUCCESS;
+    // Where it was loaded is kept for cpudrv_library_unload_wait too.
+    if (!(load_waits_on() || cpudrv_free_waits() >= 2) || !h) return CUDA_SUCCESS;
     struct cpudrv_ctx *c;
     if (cpudrv_enter(&c) != CUDA_SUCCESS) return CUDA_SUCCESS;
     struct cpudrv_ctx **loaded;
@@ -134,7 +135,7 @@ CUresult cpudrv_code_load_wait(const void *h)
         done = loaded[i] == c;
     CUresult rc = CUDA_SUCCESS;
     if (!done) {
-        rc = cpudrv_ctx_wait_for_load(c);
+        rc = cpudrv_ctx_wait_for_load(c); // nothing waited for without LOAD_WAITS
         // The library may have gone while this waited: found again.
         if (!rc && loaded_set(h, &loaded, &n) && *n < 8) loaded[(*n)++] = c;
     }
@@ -146,6 +147,35 @@ CUresult cpudrv_node_load_wait(const CUDA_KERNEL_NODE_PARAMS *p)
 {
     return p ? cpudrv_code_load_wait(p->func ? (const void *)p->func : (const void *)p->kern)
              : CUDA_SUCCESS;
+}
+
+// MPSSHIM_CPUDRV_FREE_WAITS=2: cuLibraryUnload of a library whose code was loaded in a
+// context first waits for every stream of each such context, launches held meanwhile, as on
+// an H200 (driver 580.159.04, tools/heldwait libunload --spin --launch); one whose code was
+// never loaded waited for nothing (libunload-cold). cpudrv_big held, and let go of while it
+// waits: the caller finds l again after.
+CUresult cpudrv_library_unload_wait(struct cpudrv_library *l)
+{
+    if (cpudrv_free_waits() < 2) return CUDA_SUCCESS;
+    struct cpudrv_ctx *ctxs[64];
+    unsigned n = 0;
+    for (unsigned i = 0; i < l->nloaded && i < 8 && n < 64; i++)
+        ctxs[n++] = l->loaded[i];
+    for (unsigned f = 0; l->mod && l->mod->kernels && f < l->mod->nfuncs; f++) {
+        struct cpudrv_kernel *k = l->mod->kernels[f];
+        for (unsigned i = 0; k && i < k->nloaded && i < 8 && n < 64; i++)
+            ctxs[n++] = k->loaded[i];
+    }
+    for (unsigned i = 0; i < n; i++) {
+        int seen = 0;
+        for (unsigned j = 0; j < i; j++)
+            seen |= ctxs[j] == ctxs[i];
+        struct cpudrv_ctx *c;
+        if (seen || cpudrv_ctx_find((CUcontext)ctxs[i], &c) != CUDA_SUCCESS) continue;
+        CUresult rc = wait_counted(c, &whole_waits);
+        if (rc) return rc;
+    }
+    return CUDA_SUCCESS;
 }
 
 // MPSSHIM_CPUDRV_FREE_WAITS=2 holds launches during a free's wait as well, as on an H200

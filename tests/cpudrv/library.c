@@ -81,6 +81,11 @@ CUresult cuLibraryUnload(CUlibrary library)
     if (rc) return TR(rc);
     cpudrv_lock();
     struct cpudrv_library *l = cpudrv_obj_find(library, CPUDRV_K_LIBRARY);
+    if (l && (rc = cpudrv_library_unload_wait(l)) != CUDA_SUCCESS) {
+        cpudrv_unlock();
+        return TR(rc);
+    }
+    l = cpudrv_obj_find(library, CPUDRV_K_LIBRARY); // it may have gone meanwhile
     if (l) {
         cpudrv_module_destroy(l->mod);
         cpudrv_obj_unpublish(&l->o);

@@ -358,7 +358,8 @@ CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 }
 
 // MPSSHIM_CPUDRV_FREE_WAITS=1: cuMemFree, cuMemFreeHost and cuMemHostUnregister first wait
-// for all work of the current context, as the real driver's do (an H100 with driver
+// for all work of the current context (pinned memory: of the one that allocated or registered
+// it, pinned_owner), as the real driver's do (an H100 with driver
 // 580.159.04: a free waited for every kernel of the context; an H200 with the same driver: all
 // three waited for a stream blocked on cuStreamWaitValue32, bench/NOTES.md "Driver calls held
 // by a waiting stream"; made in another context of the device, none waited, tools/heldwait
@@ -473,6 +474,22 @@ CUresult cuMemAllocHost(void **pp, size_t bytesize)
     return TR(rc);
 }
 
+// cpudrv_big held: the context whose work freeing or unregistering pinned memory at p waits
+// for: the one that allocated or registered it, while it lives, else cur. As on an H200
+// (driver 580.159.04): registered in the primary context and unregistered with a second one
+// current, the call waited for the primary's work and held its launches (tools/heldwait
+// unregister --cross; cuMemFreeHost alike); registered in the second one and used by the
+// primary's copies, it waited for nothing (--owned).
+static struct cpudrv_ctx *pinned_owner(const void *p, struct cpudrv_ctx *cur)
+{
+    long i = floor_index((uintptr_t)p);
+    struct cpudrv_ctx *o;
+    if (p && i >= 0 && ranges[i].base == (uintptr_t)p && ranges[i].ctx &&
+        cpudrv_ctx_find((CUcontext)ranges[i].ctx, &o) == CUDA_SUCCESS)
+        return o;
+    return cur;
+}
+
 // Frees memory from cuMemHostAlloc/cuMemAllocHost.
 CUresult cuMemFreeHost(void *p)
 {
@@ -484,7 +501,7 @@ CUresult cuMemFreeHost(void *p)
         cpudrv_unlock();
         return TR(rc);
     }
-    struct cpudrv_ctx *c = cpudrv_free_waits() ? cpudrv_ctx_current() : NULL;
+    struct cpudrv_ctx *c = cpudrv_free_waits() ? pinned_owner(p, cpudrv_ctx_current()) : NULL;
     if (c && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
         cpudrv_unlock();
         return TR(rc);
@@ -565,7 +582,7 @@ CUresult cuMemHostUnregister(void *p)
     struct cpudrv_ctx *c;
     CUresult rc = cpudrv_enter(&c);
     if (rc) return TR(rc);
-    if (cpudrv_free_waits() && (rc = cpudrv_ctx_wait_all(c)) != CUDA_SUCCESS) {
+    if (cpudrv_free_waits() && (rc = cpudrv_ctx_wait_all(pinned_owner(p, c))) != CUDA_SUCCESS) {
         cpudrv_unlock();
         return TR(rc);
     }

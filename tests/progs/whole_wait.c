@@ -1,5 +1,5 @@
-/* whole_wait free|unregister|freehost|launches|load|graphadd|attrs|nocode GOFILE: makes one call
- * that waits for the whole device on a real driver, at a moment a test chooses
+/* whole_wait free|unregister|freehost|launches|load|graphadd|attrs|nocode|libcode GOFILE: makes one
+ * call that waits for the whole device on a real driver, at a moment a test chooses
  * (tests/waitvalue_twin.sh, tests/codegate.sh). First it sets up
  * (1 MiB of device memory, 1 MiB of its own pages registered, 1 MiB of pinned memory), runs a
  * kernel of its module (so that no code is loaded later: a load waits for the device too,
@@ -17,7 +17,9 @@
  * of which loads code in the context the first time), then launches the kernel; `nocode`
  * loads no code at all (a memset in place of the kernel) and frees everything after GOFILE:
  * a client whose release, when it is killed while it waits, has only memory to give back
- * (tests/leave_beside.sh). */
+ * (tests/leave_beside.sh); `libcode` loads no module but a library, launches its kernel (so
+ * its code is loaded in the context) and after GOFILE unloads the library, as cudart does
+ * at a program's exit (tests/leave_beside.sh). */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -34,14 +36,26 @@ int main(int argc, char **argv)
         argc == 3 && (!strcmp(argv[1], "free") || !strcmp(argv[1], "unregister") ||
                       !strcmp(argv[1], "freehost") || !strcmp(argv[1], "launches") ||
                       !strcmp(argv[1], "load") || !strcmp(argv[1], "graphadd") ||
-                      !strcmp(argv[1], "attrs") || !strcmp(argv[1], "nocode")),
-        "usage: whole_wait free|unregister|freehost|launches|load|graphadd|attrs|nocode GOFILE");
+                      !strcmp(argv[1], "attrs") || !strcmp(argv[1], "nocode") ||
+                      !strcmp(argv[1], "libcode")),
+        "usage: whole_wait free|unregister|freehost|launches|load|graphadd|attrs|nocode|libcode "
+        "GOFILE");
     CUdevice dev;
     CUcontext ctx;
     t_setup(&dev, &ctx);
-    int nocode = !strcmp(argv[1], "nocode");
-    CUmodule mod = nocode ? NULL : t_load_module("kernels.ptx");
-    CUfunction fill = nocode ? NULL : t_get_function(mod, "fill_u32");
+    int nocode = !strcmp(argv[1], "nocode"), libcode = !strcmp(argv[1], "libcode");
+    CUmodule mod = nocode || libcode ? NULL : t_load_module("kernels.ptx");
+    CUfunction fill = nocode || libcode ? NULL : t_get_function(mod, "fill_u32");
+    CUlibrary lib = NULL;
+    CUkernel kern = NULL;
+    if (libcode) { /* its kernel launched as a function below: its code loaded then */
+        size_t len;
+        void *image = t_read_kernel_file("kernels.ptx", &len);
+        CHECK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+        free(image);
+        CHECK(cuLibraryGetKernel(&kern, lib, "fill_u32"));
+        fill = (CUfunction)kern;
+    }
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, BYTES));
     void *pages = aligned_alloc(4096, BYTES);
@@ -57,8 +71,6 @@ int main(int argc, char **argv)
     else
         CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
     CHECK(cuCtxSynchronize());
-    CUlibrary lib = NULL;
-    CUkernel kern = NULL;
     int attrs = !strcmp(argv[1], "attrs");
     if (!strcmp(argv[1], "graphadd") || attrs) { /* never launched nor looked up: not loaded */
         size_t len;
@@ -128,6 +140,8 @@ int main(int argc, char **argv)
             CHECK(
                 cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
         CHECK(cuCtxSynchronize());
+    } else if (libcode) {
+        CHECK(cuLibraryUnload(lib));
     } else if (nocode || !strcmp(argv[1], "free")) {
         CHECK(cuMemFree(d));
     } else if (!strcmp(argv[1], "unregister")) {
