@@ -27,6 +27,7 @@
 #include "server/core/log.h"
 #include "server/limits/policy.h"
 #include "server/memory/memops.h"
+#include "server/memory/quietctx.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -72,6 +73,14 @@ static void *retain_one(void *arg)
     t->r = DRV(cuDeviceGet)(&dev, t->dev);
     if (t->r == CUDA_SUCCESS) t->r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[t->dev], dev);
     t->ms = (double)(chan_now_ns() - t0) / 1e6;
+    return NULL;
+}
+
+/* The quiet context made beside the retains (quietctx.c), so that no client pays for it. */
+static void *quiet_one(void *arg)
+{
+    (void)arg;
+    srv_quiet_prepare();
     return NULL;
 }
 
@@ -135,8 +144,11 @@ int srv_devctx_start(int at_first_use, int move, char *why, size_t len)
         started[i] = srv.ndev > 1 && pthread_create(&th[i], NULL, retain_one, &t[i]) == 0;
         if (!started[i]) retain_one(&t[i]);
     }
+    pthread_t qt;
+    int quiet_started = pthread_create(&qt, NULL, quiet_one, NULL) == 0;
     for (int i = 0; i < srv.ndev; i++)
         if (started[i]) pthread_join(th[i], NULL);
+    if (quiet_started) pthread_join(qt, NULL); /* else made at the first registration */
     for (int i = 0; i < srv.ndev; i++)
         if (t[i].r != CUDA_SUCCESS) {
             /* The others' retains are undone: this start ends here. */

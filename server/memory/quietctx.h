@@ -17,6 +17,9 @@ CUresult srv_host_unregister(struct srv_client *c, void *p);
 /* The quiet context's device where one is made, else -1: a registration made now dies with
  * no shared context (hostblocks.c). */
 int srv_host_reg_device(int current);
+/* Makes the quiet context now, where it is to be made at all (the server's start, beside the
+ * shared contexts' retains: devctx.c). */
+void srv_quiet_prepare(void);
 /* The server's exit. */
 void srv_quiet_release(void);
 
