@@ -144,11 +144,8 @@ int srv_devctx_start(int at_first_use, int move, char *why, size_t len)
         started[i] = srv.ndev > 1 && pthread_create(&th[i], NULL, retain_one, &t[i]) == 0;
         if (!started[i]) retain_one(&t[i]);
     }
-    pthread_t qt;
-    int quiet_started = pthread_create(&qt, NULL, quiet_one, NULL) == 0;
     for (int i = 0; i < srv.ndev; i++)
         if (started[i]) pthread_join(th[i], NULL);
-    if (quiet_started) pthread_join(qt, NULL); /* else made at the first registration */
     for (int i = 0; i < srv.ndev; i++)
         if (t[i].r != CUDA_SUCCESS) {
             /* The others' retains are undone: this start ends here. */
@@ -164,6 +161,16 @@ int srv_devctx_start(int at_first_use, int move, char *why, size_t len)
         atomic_store_explicit(&made[i], 1, memory_order_release);
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]); /* the starting thread's, as every server had it */
+    /* The quiet context (quietctx.c) made after the retains, which it would slow (a fault's
+     * successor is timed by them: tests/fault.sh), and not waited for: a registration
+     * meanwhile waits for it there (else made at the first registration). */
+    pthread_t qt;
+    pthread_attr_t qa;
+    if (pthread_attr_init(&qa) == 0) {
+        pthread_attr_setdetachstate(&qa, PTHREAD_CREATE_DETACHED);
+        (void)pthread_create(&qt, &qa, quiet_one, NULL);
+        pthread_attr_destroy(&qa);
+    }
     return 0;
 }
 

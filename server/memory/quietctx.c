@@ -32,20 +32,21 @@
  * address of the shared context (docs/differences.md).
  *
  * One rule keeps the two places apart: while a quiet context exists every registration is in
- * it. It is made at the server's start beside the shared contexts (devctx.c: 0.63-0.67 s on an
- * H200, alone; no client waits for it), or where those are made at first use, at the first
- * registration, which waits for it; and kept until the server's image ends (its exit, or its fresh
- * start when idle: server/handover/recycle.c, which is what gives back a device's memory after its
- * clients left). Where it cannot be made, or MPSSHIM_QUIET_CONTEXT=0, none ever is in this image:
- * every registration is made in the caller's context and unregistered there, gated (codegate.c), as
- * before. Registrations made here survive a fault of a shared context (nothing runs in this one),
- * which the server's fault paths ask through srv_host_reg_device.
+ * it. It is made at the server's start, in a thread of its own once the shared contexts are
+ * (devctx.c; 0.46-1.6 s on an H200), a registration meanwhile waiting for it, or where those
+ * are made at first use, at the first registration, which waits for it; and kept until the server's
+ * image ends (its exit, or its fresh start when idle: server/handover/recycle.c, which is what
+ * gives back a device's memory after its clients left). Where it cannot be made, or
+ * MPSSHIM_QUIET_CONTEXT=0, none ever is in this image: every registration is made in the caller's
+ * context and unregistered there, gated (codegate.c), as before. Registrations made here survive a
+ * fault of a shared context (nothing runs in this one), which the server's fault paths ask through
+ * srv_host_reg_device.
  *
- * Cost: a context's device memory (bench/NOTES.md, "The quiet context": 264 MiB in a probe of
- * its own on an H200, its limits set to their least; the device's memory in use rose by 37 MB
- * in the server with it made), and its making once per image, logged with how long it took. Making
- * a context beside another client's running kernel holds nothing up (`heldwait ctxcreate
- * --spin --launch`). */
+ * Cost: a context's device memory, about 270 MiB on an H200 (bench/NOTES.md, "The quiet
+ * context": the server's memory in use at start 842924032 bytes with it, 559480832 without;
+ * a probe of its own, 264 MiB with its limits at their least), and its making once per image,
+ * logged with how long it took. Making a context beside another client's running kernel
+ * holds nothing up (`heldwait ctxcreate --spin --launch`). */
 #include "server/memory/quietctx.h"
 #include "server/code/codegate.h"
 #include "server/core/devctx.h"
