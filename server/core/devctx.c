@@ -27,7 +27,6 @@
 #include "server/core/log.h"
 #include "server/limits/policy.h"
 #include "server/memory/memops.h"
-#include "server/memory/quietctx.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -73,14 +72,6 @@ static void *retain_one(void *arg)
     t->r = DRV(cuDeviceGet)(&dev, t->dev);
     if (t->r == CUDA_SUCCESS) t->r = DRV(cuDevicePrimaryCtxRetain)(&srv.ctx[t->dev], dev);
     t->ms = (double)(chan_now_ns() - t0) / 1e6;
-    return NULL;
-}
-
-/* The quiet context made beside the retains (quietctx.c), so that no client pays for it. */
-static void *quiet_one(void *arg)
-{
-    (void)arg;
-    srv_quiet_prepare();
     return NULL;
 }
 
@@ -161,16 +152,6 @@ int srv_devctx_start(int at_first_use, int move, char *why, size_t len)
         atomic_store_explicit(&made[i], 1, memory_order_release);
     }
     DRV(cuCtxSetCurrent)(srv.ctx[0]); /* the starting thread's, as every server had it */
-    /* The quiet context (quietctx.c) made after the retains, which it would slow (a fault's
-     * successor is timed by them: tests/fault.sh), and not waited for: a registration
-     * meanwhile waits for it there (else made at the first registration). */
-    pthread_t qt;
-    pthread_attr_t qa;
-    if (pthread_attr_init(&qa) == 0) {
-        pthread_attr_setdetachstate(&qa, PTHREAD_CREATE_DETACHED);
-        (void)pthread_create(&qt, &qa, quiet_one, NULL);
-        pthread_attr_destroy(&qa);
-    }
     return 0;
 }
 

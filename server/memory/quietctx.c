@@ -33,10 +33,11 @@
  *
  * One rule keeps the two places apart: while a quiet context exists every registration is in
  * it. It is made at the server's start, in a thread of its own once the shared contexts are
- * (devctx.c; 0.46-1.6 s on an H200), a registration meanwhile waiting for it, or where those
- * are made at first use, at the first registration, which waits for it; and kept until the server's
- * image ends (its exit, or its fresh start when idle: server/handover/recycle.c, which is what
- * gives back a device's memory after its clients left). Where it cannot be made, or
+ * (main.c; 0.46-1.6 s on an H200), after their retains, which it would slow (a fault's
+ * successor is timed by them: tests/fault.sh), a registration meanwhile waiting for it, or where
+ * those are made at first use, at the first registration, which waits for it; and kept until the
+ * server's image ends (its exit, or its fresh start when idle: server/handover/recycle.c, which is
+ * what gives back a device's memory after its clients left). Where it cannot be made, or
  * MPSSHIM_QUIET_CONTEXT=0, none ever is in this image: every registration is made in the caller's
  * context and unregistered there, gated (codegate.c), as before. Registrations made here survive a
  * fault of a shared context (nothing runs in this one), which the server's fault paths ask through
@@ -105,9 +106,21 @@ static CUcontext ensure(void)
     return q;
 }
 
-void srv_quiet_prepare(void)
+static void *prepare(void *arg)
 {
+    (void)arg;
     (void)ensure();
+    return NULL;
+}
+
+void srv_quiet_start(void)
+{
+    pthread_t t;
+    pthread_attr_t a;
+    if (!srv.quiet_context || pthread_attr_init(&a) != 0) return;
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    (void)pthread_create(&t, &a, prepare, NULL); /* else made at the first registration */
+    pthread_attr_destroy(&a);
 }
 
 CUresult srv_host_register(void *p, size_t n, unsigned flags)

@@ -17,9 +17,9 @@ CUresult srv_host_unregister(struct srv_client *c, void *p);
 /* The quiet context's device where one is made, else -1: a registration made now dies with
  * no shared context (hostblocks.c). */
 int srv_host_reg_device(int current);
-/* Makes the quiet context now, where it is to be made at all (the server's start, beside the
- * shared contexts' retains: devctx.c). */
-void srv_quiet_prepare(void);
+/* Starts making the quiet context in a thread of its own, where it is to be made at all (the
+ * server's start, once the shared contexts made there are: main.c). */
+void srv_quiet_start(void);
 /* The server's exit. */
 void srv_quiet_release(void);
 
