@@ -17,7 +17,8 @@
 # Then whole_wait libcode, whose library's kernel ran: a library's unload whose code was loaded
 # in the context holds launches so too (heldwait libunload --spin --launch), and the server
 # keeps such libraries until no client is left (server/code/unloads.c). Its own unload and its
-# release's must let thread_peer pass; with MPSSHIM_KEEP_LIBRARIES=0 its own unload must not.
+# release's must let thread_peer pass; with MPSSHIM_KEEP_LIBRARIES=0 its own unload must not;
+# alone, nothing is kept.
 # On the CPU test driver frees, unregistrations and such unloads wait for their context's work
 # and hold launches meanwhile as the real driver's do (MPSSHIM_CPUDRV_FREE_WAITS=2); on a GPU
 # the real driver stands behind the server.
@@ -97,5 +98,17 @@ else
         fail "library-at-once: thread_peer failed otherwise: $(grep -m1 FAIL "$2/leave_beside/peer-library-at-once.out")"
     echo "library-at-once: as before, the library's unload held the peer launch until the kernel gave up"
 fi
+# Alone, a client's unload holds up nobody: its library goes at once, nothing is kept.
+own_dir "$2/leave_beside/library-alone"
+MPSSHIM_CPUDRV_FREE_WAITS=2 "$CTL" -d || fail "library-alone: no server"
+touch "$W/go"
+env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" libcode "$W/go" >"$W/leaver.out" 2>&1 ||
+    fail "library-alone: whole_wait libcode: $(grep -m1 FAIL "$W/leaver.out")"
+wait_for 30 no_clients || fail "library-alone: clients left"
+sleep 0.5 # the main loop's idle tick, where a kept library would go (and be said)
+grep -q "libraries kept" "$MPSSHIM_LOG_DIRECTORY/server.log" &&
+    fail "library-alone: a client alone had its library kept"
+stop_server 20 || fail "library-alone: the server did not quit"
+[ $rc = 0 ] && echo "library-alone: a client alone unloads its library at once"
 [ $rc = 0 ] && echo "PASS a client that leaves holds up no other client's launches"
 exit $rc

@@ -15,14 +15,18 @@
  * module, loaded code and all, waited without holding the launch (`unload`): those are
  * unloaded at once, as before.
  *
+ * Only while another client is served: alone, a client's unload holds up nobody, and a
+ * program that loads and unloads code for as long as it runs (a JIT) keeps nothing.
  * What is kept: the library's code and globals in device memory, its image in the server's
- * memory. The client's record goes, so the handle is no client's any more. At most KEEP_MAX
- * are kept: past that the oldest is unloaded at once (said once per image), which waits and
- * holds as before. Which libraries count as loaded is the server's own record (srv_library_hot:
- * an eager load, a kernel's load through the code gate, a call that may load code); a driver
- * call that loads code outside those (none known) would make an unload that waits.
- * MPSSHIM_KEEP_LIBRARIES=0: every library is unloaded when its client asks or leaves. */
+ * memory (the GPU tier, 2026-11-30: at most 17 at once, a PyTorch client's). The client's record
+ * goes, so the handle is no client's any more. At most KEEP_MAX are kept: past that the oldest is
+ * unloaded at once (said once per image), which waits and holds as before. Which libraries count as
+ * loaded is the server's own record (srv_library_hot: an eager load, a kernel's load through the
+ * code gate, a call that may load code); a driver call that loads code outside those (none known)
+ * would make an unload that waits. MPSSHIM_KEEP_LIBRARIES=0: every library is unloaded when its
+ * client asks or leaves. */
 #include "server/code/unloads.h"
+#include "server/core/clients.h"
 #include "server/core/log.h"
 
 #include <pthread.h>
@@ -52,7 +56,9 @@ static void unload(CUlibrary lib)
 CUresult srv_library_unload(struct srv_obj *o)
 {
     CUlibrary lib = (CUlibrary)(uintptr_t)o->key.value;
-    if (!(o->aux & LIB_HOT) || !srv.keep_libraries) return DRV(cuLibraryUnload)(lib);
+    /* The caller's client is one of those counted (served, or being released). */
+    if (!(o->aux & LIB_HOT) || !srv.keep_libraries || srv_clients_live() <= 1)
+        return DRV(cuLibraryUnload)(lib);
     CUlibrary oldest = NULL;
     pthread_mutex_lock(&lock);
     if (nkept == KEEP_MAX) {
