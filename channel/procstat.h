@@ -7,5 +7,8 @@
  * time), counted after the command name, which may hold spaces and parentheses (its last
  * ')'): the field's text, NULL when stat has fewer. */
 const char *chan_stat_field(const char *stat, int field);
+/* Field `field` of the /proc/PID/stat open on fd, read now from its start (pread: the fd can
+ * be kept open and read again), as a number; -1 when it cannot be read or has fewer. */
+long long chan_stat_read(int fd, int field);
 
 #endif

@@ -5,6 +5,7 @@
 #include "channel/procstat.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -39,18 +40,24 @@ CUresult SHIM_IMPL(cuCtxSynchronize_v2)(CUcontext ctx)
     return ctx_sync(id);
 }
 
-/* This process's threads (field 20 of /proc/self/stat); 0 when that cannot be read. */
+/* This process's threads (field 20 of /proc/self/stat); 0 when that cannot be read. The file
+ * is kept open (a read, no open, per free), opened again in a child after a fork, whose
+ * /proc/self is another process's. */
 static long process_threads(void)
 {
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *threads = chan_stat_field(buf, 20);
-    return threads ? strtol(threads, NULL, 10) : 0;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int fd = -1;
+    static pid_t owner;
+    pthread_mutex_lock(&lock);
+    pid_t me = getpid();
+    if (fd < 0 || owner != me) {
+        if (fd >= 0) close(fd);
+        fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+        owner = me;
+    }
+    long long n = chan_stat_read(fd, 20);
+    pthread_mutex_unlock(&lock);
+    return n > 0 ? (long)n : 0;
 }
 
 /* cuMemFree waits, in the server, for this process's work there before it frees, as a native one

@@ -39,12 +39,7 @@ int srv_client_one_thread(struct srv_client *c)
         int fd = c->pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
         c->stat_fd1 = fd + 1 > 0 ? fd + 1 : -1;
     }
-    char buf[1024];
-    ssize_t n = c->stat_fd1 > 0 ? pread(c->stat_fd1 - 1, buf, sizeof(buf) - 1, 0) : -1;
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *threads = chan_stat_field(buf, 20);
-    return threads && strtol(threads, NULL, 10) == 1;
+    return c->stat_fd1 > 0 && chan_stat_read(c->stat_fd1 - 1, 20) == 1;
 }
 
 /* A client whose process has one thread is blocked in this very wait and can send nothing

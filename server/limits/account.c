@@ -26,9 +26,11 @@
 #include "server/limits/policy.h"
 #include "channel/procstat.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Device memory a check allowed a client during the record being handled, not yet
  * counted (its reserve); the worker's own. */
@@ -44,15 +46,12 @@ static struct srv_account *accounts;
  * cannot be read: a pid the kernel reused belongs to another process. */
 static unsigned long long start_time(pid_t pid)
 {
-    char path[64], buf[1024];
+    char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *v = chan_stat_field(buf, 22);
-    return v ? strtoull(v, NULL, 10) : 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    long long v = chan_stat_read(fd, 22);
+    if (fd >= 0) close(fd);
+    return v > 0 ? (unsigned long long)v : 0;
 }
 
 int srv_account_join(struct srv_client *c, char *why, size_t len)

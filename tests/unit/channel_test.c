@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include "channel/copyplan.h"
 #include "channel/image.h"
 #include "channel/marshal.h"
+#include "channel/procstat.h"
 #include "channel/slice.h"
 
 #include "tests/unit/check.h"
@@ -447,6 +449,26 @@ static void test_descriptors(void)
     CHECK(generic > 50 && derefs > 0);
 }
 
+/* /proc/PID/stat fields: a command name with spaces and parentheses, a text too short, and
+ * this process's own file read twice through one descriptor. */
+static void test_procstat(void)
+{
+    const char *stat = "42 (a) b) (c) S 1 42 42 0 -1 4194560 5 0 0 0 0 0 0 0 20 0 3 0 777 0";
+    CHECK(chan_stat_field(stat, 3) && chan_stat_field(stat, 3)[0] == 'S');
+    CHECK(chan_stat_field(stat, 20) && atoi(chan_stat_field(stat, 20)) == 3);
+    CHECK(chan_stat_field(stat, 22) && atoi(chan_stat_field(stat, 22)) == 777);
+    CHECK(!chan_stat_field("42 (x) S 1", 20));
+    CHECK(!chan_stat_field("no parenthesis", 3));
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    CHECK(chan_stat_read(fd, 20) == 1); /* one thread: this test starts none */
+    CHECK(chan_stat_read(fd, 20) == 1); /* read again from the start */
+    CHECK(chan_stat_read(fd, 22) > 0);
+    CHECK(chan_stat_read(fd, 200) == -1);
+    close(fd);
+    CHECK(chan_stat_read(-1, 20) == -1);
+}
+
 int main(void)
 {
     test_ring_processes();
@@ -459,6 +481,7 @@ int main(void)
     test_image_size();
     test_marshal();
     test_descriptors();
+    test_procstat();
     if (failures) {
         printf("FAIL channel_test: %d checks failed\n", failures);
         return 1;
