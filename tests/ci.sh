@@ -523,11 +523,12 @@ run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of
 # the holding client lets it through. Own server.
 run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
-# A client that leaves while another's kernel waits for that other's next launch: the
-# departed client's host memory is unregistered in the server's quiet context, so the launch
-# goes on (on the CPU test driver as on an H200, an unregistration in the shared context waits
-# for its work and holds launches meanwhile); with MPSSHIM_QUIET_CONTEXT=0 it does not. Own
-# servers.
+# A client that leaves while another's kernel waits for that other's next launch: its host
+# memory, registered in the server's quiet context, is unregistered there, and its library
+# whose code ran is kept, so the launch goes on (on the CPU test driver as on an H200, an
+# unregistration of memory registered in the shared context, and an unload of such a library,
+# wait for its work and hold launches meanwhile); with MPSSHIM_QUIET_CONTEXT=0 or
+# MPSSHIM_KEEP_LIBRARIES=0 it does not. Own servers.
 run_test leave-beside 90 bash "$ROOT/tests/leave_beside.sh" "$B" "$WORK"
 # A client's unregistration (a call that waits for every stream) while another client's
 # stream is held on a host function whose page fault that client's own worker serves: the

@@ -453,8 +453,9 @@ script_row waitvalue-twin 150 waitvalue_twin.sh 'ended .* after the kill'
 script_row codegate 150 codegate.sh 'went on .* after the kill'
 
 # A client that leaves while another's kernel waits for that other's next launch: the
-# leaving client's unregistrations, in the server's quiet context, hold up nothing; in the
-# shared context (MPSSHIM_QUIET_CONTEXT=0) they held the launch until the kernel gave up
+# leaving client's unregistrations, in the server's quiet context, and its library unloads,
+# kept, hold up nothing; in the shared context (MPSSHIM_QUIET_CONTEXT=0), or unloaded at once
+# (MPSSHIM_KEEP_LIBRARIES=0), they held the launch until the kernel gave up
 # (tests/leave_beside.sh; own servers).
 script_row leave-beside 150 leave_beside.sh 'holds up no other'
 
