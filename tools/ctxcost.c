@@ -4,18 +4,12 @@
  * 32 MiB of pages registered in it (PORTABLE, DEVICEMAP); then made again with an SM-count
  * execution affinity of the fewest SMs the device allows (cuCtxCreate_v4), limits at their
  * least. The primary context is retained first, as the server's is. Prints MiB per step. */
+#define PROBE_NAME "ctxcost"
+#include "tools/ck.h"
+
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult r_ = (x);                                                                         \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            fprintf(stderr, "ctxcost: %s failed with %d\n", #x, (int)r_);                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static size_t used(void)
 {

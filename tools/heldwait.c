@@ -44,6 +44,9 @@
  * PTX: the kernels to load (default build/tests/kernels.ptx). Never leaves the word unwritten
  * for good: it exits once it has said what it saw (a call still waiting dies with it). */
 #define _GNU_SOURCE
+#define PROBE_NAME "heldwait"
+#include "tools/ck.h"
+
 #include <cuda.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -53,15 +56,6 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult r_ = (x);                                                                         \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            fprintf(stderr, "heldwait: %s: error %d\n", #x, (int)r_);                              \
-            _exit(1);                                                                              \
-        }                                                                                          \
-    } while (0)
 
 static CUcontext ctx, ctx2; /* ctx2: CALL's context, the primary's or --other's */
 static CUcontext spare;     /* ctxdestroy's: made before the hold, nothing run in it */

@@ -21,11 +21,11 @@ $(FAULTNS): tools/faultns.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -ldl
 
-$(HELDWAIT): tools/heldwait.c
+$(HELDWAIT): tools/heldwait.c tools/ck.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(CUDA_STUB) -pthread
 
-$(CTXCOST): tools/ctxcost.c
+$(CTXCOST): tools/ctxcost.c tools/ck.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(CUDA_STUB)
 

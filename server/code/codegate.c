@@ -57,7 +57,6 @@
 #include "server/code/codegate.h"
 #include "server/code/unloads.h"
 #include "server/code/launch.h"
-#include "server/core/clients.h"
 
 #include <stdio.h>
 #include <stdlib.h>

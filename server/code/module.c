@@ -172,15 +172,17 @@ static CUresult unload_before(struct srv_client *c, struct srv_call *k)
     return srv_streams_drain(c, 0) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-/* A library whose code ran may be kept loaded (unloads.c); a module is unloaded. */
-static CUresult unload_call(struct srv_client *c, struct srv_call *k)
+const struct srv_hook srv_hook_module_unload = {.before = unload_before};
+
+/* A library whose code ran may be kept loaded (unloads.c). */
+static CUresult library_unload_call(struct srv_client *c, struct srv_call *k)
 {
-    struct srv_obj *o =
-        k->id == SHIM_ID_cuLibraryUnload ? srv_obj_find(c, SHIM_HT_CUlibrary, k->a.val[0]) : NULL;
+    struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUlibrary, k->a.val[0]);
     return o ? srv_library_unload(o) : k->drive(k);
 }
 
-const struct srv_hook srv_hook_module_unload = {.before = unload_before, .call = unload_call};
+const struct srv_hook srv_hook_library_unload = {.before = unload_before,
+                                                 .call = library_unload_call};
 
 /* A departed client's library (cuda_symbols.txt: release=library). */
 void srv_release_library(struct srv_client *c, struct srv_obj *o)
