@@ -18,7 +18,7 @@
 # in the context holds launches so too (heldwait libunload --spin --launch), and the server
 # keeps such libraries until no client is left (server/code/unloads.c). Its own unload and its
 # release's must let thread_peer pass; with MPSSHIM_KEEP_LIBRARIES=0 its own unload must not;
-# alone, nothing is kept.
+# alone, nothing is kept; one process keeps 32 at most.
 # On the CPU test driver frees, unregistrations and such unloads wait for their context's work
 # and hold launches meanwhile as the real driver's do (MPSSHIM_CPUDRV_FREE_WAITS=2); on a GPU
 # the real driver stands behind the server.
@@ -110,5 +110,27 @@ grep -q "libraries kept" "$MPSSHIM_LOG_DIRECTORY/server.log" &&
     fail "library-alone: a client alone had its library kept"
 stop_server 20 || fail "library-alone: the server did not quit"
 [ $rc = 0 ] && echo "library-alone: a client alone unloads its library at once"
+
+# One process's libraries kept are at most 32 (unloads.c): 40 unloaded while another client is
+# served, 32 kept and the rest unloaded at once, said; the 32 go once no client is left.
+own_dir "$2/leave_beside/library-cap"
+MPSSHIM_CPUDRV_FREE_WAITS=2 "$CTL" -d || fail "library-cap: no server"
+rm -f "$W/go" "$W/go2"
+env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" nocode "$W/go2" >"$W/other.out" 2>&1 &
+O=$!
+wait_for 30 grep -q ready "$W/other.out" || fail "library-cap: whole_wait nocode did not get ready"
+touch "$W/go"
+WHOLE_WAIT_LIBS=40 env LD_PRELOAD="$SHIM" "$B/tests/whole_wait" libcode "$W/go" >"$W/leaver.out" 2>&1 ||
+    fail "library-cap: whole_wait libcode: $(grep -m1 FAIL "$W/leaver.out")"
+touch "$W/go2"
+wait "$O" || fail "library-cap: whole_wait nocode: $(grep -m1 FAIL "$W/other.out")"
+wait_for 30 no_clients || fail "library-cap: clients left"
+LOG1=$MPSSHIM_LOG_DIRECTORY/server.log
+wait_for 10 grep -q "Unloaded 32 libraries kept" "$LOG1" ||
+    fail "library-cap: not 32 kept: $(grep "libraries kept\|libraries whose code" "$LOG1")"
+grep -q "32 of its libraries whose code ran are kept" "$LOG1" ||
+    fail "library-cap: the cap was not said"
+stop_server 20 || fail "library-cap: the server did not quit"
+[ $rc = 0 ] && echo "library-cap: a process's libraries kept stop at 32"
 [ $rc = 0 ] && echo "PASS a client that leaves holds up no other client's launches"
 exit $rc

@@ -178,7 +178,7 @@ const struct srv_hook srv_hook_module_unload = {.before = unload_before};
 static CUresult library_unload_call(struct srv_client *c, struct srv_call *k)
 {
     struct srv_obj *o = srv_obj_find(c, SHIM_HT_CUlibrary, k->a.val[0]);
-    return o ? srv_library_unload(o) : k->drive(k);
+    return o ? srv_library_unload(c, o) : k->drive(k);
 }
 
 const struct srv_hook srv_hook_library_unload = {.before = unload_before,
@@ -187,7 +187,7 @@ const struct srv_hook srv_hook_library_unload = {.before = unload_before,
 /* A departed client's library (cuda_symbols.txt: release=library). */
 void srv_release_library(struct srv_client *c, struct srv_obj *o)
 {
-    CUresult r = srv_library_unload(o);
+    CUresult r = srv_library_unload(c, o);
     if (r != CUDA_SUCCESS)
         srv_log("Client process %d: releasing a CUlibrary failed with %s", (int)c->pid,
                 srv_errname(r));

@@ -19,12 +19,14 @@
  * program that loads and unloads code for as long as it runs (a JIT) keeps nothing.
  * What is kept: the library's code and globals in device memory, its image in the server's
  * memory (the GPU tier, 2026-11-30: at most 17 at once, a PyTorch client's). The client's record
- * goes, so the handle is no client's any more. At most KEEP_MAX are kept: past that the oldest is
- * unloaded at once (said once per image), which waits and holds as before. Which libraries count as
- * loaded is the server's own record (srv_library_hot: an eager load, a kernel's load through the
- * code gate, a call that may load code); a driver call that loads code outside those (none known)
- * would make an unload that waits. MPSSHIM_KEEP_LIBRARIES=0: every library is unloaded when its
- * client asks or leaves. */
+ * goes, so the handle is no client's any more. That memory is charged to no client any more,
+ * and a library's globals may be large: so at most PER_PROCESS of one process are kept (past
+ * that its unloads are made at once, said once per image), and at most KEEP_MAX in all (past
+ * that the oldest is unloaded at once, said once per image); either waits and holds as before.
+ * Which libraries count as loaded is the server's own record (srv_library_hot: an eager load, a
+ * kernel's load through the code gate, a call that may load code); a driver call that loads code
+ * outside those (none known) would make an unload that waits. MPSSHIM_KEEP_LIBRARIES=0: every
+ * library is unloaded when its client asks or leaves. */
 #include "server/code/unloads.h"
 #include "server/core/clients.h"
 #include "server/core/log.h"
@@ -33,12 +35,16 @@
 #include <string.h>
 
 #define KEEP_MAX 1024  /* libraries kept */
+#define PER_PROCESS 32 /* of them, one process's */
 #define LIB_HOT (1ull) /* a CUlibrary record's aux: its code may be loaded in a context */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static CUlibrary kept[KEEP_MAX];
+static struct {
+    CUlibrary lib;
+    pid_t pid; /* whose it was (0: a process the server cannot see into: all such together) */
+} kept[KEEP_MAX];
 static unsigned nkept;
-static int said;
+static int said_all, said_one;
 
 void srv_library_hot(struct srv_obj *o)
 {
@@ -53,25 +59,38 @@ static void unload(CUlibrary lib)
         srv_log("Unloading a library a client let go of failed with %s", srv_errname(r));
 }
 
-CUresult srv_library_unload(struct srv_obj *o)
+CUresult srv_library_unload(struct srv_client *c, struct srv_obj *o)
 {
     CUlibrary lib = (CUlibrary)(uintptr_t)o->key.value;
     /* The caller's client is one of those counted (served, or being released). */
     if (!(o->aux & LIB_HOT) || !srv.keep_libraries || srv_clients_live() <= 1)
         return DRV(cuLibraryUnload)(lib);
     CUlibrary oldest = NULL;
+    unsigned mine = 0;
     pthread_mutex_lock(&lock);
+    for (unsigned i = 0; i < nkept; i++)
+        mine += kept[i].pid == c->pid;
+    if (mine >= PER_PROCESS) {
+        pthread_mutex_unlock(&lock);
+        if (!said_one++)
+            srv_log("Client process %d: %d of its libraries whose code ran are kept; the next "
+                    "is unloaded at once, which waits for every client's work and holds their "
+                    "launches meanwhile (server/code/unloads.c; said once)",
+                    (int)c->pid, PER_PROCESS);
+        return DRV(cuLibraryUnload)(lib);
+    }
     if (nkept == KEEP_MAX) {
-        oldest = kept[0];
-        memmove(kept, kept + 1, (KEEP_MAX - 1) * sizeof(*kept));
+        oldest = kept[0].lib;
+        memmove(kept, kept + 1, (KEEP_MAX - 1) * sizeof(kept[0]));
         nkept--;
-        if (!said++)
+        if (!said_all++)
             srv_log("%d libraries whose code ran are kept; the oldest is unloaded now, which "
                     "waits for every client's work and holds their launches meanwhile "
                     "(server/code/unloads.c; said once)",
                     KEEP_MAX);
     }
-    kept[nkept++] = lib;
+    kept[nkept].lib = lib;
+    kept[nkept++].pid = c->pid;
     pthread_mutex_unlock(&lock);
     if (oldest) unload(oldest);
     return CUDA_SUCCESS;
@@ -84,7 +103,8 @@ void srv_unloads_idle(void)
     CUlibrary all[KEEP_MAX];
     pthread_mutex_lock(&lock);
     unsigned n = nkept;
-    memcpy(all, kept, n * sizeof(*all));
+    for (unsigned i = 0; i < n; i++)
+        all[i] = kept[i].lib;
     nkept = 0;
     pthread_mutex_unlock(&lock);
     for (unsigned i = 0; i < n; i++)

@@ -9,8 +9,8 @@
  * loaded in a context now (a kernel's first launch or lookup, an eager load, a call that
  * loads code). */
 void srv_library_hot(struct srv_obj *o);
-/* Unloads library record o's library for the client, now or later: its answer. */
-CUresult srv_library_unload(struct srv_obj *o);
+/* Unloads client c's library (record o), now or later: its answer. */
+CUresult srv_library_unload(struct srv_client *c, struct srv_obj *o);
 /* The main loop's tick with no client left: the libraries kept are unloaded. */
 void srv_unloads_idle(void);
 

@@ -19,7 +19,8 @@
  * a client whose release, when it is killed while it waits, has only memory to give back
  * (tests/leave_beside.sh); `libcode` loads no module but a library, launches its kernel (so
  * its code is loaded in the context) and after GOFILE unloads the library, as cudart does
- * at a program's exit (tests/leave_beside.sh). */
+ * at a program's exit (tests/leave_beside.sh); WHOLE_WAIT_LIBS=N (1 to 64) loads, runs and
+ * unloads N such libraries. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -48,11 +49,18 @@ int main(int argc, char **argv)
     CUfunction fill = nocode || libcode ? NULL : t_get_function(mod, "fill_u32");
     CUlibrary lib = NULL;
     CUkernel kern = NULL;
-    if (libcode) { /* its kernel launched as a function below: its code loaded then */
+    CUlibrary libs[64];
+    int nlibs = 0;
+    if (libcode) { /* each kernel launched as a function below: its code loaded then */
+        const char *e = getenv("WHOLE_WAIT_LIBS");
+        nlibs = e ? atoi(e) : 1;
+        REQUIRE(nlibs >= 1 && nlibs <= 64, "WHOLE_WAIT_LIBS=%s: 1 to 64", e);
         size_t len;
         void *image = t_read_kernel_file("kernels.ptx", &len);
-        CHECK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+        for (int i = 0; i < nlibs; i++)
+            CHECK(cuLibraryLoadData(&libs[i], image, NULL, NULL, 0, NULL, NULL, 0));
         free(image);
+        lib = libs[0];
         CHECK(cuLibraryGetKernel(&kern, lib, "fill_u32"));
         fill = (CUfunction)kern;
     }
@@ -70,6 +78,12 @@ int main(int argc, char **argv)
         CHECK(cuMemsetD32(d, value, n));
     else
         CHECK(cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
+    for (int i = 1; i < nlibs; i++) { /* the other libraries' kernels run too */
+        CUkernel k;
+        CHECK(cuLibraryGetKernel(&k, libs[i], "fill_u32"));
+        CHECK(cuLaunchKernel((CUfunction)k, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params,
+                             NULL));
+    }
     CHECK(cuCtxSynchronize());
     int attrs = !strcmp(argv[1], "attrs");
     if (!strcmp(argv[1], "graphadd") || attrs) { /* never launched nor looked up: not loaded */
@@ -141,7 +155,8 @@ int main(int argc, char **argv)
                 cuLaunchKernel(fill, t_blocks_for(n, 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
         CHECK(cuCtxSynchronize());
     } else if (libcode) {
-        CHECK(cuLibraryUnload(lib));
+        for (int i = 0; i < nlibs; i++)
+            CHECK(cuLibraryUnload(libs[i]));
     } else if (nocode || !strcmp(argv[1], "free")) {
         CHECK(cuMemFree(d));
     } else if (!strcmp(argv[1], "unregister")) {
