@@ -9,7 +9,11 @@
  * helper context of the server's would; --cross: CALL's object made in the primary context
  * (registered PORTABLE), CALL made in the second context, as server/memory/quietctx.c does (unload
  * and libunload: always so with --other); --owned: CALL's object made in the second context
- * (PORTABLE, DEVICEMAP), used by the primary context's copies, CALL made in the second context.
+ * (PORTABLE, DEVICEMAP), used by the primary context's copies, CALL made in the second context;
+ * --green: as --owned, the second context a green context over all the device's SMs
+ * (cuGreenCtxCreate, cuCtxFromGreenCtx): on two H200s (2026-11-30) unregister and freehost
+ * waited and held the launch, as --cross's did (what is registered in a green context is the
+ * primary's), where --owned's did not.
  * Prints whether CALL waited, whether an event query, a
  * stream query and the write went through, and whether CALL ended after the write. What its scratch
  * forerunners (the same steps, 2026-11-27) found on an H200 (driver 580.159.04) is why
@@ -60,7 +64,7 @@
 static CUcontext ctx, ctx2; /* ctx2: CALL's context, the primary's or --other's */
 static CUcontext spare;     /* ctxdestroy's: made before the hold, nothing run in it */
 static const char *call;
-static int create, spin, launch, other, cross, owned;
+static int create, spin, launch, other, cross, owned, green;
 static char *ptx;
 static CUdeviceptr word, big;
 static CUstream before, held;
@@ -231,6 +235,8 @@ int main(int argc, char **argv)
             other = cross = 1;
         else if (!strcmp(argv[i], "--owned"))
             other = owned = 1;
+        else if (!strcmp(argv[i], "--green"))
+            other = owned = green = 1;
         else if (!call)
             call = argv[i];
         else
@@ -238,7 +244,7 @@ int main(int argc, char **argv)
     }
     if (!call) {
         fprintf(stderr, "usage: heldwait CALL [--create] [--spin] [--launch] "
-                        "[--other|--cross|--owned] [PTX]\n");
+                        "[--other|--cross|--owned|--green] [PTX]\n");
         return 2;
     }
     FILE *f = fopen(file, "r");
@@ -296,7 +302,17 @@ int main(int argc, char **argv)
         CK(cuCtxPopCurrent(&popped));
     }
     ctx2 = ctx;
-    if (other) {
+    if (green) {
+        /* A green context over all the device's SMs, as a context for CALL. */
+        CUdevResource all;
+        CUdevResourceDesc desc;
+        CUgreenCtx g;
+        CK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+        CK(cuDevResourceGenerateDesc(&desc, &all, 1));
+        CK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+        CK(cuCtxFromGreenCtx(&ctx2, g));
+        CK(cuCtxSetCurrent(ctx2));
+    } else if (other) {
         CK(cuCtxCreate(&ctx2, NULL, 0, dev));
         CK(cuCtxSetCurrent(cross ? ctx : ctx2));
     }
@@ -326,7 +342,10 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &b);
         double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
         printf("copies in the primary context of memory made in the %s one: %.1f GB/s\n",
-               owned ? "second" : "primary", 128.0 * (1 << 20) / s / 1e9);
+               green   ? "green"
+               : owned ? "second"
+                       : "primary",
+               128.0 * (1 << 20) / s / 1e9);
     }
     CK(cuMemAlloc(&word, 4));
     CK(cuMemsetD32(word, 0, 1));
@@ -363,6 +382,7 @@ int main(int argc, char **argv)
     printf("%-14s %-8s%s%s%s: it %s; an event and a stream query %s; the %s %s; it %s (error %d)\n",
            call, create ? "--create" : "", spin ? " --spin" : "", launch ? " --launch" : "",
            cross   ? " --cross"
+           : green ? " --green"
            : owned ? " --owned"
            : other ? " --other"
                    : "",
