@@ -200,8 +200,11 @@ fault_tier() {
     script_row fault-servers 120 "fault_servers.sh" "^server A"
     if [ "$ngpu" -ge 2 ]; then
         # One pipe directory, a server per GPU started by its clients (MPSSHIM_SERVER_PER_GPU):
-        # GPU 0's fault ends none of GPU 1's clients (tests/server_per_gpu.sh).
-        script_row server-per-gpu 120 "server_per_gpu.sh" "^ok: GPU 1's client ran on"
+        # GPU 0's fault ends none of GPU 1's clients (tests/server_per_gpu.sh). Its 11 steps
+        # run 25 server images, which made 30 shared contexts and 25 quiet ones
+        # (server/memory/quietctx.c), several at once: on two H200s (2026-11-30) a context then
+        # took 1-9.8 s to make, and the whole 125 s, past the 120 the row had.
+        script_row server-per-gpu 240 "server_per_gpu.sh" "^ok: GPU 1's client ran on"
         # A probe, not a test (tools/faultns.c): whether a fault reaches a second instance of
         # the driver in the same process. The row passes once the probe answered. With
         # driver 580 the answer is that there is no second instance: its cuInit is refused

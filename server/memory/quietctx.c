@@ -46,8 +46,14 @@
  * Cost: a context's device memory, about 270 MiB on an H200 (bench/NOTES.md, "The quiet
  * context": the server's memory in use at start 842924032 bytes with it, 559480832 without;
  * a probe of its own, 264 MiB with its limits at their least), and its making once per image,
- * logged with how long it took. Making a context beside another client's running kernel
- * holds nothing up (`heldwait ctxcreate --spin --launch`). */
+ * logged with how long it took (0.6-0.7 s alone, up to 7.8 s beside other servers' makings).
+ * Making a context beside another client's running kernel holds nothing up (`heldwait
+ * ctxcreate --spin --launch`). A fault's recovery is about 0.2 s slower: the successor's
+ * retain, after a fault of a process that had two contexts (tests/fault.sh). Neither cost
+ * could be lowered (`tools/ctxcost`, two H200s, 2026-11-30): CUDA_DEVICE_MAX_CONNECTIONS at
+ * 1, 8 or 32 when it is made changes neither its memory nor its 0.62-0.68 s; a green context
+ * costs 4-6 MiB, but what is registered in one is the primary context's, and its
+ * unregistration waited and held the launch (`heldwait unregister --green`). */
 #include "server/memory/quietctx.h"
 #include "server/code/codegate.h"
 #include "server/core/devctx.h"
