@@ -19,6 +19,7 @@
 # keeps such libraries until no client is left (server/code/unloads.c). Its own unload and its
 # release's must let thread_peer pass; with MPSSHIM_KEEP_LIBRARIES=0 its own unload must not;
 # alone, nothing is kept; one process keeps 32 at most.
+# Clients that come while the quiet context is being made are served at once (segment.c).
 # On the CPU test driver frees, unregistrations and such unloads wait for their context's work
 # and hold launches meanwhile as the real driver's do (MPSSHIM_CPUDRV_FREE_WAITS=2); on a GPU
 # the real driver stands behind the server.
@@ -27,7 +28,8 @@ set -u
 B=$(cd "$1" && pwd)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-real_driver_if_gpu
+GPU=""
+real_driver_if_gpu && GPU=1
 export MPSSHIM_SERVER_PER_GPU=0 # one server: the one whose release is tested
 rc=0
 # one_round NAME WORKDIR MODE HOW SETTING...: a server of its own (with the settings given:
@@ -73,6 +75,26 @@ if one_round quiet "$2" nocode kill MPSSHIM_QUIET_CONTEXT=1; then
     echo "quiet: thread_peer's peer launch went on while another client left"
 else
     fail "quiet: thread_peer: $(grep -m1 FAIL "$2/leave_beside/peer-quiet.out")"
+fi
+# Clients that arrive while the quiet context is being made are served at once, their segments
+# registered once it is made (server/core/segment.c); here its making takes 3 s on the CPU test
+# driver (MPSSHIM_CPUDRV_CTX_DELAY_MS; on an H200 0.6-1.5 s, up to 7.8 s beside other servers'
+# makings). vecadd, started with the server, is done before it is made; hostfn, whose host
+# functions need its segment device-mapped, waits for it; whole_wait, started with the server too,
+# leaves beside thread_peer, which goes on.
+own_dir "$2/leave_beside/early"
+MPSSHIM_CPUDRV_CTX_DELAY_MS=3000 "$CTL" -d || fail "early: no server"
+shim "$B/tests/vecadd" >"$W/vecadd.out" 2>&1 || fail "early: vecadd: $(grep -m1 FAIL "$W/vecadd.out")"
+LOG1=$MPSSHIM_LOG_DIRECTORY/server.log
+[ -n "$GPU" ] || ! grep -q "Quiet context made" "$LOG1" ||
+    fail "early: the quiet context was made before vecadd was done: nothing tested"
+shim "$B/tests/hostfn" >"$W/hostfn.out" 2>&1 || fail "early: hostfn: $(grep -m1 FAIL "$W/hostfn.out")"
+grep -q "Quiet context made" "$LOG1" || fail "early: hostfn passed, but no quiet context was made"
+stop_server 20 || fail "early: the server did not quit"
+if one_round early "$2" nocode kill MPSSHIM_CPUDRV_CTX_DELAY_MS=3000; then
+    [ $rc = 0 ] && echo "early: clients served while the quiet context was made; one that left then held up no other"
+else
+    fail "early: thread_peer: $(grep -m1 FAIL "$2/leave_beside/peer-early.out")"
 fi
 if one_round shared "$2" nocode kill MPSSHIM_QUIET_CONTEXT=0; then
     fail "shared: thread_peer passed with the unregistrations in the shared context: the hold is not there to test"

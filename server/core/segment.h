@@ -5,7 +5,18 @@
 #include "server/core/server.h"
 
 /* Registers the client's segment with the driver through dev's shared context, once, if
- * that context is made and alive. */
+ * that context is made and alive; while the quiet context is being made, later (c->shm_want). */
 void srv_segment_register(struct srv_client *c, int dev);
+/* The registration left for later, tried with the context of the client's current call. */
+void srv_segment_later(struct srv_client *c);
+/* Before each record (worker.c): the registration left for later, once the quiet context is
+ * made. One branch while nothing is left. */
+static inline void srv_segment_retry(struct srv_client *c)
+{
+    if (c->shm_want && !c->shm_registered) srv_segment_later(c);
+}
+/* For a call that cannot go without the segment device-mapped (host functions and host
+ * nodes): the registration left for later made now, waiting for the quiet context. */
+void srv_segment_need(struct srv_client *c);
 
 #endif

@@ -112,6 +112,7 @@ struct srv_client {
     void *shm;
     size_t shm_size;
     int shm_registered;
+    int shm_want;              /* its registration waits for the quiet context (segment.c) */
     CUdeviceptr shm_dptr;      /* the segment's device address (0: not device-mapped) */
     _Atomic uint32_t cb_fired; /* host-function notifications posted so far */
     /* Notifications published in the ring (its tail): kept here, so that the driver's

@@ -1,6 +1,7 @@
 /* One worker per client: takes its records from the ring in order and replays them, polls
  * the replies that wait for the GPU in between, and sleeps when there is nothing to do. */
 #include "server/core/server.h"
+#include "server/core/segment.h"
 #include "server/core/devctx.h"
 #include "server/core/streamrec.h"
 #include "server/core/waits.h"
@@ -154,6 +155,7 @@ static int dispatch(struct srv_client *c, struct chan_rec *r)
     }
     srv_devctx_serving((int)c->pid, r->op);
     if (c->cur) srv_use_device(c->cur->device);
+    srv_segment_retry(c);
     atomic_fetch_add_explicit(&c->stats.calls, 1, memory_order_relaxed);
     if (!c->first_thread)
         c->first_thread = r->thread;

@@ -4,6 +4,7 @@
  * Graph host nodes are hostnode.c's; they post their runs through the same ring
  * (srv_hostfn_post). */
 #include "server/core/server.h"
+#include "server/core/segment.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/reply.h"
@@ -52,6 +53,7 @@ void srv_op_host_func(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     struct chan_host_func m; /* the payload is one (its %op row) */
     CUresult res = CUDA_ERROR_INVALID_VALUE;
     (void)len;
+    srv_segment_need(c); /* its done words are in it, device-mapped */
     if (!c->shm_dptr) goto out;
     memcpy(&m, p, sizeof(m));
     /* Numbered 1, 2, 3... (0 skipped), in the order sent, as the shim numbers them, whether

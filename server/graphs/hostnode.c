@@ -13,6 +13,7 @@
  * an exec), and each exec gets slots of its own for its graph's host nodes, so that two
  * execs of one graph never release each other's waits. */
 #include "server/core/server.h"
+#include "server/core/segment.h"
 #include "server/core/streamrec.h"
 #include "server/core/streams.h"
 #include "server/core/registry.h"
@@ -437,7 +438,8 @@ void srv_op_host_node(struct srv_client *c, const struct chan_rec *r, uint8_t *p
     uint64_t out[2] = {0, 0};
     uint32_t out_len = 0;
     struct srv_obj *no = NULL, *x;
-    (void)len; /* its dependencies end it (its %payload line) */
+    (void)len;           /* its dependencies end it (its %payload line) */
+    srv_segment_need(c); /* its done words are in it, device-mapped */
     if (!c->shm_dptr) goto reply;
     memcpy(&m, p, sizeof(m));
     if (!c->cur && (res = srv_use_device(0)) != CUDA_SUCCESS) goto reply;

@@ -35,13 +35,17 @@
  * it. It is made at the server's start, in a thread of its own once the shared contexts are
  * (main.c; 0.46-1.6 s on an H200), after their retains, which it would slow (a fault's
  * successor is timed by them: tests/fault.sh), a registration meanwhile waiting for it, or where
- * those are made at first use, at the first registration, which waits for it; and kept until the
- * server's image ends (its exit, or its fresh start when idle: server/handover/recycle.c, which is
- * what gives back a device's memory after its clients left). Where it cannot be made, or
- * MPSSHIM_QUIET_CONTEXT=0, none ever is in this image: every registration is made in the caller's
- * context and unregistered there, gated (codegate.c), as before. Registrations made here survive a
- * fault of a shared context (nothing runs in this one), which the server's fault paths ask through
- * srv_host_reg_device.
+ * those are made at first use, at the first registration, which waits for it. A client's segment
+ * waits for it nowhere: it is registered once the context is made (segment.c,
+ * srv_host_register_soon), so that a client that comes meanwhile is served at once. The context
+ * is kept until the server's image ends (its exit, or its fresh start when idle:
+ * server/handover/recycle.c, which is what gives back a device's memory after its clients left).
+ * Where it cannot be made, or MPSSHIM_QUIET_CONTEXT=0, none ever is in this image: every
+ * registration is made in the caller's context and unregistered there, gated (codegate.c), as
+ * before. A shared context's fault is the process's, and kills this context too (its
+ * unregistrations then answer the fault at once: bench/NOTES.md, "The quiet context"), which
+ * changes nothing: the faulted server answers its clients with the fault and serves no new one
+ * (handover.c), so nothing registered here is used again.
  *
  * Cost: a context's device memory, about 270 MiB on an H200 (bench/NOTES.md, "The quiet
  * context": the server's memory in use at start 842924032 bytes with it, 559480832 without;
@@ -64,7 +68,8 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(CUcontext) quiet; /* once made, the same until the image ends */
-static int failed;               /* its making failed: none in this image (under lock) */
+static _Atomic int failed;       /* its making failed: none in this image (set under lock) */
+static _Atomic int started;      /* srv_quiet_start's thread was started */
 
 /* The context made on the first device whose shared context is (the one the server uses
  * anyway), device 0 where none is, its limits at their least (nothing ever runs in it). */
@@ -102,11 +107,11 @@ static CUcontext ensure(void)
     CUcontext q = atomic_load_explicit(&quiet, memory_order_acquire);
     if (q || !srv.quiet_context) return q;
     pthread_mutex_lock(&lock);
-    if (!(q = atomic_load_explicit(&quiet, memory_order_relaxed)) && !failed) {
+    if (!(q = atomic_load_explicit(&quiet, memory_order_relaxed)) && !atomic_load(&failed)) {
         if ((q = make()))
             atomic_store_explicit(&quiet, q, memory_order_release);
         else
-            failed = 1;
+            atomic_store(&failed, 1);
     }
     pthread_mutex_unlock(&lock);
     return q;
@@ -123,7 +128,7 @@ void srv_quiet_start(void)
 {
     pthread_t t;
     pthread_attr_t a;
-    if (!srv.quiet_context || pthread_attr_init(&a) != 0) return;
+    if (!srv.quiet_context || atomic_exchange(&started, 1) || pthread_attr_init(&a) != 0) return;
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     (void)pthread_create(&t, &a, prepare, NULL); /* else made at the first registration */
     pthread_attr_destroy(&a);
@@ -140,6 +145,16 @@ CUresult srv_host_register(void *p, size_t n, unsigned flags)
     r = DRV(cuMemHostRegister_v2)(p, n, flags | CU_MEMHOSTREGISTER_PORTABLE);
     (void)DRV(cuCtxPopCurrent_v2)(&popped);
     return r;
+}
+
+CUresult srv_host_register_soon(void *p, size_t n, unsigned flags)
+{
+    if (srv.quiet_context && !atomic_load_explicit(&quiet, memory_order_acquire) &&
+        !atomic_load(&failed)) {
+        srv_quiet_start();
+        return CUDA_ERROR_NOT_READY;
+    }
+    return srv_host_register(p, n, flags);
 }
 
 CUresult srv_host_unregister(struct srv_client *c, void *p)
@@ -163,6 +178,6 @@ void srv_quiet_release(void)
     pthread_mutex_lock(&lock);
     CUcontext q = atomic_exchange(&quiet, NULL);
     if (q) (void)DRV(cuCtxDestroy_v2)(q);
-    failed = 1; /* none made again on the way out */
+    atomic_store(&failed, 1); /* none made again on the way out */
     pthread_mutex_unlock(&lock);
 }

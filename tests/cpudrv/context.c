@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STACK_MAX 64
 
@@ -236,6 +237,7 @@ CUresult cuCtxCreate(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsign
         if (ctxCreateParams->cigParams) return TR(CUDA_ERROR_NOT_SUPPORTED);
     }
     if (depth == STACK_MAX) return TR(CUDA_ERROR_OUT_OF_MEMORY);
+    if (cpudrv_ctx_delay_ms) usleep((useconds_t)cpudrv_ctx_delay_ms * 1000); // no lock held
     struct cpudrv_ctx *c;
     cpudrv_lock();
     rc = cpudrv_ctx_new(dev, flags, 0, &c);

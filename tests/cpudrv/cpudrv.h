@@ -47,6 +47,9 @@ extern long cpudrv_copy_delay_us;
 // a GPU's does (0.7 s for a server's two H200s): a slow shutdown, which quit waits for
 // (tests/control.sh).
 extern long cpudrv_release_delay_ms;
+// MPSSHIM_CPUDRV_CTX_DELAY_MS: each cuCtxCreate takes this long (a second context's making takes
+// 0.6 s on an H200): a server's quiet context made late (tests/leave_beside.sh).
+extern long cpudrv_ctx_delay_ms;
 
 // Per-device accounting; protected by cpudrv_big.
 struct cpudrv_device {

@@ -18,6 +18,7 @@ int cpudrv_first;
 size_t cpudrv_mem_bytes;
 long cpudrv_copy_delay_us;
 long cpudrv_release_delay_ms;
+long cpudrv_ctx_delay_ms;
 int cpudrv_faults_per_context;
 // Protected by cpudrv_big.
 struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
@@ -199,6 +200,9 @@ CUresult cuInit(unsigned int Flags)
         cpudrv_mem_bytes = (size_t)env_long("MPSSHIM_CPUDRV_MEM_MB", 16384, 1, 1L << 24) << 20;
         cpudrv_copy_delay_us = env_long("MPSSHIM_CPUDRV_COPY_DELAY_US", 0, 0, 10 * 1000 * 1000);
         cpudrv_release_delay_ms = env_long("MPSSHIM_CPUDRV_RELEASE_DELAY_MS", 0, 0, 60 * 1000);
+        // A context's making takes 0.6 s on an H200, and seconds beside other processes'
+        // makings: tests that need a server's quiet context late (tests/leave_beside.sh) ask.
+        cpudrv_ctx_delay_ms = env_long("MPSSHIM_CPUDRV_CTX_DELAY_MS", 0, 0, 60 * 1000);
         cpudrv_faults_per_context = (int)env_long("MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT", 0, 0, 1);
         // A real cuInit takes a while (hundreds of ms on an H200): tests that need clients
         // to arrive while a server starts (tests/recycle.sh) ask for as long.
