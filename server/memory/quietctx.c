@@ -128,10 +128,16 @@ void srv_quiet_start(void)
 {
     pthread_t t;
     pthread_attr_t a;
-    if (!srv.quiet_context || atomic_exchange(&started, 1) || pthread_attr_init(&a) != 0) return;
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    (void)pthread_create(&t, &a, prepare, NULL); /* else made at the first registration */
-    pthread_attr_destroy(&a);
+    if (!srv.quiet_context || atomic_exchange(&started, 1)) return;
+    int ok = pthread_attr_init(&a) == 0;
+    if (ok) {
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        ok = pthread_create(&t, &a, prepare, NULL) == 0;
+        pthread_attr_destroy(&a);
+    }
+    /* Else made by the first registration that waits for it, or started again by the next
+     * one that does not (a segment's, which would otherwise wait for it for good). */
+    if (!ok) atomic_store(&started, 0);
 }
 
 CUresult srv_host_register(void *p, size_t n, unsigned flags)
@@ -151,7 +157,8 @@ CUresult srv_host_register_soon(void *p, size_t n, unsigned flags)
 {
     if (srv.quiet_context && !atomic_load_explicit(&quiet, memory_order_acquire) &&
         !atomic_load(&failed)) {
-        srv_quiet_start();
+        /* Asked before every record of a client whose segment waits (worker.c): read only. */
+        if (!atomic_load_explicit(&started, memory_order_relaxed)) srv_quiet_start();
         return CUDA_ERROR_NOT_READY;
     }
     return srv_host_register(p, n, flags);
