@@ -3,8 +3,9 @@
  * (server/memory/quietctx.c) is one: made plainly, then each limit set to its least, then
  * 32 MiB of pages registered in it (PORTABLE, DEVICEMAP); then made again with an SM-count
  * execution affinity of the fewest SMs the device allows (cuCtxCreate_v4), limits at their
- * least; then made again with CUDA_DEVICE_MAX_CONNECTIONS=1 set just before its making (the server
- * sets 32 before cuInit, as this probe does unless the variable is set); then green contexts
+ * least; then made four more times, CUDA_DEVICE_MAX_CONNECTIONS set to 1, 32, 8 and 1 just before
+ * each making (the server sets 32 before cuInit, as this probe does unless the variable is set:
+ * whether the driver reads it per context); then green contexts
  * (cuGreenCtxCreate) over all the SMs and over the fewest the device allows, each with 32 MiB
  * registered in it. The primary context is retained first, as the server's is. Prints MiB per
  * step, and each step's time. */
@@ -31,9 +32,9 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* The memory in use after a step, and how long the step took (since the last one said). */
 static double t0; /* when the last step ended */
 
+/* The memory in use after a step, and how long the step took (since the last one said). */
 static void step(const char *what, size_t *last)
 {
     double t = now_ms();
