@@ -44,7 +44,7 @@ static struct {
     pid_t pid; /* whose it was (0: a process the server cannot see into: all such together) */
 } kept[KEEP_MAX];
 static unsigned nkept;
-static int said_all, said_one;
+static int said_all, said_one; /* under lock */
 
 void srv_library_hot(struct srv_obj *o)
 {
@@ -71,8 +71,9 @@ CUresult srv_library_unload(struct srv_client *c, struct srv_obj *o)
     for (unsigned i = 0; i < nkept; i++)
         mine += kept[i].pid == c->pid;
     if (mine >= PER_PROCESS) {
+        int said = said_one++;
         pthread_mutex_unlock(&lock);
-        if (!said_one++)
+        if (!said)
             srv_log("Client process %d: %d of its libraries whose code ran are kept; the next "
                     "is unloaded at once, which waits for every client's work and holds their "
                     "launches meanwhile (server/code/unloads.c; said once)",

@@ -50,8 +50,9 @@ struct srv_hblock {
     size_t used;
     CUevent ev; /* taken at open, on ev_dev; recorded at close */
     int ev_dev;
-    int reg_dev; /* the device whose context registered it; -1: the quiet context's, which no
-                  * fault kills (quietctx.c) */
+    int reg_dev; /* the device whose context registered it; -1: the quiet context's, where it
+                  * is unregistered whatever became of a shared context (after the process's
+                  * fault that answers the fault at once: quietctx.c) */
 };
 
 /* A client's blocks (c->hblocks, made at its first inline copy). Owned by the worker. */
@@ -162,7 +163,7 @@ static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
             free(b);
             b = NULL;
         } else {
-            b->reg_dev = srv_host_reg_device(s->device); /* -1: dies with no context */
+            b->reg_dev = srv_host_reg_device(s->device); /* -1: no shared context's */
             h->bytes += HB_SIZE;
         }
     }
