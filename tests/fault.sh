@@ -108,14 +108,18 @@ if [ $orc = 3 ]; then
     echo "KNOWN LIMIT: device 1's client got device 0's fault ($(grep -o 'failed with [A-Z_]*' \
         "$W/other.log")): the server's devices share its process, and the driver's fault is the process's (a server per GPU keeps it apart: row server-per-gpu)"
 fi
-# The bound is 1.5 s: the successor's retain is most of it, and it is slower after a fault when
+# The bound is 2 s: the successor's retain is most of it, and it is slower after a fault when
 # the faulted process had two contexts, its shared one and its quiet one (quietctx.c; dead with
 # the fault too: its unregistrations then answer the fault at once, and skipping them changed
-# nothing). On H200s (2026-11-30, `MPSSHIM_GPU_ONLY=faults bash tests/gpu.sh`): 953-1072 ms in
-# nine runs on three machines with the quiet context; on one of them 726 and 766 ms with
-# MPSSHIM_QUIET_CONTEXT=0 against 953 and 957 with it. A retain with no fault takes 470-510 ms.
+# nothing), slower still when the quiet one was being made. On H200s (`MPSSHIM_GPU_ONLY=faults
+# bash tests/gpu.sh`, and the tier): with the quiet context made at the server's start
+# (2026-11-30), 953-1072 ms in nine runs on three machines; on one of them 726 and 766 ms with
+# MPSSHIM_QUIET_CONTEXT=0 against 953 and 957 with it. With it made when first needed (the
+# clients here start it, 2026-12-01, one machine): 1223 and 1228 ms where it was made 0.15-0.25 s
+# before the fault, 1625 ms where the fault came during its making, and 1433 ms. A retain with
+# no fault takes 470-510 ms.
 ms=$(grep -o "Server $new\] Device 0: shared context made again [0-9]* ms" "$log" | awk '{print $9}')
-[ -n "$ms" ] && [ "$ms" -lt 1500 ] || fail "context made again after ${ms:-never} ms"
+[ -n "$ms" ] && [ "$ms" -lt 2000 ] || fail "context made again after ${ms:-never} ms"
 wait_for 30 grep -q "Server $old\] Server exited" "$log" ||
     fail "the faulted server $old did not exit after its last client"
 wait_for 10 no_clients || fail "clients not released"

@@ -9,6 +9,7 @@
 #include "server/code/codegate.h"
 #include "server/code/module.h"
 #include "server/code/unloads.h"
+#include "server/memory/quietctx.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,9 @@ void srv_op_module_load(struct srv_client *c, const struct chan_rec *r, uint8_t 
     char *info = NULL, *error = NULL;
     uint8_t *out = srv_lane_data(c, r->lane);
     (void)len; /* its JIT options end it (its %payload line) */
+    /* Not for the load: a client that loads code is about to work, and its first pinned
+     * allocation waits for the quiet context's making (quietctx.c), less once it has begun. */
+    srv_quiet_start(c, "a load of code, ahead of its work");
     memcpy(&m, p, sizeof(m));
     uint8_t *image = take_blob(c, m.image_size, &res);
     if (!image) goto reply;

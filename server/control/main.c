@@ -244,7 +244,6 @@ static int init_devices(void)
      * yet: moving away from one that holds their GPU's would leave two on it. */
     int move = first_use && may_move;
     if (srv_devctx_start(first_use, move, why, sizeof(why)) != 0) START_FAILED("%s", why);
-    if (!first_use) srv_quiet_start(); /* quietctx.c: not waited for */
     srv_green_init();
     if (srv_window_init() != 0 || srv_generic_init() != 0 || srv_registry_init() != 0)
         START_FAILED("cannot set up the server's tables");

@@ -13,6 +13,7 @@
 #include "server/core/devices.h"
 #include "server/core/events.h"
 #include "server/memory/hostblocks.h"
+#include "server/core/segment.h"
 #include "server/core/queue.h"
 
 #include <string.h>
@@ -298,6 +299,7 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
                    const struct srv_copy_side *src, const struct srv_copy_side *dst,
                    struct srv_stream *s, CUresult bad)
 {
+    srv_segment_wanted(c, "a copy through its staging slots"); /* the slots are in it */
     struct pipe p = {.c = c,
                      .m = m,
                      .src = *src,

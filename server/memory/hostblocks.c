@@ -23,7 +23,16 @@
  * driver's pageable path as before (logged once): the bound on queued work (queue.c)
  * keeps a client well under it unless it waits on itself.
  *
- * Owned by the client's worker, like its streams. */
+ * Registered in the quiet context (server/memory/quietctx.c), where unregistering one waits
+ * for nothing. While that context is being made (it is made when first needed, a client's
+ * first small copy among the reasons), a block is registered in the shared context instead,
+ * and never unregistered there: that would wait for every client's work and hold their
+ * launches meanwhile, the hold the quiet context is for. A client that lets go of such a block
+ * leaves it in `kept`, and the next client that needs a block takes it from there; the image's
+ * end lets go of them. So a client's first small copies never wait for the quiet context's
+ * making (0.6-0.7 s on an H200), and the blocks kept so are the few made in that window.
+ *
+ * Owned by the client's worker, like its streams; `kept` is every worker's, under its lock. */
 #include "server/core/server.h"
 #include "server/memory/quietctx.h"
 #include "server/core/streamrec.h"
@@ -35,6 +44,7 @@
 #include "server/limits/policy.h"
 #include "server/core/queue.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -53,7 +63,13 @@ struct srv_hblock {
     int reg_dev; /* the device whose context registered it; -1: the quiet context's, where it
                   * is unregistered whatever became of a shared context (after the process's
                   * fault that answers the fault at once: quietctx.c) */
+    int early;   /* registered in reg_dev's context while the quiet one was being made: kept
+                  * registered until the image ends (`kept`) */
 };
+
+/* Early blocks no client holds, for the next client's (the file's comment says why). */
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct srv_hblock *kept; /* under kept_lock */
 
 /* A client's blocks (c->hblocks, made at its first inline copy). Owned by the worker. */
 struct srv_hblocks {
@@ -72,13 +88,36 @@ static uint64_t cap(void)
                            : 256ull << 20;
 }
 
-/* Unpins and unmaps b (its registration's context still alive when `registered`). */
+/* Unpins and unmaps b (its registration's context still alive when `registered`); an early
+ * block whose context is alive goes to `kept` instead. */
 static void destroy(struct srv_client *c, struct srv_hblock *b, int registered)
 {
+    c->hblocks->bytes -= HB_SIZE;
+    if (registered && b->early) {
+        pthread_mutex_lock(&kept_lock);
+        b->next = kept;
+        kept = b;
+        pthread_mutex_unlock(&kept_lock);
+        return;
+    }
     if (registered) srv_host_unregister(c, b->p);
     srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
-    c->hblocks->bytes -= HB_SIZE;
     free(b);
+}
+
+/* An early block from `kept` whose context is alive, or NULL. */
+static struct srv_hblock *take_kept(struct srv_client *c)
+{
+    struct srv_hblock *b = NULL, **pp;
+    pthread_mutex_lock(&kept_lock);
+    for (pp = &kept; *pp; pp = &(*pp)->next)
+        if (!srv_fault_dead(c, (*pp)->reg_dev)) {
+            b = *pp;
+            *pp = b->next;
+            break;
+        }
+    pthread_mutex_unlock(&kept_lock);
+    return b;
 }
 
 /* A block back in the free list, or destroyed when enough are kept. */
@@ -149,21 +188,25 @@ static struct srv_hblock *open_block(struct srv_client *c, struct srv_stream *s)
     CUevent ev;
     if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) return NULL;
     struct srv_hblock *b = h->free;
+    int where;
     if (b) {
         h->free = b->next;
         h->nfree--;
+    } else if (h->bytes + HB_SIZE <= cap() && (b = take_kept(c))) {
+        h->bytes += HB_SIZE;
     } else if (h->bytes + HB_SIZE <= cap() && (b = calloc(1, sizeof(*b)))) {
         b->p = srv_window_map(HB_SIZE, -1); /* window.c says why there */
         /* Not copied on write into a child (the server spawns its successor): the GPU
          * reads the pages it was given, the server must write those same pages. */
         if (b->p) (void)madvise(b->p, HB_SIZE, MADV_DONTFORK);
-        if (!b->p ||
-            srv_host_register(b->p, HB_SIZE, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
+        if (!b->p || srv_host_register_block(c, b->p, HB_SIZE, CU_MEMHOSTREGISTER_PORTABLE,
+                                             &where) != CUDA_SUCCESS) {
             if (b->p) srv_window_give((uint64_t)(uintptr_t)b->p, HB_SIZE);
             free(b);
             b = NULL;
         } else {
-            b->reg_dev = srv_host_reg_device(s->device); /* -1: no shared context's */
+            b->reg_dev = where == SRV_HOSTREG_QUIET ? -1 : s->device;
+            b->early = where == SRV_HOSTREG_EARLY;
             h->bytes += HB_SIZE;
         }
     }

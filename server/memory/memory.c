@@ -108,6 +108,7 @@ void srv_op_host_alloc(struct srv_client *c, const struct chan_rec *r, uint8_t *
     if (!srv_account_pinned_take(c, size)) /* the process's, across its connections */
         goto out;
     taken = 1;
+    srv_quiet_start(c, managed ? "managed memory" : "pinned memory"); /* waited for just below */
     if ((fd = srv_window_share(size, m.avoid, &addr)) < 0) goto fail;
     struct srv_obj *o = srv_range_add(c, type, addr, m.bytes, 1, NULL);
     if (!o) {
@@ -305,6 +306,7 @@ static CUresult host_register(struct srv_client *c, const struct chan_host_regis
     }
     unsigned fl = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                   (m->flags & CU_MEMHOSTREGISTER_READ_ONLY);
+    srv_quiet_start(c, "a registration of its memory"); /* waited for just below */
     CUresult r = srv_host_register(want, m->bytes, fl);
     if (r != CUDA_SUCCESS) {
         srv_shmguard_drop(slot);

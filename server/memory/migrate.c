@@ -113,6 +113,7 @@ static struct srv_mblock *block_new(struct srv_client *c, int dev, uint64_t byte
     }
     b->bytes = bytes;
     b->device = dev;
+    srv_quiet_start(c, "managed memory"); /* waited for just below */
     if ((*fd = srv_window_share(bytes, 0, &b->host)) >= 0 &&
         (*res = srv_use_device(dev)) == CUDA_SUCCESS &&
         (*res = srv_devmem_alloc(c, dev, &b->dev, bytes)) == CUDA_SUCCESS) {

@@ -32,13 +32,23 @@
  * address of the shared context (docs/differences.md).
  *
  * One rule keeps the two places apart: while a quiet context exists every registration is in
- * it. It is made at the server's start, in a thread of its own once the shared contexts are
- * (main.c; 0.46-1.6 s on an H200), after their retains, which it would slow (a fault's
- * successor is timed by them: tests/fault.sh), a registration meanwhile waiting for it, or where
- * those are made at first use, at the first registration, which waits for it. A client's segment
- * waits for it nowhere: it is registered once the context is made (segment.c,
- * srv_host_register_soon), so that a client that comes meanwhile is served at once. The context
- * is kept until the server's image ends (its exit, or its fresh start when idle:
+ * it, but for the staging blocks registered while it was being made (below). It is made when a
+ * client first needs it, not at the server's start: at a client's first copy between host and
+ * device, wait that the GPU would answer, host function, pinned allocation or registration,
+ * managed allocation, or load of code (ahead of its work: srv_quiet_start's callers), in a thread
+ * of its own. So a server whose clients only hold a context and device memory, and an idle
+ * server, hold one context per device (the 8-idle-clients figure of issue 29: bench/run.sh's
+ * idle family), and an image that serves only such clients never pays for it. Until it is
+ * made:
+ *   - a client's segment is not registered; it is, before the client's first record after the
+ *     context is made (segment.c, srv_host_register_soon);
+ *   - a staging block (hostblocks.c) is registered in the shared context and, rather than ever
+ *     being unregistered there, kept for other clients until the image ends
+ *     (srv_host_register_block);
+ *   - a pinned allocation or registration, and a host function (which needs the segment),
+ *     wait for it (srv_host_register): 0.6-0.7 s on an H200 from the making's start, once per
+ *     image, and less where the client loaded code or copied first, as nearly all do.
+ * The context is kept until the server's image ends (its exit, or its fresh start when idle:
  * server/handover/recycle.c, which is what gives back a device's memory after its clients left).
  * Where it cannot be made, or MPSSHIM_QUIET_CONTEXT=0, none ever is in this image: every
  * registration is made in the caller's context and unregistered there, gated (codegate.c), as
@@ -48,8 +58,8 @@
  * (handover.c), so nothing registered here is used again.
  *
  * Cost: a context's device memory, about 270 MiB on an H200 (bench/NOTES.md, "The quiet
- * context": the server's memory in use at start 842924032 bytes with it, 559480832 without;
- * a probe of its own, 264 MiB with its limits at their least), and its making once per image,
+ * context": the server's memory in use 842924032 bytes with it, 559480832 without; a probe of
+ * its own, 264 MiB with its limits at their least), and its making once per image that needs it,
  * logged with how long it took (0.6-0.7 s alone, up to 7.8 s beside other servers' makings).
  * Making a context beside another client's running kernel holds nothing up (`heldwait
  * ctxcreate --spin --launch`). A fault's recovery is about 0.2 s slower: the successor's
@@ -65,6 +75,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(CUcontext) quiet; /* once made, the same until the image ends */
@@ -108,6 +119,8 @@ static CUcontext ensure(void)
     if (q || !srv.quiet_context) return q;
     pthread_mutex_lock(&lock);
     if (!(q = atomic_load_explicit(&quiet, memory_order_relaxed)) && !atomic_load(&failed)) {
+        if (!atomic_exchange(&started, 1)) /* no caller said why (srv_quiet_start) */
+            srv_log("Making the quiet context for host memory, first needed by a registration");
         if ((q = make()))
             atomic_store_explicit(&quiet, q, memory_order_release);
         else
@@ -124,11 +137,18 @@ static void *prepare(void *arg)
     return NULL;
 }
 
-void srv_quiet_start(void)
+void srv_quiet_start(const struct srv_client *c, const char *why)
 {
     pthread_t t;
     pthread_attr_t a;
-    if (!srv.quiet_context || atomic_exchange(&started, 1)) return;
+    /* A load first: this is asked on hot paths (every staged copy or GPU-answered wait of a
+     * client whose segment is not registered) and the flag is set once per image. */
+    if (!srv.quiet_context || atomic_load_explicit(&started, memory_order_relaxed) ||
+        atomic_exchange(&started, 1))
+        return;
+    if (atomic_load_explicit(&quiet, memory_order_acquire) || atomic_load(&failed)) return;
+    srv_log("Making the quiet context for host memory, first needed by %s%d (%s)",
+            c ? "client process " : "the server, pid ", c ? (int)c->pid : (int)getpid(), why);
     int ok = pthread_attr_init(&a) == 0;
     if (ok) {
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
@@ -136,8 +156,14 @@ void srv_quiet_start(void)
         pthread_attr_destroy(&a);
     }
     /* Else made by the first registration that waits for it, or started again by the next
-     * one that does not (a segment's, which would otherwise wait for it for good). */
+     * caller (a staging block's registration, which would otherwise be early for good). */
     if (!ok) atomic_store(&started, 0);
+}
+
+int srv_quiet_settled(void)
+{
+    return !srv.quiet_context || atomic_load_explicit(&quiet, memory_order_acquire) ||
+           atomic_load(&failed);
 }
 
 CUresult srv_host_register(void *p, size_t n, unsigned flags)
@@ -155,13 +181,22 @@ CUresult srv_host_register(void *p, size_t n, unsigned flags)
 
 CUresult srv_host_register_soon(void *p, size_t n, unsigned flags)
 {
-    if (srv.quiet_context && !atomic_load_explicit(&quiet, memory_order_acquire) &&
-        !atomic_load(&failed)) {
-        /* Asked before every record of a client whose segment waits (worker.c): read only. */
-        if (!atomic_load_explicit(&started, memory_order_relaxed)) srv_quiet_start();
-        return CUDA_ERROR_NOT_READY;
-    }
+    /* Asked before every record of a client whose segment waits (worker.c): read only. */
+    if (!srv_quiet_settled()) return CUDA_ERROR_NOT_READY;
     return srv_host_register(p, n, flags);
+}
+
+CUresult srv_host_register_block(const struct srv_client *c, void *p, size_t n, unsigned flags,
+                                 int *where)
+{
+    if (srv_quiet_settled()) {
+        *where = atomic_load_explicit(&quiet, memory_order_acquire) ? SRV_HOSTREG_QUIET
+                                                                    : SRV_HOSTREG_HERE;
+        return srv_host_register(p, n, flags);
+    }
+    srv_quiet_start(c, "small copies");
+    *where = SRV_HOSTREG_EARLY;
+    return DRV(cuMemHostRegister_v2)(p, n, flags | CU_MEMHOSTREGISTER_PORTABLE);
 }
 
 CUresult srv_host_unregister(struct srv_client *c, void *p)
@@ -173,11 +208,6 @@ CUresult srv_host_unregister(struct srv_client *c, void *p)
     r = DRV(cuMemHostUnregister)(p);
     (void)DRV(cuCtxPopCurrent_v2)(&popped);
     return r;
-}
-
-int srv_host_reg_device(int current)
-{
-    return atomic_load_explicit(&quiet, memory_order_acquire) ? -1 : current;
 }
 
 void srv_quiet_release(void)

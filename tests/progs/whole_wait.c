@@ -1,7 +1,8 @@
 /* whole_wait free|unregister|freehost|launches|load|graphadd|attrs|nocode|libcode GOFILE: makes one
  * call that waits for the whole device on a real driver, at a moment a test chooses
  * (tests/waitvalue_twin.sh, tests/codegate.sh). First it sets up
- * (1 MiB of device memory, 1 MiB of its own pages registered, 1 MiB of pinned memory), runs a
+ * (1 MiB of device memory, 4 KiB copied into it from pageable memory, 1 MiB of its own pages
+ * registered, 1 MiB of pinned memory), runs a
  * kernel of its module (so that no code is loaded later: a load waits for the device too,
  * and a load blocked so holds up more than these calls do) and synchronises, prints "ready",
  * waits for GOFILE to exist, then frees the device memory (cuMemFree), unregisters the pages
@@ -66,6 +67,10 @@ int main(int argc, char **argv)
     }
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, BYTES));
+    /* Small enough to travel inside its request: it waits in a staging block of the server's
+     * (server/memory/hostblocks.c), registered before anything else of this client's. */
+    static unsigned small[1024];
+    CHECK(cuMemcpyHtoD(d, small, sizeof(small)));
     void *pages = aligned_alloc(4096, BYTES);
     REQUIRE(pages, "out of host memory");
     CHECK(cuMemHostRegister(pages, BYTES, 0));
