@@ -15,19 +15,33 @@ CUDART_DEPS   := tests/cudart/common.h tests/kernels/kernels.cu tests/kernels/te
                  tests/kernels/cond.cu tests/kernels/managed.cu tests/progs/nccl_attrs.h
 
 # Per program: extra sources (another translation unit is another module) and flags.
-CUDART_SRCS_multikernel := tests/kernels/kernels2.cu
-CUDART_FLAGS_ptds       := --default-stream per-thread
-$(CUDART_DIR)/multikernel $(CUDART_DIR)/multikernel.shared: tests/kernels/kernels2.cu
+CUDART_SRCS_multikernel  := tests/kernels/kernels2.cu
+CUDART_FLAGS_ptds        := --default-stream per-thread
 CUDART_SRCS_managed_vars := tests/kernels/managed2.cu
-$(CUDART_DIR)/managed_vars $(CUDART_DIR)/managed_vars.shared: tests/kernels/managed2.cu
+
+# Each source is compiled once, into $(CUDART_DIR)/obj, and its objects linked twice, with
+# either cudart: -cudart chooses only the library linked (when each build compiled the
+# program again, nvcc took about a third of the CI tier's build). A program's other
+# translation units are compiled as NAME-UNIT.o, with its flags.
+CUDART_OBJ = $(CUDART_DIR)/obj/$(1).o \
+             $(patsubst tests/kernels/%.cu,$(CUDART_DIR)/obj/$(1)-%.o,$(CUDART_SRCS_$(1)))
 
 all: $(CUDART_STATIC) $(CUDART_SHARED)
 
-$(CUDART_STATIC): $(CUDART_DIR)/%: tests/cudart/%.cu $(CUDART_DEPS)
+$(CUDART_DIR)/obj/%.o: tests/cudart/%.cu $(CUDART_DEPS)
 	@mkdir -p $(@D)
-	$(NVCC) $(CUDART_FLAGS) $(CUDART_FLAGS_$*) -o $@ $< $(CUDART_SRCS_$*)
+	$(NVCC) $(CUDART_FLAGS) $(CUDART_FLAGS_$*) -c -o $@ $<
 
-$(CUDART_SHARED): $(CUDART_DIR)/%.shared: tests/cudart/%.cu $(CUDART_DEPS)
-	@mkdir -p $(@D)
-	$(NVCC) $(CUDART_FLAGS) $(CUDART_FLAGS_$*) -cudart shared -Xlinker -rpath,$(CUDA)/lib64 \
-		-o $@ $< $(CUDART_SRCS_$*)
+define CUDART_UNITS
+$(CUDART_DIR)/$(1) $(CUDART_DIR)/$(1).shared: $(call CUDART_OBJ,$(1))
+$(CUDART_DIR)/obj/$(1)-%.o: tests/kernels/%.cu $(CUDART_DEPS)
+	@mkdir -p $$(@D)
+	$$(NVCC) $$(CUDART_FLAGS) $$(CUDART_FLAGS_$(1)) -c -o $$@ $$<
+endef
+$(foreach n,$(CUDART_NAMES),$(eval $(call CUDART_UNITS,$(n))))
+
+$(CUDART_STATIC): $(CUDART_DIR)/%:
+	$(NVCC) $(CUDART_FLAGS) -o $@ $^
+
+$(CUDART_SHARED): $(CUDART_DIR)/%.shared:
+	$(NVCC) $(CUDART_FLAGS) -cudart shared -Xlinker -rpath,$(CUDA)/lib64 -o $@ $^
