@@ -105,12 +105,45 @@ mem_used() { ctl get_server_status | awk '/^Device 0 memory used/ {print $5}'; }
 # no_clients: the server has no clients left (they are cleaned up asynchronously).
 no_clients() { [ "$(ctl get_server_status | awk '/^Clients/ {print $2}')" = 0 ]; }
 
+# direct_run OUT PROG ARGS...: PROG's run straight on the CPU test driver, its output in OUT;
+# PROG's status. Where MPSSHIM_DIRECT_CACHE names a directory (tests/ci.sh sets one), a run
+# that passed is kept there and its output copied instead of running it again: a program on
+# the CPU test driver alone prints the same whatever server settings a script tests, and the
+# CI tier ran the same programs directly up to six times over. Kept per command line and
+# per value of what the driver and the programs read from the environment
+# (MPSSHIM_CPUDRV_*, MPSSHIM_TEST_*, CUDA_*, and the few variables of tests/progs' own), so a
+# script that sets MPSSHIM_CPUDRV_FREE_WAITS=1 gets runs of its own.
+direct_run() {
+    local out=$1 key kept st
+    shift
+    if [ -z "${MPSSHIM_DIRECT_CACHE:-}" ]; then
+        timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$@" >"$out" 2>&1
+        return
+    fi
+    key=$( {
+        printf '%s\n' "$*"
+        env | grep -E '^(MPSSHIM_CPUDRV_|MPSSHIM_TEST_|CUDA_|THREAD_PEER_|FAULT_GO=|WHOLE_WAIT_|CPUDRV_)' | sort
+    } | md5sum)
+    kept=$MPSSHIM_DIRECT_CACHE/${key%% *}
+    if [ -f "$kept" ]; then
+        cp "$kept" "$out"
+        return 0
+    fi
+    timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$@" >"$out" 2>&1
+    st=$?
+    # Written whole, then named: the other lane of tests/ci.sh may look for it meanwhile.
+    if [ $st = 0 ] && mkdir -p "$MPSSHIM_DIRECT_CACHE" && cp "$out" "$kept.$BASHPID"; then
+        mv "$kept.$BASHPID" "$kept"
+    fi
+    return $st
+}
+
 # programs_through_server WHAT DIR: every run of tests/progs/programs.txt through the server
 # of MPSSHIM_PIPE_DIRECTORY (WHAT names it in failures), the `both` ones against their direct
-# run on the CPU test driver, exactly as the CI tier runs them on its default server; outputs
-# in DIR. PROGRAMS_RUN: how many ran. Non-zero when any failed. PROGRAMS_MATCH, when set: only
-# the runs whose program name matches that extended regular expression; PROGRAMS_EXCLUDE,
-# when set: not the runs whose command line matches that one.
+# run on the CPU test driver (direct_run), exactly as the CI tier runs them on its default
+# server; outputs in DIR. PROGRAMS_RUN: how many ran. Non-zero when any failed.
+# PROGRAMS_MATCH, when set: only the runs whose program name matches that extended regular
+# expression; PROGRAMS_EXCLUDE, when set: not the runs whose command line matches that one.
 programs_through_server() {
     local what=$1 dir=$2 cmd mode name prog bad=0
     local -a argv
@@ -130,7 +163,7 @@ programs_through_server() {
             continue
         fi
         [ "$mode" = both ] || continue
-        timeout 300 env LD_LIBRARY_PATH="$B/cpudrv" "$prog" "${argv[@]:1}" >"$dir/$name.direct" 2>&1
+        direct_run "$dir/$name.direct" "$prog" "${argv[@]:1}"
         if ! diff -q "$dir/$name.direct" "$dir/$name.shim" >/dev/null; then
             echo "FAIL: $name: the output differs from its direct run"
             diff "$dir/$name.direct" "$dir/$name.shim" | head -n 6
