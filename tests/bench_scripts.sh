@@ -32,12 +32,37 @@ bench() {
     timeout -k 5 120 env MPSSHIM_BENCH_CPU=1 bash "$ROOT/bench/run.sh" "$B" --quick --no-plots \
         --no-throttle "$@"
 }
+# start NAME ARGS...: bench ARGS... with OUT=$W/NAME, in the background, its output in
+# $W/NAME.log; finish NAME waits for it and gives its status. The four runs start at once:
+# each has its own OUT, servers and work directory (bench/lib.sh), and mostly waits (their
+# clients' sleeps, the servers' starts), so together they take about as long as the first
+# alone, where one after another took the CI tier's second lane a minute and more.
+declare -A RUNS
+start() {
+    local name=$1
+    shift
+    OUT=$W/$name bench "$@" >"$W/$name.log" 2>&1 &
+    RUNS[$name]=$!
+}
+finish() { wait "${RUNS[$1]}"; }
+# A failed check ends the script: the runs still going are ended too (their timeouts, which
+# pass the signal on to bench/run.sh, which stops its servers).
+stop_runs() {
+    local p
+    for p in "${RUNS[@]}"; do pkill -TERM -P "$p" 2>/dev/null; done
+}
+trap stop_runs EXIT
+
+# (mpicold has a run of its own, below)
+start quick --families idle,calls,copy,overlap,mpi,fleet,managed,free,fleetc \
+    --variant spinall:MPSSHIM_SPIN_CPUS=100000
+MPSSHIM_BENCH_FAIL=mpsshim.calls1 start failed --families calls --pack
+start servers --families fleetc --fleetc-spread --variant two:MPSSHIM_BENCH_SERVERS=2
+MPSSHIM_CPUDRV_DEVICES=2 MPSSHIM_BENCH_FAIL=mpsshim.mpi_cold540.2.1 \
+    start cold --families mpicold --points mpicold=2
 
 out=$W/quick
-# (mpicold has a run of its own, below)
-OUT=$out bench --families idle,calls,copy,overlap,mpi,fleet,managed,free,fleetc \
-    --variant spinall:MPSSHIM_SPIN_CPUS=100000 >"$out.log" 2>&1 ||
-    { tail -n 30 "$out.log"; fail "bench/run.sh --quick --variant"; }
+finish quick || { tail -n 30 "$out.log"; fail "bench/run.sh --quick --variant"; }
 md=$out/bench-results.md
 for row in launch_sync_us "copy_htod_pinned_GBps 4 MiB" "copy_dtoh_registered_GBps 4 MiB" \
     "overlap_s processes=4" "mpi_gpu_loop_s ranks=2" "fleet_steps_per_s processes=2" \
@@ -69,8 +94,7 @@ echo "quick run with a variant: $(grep -c '^| ' "$md") table lines"
 } || fail "bench/plot.py"
 
 out=$W/failed
-MPSSHIM_BENCH_FAIL=mpsshim.calls1 OUT=$out bench --families calls --pack >"$out.log" 2>&1 &&
-    fail "a run with a failed run exited 0"
+finish failed && fail "a run with a failed run exited 0"
 md=$out/bench-results.md
 grep -E '^\| launch_sync_us \|' "$md" | grep -qE '\| [0-9.]+ 1 FAIL \|' ||
     fail "the cell of the failed run: $(grep '^| launch_sync_us' "$md")"
@@ -88,8 +112,7 @@ done
 echo "a failed run: kept in the log, counted in its cell and its goal"
 
 out=$W/servers
-OUT=$out bench --families fleetc --fleetc-spread --variant two:MPSSHIM_BENCH_SERVERS=2 \
-    >"$out.log" 2>&1 ||
+finish servers ||
     { tail -n 30 "$out.log"; fail "bench/run.sh --variant two:MPSSHIM_BENCH_SERVERS=2"; }
 log=$out/bench-mpsshim-two.log
 served() { # LOGDIR: clients the server logging there took, from the variant's log
@@ -110,9 +133,7 @@ grep -q 'us of host work spread between and 8 launches per step' "$log" ||
 echo "a variant over two servers: $n0 and $n1 clients; fleetc's host work spread"
 
 out=$W/cold
-MPSSHIM_CPUDRV_DEVICES=2 MPSSHIM_BENCH_FAIL=mpsshim.mpi_cold540.2.1 OUT=$out \
-    bench --families mpicold --points mpicold=2 >"$out.log" 2>&1 &&
-    fail "a run with a failed cold MPI job exited 0"
+finish cold && fail "a run with a failed cold MPI job exited 0"
 md=$out/bench-results.md
 for fig in mpi_cold75_s mpi_cold75_2gpu_s; do
     grep -E "^\| $fig ranks=2 \|" "$md" |
