@@ -70,6 +70,12 @@ test: deps
 	@$(call quiet_build,test-build.log,all fuzz,everything the tests run)
 	@bash tests/ci.sh $(B)
 
+# The CI tier with every program through each server setting that tests/coalesce.sh and
+# tests/moved_programs.sh otherwise run for the programs that take its paths (tests/ci.sh).
+.PHONY: test-full
+test-full: export MPSSHIM_CI_FULL := 1
+test-full: test
+
 # The demo builds only what it runs.
 demo: deps
 	@$(call quiet_build,demo-build.log,$(SRV_BIN) $(CTL_BIN) $(SHIM_LIB) $(CPUDRV_LIB) $(DEMO_BIN),the server$(,) the shim$(,) the CPU test driver and the demo client)

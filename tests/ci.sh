@@ -5,6 +5,11 @@
 # another user). Prints a line per test as it ends ([n/N], its time, the time so far), then
 # the failures with the end of their logs and a summary; the table of every test goes to
 # BUILD/test.log with the same lines. Exits non-zero if anything failed.
+# Programs through other server settings: the main loop runs every program of the lists on
+# the default server; tests/coalesce.sh and tests/moved_programs.sh run, of them, those that
+# take the paths their setting changes (each script says which and why). With
+# MPSSHIM_CI_FULL=1 (`make test-full`) they run every program, as this tier did until
+# 2026-12 (about 2 minutes more on two cores).
 # The CPU test driver is a test double: nothing here is evidence about GPUs.
 set -u
 B=${1:-build}
@@ -337,9 +342,10 @@ cpu_lane() {
     # as root, for two users made for the test (SKIP when not root). Own servers, directories.
     run_test slurm-hostile 120 bash "$ROOT/tests/slurm_hostile.sh" "$B"
     # A crowded server's defaults (coalesced doorbells, replies from the GPU, steps as
-    # graphs), the server counting itself crowded with one busy client: every program, one of
-    # them waiting for its kernel by polling mapped memory with no call that would ring; the
-    # GPU's replies while crowded, and the worker's with MPSSHIM_CROWDED_GPU_REPLIES=0. Own
+    # graphs), the server counting itself crowded with one busy client: the programs whose
+    # work takes its paths (tests/coalesce.sh says which; every one with MPSSHIM_CI_FULL=1),
+    # one of them waiting for its kernel by polling mapped memory with no call that would ring;
+    # the GPU's replies while crowded, and the worker's with MPSSHIM_CROWDED_GPU_REPLIES=0. Own
     # servers, in directories of its own. (Beside the other lane's load it found a race of
     # managed variables' pulls: interpose/mvars.c.)
     run_test coalesce-programs 200 bash "$ROOT/tests/coalesce.sh" "$B" "$WORK"
@@ -750,7 +756,8 @@ else
     # server, which it starts (MPSSHIM_SERVER_PER_GPU; tests/server_per_gpu.sh).
     run_test server-per-gpu 90 bash "$ROOT/tests/server_per_gpu.sh" "$B" "$WORK"
     # The programs through a process's GPUs' own servers, the default where a pipe directory's
-    # server holds several GPUs: one server's output, or the documented refusal
+    # server holds several GPUs: those that take the paths a move changes (every one with
+    # MPSSHIM_CI_FULL=1), one server's output, or the documented refusal
     # (tests/moved_programs.sh; own servers). In this lane: the second ran past this one's end
     # by a minute with it.
     run_test moved-programs 300 bash "$ROOT/tests/moved_programs.sh" "$B" "$WORK"
