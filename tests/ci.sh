@@ -48,40 +48,43 @@ expected_rows() {
 EXPECT=$(expected_rows)
 
 # record NAME STATUS [detail]: in the table; a line saying so, numbered in the order tests
-# end in either lane (a test of the second lane goes to the table at lane_join).
+# end in any lane (a test of another lane than the first goes to the table at lane_join).
 record() {
     NAMES+=("$1")
     RESULTS+=("$2${3:+ ($3)}")
     TIMES+=("$TOOK")
     [ "$2" = PASS ] || [ "$2" = SKIP ] || FAILED=1
-    [ -z "${LANE:-}" ] || printf '%s\t%s\t%s\n' "$1" "$2${3:+ ($3)}" "$TOOK" >>"$WORK/lane.tsv"
+    [ -z "${LANE:-}" ] || printf '%s\t%s\t%s\n' "$1" "$2${3:+ ($3)}" "$TOOK" >>"$WORK/lane$LANE.tsv"
     echo "$1" >>"$WORK/ended"
-    say "[$(wc -l <"$WORK/ended")/$EXPECT] ${LANE:+(lane 2) }$1: $2${3:+ ($3)}${TOOK:+, $TOOK s}; $SECONDS s so far"
+    say "[$(wc -l <"$WORK/ended")/$EXPECT] ${LANE:+(lane $LANE) }$1: $2${3:+ ($3)}${TOOK:+, $TOOK s}; $SECONDS s so far"
     TOOK=""
 }
 
-# lane_start FUNCTION: runs FUNCTION's tests in a second lane beside the rest (a subshell,
-# which the EXIT trap's cleanup does not reach: the tests' own timeouts bound it);
-# lane_join waits for it and adds its results to the table.
+# lane_start FUNCTION: runs FUNCTION's tests in a lane of their own (2, 3, ...) beside the
+# rest (a subshell, which the EXIT trap's cleanup does not reach: the tests' own timeouts
+# bound it); lane_join waits for every lane and adds their results to the table.
+LANE_PIDS=()
 lane_start() {
-    : >"$WORK/lane.tsv"
+    local n=$((${#LANE_PIDS[@]} + 2))
+    : >"$WORK/lane$n.tsv"
     (
-        LANE=1
+        LANE=$n
         "$1"
     ) &
-    LANE_PID=$!
+    LANE_PIDS+=($!)
 }
 lane_join() {
-    [ -n "${LANE_PID:-}" ] || return 0
-    local name result took
-    wait "$LANE_PID"
-    LANE_PID=
-    while IFS=$'\t' read -r name result took; do
-        NAMES+=("$name")
-        RESULTS+=("$result")
-        TIMES+=("$took")
-        case $result in PASS* | SKIP*) ;; *) FAILED=1 ;; esac
-    done <"$WORK/lane.tsv"
+    local i name result took
+    for i in "${!LANE_PIDS[@]}"; do
+        wait "${LANE_PIDS[$i]}"
+        while IFS=$'\t' read -r name result took; do
+            NAMES+=("$name")
+            RESULTS+=("$result")
+            TIMES+=("$took")
+            case $result in PASS* | SKIP*) ;; *) FAILED=1 ;; esac
+        done <"$WORK/lane$((i + 2)).tsv"
+    done
+    LANE_PIDS=()
 }
 
 # descendants PID: the processes below PID, one per line.
@@ -175,7 +178,7 @@ start_server() {
 }
 
 cleanup() {
-    [ -z "${LANE_PID:-}" ] || kill "$LANE_PID" 2>/dev/null # interrupted: its tests time out
+    [ ${#LANE_PIDS[@]} = 0 ] || kill "${LANE_PIDS[@]}" 2>/dev/null # interrupted: their tests time out
     stop_server 10 >/dev/null 2>&1
     if [ "$FAILED" = 0 ]; then rm -rf "$WORK"; fi
 }
@@ -217,12 +220,17 @@ run_test procaddr-follows-server-driver 60 bash -c '
 # follows a good one and answers from its compiled-in table when one is malformed.
 run_test procaddr-bad-server 60 "$B/tests/unit/procaddr_badserver" "$SHIM" "$WORK/badserver"
 run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
-# ---------------------------------------------------------------- the second lane
-# Builds, checks of the tree and packaging, fuzzing, the benchmark scripts, the programs
-# through other allocators and green contexts, traces and control commands: each works in
-# directories of its own and none depends on timing, so they run in a second lane beside the tests below (which have servers of
-# their own or the shared one): on two cores the CI tier takes about a third less time. Their results join the table
-# at the end (lane_join); a line per test as it ends, as for the others.
+# ---------------------------------------------------------------- the second and third lanes
+# The tests of these two lanes each work in directories and with servers of their own and
+# none asserts a duration, so they run beside the tests below (which have servers of their
+# own or the shared one), three lanes at once: most tests mostly wait (for their kernels,
+# timeouts, servers), and on two cores one lane beside the main one left the CPUs idle for
+# about two thirds of the tests' time. The second: builds, checks of the tree and packaging,
+# fuzzing, and a few tests of a server of their own; the third: the programs through other
+# servers' settings, the benchmark scripts, traces and control commands. Each lane's tests are
+# chosen so that the three end at about the same time (by the times in BUILD/test.log's
+# table). Their results join the table at the end (lane_join); a line per test as it ends, as
+# for the others.
 cpu_lane() {
     # The unit tests, the raw protocol tests and a few programs once more against a server built
     # with ASan and UBSan (own build in BUILD-asan, own server).
@@ -299,28 +307,9 @@ cpu_lane() {
     # tests/deps.sh against stand-ins for apt-get: nothing asked when nothing is missing, only
     # what is missing otherwise, apt-get's own words when it fails.
     run_test deps-check 60 bash "$ROOT/tests/deps_test.sh"
-    # The benchmark scripts' plumbing, not their numbers: bench/run.sh --quick on the CPU test
-    # driver with a variant of mpsshim, then with one run failed on purpose, then the cold MPI job
-    # (bench/fakempi where no MPI is) on two devices (tests/bench_scripts.sh).
-    run_test bench-scripts 540 bash "$ROOT/tests/bench_scripts.sh" "$B" "$WORK"
     # The GPU machine's CPU-time tools: the sampler and its summary on a program of known
     # shape, then bench/cpusplit.py's plumbing (tests/profsample.sh).
     run_test profsample 120 bash "$ROOT/tests/profsample.sh" "$B" "$WORK"
-    # The programs through the two other ways of serving cuMemAlloc (device-arena-programs,
-    # below, says what they do): own servers; free_wait's bound is 15 s, not a timing.
-    run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
-    run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
-    # GPU timelines (`trace start|stop|status`): the summary and file on known records, then the
-    # whole path on the CPU test driver's stand-in for CUPTI with four clients at once; no CUPTI:
-    # said, and the server serves on. Own servers.
-    run_test trace 120 bash "$ROOT/tests/trace.sh" "$B" "$WORK"
-    # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
-    # server/limits/green.c, an experiment): the test programs that use streams in many ways through
-    # such a server. Own server.
-    run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
-    # Control commands, logs, the client cap and terminate_client (tests/control.sh): own
-    # servers; its waits poll for a state, nothing asserts a duration.
-    run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
     # make install into a temporary DESTDIR; the installed programs and shim find each other
     # and serve a client; the man pages cover --help; make uninstall leaves nothing. Own servers.
     run_test install-uninstall 120 bash "$ROOT/tests/install.sh" "$B"
@@ -341,19 +330,80 @@ cpu_lane() {
     # another user's server, a link where the prolog writes its log. Run as Slurm runs them,
     # as root, for two users made for the test (SKIP when not root). Own servers, directories.
     run_test slurm-hostile 120 bash "$ROOT/tests/slurm_hostile.sh" "$B"
+    # A short soak (tests/soak.sh; the GPU one is make soak SECONDS=600 CLIENTS=32): 8 clients
+    # at once for 20 s, one in a few killed, every other one passing, the server back where it
+    # started. Own server.
+    run_test soak-short 120 bash "$ROOT/tests/soak.sh" "$B" 20 8
+    # A client's unregistration (a call that waits for every stream) while another client's
+    # stream is held on a host function whose page fault that client's own worker serves: the
+    # call waits in the server, both go on (found on an H200 by managed-kill). Own server.
+    run_test hostfn-gate 90 bash "$ROOT/tests/hostfn_gate.sh" "$B" "$WORK"
+    # What the driver keeps in a long-lived context goes back when idle: the server starts
+    # afresh in the same process (pid, settings and descriptors as at start), clients and a
+    # SIGTERM that arrive meanwhile are not lost, and a connected client or an open control
+    # session keep it as it is. Own server.
+    run_test recycle 90 bash "$ROOT/tests/recycle.sh" "$B" "$WORK"
+    # A driver call that never returns is named in the log (whose, which, its thread) and the
+    # stacks SIGUSR2 asks for come one thread after another. Own server.
+    run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
+    # A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with
+    # the results of launches one by one, held launches let go by themselves; off with
+    # MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
+    run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
+}
+lane_start cpu_lane
+servers_lane() {
+    # A client that leaves while another's kernel waits for that other's next launch: its host
+    # memory, registered in the server's quiet context, is unregistered there, and its library
+    # whose code ran is kept, so the launch goes on (on the CPU test driver as on an H200, an
+    # unregistration of memory registered in the shared context, and an unload of such a library,
+    # wait for its work and hold launches meanwhile); with MPSSHIM_QUIET_CONTEXT=0 or
+    # MPSSHIM_KEEP_LIBRARIES=0 it does not. Own servers.
+    run_test leave-beside 90 bash "$ROOT/tests/leave_beside.sh" "$B" "$WORK"
+    # cuMemAlloc from the server's arena (the default), its pool (off for good) and the
+    # driver's own (MPSSHIM_DEVICE_VMM=0), on a CPU driver whose cuMemFree waits for the whole
+    # context: the programs that allocate in many ways through each, and a free beside another
+    # client's waiting work (server/memory/devmem.c). Own servers; free_wait's bound is 15 s,
+    # not a timing.
+    run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" arena
+    run_test device-pool-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" pool
+    run_test device-driver-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" driver
+    # The programs through a process's GPUs' own servers, the default where a pipe directory's
+    # server holds several GPUs: those that take the paths a move changes (every one with
+    # MPSSHIM_CI_FULL=1), one server's output, or the documented refusal
+    # (tests/moved_programs.sh; own servers).
+    run_test moved-programs 300 bash "$ROOT/tests/moved_programs.sh" "$B" "$WORK"
+    # The same from one pipe directory: a client that sees one GPU is served by that GPU's own
+    # server, which it starts (MPSSHIM_SERVER_PER_GPU; tests/server_per_gpu.sh).
+    run_test server-per-gpu 90 bash "$ROOT/tests/server_per_gpu.sh" "$B" "$WORK"
+    # The benchmark scripts' plumbing, not their numbers: bench/run.sh --quick on the CPU test
+    # driver with a variant of mpsshim, then with one run failed on purpose, then the cold MPI job
+    # (bench/fakempi where no MPI is) on two devices (tests/bench_scripts.sh).
+    run_test bench-scripts 540 bash "$ROOT/tests/bench_scripts.sh" "$B" "$WORK"
+    # GPU timelines (`trace start|stop|status`): the summary and file on known records, then the
+    # whole path on the CPU test driver's stand-in for CUPTI with four clients at once; no CUPTI:
+    # said, and the server serves on. Own servers.
+    run_test trace 120 bash "$ROOT/tests/trace.sh" "$B" "$WORK"
+    # Every unthrottled client's streams in a green context of its own (MPSSHIM_GREEN_EACH=1,
+    # server/limits/green.c, an experiment): the test programs that use streams in many ways through
+    # such a server. Own server.
+    run_test green-each-programs 400 bash "$ROOT/tests/green_each.sh" "$B" "$WORK"
+    # Control commands, logs, the client cap and terminate_client (tests/control.sh): own
+    # servers; its waits poll for a state, nothing asserts a duration.
+    run_test control-logs-cap-terminate 600 bash "$ROOT/tests/control.sh" "$B"
     # A crowded server's defaults (coalesced doorbells, replies from the GPU, steps as
     # graphs), the server counting itself crowded with one busy client: the programs whose
     # work takes its paths (tests/coalesce.sh says which; every one with MPSSHIM_CI_FULL=1),
     # one of them waiting for its kernel by polling mapped memory with no call that would ring;
     # the GPU's replies while crowded, and the worker's with MPSSHIM_CROWDED_GPU_REPLIES=0. Own
-    # servers, in directories of its own. (Beside the other lane's load it found a race of
+    # servers, in directories of its own. (Beside another lane's load it found a race of
     # managed variables' pulls: interpose/mvars.c.)
     run_test coalesce-programs 200 bash "$ROOT/tests/coalesce.sh" "$B" "$WORK"
     # Registrations where the server's own mappings would be, address randomisation off
     # (server/core/clientspace.c, interpose/spread.c). Own servers, directories of its own.
     run_test client-space 120 bash "$ROOT/tests/clientspace.sh" "$B" "$WORK"
 }
-lane_start cpu_lane
+lane_start servers_lane
 
 run_test no-server-no-driver 30 bash -c '
     out=$(env LD_PRELOAD='"$SHIM"' MPSSHIM_AUTOSTART=0 MPSSHIM_DRIVER=/nonexistent \
@@ -488,10 +538,6 @@ run_test release-bounded 60 bash -c '
     grep "still running" $dir/log/server.log &&
     grep "its legacy default stream still runs; the last kernel launched there: delay_set" $dir/log/server.log &&
         echo "$out" | grep -q "^PASS vecadd" && ! echo "$out" | grep -q "running directly"'
-# A short soak (tests/soak.sh; the GPU one is make soak SECONDS=600 CLIENTS=32): 8 clients
-# at once for 20 s, one in a few killed, every other one passing, the server back where it
-# started. Own server.
-run_test soak-short 120 bash "$ROOT/tests/soak.sh" "$B" 20 8
 # Two clients flooding the server with async work behind long kernels, and a bystander:
 # the server's memory stays under the bound MPSSHIM_QUEUE_LIMIT sets, everyone passes, and
 # work waiting on a later call of its client is not held by the bound. Own server.
@@ -532,23 +578,8 @@ run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of
 # the holding client lets it through. Own server.
 run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
-# A client that leaves while another's kernel waits for that other's next launch: its host
-# memory, registered in the server's quiet context, is unregistered there, and its library
-# whose code ran is kept, so the launch goes on (on the CPU test driver as on an H200, an
-# unregistration of memory registered in the shared context, and an unload of such a library,
-# wait for its work and hold launches meanwhile); with MPSSHIM_QUIET_CONTEXT=0 or
-# MPSSHIM_KEEP_LIBRARIES=0 it does not. Own servers.
-run_test leave-beside 90 bash "$ROOT/tests/leave_beside.sh" "$B" "$WORK"
-# A client's unregistration (a call that waits for every stream) while another client's
-# stream is held on a host function whose page fault that client's own worker serves: the
-# call waits in the server, both go on (found on an H200 by managed-kill). Own server.
-run_test hostfn-gate 90 bash "$ROOT/tests/hostfn_gate.sh" "$B" "$WORK"
 # A first launch of code loaded at start waits for no other client's work (issue 29).
 run_test eager-load 90 bash "$ROOT/tests/eager.sh" "$B" "$WORK"
-# A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with
-# the results of launches one by one, held launches let go by themselves; off with
-# MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
-run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
 # bench/onectx's modes (a diagnosis for the GPU, run by nothing else) still run and write what
 # they should, directly and through the shim (graph nodes updated at every step). Own server.
 run_test onectx-modes 90 bash "$ROOT/tests/onectx.sh" "$B" "$WORK"
@@ -562,20 +593,6 @@ run_test mpi-yield 30 bash "$ROOT/tests/mpi_yield.sh" "$B"
 # is left (the driver never lowers it). Own server.
 run_test stack-idle 60 bash "$ROOT/tests/stack_idle.sh" "$B" "$WORK"
 run_test limits-load 120 bash "$ROOT/tests/limits_load.sh" "$B" "$WORK"
-# What the driver keeps in a long-lived context goes back when idle: the server starts
-# afresh in the same process (pid, settings and descriptors as at start), clients and a
-# SIGTERM that arrive meanwhile are not lost, and a connected client or an open control
-# session keep it as it is. Own server.
-run_test recycle 90 bash "$ROOT/tests/recycle.sh" "$B" "$WORK"
-# A driver call that never returns is named in the log (whose, which, its thread) and the
-# stacks SIGUSR2 asks for come one thread after another. Own server.
-run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
-# cuMemAlloc from the server's arena (the default), its pool (off for good) and the
-# driver's own (MPSSHIM_DEVICE_VMM=0), on a CPU driver whose cuMemFree waits for the whole
-# context: the programs that allocate in many ways through each, and a free beside another
-# client's waiting work (server/memory/devmem.c). Own servers (the pool's and the driver's
-# run in the second lane).
-run_test device-arena-programs 300 bash "$ROOT/tests/devpool.sh" "$B" "$WORK" arena
 run_test limits 300 bash "$ROOT/tests/limits.sh" "$B" # memory limits, priority: own server
 # Limits and counts of a process across its connections (issue 34: S5, S6, S9): own server.
 run_test accounts 120 bash "$ROOT/tests/accounts.sh" "$B" "$WORK"
@@ -752,15 +769,6 @@ else
     # Two servers: one's fault never reaches the other's clients (tests/fault_servers.sh; on
     # a GPU machine, a server per GPU, the answer to a fault being the process's).
     run_test fault-servers 90 bash "$ROOT/tests/fault_servers.sh" "$B" "$WORK"
-    # The same from one pipe directory: a client that sees one GPU is served by that GPU's own
-    # server, which it starts (MPSSHIM_SERVER_PER_GPU; tests/server_per_gpu.sh).
-    run_test server-per-gpu 90 bash "$ROOT/tests/server_per_gpu.sh" "$B" "$WORK"
-    # The programs through a process's GPUs' own servers, the default where a pipe directory's
-    # server holds several GPUs: those that take the paths a move changes (every one with
-    # MPSSHIM_CI_FULL=1), one server's output, or the documented refusal
-    # (tests/moved_programs.sh; own servers). In this lane: the second ran past this one's end
-    # by a minute with it.
-    run_test moved-programs 300 bash "$ROOT/tests/moved_programs.sh" "$B" "$WORK"
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break
