@@ -2,7 +2,8 @@
 # The test programs through a process's GPUs' own servers (issue 30), as the default has
 # it where a pipe directory's server holds several GPUs: each program of
 # tests/progs/programs.txt and tests/cudart/programs.txt (CUDA runtime programs) that MOVED
-# names (below, with why; every one with MPSSHIM_CI_FULL=1, make test-full) runs through
+# names (below, with why; every one on a GPU, the GPU tier's, and with MPSSHIM_CI_FULL=1,
+# make test-full) runs through
 # one server (the pipe directory's, MPSSHIM_SERVER_PER_GPU_MOVE=0) and moved (to its first
 # GPU's server at its first context, each further GPU's for contexts there: both settings 1,
 # so that the programs that ask about peer access before their first context, which by
@@ -114,12 +115,12 @@ one_program() {
 # crosses processes (ipc, vmm_ipc); host memory registered with a GPU's server (hostreg),
 # managed memory of one device (managed); and both of KNOWN's refusals. A program of one
 # device that uses none of that runs there as on any server, which the CI tier's main loop
-# tests: MPSSHIM_CI_FULL=1 runs them all moved too.
+# tests: on a GPU, and with MPSSHIM_CI_FULL=1, they all run moved too.
 MOVED='vecadd|vecadd.shared|modules|contexts|multigpu|thread_peer|twogpus'
 MOVED="$MOVED|twogpus.shared|peer|peer.shared|peer_events|pool_peer|managed_devices"
 MOVED="$MOVED|idle_answers --deferred|ncclish|ncclsmem|ncclsmem.shared|vmm|vmm_ipc|mempool"
 MOVED="$MOVED|mallocasync|mallocasync.shared|ipc|hostreg|managed"
-[ "${MPSSHIM_CI_FULL:-0}" = 1 ] && MOVED='.*'
+if [ -n "$GPU" ] || [ "${MPSSHIM_CI_FULL:-0}" = 1 ]; then MOVED='.*'; fi
 # The runs of a list (their commands before the '|'). Faults end the server (their own
 # tests run them); the others named drive servers of their own.
 for list in progs cudart; do
