@@ -109,7 +109,7 @@ no_clients() { [ "$(ctl get_server_status | awk '/^Clients/ {print $2}')" = 0 ];
 # PROG's status. Where MPSSHIM_DIRECT_CACHE names a directory (tests/ci.sh sets one), a run
 # that passed is kept there and its output copied instead of running it again: a program on
 # the CPU test driver alone prints the same whatever server settings a script tests, and the
-# CI tier ran the same programs directly up to six times over. Kept per command line and
+# CI tier ran the same programs directly up to seven times over. Kept per command line and
 # per value of what the driver and the programs read from the environment
 # (MPSSHIM_CPUDRV_*, MPSSHIM_TEST_*, CUDA_*, and the few variables of tests/progs' own), so a
 # script that sets MPSSHIM_CPUDRV_FREE_WAITS=1 gets runs of its own.
