@@ -334,22 +334,11 @@ cpu_lane() {
     # at once for 20 s, one in a few killed, every other one passing, the server back where it
     # started. Own server.
     run_test soak-short 120 bash "$ROOT/tests/soak.sh" "$B" 20 8
-    # A client's unregistration (a call that waits for every stream) while another client's
-    # stream is held on a host function whose page fault that client's own worker serves: the
-    # call waits in the server, both go on (found on an H200 by managed-kill). Own server.
-    run_test hostfn-gate 90 bash "$ROOT/tests/hostfn_gate.sh" "$B" "$WORK"
     # What the driver keeps in a long-lived context goes back when idle: the server starts
     # afresh in the same process (pid, settings and descriptors as at start), clients and a
     # SIGTERM that arrive meanwhile are not lost, and a connected client or an open control
     # session keep it as it is. Own server.
     run_test recycle 90 bash "$ROOT/tests/recycle.sh" "$B" "$WORK"
-    # A driver call that never returns is named in the log (whose, which, its thread) and the
-    # stacks SIGUSR2 asks for come one thread after another. Own server.
-    run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
-    # A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with
-    # the results of launches one by one, held launches let go by themselves; off with
-    # MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
-    run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
 }
 lane_start cpu_lane
 servers_lane() {
@@ -402,6 +391,13 @@ servers_lane() {
     # Registrations where the server's own mappings would be, address randomisation off
     # (server/core/clientspace.c, interpose/spread.c). Own servers, directories of its own.
     run_test client-space 120 bash "$ROOT/tests/clientspace.sh" "$B" "$WORK"
+    # A driver call that never returns is named in the log (whose, which, its thread) and the
+    # stacks SIGUSR2 asks for come one thread after another. Own server.
+    run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
+    # A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with
+    # the results of launches one by one, held launches let go by themselves; off with
+    # MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
+    run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
 }
 lane_start servers_lane
 
@@ -578,6 +574,10 @@ run_test server-window 60 bash "$ROOT/tests/server_window.sh" "$B" "$WORK"
 # holds every launch and stream write meanwhile); the other clients go on, and the kill of
 # the holding client lets it through. Own server.
 run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
+# A client's unregistration (a call that waits for every stream) while another client's
+# stream is held on a host function whose page fault that client's own worker serves: the
+# call waits in the server, both go on (found on an H200 by managed-kill). Own server.
+run_test hostfn-gate 90 bash "$ROOT/tests/hostfn_gate.sh" "$B" "$WORK"
 # A first launch of code loaded at start waits for no other client's work (issue 29).
 run_test eager-load 90 bash "$ROOT/tests/eager.sh" "$B" "$WORK"
 # bench/onectx's modes (a diagnosis for the GPU, run by nothing else) still run and write what
