@@ -225,13 +225,17 @@ run_test cpudrv-selftest 120 "$B/cpudrv/selftest" "$B/tests"
 # none asserts a duration, so they run beside the tests below (which have servers of their
 # own or the shared one), three lanes at once: most tests mostly wait (for their kernels,
 # timeouts, servers), and on two cores one lane beside the main one left the CPUs idle for
-# about two thirds of the tests' time. The second: builds, checks of the tree and packaging,
-# fuzzing, and a few tests of a server of their own; the third: the programs through other
-# servers' settings, the benchmark scripts, traces and control commands. Each lane's tests are
-# chosen so that the three end at about the same time (by the times in BUILD/test.log's
-# table). Their results join the table at the end (lane_join); a line per test as it ends, as
-# for the others.
+# about two thirds of the tests' time. The second: the programs' direct runs, builds, checks
+# of the tree and packaging, fuzzing, and a few tests of a server of their own; the third:
+# the programs through other servers' settings, the benchmark scripts, traces and control
+# commands. Each lane's tests are chosen so that the three end at about the same time (by the
+# times in BUILD/test.log's table). Their results join the table at the end (lane_join); a
+# line per test as it ends, as for the others.
 cpu_lane() {
+    # Every `both` and `cpu-both` program straight on the CPU test driver passes; their outputs
+    # are kept for the main loop's comparisons and those of the third lane's scripts
+    # (tests/direct_runs.sh; tests/lib.sh, direct_run), made here beside the main lane's tests.
+    run_test direct-runs 300 bash "$ROOT/tests/direct_runs.sh" "$B" "$WORK"
     # The unit tests, the raw protocol tests and a few programs once more against a server built
     # with ASan and UBSan (own build in BUILD-asan, own server).
     run_test asan-protocol 600 bash "$ROOT/tests/asan.sh" "$B"
@@ -339,6 +343,10 @@ cpu_lane() {
     # SIGTERM that arrive meanwhile are not lost, and a connected client or an open control
     # session keep it as it is. Own server.
     run_test recycle 90 bash "$ROOT/tests/recycle.sh" "$B" "$WORK"
+    # A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with
+    # the results of launches one by one, held launches let go by themselves; off with
+    # MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
+    run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
 }
 lane_start cpu_lane
 servers_lane() {
@@ -394,10 +402,6 @@ servers_lane() {
     # A driver call that never returns is named in the log (whose, which, its thread) and the
     # stacks SIGUSR2 asks for come one thread after another. Own server.
     run_test stall-watch 60 bash "$ROOT/tests/stall_watch.sh" "$B" "$WORK"
-    # A client's repeated launch sequences are replayed as graphs (server/code/seqgraph.c) with
-    # the results of launches one by one, held launches let go by themselves; off with
-    # MPSSHIM_LAUNCH_GRAPHS=0. Own servers.
-    run_test launch-graphs 60 bash "$ROOT/tests/launchseq.sh" "$B" "$WORK"
 }
 lane_start servers_lane
 
