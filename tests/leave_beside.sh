@@ -81,7 +81,7 @@ fi
 # making. Clients that arrive while it is being made are served at once, their segments
 # registered once it is made (server/core/segment.c); here its making takes 3 s on the CPU test
 # driver (MPSSHIM_CPUDRV_CTX_DELAY_MS; on an H200 0.6-1.5 s, up to 7.8 s beside other servers'
-# makings). vecadd's copies start it, and vecadd is done before it is made; hostfn, whose host
+# makings). hold --copy's copy starts it, and vecadd is done before it is made; hostfn, whose host
 # functions need its segment device-mapped, waits for it; whole_wait, started with the server
 # too, leaves beside thread_peer, which goes on.
 own_dir "$2/leave_beside/early"
@@ -94,17 +94,19 @@ wait_for 30 grep -q '^ready' "$W/hold.out" || fail "early: hold did not get read
 sleep 0.2 # its memset, which it does not wait for, served
 ! grep -q "Making the quiet context\|Quiet context made" "$LOG1" ||
     fail "early: a client that only holds memory started the quiet context's making: $(grep -m1 "Making the quiet" "$LOG1")"
-env LD_PRELOAD="$SHIM" "$B/tests/vecadd" >"$W/vecadd.out" 2>&1 &
-V=$! # env runs vecadd in its own process: the pid the log names
-wait "$V" || fail "early: vecadd: $(grep -m1 FAIL "$W/vecadd.out")"
-grep -q "Making the quiet context for host memory, first needed by client process $V " "$LOG1" ||
-    fail "early: vecadd did not start the quiet context's making: $(grep -m1 "Making the quiet" "$LOG1")"
+# A copy through the staging slots, in the segment, starts it (at the client's next record).
+env LD_PRELOAD="$SHIM" "$B/tests/hold" 60 --copy >"$W/hold-copy.out" 2>&1 &
+HOLD2=$! # env runs hold in its own process: the pid the log names
+wait_for 30 grep -q '^ready' "$W/hold-copy.out" || fail "early: hold --copy did not get ready"
+wait_for 5 grep -q "Making the quiet context for host memory, first needed by client process $HOLD2 (a copy through its staging slots)" "$LOG1" ||
+    fail "early: a copy through the staging slots did not start the quiet context's making: $(grep -m1 "Making the quiet" "$LOG1")"
+shim "$B/tests/vecadd" >"$W/vecadd.out" 2>&1 || fail "early: vecadd: $(grep -m1 FAIL "$W/vecadd.out")"
 [ -n "$GPU" ] || ! grep -q "Quiet context made" "$LOG1" ||
     fail "early: the quiet context was made before vecadd was done: nothing tested"
 shim "$B/tests/hostfn" >"$W/hostfn.out" 2>&1 || fail "early: hostfn: $(grep -m1 FAIL "$W/hostfn.out")"
 grep -q "Quiet context made" "$LOG1" || fail "early: hostfn passed, but no quiet context was made"
-kill "$HOLD" 2>/dev/null
-wait "$HOLD" 2>/dev/null
+kill "$HOLD" "$HOLD2" 2>/dev/null
+wait "$HOLD" "$HOLD2" 2>/dev/null
 stop_server 20 || fail "early: the server did not quit"
 if one_round early "$2" nocode kill MPSSHIM_CPUDRV_CTX_DELAY_MS=3000; then
     [ $rc = 0 ] && echo "early: clients served while the quiet context was made; one that left then held up no other"

@@ -17,8 +17,8 @@
  * record after the quiet context is made (worker.c, srv_segment_retry). The segment does not
  * start that making: a client that only holds a context and device memory leaves the server
  * with one context. A client's first copy through the staging slots (copy.c) or wait that the
- * GPU would answer (waits.c) does (srv_segment_wanted); a call that cannot go without it (a
- * host function, a host node) waits for it (srv_segment_need). Registering it in the shared
+ * GPU would answer (waits.c) does, at its next record (c->quiet_why); a call that cannot go without
+ * it (a host function, a host node) waits for it (srv_segment_need). Registering it in the shared
  * context meanwhile would make its unregistration wait for every client's work, and hold their
  * launches, when the client leaves (leave_beside.sh); waiting made the first client of a fresh
  * server, and every new client of a fault's successor, wait for the quiet context before their
@@ -61,6 +61,10 @@ void srv_segment_register(struct srv_client *c, int dev)
 
 void srv_segment_later(struct srv_client *c)
 {
+    if (!srv_quiet_settled()) {
+        if (c->quiet_why) srv_quiet_start(c, c->quiet_why);
+        return;
+    }
     if (c->cur) segment_register(c, c->cur->device, 0);
 }
 

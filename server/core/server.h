@@ -113,6 +113,8 @@ struct srv_client {
     size_t shm_size;
     int shm_registered;
     int shm_want;              /* its registration waits for the quiet context (segment.c) */
+    const char *quiet_why;     /* while it waits: a call of the client's would have used it
+                                * (a copy through its slots, a wait the GPU would answer) */
     CUdeviceptr shm_dptr;      /* the segment's device address (0: not device-mapped) */
     _Atomic uint32_t cb_fired; /* host-function notifications posted so far */
     /* Notifications published in the ring (its tail): kept here, so that the driver's

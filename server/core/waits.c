@@ -11,7 +11,6 @@
 #include "server/core/events.h"
 #include "server/core/fault.h"
 #include "server/core/spin.h"
-#include "server/core/segment.h"
 #include "channel/settings.h"
 #include "channel/procstat.h"
 
@@ -194,7 +193,8 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
  * MPSSHIM_CROWDED_GPU_REPLIES=0 is the old way). 1 when the reply is posted or on its way. */
 static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
-    if (gpu_replies) srv_segment_wanted(c, "a wait the GPU would answer"); /* into its lanes */
+    /* Into its lanes: the quiet context's making is started at its next record (segment.c). */
+    if (gpu_replies && !c->shm_registered) c->quiet_why = "a wait the GPU would answer";
     if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
         !c->shm_registered || c->pool_allocs || c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm ||
         c->deferred != CUDA_SUCCESS || atomic_load_explicit(&c->terminated, memory_order_relaxed) ||

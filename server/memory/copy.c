@@ -13,7 +13,6 @@
 #include "server/core/devices.h"
 #include "server/core/events.h"
 #include "server/memory/hostblocks.h"
-#include "server/core/segment.h"
 #include "server/core/queue.h"
 
 #include <string.h>
@@ -299,7 +298,9 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
                    const struct srv_copy_side *src, const struct srv_copy_side *dst,
                    struct srv_stream *s, CUresult bad)
 {
-    srv_segment_wanted(c, "a copy through its staging slots"); /* the slots are in it */
+    /* The slots are in the segment: the quiet context's making is started at its next record,
+     * for the segment's registration (segment.c). */
+    if (!c->shm_registered) c->quiet_why = "a copy through its staging slots";
     struct pipe p = {.c = c,
                      .m = m,
                      .src = *src,

@@ -1,5 +1,6 @@
-/* hold [seconds] [--all]: an idle client, for counting contexts and memory. Initialises
- * CUDA, allocates 1 MiB, prints `ready`, sleeps (default an hour) and exits 0. With --all it
+/* hold [seconds] [--all] [--copy]: an idle client, for counting contexts and memory. Initialises
+ * CUDA, allocates 1 MiB (--copy: copies 1 MiB of pageable memory into it), sets it, prints
+ * `ready`, sleeps (default an hour) and exits 0. With --all it
  * holds one of most kinds of object first (virtual memory reserved and mapped, a graph and
  * its exec, a graph whose launch left its graph memory allocated, stream-ordered memory, an
  * exported IPC allocation and interprocess event, a stream, a module, managed memory), for tests
@@ -61,6 +62,10 @@ int main(int argc, char **argv)
     t_setup(&dev, &ctx);
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, 1 << 20));
+    if (t_has_flag(argc, argv, "--copy")) { /* through the staging slots: more than inline */
+        static unsigned char src[1 << 20];
+        CHECK(cuMemcpyHtoD(d, src, sizeof(src)));
+    }
     CHECK(cuMemsetD8(d, 0, 1 << 20));
     if (t_has_flag(argc, argv, "--all")) {
         CUstream s;
