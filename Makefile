@@ -50,8 +50,8 @@ deps:
 # The test command also installs what only CI's rows use (debhelper: tests/deb.sh).
 test: DEPS_FOR := test
 
-# The test and demo builds use every CPU (CI's 2 cores built serially in about 150 s of its
-# 9 minutes), unless the caller already gave make a job count.
+# The test and demo builds use every CPU (CI's 2 cores once built serially in about 150 s of
+# its 9 minutes; with both, 120 s of its 8 now), unless the caller already gave make a job count.
 # (Recursive: MAKEFLAGS holds the job count only once recipes run.)
 # A comma, for call arguments that hold one.
 , := ,
