@@ -141,8 +141,9 @@ void srv_quiet_start(const struct srv_client *c, const char *why)
 {
     pthread_t t;
     pthread_attr_t a;
-    /* A load first: this is asked on hot paths (every staged copy or GPU-answered wait of a
-     * client whose segment is not registered) and the flag is set once per image. */
+    /* A load first: this is asked often (before every record of a client whose segment waits
+     * and that asked for it: segment.c; every load of code) and the flag is set once per
+     * image. */
     if (!srv.quiet_context || atomic_load_explicit(&started, memory_order_relaxed) ||
         atomic_exchange(&started, 1))
         return;
