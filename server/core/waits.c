@@ -194,7 +194,7 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
 static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len)
 {
     /* Into its lanes: the quiet context's making is started at its next record (segment.c). */
-    if (gpu_replies && !c->shm_registered) c->quiet_why = "a wait the GPU would answer";
+    if (gpu_replies && c->shm_want) c->quiet_why = "a wait the GPU would answer";
     if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
         !c->shm_registered || c->pool_allocs || c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm ||
         c->deferred != CUDA_SUCCESS || atomic_load_explicit(&c->terminated, memory_order_relaxed) ||

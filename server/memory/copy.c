@@ -300,7 +300,7 @@ static void staged(struct srv_client *c, const struct chan_rec *r, const struct 
 {
     /* The slots are in the segment: the quiet context's making is started at its next record,
      * for the segment's registration (segment.c). */
-    if (!c->shm_registered) c->quiet_why = "a copy through its staging slots";
+    if (c->shm_want) c->quiet_why = "a copy through its staging slots";
     struct pipe p = {.c = c,
                      .m = m,
                      .src = *src,

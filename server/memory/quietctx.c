@@ -75,7 +75,6 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <unistd.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(CUcontext) quiet; /* once made, the same until the image ends */
@@ -148,8 +147,8 @@ void srv_quiet_start(const struct srv_client *c, const char *why)
         atomic_exchange(&started, 1))
         return;
     if (atomic_load_explicit(&quiet, memory_order_acquire) || atomic_load(&failed)) return;
-    srv_log("Making the quiet context for host memory, first needed by %s%d (%s)",
-            c ? "client process " : "the server, pid ", c ? (int)c->pid : (int)getpid(), why);
+    srv_log("Making the quiet context for host memory, first needed by client process %d (%s)",
+            (int)c->pid, why);
     int ok = pthread_attr_init(&a) == 0;
     if (ok) {
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
