@@ -13,6 +13,11 @@ WARN      := -Wall -Wextra -Werror -Wshadow -Wno-missing-field-initializers
 ifdef PROFILE
 PROF_FLAGS := -DMPSSHIM_PROFILE
 endif
+# make STAMPS=1: notes the moments of each request at both ends (channel/stamp.h), for
+# bench/stamps.py.
+ifdef STAMPS
+PROF_FLAGS += -DMPSSHIM_STAMPS
+endif
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=gnu11 -pthread -fPIC $(WARN) $(PROF_FLAGS) -I$(CUDA)/include -I. -I$(B)/gen
 LDFLAGS   += -pthread

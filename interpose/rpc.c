@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "channel/settings.h"
+#include "channel/stamp.h"
 #include "channel/marshal.h" /* CHAN_MAX_ARGS, CHAN_OUTREF_MAX */
 
 /* Each connection's locks, by its slot (shim_conn's is 0):
@@ -324,6 +325,7 @@ __thread int shim_ring_held __attribute__((tls_model("initial-exec")));
 CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply, unsigned flags)
 {
     if (len > CHAN_REC_MAX - sizeof(struct chan_rec)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t begun = CHAN_STAMPING ? chan_now_ns() : 0;
     q->conn = shim_route_conn();
     struct chan *c = &q->conn->ch;
     struct link *k = &links[q->conn->slot];
@@ -341,6 +343,9 @@ CUresult shim_req_begin(struct shim_req *q, unsigned op, uint32_t len, int reply
         return shim_conn_dead_error(q->conn);
     }
     shim_ring_held = 1;
+    q->op = (uint16_t)op;
+    q->pos = c->pos; /* where the record begins: the server's worker sees the same number */
+    chan_stamp(CHAN_STAMP_BEGUN, 0, q->op, q->pos, begun);
     q->rec->op = (uint16_t)op;
     q->rec->flags = (uint16_t)(flags | ptds | (reply ? CHAN_RF_REPLY : 0));
     q->rec->lane = reply ? (uint16_t)q->lane : 0;
@@ -368,6 +373,7 @@ void shim_req_send(struct shim_req *q)
 {
     if (!q->quiet) atomic_fetch_add_explicit(&shim_work_sent, 1, memory_order_relaxed);
     chan_ring_publish(&q->conn->ch, q->rec);
+    if (CHAN_STAMPING) chan_stamp(CHAN_STAMP_SENT, 0, q->op, q->pos, chan_now_ns());
     shim_ring_held = 0;
     pthread_mutex_unlock(&links[q->conn->slot].ring);
 }
@@ -395,6 +401,7 @@ CUresult shim_req_wait(struct shim_req *q, const uint8_t **data, uint32_t *len)
         t0 = chan_now_ns();
     }
     int gone = chan_lane_wait(c, (uint32_t)q->lane, q->seq0, &w) != 0;
+    if (CHAN_STAMPING) chan_stamp(CHAN_STAMP_ANSWERED, 0, q->op, q->pos, chan_now_ns());
     /* The lane is found before the request counts as answered: from then on a move may
      * replace shim_conn's segment (c is &shim_conn.ch), and the reply is read where it came,
      * in the old one, which stays mapped. */

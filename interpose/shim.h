@@ -157,6 +157,8 @@ struct shim_req {
     int quiet;        /* SHIM_RQ_QUIET */
     int counted;      /* counted as awaiting its reply (rpc.c: a move waits for none) */
     uint32_t seq0;
+    uint16_t op;  /* the record's op and position in the ring: a STAMPS=1 build's notes */
+    uint64_t pos; /* (channel/stamp.h) */
 };
 
 /* A flag of shim_req_begin's own (never sent): the request enqueues no work (a query or a

@@ -16,6 +16,7 @@
 #include "server/core/queue.h"
 #include "server/core/spin.h"
 #include "channel/prof.h"
+#include "channel/stamp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -204,9 +205,19 @@ void *srv_worker_main(void *arg)
             if ((paused = srv_queue_paused(c))) break;
             enum chan_next n = chan_ring_next(&c->ch, c->rec);
             if (n == CHAN_NEXT_NONE) break;
-            uint64_t t0 = CHAN_PROFILING ? chan_now_ns() : 0;
+            uint64_t t0 = CHAN_PROFILING || CHAN_STAMPING ? chan_now_ns() : 0;
             uint64_t c0 = CHAN_PROFILING && c->prof ? chan_thread_cpu_ns() : 0;
+            const struct chan_rec *rec = (const struct chan_rec *)c->rec;
+            /* The record's position, as its client noted it (stamp.h): read before the
+             * handler, which may change the record. */
+            uint64_t at =
+                CHAN_STAMPING && n == CHAN_NEXT_REC ? c->ch.pos - CHAN_REC_SPAN(rec->size) : 0;
+            uint16_t op = rec->op;
+            if (CHAN_STAMPING && n == CHAN_NEXT_REC)
+                chan_stamp(CHAN_STAMP_TAKEN, (uint32_t)c->pid, op, at, t0);
             int bad = n == CHAN_NEXT_BAD || dispatch_settled(c, (struct chan_rec *)c->rec) != 0;
+            if (CHAN_STAMPING && n == CHAN_NEXT_REC)
+                chan_stamp(CHAN_STAMP_REPLAYED, (uint32_t)c->pid, op, at, chan_now_ns());
             if (CHAN_PROFILING && c->prof) {
                 uint64_t ns = chan_now_ns() - t0;
                 c->prof->records++;
@@ -299,6 +310,7 @@ void *srv_worker_main(void *arg)
         if (!chan_ring_pending(&c->ch) && busy_left >= nap) srv_client_alive(c);
     }
     srv_spin_gone(c);
+    chan_stamp_flush(); /* a fresh start would lose them (stamp.h) */
     if (CHAN_PROFILING && c->prof) c->prof->cpu_ns = chan_thread_cpu_ns();
     return NULL;
 }
