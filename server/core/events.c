@@ -60,7 +60,7 @@ static CUresult event_destroy_before(struct srv_client *c, struct srv_call *k)
     for (struct srv_wait *w = c->waits; w; w = w->next)
         for (int i = 0; i < w->nev; i++)
             if (w->ev[i] == ev) DRV(cuEventSynchronize)(ev);
-    srv_waits_poll(c);
+    srv_waits_poll(c, 1);
     return CUDA_SUCCESS;
 }
 

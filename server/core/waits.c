@@ -258,6 +258,7 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
 
 void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
 {
+    if (w->replied) return; /* the word landed first: the work waited for had run */
     if (!w->gpu) {
         srv_reply(c, w->lane, err, 0);
         return;
@@ -268,10 +269,65 @@ void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
         chan_lane_post_at(&c->ch, (uint32_t)w->lane, err, 0, w->target);
 }
 
+/* Word waits: the reply the worker posts once the stream has stored a word of the server's
+ * (server/memory/gpuword.c says why), which the worker reads at each turn of its loop, and
+ * spins on while it waits for nothing else (worker.c). Where the GPU cannot post the reply to
+ * the client's lane itself (gpu_reply), instead of blocking in the driver or polling events.
+ * An event recorded behind the store tells a fault (the store then never lands: the event's
+ * error is the reply), and when the word may be given back. Only while the server is not
+ * crowded, where the shared contexts spin (CU_CTX_SCHED_AUTO): a worker that spins for its
+ * client's GPU work takes a CPU, as the driver's synchronisation does there (block_stream
+ * sleeps instead while crowded). Not for a client of memory pools (block_stream says why),
+ * nor a capturing stream (the store would go into its graph). 1 when the wait is made. */
+static int words_fit(struct srv_client *c)
+{
+    return srv.ctx_sched == CU_CTX_SCHED_AUTO && !srv_spin_crowded() && !c->pool_allocs;
+}
+
+static int word_wait(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len, int own)
+{
+    if (!words_fit(c) || srv_stream_capturing(c, s)) return 0;
+    struct srv_wait *w = new_wait(c, lane, len);
+    if (!w) return 0;
+    CUevent ev;
+    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) {
+        free(w);
+        return 0;
+    }
+    if (srv_gpuword_store(&w->word, s->real) != 0) {
+        srv_event_give(c, s->device, ev);
+        free(w);
+        return 0;
+    }
+    if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
+        /* The store is on its way: waited for here, so that the word can go back. */
+        srv_event_give(c, s->device, ev);
+        CUresult r = DRV(cuStreamSynchronize)(s->real);
+        srv_gpuword_release(&w->word);
+        free(w);
+        finish(c, lane, r, r == CUDA_SUCCESS ? len : 0, own);
+        return 1;
+    }
+    w->own = own;
+    w->ev[0] = ev;
+    w->dev[0] = s->device;
+    w->pooled[0] = 1;
+    w->nev = 1;
+    add(c, w);
+    return 1;
+}
+
+void srv_wait_free(struct srv_wait *w)
+{
+    srv_gpuword_release(&w->word);
+    free(w);
+}
+
 static CUresult wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len,
                             int own)
 {
     if (!own && gpu_reply(c, s, lane, len)) return CUDA_SUCCESS;
+    if (word_wait(c, s, lane, len, own)) return CUDA_SUCCESS;
     if (may_block(c)) {
         CUresult r = block_stream(c, s);
         finish(c, lane, r, r == CUDA_SUCCESS ? len : 0, own);
@@ -318,8 +374,40 @@ static void add_each(struct srv_client *c, struct srv_stream *s, void *arg)
     if (k->r == CUDA_SUCCESS) k->r = add_stream(c, k->w, s);
 }
 
+/* srv_wait_ctx's look for a context whose work is all on one stream. */
+struct busy_walk {
+    int n; /* streams with work, up to 2 */
+    struct srv_stream *s;
+};
+
+static void find_busy(struct srv_client *c, struct srv_stream *s, void *arg)
+{
+    struct busy_walk *k = arg;
+    if (k->n < 2 && !srv_stream_capturing(c, s) && DRV(cuStreamQuery)(s->real) != CUDA_SUCCESS) {
+        k->n++;
+        k->s = s;
+    }
+}
+
+/* A context's synchronisation whose work is on one stream (a program's default stream, most
+ * often) is that stream's word wait; 1 when made or answered. */
+static int word_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
+{
+    if (!words_fit(c)) return 0;
+    for (size_t i = 0; i < c->nretired; i++)
+        if (c->retired[i].ctx == x->id) return 0; /* destroyed streams' work: events */
+    struct busy_walk k = {0};
+    srv_streams_each(c, x->id, 1, find_busy, &k);
+    if (k.n == 0) {
+        finish(c, lane, CUDA_SUCCESS, 0, 0);
+        return 1;
+    }
+    return k.n == 1 && word_wait(c, k.s, lane, 0, 0);
+}
+
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 {
+    if (word_ctx(c, x, lane)) return CUDA_SUCCESS;
     struct srv_wait *w = new_wait(c, lane, 0);
     if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
     struct ctx_walk k = {.w = w, .r = CUDA_SUCCESS};
@@ -376,12 +464,23 @@ CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane)
     return CUDA_SUCCESS;
 }
 
-int srv_waits_poll(struct srv_client *c)
+int srv_waits_poll(struct srv_client *c, int full)
 {
     struct srv_wait **pw = &c->waits;
+    int words = 0;
     while (*pw) {
         struct srv_wait *w = *pw;
-        while (w->nev > 0) {
+        if (w->word.host && !w->replied) {
+            if (srv_gpuword_reached(&w->word)) {
+                finish(c, w->lane, CUDA_SUCCESS, w->reply_len, w->own);
+                w->replied = 1;
+            } else {
+                words = SRV_WAITS_WORDS;
+            }
+        }
+        /* Asked of the driver only in a full look, where the reply needs no look (word). */
+        int ask = full || (!w->gpu && !w->word.host);
+        while (ask && w->nev > 0) {
             int i = w->nev - 1;
             CUresult q = DRV(cuEventQuery)(w->ev[i]);
             if (q == CUDA_ERROR_NOT_READY) break;
@@ -396,13 +495,20 @@ int srv_waits_poll(struct srv_client *c)
         }
         if (w->nev == 0) {
             *pw = w->next;
-            if (!w->gpu)
+            if (w->word.host && !w->replied) {
+                /* Its event has run, and the store before it, or failed: its answer is the reply.
+                 */
                 finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
-            else if (w->result != CUDA_SUCCESS)
+            } else if (w->word.host) {
+                /* replied when the word landed */
+            } else if (!w->gpu) {
+                finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
+            } else if (w->result != CUDA_SUCCESS) {
                 srv_wait_fail(c, w, w->result);
-            else /* the GPU posted it: a thread asleep on the lane must see it */
+            } else { /* the GPU posted it: a thread asleep on the lane must see it */
                 chan_wake(&c->ch.lanes[w->lane].seq, &c->ch.lanes[w->lane].waiting);
-            free(w);
+            }
+            srv_wait_free(w);
         } else {
             pw = &w->next;
         }
@@ -412,8 +518,9 @@ int srv_waits_poll(struct srv_client *c)
     /* `waiting` is the client's word: it only decides how soon this client's own thread is
      * woken, within the bounds the worker polls at anyway. */
     for (struct srv_wait *w = c->waits; w; w = w->next)
-        if (w->gpu != 2 ||
-            atomic_load_explicit(&c->ch.lanes[w->lane].waiting, memory_order_relaxed))
-            return 1;
-    return 2;
+        if ((w->gpu != 2 && !w->replied) ||
+            (w->gpu == 2 &&
+             atomic_load_explicit(&c->ch.lanes[w->lane].waiting, memory_order_relaxed)))
+            return 1 | words;
+    return 2 | words;
 }

@@ -3,6 +3,7 @@
 #define MPSSHIM_SERVER_WAITS_H
 
 #include "server/core/server.h"
+#include "server/memory/gpuword.h"
 
 /* A reply that waits for the GPU: posted when all its events have completed. */
 #define SRV_WAIT_EVENTS 64
@@ -17,6 +18,10 @@ struct srv_wait {
      * thread if it sleeps; on a failure it posts the failure under the same number. */
     int gpu;
     uint32_t target;
+    /* A reply the worker posts once the stream has stored this word (waits.c, word waits); its
+     * events only tell a fault, and when the word may go back. */
+    struct srv_gpuword word;
+    int replied; /* its reply is posted: nothing more is for its lane */
     int nev;
     CUevent ev[SRV_WAIT_EVENTS];
     int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
@@ -35,8 +40,14 @@ CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
  * while it waits. */
 int srv_client_one_thread(struct srv_client *c);
 /* Polls pending waits, posting the replies of finished ones. 0 if none remain, 2 if all
- * that remain are replies the GPU posts to threads that spin for them, else 1. */
-int srv_waits_poll(struct srv_client *c);
+ * that remain are replies the GPU posts to threads that spin for them or replies posted, else
+ * 1; SRV_WAITS_WORDS added while a word wait's store has yet to land (its worker then looks
+ * at every turn). With full 0 only the words are looked at, and events of waits whose replies
+ * are posted or the GPU posts are not asked (a look costs a driver call each). */
+#define SRV_WAITS_WORDS 4
+int srv_waits_poll(struct srv_client *c, int full);
+/* Frees w (taken off c->waits by the caller), its events already given back or dropped. */
+void srv_wait_free(struct srv_wait *w);
 /* Ends wait w (taken off c->waits by the caller) with error err: the thread waiting on its
  * lane gets err, whether its reply was to come from the worker or from the GPU. */
 void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err);

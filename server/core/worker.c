@@ -26,6 +26,12 @@
  * each poll is a wake-up of this worker, a CPU taken from a client. */
 #define CROWDED_POLL_US 200u
 
+/* How often, at most, a worker asks the driver about waits whose replies need no ask (the GPU
+ * posts them, or a word it stores tells: waits.c), in us (srv_worker_main): only to take
+ * their events back, and to wake a thread that tired of spinning for the GPU's reply and
+ * sleeps, this much later at worst. */
+#define LAZY_WAITS_US 20u
+
 /* ---------------------------------------------------------------- small operations */
 
 void srv_op_blob(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -193,7 +199,7 @@ void *srv_worker_main(void *arg)
         c->prof->op = calloc(2 * SRV_PROF_SLOTS, sizeof(uint64_t));
         c->prof->since_ns = chan_now_ns();
     }
-    uint64_t idle_since = 0, alive_checked = 0;
+    uint64_t idle_since = 0, alive_checked = 0, waits_looked = 0;
     unsigned backoff_us = 0;
     while (!atomic_load(&c->dead)) {
         int got = 0, paused = 0;
@@ -248,15 +254,30 @@ void *srv_worker_main(void *arg)
              * replies the GPU posts (2) need no polls; shorter naps and the spin between
              * launches keep their own pace. A wait never depends on the held launches: any
              * record after them but a launch lets them go first. */
-            if (hold_nap > CROWDED_POLL_US * 1000ull && c->waits && srv_waits_poll(c) == 1)
+            if (hold_nap > CROWDED_POLL_US * 1000ull && c->waits && (srv_waits_poll(c, 1) & 3) == 1)
                 hold_nap = CROWDED_POLL_US * 1000ull;
             if (hold_nap) chan_ring_sleep(&c->ch, hold_nap);
             continue;
         }
-        int waiting = c->waits ? srv_waits_poll(c) : 0;
+        /* Waits whose replies need no look from the driver (2: the GPU posts them to threads
+         * spinning for them, or posted once a word landed) are asked of the driver only to take
+         * back their events, and should a thread that tired of spinning sleep (it rings, and
+         * the look after finds it asleep: 1). Each ask is a cuEventQuery, 0.5-1 us on an
+         * H200, during which a request that arrives waits unseen: a STAMPS=1 build
+         * (bench/stamps.py) saw launches taken 0.65-0.88 us after their publication with an
+         * ask at every turn, 0.3-0.4 us with none. So they are asked every LAZY_WAITS_US at
+         * most; words (SRV_WAITS_WORDS) are loads, read at every turn. */
+        uint64_t now = chan_now_ns();
+        int waiting = 0;
+        if (c->waits) {
+            int full = now - waits_looked >= LAZY_WAITS_US * 1000ull;
+            waiting = srv_waits_poll(c, full);
+            if (full) waits_looked = now;
+        }
+        int words = waiting & SRV_WAITS_WORDS;
+        waiting &= 3;
         if (srv_later_pending(c)) /* polled as waits are: frees and unmaps soon after their work */
             waiting |= srv_later_reap(c, 0) != 0;
-        uint64_t now = chan_now_ns();
         if (got) {
             srv_spin_worked(c, now);
             idle_since = 0;
@@ -278,6 +299,10 @@ void *srv_worker_main(void *arg)
             continue;
         }
         if (!idle_since) idle_since = now;
+        /* A word wait's store is to land (waits.c): looked for at every turn, as the driver's
+         * synchronisation spins while the server is not crowded (word waits are made only
+         * then; once crowded, polled as any other wait). */
+        if (words && !srv_spin_crowded()) continue;
         /* A chatty client's next request is usually microseconds away; but while the
          * server is crowded (spin.c) the CPU this would spin on is another thread's. */
         if (now - idle_since < srv_spin_worker_ns()) continue;
