@@ -125,6 +125,7 @@ static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
 
 static void add(struct srv_client *c, struct srv_wait *w)
 {
+    w->made_ns = chan_now_ns();
     w->next = c->waits;
     c->waits = w;
     atomic_store_explicit(&c->stats.gpu_waits, 1, memory_order_relaxed);
@@ -468,6 +469,7 @@ int srv_waits_poll(struct srv_client *c, int full)
 {
     struct srv_wait **pw = &c->waits;
     int words = 0;
+    uint64_t now = full ? chan_now_ns() : 0;
     while (*pw) {
         struct srv_wait *w = *pw;
         if (w->word.host && !w->replied) {
@@ -478,8 +480,8 @@ int srv_waits_poll(struct srv_client *c, int full)
                 words = SRV_WAITS_WORDS;
             }
         }
-        /* Asked of the driver only in a full look, where the reply needs no look (word). */
-        int ask = full || (!w->gpu && !w->word.host);
+        int ask =
+            (!w->gpu && !w->word.host) || (full && now - w->made_ns >= SRV_WAITS_LAZY_US * 1000ull);
         while (ask && w->nev > 0) {
             int i = w->nev - 1;
             CUresult q = DRV(cuEventQuery)(w->ev[i]);

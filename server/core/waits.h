@@ -21,7 +21,8 @@ struct srv_wait {
     /* A reply the worker posts once the stream has stored this word (waits.c, word waits); its
      * events only tell a fault, and when the word may go back. */
     struct srv_gpuword word;
-    int replied; /* its reply is posted: nothing more is for its lane */
+    int replied;      /* its reply is posted: nothing more is for its lane */
+    uint64_t made_ns; /* when it was made (chan_now_ns) */
     int nev;
     CUevent ev[SRV_WAIT_EVENTS];
     int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
@@ -42,9 +43,14 @@ int srv_client_one_thread(struct srv_client *c);
 /* Polls pending waits, posting the replies of finished ones. 0 if none remain, 2 if all
  * that remain are replies the GPU posts to threads that spin for them or replies posted, else
  * 1; SRV_WAITS_WORDS added while a word wait's store has yet to land (its worker then looks
- * at every turn). With full 0 only the words are looked at, and events of waits whose replies
- * are posted or the GPU posts are not asked (a look costs a driver call each). */
+ * at every turn). The events of waits whose replies need no ask of the driver (the GPU posts
+ * them, or a word tells) are asked only in a full look, and only once the wait is
+ * SRV_WAITS_LAZY_US old: each ask is a driver call (a cuEventQuery, 0.5-1 us on an H200)
+ * during which a request that arrives waits unseen, and a wait that old is most often done,
+ * so that one ask takes its event back. Such an ask is what tells a fault, and wakes a thread
+ * that tired of spinning for the GPU's reply and sleeps: so much later at worst. */
 #define SRV_WAITS_WORDS 4
+#define SRV_WAITS_LAZY_US 20u
 int srv_waits_poll(struct srv_client *c, int full);
 /* Frees w (taken off c->waits by the caller), its events already given back or dropped. */
 void srv_wait_free(struct srv_wait *w);

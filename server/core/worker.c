@@ -26,12 +26,6 @@
  * each poll is a wake-up of this worker, a CPU taken from a client. */
 #define CROWDED_POLL_US 200u
 
-/* How often, at most, a worker asks the driver about waits whose replies need no ask (the GPU
- * posts them, or a word it stores tells: waits.c), in us (srv_worker_main): only to take
- * their events back, and to wake a thread that tired of spinning for the GPU's reply and
- * sleeps, this much later at worst. */
-#define LAZY_WAITS_US 20u
-
 /* ---------------------------------------------------------------- small operations */
 
 void srv_op_blob(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uint32_t len)
@@ -259,18 +253,12 @@ void *srv_worker_main(void *arg)
             if (hold_nap) chan_ring_sleep(&c->ch, hold_nap);
             continue;
         }
-        /* Waits whose replies need no look from the driver (2: the GPU posts them to threads
-         * spinning for them, or posted once a word landed) are asked of the driver only to take
-         * back their events, and should a thread that tired of spinning sleep (it rings, and
-         * the look after finds it asleep: 1). Each ask is a cuEventQuery, 0.5-1 us on an
-         * H200, during which a request that arrives waits unseen: a STAMPS=1 build
-         * (bench/stamps.py) saw launches taken 0.65-0.88 us after their publication with an
-         * ask at every turn, 0.3-0.4 us with none. So they are asked every LAZY_WAITS_US at
-         * most; words (SRV_WAITS_WORDS) are loads, read at every turn. */
+        /* A full look (the driver asked about waits whose replies need no ask: waits.h) every
+         * SRV_WAITS_LAZY_US at most; words (SRV_WAITS_WORDS) are loads, read at every turn. */
         uint64_t now = chan_now_ns();
         int waiting = 0;
         if (c->waits) {
-            int full = now - waits_looked >= LAZY_WAITS_US * 1000ull;
+            int full = now - waits_looked >= SRV_WAITS_LAZY_US * 1000ull;
             waiting = srv_waits_poll(c, full);
             if (full) waits_looked = now;
         }

@@ -379,7 +379,7 @@ static void serve(struct fh_client *k)
         /* Over its bound on queued work, the worker leaves records in the ring and polls
          * the GPU's progress: so does this, for as long as the GPU moves. */
         for (int i = 0; i < 20000 && srv_queue_paused(c); i++) {
-            if (c->waits) srv_waits_poll(c);
+            if (c->waits) srv_waits_poll(c, 1);
             usleep(50);
         }
         if (srv_queue_paused(c)) break;
@@ -394,7 +394,7 @@ static void serve(struct fh_client *k)
     busy = NULL;
     pthread_mutex_unlock(&busy_lock);
     if (!srv_client_alive(c)) atomic_store(&c->dead, 1);
-    if (c->waits) srv_waits_poll(c);
+    if (c->waits) srv_waits_poll(c, 1);
     drain(k);
 }
 
@@ -467,7 +467,7 @@ int fh_reply(struct fh_client *k, uint16_t lane, uint32_t seq0, uint32_t ms, CUr
     uint64_t until = chan_now_ns() + (uint64_t)ms * 1000000ull;
     while (atomic_load_explicit(&l->seq, memory_order_acquire) == seq0) {
         if (atomic_load(&k->c->dead) || chan_now_ns() > until) return -1;
-        if (k->c->waits) srv_waits_poll(k->c);
+        if (k->c->waits) srv_waits_poll(k->c, 1);
         if (atomic_load_explicit(&l->seq, memory_order_acquire) == seq0) usleep(20);
     }
     *res = (CUresult)l->result;
