@@ -15,6 +15,10 @@ Stages (columns), a record at a time, by its position in its client's ring:
 and `idle`: between the worker's return from the record before (of the same client) and
 its taking this one, when the record was published after that return (the worker waited
 for it: the time it saw it late is `see`), else 0.
+
+A process's connections (a second one to another GPU's server, or one made again) number
+their rings' positions alike: their records are joined by the first seen at a position, so a
+few early rows of such a process mix records (negative stages); --skip leaves them out.
 """
 import argparse
 import collections

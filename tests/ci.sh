@@ -239,12 +239,14 @@ cpu_lane() {
     # The unit tests, the raw protocol tests and a few programs once more against a server built
     # with ASan and UBSan (own build in BUILD-asan, own server).
     run_test asan-protocol 600 bash "$ROOT/tests/asan.sh" "$B"
-    # A PROFILE=1 build (own build directory, own server): the client and the server report
-    # where their waits went (channel/prof.h).
+    # A PROFILE=1 STAMPS=1 build (own build directory, own server): the client and the server
+    # report where their waits went (channel/prof.h), and note each request's moments, which
+    # bench/stamps.py joins (channel/stamp.h).
     run_test profile-build 300 bash -c '
         P='"$B"'-prof
         mkdir -p $P
-        make -C '"$ROOT"' --no-print-directory B=$P PROFILE=1 -j"$(nproc)" $P/mpsshim-server \
+        rm -rf /tmp/mpsshim-stamps
+        make -C '"$ROOT"' --no-print-directory B=$P PROFILE=1 STAMPS=1 -j"$(nproc)" $P/mpsshim-server \
             $P/mpsshim-control $P/libmpsshim.so >$P/make.log 2>&1 || { tail -n 20 $P/make.log; exit 1; }
         dir='"$WORK"'/prof
         out=$(env MPSSHIM_SERVER=$P/mpsshim-server MPSSHIM_PIPE_DIRECTORY=$dir MPSSHIM_LOG_DIRECTORY=$dir/log \
@@ -257,7 +259,9 @@ cpu_lane() {
             grep -q "Client process [0-9]* profile: [0-9]* records" $dir/log/server.log &&
             grep -q "Client process [0-9]* profile by operation: [a-zA-Z0-9_-]* [0-9]* x" \
                 $dir/log/server.log &&
-            grep -q "Server profile, all workers: waits" $dir/log/server.log'
+            grep -q "Server profile, all workers: waits" $dir/log/server.log &&
+            st=$(python3 '"$ROOT"'/bench/stamps.py --gen $P/gen /tmp/mpsshim-stamps) &&
+            echo "$st" && echo "$st" | grep -Eq "^op:launch +[1-9][0-9]* +[0-9.]+ +[0-9.]+ +[0-9.]+ "'
     # libFuzzer with ASan and UBSan over what reads client bytes (a short run; the closing
     # notes report long ones): the call decoder, the image parsers, the copy planner, and the
     # server's own operations as sequences of records of two clients (fuzz_server: 15000 inputs

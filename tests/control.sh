@@ -168,6 +168,15 @@ has client_info-pool-busy "$info" '^  Requests served [1-9][0-9]*$'
 has client_info-pool-no-gpu-replies "$info" '^  Replies from the GPU 0$'
 ctl "terminate_client $S $P" >/dev/null
 wait "$P" 2>/dev/null
+# A context's synchronisation whose work is on one stream is answered by the worker once the
+# stream has stored a word of the server's (waits.c, word waits), not by a block in the driver.
+spawn K "$W/ctxsync.log" "$B/tests/smallkern" 100000000 --ctx
+until_true grep -q 'ok setup' "$W/ctxsync.log" || bad ctxsync-ready "$(cat "$W/ctxsync.log")"
+word_replies() { ctl "get_client_info $1" | grep -Eq '^  Replies after a word from the GPU [1-9][0-9]*$'; }
+until_true word_replies "$K" && ok client_info-word-replies ||
+    bad client_info-word-replies "$(ctl "get_client_info $K")"
+ctl "terminate_client $S $K" >/dev/null
+wait "$K" 2>/dev/null
 out=$(MPSSHIM_ACTIVE_THREAD_PERCENTAGE=250 shim "$B/tests/vecadd" 1000 2>&1)
 echo "$out"
 has bad-limits-message "$out" '^mpsshim: server refused this client: .*ACTIVE_THREAD_PERCENTAGE=250'
@@ -195,6 +204,23 @@ has control-log-ready "$cl" "Control $S\] NEW SERVER $S: Ready\$"
 has control-log-command "$cl" "Command: set_active_thread_percentage $S 25 -> 25.0\$"
 has control-log-terminate "$cl" "Command: terminate_client $S $V -> 0\$"
 has server-log-limits "$sl" "Client process $H limits: active thread percentage 25 \(32 SMs on device 0, 32 SMs on device 1\), device memory limit 64M on device 0, priority below normal"
+
+# ---------------------------------------------------------------- word waits before the quiet context
+# A client's stream synchronisations before the quiet context is made (its segment is not
+# registered till then: server/core/segment.c; the CPU test driver makes it in 5 s here) are
+# answered by its worker once the stream has stored a word of the server's; after, by the GPU.
+use_dir "$W/cold"
+MPSSHIM_CPUDRV_CTX_DELAY_MS=5000 "$CTL" -d || { bad cold-server-start "mpsshim-control -d failed"; exit 1; }
+S=$(server_pid)
+spawn K "$W/cold-busy.log" "$B/tests/smallkern" 100000000
+until_true grep -q 'ok setup' "$W/cold-busy.log" || bad cold-busy-ready "$(cat "$W/cold-busy.log")"
+until_true word_replies "$K" && ok cold-word-replies || bad cold-word-replies "$(ctl "get_client_info $K")"
+k_gpu_replies() { ctl "get_client_info $K" | grep -Eq '^  Replies from the GPU [1-9][0-9]*$'; }
+until_true k_gpu_replies && ok cold-then-gpu-replies || bad cold-then-gpu-replies "$(ctl "get_client_info $K")"
+ctl "terminate_client $S $K" >/dev/null
+wait "$K" 2>/dev/null
+ctl quit >/dev/null
+until_true gone "$S" || bad cold-server-quit "server $S still running"
 
 # ---------------------------------------------------------------- terminate_client
 use_dir "$W/term"

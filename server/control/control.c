@@ -197,6 +197,11 @@ static void info_block(struct cmd *k, const struct srv_client *c)
      * synchronous copy; while crowded only with MPSSHIM_CROWDED_GPU_REPLIES). */
     ctl_say(k, "  Replies from the GPU %llu\n",
             (unsigned long long)atomic_load(&c->stats.gpu_replies));
+    /* Of the others, those its worker posted as soon as the GPU stored a word of the server's
+     * (waits.c, word waits: a context's synchronisation, or any while its segment waits for the
+     * quiet context). */
+    ctl_say(k, "  Replies after a word from the GPU %llu\n",
+            (unsigned long long)atomic_load(&c->stats.word_replies));
     /* Where a client that does not go on is held (a stream behind a host function the client
      * has not run, a wait on a value nobody writes): its host functions, numbered in the order
      * it sent them, and its waits that the GPU has not passed. The done word is the client's

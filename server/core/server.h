@@ -98,7 +98,8 @@ struct srv_stats {
      * the GPU: who had work on a device when it faulted (fault.c). */
     _Atomic uint64_t enqueued_ns[CHAN_MAX_DEVICES];
     _Atomic int gpu_waits;
-    _Atomic uint64_t gpu_replies; /* replies the GPU was given to post (waits.c gpu_reply) */
+    _Atomic uint64_t gpu_replies;  /* replies the GPU was given to post (waits.c gpu_reply) */
+    _Atomic uint64_t word_replies; /* replies posted once a word the GPU stored landed (waits.c) */
 };
 /* A client connection. What a family keeps of it is its own struct (family.h, client_init),
  * named here only; the host-function ring's words stay, as the core's queue and waits read them. */

@@ -280,6 +280,12 @@ void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
  * client's GPU work takes a CPU, as the driver's synchronisation does there (block_stream
  * sleeps instead while crowded). Not for a client of memory pools (block_stream says why),
  * nor a capturing stream (the store would go into its graph). 1 when the wait is made. */
+/* How long a worker spins for a word wait's store (SRV_WAITS_WORDS); then it polls the word
+ * as it polls any wait, backing off to 50 us (worker.c), so that a wait on work that waits
+ * itself (a stream wait on a value nobody writes yet) takes no CPU for ever: as long as a
+ * client's thread spins for a reply the GPU posts (MPSSHIM_GPU_WAIT_SPIN_US's default). */
+#define WORD_SPIN_NS (20ull * 1000 * 1000)
+
 static int words_fit(struct srv_client *c)
 {
     return srv.ctx_sched == CU_CTX_SCHED_AUTO && !srv_spin_crowded() && !c->pool_allocs;
@@ -469,14 +475,15 @@ int srv_waits_poll(struct srv_client *c, int full)
 {
     struct srv_wait **pw = &c->waits;
     int words = 0;
-    uint64_t now = full ? chan_now_ns() : 0;
+    uint64_t now = chan_now_ns();
     while (*pw) {
         struct srv_wait *w = *pw;
         if (w->word.host && !w->replied) {
             if (srv_gpuword_reached(&w->word)) {
                 finish(c, w->lane, CUDA_SUCCESS, w->reply_len, w->own);
                 w->replied = 1;
-            } else {
+                atomic_fetch_add_explicit(&c->stats.word_replies, 1, memory_order_relaxed);
+            } else if (now - w->made_ns < WORD_SPIN_NS) {
                 words = SRV_WAITS_WORDS;
             }
         }

@@ -42,9 +42,9 @@ CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane);
 int srv_client_one_thread(struct srv_client *c);
 /* Polls pending waits, posting the replies of finished ones. 0 if none remain, 2 if all
  * that remain are replies the GPU posts to threads that spin for them or replies posted, else
- * 1; SRV_WAITS_WORDS added while a word wait's store has yet to land (its worker then looks
- * at every turn). The events of waits whose replies need no ask of the driver (the GPU posts
- * them, or a word tells) are asked only in a full look, and only once the wait is
+ * 1; SRV_WAITS_WORDS added while a word wait's store has yet to land, for its first 20 ms (its
+ * worker then looks at every turn). The events of waits whose replies need no ask of the driver
+ * (the GPU posts them, or a word tells) are asked only in a full look, and only once the wait is
  * SRV_WAITS_LAZY_US old: each ask is a driver call (a cuEventQuery, 0.5-1 us on an H200)
  * during which a request that arrives waits unseen, and a wait that old is most often done,
  * so that one ask takes its event back. Such an ask is what tells a fault, and wakes a thread

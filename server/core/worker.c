@@ -287,9 +287,9 @@ void *srv_worker_main(void *arg)
             continue;
         }
         if (!idle_since) idle_since = now;
-        /* A word wait's store is to land (waits.c): looked for at every turn, as the driver's
-         * synchronisation spins while the server is not crowded (word waits are made only
-         * then; once crowded, polled as any other wait). */
+        /* A word wait's store is to land (waits.c): looked for at every turn for its first
+         * 20 ms, as the driver's synchronisation spins while the server is not crowded (word
+         * waits are made only then; once crowded, or later, polled as any other wait). */
         if (words && !srv_spin_crowded()) continue;
         /* A chatty client's next request is usually microseconds away; but while the
          * server is crowded (spin.c) the CPU this would spin on is another thread's. */

@@ -1,9 +1,10 @@
-/* smallkern [iterations] [--pool]: the small-kernel workload of the "many clients at once"
- * test. Many short launches (inc_u32 on 1024 elements, 2 blocks) with a synchronize every
- * 100, then every element checked and a checksum printed. --pool: the elements come from
- * the stream-ordered allocator (cuMemAllocAsync, cuMemFreeAsync), as a program on
- * cudaMallocAsync's do. MPSSHIM_TEST_GO=FIFO: the launches wait, once set up, until FIFO
- * is opened for writing. */
+/* smallkern [iterations] [--pool|--ctx]: the small-kernel workload of the "many clients at
+ * once" test. Many short launches (inc_u32 on 1024 elements, 2 blocks) with a synchronize
+ * every 100, then every element checked and a checksum printed. --pool: the elements come
+ * from the stream-ordered allocator (cuMemAllocAsync, cuMemFreeAsync), as a program on
+ * cudaMallocAsync's do. --ctx: every 100 launches the context is synchronised, not the
+ * stream (cudaDeviceSynchronize's way). MPSSHIM_TEST_GO=FIFO: the launches wait, once set up, until
+ * FIFO is opened for writing. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -20,7 +21,8 @@ int main(int argc, char **argv)
     long iters = argc > 1 ? atol(argv[1]) : 2000;
     REQUIRE(iters >= 1 && iters <= 100000000, "bad iteration count '%s'", argv[1]);
     int pool = argc > 2 && strcmp(argv[2], "--pool") == 0;
-    REQUIRE(argc <= 2 || pool, "unknown option '%s'", argv[2]);
+    int ctxsync = argc > 2 && strcmp(argv[2], "--ctx") == 0;
+    REQUIRE(argc <= 2 || pool || ctxsync, "unknown option '%s'", argv[2]);
 
     CUdevice dev;
     CUcontext ctx;
@@ -49,7 +51,10 @@ int main(int argc, char **argv)
     for (long i = 1; i <= iters; i++) {
         /* 2 blocks of 256 threads: each thread covers two elements through the stride. */
         CHECK(cuLaunchKernel(inc, 2, 1, 1, 256, 1, 1, 0, s, args, NULL));
-        if (i % 100 == 0) CHECK(cuStreamSynchronize(s));
+        if (i % 100 == 0 && ctxsync)
+            CHECK(cuCtxSynchronize());
+        else if (i % 100 == 0)
+            CHECK(cuStreamSynchronize(s));
     }
     CHECK(cuStreamSynchronize(s));
 
