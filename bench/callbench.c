@@ -72,17 +72,19 @@ static void m_launch_async(struct bench *b)
 }
 
 /* One launch then a synchronize, each round trip timed: the latency of a tiny kernel. */
-static void m_launch_sync(struct bench *b)
+/* ctx: the context synchronised (cuCtxSynchronize, as cudaDeviceSynchronize does), not the
+ * stream. */
+static void m_launch_sync(struct bench *b, int ctx)
 {
     int n = b->quick ? 200 : 2000, warm = n / 20;
     uint64_t *s = samples((size_t)n);
     for (int i = 0; i < warm + n; i++) {
         uint64_t t0 = bench_now_ns();
         launch_empty(b);
-        CK(cuStreamSynchronize(b->stream));
+        CK(ctx ? cuCtxSynchronize() : cuStreamSynchronize(b->stream));
         if (i >= warm) s[i - warm] = bench_now_ns() - t0;
     }
-    metric("launch_sync_us", median_us(s, (size_t)n), "us");
+    metric(ctx ? "launch_ctxsync_us" : "launch_sync_us", median_us(s, (size_t)n), "us");
     free(s);
 }
 
@@ -192,6 +194,7 @@ static void m_bandwidth(struct bench *b, int pinned, int want_htod, int want_dto
 enum {
     M_LAUNCH_ASYNC,
     M_LAUNCH_SYNC,
+    M_LAUNCH_CTXSYNC,
     M_STREAM_QUERY,
     M_MEMCPY_4B_HTOD,
     M_MEMCPY_4B_DTOH,
@@ -205,11 +208,11 @@ enum {
 };
 static const char *const metric_names[NMETRICS] = {
     [M_LAUNCH_ASYNC] = "launch_async_us",     [M_LAUNCH_SYNC] = "launch_sync_us",
-    [M_STREAM_QUERY] = "stream_query_us",     [M_MEMCPY_4B_HTOD] = "memcpy_4b_htod_us",
-    [M_MEMCPY_4B_DTOH] = "memcpy_4b_dtoh_us", [M_HTOD_PAGEABLE] = "htod_pageable_GBps",
-    [M_DTOH_PAGEABLE] = "dtoh_pageable_GBps", [M_HTOD_PINNED] = "htod_pinned_GBps",
-    [M_DTOH_PINNED] = "dtoh_pinned_GBps",     [M_ALLOC_FREE_4K] = "alloc_free_4k_us",
-    [M_ALLOC_FREE_64M] = "alloc_free_64m_us",
+    [M_LAUNCH_CTXSYNC] = "launch_ctxsync_us", [M_STREAM_QUERY] = "stream_query_us",
+    [M_MEMCPY_4B_HTOD] = "memcpy_4b_htod_us", [M_MEMCPY_4B_DTOH] = "memcpy_4b_dtoh_us",
+    [M_HTOD_PAGEABLE] = "htod_pageable_GBps", [M_DTOH_PAGEABLE] = "dtoh_pageable_GBps",
+    [M_HTOD_PINNED] = "htod_pinned_GBps",     [M_DTOH_PINNED] = "dtoh_pinned_GBps",
+    [M_ALLOC_FREE_4K] = "alloc_free_4k_us",   [M_ALLOC_FREE_64M] = "alloc_free_64m_us",
 };
 
 static void usage(void)
@@ -269,7 +272,10 @@ int main(int argc, char **argv)
             m_launch_async(&b);
             break;
         case M_LAUNCH_SYNC:
-            m_launch_sync(&b);
+            m_launch_sync(&b, 0);
+            break;
+        case M_LAUNCH_CTXSYNC:
+            m_launch_sync(&b, 1);
             break;
         case M_STREAM_QUERY:
             m_stream_query(&b);

@@ -197,6 +197,7 @@ def goals(cells, cpu, shim="mpsshim", issue=12):
           else all(s >= p for _n, s, p in pairs),
           "; ".join("%s: %s %s, MPS %s steps/s" % (n, S, fmt(s), fmt(p)) for n, s, p in pairs))
     for fig, extra, what in (("launch_sync_us", 1.0, "launch + sync"),
+                             ("launch_ctxsync_us", 1.0, "launch + context sync"),
                              ("stream_query_us", 0.5, "cuStreamQuery")):
         s, nat = m(fig, "-", S), m(fig, "-", "native")
         check("%s <= native + %.1f us" % (what, extra),

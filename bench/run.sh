@@ -115,7 +115,7 @@ bench_init bench
 # fits one 10-minute command on the GPU machine with its build; a full run on an H100 should
 # take about 5 to 6 minutes (bench/README.md gives the estimate).
 BUDGET=${MPSSHIM_BENCH_BUDGET:-420}
-CALL_METRICS="launch_async_us launch_sync_us stream_query_us memcpy_4b_htod_us memcpy_4b_dtoh_us
+CALL_METRICS="launch_async_us launch_sync_us launch_ctxsync_us stream_query_us memcpy_4b_htod_us memcpy_4b_dtoh_us
     alloc_free_4k_us alloc_free_64m_us"
 MANAGED_METRICS="managed_gpu_s managed_pingpong_s managed_prefetch_s"
 FREE_METRICS="free_max_ms free_mean_ms"
@@ -212,6 +212,7 @@ figures() {
         printf 'idle%s_MiB\tMiB\tlower\t\t%s\n' "$IDLE_PROCS" "GPU memory in use with $IDLE_PROCS idle CUDA processes (tests/hold), over the memory in use before the mode's daemon started (nvidia-smi); once per mode"
         printf 'launch_async_us\tus\tlower\t\tcuLaunchKernel of an empty kernel, back to back on one stream, drained: time per launch (callbench; median of its batches)\n'
         printf 'launch_sync_us\tus\tlower\t\tone launch then cuStreamSynchronize (callbench; median round trip)\n'
+        printf 'launch_ctxsync_us\tus\tlower\t\tone launch then cuCtxSynchronize, as cudaDeviceSynchronize (callbench; median round trip)\n'
         printf 'stream_query_us\tus\tlower\t\tcuStreamQuery on an idle stream (callbench; median)\n'
         printf 'memcpy_4b_htod_us\tus\tlower\t\t4-byte cuMemcpyHtoD from malloc memory (callbench; median)\n'
         printf 'memcpy_4b_dtoh_us\tus\tlower\t\t4-byte cuMemcpyDtoH to malloc memory (callbench; median)\n'

@@ -153,7 +153,7 @@ until_true grep -q 'Refused a client' "$L/server.log" ||
 info=$(ctl "get_client_info $E")
 check names-info-line "$(echo "$info" | head -n 1)" \
     "Client $E (x\\x0a$FORGED \\x1b[31m\\x04red)"
-check names-info-lines "$(echo "$info" | wc -l)" 11 # the name, 2 devices, 7 counters, its waits
+check names-info-lines "$(echo "$info" | wc -l)" 12 # the name, 2 devices, 8 counters, its waits
 check names-client_list "$(ctl "get_client_list $S")" "$E"
 ps=$(ctl ps)
 check names-ps-rows "$(echo "$ps" | grep -cv '^PID ID ')" 1

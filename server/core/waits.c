@@ -123,6 +123,42 @@ static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
     return w;
 }
 
+/* A wait with an event of s's device taken for it (ev[0], pooled, not counted in nev until
+ * recorded: armed); NULL without memory or an event. */
+static struct srv_wait *new_wait_ev(struct srv_client *c, struct srv_stream *s, int lane,
+                                    uint32_t len)
+{
+    struct srv_wait *w = new_wait(c, lane, len);
+    if (!w) return NULL;
+    if (srv_event_take(c, s->device, &w->ev[0]) != CUDA_SUCCESS) {
+        free(w);
+        return NULL;
+    }
+    w->dev[0] = s->device;
+    w->pooled[0] = 1;
+    return w;
+}
+
+/* new_wait_ev's wait given up before it was armed: its event back to the pool. */
+static void drop_unarmed(struct srv_client *c, struct srv_wait *w)
+{
+    srv_event_give(c, w->dev[0], w->ev[0]);
+    srv_wait_free(w);
+}
+
+static void add(struct srv_client *c, struct srv_wait *w);
+
+/* new_wait_ev's wait with its event recorded on s behind what is there: pending (added to
+ * c's waits). The driver's refusal otherwise (the event and the wait still the caller's). */
+static CUresult arm(struct srv_client *c, struct srv_wait *w, struct srv_stream *s)
+{
+    CUresult r = DRV(cuEventRecord)(w->ev[0], s->real);
+    if (r != CUDA_SUCCESS) return r;
+    w->nev = 1;
+    add(c, w);
+    return CUDA_SUCCESS;
+}
+
 static void add(struct srv_client *c, struct srv_wait *w)
 {
     w->made_ns = chan_now_ns();
@@ -211,13 +247,8 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
         finish(c, lane, CUDA_SUCCESS, len, 0);
         return 1;
     }
-    struct srv_wait *w = new_wait(c, lane, len);
+    struct srv_wait *w = new_wait_ev(c, s, lane, len);
     if (!w) return 0;
-    CUevent ev;
-    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) {
-        free(w);
-        return 0;
-    }
     struct chan_lane *l = &c->ch.lanes[lane];
     uint32_t target = c->lane_seq[lane] + 1;
     l->result = CUDA_SUCCESS;
@@ -225,8 +256,7 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
     /* Default flags: the store follows a system-scope fence behind the stream's work. */
     CUdeviceptr at = c->shm_dptr + (CUdeviceptr)((uint8_t *)&l->seq - (uint8_t *)c->ch.shm);
     if (DRV(cuStreamWriteValue32_v2)(s->real, at, target, 0) != CUDA_SUCCESS) {
-        srv_event_give(c, s->device, ev);
-        free(w);
+        drop_unarmed(c, w);
         return 0; /* answered as any other wait: the store never ran */
     }
     c->lane_seq[lane] = target;
@@ -237,23 +267,16 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
     chan_wake(&l->seq, &l->waiting);
     w->gpu = 2;
     w->target = target;
-    if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
+    if (arm(c, w, s) != CUDA_SUCCESS) {
         /* No event to see the store by: the worker waits for the stream itself and posts
          * the same number (a second store of it changes nothing), or the failure. */
-        srv_event_give(c, s->device, ev);
         CUresult r = DRV(cuStreamSynchronize)(s->real);
         if (r == CUDA_SUCCESS)
             chan_wake(&l->seq, &l->waiting);
         else
             srv_wait_fail(c, w, r);
-        free(w);
-        return 1;
+        drop_unarmed(c, w);
     }
-    w->ev[0] = ev;
-    w->dev[0] = s->device;
-    w->pooled[0] = 1;
-    w->nev = 1;
-    add(c, w);
     return 1;
 }
 
@@ -294,33 +317,19 @@ static int words_fit(struct srv_client *c)
 static int word_wait(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len, int own)
 {
     if (!words_fit(c) || srv_stream_capturing(c, s)) return 0;
-    struct srv_wait *w = new_wait(c, lane, len);
+    struct srv_wait *w = new_wait_ev(c, s, lane, len);
     if (!w) return 0;
-    CUevent ev;
-    if (srv_event_take(c, s->device, &ev) != CUDA_SUCCESS) {
-        free(w);
-        return 0;
-    }
     if (srv_gpuword_store(&w->word, s->real) != 0) {
-        srv_event_give(c, s->device, ev);
-        free(w);
+        drop_unarmed(c, w);
         return 0;
-    }
-    if (DRV(cuEventRecord)(ev, s->real) != CUDA_SUCCESS) {
-        /* The store is on its way: waited for here, so that the word can go back. */
-        srv_event_give(c, s->device, ev);
-        CUresult r = DRV(cuStreamSynchronize)(s->real);
-        srv_gpuword_release(&w->word);
-        free(w);
-        finish(c, lane, r, r == CUDA_SUCCESS ? len : 0, own);
-        return 1;
     }
     w->own = own;
-    w->ev[0] = ev;
-    w->dev[0] = s->device;
-    w->pooled[0] = 1;
-    w->nev = 1;
-    add(c, w);
+    if (arm(c, w, s) != CUDA_SUCCESS) {
+        /* The store is on its way: waited for here, so that the word can go back. */
+        CUresult r = DRV(cuStreamSynchronize)(s->real);
+        drop_unarmed(c, w);
+        finish(c, lane, r, r == CUDA_SUCCESS ? len : 0, own);
+    }
     return 1;
 }
 
