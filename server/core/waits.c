@@ -293,6 +293,12 @@ void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
         chan_lane_post_at(&c->ch, (uint32_t)w->lane, err, 0, w->target);
 }
 
+/* How long a worker spins for a word wait's store (SRV_WAITS_WORDS); then it polls the word
+ * as it polls any wait, backing off to 50 us (worker.c), so that a wait on work that waits
+ * itself (a stream wait on a value nobody writes yet) takes no CPU for ever: as long as a
+ * client's thread spins for a reply the GPU posts (MPSSHIM_GPU_WAIT_SPIN_US's default). */
+#define WORD_SPIN_NS (20ull * 1000 * 1000)
+
 /* Word waits: the reply the worker posts once the stream has stored a word of the server's
  * (server/memory/gpuword.c says why), which the worker reads at each turn of its loop, and
  * spins on while it waits for nothing else (worker.c). Where the GPU cannot post the reply to
@@ -303,12 +309,6 @@ void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
  * client's GPU work takes a CPU, as the driver's synchronisation does there (block_stream
  * sleeps instead while crowded). Not for a client of memory pools (block_stream says why),
  * nor a capturing stream (the store would go into its graph). 1 when the wait is made. */
-/* How long a worker spins for a word wait's store (SRV_WAITS_WORDS); then it polls the word
- * as it polls any wait, backing off to 50 us (worker.c), so that a wait on work that waits
- * itself (a stream wait on a value nobody writes yet) takes no CPU for ever: as long as a
- * client's thread spins for a reply the GPU posts (MPSSHIM_GPU_WAIT_SPIN_US's default). */
-#define WORD_SPIN_NS (20ull * 1000 * 1000)
-
 static int words_fit(struct srv_client *c)
 {
     return srv.ctx_sched == CU_CTX_SCHED_AUTO && !srv_spin_crowded() && !c->pool_allocs;
@@ -514,8 +514,7 @@ int srv_waits_poll(struct srv_client *c, int full)
         if (w->nev == 0) {
             *pw = w->next;
             if (w->word.host && !w->replied) {
-                /* Its event has run, and the store before it, or failed: its answer is the reply.
-                 */
+                /* Its event ran (the store too), or failed: its answer is the reply. */
                 finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
             } else if (w->word.host) {
                 /* replied when the word landed */
