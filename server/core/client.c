@@ -313,6 +313,8 @@ static void cleanup(struct srv_client *c)
     srv_families_client_fini(c);                 /* in the table's order (family.c says why) */
     if (c->stat_fd1 > 0) close(c->stat_fd1 - 1); /* waits.c */
     c->stat_fd1 = 0;
+    if (c->task_fd1 > 0) close(c->task_fd1 - 1);
+    c->task_fd1 = 0;
     free(c->retired);
     chan_ranges_free(&c->ranges);
     free(c->blob);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Posts the reply of a finished wait, with an error deferred from an async call if any
@@ -28,9 +29,18 @@ static void finish(struct srv_client *c, int lane, CUresult r, uint32_t len, int
     srv_reply(c, lane, r, len);
 }
 
-/* srv_client_one_thread: by its /proc/PID/stat (kept open: a read, no open, per question);
- * 0 when it has more threads, or when that cannot be read (a client in a PID namespace the
- * server cannot see into, pid 0: not asked again). */
+/* srv_client_one_thread: by its /proc/PID/task folder's link count, which Linux's procfs makes
+ * 2 plus the process's threads (an fstat: 0.6 us on the CPU test machine), else by the thread
+ * count of its /proc/PID/stat (a read of the whole line, formatted for it: 3.3 us, asked at
+ * a synchronisation of each single-threaded client). The link count is trusted for a client
+ * only where it agreed with the stat line at the first question. Both kept open (no open per
+ * question). 0 when it has more threads, or when neither can be read (a client in a PID
+ * namespace the server cannot see into, pid 0: not asked again). */
+static int stat_threads(struct srv_client *c)
+{
+    return (int)chan_stat_read(c->stat_fd1 - 1, 20);
+}
+
 int srv_client_one_thread(struct srv_client *c)
 {
     if (!c->stat_fd1) {
@@ -39,7 +49,22 @@ int srv_client_one_thread(struct srv_client *c)
         int fd = c->pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
         c->stat_fd1 = fd + 1 > 0 ? fd + 1 : -1;
     }
-    return c->stat_fd1 > 0 && chan_stat_read(c->stat_fd1 - 1, 20) == 1;
+    if (c->stat_fd1 <= 0) return 0;
+    struct stat st;
+    if (!c->task_fd1) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)c->pid);
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int n = stat_threads(c);
+        if (fd >= 0 && fstat(fd, &st) == 0 && n > 0 && st.st_nlink == (nlink_t)n + 2) {
+            c->task_fd1 = fd + 1;
+        } else {
+            if (fd >= 0) close(fd);
+            c->task_fd1 = -1;
+        }
+    }
+    if (c->task_fd1 > 0 && fstat(c->task_fd1 - 1, &st) == 0) return st.st_nlink == 3;
+    return stat_threads(c) == 1;
 }
 
 /* A client whose process has one thread is blocked in this very wait and can send nothing
