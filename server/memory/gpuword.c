@@ -21,9 +21,10 @@
  * on a cache line of its own, the page registered (portable, device-mapped) in the context
  * current when it is made, and never unregistered: an unregistration in a shared context waits
  * for every client's work and holds their launches meanwhile (quietctx.c), and a page is 4 KiB.
- * A wait takes a word and gives it back once its store has landed; a word whose store may be
- * pending is never used again (srv_gpuword_release). The pages are as many as waits were ever
- * pending at once, and the image's end lets go of them. */
+ * A wait takes a word and gives it back once its store has landed; a word let go before (its
+ * client gone mid-wait) is taken again only once its store has landed, so that no later wait
+ * takes another's store for its own (srv_gpuword_release). The pages are as many as waits were
+ * ever pending at once, and the image's end lets go of them. */
 #include "server/memory/gpuword.h"
 #include "server/core/server.h"
 #include "server/core/log.h"
@@ -39,6 +40,11 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t **spare; /* words given back, or not yet taken, of pages made */
 static size_t nspare, cap;
+/* Words let go before their store landed (a client gone mid-wait: its stream's work still
+ * runs), each with the value it waits for; back to `spare` once it is there. A fault's stores
+ * never land, and its image serves no new client. Every word is in one of the two, or held. */
+static struct srv_gpuword *pending;
+static size_t npending, pcap;
 static int failed; /* a page could not be made or registered: not tried again (logged once) */
 
 /* A page of words, registered; its words onto `spare`. Under lock. */
@@ -77,9 +83,23 @@ static int grow(void)
     return -1;
 }
 
+/* Pending words whose store has landed back to `spare`. Under lock. */
+static void reap_pending(void)
+{
+    for (size_t i = 0; i < npending;) {
+        if (srv_gpuword_reached(&pending[i])) {
+            spare[nspare++] = pending[i].host;
+            pending[i] = pending[--npending];
+        } else {
+            i++;
+        }
+    }
+}
+
 int srv_gpuword_store(struct srv_gpuword *w, CUstream s)
 {
     pthread_mutex_lock(&lock);
+    if (!nspare && npending) reap_pending();
     _Atomic uint32_t *h = nspare || grow() == 0 ? spare[--nspare] : NULL;
     pthread_mutex_unlock(&lock);
     w->host = NULL;
@@ -101,10 +121,21 @@ int srv_gpuword_store(struct srv_gpuword *w, CUstream s)
 void srv_gpuword_release(struct srv_gpuword *w)
 {
     if (!w->host) return;
+    pthread_mutex_lock(&lock);
     if (srv_gpuword_reached(w)) {
-        pthread_mutex_lock(&lock);
         spare[nspare++] = w->host; /* room: every word taken came from it */
-        pthread_mutex_unlock(&lock);
+    } else {
+        if (npending == pcap) {
+            size_t ncap = pcap ? pcap * 2 : 64;
+            struct srv_gpuword *n = realloc(pending, ncap * sizeof(*n));
+            if (n) {
+                pending = n;
+                pcap = ncap;
+            }
+        }
+        /* Without room, the word is never used again: 64 bytes until the image ends. */
+        if (npending < pcap) pending[npending++] = *w;
     }
+    pthread_mutex_unlock(&lock);
     w->host = NULL;
 }

@@ -22,9 +22,9 @@ static inline int srv_gpuword_reached(const struct srv_gpuword *w)
 {
     return w->host && atomic_load_explicit(w->host, memory_order_acquire) == w->target;
 }
-/* Lets go of w's word. A word whose store may still be pending (not reached: its stream
- * faulted, or its client left first) is never used again, so that no later wait takes a store
- * that was another's for its own. */
+/* Lets go of w's word. One whose store may still be pending (not reached: its client left
+ * first, or its stream faulted) is taken again only once the store has landed, so that no
+ * later wait takes a store that was another's for its own. */
 void srv_gpuword_release(struct srv_gpuword *w);
 
 #endif
