@@ -405,6 +405,9 @@ round() {
 
 # The driver keeps some memory of the largest load it saw (stream resources, for one), so
 # the leak check is that a second identical round leaves device memory where the first did.
+# That high mark depends on how the round's clients overlapped: once on an H200 round 1 left
+# 2 MiB less than every other run's (914292736 against 916389888, and round 2 that), so where
+# the two differ a third round decides: a leak grows at every round, a high mark stays.
 round 1
 MEM1=$(mem_used)
 round 2
@@ -413,7 +416,14 @@ echo "memory used: server start $BASE_MEM, after round 1 $MEM1, after round 2 $M
 if [ "$MEM2" = "$MEM1" ]; then
     record no-memory-growth PASS "$MEM2 bytes after both rounds ($BASE_MEM at start)"
 else
-    record no-memory-growth FAIL "$MEM1 bytes after round 1, $MEM2 after round 2"
+    round 3
+    MEM3=$(mem_used)
+    echo "memory used: after round 3 $MEM3" >>"$LOG"
+    if [ "$MEM3" = "$MEM2" ]; then
+        record no-memory-growth PASS "$MEM1 bytes after round 1, $MEM2 after rounds 2 and 3 (the driver's high mark, not a leak)"
+    else
+        record no-memory-growth FAIL "$MEM1 bytes after round 1, $MEM2 after round 2, $MEM3 after round 3"
+    fi
 fi
 # What the driver kept goes back once the server is idle: it starts afresh in the same
 # process (server/handover/recycle.c; MPSSHIM_RECYCLE_IDLE, 10 s by default), and the device's memory
