@@ -7,7 +7,10 @@
  * same binary runs natively, under native MPS and under mpsshim; bench/run.sh runs it
  * several times, each run one sample of every point.
  *
- * usage: copysweep [--max MIB]   (the largest size, a power of 4 times 4 KiB; default 256)
+ * usage: copysweep [--max MIB] [--max-kib KIB] [--kind pageable|pinned|registered]
+ *   --max: the largest size, a power of 4 times 4 KiB (default 256 MiB); --max-kib the same
+ *   in KiB (4: the 4 KiB copies alone, as `make STAMPS=1`'s notes want them); --kind one kind
+ *   of host memory only (default all three)
  * Any failed driver call prints its error name and exits 1. */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -25,7 +28,8 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: copysweep [--max MIB]\n");
+    fprintf(stderr,
+            "usage: copysweep [--max MIB] [--max-kib KIB] [--kind pageable|pinned|registered]\n");
     exit(2);
 }
 
@@ -83,11 +87,20 @@ int main(int argc, char **argv)
 {
     bench_prog = "copysweep";
     size_t max = (size_t)256 << 20;
+    int only = -1;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--max") == 0)
+        if (strcmp(argv[i], "--max") == 0) {
             max = (size_t)bench_num_arg(argc, argv, i++, 1, 1 << 16, usage) << 20;
-        else
+        } else if (strcmp(argv[i], "--max-kib") == 0) {
+            max = (size_t)bench_num_arg(argc, argv, i++, 4, 1 << 26, usage) << 10;
+        } else if (strcmp(argv[i], "--kind") == 0 && i + 1 < argc) {
+            for (int k = PAGEABLE; k <= REGISTERED; k++)
+                if (strcmp(argv[i + 1], kind_name[k]) == 0) only = k;
+            if (only < 0) usage();
+            i++;
+        } else {
             usage();
+        }
     }
     /* Only sizes of the sweep: 4 KiB times a power of 4. */
     size_t top = MIN_BYTES;
@@ -96,12 +109,13 @@ int main(int argc, char **argv)
 
     CUdevice dev;
     bench_use_device(0, &dev);
-    printf("# copysweep: pid %d, 4 KiB to %zu MiB\n", (int)getpid(), top >> 20);
+    printf("# copysweep: pid %d, 4 KiB to %zu KiB\n", (int)getpid(), top >> 10);
     CUdeviceptr buf;
     CK(cuMemAlloc(&buf, top));
     CK(cuMemsetD8(buf, 0xa5, top));
     CK(cuCtxSynchronize());
     for (enum kind k = PAGEABLE; k <= REGISTERED; k++) {
+        if (only >= 0 && (int)k != only) continue;
         bench_step = kind_name[k];
         sweep(k, top, buf);
     }
