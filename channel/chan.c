@@ -153,15 +153,21 @@ struct chan_rec *chan_ring_reserve(struct chan *c, uint32_t size, const struct c
 /* 1 when the record just published may stay unrung (chan_shm.coalesce_us): the server lets
  * records wait, and neither the bound on their number nor on the first one's age is
  * reached. Only work for the GPU may wait: an operation whose %op row says `unrung` (a
- * launch), or a generic call that asks for no reply (an asynchronous memset, copy between
+ * launch), a copy the client marked CHAN_RF_GPU_WORK (asynchronous, its data in place or in
+ * the record), or a generic call that asks for no reply (an asynchronous memset, copy between
  * device addresses, event record, stream wait). Whatever the client may wait on without a
  * reply of its own is rung at once: a copy through the staging slots, a host function, a
- * module's image. */
+ * module's image.
+ *
+ * The marked copies are a PyTorch step's `.item()` (a copy into pinned memory, then the
+ * stream's synchronisation): rung for, the copy woke the worker for the step's launches and
+ * the synchronisation woke it again a few microseconds later, two wake-ups a step where one
+ * does (bench/results/issue29-2026-11-28, "One wake-up a step"). */
 static int may_leave_unrung(struct chan *c, const struct chan_rec *r)
 {
     uint32_t us = atomic_load_explicit(&c->shm->coalesce_us, memory_order_relaxed);
     if (!us || (r->flags & CHAN_RF_REPLY) || c->unrung >= CHAN_COALESCE_MAX ||
-        (r->op >= CHAN_OP_BASE && !CHAN_OP_UNRUNG(r->op)))
+        (r->op >= CHAN_OP_BASE && !CHAN_OP_UNRUNG(r->op) && !(r->flags & CHAN_RF_GPU_WORK)))
         return 0;
     uint64_t now = chan_now_ns();
     if (!c->unrung)

@@ -304,6 +304,11 @@ _Static_assert(sizeof(struct chan_rec) == 16, "record header layout");
 
 #define CHAN_RF_REPLY 0x1u /* the sender waits on `lane` for the result */
 #define CHAN_RF_PTDS 0x2u  /* the NULL stream means the per-thread default stream */
+/* Work for the GPU alone that the client may leave unrung a while (chan_shm.coalesce_us,
+ * channel/chan.c), as it may a launch: an asynchronous copy whose data is in place (device or
+ * pinned memory) or in the record, which nothing of the client's waits on. Read by the client
+ * only (chan_ring_publish); the server ignores it, as any older one does. */
+#define CHAN_RF_GPU_WORK 0x4u
 
 /* Hand-written operations (the `manual` families): enum chan_op, CHAN_OP_*, generated from
  * the %op rows of cuda_symbols.txt, and the structs of their payloads and replies, from its

@@ -185,6 +185,7 @@ static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
         int reply = !async || arrays;
         if ((r = shim_req_begin(&q, CHAN_OP_COPY, sizeof(*c), reply, 0)) != CUDA_SUCCESS) return r;
         memcpy(q.payload, c, sizeof(*c));
+        if (!reply) q.rec->flags |= CHAN_RF_GPU_WORK; /* may wait for the next ring (chan.c) */
         shim_req_send(&q);
         return reply ? shim_req_wait(&q, NULL, NULL) : CUDA_SUCCESS;
     }
@@ -200,6 +201,7 @@ static CUresult run(struct chan_copy *c, const struct shim_copy_side *src,
             memcpy(q.payload, c, sizeof(*c));
             struct pack p = {.host = src, .c = c, .buf = q.payload + sizeof(*c), .to_wire = 1};
             chan_copy_plan(c->width, c->height, c->depth, total, inline_chunk, &p);
+            if (!arrays) q.rec->flags |= CHAN_RF_GPU_WORK; /* its data is in the record */
             shim_req_send(&q);
             return arrays ? shim_req_wait(&q, NULL, NULL) : CUDA_SUCCESS;
         }

@@ -4,7 +4,9 @@
  * (server/core/coalesce.c) nothing the program does rings for the launch: the server must still
  * replay it. 300 rounds on two streams, each kernel writing its round's number; the write
  * must be seen within 10 s (a liveness bound, not a timing: natively it is microseconds).
- * Same output natively and through the shim. */
+ * Then 100 rounds of asynchronous copies, which may be left unrung too (CHAN_RF_GPU_WORK):
+ * the round's number from pageable memory to the device (its data inline), from there into
+ * pinned memory, polled the same way. Same output natively and through the shim. */
 #include "tests/progs/common.h"
 
 #include <stdio.h>
@@ -41,6 +43,20 @@ int main(void)
             REQUIRE(t_now_s() < give_up, "round %u: the kernel's write not seen in 10 s", round);
     }
     t_ok("%d launches, each waited for by polling mapped memory only", ROUNDS);
+    CUdeviceptr dword;
+    CHECK(cuMemAlloc(&dword, sizeof(unsigned)));
+    for (unsigned round = 1; round <= 100; round++) {
+        unsigned value = ROUNDS + round; /* pageable: goes inline, in the record */
+        CHECK(cuMemcpyHtoDAsync(dword, &value, sizeof(value), s[0]));
+        CHECK(cuMemcpyDtoHAsync((void *)&flag[0], dword, sizeof(unsigned), s[0]));
+        /* Natively the pageable copy may return before its bytes are read: it has been staged
+         * by then (as the driver promises), so `value` may change; it does not here. */
+        double give_up = t_now_s() + 10.0;
+        while (flag[0] != ROUNDS + round)
+            REQUIRE(t_now_s() < give_up, "copy round %u: the copy not seen in 10 s", round);
+    }
+    t_ok("100 pairs of asynchronous copies, each waited for by polling pinned memory only");
+    CHECK(cuMemFree(dword));
     CHECK(cuStreamSynchronize(s[0]));
     CHECK(cuStreamSynchronize(s[1]));
     CHECK(cuStreamDestroy(s[0]));
