@@ -49,7 +49,7 @@ grade 2 3 off
 : >"$MPSSHIM_LOG_DIRECTORY/server.log"
 MPSSHIM_CROWDED_SPIN_US=abc MPSSHIM_CTX_SCHED=fast "$CTL" -d || exit 1
 for want in "MPSSHIM_CROWDED_SPIN_US=abc is not a whole number of microseconds from 0 to 1000: \
-the default, 30, is used" \
+the default, 200, is used" \
     "MPSSHIM_CTX_SCHED=fast is not one of auto|spin|yield|blocking: the default, auto, is used"; do
     grep -qF "$want" "$MPSSHIM_LOG_DIRECTORY/server.log" ||
         { echo "FAIL: the log does not say: $want"; rc=1; }

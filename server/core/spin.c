@@ -9,8 +9,10 @@
  *   - "on": busy clients at most half the CPUs: workers spin for requests
  *     (MPSSHIM_SERVER_SPIN_US) and clients for replies as long as they like;
  *   - "short": more than half, at most all of them: workers sleep as soon as their ring is
- *     empty (MPSSHIM_CROWDED_WORKER_SPIN_US, 0) and clients spin SRV_SHORT_SPIN_US
- *     (MPSSHIM_CROWDED_SPIN_US) for a reply, which covers a short synchronisation;
+ *     empty (MPSSHIM_CROWDED_WORKER_SPIN_US, 0) and clients spin MPSSHIM_CROWDED_SPIN_US
+ *     (200 us) for a reply, which covers the worker's taking a synchronisation and queuing
+ *     the GPU's reply (the spin for the GPU's own store is MPSSHIM_CROWDED_GPU_SPIN_US, in
+ *     the client);
  *   - "off": more busy clients than CPUs: clients spin only SRV_OFF_SPIN_US, enough for a
  *     reply already on its way.
  * Spinning always cost a crowded fleet two thirds of its steps, and on the CPU test driver
@@ -43,8 +45,20 @@ struct srv_spin {
 /* A client is busy this long after its worker last replayed a record. */
 #define SRV_BUSY_NS (2ull * 1000 * 1000)
 /* What the server lets a client spin for a reply, in µs, in grade "off" (grade "short":
- * MPSSHIM_CROWDED_SPIN_US, 30 by default). */
+ * MPSSHIM_CROWDED_SPIN_US). */
 #define SRV_OFF_SPIN_US 3u
+
+/* MPSSHIM_CROWDED_SPIN_US's default (channel/settings.def), 200, as long as a client's own
+ * spin (MPSSHIM_SPIN_US): in grade "short" a thread that rang for a synchronisation spins
+ * while its worker wakes, takes the step and queues the GPU's reply, then on for the GPU's
+ * store. It was 30 us, from when the worker itself replied: a thread then slept whenever its
+ * worker took longer to be scheduled, and its CPU often stood idle meanwhile. On an H200 of 16
+ * CPUs (bench/cpusplit.py, 16 processes; bench/results/issue29-2026-11-28, "A crowded
+ * client's first spin") 200 us against 30: the PyTorch fleet 35230-38372 steps/s against
+ * 33541-36677 (three rounds, each ahead), idle CPU 6-11 us a step against 29-48, the
+ * clients' sleeps 0.02-0.04 a step against 0.19-0.25; the driver-API fleet (fleetc)
+ * 103360-104148 against 94118-98324 (MPS 94173); the cold MPI jobs of 16 and 32 ranks as
+ * before (0.060-0.069 s). 1000 us (with MPSSHIM_SPIN_US=1000) did no better than 200. */
 
 /* MPSSHIM_CROWDED_SYNC_SPIN_US's default (channel/settings.def), 50: while crowded, a
  * worker's spin on a synchronisation before it sleeps for the GPU's interrupt, in µs
