@@ -23,8 +23,9 @@
  *
  * The protocol (proto.h, chan_shm.coalesce_us): the server writes the bound into the
  * segment while crowded and 0 otherwise; the client leaves a record unrung only if it is a
- * launch or a generic call that asks for no reply, at most CHAN_COALESCE_MAX of them and
- * none older than the bound; its next record that waits rings for them all. A client that
+ * launch, an asynchronous copy it marked as work for the GPU alone (CHAN_RF_GPU_WORK), or a
+ * generic call that asks for no reply, at most CHAN_COALESCE_MAX of them and none older than
+ * the bound; its next record that waits rings for them all. A client that
  * goes quiet with records left unrung is covered by this file's sweeper: every half bound
  * it wakes each worker that sleeps while its ring holds a record it held at the sweeper's
  * last look. The sweeper reads
