@@ -108,19 +108,26 @@ static void test_ring_rejects_garbage(void)
     munmap(base, size);
 }
 
-/* Publishes one record of op (CHAN_RF_REPLY if reply) and says whether it rang. */
-static int rang(struct chan *prod, uint16_t op, int reply)
+/* Publishes one record of op with flags and says whether it rang. */
+static int rang_flags(struct chan *prod, uint16_t op, uint16_t flags)
 {
     uint32_t bell = atomic_load(&prod->shm->doorbell);
     struct chan_rec *r = chan_ring_reserve(prod, 64, &spin);
     r->op = op;
-    r->flags = reply ? CHAN_RF_REPLY : 0;
+    r->flags = flags;
     chan_ring_publish(prod, r);
     return atomic_load(&prod->shm->doorbell) != bell;
 }
 
+/* Publishes one record of op (CHAN_RF_REPLY if reply) and says whether it rang. */
+static int rang(struct chan *prod, uint16_t op, int reply)
+{
+    return rang_flags(prod, op, reply ? CHAN_RF_REPLY : 0);
+}
+
 /* Doorbell coalescing (proto.h, chan_shm.coalesce_us): while the server sleeps and lets
- * records wait, launches and generic calls that ask for no reply go unrung, up to
+ * records wait, launches, copies marked as work for the GPU alone (CHAN_RF_GPU_WORK) and
+ * generic calls that ask for no reply go unrung, up to
  * CHAN_COALESCE_MAX of them and no longer than the bound; a record that waits, or any other
  * operation, rings for them all; a server awake is never rung; without the hint every
  * record rings. */
@@ -137,6 +144,8 @@ static void test_coalescing(void)
     CHECK(!rang(&prod, 5, 0)); /* a generic call without a reply */
     CHECK(rang(&prod, 5, 1));  /* one that waits rings */
     CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
+    CHECK(!rang_flags(&prod, CHAN_OP_COPY, CHAN_RF_GPU_WORK)); /* a copy in place waits */
+    CHECK(rang_flags(&prod, CHAN_OP_COPY, CHAN_RF_GPU_WORK | CHAN_RF_REPLY)); /* unless waited on */
     CHECK(rang(&prod, CHAN_OP_COPY, 0));      /* a copy through the slots, */
     CHECK(rang(&prod, CHAN_OP_HOST_FUNC, 0)); /* a host function, */
     CHECK(rang(&prod, CHAN_OP_BLOB, 0));      /* an image's bytes ring at once */
@@ -156,7 +165,7 @@ static void test_coalescing(void)
     unsigned got = 0;
     while (chan_ring_next(&cons, buf) == CHAN_NEXT_REC)
         got++;
-    CHECK(got == 1 + 7 + CHAN_COALESCE_MAX + 1 + 2 + 2);
+    CHECK(got == 1 + 9 + CHAN_COALESCE_MAX + 1 + 2 + 2);
     /* A full ring rings before its producer waits for space, whatever the hint. */
     atomic_store(&prod.shm->coalesce_us, 1000000);
     CHECK(!rang(&prod, CHAN_OP_LAUNCH, 0));
