@@ -4,7 +4,7 @@
  *
  * Each end notes the moments of each record it handles, by the record's position in its ring
  * (the same number at both ends) and the monotonic clock (the same clock in every process of
- * a machine): the client when it begins a request, when it has published it and when its
+ * a machine): the client when it begins a request, when it publishes it and when its
  * reply came; the server's worker when it took the record from the ring and when it had
  * replayed it. The notes go to /tmp/mpsshim-stamps/PID.bin when the process ends (the server:
  * also each time a client leaves, since a fresh start replaces its image), 24 bytes each
@@ -17,7 +17,7 @@
 
 enum chan_stamp_kind {
     CHAN_STAMP_BEGUN,    /* client: the request begun (before it waits for the ring) */
-    CHAN_STAMP_SENT,     /* client: published, the doorbell rung or not */
+    CHAN_STAMP_SENT,     /* client: about to publish (the tail's store, then the doorbell) */
     CHAN_STAMP_ANSWERED, /* client: its reply seen */
     CHAN_STAMP_TAKEN,    /* server: the worker took it from the ring */
     CHAN_STAMP_REPLAYED, /* server: the worker's handler returned */
