@@ -307,7 +307,7 @@ static void cleanup(struct srv_client *c)
         n = w->next;
         for (int i = 0; i < w->nev; i++)
             if (w->pooled[i]) srv_event_give(c, w->dev[i], w->ev[i]);
-        srv_wait_free(w);
+        srv_wait_free(c, w);
     }
     c->waits = NULL;
     srv_families_client_fini(c);                 /* in the table's order (family.c says why) */

@@ -196,7 +196,7 @@ static void let_go(struct srv_client *c, int dev, uint32_t gen, CUresult err)
         telling = 1;
         srv_wait_fail(c, w, err);
         telling = 0;
-        srv_wait_free(w);
+        srv_wait_free(c, w);
         nwait++;
     }
     atomic_store_explicit(&c->stats.gpu_waits, c->waits != NULL, memory_order_relaxed);

@@ -215,9 +215,10 @@ struct srv_client {
     unsigned eager_left;   /* kernels its image loads may still load eagerly (module.c) */
     uint16_t first_thread; /* client thread number of the first record */
     int many_threads;      /* records came from more than one client thread */
-    int stat_fd1;    /* its /proc/PID/stat open (waits.c), as fd + 1; 0: not yet, -1: cannot */
-    int task_fd1;    /* its /proc/PID/task open (waits.c), as fd + 1; 0: not yet, -1: not used */
-    int pool_allocs; /* it allocated stream-ordered from a pool (waits.c gpu_reply) */
+    int stat_fd1; /* its /proc/PID/stat open (waits.c), as fd + 1; 0: not yet, -1: cannot */
+    int task_fd1; /* its /proc/PID/task open (waits.c), as fd + 1; 0: not yet, -1: not used */
+    unsigned word_waits; /* its waits holding a word of gpuword.c (waits.c: at most CHAN_NLANES) */
+    int pool_allocs;     /* it allocated stream-ordered from a pool (waits.c gpu_reply) */
 
     /* What its thread is doing, for the main loop's watch on calls that never return
      * (srv_clients_watch): the record it replays (an id of shim_calls or a CHAN_OP_, or

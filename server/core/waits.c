@@ -168,7 +168,7 @@ static struct srv_wait *new_wait_ev(struct srv_client *c, struct srv_stream *s, 
 static void drop_unarmed(struct srv_client *c, struct srv_wait *w)
 {
     srv_event_give(c, w->dev[0], w->ev[0]);
-    srv_wait_free(w);
+    srv_wait_free(c, w);
 }
 
 static void add(struct srv_client *c, struct srv_wait *w);
@@ -336,7 +336,12 @@ void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
  * nor a capturing stream (the store would go into its graph). 1 when the wait is made. */
 static int words_fit(struct srv_client *c)
 {
-    return srv.ctx_sched == CU_CTX_SCHED_AUTO && !srv_spin_crowded() && !c->pool_allocs;
+    /* Words are the server's, kept registered once made: a client holds at most one a lane
+     * (what a client that keeps the protocol can wait on at once), so that one that floods
+     * synchronisations on a stalled stream cannot grow the server's pinned pages without end;
+     * past it, its waits take the event path (its own pool's events, freed when it goes). */
+    return srv.ctx_sched == CU_CTX_SCHED_AUTO && !srv_spin_crowded() && !c->pool_allocs &&
+           c->word_waits < CHAN_NLANES;
 }
 
 static int word_wait(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len, int own)
@@ -348,6 +353,7 @@ static int word_wait(struct srv_client *c, struct srv_stream *s, int lane, uint3
         drop_unarmed(c, w);
         return 0;
     }
+    c->word_waits++; /* until srv_wait_free */
     w->own = own;
     if (arm(c, w, s) != CUDA_SUCCESS) {
         /* The store is on its way: waited for here, so that the word can go back. */
@@ -358,8 +364,9 @@ static int word_wait(struct srv_client *c, struct srv_stream *s, int lane, uint3
     return 1;
 }
 
-void srv_wait_free(struct srv_wait *w)
+void srv_wait_free(struct srv_client *c, struct srv_wait *w)
 {
+    if (w->word.host) c->word_waits--;
     srv_gpuword_release(&w->word);
     free(w);
 }
@@ -538,19 +545,18 @@ int srv_waits_poll(struct srv_client *c, int full)
         }
         if (w->nev == 0) {
             *pw = w->next;
-            if (w->word.host && !w->replied) {
-                /* Its event ran (the store too), or failed: its answer is the reply. */
-                finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
-            } else if (w->word.host) {
-                /* replied when the word landed */
+            if (w->replied) {
+                /* a word wait's, posted when the word landed */
             } else if (!w->gpu) {
+                /* Its events ran (a word wait's store too), or failed: their answer is the reply.
+                 */
                 finish(c, w->lane, w->result, w->result == CUDA_SUCCESS ? w->reply_len : 0, w->own);
             } else if (w->result != CUDA_SUCCESS) {
                 srv_wait_fail(c, w, w->result);
             } else { /* the GPU posted it: a thread asleep on the lane must see it */
                 chan_wake(&c->ch.lanes[w->lane].seq, &c->ch.lanes[w->lane].waiting);
             }
-            srv_wait_free(w);
+            srv_wait_free(c, w);
         } else {
             pw = &w->next;
         }

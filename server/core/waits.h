@@ -53,7 +53,7 @@ int srv_client_one_thread(struct srv_client *c);
 #define SRV_WAITS_LAZY_US 20u
 int srv_waits_poll(struct srv_client *c, int full);
 /* Frees w (taken off c->waits by the caller), its events already given back or dropped. */
-void srv_wait_free(struct srv_wait *w);
+void srv_wait_free(struct srv_client *c, struct srv_wait *w);
 /* Ends wait w (taken off c->waits by the caller) with error err: the thread waiting on its
  * lane gets err, whether its reply was to come from the worker or from the GPU. */
 void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err);

@@ -40,6 +40,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t **spare; /* words given back, or not yet taken, of pages made */
 static size_t nspare, cap;
+static size_t nwords; /* words of the pages made: `spare` has room for every one */
 /* Words let go before their store landed (a client gone mid-wait: its stream's work still
  * runs), each with the value it waits for; back to `spare` once it is there. A fault's stores
  * never land, and its image serves no new client. Every word is in one of the two, or held. */
@@ -51,9 +52,10 @@ static int failed; /* a page could not be made or registered: not tried again (l
 static int grow(void)
 {
     if (failed) return -1;
-    if (nspare + GPUWORD_PAGE / GPUWORD_LINE > cap) {
+    /* Room for every word made, not only those spare now: all may come back at once. */
+    if (nwords + GPUWORD_PAGE / GPUWORD_LINE > cap) {
         size_t ncap = cap ? cap * 2 : 256;
-        while (ncap < nspare + GPUWORD_PAGE / GPUWORD_LINE)
+        while (ncap < nwords + GPUWORD_PAGE / GPUWORD_LINE)
             ncap *= 2;
         _Atomic uint32_t **n = realloc(spare, ncap * sizeof(*n));
         if (!n) return -1;
@@ -72,6 +74,7 @@ static int grow(void)
         if (r == CUDA_SUCCESS && d == (CUdeviceptr)(uintptr_t)p) {
             for (unsigned i = 0; i < GPUWORD_PAGE / GPUWORD_LINE; i++)
                 spare[nspare++] = (_Atomic uint32_t *)((char *)p + i * GPUWORD_LINE);
+            nwords += GPUWORD_PAGE / GPUWORD_LINE;
             return 0;
         }
         /* Registered, but not at its own address (no unified addressing): kept, unused, so
@@ -123,7 +126,7 @@ void srv_gpuword_release(struct srv_gpuword *w)
     if (!w->host) return;
     pthread_mutex_lock(&lock);
     if (srv_gpuword_reached(w)) {
-        spare[nspare++] = w->host; /* room: every word taken came from it */
+        spare[nspare++] = w->host; /* room: `spare` holds every word made (grow) */
     } else {
         if (npending == pcap) {
             size_t ncap = pcap ? pcap * 2 : 64;
