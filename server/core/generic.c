@@ -592,7 +592,7 @@ void srv_generic(struct srv_client *c, const struct chan_rec *r, uint8_t *p, uin
     if (out) memcpy(srv_lane_data(c, lane), c->out, out);
     /* Work on host memory completes before the call returns (sync-if-host:). */
     if (res == CUDA_SUCCESS && host && k.stream &&
-        srv_wait_stream(c, k.stream, lane, out) == CUDA_SUCCESS)
+        (res = srv_wait_stream(c, k.stream, lane, out)) == CUDA_SUCCESS)
         return;
     srv_reply(c, lane, res, out);
 }

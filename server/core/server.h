@@ -218,6 +218,8 @@ struct srv_client {
     int stat_fd1; /* its /proc/PID/stat open (waits.c), as fd + 1; 0: not yet, -1: cannot */
     int task_fd1; /* its /proc/PID/task open (waits.c), as fd + 1; 0: not yet, -1: not used */
     unsigned word_waits; /* its waits holding a word of gpuword.c (waits.c: at most CHAN_NLANES) */
+    unsigned nwaits;     /* its waits pending in `waits` (waits.c: at most SRV_WAITS_MAX) */
+    int waits_full_said; /* a wait refused past SRV_WAITS_MAX was logged */
     int pool_allocs;     /* it allocated stream-ordered from a pool (waits.c gpu_reply) */
 
     /* What its thread is doing, for the main loop's watch on calls that never return

@@ -186,6 +186,8 @@ static CUresult arm(struct srv_client *c, struct srv_wait *w, struct srv_stream 
 
 static void add(struct srv_client *c, struct srv_wait *w)
 {
+    w->added = 1;
+    c->nwaits++; /* until srv_wait_free */
     w->made_ns = chan_now_ns();
     w->next = c->waits;
     c->waits = w;
@@ -367,13 +369,30 @@ static int word_wait(struct srv_client *c, struct srv_stream *s, int lane, uint3
 void srv_wait_free(struct srv_client *c, struct srv_wait *w)
 {
     if (w->word.host) c->word_waits--;
+    if (w->added) c->nwaits--;
     srv_gpuword_release(&w->word);
     free(w);
+}
+
+/* 1 when c may have one wait more (SRV_WAITS_MAX): the waits done are taken back first. */
+static int room(struct srv_client *c)
+{
+    if (c->nwaits < SRV_WAITS_MAX) return 1;
+    srv_waits_poll(c, 1);
+    if (c->nwaits < SRV_WAITS_MAX) return 1;
+    if (!c->waits_full_said) {
+        c->waits_full_said = 1;
+        srv_log("Client process %d has %u synchronisations pending, more than any thread of its "
+                "own can wait for: the next are answered CUDA_ERROR_OUT_OF_MEMORY until some end",
+                (int)c->pid, c->nwaits);
+    }
+    return 0;
 }
 
 static CUresult wait_stream(struct srv_client *c, struct srv_stream *s, int lane, uint32_t len,
                             int own)
 {
+    if (!room(c)) return CUDA_ERROR_OUT_OF_MEMORY;
     if (!own && gpu_reply(c, s, lane, len)) return CUDA_SUCCESS;
     if (word_wait(c, s, lane, len, own)) return CUDA_SUCCESS;
     if (may_block(c)) {
@@ -455,6 +474,7 @@ static int word_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 {
+    if (!room(c)) return CUDA_ERROR_OUT_OF_MEMORY;
     if (word_ctx(c, x, lane)) return CUDA_SUCCESS;
     struct srv_wait *w = new_wait(c, lane, 0);
     if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -494,6 +514,7 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 
 CUresult srv_wait_event(struct srv_client *c, CUevent ev, int lane)
 {
+    if (!room(c)) return CUDA_ERROR_OUT_OF_MEMORY;
     if (may_block(c)) {
         finish(c, lane, DRV(cuEventSynchronize)(ev), 0, 0);
         return CUDA_SUCCESS;

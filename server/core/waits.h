@@ -7,6 +7,15 @@
 
 /* A reply that waits for the GPU: posted when all its events have completed. */
 #define SRV_WAIT_EVENTS 64
+/* Waits a client may have pending at once. One that keeps the protocol waits on at most one
+ * reply a lane (CHAN_NLANES), and a wait answered lingers only until its events are seen to
+ * have run, which the worker's next poll does (its events are behind what was waited for).
+ * A client that asks for replies without waiting for them (lanes reused, forged records) on a
+ * stream that never finishes would otherwise grow the server's heap by a wait (about 1 KiB)
+ * and an event per record, for as long as it stays. Past it (after a poll has taken back the
+ * waits done), a synchronisation is answered CUDA_ERROR_OUT_OF_MEMORY, said in the log once
+ * per client. */
+#define SRV_WAITS_MAX (2 * CHAN_NLANES)
 struct srv_wait {
     struct srv_wait *next;
     int lane;
@@ -22,6 +31,7 @@ struct srv_wait {
      * events only tell a fault, and when the word may go back. */
     struct srv_gpuword word;
     int replied;      /* its reply is posted: nothing more is for its lane */
+    int added;        /* pending in the client's waits (counted in nwaits) */
     uint64_t made_ns; /* when it was made (chan_now_ns) */
     int nev;
     CUevent ev[SRV_WAIT_EVENTS];

@@ -68,6 +68,7 @@ int raw_crowd(int n, int secs);
 int raw_hostile(void); /* rawhostile.c, with rawmvars.c and rawbatches.c */
 void raw_hostile_mvars(struct raw_session *x, CUdeviceptr dev);
 void raw_hostile_batches(struct raw_session *x, CUdeviceptr d);
+void raw_hostile_waits(struct raw_session *x, CUdeviceptr d);
 int raw_payloads(void);              /* rawpayloads.c */
 int raw_scribble(void);              /* rawscribble.c */
 int raw_fuzz(uint64_t seed, long n); /* rawfuzz.c */

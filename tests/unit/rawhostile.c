@@ -1,8 +1,9 @@
 /* The raw client's hostile mode (tests/unit/rawclient.c): well-formed calls that bypass
  * every check the shim does: memsets and copies whose spans wrap 64 bits or pass the end of
  * its allocation, a module image whose header wraps, the cuGetProcAddress table read past
- * its end; then the __managed__ variable transfers (rawmvars.c) and batched copies
- * (rawbatches.c). Each must be refused, and the server must go on serving it. */
+ * its end; then the __managed__ variable transfers (rawmvars.c), batched copies
+ * (rawbatches.c) and synchronisations never waited for (rawwaits.c). Each must be refused,
+ * and the server must go on serving it. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -111,6 +112,7 @@ int raw_hostile(void)
     }
     raw_hostile_mvars(&x, d);
     raw_hostile_batches(&x, d);
+    raw_hostile_waits(&x, d);
     /* Still serving: its own memory is still there to free. */
     const void *fa[] = {&d};
     r = raw_call(&x, SHIM_ID_cuMemFree_v2, fa, NULL, 0);

@@ -13,7 +13,7 @@ all: $(B)/tests/unit/rawclient
 # The raw protocol client: main() in rawclient.c, the helpers every mode uses in
 # rawsession.c, one file a group of modes (tests/unit/rawclient.h lists them).
 RAWCLIENT_SRC := $(addprefix tests/unit/,rawclient.c rawsession.c rawconnect.c rawhostile.c \
-                   rawmvars.c rawbatches.c rawpayloads.c rawscribble.c rawfuzz.c rawshrink.c \
+                   rawmvars.c rawbatches.c rawwaits.c rawpayloads.c rawscribble.c rawfuzz.c rawshrink.c \
                    rawaccounts.c rawdevices.c rawmirror.c)
 
 $(B)/tests/unit/rawclient: $(patsubst %.c,$(B)/obj/%.o,$(RAWCLIENT_SRC)) $(CHANNEL_OBJ)
