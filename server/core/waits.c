@@ -378,7 +378,7 @@ void srv_wait_free(struct srv_client *c, struct srv_wait *w)
 static int room(struct srv_client *c)
 {
     if (c->nwaits < SRV_WAITS_MAX) return 1;
-    srv_waits_poll(c, 1);
+    srv_waits_poll(c, SRV_WAITS_ALL);
     if (c->nwaits < SRV_WAITS_MAX) return 1;
     if (!c->waits_full_said) {
         c->waits_full_said = 1;
@@ -549,8 +549,8 @@ int srv_waits_poll(struct srv_client *c, int full)
                 words = SRV_WAITS_WORDS;
             }
         }
-        int ask =
-            (!w->gpu && !w->word.host) || (full && now - w->made_ns >= SRV_WAITS_LAZY_US * 1000ull);
+        int ask = (!w->gpu && !w->word.host) || full == SRV_WAITS_ALL ||
+                  (full && now - w->made_ns >= SRV_WAITS_LAZY_US * 1000ull);
         while (ask && w->nev > 0) {
             int i = w->nev - 1;
             CUresult q = DRV(cuEventQuery)(w->ev[i]);

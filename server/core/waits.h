@@ -8,14 +8,16 @@
 /* A reply that waits for the GPU: posted when all its events have completed. */
 #define SRV_WAIT_EVENTS 64
 /* Waits a client may have pending at once. One that keeps the protocol waits on at most one
- * reply a lane (CHAN_NLANES), and a wait answered lingers only until its events are seen to
- * have run, which the worker's next poll does (its events are behind what was waited for).
- * A client that asks for replies without waiting for them (lanes reused, forged records) on a
- * stream that never finishes would otherwise grow the server's heap by a wait (about 1 KiB)
- * and an event per record, for as long as it stays. Past it (after a poll has taken back the
- * waits done), a synchronisation is answered CUDA_ERROR_OUT_OF_MEMORY, said in the log once
- * per client. */
-#define SRV_WAITS_MAX (2 * CHAN_NLANES)
+ * reply a lane (CHAN_NLANES); a wait already answered (the GPU stored its reply, or a word
+ * landed) lingers until its events are asked, which the worker does lazily, so that a client
+ * of many threads each synchronising every few microseconds may hold two or three a lane for a
+ * moment. A client that asks for replies without waiting for them (lanes reused, forged
+ * records) on a stream that never finishes would otherwise grow the server's heap by a wait
+ * (about 1 KiB) and an event per record, for as long as it stays. At the bound every wait's
+ * events are asked (SRV_WAITS_ALL), which takes back those answered (their events are behind
+ * what was waited for); past it still, a synchronisation is answered CUDA_ERROR_OUT_OF_MEMORY,
+ * said in the log once per client. */
+#define SRV_WAITS_MAX (4 * CHAN_NLANES)
 struct srv_wait {
     struct srv_wait *next;
     int lane;
@@ -58,9 +60,11 @@ int srv_client_one_thread(struct srv_client *c);
  * SRV_WAITS_LAZY_US old: each ask is a driver call (a cuEventQuery, 0.5-1 us on an H200)
  * during which a request that arrives waits unseen, and a wait that old is most often done,
  * so that one ask takes its event back. Such an ask is what tells a fault, and wakes a thread
- * that tired of spinning for the GPU's reply and sleeps: so much later at worst. */
+ * that tired of spinning for the GPU's reply and sleeps: so much later at worst. `full`
+ * SRV_WAITS_ALL asks every wait's events whatever its age (the bound's look, SRV_WAITS_MAX). */
 #define SRV_WAITS_WORDS 4
 #define SRV_WAITS_LAZY_US 20u
+#define SRV_WAITS_ALL 2
 int srv_waits_poll(struct srv_client *c, int full);
 /* Frees w (taken off c->waits by the caller), its events already given back or dropped. */
 void srv_wait_free(struct srv_client *c, struct srv_wait *w);
