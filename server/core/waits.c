@@ -220,6 +220,15 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
     return CUDA_SUCCESS;
 }
 
+/* Whether the GPU may post c's replies now, whatever the stream (gpu_reply says why each). */
+static int gpu_reply_fits(struct srv_client *c)
+{
+    return gpu_replies && c->shm_registered && !c->pool_allocs &&
+           c->shm_dptr == (CUdeviceptr)(uintptr_t)c->ch.shm && c->deferred == CUDA_SUCCESS &&
+           !atomic_load_explicit(&c->terminated, memory_order_relaxed) &&
+           !(srv_spin_crowded() && !crowded_replies);
+}
+
 /* A stream synchronisation answered by the GPU (proto.h, chan_lane): the stream itself
  * stores the lane's next reply number once it has run everything enqueued so far, so that
  * the client's thread, spinning on its lane, goes on the moment its work is done, and no
@@ -259,10 +268,8 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
 {
     /* Into its lanes: the quiet context's making is started at its next record (segment.c). */
     if (gpu_replies && c->shm_want) c->quiet_why = "a wait the GPU would answer";
-    if (!gpu_replies || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
-        !c->shm_registered || c->pool_allocs || c->shm_dptr != (CUdeviceptr)(uintptr_t)c->ch.shm ||
-        c->deferred != CUDA_SUCCESS || atomic_load_explicit(&c->terminated, memory_order_relaxed) ||
-        srv_stream_capturing(c, s) || (srv_spin_crowded() && !crowded_replies))
+    if (!gpu_reply_fits(c) || len > CHAN_LANE_DATA || lane < 0 || lane >= CHAN_NLANES ||
+        srv_stream_capturing(c, s))
         return 0;
     /* Nothing left to wait for: answered at once. Not asked of a stream given work a few
      * microseconds ago (the launch or copy a round trip waits for; srv_stream_prepare stamps
@@ -457,10 +464,14 @@ static void find_busy(struct srv_client *c, struct srv_stream *s, void *arg)
 }
 
 /* A context's synchronisation whose work is on one stream (a program's default stream, most
- * often) is that stream's word wait; 1 when made or answered. */
-static int word_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
+ * often: `cudaDeviceSynchronize` after a launch) is that stream's: a reply from the GPU where
+ * one may be had (gpu_reply; the other streams were idle when asked, and later work on them
+ * comes after this record in the client's ring), else its word wait; 1 when made or
+ * answered. The GPU's reply saves the worker's look at the word and its post: the client
+ * sees the stream's store itself, as for cuStreamSynchronize. */
+static int one_stream_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 {
-    if (!words_fit(c)) return 0;
+    if (!words_fit(c) && !gpu_reply_fits(c)) return 0;
     for (size_t i = 0; i < c->nretired; i++)
         if (c->retired[i].ctx == x->id) return 0; /* destroyed streams' work: events */
     struct busy_walk k = {0};
@@ -469,13 +480,13 @@ static int word_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
         finish(c, lane, CUDA_SUCCESS, 0, 0);
         return 1;
     }
-    return k.n == 1 && word_wait(c, k.s, lane, 0, 0);
+    return k.n == 1 && (gpu_reply(c, k.s, lane, 0) || word_wait(c, k.s, lane, 0, 0));
 }
 
 CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
 {
     if (!room(c)) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (word_ctx(c, x, lane)) return CUDA_SUCCESS;
+    if (one_stream_ctx(c, x, lane)) return CUDA_SUCCESS;
     struct srv_wait *w = new_wait(c, lane, 0);
     if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
     struct ctx_walk k = {.w = w, .r = CUDA_SUCCESS};

@@ -6,14 +6,15 @@
  * gpu_reply). A segment is registered only in the quiet context (server/core/segment.c), which
  * is made when a client first needs it, in 0.6-0.7 s on an H200; until then (a short program
  * runs its whole life in that window, and a server started afresh when idle makes the quiet
- * context again), and for every context synchronisation, the worker waited for the GPU
- * itself: blocked in the driver where the client's process had one thread (asked of
- * /proc/PID/stat at each wait: 3 us), else by polling an event (a cuEventQuery, 0.5-1 us, per
- * look). On an H200 a launch + cuStreamSynchronize round trip took 10.6-11.9 us that way, 8.7-10.2
- * once the quiet context was made, 8.1-8.8 natively; the worker's handler of the
- * synchronisation 5.7-6.6 us against the GPU's reply's 1.3-2.0 us plus 2.6-3.0 us for the store
- * to land (`make STAMPS=1`, bench/stamps.py). With these words: 1.3-1.8 us plus 3.1-3.5 us
- * to the reply seen (bench/results/issue29-2026-11-28, "Where a round trip's time goes").
+ * context again), and for a context synchronisation (the GPU answers one whose work is on
+ * one stream since, waits.c one_stream_ctx), the worker waited for the GPU itself: blocked in the
+ * driver where the client's process had one thread (asked of /proc/PID/stat at each wait: 3 us),
+ * else by polling an event (a cuEventQuery, 0.5-1 us, per look). On an H200 a launch +
+ * cuStreamSynchronize round trip took 10.6-11.9 us that way, 8.7-10.2 once the quiet context was
+ * made, 8.1-8.8 natively; the worker's handler of the synchronisation 5.7-6.6 us against the GPU's
+ * reply's 1.3-2.0 us plus 2.6-3.0 us for the store to land (`make STAMPS=1`, bench/stamps.py). With
+ * these words: 1.3-1.8 us plus 3.1-3.5 us to the reply seen (bench/results/issue29-2026-11-28,
+ * "Where a round trip's time goes").
  *
  * So the stream stores into a word of the server's instead, and the worker reads the word at
  * each turn of its loop: a load, no driver call, no system call (waits.c, word waits). The
