@@ -168,13 +168,14 @@ has client_info-pool-busy "$info" '^  Requests served [1-9][0-9]*$'
 has client_info-pool-no-gpu-replies "$info" '^  Replies from the GPU 0$'
 ctl "terminate_client $S $P" >/dev/null
 wait "$P" 2>/dev/null
-# A context's synchronisation whose work is on one stream is answered by the worker once the
-# stream has stored a word of the server's (waits.c, word waits), not by a block in the driver.
+# A context's synchronisation whose work is on one stream is answered by the GPU as that
+# stream's synchronisation is (waits.c one_stream_ctx), not by a block in the driver nor by the
+# worker.
 spawn K "$W/ctxsync.log" "$B/tests/smallkern" 100000000 --ctx
 until_true grep -q 'ok setup' "$W/ctxsync.log" || bad ctxsync-ready "$(cat "$W/ctxsync.log")"
-word_replies() { ctl "get_client_info $1" | grep -Eq '^  Replies after a word from the GPU [1-9][0-9]*$'; }
-until_true word_replies "$K" && ok client_info-word-replies ||
-    bad client_info-word-replies "$(ctl "get_client_info $K")"
+k_gpu_replies() { ctl "get_client_info $K" | grep -Eq '^  Replies from the GPU [1-9][0-9]*$'; }
+until_true k_gpu_replies && ok client_info-ctx-gpu-replies ||
+    bad client_info-ctx-gpu-replies "$(ctl "get_client_info $K")"
 ctl "terminate_client $S $K" >/dev/null
 wait "$K" 2>/dev/null
 out=$(MPSSHIM_ACTIVE_THREAD_PERCENTAGE=250 shim "$B/tests/vecadd" 1000 2>&1)
@@ -214,8 +215,8 @@ MPSSHIM_CPUDRV_CTX_DELAY_MS=5000 "$CTL" -d || { bad cold-server-start "mpsshim-c
 S=$(server_pid)
 spawn K "$W/cold-busy.log" "$B/tests/smallkern" 100000000
 until_true grep -q 'ok setup' "$W/cold-busy.log" || bad cold-busy-ready "$(cat "$W/cold-busy.log")"
+word_replies() { ctl "get_client_info $1" | grep -Eq '^  Replies after a word from the GPU [1-9][0-9]*$'; }
 until_true word_replies "$K" && ok cold-word-replies || bad cold-word-replies "$(ctl "get_client_info $K")"
-k_gpu_replies() { ctl "get_client_info $K" | grep -Eq '^  Replies from the GPU [1-9][0-9]*$'; }
 until_true k_gpu_replies && ok cold-then-gpu-replies || bad cold-then-gpu-replies "$(ctl "get_client_info $K")"
 ctl "terminate_client $S $K" >/dev/null
 wait "$K" 2>/dev/null
