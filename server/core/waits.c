@@ -321,6 +321,13 @@ void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err)
         srv_reply(c, w->lane, err, 0);
         return;
     }
+    /* A sticky error has the fault thread look at the device before the thread may go on,
+     * as srv_reply does for the worker's own replies: its next call must find the context
+     * dead. Not only after a poll (srv_waits_poll notes it first): gpu_reply posts here too
+     * when its event's record failed behind the store, and the thread's next cuMemAlloc,
+     * served from the arena with no driver call, then succeeded (CI, once: fault --peer,
+     * whose cuCtxSynchronize is answered by the GPU since 42cc3dd). */
+    srv_fault_note(w->dev[0], err);
     /* The GPU's number, posted with the failure: unless a later reply has been posted on
      * the lane since (the thread then had this one, from the GPU, and went on). */
     if (c->lane_seq[w->lane] == w->target)
