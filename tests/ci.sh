@@ -779,6 +779,10 @@ else
     # Two servers: one's fault never reaches the other's clients (tests/fault_servers.sh; on
     # a GPU machine, a server per GPU, the answer to a fault being the process's).
     run_test fault-servers 90 bash "$ROOT/tests/fault_servers.sh" "$B" "$WORK"
+    # A reply from the GPU that fails behind its store (the context dying there, on request of
+    # the CPU test driver): the fault is known before the thread goes on, so that its next
+    # call answers it (tests/fault_reply.sh, 8 rounds). Own server.
+    run_test fault-reply 120 bash "$ROOT/tests/fault_reply.sh" "$B" "$WORK"
     run_test tables-empty-after-kill 30 bash -c '
         for i in $(seq 100); do
             [ "$(printf "get_server_status\n" | '"$CTL"' | awk "/^Clients/ {print \$2}")" = 0 ] && break

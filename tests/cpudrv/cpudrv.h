@@ -65,6 +65,15 @@ struct cpudrv_device {
 // its faults.
 extern int cpudrv_lost;
 extern int cpudrv_faults_per_context;
+// MPSSHIM_CPUDRV_FAULT_AFTER_STORE=N: the Nth cuEventRecord on the stream of the same
+// thread's last cuStreamWriteValue32, with no event recorded between, faults that context
+// (CUDA_ERROR_ILLEGAL_ADDRESS, sticky) and fails: the context dying between a server's reply
+// store and the event behind it (server/core/waits.c gpu_reply), a window no kernel hits on
+// purpose. 0: never. Counted under cpudrv_big (memop.c sets, event.c takes).
+extern long cpudrv_fault_after_store;
+// The stream of the calling thread's last cuStreamWriteValue32, until its next event record
+// or stream memory operation (NULL then).
+extern __thread struct cpudrv_stream *cpudrv_stored_on;
 extern struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
 
 // CUDA_SUCCESS once cuInit succeeded, CUDA_ERROR_NOT_INITIALIZED before.

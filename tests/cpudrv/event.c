@@ -136,6 +136,13 @@ static CUresult record(CUevent hEvent, CUstream hStream, unsigned flags)
     if (!rc && cpudrv_ctx_owner(s->o.ctx) != cpudrv_ctx_owner(e->o.ctx))
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (!rc) rc = cpudrv_capture_check(s, &capturing);
+    // MPSSHIM_CPUDRV_FAULT_AFTER_STORE: the context dies here, right behind a store.
+    if (!rc && !capturing && cpudrv_fault_after_store && cpudrv_stored_on == s &&
+        --cpudrv_fault_after_store == 0) {
+        cpudrv_ctx_fault(s->o.ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
+        rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    cpudrv_stored_on = NULL;
     if (!rc) rc = capturing ? cpudrv_capture_record(s, e, flags) : cpudrv_event_record_on(e, s);
     cpudrv_unlock();
     return rc;

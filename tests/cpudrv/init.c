@@ -20,6 +20,8 @@ long cpudrv_copy_delay_us;
 long cpudrv_release_delay_ms;
 long cpudrv_ctx_delay_ms;
 int cpudrv_faults_per_context;
+long cpudrv_fault_after_store;
+__thread struct cpudrv_stream *cpudrv_stored_on;
 // Protected by cpudrv_big.
 struct cpudrv_device cpudrv_devs[CPUDRV_MAX_DEVICES];
 struct cpudrv_stats cpudrv_stats;
@@ -204,6 +206,7 @@ CUresult cuInit(unsigned int Flags)
         // makings: tests that need a server's quiet context late (tests/leave_beside.sh) ask.
         cpudrv_ctx_delay_ms = env_long("MPSSHIM_CPUDRV_CTX_DELAY_MS", 0, 0, 60 * 1000);
         cpudrv_faults_per_context = (int)env_long("MPSSHIM_CPUDRV_FAULTS_PER_CONTEXT", 0, 0, 1);
+        cpudrv_fault_after_store = env_long("MPSSHIM_CPUDRV_FAULT_AFTER_STORE", 0, 0, 1L << 30);
         // A real cuInit takes a while (hundreds of ms on an H200): tests that need clients
         // to arrive while a server starts (tests/recycle.sh) ask for as long.
         long delay_ms = env_long("MPSSHIM_CPUDRV_INIT_DELAY_MS", 0, 0, 60 * 1000);

@@ -154,6 +154,7 @@ static CUresult memop(CUstream hs, CUdeviceptr addr, uint64_t value, unsigned fl
         op->touches = memop_touches;
         rc = cpudrv_stream_submit(s, op) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     }
+    cpudrv_stored_on = !rc && write ? s : NULL; /* MPSSHIM_CPUDRV_FAULT_AFTER_STORE: event.c */
     cpudrv_unlock();
     return rc;
 }
