@@ -9,8 +9,8 @@
 # from a server's start, which a bystander's rounds of copies, a launch and synchronisations
 # reach within a second); each server that takes over after a fault inherits the request.
 # ROUNDS rounds, each a bystander that must see its round fail with the fault and then the
-# fault sticky, the faulted server gone after it. Without the fault noted first, a third of
-# the rounds failed so on the CPU machine. Own server.
+# fault sticky, the faulted server gone after it. Without the fault noted first, two runs on
+# the CPU machine failed 3 and 2 of their 8 rounds so. Own server.
 #   tests/fault_reply.sh BUILD WORKDIR
 set -u
 B=$(cd "$1" && pwd)
