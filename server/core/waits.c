@@ -189,6 +189,11 @@ static void add(struct srv_client *c, struct srv_wait *w)
     w->added = 1;
     c->nwaits++; /* until srv_wait_free */
     w->made_ns = chan_now_ns();
+    w->ask_ns = w->made_ns + SRV_WAITS_LAZY_US * 1000ull;
+    /* A thread waits on one reply a lane at a time: an older wait on this lane was seen by
+     * the thread, whose events are then asked at the next poll (srv_waits_poll). */
+    for (struct srv_wait *o = c->waits; o; o = o->next)
+        if (o->lane == w->lane && (o->gpu || o->word.host)) o->passed = 1;
     w->next = c->waits;
     c->waits = w;
     atomic_store_explicit(&c->stats.gpu_waits, 1, memory_order_relaxed);
@@ -567,8 +572,18 @@ int srv_waits_poll(struct srv_client *c, int full)
                 words = SRV_WAITS_WORDS;
             }
         }
-        int ask = (!w->gpu && !w->word.host) || full == SRV_WAITS_ALL ||
-                  (full && now - w->made_ns >= SRV_WAITS_LAZY_US * 1000ull);
+        int asleep = w->gpu == 2 &&
+                     atomic_load_explicit(&c->ch.lanes[w->lane].waiting, memory_order_relaxed);
+        int ask = (!w->gpu && !w->word.host) || full == SRV_WAITS_ALL || w->passed ||
+                  (full && now >= (asleep ? w->made_ns + SRV_WAITS_LAZY_US * 1000ull : w->ask_ns));
+        if (ask && (w->gpu || w->word.host)) {
+            /* Asked again, should it still be running, after as long as it has run so far:
+             * a long wait's asks each cost a driver call that a request may meet. */
+            uint64_t age = now - w->made_ns, lazy = SRV_WAITS_LAZY_US * 1000ull;
+            uint64_t most = SRV_WAITS_ASK_MAX_US * 1000ull;
+            w->passed = 0;
+            w->ask_ns = now + (age < lazy ? lazy : age > most ? most : age);
+        }
         while (ask && w->nev > 0) {
             int i = w->nev - 1;
             CUresult q = DRV(cuEventQuery)(w->ev[i]);

@@ -35,6 +35,11 @@ struct srv_wait {
     int replied;      /* its reply is posted: nothing more is for its lane */
     int added;        /* pending in the client's waits (counted in nwaits) */
     uint64_t made_ns; /* when it was made (chan_now_ns) */
+    /* A wait whose reply needs no ask (gpu, word): when its events are next asked in a full
+     * look, and whether its lane has a newer wait (its thread went on: asked at the next poll,
+     * once). srv_waits_poll says why. */
+    uint64_t ask_ns;
+    int passed;
     int nev;
     CUevent ev[SRV_WAIT_EVENTS];
     int pooled[SRV_WAIT_EVENTS]; /* 1: return the event to the pool when done */
@@ -56,14 +61,19 @@ int srv_client_one_thread(struct srv_client *c);
  * that remain are replies the GPU posts to threads that spin for them or replies posted, else
  * 1; SRV_WAITS_WORDS added while a word wait's store has yet to land, for its first 20 ms (its
  * worker then looks at every turn). The events of waits whose replies need no ask of the driver
- * (the GPU posts them, or a word tells) are asked only in a full look, and only once the wait is
- * SRV_WAITS_LAZY_US old: each ask is a driver call (a cuEventQuery, 0.5-1 us on an H200)
- * during which a request that arrives waits unseen, and a wait that old is most often done,
- * so that one ask takes its event back. Such an ask is what tells a fault, and wakes a thread
- * that tired of spinning for the GPU's reply and sleeps: so much later at worst. `full`
- * SRV_WAITS_ALL asks every wait's events whatever its age (the bound's look, SRV_WAITS_MAX). */
+ * (the GPU posts them, or a word tells) are asked at the first poll after a newer wait on the
+ * same lane was made (its thread saw the reply and went on: the events behind it are most
+ * often done), once; else only in a full look, once the wait is SRV_WAITS_LAZY_US old, then
+ * again after as long as its age, up to SRV_WAITS_ASK_MAX_US (every SRV_WAITS_LAZY_US while
+ * the lane's thread sleeps for it). Each ask is a driver call (a cuEventQuery, 0.5-1 us on
+ * an H200) during which a request that arrives waits unseen: made right after a request was
+ * replayed, its thread then waits for the GPU anyway; made in a full look, at any moment.
+ * Such an ask is what tells a fault, and wakes a thread that tired of spinning for the GPU's
+ * reply and sleeps: so much later at worst. `full` SRV_WAITS_ALL asks every wait's events
+ * whatever its age (the bound's look, SRV_WAITS_MAX). */
 #define SRV_WAITS_WORDS 4
 #define SRV_WAITS_LAZY_US 20u
+#define SRV_WAITS_ASK_MAX_US 1000u
 #define SRV_WAITS_ALL 2
 int srv_waits_poll(struct srv_client *c, int full);
 /* Frees w (taken off c->waits by the caller), its events already given back or dropped. */
