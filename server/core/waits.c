@@ -225,6 +225,14 @@ static CUresult add_stream(struct srv_client *c, struct srv_wait *w, struct srv_
     return CUDA_SUCCESS;
 }
 
+/* Whether s was given work so recently (MPSSHIM_GPU_REPLY_FRESH_US) that it is taken as busy
+ * without asking the driver (gpu_reply says why). Taken busy wrongly, a stream costs a store
+ * that lands at once, or a context's wait an event more (find_busy): never a reply too soon. */
+static int fresh(const struct srv_stream *s)
+{
+    return fresh_ns && chan_now_ns() - s->submit_ns < fresh_ns;
+}
+
 /* Whether the GPU may post c's replies now, whatever the stream (gpu_reply says why each). */
 static int gpu_reply_fits(struct srv_client *c)
 {
@@ -281,8 +289,7 @@ static int gpu_reply(struct srv_client *c, struct srv_stream *s, int lane, uint3
      * it), which is still running it: the query (about 0.5 us) would only delay the store
      * the client spins for (bench/latprobe's relay_server against relay_store; bench/NOTES.md,
      * "Fresh streams"). Should it be idle after all, the store lands at once anyway. */
-    if ((!fresh_ns || chan_now_ns() - s->submit_ns >= fresh_ns) &&
-        DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS) {
+    if (!fresh(s) && DRV(cuStreamQuery)(s->real) == CUDA_SUCCESS) {
         finish(c, lane, CUDA_SUCCESS, len, 0);
         return 1;
     }
@@ -460,7 +467,9 @@ static void add_each(struct srv_client *c, struct srv_stream *s, void *arg)
     if (k->r == CUDA_SUCCESS) k->r = add_stream(c, k->w, s);
 }
 
-/* srv_wait_ctx's look for a context whose work is all on one stream. */
+/* srv_wait_ctx's look for a context whose work is all on one stream. A fresh stream (the one
+ * a launch just before the synchronisation went to) is busy without asking: the query, 0.5 us
+ * on an H200, would only delay the reply's store. */
 struct busy_walk {
     int n; /* streams with work, up to 2 */
     struct srv_stream *s;
@@ -469,7 +478,8 @@ struct busy_walk {
 static void find_busy(struct srv_client *c, struct srv_stream *s, void *arg)
 {
     struct busy_walk *k = arg;
-    if (k->n < 2 && !srv_stream_capturing(c, s) && DRV(cuStreamQuery)(s->real) != CUDA_SUCCESS) {
+    if (k->n < 2 && !srv_stream_capturing(c, s) &&
+        (fresh(s) || DRV(cuStreamQuery)(s->real) != CUDA_SUCCESS)) {
         k->n++;
         k->s = s;
     }
