@@ -590,6 +590,9 @@ run_test codegate 90 bash "$ROOT/tests/codegate.sh" "$B" "$WORK"
 run_test hostfn-gate 90 bash "$ROOT/tests/hostfn_gate.sh" "$B" "$WORK"
 # A first launch of code loaded at start waits for no other client's work (issue 29).
 run_test eager-load 90 bash "$ROOT/tests/eager.sh" "$B" "$WORK"
+# Streams taken as busy without asking the driver never end a synchronisation early:
+# idle_answers through a server whose streams stay fresh 1000 us (tests/fresh_streams.sh).
+run_test fresh-streams 90 bash "$ROOT/tests/fresh_streams.sh" "$B" "$WORK"
 # bench/onectx's modes (a diagnosis for the GPU, run by nothing else) still run and write what
 # they should, directly and through the shim (graph nodes updated at every step). Own server.
 run_test onectx-modes 90 bash "$ROOT/tests/onectx.sh" "$B" "$WORK"

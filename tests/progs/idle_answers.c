@@ -106,7 +106,7 @@ static void new_launch(CUstream s, CUdeviceptr flag)
     t_ok("a long kernel after an idle answer: NOT_READY, and the synchronisation waits for it");
 }
 
-static void ctx_sync(CUstream s, CUdeviceptr flag)
+static void ctx_sync(CUstream s, CUstream s2, CUdeviceptr flag, CUdeviceptr flag2)
 {
     CHECK(cuCtxSynchronize());
     CHECK(cuCtxSynchronize());
@@ -119,6 +119,18 @@ static void ctx_sync(CUstream s, CUdeviceptr flag)
     EXPECT(cuStreamQuery(s), CUDA_SUCCESS);
     EXPECT(cuStreamQuery(CU_STREAM_LEGACY), CUDA_SUCCESS);
     t_ok("cuCtxSynchronize after an idle one waits for a new long kernel");
+    /* The stream a launch just went to is taken as busy without asking the driver (the
+     * server's fresh streams, waits.c): the other stream, given its long kernel a while ago,
+     * must still be asked, and waited for. */
+    delay_set(s2, flag2, 5, LONG_NS);
+    usleep(20000);
+    delay_set(s, flag, 6, LONG_NS);
+    CHECK(cuCtxSynchronize());
+    REQUIRE(read_u32(flag2) == 5, "cuCtxSynchronize right after a launch on one stream returned "
+                                  "before another stream's long kernel ended");
+    REQUIRE(read_u32(flag) == 6, "cuCtxSynchronize returned before the long kernel launched "
+                                 "just before it ended");
+    t_ok("cuCtxSynchronize right after a long launch waits for it and another stream's");
 }
 
 static void events(CUstream s, CUstream s2, CUdeviceptr flag, CUdeviceptr flag2)
@@ -739,7 +751,7 @@ int main(int argc, char **argv)
 
     after_sync(s, flag);
     new_launch(s, flag);
-    ctx_sync(s, flag);
+    ctx_sync(s, s2, flag, flag2);
     events(s, s2, flag, flag2);
     other_stream(s, s2, flag, flag2);
     after_copy(s, s2, flag, flag2);
