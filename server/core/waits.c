@@ -571,6 +571,7 @@ int srv_waits_poll(struct srv_client *c, int full)
     struct srv_wait **pw = &c->waits;
     int words = 0;
     uint64_t now = chan_now_ns();
+    const uint64_t lazy = SRV_WAITS_LAZY_US * 1000ull, most = SRV_WAITS_ASK_MAX_US * 1000ull;
     while (*pw) {
         struct srv_wait *w = *pw;
         if (w->word.host && !w->replied) {
@@ -582,15 +583,19 @@ int srv_waits_poll(struct srv_client *c, int full)
                 words = SRV_WAITS_WORDS;
             }
         }
-        int asleep = w->gpu == 2 &&
-                     atomic_load_explicit(&c->ch.lanes[w->lane].waiting, memory_order_relaxed);
-        int ask = (!w->gpu && !w->word.host) || full == SRV_WAITS_ALL || w->passed ||
-                  (full && now >= (asleep ? w->made_ns + SRV_WAITS_LAZY_US * 1000ull : w->ask_ns));
-        if (ask && (w->gpu || w->word.host)) {
+        int lazy_wait = w->gpu || w->word.host; /* its reply needs no ask */
+        int ask = !lazy_wait || full == SRV_WAITS_ALL || w->passed;
+        if (!ask && full) {
+            /* The lane's word is the client's: it only decides how soon its own wait is
+             * asked (every SRV_WAITS_LAZY_US at most), as below. */
+            int asleep = w->gpu == 2 &&
+                         atomic_load_explicit(&c->ch.lanes[w->lane].waiting, memory_order_relaxed);
+            ask = now >= (asleep ? w->made_ns + lazy : w->ask_ns);
+        }
+        if (ask && lazy_wait) {
             /* Asked again, should it still be running, after as long as it has run so far:
              * a long wait's asks each cost a driver call that a request may meet. */
-            uint64_t age = now - w->made_ns, lazy = SRV_WAITS_LAZY_US * 1000ull;
-            uint64_t most = SRV_WAITS_ASK_MAX_US * 1000ull;
+            uint64_t age = now - w->made_ns;
             w->passed = 0;
             w->ask_ns = now + (age < lazy ? lazy : age > most ? most : age);
         }
