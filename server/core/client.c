@@ -310,6 +310,7 @@ static void cleanup(struct srv_client *c)
         srv_wait_free(c, w);
     }
     c->waits = NULL;
+    srv_waits_spares_free(c);
     srv_families_client_fini(c);                 /* in the table's order (family.c says why) */
     if (c->stat_fd1 > 0) close(c->stat_fd1 - 1); /* waits.c */
     c->stat_fd1 = 0;

@@ -179,6 +179,9 @@ struct srv_client {
      * at its launch (graphrefs.c). */
     uint64_t forgotten;
     struct srv_wait *waits;
+    /* Waits done, kept zeroed for the next (waits.c, new_wait), and how many. */
+    struct srv_wait *spare_waits;
+    unsigned nspare_waits;
     /* Replies posted on each lane so far, by the worker or the GPU: the lane's seq as the
      * server wrote it (proto.h; the segment's own word is never read back). */
     uint32_t lane_seq[CHAN_NLANES];

@@ -137,15 +137,52 @@ void srv_waits_init(void)
     crowded_replies = (int)chan_setting_num(CHAN_SET_CROWDED_GPU_REPLIES);
 }
 
+/* Waits done are kept for the next ones, up to SPARE_WAITS a client, zeroed: a wait is about 1
+ * KiB (its events' arrays), and its allocation and zeroing came before the GPU's store on every
+ * round trip the GPU answers (gpu_reply), 570 of the worker's instructions a copy there
+ * (callgrind, the CPU test driver, copysweep's 4 KiB copies), against a few taken from the
+ * list. A wait is freed some polls after its reply, when the next round trip's wait is made
+ * already: one spare would seldom be there, four are. */
+#define SPARE_WAITS 4
+
 static struct srv_wait *new_wait(struct srv_client *c, int lane, uint32_t len)
 {
-    struct srv_wait *w = calloc(1, sizeof(*w));
-    if (!w) return NULL;
+    struct srv_wait *w = c->spare_waits;
+    if (w) {
+        c->spare_waits = w->next;
+        c->nspare_waits--;
+        w->next = NULL;
+    } else if (!(w = calloc(1, sizeof(*w)))) {
+        return NULL;
+    }
     w->lane = lane;
     w->reply_len = len;
     w->result = CUDA_SUCCESS;
-    (void)c;
     return w;
+}
+
+/* A wait's memory given back (its events and word already): kept zeroed for new_wait, or
+ * freed. */
+static void wait_drop(struct srv_client *c, struct srv_wait *w)
+{
+    if (c->nspare_waits >= SPARE_WAITS) {
+        free(w);
+        return;
+    }
+    memset(w, 0, sizeof(*w));
+    w->next = c->spare_waits;
+    c->spare_waits = w;
+    c->nspare_waits++;
+}
+
+void srv_waits_spares_free(struct srv_client *c)
+{
+    for (struct srv_wait *w = c->spare_waits, *n; w; w = n) {
+        n = w->next;
+        free(w);
+    }
+    c->spare_waits = NULL;
+    c->nspare_waits = 0;
 }
 
 /* A wait with an event of s's device taken for it (ev[0], pooled, not counted in nev until
@@ -156,7 +193,7 @@ static struct srv_wait *new_wait_ev(struct srv_client *c, struct srv_stream *s, 
     struct srv_wait *w = new_wait(c, lane, len);
     if (!w) return NULL;
     if (srv_event_take(c, s->device, &w->ev[0]) != CUDA_SUCCESS) {
-        free(w);
+        wait_drop(c, w);
         return NULL;
     }
     w->dev[0] = s->device;
@@ -397,7 +434,7 @@ void srv_wait_free(struct srv_client *c, struct srv_wait *w)
     if (w->word.host) c->word_waits--;
     if (w->added) c->nwaits--;
     srv_gpuword_release(&w->word);
-    free(w);
+    wait_drop(c, w);
 }
 
 /* 1 when c may have one wait more (SRV_WAITS_MAX): the waits done are taken back first. */
@@ -436,7 +473,7 @@ static CUresult wait_stream(struct srv_client *c, struct srv_stream *s, int lane
     w->own = own;
     CUresult r = add_stream(c, w, s);
     if (r != CUDA_SUCCESS || w->nev == 0) {
-        free(w);
+        wait_drop(c, w);
         if (r == CUDA_SUCCESS) finish(c, lane, CUDA_SUCCESS, len, own);
         return r;
     }
@@ -537,7 +574,7 @@ CUresult srv_wait_ctx(struct srv_client *c, struct srv_ctx *x, int lane)
     if (r != CUDA_SUCCESS || w->nev == 0 || block) {
         for (int i = 0; i < w->nev; i++)
             srv_event_give(c, w->dev[i], w->ev[i]);
-        free(w);
+        wait_drop(c, w);
         if (r == CUDA_SUCCESS) finish(c, lane, CUDA_SUCCESS, 0, 0);
         return r;
     }

@@ -76,8 +76,11 @@ int srv_client_one_thread(struct srv_client *c);
 #define SRV_WAITS_ASK_MAX_US 1000u
 #define SRV_WAITS_ALL 2
 int srv_waits_poll(struct srv_client *c, int full);
-/* Frees w (taken off c->waits by the caller), its events already given back or dropped. */
+/* Gives w back (taken off c->waits by the caller), its events already given back or dropped:
+ * kept for the next wait (new_wait) or freed. */
 void srv_wait_free(struct srv_client *c, struct srv_wait *w);
+/* Frees the waits kept for reuse (a client's end, after its waits are freed). */
+void srv_waits_spares_free(struct srv_client *c);
 /* Ends wait w (taken off c->waits by the caller) with error err: the thread waiting on its
  * lane gets err, whether its reply was to come from the worker or from the GPU. */
 void srv_wait_fail(struct srv_client *c, struct srv_wait *w, CUresult err);
