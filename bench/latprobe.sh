@@ -4,10 +4,11 @@
 # hardware queues and with the server's 32; then callbench's launch + synchronise and 4-byte
 # read-back and copysweep's copies up to 1 MiB, natively and through an mpsshim server of its
 # own (private directories, quit at the end), in turns, REPEATS times each
-# (LATPROBE_REPEATS, 3). LATPROBE_VARIANT="VAR=VALUE ..." adds a phase with a server started
-# with those settings (a column "variant"; native is measured beside it again);
-# LATPROBE_PHASES=N runs the phases N times in turn (drifts of the machine fall on both). Full output
-# under OUT (default: a temporary directory), a summary last.
+# (LATPROBE_REPEATS, 3), after one callbench on each new server whose figures are shown
+# apart. LATPROBE_VARIANT="VAR=VALUE ..." adds a phase with a server started with those
+# settings (a column "variant"; native is measured beside it again); LATPROBE_PHASES=N runs
+# the phases N times in turn (drifts of the machine fall on both). Full output under OUT
+# (default: a temporary directory), a summary last.
 set -u
 B=${1:?usage: bench/latprobe.sh BUILD [OUT]}
 B=$(cd "$B" && pwd)
@@ -36,6 +37,12 @@ for mode in $(for _ in $(seq "$PHASES"); do echo "$MODES"; done); do
     [ "$mode" = variant ] && vars=$VARIANT
     # shellcheck disable=SC2086 # VAR=VALUE words
     env -u LD_PRELOAD $vars timeout 40 "$B/mpsshim-control" -d || { echo "no $mode server"; exit 1; }
+    # The server's first program apart: it meets the quiet context being made (0.6-0.7 s from
+    # its first load of code, replies from the worker meanwhile), a fresh server's cost that
+    # would otherwise be one of the repeats (bench/results/issue29-2026-11-28, "Start-up's
+    # phases"). Its figures are kept (calls-first-MODE.txt) and shown apart.
+    LD_PRELOAD=$B/libmpsshim.so "$B/bench/callbench" launch_sync_us memcpy_4b_dtoh_us \
+        >>"$OUT/calls-first-$mode.txt" 2>&1
     for _ in $(seq "$REPEATS"); do
         for m in native "$mode"; do
             pre=()
@@ -65,6 +72,14 @@ row() {
 }
 echo "== calls (us), each repeat: ${MODES// / | }${VARIANT:+ ($VARIANT)}"
 for m in launch_sync_us memcpy_4b_dtoh_us; do row calls $m; done
+echo "== each server's first program (us), before the repeats: ${MODES#native }"
+for m in launch_sync_us memcpy_4b_dtoh_us; do
+    line=""
+    for mode in ${MODES#native }; do
+        line="$line$(awk -v m="$m" '$2 == m {printf "%s ", $3}' "$OUT/calls-first-$mode.txt")| "
+    done
+    printf '%-34s %s\n' "$m" "${line%| }"
+done
 echo "== pinned and registered copies (GB/s), each repeat: ${MODES// / | }"
 for m in $(awk '/^metric copy_.*_(pinned|registered)_/ {print $2}' "$OUT/copy-native.txt" | sort -u); do
     row copy "$m"
