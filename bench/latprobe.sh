@@ -61,25 +61,23 @@ rm -rf "$W"
 echo "== latprobe, native (us): default queues | 32 queues"
 join <(awk '/^metric/ {print $2, $3}' "$OUT/probe-default.txt" | sort) \
     <(awk '/^metric/ {print $2, $3}' "$OUT/probe-32.txt" | sort) | awk '{printf "%-32s %8s %8s\n", $1, $2, $3}'
-# row FILE-STEM METRIC: the metric's value in each repeat, mode by mode.
+# row FILE-STEM METRIC [MODE...]: the metric's value in each repeat, mode by mode (MODES).
 row() {
-    local m line="" f
-    for m in $MODES; do
-        f="$OUT/$1-$m.txt"
-        line="$line$(awk -v m="$2" '$2 == m {printf "%s ", $3}' "$f")| "
+    local m line="" f stem=$1 metric=$2
+    shift 2
+    # shellcheck disable=SC2086 # MODES is words
+    [ $# -gt 0 ] || set -- $MODES
+    for m in "$@"; do
+        f="$OUT/$stem-$m.txt"
+        line="$line$(awk -v m="$metric" '$2 == m {printf "%s ", $3}' "$f")| "
     done
-    printf '%-34s %s\n' "$2" "${line%| }"
+    printf '%-34s %s\n' "$metric" "${line%| }"
 }
 echo "== calls (us), each repeat: ${MODES// / | }${VARIANT:+ ($VARIANT)}"
 for m in launch_sync_us memcpy_4b_dtoh_us; do row calls $m; done
 echo "== each server's first program (us), before the repeats: ${MODES#native }"
-for m in launch_sync_us memcpy_4b_dtoh_us; do
-    line=""
-    for mode in ${MODES#native }; do
-        line="$line$(awk -v m="$m" '$2 == m {printf "%s ", $3}' "$OUT/calls-first-$mode.txt")| "
-    done
-    printf '%-34s %s\n' "$m" "${line%| }"
-done
+# shellcheck disable=SC2086 # the modes are words
+for m in launch_sync_us memcpy_4b_dtoh_us; do row calls-first $m ${MODES#native }; done
 echo "== pinned and registered copies (GB/s), each repeat: ${MODES// / | }"
 for m in $(awk '/^metric copy_.*_(pinned|registered)_/ {print $2}' "$OUT/copy-native.txt" | sort -u); do
     row copy "$m"
