@@ -49,7 +49,7 @@ int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waite
     uint32_t v = atomic_load_explicit(word, memory_order_acquire);
     if (chan_reached(v, want)) return 0;
     uint64_t start = chan_now_ns();
-    unsigned spins = 0;
+    unsigned spins = 0, every = w->yield_every ? w->yield_every : 16;
     chan_prof_add(CHAN_PROF_WAITS, 1);
     /* Asleep with a short slice, so that the wake-up takes a CPU from a poller at once
      * (slice.h); the thread's own slice is back before it returns to its caller. */
@@ -74,7 +74,7 @@ int chan_wait_for(_Atomic uint32_t *word, uint32_t want, _Atomic uint32_t *waite
                 chan_cpu_relax();
             }
             /* On an oversubscribed machine the peer may need this very CPU. */
-            if (++spins % 16 == 0) sched_yield();
+            if (++spins % every == 0) sched_yield();
         }
         if (CHAN_PROFILING) chan_prof_add(CHAN_PROF_SPIN_NS, chan_now_ns() - spun);
         if (w->slice_ns && !saved.valid) (void)chan_slice_set(w->slice_ns, &saved);

@@ -25,6 +25,8 @@ struct chan_wait {
     /* Called once, before the thread first sleeps while the extension applies. */
     void (*nudge)(void *arg);
     void *nudge_arg;
+    /* While spinning: sched_yield after this many batches of 64 looks; 0: 16 (1024 looks). */
+    unsigned yield_every;
 };
 
 /* True when counter value `v` has reached `want` (mod 2^32). */
