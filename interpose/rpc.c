@@ -191,11 +191,11 @@ static uint64_t crowded_gpu_spin_ns(void)
  * sched_yields (MPSSHIM_CROWDED_YIELD_LOOKS / 64; channel/wait.c). A thread spinning for its
  * reply while every CPU is wanted holds one that its own worker, or another client, may be
  * waiting to run on; the yield hands it over where the scheduler has someone waiting, and
- * costs a system call (0.2 us on the H200 machines) where not. Yielding every 64 looks instead of 1024 gave 16
- * PyTorch processes on an H200 of 16 CPUs 2-7% more steps in the medians of two sessions'
- * rounds, inside each round's spread, and the bench's cold MPI jobs of 16 and 32 ranks were 1-5%
- * slower with it (bench/results/issue29-2026-11-28, "The reference of 2366d19"): the default
- * stays 1024. */
+ * costs a system call (0.2 us on the H200 machines) where not. Yielding every 64 looks instead of
+ * 1024 gave 16 PyTorch processes on an H200 of 16 CPUs 2-7% more steps in the medians of two
+ * sessions' rounds, inside each round's spread, and the bench's cold MPI jobs of 16 and 32 ranks
+ * were 1-5% slower with it (bench/results/issue29-2026-11-28, "The reference of 2366d19"): the
+ * default stays 1024. */
 static unsigned crowded_yield_every(void)
 {
     static _Atomic int cached = -1;
