@@ -200,11 +200,11 @@ static unsigned crowded_yield_every(void)
 {
     static _Atomic int cached = -1;
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
+    if (v < 0) { /* at least 1: the settings table keeps the value at 64 or more */
         v = (int)(chan_setting_num(CHAN_SET_CROWDED_YIELD_LOOKS) / 64);
-        atomic_store(&cached, v > 0 ? v : 1);
+        atomic_store(&cached, v);
     }
-    return v > 0 ? (unsigned)v : 1;
+    return (unsigned)v;
 }
 
 const struct chan_wait shim_waiter = {.spin_ns = 200 * 1000, .alive = shim_server_alive};
